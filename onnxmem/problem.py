@@ -1,0 +1,385 @@
+"""The memory-assignment problem, free of ONNX.
+
+A *buffer* is a block of ``size`` bytes that is live during the half-open step
+interval ``[start, end)``. A *solution* gives every buffer an ``offset`` in one
+arena so that two buffers live at the same step never share a byte; its
+``height`` is the arena size, the largest ``offset + size``. This is the
+dynamic-storage-allocation problem as MiniMalloc states it, and the CSV format
+here is MiniMalloc's (``id,lower,upper,size[,offset]``).
+
+This module imports neither onnx nor onnxruntime: it can be tested on literal
+problems and on peer benchmark instances alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .errors import ProblemError
+
+__all__ = [
+    "Buffer",
+    "Problem",
+    "Solution",
+    "Violation",
+    "align_up",
+    "height_of",
+    "live_bytes",
+    "lower_bound",
+    "read_csv",
+    "validate",
+    "write_csv",
+]
+
+#: statuses a solver may report
+STATUSES = ("optimal", "feasible", "infeasible", "timeout")
+
+
+def align_up(value: int, alignment: int) -> int:
+    """The smallest multiple of ``alignment`` that is >= ``value``."""
+    if alignment <= 1:
+        return value
+    return -(-value // alignment) * alignment
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """One block to place.
+
+    ``start``/``end``: lifetime in schedule steps, half-open ``[start, end)``.
+    ``size``: bytes. ``alignment``: the offset must be a multiple of it.
+    ``offset``: set when the buffer is pinned at a fixed offset.
+    """
+
+    id: str
+    start: int
+    end: int
+    size: int
+    alignment: int = 1
+    offset: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.end <= self.start:
+            raise ProblemError(
+                f"buffer '{self.id}' has lifetime [{self.start}, {self.end}); "
+                "a lifetime must be non-empty (end > start)"
+            )
+        if self.size < 0:
+            raise ProblemError(f"buffer '{self.id}' has negative size {self.size}")
+        if self.alignment < 1:
+            raise ProblemError(
+                f"buffer '{self.id}' has alignment {self.alignment}; use 1 or more"
+            )
+        if self.offset is not None and (
+            self.offset < 0 or self.offset % self.alignment
+        ):
+            raise ProblemError(
+                f"buffer '{self.id}' is pinned at offset {self.offset}, which is "
+                f"negative or not a multiple of its alignment {self.alignment}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Buffers to place; ``capacity`` (bytes) bounds the arena when given."""
+
+    buffers: tuple[Buffer, ...]
+    capacity: int | None = None
+
+    def __post_init__(self) -> None:
+        ids = [b.id for b in self.buffers]
+        if len(set(ids)) != len(ids):
+            seen: set[str] = set()
+            dup = next(i for i in ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
+            raise ProblemError(f"buffer id '{dup}' appears twice; ids must be unique")
+        if self.capacity is not None and self.capacity < 0:
+            raise ProblemError(f"capacity {self.capacity} is negative")
+
+    def __len__(self) -> int:
+        return len(self.buffers)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(start, end, size, alignment)`` as int64 arrays, in buffer order."""
+        n = len(self.buffers)
+        out = np.empty((4, n), dtype=np.int64)
+        for i, b in enumerate(self.buffers):
+            out[0, i] = b.start
+            out[1, i] = b.end
+            out[2, i] = b.size
+            out[3, i] = b.alignment
+        return out[0], out[1], out[2], out[3]
+
+    def with_capacity(self, capacity: int | None) -> "Problem":
+        return Problem(self.buffers, capacity)
+
+
+@dataclass(frozen=True, slots=True)
+class Solution:
+    """Offsets for every buffer of a problem, in buffer order.
+
+    ``status``: ``optimal`` (proven: meets a lower bound or the search was
+    exhausted), ``feasible`` (a valid plan, optimality unknown), ``infeasible``
+    (proven: no plan fits the capacity; ``offsets`` is empty) or ``timeout``
+    (the deadline passed before any plan fitting the capacity was found).
+    ``objects``: for shared-object solutions, the object index of each buffer.
+    """
+
+    offsets: tuple[int, ...]
+    height: int
+    solver: str
+    status: str = "feasible"
+    seconds: float = 0.0
+    objects: tuple[int, ...] | None = None
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown solution status {self.status!r}")
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == "optimal"
+
+    @property
+    def found(self) -> bool:
+        """Whether the solution carries offsets."""
+        return self.status in ("optimal", "feasible")
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken rule of a solution; ``buffers`` names the ids involved."""
+
+    kind: str  # "overlap" | "alignment" | "capacity" | "pinned" | "negative" | "count"
+    buffers: tuple[str, ...]
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def live_bytes(problem: Problem) -> np.ndarray:
+    """Bytes live at each step ``0 .. max(end)-1`` (an array of that length)."""
+    if not problem.buffers:
+        return np.zeros(0, dtype=np.int64)
+    start, end, size, _ = problem.arrays()
+    horizon = int(end.max())
+    delta = np.zeros(horizon + 1, dtype=np.int64)
+    np.add.at(delta, start, size)
+    np.add.at(delta, end, -size)
+    return np.cumsum(delta[:-1])
+
+
+def lower_bound(problem: Problem) -> int:
+    """The max-live lower bound: the most bytes live at any one step.
+
+    No placement can use less, since buffers live at the same step are
+    disjoint. It is also at least the largest ``offset + size`` of a pinned
+    buffer.
+    """
+    curve = live_bytes(problem)
+    bound = int(curve.max()) if curve.size else 0
+    for b in problem.buffers:
+        if b.offset is not None:
+            bound = max(bound, b.offset + b.size)
+    return bound
+
+
+def height_of(problem: Problem, offsets: Sequence[int]) -> int:
+    """The arena size that ``offsets`` needs: the largest ``offset + size``."""
+    if not problem.buffers:
+        return 0
+    _, _, size, _ = problem.arrays()
+    return int((np.asarray(offsets, dtype=np.int64) + size).max(initial=0))
+
+
+def validate(
+    problem: Problem, solution: Solution | Sequence[int], *, limit: int | None = None
+) -> list[Violation]:
+    """Every rule ``solution`` breaks; an empty list means the plan is valid.
+
+    Checks each buffer's offset (non-negative, aligned, equal to its pinned
+    offset), the arena (height covers every buffer and fits the capacity), and
+    every pair of buffers live at one step for a shared byte. Pairs are found
+    by sorting on ``start``, so the cost is the number of time-overlapping
+    pairs, not n^2. ``limit`` stops after that many violations.
+    """
+    offsets = solution.offsets if isinstance(solution, Solution) else tuple(solution)
+    found: list[Violation] = []
+    bufs = problem.buffers
+
+    def full() -> bool:
+        return limit is not None and len(found) >= limit
+
+    if len(offsets) != len(bufs):
+        return [
+            Violation(
+                "count",
+                (),
+                f"solution has {len(offsets)} offsets for {len(bufs)} buffers",
+            )
+        ]
+    for b, off in zip(bufs, offsets):
+        if off < 0:
+            found.append(Violation("negative", (b.id,), f"buffer '{b.id}' has negative offset {off}"))
+        elif off % b.alignment:
+            found.append(
+                Violation(
+                    "alignment",
+                    (b.id,),
+                    f"buffer '{b.id}' at offset {off} is not a multiple of its "
+                    f"alignment {b.alignment}",
+                )
+            )
+        if b.offset is not None and off != b.offset:
+            found.append(
+                Violation(
+                    "pinned",
+                    (b.id,),
+                    f"buffer '{b.id}' is pinned at {b.offset} but placed at {off}",
+                )
+            )
+        if full():
+            return found
+    if not bufs:
+        return found
+    height = height_of(problem, offsets)
+    if isinstance(solution, Solution) and solution.height < height:
+        found.append(
+            Violation(
+                "capacity",
+                (),
+                f"solution claims arena {solution.height} but its buffers reach {height}",
+            )
+        )
+    if problem.capacity is not None and height > problem.capacity:
+        found.append(
+            Violation(
+                "capacity",
+                (),
+                f"arena {height} exceeds the capacity {problem.capacity}",
+            )
+        )
+    if full():
+        return found
+    start, end, size, _ = problem.arrays()
+    off = np.asarray(offsets, dtype=np.int64)
+    order = np.argsort(start, kind="stable")
+    s_sorted = start[order]
+    # For buffer i, the buffers j that start in [start_i, end_i) and come after
+    # it in the sorted order overlap it in time; every time-overlapping pair is
+    # found exactly once this way.
+    hi = np.searchsorted(s_sorted, end[order], side="left")
+    for pos in range(len(order)):
+        if hi[pos] <= pos + 1:
+            continue
+        i = order[pos]
+        if size[i] == 0:
+            continue
+        cand = order[pos + 1 : hi[pos]]
+        clash = (off[cand] < off[i] + size[i]) & (off[i] < off[cand] + size[cand]) & (size[cand] > 0)
+        if clash.any():
+            for j in cand[clash]:
+                a, b = bufs[i], bufs[int(j)]
+                lo_t, hi_t = max(a.start, b.start), min(a.end, b.end)
+                lo_a = max(offsets[i], offsets[int(j)])
+                hi_a = min(offsets[i] + a.size, offsets[int(j)] + b.size)
+                found.append(
+                    Violation(
+                        "overlap",
+                        (a.id, b.id),
+                        f"buffers '{a.id}' and '{b.id}' are both live in steps "
+                        f"[{lo_t}, {hi_t}) and share bytes [{lo_a}, {hi_a})",
+                    )
+                )
+                if full():
+                    return found
+    return found
+
+
+# ---------------------------------------------------------------- CSV (MiniMalloc)
+
+
+def _parse_int(text: str, what: str, where: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ProblemError(f"{where}: {what} {text!r} is not an integer") from None
+
+
+def read_csv(
+    source: str | os.PathLike[str] | io.TextIOBase, *, alignment: int = 1
+) -> tuple[Problem, tuple[int, ...] | None]:
+    """Read a MiniMalloc CSV (``id,lower,upper,size[,offset]``).
+
+    Returns the problem and, when the file has an ``offset`` column, the
+    offsets it gives (a solution to check). ``upper`` is exclusive.
+    """
+    name = str(source) if not isinstance(source, io.TextIOBase) else "<stream>"
+    if isinstance(source, io.TextIOBase):
+        text = source.read()
+    else:
+        try:
+            with open(source, newline="") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise ProblemError(f"cannot read '{name}': {exc.strerror}") from None
+    rows = list(csv.reader(io.StringIO(text)))
+    rows = [r for r in rows if r and any(c.strip() for c in r)]
+    if not rows:
+        raise ProblemError(f"'{name}' is empty; expected a header 'id,lower,upper,size'")
+    header = [c.strip().lower() for c in rows[0]]
+    need = ["id", "lower", "upper", "size"]
+    if header[:4] != need or len(header) > 5 or (len(header) == 5 and header[4] != "offset"):
+        raise ProblemError(
+            f"'{name}' has header {','.join(header)!r}; expected "
+            "'id,lower,upper,size' optionally followed by ',offset'"
+        )
+    has_offset = len(header) == 5
+    buffers: list[Buffer] = []
+    offsets: list[int] = []
+    for lineno, row in enumerate(rows[1:], start=2):
+        where = f"{name}:{lineno}"
+        if len(row) != len(header):
+            raise ProblemError(f"{where}: expected {len(header)} fields, found {len(row)}")
+        bid = row[0].strip()
+        lower = _parse_int(row[1].strip(), "lower", where)
+        upper = _parse_int(row[2].strip(), "upper", where)
+        size = _parse_int(row[3].strip(), "size", where)
+        try:
+            buffers.append(Buffer(bid, lower, upper, size, alignment))
+        except ProblemError as exc:
+            raise ProblemError(f"{where}: {exc}") from None
+        if has_offset:
+            offsets.append(_parse_int(row[4].strip(), "offset", where))
+    return Problem(tuple(buffers)), (tuple(offsets) if has_offset else None)
+
+
+def write_csv(
+    problem: Problem, path: str | os.PathLike[str] | None, offsets: Iterable[int] | None = None
+) -> str:
+    """MiniMalloc CSV text for ``problem`` (with an offset column when given).
+
+    Writes it to ``path`` atomically when a path is given; returns the text.
+    """
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    offs = list(offsets) if offsets is not None else None
+    w.writerow(["id", "lower", "upper", "size"] + (["offset"] if offs is not None else []))
+    for i, b in enumerate(problem.buffers):
+        row = [b.id, b.start, b.end, b.size]
+        if offs is not None:
+            row.append(offs[i])
+        w.writerow(row)
+    text = out.getvalue()
+    if path is not None:
+        from .fileio import write_text_atomic
+
+        write_text_atomic(path, text)
+    return text
