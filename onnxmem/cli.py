@@ -37,4 +37,136 @@ def main() -> None:
     """Plan the activation memory of an ONNX model ahead of time, and prove the plan."""
 
 
+def fmt_bytes(n: int) -> str:
+    """``1536`` -> ``'1.50 KiB (1,536 B)'``."""
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    v, u = float(n), 0
+    while v >= 1024 and u < len(units) - 1:
+        v, u = v / 1024, u + 1
+    return f"{n:,} B" if u == 0 else f"{v:.2f} {units[u]} ({n:,} B)"
+
+
+def _progress(enabled: bool) -> Callable[[str], None]:
+    def say(msg: str) -> None:
+        if enabled:
+            click.echo(f"  {msg} ...", err=True)
+
+    return say
+
+
+def _solver_choices() -> list[str]:
+    from .solvers import SOLVERS
+
+    return sorted(SOLVERS)
+
+
+def _order_choices() -> list[str]:
+    from .scheduling import ORDERS
+
+    return sorted(ORDERS)
+
+
+def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The flags that say how to plan, shared by every command that plans."""
+    from .pipeline import default_order, default_solver
+
+    opts = [
+        click.option("--solver", type=click.Choice(_solver_choices()), default=default_solver(),
+                     show_default=True, help="Buffer-assignment algorithm."),
+        click.option("--order", "order", type=click.Choice(_order_choices()), default=default_order(),
+                     show_default=True, help="Operator-order strategy."),
+        click.option("--alignment", type=click.IntRange(min=1), default=64, show_default=True,
+                     help="Byte alignment of every offset (and size)."),
+        click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+                     help="Bind a symbolic dim, e.g. --dim batch=1 (repeatable)."),
+        click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1xD2..",
+                     help="Pin an input's shape, e.g. --input-shape x=1x3x224x224 (repeatable)."),
+        click.option("--measure-shapes", is_flag=True,
+                     help="Run the model once in onnxruntime and use the measured shapes."),
+        click.option("--io", type=click.Choice(["internal", "external"]), default="internal",
+                     show_default=True, help="external: graph inputs and outputs stay out of the arena."),
+        click.option("--timeout", type=click.FloatRange(min=0), default=None,
+                     help="Seconds the solver and the order search may take."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, ...],
+                      input_shapes: tuple[str, ...], measure_shapes: bool, io: str,
+                      timeout: float | None, seed: int = 0) -> Any:
+    from .model import parse_dim_binding, parse_input_shape
+    from .pipeline import PlanOptions
+
+    return PlanOptions(
+        solver=solver,
+        order=order,
+        alignment=alignment,
+        io=io,
+        dims=dict(parse_dim_binding(d) for d in dims),
+        input_shapes=dict(parse_input_shape(s) for s in input_shapes),
+        measure_shapes=measure_shapes,
+        timeout=timeout,
+        seed=seed,
+    )
+
+
+def plan_summary(plan: Any) -> list[str]:
+    n_nodes = len(plan.order)
+    gap = f"+{plan.gap * 100:.2f}% over the bound" if plan.lower_bound else "at the bound"
+    status = plan.solver["status"]
+    return [
+        f"model        {plan.model['path']}",
+        f"nodes        {n_nodes}   tensors planned {len(plan.tensors)}   order {plan.order_strategy}",
+        f"weights      {fmt_bytes(plan.weights_size)}",
+        f"naive        {fmt_bytes(plan.naive_size)}",
+        f"lower bound  {fmt_bytes(plan.lower_bound)}",
+        f"arena        {fmt_bytes(plan.arena_size)}   {gap} ({status})",
+        f"time         plan {plan.plan_seconds:.3f} s   solver {plan.solver['name']} "
+        f"{plan.solver['seconds']:.3f} s",
+    ]
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=str))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Write the JSON plan here.")
+@click.option("--annotate", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Write the model with the plan attached and nodes in planned order.")
+@planning_options
+@click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
+@user_errors
+def plan(model: str, output: str | None, annotate: str | None, solver: str, order: str,
+         alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
+         io: str, timeout: float | None, as_json: bool) -> None:
+    """Plan the activation memory of MODEL and print the summary."""
+    from .annotate import write_annotated
+    from .fileio import check_output_path
+    from .pipeline import plan_model
+    from .plan import write_plan
+
+    if output:
+        check_output_path(output, "-o")
+    if annotate:
+        check_output_path(annotate, "--annotate")
+    opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout)
+    result = plan_model(model, opts, progress=_progress(sys.stderr.isatty() and not as_json))
+    if output:
+        write_plan(result.plan, output)
+    if annotate:
+        write_annotated(result.model, result.plan, model, annotate)
+    if as_json:
+        click.echo(result.plan.to_json(), nl=False)
+        return
+    for line in plan_summary(result.plan):
+        click.echo(line)
+    for w in result.plan.warnings:
+        click.echo(f"warning: {w}", err=True)
+    if output:
+        click.echo(f"plan         {output}")
+    if annotate:
+        click.echo(f"annotated    {annotate}")
+
+
 # -- end of commands --

@@ -1,0 +1,96 @@
+"""The annotated model: the plan in ``metadata_props``, nodes in planned order.
+
+Keys written (all strings, as ONNX requires):
+
+* ``onnxmem.plan``: the whole plan JSON;
+* ``onnxmem.schema_version``, ``onnxmem.arena_size``, ``onnxmem.lower_bound``,
+  ``onnxmem.alignment``: the headline numbers, for tools that read one key.
+
+Nodes get the unique names the plan refers to and are written in the plan's
+order, so a runtime that executes nodes in file order follows the plan. The
+model still passes ``onnx.checker`` and runs in onnxruntime. External weights
+stay where they are: the annotated model must live in the same folder as the
+original so its data references still resolve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import onnx
+
+from .errors import OnnxmemError, PlanError
+from .fileio import check_output_path, write_bytes_atomic
+from .graph import node_names
+from .plan import MemoryPlan, plan_from_dict
+
+__all__ = ["PREFIX", "annotate_model", "plan_from_model", "write_annotated"]
+
+PREFIX = "onnxmem."
+
+
+def annotate_model(model: onnx.ModelProto, plan: MemoryPlan) -> onnx.ModelProto:
+    """A copy of ``model`` with nodes named and ordered as in ``plan``, plan attached."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    names = node_names(g)
+    by_name = dict(zip(names, g.node))
+    if set(by_name) != set(plan.order):
+        raise PlanError("the plan's node order does not name this model's nodes; re-plan the model")
+    nodes = []
+    for name in plan.order:
+        node = onnx.NodeProto()
+        node.CopyFrom(by_name[name])
+        node.name = name
+        nodes.append(node)
+    del g.node[:]
+    g.node.extend(nodes)
+    keep = [p for p in out.metadata_props if not p.key.startswith(PREFIX)]
+    del out.metadata_props[:]
+    out.metadata_props.extend(keep)
+    props = {
+        "plan": plan.to_json(),
+        "schema_version": str(plan.schema_version),
+        "arena_size": str(plan.arena_size),
+        "lower_bound": str(plan.lower_bound),
+        "alignment": str(plan.alignment),
+    }
+    for k, v in props.items():
+        p = out.metadata_props.add()
+        p.key, p.value = PREFIX + k, v
+    return out
+
+
+def write_annotated(
+    model: onnx.ModelProto, plan: MemoryPlan, source: str | os.PathLike[str], path: str | os.PathLike[str]
+) -> None:
+    """Write the annotated model atomically; checks it with ``onnx.checker`` first."""
+    dest = check_output_path(path, "--annotate")
+    has_external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
+    if has_external and dest.resolve().parent != Path(source).resolve().parent:
+        raise OnnxmemError(
+            f"--annotate '{dest}': the model keeps its weights in external files, whose "
+            f"references only resolve next to it; write the annotated model into '{Path(source).parent}'"
+        )
+    out = annotate_model(model, plan)
+    try:
+        onnx.checker.check_model(out)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise OnnxmemError(f"the annotated model fails onnx.checker: {first}") from None
+    write_bytes_atomic(dest, out.SerializeToString())
+
+
+def plan_from_model(model: onnx.ModelProto, where: str = "model") -> MemoryPlan | None:
+    """The plan an annotated model carries, or ``None``."""
+    for p in model.metadata_props:
+        if p.key == PREFIX + "plan":
+            try:
+                data = json.loads(p.value)
+            except json.JSONDecodeError:
+                raise PlanError(f"{where}: metadata 'onnxmem.plan' is not JSON; re-annotate") from None
+            return plan_from_dict(data, f"{where} (onnxmem.plan)")
+    return None

@@ -1,0 +1,243 @@
+"""A read-only view of a model's top-level graph for planning.
+
+Values know their producer and their consumers; node order is the file's and
+is never assumed to be topological. Nodes with subgraphs (If, Loop, Scan)
+read the outer-scope values their bodies capture: those count as inputs of the
+owning node, so they stay live through it. Each node gets a unique name (the
+file's, or ``<op_type>_<index>`` when it is empty or repeated); the annotated
+model writes these names back so a plan and its model always match.
+
+Weights are initializers, and the outputs of ``Constant`` nodes and of
+``ConstantOfShape`` nodes whose shape input is itself a weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import onnx
+
+from .errors import ModelError
+from .model import ShapeInfo, dtype_name, tensor_bytes
+
+__all__ = ["GraphView", "Op", "Tensor", "build_view", "outer_scope_reads"]
+
+#: ops whose outputs are weights when every input is a weight
+CONSTANT_OPS = frozenset({"Constant", "ConstantOfShape"})
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """One value of the top-level graph.
+
+    ``kind``: ``input`` (a graph input that is not a weight), ``output`` (a
+    graph output), ``activation`` (any other node output) or ``weight``.
+    ``producer``: index of the node that writes it, ``None`` for inputs and
+    initializers.
+    """
+
+    name: str
+    elem_type: int
+    dtype: str
+    shape: tuple[int, ...]
+    size: int
+    kind: str
+    producer: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One node. ``inputs`` keeps '' for an omitted optional input;
+    ``captures`` lists the outer-scope values its subgraphs read."""
+
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    captures: tuple[str, ...] = ()
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Every value the node reads, each once, in first-use order."""
+        seen: dict[str, None] = {}
+        for n in self.inputs + self.captures:
+            if n:
+                seen.setdefault(n, None)
+        return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphView:
+    ops: tuple[Op, ...]
+    tensors: Mapping[str, Tensor]
+    inputs: tuple[str, ...]  # real graph inputs (not weights)
+    outputs: tuple[str, ...]
+    consumers: Mapping[str, tuple[int, ...]]  # value -> node indices that read it
+
+    def producer(self, name: str) -> int | None:
+        return self.tensors[name].producer
+
+    def activations(self) -> list[Tensor]:
+        """Every non-weight value: the tensors that need arena memory."""
+        return [t for t in self.tensors.values() if t.kind != "weight"]
+
+    @property
+    def weights_size(self) -> int:
+        return sum(t.size for t in self.tensors.values() if t.kind == "weight")
+
+    def predecessors(self, index: int) -> tuple[int, ...]:
+        """Nodes that produce a non-weight value this node reads."""
+        out: dict[int, None] = {}
+        for n in self.ops[index].reads:
+            p = self.tensors[n].producer
+            if p is not None and self.tensors[n].kind != "weight":
+                out.setdefault(p, None)
+        return tuple(out)
+
+    def successors(self, index: int) -> tuple[int, ...]:
+        out: dict[int, None] = {}
+        for o in self.ops[index].outputs:
+            if o and o in self.tensors and self.tensors[o].kind != "weight":
+                for c in self.consumers.get(o, ()):
+                    out.setdefault(c, None)
+        return tuple(out)
+
+
+def _subgraphs(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            yield from attr.graphs
+
+
+def outer_scope_reads(graph: onnx.GraphProto) -> list[str]:
+    """Names a (sub)graph reads but does not define, including nested bodies."""
+    defined = {vi.name for vi in graph.input} | {i.name for i in graph.initializer}
+    defined |= {i.name for i in graph.sparse_initializer if hasattr(i, "name")}
+    reads: dict[str, None] = {}
+    for node in graph.node:
+        for n in node.input:
+            if n and n not in defined:
+                reads.setdefault(n, None)
+        for sub in _subgraphs(node):
+            for n in outer_scope_reads(sub):
+                if n not in defined:
+                    reads.setdefault(n, None)
+        defined.update(o for o in node.output if o)
+    for vi in graph.output:
+        if vi.name not in defined:
+            reads.setdefault(vi.name, None)
+    return list(reads)
+
+
+def node_names(graph: onnx.GraphProto) -> list[str]:
+    """Unique names for the graph's nodes: the file's, or ``<op_type>_<i>``."""
+    used: set[str] = set()
+    names: list[str] = []
+    taken = {n.name for n in graph.node if n.name}
+    for i, node in enumerate(graph.node):
+        name = node.name
+        if not name or name in used:
+            base = f"{node.op_type}_{i}"
+            name, k = base, 1
+            while name in used or (name in taken and name != node.name):
+                name, k = f"{base}_{k}", k + 1
+        used.add(name)
+        names.append(name)
+    return names
+
+
+def build_view(model: onnx.ModelProto, shapes: ShapeInfo) -> GraphView:
+    """The planning view of ``model``'s top-level graph.
+
+    Raises ``ModelError`` for a node input nothing produces, a value produced
+    twice, or a graph output nothing produces.
+    """
+    g = model.graph
+    names = node_names(g)
+    init_names = {i.name for i in g.initializer}
+    defined: dict[str, int | None] = {n: None for n in init_names}
+    inputs: list[str] = []
+    for vi in g.input:
+        if vi.name not in init_names:
+            inputs.append(vi.name)
+            defined[vi.name] = None
+    ops: list[Op] = []
+    for i, node in enumerate(g.node):
+        caps: dict[str, None] = {}
+        for sub in _subgraphs(node):
+            for n in outer_scope_reads(sub):
+                caps.setdefault(n, None)
+        op = Op(
+            i, names[i], node.op_type, node.domain or "", tuple(node.input), tuple(node.output), tuple(caps)
+        )
+        ops.append(op)
+        for o in node.output:
+            if not o:
+                continue
+            if o in defined:
+                what = "a graph input or initializer" if defined[o] is None else f"node '{names[defined[o]]}'"  # type: ignore[index]
+                raise ModelError(
+                    f"value '{o}' is written by node '{names[i]}' and also by {what}; "
+                    "every value must have one producer (SSA)"
+                )
+            defined[o] = i
+    for op in ops:
+        for n in op.reads:
+            if n not in defined:
+                kind = "captured by a subgraph of" if n in op.captures and n not in op.inputs else "read by"
+                raise ModelError(
+                    f"value '{n}' {kind} node '{op.name}' ({op.op_type}) is produced by no node, "
+                    "input or initializer; fix the model"
+                )
+    outputs = tuple(vi.name for vi in g.output)
+    for o in outputs:
+        if o not in defined:
+            raise ModelError(f"graph output '{o}' is produced by no node or input; fix the model")
+
+    # weights: initializers, and constants computed only from weights
+    weight = set(init_names)
+    for op in ops:
+        if op.op_type in CONSTANT_OPS and op.domain in ("", "ai.onnx") and all(
+            (not n) or n in weight for n in op.inputs
+        ):
+            weight.update(o for o in op.outputs if o)
+
+    consumers: dict[str, list[int]] = {}
+    for op in ops:
+        for n in op.reads:
+            consumers.setdefault(n, []).append(op.index)
+
+    tensors: dict[str, Tensor] = {}
+    out_set = set(outputs)
+    for name, prod in defined.items():
+        if name not in shapes.shapes:
+            if name in init_names or name in weight:
+                continue  # an unused weight whose shape is unknown: not planned
+            raise ModelError(f"no shape was found for value '{name}'")
+        et = shapes.dtypes[name]
+        shape = shapes.shapes[name]
+        if name in weight:
+            kind = "weight"
+        elif name in out_set:
+            kind = "output"
+        elif prod is None:
+            kind = "input"
+        else:
+            kind = "activation"
+        if kind == "weight" and et == onnx.TensorProto.STRING:
+            size = 0
+        else:
+            size = tensor_bytes(et, shape, name)
+        tensors[name] = Tensor(name, et, dtype_name(et), shape, size, kind, prod)
+    return GraphView(
+        tuple(ops),
+        tensors,
+        tuple(inputs),
+        outputs,
+        {k: tuple(v) for k, v in consumers.items()},
+    )

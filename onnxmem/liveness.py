@@ -1,0 +1,132 @@
+"""Liveness: a graph and an operator order become a memory-assignment problem.
+
+Step ``k`` is the execution of ``order[k]``. Lifetimes are half-open
+``[start, end)`` in steps, and this module is the one place that sets them:
+
+* a node output is live from its producer's step to one past the last step
+  that reads it (a value captured by a subgraph is read by the owning node);
+* an output nothing reads (an unused optional output too) still occupies
+  memory during its producer's step: ``[p, p + 1)``;
+* graph inputs are live from step 0; graph outputs until the end of the run;
+* with ``io="external"`` graph inputs and outputs are left out of the arena,
+  for runtimes that own them;
+* weights (initializers and constants) are never in the arena.
+
+Each planned tensor belongs to a *group* of tensors that share bytes; every
+group becomes one buffer of the problem, sized to the largest member rounded
+up to the alignment, and live over the union of its members' lifetimes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .errors import ModelError
+from .graph import GraphView
+from .problem import Buffer, Problem, align_up
+
+__all__ = ["IO_MODES", "Interval", "Liveness", "build_liveness"]
+
+IO_MODES = ("internal", "external")
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A planned tensor: live in steps ``[start, end)``; ``size`` in bytes."""
+
+    tensor: str
+    start: int
+    end: int
+    size: int
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class Liveness:
+    order: tuple[int, ...]
+    intervals: tuple[Interval, ...]
+    groups: Mapping[str, tuple[str, ...]]  # group id -> member tensors
+    problem: Problem  # one buffer per group, ``Buffer.id`` = group id
+    io: str
+    alignment: int
+
+    def interval(self, tensor: str) -> Interval:
+        for iv in self.intervals:
+            if iv.tensor == tensor:
+                return iv
+        raise KeyError(tensor)
+
+
+def tensor_lifetimes(
+    view: GraphView, order: Sequence[int], io: str = "internal"
+) -> dict[str, tuple[int, int]]:
+    """``{tensor: (start, end)}`` for every tensor the arena holds."""
+    if io not in IO_MODES:
+        raise ModelError(f"--io '{io}' is not one of {', '.join(IO_MODES)}")
+    n = len(order)
+    horizon = max(n, 1)
+    step = {op: k for k, op in enumerate(order)}
+    last_read: dict[str, int] = {}
+    for k, op_index in enumerate(order):
+        for name in view.ops[op_index].reads:
+            last_read[name] = k
+    out_set = set(view.outputs)
+    in_set = set(view.inputs)
+    lifetimes: dict[str, tuple[int, int]] = {}
+    for t in view.tensors.values():
+        if t.kind == "weight":
+            continue
+        is_io = t.name in out_set or t.name in in_set
+        if io == "external" and is_io:
+            continue
+        start = 0 if t.producer is None else step[t.producer]
+        end = last_read.get(t.name, start) + 1
+        if t.name in out_set:
+            end = horizon
+        lifetimes[t.name] = (start, max(end, start + 1))
+    return lifetimes
+
+
+def build_liveness(
+    view: GraphView,
+    order: Sequence[int],
+    *,
+    io: str = "internal",
+    alignment: int = 64,
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> Liveness:
+    """Lifetimes of every planned tensor and the problem over their groups.
+
+    ``groups`` maps a group id to member tensors that share bytes (views and
+    in-place outputs); a tensor in no group is a group of its own. Groups are
+    chosen by the aliasing rules, which guarantee their members may share.
+    """
+    if alignment < 1:
+        raise ModelError(f"--alignment {alignment} must be 1 or more")
+    lifetimes = tensor_lifetimes(view, order, io)
+    member_of: dict[str, str] = {}
+    for gid, members in (groups or {}).items():
+        for m in members:
+            if m in lifetimes:
+                member_of[m] = gid
+    intervals: list[Interval] = []
+    group_members: dict[str, list[str]] = {}
+    for name, (start, end) in lifetimes.items():
+        gid = member_of.get(name, name)
+        intervals.append(Interval(name, start, end, view.tensors[name].size, gid))
+        group_members.setdefault(gid, []).append(name)
+    buffers: list[Buffer] = []
+    for gid, members in group_members.items():
+        s = min(lifetimes[m][0] for m in members)
+        e = max(lifetimes[m][1] for m in members)
+        size = max(view.tensors[m].size for m in members)
+        buffers.append(Buffer(gid, s, e, align_up(size, alignment), alignment))
+    return Liveness(
+        tuple(order),
+        tuple(intervals),
+        {g: tuple(m) for g, m in group_members.items()},
+        Problem(tuple(buffers)),
+        io,
+        alignment,
+    )

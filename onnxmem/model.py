@@ -1,0 +1,546 @@
+"""Loading ONNX files, data types and sizes, and shape inference.
+
+``load_model`` reads the graph without reading external weights (only their
+shapes and dtypes are needed to plan). ``infer_shapes`` gives every value of
+the top-level graph a dtype and a concrete shape, in this order of trust:
+
+1. onnx shape inference with data propagation, on a copy whose inputs carry
+   the user's ``--input-shape`` pins and ``--dim`` bindings, with the
+   exporter's intermediate ``value_info`` removed (it is not trusted blindly);
+2. onnxruntime's symbolic shape inference for what is still unknown (it knows
+   the ``com.microsoft`` ops and does symbolic arithmetic on dims);
+3. with ``measure=True``, one onnxruntime run on random inputs that reads the
+   real shape of every intermediate (the only way for data-dependent shapes).
+
+A value still unknown after these is an error that lists the tensors, the
+symbols, and the flag that fixes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import onnx
+from onnx import TensorProto
+
+from .errors import ModelError, ShapeError
+
+__all__ = [
+    "DTYPES",
+    "ShapeInfo",
+    "dtype_bits",
+    "dtype_name",
+    "file_sha256",
+    "infer_shapes",
+    "load_model",
+    "parse_dim_binding",
+    "parse_input_shape",
+    "tensor_bytes",
+]
+
+#: elem_type -> (name, bits per element)
+DTYPES: dict[int, tuple[str, int]] = {
+    TensorProto.FLOAT: ("float32", 32),
+    TensorProto.UINT8: ("uint8", 8),
+    TensorProto.INT8: ("int8", 8),
+    TensorProto.UINT16: ("uint16", 16),
+    TensorProto.INT16: ("int16", 16),
+    TensorProto.INT32: ("int32", 32),
+    TensorProto.INT64: ("int64", 64),
+    TensorProto.STRING: ("string", 0),
+    TensorProto.BOOL: ("bool", 8),
+    TensorProto.FLOAT16: ("float16", 16),
+    TensorProto.DOUBLE: ("float64", 64),
+    TensorProto.UINT32: ("uint32", 32),
+    TensorProto.UINT64: ("uint64", 64),
+    TensorProto.COMPLEX64: ("complex64", 64),
+    TensorProto.COMPLEX128: ("complex128", 128),
+    TensorProto.BFLOAT16: ("bfloat16", 16),
+}
+for _name, _bits in (
+    ("FLOAT8E4M3FN", 8),
+    ("FLOAT8E4M3FNUZ", 8),
+    ("FLOAT8E5M2", 8),
+    ("FLOAT8E5M2FNUZ", 8),
+    ("UINT4", 4),
+    ("INT4", 4),
+    ("FLOAT4E2M1", 4),
+    ("FLOAT8E8M0", 8),
+    ("UINT2", 2),
+    ("INT2", 2),
+):
+    if hasattr(TensorProto, _name):
+        DTYPES[int(getattr(TensorProto, _name))] = (_name.lower(), _bits)
+
+MAX_BYTES = 2**63 - 1
+
+
+def dtype_name(elem_type: int) -> str:
+    if elem_type not in DTYPES:
+        raise ShapeError(
+            f"unknown tensor element type {elem_type}; onnxmem knows "
+            f"{', '.join(n for n, _ in DTYPES.values())}"
+        )
+    return DTYPES[elem_type][0]
+
+
+def dtype_bits(elem_type: int) -> int:
+    dtype_name(elem_type)
+    return DTYPES[elem_type][1]
+
+
+def tensor_bytes(elem_type: int, shape: Iterable[int], name: str = "?") -> int:
+    """Bytes a dense tensor takes: ``ceil(bits * numel / 8)``.
+
+    >>> tensor_bytes(TensorProto.INT4, (3, 3))
+    5
+    """
+    dims = tuple(shape)
+    for axis, d in enumerate(dims):
+        if d < 0:
+            raise ShapeError(
+                f"tensor '{name}' has negative dim {d} on axis {axis}; fix the "
+                "model or pin the shape with --input-shape"
+            )
+    if elem_type == TensorProto.STRING:
+        raise ShapeError(
+            f"tensor '{name}' has dtype string, whose size is not fixed; "
+            "onnxmem plans numeric tensors only"
+        )
+    bits = dtype_bits(elem_type)
+    numel = math.prod(dims)
+    size = -(-bits * numel // 8)
+    if size > MAX_BYTES:
+        raise ShapeError(
+            f"tensor '{name}' of shape {list(dims)} would take {size} bytes, past "
+            "2^63; check the dims bound with --dim"
+        )
+    return size
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------ loading
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _graphs(g)
+
+
+def _check_external_data(model: onnx.ModelProto, base: Path) -> None:
+    """Refuse external-data locations outside the model's folder (never read them)."""
+    root = base.resolve()
+    for g in _graphs(model.graph):
+        for init in g.initializer:
+            if init.data_location != TensorProto.EXTERNAL:
+                continue
+            info = {e.key: e.value for e in init.external_data}
+            loc = info.get("location", "")
+            target = (root / loc).resolve()
+            if os.path.isabs(loc) or (target != root and root not in target.parents):
+                raise ModelError(
+                    f"initializer '{init.name}' points to external data '{loc}' outside "
+                    f"the model's folder '{root}'; onnxmem refuses to read it: move the "
+                    "data file next to the model"
+                )
+
+
+def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Read an ONNX file's graph; external weights stay on disk.
+
+    Raises ``ModelError`` for a missing, unreadable, truncated or non-ONNX file
+    and for external data that points outside the model's folder.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise ModelError(f"model file '{p}' does not exist; check the path")
+    if p.is_dir():
+        raise ModelError(f"model path '{p}' is a folder; give an .onnx file")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ModelError(f"cannot read model file '{p}': {exc.strerror}") from None
+    if not data:
+        raise ModelError(f"model file '{p}' is empty; it is not an ONNX model")
+    try:
+        model = onnx.ModelProto()
+        model.ParseFromString(data)
+    except Exception:
+        raise ModelError(
+            f"model file '{p}' is not a readable ONNX model (truncated or another "
+            "format); re-export it"
+        ) from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ModelError(
+            f"model file '{p}' holds no ONNX graph (truncated or another format); "
+            "re-export it"
+        )
+    if model.ir_version < 3:
+        raise ModelError(
+            f"model '{p}' has IR version {model.ir_version}; onnxmem reads IR version 3 and up"
+        )
+    _check_external_data(model, p.parent)
+    return model
+
+
+# ------------------------------------------------------------------ user dims
+
+
+def parse_dim_binding(text: str) -> tuple[str, int]:
+    """``"batch=4"`` -> ``("batch", 4)``."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ShapeError(f"--dim '{text}' is not NAME=VALUE; write e.g. --dim batch=1")
+    try:
+        v = int(value)
+    except ValueError:
+        raise ShapeError(f"--dim '{text}': value '{value}' is not an integer") from None
+    if v < 0:
+        raise ShapeError(f"--dim '{text}': a dim cannot be negative")
+    return name, v
+
+
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``"x=1x3x224x224"`` -> ``("x", (1, 3, 224, 224))``; ``"x="`` is a scalar."""
+    name, sep, value = text.rpartition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ShapeError(
+            f"--input-shape '{text}' is not NAME=D1xD2x...; write e.g. --input-shape x=1x3x224x224"
+        )
+    if not value.strip():
+        return name, ()
+    try:
+        dims = tuple(int(d) for d in re.split(r"[x,]", value.strip()))
+    except ValueError:
+        raise ShapeError(
+            f"--input-shape '{text}': '{value}' is not dims joined by 'x' (e.g. 1x3x224x224)"
+        ) from None
+    if any(d < 0 for d in dims):
+        raise ShapeError(f"--input-shape '{text}': a dim cannot be negative")
+    return name, dims
+
+
+# ------------------------------------------------------------------ shapes
+
+Dim = int | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeInfo:
+    """Every top-level value's dtype and concrete shape, and how it was found."""
+
+    dtypes: dict[str, int]
+    shapes: dict[str, tuple[int, ...]]
+    sources: dict[str, str] = field(default_factory=dict)  # name -> onnx|symbolic|measured|value_info
+    warnings: tuple[str, ...] = ()
+
+
+def _read_type(vi: onnx.ValueInfoProto) -> tuple[int | None, tuple[Dim, ...] | None]:
+    t = vi.type
+    if not t.HasField("tensor_type"):
+        return None, None
+    tt = t.tensor_type
+    et = tt.elem_type or None
+    if not tt.HasField("shape"):
+        return et, None
+    dims: list[Dim] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return et, tuple(dims)
+
+
+def _set_shape(vi: onnx.ValueInfoProto, dims: Iterable[Dim]) -> None:
+    shape = vi.type.tensor_type.shape
+    shape.ClearField("dim")
+    for d in dims:
+        nd = shape.dim.add()
+        if isinstance(d, int):
+            nd.dim_value = d
+        elif isinstance(d, str):
+            nd.dim_param = d
+
+
+def _resolve_dim(d: Dim, dims: Mapping[str, int]) -> int | None:
+    if isinstance(d, int):
+        return d if d >= 0 else None
+    if d is None:
+        return None
+    if d in dims:
+        return dims[d]
+    if re.fullmatch(r"-?\d+", d.strip()):
+        return int(d)
+    # symbolic shape inference writes expressions such as "2*seq + 1"
+    try:
+        import sympy
+
+        expr = sympy.sympify(d, locals={k: sympy.Symbol(k) for k in re.findall(r"[A-Za-z_]\w*", d)})
+        val = expr.subs({sympy.Symbol(k): v for k, v in dims.items()})
+        if val.is_number and val == int(val):
+            return int(val)
+    except Exception:  # noqa: BLE001 - an unparsable expression is just unknown
+        return None
+    return None
+
+
+def _strip_for_inference(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy without initializer data (shapes and dtypes only) or value_info."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for g in _graphs(m.graph):
+        for init in g.initializer:
+            # keep small tensors: data propagation of shapes needs their values
+            if init.data_location == TensorProto.EXTERNAL or math.prod(init.dims) > 1024:
+                dims = list(init.dims)
+                dt = init.data_type
+                name = init.name
+                init.Clear()
+                init.name, init.data_type = name, dt
+                init.dims.extend(dims)
+                init.data_location = TensorProto.EXTERNAL
+                e = init.external_data.add()
+                e.key, e.value = "location", "__onnxmem_stripped__"
+    del m.graph.value_info[:]
+    return m
+
+
+def _run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    try:
+        return onnx.shape_inference.infer_shapes(
+            model, check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception:  # noqa: BLE001 - fall through to the next method
+        try:
+            return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def _run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+    except Exception:  # noqa: BLE001 - onnxruntime missing its tools
+        return None
+    import contextlib
+    import io
+    import logging
+
+    logging.getLogger("onnxruntime").setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return SymbolicShapeInference.infer_shapes(  # type: ignore[no-any-return]
+                model, auto_merge=True, guess_output_rank=False
+            )
+    except Exception:  # noqa: BLE001 - symbolic inference gives up on some graphs
+        return None
+
+
+def _collect(model: onnx.ModelProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+    out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
+    g = model.graph
+    for init in g.initializer:
+        out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        et, sh = _read_type(vi)
+        prev = out.get(vi.name)
+        if prev is None or prev[1] is None or (sh is not None and None in prev[1]):
+            out[vi.name] = (et or (prev[0] if prev else None), sh if sh is not None else (prev[1] if prev else None))
+    return out
+
+
+def _apply_op_rules(
+    model: onnx.ModelProto,
+    known: dict[str, tuple[int, tuple[int, ...]]],
+    sources: dict[str, str],
+) -> None:
+    """Shapes that shape inference leaves out but the operator spec fixes.
+
+    Dropout's optional ``mask`` output has the shape of its input (type T
+    before opset 10, bool from 10 on); onnx's inference types only output 0.
+    """
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    for node in model.graph.node:
+        if node.op_type == "Dropout" and node.domain in ("", "ai.onnx") and len(node.output) > 1:
+            mask = node.output[1]
+            src = node.input[0] if node.input else ""
+            if mask and mask not in known and src in known:
+                et = known[src][0] if opset < 10 else int(TensorProto.BOOL)
+                known[mask] = (et, known[src][1])
+                sources[mask] = "op-rule"
+
+
+def _top_level_values(model: onnx.ModelProto) -> list[str]:
+    g = model.graph
+    names: list[str] = []
+    seen: set[str] = set()
+    inits = {i.name for i in g.initializer}
+    for vi in g.input:
+        if vi.name not in inits and vi.name not in seen:
+            names.append(vi.name)
+            seen.add(vi.name)
+    for n in g.node:
+        for o in n.output:
+            if o and o not in seen:
+                names.append(o)
+                seen.add(o)
+    return names
+
+
+def infer_shapes(
+    model: onnx.ModelProto,
+    *,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    measure: bool = False,
+    model_path: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+) -> ShapeInfo:
+    """Dtype and concrete shape of every input, initializer and node output.
+
+    ``dims`` binds symbolic dim names; ``input_shapes`` pins whole input
+    shapes. With ``measure``, the model is run once in onnxruntime on random
+    inputs (weights are read then) and every intermediate's real shape used.
+    """
+    dims = dict(dims or {})
+    input_shapes = dict(input_shapes or {})
+    work = _strip_for_inference(model)
+    g = work.graph
+    inits = {i.name for i in g.initializer}
+    real_inputs = {vi.name: vi for vi in g.input if vi.name not in inits}
+    for name in input_shapes:
+        if name not in real_inputs:
+            raise ShapeError(
+                f"--input-shape names '{name}', which is not a graph input; inputs are: "
+                f"{', '.join(real_inputs) or '(none)'}"
+            )
+    # bind dims on graph inputs and learn dims implied by pinned shapes
+    for name, vi in real_inputs.items():
+        _, cur = _read_type(vi)
+        if name in input_shapes:
+            pin = input_shapes[name]
+            if cur is not None and len(cur) != len(pin):
+                raise ShapeError(
+                    f"--input-shape {name}={'x'.join(map(str, pin))} has rank {len(pin)} "
+                    f"but input '{name}' has rank {len(cur)}"
+                )
+            if cur is not None:
+                for axis, (c, p) in enumerate(zip(cur, pin)):
+                    if isinstance(c, int) and c != p:
+                        raise ShapeError(
+                            f"--input-shape {name}: axis {axis} is {p} but the model fixes it to {c}"
+                        )
+                    if isinstance(c, str):
+                        if c in dims and dims[c] != p:
+                            raise ShapeError(
+                                f"--input-shape {name}: axis {axis} is {p} but --dim {c}={dims[c]}"
+                            )
+                        dims.setdefault(c, p)
+            _set_shape(vi, pin)
+        elif cur is not None:
+            _set_shape(vi, [(_resolve_dim(d, dims) if _resolve_dim(d, dims) is not None else d) for d in cur])
+    # graph outputs: bind their symbolic dims too, so inference does not conflict
+    for vi in g.output:
+        _, cur = _read_type(vi)
+        if cur is not None:
+            _set_shape(vi, [(_resolve_dim(d, dims) if _resolve_dim(d, dims) is not None else d) for d in cur])
+
+    wanted = _top_level_values(model)
+    known: dict[str, tuple[int, tuple[int, ...]]] = {}
+    sources: dict[str, str] = {}
+    warnings: list[str] = []
+
+    def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]], source: str) -> None:
+        for name in wanted:
+            if name in known or name not in info:
+                continue
+            et, sh = info[name]
+            if et is None or sh is None:
+                continue
+            resolved = [_resolve_dim(d, dims) for d in sh]
+            if any(r is None for r in resolved):
+                continue
+            known[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
+            sources[name] = source
+
+    inferred = _run_onnx_inference(work)
+    if inferred is not None:
+        absorb(_collect(inferred), "onnx")
+    if len(known) < len(wanted):
+        _apply_op_rules(model, known, sources)
+    if len(known) < len(wanted):
+        sym = _run_symbolic_inference(inferred if inferred is not None else work)
+        if sym is not None:
+            absorb(_collect(sym), "symbolic")
+    if measure:
+        from .runtime import measure_shapes
+
+        measured = measure_shapes(model, model_path=model_path, dims=dims, input_shapes=input_shapes, seed=seed)
+        for name, (et, sh) in measured.items():
+            if name in wanted:
+                if name in known and known[name][1] != sh:
+                    warnings.append(
+                        f"tensor '{name}': inferred shape {list(known[name][1])} but measured {list(sh)}; using the measured one"
+                    )
+                known[name] = (et, sh)
+                sources[name] = "measured"
+    if len(known) < len(wanted):
+        # last resort: the exporter's own value_info, for values nothing else could type
+        absorb(_collect(model), "value_info")
+        n_vi = sum(1 for s in sources.values() if s == "value_info")
+        if n_vi:
+            warnings.append(f"{n_vi} tensor shapes come from the exporter's value_info alone")
+
+    missing = [n for n in wanted if n not in known]
+    if missing:
+        symbols: set[str] = set()
+        for info_src in ([inferred] if inferred is not None else []) + [model]:
+            coll = _collect(info_src)
+            for n in missing:
+                _, sh = coll.get(n, (None, None))
+                for d in sh or ():
+                    if isinstance(d, str) and _resolve_dim(d, dims) is None:
+                        symbols.update(re.findall(r"[A-Za-z_][\w:./-]*", d))
+        shown = ", ".join(f"'{n}'" for n in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        if symbols:
+            hint = " ".join(f"--dim {s}=N" for s in sorted(symbols)[:4])
+            raise ShapeError(
+                f"sizes of {len(missing)} tensors are unknown ({shown}): unbound symbolic "
+                f"dims {', '.join(sorted(symbols))}; bind them with {hint}"
+            )
+        raise ShapeError(
+            f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
+            "data; pass --measure-shapes to run the model once and measure them"
+        )
+    for init in model.graph.initializer:
+        known.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
+    return ShapeInfo(
+        {k: v[0] for k, v in known.items()},
+        {k: v[1] for k, v in known.items()},
+        sources,
+        tuple(warnings),
+    )

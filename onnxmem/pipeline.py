@@ -1,0 +1,200 @@
+"""From an ONNX file to a validated memory plan: the steps in one place.
+
+load -> infer shapes -> view -> order -> liveness -> problem -> solve ->
+validate -> plan. The CLI, the zoo job and the benchmarks call
+:func:`plan_model`; each step is also usable on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+import numpy as np
+import onnx
+
+from .errors import OnnxmemError, PlanInvalid
+from .graph import GraphView, build_view
+from .liveness import Liveness, build_liveness
+from .model import ShapeInfo, file_sha256, infer_shapes, load_model
+from .plan import MemoryPlan, PlannedTensor, SharedObject
+from .problem import Solution, live_bytes, lower_bound, validate
+from .scheduling import OrderOptions, reorder
+from .solvers import SOLVERS, SolveOptions, solve
+
+__all__ = ["PlanOptions", "Planned", "default_solver", "plan_model", "plan_loaded"]
+
+Progress = Callable[[str], None]
+
+
+def default_solver() -> str:
+    return "auto" if "auto" in SOLVERS else "greedy"
+
+
+def default_order() -> str:
+    from .scheduling import ORDERS
+
+    return "auto" if "auto" in ORDERS else "file"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    """Everything ``onnxmem plan`` can be told; the defaults are the CLI's."""
+
+    solver: str = field(default_factory=default_solver)
+    order: str = "file"
+    alignment: int = 64
+    io: str = "internal"
+    dims: Mapping[str, int] = field(default_factory=dict)
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    measure_shapes: bool = False
+    timeout: float | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A plan and the objects it was made from (for annotation and verification)."""
+
+    plan: MemoryPlan
+    model: onnx.ModelProto
+    view: GraphView
+    liveness: Liveness
+    solution: Solution
+    shapes: ShapeInfo
+
+
+def plan_model(
+    path: str | os.PathLike[str], options: PlanOptions | None = None, progress: Progress | None = None
+) -> Planned:
+    """Plan the model at ``path``; raises ``OnnxmemError`` for bad input."""
+    say = progress or (lambda _msg: None)
+    say("reading model")
+    model = load_model(path)
+    return plan_loaded(model, path, options, progress)
+
+
+def plan_loaded(
+    model: onnx.ModelProto,
+    path: str | os.PathLike[str],
+    options: PlanOptions | None = None,
+    progress: Progress | None = None,
+) -> Planned:
+    """Plan an already loaded model (``path`` locates its external data)."""
+    opts = options or PlanOptions()
+    say = progress or (lambda _msg: None)
+    t0 = time.perf_counter()
+    say("inferring shapes")
+    shapes = infer_shapes(
+        model,
+        dims=opts.dims,
+        input_shapes=opts.input_shapes,
+        measure=opts.measure_shapes,
+        model_path=path,
+        seed=opts.seed,
+    )
+    view = build_view(model, shapes)
+    say(f"ordering {len(view.ops)} nodes")
+    order = reorder(
+        view, opts.order, OrderOptions(timeout=opts.timeout, alignment=opts.alignment, io=opts.io)
+    )
+    liveness = build_liveness(view, order, io=opts.io, alignment=opts.alignment)
+    problem = liveness.problem
+    say(f"assigning {len(problem)} buffers ({opts.solver})")
+    solution = solve(problem, opts.solver, SolveOptions(timeout=opts.timeout, seed=opts.seed))
+    if not solution.found:
+        raise OnnxmemError(
+            f"solver '{opts.solver}' found no plan ({solution.status}); try --solver greedy"
+        )
+    violations = validate(problem, solution, limit=5)
+    if violations:
+        raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {violations[0]}")
+    plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0)
+    return Planned(plan, model, view, liveness, solution, shapes)
+
+
+def _make_plan(
+    model: onnx.ModelProto,
+    path: str | os.PathLike[str],
+    opts: PlanOptions,
+    shapes: ShapeInfo,
+    view: GraphView,
+    liveness: Liveness,
+    solution: Solution,
+    seconds: float,
+) -> MemoryPlan:
+    problem = liveness.problem
+    buf_index = {b.id: i for i, b in enumerate(problem.buffers)}
+    objects: tuple[SharedObject, ...] = ()
+    form = SOLVERS[solution.solver].form if solution.solver in SOLVERS else "offsets"
+    if solution.objects is not None:
+        form = "shared-objects"
+        sizes: dict[int, int] = {}
+        offs: dict[int, int] = {}
+        for i, obj in enumerate(solution.objects):
+            b = problem.buffers[i]
+            sizes[obj] = max(sizes.get(obj, 0), b.size)
+            offs[obj] = solution.offsets[i]
+        objects = tuple(SharedObject(k, sizes[k], offs[k]) for k in sorted(sizes))
+    tensors: list[PlannedTensor] = []
+    for iv in liveness.intervals:
+        t = view.tensors[iv.tensor]
+        bi = buf_index[iv.group]
+        prod = view.ops[t.producer] if t.producer is not None else None
+        tensors.append(
+            PlannedTensor(
+                name=t.name,
+                dtype=t.dtype,
+                shape=t.shape,
+                size=t.size,
+                offset=int(solution.offsets[bi]),
+                start=iv.start,
+                end=iv.end,
+                producer=prod.name if prod else None,
+                producer_op=prod.op_type if prod else None,
+                kind=t.kind,
+                group=iv.group,
+                object=(int(solution.objects[bi]) if solution.objects is not None else None),
+            )
+        )
+    curve = live_bytes(problem)
+    naive = sum(b.size for b in problem.buffers)
+    return MemoryPlan(
+        model={
+            "path": str(path),
+            "sha256": file_sha256(path),
+            "ir_version": int(model.ir_version),
+            "opset": {(o.domain or "ai.onnx"): int(o.version) for o in model.opset_import},
+        },
+        dims={k: int(v) for k, v in sorted(opts.dims.items())},
+        input_shapes={k: list(v) for k, v in sorted(opts.input_shapes.items())},
+        order=tuple(view.ops[i].name for i in liveness.order),
+        op_types=tuple(view.ops[i].op_type for i in liveness.order),
+        order_strategy=opts.order,
+        io=opts.io,
+        alignment=opts.alignment,
+        inplace=False,
+        form=form,
+        tensors=tuple(tensors),
+        arena_size=int(solution.height),
+        lower_bound=lower_bound(problem),
+        naive_size=int(naive),
+        weights_size=int(view.weights_size),
+        peak_step=int(np.argmax(curve)) if curve.size else 0,
+        solver={
+            "name": solution.solver,
+            "status": solution.status,
+            "seconds": round(solution.seconds, 6),
+            "params": {"timeout": opts.timeout, "seed": opts.seed},
+        },
+        plan_seconds=round(seconds, 6),
+        objects=objects,
+        warnings=shapes.warnings,
+    )
+
+
+def model_dir(path: str | os.PathLike[str]) -> Path:
+    return Path(path).resolve().parent

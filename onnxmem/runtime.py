@@ -1,0 +1,183 @@
+"""onnxruntime sessions for whole models: random inputs and measured shapes.
+
+Imported lazily: planning a model with static shapes never loads onnxruntime.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+
+from .errors import RuntimeBackendError, ShapeError
+
+__all__ = ["make_session", "measure_shapes", "random_inputs", "NUMPY_DTYPES"]
+
+NUMPY_DTYPES: dict[int, Any] = {
+    onnx.TensorProto.FLOAT: np.float32,
+    onnx.TensorProto.DOUBLE: np.float64,
+    onnx.TensorProto.FLOAT16: np.float16,
+    onnx.TensorProto.INT8: np.int8,
+    onnx.TensorProto.UINT8: np.uint8,
+    onnx.TensorProto.INT16: np.int16,
+    onnx.TensorProto.UINT16: np.uint16,
+    onnx.TensorProto.INT32: np.int32,
+    onnx.TensorProto.UINT32: np.uint32,
+    onnx.TensorProto.INT64: np.int64,
+    onnx.TensorProto.UINT64: np.uint64,
+    onnx.TensorProto.BOOL: np.bool_,
+}
+
+
+def session_options(optimize: bool = False, profile_prefix: str | None = None) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    so.log_severity_level = 3
+    if profile_prefix is not None:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    return so
+
+
+def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] | None = None,
+                 optimize: bool = False, profile_prefix: str | None = None) -> Any:
+    """An onnxruntime session (CPU unless ``providers`` says otherwise)."""
+    import onnxruntime as ort
+
+    data: Any = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    try:
+        return ort.InferenceSession(
+            data,
+            sess_options=session_options(optimize, profile_prefix),
+            providers=providers or ["CPUExecutionProvider"],
+        )
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RuntimeBackendError(f"onnxruntime cannot load the model: {first}") from None
+
+
+def random_inputs(
+    model: onnx.ModelProto,
+    shapes: Mapping[str, tuple[int, ...]],
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """Seeded random data for every real graph input, at the given shapes.
+
+    Floats are uniform in [-1, 1); integers in [0, 4) so that they are valid
+    indices, token ids and shape values for most models.
+    """
+    rng = np.random.default_rng(seed)
+    inits = {i.name for i in model.graph.initializer}
+    out: dict[str, np.ndarray] = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        et = vi.type.tensor_type.elem_type
+        if et not in NUMPY_DTYPES:
+            raise ShapeError(f"input '{vi.name}' has a dtype onnxmem cannot generate data for; pass --inputs")
+        shape = shapes[vi.name]
+        dt = NUMPY_DTYPES[et]
+        if np.issubdtype(dt, np.floating):
+            out[vi.name] = rng.uniform(-1.0, 1.0, size=shape).astype(dt)
+        elif dt is np.bool_:
+            out[vi.name] = rng.integers(0, 2, size=shape).astype(np.bool_)
+        else:
+            out[vi.name] = rng.integers(0, 4, size=shape).astype(dt)
+    return out
+
+
+def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str] | None) -> onnx.ModelProto:
+    """A copy of ``model`` with its external weights read from disk."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    has_external = any(
+        i.data_location == onnx.TensorProto.EXTERNAL for i in m.graph.initializer
+    )
+    if has_external:
+        if model_path is None:
+            raise ShapeError("the model keeps weights in external files; give its path")
+        from onnx.external_data_helper import load_external_data_for_model
+
+        try:
+            load_external_data_for_model(m, str(Path(model_path).parent))
+        except OSError as exc:
+            raise ShapeError(f"cannot read the external weights of '{model_path}': {exc}") from None
+    return m
+
+
+def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
+                  input_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    inits = {i.name for i in model.graph.initializer}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        if vi.name in input_shapes:
+            shapes[vi.name] = tuple(input_shapes[vi.name])
+            continue
+        sh: list[int] = []
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.HasField("dim_value"):
+                sh.append(int(d.dim_value))
+            elif d.dim_param in dims:
+                sh.append(dims[d.dim_param])
+            else:
+                sym = d.dim_param or f"axis {axis}"
+                raise ShapeError(
+                    f"input '{vi.name}' has unbound dim '{sym}'; pass --dim {d.dim_param or 'NAME'}=N "
+                    f"or --input-shape {vi.name}=D1xD2..."
+                )
+        shapes[vi.name] = tuple(sh)
+    return shapes
+
+
+def measure_shapes(
+    model: onnx.ModelProto,
+    *,
+    model_path: str | os.PathLike[str] | None = None,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    seed: int = 0,
+) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Run the model once on random inputs; ``{name: (elem_type, shape)}`` of every node output."""
+    full = load_with_weights(model, model_path)
+    shapes = _input_shapes(full, dims or {}, input_shapes or {})
+    feeds = random_inputs(full, shapes, seed)
+    g = full.graph
+    have = {o.name for o in g.output}
+    for node in g.node:
+        for o in node.output:
+            if o and o not in have:
+                g.output.add().name = o
+                have.add(o)
+    # outputs added without a type: onnxruntime wants them typed; clear value_info conflicts
+    del g.value_info[:]
+    for vi in g.output:
+        if not vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.SetInParent()
+    sess = make_session(full)
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        values = sess.run(names, feeds)
+    except Exception as exc:  # noqa: BLE001
+        first = str(exc).strip().splitlines()[0]
+        raise RuntimeBackendError(f"onnxruntime failed to run the model to measure shapes: {first}") from None
+    out: dict[str, tuple[int, tuple[int, ...]]] = {}
+    inv = {v: k for k, v in NUMPY_DTYPES.items()}
+    for name, val in zip(names, values):
+        if isinstance(val, np.ndarray) and val.dtype.type in inv:
+            out[name] = (inv[val.dtype.type], tuple(int(d) for d in val.shape))
+    for name, arr in feeds.items():
+        out[name] = (inv[arr.dtype.type], tuple(arr.shape))
+    return out

@@ -1,0 +1,758 @@
+#!/usr/bin/env python
+"""Build the model zoo: real architectures with random weights, exported to ONNX offline.
+
+Usage::
+
+    python tools/build_zoo.py                  # every model -> zoo/build/, fixtures -> models/zoo/
+    python tools/build_zoo.py --only bert_base gpt2
+    python tools/build_zoo.py --list
+
+Needs the ``zoo`` extra (``pip install -e .[zoo]``: torch, torchvision, timm, transformers,
+onnxscript). No weights are downloaded: every architecture is built from code or from a
+configuration object and initialised from a fixed seed.
+
+Steps, per model:
+
+1. build the module (torchvision, timm, transformers, or a network defined here) in eval mode
+   with ``torch.manual_seed(SEED)``;
+2. export it with the dynamo exporter (clean graphs, static shapes everywhere) or the legacy
+   TorchScript exporter (Constant nodes and runtime shape arithmetic), at fixed input shapes,
+   or with some dimensions symbolic;
+3. set the IR version to at most 10, so that onnxruntime reads the file;
+4. write ``zoo/build/NAME.onnx`` with its weights in ``NAME.onnx.data`` (git-ignored);
+5. write the weight-free fixture ``models/zoo/NAME.onnx``: every floating-point initializer of
+   1 KiB or more becomes an external-data reference to ``NAME.weights.bin`` (a file that is
+   never written) and records its value statistics in its ``doc_string``, so that
+   ``onnxmem.zoo.fill_weights`` can put plausible random values back for execution;
+6. record the model in ``catalog.json`` (both folders): source, exporter, input shapes,
+   symbolic dimensions and a suggested ``--dim`` binding for each.
+
+The nine models that ship inside the onnx wheel (``onnx/backend/test/data/light``) join both
+catalogues by reference; they need no extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from onnxmem.zoo import (  # noqa: E402
+    FILL_PREFIX,
+    LIGHT_MODELS,
+    describe_inputs,
+    light_model_path,
+)
+
+SEED = 0
+MAX_IR_VERSION = 10
+FIXTURE_MIN_BYTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """What a builder hands back: the module, example inputs and how to export it."""
+
+    module: Any
+    args: tuple[Any, ...]
+    input_names: list[str]
+    output_names: list[str]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    name: str
+    source: str
+    build: Callable[[], Export]
+    exporter: str = "dynamo"  # "dynamo" | "legacy"
+    dynamic: dict[str, dict[int, str]] | None = None  # input name -> {axis: dim name}
+    dims: dict[str, int] = field(default_factory=dict)  # suggested binding
+    note: str = ""
+
+
+# --------------------------------------------------------------------------- torch setup
+
+
+def import_torch() -> Any:
+    """Import torch and make torchvision importable on a CPU-only torch.
+
+    The torchvision wheel that matches a CPU torch may carry a C extension built for CUDA; its
+    import then stops at registering a fake kernel for ``torchvision::nms``, an operator that
+    does not exist. Declaring the two schemas first lets the import through; no zoo model uses
+    them.
+    """
+    import torch
+
+    try:
+        torch._C._dispatch_has_kernel_for_dispatch_key("torchvision::nms", "Meta")
+        declared = True
+    except RuntimeError:
+        declared = False
+    if not declared:
+        lib = torch.library.Library("torchvision", "DEF")
+        lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        lib.define("qnms(Tensor qdets, Tensor scores, float iou_threshold) -> Tensor")
+        import_torch._lib = lib  # type: ignore[attr-defined]  # keep the library alive
+    import torchvision  # noqa: F401
+
+    return torch
+
+
+# --------------------------------------------------------------------------- architectures
+
+
+def image(batch: int = 1, size: int = 224) -> Any:
+    import torch
+
+    return torch.randn(batch, 3, size, size)
+
+
+def tokens(batch: int, length: int, vocab: int) -> Any:
+    import torch
+
+    return torch.randint(0, vocab, (batch, length), dtype=torch.int64)
+
+
+def torchvision_model(arch: str, size: int = 224, **kw: Any) -> Callable[[], Export]:
+    def build() -> Export:
+        import torchvision
+
+        model = getattr(torchvision.models, arch)(weights=None, **kw)
+        return Export(model, (image(1, size),), ["image"], ["logits"])
+
+    return build
+
+
+def timm_model(arch: str, size: int) -> Callable[[], Export]:
+    def build() -> Export:
+        import timm
+
+        model = timm.create_model(arch, pretrained=False)
+        return Export(model, (image(1, size),), ["image"], ["logits"])
+
+    return build
+
+
+def unet() -> Export:
+    """The U-Net of Ronneberger et al. (2015), padded convolutions, four levels, 32 base channels."""
+    import torch
+    from torch import nn
+
+    def block(cin: int, cout: int) -> nn.Module:
+        return nn.Sequential(
+            nn.Conv2d(cin, cout, 3, padding=1),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(cout, cout, 3, padding=1),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(inplace=True),
+        )
+
+    class UNet(nn.Module):
+        def __init__(self, cin: int = 3, classes: int = 2, base: int = 32, depth: int = 4):
+            super().__init__()
+            widths = [base * 2**i for i in range(depth + 1)]
+            self.down = nn.ModuleList()
+            prev = cin
+            for w in widths:
+                self.down.append(block(prev, w))
+                prev = w
+            self.pool = nn.MaxPool2d(2)
+            self.up = nn.ModuleList()
+            self.merge = nn.ModuleList()
+            for w in reversed(widths[:-1]):
+                self.up.append(nn.ConvTranspose2d(w * 2, w, 2, stride=2))
+                self.merge.append(block(w * 2, w))
+            self.head = nn.Conv2d(base, classes, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            skips = []
+            for i, down in enumerate(self.down):
+                x = down(x)
+                if i < len(self.down) - 1:
+                    skips.append(x)
+                    x = self.pool(x)
+            for up, merge in zip(self.up, self.merge):
+                x = merge(torch.cat([skips.pop(), up(x)], dim=1))
+            return self.head(x)
+
+    return Export(UNet(), (image(1, 256),), ["image"], ["mask"])
+
+
+def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Undirected WS(n, k, p) ring lattice with rewiring, as edges (i, j) with i < j."""
+    edges: set[tuple[int, int]] = set()
+    for i in range(n):
+        for j in range(1, k // 2 + 1):
+            edges.add((min(i, (i + j) % n), max(i, (i + j) % n)))
+    for i in range(n):
+        for j in range(1, k // 2 + 1):
+            a, b = min(i, (i + j) % n), max(i, (i + j) % n)
+            if (a, b) in edges and rng.random() < p:
+                choices = [c for c in range(n) if c != i and (min(i, c), max(i, c)) not in edges]
+                if choices:
+                    c = int(rng.choice(choices))
+                    edges.discard((a, b))
+                    edges.add((min(i, c), max(i, c)))
+    return sorted(edges)
+
+
+def randwire() -> Export:
+    """RandWire-WS (Xie et al., 2019), small regime: three random stages WS(32, 4, 0.75), C=78.
+
+    Each stage is a random DAG (edges oriented from lower to higher node index); a node sums
+    its inputs with learned sigmoid weights, then applies ReLU, a separable 3x3 convolution and
+    batch normalisation. Nodes without predecessors read the stage input (stride 2); the stage
+    output is the mean of the nodes without successors.
+    """
+    import torch
+    from torch import nn
+
+    rng = np.random.default_rng(SEED)
+
+    class Node(nn.Module):
+        def __init__(self, fan_in: int, cin: int, cout: int, stride: int):
+            super().__init__()
+            self.weights = nn.Parameter(torch.zeros(fan_in)) if fan_in > 1 else None
+            self.op = nn.Sequential(
+                nn.ReLU(),
+                nn.Conv2d(cin, cin, 3, stride=stride, padding=1, groups=cin, bias=False),
+                nn.Conv2d(cin, cout, 1, bias=False),
+                nn.BatchNorm2d(cout),
+            )
+
+        def forward(self, inputs: list[torch.Tensor]) -> torch.Tensor:
+            if self.weights is None:
+                x = inputs[0]
+            else:
+                w = torch.sigmoid(self.weights)
+                x = inputs[0] * w[0]
+                for i in range(1, len(inputs)):
+                    x = x + inputs[i] * w[i]
+            return self.op(x)
+
+    class Stage(nn.Module):
+        def __init__(self, cin: int, cout: int, n: int = 32, k: int = 4, p: float = 0.75):
+            super().__init__()
+            edges = watts_strogatz(n, k, p, rng)
+            self.preds = [[a for a, b in edges if b == v] for v in range(n)]
+            has_succ = {a for a, _ in edges}
+            self.sinks = [v for v in range(n) if v not in has_succ]
+            self.nodes = nn.ModuleList(
+                Node(max(1, len(self.preds[v])), cin if not self.preds[v] else cout, cout,
+                     2 if not self.preds[v] else 1)
+                for v in range(n)
+            )
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out: list[torch.Tensor] = []
+            for v, node in enumerate(self.nodes):
+                preds = self.preds[v]
+                out.append(node([x] if not preds else [out[u] for u in preds]))
+            y = out[self.sinks[0]]
+            for v in self.sinks[1:]:
+                y = y + out[v]
+            return y / len(self.sinks)
+
+    class RandWire(nn.Module):
+        def __init__(self, c: int = 78, classes: int = 1000):
+            super().__init__()
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, c // 2, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(c // 2),
+                nn.ReLU(),
+                nn.Conv2d(c // 2, c, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(c),
+            )
+            self.stages = nn.Sequential(Stage(c, c), Stage(c, 2 * c), Stage(2 * c, 4 * c))
+            self.head = nn.Sequential(
+                nn.ReLU(),
+                nn.Conv2d(4 * c, 1280, 1, bias=False),
+                nn.BatchNorm2d(1280),
+                nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(),
+                nn.Linear(1280, classes),
+            )
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.stages(self.stem(x)))
+
+    return Export(RandWire(), (image(1, 224),), ["image"], ["logits"])
+
+
+def eager(config: Any) -> Any:
+    config._attn_implementation = "eager"
+    return config
+
+
+def bert_base(batch: int = 1, length: int = 128) -> Callable[[], Export]:
+    def build() -> Export:
+        import torch
+        from transformers import BertConfig, BertModel
+
+        config = eager(BertConfig())  # bert-base-uncased: 12 layers, 768 wide, 12 heads
+
+        class Bert(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.bert = BertModel(config, add_pooling_layer=True)
+
+            def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
+                out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
+                return out.last_hidden_state, out.pooler_output
+
+        ids = tokens(batch, length, config.vocab_size)
+        mask = torch.ones(batch, length, dtype=torch.int64)
+        return Export(Bert(), (ids, mask), ["input_ids", "attention_mask"],
+                      ["last_hidden_state", "pooler_output"])
+
+    return build
+
+
+def gpt2(length: int = 128) -> Export:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = eager(GPT2Config(use_cache=False))  # gpt2: 12 layers, 768 wide, 12 heads
+
+    class GPT2(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lm = GPT2LMHeadModel(config)
+
+        def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+            return self.lm(input_ids=input_ids, use_cache=False).logits
+
+    return Export(GPT2(), (tokens(1, length, config.vocab_size),), ["input_ids"], ["logits"])
+
+
+def gpt2_past(past: int = 128, new: int = 1) -> Export:
+    """One decoding step of GPT-2: ``new`` tokens after ``past`` cached positions."""
+    import torch
+    from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
+
+    config = eager(GPT2Config(use_cache=True))
+    layers, heads = config.n_layer, config.n_head
+    head_dim = config.n_embd // heads
+
+    class GPT2Step(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lm = GPT2LMHeadModel(config)
+
+        def forward(self, input_ids: torch.Tensor, *past_kv: torch.Tensor) -> Any:
+            cache = DynamicCache(config=config)
+            for i in range(layers):
+                cache.update(past_kv[2 * i], past_kv[2 * i + 1], i)
+            total = past_kv[0].shape[2] + input_ids.shape[1]
+            mask = torch.ones(input_ids.shape[0], total, dtype=torch.int64)
+            out = self.lm(input_ids=input_ids, past_key_values=cache, attention_mask=mask,
+                          use_cache=True)
+            present = []
+            for layer in out.past_key_values.layers:
+                present += [layer.keys, layer.values]
+            return (out.logits, *present)
+
+    kv = [torch.randn(1, heads, past, head_dim) for _ in range(2 * layers)]
+    names = [f"past.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+    outs = ["logits"] + [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+    return Export(GPT2Step(), (tokens(1, new, config.vocab_size), *kv), ["input_ids", *names], outs)
+
+
+def vit_base(batch: int = 1) -> Callable[[], Export]:
+    def build() -> Export:
+        import torch
+        from transformers import ViTConfig, ViTForImageClassification
+
+        config = eager(ViTConfig(num_labels=1000))  # ViT-B/16 at 224
+
+        class ViT(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.vit = ViTForImageClassification(config)
+
+            def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+                return self.vit(pixel_values=pixel_values).logits
+
+        return Export(ViT(), (image(batch, 224),), ["pixel_values"], ["logits"])
+
+    return build
+
+
+def t5_small(source: int = 128, target: int = 32) -> Export:
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = eager(T5Config(  # t5-small
+        vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8,
+        use_cache=False,
+    ))
+
+    class T5(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.t5 = T5ForConditionalGeneration(config)
+
+        def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor) -> Any:
+            return self.t5(input_ids=input_ids, decoder_input_ids=decoder_input_ids,
+                           use_cache=False).logits
+
+    return Export(T5(), (tokens(1, source, 32128), tokens(1, target, 32128)),
+                  ["input_ids", "decoder_input_ids"], ["logits"])
+
+
+def llama(length: int = 128) -> Callable[[], Export]:
+    def build() -> Export:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        config = eager(LlamaConfig(
+            vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+            num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=2048,
+            use_cache=False, tie_word_embeddings=False,
+        ))
+
+        class Llama(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.lm = LlamaForCausalLM(config)
+
+            def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+                return self.lm(input_ids=input_ids, use_cache=False).logits
+
+        return Export(Llama(), (tokens(1, length, 32000),), ["input_ids"], ["logits"])
+
+    return build
+
+
+ENTRIES: list[Entry] = [
+    Entry("resnet50", "torchvision", torchvision_model("resnet50")),
+    Entry("resnet50_batch", "torchvision", torchvision_model("resnet50"),
+          dynamic={"image": {0: "batch"}}, dims={"batch": 4}),
+    Entry("resnet50_legacy", "torchvision", torchvision_model("resnet50"), exporter="legacy",
+          dynamic={"image": {0: "batch"}}, dims={"batch": 2}),
+    Entry("mobilenet_v2", "torchvision", torchvision_model("mobilenet_v2")),
+    Entry("mobilenet_v2_legacy", "torchvision", torchvision_model("mobilenet_v2"),
+          exporter="legacy"),
+    Entry("efficientnet_b0", "torchvision", torchvision_model("efficientnet_b0")),
+    Entry("densenet121", "torchvision", torchvision_model("densenet121")),
+    Entry("inception_v3", "torchvision",
+          torchvision_model("inception_v3", 299, aux_logits=False, init_weights=True)),
+    Entry("unet", "onnxmem (Ronneberger et al. 2015)", unet),
+    Entry("randwire_ws", "onnxmem (Xie et al. 2019)", randwire),
+    Entry("nasnetalarge", "timm", timm_model("nasnetalarge", 331)),
+    Entry("bert_base", "transformers BertConfig()", bert_base()),
+    Entry("bert_base_dynamic", "transformers BertConfig()", bert_base(),
+          dynamic={"input_ids": {0: "batch", 1: "sequence"},
+                   "attention_mask": {0: "batch", 1: "sequence"}},
+          dims={"batch": 2, "sequence": 64}),
+    Entry("bert_base_legacy", "transformers BertConfig()", bert_base(), exporter="legacy",
+          dynamic={"input_ids": {0: "batch", 1: "sequence"},
+                   "attention_mask": {0: "batch", 1: "sequence"}},
+          dims={"batch": 1, "sequence": 128}),
+    Entry("gpt2", "transformers GPT2Config()", gpt2),
+    Entry("gpt2_past", "transformers GPT2Config()", gpt2_past,
+          note="one decoding step after 128 cached positions"),
+    Entry("vit_base", "transformers ViTConfig()", vit_base()),
+    Entry("vit_base_batch", "transformers ViTConfig()", vit_base(),
+          dynamic={"pixel_values": {0: "batch"}}, dims={"batch": 2}),
+    Entry("t5_small", "transformers T5Config (t5-small)", t5_small),
+    Entry("llama_4l", "transformers LlamaConfig (4 layers, 1024 wide, GQA 16/4)", llama()),
+    Entry("llama_4l_dynamic", "transformers LlamaConfig (4 layers, 1024 wide, GQA 16/4)",
+          llama(), dynamic={"input_ids": {1: "sequence"}}, dims={"sequence": 256}),
+]
+
+
+# --------------------------------------------------------------------------- export
+
+
+def export(entry: Entry, torch: Any) -> onnx.ModelProto:
+    torch.manual_seed(SEED)
+    np.random.seed(SEED)
+    spec = entry.build()
+    module = spec.module.eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if entry.exporter == "dynamo":
+            shapes = None
+            if entry.dynamic:
+                shapes = {
+                    name: {axis: torch.export.Dim.DYNAMIC for axis in axes}
+                    for name, axes in entry.dynamic.items()
+                }
+                shapes = _dynamic_shapes(module, spec, shapes)
+            program = torch.onnx.export(
+                module, spec.args, dynamo=True, external_data=False, verbose=False,
+                input_names=spec.input_names, output_names=spec.output_names,
+                dynamic_shapes=shapes,
+            )
+            model = program.model_proto
+            if entry.dynamic:
+                _rename_dims(model, entry.dynamic)
+        else:
+            import io
+
+            buffer = io.BytesIO()
+            torch.onnx.export(
+                module, spec.args, buffer, dynamo=False, opset_version=17,
+                input_names=spec.input_names, output_names=spec.output_names,
+                dynamic_axes=entry.dynamic,
+            )
+            model = onnx.load_from_string(buffer.getvalue())
+    model.ir_version = min(model.ir_version, MAX_IR_VERSION)
+    model.producer_name = "onnxmem tools/build_zoo.py"
+    model.doc_string = f"{entry.name}: {entry.source}, random weights (seed {SEED})"
+    return model
+
+
+def _dynamic_shapes(module: Any, spec: Export, by_name: dict[str, Any]) -> Any:
+    """Dynamic shapes in the exporter's positional form: one entry per example argument."""
+    return tuple(by_name.get(name) for name in spec.input_names[: len(spec.args)])
+
+
+def _rename_dims(model: onnx.ModelProto, dynamic: dict[str, dict[int, str]]) -> None:
+    """Give the exporter's generated dimension names (s0, s1, ...) the names asked for."""
+    renames: dict[str, str] = {}
+    for value in model.graph.input:
+        axes = dynamic.get(value.name, {})
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+            if axis in axes and dim.dim_param:
+                renames.setdefault(dim.dim_param, axes[axis])
+    if not renames:
+        return
+
+    def fix(values: Any) -> None:
+        for value in values:
+            if not value.type.HasField("tensor_type"):
+                continue
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.dim_param:
+                    for old, new in renames.items():
+                        if dim.dim_param == old:
+                            dim.dim_param = new
+                        elif old in dim.dim_param:
+                            dim.dim_param = _replace_symbol(dim.dim_param, old, new)
+
+    fix(model.graph.input)
+    fix(model.graph.output)
+    fix(model.graph.value_info)
+
+
+def _replace_symbol(expr: str, old: str, new: str) -> str:
+    import re
+
+    return re.sub(rf"\b{re.escape(old)}\b", new, expr)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def strip_weights(model: onnx.ModelProto, name: str) -> tuple[onnx.ModelProto, int]:
+    """Copy of ``model`` whose large float initializers point into an absent file.
+
+    Each replaced initializer keeps name, type and dims, gets an external-data reference to
+    ``NAME.weights.bin`` at its own offset, and records ``mean std min max`` of its values in
+    its ``doc_string`` for ``onnxmem.zoo.fill_weights``. Integer and boolean tensors (indices,
+    shapes, masks) and tensors with non-finite values stay inline: their values matter.
+    """
+    stripped = onnx.ModelProto()
+    stripped.CopyFrom(model)
+    location = f"{name}.weights.bin"
+    offset = 0
+    removed = 0
+    for tensor in _all_initializers(stripped.graph):
+        if tensor.data_type not in _FLOAT_TYPES:
+            continue
+        array = numpy_helper.to_array(tensor)
+        if array.nbytes < FIXTURE_MIN_BYTES:
+            continue
+        values = array.astype(np.float64)
+        if not np.all(np.isfinite(values)):
+            continue
+        tensor.doc_string = (
+            f"{FILL_PREFIX} mean={values.mean():.6g} std={values.std():.6g} "
+            f"min={values.min():.6g} max={values.max():.6g}"
+        )
+        for attr in ("float_data", "double_data", "int32_data"):
+            tensor.ClearField(attr)
+        tensor.ClearField("raw_data")
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        del tensor.external_data[:]
+        for key, value in (("location", location), ("offset", str(offset)),
+                           ("length", str(array.nbytes))):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, value
+        offset += math.ceil(array.nbytes / 64) * 64
+        removed += array.nbytes
+    return stripped, removed
+
+
+_FLOAT_TYPES = {
+    onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+    onnx.TensorProto.DOUBLE,
+}
+
+
+def _all_initializers(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
+    tensors = list(graph.initializer)
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                tensors += _all_initializers(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    tensors += _all_initializers(g)
+    return tensors
+
+
+def weights_bytes(model: onnx.ModelProto) -> int:
+    total = 0
+    for tensor in _all_initializers(model.graph):
+        n = int(np.prod(tensor.dims)) if tensor.dims else 1
+        total += math.ceil(n * _bits(tensor.data_type) / 8)
+    return total
+
+
+def _bits(data_type: int) -> int:
+    np_type = onnx.helper.tensor_dtype_to_np_dtype(data_type)
+    return int(np.dtype(np_type).itemsize) * 8
+
+
+def save_full(model: onnx.ModelProto, path: Path) -> None:
+    data = path.with_name(path.name + ".data")
+    if data.exists():
+        data.unlink()
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data.name, size_threshold=FIXTURE_MIN_BYTES)
+
+
+def catalog_entry(entry: Entry, model: onnx.ModelProto, file: str, seconds: float) -> dict[str, Any]:
+    inputs, symbols = describe_inputs(model)
+    return {
+        "name": entry.name,
+        "file": file,
+        "source": entry.source,
+        "exporter": entry.exporter,
+        "inputs": inputs,
+        "symbolic_dims": symbols,
+        "dims": {k: v for k, v in entry.dims.items() if k in symbols},
+        "nodes": len(model.graph.node),
+        "weights_bytes": weights_bytes(model),
+        "export_seconds": round(seconds, 2),
+        "note": entry.note,
+    }
+
+
+def light_entries() -> list[dict[str, Any]]:
+    entries = []
+    for name in LIGHT_MODELS:
+        model = onnx.load(str(light_model_path(name)), load_external_data=False)
+        inputs, symbols = describe_inputs(model)
+        entries.append({
+            "name": f"onnx_{name}",
+            "file": f"onnx:{name}",
+            "source": "onnx wheel (backend/test/data/light)",
+            "exporter": "onnx",
+            "inputs": inputs,
+            "symbolic_dims": symbols,
+            "dims": {},
+            "nodes": len(model.graph.node),
+            "weights_bytes": weights_bytes(model),
+            "export_seconds": 0.0,
+            "note": "weights made at run time by ConstantOfShape",
+        })
+    return entries
+
+
+def write_catalog(path: Path, entries: list[dict[str, Any]]) -> None:
+    old: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        old = {e["name"]: e for e in json.loads(path.read_text())["models"]}
+    for e in entries:
+        old[e["name"]] = e
+    order = [e.name for e in ENTRIES] + [f"onnx_{n}" for n in LIGHT_MODELS]
+    models = sorted(old.values(), key=lambda e: order.index(e["name"]) if e["name"] in order else len(order))
+    text = json.dumps({"schema_version": 1, "seed": SEED, "models": models}, indent=2) + "\n"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "zoo" / "build")
+    parser.add_argument("--fixtures", type=Path, default=ROOT / "models" / "zoo")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="build only these models")
+    parser.add_argument("--skip", nargs="+", metavar="NAME", default=[], help="leave these out")
+    parser.add_argument("--list", action="store_true", help="print the model names and exit")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for e in ENTRIES:
+            print(f"{e.name:22} {e.exporter:7} {e.source}")
+        return 0
+    chosen = [e for e in ENTRIES if (not args.only or e.name in args.only) and e.name not in args.skip]
+    unknown = set(args.only or []) - {e.name for e in ENTRIES}
+    if unknown:
+        parser.error(f"unknown model(s): {', '.join(sorted(unknown))}; see --list")
+
+    torch = import_torch()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    args.out.mkdir(parents=True, exist_ok=True)
+    args.fixtures.mkdir(parents=True, exist_ok=True)
+    built: list[dict[str, Any]] = []
+    fixtures: list[dict[str, Any]] = []
+    failed = []
+    for entry in chosen:
+        start = time.perf_counter()
+        print(f"[{entry.name}] exporting ({entry.exporter}) ...", flush=True)
+        try:
+            model = export(entry, torch)
+        except Exception as exc:  # report and go on with the next model
+            print(f"[{entry.name}] FAILED: {type(exc).__name__}: {exc}", flush=True)
+            failed.append(entry.name)
+            continue
+        seconds = time.perf_counter() - start
+        full = args.out / f"{entry.name}.onnx"
+        stripped, removed = strip_weights(model, entry.name)
+        onnx.save_model(stripped, str(args.fixtures / f"{entry.name}.onnx"))
+        built.append(catalog_entry(entry, model, full.name, seconds))
+        fixtures.append(catalog_entry(entry, model, f"{entry.name}.onnx", seconds))
+        save_full(model, full)
+        size = (args.fixtures / f"{entry.name}.onnx").stat().st_size
+        print(f"[{entry.name}] {len(model.graph.node)} nodes, weights {removed / 2**20:.1f} MiB, "
+              f"fixture {size / 1024:.0f} KiB, {seconds:.1f} s", flush=True)
+        del model, stripped
+        gc.collect()
+    light = light_entries()
+    write_catalog(args.out / "catalog.json", built + light)
+    write_catalog(args.fixtures / "catalog.json", fixtures + light)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
