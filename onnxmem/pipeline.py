@@ -45,7 +45,7 @@ class PlanOptions:
     """Everything ``onnxmem plan`` can be told; the defaults are the CLI's."""
 
     solver: str = field(default_factory=default_solver)
-    order: str = "file"
+    order: str = field(default_factory=default_order)
     alignment: int = 64
     io: str = "internal"
     dims: Mapping[str, int] = field(default_factory=dict)
