@@ -87,6 +87,9 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      show_default=True, help="external: graph inputs and outputs stay out of the arena."),
         click.option("--timeout", type=click.FloatRange(min=0), default=None,
                      help="Seconds the solver and the order search may take."),
+        click.option("--inplace", type=click.Choice(["on", "off"]), default="on", show_default=True,
+                     help="on: views share their input's bytes and element-wise ops write over "
+                          "inputs that die there; off: every tensor gets its own buffer."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -95,7 +98,7 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, ...],
                       input_shapes: tuple[str, ...], measure_shapes: bool, io: str,
-                      timeout: float | None, seed: int = 0) -> Any:
+                      timeout: float | None, seed: int = 0, inplace: str = "on") -> Any:
     from .model import parse_dim_binding, parse_input_shape
     from .pipeline import PlanOptions
 
@@ -109,6 +112,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
         measure_shapes=measure_shapes,
         timeout=timeout,
         seed=seed,
+        inplace=inplace == "on",
     )
 
 
@@ -139,7 +143,7 @@ def plan_summary(plan: Any) -> list[str]:
 @user_errors
 def plan(model: str, output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
-         io: str, timeout: float | None, as_json: bool) -> None:
+         io: str, timeout: float | None, inplace: str, as_json: bool) -> None:
     """Plan the activation memory of MODEL and print the summary."""
     from .annotate import write_annotated
     from .fileio import check_output_path
@@ -150,7 +154,8 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
         check_output_path(output, "-o")
     if annotate:
         check_output_path(annotate, "--annotate")
-    opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout)
+    opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
+                             inplace=inplace)
     result = plan_model(model, opts, progress=_progress(sys.stderr.isatty() and not as_json))
     if output:
         write_plan(result.plan, output)
@@ -167,6 +172,48 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
         click.echo(f"plan         {output}")
     if annotate:
         click.echo(f"annotated    {annotate}")
+
+
+@main.command()
+@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Rows in each table.")
+@user_errors
+def show(plan_file: str, top: int) -> None:
+    """Summarize PLAN: the totals, the tensors live at the peak step, the largest contributors."""
+    from .plan import read_plan
+    from .report import render_summary
+
+    click.echo(render_summary(read_plan(plan_file), top=top), nl=False)
+
+
+@main.command()
+@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=str))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="Picture to write: .png, .svg or .html (self-contained, names on hover).")
+@click.option("--title", default=None, help="Title (default: the model's file name).")
+@click.option("--size", default="12x7", show_default=True, metavar="WxH",
+              help="PNG/SVG size in inches (at 100 dpi).")
+@user_errors
+def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
+    """Draw PLAN: tensors as rectangles in time x address above the live-bytes curve."""
+    from rich.console import Console
+
+    from .fileio import check_output_path
+    from .plan import read_plan
+    from .report import plot_plan
+
+    try:
+        width, height = (float(v) for v in size.lower().split("x"))
+    except ValueError:
+        raise click.BadParameter(f"'{size}' is not WxH, e.g. 12x7", param_hint="--size") from None
+    check_output_path(output, "-o")
+    console = Console(stderr=True)
+    with console.status("reading plan") as status:
+        plan_ = read_plan(plan_file)
+        out = plot_plan(plan_, output, title=title, width=width, height=height,
+                        progress=lambda msg: status.update(msg))
+    click.echo(f"wrote {out}")
 
 
 # -- end of commands --

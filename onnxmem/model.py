@@ -530,7 +530,8 @@ def infer_shapes(
             hint = " ".join(f"--dim {s}=N" for s in sorted(symbols)[:4])
             raise ShapeError(
                 f"sizes of {len(missing)} tensors are unknown ({shown}): unbound symbolic "
-                f"dims {', '.join(sorted(symbols))}; bind them with {hint}"
+                f"dims {', '.join(sorted(symbols))}; bind them with {hint}, or pass "
+                "--measure-shapes to run the model once and measure them"
             )
         raise ShapeError(
             f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "

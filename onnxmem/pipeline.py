@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 import numpy as np
 import onnx
 
+from .aliasing import alias_groups
 from .errors import OnnxmemError, PlanInvalid
 from .graph import GraphView, build_view
 from .liveness import Liveness, build_liveness
@@ -53,6 +54,7 @@ class PlanOptions:
     measure_shapes: bool = False
     timeout: float | None = None
     seed: int = 0
+    inplace: bool = True  # views and in-place outputs share bytes (onnxmem.aliasing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,8 @@ def plan_loaded(
     order = reorder(
         view, opts.order, OrderOptions(timeout=opts.timeout, alignment=opts.alignment, io=opts.io)
     )
-    liveness = build_liveness(view, order, io=opts.io, alignment=opts.alignment)
+    groups = alias_groups(view, order, opts.io) if opts.inplace else None
+    liveness = build_liveness(view, order, io=opts.io, alignment=opts.alignment, groups=groups)
     problem = liveness.problem
     say(f"assigning {len(problem)} buffers ({opts.solver})")
     solution = solve(problem, opts.solver, SolveOptions(timeout=opts.timeout, seed=opts.seed))
@@ -176,7 +179,7 @@ def _make_plan(
         order_strategy=opts.order,
         io=opts.io,
         alignment=opts.alignment,
-        inplace=False,
+        inplace=opts.inplace,
         form=form,
         tensors=tuple(tensors),
         arena_size=int(solution.height),

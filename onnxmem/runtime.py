@@ -142,6 +142,23 @@ def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
     return shapes
 
 
+def _element_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element type of every value onnx's inference can type (shapes may stay unknown)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    del m.graph.value_info[:]
+    try:
+        m = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False)
+    except Exception:  # noqa: BLE001 - keep what the file declares
+        pass
+    g = m.graph
+    types = {i.name: i.data_type for i in g.initializer}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            types[vi.name] = vi.type.tensor_type.elem_type
+    return types
+
+
 def measure_shapes(
     model: onnx.ModelProto,
     *,
@@ -155,17 +172,16 @@ def measure_shapes(
     shapes = _input_shapes(full, dims or {}, input_shapes or {})
     feeds = random_inputs(full, shapes, seed)
     g = full.graph
+    elem_types = _element_types(full)
     have = {o.name for o in g.output}
     for node in g.node:
         for o in node.output:
-            if o and o not in have:
-                g.output.add().name = o
+            if o and o not in have and elem_types.get(o):
+                added = g.output.add()
+                added.name = o
+                added.type.tensor_type.elem_type = elem_types[o]
                 have.add(o)
-    # outputs added without a type: onnxruntime wants them typed; clear value_info conflicts
     del g.value_info[:]
-    for vi in g.output:
-        if not vi.type.HasField("tensor_type"):
-            vi.type.tensor_type.SetInParent()
     sess = make_session(full)
     names = [o.name for o in sess.get_outputs()]
     try:

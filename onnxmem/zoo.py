@@ -14,12 +14,17 @@ that the model can run.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
+import platform
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +32,27 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .errors import OnnxmemError
+from .errors import OnnxmemError, PlanInvalid
+from .fileio import write_text_atomic
 
 __all__ = [
+    "EXECUTORS",
     "FILL_PREFIX",
     "LIGHT_MODELS",
+    "VERIFY_DEVICES",
+    "Regression",
     "ZooModel",
+    "ZooOptions",
+    "ZooResult",
+    "compare_baseline",
+    "machine_info",
+    "read_baseline",
+    "results_csv",
+    "results_markdown",
+    "run_model",
+    "run_zoo",
+    "write_baseline",
+    "write_results",
     "describe_inputs",
     "fill_weights",
     "has_missing_weights",
@@ -284,3 +304,6 @@ def materialize(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                     location=data.name, size_threshold=1024)
     os.replace(tmp, dest)
     return dest
+
+
+# --------------------------------------------------------------------------- the zoo job

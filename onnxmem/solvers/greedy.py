@@ -118,6 +118,7 @@ def _place(
     placed = off >= 0
     blo = np.empty(n, dtype=np.int64)
     bhi = np.empty(n, dtype=np.int64)
+    key = np.empty(n, dtype=np.int64)
     for t in range(order.shape[0]):
         i = order[t]
         if placed[i]:
@@ -147,9 +148,12 @@ def _place(
         best_gap = -1
         top = 0
         if k > 0:
-            idx = np.argsort(blo[:k])
+            # sort (low, high) pairs by low: pack the pair's slot into the key
             for q in range(k):
-                r = idx[q]
+                key[q] = (blo[q] << 22) | q
+            ks = np.sort(key[:k])
+            for q in range(k):
+                r = ks[q] & 0x3FFFFF
                 low = blo[r]
                 if low > top:
                     cand = top if a <= 1 else -(-top // a) * a

@@ -1,0 +1,173 @@
+"""Loading, dtypes and sizes, and shape inference on real files."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxmem.errors import ModelError, ShapeError
+from onnxmem.graph import build_view
+from onnxmem.model import infer_shapes, load_model, parse_input_shape, tensor_bytes
+
+from .helpers import make_model, vi
+
+
+@pytest.mark.parametrize(
+    "dtype,shape,size",
+    [
+        (TensorProto.FLOAT, (2, 3), 24),
+        (TensorProto.BOOL, (7,), 7),
+        (TensorProto.FLOAT16, (5,), 10),
+        (TensorProto.BFLOAT16, (5,), 10),
+        (TensorProto.DOUBLE, (3,), 24),
+        (TensorProto.COMPLEX64, (3,), 24),
+        (TensorProto.COMPLEX128, (3,), 48),
+        (TensorProto.FLOAT8E4M3FN, (9,), 9),
+        (TensorProto.FLOAT8E5M2FNUZ, (9,), 9),
+        (TensorProto.INT4, (3, 3), 5),  # ceil(4 * 9 / 8)
+        (TensorProto.UINT4, (1,), 1),
+        (TensorProto.FLOAT4E2M1, (5,), 3),
+        (TensorProto.INT64, (), 8),
+        (TensorProto.FLOAT, (0, 4), 0),
+    ],
+)
+def test_tensor_bytes(dtype, shape, size):
+    assert tensor_bytes(dtype, shape) == size
+
+
+def test_sizes_refuse_strings_negative_dims_and_overflow():
+    with pytest.raises(ShapeError, match="dtype string"):
+        tensor_bytes(TensorProto.STRING, (2,), "names")
+    with pytest.raises(ShapeError, match="negative dim -1 on axis 1"):
+        tensor_bytes(TensorProto.FLOAT, (2, -1), "x")
+    with pytest.raises(ShapeError, match="past 2\\^63"):
+        tensor_bytes(TensorProto.FLOAT, (2**40, 2**30), "huge")
+    with pytest.raises(ShapeError, match="unknown tensor element type 999"):
+        tensor_bytes(999, (1,), "x")
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        load_model(tmp_path / "nope.onnx")
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x00\x01not a model at all" * 10)
+    with pytest.raises(ModelError, match="not a readable ONNX model|holds no ONNX graph"):
+        load_model(junk)
+    good = make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [4])], [vi("y", [4])])
+    data = good.SerializeToString()
+    cut = tmp_path / "cut.onnx"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelError, match="truncated"):
+        load_model(cut)
+
+
+def test_external_data_outside_folder_is_refused(tmp_path):
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    e = w.external_data.add()
+    e.key, e.value = "location", "../secret.bin"
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [1, 4])], [vi("y", [1, 4])], [w])
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 64)
+    path = sub / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    with pytest.raises(ModelError, match="outside the model's folder"):
+        load_model(path)
+
+
+def test_external_data_is_not_read(models_dir):
+    # planning reads shapes only: a model whose data file is missing still plans
+    model = load_model(models_dir / "external_data.onnx")
+    shapes = infer_shapes(model)
+    view = build_view(model, shapes)
+    assert view.weights_size == 4 * (256 * 512 + 512 + 512 * 512 + 512 + 512 * 128 + 128)
+
+
+def test_symbolic_dims_need_binding(models_dir):
+    model = load_model(models_dir / "transformer_block.onnx")
+    with pytest.raises(ShapeError, match="unbound symbolic dims batch, seq; bind them with --dim batch=N --dim seq=N, or pass"):
+        infer_shapes(model)
+    shapes = infer_shapes(model, dims={"batch": 2, "seq": 8})
+    assert shapes.shapes["output"] == (2, 8, 64)
+    pinned = infer_shapes(model, input_shapes={"hidden": (3, 5, 64)})
+    assert pinned.shapes["output"] == (3, 5, 64)
+
+
+def test_input_shape_errors(models_dir):
+    model = load_model(models_dir / "transformer_block.onnx")
+    with pytest.raises(ShapeError, match="not a graph input"):
+        infer_shapes(model, input_shapes={"nope": (1,)})
+    with pytest.raises(ShapeError, match="rank 2 but input 'hidden' has rank 3"):
+        infer_shapes(model, input_shapes={"hidden": (1, 64)})
+    assert parse_input_shape("x=1x3x224x224") == ("x", (1, 3, 224, 224))
+    with pytest.raises(ShapeError, match="not NAME="):
+        parse_input_shape("1x3")
+
+
+def test_data_dependent_shapes_need_measuring():
+    # NonZero's output length depends on the data
+    m = make_model(
+        [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Cast", ["nz"], ["y"], to=TensorProto.FLOAT)],
+        [vi("x", [3, 4])],
+        [vi("y", None)],
+    )
+    with pytest.raises(ShapeError, match="--measure-shapes"):
+        infer_shapes(m)
+    shapes = infer_shapes(m, measure=True)
+    assert shapes.shapes["nz"][0] == 2
+    assert shapes.sources["nz"] == "measured"
+
+
+def test_exporter_value_info_is_not_trusted():
+    # the file claims a wrong shape for t; inference recomputes it
+    m = make_model(
+        [helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+        [vi("x", [2, 8])],
+        [vi("y", [2, 8])],
+        value_info=[vi("t", [1, 1])],
+    )
+    assert infer_shapes(m).shapes["t"] == (2, 8)
+
+
+def test_constants_from_weights_are_weights(light_models):
+    model = load_model(light_models[0])  # alexnet: ConstantOfShape over initializers
+    view = build_view(model, infer_shapes(model))
+    assert view.tensors["conv1_w_0"].kind == "weight"
+    assert all(t.kind != "weight" or t.producer is None or view.ops[t.producer].op_type == "ConstantOfShape"
+               for t in view.tensors.values())
+
+
+def test_subgraph_captures_are_reads(models_dir):
+    model = load_model(models_dir / "control_flow.onnx")
+    view = build_view(model, infer_shapes(model))
+    if_op = next(op for op in view.ops if op.op_type == "If")
+    loop_op = next(op for op in view.ops if op.op_type == "Loop")
+    assert if_op.captures and all(c in view.tensors for c in if_op.captures)
+    assert loop_op.captures
+
+
+def test_undefined_input_and_cycle_are_errors():
+    from onnxmem.scheduling import reorder
+
+    m = make_model([helper.make_node("Relu", ["ghost"], ["y"], name="r")], [vi("x", [2])], [vi("y", [2])])
+    with pytest.raises(ModelError, match="value 'ghost' read by node 'r' \\(Relu\\) is produced by no node"):
+        build_view(m, _shapes(m))
+    cyc = make_model(
+        [helper.make_node("Add", ["x", "b"], ["a"], name="n1"), helper.make_node("Relu", ["a"], ["b"], name="n2")],
+        [vi("x", [2])],
+        [vi("a", [2])],
+    )
+    view = build_view(cyc, _shapes(cyc))
+    with pytest.raises(ModelError, match="cycle through nodes 'n1', 'n2'"):
+        reorder(view, "file")
+
+
+def _shapes(m: onnx.ModelProto):
+    from onnxmem.model import ShapeInfo
+
+    names = {o for n in m.graph.node for o in n.output} | {i.name for i in m.graph.input}
+    return ShapeInfo({n: TensorProto.FLOAT for n in names}, {n: (2,) for n in names})
