@@ -216,4 +216,93 @@ def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
     click.echo(f"wrote {out}")
 
 
+@main.command()
+@click.argument("zoo_source", metavar="DIR_OR_LIST", type=str)
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Models planned at once (one process each).")
+@click.option("--verify", type=click.Choice(["cpu", "cuda"]), default=None,
+              help="Also run each plan in one arena with onnxruntime and measure its own peak.")
+@planning_options
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=str), default="results",
+              show_default=True, help="Folder for results.json/.csv/.md, plans/ and filled models/.")
+@click.option("--only", multiple=True, metavar="PATTERN",
+              help="Run only models whose name matches (shell patterns, comma-separated or repeated).")
+@click.option("--executor", type=click.Choice(["local", "ray", "inline"]), default="local",
+              show_default=True, help="local: process pool here; ray: a Ray cluster (RAY_ADDRESS); "
+              "inline: this process, one at a time.")
+@click.option("--model-timeout", type=click.FloatRange(min=1), default=None,
+              help="Seconds one model may take before it is stopped and reported failed.")
+@click.option("--baseline", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Fail when a model's arena grows against this baseline file.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Growth allowed against --baseline, as a fraction (0.01 = 1%).")
+@click.option("--write-baseline", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Write the arenas of this run as a baseline file.")
+@user_errors
+def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tuple[str, ...],
+        executor: str, model_timeout: float | None, baseline: str | None, tolerance: float,
+        write_baseline: str | None, **plan_flags: Any) -> None:
+    """Plan (and with --verify, run) every model of a zoo; write results.json/.csv/.md.
+
+    DIR_OR_LIST: a folder with catalog.json (from 'make zoo'), a folder of .onnx files, a
+    catalog.json, or a text file of 'PATH [DIM=VALUE ...]' lines. A model that fails is
+    reported and the run goes on. Exit code 0: all ok; 1: a model failed or an arena grew
+    against --baseline; 3: a plan failed verification.
+    """
+    import time
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from . import zoo as zoo_lib
+    from .report import format_bytes
+
+    patterns = [p for word in only for p in word.split(",") if p]
+    models = zoo_lib.load_zoo(zoo_source, patterns)
+    base = zoo_lib.read_baseline(baseline) if baseline else None
+    opts = make_plan_options(**plan_flags)
+    options = zoo_lib.ZooOptions(plan=opts, verify=verify, jobs=jobs, executor=executor,
+                                 work_dir=Path(out_dir), model_timeout=model_timeout)
+    console = Console(stderr=True)
+    started = time.time()
+    with Progress(TextColumn("[bold]zoo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=console, transient=True) as bar:
+        task = bar.add_task("", total=len(models))
+
+        def done(r: Any) -> None:
+            mark = {"ok": "[green]ok[/]", "wrong": "[red]WRONG[/]"}.get(r.status, "[red]failed[/]")
+            extra = (f"arena {format_bytes(r.arena_size)}" if r.arena_size is not None else "")
+            if r.verify != "not run":
+                extra += f", verify {r.verify}"
+            if r.error:
+                extra += f": {r.error}"
+            bar.console.print(f"{mark} {r.name} ({r.seconds:.1f} s) {extra}", highlight=False,
+                              markup=True, soft_wrap=True)
+            bar.update(task, advance=1, description=r.name)
+
+        results = zoo_lib.run_zoo(models, options, done)
+    meta = {
+        "command": "onnxmem zoo " + " ".join(sys.argv[2:]),
+        "machine": zoo_lib.machine_info(),
+        "options": {**{k: v for k, v in plan_flags.items() if v not in ((), None, False)},
+                    "verify": verify, "jobs": jobs, "executor": executor},
+        "seconds": round(time.time() - started, 1),
+    }
+    paths = zoo_lib.write_results(results, out_dir, meta)
+    if write_baseline:
+        zoo_lib.write_baseline(results, write_baseline, {"options": meta["options"]})
+    click.echo(zoo_lib.results_markdown(results), nl=False)
+    click.echo(f"\nresults      {paths['md']}  {paths['csv']}  {paths['json']}")
+    regressions = zoo_lib.compare_baseline(results, base, tolerance) if base is not None else []
+    for reg in regressions:
+        click.echo(f"regression: {reg}", err=True)
+    if write_baseline:
+        click.echo(f"baseline     {write_baseline}")
+    if any(r.status == "wrong" for r in results):
+        sys.exit(3)
+    if regressions or any(r.status != "ok" for r in results):
+        sys.exit(1)
+
+
 # -- end of commands --

@@ -190,10 +190,8 @@ def measure_shapes(
         first = str(exc).strip().splitlines()[0]
         raise RuntimeBackendError(f"onnxruntime failed to run the model to measure shapes: {first}") from None
     out: dict[str, tuple[int, tuple[int, ...]]] = {}
-    inv = {v: k for k, v in NUMPY_DTYPES.items()}
-    for name, val in zip(names, values):
-        if isinstance(val, np.ndarray) and val.dtype.type in inv:
-            out[name] = (inv[val.dtype.type], tuple(int(d) for d in val.shape))
-    for name, arr in feeds.items():
-        out[name] = (inv[arr.dtype.type], tuple(arr.shape))
+    for name, val in list(zip(names, values)) + list(feeds.items()):
+        if isinstance(val, np.ndarray) and val.dtype != object:
+            et = int(onnx.helper.np_dtype_to_tensor_dtype(val.dtype))
+            out[name] = (et, tuple(int(d) for d in val.shape))
     return out

@@ -88,3 +88,4 @@ def solve(problem: Problem, solver: str = "greedy", options: SolveOptions | None
 # Register the built-in solvers (import order sets the listing order).
 from . import baseline as _baseline  # noqa: E402,F401
 from . import greedy as _greedy  # noqa: E402,F401
+from . import exact as _exact  # noqa: E402,F401

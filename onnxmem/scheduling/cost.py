@@ -1,0 +1,256 @@
+"""The peak of an operator order, exactly as liveness computes it, and fast.
+
+The *peak* of an order is the max-live lower bound of the problem
+:func:`onnxmem.liveness.build_liveness` builds from it: the most arena bytes
+live at one step, each tensor rounded up to the alignment. Every ordering
+strategy minimizes it; :func:`order_peak` computes it from the liveness rules
+themselves, so it always agrees with what ``onnxmem plan`` reports.
+
+Searching needs something cheaper than rebuilding liveness per candidate.
+:class:`OrderGraph` compacts the view into integers once, and a :class:`Piece`
+(any convex set of its nodes, the whole graph included) evaluates a step in
+O(degree):
+
+* running node ``v`` with ``R`` bytes resident needs ``R + alloc[v]`` bytes
+  (its outputs are allocated while its inputs are still held);
+* after it, ``keep[v]`` of those bytes stay (outputs something still reads, and
+  graph outputs, which live to the end), and each tensor ``v`` read for the
+  last time is freed.
+
+These are the rules of :func:`onnxmem.liveness.tensor_lifetimes`: graph inputs
+live from step 0, graph outputs to the end, an output nothing reads occupies
+its producer's step only, weights are never in the arena, and with
+``io="external"`` graph inputs and outputs are left out. Nodes that read and
+write only weights (``Constant`` and friends) have no arena effect: the
+strategies put them first, in file order, and search over the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..graph import GraphView
+from ..liveness import tensor_lifetimes
+from ..problem import align_up
+
+__all__ = ["OrderGraph", "Piece", "build_order_graph", "order_peak", "simulate"]
+
+#: remaining-reader count of a tensor a piece never frees
+NEVER = 1 << 30
+
+
+def order_peak(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64) -> int:
+    """The max-live bound of ``build_liveness(view, order, ...)`` (bytes)."""
+    n = len(order)
+    if not view.tensors:
+        return 0
+    lifetimes = tensor_lifetimes(view, order, io)
+    if not lifetimes:
+        return 0
+    horizon = max(n, 1)
+    delta = np.zeros(horizon + 2, dtype=np.int64)
+    for name, (s, e) in lifetimes.items():
+        size = align_up(view.tensors[name].size, alignment)
+        delta[s] += size
+        delta[e] -= size
+    return int(np.cumsum(delta).max(initial=0))
+
+
+@dataclass(slots=True)
+class OrderGraph:
+    """A view compacted to integers for search.
+
+    ``real``: view indices of the nodes that matter, in file order (local node
+    ``i`` is ``real[i]``); ``free``: view indices of nodes without arena effect.
+    ``preds``/``succs``: local dependency lists. Tensor ``t`` has ``size[t]``
+    bytes (aligned), ``producer[t]`` (local node, -1 for a graph input),
+    ``consumers[t]`` (local nodes) and ``pinned[t]`` (a graph output).
+    ``outs[v]``/``reads[v]``: the tensors node ``v`` writes and reads.
+    ``base``: bytes of graph inputs that someone reads or that are outputs;
+    ``first_extra``: bytes of inputs nothing reads (live in step 0 only).
+    """
+
+    view: GraphView
+    io: str
+    alignment: int
+    real: list[int]
+    free: list[int]
+    preds: list[list[int]]
+    succs: list[list[int]]
+    size: list[int]
+    producer: list[int]
+    consumers: list[list[int]]
+    pinned: list[bool]
+    outs: list[list[int]]
+    reads: list[list[int]]
+    base: int
+    first_extra: int
+
+    @property
+    def n(self) -> int:
+        return len(self.real)
+
+    def full_order(self, local_order: Iterable[int]) -> tuple[int, ...]:
+        """A view order: the free nodes, then ``local_order`` mapped to view indices."""
+        return tuple(self.free) + tuple(self.real[v] for v in local_order)
+
+    def peak(self, local_order: Sequence[int]) -> int:
+        """Peak of ``full_order(local_order)``, by the incremental rules."""
+        piece = Piece.of(self, range(self.n))
+        rel, _ = simulate(piece, local_order)
+        if self.n == 0:
+            return self.base + self.first_extra if self.view.ops else 0
+        if self.free:
+            return max(self.base + self.first_extra, self.base + rel)
+        return self.base + max(rel, piece.alloc[local_order[0]] + self.first_extra)
+
+
+def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64) -> OrderGraph:
+    """Compact ``view`` for search under the liveness rules of ``io`` and ``alignment``."""
+    out_set = set(view.outputs)
+    in_set = set(view.inputs)
+    tid: dict[str, int] = {}
+    size: list[int] = []
+    pinned: list[bool] = []
+    for t in view.tensors.values():
+        if t.kind == "weight":
+            continue
+        is_io = t.name in out_set or t.name in in_set
+        if io == "external" and is_io:
+            continue
+        tid[t.name] = len(size)
+        size.append(align_up(t.size, alignment))
+        pinned.append(t.name in out_set)
+    real: list[int] = []
+    free: list[int] = []
+    local: dict[int, int] = {}
+    for op in view.ops:
+        touches = any(n in view.tensors and view.tensors[n].kind != "weight" for n in op.reads) or any(
+            o and o in view.tensors and view.tensors[o].kind != "weight" for o in op.outputs
+        )
+        if touches:
+            local[op.index] = len(real)
+            real.append(op.index)
+        else:
+            free.append(op.index)
+    n = len(real)
+    producer = [-1] * len(size)
+    consumers: list[list[int]] = [[] for _ in size]
+    outs: list[list[int]] = [[] for _ in range(n)]
+    reads: list[list[int]] = [[] for _ in range(n)]
+    preds: list[list[int]] = []
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for v, gi in enumerate(real):
+        op = view.ops[gi]
+        for o in op.outputs:
+            if o in tid and o not in outs[v]:
+                producer[tid[o]] = v
+                outs[v].append(tid[o])
+        for r in op.reads:
+            if r in tid:
+                reads[v].append(tid[r])
+                consumers[tid[r]].append(v)
+        ps = [local[p] for p in view.predecessors(gi)]
+        preds.append(ps)
+        for p in ps:
+            succs[p].append(v)
+    base = 0
+    first_extra = 0
+    for t in range(len(size)):
+        if producer[t] == -1:
+            if consumers[t] or pinned[t]:
+                base += size[t]
+            else:
+                first_extra += size[t]
+    return OrderGraph(view, io, alignment, real, free, preds, succs, size, producer, consumers,
+                      pinned, outs, reads, base, first_extra)
+
+
+@dataclass(slots=True)
+class Piece:
+    """A convex set of nodes of an :class:`OrderGraph`, evaluated on its own.
+
+    Local node ``i`` is ``nodes[i]``. Memory is relative to what is resident
+    when the piece starts: a tensor from outside that only this piece reads
+    is freed inside it (``R`` goes below zero); one that others read later
+    stays, and costs nothing here. ``alloc[i]``: bytes allocated at the step;
+    ``keep[i]``: of those, bytes still resident after it; ``frees[i]``:
+    ``(tensor slot, size)`` of the tensors it may free, each freed when its
+    remaining-reader count ``rem0[slot]`` reaches zero.
+    """
+
+    graph: OrderGraph
+    nodes: list[int]
+    preds: list[list[int]]
+    succs: list[list[int]]
+    alloc: list[int]
+    keep: list[int]
+    frees: list[list[tuple[int, int]]]
+    rem0: list[int]
+    ext_bytes: int
+
+    @property
+    def n(self) -> int:
+        return len(self.nodes)
+
+    @staticmethod
+    def of(graph: OrderGraph, nodes: Iterable[int]) -> "Piece":
+        nodes = sorted(nodes)
+        loc = {g: i for i, g in enumerate(nodes)}
+        preds = [[loc[p] for p in graph.preds[g] if p in loc] for g in nodes]
+        succs = [[loc[s] for s in graph.succs[g] if s in loc] for g in nodes]
+        slot: dict[int, int] = {}
+        rem0: list[int] = []
+        alloc: list[int] = []
+        keep: list[int] = []
+        frees: list[list[tuple[int, int]]] = []
+        ext = 0
+        for g in nodes:
+            a = k = 0
+            for t in graph.outs[g]:
+                a += graph.size[t]
+                if graph.consumers[t] or graph.pinned[t]:
+                    k += graph.size[t]
+            alloc.append(a)
+            keep.append(k)
+            fr: list[tuple[int, int]] = []
+            for t in graph.reads[g]:
+                cons = graph.consumers[t]
+                if graph.pinned[t] or any(c not in loc for c in cons):
+                    continue
+                if t not in slot:
+                    slot[t] = len(rem0)
+                    rem0.append(len(cons))
+                    if graph.producer[t] not in loc:
+                        ext += graph.size[t]
+                fr.append((slot[t], graph.size[t]))
+            frees.append(fr)
+        return Piece(graph, nodes, preds, succs, alloc, keep, frees, rem0, ext)
+
+    @property
+    def external_bytes(self) -> int:
+        """Bytes of outside tensors that only this piece reads (it frees them)."""
+        return self.ext_bytes
+
+
+def simulate(piece: Piece, order: Sequence[int]) -> tuple[int, int]:
+    """``(peak, residual)`` of running ``order`` (local nodes), relative to the start."""
+    rem = list(piece.rem0)
+    r = 0
+    peak = -(1 << 62)
+    alloc, keep, frees = piece.alloc, piece.keep, piece.frees
+    for v in order:
+        m = r + alloc[v]
+        if m > peak:
+            peak = m
+        r += keep[v]
+        for s, size in frees[v]:
+            rem[s] -= 1
+            if rem[s] == 0:
+                r -= size
+    if not order:
+        peak = 0
+    return peak, r

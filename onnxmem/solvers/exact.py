@@ -1,0 +1,325 @@
+"""``exact`` and ``auto``: branch and bound over canonical placements.
+
+``exact`` answers two questions:
+
+- at a fixed capacity (``options.capacity``): is there a plan whose arena fits
+  it? It returns one (``feasible``, or ``optimal`` when its height meets the
+  lower bound), proves there is none (``infeasible``, empty offsets), or runs
+  out of time (``timeout``, with the best greedy plan, which does not fit);
+- with no capacity (minimize): the smallest arena it can prove or find.
+
+Steps:
+
+1. a capacity below the max-live lower bound is rejected (in ``solve``);
+2. the best greedy plan is computed first and kept as the incumbent (the
+   search is anytime: every answer carries the best plan found so far); if it
+   already fits the capacity, or meets the lower bound, it is returned;
+3. zero-size buffers go at offset 0; time is cut into sections and the
+   problem into *components* at section boundaries no buffer crosses;
+4. a decision at capacity ``C`` searches each component whose incumbent does
+   not fit ``C`` with the compiled depth-first search of :mod:`._search`
+   (canonical bottom-left placement, dominance, cross-section bounds, dynamic
+   decomposition). Three static preorders take turns under a node limit that
+   doubles each round (restarts), until a plan is found, the search space is
+   exhausted (``C`` is infeasible) or the deadline passes;
+5. minimize: the proven bound starts at the max-live bound and the incumbent
+   at the greedy height. A decision at the bound comes first (on these
+   problems the bound is often the optimum); then capacities between the two
+   are bisected: a plan lowers the incumbent to its height, an exhausted
+   search raises the bound past the capacity, a timeout moves the next try
+   up. The result is ``optimal`` when the bound meets the incumbent.
+
+Guarantee: every returned plan is valid; ``optimal`` is only reported with a
+proof (the lower bound is met, or every smaller capacity was exhausted);
+``infeasible`` only when the search space at that capacity was exhausted.
+Problems with pinned buffers, or too large for the search's undo stacks, get
+the best greedy plan with its honest status.
+
+``auto`` (the default of ``plan``) is ``exact`` under a short budget
+(:data:`AUTO_TIMEOUT` seconds): the proof when it comes in time, else the
+best plan found, with its gap to the bound in ``stats``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..problem import Problem, Solution, lower_bound
+from . import SolveOptions, register
+from ._clock import NO_DEADLINE, cycles, cycles_per_second
+from ._search import ABORTED, FOUND, HEURISTICS, NOT_FOUND, TIMEOUT, preorder, search
+from .greedy import best_greedy_offsets
+
+__all__ = ["ExactSearch", "AUTO_TIMEOUT", "EXACT_TIMEOUT", "MAX_STACK"]
+
+#: default seconds of search for ``exact`` and ``auto``
+EXACT_TIMEOUT = 30.0
+AUTO_TIMEOUT = 3.0
+#: the search is skipped when its undo stacks would need more entries
+MAX_STACK = 60_000_000
+
+
+@dataclass
+class _Component:
+    sec_lo: int
+    sec_hi: int
+    bufs: np.ndarray  # local buffer indices
+
+
+class ExactSearch:
+    """The search arrays of one problem; :meth:`decide` and :meth:`minimize`."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        start, end, size, align = problem.arrays()
+        n_all = len(size)
+        self.n_all = n_all
+        self.size_all = size
+        self.pinned = any(b.offset is not None for b in problem.buffers)
+        self.free = np.nonzero(size > 0)[0]
+        f = self.free
+        self.size = size[f].copy()
+        self.align = align[f].copy()
+        n = len(f)
+        self.n = n
+        if n == 0:
+            self.nsec = 0
+            self.components: list[_Component] = []
+            self.stack_need = 0
+            return
+        st, en = start[f], end[f]
+        points = np.unique(np.concatenate([st, en]))
+        self.slo = np.searchsorted(points, st).astype(np.int64)
+        self.shi = np.searchsorted(points, en).astype(np.int64)
+        self.width = (en - st).astype(np.int64)
+        nsec = len(points) - 1
+        self.nsec = nsec
+        # section members (CSR)
+        lens = self.shi - self.slo
+        counts = np.zeros(nsec + 1, dtype=np.int64)
+        np.add.at(counts, self.slo, 1)
+        np.add.at(counts, self.shi, -1)
+        per_sec = np.cumsum(counts)[:nsec]
+        self.sec_ptr = np.concatenate([[0], np.cumsum(per_sec)]).astype(np.int64)
+        owner = np.repeat(np.arange(n), lens)
+        secs = np.concatenate([np.arange(a, b) for a, b in zip(self.slo, self.shi)])
+        o = np.lexsort((owner, secs))
+        self.sec_mem = owner[o].astype(np.int64)
+        # initial section totals and cut counts
+        delta = np.zeros(nsec + 1, dtype=np.int64)
+        np.add.at(delta, self.slo, self.size)
+        np.add.at(delta, self.shi, -self.size)
+        self.total0 = np.cumsum(delta)[:nsec].copy()
+        cdelta = np.zeros(nsec + 1, dtype=np.int64)
+        np.add.at(cdelta, self.slo, 1)
+        np.add.at(cdelta, self.shi - 1, -1)
+        self.cuts0 = np.cumsum(cdelta)[:nsec].copy()  # cuts0[s]: cross s|s+1
+        # overlaps (CSR), from section members
+        order = np.argsort(self.slo, kind="stable")
+        sl = self.slo[order]
+        hi_pos = np.searchsorted(sl, self.shi[order], side="left")
+        pairs_a: list[np.ndarray] = []
+        pairs_b: list[np.ndarray] = []
+        for p in range(n):
+            if hi_pos[p] > p + 1:
+                others = order[p + 1 : hi_pos[p]]
+                pairs_a.append(np.full(len(others), order[p]))
+                pairs_b.append(others)
+        if pairs_a:
+            a = np.concatenate(pairs_a)
+            b = np.concatenate(pairs_b)
+            src = np.concatenate([a, b])
+            dst = np.concatenate([b, a])
+        else:
+            src = dst = np.zeros(0, dtype=np.int64)
+        o = np.lexsort((dst, src))
+        self.ov_idx = dst[o].astype(np.int64)
+        self.ov_ptr = np.concatenate(
+            [[0], np.cumsum(np.bincount(src, minlength=n))]
+        ).astype(np.int64)
+        self.stack_need = int(lens.sum()) + n * nsec
+        # static components: boundaries no buffer crosses
+        cut_at = [s + 1 for s in range(nsec - 1) if self.cuts0[s] == 0]
+        bounds = [0] + cut_at + [nsec]
+        comps: list[_Component] = []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            members = np.nonzero((self.slo >= lo) & (self.shi <= hi))[0]
+            if len(members):
+                comps.append(_Component(lo, hi, members))
+        self.components = comps
+
+    @property
+    def searchable(self) -> bool:
+        return not self.pinned and self.stack_need <= MAX_STACK
+
+    def _state(self) -> dict[str, np.ndarray]:
+        n, nsec = self.n, self.nsec
+        return {
+            "off": np.full(n, -1, dtype=np.int64),
+            "minoff": np.zeros(n, dtype=np.int64),
+            "floor": np.zeros(nsec, dtype=np.int64),
+            "total": self.total0.copy(),
+            "cuts": self.cuts0.copy(),
+            "best": np.full(n, -1, dtype=np.int64),
+            "mo_b": np.empty(max(1, len(self.ov_idx)), dtype=np.int64),
+            "mo_v": np.empty(max(1, len(self.ov_idx)), dtype=np.int64),
+            "fl_s": np.empty(max(1, self.stack_need), dtype=np.int64),
+            "fl_v": np.empty(max(1, self.stack_need), dtype=np.int64),
+            "mark": np.zeros(nsec, dtype=np.int64),
+            "aff": np.empty(nsec, dtype=np.int64),
+            "ctr": np.zeros(7, dtype=np.int64),
+        }
+
+    def decide(
+        self, capacity: int, local_best: np.ndarray, deadline: float
+    ) -> tuple[int, np.ndarray, int]:
+        """Search for a plan within ``capacity``.
+
+        ``local_best`` (offsets of the non-zero buffers) is the incumbent:
+        components where it already fits are kept. Returns ``(status, offsets,
+        nodes)`` with status ``FOUND``, ``NOT_FOUND`` (proven infeasible) or
+        ``TIMEOUT``; ``deadline`` is a ``time.perf_counter`` value.
+        """
+        plan = local_best.copy()
+        tops = plan + self.size
+        nodes = 0
+        rate = cycles_per_second()
+        comps = sorted(
+            self.components, key=lambda c: -int(tops[c.bufs].max(initial=0))
+        )
+        st = self._state()
+        ctr = st["ctr"]
+        for comp in comps:
+            if tops[comp.bufs].max(initial=0) <= capacity:
+                continue
+            k = len(comp.bufs)
+            limit = max(64, k)
+            solved = False
+            while not solved:
+                limit *= 2
+                for h in range(HEURISTICS.shape[0]):
+                    left = deadline - time.perf_counter()
+                    if left <= 0:
+                        return TIMEOUT, plan, nodes
+                    ctr[:] = 0
+                    ctr[1] = limit
+                    ctr[2] = int(cycles() + left * rate) if rate > 0 else NO_DEADLINE
+                    part = preorder(
+                        comp.bufs.astype(np.int64), HEURISTICS[h], self.size, self.width,
+                        self.slo, self.shi, st["total"],
+                    )
+                    status = search(
+                        part, comp.sec_lo, comp.sec_hi, np.arange(k, dtype=np.int64), 0, 0,
+                        capacity, HEURISTICS[h], self.size, self.align, self.width,
+                        self.slo, self.shi, self.sec_ptr, self.sec_mem, self.ov_ptr,
+                        self.ov_idx, st["off"], st["minoff"], st["floor"], st["total"],
+                        st["cuts"], st["best"], st["mo_b"], st["mo_v"], st["fl_s"],
+                        st["fl_v"], st["mark"], st["aff"], ctr,
+                    )
+                    nodes += int(min(ctr[0], limit))
+                    if status == FOUND:
+                        plan[comp.bufs] = st["best"][comp.bufs]
+                        solved = True
+                        break
+                    if status == NOT_FOUND:
+                        return NOT_FOUND, plan, nodes
+                    if status == TIMEOUT:
+                        return TIMEOUT, plan, nodes
+                    assert status == ABORTED
+                if time.perf_counter() >= deadline and not solved:
+                    return TIMEOUT, plan, nodes
+        return FOUND, plan, nodes
+
+    def expand(self, local: np.ndarray) -> np.ndarray:
+        """Offsets of every buffer from offsets of the non-zero ones."""
+        out = np.zeros(self.n_all, dtype=np.int64)
+        out[self.free] = local
+        return out
+
+    def height(self, local: np.ndarray) -> int:
+        return int((local + self.size).max(initial=0))
+
+
+def _solution(
+    name: str, problem: Problem, offsets: np.ndarray, height: int, status: str,
+    bound: int, nodes: int,
+) -> Solution:
+    gap = 100.0 * (height - bound) / bound if bound > 0 else 0.0
+    return Solution(
+        tuple(int(o) for o in offsets) if status != "infeasible" else (),
+        height if status != "infeasible" else 0,
+        name,
+        status,
+        stats={"lower_bound": float(bound), "gap_pct": gap, "nodes": float(nodes)},
+    )
+
+
+def run_exact(problem: Problem, options: SolveOptions, name: str, default_timeout: float) -> Solution:
+    """The body of ``exact`` and ``auto`` (see the module docstring)."""
+    t0 = time.perf_counter()
+    timeout = default_timeout if options.timeout is None else options.timeout
+    deadline = t0 + timeout
+    lb = lower_bound(problem)
+    g_offs, g_height, _ = best_greedy_offsets(problem, bound=lb)
+    cap = options.capacity
+    if g_height <= lb:
+        return _solution(name, problem, g_offs, g_height, "optimal", lb, 0)
+    if cap is not None and g_height <= cap:
+        return _solution(name, problem, g_offs, g_height, "feasible", lb, 0)
+    ex = ExactSearch(problem)
+    if not ex.searchable:
+        status = "timeout" if cap is not None else "feasible"
+        return _solution(name, problem, g_offs, g_height, status, lb, 0)
+    incumbent = g_offs[ex.free].copy()
+    inc_height = g_height
+    nodes = 0
+    if cap is not None:
+        status, plan, nodes = ex.decide(cap, incumbent, deadline)
+        if status == FOUND:
+            h = ex.height(plan)
+            return _solution(
+                name, problem, ex.expand(plan), h, "optimal" if h <= lb else "feasible", lb, nodes
+            )
+        if status == NOT_FOUND:
+            return _solution(name, problem, g_offs, g_height, "infeasible", lb, nodes)
+        return _solution(name, problem, g_offs, g_height, "timeout", lb, nodes)
+    # minimize
+    lo, hi = lb, inc_height
+    timed_out_at: int | None = None
+    first = True
+    while lo < hi:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        if first:
+            c, budget = lo, left / 3
+            first = False
+        else:
+            base = lo if timed_out_at is None else max(lo, timed_out_at + 1)
+            if base >= hi:
+                break
+            c, budget = (base + hi - 1) // 2, left / 2
+        status, plan, n_ = ex.decide(c, incumbent, time.perf_counter() + budget)
+        nodes += n_
+        if status == FOUND:
+            incumbent = plan
+            hi = inc_height = ex.height(plan)
+        elif status == NOT_FOUND:
+            lo = c + 1
+        else:
+            timed_out_at = c if timed_out_at is None else max(timed_out_at, c)
+    status = "optimal" if lo >= hi else "feasible"
+    return _solution(name, problem, ex.expand(incumbent), inc_height, status, lo, nodes)
+
+
+@register("exact", "branch and bound over canonical placements; proves optimality")
+def exact(problem: Problem, options: SolveOptions) -> Solution:
+    return run_exact(problem, options, "exact", EXACT_TIMEOUT)
+
+
+@register("auto", f"exact within a short budget ({AUTO_TIMEOUT:g} s), else the best greedy")
+def auto(problem: Problem, options: SolveOptions) -> Solution:
+    return run_exact(problem, options, "auto", AUTO_TIMEOUT)

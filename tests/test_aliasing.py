@@ -1,0 +1,315 @@
+"""Aliasing: views and in-place outputs share bytes only where that is safe.
+
+Literal graphs first (hand-computed groups and bounds), then illegal groups
+that the proof must reject, then the onnx-wheel models.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+
+from onnxmem import pipeline
+from onnxmem.aliasing import RULES, alias_groups, alias_rule, check_groups, find_aliases
+from onnxmem.graph import build_view
+from onnxmem.liveness import build_liveness
+from onnxmem.model import infer_shapes
+from onnxmem.pipeline import PlanOptions, plan_loaded
+from onnxmem.plan import check_schema
+from onnxmem.problem import lower_bound, validate
+
+from .conftest import LIGHT_MODELS
+from .helpers import make_model, vi
+
+S = (1, 4, 8, 8)  # 256 floats = 1 KiB
+KIB = 1024
+
+
+def _view(model: onnx.ModelProto):
+    v = build_view(model, infer_shapes(model))
+    return v, tuple(range(len(v.ops)))
+
+
+def _plan(model: onnx.ModelProto, tmp_path: Path, **opts):
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    return plan_loaded(model, path, PlanOptions(solver="greedy", order="file", alignment=1, **opts))
+
+
+def relu_chain(n: int = 4) -> onnx.ModelProto:
+    """x -> Relu -> ... -> y, n Relus."""
+    nodes, prev = [], "x"
+    for i in range(n):
+        out = "y" if i == n - 1 else f"r{i}"
+        nodes.append(helper.make_node("Relu", [prev], [out], name=f"relu{i}"))
+        prev = out
+    return make_model(nodes, [vi("x", S)], [vi("y", S)])
+
+
+def later_consumer() -> onnx.ModelProto:
+    """a = Relu(x); b = Relu(a); y = Add(a, b): ``a`` is read after ``b`` is written."""
+    return make_model(
+        [
+            helper.make_node("Relu", ["x"], ["a"], name="ra"),
+            helper.make_node("Relu", ["a"], ["b"], name="rb"),
+            helper.make_node("Add", ["a", "b"], ["c"], name="add"),
+            helper.make_node("Sigmoid", ["c"], ["y"], name="sig"),
+        ],
+        [vi("x", S)],
+        [vi("y", S)],
+    )
+
+
+def conv_graph() -> onnx.ModelProto:
+    """a = Relu(x); c = Conv(a, w) (1x1, same shape); y = Relu(c)."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 4, 1, 1], np.ones(16, np.float32).tolist())
+    return make_model(
+        [
+            helper.make_node("Relu", ["x"], ["a"], name="ra"),
+            helper.make_node("Conv", ["a", "w"], ["c"], name="conv"),
+            helper.make_node("Relu", ["c"], ["y"], name="ry"),
+        ],
+        [vi("x", S)],
+        [vi("y", S)],
+        inits=[w],
+    )
+
+
+def view_graph() -> onnx.ModelProto:
+    """a = Relu(x); v = Reshape(a); b = Sigmoid(a); bf = Reshape(b); y = Add(bf, v).
+
+    ``v`` keeps ``a``'s bytes live until the Add, so the Sigmoid may not write
+    over ``a`` even though it is ``a``'s last direct reader.
+    """
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1, 256])
+    return make_model(
+        [
+            helper.make_node("Relu", ["x"], ["a"], name="ra"),
+            helper.make_node("Reshape", ["a", "shape"], ["v"], name="view_a"),
+            helper.make_node("Sigmoid", ["a"], ["b"], name="sig"),
+            helper.make_node("Reshape", ["b", "shape"], ["bf"], name="view_b"),
+            helper.make_node("Add", ["bf", "v"], ["y"], name="add"),
+        ],
+        [vi("x", S)],
+        [vi("y", [1, 256])],
+        inits=[shape],
+    )
+
+
+# ---------------------------------------------------------------- the table
+
+
+def test_rules_table_is_well_formed():
+    for (domain, op), rule in RULES.items():
+        assert rule.kind in ("view", "inplace"), op
+        assert rule.inputs and all(j >= 0 for j in rule.inputs), op
+    for op in ("Conv", "MatMul", "Gemm", "MaxPool", "AveragePool", "Transpose", "Softmax",
+               "LayerNormalization", "Concat", "LRN", "Where", "InstanceNormalization"):
+        assert ("", op) not in RULES, f"{op} reads neighbours and must never alias"
+
+
+def test_dropout_with_training_mode_is_not_a_view():
+    v, _ = _view(make_model(
+        [helper.make_node("Dropout", ["x", "r", "t"], ["y"])],
+        [vi("x", S), vi("r", [], TensorProto.FLOAT), vi("t", [], TensorProto.BOOL)],
+        [vi("y", S)],
+    ))
+    assert alias_rule(v.ops[0]) is None
+
+
+# ---------------------------------------------------------------- literal graphs
+
+
+def test_relu_chain_in_place_halves_the_bound(tmp_path):
+    m = relu_chain(4)
+    off = _plan(m, tmp_path, io="external", inplace=False).plan
+    on = _plan(m, tmp_path, io="external", inplace=True).plan
+    assert off.lower_bound == 2 * KIB
+    assert on.lower_bound == KIB and on.arena_size == KIB
+    assert {t.group for t in on.tensors} == {"r0"}
+    assert on.inplace and not off.inplace
+
+
+def test_relu_chain_internal_io():
+    v, order = _view(relu_chain(4))
+    # x is a graph input: the first Relu never writes over it; y (an output) may join
+    assert alias_groups(v, order) == {"r0": ("r0", "r1", "r2", "y")}
+    # with external io the output is outside the arena and stays out of groups
+    assert alias_groups(v, order, "external") == {"r0": ("r0", "r1", "r2")}
+
+
+def test_relu_whose_input_is_read_later_does_not_alias():
+    v, order = _view(later_consumer())
+    aliases = {a.output: (a.input, a.kind) for a in find_aliases(v, order)}
+    assert "b" not in aliases  # a is read by the Add after rb
+    assert aliases["c"] == ("a", "inplace")  # a and b both die at the Add
+    assert aliases["y"] == ("c", "inplace")
+    assert alias_groups(v, order) == {"a": ("a", "c", "y")}
+
+
+def test_conv_never_aliases():
+    v, order = _view(conv_graph())
+    groups = alias_groups(v, order)
+    assert all("c" not in m or "a" not in m for m in groups.values())
+    assert "c" in groups and groups["c"] == ("c", "y")  # the Relu after it is in place
+
+
+def test_view_group_lives_until_the_last_use_of_the_view():
+    v, order = _view(view_graph())
+    groups = alias_groups(v, order)
+    assert groups == {"a": ("a", "v"), "b": ("b", "bf", "y")}
+    live = build_liveness(v, order, alignment=1, groups=groups)
+    buf = {b.id: b for b in live.problem.buffers}
+    assert (buf["a"].start, buf["a"].end) == (0, 5)  # a's last direct read is step 2, v's is 4
+    assert live.interval("a").end == 3
+    assert lower_bound(live.problem) == 2 * KIB  # {a, v} and {b, bf, y} from step 2 on
+
+
+def test_graph_input_is_never_written_in_place():
+    m = make_model([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["y"])],
+                   [vi("x", S)], [vi("y", S)])
+    v, order = _view(m)
+    groups = alias_groups(v, order)
+    assert all("x" not in members for members in groups.values())
+    assert groups == {"a": ("a", "y")}
+
+
+def test_view_of_graph_input_shares_only_with_internal_io():
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1, 256])
+    m = make_model([helper.make_node("Reshape", ["x", "shape"], ["v"]), helper.make_node("Relu", ["v"], ["y"])],
+                   [vi("x", S)], [vi("y", [1, 256])], inits=[shape])
+    v, order = _view(m)
+    assert alias_groups(v, order) == {"x": ("x", "v")}  # y may not write over the input's bytes
+    assert alias_groups(v, order, "external") == {}
+
+
+def test_views_of_weights_are_not_aliased():
+    w = helper.make_tensor("w", TensorProto.FLOAT, [256], np.ones(256, np.float32).tolist())
+    shape = helper.make_tensor("shape", TensorProto.INT64, [4], list(S))
+    m = make_model([helper.make_node("Reshape", ["w", "shape"], ["wv"]),
+                    helper.make_node("Add", ["x", "wv"], ["y"])],
+                   [vi("x", S)], [vi("y", S)], inits=[w, shape])
+    v, order = _view(m)
+    # the weight is outside the arena: its view is a copy in the arena, which
+    # the Add may then overwrite, but the weight joins no group
+    assert alias_groups(v, order) == {"wv": ("wv", "y")}
+
+
+def test_cast_in_place_only_between_equal_sizes():
+    m = make_model([helper.make_node("Relu", ["x"], ["a"]),
+                    helper.make_node("Cast", ["a"], ["i"], to=TensorProto.INT32),
+                    helper.make_node("Cast", ["i"], ["h"], to=TensorProto.FLOAT16),
+                    helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT)],
+                   [vi("x", S)], [vi("y", S)])
+    v, order = _view(m)
+    assert alias_groups(v, order) == {"a": ("a", "i")}
+
+
+def test_add_of_a_tensor_with_itself_is_in_place():
+    m = make_model([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Add", ["a", "a"], ["y"])],
+                   [vi("x", S)], [vi("y", S)])
+    v, order = _view(m)
+    assert alias_groups(v, order) == {"a": ("a", "y")}
+
+
+def test_broadcast_input_is_not_reused():
+    # b (1 KiB) broadcasts against c (4 KiB): the output may take c's bytes, never b's
+    m = make_model([helper.make_node("Relu", ["x"], ["b"]), helper.make_node("Relu", ["z"], ["c"]),
+                    helper.make_node("Mul", ["b", "c"], ["d"]), helper.make_node("Relu", ["d"], ["y"])],
+                   [vi("x", S), vi("z", [4, 4, 8, 8])], [vi("y", [4, 4, 8, 8])])
+    v, order = _view(m)
+    assert alias_groups(v, order) == {"c": ("c", "d", "y")}
+
+
+def test_inplace_off_gives_the_plan_without_groups(tmp_path):
+    m = later_consumer()
+    off = _plan(m, tmp_path, inplace=False)
+    v, order = _view(m)
+    plain = build_liveness(v, order, alignment=1)
+    assert off.liveness.problem == plain.problem
+    assert all(t.group == t.name for t in off.plan.tensors)
+    assert not off.plan.inplace
+
+
+def test_cli_inplace_flag(tmp_path):
+    from onnxmem.cli import main
+
+    path = tmp_path / "m.onnx"
+    onnx.save(relu_chain(4), path)
+    runner = CliRunner()
+    plans = {}
+    for flag in ("on", "off"):
+        res = runner.invoke(main, ["plan", str(path), "--json", "--io", "external", "--alignment", "1",
+                                   "--inplace", flag])
+        assert res.exit_code == 0, res.output
+        plans[flag] = json.loads(res.output)
+    assert plans["on"]["inplace"] is True and plans["off"]["inplace"] is False
+    assert plans["on"]["lower_bound"] == KIB and plans["off"]["lower_bound"] == 2 * KIB
+    groups = {t["name"]: (t["group"], t["offset"]) for t in plans["on"]["tensors"]}
+    assert len({g for g, _ in groups.values()}) == 1 and len({o for _, o in groups.values()}) == 1
+
+
+# ---------------------------------------------------------------- illegal groups
+
+
+ILLEGAL = [
+    # (model, groups, words the complaint must contain)
+    ("later consumer", later_consumer, {"a": ("a", "b")}, "reads later"),
+    ("reads neighbours", conv_graph, {"a": ("a", "c")}, "may not alias"),
+    ("graph input", lambda: relu_chain(2), {"x": ("x", "r0")}, "graph input"),
+    ("view kept alive", view_graph, {"a": ("a", "v", "b")}, "reads later"),
+    ("size mismatch", lambda: make_model(
+        [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Cast", ["a"], ["h"], to=TensorProto.FLOAT16),
+         helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT)],
+        [vi("x", S)], [vi("y", S)]), {"a": ("a", "h")}, "same size"),
+    ("unrelated tensors", later_consumer, {"x": ("x", "y")}, "reads no member"),
+]
+
+
+@pytest.mark.parametrize("name,build,groups,words", ILLEGAL, ids=[c[0] for c in ILLEGAL])
+def test_check_groups_rejects_illegal_aliases(name, build, groups, words):
+    v, order = _view(build())
+    problems = check_groups(v, order, groups)
+    assert problems and any(words in p for p in problems), problems
+
+
+@pytest.mark.parametrize("name,build,groups,words", ILLEGAL, ids=[c[0] for c in ILLEGAL])
+def test_static_proof_rejects_plans_with_illegal_aliases(tmp_path, monkeypatch, name, build, groups, words):
+    verify = pytest.importorskip("onnxmem.verify")
+    prove = getattr(verify, "prove_plan", None) or getattr(verify, "static_proof", None)
+    if prove is None:
+        pytest.skip("onnxmem.verify has no static proof entry point yet")
+    monkeypatch.setattr(pipeline, "alias_groups", lambda view, order, io: groups)
+    model = build()
+    planned = _plan(model, tmp_path)
+    assert {t.group for t in planned.plan.tensors} >= set(groups)
+    problems = prove(planned.plan, model)
+    assert problems, f"the static proof accepted the illegal group {groups}"
+
+
+# ---------------------------------------------------------------- real models
+
+
+@pytest.mark.parametrize("path", LIGHT_MODELS, ids=[p.stem for p in LIGHT_MODELS])
+def test_wheel_model_aliased_plan_is_valid(path):
+    model = onnx.load(path)
+    on = plan_loaded(model, path, PlanOptions(inplace=True))
+    off = plan_loaded(model, path, PlanOptions(inplace=False))
+    assert on.plan.inplace
+    assert check_groups(on.view, on.liveness.order, on.liveness.groups) == []
+    assert validate(on.liveness.problem, on.solution) == []
+    check_schema(on.plan.to_dict())
+    offsets: dict[str, set[int]] = {}
+    for t in on.plan.tensors:
+        offsets.setdefault(t.group, set()).add(t.offset)
+    assert all(len(o) == 1 for o in offsets.values()), "members of a group must share one offset"
+    assert on.plan.lower_bound <= off.plan.lower_bound
+    assert replace(off.plan, plan_seconds=0, solver={}) == replace(
+        plan_loaded(model, path, PlanOptions(inplace=False)).plan, plan_seconds=0, solver={})
