@@ -351,11 +351,17 @@ def _run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
     import logging
 
     logging.getLogger("onnxruntime").setLevel(logging.ERROR)
+    # SymbolicShapeInference.infer_shapes raises on a partial result and then
+    # saves a scratch model into the working folder; drive its steps directly
+    # instead, to keep the shapes it did find and write nothing.
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            return SymbolicShapeInference.infer_shapes(  # type: ignore[no-any-return]
-                model, auto_merge=True, guess_output_rank=False
-            )
+            engine = SymbolicShapeInference(2**31 - 1, True, False, 0)
+            engine._preprocess(model)
+            while engine.run_:
+                engine._infer_impl()
+            engine._update_output_from_vi()
+            return engine.out_mp_  # type: ignore[no-any-return]
     except Exception:  # noqa: BLE001 - symbolic inference gives up on some graphs
         return None
 

@@ -313,3 +313,66 @@ def test_wheel_model_aliased_plan_is_valid(path):
     assert on.plan.lower_bound <= off.plan.lower_bound
     assert replace(off.plan, plan_seconds=0, solver={}) == replace(
         plan_loaded(model, path, PlanOptions(inplace=False)).plan, plan_seconds=0, solver={})
+
+
+# ---------------------------------------------------------------- onnxruntime's kernels in place
+
+_RNG = np.random.default_rng(0)
+_SHAPE = (2, 3, 4, 5)
+_BOOL_OPS = {"Not", "And", "Or", "Xor"}
+_UINT_OPS = {"BitwiseNot", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitShift"}
+_ATTRS = {"Cast": {"to": TensorProto.INT32}, "BitShift": {"direction": "LEFT"}, "Mod": {"fmod": 1}}
+_DOMAIN = {"Acosh": (1.5, 3.0), "Log": (0.1, 0.9), "Sqrt": (0.1, 0.9), "Acos": (0.1, 0.9),
+           "Asin": (0.1, 0.9), "Atanh": (0.1, 0.9)}
+
+
+def _operands(op: str, n: int, j: int) -> list[np.ndarray]:
+    """``n`` inputs for ``op``: input ``j`` full size, the others broadcast where they can."""
+    if op in _BOOL_OPS:
+        return [_RNG.integers(0, 2, _SHAPE).astype(bool) for _ in range(n)]
+    if op in _UINT_OPS:
+        return [_RNG.integers(0, 4, _SHAPE).astype(np.uint32) for _ in range(n)]
+    lo, hi = _DOMAIN.get(op, (-0.9, 0.9))
+    return [_RNG.uniform(lo, hi, size=_SHAPE if k == j else (_SHAPE[1] if op == "BatchNormalization"
+                                                          else _SHAPE[-1],)).astype(np.float32)
+            for k in range(n)]
+
+
+_INPLACE = sorted(
+    (op, j) for (d, op), r in RULES.items() if r.kind == "inplace" and d == ""
+    and op not in {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "IsInf", "IsNaN"}
+    for j in r.inputs
+)
+
+
+@pytest.mark.parametrize("op,j", _INPLACE, ids=[f"{o}-{j}" for o, j in _INPLACE])
+def test_onnxruntime_kernel_is_correct_in_place(op, j):
+    """Each in-place rule holds for onnxruntime's CPU kernel: output bound over input ``j``."""
+    from onnxmem.runtime import make_session
+
+    n = {"BatchNormalization": 5, "Sum": 3, "Mean": 3, "Max": 3, "Min": 3}.get(op, len(RULES["", op].inputs))
+    n = 2 if op == "PRelu" else n
+    if op in ("Clip",):
+        n = 1
+    ins = _operands(op, n, j)
+    if op == "BatchNormalization":
+        ins[4] = np.abs(ins[4]) + 0.1  # variance
+    names = [f"i{k}" for k in range(n)]
+    node = helper.make_node(op, names, ["y"], **_ATTRS.get(op, {}))
+    inputs = [helper.make_tensor_value_info(nm, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+              for nm, a in zip(names, ins)]
+    model = helper.make_model(helper.make_graph([node], "g", inputs, [helper.make_empty_tensor_value_info("y")]),
+                              opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 10
+    sess = make_session(model)
+    expected = sess.run(None, dict(zip(names, ins)))[0]
+    bufs = [a.copy() for a in ins]
+    binding = sess.io_binding()
+    for nm, a in zip(names, bufs):
+        binding.bind_input(nm, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
+    target = bufs[j]
+    assert target.nbytes == expected.nbytes
+    binding.bind_output("y", "cpu", 0, expected.dtype, list(expected.shape), target.ctypes.data)
+    sess.run_with_iobinding(binding)
+    got = np.frombuffer(target.tobytes(), dtype=expected.dtype).reshape(expected.shape)
+    np.testing.assert_array_equal(got, expected)

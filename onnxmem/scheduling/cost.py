@@ -97,15 +97,21 @@ class OrderGraph:
         """A view order: the free nodes, then ``local_order`` mapped to view indices."""
         return tuple(self.free) + tuple(self.real[v] for v in local_order)
 
+    def root(self) -> "Piece":
+        """The piece of every node, charged with the unread inputs in its first
+        step when no weight-only node runs before it."""
+        piece = Piece.of(self, range(self.n))
+        if not self.free:
+            piece.first_extra = self.first_extra
+        return piece
+
     def peak(self, local_order: Sequence[int]) -> int:
         """Peak of ``full_order(local_order)``, by the incremental rules."""
-        piece = Piece.of(self, range(self.n))
-        rel, _ = simulate(piece, local_order)
         if self.n == 0:
-            return self.base + self.first_extra if self.view.ops else 0
-        if self.free:
-            return max(self.base + self.first_extra, self.base + rel)
-        return self.base + max(rel, piece.alloc[local_order[0]] + self.first_extra)
+            return self.base + self.first_extra
+        floor = self.base + self.first_extra if self.free else 0
+        rel, _ = simulate(self.root(), local_order)
+        return max(floor, self.base + rel)
 
 
 def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64) -> OrderGraph:
@@ -191,6 +197,9 @@ class Piece:
     frees: list[list[tuple[int, int]]]
     rem0: list[int]
     ext_bytes: int
+    held: list[int]  # bytes of the node's reads produced inside the piece
+    ext_read: list[int]  # bytes of the node's reads that are freeable outside tensors
+    first_extra: int = 0  # bytes live in the piece's first step only
 
     @property
     def n(self) -> int:
@@ -208,6 +217,8 @@ class Piece:
         keep: list[int] = []
         frees: list[list[tuple[int, int]]] = []
         ext = 0
+        held: list[int] = []
+        ext_read: list[int] = []
         for g in nodes:
             a = k = 0
             for t in graph.outs[g]:
@@ -217,8 +228,11 @@ class Piece:
             alloc.append(a)
             keep.append(k)
             fr: list[tuple[int, int]] = []
+            h = e = 0
             for t in graph.reads[g]:
                 cons = graph.consumers[t]
+                if graph.producer[t] in loc:
+                    h += graph.size[t]
                 if graph.pinned[t] or any(c not in loc for c in cons):
                     continue
                 if t not in slot:
@@ -226,14 +240,21 @@ class Piece:
                     rem0.append(len(cons))
                     if graph.producer[t] not in loc:
                         ext += graph.size[t]
+                if graph.producer[t] not in loc:
+                    e += graph.size[t]
                 fr.append((slot[t], graph.size[t]))
             frees.append(fr)
-        return Piece(graph, nodes, preds, succs, alloc, keep, frees, rem0, ext)
+            held.append(h)
+            ext_read.append(e)
+        return Piece(graph, nodes, preds, succs, alloc, keep, frees, rem0, ext, held, ext_read)
 
-    @property
-    def external_bytes(self) -> int:
-        """Bytes of outside tensors that only this piece reads (it frees them)."""
-        return self.ext_bytes
+    def node_bound(self, v: int) -> int:
+        """A lower bound on the (relative) bytes live while ``v`` runs, in any order."""
+        return self.alloc[v] + self.held[v] - self.ext_bytes + self.ext_read[v]
+
+    def bound(self) -> int:
+        """A lower bound on the peak of any order of the piece."""
+        return max((self.node_bound(v) for v in range(self.n)), default=0)
 
 
 def simulate(piece: Piece, order: Sequence[int]) -> tuple[int, int]:
@@ -242,8 +263,12 @@ def simulate(piece: Piece, order: Sequence[int]) -> tuple[int, int]:
     r = 0
     peak = -(1 << 62)
     alloc, keep, frees = piece.alloc, piece.keep, piece.frees
+    first = True
     for v in order:
         m = r + alloc[v]
+        if first:
+            m += piece.first_extra
+            first = False
         if m > peak:
             peak = m
         r += keep[v]

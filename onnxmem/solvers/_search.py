@@ -90,14 +90,61 @@ def preorder(
     return bufs[order]
 
 
+# frame fields
+(_PART, _PLEN, _SLO, _SHI, _MINOFF, _MINPRE, _ORD, _OLEN, _CAND, _M, _Q, _B, _O, _PRE,
+ _MO0, _FL0, _PTS, _NPTS, _SUBI, _POOL0, _MINH, _STATE) = range(22)
+_NF = 22
+_ENTER, _LOOP, _WAIT = 0, 1, 2
+
+
+@njit(cache=True)
+def _launch_sub(
+    F: np.ndarray, d: int, pool: np.ndarray, ptop: int, heur: np.ndarray, size: np.ndarray,
+    width: np.ndarray, slo: np.ndarray, shi: np.ndarray, total: np.ndarray, off: np.ndarray,
+) -> int:
+    """Push the next non-empty sub-partition of frame ``d`` as frame ``d + 1``.
+
+    Returns the new pool top, or -1 when no sub-partition is left.
+    """
+    pts = F[d, _PTS]
+    while F[d, _SUBI] < F[d, _NPTS] - 1:
+        p = F[d, _SUBI]
+        F[d, _SUBI] = p + 1
+        lo_s = pool[pts + p]
+        hi_s = pool[pts + p + 1]
+        part = F[d, _PART]
+        nsub = 0
+        sub = np.empty(F[d, _PLEN], dtype=np.int64)
+        for q in range(F[d, _PLEN]):
+            j = pool[part + q]
+            if off[j] < 0 and slo[j] < hi_s and lo_s < shi[j]:
+                sub[nsub] = j
+                nsub += 1
+        if nsub == 0:
+            continue
+        sub = preorder(sub[:nsub], heur, size, width, slo, shi, total)
+        e = d + 1
+        F[e, _POOL0] = ptop
+        F[e, _PART] = ptop
+        F[e, _PLEN] = nsub
+        pool[ptop : ptop + nsub] = sub
+        ptop += nsub
+        F[e, _SLO] = lo_s
+        F[e, _SHI] = hi_s
+        F[e, _MINOFF] = 0
+        F[e, _MINPRE] = 0
+        F[e, _ORD] = -1
+        F[e, _OLEN] = nsub
+        F[e, _STATE] = _ENTER
+        return ptop
+    return -1
+
+
 @njit(cache=True)
 def search(
-    part: np.ndarray,
+    part0: np.ndarray,
     sec_lo: int,
     sec_hi: int,
-    ordering: np.ndarray,
-    min_offset: int,
-    min_pre: int,
     capacity: int,
     heur: np.ndarray,
     size: np.ndarray,
@@ -121,171 +168,252 @@ def search(
     fl_v: np.ndarray,
     mark: np.ndarray,
     aff: np.ndarray,
+    pool: np.ndarray,
     ctr: np.ndarray,
 ) -> int:
-    """Search placements of ``part`` (buffers in preorder) within sections
-    ``[sec_lo, sec_hi)``; ``ordering`` lists preorder ranks still to consider."""
-    ctr[_NODES] += 1
-    if ctr[_NODES] > ctr[_LIMIT]:
-        return ABORTED
-    if (ctr[_NODES] & 255) == 0 and cycles() > ctr[_DEADLINE]:
-        return TIMEOUT
-    # unplaced candidates, sorted by (minoff, preorder rank): nearly sorted
-    # already, so an insertion sort is cheap.
-    m = 0
-    cand = np.empty(ordering.shape[0], dtype=np.int64)
-    for q in range(ordering.shape[0]):
-        pre = ordering[q]
-        if off[part[pre]] < 0:
-            cand[m] = pre
-            m += 1
-    if m == 0:
-        return FOUND
-    cand = cand[:m]
-    for q in range(1, m):
-        pre = cand[q]
-        o = minoff[part[pre]]
-        r = q - 1
-        while r >= 0:
-            po = minoff[part[cand[r]]]
-            if po > o or (po == o and cand[r] > pre):
-                cand[r + 1] = cand[r]
-                r -= 1
+    """Search placements of ``part0`` (buffers in preorder) within sections
+    ``[sec_lo, sec_hi)``. An explicit stack of frames replaces recursion; on
+    return every state array is as it was on entry, and ``best`` holds the
+    plan when the status is ``FOUND``."""
+    n = size.shape[0]
+    F = np.zeros((n + 2, _NF), dtype=np.int64)
+    k0 = part0.shape[0]
+    pool[:k0] = part0
+    ptop = k0
+    F[0, _POOL0] = 0
+    F[0, _PART] = 0
+    F[0, _PLEN] = k0
+    F[0, _SLO] = sec_lo
+    F[0, _SHI] = sec_hi
+    F[0, _ORD] = -1
+    F[0, _OLEN] = k0
+    F[0, _STATE] = _ENTER
+    d = 0
+    status = NOT_FOUND
+    while True:
+        ret = False
+        if F[d, _STATE] == _ENTER:
+            ctr[_NODES] += 1
+            if ctr[_NODES] > ctr[_LIMIT]:
+                status = ABORTED
+                ret = True
+            elif (ctr[_NODES] & 255) == 0 and cycles() > ctr[_DEADLINE]:
+                status = TIMEOUT
+                ret = True
             else:
-                break
-        cand[r + 1] = pre
-    min_height = np.int64(2**62)
-    for q in range(m):
-        b = part[cand[q]]
-        h = minoff[b] + size[b]
-        if h < min_height:
-            min_height = h
-    for q in range(m):
-        pre = cand[q]
-        b = part[pre]
-        o = minoff[b]
-        if o >= min_height:
-            break  # dominance: sorted by offset, every later one is as high
-        if o < min_offset or (o == min_offset and pre < min_pre):
-            continue  # canonical order
-        top = o + size[b]
-        if top > capacity:
-            continue
-        off[b] = o
-        mo_top0 = ctr[_MO_TOP]
-        fl_top0 = ctr[_FL_TOP]
-        # 1. raise the minimum offsets of unplaced buffers it overlaps
-        ctr[_STAMP] += 1
-        stamp = ctr[_STAMP]
-        naff = 0
-        for c in range(ov_ptr[b], ov_ptr[b + 1]):
-            j = ov_idx[c]
-            if off[j] >= 0 or minoff[j] >= top:
-                continue
-            t = ctr[_MO_TOP]
-            mo_b[t] = j
-            mo_v[t] = minoff[j]
-            ctr[_MO_TOP] = t + 1
-            a = align[j]
-            minoff[j] = top if a <= 1 else -(-top // a) * a
-            for s in range(slo[j], shi[j]):
-                if mark[s] != stamp:
-                    mark[s] = stamp
-                    aff[naff] = s
-                    naff += 1
-        # 2. its sections: floor up to its top, total down by its size
-        for s in range(slo[b], shi[b]):
-            t = ctr[_FL_TOP]
-            fl_s[t] = s
-            fl_v[t] = floor[s]
-            ctr[_FL_TOP] = t + 1
-            if top > floor[s]:
-                floor[s] = top
-            total[s] -= size[b]
-        # 3. a section's floor is at least the lowest minoff of its unplaced
-        for q2 in range(naff):
-            s = aff[q2]
-            lo = np.int64(2**62)
-            for c in range(sec_ptr[s], sec_ptr[s + 1]):
-                j = sec_mem[c]
-                if off[j] < 0 and minoff[j] < lo:
-                    lo = minoff[j]
-            if lo != 2**62 and floor[s] < lo:
-                t = ctr[_FL_TOP]
-                fl_s[t] = s
-                fl_v[t] = floor[s]
-                ctr[_FL_TOP] = t + 1
-                floor[s] = lo
-        # 4. cross-section check, with the floor rising monotonically
-        ok = True
-        for s in range(sec_lo, sec_hi):
-            f = floor[s]
-            if o > f:
-                f = o
-            if f + total[s] > capacity:
-                ok = False
-                break
-        status = NOT_FOUND
-        if ok:
-            best[b] = o
-            # 5. decomposition at boundaries no unplaced buffer crosses
-            ncut = 0
-            for s in range(slo[b], shi[b] - 1):
-                cuts[s] -= 1
-                if cuts[s] == 0 and s + 1 > sec_lo and s + 1 < sec_hi:
-                    ncut += 1
-            if ncut == 0:
-                status = search(
-                    part, sec_lo, sec_hi, cand, o, pre, capacity, heur, size, align, width,
-                    slo, shi, sec_ptr, sec_mem, ov_ptr, ov_idx, off, minoff, floor, total,
-                    cuts, best, mo_b, mo_v, fl_s, fl_v, mark, aff, ctr,
-                )
-            else:
-                points = np.empty(ncut + 2, dtype=np.int64)
-                points[0] = sec_lo
-                k = 1
-                for s in range(slo[b], shi[b] - 1):
-                    if cuts[s] == 0 and s + 1 > sec_lo and s + 1 < sec_hi:
-                        points[k] = s + 1
-                        k += 1
-                points[k] = sec_hi
-                status = FOUND
-                for p in range(ncut + 1):
-                    lo_s = points[p]
-                    hi_s = points[p + 1]
-                    nsub = 0
-                    sub = np.empty(part.shape[0], dtype=np.int64)
-                    for q2 in range(part.shape[0]):
-                        j = part[q2]
-                        if off[j] < 0 and slo[j] < hi_s and lo_s < shi[j]:
-                            sub[nsub] = j
-                            nsub += 1
-                    if nsub == 0:
+                part = F[d, _PART]
+                # unplaced candidates sorted by (minoff, rank): the previous
+                # order is nearly right, so an insertion sort is cheap
+                cp = ptop
+                m = 0
+                for q in range(F[d, _OLEN]):
+                    pre = q if F[d, _ORD] < 0 else pool[F[d, _ORD] + q]
+                    if off[pool[part + pre]] < 0:
+                        pool[cp + m] = pre
+                        m += 1
+                if m == 0:
+                    status = FOUND
+                    ret = True
+                else:
+                    for q in range(1, m):
+                        pre = pool[cp + q]
+                        o = minoff[pool[part + pre]]
+                        r = q - 1
+                        while r >= 0:
+                            pr = pool[cp + r]
+                            po = minoff[pool[part + pr]]
+                            if po > o or (po == o and pr > pre):
+                                pool[cp + r + 1] = pr
+                                r -= 1
+                            else:
+                                break
+                        pool[cp + r + 1] = pre
+                    minh = np.int64(2**62)
+                    for q in range(m):
+                        b = pool[part + pool[cp + q]]
+                        h = minoff[b] + size[b]
+                        if h < minh:
+                            minh = h
+                    ptop = cp + m
+                    F[d, _CAND] = cp
+                    F[d, _M] = m
+                    F[d, _Q] = 0
+                    F[d, _MINH] = minh
+                    F[d, _NPTS] = 0
+                    F[d, _STATE] = _LOOP
+        if not ret and F[d, _STATE] == _LOOP:
+            part = F[d, _PART]
+            cp = F[d, _CAND]
+            m = F[d, _M]
+            pushed = False
+            while F[d, _Q] < m:
+                pre = pool[cp + F[d, _Q]]
+                b = pool[part + pre]
+                o = minoff[b]
+                if o >= F[d, _MINH]:
+                    F[d, _Q] = m  # dominance: every later candidate is as high
+                    break
+                if o < F[d, _MINOFF] or (o == F[d, _MINOFF] and pre < F[d, _MINPRE]):
+                    F[d, _Q] += 1  # canonical order
+                    continue
+                top = o + size[b]
+                if top > capacity:
+                    F[d, _Q] += 1
+                    continue
+                off[b] = o
+                F[d, _B] = b
+                F[d, _O] = o
+                F[d, _PRE] = pre
+                F[d, _MO0] = ctr[_MO_TOP]
+                F[d, _FL0] = ctr[_FL_TOP]
+                # 1. raise the minimum offsets of unplaced buffers it overlaps
+                ctr[_STAMP] += 1
+                stamp = ctr[_STAMP]
+                naff = 0
+                for c in range(ov_ptr[b], ov_ptr[b + 1]):
+                    j = ov_idx[c]
+                    if off[j] >= 0 or minoff[j] >= top:
                         continue
-                    sub = preorder(sub[:nsub], heur, size, width, slo, shi, total)
-                    status = search(
-                        sub, lo_s, hi_s, np.arange(nsub), 0, 0, capacity, heur, size,
-                        align, width, slo, shi, sec_ptr, sec_mem, ov_ptr, ov_idx, off,
-                        minoff, floor, total, cuts, best, mo_b, mo_v, fl_s, fl_v, mark,
-                        aff, ctr,
-                    )
-                    if status != FOUND:
+                    t = ctr[_MO_TOP]
+                    mo_b[t] = j
+                    mo_v[t] = minoff[j]
+                    ctr[_MO_TOP] = t + 1
+                    a = align[j]
+                    minoff[j] = top if a <= 1 else -(-top // a) * a
+                    for s in range(slo[j], shi[j]):
+                        if mark[s] != stamp:
+                            mark[s] = stamp
+                            aff[naff] = s
+                            naff += 1
+                # 2. its sections: floor up to its top, total down by its size
+                for s in range(slo[b], shi[b]):
+                    t = ctr[_FL_TOP]
+                    fl_s[t] = s
+                    fl_v[t] = floor[s]
+                    ctr[_FL_TOP] = t + 1
+                    if top > floor[s]:
+                        floor[s] = top
+                    total[s] -= size[b]
+                # 3. a section's floor is at least the lowest minoff of its unplaced
+                for q2 in range(naff):
+                    s = aff[q2]
+                    lo = np.int64(2**62)
+                    for c in range(sec_ptr[s], sec_ptr[s + 1]):
+                        j = sec_mem[c]
+                        if off[j] < 0 and minoff[j] < lo:
+                            lo = minoff[j]
+                    if lo != 2**62 and floor[s] < lo:
+                        t = ctr[_FL_TOP]
+                        fl_s[t] = s
+                        fl_v[t] = floor[s]
+                        ctr[_FL_TOP] = t + 1
+                        floor[s] = lo
+                # 4. cross-section check, with the floor rising monotonically
+                ok = True
+                for s in range(F[d, _SLO], F[d, _SHI]):
+                    f = floor[s]
+                    if o > f:
+                        f = o
+                    if f + total[s] > capacity:
+                        ok = False
                         break
+                if ok:
+                    best[b] = o
+                    # 5. decomposition at boundaries no unplaced buffer crosses
+                    ncut = 0
+                    for s in range(slo[b], shi[b] - 1):
+                        cuts[s] -= 1
+                        if cuts[s] == 0 and s + 1 > F[d, _SLO] and s + 1 < F[d, _SHI]:
+                            ncut += 1
+                    F[d, _STATE] = _WAIT
+                    if ncut == 0:
+                        e = d + 1
+                        F[e, _POOL0] = ptop
+                        F[e, _PART] = part
+                        F[e, _PLEN] = F[d, _PLEN]
+                        F[e, _SLO] = F[d, _SLO]
+                        F[e, _SHI] = F[d, _SHI]
+                        F[e, _MINOFF] = o
+                        F[e, _MINPRE] = pre
+                        F[e, _ORD] = cp
+                        F[e, _OLEN] = m
+                        F[e, _STATE] = _ENTER
+                        d = e
+                    else:
+                        pts = ptop
+                        pool[pts] = F[d, _SLO]
+                        kk = 1
+                        for s in range(slo[b], shi[b] - 1):
+                            if cuts[s] == 0 and s + 1 > F[d, _SLO] and s + 1 < F[d, _SHI]:
+                                pool[pts + kk] = s + 1
+                                kk += 1
+                        pool[pts + kk] = F[d, _SHI]
+                        ptop = pts + kk + 1
+                        F[d, _PTS] = pts
+                        F[d, _NPTS] = kk + 1
+                        F[d, _SUBI] = 0
+                        nt = _launch_sub(F, d, pool, ptop, heur, size, width, slo, shi, total, off)
+                        if nt >= 0:
+                            ptop = nt
+                            d = d + 1
+                        else:
+                            # every side empty: nothing left to place
+                            status = FOUND
+                            d = d + 1
+                            F[d, _POOL0] = ptop
+                            ret = True
+                    pushed = True
+                    break
+                # failed check: undo and try the next candidate
+                while ctr[_FL_TOP] > F[d, _FL0]:
+                    t = ctr[_FL_TOP] - 1
+                    floor[fl_s[t]] = fl_v[t]
+                    ctr[_FL_TOP] = t
+                for s in range(slo[b], shi[b]):
+                    total[s] += size[b]
+                while ctr[_MO_TOP] > F[d, _MO0]:
+                    t = ctr[_MO_TOP] - 1
+                    minoff[mo_b[t]] = mo_v[t]
+                    ctr[_MO_TOP] = t
+                off[b] = -1
+                F[d, _Q] += 1
+            if not pushed:
+                ctr[_BACKTRACKS] += 1
+                status = NOT_FOUND
+                ret = True
+        # return from frame d with `status`, resuming its parents
+        while ret:
+            ptop = F[d, _POOL0]
+            if d == 0:
+                return status
+            d -= 1
+            b = F[d, _B]
+            if F[d, _NPTS] > 0 and status == FOUND:
+                nt = _launch_sub(F, d, pool, ptop, heur, size, width, slo, shi, total, off)
+                if nt >= 0:
+                    ptop = nt
+                    d = d + 1
+                    ret = False
+                    break
+            # this candidate is finished: undo it
             for s in range(slo[b], shi[b] - 1):
                 cuts[s] += 1
-        # undo
-        while ctr[_FL_TOP] > fl_top0:
-            t = ctr[_FL_TOP] - 1
-            floor[fl_s[t]] = fl_v[t]
-            ctr[_FL_TOP] = t
-        for s in range(slo[b], shi[b]):
-            total[s] += size[b]
-        while ctr[_MO_TOP] > mo_top0:
-            t = ctr[_MO_TOP] - 1
-            minoff[mo_b[t]] = mo_v[t]
-            ctr[_MO_TOP] = t
-        off[b] = -1
-        if status != NOT_FOUND:
-            return status
-    ctr[_BACKTRACKS] += 1
-    return NOT_FOUND
+            while ctr[_FL_TOP] > F[d, _FL0]:
+                t = ctr[_FL_TOP] - 1
+                floor[fl_s[t]] = fl_v[t]
+                ctr[_FL_TOP] = t
+            for s in range(slo[b], shi[b]):
+                total[s] += size[b]
+            while ctr[_MO_TOP] > F[d, _MO0]:
+                t = ctr[_MO_TOP] - 1
+                minoff[mo_b[t]] = mo_v[t]
+                ctr[_MO_TOP] = t
+            off[b] = -1
+            if status != NOT_FOUND:
+                continue  # pass FOUND / ABORTED / TIMEOUT up
+            if F[d, _NPTS] > 0:
+                ptop = F[d, _PTS]  # drop the cut points
+                F[d, _NPTS] = 0
+            F[d, _Q] += 1
+            F[d, _STATE] = _LOOP
+            ret = False

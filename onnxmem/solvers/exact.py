@@ -89,6 +89,7 @@ class ExactSearch:
             self.nsec = 0
             self.components: list[_Component] = []
             self.stack_need = 0
+            self.pool_need = 0
             return
         st, en = start[f], end[f]
         points = np.unique(np.concatenate([st, en]))
@@ -141,6 +142,7 @@ class ExactSearch:
             [[0], np.cumsum(np.bincount(src, minlength=n))]
         ).astype(np.int64)
         self.stack_need = int(lens.sum()) + n * nsec
+        self.pool_need = n + (n + 2) * (2 * n + nsec + 2)
         # static components: boundaries no buffer crosses
         cut_at = [s + 1 for s in range(nsec - 1) if self.cuts0[s] == 0]
         bounds = [0] + cut_at + [nsec]
@@ -153,7 +155,7 @@ class ExactSearch:
 
     @property
     def searchable(self) -> bool:
-        return not self.pinned and self.stack_need <= MAX_STACK
+        return not self.pinned and max(self.stack_need, self.pool_need) <= MAX_STACK
 
     def _state(self) -> dict[str, np.ndarray]:
         n, nsec = self.n, self.nsec
@@ -170,6 +172,7 @@ class ExactSearch:
             "fl_v": np.empty(max(1, self.stack_need), dtype=np.int64),
             "mark": np.zeros(nsec, dtype=np.int64),
             "aff": np.empty(nsec, dtype=np.int64),
+            "pool": np.empty(self.pool_need, dtype=np.int64),
             "ctr": np.zeros(7, dtype=np.int64),
         }
 
@@ -212,12 +215,11 @@ class ExactSearch:
                         self.slo, self.shi, st["total"],
                     )
                     status = search(
-                        part, comp.sec_lo, comp.sec_hi, np.arange(k, dtype=np.int64), 0, 0,
-                        capacity, HEURISTICS[h], self.size, self.align, self.width,
+                        part, comp.sec_lo, comp.sec_hi, capacity, HEURISTICS[h], self.size, self.align, self.width,
                         self.slo, self.shi, self.sec_ptr, self.sec_mem, self.ov_ptr,
                         self.ov_idx, st["off"], st["minoff"], st["floor"], st["total"],
                         st["cuts"], st["best"], st["mo_b"], st["mo_v"], st["fl_s"],
-                        st["fl_v"], st["mark"], st["aff"], ctr,
+                        st["fl_v"], st["mark"], st["aff"], st["pool"], ctr,
                     )
                     nodes += int(min(ctr[0], limit))
                     if status == FOUND:

@@ -1,0 +1,135 @@
+"""Aliasing benchmark: lower bound and arena with --inplace off and on, against onnxruntime.
+
+For each model (the nine onnx-wheel models, the shipped ``models/*.onnx``, and
+with ``--zoo`` the catalogue in ``models/zoo``) it plans twice, with aliasing
+off and on, and, unless ``--no-ort``, verifies the aliased plan on CPU and
+measures onnxruntime's own activation peak at ORT_DISABLE_ALL through
+``onnxmem.zoo.run_model`` (which calls ``onnxmem.verify``). It prints one
+Markdown table with geometric means.
+
+    python bench/bench_alias.py                 # wheel + shipped models
+    python bench/bench_alias.py --zoo --no-ort  # planning figures only
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from onnxmem.errors import OnnxmemError
+from onnxmem.pipeline import PlanOptions, default_solver, plan_model
+from onnxmem.zoo import ZooModel, ZooOptions, describe_inputs, load_zoo, machine_info, run_model
+
+ROOT = Path(__file__).resolve().parent.parent
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+#: bindings for symbolic dims of models without a catalogue entry
+DEFAULT_DIMS = {"batch": 1, "batch_size": 1, "N": 1, "seq": 32, "sequence": 32, "seq_len": 32,
+                "sequence_length": 32}
+
+
+def models(zoo: bool) -> list[ZooModel]:
+    found = [ZooModel(p.stem.removeprefix("light_"), p) for p in sorted(LIGHT.glob("light_*.onnx"))]
+    for p in sorted((ROOT / "models").glob("*.onnx")):
+        _, symbols = describe_inputs(onnx.load(str(p), load_external_data=False))
+        found.append(ZooModel(p.stem, p, {s: DEFAULT_DIMS.get(s, 1) for s in symbols}))
+    if zoo and (ROOT / "models" / "zoo").is_dir():
+        found += load_zoo(ROOT / "models" / "zoo")
+    return found
+
+
+def best_plan_seconds(path: Path, opts: PlanOptions, repeat: int) -> float:
+    return min(plan_model(path, opts).plan.plan_seconds for _ in range(repeat))
+
+
+def measure(m: ZooModel, ort: bool, work: Path, repeat: int, solver: str) -> dict[str, Any]:
+    base = PlanOptions(dims=m.dims, solver=solver)
+    row: dict[str, Any] = {"model": m.name}
+    try:
+        off = plan_model(m.path, replace(base, inplace=False)).plan
+        row.update(bound_off=off.lower_bound, arena_off=off.arena_size)
+        on = plan_model(m.path, replace(base, inplace=True)).plan
+        row.update(bound_on=on.lower_bound, arena_on=on.arena_size,
+                   groups=len({t.group for t in on.tensors if t.group != t.name}),
+                   seconds=best_plan_seconds(m.path, replace(base, inplace=True), repeat))
+    except OnnxmemError as exc:
+        row["error"] = f"plan: {exc}"
+        return row
+    if ort:
+        r = run_model(m, ZooOptions(plan=replace(base, inplace=True), verify="cpu", work_dir=work))
+        row.update(ort=r.ort_peak, verify=r.verify)
+        if r.status != "ok":
+            row["error"] = r.error
+    return row
+
+
+def _mib(n: int | None) -> str:
+    return "—" if n is None else f"{n / 2**20:.2f}"
+
+
+def _geomean(xs: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ["model", "bound off MiB", "arena off MiB", "bound on MiB", "arena on MiB", "on/off",
+            "onnxruntime MiB", "arena/onnxruntime", "groups", "plan s", "verify"]
+    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 2) + "|:---:|"]
+    on_off: list[float] = []
+    over_ort: list[float] = []
+    for r in rows:
+        ratio = r["arena_on"] / r["arena_off"] if r.get("arena_off") else None
+        vs_ort = r["arena_on"] / r["ort"] if r.get("ort") and r.get("arena_on") else None
+        if ratio:
+            on_off.append(ratio)
+        if vs_ort:
+            over_ort.append(vs_ort)
+        lines.append("| " + " | ".join([
+            r["model"], _mib(r.get("bound_off")), _mib(r.get("arena_off")), _mib(r.get("bound_on")),
+            _mib(r.get("arena_on")), "—" if ratio is None else f"{ratio:.3f}", _mib(r.get("ort")),
+            "—" if vs_ort is None else f"{vs_ort:.3f}", str(r.get("groups", "—")),
+            "—" if "seconds" not in r else f"{r['seconds']:.3f}", r.get("verify", "not run"),
+        ]) + " |")
+    g1, g2 = _geomean(on_off), _geomean(over_ort)
+    lines.append(f"| **geomean** | | | | | {'—' if g1 is None else f'{g1:.3f}'} | | "
+                 f"{'—' if g2 is None else f'**{g2:.3f}**'} | | | |")
+    above = [r["model"] for r in rows if r.get("ort") and r.get("arena_on", 0) > r["ort"]]
+    lines += ["", f"Models above onnxruntime's peak: {', '.join(above) if above else 'none'}."]
+    errors = [f"- **{r['model']}**: {r['error']}" for r in rows if r.get("error")]
+    if errors:
+        lines += ["", "Errors:", "", *errors]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--zoo", action="store_true", help="also the catalogue in models/zoo")
+    ap.add_argument("--no-ort", action="store_true", help="skip verify and onnxruntime's peak")
+    ap.add_argument("--only", nargs="*", default=(), help="model names to keep")
+    ap.add_argument("--solver", default=default_solver(), help="solver for every plan")
+    ap.add_argument("--repeat", type=int, default=3, help="plan runs per model; the best time is shown")
+    args = ap.parse_args(argv)
+    chosen = [m for m in models(args.zoo) if not args.only or m.name in args.only]
+    info = machine_info()
+    print(f"onnxmem {info['onnxmem']}, onnx {info['onnx']}, onnxruntime {info['onnxruntime']}, "
+          f"{info['cpus']} cpus, {info['memory_gib']} GiB, solver {args.solver}\n")
+    t0 = time.perf_counter()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in chosen:
+            rows.append(measure(m, not args.no_ort, Path(tmp), args.repeat, args.solver))
+            print(f"  {m.name} done", file=sys.stderr)
+    print(table(rows))
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
