@@ -174,15 +174,33 @@ def measure_shapes(
     g = full.graph
     elem_types = _element_types(full)
     have = {o.name for o in g.output}
+    base = onnx.ModelProto()
+    base.CopyFrom(full)
+    del base.graph.value_info[:]
+    guessed = False
     for node in g.node:
         for o in node.output:
-            if o and o not in have and elem_types.get(o):
+            if not o or o in have:
+                continue
+            et = elem_types.get(o)
+            if not et:
+                # an op onnx has no schema for: guess its first typed input's type;
+                # onnxruntime refuses the session if the guess is wrong
+                et = next((elem_types[i] for i in node.input if elem_types.get(i)), 0)
+                guessed = guessed or bool(et)
+            if et:
                 added = g.output.add()
                 added.name = o
-                added.type.tensor_type.elem_type = elem_types[o]
+                added.type.tensor_type.elem_type = et
                 have.add(o)
+                elem_types.setdefault(o, et)
     del g.value_info[:]
-    sess = make_session(full)
+    try:
+        sess = make_session(full)
+    except RuntimeBackendError:
+        if not guessed:
+            raise
+        sess = make_session(base)
     names = [o.name for o in sess.get_outputs()]
     try:
         values = sess.run(names, feeds)

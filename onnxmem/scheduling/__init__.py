@@ -121,3 +121,9 @@ def reorder(view: GraphView, strategy: str = "file", options: OrderOptions | Non
 @register("file", "the file's node order (sorted stably when it is not topological)")
 def file_order(view: GraphView, options: OrderOptions) -> Sequence[int]:
     return stable_topological_order(view)
+
+
+# Register the memory-aware strategies (import order sets the listing order).
+from . import heuristics as _heuristics  # noqa: E402,F401
+from . import exact as _exact  # noqa: E402,F401
+from . import hierarchical as _hierarchical  # noqa: E402,F401
