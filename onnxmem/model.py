@@ -527,8 +527,8 @@ def infer_shapes(
         for info_src in ([inferred] if inferred is not None else []) + [model]:
             coll = _collect(info_src)
             for n in missing:
-                _, sh = coll.get(n, (None, None))
-                for d in sh or ():
+                _, declared = coll.get(n, (None, None))
+                for d in declared or ():
                     if isinstance(d, str) and _resolve_dim(d, dims) is None:
                         symbols.update(re.findall(r"[A-Za-z_][\w:./-]*", d))
         shown = ", ".join(f"'{n}'" for n in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")

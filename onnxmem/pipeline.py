@@ -22,7 +22,7 @@ from .graph import GraphView, build_view
 from .liveness import Liveness, build_liveness
 from .model import ShapeInfo, file_sha256, infer_shapes, load_model
 from .plan import MemoryPlan, PlannedTensor, SharedObject
-from .problem import Solution, live_bytes, lower_bound, validate
+from .problem import Solution, live_bytes, lower_bound
 from .scheduling import OrderOptions, reorder
 from .solvers import SOLVERS, SolveOptions, solve
 
@@ -112,10 +112,12 @@ def plan_loaded(
         raise OnnxmemError(
             f"solver '{opts.solver}' found no plan ({solution.status}); try --solver greedy"
         )
-    violations = validate(problem, solution, limit=5)
-    if violations:
-        raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {violations[0]}")
     plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0)
+    from .verify import prove_plan
+
+    findings = prove_plan(plan, view, limit=5)
+    if findings:
+        raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
     return Planned(plan, model, view, liveness, solution, shapes)
 
 

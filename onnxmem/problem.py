@@ -269,7 +269,7 @@ def validate(
     if full():
         return found
     start, end, size, _ = problem.arrays()
-    off = np.asarray(offsets, dtype=np.int64)
+    offs = np.asarray(offsets, dtype=np.int64)
     order = np.argsort(start, kind="stable")
     s_sorted = start[order]
     # For buffer i, the buffers j that start in [start_i, end_i) and come after
@@ -283,7 +283,7 @@ def validate(
         if size[i] == 0:
             continue
         cand = order[pos + 1 : hi[pos]]
-        clash = (off[cand] < off[i] + size[i]) & (off[i] < off[cand] + size[cand]) & (size[cand] > 0)
+        clash = (offs[cand] < offs[i] + size[i]) & (offs[i] < offs[cand] + size[cand]) & (size[cand] > 0)
         if clash.any():
             for j in cand[clash]:
                 a, b = bufs[i], bufs[int(j)]

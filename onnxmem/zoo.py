@@ -442,17 +442,26 @@ def run_model(model: ZooModel, options: ZooOptions) -> ZooResult:
 
 
 def _verify(planned: Any, path: Path, device: str, seed: int) -> tuple[str, str, int | None]:
-    """Execute the plan in one arena and measure onnxruntime's own peak.
+    """Prove the plan and execute it in one arena (``onnxmem.verify``); measure onnxruntime's
+    own peak where the verifier offers it.
 
     Returns ``(verdict, detail, onnxruntime_peak_bytes)``; verdict is ``pass`` or ``FAIL``.
     """
-    try:
-        from . import verify
-    except ImportError as exc:
-        raise OnnxmemError(
-            f"verification is not available in this onnxmem ({exc}); run without --verify"
-        ) from None
-    return verify.zoo_verdict(planned, path, device=device, seed=seed)  # type: ignore[attr-defined, no-any-return]
+    from . import verify
+
+    report = verify.verify_plan(planned.model, planned.plan, model_path=path,
+                                options=verify.VerifyOptions(device=device, seed=seed))
+    peak = None
+    measure = getattr(verify, "ort_peak", None)
+    if measure is not None and report.ok:
+        peak = measure(planned.model, planned.plan, model_path=path, device=device, seed=seed)
+    if report.ok:
+        run = report.execution
+        detail = (f"{run.nodes_run} nodes run in the arena on {run.device}, outputs match"
+                  if run is not None else "static proof holds")
+        return "pass", detail, peak
+    first = report.first
+    return "FAIL", f"{first.kind}: {first}" if first is not None else "failed", peak
 
 
 def run_zoo(models: Sequence[ZooModel], options: ZooOptions,

@@ -89,3 +89,4 @@ def solve(problem: Problem, solver: str = "greedy", options: SolveOptions | None
 from . import baseline as _baseline  # noqa: E402,F401
 from . import greedy as _greedy  # noqa: E402,F401
 from . import exact as _exact  # noqa: E402,F401
+from . import shared as _shared  # noqa: E402,F401

@@ -1,0 +1,122 @@
+"""onnxruntime's own activation peak, read from its profiler.
+
+Steps:
+
+1. constant nodes whose inputs are weights are folded into initializers, so
+   onnxruntime runs the graph onnxmem plans (weights outside the arena);
+2. one session with profiling on, the CPU memory arena on (the default),
+   memory patterns off (every tensor is its own allocation, so the figures are
+   per tensor), one thread, at the asked optimization level: ``disable``
+   (``ORT_DISABLE_ALL``, the graph onnxmem plans) or ``all``
+   (``ORT_ENABLE_ALL``, fused: a different graph, for information);
+3. one run on the seeded random inputs; with the arena on, onnxruntime 1.31
+   gives each kernel event (``cat == "Node"``, name ``*_kernel_time``) the
+   allocator's statistics after the kernel ran, before its dead inputs are
+   released;
+4. the peak is ``max(mem_bytes_requested_in_use)`` over the run's kernel
+   events minus the bytes in use before the first kernel
+   (``mem_bytes_requested_in_use - mem_requested_in_use_delta`` of the first
+   event): requested bytes (no arena rounding) of the tensors onnxruntime
+   allocated; initializers, which are in use before the first kernel, are
+   subtracted, and graph inputs, which the caller owns, never appear.
+
+``arena_peak`` is the largest ``mem_in_use_peak`` minus the same baseline:
+arena-rounded bytes, including scratch a kernel frees before it returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import onnx
+
+from .errors import OnnxmemError, RuntimeBackendError
+from .graph import GraphView
+
+__all__ = ["LEVELS", "OrtPeak", "ort_peak", "peak_from_profile"]
+
+LEVELS = ("disable", "all")
+
+
+@dataclass(frozen=True, slots=True)
+class OrtPeak:
+    """onnxruntime's activation peak for one optimization level (bytes)."""
+
+    level: str
+    device: str
+    peak: int | None  # max requested bytes in use, initializers excluded
+    arena_peak: int | None  # arena-rounded peak, scratch included
+    kernels: int
+    field: str = "mem_bytes_requested_in_use"
+    note: str = ""
+
+
+def peak_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutionProvider") -> tuple[int | None, int | None, int]:
+    """``(peak, arena_peak, kernels)`` of the first ``model_run`` in a profile's events."""
+    kernels: list[dict[str, Any]] = []
+    for e in events:
+        if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
+            args = e.get("args", {})
+            if args.get("provider", provider) == provider:
+                kernels.append(args)
+        elif e.get("name") == "model_run" and kernels:
+            break
+    with_stats = [a for a in kernels if "mem_bytes_requested_in_use" in a]
+    if not with_stats:
+        return None, None, len(kernels)
+    first = with_stats[0]
+    base = int(first["mem_bytes_requested_in_use"]) - int(first.get("mem_requested_in_use_delta", 0))
+    peak = max(int(a["mem_bytes_requested_in_use"]) for a in with_stats) - base
+    arena = None
+    if all("mem_in_use_peak" in a for a in with_stats):
+        in_use0 = int(first.get("mem_bytes_in_use", 0)) - int(first.get("mem_in_use_delta", 0))
+        arena = max(int(a["mem_in_use_peak"]) for a in with_stats) - in_use0
+    return peak, arena, len(kernels)
+
+
+def ort_peak(
+    model: onnx.ModelProto,
+    view: GraphView,
+    *,
+    level: str = "disable",
+    device: str = "cpu",
+    model_path: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+) -> OrtPeak:
+    """Run ``model`` once in onnxruntime with its profiler and read its activation peak."""
+    import onnxruntime as ort
+
+    from .runtime import load_with_weights, random_inputs, session_options
+    from .verify import _cuda_or_fail, compute_weights, fold_weights
+
+    if level not in LEVELS:
+        raise OnnxmemError(f"optimization level '{level}' is not one of {', '.join(LEVELS)}")
+    providers: list[Any] = ["CPUExecutionProvider"]
+    provider = "CPUExecutionProvider"
+    if device == "cuda":
+        _cuda_or_fail(ort)
+        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        provider = "CUDAExecutionProvider"
+    full = load_with_weights(model, model_path)
+    folded = fold_weights(full, view, compute_weights(full, view))
+    feeds = random_inputs(folded, {n: view.tensors[n].shape for n in view.inputs}, seed)
+    with tempfile.TemporaryDirectory(prefix="onnxmem-ortpeak-") as tmp:
+        so = session_options(optimize=level == "all", profile_prefix=os.path.join(tmp, "profile"))
+        so.enable_mem_pattern = False
+        so.enable_cpu_mem_arena = True
+        try:
+            sess = ort.InferenceSession(folded.SerializeToString(), sess_options=so, providers=providers)
+            sess.run(None, feeds)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RuntimeBackendError(f"onnxruntime cannot run the model to profile it: {first}") from None
+        path = sess.end_profiling()
+        with open(path) as fh:
+            events = json.load(fh)
+    peak, arena, n = peak_from_profile(events, provider)
+    note = "" if peak is not None else f"the profiler gave no allocator statistics for {provider}"
+    return OrtPeak(level, device, peak, arena, n, note=note)

@@ -1,0 +1,342 @@
+"""The model zoo: catalogue, weight-free fixtures, the zoo job and its results."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxmem.cli import main
+from onnxmem.errors import OnnxmemError
+from onnxmem.zoo import (
+    LIGHT_MODELS,
+    ZooModel,
+    ZooOptions,
+    ZooResult,
+    compare_baseline,
+    fill_weights,
+    has_missing_weights,
+    light_model_path,
+    load_zoo,
+    materialize,
+    read_baseline,
+    results_csv,
+    results_markdown,
+    run_zoo,
+    write_baseline,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "models" / "zoo"
+CATALOG = FIXTURES / "catalog.json"
+needs_fixtures = pytest.mark.skipif(not CATALOG.is_file(), reason="zoo fixtures not built")
+
+
+def load_build_zoo():
+    """tools/build_zoo.py as a module (it imports torch only inside functions)."""
+    spec = importlib.util.spec_from_file_location("build_zoo", ROOT / "tools" / "build_zoo.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["build_zoo"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def conv_model() -> onnx.ModelProto:
+    """x[1,3,8,8] -> Conv(w[16,3,3,3]: 1728 B, b[16]: 64 B) -> Relu -> Reshape(s: int64) -> y."""
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.normal(0.0, 0.2, (16, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(np.full(16, 0.5, np.float32), "b")
+    shape = numpy_helper.from_array(np.array([1, -1], np.int64), "s")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Reshape", ["r", "s"], ["y"], name="flat"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024])], [w, b, shape],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
+
+
+# --------------------------------------------------------------------------- fixtures, weights
+
+
+def test_strip_then_fill_runs_like_a_model():
+    build_zoo = load_build_zoo()
+    model = conv_model()
+    stripped, removed = build_zoo.strip_weights(model, "conv")
+    w = {t.name: t for t in stripped.graph.initializer}
+    # the 1728-byte float weight goes; the 64-byte bias and the int64 shape stay inline
+    assert removed == 16 * 3 * 3 * 3 * 4
+    assert w["w"].data_location == TensorProto.EXTERNAL and not w["w"].raw_data
+    assert w["w"].doc_string.startswith("onnxmem.fill mean=")
+    assert w["b"].data_location != TensorProto.EXTERNAL
+    assert numpy_helper.to_array(w["s"]).tolist() == [1, -1]
+    assert has_missing_weights(stripped, "/nonexistent")
+
+    assert fill_weights(stripped, seed=3) == 1
+    filled = numpy_helper.to_array(next(t for t in stripped.graph.initializer if t.name == "w"))
+    original = numpy_helper.to_array(model.graph.initializer[0])
+    assert filled.shape == original.shape and filled.dtype == np.float32
+    assert filled.min() >= original.min() and filled.max() <= original.max()
+    assert abs(filled.std() - original.std()) < 0.05
+    assert not has_missing_weights(stripped, "/nonexistent")
+
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(stripped.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"x": np.ones((1, 3, 8, 8), np.float32)})
+    assert y.shape == (1, 1024) and np.isfinite(y).all() and (y >= 0).all()
+
+
+def test_fill_is_deterministic_and_seeded():
+    build_zoo = load_build_zoo()
+    a, _ = build_zoo.strip_weights(conv_model(), "conv")
+    b, _ = build_zoo.strip_weights(conv_model(), "conv")
+    c, _ = build_zoo.strip_weights(conv_model(), "conv")
+    fill_weights(a, seed=0)
+    fill_weights(b, seed=0)
+    fill_weights(c, seed=1)
+    assert a.graph.initializer[0].raw_data == b.graph.initializer[0].raw_data
+    assert a.graph.initializer[0].raw_data != c.graph.initializer[0].raw_data
+
+
+def test_fill_refuses_external_data_without_statistics(tmp_path):
+    model = conv_model()
+    onnx.save_model(model, str(tmp_path / "m.onnx"), save_as_external_data=True,
+                    location="m.data", size_threshold=0)
+    bare = onnx.load(str(tmp_path / "m.onnx"), load_external_data=False)
+    with pytest.raises(OnnxmemError, match="initializer 'w' has external data but no"):
+        fill_weights(bare)
+
+
+@needs_fixtures
+def test_committed_fixtures_are_weight_free_and_small():
+    catalog = json.loads(CATALOG.read_text())["models"]
+    names = {e["name"] for e in catalog}
+    for required in ("resnet50", "mobilenet_v2", "efficientnet_b0", "densenet121", "inception_v3",
+                     "unet", "randwire_ws", "bert_base", "gpt2", "gpt2_past", "vit_base",
+                     "t5_small", "llama_4l"):
+        assert required in names
+    assert {f"onnx_{n}" for n in LIGHT_MODELS} <= names
+    assert any(e["exporter"] == "legacy" for e in catalog)
+    total = 0
+    for e in catalog:
+        assert set(e["dims"]) <= set(e["symbolic_dims"]), e["name"]
+        if e["file"].startswith("onnx:"):
+            continue
+        path = FIXTURES / e["file"]
+        total += path.stat().st_size
+        assert path.stat().st_size < 3 * 2**20, e["name"]
+        assert not (FIXTURES / f"{e['name']}.weights.bin").exists()
+    assert total < 20 * 2**20
+    assert any(e["symbolic_dims"] for e in catalog)
+
+
+@needs_fixtures
+def test_materialize_makes_a_runnable_copy(tmp_path):
+    src = FIXTURES / "mobilenet_v2.onnx"
+    out = materialize(src, tmp_path)
+    assert out == tmp_path / "mobilenet_v2.onnx"
+    assert (tmp_path / "mobilenet_v2.onnx.data").stat().st_size > 10 * 2**20
+    assert materialize(src, tmp_path) == out  # reused
+    light = light_model_path("squeezenet")
+    assert materialize(light, tmp_path) == light  # nothing missing: the model itself
+
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"image": np.random.default_rng(0).normal(size=(1, 3, 224, 224))
+                              .astype(np.float32)})
+    assert y.shape == (1, 1000) and np.isfinite(y).all()
+
+
+# --------------------------------------------------------------------------- catalogue, lists
+
+
+@needs_fixtures
+def test_load_zoo_reads_the_catalog_and_filters():
+    models = load_zoo(FIXTURES)
+    assert all(m.path.is_file() for m in models)
+    light = {m.name: m for m in models}["onnx_squeezenet"]
+    assert light.path == light_model_path("squeezenet")
+    only = load_zoo(FIXTURES, ["resnet50*"])
+    assert [m.name for m in only] == ["resnet50", "resnet50_batch", "resnet50_legacy"]
+    assert only[1].dims == {"batch": 4}
+    with pytest.raises(OnnxmemError, match="no model of zoo"):
+        load_zoo(FIXTURES, ["nothing*"])
+
+
+def test_load_zoo_list_file(tmp_path):
+    (tmp_path / "a.onnx").write_bytes(b"")
+    listing = tmp_path / "zoo.txt"
+    listing.write_text("# models\na.onnx batch=2 seq=8  # comment\n\nonnx:squeezenet\n")
+    models = load_zoo(listing)
+    assert [(m.name, m.dims) for m in models] == [("a", {"batch": 2, "seq": 8}),
+                                                   ("onnx_squeezenet", {})]
+    assert models[0].path == (tmp_path / "a.onnx").resolve()
+    listing.write_text("a.onnx batch\n")
+    with pytest.raises(OnnxmemError, match=r"zoo.txt:1: 'batch' is not a dimension binding"):
+        load_zoo(listing)
+    with pytest.raises(OnnxmemError, match="does not exist"):
+        load_zoo(tmp_path / "missing")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(OnnxmemError, match="no catalog.json and no .onnx"):
+        load_zoo(empty)
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def light(name: str) -> ZooModel:
+    return ZooModel(f"onnx_{name}", light_model_path(name))
+
+
+def broken(tmp_path: Path) -> ZooModel:
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(b"this is not a protobuf")
+    return ZooModel("broken", path)
+
+
+def test_a_failing_model_is_reported_and_the_run_goes_on(tmp_path):
+    seen: list[str] = []
+    models = [light("squeezenet"), broken(tmp_path), light("bvlc_alexnet")]
+    results = run_zoo(models, ZooOptions(executor="inline", work_dir=tmp_path / "out"),
+                      lambda r: seen.append(r.name))
+    assert seen == ["onnx_squeezenet", "broken", "onnx_bvlc_alexnet"]
+    ok, bad, ok2 = results
+    assert ok.status == ok2.status == "ok"
+    assert bad.status == "failed" and "not a readable ONNX model" in bad.error
+    assert bad.arena_size is None
+    assert 0 < ok.lower_bound <= ok.arena_size <= ok.naive_size
+    assert Path(ok.plan_file).is_file()
+    assert ok.verify == "not run" and ok.ort_peak is None
+
+
+def test_local_executor_runs_models_in_processes(tmp_path):
+    models = [light("squeezenet"), broken(tmp_path), light("bvlc_alexnet")]
+    inline = run_zoo(models, ZooOptions(executor="inline"))
+    local = run_zoo(models, ZooOptions(executor="local", jobs=2))
+    assert [r.name for r in local] == [m.name for m in models]  # input order, not finish order
+    assert [(r.status, r.arena_size) for r in local] == [(r.status, r.arena_size) for r in inline]
+
+
+def test_bad_options_are_user_errors(tmp_path):
+    with pytest.raises(OnnxmemError, match="executor 'spark' is unknown"):
+        run_zoo([light("squeezenet")], ZooOptions(executor="spark"))
+    with pytest.raises(OnnxmemError, match="--jobs 0"):
+        run_zoo([light("squeezenet")], ZooOptions(jobs=0))
+    with pytest.raises(OnnxmemError, match="several models named onnx_squeezenet"):
+        run_zoo([light("squeezenet"), light("squeezenet")], ZooOptions(executor="inline"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed")
+def test_ray_executor_without_ray_says_how_to_install():
+    with pytest.raises(OnnxmemError, match=r"pip install 'onnxmem\[ray\]'"):
+        run_zoo([light("squeezenet")], ZooOptions(executor="ray"))
+
+
+# --------------------------------------------------------------------------- results, baseline
+
+
+def result(name: str, arena: int | None, status: str = "ok", **kw) -> ZooResult:
+    return ZooResult(name, f"{name}.onnx", status, None if status == "ok" else "boom",
+                     arena_size=arena, lower_bound=None if arena is None else arena // 2, **kw)
+
+
+def test_markdown_and_csv_tables():
+    rows = [result("a", 2 * 2**20, ort_peak=4 * 2**20, verify="pass", nodes=3),
+            result("b|c", None, status="failed")]
+    md = results_markdown(rows)
+    header = md.splitlines()[0]
+    for column in ("model", "nodes", "tensors", "weights", "naive", "onnxruntime peak",
+                   "lower bound", "arena", "arena/bound", "arena/onnxruntime", "plan s", "verify"):
+        assert column in header
+    assert "| a | 3 | — | — | — | 4.00 | 1.00 | 2.00 | 2.000 | 0.500 | — | pass |" in md
+    assert "b\\|c" in md and "- **b|c** (failed): boom" in md and "1 of 2 models ok" in md
+    table = list(csv.DictReader(io.StringIO(results_csv(rows))))
+    assert table[0]["arena_over_ort"] == "0.5" and table[1]["error"] == "boom"
+    assert table[1]["arena_size"] == ""
+
+
+def test_baseline_catches_growth_and_lost_models(tmp_path):
+    path = tmp_path / "baseline.json"
+    write_baseline([result("a", 1000), result("b", 2000), result("gone", None, "failed")], path)
+    base = read_baseline(path)
+    assert base == {"a": 1000, "b": 2000}
+    now = [result("a", 1000), result("b", 2001), result("new", 10**9)]
+    assert [r.name for r in compare_baseline(now, base)] == ["b"]
+    assert compare_baseline(now, base, tolerance=0.01) == []
+    regressions = compare_baseline([result("a", None, "failed")], base)
+    assert "no arena now" in str(regressions[0])
+    assert "+0.05%" in str(compare_baseline(now, base)[0])
+    (tmp_path / "bad.json").write_text("[]")
+    with pytest.raises(OnnxmemError, match="cannot be read"):
+        read_baseline(tmp_path / "bad.json")
+
+
+def test_cli_zoo_writes_results_and_exit_code(tmp_path):
+    (tmp_path / "broken.onnx").write_bytes(b"garbage")
+    listing = tmp_path / "zoo.txt"
+    listing.write_text(f"onnx:squeezenet\n{tmp_path / 'broken.onnx'}\n")
+    out = tmp_path / "results"
+    runner = CliRunner()
+    res = runner.invoke(main, ["zoo", str(listing), "--out", str(out), "--executor", "inline",
+                               "--write-baseline", str(tmp_path / "base.json")])
+    assert res.exit_code == 1, res.output
+    doc = json.loads((out / "results.json").read_text())
+    by_name = {m["name"]: m for m in doc["models"]}
+    assert by_name["broken"]["status"] == "failed"
+    assert "not a readable ONNX model" in by_name["broken"]["error"]
+    assert by_name["onnx_squeezenet"]["arena_size"] > 0
+    assert doc["machine"]["cpus"] >= 1
+    assert "| onnx_squeezenet |" in (out / "results.md").read_text()
+    assert (out / "results.csv").read_text().startswith("name,status,")
+    assert (out / "plans" / "onnx_squeezenet.json").is_file()
+
+    # the good model alone passes against its own baseline, and fails when the baseline shrinks
+    res = runner.invoke(main, ["zoo", "onnx:squeezenet", "--out", str(out), "--executor", "inline",
+                               "--baseline", str(tmp_path / "base.json")])
+    assert res.exit_code == 0, res.output
+    base = json.loads((tmp_path / "base.json").read_text())
+    base["arena_size"]["onnx_squeezenet"] -= 64
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    res = runner.invoke(main, ["zoo", "onnx:squeezenet", "--out", str(out), "--executor", "inline",
+                               "--baseline", str(tmp_path / "base.json")])
+    assert res.exit_code == 1 and "regression: onnx_squeezenet" in res.output
+
+
+@needs_fixtures
+def test_cli_zoo_over_committed_fixtures(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(main, ["zoo", str(FIXTURES), "--only", "unet,mobilenet_v2",
+                               "--jobs", "2", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert [m["name"] for m in doc["models"]] == ["mobilenet_v2", "unet"]
+    for m in doc["models"]:
+        assert m["lower_bound"] <= m["arena_size"] < m["naive_size"]
+        assert m["weights_size"] > 10 * 2**20
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("onnxmem.verify") is None, reason="no onnxmem.verify")
+def test_zoo_verify_cpu_on_a_weight_free_fixture(tmp_path):
+    results = run_zoo([ZooModel("mobilenet_v2", FIXTURES / "mobilenet_v2.onnx")],
+                      ZooOptions(executor="inline", verify="cpu", work_dir=tmp_path))
+    (r,) = results
+    assert r.status == "ok", r.error
+    assert r.verify == "pass" and r.ort_peak and r.ort_peak > 0
