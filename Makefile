@@ -42,3 +42,19 @@ bench-verify:
 
 bench-alias:
 	$(PYTHON) bench/bench_alias.py
+
+# -- model zoo: build real architectures with random weights (needs the zoo extra), run them --
+ZOO_JOBS ?= 2
+ZOO_CI_MODELS ?= mobilenet_v2,mobilenet_v2_legacy,unet,randwire_ws,bert_base,onnx_*
+.PHONY: zoo zoo-run zoo-ci
+
+zoo:
+	$(PYTHON) tools/build_zoo.py
+
+zoo-run:
+	$(PYTHON) -m onnxmem zoo zoo/build --jobs $(ZOO_JOBS) --verify cpu --out results/zoo \
+		--baseline docs/zoo-baseline.json
+
+zoo-ci:
+	$(PYTHON) -m onnxmem zoo models/zoo --only '$(ZOO_CI_MODELS)' --jobs $(ZOO_JOBS) --verify cpu \
+		--out results/zoo-ci --baseline docs/zoo-baseline.json

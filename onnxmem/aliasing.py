@@ -26,9 +26,10 @@ when:
    is read by a later step, captured by a later node's subgraph, or is a graph
    output (live to the end); no member is a graph input (the caller's bytes
    are never written); and every input of the node that is a member of that
-   group has the output's byte size, so it is read element by element (this
-   allows ``Add(x, x)`` and ``Add(x, Reshape(x))``: element ``i`` of each is
-   read before element ``i`` of the output is written).
+   group sits at an input the rule lists and has the output's byte size, so
+   it is read element by element before that output element is written (this
+   allows ``Add(x, x)`` and ``Add(x, Reshape(x))``, but not ``Sum(x, y, x)``,
+   whose kernel folds input 2 in after it has written the output).
 
 A view whose output is a graph output keeps its group live to the end, which
 is correct because the bytes are identical. Members of one group live at the
@@ -201,7 +202,8 @@ def find_aliases(view: GraphView, order: Sequence[int], io: str = "internal") ->
             src = op.inputs[j]
             if not _planned(view, src, io) or view.tensors[src].size != out_t.size:
                 continue
-            if rule.kind == INPLACE and not _may_overwrite(view, op, k, group_of(src), out_t.size, last, outputs):
+            if rule.kind == INPLACE and not _may_overwrite(view, op, rule, k, group_of(src), out_t.size,
+                                                           last, outputs):
                 continue
             root = uf.find(src)
             uf.union(root, out)
@@ -211,15 +213,20 @@ def find_aliases(view: GraphView, order: Sequence[int], io: str = "internal") ->
     return tuple(aliases)
 
 
-def _may_overwrite(view: GraphView, op: Op, step: int, group: Sequence[str], size: int,
-                   last: Mapping[str, int], outputs: set[str]) -> bool:
+def _may_overwrite(view: GraphView, op: Op, rule: AliasRule, step: int, group: Sequence[str],
+                   size: int, last: Mapping[str, int], outputs: set[str]) -> bool:
     """Whether ``op`` at ``step`` may write its output over ``group``'s bytes."""
     for m in group:
         t = view.tensors[m]
         if t.kind != "activation" or m in outputs or last.get(m, -1) > step:
             return False
-    in_group = set(group)
-    return all(view.tensors[n].size == size for n in op.inputs if n in in_group)
+    return not _unsafe_reads(view, op, rule, set(group), size)
+
+
+def _unsafe_reads(view: GraphView, op: Op, rule: AliasRule, group: set[str], size: int) -> list[str]:
+    """Inputs of ``op`` in ``group`` that an in-place write could change before they are read."""
+    return [n for j, n in enumerate(op.inputs)
+            if n in group and (j not in rule.inputs or view.tensors[n].size != size)]
 
 
 def alias_groups(view: GraphView, order: Sequence[int], io: str = "internal") -> dict[str, tuple[str, ...]]:
@@ -318,8 +325,7 @@ def check_groups(view: GraphView, order: Sequence[int], groups: Mapping[str, Seq
                     later = view.ops[order[last[e]]].name
                     problems.append(f"{where} writes '{m}' in place over '{e}', which node "
                                     f"'{later}' reads later")
-            for n in op.inputs:
-                if n in earlier and view.tensors[n].size != size:
-                    problems.append(f"{where} reads '{n}' of group '{gid}' with broadcasting while "
-                                    f"writing '{m}' over it")
+            for n in _unsafe_reads(view, op, rule, set(earlier), size):
+                problems.append(f"{where} reads '{n}' of group '{gid}' at an input that is not read "
+                                f"element by element before '{m}' is written over it")
     return problems

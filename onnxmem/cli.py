@@ -305,4 +305,158 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
         sys.exit(1)
 
 
+def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str], None]) -> tuple[Any, Any, Any, str]:
+    """``(onnx model, plan, view or None, where the plan came from)`` for verify/compare."""
+    from .annotate import plan_from_model
+    from .model import load_model
+    from .pipeline import plan_loaded
+    from .plan import read_plan
+
+    say("reading model")
+    onnx_model = load_model(model)
+    if plan_path:
+        return onnx_model, read_plan(plan_path), None, plan_path
+    carried = plan_from_model(onnx_model, f"model '{model}'")
+    if carried is not None:
+        return onnx_model, carried, None, "carried by the annotated model"
+    planned = plan_loaded(onnx_model, model, opts, say)
+    return onnx_model, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="The JSON plan to verify (default: the plan an annotated MODEL carries, else plan MODEL now).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Where the arena lives and the nodes run.")
+@click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="An .npz of graph inputs by name (default: seeded random inputs).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--rtol", type=click.FloatRange(min=0), default=1e-4, show_default=True,
+              help="Relative tolerance of the output comparison.")
+@click.option("--atol", type=click.FloatRange(min=0), default=1e-5, show_default=True,
+              help="Absolute tolerance of the output comparison.")
+@click.option("--static-only", is_flag=True, help="Only the static proof; run nothing.")
+@planning_options
+@user_errors
+def verify(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
+           rtol: float, atol: float, static_only: bool, **planning: Any) -> None:
+    """Prove a plan for MODEL: statically, then by running MODEL inside one arena.
+
+    Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
+    """
+    from .errors import PlanInvalid
+    from .verify import VerifyOptions, read_inputs, verify_plan
+
+    opts = make_plan_options(**planning, seed=seed)
+    say = _progress(sys.stderr.isatty())
+    onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
+    inputs = read_inputs(inputs_path) if inputs_path else None
+    say("verifying")
+    report = verify_plan(
+        onnx_model, the_plan, model_path=model, view=view,
+        options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
+                              execute=not static_only),
+    )
+    click.echo(f"model     {model}")
+    click.echo(f"plan      {source}")
+    click.echo(f"arena     {fmt_bytes(report.arena_size)}   {report.tensors} tensors   {report.nodes} nodes")
+    for w in report.warnings:
+        click.echo(f"warning: {w}", err=True)
+    if report.static:
+        click.echo(f"static    FAILED: {len(report.static)} violation(s)")
+        for f in report.static[:10]:
+            click.echo(f"  - {f}")
+    else:
+        click.echo(f"static    ok ({report.static_seconds * 1000:.1f} ms): order topological, tensors match, "
+                   "aligned, in the arena, no live overlap")
+    ex = report.execution
+    if ex is not None:
+        click.echo(f"executed  {ex.nodes_run} nodes in one {ex.device} arena, sentinel 0xFF ({ex.seconds:.3f} s); "
+                   f"whole-model onnxruntime run {ex.reference_seconds:.3f} s")
+        for c in ex.outputs:
+            click.echo(f"  output  {c.name}: max |diff| {c.max_abs_diff:.3g}  {'ok' if c.ok else 'MISMATCH'}")
+        for f in ex.findings[:10]:
+            click.echo(f"  - {f}")
+    if report.first is not None:
+        raise PlanInvalid(f"the plan is wrong: {report.first}")
+    click.echo("verified" if ex is not None else "verified (static proof only)")
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="A JSON plan to compare (default: the plan an annotated MODEL carries, else plan MODEL now).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Where onnxruntime runs.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@planning_options
+@user_errors
+def compare(model: str, plan_path: str | None, device: str, seed: int, **planning: Any) -> None:
+    """Print onnxruntime's own activation peak beside the plan's arena for MODEL."""
+    from .ortpeak import ort_peak
+    from .verify import view_for_plan
+
+    opts = make_plan_options(**planning, seed=seed)
+    say = _progress(sys.stderr.isatty())
+    onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
+    if view is None:
+        view = view_for_plan(onnx_model, the_plan, model)
+    say("profiling onnxruntime")
+    peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed)
+             for lvl in ("disable", "all")]
+    inputs_size = sum(view.tensors[n].size for n in view.inputs)
+
+    def ratio(a: int | None, b: int) -> str:
+        return f"{a / b:.2f}x" if a is not None and b else "-"
+
+    arena = the_plan.arena_size
+    click.echo(f"model                  {model}")
+    click.echo(f"plan                   {source}")
+    click.echo(f"naive (no reuse)       {fmt_bytes(the_plan.naive_size)}   {ratio(the_plan.naive_size, arena)} the arena")
+    for p in peaks:
+        label = "ORT_DISABLE_ALL" if p.level == "disable" else "ORT_ENABLE_ALL (fused graph)"
+        if p.peak is None:
+            click.echo(f"onnxruntime peak       {label}: not available ({p.note})")
+            continue
+        click.echo(f"onnxruntime peak       {fmt_bytes(p.peak)}   {ratio(p.peak, arena)} the arena   "
+                   f"[{label}, {p.field}]")
+    click.echo(f"lower bound            {fmt_bytes(the_plan.lower_bound)}   {ratio(the_plan.lower_bound, arena)} the arena")
+    click.echo(f"onnxmem arena          {fmt_bytes(arena)}   {ratio(arena, the_plan.lower_bound)} the bound")
+    click.echo(f"note: onnxruntime's peak excludes weights and the graph inputs ({fmt_bytes(inputs_size)}), "
+               f"which the caller owns; the arena holds graph inputs when --io internal")
+
+
+@main.command()
+@click.argument("problem_csv", metavar="PROBLEM.csv", type=click.Path(dir_okay=False))
+@click.option("--capacity", type=int, default=None, help="Arena bytes the plan must fit (a decision).")
+@click.option("--minimize", is_flag=True, help="Make the arena as small as possible (the default).")
+@click.option("--solver", type=click.Choice(_solver_choices()), default="exact", show_default=True,
+              help="Offset solver to use.")
+@click.option("--timeout", type=float, default=None, help="Seconds of search before the best plan is kept.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the offsets here, in the same CSV format.")
+@user_errors
+def pack(problem_csv: str, capacity: int | None, minimize: bool, solver: str,
+         timeout: float | None, output: str | None) -> None:
+    """Solve a MiniMalloc-format instance (id,lower,upper,size) and write its offsets.
+
+    Exits 0 with a plan, 2 when no plan fitting the capacity was found
+    (status infeasible or timeout), 1 on bad input.
+    """
+    from .errors import ProblemError
+    from .solvers.pack import pack_csv
+
+    if minimize and capacity is not None:
+        raise ProblemError("--capacity and --minimize exclude each other; pass one")
+    report = pack_csv(problem_csv, capacity=capacity, solver=solver, timeout=timeout,
+                      output=output)
+    for key, value in report.lines():
+        click.echo(f"{key:<12} {value}")
+    if output is not None and report.fits:
+        click.echo(f"{'written':<12} {output}")
+    if not report.fits:
+        sys.exit(2)
+
+
 # -- end of commands --

@@ -1,0 +1,101 @@
+"""``pack``: solve a MiniMalloc-format instance, as ``onnxmem pack`` does.
+
+Steps: read the CSV (``id,lower,upper,size``), solve it at a fixed capacity
+(the decision MiniMalloc answers) or with the arena minimized, and report the
+buffers, the max-live lower bound, the height, the gap to the bound, the status
+and the seconds. The offsets can be written back in the same format.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..errors import ProblemError
+from ..problem import Problem, Solution, lower_bound, read_csv, validate, write_csv
+from . import SOLVERS, SolveOptions, solve
+
+__all__ = ["PackReport", "pack", "pack_csv"]
+
+#: the solver ``pack`` uses unless told otherwise
+DEFAULT_SOLVER = "exact"
+
+
+@dataclass(frozen=True, slots=True)
+class PackReport:
+    """One solved instance: the problem, the solution and its figures."""
+
+    problem: Problem
+    solution: Solution
+    lower_bound: int
+    capacity: int | None
+
+    @property
+    def gap_pct(self) -> float:
+        if not self.solution.found or self.lower_bound <= 0:
+            return 0.0
+        return 100.0 * (self.solution.height - self.lower_bound) / self.lower_bound
+
+    @property
+    def fits(self) -> bool:
+        """Whether the plan is valid and fits the capacity (when one is set)."""
+        return self.solution.found
+
+    def lines(self) -> list[tuple[str, str]]:
+        s = self.solution
+        return [
+            ("buffers", f"{len(self.problem):,}"),
+            ("lower bound", f"{self.lower_bound:,}"),
+            ("capacity", "minimize" if self.capacity is None else f"{self.capacity:,}"),
+            ("height", f"{s.height:,}" if s.status != "infeasible" else "-"),
+            ("gap", f"{self.gap_pct:.3f}%" if s.status != "infeasible" else "-"),
+            ("status", s.status),
+            ("solver", s.solver),
+            ("seconds", f"{s.seconds:.3f}"),
+        ]
+
+
+def pack(
+    problem: Problem,
+    *,
+    capacity: int | None = None,
+    solver: str = DEFAULT_SOLVER,
+    timeout: float | None = None,
+) -> PackReport:
+    """Solve ``problem`` at ``capacity`` (``None``: minimize the arena).
+
+    Raises :class:`ProblemError` for a capacity below the lower bound, an
+    unknown solver, or a solver of the shared-object form asked for a
+    capacity it cannot decide. The returned plan is checked.
+    """
+    if solver not in SOLVERS:
+        raise ProblemError(
+            f"unknown solver '{solver}'; choose one of: {', '.join(sorted(SOLVERS))} (--solver)"
+        )
+    if timeout is not None and timeout <= 0:
+        raise ProblemError(f"timeout {timeout} must be positive (--timeout)")
+    sol = solve(problem, solver, SolveOptions(capacity=capacity, timeout=timeout))
+    if sol.found:
+        bad = validate(problem.with_capacity(capacity), sol, limit=1)
+        if bad:  # a solver bug, not a user error
+            raise AssertionError(f"solver {solver} returned an invalid plan: {bad[0]}")
+    return PackReport(problem, sol, lower_bound(problem), capacity)
+
+
+def pack_csv(
+    path: str | os.PathLike[str],
+    *,
+    capacity: int | None = None,
+    solver: str = DEFAULT_SOLVER,
+    timeout: float | None = None,
+    output: str | os.PathLike[str] | None = None,
+) -> PackReport:
+    """Read a MiniMalloc CSV, :func:`pack` it, and write the offsets to ``output``.
+
+    The output is written (atomically) only when the plan fits.
+    """
+    problem, _ = read_csv(path)
+    report = pack(problem, capacity=capacity, solver=solver, timeout=timeout)
+    if output is not None and report.fits:
+        write_csv(problem, output, report.solution.offsets)
+    return report
