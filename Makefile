@@ -29,7 +29,8 @@ models:
 	$(PYTHON) models/build_models.py
 
 bench:
-	$(PYTHON) bench/bench_models.py --verify
+	$(PYTHON) bench/bench_models.py
+	$(PYTHON) bench/bench_verify.py
 
 bench-solvers:
 	$(PYTHON) bench/bench_solvers.py --shared $(SHARED)
@@ -45,7 +46,7 @@ bench-alias:
 
 # -- model zoo: build real architectures with random weights (needs the zoo extra), run them --
 ZOO_JOBS ?= 2
-ZOO_CI_MODELS ?= mobilenet_v2,mobilenet_v2_legacy,unet,randwire_ws,bert_base,onnx_*
+ZOO_CI_MODELS ?= mobilenet_v2,mobilenet_v2_legacy,efficientnet_b0,unet,randwire_ws,llama_4l,onnx_*
 .PHONY: zoo zoo-run zoo-ci
 
 zoo:

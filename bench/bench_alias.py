@@ -3,9 +3,10 @@
 For each model (the nine onnx-wheel models, the shipped ``models/*.onnx``, and
 with ``--zoo`` the catalogue in ``models/zoo``) it plans twice, with aliasing
 off and on, and, unless ``--no-ort``, verifies the aliased plan on CPU and
-measures onnxruntime's own activation peak at ORT_DISABLE_ALL through
-``onnxmem.zoo.run_model`` (which calls ``onnxmem.verify``). It prints one
-Markdown table with geometric means.
+measures onnxruntime's own activation peak at ORT_DISABLE_ALL
+(``onnxmem.ortpeak``: requested bytes in use, weights and graph inputs
+excluded; the arena holds the graph inputs, as ``--io internal`` plans do).
+It prints one Markdown table with geometric means.
 
     python bench/bench_alias.py                 # wheel + shipped models
     python bench/bench_alias.py --zoo --no-ort  # planning figures only
@@ -26,7 +27,7 @@ import onnx
 
 from onnxmem.errors import OnnxmemError
 from onnxmem.pipeline import PlanOptions, default_solver, plan_model
-from onnxmem.zoo import ZooModel, ZooOptions, describe_inputs, load_zoo, machine_info, run_model
+from onnxmem.zoo import ZooModel, describe_inputs, load_zoo, machine_info, materialize
 
 ROOT = Path(__file__).resolve().parent.parent
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -40,8 +41,8 @@ def models(zoo: bool) -> list[ZooModel]:
     for p in sorted((ROOT / "models").glob("*.onnx")):
         _, symbols = describe_inputs(onnx.load(str(p), load_external_data=False))
         found.append(ZooModel(p.stem, p, {s: DEFAULT_DIMS.get(s, 1) for s in symbols}))
-    if zoo and (ROOT / "models" / "zoo").is_dir():
-        found += load_zoo(ROOT / "models" / "zoo")
+    if zoo and (ROOT / "models" / "zoo").is_dir():  # its onnx-wheel entries are listed already
+        found += [m for m in load_zoo(ROOT / "models" / "zoo") if LIGHT not in m.path.parents]
     return found
 
 
@@ -53,20 +54,31 @@ def measure(m: ZooModel, ort: bool, work: Path, repeat: int, solver: str) -> dic
     base = PlanOptions(dims=m.dims, solver=solver)
     row: dict[str, Any] = {"model": m.name}
     try:
-        off = plan_model(m.path, replace(base, inplace=False)).plan
+        path = materialize(m.path, work, seed=0) if ort else m.path  # weight-free fixtures get weights
+        off = plan_model(path, replace(base, inplace=False)).plan
         row.update(bound_off=off.lower_bound, arena_off=off.arena_size)
-        on = plan_model(m.path, replace(base, inplace=True)).plan
+        planned = plan_model(path, replace(base, inplace=True))
+        on = planned.plan
         row.update(bound_on=on.lower_bound, arena_on=on.arena_size,
                    groups=len({t.group for t in on.tensors if t.group != t.name}),
-                   seconds=best_plan_seconds(m.path, replace(base, inplace=True), repeat))
+                   seconds=best_plan_seconds(path, replace(base, inplace=True), repeat))
     except OnnxmemError as exc:
         row["error"] = f"plan: {exc}"
         return row
-    if ort:
-        r = run_model(m, ZooOptions(plan=replace(base, inplace=True), verify="cpu", work_dir=work))
-        row.update(ort=r.ort_peak, verify=r.verify)
-        if r.status != "ok":
-            row["error"] = r.error
+    if not ort:
+        return row
+    from onnxmem.ortpeak import ort_peak
+    from onnxmem.verify import VerifyOptions, verify_plan
+
+    try:
+        report = verify_plan(planned.model, on, model_path=path, view=planned.view,
+                             options=VerifyOptions(device="cpu"))
+        row["verify"] = "pass" if report.ok else "FAIL"
+        if not report.ok:
+            row["error"] = f"verify: {report.first}"
+        row["ort"] = ort_peak(planned.model, planned.view, level="disable", model_path=path).peak
+    except OnnxmemError as exc:
+        row["error"] = f"onnxruntime: {exc}"
     return row
 
 

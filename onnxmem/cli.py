@@ -126,6 +126,8 @@ def plan_summary(plan: Any) -> list[str]:
         f"weights      {fmt_bytes(plan.weights_size)}",
         f"naive        {fmt_bytes(plan.naive_size)}",
         f"lower bound  {fmt_bytes(plan.lower_bound)}",
+        *([f"file order   lower bound {fmt_bytes(plan.extra['file_order_lower_bound'])}"]
+          if "file_order_lower_bound" in plan.extra else []),
         f"arena        {fmt_bytes(plan.arena_size)}   {gap} ({status})",
         f"time         plan {plan.plan_seconds:.3f} s   solver {plan.solver['name']} "
         f"{plan.solver['seconds']:.3f} s",
@@ -376,6 +378,8 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
                    f"whole-model onnxruntime run {ex.reference_seconds:.3f} s")
         for c in ex.outputs:
             click.echo(f"  output  {c.name}: max |diff| {c.max_abs_diff:.3g}  {'ok' if c.ok else 'MISMATCH'}")
+        for n in ex.notes:
+            click.echo(f"  note    {n}")
         for f in ex.findings[:10]:
             click.echo(f"  - {f}")
     if report.first is not None:
@@ -457,6 +461,31 @@ def pack(problem_csv: str, capacity: int | None, minimize: bool, solver: str,
         click.echo(f"{'written':<12} {output}")
     if not report.fits:
         sys.exit(2)
+
+
+@main.command()
+@click.argument("kind", type=click.Choice(["randwire", "nasnet", "transformer"]))
+@click.argument("output", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--size", type=click.IntRange(min=1), default=32, show_default=True,
+              help="randwire: random-graph nodes; nasnet: cells; transformer: layers.")
+@click.option("--graph", "graph_kind", type=click.Choice(["ws", "er", "ba"]), default="ws",
+              show_default=True, help="randwire: Watts-Strogatz, Erdos-Renyi or Barabasi-Albert.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@user_errors
+def generate(kind: str, output: str, size: int, graph_kind: str, seed: int) -> None:
+    """Write a seeded irregular network (KIND) as a runnable ONNX model to OUTPUT."""
+    from .fileio import check_output_path, write_bytes_atomic
+    from .generate import nasnet, randwire, transformer
+
+    check_output_path(output, "OUTPUT")
+    if kind == "randwire":
+        model = randwire(size, graph_kind, seed)
+    elif kind == "nasnet":
+        model = nasnet(size, seed)
+    else:
+        model = transformer(size, seed)
+    write_bytes_atomic(output, model.SerializeToString())
+    click.echo(f"{kind:<12} {len(model.graph.node)} nodes -> {output}")
 
 
 # -- end of commands --

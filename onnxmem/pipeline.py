@@ -23,7 +23,8 @@ from .liveness import Liveness, build_liveness
 from .model import ShapeInfo, file_sha256, infer_shapes, load_model
 from .plan import MemoryPlan, PlannedTensor, SharedObject
 from .problem import Solution, live_bytes, lower_bound
-from .scheduling import OrderOptions, reorder
+from .scheduling import OrderOptions, reorder, stable_topological_order
+from .scheduling.cost import order_peak
 from .solvers import SOLVERS, SolveOptions, solve
 
 __all__ = ["PlanOptions", "Planned", "default_solver", "plan_model", "plan_loaded"]
@@ -113,6 +114,10 @@ def plan_loaded(
             f"solver '{opts.solver}' found no plan ({solution.status}); try --solver greedy"
         )
     plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0)
+    plan.extra["file_order_lower_bound"] = (
+        plan.lower_bound if opts.order == "file"
+        else order_peak(view, stable_topological_order(view), opts.io, opts.alignment)
+    )
     from .verify import prove_plan
 
     findings = prove_plan(plan, view, limit=5)

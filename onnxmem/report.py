@@ -190,7 +190,7 @@ def render_summary(plan: MemoryPlan, top: int = 10) -> str:
         ]
         for t in shown
     ]
-    lines += _table(["tensor", "op", "size", "offset", "steps", ""], rows, {2, 3})
+    lines += _table(["tensor", "op", "size", "offset", "steps", "alias"], rows, {2, 3})
 
     lines += ["", "largest contributors at the peak (by producing op type):"]
     rows = [
@@ -316,8 +316,9 @@ def _matplotlib(
     y = np.append(curve, curve[-1] if len(curve) else 0) / factor
     lives.fill_between(x, y, step="post", color="#4e79a7", alpha=0.35, lw=0)
     lives.step(x, y, where="post", color="#4e79a7", lw=1, label="live bytes")
-    lives.axhline(plan.lower_bound / factor, color="#59a14f", lw=1, ls=":", label="lower bound")
     lives.axhline(plan.arena_size / factor, color="black", lw=1, label="arena")
+    lives.axhline(plan.lower_bound / factor, color="#59a14f", lw=1.5, ls=(0, (2, 2)),
+                  label="lower bound", zorder=3)
     lives.axvline(plan.peak_step + 0.5, color="crimson", lw=1, ls="--", label="peak step")
     lives.set_ylim(0, top / factor * 1.08)
     lives.set_xlabel("schedule step")

@@ -13,9 +13,11 @@ Static proof (:func:`prove_plan`), independent of the planner's own code:
    step 0, graph outputs to the end); a plan lifetime that misses a step where
    the value is live is an error;
 5. members of one alias group share one offset, and a member may be written
-   over another only when the writer reads it: a view op (``VIEW_OPS``) leaves
-   the bytes unchanged, any other op writes in place and the overwritten
-   members must die at that step;
+   over another only when the writer reads it: a view (an op whose rule in
+   ``onnxmem.aliasing.RULES`` is ``view``) leaves the bytes unchanged; an op
+   whose rule is ``inplace`` may write over an input it reads at an input the
+   rule lists, of the output's byte size, that dies at that step; any other op
+   (one that reads neighbours: Conv, MatMul, Softmax, ...) never;
 6. no two tensors of different groups that are live at one step share a byte;
 7. shared-objects plans: tensors of one object sit at the object's offset,
    fit in it, and are never live at the same step unless they alias.
@@ -49,6 +51,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from .aliasing import RULES, alias_rule
 from .errors import OnnxmemError, PlanError, RuntimeBackendError, ShapeError
 from .graph import CONSTANT_OPS, GraphView, build_view
 from .plan import MemoryPlan, PlannedTensor
@@ -73,7 +76,7 @@ __all__ = [
 DEVICES = ("cpu", "cuda")
 
 #: ops whose output holds the same bytes as their first input
-VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+VIEW_OPS = frozenset(op for (d, op), r in RULES.items() if r.kind == "view" and d == "")
 
 SENTINEL = 0xFF
 #: base alignment of the host arena (the CUDA allocator gives 256)
@@ -119,6 +122,7 @@ class Execution:
     seconds: float  # the per-node loop in the arena
     reference_seconds: float  # one ordinary whole-model run
     changed_result: bool  # a graph output differs or a node failed
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,17 +252,17 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None) -
             found.append(Finding("mismatch", pt.name, f"tensor '{pt.name}' appears twice in the plan"))
         planned[pt.name] = pt
     for name, t in expected.items():
-        pt = planned.get(name)
+        got = planned.get(name)
         where = f"written by node '{view.ops[t.producer].name}'" if t.producer is not None else "a graph input"
-        if pt is None:
+        if got is None:
             found.append(Finding("mismatch", name, f"tensor '{name}' ({where}) is not in the plan; re-plan the model"))
-        elif (pt.dtype, tuple(pt.shape), pt.size) != (t.dtype, tuple(t.shape), t.size):
+        elif (got.dtype, tuple(got.shape), got.size) != (t.dtype, tuple(t.shape), t.size):
             found.append(
                 Finding(
                     "mismatch",
                     name,
                     f"tensor '{name}' ({where}) is {t.dtype}{list(t.shape)} ({t.size} B) in the model but "
-                    f"{pt.dtype}{list(pt.shape)} ({pt.size} B) in the plan; re-plan with the same dims",
+                    f"{got.dtype}{list(got.shape)} ({got.size} B) in the plan; re-plan with the same dims",
                 )
             )
         if full():
@@ -362,16 +366,28 @@ def _alias_findings(
                         Finding("alias", y.name, f"outputs '{x.name}' and '{y.name}' of node '{op.name}' share bytes (group '{gid}')", node=op.name, other=x.name)
                     )
                     continue
-                if op.op_type in VIEW_OPS and op.inputs and op.inputs[0] in {m.name for m in members}:
+                rule = alias_rule(op)
+                if rule is not None and rule.kind == "view" and op.inputs and op.inputs[0] in {m.name for m in members}:
                     continue  # a view: same bytes
-                if x.name in op.reads and xe <= s + 1 and x.name not in view.outputs:
-                    continue  # written in place over an input that dies here
+                dies = x.name in op.inputs and xe <= s + 1 and x.name not in view.outputs
+                elementwise = (
+                    rule is not None
+                    and rule.kind == "inplace"
+                    and all(j in rule.inputs and view.tensors[n].size == t.size for j, n in enumerate(op.inputs) if n == x.name)
+                )
+                if dies and elementwise:
+                    continue  # written in place, element by element, over an input that dies here
+                why = (
+                    f"which is still live until step {xe - 1}"
+                    if not dies
+                    else f"but {op.op_type} may not write its output over that input in place "
+                    "(it reads neighbours, reads it at another input, or the sizes differ)"
+                )
                 found.append(
                     Finding(
                         "alias",
                         x.name,
-                        f"node '{op.name}' ({op.op_type}) writes '{y.name}' over '{x.name}' (alias group '{gid}'), "
-                        f"which is still live until step {xe - 1}",
+                        f"node '{op.name}' ({op.op_type}) writes '{y.name}' over '{x.name}' (alias group '{gid}'), {why}",
                         node=op.name,
                         other=y.name,
                     )
@@ -644,7 +660,7 @@ def _cuda_or_fail(ort: Any) -> None:
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RuntimeBackendError(
-            f"--device cuda: onnxruntime's CUDA provider cannot run here ({first[:160]}); use --device cpu"
+            f"--device cuda: onnxruntime's CUDA provider cannot run here ({first.rsplit(') ', 1)[-1][:160]}); use --device cpu"
         ) from None
     finally:
         ort.set_default_logger_severity(3)
@@ -782,6 +798,7 @@ def execute_plan(
     live: dict[str, _Slot] = {n: slots[n] for n in run.saved}
     nodes_run = 0
     changed = False
+    notes: list[str] = []
     t0 = time.perf_counter()
     for k, op_index in enumerate(order):
         if op_index in weight_ops:
@@ -799,42 +816,72 @@ def execute_plan(
             if not np.array_equal(now, run.saved[name]):
                 run.findings.append(_clobber(slot, now, run.saved[name], op.name, history, "before it runs"))
                 if not opts.keep_going:
-                    return _done(opts, run, (), nodes_run, t0, 0.0, False)
+                    return _done(opts, run, (), nodes_run, t0, 0.0, False, notes)
         # 2. run the node with everything bound in the arena
-        sess = _node_session(ort, full, node, op, view, so, providers)
+        sess = _node_session(ort, full, node, op, {n: slots[n].shape for n in op.reads if n in slots}, view, so, providers)
         in_host = [not cuda] * len(op.reads)
         if cuda:  # tensors the CUDA provider keeps on the host live in the host mirror
             in_host = [_on_host(m) for m in sess.get_input_memory_infos()]
             for o, host in zip([o for o in node.output if o], [_on_host(m) for m in sess.get_output_memory_infos()]):
                 if host and slots[o].home == "arena":
                     slots[o].home = "host"
-        binding = sess.io_binding()
-        for i, name in enumerate(op.reads):
-            if name in weights:
-                binding.bind_ortvalue_input(name, weight_value(name, in_host[i]))
-                continue
-            s = slots[name]
-            if cuda and in_host[i] and s.home == "arena" and name in feeds:
-                # a graph input read on the host: its copy in the host mirror
-                binding.bind_input(name, "cpu", 0, s.elem_type, list(s.shape), mirror.base + s.offset)
-                continue
-            dev = "cpu" if (s.home != "arena" or not cuda) else "cuda"
-            binding.bind_input(name, dev, 0, s.elem_type, list(s.shape), addr(s))
         outs = [o for o in node.output if o]
-        for o in outs:
-            s = slots[o]
-            dev = "cpu" if (s.home != "arena" or not cuda) else "cuda"
-            binding.bind_output(o, dev, 0, s.elem_type, list(s.shape), addr(s))
-        try:
-            sess.run_with_iobinding(binding)
+
+        def bind(preallocated: bool) -> Any:
+            binding = sess.io_binding()  # noqa: B023 - used at once
+            for i, name in enumerate(op.reads):  # noqa: B023
+                if name in weights:
+                    binding.bind_ortvalue_input(name, weight_value(name, in_host[i]))  # noqa: B023
+                    continue
+                s = slots[name]
+                if cuda and in_host[i] and s.home == "arena" and name in feeds:  # noqa: B023
+                    # a graph input read on the host: its copy in the host mirror
+                    binding.bind_input(name, "cpu", 0, s.elem_type, list(s.shape), mirror.base + s.offset)
+                    continue
+                dev = "cpu" if (s.home != "arena" or not cuda) else "cuda"
+                binding.bind_input(name, dev, 0, s.elem_type, list(s.shape), addr(s))
+            for o in outs:  # noqa: B023
+                s = slots[o]
+                dev = "cpu" if (s.home != "arena" or not cuda) else "cuda"
+                if preallocated:
+                    binding.bind_output(o, dev, 0, s.elem_type, list(s.shape), addr(s))
+                else:
+                    binding.bind_output(o, dev, 0)
+            sess.run_with_iobinding(binding)  # noqa: B023
             if cuda:
                 binding.synchronize_outputs()
+            return binding
+
+        try:
+            try:
+                binding = bind(True)
+            except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+                if "computed output shape" not in str(exc):
+                    raise
+                # the planned shape differs from the computed one: learn it in
+                # onnxruntime's own buffers, keep it when the bytes are the same
+                for o, val in zip(outs, bind(False).get_outputs()):
+                    real = tuple(int(d) for d in val.shape())
+                    s = slots[o]
+                    if real != tuple(s.shape):
+                        if int(val.tensor_size_in_bytes()) != s.size:
+                            run.findings.append(
+                                Finding("shape", o, f"node '{op.name}' computes '{o}' with shape {list(real)} "
+                                        f"({val.tensor_size_in_bytes()} B); the plan has {list(s.shape)} ({s.size} B)",
+                                        node=op.name)
+                            )
+                        else:
+                            notes.append(f"'{o}' runs with shape {list(real)}; the plan has {list(s.shape)} (same bytes)")
+                            s.shape = real
+                if run.findings:
+                    return _done(opts, run, (), nodes_run, t0, 0.0, True, notes)
+                binding = bind(True)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             if run.findings:  # running on after a clobber: garbage in
                 changed = True
                 break
-            raise RuntimeBackendError(f"onnxruntime failed to run node '{op.name}' ({op.op_type}): {first}") from None
+            raise RuntimeBackendError(f"onnxruntime failed to run node '{op.name}' ({op.op_type}): {first[:300]}") from None
         nodes_run += 1
         # 3. the outputs landed at their bound addresses, with the planned shapes
         for o, val in zip(outs, binding.get_outputs()):
@@ -865,7 +912,7 @@ def execute_plan(
                     run.findings.append(_clobber(s, now, run.saved[name], op.name, history, "", writer_out=w.name))
         history.append((k, op.name, written))
         if run.findings and not opts.keep_going:
-            return _done(opts, run, (), nodes_run, t0, 0.0, False)
+            return _done(opts, run, (), nodes_run, t0, 0.0, False, notes)
         for s in written:
             run.saved[s.name] = read(s)
             run.written_by[s.name] = op.name
@@ -904,12 +951,14 @@ def execute_plan(
                 f"(rtol {opts.rtol:g}, atol {opts.atol:g})",
             )
         )
-    return Execution(opts.device, tuple(run.findings), tuple(checks), nodes_run, seconds, ref_seconds, changed)
+    return Execution(opts.device, tuple(run.findings), tuple(checks), nodes_run, seconds, ref_seconds, changed,
+                     tuple(notes))
 
 
 def _done(opts: VerifyOptions, run: _Run, outputs: tuple[OutputCheck, ...], nodes_run: int, t0: float,
-          ref_seconds: float, changed: bool) -> Execution:
-    return Execution(opts.device, tuple(run.findings), outputs, nodes_run, time.perf_counter() - t0, ref_seconds, changed)
+          ref_seconds: float, changed: bool, notes: list[str]) -> Execution:
+    return Execution(opts.device, tuple(run.findings), outputs, nodes_run, time.perf_counter() - t0, ref_seconds,
+                     changed, tuple(notes))
 
 
 def _clobber(slot: _Slot, now: np.ndarray, before: np.ndarray, at_node: str,
@@ -960,18 +1009,17 @@ def _feeds(model: onnx.ModelProto, view: GraphView, opts: VerifyOptions) -> dict
     return feeds
 
 
-def _node_session(ort: Any, model: onnx.ModelProto, node: onnx.NodeProto, op: Any, view: GraphView,
-                  so: Any, providers: list[Any]) -> Any:
+def _node_session(ort: Any, model: onnx.ModelProto, node: onnx.NodeProto, op: Any,
+                  shapes: Mapping[str, tuple[int, ...]], view: GraphView, so: Any, providers: list[Any]) -> Any:
     g = onnx.GraphProto()
     g.name = "node"
     g.node.add().CopyFrom(node)
     for name in op.reads:
         t = view.tensors[name]
-        g.input.append(onnx.helper.make_tensor_value_info(name, t.elem_type, list(t.shape)))
+        g.input.append(onnx.helper.make_tensor_value_info(name, t.elem_type, list(shapes.get(name, t.shape))))
     for o in node.output:
-        if o:
-            t = view.tensors[o]
-            g.output.append(onnx.helper.make_tensor_value_info(o, t.elem_type, list(t.shape)))
+        if o:  # the dtype only: the kernel computes the shape, the binding checks it
+            g.output.append(onnx.helper.make_tensor_value_info(o, view.tensors[o].elem_type, None))
     data = _model_like(model, g).SerializeToString()
     try:
         return ort.InferenceSession(data, sess_options=so, providers=providers)

@@ -442,26 +442,36 @@ def run_model(model: ZooModel, options: ZooOptions) -> ZooResult:
 
 
 def _verify(planned: Any, path: Path, device: str, seed: int) -> tuple[str, str, int | None]:
-    """Prove the plan and execute it in one arena (``onnxmem.verify``); measure onnxruntime's
-    own peak where the verifier offers it.
+    """Prove the plan and execute it in one arena (``onnxmem.verify``), then measure
+    onnxruntime's own peak on the same graph (``onnxmem.ortpeak``, optimizations off).
 
     Returns ``(verdict, detail, onnxruntime_peak_bytes)``; verdict is ``pass`` or ``FAIL``.
+    A peak that cannot be measured is ``None`` and said in ``detail``.
     """
     from . import verify
+    from .ortpeak import ort_peak
 
     report = verify.verify_plan(planned.model, planned.plan, model_path=path,
                                 options=verify.VerifyOptions(device=device, seed=seed))
-    peak = None
-    measure = getattr(verify, "ort_peak", None)
-    if measure is not None and report.ok:
-        peak = measure(planned.model, planned.plan, model_path=path, device=device, seed=seed)
     if report.ok:
         run = report.execution
+        verdict = "pass"
         detail = (f"{run.nodes_run} nodes run in the arena on {run.device}, outputs match"
                   if run is not None else "static proof holds")
-        return "pass", detail, peak
-    first = report.first
-    return "FAIL", f"{first.kind}: {first}" if first is not None else "failed", peak
+    else:
+        first = report.first
+        verdict = "FAIL"
+        detail = f"{first.kind}: {first}" if first is not None else "failed"
+    try:
+        measured = ort_peak(planned.model, planned.view, level="disable", device=device,
+                            model_path=path, seed=seed)
+        peak = measured.peak
+        if peak is None:
+            detail += f"; onnxruntime peak not available: {measured.note}"
+    except OnnxmemError as exc:
+        peak = None
+        detail += f"; onnxruntime peak not measured: {exc}"
+    return verdict, detail, peak
 
 
 def run_zoo(models: Sequence[ZooModel], options: ZooOptions,

@@ -36,7 +36,7 @@ from ..graph import GraphView
 from ..liveness import tensor_lifetimes
 from ..problem import align_up
 
-__all__ = ["OrderGraph", "Piece", "build_order_graph", "order_peak", "simulate"]
+__all__ = ["OrderGraph", "Piece", "RanBefore", "build_order_graph", "order_peak", "simulate"]
 
 #: remaining-reader count of a tensor a piece never frees
 NEVER = 1 << 30
@@ -165,14 +165,29 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
             succs[p].append(v)
     base = 0
     first_extra = 0
-    for t in range(len(size)):
-        if producer[t] == -1:
-            if consumers[t] or pinned[t]:
-                base += size[t]
+    for k in range(len(size)):
+        if producer[k] == -1:
+            if consumers[k] or pinned[k]:
+                base += size[k]
             else:
-                first_extra += size[t]
+                first_extra += size[k]
     return OrderGraph(view, io, alignment, real, free, preds, succs, size, producer, consumers,
                       pinned, outs, reads, base, first_extra)
+
+
+class RanBefore:
+    """``ran[v]`` for pieces cut in sequence: node ``v`` is in an earlier part."""
+
+    __slots__ = ("part", "k")
+
+    def __init__(self, part: Sequence[int], k: int) -> None:
+        self.part, self.k = part, k
+
+    def __getitem__(self, v: int) -> bool:
+        return self.part[v] < self.k
+
+    def __len__(self) -> int:
+        return len(self.part)
 
 
 @dataclass(slots=True)
@@ -206,7 +221,9 @@ class Piece:
         return len(self.nodes)
 
     @staticmethod
-    def of(graph: OrderGraph, nodes: Iterable[int]) -> "Piece":
+    def of(graph: OrderGraph, nodes: Iterable[int], ran: Sequence[bool] | RanBefore | None = None) -> "Piece":
+        """The piece of ``nodes``; ``ran[v]`` says node ``v`` outside it runs before it
+        (a tensor whose other readers all ran is freed here)."""
         nodes = sorted(nodes)
         loc = {g: i for i, g in enumerate(nodes)}
         preds = [[loc[p] for p in graph.preds[g] if p in loc] for g in nodes]
@@ -233,11 +250,11 @@ class Piece:
                 cons = graph.consumers[t]
                 if graph.producer[t] in loc:
                     h += graph.size[t]
-                if graph.pinned[t] or any(c not in loc for c in cons):
+                if graph.pinned[t] or any(c not in loc and not (ran is not None and ran[c]) for c in cons):
                     continue
                 if t not in slot:
                     slot[t] = len(rem0)
-                    rem0.append(len(cons))
+                    rem0.append(sum(1 for c in cons if c in loc))
                     if graph.producer[t] not in loc:
                         ext += graph.size[t]
                 if graph.producer[t] not in loc:

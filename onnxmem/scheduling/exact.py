@@ -33,7 +33,7 @@ from typing import Sequence
 
 from ..graph import GraphView
 from . import OrderOptions, register
-from .cost import OrderGraph, Piece, build_order_graph, simulate
+from .cost import OrderGraph, Piece, RanBefore, build_order_graph, simulate
 from .heuristics import greedy_piece
 
 __all__ = ["ExactResult", "exact_piece", "exact_search", "forced_segments"]
@@ -91,6 +91,7 @@ def exact_piece(
     expanded = 0
     proven = False
     found_order: list[int] | None = None
+    stopped = False
     while heap:
         key, negd, _, mask, r, peak = heapq.heappop(heap)
         if best.get(mask, 1 << 62) < peak:
@@ -105,8 +106,10 @@ def exact_piece(
             break
         expanded += 1
         if (expanded & 255) == 0 and deadline is not None and time.perf_counter() > deadline:
+            stopped = True
             break
         if len(best) > max_states:
+            stopped = True
             break
         bound = key
         depth = -negd
@@ -170,6 +173,8 @@ def exact_piece(
             parent[nm] = (mask, (v,))
             counter += 1
             heapq.heappush(heap, (max(np_, lb), -(depth + 1), counter, nm, nr, np_))
+    if not heap and not stopped:
+        proven = True  # every state below the upper bound was expanded
     if found_order is not None:
         return ExactResult(found_order, ub, proven, expanded)
     return ExactResult(ub_order, simulate(piece, ub_order)[0], proven, expanded)
@@ -274,6 +279,10 @@ def exact_search(graph: OrderGraph, timeout: float | None) -> tuple[list[int], b
     orders: list[list[int]] = [[] for _ in segs]
     proven = True
     states = 0
+    seg_of = [0] * graph.n
+    for i, seg in enumerate(segs):
+        for v in seg:
+            seg_of[v] = i
     todo = sorted(range(len(segs)), key=lambda i: len(segs[i]))
     for k, i in enumerate(todo):
         seg = segs[i]
@@ -281,7 +290,7 @@ def exact_search(graph: OrderGraph, timeout: float | None) -> tuple[list[int], b
             orders[i] = seg
             continue
         nodes = [root.nodes[v] for v in seg]
-        piece = Piece.of(graph, nodes)
+        piece = Piece.of(graph, nodes, RanBefore(seg_of, i))
         if not graph.free and i == 0:
             piece.first_extra = graph.first_extra
         left = budget - (time.perf_counter() - t0)

@@ -7,9 +7,11 @@
    are ordered one after the other;
 2. a part that does not cut further is split into its weakly connected
    components (parallel branches between two cuts); each is ordered
-   recursively, and the branches run one after another, the one with the
+   recursively; the branches run one after another, the one with the
    largest ``peak - residual`` first (Liu's rule, optimal for running whole
-   branches in sequence);
+   branches in sequence), and then the best interleaving of the branches'
+   orders is searched (``exact`` with each branch kept in its order; the
+   whole part when it has at most ``LEAF`` nodes);
 3. a part that splits neither way is ordered by ``exact`` when it has at
    most ``LEAF`` nodes and time is left, otherwise by ``greedy``.
 
@@ -29,11 +31,12 @@ running branches whole can, so this is a heuristic.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Sequence
 
 from ..graph import GraphView
 from . import OrderOptions, register, stable_topological_order
-from .cost import OrderGraph, Piece, build_order_graph, order_peak, simulate
+from .cost import OrderGraph, Piece, RanBefore, build_order_graph, order_peak, simulate
 from .exact import exact_piece, forced_segments
 from .heuristics import greedy_piece
 
@@ -67,6 +70,18 @@ def _components(piece: Piece) -> list[list[int]]:
     return list(comps.values())
 
 
+def _chained(piece: Piece, chains: list[list[int]]) -> Piece:
+    """``piece`` with each chain's nodes forced to run in the chain's order."""
+    preds = [list(p) for p in piece.preds]
+    succs = [list(x) for x in piece.succs]
+    for chain in chains:
+        for a, b in zip(chain, chain[1:]):
+            if a not in preds[b]:
+                preds[b].append(a)
+                succs[a].append(b)
+    return replace(piece, preds=preds, succs=succs)
+
+
 class _Clock:
     def __init__(self, budget: float) -> None:
         self.end = time.perf_counter() + budget
@@ -75,32 +90,49 @@ class _Clock:
         return self.end - time.perf_counter()
 
 
-def _order_nodes(graph: OrderGraph, nodes: list[int], clock: _Clock, first_extra: int = 0) -> list[int]:
-    """Graph-local nodes ``nodes`` (convex) in the hierarchical order."""
+def _order_nodes(
+    graph: OrderGraph, nodes: list[int], clock: _Clock, ran: list[bool], first_extra: int = 0
+) -> list[int]:
+    """Graph-local nodes ``nodes`` (convex) in the hierarchical order.
+
+    ``ran[v]``: node ``v`` runs before ``nodes``; parts are marked as they are
+    placed, and the caller marks ``nodes``.
+    """
     if len(nodes) <= 1:
         return list(nodes)
-    piece = Piece.of(graph, nodes)
+    piece = Piece.of(graph, nodes, ran)
     piece.first_extra = first_extra
     segs = forced_segments(piece)
     if len(segs) > 1:
         out: list[int] = []
         for k, seg in enumerate(segs):
-            out.extend(
-                _order_nodes(graph, [piece.nodes[v] for v in seg], clock, first_extra if k == 0 else 0)
-            )
+            part = [piece.nodes[v] for v in seg]
+            out.extend(_order_nodes(graph, part, clock, ran, first_extra if k == 0 else 0))
+            for g in part:
+                ran[g] = True
         return out
     comps = _components(piece)
     if len(comps) > 1:
         parts: list[tuple[int, list[int]]] = []
         for comp in comps:
-            sub = _order_nodes(graph, [piece.nodes[v] for v in comp], clock)
-            sp = Piece.of(graph, sub)
+            part = [piece.nodes[v] for v in comp]
+            sub = _order_nodes(graph, part, clock, ran)
+            for g in part:
+                ran[g] = False
+            sp = Piece.of(graph, sub, ran)
             loc = {g: i for i, g in enumerate(sp.nodes)}
-            peak, res = simulate(sp, [loc[g] for g in sub])
-            parts.append((peak - res, sub))
+            peak, residual = simulate(sp, [loc[g] for g in sub])
+            parts.append((peak - residual, sub))
         parts.sort(key=lambda x: -x[0])
         joined = [g for _, sub in parts for g in sub]
-        return joined
+        if clock.left() <= 0:
+            return joined
+        # interleave the branches: search the piece with each branch kept in its order
+        loc = {g: i for i, g in enumerate(piece.nodes)}
+        upper = [loc[g] for g in joined]
+        target = piece if piece.n <= LEAF else _chained(piece, [[loc[g] for g in sub] for _, sub in parts])
+        res = exact_piece(target, time.perf_counter() + min(clock.left(), 0.5), upper=upper)
+        return [piece.nodes[v] for v in res.order]
     local = greedy_piece(piece)
     if piece.n <= LEAF and clock.left() > 0:
         res = exact_piece(piece, time.perf_counter() + min(clock.left(), 0.5), upper=local)
@@ -111,7 +143,8 @@ def _order_nodes(graph: OrderGraph, nodes: list[int], clock: _Clock, first_extra
 def hierarchical_local(graph: OrderGraph, timeout: float | None) -> list[int]:
     """A local order of every node of ``graph`` by the hierarchical rules."""
     clock = _Clock(AUTO_TIMEOUT if timeout is None else timeout)
-    return _order_nodes(graph, list(range(graph.n)), clock, 0 if graph.free else graph.first_extra)
+    ran = [False] * graph.n
+    return _order_nodes(graph, list(range(graph.n)), clock, ran, 0 if graph.free else graph.first_extra)
 
 
 @register("hierarchical", "cut at single-path points and parallel branches, order parts exactly or greedily (HMCOS)")
@@ -125,12 +158,16 @@ def _improve_segments(graph: OrderGraph, local: list[int], clock: _Clock) -> lis
     root = graph.root()
     segs = forced_segments(root)
     pos = {v: i for i, v in enumerate(local)}
+    seg_of = [0] * graph.n
+    for i, seg in enumerate(segs):
+        for v in seg:
+            seg_of[v] = i
     todo = sorted((i for i, s in enumerate(segs) if 1 < len(s) <= AUTO_EXACT), key=lambda i: len(segs[i]))
     orders = [sorted(s, key=pos.__getitem__) for s in segs]
     for k, i in enumerate(todo):
         if clock.left() <= 0:
             break
-        piece = Piece.of(graph, segs[i])
+        piece = Piece.of(graph, segs[i], RanBefore(seg_of, i))
         if i == 0 and not graph.free:
             piece.first_extra = graph.first_extra
         loc = {g: j for j, g in enumerate(piece.nodes)}

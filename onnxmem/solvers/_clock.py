@@ -38,7 +38,7 @@ def _readcyclecounter(typingctx):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def cycles() -> int:
     """The processor's cycle counter (0 where there is none)."""
-    return _readcyclecounter()
+    return _readcyclecounter()  # type: ignore[call-arg]
 
 
 _RATE: float | None = None

@@ -279,13 +279,13 @@ def run_exact(problem: Problem, options: SolveOptions, name: str, default_timeou
     inc_height = g_height
     nodes = 0
     if cap is not None:
-        status, plan, nodes = ex.decide(cap, incumbent, deadline)
-        if status == FOUND:
+        code, plan, nodes = ex.decide(cap, incumbent, deadline)
+        if code == FOUND:
             h = ex.height(plan)
             return _solution(
                 name, problem, ex.expand(plan), h, "optimal" if h <= lb else "feasible", lb, nodes
             )
-        if status == NOT_FOUND:
+        if code == NOT_FOUND:
             return _solution(name, problem, g_offs, g_height, "infeasible", lb, nodes)
         return _solution(name, problem, g_offs, g_height, "timeout", lb, nodes)
     # minimize
@@ -304,12 +304,12 @@ def run_exact(problem: Problem, options: SolveOptions, name: str, default_timeou
             if base >= hi:
                 break
             c, budget = (base + hi - 1) // 2, left / 2
-        status, plan, n_ = ex.decide(c, incumbent, time.perf_counter() + budget)
+        code, plan, n_ = ex.decide(c, incumbent, time.perf_counter() + budget)
         nodes += n_
-        if status == FOUND:
+        if code == FOUND:
             incumbent = plan
             hi = inc_height = ex.height(plan)
-        elif status == NOT_FOUND:
+        elif code == NOT_FOUND:
             lo = c + 1
         else:
             timed_out_at = c if timed_out_at is None else max(timed_out_at, c)

@@ -38,6 +38,8 @@ far above it on hard instances.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from numba import njit
 
@@ -269,21 +271,34 @@ def greedy_offsets(problem: Problem, order: str, best_fit: bool = True) -> tuple
     return offs, _height(problem, offs)
 
 
+#: seconds ``best-greedy`` spends before it keeps what it has (at least one
+#: placement always runs; on 10^4+ buffers one placement takes about a second)
+BEST_GREEDY_BUDGET = 6.0
+
+
 def best_greedy_offsets(
-    problem: Problem, *, bound: int | None = None, rounds: int = 6
+    problem: Problem, *, bound: int | None = None, rounds: int = 6,
+    budget: float = BEST_GREEDY_BUDGET,
 ) -> tuple[np.ndarray, int, str]:
     """The lowest plan over every order and fit, then improved by promoting peaks.
 
-    Returns offsets, height and the name of the member that found them.
+    Orders are tried most promising first (size, lifetime, breadth, area) until
+    ``budget`` seconds have passed. Returns offsets, height and the name of the
+    member that found them.
     """
+    t_end = time.perf_counter() + budget
     lb = lower_bound(problem) if bound is None else bound
     placer = Placer(problem)
     size = placer.size
     best: tuple[np.ndarray, int, str] | None = None
     best_order: np.ndarray | None = None
-    for name in ORDERS:
+    for name in ("size", "lifetime", "breadth", "area"):
+        if best is not None and time.perf_counter() > t_end:
+            break
         order = order_by(problem, name)
         for fit in (True, False):
+            if best is not None and time.perf_counter() > t_end:
+                break
             offs = placer.place(order, fit)
             h = placer.height(offs)
             if best is None or h < best[1]:
@@ -295,6 +310,8 @@ def best_greedy_offsets(
     # Peak promotion: buffers that reach the top go first, in their old order.
     order = best_order
     for _ in range(rounds):
+        if time.perf_counter() > t_end:
+            break
         offs = best[0]
         peak = (offs + size) >= best[1]
         if not peak.any():

@@ -1,0 +1,195 @@
+#!/usr/bin/env python
+"""Operator-order benchmark: prints the Markdown tables of docs/order.md.
+
+Usage::
+
+    python bench/bench_order.py            # every table (a few minutes on 2 cores)
+
+Peaks are the max-live lower bound of the liveness problem (KiB, 64-byte
+alignment, graph inputs and outputs in the arena); arenas are the ``greedy``
+solver's. Times are medians of 3 runs.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from onnxmem.generate import nasnet, randwire, transformer  # noqa: E402
+from onnxmem.graph import build_view  # noqa: E402
+from onnxmem.liveness import build_liveness  # noqa: E402
+from onnxmem.model import infer_shapes, load_model  # noqa: E402
+from onnxmem.scheduling import reorder, stable_topological_order  # noqa: E402
+from onnxmem.scheduling.cost import build_order_graph, order_peak  # noqa: E402
+from onnxmem.scheduling.exact import exact_search  # noqa: E402
+from onnxmem.solvers import solve  # noqa: E402
+
+HEURISTICS = ("greedy", "longest-path", "hierarchical", "auto")
+
+
+def view_of(model):
+    return build_view(model, infer_shapes(model))
+
+
+def kib(n: int) -> str:
+    return f"{n / 1024:.1f}"
+
+
+def timed(fn, repeat: int = 3):
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return out, statistics.median(times)
+
+
+def brute_force(view, limit: int = 300_000):
+    n = len(view.ops)
+    preds = [set(view.predecessors(i)) for i in range(n)]
+    best, count = None, 0
+    stack = [((), frozenset())]
+    while stack:
+        order, done = stack.pop()
+        if len(order) == n:
+            count += 1
+            if count > limit:
+                return None, count
+            p = order_peak(view, order)
+            best = p if best is None else min(best, p)
+            continue
+        for v in range(n):
+            if v not in done and preds[v] <= done:
+                stack.append((order + (v,), done | {v}))
+    return best, count
+
+
+def table_brute() -> None:
+    print("### exact against brute force (every topological order)\n")
+    print("| graph | nodes | orders | brute force | exact | equal |")
+    print("|---|---:|---:|---:|---:|:---:|")
+    for kind in ("ws", "er", "ba"):
+        for seed in range(3):
+            m = randwire(5, kind, seed)
+            view = view_of(m)
+            bf, count = brute_force(view)
+            if bf is None:
+                continue
+            ex = order_peak(view, reorder(view, "exact"))
+            print(f"| randwire-{kind}-5 s{seed} | {len(view.ops)} | {count} | {kib(bf)} | {kib(ex)} | {'yes' if bf == ex else 'NO'} |")
+    print()
+
+
+def exact_row(name, m, timeout):
+    view = view_of(m)
+    g = build_order_graph(view)
+    (loc, proven, _), secs = timed(lambda: exact_search(g, timeout), repeat=1)
+    pe = order_peak(view, g.full_order(loc))
+    pf = order_peak(view, stable_topological_order(view))
+    hs = {h: order_peak(view, reorder(view, h)) for h in HEURISTICS}
+    cells = " | ".join(kib(hs[h]) for h in HEURISTICS)
+    gaps = {h: (hs[h] - pe) / pe * 100 for h in HEURISTICS}
+    print(f"| {name} | {len(view.ops)} | {kib(pf)} | {cells} | {kib(pe)} | {'yes' if proven else 'no'} | {secs:.2f} |")
+    return gaps, proven, secs
+
+
+def table_exact(title, models, timeout) -> None:
+    print(f"### {title}\n")
+    print("| graph | nodes | file | " + " | ".join(HEURISTICS) + " | exact | proven | exact s |")
+    print("|---|---:|---:|" + "---:|" * len(HEURISTICS) + "---:|:---:|---:|")
+    gaps = {h: [] for h in HEURISTICS}
+    proven_all, worst = 0, 0.0
+    for name, m in models:
+        g, proven, secs = exact_row(name, m, timeout)
+        for h in HEURISTICS:
+            gaps[h].append(g[h])
+        proven_all += proven
+        worst = max(worst, secs)
+    print()
+    print(f"proven optimal: {proven_all}/{len(models)}; slowest exact search {worst:.2f} s (limit {timeout:g} s)  ")
+    print("gap to exact, max / mean: " + "; ".join(
+        f"{h} {max(v):.1f}% / {statistics.mean(v):.1f}%" for h, v in gaps.items()) + "\n")
+
+
+def table_randwire64() -> None:
+    print("### 64-node RandWire: auto against the file order\n")
+    print("| graph | nodes | file | auto | reduction | auto s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    red = []
+    for kind in ("ws", "er", "ba"):
+        for seed in range(3):
+            view = view_of(randwire(64, kind, seed))
+            pf = order_peak(view, stable_topological_order(view))
+            order, secs = timed(lambda view=view: reorder(view, "auto"), repeat=1)
+            pa = order_peak(view, order)
+            r = (pf - pa) / pf * 100
+            red.append(r)
+            print(f"| randwire-{kind}-64 s{seed} | {len(view.ops)} | {kib(pf)} | {kib(pa)} | {r:.1f}% | {secs:.2f} |")
+    print(f"\nmedian peak reduction: {statistics.median(red):.1f}%\n")
+
+
+def real_models() -> list[tuple[str, str]]:
+    from onnxmem.zoo import LIGHT_MODELS, light_model_path
+
+    out = [(f"onnx:{n}", str(light_model_path(n))) for n in LIGHT_MODELS]
+    for p in sorted(glob.glob(str(ROOT / "models" / "**" / "*.onnx"), recursive=True)):
+        out.append((os.path.relpath(p, ROOT), p))
+    return out
+
+
+def table_real() -> None:
+    print("### real models: file order against auto\n")
+    print("| model | nodes | file bound | auto bound | change | file arena | auto arena | auto s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, path in real_models():
+        try:
+            m = load_model(path)
+            view = build_view(m, infer_shapes(m, model_path=path))
+        except Exception as exc:  # a fixture that needs --dim bindings, etc.
+            print(f"| {name} | | skipped: {type(exc).__name__} | | | | | |")
+            continue
+        fo = stable_topological_order(view)
+        ao, secs = timed(lambda view=view: reorder(view, "auto"), repeat=1)
+        pf, pa = order_peak(view, fo), order_peak(view, ao)
+        af = solve(build_liveness(view, fo).problem, "greedy").height
+        aa = solve(build_liveness(view, ao).problem, "greedy").height
+        ch = (pa - pf) / pf * 100 if pf else 0.0
+        print(f"| {name} | {len(view.ops)} | {kib(pf)} | {kib(pa)} | {ch:+.1f}% | {kib(af)} | {kib(aa)} | {secs:.2f} |")
+    print()
+
+
+def table_large() -> None:
+    print("### ordering time on a deep generated transformer\n")
+    print("| graph | nodes | strategy | seconds (median of 3) | file | chosen |")
+    print("|---|---:|---|---:|---:|---:|")
+    view = view_of(transformer(400, 0))
+    pf = order_peak(view, stable_topological_order(view))
+    for s in ("greedy", "hierarchical", "auto"):
+        order, secs = timed(lambda s=s: reorder(view, s))
+        print(f"| transformer-400 | {len(view.ops)} | {s} | {secs:.2f} | {kib(pf)} | {kib(order_peak(view, order))} |")
+    print()
+
+
+def main() -> None:
+    print(f"Peaks in KiB. `python bench/bench_order.py`, {time.strftime('%Y-%m-%d')}.\n")
+    table_brute()
+    small = [(f"randwire-{k}-10 s{s}", randwire(10, k, s)) for k in ("ws", "er", "ba") for s in range(3)]
+    small += [(f"nasnet-1x3 s{s}", nasnet(1, s, steps=3)) for s in range(3)]
+    table_exact("graphs of at most 32 nodes: exact and the fast heuristics", small, 10.0)
+    mid = [(f"randwire-{k}-32 s{s}", randwire(32, k, s)) for k in ("ws", "er", "ba") for s in range(3)]
+    mid += [(f"nasnet-3x4 s{s}", nasnet(3, s)) for s in range(3)]
+    table_exact("RandWire with 32 random-graph nodes (about 90 ONNX nodes) and NASNet cells", mid, 10.0)
+    table_randwire64()
+    table_real()
+    table_large()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""Solvers: literal hand-computed problems first, then properties over random ones."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from onnxmem.errors import ProblemError
+from onnxmem.problem import Buffer, Problem, align_up, lower_bound, validate, write_csv
+from onnxmem.solvers import SOLVERS, SolveOptions, solve
+from onnxmem.solvers.shared import layout_objects, positional_maximum_bound
+
+OFFSET_SOLVERS = sorted(n for n, s in SOLVERS.items() if s.form == "offsets")
+SHARED_SOLVERS = sorted(n for n, s in SOLVERS.items() if s.form == "shared-objects")
+GREEDY_FAMILY = sorted(n for n in OFFSET_SOLVERS if n.startswith("greedy") or n == "best-greedy")
+
+
+def P(*rows: tuple[int, int, int], alignment: int = 1) -> Problem:
+    return Problem(tuple(Buffer(f"b{i}", s, e, z, alignment) for i, (s, e, z) in enumerate(rows)))
+
+
+# ------------------------------------------------------------------ literal cases
+
+# (problem, optimal height): each checked by hand
+LITERAL = {
+    "empty": (P(), 0),
+    "one": (P((0, 1, 5)), 5),
+    "disjoint in time": (P((0, 1, 5), (1, 2, 7)), 7),
+    "overlap": (P((0, 2, 5), (1, 3, 7)), 12),
+    "zero size": (P((0, 2, 0), (0, 2, 3)), 3),
+    # two lanes of 2: b0, b2 below and b1 above, the short ones fill in
+    "chain": (P((0, 2, 2), (1, 3, 2), (2, 4, 2), (0, 1, 2), (3, 4, 2)), 4),
+    # at most two of the 2s are live at once: two lanes suffice
+    "triangle": (P((0, 2, 2), (1, 3, 2), (0, 1, 2), (2, 3, 2), (1, 2, 0)), 4),
+}
+
+
+@pytest.mark.parametrize("solver", OFFSET_SOLVERS)
+@pytest.mark.parametrize("case", sorted(LITERAL))
+def test_literal_offsets_validate(solver: str, case: str) -> None:
+    problem, best = LITERAL[case]
+    sol = solve(problem, solver)
+    assert sol.found
+    assert validate(problem, sol) == []
+    assert sol.height >= best
+    if solver in ("exact", "auto"):
+        assert sol.height == best and sol.status == "optimal"
+
+
+def test_exact_meets_the_bound() -> None:
+    # 3 + 2 + 2 live at step 1 and 3: the bound 7 is reachable
+    problem = P((0, 4, 3), (0, 2, 2), (2, 4, 2), (1, 3, 1), (0, 1, 2), (3, 4, 2))
+    ex = solve(problem, "exact")
+    assert ex.status == "optimal" and ex.height == lower_bound(problem)
+    assert validate(problem, ex) == []
+
+
+def test_capacity_below_bound_is_rejected() -> None:
+    problem = P((0, 2, 5), (1, 3, 7))
+    for solver in OFFSET_SOLVERS:
+        with pytest.raises(ProblemError, match="below the lower bound 12"):
+            solve(problem, solver, SolveOptions(capacity=11))
+
+
+def test_exact_proves_infeasible_capacity() -> None:
+    # the 3s chain b0-b1-b2 with b3 beside b1: 3 + 3 + 1 = 7 fits
+    problem = P((0, 2, 3), (1, 3, 3), (2, 4, 3), (1, 3, 1))
+    assert lower_bound(problem) == 7
+    sol = solve(problem, "exact", SolveOptions(capacity=7))
+    assert sol.status in ("optimal", "feasible")
+    # two overlapping 3s aligned to 4: the second starts at 4 at the lowest,
+    # so the bound 6 cannot be met and the optimum is 7
+    tight = P((0, 2, 3), (1, 3, 3), alignment=4)
+    assert lower_bound(tight) == 6
+    inf = solve(tight, "exact", SolveOptions(capacity=6))
+    assert inf.status == "infeasible" and inf.offsets == ()
+    opt = solve(tight, "exact")
+    assert opt.status == "optimal" and opt.height == 7 == brute_force(tight)
+
+
+def test_exact_at_capacity_and_alignment() -> None:
+    problem = P((0, 2, 3), (1, 3, 3), (2, 4, 5), alignment=4)
+    sol = solve(problem, "exact")
+    assert validate(problem, sol) == []
+    assert all(o % 4 == 0 for o in sol.offsets)
+    assert sol.height == brute_force(problem)
+
+
+def test_pinned_buffers_keep_their_offsets() -> None:
+    problem = Problem((Buffer("a", 0, 2, 4, offset=8), Buffer("b", 0, 2, 4), Buffer("c", 1, 3, 8)))
+    for solver in OFFSET_SOLVERS:
+        sol = solve(problem, solver)
+        assert validate(problem, sol) == [], solver
+
+
+# ------------------------------------------------------------------ brute force
+
+
+def _lowest_fit(placed: list[tuple[int, int, int, int]], s: int, e: int, z: int, a: int) -> int:
+    spans = sorted((lo, hi) for (ps, pe, lo, hi) in placed if ps < e and s < pe and hi > lo)
+    cand = 0
+    for lo, hi in spans:
+        if align_up(cand, a) + z <= lo:
+            break
+        cand = max(cand, hi)
+    return align_up(cand, a)
+
+
+def brute_force(problem: Problem) -> int:
+    """The optimal height: the best lowest-fit placement over all orders.
+
+    Placing the buffers of an optimal plan in order of offset, each at the
+    lowest offset where it fits, never puts one higher than in that plan; so
+    the minimum over all orders is the optimum.
+    """
+    bufs = [b for b in problem.buffers if b.size > 0]
+    best = sum(align_up(b.size, b.alignment) + b.alignment for b in bufs) + 1
+
+    def go(rest: list[Buffer], placed: list[tuple[int, int, int, int]], height: int) -> None:
+        nonlocal best
+        if height >= best:
+            return
+        if not rest:
+            best = height
+            return
+        for k, b in enumerate(rest):
+            off = _lowest_fit(placed, b.start, b.end, b.size, b.alignment)
+            placed.append((b.start, b.end, off, off + b.size))
+            go(rest[:k] + rest[k + 1 :], placed, max(height, off + b.size))
+            placed.pop()
+
+    go(bufs, [], 0)
+    return best if bufs else 0
+
+
+@st.composite
+def problems(draw: st.DrawFn, max_buffers: int = 8, aligned: bool = False) -> Problem:
+    n = draw(st.integers(0, max_buffers))
+    align = draw(st.sampled_from([1, 2, 4])) if aligned else 1
+    bufs = []
+    for i in range(n):
+        s = draw(st.integers(0, 8))
+        length = draw(st.integers(1, 5))
+        z = draw(st.integers(0, 12))
+        bufs.append(Buffer(f"t{i}", s, s + length, z, align))
+    return Problem(tuple(bufs))
+
+
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(problems(max_buffers=8))
+def test_exact_equals_brute_force(problem: Problem) -> None:
+    sol = solve(problem, "exact", SolveOptions(timeout=20))
+    assert sol.status == "optimal"
+    assert validate(problem, sol) == []
+    assert sol.height == brute_force(problem)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_buffers=7, aligned=True))
+def test_exact_equals_brute_force_aligned(problem: Problem) -> None:
+    sol = solve(problem, "exact", SolveOptions(timeout=20))
+    assert validate(problem, sol) == []
+    assert sol.height == brute_force(problem)
+    assert sol.status == "optimal"
+
+
+@FAST
+@given(problems(max_buffers=14, aligned=True))
+def test_every_solver_validates_and_orders(problem: Problem) -> None:
+    heights = {}
+    for name in OFFSET_SOLVERS:
+        sol = solve(problem, name, SolveOptions(timeout=5))
+        assert sol.found, name
+        assert validate(problem, sol) == [], name
+        heights[name] = sol.height
+    lb = lower_bound(problem)
+    assert lb <= heights["exact"] <= heights["best-greedy"]
+    assert heights["best-greedy"] <= min(heights[g] for g in GREEDY_FAMILY)
+    assert all(heights[g] <= heights["naive"] for g in GREEDY_FAMILY)
+    assert heights["auto"] <= heights["best-greedy"]
+
+
+@FAST
+@given(problems(max_buffers=14), st.integers(0, 6))
+def test_capacity_mode_answers_honestly(problem: Problem, slack: int) -> None:
+    cap = lower_bound(problem) + slack
+    sol = solve(problem, "exact", SolveOptions(capacity=cap, timeout=5))
+    if sol.found:
+        assert validate(problem.with_capacity(cap), sol) == []
+    else:
+        assert sol.status == "infeasible"
+        assert brute_force(problem) > cap if len(problem) <= 8 else True
+
+
+# ------------------------------------------------------------------ shared objects
+
+
+def test_shared_literal() -> None:
+    # two lanes: {a, c} and {b}; objects of 6 and 4
+    problem = P((0, 2, 6), (1, 3, 4), (2, 4, 5))
+    assert positional_maximum_bound(problem) == 10
+    for name in SHARED_SOLVERS:
+        sol = solve(problem, name)
+        assert sol.objects is not None
+        assert validate(problem, sol) == []
+        assert sol.height == 10 and sol.status == "optimal"
+
+
+def test_shared_layout_aligns_objects() -> None:
+    problem = P((0, 2, 3), (1, 3, 5), alignment=8)
+    offsets, arena = layout_objects(problem, [0, 1])
+    assert offsets == [0, 8] and arena == 13
+
+
+@FAST
+@given(problems(max_buffers=9, aligned=True))
+def test_shared_properties(problem: Problem) -> None:
+    sols = {name: solve(problem, name, SolveOptions(timeout=5)) for name in SHARED_SOLVERS}
+    for name, sol in sols.items():
+        assert validate(problem, sol) == [], name
+        assert sol.objects is not None and len(sol.objects) == len(problem)
+        for i, bi in enumerate(problem.buffers):
+            for j, bj in enumerate(problem.buffers[:i]):
+                if sol.objects[i] == sol.objects[j] and bi.size and bj.size:
+                    assert bi.end <= bj.start or bj.end <= bi.start
+    assert sols["shared-exact"].height <= sols["shared-greedy"].height
+    assert positional_maximum_bound(problem) <= sols["shared-exact"].height or any(
+        b.alignment > 1 for b in problem.buffers
+    )
+
+
+# ------------------------------------------------------------------ onnxmem pack
+
+
+def test_pack_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from onnxmem.cli import main
+    from onnxmem.problem import read_csv
+
+    problem = P((0, 4, 3), (0, 2, 2), (2, 4, 2), (1, 3, 1), (0, 1, 2), (3, 4, 2))
+    src = tmp_path / "p.csv"
+    write_csv(problem, src)
+    out = tmp_path / "out.csv"
+    res = CliRunner().invoke(main, ["pack", str(src), "--capacity", "7", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "status       optimal" in res.output and "lower bound  7" in res.output
+    back, offsets = read_csv(out)
+    assert offsets is not None and validate(back.with_capacity(7), offsets) == []
+    res = CliRunner().invoke(main, ["pack", str(src), "--minimize", "--solver", "greedy"])
+    assert res.exit_code == 0 and "gap" in res.output
+    res = CliRunner().invoke(main, ["pack", str(src), "--capacity", "6"])
+    assert res.exit_code == 1 and "below the lower bound" in res.output
+    res = CliRunner().invoke(main, ["pack", str(tmp_path / "missing.csv")])
+    assert res.exit_code == 1 and "cannot read" in res.output
+
+
+BENCH_D = Path(__file__).resolve().parents[1].parent / "shared/benchmarks/minimalloc-challenging/D.1048576.csv"
+
+
+@pytest.mark.skipif(not BENCH_D.exists(), reason="shared benchmarks not present")
+def test_pack_cli_no_plan_in_time() -> None:
+    from onnxmem.cli import main
+
+    # D at its max-live bound: no plan is found within 0.3 s
+    res = CliRunner().invoke(main, ["pack", str(BENCH_D), "--capacity", "986112", "--timeout", "0.3"])
+    assert res.exit_code == 2 and "timeout" in res.output, res.output
+
+
+def test_solvers_never_import_onnx() -> None:
+    code = (
+        "import sys, onnxmem.solvers, onnxmem.solvers.pack;"
+        "bad=[m for m in sys.modules if m.split('.')[0] in ('onnx','onnxruntime')];"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

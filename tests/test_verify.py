@@ -1,0 +1,303 @@
+"""The static proof on literal plans, and execution in one arena with onnxruntime."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+
+from onnxmem.cli import main
+from onnxmem.pipeline import PlanOptions, plan_model
+from onnxmem.plan import SharedObject, write_plan
+from onnxmem.verify import VerifyOptions, cuda_available, execute_plan, prove_plan, verify_plan
+
+from .conftest import LIGHT, SHIPPED, SHIPPED_DIMS
+from .helpers import make_model, vi
+
+GREEDY = PlanOptions(solver="greedy")
+
+
+def diamond(tmp_path: Path) -> Path:
+    """x -> sig=Sigmoid(x) -> tan=Tanh(sig) -> sum=Add(sig, tan) -> y=Neg(sum); 256 B each."""
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["sig"], name="sigmoid"),
+        helper.make_node("Tanh", ["sig"], ["tan"], name="tanh"),
+        helper.make_node("Add", ["sig", "tan"], ["sum"], name="add"),
+        helper.make_node("Neg", ["sum"], ["y"], name="neg"),
+    ]
+    path = tmp_path / "diamond.onnx"
+    onnx.save(make_model(nodes, [vi("x", [1, 64])], [vi("y", [1, 64])]), path)
+    return path
+
+
+def replace(plan, **offsets):
+    """``plan`` with the named tensors moved to new offsets (and the arena grown to fit)."""
+    tensors = tuple(dataclasses.replace(t, offset=offsets.get(t.name, t.offset)) for t in plan.tensors)
+    arena = max([plan.arena_size] + [t.offset + t.size for t in tensors])
+    return dataclasses.replace(plan, tensors=tensors, arena_size=arena)
+
+
+@pytest.fixture()
+def planned(tmp_path):
+    path = diamond(tmp_path)
+    return path, plan_model(path, PlanOptions(solver="greedy", order="file"))
+
+
+# ------------------------------------------------------------------ static proof
+
+
+def test_planner_output_is_proven(planned):
+    _, p = planned
+    assert prove_plan(p.plan, p.view) == []
+
+
+def test_overlap_names_both_tensors_the_writer_and_the_bytes(planned):
+    _, p = planned
+    sig = p.plan.tensor("sig")
+    bad = replace(p.plan, tan=sig.offset)  # tan is written while sig is still read by add
+    found = prove_plan(bad, p.view)
+    assert {f.kind for f in found} == {"overlap"}
+    f = next(f for f in found if {f.tensor, f.other} == {"sig", "tan"})
+    assert f.tensor == "tan" and f.other == "sig" and f.node == "tanh"
+    assert f.byte_range == (sig.offset, sig.offset + 256)
+    assert "'sig'" in str(f) and "'tan'" in str(f) and "tanh" in str(f)
+
+
+def test_misaligned_offset_and_small_arena(planned):
+    _, p = planned
+    bad = replace(p.plan, y=p.plan.tensor("y").offset + 4)
+    assert "alignment" in {f.kind for f in prove_plan(bad, p.view)}
+    small = dataclasses.replace(p.plan, arena_size=p.plan.arena_size - 1)
+    found = prove_plan(small, p.view)
+    assert found and found[0].kind == "arena"
+
+
+def test_plan_must_match_the_model(planned):
+    _, p = planned
+    resized = tuple(dataclasses.replace(t, size=t.size * 2) if t.name == "tan" else t for t in p.plan.tensors)
+    found = prove_plan(dataclasses.replace(p.plan, tensors=resized), p.view)
+    assert found[0].kind == "mismatch" and found[0].tensor == "tan"
+    missing = tuple(t for t in p.plan.tensors if t.name != "sum")
+    found = prove_plan(dataclasses.replace(p.plan, tensors=missing), p.view)
+    assert found[0].kind == "mismatch" and found[0].tensor == "sum"
+
+
+def test_order_must_be_topological(planned):
+    _, p = planned
+    order = list(p.plan.order)
+    order[1], order[2] = order[2], order[1]  # add before tanh
+    found = prove_plan(dataclasses.replace(p.plan, order=tuple(order)), p.view)
+    assert found[0].kind == "order" and found[0].tensor == "tan" and found[0].node == "add"
+    found = prove_plan(dataclasses.replace(p.plan, order=tuple(order[:-1])), p.view)
+    assert found[0].kind == "order" and "neg" in str(found[0])
+
+
+def test_lifetime_cut_short_is_caught(planned):
+    _, p = planned
+    cut = tuple(dataclasses.replace(t, end=t.end - 1) if t.name == "sig" else t for t in p.plan.tensors)
+    found = prove_plan(dataclasses.replace(p.plan, tensors=cut), p.view)
+    assert found[0].kind == "lifetime" and found[0].tensor == "sig" and found[0].node == "add"
+
+
+def _grouped(plan, member: str, into: str):
+    off = plan.tensor(into).offset
+    tensors = tuple(
+        dataclasses.replace(t, group=plan.tensor(into).group, offset=off) if t.name == member else t
+        for t in plan.tensors
+    )
+    return dataclasses.replace(plan, tensors=tensors)
+
+
+def test_in_place_over_a_dying_input_is_legal(planned):
+    _, p = planned
+    # y = Neg(sum) written over sum, which dies at neg
+    assert prove_plan(_grouped(p.plan, "y", "sum"), p.view) == []
+
+
+def test_in_place_over_a_live_input_is_not(planned):
+    _, p = planned
+    # tan = Tanh(sig) written over sig, which add still reads
+    found = prove_plan(_grouped(p.plan, "tan", "sig"), p.view)
+    assert found and found[0].kind == "alias" and found[0].tensor == "sig" and found[0].node == "tanh"
+
+
+def test_shared_objects_never_hold_two_live_tensors(planned):
+    _, p = planned
+    groups = sorted({t.group for t in p.plan.tensors})
+    tensors = []
+    for t in p.plan.tensors:
+        i = groups.index(t.group)
+        tensors.append(dataclasses.replace(t, object=i, offset=256 * i))
+    objects = tuple(SharedObject(i, 256, 256 * i) for i in range(len(groups)))
+    plan = dataclasses.replace(p.plan, form="shared-objects", tensors=tuple(tensors), objects=objects,
+                               arena_size=256 * len(groups))
+    assert prove_plan(plan, p.view) == []
+    sig, tan = plan.tensor("sig"), plan.tensor("tan")
+    tensors = [dataclasses.replace(t, object=sig.object, offset=sig.offset) if t.name == "tan" else t
+               for t in plan.tensors]
+    found = prove_plan(dataclasses.replace(plan, tensors=tuple(tensors)), p.view)
+    assert {"overlap", "object"} <= {f.kind for f in found}
+    assert tan.name in {f.tensor for f in found if f.kind == "object"}
+
+
+# ------------------------------------------------------------------ execution
+
+
+def test_execution_in_one_arena(planned):
+    path, p = planned
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.findings == () and ex.nodes_run == 4
+    assert [c.name for c in ex.outputs] == ["y"] and ex.outputs[0].ok and ex.outputs[0].max_abs_diff == 0.0
+
+
+def test_execution_names_the_clobbered_tensor_the_node_and_the_bytes(planned):
+    path, p = planned
+    sig = p.plan.tensor("sig")
+    bad = replace(p.plan, tan=sig.offset)
+    ex = execute_plan(bad, p.model, p.view, model_path=path)
+    f = ex.findings[0]
+    assert f.kind == "clobber" and f.tensor == "sig" and f.node == "tanh" and f.other == "tan"
+    lo, hi = f.byte_range
+    assert sig.offset <= lo < hi <= sig.offset + sig.size
+    assert "tanh" in str(f) and f"[{lo}, {hi})" in str(f)
+
+
+def test_execution_accepts_in_place_over_a_dying_input(planned):
+    path, p = planned
+    ex = execute_plan(_grouped(p.plan, "y", "sum"), p.model, p.view, model_path=path)
+    assert ex.findings == ()
+
+
+def test_execution_reads_given_inputs(planned):
+    path, p = planned
+    x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(1, 64)
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(inputs={"x": x}))
+    assert ex.findings == ()
+
+
+def test_external_io_is_bound_outside_the_arena(tmp_path):
+    path = diamond(tmp_path)
+    p = plan_model(path, PlanOptions(solver="greedy", io="external"))
+    assert {t.name for t in p.plan.tensors} == {"sig", "tan", "sum"}
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert report.ok, report.first
+
+
+def _light(name: str) -> Path:
+    return LIGHT / f"light_{name}.onnx"
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet"])
+def test_onnx_wheel_models_verify(name):
+    path = _light(name)
+    p = plan_model(path, GREEDY)
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert report.ok, report.first
+    assert report.execution is not None and report.execution.nodes_run > 50
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted(LIGHT.glob("light_*.onnx")), ids=lambda p: p.stem)
+def test_all_nine_onnx_wheel_models_verify(path):
+    p = plan_model(path, PlanOptions())
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert report.ok, report.first
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_shipped_models_verify(path):
+    opts = PlanOptions(solver="greedy", dims=SHIPPED_DIMS.get(path.name, {}))
+    p = plan_model(path, opts)
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert report.ok, report.first
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def test_cli_verify_annotated_model(tmp_path):
+    path = diamond(tmp_path)
+    annotated = tmp_path / "annotated.onnx"
+    r = CliRunner().invoke(main, ["plan", str(path), "--solver", "greedy", "--annotate", str(annotated)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["verify", str(annotated)])
+    assert r.exit_code == 0, r.output
+    assert "carried by the annotated model" in r.output and "verified" in r.output
+
+
+def test_cli_wrong_plan_exits_3_naming_the_tensor(tmp_path, planned):
+    path, p = planned
+    plan_file = tmp_path / "bad.json"
+    write_plan(replace(p.plan, tan=p.plan.tensor("sig").offset), plan_file)
+    r = CliRunner().invoke(main, ["verify", str(path), "--plan", str(plan_file)])
+    assert r.exit_code == 3, r.output
+    assert "'tan'" in r.stderr and "'sig'" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_cli_good_plan_exits_0(tmp_path, planned):
+    path, p = planned
+    plan_file = tmp_path / "good.json"
+    write_plan(p.plan, plan_file)
+    r = CliRunner().invoke(main, ["verify", str(path), "--plan", str(plan_file), "--seed", "3"])
+    assert r.exit_code == 0, r.output
+    assert "executed  4 nodes" in r.output
+
+
+def test_cli_inputs_npz(tmp_path, planned):
+    path, _ = planned
+    good = tmp_path / "in.npz"
+    np.savez(good, x=np.ones((1, 64), np.float32))
+    assert CliRunner().invoke(main, ["verify", str(path), "--solver", "greedy", "--inputs", str(good)]).exit_code == 0
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, z=np.ones((1, 64), np.float32))
+    r = CliRunner().invoke(main, ["verify", str(path), "--solver", "greedy", "--inputs", str(bad)])
+    assert r.exit_code == 1 and "'x'" in r.stderr
+
+
+def test_cli_other_errors_exit_1_and_usage_2(tmp_path):
+    r = CliRunner().invoke(main, ["verify", str(tmp_path / "missing.onnx")])
+    assert r.exit_code == 1 and r.stderr.startswith("error:")
+    r = CliRunner().invoke(main, ["verify", str(tmp_path / "m.onnx"), "--device", "tpu"])
+    assert r.exit_code == 2
+
+
+def test_cli_cuda_without_a_gpu_is_one_line(tmp_path):
+    if cuda_available():
+        pytest.skip("a CUDA device is present")
+    r = CliRunner().invoke(main, ["verify", str(diamond(tmp_path)), "--device", "cuda"])
+    assert r.exit_code == 1
+    assert r.stderr.count("\n") == 1 and "--device cpu" in r.stderr
+
+
+@pytest.mark.cuda
+def test_cuda_arena(tmp_path):
+    if not cuda_available():
+        pytest.skip("onnxruntime's CUDA provider cannot run here")
+    for path in [diamond(tmp_path), *SHIPPED[:2]]:
+        p = plan_model(path, PlanOptions(solver="greedy", alignment=256, dims=SHIPPED_DIMS.get(path.name, {})))
+        report = verify_plan(p.model, p.plan, model_path=path, view=p.view, options=VerifyOptions(device="cuda"))
+        assert report.ok, report.first
+    p = plan_model(diamond(tmp_path), PlanOptions(solver="greedy", alignment=256))
+    bad = replace(p.plan, tan=p.plan.tensor("sig").offset)
+    ex = execute_plan(bad, p.model, p.view, options=VerifyOptions(device="cuda"))
+    assert ex.findings and ex.findings[0].kind == "clobber"
+
+
+def test_dtype_bool_and_int_tensors(tmp_path):
+    nodes = [
+        helper.make_node("Greater", ["x", "z"], ["g"], name="gt"),
+        helper.make_node("Cast", ["g"], ["i"], to=TensorProto.INT64, name="cast"),
+        helper.make_node("Not", ["g"], ["n"], name="not"),
+    ]
+    model = make_model(nodes, [vi("x", [3, 5]), vi("z", [3, 5])],
+                       [vi("i", [3, 5], TensorProto.INT64), vi("n", [3, 5], TensorProto.BOOL)])
+    path = tmp_path / "types.onnx"
+    onnx.save(model, path)
+    p = plan_model(path, GREEDY)
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert report.ok, report.first
