@@ -7,8 +7,9 @@ owning node, so they stay live through it. Each node gets a unique name (the
 file's, or ``<op_type>_<index>`` when it is empty or repeated); the annotated
 model writes these names back so a plan and its model always match.
 
-Weights are initializers, and the outputs of ``Constant`` nodes and of
-``ConstantOfShape`` nodes whose shape input is itself a weight.
+Weights are initializers, the outputs of ``Constant`` nodes, and the outputs
+of ``ConstantOfShape`` nodes and of views (Identity, Reshape, Flatten,
+Squeeze, Unsqueeze) whose inputs are all weights.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from .model import ShapeInfo, dtype_name, tensor_bytes
 
 __all__ = ["GraphView", "Op", "Tensor", "build_view", "outer_scope_reads"]
 
-#: ops whose outputs are weights when every input is a weight
-CONSTANT_OPS = frozenset({"Constant", "ConstantOfShape"})
+#: ops whose outputs are weights when every input is a weight: constants, and
+#: views of weights (a runtime aliases them to the weight's own bytes)
+CONSTANT_OPS = frozenset(
+    {"Constant", "ConstantOfShape", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -650,6 +650,9 @@ def _ratio(x: float | None) -> str:
     return "—" if x is None else f"{x:.3f}"
 
 
+#: longest error shown in the Markdown table; results.json keeps the whole text
+ERROR_CHARS = 400
+
 TABLE_COLUMNS = (
     "model", "nodes", "tensors", "weights MiB", "naive MiB", "onnxruntime peak MiB",
     "lower bound MiB", "arena MiB", "arena/bound", "arena/onnxruntime", "plan s", "verify",
@@ -690,7 +693,10 @@ def results_markdown(results: Sequence[ZooResult], header: dict[str, Any] | None
     if bad:
         lines += ["", "Failures:", ""]
         for r in bad:
-            lines.append(f"- **{r.name}** ({r.status}): {r.error}")
+            error = r.error or ""
+            if len(error) > ERROR_CHARS:
+                error = error[:ERROR_CHARS].rstrip() + " ... (full text in results.json)"
+            lines.append(f"- **{r.name}** ({r.status}): {error}")
     return "\n".join(lines) + "\n"
 
 
