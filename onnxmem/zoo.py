@@ -21,6 +21,8 @@ import json
 import os
 import platform
 import re
+import shutil
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -286,7 +288,8 @@ def materialize(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
     """A runnable copy of a weight-free model: ``out_dir/NAME.onnx`` + ``NAME.onnx.data``.
 
     Returns ``path`` itself when all its weights are present. The copy is reused when it is
-    newer than the source.
+    newer than the source. Both files are written under a temporary name and then renamed,
+    the data first, so a reader never sees a model without its whole data file.
     """
     src = Path(path)
     model = onnx.load(str(src), load_external_data=False)
@@ -299,10 +302,14 @@ def materialize(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
     if dest.is_file() and data.is_file() and dest.stat().st_mtime >= src.stat().st_mtime:
         return dest
     fill_weights(model, seed)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    onnx.save_model(model, str(tmp), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=data.name, size_threshold=1024)
-    os.replace(tmp, dest)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=out))
+    try:
+        onnx.save_model(model, str(tmp / dest.name), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=data.name, size_threshold=1024)
+        os.replace(tmp / data.name, data)
+        os.replace(tmp / dest.name, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return dest
 
 

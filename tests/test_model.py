@@ -79,9 +79,12 @@ def test_external_data_outside_folder_is_refused(tmp_path):
         load_model(path)
 
 
-def test_external_data_is_not_read(models_dir):
-    # planning reads shapes only: a model whose data file is missing still plans
-    model = load_model(models_dir / "external_data.onnx")
+def test_external_data_is_not_read(models_dir, tmp_path):
+    # planning reads shapes only: the model planned without its data file beside it
+    import shutil
+
+    shutil.copy(models_dir / "external_data.onnx", tmp_path / "external_data.onnx")
+    model = load_model(tmp_path / "external_data.onnx")
     shapes = infer_shapes(model)
     view = build_view(model, shapes)
     assert view.weights_size == 4 * (256 * 512 + 512 + 512 * 512 + 512 + 512 * 128 + 128)

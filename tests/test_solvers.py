@@ -185,7 +185,11 @@ def test_every_solver_validates_and_orders(problem: Problem) -> None:
     lb = lower_bound(problem)
     assert lb <= heights["exact"] <= heights["best-greedy"]
     assert heights["best-greedy"] <= min(heights[g] for g in GREEDY_FAMILY)
-    assert all(heights[g] <= heights["naive"] for g in GREEDY_FAMILY)
+    if all(b.alignment == 1 for b in problem.buffers):
+        assert all(heights[g] <= heights["naive"] for g in GREEDY_FAMILY)
+    else:  # padding depends on the order: allow each buffer its alignment slack
+        slack = sum(b.alignment - 1 for b in problem.buffers)
+        assert all(heights[g] <= heights["naive"] + slack for g in GREEDY_FAMILY)
     assert heights["auto"] <= heights["best-greedy"]
 
 

@@ -340,3 +340,42 @@ def test_zoo_verify_cpu_on_a_weight_free_fixture(tmp_path):
     (r,) = results
     assert r.status == "ok", r.error
     assert r.verify == "pass" and r.ort_peak and r.ort_peak > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the zoo extra")
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+def test_build_zoo_exports_a_symbolic_model_onnxruntime_reads(tmp_path, exporter):
+    build_zoo = load_build_zoo()
+    torch = build_zoo.import_torch()
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(16, 32)
+
+        def forward(self, x, *rest):
+            y = torch.relu(self.proj(x))
+            for r in rest:
+                y = y + r
+            return y
+
+    def build():
+        x = torch.randn(2, 5, 16)
+        return build_zoo.Export(Tiny(), (x, torch.randn(2, 5, 32)), ["x", "r"], ["y"])
+
+    entry = build_zoo.Entry("tiny", "test", build, exporter=exporter,
+                            dynamic={"x": {1: "sequence"}, "r": {1: "sequence"}},
+                            dims={"sequence": 7})
+    model = build_zoo.export(entry, torch)
+    assert model.ir_version <= 10
+    entry_json = build_zoo.catalog_entry(entry, model, "tiny.onnx")
+    assert entry_json["inputs"]["x"] == [2, "sequence", 16]
+    assert entry_json["dims"] == {"sequence": 7}
+
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"x": np.zeros((2, 7, 16), np.float32),
+                              "r": np.ones((2, 7, 32), np.float32)})
+    assert y.shape == (2, 7, 32) and (y >= 1).all()

@@ -471,6 +471,11 @@ ENTRIES: list[Entry] = [
     Entry("gpt2", "transformers GPT2Config()", gpt2),
     Entry("gpt2_past", "transformers GPT2Config()", gpt2_past,
           note="one decoding step after 128 cached positions"),
+    Entry("gpt2_past_dynamic", "transformers GPT2Config()", gpt2_past,
+          dynamic={f"past.{i}.{kv}": {2: "past_sequence"} for i in range(12)
+                   for kv in ("key", "value")},
+          dims={"past_sequence": 255},
+          note="one decoding step after a symbolic number of cached positions"),
     Entry("vit_base", "transformers ViTConfig()", vit_base()),
     Entry("vit_base_batch", "transformers ViTConfig()", vit_base(),
           dynamic={"pixel_values": {0: "batch"}}, dims={"batch": 2}),
@@ -498,7 +503,7 @@ def export(entry: Entry, torch: Any) -> onnx.ModelProto:
                     name: {axis: torch.export.Dim.DYNAMIC for axis in axes}
                     for name, axes in entry.dynamic.items()
                 }
-                shapes = _dynamic_shapes(module, spec, shapes)
+                shapes = _dynamic_shapes(spec, shapes)
             program = torch.onnx.export(
                 module, spec.args, dynamo=True, external_data=False, verbose=False,
                 input_names=spec.input_names, output_names=spec.output_names,
@@ -523,9 +528,17 @@ def export(entry: Entry, torch: Any) -> onnx.ModelProto:
     return model
 
 
-def _dynamic_shapes(module: Any, spec: Export, by_name: dict[str, Any]) -> Any:
-    """Dynamic shapes in the exporter's positional form: one entry per example argument."""
-    return tuple(by_name.get(name) for name in spec.input_names[: len(spec.args)])
+def _dynamic_shapes(spec: Export, by_name: dict[str, Any]) -> Any:
+    """Dynamic shapes in the exporter's positional form: one entry per parameter of
+    ``forward``, a tuple for a ``*args`` parameter."""
+    import inspect
+
+    flat = [by_name.get(name) for name in spec.input_names[: len(spec.args)]]
+    params = list(inspect.signature(spec.module.forward).parameters.values())
+    for i, param in enumerate(params):
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            return (*flat[:i], tuple(flat[i:]))
+    return tuple(flat)
 
 
 def _rename_dims(model: onnx.ModelProto, dynamic: dict[str, dict[int, str]]) -> None:
@@ -644,7 +657,7 @@ def save_full(model: onnx.ModelProto, path: Path) -> None:
                     location=data.name, size_threshold=FIXTURE_MIN_BYTES)
 
 
-def catalog_entry(entry: Entry, model: onnx.ModelProto, file: str, seconds: float) -> dict[str, Any]:
+def catalog_entry(entry: Entry, model: onnx.ModelProto, file: str) -> dict[str, Any]:
     inputs, symbols = describe_inputs(model)
     return {
         "name": entry.name,
@@ -656,7 +669,6 @@ def catalog_entry(entry: Entry, model: onnx.ModelProto, file: str, seconds: floa
         "dims": {k: v for k, v in entry.dims.items() if k in symbols},
         "nodes": len(model.graph.node),
         "weights_bytes": weights_bytes(model),
-        "export_seconds": round(seconds, 2),
         "note": entry.note,
     }
 
@@ -676,7 +688,6 @@ def light_entries() -> list[dict[str, Any]]:
             "dims": {},
             "nodes": len(model.graph.node),
             "weights_bytes": weights_bytes(model),
-            "export_seconds": 0.0,
             "note": "weights made at run time by ConstantOfShape",
         })
     return entries
@@ -689,7 +700,8 @@ def write_catalog(path: Path, entries: list[dict[str, Any]]) -> None:
     for e in entries:
         old[e["name"]] = e
     order = [e.name for e in ENTRIES] + [f"onnx_{n}" for n in LIGHT_MODELS]
-    models = sorted(old.values(), key=lambda e: order.index(e["name"]) if e["name"] in order else len(order))
+    models = sorted((e for e in old.values() if e["name"] in order),
+                    key=lambda e: order.index(e["name"]))
     text = json.dumps({"schema_version": 1, "seed": SEED, "models": models}, indent=2) + "\n"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)
@@ -737,8 +749,8 @@ def main(argv: list[str] | None = None) -> int:
         full = args.out / f"{entry.name}.onnx"
         stripped, removed = strip_weights(model, entry.name)
         onnx.save_model(stripped, str(args.fixtures / f"{entry.name}.onnx"))
-        built.append(catalog_entry(entry, model, full.name, seconds))
-        fixtures.append(catalog_entry(entry, model, f"{entry.name}.onnx", seconds))
+        built.append(catalog_entry(entry, model, full.name))
+        fixtures.append(catalog_entry(entry, model, f"{entry.name}.onnx"))
         save_full(model, full)
         size = (args.fixtures / f"{entry.name}.onnx").stat().st_size
         print(f"[{entry.name}] {len(model.graph.node)} nodes, weights {removed / 2**20:.1f} MiB, "

@@ -98,6 +98,11 @@ class ExactSearch:
         self.width = (en - st).astype(np.int64)
         nsec = len(points) - 1
         self.nsec = nsec
+        self.pool_need = n + (n + 2) * (2 * n + nsec + 2)
+        self.stack_need = n * nsec
+        if max(self.pool_need, self.stack_need) > MAX_STACK:
+            self.components = []  # too large to search: skip building the arrays
+            return
         # section members (CSR)
         lens = self.shi - self.slo
         counts = np.zeros(nsec + 1, dtype=np.int64)
