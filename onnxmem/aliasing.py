@@ -1,6 +1,6 @@
 """Aliasing: which tensors may share bytes, for a given operator order.
 
-Two kinds of sharing, both written in one table, :data:`RULES`:
+Three kinds of sharing. Two are written in one table, :data:`RULES`:
 
 * **view**: the op's output 0 is the same bytes as one input (Reshape,
   Flatten, Squeeze, Unsqueeze, Identity, Dropout at inference). The output
@@ -13,42 +13,72 @@ Two kinds of sharing, both written in one table, :data:`RULES`:
   (Conv, MatMul, pooling, Transpose, Softmax, LayerNormalization, ...) are
   not in the table and never alias.
 
-:func:`find_aliases` applies the table node by node in schedule order,
-joining groups with union-find. An output joins the group of input ``j``
-when:
+The third is **concat** (sub-buffer aliasing): when every input of a Concat
+is one contiguous run of the output's bytes (all dims before the axis are 1,
+e.g. a channel concat at batch 1), an input may live inside the output's
+buffer at the byte offset of its slice (:func:`concat_slices`). Its producer
+then writes straight into the output, and the Concat copies those bytes onto
+themselves. A group is therefore a set of tensors, each at a byte offset
+inside the group's buffer (0 for views and in-place outputs, which take their
+source's offset).
+
+:func:`find_aliases` applies the rules node by node in schedule order. An
+output joins the group of input ``j`` when:
 
 1. the rule lists ``j``, and both tensors are planned activations (never a
    weight: weights are not in the arena; with ``io="external"`` never a graph
    input or output either, since those are outside the arena);
 2. the output has exactly the input's byte size (the real size, before
-   alignment);
+   alignment); it takes the input's offset in the group;
 3. for **inplace** only, the input's whole group dies at this node: no member
    is read by a later step, captured by a later node's subgraph, or is a graph
    output (live to the end); no member is a graph input (the caller's bytes
-   are never written); and every input of the node that is a member of that
-   group sits at an input the rule lists and has the output's byte size, so
-   it is read element by element before that output element is written (this
-   allows ``Add(x, x)`` and ``Add(x, Reshape(x))``, but not ``Sum(x, y, x)``,
-   whose kernel folds input 2 in after it has written the output).
+   are never written); and every input of the node in that group whose bytes
+   overlap the output's sits at an input the rule lists and has exactly the
+   output's bytes, so it is read element by element before that output
+   element is written (this allows ``Add(x, x)`` and ``Add(x, Reshape(x))``,
+   but not ``Sum(x, y, x)``, whose kernel folds input 2 in after it has
+   written the output).
+
+A Concat's input ``x`` (at its first position ``i`` only) joins the output's
+group at slice ``i``'s offset when: the output and ``x`` are planned
+activations; ``x`` and every member of its group are written by a node (no
+graph input, whose bytes the caller places); ``x`` sits at offset 0 of its
+group and is as large as the group (its group is exactly one slice, so a
+tensor already placed inside another Concat's output stays there, and the
+Concat copies it); ``x``'s group is not the output's already (another input
+took it); and the slice offset is a multiple of ``alignment``. Other inputs
+(weights, graph inputs, repeats) are copied by the Concat as usual. Nothing
+else is needed: before the Concat only the joined groups use the buffer,
+each inside its own slice; at the Concat the slices hold exactly the bytes
+the Concat writes there; after it, a member that is still live holds the
+output's bytes, and an in-place write over the group waits for every member
+to die (rule 3).
 
 A view whose output is a graph output keeps its group live to the end, which
 is correct because the bytes are identical. Members of one group live at the
-same step always hold the same bytes: an in-place write happens only once
-every earlier member is dead.
+same step hold the same bytes wherever they overlap: a write into the group
+changes only bytes no live member holds (in place after every earlier
+member is dead; a view or a Concat over its own inputs changes nothing).
 
-:func:`check_groups` is the independent proof: given any groups (from this
-module, a plan file or a hand-made mutation) it lists every rule they break.
+:func:`check_groups` is the independent proof: given any groups and offsets
+(from this module, a plan file or a hand-made mutation) it lists every rule
+they break.
 
 Worked example, order ``a = Relu(x); b = Reshape(a); c = Sigmoid(b)`` where
 only ``c`` is a graph output and ``x`` is a graph input: ``a`` is not in place
 (``x`` is a graph input), ``b`` views ``a``, ``c`` is in place over ``b``
 (the group ``{a, b}`` dies at the Sigmoid), so the one group is
-``{'a': ('a', 'b', 'c')}``.
+``{'a': ('a', 'b', 'c')}``. With ``p = Relu(x); q = Sigmoid(x);
+y = Concat(p, q, axis=1)`` on ``x`` of shape ``[1, 4, 8, 8]`` (float, 1 KiB),
+``p`` and ``q`` join ``y``'s group at offsets 0 and 1024: the layout is
+``{'p': ('p', 'q', 'y')}`` with offsets ``{'q': 1024}``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from .graph import GraphView, Op
@@ -56,15 +86,19 @@ from .graph import GraphView, Op
 __all__ = [
     "RULES",
     "Alias",
+    "AliasLayout",
     "AliasRule",
     "alias_groups",
+    "alias_layout",
     "alias_rule",
     "check_groups",
+    "concat_slices",
     "find_aliases",
 ]
 
 VIEW = "view"
 INPLACE = "inplace"
+CONCAT = "concat"
 
 
 def _always(op: Op) -> bool:
@@ -129,33 +163,107 @@ def alias_rule(op: Op) -> AliasRule | None:
     return rule
 
 
+
+def concat_slices(view: GraphView, op: Op) -> tuple[int, ...] | None:
+    """Byte offset of each input inside the output of the Concat ``op``, or ``None``.
+
+    ``None`` unless ``op`` is an ai.onnx Concat whose every input is one
+    contiguous run of the output's bytes: every dim before the concat axis is
+    1 (the axis is the one dim where an input's shape differs from the
+    output's), and elements are whole bytes. Input ``i`` then occupies bytes
+    ``[offsets[i], offsets[i] + size_i)`` of the output, ``offsets[i]`` being
+    the sum of the sizes of inputs ``0 .. i-1``.
+
+    Example: inputs ``[1, 3, 4, 4]`` and ``[1, 5, 4, 4]`` (float) concatenated
+    on axis 1 give ``(0, 192)``; on a batch of 2 the slices interleave and the
+    answer is ``None``.
+    """
+    if op.op_type != "Concat" or op.domain not in ("", "ai.onnx") or not op.outputs or not op.outputs[0]:
+        return None
+    out = view.tensors.get(op.outputs[0])
+    ins = [view.tensors.get(n) for n in op.inputs]
+    if out is None or not ins or any(t is None or len(t.shape) != len(out.shape) for t in ins):
+        return None
+    numel = math.prod(out.shape)
+    if numel == 0 or out.size % numel:
+        return None
+    item = out.size // numel  # bytes per element; sub-byte types have none
+    axes = {d for t in ins for d, (a, b) in enumerate(zip(t.shape, out.shape)) if a != b}  # type: ignore[union-attr]
+    if len(axes) > 1 or (axes and math.prod(out.shape[: min(axes)]) != 1):
+        return None
+    offsets: list[int] = []
+    at = 0
+    for t in ins:
+        if t.size != math.prod(t.shape) * item:  # type: ignore[union-attr]
+            return None
+        offsets.append(at)
+        at += t.size  # type: ignore[union-attr]
+    if at != out.size:
+        return None
+    return tuple(offsets)
+
+
 @dataclass(frozen=True, slots=True)
 class Alias:
-    """Node ``node`` writes ``output`` into the bytes of ``input`` (``kind``: view or inplace)."""
+    """Node ``node`` writes ``output`` sharing the bytes of ``input``.
+
+    ``kind``: ``view``, ``inplace`` (both: the same bytes) or ``concat``
+    (``input`` lies inside ``output`` at byte ``offset``).
+    """
 
     node: int
     output: str
     input: str
     kind: str
+    offset: int = 0
 
 
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
+@dataclass(frozen=True, slots=True)
+class AliasLayout:
+    """Groups of tensors that share bytes, and where each sits in its group's buffer.
 
-    def find(self, x: str) -> str:
-        root = x
-        while self.parent.get(root, root) != root:
-            root = self.parent[root]
-        while x != root:  # path compression
-            self.parent[x], x = root, self.parent.get(x, x)
-        return root
+    ``groups``: ``{group id: members}`` (two or more each; the id is the first
+    member written, members in the order they are written). ``offsets``:
+    ``{tensor: byte offset inside its group's buffer}`` for members not at 0.
+    """
 
-    def union(self, keep: str, other: str) -> None:
-        """Attach ``other``'s set under ``keep``'s root (the group keeps its root's id)."""
-        a, b = self.find(keep), self.find(other)
-        if a != b:
-            self.parent[b] = a
+    groups: dict[str, tuple[str, ...]]
+    offsets: dict[str, int] = field(default_factory=dict)
+
+
+class _Groups:
+    """Groups as they grow: tensor -> group id, members, offset in the group, extent."""
+
+    def __init__(self, view: GraphView) -> None:
+        self.view = view
+        self.gid: dict[str, str] = {}
+        self.members: dict[str, list[str]] = {}
+        self.offset: dict[str, int] = {}
+        self.extent: dict[str, int] = {}
+
+    def group(self, name: str) -> str:
+        return self.gid.get(name, name)
+
+    def of(self, name: str) -> list[str]:
+        return self.members.get(self.group(name), [name])
+
+    def at(self, name: str) -> int:
+        return self.offset.get(name, 0)
+
+    def size(self, gid: str) -> int:
+        return self.extent.get(gid, self.view.tensors[gid].size)
+
+    def merge(self, host: str, other: str, shift: int) -> None:
+        """Move ``other``'s whole group into ``host``'s, ``shift`` bytes further in."""
+        g, h = self.group(host), self.group(other)
+        ext = max(self.size(g), self.size(h) + shift)
+        self.members.setdefault(g, [g])
+        for m in self.members.pop(h, [h]):
+            self.gid[m] = g
+            self.offset[m] = self.at(m) + shift
+            self.members[g].append(m)
+        self.extent.pop(h, None)
+        self.extent[g] = ext
 
 
 def _planned(view: GraphView, name: str, io: str) -> bool:
@@ -176,19 +284,17 @@ def _last_reads(view: GraphView, order: Sequence[int]) -> dict[str, int]:
     return last
 
 
-def find_aliases(view: GraphView, order: Sequence[int], io: str = "internal") -> tuple[Alias, ...]:
-    """Every alias the rules allow under ``order``, in schedule order (see the module doc)."""
+def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
+          concat: bool) -> tuple[list[Alias], _Groups]:
     last = _last_reads(view, order)
     outputs = set(view.outputs)
-    uf = _UnionFind()
-    members: dict[str, list[str]] = {}  # root -> members so far
+    groups = _Groups(view)
     aliases: list[Alias] = []
-
-    def group_of(name: str) -> list[str]:
-        return members.get(uf.find(name), [name])
-
     for k, op_index in enumerate(order):
         op = view.ops[op_index]
+        if concat and op.op_type == "Concat":
+            aliases.extend(_join_concat(view, op, groups, io, alignment))
+            continue
         rule = alias_rule(op)
         if rule is None or not op.outputs or not op.outputs[0]:
             continue
@@ -202,64 +308,118 @@ def find_aliases(view: GraphView, order: Sequence[int], io: str = "internal") ->
             src = op.inputs[j]
             if not _planned(view, src, io) or view.tensors[src].size != out_t.size:
                 continue
-            if rule.kind == INPLACE and not _may_overwrite(view, op, rule, k, group_of(src), out_t.size,
-                                                           last, outputs):
+            if rule.kind == INPLACE and not _may_overwrite(view, op, rule, k, groups, src, last, outputs):
                 continue
-            root = uf.find(src)
-            uf.union(root, out)
-            members.setdefault(root, [src]).append(out)
+            groups.merge(src, out, groups.at(src))
             aliases.append(Alias(op_index, out, src, rule.kind))
             break
-    return tuple(aliases)
+    return aliases, groups
 
 
-def _may_overwrite(view: GraphView, op: Op, rule: AliasRule, step: int, group: Sequence[str],
-                   size: int, last: Mapping[str, int], outputs: set[str]) -> bool:
-    """Whether ``op`` at ``step`` may write its output over ``group``'s bytes."""
-    for m in group:
+def _join_concat(view: GraphView, op: Op, groups: _Groups, io: str, alignment: int) -> list[Alias]:
+    """Place the Concat ``op``'s inputs inside its output where the module's rules allow."""
+    slices = concat_slices(view, op)
+    out = op.outputs[0] if op.outputs else ""
+    if slices is None or not _planned(view, out, io):
+        return []
+    joined: list[Alias] = []
+    for i, (x, off) in enumerate(zip(op.inputs, slices)):
+        t = view.tensors[x]
+        if (x in op.inputs[:i] or not _planned(view, x, io) or t.producer is None or t.size == 0
+                or off % max(alignment, 1) or groups.group(x) == groups.group(out)
+                or groups.at(x) != 0 or groups.size(groups.group(x)) != t.size
+                or any(view.tensors[m].producer is None for m in groups.of(x))):
+            continue
+        groups.merge(out, x, off)
+        joined.append(Alias(op.index, out, x, CONCAT, off))
+    return joined
+
+
+def find_aliases(view: GraphView, order: Sequence[int], io: str = "internal", *, alignment: int = 1,
+                 concat: bool = False) -> tuple[Alias, ...]:
+    """Every alias the rules allow under ``order``, in schedule order (see the module doc).
+
+    ``concat``: also place Concat inputs inside the output (slice offsets a
+    multiple of ``alignment``).
+    """
+    return tuple(_find(view, order, io, alignment, concat)[0])
+
+
+def _may_overwrite(view: GraphView, op: Op, rule: AliasRule, step: int, groups: _Groups, src: str,
+                   last: Mapping[str, int], outputs: set[str]) -> bool:
+    """Whether ``op`` at ``step`` may write its output over ``src``'s group's bytes."""
+    members = groups.of(src)
+    for m in members:
         t = view.tensors[m]
         if t.kind != "activation" or m in outputs or last.get(m, -1) > step:
             return False
-    return not _unsafe_reads(view, op, rule, set(group), size)
+    ranges = {m: (groups.at(m), groups.at(m) + view.tensors[m].size) for m in members}
+    return not _unsafe_reads(op, rule, ranges, ranges[src])
 
 
-def _unsafe_reads(view: GraphView, op: Op, rule: AliasRule, group: set[str], size: int) -> list[str]:
-    """Inputs of ``op`` in ``group`` that an in-place write could change before they are read."""
+def _unsafe_reads(op: Op, rule: AliasRule, ranges: Mapping[str, tuple[int, int]],
+                  target: tuple[int, int]) -> list[str]:
+    """Inputs of ``op`` (group members, at ``ranges``) that an in-place write over
+    ``target`` could change before they are read: any overlapping it at an input
+    the rule does not list, or with other bytes than ``target``."""
+    lo, hi = target
     return [n for j, n in enumerate(op.inputs)
-            if n in group and (j not in rule.inputs or view.tensors[n].size != size)]
+            if n in ranges and ranges[n][0] < hi and lo < ranges[n][1]
+            and (j not in rule.inputs or ranges[n] != target)]
+
+
+def alias_layout(view: GraphView, order: Sequence[int], io: str = "internal", *, alignment: int = 1,
+                 concat: bool = True) -> AliasLayout:
+    """Every group the rules allow under ``order``, with each member's offset in its group.
+
+    Pass ``groups`` and ``offsets`` to :func:`onnxmem.liveness.build_liveness`.
+    With ``concat=False`` every offset is 0 (views and in-place outputs only).
+    """
+    _, groups = _find(view, order, io, alignment, concat)
+    step = {op: k for k, op in enumerate(order)}
+
+    def written(name: str) -> int:
+        p = view.tensors[name].producer
+        return -1 if p is None else step[p]
+
+    out: dict[str, tuple[str, ...]] = {}
+    offsets: dict[str, int] = {}
+    for members in groups.members.values():
+        ms = tuple(sorted(members, key=written))  # stable: ties keep the order they joined
+        out[ms[0]] = ms
+        offsets.update({m: groups.at(m) for m in ms if groups.at(m)})
+    return AliasLayout(dict(sorted(out.items(), key=lambda kv: written(kv[0]))), offsets)
 
 
 def alias_groups(view: GraphView, order: Sequence[int], io: str = "internal") -> dict[str, tuple[str, ...]]:
-    """``{group id: member tensors}`` for every group of two or more tensors.
+    """``{group id: member tensors}`` of views and in-place outputs (every offset 0).
 
-    The id is the group's first tensor (its root); members are in schedule
-    order. Pass the result to :func:`onnxmem.liveness.build_liveness`.
+    The id is the group's first tensor; members are in schedule order. Pass
+    the result to :func:`onnxmem.liveness.build_liveness`; for Concat inputs
+    placed inside the output as well, use :func:`alias_layout`.
     """
-    groups: dict[str, list[str]] = {}
-    owner: dict[str, str] = {}
-    for a in find_aliases(view, order, io):
-        gid = owner.get(a.input, a.input)
-        owner[a.input] = gid
-        owner[a.output] = gid
-        groups.setdefault(gid, [a.input]).append(a.output)
-    return {g: tuple(m) for g, m in groups.items()}
+    return alias_layout(view, order, io, concat=False).groups
 
 
 def check_groups(view: GraphView, order: Sequence[int], groups: Mapping[str, Sequence[str]],
-                 io: str = "internal") -> list[str]:
-    """Every way ``groups`` break the aliasing rules under ``order``; empty when legal.
+                 io: str = "internal", offsets: Mapping[str, int] | None = None) -> list[str]:
+    """Every way ``groups`` (members at ``offsets``, default 0) break the rules under ``order``.
 
-    Independent of :func:`find_aliases`: for each group, its members are
-    taken in the order they are written; the first (the root) may be any
-    planned tensor, and each later member must be output 0 of a node whose
-    rule lets it take the bytes of an earlier member it reads, of the same
-    byte size. An in-place write further needs every earlier member dead
-    after that node, none a graph input or output, and the node to read the
-    group only element by element. Members must be planned arena tensors,
-    and a tensor may be in one group only.
+    Empty when legal. Independent of :func:`find_aliases`:
+
+    * members must be planned arena tensors, each in one group;
+    * the members must be connected by links: ``m`` is linked to the input
+      whose bytes it takes (output 0 of a view or in-place op, the same size
+      and offset), and a Concat output to each input at its slice's offset;
+    * every write into the group keeps every member that is live then and
+      overlaps it: a view writes nothing new, a Concat nothing new over an
+      input at its own slice; an in-place write may cover only members it
+      reads at an input its rule lists, with exactly its bytes, that die at
+      that node and are neither graph inputs nor graph outputs. A write over
+      a graph input is never allowed.
     """
     problems: list[str] = []
-    step = {op: k for k, op in enumerate(order)}
+    offs = dict(offsets or {})
     last = _last_reads(view, order)
     outputs = set(view.outputs)
     seen: dict[str, str] = {}
@@ -277,55 +437,120 @@ def check_groups(view: GraphView, order: Sequence[int], groups: Mapping[str, Seq
                     "a weight" if view.tensors[m].kind == "weight" else f"outside the arena with --io {io}")
                 problems.append(f"group '{gid}': tensor '{m}' is {what} and cannot share arena bytes")
                 bad = True
-        if bad:
-            continue
-
-        def written(name: str) -> int:
-            p = view.tensors[name].producer
-            return -1 if p is None else step[p]
-
-        ordered = sorted(mem, key=written)
-        for i, m in enumerate(ordered[1:], start=1):
-            earlier = ordered[:i]
-            p = view.tensors[m].producer
-            if p is None:
-                problems.append(f"group '{gid}': '{m}' and '{ordered[0]}' are both graph inputs or "
-                                "initializers; two values no node writes cannot share bytes")
-                continue
-            op = view.ops[p]
-            k = step[p]
-            rule = alias_rule(op)
-            where = f"group '{gid}': node '{op.name}' ({op.op_type})"
-            if rule is None:
-                problems.append(f"{where} writes '{m}' over the bytes of '{earlier[-1]}' but its op "
-                                "may not alias (it reads neighbours or has no alias rule)")
-                continue
-            if op.outputs[0] != m:
-                problems.append(f"{where}: only output 0 may alias, '{m}' is another output")
-                continue
-            sources = [op.inputs[j] for j in rule.inputs
-                       if j < len(op.inputs) and op.inputs[j] in earlier]
-            if not sources:
-                problems.append(f"{where} writes '{m}' into group '{gid}' but reads no member of it "
-                                "at an input its rule allows")
-                continue
-            size = view.tensors[m].size
-            if all(view.tensors[s].size != size for s in sources):
-                problems.append(f"{where}: '{m}' is {size} B but '{sources[0]}' is "
-                                f"{view.tensors[sources[0]].size} B; aliased tensors must be the same size")
-                continue
-            if rule.kind != INPLACE:
-                continue
-            for e in earlier:
-                t = view.tensors[e]
-                if t.kind == "input" or e in outputs:
-                    problems.append(f"{where} writes '{m}' in place over '{e}', a graph "
-                                    f"{'input' if t.kind == 'input' else 'output'}")
-                elif last.get(e, -1) > k:
-                    later = view.ops[order[last[e]]].name
-                    problems.append(f"{where} writes '{m}' in place over '{e}', which node "
-                                    f"'{later}' reads later")
-            for n in _unsafe_reads(view, op, rule, set(earlier), size):
-                problems.append(f"{where} reads '{n}' of group '{gid}' at an input that is not read "
-                                f"element by element before '{m}' is written over it")
+        if not bad:
+            problems += _check_group(view, order, gid, mem, offs, last, outputs)
     return problems
+
+
+def _check_group(view: GraphView, order: Sequence[int], gid: str, mem: Sequence[str],
+                 offs: Mapping[str, int], last: Mapping[str, int], outputs: set[str]) -> list[str]:
+    problems: list[str] = []
+    step = {op: k for k, op in enumerate(order)}
+    members = set(mem)
+
+    def rng(n: str) -> tuple[int, int]:
+        return offs.get(n, 0), offs.get(n, 0) + view.tensors[n].size
+
+    def written(name: str) -> int:
+        p = view.tensors[name].producer
+        return -1 if p is None else step[p]
+
+    # links, and why a member has none
+    parent = {m: m for m in mem}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    why: dict[str, str] = {}
+    for m in mem:
+        p = view.tensors[m].producer
+        if p is None:
+            why[m] = f"group '{gid}': '{m}' is a graph input; no node writes it over another member"
+            continue
+        op = view.ops[p]
+        where = f"group '{gid}': node '{op.name}' ({op.op_type})"
+        slices = concat_slices(view, op)
+        if slices is not None and op.outputs[0] == m:
+            for x, off in zip(op.inputs, slices):
+                if x in members and rng(x) == (rng(m)[0] + off, rng(m)[0] + off + view.tensors[x].size):
+                    parent[find(x)] = find(m)
+            continue
+        rule = alias_rule(op)
+        if rule is None:
+            why[m] = (f"{where} writes '{m}' into the group but its op may not alias "
+                      "(it reads neighbours or has no alias rule)")
+            continue
+        if op.outputs[0] != m:
+            why[m] = f"{where}: only output 0 may alias, '{m}' is another output"
+            continue
+        sources = [op.inputs[j] for j in rule.inputs if j < len(op.inputs) and op.inputs[j] in members]
+        if not sources:
+            why[m] = f"{where} writes '{m}' into group '{gid}' but reads no member of it at an input its rule allows"
+            continue
+        same = [s for s in sources if rng(s) == rng(m)]
+        if not same:
+            s = sources[0]
+            why[m] = (f"{where}: '{m}' is {view.tensors[m].size} B at offset {rng(m)[0]} but '{s}' is "
+                      f"{view.tensors[s].size} B at {rng(s)[0]}; aliased tensors must be the same size "
+                      "at the same offset")
+            continue
+        parent[find(m)] = find(same[0])
+    ordered = sorted(mem, key=written)
+    reported: set[str] = set()
+    for m in ordered[1:]:
+        r = find(m)
+        if r != find(ordered[0]) and r not in reported:
+            reported.add(r)
+            first = next(x for x in ordered if find(x) == r)
+            problems.append(why.get(first, f"group '{gid}': '{first}' is linked to no other member by a rule"))
+
+    # every write keeps the live members it overlaps
+    for m in ordered:
+        p = view.tensors[m].producer
+        if p is None:
+            continue
+        op, k = view.ops[p], step[p]
+        lo, hi = rng(m)
+        kept = _unchanged(view, op, m, rng, members)
+        rule = alias_rule(op)
+        where = f"group '{gid}': node '{op.name}' ({op.op_type})"
+        for e in ordered:
+            elo, ehi = rng(e)
+            if e == m or written(e) > k or not (elo < hi and lo < ehi) or hi == lo or ehi == elo:
+                continue
+            if written(e) == k:
+                problems.append(f"{where} writes outputs '{e}' and '{m}' over the same bytes")
+                continue
+            if any(klo <= max(lo, elo) and min(hi, ehi) <= khi for klo, khi in kept):
+                continue  # the write leaves e's bytes as they are
+            t = view.tensors[e]
+            if t.kind == "input" or e in outputs:
+                problems.append(f"{where} writes '{m}' in place over '{e}', a graph "
+                                f"{'input' if t.kind == 'input' else 'output'}")
+            elif last.get(e, -1) > k:
+                later = view.ops[order[last[e]]].name
+                problems.append(f"{where} writes '{m}' over '{e}', which node '{later}' reads later")
+            elif last.get(e, -1) == k and (rule is None or rule.kind != INPLACE
+                                          or _unsafe_reads(op, rule, {e: rng(e)}, (lo, hi))
+                                          or e not in op.inputs):
+                problems.append(f"{where} writes '{m}' over '{e}', which it reads at an input that is not "
+                                "read element by element with the same bytes (or its op may not alias)")
+    return problems
+
+
+def _unchanged(view: GraphView, op: Op, m: str, rng: Callable[[str], tuple[int, int]],
+               members: set[str]) -> list[tuple[int, int]]:
+    """Byte ranges of ``m`` that ``op``'s write leaves unchanged (a view, a Concat's own slices)."""
+    lo, hi = rng(m)
+    rule = alias_rule(op)
+    if rule is not None and rule.kind == VIEW:
+        src = op.inputs[0] if op.inputs else ""
+        return [(lo, hi)] if src in members and rng(src) == (lo, hi) else []
+    slices = concat_slices(view, op)
+    if slices is None:
+        return []
+    return [(lo + off, lo + off + view.tensors[x].size) for x, off in zip(op.inputs, slices)
+            if x in members and rng(x) == (lo + off, lo + off + view.tensors[x].size)]

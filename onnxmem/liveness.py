@@ -12,9 +12,12 @@ Step ``k`` is the execution of ``order[k]``. Lifetimes are half-open
   for runtimes that own them;
 * weights (initializers and constants) are never in the arena.
 
-Each planned tensor belongs to a *group* of tensors that share bytes; every
-group becomes one buffer of the problem, sized to the largest member rounded
-up to the alignment, and live over the union of its members' lifetimes.
+Each planned tensor belongs to a *group* of tensors that share bytes, at a
+byte offset inside the group's buffer (0 unless it is a Concat input placed
+in its slice of the output, see ``onnxmem.aliasing``); every group becomes one
+buffer of the problem, as large as its members reach (the largest
+``offset + size``) rounded up to the alignment, and live over the union of
+its members' lifetimes ``[min start, max end)``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Interval:
     end: int
     size: int
     group: str
+    offset: int = 0  # bytes from the start of the group's buffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +99,15 @@ def build_liveness(
     io: str = "internal",
     alignment: int = 64,
     groups: Mapping[str, Sequence[str]] | None = None,
+    offsets: Mapping[str, int] | None = None,
 ) -> Liveness:
     """Lifetimes of every planned tensor and the problem over their groups.
 
-    ``groups`` maps a group id to member tensors that share bytes (views and
-    in-place outputs); a tensor in no group is a group of its own. Groups are
-    chosen by the aliasing rules, which guarantee their members may share.
+    ``groups`` maps a group id to member tensors that share bytes; a tensor
+    in no group is a group of its own. ``offsets`` gives a member's byte
+    offset inside its group's buffer (absent: 0). Groups and offsets are
+    chosen by the aliasing rules (``onnxmem.aliasing.alias_layout``), which
+    guarantee their members may share.
     """
     if alignment < 1:
         raise ModelError(f"--alignment {alignment} must be 1 or more")
@@ -110,17 +117,22 @@ def build_liveness(
         for m in members:
             if m in lifetimes:
                 member_of[m] = gid
+    offs = offsets or {}
     intervals: list[Interval] = []
     group_members: dict[str, list[str]] = {}
     for name, (start, end) in lifetimes.items():
         gid = member_of.get(name, name)
-        intervals.append(Interval(name, start, end, view.tensors[name].size, gid))
+        off = int(offs.get(name, 0)) if name in member_of else 0
+        if off < 0:
+            raise ModelError(f"tensor '{name}' has a negative offset {off} in its alias group")
+        intervals.append(Interval(name, start, end, view.tensors[name].size, gid, off))
         group_members.setdefault(gid, []).append(name)
+    reach = {iv.tensor: iv.offset + iv.size for iv in intervals}
     buffers: list[Buffer] = []
     for gid, members in group_members.items():
         s = min(lifetimes[m][0] for m in members)
         e = max(lifetimes[m][1] for m in members)
-        size = max(view.tensors[m].size for m in members)
+        size = max(reach[m] for m in members)
         buffers.append(Buffer(gid, s, e, align_up(size, alignment), alignment))
     return Liveness(
         tuple(order),

@@ -309,23 +309,46 @@ def _resolve_dim(d: Dim, dims: Mapping[str, int]) -> int | None:
 
 
 def _strip_for_inference(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy without initializer data (shapes and dtypes only) or value_info."""
+    """A copy without large initializer data or value_info, for shape inference.
+
+    Small initializers keep their values (data propagation of shapes needs
+    them). Large and external ones of the top-level graph become typed graph
+    inputs, so no inference engine tries to read their bytes; those of
+    subgraphs (whose inputs are positional) keep their dims and point to no
+    data.
+    """
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    for g in _graphs(m.graph):
-        for init in g.initializer:
-            # keep small tensors: data propagation of shapes needs their values
-            if init.data_location == TensorProto.EXTERNAL or math.prod(init.dims) > 1024:
-                dims = list(init.dims)
-                dt = init.data_type
-                name = init.name
+
+    def is_large(init: onnx.TensorProto) -> bool:
+        return init.data_location == TensorProto.EXTERNAL or math.prod(init.dims) > 1024
+
+    g = m.graph
+    declared = {vi.name for vi in g.input}
+    keep = []
+    for init in g.initializer:
+        if not is_large(init):
+            keep.append(init)
+            continue
+        if init.name not in declared:
+            g.input.append(
+                onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
+            )
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    for sub in _graphs(g):
+        if sub is g:
+            continue
+        for init in sub.initializer:
+            if is_large(init):
+                dims, dt, name = list(init.dims), init.data_type, init.name
                 init.Clear()
                 init.name, init.data_type = name, dt
                 init.dims.extend(dims)
                 init.data_location = TensorProto.EXTERNAL
                 e = init.external_data.add()
                 e.key, e.value = "location", "__onnxmem_stripped__"
-    del m.graph.value_info[:]
+    del g.value_info[:]
     return m
 
 
@@ -436,7 +459,7 @@ def infer_shapes(
     input_shapes = dict(input_shapes or {})
     work = _strip_for_inference(model)
     g = work.graph
-    inits = {i.name for i in g.initializer}
+    inits = {i.name for i in model.graph.initializer}
     real_inputs = {vi.name: vi for vi in g.input if vi.name not in inits}
     for name in input_shapes:
         if name not in real_inputs:
@@ -534,9 +557,11 @@ def infer_shapes(
         shown = ", ".join(f"'{n}'" for n in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         if symbols:
             hint = " ".join(f"--dim {s}=N" for s in sorted(symbols)[:4])
+            names = sorted(symbols)
+            listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
             raise ShapeError(
                 f"sizes of {len(missing)} tensors are unknown ({shown}): unbound symbolic "
-                f"dims {', '.join(sorted(symbols))}; bind them with {hint}, or pass "
+                f"dims {listed}; bind them with {hint}, or pass "
                 "--measure-shapes to run the model once and measure them"
             )
         raise ShapeError(

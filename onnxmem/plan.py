@@ -37,7 +37,11 @@ class PlannedTensor:
     """One tensor in the arena: bytes ``[offset, offset + size)`` during steps ``[start, end)``.
 
     ``group`` names the alias group whose bytes it shares (its own name when
-    alone); ``object`` is its shared-object index in the shared-objects form.
+    alone); ``object`` is its shared-object index in the shared-objects form;
+    ``group_offset`` is its byte offset inside the group's buffer (non-zero
+    only for a Concat input placed in its slice of the output), so the
+    group's buffer starts at ``offset - group_offset``. The JSON omits
+    ``group_offset`` when it is 0 (plans without it read as 0).
     """
 
     name: str
@@ -52,6 +56,7 @@ class PlannedTensor:
     kind: str
     group: str
     object: int | None = None
+    group_offset: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +124,8 @@ class MemoryPlan:
             "plan_seconds": self.plan_seconds,
             "warnings": list(self.warnings),
             "tensors": [
-                {k: (list(v) if k == "shape" else v) for k, v in asdict(t).items()}
+                {k: (list(v) if k == "shape" else v) for k, v in asdict(t).items()
+                 if k != "group_offset" or v}
                 for t in self.tensors
             ],
         }

@@ -553,7 +553,13 @@ def compute_weights(model: onnx.ModelProto, view: GraphView) -> dict[str, np.nda
 
 
 def fold_weights(model: onnx.ModelProto, view: GraphView, weights: Mapping[str, np.ndarray]) -> onnx.ModelProto:
-    """A copy of ``model`` whose constant-node weights are initializers (the graph we plan)."""
+    """A copy of ``model`` whose constant-node weights are initializers (the graph we plan).
+
+    A folded weight that no remaining node reads and that is no graph output
+    is dropped. Below IR version 4 every initializer must also be a graph
+    input, so each new initializer gets one there (onnxruntime refuses the
+    graph otherwise); the IR version is kept.
+    """
     from onnx import numpy_helper
 
     drop = set(_weight_ops(view))
@@ -563,11 +569,29 @@ def fold_weights(model: onnx.ModelProto, view: GraphView, weights: Mapping[str, 
     del m.graph.node[:]
     m.graph.node.extend(keep)
     have = {i.name for i in m.graph.initializer}
+    read = {n for node in keep for n in _node_reads(node)} | {o.name for o in m.graph.output}
+    legacy = m.ir_version < 4
     for i in sorted(drop):
         for o in model.graph.node[i].output:
-            if o and o not in have and o in weights:
-                m.graph.initializer.append(numpy_helper.from_array(weights[o], o))
+            if o and o not in have and o in weights and o in read:
+                arr = np.require(weights[o], requirements="C")
+                m.graph.initializer.append(numpy_helper.from_array(arr, o))
+                have.add(o)
+                if legacy:
+                    elem = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
+                    m.graph.input.append(onnx.helper.make_tensor_value_info(o, elem, list(arr.shape)))
     return m
+
+
+def _node_reads(node: onnx.NodeProto) -> set[str]:
+    """Names ``node`` reads: its inputs and, through If/Loop/Scan bodies, outer-scope values."""
+    names = {n for n in node.input if n}
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for g in graphs:
+            for inner in g.node:
+                names |= _node_reads(inner)
+    return names
 
 
 def _model_like(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
@@ -789,7 +813,8 @@ def execute_plan(
     def weight_value(name: str, host: bool) -> Any:
         cache = ov_host if (host or not cuda) else ov_dev
         if name not in cache:
-            arr = np.ascontiguousarray(weights[name])
+            # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d)
+            arr = np.require(weights[name], requirements="C")
             cache[name] = ort.OrtValue.ortvalue_from_numpy(arr, "cpu" if cache is ov_host else "cuda", 0)
         return cache[name]
 

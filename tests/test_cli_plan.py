@@ -187,3 +187,15 @@ def test_bad_input_one_line_no_traceback_no_output(case, tmp_path):
 def test_usage_error_exit_code_2(models_dir):
     r = CliRunner().invoke(main, ["plan", str(models_dir / "resnet_cnn.onnx"), "--solver", "nope"])
     assert r.exit_code == 2
+
+
+def test_outputs_are_written_with_ordinary_permissions(tmp_path, models_dir):
+    import os
+    import stat
+
+    out = tmp_path / "plan.json"
+    assert run("plan", str(models_dir / "resnet_cnn.onnx"), "-o", str(out)).exit_code == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]  # no temporary left behind

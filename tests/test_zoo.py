@@ -249,6 +249,17 @@ def test_ray_executor_without_ray_says_how_to_install():
         run_zoo([light("squeezenet")], ZooOptions(executor="ray"))
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the ray extra")
+def test_ray_executor_matches_inline(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the workers import onnxmem
+    models = [light("squeezenet"), broken(tmp_path), light("bvlc_alexnet")]
+    inline = run_zoo(models, ZooOptions(executor="inline"))
+    remote = run_zoo(models, ZooOptions(executor="ray"))
+    assert [(r.name, r.status, r.arena_size) for r in remote] == \
+        [(r.name, r.status, r.arena_size) for r in inline]
+
+
 # --------------------------------------------------------------------------- results, baseline
 
 

@@ -214,6 +214,7 @@ class Piece:
     ext_bytes: int
     held: list[int]  # bytes of the node's reads produced inside the piece
     ext_read: list[int]  # bytes of the node's reads that are freeable outside tensors
+    slot_prod: list[int]  # producer of each tensor slot (local node; -1: from outside)
     first_extra: int = 0  # bytes live in the piece's first step only
 
     @property
@@ -229,6 +230,7 @@ class Piece:
         preds = [[loc[p] for p in graph.preds[g] if p in loc] for g in nodes]
         succs = [[loc[s] for s in graph.succs[g] if s in loc] for g in nodes]
         slot: dict[int, int] = {}
+        slot_prod: list[int] = []
         rem0: list[int] = []
         alloc: list[int] = []
         keep: list[int] = []
@@ -255,6 +257,7 @@ class Piece:
                 if t not in slot:
                     slot[t] = len(rem0)
                     rem0.append(sum(1 for c in cons if c in loc))
+                    slot_prod.append(loc.get(graph.producer[t], -1))
                     if graph.producer[t] not in loc:
                         ext += graph.size[t]
                 if graph.producer[t] not in loc:
@@ -263,7 +266,7 @@ class Piece:
             frees.append(fr)
             held.append(h)
             ext_read.append(e)
-        return Piece(graph, nodes, preds, succs, alloc, keep, frees, rem0, ext, held, ext_read)
+        return Piece(graph, nodes, preds, succs, alloc, keep, frees, rem0, ext, held, ext_read, slot_prod)
 
     def node_bound(self, v: int) -> int:
         """A lower bound on the (relative) bytes live while ``v`` runs, in any order."""

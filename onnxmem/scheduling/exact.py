@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from ..graph import GraphView
 from . import OrderOptions, register
 from .cost import OrderGraph, Piece, RanBefore, build_order_graph, simulate
@@ -40,6 +42,8 @@ __all__ = ["ExactResult", "exact_piece", "exact_search", "forced_segments"]
 
 #: default seconds for ``--order exact``
 EXACT_TIMEOUT = 30.0
+#: pieces of more nodes than this go to the compiled search
+COMPILED_MIN = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +62,14 @@ def exact_piece(
     deadline: float | None = None,
     upper: Sequence[int] | None = None,
     max_states: int = 3_000_000,
+    method: str = "auto",
 ) -> ExactResult:
-    """The order of ``piece`` with the lowest peak, or the best known at ``deadline``."""
+    """The order of ``piece`` with the lowest peak, or the best known at ``deadline``.
+
+    ``method``: ``"compiled"`` (the depth-first search of :mod:`._search`),
+    ``"python"`` (best-first search), or ``"auto"``: compiled for pieces of
+    more than :data:`COMPILED_MIN` nodes.
+    """
     n = piece.n
     ub_order = list(upper) if upper is not None else greedy_piece(piece)
     ub, _ = simulate(piece, ub_order)
@@ -70,6 +80,120 @@ def exact_piece(
         lb = max(lb, min(piece.alloc[v] for v in range(n) if not piece.preds[v]) + piece.first_extra)
     if ub <= lb:
         return ExactResult(ub_order, ub, True, 0)
+    if method == "compiled" or (method == "auto" and n > COMPILED_MIN):
+        return _exact_compiled(piece, deadline, ub_order, ub, lb, max_states)
+    return _exact_best_first(piece, deadline, ub_order, ub, lb, max_states)
+
+
+def _exact_compiled(
+    piece: Piece, deadline: float | None, ub_order: list[int], ub: int, lb: int, max_states: int
+) -> ExactResult:
+    from ..solvers._clock import NO_DEADLINE, cycles_per_second, deadline_cycles
+    from ._search import PROVEN, search
+
+    a = piece_arrays(piece)
+    left = None if deadline is None else deadline - time.perf_counter()
+    limit = 0
+    if left is not None and cycles_per_second() <= 0:
+        limit = max(1000, int(left * 200_000))  # no cycle counter: bound the work instead
+    dl = NO_DEADLINE if left is None else deadline_cycles(left)
+    best = np.array(ub_order, dtype=np.int64)
+    status, peak, expanded = search(
+        a["pred"], a["descself"], a["alloc"], a["keep"], a["free_ptr"], a["free_slot"],
+        a["out_ptr"], a["out_slot"], a["slot_size"], a["slot_cons"], a["rem0"], a["live0"],
+        a["anc_ptr"], a["anc_node"], a["anc_size"], piece.first_extra, lb, ub, best, dl,
+        limit, max_states,
+    )
+    order = [int(v) for v in best]
+    return ExactResult(order, simulate(piece, order)[0], status == PROVEN, int(expanded))
+
+
+def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
+    """The arrays :func:`._search.search` reads, for ``piece``."""
+    n = piece.n
+    words = max(1, (n + 63) // 64)
+    topo = _topo(piece)
+    anc = [0] * n
+    for v in topo:
+        m = 0
+        for p in piece.preds[v]:
+            m |= anc[p] | (1 << p)
+        anc[v] = m
+    desc = [0] * n
+    for v in reversed(topo):
+        m = 1 << v
+        for s in piece.succs[v]:
+            m |= desc[s]
+        desc[v] = m
+    nslots = len(piece.rem0)
+    slot_size = [0] * nslots
+    cons = [0] * nslots
+    free_ptr = [0]
+    free_slot: list[int] = []
+    for v in range(n):
+        for s, size in piece.frees[v]:
+            slot_size[s] = size
+            cons[s] |= 1 << v
+            free_slot.append(s)
+        free_ptr.append(len(free_slot))
+    outs: list[list[int]] = [[] for _ in range(n)]
+    for s, p in enumerate(piece.slot_prod):
+        if p >= 0:
+            outs[p].append(s)
+    perm = [piece.keep[v] - sum(slot_size[s] for s in outs[v]) for v in range(n)]
+    out_ptr = [0]
+    out_slot: list[int] = []
+    for v in range(n):
+        out_slot.extend(outs[v])
+        out_ptr.append(len(out_slot))
+    anc_ptr = [0]
+    anc_node: list[int] = []
+    anc_size: list[int] = []
+    for v in range(n):
+        m = anc[v]
+        d = desc[v]
+        while m:
+            low = m & -m
+            p = low.bit_length() - 1
+            m ^= low
+            size = perm[p] + sum(slot_size[s] for s in outs[p] if cons[s] & d)
+            if size:
+                anc_node.append(p)
+                anc_size.append(size)
+        anc_ptr.append(len(anc_node))
+
+    def masks(values: Sequence[int]) -> np.ndarray:
+        out = np.zeros((len(values), words), dtype=np.uint64)
+        for i, x in enumerate(values):
+            for w in range(words):
+                out[i, w] = (x >> (64 * w)) & 0xFFFFFFFFFFFFFFFF
+        return out
+
+    pred = [sum(1 << p for p in set(piece.preds[v])) for v in range(n)]
+    i64 = np.int64
+    return {
+        "pred": masks(pred),
+        "descself": masks(desc),
+        "alloc": np.array(piece.alloc, dtype=i64),
+        "keep": np.array(piece.keep, dtype=i64),
+        "free_ptr": np.array(free_ptr, dtype=i64),
+        "free_slot": np.array(free_slot, dtype=i64),
+        "out_ptr": np.array(out_ptr, dtype=i64),
+        "out_slot": np.array(out_slot, dtype=i64),
+        "slot_size": np.array(slot_size, dtype=i64),
+        "slot_cons": masks(cons),
+        "rem0": np.array(piece.rem0, dtype=i64),
+        "live0": np.array([p < 0 for p in piece.slot_prod], dtype=np.bool_),
+        "anc_ptr": np.array(anc_ptr, dtype=i64),
+        "anc_node": np.array(anc_node, dtype=i64),
+        "anc_size": np.array(anc_size, dtype=i64),
+    }
+
+
+def _exact_best_first(
+    piece: Piece, deadline: float | None, ub_order: list[int], ub: int, lb: int, max_states: int
+) -> ExactResult:
+    n = piece.n
     pred_mask = [0] * n
     for v in range(n):
         m = 0

@@ -35,9 +35,17 @@ proof (the lower bound is met, or every smaller capacity was exhausted);
 Problems with pinned buffers, or too large for the search's undo stacks, get
 the best greedy plan with its honest status.
 
-``auto`` (the default of ``plan``) is ``exact`` under a short budget
-(:data:`AUTO_TIMEOUT` seconds): the proof when it comes in time, else the
-best plan found, with its gap to the bound in ``stats``.
+``auto`` (the default of ``plan``) tries the cheap answers before the search,
+so that small model problems never load compiled code:
+
+1. on problems of up to :data:`AUTO_NUMPY_MAX` buffers, none pinned: the plain
+   size-sorted best fit (numpy, :func:`.baseline.place_in_order`); if it
+   meets the lower bound (or fits the capacity) it is returned at once;
+2. then the lowest-first dives of :mod:`.skyline` (numpy), one per preorder,
+   at the lower bound (or the capacity); the first that succeeds is returned;
+3. otherwise ``exact`` under a short budget (:data:`AUTO_TIMEOUT` seconds):
+   the proof when it comes in time, else the best plan found. Every answer
+   carries its gap to the bound in ``stats``.
 """
 
 from __future__ import annotations
@@ -49,15 +57,18 @@ import numpy as np
 
 from ..problem import Problem, Solution, lower_bound
 from . import SolveOptions, register
-from ._clock import NO_DEADLINE, cycles, cycles_per_second
-from ._search import ABORTED, FOUND, HEURISTICS, NOT_FOUND, TIMEOUT, preorder, search
 from .greedy import best_greedy_offsets
 
-__all__ = ["ExactSearch", "AUTO_TIMEOUT", "EXACT_TIMEOUT", "MAX_STACK"]
+# The compiled search (numba) is imported inside the functions that run it, so
+# that importing this module, and the quick paths of ``auto``, never load numba.
+
+__all__ = ["ExactSearch", "AUTO_NUMPY_MAX", "AUTO_TIMEOUT", "EXACT_TIMEOUT", "MAX_STACK"]
 
 #: default seconds of search for ``exact`` and ``auto``
 EXACT_TIMEOUT = 30.0
 AUTO_TIMEOUT = 3.0
+#: ``auto`` tries its numpy steps on problems of at most this many buffers
+AUTO_NUMPY_MAX = 2000
 #: the search is skipped when its undo stacks would need more entries
 MAX_STACK = 60_000_000
 
@@ -191,6 +202,9 @@ class ExactSearch:
         nodes)`` with status ``FOUND``, ``NOT_FOUND`` (proven infeasible) or
         ``TIMEOUT``; ``deadline`` is a ``time.perf_counter`` value.
         """
+        from ._clock import NO_DEADLINE, cycles, cycles_per_second
+        from ._search import ABORTED, FOUND, HEURISTICS, NOT_FOUND, TIMEOUT, preorder, search
+
         plan = local_best.copy()
         tops = plan + self.size
         nodes = 0
@@ -280,6 +294,8 @@ def run_exact(problem: Problem, options: SolveOptions, name: str, default_timeou
     if not ex.searchable:
         status = "timeout" if cap is not None else "feasible"
         return _solution(name, problem, g_offs, g_height, status, lb, 0)
+    from ._search import FOUND, NOT_FOUND
+
     incumbent = g_offs[ex.free].copy()
     inc_height = g_height
     nodes = 0
@@ -327,6 +343,32 @@ def exact(problem: Problem, options: SolveOptions) -> Solution:
     return run_exact(problem, options, "exact", EXACT_TIMEOUT)
 
 
-@register("auto", f"exact within a short budget ({AUTO_TIMEOUT:g} s), else the best greedy")
+def quick_plan(problem: Problem, capacity: int | None, bound: int) -> Solution | None:
+    """``auto``'s numpy steps (1 and 2 of the module docstring), or ``None``."""
+    if len(problem) > AUTO_NUMPY_MAX or any(b.offset is not None for b in problem.buffers):
+        return None
+    from .baseline import place_in_order, size_order
+    from .skyline import PREORDERS, dive, preorder
+
+    target = bound if capacity is None else capacity
+    _, _, size, _ = problem.arrays()
+    offs = np.asarray(place_in_order(problem, size_order(problem)), dtype=np.int64)
+    height = int((offs + size).max(initial=0))
+    if height <= target:
+        status = "optimal" if height <= bound else "feasible"
+        return _solution("auto", problem, offs, height, status, bound, 0)
+    for keys in PREORDERS:
+        found = dive(problem, target, preorder(problem, keys))
+        if found is not None:
+            height = int((found + size).max(initial=0))
+            status = "optimal" if height <= bound else "feasible"
+            return _solution("auto", problem, found, height, status, bound, 0)
+    return None
+
+
+@register("auto", f"cheap plans first, then exact within a short budget ({AUTO_TIMEOUT:g} s)")
 def auto(problem: Problem, options: SolveOptions) -> Solution:
+    quick = quick_plan(problem, options.capacity, lower_bound(problem))
+    if quick is not None:
+        return quick
     return run_exact(problem, options, "auto", AUTO_TIMEOUT)

@@ -20,7 +20,8 @@ a placed buffer:
    lowest) or into the lowest such gap (*first fit*), and on top of them all
    when no gap holds it.
 
-The inner loop is compiled (numba). Finding the buffers live at the same time
+The inner loop is compiled (numba; loaded on the first placement, not on
+import, and cached on disk). Finding the buffers live at the same time
 uses the start-sorted order and the longest lifetime, so one placement costs
 O(m log m) for the m buffers it overlaps, plus a scan of the buffers starting
 within one longest lifetime before it: a whole plan of 10^5 buffers takes
@@ -41,137 +42,11 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from numba import njit
 
 from ..problem import Problem, Solution, lower_bound
 from . import SolveOptions, register
 
 __all__ = ["ORDERS", "place", "order_by", "greedy_offsets", "best_greedy_offsets", "status_for"]
-
-
-@njit(cache=True)
-def _cover_lists(start: np.ndarray, end: np.ndarray, size: np.ndarray):  # type: ignore[no-untyped-def]
-    """Start-sorted order, and for each buffer the earlier ones still live at its start.
-
-    Returns ``(ss, pos, cover_ptr, cover)``: ``ss`` sorts buffers by start
-    (stable), ``pos[i]`` is buffer i's place in it, and ``cover[cover_ptr[i]:
-    cover_ptr[i + 1]]`` lists the buffers before i in ``ss`` (non-empty) that
-    are live at ``start[i]``. Cost: O(n log n + overlapping pairs).
-    """
-    n = size.shape[0]
-    ss = np.argsort(start, kind="mergesort")
-    pos = np.empty(n, dtype=np.int64)
-    for p in range(n):
-        pos[ss[p]] = p
-    cover_ptr = np.zeros(n + 1, dtype=np.int64)
-    active = np.empty(n, dtype=np.int64)
-    na = 0
-    for p in range(n):
-        i = ss[p]
-        k = 0
-        for q in range(na):
-            j = active[q]
-            if end[j] > start[i]:
-                active[k] = j
-                k += 1
-        na = k
-        cover_ptr[i + 1] = na
-        if size[i] > 0:
-            active[na] = i
-            na += 1
-    for i in range(n):
-        cover_ptr[i + 1] += cover_ptr[i]
-    cover = np.empty(cover_ptr[n], dtype=np.int32)
-    na = 0
-    for p in range(n):
-        i = ss[p]
-        k = 0
-        for q in range(na):
-            j = active[q]
-            if end[j] > start[i]:
-                active[k] = j
-                k += 1
-        na = k
-        base = cover_ptr[i]
-        for q in range(na):
-            cover[base + q] = active[q]
-        if size[i] > 0:
-            active[na] = i
-            na += 1
-    return ss, pos, cover_ptr, cover
-
-
-@njit(cache=True)
-def _place(
-    order: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    size: np.ndarray,
-    align: np.ndarray,
-    fixed: np.ndarray,
-    best_fit: bool,
-    ss: np.ndarray,
-    pos: np.ndarray,
-    cover_ptr: np.ndarray,
-    cover: np.ndarray,
-) -> np.ndarray:
-    n = size.shape[0]
-    off = fixed.copy()
-    placed = off >= 0
-    blo = np.empty(n, dtype=np.int64)
-    bhi = np.empty(n, dtype=np.int64)
-    key = np.empty(n, dtype=np.int64)
-    for t in range(order.shape[0]):
-        i = order[t]
-        if placed[i]:
-            continue
-        placed[i] = True
-        sz = size[i]
-        if sz == 0:
-            off[i] = 0
-            continue
-        a = align[i]
-        k = 0
-        for c in range(cover_ptr[i], cover_ptr[i + 1]):
-            j = cover[c]
-            if placed[j]:
-                blo[k] = off[j]
-                bhi[k] = off[j] + size[j]
-                k += 1
-        for p in range(pos[i] + 1, n):
-            j = ss[p]
-            if start[j] >= end[i]:
-                break
-            if placed[j] and size[j] > 0:
-                blo[k] = off[j]
-                bhi[k] = off[j] + size[j]
-                k += 1
-        best = -1
-        best_gap = -1
-        top = 0
-        if k > 0:
-            # sort (low, high) pairs by low: pack the pair's slot into the key
-            for q in range(k):
-                key[q] = (blo[q] << 22) | q
-            ks = np.sort(key[:k])
-            for q in range(k):
-                r = ks[q] & 0x3FFFFF
-                low = blo[r]
-                if low > top:
-                    cand = top if a <= 1 else -(-top // a) * a
-                    if cand + sz <= low:
-                        gap = low - top
-                        if best < 0 or gap < best_gap:
-                            best = cand
-                            best_gap = gap
-                            if not best_fit:
-                                break
-                if bhi[r] > top:
-                    top = bhi[r]
-        if best < 0:
-            best = top if a <= 1 else -(-top // a) * a
-        off[i] = best
-    return off
 
 
 class Placer:
@@ -183,13 +58,17 @@ class Placer:
         self.fixed = np.array(
             [-1 if b.offset is None else b.offset for b in problem.buffers], dtype=np.int64
         )
-        self.ss, self.pos, self.cover_ptr, self.cover = _cover_lists(
+        from ._kernels import cover_lists
+
+        self.ss, self.pos, self.cover_ptr, self.cover = cover_lists(
             self.start, self.end, self.size
         )
 
     def place(self, order: np.ndarray, best_fit: bool = True) -> np.ndarray:
         """Offsets (int64, buffer order) from placing buffers in ``order``."""
-        return _place(
+        from ._kernels import place as place_kernel
+
+        return place_kernel(
             np.asarray(order, dtype=np.int64), self.start, self.end, self.size, self.align,
             self.fixed, best_fit, self.ss, self.pos, self.cover_ptr, self.cover,
         )
@@ -203,17 +82,26 @@ def place(problem: Problem, order: np.ndarray, best_fit: bool = True) -> np.ndar
     return Placer(problem).place(order, best_fit)
 
 
-@njit(cache=True)
-def _breadth_rank(start_c: np.ndarray, end_c: np.ndarray, rank_of_step: np.ndarray) -> np.ndarray:
-    n = start_c.shape[0]
-    out = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        best = rank_of_step.shape[0]
-        for s in range(start_c[i], end_c[i]):
-            if rank_of_step[s] < best:
-                best = rank_of_step[s]
-        out[i] = best
-    return out
+def range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``values[lo[i]:hi[i]].min()`` for every i (each range non-empty)."""
+    return _range_reduce(np.minimum, values, lo, hi)
+
+
+def range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``values[lo[i]:hi[i]].max()`` for every i (each range non-empty)."""
+    return _range_reduce(np.maximum, values, lo, hi)
+
+
+def _range_reduce(op: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    if len(lo) == 0:
+        return np.zeros(0, dtype=values.dtype)
+    # reduceat over the interleaved bounds: even slots are the [lo, hi) ranges;
+    # one padding element keeps every bound a valid index
+    padded = np.concatenate([values, values[-1:]])
+    bounds = np.empty(2 * len(lo), dtype=np.int64)
+    bounds[0::2] = lo
+    bounds[1::2] = hi
+    return op.reduceat(padded, bounds)[0::2]
 
 
 def order_by(problem: Problem, name: str) -> np.ndarray:
@@ -241,7 +129,7 @@ def order_by(problem: Problem, name: str) -> np.ndarray:
         step_order = np.lexsort((np.arange(len(points)), -breadth))
         rank = np.empty(len(points), dtype=np.int64)
         rank[step_order] = np.arange(len(points))
-        first = _breadth_rank(sc.astype(np.int64), ec.astype(np.int64), rank)
+        first = range_min(rank, sc, ec)
         return np.lexsort((idx, -life, -size, first))
     raise ValueError(f"unknown greedy order {name!r}")
 
