@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 import numpy as np
 import onnx
 
-from .aliasing import alias_groups
+from .aliasing import alias_layout
 from .errors import OnnxmemError, PlanInvalid
 from .graph import GraphView, build_view
 from .liveness import Liveness, build_liveness
@@ -104,8 +104,7 @@ def plan_loaded(
     order = reorder(
         view, opts.order, OrderOptions(timeout=opts.timeout, alignment=opts.alignment, io=opts.io)
     )
-    groups = alias_groups(view, order, opts.io) if opts.inplace else None
-    liveness = build_liveness(view, order, io=opts.io, alignment=opts.alignment, groups=groups)
+    liveness = aliased_liveness(view, order, opts)
     problem = liveness.problem
     say(f"assigning {len(problem)} buffers ({opts.solver})")
     solution = solve(problem, opts.solver, SolveOptions(timeout=opts.timeout, seed=opts.seed))
@@ -124,6 +123,29 @@ def plan_loaded(
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
     return Planned(plan, model, view, liveness, solution, shapes)
+
+
+def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: PlanOptions) -> Liveness:
+    """The liveness of ``order`` with the sharing ``opts.inplace`` allows.
+
+    Off: every tensor its own buffer. On: views and in-place outputs share
+    (``onnxmem.aliasing``); Concat inputs are placed inside their output as
+    well when that lowers the max-live bound (a placed input reserves the
+    whole output from its own write on, which can cost more than the copy
+    it saves), else the layout without them is kept.
+    """
+    if not opts.inplace:
+        return build_liveness(view, order, io=opts.io, alignment=opts.alignment)
+    flat = alias_layout(view, order, opts.io, alignment=opts.alignment, concat=False)
+    live = build_liveness(view, order, io=opts.io, alignment=opts.alignment, groups=flat.groups,
+                          offsets=flat.offsets)
+    nested = alias_layout(view, order, opts.io, alignment=opts.alignment, concat=True)
+    if nested.offsets or nested.groups != flat.groups:
+        other = build_liveness(view, order, io=opts.io, alignment=opts.alignment, groups=nested.groups,
+                               offsets=nested.offsets)
+        if lower_bound(other.problem) < lower_bound(live.problem):
+            live = other
+    return live
 
 
 def _make_plan(
@@ -160,7 +182,7 @@ def _make_plan(
                 dtype=t.dtype,
                 shape=t.shape,
                 size=t.size,
-                offset=int(solution.offsets[bi]),
+                offset=int(solution.offsets[bi]) + iv.offset,
                 start=iv.start,
                 end=iv.end,
                 producer=prod.name if prod else None,
@@ -168,6 +190,7 @@ def _make_plan(
                 kind=t.kind,
                 group=iv.group,
                 object=(int(solution.objects[bi]) if solution.objects is not None else None),
+                group_offset=iv.offset,
             )
         )
     curve = live_bytes(problem)

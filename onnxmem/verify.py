@@ -12,12 +12,16 @@ Static proof (:func:`prove_plan`), independent of the planner's own code:
    live from its producer's step to its last reader's step, graph inputs from
    step 0, graph outputs to the end); a plan lifetime that misses a step where
    the value is live is an error;
-5. members of one alias group share one offset, and a member may be written
-   over another only when the writer reads it: a view (an op whose rule in
-   ``onnxmem.aliasing.RULES`` is ``view``) leaves the bytes unchanged; an op
-   whose rule is ``inplace`` may write over an input it reads at an input the
-   rule lists, of the output's byte size, that dies at that step; any other op
-   (one that reads neighbours: Conv, MatMul, Softmax, ...) never;
+5. members of one alias group lie in one buffer (``offset - group_offset``
+   is the same for all), and a member may be written over bytes of another
+   that is live then only when the write leaves those bytes as they are, or
+   the writer reads it: a view (an op whose rule in ``onnxmem.aliasing.RULES``
+   is ``view``) of a member at the output's bytes changes nothing; a Concat
+   whose input is one contiguous run of the output (all dims before the axis
+   1) and sits at that run changes nothing there; an op whose rule is
+   ``inplace`` may write over an input it reads at an input the rule lists,
+   at exactly the output's bytes, that dies at that step; any other op (one
+   that reads neighbours: Conv, MatMul, Softmax, ...) never;
 6. no two tensors of different groups that are live at one step share a byte;
 7. shared-objects plans: tensors of one object sit at the object's offset,
    fit in it, and are never live at the same step unless they alias.
@@ -339,25 +343,30 @@ def _alias_findings(
     for gid, members in groups.items():
         if len(members) < 2:
             continue
-        offs = {m.offset for m in members}
-        if len(offs) > 1:
+        bases = {m.offset - m.group_offset for m in members}
+        if len(bases) > 1:
             found.append(
                 Finding(
                     "alias",
                     members[1].name,
-                    f"tensors of alias group '{gid}' must share one offset but sit at {sorted(offs)}",
+                    f"tensors of alias group '{gid}' must lie in one buffer (offset - group_offset the same) "
+                    f"but start it at {sorted(bases)}",
                 )
             )
             continue
+        by_name = {m.name: m for m in members}
         for y in members:
             t = view.tensors[y.name]
-            if t.producer is None:
+            if t.producer is None or y.size == 0:
                 continue
             s = life[y.name][0]
             op = view.ops[t.producer]
+            lo, hi = y.offset, y.offset + y.size
+            kept = _kept_bytes(view, op, y, by_name)
+            rule = alias_rule(op)
             for x in members:
-                if x.name == y.name:
-                    continue
+                if x.name == y.name or x.size == 0 or not (x.offset < hi and lo < x.offset + x.size):
+                    continue  # other bytes of the group's buffer
                 xs, xe, _ = life[x.name]
                 if not (xs <= s < xe):
                     continue  # not live when y is written
@@ -366,14 +375,14 @@ def _alias_findings(
                         Finding("alias", y.name, f"outputs '{x.name}' and '{y.name}' of node '{op.name}' share bytes (group '{gid}')", node=op.name, other=x.name)
                     )
                     continue
-                rule = alias_rule(op)
-                if rule is not None and rule.kind == "view" and op.inputs and op.inputs[0] in {m.name for m in members}:
-                    continue  # a view: same bytes
+                a, b = max(lo, x.offset), min(hi, x.offset + x.size)
+                if any(klo <= a and b <= khi for klo, khi in kept):
+                    continue  # a view, or a Concat over its own input: those bytes do not change
                 dies = x.name in op.inputs and xe <= s + 1 and x.name not in view.outputs
                 elementwise = (
                     rule is not None
                     and rule.kind == "inplace"
-                    and all(j in rule.inputs and view.tensors[n].size == t.size for j, n in enumerate(op.inputs) if n == x.name)
+                    and all(j in rule.inputs and (x.offset, x.size) == (y.offset, y.size) for j, n in enumerate(op.inputs) if n == x.name)
                 )
                 if dies and elementwise:
                     continue  # written in place, element by element, over an input that dies here
@@ -381,7 +390,7 @@ def _alias_findings(
                     f"which is still live until step {xe - 1}"
                     if not dies
                     else f"but {op.op_type} may not write its output over that input in place "
-                    "(it reads neighbours, reads it at another input, or the sizes differ)"
+                    "(it reads neighbours, reads it at another input, or the bytes differ)"
                 )
                 found.append(
                     Finding(
@@ -393,6 +402,43 @@ def _alias_findings(
                     )
                 )
     return found
+
+
+def _concat_slices(view: GraphView, op: Any) -> list[int] | None:
+    """Byte offset of each input of a Concat inside its output, when each input is one
+    contiguous run of the output (every dim before the axis is 1); else ``None``."""
+    if op.op_type != "Concat" or op.domain not in ("", "ai.onnx") or not op.outputs:
+        return None
+    out = view.tensors.get(op.outputs[0])
+    ins = [view.tensors.get(n) for n in op.inputs]
+    if out is None or any(t is None or len(t.shape) != len(out.shape) for t in ins):
+        return None
+    numel = int(np.prod(out.shape, dtype=np.int64))
+    if numel == 0 or out.size % numel:
+        return None
+    axes = {d for t in ins for d in range(len(out.shape)) if t.shape[d] != out.shape[d]}
+    if len(axes) > 1 or (axes and int(np.prod(out.shape[: min(axes)], dtype=np.int64)) != 1):
+        return None
+    sizes = [int(np.prod(t.shape, dtype=np.int64)) * (out.size // numel) for t in ins]
+    if sizes != [t.size for t in ins] or sum(sizes) != out.size:
+        return None
+    return [int(v) for v in np.cumsum([0] + sizes[:-1])]
+
+
+def _kept_bytes(view: GraphView, op: Any, y: PlannedTensor, members: Mapping[str, PlannedTensor]) -> list[tuple[int, int]]:
+    """Arena ranges inside ``y`` that ``op`` writes with the bytes already there: all of
+    ``y`` for a view of a member at ``y``'s bytes; for a Concat, the slices whose
+    input is a member sitting at that slice."""
+    lo, hi = y.offset, y.offset + y.size
+    rule = alias_rule(op)
+    if rule is not None and rule.kind == "view":
+        src = members.get(op.inputs[0]) if op.inputs else None
+        return [(lo, hi)] if src is not None and (src.offset, src.size) == (y.offset, y.size) else []
+    slices = _concat_slices(view, op)
+    if slices is None:
+        return []
+    return [(lo + off, lo + off + members[n].size) for n, off in zip(op.inputs, slices)
+            if n in members and members[n].offset == lo + off and members[n].size == view.tensors[n].size]
 
 
 def _overlap_findings(
@@ -457,7 +503,7 @@ def _object_findings(plan: MemoryPlan, life: Mapping[str, tuple[int, int, int | 
         if o is None:
             found.append(Finding("object", pt.name, f"tensor '{pt.name}' names shared object {pt.object}, which the plan lacks"))
             continue
-        if pt.offset != o.offset or pt.size > o.size:
+        if pt.offset - pt.group_offset != o.offset or pt.group_offset + pt.size > o.size:
             found.append(
                 Finding(
                     "object",
