@@ -49,11 +49,21 @@ tensor already placed inside another Concat's output stays there, and the
 Concat copies it); ``x``'s group is not the output's already (another input
 took it); and the slice offset is a multiple of ``alignment``. Other inputs
 (weights, graph inputs, repeats) are copied by the Concat as usual. Nothing
-else is needed: before the Concat only the joined groups use the buffer,
-each inside its own slice; at the Concat the slices hold exactly the bytes
-the Concat writes there; after it, a member that is still live holds the
-output's bytes, and an in-place write over the group waits for every member
-to die (rule 3).
+else is needed for safety: before the Concat only the joined groups use the
+buffer, each inside its own slice; at the Concat the slices hold exactly the
+bytes the Concat writes there; after it, a member that is still live holds
+the output's bytes, and an in-place write over the group waits for every
+member to die (rule 3).
+
+Two choices on top are about size, not safety. A group with a member read
+after the Concat (or a graph output) is left out: it would keep the whole
+output live as long as itself and block in-place writes over the output.
+And since the group's buffer is reserved whole from its first write, a
+placement can raise the live bytes before the Concat more than it saves at
+it; :class:`_Curve` places, per Concat, the inputs written last, as many as
+keep those live bytes lowest (``choose=False`` places every candidate).
+:func:`check_groups` and the static proof accept the legal placements the
+planner leaves out.
 
 A view whose output is a graph output keeps its group live to the end, which
 is correct because the bytes are identical. Members of one group live at the
@@ -80,6 +90,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
+
+import numpy as np
 
 from .graph import GraphView, Op
 
@@ -285,15 +297,16 @@ def _last_reads(view: GraphView, order: Sequence[int]) -> dict[str, int]:
 
 
 def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
-          concat: bool) -> tuple[list[Alias], _Groups]:
+          concat: bool, choose: bool = True) -> tuple[list[Alias], _Groups]:
     last = _last_reads(view, order)
     outputs = set(view.outputs)
     groups = _Groups(view)
     aliases: list[Alias] = []
+    curve = _Curve(view, order, io, alignment, _find(view, order, io, alignment, False)[1], choose) if concat else None
     for k, op_index in enumerate(order):
         op = view.ops[op_index]
-        if concat and op.op_type == "Concat":
-            aliases.extend(_join_concat(view, op, groups, io, alignment))
+        if curve is not None and op.op_type == "Concat":
+            aliases.extend(_join_concat(view, op, k, groups, io, alignment, last, outputs, curve))
             continue
         rule = alias_rule(op)
         if rule is None or not op.outputs or not op.outputs[0]:
@@ -316,23 +329,95 @@ def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
     return aliases, groups
 
 
-def _join_concat(view: GraphView, op: Op, groups: _Groups, io: str, alignment: int) -> list[Alias]:
-    """Place the Concat ``op``'s inputs inside its output where the module's rules allow."""
+def _join_concat(view: GraphView, op: Op, step: int, groups: _Groups, io: str, alignment: int,
+                 last: Mapping[str, int], outputs: set[str], curve: _Curve) -> list[Alias]:
+    """Place the Concat ``op``'s inputs inside its output where the module's rules allow
+    and the placement does not raise the live bytes around it (:class:`_Curve`)."""
     slices = concat_slices(view, op)
     out = op.outputs[0] if op.outputs else ""
     if slices is None or not _planned(view, out, io):
         return []
-    joined: list[Alias] = []
+    candidates: list[tuple[str, int]] = []
     for i, (x, off) in enumerate(zip(op.inputs, slices)):
         t = view.tensors[x]
         if (x in op.inputs[:i] or not _planned(view, x, io) or t.producer is None or t.size == 0
-                or off % max(alignment, 1) or groups.group(x) == groups.group(out)
-                or groups.at(x) != 0 or groups.size(groups.group(x)) != t.size
-                or any(view.tensors[m].producer is None for m in groups.of(x))):
+                or off % max(alignment, 1) or groups.at(x) != 0 or groups.size(groups.group(x)) != t.size):
             continue
+        members = groups.of(x)
+        if any(view.tensors[m].producer is None or m in outputs or last.get(m, -1) > step for m in members):
+            continue  # a graph input in the group, or a member read after the Concat
+        if any(groups.group(x) == groups.group(y) for y, _ in candidates):
+            continue  # another input already brings this group
+        candidates.append((x, off))
+    joined: list[Alias] = []
+    for x, off in curve.choose(step, out, candidates, groups):
         groups.merge(out, x, off)
         joined.append(Alias(op.index, out, x, CONCAT, off))
     return joined
+
+
+class _Curve:
+    """Live bytes per step of the groups as they stand, to choose Concat placements.
+
+    A placed input's group joins the output's buffer, which is then reserved
+    whole from the group's first write on. For a given start of that
+    reservation, placing every candidate written after it only removes
+    bytes, so the choices are the candidates ordered by their group's first
+    write, latest first: place the ``n`` latest, for the ``n`` whose live
+    bytes over the steps it touches peak lowest (ties: the fewest
+    byte-steps, then the most placed). The chosen groups die at the Concat (a rule of
+    :func:`_join_concat`), so nothing changes after it.
+    """
+
+    def __init__(self, view: GraphView, order: Sequence[int], io: str, alignment: int, flat: _Groups,
+                 choose: bool = True) -> None:
+        from .liveness import tensor_lifetimes
+
+        self.view = view
+        self.choosing = choose
+        self.alignment = max(alignment, 1)
+        self.life = tensor_lifetimes(view, order, io)
+        self.live = np.zeros(max(len(order), 1) + 1, dtype=np.int64)
+        done: set[str] = set()
+        for name in self.life:
+            g = flat.group(name)
+            if g in done:
+                continue
+            done.add(g)
+            s, e = self.span(flat, name)
+            self.live[s:e] += self.bytes(flat, g)
+
+    def span(self, groups: _Groups, name: str) -> tuple[int, int]:
+        ms = [m for m in groups.of(name) if m in self.life]
+        return min(self.life[m][0] for m in ms), max(self.life[m][1] for m in ms)
+
+    def bytes(self, groups: _Groups, gid: str) -> int:
+        size = groups.size(gid)
+        return -(-size // self.alignment) * self.alignment
+
+    def choose(self, step: int, out: str, candidates: list[tuple[str, int]],
+               groups: _Groups) -> list[tuple[str, int]]:
+        if not candidates or not self.choosing:
+            return candidates
+        spans = {x: self.span(groups, x) for x, _ in candidates}
+        ranked = sorted(candidates, key=lambda c: -spans[c[0]][0])
+        w0 = min(s for s, _ in spans.values())
+        c_bytes = -(-self.view.tensors[out].size // self.alignment) * self.alignment
+        best: tuple[tuple[int, int, int], int, np.ndarray] | None = None
+        seg = self.live[w0 : step + 1].copy()
+        for n in range(len(ranked) + 1):
+            trial = seg.copy()
+            if n:
+                for x, _ in ranked[:n]:
+                    s, e = spans[x]
+                    trial[s - w0 : e - w0] -= self.bytes(groups, groups.group(x))
+                trial[spans[ranked[n - 1][0]][0] - w0 : step - w0] += c_bytes
+            score = (int(trial.max()), int(trial.sum()), -n)
+            if best is None or score < best[0]:
+                best = (score, n, trial)
+        assert best is not None
+        self.live[w0 : step + 1] = best[2]
+        return ranked[: best[1]]
 
 
 def find_aliases(view: GraphView, order: Sequence[int], io: str = "internal", *, alignment: int = 1,
@@ -369,13 +454,15 @@ def _unsafe_reads(op: Op, rule: AliasRule, ranges: Mapping[str, tuple[int, int]]
 
 
 def alias_layout(view: GraphView, order: Sequence[int], io: str = "internal", *, alignment: int = 1,
-                 concat: bool = True) -> AliasLayout:
+                 concat: bool = True, choose: bool = True) -> AliasLayout:
     """Every group the rules allow under ``order``, with each member's offset in its group.
 
     Pass ``groups`` and ``offsets`` to :func:`onnxmem.liveness.build_liveness`.
-    With ``concat=False`` every offset is 0 (views and in-place outputs only).
+    With ``concat=False`` every offset is 0 (views and in-place outputs only);
+    with ``choose=False`` every Concat input the rules allow is placed, not
+    only those :class:`_Curve` picks.
     """
-    _, groups = _find(view, order, io, alignment, concat)
+    _, groups = _find(view, order, io, alignment, concat, choose)
     step = {op: k for k, op in enumerate(order)}
 
     def written(name: str) -> int:

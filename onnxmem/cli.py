@@ -375,9 +375,12 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
     ex = report.execution
     if ex is not None:
         click.echo(f"executed  {ex.nodes_run} nodes in one {ex.device} arena, sentinel 0xFF ({ex.seconds:.3f} s); "
-                   f"whole-model onnxruntime run {ex.reference_seconds:.3f} s")
+                   f"again outside the arena {ex.private_seconds:.3f} s; whole-model onnxruntime run "
+                   f"{ex.reference_seconds:.3f} s")
         for c in ex.outputs:
-            click.echo(f"  output  {c.name}: max |diff| {c.max_abs_diff:.3g}  {'ok' if c.ok else 'MISMATCH'}")
+            same = "identical" if c.identical else f"max |diff| {c.max_abs_diff:.3g} (tolerance {c.tolerance:.3g})"
+            whole = "" if c.whole_model_diff is None else f"; whole-model run: max |diff| {c.whole_model_diff:.3g}"
+            click.echo(f"  output  {c.name}: {'ok' if c.ok else 'MISMATCH'}, outside the arena: {same}{whole}")
         for n in ex.notes:
             click.echo(f"  note    {n}")
         for f in ex.findings[:10]:
@@ -397,8 +400,13 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
 @planning_options
 @user_errors
 def compare(model: str, plan_path: str | None, device: str, seed: int, **planning: Any) -> None:
-    """Print onnxruntime's own activation peak beside the plan's arena for MODEL."""
-    from .ortpeak import ort_peak
+    """Print onnxruntime's own activation peak beside the plan's arena for MODEL.
+
+    Both sides count the same tensors: with --io internal (the default) the
+    arena holds the graph inputs, so onnxruntime's peak is shown plus the graph
+    inputs, which its caller holds through the run.
+    """
+    from .ortpeak import comparable_peak, ort_peak
     from .verify import view_for_plan
 
     opts = make_plan_options(**planning, seed=seed)
@@ -409,7 +417,8 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
     say("profiling onnxruntime")
     peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed)
              for lvl in ("disable", "all")]
-    inputs_size = sum(view.tensors[n].size for n in view.inputs)
+    io = the_plan.io
+    inputs_size = comparable_peak(0, view, "internal") or 0
 
     def ratio(a: int | None, b: int) -> str:
         return f"{a / b:.2f}x" if a is not None and b else "-"
@@ -423,12 +432,18 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
         if p.peak is None:
             click.echo(f"onnxruntime peak       {label}: not available ({p.note})")
             continue
-        click.echo(f"onnxruntime peak       {fmt_bytes(p.peak)}   {ratio(p.peak, arena)} the arena   "
-                   f"[{label}, {p.field}]")
+        same = comparable_peak(p.peak, view, io) or 0
+        how = (f"{fmt_bytes(p.peak)} allocated + {fmt_bytes(inputs_size)} graph inputs" if io == "internal"
+               else f"{fmt_bytes(p.peak)} allocated - graph outputs")
+        click.echo(f"onnxruntime peak       {fmt_bytes(same)}   {ratio(same, arena)} the arena   [{label}: {how}; {p.field}]")
     click.echo(f"lower bound            {fmt_bytes(the_plan.lower_bound)}   {ratio(the_plan.lower_bound, arena)} the arena")
     click.echo(f"onnxmem arena          {fmt_bytes(arena)}   {ratio(arena, the_plan.lower_bound)} the bound")
-    click.echo(f"note: onnxruntime's peak excludes weights and the graph inputs ({fmt_bytes(inputs_size)}), "
-               f"which the caller owns; the arena holds graph inputs when --io internal")
+    if io == "internal":
+        click.echo("note: both figures count the graph inputs and outputs and no weights: onnxruntime allocates "
+                   "the outputs, its caller holds the inputs through the run, the arena (--io internal) holds both")
+    else:
+        click.echo("note: neither figure counts graph inputs, outputs or weights (--io external); onnxruntime's "
+                   "figure is its peak minus the outputs, a low estimate")
 
 
 @main.command()

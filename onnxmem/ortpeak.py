@@ -22,6 +22,18 @@ Steps:
 
 ``arena_peak`` is the largest ``mem_in_use_peak`` minus the same baseline:
 arena-rounded bytes, including scratch a kernel frees before it returns.
+
+Comparing with onnxmem's arena (:func:`comparable_peak`): onnxruntime's peak
+counts the graph outputs (it allocates them) but not the graph inputs (the
+caller owns them and holds them through the whole run). A plan with
+``io="internal"`` (the default) holds both in its arena, so the comparable
+figure is ``peak + bytes of the graph inputs``: the memory a caller of
+onnxruntime holds at onnxruntime's peak besides the weights. A plan with
+``io="external"`` holds neither, so the comparable figure is ``peak - bytes
+of the graph outputs`` (at least 0): a low estimate of onnxruntime's peak
+without its outputs, never in the arena's favour. :func:`arena_over_ort` is
+``arena_size / comparable_peak``; ``onnxmem compare`` and the zoo table show
+that ratio.
 """
 
 from __future__ import annotations
@@ -37,7 +49,7 @@ import onnx
 from .errors import OnnxmemError, RuntimeBackendError
 from .graph import GraphView
 
-__all__ = ["LEVELS", "OrtPeak", "ort_peak", "peak_from_profile"]
+__all__ = ["LEVELS", "OrtPeak", "arena_over_ort", "comparable_peak", "ort_peak", "peak_from_profile"]
 
 LEVELS = ("disable", "all")
 
@@ -120,3 +132,34 @@ def ort_peak(
     peak, arena, n = peak_from_profile(events, provider)
     note = "" if peak is not None else f"the profiler gave no allocator statistics for {provider}"
     return OrtPeak(level, device, peak, arena, n, note=note)
+
+
+def comparable_peak(peak: int | None, view: GraphView, io: str = "internal") -> int | None:
+    """onnxruntime's ``peak`` counted over the same tensors as an arena planned with ``io``.
+
+    ``internal``: ``peak`` plus the bytes of the graph inputs (onnxruntime
+    leaves them to the caller; the arena holds them). ``external``: ``peak``
+    minus the bytes of the graph outputs that are not graph inputs, at least 0
+    (the arena holds neither). ``None`` when ``peak`` is ``None``.
+
+    Example: onnxruntime peaks at 1000 B on a model with one 256 B input and a
+    64 B output; against an ``internal`` arena that is 1256 B, against an
+    ``external`` one 936 B.
+    """
+    if peak is None:
+        return None
+    if io == "internal":
+        return peak + sum(view.tensors[n].size for n in view.inputs if view.tensors[n].kind != "weight")
+    if io == "external":
+        inputs = set(view.inputs)
+        outputs = [view.tensors[n] for n in view.outputs if n not in inputs and n in view.tensors]
+        return max(peak - sum(t.size for t in outputs if t.kind != "weight"), 0)
+    raise OnnxmemError(f"io '{io}' is not one of internal, external")
+
+
+def arena_over_ort(arena_size: int, peak: int | None, view: GraphView, io: str = "internal") -> float | None:
+    """``arena_size / comparable_peak(peak, view, io)``; ``None`` when either is unknown or 0."""
+    comparable = comparable_peak(peak, view, io)
+    if not comparable:
+        return None
+    return arena_size / comparable

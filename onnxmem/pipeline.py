@@ -130,9 +130,9 @@ def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: 
 
     Off: every tensor its own buffer. On: views and in-place outputs share
     (``onnxmem.aliasing``); Concat inputs are placed inside their output as
-    well when that lowers the max-live bound (a placed input reserves the
+    well unless that raises the max-live bound (a placed input reserves the
     whole output from its own write on, which can cost more than the copy
-    it saves), else the layout without them is kept.
+    it saves); then the layout without them is kept.
     """
     if not opts.inplace:
         return build_liveness(view, order, io=opts.io, alignment=opts.alignment)
@@ -143,7 +143,7 @@ def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: 
     if nested.offsets or nested.groups != flat.groups:
         other = build_liveness(view, order, io=opts.io, alignment=opts.alignment, groups=nested.groups,
                                offsets=nested.offsets)
-        if lower_bound(other.problem) < lower_bound(live.problem):
+        if lower_bound(other.problem) <= lower_bound(live.problem):
             live = other
     return live
 

@@ -32,6 +32,10 @@ NUMPY_DTYPES: dict[int, Any] = {
 }
 
 
+#: onnxruntime log severity of every session onnxmem makes (4: fatal only)
+LOG_SEVERITY = 4
+
+
 def session_options(optimize: bool = False, profile_prefix: str | None = None) -> Any:
     import onnxruntime as ort
 
@@ -43,7 +47,11 @@ def session_options(optimize: bool = False, profile_prefix: str | None = None) -
     so.inter_op_num_threads = 1
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    so.log_severity_level = 3
+    # onnxmem turns every onnxruntime failure into an exception that carries
+    # its message, so the library prints nothing: 3 (errors) would still print
+    # a failing kernel's status to stderr, 4 keeps only fatal messages
+    ort.set_default_logger_severity(LOG_SEVERITY)
+    so.log_severity_level = LOG_SEVERITY
     if profile_prefix is not None:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
 from onnxmem.cli import main
-from onnxmem.ortpeak import ort_peak, peak_from_profile
+from onnxmem.ortpeak import arena_over_ort, comparable_peak, ort_peak, peak_from_profile
 from onnxmem.pipeline import PlanOptions, plan_model
 
 from .conftest import LIGHT, MODELS
@@ -63,5 +63,52 @@ def test_cli_compare_prints_both_figures():
     r = CliRunner().invoke(main, ["compare", str(path), "--solver", "greedy"])
     assert r.exit_code == 0, r.output
     for label in ("naive (no reuse)", "onnxruntime peak", "ORT_DISABLE_ALL", "ORT_ENABLE_ALL",
-                  "lower bound", "onnxmem arena"):
+                  "lower bound", "onnxmem arena", "graph inputs"):
         assert label in r.output
+
+
+def _ir3_model(path):
+    """IR 3 (every initializer is also a graph input), weights made by ConstantOfShape, one unread."""
+    shape = numpy_helper.from_array(np.array([16, 16], np.int64), "wshape")
+    half = numpy_helper.from_array(np.array([0.5], np.float32))
+    nodes = [
+        helper.make_node("ConstantOfShape", ["wshape"], ["w"], value=half),
+        helper.make_node("ConstantOfShape", ["wshape"], ["unread"], value=half),
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Relu", ["h"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "ir3", [vi("x", [4, 16]), vi("wshape", [2], onnx.TensorProto.INT64)],
+                          [vi("y", [4, 16])], [shape])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+    m.ir_version = 3
+    onnx.save(m, path)
+    return m
+
+
+def test_peak_of_an_ir3_model(tmp_path):
+    from onnxmem.runtime import load_with_weights
+    from onnxmem.verify import compute_weights, fold_weights
+
+    path = tmp_path / "ir3.onnx"
+    _ir3_model(path)
+    p = plan_model(path, PlanOptions(solver="greedy"))
+    folded = fold_weights(load_with_weights(p.model, path), p.view, compute_weights(p.model, p.view))
+    inputs = {i.name for i in folded.graph.input}
+    assert folded.ir_version == 3 and {i.name for i in folded.graph.initializer} <= inputs
+    assert "w" in inputs and "unread" not in inputs
+    peak = ort_peak(p.model, p.view, model_path=path)
+    assert peak.peak == 2 * 4 * 16 * 4  # h and y
+
+
+def test_comparable_peak_counts_what_the_arena_counts(tmp_path):
+    w = numpy_helper.from_array(np.ones((64, 16), np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+    path = tmp_path / "mm.onnx"
+    onnx.save(make_model(nodes, [vi("x", [4, 64])], [vi("y", [4, 16])], inits=[w]), path)
+    p = plan_model(path, PlanOptions(solver="greedy"))
+    x, y = 4 * 64 * 4, 4 * 16 * 4
+    assert comparable_peak(1000, p.view) == 1000 + x  # internal: plus the graph inputs
+    assert comparable_peak(1000, p.view, "external") == 1000 - y  # external: minus the graph outputs
+    assert comparable_peak(10, p.view, "external") == 0 and comparable_peak(None, p.view) is None
+    assert arena_over_ort(p.plan.arena_size, 1000, p.view, p.plan.io) == p.plan.arena_size / (1000 + x)
+    assert arena_over_ort(100, None, p.view) is None

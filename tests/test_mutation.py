@@ -4,7 +4,8 @@ A mutation moves a tensor onto the bytes of another tensor of a different
 alias group that is live at the same step. The static proof must catch every
 one; execution must catch every one that changes a result, and most of the
 rest (a write that happens to leave the same bytes behind is harmless in that
-run and cannot be seen).
+run and cannot be seen). A changed result must also show in the output check,
+whose tolerance is on the scale of the output.
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ def test_corrupted_plans_are_caught(path):
         execution += caught
         changed += ex.changed_result
         assert caught or not ex.changed_result, f"{a}/{b} changed a result unseen: {ex.findings}"
+        # the output check (scale-aware, against the same nodes outside the arena) sees every change
+        assert not ex.changed_result or any(f.kind == "output" for f in ex.findings), (a, b, ex.outputs)
     assert static == len(muts)
     assert execution >= EXEC_FLOOR * len(muts), f"execution caught {execution} of {len(muts)}"
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +15,9 @@ from hypothesis import strategies as st
 from onnxmem.errors import ProblemError
 from onnxmem.problem import Buffer, Problem, align_up, lower_bound, validate, write_csv
 from onnxmem.solvers import SOLVERS, SolveOptions, solve
+from onnxmem.solvers.greedy import PREORDERS, Placer, preorder, range_max, range_min
 from onnxmem.solvers.shared import layout_objects, positional_maximum_bound
+from onnxmem.solvers.skyline import dive
 
 OFFSET_SOLVERS = sorted(n for n, s in SOLVERS.items() if s.form == "offsets")
 SHARED_SOLVERS = sorted(n for n, s in SOLVERS.items() if s.form == "shared-objects")
@@ -178,7 +181,8 @@ def test_exact_equals_brute_force_aligned(problem: Problem) -> None:
 def test_every_solver_validates_and_orders(problem: Problem) -> None:
     heights = {}
     for name in OFFSET_SOLVERS:
-        sol = solve(problem, name, SolveOptions(timeout=5))
+        # a short search budget: every assertion below holds for any budget
+        sol = solve(problem, name, SolveOptions(timeout=0.5))
         assert sol.found, name
         assert validate(problem, sol) == [], name
         heights[name] = sol.height
@@ -203,6 +207,57 @@ def test_capacity_mode_answers_honestly(problem: Problem, slack: int) -> None:
     else:
         assert sol.status == "infeasible"
         assert brute_force(problem) > cap if len(problem) <= 8 else True
+
+
+@FAST
+@given(problems(max_buffers=14, aligned=True))
+def test_lowest_first_and_dives_validate(problem: Problem) -> None:
+    placer = Placer(problem)
+    lb = lower_bound(problem)
+    for keys in PREORDERS:
+        order = preorder(problem, keys)
+        assert sorted(order.tolist()) == list(range(len(problem)))
+        offs = placer.lowest_first(order)
+        assert offs is not None and validate(problem, offs.tolist()) == []
+        found = dive(problem, lb, order)
+        if found is not None:  # a dive only returns plans within its capacity
+            assert validate(problem.with_capacity(lb), found.tolist()) == []
+
+
+@FAST
+@given(problems(max_buffers=10))
+def test_range_min_max(problem: Problem) -> None:
+    values = np.array([5, 3, 9, 1, 7, 2, 8, 6, 4], dtype=np.int64)
+    for b in problem.buffers:
+        lo, hi = min(b.start, 8), min(b.end, 9)
+        if lo < hi:
+            assert range_min(values, np.array([lo]), np.array([hi]))[0] == values[lo:hi].min()
+            assert range_max(values, np.array([lo]), np.array([hi]))[0] == values[lo:hi].max()
+
+
+def test_auto_quick_path_skips_the_search() -> None:
+    # size-sorted best fit puts the 3 on the 4 and the 1 on top (8); the bound
+    # 7 is met with the 3 at 0, the first 4 above it, the 1 at 4 over the last 4
+    problem = P((0, 2, 4), (2, 5, 1), (4, 5, 4), (0, 3, 3))
+    assert solve(problem, "greedy").height == 8
+    sol = solve(problem, "auto")
+    assert sol.status == "optimal" and sol.height == 7 and sol.stats["nodes"] == 0
+    assert validate(problem, sol) == []
+
+
+def test_auto_on_small_problems_never_loads_numba() -> None:
+    code = (
+        "import sys\n"
+        "from onnxmem.problem import Buffer, Problem\n"
+        "from onnxmem.solvers import solve\n"
+        "assert 'numba' not in sys.modules, 'import loaded numba'\n"
+        "rows = [(0, 2, 4), (2, 5, 1), (4, 5, 4), (0, 3, 3)]\n"
+        "p = Problem(tuple(Buffer(f'b{i}', s, e, z) for i, (s, e, z) in enumerate(rows)))\n"
+        "sol = solve(p, 'auto')\n"
+        "assert sol.status == 'optimal', sol\n"
+        "assert 'numba' not in sys.modules, 'auto loaded numba'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # ------------------------------------------------------------------ shared objects

@@ -301,3 +301,100 @@ def test_dtype_bool_and_int_tensors(tmp_path):
     p = plan_model(path, GREEDY)
     report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
     assert report.ok, report.first
+
+
+# ------------------------------------------------------------------ regressions
+
+
+def test_gather_with_a_0d_index_keeps_its_rank(tmp_path):
+    """A 0-d int64 index (an initializer, or a Constant node's output) is bound 0-d, not 1-d."""
+    idx = onnx.numpy_helper.from_array(np.array(2, np.int64), "idx")
+    nodes = [
+        helper.make_node("Constant", [], ["idx_c"], value=onnx.numpy_helper.from_array(np.array(1, np.int64)), name="c"),
+        helper.make_node("Gather", ["data", "idx"], ["row"], axis=0, name="select"),
+        helper.make_node("Gather", ["row", "idx_c"], ["one"], axis=0, name="select_one"),
+        helper.make_node("Relu", ["row"], ["y"], name="relu"),
+    ]
+    model = make_model(nodes, [vi("data", [4, 8])], [vi("y", [8]), vi("one", [])], inits=[idx])
+    path = tmp_path / "gather0d.onnx"
+    onnx.save(model, path)
+    p = plan_model(path, GREEDY)
+    assert p.view.tensors["row"].shape == (8,) and p.view.tensors["one"].shape == ()
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert report.ok, report.first
+    assert all(c.identical for c in report.execution.outputs)
+
+
+@pytest.mark.parametrize(
+    ("got", "ref", "ok"),
+    [
+        # logits of 8e11 that differ in their last bits: fine on the output's scale
+        ([8e11, -3e11, 1.0], [8e11 + 3.9e5, -3e11, 1.0], True),
+        ([1.0, 2.0], [1.0, 2.0 + 1e-3], False),  # 5e-4 of the largest value
+        ([1.0, np.nan], [1.0, 2.0], False),  # the sentinel reads as NaN
+        ([np.nan, np.inf], [np.nan, np.inf], True),
+        ([np.inf, 1.0], [-np.inf, 1.0], False),
+        ([0.0, 0.0], [0.0, 2e-5], False),  # an all-zero reference leaves atol alone
+    ],
+)
+def test_output_check_is_on_the_scale_of_the_output(got, ref, ok):
+    from onnxmem.verify import _compare
+
+    c = _compare("y", np.array(got, np.float32), np.array(ref, np.float32), rtol=1e-4, atol=1e-5)
+    assert c.ok is ok, c
+    assert _compare("i", np.array([1, 2]), np.array([1, 3]), 1e-4, 1e-5).ok is False
+
+
+def test_scale_aware_check_still_catches_a_corrupted_plan(planned):
+    path, p = planned
+    bad = replace(p.plan, tan=p.plan.tensor("sig").offset)  # add reads tan where sig was
+    ex = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(keep_going=True))
+    kinds = [f.kind for f in ex.findings]
+    assert kinds[0] == "clobber" and "output" in kinds and ex.changed_result
+    (c,) = ex.outputs
+    assert not c.ok and not c.identical and c.max_abs_diff > c.tolerance > 0
+
+
+def test_reference_is_the_same_nodes_outside_the_arena(planned, monkeypatch):
+    """A whole-model run that sums in another order is information, not a verdict."""
+    import onnxmem.verify as verify_mod
+
+    path, p = planned
+    real = verify_mod._reference
+
+    def other_kernels(model, feeds, outputs):
+        return {n: v * np.float32(1.001) for n, v in real(model, feeds, outputs).items()}
+
+    monkeypatch.setattr(verify_mod, "_reference", other_kernels)
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.findings == ()
+    (c,) = ex.outputs
+    assert c.ok and c.identical and c.whole_model_ok is False and c.whole_model_diff > 0
+    assert any("whole-model" in n and "not the plan" in n for n in ex.notes)
+
+
+def test_large_outputs_verify(tmp_path):
+    """Outputs of 1e12 verify: the per-node reference matches bit for bit."""
+    big = onnx.numpy_helper.from_array(np.full((64, 64), 3e4, np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm1"),
+             helper.make_node("MatMul", ["h", "w"], ["y"], name="mm2")]
+    path = tmp_path / "big.onnx"
+    onnx.save(make_model(nodes, [vi("x", [8, 64])], [vi("y", [8, 64])], inits=[big]), path)
+    p = plan_model(path, GREEDY)
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view, options=VerifyOptions(inputs={
+        "x": np.random.default_rng(0).uniform(0, 1, (8, 64)).astype(np.float32)}))
+    assert report.ok, report.first
+    (c,) = report.execution.outputs
+    assert c.identical and c.whole_model_ok and c.tolerance > 1e6
+
+
+def test_onnxruntime_prints_nothing(tmp_path, capfd):
+    """A failing kernel's status comes back in the exception; nothing goes to stderr."""
+    from onnxmem.runtime import make_session
+
+    model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"])],
+                       [vi("x", [2]), vi("s", [1], TensorProto.INT64)], [vi("y", None)])
+    sess = make_session(model)
+    with pytest.raises(Exception, match="cannot be reshaped"):
+        sess.run(None, {"x": np.ones(2, np.float32), "s": np.array([3], np.int64)})
+    assert capfd.readouterr().err == ""

@@ -65,9 +65,33 @@ def _slot(keys: np.ndarray, used: np.ndarray, mask: np.ndarray) -> int:
                 same = False
                 break
         if same:
-            return i
+            return int(i)
         i = (i + 1) & (cap - 1)
-    return i
+    return int(i)
+
+
+@njit(cache=True)
+def _ctz(x: np.uint64) -> int:
+    """Index of the lowest set bit of ``x`` (nonzero)."""
+    k = 0
+    if not (x & np.uint64(0xFFFFFFFF)):
+        x >>= np.uint64(32)
+        k += 32
+    if not (x & np.uint64(0xFFFF)):
+        x >>= np.uint64(16)
+        k += 16
+    if not (x & np.uint64(0xFF)):
+        x >>= np.uint64(8)
+        k += 8
+    if not (x & np.uint64(0xF)):
+        x >>= np.uint64(4)
+        k += 4
+    if not (x & np.uint64(0x3)):
+        x >>= np.uint64(2)
+        k += 2
+    if not (x & np.uint64(0x1)):
+        k += 1
+    return k
 
 
 @njit(cache=True)
@@ -84,6 +108,42 @@ def _grow(keys: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
+def _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, rem, live,
+           inv_ptr, inv_node, inv_size, pending):  # type: ignore[no-untyped-def]
+    mask[v >> 6] |= np.uint64(1) << np.uint64(v & 63)
+    r += keep[v]
+    for k in range(out_ptr[v], out_ptr[v + 1]):
+        live[out_slot[k]] = True
+    for k in range(free_ptr[v], free_ptr[v + 1]):
+        s = free_slot[k]
+        rem[s] -= 1
+        if rem[s] == 0:
+            r -= slot_size[s]
+            live[s] = False
+    for k in range(inv_ptr[v], inv_ptr[v + 1]):
+        pending[inv_node[k]] -= inv_size[k]
+    return r
+
+
+@njit(cache=True)
+def _undo(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, rem, live,
+          inv_ptr, inv_node, inv_size, pending):  # type: ignore[no-untyped-def]
+    for k in range(inv_ptr[v], inv_ptr[v + 1]):
+        pending[inv_node[k]] += inv_size[k]
+    for k in range(free_ptr[v], free_ptr[v + 1]):
+        s = free_slot[k]
+        if rem[s] == 0:
+            r += slot_size[s]
+            live[s] = True
+        rem[s] += 1
+    for k in range(out_ptr[v], out_ptr[v + 1]):
+        live[out_slot[k]] = False
+    r -= keep[v]
+    mask[v >> 6] &= ~(np.uint64(1) << np.uint64(v & 63))
+    return r
+
+
+@njit(cache=True)
 def search(
     pred: np.ndarray,  # [n, W] uint64: predecessors of each node
     descself: np.ndarray,  # [n, W] uint64: the node and its descendants
@@ -97,9 +157,11 @@ def search(
     slot_cons: np.ndarray,  # [S, W] uint64: readers of the slot in the piece
     rem0: np.ndarray,  # [S] readers in the piece
     live0: np.ndarray,  # [S] bool: resident when the piece starts
-    anc_ptr: np.ndarray,  # [n + 1] CSR into anc_node/anc_size
-    anc_node: np.ndarray,  # a strict ancestor of the node ...
-    anc_size: np.ndarray,  # ... and bytes it produces that are live at the node
+    ancself: np.ndarray,  # [n, W] uint64: the node and its ancestors
+    inv_ptr: np.ndarray,  # [n + 1] CSR into inv_node/inv_size
+    inv_node: np.ndarray,  # a strict descendant of the node ...
+    inv_size: np.ndarray,  # ... and bytes the node produces that are live at it
+    pending0: np.ndarray,  # [n] sum of inv_size over the node's ancestors
     first_extra: int,
     lower: int,  # a lower bound on the peak
     best_peak: int,  # peak of best_order (the upper bound)
@@ -125,7 +187,9 @@ def search(
     ci = np.zeros(n + 1, dtype=np.int64)
     ckey1 = np.zeros(n, dtype=np.int64)
     ckey2 = np.zeros(n, dtype=np.int64)
-    livelist = np.zeros(max(nslots, 1), dtype=np.int64)
+    need = np.zeros(n, dtype=np.int64)
+    hold = np.zeros(w_count, dtype=np.uint64)
+    pending = pending0.copy()
     one = np.uint64(1)
     expanded = 0
     threshold = best_peak - 1
@@ -136,6 +200,8 @@ def search(
         for s in range(nslots):
             rem[s] = rem0[s]
             live[s] = live0[s]
+        for v in range(n):
+            pending[v] = pending0[v]
         r = 0
         plen = 0
         depth = 0
@@ -173,17 +239,8 @@ def search(
                                 d -= slot_size[free_slot[k]]
                         if d > 0:
                             continue
-                        # apply v
-                        mask[v >> 6] |= one << np.uint64(v & 63)
-                        r += keep[v]
-                        for k in range(out_ptr[v], out_ptr[v + 1]):
-                            live[out_slot[k]] = True
-                        for k in range(free_ptr[v], free_ptr[v + 1]):
-                            s = free_slot[k]
-                            rem[s] -= 1
-                            if rem[s] == 0:
-                                r -= slot_size[s]
-                                live[s] = False
+                        r = _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size,
+                                   rem, live, inv_ptr, inv_node, inv_size, pending)
                         path[plen] = v
                         plen += 1
                         progressed = True
@@ -202,31 +259,36 @@ def search(
                     if cycles() > deadline or (max_expand > 0 and expanded > max_expand):
                         timed_out = True
                         break
-                # lower bound on the steps still to come
-                nl = 0
+                # lower bound on the steps still to come: per node not yet run,
+                # r + its outputs - resident tensors nobody at or after it reads
+                # + what its ancestors still have to produce for it
+                for v in range(n):
+                    need[v] = r + alloc[v] + pending[v]
                 for s in range(nslots):
-                    if live[s]:
-                        livelist[nl] = s
-                        nl += 1
+                    if not live[s]:
+                        continue
+                    # nodes at or before an unrun reader of s still hold it
+                    for w in range(w_count):
+                        hold[w] = 0
+                    for w in range(w_count):
+                        c = slot_cons[s, w] & ~mask[w]
+                        while c:
+                            low = c & (~c + one)
+                            u = (w << 6) + _ctz(low)
+                            for x in range(w_count):
+                                hold[x] |= ancself[u, x]
+                            c ^= low
+                    for w in range(w_count):
+                        c = ~hold[w] & ~mask[w]
+                        if w == w_count - 1 and (n & 63):
+                            c &= (one << np.uint64(n & 63)) - one
+                        while c:
+                            low = c & (~c + one)
+                            need[(w << 6) + _ctz(low)] -= slot_size[s]
+                            c ^= low
                 dead = False
                 for v in range(n):
-                    if (mask[v >> 6] >> np.uint64(v & 63)) & one:
-                        continue
-                    b = r + alloc[v]
-                    for q in range(nl):
-                        s = livelist[q]
-                        needed = False
-                        for w in range(w_count):
-                            if slot_cons[s, w] & ~mask[w] & descself[v, w]:
-                                needed = True
-                                break
-                        if not needed:
-                            b -= slot_size[s]
-                    for k in range(anc_ptr[v], anc_ptr[v + 1]):
-                        a = anc_node[k]
-                        if not ((mask[a >> 6] >> np.uint64(a & 63)) & one):
-                            b += anc_size[k]
-                    if b > threshold:
+                    if not ((mask[v >> 6] >> np.uint64(v & 63)) & one) and need[v] > threshold:
                         dead = True
                         break
                 if dead:
@@ -269,16 +331,8 @@ def search(
                 if ci[depth] < ncand[depth]:
                     v = cand[depth, ci[depth]]
                     ci[depth] += 1
-                    mask[v >> 6] |= one << np.uint64(v & 63)
-                    r += keep[v]
-                    for k in range(out_ptr[v], out_ptr[v + 1]):
-                        live[out_slot[k]] = True
-                    for k in range(free_ptr[v], free_ptr[v + 1]):
-                        s = free_slot[k]
-                        rem[s] -= 1
-                        if rem[s] == 0:
-                            r -= slot_size[s]
-                            live[s] = False
+                    r = _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size,
+                               rem, live, inv_ptr, inv_node, inv_size, pending)
                     path[plen] = v
                     plen += 1
                     depth += 1
@@ -299,32 +353,14 @@ def search(
                                 keys, used = _grow(keys, used)
                     while plen > lv_start[depth]:
                         plen -= 1
-                        v = path[plen]
-                        for k in range(free_ptr[v], free_ptr[v + 1]):
-                            s = free_slot[k]
-                            if rem[s] == 0:
-                                r += slot_size[s]
-                                live[s] = True
-                            rem[s] += 1
-                        for k in range(out_ptr[v], out_ptr[v + 1]):
-                            live[out_slot[k]] = False
-                        r -= keep[v]
-                        mask[v >> 6] &= ~(one << np.uint64(v & 63))
+                        r = _undo(path[plen], mask, r, keep, out_ptr, out_slot, free_ptr, free_slot,
+                                  slot_size, rem, live, inv_ptr, inv_node, inv_size, pending)
                 if depth == 0:
                     break
                 depth -= 1
                 plen -= 1
-                v = path[plen]
-                for k in range(free_ptr[v], free_ptr[v + 1]):
-                    s = free_slot[k]
-                    if rem[s] == 0:
-                        r += slot_size[s]
-                        live[s] = True
-                    rem[s] += 1
-                for k in range(out_ptr[v], out_ptr[v + 1]):
-                    live[out_slot[k]] = False
-                r -= keep[v]
-                mask[v >> 6] &= ~(one << np.uint64(v & 63))
+                r = _undo(path[plen], mask, r, keep, out_ptr, out_slot, free_ptr, free_slot,
+                          slot_size, rem, live, inv_ptr, inv_node, inv_size, pending)
                 state = _NEXT
         if timed_out:
             return TIMEOUT, best_peak, expanded

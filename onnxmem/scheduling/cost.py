@@ -27,6 +27,7 @@ strategies put them first, in file order, and search over the rest.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -36,7 +37,10 @@ from ..graph import GraphView
 from ..liveness import tensor_lifetimes
 from ..problem import align_up
 
-__all__ = ["OrderGraph", "Piece", "RanBefore", "build_order_graph", "order_peak", "simulate"]
+__all__ = [
+    "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",
+    "simulate", "topological",
+]
 
 #: remaining-reader count of a tensor a piece never frees
 NEVER = 1 << 30
@@ -299,3 +303,89 @@ def simulate(piece: Piece, order: Sequence[int]) -> tuple[int, int]:
     if not order:
         peak = 0
     return peak, r
+
+
+def topological(piece: "Piece") -> list[int]:
+    """The piece's local nodes in a topological order, lowest index first."""
+    indeg = [len(p) for p in piece.preds]
+    heap = [v for v in range(piece.n) if not indeg[v]]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap:
+        v = heapq.heappop(heap)
+        out.append(v)
+        for s in piece.succs[v]:
+            indeg[s] -= 1
+            if not indeg[s]:
+                heapq.heappush(heap, s)
+    return out
+
+
+def forced_segments(piece: "Piece") -> list[list[int]]:
+    """The piece's nodes (local) cut at forced nodes, in execution order.
+
+    A node is forced when every other node is its ancestor or its descendant;
+    each forced node is a segment of its own, and the nodes between two
+    forced nodes form one segment. Linear time: node ``v`` at position ``i``
+    of a topological order has every earlier node as an ancestor exactly when
+    every earlier node with no successor among the earlier nodes feeds ``v``
+    directly; the descendant side is the same on the reversed order.
+    """
+    order = topological(piece)
+    n = len(order)
+    fwd = [False] * n
+    is_max = [False] * piece.n
+    count = 0
+    for i, v in enumerate(order):
+        hit = sum(1 for p in piece.preds[v] if is_max[p])
+        fwd[i] = hit == count
+        for p in piece.preds[v]:
+            if is_max[p]:
+                is_max[p] = False
+                count -= 1
+        is_max[v] = True
+        count += 1
+    bwd = [False] * n
+    is_min = [False] * piece.n
+    count = 0
+    for i in range(n - 1, -1, -1):
+        v = order[i]
+        hit = sum(1 for s in piece.succs[v] if is_min[s])
+        bwd[i] = hit == count
+        for s in piece.succs[v]:
+            if is_min[s]:
+                is_min[s] = False
+                count -= 1
+        is_min[v] = True
+        count += 1
+    segments: list[list[int]] = []
+    run: list[int] = []
+    for i, v in enumerate(order):
+        if fwd[i] and bwd[i]:
+            if run:
+                segments.append(run)
+                run = []
+            segments.append([v])
+        else:
+            run.append(v)
+    if run:
+        segments.append(run)
+    return segments
+
+
+def segment_pieces(graph: OrderGraph) -> tuple[list[list[int]], list[Piece]]:
+    """The graph's nodes cut at forced nodes, and each part as a :class:`Piece`
+    in the context of the parts before it (the first one charged with the
+    unread inputs when no weight-only node runs before it)."""
+    segs = forced_segments(graph.root())
+    seg_of = [0] * graph.n
+    for i, seg in enumerate(segs):
+        for v in seg:
+            seg_of[v] = i
+    pieces = []
+    for i, seg in enumerate(segs):
+        piece = Piece.of(graph, seg, RanBefore(seg_of, i))
+        if i == 0 and not graph.free:
+            piece.first_extra = graph.first_extra
+        pieces.append(piece)
+    return segs, pieces

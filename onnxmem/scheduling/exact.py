@@ -35,7 +35,15 @@ import numpy as np
 
 from ..graph import GraphView
 from . import OrderOptions, register
-from .cost import OrderGraph, Piece, RanBefore, build_order_graph, simulate
+from .cost import (
+    OrderGraph,
+    Piece,
+    build_order_graph,
+    forced_segments,
+    segment_pieces,
+    simulate,
+    topological,
+)
 from .heuristics import greedy_piece
 
 __all__ = ["ExactResult", "exact_piece", "exact_search", "forced_segments"]
@@ -101,7 +109,7 @@ def _exact_compiled(
     status, peak, expanded = search(
         a["pred"], a["descself"], a["alloc"], a["keep"], a["free_ptr"], a["free_slot"],
         a["out_ptr"], a["out_slot"], a["slot_size"], a["slot_cons"], a["rem0"], a["live0"],
-        a["anc_ptr"], a["anc_node"], a["anc_size"], piece.first_extra, lb, ub, best, dl,
+        a["ancself"], a["inv_ptr"], a["inv_node"], a["inv_size"], a["pending0"], piece.first_extra, lb, ub, best, dl,
         limit, max_states,
     )
     order = [int(v) for v in best]
@@ -112,7 +120,7 @@ def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
     """The arrays :func:`._search.search` reads, for ``piece``."""
     n = piece.n
     words = max(1, (n + 63) // 64)
-    topo = _topo(piece)
+    topo = topological(piece)
     anc = [0] * n
     for v in topo:
         m = 0
@@ -146,9 +154,9 @@ def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
     for v in range(n):
         out_slot.extend(outs[v])
         out_ptr.append(len(out_slot))
-    anc_ptr = [0]
-    anc_node: list[int] = []
-    anc_size: list[int] = []
+    # bytes ancestor p produces that are still live when its descendant v runs
+    pend = [0] * n
+    inv: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for v in range(n):
         m = anc[v]
         d = desc[v]
@@ -158,9 +166,16 @@ def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
             m ^= low
             size = perm[p] + sum(slot_size[s] for s in outs[p] if cons[s] & d)
             if size:
-                anc_node.append(p)
-                anc_size.append(size)
-        anc_ptr.append(len(anc_node))
+                inv[p].append((v, size))
+                pend[v] += size
+    inv_ptr = [0]
+    inv_node: list[int] = []
+    inv_size: list[int] = []
+    for p in range(n):
+        for v, size in inv[p]:
+            inv_node.append(v)
+            inv_size.append(size)
+        inv_ptr.append(len(inv_node))
 
     def masks(values: Sequence[int]) -> np.ndarray:
         out = np.zeros((len(values), words), dtype=np.uint64)
@@ -184,9 +199,11 @@ def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
         "slot_cons": masks(cons),
         "rem0": np.array(piece.rem0, dtype=i64),
         "live0": np.array([p < 0 for p in piece.slot_prod], dtype=np.bool_),
-        "anc_ptr": np.array(anc_ptr, dtype=i64),
-        "anc_node": np.array(anc_node, dtype=i64),
-        "anc_size": np.array(anc_size, dtype=i64),
+        "ancself": masks([anc[v] | (1 << v) for v in range(n)]),
+        "inv_ptr": np.array(inv_ptr, dtype=i64),
+        "inv_node": np.array(inv_node, dtype=i64),
+        "inv_size": np.array(inv_size, dtype=i64),
+        "pending0": np.array(pend, dtype=i64),
     }
 
 
@@ -323,100 +340,25 @@ def _path(parent: dict[int, tuple[int, tuple[int, ...]]], mask: int) -> list[int
     return out
 
 
-def _topo(piece: Piece) -> list[int]:
-    indeg = [len(p) for p in piece.preds]
-    heap = [v for v in range(piece.n) if not indeg[v]]
-    heapq.heapify(heap)
-    out: list[int] = []
-    while heap:
-        v = heapq.heappop(heap)
-        out.append(v)
-        for s in piece.succs[v]:
-            indeg[s] -= 1
-            if not indeg[s]:
-                heapq.heappush(heap, s)
-    return out
-
-
-def forced_segments(piece: Piece) -> list[list[int]]:
-    """The piece's nodes (local) cut at forced nodes, in execution order.
-
-    A node is forced when every other node is its ancestor or its descendant;
-    each forced node is a segment of its own, and the nodes between two
-    forced nodes form one segment. Linear time: node ``v`` at position ``i``
-    of a topological order has every earlier node as an ancestor exactly when
-    every earlier node with no successor among the earlier nodes feeds ``v``
-    directly; the descendant side is the same on the reversed order.
-    """
-    order = _topo(piece)
-    n = len(order)
-    fwd = [False] * n
-    is_max = [False] * piece.n
-    count = 0
-    for i, v in enumerate(order):
-        hit = sum(1 for p in piece.preds[v] if is_max[p])
-        fwd[i] = hit == count
-        for p in piece.preds[v]:
-            if is_max[p]:
-                is_max[p] = False
-                count -= 1
-        is_max[v] = True
-        count += 1
-    bwd = [False] * n
-    is_min = [False] * piece.n
-    count = 0
-    for i in range(n - 1, -1, -1):
-        v = order[i]
-        hit = sum(1 for s in piece.succs[v] if is_min[s])
-        bwd[i] = hit == count
-        for s in piece.succs[v]:
-            if is_min[s]:
-                is_min[s] = False
-                count -= 1
-        is_min[v] = True
-        count += 1
-    segments: list[list[int]] = []
-    run: list[int] = []
-    for i, v in enumerate(order):
-        if fwd[i] and bwd[i]:
-            if run:
-                segments.append(run)
-                run = []
-            segments.append([v])
-        else:
-            run.append(v)
-    if run:
-        segments.append(run)
-    return segments
-
-
 def exact_search(graph: OrderGraph, timeout: float | None) -> tuple[list[int], bool, int]:
     """``(local order, proven optimal, states expanded)`` for the whole graph.
 
     Splits at forced nodes and searches each segment; small segments go first
     and pass the time they leave to the larger ones.
     """
-    root = graph.root()
     t0 = time.perf_counter()
     budget = EXACT_TIMEOUT if timeout is None else timeout
-    segs = forced_segments(root)
+    segs, pieces = segment_pieces(graph)
     orders: list[list[int]] = [[] for _ in segs]
     proven = True
     states = 0
-    seg_of = [0] * graph.n
-    for i, seg in enumerate(segs):
-        for v in seg:
-            seg_of[v] = i
     todo = sorted(range(len(segs)), key=lambda i: len(segs[i]))
     for k, i in enumerate(todo):
         seg = segs[i]
         if len(seg) == 1:
             orders[i] = seg
             continue
-        nodes = [root.nodes[v] for v in seg]
-        piece = Piece.of(graph, nodes, RanBefore(seg_of, i))
-        if not graph.free and i == 0:
-            piece.first_extra = graph.first_extra
+        piece = pieces[i]
         left = budget - (time.perf_counter() - t0)
         share = max(left, 0.0) / max(len(todo) - k, 1)
         res = exact_piece(piece, time.perf_counter() + share)

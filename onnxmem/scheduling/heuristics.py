@@ -28,15 +28,19 @@ It shortens live ranges of long chains; it does not look at sizes.
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 from ..graph import GraphView
 from . import OrderOptions, register
-from .cost import Piece, build_order_graph, simulate
+from .cost import Piece, build_order_graph, segment_pieces, simulate
 
 __all__ = ["greedy_order", "longest_path_order"]
 
 NEG = -(1 << 62)
+#: beam width, and the largest piece the beam search runs on
+BEAM_WIDTH = 16
+BEAM_MAX = 400
 
 
 class _Sim:
@@ -118,23 +122,44 @@ def _pick(sim: _Sim, rule: int) -> int:
     return min(ready, key=lambda v: sim.key(v, rule))
 
 
-def greedy_piece(piece: Piece, *, depth: int = 2, width: int = 4, rules: Sequence[int] = (0, 1)) -> list[int]:
-    """The best of the greedy list schedules of ``piece`` under ``rules``."""
+def greedy_piece(
+    piece: Piece,
+    *,
+    depth: int = 2,
+    width: int = 4,
+    rules: Sequence[int] = (0, 1),
+    deadline: float | None = None,
+    beam: bool = True,
+) -> list[int]:
+    """The best of the greedy list schedules of ``piece`` under ``rules``.
+
+    Past ``deadline`` (a ``time.perf_counter`` value) the look-ahead stops and
+    the remaining rules are skipped; the order is still complete.
+    """
     best: list[int] | None = None
     best_peak = 0
     for rule in rules:
-        order = _greedy_run(piece, rule, depth, width)
+        if best is not None and deadline is not None and time.perf_counter() > deadline:
+            break
+        order = _greedy_run(piece, rule, depth, width, deadline)
+        peak, _ = simulate(piece, order)
+        if best is None or peak < best_peak:
+            best, best_peak = order, peak
+    if beam and 1 < piece.n <= BEAM_MAX and (deadline is None or time.perf_counter() < deadline):
+        order = beam_piece(piece, width=BEAM_WIDTH, deadline=deadline)
         peak, _ = simulate(piece, order)
         if best is None or peak < best_peak:
             best, best_peak = order, peak
     return best or []
 
 
-def _greedy_run(piece: Piece, rule: int, depth: int, width: int) -> list[int]:
+def _greedy_run(piece: Piece, rule: int, depth: int, width: int, deadline: float | None = None) -> list[int]:
     sim = _Sim(piece)
     order: list[int] = []
     while sim.ready:
         ready = sim.ready
+        if deadline is not None and (len(order) & 63) == 63 and time.perf_counter() > deadline:
+            depth = 0
         if len(ready) == 1 or depth <= 0:
             v = _pick(sim, rule)
         else:
@@ -159,8 +184,16 @@ def _greedy_run(piece: Piece, rule: int, depth: int, width: int) -> list[int]:
 
 
 def greedy_order(view: GraphView, options: OrderOptions) -> list[int]:
+    """Cut at forced nodes (lossless), then the greedy order of each part."""
     graph = build_order_graph(view, options.io, options.alignment)
-    return list(graph.full_order(greedy_piece(graph.root())))
+    segs, pieces = segment_pieces(graph)
+    local: list[int] = []
+    for seg, piece in zip(segs, pieces):
+        if len(seg) == 1:
+            local.extend(seg)
+        else:
+            local.extend(piece.nodes[v] for v in greedy_piece(piece))
+    return list(graph.full_order(local))
 
 
 def longest_path_local(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]]) -> list[int]:
@@ -262,3 +295,90 @@ def _greedy(view: GraphView, options: OrderOptions) -> Sequence[int]:
 def longest_path_order(view: GraphView, options: OrderOptions) -> Sequence[int]:
     graph = build_order_graph(view, options.io, options.alignment)
     return graph.full_order(longest_path_local(graph.preds, graph.succs))
+
+
+
+def beam_piece(piece: Piece, *, width: int = 16, deadline: float | None = None) -> list[int]:
+    """Beam search over the sets of nodes run, keeping the ``width`` best per round.
+
+    A set is ranked by the peak reached so far, then by resident bytes per
+    node run (sets further along rank higher at equal bytes); of two paths
+    to the same set the lower (peak, resident) is kept. A ready node that
+    raises neither the peak nor the resident bytes runs at once. Past
+    ``deadline`` the beam narrows to one set.
+    """
+    n = piece.n
+    if n == 0:
+        return []
+    pred_mask = [0] * n
+    for v in range(n):
+        for p in piece.preds[v]:
+            pred_mask[v] |= 1 << p
+    slot_cons = [0] * len(piece.rem0)
+    for v in range(n):
+        for s, _ in piece.frees[v]:
+            slot_cons[s] |= 1 << v
+    alloc, keep, frees, succs, fe = piece.alloc, piece.keep, piece.frees, piece.succs, piece.first_extra
+    full = (1 << n) - 1
+    ready0 = sum(1 << v for v in range(n) if not pred_mask[v])
+
+    def run(v: int, mask: int, r: int, ready: int) -> tuple[int, int, int]:
+        nm = mask | (1 << v)
+        nr = r + keep[v]
+        for s, size in frees[v]:
+            if not (slot_cons[s] & ~nm):
+                nr -= size
+        nready = ready & ~(1 << v)
+        for x in succs[v]:
+            if not (pred_mask[x] & ~nm):
+                nready |= 1 << x
+        return nm, nr, nready
+
+    # mask -> (peak, resident, ready set, path as nested pairs)
+    frontier: dict[int, tuple[int, int, int, object]] = {0: (NEG, 0, ready0, None)}
+    while True:
+        nxt: dict[int, tuple[int, int, int, object]] = {}
+        for mask, (peak, r, ready, path) in frontier.items():
+            moved = True
+            while moved:
+                moved = False
+                rest = ready
+                while rest:
+                    low = rest & -rest
+                    v = low.bit_length() - 1
+                    rest ^= low
+                    if r + alloc[v] + (fe if mask == 0 else 0) > peak:
+                        continue
+                    nm, nr, nready = run(v, mask, r, ready)
+                    if nr <= r:
+                        mask, r, ready, path = nm, nr, nready, (v, path)
+                        moved = True
+                        break
+            if mask == full:
+                old = nxt.get(mask)
+                if old is None or (peak, r) < old[:2]:
+                    nxt[mask] = (peak, r, ready, path)
+                continue
+            rest = ready
+            while rest:
+                low = rest & -rest
+                v = low.bit_length() - 1
+                rest ^= low
+                m = r + alloc[v] + (fe if mask == 0 else 0)
+                np_ = peak if peak >= m else m
+                nm, nr, nready = run(v, mask, r, ready)
+                old = nxt.get(nm)
+                if old is None or (np_, nr) < old[:2]:
+                    nxt[nm] = (np_, nr, nready, (v, path))
+        if all(m == full for m in nxt):
+            break
+        w = width if deadline is None or time.perf_counter() < deadline else 1
+        ranked = sorted(nxt.items(), key=lambda kv: (kv[1][0], kv[1][1] - kv[0].bit_count()))
+        frontier = dict(ranked[:w])
+    peak, r, _, path = min(nxt.values(), key=lambda st: st[:2])
+    out: list[int] = []
+    while path is not None:
+        v, path = path  # type: ignore[misc]
+        out.append(v)
+    out.reverse()
+    return out

@@ -36,7 +36,7 @@ from typing import Sequence
 
 from ..graph import GraphView
 from . import OrderOptions, register, stable_topological_order
-from .cost import OrderGraph, Piece, RanBefore, build_order_graph, order_peak, simulate
+from .cost import OrderGraph, Piece, RanBefore, build_order_graph, segment_pieces, simulate
 from .exact import exact_piece, forced_segments
 from .heuristics import greedy_piece
 
@@ -153,29 +153,28 @@ def hierarchical_order(view: GraphView, options: OrderOptions) -> Sequence[int]:
     return graph.full_order(hierarchical_local(graph, options.timeout))
 
 
-def _improve_segments(graph: OrderGraph, local: list[int], clock: _Clock) -> list[int]:
-    """Search each part between forced nodes exactly, smallest first, while time is left."""
-    root = graph.root()
-    segs = forced_segments(root)
-    pos = {v: i for i, v in enumerate(local)}
-    seg_of = [0] * graph.n
-    for i, seg in enumerate(segs):
-        for v in seg:
-            seg_of[v] = i
-    todo = sorted((i for i, s in enumerate(segs) if 1 < len(s) <= AUTO_EXACT), key=lambda i: len(segs[i]))
-    orders = [sorted(s, key=pos.__getitem__) for s in segs]
-    for k, i in enumerate(todo):
-        if clock.left() <= 0:
-            break
-        piece = Piece.of(graph, segs[i], RanBefore(seg_of, i))
-        if i == 0 and not graph.free:
-            piece.first_extra = graph.first_extra
-        loc = {g: j for j, g in enumerate(piece.nodes)}
-        current = [loc[g] for g in orders[i]]
-        share = clock.left() / max(len(todo) - k, 1)
-        res = exact_piece(piece, time.perf_counter() + share, upper=current)
-        orders[i] = [piece.nodes[v] for v in res.order]
-    return [v for o in orders for v in o]
+def _signature(piece: Piece) -> tuple[object, ...]:
+    """Everything the orders of ``piece`` and their relative peaks depend on."""
+    return (
+        tuple(piece.alloc), tuple(piece.keep), tuple(tuple(f) for f in piece.frees), tuple(piece.rem0),
+        tuple(tuple(p) for p in piece.preds), piece.first_extra,
+    )
+
+
+def _heuristic_part(
+    graph: OrderGraph, piece: Piece, current: list[int], ran_before: RanBefore, clock: _Clock, share: float
+) -> list[int]:
+    """The best of the part's current order, greedy and (for large parts) hierarchical,
+    within about ``share`` seconds."""
+    end = min(time.perf_counter() + max(share, 0.0), clock.end)
+    candidates = [current, greedy_piece(piece, deadline=end)]
+    if piece.n > LEAF and time.perf_counter() < end:
+        sub = _Clock((end - time.perf_counter()) * 0.5)
+        loc = {g: i for i, g in enumerate(piece.nodes)}
+        ran = [ran_before[v] for v in range(graph.n)]
+        hier = _order_nodes(graph, list(piece.nodes), sub, ran, piece.first_extra)
+        candidates.append([loc[g] for g in hier])
+    return min(candidates, key=lambda o: simulate(piece, o)[0])
 
 
 def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
@@ -186,17 +185,81 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
     graph = build_order_graph(view, options.io, options.alignment)
     if graph.n <= 1:
         return file_order
-    candidates: list[list[int]] = []
-    hier = hierarchical_local(graph, budget * 0.3)
-    candidates.append(hier)
-    candidates.append(greedy_piece(graph.root()))
-    best = min(candidates, key=graph.peak)
-    if clock.left() > 0:
-        best = _improve_segments(graph, best, clock)
+    local_of = {g: i for i, g in enumerate(graph.real)}
+    file_local = [local_of[g] for g in file_order if g in local_of]
+    pos = {v: k for k, v in enumerate(file_local)}
+    segs, all_pieces = segment_pieces(graph)
+    seg_of = [0] * graph.n
+    for i, seg in enumerate(segs):
+        for v in seg:
+            seg_of[v] = i
+    # each part in file order, its peak and a lower bound, in absolute bytes
+    floor = graph.base + graph.first_extra if graph.free else 0
+    orders: list[list[int]] = []
+    peaks: list[int] = []
+    lower = floor
+    resident = graph.base
+    for seg, piece in zip(segs, all_pieces):
+        order = sorted(seg, key=pos.__getitem__)
+        loc = {g: j for j, g in enumerate(piece.nodes)}
+        peak, residual = simulate(piece, [loc[g] for g in order])
+        orders.append(order)
+        peaks.append(resident + peak)
+        lower = max(lower, resident + (peak if len(seg) == 1 else piece.bound()))
+        resident += residual
+    file_peak = max(floor, max(peaks))
+    if file_peak <= lower:
+        return file_order  # no order has a lower peak
+    # parts above the floor, highest first; a part proven optimal raises the floor
+    work = sorted((i for i in range(len(segs)) if len(segs[i]) > 1 and peaks[i] > lower),
+                  key=lambda i: -peaks[i])
+    locals_: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
+    proven: set[int] = set()
+    # first pass: the fast heuristics on every part above the floor (identical parts once)
+    cache: dict[tuple[object, ...], list[int]] = {}
+    for k, i in enumerate(work):
+        part = all_pieces[i]
+        loc = {g: j for j, g in enumerate(part.nodes)}
+        current = [loc[g] for g in orders[i]]
+        starts[i] = peaks[i] - simulate(part, current)[0]
+        if clock.left() <= 0:
+            locals_[i] = current
+            continue
+        key = _signature(part)
+        if key not in cache:
+            share = clock.left() * 0.3 / (len(work) - k)
+            cache[key] = _heuristic_part(graph, part, current, RanBefore(seg_of, i), clock, share)
+        locals_[i] = cache[key]
+        peaks[i] = starts[i] + simulate(part, locals_[i])[0]
+        if peaks[i] <= starts[i] + part.bound():
+            proven.add(i)
+            lower = max(lower, peaks[i])
+    # then exact search, in time slices, on the part that sets the peak
+    while work and clock.left() > 0:
+        top = max(work, key=lambda i: (peaks[i], -i))
+        if top in proven or peaks[top] <= lower or len(segs[top]) > AUTO_EXACT:
+            break
+        part = all_pieces[top]
+        others = [i for i in work if i != top and i not in proven and peaks[i] > lower]
+        left = clock.left()
+        res = exact_piece(part, time.perf_counter() + (left * 0.5 if others else left), upper=locals_[top])
+        peak = starts[top] + res.peak
+        improved = peak < peaks[top]
+        if improved:
+            locals_[top], peaks[top] = res.order, peak
+        if res.proven:
+            proven.add(top)
+            lower = max(lower, peaks[top])
+        elif not improved:
+            break  # the part that sets the peak is stuck: nothing else can lower it
+    for i, local in locals_.items():
+        orders[i] = [all_pieces[i].nodes[v] for v in local]
+    best = [v for o in orders for v in o]
     chosen = graph.full_order(best)
-    peak_file = order_peak(view, file_order, options.io, options.alignment)
-    peak_new = order_peak(view, chosen, options.io, options.alignment)
-    return chosen if peak_new < peak_file else file_order
+    if graph.peak(best) < graph.peak(file_local):
+        return chosen
+    return file_order
 
 
 @register("auto", "exact where the search fits the time budget, hierarchical otherwise; never above the file order")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["cover_lists", "place"]
+__all__ = ["cover_lists", "lowest_first", "place"]
 
 
 @njit(cache=True)
@@ -136,4 +136,98 @@ def place(
         if best < 0:
             best = top if a <= 1 else -(-top // a) * a
         off[i] = best
+    return off
+
+
+@njit(cache=True)
+def _heap_push(heap: np.ndarray, count: int, key: int) -> int:
+    heap[count] = key
+    i = count
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap[parent] <= heap[i]:
+            break
+        heap[parent], heap[i] = heap[i], heap[parent]
+        i = parent
+    return count + 1
+
+
+@njit(cache=True)
+def _heap_pop(heap: np.ndarray, count: int):  # type: ignore[no-untyped-def]
+    top = heap[0]
+    count -= 1
+    heap[0] = heap[count]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= count:
+            break
+        if child + 1 < count and heap[child + 1] < heap[child]:
+            child += 1
+        if heap[i] <= heap[child]:
+            break
+        heap[i], heap[child] = heap[child], heap[i]
+        i = child
+    return top, count
+
+
+@njit(cache=True)
+def lowest_first(
+    ranked: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    size: np.ndarray,
+    align: np.ndarray,
+    ss: np.ndarray,
+    pos: np.ndarray,
+    cover_ptr: np.ndarray,
+    cover: np.ndarray,
+    shift: int,
+) -> np.ndarray:
+    """Offsets of a lowest-first plan: the buffer that can sit lowest goes next.
+
+    ``ranked`` lists every buffer, best rank first (ties between equal lowest
+    offsets go to the better rank). A heap holds one key ``minoff << shift |
+    rank`` per unplaced buffer; ``minoff`` only grows, so a popped key that is
+    out of date is pushed back with the current value (lazy update), and a key
+    that is up to date is the true minimum. The caller guarantees that every
+    offset fits in ``62 - shift`` bits and that no buffer is pinned.
+    """
+    n = size.shape[0]
+    rank = np.empty(n, dtype=np.int64)
+    for r in range(n):
+        rank[ranked[r]] = r
+    minoff = np.zeros(n, dtype=np.int64)
+    off = np.full(n, -1, dtype=np.int64)
+    heap = np.empty(n + 1, dtype=np.int64)
+    count = 0
+    for r in range(n):  # keys 0..n-1 in order: already a heap
+        heap[count] = r
+        count += 1
+    mask = (np.int64(1) << shift) - 1
+    while count > 0:
+        key, count = _heap_pop(heap, count)
+        r = key & mask
+        b = ranked[r]
+        o = key >> shift
+        if o != minoff[b]:
+            count = _heap_push(heap, count, (minoff[b] << shift) | r)
+            continue
+        if size[b] == 0:
+            off[b] = 0
+            continue
+        off[b] = o
+        top = o + size[b]
+        for c in range(cover_ptr[b], cover_ptr[b + 1]):
+            j = cover[c]
+            if off[j] < 0 and minoff[j] < top:
+                a = align[j]
+                minoff[j] = top if a <= 1 else -(-top // a) * a
+        for p in range(pos[b] + 1, n):
+            j = ss[p]
+            if start[j] >= end[b]:
+                break
+            if size[j] > 0 and off[j] < 0 and minoff[j] < top:
+                a = align[j]
+                minoff[j] = top if a <= 1 else -(-top // a) * a
     return off

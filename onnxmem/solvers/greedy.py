@@ -27,9 +27,15 @@ O(m log m) for the m buffers it overlaps, plus a scan of the buffers starting
 within one longest lifetime before it: a whole plan of 10^5 buffers takes
 seconds, not minutes.
 
-``best-greedy`` runs every order with both fits and keeps the lowest arena,
-then tries to lower it further: the buffers that reach the top of the arena
-are moved to the front of the order and the placement is rerun, a few times.
+``best-greedy`` runs every order with both fits, and the *lowest-first*
+placement with three preorders, and keeps the lowest arena; then it tries to
+lower the best gap-filling plan further: the buffers that reach the top of the
+arena are moved to the front of the order and the placement is rerun, a few
+times. Lowest-first is the exact search's first descent without backing up:
+the buffer that can sit lowest (on top of the placed buffers it overlaps) goes
+next, ties by the preorder (see :func:`._kernels.lowest_first`). Where
+best fit stacks small long-lived buffers on top of the arena, it builds the
+arena from the bottom up; it costs O(n log n) plus the overlapping pairs.
 
 Guarantee: every plan is valid (no two buffers live at one step share a byte,
 offsets aligned, pinned buffers where pinned). A plan is reported ``optimal``
@@ -46,7 +52,7 @@ import numpy as np
 from ..problem import Problem, Solution, lower_bound
 from . import SolveOptions, register
 
-__all__ = ["ORDERS", "place", "order_by", "greedy_offsets", "best_greedy_offsets", "status_for"]
+__all__ = ["ORDERS", "PREORDERS", "preorder", "place", "order_by", "greedy_offsets", "best_greedy_offsets", "status_for"]
 
 
 class Placer:
@@ -71,6 +77,28 @@ class Placer:
         return place_kernel(
             np.asarray(order, dtype=np.int64), self.start, self.end, self.size, self.align,
             self.fixed, best_fit, self.ss, self.pos, self.cover_ptr, self.cover,
+        )
+
+    def lowest_first(self, ranked: np.ndarray) -> np.ndarray | None:
+        """Offsets of a lowest-first plan (see :func:`._kernels.lowest_first`).
+
+        ``None`` when it does not apply: pinned buffers, or offsets too large
+        for the heap keys.
+        """
+        n = len(self.size)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        if (self.fixed >= 0).any():
+            return None
+        shift = max(1, int(n).bit_length())
+        reach = int(self.size.sum()) + int(self.align.max()) * n
+        if reach >= 1 << (62 - shift):
+            return None
+        from ._kernels import lowest_first
+
+        return lowest_first(
+            np.asarray(ranked, dtype=np.int64), self.start, self.end, self.size, self.align,
+            self.ss, self.pos, self.cover_ptr, self.cover, shift,
         )
 
     def height(self, offsets: np.ndarray) -> int:
@@ -134,6 +162,32 @@ def order_by(problem: Problem, name: str) -> np.ndarray:
     raise ValueError(f"unknown greedy order {name!r}")
 
 
+#: preorders, as the exact search's: keys in priority order, all descending
+#: (``width``: lifetime length; ``area``: size x width; ``total``: the most
+#: bytes live at any step of the buffer's lifetime); ties by index. The first
+#: is tried first.
+PREORDERS = (("total", "width", "area"), ("width", "area", "total"), ("total", "area", "width"))
+
+
+def preorder(problem: Problem, keys: tuple[str, ...]) -> np.ndarray:
+    """Buffer indices sorted by ``keys`` (each descending), ties by index."""
+    start, end, size, _ = problem.arrays()
+    n = len(size)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    width = end - start
+    points = np.unique(np.concatenate([start, end]))
+    slo = np.searchsorted(points, start)
+    shi = np.searchsorted(points, end)
+    delta = np.zeros(len(points), dtype=np.int64)
+    np.add.at(delta, slo, size)
+    np.add.at(delta, shi, -size)
+    total = range_max(np.cumsum(delta)[:-1], slo, shi)
+    columns = {"width": width, "area": size * width, "total": total}
+    # lexsort: the last key is the primary one
+    return np.lexsort((np.arange(n),) + tuple(-columns[k] for k in reversed(keys)))
+
+
 #: the buffer orders of the greedy family
 ORDERS = ("size", "breadth", "lifetime", "area")
 
@@ -160,56 +214,76 @@ def greedy_offsets(problem: Problem, order: str, best_fit: bool = True) -> tuple
 
 
 #: seconds ``best-greedy`` spends before it keeps what it has (at least one
-#: placement always runs; on 10^4+ buffers one placement takes about a second)
-BEST_GREEDY_BUDGET = 6.0
+#: placement always runs; on 10^4+ buffers one placement takes 0.5-2 s)
+BEST_GREEDY_BUDGET = 3.0
 
 
 def best_greedy_offsets(
     problem: Problem, *, bound: int | None = None, rounds: int = 6,
     budget: float = BEST_GREEDY_BUDGET,
 ) -> tuple[np.ndarray, int, str]:
-    """The lowest plan over every order and fit, then improved by promoting peaks.
+    """The lowest plan over the members, then improved by promoting peaks.
 
-    Orders are tried most promising first (size, lifetime, breadth, area) until
-    ``budget`` seconds have passed. Returns offsets, height and the name of the
-    member that found them.
+    Members are tried most promising first until ``budget`` seconds have
+    passed (the first always runs): lowest-first with the preorders
+    (total, area, width) and (total, width, area), size order with best and
+    first fit, lowest-first (width, area, total), then the other orders with
+    both fits. It stops at the first plan that meets the lower bound. Returns
+    offsets, height and the name of the member that found them.
     """
     t_end = time.perf_counter() + budget
     lb = lower_bound(problem) if bound is None else bound
     placer = Placer(problem)
     size = placer.size
     best: tuple[np.ndarray, int, str] | None = None
-    best_order: np.ndarray | None = None
-    for name in ("size", "lifetime", "breadth", "area"):
+    best_gap: tuple[np.ndarray, int, np.ndarray] | None = None  # for promotion
+    members: list[tuple[str, object]] = [
+        ("lowest", PREORDERS[2]), ("lowest", PREORDERS[0]), ("size", True), ("size", False),
+        ("lowest", PREORDERS[1]),
+    ]
+    for name in ("lifetime", "breadth", "area"):
+        members += [(name, True), (name, False)]
+    for name, arg in members:
         if best is not None and time.perf_counter() > t_end:
             break
-        order = order_by(problem, name)
-        for fit in (True, False):
-            if best is not None and time.perf_counter() > t_end:
-                break
-            offs = placer.place(order, fit)
-            h = placer.height(offs)
-            if best is None or h < best[1]:
-                best = (offs, h, f"{name}-{'bf' if fit else 'ff'}")
-                best_order = order
-            if h <= lb:
-                return best
-    assert best is not None and best_order is not None
-    # Peak promotion: buffers that reach the top go first, in their old order.
-    order = best_order
+        if name == "lowest":
+            keys = arg  # type: ignore[assignment]
+            offs = placer.lowest_first(preorder(problem, keys))  # type: ignore[arg-type]
+            if offs is None:
+                continue
+            label = "lowest-" + "-".join(keys)  # type: ignore[arg-type]
+            order = None
+        else:
+            order = order_by(problem, name)
+            offs = placer.place(order, bool(arg))
+            label = f"{name}-{'bf' if arg else 'ff'}"
+        h = placer.height(offs)
+        if best is None or h < best[1]:
+            best = (offs, h, label)
+        if order is not None and (best_gap is None or h < best_gap[1]):
+            best_gap = (offs, h, order)
+        if h <= lb:
+            return best
+    assert best is not None
+    if best_gap is None:
+        return best
+    # Peak promotion (gap-filling members): buffers that reach the top go
+    # first, in their old order.
+    offs, top, order = best_gap
     for _ in range(rounds):
         if time.perf_counter() > t_end:
             break
-        offs = best[0]
-        peak = (offs + size) >= best[1]
+        peak = (offs + size) >= top
         if not peak.any():
             break
         order = np.concatenate([order[peak[order]], order[~peak[order]]])
         for fit in (True, False):
             new = placer.place(order, fit)
             h = placer.height(new)
+            if h < top:
+                offs, top = new, h
             if h < best[1]:
-                best = (new, h, best[2] + "+peaks")
+                best = (new, h, "promoted-peaks")
         if best[1] <= lb:
             break
     return best

@@ -7,7 +7,8 @@ descent does (see :mod:`._search`), but never backs up:
 1. every unplaced buffer has a lowest offset ``minoff``: the top of the
    highest placed buffer it overlaps in time, aligned up (0 at first);
 2. the candidates are the unplaced buffers sorted by ``(minoff, rank)``, where
-   the rank comes from one of the search's preorders (:data:`PREORDERS`);
+   the rank comes from one of the search's preorders
+   (:data:`.greedy.PREORDERS`);
    a candidate whose ``minoff`` reaches the lowest top any unplaced buffer
    could have is not tried (it would leave a gap that buffer fits);
 3. the first of at most ``tries`` candidates that passes the cross-section
@@ -28,35 +29,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..problem import Problem
-from .greedy import range_max
+from .greedy import PREORDERS, preorder
 
 __all__ = ["PREORDERS", "dive", "preorder"]
-
-#: preorders, as the exact search's: keys in priority order, all descending
-#: (``width``: lifetime length; ``area``: size x width; ``total``: the most
-#: bytes live at any step of the buffer's lifetime); ties by index. The first
-#: is tried first.
-PREORDERS = (("total", "width", "area"), ("width", "area", "total"), ("total", "area", "width"))
-
-
-def preorder(problem: Problem, keys: tuple[str, ...]) -> np.ndarray:
-    """Buffer indices sorted by ``keys`` (each descending), ties by index."""
-    start, end, size, _ = problem.arrays()
-    n = len(size)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    width = end - start
-    points = np.unique(np.concatenate([start, end]))
-    slo = np.searchsorted(points, start)
-    shi = np.searchsorted(points, end)
-    delta = np.zeros(len(points), dtype=np.int64)
-    np.add.at(delta, slo, size)
-    np.add.at(delta, shi, -size)
-    total = range_max(np.cumsum(delta)[:-1], slo, shi)
-    columns = {"width": width, "area": size * width, "total": total}
-    # lexsort: the last key is the primary one
-    return np.lexsort((np.arange(n),) + tuple(-columns[k] for k in reversed(keys)))
-
 
 def dive(problem: Problem, capacity: int, order: np.ndarray, tries: int = 8) -> np.ndarray | None:
     """Offsets (int64, buffer order) of a lowest-first plan within ``capacity``.

@@ -1,0 +1,364 @@
+"""Sub-buffer aliasing: Concat inputs placed inside the output at their slice.
+
+Literal graphs with hand-computed bounds first, then onnxruntime's Concat
+kernel over its own inputs, then illegal layouts that the proofs must reject,
+then the onnx-wheel models with every placement the rules allow, executed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from onnxmem import pipeline, verify
+from onnxmem.aliasing import AliasLayout, alias_layout, check_groups, concat_slices, find_aliases
+from onnxmem.errors import PlanInvalid
+from onnxmem.graph import build_view
+from onnxmem.liveness import build_liveness
+from onnxmem.model import infer_shapes
+from onnxmem.pipeline import PlanOptions, plan_loaded
+from onnxmem.plan import check_schema, plan_from_dict
+from onnxmem.problem import lower_bound
+from onnxmem.verify import VerifyOptions, prove_plan, verify_plan
+
+from .conftest import LIGHT_MODELS
+from .helpers import make_model, vi
+
+S = (1, 4, 8, 8)  # 256 floats = 1 KiB
+C2 = (1, 8, 8, 8)
+KIB = 1024
+
+
+def _view(model: onnx.ModelProto):
+    v = build_view(model, infer_shapes(model))
+    return v, tuple(range(len(v.ops)))
+
+
+def _plan(model: onnx.ModelProto, tmp_path: Path, **opts):
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    return plan_loaded(model, path, PlanOptions(**{"solver": "greedy", "order": "file", "alignment": 1, **opts}))
+
+
+def _bound(model: onnx.ModelProto, concat: bool, io: str = "internal") -> int:
+    v, order = _view(model)
+    lay = alias_layout(v, order, io, concat=concat)
+    return lower_bound(build_liveness(v, order, io=io, alignment=1, groups=lay.groups, offsets=lay.offsets).problem)
+
+
+def two_branches() -> onnx.ModelProto:
+    """p = Relu(x); q = Sigmoid(x); c = Concat(p, q, axis=1); y = Relu(c).
+
+    Without placement the Concat step holds p, q and c: 4 KiB. Placed, p and
+    q are c's two halves: x + {p, q, c} is 3 KiB at steps 0 and 1, 2 KiB after.
+    """
+    return make_model(
+        [
+            helper.make_node("Relu", ["x"], ["p"], name="relu"),
+            helper.make_node("Sigmoid", ["x"], ["q"], name="sig"),
+            helper.make_node("Concat", ["p", "q"], ["c"], name="cat", axis=1),
+            helper.make_node("Relu", ["c"], ["y"], name="out"),
+        ],
+        [vi("x", S)],
+        [vi("y", C2)],
+    )
+
+
+def repeated_input() -> onnx.ModelProto:
+    """c = Concat(p, q, p): p may be placed at slice 0 only; slice 2 is a copy."""
+    return make_model(
+        [
+            helper.make_node("Relu", ["x"], ["p"], name="relu"),
+            helper.make_node("Sigmoid", ["x"], ["q"], name="sig"),
+            helper.make_node("Concat", ["p", "q", "p"], ["c"], name="cat", axis=1),
+            helper.make_node("Relu", ["c"], ["y"], name="out"),
+        ],
+        [vi("x", S)],
+        [vi("y", (1, 12, 8, 8))],
+    )
+
+
+def dense_chain() -> onnx.ModelProto:
+    """DenseNet-like: c1 = Concat(a, b1); c2 = Concat(c1, b2): b1 = Relu(a),
+    b2 = Relu(Neg(c1)). c1 lives inside c2, a and b1 inside c1."""
+    return make_model(
+        [
+            helper.make_node("Relu", ["x"], ["a"], name="ra"),
+            helper.make_node("Sigmoid", ["a"], ["b1"], name="s1"),
+            helper.make_node("Concat", ["a", "b1"], ["c1"], name="cat1", axis=1),
+            helper.make_node("Neg", ["c1"], ["n1"], name="neg"),
+            helper.make_node("ReduceMean", ["n1"], ["b2"], name="mean", axes=[1], keepdims=1),
+            helper.make_node("Concat", ["c1", "b2"], ["c2"], name="cat2", axis=1),
+            helper.make_node("Relu", ["c2"], ["y"], name="out"),
+        ],
+        [vi("x", S)],
+        [vi("y", (1, 9, 8, 8))],
+        opset=17,
+    )
+
+
+def later_reader() -> onnx.ModelProto:
+    """p is read again after the Concat (by the Add): legal to place, but the
+    planner leaves it out (the output would then live as long as p)."""
+    return make_model(
+        [
+            helper.make_node("Relu", ["x"], ["p"], name="relu"),
+            helper.make_node("Sigmoid", ["x"], ["q"], name="sig"),
+            helper.make_node("Concat", ["p", "q"], ["c"], name="cat", axis=1),
+            helper.make_node("ReduceMean", ["c"], ["m"], name="mean", axes=[1], keepdims=1),
+            helper.make_node("Add", ["p", "m"], ["y"], name="add"),
+        ],
+        [vi("x", S)],
+        [vi("y", S)],
+    )
+
+
+# ---------------------------------------------------------------- slices
+
+
+@pytest.mark.parametrize(
+    "shapes,axis,want",
+    [
+        ([(1, 3, 4, 4), (1, 5, 4, 4)], 1, (0, 192)),  # channel concat at batch 1
+        ([(2, 3, 4, 4), (2, 5, 4, 4)], 1, None),  # batch 2: the slices interleave
+        ([(4, 5), (3, 5)], 0, (0, 80)),  # the leading axis
+        ([(1, 1, 7), (1, 1, 9)], -1, (0, 28)),  # the last axis, all dims before 1
+        ([(1, 2, 7), (1, 2, 9)], 2, None),
+    ],
+)
+def test_concat_slices(shapes, axis, want):
+    names = [f"i{k}" for k in range(len(shapes))]
+    out_shape = list(shapes[0])
+    out_shape[axis] = sum(s[axis] for s in shapes)
+    m = make_model([helper.make_node("Concat", names, ["y"], axis=axis)],
+                   [vi(n, s) for n, s in zip(names, shapes)], [vi("y", out_shape)])
+    v, _ = _view(m)
+    assert concat_slices(v, v.ops[0]) == want
+
+
+# ---------------------------------------------------------------- literal graphs
+
+
+def test_two_branches_bound_with_and_without_placement():
+    m = two_branches()
+    assert _bound(m, concat=False) == 4 * KIB
+    assert _bound(m, concat=True) == 3 * KIB
+    v, order = _view(m)
+    lay = alias_layout(v, order)
+    assert lay.groups == {"p": ("p", "q", "c", "y")}
+    assert lay.offsets == {"q": KIB}
+    assert sorted((a.input, a.kind, a.offset) for a in find_aliases(v, order, concat=True) if a.kind == "concat") == [
+        ("p", "concat", 0), ("q", "concat", KIB)]
+    assert check_groups(v, order, lay.groups, offsets=lay.offsets) == []
+    # with external io the output y stays out, the placement does not need it
+    ext = alias_layout(v, order, "external")
+    assert ext.groups == {"p": ("p", "q", "c")} and ext.offsets == {"q": KIB}
+
+
+def test_two_branches_plan_verifies(tmp_path):
+    planned = _plan(two_branches(), tmp_path)
+    plan = planned.plan
+    assert plan.lower_bound == 3 * KIB and plan.arena_size == 3 * KIB
+    p, q, c = plan.tensor("p"), plan.tensor("q"), plan.tensor("c")
+    assert (p.group_offset, q.group_offset, c.group_offset) == (0, KIB, 0)
+    assert p.offset == c.offset and q.offset == c.offset + KIB
+    data = plan.to_dict()
+    check_schema(data)
+    assert "group_offset" in next(t for t in data["tensors"] if t["name"] == "q")
+    assert "group_offset" not in next(t for t in data["tensors"] if t["name"] == "p")
+    assert plan_from_dict(json.loads(plan.to_json())) == plan
+    report = verify_plan(planned.model, plan, model_path=tmp_path / "m.onnx", view=planned.view)
+    assert report.ok, report.first
+
+
+def test_old_plans_without_group_offset_still_read(tmp_path):
+    data = _plan(two_branches(), tmp_path, inplace=False).plan.to_dict()
+    assert all("group_offset" not in t for t in data["tensors"])
+    assert all(t.group_offset == 0 for t in plan_from_dict(data).tensors)
+
+
+def test_inplace_off_places_nothing(tmp_path):
+    plan = _plan(two_branches(), tmp_path, inplace=False).plan
+    assert all(t.group == t.name and t.group_offset == 0 for t in plan.tensors)
+    assert plan.lower_bound == 4 * KIB  # p, q and c at the Concat; c and y at the last Relu
+
+
+def test_repeated_input_is_placed_once(tmp_path):
+    v, order = _view(repeated_input())
+    lay = alias_layout(v, order)
+    assert lay.offsets == {"q": KIB}
+    assert set(lay.groups["p"]) >= {"p", "q", "c"}  # p at slice 0; slice 2 is a copy
+    planned = _plan(repeated_input(), tmp_path)
+    report = verify_plan(planned.model, planned.plan, model_path=tmp_path / "m.onnx", view=planned.view)
+    assert report.ok, report.first
+
+
+def test_dense_chain_nests():
+    v, order = _view(dense_chain())
+    lay = alias_layout(v, order)
+    (members,) = [m for m in lay.groups.values() if "c2" in m]
+    assert {"a", "b1", "c1", "b2", "c2"} <= set(members)
+    assert lay.offsets == {"b1": KIB, "b2": 2 * KIB}
+    assert check_groups(v, order, lay.groups, offsets=lay.offsets) == []
+
+
+def test_dense_chain_plan_verifies(tmp_path):
+    planned = _plan(dense_chain(), tmp_path)
+    assert any(t.group_offset for t in planned.plan.tensors)
+    report = verify_plan(planned.model, planned.plan, model_path=tmp_path / "m.onnx", view=planned.view)
+    assert report.ok, report.first
+
+
+def test_input_read_after_the_concat_is_not_placed_but_would_be_legal(tmp_path, monkeypatch):
+    v, order = _view(later_reader())
+    lay = alias_layout(v, order)
+    assert lay.offsets == {"q": KIB} and "p" not in lay.groups["q"]  # q dies at the Concat, p does not
+    groups, offsets = {"p": ("p", "q", "c")}, {"q": KIB}
+    assert check_groups(v, order, groups, offsets=offsets) == []
+    planned = _forced(later_reader(), tmp_path, monkeypatch, groups, offsets)
+    assert prove_plan(planned.plan, planned.view) == []
+    report = verify_plan(planned.model, planned.plan, model_path=tmp_path / "m.onnx", view=planned.view)
+    assert report.ok, report.first
+
+
+def test_graph_input_and_batch_two_are_not_placed():
+    m = make_model([helper.make_node("Relu", ["x"], ["p"]), helper.make_node("Concat", ["x", "p"], ["y"], axis=1)],
+                   [vi("x", S)], [vi("y", C2)])
+    v, order = _view(m)
+    lay = alias_layout(v, order)
+    assert lay.offsets == {"p": KIB} and all("x" not in m for m in lay.groups.values())  # x is the caller's
+    batch = (2, 4, 8, 8)
+    m2 = make_model([helper.make_node("Relu", ["x"], ["p"]), helper.make_node("Sigmoid", ["x"], ["q"]),
+                     helper.make_node("Concat", ["p", "q"], ["y"], axis=1)],
+                    [vi("x", batch)], [vi("y", (2, 8, 8, 8))])
+    v2, order2 = _view(m2)
+    assert alias_layout(v2, order2).groups == {}
+
+
+def test_misaligned_slice_is_not_placed():
+    m = make_model([helper.make_node("Relu", ["x"], ["p"]), helper.make_node("Sigmoid", ["z"], ["q"]),
+                    helper.make_node("Concat", ["q", "p"], ["c"], axis=1), helper.make_node("Relu", ["c"], ["y"])],
+                   [vi("x", (1, 4, 8, 8)), vi("z", (1, 1, 8, 8))], [vi("y", (1, 5, 8, 8))])
+    v, order = _view(m)
+    # q is 256 B, so p's slice starts at byte 256: placed at alignment 256, not at 512
+    assert alias_layout(v, order, alignment=256).offsets == {"p": 256}
+    assert "p" not in alias_layout(v, order, alignment=512).offsets
+
+
+# ---------------------------------------------------------------- onnxruntime's Concat over its inputs
+
+
+@pytest.mark.parametrize("shapes,axis", [([(1, 3, 4, 5), (1, 2, 4, 5), (1, 6, 4, 5)], 1), ([(4, 5), (3, 5)], 0)])
+@pytest.mark.parametrize("placed", ["all", "first"])
+def test_onnxruntime_concat_over_its_own_inputs(shapes, axis, placed):
+    """Inputs bound inside the output at their slices: the result equals an ordinary run."""
+    from onnxmem.runtime import make_session
+
+    rng = np.random.default_rng(0)
+    names = [f"i{k}" for k in range(len(shapes))]
+    m = make_model([helper.make_node("Concat", names, ["y"], axis=axis)],
+                   [vi(n, s) for n, s in zip(names, shapes)], [helper.make_empty_tensor_value_info("y")])
+    sess = make_session(m)
+    ins = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    expected = sess.run(None, dict(zip(names, ins)))[0]
+    buf = np.full(expected.size, np.nan, np.float32)
+    binding = sess.io_binding()
+    at = 0
+    for k, (n, a) in enumerate(zip(names, ins)):
+        if placed == "all" or k == 0:
+            buf[at : at + a.size] = a.ravel()
+            binding.bind_input(n, "cpu", 0, np.float32, list(a.shape), buf.ctypes.data + 4 * at)
+        else:
+            binding.bind_input(n, "cpu", 0, np.float32, list(a.shape), a.ctypes.data)
+        at += a.size
+    binding.bind_output("y", "cpu", 0, np.float32, list(expected.shape), buf.ctypes.data)
+    sess.run_with_iobinding(binding)
+    np.testing.assert_array_equal(buf.reshape(expected.shape), expected)
+
+
+# ---------------------------------------------------------------- illegal layouts
+
+
+def _forced(model, tmp_path, monkeypatch, groups, offsets, prove=True):
+    """Plan ``model`` with the given layout, the planner's own proof bypassed."""
+    monkeypatch.setattr(pipeline, "alias_layout", lambda view, order, io, **_: AliasLayout(dict(groups), dict(offsets)))
+    real = verify.prove_plan
+    monkeypatch.setattr(verify, "prove_plan", lambda *a, **k: [])
+    try:
+        return _plan(model, tmp_path)
+    finally:
+        monkeypatch.setattr(verify, "prove_plan", real)
+
+
+ILLEGAL = [
+    # (name, model, groups, offsets, words check_groups must say)
+    ("slices swapped", two_branches, {"p": ("p", "q", "c")}, {"p": KIB}, "reads no member"),
+    ("two inputs in one slice", two_branches, {"p": ("p", "q", "c")}, {}, "reads later"),
+    ("slice past the output", two_branches, {"p": ("p", "q", "c")}, {"q": 2 * KIB}, "reads no member"),
+    ("in place over a placed input still read", later_reader, {"p": ("p", "q", "c", "m")}, {"q": KIB},
+     "may not alias"),
+    ("batch two interleaves", lambda: make_model(
+        [helper.make_node("Relu", ["x"], ["p"]), helper.make_node("Sigmoid", ["x"], ["q"]),
+         helper.make_node("Concat", ["p", "q"], ["c"], axis=1), helper.make_node("Relu", ["c"], ["y"])],
+        [vi("x", (2, 4, 8, 8))], [vi("y", (2, 8, 8, 8))]), {"p": ("p", "q", "c")}, {"q": 2 * KIB}, "reads no member"),
+]
+
+
+@pytest.mark.parametrize("name,build,groups,offsets,words", ILLEGAL, ids=[c[0] for c in ILLEGAL])
+def test_check_groups_rejects_illegal_placements(name, build, groups, offsets, words):
+    v, order = _view(build())
+    problems = check_groups(v, order, groups, offsets=offsets)
+    assert problems and any(words in p for p in problems), problems
+
+
+#: layouts that would change a live value (a slice past the output only breaks
+#: onnxmem's own rules: nothing live is overwritten, check_groups' job)
+UNSAFE = [c for c in ILLEGAL if c[0] != "slice past the output"]
+
+
+@pytest.mark.parametrize("name,build,groups,offsets,words", UNSAFE, ids=[c[0] for c in UNSAFE])
+def test_static_proof_rejects_illegal_placements(tmp_path, monkeypatch, name, build, groups, offsets, words):
+    planned = _forced(build(), tmp_path, monkeypatch, groups, offsets)
+    findings = prove_plan(planned.plan, planned.view)
+    assert findings and all(f.kind == "alias" for f in findings), findings
+    monkeypatch.setattr(pipeline, "alias_layout", lambda view, order, io, **_: AliasLayout(dict(groups), dict(offsets)))
+    with pytest.raises(PlanInvalid):
+        _plan(build(), tmp_path)
+
+
+def test_static_proof_rejects_a_member_outside_its_buffer(tmp_path):
+    planned = _plan(two_branches(), tmp_path)
+    from dataclasses import replace
+
+    bad = replace(planned.plan, tensors=tuple(
+        replace(t, group_offset=0) if t.name == "q" else t for t in planned.plan.tensors))
+    findings = prove_plan(bad, planned.view)
+    assert findings and findings[0].kind == "alias" and "one buffer" in findings[0].message
+
+
+# ---------------------------------------------------------------- the onnx-wheel models
+
+
+WHEEL = [p for p in LIGHT_MODELS if p.stem.removeprefix("light_") in ("inception_v1", "densenet121", "squeezenet")]
+
+
+@pytest.mark.parametrize("path", WHEEL, ids=[p.stem for p in WHEEL])
+def test_wheel_model_with_every_placement_verifies(path, monkeypatch):
+    """Every placement the rules allow (not only those that lower the bound), proven and executed."""
+    model = onnx.load(path)
+    full = alias_layout
+    monkeypatch.setattr(pipeline, "alias_layout", lambda view, order, io, **k: full(view, order, io, **{
+        **k, "concat": True, "choose": False}))
+    planned = plan_loaded(model, path, PlanOptions(solver="greedy", order="file"))
+    placed = [t for t in planned.plan.tensors if t.group_offset]
+    assert placed, "expected Concat inputs placed inside their outputs"
+    sub = {iv.tensor: iv.offset for iv in planned.liveness.intervals if iv.offset}
+    assert check_groups(planned.view, planned.liveness.order, planned.liveness.groups, offsets=sub) == []
+    report = verify_plan(planned.model, planned.plan, model_path=path, view=planned.view,
+                         options=VerifyOptions(device="cpu"))
+    assert report.ok, report.first
