@@ -22,7 +22,7 @@ from onnxmem.scheduling import (
 )
 from onnxmem.scheduling.cost import Piece, build_order_graph, order_peak, simulate
 from onnxmem.scheduling.exact import exact_piece, exact_search, forced_segments
-from onnxmem.scheduling.heuristics import longest_path_local
+from onnxmem.scheduling.heuristics import beam_piece, greedy_piece, longest_path_local
 
 STRATEGIES = sorted(ORDERS)
 
@@ -231,12 +231,15 @@ def test_exact_equals_brute_force(io):
         assert order_peak(view, reorder(view, "exact", OrderOptions(alignment=1, io=io)), io, 1) == best
 
 
-def test_exact_piece_equals_brute_force_on_pieces():
+@pytest.mark.parametrize("method", ["python", "compiled"])
+@pytest.mark.parametrize("io", ["internal", "external"])
+def test_exact_piece_equals_brute_force_on_pieces(method, io):
     for seed in range(20):
         view = random_view(seed + 100, n=8)
-        g = build_order_graph(view, alignment=1)
+        g = build_order_graph(view, io=io, alignment=1)
         piece = Piece.of(g, range(g.n))
-        res = exact_piece(piece)
+        piece.first_extra = 7 * (seed % 3 == 0)
+        res = exact_piece(piece, method=method)
         preds = [set(p) for p in piece.preds]
         best = None
         for perm in itertools.permutations(range(piece.n)):
@@ -313,4 +316,90 @@ def test_ten_thousand_nodes_under_five_seconds():
     t0 = time.perf_counter()
     order = reorder(view, "auto")
     assert time.perf_counter() - t0 < 5.0
+    assert order_peak(view, order) <= order_peak(view, stable_topological_order(view))
+
+
+def test_exact_methods_agree_on_pieces_cut_from_the_middle():
+    # a piece after others: tensors from earlier parts are freed inside it
+    from onnxmem.scheduling.cost import segment_pieces
+
+    for seed in range(15):
+        view = random_view(seed + 300, n=14, fanin=2)
+        g = build_order_graph(view, alignment=1)
+        for piece in segment_pieces(g)[1]:
+            a = exact_piece(piece, method="python")
+            b = exact_piece(piece, method="compiled")
+            assert a.proven and b.proven and a.peak == b.peak, seed
+            assert simulate(piece, b.order)[0] == b.peak
+
+
+def randwire_view(n, kind, seed):
+    from onnxmem.generate import randwire
+    from onnxmem.graph import build_view
+    from onnxmem.model import infer_shapes
+
+    m = randwire(n, kind, seed)
+    return build_view(m, infer_shapes(m))
+
+
+def test_exact_proves_a_32_node_randwire_stage_quickly():
+    view = randwire_view(32, "ws", 1)  # 83 ONNX nodes, one part of 80
+    g = build_order_graph(view)
+    t0 = time.perf_counter()
+    local, proven, _ = exact_search(g, timeout=10)
+    assert proven and time.perf_counter() - t0 < 10
+    assert g.peak(local) <= order_peak(view, reorder(view, "greedy"))
+    assert g.peak(local) < order_peak(view, stable_topological_order(view))
+
+
+@pytest.mark.parametrize("kind,seed", [("ws", 0), ("er", 1), ("ba", 2)])
+def test_greedy_within_five_percent_of_exact_on_small_stages(kind, seed):
+    view = randwire_view(10, kind, seed)
+    g = build_order_graph(view)
+    local, proven, _ = exact_search(g, timeout=10)
+    assert proven
+    assert order_peak(view, reorder(view, "greedy")) <= g.peak(local) * 1.05
+
+
+def test_beam_and_greedy_orders_are_topological_past_their_deadline():
+    view = random_view(5, n=30, fanin=3)
+    g = build_order_graph(view, alignment=1)
+    piece = g.root()
+    for order in (beam_piece(piece, deadline=0.0), greedy_piece(piece, deadline=0.0), beam_piece(piece, width=1)):
+        check_topological(view, g.full_order(order))
+
+
+def test_auto_respects_its_budget():
+    view = randwire_view(64, "ws", 2)  # the search does not finish on this one
+    reorder(view, "auto", OrderOptions(timeout=0.05))  # load compiled code outside the measurement
+    for budget in (0.3, 1.0):
+        t0 = time.perf_counter()
+        order = reorder(view, "auto", OrderOptions(timeout=budget))
+        assert time.perf_counter() - t0 < budget * 1.1 + 0.05, budget
+        assert order_peak(view, order) < order_peak(view, stable_topological_order(view))
+
+
+def test_auto_proves_the_file_order_optimal_without_searching(monkeypatch):
+    import onnxmem.scheduling.hierarchical as hierarchical
+
+    def fail(*args, **kwargs):
+        raise AssertionError("searched although the file order is provably optimal")
+
+    monkeypatch.setattr(hierarchical, "_heuristic_part", fail)
+    monkeypatch.setattr(hierarchical, "exact_piece", fail)
+    # the side branch's step (p live beside q) is the largest single step of any order
+    view = make_view(
+        [("a", ["x"], ["p"]), ("b", ["p"], ["q"]), ("c", ["p"], ["r"]), ("d", ["q", "r"], ["y"])],
+        {"x": 10, "p": 1000, "q": 1, "r": 1, "y": 1}, ["x"], ["y"])
+    assert reorder(view, "auto", OrderOptions(alignment=1)) == (0, 1, 2, 3)
+
+
+def test_auto_on_repeated_blocks_never_above_file():
+    from onnxmem.generate import transformer
+    from onnxmem.graph import build_view
+    from onnxmem.model import infer_shapes
+
+    m = transformer(6, 0)
+    view = build_view(m, infer_shapes(m))
+    order = reorder(view, "auto")
     assert order_peak(view, order) <= order_peak(view, stable_topological_order(view))
