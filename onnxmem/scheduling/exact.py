@@ -1,27 +1,30 @@
 """``exact``: the order with the lowest peak, by search over partial schedules.
 
 As in Serenity, a state is the *set* of nodes already run: the bytes resident
-after it do not depend on the order they ran in, so each set is kept once,
-with the lowest peak any path reached it with. Steps, for one piece:
+after it do not depend on the order they ran in. Steps:
 
 1. split the graph at *forced* nodes (every other node is an ancestor or a
    descendant of them): every topological order runs the nodes between two
    forced nodes between them, so the pieces are independent and the peak is
    the largest of theirs (no loss of optimality);
-2. take the greedy order's peak as an upper bound ``U``;
-3. pop states in increasing ``max(peak so far, L)``, deepest first, where
-   ``L`` is a lower bound on any order's peak (the bytes a node needs while
-   it runs: its inputs and outputs); expand only states below ``U``;
-4. a ready node that fits under that key and does not raise the resident
-   bytes is run at once, without branching (moving it earlier never raises a
-   later step, so some optimal order does so);
-5. the first complete state popped is optimal; if every state below ``U``
-   is exhausted first, the greedy order is.
+2. take the greedy order's peak as an upper bound ``U`` and the largest
+   single step any order must take (a node's outputs and the inputs it
+   reads) as a lower bound ``L``; stop when ``U <= L``;
+3. pieces of more than ``COMPILED_MIN`` nodes: the compiled depth-first
+   search of :mod:`._search` under a threshold that falls below each order
+   found, with a record of the sets that cannot finish under it and a lower
+   bound per set (for each node not yet run: the bytes that must still be
+   live when it runs); smaller pieces: best-first search in increasing
+   ``max(peak so far, L)``, each set kept with the lowest peak that reached it;
+4. in both, a ready node that fits and does not raise the resident bytes is
+   run at once, without branching (moving it earlier never raises a later
+   step, so some optimal order does so).
 
 Guarantee: the order returned is never worse than the greedy one; when the
 search ends before ``options.timeout`` (default 30 s) it is proven optimal
-for the peak. The work grows with the number of downward-closed node sets,
-so it fits graphs, or pieces between forced nodes, of a few dozen nodes.
+for the peak. The work grows with the number of downward-closed node sets
+the bounds do not cut off; RandWire stages of 32 random-graph nodes (about 85
+ONNX nodes in one piece) are proven in well under a second.
 """
 
 from __future__ import annotations
@@ -100,9 +103,10 @@ def _exact_compiled(
     from ._search import PROVEN, search
 
     a = piece_arrays(piece)
+    rate = cycles_per_second()  # measured once per process: before reading the time left
     left = None if deadline is None else deadline - time.perf_counter()
     limit = 0
-    if left is not None and cycles_per_second() <= 0:
+    if left is not None and rate <= 0:
         limit = max(1000, int(left * 200_000))  # no cycle counter: bound the work instead
     dl = NO_DEADLINE if left is None else deadline_cycles(left)
     best = np.array(ub_order, dtype=np.int64)
@@ -371,7 +375,7 @@ def exact_search(graph: OrderGraph, timeout: float | None) -> tuple[list[int], b
     return local, proven, states
 
 
-@register("exact", "search over partial schedules (Serenity); optimal peak for pieces of a few dozen nodes")
+@register("exact", "search over sets of run nodes (Serenity), compiled, with per-set bounds; optimal peak when it ends")
 def exact_order(view: GraphView, options: OrderOptions) -> Sequence[int]:
     graph = build_order_graph(view, options.io, options.alignment)
     local, _, _ = exact_search(graph, options.timeout)

@@ -10,9 +10,14 @@
    run the node whose look-ahead reaches the lowest peak, then the lowest
    resident bytes;
 4. repeat until every node has run. Two scoring rules are tried (peak first,
-   freed bytes first) and the order with the lower peak is kept.
+   freed bytes first);
+5. on pieces of at most ``BEAM_MAX`` nodes, also a beam search over the sets
+   of nodes run (:func:`beam_piece`, ``BEAM_WIDTH`` sets per round, ranked by
+   peak so far, then resident bytes per node run); the order with the lowest
+   peak is kept. ``greedy`` cuts the graph at forced nodes first (lossless).
 
-Cost: O(n * width * k * depth) for ``k`` candidates; no optimality guarantee.
+Cost: O(n * width * k * depth) for ``k`` candidates, plus O(n * BEAM_WIDTH *
+ready * degree) for the beam; no optimality guarantee.
 
 ``longest-path`` (caffe2 memonger's ``topological_sort_traversal_longest_path``):
 
@@ -286,7 +291,7 @@ def longest_path_local(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[
     return order
 
 
-@register("greedy", "list scheduler: the ready node that keeps the peak and live bytes lowest, with lookahead")
+@register("greedy", "list scheduler with lookahead and a beam search over run sets, per part between forced nodes")
 def _greedy(view: GraphView, options: OrderOptions) -> Sequence[int]:
     return greedy_order(view, options)
 
