@@ -453,10 +453,12 @@ def _verify(planned: Any, path: Path, device: str, seed: int) -> tuple[str, str,
     onnxruntime's own peak on the same graph (``onnxmem.ortpeak``, optimizations off).
 
     Returns ``(verdict, detail, onnxruntime_peak_bytes)``; verdict is ``pass`` or ``FAIL``.
-    A peak that cannot be measured is ``None`` and said in ``detail``.
+    The peak is counted over the tensors the arena holds
+    (:func:`onnxmem.ortpeak.comparable_peak`: plus graph inputs for ``--io
+    internal``). A peak that cannot be measured is ``None`` and said in ``detail``.
     """
     from . import verify
-    from .ortpeak import ort_peak
+    from .ortpeak import comparable_peak, ort_peak
 
     report = verify.verify_plan(planned.model, planned.plan, model_path=path,
                                 options=verify.VerifyOptions(device=device, seed=seed))
@@ -472,7 +474,8 @@ def _verify(planned: Any, path: Path, device: str, seed: int) -> tuple[str, str,
     try:
         measured = ort_peak(planned.model, planned.view, level="disable", device=device,
                             model_path=path, seed=seed)
-        peak = measured.peak
+        # counted over the same tensors as the arena (graph inputs in or out, as planned)
+        peak = comparable_peak(measured.peak, planned.view, planned.plan.io)
         if peak is None:
             detail += f"; onnxruntime peak not available: {measured.note}"
     except OnnxmemError as exc:

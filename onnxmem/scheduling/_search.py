@@ -109,8 +109,15 @@ def _grow(keys: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @njit(cache=True)
 def _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, rem, live,
-           inv_ptr, inv_node, inv_size, pending):  # type: ignore[no-untyped-def]
-    mask[v >> 6] |= np.uint64(1) << np.uint64(v & 63)
+           inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node, indeg, rdy):  # type: ignore[no-untyped-def]
+    one = np.uint64(1)
+    mask[v >> 6] |= one << np.uint64(v & 63)
+    rdy[v >> 6] &= ~(one << np.uint64(v & 63))
+    for k in range(succ_ptr[v], succ_ptr[v + 1]):
+        x = succ_node[k]
+        indeg[x] -= 1
+        if indeg[x] == 0:
+            rdy[x >> 6] |= one << np.uint64(x & 63)
     r += keep[v]
     for k in range(out_ptr[v], out_ptr[v + 1]):
         live[out_slot[k]] = True
@@ -127,7 +134,14 @@ def _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, 
 
 @njit(cache=True)
 def _undo(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, rem, live,
-          inv_ptr, inv_node, inv_size, pending):  # type: ignore[no-untyped-def]
+          inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node, indeg, rdy):  # type: ignore[no-untyped-def]
+    one = np.uint64(1)
+    for k in range(succ_ptr[v], succ_ptr[v + 1]):
+        x = succ_node[k]
+        if indeg[x] == 0:
+            rdy[x >> 6] &= ~(one << np.uint64(x & 63))
+        indeg[x] += 1
+    rdy[v >> 6] |= one << np.uint64(v & 63)
     for k in range(inv_ptr[v], inv_ptr[v + 1]):
         pending[inv_node[k]] += inv_size[k]
     for k in range(free_ptr[v], free_ptr[v + 1]):
@@ -145,7 +159,9 @@ def _undo(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, r
 
 @njit(cache=True)
 def search(
-    pred: np.ndarray,  # [n, W] uint64: predecessors of each node
+    succ_ptr: np.ndarray,  # [n + 1] CSR into succ_node
+    succ_node: np.ndarray,  # successors of each node
+    indeg0: np.ndarray,  # [n] predecessors of each node
     descself: np.ndarray,  # [n, W] uint64: the node and its descendants
     alloc: np.ndarray,  # [n] bytes allocated at the node's step
     keep: np.ndarray,  # [n] of those, bytes resident after it
@@ -171,7 +187,7 @@ def search(
     max_states: int,  # failed sets to record at most
 ) -> tuple[int, int, int]:
     """``(status, best peak, sets expanded)``; see the module docstring."""
-    n, w_count = pred.shape
+    n, w_count = descself.shape
     nslots = slot_size.shape[0]
     keys = np.zeros((1024, w_count), dtype=np.uint64)
     used = np.zeros(1024, dtype=np.bool_)
@@ -190,6 +206,8 @@ def search(
     need = np.zeros(n, dtype=np.int64)
     hold = np.zeros(w_count, dtype=np.uint64)
     pending = pending0.copy()
+    indeg = indeg0.copy()
+    rdy = np.zeros(w_count, dtype=np.uint64)
     one = np.uint64(1)
     expanded = 0
     threshold = best_peak - 1
@@ -200,8 +218,13 @@ def search(
         for s in range(nslots):
             rem[s] = rem0[s]
             live[s] = live0[s]
+        for w in range(w_count):
+            rdy[w] = 0
         for v in range(n):
             pending[v] = pending0[v]
+            indeg[v] = indeg0[v]
+            if indeg0[v] == 0:
+                rdy[v >> 6] |= one << np.uint64(v & 63)
         r = 0
         plen = 0
         depth = 0
@@ -220,31 +243,30 @@ def search(
                 progressed = True
                 while progressed:
                     progressed = False
-                    for v in range(n):
-                        if (mask[v >> 6] >> np.uint64(v & 63)) & one:
-                            continue
-                        ready = True
-                        for w in range(w_count):
-                            if pred[v, w] & ~mask[w]:
-                                ready = False
-                                break
-                        if not ready:
-                            continue
-                        m = r + alloc[v] + (first_extra if plen == 0 else 0)
-                        if m > threshold:
-                            continue
-                        d = keep[v]
-                        for k in range(free_ptr[v], free_ptr[v + 1]):
-                            if rem[free_slot[k]] == 1:
-                                d -= slot_size[free_slot[k]]
-                        if d > 0:
-                            continue
-                        r = _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size,
-                                   rem, live, inv_ptr, inv_node, inv_size, pending)
-                        path[plen] = v
-                        plen += 1
-                        progressed = True
-                        break
+                    for w in range(w_count):
+                        c = rdy[w]
+                        while c:
+                            low = c & (~c + one)
+                            c ^= low
+                            v = (w << 6) + _ctz(low)
+                            m = r + alloc[v] + (first_extra if plen == 0 else 0)
+                            if m > threshold:
+                                continue
+                            d = keep[v]
+                            for k in range(free_ptr[v], free_ptr[v + 1]):
+                                if rem[free_slot[k]] == 1:
+                                    d -= slot_size[free_slot[k]]
+                            if d > 0:
+                                continue
+                            r = _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size,
+                                       rem, live, inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node,
+                                       indeg, rdy)
+                            path[plen] = v
+                            plen += 1
+                            progressed = True
+                            break
+                        if progressed:
+                            break
                 lv_end[depth] = plen
                 if plen == n:
                     found = True
@@ -296,16 +318,17 @@ def search(
                     continue
                 # the ready nodes that fit, fewest resident bytes after first
                 k2 = 0
-                for v in range(n):
-                    if (mask[v >> 6] >> np.uint64(v & 63)) & one:
-                        continue
-                    ready = True
-                    for w in range(w_count):
-                        if pred[v, w] & ~mask[w]:
-                            ready = False
-                            break
-                    if not ready:
-                        continue
+                wq = 0
+                cq = rdy[0]
+                while True:
+                    while cq == 0 and wq + 1 < w_count:
+                        wq += 1
+                        cq = rdy[wq]
+                    if cq == 0:
+                        break
+                    low = cq & (~cq + one)
+                    cq ^= low
+                    v = (wq << 6) + _ctz(low)
                     m = r + alloc[v] + (first_extra if plen == 0 else 0)
                     if m > threshold:
                         continue
@@ -332,7 +355,7 @@ def search(
                     v = cand[depth, ci[depth]]
                     ci[depth] += 1
                     r = _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size,
-                               rem, live, inv_ptr, inv_node, inv_size, pending)
+                               rem, live, inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node, indeg, rdy)
                     path[plen] = v
                     plen += 1
                     depth += 1
@@ -354,13 +377,13 @@ def search(
                     while plen > lv_start[depth]:
                         plen -= 1
                         r = _undo(path[plen], mask, r, keep, out_ptr, out_slot, free_ptr, free_slot,
-                                  slot_size, rem, live, inv_ptr, inv_node, inv_size, pending)
+                                  slot_size, rem, live, inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node, indeg, rdy)
                 if depth == 0:
                     break
                 depth -= 1
                 plen -= 1
                 r = _undo(path[plen], mask, r, keep, out_ptr, out_slot, free_ptr, free_slot,
-                          slot_size, rem, live, inv_ptr, inv_node, inv_size, pending)
+                          slot_size, rem, live, inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node, indeg, rdy)
                 state = _NEXT
         if timed_out:
             return TIMEOUT, best_peak, expanded

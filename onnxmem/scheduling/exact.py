@@ -111,7 +111,7 @@ def _exact_compiled(
     dl = NO_DEADLINE if left is None else deadline_cycles(left)
     best = np.array(ub_order, dtype=np.int64)
     status, peak, expanded = search(
-        a["pred"], a["descself"], a["alloc"], a["keep"], a["free_ptr"], a["free_slot"],
+        a["succ_ptr"], a["succ_node"], a["indeg0"], a["descself"], a["alloc"], a["keep"], a["free_ptr"], a["free_slot"],
         a["out_ptr"], a["out_slot"], a["slot_size"], a["slot_cons"], a["rem0"], a["live0"],
         a["ancself"], a["inv_ptr"], a["inv_node"], a["inv_size"], a["pending0"], piece.first_extra, lb, ub, best, dl,
         limit, max_states,
@@ -188,10 +188,12 @@ def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
                 out[i, w] = (x >> (64 * w)) & 0xFFFFFFFFFFFFFFFF
         return out
 
-    pred = [sum(1 << p for p in set(piece.preds[v])) for v in range(n)]
+    succ = [sorted(set(piece.succs[v])) for v in range(n)]
     i64 = np.int64
     return {
-        "pred": masks(pred),
+        "succ_ptr": np.cumsum([0] + [len(x) for x in succ], dtype=i64),
+        "succ_node": np.array([x for xs in succ for x in xs], dtype=i64),
+        "indeg0": np.array([len(set(piece.preds[v])) for v in range(n)], dtype=i64),
         "descself": masks(desc),
         "alloc": np.array(piece.alloc, dtype=i64),
         "keep": np.array(piece.keep, dtype=i64),
