@@ -17,7 +17,14 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 from onnxmem import pipeline
-from onnxmem.aliasing import RULES, AliasLayout, alias_groups, alias_rule, check_groups, find_aliases
+from onnxmem.aliasing import (
+    RULES,
+    AliasLayout,
+    alias_groups,
+    alias_rule,
+    check_groups,
+    find_aliases,
+)
 from onnxmem.errors import PlanInvalid
 from onnxmem.graph import build_view
 from onnxmem.liveness import build_liveness

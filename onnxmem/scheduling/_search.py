@@ -287,6 +287,8 @@ def search(
                 for v in range(n):
                     need[v] = r + alloc[v] + pending[v]
                 for s in range(nslots):
+                    if nslots > 0:
+                        break
                     if not live[s]:
                         continue
                     # nodes at or before an unrun reader of s still hold it
