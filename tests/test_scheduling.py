@@ -403,3 +403,16 @@ def test_auto_on_repeated_blocks_never_above_file():
     view = build_view(m, infer_shapes(m))
     order = reorder(view, "auto")
     assert order_peak(view, order) <= order_peak(view, stable_topological_order(view))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), n=st.integers(10, 24), io=st.sampled_from(["internal", "external"]))
+def test_compiled_and_best_first_searches_agree(seed, n, io):
+    view = random_view(seed, n=n, fanin=2)
+    g = build_order_graph(view, io=io, alignment=8)
+    piece = g.root()
+    a = exact_piece(piece, time.perf_counter() + 20, method="python")
+    b = exact_piece(piece, time.perf_counter() + 20, method="compiled")
+    assert a.proven and b.proven
+    assert a.peak == b.peak == simulate(piece, b.order)[0]
+    check_topological(view, g.full_order(b.order))

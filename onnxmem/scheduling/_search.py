@@ -277,7 +277,7 @@ def search(
                         state = _FAIL
                         continue
                 expanded += 1
-                if (expanded & 255) == 0:
+                if (expanded & 63) == 0:
                     if cycles() > deadline or (max_expand > 0 and expanded > max_expand):
                         timed_out = True
                         break
@@ -287,8 +287,6 @@ def search(
                 for v in range(n):
                     need[v] = r + alloc[v] + pending[v]
                 for s in range(nslots):
-                    if nslots > 0:
-                        break
                     if not live[s]:
                         continue
                     # nodes at or before an unrun reader of s still hold it

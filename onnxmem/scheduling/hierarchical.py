@@ -37,8 +37,8 @@ running branches whole can, so this is a heuristic.
    order's; otherwise the file order. ``auto`` is never worse than ``file``.
 
 Every stage reads the clock: the greedy pass stops looking ahead at its
-deadline, and the compiled search checks the cycle counter every few hundred
-sets, so ``auto`` ends within a few percent of its budget.
+deadline, and the compiled search checks the cycle counter every 64 sets
+it expands, so ``auto`` ends within a few percent of its budget.
 """
 
 from __future__ import annotations
