@@ -18,6 +18,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import os
 import platform
 import re
@@ -700,6 +701,13 @@ def results_markdown(results: Sequence[ZooResult], header: dict[str, Any] | None
     bad = [r for r in results if r.status != "ok"]
     ok = len(results) - len(bad)
     lines += ["", f"{ok} of {len(results)} models ok."]
+    ratios = [x for x in (r.arena_over_ort for r in results) if x]
+    if ratios:
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        lines.append(
+            f"arena/onnxruntime: geometric mean {geo:.3f}, largest {max(ratios):.3f}, "
+            f"over {len(ratios)} models."
+        )
     if bad:
         lines += ["", "Failures:", ""]
         for r in bad:
