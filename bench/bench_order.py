@@ -7,7 +7,10 @@ Usage::
 
 Peaks are the max-live lower bound of the liveness problem (KiB, 64-byte
 alignment, graph inputs and outputs in the arena); arenas are the ``greedy``
-solver's. Times are medians of 3 runs.
+solver's. "Shared" figures are those of ``--inplace on`` (the default):
+views, in-place outputs and Concat placements share bytes
+(``order_peak(..., inplace=True)``, which is ``plan.lower_bound``), and the
+order is searched with ``OrderOptions(inplace=True)``. Times are medians of 3 runs.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from onnxmem.generate import nasnet, randwire, transformer  # noqa: E402
 from onnxmem.graph import build_view  # noqa: E402
 from onnxmem.liveness import build_liveness  # noqa: E402
 from onnxmem.model import infer_shapes, load_model  # noqa: E402
-from onnxmem.scheduling import reorder, stable_topological_order  # noqa: E402
-from onnxmem.scheduling.cost import build_order_graph, order_peak  # noqa: E402
+from onnxmem.problem import lower_bound  # noqa: E402
+from onnxmem.scheduling import OrderOptions, reorder, stable_topological_order  # noqa: E402
+from onnxmem.scheduling.cost import build_order_graph, order_peak, shared_liveness  # noqa: E402
 from onnxmem.scheduling.exact import exact_search  # noqa: E402
 from onnxmem.solvers import solve  # noqa: E402
 
 HEURISTICS = ("greedy", "longest-path", "hierarchical", "auto")
+SHARED = OrderOptions(inplace=True)
 
 
 def view_of(model):
@@ -120,12 +125,15 @@ def table_exact(title, models, timeout) -> None:
 
 def table_randwire64() -> None:
     print("### 64-node RandWire: auto against the file order\n")
+    print("Without sharing (`--inplace off`; order scored and searched without sharing):\n")
     print("| graph | nodes | file | auto | reduction | auto s | exact (10 s) | proven | reduction |")
     print("|---|---:|---:|---:|---:|---:|---:|:---:|---:|")
     red, red_exact = [], []
+    views = []
     for kind in ("ws", "er", "ba"):
         for seed in range(3):
             view = view_of(randwire(64, kind, seed))
+            views.append((f"randwire-{kind}-64 s{seed}", view))
             pf = order_peak(view, stable_topological_order(view))
             order, secs = timed(lambda view=view: reorder(view, "auto"))
             pa = order_peak(view, order)
@@ -139,6 +147,27 @@ def table_randwire64() -> None:
                   f"| {kib(pe)} | {'yes' if proven else 'no'} | {re_:.1f}% |")
     print(f"\nmedian peak reduction: auto {statistics.median(red):.1f}%, "
           f"exact with 10 s {statistics.median(red_exact):.1f}%\n")
+    print("With sharing (`--inplace on`, the default): bounds of the plan; \"auto, scored unshared\" is the "
+          "order chosen without sharing in view, planned with sharing:\n")
+    print("| graph | file | auto, scored unshared | reduction | auto | reduction | auto s | exact (10 s) | proven | reduction |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|:---:|---:|")
+    red_u, red_s, red_e = [], [], []
+    for name, view in views:
+        pf = order_peak(view, stable_topological_order(view), inplace=True)
+        pu = order_peak(view, reorder(view, "auto"), inplace=True)
+        order, secs = timed(lambda view=view: reorder(view, "auto", SHARED))
+        pa = order_peak(view, order, inplace=True)
+        g = build_order_graph(view, inplace=True)
+        loc, proven, _ = exact_search(g, 10.0)
+        pe = order_peak(view, g.full_order(loc), inplace=True)
+        ru, ra, re_ = ((pf - x) / pf * 100 for x in (pu, pa, pe))
+        red_u.append(ru)
+        red_s.append(ra)
+        red_e.append(re_)
+        print(f"| {name} | {kib(pf)} | {kib(pu)} | {ru:.1f}% | {kib(pa)} | {ra:.1f}% | {secs:.2f} | {kib(pe)} "
+              f"| {'yes' if proven else 'no'} | {re_:.1f}% |")
+    print(f"\nmedian reduction of the shared bound: auto scored unshared {statistics.median(red_u):.1f}%, "
+          f"auto {statistics.median(red_s):.1f}%, exact with 10 s {statistics.median(red_e):.1f}%\n")
 
 
 def real_models() -> list[tuple[str, str]]:
@@ -152,8 +181,10 @@ def real_models() -> list[tuple[str, str]]:
 
 def table_real() -> None:
     print("### real models: file order against auto\n")
+    print("Without sharing (`--inplace off`):\n")
     print("| model | nodes | file bound | auto bound | change | file arena | auto arena | auto s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    views = []
     for name, path in real_models():
         try:
             m = load_model(path)
@@ -161,6 +192,7 @@ def table_real() -> None:
         except Exception as exc:  # a fixture that needs --dim bindings, etc.
             print(f"| {name} | | skipped: {type(exc).__name__} | | | | | |")
             continue
+        views.append((name, view))
         fo = stable_topological_order(view)
         reorder(view, "auto")  # warm-up: compiled search code, lazy imports
         ao, secs = timed(lambda view=view: reorder(view, "auto"))
@@ -169,7 +201,24 @@ def table_real() -> None:
         aa = solve(build_liveness(view, ao).problem, "greedy").height
         ch = (pa - pf) / pf * 100 if pf else 0.0
         print(f"| {name} | {len(view.ops)} | {kib(pf)} | {kib(pa)} | {ch:+.1f}% | {kib(af)} | {kib(aa)} | {secs:.3f} |")
-    print()
+    print("\nWith sharing (`--inplace on`, the default; \"unshared-scored\": the order `auto` picks without "
+          "sharing in view, planned with sharing):\n")
+    print("| model | file bound | unshared-scored bound | auto bound | change | file arena | auto arena | auto s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    worse = []
+    for name, view in views:
+        fo = stable_topological_order(view)
+        reorder(view, "auto", SHARED)  # warm-up
+        ao, secs = timed(lambda view=view: reorder(view, "auto", SHARED))
+        lf, la = shared_liveness(view, fo), shared_liveness(view, ao)
+        pf, pa = lower_bound(lf.problem), lower_bound(la.problem)
+        pu = order_peak(view, reorder(view, "auto"), inplace=True)
+        af, aa = solve(lf.problem, "greedy").height, solve(la.problem, "greedy").height
+        ch = (pa - pf) / pf * 100 if pf else 0.0
+        if pa > pf:
+            worse.append(name)
+        print(f"| {name} | {kib(pf)} | {kib(pu)} | {kib(pa)} | {ch:+.1f}% | {kib(af)} | {kib(aa)} | {secs:.3f} |")
+    print(f"\nmodels where auto's shared bound is above the file order's: {', '.join(worse) or 'none'}\n")
 
 
 def table_large() -> None:
@@ -181,6 +230,11 @@ def table_large() -> None:
     for s in ("greedy", "hierarchical", "auto"):
         order, secs = timed(lambda s=s: reorder(view, s))
         print(f"| transformer-400 | {len(view.ops)} | {s} | {secs:.2f} | {kib(pf)} | {kib(order_peak(view, order))} |")
+    ps = order_peak(view, stable_topological_order(view), inplace=True)
+    for s in ("greedy", "auto"):
+        order, secs = timed(lambda s=s: reorder(view, s, SHARED))
+        print(f"| transformer-400 | {len(view.ops)} | {s}, shared | {secs:.2f} | {kib(ps)} "
+              f"| {kib(order_peak(view, order, inplace=True))} |")
     print()
 
 

@@ -103,9 +103,11 @@ __all__ = [
     "alias_groups",
     "alias_layout",
     "alias_rule",
+    "alias_sources",
     "check_groups",
     "concat_slices",
     "find_aliases",
+    "overwritable",
 ]
 
 VIEW = "view"
@@ -308,19 +310,12 @@ def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
         if curve is not None and op.op_type == "Concat":
             aliases.extend(_join_concat(view, op, k, groups, io, alignment, last, outputs, curve))
             continue
-        rule = alias_rule(op)
-        if rule is None or not op.outputs or not op.outputs[0]:
+        found = alias_sources(view, op, io)
+        if found is None:
             continue
+        rule, sources = found
         out = op.outputs[0]
-        if not _planned(view, out, io):
-            continue
-        out_t = view.tensors[out]
-        for j in rule.inputs:
-            if j >= len(op.inputs) or not op.inputs[j]:
-                continue
-            src = op.inputs[j]
-            if not _planned(view, src, io) or view.tensors[src].size != out_t.size:
-                continue
+        for src in sources:
             if rule.kind == INPLACE and not _may_overwrite(view, op, rule, k, groups, src, last, outputs):
                 continue
             groups.merge(src, out, groups.at(src))
@@ -434,12 +429,43 @@ def _may_overwrite(view: GraphView, op: Op, rule: AliasRule, step: int, groups: 
                    last: Mapping[str, int], outputs: set[str]) -> bool:
     """Whether ``op`` at ``step`` may write its output over ``src``'s group's bytes."""
     members = groups.of(src)
-    for m in members:
-        t = view.tensors[m]
-        if t.kind != "activation" or m in outputs or last.get(m, -1) > step:
-            return False
+    if any(last.get(m, -1) > step for m in members):
+        return False
     ranges = {m: (groups.at(m), groups.at(m) + view.tensors[m].size) for m in members}
-    return not _unsafe_reads(op, rule, ranges, ranges[src])
+    return overwritable(view, op, rule, src, members, ranges, outputs)
+
+
+def alias_sources(view: GraphView, op: Op, io: str = "internal") -> tuple[AliasRule, tuple[str, ...]] | None:
+    """``(rule, inputs)``: the inputs ``op``'s output 0 may share bytes with under
+    any order (rules 1 and 2 of the module doc), in the rule's order; ``None``
+    when there are none. Whether an **inplace** output takes one also depends
+    on the order (rule 3: :func:`overwritable`, once the input's group dies there).
+    """
+    rule = alias_rule(op)
+    if rule is None or not op.outputs or not op.outputs[0] or not _planned(view, op.outputs[0], io):
+        return None
+    size = view.tensors[op.outputs[0]].size
+    sources: list[str] = []
+    for j in rule.inputs:
+        src = op.inputs[j] if j < len(op.inputs) else ""
+        if src and src not in sources and _planned(view, src, io) and view.tensors[src].size == size:
+            sources.append(src)
+    return (rule, tuple(sources)) if sources else None
+
+
+def overwritable(view: GraphView, op: Op, rule: AliasRule, src: str, members: Sequence[str],
+                 ranges: Mapping[str, tuple[int, int]] | None = None, outputs: set[str] | None = None) -> bool:
+    """Whether ``op`` may write its output over the group ``members`` (which holds
+    its input ``src``; members at byte ``ranges``, default all at offset 0) once
+    every member dies at ``op``: rule 3 of the module doc without the order,
+    i.e. no member is a graph input or output, and ``op`` reads no member at an
+    input its rule does not list or with other bytes than ``src``.
+    """
+    outs = set(view.outputs) if outputs is None else outputs
+    if any(view.tensors[m].kind != "activation" or m in outs for m in members):
+        return False
+    rng = ranges if ranges is not None else {m: (0, view.tensors[m].size) for m in members}
+    return not _unsafe_reads(op, rule, rng, rng[src])
 
 
 def _unsafe_reads(op: Op, rule: AliasRule, ranges: Mapping[str, tuple[int, int]],

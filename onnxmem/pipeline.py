@@ -24,7 +24,7 @@ from .model import ShapeInfo, file_sha256, infer_shapes, load_model
 from .plan import MemoryPlan, PlannedTensor, SharedObject
 from .problem import Solution, live_bytes, lower_bound
 from .scheduling import OrderOptions, reorder, stable_topological_order
-from .scheduling.cost import order_peak
+from .scheduling.cost import order_peak, shared_liveness
 from .solvers import SOLVERS, SolveOptions, solve
 
 __all__ = ["PlanOptions", "Planned", "default_solver", "plan_model", "plan_loaded"]
@@ -102,7 +102,8 @@ def plan_loaded(
     view = build_view(model, shapes)
     say(f"ordering {len(view.ops)} nodes")
     order = reorder(
-        view, opts.order, OrderOptions(timeout=opts.timeout, alignment=opts.alignment, io=opts.io)
+        view, opts.order,
+        OrderOptions(timeout=opts.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace),
     )
     liveness = aliased_liveness(view, order, opts)
     problem = liveness.problem
@@ -113,9 +114,10 @@ def plan_loaded(
             f"solver '{opts.solver}' found no plan ({solution.status}); try --solver greedy"
         )
     plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0)
+    file_order = stable_topological_order(view)
     plan.extra["file_order_lower_bound"] = (
-        plan.lower_bound if opts.order == "file"
-        else order_peak(view, stable_topological_order(view), opts.io, opts.alignment)
+        plan.lower_bound if file_order == order
+        else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
     )
     from .verify import prove_plan
 
@@ -136,16 +138,7 @@ def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: 
     """
     if not opts.inplace:
         return build_liveness(view, order, io=opts.io, alignment=opts.alignment)
-    flat = alias_layout(view, order, opts.io, alignment=opts.alignment, concat=False)
-    live = build_liveness(view, order, io=opts.io, alignment=opts.alignment, groups=flat.groups,
-                          offsets=flat.offsets)
-    nested = alias_layout(view, order, opts.io, alignment=opts.alignment, concat=True)
-    if nested.offsets or nested.groups != flat.groups:
-        other = build_liveness(view, order, io=opts.io, alignment=opts.alignment, groups=nested.groups,
-                               offsets=nested.offsets)
-        if lower_bound(other.problem) <= lower_bound(live.problem):
-            live = other
-    return live
+    return shared_liveness(view, order, opts.io, opts.alignment, layout=alias_layout)
 
 
 def _make_plan(

@@ -29,11 +29,15 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class OrderOptions:
     """``timeout``: seconds a search may take; ``alignment``: bytes, for
-    strategies that score orders by the arena they would need."""
+    strategies that score orders by the arena they would need; ``io``: the
+    liveness rule for graph inputs and outputs; ``inplace``: score orders with
+    the sharing of :mod:`onnxmem.aliasing` (views and in-place outputs, as
+    ``onnxmem plan --inplace on`` plans them), else every tensor on its own."""
 
     timeout: float | None = None
     alignment: int = 64
     io: str = "internal"
+    inplace: bool = False
 
 
 OrderFn = Callable[[GraphView, OrderOptions], Sequence[int]]

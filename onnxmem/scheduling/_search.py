@@ -17,7 +17,8 @@ threshold, the record is kept while the threshold goes down:
       that does not raise the resident bytes (some feasible order, if there is
       one, runs it now: running it earlier never raises a later step);
    c. fail when some node not yet run needs more than ``T`` in every order
-      from here: its outputs, the resident tensors it or a descendant still
+      from here: its outputs (less what an in-place write may save), the
+      resident tensors it or a descendant still
       reads, and the tensors its not-yet-run ancestors will produce for it or
       its descendants (or that are kept past the piece);
    d. branch over the ready nodes whose step fits under ``T``, the one that
@@ -108,6 +109,17 @@ def _grow(keys: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
+def _step(v, rem, alloc, disc, ip_ptr, ip_slot):  # type: ignore[no-untyped-def]
+    """Bytes ``v`` allocates: ``alloc[v]``, less ``disc[v]`` when a slot it may
+    overwrite in place has ``v`` as its last remaining reader."""
+    if disc[v]:
+        for k in range(ip_ptr[v], ip_ptr[v + 1]):
+            if rem[ip_slot[k]] == 1:
+                return alloc[v] - disc[v]
+    return alloc[v]
+
+
+@njit(cache=True)
 def _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, rem, live,
            inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node, indeg, rdy):  # type: ignore[no-untyped-def]
     one = np.uint64(1)
@@ -164,6 +176,9 @@ def search(
     indeg0: np.ndarray,  # [n] predecessors of each node
     descself: np.ndarray,  # [n, W] uint64: the node and its descendants
     alloc: np.ndarray,  # [n] bytes allocated at the node's step
+    disc: np.ndarray,  # [n] bytes an in-place write saves at the step
+    ip_ptr: np.ndarray,  # [n + 1] CSR into ip_slot
+    ip_slot: np.ndarray,  # slots the node may overwrite once it is their last reader
     keep: np.ndarray,  # [n] of those, bytes resident after it
     free_ptr: np.ndarray,  # [n + 1] CSR into free_slot
     free_slot: np.ndarray,  # tensor slots the node reads (freed by the last reader)
@@ -249,7 +264,7 @@ def search(
                             low = c & (~c + one)
                             c ^= low
                             v = (w << 6) + _ctz(low)
-                            m = r + alloc[v] + (first_extra if plen == 0 else 0)
+                            m = r + _step(v, rem, alloc, disc, ip_ptr, ip_slot) + (first_extra if plen == 0 else 0)
                             if m > threshold:
                                 continue
                             d = keep[v]
@@ -285,7 +300,7 @@ def search(
                 # r + its outputs - resident tensors nobody at or after it reads
                 # + what its ancestors still have to produce for it
                 for v in range(n):
-                    need[v] = r + alloc[v] + pending[v]
+                    need[v] = r + alloc[v] - disc[v] + pending[v]
                 for s in range(nslots):
                     if not live[s]:
                         continue
@@ -329,7 +344,7 @@ def search(
                     low = cq & (~cq + one)
                     cq ^= low
                     v = (wq << 6) + _ctz(low)
-                    m = r + alloc[v] + (first_extra if plen == 0 else 0)
+                    m = r + _step(v, rem, alloc, disc, ip_ptr, ip_slot) + (first_extra if plen == 0 else 0)
                     if m > threshold:
                         continue
                     d = keep[v]
@@ -396,7 +411,7 @@ def search(
         peak = -(1 << 62)
         for i in range(n):
             v = path[i]
-            m = r + alloc[v] + (first_extra if i == 0 else 0)
+            m = r + _step(v, rem, alloc, disc, ip_ptr, ip_slot) + (first_extra if i == 0 else 0)
             if m > peak:
                 peak = m
             r += keep[v]

@@ -23,31 +23,88 @@ its producer's step only, weights are never in the arena, and with
 ``io="external"`` graph inputs and outputs are left out. Nodes that read and
 write only weights (``Constant`` and friends) have no arena effect: the
 strategies put them first, in file order, and search over the rest.
+
+With ``inplace=True`` the evaluator counts the sharing of
+:mod:`onnxmem.aliasing` (its rule table, :func:`~onnxmem.aliasing.alias_sources`
+and :func:`~onnxmem.aliasing.overwritable`), as ``alias_layout(...,
+concat=False)`` applies it under the order:
+
+* a view's output and its source are one tensor (a *class*): the view costs
+  no bytes, and the class lives until the last read of any member (this does
+  not depend on the order);
+* an in-place node whose reusable input's class dies at its step (every other
+  reader ran before) writes its output over that class: the step costs
+  ``alloc[v] - disc[v]``. The bytes resident after the step are the same
+  either way (the dying class's bytes become the output's), so only the
+  step itself changes.
+
+The peak of an order under these rules equals the max-live bound of
+``build_liveness`` over the groups ``alias_layout(view, order, io,
+concat=False)`` finds (checked by test). Concat inputs placed inside their
+output are left to the final evaluation, :func:`order_peak` with
+``inplace=True``, which is exactly ``plan.lower_bound`` of a plan with
+``--inplace on``.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from ..aliasing import (
+    INPLACE,
+    VIEW,
+    AliasLayout,
+    AliasRule,
+    alias_layout,
+    alias_sources,
+    overwritable,
+)
 from ..graph import GraphView
-from ..liveness import tensor_lifetimes
-from ..problem import align_up
+from ..liveness import Liveness, build_liveness, tensor_lifetimes
+from ..problem import align_up, lower_bound
 
 __all__ = [
     "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",
-    "simulate", "topological",
+    "shared_liveness", "simulate", "topological",
 ]
 
 #: remaining-reader count of a tensor a piece never frees
 NEVER = 1 << 30
 
 
-def order_peak(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64) -> int:
-    """The max-live bound of ``build_liveness(view, order, ...)`` (bytes)."""
+def shared_liveness(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
+                    layout: Callable[..., AliasLayout] = alias_layout) -> Liveness:
+    """The liveness of ``order`` with the sharing :mod:`onnxmem.aliasing` allows.
+
+    Views and in-place outputs share bytes; Concat inputs are placed inside
+    their output as well unless that raises the max-live bound (a placed
+    input reserves the whole output from its own write on, which can cost
+    more than the copy it saves); then the layout without them is kept. This
+    is the liveness ``onnxmem plan --inplace on`` plans. ``layout``: the
+    function that finds the groups (:func:`onnxmem.aliasing.alias_layout`;
+    tests pass others).
+    """
+    flat = layout(view, order, io, alignment=alignment, concat=False)
+    live = build_liveness(view, order, io=io, alignment=alignment, groups=flat.groups, offsets=flat.offsets)
+    nested = layout(view, order, io, alignment=alignment, concat=True)
+    if nested.offsets or nested.groups != flat.groups:
+        other = build_liveness(view, order, io=io, alignment=alignment, groups=nested.groups,
+                               offsets=nested.offsets)
+        if lower_bound(other.problem) <= lower_bound(live.problem):
+            live = other
+    return live
+
+
+def order_peak(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
+               inplace: bool = False) -> int:
+    """The max-live bound of ``build_liveness(view, order, ...)`` (bytes); with
+    ``inplace``, of :func:`shared_liveness` (``plan.lower_bound`` with ``--inplace on``)."""
+    if inplace:
+        return lower_bound(shared_liveness(view, order, io, alignment).problem)
     n = len(order)
     if not view.tensors:
         return 0
@@ -75,6 +132,11 @@ class OrderGraph:
     ``outs[v]``/``reads[v]``: the tensors node ``v`` writes and reads.
     ``base``: bytes of graph inputs that someone reads or that are outputs;
     ``first_extra``: bytes of inputs nothing reads (live in step 0 only).
+
+    With ``inplace``, a tensor is a class of tensors joined by views (see the
+    module doc), ``ip[v]`` lists the classes node ``v`` may write its output
+    over once they die at its step, and ``disc[v]`` is the bytes that saves
+    (0 when ``ip[v]`` is empty).
     """
 
     view: GraphView
@@ -92,6 +154,9 @@ class OrderGraph:
     reads: list[list[int]]
     base: int
     first_extra: int
+    ip: list[list[int]]
+    disc: list[int]
+    inplace: bool = False
 
     @property
     def n(self) -> int:
@@ -118,22 +183,48 @@ class OrderGraph:
         return max(floor, self.base + rel)
 
 
-def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64) -> OrderGraph:
-    """Compact ``view`` for search under the liveness rules of ``io`` and ``alignment``."""
+def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64,
+                      inplace: bool = False) -> OrderGraph:
+    """Compact ``view`` for search under the liveness rules of ``io`` and
+    ``alignment``, and with ``inplace`` the sharing rules (module doc)."""
     out_set = set(view.outputs)
     in_set = set(view.inputs)
+    # a view's output joins its source's class (the same bytes under any order)
+    source: dict[str, str] = {}
+    sharing: dict[int, tuple[AliasRule, tuple[str, ...]]] = {}
+    if inplace:
+        for op in view.ops:
+            found = alias_sources(view, op, io)
+            if found is not None:
+                sharing[op.index] = found
+                if found[0].kind == VIEW:
+                    source[op.outputs[0]] = found[1][0]
+
+    def root(name: str) -> str:
+        while name in source:
+            name = source[name]
+        return name
+
     tid: dict[str, int] = {}
     size: list[int] = []
     pinned: list[bool] = []
+    members: list[list[str]] = []
     for t in view.tensors.values():
         if t.kind == "weight":
             continue
         is_io = t.name in out_set or t.name in in_set
         if io == "external" and is_io:
             continue
-        tid[t.name] = len(size)
-        size.append(align_up(t.size, alignment))
-        pinned.append(t.name in out_set)
+        r = root(t.name)
+        if r not in tid:
+            tid[r] = len(size)
+            size.append(align_up(view.tensors[r].size, alignment))
+            pinned.append(False)
+            members.append([])
+        k = tid[r]
+        tid[t.name] = k
+        pinned[k] = pinned[k] or t.name in out_set
+        members[k].append(t.name)
     real: list[int] = []
     free: list[int] = []
     local: dict[int, int] = {}
@@ -153,16 +244,27 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     reads: list[list[int]] = [[] for _ in range(n)]
     preds: list[list[int]] = []
     succs: list[list[int]] = [[] for _ in range(n)]
+    ip: list[list[int]] = [[] for _ in range(n)]
+    disc = [0] * n
     for v, gi in enumerate(real):
         op = view.ops[gi]
         for o in op.outputs:
-            if o in tid and o not in outs[v]:
+            if o in tid and o not in source and tid[o] not in outs[v]:
                 producer[tid[o]] = v
                 outs[v].append(tid[o])
         for r in op.reads:
-            if r in tid:
+            if r in tid and tid[r] not in reads[v]:
                 reads[v].append(tid[r])
                 consumers[tid[r]].append(v)
+        found = sharing.get(gi)
+        if found is not None and found[0].kind == INPLACE:
+            rule, sources = found
+            for src in sources:
+                k = tid[src]
+                if k not in ip[v] and overwritable(view, op, rule, src, members[k], outputs=out_set):
+                    ip[v].append(k)
+            if ip[v]:
+                disc[v] = size[tid[op.outputs[0]]]
         ps = [local[p] for p in view.predecessors(gi)]
         preds.append(ps)
         for p in ps:
@@ -176,7 +278,7 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
             else:
                 first_extra += size[k]
     return OrderGraph(view, io, alignment, real, free, preds, succs, size, producer, consumers,
-                      pinned, outs, reads, base, first_extra)
+                      pinned, outs, reads, base, first_extra, ip, disc, inplace)
 
 
 class RanBefore:
@@ -204,7 +306,9 @@ class Piece:
     stays, and costs nothing here. ``alloc[i]``: bytes allocated at the step;
     ``keep[i]``: of those, bytes still resident after it; ``frees[i]``:
     ``(tensor slot, size)`` of the tensors it may free, each freed when its
-    remaining-reader count ``rem0[slot]`` reaches zero.
+    remaining-reader count ``rem0[slot]`` reaches zero. ``ip[i]``: slots
+    node ``i`` may write its output over when one dies at its step, saving
+    ``disc[i]`` bytes there (:meth:`step`).
     """
 
     graph: OrderGraph
@@ -219,6 +323,8 @@ class Piece:
     held: list[int]  # bytes of the node's reads produced inside the piece
     ext_read: list[int]  # bytes of the node's reads that are freeable outside tensors
     slot_prod: list[int]  # producer of each tensor slot (local node; -1: from outside)
+    ip: list[list[int]]  # slots the node may overwrite in place
+    disc: list[int]  # bytes an in-place write saves at the node's step
     first_extra: int = 0  # bytes live in the piece's first step only
 
     @property
@@ -242,6 +348,8 @@ class Piece:
         ext = 0
         held: list[int] = []
         ext_read: list[int] = []
+        ip: list[list[int]] = []
+        disc: list[int] = []
         for g in nodes:
             a = k = 0
             for t in graph.outs[g]:
@@ -270,11 +378,41 @@ class Piece:
             frees.append(fr)
             held.append(h)
             ext_read.append(e)
-        return Piece(graph, nodes, preds, succs, alloc, keep, frees, rem0, ext, held, ext_read, slot_prod)
+            over = [slot[t] for t in graph.ip[g] if t in slot]  # classes that can die here
+            ip.append(over)
+            disc.append(graph.disc[g] if over else 0)
+        return Piece(graph, nodes, preds, succs, alloc, keep, frees, rem0, ext, held, ext_read, slot_prod,
+                     ip, disc)
+
+    def step(self, v: int, rem: Sequence[int]) -> int:
+        """Bytes node ``v`` allocates at its step, given remaining-reader counts ``rem``:
+        ``alloc[v]``, less ``disc[v]`` when a class it may overwrite dies there."""
+        d = self.disc[v]
+        if d:
+            for s in self.ip[v]:
+                if rem[s] == 1:
+                    return self.alloc[v] - d
+        return self.alloc[v]
+
+    def set_step(self, slot_cons: Sequence[int]) -> Callable[[int, int], int]:
+        """:meth:`step` for searches over sets of run nodes: ``f(v, mask)`` with
+        ``mask`` the nodes run before ``v`` and ``slot_cons[s]`` the readers
+        of slot ``s`` in the piece, as bitmasks."""
+        alloc, disc, ip = self.alloc, self.disc, self.ip
+
+        def step(v: int, mask: int) -> int:
+            if disc[v]:
+                rest = ~(mask | (1 << v))
+                for s in ip[v]:
+                    if not (slot_cons[s] & rest):
+                        return alloc[v] - disc[v]
+            return alloc[v]
+
+        return step
 
     def node_bound(self, v: int) -> int:
         """A lower bound on the (relative) bytes live while ``v`` runs, in any order."""
-        return self.alloc[v] + self.held[v] - self.ext_bytes + self.ext_read[v]
+        return self.alloc[v] - self.disc[v] + self.held[v] - self.ext_bytes + self.ext_read[v]
 
     def bound(self) -> int:
         """A lower bound on the peak of any order of the piece."""
@@ -286,10 +424,10 @@ def simulate(piece: Piece, order: Sequence[int]) -> tuple[int, int]:
     rem = list(piece.rem0)
     r = 0
     peak = -(1 << 62)
-    alloc, keep, frees = piece.alloc, piece.keep, piece.frees
+    alloc, keep, frees, disc = piece.alloc, piece.keep, piece.frees, piece.disc
     first = True
     for v in order:
-        m = r + alloc[v]
+        m = r + (piece.step(v, rem) if disc[v] else alloc[v])
         if first:
             m += piece.first_extra
             first = False

@@ -88,7 +88,7 @@ def exact_piece(
         return ExactResult(ub_order, ub, True, 0)
     lb = piece.bound()
     if piece.first_extra:
-        lb = max(lb, min(piece.alloc[v] for v in range(n) if not piece.preds[v]) + piece.first_extra)
+        lb = max(lb, min(piece.alloc[v] - piece.disc[v] for v in range(n) if not piece.preds[v]) + piece.first_extra)
     if ub <= lb:
         return ExactResult(ub_order, ub, True, 0)
     if method == "compiled" or (method == "auto" and n > COMPILED_MIN):
@@ -111,7 +111,8 @@ def _exact_compiled(
     dl = NO_DEADLINE if left is None else deadline_cycles(left)
     best = np.array(ub_order, dtype=np.int64)
     status, peak, expanded = search(
-        a["succ_ptr"], a["succ_node"], a["indeg0"], a["descself"], a["alloc"], a["keep"], a["free_ptr"], a["free_slot"],
+        a["succ_ptr"], a["succ_node"], a["indeg0"], a["descself"], a["alloc"], a["disc"], a["ip_ptr"], a["ip_slot"],
+        a["keep"], a["free_ptr"], a["free_slot"],
         a["out_ptr"], a["out_slot"], a["slot_size"], a["slot_cons"], a["rem0"], a["live0"],
         a["ancself"], a["inv_ptr"], a["inv_node"], a["inv_size"], a["pending0"], piece.first_extra, lb, ub, best, dl,
         limit, max_states,
@@ -196,6 +197,9 @@ def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
         "indeg0": np.array([len(set(piece.preds[v])) for v in range(n)], dtype=i64),
         "descself": masks(desc),
         "alloc": np.array(piece.alloc, dtype=i64),
+        "disc": np.array(piece.disc, dtype=i64),
+        "ip_ptr": np.cumsum([0] + [len(x) for x in piece.ip], dtype=i64),
+        "ip_slot": np.array([s for xs in piece.ip for s in xs], dtype=i64),
         "keep": np.array(piece.keep, dtype=i64),
         "free_ptr": np.array(free_ptr, dtype=i64),
         "free_slot": np.array(free_slot, dtype=i64),
@@ -231,6 +235,9 @@ def _exact_best_first(
     alloc, keep, frees = piece.alloc, piece.keep, piece.frees
     first_extra = piece.first_extra
     full = (1 << n) - 1
+
+    disc, step = piece.disc, piece.set_step(slot_cons)  # step(): only where disc[v] is set
+
     best: dict[int, int] = {0: -(1 << 62)}
     parent: dict[int, tuple[int, tuple[int, ...]]] = {}
     heap: list[tuple[int, int, int, int, int, int]] = [(lb, 0, 0, 0, 0, -(1 << 62))]
@@ -273,7 +280,7 @@ def _exact_best_first(
                 rest ^= low
                 if pred_mask[v] & ~mask:
                     continue
-                m = r + alloc[v] + (first_extra if mask == 0 else 0)
+                m = r + (step(v, mask) if disc[v] else alloc[v]) + (first_extra if mask == 0 else 0)
                 if m > bound:
                     continue
                 nm = mask | low
@@ -305,7 +312,7 @@ def _exact_best_first(
             rest ^= low
             if pred_mask[v] & ~mask:
                 continue
-            m = r + alloc[v] + (first_extra if mask == 0 else 0)
+            m = r + (step(v, mask) if disc[v] else alloc[v]) + (first_extra if mask == 0 else 0)
             np_ = peak if peak >= m else m
             if np_ >= ub:
                 continue
@@ -379,6 +386,6 @@ def exact_search(graph: OrderGraph, timeout: float | None) -> tuple[list[int], b
 
 @register("exact", "search over sets of run nodes (Serenity), compiled, with per-set bounds; optimal peak when it ends")
 def exact_order(view: GraphView, options: OrderOptions) -> Sequence[int]:
-    graph = build_order_graph(view, options.io, options.alignment)
+    graph = build_order_graph(view, options.io, options.alignment, options.inplace)
     local, _, _ = exact_search(graph, options.timeout)
     return graph.full_order(local)

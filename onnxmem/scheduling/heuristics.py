@@ -63,7 +63,8 @@ class _Sim:
         self.first = True
 
     def mem(self, v: int) -> int:
-        m = self.r + self.p.alloc[v]
+        p = self.p
+        m = self.r + (p.step(v, self.rem) if p.disc[v] else p.alloc[v])
         return m + self.p.first_extra if self.first else m
 
     def delta(self, v: int) -> int:
@@ -190,7 +191,7 @@ def _greedy_run(piece: Piece, rule: int, depth: int, width: int, deadline: float
 
 def greedy_order(view: GraphView, options: OrderOptions) -> list[int]:
     """Cut at forced nodes (lossless), then the greedy order of each part."""
-    graph = build_order_graph(view, options.io, options.alignment)
+    graph = build_order_graph(view, options.io, options.alignment, options.inplace)
     segs, pieces = segment_pieces(graph)
     local: list[int] = []
     for seg, piece in zip(segs, pieces):
@@ -298,7 +299,7 @@ def _greedy(view: GraphView, options: OrderOptions) -> Sequence[int]:
 
 @register("longest-path", "caffe2 memonger's traversal: sources with the longest path to the end first")
 def longest_path_order(view: GraphView, options: OrderOptions) -> Sequence[int]:
-    graph = build_order_graph(view, options.io, options.alignment)
+    graph = build_order_graph(view, options.io, options.alignment, options.inplace)
     return graph.full_order(longest_path_local(graph.preds, graph.succs))
 
 
@@ -327,6 +328,8 @@ def beam_piece(piece: Piece, *, width: int = 16, deadline: float | None = None) 
     full = (1 << n) - 1
     ready0 = sum(1 << v for v in range(n) if not pred_mask[v])
 
+    disc, step = piece.disc, piece.set_step(slot_cons)  # step(): only where disc[v] is set
+
     def run(v: int, mask: int, r: int, ready: int) -> tuple[int, int, int]:
         nm = mask | (1 << v)
         nr = r + keep[v]
@@ -352,7 +355,7 @@ def beam_piece(piece: Piece, *, width: int = 16, deadline: float | None = None) 
                     low = rest & -rest
                     v = low.bit_length() - 1
                     rest ^= low
-                    if r + alloc[v] + (fe if mask == 0 else 0) > peak:
+                    if r + (step(v, mask) if disc[v] else alloc[v]) + (fe if mask == 0 else 0) > peak:
                         continue
                     nm, nr, nready = run(v, mask, r, ready)
                     if nr <= r:
@@ -369,7 +372,7 @@ def beam_piece(piece: Piece, *, width: int = 16, deadline: float | None = None) 
                 low = rest & -rest
                 v = low.bit_length() - 1
                 rest ^= low
-                m = r + alloc[v] + (fe if mask == 0 else 0)
+                m = r + (step(v, mask) if disc[v] else alloc[v]) + (fe if mask == 0 else 0)
                 np_ = peak if peak >= m else m
                 nm, nr, nready = run(v, mask, r, ready)
                 old = nxt.get(nm)

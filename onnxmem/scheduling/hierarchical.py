@@ -36,6 +36,12 @@ running branches whole can, so this is a heuristic.
 4. the result is returned only if its peak is strictly below the file
    order's; otherwise the file order. ``auto`` is never worse than ``file``.
 
+With ``options.inplace`` every peak above is the one with views and
+in-place outputs counted (:mod:`.cost`), and step 4 compares the two orders
+by the exact bound of the plan, :func:`.cost.order_peak` with
+``inplace=True`` (Concat placements included); the time that takes for the
+file order is kept back from the budget for the chosen one.
+
 Every stage reads the clock: the greedy pass stops looking ahead at its
 deadline, and the compiled search checks the cycle counter every 64 sets
 it expands, so ``auto`` ends within a few percent of its budget.
@@ -49,7 +55,15 @@ from typing import Sequence
 
 from ..graph import GraphView
 from . import OrderOptions, register, stable_topological_order
-from .cost import OrderGraph, Piece, RanBefore, build_order_graph, segment_pieces, simulate
+from .cost import (
+    OrderGraph,
+    Piece,
+    RanBefore,
+    build_order_graph,
+    order_peak,
+    segment_pieces,
+    simulate,
+)
 from .exact import exact_piece, forced_segments
 from .heuristics import greedy_piece
 
@@ -162,7 +176,7 @@ def hierarchical_local(graph: OrderGraph, timeout: float | None) -> list[int]:
 
 @register("hierarchical", "cut at single-path points and parallel branches, order parts exactly or greedily (HMCOS)")
 def hierarchical_order(view: GraphView, options: OrderOptions) -> Sequence[int]:
-    graph = build_order_graph(view, options.io, options.alignment)
+    graph = build_order_graph(view, options.io, options.alignment, options.inplace)
     return graph.full_order(hierarchical_local(graph, options.timeout))
 
 
@@ -170,7 +184,8 @@ def _signature(piece: Piece) -> tuple[object, ...]:
     """Everything the orders of ``piece`` and their relative peaks depend on."""
     return (
         tuple(piece.alloc), tuple(piece.keep), tuple(tuple(f) for f in piece.frees), tuple(piece.rem0),
-        tuple(tuple(p) for p in piece.preds), piece.first_extra,
+        tuple(tuple(p) for p in piece.preds), piece.first_extra, tuple(tuple(x) for x in piece.ip),
+        tuple(piece.disc),
     )
 
 
@@ -195,7 +210,7 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
     budget = AUTO_TIMEOUT if options.timeout is None else options.timeout
     clock = _Clock(budget)
     file_order = stable_topological_order(view)
-    graph = build_order_graph(view, options.io, options.alignment)
+    graph = build_order_graph(view, options.io, options.alignment, options.inplace)
     if graph.n <= 1:
         return file_order
     local_of = {g: i for i, g in enumerate(graph.real)}
@@ -223,6 +238,13 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
     file_peak = max(floor, max(peaks))
     if file_peak <= lower:
         return file_order  # no order has a lower peak
+    file_shared = 0
+    if graph.inplace:
+        # the file order's exact bound with every sharing rule (Concat placement too),
+        # and as much time kept back to evaluate the chosen order the same way
+        t0 = time.perf_counter()
+        file_shared = order_peak(view, file_order, options.io, options.alignment, inplace=True)
+        clock.end -= time.perf_counter() - t0
     # parts above the floor, highest first; a part proven optimal raises the floor
     work = sorted((i for i in range(len(segs)) if len(segs[i]) > 1 and peaks[i] > lower),
                   key=lambda i: -peaks[i])
@@ -270,9 +292,13 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
         orders[i] = [all_pieces[i].nodes[v] for v in local]
     best = [v for o in orders for v in o]
     chosen = graph.full_order(best)
-    if graph.peak(best) < graph.peak(file_local):
-        return chosen
-    return file_order
+    if chosen == file_order:
+        return file_order
+    if graph.inplace:
+        better = order_peak(view, chosen, options.io, options.alignment, inplace=True) < file_shared
+    else:
+        better = graph.peak(best) < graph.peak(file_local)
+    return chosen if better else file_order
 
 
 @register("auto", "file order when provably optimal, else greedy then exact on the part that sets the peak, in budget")
