@@ -38,6 +38,8 @@ __all__ = [
     "dtype_name",
     "file_sha256",
     "infer_shapes",
+    "initializers",
+    "iter_graphs",
     "load_model",
     "parse_dim_binding",
     "parse_input_shape",
@@ -135,21 +137,27 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 # ------------------------------------------------------------------ loading
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
+def iter_graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
+    """``graph`` and every subgraph nested in its nodes' attributes, depth first."""
     yield graph
     for node in graph.node:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
+                yield from iter_graphs(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for g in attr.graphs:
-                    yield from _graphs(g)
+                    yield from iter_graphs(g)
+
+
+def initializers(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
+    """Every initializer of ``graph`` and of its subgraphs."""
+    return [init for g in iter_graphs(graph) for init in g.initializer]
 
 
 def _check_external_data(model: onnx.ModelProto, base: Path) -> None:
     """Refuse external-data locations outside the model's folder (never read them)."""
     root = base.resolve()
-    for g in _graphs(model.graph):
+    for g in iter_graphs(model.graph):
         for init in g.initializer:
             if init.data_location != TensorProto.EXTERNAL:
                 continue
@@ -336,7 +344,7 @@ def _strip_for_inference(model: onnx.ModelProto) -> onnx.ModelProto:
             )
     del g.initializer[:]
     g.initializer.extend(keep)
-    for sub in _graphs(g):
+    for sub in iter_graphs(g):
         if sub is g:
             continue
         for init in sub.initializer:

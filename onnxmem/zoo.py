@@ -37,6 +37,7 @@ from onnx import numpy_helper
 
 from .errors import OnnxmemError, PlanInvalid
 from .fileio import write_text_atomic
+from .model import initializers
 
 __all__ = [
     "EXECUTORS",
@@ -221,7 +222,7 @@ def _read_list(path: Path) -> list[ZooModel]:
 def has_missing_weights(model: onnx.ModelProto, base_dir: str | os.PathLike[str]) -> bool:
     """Whether some initializer points into an external-data file that is not there."""
     base = Path(base_dir)
-    for tensor in _initializers(model.graph):
+    for tensor in initializers(model.graph):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             location = next((e.value for e in tensor.external_data if e.key == "location"), "")
             if not (base / location).is_file():
@@ -239,7 +240,7 @@ def fill_weights(model: onnx.ModelProto, seed: int = 0) -> int:
     Raises ``OnnxmemError`` for an external initializer without statistics.
     """
     filled = 0
-    for tensor in _initializers(model.graph):
+    for tensor in initializers(model.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         stats = _parse_stats(tensor)
@@ -270,18 +271,6 @@ def _parse_stats(tensor: onnx.TensorProto) -> dict[str, float]:
         )
     stats = dict(word.split("=", 1) for word in text[len(FILL_PREFIX):].split())
     return {k: float(stats[k]) for k in ("mean", "std", "min", "max")}
-
-
-def _initializers(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
-    tensors = list(graph.initializer)
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                tensors += _initializers(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    tensors += _initializers(g)
-    return tensors
 
 
 def materialize(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],

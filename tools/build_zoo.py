@@ -53,6 +53,7 @@ from onnx import numpy_helper
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from onnxmem.model import initializers  # noqa: E402
 from onnxmem.zoo import (  # noqa: E402
     FILL_PREFIX,
     LIGHT_MODELS,
@@ -591,7 +592,7 @@ def strip_weights(model: onnx.ModelProto, name: str) -> tuple[onnx.ModelProto, i
     location = f"{name}.weights.bin"
     offset = 0
     removed = 0
-    for tensor in _all_initializers(stripped.graph):
+    for tensor in initializers(stripped.graph):
         if tensor.data_type not in _FLOAT_TYPES:
             continue
         array = numpy_helper.to_array(tensor)
@@ -624,21 +625,9 @@ _FLOAT_TYPES = {
 }
 
 
-def _all_initializers(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
-    tensors = list(graph.initializer)
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                tensors += _all_initializers(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    tensors += _all_initializers(g)
-    return tensors
-
-
 def weights_bytes(model: onnx.ModelProto) -> int:
     total = 0
-    for tensor in _all_initializers(model.graph):
+    for tensor in initializers(model.graph):
         n = int(np.prod(tensor.dims)) if tensor.dims else 1
         total += math.ceil(n * _bits(tensor.data_type) / 8)
     return total
