@@ -4,6 +4,7 @@
 Usage::
 
     python bench/bench_order.py            # every table (a few minutes on 2 cores)
+    python bench/bench_order.py --only real large
 
 Peaks are the max-live lower bound of the liveness problem (KiB, 64-byte
 alignment, graph inputs and outputs in the arena); arenas are the ``greedy``
@@ -238,19 +239,31 @@ def table_large() -> None:
     print()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    tables = ("brute", "small", "mid", "randwire64", "real", "large")
+    ap = argparse.ArgumentParser(description="operator-order benchmark (docs/order.md)")
+    ap.add_argument("--only", nargs="+", choices=tables, default=list(tables), help="tables to print")
+    only = set(ap.parse_args(argv).only)
     print(f"Peaks in KiB. `python bench/bench_order.py`, {time.strftime('%Y-%m-%d')}.\n")
     exact_search(build_order_graph(view_of(randwire(32, "ws", 1))), 10.0)  # warm-up: compiled search code
-    table_brute()
-    small = [(f"randwire-{k}-10 s{s}", randwire(10, k, s)) for k in ("ws", "er", "ba") for s in range(3)]
-    small += [(f"nasnet-1x3 s{s}", nasnet(1, s, steps=3)) for s in range(3)]
-    table_exact("graphs of at most 32 nodes: exact and the fast heuristics", small, 10.0)
-    mid = [(f"randwire-{k}-32 s{s}", randwire(32, k, s)) for k in ("ws", "er", "ba") for s in range(3)]
-    mid += [(f"nasnet-3x4 s{s}", nasnet(3, s)) for s in range(3)]
-    table_exact("RandWire with 32 random-graph nodes (about 90 ONNX nodes) and NASNet cells", mid, 10.0)
-    table_randwire64()
-    table_real()
-    table_large()
+    if "brute" in only:
+        table_brute()
+    if "small" in only:
+        small = [(f"randwire-{k}-10 s{s}", randwire(10, k, s)) for k in ("ws", "er", "ba") for s in range(3)]
+        small += [(f"nasnet-1x3 s{s}", nasnet(1, s, steps=3)) for s in range(3)]
+        table_exact("graphs of at most 32 nodes: exact and the fast heuristics", small, 10.0)
+    if "mid" in only:
+        mid = [(f"randwire-{k}-32 s{s}", randwire(32, k, s)) for k in ("ws", "er", "ba") for s in range(3)]
+        mid += [(f"nasnet-3x4 s{s}", nasnet(3, s)) for s in range(3)]
+        table_exact("RandWire with 32 random-graph nodes (about 90 ONNX nodes) and NASNet cells", mid, 10.0)
+    if "randwire64" in only:
+        table_randwire64()
+    if "real" in only:
+        table_real()
+    if "large" in only:
+        table_large()
 
 
 if __name__ == "__main__":

@@ -201,8 +201,10 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
                     source[op.outputs[0]] = found[1][0]
 
     def root(name: str) -> str:
-        while name in source:
+        seen = {name}
+        while name in source and source[name] not in seen:  # a cycle is reported by the topological check
             name = source[name]
+            seen.add(name)
         return name
 
     tid: dict[str, int] = {}

@@ -22,7 +22,8 @@ after it do not depend on the order they ran in. Steps:
 
 Guarantee: the order returned is never worse than the greedy one; when the
 search ends before ``options.timeout`` (default 30 s) it is proven optimal
-for the peak. The work grows with the number of downward-closed node sets
+for the peak (with ``options.inplace``, the peak with views and in-place
+outputs counted; Concat placement is not searched). The work grows with the number of downward-closed node sets
 the bounds do not cut off; RandWire stages of 32 random-graph nodes (about 85
 ONNX nodes in one piece) are proven in well under a second.
 """
