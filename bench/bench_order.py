@@ -28,11 +28,11 @@ sys.path.insert(0, str(ROOT))
 
 from onnxmem.generate import nasnet, randwire, transformer  # noqa: E402
 from onnxmem.graph import build_view  # noqa: E402
-from onnxmem.liveness import build_liveness  # noqa: E402
+from onnxmem.liveness import build_liveness, shared_liveness  # noqa: E402
 from onnxmem.model import infer_shapes, load_model  # noqa: E402
 from onnxmem.problem import lower_bound  # noqa: E402
 from onnxmem.scheduling import OrderOptions, reorder, stable_topological_order  # noqa: E402
-from onnxmem.scheduling.cost import build_order_graph, order_peak, shared_liveness  # noqa: E402
+from onnxmem.scheduling.cost import build_order_graph, order_peak  # noqa: E402
 from onnxmem.scheduling.exact import exact_search  # noqa: E402
 from onnxmem.solvers import solve  # noqa: E402
 

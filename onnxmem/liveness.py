@@ -23,13 +23,16 @@ its members' lifetimes ``[min start, max end)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from .errors import ModelError
-from .graph import GraphView
-from .problem import Buffer, Problem, align_up
+from .graph import GraphView, Tensor
+from .problem import Buffer, Problem, align_up, lower_bound
 
-__all__ = ["IO_MODES", "Interval", "Liveness", "build_liveness"]
+if TYPE_CHECKING:
+    from .aliasing import AliasLayout
+
+__all__ = ["IO_MODES", "Interval", "Liveness", "arena_tensors", "build_liveness", "shared_liveness"]
 
 IO_MODES = ("internal", "external")
 
@@ -62,6 +65,18 @@ class Liveness:
         raise KeyError(tensor)
 
 
+def arena_tensors(view: GraphView, io: str = "internal") -> list[Tensor]:
+    """The tensors the arena holds: every non-weight, less graph inputs and
+    outputs with ``io="external"``."""
+    if io not in IO_MODES:
+        raise ModelError(f"--io '{io}' is not one of {', '.join(IO_MODES)}")
+    io_names = set(view.inputs) | set(view.outputs)
+    return [
+        t for t in view.tensors.values()
+        if t.kind != "weight" and not (io == "external" and t.name in io_names)
+    ]
+
+
 def tensor_lifetimes(
     view: GraphView, order: Sequence[int], io: str = "internal"
 ) -> dict[str, tuple[int, int]]:
@@ -76,14 +91,8 @@ def tensor_lifetimes(
         for name in view.ops[op_index].reads:
             last_read[name] = k
     out_set = set(view.outputs)
-    in_set = set(view.inputs)
     lifetimes: dict[str, tuple[int, int]] = {}
-    for t in view.tensors.values():
-        if t.kind == "weight":
-            continue
-        is_io = t.name in out_set or t.name in in_set
-        if io == "external" and is_io:
-            continue
+    for t in arena_tensors(view, io):
         start = 0 if t.producer is None else step[t.producer]
         end = last_read.get(t.name, start) + 1
         if t.name in out_set:
@@ -142,3 +151,29 @@ def build_liveness(
         io,
         alignment,
     )
+
+
+def shared_liveness(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
+                    layout: Callable[..., AliasLayout] | None = None) -> Liveness:
+    """The liveness of ``order`` with the sharing :mod:`onnxmem.aliasing` allows.
+
+    Views and in-place outputs share bytes; Concat inputs are placed inside
+    their output as well unless that raises the max-live bound (a placed
+    input reserves the whole output from its own write on, which can cost
+    more than the copy it saves); then the layout without them is kept. This
+    is the liveness ``onnxmem plan --inplace on`` plans. ``layout``: the
+    function that finds the groups (:func:`onnxmem.aliasing.alias_layout`;
+    tests pass others).
+    """
+    from .aliasing import alias_layout
+
+    layout = layout or alias_layout
+    flat = layout(view, order, io, alignment=alignment, concat=False)
+    live = build_liveness(view, order, io=io, alignment=alignment, groups=flat.groups, offsets=flat.offsets)
+    nested = layout(view, order, io, alignment=alignment, concat=True)
+    if nested.offsets or nested.groups != flat.groups:
+        other = build_liveness(view, order, io=io, alignment=alignment, groups=nested.groups,
+                               offsets=nested.offsets)
+        if lower_bound(other.problem) <= lower_bound(live.problem):
+            live = other
+    return live

@@ -19,12 +19,12 @@ import onnx
 from .aliasing import alias_layout
 from .errors import OnnxmemError, PlanInvalid
 from .graph import GraphView, build_view
-from .liveness import Liveness, build_liveness
+from .liveness import Liveness, build_liveness, shared_liveness
 from .model import ShapeInfo, file_sha256, infer_shapes, load_model
 from .plan import MemoryPlan, PlannedTensor, SharedObject
 from .problem import Solution, live_bytes, lower_bound
 from .scheduling import OrderOptions, reorder, stable_topological_order
-from .scheduling.cost import order_peak, shared_liveness
+from .scheduling.cost import order_peak
 from .solvers import SOLVERS, SolveOptions, solve
 
 __all__ = ["PlanOptions", "Planned", "default_solver", "plan_model", "plan_loaded"]

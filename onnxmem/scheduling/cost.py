@@ -57,14 +57,12 @@ import numpy as np
 from ..aliasing import (
     INPLACE,
     VIEW,
-    AliasLayout,
     AliasRule,
-    alias_layout,
     alias_sources,
     overwritable,
 )
 from ..graph import GraphView
-from ..liveness import Liveness, build_liveness, tensor_lifetimes
+from ..liveness import arena_tensors, shared_liveness, tensor_lifetimes
 from ..problem import align_up, lower_bound
 
 __all__ = [
@@ -74,29 +72,6 @@ __all__ = [
 
 #: remaining-reader count of a tensor a piece never frees
 NEVER = 1 << 30
-
-
-def shared_liveness(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
-                    layout: Callable[..., AliasLayout] = alias_layout) -> Liveness:
-    """The liveness of ``order`` with the sharing :mod:`onnxmem.aliasing` allows.
-
-    Views and in-place outputs share bytes; Concat inputs are placed inside
-    their output as well unless that raises the max-live bound (a placed
-    input reserves the whole output from its own write on, which can cost
-    more than the copy it saves); then the layout without them is kept. This
-    is the liveness ``onnxmem plan --inplace on`` plans. ``layout``: the
-    function that finds the groups (:func:`onnxmem.aliasing.alias_layout`;
-    tests pass others).
-    """
-    flat = layout(view, order, io, alignment=alignment, concat=False)
-    live = build_liveness(view, order, io=io, alignment=alignment, groups=flat.groups, offsets=flat.offsets)
-    nested = layout(view, order, io, alignment=alignment, concat=True)
-    if nested.offsets or nested.groups != flat.groups:
-        other = build_liveness(view, order, io=io, alignment=alignment, groups=nested.groups,
-                               offsets=nested.offsets)
-        if lower_bound(other.problem) <= lower_bound(live.problem):
-            live = other
-    return live
 
 
 def order_peak(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
@@ -188,7 +163,6 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     """Compact ``view`` for search under the liveness rules of ``io`` and
     ``alignment``, and with ``inplace`` the sharing rules (module doc)."""
     out_set = set(view.outputs)
-    in_set = set(view.inputs)
     # a view's output joins its source's class (the same bytes under any order)
     source: dict[str, str] = {}
     sharing: dict[int, tuple[AliasRule, tuple[str, ...]]] = {}
@@ -211,12 +185,7 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     size: list[int] = []
     pinned: list[bool] = []
     members: list[list[str]] = []
-    for t in view.tensors.values():
-        if t.kind == "weight":
-            continue
-        is_io = t.name in out_set or t.name in in_set
-        if io == "external" and is_io:
-            continue
+    for t in arena_tensors(view, io):
         r = root(t.name)
         if r not in tid:
             tid[r] = len(size)
