@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -115,10 +115,11 @@ def plan_loaded(
         )
     plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0)
     file_order = stable_topological_order(view)
-    plan.extra["file_order_lower_bound"] = (
+    file_bound = (
         plan.lower_bound if file_order == order
         else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
     )
+    plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound})
     from .verify import prove_plan
 
     findings = prove_plan(plan, view, limit=5)
