@@ -23,6 +23,8 @@ from onnxmem.scheduling import (
 from onnxmem.scheduling.cost import Piece, build_order_graph, order_peak, simulate
 from onnxmem.scheduling.exact import exact_piece
 
+from .test_scheduling import all_topological_orders
+
 STRATEGIES = sorted(ORDERS)
 
 
@@ -236,27 +238,8 @@ def test_exact_finds_the_shared_optimum(method):
         res = exact_piece(piece, method=method)
         assert res.proven and simulate(piece, res.order)[0] == res.peak
         pos = {v: i for i, v in enumerate(g.real)}
-        best = min(g.peak([pos[v] for v in o if v in pos]) for o in all_orders(view))
+        best = min(g.peak([pos[v] for v in o if v in pos]) for o in all_topological_orders(view))
         assert g.peak(res.order) == best, seed
-
-
-def all_orders(view: GraphView):
-    n = len(view.ops)
-    preds = [set(view.predecessors(i)) for i in range(n)]
-
-    def rec(done, order):
-        if len(order) == n:
-            yield tuple(order)
-            return
-        for v in range(n):
-            if v not in done and preds[v] <= done:
-                done.add(v)
-                order.append(v)
-                yield from rec(done, order)
-                order.pop()
-                done.remove(v)
-
-    yield from rec(set(), [])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
