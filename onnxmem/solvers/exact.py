@@ -223,23 +223,34 @@ class ExactSearch:
             while not solved:
                 limit *= 2
                 for h in range(HEURISTICS.shape[0]):
-                    left = deadline - time.perf_counter()
-                    if left <= 0:
-                        return TIMEOUT, plan, nodes
-                    ctr[:] = 0
-                    ctr[1] = limit
-                    ctr[2] = int(cycles() + left * rate) if rate > 0 else NO_DEADLINE
                     part = preorder(
                         comp.bufs.astype(np.int64), HEURISTICS[h], self.size, self.width,
                         self.slo, self.shi, st["total"],
                     )
-                    status = search(
+                    args = (
                         part, comp.sec_lo, comp.sec_hi, capacity, HEURISTICS[h], self.size, self.align, self.width,
                         self.slo, self.shi, self.sec_ptr, self.sec_mem, self.ov_ptr,
                         self.ov_idx, st["off"], st["minoff"], st["floor"], st["total"],
                         st["cuts"], st["best"], st["mo_b"], st["mo_v"], st["fl_s"],
                         st["fl_v"], st["mark"], st["aff"], st["pool"], ctr,
                     )
+                    if not search.signatures:
+                        # first use in this process: compile the search (or load it from
+                        # numba's cache) in a call stopped at once, and move the deadline
+                        # by the time that took, so that the budget is spent searching
+                        t0 = time.perf_counter()
+                        ctr[:] = 0
+                        ctr[1] = 1
+                        ctr[2] = NO_DEADLINE
+                        search(*args)
+                        deadline += time.perf_counter() - t0
+                    left = deadline - time.perf_counter()
+                    if left <= 0:
+                        return TIMEOUT, plan, nodes
+                    ctr[:] = 0
+                    ctr[1] = limit
+                    ctr[2] = int(cycles() + left * rate) if rate > 0 else NO_DEADLINE
+                    status = search(*args)
                     nodes += int(min(ctr[0], limit))
                     if status == FOUND:
                         plan[comp.bufs] = st["best"][comp.bufs]
