@@ -81,9 +81,6 @@ class GraphView:
     outputs: tuple[str, ...]
     consumers: Mapping[str, tuple[int, ...]]  # value -> node indices that read it
 
-    def producer(self, name: str) -> int | None:
-        return self.tensors[name].producer
-
     def activations(self) -> list[Tensor]:
         """Every non-weight value: the tensors that need arena memory."""
         return [t for t in self.tensors.values() if t.kind != "weight"]

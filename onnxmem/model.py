@@ -316,6 +316,15 @@ def _resolve_dim(d: Dim, dims: Mapping[str, int]) -> int | None:
     return None
 
 
+def _bind(shape: Iterable[Dim], dims: Mapping[str, int]) -> list[Dim]:
+    """``shape`` with every dim ``dims`` resolves replaced by its value."""
+    out: list[Dim] = []
+    for d in shape:
+        value = _resolve_dim(d, dims)
+        out.append(d if value is None else value)
+    return out
+
+
 def _strip_for_inference(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy without large initializer data or value_info, for shape inference.
 
@@ -499,12 +508,12 @@ def infer_shapes(
                         dims.setdefault(c, p)
             _set_shape(vi, pin)
         elif cur is not None:
-            _set_shape(vi, [(_resolve_dim(d, dims) if _resolve_dim(d, dims) is not None else d) for d in cur])
+            _set_shape(vi, _bind(cur, dims))
     # graph outputs: bind their symbolic dims too, so inference does not conflict
     for vi in g.output:
         _, cur = _read_type(vi)
         if cur is not None:
-            _set_shape(vi, [(_resolve_dim(d, dims) if _resolve_dim(d, dims) is not None else d) for d in cur])
+            _set_shape(vi, _bind(cur, dims))
 
     wanted = _top_level_values(model)
     known: dict[str, tuple[int, tuple[int, ...]]] = {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy as np
@@ -221,7 +220,3 @@ def _make_plan(
         objects=objects,
         warnings=shapes.warnings,
     )
-
-
-def model_dir(path: str | os.PathLike[str]) -> Path:
-    return Path(path).resolve().parent

@@ -26,3 +26,21 @@ def chain(n_relu: int = 3, shape=(1, 16)) -> onnx.ModelProto:
         nodes.append(helper.make_node("Relu", [prev], [out], name=f"relu{i}"))
         prev = out
     return make_model(nodes, [vi("x", list(shape))], [vi("y", list(shape))])
+
+
+def file_order_view(model: onnx.ModelProto):
+    """The planning view of ``model`` and its file order (node indices)."""
+    from onnxmem.graph import build_view
+    from onnxmem.model import infer_shapes
+
+    v = build_view(model, infer_shapes(model))
+    return v, tuple(range(len(v.ops)))
+
+
+def plan_file_order(model: onnx.ModelProto, tmp_path, **opts):
+    """Save ``model`` under ``tmp_path`` and plan it: greedy, file order, alignment 1 unless ``opts`` say otherwise."""
+    from onnxmem.pipeline import PlanOptions, plan_loaded
+
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    return plan_loaded(model, path, PlanOptions(**{"solver": "greedy", "order": "file", "alignment": 1, **opts}))

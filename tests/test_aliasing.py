@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -26,29 +25,18 @@ from onnxmem.aliasing import (
     find_aliases,
 )
 from onnxmem.errors import PlanInvalid
-from onnxmem.graph import build_view
 from onnxmem.liveness import build_liveness
-from onnxmem.model import infer_shapes
 from onnxmem.pipeline import PlanOptions, plan_loaded
 from onnxmem.plan import check_schema
 from onnxmem.problem import lower_bound, validate
 
 from .conftest import LIGHT_MODELS
+from .helpers import file_order_view as _view
 from .helpers import make_model, vi
+from .helpers import plan_file_order as _plan
 
 S = (1, 4, 8, 8)  # 256 floats = 1 KiB
 KIB = 1024
-
-
-def _view(model: onnx.ModelProto):
-    v = build_view(model, infer_shapes(model))
-    return v, tuple(range(len(v.ops)))
-
-
-def _plan(model: onnx.ModelProto, tmp_path: Path, **opts):
-    path = tmp_path / "m.onnx"
-    onnx.save(model, path)
-    return plan_loaded(model, path, PlanOptions(solver="greedy", order="file", alignment=1, **opts))
 
 
 def relu_chain(n: int = 4) -> onnx.ModelProto:

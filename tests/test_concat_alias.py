@@ -8,7 +8,6 @@ then the onnx-wheel models with every placement the rules allow, executed.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -18,31 +17,20 @@ from onnx import helper
 from onnxmem import pipeline, verify
 from onnxmem.aliasing import AliasLayout, alias_layout, check_groups, concat_slices, find_aliases
 from onnxmem.errors import PlanInvalid
-from onnxmem.graph import build_view
 from onnxmem.liveness import build_liveness
-from onnxmem.model import infer_shapes
 from onnxmem.pipeline import PlanOptions, plan_loaded
 from onnxmem.plan import check_schema, plan_from_dict
 from onnxmem.problem import lower_bound
 from onnxmem.verify import VerifyOptions, prove_plan, verify_plan
 
 from .conftest import LIGHT_MODELS
+from .helpers import file_order_view as _view
 from .helpers import make_model, vi
+from .helpers import plan_file_order as _plan
 
 S = (1, 4, 8, 8)  # 256 floats = 1 KiB
 C2 = (1, 8, 8, 8)
 KIB = 1024
-
-
-def _view(model: onnx.ModelProto):
-    v = build_view(model, infer_shapes(model))
-    return v, tuple(range(len(v.ops)))
-
-
-def _plan(model: onnx.ModelProto, tmp_path: Path, **opts):
-    path = tmp_path / "m.onnx"
-    onnx.save(model, path)
-    return plan_loaded(model, path, PlanOptions(**{"solver": "greedy", "order": "file", "alignment": 1, **opts}))
 
 
 def _bound(model: onnx.ModelProto, concat: bool, io: str = "internal") -> int:

@@ -141,10 +141,6 @@ def _solution(
     return Solution(tuple(offsets), height, name, status, objects=tuple(objects))
 
 
-def _pinned(problem: Problem) -> bool:
-    return any(b.offset is not None for b in problem.buffers)
-
-
 @register("shared-greedy", "shared objects: largest first, closest size (memonger)", "shared-objects")
 def shared_greedy(problem: Problem, options: SolveOptions) -> Solution:
     objects = shared_greedy_objects(problem)
