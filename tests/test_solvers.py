@@ -274,6 +274,21 @@ def test_shared_literal() -> None:
         assert sol.height == 10 and sol.status == "optimal"
 
 
+@pytest.mark.parametrize("scale", [1, 64])
+def test_shared_exact_beats_greedy_by_hand(scale: int) -> None:
+    # a [3,7) 9, b [1,4) 4, c [5,6) 8, d [2,3) 7. greedy: {a}, {c, d}, {b} = 9 + 8 + 4 = 21;
+    # best: {a, d}, {b, c} = 9 + 8 = 17.
+    # Scaled by 64 with 64-byte alignment (as planned models are) nothing pads,
+    # so the search runs there too.
+    rows = ((3, 7, 9), (1, 4, 4), (5, 6, 8), (2, 3, 7))
+    problem = P(*((s, e, z * scale) for s, e, z in rows), alignment=scale)
+    greedy = solve(problem, "shared-greedy")
+    best = solve(problem, "shared-exact")
+    assert greedy.height == 21 * scale
+    assert best.height == 17 * scale and best.status == "optimal"
+    assert validate(problem, best) == []
+
+
 def test_shared_layout_aligns_objects() -> None:
     problem = P((0, 2, 3), (1, 3, 5), alignment=8)
     offsets, arena = layout_objects(problem, [0, 1])

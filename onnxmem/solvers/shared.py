@@ -158,10 +158,13 @@ def shared_exact(problem: Problem, options: SolveOptions) -> Solution:
     best_objects = list(greedy)
     best_cost = _cost(problem, greedy)
     _, _, size, align = problem.arrays()
-    aligned = any(int(a) > 1 for a in align)
-    if best_cost <= bound or aligned:
-        # with alignment padding the cost is not the plain sum the search
-        # counts; keep the greedy plan there
+    widest = int(align.max(initial=1))
+    padded = any(int(z) % widest for z in size)
+    if best_cost <= bound or padded:
+        # when a size is not a multiple of the widest alignment, laying objects
+        # back to back pads them and the cost is not the plain sum the search
+        # counts; keep the greedy plan there (planned models round every size
+        # up to the alignment, so they are searched)
         return _solution(problem, best_objects, "shared-exact", best_cost <= bound, options.capacity)
     order = _order(problem).tolist()
     ov = _overlaps(problem)
