@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check bench bench-solvers bench-order bench-verify bench-alias models
+.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -24,6 +24,10 @@ test-cuda:
 check:
 	$(PYTHON) -m ruff check onnxmem tests bench models tools
 	$(PYTHON) -m mypy onnxmem
+
+# every shipped, onnx-wheel and zoo-fixture plan identical to docs/plan-snapshot.json
+check-plans:
+	$(PYTHON) tools/plan_snapshot.py
 
 models:
 	$(PYTHON) models/build_models.py
