@@ -29,6 +29,7 @@ from typing import Iterable, Mapping
 import onnx
 from onnx import TensorProto
 
+from . import dimexpr
 from .errors import ModelError, ShapeError
 
 __all__ = [
@@ -80,7 +81,14 @@ for _name, _bits in (
     if hasattr(TensorProto, _name):
         DTYPES[int(getattr(TensorProto, _name))] = (_name.lower(), _bits)
 
-MAX_BYTES = 2**63 - 1
+#: the largest dim and the largest tensor onnxmem plans; past them a dim is an error
+#: that names the tensor (far above any real model, low enough that every sum of
+#: sizes the planner makes stays exact in 64-bit integers)
+MAX_DIM = 2**40
+MAX_BYTES = 2**62
+#: limits on the graph a file may hold, far above real models
+MAX_NESTING = 24
+MAX_NODES = 10_000_000
 
 
 def dtype_name(elem_type: int) -> str:
@@ -107,12 +115,17 @@ def tensor_bytes(elem_type: int, shape: Iterable[int], name: str = "?") -> int:
     for axis, d in enumerate(dims):
         if d < 0:
             raise ShapeError(
-                f"tensor '{name}' has negative dim {d} on axis {axis}; fix the "
+                f"tensor {name!r} has negative dim {d} on axis {axis}; fix the "
                 "model or pin the shape with --input-shape"
+            )
+        if d > MAX_DIM:
+            raise ShapeError(
+                f"tensor {name!r} has dim {d} on axis {axis}, above onnxmem's limit of "
+                "2^40; check the model or the dims bound with --dim"
             )
     if elem_type == TensorProto.STRING:
         raise ShapeError(
-            f"tensor '{name}' has dtype string, whose size is not fixed; "
+            f"tensor {name!r} has dtype string, whose size is not fixed; "
             "onnxmem plans numeric tensors only"
         )
     bits = dtype_bits(elem_type)
@@ -120,8 +133,8 @@ def tensor_bytes(elem_type: int, shape: Iterable[int], name: str = "?") -> int:
     size = -(-bits * numel // 8)
     if size > MAX_BYTES:
         raise ShapeError(
-            f"tensor '{name}' of shape {list(dims)} would take {size} bytes, past "
-            "2^63; check the dims bound with --dim"
+            f"tensor {name!r} of shape {list(dims)} would take {size} bytes, above "
+            "onnxmem's limit of 2^62; check the model or the dims bound with --dim"
         )
     return size
 
@@ -137,16 +150,44 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 # ------------------------------------------------------------------ loading
 
 
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    out: list[onnx.GraphProto] = []
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            out.append(attr.g)
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            out.extend(attr.graphs)
+    return out
+
+
 def iter_graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
     """``graph`` and every subgraph nested in its nodes' attributes, depth first."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from iter_graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from iter_graphs(g)
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        yield g
+        for node in reversed(g.node):
+            stack.extend(reversed(_subgraphs(node)))
+
+
+def check_graph_limits(model: onnx.ModelProto, where: str) -> None:
+    """Refuse graphs nested deeper than ``MAX_NESTING`` or holding more than ``MAX_NODES`` nodes."""
+    count = 0
+    stack = [(model.graph, 0)]
+    while stack:
+        g, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise ModelError(
+                f"{where} nests subgraphs {depth} deep, past onnxmem's limit of {MAX_NESTING}; "
+                "flatten the control flow"
+            )
+        count += len(g.node)
+        if count > MAX_NODES:
+            raise ModelError(
+                f"{where} has more than {MAX_NODES:,} nodes, onnxmem's limit; split the model"
+            )
+        for node in g.node:
+            stack.extend((sub, depth + 1) for sub in _subgraphs(node))
 
 
 def initializers(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
@@ -192,7 +233,12 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     try:
         model = onnx.ModelProto()
         model.ParseFromString(data)
-    except Exception:
+    except Exception as exc:
+        if "MaxDepth" in str(exc):
+            raise ModelError(
+                f"model file {str(p)!r} nests messages deeper than protobuf reads (about 32 "
+                "levels of subgraphs); flatten the control flow"
+            ) from None
         raise ModelError(
             f"model file '{p}' is not a readable ONNX model (truncated or another "
             "format); re-export it"
@@ -207,6 +253,7 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
             f"model '{p}' has IR version {model.ir_version}; onnxmem reads IR version 3 and up"
         )
     _check_external_data(model, p.parent)
+    check_graph_limits(model, f"model {str(p)!r}")
     return model
 
 
@@ -295,25 +342,54 @@ def _set_shape(vi: onnx.ValueInfoProto, dims: Iterable[Dim]) -> None:
 
 
 def _resolve_dim(d: Dim, dims: Mapping[str, int]) -> int | None:
+    """The value of one dim, or ``None`` when it is unknown.
+
+    A name is looked up as it is (names are opaque); any other text is read as
+    an expression of :mod:`onnxmem.dimexpr`'s grammar, never by an evaluator.
+    """
     if isinstance(d, int):
         return d if d >= 0 else None
     if d is None:
         return None
-    if d in dims:
-        return dims[d]
-    if re.fullmatch(r"-?\d+", d.strip()):
-        return int(d)
-    # symbolic shape inference writes expressions such as "2*seq + 1"
-    try:
-        import sympy
+    value = dims[d] if d in dims else dimexpr.evaluate(d, dims)
+    return value if value is not None and value >= 0 else None
 
-        expr = sympy.sympify(d, locals={k: sympy.Symbol(k) for k in re.findall(r"[A-Za-z_]\w*", d)})
-        val = expr.subs({sympy.Symbol(k): v for k, v in dims.items()})
-        if val.is_number and val == int(val):
-            return int(val)
-    except Exception:  # noqa: BLE001 - an unparsable expression is just unknown
-        return None
-    return None
+
+def _types(graph: onnx.GraphProto) -> Iterable[onnx.TypeProto]:
+    """Every type declared in ``graph`` and its subgraphs (inputs, outputs, value_info),
+    with the element types of sequences, optionals and maps, without recursion."""
+    stack = [vi.type for g in iter_graphs(graph) for vi in (*g.input, *g.output, *g.value_info)]
+    while stack:
+        t = stack.pop()
+        yield t
+        kind = t.WhichOneof("value")
+        if kind == "sequence_type":
+            stack.append(t.sequence_type.elem_type)
+        elif kind == "optional_type":
+            stack.append(t.optional_type.elem_type)
+        elif kind == "map_type":
+            stack.append(t.map_type.value_type)
+
+
+def _rename_dims(model: onnx.ModelProto) -> dict[str, str]:
+    """Replace every dim_param of ``model`` (in place) by a generated safe name.
+
+    No text of the file then reaches an inference engine as a dim: shape
+    inference sees ``onnxmem_dim_0``, ``onnxmem_dim_1``, ... and the expressions
+    it writes are over those names alone. Returns ``{original: safe}``.
+    """
+    names: dict[str, str] = {}
+    for t in _types(model.graph):
+        shape = None
+        if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
+            shape = t.tensor_type.shape
+        elif t.HasField("sparse_tensor_type") and t.sparse_tensor_type.HasField("shape"):
+            shape = t.sparse_tensor_type.shape
+        for d in shape.dim if shape is not None else ():
+            if d.HasField("dim_param") and d.dim_param:
+                safe = names.setdefault(d.dim_param, f"onnxmem_dim_{len(names)}")
+                d.dim_param = safe
+    return names
 
 
 def _bind(shape: Iterable[Dim], dims: Mapping[str, int]) -> list[Dim]:
@@ -472,17 +548,21 @@ def infer_shapes(
     shapes. With ``measure``, the model is run once in onnxruntime on random
     inputs (weights are read then) and every intermediate's real shape used.
     """
-    dims = dict(dims or {})
+    user_dims = dict(dims or {})
     input_shapes = dict(input_shapes or {})
     work = _strip_for_inference(model)
+    # from here on the inference engines see generated names only (see _rename_dims)
+    safe = _rename_dims(work)
+    original = {v: k for k, v in safe.items()}
+    dims = {safe[k]: v for k, v in user_dims.items() if k in safe}
     g = work.graph
     inits = {i.name for i in model.graph.initializer}
     real_inputs = {vi.name: vi for vi in g.input if vi.name not in inits}
     for name in input_shapes:
         if name not in real_inputs:
             raise ShapeError(
-                f"--input-shape names '{name}', which is not a graph input; inputs are: "
-                f"{', '.join(real_inputs) or '(none)'}"
+                f"--input-shape names {name!r}, which is not a graph input; inputs are: "
+                f"{', '.join(map(repr, real_inputs)) or '(none)'}"
             )
     # bind dims on graph inputs and learn dims implied by pinned shapes
     for name, vi in real_inputs.items():
@@ -491,19 +571,20 @@ def infer_shapes(
             pin = input_shapes[name]
             if cur is not None and len(cur) != len(pin):
                 raise ShapeError(
-                    f"--input-shape {name}={'x'.join(map(str, pin))} has rank {len(pin)} "
-                    f"but input '{name}' has rank {len(cur)}"
+                    f"--input-shape {name!r}={'x'.join(map(str, pin))} has rank {len(pin)} "
+                    f"but input {name!r} has rank {len(cur)}"
                 )
             if cur is not None:
                 for axis, (c, p) in enumerate(zip(cur, pin)):
                     if isinstance(c, int) and c != p:
                         raise ShapeError(
-                            f"--input-shape {name}: axis {axis} is {p} but the model fixes it to {c}"
+                            f"--input-shape {name!r}: axis {axis} is {p} but the model fixes it to {c}"
                         )
                     if isinstance(c, str):
                         if c in dims and dims[c] != p:
                             raise ShapeError(
-                                f"--input-shape {name}: axis {axis} is {p} but --dim {c}={dims[c]}"
+                                f"--input-shape {name!r}: axis {axis} is {p} but "
+                                f"--dim {original.get(c, c)!r}={dims[c]}"
                             )
                         dims.setdefault(c, p)
             _set_shape(vi, pin)
@@ -514,20 +595,26 @@ def infer_shapes(
         _, cur = _read_type(vi)
         if cur is not None:
             _set_shape(vi, _bind(cur, dims))
+    # the same bindings under the file's own names, for its value_info (read last)
+    file_dims = {**user_dims, **{original[k]: v for k, v in dims.items() if k in original}}
 
     wanted = _top_level_values(model)
     known: dict[str, tuple[int, tuple[int, ...]]] = {}
     sources: dict[str, str] = {}
     warnings: list[str] = []
 
-    def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]], source: str) -> None:
+    def absorb(
+        info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]],
+        source: str,
+        binding: Mapping[str, int],
+    ) -> None:
         for name in wanted:
             if name in known or name not in info:
                 continue
             et, sh = info[name]
             if et is None or sh is None:
                 continue
-            resolved = [_resolve_dim(d, dims) for d in sh]
+            resolved = [_resolve_dim(d, binding) for d in sh]
             if any(r is None for r in resolved):
                 continue
             known[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
@@ -535,56 +622,37 @@ def infer_shapes(
 
     inferred = _run_onnx_inference(work)
     if inferred is not None:
-        absorb(_collect(inferred), "onnx")
+        absorb(_collect(inferred), "onnx", dims)
     if len(known) < len(wanted):
         _apply_op_rules(model, known, sources)
     if len(known) < len(wanted):
         sym = _run_symbolic_inference(inferred if inferred is not None else work)
         if sym is not None:
-            absorb(_collect(sym), "symbolic")
+            absorb(_collect(sym), "symbolic", dims)
     if measure:
         from .runtime import measure_shapes
 
-        measured = measure_shapes(model, model_path=model_path, dims=dims, input_shapes=input_shapes, seed=seed)
+        measured = measure_shapes(
+            model, model_path=model_path, dims=file_dims, input_shapes=input_shapes, seed=seed
+        )
         for name, (et, sh) in measured.items():
             if name in wanted:
                 if name in known and known[name][1] != sh:
                     warnings.append(
-                        f"tensor '{name}': inferred shape {list(known[name][1])} but measured {list(sh)}; using the measured one"
+                        f"tensor {name!r}: inferred shape {list(known[name][1])} but measured {list(sh)}; using the measured one"
                     )
                 known[name] = (et, sh)
                 sources[name] = "measured"
     if len(known) < len(wanted):
         # last resort: the exporter's own value_info, for values nothing else could type
-        absorb(_collect(model), "value_info")
+        absorb(_collect(model), "value_info", file_dims)
         n_vi = sum(1 for s in sources.values() if s == "value_info")
         if n_vi:
             warnings.append(f"{n_vi} tensor shapes come from the exporter's value_info alone")
 
     missing = [n for n in wanted if n not in known]
     if missing:
-        symbols: set[str] = set()
-        for info_src in ([inferred] if inferred is not None else []) + [model]:
-            coll = _collect(info_src)
-            for n in missing:
-                _, declared = coll.get(n, (None, None))
-                for d in declared or ():
-                    if isinstance(d, str) and _resolve_dim(d, dims) is None:
-                        symbols.update(re.findall(r"[A-Za-z_][\w:./-]*", d))
-        shown = ", ".join(f"'{n}'" for n in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        if symbols:
-            hint = " ".join(f"--dim {s}=N" for s in sorted(symbols)[:4])
-            names = sorted(symbols)
-            listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-            raise ShapeError(
-                f"sizes of {len(missing)} tensors are unknown ({shown}): unbound symbolic "
-                f"dims {listed}; bind them with {hint}, or pass "
-                "--measure-shapes to run the model once and measure them"
-            )
-        raise ShapeError(
-            f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
-            "data; pass --measure-shapes to run the model once and measure them"
-        )
+        raise _unknown_sizes(missing, inferred, model, dims, file_dims, original)
     for init in model.graph.initializer:
         known.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     return ShapeInfo(
@@ -592,4 +660,46 @@ def infer_shapes(
         {k: v[1] for k, v in known.items()},
         sources,
         tuple(warnings),
+    )
+
+
+def _shown(name: str, limit: int = 60) -> str:
+    """A name of the file for a message: escaped as ``repr`` does, and cut if long."""
+    return repr(name) if len(name) <= limit else repr(name[:limit]) + f"... ({len(name):,} characters)"
+
+
+def _unknown_sizes(
+    missing: list[str],
+    inferred: onnx.ModelProto | None,
+    model: onnx.ModelProto,
+    dims: Mapping[str, int],
+    file_dims: Mapping[str, int],
+    original: Mapping[str, str],
+) -> ShapeError:
+    """The error for values whose size is still unknown: the tensors, and the dims to bind."""
+    symbols: set[str] = set()
+    sources = [(_collect(inferred), dims)] if inferred is not None else []
+    for coll, binding in sources + [(_collect(model), file_dims)]:
+        for n in missing:
+            _, declared = coll.get(n, (None, None))
+            for d in declared or ():
+                if not isinstance(d, str) or _resolve_dim(d, binding) is not None:
+                    continue
+                if d in original or binding is file_dims:
+                    symbols.add(original.get(d, d))  # a name of the file: opaque, whole
+                else:
+                    symbols.update(original.get(s, s) for s in dimexpr.names(d))
+    shown = ", ".join(map(_shown, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    if symbols:
+        names = sorted(symbols)
+        hint = " ".join(f"--dim {s}=N" if s.isidentifier() and len(s) <= 60 else f"--dim {_shown(s)}=N" for s in names[:4])
+        listed = ", ".join(map(_shown, names[:8])) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        return ShapeError(
+            f"sizes of {len(missing)} tensors are unknown ({shown}): unbound symbolic "
+            f"dims {listed}; bind them with {hint}, or pass "
+            "--measure-shapes to run the model once and measure them"
+        )
+    return ShapeError(
+        f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
+        "data; pass --measure-shapes to run the model once and measure them"
     )
