@@ -88,7 +88,7 @@ def require_model(fmt: str, model: onnx.ModelProto | None) -> onnx.ModelProto:
 
 
 # Register the built-in formats (import order sets the listing order).
-from . import plan_json as _plan_json  # noqa: E402,F401
+from . import plan_json as _plan_json  # noqa: E402,F401,I001
 from . import annotated as _annotated  # noqa: E402,F401
 from . import c_header as _c_header  # noqa: E402,F401
 from . import tflm as _tflm  # noqa: E402,F401

@@ -71,7 +71,7 @@ def value_order(plan: MemoryPlan, model: onnx.ModelProto | None) -> list[str]:
     for t in plan.tensors:
         if t.name not in seen:
             raise PlanError(
-                f"plan tensor '{t.name}' is not a value of the model given with --model; "
+                f"plan tensor {t.name!r} is not a value of the model given with --model; "
                 "pass the model the plan was made for"
             )
     return names
