@@ -614,7 +614,7 @@ def _model_use(use: str) -> str:
                    f"used by: {_model_use('optional')} (see docs/export.md).")
 @user_errors
 def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> None:
-    """Write the JSON plan PLAN in another format to OUTPUT."""
+    """Write the JSON plan PLAN in another format (--format) to the file -o names."""
     entry = FORMATS[fmt]
     if model_path is not None and entry.model == "none":
         raise click.UsageError(f"format '{fmt}' does not read the model; leave --model out")

@@ -31,6 +31,7 @@ from .conftest import MODELS
 from .helpers import chain, make_model, vi
 
 CC = shutil.which("cc")
+CXX = shutil.which("c++")
 
 #: names a model may carry that must not break a header: newlines, comment ends,
 #: quotes, backslashes, trigraphs, non-ASCII, names equal but for punctuation
@@ -165,6 +166,12 @@ def test_c_header_with_hostile_names(tmp_path):
     assert len([d for d in defines if d.startswith(("#define ONNXMEM_OFFSET_", "#define ONNXMEM_SIZE_"))]) == 2 * len(names)
     check_c_output(compile_and_run(tmp_path, out.read_bytes(), print_program(ids)), data)
     assert len(data["tensors"]) == len(plan.tensors)
+    if CXX is not None:  # the same header is valid C++
+        src = tmp_path / "main.cpp"
+        src.write_text('#include "plan.h"\nint main() { return onnxmem_tensors[0].size == 0; }\n')
+        cxx = subprocess.run([CXX, "-std=c++11", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only",
+                              str(src)], capture_output=True, text=True, cwd=tmp_path)
+        assert cxx.returncode == 0, cxx.stderr
 
 
 def test_c_identifiers_are_unique_identifiers():
