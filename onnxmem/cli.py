@@ -562,7 +562,7 @@ def pack(problem_csv: str, capacity: int | None, minimize: bool, solver: str,
 
 
 @main.command()
-@click.argument("kind", type=RegistryChoice("generators"))
+@click.argument("kind", metavar="KIND", type=RegistryChoice("generators"))
 @click.argument("output", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--size", type=click.IntRange(min=1), default=32, show_default=True,
               help="How big: what it counts depends on KIND ('onnxmem list generators' says).")
