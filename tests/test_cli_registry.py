@@ -170,3 +170,10 @@ def test_pack_does_not_import_onnx(tmp_path):
     out, loaded = heavy_modules_loaded(["pack", str(csv), "--solver", "greedy"],
                                        ("onnx", "onnxruntime", "matplotlib", "rich"))
     assert "height       8" in out and loaded == []
+
+
+@pytest.mark.parametrize("kind", list(REGISTRIES))
+def test_every_entry_has_a_one_line_summary(kind):
+    for name, summary in LISTINGS[kind]().items():
+        assert name == name.lower() and " " not in name
+        assert summary.strip() and "\n" not in summary and len(summary) <= 120, (name, summary)
