@@ -3,18 +3,33 @@
 Each command parses its flags, calls the library, and prints the result. User
 errors (``OnnxmemError``) become one line on stderr and the error's exit code;
 anything else is a bug and keeps its traceback.
+
+Choices come from the library's registries (solvers, orders, export formats,
+generators, io modes, devices), each entry with its one-line summary, which
+``onnxmem list`` prints.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import sys
-from typing import Any, Callable
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
 import click
+from click.shell_completion import CompletionItem
 
 from . import __version__
-from .errors import OnnxmemError
+from .errors import OnnxmemError, PlanInvalid, ProblemError
+from .export import FORMATS, export_plan
+from .fileio import check_output_path, write_bytes_atomic
+from .plan import read_plan, write_plan
+
+# The modules above are light. Everything that imports onnx, onnxruntime, numpy,
+# numba, matplotlib or rich is imported inside the command that needs it, so that
+# `onnxmem --help`, `onnxmem list formats` and `onnxmem pack` start fast.
 
 
 def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -38,12 +53,10 @@ def main() -> None:
 
 
 def fmt_bytes(n: int) -> str:
-    """``1536`` -> ``'1.50 KiB (1,536 B)'``."""
-    units = ["B", "KiB", "MiB", "GiB", "TiB"]
-    v, u = float(n), 0
-    while v >= 1024 and u < len(units) - 1:
-        v, u = v / 1024, u + 1
-    return f"{n:,} B" if u == 0 else f"{v:.2f} {units[u]} ({n:,} B)"
+    """``1536`` -> ``'1.50 KiB (1,536 B)'``: :func:`onnxmem.report.format_bytes` and the exact count."""
+    from .report import format_bytes  # numpy
+
+    return format_bytes(n) if n < 1024 else f"{format_bytes(n)} ({n:,} B)"
 
 
 def _progress(enabled: bool) -> Callable[[str], None]:
@@ -54,27 +67,108 @@ def _progress(enabled: bool) -> Callable[[str], None]:
     return say
 
 
-def _solver_choices() -> list[str]:
-    from .solvers import SOLVERS
-
-    return sorted(SOLVERS)
+# -- registries: loaded when a command needs them (they import numpy or onnx) --
 
 
-def _order_choices() -> list[str]:
-    from .scheduling import ORDERS
+def _solvers() -> dict[str, str]:
+    from .solvers import SOLVERS  # numpy
 
-    return sorted(ORDERS)
+    return {name: s.summary for name, s in SOLVERS.items()}
+
+
+def _orders() -> dict[str, str]:
+    from .scheduling import ORDERS  # onnx
+
+    return {name: o.summary for name, o in ORDERS.items()}
+
+
+def _generators() -> dict[str, str]:
+    from .generate import GENERATORS  # onnx
+
+    return {name: f"{g.summary}; --size counts {g.size}" for name, g in GENERATORS.items()}
+
+
+def _formats() -> dict[str, str]:
+    return {name: f.summary for name, f in FORMATS.items()}
+
+
+#: ``onnxmem list WHAT``: each registry's entries as name -> one-line summary
+LISTINGS: dict[str, Callable[[], dict[str, str]]] = {
+    "solvers": _solvers,
+    "orders": _orders,
+    "formats": _formats,
+    "generators": _generators,
+}
+
+
+def _io_modes() -> tuple[str, ...]:
+    from .liveness import IO_MODES  # onnx
+
+    return tuple(IO_MODES)
+
+
+def _devices() -> tuple[str, ...]:
+    from .verify import DEVICES  # onnx
+
+    return tuple(DEVICES)
+
+
+def _randwire_kinds() -> tuple[str, ...]:
+    from .generate import RANDWIRE_KINDS  # onnx
+
+    return tuple(RANDWIRE_KINDS)
+
+
+class RegistryChoice(click.ParamType):
+    """A choice among a registry's names, read from the registry when first needed.
+
+    ``listing``: the ``onnxmem list`` kind that names and explains the entries;
+    the option's help shows NAME and an unknown value points to the listing.
+    Without one, ``load`` gives the names and the help shows them all.
+    """
+
+    name = "choice"
+
+    def __init__(self, listing: str | None = None, load: Callable[[], Iterable[str]] | None = None) -> None:
+        if (listing is None) == (load is None):
+            raise ValueError("give a listing or a load function, not both")
+        self.listing = listing
+        self._load: Callable[[], Iterable[str]] = load or (lambda: LISTINGS[str(listing)]())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self._load())
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "NAME" if self.listing is not None else "[" + "|".join(self.choices) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        choices = self.choices
+        if value in choices:
+            return value
+        close = difflib.get_close_matches(str(value), choices, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        if self.listing is not None:
+            self.fail(f"'{value}' is not one of the {len(choices)} {self.listing}; {hint}"
+                      f"'onnxmem list {self.listing}' names each with what it does", param, ctx)
+        self.fail(f"'{value}' is not one of {', '.join(choices)}; {hint}".rstrip("; "), param, ctx)
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        return [CompletionItem(c) for c in self.choices if c.startswith(incomplete)]
+
+
+#: the planner's defaults (``PlanOptions()``'s; a test checks they agree)
+DEFAULT_SOLVER = "auto"
+DEFAULT_ORDER = "auto"
 
 
 def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The flags that say how to plan, shared by every command that plans."""
-    from .pipeline import default_order, default_solver
-
     opts = [
-        click.option("--solver", type=click.Choice(_solver_choices()), default=default_solver(),
-                     show_default=True, help="Buffer-assignment algorithm."),
-        click.option("--order", "order", type=click.Choice(_order_choices()), default=default_order(),
-                     show_default=True, help="Operator-order strategy."),
+        click.option("--solver", type=RegistryChoice("solvers"), default=DEFAULT_SOLVER, show_default=True,
+                     help="Buffer-assignment algorithm; 'onnxmem list solvers' names each with what it does."),
+        click.option("--order", "order", type=RegistryChoice("orders"), default=DEFAULT_ORDER, show_default=True,
+                     help="Operator-order strategy; 'onnxmem list orders' names each with what it does."),
         click.option("--alignment", type=click.IntRange(min=1), default=64, show_default=True,
                      help="Byte alignment of every offset (and size)."),
         click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
@@ -83,7 +177,7 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Pin an input's shape, e.g. --input-shape x=1x3x224x224 (repeatable)."),
         click.option("--measure-shapes", is_flag=True,
                      help="Run the model once in onnxruntime and use the measured shapes."),
-        click.option("--io", type=click.Choice(["internal", "external"]), default="internal",
+        click.option("--io", type=RegistryChoice(load=_io_modes), default="internal",
                      show_default=True, help="external: graph inputs and outputs stay out of the arena."),
         click.option("--timeout", type=click.FloatRange(min=0), default=None,
                      help="Seconds the solver and the order search may take."),
@@ -148,9 +242,7 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
          io: str, timeout: float | None, inplace: str, as_json: bool) -> None:
     """Plan the activation memory of MODEL and print the summary."""
     from .annotate import write_annotated
-    from .fileio import check_output_path
     from .pipeline import plan_model
-    from .plan import write_plan
 
     if output:
         check_output_path(output, "-o")
@@ -183,7 +275,6 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
 @user_errors
 def show(plan_file: str, top: int) -> None:
     """Summarize PLAN: the totals, the tensors live at the peak step, the largest contributors."""
-    from .plan import read_plan
     from .report import render_summary
 
     click.echo(render_summary(read_plan(plan_file), top=top), nl=False)
@@ -201,8 +292,6 @@ def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
     """Draw PLAN: tensors as rectangles in time x address above the live-bytes curve."""
     from rich.console import Console
 
-    from .fileio import check_output_path
-    from .plan import read_plan
     from .report import plot_plan
 
     try:
@@ -222,7 +311,7 @@ def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
 @click.argument("zoo_source", metavar="DIR_OR_LIST", type=str)
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="Models planned at once (one process each).")
-@click.option("--verify", type=click.Choice(["cpu", "cuda"]), default=None,
+@click.option("--verify", type=RegistryChoice(load=_devices), default=None,
               help="Also run each plan in one arena with onnxruntime and measure its own peak.")
 @planning_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=str), default="results",
@@ -251,9 +340,6 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
     reported and the run goes on. Exit code 0: all ok; 1: a model failed or an arena grew
     against --baseline; 3: a plan failed verification.
     """
-    import time
-    from pathlib import Path
-
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -312,7 +398,6 @@ def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str],
     from .annotate import plan_from_model
     from .model import load_model
     from .pipeline import plan_loaded
-    from .plan import read_plan
 
     say("reading model")
     onnx_model = load_model(model)
@@ -329,7 +414,7 @@ def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str],
 @click.argument("model", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="The JSON plan to verify (default: the plan an annotated MODEL carries, else plan MODEL now).")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+@click.option("--device", type=RegistryChoice(load=_devices), default="cpu", show_default=True,
               help="Where the arena lives and the nodes run.")
 @click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="An .npz of graph inputs by name (default: seeded random inputs).")
@@ -347,7 +432,6 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
 
     Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
     """
-    from .errors import PlanInvalid
     from .verify import VerifyOptions, read_inputs, verify_plan
 
     opts = make_plan_options(**planning, seed=seed)
@@ -394,7 +478,7 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
 @click.argument("model", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="A JSON plan to compare (default: the plan an annotated MODEL carries, else plan MODEL now).")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+@click.option("--device", type=RegistryChoice(load=_devices), default="cpu", show_default=True,
               help="Where onnxruntime runs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @planning_options
@@ -450,8 +534,8 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
 @click.argument("problem_csv", metavar="PROBLEM.csv", type=click.Path(dir_okay=False))
 @click.option("--capacity", type=int, default=None, help="Arena bytes the plan must fit (a decision).")
 @click.option("--minimize", is_flag=True, help="Make the arena as small as possible (the default).")
-@click.option("--solver", type=click.Choice(_solver_choices()), default="exact", show_default=True,
-              help="Offset solver to use.")
+@click.option("--solver", type=RegistryChoice("solvers"), default="exact", show_default=True,
+              help="Offset solver; 'onnxmem list solvers' names each with what it does.")
 @click.option("--timeout", type=float, default=None, help="Seconds of search before the best plan is kept.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the offsets here, in the same CSV format.")
@@ -463,8 +547,7 @@ def pack(problem_csv: str, capacity: int | None, minimize: bool, solver: str,
     Exits 0 with a plan, 2 when no plan fitting the capacity was found
     (status infeasible or timeout), 1 on bad input.
     """
-    from .errors import ProblemError
-    from .solvers.pack import pack_csv
+    from .solvers.pack import pack_csv  # numpy
 
     if minimize and capacity is not None:
         raise ProblemError("--capacity and --minimize exclude each other; pass one")
@@ -479,28 +562,80 @@ def pack(problem_csv: str, capacity: int | None, minimize: bool, solver: str,
 
 
 @main.command()
-@click.argument("kind", type=click.Choice(["randwire", "nasnet", "transformer"]))
+@click.argument("kind", metavar="KIND", type=RegistryChoice("generators"))
 @click.argument("output", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--size", type=click.IntRange(min=1), default=32, show_default=True,
-              help="randwire: random-graph nodes; nasnet: cells; transformer: layers.")
-@click.option("--graph", "graph_kind", type=click.Choice(["ws", "er", "ba"]), default="ws",
+              help="How big: what it counts depends on KIND ('onnxmem list generators' says).")
+@click.option("--graph", "graph_kind", type=RegistryChoice(load=_randwire_kinds), default="ws",
               show_default=True, help="randwire: Watts-Strogatz, Erdos-Renyi or Barabasi-Albert.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @user_errors
 def generate(kind: str, output: str, size: int, graph_kind: str, seed: int) -> None:
-    """Write a seeded irregular network (KIND) as a runnable ONNX model to OUTPUT."""
-    from .fileio import check_output_path, write_bytes_atomic
-    from .generate import nasnet, randwire, transformer
+    """Write a seeded irregular network (KIND) as a runnable ONNX model to OUTPUT.
+
+    KIND: one of 'onnxmem list generators'.
+    """
+    from .generate import GENERATORS  # onnx
 
     check_output_path(output, "OUTPUT")
-    if kind == "randwire":
-        model = randwire(size, graph_kind, seed)
-    elif kind == "nasnet":
-        model = nasnet(size, seed)
-    else:
-        model = transformer(size, seed)
+    model = GENERATORS[kind].build(size, seed, graph_kind)
     write_bytes_atomic(output, model.SerializeToString())
     click.echo(f"{kind:<12} {len(model.graph.node)} nodes -> {output}")
+
+
+@main.command("list")
+@click.argument("what", type=click.Choice(list(LISTINGS)), required=False)
+def list_(what: str | None) -> None:
+    """Name every solver, order, export format and generator, with what each does.
+
+    WHAT: only that kind. The names are the choices of --solver, --order,
+    export --format and generate KIND.
+    """
+    for i, kind in enumerate([what] if what else LISTINGS):
+        entries = LISTINGS[kind]()
+        width = max(map(len, entries), default=0)
+        click.echo(("\n" if i else "") + f"{kind}:")
+        for name, summary in entries.items():
+            click.echo(f"  {name:<{width}}  {summary}")
+
+
+def _model_use(use: str) -> str:
+    return ", ".join(name for name, f in FORMATS.items() if f.model == use) or "none"
+
+
+@main.command("export")
+@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--format", "fmt", type=RegistryChoice("formats"), required=True,
+              help=f"Output format: {', '.join(FORMATS)}; 'onnxmem list formats' says what each writes.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="File to write (atomically).")
+@click.option("--model", "model_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help=f"The ONNX model the plan was made for; needed by: {_model_use('required')}; "
+                   f"used by: {_model_use('optional')} (see docs/export.md).")
+@user_errors
+def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> None:
+    """Write the JSON plan PLAN in another format (--format) to the file -o names."""
+    entry = FORMATS[fmt]
+    if model_path is not None and entry.model == "none":
+        raise click.UsageError(f"format '{fmt}' does not read the model; leave --model out")
+    check_output_path(output, "-o")
+    the_plan = read_plan(plan_file)
+    model = None
+    if model_path is not None:
+        import onnx  # heavy: only formats that read the model
+
+        from .model import load_model
+
+        model = load_model(model_path)
+        external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
+        if entry.beside_model and external and Path(output).resolve().parent != Path(model_path).resolve().parent:
+            raise OnnxmemError(
+                f"-o '{output}': the model keeps its weights in external files, whose references "
+                f"only resolve next to it; write the {fmt} output into '{Path(model_path).parent}'"
+            )
+    data = export_plan(the_plan, fmt, model)
+    write_bytes_atomic(output, data)
+    click.echo(f"{fmt:<12} {len(data):,} B -> {output}")
 
 
 # -- end of commands --

@@ -26,13 +26,16 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from .errors import OnnxmemError
 
-__all__ = ["GENERATORS", "RANDWIRE_KINDS", "nasnet", "random_dag", "randwire", "transformer"]
+__all__ = ["GENERATORS", "RANDWIRE_KINDS", "GeneratorInfo", "nasnet", "random_dag", "randwire", "transformer"]
 
 OPSET = 17
 IR_VERSION = 10
@@ -258,4 +261,29 @@ def transformer(layers: int = 4, seed: int = 0, *, seq: int = 8, dim: int = 16, 
 
 
 #: name -> generator, for the CLI
-GENERATORS = {"randwire": randwire, "nasnet": nasnet, "transformer": transformer}
+@dataclass(frozen=True, slots=True)
+class GeneratorInfo:
+    """A generator of ``onnxmem generate``: ``build(size, seed, graph)``.
+
+    ``size`` says what ``--size`` counts; ``graph`` is one of :data:`RANDWIRE_KINDS`
+    and only randwire reads it.
+    """
+
+    name: str
+    build: Callable[[int, int, str], onnx.ModelProto]
+    summary: str
+    size: str
+
+
+GENERATORS: dict[str, GeneratorInfo] = {
+    g.name: g
+    for g in (
+        GeneratorInfo("randwire", lambda size, seed, graph: randwire(size, graph, seed),
+                      "a RandWire stage: a random graph (--graph ws|er|ba) of Sum, Relu, Conv nodes",
+                      "random-graph nodes"),
+        GeneratorInfo("nasnet", lambda size, seed, graph: nasnet(size, seed),
+                      "stacked NASNet/DARTS-like cells with a random genotype per cell", "cells"),
+        GeneratorInfo("transformer", lambda size, seed, graph: transformer(size, seed),
+                      "a deep stack of pre-norm transformer blocks (attention and MLP)", "layers"),
+    )
+}

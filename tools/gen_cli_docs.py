@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from onnxmem.cli import LISTINGS
 from onnxmem.cli import main as cli_main
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
@@ -34,6 +35,13 @@ def render() -> str:
         assert cmd is not None
         sub = click.Context(cmd, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
         parts += [f"## onnxmem {name}", "", "```text", cmd.get_help(sub), "```", ""]
+    parts += ["## Choices", "", "What `onnxmem list` prints: every name the flags accept, from the registries.", ""]
+    for kind, load in LISTINGS.items():
+        parts += [f"### {kind}", "", "| name | what it does |", "|---|---|"]
+        for name, summary in load().items():
+            cell = summary.replace("|", r"\|")
+            parts.append(f"| `{name}` | {cell} |")
+        parts.append("")
     return "\n".join(parts)
 
 

@@ -1,0 +1,131 @@
+"""The ``c`` format: a C header with the arena size and each tensor's offset and size.
+
+For a C (C99) or C++ program that lays the plan out in one static buffer::
+
+    #include "plan.h"
+    static unsigned char arena[ONNXMEM_ARENA_SIZE];
+    float *x = (float *)(arena + ONNXMEM_OFFSET_x);     /* ONNXMEM_SIZE_x bytes */
+
+What the header holds:
+
+1. a comment with the model's sha256 and the plan's schema version (and no
+   other text from the plan);
+2. a header guard, ``ONNXMEM_PLAN_H``;
+3. ``ONNXMEM_SCHEMA_VERSION``, ``ONNXMEM_ARENA_SIZE``, ``ONNXMEM_ALIGNMENT`` and
+   ``ONNXMEM_TENSOR_COUNT``;
+4. per tensor, in the plan's tensor order, ``ONNXMEM_OFFSET_<id>`` and
+   ``ONNXMEM_SIZE_<id>`` (bytes), where ``<id>`` is :func:`c_identifiers`' name
+   for the tensor;
+5. ``onnxmem_tensors[]``, a ``static const`` table of ``{name, offset, size}``
+   in the same order, with each tensor's exact name as a C string literal.
+
+Names come from the model file and are untrusted: identifiers keep only
+``[A-Za-z0-9_]`` (every other character becomes ``_``), are cut to 48
+characters and made unique with a ``_2``, ``_3``, ... suffix; string literals
+escape every byte outside printable ASCII, and ``"``, ``\\`` and ``?``, as
+three-digit octal; no name is written into a comment.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Sequence
+
+from ..plan import MemoryPlan
+from . import register
+
+if TYPE_CHECKING:
+    import onnx
+
+__all__ = ["c_header", "c_identifiers", "c_string"]
+
+#: longest identifier part kept from a tensor name (the prefix comes on top)
+MAX_IDENT = 48
+
+_NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def c_identifiers(names: Sequence[str]) -> list[str]:
+    """One unique C identifier part per name, in order.
+
+    >>> c_identifiers(["conv/out", "conv.out", "", "x"])
+    ['conv_out', 'conv_out_2', 'tensor', 'x']
+    """
+    used: set[str] = set()
+    out: list[str] = []
+    for name in names:
+        base = _NOT_IDENT.sub("_", name)[:MAX_IDENT] or "tensor"
+        ident, k = base, 1
+        while ident in used:
+            k += 1
+            ident = f"{base}_{k}"
+        used.add(ident)
+        out.append(ident)
+    return out
+
+
+def c_string(text: str) -> str:
+    """``text`` as a C string literal of its UTF-8 bytes.
+
+    Printable ASCII is kept as is, except ``"``, backslash and ``?`` (which
+    could start a trigraph); every other byte becomes a three-digit octal escape.
+    """
+    parts = []
+    for byte in text.encode("utf-8"):
+        ch = chr(byte)
+        if 0x20 <= byte < 0x7F and ch not in '"\\?':
+            parts.append(ch)
+        else:
+            parts.append(f"\\{byte:03o}")
+    return '"' + "".join(parts) + '"'
+
+
+@register("c", "a C header: arena size, then each tensor's offset and size (#defines and a table)",
+          suffix=".h")
+def c_header(plan: MemoryPlan, model: onnx.ModelProto | None) -> bytes:
+    sha = str(plan.model.get("sha256", ""))
+    sha = sha if _SHA256.fullmatch(sha) else "unknown"
+    ids = c_identifiers([t.name for t in plan.tensors])
+    lines = [
+        "/* Memory plan written by onnxmem export --format c. Do not edit.",
+        f" * model sha256: {sha}",
+        f" * plan schema version: {int(plan.schema_version)}",
+        " * Offsets and sizes are bytes from the start of one arena of ONNXMEM_ARENA_SIZE bytes.",
+        " */",
+        "#ifndef ONNXMEM_PLAN_H",
+        "#define ONNXMEM_PLAN_H",
+        "",
+        f"#define ONNXMEM_SCHEMA_VERSION {int(plan.schema_version)}",
+        f"#define ONNXMEM_ARENA_SIZE {int(plan.arena_size)}u",
+        f"#define ONNXMEM_ALIGNMENT {int(plan.alignment)}u",
+        f"#define ONNXMEM_TENSOR_COUNT {len(plan.tensors)}u",
+        "",
+    ]
+    for t, ident in zip(plan.tensors, ids):
+        lines.append(f"#define ONNXMEM_OFFSET_{ident} {int(t.offset)}u")
+        lines.append(f"#define ONNXMEM_SIZE_{ident} {int(t.size)}u")
+    lines += [
+        "",
+        "#if defined(__GNUC__)",
+        "#define ONNXMEM_UNUSED __attribute__((unused))",
+        "#else",
+        "#define ONNXMEM_UNUSED",
+        "#endif",
+        "",
+        "typedef struct onnxmem_tensor {",
+        "    const char *name;          /* the tensor's name in the model, exactly (UTF-8) */",
+        "    unsigned long long offset; /* bytes from the start of the arena */",
+        "    unsigned long long size;   /* bytes */",
+        "} onnxmem_tensor;",
+        "",
+    ]
+    if plan.tensors:
+        lines.append("static const onnxmem_tensor onnxmem_tensors[ONNXMEM_TENSOR_COUNT] ONNXMEM_UNUSED = {")
+        lines += [f"    {{{c_string(t.name)}, {int(t.offset)}u, {int(t.size)}u}},"
+                  for t in plan.tensors]
+        lines.append("};")
+    else:
+        lines.append("/* the plan places no tensors: no table (C has no empty arrays) */")
+    lines += ["", "#endif /* ONNXMEM_PLAN_H */", ""]
+    return "\n".join(lines).encode("ascii")

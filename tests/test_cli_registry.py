@@ -1,0 +1,179 @@
+"""The command line's choices, defaults and listings come from the library's registries."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import onnx
+import pytest
+from click.testing import CliRunner
+
+from onnxmem.cli import LISTINGS, RegistryChoice, fmt_bytes, main
+from onnxmem.export import FORMATS
+from onnxmem.generate import GENERATORS, RANDWIRE_KINDS
+from onnxmem.liveness import IO_MODES
+from onnxmem.pipeline import PlanOptions
+from onnxmem.scheduling import ORDERS
+from onnxmem.solvers import SOLVERS
+from onnxmem.verify import DEVICES
+
+from .conftest import ROOT
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def option(command: str, name: str):
+    cmd = main.commands[command]
+    return next(p for p in cmd.params if p.name == name)
+
+
+REGISTRIES = {
+    "solvers": {n: s.summary for n, s in SOLVERS.items()},
+    "orders": {n: o.summary for n, o in ORDERS.items()},
+    "formats": {n: f.summary for n, f in FORMATS.items()},
+    "generators": {n: g.summary for n, g in GENERATORS.items()},
+}
+
+#: (command, parameter, the registry's names)
+CHOICES = [
+    *[(c, "solver", list(SOLVERS)) for c in ("plan", "verify", "compare", "zoo", "pack")],
+    *[(c, "order", list(ORDERS)) for c in ("plan", "verify", "compare", "zoo")],
+    *[(c, "io", list(IO_MODES)) for c in ("plan", "verify", "compare", "zoo")],
+    ("verify", "device", list(DEVICES)),
+    ("compare", "device", list(DEVICES)),
+    ("zoo", "verify", list(DEVICES)),
+    ("export", "fmt", list(FORMATS)),
+    ("generate", "kind", list(GENERATORS)),
+    ("generate", "graph_kind", list(RANDWIRE_KINDS)),
+]
+
+
+@pytest.mark.parametrize("command,param,names", CHOICES, ids=lambda x: x if isinstance(x, str) else "")
+def test_choices_are_the_registry(command, param, names):
+    p = option(command, param)
+    assert isinstance(p.type, RegistryChoice)
+    assert list(p.type.choices) == names
+
+
+@pytest.mark.parametrize("kind", list(REGISTRIES))
+def test_listing_names_every_entry_with_its_summary(kind):
+    r = run("list", kind)
+    assert r.exit_code == 0
+    lines = r.output.splitlines()
+    assert lines[0] == f"{kind}:"
+    assert len(lines) == 1 + len(REGISTRIES[kind])
+    for line, (name, summary) in zip(lines[1:], REGISTRIES[kind].items()):
+        assert line.split()[0] == name and summary in line
+    assert list(LISTINGS[kind]()) == list(REGISTRIES[kind])
+
+
+def test_list_without_a_kind_lists_them_all():
+    out = run("list").output
+    for kind, entries in REGISTRIES.items():
+        assert f"{kind}:" in out
+        assert all(summary in out for summary in entries.values())
+
+
+@pytest.mark.parametrize("command,flag,kind", [
+    ("plan", "--solver", "solvers"), ("plan", "--order", "orders"), ("pack", "--solver", "solvers"),
+    ("export", "--format", "formats"),
+])
+def test_help_points_to_the_listing(command, flag, kind):
+    out = run(command, "--help").output
+    assert f"'onnxmem list {kind}'" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("args,kind,bad", [
+    (["plan", "m.onnx", "--solver", "greedyy"], "solvers", "greedyy"),
+    (["plan", "m.onnx", "--order", "serenity"], "orders", "serenity"),
+    (["pack", "p.csv", "--solver", "minimalloc"], "solvers", "minimalloc"),
+    (["export", "p.json", "--format", "h", "-o", "x"], "formats", "h"),
+    (["generate", "resnet", "x.onnx"], "generators", "resnet"),
+])
+def test_unknown_name_is_a_usage_error_naming_the_listing(args, kind, bad):
+    r = run(*args)
+    assert r.exit_code == 2
+    assert f"'{bad}' is not one of the {len(REGISTRIES[kind])} {kind}" in r.output
+    assert f"'onnxmem list {kind}'" in r.output
+
+
+def test_a_close_name_is_suggested():
+    r = run("plan", "m.onnx", "--solver", "greedyy")
+    assert "did you mean 'greedy'?" in r.output
+
+
+def test_unknown_device_and_io_name_the_choices():
+    r = run("verify", "m.onnx", "--device", "tpu")
+    assert r.exit_code == 2 and all(d in r.output for d in DEVICES)
+    r = run("plan", "m.onnx", "--io", "extern")
+    assert r.exit_code == 2 and "did you mean 'external'?" in r.output
+
+
+def test_defaults_are_the_planners():
+    defaults = PlanOptions()
+    assert option("plan", "solver").default == defaults.solver
+    assert option("plan", "order").default == defaults.order
+    assert option("plan", "io").default == defaults.io
+    assert option("plan", "alignment").default == defaults.alignment
+
+
+@pytest.mark.parametrize("kind", list(GENERATORS))
+def test_generate_dispatches_through_the_registry(kind, tmp_path):
+    out = tmp_path / f"{kind}.onnx"
+    r = run("generate", kind, str(out), "--size", "2", "--seed", "3")
+    assert r.exit_code == 0, r.output
+    assert out.read_bytes() == GENERATORS[kind].build(2, 3, "ws").SerializeToString()
+    onnx.checker.check_model(onnx.load(out))
+
+
+def test_randwire_graph_kind_reaches_the_generator(tmp_path):
+    sizes = set()
+    for g in RANDWIRE_KINDS:
+        out = tmp_path / f"{g}.onnx"
+        assert run("generate", "randwire", str(out), "--size", "12", "--graph", g).exit_code == 0
+        assert out.read_bytes() == GENERATORS["randwire"].build(12, 0, g).SerializeToString()
+        sizes.add(out.read_bytes())
+    assert len(sizes) == len(RANDWIRE_KINDS)
+
+
+def test_fmt_bytes_is_format_bytes_and_the_exact_count():
+    assert fmt_bytes(0) == "0 B"
+    assert fmt_bytes(1023) == "1023 B"
+    assert fmt_bytes(1536) == "1.50 KiB (1,536 B)"
+    assert fmt_bytes(3 * 2**30) == "3.00 GiB (3,221,225,472 B)"
+
+
+def heavy_modules_loaded(args: list[str], heavy: tuple[str, ...]) -> tuple[str, list[str]]:
+    """Run ``onnxmem ARGS`` in a fresh interpreter: (its output, which of ``heavy`` it imported)."""
+    code = (
+        "import sys\nfrom onnxmem.cli import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        f"print('heavy', *sorted(m for m in {heavy!r} if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    *out, last = r.stdout.splitlines()
+    return "\n".join(out), last.split()[1:]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["list", "formats"], ["export", "--help"]])
+def test_light_commands_import_neither_onnx_nor_numpy(args):
+    out, loaded = heavy_modules_loaded(args, ("onnx", "numpy", "onnxruntime", "numba", "matplotlib", "rich"))
+    assert out and loaded == []
+
+
+def test_pack_does_not_import_onnx(tmp_path):
+    csv = tmp_path / "p.csv"
+    csv.write_text("id,lower,upper,size\nb0,0,2,4\nb1,1,3,4\nb2,2,4,4\n")
+    out, loaded = heavy_modules_loaded(["pack", str(csv), "--solver", "greedy"],
+                                       ("onnx", "onnxruntime", "matplotlib", "rich"))
+    assert "height       8" in out and loaded == []
+
+
+@pytest.mark.parametrize("kind", list(REGISTRIES))
+def test_every_entry_has_a_one_line_summary(kind):
+    for name, summary in LISTINGS[kind]().items():
+        assert name == name.lower() and " " not in name
+        assert summary.strip() and "\n" not in summary and len(summary) <= 120, (name, summary)
