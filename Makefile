@@ -10,7 +10,7 @@ $(VENV)/bin/python:
 
 install: $(VENV)/bin/python
 	$(PYTHON) -m pip install -q --upgrade pip
-	$(PYTHON) -m pip install -q -e ".[dev]"
+	$(PYTHON) -m pip install -q -c constraints.txt -e ".[dev]"
 
 test:
 	$(PYTHON) -m pytest -q
