@@ -307,6 +307,15 @@ def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
     click.echo(f"wrote {out}")
 
 
+def _zoo_choices() -> tuple[dict[str, str], float]:
+    from .zoo.runner import DEFAULT_MODEL_TIMEOUT, EXECUTORS
+
+    return EXECUTORS, DEFAULT_MODEL_TIMEOUT
+
+
+_ZOO_EXECUTORS, _ZOO_MODEL_TIMEOUT = _zoo_choices()
+
+
 @main.command()
 @click.argument("zoo_source", metavar="DIR_OR_LIST", type=str)
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
@@ -315,14 +324,17 @@ def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
               help="Also run each plan in one arena with onnxruntime and measure its own peak.")
 @planning_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=str), default="results",
-              show_default=True, help="Folder for results.json/.csv/.md, plans/ and filled models/.")
+              show_default=True, help="Folder for results.json/.csv/.md (rewritten after every "
+              "model), plans/ and filled models/.")
 @click.option("--only", multiple=True, metavar="PATTERN",
               help="Run only models whose name matches (shell patterns, comma-separated or repeated).")
-@click.option("--executor", type=click.Choice(["local", "ray", "inline"]), default="local",
-              show_default=True, help="local: process pool here; ray: a Ray cluster (RAY_ADDRESS); "
-              "inline: this process, one at a time.")
-@click.option("--model-timeout", type=click.FloatRange(min=1), default=None,
-              help="Seconds one model may take before it is stopped and reported failed.")
+@click.option("--executor", type=click.Choice(list(_ZOO_EXECUTORS)), default="local",
+              show_default=True,
+              help="; ".join(f"{name}: {summary}" for name, summary in _ZOO_EXECUTORS.items()) + ".")
+@click.option("--model-timeout", type=click.FloatRange(min=0), default=_ZOO_MODEL_TIMEOUT,
+              show_default=True,
+              help="Seconds one model may take; past it the model is stopped and reported as "
+              "timeout, and the run goes on. 0: no limit.")
 @click.option("--baseline", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Fail when a model's arena grows against this baseline file.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=0.0, show_default=True,
@@ -331,14 +343,16 @@ def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
               help="Write the arenas of this run as a baseline file.")
 @user_errors
 def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tuple[str, ...],
-        executor: str, model_timeout: float | None, baseline: str | None, tolerance: float,
+        executor: str, model_timeout: float, baseline: str | None, tolerance: float,
         write_baseline: str | None, **plan_flags: Any) -> None:
     """Plan (and with --verify, run) every model of a zoo; write results.json/.csv/.md.
 
     DIR_OR_LIST: a folder with catalog.json (from 'make zoo'), a folder of .onnx files, a
-    catalog.json, or a text file of 'PATH [DIM=VALUE ...]' lines. A model that fails is
-    reported and the run goes on. Exit code 0: all ok; 1: a model failed or an arena grew
-    against --baseline; 3: a plan failed verification.
+    catalog.json, or a text file of 'PATH [NAME=N | NAME=D1xD2.. | shape:NAME=D1..] ...'
+    lines (NAME=N binds a dim like --dim; NAME=D1xD2.. pins an input like --input-shape;
+    shape: pins any rank, 'shape:NAME=' a scalar). A model that fails or runs past
+    --model-timeout is reported and the run goes on. Exit code 0: all ok; 1: a model failed
+    or timed out, or an arena grew against --baseline; 3: a plan failed verification.
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -352,14 +366,26 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
     opts = make_plan_options(**plan_flags)
     options = zoo_lib.ZooOptions(plan=opts, verify=verify, jobs=jobs, executor=executor,
                                  work_dir=Path(out_dir), model_timeout=model_timeout)
-    console = Console(stderr=True)
     started = time.time()
+    meta = {
+        "command": "onnxmem zoo " + " ".join(sys.argv[2:]),
+        "machine": zoo_lib.machine_info(),
+        "options": {**{k: v for k, v in plan_flags.items() if v not in ((), None, False)},
+                    "verify": verify, "jobs": jobs, "executor": executor,
+                    "model_timeout": model_timeout},
+        "seconds": 0.0,
+    }
+    writer = zoo_lib.ResultsWriter(out_dir, [m.name for m in models], meta)
+    console = Console(stderr=True)
+    marks = {"ok": "[green]ok[/]", "wrong": "[red]WRONG[/]", "timeout": "[red]TIMEOUT[/]"}
     with Progress(TextColumn("[bold]zoo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=console, transient=True) as bar:
         task = bar.add_task("", total=len(models))
 
         def done(r: Any) -> None:
-            mark = {"ok": "[green]ok[/]", "wrong": "[red]WRONG[/]"}.get(r.status, "[red]failed[/]")
+            writer.meta["seconds"] = round(time.time() - started, 1)
+            writer.add(r)
+            mark = marks.get(r.status, "[red]failed[/]")
             extra = (f"arena {format_bytes(r.arena_size)}" if r.arena_size is not None else "")
             if r.verify != "not run":
                 extra += f", verify {r.verify}"
@@ -370,14 +396,7 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
             bar.update(task, advance=1, description=r.name)
 
         results = zoo_lib.run_zoo(models, options, done)
-    meta = {
-        "command": "onnxmem zoo " + " ".join(sys.argv[2:]),
-        "machine": zoo_lib.machine_info(),
-        "options": {**{k: v for k, v in plan_flags.items() if v not in ((), None, False)},
-                    "verify": verify, "jobs": jobs, "executor": executor},
-        "seconds": round(time.time() - started, 1),
-    }
-    paths = zoo_lib.write_results(results, out_dir, meta)
+    paths = writer.write(seconds=round(time.time() - started, 1))
     if write_baseline:
         zoo_lib.write_baseline(results, write_baseline, {"options": meta["options"]})
     click.echo(zoo_lib.results_markdown(results), nl=False)

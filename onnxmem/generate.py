@@ -35,7 +35,17 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .errors import OnnxmemError
 
-__all__ = ["GENERATORS", "RANDWIRE_KINDS", "GeneratorInfo", "nasnet", "random_dag", "randwire", "transformer"]
+__all__ = [
+    "GENERATORS",
+    "RANDWIRE_KINDS",
+    "GeneratorInfo",
+    "Wiring",
+    "nasnet",
+    "random_dag",
+    "randwire",
+    "transformer",
+    "wiring",
+]
 
 OPSET = 17
 IR_VERSION = 10
@@ -142,6 +152,30 @@ def random_dag(n: int, kind: str = "ws", seed: int = 0, *, k: int = 4, p: float 
     return sorted(edges)
 
 
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """A random DAG as a RandWire stage reads it: each node's predecessors (ascending) and
+    the nodes without successors. Nodes without predecessors read the stage input; the
+    stage output combines the sinks."""
+
+    preds: tuple[tuple[int, ...], ...]
+    sinks: tuple[int, ...]
+
+
+def wiring(n: int, edges: list[tuple[int, int]]) -> Wiring:
+    """The stage wiring of ``n`` nodes joined by ``edges`` (``(i, j)``, ``i < j``).
+
+    >>> wiring(3, [(0, 2), (1, 2)])
+    Wiring(preds=((), (), (0, 1)), sinks=(2,))
+    """
+    preds: list[list[int]] = [[] for _ in range(n)]
+    has_succ = [False] * n
+    for i, j in sorted(edges):
+        preds[j].append(i)
+        has_succ[i] = True
+    return Wiring(tuple(tuple(p) for p in preds), tuple(v for v in range(n) if not has_succ[v]))
+
+
 def randwire(
     n: int,
     kind: str = "ws",
@@ -154,23 +188,18 @@ def randwire(
     m: int = 5,
 ) -> onnx.ModelProto:
     """A RandWire stage of ``n`` random-graph nodes (about 3 ONNX nodes each)."""
-    edges = random_dag(n, kind, seed, k=k, p=p, m=m)
+    wired = wiring(n, random_dag(n, kind, seed, k=k, p=p, m=m))
     b = _Builder(f"randwire_{kind}_{n}_{seed}", seed + 1)
-    ins: list[list[int]] = [[] for _ in range(n)]
-    has_out = [False] * n
-    for i, j in edges:
-        ins[j].append(i)
-        has_out[i] = True
     c = channels
     x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, c, spatial, spatial])
     stem = b.conv("input", c, c, 3)
     outs: list[str] = []
     for v in range(n):
-        srcs = [outs[u] for u in ins[v]] or [stem]
+        srcs = [outs[u] for u in wired.preds[v]] or [stem]
         h = srcs[0] if len(srcs) == 1 else b.op("Sum", srcs)
         h = b.op("Relu", [h])
         outs.append(b.conv(h, c, c, 3))
-    sinks = [outs[v] for v in range(n) if not has_out[v]]
+    sinks = [outs[v] for v in wired.sinks]
     y = sinks[0] if len(sinks) == 1 else b.op("Sum", sinks)
     b.nodes.append(helper.make_node("GlobalAveragePool", [y], ["output"], name="head"))
     out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, c, 1, 1])

@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxmem.generate import nasnet, random_dag, randwire, transformer
+from onnxmem.generate import Wiring, nasnet, random_dag, randwire, transformer, wiring
 from onnxmem.graph import build_view
 from onnxmem.model import infer_shapes
 from onnxmem.scheduling import stable_topological_order
@@ -28,6 +28,36 @@ def test_random_dag_is_seeded_and_oriented(kind):
     assert a == random_dag(20, kind, seed=3)
     assert all(i < j for i, j in a)
     assert a != random_dag(20, kind, seed=4)
+
+
+def test_wiring_literal():
+    # 0 -> 2, 1 -> 2, 1 -> 3: 0 and 1 read the stage input; 2 and 3 are the sinks
+    assert wiring(4, [(1, 3), (0, 2), (1, 2)]) == Wiring(((), (), (0, 1), (1,)), (2, 3))
+    assert wiring(2, []) == Wiring(((), ()), (0, 1))
+
+
+@pytest.mark.parametrize("kind", ["ws", "er", "ba"])
+def test_randwire_is_its_wiring(kind):
+    """Every generated node reads exactly its predecessors (Sum of their convs), and the
+    head sums exactly the sinks: the ONNX graph is the wiring of ``random_dag``."""
+    n = 24
+    wired = wiring(n, random_dag(n, kind, seed=4))
+    model = randwire(n, kind, 4)
+    producer = {o: node for node in model.graph.node for o in node.output}
+    convs = [node for node in model.graph.node if node.op_type == "Conv"][1:]  # after the stem
+    stem = model.graph.node[0].output[0]
+    assert len(convs) == n
+
+    def sources(tensor: str) -> list[str]:
+        node = producer[tensor]
+        return list(node.input) if node.op_type == "Sum" else [tensor]
+
+    for v, conv in enumerate(convs):
+        relu = producer[conv.input[0]]
+        want = [convs[u].output[0] for u in wired.preds[v]] or [stem]
+        assert sources(relu.input[0]) == want, v
+    head = next(node for node in model.graph.node if node.name == "head")
+    assert sources(head.input[0]) == [convs[v].output[0] for v in wired.sinks]
 
 
 def test_same_seed_same_bytes():

@@ -6,7 +6,8 @@ import csv
 import importlib.util
 import io
 import json
-import sys
+import multiprocessing
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +19,14 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxmem.cli import main
 from onnxmem.errors import OnnxmemError
 from onnxmem.zoo import (
+    DEFAULT_MODEL_TIMEOUT,
     LIGHT_MODELS,
+    ResultsWriter,
     ZooModel,
     ZooOptions,
     ZooResult,
     compare_baseline,
+    describe_model,
     fill_weights,
     has_missing_weights,
     light_model_path,
@@ -31,23 +35,17 @@ from onnxmem.zoo import (
     read_baseline,
     results_csv,
     results_markdown,
+    run_model,
     run_zoo,
+    strip_weights,
     write_baseline,
+    write_catalog,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "models" / "zoo"
 CATALOG = FIXTURES / "catalog.json"
 needs_fixtures = pytest.mark.skipif(not CATALOG.is_file(), reason="zoo fixtures not built")
-
-
-def load_build_zoo():
-    """tools/build_zoo.py as a module (it imports torch only inside functions)."""
-    spec = importlib.util.spec_from_file_location("build_zoo", ROOT / "tools" / "build_zoo.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["build_zoo"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def conv_model() -> onnx.ModelProto:
@@ -74,9 +72,8 @@ def conv_model() -> onnx.ModelProto:
 
 
 def test_strip_then_fill_runs_like_a_model():
-    build_zoo = load_build_zoo()
     model = conv_model()
-    stripped, removed = build_zoo.strip_weights(model, "conv")
+    stripped, removed = strip_weights(model, "conv")
     w = {t.name: t for t in stripped.graph.initializer}
     # the 1728-byte float weight goes; the 64-byte bias and the int64 shape stay inline
     assert removed == 16 * 3 * 3 * 3 * 4
@@ -102,10 +99,9 @@ def test_strip_then_fill_runs_like_a_model():
 
 
 def test_fill_is_deterministic_and_seeded():
-    build_zoo = load_build_zoo()
-    a, _ = build_zoo.strip_weights(conv_model(), "conv")
-    b, _ = build_zoo.strip_weights(conv_model(), "conv")
-    c, _ = build_zoo.strip_weights(conv_model(), "conv")
+    a, _ = strip_weights(conv_model(), "conv")
+    b, _ = strip_weights(conv_model(), "conv")
+    c, _ = strip_weights(conv_model(), "conv")
     fill_weights(a, seed=0)
     fill_weights(b, seed=0)
     fill_weights(c, seed=1)
@@ -179,23 +175,81 @@ def test_load_zoo_reads_the_catalog_and_filters():
         load_zoo(FIXTURES, ["nothing*"])
 
 
+def symbolic_model() -> onnx.ModelProto:
+    """x[batch, 3, h, w] -> Conv(8 channels, 3x3, pads 1) -> Relu -> y: needs its shape bound."""
+    w = numpy_helper.from_array(np.full((8, 3, 3, 3), 0.1, np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8, "h", "w"])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
+
+
 def test_load_zoo_list_file(tmp_path):
     (tmp_path / "a.onnx").write_bytes(b"")
     listing = tmp_path / "zoo.txt"
-    listing.write_text("# models\na.onnx batch=2 seq=8  # comment\n\nonnx:squeezenet\n")
+    listing.write_text("# models\na.onnx batch=2 seq=8  # comment\n\nonnx:squeezenet\n"
+                       "a.onnx x=1x3x224x224 batch=1 shape:n=4 shape:sr=\n")
     models = load_zoo(listing)
-    assert [(m.name, m.dims) for m in models] == [("a", {"batch": 2, "seq": 8}),
-                                                   ("onnx_squeezenet", {})]
+    assert [(m.name, m.dims, m.input_shapes) for m in models] == [
+        ("a", {"batch": 2, "seq": 8}, {}),
+        ("onnx_squeezenet", {}, {}),
+        ("a", {"batch": 1}, {"x": (1, 3, 224, 224), "n": (4,), "sr": ()}),
+    ]
     assert models[0].path == (tmp_path / "a.onnx").resolve()
-    listing.write_text("a.onnx batch\n")
-    with pytest.raises(OnnxmemError, match=r"zoo.txt:1: 'batch' is not a dimension binding"):
-        load_zoo(listing)
     with pytest.raises(OnnxmemError, match="does not exist"):
         load_zoo(tmp_path / "missing")
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(OnnxmemError, match="no catalog.json and no .onnx"):
         load_zoo(empty)
+
+
+@pytest.mark.parametrize("line,message", [
+    ("a.onnx batch", r"zoo.txt:2: 'batch' is neither a dim binding nor an input shape; write NAME=N"),
+    ("a.onnx batch=0", r"zoo.txt:2: 'batch=0' is neither"),
+    ("a.onnx batch=-1", r"zoo.txt:2: 'batch=-1' is neither"),
+    ("a.onnx x=1x3xx8", r"zoo.txt:2: 'x=1x3xx8' is neither"),
+    ("a.onnx x=1x0x8", r"zoo.txt:2: 'x=1x0x8' is neither"),
+    ("a.onnx x=1,3,8", r"zoo.txt:2: 'x=1,3,8' is neither"),
+    ("a.onnx shape:x=4x", r"zoo.txt:2: 'shape:x=4x' is neither"),
+    ("a.onnx =4", r"zoo.txt:2: '=4' is neither"),
+    ("a.onnx batch=1 batch=2", r"zoo.txt:2: dim 'batch' is bound twice"),
+    ("a.onnx x=1x2 shape:x=3", r"zoo.txt:2: input 'x' is given two shapes"),
+])
+def test_list_file_lines_are_parsed_strictly(tmp_path, line, message):
+    (tmp_path / "a.onnx").write_bytes(b"")
+    listing = tmp_path / "zoo.txt"
+    listing.write_text(f"onnx:squeezenet\n{line}\n")
+    with pytest.raises(OnnxmemError, match=message):
+        load_zoo(listing)
+
+
+def test_catalog_written_by_the_builder_reads_back(tmp_path):
+    model = symbolic_model()
+    onnx.save(model, tmp_path / "sym.onnx")
+    described = describe_model(model)
+    assert described == {"inputs": {"x": ["batch", 3, "h", "w"]},
+                         "symbolic_dims": ["batch", "h", "w"], "nodes": 2,
+                         "weights_bytes": 8 * 3 * 3 * 3 * 4}
+    catalog = tmp_path / "catalog.json"
+    entry = {"name": "sym", "file": "sym.onnx", "dims": {"batch": 1}, **described,
+             "input_shapes": {"x": [1, 3, 16, 16]}}
+    write_catalog(catalog, [entry, {"name": "dropped", "file": "x.onnx"}], ["sym", "light"],
+                  {"seed": 0})
+    write_catalog(catalog, [{"name": "light", "file": "onnx:squeezenet"}], ["light", "sym"],
+                  {"seed": 0})  # merged by name, written in the order given
+    sq, sym = load_zoo(catalog)
+    assert [sq.name, sym.name] == ["light", "sym"]
+    assert sym.path == tmp_path / "sym.onnx" and sym.dims == {"batch": 1}
+    assert sym.input_shapes == {"x": (1, 3, 16, 16)}
+    assert sym.info["weights_bytes"] == 864 and sq.path == light_model_path("squeezenet")
+    catalog.write_text(json.dumps({"models": [{"file": "sym.onnx"}]}))
+    with pytest.raises(OnnxmemError, match=r"model 0 is malformed .* needs 'name' and 'file'"):
+        load_zoo(catalog)
 
 
 # --------------------------------------------------------------------------- the job
@@ -214,8 +268,9 @@ def broken(tmp_path: Path) -> ZooModel:
 def test_a_failing_model_is_reported_and_the_run_goes_on(tmp_path):
     seen: list[str] = []
     models = [light("squeezenet"), broken(tmp_path), light("bvlc_alexnet")]
-    results = run_zoo(models, ZooOptions(executor="inline", work_dir=tmp_path / "out"),
-                      lambda r: seen.append(r.name))
+    options = ZooOptions(executor="inline", work_dir=tmp_path / "out")
+    assert options.model_timeout == DEFAULT_MODEL_TIMEOUT == 600  # a limit by default
+    results = run_zoo(models, options, lambda r: seen.append(r.name))
     assert seen == ["onnx_squeezenet", "broken", "onnx_bvlc_alexnet"]
     ok, bad, ok2 = results
     assert ok.status == ok2.status == "ok"
@@ -228,10 +283,72 @@ def test_a_failing_model_is_reported_and_the_run_goes_on(tmp_path):
 
 def test_local_executor_runs_models_in_processes(tmp_path):
     models = [light("squeezenet"), broken(tmp_path), light("bvlc_alexnet")]
-    inline = run_zoo(models, ZooOptions(executor="inline"))
+    here = run_zoo(models, ZooOptions(executor="inline", model_timeout=0))  # this process
     local = run_zoo(models, ZooOptions(executor="local", jobs=2))
     assert [r.name for r in local] == [m.name for m in models]  # input order, not finish order
-    assert [(r.status, r.arena_size) for r in local] == [(r.status, r.arena_size) for r in inline]
+    assert [(r.status, r.arena_size) for r in local] == [(r.status, r.arena_size) for r in here]
+
+
+def stalling_run(model: ZooModel, options: ZooOptions) -> ZooResult:
+    """``run_model``, except that the model named 'stall' hangs (a child process imports this
+    module by name to run it)."""
+    if model.name == "stall":
+        time.sleep(300)
+    return run_model(model, options)
+
+
+def stalling_zoo() -> list[ZooModel]:
+    return [light("squeezenet"), ZooModel("stall", light_model_path("squeezenet")),
+            light("bvlc_alexnet")]
+
+
+@pytest.mark.parametrize("executor,jobs", [("inline", 1), ("local", 2)])
+def test_a_model_that_hangs_is_stopped_and_later_models_come_out(tmp_path, executor, jobs):
+    seen: list[tuple[str, str]] = []
+    t0 = time.monotonic()
+    # the limit leaves a good model room on a loaded machine (a spawned child plans one in ~3 s)
+    results = run_zoo(stalling_zoo(), ZooOptions(executor=executor, jobs=jobs, model_timeout=20),
+                      lambda r: seen.append((r.name, r.status)), task=stalling_run)
+    assert time.monotonic() - t0 < 150  # not the 300 s the model would take
+    assert sorted(seen) == [("onnx_bvlc_alexnet", "ok"), ("onnx_squeezenet", "ok"),
+                            ("stall", "timeout")]
+    first, stalled, last = results
+    assert stalled.status == "timeout" and stalled.arena_size is None
+    assert "ran past the per-model limit of 20 s" in stalled.error
+    assert "--model-timeout" in stalled.error and stalled.seconds >= 20
+    assert first.arena_size and last.arena_size and last.status == "ok"
+    if executor == "inline":  # one at a time: the model after the stalled one came out last
+        assert [name for name, _ in seen] == ["onnx_squeezenet", "stall", "onnx_bvlc_alexnet"]
+    assert multiprocessing.active_children() == []
+
+
+def test_an_interrupted_run_leaves_the_finished_rows(tmp_path):
+    models = stalling_zoo()
+    writer = ResultsWriter(tmp_path, [m.name for m in models], {"command": "test"})
+
+    def add_then_interrupt(r: ZooResult) -> None:
+        writer.add(r)
+        if r.name == "onnx_squeezenet":
+            raise KeyboardInterrupt  # as ctrl-C while 'stall' runs
+
+    with pytest.raises(KeyboardInterrupt):
+        run_zoo(models, ZooOptions(executor="local", jobs=2), add_then_interrupt,
+                task=stalling_run)
+    assert multiprocessing.active_children() == []  # the stalled worker was killed
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["command"] == "test" and doc["complete"] is False and doc["pending"] == 2
+    assert [m["name"] for m in doc["models"]] == ["onnx_squeezenet"]
+    assert doc["models"][0]["arena_size"] > 0
+    assert "Run not finished: 2 more models pending." in (tmp_path / "results.md").read_text()
+    assert (tmp_path / "results.csv").read_text().count("\n") == 2
+
+    for r in (result("onnx_bvlc_alexnet", 100), result("stall", None, "timeout")):
+        writer.add(r)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["complete"] is True and doc["pending"] == 0
+    assert [m["name"] for m in doc["models"]] == [m.name for m in models]  # catalogue order
+    assert "| stall |" in (tmp_path / "results.md").read_text()
+    assert "| timeout |" in (tmp_path / "results.md").read_text()
 
 
 def test_bad_options_are_user_errors(tmp_path):
@@ -241,6 +358,8 @@ def test_bad_options_are_user_errors(tmp_path):
         run_zoo([light("squeezenet")], ZooOptions(jobs=0))
     with pytest.raises(OnnxmemError, match="several models named onnx_squeezenet"):
         run_zoo([light("squeezenet"), light("squeezenet")], ZooOptions(executor="inline"))
+    with pytest.raises(OnnxmemError, match=r"--model-timeout -1: use 0 \(no limit\) or more"):
+        run_zoo([light("squeezenet")], ZooOptions(model_timeout=-1))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed")
@@ -320,14 +439,50 @@ def test_cli_zoo_writes_results_and_exit_code(tmp_path):
 
     # the good model alone passes against its own baseline, and fails when the baseline shrinks
     res = runner.invoke(main, ["zoo", "onnx:squeezenet", "--out", str(out), "--executor", "inline",
-                               "--baseline", str(tmp_path / "base.json")])
+                               "--model-timeout", "0", "--baseline", str(tmp_path / "base.json")])
     assert res.exit_code == 0, res.output
     base = json.loads((tmp_path / "base.json").read_text())
     base["arena_size"]["onnx_squeezenet"] -= 64
     (tmp_path / "base.json").write_text(json.dumps(base))
     res = runner.invoke(main, ["zoo", "onnx:squeezenet", "--out", str(out), "--executor", "inline",
-                               "--baseline", str(tmp_path / "base.json")])
+                               "--model-timeout", "0", "--baseline", str(tmp_path / "base.json")])
     assert res.exit_code == 1 and "regression: onnx_squeezenet" in res.output
+
+
+def test_cli_zoo_list_lines_carry_input_shapes(tmp_path):
+    onnx.save(symbolic_model(), tmp_path / "sym.onnx")
+    listing = tmp_path / "zoo.txt"
+    listing.write_text("sym.onnx x=2x3x16x16\n")
+    runner = CliRunner()
+    res = runner.invoke(main, ["zoo", str(listing), "--out", str(tmp_path / "out"),
+                               "--executor", "inline", "--model-timeout", "0",
+                               "--alignment", "1", "--io", "external"])
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads((tmp_path / "out" / "results.json").read_text())["models"]
+    assert row["input_shapes"] == {"x": [2, 3, 16, 16]}
+    assert row["arena_size"] == 2 * 8 * 16 * 16 * 4  # c only: x and y are outside the arena
+    assert "x=2x3x16x16" in (tmp_path / "out" / "results.csv").read_text()
+
+    listing.write_text("sym.onnx\n")  # without it the model cannot be planned
+    res = runner.invoke(main, ["zoo", str(listing), "--out", str(tmp_path / "out"),
+                               "--executor", "inline", "--model-timeout", "0"])
+    assert res.exit_code == 1
+    (row,) = json.loads((tmp_path / "out" / "results.json").read_text())["models"]
+    assert row["status"] == "failed" and "batch" in row["error"]
+
+    listing.write_text("sym.onnx\nsym.onnx x=2x3x16\u00d716\n")
+    res = runner.invoke(main, ["zoo", str(listing)])
+    assert res.exit_code == 1
+    assert res.output.startswith("error: ") and res.output.count("\n") == 1
+    assert "zoo.txt:2: 'x=2x3x16\u00d716' is neither a dim binding" in res.output
+
+
+def test_cli_zoo_help_states_the_default_time_limit():
+    res = CliRunner().invoke(main, ["zoo", "--help"])
+    assert res.exit_code == 0
+    text = " ".join(res.output.split())
+    assert "--model-timeout" in text and "[default: 600.0; x>=0]" in text
+    assert "0: no limit" in text and "inline: one model at a time, each in a child process" in text
 
 
 @needs_fixtures
@@ -357,7 +512,8 @@ def test_zoo_verify_cpu_on_a_weight_free_fixture(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the zoo extra")
 @pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
 def test_build_zoo_exports_a_symbolic_model_onnxruntime_reads(tmp_path, exporter):
-    build_zoo = load_build_zoo()
+    from onnxmem.zoo import export as build_zoo
+
     torch = build_zoo.import_torch()
 
     class Tiny(torch.nn.Module):

@@ -23,7 +23,8 @@ Steps, per model:
 5. write the weight-free fixture ``models/zoo/NAME.onnx``: every floating-point initializer of
    1 KiB or more becomes an external-data reference to ``NAME.weights.bin`` (a file that is
    never written) and records its value statistics in its ``doc_string``, so that
-   ``onnxmem.zoo.fill_weights`` can put plausible random values back for execution;
+   ``onnxmem.zoo.fill_weights`` can put plausible random values back for execution (the
+   format is ``onnxmem.zoo.fixtures``; the export step is ``onnxmem.zoo.export``);
 6. record the model in ``catalog.json`` (both folders): source, exporter, input shapes,
    symbolic dimensions and a suggested ``--dim`` binding for each.
 
@@ -35,86 +36,28 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import math
 import os
 import sys
 import time
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from onnxmem.model import initializers  # noqa: E402
+from onnxmem.generate import random_dag, wiring  # noqa: E402
 from onnxmem.zoo import (  # noqa: E402
-    FILL_PREFIX,
+    FIXTURE_MIN_BYTES,
     LIGHT_MODELS,
-    describe_inputs,
+    describe_model,
     light_model_path,
+    strip_weights,
+    write_catalog,
 )
-
-SEED = 0
-MAX_IR_VERSION = 10
-FIXTURE_MIN_BYTES = 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Export:
-    """What a builder hands back: the module, example inputs and how to export it."""
-
-    module: Any
-    args: tuple[Any, ...]
-    input_names: list[str]
-    output_names: list[str]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    name: str
-    source: str
-    build: Callable[[], Export]
-    exporter: str = "dynamo"  # "dynamo" | "legacy"
-    dynamic: dict[str, dict[int, str]] | None = None  # input name -> {axis: dim name}
-    dims: dict[str, int] = field(default_factory=dict)  # suggested binding
-    note: str = ""
-
-
-# --------------------------------------------------------------------------- torch setup
-
-
-def import_torch() -> Any:
-    """Import torch and make torchvision importable on a CPU-only torch.
-
-    The torchvision wheel that matches a CPU torch may carry a C extension built for CUDA; its
-    import then stops at registering a fake kernel for ``torchvision::nms``, an operator that
-    does not exist. Declaring the two schemas first lets the import through; no zoo model uses
-    them.
-    """
-    import torch
-
-    try:
-        torch._C._dispatch_has_kernel_for_dispatch_key("torchvision::nms", "Meta")
-        declared = True
-    except RuntimeError:
-        declared = False
-    if not declared:
-        lib = torch.library.Library("torchvision", "DEF")
-        lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        lib.define("qnms(Tensor qdets, Tensor scores, float iou_threshold) -> Tensor")
-        import_torch._lib = lib  # type: ignore[attr-defined]  # keep the library alive
-    import torchvision  # noqa: F401
-
-    return torch
-
+from onnxmem.zoo.export import SEED, Entry, Export, catalog_entry, export, import_torch  # noqa: E402
 
 # --------------------------------------------------------------------------- architectures
 
@@ -197,36 +140,17 @@ def unet() -> Export:
     return Export(UNet(), (image(1, 256),), ["image"], ["mask"])
 
 
-def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """Undirected WS(n, k, p) ring lattice with rewiring, as edges (i, j) with i < j."""
-    edges: set[tuple[int, int]] = set()
-    for i in range(n):
-        for j in range(1, k // 2 + 1):
-            edges.add((min(i, (i + j) % n), max(i, (i + j) % n)))
-    for i in range(n):
-        for j in range(1, k // 2 + 1):
-            a, b = min(i, (i + j) % n), max(i, (i + j) % n)
-            if (a, b) in edges and rng.random() < p:
-                choices = [c for c in range(n) if c != i and (min(i, c), max(i, c)) not in edges]
-                if choices:
-                    c = int(rng.choice(choices))
-                    edges.discard((a, b))
-                    edges.add((min(i, c), max(i, c)))
-    return sorted(edges)
-
-
 def randwire() -> Export:
     """RandWire-WS (Xie et al., 2019), small regime: three random stages WS(32, 4, 0.75), C=78.
 
-    Each stage is a random DAG (edges oriented from lower to higher node index); a node sums
+    Each stage is a random DAG (``onnxmem.generate.random_dag``, seeds 0, 1, 2; edges oriented
+    from lower to higher node index, wired by ``onnxmem.generate.wiring``); a node sums
     its inputs with learned sigmoid weights, then applies ReLU, a separable 3x3 convolution and
     batch normalisation. Nodes without predecessors read the stage input (stride 2); the stage
     output is the mean of the nodes without successors.
     """
     import torch
     from torch import nn
-
-    rng = np.random.default_rng(SEED)
 
     class Node(nn.Module):
         def __init__(self, fan_in: int, cin: int, cout: int, stride: int):
@@ -250,12 +174,11 @@ def randwire() -> Export:
             return self.op(x)
 
     class Stage(nn.Module):
-        def __init__(self, cin: int, cout: int, n: int = 32, k: int = 4, p: float = 0.75):
+        def __init__(self, cin: int, cout: int, seed: int, n: int = 32, k: int = 4,
+                     p: float = 0.75):
             super().__init__()
-            edges = watts_strogatz(n, k, p, rng)
-            self.preds = [[a for a, b in edges if b == v] for v in range(n)]
-            has_succ = {a for a, _ in edges}
-            self.sinks = [v for v in range(n) if v not in has_succ]
+            wired = wiring(n, random_dag(n, "ws", seed, k=k, p=p))
+            self.preds, self.sinks = wired.preds, wired.sinks
             self.nodes = nn.ModuleList(
                 Node(max(1, len(self.preds[v])), cin if not self.preds[v] else cout, cout,
                      2 if not self.preds[v] else 1)
@@ -282,7 +205,8 @@ def randwire() -> Export:
                 nn.Conv2d(c // 2, c, 3, stride=2, padding=1, bias=False),
                 nn.BatchNorm2d(c),
             )
-            self.stages = nn.Sequential(Stage(c, c), Stage(c, 2 * c), Stage(2 * c, 4 * c))
+            self.stages = nn.Sequential(Stage(c, c, SEED), Stage(c, 2 * c, SEED + 1),
+                                        Stage(2 * c, 4 * c, SEED + 2))
             self.head = nn.Sequential(
                 nn.ReLU(),
                 nn.Conv2d(4 * c, 1280, 1, bias=False),
@@ -487,155 +411,7 @@ ENTRIES: list[Entry] = [
 ]
 
 
-# --------------------------------------------------------------------------- export
-
-
-def export(entry: Entry, torch: Any) -> onnx.ModelProto:
-    torch.manual_seed(SEED)
-    np.random.seed(SEED)
-    spec = entry.build()
-    module = spec.module.eval()
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if entry.exporter == "dynamo":
-            shapes = None
-            if entry.dynamic:
-                shapes = {
-                    name: {axis: torch.export.Dim.DYNAMIC for axis in axes}
-                    for name, axes in entry.dynamic.items()
-                }
-                shapes = _dynamic_shapes(spec, shapes)
-            program = torch.onnx.export(
-                module, spec.args, dynamo=True, external_data=False, verbose=False,
-                input_names=spec.input_names, output_names=spec.output_names,
-                dynamic_shapes=shapes,
-            )
-            model = program.model_proto
-            if entry.dynamic:
-                _rename_dims(model, entry.dynamic)
-        else:
-            import io
-
-            buffer = io.BytesIO()
-            torch.onnx.export(
-                module, spec.args, buffer, dynamo=False, opset_version=17,
-                input_names=spec.input_names, output_names=spec.output_names,
-                dynamic_axes=entry.dynamic,
-            )
-            model = onnx.load_from_string(buffer.getvalue())
-    model.ir_version = min(model.ir_version, MAX_IR_VERSION)
-    model.producer_name = "onnxmem tools/build_zoo.py"
-    model.doc_string = f"{entry.name}: {entry.source}, random weights (seed {SEED})"
-    return model
-
-
-def _dynamic_shapes(spec: Export, by_name: dict[str, Any]) -> Any:
-    """Dynamic shapes in the exporter's positional form: one entry per parameter of
-    ``forward``, a tuple for a ``*args`` parameter."""
-    import inspect
-
-    flat = [by_name.get(name) for name in spec.input_names[: len(spec.args)]]
-    params = list(inspect.signature(spec.module.forward).parameters.values())
-    for i, param in enumerate(params):
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            return (*flat[:i], tuple(flat[i:]))
-    return tuple(flat)
-
-
-def _rename_dims(model: onnx.ModelProto, dynamic: dict[str, dict[int, str]]) -> None:
-    """Give the exporter's generated dimension names (s0, s1, ...) the names asked for."""
-    renames: dict[str, str] = {}
-    for value in model.graph.input:
-        axes = dynamic.get(value.name, {})
-        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
-            if axis in axes and dim.dim_param:
-                renames.setdefault(dim.dim_param, axes[axis])
-    if not renames:
-        return
-
-    def fix(values: Any) -> None:
-        for value in values:
-            if not value.type.HasField("tensor_type"):
-                continue
-            for dim in value.type.tensor_type.shape.dim:
-                if dim.dim_param:
-                    for old, new in renames.items():
-                        if dim.dim_param == old:
-                            dim.dim_param = new
-                        elif old in dim.dim_param:
-                            dim.dim_param = _replace_symbol(dim.dim_param, old, new)
-
-    fix(model.graph.input)
-    fix(model.graph.output)
-    fix(model.graph.value_info)
-
-
-def _replace_symbol(expr: str, old: str, new: str) -> str:
-    import re
-
-    return re.sub(rf"\b{re.escape(old)}\b", new, expr)
-
-
 # --------------------------------------------------------------------------- files
-
-
-def strip_weights(model: onnx.ModelProto, name: str) -> tuple[onnx.ModelProto, int]:
-    """Copy of ``model`` whose large float initializers point into an absent file.
-
-    Each replaced initializer keeps name, type and dims, gets an external-data reference to
-    ``NAME.weights.bin`` at its own offset, and records ``mean std min max`` of its values in
-    its ``doc_string`` for ``onnxmem.zoo.fill_weights``. Integer and boolean tensors (indices,
-    shapes, masks) and tensors with non-finite values stay inline: their values matter.
-    """
-    stripped = onnx.ModelProto()
-    stripped.CopyFrom(model)
-    location = f"{name}.weights.bin"
-    offset = 0
-    removed = 0
-    for tensor in initializers(stripped.graph):
-        if tensor.data_type not in _FLOAT_TYPES:
-            continue
-        array = numpy_helper.to_array(tensor)
-        if array.nbytes < FIXTURE_MIN_BYTES:
-            continue
-        values = array.astype(np.float64)
-        if not np.all(np.isfinite(values)):
-            continue
-        tensor.doc_string = (
-            f"{FILL_PREFIX} mean={values.mean():.6g} std={values.std():.6g} "
-            f"min={values.min():.6g} max={values.max():.6g}"
-        )
-        for attr in ("float_data", "double_data", "int32_data"):
-            tensor.ClearField(attr)
-        tensor.ClearField("raw_data")
-        tensor.data_location = onnx.TensorProto.EXTERNAL
-        del tensor.external_data[:]
-        for key, value in (("location", location), ("offset", str(offset)),
-                           ("length", str(array.nbytes))):
-            entry = tensor.external_data.add()
-            entry.key, entry.value = key, value
-        offset += math.ceil(array.nbytes / 64) * 64
-        removed += array.nbytes
-    return stripped, removed
-
-
-_FLOAT_TYPES = {
-    onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-    onnx.TensorProto.DOUBLE,
-}
-
-
-def weights_bytes(model: onnx.ModelProto) -> int:
-    total = 0
-    for tensor in initializers(model.graph):
-        n = int(np.prod(tensor.dims)) if tensor.dims else 1
-        total += math.ceil(n * _bits(tensor.data_type) / 8)
-    return total
-
-
-def _bits(data_type: int) -> int:
-    np_type = onnx.helper.tensor_dtype_to_np_dtype(data_type)
-    return int(np.dtype(np_type).itemsize) * 8
 
 
 def save_full(model: onnx.ModelProto, path: Path) -> None:
@@ -646,55 +422,24 @@ def save_full(model: onnx.ModelProto, path: Path) -> None:
                     location=data.name, size_threshold=FIXTURE_MIN_BYTES)
 
 
-def catalog_entry(entry: Entry, model: onnx.ModelProto, file: str) -> dict[str, Any]:
-    inputs, symbols = describe_inputs(model)
-    return {
-        "name": entry.name,
-        "file": file,
-        "source": entry.source,
-        "exporter": entry.exporter,
-        "inputs": inputs,
-        "symbolic_dims": symbols,
-        "dims": {k: v for k, v in entry.dims.items() if k in symbols},
-        "nodes": len(model.graph.node),
-        "weights_bytes": weights_bytes(model),
-        "note": entry.note,
-    }
-
-
 def light_entries() -> list[dict[str, Any]]:
     entries = []
     for name in LIGHT_MODELS:
         model = onnx.load(str(light_model_path(name)), load_external_data=False)
-        inputs, symbols = describe_inputs(model)
+        described = describe_model(model)
         entries.append({
             "name": f"onnx_{name}",
             "file": f"onnx:{name}",
             "source": "onnx wheel (backend/test/data/light)",
             "exporter": "onnx",
-            "inputs": inputs,
-            "symbolic_dims": symbols,
+            "inputs": described["inputs"],
+            "symbolic_dims": described["symbolic_dims"],
             "dims": {},
-            "nodes": len(model.graph.node),
-            "weights_bytes": weights_bytes(model),
+            "nodes": described["nodes"],
+            "weights_bytes": described["weights_bytes"],
             "note": "weights made at run time by ConstantOfShape",
         })
     return entries
-
-
-def write_catalog(path: Path, entries: list[dict[str, Any]]) -> None:
-    old: dict[str, dict[str, Any]] = {}
-    if path.exists():
-        old = {e["name"]: e for e in json.loads(path.read_text())["models"]}
-    for e in entries:
-        old[e["name"]] = e
-    order = [e.name for e in ENTRIES] + [f"onnx_{n}" for n in LIGHT_MODELS]
-    models = sorted((e for e in old.values() if e["name"] in order),
-                    key=lambda e: order.index(e["name"]))
-    text = json.dumps({"schema_version": 1, "seed": SEED, "models": models}, indent=2) + "\n"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------- main
@@ -747,8 +492,9 @@ def main(argv: list[str] | None = None) -> int:
         del model, stripped
         gc.collect()
     light = light_entries()
-    write_catalog(args.out / "catalog.json", built + light)
-    write_catalog(args.fixtures / "catalog.json", fixtures + light)
+    order = [e.name for e in ENTRIES] + [f"onnx_{n}" for n in LIGHT_MODELS]
+    write_catalog(args.out / "catalog.json", built + light, order, {"seed": SEED})
+    write_catalog(args.fixtures / "catalog.json", fixtures + light, order, {"seed": SEED})
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1

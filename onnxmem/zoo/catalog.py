@@ -1,0 +1,275 @@
+"""The zoo's catalogue: which models a zoo holds and how to bind their shapes.
+
+A zoo is a folder with a ``catalog.json`` (written by ``tools/build_zoo.py`` through
+``write_catalog``), a ``catalog.json`` itself, a folder of ``.onnx`` files, one ``.onnx``
+file, ``onnx:NAME`` (a model of the onnx wheel), or a list file with one model per line::
+
+    # comment
+    models/resnet.onnx  batch=4                  # bind the symbolic dim 'batch' (--dim)
+    models/detector.onnx  image=1x3x640x640      # pin input 'image' (--input-shape)
+    models/vad.onnx  shape:sr=  shape:h=2x1x64   # 'shape:' pins any rank, '=' alone a scalar
+    onnx:squeezenet
+
+After the path, each word is ``NAME=N`` (a positive integer: binds the symbolic dim NAME),
+``NAME=D1xD2[x...]`` (two or more positive integers joined by ``x``: pins the shape of input
+NAME), or ``shape:NAME=...`` (pins an input's shape of any rank, ``shape:NAME=`` for a
+scalar). Relative paths are relative to the list's folder. Names cannot hold spaces.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from ..errors import OnnxmemError
+from ..fileio import write_text_atomic
+from ..model import initializers, tensor_bytes
+
+__all__ = [
+    "LIGHT_MODELS",
+    "ZooModel",
+    "describe_inputs",
+    "describe_model",
+    "light_model_path",
+    "load_zoo",
+    "parse_list_line",
+    "write_catalog",
+]
+
+#: the models that ship inside the onnx wheel (``onnx/backend/test/data/light``)
+LIGHT_MODELS = (
+    "bvlc_alexnet",
+    "densenet121",
+    "inception_v1",
+    "inception_v2",
+    "resnet50",
+    "shufflenet",
+    "squeezenet",
+    "vgg19",
+    "zfnet512",
+)
+
+#: the prefix of a list-file word that pins an input shape of any rank
+SHAPE_PREFIX = "shape:"
+
+
+@dataclass(frozen=True, slots=True)
+class ZooModel:
+    """One model of a zoo: where it is, and the shape binding to plan it with.
+
+    ``dims`` binds symbolic dims (``--dim``); ``input_shapes`` pins graph inputs'
+    shapes (``--input-shape``); ``info`` keeps the catalogue's other fields.
+    """
+
+    name: str
+    path: Path
+    dims: dict[str, int] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+def light_model_path(name: str) -> Path:
+    """Path of one of the models that ship inside the onnx wheel, e.g. ``resnet50``."""
+    root = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    path = root / f"light_{name}.onnx"
+    if not path.is_file():
+        raise OnnxmemError(
+            f"onnx wheel model '{name}' not found at '{path}'; the installed onnx package "
+            f"ships {', '.join(sorted(p.stem[6:] for p in root.glob('light_*.onnx')))}"
+        )
+    return path
+
+
+def describe_inputs(model: onnx.ModelProto) -> tuple[dict[str, list[int | str]], list[str]]:
+    """Graph inputs that are not initializers, as ``{name: shape}``, and their symbolic dims.
+
+    >>> m = onnx.helper.make_model(onnx.helper.make_graph([], "g",
+    ...     [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])], []))
+    >>> describe_inputs(m)
+    ({'x': ['batch', 3]}, ['batch'])
+    """
+    weights = {t.name for t in model.graph.initializer}
+    inputs: dict[str, list[int | str]] = {}
+    symbols: list[str] = []
+    for value in model.graph.input:
+        if value.name in weights:
+            continue
+        shape: list[int | str] = []
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.HasField("dim_value"):
+                shape.append(int(dim.dim_value))
+            else:
+                symbol = dim.dim_param or "?"
+                shape.append(symbol)
+                if symbol not in symbols:
+                    symbols.append(symbol)
+        inputs[value.name] = shape
+    return inputs, symbols
+
+
+def describe_model(model: onnx.ModelProto) -> dict[str, Any]:
+    """The catalogue fields that come from the model itself: inputs, symbolic dims, node
+    count and the bytes of its initializers (at every graph level)."""
+    inputs, symbols = describe_inputs(model)
+    weights = sum(tensor_bytes(t.data_type, t.dims, t.name) for t in initializers(model.graph))
+    return {"inputs": inputs, "symbolic_dims": symbols, "nodes": len(model.graph.node),
+            "weights_bytes": weights}
+
+
+def write_catalog(path: str | os.PathLike[str], entries: Sequence[Mapping[str, Any]],
+                  order: Sequence[str], meta: Mapping[str, Any]) -> None:
+    """Merge ``entries`` into the catalogue at ``path`` (by name) and write it atomically.
+
+    Entries already in the file and not in ``entries`` are kept; the models are written in
+    ``order`` and names not in ``order`` are dropped. ``meta`` goes before the models.
+    """
+    target = Path(path)
+    merged: dict[str, Mapping[str, Any]] = {}
+    if target.exists():
+        merged = {e["name"]: e for e in _catalog_entries(target)}
+    for e in entries:
+        merged[e["name"]] = e
+    rank = {name: i for i, name in enumerate(order)}
+    models = sorted((e for e in merged.values() if e["name"] in rank), key=lambda e: rank[e["name"]])
+    text = json.dumps({"schema_version": 1, **meta, "models": models}, indent=2) + "\n"
+    write_text_atomic(target, text)
+
+
+def load_zoo(source: str | os.PathLike[str], only: Sequence[str] = ()) -> list[ZooModel]:
+    """The models of a zoo, in catalogue order.
+
+    ``source`` is any of the forms in this module's docstring. ``only`` keeps the models
+    whose name matches one of its shell patterns.
+    """
+    src = Path(source)
+    if src.is_dir():
+        catalog = src / "catalog.json"
+        if catalog.is_file():
+            models = _read_catalog(catalog)
+        else:
+            models = [ZooModel(p.stem, p) for p in sorted(src.rglob("*.onnx"))]
+            if not models:
+                raise OnnxmemError(
+                    f"zoo folder '{src}' has no catalog.json and no .onnx files; build one "
+                    "with 'make zoo' or point at a folder of models"
+                )
+    elif src.is_file() and src.suffix == ".json":
+        models = _read_catalog(src)
+    elif src.is_file() and src.suffix == ".onnx":
+        models = [ZooModel(src.stem, src)]
+    elif src.is_file():
+        models = _read_list(src)
+    elif str(source).startswith("onnx:"):
+        name = str(source)[5:]
+        models = [ZooModel(f"onnx_{name}", light_model_path(name))]
+    else:
+        raise OnnxmemError(f"zoo '{source}' does not exist; give a folder, catalog.json or list file")
+    if only:
+        models = [m for m in models if any(fnmatch.fnmatchcase(m.name, pat) for pat in only)]
+        if not models:
+            raise OnnxmemError(f"no model of zoo '{source}' matches {', '.join(only)}")
+    return models
+
+
+def _resolve(base: Path, file: str) -> Path:
+    if file.startswith("onnx:"):
+        return light_model_path(file[5:])
+    return (base / file).resolve() if not Path(file).is_absolute() else Path(file)
+
+
+def _catalog_entries(path: Path) -> list[dict[str, Any]]:
+    try:
+        entries = json.loads(path.read_text())["models"]
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise TypeError("'models' is not a list of objects")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise OnnxmemError(f"zoo catalogue '{path}' cannot be read: {exc}; rebuild it with "
+                           "'make zoo'") from None
+    return entries
+
+
+def _read_catalog(path: Path) -> list[ZooModel]:
+    models = []
+    for i, e in enumerate(_catalog_entries(path)):
+        try:
+            models.append(ZooModel(
+                name=str(e["name"]),
+                path=_resolve(path.parent, str(e["file"])),
+                dims={str(k): int(v) for k, v in e.get("dims", {}).items()},
+                info={k: v for k, v in e.items() if k not in ("name", "file", "dims", "input_shapes")},
+                input_shapes={str(k): tuple(int(d) for d in v)
+                              for k, v in e.get("input_shapes", {}).items()},
+            ))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise OnnxmemError(
+                f"zoo catalogue '{path}': model {i} is malformed ({type(exc).__name__}: {exc}); "
+                "each needs 'name' and 'file', and 'dims'/'input_shapes' of integers"
+            ) from None
+    return models
+
+
+def _read_list(path: Path) -> list[ZooModel]:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OnnxmemError(f"zoo list '{path}' cannot be read: {exc}") from None
+    models = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        dims, shapes = parse_list_line(words[1:], f"{path}:{lineno}")
+        file = _resolve(path.parent, words[0])
+        name = f"onnx_{words[0][5:]}" if words[0].startswith("onnx:") else file.stem
+        models.append(ZooModel(name, file, dims, input_shapes=shapes))
+    return models
+
+
+_POSITIVE = r"[1-9][0-9]*"
+_DIM_WORD = re.compile(rf"([^=]+)=({_POSITIVE})")
+_SHAPE_WORD = re.compile(rf"([^=]+)=({_POSITIVE}(?:x{_POSITIVE})+)")
+_ANY_SHAPE = re.compile(rf"([^=]+)=((?:{_POSITIVE}(?:x{_POSITIVE})*)?)")
+
+
+def parse_list_line(words: Sequence[str], where: str
+                    ) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    """The dim bindings and input shapes of one list-file line's words after the path.
+
+    ``where`` (``FILE:LINE``) starts every error.
+
+    >>> parse_list_line(["batch=2", "x=1x3x8x8", "shape:n=4", "shape:sr="], "zoo.txt:1")
+    ({'batch': 2}, {'x': (1, 3, 8, 8), 'n': (4,), 'sr': ()})
+    """
+    dims: dict[str, int] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for word in words:
+        any_rank = word.startswith(SHAPE_PREFIX)
+        body = word[len(SHAPE_PREFIX):] if any_rank else word
+        dim = None if any_rank else _DIM_WORD.fullmatch(body)
+        shape = (_ANY_SHAPE if any_rank else _SHAPE_WORD).fullmatch(body)
+        if dim is not None:
+            name = dim.group(1)
+            if name in dims:
+                raise OnnxmemError(f"{where}: dim {name!r} is bound twice; keep one {name}=N")
+            dims[name] = int(dim.group(2))
+        elif shape is not None:
+            name = shape.group(1)
+            if name in shapes:
+                raise OnnxmemError(f"{where}: input {name!r} is given two shapes; keep one")
+            value = shape.group(2)
+            shapes[name] = tuple(int(d) for d in value.split("x")) if value else ()
+        else:
+            raise OnnxmemError(
+                f"{where}: {word!r} is neither a dim binding nor an input shape; write "
+                "NAME=N (a positive integer), NAME=D1xD2... or shape:NAME=D1... "
+                "(shape:NAME= for a scalar)"
+            )
+    return dims, shapes

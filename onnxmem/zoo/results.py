@@ -1,0 +1,300 @@
+"""The zoo's results: the per-model record, its tables (Markdown, CSV, JSON) and the baseline
+of arena sizes a run is compared against."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import platform
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import OnnxmemError
+from ..fileio import write_text_atomic
+
+__all__ = [
+    "STATUSES",
+    "Regression",
+    "ResultsWriter",
+    "ZooResult",
+    "compare_baseline",
+    "machine_info",
+    "read_baseline",
+    "results_csv",
+    "results_markdown",
+    "write_baseline",
+    "write_results",
+]
+
+#: ok; failed (an error, or the worker process died); timeout (ran past the per-model
+#: limit); wrong (the plan failed verification)
+STATUSES = ("ok", "failed", "timeout", "wrong")
+
+
+@dataclass(frozen=True, slots=True)
+class ZooResult:
+    """What happened to one model; ``status`` is one of ``STATUSES``."""
+
+    name: str
+    path: str
+    status: str
+    error: str | None = None
+    dims: dict[str, int] = field(default_factory=dict)
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    nodes: int | None = None
+    tensors: int | None = None
+    weights_size: int | None = None
+    naive_size: int | None = None
+    ort_peak: int | None = None
+    lower_bound: int | None = None
+    arena_size: int | None = None
+    plan_seconds: float | None = None
+    solver: str | None = None
+    solver_status: str | None = None
+    order: str | None = None
+    verify: str = "not run"  # "pass", "FAIL", "not run", "error"
+    verify_detail: str | None = None
+    warnings: int = 0
+    seconds: float = 0.0
+    plan_file: str | None = None
+
+    @property
+    def arena_over_bound(self) -> float | None:
+        if self.arena_size is None or not self.lower_bound:
+            return None
+        return self.arena_size / self.lower_bound
+
+    @property
+    def arena_over_ort(self) -> float | None:
+        if self.arena_size is None or not self.ort_peak:
+            return None
+        return self.arena_size / self.ort_peak
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["arena_over_bound"] = self.arena_over_bound
+        d["arena_over_ort"] = self.arena_over_ort
+        return d
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine a zoo ran on, for the results' header."""
+    from importlib import metadata
+
+    def version(*names: str) -> str | None:
+        for n in names:
+            try:
+                return metadata.version(n)
+            except metadata.PackageNotFoundError:
+                continue
+        return None
+
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = 0
+    from .. import __version__
+
+    return {
+        "platform": platform.platform(),
+        "processor": platform.machine(),
+        "cpus": os.cpu_count(),
+        "memory_gib": round(memory / 2**30, 1),
+        "python": platform.python_version(),
+        "onnxmem": __version__,
+        "onnx": version("onnx"),
+        "onnxruntime": version("onnxruntime-gpu", "onnxruntime"),
+    }
+
+
+def _mib(n: int | None) -> str:
+    return "—" if n is None else f"{n / 2**20:.2f}"
+
+
+def _ratio(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+#: longest error shown in the Markdown table; results.json keeps the whole text
+ERROR_CHARS = 400
+
+TABLE_COLUMNS = (
+    "model", "nodes", "tensors", "weights MiB", "naive MiB", "onnxruntime peak MiB",
+    "lower bound MiB", "arena MiB", "arena/bound", "arena/onnxruntime", "plan s", "verify",
+)
+
+
+def _row(r: ZooResult) -> list[str]:
+    return [
+        r.name,
+        "—" if r.nodes is None else str(r.nodes),
+        "—" if r.tensors is None else str(r.tensors),
+        _mib(r.weights_size),
+        _mib(r.naive_size),
+        _mib(r.ort_peak),
+        _mib(r.lower_bound),
+        _mib(r.arena_size),
+        _ratio(r.arena_over_bound),
+        _ratio(r.arena_over_ort),
+        "—" if r.plan_seconds is None else f"{r.plan_seconds:.2f}",
+        r.verify if r.status in ("ok", "wrong") or r.verify != "not run" else r.status,
+    ]
+
+
+def results_markdown(results: Sequence[ZooResult], header: dict[str, Any] | None = None) -> str:
+    """The Markdown table of a zoo run, with the failures' errors under it."""
+    lines = []
+    if header:
+        for key, value in header.items():
+            lines.append(f"- {key}: {value}")
+        lines.append("")
+    lines.append("| " + " | ".join(TABLE_COLUMNS) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(TABLE_COLUMNS) - 2) + [":---:"]) + "|")
+    for r in results:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _row(r)) + " |")
+    bad = [r for r in results if r.status != "ok"]
+    ok = len(results) - len(bad)
+    lines += ["", f"{ok} of {len(results)} models ok."]
+    ratios = [x for x in (r.arena_over_ort for r in results) if x]
+    if ratios:
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        lines.append(
+            f"arena/onnxruntime: geometric mean {geo:.3f}, largest {max(ratios):.3f}, "
+            f"over {len(ratios)} models."
+        )
+    if bad:
+        lines += ["", "Failures:", ""]
+        for r in bad:
+            error = r.error or ""
+            if len(error) > ERROR_CHARS:
+                error = error[:ERROR_CHARS].rstrip() + " ... (full text in results.json)"
+            lines.append(f"- **{r.name}** ({r.status}): {error}")
+    return "\n".join(lines) + "\n"
+
+
+CSV_FIELDS = (
+    "name", "status", "nodes", "tensors", "weights_size", "naive_size", "ort_peak", "lower_bound",
+    "arena_size", "arena_over_bound", "arena_over_ort", "plan_seconds", "verify", "solver",
+    "solver_status", "order", "dims", "input_shapes", "seconds", "error",
+)
+
+
+def results_csv(results: Sequence[ZooResult]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for r in results:
+        d = r.to_dict()
+        d["dims"] = " ".join(f"{k}={v}" for k, v in r.dims.items())
+        d["input_shapes"] = " ".join(f"{k}={'x'.join(map(str, v))}"
+                                     for k, v in r.input_shapes.items())
+        writer.writerow(["" if d[f] is None else d[f] for f in CSV_FIELDS])
+    return buffer.getvalue()
+
+
+def write_results(results: Sequence[ZooResult], out_dir: str | os.PathLike[str],
+                  meta: dict[str, Any], pending: int = 0) -> dict[str, Path]:
+    """``results.json``, ``results.csv`` and ``results.md`` in ``out_dir``; returns their paths.
+
+    ``pending`` is the number of models not finished yet: a run writes its results after
+    every model, so a run that is stopped still leaves the finished models' rows. Each file
+    is replaced atomically; ``results.json`` says ``"complete": false`` and how many models
+    are pending until the last write.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "results.json", "csv": out / "results.csv", "md": out / "results.md"}
+    doc = {"schema_version": 1, **meta, "complete": pending == 0, "pending": pending,
+           "models": [r.to_dict() for r in results]}
+    markdown = results_markdown(results)
+    if pending:
+        markdown += f"\nRun not finished: {pending} more models pending.\n"
+    write_text_atomic(paths["json"], json.dumps(doc, indent=1) + "\n")
+    write_text_atomic(paths["csv"], results_csv(results))
+    write_text_atomic(paths["md"], markdown)
+    return paths
+
+
+class ResultsWriter:
+    """Writes a run's results after every model, so that a run that is stopped leaves the
+    rows of the models that finished (``write_results`` with the number still pending).
+
+    Use ``add`` as the job's ``on_result`` callback; rows are kept in the order of ``names``.
+    """
+
+    def __init__(self, out_dir: str | os.PathLike[str], names: Sequence[str],
+                 meta: dict[str, Any]) -> None:
+        self.out_dir = Path(out_dir)
+        self.meta = dict(meta)
+        self._rank = {name: i for i, name in enumerate(names)}
+        self._done: dict[str, ZooResult] = {}
+
+    @property
+    def results(self) -> list[ZooResult]:
+        """The finished models' results, in the order of ``names``."""
+        return sorted(self._done.values(), key=lambda r: self._rank.get(r.name, len(self._rank)))
+
+    def add(self, result: ZooResult) -> dict[str, Path]:
+        self._done[result.name] = result
+        return self.write()
+
+    def write(self, **meta: Any) -> dict[str, Path]:
+        """Write every file now; ``meta`` adds to (or replaces) the header's fields."""
+        self.meta.update(meta)
+        pending = sum(1 for name in self._rank if name not in self._done)
+        return write_results(self.results, self.out_dir, self.meta, pending)
+
+
+# --------------------------------------------------------------------------- baseline
+
+
+@dataclass(frozen=True, slots=True)
+class Regression:
+    """A model whose arena grew against the baseline (or that the baseline has and now fails)."""
+
+    name: str
+    baseline: int
+    arena_size: int | None
+
+    def __str__(self) -> str:
+        if self.arena_size is None:
+            return f"{self.name}: no arena now (baseline {self.baseline} B); see its error"
+        growth = self.arena_size / self.baseline - 1 if self.baseline else float("inf")
+        return f"{self.name}: arena {self.arena_size} B > baseline {self.baseline} B (+{growth:.2%})"
+
+
+def write_baseline(results: Sequence[ZooResult], path: str | os.PathLike[str],
+                   meta: dict[str, Any] | None = None) -> None:
+    """Record each planned model's arena size; models that failed are left out."""
+    arenas = {r.name: r.arena_size for r in results if r.arena_size is not None}
+    doc = {"schema_version": 1, **(meta or {}), "arena_size": arenas}
+    write_text_atomic(path, json.dumps(doc, indent=1) + "\n")
+
+
+def read_baseline(path: str | os.PathLike[str]) -> dict[str, int]:
+    try:
+        doc = json.loads(Path(path).read_text())
+        return {str(k): int(v) for k, v in doc["arena_size"].items()}
+    except FileNotFoundError:
+        raise OnnxmemError(f"baseline '{path}' does not exist; write one with --write-baseline") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise OnnxmemError(f"baseline '{path}' cannot be read ({exc}); rewrite it with --write-baseline") from None
+
+
+def compare_baseline(results: Sequence[ZooResult], baseline: dict[str, int],
+                     tolerance: float = 0.0) -> list[Regression]:
+    """Models in both whose arena grew by more than ``tolerance`` (a fraction), and models of
+    the baseline that now have no arena. Models not in the baseline are not compared."""
+    out = []
+    for r in results:
+        if r.name not in baseline:
+            continue
+        old = baseline[r.name]
+        if r.arena_size is None or r.arena_size > old * (1 + tolerance):
+            out.append(Regression(r.name, old, r.arena_size))
+    return out

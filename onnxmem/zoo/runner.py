@@ -1,0 +1,335 @@
+"""The zoo job: plan (and verify) each model of a zoo, each in a child process under a time
+limit, and hand each result on as it comes.
+
+Executors (``EXECUTORS``):
+
+- ``local``: a fresh process per model, ``jobs`` at a time; a fresh process also returns
+  each model's memory to the system.
+- ``inline``: one model at a time, each in a fresh child process, so that the time limit can
+  stop it; with no limit (``model_timeout`` 0 or None) the models run in the calling process,
+  one after another (for a debugger).
+- ``ray``: tasks on a Ray cluster; each task runs its model in a child process under the
+  same limit.
+
+A model that fails is a result with its error; one that crashes its process is ``failed``
+with the signal; one that runs past ``model_timeout`` seconds (``DEFAULT_MODEL_TIMEOUT``
+unless told otherwise) is stopped and reported as ``timeout``. Either way the job goes on
+with the next model.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import OnnxmemError, PlanInvalid
+from .catalog import ZooModel
+from .fixtures import materialize
+from .results import ZooResult
+
+__all__ = [
+    "DEFAULT_MODEL_TIMEOUT",
+    "EXECUTORS",
+    "VERIFY_DEVICES",
+    "ZooOptions",
+    "run_limited",
+    "run_model",
+    "run_zoo",
+]
+
+VERIFY_DEVICES = ("cpu", "cuda")
+#: executor name -> one-line summary (for the CLI's help)
+EXECUTORS = {
+    "local": "a fresh process per model, --jobs at a time",
+    "inline": "one model at a time, each in a child process (in this process with no limit)",
+    "ray": "tasks on a Ray cluster (RAY_ADDRESS), each model in a child process",
+}
+#: seconds one model may take unless told otherwise; 0 or None turns the limit off
+DEFAULT_MODEL_TIMEOUT = 600.0
+
+Callback = Callable[[ZooResult], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ZooOptions:
+    """How to run a zoo. ``plan.dims`` and ``plan.input_shapes`` override each model's own."""
+
+    plan: Any = None  # onnxmem.pipeline.PlanOptions; None means its defaults
+    verify: str | None = None  # None, "cpu" or "cuda"
+    jobs: int = 1
+    executor: str = "local"
+    work_dir: Path | None = None  # runnable copies of weight-free models, plans
+    model_timeout: float | None = DEFAULT_MODEL_TIMEOUT  # seconds per model; 0/None: no limit
+    seed: int = 0
+
+
+#: what runs one model: a top-level function (child processes import it by name)
+Task = Callable[[ZooModel, ZooOptions], ZooResult]
+
+
+def run_model(model: ZooModel, options: ZooOptions) -> ZooResult:
+    """Plan (and verify) one model; every error becomes a result, none escapes."""
+    from ..pipeline import PlanOptions, plan_model
+    from ..plan import write_plan
+
+    start = time.perf_counter()
+    base = options.plan or PlanOptions()
+    dims = {**model.dims, **dict(base.dims)}
+    shapes = {**model.input_shapes, **dict(base.input_shapes)}
+    opts = replace(base, dims=dims, input_shapes=shapes)
+    work = Path(options.work_dir) if options.work_dir else None
+    partial: dict[str, Any] = {}
+    stage = "plan"
+    try:
+        path = model.path
+        if options.verify:
+            stage = "fill weights"
+            path = materialize(path, (work or Path(".")) / "models", seed=options.seed)
+        stage = "plan"
+        planned = plan_model(path, opts)
+        plan = planned.plan
+        partial = {
+            "nodes": len(plan.order),
+            "tensors": len(plan.tensors),
+            "weights_size": plan.weights_size,
+            "naive_size": plan.naive_size,
+            "lower_bound": plan.lower_bound,
+            "arena_size": plan.arena_size,
+            "plan_seconds": plan.plan_seconds,
+            "solver": plan.solver.get("name"),
+            "solver_status": plan.solver.get("status"),
+            "order": plan.order_strategy,
+            "warnings": len(plan.warnings),
+        }
+        if work is not None:
+            (work / "plans").mkdir(parents=True, exist_ok=True)
+            plan_file = work / "plans" / f"{model.name}.json"
+            write_plan(plan, plan_file)
+            partial["plan_file"] = str(plan_file)
+        if options.verify:
+            stage = "verify"
+            verdict, detail, peak = _verify(planned, path, options.verify, options.seed)
+            partial.update(verify=verdict, verify_detail=detail, ort_peak=peak)
+            status = "ok" if verdict == "pass" else "wrong"
+            return ZooResult(model.name, str(model.path), status, None if status == "ok" else detail,
+                             dims, shapes, seconds=time.perf_counter() - start, **partial)
+        return ZooResult(model.name, str(model.path), "ok", None, dims, shapes,
+                         seconds=time.perf_counter() - start, **partial)
+    except PlanInvalid as exc:
+        if stage == "verify":
+            partial.update(verify="FAIL", verify_detail=str(exc))
+        return ZooResult(model.name, str(model.path), "wrong", str(exc), dims, shapes,
+                         seconds=time.perf_counter() - start, **partial)
+    except OnnxmemError as exc:
+        if stage == "verify":
+            partial.update(verify="error", verify_detail=str(exc))
+        return ZooResult(model.name, str(model.path), "failed", f"{stage}: {exc}", dims, shapes,
+                         seconds=time.perf_counter() - start, **partial)
+    except Exception as exc:  # a bug in onnxmem: keep the traceback's last frames
+        tb = traceback.format_exc(limit=-3).strip().splitlines()
+        where = next((ln.strip() for ln in reversed(tb) if ln.strip().startswith("File ")), "")
+        if stage == "verify":
+            partial.update(verify="error", verify_detail=f"{type(exc).__name__}: {exc}")
+        return ZooResult(model.name, str(model.path), "failed",
+                         f"{stage}: internal error {type(exc).__name__}: {exc} ({where})",
+                         dims, shapes,
+                         seconds=time.perf_counter() - start, **partial)
+
+
+def _verify(planned: Any, path: Path, device: str, seed: int) -> tuple[str, str, int | None]:
+    """Prove the plan and execute it in one arena (``onnxmem.verify``), then measure
+    onnxruntime's own peak on the same graph (``onnxmem.ortpeak``, optimizations off).
+
+    Returns ``(verdict, detail, onnxruntime_peak_bytes)``; verdict is ``pass`` or ``FAIL``.
+    The peak is counted over the tensors the arena holds
+    (:func:`onnxmem.ortpeak.comparable_peak`: plus graph inputs for ``--io
+    internal``). A peak that cannot be measured is ``None`` and said in ``detail``.
+    """
+    from .. import verify
+    from ..ortpeak import comparable_peak, ort_peak
+
+    report = verify.verify_plan(planned.model, planned.plan, model_path=path,
+                                options=verify.VerifyOptions(device=device, seed=seed))
+    if report.ok:
+        run = report.execution
+        verdict = "pass"
+        detail = (f"{run.nodes_run} nodes run in the arena on {run.device}, outputs match"
+                  if run is not None else "static proof holds")
+    else:
+        first = report.first
+        verdict = "FAIL"
+        detail = f"{first.kind}: {first}" if first is not None else "failed"
+    try:
+        measured = ort_peak(planned.model, planned.view, level="disable", device=device,
+                            model_path=path, seed=seed)
+        # counted over the same tensors as the arena (graph inputs in or out, as planned)
+        peak = comparable_peak(measured.peak, planned.view, planned.plan.io)
+        if peak is None:
+            detail += f"; onnxruntime peak not available: {measured.note}"
+    except OnnxmemError as exc:
+        peak = None
+        detail += f"; onnxruntime peak not measured: {exc}"
+    return verdict, detail, peak
+
+
+def run_zoo(models: Sequence[ZooModel], options: ZooOptions,
+            on_result: Callback | None = None, task: Task = run_model) -> list[ZooResult]:
+    """Run ``task`` (``run_model``) on every model with the executor of ``options``.
+
+    Results come back in the order of ``models``; ``on_result`` sees each as it ends.
+    """
+    if options.executor not in EXECUTORS:
+        raise OnnxmemError(
+            f"executor '{options.executor}' is unknown; use one of {', '.join(EXECUTORS)}"
+        )
+    if options.verify is not None and options.verify not in VERIFY_DEVICES:
+        raise OnnxmemError(
+            f"--verify {options.verify}: use one of {', '.join(VERIFY_DEVICES)}"
+        )
+    if options.jobs < 1:
+        raise OnnxmemError(f"--jobs {options.jobs}: use 1 or more")
+    if options.model_timeout is not None and options.model_timeout < 0:
+        raise OnnxmemError(f"--model-timeout {options.model_timeout:g}: use 0 (no limit) or more")
+    names = [m.name for m in models]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise OnnxmemError(f"zoo has several models named {', '.join(dupes)}; names must be unique")
+    if options.work_dir is not None:
+        Path(options.work_dir).mkdir(parents=True, exist_ok=True)
+    notify = on_result or (lambda _r: None)
+    if options.executor == "ray":
+        return _run_ray(models, options, notify, task)
+    if options.executor == "inline":
+        if not options.model_timeout:
+            results = []
+            for m in models:
+                results.append(task(m, options))
+                notify(results[-1])
+            return results
+        return _run_in_processes(models, options, notify, task, jobs=1)
+    return _run_in_processes(models, options, notify, task, jobs=options.jobs)
+
+
+def _child(task: Task, model: ZooModel, options: ZooOptions, conn: Any) -> None:
+    conn.send(task(model, options))
+    conn.close()
+
+
+def _run_in_processes(models: Sequence[ZooModel], options: ZooOptions, notify: Callback,
+                      task: Task, jobs: int) -> list[ZooResult]:
+    """One fresh (spawned) process per model, ``jobs`` at a time.
+
+    A model whose process dies (a segfault, the OOM killer) is ``failed``; one that runs past
+    ``options.model_timeout`` is killed and ``timeout``. If this function is interrupted, the
+    processes still running are killed.
+    """
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
+
+    ctx = mp.get_context("spawn")
+    limit = options.model_timeout or None
+    pending = list(enumerate(models))
+    running: dict[int, tuple[Any, Any, float]] = {}
+    results: list[ZooResult | None] = [None] * len(models)
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                i, m = pending.pop(0)
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_child, args=(task, m, options, send),
+                                   name=f"zoo-{m.name}")
+                proc.start()
+                send.close()
+                running[i] = (proc, recv, time.monotonic())
+            now = time.monotonic()
+            slack = min((began + limit - now for _, _, began in running.values()), default=1.0) \
+                if limit else 1.0
+            wait([r for _, r, _ in running.values()] + [p.sentinel for p, _, _ in running.values()],
+                 timeout=max(0.0, min(1.0, slack)))
+            for i, (proc, recv, began) in list(running.items()):
+                result = _collect(models[i], proc, recv, time.monotonic() - began, limit)
+                if result is not None:
+                    proc.join(5)
+                    recv.close()
+                    del running[i]
+                    results[i] = result
+                    notify(result)
+    finally:
+        for proc, recv, _ in running.values():
+            proc.kill()
+            proc.join(5)
+            recv.close()
+    return [r for r in results if r is not None]
+
+
+def _collect(m: ZooModel, proc: Any, recv: Any, seconds: float,
+             limit: float | None) -> ZooResult | None:
+    """The result of a model's process if it has one, a result for its death or its time
+    running out, or None while it is still working within its limit."""
+    if recv.poll():
+        try:
+            result: ZooResult = recv.recv()
+            return result
+        except (EOFError, OSError):
+            proc.join(5)
+            return _died(m, proc.exitcode, seconds)
+    if not proc.is_alive():
+        return _died(m, proc.exitcode, seconds)
+    if limit is not None and seconds > limit:
+        proc.kill()
+        return ZooResult(m.name, str(m.path), "timeout",
+                         f"ran past the per-model limit of {limit:g} s and was stopped; raise "
+                         "--model-timeout (0: no limit)", m.dims, m.input_shapes, seconds=seconds)
+    return None
+
+
+def _died(m: ZooModel, exitcode: int | None, seconds: float) -> ZooResult:
+    how = f"signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit code {exitcode}"
+    hint = " (killed: out of memory?)" if exitcode == -9 else ""
+    return ZooResult(m.name, str(m.path), "failed", f"the worker process died with {how}{hint}",
+                     m.dims, m.input_shapes, seconds=seconds)
+
+
+def run_limited(model: ZooModel, options: ZooOptions, task: Task = run_model) -> ZooResult:
+    """``task`` on one model in a child process under ``options.model_timeout`` (the unit
+    of work of the ray executor)."""
+    if not options.model_timeout:
+        return task(model, options)
+    return _run_in_processes([model], options, lambda _r: None, task, jobs=1)[0]
+
+
+def _run_ray(models: Sequence[ZooModel], options: ZooOptions, notify: Callback,
+             task: Task) -> list[ZooResult]:
+    """Tasks on a Ray cluster (``RAY_ADDRESS``, or a local one). Model paths and the work
+    folder must be reachable from every node, e.g. on a shared file system."""
+    try:
+        import ray
+    except ImportError:
+        raise OnnxmemError(
+            "--executor ray needs Ray: pip install 'onnxmem[ray]' (or use --executor local)"
+        ) from None
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
+                 log_to_driver=False)
+    remote = ray.remote(num_cpus=1)(run_limited)
+    refs = {remote.remote(m, options, task): i for i, m in enumerate(models)}
+    results: list[ZooResult | None] = [None] * len(models)
+    waiting = list(refs)
+    while waiting:
+        done, waiting = ray.wait(waiting, num_returns=1)
+        for ref in done:
+            i = refs[ref]
+            try:
+                result = ray.get(ref)
+            except Exception as exc:  # a worker that died: record it and go on
+                m = models[i]
+                result = ZooResult(m.name, str(m.path), "failed", f"ray task failed: {exc}",
+                                   m.dims, m.input_shapes)
+            results[i] = result
+            notify(result)
+    return [r for r in results if r is not None]
