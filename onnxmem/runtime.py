@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from .errors import RuntimeBackendError, ShapeError
+from .model import graph_tensors, read_external_data
 
 __all__ = ["make_session", "measure_shapes", "random_inputs", "NUMPY_DTYPES"]
 
@@ -106,22 +107,22 @@ def random_inputs(
 
 
 def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str] | None) -> onnx.ModelProto:
-    """A copy of ``model`` with its external weights read from disk."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    has_external = any(
-        i.data_location == onnx.TensorProto.EXTERNAL for i in m.graph.initializer
-    )
-    if has_external:
-        if model_path is None:
-            raise ShapeError("the model keeps weights in external files; give its path")
-        from onnx.external_data_helper import load_external_data_for_model
+    """A copy of ``model`` with its external weights read from disk.
 
-        try:
-            load_external_data_for_model(m, str(Path(model_path).parent))
-        except OSError as exc:
-            raise ShapeError(f"cannot read the external weights of '{model_path}': {exc}") from None
-    return m
+    The one function that reads weights: every reference is checked first, by
+    the same rules ``load_model`` applies (``model.check_external_data``), and
+    a bad one is a ``ModelError`` that names the tensor.
+    """
+    has_external = any(
+        t.data_location == onnx.TensorProto.EXTERNAL for t in graph_tensors(model.graph)
+    )
+    if not has_external:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        return m
+    if model_path is None:
+        raise ShapeError("the model keeps weights in external files; give its path")
+    return read_external_data(model, Path(model_path).parent)
 
 
 def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
