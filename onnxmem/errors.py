@@ -59,3 +59,14 @@ def show_name(name: object, limit: int = NAME_LIMIT) -> str:
     if len(text) > limit:
         return repr(text[:limit]) + f"... ({len(text)} characters)"
     return repr(text)
+
+
+def one_line(text: str) -> str:
+    """``text`` with every non-printable character escaped as ``repr`` does, so it prints as one line.
+
+    The CLI passes every message through this; names inside messages are
+    quoted with :func:`show_name` where they are made.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

@@ -33,9 +33,11 @@ from .errors import OnnxmemError, show_name
 
 __all__ = [
     "MAX_CSV_BYTES",
+    "MAX_DATA_BYTES",
     "MAX_MODEL_BYTES",
     "MAX_PLAN_BYTES",
     "OutputSet",
+    "check_input",
     "check_output_path",
     "read_input",
     "write_bytes_atomic",
@@ -48,23 +50,16 @@ MAX_MODEL_BYTES = 2**31 - 1
 MAX_PLAN_BYTES = 256 * 2**20
 #: largest CSV problem file read
 MAX_CSV_BYTES = 2**30
+#: largest other input read (an .npz of inputs, a zoo list, a baseline)
+MAX_DATA_BYTES = 2**31
 
 
 def _label(path: str | os.PathLike[str]) -> str:
     return show_name(os.fspath(path))
 
 
-def read_input(
-    path: str | os.PathLike[str],
-    what: str,
-    limit: int,
-    error: type[OnnxmemError] = OnnxmemError,
-) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``limit`` bytes.
-
-    ``what`` names the file in messages (``"model file"``, ``"plan file"``);
-    every refusal is an ``error`` that names the path, the rule and the fix.
-    """
+def _open_input(path: str | os.PathLike[str], what: str, limit: int, error: type[OnnxmemError]) -> int:
+    """An open descriptor of ``path`` once it is known to be a regular file of at most ``limit`` bytes."""
     name = _label(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
@@ -90,6 +85,35 @@ def read_input(
                 f"{what} {name} has {info.st_size:,} bytes, more than the {limit:,} onnxmem "
                 "reads; check that it is the right file"
             )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_input(
+    path: str | os.PathLike[str],
+    what: str,
+    limit: int,
+    error: type[OnnxmemError] = OnnxmemError,
+) -> None:
+    """Refuse ``path`` unless it is a regular file of at most ``limit`` bytes (another reader reads it)."""
+    os.close(_open_input(path, what, limit, error))
+
+
+def read_input(
+    path: str | os.PathLike[str],
+    what: str,
+    limit: int,
+    error: type[OnnxmemError] = OnnxmemError,
+) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes.
+
+    ``what`` names the file in messages (``"model file"``, ``"plan file"``);
+    every refusal is an ``error`` that names the path, the rule and the fix.
+    """
+    fd = _open_input(path, what, limit, error)
+    try:
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -100,12 +124,12 @@ def read_input(
             total += len(chunk)
             if total > limit:
                 raise error(
-                    f"{what} {name} grew past the {limit:,} bytes onnxmem reads while it was "
-                    "read; check that it is the right file"
+                    f"{what} {_label(path)} grew past the {limit:,} bytes onnxmem reads while it "
+                    "was read; check that it is the right file"
                 )
         return b"".join(chunks)
     except OSError as exc:
-        raise error(f"cannot read {what} {name}: {exc.strerror}") from None
+        raise error(f"cannot read {what} {_label(path)}: {exc.strerror}") from None
     finally:
         os.close(fd)
 
