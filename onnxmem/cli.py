@@ -388,11 +388,11 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
     from .fileio import MAX_DATA_BYTES, check_input
     from .verify import VerifyOptions, read_inputs, verify_plan
 
+    if inputs_path:
+        check_input(inputs_path, "--inputs file", MAX_DATA_BYTES)
     opts = make_plan_options(**planning, seed=seed)
     say = _progress(sys.stderr.isatty())
     onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
-    if inputs_path:
-        check_input(inputs_path, "--inputs file", MAX_DATA_BYTES)
     inputs = read_inputs(inputs_path) if inputs_path else None
     say("verifying")
     report = verify_plan(

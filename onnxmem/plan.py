@@ -287,27 +287,32 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+#: most digits of a JSON integer parsed (the range checks then speak of 2^62)
+_MAX_DIGITS = 100
+
+
 def _json_int(text: str) -> int:
-    if len(text.lstrip("-")) > 20:
-        raise ValueError(f"the integer {text[:20]}... has {len(text)} digits")
+    if len(text.lstrip("-")) > _MAX_DIGITS:
+        raise ValueError(f"an integer has {len(text.lstrip('-'))} digits, more than {_MAX_DIGITS}")
     return int(text)
 
 
 def parse_plan_json(data: bytes, where: str) -> Any:
-    """Parse plan JSON strictly: UTF-8, no NaN or Infinity, integers of at most 20 digits."""
+    """Parse plan JSON strictly: UTF-8, no NaN or Infinity, integers of at most 100 digits."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PlanError(
-            f"{where} is not UTF-8 text (byte {exc.start}); give the JSON plan that "
-            "'onnxmem plan -o' wrote, not a model or another file"
+            f"{where} is not UTF-8 text (byte {exc.start}); give the JSON plan "
+            "that 'onnxmem plan -o' wrote"
         ) from None
     try:
         return json.loads(text, parse_constant=_no_constant, parse_int=_json_int)
     except RecursionError:
         raise PlanError(f"{where} nests arrays or objects too deep; it is not a plan") from None
     except json.JSONDecodeError as exc:
-        raise PlanError(f"{where} is not JSON (line {exc.lineno}: {exc.msg})") from None
+        raise PlanError(f"{where} is not JSON (line {exc.lineno}: {exc.msg}); give the JSON plan "
+                        "that 'onnxmem plan -o' wrote") from None
     except ValueError as exc:
         raise PlanError(f"{where} is not a plan: {exc}") from None
 
