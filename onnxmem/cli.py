@@ -221,7 +221,7 @@ def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
     try:
         width, height = (float(v) for v in size.lower().split("x"))
     except ValueError:
-        raise click.BadParameter(f"'{size}' is not WxH, e.g. 12x7", param_hint="--size") from None
+        raise click.BadParameter(f"{show_name(size)} is not WxH, e.g. 12x7", param_hint="--size") from None
     OutputSet(inputs=[plan_file]).add(output, "-o")
     console = Console(stderr=True)
     with console.status("reading plan") as status:
@@ -355,7 +355,7 @@ def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str],
     onnx_model = load_model(model)
     if plan_path:
         return onnx_model, read_plan(plan_path), None, plan_path
-    carried = plan_from_model(onnx_model, f"model '{model}'")
+    carried = plan_from_model(onnx_model, f"model {show_name(model)}")
     if carried is not None:
         return onnx_model, carried, None, "carried by the annotated model"
     planned = plan_loaded(onnx_model, model, opts, say)

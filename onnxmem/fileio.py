@@ -64,7 +64,7 @@ def _open_input(path: str | os.PathLike[str], what: str, limit: int, error: type
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
-        raise error(f"{what} {name} does not exist; check the path") from None
+        raise error(f"cannot read {what} {name}: it does not exist; check the path") from None
     except IsADirectoryError:
         raise error(f"{what} {name} is a folder; give a file") from None
     except ValueError:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import numpy as np
 import onnx
 
-from .errors import RuntimeBackendError, ShapeError
+from .errors import RuntimeBackendError, ShapeError, one_line, show_name
 from .model import graph_tensors, read_external_data
 
 __all__ = ["make_session", "measure_shapes", "random_inputs", "NUMPY_DTYPES"]
@@ -94,7 +94,8 @@ def random_inputs(
             continue
         et = vi.type.tensor_type.elem_type
         if et not in NUMPY_DTYPES:
-            raise ShapeError(f"input '{vi.name}' has a dtype onnxmem cannot generate data for; pass --inputs")
+            raise ShapeError(f"input {show_name(vi.name)} has a dtype onnxmem cannot generate data for; "
+                             "pass --inputs")
         shape = shapes[vi.name]
         dt = NUMPY_DTYPES[et]
         if np.issubdtype(dt, np.floating):
@@ -144,8 +145,8 @@ def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
             else:
                 sym = d.dim_param or f"axis {axis}"
                 raise ShapeError(
-                    f"input '{vi.name}' has unbound dim '{sym}'; pass --dim {d.dim_param or 'NAME'}=N "
-                    f"or --input-shape {vi.name}=D1xD2..."
+                    f"input {show_name(vi.name)} has unbound dim {show_name(sym)}; pass --dim "
+                    f"{one_line(d.dim_param or 'NAME')}=N or --input-shape {one_line(vi.name)}=D1xD2..."
                 )
         shapes[vi.name] = tuple(sh)
     return shapes
