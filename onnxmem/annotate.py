@@ -21,7 +21,7 @@ from pathlib import Path
 import onnx
 
 from .errors import OnnxmemError, PlanError, show_name
-from .fileio import check_output_path, write_bytes_atomic
+from .fileio import MAX_PLAN_BYTES, check_output_path, write_bytes_atomic
 from .graph import node_names
 from .plan import MemoryPlan, parse_plan_json, plan_from_dict
 
@@ -104,5 +104,9 @@ def plan_from_model(model: onnx.ModelProto, where: str = "model") -> MemoryPlan 
     for p in model.metadata_props:
         if p.key == PREFIX + "plan":
             label = f"{where} (onnxmem.plan)"
-            return plan_from_dict(parse_plan_json(p.value.encode("utf-8", "surrogateescape"), label), label)
+            data = p.value.encode("utf-8") if isinstance(p.value, str) else bytes(p.value)
+            if len(data) > MAX_PLAN_BYTES:
+                raise PlanError(f"{label} has {len(data):,} bytes, more than the {MAX_PLAN_BYTES:,} of a "
+                                "plan onnxmem reads; re-annotate the model")
+            return plan_from_dict(parse_plan_json(data, label), label)
     return None

@@ -39,6 +39,7 @@ __all__ = [
     "OutputSet",
     "check_input",
     "check_output_path",
+    "open_input",
     "read_input",
     "write_bytes_atomic",
     "write_text_atomic",
@@ -58,7 +59,7 @@ def _label(path: str | os.PathLike[str]) -> str:
     return show_name(os.fspath(path))
 
 
-def _open_input(path: str | os.PathLike[str], what: str, limit: int, error: type[OnnxmemError]) -> int:
+def open_input(path: str | os.PathLike[str], what: str, limit: int, error: type[OnnxmemError]) -> int:
     """An open descriptor of ``path`` once it is known to be a regular file of at most ``limit`` bytes."""
     name = _label(path)
     try:
@@ -98,7 +99,7 @@ def check_input(
     error: type[OnnxmemError] = OnnxmemError,
 ) -> None:
     """Refuse ``path`` unless it is a regular file of at most ``limit`` bytes (another reader reads it)."""
-    os.close(_open_input(path, what, limit, error))
+    os.close(open_input(path, what, limit, error))
 
 
 def read_input(
@@ -112,7 +113,7 @@ def read_input(
     ``what`` names the file in messages (``"model file"``, ``"plan file"``);
     every refusal is an ``error`` that names the path, the rule and the fix.
     """
-    fd = _open_input(path, what, limit, error)
+    fd = open_input(path, what, limit, error)
     try:
         chunks: list[bytes] = []
         total = 0

@@ -31,7 +31,7 @@ import onnx
 from onnx import TensorProto
 
 from .errors import ModelError, ShapeError, show_name
-from .fileio import MAX_MODEL_BYTES, read_input
+from .fileio import MAX_MODEL_BYTES, open_input, read_input
 
 __all__ = [
     "DTYPES",
@@ -133,8 +133,9 @@ def tensor_bytes(elem_type: int, shape: Iterable[int], name: str = "?") -> int:
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a model file (a regular file of at most ``MAX_MODEL_BYTES``)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with os.fdopen(open_input(path, "model file", MAX_MODEL_BYTES, ModelError), "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()

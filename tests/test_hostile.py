@@ -201,7 +201,7 @@ def fifo(folder: Path, name: str = "pipe") -> Path:
 @pytest.mark.parametrize("command", [
     ["plan", "{dev}"], ["show", "{dev}"], ["verify", "{dev}"], ["pack", "{dev}"],
     ["plot", "{dev}", "-o", "{folder}/p.html"], ["verify", "{model}", "--plan", "{dev}"],
-    ["verify", "{model}", "--inputs", "{dev}"],
+    ["verify", "{model}", "--inputs", "{dev}"], ["zoo", "{dev}"], ["zoo", "{folder}", "--baseline", "{dev}"],
 ], ids=lambda c: " ".join(c[:1] + c[2:3]))
 @pytest.mark.parametrize("device", ["/dev/zero", "FIFO"])
 def test_input_that_is_not_a_regular_file(device, command, tmp_path):
@@ -312,6 +312,20 @@ def test_hostile_plan(case, command, planned, tmp_path):
         "verify --static-only": ["verify", model, "--plan", bad, "--static-only"],
     }[command]
     assert_refused(args, tmp_path, words)
+
+
+def test_hostile_plan_carried_by_an_annotated_model(planned, tmp_path):
+    # verify reads the plan an annotated model carries by the same strict rules
+    model, plan = planned
+    annotated = onnx.load(model)
+    annotated.metadata_props.add(key="onnxmem.plan", value="[" * 100_000 + "]" * 100_000)
+    path = save_model(tmp_path, annotated, "annotated.onnx")
+    assert_refused(["verify", path], tmp_path, "too deep")
+    del annotated.metadata_props[:]
+    plan["tensors"][0]["offset"] = 2**70
+    annotated.metadata_props.add(key="onnxmem.plan", value=json.dumps(plan))
+    path = save_model(tmp_path, annotated, "annotated.onnx")
+    assert_refused(["verify", path], tmp_path, "not below 2^62")
 
 
 def test_show_and_plot_on_a_model_file(planned, tmp_path):
