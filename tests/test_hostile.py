@@ -384,6 +384,20 @@ def test_csv_times_up_to_2_62_are_solved_exactly(tmp_path):
     assert "lower bound  17" in r.stdout and "height       17" in r.stdout
 
 
+@pytest.mark.parametrize("solver", ["greedy", "exact", "naive", "shared-greedy"])
+def test_csv_at_the_bound_is_exact(solver, tmp_path):
+    # two overlapping buffers whose sizes sum to just under 2^62: no int64 overflow anywhere
+    size = 2**61 - 2
+    csv = tmp_path / "p.csv"
+    csv.write_text(f"id,lower,upper,size\na,0,2,{size}\nb,1,3,{size}\n")
+    out = tmp_path / "o.csv"
+    r = CliRunner().invoke(main, ["pack", str(csv), "--solver", solver, "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    assert f"lower bound  {2 * size:,}" in r.stdout and f"height       {2 * size:,}" in r.stdout
+    rows = out.read_text().splitlines()[1:]
+    assert sorted(int(row.split(",")[4]) for row in rows) == [0, size]
+
+
 # ---------------------------------------------------------------- outputs
 
 
