@@ -15,18 +15,17 @@ original so its data references still resolve.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import onnx
 
-from .errors import OnnxmemError, PlanError
-from .fileio import check_output_path, write_bytes_atomic
+from .errors import OnnxmemError, PlanError, show_name
+from .fileio import MAX_PLAN_BYTES, check_output_path, write_bytes_atomic
 from .graph import node_names
-from .plan import MemoryPlan, plan_from_dict
+from .plan import MemoryPlan, parse_plan_json, plan_from_dict
 
-__all__ = ["PREFIX", "annotate_model", "plan_from_model", "write_annotated"]
+__all__ = ["PREFIX", "annotate_model", "plan_from_model", "render_annotated", "write_annotated"]
 
 PREFIX = "onnxmem."
 
@@ -64,33 +63,50 @@ def annotate_model(model: onnx.ModelProto, plan: MemoryPlan) -> onnx.ModelProto:
     return out
 
 
-def write_annotated(
+def render_annotated(
     model: onnx.ModelProto, plan: MemoryPlan, source: str | os.PathLike[str], path: str | os.PathLike[str]
-) -> None:
-    """Write the annotated model atomically; checks it with ``onnx.checker`` first."""
-    dest = check_output_path(path, "--annotate")
+) -> bytes:
+    """The annotated model's bytes, for writing to ``path``; checks it with ``onnx.checker`` first.
+
+    A model with external weights must be written into ``source``'s folder, where
+    its data references resolve.
+    """
+    dest = Path(os.path.realpath(path))
     has_external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
-    if has_external and dest.resolve().parent != Path(source).resolve().parent:
+    if has_external and dest.parent != Path(os.path.realpath(source)).parent:
         raise OnnxmemError(
-            f"--annotate '{dest}': the model keeps its weights in external files, whose "
-            f"references only resolve next to it; write the annotated model into '{Path(source).parent}'"
+            f"--annotate {show_name(os.fspath(path))}: the model keeps its weights in external files, "
+            f"whose references only resolve next to it; write the annotated model into "
+            f"{show_name(str(Path(source).parent))}"
         )
     out = annotate_model(model, plan)
     try:
         onnx.checker.check_model(out)
     except onnx.checker.ValidationError as exc:
-        first = str(exc).strip().splitlines()[0]
+        first = " ".join(str(exc).split())[:300]
         raise OnnxmemError(f"the annotated model fails onnx.checker: {first}") from None
-    write_bytes_atomic(dest, out.SerializeToString())
+    try:
+        return out.SerializeToString()  # type: ignore[no-any-return]
+    except ValueError as exc:  # past protobuf's 2 GiB
+        raise OnnxmemError(f"the annotated model cannot be serialized: {exc}") from None
+
+
+def write_annotated(
+    model: onnx.ModelProto, plan: MemoryPlan, source: str | os.PathLike[str], path: str | os.PathLike[str]
+) -> None:
+    """Write the annotated model atomically (see :func:`render_annotated`); never over ``source``."""
+    check_output_path(path, "--annotate")
+    write_bytes_atomic(path, render_annotated(model, plan, source, path), "--annotate", inputs=[source])
 
 
 def plan_from_model(model: onnx.ModelProto, where: str = "model") -> MemoryPlan | None:
     """The plan an annotated model carries, or ``None``."""
     for p in model.metadata_props:
         if p.key == PREFIX + "plan":
-            try:
-                data = json.loads(p.value)
-            except json.JSONDecodeError:
-                raise PlanError(f"{where}: metadata 'onnxmem.plan' is not JSON; re-annotate") from None
-            return plan_from_dict(data, f"{where} (onnxmem.plan)")
+            label = f"{where} (onnxmem.plan)"
+            data = p.value.encode("utf-8") if isinstance(p.value, str) else bytes(p.value)
+            if len(data) > MAX_PLAN_BYTES:
+                raise PlanError(f"{label} has {len(data):,} bytes, more than the {MAX_PLAN_BYTES:,} of a "
+                                "plan onnxmem reads; re-annotate the model")
+            return plan_from_dict(parse_plan_json(data, label), label)
     return None

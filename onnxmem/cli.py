@@ -22,10 +22,12 @@ import click
 from click.shell_completion import CompletionItem
 
 from . import __version__
-from .errors import OnnxmemError, PlanInvalid, ProblemError
+from .errors import OnnxmemError, PlanInvalid, ProblemError, one_line, show_name
 from .export import FORMATS, export_plan
-from .fileio import check_output_path, write_bytes_atomic
-from .plan import read_plan, write_plan
+from .fileio import MAX_DATA_BYTES, OutputSet, check_input
+from .plan import read_plan, render_plan
+from .zoo.settings import DEFAULT_MODEL_TIMEOUT as ZOO_MODEL_TIMEOUT
+from .zoo.settings import EXECUTORS as ZOO_EXECUTORS
 
 # The modules above are light. Everything that imports onnx, onnxruntime, numpy,
 # numba, matplotlib or rich is imported inside the command that needs it, so that
@@ -40,7 +42,7 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except OnnxmemError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {one_line(str(exc))}", err=True)
             sys.exit(exc.exit_code)
 
     return wrapper
@@ -215,15 +217,15 @@ def plan_summary(plan: Any) -> list[str]:
     gap = f"+{plan.gap * 100:.2f}% over the bound" if plan.lower_bound else "at the bound"
     status = plan.solver["status"]
     return [
-        f"model        {plan.model['path']}",
-        f"nodes        {n_nodes}   tensors planned {len(plan.tensors)}   order {plan.order_strategy}",
+        f"model        {one_line(str(plan.model['path']))}",
+        f"nodes        {n_nodes}   tensors planned {len(plan.tensors)}   order {one_line(plan.order_strategy)}",
         f"weights      {fmt_bytes(plan.weights_size)}",
         f"naive        {fmt_bytes(plan.naive_size)}",
         f"lower bound  {fmt_bytes(plan.lower_bound)}",
         *([f"file order   lower bound {fmt_bytes(plan.extra['file_order_lower_bound'])}"]
           if "file_order_lower_bound" in plan.extra else []),
         f"arena        {fmt_bytes(plan.arena_size)}   {gap} ({status})",
-        f"time         plan {plan.plan_seconds:.3f} s   solver {plan.solver['name']} "
+        f"time         plan {plan.plan_seconds:.3f} s   solver {one_line(str(plan.solver['name']))} "
         f"{plan.solver['seconds']:.3f} s",
     ]
 
@@ -241,31 +243,44 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
          io: str, timeout: float | None, inplace: str, as_json: bool) -> None:
     """Plan the activation memory of MODEL and print the summary."""
-    from .annotate import write_annotated
+    from .annotate import render_annotated
     from .pipeline import plan_model
 
+    outs = OutputSet(inputs=[model])
     if output:
-        check_output_path(output, "-o")
+        outs.add(output, "-o")
     if annotate:
-        check_output_path(annotate, "--annotate")
+        outs.add(annotate, "--annotate")
     opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
                              inplace=inplace)
     result = plan_model(model, opts, progress=_progress(sys.stderr.isatty() and not as_json))
+    _add_weight_files(outs, result.model, model)
     if output:
-        write_plan(result.plan, output)
+        outs.put(output, render_plan(result.plan))
     if annotate:
-        write_annotated(result.model, result.plan, model, annotate)
+        outs.put(annotate, render_annotated(result.model, result.plan, model, annotate))
+    outs.commit()
     if as_json:
         click.echo(result.plan.to_json(), nl=False)
         return
     for line in plan_summary(result.plan):
         click.echo(line)
     for w in result.plan.warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(f"warning: {one_line(w)}", err=True)
     if output:
-        click.echo(f"plan         {output}")
+        click.echo(f"plan         {one_line(output)}")
     if annotate:
-        click.echo(f"annotated    {annotate}")
+        click.echo(f"annotated    {one_line(annotate)}")
+
+
+def _add_weight_files(outs: Any, onnx_model: Any, model_path: str) -> None:
+    """Declare the model's external data files as inputs, so no output replaces them."""
+    from pathlib import Path
+
+    from .model import check_external_data
+
+    for ref in check_external_data(onnx_model, Path(model_path).parent, need_files=False):
+        outs.add_input(ref.path)
 
 
 @main.command()
@@ -297,23 +312,14 @@ def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
     try:
         width, height = (float(v) for v in size.lower().split("x"))
     except ValueError:
-        raise click.BadParameter(f"'{size}' is not WxH, e.g. 12x7", param_hint="--size") from None
-    check_output_path(output, "-o")
+        raise click.BadParameter(f"{show_name(size)} is not WxH, e.g. 12x7", param_hint="--size") from None
+    OutputSet(inputs=[plan_file]).add(output, "-o")
     console = Console(stderr=True)
     with console.status("reading plan") as status:
         plan_ = read_plan(plan_file)
         out = plot_plan(plan_, output, title=title, width=width, height=height,
                         progress=lambda msg: status.update(msg))
-    click.echo(f"wrote {out}")
-
-
-def _zoo_choices() -> tuple[dict[str, str], float]:
-    from .zoo.runner import DEFAULT_MODEL_TIMEOUT, EXECUTORS
-
-    return EXECUTORS, DEFAULT_MODEL_TIMEOUT
-
-
-_ZOO_EXECUTORS, _ZOO_MODEL_TIMEOUT = _zoo_choices()
+    click.echo(f"wrote {one_line(str(out))}")
 
 
 @main.command()
@@ -328,10 +334,10 @@ _ZOO_EXECUTORS, _ZOO_MODEL_TIMEOUT = _zoo_choices()
               "model), plans/ and filled models/.")
 @click.option("--only", multiple=True, metavar="PATTERN",
               help="Run only models whose name matches (shell patterns, comma-separated or repeated).")
-@click.option("--executor", type=click.Choice(list(_ZOO_EXECUTORS)), default="local",
+@click.option("--executor", type=click.Choice(list(ZOO_EXECUTORS)), default="local",
               show_default=True,
-              help="; ".join(f"{name}: {summary}" for name, summary in _ZOO_EXECUTORS.items()) + ".")
-@click.option("--model-timeout", type=click.FloatRange(min=0), default=_ZOO_MODEL_TIMEOUT,
+              help="; ".join(f"{name}: {summary}" for name, summary in ZOO_EXECUTORS.items()) + ".")
+@click.option("--model-timeout", type=click.FloatRange(min=0), default=ZOO_MODEL_TIMEOUT,
               show_default=True,
               help="Seconds one model may take; past it the model is stopped and reported as "
               "timeout, and the run goes on. 0: no limit.")
@@ -360,6 +366,7 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
     from . import zoo as zoo_lib
     from .report import format_bytes
 
+    _check_zoo_paths(zoo_source, out_dir, baseline, write_baseline)
     patterns = [p for word in only for p in word.split(",") if p]
     models = zoo_lib.load_zoo(zoo_source, patterns)
     base = zoo_lib.read_baseline(baseline) if baseline else None
@@ -412,6 +419,29 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
         sys.exit(1)
 
 
+def _check_zoo_paths(source: str, out_dir: str, baseline: str | None, write_baseline: str | None) -> None:
+    """The zoo's inputs are regular, bounded files; its outputs pass the checks of ``OutputSet``."""
+    import os
+
+    from .fileio import MAX_DATA_BYTES, OutputSet, check_input
+
+    inputs = []
+    if os.path.exists(source) and not os.path.isdir(source):
+        check_input(source, "zoo list", MAX_DATA_BYTES)
+        inputs.append(source)
+    if baseline:
+        check_input(baseline, "--baseline file", MAX_DATA_BYTES)
+        inputs.append(baseline)
+    outs = OutputSet(inputs)
+    if os.path.exists(out_dir):
+        if not os.path.isdir(out_dir):
+            raise OnnxmemError(f"--out {show_name(out_dir)} exists and is not a folder; give a folder path")
+        for name in ("results.json", "results.csv", "results.md"):
+            outs.add(os.path.join(out_dir, name), "--out")
+    if write_baseline:
+        outs.add(write_baseline, "--write-baseline")
+
+
 def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str], None]) -> tuple[Any, Any, Any, str]:
     """``(onnx model, plan, view or None, where the plan came from)`` for verify/compare."""
     from .annotate import plan_from_model
@@ -422,7 +452,7 @@ def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str],
     onnx_model = load_model(model)
     if plan_path:
         return onnx_model, read_plan(plan_path), None, plan_path
-    carried = plan_from_model(onnx_model, f"model '{model}'")
+    carried = plan_from_model(onnx_model, f"model {show_name(model)}")
     if carried is not None:
         return onnx_model, carried, None, "carried by the annotated model"
     planned = plan_loaded(onnx_model, model, opts, say)
@@ -453,6 +483,8 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
     """
     from .verify import VerifyOptions, read_inputs, verify_plan
 
+    if inputs_path:
+        check_input(inputs_path, "--inputs file", MAX_DATA_BYTES)
     opts = make_plan_options(**planning, seed=seed)
     say = _progress(sys.stderr.isatty())
     onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
@@ -463,15 +495,15 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
         options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
                               execute=not static_only),
     )
-    click.echo(f"model     {model}")
-    click.echo(f"plan      {source}")
+    click.echo(f"model     {one_line(model)}")
+    click.echo(f"plan      {one_line(source)}")
     click.echo(f"arena     {fmt_bytes(report.arena_size)}   {report.tensors} tensors   {report.nodes} nodes")
     for w in report.warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(f"warning: {one_line(w)}", err=True)
     if report.static:
         click.echo(f"static    FAILED: {len(report.static)} violation(s)")
         for f in report.static[:10]:
-            click.echo(f"  - {f}")
+            click.echo(f"  - {one_line(str(f))}")
     else:
         click.echo(f"static    ok ({report.static_seconds * 1000:.1f} ms): order topological, tensors match, "
                    "aligned, in the arena, no live overlap")
@@ -483,11 +515,12 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
         for c in ex.outputs:
             same = "identical" if c.identical else f"max |diff| {c.max_abs_diff:.3g} (tolerance {c.tolerance:.3g})"
             whole = "" if c.whole_model_diff is None else f"; whole-model run: max |diff| {c.whole_model_diff:.3g}"
-            click.echo(f"  output  {c.name}: {'ok' if c.ok else 'MISMATCH'}, outside the arena: {same}{whole}")
+            click.echo(f"  output  {one_line(c.name)}: {'ok' if c.ok else 'MISMATCH'}, outside the arena: "
+                       f"{same}{whole}")
         for n in ex.notes:
-            click.echo(f"  note    {n}")
+            click.echo(f"  note    {one_line(n)}")
         for f in ex.findings[:10]:
-            click.echo(f"  - {f}")
+            click.echo(f"  - {one_line(str(f))}")
     if report.first is not None:
         raise PlanInvalid(f"the plan is wrong: {report.first}")
     click.echo("verified" if ex is not None else "verified (static proof only)")
@@ -527,13 +560,13 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
         return f"{a / b:.2f}x" if a is not None and b else "-"
 
     arena = the_plan.arena_size
-    click.echo(f"model                  {model}")
-    click.echo(f"plan                   {source}")
+    click.echo(f"model                  {one_line(model)}")
+    click.echo(f"plan                   {one_line(source)}")
     click.echo(f"naive (no reuse)       {fmt_bytes(the_plan.naive_size)}   {ratio(the_plan.naive_size, arena)} the arena")
     for p in peaks:
         label = "ORT_DISABLE_ALL" if p.level == "disable" else "ORT_ENABLE_ALL (fused graph)"
         if p.peak is None:
-            click.echo(f"onnxruntime peak       {label}: not available ({p.note})")
+            click.echo(f"onnxruntime peak       {label}: not available ({one_line(p.note)})")
             continue
         same = comparable_peak(p.peak, view, io) or 0
         how = (f"{fmt_bytes(p.peak)} allocated + {fmt_bytes(inputs_size)} graph inputs" if io == "internal"
@@ -566,16 +599,25 @@ def pack(problem_csv: str, capacity: int | None, minimize: bool, solver: str,
     Exits 0 with a plan, 2 when no plan fitting the capacity was found
     (status infeasible or timeout), 1 on bad input.
     """
-    from .solvers.pack import pack_csv  # numpy
+    from .problem import read_csv, write_csv  # numpy
+    from .solvers.pack import pack as pack_problem
 
     if minimize and capacity is not None:
         raise ProblemError("--capacity and --minimize exclude each other; pass one")
-    report = pack_csv(problem_csv, capacity=capacity, solver=solver, timeout=timeout,
-                      output=output)
+    outs = OutputSet(inputs=[problem_csv])
+    if output is not None:
+        outs.add(output, "-o")
+    problem, _ = read_csv(problem_csv)
+    if capacity is not None:
+        problem.with_capacity(capacity)  # refuses a capacity past the bounds of a problem
+    report = pack_problem(problem, capacity=capacity, solver=solver, timeout=timeout)
+    if output is not None and report.fits:
+        outs.put(output, write_csv(problem, None, report.solution.offsets))
+        outs.commit()
     for key, value in report.lines():
         click.echo(f"{key:<12} {value}")
     if output is not None and report.fits:
-        click.echo(f"{'written':<12} {output}")
+        click.echo(f"{'written':<12} {one_line(output)}")
     if not report.fits:
         sys.exit(2)
 
@@ -596,10 +638,12 @@ def generate(kind: str, output: str, size: int, graph_kind: str, seed: int) -> N
     """
     from .generate import GENERATORS  # onnx
 
-    check_output_path(output, "OUTPUT")
+    outs = OutputSet()
+    outs.add(output, "OUTPUT")
     model = GENERATORS[kind].build(size, seed, graph_kind)
-    write_bytes_atomic(output, model.SerializeToString())
-    click.echo(f"{kind:<12} {len(model.graph.node)} nodes -> {output}")
+    outs.put(output, model.SerializeToString())
+    outs.commit()
+    click.echo(f"{kind:<12} {len(model.graph.node)} nodes -> {one_line(output)}")
 
 
 @main.command("list")
@@ -637,7 +681,8 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
     entry = FORMATS[fmt]
     if model_path is not None and entry.model == "none":
         raise click.UsageError(f"format '{fmt}' does not read the model; leave --model out")
-    check_output_path(output, "-o")
+    outs = OutputSet(inputs=[plan_file] + ([model_path] if model_path else []))
+    outs.add(output, "-o")
     the_plan = read_plan(plan_file)
     model = None
     if model_path is not None:
@@ -649,12 +694,14 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
         external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
         if entry.beside_model and external and Path(output).resolve().parent != Path(model_path).resolve().parent:
             raise OnnxmemError(
-                f"-o '{output}': the model keeps its weights in external files, whose references "
-                f"only resolve next to it; write the {fmt} output into '{Path(model_path).parent}'"
+                f"-o {show_name(output)}: the model keeps its weights in external files, whose "
+                f"references only resolve next to it; write the {fmt} output into "
+                f"{show_name(str(Path(model_path).parent))}"
             )
     data = export_plan(the_plan, fmt, model)
-    write_bytes_atomic(output, data)
-    click.echo(f"{fmt:<12} {len(data):,} B -> {output}")
+    outs.put(output, data)
+    outs.commit()
+    click.echo(f"{fmt:<12} {len(data):,} B -> {one_line(output)}")
 
 
 # -- end of commands --

@@ -38,3 +38,35 @@ class PlanInvalid(OnnxmemError):
 
 class RuntimeBackendError(OnnxmemError):
     """onnxruntime cannot run what was asked (missing provider, unsupported op)."""
+
+
+#: characters of a name shown in a message before it is cut
+NAME_LIMIT = 200
+
+
+def show_name(name: object, limit: int = NAME_LIMIT) -> str:
+    """``name`` quoted and escaped as ``repr`` does, cut to ``limit`` characters.
+
+    Every string read from a model, plan or CSV file reaches a message through
+    this, so a name cannot add lines or terminal control codes to the output.
+
+    >>> show_name("x\\ny")
+    "'x\\\\ny'"
+    """
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "backslashreplace")
+    text = str(name)
+    if len(text) > limit:
+        return repr(text[:limit]) + f"... ({len(text)} characters)"
+    return repr(text)
+
+
+def one_line(text: str) -> str:
+    """``text`` with every non-printable character escaped as ``repr`` does, so it prints as one line.
+
+    The CLI passes every message through this; names inside messages are
+    quoted with :func:`show_name` where they are made.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

@@ -22,6 +22,7 @@ import hashlib
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -30,20 +31,25 @@ import onnx
 from onnx import TensorProto
 
 from . import dimexpr
-from .errors import ModelError, ShapeError
+from .errors import ModelError, ShapeError, show_name
+from .fileio import MAX_MODEL_BYTES, open_input, read_input
 
 __all__ = [
     "DTYPES",
+    "ExternalData",
     "ShapeInfo",
+    "check_external_data",
     "dtype_bits",
     "dtype_name",
     "file_sha256",
+    "graph_tensors",
     "infer_shapes",
     "initializers",
     "iter_graphs",
     "load_model",
     "parse_dim_binding",
     "parse_input_shape",
+    "read_external_data",
     "tensor_bytes",
 ]
 
@@ -140,8 +146,9 @@ def tensor_bytes(elem_type: int, shape: Iterable[int], name: str = "?") -> int:
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a model file (a regular file of at most ``MAX_MODEL_BYTES``)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with os.fdopen(open_input(path, "model file", MAX_MODEL_BYTES, ModelError), "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -195,65 +202,214 @@ def initializers(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
     return [init for g in iter_graphs(graph) for init in g.initializer]
 
 
-def _check_external_data(model: onnx.ModelProto, base: Path) -> None:
-    """Refuse external-data locations outside the model's folder (never read them)."""
-    root = base.resolve()
-    for g in iter_graphs(model.graph):
-        for init in g.initializer:
-            if init.data_location != TensorProto.EXTERNAL:
-                continue
-            info = {e.key: e.value for e in init.external_data}
-            loc = info.get("location", "")
-            target = (root / loc).resolve()
-            if os.path.isabs(loc) or (target != root and root not in target.parents):
-                raise ModelError(
-                    f"initializer '{init.name}' points to external data '{loc}' outside "
-                    f"the model's folder '{root}'; onnxmem refuses to read it: move the "
-                    "data file next to the model"
-                )
+#: bytes of weights onnxmem inlines into one model for onnxruntime (protobuf's limit)
+MAX_INLINE_WEIGHTS = 2**31 - 1
+
+_DECIMAL = re.compile(r"[0-9]{1,19}")
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalData:
+    """One tensor's external-data reference, checked: bytes ``[offset, offset + length)`` of ``path``."""
+
+    tensor: str
+    path: Path  # resolved, inside the model's folder, a regular file
+    offset: int
+    length: int
+
+
+def graph_tensors(graph: onnx.GraphProto) -> Iterable[onnx.TensorProto]:
+    """Every tensor of ``graph`` and its subgraphs that can keep its data outside the file."""
+    for g in iter_graphs(graph):
+        yield from g.initializer
+        for sp in g.sparse_initializer:
+            yield sp.values
+            yield sp.indices
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                if attr.HasField("sparse_tensor"):
+                    yield attr.sparse_tensor.values
+                    yield attr.sparse_tensor.indices
+                for sp in attr.sparse_tensors:
+                    yield sp.values
+                    yield sp.indices
+
+
+def _external_field(tensor: str, key: str, value: str, size: int) -> int:
+    if not _DECIMAL.fullmatch(value):
+        raise ModelError(
+            f"tensor {show_name(tensor)} has external-data {key} {show_name(value)}, which is "
+            "not a non-negative decimal integer; re-export the model"
+        )
+    n = int(value)
+    if n > size:
+        raise ModelError(
+            f"tensor {show_name(tensor)} has external-data {key} {n:,}, past the end of its "
+            f"data file ({size:,} bytes); the file is truncated or the reference is wrong: re-export the model"
+        )
+    return n
+
+
+def _external_reference(init: onnx.TensorProto, root: Path, need_files: bool) -> ExternalData:
+    """Check one external-data reference against the files under ``root`` (never reads data)."""
+    name = init.name
+    info: dict[str, str] = {}
+    for e in init.external_data:
+        key, value = e.key, e.value
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ModelError(
+                f"tensor {show_name(name)} has an external-data entry that is not text; "
+                "re-export the model"
+            )
+        info[key] = value
+    loc = info.get("location", "")
+    where = f"tensor {show_name(name)}: external data {show_name(loc)}"
+    if not loc:
+        raise ModelError(f"tensor {show_name(name)} keeps its data outside the file but names no "
+                         "location; re-export the model")
+    if "\0" in loc:
+        raise ModelError(f"{where} contains a NUL byte; re-export the model")
+    if os.path.isabs(loc) or Path(loc).drive or Path(loc).root:
+        raise ModelError(f"{where} is an absolute path, outside the model's folder; onnxmem reads "
+                         "data files only from there: move the data file next to the model")
+    target = Path(os.path.realpath(root / loc))
+    if target == root or root not in target.parents:
+        raise ModelError(
+            f"{where} points outside the model's folder {show_name(str(root))} (through '..' or "
+            "a link); onnxmem refuses to read it: move the data file next to the model"
+        )
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        if need_files:
+            raise ModelError(f"{where} does not exist in {show_name(str(root))}; copy the data file "
+                             "next to the model") from None
+        st = None
+    except OSError as exc:
+        raise ModelError(f"{where} cannot be read: {exc.strerror}; check the data file") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise ModelError(f"{where} is not a regular file (a folder, device or FIFO); give the "
+                         "model its data file")
+    size = st.st_size if st is not None else MAX_BYTES
+    offset = _external_field(name, "offset", info.get("offset", "0"), size)
+    length = _external_field(name, "length", info["length"], size) if "length" in info else size - offset
+    if offset + length > size:
+        raise ModelError(
+            f"{where}: bytes [{offset:,}, {offset + length:,}) run past the end of the file "
+            f"({size:,} bytes); the file is truncated or the reference is wrong: re-export the model"
+        )
+    if init.data_type == TensorProto.STRING:
+        raise ModelError(f"tensor {show_name(name)} is a string tensor in external data, which "
+                         "ONNX does not allow; re-export the model")
+    if init.data_type in DTYPES and (st is not None or "length" in info):
+        expected = tensor_bytes(init.data_type, init.dims, name)
+        if length != expected:
+            raise ModelError(
+                f"{where} holds {length:,} bytes, but a {dtype_name(init.data_type)} tensor of shape "
+                f"{list(init.dims)} takes {expected:,}; re-export the model"
+            )
+    return ExternalData(name, target, offset, length)
+
+
+def check_external_data(
+    model: onnx.ModelProto, base: str | os.PathLike[str], *, need_files: bool = True
+) -> list[ExternalData]:
+    """Check every external-data reference of ``model``, whose file lies in folder ``base``.
+
+    Each location must be relative, resolve (links included) to a regular file
+    inside ``base``, and hold its ``[offset, offset + length)`` bytes; offsets
+    and lengths must be decimal integers, and a length must match the tensor's
+    dtype and dims. With ``need_files=False`` (planning, which needs shapes
+    only) a data file may be missing; what is there is checked all the same.
+    Raises ``ModelError`` naming the tensor, the rule and the fix; reads no
+    data. :func:`read_external_data` reads what this checks.
+    """
+    root = Path(os.path.realpath(base))
+    refs = []
+    for t in graph_tensors(model.graph):
+        if t.data_location == TensorProto.EXTERNAL:
+            refs.append(_external_reference(t, root, need_files))
+    return refs
+
+
+def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str]) -> onnx.ModelProto:
+    """A copy of ``model`` with every external tensor's bytes read in, after :func:`check_external_data`.
+
+    Refuses weights of more than ``MAX_INLINE_WEIGHTS`` bytes in all (onnxruntime
+    gets the model as one protobuf message, which cannot reach 2 GiB).
+    """
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    tensors = [t for t in graph_tensors(m.graph) if t.data_location == TensorProto.EXTERNAL]
+    refs = check_external_data(m, base)
+    total = sum(r.length for r in refs)
+    if total + model.ByteSize() > MAX_INLINE_WEIGHTS:
+        raise ModelError(
+            f"the model's external weights take {total:,} bytes; onnxmem runs models whose weights "
+            f"and graph fit in one {MAX_INLINE_WEIGHTS + 1:,}-byte protobuf message: plan it without "
+            "running it (no --measure-shapes, verify --static-only)"
+        )
+    for t, ref in zip(tensors, refs):
+        where = f"tensor {show_name(ref.tensor)}: external data {show_name(str(ref.path.name))}"
+        try:
+            fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        except OSError as exc:
+            raise ModelError(f"{where} cannot be opened: {exc.strerror}; check the data file") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ModelError(f"{where} is not a regular file; give the model its data file")
+            data = os.pread(fd, ref.length, ref.offset) if ref.length else b""
+        except OSError as exc:
+            raise ModelError(f"{where} cannot be read: {exc.strerror}; check the data file") from None
+        finally:
+            os.close(fd)
+        if len(data) != ref.length:
+            raise ModelError(f"{where} ended after {len(data):,} of {ref.length:,} bytes (it changed "
+                             "while onnxmem read it); check the data file")
+        t.raw_data = data
+        del t.external_data[:]
+        t.data_location = TensorProto.DEFAULT
+    return m
 
 
 def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     """Read an ONNX file's graph; external weights stay on disk.
 
-    Raises ``ModelError`` for a missing, unreadable, truncated or non-ONNX file
-    and for external data that points outside the model's folder.
+    Raises ``ModelError`` for a missing, non-regular, too large, truncated or
+    non-ONNX file and for external data that :func:`check_external_data` refuses.
     """
     p = Path(path)
-    if not p.exists():
-        raise ModelError(f"model file '{p}' does not exist; check the path")
-    if p.is_dir():
-        raise ModelError(f"model path '{p}' is a folder; give an .onnx file")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise ModelError(f"cannot read model file '{p}': {exc.strerror}") from None
+    label = show_name(str(p))
+    data = read_input(p, "model file", MAX_MODEL_BYTES, ModelError)
     if not data:
-        raise ModelError(f"model file '{p}' is empty; it is not an ONNX model")
+        raise ModelError(f"model file {label} is empty; it is not an ONNX model")
     try:
         model = onnx.ModelProto()
         model.ParseFromString(data)
     except Exception as exc:
         if "MaxDepth" in str(exc):
             raise ModelError(
-                f"model file {str(p)!r} nests messages deeper than protobuf reads (about 32 "
+                f"model file {label} nests messages deeper than protobuf reads (about 32 "
                 "levels of subgraphs); flatten the control flow"
             ) from None
         raise ModelError(
-            f"model file '{p}' is not a readable ONNX model (truncated or another "
+            f"model file {label} is not a readable ONNX model (truncated or another "
             "format); re-export it"
         ) from None
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise ModelError(
-            f"model file '{p}' holds no ONNX graph (truncated or another format); "
+            f"model file {label} holds no ONNX graph (truncated or another format); "
             "re-export it"
         )
     if model.ir_version < 3:
         raise ModelError(
-            f"model '{p}' has IR version {model.ir_version}; onnxmem reads IR version 3 and up"
+            f"model {label} has IR version {model.ir_version}; onnxmem reads IR version 3 and up"
         )
-    _check_external_data(model, p.parent)
-    check_graph_limits(model, f"model {str(p)!r}")
+    check_external_data(model, p.parent, need_files=False)
+    check_graph_limits(model, f"model {label}")
     return model
 
 
@@ -663,11 +819,6 @@ def infer_shapes(
     )
 
 
-def _shown(name: str, limit: int = 60) -> str:
-    """A name of the file for a message: escaped as ``repr`` does, and cut if long."""
-    return repr(name) if len(name) <= limit else repr(name[:limit]) + f"... ({len(name):,} characters)"
-
-
 def _unknown_sizes(
     missing: list[str],
     inferred: onnx.ModelProto | None,
@@ -689,11 +840,11 @@ def _unknown_sizes(
                     symbols.add(original.get(d, d))  # a name of the file: opaque, whole
                 else:
                     symbols.update(original.get(s, s) for s in dimexpr.names(d))
-    shown = ", ".join(map(_shown, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     if symbols:
         names = sorted(symbols)
-        hint = " ".join(f"--dim {s}=N" if s.isidentifier() and len(s) <= 60 else f"--dim {_shown(s)}=N" for s in names[:4])
-        listed = ", ".join(map(_shown, names[:8])) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        hint = " ".join(f"--dim {s}=N" if s.isidentifier() and len(s) <= 60 else f"--dim {show_name(s)}=N" for s in names[:4])
+        listed = ", ".join(map(show_name, names[:8])) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         return ShapeError(
             f"sizes of {len(missing)} tensors are unknown ({shown}): unbound symbolic "
             f"dims {listed}; bind them with {hint}, or pass "

@@ -9,14 +9,15 @@ is validated against. Lifetimes are half-open ``[start, end)`` in steps; step
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from .errors import PlanError
-from .fileio import write_text_atomic
+from .errors import PlanError, show_name
+from .fileio import MAX_PLAN_BYTES, read_input, write_bytes_atomic
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -24,8 +25,10 @@ __all__ = [
     "PlannedTensor",
     "SharedObject",
     "plan_from_dict",
+    "parse_plan_json",
     "plan_schema",
     "read_plan",
+    "render_plan",
     "write_plan",
 ]
 
@@ -145,25 +148,111 @@ def plan_schema() -> dict[str, Any]:
     return json.loads(text)  # type: ignore[no-any-return]
 
 
-def check_schema(data: Any, where: str = "plan") -> None:
-    """Raise ``PlanError`` when ``data`` does not follow the plan schema."""
+#: every byte count, offset and dim of a plan stays below this, so sums of them fit in int64
+MAX_VALUE = 2**62
+#: deepest nesting of arrays and objects a plan may have
+MAX_DEPTH = 64
+#: characters of a schema message shown
+_MESSAGE_LIMIT = 300
+
+
+def _strict_integer(_checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    """The plan schema's validator, where an integer is a JSON integer (``1.0`` is not one)."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(plan_schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", _strict_integer)
+    return jsonschema.validators.extend(base, type_checker=checker)(plan_schema())
+
+
+def _check_depth(data: Any, where: str) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise PlanError(f"{where} nests arrays or objects more than {MAX_DEPTH} deep; it is not a plan")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
+def check_schema(data: Any, where: str = "plan") -> None:
+    """Raise ``PlanError`` when ``data`` does not follow the plan schema."""
+    _check_depth(data, where)
+    errors = sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         e = errors[0]
         path = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise PlanError(f"{where}: field {path}: {e.message}")
+        message = " ".join(e.message.split())
+        if len(message) > _MESSAGE_LIMIT:
+            message = message[:_MESSAGE_LIMIT] + " ..."
+        raise PlanError(f"{where}: field {show_name(path)}: {message}")
 
 
-def plan_from_dict(data: dict[str, Any], where: str = "plan") -> MemoryPlan:
+def _check_ranges(data: dict[str, Any], where: str) -> None:
+    """Bounds the schema cannot state: byte counts below ``MAX_VALUE``, steps inside the order."""
+
+    def bounded(value: int, field: str) -> None:
+        if value >= MAX_VALUE:
+            raise PlanError(f"{where}: field {show_name(field)} is {value:,}, not below 2^62; it is not a "
+                            "plan onnxmem wrote: re-plan the model")
+
+    for key in ("arena_size", "lower_bound", "naive_size", "weights_size", "alignment", "peak_step"):
+        bounded(data[key], key)
+    for name, value in data["dims"].items():
+        bounded(value, f"dims/{name}")
+    for name, shape in data["input_shapes"].items():
+        for axis, d in enumerate(shape):
+            bounded(d, f"input_shapes/{name}/{axis}")
+    for key in ("plan_seconds",):
+        if not math.isfinite(data[key]):
+            raise PlanError(f"{where}: field {key} is not a finite number; re-plan the model")
+    if not math.isfinite(data["solver"]["seconds"]):
+        raise PlanError(f"{where}: field solver/seconds is not a finite number; re-plan the model")
+    steps = len(data["order"])
+    if len(data["op_types"]) != steps:
+        raise PlanError(f"{where}: {len(data['op_types'])} op_types for {steps} nodes in order; "
+                        "re-plan the model")
+    if data["peak_step"] > max(steps - 1, 0):
+        raise PlanError(f"{where}: peak_step {data['peak_step']} is past the last of {steps} steps; "
+                        "re-plan the model")
+    for i, t in enumerate(data["tensors"]):
+        at = f"tensors/{i}"
+        for key in ("size", "offset", "group_offset"):
+            if key in t:
+                bounded(t[key], f"{at}/{key}")
+        for axis, d in enumerate(t["shape"]):
+            bounded(d, f"{at}/shape/{axis}")
+        if t["object"] is not None:
+            bounded(t["object"], f"{at}/object")
+        if t["offset"] + t["size"] > MAX_VALUE:
+            raise PlanError(f"{where}: tensor {show_name(t['name'])} ends past byte 2^62; re-plan the model")
+        if not t["start"] < t["end"] <= steps:
+            raise PlanError(
+                f"{where}: tensor {show_name(t['name'])} is live in steps [{t['start']}, {t['end']}), "
+                f"which is empty or not inside the {steps} steps of the order; re-plan the model"
+            )
+    for i, o in enumerate(data.get("objects", [])):
+        for key in ("id", "size", "offset"):
+            bounded(o[key], f"objects/{i}/{key}")
+
+
+def plan_from_dict(data: Any, where: str = "plan") -> MemoryPlan:
+    """The plan in ``data`` (parsed JSON), checked against the schema and its bounds first."""
     check_schema(data, where)
     if data["schema_version"] != SCHEMA_VERSION:
         raise PlanError(
             f"{where} has schema_version {data['schema_version']}; this onnxmem reads "
             f"version {SCHEMA_VERSION}: re-plan the model"
         )
+    _check_ranges(data, where)
     tensors = tuple(
         PlannedTensor(**{**t, "shape": tuple(t["shape"])}) for t in data["tensors"]
     )
@@ -194,21 +283,54 @@ def plan_from_dict(data: dict[str, Any], where: str = "plan") -> MemoryPlan:
     )
 
 
-def read_plan(path: str | os.PathLike[str]) -> MemoryPlan:
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+#: most digits of a JSON integer parsed (the range checks then speak of 2^62)
+_MAX_DIGITS = 100
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_DIGITS:
+        raise ValueError(f"an integer has {len(text.lstrip('-'))} digits, more than {_MAX_DIGITS}")
+    return int(text)
+
+
+def parse_plan_json(data: bytes, where: str) -> Any:
+    """Parse plan JSON strictly: UTF-8, no NaN or Infinity, integers of at most 100 digits."""
     try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise PlanError(f"plan file '{path}' does not exist; run 'onnxmem plan' first") from None
-    except OSError as exc:
-        raise PlanError(f"cannot read plan file '{path}': {exc.strerror}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanError(
+            f"{where} is not UTF-8 text (byte {exc.start}); give the JSON plan "
+            "that 'onnxmem plan -o' wrote"
+        ) from None
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_int=_json_int)
+    except RecursionError:
+        raise PlanError(f"{where} nests arrays or objects too deep; it is not a plan") from None
     except json.JSONDecodeError as exc:
-        raise PlanError(f"plan file '{path}' is not JSON (line {exc.lineno}: {exc.msg})") from None
-    return plan_from_dict(data, f"plan file '{path}'")
+        raise PlanError(f"{where} is not JSON (line {exc.lineno}: {exc.msg}); give the JSON plan "
+                        "that 'onnxmem plan -o' wrote") from None
+    except ValueError as exc:
+        raise PlanError(f"{where} is not a plan: {exc}") from None
+
+
+def read_plan(path: str | os.PathLike[str]) -> MemoryPlan:
+    """Read and check a plan file (a regular file of at most ``MAX_PLAN_BYTES``)."""
+    where = f"plan file {show_name(os.fspath(path))}"
+    data = read_input(path, "plan file", MAX_PLAN_BYTES, PlanError)
+    return plan_from_dict(parse_plan_json(data, where), where)
+
+
+def render_plan(plan: MemoryPlan) -> bytes:
+    """The plan's JSON bytes, checked against the schema."""
+    data = plan.to_dict()
+    check_schema(data)
+    return (json.dumps(data, indent=1) + "\n").encode("utf-8")
 
 
 def write_plan(plan: MemoryPlan, path: str | os.PathLike[str]) -> None:
     """Write the plan as JSON, atomically, after checking it against the schema."""
-    data = plan.to_dict()
-    check_schema(data)
-    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+    write_bytes_atomic(path, render_plan(plan), "-o")

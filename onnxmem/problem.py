@@ -16,12 +16,14 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from .errors import ProblemError
+from .errors import ProblemError, show_name
+from .fileio import MAX_CSV_BYTES, read_input, write_text_atomic
 
 __all__ = [
     "Buffer",
@@ -36,6 +38,10 @@ __all__ = [
     "validate",
     "write_csv",
 ]
+
+#: the largest size, offset, step and sum of sizes a problem may hold, so that
+#: every sum a solver makes fits in int64
+MAX_VALUE = 2**62
 
 #: statuses a solver may report
 STATUSES = ("optimal", "feasible", "infeasible", "timeout")
@@ -65,22 +71,36 @@ class Buffer:
     offset: int | None = None
 
     def __post_init__(self) -> None:
+        name = show_name(self.id)
+        for what, value in (("start", self.start), ("end", self.end), ("size", self.size),
+                            ("alignment", self.alignment), ("offset", self.offset)):
+            if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool)):
+                raise ProblemError(f"buffer {name} has {what} {value!r}, not an integer")
+        if self.start < 0:
+            raise ProblemError(f"buffer {name} starts at step {self.start}; steps start at 0")
         if self.end <= self.start:
             raise ProblemError(
-                f"buffer '{self.id}' has lifetime [{self.start}, {self.end}); "
+                f"buffer {name} has lifetime [{self.start}, {self.end}); "
                 "a lifetime must be non-empty (end > start)"
             )
         if self.size < 0:
-            raise ProblemError(f"buffer '{self.id}' has negative size {self.size}")
+            raise ProblemError(f"buffer {name} has negative size {self.size}")
         if self.alignment < 1:
             raise ProblemError(
-                f"buffer '{self.id}' has alignment {self.alignment}; use 1 or more"
+                f"buffer {name} has alignment {self.alignment}; use 1 or more"
             )
+        for what, value in (("end", self.end), ("size", self.size), ("alignment", self.alignment),
+                            ("offset", self.offset)):
+            if value is not None and value > MAX_VALUE:
+                raise ProblemError(
+                    f"buffer {name} has {what} {value:,}, above 2^62 ({MAX_VALUE:,}), the most "
+                    "onnxmem plans; check the number"
+                )
         if self.offset is not None and (
             self.offset < 0 or self.offset % self.alignment
         ):
             raise ProblemError(
-                f"buffer '{self.id}' is pinned at offset {self.offset}, which is "
+                f"buffer {name} is pinned at offset {self.offset}, which is "
                 f"negative or not a multiple of its alignment {self.alignment}"
             )
 
@@ -97,9 +117,23 @@ class Problem:
         if len(set(ids)) != len(ids):
             seen: set[str] = set()
             dup = next(i for i in ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
-            raise ProblemError(f"buffer id '{dup}' appears twice; ids must be unique")
+            raise ProblemError(f"buffer id {show_name(dup)} appears twice; ids must be unique")
         if self.capacity is not None and self.capacity < 0:
             raise ProblemError(f"capacity {self.capacity} is negative")
+        if self.capacity is not None and self.capacity > MAX_VALUE:
+            raise ProblemError(f"capacity {self.capacity:,} is above 2^62 ({MAX_VALUE:,}); give a smaller one")
+        # every offset a solver makes is below the sum of the sizes, each padded to
+        # its alignment, and above any pinned buffer: keep that sum in int64 with room
+        total = 0
+        for b in self.buffers:
+            total += b.size + b.alignment
+            if b.offset is not None:
+                total = max(total, b.offset + b.size + b.alignment)
+            if total > MAX_VALUE:
+                raise ProblemError(
+                    f"buffer {show_name(b.id)} takes the sum of the sizes (with alignment) past 2^62 "
+                    f"({MAX_VALUE:,} bytes), the most onnxmem plans; check the sizes"
+                )
 
     def __len__(self) -> int:
         return len(self.buffers)
@@ -183,8 +217,15 @@ def lower_bound(problem: Problem) -> int:
     disjoint. It is also at least the largest ``offset + size`` of a pinned
     buffer.
     """
-    curve = live_bytes(problem)
-    bound = int(curve.max()) if curve.size else 0
+    bound = 0
+    if problem.buffers:
+        # a sweep over the start and end events (ends first at a tie, lifetimes
+        # being half-open), not over every step: times may be far apart
+        start, end, size, _ = problem.arrays()
+        times = np.concatenate([start, end])
+        deltas = np.concatenate([size, -size])
+        order = np.lexsort((deltas, times))
+        bound = max(int(np.cumsum(deltas[order]).max()), 0)
     for b in problem.buffers:
         if b.offset is not None:
             bound = max(bound, b.offset + b.size)
@@ -227,13 +268,13 @@ def validate(
         ]
     for b, off in zip(bufs, offsets):
         if off < 0:
-            found.append(Violation("negative", (b.id,), f"buffer '{b.id}' has negative offset {off}"))
+            found.append(Violation("negative", (b.id,), f"buffer {show_name(b.id)} has negative offset {off}"))
         elif off % b.alignment:
             found.append(
                 Violation(
                     "alignment",
                     (b.id,),
-                    f"buffer '{b.id}' at offset {off} is not a multiple of its "
+                    f"buffer {show_name(b.id)} at offset {off} is not a multiple of its "
                     f"alignment {b.alignment}",
                 )
             )
@@ -242,7 +283,7 @@ def validate(
                 Violation(
                     "pinned",
                     (b.id,),
-                    f"buffer '{b.id}' is pinned at {b.offset} but placed at {off}",
+                    f"buffer {show_name(b.id)} is pinned at {b.offset} but placed at {off}",
                 )
             )
         if full():
@@ -294,7 +335,7 @@ def validate(
                     Violation(
                         "overlap",
                         (a.id, b.id),
-                        f"buffers '{a.id}' and '{b.id}' are both live in steps "
+                        f"buffers {show_name(a.id)} and {show_name(b.id)} are both live in steps "
                         f"[{lo_t}, {hi_t}) and share bytes [{lo_a}, {hi_a})",
                     )
                 )
@@ -307,10 +348,12 @@ def validate(
 
 
 def _parse_int(text: str, what: str, where: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ProblemError(f"{where}: {what} {text!r} is not an integer") from None
+    if not _INTEGER.fullmatch(text):
+        raise ProblemError(f"{where}: {what} {show_name(text)} is not an integer of at most 20 digits")
+    return int(text)
+
+
+_INTEGER = re.compile(r"[-+]?[0-9]{1,20}")
 
 
 def read_csv(
@@ -319,26 +362,33 @@ def read_csv(
     """Read a MiniMalloc CSV (``id,lower,upper,size[,offset]``).
 
     Returns the problem and, when the file has an ``offset`` column, the
-    offsets it gives (a solution to check). ``upper`` is exclusive.
+    offsets it gives (a solution to check). ``upper`` is exclusive. A file
+    must be a regular file of at most ``MAX_CSV_BYTES``, in UTF-8; every
+    number must fit the bounds of :class:`Buffer` and :class:`Problem`.
     """
-    name = str(source) if not isinstance(source, io.TextIOBase) else "<stream>"
     if isinstance(source, io.TextIOBase):
+        name = "<stream>"
         text = source.read()
     else:
+        name = show_name(os.fspath(source))
+        data = read_input(source, "CSV file", MAX_CSV_BYTES, ProblemError)
         try:
-            with open(source, newline="") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise ProblemError(f"cannot read '{name}': {exc.strerror}") from None
-    rows = list(csv.reader(io.StringIO(text)))
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProblemError(f"CSV file {name} is not UTF-8 text (byte {exc.start}); give a "
+                               "MiniMalloc CSV 'id,lower,upper,size'") from None
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise ProblemError(f"CSV file {name} is not a readable CSV: {exc}") from None
     rows = [r for r in rows if r and any(c.strip() for c in r)]
     if not rows:
-        raise ProblemError(f"'{name}' is empty; expected a header 'id,lower,upper,size'")
+        raise ProblemError(f"CSV file {name} is empty; expected a header 'id,lower,upper,size'")
     header = [c.strip().lower() for c in rows[0]]
     need = ["id", "lower", "upper", "size"]
     if header[:4] != need or len(header) > 5 or (len(header) == 5 and header[4] != "offset"):
         raise ProblemError(
-            f"'{name}' has header {','.join(header)!r}; expected "
+            f"CSV file {name} has header {show_name(','.join(header))}; expected "
             "'id,lower,upper,size' optionally followed by ',offset'"
         )
     has_offset = len(header) == 5
@@ -379,7 +429,5 @@ def write_csv(
         w.writerow(row)
     text = out.getvalue()
     if path is not None:
-        from .fileio import write_text_atomic
-
-        write_text_atomic(path, text)
+        write_text_atomic(path, text, "-o")
     return text

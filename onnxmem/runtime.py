@@ -12,7 +12,8 @@ from typing import Any, Mapping
 import numpy as np
 import onnx
 
-from .errors import RuntimeBackendError, ShapeError
+from .errors import RuntimeBackendError, ShapeError, one_line, show_name
+from .model import graph_tensors, read_external_data
 
 __all__ = ["make_session", "measure_shapes", "random_inputs", "NUMPY_DTYPES"]
 
@@ -93,7 +94,8 @@ def random_inputs(
             continue
         et = vi.type.tensor_type.elem_type
         if et not in NUMPY_DTYPES:
-            raise ShapeError(f"input '{vi.name}' has a dtype onnxmem cannot generate data for; pass --inputs")
+            raise ShapeError(f"input {show_name(vi.name)} has a dtype onnxmem cannot generate data for; "
+                             "pass --inputs")
         shape = shapes[vi.name]
         dt = NUMPY_DTYPES[et]
         if np.issubdtype(dt, np.floating):
@@ -106,22 +108,22 @@ def random_inputs(
 
 
 def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str] | None) -> onnx.ModelProto:
-    """A copy of ``model`` with its external weights read from disk."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    has_external = any(
-        i.data_location == onnx.TensorProto.EXTERNAL for i in m.graph.initializer
-    )
-    if has_external:
-        if model_path is None:
-            raise ShapeError("the model keeps weights in external files; give its path")
-        from onnx.external_data_helper import load_external_data_for_model
+    """A copy of ``model`` with its external weights read from disk.
 
-        try:
-            load_external_data_for_model(m, str(Path(model_path).parent))
-        except OSError as exc:
-            raise ShapeError(f"cannot read the external weights of '{model_path}': {exc}") from None
-    return m
+    The one function that reads weights: every reference is checked first, by
+    the same rules ``load_model`` applies (``model.check_external_data``), and
+    a bad one is a ``ModelError`` that names the tensor.
+    """
+    has_external = any(
+        t.data_location == onnx.TensorProto.EXTERNAL for t in graph_tensors(model.graph)
+    )
+    if not has_external:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        return m
+    if model_path is None:
+        raise ShapeError("the model keeps weights in external files; give its path")
+    return read_external_data(model, Path(model_path).parent)
 
 
 def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
@@ -143,8 +145,8 @@ def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
             else:
                 sym = d.dim_param or f"axis {axis}"
                 raise ShapeError(
-                    f"input '{vi.name}' has unbound dim '{sym}'; pass --dim {d.dim_param or 'NAME'}=N "
-                    f"or --input-shape {vi.name}=D1xD2..."
+                    f"input {show_name(vi.name)} has unbound dim {show_name(sym)}; pass --dim "
+                    f"{one_line(d.dim_param or 'NAME')}=N or --input-shape {one_line(vi.name)}=D1xD2..."
                 )
         shapes[vi.name] = tuple(sh)
     return shapes

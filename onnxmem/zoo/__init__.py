@@ -9,46 +9,49 @@
 ``export`` (PyTorch modules to zoo models) needs torch and is imported only by the builder.
 """
 
-from .catalog import (
-    LIGHT_MODELS,
-    ZooModel,
-    describe_inputs,
-    describe_model,
-    light_model_path,
-    load_zoo,
-    parse_list_line,
-    write_catalog,
-)
-from .fixtures import (
-    FILL_PREFIX,
-    FIXTURE_MIN_BYTES,
-    fill_weights,
-    has_missing_weights,
-    materialize,
-    strip_weights,
-)
-from .results import (
-    STATUSES,
-    Regression,
-    ResultsWriter,
-    ZooResult,
-    compare_baseline,
-    machine_info,
-    read_baseline,
-    results_csv,
-    results_markdown,
-    write_baseline,
-    write_results,
-)
-from .runner import (
-    DEFAULT_MODEL_TIMEOUT,
-    EXECUTORS,
-    VERIFY_DEVICES,
-    ZooOptions,
-    run_limited,
-    run_model,
-    run_zoo,
-)
+from importlib import import_module
+from typing import Any
+
+# Names are imported from their module on first use, so that a light import (the
+# CLI reading ``onnxmem.zoo.settings`` for its help text) does not load onnx.
+_HOME = {
+    # catalog
+    "LIGHT_MODELS": "catalog",
+    "ZooModel": "catalog",
+    "describe_inputs": "catalog",
+    "describe_model": "catalog",
+    "light_model_path": "catalog",
+    "load_zoo": "catalog",
+    "parse_list_line": "catalog",
+    "write_catalog": "catalog",
+    # fixtures
+    "FILL_PREFIX": "fixtures",
+    "FIXTURE_MIN_BYTES": "fixtures",
+    "fill_weights": "fixtures",
+    "has_missing_weights": "fixtures",
+    "materialize": "fixtures",
+    "strip_weights": "fixtures",
+    # results
+    "STATUSES": "results",
+    "Regression": "results",
+    "ResultsWriter": "results",
+    "ZooResult": "results",
+    "compare_baseline": "results",
+    "machine_info": "results",
+    "read_baseline": "results",
+    "results_csv": "results",
+    "results_markdown": "results",
+    "write_baseline": "results",
+    "write_results": "results",
+    # runner
+    "DEFAULT_MODEL_TIMEOUT": "settings",
+    "EXECUTORS": "settings",
+    "VERIFY_DEVICES": "settings",
+    "ZooOptions": "runner",
+    "run_limited": "runner",
+    "run_model": "runner",
+    "run_zoo": "runner",
+}
 
 __all__ = [
     "DEFAULT_MODEL_TIMEOUT",
@@ -84,3 +87,11 @@ __all__ = [
     "write_catalog",
     "write_results",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'onnxmem.zoo' has no attribute {name!r}")
+    value = getattr(import_module(f".{_HOME[name]}", __name__), name)
+    globals()[name] = value
+    return value

@@ -31,6 +31,7 @@ from ..errors import OnnxmemError, PlanInvalid
 from .catalog import ZooModel
 from .fixtures import materialize
 from .results import ZooResult
+from .settings import DEFAULT_MODEL_TIMEOUT, EXECUTORS, VERIFY_DEVICES
 
 __all__ = [
     "DEFAULT_MODEL_TIMEOUT",
@@ -42,15 +43,7 @@ __all__ = [
     "run_zoo",
 ]
 
-VERIFY_DEVICES = ("cpu", "cuda")
 #: executor name -> one-line summary (for the CLI's help)
-EXECUTORS = {
-    "local": "a fresh process per model, --jobs at a time",
-    "inline": "one model at a time, each in a child process (in this process with no limit)",
-    "ray": "tasks on a Ray cluster (RAY_ADDRESS), each model in a child process",
-}
-#: seconds one model may take unless told otherwise; 0 or None turns the limit off
-DEFAULT_MODEL_TIMEOUT = 600.0
 
 Callback = Callable[[ZooResult], None]
 
