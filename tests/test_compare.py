@@ -87,7 +87,7 @@ def _ir3_model(path):
 
 def test_peak_of_an_ir3_model(tmp_path):
     from onnxmem.runtime import load_with_weights
-    from onnxmem.verify import compute_weights, fold_weights
+    from onnxmem.weights import compute_weights, fold_weights
 
     path = tmp_path / "ir3.onnx"
     _ir3_model(path)

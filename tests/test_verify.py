@@ -338,11 +338,11 @@ def test_gather_with_a_0d_index_keeps_its_rank(tmp_path):
     ],
 )
 def test_output_check_is_on_the_scale_of_the_output(got, ref, ok):
-    from onnxmem.verify import _compare
+    from onnxmem.execution import compare_output
 
-    c = _compare("y", np.array(got, np.float32), np.array(ref, np.float32), rtol=1e-4, atol=1e-5)
+    c = compare_output("y", np.array(got, np.float32), np.array(ref, np.float32), rtol=1e-4, atol=1e-5)
     assert c.ok is ok, c
-    assert _compare("i", np.array([1, 2]), np.array([1, 3]), 1e-4, 1e-5).ok is False
+    assert compare_output("i", np.array([1, 2]), np.array([1, 3]), 1e-4, 1e-5).ok is False
 
 
 def test_scale_aware_check_still_catches_a_corrupted_plan(planned):
@@ -357,15 +357,15 @@ def test_scale_aware_check_still_catches_a_corrupted_plan(planned):
 
 def test_reference_is_the_same_nodes_outside_the_arena(planned, monkeypatch):
     """A whole-model run that sums in another order is information, not a verdict."""
-    import onnxmem.verify as verify_mod
+    import onnxmem.sessions as sessions_mod
 
     path, p = planned
-    real = verify_mod._reference
+    real = sessions_mod.run_model
 
     def other_kernels(model, feeds, outputs):
         return {n: v * np.float32(1.001) for n, v in real(model, feeds, outputs).items()}
 
-    monkeypatch.setattr(verify_mod, "_reference", other_kernels)
+    monkeypatch.setattr(sessions_mod, "run_model", other_kernels)
     ex = execute_plan(p.plan, p.model, p.view, model_path=path)
     assert ex.findings == ()
     (c,) = ex.outputs
