@@ -89,7 +89,8 @@ def true_lifetimes(view: GraphView, order: Sequence[int]) -> dict[str, tuple[int
     step = {op: k for k, op in enumerate(order)}
     last: dict[str, tuple[int, int]] = {}
     for k, op_index in enumerate(order):
-        for name in view.ops[op_index].reads:
+        op = view.ops[op_index]
+        for name in op.inputs + op.captures:
             last[name] = (k, op_index)
     outs = set(view.outputs)
     out: dict[str, tuple[int, int, int | None]] = {}
@@ -255,6 +256,8 @@ class _Sharing:
         self.groups = groups
         self.broken: set[str] = set()  # groups not in one buffer: their pairs are not judged
         for gid, members in groups.items():
+            if len(members) < 2:
+                continue
             bases = {m.offset - m.group_offset for m in members.values()}
             if len(bases) > 1:
                 second = list(members)[1]
@@ -344,13 +347,6 @@ class _Sharing:
                         f"(group {gid!r})", node=op.name, other=x.name)
             )
             return
-        lo, hi = y.offset, y.offset + y.size
-        a, b = max(lo, x.offset), min(hi, x.offset + x.size)
-        kept = self._kept.get(y.name)
-        if kept is None:
-            kept = self._kept[y.name] = _kept_bytes(view, op, y, self.groups[gid])
-        if any(klo <= a and b <= khi for klo, khi in kept):
-            return  # a view, or a Concat over its own input: those bytes do not change
         rule = alias_rule(op)
         dies = x.name in op.inputs and xe <= s + 1 and x.name not in view.outputs
         elementwise = (
@@ -360,6 +356,13 @@ class _Sharing:
         )
         if dies and elementwise:
             return  # written in place, element by element, over an input that dies here
+        lo, hi = y.offset, y.offset + y.size
+        a, b = max(lo, x.offset), min(hi, x.offset + x.size)
+        kept = self._kept.get(y.name)
+        if kept is None:
+            kept = self._kept[y.name] = _kept_bytes(view, op, y, self.groups[gid])
+        if any(klo <= a and b <= khi for klo, khi in kept):
+            return  # a view, or a Concat over its own input: those bytes do not change
         why = (
             f"which is still live until step {xe - 1}"
             if not dies

@@ -398,3 +398,49 @@ def test_onnxruntime_prints_nothing(tmp_path, capfd):
     with pytest.raises(Exception, match="cannot be reshaped"):
         sess.run(None, {"x": np.ones(2, np.float32), "s": np.array([3], np.int64)})
     assert capfd.readouterr().err == ""
+
+
+# ------------------------------------------------------------------ scale
+
+
+def _chain_plan(n: int, *, in_place: bool):
+    """A plan of the ``n``-node Relu chain, built by hand: every tensor in one
+    in-place group at offset 0, or each in its own group on two alternating buffers."""
+    from onnxmem.graph import build_view
+    from onnxmem.model import infer_shapes
+    from onnxmem.plan import MemoryPlan, PlannedTensor
+    from onnxmem.proof import true_lifetimes
+
+    from .helpers import chain
+
+    model = chain(n)
+    view = build_view(model, infer_shapes(model))
+    life = true_lifetimes(view, range(len(view.ops)))
+    tensors = []
+    for k, t in enumerate(view.activations()):
+        op = view.ops[t.producer] if t.producer is not None else None
+        offset = 0 if in_place else (k % 2) * t.size
+        tensors.append(PlannedTensor(t.name, t.dtype, t.shape, t.size, offset, life[t.name][0], life[t.name][1],
+                                     op.name if op else None, op.op_type if op else None, t.kind,
+                                     "x" if in_place else t.name))
+    size = tensors[0].size * (1 if in_place else 2)
+    plan = MemoryPlan(model={}, dims={}, input_shapes={}, order=tuple(op.name for op in view.ops),
+                      op_types=tuple(op.op_type for op in view.ops), order_strategy="file", io="internal",
+                      alignment=1, inplace=in_place, form="offsets", tensors=tuple(tensors), arena_size=size,
+                      lower_bound=size, naive_size=size * n, weights_size=0, peak_step=0, solver={}, plan_seconds=0.0)
+    return plan, view
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["two-buffers", "one-group"])
+def test_proof_of_20000_tensors_finds_one_planted_overlap(in_place):
+    plan, view = _chain_plan(20_000, in_place=in_place)
+    assert len(plan.tensors) == 20_001
+    assert prove_plan(plan, view) == []
+    # t9000 moves onto t8999 in a group of its own: it overlaps t8999 (read when t9000 is
+    # written) and t9001 (written over it), and nothing else among 20,000 tensors
+    moved = tuple(dataclasses.replace(t, offset=plan.tensor("t8999").offset, group="lone") if t.name == "t9000" else t
+                  for t in plan.tensors)
+    found = prove_plan(dataclasses.replace(plan, tensors=moved), view)
+    assert [(f.kind, f.tensor, f.other) for f in found] == [("overlap", "t9000", "t8999"), ("overlap", "t9001", "t9000")]
+    assert "'t8999' and 't9000' (written by node 'relu9000')" in found[0].message
+    assert found[0].byte_range == (0, 64)
