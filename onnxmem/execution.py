@@ -172,10 +172,10 @@ def _cuda_free_memory() -> int | None:
     return None
 
 
-def _fits(size: int, device: str) -> None:
-    """Raise a one-line error when ``size`` bytes cannot be allocated on ``device`` now."""
+def _fits(size: int, device: str, slack: int = 0) -> None:
+    """Raise a one-line error when an arena of ``size`` bytes (plus ``slack``) cannot be allocated on ``device`` now."""
     have = available_memory(device)
-    if have is not None and size > have:
+    if have is not None and size + slack > have:
         where = "free on the GPU" if device == "cuda" else "of host memory available"
         raise RuntimeBackendError(
             f"the plan's arena of {size} B ({size / 2**30:.2f} GiB) does not fit in the {have} B "
@@ -193,7 +193,7 @@ class _HostArena:
     device_type = "cpu"
 
     def __init__(self, size: int) -> None:
-        _fits(size + HOST_BASE_ALIGNMENT, "cpu")
+        _fits(size, "cpu", slack=HOST_BASE_ALIGNMENT)
         try:
             self._raw = np.full(size + HOST_BASE_ALIGNMENT, SENTINEL, dtype=np.uint8)
         except MemoryError:

@@ -444,3 +444,68 @@ def test_proof_of_20000_tensors_finds_one_planted_overlap(in_place):
     assert [(f.kind, f.tensor, f.other) for f in found] == [("overlap", "t9000", "t8999"), ("overlap", "t9001", "t9000")]
     assert "'t8999' and 't9000' (written by node 'relu9000')" in found[0].message
     assert found[0].byte_range == (0, 64)
+
+
+# ------------------------------------------------------------------ memory and identity
+
+
+def test_arena_beyond_memory_is_refused_before_allocating(tmp_path, planned):
+    from onnxmem.errors import RuntimeBackendError
+    from onnxmem.execution import available_memory
+
+    path, p = planned
+    have = available_memory("cpu")
+    assert have is not None and have > 0
+    huge = dataclasses.replace(p.plan, arena_size=2**40)  # 1 TiB: statically fine, too large to run here
+    assert prove_plan(huge, p.view) == []
+    with pytest.raises(RuntimeBackendError, match=r"arena of 1099511627776 B \(1024\.00 GiB\) does not fit in the \d+ B"):
+        verify_plan(p.model, huge, model_path=path, view=p.view)
+    plan_file = tmp_path / "huge.json"
+    write_plan(huge, plan_file)
+    r = CliRunner().invoke(main, ["verify", str(path), "--plan", str(plan_file)])
+    assert r.exit_code == 1, r.output
+    assert "does not fit" in r.stderr and "host memory available" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_plan_for_another_model_is_refused_in_one_line(tmp_path, planned):
+    from onnxmem.errors import PlanError
+    from onnxmem.model import file_sha256
+    from onnxmem.verify import check_plan_identity
+
+    from .helpers import chain
+
+    path, p = planned
+    plan_file = tmp_path / "p.json"
+    write_plan(p.plan, plan_file)
+    other = tmp_path / "other.onnx"
+    onnx.save(chain(3, shape=(1, 64)), other)
+    mine, theirs = file_sha256(path)[:8], file_sha256(other)[:8]
+    r = CliRunner().invoke(main, ["verify", str(other), "--plan", str(plan_file)])
+    assert r.exit_code == 1, r.output
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.output
+    assert (f"plan {str(plan_file)!r} was made for a model with sha256 {mine}…, not {str(other)!r} "
+            f"(sha256 {theirs}…); plan this model again") in r.stderr
+    with pytest.raises(PlanError, match="plan this model again"):
+        check_plan_identity(p.plan, onnx.load(other), other, plan_name="p.json")
+    # its own model: no warning
+    assert check_plan_identity(p.plan, p.model, path, plan_name="p.json")[1] == ()
+
+
+def test_resaved_model_is_accepted_with_a_warning(tmp_path, planned):
+    path, p = planned
+    plan_file = tmp_path / "p.json"
+    write_plan(p.plan, plan_file)
+    m = onnx.load(path)
+    m.producer_name = "re-saved"  # other bytes, the same graph
+    resaved = tmp_path / "resaved.onnx"
+    onnx.save(m, resaved)
+    r = CliRunner().invoke(main, ["verify", str(resaved), "--plan", str(plan_file)])
+    assert r.exit_code == 0, r.output
+    assert "re-saved" in r.stderr and "verifying it anyway" in r.stderr and "verified" in r.output
+    # a tensor of another size is another model, whatever its names
+    bigger = onnx.load(path)
+    for v in list(bigger.graph.input) + list(bigger.graph.output):
+        v.type.tensor_type.shape.dim[1].dim_value = 128
+    onnx.save(bigger, resaved)
+    r = CliRunner().invoke(main, ["verify", str(resaved), "--plan", str(plan_file)])
+    assert r.exit_code == 1 and "plan this model again" in r.stderr, r.output
