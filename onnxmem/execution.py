@@ -454,23 +454,41 @@ class ArenaRun:
             return [True] * len(op.reads)
         return [sessions.on_host(m) for m in sess.get_input_memory_infos()]
 
+    def _bind_and_run(self, op: Op, sess: Any, in_arena: bool) -> Any:
+        """Bind the node's values and run it: in the arena at the planned addresses and shapes,
+        or (``in_arena=False``) on the private values, with outputs onnxruntime allocates."""
+        host = self._inputs_on_host(op, sess)
+        binding = sess.io_binding()
+        for i, name in enumerate(op.reads):
+            if name in self.weights:
+                binding.bind_ortvalue_input(name, self._weight(name, host[i]))
+            elif not in_arena:
+                binding.bind_ortvalue_input(name, self.private[name])
+            elif self.cuda and host[i] and self.slots[name].home == "arena" and name in self.feeds:
+                # a graph input read on the host: its copy in the host mirror
+                s = self.slots[name]
+                binding.bind_input(name, "cpu", 0, s.elem_type, list(s.shape), self.mirror.base + s.offset)
+            else:
+                s = self.slots[name]
+                binding.bind_input(name, self._device(s), 0, s.elem_type, list(s.shape), self._address(s))
+        for o in op.outputs:
+            if not o:
+                continue
+            s = self.slots[o]
+            if in_arena:
+                binding.bind_output(o, self._device(s), 0, s.elem_type, list(s.shape), self._address(s))
+            else:
+                binding.bind_output(o, self._device(s), 0)
+        sess.run_with_iobinding(binding)
+        if self.cuda:
+            binding.synchronize_outputs()
+        return binding
+
     def run_private(self, op: Op, sess: Any) -> dict[str, tuple[tuple[int, ...], int]]:
         """Step 2: the node on private buffers (the reference); ``{output: (shape, bytes)}`` it computes."""
         t0 = time.perf_counter()
-        host = self._inputs_on_host(op, sess)
         try:
-            binding = sess.io_binding()
-            for i, name in enumerate(op.reads):
-                if name in self.weights:
-                    binding.bind_ortvalue_input(name, self._weight(name, host[i]))
-                else:
-                    binding.bind_ortvalue_input(name, self.private[name])
-            for o in op.outputs:
-                if o:
-                    binding.bind_output(o, self._device(self.slots[o]), 0)
-            sess.run_with_iobinding(binding)
-            if self.cuda:
-                binding.synchronize_outputs()
+            binding = self._bind_and_run(op, sess, in_arena=False)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             raise RuntimeBackendError(
                 f"onnxruntime failed to run node {op.name!r} ({op.op_type}): {sessions.first_line(exc)}"
@@ -501,33 +519,14 @@ class ArenaRun:
 
     def run_in_arena(self, op: Op, sess: Any) -> Any:
         """Step 4: the node with every value bound in the arena; ``None`` when it fails after a clobber."""
-        host = self._inputs_on_host(op, sess)
         try:
-            binding = sess.io_binding()
-            for i, name in enumerate(op.reads):
-                if name in self.weights:
-                    binding.bind_ortvalue_input(name, self._weight(name, host[i]))
-                    continue
-                s = self.slots[name]
-                if self.cuda and host[i] and s.home == "arena" and name in self.feeds:
-                    # a graph input read on the host: its copy in the host mirror
-                    binding.bind_input(name, "cpu", 0, s.elem_type, list(s.shape), self.mirror.base + s.offset)
-                    continue
-                binding.bind_input(name, self._device(s), 0, s.elem_type, list(s.shape), self._address(s))
-            for o in op.outputs:
-                if o:
-                    s = self.slots[o]
-                    binding.bind_output(o, self._device(s), 0, s.elem_type, list(s.shape), self._address(s))
-            sess.run_with_iobinding(binding)
-            if self.cuda:
-                binding.synchronize_outputs()
+            return self._bind_and_run(op, sess, in_arena=True)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             if self.findings:
                 return None
             raise RuntimeBackendError(
                 f"onnxruntime failed to run node {op.name!r} ({op.op_type}): {sessions.first_line(exc)}"
             ) from None
-        return binding
 
     def check_outputs(self, op: Op, binding: Any) -> None:
         """Step 5: the outputs landed at their bound addresses, with the planned shapes."""

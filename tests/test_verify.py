@@ -449,6 +449,13 @@ def test_proof_of_20000_tensors_finds_one_planted_overlap(in_place):
 # ------------------------------------------------------------------ memory and identity
 
 
+def _verify_with(tmp_path, model_path, plan):
+    """``onnxmem verify MODEL --plan FILE`` with ``plan`` written to FILE: ``(result, FILE)``."""
+    plan_file = tmp_path / "p.json"
+    write_plan(plan, plan_file)
+    return CliRunner().invoke(main, ["verify", str(model_path), "--plan", str(plan_file)]), plan_file
+
+
 def test_arena_beyond_memory_is_refused_before_allocating(tmp_path, planned):
     from onnxmem.errors import RuntimeBackendError
     from onnxmem.execution import available_memory
@@ -460,9 +467,7 @@ def test_arena_beyond_memory_is_refused_before_allocating(tmp_path, planned):
     assert prove_plan(huge, p.view) == []
     with pytest.raises(RuntimeBackendError, match=r"arena of 1099511627776 B \(1024\.00 GiB\) does not fit in the \d+ B"):
         verify_plan(p.model, huge, model_path=path, view=p.view)
-    plan_file = tmp_path / "huge.json"
-    write_plan(huge, plan_file)
-    r = CliRunner().invoke(main, ["verify", str(path), "--plan", str(plan_file)])
+    r, _ = _verify_with(tmp_path, path, huge)
     assert r.exit_code == 1, r.output
     assert "does not fit" in r.stderr and "host memory available" in r.stderr and r.stderr.count("\n") == 1
 
@@ -475,12 +480,10 @@ def test_plan_for_another_model_is_refused_in_one_line(tmp_path, planned):
     from .helpers import chain
 
     path, p = planned
-    plan_file = tmp_path / "p.json"
-    write_plan(p.plan, plan_file)
     other = tmp_path / "other.onnx"
     onnx.save(chain(3, shape=(1, 64)), other)
     mine, theirs = file_sha256(path)[:8], file_sha256(other)[:8]
-    r = CliRunner().invoke(main, ["verify", str(other), "--plan", str(plan_file)])
+    r, plan_file = _verify_with(tmp_path, other, p.plan)
     assert r.exit_code == 1, r.output
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.output
     assert (f"plan {str(plan_file)!r} was made for a model with sha256 {mine}…, not {str(other)!r} "
@@ -493,13 +496,11 @@ def test_plan_for_another_model_is_refused_in_one_line(tmp_path, planned):
 
 def test_resaved_model_is_accepted_with_a_warning(tmp_path, planned):
     path, p = planned
-    plan_file = tmp_path / "p.json"
-    write_plan(p.plan, plan_file)
     m = onnx.load(path)
     m.producer_name = "re-saved"  # other bytes, the same graph
     resaved = tmp_path / "resaved.onnx"
     onnx.save(m, resaved)
-    r = CliRunner().invoke(main, ["verify", str(resaved), "--plan", str(plan_file)])
+    r, _ = _verify_with(tmp_path, resaved, p.plan)
     assert r.exit_code == 0, r.output
     assert "re-saved" in r.stderr and "verifying it anyway" in r.stderr and "verified" in r.output
     # a tensor of another size is another model, whatever its names
@@ -507,5 +508,5 @@ def test_resaved_model_is_accepted_with_a_warning(tmp_path, planned):
     for v in list(bigger.graph.input) + list(bigger.graph.output):
         v.type.tensor_type.shape.dim[1].dim_value = 128
     onnx.save(bigger, resaved)
-    r = CliRunner().invoke(main, ["verify", str(resaved), "--plan", str(plan_file)])
+    r, _ = _verify_with(tmp_path, resaved, p.plan)
     assert r.exit_code == 1 and "plan this model again" in r.stderr, r.output
