@@ -510,3 +510,24 @@ def test_resaved_model_is_accepted_with_a_warning(tmp_path, planned):
     onnx.save(bigger, resaved)
     r, _ = _verify_with(tmp_path, resaved, p.plan)
     assert r.exit_code == 1 and "plan this model again" in r.stderr, r.output
+
+
+def test_planning_imports_only_the_proof(tmp_path):
+    """The planner's check is the pure proof: planning a model loads no onnxruntime and no execution code."""
+    import subprocess
+    import sys
+
+    from .helpers import chain
+
+    path = tmp_path / "chain.onnx"
+    onnx.save(chain(4), path)
+    code = (
+        "import sys\n"
+        "from onnxmem.pipeline import PlanOptions, plan_model\n"
+        f"plan_model({str(path)!r}, PlanOptions(solver='greedy'))\n"
+        "print(sorted(m for m in ('onnxruntime', 'onnxmem.verify', 'onnxmem.execution', 'onnxmem.sessions',"
+        " 'onnxmem.weights', 'onnxmem.runtime') if m in sys.modules))\n"
+        "print('onnxmem.proof' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["[]", "True"], out
