@@ -491,7 +491,7 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
     inputs = read_inputs(inputs_path) if inputs_path else None
     say("verifying")
     report = verify_plan(
-        onnx_model, the_plan, model_path=model, view=view,
+        onnx_model, the_plan, model_path=model, view=view, plan_name=plan_path,
         options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
                               execute=not static_only),
     )
@@ -543,11 +543,15 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
     inputs, which its caller holds through the run.
     """
     from .ortpeak import comparable_peak, ort_peak
-    from .verify import view_for_plan
+    from .verify import check_plan_identity, view_for_plan
 
     opts = make_plan_options(**planning, seed=seed)
     say = _progress(sys.stderr.isatty())
     onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
+    if plan_path:
+        view, said = check_plan_identity(the_plan, onnx_model, model, plan_name=plan_path, view=view)
+        for w in said:
+            click.echo(f"warning: {w}", err=True)
     if view is None:
         view = view_for_plan(onnx_model, the_plan, model)
     say("profiling onnxruntime")

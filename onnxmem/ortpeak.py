@@ -102,19 +102,19 @@ def ort_peak(
     """Run ``model`` once in onnxruntime with its profiler and read its activation peak."""
     import onnxruntime as ort
 
-    from .runtime import load_with_weights, random_inputs, session_options
-    from .verify import _cuda_or_fail, compute_weights, fold_weights
+    from .runtime import random_inputs, session_options
+    from .sessions import first_line, require_cuda
+    from .weights import folded_model
 
     if level not in LEVELS:
         raise OnnxmemError(f"optimization level '{level}' is not one of {', '.join(LEVELS)}")
     providers: list[Any] = ["CPUExecutionProvider"]
     provider = "CPUExecutionProvider"
     if device == "cuda":
-        _cuda_or_fail(ort)
+        require_cuda()
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
         provider = "CUDAExecutionProvider"
-    full = load_with_weights(model, model_path)
-    folded = fold_weights(full, view, compute_weights(full, view))
+    folded = folded_model(model, view, model_path)
     feeds = random_inputs(folded, {n: view.tensors[n].shape for n in view.inputs}, seed)
     with tempfile.TemporaryDirectory(prefix="onnxmem-ortpeak-") as tmp:
         so = session_options(optimize=level == "all", profile_prefix=os.path.join(tmp, "profile"))
@@ -124,8 +124,7 @@ def ort_peak(
             sess = ort.InferenceSession(folded.SerializeToString(), sess_options=so, providers=providers)
             sess.run(None, feeds)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise RuntimeBackendError(f"onnxruntime cannot run the model to profile it: {first}") from None
+            raise RuntimeBackendError(f"onnxruntime cannot run the model to profile it: {first_line(exc)}") from None
         path = sess.end_profiling()
         with open(path) as fh:
             events = json.load(fh)

@@ -22,6 +22,7 @@ from .liveness import Liveness, build_liveness, shared_liveness
 from .model import ShapeInfo, file_sha256, infer_shapes, load_model
 from .plan import MemoryPlan, PlannedTensor, SharedObject
 from .problem import Solution, live_bytes, lower_bound
+from .proof import prove_plan
 from .scheduling import OrderOptions, reorder, stable_topological_order
 from .scheduling.cost import order_peak
 from .solvers import SOLVERS, SolveOptions, solve
@@ -119,8 +120,6 @@ def plan_loaded(
         else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
     )
     plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound})
-    from .verify import prove_plan
-
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")

@@ -87,7 +87,7 @@ def _ir3_model(path):
 
 def test_peak_of_an_ir3_model(tmp_path):
     from onnxmem.runtime import load_with_weights
-    from onnxmem.verify import compute_weights, fold_weights
+    from onnxmem.weights import compute_weights, fold_weights
 
     path = tmp_path / "ir3.onnx"
     _ir3_model(path)
@@ -112,3 +112,26 @@ def test_comparable_peak_counts_what_the_arena_counts(tmp_path):
     assert comparable_peak(10, p.view, "external") == 0 and comparable_peak(None, p.view) is None
     assert arena_over_ort(p.plan.arena_size, 1000, p.view, p.plan.io) == p.plan.arena_size / (1000 + x)
     assert arena_over_ort(100, None, p.view) is None
+
+
+def test_compare_refuses_a_plan_for_another_model(tmp_path):
+    from onnxmem.plan import write_plan
+
+    from .helpers import chain
+
+    one, two = tmp_path / "one.onnx", tmp_path / "two.onnx"
+    onnx.save(chain(2, shape=(1, 64)), one)
+    onnx.save(chain(3, shape=(1, 64)), two)
+    plan_file = tmp_path / "one.json"
+    write_plan(plan_model(one, PlanOptions(solver="greedy")).plan, plan_file)
+    r = CliRunner().invoke(main, ["compare", str(two), "--plan", str(plan_file)])
+    assert r.exit_code == 1, r.output
+    assert "was made for a model with sha256" in r.stderr and "plan this model again" in r.stderr
+    assert r.stderr.count("\n") == 1 and "onnxmem arena" not in r.output
+    # re-saved: the same graph in other bytes is compared, with a warning
+    m = onnx.load(one)
+    m.doc_string = "re-saved"
+    onnx.save(m, two)
+    r = CliRunner().invoke(main, ["compare", str(two), "--plan", str(plan_file)])
+    assert r.exit_code == 0, r.output
+    assert "re-saved" in r.stderr and "onnxmem arena" in r.output

@@ -338,11 +338,11 @@ def test_gather_with_a_0d_index_keeps_its_rank(tmp_path):
     ],
 )
 def test_output_check_is_on_the_scale_of_the_output(got, ref, ok):
-    from onnxmem.verify import _compare
+    from onnxmem.execution import compare_output
 
-    c = _compare("y", np.array(got, np.float32), np.array(ref, np.float32), rtol=1e-4, atol=1e-5)
+    c = compare_output("y", np.array(got, np.float32), np.array(ref, np.float32), rtol=1e-4, atol=1e-5)
     assert c.ok is ok, c
-    assert _compare("i", np.array([1, 2]), np.array([1, 3]), 1e-4, 1e-5).ok is False
+    assert compare_output("i", np.array([1, 2]), np.array([1, 3]), 1e-4, 1e-5).ok is False
 
 
 def test_scale_aware_check_still_catches_a_corrupted_plan(planned):
@@ -357,15 +357,15 @@ def test_scale_aware_check_still_catches_a_corrupted_plan(planned):
 
 def test_reference_is_the_same_nodes_outside_the_arena(planned, monkeypatch):
     """A whole-model run that sums in another order is information, not a verdict."""
-    import onnxmem.verify as verify_mod
+    import onnxmem.sessions as sessions_mod
 
     path, p = planned
-    real = verify_mod._reference
+    real = sessions_mod.run_model
 
     def other_kernels(model, feeds, outputs):
         return {n: v * np.float32(1.001) for n, v in real(model, feeds, outputs).items()}
 
-    monkeypatch.setattr(verify_mod, "_reference", other_kernels)
+    monkeypatch.setattr(sessions_mod, "run_model", other_kernels)
     ex = execute_plan(p.plan, p.model, p.view, model_path=path)
     assert ex.findings == ()
     (c,) = ex.outputs
@@ -398,3 +398,136 @@ def test_onnxruntime_prints_nothing(tmp_path, capfd):
     with pytest.raises(Exception, match="cannot be reshaped"):
         sess.run(None, {"x": np.ones(2, np.float32), "s": np.array([3], np.int64)})
     assert capfd.readouterr().err == ""
+
+
+# ------------------------------------------------------------------ scale
+
+
+def _chain_plan(n: int, *, in_place: bool):
+    """A plan of the ``n``-node Relu chain, built by hand: every tensor in one
+    in-place group at offset 0, or each in its own group on two alternating buffers."""
+    from onnxmem.graph import build_view
+    from onnxmem.model import infer_shapes
+    from onnxmem.plan import MemoryPlan, PlannedTensor
+    from onnxmem.proof import true_lifetimes
+
+    from .helpers import chain
+
+    model = chain(n)
+    view = build_view(model, infer_shapes(model))
+    life = true_lifetimes(view, range(len(view.ops)))
+    tensors = []
+    for k, t in enumerate(view.activations()):
+        op = view.ops[t.producer] if t.producer is not None else None
+        offset = 0 if in_place else (k % 2) * t.size
+        tensors.append(PlannedTensor(t.name, t.dtype, t.shape, t.size, offset, life[t.name][0], life[t.name][1],
+                                     op.name if op else None, op.op_type if op else None, t.kind,
+                                     "x" if in_place else t.name))
+    size = tensors[0].size * (1 if in_place else 2)
+    plan = MemoryPlan(model={}, dims={}, input_shapes={}, order=tuple(op.name for op in view.ops),
+                      op_types=tuple(op.op_type for op in view.ops), order_strategy="file", io="internal",
+                      alignment=1, inplace=in_place, form="offsets", tensors=tuple(tensors), arena_size=size,
+                      lower_bound=size, naive_size=size * n, weights_size=0, peak_step=0, solver={}, plan_seconds=0.0)
+    return plan, view
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["two-buffers", "one-group"])
+def test_proof_of_20000_tensors_finds_one_planted_overlap(in_place):
+    plan, view = _chain_plan(20_000, in_place=in_place)
+    assert len(plan.tensors) == 20_001
+    assert prove_plan(plan, view) == []
+    # t9000 moves onto t8999 in a group of its own: it overlaps t8999 (read when t9000 is
+    # written) and t9001 (written over it), and nothing else among 20,000 tensors
+    moved = tuple(dataclasses.replace(t, offset=plan.tensor("t8999").offset, group="lone") if t.name == "t9000" else t
+                  for t in plan.tensors)
+    found = prove_plan(dataclasses.replace(plan, tensors=moved), view)
+    assert [(f.kind, f.tensor, f.other) for f in found] == [("overlap", "t9000", "t8999"), ("overlap", "t9001", "t9000")]
+    assert "'t8999' and 't9000' (written by node 'relu9000')" in found[0].message
+    assert found[0].byte_range == (0, 64)
+
+
+# ------------------------------------------------------------------ memory and identity
+
+
+def _verify_with(tmp_path, model_path, plan):
+    """``onnxmem verify MODEL --plan FILE`` with ``plan`` written to FILE: ``(result, FILE)``."""
+    plan_file = tmp_path / "p.json"
+    write_plan(plan, plan_file)
+    return CliRunner().invoke(main, ["verify", str(model_path), "--plan", str(plan_file)]), plan_file
+
+
+def test_arena_beyond_memory_is_refused_before_allocating(tmp_path, planned):
+    from onnxmem.errors import RuntimeBackendError
+    from onnxmem.execution import available_memory
+
+    path, p = planned
+    have = available_memory("cpu")
+    assert have is not None and have > 0
+    huge = dataclasses.replace(p.plan, arena_size=2**40)  # 1 TiB: statically fine, too large to run here
+    assert prove_plan(huge, p.view) == []
+    with pytest.raises(RuntimeBackendError, match=r"arena of 1099511627776 B \(1024\.00 GiB\) does not fit in the \d+ B"):
+        verify_plan(p.model, huge, model_path=path, view=p.view)
+    r, _ = _verify_with(tmp_path, path, huge)
+    assert r.exit_code == 1, r.output
+    assert "does not fit" in r.stderr and "host memory available" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_plan_for_another_model_is_refused_in_one_line(tmp_path, planned):
+    from onnxmem.errors import PlanError
+    from onnxmem.model import file_sha256
+    from onnxmem.verify import check_plan_identity
+
+    from .helpers import chain
+
+    path, p = planned
+    other = tmp_path / "other.onnx"
+    onnx.save(chain(3, shape=(1, 64)), other)
+    mine, theirs = file_sha256(path)[:8], file_sha256(other)[:8]
+    r, plan_file = _verify_with(tmp_path, other, p.plan)
+    assert r.exit_code == 1, r.output
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.output
+    assert (f"plan {str(plan_file)!r} was made for a model with sha256 {mine}…, not {str(other)!r} "
+            f"(sha256 {theirs}…); plan this model again") in r.stderr
+    with pytest.raises(PlanError, match="plan this model again"):
+        check_plan_identity(p.plan, onnx.load(other), other, plan_name="p.json")
+    # its own model: no warning
+    assert check_plan_identity(p.plan, p.model, path, plan_name="p.json")[1] == ()
+
+
+def test_resaved_model_is_accepted_with_a_warning(tmp_path, planned):
+    path, p = planned
+    m = onnx.load(path)
+    m.producer_name = "re-saved"  # other bytes, the same graph
+    resaved = tmp_path / "resaved.onnx"
+    onnx.save(m, resaved)
+    r, _ = _verify_with(tmp_path, resaved, p.plan)
+    assert r.exit_code == 0, r.output
+    assert "re-saved" in r.stderr and "verifying it anyway" in r.stderr and "verified" in r.output
+    # a tensor of another size is another model, whatever its names
+    bigger = onnx.load(path)
+    for v in list(bigger.graph.input) + list(bigger.graph.output):
+        v.type.tensor_type.shape.dim[1].dim_value = 128
+    onnx.save(bigger, resaved)
+    r, _ = _verify_with(tmp_path, resaved, p.plan)
+    assert r.exit_code == 1 and "plan this model again" in r.stderr, r.output
+
+
+def test_planning_imports_only_the_proof(tmp_path):
+    """The planner's check is the pure proof: planning a model loads no onnxruntime and no execution code."""
+    import subprocess
+    import sys
+
+    from .helpers import chain
+
+    path = tmp_path / "chain.onnx"
+    onnx.save(chain(4), path)
+    code = (
+        "import sys\n"
+        "from onnxmem.pipeline import PlanOptions, plan_model\n"
+        f"plan_model({str(path)!r}, PlanOptions(solver='greedy'))\n"
+        "print(sorted(m for m in ('onnxruntime', 'onnxmem.verify', 'onnxmem.execution', 'onnxmem.sessions',"
+        " 'onnxmem.weights', 'onnxmem.runtime') if m in sys.modules))\n"
+        "print('onnxmem.proof' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["[]", "True"], out

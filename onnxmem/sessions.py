@@ -1,0 +1,116 @@
+"""onnxruntime session helpers for verification: one node alone, the whole model, CUDA.
+
+Every failure of onnxruntime becomes a one-line ``RuntimeBackendError`` that
+carries the first line of onnxruntime's message. Imported only by the
+modules that run onnxruntime (``execution``, ``weights``, ``ortpeak``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from .errors import RuntimeBackendError
+from .graph import GraphView, Op
+from .runtime import LOG_SEVERITY, make_session
+
+__all__ = [
+    "cuda_available",
+    "first_line",
+    "model_like",
+    "node_session",
+    "on_host",
+    "require_cuda",
+    "run_model",
+]
+
+
+def first_line(exc: BaseException, width: int = 300) -> str:
+    """The first line of an exception's message (its type when it has none), at most ``width`` characters."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:width]
+
+
+def model_like(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
+    """A model of ``graph`` with ``model``'s IR version, opsets and functions."""
+    m = onnx.ModelProto()
+    m.ir_version = model.ir_version
+    m.opset_import.extend(model.opset_import)
+    m.functions.extend(model.functions)
+    m.graph.CopyFrom(graph)
+    return m
+
+
+def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
+                 shapes: Mapping[str, tuple[int, ...]], options: Any, providers: Sequence[Any]) -> Any:
+    """A session that runs ``node`` alone: its inputs at ``shapes`` (else the view's), its outputs typed only.
+
+    The kernel computes the output shapes; the caller's binding checks them.
+    """
+    import onnxruntime as ort
+
+    g = onnx.GraphProto()
+    g.name = "node"
+    g.node.add().CopyFrom(node)
+    for name in op.reads:
+        t = view.tensors[name]
+        g.input.append(onnx.helper.make_tensor_value_info(name, t.elem_type, list(shapes.get(name, t.shape))))
+    for o in node.output:
+        if o:
+            g.output.append(onnx.helper.make_tensor_value_info(o, view.tensors[o].elem_type, None))
+    data = model_like(model, g).SerializeToString()
+    try:
+        return ort.InferenceSession(data, sess_options=options, providers=list(providers))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        raise RuntimeBackendError(
+            f"onnxruntime cannot load node {op.name!r} ({op.op_type}) alone: {first_line(exc)}"
+        ) from None
+
+
+def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
+    """One ordinary whole-model onnxruntime run on the CPU: ``{output: array}``."""
+    sess = make_session(model)
+    try:
+        values = sess.run(list(outputs), dict(feeds))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        raise RuntimeBackendError(f"onnxruntime failed to run the whole model: {first_line(exc)}") from None
+    return {n: np.asarray(v) for n, v in zip(outputs, values)}
+
+
+def require_cuda() -> None:
+    """Raise a one-line error when onnxruntime's CUDA provider cannot run here."""
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise RuntimeBackendError(
+            "--device cuda: this onnxruntime has no CUDA provider; install onnxruntime-gpu or use --device cpu"
+        )
+    try:
+        ort.set_default_logger_severity(4)
+        ort.OrtValue.ortvalue_from_shape_and_type([1], np.uint8, "cuda", 0)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        reason = first_line(exc, width=10_000).rsplit(") ", 1)[-1][:160]
+        raise RuntimeBackendError(
+            f"--device cuda: onnxruntime's CUDA provider cannot run here ({reason}); use --device cpu"
+        ) from None
+    finally:
+        ort.set_default_logger_severity(LOG_SEVERITY)
+
+
+def cuda_available() -> bool:
+    """Whether onnxruntime's CUDA provider can allocate on a GPU here."""
+    try:
+        require_cuda()
+    except RuntimeBackendError:
+        return False
+    return True
+
+
+def on_host(meminfo: Any) -> bool:
+    """Whether an onnxruntime ``OrtMemoryInfo`` names host memory (the CUDA provider keeps some tensors there)."""
+    name = str(getattr(meminfo, "name", ""))
+    mem = str(getattr(meminfo, "mem_type", ""))
+    return name == "Cpu" or mem.endswith(("CPU_INPUT", "CPU_OUTPUT", "CPU"))
