@@ -46,7 +46,7 @@ _HOME = {
     # runner
     "DEFAULT_MODEL_TIMEOUT": "settings",
     "EXECUTORS": "settings",
-    "VERIFY_DEVICES": "settings",
+    "VERIFY_DEVICES": "runner",
     "ZooOptions": "runner",
     "run_limited": "runner",
     "run_model": "runner",

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OnnxmemError, PlanInvalid
+from ..execution import DEVICES as VERIFY_DEVICES
 from .catalog import ZooModel
 from .fixtures import materialize
 from .results import ZooResult
-from .settings import DEFAULT_MODEL_TIMEOUT, EXECUTORS, VERIFY_DEVICES
+from .settings import DEFAULT_MODEL_TIMEOUT, EXECUTORS
 
 __all__ = [
     "DEFAULT_MODEL_TIMEOUT",

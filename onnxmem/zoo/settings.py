@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_MODEL_TIMEOUT", "EXECUTORS", "VERIFY_DEVICES"]
+__all__ = ["DEFAULT_MODEL_TIMEOUT", "EXECUTORS"]
 
 #: executors of the zoo job, with what each does
 EXECUTORS = {
@@ -12,4 +12,3 @@ EXECUTORS = {
 }
 #: seconds one model may take unless told otherwise; 0 or None turns the limit off
 DEFAULT_MODEL_TIMEOUT = 600.0
-VERIFY_DEVICES = ("cpu", "cuda")
