@@ -121,17 +121,17 @@ def tensor_bytes(elem_type: int, shape: Iterable[int], name: str = "?") -> int:
     for axis, d in enumerate(dims):
         if d < 0:
             raise ShapeError(
-                f"tensor {name!r} has negative dim {d} on axis {axis}; fix the "
+                f"tensor {show_name(name)} has negative dim {d} on axis {axis}; fix the "
                 "model or pin the shape with --input-shape"
             )
         if d > MAX_DIM:
             raise ShapeError(
-                f"tensor {name!r} has dim {d} on axis {axis}, above onnxmem's limit of "
+                f"tensor {show_name(name)} has dim {d} on axis {axis}, above onnxmem's limit of "
                 "2^40; check the model or the dims bound with --dim"
             )
     if elem_type == TensorProto.STRING:
         raise ShapeError(
-            f"tensor {name!r} has dtype string, whose size is not fixed; "
+            f"tensor {show_name(name)} has dtype string, whose size is not fixed; "
             "onnxmem plans numeric tensors only"
         )
     bits = dtype_bits(elem_type)
@@ -139,7 +139,7 @@ def tensor_bytes(elem_type: int, shape: Iterable[int], name: str = "?") -> int:
     size = -(-bits * numel // 8)
     if size > MAX_BYTES:
         raise ShapeError(
-            f"tensor {name!r} of shape {list(dims)} would take {size} bytes, above "
+            f"tensor {show_name(name)} of shape {list(dims)} would take {size} bytes, above "
             "onnxmem's limit of 2^62; check the model or the dims bound with --dim"
         )
     return size
@@ -421,13 +421,13 @@ def parse_dim_binding(text: str) -> tuple[str, int]:
     name, sep, value = text.partition("=")
     name = name.strip()
     if not sep or not name:
-        raise ShapeError(f"--dim '{text}' is not NAME=VALUE; write e.g. --dim batch=1")
+        raise ShapeError(f"--dim {show_name(text)} is not NAME=VALUE; write e.g. --dim batch=1")
     try:
         v = int(value)
     except ValueError:
-        raise ShapeError(f"--dim '{text}': value '{value}' is not an integer") from None
+        raise ShapeError(f"--dim {show_name(text)}: value {show_name(value)} is not an integer") from None
     if v < 0:
-        raise ShapeError(f"--dim '{text}': a dim cannot be negative")
+        raise ShapeError(f"--dim {show_name(text)}: a dim cannot be negative")
     return name, v
 
 
@@ -437,7 +437,7 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     name = name.strip()
     if not sep or not name:
         raise ShapeError(
-            f"--input-shape '{text}' is not NAME=D1xD2x...; write e.g. --input-shape x=1x3x224x224"
+            f"--input-shape {show_name(text)} is not NAME=D1xD2x...; write e.g. --input-shape x=1x3x224x224"
         )
     if not value.strip():
         return name, ()
@@ -445,10 +445,10 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
         dims = tuple(int(d) for d in re.split(r"[x,]", value.strip()))
     except ValueError:
         raise ShapeError(
-            f"--input-shape '{text}': '{value}' is not dims joined by 'x' (e.g. 1x3x224x224)"
+            f"--input-shape {show_name(text)}: {show_name(value)} is not dims joined by 'x' (e.g. 1x3x224x224)"
         ) from None
     if any(d < 0 for d in dims):
-        raise ShapeError(f"--input-shape '{text}': a dim cannot be negative")
+        raise ShapeError(f"--input-shape {show_name(text)}: a dim cannot be negative")
     return name, dims
 
 
@@ -717,7 +717,7 @@ def infer_shapes(
     for name in input_shapes:
         if name not in real_inputs:
             raise ShapeError(
-                f"--input-shape names {name!r}, which is not a graph input; inputs are: "
+                f"--input-shape names {show_name(name)}, which is not a graph input; inputs are: "
                 f"{', '.join(map(repr, real_inputs)) or '(none)'}"
             )
     # bind dims on graph inputs and learn dims implied by pinned shapes
@@ -727,19 +727,19 @@ def infer_shapes(
             pin = input_shapes[name]
             if cur is not None and len(cur) != len(pin):
                 raise ShapeError(
-                    f"--input-shape {name!r}={'x'.join(map(str, pin))} has rank {len(pin)} "
-                    f"but input {name!r} has rank {len(cur)}"
+                    f"--input-shape {show_name(name)}={'x'.join(map(str, pin))} has rank {len(pin)} "
+                    f"but input {show_name(name)} has rank {len(cur)}"
                 )
             if cur is not None:
                 for axis, (c, p) in enumerate(zip(cur, pin)):
                     if isinstance(c, int) and c != p:
                         raise ShapeError(
-                            f"--input-shape {name!r}: axis {axis} is {p} but the model fixes it to {c}"
+                            f"--input-shape {show_name(name)}: axis {axis} is {p} but the model fixes it to {c}"
                         )
                     if isinstance(c, str):
                         if c in dims and dims[c] != p:
                             raise ShapeError(
-                                f"--input-shape {name!r}: axis {axis} is {p} but "
+                                f"--input-shape {show_name(name)}: axis {axis} is {p} but "
                                 f"--dim {original.get(c, c)!r}={dims[c]}"
                             )
                         dims.setdefault(c, p)
@@ -795,7 +795,7 @@ def infer_shapes(
             if name in wanted:
                 if name in known and known[name][1] != sh:
                     warnings.append(
-                        f"tensor {name!r}: inferred shape {list(known[name][1])} but measured {list(sh)}; using the measured one"
+                        f"tensor {show_name(name)}: inferred shape {list(known[name][1])} but measured {list(sh)}; using the measured one"
                     )
                 known[name] = (et, sh)
                 sources[name] = "measured"
