@@ -459,12 +459,20 @@ def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str],
     return onnx_model, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"
 
 
+def model_and_plan(plan_help: str, device_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """MODEL, ``--plan`` and ``--device``: what verify and compare read and where they run."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn = click.option("--device", type=RegistryChoice(load=_devices), default="cpu", show_default=True,
+                          help=device_help)(fn)
+        fn = click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+                          help=f"{plan_help} (default: the plan an annotated MODEL carries, else plan "
+                               "MODEL now).")(fn)
+        return click.argument("model", type=click.Path(dir_okay=False, path_type=str))(fn)
+    return wrap
+
+
 @main.command()
-@click.argument("model", type=click.Path(dir_okay=False, path_type=str))
-@click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="The JSON plan to verify (default: the plan an annotated MODEL carries, else plan MODEL now).")
-@click.option("--device", type=RegistryChoice(load=_devices), default="cpu", show_default=True,
-              help="Where the arena lives and the nodes run.")
+@model_and_plan("The JSON plan to verify", "Where the arena lives and the nodes run.")
 @click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="An .npz of graph inputs by name (default: seeded random inputs).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
@@ -527,11 +535,7 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
 
 
 @main.command()
-@click.argument("model", type=click.Path(dir_okay=False, path_type=str))
-@click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="A JSON plan to compare (default: the plan an annotated MODEL carries, else plan MODEL now).")
-@click.option("--device", type=RegistryChoice(load=_devices), default="cpu", show_default=True,
-              help="Where onnxruntime runs.")
+@model_and_plan("A JSON plan to compare", "Where onnxruntime runs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @planning_options
 @user_errors

@@ -59,6 +59,15 @@ def _label(path: str | os.PathLike[str]) -> str:
     return show_name(os.fspath(path))
 
 
+def _not_a_file(mode: int, folder_fix: str, other_fix: str) -> str | None:
+    """Why a path of this ``st_mode`` is not a regular file, with the fix; ``None`` if it is one."""
+    if stat.S_ISDIR(mode):
+        return f"is a folder; {folder_fix}"
+    if not stat.S_ISREG(mode):
+        return f"is not a regular file (a device, FIFO or socket); {other_fix}"
+    return None
+
+
 def open_input(path: str | os.PathLike[str], what: str, limit: int, error: type[OnnxmemError]) -> int:
     """An open descriptor of ``path`` once it is known to be a regular file of at most ``limit`` bytes."""
     name = _label(path)
@@ -74,13 +83,9 @@ def open_input(path: str | os.PathLike[str], what: str, limit: int, error: type[
         raise error(f"cannot open {what} {name}: {exc.strerror}; check the path and its permissions") from None
     try:
         info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise error(f"{what} {name} is a folder; give a file")
-        if not stat.S_ISREG(info.st_mode):
-            raise error(
-                f"{what} {name} is not a regular file (a device, FIFO or socket); "
-                "give a file on disk"
-            )
+        why = _not_a_file(info.st_mode, "give a file", "give a file on disk")
+        if why is not None:
+            raise error(f"{what} {name} {why}")
         if info.st_size > limit:
             raise error(
                 f"{what} {name} has {info.st_size:,} bytes, more than the {limit:,} onnxmem "
@@ -205,14 +210,11 @@ class OutputSet:
             info = None
         except OSError as exc:
             raise OnnxmemError(f"{label} {show_name(given)}: {exc.strerror}; choose another path") from None
-        if info is not None:
-            if stat.S_ISDIR(info.st_mode):
-                raise OnnxmemError(f"{label} {show_name(given)} is a folder; give a file name")
-            if not stat.S_ISREG(info.st_mode):
-                raise OnnxmemError(
-                    f"{label} {show_name(given)} exists and is not a regular file (a device, FIFO "
-                    "or socket); onnxmem never replaces one: choose a file path"
-                )
+        why = None if info is None else _not_a_file(
+            info.st_mode, "give a file name", "onnxmem never replaces one: choose a file path"
+        )
+        if why is not None:
+            raise OnnxmemError(f"{label} {show_name(given)} {why}")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise OnnxmemError(
                 f"{label} {show_name(given)}: folder {show_name(str(parent))} is not writable; "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -257,30 +257,15 @@ def plan_from_dict(data: Any, where: str = "plan") -> MemoryPlan:
         PlannedTensor(**{**t, "shape": tuple(t["shape"])}) for t in data["tensors"]
     )
     objects = tuple(SharedObject(**o) for o in data.get("objects", []))
-    return MemoryPlan(
-        model=data["model"],
-        dims=data["dims"],
-        input_shapes=data["input_shapes"],
+    values = {f.name: data[f.name] for f in fields(MemoryPlan) if f.name in data}
+    values.update(
         order=tuple(data["order"]),
         op_types=tuple(data["op_types"]),
-        order_strategy=data["order_strategy"],
-        io=data["io"],
-        alignment=data["alignment"],
-        inplace=data["inplace"],
-        form=data["form"],
         tensors=tensors,
-        arena_size=data["arena_size"],
-        lower_bound=data["lower_bound"],
-        naive_size=data["naive_size"],
-        weights_size=data["weights_size"],
-        peak_step=data["peak_step"],
-        solver=data["solver"],
-        plan_seconds=data["plan_seconds"],
         objects=objects,
         warnings=tuple(data.get("warnings", ())),
-        schema_version=data["schema_version"],
-        extra=data.get("extra", {}),
     )
+    return MemoryPlan(**values)
 
 
 def _no_constant(name: str) -> Any:
