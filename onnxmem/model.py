@@ -426,8 +426,11 @@ def parse_dim_binding(text: str) -> tuple[str, int]:
         v = int(value)
     except ValueError:
         raise ShapeError(f"--dim {show_name(text)}: value {show_name(value)} is not an integer") from None
-    if v < 0:
-        raise ShapeError(f"--dim {show_name(text)}: a dim cannot be negative")
+    if v <= 0:
+        raise ShapeError(
+            f"--dim {show_name(text)}: a dim must be a positive integer, not {v}; give the size "
+            "the model will run at"
+        )
     return name, v
 
 
@@ -484,6 +487,34 @@ def _read_type(vi: onnx.ValueInfoProto) -> tuple[int | None, tuple[Dim, ...] | N
         else:
             dims.append(None)
     return et, tuple(dims)
+
+
+def graph_inputs(model: onnx.ModelProto) -> dict[str, tuple[Dim, ...] | None]:
+    """The graph inputs that are not weights, with their declared dims.
+
+    A named dim is its name, a fixed one its value; an unnamed, empty or
+    negative dim (``-1``, ``?``) is ``None``: unknown, bound by ``--input-shape``.
+    A rank that is not declared is ``None`` as a whole.
+    """
+    inits = {i.name for i in model.graph.initializer}
+    out: dict[str, tuple[Dim, ...] | None] = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        _, dims = _read_type(vi)
+        out[vi.name] = None if dims is None else tuple(
+            None if isinstance(d, int) and d < 0 else d for d in dims
+        )
+    return out
+
+
+def dim_names(model: onnx.ModelProto) -> set[str]:
+    """Every named dim declared anywhere in ``model`` (the names ``--dim`` can bind)."""
+    names: set[str] = set()
+    for t in _types(model.graph):
+        shape = t.tensor_type.shape if t.HasField("tensor_type") else None
+        names.update(d.dim_param for d in (shape.dim if shape is not None else ()) if d.dim_param)
+    return names
 
 
 def _set_shape(vi: onnx.ValueInfoProto, dims: Iterable[Dim]) -> None:
@@ -697,12 +728,15 @@ def infer_shapes(
     measure: bool = False,
     model_path: str | os.PathLike[str] | None = None,
     seed: int = 0,
+    strict_dims: bool = True,
 ) -> ShapeInfo:
     """Dtype and concrete shape of every input, initializer and node output.
 
     ``dims`` binds symbolic dim names; ``input_shapes`` pins whole input
     shapes. With ``measure``, the model is run once in onnxruntime on random
     inputs (weights are read then) and every intermediate's real shape used.
+    A ``dims`` name the model does not declare is an error unless ``strict_dims``
+    is off (the zoo job binds one set of dims over many models).
     """
     user_dims = dict(dims or {})
     input_shapes = dict(input_shapes or {})
@@ -710,6 +744,16 @@ def infer_shapes(
     # from here on the inference engines see generated names only (see _rename_dims)
     safe = _rename_dims(work)
     original = {v: k for k, v in safe.items()}
+    if strict_dims:
+        for name, value in user_dims.items():
+            if name not in safe:
+                declared = sorted(safe)
+                listing = (
+                    "its named dims are " + ", ".join(map(show_name, declared[:12]))
+                    + (f" and {len(declared) - 12} more" if len(declared) > 12 else "")
+                    if declared else "it has no named dims (pin whole inputs with --input-shape)"
+                )
+                raise ShapeError(f"--dim {show_name(name)}={value} names no dim of the model; {listing}")
     dims = {safe[k]: v for k, v in user_dims.items() if k in safe}
     g = work.graph
     inits = {i.name for i in model.graph.initializer}
@@ -732,7 +776,7 @@ def infer_shapes(
                 )
             if cur is not None:
                 for axis, (c, p) in enumerate(zip(cur, pin)):
-                    if isinstance(c, int) and c != p:
+                    if isinstance(c, int) and c >= 0 and c != p:
                         raise ShapeError(
                             f"--input-shape {show_name(name)}: axis {axis} is {p} but the model fixes it to {c}"
                         )
@@ -808,7 +852,7 @@ def infer_shapes(
 
     missing = [n for n in wanted if n not in known]
     if missing:
-        raise _unknown_sizes(missing, inferred, model, dims, file_dims, original)
+        raise _unknown_sizes(missing, model, file_dims, input_shapes)
     for init in model.graph.initializer:
         known.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     return ShapeInfo(
@@ -819,36 +863,58 @@ def infer_shapes(
     )
 
 
+def _dim_label(name: str) -> str:
+    """A dim name in a message: bare when it is a short identifier, else quoted and escaped."""
+    return name if name.isidentifier() and len(name) <= 60 else show_name(name)
+
+
 def _unknown_sizes(
     missing: list[str],
-    inferred: onnx.ModelProto | None,
     model: onnx.ModelProto,
-    dims: Mapping[str, int],
     file_dims: Mapping[str, int],
-    original: Mapping[str, str],
+    input_shapes: Mapping[str, tuple[int, ...]],
 ) -> ShapeError:
-    """The error for values whose size is still unknown: the tensors, and the dims to bind."""
-    symbols: set[str] = set()
-    sources = [(_collect(inferred), dims)] if inferred is not None else []
-    for coll, binding in sources + [(_collect(model), file_dims)]:
-        for n in missing:
-            _, declared = coll.get(n, (None, None))
-            for d in declared or ():
-                if not isinstance(d, str) or _resolve_dim(d, binding) is not None:
-                    continue
-                if d in original or binding is file_dims:
-                    symbols.add(original.get(d, d))  # a name of the file: opaque, whole
-                else:
-                    symbols.update(original.get(s, s) for s in dimexpr.names(d))
+    """The error for values whose size is still unknown, leading to the flags that fix it.
+
+    When graph inputs have dims nothing binds, the message names those inputs,
+    their patterns and a ready ``--input-shape`` line (and ``--dim`` for named
+    dims); dims that inference made up (``unk__N``) or that only outputs carry
+    are never offered. Otherwise the sizes depend on data.
+    """
     shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-    if symbols:
-        names = sorted(symbols)
-        hint = " ".join(f"--dim {s}=N" if s.isidentifier() and len(s) <= 60 else f"--dim {show_name(s)}=N" for s in names[:4])
-        listed = ", ".join(map(show_name, names[:8])) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    hints: list[str] = []
+    open_inputs = [
+        (name, declared) for name, declared in graph_inputs(model).items()
+        if name not in input_shapes
+        and (declared is None or any(_resolve_dim(d, file_dims) is None for d in declared))
+    ]
+    for name, declared in open_inputs[:4]:
+        flag = name if re.fullmatch(r"[\w.:/-]+", name) else show_name(name)
+        if declared is None:
+            hints.append(f"{show_name(name)} (rank not declared): pass --input-shape {flag}=D1xD2...")
+            continue
+        pattern: list[str] = []
+        ready: list[str] = []
+        named: list[str] = []
+        for axis, d in enumerate(declared):
+            value = _resolve_dim(d, file_dims)
+            if value is not None:
+                pattern.append(str(value))
+                ready.append(str(value))
+                continue
+            pattern.append("?" if d is None else _dim_label(str(d)))
+            ready.append(f"N{axis}")
+            if isinstance(d, str):
+                named.append(_dim_label(d))
+        line = f"{show_name(name)} [{', '.join(pattern)}]: pass --input-shape {flag}={'x'.join(ready)}"
+        if named:
+            line += " (or --dim " + " --dim ".join(f"{n}=N" for n in dict.fromkeys(named)) + ")"
+        hints.append(line)
+    if hints:
+        more = f"; and {len(open_inputs) - 4} more inputs" if len(open_inputs) > 4 else ""
         return ShapeError(
-            f"sizes of {len(missing)} tensors are unknown ({shown}): unbound symbolic "
-            f"dims {listed}; bind them with {hint}, or pass "
-            "--measure-shapes to run the model once and measure them"
+            f"sizes of {len(missing)} tensors are unknown ({shown}): graph inputs have unbound "
+            f"dims: {'; '.join(hints)}{more}"
         )
     return ShapeError(
         f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "

@@ -56,6 +56,7 @@ class PlanOptions:
     timeout: float | None = None
     seed: int = 0
     inplace: bool = True  # views and in-place outputs share bytes (onnxmem.aliasing)
+    strict_dims: bool = True  # a dims name the model does not declare is an error
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,7 @@ def plan_loaded(
         dims=opts.dims,
         input_shapes=opts.input_shapes,
         measure=opts.measure_shapes,
+        strict_dims=opts.strict_dims,
         model_path=path,
         seed=opts.seed,
     )

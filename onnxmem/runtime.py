@@ -138,7 +138,7 @@ def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
             continue
         sh: list[int] = []
         for axis, d in enumerate(vi.type.tensor_type.shape.dim):
-            if d.HasField("dim_value"):
+            if d.HasField("dim_value") and d.dim_value >= 0:
                 sh.append(int(d.dim_value))
             elif d.dim_param in dims:
                 sh.append(dims[d.dim_param])

@@ -86,7 +86,7 @@ def test_payload_through_the_cli_leaves_no_trace(tmp_path):
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    assert "\\n" not in PAYLOADS[0] and "unbound symbolic dims" in r.stderr
+    assert "graph inputs have unbound dims" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
 
 

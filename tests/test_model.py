@@ -92,7 +92,8 @@ def test_external_data_is_not_read(models_dir, tmp_path):
 
 def test_symbolic_dims_need_binding(models_dir):
     model = load_model(models_dir / "transformer_block.onnx")
-    with pytest.raises(ShapeError, match="unbound symbolic dims 'batch', 'seq'; bind them with --dim batch=N --dim seq=N, or pass"):
+    with pytest.raises(ShapeError, match=r"'hidden' \[batch, seq, 64\]: pass --input-shape "
+                       r"hidden=N0xN1x64 \(or --dim batch=N --dim seq=N\)"):
         infer_shapes(model)
     shapes = infer_shapes(model, dims={"batch": 2, "seq": 8})
     assert shapes.shapes["output"] == (2, 8, 64)

@@ -75,7 +75,8 @@ def run_model(model: ZooModel, options: ZooOptions) -> ZooResult:
     base = options.plan or PlanOptions()
     dims = {**model.dims, **dict(base.dims)}
     shapes = {**model.input_shapes, **dict(base.input_shapes)}
-    opts = replace(base, dims=dims, input_shapes=shapes)
+    # one set of --dim bindings serves many models: each binds the names it declares
+    opts = replace(base, dims=dims, input_shapes=shapes, strict_dims=False)
     work = Path(options.work_dir) if options.work_dir else None
     partial: dict[str, Any] = {}
     stage = "plan"
