@@ -17,7 +17,7 @@ O(degree):
   graph outputs, which live to the end), and each tensor ``v`` read for the
   last time is freed.
 
-These are the rules of :func:`onnxmem.liveness.tensor_lifetimes`: graph inputs
+These are the rules of :func:`onnxmem.lifetimes.tensor_lifetimes`: graph inputs
 live from step 0, graph outputs to the end, an output nothing reads occupies
 its producer's step only, weights are never in the arena, and with
 ``io="external"`` graph inputs and outputs are left out. Nodes that read and
@@ -25,8 +25,8 @@ write only weights (``Constant`` and friends) have no arena effect: the
 strategies put them first, in file order, and search over the rest.
 
 With ``inplace=True`` the evaluator counts the sharing of
-:mod:`onnxmem.aliasing` (its rule table, :func:`~onnxmem.aliasing.alias_sources`
-and :func:`~onnxmem.aliasing.overwritable`), as ``alias_layout(...,
+:mod:`onnxmem.aliasing` (its rule table, :func:`~onnxmem.aliasing.alias_sources`,
+:func:`~onnxmem.aliasing.group_writable` and :func:`~onnxmem.aliasing.overwritable`), as ``alias_layout(...,
 concat=False)`` applies it under the order:
 
 * a view's output and its source are one tensor (a *class*): the view costs
@@ -52,22 +52,23 @@ import heapq
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-import numpy as np
-
 from ..aliasing import (
     INPLACE,
     VIEW,
     AliasRule,
     alias_sources,
+    group_writable,
     overwritable,
+    shared_layout,
 )
 from ..graph import GraphView
-from ..liveness import arena_tensors, shared_liveness, tensor_lifetimes
+from ..lifetimes import arena_tensors, live_profile, tensor_lifetimes
+from ..liveness import build_liveness
 from ..problem import align_up, lower_bound
 
 __all__ = [
     "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",
-    "shared_liveness", "simulate", "topological",
+    "simulate", "topological",
 ]
 
 #: remaining-reader count of a tensor a piece never frees
@@ -77,22 +78,14 @@ NEVER = 1 << 30
 def order_peak(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
                inplace: bool = False) -> int:
     """The max-live bound of ``build_liveness(view, order, ...)`` (bytes); with
-    ``inplace``, of :func:`shared_liveness` (``plan.lower_bound`` with ``--inplace on``)."""
+    ``inplace``, over the layout :func:`onnxmem.aliasing.shared_layout` chooses
+    (``plan.lower_bound`` with ``--inplace on``)."""
     if inplace:
-        return lower_bound(shared_liveness(view, order, io, alignment).problem)
-    n = len(order)
-    if not view.tensors:
-        return 0
+        layout = shared_layout(view, order, io, alignment)
+        return lower_bound(build_liveness(view, order, layout, io=io, alignment=alignment).problem)
     lifetimes = tensor_lifetimes(view, order, io)
-    if not lifetimes:
-        return 0
-    horizon = max(n, 1)
-    delta = np.zeros(horizon + 2, dtype=np.int64)
-    for name, (s, e) in lifetimes.items():
-        size = align_up(view.tensors[name].size, alignment)
-        delta[s] += size
-        delta[e] -= size
-    return int(np.cumsum(delta).max(initial=0))
+    spans = ((s, e, align_up(view.tensors[name].size, alignment)) for name, (s, e) in lifetimes.items())
+    return int(live_profile(spans, max(len(order), 1)).max(initial=0))
 
 
 @dataclass(slots=True)
@@ -196,6 +189,7 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
         tid[t.name] = k
         pinned[k] = pinned[k] or t.name in out_set
         members[k].append(t.name)
+    writable = [group_writable(view, ms, out_set) for ms in members]
     real: list[int] = []
     free: list[int] = []
     local: dict[int, int] = {}
@@ -232,7 +226,10 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
             rule, sources = found
             for src in sources:
                 k = tid[src]
-                if k not in ip[v] and overwritable(view, op, rule, src, members[k], outputs=out_set):
+                if k in ip[v] or not writable[k]:
+                    continue
+                ranges = {x: (0, view.tensors[x].size) for x in op.inputs if x in tid and tid[x] == k}
+                if overwritable(op, rule, src, ranges):
                     ip[v].append(k)
             if ip[v]:
                 disc[v] = size[tid[op.outputs[0]]]
