@@ -326,12 +326,18 @@ def _planned(view: GraphView, name: str, io: str) -> bool:
 
 
 def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
-          concat: bool, choose: bool = True) -> tuple[list[Alias], _Groups]:
+          concat: bool, choose: bool = True, flat: _Groups | None = None) -> tuple[list[Alias], _Groups]:
+    """The aliases and groups the rules give under ``order``; ``flat``: the
+    groups without Concat placement, when the caller already has them."""
     last = last_reads(view, order)
     outputs = set(view.outputs)
     groups = _Groups(view, last, outputs)
     aliases: list[Alias] = []
-    curve = _Curve(view, order, io, alignment, _find(view, order, io, alignment, False)[1], choose) if concat else None
+    curve = None
+    if concat and any(view.ops[i].op_type == "Concat" for i in order):
+        if flat is None:
+            flat = _find(view, order, io, alignment, False)[1]
+        curve = _Curve(view, order, io, alignment, flat, choose)
     for k, op_index in enumerate(order):
         op = view.ops[op_index]
         if curve is not None and op.op_type == "Concat":
@@ -520,7 +526,10 @@ def alias_layout(view: GraphView, order: Sequence[int], io: str = "internal", *,
     ``choose=False`` every Concat input the rules allow is placed, not only
     those :class:`_Curve` picks.
     """
-    _, groups = _find(view, order, io, alignment, concat, choose)
+    return _layout(view, order, _find(view, order, io, alignment, concat, choose)[1])
+
+
+def _layout(view: GraphView, order: Sequence[int], groups: _Groups) -> AliasLayout:
     step = {op: k for k, op in enumerate(order)}
 
     def written(name: str) -> int:
@@ -544,8 +553,11 @@ def shared_layout(view: GraphView, order: Sequence[int], io: str = "internal", a
     placed input reserves the whole output from its own write on, which can
     cost more than the copy it saves); then the layout without them is kept.
     """
-    flat = alias_layout(view, order, io, alignment=alignment, concat=False)
-    nested = alias_layout(view, order, io, alignment=alignment, concat=True)
+    flat_groups = _find(view, order, io, alignment, False)[1]
+    flat = _layout(view, order, flat_groups)
+    if not any(view.ops[i].op_type == "Concat" for i in order):
+        return flat  # nothing to place
+    nested = _layout(view, order, _find(view, order, io, alignment, True, flat=flat_groups)[1])
     if not nested.offsets and nested.groups == flat.groups:
         return flat
     bound = lower_bound(build_liveness(view, order, flat, io=io, alignment=alignment).problem)

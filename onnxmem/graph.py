@@ -14,7 +14,7 @@ Squeeze, Unsqueeze) whose inputs are all weights.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 import onnx
@@ -62,15 +62,11 @@ class Op:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     captures: tuple[str, ...] = ()
+    #: every value the node reads, each once, in first-use order (set on construction)
+    reads: tuple[str, ...] = field(init=False, compare=False, repr=False)
 
-    @property
-    def reads(self) -> tuple[str, ...]:
-        """Every value the node reads, each once, in first-use order."""
-        seen: dict[str, None] = {}
-        for n in self.inputs + self.captures:
-            if n:
-                seen.setdefault(n, None)
-        return tuple(seen)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reads", tuple(dict.fromkeys(n for n in self.inputs + self.captures if n)))
 
 
 @dataclass(frozen=True, slots=True)

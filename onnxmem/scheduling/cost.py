@@ -67,7 +67,7 @@ from ..liveness import build_liveness
 from ..problem import align_up, lower_bound
 
 __all__ = [
-    "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",
+    "Cuts", "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",
     "simulate", "topological",
 ]
 
@@ -250,12 +250,17 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
 
 
 class RanBefore:
-    """``ran[v]`` for pieces cut in sequence: node ``v`` is in an earlier part."""
+    """``ran[v]`` for pieces cut in sequence: node ``v`` is in an earlier part.
 
-    __slots__ = ("part", "k")
+    ``last[t]`` (optional): the latest part that reads tensor ``t``, so that
+    whether every reader of ``t`` ran before part ``k`` or is in it is one
+    lookup instead of a scan over the readers.
+    """
 
-    def __init__(self, part: Sequence[int], k: int) -> None:
-        self.part, self.k = part, k
+    __slots__ = ("part", "k", "last")
+
+    def __init__(self, part: Sequence[int], k: int, last: Sequence[int] | None = None) -> None:
+        self.part, self.k, self.last = part, k, last
 
     def __getitem__(self, v: int) -> bool:
         return self.part[v] < self.k
@@ -318,6 +323,17 @@ class Piece:
         ext_read: list[int] = []
         ip: list[list[int]] = []
         disc: list[int] = []
+        last = ran.last if isinstance(ran, RanBefore) else None
+        kept: dict[int, bool] = {}  # tensor -> a reader outside the piece runs after it
+
+        def read_later(t: int) -> bool:
+            if last is not None:
+                return last[t] > ran.k  # type: ignore[union-attr]
+            found = kept.get(t)
+            if found is None:
+                found = kept[t] = any(c not in loc and not (ran is not None and ran[c]) for c in graph.consumers[t])
+            return found
+
         for g in nodes:
             a = k = 0
             for t in graph.outs[g]:
@@ -332,7 +348,7 @@ class Piece:
                 cons = graph.consumers[t]
                 if graph.producer[t] in loc:
                     h += graph.size[t]
-                if graph.pinned[t] or any(c not in loc and not (ran is not None and ran[c]) for c in cons):
+                if graph.pinned[t] or read_later(t):
                     continue
                 if t not in slot:
                     slot[t] = len(rem0)
@@ -387,8 +403,12 @@ class Piece:
         return max((self.node_bound(v) for v in range(self.n)), default=0)
 
 
-def simulate(piece: Piece, order: Sequence[int]) -> tuple[int, int]:
-    """``(peak, residual)`` of running ``order`` (local nodes), relative to the start."""
+def simulate(piece: Piece, order: Sequence[int], trace: list[tuple[int, int]] | None = None) -> tuple[int, int]:
+    """``(peak, residual)`` of running ``order`` (local nodes), relative to the start.
+
+    ``trace``: when given, gets ``(bytes while the step runs, bytes resident
+    before it)`` for each step, in order.
+    """
     rem = list(piece.rem0)
     r = 0
     peak = -(1 << 62)
@@ -401,6 +421,8 @@ def simulate(piece: Piece, order: Sequence[int]) -> tuple[int, int]:
             first = False
         if m > peak:
             peak = m
+        if trace is not None:
+            trace.append((m, r))
         r += keep[v]
         for s, size in frees[v]:
             rem[s] -= 1
@@ -479,19 +501,40 @@ def forced_segments(piece: "Piece") -> list[list[int]]:
     return segments
 
 
+@dataclass(slots=True)
+class Cuts:
+    """The graph's nodes cut at forced nodes: ``segs`` in execution order,
+    ``seg_of[v]`` the part of node ``v``, ``root`` the piece of the whole
+    graph. :meth:`piece` builds one part as a :class:`Piece` on demand."""
+
+    graph: OrderGraph
+    root: Piece
+    segs: list[list[int]]
+    seg_of: list[int]
+    last: list[int]  # tensor -> the latest part that reads it (-1: none)
+
+    @staticmethod
+    def of(graph: OrderGraph) -> "Cuts":
+        root = graph.root()
+        segs = forced_segments(root)
+        seg_of = [0] * graph.n
+        for i, seg in enumerate(segs):
+            for v in seg:
+                seg_of[v] = i
+        last = [max((seg_of[c] for c in cons), default=-1) for cons in graph.consumers]
+        return Cuts(graph, root, segs, seg_of, last)
+
+    def piece(self, i: int) -> Piece:
+        """Part ``i`` in the context of the parts before it (the first one
+        charged with the unread inputs when no weight-only node runs before it)."""
+        piece = Piece.of(self.graph, self.segs[i], RanBefore(self.seg_of, i, self.last))
+        if i == 0 and not self.graph.free:
+            piece.first_extra = self.graph.first_extra
+        return piece
+
+
 def segment_pieces(graph: OrderGraph) -> tuple[list[list[int]], list[Piece]]:
     """The graph's nodes cut at forced nodes, and each part as a :class:`Piece`
-    in the context of the parts before it (the first one charged with the
-    unread inputs when no weight-only node runs before it)."""
-    segs = forced_segments(graph.root())
-    seg_of = [0] * graph.n
-    for i, seg in enumerate(segs):
-        for v in seg:
-            seg_of[v] = i
-    pieces = []
-    for i, seg in enumerate(segs):
-        piece = Piece.of(graph, seg, RanBefore(seg_of, i))
-        if i == 0 and not graph.free:
-            piece.first_extra = graph.first_extra
-        pieces.append(piece)
-    return segs, pieces
+    in the context of the parts before it (:class:`Cuts`)."""
+    cuts = Cuts.of(graph)
+    return cuts.segs, [cuts.piece(i) for i in range(len(cuts.segs))]
