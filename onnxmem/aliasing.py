@@ -299,18 +299,21 @@ class _Groups:
 
     def merge(self, host: str, other: str, shift: int) -> None:
         """Move ``other``'s whole group into ``host``'s, ``shift`` bytes further in."""
-        g, h = self.group(host), self.group(other)
+        gid, offset = self.gid, self.offset
+        g, h = gid.get(host, host), gid.get(other, other)
         ext = max(self.size(g), self.size(h) + shift)
         fg, fh = self._flags(g), self._flags(h)
         self.flags[g] = (fg[0] or fh[0], fg[1] or fh[1], fg[2] or fh[2])
         self.flags.pop(h, None)
         self.read_until[g] = max(self.last_read(g), self.last_read(h))
         self.read_until.pop(h, None)
-        self.members.setdefault(g, [g])
+        into = self.members.get(g)
+        if into is None:
+            into = self.members[g] = [g]
         for m in self.members.pop(h, [h]):
-            self.gid[m] = g
-            self.offset[m] = self.at(m) + shift
-            self.members[g].append(m)
+            gid[m] = g
+            offset[m] = offset.get(m, 0) + shift
+            into.append(m)
         self.extent.pop(h, None)
         self.extent[g] = ext
 

@@ -76,6 +76,8 @@ class GraphView:
     inputs: tuple[str, ...]  # real graph inputs (not weights)
     outputs: tuple[str, ...]
     consumers: Mapping[str, tuple[int, ...]]  # value -> node indices that read it
+    #: dependency lists, computed on first use (the view is read-only)
+    _deps: dict[str, list[tuple[int, ...]]] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def activations(self) -> list[Tensor]:
         """Every non-weight value: the tensors that need arena memory."""
@@ -87,19 +89,34 @@ class GraphView:
 
     def predecessors(self, index: int) -> tuple[int, ...]:
         """Nodes that produce a non-weight value this node reads."""
-        out: dict[int, None] = {}
-        for n in self.ops[index].reads:
-            p = self.tensors[n].producer
-            if p is not None and self.tensors[n].kind != "weight":
-                out.setdefault(p, None)
-        return tuple(out)
+        found = self._deps.get("preds")
+        if found is None:
+            found = self._deps["preds"] = [self._predecessors(op) for op in self.ops]
+        return found[index]
 
     def successors(self, index: int) -> tuple[int, ...]:
+        """Nodes that read a non-weight value this node writes."""
+        found = self._deps.get("succs")
+        if found is None:
+            found = self._deps["succs"] = [self._successors(op) for op in self.ops]
+        return found[index]
+
+    def _predecessors(self, op: Op) -> tuple[int, ...]:
+        tensors = self.tensors
         out: dict[int, None] = {}
-        for o in self.ops[index].outputs:
-            if o and o in self.tensors and self.tensors[o].kind != "weight":
-                for c in self.consumers.get(o, ()):
-                    out.setdefault(c, None)
+        for n in op.reads:
+            t = tensors[n]
+            if t.producer is not None and t.kind != "weight":
+                out[t.producer] = None
+        return tuple(out)
+
+    def _successors(self, op: Op) -> tuple[int, ...]:
+        tensors = self.tensors
+        out: dict[int, None] = {}
+        for o in op.outputs:
+            t = tensors.get(o) if o else None
+            if t is not None and t.kind != "weight":
+                out.update(dict.fromkeys(self.consumers.get(o, ())))
         return tuple(out)
 
 

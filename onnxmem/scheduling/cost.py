@@ -167,12 +167,19 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
                 if found[0].kind == VIEW:
                     source[op.outputs[0]] = found[1][0]
 
+    resolved: dict[str, str] = {}
+
     def root(name: str) -> str:
+        path = [name]
         seen = {name}
-        while name in source and source[name] not in seen:  # a cycle is reported by the topological check
-            name = source[name]
+        while name in source and name not in resolved and source[name] not in seen:
+            name = source[name]  # a cycle is reported by the topological check
+            path.append(name)
             seen.add(name)
-        return name
+        end = resolved.get(name, name)
+        for p in path:
+            resolved[p] = end
+        return end
 
     tid: dict[str, int] = {}
     size: list[int] = []
