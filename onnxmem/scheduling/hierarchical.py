@@ -54,7 +54,6 @@ from dataclasses import replace
 from typing import Sequence
 
 from ..graph import GraphView
-from . import OrderOptions, register, stable_topological_order
 from .cost import (
     Cuts,
     OrderGraph,
@@ -66,6 +65,7 @@ from .cost import (
 )
 from .exact import exact_piece, forced_segments
 from .heuristics import greedy_piece
+from .registry import OrderOptions, register, stable_topological_order
 
 __all__ = ["AUTO_TIMEOUT", "LEAF", "auto_order", "hierarchical_local"]
 
