@@ -533,7 +533,10 @@ class Cuts:
 
     def piece(self, i: int) -> Piece:
         """Part ``i`` in the context of the parts before it (the first one
-        charged with the unread inputs when no weight-only node runs before it)."""
+        charged with the unread inputs when no weight-only node runs before it).
+        A graph that does not cut is its root piece."""
+        if len(self.segs) == 1:
+            return self.root
         piece = Piece.of(self.graph, self.segs[i], RanBefore(self.seg_of, i, self.last))
         if i == 0 and not self.graph.free:
             piece.first_extra = self.graph.first_extra
