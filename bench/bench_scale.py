@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "scale.md"
@@ -59,6 +60,19 @@ def build(family: str, nodes: int):  # -> onnx.ModelProto
     return model
 
 
+def _cpu_timed(fn: Callable[..., Any], into: dict[str, float], key: str) -> Callable[..., Any]:
+    """``fn``, adding the CPU seconds each call takes to ``into[key]``."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        c = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            into[key] += time.process_time() - c
+
+    return wrapped
+
+
 def child(family: str, nodes: int, proof_limit: float, workdir: str) -> None:
     """Build, save and plan one case; print one JSON line with its figures."""
     import resource
@@ -66,7 +80,7 @@ def child(family: str, nodes: int, proof_limit: float, workdir: str) -> None:
 
     import onnx
 
-    from onnxmem import verify
+    from onnxmem import pipeline, verify
     from onnxmem.pipeline import plan_model
 
     model = build(family, nodes)
@@ -98,12 +112,16 @@ def child(family: str, nodes: int, proof_limit: float, workdir: str) -> None:
             proof["cpu"] = time.process_time() - c
 
     verify.prove_plan = timed_proof  # type: ignore[assignment]
+    stages = {"shapes": 0.0, "solver": 0.0}
+    for attr, stage in (("infer_shapes", "shapes"), ("solve", "solver")):
+        setattr(pipeline, attr, _cpu_timed(getattr(pipeline, attr), stages, stage))
     t, c = time.perf_counter(), time.process_time()
     planned = plan_model(path)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     print(json.dumps({
         "family": family, "nodes": real_nodes, "buffers": len(planned.liveness.problem),
         "plan_s": wall - proof["seconds"], "plan_cpu_s": cpu - proof["cpu"],
+        "shapes_cpu_s": stages["shapes"], "solver_cpu_s": stages["solver"],
         "proof_s": proof["seconds"], "proof_cpu_s": proof["cpu"], "proof_done": proof["done"],
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "arena": planned.plan.arena_size, "lower_bound": planned.plan.lower_bound,
@@ -138,17 +156,19 @@ def machine() -> str:
 
 
 def table(rows: list[dict[str, object]], proof_limit: float) -> list[str]:
-    out = ["| graph | nodes | buffers | plan s (wall) | plan s (CPU) | proof s (wall) | proof s (CPU) | "
-           "peak RSS MiB | arena B |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = ["| graph | nodes | buffers | plan s (wall) | plan s (CPU) | shapes | solver | rest | "
+           "proof s (wall) | proof s (CPU) | peak RSS MiB | arena B |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['family']} | {r['nodes']} | | failed: {r['error']} | | | | | |")
+            out.append(f"| {r['family']} | {r['nodes']} | | failed: {r['error']} | | | | | | | | |")
             continue
         proof = f"{r['proof_s']:.2f}" if r["proof_done"] else f"> {proof_limit:.0f}"
         proof_cpu = f"{r['proof_cpu_s']:.2f}" if r["proof_done"] else "-"
+        rest = r["plan_cpu_s"] - r["shapes_cpu_s"] - r["solver_cpu_s"]  # type: ignore[operator]
         out.append(f"| {r['family']} | {r['nodes']:,} | {r['buffers']:,} | {r['plan_s']:.2f} | "
-                   f"{r['plan_cpu_s']:.2f} | {proof} | {proof_cpu} | {r['rss_mib']:.0f} | {r['arena']:,} |")
+                   f"{r['plan_cpu_s']:.2f} | {r['shapes_cpu_s']:.2f} | {r['solver_cpu_s']:.2f} | {rest:.2f} | "
+                   f"{proof} | {proof_cpu} | {r['rss_mib']:.0f} | {r['arena']:,} |")
     return out
 
 
@@ -205,7 +225,10 @@ def doc(lines: list[str], command: str, started: str, where: str, total: float, 
         "*plan s*: `plan_model` from reading the file to the recorded plan (shape",
         "inference, view, order, liveness and aliasing, solver, plan record), the proof",
         "excluded. *proof s*: the static proof (`onnxmem.verify.prove_plan`) that every",
-        f"plan runs, timed apart and stopped at {proof_limit:.0f} s (`>`). *peak RSS*: the",
+        f"plan runs, timed apart and stopped at {proof_limit:.0f} s (`>`). *shapes*, *solver*,",
+        "*rest*: the plan's CPU seconds in shape inference (`onnxmem.model.infer_shapes`),",
+        "in the solver (`onnxmem.solvers.solve`) and in everything else (reading the file,",
+        "view, order, liveness and aliasing, plan record). *peak RSS*: the",
         "case's own process, the model build included. Wall seconds include waiting for",
         "a core on a shared machine; CPU seconds do not.",
         "",
