@@ -116,6 +116,7 @@ __all__ = [
     "alias_rule",
     "alias_sources",
     "concat_slices",
+    "every_alias_source",
     "find_aliases",
     "group_writable",
     "overwritable",
@@ -335,6 +336,7 @@ def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
     last = last_reads(view, order)
     outputs = set(view.outputs)
     groups = _Groups(view, last, outputs)
+    sources_of = every_alias_source(view, io)
     aliases: list[Alias] = []
     curve = None
     if concat and any(view.ops[i].op_type == "Concat" for i in order):
@@ -346,7 +348,7 @@ def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
         if curve is not None and op.op_type == "Concat":
             aliases.extend(_join_concat(view, op, k, groups, io, alignment, curve))
             continue
-        found = alias_sources(view, op, io)
+        found = sources_of[op_index]
         if found is None:
             continue
         rule, sources = found
@@ -488,6 +490,11 @@ def alias_sources(view: GraphView, op: Op, io: str = "internal") -> tuple[AliasR
         if src and src not in sources and _planned(view, src, io) and view.tensors[src].size == size:
             sources.append(src)
     return (rule, tuple(sources)) if sources else None
+
+
+def every_alias_source(view: GraphView, io: str = "internal") -> list[tuple[AliasRule, tuple[str, ...]] | None]:
+    """:func:`alias_sources` of every node, by node index (computed once per view and ``io``)."""
+    return view.memo(("alias_sources", io), lambda: [alias_sources(view, op, io) for op in view.ops])
 
 
 def group_writable(view: GraphView, members: Iterable[str], outputs: set[str] | None = None) -> bool:

@@ -15,7 +15,7 @@ Squeeze, Unsqueeze) whose inputs are all weights.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import onnx
 
@@ -23,6 +23,8 @@ from .errors import ModelError
 from .model import ShapeInfo, dtype_name, tensor_bytes
 
 __all__ = ["GraphView", "Op", "Tensor", "build_view", "outer_scope_reads"]
+
+T = TypeVar("T")
 
 #: ops whose outputs are weights when every input is a weight: constants, and
 #: views of weights (a runtime aliases them to the weight's own bytes)
@@ -76,8 +78,17 @@ class GraphView:
     inputs: tuple[str, ...]  # real graph inputs (not weights)
     outputs: tuple[str, ...]
     consumers: Mapping[str, tuple[int, ...]]  # value -> node indices that read it
-    #: dependency lists, computed on first use (the view is read-only)
-    _deps: dict[str, list[tuple[int, ...]]] = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: data derived from the view, computed on first use (the view is read-only): see :meth:`memo`
+    _memo: dict[object, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def memo(self, key: object, compute: Callable[[], T]) -> T:
+        """``compute()``, once per view and ``key``: for passes that several
+        planning steps need (dependency lists, the stable topological order,
+        the alias sources of every node). ``compute`` must depend on the view
+        and ``key`` alone."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]  # type: ignore[no-any-return]
 
     def activations(self) -> list[Tensor]:
         """Every non-weight value: the tensors that need arena memory."""
@@ -89,17 +100,11 @@ class GraphView:
 
     def predecessors(self, index: int) -> tuple[int, ...]:
         """Nodes that produce a non-weight value this node reads."""
-        found = self._deps.get("preds")
-        if found is None:
-            found = self._deps["preds"] = [self._predecessors(op) for op in self.ops]
-        return found[index]
+        return self.memo("predecessors", lambda: [self._predecessors(op) for op in self.ops])[index]
 
     def successors(self, index: int) -> tuple[int, ...]:
         """Nodes that read a non-weight value this node writes."""
-        found = self._deps.get("succs")
-        if found is None:
-            found = self._deps["succs"] = [self._successors(op) for op in self.ops]
-        return found[index]
+        return self.memo("successors", lambda: [self._successors(op) for op in self.ops])[index]
 
     def _predecessors(self, op: Op) -> tuple[int, ...]:
         tensors = self.tensors

@@ -56,7 +56,7 @@ from ..aliasing import (
     INPLACE,
     VIEW,
     AliasRule,
-    alias_sources,
+    every_alias_source,
     group_writable,
     overwritable,
     shared_layout,
@@ -160,8 +160,7 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     source: dict[str, str] = {}
     sharing: dict[int, tuple[AliasRule, tuple[str, ...]]] = {}
     if inplace:
-        for op in view.ops:
-            found = alias_sources(view, op, io)
+        for op, found in zip(view.ops, every_alias_source(view, io)):
             if found is not None:
                 sharing[op.index] = found
                 if found[0].kind == VIEW:

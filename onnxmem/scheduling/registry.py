@@ -67,8 +67,12 @@ def stable_topological_order(view: GraphView) -> tuple[int, ...]:
     """Kahn's algorithm that always takes the ready node earliest in the file.
 
     Equals the file order when that is already topological. Raises
-    ``ModelError`` naming the nodes on a cycle.
+    ``ModelError`` naming the nodes on a cycle. Computed once per view.
     """
+    return view.memo("stable_topological_order", lambda: _stable_order(view))
+
+
+def _stable_order(view: GraphView) -> tuple[int, ...]:
     n = len(view.ops)
     indeg = [0] * n
     succ: list[tuple[int, ...]] = [()] * n
