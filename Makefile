@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias models
+.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -47,6 +47,10 @@ bench-verify:
 
 bench-alias:
 	$(PYTHON) bench/bench_alias.py
+
+# plan time and peak memory at 1k, 10k and 100k nodes; writes docs/scale.md
+bench-scale:
+	$(PYTHON) bench/bench_scale.py
 
 # -- model zoo: build real architectures with random weights (needs the zoo extra), run them --
 ZOO_JOBS ?= 2

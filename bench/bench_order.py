@@ -26,9 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from onnxmem.aliasing import shared_layout  # noqa: E402
 from onnxmem.generate import nasnet, randwire, transformer  # noqa: E402
 from onnxmem.graph import build_view  # noqa: E402
-from onnxmem.liveness import build_liveness, shared_liveness  # noqa: E402
+from onnxmem.liveness import build_liveness  # noqa: E402
 from onnxmem.model import infer_shapes, load_model  # noqa: E402
 from onnxmem.problem import lower_bound  # noqa: E402
 from onnxmem.scheduling import OrderOptions, reorder, stable_topological_order  # noqa: E402
@@ -211,7 +212,7 @@ def table_real() -> None:
         fo = stable_topological_order(view)
         reorder(view, "auto", SHARED)  # warm-up
         ao, secs = timed(lambda view=view: reorder(view, "auto", SHARED))
-        lf, la = shared_liveness(view, fo), shared_liveness(view, ao)
+        lf, la = (build_liveness(view, o, shared_layout(view, o)) for o in (fo, ao))
         pf, pa = lower_bound(lf.problem), lower_bound(la.problem)
         pu = order_peak(view, reorder(view, "auto"), inplace=True)
         af, aa = solve(lf.problem, "greedy").height, solve(la.problem, "greedy").height

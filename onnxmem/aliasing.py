@@ -62,8 +62,8 @@ And since the group's buffer is reserved whole from its first write, a
 placement can raise the live bytes before the Concat more than it saves at
 it; :class:`_Curve` places, per Concat, the inputs written last, as many as
 keep those live bytes lowest (``choose=False`` places every candidate).
-:func:`check_groups` and the static proof accept the legal placements the
-planner leaves out.
+The static proof (:func:`onnxmem.verify.prove_plan`) accepts the legal
+placements the planner leaves out.
 
 A view whose output is a graph output keeps its group live to the end, which
 is correct because the bytes are identical. Members of one group live at the
@@ -71,9 +71,17 @@ same step hold the same bytes wherever they overlap: a write into the group
 changes only bytes no live member holds (in place after every earlier
 member is dead; a view or a Concat over its own inputs changes nothing).
 
-:func:`check_groups` is the independent proof: given any groups and offsets
-(from this module, a plan file or a hand-made mutation) it lists every rule
-they break.
+:func:`shared_layout` is the policy ``onnxmem plan --inplace on`` uses:
+views and in-place outputs always, Concat placements too unless they raise
+the max-live bound. The static proof in :mod:`onnxmem.verify` checks any
+layout (from this module, a plan file or a hand-made mutation)
+independently.
+
+Cost: one pass over the order. Each group keeps what the rules ask of all
+its members (the last step that reads one, whether one is a graph input or
+output) up to date as groups merge, so a node's checks cost O(its degree),
+not O(group size); the Concat choice sweeps the live bytes once and then
+touches only the steps around each Concat.
 
 Worked example, order ``a = Relu(x); b = Reshape(a); c = Sigmoid(b)`` where
 only ``c`` is a graph output and ``x`` is a graph input: ``a`` is not in place
@@ -88,12 +96,15 @@ y = Concat(p, q, axis=1)`` on ``x`` of shape ``[1, 4, 8, 8]`` (float, 1 KiB),
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .graph import GraphView, Op
+from .lifetimes import last_reads, live_profile, tensor_lifetimes
+from .liveness import AliasLayout, build_liveness
+from .problem import lower_bound
 
 __all__ = [
     "RULES",
@@ -104,10 +115,12 @@ __all__ = [
     "alias_layout",
     "alias_rule",
     "alias_sources",
-    "check_groups",
     "concat_slices",
+    "every_alias_source",
     "find_aliases",
+    "group_writable",
     "overwritable",
+    "shared_layout",
 ]
 
 VIEW = "view"
@@ -232,28 +245,22 @@ class Alias:
     offset: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class AliasLayout:
-    """Groups of tensors that share bytes, and where each sits in its group's buffer.
-
-    ``groups``: ``{group id: members}`` (two or more each; the id is the first
-    member written, members in the order they are written). ``offsets``:
-    ``{tensor: byte offset inside its group's buffer}`` for members not at 0.
-    """
-
-    groups: dict[str, tuple[str, ...]]
-    offsets: dict[str, int] = field(default_factory=dict)
-
-
 class _Groups:
-    """Groups as they grow: tensor -> group id, members, offset in the group, extent."""
+    """Groups as they grow: tensor -> group id, members, offset in the group, extent,
+    and per group what the rules ask of all its members, kept up to date on merge:
+    the last step that reads a member, and whether a member is a graph input
+    (written by no node), a graph output, or not a plain activation."""
 
-    def __init__(self, view: GraphView) -> None:
+    def __init__(self, view: GraphView, last: Mapping[str, int], outputs: set[str]) -> None:
         self.view = view
+        self.last = last
+        self.outputs = outputs
         self.gid: dict[str, str] = {}
         self.members: dict[str, list[str]] = {}
         self.offset: dict[str, int] = {}
         self.extent: dict[str, int] = {}
+        self.read_until: dict[str, int] = {}
+        self.flags: dict[str, tuple[bool, bool, bool]] = {}
 
     def group(self, name: str) -> str:
         return self.gid.get(name, name)
@@ -267,15 +274,47 @@ class _Groups:
     def size(self, gid: str) -> int:
         return self.extent.get(gid, self.view.tensors[gid].size)
 
+    def last_read(self, gid: str) -> int:
+        """The last step that reads a member of group ``gid`` (-1: none)."""
+        return self.read_until.get(gid, self.last.get(gid, -1))
+
+    def _flags(self, gid: str) -> tuple[bool, bool, bool]:
+        found = self.flags.get(gid)
+        if found is None:
+            t = self.view.tensors[gid]
+            found = (t.producer is None, gid in self.outputs, t.kind != "activation")
+        return found
+
+    def has_input(self, gid: str) -> bool:
+        """A member of ``gid`` is written by no node (a graph input)."""
+        return self._flags(gid)[0]
+
+    def has_output(self, gid: str) -> bool:
+        """A member of ``gid`` is a graph output."""
+        return self._flags(gid)[1]
+
+    def writable(self, gid: str) -> bool:
+        """Every member of ``gid`` is an activation and none is a graph output."""
+        flags = self._flags(gid)
+        return not (flags[1] or flags[2])
+
     def merge(self, host: str, other: str, shift: int) -> None:
         """Move ``other``'s whole group into ``host``'s, ``shift`` bytes further in."""
-        g, h = self.group(host), self.group(other)
+        gid, offset = self.gid, self.offset
+        g, h = gid.get(host, host), gid.get(other, other)
         ext = max(self.size(g), self.size(h) + shift)
-        self.members.setdefault(g, [g])
+        fg, fh = self._flags(g), self._flags(h)
+        self.flags[g] = (fg[0] or fh[0], fg[1] or fh[1], fg[2] or fh[2])
+        self.flags.pop(h, None)
+        self.read_until[g] = max(self.last_read(g), self.last_read(h))
+        self.read_until.pop(h, None)
+        into = self.members.get(g)
+        if into is None:
+            into = self.members[g] = [g]
         for m in self.members.pop(h, [h]):
-            self.gid[m] = g
-            self.offset[m] = self.at(m) + shift
-            self.members[g].append(m)
+            gid[m] = g
+            offset[m] = offset.get(m, 0) + shift
+            into.append(m)
         self.extent.pop(h, None)
         self.extent[g] = ext
 
@@ -290,33 +329,32 @@ def _planned(view: GraphView, name: str, io: str) -> bool:
     return True
 
 
-def _last_reads(view: GraphView, order: Sequence[int]) -> dict[str, int]:
-    last: dict[str, int] = {}
-    for k, op_index in enumerate(order):
-        for name in view.ops[op_index].reads:
-            last[name] = k
-    return last
-
-
 def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
-          concat: bool, choose: bool = True) -> tuple[list[Alias], _Groups]:
-    last = _last_reads(view, order)
+          concat: bool, choose: bool = True, flat: _Groups | None = None) -> tuple[list[Alias], _Groups]:
+    """The aliases and groups the rules give under ``order``; ``flat``: the
+    groups without Concat placement, when the caller already has them."""
+    last = last_reads(view, order)
     outputs = set(view.outputs)
-    groups = _Groups(view)
+    groups = _Groups(view, last, outputs)
+    sources_of = every_alias_source(view, io)
     aliases: list[Alias] = []
-    curve = _Curve(view, order, io, alignment, _find(view, order, io, alignment, False)[1], choose) if concat else None
+    curve = None
+    if concat and any(view.ops[i].op_type == "Concat" for i in order):
+        if flat is None:
+            flat = _find(view, order, io, alignment, False)[1]
+        curve = _Curve(view, order, io, alignment, flat, choose)
     for k, op_index in enumerate(order):
         op = view.ops[op_index]
         if curve is not None and op.op_type == "Concat":
-            aliases.extend(_join_concat(view, op, k, groups, io, alignment, last, outputs, curve))
+            aliases.extend(_join_concat(view, op, k, groups, io, alignment, curve))
             continue
-        found = alias_sources(view, op, io)
+        found = sources_of[op_index]
         if found is None:
             continue
         rule, sources = found
         out = op.outputs[0]
         for src in sources:
-            if rule.kind == INPLACE and not _may_overwrite(view, op, rule, k, groups, src, last, outputs):
+            if rule.kind == INPLACE and not _may_overwrite(view, op, rule, k, groups, src):
                 continue
             groups.merge(src, out, groups.at(src))
             aliases.append(Alias(op_index, out, src, rule.kind))
@@ -325,7 +363,7 @@ def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
 
 
 def _join_concat(view: GraphView, op: Op, step: int, groups: _Groups, io: str, alignment: int,
-                 last: Mapping[str, int], outputs: set[str], curve: _Curve) -> list[Alias]:
+                 curve: _Curve) -> list[Alias]:
     """Place the Concat ``op``'s inputs inside its output where the module's rules allow
     and the placement does not raise the live bytes around it (:class:`_Curve`)."""
     slices = concat_slices(view, op)
@@ -338,10 +376,10 @@ def _join_concat(view: GraphView, op: Op, step: int, groups: _Groups, io: str, a
         if (x in op.inputs[:i] or not _planned(view, x, io) or t.producer is None or t.size == 0
                 or off % max(alignment, 1) or groups.at(x) != 0 or groups.size(groups.group(x)) != t.size):
             continue
-        members = groups.of(x)
-        if any(view.tensors[m].producer is None or m in outputs or last.get(m, -1) > step for m in members):
+        g = groups.group(x)
+        if groups.has_input(g) or groups.has_output(g) or groups.last_read(g) > step:
             continue  # a graph input in the group, or a member read after the Concat
-        if any(groups.group(x) == groups.group(y) for y, _ in candidates):
+        if any(g == groups.group(y) for y, _ in candidates):
             continue  # another input already brings this group
         candidates.append((x, off))
     joined: list[Alias] = []
@@ -366,13 +404,11 @@ class _Curve:
 
     def __init__(self, view: GraphView, order: Sequence[int], io: str, alignment: int, flat: _Groups,
                  choose: bool = True) -> None:
-        from .liveness import tensor_lifetimes
-
         self.view = view
         self.choosing = choose
         self.alignment = max(alignment, 1)
         self.life = tensor_lifetimes(view, order, io)
-        self.live = np.zeros(max(len(order), 1) + 1, dtype=np.int64)
+        spans: list[tuple[int, int, int]] = []
         done: set[str] = set()
         for name in self.life:
             g = flat.group(name)
@@ -380,7 +416,8 @@ class _Curve:
                 continue
             done.add(g)
             s, e = self.span(flat, name)
-            self.live[s:e] += self.bytes(flat, g)
+            spans.append((s, e, self.bytes(flat, g)))
+        self.live = live_profile(spans, max(len(order), 1) + 1)
 
     def span(self, groups: _Groups, name: str) -> tuple[int, int]:
         ms = [m for m in groups.of(name) if m in self.life]
@@ -425,21 +462,23 @@ def find_aliases(view: GraphView, order: Sequence[int], io: str = "internal", *,
     return tuple(_find(view, order, io, alignment, concat)[0])
 
 
-def _may_overwrite(view: GraphView, op: Op, rule: AliasRule, step: int, groups: _Groups, src: str,
-                   last: Mapping[str, int], outputs: set[str]) -> bool:
-    """Whether ``op`` at ``step`` may write its output over ``src``'s group's bytes."""
-    members = groups.of(src)
-    if any(last.get(m, -1) > step for m in members):
+def _may_overwrite(view: GraphView, op: Op, rule: AliasRule, step: int, groups: _Groups, src: str) -> bool:
+    """Whether ``op`` at ``step`` may write its output over ``src``'s group's bytes
+    (rule 3 of the module doc), in O(``op``'s degree)."""
+    g = groups.group(src)
+    if groups.last_read(g) > step or not groups.writable(g):
         return False
-    ranges = {m: (groups.at(m), groups.at(m) + view.tensors[m].size) for m in members}
-    return overwritable(view, op, rule, src, members, ranges, outputs)
+    ranges = {n: (groups.at(n), groups.at(n) + view.tensors[n].size)
+              for n in op.inputs if n and groups.group(n) == g and n in view.tensors}
+    return overwritable(op, rule, src, ranges)
 
 
 def alias_sources(view: GraphView, op: Op, io: str = "internal") -> tuple[AliasRule, tuple[str, ...]] | None:
     """``(rule, inputs)``: the inputs ``op``'s output 0 may share bytes with under
     any order (rules 1 and 2 of the module doc), in the rule's order; ``None``
     when there are none. Whether an **inplace** output takes one also depends
-    on the order (rule 3: :func:`overwritable`, once the input's group dies there).
+    on the order (rule 3: :func:`group_writable` and :func:`overwritable`, once
+    the input's group dies there).
     """
     rule = alias_rule(op)
     if rule is None or not op.outputs or not op.outputs[0] or not _planned(view, op.outputs[0], io):
@@ -453,19 +492,28 @@ def alias_sources(view: GraphView, op: Op, io: str = "internal") -> tuple[AliasR
     return (rule, tuple(sources)) if sources else None
 
 
-def overwritable(view: GraphView, op: Op, rule: AliasRule, src: str, members: Sequence[str],
-                 ranges: Mapping[str, tuple[int, int]] | None = None, outputs: set[str] | None = None) -> bool:
-    """Whether ``op`` may write its output over the group ``members`` (which holds
-    its input ``src``; members at byte ``ranges``, default all at offset 0) once
-    every member dies at ``op``: rule 3 of the module doc without the order,
-    i.e. no member is a graph input or output, and ``op`` reads no member at an
-    input its rule does not list or with other bytes than ``src``.
-    """
+def every_alias_source(view: GraphView, io: str = "internal") -> list[tuple[AliasRule, tuple[str, ...]] | None]:
+    """:func:`alias_sources` of every node, by node index (computed once per view and ``io``)."""
+    return view.memo(("alias_sources", io), lambda: [alias_sources(view, op, io) for op in view.ops])
+
+
+def group_writable(view: GraphView, members: Iterable[str], outputs: set[str] | None = None) -> bool:
+    """The group part of rule 3 of the module doc: every member of the group
+    is an activation (no graph input, no weight) and none is a graph output."""
     outs = set(view.outputs) if outputs is None else outputs
-    if any(view.tensors[m].kind != "activation" or m in outs for m in members):
-        return False
-    rng = ranges if ranges is not None else {m: (0, view.tensors[m].size) for m in members}
-    return not _unsafe_reads(op, rule, rng, rng[src])
+    return all(view.tensors[m].kind == "activation" and m not in outs for m in members)
+
+
+def overwritable(op: Op, rule: AliasRule, src: str, ranges: Mapping[str, tuple[int, int]]) -> bool:
+    """The read part of rule 3 of the module doc: whether ``op`` may write its
+    output over ``src``'s bytes once ``src``'s group dies at ``op``.
+
+    ``ranges``: the byte range inside the group's buffer of each input of
+    ``op`` in ``src``'s group (``src`` included). False when ``op`` reads one
+    of them at an input its rule does not list, or with other bytes than
+    ``src`` (:func:`group_writable` is the other half of the rule).
+    """
+    return not _unsafe_reads(op, rule, ranges, ranges[src])
 
 
 def _unsafe_reads(op: Op, rule: AliasRule, ranges: Mapping[str, tuple[int, int]],
@@ -483,12 +531,15 @@ def alias_layout(view: GraphView, order: Sequence[int], io: str = "internal", *,
                  concat: bool = True, choose: bool = True) -> AliasLayout:
     """Every group the rules allow under ``order``, with each member's offset in its group.
 
-    Pass ``groups`` and ``offsets`` to :func:`onnxmem.liveness.build_liveness`.
-    With ``concat=False`` every offset is 0 (views and in-place outputs only);
-    with ``choose=False`` every Concat input the rules allow is placed, not
-    only those :class:`_Curve` picks.
+    Pass it to :func:`onnxmem.liveness.build_liveness`. With ``concat=False``
+    every offset is 0 (views and in-place outputs only); with
+    ``choose=False`` every Concat input the rules allow is placed, not only
+    those :class:`_Curve` picks.
     """
-    _, groups = _find(view, order, io, alignment, concat, choose)
+    return _layout(view, order, _find(view, order, io, alignment, concat, choose)[1])
+
+
+def _layout(view: GraphView, order: Sequence[int], groups: _Groups) -> AliasLayout:
     step = {op: k for k, op in enumerate(order)}
 
     def written(name: str) -> int:
@@ -504,6 +555,26 @@ def alias_layout(view: GraphView, order: Sequence[int], io: str = "internal", *,
     return AliasLayout(dict(sorted(out.items(), key=lambda kv: written(kv[0]))), offsets)
 
 
+def shared_layout(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64) -> AliasLayout:
+    """The layout ``onnxmem plan --inplace on`` plans: the sharing policy, in one place.
+
+    Views and in-place outputs always share bytes. Concat inputs are placed
+    inside their output as well unless that raises the max-live bound (a
+    placed input reserves the whole output from its own write on, which can
+    cost more than the copy it saves); then the layout without them is kept.
+    """
+    flat_groups = _find(view, order, io, alignment, False)[1]
+    flat = _layout(view, order, flat_groups)
+    if not any(view.ops[i].op_type == "Concat" for i in order):
+        return flat  # nothing to place
+    nested = _layout(view, order, _find(view, order, io, alignment, True, flat=flat_groups)[1])
+    if not nested.offsets and nested.groups == flat.groups:
+        return flat
+    bound = lower_bound(build_liveness(view, order, flat, io=io, alignment=alignment).problem)
+    other = lower_bound(build_liveness(view, order, nested, io=io, alignment=alignment).problem)
+    return nested if other <= bound else flat
+
+
 def alias_groups(view: GraphView, order: Sequence[int], io: str = "internal") -> dict[str, tuple[str, ...]]:
     """``{group id: member tensors}`` of views and in-place outputs (every offset 0).
 
@@ -512,158 +583,3 @@ def alias_groups(view: GraphView, order: Sequence[int], io: str = "internal") ->
     placed inside the output as well, use :func:`alias_layout`.
     """
     return alias_layout(view, order, io, concat=False).groups
-
-
-def check_groups(view: GraphView, order: Sequence[int], groups: Mapping[str, Sequence[str]],
-                 io: str = "internal", offsets: Mapping[str, int] | None = None) -> list[str]:
-    """Every way ``groups`` (members at ``offsets``, default 0) break the rules under ``order``.
-
-    Empty when legal. Independent of :func:`find_aliases`:
-
-    * members must be planned arena tensors, each in one group;
-    * the members must be connected by links: ``m`` is linked to the input
-      whose bytes it takes (output 0 of a view or in-place op, the same size
-      and offset), and a Concat output to each input at its slice's offset;
-    * every write into the group keeps every member that is live then and
-      overlaps it: a view writes nothing new, a Concat nothing new over an
-      input at its own slice; an in-place write may cover only members it
-      reads at an input its rule lists, with exactly its bytes, that die at
-      that node and are neither graph inputs nor graph outputs. A write over
-      a graph input is never allowed.
-    """
-    problems: list[str] = []
-    offs = dict(offsets or {})
-    last = _last_reads(view, order)
-    outputs = set(view.outputs)
-    seen: dict[str, str] = {}
-    for gid, mem in groups.items():
-        if len(mem) < 2:
-            continue
-        bad = False
-        for m in mem:
-            if m in seen and seen[m] != gid:
-                problems.append(f"tensor '{m}' is in groups '{seen[m]}' and '{gid}'")
-                bad = True
-            seen[m] = gid
-            if not _planned(view, m, io):
-                what = "unknown" if m not in view.tensors else (
-                    "a weight" if view.tensors[m].kind == "weight" else f"outside the arena with --io {io}")
-                problems.append(f"group '{gid}': tensor '{m}' is {what} and cannot share arena bytes")
-                bad = True
-        if not bad:
-            problems += _check_group(view, order, gid, mem, offs, last, outputs)
-    return problems
-
-
-def _check_group(view: GraphView, order: Sequence[int], gid: str, mem: Sequence[str],
-                 offs: Mapping[str, int], last: Mapping[str, int], outputs: set[str]) -> list[str]:
-    problems: list[str] = []
-    step = {op: k for k, op in enumerate(order)}
-    members = set(mem)
-
-    def rng(n: str) -> tuple[int, int]:
-        return offs.get(n, 0), offs.get(n, 0) + view.tensors[n].size
-
-    def written(name: str) -> int:
-        p = view.tensors[name].producer
-        return -1 if p is None else step[p]
-
-    # links, and why a member has none
-    parent = {m: m for m in mem}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    why: dict[str, str] = {}
-    for m in mem:
-        p = view.tensors[m].producer
-        if p is None:
-            why[m] = f"group '{gid}': '{m}' is a graph input; no node writes it over another member"
-            continue
-        op = view.ops[p]
-        where = f"group '{gid}': node '{op.name}' ({op.op_type})"
-        slices = concat_slices(view, op)
-        if slices is not None and op.outputs[0] == m:
-            for x, off in zip(op.inputs, slices):
-                if x in members and rng(x) == (rng(m)[0] + off, rng(m)[0] + off + view.tensors[x].size):
-                    parent[find(x)] = find(m)
-            continue
-        rule = alias_rule(op)
-        if rule is None:
-            why[m] = (f"{where} writes '{m}' into the group but its op may not alias "
-                      "(it reads neighbours or has no alias rule)")
-            continue
-        if op.outputs[0] != m:
-            why[m] = f"{where}: only output 0 may alias, '{m}' is another output"
-            continue
-        sources = [op.inputs[j] for j in rule.inputs if j < len(op.inputs) and op.inputs[j] in members]
-        if not sources:
-            why[m] = f"{where} writes '{m}' into group '{gid}' but reads no member of it at an input its rule allows"
-            continue
-        same = [s for s in sources if rng(s) == rng(m)]
-        if not same:
-            s = sources[0]
-            why[m] = (f"{where}: '{m}' is {view.tensors[m].size} B at offset {rng(m)[0]} but '{s}' is "
-                      f"{view.tensors[s].size} B at {rng(s)[0]}; aliased tensors must be the same size "
-                      "at the same offset")
-            continue
-        parent[find(m)] = find(same[0])
-    ordered = sorted(mem, key=written)
-    reported: set[str] = set()
-    for m in ordered[1:]:
-        r = find(m)
-        if r != find(ordered[0]) and r not in reported:
-            reported.add(r)
-            first = next(x for x in ordered if find(x) == r)
-            problems.append(why.get(first, f"group '{gid}': '{first}' is linked to no other member by a rule"))
-
-    # every write keeps the live members it overlaps
-    for m in ordered:
-        p = view.tensors[m].producer
-        if p is None:
-            continue
-        op, k = view.ops[p], step[p]
-        lo, hi = rng(m)
-        kept = _unchanged(view, op, m, rng, members)
-        rule = alias_rule(op)
-        where = f"group '{gid}': node '{op.name}' ({op.op_type})"
-        for e in ordered:
-            elo, ehi = rng(e)
-            if e == m or written(e) > k or not (elo < hi and lo < ehi) or hi == lo or ehi == elo:
-                continue
-            if written(e) == k:
-                problems.append(f"{where} writes outputs '{e}' and '{m}' over the same bytes")
-                continue
-            if any(klo <= max(lo, elo) and min(hi, ehi) <= khi for klo, khi in kept):
-                continue  # the write leaves e's bytes as they are
-            t = view.tensors[e]
-            if t.kind == "input" or e in outputs:
-                problems.append(f"{where} writes '{m}' in place over '{e}', a graph "
-                                f"{'input' if t.kind == 'input' else 'output'}")
-            elif last.get(e, -1) > k:
-                later = view.ops[order[last[e]]].name
-                problems.append(f"{where} writes '{m}' over '{e}', which node '{later}' reads later")
-            elif last.get(e, -1) == k and (rule is None or rule.kind != INPLACE
-                                          or _unsafe_reads(op, rule, {e: rng(e)}, (lo, hi))
-                                          or e not in op.inputs):
-                problems.append(f"{where} writes '{m}' over '{e}', which it reads at an input that is not "
-                                "read element by element with the same bytes (or its op may not alias)")
-    return problems
-
-
-def _unchanged(view: GraphView, op: Op, m: str, rng: Callable[[str], tuple[int, int]],
-               members: set[str]) -> list[tuple[int, int]]:
-    """Byte ranges of ``m`` that ``op``'s write leaves unchanged (a view, a Concat's own slices)."""
-    lo, hi = rng(m)
-    rule = alias_rule(op)
-    if rule is not None and rule.kind == VIEW:
-        src = op.inputs[0] if op.inputs else ""
-        return [(lo, hi)] if src in members and rng(src) == (lo, hi) else []
-    slices = concat_slices(view, op)
-    if slices is None:
-        return []
-    return [(lo + off, lo + off + view.tensors[x].size) for x, off in zip(op.inputs, slices)
-            if x in members and rng(x) == (lo + off, lo + off + view.tensors[x].size)]

@@ -14,8 +14,8 @@ Squeeze, Unsqueeze) whose inputs are all weights.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import onnx
 
@@ -23,6 +23,8 @@ from .errors import ModelError
 from .model import ShapeInfo, dtype_name, tensor_bytes
 
 __all__ = ["GraphView", "Op", "Tensor", "build_view", "outer_scope_reads"]
+
+T = TypeVar("T")
 
 #: ops whose outputs are weights when every input is a weight: constants, and
 #: views of weights (a runtime aliases them to the weight's own bytes)
@@ -62,15 +64,11 @@ class Op:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     captures: tuple[str, ...] = ()
+    #: every value the node reads, each once, in first-use order (set on construction)
+    reads: tuple[str, ...] = field(init=False, compare=False, repr=False)
 
-    @property
-    def reads(self) -> tuple[str, ...]:
-        """Every value the node reads, each once, in first-use order."""
-        seen: dict[str, None] = {}
-        for n in self.inputs + self.captures:
-            if n:
-                seen.setdefault(n, None)
-        return tuple(seen)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reads", tuple(dict.fromkeys(n for n in self.inputs + self.captures if n)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +78,17 @@ class GraphView:
     inputs: tuple[str, ...]  # real graph inputs (not weights)
     outputs: tuple[str, ...]
     consumers: Mapping[str, tuple[int, ...]]  # value -> node indices that read it
+    #: data derived from the view, computed on first use (the view is read-only): see :meth:`memo`
+    _memo: dict[object, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def memo(self, key: object, compute: Callable[[], T]) -> T:
+        """``compute()``, once per view and ``key``: for passes that several
+        planning steps need (dependency lists, the stable topological order,
+        the alias sources of every node). ``compute`` must depend on the view
+        and ``key`` alone."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]  # type: ignore[no-any-return]
 
     def activations(self) -> list[Tensor]:
         """Every non-weight value: the tensors that need arena memory."""
@@ -91,19 +100,28 @@ class GraphView:
 
     def predecessors(self, index: int) -> tuple[int, ...]:
         """Nodes that produce a non-weight value this node reads."""
-        out: dict[int, None] = {}
-        for n in self.ops[index].reads:
-            p = self.tensors[n].producer
-            if p is not None and self.tensors[n].kind != "weight":
-                out.setdefault(p, None)
-        return tuple(out)
+        return self.memo("predecessors", lambda: [self._predecessors(op) for op in self.ops])[index]
 
     def successors(self, index: int) -> tuple[int, ...]:
+        """Nodes that read a non-weight value this node writes."""
+        return self.memo("successors", lambda: [self._successors(op) for op in self.ops])[index]
+
+    def _predecessors(self, op: Op) -> tuple[int, ...]:
+        tensors = self.tensors
         out: dict[int, None] = {}
-        for o in self.ops[index].outputs:
-            if o and o in self.tensors and self.tensors[o].kind != "weight":
-                for c in self.consumers.get(o, ()):
-                    out.setdefault(c, None)
+        for n in op.reads:
+            t = tensors[n]
+            if t.producer is not None and t.kind != "weight":
+                out[t.producer] = None
+        return tuple(out)
+
+    def _successors(self, op: Op) -> tuple[int, ...]:
+        tensors = self.tensors
+        out: dict[int, None] = {}
+        for o in op.outputs:
+            t = tensors.get(o) if o else None
+            if t is not None and t.kind != "weight":
+                out.update(dict.fromkeys(self.consumers.get(o, ())))
         return tuple(out)
 
 

@@ -15,10 +15,10 @@ from typing import Callable, Mapping
 import numpy as np
 import onnx
 
-from .aliasing import alias_layout
+from .aliasing import shared_layout
 from .errors import OnnxmemError, PlanInvalid
 from .graph import GraphView, build_view
-from .liveness import Liveness, build_liveness, shared_liveness
+from .liveness import Liveness, build_liveness
 from .model import ShapeInfo, file_sha256, infer_shapes, load_model
 from .plan import MemoryPlan, PlannedTensor, SharedObject
 from .problem import Solution, live_bytes, lower_bound
@@ -27,7 +27,7 @@ from .scheduling import OrderOptions, reorder, stable_topological_order
 from .scheduling.cost import order_peak
 from .solvers import SOLVERS, SolveOptions, solve
 
-__all__ = ["PlanOptions", "Planned", "default_solver", "plan_model", "plan_loaded"]
+__all__ = ["PlanOptions", "Planned", "aliased_liveness", "default_solver", "plan_liveness", "plan_loaded", "plan_model"]
 
 Progress = Callable[[str], None]
 
@@ -108,6 +108,31 @@ def plan_loaded(
         OrderOptions(timeout=opts.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace),
     )
     liveness = aliased_liveness(view, order, opts)
+    return plan_liveness(model, path, shapes, view, liveness, opts, progress, started=t0)
+
+
+def plan_liveness(
+    model: onnx.ModelProto,
+    path: str | os.PathLike[str],
+    shapes: ShapeInfo,
+    view: GraphView,
+    liveness: Liveness,
+    options: PlanOptions | None = None,
+    progress: Progress | None = None,
+    *,
+    started: float | None = None,
+) -> Planned:
+    """Solve ``liveness`` (any order and layout), record the plan and prove it.
+
+    The last steps of :func:`plan_loaded`, for a liveness built elsewhere
+    (a hand-made layout, every Concat placement, ...); the static proof
+    refuses a layout that breaks the sharing rules with ``PlanInvalid``.
+    ``started``: the ``time.perf_counter()`` the plan's time counts from.
+    """
+    opts = options or PlanOptions()
+    say = progress or (lambda _msg: None)
+    t0 = time.perf_counter() if started is None else started
+    order = liveness.order
     problem = liveness.problem
     say(f"assigning {len(problem)} buffers ({opts.solver})")
     solution = solve(problem, opts.solver, SolveOptions(timeout=opts.timeout, seed=opts.seed))
@@ -131,15 +156,11 @@ def plan_loaded(
 def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: PlanOptions) -> Liveness:
     """The liveness of ``order`` with the sharing ``opts.inplace`` allows.
 
-    Off: every tensor its own buffer. On: views and in-place outputs share
-    (``onnxmem.aliasing``); Concat inputs are placed inside their output as
-    well unless that raises the max-live bound (a placed input reserves the
-    whole output from its own write on, which can cost more than the copy
-    it saves); then the layout without them is kept.
+    Off: every tensor its own buffer. On: the layout
+    :func:`onnxmem.aliasing.shared_layout` chooses.
     """
-    if not opts.inplace:
-        return build_liveness(view, order, io=opts.io, alignment=opts.alignment)
-    return shared_liveness(view, order, opts.io, opts.alignment, layout=alias_layout)
+    layout = shared_layout(view, order, opts.io, opts.alignment) if opts.inplace else None
+    return build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
 
 
 def _make_plan(

@@ -26,6 +26,7 @@ import numpy as np
 
 from .errors import OnnxmemError
 from .fileio import check_output_path, write_text_atomic
+from .lifetimes import group_span, live_profile
 from .plan import MemoryPlan, PlannedTensor
 
 __all__ = [
@@ -86,17 +87,13 @@ def live_curve(plan: MemoryPlan) -> np.ndarray:
     plan's alignment) live from its first member's start to its last member's end.
     """
     steps = max(len(plan.order), max((t.end for t in plan.tensors), default=0))
-    groups: dict[str, list[int]] = {}
+    lifetimes = {t.name: (t.start, t.end) for t in plan.tensors}
+    groups: dict[str, list[PlannedTensor]] = {}
     for t in plan.tensors:
-        g = groups.setdefault(t.group, [t.start, t.end, 0])
-        g[0] = min(g[0], t.start)
-        g[1] = max(g[1], t.end)
-        g[2] = max(g[2], _padded(t.size, plan.alignment))
-    delta = np.zeros(steps + 1, dtype=np.int64)
-    for start, end, size in groups.values():
-        delta[start] += size
-        delta[end] -= size
-    return np.cumsum(delta[:-1])
+        groups.setdefault(t.group, []).append(t)
+    spans = ((*group_span(lifetimes, (t.name for t in ts)), max(_padded(t.size, plan.alignment) for t in ts))
+             for ts in groups.values())
+    return live_profile(spans, steps)
 
 
 def peak_tensors(plan: MemoryPlan, step: int | None = None) -> list[PlannedTensor]:

@@ -44,3 +44,28 @@ def plan_file_order(model: onnx.ModelProto, tmp_path, **opts):
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     return plan_loaded(model, path, PlanOptions(**{"solver": "greedy", "order": "file", "alignment": 1, **opts}))
+
+
+def plan_layout(model: onnx.ModelProto, tmp_path, layout, order=None, *, prove: bool = True):
+    """Plan ``model`` in file order (or ``order``) with the alias ``layout`` given
+    (greedy, alignment 1), as :func:`onnxmem.pipeline.plan_liveness` records
+    and proves it. ``prove=False`` records the plan without the planner's own
+    proof, so a test can hand it to the proof itself."""
+    import contextlib
+    from unittest import mock
+
+    from onnxmem import verify
+    from onnxmem.graph import build_view
+    from onnxmem.liveness import build_liveness
+    from onnxmem.model import infer_shapes
+    from onnxmem.pipeline import PlanOptions, plan_liveness
+
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    shapes = infer_shapes(model)
+    view = build_view(model, shapes)
+    live = build_liveness(view, tuple(range(len(view.ops))) if order is None else order, layout, alignment=1)
+    opts = PlanOptions(solver="greedy", order="file", alignment=1)
+    skip = contextlib.nullcontext() if prove else mock.patch.object(verify, "prove_plan", lambda *a, **k: [])
+    with skip:
+        return plan_liveness(model, path, shapes, view, live, opts)

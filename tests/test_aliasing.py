@@ -15,13 +15,11 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 
-from onnxmem import pipeline
 from onnxmem.aliasing import (
     RULES,
     AliasLayout,
     alias_groups,
     alias_rule,
-    check_groups,
     find_aliases,
 )
 from onnxmem.errors import PlanInvalid
@@ -29,10 +27,11 @@ from onnxmem.liveness import build_liveness
 from onnxmem.pipeline import PlanOptions, plan_loaded
 from onnxmem.plan import check_schema
 from onnxmem.problem import lower_bound, validate
+from onnxmem.proof import prove_plan
 
 from .conftest import LIGHT_MODELS
 from .helpers import file_order_view as _view
-from .helpers import make_model, vi
+from .helpers import make_model, plan_layout, vi
 from .helpers import plan_file_order as _plan
 
 S = (1, 4, 8, 8)  # 256 floats = 1 KiB
@@ -161,7 +160,7 @@ def test_view_group_lives_until_the_last_use_of_the_view():
     v, order = _view(view_graph())
     groups = alias_groups(v, order)
     assert groups == {"a": ("a", "v"), "b": ("b", "bf", "y")}
-    live = build_liveness(v, order, alignment=1, groups=groups)
+    live = build_liveness(v, order, AliasLayout(groups), alignment=1)
     buf = {b.id: b for b in live.problem.buffers}
     assert (buf["a"].start, buf["a"].end) == (0, 5)  # a's last direct read is step 2, v's is 4
     assert live.interval("a").end == 3
@@ -256,45 +255,41 @@ def test_cli_inplace_flag(tmp_path):
 
 
 ILLEGAL = [
-    # (model, groups, words the complaint must contain)
-    ("later consumer", later_consumer, {"a": ("a", "b")}, "reads later"),
-    ("reads neighbours", conv_graph, {"a": ("a", "c")}, "may not alias"),
-    ("graph input", lambda: relu_chain(2), {"x": ("x", "r0")}, "graph input"),
-    ("view kept alive", view_graph, {"a": ("a", "v", "b")}, "reads later"),
+    # (model, groups, words the proof's complaint must contain)
+    ("later consumer", later_consumer, {"a": ("a", "b")}, "still live until step 2"),
+    ("reads neighbours", conv_graph, {"a": ("a", "c")}, "Conv may not write its output over"),
+    ("view kept alive", view_graph, {"a": ("a", "v", "b")}, "over 'v' (alias group 'a'), which is still live"),
     ("size mismatch", lambda: make_model(
         [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Cast", ["a"], ["h"], to=TensorProto.FLOAT16),
          helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT)],
-        [vi("x", S)], [vi("y", S)]), {"a": ("a", "h")}, "same size"),
-    ("unrelated tensors", later_consumer, {"x": ("x", "y")}, "reads no member"),
+        [vi("x", S)], [vi("y", S)]), {"a": ("a", "h")}, "the bytes differ"),
 ]
 
 
 @pytest.mark.parametrize("name,build,groups,words", ILLEGAL, ids=[c[0] for c in ILLEGAL])
-def test_check_groups_rejects_illegal_aliases(name, build, groups, words):
-    v, order = _view(build())
-    problems = check_groups(v, order, groups)
-    assert problems and any(words in p for p in problems), problems
-
-
-#: illegal groups that would change a live value: the static proof must reject them
-#: (a graph input written in place, or two unrelated tensors sharing an offset
-#: while never live together, break only onnxmem's own rules: check_groups' job)
-UNSAFE = [c for c in ILLEGAL if c[0] not in ("graph input", "unrelated tensors")]
-
-
-@pytest.mark.parametrize("name,build,groups,words", UNSAFE, ids=[c[0] for c in UNSAFE])
-def test_static_proof_rejects_plans_with_illegal_aliases(tmp_path, monkeypatch, name, build, groups, words):
-    prove = pipeline.prove_plan
-    monkeypatch.setattr(pipeline, "alias_layout", lambda view, order, io, **_: AliasLayout(dict(groups)))
-    monkeypatch.setattr(pipeline, "prove_plan", lambda *a, **k: [])  # the planner's own check, bypassed
-    planned = _plan(build(), tmp_path)
+def test_static_proof_rejects_plans_with_illegal_aliases(tmp_path, name, build, groups, words):
+    planned = plan_layout(build(), tmp_path, AliasLayout(dict(groups)), prove=False)
     assert {t.group for t in planned.plan.tensors} >= set(groups)
-    findings = prove(planned.plan, planned.view)
+    findings = prove_plan(planned.plan, planned.view)
     assert findings and all(f.kind == "alias" for f in findings), findings
+    assert any(words in f.message for f in findings), findings
     # and planning with such groups fails loudly
-    monkeypatch.setattr(pipeline, "prove_plan", prove)
     with pytest.raises(PlanInvalid):
-        _plan(build(), tmp_path)
+        plan_layout(build(), tmp_path, AliasLayout(dict(groups)))
+
+
+@pytest.mark.parametrize("build,io", [(lambda: relu_chain(2), "internal"), (later_consumer, "internal"),
+                                      (later_consumer, "external")])
+def test_planner_never_groups_a_graph_input_or_unrelated_tensors(build, io):
+    """What the proof leaves to the planner: a graph input is never written in
+    place, and every member is linked to its group by a rule."""
+    v, order = _view(build())
+    for a in find_aliases(v, order, io, concat=True):
+        assert v.tensors[a.input].kind != "input" and v.tensors[a.output].kind != "input"
+        op = v.ops[a.node]
+        assert a.output == op.outputs[0] and a.input in op.inputs
+    for members in alias_groups(v, order, io).values():
+        assert all(v.tensors[m].producer is not None for m in members)
 
 
 # ---------------------------------------------------------------- real models
@@ -306,8 +301,7 @@ def test_wheel_model_aliased_plan_is_valid(path):
     on = plan_loaded(model, path, PlanOptions(solver="greedy", inplace=True))
     off = plan_loaded(model, path, PlanOptions(solver="greedy", inplace=False))
     assert on.plan.inplace
-    sub = {iv.tensor: iv.offset for iv in on.liveness.intervals if iv.offset}
-    assert check_groups(on.view, on.liveness.order, on.liveness.groups, offsets=sub) == []
+    assert prove_plan(on.plan, on.view) == []
     assert validate(on.liveness.problem, on.solution) == []
     check_schema(on.plan.to_dict())
     bases: dict[str, set[int]] = {}

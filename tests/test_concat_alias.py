@@ -14,18 +14,17 @@ import onnx
 import pytest
 from onnx import helper
 
-from onnxmem import pipeline
-from onnxmem.aliasing import AliasLayout, alias_layout, check_groups, concat_slices, find_aliases
+from onnxmem.aliasing import AliasLayout, alias_layout, concat_slices, find_aliases
 from onnxmem.errors import PlanInvalid
 from onnxmem.liveness import build_liveness
-from onnxmem.pipeline import PlanOptions, plan_loaded
+from onnxmem.pipeline import PlanOptions, plan_liveness, plan_loaded
 from onnxmem.plan import check_schema, plan_from_dict
 from onnxmem.problem import lower_bound
 from onnxmem.verify import VerifyOptions, prove_plan, verify_plan
 
 from .conftest import LIGHT_MODELS
 from .helpers import file_order_view as _view
-from .helpers import make_model, vi
+from .helpers import make_model, plan_layout, vi
 from .helpers import plan_file_order as _plan
 
 S = (1, 4, 8, 8)  # 256 floats = 1 KiB
@@ -36,7 +35,7 @@ KIB = 1024
 def _bound(model: onnx.ModelProto, concat: bool, io: str = "internal") -> int:
     v, order = _view(model)
     lay = alias_layout(v, order, io, concat=concat)
-    return lower_bound(build_liveness(v, order, io=io, alignment=1, groups=lay.groups, offsets=lay.offsets).problem)
+    return lower_bound(build_liveness(v, order, lay, io=io, alignment=1).problem)
 
 
 def two_branches() -> onnx.ModelProto:
@@ -132,7 +131,7 @@ def test_concat_slices(shapes, axis, want):
 # ---------------------------------------------------------------- literal graphs
 
 
-def test_two_branches_bound_with_and_without_placement():
+def test_two_branches_bound_with_and_without_placement(tmp_path):
     m = two_branches()
     assert _bound(m, concat=False) == 4 * KIB
     assert _bound(m, concat=True) == 3 * KIB
@@ -142,7 +141,7 @@ def test_two_branches_bound_with_and_without_placement():
     assert lay.offsets == {"q": KIB}
     assert sorted((a.input, a.kind, a.offset) for a in find_aliases(v, order, concat=True) if a.kind == "concat") == [
         ("p", "concat", 0), ("q", "concat", KIB)]
-    assert check_groups(v, order, lay.groups, offsets=lay.offsets) == []
+    assert prove_plan(plan_layout(m, tmp_path, lay).plan, v) == []
     # with external io the output y stays out, the placement does not need it
     ext = alias_layout(v, order, "external")
     assert ext.groups == {"p": ("p", "q", "c")} and ext.offsets == {"q": KIB}
@@ -186,13 +185,13 @@ def test_repeated_input_is_placed_once(tmp_path):
     assert report.ok, report.first
 
 
-def test_dense_chain_nests():
+def test_dense_chain_nests(tmp_path):
     v, order = _view(dense_chain())
     lay = alias_layout(v, order)
     (members,) = [m for m in lay.groups.values() if "c2" in m]
     assert {"a", "b1", "c1", "b2", "c2"} <= set(members)
     assert lay.offsets == {"b1": KIB, "b2": 2 * KIB}
-    assert check_groups(v, order, lay.groups, offsets=lay.offsets) == []
+    assert prove_plan(plan_layout(dense_chain(), tmp_path, lay).plan, v) == []
 
 
 def test_dense_chain_plan_verifies(tmp_path):
@@ -202,13 +201,11 @@ def test_dense_chain_plan_verifies(tmp_path):
     assert report.ok, report.first
 
 
-def test_input_read_after_the_concat_is_not_placed_but_would_be_legal(tmp_path, monkeypatch):
+def test_input_read_after_the_concat_is_not_placed_but_would_be_legal(tmp_path):
     v, order = _view(later_reader())
     lay = alias_layout(v, order)
     assert lay.offsets == {"q": KIB} and "p" not in lay.groups["q"]  # q dies at the Concat, p does not
-    groups, offsets = {"p": ("p", "q", "c")}, {"q": KIB}
-    assert check_groups(v, order, groups, offsets=offsets) == []
-    planned = _forced(later_reader(), tmp_path, monkeypatch, groups, offsets)
+    planned = plan_layout(later_reader(), tmp_path, AliasLayout({"p": ("p", "q", "c")}, {"q": KIB}))
     assert prove_plan(planned.plan, planned.view) == []
     report = verify_plan(planned.model, planned.plan, model_path=tmp_path / "m.onnx", view=planned.view)
     assert report.ok, report.first
@@ -272,51 +269,41 @@ def test_onnxruntime_concat_over_its_own_inputs(shapes, axis, placed):
 # ---------------------------------------------------------------- illegal layouts
 
 
-def _forced(model, tmp_path, monkeypatch, groups, offsets, prove=True):
-    """Plan ``model`` with the given layout, the planner's own proof bypassed."""
-    monkeypatch.setattr(pipeline, "alias_layout", lambda view, order, io, **_: AliasLayout(dict(groups), dict(offsets)))
-    real = pipeline.prove_plan
-    monkeypatch.setattr(pipeline, "prove_plan", lambda *a, **k: [])
-    try:
-        return _plan(model, tmp_path)
-    finally:
-        monkeypatch.setattr(pipeline, "prove_plan", real)
-
-
 ILLEGAL = [
-    # (name, model, groups, offsets, words check_groups must say)
-    ("slices swapped", two_branches, {"p": ("p", "q", "c")}, {"p": KIB}, "reads no member"),
-    ("two inputs in one slice", two_branches, {"p": ("p", "q", "c")}, {}, "reads later"),
-    ("slice past the output", two_branches, {"p": ("p", "q", "c")}, {"q": 2 * KIB}, "reads no member"),
+    # (name, model, groups, offsets, words the proof must say)
+    ("slices swapped", two_branches, {"p": ("p", "q", "c")}, {"p": KIB}, "writes 'c' over 'p'"),
+    ("two inputs in one slice", two_branches, {"p": ("p", "q", "c")}, {}, "writes 'q' over 'p' (alias group 'p'), which is still live"),
     ("in place over a placed input still read", later_reader, {"p": ("p", "q", "c", "m")}, {"q": KIB},
-     "may not alias"),
+     "writes 'm' over 'p' (alias group 'p'), which is still live"),
     ("batch two interleaves", lambda: make_model(
         [helper.make_node("Relu", ["x"], ["p"]), helper.make_node("Sigmoid", ["x"], ["q"]),
          helper.make_node("Concat", ["p", "q"], ["c"], axis=1), helper.make_node("Relu", ["c"], ["y"])],
-        [vi("x", (2, 4, 8, 8))], [vi("y", (2, 8, 8, 8))]), {"p": ("p", "q", "c")}, {"q": 2 * KIB}, "reads no member"),
+        [vi("x", (2, 4, 8, 8))], [vi("y", (2, 8, 8, 8))]), {"p": ("p", "q", "c")}, {"q": 2 * KIB}, "Concat may not write"),
 ]
 
 
 @pytest.mark.parametrize("name,build,groups,offsets,words", ILLEGAL, ids=[c[0] for c in ILLEGAL])
-def test_check_groups_rejects_illegal_placements(name, build, groups, offsets, words):
-    v, order = _view(build())
-    problems = check_groups(v, order, groups, offsets=offsets)
-    assert problems and any(words in p for p in problems), problems
-
-
-#: layouts that would change a live value (a slice past the output only breaks
-#: onnxmem's own rules: nothing live is overwritten, check_groups' job)
-UNSAFE = [c for c in ILLEGAL if c[0] != "slice past the output"]
-
-
-@pytest.mark.parametrize("name,build,groups,offsets,words", UNSAFE, ids=[c[0] for c in UNSAFE])
-def test_static_proof_rejects_illegal_placements(tmp_path, monkeypatch, name, build, groups, offsets, words):
-    planned = _forced(build(), tmp_path, monkeypatch, groups, offsets)
+def test_static_proof_rejects_illegal_placements(tmp_path, name, build, groups, offsets, words):
+    layout = AliasLayout(dict(groups), dict(offsets))
+    planned = plan_layout(build(), tmp_path, layout, prove=False)
     findings = prove_plan(planned.plan, planned.view)
     assert findings and all(f.kind == "alias" for f in findings), findings
-    monkeypatch.setattr(pipeline, "alias_layout", lambda view, order, io, **_: AliasLayout(dict(groups), dict(offsets)))
+    assert any(words in f.message for f in findings), findings
     with pytest.raises(PlanInvalid):
-        _plan(build(), tmp_path)
+        plan_layout(build(), tmp_path, layout)
+
+
+def test_a_slice_past_the_output_is_never_planned():
+    """What the proof leaves to the planner (nothing live is overwritten): every
+    placed input lies inside its Concat output's bytes, at its own slice."""
+    for build in (two_branches, dense_chain, repeated_input, later_reader):
+        v, order = _view(build())
+        for a in find_aliases(v, order, concat=True):
+            if a.kind == "concat":
+                op = v.ops[a.node]
+                slices = concat_slices(v, op)
+                assert slices is not None and a.offset == slices[op.inputs.index(a.input)]
+                assert a.offset + v.tensors[a.input].size <= v.tensors[a.output].size
 
 
 def test_static_proof_rejects_a_member_outside_its_buffer(tmp_path):
@@ -336,17 +323,18 @@ WHEEL = [p for p in LIGHT_MODELS if p.stem.removeprefix("light_") in ("inception
 
 
 @pytest.mark.parametrize("path", WHEEL, ids=[p.stem for p in WHEEL])
-def test_wheel_model_with_every_placement_verifies(path, monkeypatch):
+def test_wheel_model_with_every_placement_verifies(path):
     """Every placement the rules allow (not only those that lower the bound), proven and executed."""
     model = onnx.load(path)
-    full = alias_layout
-    monkeypatch.setattr(pipeline, "alias_layout", lambda view, order, io, **k: full(view, order, io, **{
-        **k, "concat": True, "choose": False}))
-    planned = plan_loaded(model, path, PlanOptions(solver="greedy", order="file"))
+    opts = PlanOptions(solver="greedy", order="file")
+    base = plan_loaded(model, path, opts)
+    view, order = base.view, base.liveness.order
+    every = alias_layout(view, order, alignment=opts.alignment, concat=True, choose=False)
+    live = build_liveness(view, order, every, alignment=opts.alignment)
+    planned = plan_liveness(model, path, base.shapes, view, live, opts)  # proven, or PlanInvalid
     placed = [t for t in planned.plan.tensors if t.group_offset]
     assert placed, "expected Concat inputs placed inside their outputs"
-    sub = {iv.tensor: iv.offset for iv in planned.liveness.intervals if iv.offset}
-    assert check_groups(planned.view, planned.liveness.order, planned.liveness.groups, offsets=sub) == []
+    assert len(placed) >= len([t for t in base.plan.tensors if t.group_offset])
     report = verify_plan(planned.model, planned.plan, model_path=path, view=planned.view,
                          options=VerifyOptions(device="cpu"))
     assert report.ok, report.first

@@ -59,7 +59,7 @@ def make_view(
 def flat_bound(view: GraphView, order, io="internal", alignment=1) -> int:
     """The max-live bound over the groups of views and in-place outputs (no Concat placement)."""
     lay = alias_layout(view, order, io, alignment=alignment, concat=False)
-    return lower_bound(build_liveness(view, order, io=io, alignment=alignment, groups=lay.groups).problem)
+    return lower_bound(build_liveness(view, order, lay, io=io, alignment=alignment).problem)
 
 
 def shared(view: GraphView, order, io="internal", alignment=1) -> int:

@@ -17,7 +17,7 @@ O(degree):
   graph outputs, which live to the end), and each tensor ``v`` read for the
   last time is freed.
 
-These are the rules of :func:`onnxmem.liveness.tensor_lifetimes`: graph inputs
+These are the rules of :func:`onnxmem.lifetimes.tensor_lifetimes`: graph inputs
 live from step 0, graph outputs to the end, an output nothing reads occupies
 its producer's step only, weights are never in the arena, and with
 ``io="external"`` graph inputs and outputs are left out. Nodes that read and
@@ -25,8 +25,8 @@ write only weights (``Constant`` and friends) have no arena effect: the
 strategies put them first, in file order, and search over the rest.
 
 With ``inplace=True`` the evaluator counts the sharing of
-:mod:`onnxmem.aliasing` (its rule table, :func:`~onnxmem.aliasing.alias_sources`
-and :func:`~onnxmem.aliasing.overwritable`), as ``alias_layout(...,
+:mod:`onnxmem.aliasing` (its rule table, :func:`~onnxmem.aliasing.alias_sources`,
+:func:`~onnxmem.aliasing.group_writable` and :func:`~onnxmem.aliasing.overwritable`), as ``alias_layout(...,
 concat=False)`` applies it under the order:
 
 * a view's output and its source are one tensor (a *class*): the view costs
@@ -52,22 +52,23 @@ import heapq
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-import numpy as np
-
 from ..aliasing import (
     INPLACE,
     VIEW,
     AliasRule,
-    alias_sources,
+    every_alias_source,
+    group_writable,
     overwritable,
+    shared_layout,
 )
 from ..graph import GraphView
-from ..liveness import arena_tensors, shared_liveness, tensor_lifetimes
+from ..lifetimes import arena_tensors, live_profile, tensor_lifetimes
+from ..liveness import build_liveness
 from ..problem import align_up, lower_bound
 
 __all__ = [
-    "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",
-    "shared_liveness", "simulate", "topological",
+    "Cuts", "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",
+    "simulate", "topological",
 ]
 
 #: remaining-reader count of a tensor a piece never frees
@@ -77,22 +78,14 @@ NEVER = 1 << 30
 def order_peak(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
                inplace: bool = False) -> int:
     """The max-live bound of ``build_liveness(view, order, ...)`` (bytes); with
-    ``inplace``, of :func:`shared_liveness` (``plan.lower_bound`` with ``--inplace on``)."""
+    ``inplace``, over the layout :func:`onnxmem.aliasing.shared_layout` chooses
+    (``plan.lower_bound`` with ``--inplace on``)."""
     if inplace:
-        return lower_bound(shared_liveness(view, order, io, alignment).problem)
-    n = len(order)
-    if not view.tensors:
-        return 0
+        layout = shared_layout(view, order, io, alignment)
+        return lower_bound(build_liveness(view, order, layout, io=io, alignment=alignment).problem)
     lifetimes = tensor_lifetimes(view, order, io)
-    if not lifetimes:
-        return 0
-    horizon = max(n, 1)
-    delta = np.zeros(horizon + 2, dtype=np.int64)
-    for name, (s, e) in lifetimes.items():
-        size = align_up(view.tensors[name].size, alignment)
-        delta[s] += size
-        delta[e] -= size
-    return int(np.cumsum(delta).max(initial=0))
+    spans = ((s, e, align_up(view.tensors[name].size, alignment)) for name, (s, e) in lifetimes.items())
+    return int(live_profile(spans, max(len(order), 1)).max(initial=0))
 
 
 @dataclass(slots=True)
@@ -167,19 +160,25 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     source: dict[str, str] = {}
     sharing: dict[int, tuple[AliasRule, tuple[str, ...]]] = {}
     if inplace:
-        for op in view.ops:
-            found = alias_sources(view, op, io)
+        for op, found in zip(view.ops, every_alias_source(view, io)):
             if found is not None:
                 sharing[op.index] = found
                 if found[0].kind == VIEW:
                     source[op.outputs[0]] = found[1][0]
 
+    resolved: dict[str, str] = {}
+
     def root(name: str) -> str:
+        path = [name]
         seen = {name}
-        while name in source and source[name] not in seen:  # a cycle is reported by the topological check
-            name = source[name]
+        while name in source and name not in resolved and source[name] not in seen:
+            name = source[name]  # a cycle is reported by the topological check
+            path.append(name)
             seen.add(name)
-        return name
+        end = resolved.get(name, name)
+        for p in path:
+            resolved[p] = end
+        return end
 
     tid: dict[str, int] = {}
     size: list[int] = []
@@ -196,6 +195,7 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
         tid[t.name] = k
         pinned[k] = pinned[k] or t.name in out_set
         members[k].append(t.name)
+    writable = [group_writable(view, ms, out_set) for ms in members]
     real: list[int] = []
     free: list[int] = []
     local: dict[int, int] = {}
@@ -232,7 +232,10 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
             rule, sources = found
             for src in sources:
                 k = tid[src]
-                if k not in ip[v] and overwritable(view, op, rule, src, members[k], outputs=out_set):
+                if k in ip[v] or not writable[k]:
+                    continue
+                ranges = {x: (0, view.tensors[x].size) for x in op.inputs if x in tid and tid[x] == k}
+                if overwritable(op, rule, src, ranges):
                     ip[v].append(k)
             if ip[v]:
                 disc[v] = size[tid[op.outputs[0]]]
@@ -253,12 +256,17 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
 
 
 class RanBefore:
-    """``ran[v]`` for pieces cut in sequence: node ``v`` is in an earlier part."""
+    """``ran[v]`` for pieces cut in sequence: node ``v`` is in an earlier part.
 
-    __slots__ = ("part", "k")
+    ``last[t]`` (optional): the latest part that reads tensor ``t``, so that
+    whether every reader of ``t`` ran before part ``k`` or is in it is one
+    lookup instead of a scan over the readers.
+    """
 
-    def __init__(self, part: Sequence[int], k: int) -> None:
-        self.part, self.k = part, k
+    __slots__ = ("part", "k", "last")
+
+    def __init__(self, part: Sequence[int], k: int, last: Sequence[int] | None = None) -> None:
+        self.part, self.k, self.last = part, k, last
 
     def __getitem__(self, v: int) -> bool:
         return self.part[v] < self.k
@@ -321,6 +329,17 @@ class Piece:
         ext_read: list[int] = []
         ip: list[list[int]] = []
         disc: list[int] = []
+        last = ran.last if isinstance(ran, RanBefore) else None
+        kept: dict[int, bool] = {}  # tensor -> a reader outside the piece runs after it
+
+        def read_later(t: int) -> bool:
+            if last is not None:
+                return last[t] > ran.k  # type: ignore[union-attr]
+            found = kept.get(t)
+            if found is None:
+                found = kept[t] = any(c not in loc and not (ran is not None and ran[c]) for c in graph.consumers[t])
+            return found
+
         for g in nodes:
             a = k = 0
             for t in graph.outs[g]:
@@ -335,7 +354,7 @@ class Piece:
                 cons = graph.consumers[t]
                 if graph.producer[t] in loc:
                     h += graph.size[t]
-                if graph.pinned[t] or any(c not in loc and not (ran is not None and ran[c]) for c in cons):
+                if graph.pinned[t] or read_later(t):
                     continue
                 if t not in slot:
                     slot[t] = len(rem0)
@@ -390,8 +409,12 @@ class Piece:
         return max((self.node_bound(v) for v in range(self.n)), default=0)
 
 
-def simulate(piece: Piece, order: Sequence[int]) -> tuple[int, int]:
-    """``(peak, residual)`` of running ``order`` (local nodes), relative to the start."""
+def simulate(piece: Piece, order: Sequence[int], trace: list[tuple[int, int]] | None = None) -> tuple[int, int]:
+    """``(peak, residual)`` of running ``order`` (local nodes), relative to the start.
+
+    ``trace``: when given, gets ``(bytes while the step runs, bytes resident
+    before it)`` for each step, in order.
+    """
     rem = list(piece.rem0)
     r = 0
     peak = -(1 << 62)
@@ -404,6 +427,8 @@ def simulate(piece: Piece, order: Sequence[int]) -> tuple[int, int]:
             first = False
         if m > peak:
             peak = m
+        if trace is not None:
+            trace.append((m, r))
         r += keep[v]
         for s, size in frees[v]:
             rem[s] -= 1
@@ -482,19 +507,43 @@ def forced_segments(piece: "Piece") -> list[list[int]]:
     return segments
 
 
+@dataclass(slots=True)
+class Cuts:
+    """The graph's nodes cut at forced nodes: ``segs`` in execution order,
+    ``seg_of[v]`` the part of node ``v``, ``root`` the piece of the whole
+    graph. :meth:`piece` builds one part as a :class:`Piece` on demand."""
+
+    graph: OrderGraph
+    root: Piece
+    segs: list[list[int]]
+    seg_of: list[int]
+    last: list[int]  # tensor -> the latest part that reads it (-1: none)
+
+    @staticmethod
+    def of(graph: OrderGraph) -> "Cuts":
+        root = graph.root()
+        segs = forced_segments(root)
+        seg_of = [0] * graph.n
+        for i, seg in enumerate(segs):
+            for v in seg:
+                seg_of[v] = i
+        last = [max((seg_of[c] for c in cons), default=-1) for cons in graph.consumers]
+        return Cuts(graph, root, segs, seg_of, last)
+
+    def piece(self, i: int) -> Piece:
+        """Part ``i`` in the context of the parts before it (the first one
+        charged with the unread inputs when no weight-only node runs before it).
+        A graph that does not cut is its root piece."""
+        if len(self.segs) == 1:
+            return self.root
+        piece = Piece.of(self.graph, self.segs[i], RanBefore(self.seg_of, i, self.last))
+        if i == 0 and not self.graph.free:
+            piece.first_extra = self.graph.first_extra
+        return piece
+
+
 def segment_pieces(graph: OrderGraph) -> tuple[list[list[int]], list[Piece]]:
     """The graph's nodes cut at forced nodes, and each part as a :class:`Piece`
-    in the context of the parts before it (the first one charged with the
-    unread inputs when no weight-only node runs before it)."""
-    segs = forced_segments(graph.root())
-    seg_of = [0] * graph.n
-    for i, seg in enumerate(segs):
-        for v in seg:
-            seg_of[v] = i
-    pieces = []
-    for i, seg in enumerate(segs):
-        piece = Piece.of(graph, seg, RanBefore(seg_of, i))
-        if i == 0 and not graph.free:
-            piece.first_extra = graph.first_extra
-        pieces.append(piece)
-    return segs, pieces
+    in the context of the parts before it (:class:`Cuts`)."""
+    cuts = Cuts.of(graph)
+    return cuts.segs, [cuts.piece(i) for i in range(len(cuts.segs))]

@@ -38,7 +38,6 @@ from typing import Sequence
 import numpy as np
 
 from ..graph import GraphView
-from . import OrderOptions, register
 from .cost import (
     OrderGraph,
     Piece,
@@ -49,6 +48,7 @@ from .cost import (
     topological,
 )
 from .heuristics import greedy_piece
+from .registry import OrderOptions, register
 
 __all__ = ["ExactResult", "exact_piece", "exact_search", "forced_segments"]
 

@@ -37,8 +37,8 @@ import time
 from typing import Sequence
 
 from ..graph import GraphView
-from . import OrderOptions, register
 from .cost import Piece, build_order_graph, segment_pieces, simulate
+from .registry import OrderOptions, register
 
 __all__ = ["greedy_order", "longest_path_order"]
 

@@ -54,18 +54,18 @@ from dataclasses import replace
 from typing import Sequence
 
 from ..graph import GraphView
-from . import OrderOptions, register, stable_topological_order
 from .cost import (
+    Cuts,
     OrderGraph,
     Piece,
     RanBefore,
     build_order_graph,
     order_peak,
-    segment_pieces,
     simulate,
 )
 from .exact import exact_piece, forced_segments
 from .heuristics import greedy_piece
+from .registry import OrderOptions, register, stable_topological_order
 
 __all__ = ["AUTO_TIMEOUT", "LEAF", "auto_order", "hierarchical_local"]
 
@@ -216,25 +216,31 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
     local_of = {g: i for i, g in enumerate(graph.real)}
     file_local = [local_of[g] for g in file_order if g in local_of]
     pos = {v: k for k, v in enumerate(file_local)}
-    segs, all_pieces = segment_pieces(graph)
-    seg_of = [0] * graph.n
-    for i, seg in enumerate(segs):
-        for v in seg:
-            seg_of[v] = i
-    # each part in file order, its peak and a lower bound, in absolute bytes
+    cuts = Cuts.of(graph)
+    segs, seg_of = cuts.segs, cuts.seg_of
+    # each part in file order, its peak and a lower bound, in absolute bytes: one
+    # run of the whole file order gives every part's steps (parts run one after
+    # another); only parts of more than one node need a piece of their own
+    trace: list[tuple[int, int]] = []
+    simulate(cuts.root, file_local, trace)
     floor = graph.base + graph.first_extra if graph.free else 0
     orders: list[list[int]] = []
     peaks: list[int] = []
+    all_pieces: dict[int, Piece] = {}
     lower = floor
-    resident = graph.base
-    for seg, piece in zip(segs, all_pieces):
+    at = 0
+    for i, seg in enumerate(segs):
         order = sorted(seg, key=pos.__getitem__)
-        loc = {g: j for j, g in enumerate(piece.nodes)}
-        peak, residual = simulate(piece, [loc[g] for g in order])
+        steps = trace[at : at + len(seg)]
+        at += len(seg)
+        peak = graph.base + max(m for m, _ in steps)
         orders.append(order)
-        peaks.append(resident + peak)
-        lower = max(lower, resident + (peak if len(seg) == 1 else piece.bound()))
-        resident += residual
+        peaks.append(peak)
+        if len(seg) == 1:
+            lower = max(lower, peak)
+        else:
+            all_pieces[i] = cuts.piece(i)
+            lower = max(lower, graph.base + steps[0][1] + all_pieces[i].bound())
     file_peak = max(floor, max(peaks))
     if file_peak <= lower:
         return file_order  # no order has a lower peak

@@ -1,0 +1,131 @@
+"""The order registry: options, registration, the file order and the topological check.
+
+Strategies register here with :func:`register`; :func:`reorder` runs one by
+name and checks its result is a topological order. The package
+:mod:`onnxmem.scheduling` imports every strategy module so that the registry
+is complete, and re-exports these names.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..errors import ModelError
+from ..graph import GraphView
+
+__all__ = [
+    "ORDERS",
+    "OrderOptions",
+    "OrderInfo",
+    "check_topological",
+    "register",
+    "reorder",
+    "stable_topological_order",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OrderOptions:
+    """``timeout``: seconds a search may take; ``alignment``: bytes, for
+    strategies that score orders by the arena they would need; ``io``: the
+    liveness rule for graph inputs and outputs; ``inplace``: score orders with
+    the sharing of :mod:`onnxmem.aliasing` (views and in-place outputs, as
+    ``onnxmem plan --inplace on`` plans them), else every tensor on its own."""
+
+    timeout: float | None = None
+    alignment: int = 64
+    io: str = "internal"
+    inplace: bool = False
+
+
+OrderFn = Callable[[GraphView, OrderOptions], Sequence[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class OrderInfo:
+    name: str
+    fn: OrderFn
+    summary: str
+
+
+ORDERS: dict[str, OrderInfo] = {}
+
+
+def register(name: str, summary: str) -> Callable[[OrderFn], OrderFn]:
+    def deco(fn: OrderFn) -> OrderFn:
+        if name in ORDERS:
+            raise ValueError(f"order {name!r} registered twice")
+        ORDERS[name] = OrderInfo(name, fn, summary)
+        return fn
+
+    return deco
+
+
+def stable_topological_order(view: GraphView) -> tuple[int, ...]:
+    """Kahn's algorithm that always takes the ready node earliest in the file.
+
+    Equals the file order when that is already topological. Raises
+    ``ModelError`` naming the nodes on a cycle. Computed once per view.
+    """
+    return view.memo("stable_topological_order", lambda: _stable_order(view))
+
+
+def _stable_order(view: GraphView) -> tuple[int, ...]:
+    n = len(view.ops)
+    indeg = [0] * n
+    succ: list[tuple[int, ...]] = [()] * n
+    for i in range(n):
+        preds = view.predecessors(i)
+        indeg[i] = len(preds)
+    for i in range(n):
+        succ[i] = view.successors(i)
+    ready = [i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(ready, j)
+    if len(order) < n:
+        stuck = [view.ops[i].name for i in range(n) if indeg[i] > 0]
+        shown = ", ".join(f"'{s}'" for s in stuck[:6]) + (" ..." if len(stuck) > 6 else "")
+        raise ModelError(
+            f"the graph has a cycle through nodes {shown}; an ONNX graph must be acyclic"
+        )
+    return tuple(order)
+
+
+def check_topological(view: GraphView, order: Sequence[int]) -> None:
+    """Raise ``ModelError`` unless ``order`` runs every node once, after its producers."""
+    n = len(view.ops)
+    if sorted(order) != list(range(n)):
+        raise ModelError(f"the order does not list each of the {n} nodes exactly once")
+    pos = {op: k for k, op in enumerate(order)}
+    for i in range(n):
+        for p in view.predecessors(i):
+            if pos[p] > pos[i]:
+                raise ModelError(
+                    f"node '{view.ops[i].name}' is ordered before node "
+                    f"'{view.ops[p].name}', which produces a value it reads"
+                )
+
+
+def reorder(view: GraphView, strategy: str = "file", options: OrderOptions | None = None) -> tuple[int, ...]:
+    """The node order ``strategy`` chooses, checked topological."""
+    if strategy not in ORDERS:
+        raise ModelError(
+            f"unknown order '{strategy}'; choose one of: {', '.join(sorted(ORDERS))}"
+        )
+    order = tuple(int(i) for i in ORDERS[strategy].fn(view, options or OrderOptions()))
+    check_topological(view, order)
+    return order
+
+
+@register("file", "the file's node order (sorted stably when it is not topological)")
+def file_order(view: GraphView, options: OrderOptions) -> Sequence[int]:
+    return stable_topological_order(view)
