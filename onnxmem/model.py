@@ -9,8 +9,9 @@ the top-level graph a dtype and a concrete shape, in this order of trust:
    exporter's intermediate ``value_info`` removed (it is not trusted blindly);
 2. onnxruntime's symbolic shape inference for what is still unknown (it knows
    the ``com.microsoft`` ops and does symbolic arithmetic on dims);
-3. with ``measure=True``, one onnxruntime run on random inputs that reads the
-   real shape of every intermediate (the only way for data-dependent shapes).
+3. shapes measured by one onnxruntime run on random inputs, when the caller
+   gives them (``onnxmem.runtime.infer_measured_shapes``: the only way for
+   data-dependent shapes).
 
 A value still unknown after these is an error that lists the tensors, the
 symbols, and the flag that fixes it.
@@ -725,16 +726,15 @@ def infer_shapes(
     *,
     dims: Mapping[str, int] | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-    measure: bool = False,
-    model_path: str | os.PathLike[str] | None = None,
-    seed: int = 0,
+    measured: Mapping[str, tuple[int, tuple[int, ...]]] | None = None,
     strict_dims: bool = True,
 ) -> ShapeInfo:
     """Dtype and concrete shape of every input, initializer and node output.
 
     ``dims`` binds symbolic dim names; ``input_shapes`` pins whole input
-    shapes. With ``measure``, the model is run once in onnxruntime on random
-    inputs (weights are read then) and every intermediate's real shape used.
+    shapes. ``measured`` holds the shapes of one run of the model (see
+    :func:`onnxmem.runtime.infer_measured_shapes`, which runs it); they take
+    precedence over inferred ones, with a warning where the two disagree.
     A ``dims`` name the model does not declare is an error unless ``strict_dims``
     is off (the zoo job binds one set of dims over many models).
     """
@@ -829,12 +829,7 @@ def infer_shapes(
         sym = _run_symbolic_inference(inferred if inferred is not None else work)
         if sym is not None:
             absorb(_collect(sym), "symbolic", dims)
-    if measure:
-        from .runtime import measure_shapes
-
-        measured = measure_shapes(
-            model, model_path=model_path, dims=file_dims, input_shapes=input_shapes, seed=seed
-        )
+    if measured is not None:
         for name, (et, sh) in measured.items():
             if name in wanted:
                 if name in known and known[name][1] != sh:

@@ -23,6 +23,7 @@ from .model import ShapeInfo, file_sha256, infer_shapes, load_model
 from .plan import MemoryPlan, PlannedTensor, SharedObject
 from .problem import Solution, live_bytes, lower_bound
 from .proof import prove_plan
+from .runtime import infer_measured_shapes
 from .scheduling import OrderOptions, reorder, stable_topological_order
 from .scheduling.cost import order_peak
 from .solvers import SOLVERS, SolveOptions, solve
@@ -92,15 +93,12 @@ def plan_loaded(
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     say("inferring shapes")
-    shapes = infer_shapes(
-        model,
-        dims=opts.dims,
-        input_shapes=opts.input_shapes,
-        measure=opts.measure_shapes,
-        strict_dims=opts.strict_dims,
-        model_path=path,
-        seed=opts.seed,
-    )
+    if opts.measure_shapes:
+        shapes = infer_measured_shapes(model, model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
+                                       seed=opts.seed, strict_dims=opts.strict_dims)
+    else:
+        shapes = infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
+                              strict_dims=opts.strict_dims)
     view = build_view(model, shapes)
     say(f"ordering {len(view.ops)} nodes")
     order = reorder(

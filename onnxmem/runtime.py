@@ -13,9 +13,9 @@ import numpy as np
 import onnx
 
 from .errors import RuntimeBackendError, ShapeError, one_line, show_name
-from .model import graph_tensors, read_external_data
+from .model import ShapeInfo, graph_tensors, infer_shapes, read_external_data
 
-__all__ = ["make_session", "measure_shapes", "random_inputs", "NUMPY_DTYPES"]
+__all__ = ["NUMPY_DTYPES", "infer_measured_shapes", "make_session", "measure_shapes", "random_inputs"]
 
 NUMPY_DTYPES: dict[int, Any] = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -223,3 +223,23 @@ def measure_shapes(
             et = int(onnx.helper.np_dtype_to_tensor_dtype(val.dtype))
             out[name] = (et, tuple(int(d) for d in val.shape))
     return out
+
+
+def infer_measured_shapes(
+    model: onnx.ModelProto,
+    *,
+    model_path: str | os.PathLike[str] | None = None,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    seed: int = 0,
+    strict_dims: bool = True,
+) -> ShapeInfo:
+    """:func:`onnxmem.model.infer_shapes` with the shapes of one run of the model.
+
+    The model runs once in onnxruntime on seeded random inputs (its weights are
+    read then); every intermediate's real shape is used, which is the only way
+    to size values whose shapes depend on data.
+    """
+    measured = measure_shapes(model, model_path=model_path, dims=dims, input_shapes=input_shapes, seed=seed)
+    return infer_shapes(model, dims=dims, input_shapes=input_shapes, measured=measured,
+                        strict_dims=strict_dims)

@@ -83,13 +83,15 @@ class VerifyReport:
 def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os.PathLike[str] | None) -> GraphView:
     """The graph view at the plan's dims (measured shapes when inference cannot say)."""
     from .model import infer_shapes
+    from .runtime import infer_measured_shapes
 
     dims = dict(plan.dims)
     ishapes = {k: tuple(v) for k, v in plan.input_shapes.items()}
     try:
-        shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path)
+        shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False)
     except ShapeError:
-        shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, measure=True, model_path=model_path)
+        shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
+                                       strict_dims=False)
     return build_view(model, shapes)
 
 

@@ -54,7 +54,7 @@ def plan_layout(model: onnx.ModelProto, tmp_path, layout, order=None, *, prove: 
     import contextlib
     from unittest import mock
 
-    from onnxmem import verify
+    from onnxmem import pipeline
     from onnxmem.graph import build_view
     from onnxmem.liveness import build_liveness
     from onnxmem.model import infer_shapes
@@ -66,6 +66,6 @@ def plan_layout(model: onnx.ModelProto, tmp_path, layout, order=None, *, prove: 
     view = build_view(model, shapes)
     live = build_liveness(view, tuple(range(len(view.ops))) if order is None else order, layout, alignment=1)
     opts = PlanOptions(solver="greedy", order="file", alignment=1)
-    skip = contextlib.nullcontext() if prove else mock.patch.object(verify, "prove_plan", lambda *a, **k: [])
+    skip = contextlib.nullcontext() if prove else mock.patch.object(pipeline, "prove_plan", lambda *a, **k: [])
     with skip:
         return plan_liveness(model, path, shapes, view, live, opts)

@@ -10,6 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxmem.errors import ModelError, ShapeError
 from onnxmem.graph import build_view
 from onnxmem.model import infer_shapes, load_model, parse_input_shape, tensor_bytes
+from onnxmem.runtime import infer_measured_shapes
 
 from .helpers import make_model, vi
 
@@ -121,7 +122,7 @@ def test_data_dependent_shapes_need_measuring():
     )
     with pytest.raises(ShapeError, match="--measure-shapes"):
         infer_shapes(m)
-    shapes = infer_shapes(m, measure=True)
+    shapes = infer_measured_shapes(m)
     assert shapes.shapes["nz"][0] == 2
     assert shapes.sources["nz"] == "measured"
 
@@ -203,5 +204,5 @@ def test_other_domains(tmp_path, monkeypatch):
     fused = _domains_model(True)
     with pytest.raises(ShapeError, match="--measure-shapes"):
         infer_shapes(fused)
-    assert infer_shapes(fused, measure=True).shapes["m"] == (4, 4)
+    assert infer_measured_shapes(fused).shapes["m"] == (4, 4)
     assert list(tmp_path.iterdir()) == []  # nothing written to the working folder

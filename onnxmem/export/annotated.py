@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..plan import MemoryPlan
-from . import register, require_model
+from .registry import register, require_model
 
 if TYPE_CHECKING:
     import onnx

@@ -32,7 +32,7 @@ import re
 from typing import TYPE_CHECKING, Sequence
 
 from ..plan import MemoryPlan
-from . import register
+from .registry import register
 
 if TYPE_CHECKING:
     import onnx

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..plan import MemoryPlan, check_schema
-from . import register
+from .registry import register
 
 if TYPE_CHECKING:
     import onnx

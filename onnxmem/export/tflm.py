@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import PlanError
 from ..plan import MemoryPlan
-from . import register
+from .registry import register
 
 if TYPE_CHECKING:
     import onnx

@@ -12,7 +12,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..errors import ModelError
+from ..errors import ModelError, show_name
 from ..graph import GraphView
 
 __all__ = [
@@ -93,11 +93,25 @@ def _stable_order(view: GraphView) -> tuple[int, ...]:
                 heapq.heappush(ready, j)
     if len(order) < n:
         stuck = [view.ops[i].name for i in range(n) if indeg[i] > 0]
-        shown = ", ".join(f"'{s}'" for s in stuck[:6]) + (" ..." if len(stuck) > 6 else "")
+        shown = ", ".join(show_name(s) for s in stuck[:6]) + (" ..." if len(stuck) > 6 else "")
         raise ModelError(
             f"the graph has a cycle through nodes {shown}; an ONNX graph must be acyclic"
         )
     return tuple(order)
+
+
+def only_order(view: GraphView) -> tuple[int, ...] | None:
+    """The graph's one topological order, when it allows no other; else ``None``.
+
+    The order is unique exactly when each node of it reads a value of the node
+    just before it (a chain): then every strategy must return it, and no search
+    is needed. One pass over the stable order.
+    """
+    order = stable_topological_order(view)
+    for prev, node in zip(order, order[1:]):
+        if prev not in view.predecessors(node):
+            return None
+    return order
 
 
 def check_topological(view: GraphView, order: Sequence[int]) -> None:
@@ -110,8 +124,8 @@ def check_topological(view: GraphView, order: Sequence[int]) -> None:
         for p in view.predecessors(i):
             if pos[p] > pos[i]:
                 raise ModelError(
-                    f"node '{view.ops[i].name}' is ordered before node "
-                    f"'{view.ops[p].name}', which produces a value it reads"
+                    f"node {show_name(view.ops[i].name)} is ordered before node "
+                    f"{show_name(view.ops[p].name)}, which produces a value it reads"
                 )
 
 
@@ -121,6 +135,9 @@ def reorder(view: GraphView, strategy: str = "file", options: OrderOptions | Non
         raise ModelError(
             f"unknown order '{strategy}'; choose one of: {', '.join(sorted(ORDERS))}"
         )
+    forced = only_order(view)
+    if forced is not None:
+        return forced
     order = tuple(int(i) for i in ORDERS[strategy].fn(view, options or OrderOptions()))
     check_topological(view, order)
     return order
