@@ -11,20 +11,11 @@ one import line in this file. This package imports neither onnx nor
 numpy at load time; a format that needs onnx imports it when it runs.
 """
 
-from . import annotated as _annotated  # noqa: E402,F401
-from . import c_header as _c_header  # noqa: E402,F401
-
-# the built-in formats register on import (import order sets the listing order)
-from . import plan_json as _plan_json  # noqa: E402,F401,I001
-from . import tflm as _tflm  # noqa: E402,F401
-from .registry import (
-    FORMATS,
-    ExportFn,
-    ExportFormat,
-    ModelUse,
-    export_plan,
-    register,
-    require_model,
-)
+# the built-in formats register on import: import order sets the listing order
+from .registry import FORMATS, ExportFn, ExportFormat, ModelUse, export_plan, register, require_model  # noqa: I001
+from . import plan_json as _plan_json  # noqa: F401
+from . import annotated as _annotated  # noqa: F401
+from . import c_header as _c_header  # noqa: F401
+from . import tflm as _tflm  # noqa: F401
 
 __all__ = ["FORMATS", "ExportFn", "ExportFormat", "ModelUse", "export_plan", "register", "require_model"]
