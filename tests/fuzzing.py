@@ -71,7 +71,7 @@ FAMILIES = (*MODEL_FAMILIES, "plans", "csv")
 #: failure classes, in report order
 CLASSES = ("traceback", "hang", "partial", "stray-write", "stray-read", "pwned", "memory",
            "crash", "bad-exit", "noisy-error", "raw-control", "invalid-plan", "missing-output",
-           "wrong-answer", "input-changed")
+           "wrong-answer", "input-changed", "harness")
 
 
 # --------------------------------------------------------------------------- cases
@@ -560,7 +560,8 @@ def _struct_mutate(model: Any, rng: random.Random) -> str:
             value = rng.choice(("text", 1.5, 7, [1, 2, 3], [0.5], b"\xff\xfe", -(2**62), 2**62))
             n.attribute.append(helper.make_attribute(name, value))
             return f"attribute {name!r} of {n.name!r} now {value!r}"
-        a.type = rng.choice((0, 99, AttributeProto.GRAPH, AttributeProto.TENSOR, AttributeProto.STRINGS))
+        a.type = rng.choice((0, AttributeProto.GRAPH, AttributeProto.TENSOR, AttributeProto.STRINGS,
+                             AttributeProto.SPARSE_TENSOR, AttributeProto.TYPE_PROTO))
         return f"attribute {a.name!r} of {n.name!r} has type {a.type}"
     if what == "drop_init":
         if g.initializer:
@@ -1115,6 +1116,15 @@ class Scale:
     max_nodes: int = 300
 
 
+#: the default suite's sample (tests/test_fuzz.py, ``tools/fuzz.py --sample``): 260 cases;
+#: every model family cycles through plan, plan --measure-shapes, verify and compare
+SAMPLE_COUNTS = {"bytes": 28, "struct": 28, "dims": 28, "payload": 32, "extdata": 32, "nesting": 12,
+                 "huge": 8, "names": 24, "outputs": 12, "plans": 30, "csv": 26}
+SAMPLE_SCALE = Scale(max_depth=12, max_nodes=300)
+#: seconds one run may take in the sample (the long run allows 30)
+SAMPLE_BOUND = 10.0
+
+
 def build_case(corpus: Corpus, family: str, seed: int, folder: Path, scale: Scale = Scale()) -> Case:
     """Write the files of case ``(family, seed)`` under ``folder`` and return the case."""
     rng = _rng(family, seed)
@@ -1609,12 +1619,11 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
             continue
         if rel in outputs and rel not in before:
             continue
-        if rel == CANARY or rel.startswith("outside"):
-            stray.append(rel)
-        elif rel.startswith("model") or rel in before:
-            inputs_changed.append(f"{rel}: {before.get(rel, ('absent',))[0]} -> {after.get(rel, ('absent',))[0]}")
-        else:
-            stray.append(rel)
+        change = f"{rel}: {before.get(rel, ('absent',))[0]} -> {after.get(rel, ('absent',))[0]}"
+        if rel.startswith("model"):
+            inputs_changed.append(change)
+        else:  # a new file, or an existing one (a FIFO, a device, a link) replaced or removed
+            stray.append(change)
     if inputs_changed:
         bad["input-changed"] = "; ".join(inputs_changed)[:300]
     writes = list(res.get("writes", [])) + [f"temp file left: {t}" for t in res.get("tmp_leftovers", [])]
@@ -1733,6 +1742,16 @@ def run_cases(pairs: Iterable[tuple[str, int]], root: Path, config: RunConfig,
 
 def run_one(corpus: Corpus, family: str, seed: int, cases_root: Path, worker: Worker,
             config: RunConfig) -> Outcome:
+    """Build, run and check one case; a failure of the harness itself is class ``harness``."""
+    try:
+        return _run_one(corpus, family, seed, cases_root, worker, config)
+    except Exception:
+        case = Case(family, seed, "?", [], note="the harness failed")
+        return Outcome(case, None, 0.0, {"harness": traceback.format_exc()[-600:]}, "", "")
+
+
+def _run_one(corpus: Corpus, family: str, seed: int, cases_root: Path, worker: Worker,
+             config: RunConfig) -> Outcome:
     folder = cases_root / f"{family}-{seed}"
     if folder.exists():
         shutil.rmtree(folder)

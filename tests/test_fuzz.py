@@ -18,13 +18,9 @@ import pytest
 from tests import fuzzing
 
 SEED = 0
-#: cases per family: 260 in all; every model family cycles through plan,
-#: plan --measure-shapes, verify and compare
-COUNTS = {"bytes": 28, "struct": 28, "dims": 28, "payload": 32, "extdata": 32, "nesting": 12,
-          "huge": 8, "names": 24, "outputs": 12, "plans": 30, "csv": 26}
-#: seconds one run may take in the default suite (the long run allows 30)
-BOUND = 10.0
-SCALE = fuzzing.Scale(max_depth=12, max_nodes=300)
+COUNTS = fuzzing.SAMPLE_COUNTS
+BOUND = fuzzing.SAMPLE_BOUND
+SCALE = fuzzing.SAMPLE_SCALE
 
 
 @pytest.fixture(scope="module")

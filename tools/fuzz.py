@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=5000, help="mutated models (all model families)")
     ap.add_argument("--plans", type=int, default=500, help="corrupted plans (verify, show, plot)")
     ap.add_argument("--csvs", type=int, default=500, help="hostile CSVs (pack)")
+    ap.add_argument("--sample", action="store_true",
+                    help="run the default suite's sample (its counts, sizes and 10 s bound)")
     ap.add_argument("--only", action="append", default=[], metavar="FAMILY",
                     help=f"run only these families: {', '.join(fuzzing.FAMILIES)} (repeatable)")
     ap.add_argument("--replay", action="append", default=[], metavar="FAMILY:SEED",
@@ -68,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
             if fam not in fuzzing.FAMILIES or not seed.lstrip("-").isdigit():
                 ap.error(f"--replay {item!r}: expected FAMILY:SEED")
             pairs.append((fam, int(seed)))
+    elif args.sample:
+        counts = {f: n for f, n in fuzzing.SAMPLE_COUNTS.items() if not args.only or f in args.only}
+        pairs = list(fuzzing.iter_cases(counts, args.seed))
+        args.bound = fuzzing.SAMPLE_BOUND
+        args.max_depth, args.max_nodes = fuzzing.SAMPLE_SCALE.max_depth, fuzzing.SAMPLE_SCALE.max_nodes
     else:
         pairs = list(fuzzing.iter_cases(_counts(args.cases, args.plans, args.csvs, args.only), args.seed))
 
