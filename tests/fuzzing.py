@@ -254,51 +254,64 @@ def build_external() -> tuple[Any, bytes]:
 def build_nested(depth: int, kinds: list[str]) -> Any:
     """``depth`` levels of If (then branch nests further) and Loop (trip count 1) bodies.
 
-    The innermost body reads the top-level input ``x`` from the outer scope.
+    The innermost body reads the top-level input ``x`` from the outer scope. The
+    graphs are filled in place (a copy of a message nested past protobuf's depth
+    limit fails), so any depth can be written, including ones no reader accepts.
     """
-    from onnx import TensorProto, helper
+    from onnx import AttributeProto, GraphProto, TensorProto, helper
 
     vec = [1, 8]
 
-    def level(i: int) -> tuple[list[Any], str]:
-        if i == depth:
-            return [helper.make_node("Relu", ["x"], [f"inner_{i}"], name=f"relu_{i}")], f"inner_{i}"
-        sub_nodes, sub_out = level(i + 1)
-        if kinds[i] == "if":
-            then_g = helper.make_graph(sub_nodes, f"then_{i}", [],
-                                       [helper.make_tensor_value_info(sub_out, TensorProto.FLOAT, vec)])
-            else_g = helper.make_graph([helper.make_node("Neg", ["x"], [f"else_{i}"], name=f"neg_{i}")],
-                                       f"else_{i}", [],
-                                       [helper.make_tensor_value_info(f"else_{i}", TensorProto.FLOAT, vec)])
-            node = helper.make_node("If", ["c"], [f"out_{i}"], name=f"if_{i}",
-                                    then_branch=then_g, else_branch=else_g)
-            return [node], f"out_{i}"
-        body_nodes = [
-            *sub_nodes,
-            helper.make_node("Identity", [f"cin_{i}"], [f"cout_{i}"], name=f"cond_{i}"),
-            helper.make_node("Add", [f"v_{i}", sub_out], [f"vout_{i}"], name=f"add_{i}"),
-        ]
-        body = helper.make_graph(
-            body_nodes, f"body_{i}",
-            [helper.make_tensor_value_info(f"it_{i}", TensorProto.INT64, []),
-             helper.make_tensor_value_info(f"cin_{i}", TensorProto.BOOL, []),
-             helper.make_tensor_value_info(f"v_{i}", TensorProto.FLOAT, vec)],
-            [helper.make_tensor_value_info(f"cout_{i}", TensorProto.BOOL, []),
-             helper.make_tensor_value_info(f"vout_{i}", TensorProto.FLOAT, vec)],
-        )
-        node = helper.make_node("Loop", ["trip", "c", "x"], [f"out_{i}"], name=f"loop_{i}", body=body)
-        return [node], f"out_{i}"
+    def vi(name: str, elem: int, shape: list[int]) -> Any:
+        return helper.make_tensor_value_info(name, elem, shape)
 
-    nodes, out = level(0)
-    nodes.append(helper.make_node("Sigmoid", [out], ["y"], name="sigmoid"))
-    g = helper.make_graph(
-        nodes, "nested",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, vec),
-         helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, vec)],
-        [helper.make_tensor("trip", TensorProto.INT64, [], [1])],
-    )
-    return _finish(g, "nested")
+    def node(g: Any, op: str, inputs: list[str], outputs: list[str], name: str) -> Any:
+        n = g.node.add()
+        n.op_type, n.name = op, name
+        n.input.extend(inputs)
+        n.output.extend(outputs)
+        return n
+
+    def graph_attr(n: Any, name: str) -> Any:
+        a = n.attribute.add()
+        a.name, a.type = name, AttributeProto.GRAPH
+        return a.g
+
+    def fill(g: Any, i: int) -> str:
+        if i == depth:
+            node(g, "Relu", ["x"], [f"inner_{i}"], f"relu_{i}")
+            return f"inner_{i}"
+        if kinds[i] == "if":
+            n = node(g, "If", ["c"], [f"out_{i}"], f"if_{i}")
+            then_g = graph_attr(n, "then_branch")
+            then_g.name = f"then_{i}"
+            inner = fill(then_g, i + 1)
+            then_g.output.add().CopyFrom(vi(inner, TensorProto.FLOAT, vec))
+            else_g = graph_attr(n, "else_branch")
+            else_g.name = f"else_{i}"
+            node(else_g, "Neg", ["x"], [f"else_{i}"], f"neg_{i}")
+            else_g.output.add().CopyFrom(vi(f"else_{i}", TensorProto.FLOAT, vec))
+            return f"out_{i}"
+        n = node(g, "Loop", ["trip", "c", "x"], [f"out_{i}"], f"loop_{i}")
+        body: GraphProto = graph_attr(n, "body")
+        body.name = f"body_{i}"
+        for name, elem, shape in ((f"it_{i}", TensorProto.INT64, []), (f"cin_{i}", TensorProto.BOOL, []),
+                                  (f"v_{i}", TensorProto.FLOAT, vec)):
+            body.input.add().CopyFrom(vi(name, elem, shape))
+        inner = fill(body, i + 1)
+        node(body, "Identity", [f"cin_{i}"], [f"cout_{i}"], f"cond_{i}")
+        node(body, "Add", [f"v_{i}", inner], [f"vout_{i}"], f"add_{i}")
+        body.output.add().CopyFrom(vi(f"cout_{i}", TensorProto.BOOL, []))
+        body.output.add().CopyFrom(vi(f"vout_{i}", TensorProto.FLOAT, vec))
+        return f"out_{i}"
+
+    model = _finish(helper.make_graph(
+        [], "nested", [vi("x", TensorProto.FLOAT, vec), vi("c", TensorProto.BOOL, [])],
+        [vi("y", TensorProto.FLOAT, vec)], [helper.make_tensor("trip", TensorProto.INT64, [], [1])],
+    ), "nested")
+    out = fill(model.graph, 0)
+    node(model.graph, "Sigmoid", [out], ["y"], "sigmoid")
+    return model
 
 
 def build_huge(n: int, shape: str, rng: random.Random) -> Any:
@@ -1203,6 +1216,8 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 #: system files any program may read: devices, and the OS identity (read by ``platform``)
 _DEV_OK = ("/dev/null", "/dev/urandom", "/dev/random", "/dev/shm", "/etc/os-release",
            "/usr/lib/os-release")
+#: files under /proc that hold the process's secrets; /proc is otherwise readable
+_PROC_SECRETS = frozenset({"environ", "mem", "cmdline", "auxv", "maps", "pagemap"})
 #: system folders a plot may read: the fonts matplotlib draws with
 _FONT_ROOTS = ("/usr/share/fonts", "/usr/local/share/fonts", "/etc/fonts", "/usr/share/fontconfig")
 
@@ -1280,7 +1295,8 @@ class _Audit:
         if writing:
             if not self._under(path, self.write_roots) and not self._cache(path):
                 self.writes.append(f"open {path} {mode or flags}")
-        elif not (self._under(path, self.read_roots) or path in self.named or path in _DEV_OK):
+        elif not (self._under(path, self.read_roots) or path in self.named or path in _DEV_OK) \
+                or (path.startswith("/proc/") and os.path.basename(path) in _PROC_SECRETS):
             self.reads.append(path)
 
 
@@ -1302,8 +1318,12 @@ def _system_read_roots() -> tuple[str, ...]:
 
 def _worker_main(conn: Any, scratch: str, mem_limit: int) -> None:
     """Import onnxmem once, then run each case sent on ``conn`` in this process."""
+    import ctypes
     import resource
+    import signal
 
+    with contextlib.suppress(OSError, AttributeError):  # die with the parent (Linux prctl)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     os.makedirs(os.path.join(scratch, "tmp"), exist_ok=True)
     os.makedirs(os.path.join(scratch, "mpl"), exist_ok=True)
     os.environ["TMPDIR"] = os.path.join(scratch, "tmp")
@@ -1333,7 +1353,10 @@ def _worker_main(conn: Any, scratch: str, mem_limit: int) -> None:
     sys.addaudithook(_AUDIT.hook)
     conn.send("ready")
     while True:
-        req = conn.recv()
+        try:
+            req = conn.recv()
+        except EOFError:  # the parent is gone
+            return
         if req is None:
             return
         conn.send(_run_request(req, scratch, system_roots))
