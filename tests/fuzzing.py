@@ -1620,7 +1620,9 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
         bad["traceback"] = last[0][:300]
     if res.get("exc") in ("MemoryError",) or "MemoryError" in err[-3000:]:
         bad["memory"] = "MemoryError under the address space limit"
-    if code is not None:
+    # click's own refusal of a flag value (a path that is a folder): exit 2, its usage text
+    usage = code == 2 and err.startswith("Usage: ") and "\nError: " in err
+    if code is not None and not usage:
         ok = (0, 1, *case.ok_codes)
         if code not in ok:
             bad["bad-exit"] = f"exit {code}"

@@ -98,6 +98,8 @@ def _plan_case() -> fuzzing.Case:
         (_result(1, "error: first\nsecond\n"), {}, {"noisy-error"}),
         (_result(1, ""), {}, {"noisy-error"}),
         (_result(2, "Usage: onnxmem\n"), {}, {"bad-exit"}),
+        (_result(2, "Usage: onnxmem plan [OPTIONS] MODEL\nTry 'onnxmem plan --help' for help.\n\n"
+                    "Error: Invalid value for '-o'\n"), {}, set()),
         (_result(1, "error: x\n"), {"out/plan.json": ("file", 2, "x")}, {"partial"}),
         (_result(0), {}, {"missing-output"}),
         (_result(0), {"out/plan.json": ("file", 2, "x"), "out/.plan.json.tmp": ("file", 1, "y")},
