@@ -1212,6 +1212,8 @@ _EXEC_EVENTS = {"os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "o
 _WRITE_EVENTS = {"os.rename", "os.replace", "os.remove", "os.rmdir", "os.mkdir", "os.truncate",
                  "os.symlink", "os.link", "os.chmod", "os.chown", "os.utime", "os.mkfifo",
                  "os.mknod", "shutil.rmtree", "shutil.move", "shutil.copyfile"}
+#: write events that act on the target of a link rather than on the link
+_FOLLOWING = {"os.truncate", "os.chmod", "os.chown", "os.utime", "shutil.copyfile"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 #: system files any program may read: devices, and the OS identity (read by ``platform``)
 _DEV_OK = ("/dev/null", "/dev/urandom", "/dev/random", "/dev/shm", "/etc/os-release",
@@ -1245,7 +1247,9 @@ class _Audit:
         """Bytecode and numba caches in ``__pycache__`` folders of the code roots."""
         return "/__pycache__" in path and self._under(path, self.code_roots)
 
-    def _resolve(self, p: Any) -> str | None:
+    def _resolve(self, p: Any, follow: bool = True) -> str | None:
+        """The real path; with ``follow=False`` the last component stays unresolved
+        (a rename or remove acts on a link, not on its target)."""
         if isinstance(p, int):
             return None
         try:
@@ -1254,7 +1258,10 @@ class _Audit:
             return repr(p)
         if "\x00" in s:
             return s
-        return os.path.realpath(s)
+        if follow:
+            return os.path.realpath(s)
+        head, tail = os.path.split(os.path.abspath(s))
+        return os.path.join(os.path.realpath(head), tail)
 
     def hook(self, event: str, args: tuple[Any, ...]) -> None:
         if not self.active or self.busy:
@@ -1270,7 +1277,7 @@ class _Audit:
             try:
                 for a in args[:2]:
                     if isinstance(a, (str, bytes, os.PathLike)):
-                        path = self._resolve(a)
+                        path = self._resolve(a, follow=event in _FOLLOWING)
                         if path is not None and not self._under(path, self.write_roots) \
                                 and not self._cache(path):
                             self.writes.append(f"{event} {path}")
