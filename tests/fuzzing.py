@@ -96,6 +96,8 @@ class Case:
     note: str = ""
     #: for ``pack``: the CSV the answer is checked against
     csv_input: str | None = None
+    #: the command must refuse (an output that is an input, another output or a special file)
+    must_fail: bool = False
 
     @property
     def key(self) -> str:
@@ -868,7 +870,7 @@ def _outputs_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, c
     model = f"model/{base.main}"
     what = rng.choice(("output_is_model", "annotate_is_model", "output_is_annotate", "fifo",
                        "chardev", "symlink_out", "missing_folder", "folder", "plot_over_plan",
-                       "generate_over_model"))
+                       "generate_fifo"))
     argv: list[str]
     outs: list[str] = []
     if what == "output_is_model":
@@ -899,8 +901,9 @@ def _outputs_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, c
         (mdir / "plan.json").write_text(corpus.by_name(base.name).plan_json or "{}")
         argv = ["plot", "model/plan.json", "-o", "model/plan.json"]
     else:
-        argv = ["generate", "randwire", model, "--size", "4"]
-    return Case("outputs", seed, argv[0], argv, outs, [], note=f"{base.name}: {what}")
+        os.mkfifo(odir / "net.onnx")
+        argv = ["generate", "randwire", "out/net.onnx", "--size", "4"]
+    return Case("outputs", seed, argv[0], argv, outs, [], note=f"{base.name}: {what}", must_fail=True)
 
 
 # plans -------------------------------------------------------------------------
@@ -1633,6 +1636,8 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
         ok = (0, 1, *case.ok_codes)
         if code not in ok:
             bad["bad-exit"] = f"exit {code}"
+        elif code == 0 and case.must_fail:
+            bad["bad-exit"] = "exit 0 where the command must refuse"
         if code != 0 and "traceback" not in bad:
             lines = err.splitlines() if res["stderr"]["size"] < 1 << 20 else ["?"] * 3
             if code == 2 and case.command == "pack" and not lines:

@@ -126,6 +126,16 @@ def test_check_result_classifies(tmp_path: Path, res: dict, after_extra: dict, e
     assert set(got) == expected, got
 
 
+def test_a_command_that_must_refuse_fails_on_exit_0(tmp_path: Path) -> None:
+    case = fuzzing.Case("outputs", 0, "plan", ["plan", "model/m.onnx", "-o", "model/m.onnx"],
+                        must_fail=True)
+    before = {"model": ("dir",), "model/m.onnx": ("file", 9, "h")}
+    got = fuzzing.check_result(case, tmp_path, before, dict(before), _result(0), False, 10.0)
+    assert set(got) == {"bad-exit"}
+    got = fuzzing.check_result(case, tmp_path, before, dict(before), _result(1, "error: x\n"), False, 10.0)
+    assert got == {}
+
+
 def test_valid_plan_passes_the_schema_check(tmp_path: Path) -> None:
     corpus = fuzzing.Corpus(tmp_path / "corpus", shipped=False)
     corpus.ensure_plans()

@@ -29,7 +29,7 @@ from tests import fuzzing  # noqa: E402
 
 
 def _counts(cases: int, plans: int, csvs: int, only: list[str]) -> dict[str, int]:
-    fams = list(fuzzing.MODEL_FAMILIES)
+    fams = [f for f in fuzzing.MODEL_FAMILIES if not only or f in only] or list(fuzzing.MODEL_FAMILIES)
     counts = {f: cases // len(fams) + (1 if i < cases % len(fams) else 0) for i, f in enumerate(fams)}
     counts["plans"] = plans
     counts["csv"] = csvs
