@@ -388,16 +388,15 @@ class Corpus:
         """Plan every base once with the library (the plans the plan family corrupts)."""
         if self._plans_made:
             return
-        from onnxmem.cli import make_plan_options
-        from onnxmem.pipeline import plan_model
+        from onnxmem.pipeline import PlanOptions, plan_model
 
         for b in self.bases:
             folder = self.root / "bases" / b.name
             folder.mkdir(parents=True, exist_ok=True)
             for fname, data in b.files.items():
                 (folder / fname).write_bytes(data)
-            dims = tuple(b.args[i + 1] for i in range(0, len(b.args), 2) if b.args[i] == "--dim")
-            opts = make_plan_options("greedy-size", "auto", 64, dims, (), False, "internal", None)
+            pairs = (b.args[i + 1].split("=") for i in range(0, len(b.args), 2) if b.args[i] == "--dim")
+            opts = PlanOptions(dims={k: int(v) for k, v in pairs})  # the CLI's defaults
             try:
                 data = json.loads(plan_model(str(folder / b.main), opts).plan.to_json())
             except Exception:  # a base this branch cannot plan gets no plan cases
@@ -412,6 +411,8 @@ class Corpus:
                 data["model"]["path"] = f"model/{b.main}"
             b.plan_json = json.dumps(data, indent=1)
         self._plans_made = True
+        if not any(b.plan_json for b in self.bases):
+            raise RuntimeError("no base model could be planned; the plan family has nothing to corrupt")
 
 
 # ---------------------------------------------------------------- hostile strings
