@@ -1327,8 +1327,11 @@ def _system_read_roots() -> tuple[str, ...]:
     return tuple(sorted(os.path.realpath(r) for r in roots))
 
 
-def _worker_main(conn: Any, scratch: str, mem_limit: int) -> None:
-    """Import onnxmem once, then run each case sent on ``conn`` in this process."""
+def _prepare(scratch: str, mem_limit: int) -> tuple[str, ...]:
+    """Set up this process to run cases: limits, scratch folders, warm imports, the audit hook.
+
+    Returns the read roots of the system.
+    """
     import ctypes
     import resource
     import signal
@@ -1340,7 +1343,6 @@ def _worker_main(conn: Any, scratch: str, mem_limit: int) -> None:
     os.environ["TMPDIR"] = os.path.join(scratch, "tmp")
     os.environ["MPLCONFIGDIR"] = os.path.join(scratch, "mpl")
     os.environ["MPLBACKEND"] = "Agg"
-    os.environ["PYTHONHASHSEED"] = "0"
     tempfile.tempdir = None
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -1353,7 +1355,7 @@ def _worker_main(conn: Any, scratch: str, mem_limit: int) -> None:
     import onnxruntime  # noqa: F401
     import sympy  # noqa: F401
 
-    import onnxmem.cli as cli  # noqa: F401  the imports every case shares
+    import onnxmem.cli  # noqa: F401  the imports every case shares
     import onnxmem.pipeline  # noqa: F401
     import onnxmem.report  # noqa: F401
     import onnxmem.verify  # noqa: F401
@@ -1362,6 +1364,12 @@ def _worker_main(conn: Any, scratch: str, mem_limit: int) -> None:
     system_roots = _system_read_roots()
     _AUDIT.code_roots = system_roots
     sys.addaudithook(_AUDIT.hook)
+    return system_roots
+
+
+def _worker_main(conn: Any, scratch: str, mem_limit: int) -> None:
+    """Import onnxmem once, then run each case sent on ``conn`` in this process."""
+    system_roots = _prepare(scratch, mem_limit)
     conn.send("ready")
     while True:
         try:
@@ -1371,6 +1379,16 @@ def _worker_main(conn: Any, scratch: str, mem_limit: int) -> None:
         if req is None:
             return
         conn.send(_run_request(req, scratch, system_roots))
+
+
+def _run_once(request_path: str, scratch: str, mem_limit: int) -> None:
+    """Entry of ``SubprocessWorker``: one case in a fresh interpreter, the result as JSON."""
+    system_roots = _prepare(scratch, mem_limit)
+    with open(request_path) as fh:
+        req = json.load(fh)
+    res = _run_request(req, scratch, system_roots)
+    with open(os.path.join(scratch, "result.json"), "w") as fh:
+        json.dump(res, fh)
 
 
 def _run_request(req: dict[str, Any], scratch: str, system_roots: tuple[str, ...]) -> dict[str, Any]:
@@ -1536,6 +1554,55 @@ class Worker:
                     "stderr": _read_capped(str(self.scratch / "stderr"))}
         if res.get("recycle"):
             self.stop()
+        return res
+
+
+class SubprocessWorker:
+    """One fresh interpreter per case (``tools/fuzz.py --subprocess``): nothing is shared
+    between cases, and the bound includes the interpreter's start and imports."""
+
+    def __init__(self, scratch: Path, mem_limit: int) -> None:
+        self.scratch = scratch
+        self.mem_limit = mem_limit
+
+    def stop(self) -> None:
+        """Nothing outlives a case."""
+
+    def run(self, req: dict[str, Any], bound: float) -> dict[str, Any]:
+        import signal
+        import subprocess
+
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        request = self.scratch / "request.json"
+        result = self.scratch / "result.json"
+        request.write_text(json.dumps(req))
+        with contextlib.suppress(FileNotFoundError):
+            result.unlink()
+        for name in ("stdout", "stderr"):
+            (self.scratch / name).write_bytes(b"")
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); from tests.fuzzing import _run_once; "
+                "_run_once(sys.argv[2], sys.argv[3], int(sys.argv[4]))")
+        proc = subprocess.Popen([sys.executable, "-c", code, str(ROOT), str(request), str(self.scratch),
+                                 str(self.mem_limit)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        started = time.monotonic()
+        try:
+            proc.wait(bound)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return {"code": None, "hang": True, "seconds": bound,
+                    "stdout": _read_capped(str(self.scratch / "stdout")),
+                    "stderr": _read_capped(str(self.scratch / "stderr"))}
+        if not result.exists():
+            return {"code": None, "crash": f"interpreter died (exit {proc.returncode})",
+                    "seconds": time.monotonic() - started,
+                    "stdout": _read_capped(str(self.scratch / "stdout")),
+                    "stderr": _read_capped(str(self.scratch / "stderr"))}
+        res: dict[str, Any] = json.loads(result.read_text())
+        res["seconds"] = time.monotonic() - started
         return res
 
 
@@ -1727,6 +1794,8 @@ class RunConfig:
     mem_limit: int = 6 << 30
     scale: Scale = Scale()
     failures_dir: Path | None = None
+    #: a fresh interpreter per case instead of long-lived workers
+    subprocess: bool = False
     deadline: float | None = None  # time.monotonic() after which no new case starts
     keep: bool = False
 
@@ -1757,7 +1826,9 @@ def run_cases(pairs: Iterable[tuple[str, int]], root: Path, config: RunConfig,
             return pending.pop(0)
 
     def loop(index: int) -> None:
-        worker = Worker(root / f"worker{index}", config.mem_limit)
+        worker: Worker | SubprocessWorker = (
+            SubprocessWorker(root / f"worker{index}", config.mem_limit) if config.subprocess
+            else Worker(root / f"worker{index}", config.mem_limit))
         try:
             while (item := take()) is not None:
                 family, seed = item
@@ -1778,8 +1849,8 @@ def run_cases(pairs: Iterable[tuple[str, int]], root: Path, config: RunConfig,
     return results
 
 
-def run_one(corpus: Corpus, family: str, seed: int, cases_root: Path, worker: Worker,
-            config: RunConfig) -> Outcome:
+def run_one(corpus: Corpus, family: str, seed: int, cases_root: Path,
+            worker: Worker | SubprocessWorker, config: RunConfig) -> Outcome:
     """Build, run and check one case; a failure of the harness itself is class ``harness``."""
     try:
         return _run_one(corpus, family, seed, cases_root, worker, config)
@@ -1788,8 +1859,8 @@ def run_one(corpus: Corpus, family: str, seed: int, cases_root: Path, worker: Wo
         return Outcome(case, None, 0.0, {"harness": traceback.format_exc()[-600:]}, "", "")
 
 
-def _run_one(corpus: Corpus, family: str, seed: int, cases_root: Path, worker: Worker,
-             config: RunConfig) -> Outcome:
+def _run_one(corpus: Corpus, family: str, seed: int, cases_root: Path,
+             worker: Worker | SubprocessWorker, config: RunConfig) -> Outcome:
     folder = cases_root / f"{family}-{seed}"
     if folder.exists():
         shutil.rmtree(folder)

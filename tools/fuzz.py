@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replay", action="append", default=[], metavar="FAMILY:SEED",
                     help="run exactly these cases (repeatable)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--subprocess", action="store_true",
+                    help="a fresh interpreter per case (slower: about a second of imports each)")
     ap.add_argument("--bound", type=float, default=30.0, help="seconds before a run counts as a hang")
     ap.add_argument("--mem-gib", type=float, default=6.0, help="address space limit of a run")
     ap.add_argument("--max-depth", type=int, default=40, help="deepest If/Loop nesting")
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         scale=fuzzing.Scale(max_depth=args.max_depth, max_nodes=args.max_nodes),
         failures_dir=out / "failures",
         deadline=None if args.minutes is None else time.monotonic() + args.minutes * 60,
-        keep=args.keep or bool(args.replay),
+        keep=args.keep or bool(args.replay), subprocess=args.subprocess,
     )
     started = time.monotonic()
     log = (out / "results.jsonl").open("w")
