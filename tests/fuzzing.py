@@ -71,7 +71,7 @@ FAMILIES = (*MODEL_FAMILIES, "plans", "csv")
 #: failure classes, in report order
 CLASSES = ("traceback", "hang", "partial", "stray-write", "stray-read", "pwned", "memory",
            "crash", "bad-exit", "noisy-error", "raw-control", "invalid-plan", "missing-output",
-           "wrong-answer", "input-changed", "harness")
+           "wrong-answer", "unsafe-accepted", "input-changed", "harness")
 
 
 # --------------------------------------------------------------------------- cases
@@ -1032,6 +1032,8 @@ def _plan_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, comm
             raw = json.dumps(data).encode()
         (mdir / "plan.json").write_bytes(raw)
     outputs: list[str] = []
+    # a plan whose live tensors of different groups share bytes must never verify
+    unsafe = command == "verify" and what in ("all_offsets_zero", "swap_offsets") and _unsafe(data)
     if command == "verify":
         argv = ["verify", f"model/{base.main}", "--plan", plan_arg, *base.args]
     elif command == "show":
@@ -1041,7 +1043,23 @@ def _plan_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, comm
         argv = ["plot", plan_arg, "-o", f"out/plot{fmt}"]
         outputs = [f"out/plot{fmt}"]
     return Case("plans", seed, command, argv, outputs, [], named_reads=named,
-                ok_codes=(3,) if command == "verify" else (), note=f"{base.name}: {what}: {note}")
+                ok_codes=(3,) if command == "verify" else (), note=f"{base.name}: {what}: {note}",
+                must_fail=unsafe)
+
+
+def _unsafe(data: Any) -> bool:
+    """Two tensors of different alias groups, both non-empty, live at once, overlapping bytes."""
+    ts = [t for t in (data.get("tensors") or []) if isinstance(t, dict)
+          and isinstance(t.get("offset"), int) and isinstance(t.get("size"), int) and t["size"] > 0
+          and isinstance(t.get("start"), int) and isinstance(t.get("end"), int)]
+    for i, a in enumerate(ts):
+        for b in ts[i + 1:]:
+            if a.get("group", a.get("name")) == b.get("group", b.get("name")):
+                continue
+            if a["start"] < b["end"] and b["start"] < a["end"] \
+                    and a["offset"] < b["offset"] + b["size"] and b["offset"] < a["offset"] + a["size"]:
+                return True
+    return False
 
 
 # csv ---------------------------------------------------------------------------
@@ -1704,6 +1722,8 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
         ok = (0, 1, *case.ok_codes)
         if code not in ok:
             bad["bad-exit"] = f"exit {code}"
+        elif code == 0 and case.must_fail and case.family == "plans":
+            bad["unsafe-accepted"] = "verify exit 0 on a plan where live tensors share bytes"
         elif code == 0 and case.must_fail:
             bad["bad-exit"] = "exit 0 where the command must refuse"
         if code != 0 and "traceback" not in bad:

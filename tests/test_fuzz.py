@@ -136,6 +136,18 @@ def test_a_command_that_must_refuse_fails_on_exit_0(tmp_path: Path) -> None:
     assert got == {}
 
 
+def test_unsafe_plan_is_recognised() -> None:
+    t = {"size": 64, "start": 0, "end": 2}
+    assert fuzzing._unsafe({"tensors": [dict(t, name="a", group="a", offset=0),
+                                        dict(t, name="b", group="b", offset=32)]})
+    assert not fuzzing._unsafe({"tensors": [dict(t, name="a", group="a", offset=0),
+                                            dict(t, name="b", group="b", offset=64)]})
+    assert not fuzzing._unsafe({"tensors": [dict(t, name="a", group="a", offset=0),
+                                            dict(t, name="v", group="a", offset=0)]})
+    assert not fuzzing._unsafe({"tensors": [dict(t, name="a", group="a", offset=0),
+                                            dict(t, name="b", group="b", offset=0, start=2, end=3)]})
+
+
 def test_valid_plan_passes_the_schema_check(tmp_path: Path) -> None:
     corpus = fuzzing.Corpus(tmp_path / "corpus", shipped=False)
     corpus.ensure_plans()
