@@ -67,3 +67,15 @@ zoo-run:
 zoo-ci:
 	$(PYTHON) -m onnxmem zoo models/zoo --only '$(ZOO_CI_MODELS)' --jobs $(ZOO_JOBS) --verify cpu \
 		--out results/zoo-ci --baseline docs/zoo-baseline.json
+
+# -- fuzzing of the command line (docs/fuzz.md); the default suite runs a small sample --
+# every case runs unless FUZZ_MINUTES is given (then no case starts after that many minutes)
+FUZZ_SEED ?= 0
+FUZZ_MINUTES ?=
+FUZZ_CASES ?= 5000
+FUZZ_OUT ?= results/fuzz
+.PHONY: fuzz
+
+fuzz:
+	$(PYTHON) tools/fuzz.py --seed $(FUZZ_SEED) $(if $(FUZZ_MINUTES),--minutes $(FUZZ_MINUTES),) \
+		--cases $(FUZZ_CASES) --plans 500 --csvs 500 --out $(FUZZ_OUT)
