@@ -23,7 +23,6 @@ from .model import ShapeInfo, file_sha256, infer_shapes, load_model
 from .plan import MemoryPlan, PlannedTensor, SharedObject
 from .problem import Solution, live_bytes, lower_bound
 from .proof import prove_plan
-from .runtime import infer_measured_shapes
 from .scheduling import OrderOptions, reorder, stable_topological_order
 from .scheduling.cost import order_peak
 from .solvers import SOLVERS, SolveOptions, solve
@@ -94,6 +93,8 @@ def plan_loaded(
     t0 = time.perf_counter()
     say("inferring shapes")
     if opts.measure_shapes:
+        from .runtime import infer_measured_shapes  # onnxruntime sessions: only when measuring
+
         shapes = infer_measured_shapes(model, model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
                                        seed=opts.seed, strict_dims=opts.strict_dims)
     else:
