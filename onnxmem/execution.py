@@ -64,7 +64,13 @@ from .errors import OnnxmemError, PlanError, RuntimeBackendError
 from .graph import GraphView, Op
 from .plan import MemoryPlan
 from .proof import Finding, true_lifetimes
-from .runtime import load_with_weights, random_inputs, session_options
+from .runtime import (
+    available_memory,
+    check_memory,
+    load_with_weights,
+    random_inputs,
+    session_options,
+)
 from .weights import compute_weights, weight_ops
 
 __all__ = [
@@ -135,53 +141,10 @@ class Execution:
 # ------------------------------------------------------------------ memory
 
 
-def available_memory(device: str = "cpu") -> int | None:
-    """Bytes that can be allocated now on ``device``; ``None`` when this machine does not say.
-
-    Host: ``MemAvailable`` of ``/proc/meminfo``, else the free physical pages
-    (``os.sysconf``). CUDA: the free memory of device 0 (``cudaMemGetInfo``).
-    """
-    if device == "cuda":
-        return _cuda_free_memory()
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                key, _, rest = line.partition(":")
-                if key == "MemAvailable":
-                    return int(rest.split()[0]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def _cuda_free_memory() -> int | None:
-    import ctypes
-
-    for lib in ("libcudart.so", "libcudart.so.12", "libcudart.so.11.0"):
-        try:
-            cudart = ctypes.CDLL(lib)
-        except OSError:
-            continue
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        if cudart.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) == 0:
-            return int(free.value)
-        return None
-    return None
-
-
 def _fits(size: int, device: str, slack: int = 0) -> None:
     """Raise a one-line error when an arena of ``size`` bytes (plus ``slack``) cannot be allocated on ``device`` now."""
-    have = available_memory(device)
-    if have is not None and size + slack > have:
-        where = "free on the GPU" if device == "cuda" else "of host memory available"
-        raise RuntimeBackendError(
-            f"the plan's arena of {size} B ({size / 2**30:.2f} GiB) does not fit in the {have} B "
-            f"({have / 2**30:.2f} GiB) {where}; verify on a machine with more memory, or plan smaller "
-            "dims (--dim, --input-shape)"
-        )
+    check_memory(size, device, "the plan's arena", slack=slack,
+                 fix="verify on a machine with more memory, or plan smaller dims (--dim, --input-shape)")
 
 
 # ------------------------------------------------------------------ arenas

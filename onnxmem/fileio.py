@@ -197,6 +197,11 @@ class OutputSet:
             raise OnnxmemError(f"{label}: the output path is empty; give a file name")
         if "\0" in given:
             raise OnnxmemError(f"{label} {show_name(given)} contains a NUL byte; give a real path")
+        if os.path.islink(given):
+            raise OnnxmemError(
+                f"{label} {show_name(given)} is a symbolic link; onnxmem does not write through "
+                "links: give the path of a file itself"
+            )
         target = _resolved(given)
         parent = target.parent
         if not parent.is_dir():

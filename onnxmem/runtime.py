@@ -5,6 +5,7 @@ Imported lazily: planning a model with static shapes never loads onnxruntime.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -13,9 +14,9 @@ import numpy as np
 import onnx
 
 from .errors import RuntimeBackendError, ShapeError, one_line, show_name
-from .model import ShapeInfo, graph_tensors, infer_shapes, read_external_data
+from .model import ShapeInfo, graph_tensors, infer_shapes, read_external_data, tensor_bytes
 
-__all__ = ["NUMPY_DTYPES", "infer_measured_shapes", "make_session", "measure_shapes", "random_inputs"]
+__all__ = ["NUMPY_DTYPES", "available_memory", "check_memory", "infer_measured_shapes", "make_session", "measure_shapes", "random_inputs"]
 
 NUMPY_DTYPES: dict[int, Any] = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -76,6 +77,54 @@ def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] |
         raise RuntimeBackendError(f"onnxruntime cannot load the model: {first}") from None
 
 
+def available_memory(device: str = "cpu") -> int | None:
+    """Bytes that can be allocated now on ``device``; ``None`` when this machine does not say.
+
+    Host: ``MemAvailable`` of ``/proc/meminfo``, else the free physical pages
+    (``os.sysconf``). CUDA: the free memory of device 0 (``cudaMemGetInfo``).
+    """
+    if device == "cuda":
+        return _cuda_free_memory()
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key == "MemAvailable":
+                    return int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _cuda_free_memory() -> int | None:
+    import ctypes
+
+    for lib in ("libcudart.so", "libcudart.so.12", "libcudart.so.11.0"):
+        try:
+            cudart = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        if cudart.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) == 0:
+            return int(free.value)
+        return None
+    return None
+
+
+def check_memory(size: int, device: str, what: str, *, fix: str, slack: int = 0) -> None:
+    """Raise a one-line error when ``what`` (``size`` bytes, plus ``slack``) cannot be allocated on ``device`` now."""
+    have = available_memory(device)
+    if have is not None and size + slack > have:
+        where = "free on the GPU" if device == "cuda" else "of host memory available"
+        raise RuntimeBackendError(
+            f"{what} of {size} B ({size / 2**30:.2f} GiB) does not fit in the {have} B "
+            f"({have / 2**30:.2f} GiB) {where}; {fix}"
+        )
+
+
 def random_inputs(
     model: onnx.ModelProto,
     shapes: Mapping[str, tuple[int, ...]],
@@ -88,6 +137,13 @@ def random_inputs(
     """
     rng = np.random.default_rng(seed)
     inits = {i.name for i in model.graph.initializer}
+    need = 0
+    for vi in model.graph.input:
+        if vi.name not in inits and vi.name in shapes:
+            # the value and the float64 draw it is made from; dims past 2^40 are refused here
+            et = vi.type.tensor_type.elem_type
+            need += tensor_bytes(et, shapes[vi.name], vi.name) + 8 * math.prod(shapes[vi.name])
+    check_memory(need, "cpu", "the random graph inputs", fix="give smaller input shapes (--dim, --input-shape)")
     out: dict[str, np.ndarray] = {}
     for vi in model.graph.input:
         if vi.name in inits:

@@ -1234,6 +1234,9 @@ _EXEC_EVENTS = {"os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "o
 _WRITE_EVENTS = {"os.rename", "os.replace", "os.remove", "os.rmdir", "os.mkdir", "os.truncate",
                  "os.symlink", "os.link", "os.chmod", "os.chown", "os.utime", "os.mkfifo",
                  "os.mknod", "shutil.rmtree", "shutil.move", "shutil.copyfile"}
+#: where each write event's folder descriptors sit in its audit arguments, per path argument
+_DIR_FDS = {"os.remove": (1,), "os.rmdir": (1,), "os.mkdir": (2,), "os.rename": (2, 3), "os.replace": (2, 3),
+            "os.symlink": (2,), "os.link": (2, 3), "os.mkfifo": (2,), "os.mknod": (3,)}
 #: write events that act on the target of a link rather than on the link
 _FOLLOWING = {"os.truncate", "os.chmod", "os.chown", "os.utime", "shutil.copyfile"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -1297,8 +1300,14 @@ class _Audit:
         elif event in _WRITE_EVENTS:
             self.busy = True
             try:
-                for a in args[:2]:
+                fds = _DIR_FDS.get(event, ())
+                for k, a in enumerate(args[:2]):
                     if isinstance(a, (str, bytes, os.PathLike)):
+                        fd = args[fds[k]] if k < len(fds) and fds[k] < len(args) else None
+                        if isinstance(fd, int) and not os.path.isabs(os.fsdecode(a)):
+                            # relative to a folder descriptor (shutil.rmtree removes this way)
+                            with contextlib.suppress(OSError):
+                                a = os.path.join(os.readlink(f"/proc/self/fd/{fd}"), os.fsdecode(a))
                         path = self._resolve(a, follow=event in _FOLLOWING)
                         if path is not None and not self._under(path, self.write_roots) \
                                 and not self._cache(path):
@@ -1333,12 +1342,15 @@ _AUDIT = _Audit()
 
 
 def _system_read_roots() -> tuple[str, ...]:
-    """The Python installation, its packages and the onnxmem sources: code and data files."""
+    """The Python installation, its packages, the onnxmem sources and install metadata."""
     import site
     import sysconfig
 
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(ROOT / "onnxmem"), "/proc", "/sys",
              *_FONT_ROOTS}
+    # the package's own install metadata (an editable install keeps it beside the sources;
+    # numba and click read entry points from it)
+    roots.update(str(p) for p in ROOT.glob("*.egg-info"))
     roots.update(p for p in sysconfig.get_paths().values() if p)
     roots.update(site.getsitepackages())
     roots.add(os.path.realpath(os.path.dirname(os.__file__)))
@@ -1521,7 +1533,7 @@ class Worker:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         self.scratch.mkdir(parents=True, exist_ok=True)
-        self.proc = ctx.Process(target=_worker_main, args=(child, str(self.scratch), self.mem_limit),
+        self.proc = ctx.Process(target=_worker_main, args=(child, str(self.scratch.resolve()), self.mem_limit),
                                 daemon=True)
         self.proc.start()
         child.close()

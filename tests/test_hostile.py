@@ -417,7 +417,18 @@ def test_output_is_the_input_model(tmp_path):
 def test_output_is_a_link_to_the_input_model(tmp_path):
     model = save_model(tmp_path, relu_model())
     (tmp_path / "link.json").symlink_to(model)
-    assert_refused(["plan", model, "-o", tmp_path / "link.json"], tmp_path, "is the input file")
+    assert_refused(["plan", model, "-o", tmp_path / "link.json"], tmp_path, "is a symbolic link")
+
+
+def test_output_is_a_link_out_of_its_folder(tmp_path):
+    """Writing through a link would write where the user did not name: refused, target untouched."""
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "keep.bin").write_bytes(b"keep")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "plan.json").symlink_to("../outside/keep.bin")
+    model = save_model(tmp_path, relu_model())
+    assert_refused(["plan", model, "-o", tmp_path / "out" / "plan.json"], tmp_path, "is a symbolic link")
+    assert (tmp_path / "outside" / "keep.bin").read_bytes() == b"keep"
 
 
 def test_output_is_a_hard_link_to_the_input_model(tmp_path):
