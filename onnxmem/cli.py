@@ -120,6 +120,8 @@ def plan_summary(plan: Any) -> list[str]:
     n_nodes = len(plan.order)
     gap = f"+{plan.gap * 100:.2f}% over the bound" if plan.lower_bound else "at the bound"
     status = plan.solver["status"]
+    if status == "timeout":
+        status = "timeout: the solver's budget ended before a proof; --timeout gives it more"
     return [
         f"model        {plan.model['path']}",
         f"nodes        {n_nodes}   tensors planned {len(plan.tensors)}   order {plan.order_strategy}",
@@ -455,27 +457,36 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
 @click.option("--timeout", type=float, default=None, help="Seconds of search before the best plan is kept.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the offsets here, in the same CSV format.")
+@click.option("--progress", is_flag=True, help="Print each improvement of the plan (on stderr).")
 @user_errors
 def pack(problem_csv: str, capacity: int | None, minimize: bool, solver: str,
-         timeout: float | None, output: str | None) -> None:
+         timeout: float | None, output: str | None, progress: bool) -> None:
     """Solve a MiniMalloc-format instance (id,lower,upper,size) and write its offsets.
 
-    Exits 0 with a plan, 2 when no plan fitting the capacity was found
-    (status infeasible or timeout), 1 on bad input.
+    Exits 0 with a plan that fits the capacity (any plan when minimizing);
+    4 when no plan fits it (status infeasible, timeout or over-capacity);
+    3 when the checked plan is wrong; 1 on bad input; 2 on a usage error.
     """
+    import time
+
     from .errors import ProblemError
-    from .solvers.pack import pack_csv
+    from .solvers.pack import EXIT_NO_PLAN, pack_csv
 
     if minimize and capacity is not None:
         raise ProblemError("--capacity and --minimize exclude each other; pass one")
+    t0 = time.perf_counter()
+
+    def say(line: str) -> None:
+        click.echo(f"{time.perf_counter() - t0:8.2f} s  {line}", err=True)
+
     report = pack_csv(problem_csv, capacity=capacity, solver=solver, timeout=timeout,
-                      output=output)
+                      output=output, progress=say if progress else None)
     for key, value in report.lines():
         click.echo(f"{key:<12} {value}")
     if output is not None and report.fits:
         click.echo(f"{'written':<12} {output}")
     if not report.fits:
-        sys.exit(2)
+        sys.exit(EXIT_NO_PLAN)
 
 
 @main.command()

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..solvers._clock import cycles
+from .._compiled import cycles
 
 PROVEN = 0
 TIMEOUT = 1

@@ -8,14 +8,21 @@ disk (``cache=True``): the first call after an install compiles them once.
 
 from __future__ import annotations
 
+from typing import Tuple
+
 import numpy as np
 from numba import njit
 
-__all__ = ["cover_lists", "lowest_first", "place"]
+__all__ = ["Bufs", "Covers", "cover_lists", "lowest_first", "place"]
+
+#: ``(start, end, size, align)``, int64, one entry per buffer
+Bufs = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+#: ``(ss, pos, cover_ptr, cover)`` from :func:`cover_lists`
+Covers = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-@njit(cache=True)
-def cover_lists(start: np.ndarray, end: np.ndarray, size: np.ndarray):  # type: ignore[no-untyped-def]
+@njit(cache=True)  # type: ignore[misc]
+def cover_lists(start: np.ndarray, end: np.ndarray, size: np.ndarray) -> Covers:
     """Start-sorted order, and for each buffer the earlier ones still live at its start.
 
     Returns ``(ss, pos, cover_ptr, cover)``: ``ss`` sorts buffers by start
@@ -66,20 +73,17 @@ def cover_lists(start: np.ndarray, end: np.ndarray, size: np.ndarray):  # type: 
     return ss, pos, cover_ptr, cover
 
 
-@njit(cache=True)
+@njit(cache=True)  # type: ignore[misc]
 def place(
-    order: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    size: np.ndarray,
-    align: np.ndarray,
-    fixed: np.ndarray,
-    best_fit: bool,
-    ss: np.ndarray,
-    pos: np.ndarray,
-    cover_ptr: np.ndarray,
-    cover: np.ndarray,
+    order: np.ndarray, best_fit: bool, fixed: np.ndarray, bufs: Bufs, covers: Covers
 ) -> np.ndarray:
+    """Offsets from placing buffers in ``order`` (see :mod:`.greedy`).
+
+    ``fixed``: the pinned offset of each buffer, -1 where free; ``bufs``:
+    ``(start, end, size, align)``; ``covers``: :func:`cover_lists`'s answer.
+    """
+    start, end, size, align = bufs
+    ss, pos, cover_ptr, cover = covers
     n = size.shape[0]
     off = fixed.copy()
     placed = off >= 0
@@ -139,7 +143,7 @@ def place(
     return off
 
 
-@njit(cache=True)
+@njit(cache=True)  # type: ignore[misc]
 def _heap_push(heap: np.ndarray, count: int, key: int) -> int:
     heap[count] = key
     i = count
@@ -152,8 +156,8 @@ def _heap_push(heap: np.ndarray, count: int, key: int) -> int:
     return count + 1
 
 
-@njit(cache=True)
-def _heap_pop(heap: np.ndarray, count: int):  # type: ignore[no-untyped-def]
+@njit(cache=True)  # type: ignore[misc]
+def _heap_pop(heap: np.ndarray, count: int) -> tuple[int, int]:
     top = heap[0]
     count -= 1
     heap[0] = heap[count]
@@ -171,19 +175,8 @@ def _heap_pop(heap: np.ndarray, count: int):  # type: ignore[no-untyped-def]
     return top, count
 
 
-@njit(cache=True)
-def lowest_first(
-    ranked: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    size: np.ndarray,
-    align: np.ndarray,
-    ss: np.ndarray,
-    pos: np.ndarray,
-    cover_ptr: np.ndarray,
-    cover: np.ndarray,
-    shift: int,
-) -> np.ndarray:
+@njit(cache=True)  # type: ignore[misc]
+def lowest_first(ranked: np.ndarray, shift: int, bufs: Bufs, covers: Covers) -> np.ndarray:
     """Offsets of a lowest-first plan: the buffer that can sit lowest goes next.
 
     ``ranked`` lists every buffer, best rank first (ties between equal lowest
@@ -193,6 +186,8 @@ def lowest_first(
     that is up to date is the true minimum. The caller guarantees that every
     offset fits in ``62 - shift`` bits and that no buffer is pinned.
     """
+    start, end, size, align = bufs
+    ss, pos, cover_ptr, cover = covers
     n = size.shape[0]
     rank = np.empty(n, dtype=np.int64)
     for r in range(n):

@@ -7,7 +7,9 @@ a placed buffer:
 2. buffers are taken in the member's order:
 
    - ``size``: largest first (ties: earlier start, longer life, index) --
-     TFLite's and MiniMalloc's baseline;
+     TFLite's and MiniMalloc's baseline; the family's default order, so its
+     members are named ``greedy`` (best fit) and ``greedy-ff`` (first fit),
+     and the others ``greedy-ORDER`` and ``greedy-ORDER-ff``;
    - ``breadth``: TFLite's greedy-by-breadth: the time steps are ranked by the
      bytes live at them, largest first, and each buffer is ordered by the
      best-ranked step of its lifetime, then by size, largest first;
@@ -21,13 +23,15 @@ a placed buffer:
    when no gap holds it.
 
 The inner loop is compiled (numba; loaded on the first placement, not on
-import, and cached on disk). Finding the buffers live at the same time
+import, and cached on disk); problems of up to :data:`NUMPY_MAX` buffers are
+placed by the same rule in numpy (:func:`.baseline.place_in_order`), so that
+they never load compiled code. Finding the buffers live at the same time
 uses the start-sorted order and the longest lifetime, so one placement costs
 O(m log m) for the m buffers it overlaps, plus a scan of the buffers starting
 within one longest lifetime before it: a whole plan of 10^5 buffers takes
 seconds, not minutes.
 
-``best-greedy`` runs every order with both fits, and the *lowest-first*
+``best-greedy`` runs, until the caller's deadline, every order with both fits, and the *lowest-first*
 placement with three preorders, and keeps the lowest arena; then it tries to
 lower the best gap-filling plan further: the buffers that reach the top of the
 arena are moved to the front of the order and the placement is rerun, a few
@@ -46,13 +50,25 @@ far above it on hard instances.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 
 from ..problem import Problem, Solution, lower_bound
-from . import SolveOptions, register
+from . import SolveOptions, judge, register
+from .baseline import place_in_order
 
-__all__ = ["ORDERS", "PREORDERS", "preorder", "place", "order_by", "greedy_offsets", "best_greedy_offsets", "status_for"]
+__all__ = [
+    "BEST_GREEDY_TIMEOUT", "GreedyResult", "NUMPY_MAX", "ORDERS", "PREORDERS", "Placer",
+    "best_greedy_offsets", "greedy_offsets", "order_by", "place", "preorder",
+]
+
+#: ``best-greedy``'s default budget in seconds (at least one member always runs;
+#: on 10^4+ buffers one placement takes 0.5-2 s)
+BEST_GREEDY_TIMEOUT = 3.0
+#: one-pass members place with numpy (no compiled code loaded) up to this many buffers
+NUMPY_MAX = 2000
 
 
 class Placer:
@@ -66,17 +82,15 @@ class Placer:
         )
         from ._kernels import cover_lists
 
-        self.ss, self.pos, self.cover_ptr, self.cover = cover_lists(
-            self.start, self.end, self.size
-        )
+        self.bufs = (self.start, self.end, self.size, self.align)
+        self.cover = cover_lists(self.start, self.end, self.size)
 
     def place(self, order: np.ndarray, best_fit: bool = True) -> np.ndarray:
         """Offsets (int64, buffer order) from placing buffers in ``order``."""
         from ._kernels import place as place_kernel
 
-        return place_kernel(
-            np.asarray(order, dtype=np.int64), self.start, self.end, self.size, self.align,
-            self.fixed, best_fit, self.ss, self.pos, self.cover_ptr, self.cover,
+        return place_kernel(  # type: ignore[no-any-return]
+            np.asarray(order, dtype=np.int64), best_fit, self.fixed, self.bufs, self.cover
         )
 
     def lowest_first(self, ranked: np.ndarray) -> np.ndarray | None:
@@ -96,9 +110,8 @@ class Placer:
             return None
         from ._kernels import lowest_first
 
-        return lowest_first(
-            np.asarray(ranked, dtype=np.int64), self.start, self.end, self.size, self.align,
-            self.ss, self.pos, self.cover_ptr, self.cover, shift,
+        return lowest_first(  # type: ignore[no-any-return]
+            np.asarray(ranked, dtype=np.int64), shift, self.bufs, self.cover
         )
 
     def height(self, offsets: np.ndarray) -> int:
@@ -192,87 +205,86 @@ def preorder(problem: Problem, keys: tuple[str, ...]) -> np.ndarray:
 ORDERS = ("size", "breadth", "lifetime", "area")
 
 
-def _height(problem: Problem, offsets: np.ndarray) -> int:
-    if len(offsets) == 0:
-        return 0
-    _, _, size, _ = problem.arrays()
-    return int((offsets + size).max())
+@dataclass(frozen=True, slots=True)
+class GreedyResult:
+    """The best plan of :func:`best_greedy_offsets`: offsets, height, the member
+    that found it, and whether the deadline stopped the members early."""
 
-
-def status_for(problem: Problem, height: int, capacity: int | None, bound: int | None = None) -> str:
-    """``optimal`` at the lower bound, ``timeout`` above the capacity, else ``feasible``."""
-    if capacity is not None and height > capacity:
-        return "timeout"
-    lb = lower_bound(problem) if bound is None else bound
-    return "optimal" if height <= lb else "feasible"
+    offsets: np.ndarray
+    height: int
+    member: str
+    cut_off: bool
 
 
 def greedy_offsets(problem: Problem, order: str, best_fit: bool = True) -> tuple[np.ndarray, int]:
-    """Offsets and height of one greedy member."""
-    offs = place(problem, order_by(problem, order), best_fit)
-    return offs, _height(problem, offs)
-
-
-#: seconds ``best-greedy`` spends before it keeps what it has (at least one
-#: placement always runs; on 10^4+ buffers one placement takes 0.5-2 s)
-BEST_GREEDY_BUDGET = 3.0
+    """Offsets and height of one greedy member (numpy on small problems, else compiled)."""
+    ranked = order_by(problem, order)
+    if len(problem) <= NUMPY_MAX:
+        offs = np.asarray(place_in_order(problem, ranked, best_fit), dtype=np.int64)
+    else:
+        offs = place(problem, ranked, best_fit)
+    size = problem.arrays()[2]
+    return offs, int((offs + size).max(initial=0))
 
 
 def best_greedy_offsets(
-    problem: Problem, *, bound: int | None = None, rounds: int = 6,
-    budget: float = BEST_GREEDY_BUDGET,
-) -> tuple[np.ndarray, int, str]:
+    problem: Problem, *, deadline: float | None, bound: int | None = None, rounds: int = 6,
+) -> GreedyResult:
     """The lowest plan over the members, then improved by promoting peaks.
 
-    Members are tried most promising first until ``budget`` seconds have
-    passed (the first always runs): lowest-first with the preorders
-    (total, area, width) and (total, width, area), size order with best and
-    first fit, lowest-first (width, area, total), then the other orders with
-    both fits. It stops at the first plan that meets the lower bound. Returns
-    offsets, height and the name of the member that found them.
+    Members are tried most promising first until ``deadline`` (a
+    ``time.perf_counter`` value; the first member always runs): lowest-first
+    with the preorders (total, area, width) and (total, width, area), size
+    order with best and first fit, lowest-first (width, area, total), then the
+    other orders with both fits. It stops at the first plan that meets the
+    lower bound; ``cut_off`` says whether the deadline stopped it before it
+    had tried every member and round.
     """
-    t_end = time.perf_counter() + budget
     lb = lower_bound(problem) if bound is None else bound
     placer = Placer(problem)
     size = placer.size
-    best: tuple[np.ndarray, int, str] | None = None
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
+    best: GreedyResult | None = None
     best_gap: tuple[np.ndarray, int, np.ndarray] | None = None  # for promotion
-    members: list[tuple[str, object]] = [
+    members: list[tuple[str, tuple[str, ...] | bool]] = [
         ("lowest", PREORDERS[2]), ("lowest", PREORDERS[0]), ("size", True), ("size", False),
         ("lowest", PREORDERS[1]),
     ]
     for name in ("lifetime", "breadth", "area"):
         members += [(name, True), (name, False)]
     for name, arg in members:
-        if best is not None and time.perf_counter() > t_end:
-            break
-        if name == "lowest":
-            keys = arg  # type: ignore[assignment]
-            offs = placer.lowest_first(preorder(problem, keys))  # type: ignore[arg-type]
-            if offs is None:
+        if best is not None and late():
+            return replace(best, cut_off=True)
+        order: np.ndarray | None = None
+        if isinstance(arg, tuple):
+            found = placer.lowest_first(preorder(problem, arg))
+            if found is None:
                 continue
-            label = "lowest-" + "-".join(keys)  # type: ignore[arg-type]
-            order = None
+            offs, label = found, "lowest-" + "-".join(arg)
         else:
             order = order_by(problem, name)
-            offs = placer.place(order, bool(arg))
-            label = f"{name}-{'bf' if arg else 'ff'}"
+            offs, label = placer.place(order, arg), f"{name}-{'bf' if arg else 'ff'}"
         h = placer.height(offs)
-        if best is None or h < best[1]:
-            best = (offs, h, label)
+        if best is None or h < best.height:
+            best = GreedyResult(offs, h, label, False)
         if order is not None and (best_gap is None or h < best_gap[1]):
             best_gap = (offs, h, order)
         if h <= lb:
             return best
-    assert best is not None
+    if best is None:  # no member applied: every buffer pinned or none at all
+        offs = placer.place(order_by(problem, "size"), True)
+        return GreedyResult(offs, placer.height(offs), "size-bf", False)
     if best_gap is None:
         return best
     # Peak promotion (gap-filling members): buffers that reach the top go
     # first, in their old order.
     offs, top, order = best_gap
     for _ in range(rounds):
-        if time.perf_counter() > t_end:
-            break
+        if late():
+            return replace(best, cut_off=True)
         peak = (offs + size) >= top
         if not peak.any():
             break
@@ -282,24 +294,11 @@ def best_greedy_offsets(
             h = placer.height(new)
             if h < top:
                 offs, top = new, h
-            if h < best[1]:
-                best = (new, h, "promoted-peaks")
-        if best[1] <= lb:
+            if h < best.height:
+                best = GreedyResult(new, h, "promoted-peaks", False)
+        if best.height <= lb:
             break
     return best
-
-
-def _make(order: str, best_fit: bool):  # type: ignore[no-untyped-def]
-    label = f"greedy-{order}" + ("" if best_fit else "-ff")
-
-    def solver(problem: Problem, options: SolveOptions) -> Solution:
-        offs, h = greedy_offsets(problem, order, best_fit)
-        return Solution(
-            tuple(int(o) for o in offs), h, label, status_for(problem, h, options.capacity)
-        )
-
-    solver.__name__ = label.replace("-", "_")
-    return label, solver
 
 
 _SUMMARIES = {
@@ -309,18 +308,40 @@ _SUMMARIES = {
     "area": "largest size x lifetime first",
 }
 
+
+def _make(order: str, best_fit: bool) -> tuple[str, Callable[[Problem, SolveOptions], Solution]]:
+    # the size order is the family's default: "greedy" and "greedy-ff"
+    label = "greedy" + ("" if order == "size" else f"-{order}") + ("" if best_fit else "-ff")
+
+    def solver(problem: Problem, options: SolveOptions) -> Solution:
+        offs, h = greedy_offsets(problem, order, best_fit)
+        status = judge(h, lower_bound(problem), options.capacity)
+        return Solution(tuple(int(o) for o in offs), h, label, status)
+
+    solver.__name__ = label.replace("-", "_")
+    return label, solver
+
+
 for _order in ORDERS:
     for _fit in (True, False):
         _label, _fn = _make(_order, _fit)
-        register(_label, f"{_SUMMARIES[_order]}, {'best' if _fit else 'first'} fit")(_fn)
+        _summary = f"{_SUMMARIES[_order]}, {'best' if _fit else 'first'} fit"
+        if _label == "greedy":
+            _summary += " (TFLite's arena planner, MiniMalloc's baseline)"
+        register(_label, _summary)(_fn)
 
 
-@register("best-greedy", "the best of every greedy order and fit, then peaks promoted")
+@register(
+    "best-greedy", "the best of every greedy order and fit, then peaks promoted",
+    default_timeout=BEST_GREEDY_TIMEOUT,
+)
 def best_greedy(problem: Problem, options: SolveOptions) -> Solution:
-    offs, h, member = best_greedy_offsets(problem)
+    lb = lower_bound(problem)
+    res = best_greedy_offsets(problem, deadline=options.deadline, bound=lb)
     return Solution(
-        tuple(int(o) for o in offs),
-        h,
+        tuple(int(o) for o in res.offsets),
+        res.height,
         "best-greedy",
-        status_for(problem, h, options.capacity)
+        judge(res.height, lb, options.capacity, res.cut_off),
+        stats={"lower_bound": float(lb)},
     )
