@@ -36,22 +36,24 @@ __all__ = ["NO_DEADLINE", "cycles", "cycles_per_second", "deadline_cycles", "war
 NO_DEADLINE = 2**62
 
 
-@intrinsic  # type: ignore[misc]
+@intrinsic
 def _readcyclecounter(typingctx: Any) -> Any:
     sig = types.int64()
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         fnty = ir.FunctionType(ir.IntType(64), [])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.readcyclecounter")
+        fn = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module, fnty, "llvm.readcyclecounter"
+        )
         return builder.call(fn, [])
 
     return sig, codegen
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def cycles() -> int:
     """The processor's cycle counter (0 where there is none)."""
-    return _readcyclecounter()  # type: ignore[no-any-return]
+    return _readcyclecounter()  # type: ignore[call-arg]
 
 
 _RATE: float | None = None

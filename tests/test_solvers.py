@@ -13,11 +13,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from onnxmem.errors import PlanInvalid, ProblemError
-from onnxmem.problem import Buffer, Problem, Solution, Status, align_up, lower_bound, validate, write_csv
+from onnxmem.problem import (
+    Buffer,
+    Problem,
+    Solution,
+    Status,
+    align_up,
+    lower_bound,
+    validate,
+    write_csv,
+)
 from onnxmem.solvers import SOLVERS, SearchSwitches, SolveOptions, SolverInfo, solve
 from onnxmem.solvers.baseline import place_in_order
 from onnxmem.solvers.greedy import (
-    PREORDERS, Placer, best_greedy_offsets, order_by, preorder, range_max, range_min,
+    PREORDERS,
+    Placer,
+    best_greedy_offsets,
+    order_by,
+    preorder,
+    range_max,
+    range_min,
 )
 from onnxmem.solvers.shared import layout_objects, positional_maximum_bound
 from onnxmem.solvers.skyline import dive

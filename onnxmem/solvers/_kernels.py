@@ -8,20 +8,18 @@ disk (``cache=True``): the first call after an install compiles them once.
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import numpy as np
 from numba import njit
 
 __all__ = ["Bufs", "Covers", "cover_lists", "lowest_first", "place"]
 
 #: ``(start, end, size, align)``, int64, one entry per buffer
-Bufs = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+Bufs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 #: ``(ss, pos, cover_ptr, cover)`` from :func:`cover_lists`
-Covers = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+Covers = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def cover_lists(start: np.ndarray, end: np.ndarray, size: np.ndarray) -> Covers:
     """Start-sorted order, and for each buffer the earlier ones still live at its start.
 
@@ -73,7 +71,7 @@ def cover_lists(start: np.ndarray, end: np.ndarray, size: np.ndarray) -> Covers:
     return ss, pos, cover_ptr, cover
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def place(
     order: np.ndarray, best_fit: bool, fixed: np.ndarray, bufs: Bufs, covers: Covers
 ) -> np.ndarray:
@@ -143,7 +141,7 @@ def place(
     return off
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def _heap_push(heap: np.ndarray, count: int, key: int) -> int:
     heap[count] = key
     i = count
@@ -156,8 +154,8 @@ def _heap_push(heap: np.ndarray, count: int, key: int) -> int:
     return count + 1
 
 
-@njit(cache=True)  # type: ignore[misc]
-def _heap_pop(heap: np.ndarray, count: int) -> tuple[int, int]:
+@njit(cache=True)
+def _heap_pop(heap: np.ndarray, count: int) -> tuple[np.int64, int]:
     top = heap[0]
     count -= 1
     heap[0] = heap[count]
@@ -175,7 +173,7 @@ def _heap_pop(heap: np.ndarray, count: int) -> tuple[int, int]:
     return top, count
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def lowest_first(ranked: np.ndarray, shift: int, bufs: Bufs, covers: Covers) -> np.ndarray:
     """Offsets of a lowest-first plan: the buffer that can sit lowest goes next.
 
@@ -190,14 +188,14 @@ def lowest_first(ranked: np.ndarray, shift: int, bufs: Bufs, covers: Covers) -> 
     ss, pos, cover_ptr, cover = covers
     n = size.shape[0]
     rank = np.empty(n, dtype=np.int64)
-    for r in range(n):
-        rank[ranked[r]] = r
+    for q in range(n):
+        rank[ranked[q]] = q
     minoff = np.zeros(n, dtype=np.int64)
     off = np.full(n, -1, dtype=np.int64)
     heap = np.empty(n + 1, dtype=np.int64)
     count = 0
-    for r in range(n):  # keys 0..n-1 in order: already a heap
-        heap[count] = r
+    for q in range(n):  # keys 0..n-1 in order: already a heap
+        heap[count] = q
         count += 1
     mask = (np.int64(1) << shift) - 1
     while count > 0:

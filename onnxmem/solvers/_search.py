@@ -36,8 +36,6 @@ preorders) and with ``TIMEOUT`` past a deadline on the cycle counter.
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import numpy as np
 from numba import njit
 
@@ -47,14 +45,14 @@ from .._compiled import cycles
 #: ov_ptr, ov_idx)``: per buffer its size, alignment, lifetime length and
 #: sections ``[slo, shi)``; the buffers of each section (CSR ``sec_ptr``,
 #: ``sec_mem``) and the buffers each overlaps (CSR ``ov_ptr``, ``ov_idx``)
-Arrays = Tuple[np.ndarray, ...]
+Arrays = tuple[np.ndarray, ...]
 #: the search state, restored on return: ``(off, minoff, floor, total, cuts,
 #: best)`` (see the module docstring; ``best``: the plan found)
-State = Tuple[np.ndarray, ...]
+State = tuple[np.ndarray, ...]
 #: scratch: ``(mo_b, mo_v, fl_s, fl_v, mark, aff, pool)``: the undo stacks of
 #: ``minoff`` and ``floor``, section marks, affected sections, and a pool for
 #: candidate lists and partitions
-Work = Tuple[np.ndarray, ...]
+Work = tuple[np.ndarray, ...]
 
 FOUND = 0
 NOT_FOUND = 1
@@ -69,7 +67,7 @@ _NODES, _LIMIT, _DEADLINE, _MO_TOP, _FL_TOP, _STAMP, _BACKTRACKS = range(7)
 HEURISTICS = np.array([[0, 1, 2], [2, 1, 0], [2, 0, 1]], dtype=np.int64)
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def preorder(
     bufs: np.ndarray,
     heur: np.ndarray,
@@ -112,7 +110,7 @@ _NF = 22
 _ENTER, _LOOP, _WAIT = 0, 1, 2
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def _launch_sub(
     F: np.ndarray, d: int, ptop: int, heur: np.ndarray, arrays: Arrays, state: State, work: Work,
 ) -> int:
@@ -157,7 +155,7 @@ def _launch_sub(
     return -1
 
 
-@njit(cache=True)  # type: ignore[misc]
+@njit(cache=True)
 def search(
     part0: np.ndarray,
     query: np.ndarray,

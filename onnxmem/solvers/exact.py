@@ -57,6 +57,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -208,7 +210,7 @@ class ExactSearch:
 
     def decide(
         self, capacity: int, local_best: np.ndarray, deadline: float | None,
-        switches: SearchSwitches = SearchSwitches(),
+        switches: SearchSwitches | None = None,
     ) -> tuple[int, np.ndarray, int]:
         """Search for a plan within ``capacity``.
 
@@ -235,7 +237,8 @@ class ExactSearch:
         for comp in comps:
             if tops[comp.bufs].max(initial=0) <= capacity:
                 continue
-            query = np.array([comp.sec_lo, comp.sec_hi, capacity, *switches.flags()], dtype=np.int64)
+            flags = (switches or SearchSwitches()).flags()
+            query = np.array([comp.sec_lo, comp.sec_hi, capacity, *flags], dtype=np.int64)
             k = len(comp.bufs)
             limit = max(64, k)
             solved = False
@@ -246,14 +249,8 @@ class ExactSearch:
                         comp.bufs.astype(np.int64), HEURISTICS[h], self.size, self.width,
                         self.slo, self.shi, total,
                     )
-
-                    def stopped_at_once() -> None:
-                        ctr[:] = 0
-                        ctr[1] = 1
-                        ctr[2] = NO_DEADLINE
-                        search(part, query, HEURISTICS[h], arrays, state, work, ctr)
-
-                    compiling = warm_up(search, stopped_at_once)
+                    args = (part, query, HEURISTICS[h], arrays, state, work, ctr)
+                    compiling = warm_up(search, partial(_stopped_at_once, search, args))
                     if deadline is not None:
                         deadline += compiling
                     left = None if deadline is None else deadline - time.perf_counter()
@@ -263,7 +260,7 @@ class ExactSearch:
                     ctr[:] = 0
                     ctr[1] = limit
                     ctr[2] = int(cycles() + left * rate) if left is not None and rate > 0 else NO_DEADLINE
-                    status = search(part, query, HEURISTICS[h], arrays, state, work, ctr)
+                    status = search(*args)
                     nodes += int(min(ctr[0], limit))
                     if status == FOUND:
                         plan[comp.bufs] = best[comp.bufs]
@@ -287,6 +284,17 @@ class ExactSearch:
 
     def height(self, local: np.ndarray) -> int:
         return int((local + self.size).max(initial=0))
+
+
+def _stopped_at_once(search: Any, args: tuple[Any, ...]) -> None:
+    """Run ``search`` with a node limit of 1 (it returns at once): compiles it."""
+    from .._compiled import NO_DEADLINE
+
+    ctr = args[-1]
+    ctr[:] = 0
+    ctr[1] = 1
+    ctr[2] = NO_DEADLINE
+    search(*args)
 
 
 def _solution(

@@ -89,7 +89,7 @@ class Placer:
         """Offsets (int64, buffer order) from placing buffers in ``order``."""
         from ._kernels import place as place_kernel
 
-        return place_kernel(  # type: ignore[no-any-return]
+        return place_kernel(
             np.asarray(order, dtype=np.int64), best_fit, self.fixed, self.bufs, self.cover
         )
 
@@ -110,7 +110,7 @@ class Placer:
             return None
         from ._kernels import lowest_first
 
-        return lowest_first(  # type: ignore[no-any-return]
+        return lowest_first(
             np.asarray(ranked, dtype=np.int64), shift, self.bufs, self.cover
         )
 

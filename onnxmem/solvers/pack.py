@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
 from typing import Callable
 
 from ..errors import PlanInvalid, ProblemError
