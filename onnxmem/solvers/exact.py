@@ -36,8 +36,10 @@ The budget is the caller's (``options.deadline``, set by :func:`.solve`);
 nothing here has a budget of its own. Guarantee: every returned plan is valid; ``optimal`` is only reported with a
 proof (the lower bound is met, or every smaller capacity was exhausted);
 ``infeasible`` only when the search space at that capacity was exhausted.
-Problems with pinned buffers, or too large for the search's undo stacks, get
-the best greedy plan with its honest status.
+Problems with pinned buffers get the best greedy plan with its honest
+status; problems too large for the search's undo stacks spend the rest of the
+budget on lowest-first restarts (:func:`.greedy.restarts`), which keep
+improving the plan until the deadline.
 
 ``auto`` (the default of ``plan``) tries the cheap answers before the search,
 so that small model problems never load compiled code:
@@ -64,7 +66,7 @@ import numpy as np
 
 from ..problem import Problem, Solution, Status, lower_bound
 from . import SearchSwitches, SolveOptions, judge, register
-from .greedy import best_greedy_offsets
+from .greedy import Placer, best_greedy_offsets, restarts
 
 # The compiled search (numba) is imported inside the functions that run it, so
 # that importing this module, and the quick paths of ``auto``, never load numba.
@@ -322,7 +324,8 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     deadline = options.deadline
     lb = lower_bound(problem)
     greedy_by = None if deadline is None else t0 + GREEDY_SHARE * max(0.0, deadline - t0)
-    g = best_greedy_offsets(problem, deadline=greedy_by, bound=lb)
+    placer = Placer(problem)
+    g = best_greedy_offsets(problem, deadline=greedy_by, bound=lb, placer=placer)
     g_offs, g_height = g.offsets, g.height
     cap = options.capacity
     if g_height <= lb:
@@ -332,8 +335,18 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     options.report(f"greedy {g.member}: {g_height:,} ({_gap(g_height, lb)} over the bound {lb:,})")
     ex = ExactSearch(problem)
     if not ex.searchable:
-        # nothing to search with: the greedy plan, for what it proves
-        return _solution(name, problem, g_offs, g_height, judge(g_height, lb, cap), lb, 0)
+        if any(b.offset is not None for b in problem.buffers):
+            # nothing to search with: the greedy plan, for what it proves
+            return _solution(name, problem, g_offs, g_height, judge(g_height, lb, cap), lb, 0)
+        # too large to search: restarts until the deadline (or the capacity)
+        target = lb if cap is None else cap
+        best, rounds = restarts(
+            problem, g, deadline=deadline, bound=target, seed=options.seed,
+            progress=options.progress, placer=placer,
+        )
+        cut_off = deadline is not None and time.perf_counter() >= deadline
+        status = judge(best.height, lb, cap, cut_off and best.height > target)
+        return _solution(name, problem, best.offsets, best.height, status, lb, rounds)
     from ._search import FOUND, NOT_FOUND
 
     switches = options.switches

@@ -61,7 +61,7 @@ from .baseline import place_in_order
 
 __all__ = [
     "BEST_GREEDY_TIMEOUT", "GreedyResult", "NUMPY_MAX", "ORDERS", "PREORDERS", "Placer",
-    "best_greedy_offsets", "greedy_offsets", "order_by", "place", "preorder",
+    "best_greedy_offsets", "greedy_offsets", "order_by", "place", "preorder", "restarts",
 ]
 
 #: ``best-greedy``'s default budget in seconds (at least one member always runs;
@@ -93,26 +93,36 @@ class Placer:
             np.asarray(order, dtype=np.int64), best_fit, self.fixed, self.bufs, self.cover
         )
 
-    def lowest_first(self, ranked: np.ndarray) -> np.ndarray | None:
+    def lowest_first(
+        self, ranked: np.ndarray, keep: np.ndarray | None = None, deadline: float | None = None,
+    ) -> np.ndarray | None:
         """Offsets of a lowest-first plan (see :func:`._kernels.lowest_first`).
 
-        ``None`` when it does not apply: pinned buffers, or offsets too large
-        for the heap keys.
+        ``keep``: offsets of the buffers that stay where they are, -1 for the
+        ones to place (pinned buffers must be kept); ``None`` places every
+        buffer. ``ranked`` ranks the buffers (those kept are skipped).
+        ``None`` when it does not apply (pinned buffers without ``keep``, or
+        offsets too large for the heap keys) or when ``deadline`` (a
+        ``time.perf_counter`` value) passed before the plan was complete.
         """
         n = len(self.size)
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        if (self.fixed >= 0).any():
-            return None
+        if keep is None:
+            if (self.fixed >= 0).any():
+                return None
+            keep = np.full(n, -1, dtype=np.int64)
         shift = max(1, int(n).bit_length())
         reach = int(self.size.sum()) + int(self.align.max()) * n
         if reach >= 1 << (62 - shift):
             return None
+        from .._compiled import NO_DEADLINE, deadline_cycles
         from ._kernels import lowest_first
 
-        return lowest_first(
-            np.asarray(ranked, dtype=np.int64), shift, self.bufs, self.cover
-        )
+        ranked = np.asarray(ranked, dtype=np.int64)
+        stop = NO_DEADLINE if deadline is None else deadline_cycles(deadline - time.perf_counter())
+        offs, complete = lowest_first(ranked[keep[ranked] < 0], shift, self.bufs, self.cover, keep, stop)
+        return offs if complete else None
 
     def height(self, offsets: np.ndarray) -> int:
         return int((offsets + self.size).max()) if len(offsets) else 0
@@ -229,6 +239,7 @@ def greedy_offsets(problem: Problem, order: str, best_fit: bool = True) -> tuple
 
 def best_greedy_offsets(
     problem: Problem, *, deadline: float | None, bound: int | None = None, rounds: int = 6,
+    placer: Placer | None = None,
 ) -> GreedyResult:
     """The lowest plan over the members, then improved by promoting peaks.
 
@@ -241,7 +252,7 @@ def best_greedy_offsets(
     had tried every member and round.
     """
     lb = lower_bound(problem) if bound is None else bound
-    placer = Placer(problem)
+    placer = placer or Placer(problem)
     size = placer.size
 
     def late() -> bool:
@@ -299,6 +310,50 @@ def best_greedy_offsets(
         if best.height <= lb:
             break
     return best
+
+
+def restarts(
+    problem: Problem, incumbent: GreedyResult, *, deadline: float | None, bound: int,
+    seed: int = 0, progress: Callable[[str], None] | None = None, placer: Placer | None = None,
+) -> tuple[GreedyResult, int]:
+    """Lowest-first plans from perturbed preorders until ``deadline``; the best.
+
+    The anytime phase for problems too large for the exact search: each round
+    takes one of :data:`PREORDERS` (in turn, then at random), moves every
+    buffer's rank by a random amount (up to 0.1%, 1% or 5% of the buffers),
+    and runs the lowest-first placement with those ranks. A lower plan
+    replaces the incumbent (and is reported to ``progress``). It stops at the
+    deadline or at the bound; it never returns a worse plan than
+    ``incumbent``. Returns the best plan and the number of rounds. With no
+    deadline it runs ``len(PREORDERS)`` rounds. A round the deadline
+    interrupts is dropped.
+    """
+    placer = placer or Placer(problem)
+    n = len(problem)
+    pres = [preorder(problem, keys) for keys in PREORDERS]
+    rng = np.random.default_rng(seed)
+    best = incumbent
+    rounds = 0
+    while best.height > bound:
+        if deadline is None and rounds >= len(pres):
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        which = rounds if rounds < len(pres) else int(rng.integers(0, len(pres)))
+        key = np.empty(n, dtype=np.float64)
+        key[pres[which]] = np.arange(n)
+        key += rng.random(n) * n * float(rng.choice([0.001, 0.01, 0.05]))
+        offs = placer.lowest_first(np.argsort(key, kind="stable"), deadline=deadline)
+        rounds += 1
+        if offs is None:  # the deadline passed during the round
+            break
+        h = placer.height(offs)
+        if h < best.height:
+            best = GreedyResult(offs, h, "restarts", False)
+            if progress is not None:
+                gap = 100.0 * (h - bound) / bound if bound else 0.0
+                progress(f"restart {rounds}: {h:,} (+{gap:.4f}% over the bound {bound:,})")
+    return best, rounds
 
 
 _SUMMARIES = {
