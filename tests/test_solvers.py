@@ -376,6 +376,48 @@ def test_best_greedy_stops_at_the_deadline_and_says_so() -> None:
     assert late.status is Status.TIMEOUT and late.height == 12
 
 
+@FAST
+@given(problems(max_buffers=14, aligned=True), st.integers(0, 2**16))
+def test_lowest_first_keeps_what_it_is_told(problem: Problem, seed: int) -> None:
+    # rebuild a random part of a valid plan above the rest: valid, the rest unmoved
+    placer = Placer(problem)
+    base = placer.lowest_first(preorder(problem, PREORDERS[0]))
+    assert base is not None
+    rng = np.random.default_rng(seed)
+    keep = np.where(rng.random(len(problem)) < 0.5, base, -1)
+    offs = placer.lowest_first(preorder(problem, PREORDERS[1]), keep)
+    assert offs is not None and validate(problem, offs.tolist()) == []
+    assert all(offs[i] == keep[i] for i in range(len(problem)) if keep[i] >= 0)
+
+
+@FAST
+@given(problems(max_buffers=14, aligned=True))
+def test_restarts_never_lose_the_incumbent(problem: Problem) -> None:
+    from onnxmem.solvers.greedy import restarts
+
+    lb = lower_bound(problem)
+    start = best_greedy_offsets(problem, deadline=0.0, bound=lb)
+    best, rounds = restarts(problem, start, deadline=None, bound=lb)
+    assert best.height <= start.height and validate(problem, best.offsets.tolist()) == []
+    if start.height <= lb:
+        assert rounds == 0
+    else:  # one round per preorder, fewer only when a round meets the bound
+        assert 1 <= rounds <= len(PREORDERS) and (rounds == len(PREORDERS) or best.height <= lb)
+
+
+def test_too_large_to_search_uses_the_budget_on_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnxmem.solvers.exact as exact_mod
+
+    # every problem is "too large" for the search's stacks: the restarts run
+    monkeypatch.setattr(exact_mod, "MAX_STACK", 0)
+    problem = P((1, 3, 2), (0, 2, 5), (4, 5, 6), (2, 6, 2), (0, 3, 4), (2, 5, 2), (0, 6, 1), (3, 6, 3))
+    lines: list[str] = []
+    sol = solve(problem, "exact", SolveOptions(timeout=0.5, progress=lines.append))
+    assert validate(problem, sol) == [] and sol.status in (Status.OPTIMAL, Status.TIMEOUT)
+    assert sol.height <= solve(problem, "best-greedy").height
+    assert lines and lines[0].startswith("greedy ")
+
+
 # ------------------------------------------------------------------ shared objects
 
 
