@@ -410,7 +410,9 @@ def test_too_large_to_search_uses_the_budget_on_restarts(monkeypatch: pytest.Mon
 
     # every problem is "too large" for the search's stacks: the restarts run
     monkeypatch.setattr(exact_mod, "MAX_STACK", 0)
-    problem = P((1, 3, 2), (0, 2, 5), (4, 5, 6), (2, 6, 2), (0, 3, 4), (2, 5, 2), (0, 6, 1), (3, 6, 3))
+    # every greedy member ends at 14 here, one above the bound
+    problem = P((0, 1, 5), (3, 6, 3), (0, 3, 5), (1, 4, 4), (3, 6, 2), (4, 7, 6), (4, 7, 2))
+    assert lower_bound(problem) == 13 and solve(problem, "best-greedy").height == 14
     lines: list[str] = []
     sol = solve(problem, "exact", SolveOptions(timeout=0.5, progress=lines.append))
     assert validate(problem, sol) == [] and sol.status in (Status.OPTIMAL, Status.TIMEOUT)

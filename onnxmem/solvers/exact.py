@@ -12,7 +12,7 @@ Steps:
 
 1. a capacity below the max-live lower bound is rejected (in ``solve``);
 2. the best greedy plan is computed first, within :data:`GREEDY_SHARE` of
-   the budget, and kept as the incumbent (the search is anytime: every
+   the budget (all of it when the search cannot run), and kept as the incumbent (the search is anytime: every
    answer carries the best plan found so far); if it already fits the
    capacity, or meets the lower bound, it is returned;
 3. zero-size buffers go at offset 0; time is cut into sections and the
@@ -323,8 +323,14 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     t0 = time.perf_counter()
     deadline = options.deadline
     lb = lower_bound(problem)
-    greedy_by = None if deadline is None else t0 + GREEDY_SHARE * max(0.0, deadline - t0)
+    ex = ExactSearch(problem)
+    # the greedy members get a share of the budget when the search follows
+    share = GREEDY_SHARE if ex.searchable else 1.0
     placer = Placer(problem)
+    if deadline is not None:  # first use in this process: compiling is not searching
+        deadline += placer.compile_seconds
+        t0 += placer.compile_seconds
+    greedy_by = None if deadline is None else t0 + share * max(0.0, deadline - t0)
     g = best_greedy_offsets(problem, deadline=greedy_by, bound=lb, placer=placer)
     g_offs, g_height = g.offsets, g.height
     cap = options.capacity
@@ -333,7 +339,6 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     if cap is not None and g_height <= cap:
         return _solution(name, problem, g_offs, g_height, Status.FEASIBLE, lb, 0)
     options.report(f"greedy {g.member}: {g_height:,} ({_gap(g_height, lb)} over the bound {lb:,})")
-    ex = ExactSearch(problem)
     if not ex.searchable:
         if any(b.offset is not None for b in problem.buffers):
             # nothing to search with: the greedy plan, for what it proves
@@ -366,7 +371,7 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     timed_out_at: int | None = None
     first = True
     while lo < hi:
-        left = options.left()
+        left = 1e9 if deadline is None else deadline - time.perf_counter()
         if left <= 0:
             break
         if first:

@@ -82,6 +82,9 @@ class Placer:
         )
         from ._kernels import cover_lists
 
+        #: seconds spent compiling (or loading) the kernels on first use in
+        #: this process; callers move their deadlines by it
+        self.compile_seconds = _warm_kernels()
         self.bufs = (self.start, self.end, self.size, self.align)
         self.cover = cover_lists(self.start, self.end, self.size)
 
@@ -126,6 +129,23 @@ class Placer:
 
     def height(self, offsets: np.ndarray) -> int:
         return int((offsets + self.size).max()) if len(offsets) else 0
+
+
+def _warm_kernels() -> float:
+    """Compile or load the placement kernels on a one-buffer problem; the seconds taken."""
+    from .._compiled import NO_DEADLINE, warm_up
+    from ._kernels import cover_lists, lowest_first
+    from ._kernels import place as place_kernel
+
+    one = np.ones(1, dtype=np.int64)
+    zero = np.zeros(1, dtype=np.int64)
+    bufs = (zero, one, one, one)
+    free = np.full(1, -1, dtype=np.int64)
+    spent = warm_up(cover_lists, lambda: cover_lists(zero, one, one))
+    covers = cover_lists(zero, one, one)
+    spent += warm_up(place_kernel, lambda: place_kernel(zero, True, free, bufs, covers))
+    spent += warm_up(lowest_first, lambda: lowest_first(zero, 2, bufs, covers, free, NO_DEADLINE))
+    return spent
 
 
 def place(problem: Problem, order: np.ndarray, best_fit: bool = True) -> np.ndarray:
@@ -249,10 +269,15 @@ def best_greedy_offsets(
     order with best and first fit, lowest-first (width, area, total), then the
     other orders with both fits. It stops at the first plan that meets the
     lower bound; ``cut_off`` says whether the deadline stopped it before it
-    had tried every member and round.
+    had tried every member and round. ``placer``: one already built for
+    ``problem`` (its compile time is then the caller's to account for);
+    otherwise one is built and the deadline moves by its compile time.
     """
     lb = lower_bound(problem) if bound is None else bound
-    placer = placer or Placer(problem)
+    if placer is None:
+        placer = Placer(problem)
+        if deadline is not None:
+            deadline += placer.compile_seconds
     size = placer.size
 
     def late() -> bool:
@@ -328,7 +353,10 @@ def restarts(
     deadline it runs ``len(PREORDERS)`` rounds. A round the deadline
     interrupts is dropped.
     """
-    placer = placer or Placer(problem)
+    if placer is None:
+        placer = Placer(problem)
+        if deadline is not None:
+            deadline += placer.compile_seconds
     n = len(problem)
     pres = [preorder(problem, keys) for keys in PREORDERS]
     rng = np.random.default_rng(seed)
