@@ -75,9 +75,11 @@ def cover_lists(start: np.ndarray, end: np.ndarray, size: np.ndarray) -> Covers:
 
 @njit(cache=True)
 def place(
-    order: np.ndarray, best_fit: bool, fixed: np.ndarray, bufs: Bufs, covers: Covers
-) -> np.ndarray:
-    """Offsets from placing buffers in ``order`` (see :mod:`.greedy`).
+    order: np.ndarray, best_fit: bool, fixed: np.ndarray, bufs: Bufs, covers: Covers, deadline: int,
+) -> tuple[np.ndarray, bool]:
+    """Offsets from placing buffers in ``order`` (see :mod:`.greedy`), and
+    whether the plan is complete (past ``deadline``, on
+    :func:`onnxmem._compiled.cycles`, it stops early with partial offsets).
 
     ``fixed``: the pinned offset of each buffer, -1 where free; ``bufs``:
     ``(start, end, size, align)``; ``covers``: :func:`cover_lists`'s answer.
@@ -91,6 +93,8 @@ def place(
     bhi = np.empty(n, dtype=np.int64)
     key = np.empty(n, dtype=np.int64)
     for t in range(order.shape[0]):
+        if (t & 255) == 255 and cycles() > deadline:
+            return off, False
         i = order[t]
         if placed[i]:
             continue
@@ -140,7 +144,7 @@ def place(
         if best < 0:
             best = top if a <= 1 else -(-top // a) * a
         off[i] = best
-    return off
+    return off, True
 
 
 @njit(cache=True)

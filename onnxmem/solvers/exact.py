@@ -12,7 +12,7 @@ Steps:
 
 1. a capacity below the max-live lower bound is rejected (in ``solve``);
 2. the best greedy plan is computed first, within :data:`GREEDY_SHARE` of
-   the budget (all of it when the search cannot run), and kept as the incumbent (the search is anytime: every
+   the budget, and kept as the incumbent (the search is anytime: every
    answer carries the best plan found so far); if it already fits the
    capacity, or meets the lower bound, it is returned;
 3. zero-size buffers go at offset 0; time is cut into sections and the
@@ -324,13 +324,11 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     deadline = options.deadline
     lb = lower_bound(problem)
     ex = ExactSearch(problem)
-    # the greedy members get a share of the budget when the search follows
-    share = GREEDY_SHARE if ex.searchable else 1.0
     placer = Placer(problem)
     if deadline is not None:  # first use in this process: compiling is not searching
         deadline += placer.compile_seconds
         t0 += placer.compile_seconds
-    greedy_by = None if deadline is None else t0 + share * max(0.0, deadline - t0)
+    greedy_by = None if deadline is None else t0 + GREEDY_SHARE * max(0.0, deadline - t0)
     g = best_greedy_offsets(problem, deadline=greedy_by, bound=lb, placer=placer)
     g_offs, g_height = g.offsets, g.height
     cap = options.capacity

@@ -90,11 +90,20 @@ class Placer:
 
     def place(self, order: np.ndarray, best_fit: bool = True) -> np.ndarray:
         """Offsets (int64, buffer order) from placing buffers in ``order``."""
+        offs = self.place_by(order, best_fit, None)
+        assert offs is not None  # no deadline: always complete
+        return offs
+
+    def place_by(self, order: np.ndarray, best_fit: bool, deadline: float | None) -> np.ndarray | None:
+        """:meth:`place`, or ``None`` when ``deadline`` (``time.perf_counter``) passes first."""
+        from .._compiled import NO_DEADLINE, deadline_cycles
         from ._kernels import place as place_kernel
 
-        return place_kernel(
-            np.asarray(order, dtype=np.int64), best_fit, self.fixed, self.bufs, self.cover
+        stop = NO_DEADLINE if deadline is None else deadline_cycles(deadline - time.perf_counter())
+        offs, complete = place_kernel(
+            np.asarray(order, dtype=np.int64), best_fit, self.fixed, self.bufs, self.cover, stop
         )
+        return offs if complete else None
 
     def lowest_first(
         self, ranked: np.ndarray, keep: np.ndarray | None = None, deadline: float | None = None,
@@ -143,7 +152,7 @@ def _warm_kernels() -> float:
     free = np.full(1, -1, dtype=np.int64)
     spent = warm_up(cover_lists, lambda: cover_lists(zero, one, one))
     covers = cover_lists(zero, one, one)
-    spent += warm_up(place_kernel, lambda: place_kernel(zero, True, free, bufs, covers))
+    spent += warm_up(place_kernel, lambda: place_kernel(zero, True, free, bufs, covers, NO_DEADLINE))
     spent += warm_up(lowest_first, lambda: lowest_first(zero, 2, bufs, covers, free, NO_DEADLINE))
     return spent
 
@@ -294,15 +303,21 @@ def best_greedy_offsets(
     for name, arg in members:
         if best is not None and late():
             return replace(best, cut_off=True)
+        # the first member always completes; the others stop at the deadline
+        by = None if best is None else deadline
         order: np.ndarray | None = None
         if isinstance(arg, tuple):
-            found = placer.lowest_first(preorder(problem, arg))
-            if found is None:
-                continue
-            offs, label = found, "lowest-" + "-".join(arg)
+            found = placer.lowest_first(preorder(problem, arg), deadline=by)
+            label = "lowest-" + "-".join(arg)
         else:
             order = order_by(problem, name)
-            offs, label = placer.place(order, arg), f"{name}-{'bf' if arg else 'ff'}"
+            found = placer.place_by(order, arg, by)
+            label = f"{name}-{'bf' if arg else 'ff'}"
+        if found is None:
+            if best is not None and late():
+                return replace(best, cut_off=True)
+            continue  # lowest-first does not apply
+        offs = found
         h = placer.height(offs)
         if best is None or h < best.height:
             best = GreedyResult(offs, h, label, False)
@@ -326,7 +341,10 @@ def best_greedy_offsets(
             break
         order = np.concatenate([order[peak[order]], order[~peak[order]]])
         for fit in (True, False):
-            new = placer.place(order, fit)
+            got = placer.place_by(order, fit, deadline)
+            if got is None:
+                return replace(best, cut_off=True)
+            new = got
             h = placer.height(new)
             if h < top:
                 offs, top = new, h
