@@ -39,6 +39,7 @@ __all__ = [
     "write_csv",
 ]
 
+
 class Status(str, Enum):
     """What a solver's answer says; each status has one meaning.
 
@@ -62,10 +63,6 @@ class Status(str, Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-#: statuses a solver may report, by value
-STATUSES = tuple(s.value for s in Status)
 
 
 def align_up(value: int, alignment: int) -> int:

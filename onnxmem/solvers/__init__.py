@@ -76,12 +76,6 @@ class SolveOptions:
     deadline: float | None = None
     progress: Callable[[str], None] | None = field(default=None, compare=False)
 
-    def left(self) -> float:
-        """Seconds to the deadline (never negative; a large number when there is none)."""
-        if self.deadline is None:
-            return 1e9
-        return max(0.0, self.deadline - time.perf_counter())
-
     def report(self, message: str) -> None:
         if self.progress is not None:
             self.progress(message)
