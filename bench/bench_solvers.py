@@ -50,9 +50,10 @@ _CHILD = r"""
 import json, resource, sys, time
 from onnxmem.problem import read_csv, lower_bound, validate
 from onnxmem.solvers import solve, SolveOptions
-path, solver, cap, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+path, solver, cap, timeout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 problem, _ = read_csv(path)
 cap = None if cap == "none" else int(cap)
+timeout = None if timeout == "default" else float(timeout)
 sol = solve(problem, solver, SolveOptions(capacity=cap, timeout=timeout))
 ok = (not validate(problem.with_capacity(cap), sol, limit=1)) if sol.found else None
 print(json.dumps({"n": len(problem), "lb": lower_bound(problem), "height": sol.height,
@@ -114,12 +115,12 @@ def pack_cells(path: Path, name: str, runs: int) -> str:
             f"{ref if ref else '-'} | {ratio}")
 
 
-def measure(path: Path, solver: str, cap: int | None, timeout: float, runs: int,
+def measure(path: Path, solver: str, cap: int | None, timeout: float | None, runs: int,
             model_inplace: str | None = None) -> dict:
     out = []
     for _ in range(runs):
         if model_inplace is None:
-            args = [_CHILD, str(path), solver, str(cap or "none"), str(timeout)]
+            args = [_CHILD, str(path), solver, str(cap or "none"), "default" if timeout is None else str(timeout)]
         else:
             args = [_MODEL_CHILD, str(path), model_inplace, solver]
         res = subprocess.run(
@@ -190,7 +191,8 @@ def main() -> int:
             rss = 0.0
             rec = None
             for solver, cap in solvers:
-                timeout = args.timeout if solver == "exact" else 30.0
+                # exact gets --timeout; the others their own default budgets
+                timeout = args.timeout if solver == "exact" else None
                 rec = measure(f, solver, cap, timeout, args.runs)
                 cells.append(cell(rec))
                 rss = max(rss, rec["rss_mb"])
@@ -245,7 +247,7 @@ def models(runs: int, only: set[str]) -> int:
             rss = 0.0
             rec = None
             for solver in MODEL_SOLVERS:
-                rec = measure(f, solver, None, 0.0, runs, model_inplace=inplace)
+                rec = measure(f, solver, None, None, runs, model_inplace=inplace)
                 cells.append(cell(rec))
                 rss = max(rss, rec["rss_mb"])
             assert rec is not None
