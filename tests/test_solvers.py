@@ -487,6 +487,13 @@ def test_pack_cli(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "status       optimal" in res.output and "lower bound  7" in res.output
     assert "budget       30 s" in res.output
+    # the gap is to the strongest bound: the one exact proves when it is above max-live
+    from onnxmem.solvers.pack import pack
+
+    aligned = P((0, 2, 3), (1, 3, 3), alignment=4)
+    report = pack(aligned, solver="exact")
+    assert report.lower_bound == 6 and report.strongest_bound == 7 and report.gap_pct == 0.0
+    assert ("proven bound", "7") in report.lines()
     back, offsets = read_csv(out)
     assert offsets is not None and validate(back.with_capacity(7), offsets) == []
     res = CliRunner().invoke(main, ["pack", str(src), "--minimize", "--solver", "greedy"])

@@ -43,10 +43,17 @@ class PackReport:
     capacity: int | None
 
     @property
+    def strongest_bound(self) -> int:
+        """The max-live bound, or the higher bound the solver proved."""
+        return max(self.lower_bound, int(self.solution.stats.get("lower_bound", 0)))
+
+    @property
     def gap_pct(self) -> float:
-        if not self.solution.found or self.lower_bound <= 0:
+        """The plan's height over the strongest bound, in percent."""
+        bound = self.strongest_bound
+        if not self.solution.found or bound <= 0:
             return 0.0
-        return 100.0 * (self.solution.height - self.lower_bound) / self.lower_bound
+        return 100.0 * (self.solution.height - bound) / bound
 
     @property
     def fits(self) -> bool:
@@ -56,17 +63,16 @@ class PackReport:
     def lines(self) -> list[tuple[str, str]]:
         s = self.solution
         budget = s.stats.get("budget_s")
-        bound = s.stats.get("lower_bound", float(self.lower_bound))
         extra = []
-        if bound > self.lower_bound:
-            extra.append(("proven bound", f"{int(bound):,}"))
+        if self.strongest_bound > self.lower_bound:
+            extra.append(("proven bound", f"{self.strongest_bound:,}"))
         return [
             ("buffers", f"{len(self.problem):,}"),
             ("lower bound", f"{self.lower_bound:,}"),
             ("capacity", "minimize" if self.capacity is None else f"{self.capacity:,}"),
             ("height", f"{s.height:,}" if s.status != "infeasible" else "-"),
-            ("gap", f"{self.gap_pct:.3f}%" if s.status != "infeasible" else "-"),
         ] + extra + [
+            ("gap", f"{self.gap_pct:.3f}%" if s.status != "infeasible" else "-"),
             ("status", str(s.status)),
             ("solver", s.solver),
             ("seconds", f"{s.seconds:.3f}"),
