@@ -15,6 +15,18 @@ height, the gap to the bound, the median seconds and the status
 (``opt``: proven optimal). ``exact@cap`` decides MiniMalloc's capacity
 (1,048,576; challenging instances only), ``exact min`` minimizes the arena.
 
+The ``pack`` columns run the command a user runs, ``python -m onnxmem pack
+FILE --capacity 1048576``, in a fresh process: ``solve s`` is the solver's
+own time as the command prints it (in-process), ``process s`` the wall-clock
+time of the whole process (interpreter start, imports, reading the CSV,
+loading the compiled code, solving, printing), both medians over ``--runs``
+runs taken alternately with the other columns; the ratios compare them with
+MiniMalloc's reference times (its own C++ solver, decision at the same
+capacity, median of 3 on a 2-core machine; ``../shared/benchmarks/README.md``).
+
+For ``iopddl_S_1`` the ``anytime`` rows run ``exact`` (minimize) with a 10 s
+and a 60 s budget, once each, and print the gap each reaches.
+
 The models section solves the problems of the nine models that ship with the
 onnx wheel (``onnx/backend/test/data/light``), planned in file order with
 in-place aliasing on (the default) and off. Its ``auto`` columns also say
@@ -29,6 +41,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,9 +50,10 @@ _CHILD = r"""
 import json, resource, sys, time
 from onnxmem.problem import read_csv, lower_bound, validate
 from onnxmem.solvers import solve, SolveOptions
-path, solver, cap, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+path, solver, cap, timeout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 problem, _ = read_csv(path)
 cap = None if cap == "none" else int(cap)
+timeout = None if timeout == "default" else float(timeout)
 sol = solve(problem, solver, SolveOptions(capacity=cap, timeout=timeout))
 ok = (not validate(problem.with_capacity(cap), sol, limit=1)) if sol.found else None
 print(json.dumps({"n": len(problem), "lb": lower_bound(problem), "height": sol.height,
@@ -65,13 +79,48 @@ print(json.dumps({"n": len(problem), "lb": lower_bound(problem), "height": sol.h
 
 CAPACITY = 1048576
 
+#: MiniMalloc's time to a plan at CAPACITY, seconds (../shared/benchmarks/README.md)
+MINIMALLOC_S = {"A": 3.51, "B": 2.68, "C": 0.47, "D": 1.88, "E": 2.45, "F": 3.42, "G": 0.70,
+                "H": 1.12, "I": 2.48, "J": 0.67, "K": 0.39}
 
-def measure(path: Path, solver: str, cap: int | None, timeout: float, runs: int,
+
+def run_pack(path: Path, cap: int | None, timeout: float | None) -> dict:
+    """One ``python -m onnxmem pack`` process: its printed figures and its wall time."""
+    cmd = [sys.executable, "-m", "onnxmem", "pack", str(path)]
+    cmd += ["--capacity", str(cap)] if cap is not None else ["--minimize"]
+    if timeout is not None:
+        cmd += ["--timeout", str(timeout)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if res.returncode not in (0, 4):
+        raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stderr.strip()}")
+    lines = dict(line.split(None, 1) if " " in line else (line, "")
+                 for line in (ln.replace("lower bound", "lower_bound") for ln in res.stdout.splitlines()))
+    return {"wall": wall, "seconds": float(lines["seconds"]), "status": lines["status"].strip(),
+            "height": lines["height"].strip(), "gap": lines["gap"].strip(), "exit": res.returncode}
+
+
+def pack_cells(path: Path, name: str, runs: int) -> str:
+    """The pack columns of one challenging instance: medians of ``runs`` processes."""
+    recs = [run_pack(path, CAPACITY, None) for _ in range(runs)]
+    solve_s = statistics.median(r["seconds"] for r in recs)
+    wall = statistics.median(r["wall"] for r in recs)
+    ref = MINIMALLOC_S.get(name)
+    statuses = sorted({r["status"] for r in recs})
+    fits = all(r["exit"] == 0 for r in recs)
+    ratio = (f"{solve_s / ref:.2f}x | {wall / ref:.2f}x" if ref else "- | -")
+    return (f"{'/'.join(statuses)}{'' if fits else ' (no plan)'} | {solve_s:.2f} | {wall:.2f} | "
+            f"{ref if ref else '-'} | {ratio}")
+
+
+def measure(path: Path, solver: str, cap: int | None, timeout: float | None, runs: int,
             model_inplace: str | None = None) -> dict:
     out = []
     for _ in range(runs):
         if model_inplace is None:
-            args = [_CHILD, str(path), solver, str(cap or "none"), str(timeout)]
+            args = [_CHILD, str(path), solver, str(cap or "none"), "default" if timeout is None else str(timeout)]
         else:
             args = [_MODEL_CHILD, str(path), model_inplace, solver]
         res = subprocess.run(
@@ -115,8 +164,7 @@ def main() -> int:
     print(f"Solvers on the peer instances (median of {args.runs} runs; "
           f"`exact min` timeout {args.timeout:g} s).\n")
     for folder, solvers in (
-        ("minimalloc-challenging", [("greedy", None), ("best-greedy", None),
-                                    ("exact", CAPACITY), ("exact", None)]),
+        ("minimalloc-challenging", [("greedy", None), ("best-greedy", None), ("exact", None)]),
         ("idealloc", [("greedy", None), ("best-greedy", None), ("exact", None),
                       ("auto", None)]),
     ):
@@ -129,6 +177,10 @@ def main() -> int:
         for h in heads:
             cols += [f"{h} height", "gap", "s", "status"]
         cols.append("peak RSS MB")
+        challenging = folder == "minimalloc-challenging"
+        if challenging:
+            cols += ["pack@cap status", "solve s", "process s", "MiniMalloc s", "solve / MiniMalloc",
+                     "process / MiniMalloc"]
         print("| " + " | ".join(cols) + " |")
         print("|" + "---|" * len(cols))
         for f in files:
@@ -139,15 +191,32 @@ def main() -> int:
             rss = 0.0
             rec = None
             for solver, cap in solvers:
-                timeout = args.timeout if solver == "exact" else 30.0
+                # exact gets --timeout; the others their own default budgets
+                timeout = args.timeout if solver == "exact" else None
                 rec = measure(f, solver, cap, timeout, args.runs)
                 cells.append(cell(rec))
                 rss = max(rss, rec["rss_mb"])
             assert rec is not None
+            extra = f" {pack_cells(f, name, args.runs)} |" if challenging else ""
             print(f"| {name} | {rec['n']:,} | {rec['lb']:,} | " + " | ".join(cells)
-                  + f" | {rss:.0f} |", flush=True)
+                  + f" | {rss:.0f} |" + extra, flush=True)
         print()
+        s1 = bench / folder / "iopddl_S_1.csv"
+        if folder == "idealloc" and s1.exists() and (not only or "iopddl_S_1" in only):
+            anytime(s1)
     return models(args.runs, only)
+
+
+def anytime(path: Path) -> None:
+    """``exact`` minimizing a large instance with a 10 s and a 60 s budget."""
+    print("anytime on iopddl_S_1 (`pack --minimize`, one run each):\n")
+    print("| budget s | height | gap | status | solve s | process s |")
+    print("|---|---|---|---|---|---|")
+    for budget in (10.0, 60.0):
+        r = run_pack(path, None, budget)
+        print(f"| {budget:g} | {r['height']} | +{r['gap']} | {r['status']} | {r['seconds']:.2f} | "
+              f"{r['wall']:.2f} |", flush=True)
+    print()
 
 
 MODEL_SOLVERS = ("greedy", "best-greedy", "auto")
@@ -178,7 +247,7 @@ def models(runs: int, only: set[str]) -> int:
             rss = 0.0
             rec = None
             for solver in MODEL_SOLVERS:
-                rec = measure(f, solver, None, 0.0, runs, model_inplace=inplace)
+                rec = measure(f, solver, None, None, runs, model_inplace=inplace)
                 cells.append(cell(rec))
                 rss = max(rss, rec["rss_mb"])
             assert rec is not None

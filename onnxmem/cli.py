@@ -121,7 +121,7 @@ def _randwire_kinds() -> tuple[str, ...]:
     return tuple(RANDWIRE_KINDS)
 
 
-class RegistryChoice(click.ParamType):
+class RegistryChoice(click.ParamType[str]):  # type: ignore[type-arg,unused-ignore]
     """A choice among a registry's names, read from the registry when first needed.
 
     ``listing``: the ``onnxmem list`` kind that names and explains the entries;
@@ -216,6 +216,8 @@ def plan_summary(plan: Any) -> list[str]:
     n_nodes = len(plan.order)
     gap = f"+{plan.gap * 100:.2f}% over the bound" if plan.lower_bound else "at the bound"
     status = plan.solver["status"]
+    if status == "timeout":
+        status = "timeout: the solver's budget ended before a proof; --timeout gives it more"
     return [
         f"model        {one_line(str(plan.model['path']))}",
         f"nodes        {n_nodes}   tensors planned {len(plan.tensors)}   order {one_line(plan.order_strategy)}",
@@ -599,26 +601,37 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
 @click.option("--timeout", type=float, default=None, help="Seconds of search before the best plan is kept.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the offsets here, in the same CSV format.")
+@click.option("--progress", is_flag=True, help="Print each improvement of the plan (on stderr).")
 @user_errors
 def pack(problem_csv: str, capacity: int | None, minimize: bool, solver: str,
-         timeout: float | None, output: str | None) -> None:
+         timeout: float | None, output: str | None, progress: bool) -> None:
     """Solve a MiniMalloc-format instance (id,lower,upper,size) and write its offsets.
 
-    Exits 0 with a plan, 2 when no plan fitting the capacity was found
-    (status infeasible or timeout), 1 on bad input.
+    Exits 0 with a plan that fits the capacity (any plan when minimizing);
+    4 when no plan fits it (status infeasible, timeout or over-capacity);
+    3 when the checked plan is wrong; 1 on bad input; 2 on a usage error.
     """
+    import time
+
     from .problem import read_csv, write_csv  # numpy
+    from .solvers.pack import EXIT_NO_PLAN
     from .solvers.pack import pack as pack_problem
 
     if minimize and capacity is not None:
         raise ProblemError("--capacity and --minimize exclude each other; pass one")
+    t0 = time.perf_counter()
+
+    def say(line: str) -> None:
+        click.echo(f"{time.perf_counter() - t0:8.2f} s  {line}", err=True)
+
     outs = OutputSet(inputs=[problem_csv])
     if output is not None:
         outs.add(output, "-o")
     problem, _ = read_csv(problem_csv)
     if capacity is not None:
         problem.with_capacity(capacity)  # refuses a capacity past the bounds of a problem
-    report = pack_problem(problem, capacity=capacity, solver=solver, timeout=timeout)
+    report = pack_problem(problem, capacity=capacity, solver=solver, timeout=timeout,
+                          progress=say if progress else None)
     if output is not None and report.fits:
         outs.put(output, write_csv(problem, None, report.solution.offsets))
         outs.commit()
@@ -627,7 +640,7 @@ def pack(problem_csv: str, capacity: int | None, minimize: bool, solver: str,
     if output is not None and report.fits:
         click.echo(f"{'written':<12} {one_line(output)}")
     if not report.fits:
-        sys.exit(2)
+        sys.exit(EXIT_NO_PLAN)
 
 
 @main.command()

@@ -54,7 +54,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -168,7 +168,7 @@ class _HostArena:
         self.base = int(self.view.ctypes.data) if size else int(self._raw.ctypes.data) + shift
 
     def read(self, offset: int, size: int) -> np.ndarray:
-        return self.view[offset : offset + size].copy()
+        return np.array(self.view[offset : offset + size])
 
     def write(self, offset: int, data: np.ndarray) -> None:
         flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
@@ -323,8 +323,8 @@ class ArenaRun:
 
     def _read(self, slot: _Slot) -> np.ndarray:
         if slot.private is not None:
-            return slot.private[: slot.size].copy()
-        return self._memory(slot).read(slot.offset, slot.size)  # type: ignore[no-any-return]
+            return np.array(slot.private[: slot.size])
+        return cast(np.ndarray, self._memory(slot).read(slot.offset, slot.size))
 
     def _weight(self, name: str, host: bool) -> Any:
         """The weight ``name`` as an OrtValue on the host or the device, made once."""

@@ -18,6 +18,7 @@ import io
 import os
 import re
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -29,6 +30,7 @@ __all__ = [
     "Buffer",
     "Problem",
     "Solution",
+    "Status",
     "Violation",
     "align_up",
     "height_of",
@@ -43,8 +45,29 @@ __all__ = [
 #: every sum a solver makes fits in int64
 MAX_VALUE = 2**62
 
-#: statuses a solver may report
-STATUSES = ("optimal", "feasible", "infeasible", "timeout")
+class Status(str, Enum):
+    """What a solver's answer says; each status has one meaning.
+
+    - ``optimal``: a plan, proven the smallest (it meets a lower bound, or
+      every smaller arena was ruled out);
+    - ``feasible``: a plan within the capacity (any plan when minimizing); the
+      solver finished its procedure without proving it the smallest;
+    - ``infeasible``: proven: no plan fits the capacity (no offsets);
+    - ``timeout``: the deadline came before the solver could finish: it
+      carries the best plan it had, which in a decision may not fit the
+      capacity (see :meth:`Solution.fits`);
+    - ``over-capacity``: the solver finished, but its plan does not fit the
+      capacity; nothing is proven (heuristics that do not search say this).
+    """
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    INFEASIBLE = "infeasible"
+    TIMEOUT = "timeout"
+    OVER_CAPACITY = "over-capacity"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 def align_up(value: int, alignment: int) -> int:
@@ -157,33 +180,39 @@ class Problem:
 class Solution:
     """Offsets for every buffer of a problem, in buffer order.
 
-    ``status``: ``optimal`` (proven: meets a lower bound or the search was
-    exhausted), ``feasible`` (a valid plan, optimality unknown), ``infeasible``
-    (proven: no plan fits the capacity; ``offsets`` is empty) or ``timeout``
-    (the deadline passed before any plan fitting the capacity was found).
-    ``objects``: for shared-object solutions, the object index of each buffer.
+    ``status``: a :class:`Status` (a plain string is converted); ``offsets`` is
+    empty only when it is ``infeasible``. ``objects``: for shared-object
+    solutions, the object index of each buffer. ``stats``: figures the solver
+    reports (``lower_bound``, ``gap_pct``, ``nodes``, ``budget_s``: the
+    seconds it was given, ...).
     """
 
     offsets: tuple[int, ...]
     height: int
     solver: str
-    status: str = "feasible"
+    status: Status = Status.FEASIBLE
     seconds: float = 0.0
     objects: tuple[int, ...] | None = None
     stats: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown solution status {self.status!r}")
+        try:
+            object.__setattr__(self, "status", Status(self.status))
+        except ValueError:
+            raise ValueError(f"unknown solution status {self.status!r}") from None
 
     @property
     def optimal(self) -> bool:
-        return self.status == "optimal"
+        return self.status is Status.OPTIMAL
 
     @property
     def found(self) -> bool:
-        """Whether the solution carries offsets."""
-        return self.status in ("optimal", "feasible")
+        """Whether the solution carries offsets (every status but ``infeasible``)."""
+        return self.status is not Status.INFEASIBLE
+
+    def fits(self, capacity: int | None) -> bool:
+        """Whether it carries a plan whose arena fits ``capacity`` (``None``: any)."""
+        return self.found and (capacity is None or self.height <= capacity)
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,7 +98,7 @@ def true_lifetimes(view: GraphView, order: Sequence[int]) -> dict[str, tuple[int
         if t.kind == "weight":
             continue
         start = 0 if t.producer is None else step[t.producer]
-        k, reader = last.get(t.name, (start, None))  # type: ignore[arg-type]
+        k, reader = last.get(t.name, (start, None))
         end = horizon if t.name in outs else k + 1
         out[t.name] = (start, max(end, start + 1), reader)
     return out

@@ -12,10 +12,28 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onnxmem.errors import ProblemError
-from onnxmem.problem import Buffer, Problem, align_up, lower_bound, validate, write_csv
-from onnxmem.solvers import SOLVERS, SolveOptions, solve
-from onnxmem.solvers.greedy import PREORDERS, Placer, preorder, range_max, range_min
+from onnxmem.errors import PlanInvalid, ProblemError
+from onnxmem.problem import (
+    Buffer,
+    Problem,
+    Solution,
+    Status,
+    align_up,
+    lower_bound,
+    validate,
+    write_csv,
+)
+from onnxmem.solvers import SOLVERS, SearchSwitches, SolveOptions, SolverInfo, solve
+from onnxmem.solvers.baseline import place_in_order
+from onnxmem.solvers.greedy import (
+    PREORDERS,
+    Placer,
+    best_greedy_offsets,
+    order_by,
+    preorder,
+    range_max,
+    range_min,
+)
 from onnxmem.solvers.shared import layout_objects, positional_maximum_bound
 from onnxmem.solvers.skyline import dive
 
@@ -158,13 +176,40 @@ def problems(draw: st.DrawFn, max_buffers: int = 8, aligned: bool = False) -> Pr
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+#: the exact search with every pruning rule on, each one off, and all off
+SWITCHES = {
+    "all on": SearchSwitches(),
+    "no canonical order": SearchSwitches(canonical=False),
+    "no dominance": SearchSwitches(dominance=False),
+    "no sections": SearchSwitches(sections=False),
+    "no decomposition": SearchSwitches(decomposition=False),
+    "all off": SearchSwitches(False, False, False, False),
+}
+
+
+@pytest.mark.parametrize("switches", sorted(SWITCHES))
 @FAST
-@given(problems(max_buffers=8))
-def test_exact_equals_brute_force(problem: Problem) -> None:
-    sol = solve(problem, "exact", SolveOptions(timeout=20))
+@given(problem=problems(max_buffers=8))
+def test_exact_equals_brute_force(switches: str, problem: Problem) -> None:
+    # every pruning rule keeps an optimal plan: turning any of them off
+    # changes the time a search takes, never its answer
+    sol = solve(problem, "exact", SolveOptions(timeout=20, switches=SWITCHES[switches]))
     assert sol.status == "optimal"
     assert validate(problem, sol) == []
     assert sol.height == brute_force(problem)
+
+
+@pytest.mark.parametrize("switches", sorted(SWITCHES))
+@FAST
+@given(problem=problems(max_buffers=7, aligned=True), slack=st.integers(0, 4))
+def test_switches_change_no_decision(switches: str, problem: Problem, slack: int) -> None:
+    # decisions at capacities near the bound, with alignment: the same answer
+    cap = lower_bound(problem) + slack
+    on = solve(problem, "exact", SolveOptions(capacity=cap, timeout=60))
+    off = solve(problem, "exact", SolveOptions(capacity=cap, timeout=60, switches=SWITCHES[switches]))
+    assert on.status is not Status.TIMEOUT and off.status is not Status.TIMEOUT
+    assert on.fits(cap) == off.fits(cap) == (brute_force(problem) <= cap)
+    assert validate(problem.with_capacity(cap), off) == [] or off.status is Status.INFEASIBLE
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -183,7 +228,7 @@ def test_every_solver_validates_and_orders(problem: Problem) -> None:
     for name in OFFSET_SOLVERS:
         # a short search budget: every assertion below holds for any budget
         sol = solve(problem, name, SolveOptions(timeout=0.5))
-        assert sol.found, name
+        assert sol.found and sol.fits(None), name
         assert validate(problem, sol) == [], name
         heights[name] = sol.height
     lb = lower_bound(problem)
@@ -202,11 +247,28 @@ def test_every_solver_validates_and_orders(problem: Problem) -> None:
 def test_capacity_mode_answers_honestly(problem: Problem, slack: int) -> None:
     cap = lower_bound(problem) + slack
     sol = solve(problem, "exact", SolveOptions(capacity=cap, timeout=5))
-    if sol.found:
+    if sol.fits(cap):
+        assert sol.status in (Status.OPTIMAL, Status.FEASIBLE)
         assert validate(problem.with_capacity(cap), sol) == []
     else:
-        assert sol.status == "infeasible"
+        assert sol.status == "infeasible" and sol.offsets == ()
         assert brute_force(problem) > cap if len(problem) <= 8 else True
+    for name in OFFSET_SOLVERS:  # heuristics say over-capacity, never timeout
+        other = solve(problem, name, SolveOptions(capacity=cap, timeout=5))
+        assert other.status in (Status.OPTIMAL, Status.FEASIBLE, Status.OVER_CAPACITY, Status.INFEASIBLE)
+        assert other.fits(cap) == (other.status in (Status.OPTIMAL, Status.FEASIBLE)), name
+        assert validate(problem, other) == [] or other.status is Status.INFEASIBLE
+
+
+@FAST
+@given(problems(max_buffers=40, aligned=True))
+def test_numpy_and_compiled_greedy_agree(problem: Problem) -> None:
+    # one greedy algorithm, two engines: the same offsets for every order and fit
+    placer = Placer(problem)
+    for name in ("size", "breadth", "lifetime", "area"):
+        order = order_by(problem, name)
+        for fit in (True, False):
+            assert placer.place(order, fit).tolist() == place_in_order(problem, order, fit)
 
 
 @FAST
@@ -258,6 +320,104 @@ def test_auto_on_small_problems_never_loads_numba() -> None:
         "assert 'numba' not in sys.modules, 'auto loaded numba'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------ statuses and budgets
+
+# size-sorted best fit reaches 8 here; the bound 7 can be met
+GREEDY_MISSES = P((0, 2, 4), (2, 5, 1), (4, 5, 4), (0, 3, 3))
+
+
+@pytest.mark.parametrize("solver", ["naive", "greedy", "shared-greedy"])
+def test_heuristics_over_capacity_say_so(solver: str) -> None:
+    sol = solve(GREEDY_MISSES, solver, SolveOptions(capacity=7))
+    assert sol.height > 7
+    assert sol.status is Status.OVER_CAPACITY and not sol.fits(7) and sol.found
+    assert "budget_s" not in sol.stats  # one pass: no budget to report
+
+
+def test_status_is_an_enum_with_string_values() -> None:
+    assert [s.value for s in Status] == ["optimal", "feasible", "infeasible", "timeout", "over-capacity"]
+    sol = Solution((0,), 4, "x", "timeout")  # type: ignore[arg-type]
+    assert sol.status is Status.TIMEOUT and sol.status == "timeout" and f"{sol.status}" == "timeout"
+    with pytest.raises(ValueError, match="unknown solution status"):
+        Solution((0,), 4, "x", "done")  # type: ignore[arg-type]
+
+
+def test_one_greedy_per_algorithm() -> None:
+    assert "greedy-size" not in SOLVERS and "greedy-ff" in SOLVERS
+    assert SOLVERS["greedy"].summary.startswith("largest first, best fit")
+    # one registered function per (order, fit): no two entries run the same algorithm
+    fns = [info.fn for info in SOLVERS.values()]
+    assert len(set(fns)) == len(fns)
+
+
+def test_budgets_are_the_callers() -> None:
+    searching = {n for n, info in SOLVERS.items() if info.default_timeout is not None}
+    assert searching == {"best-greedy", "exact", "auto", "shared-exact"}
+    for name in searching:
+        info: SolverInfo = SOLVERS[name]
+        assert f"{info.default_timeout:g} s" in info.help
+        assert solve(GREEDY_MISSES, name).stats["budget_s"] == info.default_timeout
+        assert solve(GREEDY_MISSES, name, SolveOptions(timeout=1.5)).stats["budget_s"] == 1.5
+
+
+def test_best_greedy_stops_at_the_deadline_and_says_so() -> None:
+    # the first member reaches 12 here, a later one the bound 11
+    problem = P((1, 3, 2), (0, 2, 5), (4, 5, 6), (2, 6, 2), (0, 3, 4), (2, 5, 2))
+    assert lower_bound(problem) == 11
+    # a deadline already passed: the first member runs, the others do not
+    res = best_greedy_offsets(problem, deadline=0.0)
+    assert res.cut_off and res.member == "lowest-" + "-".join(PREORDERS[2]) and res.height == 12
+    assert validate(problem, res.offsets.tolist()) == []
+    full = best_greedy_offsets(problem, deadline=None)
+    assert not full.cut_off and full.height == 11
+    late = solve(problem, "best-greedy", SolveOptions(timeout=1e-9))
+    assert late.status is Status.TIMEOUT and late.height == 12
+
+
+@FAST
+@given(problems(max_buffers=14, aligned=True), st.integers(0, 2**16))
+def test_lowest_first_keeps_what_it_is_told(problem: Problem, seed: int) -> None:
+    # rebuild a random part of a valid plan above the rest: valid, the rest unmoved
+    placer = Placer(problem)
+    base = placer.lowest_first(preorder(problem, PREORDERS[0]))
+    assert base is not None
+    rng = np.random.default_rng(seed)
+    keep = np.where(rng.random(len(problem)) < 0.5, base, -1)
+    offs = placer.lowest_first(preorder(problem, PREORDERS[1]), keep)
+    assert offs is not None and validate(problem, offs.tolist()) == []
+    assert all(offs[i] == keep[i] for i in range(len(problem)) if keep[i] >= 0)
+
+
+@FAST
+@given(problems(max_buffers=14, aligned=True))
+def test_restarts_never_lose_the_incumbent(problem: Problem) -> None:
+    from onnxmem.solvers.greedy import restarts
+
+    lb = lower_bound(problem)
+    start = best_greedy_offsets(problem, deadline=0.0, bound=lb)
+    best, rounds = restarts(problem, start, deadline=None, bound=lb)
+    assert best.height <= start.height and validate(problem, best.offsets.tolist()) == []
+    if start.height <= lb:
+        assert rounds == 0
+    else:  # one round per preorder, fewer only when a round meets the bound
+        assert 1 <= rounds <= len(PREORDERS) and (rounds == len(PREORDERS) or best.height <= lb)
+
+
+def test_too_large_to_search_uses_the_budget_on_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnxmem.solvers.exact as exact_mod
+
+    # every problem is "too large" for the search's stacks: the restarts run
+    monkeypatch.setattr(exact_mod, "MAX_STACK", 0)
+    # every greedy member ends at 14 here, one above the bound
+    problem = P((0, 1, 5), (3, 6, 3), (0, 3, 5), (1, 4, 4), (3, 6, 2), (4, 7, 6), (4, 7, 2))
+    assert lower_bound(problem) == 13 and solve(problem, "best-greedy").height == 14
+    lines: list[str] = []
+    sol = solve(problem, "exact", SolveOptions(timeout=0.5, progress=lines.append))
+    assert validate(problem, sol) == [] and sol.status in (Status.OPTIMAL, Status.TIMEOUT)
+    assert sol.height <= solve(problem, "best-greedy").height
+    assert lines and lines[0].startswith("greedy ")
 
 
 # ------------------------------------------------------------------ shared objects
@@ -315,7 +475,7 @@ def test_shared_properties(problem: Problem) -> None:
 # ------------------------------------------------------------------ onnxmem pack
 
 
-def test_pack_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_pack_cli(tmp_path: Path) -> None:
     from onnxmem.cli import main
     from onnxmem.problem import read_csv
 
@@ -326,17 +486,53 @@ def test_pack_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
     res = CliRunner().invoke(main, ["pack", str(src), "--capacity", "7", "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert "status       optimal" in res.output and "lower bound  7" in res.output
+    assert "budget       30 s" in res.output
+    # the gap is to the strongest bound: the one exact proves when it is above max-live
+    from onnxmem.solvers.pack import pack
+
+    aligned = P((0, 2, 3), (1, 3, 3), alignment=4)
+    report = pack(aligned, solver="exact")
+    assert report.lower_bound == 6 and report.strongest_bound == 7 and report.gap_pct == 0.0
+    assert ("proven bound", "7") in report.lines()
     back, offsets = read_csv(out)
     assert offsets is not None and validate(back.with_capacity(7), offsets) == []
     res = CliRunner().invoke(main, ["pack", str(src), "--minimize", "--solver", "greedy"])
-    assert res.exit_code == 0 and "gap" in res.output
+    assert res.exit_code == 0 and "gap" in res.output and "none (one pass)" in res.output
+    # a heuristic above the capacity: no plan fits, exit 4, nothing written
+    src2 = tmp_path / "misses.csv"
+    write_csv(GREEDY_MISSES, src2)
+    out2 = tmp_path / "out2.csv"
+    res = CliRunner().invoke(main, ["pack", str(src2), "--capacity", "7", "--solver", "greedy", "-o", str(out2)])
+    assert res.exit_code == 4 and "over-capacity" in res.output and not out2.exists()
+    res = CliRunner().invoke(main, ["pack", str(src2), "--capacity", "7", "--progress"])
+    assert res.exit_code == 0 and "status       optimal" in res.output
     res = CliRunner().invoke(main, ["pack", str(src), "--capacity", "6"])
     assert res.exit_code == 1 and "below the lower bound" in res.output
     res = CliRunner().invoke(main, ["pack", str(tmp_path / "missing.csv")])
     assert res.exit_code == 1 and "cannot read" in res.output
 
 
-BENCH_D = Path(__file__).resolve().parents[1].parent / "shared/benchmarks/minimalloc-challenging/D.1048576.csv"
+def _shared_benchmarks() -> Path:
+    """../shared/benchmarks from the checkout (or from its worktree parent)."""
+    for up in Path(__file__).resolve().parents[1:4]:
+        if (up / "shared" / "benchmarks").is_dir():
+            return up / "shared" / "benchmarks"
+    return Path("/nonexistent")
+
+
+BENCH_D = _shared_benchmarks() / "minimalloc-challenging/D.1048576.csv"
+
+
+def test_pack_reports_a_wrong_plan_as_plan_invalid(monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnxmem.solvers.pack import pack
+
+    def overlapping(problem: Problem, options: SolveOptions) -> Solution:
+        return Solution(tuple(0 for _ in problem.buffers), 7, "overlapping")
+
+    monkeypatch.setitem(SOLVERS, "overlapping", SolverInfo("overlapping", overlapping, "wrong", "offsets"))
+    with pytest.raises(PlanInvalid, match="wrong plan: buffers"):
+        pack(GREEDY_MISSES, solver="overlapping")
+    assert PlanInvalid.exit_code == 3
 
 
 @pytest.mark.skipif(not BENCH_D.exists(), reason="shared benchmarks not present")
@@ -345,7 +541,8 @@ def test_pack_cli_no_plan_in_time() -> None:
 
     # D at its max-live bound: no plan is found within 0.3 s
     res = CliRunner().invoke(main, ["pack", str(BENCH_D), "--capacity", "986112", "--timeout", "0.3"])
-    assert res.exit_code == 2 and "timeout" in res.output, res.output
+    assert res.exit_code == 4 and "status       timeout" in res.output, res.output
+    assert "budget       0.3 s" in res.output
 
 
 def test_solvers_never_import_onnx() -> None:

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         pairs = list(fuzzing.iter_cases(_counts(args.cases, args.plans, args.csvs, args.only), args.seed))
 
-    out: Path = args.out
+    out: Path = args.out.resolve()  # workers change folder: every path they get is absolute
     out.mkdir(parents=True, exist_ok=True)
     config = fuzzing.RunConfig(
         workers=args.workers, bound=args.bound, mem_limit=int(args.mem_gib * (1 << 30)),

@@ -22,4 +22,4 @@ if TYPE_CHECKING:
 def annotated_model(plan: MemoryPlan, model: onnx.ModelProto | None) -> bytes:
     from ..annotate import annotate_model  # onnx: only this format needs it
 
-    return annotate_model(require_model("onnx", model), plan).SerializeToString()
+    return bytes(annotate_model(require_model("onnx", model), plan).SerializeToString())

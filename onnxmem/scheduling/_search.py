@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..solvers._clock import cycles
+from .._compiled import cycles
 
 PROVEN = 0
 TIMEOUT = 1
@@ -120,8 +120,8 @@ def _step(v, rem, alloc, disc, ip_ptr, ip_slot):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, rem, live,
-           inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node, indeg, rdy):  # type: ignore[no-untyped-def]
+def _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, rem, live,  # type: ignore[no-untyped-def]
+           inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node, indeg, rdy):
     one = np.uint64(1)
     mask[v >> 6] |= one << np.uint64(v & 63)
     rdy[v >> 6] &= ~(one << np.uint64(v & 63))
@@ -145,8 +145,8 @@ def _apply(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, 
 
 
 @njit(cache=True)
-def _undo(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, rem, live,
-          inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node, indeg, rdy):  # type: ignore[no-untyped-def]
+def _undo(v, mask, r, keep, out_ptr, out_slot, free_ptr, free_slot, slot_size, rem, live,  # type: ignore[no-untyped-def]
+          inv_ptr, inv_node, inv_size, pending, succ_ptr, succ_node, indeg, rdy):
     one = np.uint64(1)
     for k in range(succ_ptr[v], succ_ptr[v + 1]):
         x = succ_node[k]

@@ -100,7 +100,7 @@ def exact_piece(
 def _exact_compiled(
     piece: Piece, deadline: float | None, ub_order: list[int], ub: int, lb: int, max_states: int
 ) -> ExactResult:
-    from ..solvers._clock import NO_DEADLINE, cycles_per_second, deadline_cycles
+    from .._compiled import NO_DEADLINE, cycles_per_second, deadline_cycles, warm_up
     from ._search import PROVEN, search
 
     a = piece_arrays(piece)
@@ -111,16 +111,11 @@ def _exact_compiled(
         a["ancself"], a["inv_ptr"], a["inv_node"], a["inv_size"], a["pending0"], piece.first_extra, lb, ub,
     )
     best = np.array(ub_order, dtype=np.int64)
-    if not search.signatures:
-        # first use in this process: compile the search (or load it from numba's cache)
-        # and measure the cycle counter, then move the deadline by the time that took,
-        # so that the budget is spent searching and the result does not depend on
-        # whether the cache was warm
-        t0 = time.perf_counter()
-        search(*head, best.copy(), 0, 1, max_states)
-        cycles_per_second()
-        if deadline is not None:
-            deadline += time.perf_counter() - t0
+    # first use in this process: compile the search (or load it from the cache) in a
+    # call stopped at once, and move the deadline by the time that took
+    compiling = warm_up(search, lambda: search(*head, best.copy(), 0, 1, max_states))
+    if deadline is not None:
+        deadline += compiling
     rate = cycles_per_second()  # measured once per process: before reading the time left
     left = None if deadline is None else deadline - time.perf_counter()
     limit = 0

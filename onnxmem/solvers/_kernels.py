@@ -11,11 +11,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["cover_lists", "lowest_first", "place"]
+from .._compiled import cycles
+
+__all__ = ["Bufs", "Covers", "cover_lists", "lowest_first", "place"]
+
+#: ``(start, end, size, align)``, int64, one entry per buffer
+Bufs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+#: ``(ss, pos, cover_ptr, cover)`` from :func:`cover_lists`
+Covers = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 @njit(cache=True)
-def cover_lists(start: np.ndarray, end: np.ndarray, size: np.ndarray):  # type: ignore[no-untyped-def]
+def cover_lists(start: np.ndarray, end: np.ndarray, size: np.ndarray) -> Covers:
     """Start-sorted order, and for each buffer the earlier ones still live at its start.
 
     Returns ``(ss, pos, cover_ptr, cover)``: ``ss`` sorts buffers by start
@@ -68,18 +75,17 @@ def cover_lists(start: np.ndarray, end: np.ndarray, size: np.ndarray):  # type: 
 
 @njit(cache=True)
 def place(
-    order: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    size: np.ndarray,
-    align: np.ndarray,
-    fixed: np.ndarray,
-    best_fit: bool,
-    ss: np.ndarray,
-    pos: np.ndarray,
-    cover_ptr: np.ndarray,
-    cover: np.ndarray,
-) -> np.ndarray:
+    order: np.ndarray, best_fit: bool, fixed: np.ndarray, bufs: Bufs, covers: Covers, deadline: int,
+) -> tuple[np.ndarray, bool]:
+    """Offsets from placing buffers in ``order`` (see :mod:`.greedy`), and
+    whether the plan is complete (past ``deadline``, on
+    :func:`onnxmem._compiled.cycles`, it stops early with partial offsets).
+
+    ``fixed``: the pinned offset of each buffer, -1 where free; ``bufs``:
+    ``(start, end, size, align)``; ``covers``: :func:`cover_lists`'s answer.
+    """
+    start, end, size, align = bufs
+    ss, pos, cover_ptr, cover = covers
     n = size.shape[0]
     off = fixed.copy()
     placed = off >= 0
@@ -87,6 +93,8 @@ def place(
     bhi = np.empty(n, dtype=np.int64)
     key = np.empty(n, dtype=np.int64)
     for t in range(order.shape[0]):
+        if (t & 255) == 255 and cycles() > deadline:
+            return off, False
         i = order[t]
         if placed[i]:
             continue
@@ -136,7 +144,7 @@ def place(
         if best < 0:
             best = top if a <= 1 else -(-top // a) * a
         off[i] = best
-    return off
+    return off, True
 
 
 @njit(cache=True)
@@ -153,7 +161,7 @@ def _heap_push(heap: np.ndarray, count: int, key: int) -> int:
 
 
 @njit(cache=True)
-def _heap_pop(heap: np.ndarray, count: int):  # type: ignore[no-untyped-def]
+def _heap_pop(heap: np.ndarray, count: int) -> tuple[np.int64, int]:
     top = heap[0]
     count -= 1
     heap[0] = heap[count]
@@ -173,39 +181,53 @@ def _heap_pop(heap: np.ndarray, count: int):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def lowest_first(
-    ranked: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    size: np.ndarray,
-    align: np.ndarray,
-    ss: np.ndarray,
-    pos: np.ndarray,
-    cover_ptr: np.ndarray,
-    cover: np.ndarray,
-    shift: int,
-) -> np.ndarray:
+    ranked: np.ndarray, shift: int, bufs: Bufs, covers: Covers, off0: np.ndarray, deadline: int,
+) -> tuple[np.ndarray, bool]:
     """Offsets of a lowest-first plan: the buffer that can sit lowest goes next.
 
-    ``ranked`` lists every buffer, best rank first (ties between equal lowest
-    offsets go to the better rank). A heap holds one key ``minoff << shift |
-    rank`` per unplaced buffer; ``minoff`` only grows, so a popped key that is
-    out of date is pushed back with the current value (lazy update), and a key
-    that is up to date is the true minimum. The caller guarantees that every
-    offset fits in ``62 - shift`` bits and that no buffer is pinned.
+    ``off0`` gives the buffers already placed (their offsets) and the ones to
+    place (-1); ``ranked`` lists the ones to place, best rank first (ties
+    between equal lowest offsets go to the better rank). A buffer's lowest
+    offset ``minoff`` starts at the top of the highest placed buffer it
+    overlaps in time (so a plan is only rebuilt above the buffers kept, as
+    :mod:`.repair` does). A heap holds one key ``minoff << shift | rank`` per
+    unplaced buffer; ``minoff`` only grows, so a popped key that is out of date
+    is pushed back with the current value (lazy update), and a key that is up
+    to date is the true minimum. The caller guarantees that every offset fits
+    in ``62 - shift`` bits. Returns the offsets and whether the plan is
+    complete: past ``deadline`` (on :func:`onnxmem._compiled.cycles`) it stops
+    early and the offsets are partial.
     """
+    start, end, size, align = bufs
+    ss, pos, cover_ptr, cover = covers
     n = size.shape[0]
-    rank = np.empty(n, dtype=np.int64)
-    for r in range(n):
-        rank[ranked[r]] = r
+    m = ranked.shape[0]
+    off = off0.copy()
     minoff = np.zeros(n, dtype=np.int64)
-    off = np.full(n, -1, dtype=np.int64)
-    heap = np.empty(n + 1, dtype=np.int64)
+    heap = np.empty(m + 1, dtype=np.int64)
     count = 0
-    for r in range(n):  # keys 0..n-1 in order: already a heap
-        heap[count] = r
-        count += 1
+    for q in range(m):
+        b = ranked[q]
+        low = np.int64(0)
+        for c in range(cover_ptr[b], cover_ptr[b + 1]):
+            j = cover[c]
+            if off[j] >= 0 and off[j] + size[j] > low:
+                low = off[j] + size[j]
+        for p in range(pos[b] + 1, n):
+            j = ss[p]
+            if start[j] >= end[b]:
+                break
+            if size[j] > 0 and off[j] >= 0 and off[j] + size[j] > low:
+                low = off[j] + size[j]
+        a = align[b]
+        minoff[b] = low if a <= 1 else -(-low // a) * a
+        count = _heap_push(heap, count, (minoff[b] << shift) | q)
     mask = (np.int64(1) << shift) - 1
+    pops = 0
     while count > 0:
+        pops += 1
+        if (pops & 1023) == 0 and cycles() > deadline:
+            return off, False
         key, count = _heap_pop(heap, count)
         r = key & mask
         b = ranked[r]
@@ -230,4 +252,4 @@ def lowest_first(
             if size[j] > 0 and off[j] < 0 and minoff[j] < top:
                 a = align[j]
                 minoff[j] = top if a <= 1 else -(-top // a) * a
-    return off
+    return off, True

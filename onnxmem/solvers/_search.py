@@ -39,7 +39,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._clock import cycles
+from .._compiled import cycles
+
+#: the problem, read only: ``(size, align, width, slo, shi, sec_ptr, sec_mem,
+#: ov_ptr, ov_idx)``: per buffer its size, alignment, lifetime length and
+#: sections ``[slo, shi)``; the buffers of each section (CSR ``sec_ptr``,
+#: ``sec_mem``) and the buffers each overlaps (CSR ``ov_ptr``, ``ov_idx``)
+Arrays = tuple[np.ndarray, ...]
+#: the search state, restored on return: ``(off, minoff, floor, total, cuts,
+#: best)`` (see the module docstring; ``best``: the plan found)
+State = tuple[np.ndarray, ...]
+#: scratch: ``(mo_b, mo_v, fl_s, fl_v, mark, aff, pool)``: the undo stacks of
+#: ``minoff`` and ``floor``, section marks, affected sections, and a pool for
+#: candidate lists and partitions
+Work = tuple[np.ndarray, ...]
 
 FOUND = 0
 NOT_FOUND = 1
@@ -99,13 +112,15 @@ _ENTER, _LOOP, _WAIT = 0, 1, 2
 
 @njit(cache=True)
 def _launch_sub(
-    F: np.ndarray, d: int, pool: np.ndarray, ptop: int, heur: np.ndarray, size: np.ndarray,
-    width: np.ndarray, slo: np.ndarray, shi: np.ndarray, total: np.ndarray, off: np.ndarray,
+    F: np.ndarray, d: int, ptop: int, heur: np.ndarray, arrays: Arrays, state: State, work: Work,
 ) -> int:
     """Push the next non-empty sub-partition of frame ``d`` as frame ``d + 1``.
 
     Returns the new pool top, or -1 when no sub-partition is left.
     """
+    size, width, slo, shi = arrays[0], arrays[2], arrays[3], arrays[4]
+    off, total = state[0], state[3]
+    pool = work[6]
     pts = F[d, _PTS]
     while F[d, _SUBI] < F[d, _NPTS] - 1:
         p = F[d, _SUBI]
@@ -143,38 +158,28 @@ def _launch_sub(
 @njit(cache=True)
 def search(
     part0: np.ndarray,
-    sec_lo: int,
-    sec_hi: int,
-    capacity: int,
+    query: np.ndarray,
     heur: np.ndarray,
-    size: np.ndarray,
-    align: np.ndarray,
-    width: np.ndarray,
-    slo: np.ndarray,
-    shi: np.ndarray,
-    sec_ptr: np.ndarray,
-    sec_mem: np.ndarray,
-    ov_ptr: np.ndarray,
-    ov_idx: np.ndarray,
-    off: np.ndarray,
-    minoff: np.ndarray,
-    floor: np.ndarray,
-    total: np.ndarray,
-    cuts: np.ndarray,
-    best: np.ndarray,
-    mo_b: np.ndarray,
-    mo_v: np.ndarray,
-    fl_s: np.ndarray,
-    fl_v: np.ndarray,
-    mark: np.ndarray,
-    aff: np.ndarray,
-    pool: np.ndarray,
+    arrays: Arrays,
+    state: State,
+    work: Work,
     ctr: np.ndarray,
 ) -> int:
-    """Search placements of ``part0`` (buffers in preorder) within sections
-    ``[sec_lo, sec_hi)``. An explicit stack of frames replaces recursion; on
-    return every state array is as it was on entry, and ``best`` holds the
-    plan when the status is ``FOUND``."""
+    """Search placements of ``part0`` (buffers in preorder).
+
+    ``query``: ``[sec_lo, sec_hi, capacity, canonical, dominance, sections,
+    decomposition]`` (the sections to fill, the capacity, and the pruning
+    rules on (1) or off (0)); ``heur``: the preorder's keys for sub-problems;
+    ``arrays``, ``state``, ``work``: see :data:`Arrays`, :data:`State`,
+    :data:`Work`; ``ctr``: the counters (nodes, node limit, deadline, ...).
+    An explicit stack of frames replaces recursion; on return every state
+    array is as it was on entry, and ``best`` holds the plan when the status
+    is ``FOUND``."""
+    sec_lo, sec_hi, capacity = query[0], query[1], query[2]
+    canonical, dominance, sections, decomposition = query[3] != 0, query[4] != 0, query[5] != 0, query[6] != 0
+    size, align, width, slo, shi, sec_ptr, sec_mem, ov_ptr, ov_idx = arrays
+    off, minoff, floor, total, cuts, best = state
+    mo_b, mo_v, fl_s, fl_v, mark, aff, pool = work
     n = size.shape[0]
     F = np.zeros((n + 2, _NF), dtype=np.int64)
     k0 = part0.shape[0]
@@ -250,10 +255,10 @@ def search(
                 pre = pool[cp + F[d, _Q]]
                 b = pool[part + pre]
                 o = minoff[b]
-                if o >= F[d, _MINH]:
+                if dominance and o >= F[d, _MINH]:
                     F[d, _Q] = m  # dominance: every later candidate is as high
                     break
-                if o < F[d, _MINOFF] or (o == F[d, _MINOFF] and pre < F[d, _MINPRE]):
+                if canonical and (o < F[d, _MINOFF] or (o == F[d, _MINOFF] and pre < F[d, _MINPRE])):
                     F[d, _Q] += 1  # canonical order
                     continue
                 top = o + size[b]
@@ -310,7 +315,7 @@ def search(
                         floor[s] = lo
                 # 4. cross-section check, with the floor rising monotonically
                 ok = True
-                for s in range(F[d, _SLO], F[d, _SHI]):
+                for s in range(F[d, _SLO], F[d, _SHI] if sections else F[d, _SLO]):
                     f = floor[s]
                     if o > f:
                         f = o
@@ -325,6 +330,8 @@ def search(
                         cuts[s] -= 1
                         if cuts[s] == 0 and s + 1 > F[d, _SLO] and s + 1 < F[d, _SHI]:
                             ncut += 1
+                    if not decomposition:
+                        ncut = 0
                     F[d, _STATE] = _WAIT
                     if ncut == 0:
                         e = d + 1
@@ -352,7 +359,7 @@ def search(
                         F[d, _PTS] = pts
                         F[d, _NPTS] = kk + 1
                         F[d, _SUBI] = 0
-                        nt = _launch_sub(F, d, pool, ptop, heur, size, width, slo, shi, total, off)
+                        nt = _launch_sub(F, d, ptop, heur, arrays, state, work)
                         if nt >= 0:
                             ptop = nt
                             d = d + 1
@@ -389,7 +396,7 @@ def search(
             d -= 1
             b = F[d, _B]
             if F[d, _NPTS] > 0 and status == FOUND:
-                nt = _launch_sub(F, d, pool, ptop, heur, size, width, slo, shi, total, off)
+                nt = _launch_sub(F, d, ptop, heur, arrays, state, work)
                 if nt >= 0:
                     ptop = nt
                     d = d + 1

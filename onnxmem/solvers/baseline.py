@@ -1,19 +1,13 @@
-"""Baselines: ``naive`` (no reuse) and ``greedy`` (largest first, best fit).
+"""The ``naive`` baseline, and the numpy engine of the greedy placement.
 
 ``naive`` stacks every buffer on top of the previous one, as a runtime without
-a planner would; its height is the sum of the (aligned) sizes.
+a planner would; its height is the sum of the (aligned) sizes. It proves
+nothing: above a capacity it says ``over-capacity``.
 
-``greedy`` is the size-sorted best-fit placement of TFLite's arena planner and
-the MiniMalloc paper's baseline:
-
-1. order buffers by size, largest first (ties: earlier start, then id order);
-2. for each buffer, take the already placed buffers whose lifetimes overlap
-   it, sorted by offset, and list the gaps between them (and above the top);
-3. place it in the smallest gap that holds it at an aligned offset (ties: the
-   lowest), or on top of the overlapping buffers when none does.
-
-It guarantees a valid plan, not an optimal one: the result can be well above
-the lower bound on hard instances.
+:func:`place_in_order` is the greedy family's placement rule (see
+:mod:`.greedy`) in plain numpy, one buffer at a time: ``greedy`` and ``auto``
+use it on small problems so that they never load compiled code; it gives the
+same offsets as the compiled :func:`._kernels.place` (a test checks this).
 """
 
 from __future__ import annotations
@@ -21,13 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..problem import Problem, Solution, align_up, lower_bound
-from . import SolveOptions, register
+from . import SolveOptions, judge, register
 
-
-def _status(problem: Problem, height: int, capacity: int | None) -> str:
-    if capacity is not None and height > capacity:
-        return "timeout"
-    return "optimal" if height <= lower_bound(problem) else "feasible"
+__all__ = ["naive", "place_in_order", "size_order"]
 
 
 @register("naive", "no reuse: every buffer gets its own bytes (the baseline)")
@@ -38,70 +28,61 @@ def naive(problem: Problem, options: SolveOptions) -> Solution:
         off = b.offset if b.offset is not None else align_up(top, b.alignment)
         offsets.append(off)
         top = max(top, off + b.size)
-    status = _status(problem, top, options.capacity)
-    return Solution(tuple(offsets), top if status != "timeout" else top, "naive", status)
+    status = judge(top, lower_bound(problem), options.capacity)
+    return Solution(tuple(offsets), top, "naive", status)
 
 
 def place_in_order(problem: Problem, order: np.ndarray, best_fit: bool = True) -> list[int]:
     """Place buffers one by one in ``order``; returns offsets in buffer order.
 
-    Each buffer goes into the smallest (``best_fit``) or lowest gap among the
-    placed buffers that overlap it in time, else on top of them. Pinned
-    buffers are placed first, at their offsets.
+    Each buffer goes into the smallest (``best_fit``; ties: the lowest) or the
+    lowest gap among the placed buffers that overlap it in time, else on top
+    of them. Pinned buffers are placed first, at their offsets; empty buffers
+    at offset 0.
     """
     n = len(problem.buffers)
     start, end, size, align = problem.arrays()
     offsets = np.full(n, -1, dtype=np.int64)
     placed = np.zeros(n, dtype=bool)
-    pinned = [i for i, b in enumerate(problem.buffers) if b.offset is not None]
-    for i in pinned:
-        offsets[i] = problem.buffers[i].offset  # type: ignore[assignment]
-        placed[i] = True
-    for i in order:
-        i = int(i)
+    for i, b in enumerate(problem.buffers):
+        if b.offset is not None:
+            offsets[i] = b.offset
+            placed[i] = True
+    for i in order.tolist():
         if placed[i]:
             continue
-        mask = placed & (start < end[i]) & (start[i] < end) & (size > 0)
-        idx = np.nonzero(mask)[0]
-        a = int(align[i])
+        placed[i] = True
         need = int(size[i])
+        if need == 0:
+            offsets[i] = 0
+            continue
+        idx = np.nonzero(placed & (start < end[i]) & (start[i] < end) & (size > 0))[0]
+        idx = idx[idx != i]
+        a = int(align[i])
         best = -1
         best_gap = -1
+        top = 0
         if idx.size:
             lo = offsets[idx]
-            hi = lo + size[idx]
             o = np.argsort(lo, kind="stable")
-            lo, hi = lo[o], hi[o]
+            lo, hi = lo[o], lo[o] + size[idx][o]
             # running max of block tops gives the gap starts
             tops = np.maximum.accumulate(hi)
             gap_start = np.concatenate(([0], tops[:-1]))
-            gap_end = lo
-            for gs, ge in zip(gap_start.tolist(), gap_end.tolist()):
+            for gs, ge in zip(gap_start.tolist(), lo.tolist()):
                 cand = align_up(gs, a)
-                if cand + need <= ge:
+                if ge > gs and cand + need <= ge:
                     gap = ge - gs
                     if best < 0 or (best_fit and gap < best_gap):
                         best, best_gap = cand, gap
                         if not best_fit:
                             break
-            if best < 0:
-                best = align_up(int(tops[-1]), a)
-        else:
-            best = 0
-        offsets[i] = best
-        placed[i] = True
-    return offsets.tolist()
+            top = int(tops[-1])
+        offsets[i] = best if best >= 0 else align_up(top, a)
+    return [int(v) for v in offsets]
 
 
 def size_order(problem: Problem) -> np.ndarray:
+    """Largest first; ties by earlier start, then longer life, then index."""
     start, end, size, _ = problem.arrays()
-    # largest first; ties by earlier start, then longer life, then index
     return np.lexsort((np.arange(len(size)), -(end - start), start, -size))
-
-
-@register("greedy", "largest first, best fit into the lowest gap (TFLite's arena planner)")
-def greedy(problem: Problem, options: SolveOptions) -> Solution:
-    offsets = place_in_order(problem, size_order(problem), best_fit=True)
-    _, _, size, _ = problem.arrays()
-    height = int((np.asarray(offsets, dtype=np.int64) + size).max(initial=0))
-    return Solution(tuple(offsets), height, "greedy", _status(problem, height, options.capacity))

@@ -11,9 +11,10 @@
 Steps:
 
 1. a capacity below the max-live lower bound is rejected (in ``solve``);
-2. the best greedy plan is computed first and kept as the incumbent (the
-   search is anytime: every answer carries the best plan found so far); if it
-   already fits the capacity, or meets the lower bound, it is returned;
+2. the best greedy plan is computed first, within :data:`GREEDY_SHARE` of
+   the budget, and kept as the incumbent (the search is anytime: every
+   answer carries the best plan found so far); if it already fits the
+   capacity, or meets the lower bound, it is returned;
 3. zero-size buffers go at offset 0; time is cut into sections and the
    problem into *components* at section boundaries no buffer crosses;
 4. a decision at capacity ``C`` searches each component whose incumbent does
@@ -21,19 +22,24 @@ Steps:
    (canonical bottom-left placement, dominance, cross-section bounds, dynamic
    decomposition). Three static preorders take turns under a node limit that
    doubles each round (restarts), until a plan is found, the search space is
-   exhausted (``C`` is infeasible) or the deadline passes;
+   exhausted (``C`` is infeasible) or the deadline passes. Each pruning rule
+   can be turned off (``options.switches``, :class:`.SearchSwitches`);
 5. minimize: the proven bound starts at the max-live bound and the incumbent
    at the greedy height. A decision at the bound comes first (on these
    problems the bound is often the optimum); then capacities between the two
    are bisected: a plan lowers the incumbent to its height, an exhausted
    search raises the bound past the capacity, a timeout moves the next try
-   up. The result is ``optimal`` when the bound meets the incumbent.
+   up. The result is ``optimal`` when the bound meets the incumbent, else
+   ``timeout`` (the deadline ended the bisection before a proof).
 
-Guarantee: every returned plan is valid; ``optimal`` is only reported with a
+The budget is the caller's (``options.deadline``, set by :func:`.solve`);
+nothing here has a budget of its own. Guarantee: every returned plan is valid; ``optimal`` is only reported with a
 proof (the lower bound is met, or every smaller capacity was exhausted);
 ``infeasible`` only when the search space at that capacity was exhausted.
-Problems with pinned buffers, or too large for the search's undo stacks, get
-the best greedy plan with its honest status.
+Problems with pinned buffers get the best greedy plan with its honest
+status; problems too large for the search's undo stacks spend the rest of the
+budget on lowest-first restarts (:func:`.greedy.restarts`), which keep
+improving the plan until the deadline.
 
 ``auto`` (the default of ``plan``) tries the cheap answers before the search,
 so that small model problems never load compiled code:
@@ -43,8 +49,9 @@ so that small model problems never load compiled code:
    meets the lower bound (or fits the capacity) it is returned at once;
 2. then the lowest-first dives of :mod:`.skyline` (numpy), one per preorder,
    at the lower bound (or the capacity); the first that succeeds is returned;
-3. otherwise ``exact`` under a short budget (:data:`AUTO_TIMEOUT` seconds):
-   the proof when it comes in time, else the best plan found. Every answer
+3. otherwise ``exact`` under the caller's budget (by default a short one,
+   :data:`AUTO_TIMEOUT` seconds): the proof when it comes in time, else the
+   best plan found. Every answer
    carries its gap to the bound in ``stats``.
 """
 
@@ -52,12 +59,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 
-from ..problem import Problem, Solution, lower_bound
-from . import SolveOptions, register
-from .greedy import best_greedy_offsets
+from ..problem import Problem, Solution, Status, lower_bound
+from . import SearchSwitches, SolveOptions, judge, register
+from .greedy import Placer, best_greedy_offsets, restarts
 
 # The compiled search (numba) is imported inside the functions that run it, so
 # that importing this module, and the quick paths of ``auto``, never load numba.
@@ -173,50 +182,65 @@ class ExactSearch:
     def searchable(self) -> bool:
         return not self.pinned and max(self.stack_need, self.pool_need) <= MAX_STACK
 
-    def _state(self) -> dict[str, np.ndarray]:
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        """The read-only problem arrays, as :data:`._search.Arrays` orders them."""
+        return (
+            self.size, self.align, self.width, self.slo, self.shi,
+            self.sec_ptr, self.sec_mem, self.ov_ptr, self.ov_idx,
+        )
+
+    def _state(self) -> tuple[np.ndarray, ...]:
+        """Fresh search state (:data:`._search.State`)."""
         n, nsec = self.n, self.nsec
-        return {
-            "off": np.full(n, -1, dtype=np.int64),
-            "minoff": np.zeros(n, dtype=np.int64),
-            "floor": np.zeros(nsec, dtype=np.int64),
-            "total": self.total0.copy(),
-            "cuts": self.cuts0.copy(),
-            "best": np.full(n, -1, dtype=np.int64),
-            "mo_b": np.empty(max(1, len(self.ov_idx)), dtype=np.int64),
-            "mo_v": np.empty(max(1, len(self.ov_idx)), dtype=np.int64),
-            "fl_s": np.empty(max(1, self.stack_need), dtype=np.int64),
-            "fl_v": np.empty(max(1, self.stack_need), dtype=np.int64),
-            "mark": np.zeros(nsec, dtype=np.int64),
-            "aff": np.empty(nsec, dtype=np.int64),
-            "pool": np.empty(self.pool_need, dtype=np.int64),
-            "ctr": np.zeros(7, dtype=np.int64),
-        }
+        return (
+            np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64),
+            np.zeros(nsec, dtype=np.int64), self.total0.copy(), self.cuts0.copy(),
+            np.full(n, -1, dtype=np.int64),
+        )
+
+    def _work(self) -> tuple[np.ndarray, ...]:
+        """Scratch arrays (:data:`._search.Work`)."""
+        nsec = self.nsec
+        ov = max(1, len(self.ov_idx))
+        stack = max(1, self.stack_need)
+        return (
+            np.empty(ov, dtype=np.int64), np.empty(ov, dtype=np.int64),
+            np.empty(stack, dtype=np.int64), np.empty(stack, dtype=np.int64),
+            np.zeros(nsec, dtype=np.int64), np.empty(nsec, dtype=np.int64),
+            np.empty(self.pool_need, dtype=np.int64),
+        )
 
     def decide(
-        self, capacity: int, local_best: np.ndarray, deadline: float
+        self, capacity: int, local_best: np.ndarray, deadline: float | None,
+        switches: SearchSwitches | None = None,
     ) -> tuple[int, np.ndarray, int]:
         """Search for a plan within ``capacity``.
 
         ``local_best`` (offsets of the non-zero buffers) is the incumbent:
         components where it already fits are kept. Returns ``(status, offsets,
         nodes)`` with status ``FOUND``, ``NOT_FOUND`` (proven infeasible) or
-        ``TIMEOUT``; ``deadline`` is a ``time.perf_counter`` value.
+        ``TIMEOUT``; ``deadline`` is a ``time.perf_counter`` value (``None``:
+        none). The first search in a process moves the deadline by the time it
+        took to compile or load the compiled code.
         """
-        from ._clock import NO_DEADLINE, cycles, cycles_per_second
+        from .._compiled import NO_DEADLINE, cycles, cycles_per_second, warm_up
         from ._search import ABORTED, FOUND, HEURISTICS, NOT_FOUND, TIMEOUT, preorder, search
 
         plan = local_best.copy()
         tops = plan + self.size
         nodes = 0
-        rate = cycles_per_second()
         comps = sorted(
             self.components, key=lambda c: -int(tops[c.bufs].max(initial=0))
         )
-        st = self._state()
-        ctr = st["ctr"]
+        arrays, state, work = self._arrays(), self._state(), self._work()
+        total = state[3]
+        best = state[5]
+        ctr = np.zeros(7, dtype=np.int64)
         for comp in comps:
             if tops[comp.bufs].max(initial=0) <= capacity:
                 continue
+            flags = (switches or SearchSwitches()).flags()
+            query = np.array([comp.sec_lo, comp.sec_hi, capacity, *flags], dtype=np.int64)
             k = len(comp.bufs)
             limit = max(64, k)
             solved = False
@@ -225,43 +249,32 @@ class ExactSearch:
                 for h in range(HEURISTICS.shape[0]):
                     part = preorder(
                         comp.bufs.astype(np.int64), HEURISTICS[h], self.size, self.width,
-                        self.slo, self.shi, st["total"],
+                        self.slo, self.shi, total,
                     )
-                    args = (
-                        part, comp.sec_lo, comp.sec_hi, capacity, HEURISTICS[h], self.size, self.align, self.width,
-                        self.slo, self.shi, self.sec_ptr, self.sec_mem, self.ov_ptr,
-                        self.ov_idx, st["off"], st["minoff"], st["floor"], st["total"],
-                        st["cuts"], st["best"], st["mo_b"], st["mo_v"], st["fl_s"],
-                        st["fl_v"], st["mark"], st["aff"], st["pool"], ctr,
-                    )
-                    if not search.signatures:
-                        # first use in this process: compile the search (or load it from
-                        # numba's cache) in a call stopped at once, and move the deadline
-                        # by the time that took, so that the budget is spent searching
-                        t0 = time.perf_counter()
-                        ctr[:] = 0
-                        ctr[1] = 1
-                        ctr[2] = NO_DEADLINE
-                        search(*args)
-                        deadline += time.perf_counter() - t0
-                    left = deadline - time.perf_counter()
-                    if left <= 0:
+                    args = (part, query, HEURISTICS[h], arrays, state, work, ctr)
+                    compiling = warm_up(search, partial(_stopped_at_once, search, args))
+                    if deadline is not None:
+                        deadline += compiling
+                    left = None if deadline is None else deadline - time.perf_counter()
+                    if left is not None and left <= 0:
                         return TIMEOUT, plan, nodes
+                    rate = cycles_per_second()
                     ctr[:] = 0
                     ctr[1] = limit
-                    ctr[2] = int(cycles() + left * rate) if rate > 0 else NO_DEADLINE
+                    ctr[2] = int(cycles() + left * rate) if left is not None and rate > 0 else NO_DEADLINE
                     status = search(*args)
                     nodes += int(min(ctr[0], limit))
                     if status == FOUND:
-                        plan[comp.bufs] = st["best"][comp.bufs]
+                        plan[comp.bufs] = best[comp.bufs]
                         solved = True
                         break
                     if status == NOT_FOUND:
                         return NOT_FOUND, plan, nodes
                     if status == TIMEOUT:
                         return TIMEOUT, plan, nodes
-                    assert status == ABORTED
-                if time.perf_counter() >= deadline and not solved:
+                    if status != ABORTED:
+                        raise RuntimeError(f"search returned unknown status {status}")
+                if not solved and deadline is not None and time.perf_counter() >= deadline:
                     return TIMEOUT, plan, nodes
         return FOUND, plan, nodes
 
@@ -275,57 +288,88 @@ class ExactSearch:
         return int((local + self.size).max(initial=0))
 
 
+def _stopped_at_once(search: Any, args: tuple[Any, ...]) -> None:
+    """Run ``search`` with a node limit of 1 (it returns at once): compiles it."""
+    from .._compiled import NO_DEADLINE
+
+    ctr = args[-1]
+    ctr[:] = 0
+    ctr[1] = 1
+    ctr[2] = NO_DEADLINE
+    search(*args)
+
+
 def _solution(
-    name: str, problem: Problem, offsets: np.ndarray, height: int, status: str,
+    name: str, problem: Problem, offsets: np.ndarray, height: int, status: Status,
     bound: int, nodes: int,
 ) -> Solution:
     gap = 100.0 * (height - bound) / bound if bound > 0 else 0.0
+    infeasible = status is Status.INFEASIBLE
     return Solution(
-        tuple(int(o) for o in offsets) if status != "infeasible" else (),
-        height if status != "infeasible" else 0,
+        () if infeasible else tuple(int(o) for o in offsets),
+        0 if infeasible else height,
         name,
         status,
         stats={"lower_bound": float(bound), "gap_pct": gap, "nodes": float(nodes)},
     )
 
 
-def run_exact(problem: Problem, options: SolveOptions, name: str, default_timeout: float) -> Solution:
+#: the share of the budget the greedy incumbent may take before the search
+GREEDY_SHARE = 0.25
+
+
+def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     """The body of ``exact`` and ``auto`` (see the module docstring)."""
     t0 = time.perf_counter()
-    timeout = default_timeout if options.timeout is None else options.timeout
-    deadline = t0 + timeout
+    deadline = options.deadline
     lb = lower_bound(problem)
-    g_offs, g_height, _ = best_greedy_offsets(problem, bound=lb)
+    ex = ExactSearch(problem)
+    placer = Placer(problem)
+    if deadline is not None:  # first use in this process: compiling is not searching
+        deadline += placer.compile_seconds
+        t0 += placer.compile_seconds
+    greedy_by = None if deadline is None else t0 + GREEDY_SHARE * max(0.0, deadline - t0)
+    g = best_greedy_offsets(problem, deadline=greedy_by, bound=lb, placer=placer)
+    g_offs, g_height = g.offsets, g.height
     cap = options.capacity
     if g_height <= lb:
-        return _solution(name, problem, g_offs, g_height, "optimal", lb, 0)
+        return _solution(name, problem, g_offs, g_height, Status.OPTIMAL, lb, 0)
     if cap is not None and g_height <= cap:
-        return _solution(name, problem, g_offs, g_height, "feasible", lb, 0)
-    ex = ExactSearch(problem)
+        return _solution(name, problem, g_offs, g_height, Status.FEASIBLE, lb, 0)
+    options.report(f"greedy {g.member}: {g_height:,} ({_gap(g_height, lb)} over the bound {lb:,})")
     if not ex.searchable:
-        status = "timeout" if cap is not None else "feasible"
-        return _solution(name, problem, g_offs, g_height, status, lb, 0)
+        if any(b.offset is not None for b in problem.buffers):
+            # nothing to search with: the greedy plan, for what it proves
+            return _solution(name, problem, g_offs, g_height, judge(g_height, lb, cap), lb, 0)
+        # too large to search: restarts until the deadline (or the capacity)
+        target = lb if cap is None else cap
+        best, rounds = restarts(
+            problem, g, deadline=deadline, bound=target, seed=options.seed,
+            progress=options.progress, placer=placer,
+        )
+        cut_off = deadline is not None and time.perf_counter() >= deadline
+        status = judge(best.height, lb, cap, cut_off and best.height > target)
+        return _solution(name, problem, best.offsets, best.height, status, lb, rounds)
     from ._search import FOUND, NOT_FOUND
 
+    switches = options.switches
     incumbent = g_offs[ex.free].copy()
     inc_height = g_height
     nodes = 0
     if cap is not None:
-        code, plan, nodes = ex.decide(cap, incumbent, deadline)
+        code, plan, nodes = ex.decide(cap, incumbent, deadline, switches)
         if code == FOUND:
             h = ex.height(plan)
-            return _solution(
-                name, problem, ex.expand(plan), h, "optimal" if h <= lb else "feasible", lb, nodes
-            )
+            return _solution(name, problem, ex.expand(plan), h, judge(h, lb, cap), lb, nodes)
         if code == NOT_FOUND:
-            return _solution(name, problem, g_offs, g_height, "infeasible", lb, nodes)
-        return _solution(name, problem, g_offs, g_height, "timeout", lb, nodes)
+            return _solution(name, problem, g_offs, g_height, Status.INFEASIBLE, lb, nodes)
+        return _solution(name, problem, g_offs, g_height, Status.TIMEOUT, lb, nodes)
     # minimize
     lo, hi = lb, inc_height
     timed_out_at: int | None = None
     first = True
     while lo < hi:
-        left = deadline - time.perf_counter()
+        left = 1e9 if deadline is None else deadline - time.perf_counter()
         if left <= 0:
             break
         if first:
@@ -336,22 +380,32 @@ def run_exact(problem: Problem, options: SolveOptions, name: str, default_timeou
             if base >= hi:
                 break
             c, budget = (base + hi - 1) // 2, left / 2
-        code, plan, n_ = ex.decide(c, incumbent, time.perf_counter() + budget)
+        code, plan, n_ = ex.decide(c, incumbent, time.perf_counter() + budget, switches)
         nodes += n_
         if code == FOUND:
             incumbent = plan
             hi = inc_height = ex.height(plan)
+            options.report(f"search: {inc_height:,} ({_gap(inc_height, lo)} over the bound {lo:,})")
         elif code == NOT_FOUND:
             lo = c + 1
+            options.report(f"bound raised to {lo:,}")
         else:
             timed_out_at = c if timed_out_at is None else max(timed_out_at, c)
-    status = "optimal" if lo >= hi else "feasible"
+    # unproven here means a decision ran out of its share of the budget
+    status = judge(inc_height, lo, None, cut_off=True)
     return _solution(name, problem, ex.expand(incumbent), inc_height, status, lo, nodes)
 
 
-@register("exact", "branch and bound over canonical placements; proves optimality")
+def _gap(height: int, bound: int) -> str:
+    return f"+{100.0 * (height - bound) / bound:.3f}%" if bound > 0 else "+0%"
+
+
+@register(
+    "exact", "branch and bound over canonical placements; proves optimality",
+    default_timeout=EXACT_TIMEOUT,
+)
 def exact(problem: Problem, options: SolveOptions) -> Solution:
-    return run_exact(problem, options, "exact", EXACT_TIMEOUT)
+    return run_exact(problem, options, "exact")
 
 
 def quick_plan(problem: Problem, capacity: int | None, bound: int) -> Solution | None:
@@ -366,20 +420,20 @@ def quick_plan(problem: Problem, capacity: int | None, bound: int) -> Solution |
     offs = np.asarray(place_in_order(problem, size_order(problem)), dtype=np.int64)
     height = int((offs + size).max(initial=0))
     if height <= target:
-        status = "optimal" if height <= bound else "feasible"
-        return _solution("auto", problem, offs, height, status, bound, 0)
+        return _solution("auto", problem, offs, height, judge(height, bound, capacity), bound, 0)
     for keys in PREORDERS:
         found = dive(problem, target, preorder(problem, keys))
         if found is not None:
             height = int((found + size).max(initial=0))
-            status = "optimal" if height <= bound else "feasible"
-            return _solution("auto", problem, found, height, status, bound, 0)
+            return _solution("auto", problem, found, height, judge(height, bound, capacity), bound, 0)
     return None
 
 
-@register("auto", f"cheap plans first, then exact within a short budget ({AUTO_TIMEOUT:g} s)")
+@register(
+    "auto", "cheap plans first, then exact within a short budget", default_timeout=AUTO_TIMEOUT,
+)
 def auto(problem: Problem, options: SolveOptions) -> Solution:
     quick = quick_plan(problem, options.capacity, lower_bound(problem))
     if quick is not None:
         return quick
-    return run_exact(problem, options, "auto", AUTO_TIMEOUT)
+    return run_exact(problem, options, "auto")

@@ -7,7 +7,9 @@ a placed buffer:
 2. buffers are taken in the member's order:
 
    - ``size``: largest first (ties: earlier start, longer life, index) --
-     TFLite's and MiniMalloc's baseline;
+     TFLite's and MiniMalloc's baseline; the family's default order, so its
+     members are named ``greedy`` (best fit) and ``greedy-ff`` (first fit),
+     and the others ``greedy-ORDER`` and ``greedy-ORDER-ff``;
    - ``breadth``: TFLite's greedy-by-breadth: the time steps are ranked by the
      bytes live at them, largest first, and each buffer is ordered by the
      best-ranked step of its lifetime, then by size, largest first;
@@ -21,13 +23,15 @@ a placed buffer:
    when no gap holds it.
 
 The inner loop is compiled (numba; loaded on the first placement, not on
-import, and cached on disk). Finding the buffers live at the same time
+import, and cached on disk); problems of up to :data:`NUMPY_MAX` buffers are
+placed by the same rule in numpy (:func:`.baseline.place_in_order`), so that
+they never load compiled code. Finding the buffers live at the same time
 uses the start-sorted order and the longest lifetime, so one placement costs
 O(m log m) for the m buffers it overlaps, plus a scan of the buffers starting
 within one longest lifetime before it: a whole plan of 10^5 buffers takes
 seconds, not minutes.
 
-``best-greedy`` runs every order with both fits, and the *lowest-first*
+``best-greedy`` runs, until the caller's deadline, every order with both fits, and the *lowest-first*
 placement with three preorders, and keeps the lowest arena; then it tries to
 lower the best gap-filling plan further: the buffers that reach the top of the
 arena are moved to the front of the order and the placement is rerun, a few
@@ -46,13 +50,25 @@ far above it on hard instances.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 
 from ..problem import Problem, Solution, lower_bound
-from . import SolveOptions, register
+from . import SolveOptions, judge, register
+from .baseline import place_in_order
 
-__all__ = ["ORDERS", "PREORDERS", "preorder", "place", "order_by", "greedy_offsets", "best_greedy_offsets", "status_for"]
+__all__ = [
+    "BEST_GREEDY_TIMEOUT", "GreedyResult", "NUMPY_MAX", "ORDERS", "PREORDERS", "Placer",
+    "best_greedy_offsets", "greedy_offsets", "order_by", "place", "preorder", "restarts",
+]
+
+#: ``best-greedy``'s default budget in seconds (at least one member always runs;
+#: on 10^4+ buffers one placement takes 0.5-2 s)
+BEST_GREEDY_TIMEOUT = 3.0
+#: one-pass members place with numpy (no compiled code loaded) up to this many buffers
+NUMPY_MAX = 2000
 
 
 class Placer:
@@ -66,43 +82,79 @@ class Placer:
         )
         from ._kernels import cover_lists
 
-        self.ss, self.pos, self.cover_ptr, self.cover = cover_lists(
-            self.start, self.end, self.size
-        )
+        #: seconds spent compiling (or loading) the kernels on first use in
+        #: this process; callers move their deadlines by it
+        self.compile_seconds = _warm_kernels()
+        self.bufs = (self.start, self.end, self.size, self.align)
+        self.cover = cover_lists(self.start, self.end, self.size)
 
     def place(self, order: np.ndarray, best_fit: bool = True) -> np.ndarray:
         """Offsets (int64, buffer order) from placing buffers in ``order``."""
+        offs = self.place_by(order, best_fit, None)
+        assert offs is not None  # no deadline: always complete
+        return offs
+
+    def place_by(self, order: np.ndarray, best_fit: bool, deadline: float | None) -> np.ndarray | None:
+        """:meth:`place`, or ``None`` when ``deadline`` (``time.perf_counter``) passes first."""
+        from .._compiled import NO_DEADLINE, deadline_cycles
         from ._kernels import place as place_kernel
 
-        return place_kernel(
-            np.asarray(order, dtype=np.int64), self.start, self.end, self.size, self.align,
-            self.fixed, best_fit, self.ss, self.pos, self.cover_ptr, self.cover,
+        stop = NO_DEADLINE if deadline is None else deadline_cycles(deadline - time.perf_counter())
+        offs, complete = place_kernel(
+            np.asarray(order, dtype=np.int64), best_fit, self.fixed, self.bufs, self.cover, stop
         )
+        return offs if complete else None
 
-    def lowest_first(self, ranked: np.ndarray) -> np.ndarray | None:
+    def lowest_first(
+        self, ranked: np.ndarray, keep: np.ndarray | None = None, deadline: float | None = None,
+    ) -> np.ndarray | None:
         """Offsets of a lowest-first plan (see :func:`._kernels.lowest_first`).
 
-        ``None`` when it does not apply: pinned buffers, or offsets too large
-        for the heap keys.
+        ``keep``: offsets of the buffers that stay where they are, -1 for the
+        ones to place (pinned buffers must be kept); ``None`` places every
+        buffer. ``ranked`` ranks the buffers (those kept are skipped).
+        ``None`` when it does not apply (pinned buffers without ``keep``, or
+        offsets too large for the heap keys) or when ``deadline`` (a
+        ``time.perf_counter`` value) passed before the plan was complete.
         """
         n = len(self.size)
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        if (self.fixed >= 0).any():
-            return None
+        if keep is None:
+            if (self.fixed >= 0).any():
+                return None
+            keep = np.full(n, -1, dtype=np.int64)
         shift = max(1, int(n).bit_length())
         reach = int(self.size.sum()) + int(self.align.max()) * n
         if reach >= 1 << (62 - shift):
             return None
+        from .._compiled import NO_DEADLINE, deadline_cycles
         from ._kernels import lowest_first
 
-        return lowest_first(
-            np.asarray(ranked, dtype=np.int64), self.start, self.end, self.size, self.align,
-            self.ss, self.pos, self.cover_ptr, self.cover, shift,
-        )
+        ranked = np.asarray(ranked, dtype=np.int64)
+        stop = NO_DEADLINE if deadline is None else deadline_cycles(deadline - time.perf_counter())
+        offs, complete = lowest_first(ranked[keep[ranked] < 0], shift, self.bufs, self.cover, keep, stop)
+        return offs if complete else None
 
     def height(self, offsets: np.ndarray) -> int:
         return int((offsets + self.size).max()) if len(offsets) else 0
+
+
+def _warm_kernels() -> float:
+    """Compile or load the placement kernels on a one-buffer problem; the seconds taken."""
+    from .._compiled import NO_DEADLINE, warm_up
+    from ._kernels import cover_lists, lowest_first
+    from ._kernels import place as place_kernel
+
+    one = np.ones(1, dtype=np.int64)
+    zero = np.zeros(1, dtype=np.int64)
+    bufs = (zero, one, one, one)
+    free = np.full(1, -1, dtype=np.int64)
+    spent = warm_up(cover_lists, lambda: cover_lists(zero, one, one))
+    covers = cover_lists(zero, one, one)
+    spent += warm_up(place_kernel, lambda: place_kernel(zero, True, free, bufs, covers, NO_DEADLINE))
+    spent += warm_up(lowest_first, lambda: lowest_first(zero, 2, bufs, covers, free, NO_DEADLINE))
+    return spent
 
 
 def place(problem: Problem, order: np.ndarray, best_fit: bool = True) -> np.ndarray:
@@ -192,114 +244,162 @@ def preorder(problem: Problem, keys: tuple[str, ...]) -> np.ndarray:
 ORDERS = ("size", "breadth", "lifetime", "area")
 
 
-def _height(problem: Problem, offsets: np.ndarray) -> int:
-    if len(offsets) == 0:
-        return 0
-    _, _, size, _ = problem.arrays()
-    return int((offsets + size).max())
+@dataclass(frozen=True, slots=True)
+class GreedyResult:
+    """The best plan of :func:`best_greedy_offsets`: offsets, height, the member
+    that found it, and whether the deadline stopped the members early."""
 
-
-def status_for(problem: Problem, height: int, capacity: int | None, bound: int | None = None) -> str:
-    """``optimal`` at the lower bound, ``timeout`` above the capacity, else ``feasible``."""
-    if capacity is not None and height > capacity:
-        return "timeout"
-    lb = lower_bound(problem) if bound is None else bound
-    return "optimal" if height <= lb else "feasible"
+    offsets: np.ndarray
+    height: int
+    member: str
+    cut_off: bool
 
 
 def greedy_offsets(problem: Problem, order: str, best_fit: bool = True) -> tuple[np.ndarray, int]:
-    """Offsets and height of one greedy member."""
-    offs = place(problem, order_by(problem, order), best_fit)
-    return offs, _height(problem, offs)
-
-
-#: seconds ``best-greedy`` spends before it keeps what it has (at least one
-#: placement always runs; on 10^4+ buffers one placement takes 0.5-2 s)
-BEST_GREEDY_BUDGET = 3.0
+    """Offsets and height of one greedy member (numpy on small problems, else compiled)."""
+    ranked = order_by(problem, order)
+    if len(problem) <= NUMPY_MAX:
+        offs = np.asarray(place_in_order(problem, ranked, best_fit), dtype=np.int64)
+    else:
+        offs = place(problem, ranked, best_fit)
+    size = problem.arrays()[2]
+    return offs, int((offs + size).max(initial=0))
 
 
 def best_greedy_offsets(
-    problem: Problem, *, bound: int | None = None, rounds: int = 6,
-    budget: float = BEST_GREEDY_BUDGET,
-) -> tuple[np.ndarray, int, str]:
+    problem: Problem, *, deadline: float | None, bound: int | None = None, rounds: int = 6,
+    placer: Placer | None = None,
+) -> GreedyResult:
     """The lowest plan over the members, then improved by promoting peaks.
 
-    Members are tried most promising first until ``budget`` seconds have
-    passed (the first always runs): lowest-first with the preorders
-    (total, area, width) and (total, width, area), size order with best and
-    first fit, lowest-first (width, area, total), then the other orders with
-    both fits. It stops at the first plan that meets the lower bound. Returns
-    offsets, height and the name of the member that found them.
+    Members are tried most promising first until ``deadline`` (a
+    ``time.perf_counter`` value; the first member always runs): lowest-first
+    with the preorders (total, area, width) and (total, width, area), size
+    order with best and first fit, lowest-first (width, area, total), then the
+    other orders with both fits. It stops at the first plan that meets the
+    lower bound; ``cut_off`` says whether the deadline stopped it before it
+    had tried every member and round. ``placer``: one already built for
+    ``problem`` (its compile time is then the caller's to account for);
+    otherwise one is built and the deadline moves by its compile time.
     """
-    t_end = time.perf_counter() + budget
     lb = lower_bound(problem) if bound is None else bound
-    placer = Placer(problem)
+    if placer is None:
+        placer = Placer(problem)
+        if deadline is not None:
+            deadline += placer.compile_seconds
     size = placer.size
-    best: tuple[np.ndarray, int, str] | None = None
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
+    best: GreedyResult | None = None
     best_gap: tuple[np.ndarray, int, np.ndarray] | None = None  # for promotion
-    members: list[tuple[str, object]] = [
+    members: list[tuple[str, tuple[str, ...] | bool]] = [
         ("lowest", PREORDERS[2]), ("lowest", PREORDERS[0]), ("size", True), ("size", False),
         ("lowest", PREORDERS[1]),
     ]
     for name in ("lifetime", "breadth", "area"):
         members += [(name, True), (name, False)]
     for name, arg in members:
-        if best is not None and time.perf_counter() > t_end:
-            break
-        if name == "lowest":
-            keys = arg  # type: ignore[assignment]
-            offs = placer.lowest_first(preorder(problem, keys))  # type: ignore[arg-type]
-            if offs is None:
-                continue
-            label = "lowest-" + "-".join(keys)  # type: ignore[arg-type]
-            order = None
+        if best is not None and late():
+            return replace(best, cut_off=True)
+        # the first member always completes; the others stop at the deadline
+        by = None if best is None else deadline
+        order: np.ndarray | None = None
+        if isinstance(arg, tuple):
+            found = placer.lowest_first(preorder(problem, arg), deadline=by)
+            label = "lowest-" + "-".join(arg)
         else:
             order = order_by(problem, name)
-            offs = placer.place(order, bool(arg))
+            found = placer.place_by(order, arg, by)
             label = f"{name}-{'bf' if arg else 'ff'}"
+        if found is None:
+            if best is not None and late():
+                return replace(best, cut_off=True)
+            continue  # lowest-first does not apply
+        offs = found
         h = placer.height(offs)
-        if best is None or h < best[1]:
-            best = (offs, h, label)
+        if best is None or h < best.height:
+            best = GreedyResult(offs, h, label, False)
         if order is not None and (best_gap is None or h < best_gap[1]):
             best_gap = (offs, h, order)
         if h <= lb:
             return best
-    assert best is not None
+    if best is None:  # no member applied: every buffer pinned or none at all
+        offs = placer.place(order_by(problem, "size"), True)
+        return GreedyResult(offs, placer.height(offs), "size-bf", False)
     if best_gap is None:
         return best
     # Peak promotion (gap-filling members): buffers that reach the top go
     # first, in their old order.
     offs, top, order = best_gap
     for _ in range(rounds):
-        if time.perf_counter() > t_end:
-            break
+        if late():
+            return replace(best, cut_off=True)
         peak = (offs + size) >= top
         if not peak.any():
             break
         order = np.concatenate([order[peak[order]], order[~peak[order]]])
         for fit in (True, False):
-            new = placer.place(order, fit)
+            got = placer.place_by(order, fit, deadline)
+            if got is None:
+                return replace(best, cut_off=True)
+            new = got
             h = placer.height(new)
             if h < top:
                 offs, top = new, h
-            if h < best[1]:
-                best = (new, h, "promoted-peaks")
-        if best[1] <= lb:
+            if h < best.height:
+                best = GreedyResult(new, h, "promoted-peaks", False)
+        if best.height <= lb:
             break
     return best
 
 
-def _make(order: str, best_fit: bool):  # type: ignore[no-untyped-def]
-    label = f"greedy-{order}" + ("" if best_fit else "-ff")
+def restarts(
+    problem: Problem, incumbent: GreedyResult, *, deadline: float | None, bound: int,
+    seed: int = 0, progress: Callable[[str], None] | None = None, placer: Placer | None = None,
+) -> tuple[GreedyResult, int]:
+    """Lowest-first plans from perturbed preorders until ``deadline``; the best.
 
-    def solver(problem: Problem, options: SolveOptions) -> Solution:
-        offs, h = greedy_offsets(problem, order, best_fit)
-        return Solution(
-            tuple(int(o) for o in offs), h, label, status_for(problem, h, options.capacity)
-        )
-
-    solver.__name__ = label.replace("-", "_")
-    return label, solver
+    The anytime phase for problems too large for the exact search: each round
+    takes one of :data:`PREORDERS` (in turn, then at random), moves every
+    buffer's rank by a random amount (up to 0.1%, 1% or 5% of the buffers),
+    and runs the lowest-first placement with those ranks. A lower plan
+    replaces the incumbent (and is reported to ``progress``). It stops at the
+    deadline or at the bound; it never returns a worse plan than
+    ``incumbent``. Returns the best plan and the number of rounds. With no
+    deadline it runs ``len(PREORDERS)`` rounds. A round the deadline
+    interrupts is dropped.
+    """
+    if placer is None:
+        placer = Placer(problem)
+        if deadline is not None:
+            deadline += placer.compile_seconds
+    n = len(problem)
+    pres = [preorder(problem, keys) for keys in PREORDERS]
+    rng = np.random.default_rng(seed)
+    best = incumbent
+    rounds = 0
+    while best.height > bound:
+        if deadline is None and rounds >= len(pres):
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        which = rounds if rounds < len(pres) else int(rng.integers(0, len(pres)))
+        key = np.empty(n, dtype=np.float64)
+        key[pres[which]] = np.arange(n)
+        key += rng.random(n) * n * float(rng.choice([0.001, 0.01, 0.05]))
+        offs = placer.lowest_first(np.argsort(key, kind="stable"), deadline=deadline)
+        rounds += 1
+        if offs is None:  # the deadline passed during the round
+            break
+        h = placer.height(offs)
+        if h < best.height:
+            best = GreedyResult(offs, h, "restarts", False)
+            if progress is not None:
+                gap = 100.0 * (h - bound) / bound if bound else 0.0
+                progress(f"restart {rounds}: {h:,} (+{gap:.4f}% over the bound {bound:,})")
+    return best, rounds
 
 
 _SUMMARIES = {
@@ -309,18 +409,40 @@ _SUMMARIES = {
     "area": "largest size x lifetime first",
 }
 
+
+def _make(order: str, best_fit: bool) -> tuple[str, Callable[[Problem, SolveOptions], Solution]]:
+    # the size order is the family's default: "greedy" and "greedy-ff"
+    label = "greedy" + ("" if order == "size" else f"-{order}") + ("" if best_fit else "-ff")
+
+    def solver(problem: Problem, options: SolveOptions) -> Solution:
+        offs, h = greedy_offsets(problem, order, best_fit)
+        status = judge(h, lower_bound(problem), options.capacity)
+        return Solution(tuple(int(o) for o in offs), h, label, status)
+
+    solver.__name__ = label.replace("-", "_")
+    return label, solver
+
+
 for _order in ORDERS:
     for _fit in (True, False):
         _label, _fn = _make(_order, _fit)
-        register(_label, f"{_SUMMARIES[_order]}, {'best' if _fit else 'first'} fit")(_fn)
+        _summary = f"{_SUMMARIES[_order]}, {'best' if _fit else 'first'} fit"
+        if _label == "greedy":
+            _summary += " (TFLite's arena planner, MiniMalloc's baseline)"
+        register(_label, _summary)(_fn)
 
 
-@register("best-greedy", "the best of every greedy order and fit, then peaks promoted")
+@register(
+    "best-greedy", "the best of every greedy order and fit, then peaks promoted",
+    default_timeout=BEST_GREEDY_TIMEOUT,
+)
 def best_greedy(problem: Problem, options: SolveOptions) -> Solution:
-    offs, h, member = best_greedy_offsets(problem)
+    lb = lower_bound(problem)
+    res = best_greedy_offsets(problem, deadline=options.deadline, bound=lb)
     return Solution(
-        tuple(int(o) for o in offs),
-        h,
+        tuple(int(o) for o in res.offsets),
+        res.height,
         "best-greedy",
-        status_for(problem, h, options.capacity)
+        judge(res.height, lb, options.capacity, res.cut_off),
+        stats={"lower_bound": float(lb)},
     )

@@ -19,8 +19,10 @@ its height is the arena, the sum of the (aligned) object sizes.
   buffers come largest first, an object's size is that of its first member,
   and the cost so far is the sum of the sizes of the buffers that opened an
   object. A branch is cut when that cost reaches the best plan's, or the
-  positional-maximum bound; the search starts from the greedy plan, honours
-  the timeout and returns the best plan found.
+  positional-maximum bound; the search starts from the greedy plan, stops at
+  the caller's deadline (default :data:`SHARED_EXACT_TIMEOUT` seconds, stated
+  in its summary) and returns the best plan found, with the status
+  ``timeout`` when the deadline cut it off before a proof.
 - :func:`positional_maximum_bound`: at each step sort the live sizes in
   decreasing order; the k-th largest object must be at least as large as the
   k-th largest live buffer at every step, so the sum over k of the maximum over
@@ -39,7 +41,7 @@ import time
 import numpy as np
 
 from ..problem import Problem, Solution, align_up
-from . import SolveOptions, register
+from . import SolveOptions, judge, register
 
 __all__ = ["positional_maximum_bound", "shared_greedy_objects", "layout_objects"]
 
@@ -132,27 +134,33 @@ def _cost(problem: Problem, objects: list[int]) -> int:
 
 
 def _solution(
-    problem: Problem, objects: list[int], name: str, optimal: bool, capacity: int | None
+    problem: Problem, objects: list[int], name: str, bound: int, capacity: int | None,
+    cut_off: bool = False,
 ) -> Solution:
+    """``bound``: a proven lower bound on the arena (the cost itself when the
+    search was exhausted)."""
     offsets, height = layout_objects(problem, objects)
-    status = "optimal" if optimal else "feasible"
-    if capacity is not None and height > capacity:
-        status = "timeout"
-    return Solution(tuple(offsets), height, name, status, objects=tuple(objects))
+    status = judge(height, bound, capacity, cut_off)
+    return Solution(
+        tuple(offsets), height, name, status, objects=tuple(objects),
+        stats={"lower_bound": float(bound)},
+    )
 
 
 @register("shared-greedy", "shared objects: largest first, closest size (memonger)", "shared-objects")
 def shared_greedy(problem: Problem, options: SolveOptions) -> Solution:
     objects = shared_greedy_objects(problem)
-    bound = positional_maximum_bound(problem)
-    optimal = _cost(problem, objects) <= bound
-    return _solution(problem, objects, "shared-greedy", optimal, options.capacity)
+    return _solution(
+        problem, objects, "shared-greedy", positional_maximum_bound(problem), options.capacity
+    )
 
 
-@register("shared-exact", "shared objects: branch and bound, proves optimality", "shared-objects")
+@register(
+    "shared-exact", "shared objects: branch and bound, proves optimality", "shared-objects",
+    default_timeout=SHARED_EXACT_TIMEOUT,
+)
 def shared_exact(problem: Problem, options: SolveOptions) -> Solution:
-    timeout = SHARED_EXACT_TIMEOUT if options.timeout is None else options.timeout
-    deadline = time.perf_counter() + timeout
+    deadline = options.deadline if options.deadline is not None else float("inf")
     greedy = shared_greedy_objects(problem)
     bound = positional_maximum_bound(problem)
     best_objects = list(greedy)
@@ -165,7 +173,7 @@ def shared_exact(problem: Problem, options: SolveOptions) -> Solution:
         # back to back pads them and the cost is not the plain sum the search
         # counts; keep the greedy plan there (planned models round every size
         # up to the alignment, so they are searched)
-        return _solution(problem, best_objects, "shared-exact", best_cost <= bound, options.capacity)
+        return _solution(problem, best_objects, "shared-exact", bound, options.capacity)
     order = _order(problem).tolist()
     ov = _overlaps(problem)
     n = len(order)
@@ -203,5 +211,6 @@ def shared_exact(problem: Problem, options: SolveOptions) -> Solution:
         assign[i] = -1
 
     dfs(0, 0)
-    optimal = (not timed_out) or best_cost <= bound
-    return _solution(problem, best_objects, "shared-exact", optimal, options.capacity)
+    # an exhausted search proves the best cost (no layout padding reaches here)
+    proven = bound if timed_out else max(bound, best_cost)
+    return _solution(problem, best_objects, "shared-exact", proven, options.capacity, timed_out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -112,7 +112,7 @@ def export(entry: Entry, torch: Any) -> onnx.ModelProto:
     model.ir_version = min(model.ir_version, MAX_IR_VERSION)
     model.producer_name = PRODUCER
     model.doc_string = f"{entry.name}: {entry.source}, random weights (seed {SEED})"
-    return model
+    return cast(onnx.ModelProto, model)
 
 
 def _dynamic_shapes(spec: Export, by_name: dict[str, Any]) -> Any:

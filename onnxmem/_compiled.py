@@ -1,0 +1,95 @@
+"""Compiled (numba) code: a deadline clock it can read, and first-use warm-up.
+
+Two things every compiled search needs, in one place for the solvers and the
+schedulers:
+
+- a clock: compiled code cannot call ``time.monotonic`` and stay cacheable, so
+  the search loops read the processor's cycle counter
+  (``llvm.readcyclecounter``) through :func:`cycles` and compare it with a
+  deadline in cycles. :func:`deadline_cycles` converts seconds from now into
+  such a deadline, using a rate measured once per process
+  (:func:`cycles_per_second`). Where the counter is unavailable it reads 0, the
+  deadline is never reached, and the callers' node limits bound the work.
+- warm-up: the first call of a kernel in a process compiles it (or loads it
+  from numba's on-disk cache), which can take seconds. :func:`warm_up` makes
+  that call (the caller passes one that stops at once), measures the clock,
+  and returns the seconds it took, so that the caller can move its deadline by
+  them: the budget is spent searching, and a result does not depend on whether
+  the cache was warm.
+
+Importing this module loads numba; import it only where compiled code runs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = ["NO_DEADLINE", "cycles", "cycles_per_second", "deadline_cycles", "warm_up"]
+
+#: a deadline that is never reached
+NO_DEADLINE = 2**62
+
+
+@intrinsic
+def _readcyclecounter(typingctx: Any) -> Any:
+    sig = types.int64()
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        fnty = ir.FunctionType(ir.IntType(64), [])
+        fn = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module, fnty, "llvm.readcyclecounter"
+        )
+        return builder.call(fn, [])
+
+    return sig, codegen
+
+
+@njit(cache=True)
+def cycles() -> int:
+    """The processor's cycle counter (0 where there is none)."""
+    return _readcyclecounter()  # type: ignore[call-arg]
+
+
+_RATE: float | None = None
+
+
+def cycles_per_second() -> float:
+    """Counter ticks per second, measured once over about 20 ms (0: no counter)."""
+    global _RATE
+    if _RATE is None:
+        cycles()  # compile or load it first, outside the measured interval
+        t0, c0 = time.perf_counter(), cycles()
+        time.sleep(0.02)
+        t1, c1 = time.perf_counter(), cycles()
+        _RATE = max(0.0, (c1 - c0) / (t1 - t0))
+    return _RATE
+
+
+def deadline_cycles(seconds: float | None) -> int:
+    """The counter value ``seconds`` from now (:data:`NO_DEADLINE` for ``None``)."""
+    rate = cycles_per_second()
+    if seconds is None or rate <= 0:
+        return NO_DEADLINE
+    return int(cycles() + max(0.0, seconds) * rate)
+
+
+def warm_up(kernel: Any, first_call: Callable[[], object]) -> float:
+    """Compile ``kernel`` in this process if needed; the seconds that took.
+
+    When ``kernel`` (a numba dispatcher) has not run yet in this process,
+    ``first_call`` is made (it should call the kernel so that it returns at
+    once: a node limit of 1, say) and the clock is measured; otherwise nothing
+    runs and the answer is 0. Callers add the answer to their deadline.
+    """
+    if kernel.signatures:
+        return 0.0
+    t0 = time.perf_counter()
+    first_call()
+    cycles_per_second()
+    return time.perf_counter() - t0
