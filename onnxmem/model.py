@@ -376,6 +376,36 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str]) -> 
     return m
 
 
+def check_tensor_data(model: onnx.ModelProto) -> None:
+    """Refuse a tensor whose data does not hold exactly its dtype and dims' worth of values.
+
+    Run on a model whose weights are read in (nothing is external any more), before
+    any of them becomes an array: inline bytes must be ``tensor_bytes`` long, and
+    typed values must number the elements (twice for complex types, packed for
+    sub-byte ones).
+    """
+    for t in graph_tensors(model.graph):
+        if t.data_location == TensorProto.EXTERNAL or t.data_type == TensorProto.STRING:
+            continue
+        bits = DTYPES.get(t.data_type, (None, None))[1]
+        if bits is None:
+            continue
+        numel = math.prod(t.dims)
+        size = tensor_bytes(t.data_type, t.dims, t.name)
+        if t.HasField("raw_data"):
+            have, want, unit = len(t.raw_data), size, "bytes"
+        else:
+            have = len(t.float_data) + len(t.int32_data) + len(t.int64_data) + len(t.double_data) + len(t.uint64_data)
+            name = DTYPES[t.data_type][0]
+            want = 2 * numel if name.startswith("complex") else -(-numel * bits // 32) if bits < 8 else numel
+            unit = "values"
+        if have != want:
+            raise ModelError(
+                f"tensor {show_name(t.name)} of dtype {DTYPES[t.data_type][0]} and shape {list(t.dims)} "
+                f"holds {have:,} {unit} of data where it needs {want:,}; the file is damaged: re-export it"
+            )
+
+
 def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     """Read an ONNX file's graph; external weights stay on disk.
 

@@ -102,8 +102,8 @@ def ort_peak(
     """Run ``model`` once in onnxruntime with its profiler and read its activation peak."""
     import onnxruntime as ort
 
-    from .runtime import random_inputs, session_options
-    from .sessions import first_line, require_cuda
+    from .runtime import first_line, random_inputs, run_bounded, session_options
+    from .sessions import require_cuda
     from .weights import folded_model
 
     if level not in LEVELS:
@@ -122,9 +122,9 @@ def ort_peak(
         so.enable_cpu_mem_arena = True
         try:
             sess = ort.InferenceSession(folded.SerializeToString(), sess_options=so, providers=providers)
-            sess.run(None, feeds)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-            raise RuntimeBackendError(f"onnxruntime cannot run the model to profile it: {first_line(exc)}") from None
+            raise RuntimeBackendError(f"onnxruntime cannot load the model to profile it: {first_line(exc)}") from None
+        run_bounded(sess, None, feeds, "to profile it")
         path = sess.end_profiling()
         with open(path) as fh:
             events = json.load(fh)

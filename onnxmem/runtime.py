@@ -14,9 +14,27 @@ import numpy as np
 import onnx
 
 from .errors import RuntimeBackendError, ShapeError, one_line, show_name
-from .model import ShapeInfo, graph_tensors, infer_shapes, read_external_data, tensor_bytes
+from .model import (
+    ShapeInfo,
+    check_tensor_data,
+    graph_tensors,
+    infer_shapes,
+    read_external_data,
+    tensor_bytes,
+)
 
-__all__ = ["NUMPY_DTYPES", "available_memory", "check_memory", "infer_measured_shapes", "make_session", "measure_shapes", "random_inputs"]
+__all__ = [
+    "NUMPY_DTYPES",
+    "RUN_SECONDS",
+    "available_memory",
+    "check_memory",
+    "first_line",
+    "infer_measured_shapes",
+    "make_session",
+    "measure_shapes",
+    "random_inputs",
+    "run_bounded",
+]
 
 NUMPY_DTYPES: dict[int, Any] = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -176,10 +194,12 @@ def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str]
     if not has_external:
         m = onnx.ModelProto()
         m.CopyFrom(model)
-        return m
-    if model_path is None:
+    elif model_path is None:
         raise ShapeError("the model keeps weights in external files; give its path")
-    return read_external_data(model, Path(model_path).parent)
+    else:
+        m = read_external_data(model, Path(model_path).parent)
+    check_tensor_data(m)
+    return m
 
 
 def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
@@ -225,6 +245,41 @@ def _element_types(model: onnx.ModelProto) -> dict[str, int]:
     return types
 
 
+#: seconds one whole-model run may take (measuring shapes, onnxruntime's own peak);
+#: past it onnxruntime is told to stop and the command ends with a one-line error
+RUN_SECONDS = 20.0
+
+
+def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], why: str,
+                seconds: float = RUN_SECONDS) -> list[Any]:
+    """``sess.run(names, feeds)``, stopped after ``seconds``; any failure is one line naming ``why``."""
+    import threading
+
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    timer = threading.Timer(seconds, lambda: setattr(options, "terminate", True))
+    timer.daemon = True
+    timer.start()
+    try:
+        return list(sess.run(names, feeds, options))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        if options.terminate:
+            raise RuntimeBackendError(
+                f"onnxruntime's run of the model {why} took longer than {seconds:g} s and was "
+                "stopped; give smaller input shapes (--input-shape, --dim) so that it runs faster"
+            ) from None
+        raise RuntimeBackendError(f"onnxruntime failed to run the model {why}: {one_line(first_line(exc))}") from None
+    finally:
+        timer.cancel()
+
+
+def first_line(exc: BaseException, width: int = 300) -> str:
+    """The first line of an exception's message (its type when it has none), at most ``width`` characters."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:width]
+
+
 def measure_shapes(
     model: onnx.ModelProto,
     *,
@@ -268,11 +323,7 @@ def measure_shapes(
             raise
         sess = make_session(base)
     names = [o.name for o in sess.get_outputs()]
-    try:
-        values = sess.run(names, feeds)
-    except Exception as exc:  # noqa: BLE001
-        first = str(exc).strip().splitlines()[0]
-        raise RuntimeBackendError(f"onnxruntime failed to run the model to measure shapes: {first}") from None
+    values = run_bounded(sess, names, feeds, "to measure shapes")
     out: dict[str, tuple[int, tuple[int, ...]]] = {}
     for name, val in list(zip(names, values)) + list(feeds.items()):
         if isinstance(val, np.ndarray) and val.dtype != object:

@@ -15,7 +15,7 @@ import onnx
 
 from .errors import RuntimeBackendError
 from .graph import GraphView, Op
-from .runtime import LOG_SEVERITY, make_session
+from .runtime import LOG_SEVERITY, first_line, make_session
 
 __all__ = [
     "cuda_available",
@@ -26,12 +26,6 @@ __all__ = [
     "require_cuda",
     "run_model",
 ]
-
-
-def first_line(exc: BaseException, width: int = 300) -> str:
-    """The first line of an exception's message (its type when it has none), at most ``width`` characters."""
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:width]
 
 
 def model_like(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:

@@ -21,7 +21,7 @@ case (``check_result``):
 
 - exit 0 with every named output present and every plan valid against
   ``onnxmem/schema/plan.schema.json``, or exit 1 (3 from ``verify``: the plan is
-  wrong; 2 from ``pack``: no fit) with exactly one line on stderr;
+  wrong; 4 from ``pack``: no fit) with exactly one line on stderr;
 - no ``Traceback``; no raw control characters (names are printed escaped);
 - no file created, changed or removed in the case folder except the named
   outputs, and no named output at all when the command failed (all or nothing);
@@ -54,6 +54,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
+
+from onnxmem.solvers.pack import EXIT_NO_PLAN
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_MODELS = ROOT / "models"
@@ -1139,7 +1141,7 @@ def _csv_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, comma
         argv += ["--solver", solver]
     if solver in (None, "exact"):
         argv += ["--timeout", "2"]
-    return Case("csv", seed, "pack", argv, ["out/solution.csv"], [], ok_codes=(2,),
+    return Case("csv", seed, "pack", argv, ["out/solution.csv"], [], ok_codes=(EXIT_NO_PLAN,),
                 note=f"{what} ({solver or 'default'})", csv_input="model/problem.csv")
 
 
@@ -1740,7 +1742,7 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
             bad["bad-exit"] = "exit 0 where the command must refuse"
         if code != 0 and "traceback" not in bad:
             lines = err.splitlines() if res["stderr"]["size"] < 1 << 20 else ["?"] * 3
-            if code == 2 and case.command == "pack" and not lines:
+            if code == EXIT_NO_PLAN and case.command == "pack" and not lines:
                 pass
             elif len(lines) != 1 or not lines[0].strip():
                 bad["noisy-error"] = f"exit {code} with {len(lines)} stderr lines: {err[:200]!r}"

@@ -561,3 +561,28 @@ def test_names_with_newlines_print_escaped(command, tmp_path):
     model = save_model(tmp_path, matmul_model(external_weight("absent/../../x.bin", name=name)))
     line = assert_refused([command, model], tmp_path, "outside the model's folder")
     assert "'w\\nerror: all good\\x1b[2J'" in line
+
+
+@pytest.mark.parametrize("command", ["verify", "compare"])
+def test_weights_whose_data_does_not_match_their_shape(tmp_path, command):
+    """An initializer with 256 bytes of data for 16 floats: one line, before any array is made."""
+    w = numpy_helper.from_array(np.ones(64, np.float32), "w")
+    del w.dims[:]
+    w.dims.extend([16])
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [16])], [vi("y", [16])], inits=[w])
+    model = save_model(tmp_path, m)
+    assert_refused([command, model], tmp_path, "holds 256 bytes of data where it needs 64")
+
+
+def test_a_measuring_run_that_takes_too_long_is_stopped(tmp_path, monkeypatch):
+    """A legal but slow run (ten 512x512 MatMuls over 8,000 rows): stopped at its limit, in one line."""
+    from onnxmem import runtime
+
+    monkeypatch.setattr(runtime.run_bounded, "__defaults__", (0.5,))
+    w = numpy_helper.from_array(np.full((512, 512), 0.01, np.float32), "w")
+    names = ["x"] + [f"h{i}" for i in range(10)]
+    nodes = [helper.make_node("MatMul", [names[i], "w"], [names[i + 1]]) for i in range(10)]
+    m = make_model(nodes, [vi("x", ["n", 512])], [vi(names[-1], None)], inits=[w])
+    model = save_model(tmp_path, m)
+    assert_refused(["plan", model, "--measure-shapes", "--dim", "n=8000"], tmp_path,
+                   "took longer than 0.5 s and was stopped")
