@@ -455,6 +455,23 @@ def topological(piece: "Piece") -> list[int]:
     return out
 
 
+def _reaches_every_frontier(seq: Sequence[int], adj: Sequence[Sequence[int]], size: int) -> list[bool]:
+    """For each node of ``seq``: whether it is adjacent (by ``adj``) to every node of the
+    frontier before it, the nodes seen so far that no later-seen node was adjacent to."""
+    out: list[bool] = []
+    frontier = [False] * size
+    count = 0
+    for v in seq:
+        out.append(sum(1 for p in adj[v] if frontier[p]) == count)
+        for p in adj[v]:
+            if frontier[p]:
+                frontier[p] = False
+                count -= 1
+        frontier[v] = True
+        count += 1
+    return out
+
+
 def forced_segments(piece: "Piece") -> list[list[int]]:
     """The piece's nodes (local) cut at forced nodes, in execution order.
 
@@ -466,32 +483,8 @@ def forced_segments(piece: "Piece") -> list[list[int]]:
     directly; the descendant side is the same on the reversed order.
     """
     order = topological(piece)
-    n = len(order)
-    fwd = [False] * n
-    is_max = [False] * piece.n
-    count = 0
-    for i, v in enumerate(order):
-        hit = sum(1 for p in piece.preds[v] if is_max[p])
-        fwd[i] = hit == count
-        for p in piece.preds[v]:
-            if is_max[p]:
-                is_max[p] = False
-                count -= 1
-        is_max[v] = True
-        count += 1
-    bwd = [False] * n
-    is_min = [False] * piece.n
-    count = 0
-    for i in range(n - 1, -1, -1):
-        v = order[i]
-        hit = sum(1 for s in piece.succs[v] if is_min[s])
-        bwd[i] = hit == count
-        for s in piece.succs[v]:
-            if is_min[s]:
-                is_min[s] = False
-                count -= 1
-        is_min[v] = True
-        count += 1
+    fwd = _reaches_every_frontier(order, piece.preds, piece.n)
+    bwd = _reaches_every_frontier(order[::-1], piece.succs, piece.n)[::-1]
     segments: list[list[int]] = []
     run: list[int] = []
     for i, v in enumerate(order):
