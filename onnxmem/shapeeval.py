@@ -557,8 +557,8 @@ def _slice(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
     if len(set(norm)) != len(norm):
         raise _Unknown
     picks: list[range] = [range(d) for d in x.shape]
-    for ax, b, e, st in zip(norm, starts, ends, steps):
-        picks[ax] = slice_indices(x.shape[ax], b, e, st)
+    for ax, begin, stop, step in zip(norm, starts, ends, steps):
+        picks[ax] = slice_indices(x.shape[ax], begin, stop, step)
     _count([len(r) for r in picks])
     out = x
     for ax, r in enumerate(picks):
