@@ -49,7 +49,9 @@ from onnx import TensorProto, helper, numpy_helper
 __all__ = [
     "EVALUATORS",
     "MAX_ELEMENTS",
+    "MAX_RANK",
     "MAX_ROUNDS",
+    "MAX_TOTAL_ELEMENTS",
     "SHAPE_SLOTS",
     "Evaluated",
     "evaluate_node",
@@ -58,6 +60,10 @@ __all__ = [
 
 #: the most elements of any value the evaluator computes; past it the value is unknown
 MAX_ELEMENTS = 2**20
+#: the most elements all computed values hold together; past it the pass stops evaluating
+MAX_TOTAL_ELEMENTS = 2**24
+#: the highest rank of a computed value (numpy's own limit)
+MAX_RANK = 64
 #: rounds of (evaluate, fold, infer again) at most
 MAX_ROUNDS = 8
 
@@ -122,6 +128,9 @@ class _Unknown(Exception):
 
 
 def _count(shape: Sequence[int]) -> int:
+    """The element count of ``shape``; unknown past ``MAX_ELEMENTS`` or ``MAX_RANK`` (checked before any allocation)."""
+    if len(shape) > MAX_RANK:
+        raise _Unknown
     n = 1
     for d in shape:
         if d < 0:
@@ -293,6 +302,8 @@ def _unsqueeze(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
     if axes is None:
         raise _Unknown
     rank = x.ndim + len(axes)
+    if rank > MAX_RANK:
+        raise _Unknown
     norm = sorted(_axis(a, rank) for a in axes)
     if len(set(norm)) != len(norm):
         raise _Unknown
@@ -336,6 +347,8 @@ def reshape_target(shape: Sequence[int], spec: Sequence[int], allowzero: bool) -
     >>> reshape_target((2, 3, 4), (0, -1), False)
     (2, 12)
     """
+    if len(spec) > MAX_RANK:
+        raise _Unknown
     out: list[int] = []
     infer = -1
     for i, d in enumerate(spec):
@@ -491,6 +504,18 @@ def _extreme(kind: str) -> Callable[[_Ctx, Inputs], np.ndarray]:
     return run
 
 
+def _product(values: np.ndarray, limit: int) -> int:
+    """The exact product of integers, unknown once it leaves ``±limit`` (a zero anywhere makes it 0)."""
+    if np.any(values == 0):
+        return 0
+    p = 1
+    for v in values:
+        p *= int(v)
+        if abs(p) > limit:
+            raise _Unknown
+    return p
+
+
 def _reduce_prod(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
     (x,) = _need(inputs, 0)
     axes = _axes_of(ctx, inputs, 18)
@@ -504,8 +529,12 @@ def _reduce_prod(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
         if len(norm) != len(axes):
             raise _Unknown
     if np.issubdtype(x.dtype, np.integer):
-        out = np.prod(_exact(x), axis=tuple(norm), keepdims=keepdims, initial=1)
-        return _to_dtype(np.asarray(out, dtype=object), x.dtype)
+        kept = [a for a in range(x.ndim) if a not in norm]
+        groups = np.transpose(x, kept + norm).reshape(math.prod(x.shape[a] for a in kept), -1)
+        limit = 2 ** (8 * x.dtype.itemsize)
+        out = np.array([_product(row, limit) for row in groups], dtype=object)
+        shape = [1 if a in norm else d for a, d in enumerate(x.shape)] if keepdims else [x.shape[a] for a in kept]
+        return _to_dtype(out.reshape(shape), x.dtype)
     if x.dtype == np.bool_:
         raise _Unknown
     return np.asarray(np.prod(x, axis=tuple(norm), keepdims=keepdims), dtype=x.dtype)
@@ -854,6 +883,7 @@ def evaluate_shapes(
             consumers.setdefault(name, []).append(n)
     fold: set[str] = set()
     current = inferred
+    budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
     for _ in range(max_rounds):
         shapes = _known_shapes(current, resolve)
         shapes.update({k: v[1] for k, v in result.shapes.items()})
@@ -866,8 +896,9 @@ def evaluate_shapes(
             ins = [values.get(name) if name else None for name in node.input]
             in_shapes = [shapes.get(name) if name else None for name in node.input]
             out = evaluate_node(node, ins, in_shapes, opset)
-            if out is None:
+            if out is None or out.size > budget:
                 continue
+            budget -= out.size
             name = node.output[0]
             values[name] = out
             shapes[name] = tuple(out.shape)

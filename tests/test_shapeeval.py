@@ -335,3 +335,44 @@ def test_plan_of_a_chain_with_file_order(tmp_path):
     planned = plan_file_order(_chain(shape=(2, 4, 8, 64)), tmp_path)
     assert planned.shapes.shapes["y"] == (2, 32, 64)
     assert planned.plan.arena_size == 2 * 2 * 4 * 8 * 64 * 4
+
+
+def test_hostile_sizes_are_refused_quickly():
+    import time
+
+    t0 = time.perf_counter()
+    # a product of a million integers leaves int64 after a few dozen: never computed in full
+    assert evaluate_node(_node("ReduceProd", 1, keepdims=0), [np.full(2**20, 2**40, I64)], [(2**20,)], 17) is None
+    assert evaluate_node(_node("ReduceProd", 1, keepdims=0), [np.full(2**20, -3, I64)], [(2**20,)], 17) is None
+    # a shape of a million dims is past any rank
+    spec = np.ones(2**20, I64)
+    assert evaluate_node(_node("Reshape", 2), [_a([1]), spec], [(1,), spec.shape], 17) is None
+    assert evaluate_node(_node("ConstantOfShape", 1), [spec], [spec.shape], 17) is None
+    assert evaluate_node(_node("Expand", 2), [_a([1]), spec], [(1,), spec.shape], 17) is None
+    assert time.perf_counter() - t0 < 10
+
+
+def test_reduceprod_is_exact_and_checked():
+    def prod(x, **attrs):
+        return evaluate_node(_node("ReduceProd", 1, **attrs), [x], [x.shape], 17)
+
+    got = prod(_a([[2**31, 2**31], [3, -5]]), axes=[1], keepdims=0)
+    assert got is not None and got.tolist() == [2**62, -15]
+    assert prod(_a([[2**32, 2**31]]), axes=[1]) is None  # 2^63 leaves int64
+    got = prod(_a([[0, 2**62, 2**62]]), axes=[-1])
+    assert got is not None and got.tolist() == [[0]]
+    got = prod(_a([[2, 3], [4, 5]], np.int32), axes=[0])
+    assert got is not None and got.dtype == np.int32 and got.tolist() == [[8, 15]]
+
+
+def test_total_budget_bounds_the_pass():
+    # 20 values of 2^20 int64 each, every one in a shape slot: at most MAX_TOTAL_ELEMENTS are kept
+    nodes, inits = [], [numpy_helper.from_array(_a([2**20]), "n"), numpy_helper.from_array(_a([1]), "one")]
+    for k in range(20):
+        nodes.append(helper.make_node("Expand", ["one", "n"], [f"e{k}"]))
+        nodes.append(helper.make_node("Reshape", ["x", f"e{k}"], [f"r{k}"]))
+    m = make_model(nodes, [vi("x", [1])], [vi(f"r{k}", None) for k in range(20)], inits)
+    done = shapeeval.evaluate_shapes(m, m, infer=lambda _: None, resolve=lambda d: d if isinstance(d, int) else None)
+    kept = sum(v.size for v in done.values.values())
+    assert 0 < kept <= shapeeval.MAX_TOTAL_ELEMENTS
+    assert len(done.values) == shapeeval.MAX_TOTAL_ELEMENTS // 2**20 - 1  # the initializers take a little
