@@ -88,6 +88,7 @@ CASES = [
     ("slice-axes-clamp", "Slice", {}, [np.arange(12, dtype=I64).reshape(3, 4), _a([1, -100]), _a([100, 3]),
                                         _a([-1, 0]), _a([2, 1])], 17),
     ("slice-empty", "Slice", {}, [_a([1, 2, 3]), _a([2]), _a([1])], 17),
+    ("slice-9-attributes", "Slice", {"starts": [-2], "ends": [BIG], "axes": [-1]}, [_a([[1, 2, 3], [4, 5, 6]])], 9),
     ("range-int", "Range", {}, [_a(2), _a(11), _a(3)], 17),
     ("range-int-neg", "Range", {}, [_a(10), _a(1), _a(-4)], 17),
     ("range-empty", "Range", {}, [_a(5), _a(1), _a(1)], 17),
@@ -259,6 +260,13 @@ def test_torchscript_chain_plans_with_no_flags(tmp_path, monkeypatch):
     _without_evaluation(monkeypatch)
     with pytest.raises(ShapeError, match="unknown"):
         infer_shapes(m)
+
+
+def test_the_callers_model_is_not_changed():
+    m = _chain()
+    before = m.SerializeToString()
+    infer_shapes(m)
+    assert m.SerializeToString() == before
 
 
 def test_chain_over_a_symbolic_dim_needs_its_binding():
