@@ -473,11 +473,62 @@ def _binary(kind: str) -> Callable[[_Ctx, Inputs], np.ndarray]:
     return run
 
 
-def _equal(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
-    a, b = _need(inputs, 0, 1)
-    _same_dtype([a, b])
-    _broadcast(a.shape, b.shape)
-    return np.equal(a, b)
+_COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "Equal": np.equal,
+    "Less": np.less,
+    "Greater": np.greater,
+    "LessOrEqual": np.less_equal,
+    "GreaterOrEqual": np.greater_equal,
+}
+
+
+def _compare(kind: str) -> Callable[[_Ctx, Inputs], np.ndarray]:
+    def run(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
+        a, b = _need(inputs, 0, 1)
+        _same_dtype([a, b])
+        _broadcast(a.shape, b.shape)
+        return np.asarray(_COMPARE[kind](a, b))
+
+    return run
+
+
+def _logical(kind: str) -> Callable[[_Ctx, Inputs], np.ndarray]:
+    def run(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
+        arrays = _need(inputs, *range(1 if kind == "Not" else 2))
+        if any(a.dtype != np.bool_ for a in arrays):
+            raise _Unknown
+        if kind == "Not":
+            return np.logical_not(arrays[0])
+        _broadcast(arrays[0].shape, arrays[1].shape)
+        return (np.logical_and if kind == "And" else np.logical_or)(arrays[0], arrays[1])
+
+    return run
+
+
+def _unary(kind: str) -> Callable[[_Ctx, Inputs], np.ndarray]:
+    def run(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
+        (x,) = _need(inputs, 0)
+        if x.dtype == np.bool_:
+            raise _Unknown
+        if kind in ("Floor", "Ceil"):
+            if not np.issubdtype(x.dtype, np.floating):
+                raise _Unknown
+            return (np.floor if kind == "Floor" else np.ceil)(x)
+        if np.issubdtype(x.dtype, np.integer):
+            exact = _exact(x)
+            return _to_dtype(np.asarray(-exact if kind == "Neg" else abs(exact), dtype=object), x.dtype)
+        return np.negative(x) if kind == "Neg" else np.abs(x)
+
+    return run
+
+
+def _transpose(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
+    (x,) = _need(inputs, 0)
+    perm_attr = ctx.attrs.get("perm")
+    perm = list(range(x.ndim))[::-1] if perm_attr is None else [int(v) for v in perm_attr]  # type: ignore[attr-defined]
+    if sorted(perm) != list(range(x.ndim)):
+        raise _Unknown
+    return np.ascontiguousarray(np.transpose(x, perm))
 
 
 def _where(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
@@ -654,7 +705,19 @@ EVALUATORS: dict[str, Callable[[_Ctx, Inputs], np.ndarray]] = {
     "Mul": _binary("Mul"),
     "Div": _binary("Div"),
     "Mod": _binary("Mod"),
-    "Equal": _equal,
+    "Equal": _compare("Equal"),
+    "Less": _compare("Less"),
+    "Greater": _compare("Greater"),
+    "LessOrEqual": _compare("LessOrEqual"),
+    "GreaterOrEqual": _compare("GreaterOrEqual"),
+    "Not": _logical("Not"),
+    "And": _logical("And"),
+    "Or": _logical("Or"),
+    "Neg": _unary("Neg"),
+    "Abs": _unary("Abs"),
+    "Floor": _unary("Floor"),
+    "Ceil": _unary("Ceil"),
+    "Transpose": _transpose,
     "Where": _where,
     "Min": _extreme("Min"),
     "Max": _extreme("Max"),

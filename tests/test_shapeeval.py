@@ -97,6 +97,19 @@ CASES = [
     ("constantofshape-default", "ConstantOfShape", {}, [_a([3])], 17),
     ("constantofshape-scalar", "ConstantOfShape", {"value": numpy_helper.from_array(_a([1]))}, [_a([], I64)], 17),
     ("identity", "Identity", {}, [_a([4, 2])], 17),
+    ("less", "Less", {}, [_a([1, 5, 3]), _a(3)], 17),
+    ("greater", "Greater", {}, [_a([1.0, 5.0], np.float32), _a([2.0, 2.0], np.float32)], 17),
+    ("less-or-equal", "LessOrEqual", {}, [_a([1, 5, 3]), _a(3)], 17),
+    ("greater-or-equal", "GreaterOrEqual", {}, [_a([1, 5, 3]), _a(3)], 17),
+    ("not", "Not", {}, [_a([True, False], np.bool_)], 17),
+    ("and", "And", {}, [_a([True, False, True], np.bool_), _a(True, np.bool_)], 17),
+    ("or", "Or", {}, [_a([True, False], np.bool_), _a([False, False], np.bool_)], 17),
+    ("neg", "Neg", {}, [_a([3, -4, 0])], 17),
+    ("abs", "Abs", {}, [_a([3, -4], np.int32)], 17),
+    ("floor", "Floor", {}, [_a([-1.5, 2.5, 3.0], np.float32)], 17),
+    ("ceil", "Ceil", {}, [_a([-1.5, 2.5, 3.0], np.float32)], 17),
+    ("transpose-perm", "Transpose", {"perm": [1, 0]}, [_a([[1, 2], [3, 4], [5, 6]])], 17),
+    ("transpose-default", "Transpose", {}, [np.arange(6, dtype=I64).reshape(1, 2, 3)], 17),
 ]
 
 
@@ -167,6 +180,10 @@ def test_constant(attrs, want):
     ("Where", {}, [_a([1, 0]), _a([1, 2]), _a([3, 4])]),  # condition not bool
     ("Mod", {}, [_a([1.5], np.float32), _a([1.0], np.float32)]),  # float Mod needs fmod=1
     ("NonZero", {}, [_a([1, 0, 2])]),  # not an op of shape arithmetic
+    ("Neg", {}, [_a([-(2**63)])]),  # leaves int64
+    ("Floor", {}, [_a([1])]),  # Floor is for floats
+    ("Transpose", {"perm": [0, 0]}, [_a([[1]])]),
+    ("And", {}, [_a([1]), _a([1])]),  # not bool
 ])
 def test_malformed_or_out_of_range_is_unknown(op, attrs, inputs):
     assert evaluate_node(_node(op, len(inputs), **attrs), inputs, [a.shape for a in inputs], 17) is None
@@ -315,6 +332,43 @@ def test_expand_and_constantofshape_from_shapes(tmp_path):
     outs = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     assert [o.shape for o in outs] == [shapes.shapes[n] for n in ("y", "z", "pos")]
     assert {shapes.sources[n] for n in ("z", "pos")} == {"evaluated"}
+
+
+def _torch_pad(x_shape, pad) -> onnx.ModelProto:
+    """``F.pad(x, pad)`` as TorchScript exports it at opset 11+: pads reordered by ConstantOfShape,
+    Reshape, a reversing Slice and a Transpose (the pattern of NASNet's and Swin's padding)."""
+    c = lambda name, v: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(_a(v)))  # noqa: E731
+    nodes = [
+        c("pad", pad), c("zero", [0]), c("two", 2), c("m12", [-1, 2]), c("m1", [-1]),
+        c("s_st", [-1]), c("s_en", [-(2**63) + 1]), c("s_ax", [0]), c("s_sp", [-1]),
+        helper.make_node("Shape", ["pad"], ["pad_shape"]),
+        helper.make_node("Gather", ["pad_shape", "zero"], ["pad_len"], axis=0),
+        helper.make_node("Shape", ["x"], ["xs"]),
+        helper.make_node("Size", ["xs"], ["rank"]),
+        helper.make_node("Mul", ["rank", "two"], ["rank2"]),
+        helper.make_node("Sub", ["rank2", "pad_len"], ["ext"]),
+        helper.make_node("ConstantOfShape", ["ext"], ["zeros"], value=numpy_helper.from_array(_a([0]))),
+        helper.make_node("Concat", ["pad", "zeros"], ["p0"], axis=0),
+        helper.make_node("Reshape", ["p0", "m12"], ["p1"]),
+        helper.make_node("Slice", ["p1", "s_st", "s_en", "s_ax", "s_sp"], ["p2"]),
+        helper.make_node("Transpose", ["p2"], ["p3"], perm=[1, 0]),
+        helper.make_node("Reshape", ["p3", "m1"], ["p4"]),
+        helper.make_node("Cast", ["p4"], ["pads"], to=TensorProto.INT64),
+        helper.make_node("Pad", ["x", "pads"], ["y"]),
+    ]
+    return make_model(nodes, [vi("x", list(x_shape))], [vi("y", None)])
+
+
+def test_torchscript_pad_pattern(monkeypatch):
+    m = _torch_pad((1, 3, 5, 7), [1, 2, 0, 1])
+    shapes = infer_shapes(m)
+    assert shapes.shapes["y"] == (1, 3, 6, 10) and shapes.sources["y"] == "evaluated"
+    x = np.ones((1, 3, 5, 7), np.float32)
+    y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert y.shape == shapes.shapes["y"]
+    # onnx's own inference stops at this chain (onnxruntime's symbolic one would follow it here)
+    _without_evaluation(monkeypatch)
+    assert infer_shapes(m).sources["y"] == "symbolic"
 
 
 def test_data_dependent_shape_stays_unknown():
