@@ -38,6 +38,7 @@ data (``NonZero``, ``TopK`` outputs...).
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -816,8 +817,6 @@ def _topological(nodes: Sequence[onnx.NodeProto]) -> list[int]:
             if name and p is not None and p != i:
                 waits[i] += 1
                 users[p].append(i)
-    import heapq
-
     ready = [i for i, w in enumerate(waits) if w == 0]
     heapq.heapify(ready)
     order: list[int] = []
