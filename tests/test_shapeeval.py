@@ -438,3 +438,16 @@ def test_total_budget_bounds_the_pass():
     kept = sum(v.size for v in done.values.values())
     assert 0 < kept <= shapeeval.MAX_TOTAL_ELEMENTS
     assert len(done.values) == shapeeval.MAX_TOTAL_ELEMENTS // 2**20 - 1  # the initializers take a little
+
+
+def test_hostile_constants_are_unknown_values():
+    # dims that promise 2^40 elements over 8 bytes of data, a string, a sparse value: never decoded
+    liar = onnx.TensorProto(name="liar", data_type=TensorProto.INT64, dims=[2**20, 2**20], raw_data=b"\0" * 8)
+    short = onnx.TensorProto(name="short", data_type=TensorProto.INT64, dims=[3], raw_data=b"\0" * 8)
+    text = helper.make_tensor("text", TensorProto.STRING, [1], [b"__import__('os')"])
+    for attrs in ({"value": liar}, {"value": short}, {"value": text}, {"value_string": "1+1"}):
+        assert evaluate_node(helper.make_node("Constant", [], ["out"], **attrs), [], [], 17) is None
+    # a model whose Reshape shape comes from such a constant stays unknown, with the usual error
+    nodes = [helper.make_node("Constant", [], ["c"], value=short), helper.make_node("Reshape", ["x", "c"], ["y"])]
+    with pytest.raises(ShapeError, match="unknown"):
+        infer_shapes(make_model(nodes, [vi("x", [2, 3])], [vi("y", None)]))
