@@ -7,10 +7,12 @@ outputs) still unknown after onnx's inference (before the evaluation step of
 ``onnxmem.shapeeval``), after the evaluation step, and after onnxruntime's
 symbolic inference. It times shape inference and the whole plan with the step
 and without it (the step replaced by one that evaluates nothing), best of
-``--repeat`` runs, and writes the Markdown table to ``docs/shapes.md``
-(``--out -`` prints it instead).
+``--repeat`` runs. With ``--measure`` it also gives each weight-free fixture
+random weights, runs it once in onnxruntime (``infer_shapes(measure=True)``)
+and counts the evaluated shapes that differ from the measured ones. It writes
+the Markdown table to ``docs/shapes.md`` (``--out -`` prints it instead).
 
-    python bench/bench_shapes.py            # legacy exports -> docs/shapes.md
+    python bench/bench_shapes.py --measure  # legacy exports -> docs/shapes.md
     python bench/bench_shapes.py --all --out -
 """
 
@@ -20,6 +22,7 @@ import argparse
 import contextlib
 import re
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,7 +32,7 @@ from onnxmem import shapeeval
 from onnxmem.errors import OnnxmemError
 from onnxmem.model import infer_shapes, load_model
 from onnxmem.pipeline import PlanOptions, plan_model
-from onnxmem.zoo import ZooModel, load_zoo, machine_info
+from onnxmem.zoo import ZooModel, load_zoo, machine_info, materialize
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "shapes.md"
@@ -65,7 +68,7 @@ def best(fn: Callable[[], object], repeat: int) -> float:
     return min(times)
 
 
-def measure(m: ZooModel, repeat: int) -> dict[str, Any]:
+def measure(m: ZooModel, repeat: int, work: Path | None) -> dict[str, Any]:
     row: dict[str, Any] = {"model": m.name, "dims": m.dims}
     model = load_model(m.path)
     opts = PlanOptions(dims=m.dims, input_shapes=m.input_shapes)
@@ -86,6 +89,16 @@ def measure(m: ZooModel, repeat: int) -> dict[str, Any]:
     row["after_symbolic"] = row["after_eval"] - counts["symbolic"] - counts["op-rule"]
     row["rounds"] = seen[0].rounds if seen else 0
     row["folded"] = seen[0].folded if seen else 0
+    if work is not None and row["evaluated"]:
+        path = materialize(m.path, work, seed=0)
+        try:
+            measured = infer_shapes(load_model(path), dims=m.dims, input_shapes=m.input_shapes,
+                                    measure=True, model_path=path)
+        except OnnxmemError as exc:
+            row["error"] = f"measuring: {exc}"
+        else:
+            evaluated = [n for n, s in info.sources.items() if s == "evaluated"]
+            row["differ"] = sum(1 for n in evaluated if measured.shapes.get(n) != info.shapes[n])
     with evaluation(False, []):
         try:
             row["infer_off"] = best(lambda: infer_shapes(model, dims=m.dims, input_shapes=m.input_shapes), repeat)
@@ -101,13 +114,15 @@ def _s(x: float | None) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = ["model", "dims", "values", "unknown after onnx", "made known by evaluation", "unknown after evaluation",
-            "unknown after symbolic", "rounds", "folded", "infer s (off / on)", "plan s (off / on)"]
+            "unknown after symbolic", "evaluated ≠ measured", "rounds", "folded", "infer s (off / on)",
+            "plan s (off / on)"]
     lines = ["| " + " | ".join(head) + " |", "|---|---" + "|---:" * (len(head) - 2) + "|"]
     for r in rows:
         dims = ", ".join(f"{k}={v}" for k, v in r["dims"].items()) or "—"
         lines.append("| " + " | ".join([
             r["model"], dims, str(r.get("values", "—")), str(r.get("after_onnx", "—")),
             str(r.get("evaluated", "—")), str(r.get("after_eval", "—")), str(r.get("after_symbolic", "—")),
+            str(r.get("differ", "—")),
             str(r.get("rounds", "—")), str(r.get("folded", "—")),
             f"{_s(r.get('infer_off'))} / {_s(r.get('infer_on'))}", f"{_s(r.get('plan_off'))} / {_s(r.get('plan_on'))}",
         ]) + " |")
@@ -121,16 +136,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--all", action="store_true", help="every catalogue entry, not only the legacy exports")
     ap.add_argument("--repeat", type=int, default=3, help="runs per timing; the best is shown")
+    ap.add_argument("--measure", action="store_true",
+                    help="check the evaluated shapes against one onnxruntime run (random weights and inputs)")
     ap.add_argument("--out", default=str(DOC), help="the Markdown file whose table is replaced, or - to print")
     args = ap.parse_args(argv)
     zoo = load_zoo(ROOT / "models" / "zoo")
     chosen = [m for m in zoo if args.all or m.info.get("exporter") == "legacy"]
     info = machine_info()
     rows = []
-    for m in chosen:
-        rows.append(measure(m, args.repeat))
-        print(f"  {m.name} done", file=sys.stderr)
-    command = "python bench/bench_shapes.py" + (" --all" if args.all else "")
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in chosen:
+            rows.append(measure(m, args.repeat, Path(tmp) if args.measure else None))
+            print(f"  {m.name} done", file=sys.stderr)
+    command = "python bench/bench_shapes.py" + (" --all" if args.all else "") + (" --measure" if args.measure else "")
     text = (f"`{command}` on {info['platform']}, {info['cpus']} cpus, {info['memory_gib']} GiB, "
             f"python {info['python']}, onnx {info['onnx']}, onnxruntime {info['onnxruntime']}; "
             f"times are the best of {args.repeat} runs.\n\n" + table(rows))

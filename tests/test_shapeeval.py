@@ -371,6 +371,44 @@ def test_torchscript_pad_pattern(monkeypatch):
     assert infer_shapes(m).sources["y"] == "symbolic"
 
 
+def test_swin_window_partition_pattern():
+    """Swin's padding to a multiple of the window and its window partition, as TorchScript exports them."""
+    ws = 4
+    c = lambda name, v: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(_a(v)))  # noqa: E731
+    g = lambda src, i, out: helper.make_node("Gather", [src, f"i{i}"], [out], axis=0)  # noqa: E731
+    u = lambda src, out: helper.make_node("Unsqueeze", [src, "ax0"], [out])  # noqa: E731
+    nodes = [
+        c("i0", 0), c("i1", 1), c("i2", 2), c("ws", ws), c("ax0", [0]), c("zeros4", [0, 0, 0, 0]), c("zero1", [0]),
+        c("ws1", [ws]), c("ch", [96]), c("flat", [-1, ws * ws, 96]),
+        helper.make_node("Shape", ["x"], ["s"]), g("s", 1, "h"), g("s", 2, "w"),
+        # pad_b = (ws - h % ws) % ws, pad_r likewise
+        helper.make_node("Mod", ["h", "ws"], ["hm"]), helper.make_node("Sub", ["ws", "hm"], ["hs"]),
+        helper.make_node("Mod", ["hs", "ws"], ["pad_b"]),
+        helper.make_node("Mod", ["w", "ws"], ["wm"]), helper.make_node("Sub", ["ws", "wm"], ["wsub"]),
+        helper.make_node("Mod", ["wsub", "ws"], ["pad_r"]),
+        u("pad_b", "pb"), u("pad_r", "pr"),
+        helper.make_node("Concat", ["zeros4", "zero1", "pb", "pr", "zero1"], ["pads"], axis=0),
+        helper.make_node("Pad", ["x", "pads"], ["xp"]),
+        # x.view(B, Hp // ws, ws, Wp // ws, ws, C).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, C)
+        helper.make_node("Shape", ["xp"], ["sp"]), g("sp", 0, "b"), g("sp", 1, "hp"), g("sp", 2, "wp"),
+        helper.make_node("Div", ["hp", "ws"], ["nh"]), helper.make_node("Div", ["wp", "ws"], ["nw"]),
+        u("b", "b1"), u("nh", "nh1"), u("nw", "nw1"),
+        helper.make_node("Concat", ["b1", "nh1", "ws1", "nw1", "ws1", "ch"], ["view"], axis=0),
+        helper.make_node("Reshape", ["xp", "view"], ["xv"]),
+        helper.make_node("Transpose", ["xv"], ["xt"], perm=[0, 1, 3, 2, 4, 5]),
+        helper.make_node("Reshape", ["xt", "flat"], ["y"]),
+    ]
+    m = make_model(nodes, [vi("x", [1, 7, 10, 96])], [vi("y", None)])
+    shapes = infer_shapes(m)
+    assert shapes.shapes["xp"] == (1, 8, 12, 96)
+    assert shapes.shapes["xv"] == (1, 2, 4, 3, 4, 96)
+    assert shapes.shapes["y"] == (6, 16, 96)
+    assert {shapes.sources[n] for n in ("xp", "xv", "y")} == {"evaluated"}
+    x = np.ones((1, 7, 10, 96), np.float32)
+    y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert y.shape == shapes.shapes["y"]
+
+
 def test_data_dependent_shape_stays_unknown():
     # NonZero's length depends on x's data: no evaluation may guess it
     nodes = [
