@@ -98,10 +98,8 @@ SHAPE_SLOTS: dict[str, tuple[int, ...]] = {
     "ReduceSumSquare": (1,),
     "CenterCropPad": (1,),
     "MaxUnpool": (2,),
-    "Trilu": (1,),
-    "GridSample": (),
     "DFT": (1, 2),
-    "STFT": (2, 3),
+    "STFT": (1, 3),
 }
 
 _NP_DTYPES: dict[int, type] = {
@@ -155,12 +153,6 @@ def _ints(a: np.ndarray | None, *, rank: int | None = 1) -> list[int]:
     if rank is not None and a.ndim != rank:
         raise _Unknown
     return [int(v) for v in a.reshape(-1)]
-
-
-def _scalar_int(a: np.ndarray | None) -> int:
-    if a is None or a.size != 1 or not np.issubdtype(a.dtype, np.integer):
-        raise _Unknown
-    return int(a.reshape(-1)[0])
 
 
 def _axis(axis: int, rank: int) -> int:
@@ -240,8 +232,9 @@ def _shape(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
     if shape is None:
         raise _Unknown
     rank = len(shape)
-    start = int(ctx.attrs.get("start", 0))  # type: ignore[call-overload]
-    end = int(ctx.attrs.get("end", rank))  # type: ignore[call-overload]
+    since15 = ctx.opset >= 15  # start and end exist from opset 15
+    start = int(ctx.attrs.get("start", 0)) if since15 else 0  # type: ignore[call-overload]
+    end = int(ctx.attrs.get("end", rank)) if since15 else rank  # type: ignore[call-overload]
     start = min(max(start + rank if start < 0 else start, 0), rank)
     end = min(max(end + rank if end < 0 else end, 0), rank)
     return np.array(list(shape[start:end]), dtype=np.int64)
@@ -264,10 +257,12 @@ def _constant(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
     if "value_int" in a:
         return np.array(int(a["value_int"]), dtype=np.int64)  # type: ignore[call-overload]
     if "value_ints" in a:
+        _count((len(a["value_ints"]),))  # type: ignore[arg-type]
         return np.array([int(v) for v in a["value_ints"]], dtype=np.int64)  # type: ignore[attr-defined]
     if "value_float" in a:
         return np.array(float(a["value_float"]), dtype=np.float32)  # type: ignore[arg-type]
     if "value_floats" in a:
+        _count((len(a["value_floats"]),))  # type: ignore[arg-type]
         return np.array([float(v) for v in a["value_floats"]], dtype=np.float32)  # type: ignore[attr-defined]
     raise _Unknown
 
@@ -782,13 +777,14 @@ def evaluate_node(
 # ------------------------------------------------------------------ the pass
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Evaluated:
     """The result of :func:`evaluate_shapes`.
 
     ``model`` is the last inference result (on the folded copy) or the one
     given when nothing was evaluated; ``shapes`` holds ``(elem_type, shape)``
-    of every value the interpreter computed; ``values`` the values themselves.
+    of every value the interpreter computed; ``values`` the values themselves;
+    ``rounds`` counts the inference reruns, ``folded`` the values made initializers.
     """
 
     model: onnx.ModelProto
@@ -926,11 +922,10 @@ def evaluate_shapes(
     rerun, ``resolve`` the value of one declared dim (``None`` when unbound).
     Neither model is changed. See the module docstring for the steps.
     """
-    result = Evaluated(inferred)
     nodes = list(work.graph.node)
     needed = _needed(nodes)
     if not needed:
-        return result
+        return Evaluated(inferred)
     opset = _opset(work)
     order = _topological(nodes)
     values = _constants(work)
@@ -944,11 +939,13 @@ def evaluate_shapes(
         for name in set(n.input):
             consumers.setdefault(name, []).append(n)
     fold: set[str] = set()
-    current = inferred
+    current, rounds, folded = inferred, 0, 0
+    made: dict[str, np.ndarray] = {}
+    typed: dict[str, tuple[int, tuple[int, ...]]] = {}
     budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
     for _ in range(max_rounds):
         shapes = _known_shapes(current, resolve)
-        shapes.update({k: v[1] for k, v in result.shapes.items()})
+        shapes.update({k: v[1] for k, v in typed.items()})
         before = set(shapes)
         new: list[str] = []
         for i in order:
@@ -964,8 +961,8 @@ def evaluate_shapes(
             name = node.output[0]
             values[name] = out
             shapes[name] = tuple(out.shape)
-            result.shapes[name] = (_ELEM_TYPES[out.dtype], tuple(int(d) for d in out.shape))
-            result.values[name] = out
+            typed[name] = (_ELEM_TYPES[out.dtype], tuple(int(d) for d in out.shape))
+            made[name] = out
             new.append(name)
         # infer again only when a new value can teach inference something it does not know
         useful = [n for n in new if n not in before] + [
@@ -974,12 +971,9 @@ def evaluate_shapes(
         ]
         if not useful:
             break
-        result.rounds += 1
         fold |= {n for n in new if n in slots and n in producers}
-        again = infer(_fold(work, values, fold, result.shapes))
+        again = infer(_fold(work, values, fold, typed))
         if again is None:
             break
-        current = again
-        result.model = again
-        result.folded = len(fold)
-    return result
+        current, rounds, folded = again, rounds + 1, len(fold)
+    return Evaluated(current, typed, made, rounds, folded)
