@@ -648,6 +648,8 @@ def _range(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
     if not (start.ndim == limit.ndim == delta.ndim == 0):
         raise _Unknown
     dtype = _same_dtype([start, limit, delta])
+    if dtype not in (np.float32, np.float64, np.int16, np.int32, np.int64):  # the spec's types
+        raise _Unknown
     if np.issubdtype(dtype, np.integer):
         s, lim, d = int(start), int(limit), int(delta)
         if d == 0:
@@ -655,14 +657,22 @@ def _range(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
         n = max(-(-(lim - s) // d), 0)
         _count((n,))
         return _to_dtype(np.array([s + i * d for i in range(n)], dtype=object), dtype)
-    if dtype == np.bool_:
-        raise _Unknown
     s_f, lim_f, d_f = float(start), float(limit), float(delta)
     if d_f == 0 or not all(math.isfinite(v) for v in (s_f, lim_f, d_f)):
         raise _Unknown
-    n = max(math.ceil((lim_f - s_f) / d_f), 0)
+    # as onnxruntime: ceil((limit - start) / delta) computed in the dtype; each value the
+    # previous one plus delta, in the dtype
+    with np.errstate(all="ignore"):
+        steps = float(np.divide(np.subtract(limit, start, dtype=dtype), delta, dtype=dtype))
+    if not math.isfinite(steps):
+        raise _Unknown
+    n = max(math.ceil(steps), 0)
     _count((n,))
-    return (start + np.arange(n, dtype=dtype) * delta).astype(dtype)
+    terms = np.full(n, delta, dtype=dtype)
+    if n:
+        terms[0] = start
+    with np.errstate(all="ignore"):
+        return np.add.accumulate(terms, dtype=dtype)  # sequential, as the running sum is
 
 
 def _constant_of_shape(ctx: _Ctx, inputs: Inputs) -> np.ndarray:

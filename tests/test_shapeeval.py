@@ -93,6 +93,8 @@ CASES = [
     ("range-int-neg", "Range", {}, [_a(10), _a(1), _a(-4)], 17),
     ("range-empty", "Range", {}, [_a(5), _a(1), _a(1)], 17),
     ("range-float", "Range", {}, [_a(0.5, np.float32), _a(2.0, np.float32), _a(0.25, np.float32)], 17),
+    ("range-float-inexact", "Range", {}, [_a(0.1, np.float32), _a(3.0, np.float32), _a(0.1, np.float32)], 17),
+    ("range-double-neg", "Range", {}, [_a(1.0, np.float64), _a(-1.05, np.float64), _a(-0.3, np.float64)], 17),
     ("constantofshape-int", "ConstantOfShape", {"value": numpy_helper.from_array(_a([7]))}, [_a([2, 3])], 17),
     ("constantofshape-default", "ConstantOfShape", {}, [_a([3])], 17),
     ("constantofshape-scalar", "ConstantOfShape", {"value": numpy_helper.from_array(_a([1]))}, [_a([], I64)], 17),
