@@ -152,7 +152,7 @@ def _ints(a: np.ndarray | None, *, rank: int | None = 1) -> list[int]:
         raise _Unknown
     if rank is not None and a.ndim != rank:
         raise _Unknown
-    return [int(v) for v in a.reshape(-1)]
+    return [int(v) for v in a.reshape(-1).tolist()]
 
 
 def _axis(axis: int, rank: int) -> int:
@@ -161,20 +161,56 @@ def _axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def _to_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Exact values (an object array of Python ints, or floats) in ``dtype``; unknown when out of range."""
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        flat = values.reshape(-1)
-        if any(not (info.min <= int(v) <= info.max) for v in flat):
-            raise _Unknown
-        return np.array([int(v) for v in flat], dtype=dtype).reshape(values.shape)
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def _as_int64(a: np.ndarray) -> np.ndarray:
+    """An integer or bool array as int64; unknown when a uint64 value does not fit."""
+    if a.dtype == np.uint64 and a.size and int(a.max()) > _I64_MAX:
+        raise _Unknown
+    return a.astype(np.int64)
+
+
+def _fit(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Exact int64 values in the integer ``dtype``; unknown when one does not fit."""
+    info = np.iinfo(dtype)
+    if values.size and (int(values.min()) < info.min or int(values.max()) > info.max):
+        raise _Unknown
     return values.astype(dtype)
 
 
-def _exact(a: np.ndarray) -> np.ndarray:
-    """An integer array as Python ints (exact arithmetic), anything else as it is."""
-    return a.astype(object) if np.issubdtype(a.dtype, np.integer) else a
+def _int_arith(kind: str, a: np.ndarray, b: np.ndarray, fmod: bool) -> np.ndarray:
+    """``a kind b`` on int64 arrays of one shape, exactly: unknown on overflow or division by zero.
+
+    Div truncates toward zero and Mod takes the divisor's sign (``fmod``: the
+    dividend's), as onnxruntime does. Overflow is detected, never wrapped.
+    """
+    with np.errstate(all="ignore"):
+        if kind == "Add":
+            r = a + b
+            bad = ((a ^ r) & (b ^ r)) < 0
+        elif kind == "Sub":
+            r = a - b
+            bad = ((a ^ b) & (a ^ r)) < 0
+        elif kind == "Mul":
+            r = a * b
+            nonzero = a != 0
+            back = np.floor_divide(r, np.where(nonzero, a, 1))
+            bad = (nonzero & (back != b)) | ((a == -1) & (b == _I64_MIN)) | ((b == -1) & (a == _I64_MIN))
+        else:
+            if np.any(b == 0) or np.any((a == _I64_MIN) & (b == -1) & (kind == "Div")):
+                raise _Unknown
+            safe = np.where(b == -1, 1, b)  # x / -1 and x % -1 without the machine's overflow trap
+            if kind == "Div":
+                q = np.floor_divide(a, safe)
+                q = q + ((np.remainder(a, safe) != 0) & ((a < 0) != (safe < 0)))
+                r = np.where(b == -1, -a, q)
+            else:
+                r = np.where(b == -1, 0, np.fmod(a, safe) if fmod else np.remainder(a, safe))
+            bad = np.zeros(r.shape, dtype=bool)
+    if np.any(bad):
+        raise _Unknown
+    return np.asarray(r, dtype=np.int64)
 
 
 def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -397,37 +433,18 @@ def _cast(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
     to = int(ctx.attrs.get("to", 0))  # type: ignore[call-overload]
     if to not in _NP_DTYPES:
         raise _Unknown
-    dtype = np.dtype(_NP_DTYPES[to])
+    dtype: np.dtype = np.dtype(_NP_DTYPES[to])
     if dtype == np.bool_:
         return x != 0
     if np.issubdtype(dtype, np.integer):
-        if np.issubdtype(x.dtype, np.floating):
-            if not np.all(np.isfinite(x)):
-                raise _Unknown
-            exact = np.array([int(v) for v in x.reshape(-1)], dtype=object).reshape(x.shape)
-        else:
-            exact = _exact(x.astype(np.int64) if x.dtype == np.bool_ else x)
-        return _to_dtype(exact, dtype)
+        if not np.issubdtype(x.dtype, np.floating):
+            return _fit(_as_int64(x), dtype)
+        info = np.iinfo(dtype)
+        t = np.trunc(x.astype(np.float64))  # C's cast truncates toward zero
+        if not np.all(np.isfinite(t)) or np.any(t < float(info.min)) or np.any(t >= float(info.max) + 1):
+            raise _Unknown
+        return t.astype(dtype)
     return x.astype(dtype)
-
-
-def _int_div(a: int, b: int) -> int:
-    if b == 0:
-        raise _Unknown
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
-def _int_fmod(a: int, b: int) -> int:
-    if b == 0:
-        raise _Unknown
-    return a - b * _int_div(a, b)
-
-
-def _int_mod(a: int, b: int) -> int:
-    if b == 0:
-        raise _Unknown
-    return a % b
 
 
 def _binary(kind: str) -> Callable[[_Ctx, Inputs], np.ndarray]:
@@ -440,19 +457,9 @@ def _binary(kind: str) -> Callable[[_Ctx, Inputs], np.ndarray]:
             raise _Unknown
         shape = _broadcast(a.shape, b.shape)
         if np.issubdtype(dtype, np.integer):
-            x, y = np.broadcast_to(_exact(a), shape), np.broadcast_to(_exact(b), shape)
-            if kind == "Add":
-                out = x + y
-            elif kind == "Sub":
-                out = x - y
-            elif kind == "Mul":
-                out = x * y
-            else:
-                fn = _int_div if kind == "Div" else (
-                    _int_fmod if int(ctx.attrs.get("fmod", 0)) else _int_mod)  # type: ignore[call-overload]
-                out = np.array([fn(int(p), int(q)) for p, q in zip(x.reshape(-1), y.reshape(-1))],
-                               dtype=object).reshape(shape)
-            return _to_dtype(np.asarray(out, dtype=object), dtype)
+            x, y = np.broadcast_to(_as_int64(a), shape), np.broadcast_to(_as_int64(b), shape)
+            fmod = bool(int(ctx.attrs.get("fmod", 0)))  # type: ignore[call-overload]
+            return _fit(_int_arith(kind, x, y, fmod), dtype)
         with np.errstate(all="ignore"):
             if kind == "Add":
                 return np.add(a, b)
@@ -511,8 +518,10 @@ def _unary(kind: str) -> Callable[[_Ctx, Inputs], np.ndarray]:
                 raise _Unknown
             return (np.floor if kind == "Floor" else np.ceil)(x)
         if np.issubdtype(x.dtype, np.integer):
-            exact = _exact(x)
-            return _to_dtype(np.asarray(-exact if kind == "Neg" else abs(exact), dtype=object), x.dtype)
+            v = _as_int64(x)
+            if np.any(v == _I64_MIN):
+                raise _Unknown
+            return _fit(-v if kind == "Neg" else np.abs(v), x.dtype)
         return np.negative(x) if kind == "Neg" else np.abs(x)
 
     return run
@@ -551,14 +560,14 @@ def _extreme(kind: str) -> Callable[[_Ctx, Inputs], np.ndarray]:
     return run
 
 
-def _product(values: np.ndarray, limit: int) -> int:
-    """The exact product of integers, unknown once it leaves ``±limit`` (a zero anywhere makes it 0)."""
-    if np.any(values == 0):
+def _product(values: list[int]) -> int:
+    """The exact product of integers, unknown once it leaves int64 (a zero anywhere makes it 0)."""
+    if 0 in values:
         return 0
     p = 1
     for v in values:
-        p *= int(v)
-        if abs(p) > limit:
+        p *= v
+        if not _I64_MIN <= p <= _I64_MAX:
             raise _Unknown
     return p
 
@@ -578,10 +587,9 @@ def _reduce_prod(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
     if np.issubdtype(x.dtype, np.integer):
         kept = [a for a in range(x.ndim) if a not in norm]
         groups = np.transpose(x, kept + norm).reshape(math.prod(x.shape[a] for a in kept), -1)
-        limit = 2 ** (8 * x.dtype.itemsize)
-        out = np.array([_product(row, limit) for row in groups], dtype=object)
+        out = np.array([_product(row) for row in _as_int64(groups).tolist()], dtype=np.int64)
         shape = [1 if a in norm else d for a, d in enumerate(x.shape)] if keepdims else [x.shape[a] for a in kept]
-        return _to_dtype(out.reshape(shape), x.dtype)
+        return _fit(out.reshape(shape), x.dtype)
     if x.dtype == np.bool_:
         raise _Unknown
     return np.asarray(np.prod(x, axis=tuple(norm), keepdims=keepdims), dtype=x.dtype)
@@ -652,11 +660,16 @@ def _range(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
         raise _Unknown
     if np.issubdtype(dtype, np.integer):
         s, lim, d = int(start), int(limit), int(delta)
-        if d == 0:
+        # onnxruntime counts in double: past 2^53 its count can differ from the exact one
+        if d == 0 or any(abs(v) > 2**53 for v in (s, lim, d, lim - s)):
             raise _Unknown
         n = max(-(-(lim - s) // d), 0)
         _count((n,))
-        return _to_dtype(np.array([s + i * d for i in range(n)], dtype=object), dtype)
+        info = np.iinfo(dtype)
+        if n and not info.min <= s + (n - 1) * d <= info.max:
+            raise _Unknown
+        with np.errstate(all="ignore"):  # i * d may wrap; s + i * d is in range, so exact
+            return (np.arange(n, dtype=np.int64) * np.int64(d) + np.int64(s)).astype(dtype)
     s_f, lim_f, d_f = float(start), float(limit), float(delta)
     if d_f == 0 or not all(math.isfinite(v) for v in (s_f, lim_f, d_f)):
         raise _Unknown
@@ -949,6 +962,7 @@ def evaluate_shapes(
         for name in set(n.input):
             consumers.setdefault(name, []).append(n)
     fold: set[str] = set()
+    failed: set[int] = set()
     current, rounds, folded = inferred, 0, 0
     made: dict[str, np.ndarray] = {}
     typed: dict[str, tuple[int, tuple[int, ...]]] = {}
@@ -960,12 +974,18 @@ def evaluate_shapes(
         new: list[str] = []
         for i in order:
             node = nodes[i]
-            if len(node.output) != 1 or node.output[0] not in needed or node.output[0] in values:
+            if i in failed or len(node.output) != 1 or node.output[0] not in needed or node.output[0] in values:
                 continue
             ins = [values.get(name) if name else None for name in node.input]
             in_shapes = [shapes.get(name) if name else None for name in node.input]
             out = evaluate_node(node, ins, in_shapes, opset)
-            if out is None or out.size > budget:
+            if out is None:
+                # with every input known, a later round cannot do better: never try it again
+                read = in_shapes if node.op_type in _SHAPE_ONLY else ins
+                if all(v is not None for name, v in zip(node.input, read) if name):
+                    failed.add(i)
+                continue
+            if out.size > budget:
                 continue
             budget -= out.size
             name = node.output[0]

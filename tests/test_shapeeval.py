@@ -74,6 +74,14 @@ CASES = [
     ("div-int32", "Div", {}, [_a([9, -9], np.int32), _a([4, 4], np.int32)], 17),
     ("div-float", "Div", {}, [_a([7.0, 1.0], np.float32), _a([2.0, 3.0], np.float32)], 17),
     ("mod-int", "Mod", {}, [_a([7, -7, 7, -7]), _a([3, 3, -3, -3])], 17),
+    ("div-by-minus-one", "Div", {}, [_a([5, -7, 0, 2**63 - 1]), _a([-1, -1, -1, -1])], 17),
+    ("mod-by-minus-one", "Mod", {}, [_a([5, -7, 6]), _a([-1, -1, -1])], 17),
+    ("mod-fmod-by-minus-one", "Mod", {"fmod": 1}, [_a([5, -7]), _a([-1, -1])], 17),
+    ("mul-near-limits", "Mul", {}, [_a([2**31, -(2**31), -1]), _a([2**31, 2**32 - 1, 2**63 - 1])], 17),
+    ("add-near-limits", "Add", {}, [_a([2**62, -(2**62)]), _a([2**62 - 1, -(2**62)])], 17),
+    ("sub-uint8", "Sub", {}, [_a([250, 7], np.uint8), _a([5, 7], np.uint8)], 17),
+    ("cast-float-to-int32-edge", "Cast", {"to": TensorProto.INT32}, [_a([-2147483648.0, 2147483520.0], np.float32)], 17),
+    ("range-int-large", "Range", {}, [_a(2**53 - 4), _a(2**53), _a(3)], 17),
     ("mod-int-fmod", "Mod", {"fmod": 1}, [_a([7, -7, 7, -7]), _a([3, 3, -3, -3])], 17),
     ("mod-float-fmod", "Mod", {"fmod": 1}, [_a([7.5, -7.5], np.float32), _a([2.0, 2.0], np.float32)], 17),
     ("equal", "Equal", {}, [_a([1, -1, 3]), _a(-1)], 17),
@@ -166,6 +174,15 @@ def test_constant(attrs, want):
     ("Div", {}, [_a([1]), _a([0])]),  # integer division by zero
     ("Mod", {}, [_a([1]), _a([0])]),
     ("Mul", {}, [_a([2**62]), _a([4])]),  # leaves int64
+    ("Mul", {}, [_a([-1]), _a([-(2**63)])]),
+    ("Mul", {}, [_a([3037000500]), _a([3037000500])]),  # just past 2^63
+    ("Add", {}, [_a([2**62]), _a([2**62])]),
+    ("Sub", {}, [_a([-(2**63)]), _a([1])]),
+    ("Div", {}, [_a([-(2**63)]), _a([-1])]),
+    ("Sub", {}, [_a([5], np.uint8), _a([6], np.uint8)]),  # below uint8
+    ("Cast", {"to": TensorProto.INT32}, [_a([2147483648.0], np.float32)]),
+    ("Abs", {}, [_a([-(2**63)])]),
+    ("Range", {}, [_a(2**63 - 4), _a(2**63 - 1), _a(1)]),  # onnxruntime's double count gives 0 there
     ("Add", {}, [_a([2**31 - 1], np.int32), _a([1], np.int32)]),  # leaves int32
     ("Cast", {"to": TensorProto.INT32}, [_a([2**40])]),
     ("Cast", {"to": TensorProto.INT64}, [_a([np.inf], np.float32)]),
@@ -452,6 +469,16 @@ def test_hostile_sizes_are_refused_quickly():
     assert evaluate_node(_node("ConstantOfShape", 1), [spec], [spec.shape], 17) is None
     assert evaluate_node(_node("Expand", 2), [_a([1]), spec], [(1,), spec.shape], 17) is None
     assert time.perf_counter() - t0 < 10
+
+
+def test_failing_arithmetic_on_a_million_elements_is_quick():
+    import time
+
+    big, zeros = np.full(2**20, 2**62, I64), np.zeros(2**20, I64)
+    t0 = time.perf_counter()
+    for op, rhs in (("Mul", big), ("Add", big), ("Div", zeros), ("Mod", zeros)):
+        assert evaluate_node(_node(op, 2), [big, rhs], [(2**20,)] * 2, 17) is None
+    assert time.perf_counter() - t0 < 5
 
 
 def test_reduceprod_is_exact_and_checked():
