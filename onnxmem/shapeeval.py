@@ -27,8 +27,11 @@ This module evaluates those chains without weights and without onnxruntime:
 Guarantees: a value is either exact or unknown, never guessed. Any value the
 evaluator would make with more than ``MAX_ELEMENTS`` elements (checked from the
 shapes before anything is allocated), any integer leaving its dtype's range
-(arithmetic is exact, in Python integers), any malformed attribute or input
-makes that value unknown. Symbolic dims are used only through the caller's
+(integer arithmetic runs in int64 with every overflow detected, never
+wrapped), an integer Range past 2^53 (where onnxruntime's own count, made in
+double, can differ), any malformed attribute or input makes that value
+unknown; all values of one pass hold at most ``MAX_TOTAL_ELEMENTS``, and a
+node that fails with all its inputs known is not tried again. Symbolic dims are used only through the caller's
 ``resolve`` (which binds them to the user's ``--dim`` values through
 :mod:`onnxmem.dimexpr`); a value that depends on an unbound dim stays unknown.
 No string of the model is evaluated. It does not evaluate ops with subgraphs,
