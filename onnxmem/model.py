@@ -31,7 +31,7 @@ from typing import Iterable, Mapping
 import onnx
 from onnx import TensorProto
 
-from . import dimexpr
+from . import dimexpr, shapeeval
 from .errors import ModelError, ShapeError, show_name
 from .fileio import MAX_MODEL_BYTES, open_input, read_input
 
@@ -853,6 +853,13 @@ def infer_shapes(
     inferred = _run_onnx_inference(work)
     if inferred is not None:
         absorb(_collect(inferred), "onnx", dims)
+    if inferred is not None and len(known) < len(wanted):
+        # shape arithmetic (Shape -> Gather -> Concat -> Reshape ...) evaluated, folded in, inferred again
+        evaluated = shapeeval.evaluate_shapes(
+            work, inferred, infer=_run_onnx_inference, resolve=lambda d: _resolve_dim(d, dims)
+        )
+        absorb({**_collect(evaluated.model), **evaluated.shapes}, "evaluated", dims)
+        inferred = evaluated.model
     if len(known) < len(wanted):
         _apply_op_rules(model, known, sources)
     if len(known) < len(wanted):
