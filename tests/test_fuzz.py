@@ -181,7 +181,7 @@ def test_worker_records_reads_hangs_and_recovers(tmp_path: Path) -> None:
                           "named_reads": [str(folder / fuzzing.CANARY)]}, 60)
         assert res["reads"] == [] and res["code"] == 1
         res = worker.run({"folder": str(folder), "named_reads": [],
-                          "argv": ["generate", "transformer", "out/big.onnx", "--size", "400"]}, 0.2)
+                          "argv": ["generate", "transformer", "out/big.onnx", "--size", "4000"]}, 0.2)
         assert res.get("hang") is True
         res = worker.run({"folder": str(folder), "named_reads": [],
                           "argv": ["generate", "randwire", "out/small.onnx", "--size", "4"]}, 60)
