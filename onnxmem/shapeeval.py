@@ -41,7 +41,6 @@ data (``NonZero``, ``TopK`` outputs...).
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -49,6 +48,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from .toposort import stable_order
 
 __all__ = [
     "EVALUATORS",
@@ -831,25 +832,13 @@ def _topological(nodes: Sequence[onnx.NodeProto]) -> list[int]:
         for o in n.output:
             if o:
                 producer.setdefault(o, i)
-    waits = [0] * len(nodes)
     users: list[list[int]] = [[] for _ in nodes]
     for i, n in enumerate(nodes):
         for name in set(n.input):
             p = producer.get(name)
             if name and p is not None and p != i:
-                waits[i] += 1
                 users[p].append(i)
-    ready = [i for i, w in enumerate(waits) if w == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for u in users[i]:
-            waits[u] -= 1
-            if waits[u] == 0:
-                heapq.heappush(ready, u)
-    return order
+    return stable_order(users)
 
 
 def _needed(nodes: Sequence[onnx.NodeProto]) -> set[str]:

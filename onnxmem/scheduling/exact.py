@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -244,6 +244,28 @@ def _exact_best_first(
 
     disc, step = piece.disc, piece.set_step(slot_cons)  # step(): only where disc[v] is set
 
+    def ready(mask: int) -> Iterator[tuple[int, int]]:
+        """The nodes not in ``mask`` whose predecessors all are, lowest first, with their bit."""
+        rest = full & ~mask
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            v = low.bit_length() - 1
+            if not pred_mask[v] & ~mask:
+                yield v, low
+
+    def live_while(v: int, mask: int, r: int) -> int:
+        """Bytes live while ``v`` runs after the nodes of ``mask``, ``r`` bytes resident."""
+        return r + (step(v, mask) if disc[v] else alloc[v]) + (first_extra if mask == 0 else 0)
+
+    def resident_after(v: int, done: int, r: int) -> int:
+        """Bytes resident once ``v`` has run (``done``: the nodes run by then)."""
+        nr = r + keep[v]
+        for s, size in frees[v]:
+            if not (slot_cons[s] & ~done):
+                nr -= size
+        return nr
+
     best: dict[int, int] = {0: -(1 << 62)}
     parent: dict[int, tuple[int, tuple[int, ...]]] = {}
     heap: list[tuple[int, int, int, int, int, int]] = [(lb, 0, 0, 0, 0, -(1 << 62))]
@@ -278,22 +300,12 @@ def _exact_best_first(
         progressed = True
         while progressed:
             progressed = False
-            v = 0
-            rest = full & ~mask
-            while rest:
-                low = rest & -rest
-                v = low.bit_length() - 1
-                rest ^= low
-                if pred_mask[v] & ~mask:
-                    continue
-                m = r + (step(v, mask) if disc[v] else alloc[v]) + (first_extra if mask == 0 else 0)
+            for v, low in ready(mask):
+                m = live_while(v, mask, r)
                 if m > bound:
                     continue
                 nm = mask | low
-                nr = r + keep[v]
-                for s, size in frees[v]:
-                    if not (slot_cons[s] & ~nm):
-                        nr -= size
+                nr = resident_after(v, nm, r)
                 if nr <= r:
                     chain.append(v)
                     mask, r = nm, nr
@@ -311,24 +323,15 @@ def _exact_best_first(
             counter += 1
             heapq.heappush(heap, (max(peak, lb), -depth, counter, mask, r, peak))
             continue
-        rest = full & ~mask
-        while rest:
-            low = rest & -rest
-            v = low.bit_length() - 1
-            rest ^= low
-            if pred_mask[v] & ~mask:
-                continue
-            m = r + (step(v, mask) if disc[v] else alloc[v]) + (first_extra if mask == 0 else 0)
+        for v, low in ready(mask):
+            m = live_while(v, mask, r)
             np_ = peak if peak >= m else m
             if np_ >= ub:
                 continue
             nm = mask | low
             if best.get(nm, 1 << 62) <= np_:
                 continue
-            nr = r + keep[v]
-            for s, size in frees[v]:
-                if not (slot_cons[s] & ~nm):
-                    nr -= size
+            nr = resident_after(v, nm, r)
             best[nm] = np_
             parent[nm] = (mask, (v,))
             counter += 1

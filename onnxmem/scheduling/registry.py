@@ -8,12 +8,12 @@ is complete, and re-exports these names.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..errors import ModelError, show_name
 from ..graph import GraphView
+from ..toposort import stable_order
 
 __all__ = [
     "ORDERS",
@@ -74,25 +74,10 @@ def stable_topological_order(view: GraphView) -> tuple[int, ...]:
 
 def _stable_order(view: GraphView) -> tuple[int, ...]:
     n = len(view.ops)
-    indeg = [0] * n
-    succ: list[tuple[int, ...]] = [()] * n
-    for i in range(n):
-        preds = view.predecessors(i)
-        indeg[i] = len(preds)
-    for i in range(n):
-        succ[i] = view.successors(i)
-    ready = [i for i in range(n) if indeg[i] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for j in succ[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                heapq.heappush(ready, j)
+    order = stable_order([view.successors(i) for i in range(n)])
     if len(order) < n:
-        stuck = [view.ops[i].name for i in range(n) if indeg[i] > 0]
+        placed = set(order)
+        stuck = [view.ops[i].name for i in range(n) if i not in placed]
         shown = ", ".join(show_name(s) for s in stuck[:6]) + (" ..." if len(stuck) > 6 else "")
         raise ModelError(
             f"the graph has a cycle through nodes {shown}; an ONNX graph must be acyclic"
