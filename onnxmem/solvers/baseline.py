@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..problem import Problem, Solution, align_up, lower_bound
-from . import SolveOptions, judge, register
+from .registry import SolveOptions, judge, register
 
 __all__ = ["naive", "place_in_order", "size_order"]
 

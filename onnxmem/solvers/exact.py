@@ -65,8 +65,8 @@ from typing import Any
 import numpy as np
 
 from ..problem import Problem, Solution, Status, lower_bound
-from . import SearchSwitches, SolveOptions, judge, register
 from .greedy import Placer, best_greedy_offsets, restarts
+from .registry import SearchSwitches, SolveOptions, judge, register
 
 # The compiled search (numba) is imported inside the functions that run it, so
 # that importing this module, and the quick paths of ``auto``, never load numba.

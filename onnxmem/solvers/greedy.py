@@ -56,8 +56,8 @@ from typing import Callable
 import numpy as np
 
 from ..problem import Problem, Solution, lower_bound
-from . import SolveOptions, judge, register
 from .baseline import place_in_order
+from .registry import SolveOptions, judge, register
 
 __all__ = [
     "BEST_GREEDY_TIMEOUT", "GreedyResult", "NUMPY_MAX", "ORDERS", "PREORDERS", "Placer",

@@ -22,7 +22,7 @@ from typing import Callable
 
 from ..errors import PlanInvalid, ProblemError
 from ..problem import Problem, Solution, lower_bound, read_csv, validate, write_csv
-from . import SOLVERS, SolveOptions, solve
+from .registry import SOLVERS, SolveOptions, solve
 
 __all__ = ["EXIT_NO_PLAN", "PackReport", "pack", "pack_csv"]
 

@@ -41,7 +41,7 @@ import time
 import numpy as np
 
 from ..problem import Problem, Solution, align_up
-from . import SolveOptions, judge, register
+from .registry import SolveOptions, judge, register
 
 __all__ = ["positional_maximum_bound", "shared_greedy_objects", "layout_objects"]
 

@@ -1,0 +1,159 @@
+"""The solver registry: options, registration, and :func:`solve`, which owns the deadline.
+
+Strategy modules register here; the package imports them (see ``__init__``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from ..errors import ProblemError
+from ..problem import Problem, Solution, Status, lower_bound
+
+__all__ = [
+    "SOLVERS",
+    "SearchSwitches",
+    "SolveOptions",
+    "SolverInfo",
+    "judge",
+    "register",
+    "solve",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSwitches:
+    """The pruning rules of the ``exact`` search (see :mod:`._search`), each on or off.
+
+    Every rule keeps at least one optimal plan, so turning one off changes
+    nothing but the time a search takes (tests check this). ``canonical``:
+    buffers are placed in non-decreasing (offset, rank) order (rule 1);
+    ``dominance``: a buffer at or above the lowest top an unplaced buffer can
+    reach is not tried (rule 2); ``sections``: the cross-section check (rule
+    3); ``decomposition``: independent sides are searched apart (rule 4).
+    """
+
+    canonical: bool = True
+    dominance: bool = True
+    sections: bool = True
+    decomposition: bool = True
+
+    def flags(self) -> tuple[int, int, int, int]:
+        """The switches as 0/1 in the order above (what the compiled search reads)."""
+        return (int(self.canonical), int(self.dominance), int(self.sections), int(self.decomposition))
+
+
+@dataclass(frozen=True, slots=True)
+class SolveOptions:
+    """Options every solver takes.
+
+    ``capacity``: bytes the arena may use; ``None`` minimizes the arena.
+    ``timeout``: seconds the solver may take before it returns the best plan
+    it has (``None``: the solver's ``default_timeout``). ``seed``: for
+    randomized solvers. ``switches``: the exact search's pruning rules.
+    ``deadline``: a ``time.perf_counter`` value, set by :func:`solve` from
+    the timeout; solvers read it, callers leave it alone. ``progress``: called
+    with a line whenever a searching solver improves its plan.
+    """
+
+    capacity: int | None = None
+    timeout: float | None = None
+    seed: int = 0
+    switches: SearchSwitches = SearchSwitches()
+    deadline: float | None = None
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
+
+    def report(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
+
+
+SolverFn = Callable[[Problem, SolveOptions], Solution]
+
+
+@dataclass(frozen=True, slots=True)
+class SolverInfo:
+    """A registered solver: its function, one-line summary, form and default budget.
+
+    ``default_timeout``: seconds it searches when the caller gives no timeout;
+    ``None`` for solvers that make one pass and never search.
+    """
+
+    name: str
+    fn: SolverFn
+    summary: str
+    form: str  # "offsets" or "shared-objects"
+    default_timeout: float | None = None
+
+    @property
+    def help(self) -> str:
+        """The summary, with the default budget when the solver has one."""
+        if self.default_timeout is None:
+            return self.summary
+        return f"{self.summary} (searches {self.default_timeout:g} s unless --timeout says otherwise)"
+
+
+SOLVERS: dict[str, SolverInfo] = {}
+
+
+def register(
+    name: str, summary: str, form: str = "offsets", default_timeout: float | None = None
+) -> Callable[[SolverFn], SolverFn]:
+    """Decorator: add a solver to :data:`SOLVERS` under ``name``."""
+
+    def deco(fn: SolverFn) -> SolverFn:
+        if name in SOLVERS:
+            raise ValueError(f"solver {name!r} registered twice")
+        SOLVERS[name] = SolverInfo(name, fn, summary, form, default_timeout)
+        return fn
+
+    return deco
+
+
+def judge(height: int, bound: int, capacity: int | None, cut_off: bool = False) -> Status:
+    """The status of a plan of ``height``: ``bound`` is a proven lower bound.
+
+    Optimal when it meets the bound; else ``timeout`` when the solver was cut
+    off by its deadline; else ``over-capacity`` above the capacity; else
+    ``feasible``.
+    """
+    if height <= bound:
+        return Status.OPTIMAL
+    if cut_off:
+        return Status.TIMEOUT
+    if capacity is not None and height > capacity:
+        return Status.OVER_CAPACITY
+    return Status.FEASIBLE
+
+
+def solve(problem: Problem, solver: str = "greedy", options: SolveOptions | None = None) -> Solution:
+    """Solve ``problem`` with the named solver; sets ``seconds`` on the result.
+
+    A capacity below the max-live lower bound is rejected at once. The
+    deadline is set here, from ``options.timeout`` or the solver's default.
+    """
+    if solver not in SOLVERS:
+        raise ProblemError(
+            f"unknown solver '{solver}'; choose one of: {', '.join(sorted(SOLVERS))}"
+        )
+    info = SOLVERS[solver]
+    t0 = time.perf_counter()
+    opts = options or SolveOptions()
+    if opts.capacity is None and problem.capacity is not None:
+        opts = replace(opts, capacity=problem.capacity)
+    if opts.capacity is not None:
+        bound = lower_bound(problem)
+        if opts.capacity < bound:
+            raise ProblemError(
+                f"capacity {opts.capacity} is below the lower bound {bound}: at some "
+                "step more bytes than that are live; raise the capacity"
+            )
+    timeout = info.default_timeout if opts.timeout is None else opts.timeout
+    opts = replace(opts, timeout=timeout, deadline=None if timeout is None else t0 + timeout)
+    sol = info.fn(problem, opts)
+    stats = dict(sol.stats)
+    if timeout is not None:
+        stats["budget_s"] = float(timeout)
+    return replace(sol, seconds=time.perf_counter() - t0, stats=stats)
