@@ -96,6 +96,8 @@ MAX_BYTES = 2**62
 #: limits on the graph a file may hold, far above real models
 MAX_NESTING = 24
 MAX_NODES = 10_000_000
+#: passes of onnxruntime's symbolic inference onnxmem lets run
+SYMBOLIC_PASSES = 16
 
 
 def dtype_name(elem_type: int) -> str:
@@ -692,7 +694,11 @@ def _run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             engine = SymbolicShapeInference(2**31 - 1, True, False, 0)
             engine._preprocess(model)
-            while engine.run_:
+            # it repeats its pass while a pass merged symbols; on some damaged models
+            # it never stops, so the passes are bounded (real models need one to three)
+            for _ in range(SYMBOLIC_PASSES):
+                if not engine.run_:
+                    break
                 engine._infer_impl()
             engine._update_output_from_vi()
             return engine.out_mp_  # type: ignore[no-any-return]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import OnnxmemError
+from .errors import OnnxmemError, one_line, show_name
 from .fileio import check_output_path, write_text_atomic
 from .lifetimes import group_span, live_profile
 from .plan import MemoryPlan, PlannedTensor
@@ -133,6 +133,7 @@ def contributors(plan: MemoryPlan, step: int | None = None) -> list[Contributor]
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    rows = [[one_line(c) for c in row] for row in rows]  # names from the plan file, escaped
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
@@ -168,7 +169,7 @@ def render_summary(plan: MemoryPlan, top: int = 10) -> str:
         f"weights      {format_bytes(plan.weights_size)}",
         f"solver       {solver.get('name', '?')}: {solver.get('status', '?')} in "
         f"{float(solver.get('seconds', 0.0)):.3f} s; plan {plan.plan_seconds:.3f} s",
-        f"peak         step {step}: {op} '{node}', {format_bytes(at_peak)} live in "
+        f"peak         step {step}: {op} {show_name(node)}, {format_bytes(at_peak)} live in "
         f"{len(live)} tensors",
     ]
     for w in plan.warnings:
@@ -203,7 +204,8 @@ def render_summary(plan: MemoryPlan, top: int = 10) -> str:
         for t in biggest
     ]
     lines += _table(["tensor", "op", "size", "steps", "lifetime"], rows, {2, 4})
-    return "\n".join(lines) + "\n"
+    # every string of the plan file reaches the terminal escaped: one line stays one line
+    return "\n".join(one_line(line) for line in lines) + "\n"
 
 
 # --------------------------------------------------------------------------- pictures
