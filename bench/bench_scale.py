@@ -10,7 +10,7 @@ Three families, each at 1k, 10k and 100k nodes (``--sizes``):
 Every case runs in a subprocess of its own, so that its peak resident memory
 (``ru_maxrss`` of that process) is its own: the child builds the model, writes
 it, then times ``onnxmem.pipeline.plan_model`` with the default options. The
-static proof (``onnxmem.verify.prove_plan``, run by every plan) is timed on its
+static proof (``onnxmem.proof.prove_plan``, run by every plan) is timed on its
 own inside that call and reported apart; it stops at ``--proof-limit`` seconds
 (then the table shows ``>`` that limit, and the plan time excludes it). Both
 wall-clock and CPU seconds are shown: on a shared machine the wall time
@@ -80,7 +80,7 @@ def child(family: str, nodes: int, proof_limit: float, workdir: str) -> None:
 
     import onnx
 
-    from onnxmem import pipeline, verify
+    from onnxmem import pipeline
     from onnxmem.pipeline import plan_model
 
     model = build(family, nodes)
@@ -89,7 +89,7 @@ def child(family: str, nodes: int, proof_limit: float, workdir: str) -> None:
     real_nodes = len(model.graph.node)
     del model
     proof = {"seconds": 0.0, "cpu": 0.0, "done": True}
-    prove = verify.prove_plan
+    prove = pipeline.prove_plan
 
     class ProofLimit(Exception):
         pass
@@ -111,7 +111,7 @@ def child(family: str, nodes: int, proof_limit: float, workdir: str) -> None:
             proof["seconds"] = time.perf_counter() - t
             proof["cpu"] = time.process_time() - c
 
-    verify.prove_plan = timed_proof  # type: ignore[assignment]
+    pipeline.prove_plan = timed_proof  # type: ignore[assignment]
     stages = {"shapes": 0.0, "solver": 0.0}
     for attr, stage in (("infer_shapes", "shapes"), ("solve", "solver")):
         setattr(pipeline, attr, _cpu_timed(getattr(pipeline, attr), stages, stage))
@@ -157,18 +157,19 @@ def machine() -> str:
 
 def table(rows: list[dict[str, object]], proof_limit: float) -> list[str]:
     out = ["| graph | nodes | buffers | plan s (wall) | plan s (CPU) | shapes | solver | rest | "
-           "proof s (wall) | proof s (CPU) | peak RSS MiB | arena B |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "proof s (wall) | proof s (CPU) | plan + proof s (wall) | peak RSS MiB | arena B |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['family']} | {r['nodes']} | | failed: {r['error']} | | | | | | | | |")
+            out.append(f"| {r['family']} | {r['nodes']} | | failed: {r['error']} | | | | | | | | | |")
             continue
         proof = f"{r['proof_s']:.2f}" if r["proof_done"] else f"> {proof_limit:.0f}"
         proof_cpu = f"{r['proof_cpu_s']:.2f}" if r["proof_done"] else "-"
         rest = r["plan_cpu_s"] - r["shapes_cpu_s"] - r["solver_cpu_s"]  # type: ignore[operator]
+        total = f"{r['plan_s'] + r['proof_s']:.2f}" if r["proof_done"] else "-"  # type: ignore[operator]
         out.append(f"| {r['family']} | {r['nodes']:,} | {r['buffers']:,} | {r['plan_s']:.2f} | "
                    f"{r['plan_cpu_s']:.2f} | {r['shapes_cpu_s']:.2f} | {r['solver_cpu_s']:.2f} | {rest:.2f} | "
-                   f"{proof} | {proof_cpu} | {r['rss_mib']:.0f} | {r['arena']:,} |")
+                   f"{proof} | {proof_cpu} | {total} | {r['rss_mib']:.0f} | {r['arena']:,} |")
     return out
 
 
@@ -224,7 +225,7 @@ def doc(lines: list[str], command: str, started: str, where: str, total: float, 
         "",
         "*plan s*: `plan_model` from reading the file to the recorded plan (shape",
         "inference, view, order, liveness and aliasing, solver, plan record), the proof",
-        "excluded. *proof s*: the static proof (`onnxmem.verify.prove_plan`) that every",
+        "excluded. *proof s*: the static proof (`onnxmem.proof.prove_plan`) that every",
         f"plan runs, timed apart and stopped at {proof_limit:.0f} s (`>`). *shapes*, *solver*,",
         "*rest*: the plan's CPU seconds in shape inference (`onnxmem.model.infer_shapes`),",
         "in the solver (`onnxmem.solvers.solve`) and in everything else (reading the file,",
