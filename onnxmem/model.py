@@ -7,9 +7,11 @@ the top-level graph a dtype and a concrete shape, in this order of trust:
 1. onnx shape inference with data propagation, on a copy whose inputs carry
    the user's ``--input-shape`` pins and ``--dim`` bindings, with the
    exporter's intermediate ``value_info`` removed (it is not trusted blindly);
-2. onnxruntime's symbolic shape inference for what is still unknown (it knows
+2. shape arithmetic evaluated statically (:mod:`onnxmem.shapeeval`: Shape,
+   Gather, Concat, ... on known values), fed back to onnx's inference;
+3. onnxruntime's symbolic shape inference for what is still unknown (it knows
    the ``com.microsoft`` ops and does symbolic arithmetic on dims);
-3. shapes measured by one onnxruntime run on random inputs, when the caller
+4. shapes measured by one onnxruntime run on random inputs, when the caller
    gives them (``onnxmem.runtime.infer_measured_shapes``: the only way for
    data-dependent shapes).
 
@@ -499,7 +501,7 @@ class ShapeInfo:
 
     dtypes: dict[str, int]
     shapes: dict[str, tuple[int, ...]]
-    sources: dict[str, str] = field(default_factory=dict)  # name -> onnx|symbolic|measured|value_info
+    sources: dict[str, str] = field(default_factory=dict)  # name -> onnx|evaluated|symbolic|measured|value_info
     warnings: tuple[str, ...] = ()
 
 
