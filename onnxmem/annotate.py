@@ -80,11 +80,17 @@ def render_annotated(
             f"{show_name(str(Path(source).parent))}"
         )
     out = annotate_model(model, plan)
+    here = os.getcwd()
     try:
+        if has_external:
+            # the checker finds external data relative to the working folder
+            os.chdir(dest.parent)
         onnx.checker.check_model(out)
     except onnx.checker.ValidationError as exc:
         first = " ".join(str(exc).split())[:300]
         raise OnnxmemError(f"the annotated model fails onnx.checker: {first}") from None
+    finally:
+        os.chdir(here)
     try:
         return out.SerializeToString()  # type: ignore[no-any-return]
     except ValueError as exc:  # past protobuf's 2 GiB

@@ -199,3 +199,22 @@ def test_outputs_are_written_with_ordinary_permissions(tmp_path, models_dir):
     os.umask(umask)
     assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
     assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]  # no temporary left behind
+
+
+def test_annotate_a_model_with_external_weights_from_another_folder(tmp_path, models_dir, monkeypatch):
+    """onnx.checker finds external data relative to the working folder: annotating
+    from elsewhere must still check and write the model beside its data."""
+    import shutil
+
+    import onnxruntime as ort
+
+    for name in ("external_data.onnx", "external_data.bin"):
+        shutil.copy(models_dir / name, tmp_path / name)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    out = tmp_path / "annotated.onnx"
+    r = run("plan", str(tmp_path / "external_data.onnx"), "--annotate", str(out))
+    assert r.exit_code == 0, r.output
+    assert ort.InferenceSession(str(out)).get_inputs()
+    assert list(elsewhere.iterdir()) == []
