@@ -15,7 +15,7 @@ import onnx
 
 from .errors import RuntimeBackendError
 from .graph import GraphView, Op
-from .runtime import LOG_SEVERITY, first_line, make_session
+from .runtime import LOG_SEVERITY, first_line, make_session, run_bounded
 
 __all__ = [
     "cuda_available",
@@ -66,11 +66,7 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
 
 def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
     """One ordinary whole-model onnxruntime run on the CPU: ``{output: array}``."""
-    sess = make_session(model)
-    try:
-        values = sess.run(list(outputs), dict(feeds))
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-        raise RuntimeBackendError(f"onnxruntime failed to run the whole model: {first_line(exc)}") from None
+    values = run_bounded(make_session(model), list(outputs), feeds, "as a whole")
     return {n: np.asarray(v) for n, v in zip(outputs, values)}
 
 
