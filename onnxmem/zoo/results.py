@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OnnxmemError
-from ..fileio import write_text_atomic
+from ..fileio import OutputSet, write_text_atomic
 
 __all__ = [
     "STATUSES",
@@ -203,7 +203,7 @@ def write_results(results: Sequence[ZooResult], out_dir: str | os.PathLike[str],
 
     ``pending`` is the number of models not finished yet: a run writes its results after
     every model, so a run that is stopped still leaves the finished models' rows. Each file
-    is replaced atomically; ``results.json`` says ``"complete": false`` and how many models
+    is replaced atomically, the three together; ``results.json`` says ``"complete": false`` and how many models
     are pending until the last write.
     """
     out = Path(out_dir)
@@ -214,9 +214,12 @@ def write_results(results: Sequence[ZooResult], out_dir: str | os.PathLike[str],
     markdown = results_markdown(results)
     if pending:
         markdown += f"\nRun not finished: {pending} more models pending.\n"
-    write_text_atomic(paths["json"], json.dumps(doc, indent=1) + "\n")
-    write_text_atomic(paths["csv"], results_csv(results))
-    write_text_atomic(paths["md"], markdown)
+    outs = OutputSet()  # the three files are replaced together, or none is
+    for key, text in (("json", json.dumps(doc, indent=1) + "\n"), ("csv", results_csv(results)),
+                      ("md", markdown)):
+        outs.add(paths[key], f"zoo results ({key})")
+        outs.put(paths[key], text)
+    outs.commit()
     return paths
 
 
