@@ -17,6 +17,7 @@ from .errors import RuntimeBackendError, ShapeError, one_line, show_name
 from .model import (
     ShapeInfo,
     check_tensor_data,
+    graph_inputs,
     graph_tensors,
     infer_shapes,
     read_external_data,
@@ -204,27 +205,23 @@ def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str]
 
 def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
                   input_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    inits = {i.name for i in model.graph.initializer}
     shapes: dict[str, tuple[int, ...]] = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        if vi.name in input_shapes:
-            shapes[vi.name] = tuple(input_shapes[vi.name])
+    for name, declared in graph_inputs(model).items():
+        if name in input_shapes:
+            shapes[name] = tuple(input_shapes[name])
             continue
         sh: list[int] = []
-        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
-            if d.HasField("dim_value") and d.dim_value >= 0:
-                sh.append(int(d.dim_value))
-            elif d.dim_param in dims:
-                sh.append(dims[d.dim_param])
+        for axis, d in enumerate(declared or ()):
+            if isinstance(d, int):
+                sh.append(d)
+            elif d is not None and d in dims:
+                sh.append(dims[d])
             else:
-                sym = d.dim_param or f"axis {axis}"
                 raise ShapeError(
-                    f"input {show_name(vi.name)} has unbound dim {show_name(sym)}; pass --dim "
-                    f"{one_line(d.dim_param or 'NAME')}=N or --input-shape {one_line(vi.name)}=D1xD2..."
+                    f"input {show_name(name)} has unbound dim {show_name(d or f'axis {axis}')}; pass --dim "
+                    f"{one_line(d or 'NAME')}=N or --input-shape {one_line(name)}=D1xD2..."
                 )
-        shapes[vi.name] = tuple(sh)
+        shapes[name] = tuple(sh)
     return shapes
 
 
