@@ -2,7 +2,8 @@
 
 Exporters that trace a program (TorchScript above all) compute shapes at run
 time: ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``, with ``Cast``,
-arithmetic, ``Equal``/``Where`` and ``Range`` on the way. Static shape
+arithmetic, ``Ceil``/``Clip`` (timm's "same" padding), ``Equal``/``Where`` and
+``Range`` on the way. Static shape
 inference leaves the results unknown wherever its data propagation stops.
 This module evaluates those chains without weights and without onnxruntime:
 
@@ -69,8 +70,9 @@ MAX_ELEMENTS = 2**20
 MAX_TOTAL_ELEMENTS = 2**24
 #: the highest rank of a computed value (numpy's own limit)
 MAX_RANK = 64
-#: rounds of (evaluate, fold, infer again) at most
-MAX_ROUNDS = 8
+#: rounds of (evaluate, fold, infer again) at most: a chain whose shape reads the output of
+#: the previous chain's Pad or Reshape needs one round per link (Swin-T's TorchScript export: 16)
+MAX_ROUNDS = 32
 
 Dim = int | str | None
 
@@ -564,6 +566,34 @@ def _extreme(kind: str) -> Callable[[_Ctx, Inputs], np.ndarray]:
     return run
 
 
+def _clip(ctx: _Ctx, inputs: Inputs) -> np.ndarray:
+    """Clip: ``min(max(x, lo), hi)``, so ``hi`` wins when ``lo > hi`` (as onnxruntime does).
+
+    From opset 11 the bounds are optional scalar inputs of ``x``'s dtype; before, float
+    attributes (and ``x`` is a float tensor).
+    """
+    (x,) = _need(inputs, 0)
+    if x.dtype == np.bool_:
+        raise _Unknown
+    bounds: list[np.ndarray | None] = [None, None]
+    if ctx.opset >= 11:
+        for k, p in enumerate((1, 2)):
+            if _present(ctx, p):
+                (b,) = _need(inputs, p)
+                if b.size != 1 or b.ndim > 1 or b.dtype != x.dtype:
+                    raise _Unknown
+                bounds[k] = b.reshape(())
+    else:
+        if not np.issubdtype(x.dtype, np.floating):
+            raise _Unknown
+        for k, key in enumerate(("min", "max")):
+            if key in ctx.attrs:
+                bounds[k] = np.array(float(ctx.attrs[key]), dtype=x.dtype)  # type: ignore[arg-type]
+    lo, hi = bounds
+    out = x if lo is None else np.maximum(x, lo)
+    return np.asarray(out if hi is None else np.minimum(out, hi), dtype=x.dtype)
+
+
 def _product(values: list[int]) -> int:
     """The exact product of integers, unknown once it leaves int64 (a zero anywhere makes it 0)."""
     if 0 in values:
@@ -742,6 +772,7 @@ EVALUATORS: dict[str, Callable[[_Ctx, Inputs], np.ndarray]] = {
     "Ceil": _unary("Ceil"),
     "Transpose": _transpose,
     "Where": _where,
+    "Clip": _clip,
     "Min": _extreme("Min"),
     "Max": _extreme("Max"),
     "ReduceProd": _reduce_prod,

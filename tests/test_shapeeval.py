@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tracemalloc
 
 import numpy as np
@@ -120,6 +121,11 @@ CASES = [
     ("ceil", "Ceil", {}, [_a([-1.5, 2.5, 3.0], np.float32)], 17),
     ("transpose-perm", "Transpose", {"perm": [1, 0]}, [_a([[1, 2], [3, 4], [5, 6]])], 17),
     ("transpose-default", "Transpose", {}, [np.arange(6, dtype=I64).reshape(1, 2, 3)], 17),
+    ("clip-float", "Clip", {}, [_a([-3.5, 0.5, 9.0], np.float32), _a(0.0, np.float32), _a(6.0, np.float32)], 17),
+    ("clip-min-only", "Clip", {}, [_a([-2.0, 1.0, 3.0], np.float32), _a(0.0, np.float32)], 13),
+    ("clip-int", "Clip", {}, [_a([-5, 2, 40]), _a(-1), _a(7)], 13),
+    ("clip-min-above-max", "Clip", {}, [_a([-5, 2, 40]), _a(9), _a(3)], 13),
+    ("clip-6-attributes", "Clip", {"min": -1.0, "max": 2.5}, [_a([-3.0, 0.25, 8.0], np.float32)], 6),
 ]
 
 
@@ -426,6 +432,52 @@ def test_swin_window_partition_pattern():
     x = np.ones((1, 7, 10, 96), np.float32)
     y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert y.shape == shapes.shapes["y"]
+
+
+def _same_padding_stack(blocks: int, width: int = 7) -> onnx.ModelProto:
+    """timm's "same" padding as TorchScript exports it, ``blocks`` times in a row.
+
+    Each block reads the width of the previous block's output (Shape -> Gather), computes
+    ``max((ceil(w / 2) - 1) * 2 + 3 - w, 0)`` in float (Cast, Div, Ceil, Clip: nothing onnx's
+    data propagation follows) and pads by it, so block k's shape is known only after block
+    k - 1's Pad was inferred: one more evaluation round per block.
+    """
+    c = lambda name, v, dt=I64: numpy_helper.from_array(_a(v, dt), name)  # noqa: E731
+    inits = [c("i3", 3), c("ax0", [0]), c("two", 2.0, np.float32), c("one", 1.0, np.float32),
+             c("three", 3.0, np.float32), c("zero", 0.0, np.float32), c("head", [0, 0, 0, 0, 0, 0, 0])]
+    nodes, x = [], "x"
+    for k in range(blocks):
+        n = lambda op, ins, **kw: helper.make_node(op, [i if i in {  # noqa: E731
+            "i3", "ax0", "two", "one", "three", "zero", "head", x} else f"{i}{k}" for i in ins], [f"{op}{k}"], **kw)
+        nodes += [
+            n("Shape", [x]), n("Gather", ["Shape", "i3"], axis=0),
+            n("Cast", ["Gather"], to=TensorProto.FLOAT), n("Div", ["Cast", "two"]), n("Ceil", ["Div"]),
+            n("Sub", ["Ceil", "one"]), n("Mul", ["Sub", "two"]), n("Add", ["Mul", "three"]),
+        ]
+        nodes.append(helper.make_node("Sub", [f"Add{k}", f"Cast{k}"], [f"left{k}"]))
+        nodes.append(helper.make_node("Clip", [f"left{k}", "zero"], [f"Clip{k}"]))
+        nodes.append(helper.make_node("Cast", [f"Clip{k}"], [f"pad{k}"], to=TensorProto.INT64))
+        nodes.append(helper.make_node("Unsqueeze", [f"pad{k}", "ax0"], [f"u{k}"]))
+        nodes.append(helper.make_node("Concat", ["head", f"u{k}"], [f"pads{k}"], axis=0))
+        nodes.append(helper.make_node("Pad", [x, f"pads{k}"], [f"y{k}"]))
+        x = f"y{k}"
+    return make_model(nodes, [vi("x", [1, 2, 3, width])], [vi(x, None)], inits)
+
+
+def test_same_padding_stack_needs_a_round_per_block():
+    blocks = 12  # more rounds than the first versions allowed (8): Swin-T's exports need 16
+    m = _same_padding_stack(blocks)
+    shapes = infer_shapes(m)
+    width, want = 7, []
+    for _ in range(blocks):
+        width += max((math.ceil(width / 2) - 1) * 2 + 3 - width, 0)
+        want.append(width)
+    assert [shapes.shapes[f"y{k}"][3] for k in range(blocks)] == want
+    assert {shapes.sources[f"y{k}"] for k in range(blocks)} == {"evaluated"}
+    x = np.ones((1, 2, 3, 7), np.float32)
+    y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert y.shape == shapes.shapes[f"y{blocks - 1}"]
+    assert shapeeval.MAX_ROUNDS >= blocks + 1
 
 
 def test_data_dependent_shape_stays_unknown():
