@@ -477,6 +477,32 @@ def test_cli_zoo_list_lines_carry_input_shapes(tmp_path):
     assert "zoo.txt:2: 'x=2x3x16\u00d716' is neither a dim binding" in res.output
 
 
+def test_cli_zoo_list_shape_words_pin_any_rank(tmp_path):
+    """``shape:v=4`` pins a rank-1 input and ``shape:sr=`` a scalar whose rank the model leaves
+    open, through the whole zoo job (plan and results)."""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["sr"], ["f"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["v", "f"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, ["n"]),
+         helper.make_tensor_value_info("sr", TensorProto.INT64, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.save(model, tmp_path / "vad.onnx")
+    listing = tmp_path / "zoo.txt"
+    listing.write_text("vad.onnx shape:v=1000 shape:sr=\n")
+    res = CliRunner().invoke(main, ["zoo", str(listing), "--out", str(tmp_path / "out"),
+                                    "--executor", "inline", "--model-timeout", "0", "--alignment", "1"])
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads((tmp_path / "out" / "results.json").read_text())["models"]
+    assert row["input_shapes"] == {"v": [1000], "sr": []}
+    # the peak is the Add: v (4000 B, a graph input: never written over), f (4 B) and y (4000 B);
+    # sr (8 B) died at the Cast
+    assert row["lower_bound"] == 4000 + 4 + 4000
+    assert row["arena_size"] >= row["lower_bound"] and row["status"] == "ok"
+
+
 def test_cli_zoo_help_states_the_default_time_limit():
     res = CliRunner().invoke(main, ["zoo", "--help"])
     assert res.exit_code == 0
