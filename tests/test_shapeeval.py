@@ -447,19 +447,17 @@ def _same_padding_stack(blocks: int, width: int = 7) -> onnx.ModelProto:
              c("three", 3.0, np.float32), c("zero", 0.0, np.float32), c("head", [0, 0, 0, 0, 0, 0, 0])]
     nodes, x = [], "x"
     for k in range(blocks):
-        n = lambda op, ins, **kw: helper.make_node(op, [i if i in {  # noqa: E731
-            "i3", "ax0", "two", "one", "three", "zero", "head", x} else f"{i}{k}" for i in ins], [f"{op}{k}"], **kw)
-        nodes += [
-            n("Shape", [x]), n("Gather", ["Shape", "i3"], axis=0),
-            n("Cast", ["Gather"], to=TensorProto.FLOAT), n("Div", ["Cast", "two"]), n("Ceil", ["Div"]),
-            n("Sub", ["Ceil", "one"]), n("Mul", ["Sub", "two"]), n("Add", ["Mul", "three"]),
+        steps = [  # (op, inputs, output, attributes)
+            ("Shape", [x], "s", {}), ("Gather", ["s{k}", "i3"], "w", {"axis": 0}),
+            ("Cast", ["w{k}"], "wf", {"to": TensorProto.FLOAT}), ("Div", ["wf{k}", "two"], "half", {}),
+            ("Ceil", ["half{k}"], "out", {}), ("Sub", ["out{k}", "one"], "m1", {}),
+            ("Mul", ["m1{k}", "two"], "m2", {}), ("Add", ["m2{k}", "three"], "need", {}),
+            ("Sub", ["need{k}", "wf{k}"], "left", {}), ("Clip", ["left{k}", "zero"], "clip", {}),
+            ("Cast", ["clip{k}"], "pad", {"to": TensorProto.INT64}), ("Unsqueeze", ["pad{k}", "ax0"], "u", {}),
+            ("Concat", ["head", "u{k}"], "pads", {"axis": 0}), ("Pad", [x, "pads{k}"], "y", {}),
         ]
-        nodes.append(helper.make_node("Sub", [f"Add{k}", f"Cast{k}"], [f"left{k}"]))
-        nodes.append(helper.make_node("Clip", [f"left{k}", "zero"], [f"Clip{k}"]))
-        nodes.append(helper.make_node("Cast", [f"Clip{k}"], [f"pad{k}"], to=TensorProto.INT64))
-        nodes.append(helper.make_node("Unsqueeze", [f"pad{k}", "ax0"], [f"u{k}"]))
-        nodes.append(helper.make_node("Concat", ["head", f"u{k}"], [f"pads{k}"], axis=0))
-        nodes.append(helper.make_node("Pad", [x, f"pads{k}"], [f"y{k}"]))
+        for op, ins, out, attrs in steps:
+            nodes.append(helper.make_node(op, [i.format(k=k) for i in ins], [f"{out}{k}"], **attrs))
         x = f"y{k}"
     return make_model(nodes, [vi("x", [1, 2, 3, width])], [vi(x, None)], inits)
 

@@ -141,6 +141,44 @@ def test_committed_fixtures_are_weight_free_and_small():
     assert any(e["symbolic_dims"] for e in catalog)
 
 
+def _legacy_entries() -> list[dict]:
+    if not CATALOG.is_file():
+        return []
+    return [e for e in json.loads(CATALOG.read_text())["models"] if e["exporter"] == "legacy"]
+
+
+#: TorchScript exports quick enough for the default run; the others are slow (Swin-T's alone
+#: runs 16 rounds of shape evaluation over 6,261 nodes)
+FAST_LEGACY = {"mobilenet_v2_legacy", "resnet50_legacy", "nasnetalarge_legacy"}
+
+
+@needs_fixtures
+@pytest.mark.parametrize("entry", [
+    pytest.param(e, id=e["name"], marks=() if e["name"] in FAST_LEGACY else pytest.mark.slow)
+    for e in _legacy_entries()
+])
+def test_every_torchscript_export_plans_from_its_fixture_with_no_flags(entry):
+    """Each ``*_legacy`` fixture (weights stripped, shapes computed at run time by Shape ->
+    Gather -> ... -> Pad/Reshape chains) plans statically: no --measure-shapes, no weights, no
+    flag but the catalogue's binding of the dims its graph inputs declare symbolic, and its
+    arena is the one recorded (and verified) in docs/zoo-baseline.json."""
+    from onnxmem.model import infer_shapes, load_model
+    from onnxmem.pipeline import PlanOptions, plan_model
+
+    path = FIXTURES / entry["file"]
+    assert set(entry["dims"]) == set(entry["symbolic_dims"])
+    info = infer_shapes(load_model(path), dims=entry["dims"])
+    assert "measured" not in set(info.sources.values())
+    plan = plan_model(path, PlanOptions(dims=entry["dims"])).plan
+    baseline = read_baseline(ROOT / "docs" / "zoo-baseline.json")
+    assert plan.lower_bound <= plan.arena_size == baseline[entry["name"]]
+
+
+def test_the_legacy_zoo_holds_the_hard_torchscript_exports():
+    names = {e["name"] for e in _legacy_entries()}
+    assert {"nasnetalarge_legacy", "pnasnet5large_legacy", "swin_t_legacy"} <= names
+
+
 @needs_fixtures
 def test_materialize_makes_a_runnable_copy(tmp_path):
     src = FIXTURES / "mobilenet_v2.onnx"
