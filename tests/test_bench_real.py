@@ -146,3 +146,21 @@ def test_a_failing_model_is_a_row_with_one_line(tmp_path):
     assert row["error"].startswith("read: ") and "\n" not in row["error"]
     line = br.table([row])[2]
     assert "failed: read: " in line and line.count("\n") == 0
+
+
+def test_the_summary_states_the_target_and_separates_unplanned_bodies():
+    def row(model, arena, disable, enable, **kw):
+        return {"package": "p 1", "model": model, "nodes": 3, "flow": {}, "body_nodes": 0,
+                "body_tensors": 0, "foldable": 0, "folded": 0, "flags": "", "arena": arena,
+                "bound": arena, "ort_disable_all": disable, "ort_enable_all": enable,
+                "verify": "verified", "plan_s": 0.1, **kw}
+
+    rows = [row("ok", 100, 200, 100), row("vad", 10, 1000, 40, flow={"If": 1}, body_nodes=9),
+            row("unfolded", 100, 200, 50, foldable=2), {"package": "q 1", "model": "bad", "error": "plan: x"}]
+    lines = br.summary(rows)
+    assert lines[0].endswith("not met: 1 of 4 models meet it.")
+    # (0.5 * 0.01 * 0.5) ** (1 / 3) = 0.136; without vad: 0.5
+    assert "geomean 0.136 over 3 models (0.500 over the 2 whose bodies, if any, are planned)" in lines[2]
+    assert "above onnxruntime's peak on 1 (unfolded)" in lines[3]
+    assert lines[4].endswith("is planned): vad.") and lines[5].endswith("listed as folded): unfolded.")
+    assert br.summary(rows[:1])[0].endswith("): met.")
