@@ -161,7 +161,8 @@ def test_every_torchscript_export_plans_from_its_fixture_with_no_flags(entry):
     """Each ``*_legacy`` fixture (weights stripped, shapes computed at run time by Shape ->
     Gather -> ... -> Pad/Reshape chains) plans statically: no --measure-shapes, no weights, no
     flag but the catalogue's binding of the dims its graph inputs declare symbolic, and its
-    arena is the one recorded (and verified) in docs/zoo-baseline.json."""
+    arena is at most the one recorded (and verified) in docs/zoo-baseline.json (growth is a
+    regression, as for ``onnxmem zoo --baseline``)."""
     from onnxmem.model import infer_shapes, load_model
     from onnxmem.pipeline import PlanOptions, plan_model
 
@@ -171,7 +172,7 @@ def test_every_torchscript_export_plans_from_its_fixture_with_no_flags(entry):
     assert "measured" not in set(info.sources.values())
     plan = plan_model(path, PlanOptions(dims=entry["dims"])).plan
     baseline = read_baseline(ROOT / "docs" / "zoo-baseline.json")
-    assert plan.lower_bound <= plan.arena_size == baseline[entry["name"]]
+    assert 0 < plan.lower_bound <= plan.arena_size <= baseline[entry["name"]]
 
 
 def test_the_legacy_zoo_holds_the_hard_torchscript_exports():
