@@ -186,6 +186,10 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--inplace", type=click.Choice(["on", "off"]), default="on", show_default=True,
                      help="on: views share their input's bytes and element-wise ops write over "
                           "inputs that die there; off: every tensor gets its own buffer."),
+        click.option("--fold", type=click.Choice(["on", "off"]), default="on", show_default=True,
+                     help="on: nodes computed only from weights run once before the model, as "
+                          "onnxruntime's constant folding does, and their outputs are weights (not in the "
+                          "arena); off: only constants and views of weights are."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -194,7 +198,7 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, ...],
                       input_shapes: tuple[str, ...], measure_shapes: bool, io: str,
-                      timeout: float | None, seed: int = 0, inplace: str = "on") -> Any:
+                      timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on") -> Any:
     from .model import parse_dim_binding, parse_input_shape
     from .pipeline import PlanOptions
 
@@ -209,6 +213,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
         timeout=timeout,
         seed=seed,
         inplace=inplace == "on",
+        fold=fold == "on",
     )
 
 
@@ -221,7 +226,8 @@ def plan_summary(plan: Any) -> list[str]:
     return [
         f"model        {one_line(str(plan.model['path']))}",
         f"nodes        {n_nodes}   tensors planned {len(plan.tensors)}   order {one_line(plan.order_strategy)}",
-        f"weights      {fmt_bytes(plan.weights_size)}",
+        f"weights      {fmt_bytes(plan.weights_size)}"
+        + (f"   {len(plan.extra['folded'])} folded values" if plan.extra.get("folded") else ""),
         f"naive        {fmt_bytes(plan.naive_size)}",
         f"lower bound  {fmt_bytes(plan.lower_bound)}",
         *([f"file order   lower bound {fmt_bytes(plan.extra['file_order_lower_bound'])}"]
@@ -243,7 +249,7 @@ def plan_summary(plan: Any) -> list[str]:
 @user_errors
 def plan(model: str, output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
-         io: str, timeout: float | None, inplace: str, as_json: bool) -> None:
+         io: str, timeout: float | None, inplace: str, fold: str, as_json: bool) -> None:
     """Plan the activation memory of MODEL and print the summary."""
     from .annotate import render_annotated
     from .pipeline import plan_model
@@ -254,7 +260,7 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
     if annotate:
         outs.add(annotate, "--annotate")
     opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
-                             inplace=inplace)
+                             inplace=inplace, fold=fold)
     result = plan_model(model, opts, progress=_progress(sys.stderr.isatty() and not as_json))
     _add_weight_files(outs, result.model, model)
     if output:

@@ -7,9 +7,19 @@ owning node, so they stay live through it. Each node gets a unique name (the
 file's, or ``<op_type>_<index>`` when it is empty or repeated); the annotated
 model writes these names back so a plan and its model always match.
 
-Weights are initializers, the outputs of ``Constant`` nodes, and the outputs
-of ``ConstantOfShape`` nodes and of views (Identity, Reshape, Flatten,
-Squeeze, Unsqueeze) whose inputs are all weights.
+Weights stay outside the arena. Each has an ``origin`` (:data:`ORIGINS`):
+``initializer``; ``constant`` (the output of a ``Constant`` node); ``folded``
+(the output of a node computed once from weights, as onnxruntime's constant
+folding does at session start). With folding on (``build_view(...,
+fold=True)``, the default) a node is folded when it is foldable
+(:func:`foldable`: an ai.onnx op, deterministic, with no subgraph) and every
+input it reads is a weight; with folding off only ``ConstantOfShape`` and the
+views in :data:`CONSTANT_OPS` are, as before folding existed.
+
+Example: ``wt = Transpose(W); wc = Cast(wt); y = MatMul(x, wc)`` with ``W``
+an initializer: folding on, ``wt`` and ``wc`` are weights of origin
+``folded`` and only ``y`` (and ``x``) take arena bytes; folding off, ``wt``
+and ``wc`` are activations.
 """
 
 from __future__ import annotations
@@ -22,15 +32,24 @@ import onnx
 from .errors import ModelError
 from .model import ShapeInfo, dtype_name, tensor_bytes
 
-__all__ = ["GraphView", "Op", "Tensor", "build_view", "outer_scope_reads"]
+__all__ = ["ORIGINS", "GraphView", "Op", "Tensor", "build_view", "foldable", "outer_scope_reads"]
 
 T = TypeVar("T")
 
-#: ops whose outputs are weights when every input is a weight: constants, and
-#: views of weights (a runtime aliases them to the weight's own bytes)
+#: ops whose outputs are weights when every input is a weight, also with folding
+#: off: constants, and views of weights (a runtime aliases them to the weight's own bytes)
 CONSTANT_OPS = frozenset(
     {"Constant", "ConstantOfShape", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
 )
+
+#: ops whose outputs differ from run to run: never folded
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+
+#: why a value is a weight: a graph initializer, a Constant node's output, or a
+#: node's output computed once from weights (constant folding)
+ORIGINS = ("initializer", "constant", "folded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +69,8 @@ class Tensor:
     size: int
     kind: str
     producer: int | None
+    #: for a weight, why it is one (one of :data:`ORIGINS`); ``""`` for any other value
+    origin: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +99,8 @@ class GraphView:
     inputs: tuple[str, ...]  # real graph inputs (not weights)
     outputs: tuple[str, ...]
     consumers: Mapping[str, tuple[int, ...]]  # value -> node indices that read it
+    #: nodes computed once before the run (Constant and folded nodes): their outputs are weights
+    weight_ops: tuple[int, ...] = ()
     #: data derived from the view, computed on first use (the view is read-only): see :meth:`memo`
     _memo: dict[object, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
@@ -89,6 +112,10 @@ class GraphView:
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]  # type: ignore[no-any-return]
+
+    def folded(self) -> list[str]:
+        """Names of the values computed once from weights (origin ``folded``), in node order."""
+        return [t.name for t in self.tensors.values() if t.origin == "folded"]
 
     def activations(self) -> list[Tensor]:
         """Every non-weight value: the tensors that need arena memory."""
@@ -170,8 +197,25 @@ def node_names(graph: onnx.GraphProto) -> list[str]:
     return names
 
 
-def build_view(model: onnx.ModelProto, shapes: ShapeInfo) -> GraphView:
-    """The planning view of ``model``'s top-level graph.
+def foldable(node: Op, *, fold: bool = True) -> bool:
+    """Whether ``node`` may be computed once when every input it reads is a weight.
+
+    Folding on: an ai.onnx op that is deterministic (not in :data:`RANDOM_OPS`,
+    no Dropout with a ``training_mode`` input) and has no subgraph. Folding
+    off: ``Constant``, ``ConstantOfShape`` and the views of :data:`CONSTANT_OPS`.
+    """
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    if not fold:
+        return node.op_type in CONSTANT_OPS
+    if node.op_type in RANDOM_OPS or (node.op_type == "Dropout" and len(node.inputs) > 2 and node.inputs[2]):
+        return False
+    return not node.captures and node.op_type not in ("If", "Loop", "Scan", "SequenceMap")
+
+
+def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) -> GraphView:
+    """The planning view of ``model``'s top-level graph (``fold``: constant folding,
+    see the module docstring).
 
     Raises ``ModelError`` for a node input nothing produces, a value produced
     twice, or a graph output nothing produces.
@@ -218,13 +262,22 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo) -> GraphView:
         if o not in defined:
             raise ModelError(f"graph output '{o}' is produced by no node or input; fix the model")
 
-    # weights: initializers, and constants computed only from weights
-    weight = set(init_names)
-    for op in ops:
-        if op.op_type in CONSTANT_OPS and op.domain in ("", "ai.onnx") and all(
-            (not n) or n in weight for n in op.inputs
-        ):
-            weight.update(o for o in op.outputs if o)
+    # weights: initializers, and values computed once from weights (node order
+    # may not be topological: repeat until nothing more folds)
+    origin: dict[str, str] = dict.fromkeys(init_names, "initializer")
+    candidates = [op for op in ops if foldable(op, fold=fold) and any(op.outputs)]
+    done: set[int] = set()
+    grown = True
+    while grown:
+        grown = False
+        for op in candidates:
+            if op.index in done or not all(n in origin for n in op.reads):
+                continue
+            done.add(op.index)
+            why = "constant" if op.op_type == "Constant" else "folded"
+            origin.update((o, why) for o in op.outputs if o)
+            grown = True
+    weight = set(origin)
 
     consumers: dict[str, list[int]] = {}
     for op in ops:
@@ -252,11 +305,12 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo) -> GraphView:
             size = 0
         else:
             size = tensor_bytes(et, shape, name)
-        tensors[name] = Tensor(name, et, dtype_name(et), shape, size, kind, prod)
+        tensors[name] = Tensor(name, et, dtype_name(et), shape, size, kind, prod, origin.get(name, ""))
     return GraphView(
         tuple(ops),
         tensors,
         tuple(inputs),
         outputs,
         {k: tuple(v) for k, v in consumers.items()},
+        tuple(sorted(done)),
     )

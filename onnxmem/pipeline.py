@@ -27,7 +27,17 @@ from .scheduling import OrderOptions, reorder, stable_topological_order
 from .scheduling.cost import order_peak
 from .solvers import SOLVERS, SolveOptions, solve
 
-__all__ = ["PlanOptions", "Planned", "aliased_liveness", "default_solver", "plan_liveness", "plan_loaded", "plan_model"]
+__all__ = [
+    "PlanOptions",
+    "Planned",
+    "aliased_liveness",
+    "default_solver",
+    "fold_record",
+    "plan_fold",
+    "plan_liveness",
+    "plan_loaded",
+    "plan_model",
+]
 
 Progress = Callable[[str], None]
 
@@ -57,6 +67,7 @@ class PlanOptions:
     seed: int = 0
     inplace: bool = True  # views and in-place outputs share bytes (onnxmem.aliasing)
     strict_dims: bool = True  # a dims name the model does not declare is an error
+    fold: bool = True  # nodes computed only from weights are folded into weights (onnxmem.graph)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +111,7 @@ def plan_loaded(
     else:
         shapes = infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
                               strict_dims=opts.strict_dims)
-    view = build_view(model, shapes)
+    view = build_view(model, shapes, fold=opts.fold)
     say(f"ordering {len(view.ops)} nodes")
     order = reorder(
         view, opts.order,
@@ -145,11 +156,29 @@ def plan_liveness(
         plan.lower_bound if file_order == order
         else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
     )
-    plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound})
+    plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound, **fold_record(view, opts.fold)})
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
     return Planned(plan, model, view, liveness, solution, shapes)
+
+
+def fold_record(view: GraphView, fold: bool) -> dict[str, object]:
+    """What the plan records of constant folding, under ``extra``.
+
+    ``fold``: ``"on"`` or ``"off"`` (:func:`plan_fold` reads it back; plans
+    without it were made before folding existed, as with ``"off"``).
+    ``folded``: the values computed once from weights (origin ``folded`` in
+    :class:`onnxmem.graph.Tensor`), kept out of the arena and counted in
+    ``weights_size``, in node order. Each is a value of the main graph that
+    the plan keeps outside the arena for the reason ``folded``.
+    """
+    return {"fold": "on" if fold else "off", "folded": view.folded()}
+
+
+def plan_fold(plan: MemoryPlan) -> bool:
+    """Whether ``plan`` was made with constant folding on (see :func:`fold_record`)."""
+    return plan.extra.get("fold") == "on"
 
 
 def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: PlanOptions) -> Liveness:

@@ -81,8 +81,9 @@ class VerifyReport:
 
 
 def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os.PathLike[str] | None) -> GraphView:
-    """The graph view at the plan's dims (measured shapes when inference cannot say)."""
+    """The graph view at the plan's dims and folding (measured shapes when inference cannot say)."""
     from .model import infer_shapes
+    from .pipeline import plan_fold
     from .runtime import infer_measured_shapes
 
     dims = dict(plan.dims)
@@ -92,7 +93,7 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
     except ShapeError:
         shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
                                        strict_dims=False)
-    return build_view(model, shapes)
+    return build_view(model, shapes, fold=plan_fold(plan))
 
 
 def check_plan_identity(

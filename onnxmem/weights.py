@@ -2,8 +2,9 @@
 
 Weights stay outside the arena. :func:`compute_weights` gives every weight
 the graph reads as an array (the outputs of constant nodes, such as
-``Constant``, are computed once in one onnxruntime session, as onnxruntime
-does at session start); :func:`fold_weights` turns those outputs into
+``Constant``, and of nodes folded from weights, :func:`onnxmem.graph.build_view`,
+are computed once in one onnxruntime session, as onnxruntime does at session
+start); :func:`fold_weights` turns those outputs into
 initializers (the graph onnxmem plans); :func:`folded_model` does both on a
 model whose weights it reads through ``runtime.load_with_weights``.
 """
@@ -17,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .graph import CONSTANT_OPS, GraphView
+from .graph import GraphView
 from .runtime import load_with_weights, make_session
 from .sessions import model_like
 
@@ -25,13 +26,8 @@ __all__ = ["compute_weights", "fold_weights", "folded_model", "weight_ops"]
 
 
 def weight_ops(view: GraphView) -> list[int]:
-    """Indices of the constant nodes whose outputs are weights."""
-    return [
-        op.index
-        for op in view.ops
-        if op.op_type in CONSTANT_OPS
-        and any(o and view.tensors.get(o) is not None and view.tensors[o].kind == "weight" for o in op.outputs)
-    ]
+    """Indices of the nodes whose outputs are weights (constants and folded nodes), in node order."""
+    return list(view.weight_ops)
 
 
 def compute_weights(model: onnx.ModelProto, view: GraphView) -> dict[str, np.ndarray]:

@@ -1,0 +1,106 @@
+"""Constant folding: nodes computed only from weights are weights (``--fold on``), as before with ``--fold off``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxmem.cli import main
+from onnxmem.graph import build_view
+from onnxmem.model import infer_shapes
+from onnxmem.verify import VerifyOptions, verify_plan
+
+from .helpers import make_model, plan_file_order, vi
+
+
+def folded_chain() -> onnx.ModelProto:
+    """``W`` (float16 [32, 64]) -> Transpose -> Cast(float) -> Reshape -> MatMul(x, .) -> Relu -> y.
+
+    The Transpose, Cast and Reshape read only initializers: onnxruntime folds them at session start.
+    """
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 64)).astype(np.float16), "W")
+    shape = numpy_helper.from_array(np.array([64, 32], dtype=np.int64), "shape")
+    nodes = [
+        helper.make_node("Transpose", ["W"], ["wt"], perm=[1, 0]),
+        helper.make_node("Cast", ["wt"], ["wc"], to=TensorProto.FLOAT),
+        helper.make_node("Reshape", ["wc", "shape"], ["wr"]),
+        helper.make_node("MatMul", ["x", "wr"], ["mm"]),
+        helper.make_node("Relu", ["mm"], ["y"]),
+    ]
+    return make_model(nodes, [vi("x", [1, 64])], [vi("y", [1, 32])], [w, shape])
+
+
+def test_folded_values_are_weights_with_their_origin():
+    m = folded_chain()
+    view = build_view(m, infer_shapes(m))
+    assert {n: view.tensors[n].origin for n in ("W", "shape", "wt", "wc", "wr")} == {
+        "W": "initializer", "shape": "initializer", "wt": "folded", "wc": "folded", "wr": "folded"}
+    assert view.folded() == ["wt", "wc", "wr"]
+    assert view.weight_ops == (0, 1, 2)
+    assert {t.name for t in view.activations()} == {"x", "mm", "y"}
+    assert view.tensors["mm"].origin == ""
+    off = build_view(m, infer_shapes(m), fold=False)
+    assert {t.name for t in off.activations()} == {"x", "wt", "wc", "wr", "mm", "y"}
+    assert off.weight_ops == ()
+
+
+def test_fold_on_arena_is_the_hand_computed_number(tmp_path):
+    m = folded_chain()
+    on = plan_file_order(m, tmp_path).plan
+    # x (1x64 float, 256 B) lives until the MatMul; mm (128 B) and y in place over it: 256 + 128
+    assert on.arena_size == 384
+    assert {t.name for t in on.tensors} == {"x", "mm", "y"}
+    assert on.extra["fold"] == "on" and on.extra["folded"] == ["wt", "wc", "wr"]
+    # weights: W 4096 + shape 16 + wt 4096 + wc 8192 + wr 8192
+    assert on.weights_size == 4096 + 16 + 4096 + 8192 + 8192
+
+
+def test_fold_off_keeps_the_old_plan(tmp_path):
+    m = folded_chain()
+    off = plan_file_order(m, tmp_path, fold=False).plan
+    # at the Cast: x 256 + wt (64x32 float16) 4096 + wc (float) 8192; wr is a view of wc
+    assert off.arena_size == 256 + 4096 + 8192
+    assert off.extra["fold"] == "off"
+    assert off.weights_size == 4096 + 16
+
+
+@pytest.mark.parametrize("fold", [True, False])
+def test_folded_plan_verifies_in_the_arena(tmp_path, fold):
+    m = folded_chain()
+    planned = plan_file_order(m, tmp_path, fold=fold)
+    report = verify_plan(m, planned.plan, model_path=tmp_path / "m.onnx", plan_name="p.json",
+                         options=VerifyOptions())
+    assert report.ok, report.first
+    assert report.execution is not None and report.execution.nodes_run == (2 if fold else 5)
+
+
+def test_cli_fold_flag_and_verify_reads_the_plans_folding(tmp_path):
+    m = folded_chain()
+    model = tmp_path / "m.onnx"
+    onnx.save(m, model)
+    runner = CliRunner()
+    for fold, arena in (("on", 384), ("off", 256 + 4096 + 8192)):
+        plan = tmp_path / f"{fold}.json"
+        r = runner.invoke(main, ["plan", str(model), "--fold", fold, "--alignment", "1", "--order", "file",
+                                 "--solver", "greedy", "-o", str(plan)])
+        assert r.exit_code == 0, r.output
+        assert json.loads(plan.read_text())["arena_size"] == arena
+        r = runner.invoke(main, ["verify", str(model), "--plan", str(plan)])
+        assert r.exit_code == 0, r.output
+        assert "verified" in r.output
+
+
+def test_random_nodes_are_never_folded():
+    w = numpy_helper.from_array(np.ones((4,), dtype=np.float32), "W")
+    nodes = [
+        helper.make_node("RandomUniformLike", ["W"], ["r"]),
+        helper.make_node("Add", ["r", "x"], ["y"]),
+    ]
+    m = make_model(nodes, [vi("x", [4])], [vi("y", [4])], [w])
+    view = build_view(m, infer_shapes(m))
+    assert view.tensors["r"].kind == "activation" and view.folded() == []
