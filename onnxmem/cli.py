@@ -552,7 +552,10 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
 
     Both sides count the same tensors: with --io internal (the default) the
     arena holds the graph inputs, so onnxruntime's peak is shown plus the graph
-    inputs, which its caller holds through the run.
+    inputs, which its caller holds through the run. onnxruntime runs the graph
+    the plan describes (values the plan folds are its initializers) at
+    ORT_DISABLE_ALL, and with its own optimizations at ORT_ENABLE_BASIC
+    (constant folding; like for like with --fold on) and ORT_ENABLE_ALL.
     """
     from .ortpeak import comparable_peak, ort_peak
     from .verify import check_plan_identity, view_for_plan
@@ -568,7 +571,7 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
         view = view_for_plan(onnx_model, the_plan, model)
     say("profiling onnxruntime")
     peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed)
-             for lvl in ("disable", "all")]
+             for lvl in ("disable", "basic", "all")]
     io = the_plan.io
     inputs_size = comparable_peak(0, view, "internal") or 0
 
@@ -580,7 +583,8 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
     click.echo(f"plan                   {one_line(source)}")
     click.echo(f"naive (no reuse)       {fmt_bytes(the_plan.naive_size)}   {ratio(the_plan.naive_size, arena)} the arena")
     for p in peaks:
-        label = "ORT_DISABLE_ALL" if p.level == "disable" else "ORT_ENABLE_ALL (fused graph)"
+        label = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC (its constant folding)",
+                 "all": "ORT_ENABLE_ALL (its default: fused graph)"}[p.level]
         if p.peak is None:
             click.echo(f"onnxruntime peak       {label}: not available ({one_line(p.note)})")
             continue

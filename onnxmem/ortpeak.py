@@ -6,9 +6,12 @@ Steps:
    onnxruntime runs the graph onnxmem plans (weights outside the arena);
 2. one session with profiling on, the CPU memory arena on (the default),
    memory patterns off (every tensor is its own allocation, so the figures are
-   per tensor), one thread, at the asked optimization level: ``disable``
-   (``ORT_DISABLE_ALL``, the graph onnxmem plans) or ``all``
-   (``ORT_ENABLE_ALL``, fused: a different graph, for information);
+   per tensor), one thread, at the asked optimization level (:data:`LEVELS`):
+   ``disable`` (``ORT_DISABLE_ALL``, the graph onnxmem plans), ``basic``
+   (``ORT_ENABLE_BASIC``: onnxruntime's own constant folding and redundant-node
+   elimination, no fusion; the figure to set beside a plan made with
+   ``--fold on``) or ``all`` (``ORT_ENABLE_ALL``, onnxruntime's default:
+   fused, a different graph, for information);
 3. one run on the seeded random inputs; with the arena on, onnxruntime 1.31
    gives each kernel event (``cat == "Node"``, name ``*_kernel_time``) the
    allocator's statistics after the kernel ran, before its dead inputs are
@@ -51,7 +54,8 @@ from .graph import GraphView
 
 __all__ = ["LEVELS", "OrtPeak", "arena_over_ort", "comparable_peak", "ort_peak", "peak_from_profile"]
 
-LEVELS = ("disable", "all")
+#: optimization levels onnxmem can measure onnxruntime at -> ``GraphOptimizationLevel`` name
+LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "all": "ORT_ENABLE_ALL"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +121,8 @@ def ort_peak(
     folded = folded_model(model, view, model_path)
     feeds = random_inputs(folded, {n: view.tensors[n].shape for n in view.inputs}, seed)
     with tempfile.TemporaryDirectory(prefix="onnxmem-ortpeak-") as tmp:
-        so = session_options(optimize=level == "all", profile_prefix=os.path.join(tmp, "profile"))
+        so = session_options(profile_prefix=os.path.join(tmp, "profile"))
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[level])
         so.enable_mem_pattern = False
         so.enable_cpu_mem_arena = True
         try:
