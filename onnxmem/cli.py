@@ -24,7 +24,7 @@ from click.shell_completion import CompletionItem
 from . import __version__
 from .errors import OnnxmemError, PlanInvalid, ProblemError, one_line, show_name
 from .export import FORMATS, export_plan
-from .fileio import MAX_DATA_BYTES, OutputSet, check_input
+from .fileio import OutputSet
 from .plan import read_plan, render_plan
 from .zoo.settings import DEFAULT_MODEL_TIMEOUT as ZOO_MODEL_TIMEOUT
 from .zoo.settings import EXECUTORS as ZOO_EXECUTORS
@@ -196,9 +196,28 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def inputs_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--inputs FILE.npz``: values for some or all graph inputs (plan, verify, compare)."""
+    return click.option(
+        "--inputs", "inputs_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+        metavar="FILE.npz",
+        help="Values for some or all graph inputs, by name (numpy.savez); the others get seeded random "
+             "values. Their shapes bind the inputs' dims as --input-shape does.")(fn)
+
+
+def read_input_values(path: str | None) -> Any:
+    """The arrays of ``--inputs`` (``None`` without it), read by :func:`onnxmem.inputs.read_inputs`."""
+    if not path:
+        return None
+    from .inputs import read_inputs  # numpy
+
+    return read_inputs(path)
+
+
 def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, ...],
                       input_shapes: tuple[str, ...], measure_shapes: bool, io: str,
-                      timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on") -> Any:
+                      timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on",
+                      inputs: Any = None) -> Any:
     from .model import parse_dim_binding, parse_input_shape
     from .pipeline import PlanOptions
 
@@ -214,6 +233,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
         seed=seed,
         inplace=inplace == "on",
         fold=fold == "on",
+        inputs=inputs,
     )
 
 
@@ -245,22 +265,27 @@ def plan_summary(plan: Any) -> list[str]:
 @click.option("--annotate", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Write the model with the plan attached and nodes in planned order.")
 @planning_options
+@inputs_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @user_errors
 def plan(model: str, output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
-         io: str, timeout: float | None, inplace: str, fold: str, as_json: bool) -> None:
-    """Plan the activation memory of MODEL and print the summary."""
+         io: str, timeout: float | None, inplace: str, fold: str, inputs_path: str | None, as_json: bool) -> None:
+    """Plan the activation memory of MODEL and print the summary.
+
+    With --measure-shapes the model runs once on --inputs (where given) and
+    seeded random values for the other inputs.
+    """
     from .annotate import render_annotated
     from .pipeline import plan_model
 
-    outs = OutputSet(inputs=[model])
+    outs = OutputSet(inputs=[model] + ([inputs_path] if inputs_path else []))
     if output:
         outs.add(output, "-o")
     if annotate:
         outs.add(annotate, "--annotate")
     opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
-                             inplace=inplace, fold=fold)
+                             inplace=inplace, fold=fold, inputs=read_input_values(inputs_path))
     result = plan_model(model, opts, progress=_progress(sys.stderr.isatty() and not as_json))
     _add_weight_files(outs, result.model, model)
     if output:
@@ -458,6 +483,10 @@ def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str],
 
     say("reading model")
     onnx_model = load_model(model)
+    if opts.inputs:
+        from .inputs import check_inputs
+
+        check_inputs(onnx_model, opts.inputs)  # before any work: names, dtypes, ranks
     if plan_path:
         return onnx_model, read_plan(plan_path), None, plan_path
     carried = plan_from_model(onnx_model, f"model {show_name(model)}")
@@ -481,8 +510,7 @@ def model_and_plan(plan_help: str, device_help: str) -> Callable[[Callable[..., 
 
 @main.command()
 @model_and_plan("The JSON plan to verify", "Where the arena lives and the nodes run.")
-@click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="An .npz of graph inputs by name (default: seeded random inputs).")
+@inputs_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--rtol", type=click.FloatRange(min=0), default=1e-4, show_default=True,
               help="Relative tolerance of the output comparison.")
@@ -497,14 +525,12 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
 
     Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
     """
-    from .verify import VerifyOptions, read_inputs, verify_plan
+    from .verify import VerifyOptions, verify_plan
 
-    if inputs_path:
-        check_input(inputs_path, "--inputs file", MAX_DATA_BYTES)
-    opts = make_plan_options(**planning, seed=seed)
+    inputs = read_input_values(inputs_path)
+    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
     say = _progress(sys.stderr.isatty())
     onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
-    inputs = read_inputs(inputs_path) if inputs_path else None
     say("verifying")
     report = verify_plan(
         onnx_model, the_plan, model_path=model, view=view, plan_name=plan_path,
@@ -544,10 +570,12 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
 
 @main.command()
 @model_and_plan("A JSON plan to compare", "Where onnxruntime runs.")
+@inputs_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @planning_options
 @user_errors
-def compare(model: str, plan_path: str | None, device: str, seed: int, **planning: Any) -> None:
+def compare(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
+            **planning: Any) -> None:
     """Print onnxruntime's own activation peak beside the plan's arena for MODEL.
 
     Both sides count the same tensors: with --io internal (the default) the
@@ -560,17 +588,18 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
     from .ortpeak import comparable_peak, ort_peak
     from .verify import check_plan_identity, view_for_plan
 
-    opts = make_plan_options(**planning, seed=seed)
+    inputs = read_input_values(inputs_path)
+    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
     say = _progress(sys.stderr.isatty())
     onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
     if plan_path:
-        view, said = check_plan_identity(the_plan, onnx_model, model, plan_name=plan_path, view=view)
+        view, said = check_plan_identity(the_plan, onnx_model, model, plan_name=plan_path, view=view, inputs=inputs)
         for w in said:
             click.echo(f"warning: {w}", err=True)
     if view is None:
-        view = view_for_plan(onnx_model, the_plan, model)
+        view = view_for_plan(onnx_model, the_plan, model, inputs)
     say("profiling onnxruntime")
-    peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed)
+    peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed, inputs=inputs)
              for lvl in ("disable", "basic", "all")]
     io = the_plan.io
     inputs_size = comparable_peak(0, view, "internal") or 0

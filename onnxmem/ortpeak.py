@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,8 +103,10 @@ def ort_peak(
     device: str = "cpu",
     model_path: str | os.PathLike[str] | None = None,
     seed: int = 0,
+    inputs: Mapping[str, Any] | None = None,
 ) -> OrtPeak:
-    """Run ``model`` once in onnxruntime with its profiler and read its activation peak."""
+    """Run ``model`` once in onnxruntime with its profiler and read its activation peak
+    (on seeded random inputs; ``inputs``: the values of some, as given)."""
     import onnxruntime as ort
 
     from .runtime import first_line, random_inputs, run_bounded, session_options
@@ -119,7 +122,7 @@ def ort_peak(
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
         provider = "CUDAExecutionProvider"
     folded = folded_model(model, view, model_path)
-    feeds = random_inputs(folded, {n: view.tensors[n].shape for n in view.inputs}, seed)
+    feeds = random_inputs(folded, {n: view.tensors[n].shape for n in view.inputs}, seed, given=inputs)
     with tempfile.TemporaryDirectory(prefix="onnxmem-ortpeak-") as tmp:
         so = session_options(profile_prefix=os.path.join(tmp, "profile"))
         so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[level])

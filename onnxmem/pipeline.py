@@ -68,6 +68,8 @@ class PlanOptions:
     inplace: bool = True  # views and in-place outputs share bytes (onnxmem.aliasing)
     strict_dims: bool = True  # a dims name the model does not declare is an error
     fold: bool = True  # nodes computed only from weights are folded into weights (onnxmem.graph)
+    #: values of some graph inputs (--inputs): used when measuring shapes; their shapes bind dims
+    inputs: Mapping[str, np.ndarray] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,11 +105,15 @@ def plan_loaded(
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     say("inferring shapes")
+    if opts.inputs:
+        from .inputs import bind_input_shapes
+
+        opts = replace(opts, input_shapes=bind_input_shapes(model, opts.inputs, opts.input_shapes))
     if opts.measure_shapes:
         from .runtime import infer_measured_shapes  # onnxruntime sessions: only when measuring
 
         shapes = infer_measured_shapes(model, model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
-                                       seed=opts.seed, strict_dims=opts.strict_dims)
+                                       seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs)
     else:
         shapes = infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
                               strict_dims=opts.strict_dims)

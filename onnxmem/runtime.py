@@ -92,8 +92,7 @@ def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] |
             providers=providers or ["CPUExecutionProvider"],
         )
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RuntimeBackendError(f"onnxruntime cannot load the model: {first}") from None
+        raise RuntimeBackendError(f"onnxruntime cannot load the model: {first_line(exc)}") from None
 
 
 def available_memory(device: str = "cpu") -> int | None:
@@ -148,17 +147,21 @@ def random_inputs(
     model: onnx.ModelProto,
     shapes: Mapping[str, tuple[int, ...]],
     seed: int = 0,
+    given: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Seeded random data for every real graph input, at the given shapes.
 
     Floats are uniform in [-1, 1); integers in [0, 4) so that they are valid
-    indices, token ids and shape values for most models.
+    indices, token ids and shape values for most models. ``given``: values for
+    some inputs (``--inputs``, checked by :func:`onnxmem.inputs.check_inputs`),
+    used as they are; the draws for the others do not depend on them.
     """
+    given = given or {}
     rng = np.random.default_rng(seed)
     inits = {i.name for i in model.graph.initializer}
     need = 0
     for vi in model.graph.input:
-        if vi.name not in inits and vi.name in shapes:
+        if vi.name not in inits and vi.name in shapes and vi.name not in given:
             # the value and the float64 draw it is made from; dims past 2^40 are refused here
             et = vi.type.tensor_type.elem_type
             need += tensor_bytes(et, shapes[vi.name], vi.name) + 8 * math.prod(shapes[vi.name])
@@ -166,6 +169,9 @@ def random_inputs(
     out: dict[str, np.ndarray] = {}
     for vi in model.graph.input:
         if vi.name in inits:
+            continue
+        if vi.name in given:
+            out[vi.name] = np.asarray(given[vi.name])
             continue
         et = vi.type.tensor_type.elem_type
         if et not in NUMPY_DTYPES:
@@ -271,10 +277,26 @@ def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], wh
         timer.cancel()
 
 
-def first_line(exc: BaseException, width: int = 300) -> str:
-    """The first line of an exception's message (its type when it has none), at most ``width`` characters."""
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:width]
+def first_line(exc: BaseException, width: int = 400) -> str:
+    """An exception's message as one line (its type when it has none), at most ``width`` characters.
+
+    onnxruntime puts the facts on later lines (``index: 0 Got: 2 Expected:
+    1``), so the lines are joined, runs of spaces made one. A longer message
+    is cut at the last space before ``width`` and ends in ``...``: never in
+    the middle of a word.
+
+    >>> first_line(ValueError("Got invalid dimensions\\n index: 0 Got: 2"), width=30)
+    'Got invalid dimensions ...'
+    """
+    text = " ".join(str(exc).split())
+    if not text:
+        return type(exc).__name__
+    if len(text) <= width:
+        return text
+    room = max(width - 4, 1)  # the cut text, then " ..."
+    space = text.rfind(" ", 0, room + 1)  # text[space] ends a word within the room
+    cut = text[:space] if space > 0 else text[:room]  # one word longer than the room: no choice
+    return cut.rstrip(" :,;") + " ..."
 
 
 def measure_shapes(
@@ -284,11 +306,14 @@ def measure_shapes(
     dims: Mapping[str, int] | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     seed: int = 0,
+    inputs: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, tuple[int, tuple[int, ...]]]:
-    """Run the model once on random inputs; ``{name: (elem_type, shape)}`` of every node output."""
+    """Run the model once on random inputs (``inputs``: the values of some, as given);
+    ``{name: (elem_type, shape)}`` of every node output."""
     full = load_with_weights(model, model_path)
-    shapes = _input_shapes(full, dims or {}, input_shapes or {})
-    feeds = random_inputs(full, shapes, seed)
+    given = {k: tuple(np.shape(v)) for k, v in (inputs or {}).items()}
+    shapes = _input_shapes(full, dims or {}, {**(input_shapes or {}), **given})
+    feeds = random_inputs(full, shapes, seed, given=inputs)
     g = full.graph
     elem_types = _element_types(full)
     have = {o.name for o in g.output}
@@ -337,13 +362,16 @@ def infer_measured_shapes(
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     seed: int = 0,
     strict_dims: bool = True,
+    inputs: Mapping[str, np.ndarray] | None = None,
 ) -> ShapeInfo:
     """:func:`onnxmem.model.infer_shapes` with the shapes of one run of the model.
 
-    The model runs once in onnxruntime on seeded random inputs (its weights are
-    read then); every intermediate's real shape is used, which is the only way
-    to size values whose shapes depend on data.
+    The model runs once in onnxruntime on seeded random inputs, or the values
+    ``inputs`` gives (its weights are read then); every intermediate's real
+    shape is used, which is the only way to size values whose shapes depend
+    on data.
     """
-    measured = measure_shapes(model, model_path=model_path, dims=dims, input_shapes=input_shapes, seed=seed)
+    measured = measure_shapes(model, model_path=model_path, dims=dims, input_shapes=input_shapes, seed=seed,
+                              inputs=inputs)
     return infer_shapes(model, dims=dims, input_shapes=input_shapes, measured=measured,
                         strict_dims=strict_dims)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ import onnx
 from .errors import OnnxmemError, PlanError, ShapeError
 from .execution import DEVICES, Execution, ExecutionOptions, OutputCheck, execute_plan
 from .graph import GraphView, build_view
+from .inputs import read_inputs
 from .plan import MemoryPlan
 from .proof import VIEW_OPS, Finding, prove_plan, true_lifetimes
 from .sessions import cuda_available
@@ -80,8 +82,10 @@ class VerifyReport:
         return f[0] if f else None
 
 
-def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os.PathLike[str] | None) -> GraphView:
-    """The graph view at the plan's dims and folding (measured shapes when inference cannot say)."""
+def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os.PathLike[str] | None,
+                  inputs: Mapping[str, np.ndarray] | None = None) -> GraphView:
+    """The graph view at the plan's dims and folding (measured shapes when inference cannot
+    say, on ``inputs`` where given)."""
     from .model import infer_shapes
     from .pipeline import plan_fold
     from .runtime import infer_measured_shapes
@@ -92,7 +96,7 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
         shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False)
     except ShapeError:
         shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
-                                       strict_dims=False)
+                                       strict_dims=False, inputs=inputs)
     return build_view(model, shapes, fold=plan_fold(plan))
 
 
@@ -103,6 +107,7 @@ def check_plan_identity(
     *,
     plan_name: str,
     view: GraphView | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[GraphView | None, tuple[str, ...]]:
     """Whether ``plan`` was made for the model file at ``model_path``: ``(view, warnings)``.
 
@@ -112,7 +117,7 @@ def check_plan_identity(
     the model at the plan's dims has exactly the plan's arena tensors (the same
     names, each with the same size); otherwise ``PlanError`` says whose plan it
     is. ``view`` is the graph view at the plan's dims when it was built here
-    (or given), else ``None``. A plan that records no sha256 is not checked.
+    (or given; ``inputs``: graph input values to measure shapes on), else ``None``. A plan that records no sha256 is not checked.
 
     Example: a plan made for ``a.onnx`` and given with ``b.onnx`` raises
     ``plan 'p.json' was made for a model with sha256 1234abcd…, not 'b.onnx'
@@ -135,7 +140,7 @@ def check_plan_identity(
     )
     if view is None:
         try:
-            view = view_for_plan(model, plan, model_path)
+            view = view_for_plan(model, plan, model_path, inputs)
         except OnnxmemError:
             raise refused from None
     io_out = set(view.inputs) | set(view.outputs) if plan.io == "external" else set()
@@ -147,17 +152,6 @@ def check_plan_identity(
         f"plan {plan_name!r} was made for a model with sha256 {want[:8]}…; {str(model_path)!r} has sha256 "
         f"{have[:8]}… but the same planned tensors and sizes (re-saved?): verifying it anyway",
     )
-
-
-def read_inputs(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` file, by name."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: np.asarray(data[k]) for k in data.files}
-    except FileNotFoundError:
-        raise OnnxmemError(f"--inputs {str(path)!r} does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise OnnxmemError(f"--inputs {str(path)!r} is not an .npz file of arrays: {exc}") from None
 
 
 def verify_plan(
@@ -177,10 +171,11 @@ def verify_plan(
     opts = options or VerifyOptions()
     warnings: list[str] = []
     if plan_name is not None and model_path is not None:
-        view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, view=view)
+        view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, view=view,
+                                         inputs=opts.inputs)
         warnings.extend(said)
     t0 = time.perf_counter()
-    v = view if view is not None else view_for_plan(model, plan, model_path)
+    v = view if view is not None else view_for_plan(model, plan, model_path, opts.inputs)
     static = tuple(prove_plan(plan, v))
     static_s = time.perf_counter() - t0
     if opts.device == "cuda" and plan.alignment % 256:
