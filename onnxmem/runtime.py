@@ -296,7 +296,7 @@ def first_line(exc: BaseException, width: int = 400) -> str:
     room = max(width - 4, 1)  # the cut text, then " ..."
     space = text.rfind(" ", 0, room + 1)  # text[space] ends a word within the room
     cut = text[:space] if space > 0 else text[:room]  # one word longer than the room: no choice
-    return cut.rstrip(" :,;") + " ..."
+    return cut.rstrip() + " ..."
 
 
 def measure_shapes(
