@@ -145,11 +145,12 @@ def test_cli_unknown_input_name_is_one_line(sr_files, tmp_path):
 def test_onnxruntime_errors_are_never_cut_mid_word():
     msg = ("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Got invalid dimensions for input: x for the following "
            "indices\n index: 0 Got: 2 Expected: 1\n Please fix either the inputs/outputs or the model.")
-    assert first_line(ValueError(msg)) == " ".join(msg.split())  # every line kept, as one
-    for width in range(24, len(msg), 7):  # the first word, 18 characters, fits from 22 on
+    whole = " ".join(msg.split())
+    assert first_line(ValueError(msg)) == whole  # every line kept, as one
+    for width in range(24, len(whole), 7):  # the first word, 18 characters, fits from 22 on
         cut = first_line(ValueError(msg), width=width)
         assert len(cut) <= width and cut.endswith(" ...")
         kept = cut.removesuffix(" ...").split()
-        assert kept == " ".join(msg.split()).split()[: len(kept)]  # whole words only
+        assert kept == whole.split()[: len(kept)]  # whole words only
     err = RuntimeBackendError(f"onnxruntime failed: {first_line(ValueError(msg), width=60)}")
     assert "Got invalid ..." in str(err)
