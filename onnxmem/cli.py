@@ -316,16 +316,40 @@ def _add_weight_files(outs: Any, onnx_model: Any, model_path: str) -> None:
         outs.add_input(ref.path)
 
 
+def plan_model_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--model M``: the model PLAN must have been made for (show, plot)."""
+    return click.option(
+        "--model", "model_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+        help="The ONNX model PLAN should belong to: refused when the plan was made for another "
+             "model (sha256, or the planned tensors when the model was re-saved).")(fn)
+
+
+def read_plan_for(plan_file: str, model_path: str | None, action: str) -> Any:
+    """The plan at ``plan_file``; with ``model_path``, only when it was made for that model
+    (:func:`onnxmem.verify.check_plan_identity`, as verify and compare check it)."""
+    the_plan = read_plan(plan_file)
+    if model_path is not None:
+        from .model import load_model
+        from .verify import check_plan_identity
+
+        _, said = check_plan_identity(the_plan, load_model(model_path), model_path, plan_name=plan_file,
+                                      action=action)
+        for w in said:
+            click.echo(f"warning: {one_line(w)}", err=True)
+    return the_plan
+
+
 @main.command()
 @click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="Rows in each table.")
+@plan_model_option
 @user_errors
-def show(plan_file: str, top: int) -> None:
+def show(plan_file: str, top: int, model_path: str | None) -> None:
     """Summarize PLAN: the totals, the tensors live at the peak step, the largest contributors."""
     from .report import render_summary
 
-    click.echo(render_summary(read_plan(plan_file), top=top), nl=False)
+    click.echo(render_summary(read_plan_for(plan_file, model_path, "showing"), top=top), nl=False)
 
 
 @main.command()
@@ -335,8 +359,9 @@ def show(plan_file: str, top: int) -> None:
 @click.option("--title", default=None, help="Title (default: the model's file name).")
 @click.option("--size", default="12x7", show_default=True, metavar="WxH",
               help="PNG/SVG size in inches (at 100 dpi).")
+@plan_model_option
 @user_errors
-def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
+def plot(plan_file: str, output: str, title: str | None, size: str, model_path: str | None) -> None:
     """Draw PLAN: tensors as rectangles in time x address above the live-bytes curve."""
     from rich.console import Console
 
@@ -346,10 +371,10 @@ def plot(plan_file: str, output: str, title: str | None, size: str) -> None:
         width, height = (float(v) for v in size.lower().split("x"))
     except ValueError:
         raise click.BadParameter(f"{show_name(size)} is not WxH, e.g. 12x7", param_hint="--size") from None
-    OutputSet(inputs=[plan_file]).add(output, "-o")
+    OutputSet(inputs=[plan_file] + ([model_path] if model_path else [])).add(output, "-o")
     console = Console(stderr=True)
     with console.status("reading plan") as status:
-        plan_ = read_plan(plan_file)
+        plan_ = read_plan_for(plan_file, model_path, "drawing")
         out = plot_plan(plan_, output, title=title, width=width, height=height,
                         progress=lambda msg: status.update(msg))
     click.echo(f"wrote {one_line(str(out))}")

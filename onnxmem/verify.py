@@ -108,6 +108,7 @@ def check_plan_identity(
     plan_name: str,
     view: GraphView | None = None,
     inputs: Mapping[str, np.ndarray] | None = None,
+    action: str = "verifying",
 ) -> tuple[GraphView | None, tuple[str, ...]]:
     """Whether ``plan`` was made for the model file at ``model_path``: ``(view, warnings)``.
 
@@ -117,7 +118,8 @@ def check_plan_identity(
     the model at the plan's dims has exactly the plan's arena tensors (the same
     names, each with the same size); otherwise ``PlanError`` says whose plan it
     is. ``view`` is the graph view at the plan's dims when it was built here
-    (or given; ``inputs``: graph input values to measure shapes on), else ``None``. A plan that records no sha256 is not checked.
+    (or given; ``inputs``: graph input values to measure shapes on), else ``None``.
+    ``action`` names what the caller goes on to do in the warning (``showing``). A plan that records no sha256 is not checked.
 
     Example: a plan made for ``a.onnx`` and given with ``b.onnx`` raises
     ``plan 'p.json' was made for a model with sha256 1234abcd…, not 'b.onnx'
@@ -150,7 +152,7 @@ def check_plan_identity(
         raise refused
     return view, (
         f"plan {plan_name!r} was made for a model with sha256 {want[:8]}…; {str(model_path)!r} has sha256 "
-        f"{have[:8]}… but the same planned tensors and sizes (re-saved?): verifying it anyway",
+        f"{have[:8]}… but the same planned tensors and sizes (re-saved?): {action} it anyway",
     )
 
 
