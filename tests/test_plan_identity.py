@@ -45,7 +45,7 @@ def test_plan_of_another_model_is_refused_in_one_line(two_models, tmp_path):
         assert r.exit_code == 1, (name, r.output)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in r.output, r.output
-        assert f"was made for a model with sha256" in lines[0] and "plan this model again" in lines[0]
+        assert "was made for a model with sha256" in lines[0] and "plan this model again" in lines[0]
         assert r.stdout == ""
     assert not (tmp_path / "p.svg").exists()
 
