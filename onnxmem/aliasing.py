@@ -9,9 +9,14 @@ Three kinds of sharing. Two are written in one table, :data:`RULES`:
 * **inplace**: the op computes output element ``i`` from input element ``i``
   of the reused input only (unary and binary element-wise ops, activations,
   Cast between types of one size, BatchNormalization at inference), so its
-  kernel may write the output over that input. Ops that read neighbours
-  (Conv, MatMul, pooling, Transpose, Softmax, LayerNormalization, ...) are
-  not in the table and never alias.
+  kernel may write the output over that input. Two row-wise ops join them
+  for float tensors only (``AliasRule.dtypes``): Softmax and LogSoftmax,
+  whose onnxruntime CPU kernel reads a whole row (its maximum, its sum of
+  exponentials) before it writes that row's outputs, each from the input
+  element at the same place, and which onnxruntime itself runs in place
+  (the float kernels declare ``MayInplace(0, 0)``). Other ops that read
+  neighbours (Conv, MatMul, pooling, Transpose, LayerNormalization, ...)
+  are not in the table and never alias.
 
 The third is **concat** (sub-buffer aliasing): when every input of a Concat
 is one contiguous run of the output's bytes (all dims before the axis are 1,
@@ -100,6 +105,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+from onnx import TensorProto
 
 from .graph import GraphView, Op
 from .lifetimes import last_reads, live_profile, tensor_lifetimes
@@ -148,12 +154,18 @@ class AliasRule:
 
     ``kind``: ``"view"`` (same bytes, nothing computed) or ``"inplace"``
     (computed element by element over the input). ``when``: a condition on
-    the node (attributes, optional inputs) for the rule to apply.
+    the node (attributes, optional inputs) for the rule to apply. ``dtypes``:
+    the element types of the reused input the rule holds for (``None``: any).
     """
 
     kind: str
     inputs: tuple[int, ...]
     when: Callable[[Op], bool] = _always
+    dtypes: frozenset[int] | None = None
+
+    def holds_for(self, elem_type: int) -> bool:
+        """Whether an input of element type ``elem_type`` may be reused."""
+        return self.dtypes is None or elem_type in self.dtypes
 
 
 _UNARY = (
@@ -178,6 +190,8 @@ RULES: dict[tuple[str, str], AliasRule] = {
     **{("", op): AliasRule(INPLACE, (0,)) for op in _VARIADIC},
     ("", "PRelu"): AliasRule(INPLACE, (0,)),
     ("", "BatchNormalization"): AliasRule(INPLACE, (0,), _one_output),
+    # row-wise: onnxruntime's float CPU kernels read a row whole before writing it (MayInplace(0, 0))
+    **{("", op): AliasRule(INPLACE, (0,), dtypes=frozenset({TensorProto.FLOAT})) for op in ("Softmax", "LogSoftmax")},
 }
 
 
@@ -487,7 +501,8 @@ def alias_sources(view: GraphView, op: Op, io: str = "internal") -> tuple[AliasR
     sources: list[str] = []
     for j in rule.inputs:
         src = op.inputs[j] if j < len(op.inputs) else ""
-        if src and src not in sources and _planned(view, src, io) and view.tensors[src].size == size:
+        if (src and src not in sources and _planned(view, src, io) and view.tensors[src].size == size
+                and rule.holds_for(view.tensors[src].elem_type)):
             sources.append(src)
     return (rule, tuple(sources)) if sources else None
 

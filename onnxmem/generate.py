@@ -17,6 +17,11 @@ same bytes. Nodes are written in construction order, as an exporter would.
   earlier states, and concatenates them.
 * :func:`transformer`: a deep stack of pre-norm transformer blocks (multi-head
   attention and a ReLU MLP), for long, mostly linear graphs.
+* :func:`attention_encoder`: an audio-encoder layer as PyTorch's dynamo
+  exporter writes it (Whisper-base sizes: 384 channels, 6 heads): scores
+  ``MatMul(q, k^T)`` (``q`` scaled first, or the scores divided after),
+  masked (``Add`` of a ``[1, 1, 1, tokens]`` key mask input), ``Softmax``,
+  ``MatMul`` with ``v``; at 1500 tokens the scores take 51.5 MiB.
 
 Example::
 
@@ -40,6 +45,7 @@ __all__ = [
     "RANDWIRE_KINDS",
     "GeneratorInfo",
     "Wiring",
+    "attention_encoder",
     "nasnet",
     "random_dag",
     "randwire",
@@ -289,6 +295,72 @@ def transformer(layers: int = 4, seed: int = 0, *, seq: int = 8, dim: int = 16, 
     return b.model([x], [y])
 
 
+#: where :func:`attention_encoder` scales the attention scores
+SCALINGS = ("query", "scores")
+
+
+def attention_encoder(tokens: int = 1500, seed: int = 0, *, dim: int = 384, heads: int = 6,
+                      layers: int = 1, scale_at: str = "query", mask: bool = True) -> onnx.ModelProto:
+    """``layers`` pre-norm encoder layers on ``x [1, tokens, dim]`` with a key mask ``mask [1, 1, 1, tokens]``.
+
+    Attention: ``q, k, v`` projections (with biases) split into ``heads``
+    heads; ``scores = MatMul(q, Transpose(k))`` (``[1, heads, tokens,
+    tokens]``), scaled by ``1 / sqrt(dim / heads)``, ``Add`` of the mask,
+    ``Softmax`` on the last axis, ``MatMul`` with ``v``; then the output
+    projection, a residual ``Add``, and a ReLU MLP (``4 * dim``).
+    ``scale_at``: ``query`` multiplies ``q`` before the scores' MatMul (as
+    the dynamo export of ``scaled_dot_product_attention`` does), ``scores``
+    divides the scores after it. ``mask=False``: no mask input, no ``Add``.
+    """
+    if dim % heads:
+        raise OnnxmemError(f"dim {dim} is not a multiple of heads {heads}")
+    if scale_at not in SCALINGS:
+        raise OnnxmemError(f"scale_at {scale_at!r} is not one of {', '.join(SCALINGS)}")
+    b = _Builder(f"attention_encoder_{tokens}_{seed}", seed)
+    hd = dim // heads
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, tokens, dim])
+    inputs = [x] + ([helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 1, 1, tokens])] if mask else [])
+    split_shape = b.const(np.array([1, tokens, heads, hd], dtype=np.int64))
+    merge_shape = b.const(np.array([1, tokens, dim], dtype=np.int64))
+    root = b.const(np.array(np.sqrt(hd), dtype=np.float32))
+    inverse = b.const(np.array(1.0 / np.sqrt(hd), dtype=np.float32))
+    ones = b.const(np.ones(dim, dtype=np.float32))
+    zeros = b.const(np.zeros(dim, dtype=np.float32))
+    h = "x"
+    for _ in range(layers):
+        n1 = b.op("LayerNormalization", [h, ones, zeros], axis=-1)
+        qkv = []
+        for _j in range(3):
+            t = b.op("MatMul", [n1, b.weight((dim, dim))])
+            t = b.op("Add", [t, b.weight((dim,), 0.01)])
+            t = b.op("Reshape", [t, split_shape])
+            qkv.append(b.op("Transpose", [t], perm=[0, 2, 1, 3]))
+        q, kk, v = qkv
+        kt = b.op("Transpose", [kk], perm=[0, 1, 3, 2])
+        if scale_at == "query":
+            q = b.op("Mul", [q, inverse])
+        s = b.op("MatMul", [q, kt])
+        if scale_at == "scores":
+            s = b.op("Div", [s, root])
+        if mask:
+            s = b.op("Add", [s, "mask"])
+        a = b.op("Softmax", [s], axis=-1)
+        o = b.op("MatMul", [a, v])
+        o = b.op("Transpose", [o], perm=[0, 2, 1, 3])
+        o = b.op("Reshape", [o, merge_shape])
+        o = b.op("MatMul", [o, b.weight((dim, dim))])
+        h = b.op("Add", [h, o])
+        n2 = b.op("LayerNormalization", [h, ones, zeros], axis=-1)
+        f = b.op("MatMul", [n2, b.weight((dim, 4 * dim))])
+        f = b.op("Add", [f, b.weight((4 * dim,), 0.01)])
+        f = b.op("Relu", [f])
+        f = b.op("MatMul", [f, b.weight((4 * dim, dim))])
+        h = b.op("Add", [h, f])
+    b.nodes.append(helper.make_node("Identity", [h], ["y"], name="head"))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, tokens, dim])
+    return b.model(inputs, [y])
+
+
 #: name -> generator, for the CLI
 @dataclass(frozen=True, slots=True)
 class GeneratorInfo:
@@ -314,5 +386,8 @@ GENERATORS: dict[str, GeneratorInfo] = {
                       "stacked NASNet/DARTS-like cells with a random genotype per cell", "cells"),
         GeneratorInfo("transformer", lambda size, seed, graph: transformer(size, seed),
                       "a deep stack of pre-norm transformer blocks (attention and MLP)", "layers"),
+        GeneratorInfo("attention", lambda size, seed, graph: attention_encoder(size, seed),
+                      "an audio-encoder layer (384 channels, 6 heads; 1500 tokens: 51.5 MiB of "
+                      "attention scores)", "tokens"),
     )
 }

@@ -352,6 +352,7 @@ class _Sharing:
         elementwise = (
             rule is not None
             and rule.kind == "inplace"
+            and rule.holds_for(view.tensors[x.name].elem_type)
             and all(j in rule.inputs and (x.offset, x.size) == (y.offset, y.size) for j, n in enumerate(op.inputs) if n == x.name)
         )
         if dies and elementwise:

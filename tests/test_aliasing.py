@@ -105,9 +105,14 @@ def test_rules_table_is_well_formed():
     for (_domain, op), rule in RULES.items():
         assert rule.kind in ("view", "inplace"), op
         assert rule.inputs and all(j >= 0 for j in rule.inputs), op
-    for op in ("Conv", "MatMul", "Gemm", "MaxPool", "AveragePool", "Transpose", "Softmax",
+    for op in ("Conv", "MatMul", "Gemm", "MaxPool", "AveragePool", "Transpose",
                "LayerNormalization", "Concat", "LRN", "Where", "InstanceNormalization"):
         assert ("", op) not in RULES, f"{op} reads neighbours and must never alias"
+    # row-wise ops reuse their input only where onnxruntime's kernel does: float
+    for op in ("Softmax", "LogSoftmax"):
+        rule = RULES["", op]
+        assert rule.kind == "inplace" and rule.holds_for(TensorProto.FLOAT)
+        assert not rule.holds_for(TensorProto.DOUBLE) and not rule.holds_for(TensorProto.FLOAT16)
 
 
 def test_dropout_with_training_mode_is_not_a_view():
