@@ -57,6 +57,10 @@ bench-scale:
 bench-real:
 	$(PYTHON) bench/bench_real.py
 
+.PHONY: bench-fold
+bench-fold:
+	$(PYTHON) bench/bench_fold.py
+
 # -- model zoo: build real architectures with random weights (needs the zoo extra), run them --
 ZOO_JOBS ?= 2
 ZOO_CI_MODELS ?= mobilenet_v2,mobilenet_v2_legacy,efficientnet_b0,unet,randwire_ws,llama_4l,onnx_*
