@@ -60,15 +60,15 @@ import numpy as np
 import onnx
 
 from . import sessions
-from .errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
+from .errors import OnnxmemError, PlanError, RuntimeBackendError
 from .graph import GraphView, Op
+from .inputs import feeds_for
 from .plan import MemoryPlan
 from .proof import Finding, true_lifetimes
 from .runtime import (
     available_memory,
     check_memory,
     load_with_weights,
-    random_inputs,
     session_options,
 )
 from .weights import compute_weights, weight_ops
@@ -626,24 +626,8 @@ def execute_plan(
 
 
 def _feeds(model: onnx.ModelProto, view: GraphView, opts: ExecutionOptions) -> dict[str, np.ndarray]:
-    """The graph inputs: ``opts.inputs`` where given (each must have the plan's dtype and shape),
-    seeded random values for the rest."""
-    shapes = {n: view.tensors[n].shape for n in view.inputs}
-    given = dict(opts.inputs or {})
-    for n, value in given.items():
-        if n not in shapes:
-            known = ", ".join(show_name(i) for i in view.inputs) or "none"
-            raise OnnxmemError(f"--inputs array {show_name(n)} is not a graph input of the model; its inputs are {known}")
-        arr = np.asarray(value)
-        t = view.tensors[n]
-        want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
-        if arr.dtype != want or tuple(arr.shape) != tuple(t.shape):
-            raise OnnxmemError(
-                f"--inputs array {show_name(n)} is {arr.dtype}{list(arr.shape)}; the plan has "
-                f"{want}{list(t.shape)}: give the plan's shape, or plan with these inputs (plan --inputs)"
-            )
-        given[n] = arr
-    return random_inputs(model, shapes, opts.seed, given=given)
+    """The graph inputs: ``opts.inputs`` where given, seeded random values for the rest."""
+    return feeds_for(model, view, opts.inputs, opts.seed)
 
 
 def compare_output(name: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> OutputCheck:

@@ -36,9 +36,10 @@ import onnx
 
 from .errors import OnnxmemError, ShapeError, one_line, show_name
 from .fileio import MAX_DATA_BYTES, read_input
+from .graph import GraphView
 from .model import graph_inputs
 
-__all__ = ["bind_input_shapes", "check_inputs", "read_inputs"]
+__all__ = ["bind_input_shapes", "check_inputs", "feeds_for", "read_inputs"]
 
 
 def _label(path: str | os.PathLike[str]) -> str:
@@ -128,3 +129,27 @@ def bind_input_shapes(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray] |
                              f"its array in --inputs ({'x'.join(map(str, shape)) or 'a scalar'}); give one of them")
         out[name] = shape
     return out
+
+
+def feeds_for(model: onnx.ModelProto, view: GraphView, given: Mapping[str, np.ndarray] | None,
+              seed: int = 0) -> dict[str, np.ndarray]:
+    """Every graph input of ``view``: the ``given`` arrays, each with the dtype and shape the
+    view (the plan) has, and seeded random values for the rest (``runtime.random_inputs``)."""
+    from .runtime import random_inputs
+
+    shapes = {n: view.tensors[n].shape for n in view.inputs}
+    arrays: dict[str, np.ndarray] = {}
+    for n, value in (given or {}).items():
+        if n not in shapes:
+            known = ", ".join(show_name(i) for i in view.inputs) or "none"
+            raise ShapeError(f"--inputs: array {show_name(n)} is not a graph input of the model; its inputs are {known}")
+        arr = np.asarray(value)
+        t = view.tensors[n]
+        want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
+        if arr.dtype != want or tuple(arr.shape) != tuple(t.shape):
+            raise ShapeError(
+                f"--inputs: array {show_name(n)} is {arr.dtype}{list(arr.shape)}; the plan has {want}{list(t.shape)}: "
+                "give the plan's shape, or plan with these inputs (plan --inputs)"
+            )
+        arrays[n] = arr
+    return random_inputs(model, shapes, seed, given=arrays)

@@ -109,7 +109,8 @@ def ort_peak(
     (on seeded random inputs; ``inputs``: the values of some, as given)."""
     import onnxruntime as ort
 
-    from .runtime import first_line, random_inputs, run_bounded, session_options
+    from .inputs import feeds_for
+    from .runtime import first_line, run_bounded, session_options
     from .sessions import require_cuda
     from .weights import folded_model
 
@@ -122,7 +123,7 @@ def ort_peak(
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
         provider = "CUDAExecutionProvider"
     folded = folded_model(model, view, model_path)
-    feeds = random_inputs(folded, {n: view.tensors[n].shape for n in view.inputs}, seed, given=inputs)
+    feeds = feeds_for(folded, view, inputs, seed)
     with tempfile.TemporaryDirectory(prefix="onnxmem-ortpeak-") as tmp:
         so = session_options(profile_prefix=os.path.join(tmp, "profile"))
         so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[level])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -277,18 +278,24 @@ def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], wh
         timer.cancel()
 
 
+#: a C++ source location in an onnxruntime message: ``path/file.h:91 namespace::function(arguments)``
+_SOURCE_LOCATION = re.compile(r"(?<!\S)\S+\.(?:h|hpp|cc|cpp|cu|cuh):\d+\s+[\w:~<>,*& ]*?\([^()]*\)(?:\s*const)?")
+
+
 def first_line(exc: BaseException, width: int = 400) -> str:
     """An exception's message as one line (its type when it has none), at most ``width`` characters.
 
     onnxruntime puts the facts on later lines (``index: 0 Got: 2 Expected:
-    1``), so the lines are joined, runs of spaces made one. A longer message
-    is cut at the last space before ``width`` and ends in ``...``: never in
-    the middle of a word.
+    1``), so the lines are joined, runs of spaces made one, and the C++
+    source location it names (``/onnxruntime_src/...h:91
+    onnxruntime::ReshapeHelper::ReshapeHelper(...)``) is left out. A longer
+    message is cut at the last space before ``width`` and ends in ``...``:
+    never in the middle of a word.
 
     >>> first_line(ValueError("Got invalid dimensions\\n index: 0 Got: 2"), width=30)
     'Got invalid dimensions ...'
     """
-    text = " ".join(str(exc).split())
+    text = " ".join(_SOURCE_LOCATION.sub(" ", str(exc)).split())
     if not text:
         return type(exc).__name__
     if len(text) <= width:

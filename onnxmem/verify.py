@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from .errors import OnnxmemError, PlanError, ShapeError
+from .errors import OnnxmemError, PlanError, ShapeError, show_name
 from .execution import DEVICES, Execution, ExecutionOptions, OutputCheck, execute_plan
 from .graph import GraphView, build_view
 from .inputs import read_inputs
@@ -92,6 +92,10 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
 
     dims = dict(plan.dims)
     ishapes = {k: tuple(v) for k, v in plan.input_shapes.items()}
+    for name, arr in (inputs or {}).items():
+        if name in ishapes and tuple(np.shape(arr)) != ishapes[name]:
+            raise ShapeError(f"--inputs: array {show_name(name)} has shape {list(np.shape(arr))}; the plan was made "
+                             f"for {list(ishapes[name])}: give the plan's shape, or plan with these inputs (plan --inputs)")
     try:
         shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False)
     except ShapeError:

@@ -154,3 +154,28 @@ def test_onnxruntime_errors_are_never_cut_mid_word():
         assert kept == whole.split()[: len(kept)]  # whole words only
     err = RuntimeBackendError(f"onnxruntime failed: {first_line(ValueError(msg), width=60)}")
     assert "Got invalid ..." in str(err)
+    # the C++ source location onnxruntime names is left out; the shapes after it are kept
+    reshape = ("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Reshape node. "
+               "Name:'' Status Message: /onnxruntime_src/onnxruntime/core/providers/cpu/tensor/reshape_helper.h:91 "
+               "onnxruntime::ReshapeHelper::ReshapeHelper(const onnxruntime::TensorShape&, "
+               "onnxruntime::TensorShapeVector&, bool) input_shape_size == requested_shape_size was false. The input "
+               "tensor cannot be reshaped to the requested shape. Input shape:{2,16000}, requested shape:{1,16000}\n")
+    assert first_line(ValueError(reshape)) == (
+        "[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Reshape node. Name:'' Status "
+        "Message: input_shape_size == requested_shape_size was false. The input tensor cannot be reshaped to the "
+        "requested shape. Input shape:{2,16000}, requested shape:{1,16000}")
+
+
+def test_inputs_of_another_shape_than_the_plan_are_one_line(sr_files, tmp_path):
+    model, good = sr_files
+    plan = tmp_path / "p.json"
+    r = CliRunner().invoke(main, ["plan", str(model), "--measure-shapes", "--inputs", str(good), "-o", str(plan)])
+    assert r.exit_code == 0, r.output
+    short = tmp_path / "short.npz"
+    np.savez(short, sr=np.array(SR, dtype=np.int64), audio=np.zeros((1, 8000), dtype=np.float32))
+    for cmd in (["verify", str(model), "--plan", str(plan)], ["compare", str(model), "--plan", str(plan)]):
+        r = CliRunner().invoke(main, [*cmd, "--inputs", str(short)])
+        assert r.exit_code == 1, r.output
+        assert r.stderr.strip().splitlines() == [
+            "error: --inputs: array 'audio' has shape [1, 8000]; the plan was made for [1, 16000]: give the plan's "
+            "shape, or plan with these inputs (plan --inputs)"], r.output
