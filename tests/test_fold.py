@@ -104,3 +104,37 @@ def test_random_nodes_are_never_folded():
     m = make_model(nodes, [vi("x", [4])], [vi("y", [4])], [w])
     view = build_view(m, infer_shapes(m))
     assert view.tensors["r"].kind == "activation" and view.folded() == []
+
+
+def test_annotated_model_keeps_the_folded_nodes_and_verifies(tmp_path):
+    m = folded_chain()
+    model = tmp_path / "m.onnx"
+    onnx.save(m, model)
+    annotated = tmp_path / "annotated.onnx"
+    r = CliRunner().invoke(main, ["plan", str(model), "--annotate", str(annotated)])
+    assert r.exit_code == 0, r.output
+    a = onnx.load(annotated)
+    assert sorted(n.op_type for n in a.graph.node) == sorted(n.op_type for n in m.graph.node)
+    r = CliRunner().invoke(main, ["verify", str(annotated)])
+    assert r.exit_code == 0, r.output
+    assert "carried by the annotated model" in r.output and "verified" in r.output
+
+
+def test_onnxruntime_basic_level_folds_as_the_plan_does(tmp_path):
+    """ORT_ENABLE_BASIC folds the chain itself: its peak drops below ORT_DISABLE_ALL on the graph as
+    given, and the folded arena is at or below it."""
+    from onnxmem.ortpeak import comparable_peak, ort_peak
+
+    m = folded_chain()
+    off = plan_file_order(m, tmp_path, fold=False)
+    on = plan_file_order(m, tmp_path)
+    path = tmp_path / "m.onnx"
+    peaks = {level: comparable_peak(ort_peak(m, off.view, level=level, model_path=path).peak, off.view)
+             for level in ("disable", "basic")}
+    assert peaks["disable"] is not None and peaks["basic"] is not None
+    assert peaks["disable"] >= 4096 + 8192  # the Transpose and Cast outputs are activations there
+    assert peaks["basic"] < 4096  # folded by onnxruntime at session start
+    assert on.plan.arena_size <= peaks["basic"]
+    # the graph the folded plan describes, run at ORT_DISABLE_ALL, is like for like
+    folded = comparable_peak(ort_peak(m, on.view, level="disable", model_path=path).peak, on.view)
+    assert folded is not None and on.plan.arena_size <= folded < 4096
