@@ -20,7 +20,7 @@ from pathlib import Path
 
 import onnx
 
-from .errors import OnnxmemError, PlanError, show_name
+from .errors import OnnxmemError, PlanError, cut_words, show_name
 from .fileio import MAX_PLAN_BYTES, check_output_path, write_bytes_atomic
 from .graph import node_names
 from .plan import MemoryPlan, parse_plan_json, plan_from_dict
@@ -87,7 +87,7 @@ def render_annotated(
             os.chdir(dest.parent)
         onnx.checker.check_model(out)
     except onnx.checker.ValidationError as exc:
-        first = " ".join(str(exc).split())[:300]
+        first = cut_words(str(exc), 300)
         raise OnnxmemError(f"the annotated model fails onnx.checker: {first}") from None
     finally:
         os.chdir(here)

@@ -70,3 +70,20 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def cut_words(text: str, width: int) -> str:
+    """``text`` with its whitespace runs made single spaces, at most ``width`` characters:
+    a longer text is cut at the last space that leaves room for ``" ..."``, never inside a
+    word (unless its first word alone is longer than that).
+
+    >>> cut_words("Got invalid dimensions\\n index: 0", 26)
+    'Got invalid dimensions ...'
+    """
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    room = max(width - 4, 1)  # the cut text, then " ..."
+    space = text.rfind(" ", 0, room + 1)  # text[space] ends a word within the room
+    cut = text[:space] if space > 0 else text[:room]
+    return cut.rstrip() + " ..."

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 import numpy as np
 import onnx
 
-from .errors import OnnxmemError, ShapeError, one_line, show_name
+from .errors import OnnxmemError, ShapeError, cut_words, one_line, show_name
 from .fileio import MAX_DATA_BYTES, read_input
 from .graph import GraphView
 from .model import graph_inputs
@@ -71,7 +71,7 @@ def read_inputs(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES) -> di
             return {name: np.asarray(npz[name]) for name in npz.files}
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, NotImplementedError) as exc:
         raise OnnxmemError(f"{where} has an array numpy cannot read without pickle: "
-                           f"{one_line(' '.join(str(exc).split()))[:200]}; save plain arrays with numpy.savez") from None
+                           f"{one_line(cut_words(str(exc), 200))}; save plain arrays with numpy.savez") from None
 
 
 def check_inputs(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray],

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 import onnx
 
-from .errors import RuntimeBackendError, ShapeError, one_line, show_name
+from .errors import RuntimeBackendError, ShapeError, cut_words, one_line, show_name
 from .model import (
     ShapeInfo,
     check_tensor_data,
@@ -295,15 +295,8 @@ def first_line(exc: BaseException, width: int = 400) -> str:
     >>> first_line(ValueError("Got invalid dimensions\\n index: 0 Got: 2"), width=30)
     'Got invalid dimensions ...'
     """
-    text = " ".join(_SOURCE_LOCATION.sub(" ", str(exc)).split())
-    if not text:
-        return type(exc).__name__
-    if len(text) <= width:
-        return text
-    room = max(width - 4, 1)  # the cut text, then " ..."
-    space = text.rfind(" ", 0, room + 1)  # text[space] ends a word within the room
-    cut = text[:space] if space > 0 else text[:room]  # one word longer than the room: no choice
-    return cut.rstrip() + " ..."
+    text = cut_words(_SOURCE_LOCATION.sub(" ", str(exc)), width)
+    return text or type(exc).__name__
 
 
 def measure_shapes(

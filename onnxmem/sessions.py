@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .errors import RuntimeBackendError
+from .errors import RuntimeBackendError, cut_words
 from .graph import GraphView, Op
 from .runtime import LOG_SEVERITY, first_line, make_session, run_bounded
 
@@ -82,7 +82,7 @@ def require_cuda() -> None:
         ort.set_default_logger_severity(4)
         ort.OrtValue.ortvalue_from_shape_and_type([1], np.uint8, "cuda", 0)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-        reason = first_line(exc, width=10_000).rsplit(") ", 1)[-1][:160]
+        reason = cut_words(first_line(exc, width=10_000).rsplit(") ", 1)[-1], 160)
         raise RuntimeBackendError(
             f"--device cuda: onnxruntime's CUDA provider cannot run here ({reason}); use --device cpu"
         ) from None
