@@ -345,7 +345,16 @@ def measure_shapes(
             raise
         sess = make_session(base)
     names = [o.name for o in sess.get_outputs()]
-    values = run_bounded(sess, names, feeds, "to measure shapes")
+    try:
+        values = run_bounded(sess, names, feeds, "to measure shapes")
+    except RuntimeBackendError as exc:
+        random = sorted(set(feeds) - set(inputs or {}))
+        if not random:
+            raise
+        raise RuntimeBackendError(
+            f"{exc}; inputs {', '.join(show_name(n) for n in random)} had seeded random values: "
+            "if the model needs real ones, give them with --inputs FILE.npz"
+        ) from None
     out: dict[str, tuple[int, tuple[int, ...]]] = {}
     for name, val in list(zip(names, values)) + list(feeds.items()):
         if isinstance(val, np.ndarray) and val.dtype != object:

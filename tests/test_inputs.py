@@ -59,6 +59,7 @@ def test_sample_rate_model_plans_only_with_inputs(sr_files, tmp_path):
     plan = tmp_path / "p.json"
     r = runner.invoke(main, ["plan", str(model), "--measure-shapes", "--input-shape", f"audio=1x{SR}"])
     assert r.exit_code == 1 and "error:" in r.output and "Reshape" in r.output and "Traceback" not in r.output
+    assert "had seeded random values: if the model needs real ones, give them with --inputs FILE.npz" in r.output
     r = runner.invoke(main, ["plan", str(model), "--measure-shapes", "--inputs", str(good), "-o", str(plan),
                              "--alignment", "1"])
     assert r.exit_code == 0, r.output
