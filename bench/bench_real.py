@@ -429,7 +429,8 @@ def bench_model(wheel: Wheel, model: Model, path: Path, timeout: float,
         row["status"] = plan.get("solver", {}).get("status", "")
         # nested planning lists body tensors with their graph; folding lists folded values outside
         row["body_tensors"] = sum(1 for t in plan.get("tensors", []) if t.get("graph"))
-        row["folded"] = sum(1 for v in plan.get("outside", []) if v.get("reason") == "folded")
+        row["folded"] = (sum(1 for v in plan.get("outside", []) if v.get("reason") == "folded")
+                         or len(plan.get("extra", {}).get("folded", [])))  # plans without `outside`
         for cmd in ("verify", "compare"):
             extra: list[str] = []
             if npz is not None:
