@@ -10,6 +10,11 @@ model writes these names back so a plan and its model always match.
 Weights are initializers, the outputs of ``Constant`` nodes, and the outputs
 of ``ConstantOfShape`` nodes and of views (Identity, Reshape, Flatten,
 Squeeze, Unsqueeze) whose inputs are all weights.
+
+In a training graph, the graph inputs that are the caller's state
+(parameters, gradient accumulation buffers, optimizer state: see
+:func:`onnxmem.training.roles.caller_state`) are weights too: outside the
+arena, like initializers. ``GraphView.outside`` lists them with their reason.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import onnx
 
 from .errors import ModelError
 from .model import ShapeInfo, dtype_name, tensor_bytes
+from .training.roles import caller_state
 
 __all__ = ["GraphView", "Op", "Tensor", "build_view", "outer_scope_reads"]
 
@@ -78,6 +84,8 @@ class GraphView:
     inputs: tuple[str, ...]  # real graph inputs (not weights)
     outputs: tuple[str, ...]
     consumers: Mapping[str, tuple[int, ...]]  # value -> node indices that read it
+    #: graph inputs that are the caller's state, outside the arena (kind ``weight``) -> reason
+    outside: Mapping[str, str] = field(default_factory=dict)
     #: data derived from the view, computed on first use (the view is read-only): see :meth:`memo`
     _memo: dict[object, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
@@ -218,8 +226,9 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo) -> GraphView:
         if o not in defined:
             raise ModelError(f"graph output '{o}' is produced by no node or input; fix the model")
 
-    # weights: initializers, and constants computed only from weights
-    weight = set(init_names)
+    # weights: initializers, the caller's state of a training graph, and constants computed only from weights
+    outside = caller_state(model)
+    weight = set(init_names) | set(outside)
     for op in ops:
         if op.op_type in CONSTANT_OPS and op.domain in ("", "ai.onnx") and all(
             (not n) or n in weight for n in op.inputs
@@ -259,4 +268,5 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo) -> GraphView:
         tuple(inputs),
         outputs,
         {k: tuple(v) for k, v in consumers.items()},
+        outside,
     )
