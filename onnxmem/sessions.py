@@ -77,6 +77,12 @@ def model_like(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProt
     return m
 
 
+#: ops whose outputs a node's session declares with their planned shapes: onnxruntime's
+#: shape inference of MaxPoolGrad (onnxruntime-training 1.19) crashes the process on an
+#: output without a shape
+SHAPED_OUTPUTS = frozenset({"MaxPoolGrad"})
+
+
 def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
                  shapes: Mapping[str, tuple[int, ...]], options: Any, providers: Sequence[Any]) -> Any:
     """A session that runs ``node`` alone: its inputs at ``shapes`` (else the view's), its outputs typed only.
@@ -91,9 +97,11 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     for name in op.reads:
         t = view.tensors[name]
         g.input.append(onnx.helper.make_tensor_value_info(name, t.elem_type, list(shapes.get(name, t.shape))))
+    shaped = node.op_type in SHAPED_OUTPUTS
     for o in node.output:
         if o:
-            g.output.append(onnx.helper.make_tensor_value_info(o, view.tensors[o].elem_type, None))
+            t = view.tensors[o]
+            g.output.append(onnx.helper.make_tensor_value_info(o, t.elem_type, list(t.shape) if shaped else None))
     data = model_like(model, g).SerializeToString()
     try:
         return ort.InferenceSession(data, sess_options=options, providers=list(providers))

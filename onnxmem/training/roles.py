@@ -13,16 +13,15 @@ conventions:
 * ``parameter``: a graph input ``X`` whose gradient ``X_grad`` is accumulated;
 * ``frozen-parameter``: a graph input after the loss's label input and before the first
   accumulation buffer that is none of the above (the generator lists the user's inputs,
-  then the labels, then every parameter, trainable and frozen, then the buffers).
+  then the labels, then every parameter, trainable and frozen, then the buffers);
+* in an eval graph (a loss reads a graph-input label, nothing accumulates), every graph
+  input after the label is a ``parameter``: the generator lists them in the same order.
 
-Anything else (the user's data and labels) is an ordinary graph input. An eval graph
-carries no such marks (its parameters are plain graph inputs); planned with its training
-graph, it shares that graph's state (``state`` argument of :func:`caller_state`).
+Anything else (the user's data and labels) is an ordinary graph input; so is every input
+of a graph without a loss block.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import onnx
 
@@ -40,17 +39,14 @@ def is_training_graph(model: onnx.ModelProto) -> bool:
     return any(n.domain == _MS and n.op_type in _ACCUMULATORS for n in model.graph.node)
 
 
-def caller_state(model: onnx.ModelProto, state: Mapping[str, str] | None = None) -> dict[str, str]:
+def caller_state(model: onnx.ModelProto) -> dict[str, str]:
     """``{graph input: reason}`` for the inputs that are the caller's state (module doc), in
-    input order; ``state``: the state of a companion training graph (for its eval graph),
-    whose names count here too. Empty for a graph that is neither."""
+    input order; empty for a graph with neither accumulators nor a loss block."""
     g = model.graph
     inits = {i.name for i in g.initializer}
     inputs = [vi.name for vi in g.input if vi.name not in inits]
     is_input = set(inputs)
-    out: dict[str, str] = {n: r for n, r in (state or {}).items() if n in is_input}
-    if not is_training_graph(model):
-        return {n: out[n] for n in inputs if n in out}
+    out: dict[str, str] = {}
     for node in g.node:
         if node.domain != _MS:
             continue
@@ -67,6 +63,7 @@ def caller_state(model: onnx.ModelProto, state: Mapping[str, str] | None = None)
     if labels:
         start = max(inputs.index(lab) for lab in labels) + 1
         stop = next((k for k, n in enumerate(inputs) if out.get(n) == "gradient-accumulation-buffer"), len(inputs))
+        reason = "frozen-parameter" if is_training_graph(model) else "parameter"
         for name in inputs[start:stop]:
-            out.setdefault(name, "frozen-parameter")
+            out.setdefault(name, reason)
     return {n: out[n] for n in inputs if n in out}
