@@ -260,3 +260,107 @@ def test_a_clobbering_training_plan_fails_execution(tmp_path):
     bad = tuple(dataclasses.replace(t, offset=a1.offset) if t.name == "W2_grad" else t for t in plan.tensors)
     run = execute_training(dataclasses.replace(plan, tensors=bad), planned.model, planned.view)
     assert any(f.kind == "clobber" and f.tensor == "a1" for f in run.findings)
+
+
+#: the training fixtures with an op onnxruntime's CPU provider has no kernel for
+NO_CPU_KERNEL = {"unet": "ConvTransposeGrad"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_training_fixture_verifies_in_one_arena_with_its_eval_graph(name):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    from onnxmem.errors import RuntimeBackendError
+    from onnxmem.training.execution import execute_in_one_arena, missing_kernel
+    from onnxmem.zoo.fixtures import fill_weights
+
+    runs = []
+    for kind in ("train", "eval"):
+        path = TRAINING / f"{name}.{kind}.onnx"
+        planned = plan_model(path)
+        model = load_model(path)
+        fill_weights(model)
+        runs.append((planned.plan, model, planned.view))
+    if name in NO_CPU_KERNEL:
+        with pytest.raises(RuntimeBackendError) as err:
+            execute_in_one_arena(runs)
+        assert missing_kernel(str(err.value)) == NO_CPU_KERNEL[name]
+        return
+    size, results = execute_in_one_arena(runs)
+    assert size == max(plan.arena_size for plan, _, _ in runs)
+    for result in results:
+        assert result.findings == () and all(c.identical for c in result.outputs)
+    assert sum(1 for c in results[0].outputs if c.name.endswith(".accumulation.buffer")) == \
+        sum(1 for r in runs[0][2].outside.values() if r == "gradient-accumulation-buffer")
+
+
+# ---------------------------------------------------------------- several models in one arena
+
+
+def feature_extractor() -> onnx.ModelProto:
+    """A frozen inference model whose output ``x`` [N, D] is the MLP training graph's input."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Gemm", ["x0", "W0", "b0"], ["f"], name="fc0", transB=1),
+             helper.make_node("Relu", ["f"], ["x"], name="relu0")]
+    inits = [numpy_helper.from_array(rng.standard_normal((D, 12)).astype(np.float32), "W0"),
+             numpy_helper.from_array(np.zeros(D, np.float32), "b0")]
+    g = helper.make_graph(nodes, "features", [vi("x0", [N, 12])], [vi("x", [N, D])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    return m
+
+
+def _pipeline(tmp_path):
+    from onnxmem.training.program import plan_program
+
+    first = tmp_path / "features.onnx"
+    onnx.save(feature_extractor(), first)
+    opts = PlanOptions(order="file", solver="exact", alignment=1)
+    a = plan_loaded(feature_extractor(), first, opts)
+    b = _plan(mlp_training_graph(), tmp_path)
+    return a, b, plan_program([a, b], ["x"], solver="exact")
+
+
+def test_pipeline_hands_its_tensor_over_in_the_arena(tmp_path):
+    # the extractor's arena: x0 192 B at step 0 with {f, x} 128 B (Relu in place) = 320 B.
+    # x stays where the extractor wrote it and the training step reads it there: one buffer
+    # live from the extractor's first step to dW1 (the training step's step 12), whose
+    # 1236 B (x included, see test_mlp_training_arena_by_hand) set the program's peak.
+    a, b, program = _pipeline(tmp_path)
+    assert a.plan.arena_size == 320 and b.plan.arena_size == 1236
+    assert program.arena_size == program.lower_bound == 1236
+    assert program.handovers == {"x": 0}
+    first, second = program.plans
+    assert first.tensor("x").offset == second.tensor("x").offset
+    assert prove_plan(first, a.view) == [] and prove_plan(second, b.view) == []
+
+
+def test_train_and_eval_share_an_arena_as_large_as_the_larger(tmp_path):
+    from onnxmem.training.program import plan_program
+
+    train = plan_model(TRAINING / "mlp.train.onnx")
+    ev = plan_model(TRAINING / "mlp.eval.onnx")
+    program = plan_program([train, ev])
+    assert program.arena_size == max(train.plan.arena_size, ev.plan.arena_size) == program.lower_bound
+    assert all(p.arena_size == program.arena_size for p in program.plans)
+
+
+def test_a_handover_must_pass_from_one_model_to_the_next(tmp_path):
+    from onnxmem.errors import OnnxmemError
+    from onnxmem.training.program import plan_program
+
+    a, b, _ = _pipeline(tmp_path)
+    with pytest.raises(OnnxmemError, match="not a graph output of one model and a graph input of the next"):
+        plan_program([b, a], ["x"])
+
+
+def test_pipeline_runs_in_one_arena(tmp_path):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    from onnxmem.training.execution import execute_in_one_arena
+
+    a, b, program = _pipeline(tmp_path)
+    size, results = execute_in_one_arena([(program.plans[0], a.model, a.view), (program.plans[1], b.model, b.view)],
+                                         handovers=program.handovers)
+    assert size == 1236
+    for result in results:
+        assert result.findings == () and all(c.identical for c in result.outputs)

@@ -18,7 +18,9 @@ Steps, per model:
 3. ``generate_artifacts`` with a loss block (cross-entropy on integer labels), AdamW, the
    parameters the entry freezes in ``frozen_params`` and every other float parameter in
    ``requires_grad``: ``training_model.onnx``, ``eval_model.onnx``, ``optimizer_model.onnx``
-   and a checkpoint, under ``training/build/NAME/`` (git-ignored);
+   and a checkpoint, under ``training/build/NAME/`` (git-ignored); in the eval graph, the
+   unread running-statistics outputs of BatchNormalization with ``training_mode=0`` are
+   dropped (:func:`repair_eval`: onnxruntime refuses the generated graph otherwise);
 4. write the fixtures ``models/training/NAME.train.onnx`` and ``NAME.eval.onnx``: the
    generated graphs with their IR version at most 10 and every floating-point initializer of
    1 KiB or more weight-free (``onnxmem.zoo.fixtures.strip_weights``). Parameters, gradient
@@ -160,7 +162,10 @@ def unet() -> Any:
 
 class _Encoder:
     """Builders of a BERT-style encoder (post-LN, GELU, learned positions) and a tied-weight
-    language model; explicit matmuls and softmax, so the exporter writes plain ONNX ops."""
+    language model. The residual stream is kept as token rows ``[batch * seq, hidden]``, so
+    every Linear exports as one Gemm (weight read as it is, bias fused) rather than a MatMul
+    over a transposed copy of the weight and an Add; attention uses explicit matmuls and
+    softmax, so the exporter writes plain ONNX ops."""
 
     @staticmethod
     def layers(hidden: int, heads: int, ffn: int, depth: int, dropout: float) -> Any:
@@ -168,6 +173,8 @@ class _Encoder:
 
         import torch
         from torch import nn
+
+        d = hidden // heads
 
         class Layer(nn.Module):
             def __init__(self) -> None:
@@ -180,11 +187,13 @@ class _Encoder:
                 self.ln2 = nn.LayerNorm(hidden)
                 self.drop = nn.Dropout(dropout)
 
-            def forward(self, x: torch.Tensor) -> torch.Tensor:
-                b, s, _ = x.shape
-                q, k, v = self.qkv(x).reshape(b, s, 3, heads, hidden // heads).permute(2, 0, 3, 1, 4)
-                att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(hidden // heads), dim=-1)
-                ctx = (self.drop(att) @ v).transpose(1, 2).reshape(b, s, hidden)
+            def forward(self, x: torch.Tensor, b: int, s: int) -> torch.Tensor:  # x: [b * s, hidden]
+                qkv = self.qkv(x).reshape(b, s, 3, heads, d)
+                q = qkv[:, :, 0].permute(0, 2, 1, 3)  # [b, heads, s, d]
+                k_t = qkv[:, :, 1].permute(0, 2, 3, 1)  # [b, heads, d, s]
+                v = qkv[:, :, 2].permute(0, 2, 1, 3)
+                att = torch.softmax((q @ k_t) * (1.0 / math.sqrt(d)), dim=-1)
+                ctx = (self.drop(att) @ v).permute(0, 2, 1, 3).reshape(b * s, hidden)
                 x = self.ln1(x + self.drop(self.out(ctx)))
                 return self.ln2(x + self.drop(self.ff2(nn.functional.gelu(self.ff1(x)))))
 
@@ -200,6 +209,7 @@ def bert() -> Any:
     class Bert(nn.Module):
         def __init__(self, vocab: int = 8000, length: int = 128, hidden: int = 256) -> None:
             super().__init__()
+            self.hidden = hidden
             self.embed = nn.Embedding(vocab, hidden)
             self.pos = nn.Parameter(torch.zeros(1, length, hidden))
             self.ln = nn.LayerNorm(hidden)
@@ -208,33 +218,35 @@ def bert() -> Any:
             self.cls = nn.Linear(hidden, 2)
 
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            x = self.ln(self.embed(ids) + self.pos)
+            b, s = ids.shape
+            x = self.ln((self.embed(ids) + self.pos).reshape(b * s, self.hidden))
             for layer in self.layers:
-                x = layer(x)
-            return self.cls(torch.tanh(self.pool(x[:, 0])))
+                x = layer(x, b, s)
+            return self.cls(torch.tanh(self.pool(x.reshape(b, s, self.hidden)[:, 0])))
 
     return Bert()
 
 
 def tied_lm() -> Any:
-    """A four-layer decoder-sized language model whose output projection is the transposed
-    token embedding (one parameter, two uses: its gradient is the sum of both)."""
+    """A four-layer decoder-sized language model whose output projection is the token
+    embedding (one parameter, two uses: its gradient is the sum of both)."""
     import torch
     from torch import nn
 
     class TiedLM(nn.Module):
         def __init__(self, vocab: int = 4000, hidden: int = 192) -> None:
             super().__init__()
+            self.hidden = hidden
             self.embed = nn.Embedding(vocab, hidden)
             self.layers = _Encoder.layers(hidden, 4, 4 * hidden, 4, 0.0)
             self.ln = nn.LayerNorm(hidden)
 
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            x = self.embed(ids)
+            b, s = ids.shape
+            x = self.embed(ids).reshape(b * s, self.hidden)
             for layer in self.layers:
-                x = layer(x)
-            logits = self.ln(x) @ self.embed.weight.t()
-            return logits.reshape(-1, logits.shape[-1])
+                x = layer(x, b, s)
+            return nn.functional.linear(self.ln(x), self.embed.weight)  # [b * s, vocab]
 
     return TiedLM()
 
@@ -314,6 +326,22 @@ def export_forward(arch: Arch) -> tuple[onnx.ModelProto, list[str], list[str]]:
     return model, trainable, frozen
 
 
+def repair_eval(graph: onnx.ModelProto) -> int:
+    """Make the generator's eval graph loadable: it keeps BatchNormalization's running-mean and
+    running-var outputs while setting ``training_mode=0``, which onnxruntime refuses ("number
+    of op outputs should be 1 when Training_mode = False"). Outputs that nothing reads are
+    dropped; returns how many nodes changed."""
+    read = {n for node in graph.graph.node for n in node.input} | {o.name for o in graph.graph.output}
+    changed = 0
+    for node in graph.graph.node:
+        mode = next((a.i for a in node.attribute if a.name == "training_mode"), 0)
+        if node.op_type == "BatchNormalization" and not mode and len(node.output) > 1:
+            if not any(o in read for o in node.output[1:]):
+                del node.output[1:]
+                changed += 1
+    return changed
+
+
 def generate(arch: Arch) -> dict[str, Any]:
     from onnxruntime.training import artifacts
 
@@ -329,6 +357,8 @@ def generate(arch: Arch) -> dict[str, Any]:
     for kind in ("training", "eval"):
         graph = onnx.load(str(out / f"{kind}_model.onnx"))
         graph.ir_version = min(graph.ir_version, MAX_IR_VERSION)
+        if kind == "eval":
+            repair_eval(graph)
         short = "train" if kind == "training" else "eval"
         stripped, _ = strip_weights(graph, f"{arch.name}.{short}")
         write_bytes_atomic(FIXTURES / f"{arch.name}.{short}.onnx", stripped.SerializeToString())

@@ -16,7 +16,9 @@ outside the arena as the caller's state. Three things differ:
    buffer is one more :class:`~onnxmem.execution.OutputCheck` (exact: ``rtol = atol = 0``
    in effect, ``identical`` required), and a difference is a finding of kind ``output``.
 
-:func:`training_feeds` makes the inputs; :func:`execute_training` runs the plan.
+:func:`training_feeds` makes the inputs; :func:`execute_training` runs the plan;
+:func:`execute_in_one_arena` runs a training and an eval plan (or any plans) one after the
+other in one arena.
 Where onnxruntime has no CPU kernel for a node (ConvTransposeGrad), the run stops with
 :class:`~onnxmem.errors.RuntimeBackendError` naming the op; :func:`missing_kernel` reads it.
 """
@@ -26,19 +28,21 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 
+from ..errors import PlanError
 from ..execution import ArenaRun, Execution, ExecutionOptions, OutputCheck
 from ..graph import GraphView, Op
 from ..plan import MemoryPlan
 from ..proof import Finding
 from ..runtime import random_inputs
 
-__all__ = ["TrainingRun", "execute_training", "missing_kernel", "seed_dropout", "training_feeds"]
+__all__ = ["TrainingRun", "execute_in_one_arena", "execute_training", "missing_kernel", "seed_dropout",
+           "training_feeds"]
 
 _ACCUMULATORS = ("InPlaceAccumulatorV2", "InPlaceAccumulator")
 _LOSSES = ("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss")
@@ -135,3 +139,44 @@ def missing_kernel(message: str) -> str | None:
     """The op onnxruntime has no kernel for, from its error message; ``None`` for other errors."""
     m = _MISSING.search(message)
     return m.group(1) if m else None
+
+
+def execute_in_one_arena(runs: Sequence[tuple[MemoryPlan, onnx.ModelProto, GraphView]], *,
+                         options: ExecutionOptions | None = None,
+                         handovers: Mapping[str, int] | None = None) -> tuple[int, list[Execution]]:
+    """Run several plans one after the other in one arena, as the models of one program
+    (a training step, then an eval step; or a pipeline) would share it: the arena is as
+    large as the largest plan's, allocated once, and each run finds the bytes the previous
+    one left.
+
+    ``handovers`` (:attr:`onnxmem.training.program.Program.handovers`): ``{name: k}`` for a
+    graph output of run ``k`` that is a graph input of run ``k + 1``; run ``k + 1`` is fed
+    the bytes run ``k`` left at that tensor's offset, which its plan puts at the same
+    offset (:func:`onnxmem.training.program.plan_program`): the tensor is handed over in
+    the arena. Training graphs run as :class:`TrainingRun` (with :func:`training_feeds`),
+    others as :class:`~onnxmem.execution.ArenaRun`. Returns the arena size and each run's
+    result.
+    """
+    opts = options or ExecutionOptions()
+    size = max((plan.arena_size for plan, _, _ in runs), default=0)
+    shared: Any = None
+    results: list[Execution] = []
+    for k, (plan, model, view) in enumerate(runs):
+        wide = dataclasses.replace(plan, arena_size=size)
+        training = any(r == "gradient-accumulation-buffer" for r in view.outside.values())
+        feeds = training_feeds(model, view, opts.seed)
+        for name, at in (handovers or {}).items():
+            if at == k - 1 and name in feeds:
+                before = runs[k - 1][0].tensor(name)
+                if plan.tensor(name).offset != before.offset:
+                    raise PlanError(f"handover {name!r} sits at offset {before.offset} in model {k - 1} but "
+                                    f"{plan.tensor(name).offset} in model {k}; plan them together (plan_program)")
+                raw = shared.read(before.offset, before.size)
+                feeds[name] = raw.view(feeds[name].dtype).reshape(feeds[name].shape).copy()
+        run = (TrainingRun if training else ArenaRun)(wide, model, view, dataclasses.replace(opts, inputs=feeds))
+        if shared is None:
+            shared = run.arena
+        else:
+            run.arena = run.mirror = shared  # the first run's bytes, not a fresh arena
+        results.append(run.run())
+    return size, results
