@@ -40,13 +40,17 @@ from ..graph import GraphView, Op
 from ..plan import MemoryPlan
 from ..proof import Finding
 from ..runtime import random_inputs
+from .roles import ACCUMULATORS, LOSSES
 
-__all__ = ["TrainingRun", "execute_in_one_arena", "execute_training", "missing_kernel", "seed_dropout",
-           "training_feeds"]
+__all__ = ["TrainingRun", "execute_in_one_arena", "execute_training", "is_training_view", "missing_kernel",
+           "seed_dropout", "training_feeds"]
 
-_ACCUMULATORS = ("InPlaceAccumulatorV2", "InPlaceAccumulator")
-_LOSSES = ("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss")
 _MISSING = re.compile(r"Could not find an implementation for (\w+)\(")
+
+
+def is_training_view(view: GraphView) -> bool:
+    """Whether ``view`` is a training graph's (it has gradient accumulation buffers)."""
+    return any(r == "gradient-accumulation-buffer" for r in view.outside.values())
 
 
 def training_feeds(model: onnx.ModelProto, view: GraphView, seed: int = 0) -> dict[str, np.ndarray]:
@@ -54,7 +58,7 @@ def training_feeds(model: onnx.ModelProto, view: GraphView, seed: int = 0) -> di
     feeds = random_inputs(model, {n: view.tensors[n].shape for n in view.inputs}, seed)
     rng = np.random.default_rng(seed + 1)
     for node in model.graph.node:
-        if node.op_type in _LOSSES and (node.domain or "") in ("", "ai.onnx") and len(node.input) > 1:
+        if node.op_type in LOSSES and (node.domain or "") in ("", "ai.onnx") and len(node.input) > 1:
             scores, label = view.tensors.get(node.input[0]), node.input[1]
             if label in feeds and scores is not None and len(scores.shape) > 1:
                 feeds[label] = rng.integers(0, scores.shape[1], size=feeds[label].shape).astype(feeds[label].dtype)
@@ -83,6 +87,8 @@ class TrainingRun(ArenaRun):
 
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
                  model_path: str | os.PathLike[str] | None = None) -> None:
+        if options.inputs is None:
+            options = dataclasses.replace(options, inputs=training_feeds(model, view, options.seed))
         super().__init__(plan, model, view, options, model_path)
         seed_dropout(self.full, options.seed)
         self.reference_buffers: dict[str, np.ndarray] = {}
@@ -90,7 +96,7 @@ class TrainingRun(ArenaRun):
 
     @staticmethod
     def _buffer(op: Op) -> str | None:
-        if op.domain == "com.microsoft" and op.op_type in _ACCUMULATORS and op.inputs:
+        if op.domain == "com.microsoft" and op.op_type in ACCUMULATORS and op.inputs:
             return op.inputs[0]
         return None
 
@@ -131,8 +137,9 @@ def execute_training(plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, 
     """Run a training graph's plan in one arena (:class:`TrainingRun`); ``model`` must carry
     its weights (a fixture filled with :func:`onnxmem.zoo.fixtures.fill_weights`)."""
     opts = options or ExecutionOptions()
-    feeds = dict(inputs) if inputs is not None else training_feeds(model, view, opts.seed)
-    return TrainingRun(plan, model, view, dataclasses.replace(opts, inputs=feeds)).run()
+    if inputs is not None:
+        opts = dataclasses.replace(opts, inputs=dict(inputs))
+    return TrainingRun(plan, model, view, opts).run()
 
 
 def missing_kernel(message: str) -> str | None:
@@ -163,7 +170,7 @@ def execute_in_one_arena(runs: Sequence[tuple[MemoryPlan, onnx.ModelProto, Graph
     results: list[Execution] = []
     for k, (plan, model, view) in enumerate(runs):
         wide = dataclasses.replace(plan, arena_size=size)
-        training = any(r == "gradient-accumulation-buffer" for r in view.outside.values())
+        training = is_training_view(view)
         feeds = training_feeds(model, view, opts.seed)
         for name, at in (handovers or {}).items():
             if at == k - 1 and name in feeds:

@@ -25,18 +25,20 @@ from __future__ import annotations
 
 import onnx
 
-__all__ = ["OUTSIDE_REASONS", "caller_state", "is_training_graph"]
+__all__ = ["ACCUMULATORS", "LOSSES", "OUTSIDE_REASONS", "caller_state", "is_training_graph"]
 
 OUTSIDE_REASONS = ("parameter", "frozen-parameter", "gradient-accumulation-buffer", "flag")
 
 _MS = "com.microsoft"
-_ACCUMULATORS = ("InPlaceAccumulatorV2", "InPlaceAccumulator")
-_LOSSES = ("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss")
+#: onnxruntime's gradient accumulators (com.microsoft): input 0 is the buffer they write in place
+ACCUMULATORS = ("InPlaceAccumulatorV2", "InPlaceAccumulator")
+#: the losses of onnxruntime's loss blocks: input 1 is the labels
+LOSSES = ("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss")
 
 
 def is_training_graph(model: onnx.ModelProto) -> bool:
     """Whether ``model`` accumulates gradients (onnxruntime's ``InPlaceAccumulator`` ops)."""
-    return any(n.domain == _MS and n.op_type in _ACCUMULATORS for n in model.graph.node)
+    return any(n.domain == _MS and n.op_type in ACCUMULATORS for n in model.graph.node)
 
 
 def caller_state(model: onnx.ModelProto) -> dict[str, str]:
@@ -50,7 +52,7 @@ def caller_state(model: onnx.ModelProto) -> dict[str, str]:
     for node in g.node:
         if node.domain != _MS:
             continue
-        if node.op_type in _ACCUMULATORS:
+        if node.op_type in ACCUMULATORS:
             if node.input and node.input[0] in is_input:
                 out[node.input[0]] = "gradient-accumulation-buffer"
             if len(node.input) > 2 and node.input[2] in is_input:
@@ -58,7 +60,7 @@ def caller_state(model: onnx.ModelProto) -> dict[str, str]:
             grad = node.input[1] if len(node.input) > 1 else ""
             if grad.endswith("_grad") and grad[: -len("_grad")] in is_input:
                 out.setdefault(grad[: -len("_grad")], "parameter")
-    labels = [n.input[1] for n in g.node if n.op_type in _LOSSES and (n.domain or "") in ("", "ai.onnx")
+    labels = [n.input[1] for n in g.node if n.op_type in LOSSES and (n.domain or "") in ("", "ai.onnx")
               and len(n.input) > 1 and n.input[1] in is_input]
     if labels:
         start = max(inputs.index(lab) for lab in labels) + 1
