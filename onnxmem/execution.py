@@ -622,12 +622,8 @@ def execute_plan(
     options: ExecutionOptions | None = None,
     model_path: str | os.PathLike[str] | None = None,
 ) -> Execution:
-    """Run ``model`` node by node inside one arena laid out by ``plan`` (see :class:`ArenaRun`;
-    a training graph runs as :class:`onnxmem.training.execution.TrainingRun`)."""
-    from .training.execution import TrainingRun, is_training_view
-
-    run = TrainingRun if is_training_view(view) else ArenaRun
-    return run(plan, model, view, options or ExecutionOptions(), model_path).run()
+    """Run ``model`` node by node inside one arena laid out by ``plan`` (see :class:`ArenaRun`)."""
+    return ArenaRun(plan, model, view, options or ExecutionOptions(), model_path).run()
 
 
 def _feeds(model: onnx.ModelProto, view: GraphView, opts: ExecutionOptions) -> dict[str, np.ndarray]:

@@ -229,6 +229,8 @@ def test_training_fixture_plans_with_no_flags(name):
     plan = planned.plan
     assert plan.arena_size >= plan.lower_bound > 0
     assert prove_plan(plan, planned.view) == []
+    # every shape by inference or rule: none from the exporter's value_info, none measured
+    assert set(planned.shapes.sources.values()) <= {"onnx", "evaluated", "training-rule"}
     state = caller_state(load_model(path))
     assert {r["name"] for r in plan.extra["outside"]} == set(state)
     assert {"parameter", "gradient-accumulation-buffer", "flag"} <= set(state.values())

@@ -9,14 +9,16 @@ topological order (:func:`onnxmem.toposort.stable_order`, never the file's order
 1. a node whose outputs are all known is skipped;
 2. a node with a rule in :data:`TRAINING_RULES` gets its outputs from the rule, which reads
    its inputs' dtypes and shapes, its attributes and (GatherGrad, SplitTraining) the values
-   of small constant inputs;
+   of small constant inputs, ``Shape`` outputs and ConcatTraining's ``per_input_length``
+   (the lengths of its inputs on its axis);
 3. any other node of a domain onnx knows is inferred alone by onnx
    (``onnx.shape_inference.infer_node_outputs``) from its inputs' now known types and the
    values of its constant inputs (small initializers, ``Constant`` nodes, ``Shape`` of a known
    value);
-4. what is still unknown and named ``X_grad`` with ``X`` known gets ``X``'s dtype and
-   shape: onnxruntime's gradient builder names the gradient of ``X`` so, and a gradient has
-   the shape of the value it is the gradient of.
+4. in a training graph (one that accumulates gradients), what is still unknown and named
+   ``X_grad`` with ``X`` known gets ``X``'s dtype and shape: onnxruntime's gradient builder
+   names the gradient of ``X`` so, and a gradient has the shape of the value it is the
+   gradient of.
 
 Each rule states its source: the op's schema in onnxruntime's ``training_op_defs.cc`` /
 ``contrib_defs.cc`` (outputs, their types, their shapes). A rule returns ``None`` for an
@@ -34,6 +36,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ..toposort import stable_order
+from .roles import is_training_graph
 
 __all__ = ["GRAD_SUFFIX", "TRAINING_RULES", "Known", "complete_shapes"]
 
@@ -347,6 +350,18 @@ def _shape_value(node: onnx.NodeProto, ins: list[TypeShape | None]) -> np.ndarra
     return np.array(dims[slice(start, end)], dtype=np.int64)
 
 
+def _concat_lengths(node: onnx.NodeProto, ins: list[TypeShape | None]) -> np.ndarray | None:
+    """The value of ConcatTraining's ``per_input_length``: each input's length on ``axis``."""
+    if not ins or any(t is None for t in ins):
+        return None
+    rank = len(ins[0][1])  # type: ignore[index]
+    axis = int(_attr(node, "axis", 0))  # type: ignore[call-overload]
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank or any(len(t[1]) != rank for t in ins):  # type: ignore[index]
+        return None
+    return np.array([t[1][axis] for t in ins], dtype=np.int64)  # type: ignore[index]
+
+
 def _type_proto(elem_type: int, shape: tuple[int, ...]) -> onnx.TypeProto:
     return helper.make_tensor_type_proto(elem_type, list(shape))
 
@@ -401,41 +416,59 @@ def complete_shapes(model: onnx.ModelProto, known: Known, sources: MutableMappin
     for node in g.node:
         if node.op_type == "MaxPool" and _domain(node) == "" and len(node.output) > 1 and node.output[1]:
             pool_input[node.output[1]] = node.input[0]
+    by_name = is_training_graph(model)  # the naming rule holds in the generator's graphs only
     added = 0
     nodes = list(g.node)
     for i in stable_order(_successors(nodes)):
         node = nodes[i]
         outs = list(node.output)
-        if all((not o) or o in types for o in outs):
-            continue
         ins = [types.get(n) if n else None for n in node.input]
-        vals = [consts.get(n) if n else None for n in node.input]
-        rule = TRAINING_RULES.get((_domain(node), node.op_type))
-        if rule is not None:
-            found = rule(node, ins, vals)
-            if node.op_type == "MaxPoolGrad" and len(node.input) > 1:
-                found = [types.get(pool_input.get(node.input[1], ""))]
-        else:
-            found = _infer_onnx(node, ins, vals, opsets)
-        for k, o in enumerate(outs):
-            if not o or o in types:
-                continue
-            t = found[k] if k < len(found) else None
-            if t is None and o.endswith(GRAD_SUFFIX):
-                t = types.get(o[: -len(GRAD_SUFFIX)])
-            if t is None:
-                continue
-            types[o] = t
-            if o in keep:
-                known[o] = t
-                if sources is not None:
-                    sources[o] = "training-rule"
-                added += 1
-        if node.op_type == "Shape" and _domain(node) == "" and outs and outs[0]:
-            value = _shape_value(node, ins)
-            if value is not None:
-                consts[outs[0]] = value
+        if any(o and o not in types for o in outs):
+            _complete_node(node, ins, [consts.get(n) if n else None for n in node.input], types, pool_input,
+                           opsets, by_name)
+            for o in outs:
+                if o in keep and o in types and o not in known:
+                    known[o] = types[o]
+                    if sources is not None:
+                        sources[o] = "training-rule"
+                    added += 1
+        _record_value(node, ins, consts)
     return added
+
+
+def _complete_node(node: onnx.NodeProto, ins: list[TypeShape | None], vals: list[np.ndarray | None],
+                   types: dict[str, TypeShape], pool_input: dict[str, str],
+                   opsets: Sequence[onnx.OperatorSetIdProto], by_name: bool) -> None:
+    """Steps 2 to 4 of the module doc for one node: its outputs' types go into ``types``."""
+    rule = TRAINING_RULES.get((_domain(node), node.op_type))
+    if rule is None:
+        found = _infer_onnx(node, ins, vals, opsets)
+    elif node.op_type == "MaxPoolGrad" and len(node.input) > 1:
+        found = [types.get(pool_input.get(node.input[1], ""))]
+    else:
+        found = rule(node, ins, vals)
+    for k, o in enumerate(node.output):
+        if not o or o in types:
+            continue
+        t = found[k] if k < len(found) else None
+        if t is None and by_name and o.endswith(GRAD_SUFFIX):
+            t = types.get(o[: -len(GRAD_SUFFIX)])
+        if t is not None:
+            types[o] = t
+
+
+def _record_value(node: onnx.NodeProto, ins: list[TypeShape | None], consts: dict[str, np.ndarray]) -> None:
+    """Keep the value of a ``Shape`` of a known value, and ConcatTraining's ``per_input_length``
+    (what SplitTraining undoes the concat with), for the rules and onnx's inference to read."""
+    outs = node.output
+    if node.op_type == "Shape" and _domain(node) == "" and outs and outs[0]:
+        value = _shape_value(node, ins)
+        if value is not None:
+            consts[outs[0]] = value
+    if node.op_type == "ConcatTraining" and _domain(node) == _MS and len(outs) > 1 and outs[1]:
+        value = _concat_lengths(node, ins)
+        if value is not None:
+            consts[outs[1]] = value
 
 
 def _successors(nodes: Sequence[onnx.NodeProto]) -> list[list[int]]:
