@@ -181,7 +181,7 @@ def test_mlp_training_arena_by_hand(tmp_path):
     #   logits_grad 64 [4, 9)    {db2, b2_grad} 16 [5, 17) W2_grad 256 [7, 16)
     #   {a1_grad, h1_grad} 256 [8, 13) (ReluGrad in place)  {db1, b1_grad} 64 [10, 15)
     #   W1_grad 512 [12, 14)     four bool flags 1 B each from steps 13, 14, 15, 16 to the end
-    # Step 12 (dW1) holds x + {h1,a1}? no: {h1, a1} died at 10. It holds
+    # Step 12 (dW1) holds ({h1, a1} died at step 10)
     #   x 128 + loss 4 + {db2,b2_grad} 16 + W2_grad 256 + {a1_grad,h1_grad} 256 + {db1,b1_grad} 64
     #   + W1_grad 512 = 1236 B, the most of any step (step 8: 980 B).
     # Parameters, buffers and the flag input are the caller's: not in the arena.
