@@ -366,3 +366,20 @@ def test_pipeline_runs_in_one_arena(tmp_path):
     assert size == 1236
     for result in results:
         assert result.findings == () and all(c.identical for c in result.outputs)
+
+
+def test_verify_without_the_training_runtime_says_where_to_run(tmp_path):
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from onnxmem.cli import main
+
+    if importlib.util.find_spec("onnxruntime.training") is not None:
+        pytest.skip("this runtime has the training kernels")
+    path = tmp_path / "mlp_training.onnx"
+    onnx.save(mlp_training_graph(), path)
+    r = CliRunner().invoke(main, ["verify", str(path)])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "no training kernels" in r.output and "make training-env" in r.output
+    assert CliRunner().invoke(main, ["verify", str(path), "--static-only"]).exit_code == 0

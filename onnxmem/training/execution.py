@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..errors import PlanError
+from ..errors import PlanError, RuntimeBackendError
 from ..execution import ArenaRun, Execution, ExecutionOptions, OutputCheck
 from ..graph import GraphView, Op
 from ..plan import MemoryPlan
@@ -43,9 +43,25 @@ from ..runtime import random_inputs
 from .roles import ACCUMULATORS, LOSSES
 
 __all__ = ["TrainingRun", "execute_in_one_arena", "execute_training", "is_training_view", "missing_kernel",
-           "seed_dropout", "training_feeds"]
+           "require_training_runtime", "seed_dropout", "training_feeds"]
 
 _MISSING = re.compile(r"Could not find an implementation for (\w+)\(")
+
+
+def require_training_runtime() -> None:
+    """Raise ``RuntimeBackendError`` unless the onnxruntime installed has the training kernels."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("onnxruntime.training") is not None
+    except ImportError:
+        found = False
+    if not found:
+        raise RuntimeBackendError(
+            "this is a training graph and the onnxruntime installed has no training kernels "
+            "(ConvGrad, InPlaceAccumulatorV2, ...): verify it in the training environment "
+            "(make training-env; .venv-training/bin/onnxmem verify ...) or pass --static-only"
+        )
 
 
 def is_training_view(view: GraphView) -> bool:
@@ -87,6 +103,7 @@ class TrainingRun(ArenaRun):
 
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
                  model_path: str | os.PathLike[str] | None = None) -> None:
+        require_training_runtime()
         if options.inputs is None:
             options = dataclasses.replace(options, inputs=training_feeds(model, view, options.seed))
         super().__init__(plan, model, view, options, model_path)
