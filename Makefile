@@ -88,3 +88,31 @@ FUZZ_OUT ?= results/fuzz
 fuzz:
 	$(PYTHON) tools/fuzz.py --seed $(FUZZ_SEED) $(if $(FUZZ_MINUTES),--minutes $(FUZZ_MINUTES),) \
 		--cases $(FUZZ_CASES) --plans 500 --csvs 500 --out $(FUZZ_OUT)
+
+# -- training graphs (docs/training.md): onnxruntime-training lives in a venv of its own --
+TRAINING_VENV ?= .venv-training
+TRAINING_PYTHON ?= $(TRAINING_VENV)/bin/python
+PYTHON311 ?= python3.11
+.PHONY: training-env training-models training-verify bench-training
+
+# onnxruntime-training-cpu 1.19.2 (the last published) with onnx 1.17, numpy < 2 and the
+# exporter; onnxmem itself without its onnxruntime-gpu dependency
+training-env:
+	$(PYTHON311) -m venv $(TRAINING_VENV)
+	$(TRAINING_PYTHON) -m pip install -q --upgrade pip
+	$(TRAINING_PYTHON) -m pip install -q -c constraints-training.txt onnxruntime-training-cpu onnx numpy torch \
+		click jsonschema sympy rich matplotlib numba pytest
+	$(TRAINING_PYTHON) -m pip install -q --no-deps -c constraints-training.txt torchvision pillow
+	$(TRAINING_PYTHON) -m pip install -q --no-deps -e .
+
+# forward+backward graphs by onnxruntime's artifact generator -> models/training/
+training-models:
+	$(TRAINING_PYTHON) tools/build_training.py
+
+# the training tests, with the gradient kernels: execution in the arena included
+training-verify:
+	$(TRAINING_PYTHON) -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_training.py
+
+# arena vs max-live, memonger-style and PyTorch eager; verification; writes docs/training.md
+bench-training:
+	$(TRAINING_PYTHON) bench/bench_training.py

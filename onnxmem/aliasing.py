@@ -181,6 +181,10 @@ _BINARY = (
 #: time, so only input 0 (read before anything is written) may be reused
 _VARIADIC = "Max Mean Min Sum".split()
 
+_MS = "com.microsoft"
+#: element-wise gradients of onnxruntime's training ops (see RULES)
+_GRADIENTS = "ReluGrad GeluGrad FastGeluGrad TanhGrad DropoutGrad Scale".split()
+
 #: (domain, op_type) -> rule. Domain "" is ai.onnx. Ops absent here never alias.
 RULES: dict[tuple[str, str], AliasRule] = {
     **{("", op): AliasRule(VIEW, (0,)) for op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")},
@@ -192,6 +196,14 @@ RULES: dict[tuple[str, str], AliasRule] = {
     ("", "BatchNormalization"): AliasRule(INPLACE, (0,), _one_output),
     # row-wise: onnxruntime's float CPU kernels read a row whole before writing it (MayInplace(0, 0))
     **{("", op): AliasRule(INPLACE, (0,), dtypes=frozenset({TensorProto.FLOAT})) for op in ("Softmax", "LogSoftmax")},
+    # onnxruntime's training ops (com.microsoft) whose CPU kernels compute output[i] from
+    # input 0's element i (and other inputs' element i) in one element-wise pass, as the CUDA
+    # kernels of the gradients declare (MayInplace(0, 0)): a gradient takes the incoming
+    # gradient's bytes. SigmoidGrad's and Gelu's CPU kernels write their output before they
+    # are done reading the input, so they never alias. The accumulators write into the
+    # caller's gradient buffer (their declared Alias), which is outside the arena
+    # (onnxmem.training.roles).
+    **{(_MS, op): AliasRule(INPLACE, (0,)) for op in _GRADIENTS},
 }
 
 

@@ -273,9 +273,10 @@ class ArenaRun:
         except KeyError as exc:
             raise PlanError(f"the plan orders node {exc}, which the model does not have; re-plan the model") from None
         self.full = load_with_weights(model, model_path)
-        self.weights = compute_weights(self.full, view)
-        self.weight_ops = set(weight_ops(view))
         self.feeds = _feeds(self.full, view, options)
+        # the caller's state of a training graph (view.outside) is bound like a weight, from the feeds
+        self.weights = compute_weights(self.full, view, {n: self.feeds[n] for n in view.outside if n in self.feeds})
+        self.weight_ops = set(weight_ops(view))
         life = true_lifetimes(view, self.order)
         self.slots: dict[str, _Slot] = {}
         for pt in plan.tensors:
@@ -430,16 +431,16 @@ class ArenaRun:
             elif self.cuda and host[i] and self.slots[name].home == "arena" and name in self.feeds:
                 # a graph input read on the host: its copy in the host mirror
                 s = self.slots[name]
-                binding.bind_input(name, "cpu", 0, s.elem_type, list(s.shape), self.mirror.base + s.offset)
+                binding.bind_input(name, "cpu", 0, sessions.binding_type(s.elem_type), list(s.shape), self.mirror.base + s.offset)
             else:
                 s = self.slots[name]
-                binding.bind_input(name, self._device(s), 0, s.elem_type, list(s.shape), self._address(s))
+                binding.bind_input(name, self._device(s), 0, sessions.binding_type(s.elem_type), list(s.shape), self._address(s))
         for o in op.outputs:
             if not o:
                 continue
             s = self.slots[o]
             if in_arena:
-                binding.bind_output(o, self._device(s), 0, s.elem_type, list(s.shape), self._address(s))
+                binding.bind_output(o, self._device(s), 0, sessions.binding_type(s.elem_type), list(s.shape), self._address(s))
             else:
                 binding.bind_output(o, self._device(s), 0)
         sess.run_with_iobinding(binding)
@@ -460,7 +461,7 @@ class ArenaRun:
         outs = [o for o in op.outputs if o]
         self.private.update(zip(outs, values))
         self.private_seconds += time.perf_counter() - t0
-        return {o: (tuple(int(d) for d in v.shape()), int(v.tensor_size_in_bytes())) for o, v in zip(outs, values)}
+        return {o: (tuple(int(d) for d in v.shape()), sessions.ortvalue_bytes(v)) for o, v in zip(outs, values)}
 
     def check_shapes(self, op: Op, computed: Mapping[str, tuple[tuple[int, ...], int]]) -> bool:
         """Step 3: the planned shapes against the computed ones; ``False`` when the bytes differ."""

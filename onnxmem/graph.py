@@ -20,6 +20,13 @@ Example: ``wt = Transpose(W); wc = Cast(wt); y = MatMul(x, wc)`` with ``W``
 an initializer: folding on, ``wt`` and ``wc`` are weights of origin
 ``folded`` and only ``y`` (and ``x``) take arena bytes; folding off, ``wt``
 and ``wc`` are activations.
+
+In a training graph, the graph inputs that are the caller's state
+(parameters, gradient accumulation buffers, optimizer state: see
+:func:`onnxmem.training.roles.caller_state`) are weights too, of origin
+``caller``: outside the arena, like initializers, and never folded into
+anything but a view (they change between runs). ``GraphView.outside`` lists
+them with their reason.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import onnx
 
 from .errors import ModelError
 from .model import ShapeInfo, dtype_name, tensor_bytes
+from .training.roles import caller_state
 
 __all__ = ["ORIGINS", "GraphView", "Op", "Tensor", "build_view", "foldable", "outer_scope_reads"]
 
@@ -47,9 +55,10 @@ RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
 
-#: why a value is a weight: a graph initializer, a Constant node's output, or a
-#: node's output computed once from weights (constant folding)
-ORIGINS = ("initializer", "constant", "folded")
+#: why a value is a weight: a graph initializer, a Constant node's output, a
+#: node's output computed once from weights (constant folding), or a training
+#: graph's input that holds the caller's state
+ORIGINS = ("initializer", "constant", "folded", "caller")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +110,8 @@ class GraphView:
     consumers: Mapping[str, tuple[int, ...]]  # value -> node indices that read it
     #: nodes computed once before the run (Constant and folded nodes): their outputs are weights
     weight_ops: tuple[int, ...] = ()
+    #: graph inputs that are the caller's state, outside the arena (kind ``weight``) -> reason
+    outside: Mapping[str, str] = field(default_factory=dict)
     #: data derived from the view, computed on first use (the view is read-only): see :meth:`memo`
     _memo: dict[object, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
@@ -262,9 +273,12 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) 
         if o not in defined:
             raise ModelError(f"graph output '{o}' is produced by no node or input; fix the model")
 
-    # weights: initializers, and values computed once from weights (node order
-    # may not be topological: repeat until nothing more folds)
+    # weights: initializers, the caller's state of a training graph, and values
+    # computed once from weights (node order may not be topological: repeat
+    # until nothing more folds)
+    outside = caller_state(model)
     origin: dict[str, str] = dict.fromkeys(init_names, "initializer")
+    origin.update((n, "caller") for n in outside if n not in origin)
     candidates = [op for op in ops if foldable(op, fold=fold) and any(op.outputs)]
     done: set[int] = set()
     grown = True
@@ -273,6 +287,8 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) 
         for op in candidates:
             if op.index in done or not all(n in origin for n in op.reads):
                 continue
+            if op.op_type not in CONSTANT_OPS and any(origin[n] == "caller" for n in op.reads):
+                continue  # the caller's state changes between runs: only views of it are weights
             done.add(op.index)
             why = "constant" if op.op_type == "Constant" else "folded"
             origin.update((o, why) for o in op.outputs if o)
@@ -313,4 +329,5 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) 
         outputs,
         {k: tuple(v) for k, v in consumers.items()},
         tuple(sorted(done)),
+        outside,
     )

@@ -36,6 +36,7 @@ from onnx import TensorProto
 from . import dimexpr, shapeeval
 from .errors import ModelError, ShapeError, show_name
 from .fileio import MAX_MODEL_BYTES, open_input, read_input
+from .training.shapes import complete_shapes
 
 __all__ = [
     "DTYPES",
@@ -870,6 +871,9 @@ def infer_shapes(
         inferred = evaluated.model
     if len(known) < len(wanted):
         _apply_op_rules(model, known, sources)
+    if len(known) < len(wanted):
+        # training graphs: gradient ops and what follows them, by rule (onnxmem.training.shapes)
+        complete_shapes(model, known, sources, wanted)
     if len(known) < len(wanted):
         sym = _run_symbolic_inference(inferred if inferred is not None else work)
         if sym is not None:

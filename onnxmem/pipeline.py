@@ -162,7 +162,9 @@ def plan_liveness(
         plan.lower_bound if file_order == order
         else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
     )
-    plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound, **fold_record(view, opts.fold)})
+    plan = replace(plan, extra={
+        **plan.extra, "file_order_lower_bound": file_bound, **fold_record(view, opts.fold), **outside_extra(view),
+    })
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
@@ -185,6 +187,20 @@ def fold_record(view: GraphView, fold: bool) -> dict[str, object]:
 def plan_fold(plan: MemoryPlan) -> bool:
     """Whether ``plan`` was made with constant folding on (see :func:`fold_record`)."""
     return plan.extra.get("fold") == "on"
+
+
+def outside_extra(view: GraphView) -> dict[str, object]:
+    """``{"outside": [...]}`` for a view with caller-owned tensors (a training graph's
+    parameters, gradient accumulation buffers, ...), each ``{name, reason, dtype, shape,
+    size}``; empty otherwise. The plan's ``extra`` carries it."""
+    if not view.outside:
+        return {}
+    rows = []
+    for name, reason in view.outside.items():
+        t = view.tensors.get(name)
+        if t is not None:
+            rows.append({"name": name, "reason": reason, "dtype": t.dtype, "shape": list(t.shape), "size": t.size})
+    return {"outside": rows}
 
 
 def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: PlanOptions) -> Liveness:

@@ -23,9 +23,48 @@ __all__ = [
     "model_like",
     "node_session",
     "on_host",
+    "binding_type",
+    "ortvalue_bytes",
     "require_cuda",
     "run_model",
 ]
+
+
+#: onnxruntime's element type names -> ONNX element types (for runtimes without
+#: ``OrtValue.tensor_size_in_bytes``, such as onnxruntime-training 1.19)
+_ORT_TYPES = {
+    f"tensor({name})": et for et, name in (
+        (onnx.TensorProto.FLOAT, "float"), (onnx.TensorProto.DOUBLE, "double"),
+        (onnx.TensorProto.FLOAT16, "float16"), (onnx.TensorProto.BFLOAT16, "bfloat16"),
+        (onnx.TensorProto.INT8, "int8"), (onnx.TensorProto.UINT8, "uint8"),
+        (onnx.TensorProto.INT16, "int16"), (onnx.TensorProto.UINT16, "uint16"),
+        (onnx.TensorProto.INT32, "int32"), (onnx.TensorProto.UINT32, "uint32"),
+        (onnx.TensorProto.INT64, "int64"), (onnx.TensorProto.UINT64, "uint64"),
+        (onnx.TensorProto.BOOL, "bool"),
+    )
+}
+
+
+def binding_type(elem_type: int) -> Any:
+    """The element type to give ``IOBinding.bind_input``/``bind_output``: the numpy dtype where
+    there is a plain one (every onnxruntime takes it; 1.19 takes nothing else), else the ONNX
+    element type (newer onnxruntime takes it for bfloat16, float8, int4...)."""
+    if elem_type in _ORT_TYPES.values() and elem_type != onnx.TensorProto.BFLOAT16:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    return elem_type
+
+
+def ortvalue_bytes(value: Any) -> int:
+    """Bytes of the tensor an ``OrtValue`` holds (onnxruntime's own count where it has one)."""
+    if hasattr(value, "tensor_size_in_bytes"):
+        return int(value.tensor_size_in_bytes())
+    from .model import tensor_bytes
+
+    et = _ORT_TYPES.get(value.data_type())
+    if et is None:
+        raise RuntimeBackendError(f"onnxruntime returned a value of type {value.data_type()}, which onnxmem "
+                                  "cannot size; use onnxruntime 1.20 or later")
+    return tensor_bytes(et, [int(d) for d in value.shape()])
 
 
 def model_like(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
@@ -36,6 +75,12 @@ def model_like(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProt
     m.functions.extend(model.functions)
     m.graph.CopyFrom(graph)
     return m
+
+
+#: ops whose outputs a node's session declares with their planned shapes: onnxruntime's
+#: shape inference of MaxPoolGrad (onnxruntime-training 1.19) crashes the process on an
+#: output without a shape
+SHAPED_OUTPUTS = frozenset({"MaxPoolGrad"})
 
 
 def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
@@ -52,9 +97,11 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     for name in op.reads:
         t = view.tensors[name]
         g.input.append(onnx.helper.make_tensor_value_info(name, t.elem_type, list(shapes.get(name, t.shape))))
+    shaped = node.op_type in SHAPED_OUTPUTS
     for o in node.output:
         if o:
-            g.output.append(onnx.helper.make_tensor_value_info(o, view.tensors[o].elem_type, None))
+            t = view.tensors[o]
+            g.output.append(onnx.helper.make_tensor_value_info(o, t.elem_type, list(t.shape) if shaped else None))
     data = model_like(model, g).SerializeToString()
     try:
         return ort.InferenceSession(data, sess_options=options, providers=list(providers))

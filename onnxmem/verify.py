@@ -26,6 +26,7 @@ from .inputs import read_inputs
 from .plan import MemoryPlan
 from .proof import VIEW_OPS, Finding, prove_plan, true_lifetimes
 from .sessions import cuda_available
+from .training.execution import TrainingRun, is_training_view
 from .weights import compute_weights, fold_weights
 
 __all__ = [
@@ -189,7 +190,9 @@ def verify_plan(
             f"the plan aligns offsets to {plan.alignment} B; CUDA kernels expect 256: re-plan with --alignment 256"
         )
     execution = None
-    if opts.execute and not static:
+    if opts.execute and not static and is_training_view(v):
+        execution = TrainingRun(plan, model, v, opts, model_path).run()  # labels, dropout, gradients
+    elif opts.execute and not static:
         execution = execute_plan(plan, model, v, options=opts, model_path=model_path)
     return VerifyReport(
         model=str(model_path) if model_path is not None else "",

@@ -30,12 +30,15 @@ def weight_ops(view: GraphView) -> list[int]:
     return list(view.weight_ops)
 
 
-def compute_weights(model: onnx.ModelProto, view: GraphView) -> dict[str, np.ndarray]:
+def compute_weights(model: onnx.ModelProto, view: GraphView,
+                    given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Every weight the graph reads: initializers, and constant-node outputs computed once.
 
-    ``model`` must carry its weight data (see ``runtime.load_with_weights``).
+    ``model`` must carry its weight data (see ``runtime.load_with_weights``). ``given``:
+    the values of weights that are graph inputs (a training graph's parameters, the
+    caller's state: ``view.outside``), which constant nodes may read too.
     """
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, np.ndarray] = dict(given or {})
     for init in model.graph.initializer:
         if init.name in view.tensors or init.name in view.consumers:
             out[init.name] = numpy_helper.to_array(init)

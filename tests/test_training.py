@@ -1,0 +1,385 @@
+"""Training graphs: gradient-op shape rules, the caller's state outside the arena, in-place
+gradients, and the committed training fixtures.
+
+The hand-built graph is a two-layer MLP's training step written out node by node as
+onnxruntime's artifact generator writes it (Gemm, SoftmaxCrossEntropyLossGrad, ReluGrad,
+InPlaceAccumulatorV2 ...). Tests that run the graphs need onnxruntime's training kernels
+(``make training-env``); they skip without them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxmem.aliasing import RULES, alias_layout
+from onnxmem.errors import ShapeError
+from onnxmem.graph import build_view
+from onnxmem.model import infer_shapes, load_model
+from onnxmem.pipeline import PlanOptions, plan_loaded, plan_model
+from onnxmem.problem import live_bytes
+from onnxmem.proof import prove_plan
+from onnxmem.training import TRAINING_RULES, caller_state
+
+from .conftest import MODELS
+from .helpers import vi
+
+TRAINING = MODELS / "training"
+CATALOG = json.loads((TRAINING / "catalog.json").read_text())
+MS = "com.microsoft"
+
+# sizes of the hand-built MLP: batch N, inputs D, hidden H, classes C (float32)
+N, D, H, C = 4, 8, 16, 4
+
+
+def mlp_training_graph(batch: int | str = N) -> onnx.ModelProto:
+    """``x -> Gemm -> Relu -> Gemm -> SoftmaxCrossEntropyLoss`` and its backward pass, node by
+    node, with both layers trainable and one InPlaceAccumulatorV2 per parameter."""
+    ms = {"domain": MS}
+    nodes = [
+        helper.make_node("Gemm", ["x", "W1", "b1"], ["h1"], name="fc1", transB=1),
+        helper.make_node("Relu", ["h1"], ["a1"], name="relu"),
+        helper.make_node("Gemm", ["a1", "W2", "b2"], ["logits"], name="fc2", transB=1),
+        helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "labels"], ["loss", "log_prob"], name="loss",
+                         reduction="mean"),
+        helper.make_node("SoftmaxCrossEntropyLossGrad", ["loss_grad", "log_prob", "labels"], ["logits_grad"],
+                         name="loss_grad_op", reduction="mean", **ms),
+        helper.make_node("ReduceSum", ["logits_grad", "axes0"], ["db2"], name="db2_sum", keepdims=0),
+        helper.make_node("Identity", ["db2"], ["b2_grad"], name="db2_id"),
+        helper.make_node("Gemm", ["logits_grad", "a1"], ["W2_grad"], name="dW2", transA=1),
+        helper.make_node("Gemm", ["logits_grad", "W2"], ["a1_grad"], name="da1"),
+        helper.make_node("ReluGrad", ["a1_grad", "a1"], ["h1_grad"], name="relu_grad", **ms),
+        helper.make_node("ReduceSum", ["h1_grad", "axes0"], ["db1"], name="db1_sum", keepdims=0),
+        helper.make_node("Identity", ["db1"], ["b1_grad"], name="db1_id"),
+        helper.make_node("Gemm", ["h1_grad", "x"], ["W1_grad"], name="dW1", transA=1),
+    ]
+    params = {"W1": [H, D], "b1": [H], "W2": [C, H], "b2": [C]}
+    for p in params:
+        nodes.append(helper.make_node("InPlaceAccumulatorV2", [f"{p}_grad.buffer", f"{p}_grad", "lazy_reset_grad"],
+                                      [f"{p}_grad.out"], name=f"acc_{p}", **ms))
+    inputs = [vi("x", [batch, D]), vi("labels", [batch], TensorProto.INT64)]
+    inputs += [vi(p, s) for p, s in params.items()]
+    inputs += [vi(f"{p}_grad.buffer", s) for p, s in params.items()]
+    inputs.append(vi("lazy_reset_grad", [1], TensorProto.BOOL))
+    outputs = [vi("loss", [])] + [vi(f"{p}_grad.out", [1], TensorProto.BOOL) for p in params]
+    inits = [numpy_helper.from_array(np.array(1.0, np.float32), "loss_grad"),
+             numpy_helper.from_array(np.array([0], np.int64), "axes0")]
+    g = helper.make_graph(nodes, "mlp_training", inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    m.ir_version = 10
+    return m
+
+
+def _plan(model: onnx.ModelProto, tmp_path, **opts):
+    path = tmp_path / "mlp_training.onnx"
+    onnx.save(model, path)
+    return plan_loaded(model, path, PlanOptions(**{"order": "file", "solver": "exact", "alignment": 1, **opts}))
+
+
+# ---------------------------------------------------------------- shapes by rule
+
+
+def test_every_gradient_gets_its_shape_by_rule():
+    shapes = infer_shapes(mlp_training_graph())
+    expected = {
+        "logits_grad": (N, C), "db2": (C,), "b2_grad": (C,), "W2_grad": (C, H), "a1_grad": (N, H),
+        "h1_grad": (N, H), "db1": (H,), "b1_grad": (H,), "W1_grad": (H, D), "W1_grad.out": (1,),
+    }
+    for name, shape in expected.items():
+        assert shapes.shapes[name] == shape, name
+    assert shapes.sources["logits_grad"] == "training-rule"  # onnx does not know the op
+    assert shapes.dtypes["W1_grad.out"] == TensorProto.BOOL
+
+
+def test_symbolic_batch_names_the_graph_input_dim():
+    model = mlp_training_graph("batch")
+    with pytest.raises(ShapeError, match=r"--dim batch=N"):
+        infer_shapes(model)
+    assert infer_shapes(model, dims={"batch": N}).shapes["W1_grad"] == (H, D)
+
+
+@pytest.mark.parametrize(("op", "inputs", "attrs", "expected"), [
+    ("ConvGrad", [(1, 3, 8, 8), (1, 2, 8, 8), (3, 2, 3, 3)], {}, [(1, 2, 8, 8), (3, 2, 3, 3), (3,)]),
+    ("ConvTransposeGrad", [(1, 4, 8, 8), (1, 6, 4, 4), (6, 2, 2, 2)], {"group": 2},
+     [(1, 6, 4, 4), (6, 2, 2, 2), (4,)]),
+    ("BatchNormalizationGrad", [(2, 3, 4, 4), (2, 3, 4, 4), (3,), (3,), (3,)], {}, [(2, 3, 4, 4), (3,), (3,)]),
+    ("FusedMatMul", [(2, 5, 3), (4, 3)], {"transB": 1}, [(2, 5, 4)]),
+    ("FusedMatMul", [(3, 5), (3, 4)], {"transA": 1}, [(5, 4)]),
+    ("BatchNormInternal", [(2, 3, 4, 4), (3,), (3,), (3,), (3,)], {}, [(2, 3, 4, 4), (3,), (3,), (3,), (3,)]),
+    ("LSTMTraining", [(7, 2, 5), (1, 24, 5), (1, 24, 6)], {"hidden_size": 6},
+     [(7, 1, 2, 6), (1, 2, 6), (1, 2, 6), (7, 1, 2, 6), (7, 1, 2, 24)]),
+    ("ConcatTraining", [(2, 3), (2, 5)], {"axis": 1}, [(2, 8), (2,)]),
+])
+def test_rule_from_the_schema(op, inputs, attrs, expected):
+    node = helper.make_node(op, [f"i{k}" for k in range(len(inputs))], [f"o{k}" for k in range(len(expected))],
+                            domain=MS, **attrs)
+    found = TRAINING_RULES[(MS, op)](node, [(TensorProto.FLOAT, s) for s in inputs], [None] * len(inputs))
+    assert [None if t is None else t[1] for t in found[: len(expected)]] == expected
+
+
+def test_rules_leave_unknown_what_they_cannot_type():
+    node = helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain=MS, transBatchA=1)
+    assert TRAINING_RULES[(MS, "FusedMatMul")](node, [(1, (2, 3, 4)), (1, (4, 5))], [None, None]) == [None]
+    node = helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain=MS)
+    assert TRAINING_RULES[(MS, "FusedMatMul")](node, [(1, (2, 3)), (1, (4, 5))], [None, None]) == [None]
+
+
+# ---------------------------------------------------------------- the caller's state
+
+
+def test_parameters_buffers_and_flag_are_the_callers():
+    model = mlp_training_graph()
+    state = caller_state(model)
+    assert state == {
+        "W1": "parameter", "b1": "parameter", "W2": "parameter", "b2": "parameter",
+        "W1_grad.buffer": "gradient-accumulation-buffer", "b1_grad.buffer": "gradient-accumulation-buffer",
+        "W2_grad.buffer": "gradient-accumulation-buffer", "b2_grad.buffer": "gradient-accumulation-buffer",
+        "lazy_reset_grad": "flag",
+    }
+    view = build_view(model, infer_shapes(model))
+    assert all(view.tensors[n].kind == "weight" for n in state)
+    assert view.tensors["x"].kind == "input" and view.tensors["labels"].kind == "input"
+
+
+def test_a_frozen_parameter_sits_between_the_labels_and_the_buffers():
+    model = mlp_training_graph()
+    # freeze W1: no gradient, no accumulator; it stays a graph input after the labels
+    keep = [n for n in model.graph.node if n.name not in ("dW1", "acc_W1")]
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    drop = {"W1_grad.buffer", "W1_grad.out"}
+    for field in (model.graph.input, model.graph.output):
+        kept = [v for v in field if v.name not in drop]
+        del field[:]
+        field.extend(kept)
+    assert caller_state(model)["W1"] == "frozen-parameter"
+
+
+# ---------------------------------------------------------------- aliasing and the arena by hand
+
+
+def test_element_wise_gradients_alias_and_sigmoid_grad_does_not():
+    for op in ("ReluGrad", "GeluGrad", "TanhGrad", "DropoutGrad"):
+        assert RULES[(MS, op)].kind == "inplace" and RULES[(MS, op)].inputs == (0,)
+    assert (MS, "SigmoidGrad") not in RULES  # its CPU kernel writes dX before it has read dY
+    model = mlp_training_graph()
+    view = build_view(model, infer_shapes(model))
+    groups = alias_layout(view, tuple(range(len(view.ops)))).groups
+    assert groups == {"h1": ("h1", "a1"), "db2": ("db2", "b2_grad"), "a1_grad": ("a1_grad", "h1_grad"),
+                      "db1": ("db1", "b1_grad")}
+
+
+def test_mlp_training_arena_by_hand(tmp_path):
+    # File order, alignment 1, inputs and outputs in the arena. Steps 0..16; live spans [start, end):
+    #   x 128 B [0, 13)          labels 32 [0, 5)          {h1, a1} 256 [0, 10) (Relu in place)
+    #   logits 64 [2, 4)         loss 4 [3, 17) (output)   log_prob 64 [3, 5)
+    #   logits_grad 64 [4, 9)    {db2, b2_grad} 16 [5, 17) W2_grad 256 [7, 16)
+    #   {a1_grad, h1_grad} 256 [8, 13) (ReluGrad in place)  {db1, b1_grad} 64 [10, 15)
+    #   W1_grad 512 [12, 14)     four bool flags 1 B each from steps 13, 14, 15, 16 to the end
+    # Step 12 (dW1) holds ({h1, a1} died at step 10)
+    #   x 128 + loss 4 + {db2,b2_grad} 16 + W2_grad 256 + {a1_grad,h1_grad} 256 + {db1,b1_grad} 64
+    #   + W1_grad 512 = 1236 B, the most of any step (step 8: 980 B).
+    # Parameters, buffers and the flag input are the caller's: not in the arena.
+    planned = _plan(mlp_training_graph(), tmp_path)
+    plan = planned.plan
+    assert plan.lower_bound == 1236 and plan.arena_size == 1236
+    assert plan.solver["status"] == "optimal"
+    assert {t.name for t in plan.tensors}.isdisjoint(caller_state(mlp_training_graph()))
+    outside = {row["name"]: row["reason"] for row in plan.extra["outside"]}
+    assert outside["W1"] == "parameter" and outside["lazy_reset_grad"] == "flag"
+    assert prove_plan(plan, planned.view) == []
+    # without views and in-place outputs each member is a buffer of its own; step 12 holds
+    # one member of each group (b2_grad, h1_grad, b1_grad), so the peak is the same 1236 B,
+    # while step 9 holds a1 and a1_grad and h1_grad side by side: 1172 B instead of 916 B
+    flat = _plan(mlp_training_graph(), tmp_path, inplace=False)
+    assert flat.plan.lower_bound == 1236
+    assert live_bytes(flat.liveness.problem)[9] == 1172
+    assert live_bytes(planned.liveness.problem)[9] == 916
+
+
+def test_a_corrupted_training_plan_is_caught(tmp_path):
+    planned = _plan(mlp_training_graph(), tmp_path)
+    plan = planned.plan
+    w2 = plan.tensor("W2_grad")
+    bad = tuple(dataclasses.replace(t, offset=w2.offset) if t.name == "W1_grad" else t for t in plan.tensors)
+    findings = prove_plan(dataclasses.replace(plan, tensors=bad), planned.view)
+    assert any(f.kind == "overlap" and {f.tensor, f.other} == {"W1_grad", "W2_grad"} for f in findings)
+
+
+# ---------------------------------------------------------------- the committed training set
+
+
+def test_training_set_covers_the_architectures():
+    assert len(CATALOG) >= 8
+    for name, entry in CATALOG.items():
+        assert entry["trainable_parameters"] > 0 and entry["frozen_parameters"] > 0, name
+        for kind in ("train", "eval"):
+            assert (TRAINING / f"{name}.{kind}.onnx").is_file()
+
+
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_training_fixture_plans_with_no_flags(name):
+    path = TRAINING / f"{name}.train.onnx"
+    planned = plan_model(path)
+    plan = planned.plan
+    assert plan.arena_size >= plan.lower_bound > 0
+    assert prove_plan(plan, planned.view) == []
+    # every shape by inference or rule: none from the exporter's value_info, none measured
+    assert set(planned.shapes.sources.values()) <= {"onnx", "evaluated", "training-rule"}
+    state = caller_state(load_model(path))
+    assert {r["name"] for r in plan.extra["outside"]} == set(state)
+    assert {"parameter", "gradient-accumulation-buffer", "flag"} <= set(state.values())
+    assert not {t.name for t in plan.tensors} & set(state)
+
+
+# ---------------------------------------------------------------- execution (training runtime only)
+
+
+def test_mlp_training_step_runs_in_the_arena(tmp_path):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    from onnxmem.training.execution import execute_training
+
+    planned = _plan(mlp_training_graph(), tmp_path)
+    run = execute_training(planned.plan, planned.model, planned.view)
+    assert run.findings == () and not run.changed_result
+    grads = {c.name: c for c in run.outputs if c.name.endswith(".buffer")}
+    assert set(grads) == {"W1_grad.buffer", "b1_grad.buffer", "W2_grad.buffer", "b2_grad.buffer"}
+    assert all(c.identical for c in run.outputs)
+
+
+def test_a_clobbering_training_plan_fails_execution(tmp_path):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    from onnxmem.training.execution import execute_training
+
+    planned = _plan(mlp_training_graph(), tmp_path)
+    plan = planned.plan
+    a1 = plan.tensor("a1")  # saved for the backward pass: read by dW2 and ReluGrad
+    bad = tuple(dataclasses.replace(t, offset=a1.offset) if t.name == "W2_grad" else t for t in plan.tensors)
+    run = execute_training(dataclasses.replace(plan, tensors=bad), planned.model, planned.view)
+    assert any(f.kind == "clobber" and f.tensor == "a1" for f in run.findings)
+
+
+#: the training fixtures with an op onnxruntime's CPU provider has no kernel for
+NO_CPU_KERNEL = {"unet": "ConvTransposeGrad"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_training_fixture_verifies_in_one_arena_with_its_eval_graph(name):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    from onnxmem.errors import RuntimeBackendError
+    from onnxmem.training.execution import execute_in_one_arena, missing_kernel
+    from onnxmem.zoo.fixtures import fill_weights
+
+    runs = []
+    for kind in ("train", "eval"):
+        path = TRAINING / f"{name}.{kind}.onnx"
+        planned = plan_model(path)
+        model = load_model(path)
+        fill_weights(model)
+        runs.append((planned.plan, model, planned.view))
+    if name in NO_CPU_KERNEL:
+        with pytest.raises(RuntimeBackendError) as err:
+            execute_in_one_arena(runs)
+        assert missing_kernel(str(err.value)) == NO_CPU_KERNEL[name]
+        return
+    size, results = execute_in_one_arena(runs)
+    assert size == max(plan.arena_size for plan, _, _ in runs)
+    for result in results:
+        assert result.findings == () and all(c.identical for c in result.outputs)
+    assert sum(1 for c in results[0].outputs if c.name.endswith(".accumulation.buffer")) == \
+        sum(1 for r in runs[0][2].outside.values() if r == "gradient-accumulation-buffer")
+
+
+# ---------------------------------------------------------------- several models in one arena
+
+
+def feature_extractor() -> onnx.ModelProto:
+    """A frozen inference model whose output ``x`` [N, D] is the MLP training graph's input."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Gemm", ["x0", "W0", "b0"], ["f"], name="fc0", transB=1),
+             helper.make_node("Relu", ["f"], ["x"], name="relu0")]
+    inits = [numpy_helper.from_array(rng.standard_normal((D, 12)).astype(np.float32), "W0"),
+             numpy_helper.from_array(np.zeros(D, np.float32), "b0")]
+    g = helper.make_graph(nodes, "features", [vi("x0", [N, 12])], [vi("x", [N, D])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    return m
+
+
+def _pipeline(tmp_path):
+    from onnxmem.training.program import plan_program
+
+    first = tmp_path / "features.onnx"
+    onnx.save(feature_extractor(), first)
+    opts = PlanOptions(order="file", solver="exact", alignment=1)
+    a = plan_loaded(feature_extractor(), first, opts)
+    b = _plan(mlp_training_graph(), tmp_path)
+    return a, b, plan_program([a, b], ["x"], solver="exact")
+
+
+def test_pipeline_hands_its_tensor_over_in_the_arena(tmp_path):
+    # the extractor's arena: x0 192 B at step 0 with {f, x} 128 B (Relu in place) = 320 B.
+    # x stays where the extractor wrote it and the training step reads it there: one buffer
+    # live from the extractor's first step to dW1 (the training step's step 12), whose
+    # 1236 B (x included, see test_mlp_training_arena_by_hand) set the program's peak.
+    a, b, program = _pipeline(tmp_path)
+    assert a.plan.arena_size == 320 and b.plan.arena_size == 1236
+    assert program.arena_size == program.lower_bound == 1236
+    assert program.handovers == {"x": 0}
+    first, second = program.plans
+    assert first.tensor("x").offset == second.tensor("x").offset
+    assert prove_plan(first, a.view) == [] and prove_plan(second, b.view) == []
+
+
+def test_train_and_eval_share_an_arena_as_large_as_the_larger(tmp_path):
+    from onnxmem.training.program import plan_program
+
+    train = plan_model(TRAINING / "mlp.train.onnx")
+    ev = plan_model(TRAINING / "mlp.eval.onnx")
+    program = plan_program([train, ev])
+    assert program.arena_size == max(train.plan.arena_size, ev.plan.arena_size) == program.lower_bound
+    assert all(p.arena_size == program.arena_size for p in program.plans)
+
+
+def test_a_handover_must_pass_from_one_model_to_the_next(tmp_path):
+    from onnxmem.errors import OnnxmemError
+    from onnxmem.training.program import plan_program
+
+    a, b, _ = _pipeline(tmp_path)
+    with pytest.raises(OnnxmemError, match="not a graph output of one model and a graph input of the next"):
+        plan_program([b, a], ["x"])
+
+
+def test_pipeline_runs_in_one_arena(tmp_path):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    from onnxmem.training.execution import execute_in_one_arena
+
+    a, b, program = _pipeline(tmp_path)
+    size, results = execute_in_one_arena([(program.plans[0], a.model, a.view), (program.plans[1], b.model, b.view)],
+                                         handovers=program.handovers)
+    assert size == 1236
+    for result in results:
+        assert result.findings == () and all(c.identical for c in result.outputs)
+
+
+def test_verify_without_the_training_runtime_says_where_to_run(tmp_path):
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from onnxmem.cli import main
+
+    if importlib.util.find_spec("onnxruntime.training") is not None:
+        pytest.skip("this runtime has the training kernels")
+    path = tmp_path / "mlp_training.onnx"
+    onnx.save(mlp_training_graph(), path)
+    r = CliRunner().invoke(main, ["verify", str(path)])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "no training kernels" in r.output and "make training-env" in r.output
+    assert CliRunner().invoke(main, ["verify", str(path), "--static-only"]).exit_code == 0

@@ -1,0 +1,423 @@
+#!/usr/bin/env python
+"""Build the training set: forward+backward graphs made by onnxruntime's training artifact generator.
+
+Usage (in the training environment, ``make training-env``)::
+
+    .venv-training/bin/python tools/build_training.py            # every model
+    .venv-training/bin/python tools/build_training.py --only mlp bert
+
+Needs ``onnxruntime-training-cpu`` (``onnxruntime.training.artifacts``), torch and torchvision;
+the main environment's onnxruntime has no training API. No weights are downloaded: every
+architecture is built from code and initialised from a fixed seed.
+
+Steps, per model:
+
+1. build the module with ``torch.manual_seed(SEED)`` in training mode;
+2. export it with the TorchScript exporter in training mode (Dropout keeps its ``training_mode``
+   input, BatchNormalization its running statistics) at a fixed batch, opset 17;
+3. ``generate_artifacts`` with a loss block (cross-entropy on integer labels), AdamW, the
+   parameters the entry freezes in ``frozen_params`` and every other float parameter in
+   ``requires_grad``: ``training_model.onnx``, ``eval_model.onnx``, ``optimizer_model.onnx``
+   and a checkpoint, under ``training/build/NAME/`` (git-ignored); in the eval graph, the
+   unread running-statistics outputs of BatchNormalization with ``training_mode=0`` are
+   dropped (:func:`repair_eval`: onnxruntime refuses the generated graph otherwise);
+4. write the fixtures ``models/training/NAME.train.onnx`` and ``NAME.eval.onnx``: the
+   generated graphs with their IR version at most 10 and every floating-point initializer of
+   1 KiB or more weight-free (``onnxmem.zoo.fixtures.strip_weights``). Parameters, gradient
+   accumulation buffers and optimizer state are graph inputs of the generated graphs (their
+   values live in the checkpoint), so the graphs themselves hold almost no weights.
+
+The catalogue ``models/training/catalog.json`` records, per model, the architecture, batch,
+input shapes, frozen and trainable parameter counts and the node count. The whole set is
+deterministic; onnxruntime numbers its loss values with a counter that runs across the
+models of one process (``onnx::loss::N``), so ``--only`` names them differently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from onnxmem.fileio import write_bytes_atomic  # noqa: E402
+from onnxmem.zoo.export import MAX_IR_VERSION, SEED, import_torch  # noqa: E402
+from onnxmem.zoo.fixtures import strip_weights  # noqa: E402
+
+BUILD = ROOT / "training" / "build"
+FIXTURES = ROOT / "models" / "training"
+OPSET = 15
+
+
+@dataclass(frozen=True, slots=True)
+class Arch:
+    """One training model: the module, its example inputs, the labels' shape and class count,
+    and which parameters stay frozen (a prefix match on the parameter name)."""
+
+    name: str
+    describe: str
+    build: Callable[[], Any]
+    inputs: Callable[[], tuple[Any, ...]]
+    classes: int
+    labels: tuple[int, ...]
+    frozen: tuple[str, ...] = ()
+    input_names: tuple[str, ...] = ("input",)
+    notes: str = ""
+    loss_axes: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- architectures
+
+
+def _image(batch: int, size: int) -> tuple[Any, ...]:
+    import torch
+
+    return (torch.randn(batch, 3, size, size),)
+
+
+def _tokens(batch: int, length: int, vocab: int) -> tuple[Any, ...]:
+    import torch
+
+    return (torch.randint(0, vocab, (batch, length), dtype=torch.int64),)
+
+
+def mlp() -> Any:
+    from torch import nn
+
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                         nn.Linear(256, 10))
+
+
+def mlp_dropout() -> Any:
+    from torch import nn
+
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2), nn.Linear(512, 256),
+                         nn.GELU(), nn.Dropout(0.2), nn.Linear(256, 10))
+
+
+def resnet18() -> Any:
+    import torchvision
+
+    return torchvision.models.resnet18(weights=None, num_classes=100)
+
+
+def mobilenet_v2() -> Any:
+    import torchvision
+
+    return torchvision.models.mobilenet_v2(weights=None, num_classes=100)
+
+
+def squeezenet() -> Any:
+    import torchvision
+
+    return torchvision.models.squeezenet1_1(weights=None, num_classes=100)
+
+
+def unet() -> Any:
+    """A three-level U-Net (padded convolutions, BatchNorm, transposed-convolution upsampling,
+    24 base channels) whose per-pixel logits are flattened for the loss."""
+    import torch
+    from torch import nn
+
+    def block(cin: int, cout: int) -> nn.Module:
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(),
+                             nn.Conv2d(cout, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU())
+
+    class UNet(nn.Module):
+        def __init__(self, base: int = 24, depth: int = 3, classes: int = 4):
+            super().__init__()
+            widths = [base * 2**i for i in range(depth + 1)]
+            self.down = nn.ModuleList()
+            prev = 3
+            for w in widths:
+                self.down.append(block(prev, w))
+                prev = w
+            self.pool = nn.MaxPool2d(2)
+            self.up = nn.ModuleList(nn.ConvTranspose2d(w * 2, w, 2, stride=2) for w in reversed(widths[:-1]))
+            self.merge = nn.ModuleList(block(w * 2, w) for w in reversed(widths[:-1]))
+            self.head = nn.Conv2d(base, classes, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            skips = []
+            for i, down in enumerate(self.down):
+                x = down(x)
+                if i < len(self.down) - 1:
+                    skips.append(x)
+                    x = self.pool(x)
+            for up, merge in zip(self.up, self.merge):
+                x = merge(torch.cat([skips.pop(), up(x)], dim=1))
+            y = self.head(x)  # [N, C, H, W] -> [N * H * W, C]
+            return y.permute(0, 2, 3, 1).reshape(-1, y.shape[1])
+
+    return UNet()
+
+
+class _Encoder:
+    """Builders of a BERT-style encoder (post-LN, GELU, learned positions) and a tied-weight
+    language model. The residual stream is kept as token rows ``[batch * seq, hidden]``, so
+    every Linear exports as one Gemm (weight read as it is, bias fused) rather than a MatMul
+    over a transposed copy of the weight and an Add; attention uses explicit matmuls and
+    softmax, so the exporter writes plain ONNX ops."""
+
+    @staticmethod
+    def layers(hidden: int, heads: int, ffn: int, depth: int, dropout: float) -> Any:
+        import math
+
+        import torch
+        from torch import nn
+
+        d = hidden // heads
+
+        class Layer(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.qkv = nn.Linear(hidden, 3 * hidden)
+                self.out = nn.Linear(hidden, hidden)
+                self.ln1 = nn.LayerNorm(hidden)
+                self.ff1 = nn.Linear(hidden, ffn)
+                self.ff2 = nn.Linear(ffn, hidden)
+                self.ln2 = nn.LayerNorm(hidden)
+                self.drop = nn.Dropout(dropout)
+
+            def forward(self, x: torch.Tensor, b: int, s: int) -> torch.Tensor:  # x: [b * s, hidden]
+                qkv = self.qkv(x).reshape(b, s, 3, heads, d)
+                q = qkv[:, :, 0].permute(0, 2, 1, 3)  # [b, heads, s, d]
+                k_t = qkv[:, :, 1].permute(0, 2, 3, 1)  # [b, heads, d, s]
+                v = qkv[:, :, 2].permute(0, 2, 1, 3)
+                att = torch.softmax((q @ k_t) * (1.0 / math.sqrt(d)), dim=-1)
+                ctx = (self.drop(att) @ v).permute(0, 2, 1, 3).reshape(b * s, hidden)
+                x = self.ln1(x + self.drop(self.out(ctx)))
+                return self.ln2(x + self.drop(self.ff2(nn.functional.gelu(self.ff1(x)))))
+
+        return nn.ModuleList(Layer() for _ in range(depth))
+
+
+def bert() -> Any:
+    """A BERT-style encoder: 12 layers, hidden 256, 4 heads, FFN 1024, dropout 0.1, sequence
+    classification on the first token."""
+    import torch
+    from torch import nn
+
+    class Bert(nn.Module):
+        def __init__(self, vocab: int = 8000, length: int = 128, hidden: int = 256) -> None:
+            super().__init__()
+            self.hidden = hidden
+            self.embed = nn.Embedding(vocab, hidden)
+            self.pos = nn.Parameter(torch.zeros(1, length, hidden))
+            self.ln = nn.LayerNorm(hidden)
+            self.layers = _Encoder.layers(hidden, 4, 4 * hidden, 12, 0.1)
+            self.pool = nn.Linear(hidden, hidden)
+            self.cls = nn.Linear(hidden, 2)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            b, s = ids.shape
+            x = self.ln((self.embed(ids) + self.pos).reshape(b * s, self.hidden))
+            for layer in self.layers:
+                x = layer(x, b, s)
+            return self.cls(torch.tanh(self.pool(x.reshape(b, s, self.hidden)[:, 0])))
+
+    return Bert()
+
+
+def tied_lm() -> Any:
+    """A four-layer decoder-sized language model whose output projection is the token
+    embedding (one parameter, two uses: its gradient is the sum of both)."""
+    import torch
+    from torch import nn
+
+    class TiedLM(nn.Module):
+        def __init__(self, vocab: int = 4000, hidden: int = 192) -> None:
+            super().__init__()
+            self.hidden = hidden
+            self.embed = nn.Embedding(vocab, hidden)
+            self.layers = _Encoder.layers(hidden, 4, 4 * hidden, 4, 0.0)
+            self.ln = nn.LayerNorm(hidden)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            b, s = ids.shape
+            x = self.embed(ids).reshape(b * s, self.hidden)
+            for layer in self.layers:
+                x = layer(x, b, s)
+            return nn.functional.linear(self.ln(x), self.embed.weight)  # [b * s, vocab]
+
+    return TiedLM()
+
+
+def lstm() -> Any:
+    """A two-layer LSTM sequence classifier over token embeddings (last step's hidden state)."""
+    import torch
+    from torch import nn
+
+    class Lstm(nn.Module):
+        def __init__(self, vocab: int = 2000, hidden: int = 256) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(vocab, 128)
+            self.rnn1 = nn.LSTM(128, hidden, batch_first=True)
+            self.rnn2 = nn.LSTM(hidden, hidden, batch_first=True)
+            self.cls = nn.Linear(hidden, 5)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            y, _ = self.rnn1(self.embed(ids))
+            y, _ = self.rnn2(y)
+            return self.cls(y[:, -1])
+
+    return Lstm()
+
+
+def _mnist(batch: int) -> Callable[[], tuple[Any, ...]]:
+    def make() -> tuple[Any, ...]:
+        import torch
+
+        return (torch.randn(batch, 1, 28, 28),)
+
+    return make
+
+
+ARCHS: tuple[Arch, ...] = (
+    Arch("mlp", "MLP 784-512-256-10, batch 64", mlp, _mnist(64), 10, (64,), frozen=("1.",)),
+    Arch("mlp_dropout", "MLP 784-512-256-10 with GELU and two Dropout(0.2), batch 64", mlp_dropout,
+         _mnist(64), 10, (64,), frozen=("1.",)),
+    Arch("resnet18", "ResNet-18 (torchvision), 100 classes, batch 8 at 64x64", resnet18,
+         lambda: _image(8, 64), 100, (8,), frozen=("conv1.", "bn1.", "layer1.")),
+    Arch("mobilenet_v2", "MobileNetV2 (torchvision), 100 classes, batch 8 at 64x64", mobilenet_v2,
+         lambda: _image(8, 64), 100, (8,), frozen=("features.0.", "features.1.")),
+    Arch("squeezenet", "SqueezeNet 1.1 (torchvision, Dropout 0.5), 100 classes, batch 8 at 64x64", squeezenet,
+         lambda: _image(8, 64), 100, (8,), frozen=("features.0.",)),
+    Arch("unet", "U-Net, 3 levels, 24 base channels, per-pixel 4 classes, batch 2 at 64x64", unet,
+         lambda: _image(2, 64), 4, (2 * 64 * 64,), frozen=("down.0.",)),
+    Arch("bert", "BERT-style encoder, 12 layers, hidden 256, 4 heads, dropout 0.1, batch 4 x 128 tokens", bert,
+         lambda: _tokens(4, 128, 8000), 2, (4,), frozen=("embed.", "pos"), input_names=("input_ids",)),
+    Arch("tied_lm", "4-layer language model, output projection tied to the embedding, batch 4 x 64 tokens",
+         tied_lm, lambda: _tokens(4, 64, 4000), 4000, (4 * 64,), frozen=("layers.0.",),
+         input_names=("input_ids",)),
+    Arch("lstm", "two-layer LSTM classifier (hidden 256) over 32 tokens, batch 16", lstm,
+         lambda: _tokens(16, 32, 2000), 5, (16,), frozen=("embed.",), input_names=("input_ids",)),
+)
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def export_forward(arch: Arch) -> tuple[onnx.ModelProto, list[str], list[str]]:
+    """The forward model in training mode, and its (trainable, frozen) float parameter names."""
+    torch = import_torch()
+    torch.manual_seed(SEED)
+    module = arch.build()
+    module.train()
+    args = arch.inputs()
+    buf = io.BytesIO()
+    torch.onnx.export(module, args, buf, input_names=list(arch.input_names), output_names=["logits"],
+                      opset_version=OPSET, do_constant_folding=False, dynamo=False,
+                      training=torch.onnx.TrainingMode.TRAINING, export_params=True,
+                      keep_initializers_as_inputs=False)
+    model = onnx.load_from_string(buf.getvalue())
+    names = {i.name for i in model.graph.initializer}
+    floats = [n for n, p in module.named_parameters() if n in names and p.dtype.is_floating_point]
+    frozen = [n for n in floats if n.startswith(arch.frozen)] if arch.frozen else []
+    trainable = [n for n in floats if n not in frozen]
+    return model, trainable, frozen
+
+
+def repair_eval(graph: onnx.ModelProto) -> int:
+    """Make the generator's eval graph loadable: it keeps BatchNormalization's running-mean and
+    running-var outputs while setting ``training_mode=0``, which onnxruntime refuses ("number
+    of op outputs should be 1 when Training_mode = False"). Outputs that nothing reads are
+    dropped; returns how many nodes changed."""
+    read = {n for node in graph.graph.node for n in node.input} | {o.name for o in graph.graph.output}
+    changed = 0
+    for node in graph.graph.node:
+        mode = next((a.i for a in node.attribute if a.name == "training_mode"), 0)
+        if node.op_type == "BatchNormalization" and not mode and len(node.output) > 1:
+            if not any(o in read for o in node.output[1:]):
+                del node.output[1:]
+                changed += 1
+    return changed
+
+
+def generate(arch: Arch) -> tuple[dict[str, Any], float]:
+    """Export, generate and write one model's fixtures; its catalogue entry and the seconds it took."""
+    from onnxruntime.training import artifacts
+
+    t0 = time.perf_counter()
+    model, trainable, frozen = export_forward(arch)
+    out = BUILD / arch.name
+    out.mkdir(parents=True, exist_ok=True)
+    artifacts.generate_artifacts(
+        model, requires_grad=trainable, frozen_params=frozen, loss=artifacts.LossType.CrossEntropyLoss,
+        optimizer=artifacts.OptimType.AdamW, artifact_directory=str(out),
+    )
+    counts: dict[str, int] = {}
+    for kind in ("training", "eval"):
+        graph = onnx.load(str(out / f"{kind}_model.onnx"))
+        graph.ir_version = min(graph.ir_version, MAX_IR_VERSION)
+        if kind == "eval":
+            repair_eval(graph)
+        short = "train" if kind == "training" else "eval"
+        stripped, _ = strip_weights(graph, f"{arch.name}.{short}")
+        write_bytes_atomic(FIXTURES / f"{arch.name}.{short}.onnx", stripped.SerializeToString())
+        counts[kind] = len(graph.graph.node)
+    params = {i.name: i for i in model.graph.initializer}
+
+    def numel(names: list[str]) -> int:
+        total = 0
+        for n in names:
+            size = 1
+            for d in params[n].dims:
+                size *= d
+            total += size
+        return total
+
+    return {
+        "name": arch.name,
+        "architecture": arch.describe,
+        "inputs": {n: list(a.shape) for n, a in zip(arch.input_names, arch.inputs())},
+        "labels": list(arch.labels),
+        "trainable_parameters": numel(trainable),
+        "frozen_parameters": numel(frozen),
+        "trainable_tensors": len(trainable),
+        "frozen_tensors": len(frozen),
+        "training_nodes": counts["training"],
+        "eval_nodes": counts["eval"],
+    }, time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", nargs="*", default=None, help="model names to build (default: all)")
+    p.add_argument("--list", action="store_true", help="list the models and exit")
+    args = p.parse_args(argv)
+    if args.list:
+        for a in ARCHS:
+            print(f"{a.name:14} {a.describe}")
+        return 0
+    chosen = [a for a in ARCHS if args.only is None or a.name in args.only]
+    unknown = set(args.only or ()) - {a.name for a in ARCHS}
+    if unknown:
+        print(f"unknown model(s): {', '.join(sorted(unknown))}; see --list", file=sys.stderr)
+        return 2
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    catalog_path = FIXTURES / "catalog.json"
+    catalog = json.loads(catalog_path.read_text()) if catalog_path.is_file() else {}
+    for arch in chosen:
+        entry, seconds = generate(arch)
+        catalog[arch.name] = entry
+        print(f"{arch.name:14} {entry['training_nodes']:5} training nodes, {entry['eval_nodes']:5} eval nodes, "
+              f"{entry['trainable_parameters']:,} trainable / {entry['frozen_parameters']:,} frozen parameters "
+              f"({seconds:.1f} s)", flush=True)
+    ordered = {a.name: catalog[a.name] for a in ARCHS if a.name in catalog}
+    write_bytes_atomic(catalog_path, (json.dumps(ordered, indent=1) + "\n").encode())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
