@@ -105,8 +105,8 @@ def preorder(
 
 # frame fields
 (_PART, _PLEN, _SLO, _SHI, _MINOFF, _MINPRE, _ORD, _OLEN, _CAND, _M, _Q, _B, _O, _PRE,
- _MO0, _FL0, _PTS, _NPTS, _SUBI, _POOL0, _MINH, _STATE) = range(22)
-_NF = 22
+ _MO0, _FL0, _PTS, _NPTS, _SUBI, _POOL0, _MINH, _OMAX, _STATE) = range(23)
+_NF = 23
 _ENTER, _LOOP, _WAIT = 0, 1, 2
 
 
@@ -156,6 +156,25 @@ def _launch_sub(
 
 
 @njit(cache=True)
+def _raise_floor(s: int, arrays: Arrays, state: State, work: Work, ctr: np.ndarray) -> None:
+    """Raise section ``s``'s floor to the lowest ``minoff`` of its unplaced buffers (undoable)."""
+    sec_ptr, sec_mem = arrays[5], arrays[6]
+    off, minoff, floor = state[0], state[1], state[2]
+    fl_s, fl_v = work[2], work[3]
+    lo = np.int64(2**62)
+    for c in range(sec_ptr[s], sec_ptr[s + 1]):
+        j = sec_mem[c]
+        if off[j] < 0 and minoff[j] < lo:
+            lo = minoff[j]
+    if lo != 2**62 and floor[s] < lo:
+        t = ctr[_FL_TOP]
+        fl_s[t] = s
+        fl_v[t] = floor[s]
+        ctr[_FL_TOP] = t + 1
+        floor[s] = lo
+
+
+@njit(cache=True)
 def search(
     part0: np.ndarray,
     query: np.ndarray,
@@ -181,6 +200,7 @@ def search(
     off, minoff, floor, total, cuts, best = state
     mo_b, mo_v, fl_s, fl_v, mark, aff, pool = work
     n = size.shape[0]
+    mark[:] = 0  # section stamps restart with the counters
     F = np.zeros((n + 2, _NF), dtype=np.int64)
     k0 = part0.shape[0]
     pool[:k0] = part0
@@ -244,6 +264,16 @@ def search(
                     F[d, _M] = m
                     F[d, _Q] = 0
                     F[d, _MINH] = minh
+                    # the highest offset the cross-section check can pass: a
+                    # buffer at o leaves every section of the frame at least
+                    # max(floor, o) + total high, so offsets above the least
+                    # capacity - total fail whichever buffer goes there
+                    omax = np.int64(2**62)
+                    if sections:
+                        for s in range(F[d, _SLO], F[d, _SHI]):
+                            if capacity - total[s] < omax:
+                                omax = capacity - total[s]
+                    F[d, _OMAX] = omax
                     F[d, _NPTS] = 0
                     F[d, _STATE] = _LOOP
         if not ret and F[d, _STATE] == _LOOP:
@@ -257,6 +287,9 @@ def search(
                 o = minoff[b]
                 if dominance and o >= F[d, _MINH]:
                     F[d, _Q] = m  # dominance: every later candidate is as high
+                    break
+                if o > F[d, _OMAX]:
+                    F[d, _Q] = m  # cross sections: every later candidate fails too
                     break
                 if canonical and (o < F[d, _MINOFF] or (o == F[d, _MINOFF] and pre < F[d, _MINPRE])):
                     F[d, _Q] += 1  # canonical order
@@ -299,29 +332,27 @@ def search(
                     if top > floor[s]:
                         floor[s] = top
                     total[s] -= size[b]
-                # 3. a section's floor is at least the lowest minoff of its unplaced
-                for q2 in range(naff):
-                    s = aff[q2]
-                    lo = np.int64(2**62)
-                    for c in range(sec_ptr[s], sec_ptr[s + 1]):
-                        j = sec_mem[c]
-                        if off[j] < 0 and minoff[j] < lo:
-                            lo = minoff[j]
-                    if lo != 2**62 and floor[s] < lo:
-                        t = ctr[_FL_TOP]
-                        fl_s[t] = s
-                        fl_v[t] = floor[s]
-                        ctr[_FL_TOP] = t + 1
-                        floor[s] = lo
-                # 4. cross-section check, with the floor rising monotonically
+                # 3. a section's floor is at least the lowest minoff of its
+                # unplaced buffers (affected sections are raised as the check
+                # reaches them, so a failing check stops scanning early), and
+                # 4. the cross-section check, with the floor rising monotonically
                 ok = True
                 for s in range(F[d, _SLO], F[d, _SHI] if sections else F[d, _SLO]):
+                    if mark[s] == stamp:
+                        mark[s] = -1
+                        _raise_floor(s, arrays, state, work, ctr)
                     f = floor[s]
                     if o > f:
                         f = o
                     if f + total[s] > capacity:
                         ok = False
                         break
+                if ok:
+                    for q2 in range(naff):
+                        s = aff[q2]
+                        if mark[s] == stamp:
+                            mark[s] = -1
+                            _raise_floor(s, arrays, state, work, ctr)
                 if ok:
                     best[b] = o
                     # 5. decomposition at boundaries no unplaced buffer crosses
