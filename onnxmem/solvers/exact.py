@@ -65,19 +65,24 @@ from typing import Any
 import numpy as np
 
 from ..problem import Problem, Solution, Status, lower_bound
-from .greedy import Placer, best_greedy_offsets, restarts
+from .greedy import GreedyResult, Placer, best_greedy_offsets, restarts
 from .registry import SearchSwitches, SolveOptions, judge, register
 
 # The compiled search (numba) is imported inside the functions that run it, so
 # that importing this module, and the quick paths of ``auto``, never load numba.
 
-__all__ = ["ExactSearch", "AUTO_NUMPY_MAX", "AUTO_TIMEOUT", "EXACT_TIMEOUT", "MAX_STACK"]
+__all__ = [
+    "ExactSearch", "AUTO_NUMPY_MAX", "AUTO_TIMEOUT", "DECIDE_NUMPY_MAX", "EXACT_TIMEOUT", "MAX_STACK",
+]
 
 #: default seconds of search for ``exact`` and ``auto``
 EXACT_TIMEOUT = 30.0
 AUTO_TIMEOUT = 3.0
 #: ``auto`` tries its numpy steps on problems of at most this many buffers
 AUTO_NUMPY_MAX = 2000
+#: a decision (fixed capacity) on at most this many buffers starts the search
+#: from the numpy best fit instead of the compiled greedy family
+DECIDE_NUMPY_MAX = 2000
 #: the search is skipped when its undo stacks would need more entries
 MAX_STACK = 60_000_000
 
@@ -324,14 +329,20 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     deadline = options.deadline
     lb = lower_bound(problem)
     ex = ExactSearch(problem)
-    placer = Placer(problem)
-    if deadline is not None:  # first use in this process: compiling is not searching
-        deadline += placer.compile_seconds
-        t0 += placer.compile_seconds
-    greedy_by = None if deadline is None else t0 + GREEDY_SHARE * max(0.0, deadline - t0)
-    g = best_greedy_offsets(problem, deadline=greedy_by, bound=lb, placer=placer)
-    g_offs, g_height = g.offsets, g.height
     cap = options.capacity
+    placer: Placer | None = None
+    if cap is not None and ex.searchable and len(problem) <= DECIDE_NUMPY_MAX:
+        # a decision on a small problem: the numpy best fit is the incumbent
+        # (the search is fast here; the compiled greedy family is not loaded)
+        g = _numpy_greedy(problem)
+    else:
+        placer = Placer(problem)
+        if deadline is not None:  # first use in this process: compiling is not searching
+            deadline += placer.compile_seconds
+            t0 += placer.compile_seconds
+        greedy_by = None if deadline is None else t0 + GREEDY_SHARE * max(0.0, deadline - t0)
+        g = best_greedy_offsets(problem, deadline=greedy_by, bound=lb, placer=placer)
+    g_offs, g_height = g.offsets, g.height
     if g_height <= lb:
         return _solution(name, problem, g_offs, g_height, Status.OPTIMAL, lb, 0)
     if cap is not None and g_height <= cap:
@@ -396,6 +407,15 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     return _solution(name, problem, ex.expand(incumbent), inc_height, status, lo, nodes)
 
 
+def _numpy_greedy(problem: Problem) -> GreedyResult:
+    """The size-sorted best fit, placed in numpy (no compiled code loaded)."""
+    from .baseline import place_in_order, size_order
+
+    offs = np.asarray(place_in_order(problem, size_order(problem)), dtype=np.int64)
+    height = int((offs + problem.arrays()[2]).max(initial=0))
+    return GreedyResult(offs, height, "size-bf", False)
+
+
 def _gap(height: int, bound: int) -> str:
     return f"+{100.0 * (height - bound) / bound:.3f}%" if bound > 0 else "+0%"
 
@@ -412,15 +432,13 @@ def quick_plan(problem: Problem, capacity: int | None, bound: int) -> Solution |
     """``auto``'s numpy steps (1 and 2 of the module docstring), or ``None``."""
     if len(problem) > AUTO_NUMPY_MAX or any(b.offset is not None for b in problem.buffers):
         return None
-    from .baseline import place_in_order, size_order
     from .skyline import PREORDERS, dive, preorder
 
     target = bound if capacity is None else capacity
     _, _, size, _ = problem.arrays()
-    offs = np.asarray(place_in_order(problem, size_order(problem)), dtype=np.int64)
-    height = int((offs + size).max(initial=0))
-    if height <= target:
-        return _solution("auto", problem, offs, height, judge(height, bound, capacity), bound, 0)
+    g = _numpy_greedy(problem)
+    if g.height <= target:
+        return _solution("auto", problem, g.offsets, g.height, judge(g.height, bound, capacity), bound, 0)
     for keys in PREORDERS:
         found = dive(problem, target, preorder(problem, keys))
         if found is not None:
