@@ -29,9 +29,16 @@ whenever one exists:
    sides are independent; each is searched on its own (with a fresh preorder)
    and the node fails as soon as one side does.
 
+Two more cuts keep a node cheap without changing the tree: a node's
+candidates stop at the highest offset the cross-section check can pass
+(``capacity - total`` in the fullest section: the check fails above it
+whichever buffer goes there), and the affected sections' floors are raised
+as the check reaches them, so a failing check stops scanning early.
+
 The search returns at the first plan that fits the capacity. It counts nodes
-and stops with ``ABORTED`` past a node limit (for restarts with other
-preorders) and with ``TIMEOUT`` past a deadline on the cycle counter.
+and stops with ``ABORTED`` past a node limit, keeping its state so that a
+later call goes on from there (preorders take turns without redoing work),
+and with ``TIMEOUT`` past a deadline on the cycle counter.
 """
 
 from __future__ import annotations
@@ -60,7 +67,9 @@ ABORTED = 2
 TIMEOUT = 3
 
 # ctr slots
-_NODES, _LIMIT, _DEADLINE, _MO_TOP, _FL_TOP, _STAMP, _BACKTRACKS = range(7)
+_NODES, _LIMIT, _DEADLINE, _MO_TOP, _FL_TOP, _STAMP, _BACKTRACKS, _DEPTH, _PTOP = range(9)
+#: the length of the counters array (see :func:`search`)
+NCTR = 9
 
 #: preordering heuristics: keys in priority order, all descending
 #: (0: lifetime width, 1: area, 2: largest section total over the lifetime)
@@ -107,6 +116,8 @@ def preorder(
 (_PART, _PLEN, _SLO, _SHI, _MINOFF, _MINPRE, _ORD, _OLEN, _CAND, _M, _Q, _B, _O, _PRE,
  _MO0, _FL0, _PTS, _NPTS, _SUBI, _POOL0, _MINH, _OMAX, _STATE) = range(23)
 _NF = 23
+#: the number of fields of a search frame (the columns of ``search``'s ``F``)
+FRAME_FIELDS = _NF
 _ENTER, _LOOP, _WAIT = 0, 1, 2
 
 
@@ -183,25 +194,29 @@ def search(
     state: State,
     work: Work,
     ctr: np.ndarray,
+    F: np.ndarray,
 ) -> int:
-    """Search placements of ``part0`` (buffers in preorder).
+    """Search placements of ``part0`` (buffers in preorder), or go on with one.
 
     ``query``: ``[sec_lo, sec_hi, capacity, canonical, dominance, sections,
     decomposition]`` (the sections to fill, the capacity, and the pruning
     rules on (1) or off (0)); ``heur``: the preorder's keys for sub-problems;
     ``arrays``, ``state``, ``work``: see :data:`Arrays`, :data:`State`,
-    :data:`Work`; ``ctr``: the counters (nodes, node limit, deadline, ...).
-    An explicit stack of frames replaces recursion; on return every state
-    array is as it was on entry, and ``best`` holds the plan when the status
-    is ``FOUND``."""
-    sec_lo, sec_hi, capacity = query[0], query[1], query[2]
-    canonical, dominance, sections, decomposition = query[3] != 0, query[4] != 0, query[5] != 0, query[6] != 0
-    size, align, width, slo, shi, sec_ptr, sec_mem, ov_ptr, ov_idx = arrays
-    off, minoff, floor, total, cuts, best = state
-    mo_b, mo_v, fl_s, fl_v, mark, aff, pool = work
-    n = size.shape[0]
+    :data:`Work`; ``ctr``: the :data:`NCTR` counters (nodes, node limit,
+    deadline, ...; zeros, with the resume depth ``ctr[7]`` at -1, for a new
+    search); ``F``: the frame stack, ``(n + 2, frame fields)``.
+
+    An explicit stack of frames replaces recursion. Past the node limit the
+    search stops with ``ABORTED`` and leaves its state, frames and counters
+    as they are: called again with the same arguments and a higher limit, it
+    goes on from the node where it stopped (so a portfolio of preorders can
+    take turns without redoing work). On any other status every state array
+    is as it was on entry, and ``best`` holds the plan when it is ``FOUND``."""
+    sec_lo, sec_hi = query[0], query[1]
+    pool, mark = work[6], work[4]
+    if ctr[_DEPTH] >= 0:
+        return _run(ctr[_DEPTH], ctr[_PTOP], query, heur, arrays, state, work, ctr, F)
     mark[:] = 0  # section stamps restart with the counters
-    F = np.zeros((n + 2, _NF), dtype=np.int64)
     k0 = part0.shape[0]
     pool[:k0] = part0
     ptop = k0
@@ -213,15 +228,32 @@ def search(
     F[0, _ORD] = -1
     F[0, _OLEN] = k0
     F[0, _STATE] = _ENTER
-    d = 0
+    return _run(0, ptop, query, heur, arrays, state, work, ctr, F)
+
+
+@njit(cache=True)
+def _run(
+    d: int, ptop: int, query: np.ndarray, heur: np.ndarray, arrays: Arrays, state: State,
+    work: Work, ctr: np.ndarray, F: np.ndarray,
+) -> int:
+    """The loop of :func:`search`, from frame ``d`` with the pool's top at ``ptop``."""
+    capacity = query[2]
+    canonical, dominance, sections, decomposition = query[3] != 0, query[4] != 0, query[5] != 0, query[6] != 0
+    size, align, width, slo, shi, sec_ptr, sec_mem, ov_ptr, ov_idx = arrays
+    off, minoff, floor, total, cuts, best = state
+    mo_b, mo_v, fl_s, fl_v, mark, aff, pool = work
+    ctr[_DEPTH] = -1
     status = NOT_FOUND
     while True:
         ret = False
         if F[d, _STATE] == _ENTER:
             ctr[_NODES] += 1
             if ctr[_NODES] > ctr[_LIMIT]:
-                status = ABORTED
-                ret = True
+                # stop here, state kept: a call with a higher limit goes on
+                ctr[_NODES] -= 1
+                ctr[_DEPTH] = d
+                ctr[_PTOP] = ptop
+                return ABORTED
             elif (ctr[_NODES] & 255) == 0 and cycles() > ctr[_DEADLINE]:
                 status = TIMEOUT
                 ret = True

@@ -12,7 +12,9 @@ Steps:
 
 1. a capacity below the max-live lower bound is rejected (in ``solve``);
 2. the best greedy plan is computed first, within :data:`GREEDY_SHARE` of
-   the budget, and kept as the incumbent (the search is anytime: every
+   the budget (a decision on at most :data:`DECIDE_NUMPY_MAX` buffers takes
+   the numpy size-sorted best fit instead, so that the compiled greedy family
+   is not loaded where the search is fast), and kept as the incumbent (the search is anytime: every
    answer carries the best plan found so far); if it already fits the
    capacity, or meets the lower bound, it is returned;
 3. zero-size buffers go at offset 0; time is cut into sections and the
@@ -20,10 +22,12 @@ Steps:
 4. a decision at capacity ``C`` searches each component whose incumbent does
    not fit ``C`` with the compiled depth-first search of :mod:`._search`
    (canonical bottom-left placement, dominance, cross-section bounds, dynamic
-   decomposition). Three static preorders take turns under a node limit that
-   doubles each round (restarts), until a plan is found, the search space is
-   exhausted (``C`` is infeasible) or the deadline passes. Each pruning rule
-   can be turned off (``options.switches``, :class:`.SearchSwitches`);
+   decomposition). Three searches, one per static preorder, each with its
+   own state, take turns under a node limit that doubles each round; a turn
+   goes on from where the search's last turn stopped (no work is redone),
+   until one finds a plan, one exhausts its search space (``C`` is
+   infeasible) or the deadline passes. Each pruning rule can be turned off
+   (``options.switches``, :class:`.SearchSwitches`);
 5. minimize: the proven bound starts at the max-live bound and the incumbent
    at the greedy height. A decision at the bound comes first (on these
    problems the bound is often the optimum); then capacities between the two
@@ -229,7 +233,17 @@ class ExactSearch:
         took to compile or load the compiled code.
         """
         from .._compiled import NO_DEADLINE, cycles, cycles_per_second, warm_up
-        from ._search import ABORTED, FOUND, HEURISTICS, NOT_FOUND, TIMEOUT, preorder, search
+        from ._search import (
+            ABORTED,
+            FOUND,
+            FRAME_FIELDS,
+            HEURISTICS,
+            NCTR,
+            NOT_FOUND,
+            TIMEOUT,
+            preorder,
+            search,
+        )
 
         plan = local_best.copy()
         tops = plan + self.size
@@ -237,50 +251,55 @@ class ExactSearch:
         comps = sorted(
             self.components, key=lambda c: -int(tops[c.bufs].max(initial=0))
         )
-        arrays, state, work = self._arrays(), self._state(), self._work()
-        total = state[3]
-        best = state[5]
-        ctr = np.zeros(7, dtype=np.int64)
+        arrays = self._arrays()
+        flags = (switches or SearchSwitches()).flags()
         for comp in comps:
             if tops[comp.bufs].max(initial=0) <= capacity:
                 continue
-            flags = (switches or SearchSwitches()).flags()
             query = np.array([comp.sec_lo, comp.sec_hi, capacity, *flags], dtype=np.int64)
-            k = len(comp.bufs)
-            limit = max(64, k)
-            solved = False
-            while not solved:
+            # one search per preorder, each with its own state; they take
+            # turns under a node limit that doubles, each going on from
+            # where its last turn stopped
+            runs = []
+            for heur in HEURISTICS:
+                state, work = self._state(), self._work()
+                part = preorder(
+                    comp.bufs.astype(np.int64), heur, self.size, self.width,
+                    self.slo, self.shi, state[3],
+                )
+                ctr = np.zeros(NCTR, dtype=np.int64)
+                ctr[7] = -1
+                frames = np.zeros((self.n + 2, FRAME_FIELDS), dtype=np.int64)
+                runs.append((part, query, heur, arrays, state, work, ctr, frames))
+            limit = max(64, len(comp.bufs))
+            found = None
+            while found is None:
                 limit *= 2
-                for h in range(HEURISTICS.shape[0]):
-                    part = preorder(
-                        comp.bufs.astype(np.int64), HEURISTICS[h], self.size, self.width,
-                        self.slo, self.shi, total,
-                    )
-                    args = (part, query, HEURISTICS[h], arrays, state, work, ctr)
+                for args in runs:
                     compiling = warm_up(search, partial(_stopped_at_once, search, args))
                     if deadline is not None:
                         deadline += compiling
                     left = None if deadline is None else deadline - time.perf_counter()
                     if left is not None and left <= 0:
-                        return TIMEOUT, plan, nodes
+                        return TIMEOUT, plan, nodes + _nodes(runs)
                     rate = cycles_per_second()
-                    ctr[:] = 0
+                    ctr = args[6]
                     ctr[1] = limit
                     ctr[2] = int(cycles() + left * rate) if left is not None and rate > 0 else NO_DEADLINE
                     status = search(*args)
-                    nodes += int(min(ctr[0], limit))
                     if status == FOUND:
-                        plan[comp.bufs] = best[comp.bufs]
-                        solved = True
+                        found = args[4][5]
                         break
                     if status == NOT_FOUND:
-                        return NOT_FOUND, plan, nodes
+                        return NOT_FOUND, plan, nodes + _nodes(runs)
                     if status == TIMEOUT:
-                        return TIMEOUT, plan, nodes
+                        return TIMEOUT, plan, nodes + _nodes(runs)
                     if status != ABORTED:
                         raise RuntimeError(f"search returned unknown status {status}")
-                if not solved and deadline is not None and time.perf_counter() >= deadline:
-                    return TIMEOUT, plan, nodes
+                if found is None and deadline is not None and time.perf_counter() >= deadline:
+                    return TIMEOUT, plan, nodes + _nodes(runs)
+            plan[comp.bufs] = found[comp.bufs]
+            nodes += _nodes(runs)
         return FOUND, plan, nodes
 
     def expand(self, local: np.ndarray) -> np.ndarray:
@@ -294,14 +313,19 @@ class ExactSearch:
 
 
 def _stopped_at_once(search: Any, args: tuple[Any, ...]) -> None:
-    """Run ``search`` with a node limit of 1 (it returns at once): compiles it."""
+    """Run ``search`` with a node limit of 0 (it returns at once, nothing
+    changed): compiles it. ``args``' own counters and frames are left alone."""
     from .._compiled import NO_DEADLINE
 
-    ctr = args[-1]
-    ctr[:] = 0
-    ctr[1] = 1
+    ctr = np.zeros_like(args[6])
+    ctr[7] = -1
     ctr[2] = NO_DEADLINE
-    search(*args)
+    search(*args[:6], ctr, np.zeros_like(args[7]))
+
+
+def _nodes(runs: list[tuple[np.ndarray, ...]]) -> int:
+    """Nodes the searches of ``runs`` have visited (counter 0 of each)."""
+    return sum(int(args[6][0]) for args in runs)
 
 
 def _solution(
