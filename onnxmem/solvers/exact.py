@@ -260,7 +260,7 @@ class ExactSearch:
             # one search per preorder, each with its own state; they take
             # turns under a node limit that doubles, each going on from
             # where its last turn stopped
-            runs = []
+            runs: list[tuple[Any, ...]] = []
             for heur in HEURISTICS:
                 state, work = self._state(), self._work()
                 part = preorder(
@@ -323,7 +323,7 @@ def _stopped_at_once(search: Any, args: tuple[Any, ...]) -> None:
     search(*args[:6], ctr, np.zeros_like(args[7]))
 
 
-def _nodes(runs: list[tuple[np.ndarray, ...]]) -> int:
+def _nodes(runs: list[tuple[Any, ...]]) -> int:
     """Nodes the searches of ``runs`` have visited (counter 0 of each)."""
     return sum(int(args[6][0]) for args in runs)
 
