@@ -212,23 +212,22 @@ def search(
     goes on from the node where it stopped (so a portfolio of preorders can
     take turns without redoing work). On any other status every state array
     is as it was on entry, and ``best`` holds the plan when it is ``FOUND``."""
-    sec_lo, sec_hi = query[0], query[1]
-    pool, mark = work[6], work[4]
-    if ctr[_DEPTH] >= 0:
-        return _run(ctr[_DEPTH], ctr[_PTOP], query, heur, arrays, state, work, ctr, F)
-    mark[:] = 0  # section stamps restart with the counters
-    k0 = part0.shape[0]
-    pool[:k0] = part0
-    ptop = k0
-    F[0, _POOL0] = 0
-    F[0, _PART] = 0
-    F[0, _PLEN] = k0
-    F[0, _SLO] = sec_lo
-    F[0, _SHI] = sec_hi
-    F[0, _ORD] = -1
-    F[0, _OLEN] = k0
-    F[0, _STATE] = _ENTER
-    return _run(0, ptop, query, heur, arrays, state, work, ctr, F)
+    d, ptop = ctr[_DEPTH], ctr[_PTOP]
+    if d < 0:  # a new search: frame 0 holds every buffer of part0
+        pool, mark = work[6], work[4]
+        mark[:] = 0  # section stamps restart with the counters
+        k0 = part0.shape[0]
+        pool[:k0] = part0
+        d, ptop = 0, k0
+        F[0, _POOL0] = 0
+        F[0, _PART] = 0
+        F[0, _PLEN] = k0
+        F[0, _SLO] = query[0]
+        F[0, _SHI] = query[1]
+        F[0, _ORD] = -1
+        F[0, _OLEN] = k0
+        F[0, _STATE] = _ENTER
+    return _run(d, ptop, query, heur, arrays, state, work, ctr, F)
 
 
 @njit(cache=True)
