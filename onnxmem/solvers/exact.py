@@ -13,10 +13,11 @@ Steps:
 1. a capacity below the max-live lower bound is rejected (in ``solve``);
 2. the best greedy plan is computed first, within :data:`GREEDY_SHARE` of
    the budget (a decision on at most :data:`DECIDE_NUMPY_MAX` buffers takes
-   the numpy size-sorted best fit instead, so that the compiled greedy family
-   is not loaded where the search is fast), and kept as the incumbent (the search is anytime: every
-   answer carries the best plan found so far); if it already fits the
-   capacity, or meets the lower bound, it is returned;
+   the numpy size-sorted best fit instead, so that the compiled greedy
+   family is not loaded where the search is fast), and kept as the
+   incumbent (the search is anytime: every answer carries the best plan
+   found so far); if it already fits the capacity, or meets the lower
+   bound, it is returned;
 3. zero-size buffers go at offset 0; time is cut into sections and the
    problem into *components* at section boundaries no buffer crosses;
 4. a decision at capacity ``C`` searches each component whose incumbent does
