@@ -39,6 +39,10 @@ bench:
 bench-solvers:
 	$(PYTHON) bench/bench_solvers.py --shared $(SHARED)
 
+.PHONY: bench-search
+bench-search:
+	$(PYTHON) bench/bench_search.py --shared $(SHARED)
+
 bench-order:
 	$(PYTHON) bench/bench_order.py
 

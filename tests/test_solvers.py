@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from onnxmem.errors import PlanInvalid, ProblemError
@@ -25,6 +25,7 @@ from onnxmem.problem import (
 )
 from onnxmem.solvers import SOLVERS, SearchSwitches, SolveOptions, SolverInfo, solve
 from onnxmem.solvers.baseline import place_in_order
+from onnxmem.solvers.exact import ExactSearch
 from onnxmem.solvers.greedy import (
     PREORDERS,
     Placer,
@@ -210,6 +211,46 @@ def test_switches_change_no_decision(switches: str, problem: Problem, slack: int
     assert on.status is not Status.TIMEOUT and off.status is not Status.TIMEOUT
     assert on.fits(cap) == off.fits(cap) == (brute_force(problem) <= cap)
     assert validate(problem.with_capacity(cap), off) == [] or off.status is Status.INFEASIBLE
+
+
+def _search_in_turns(ex: ExactSearch, cap: int, turn: int) -> tuple[int, np.ndarray, int, tuple[np.ndarray, ...]]:
+    """Run the compiled search on ``ex``'s first component, ``turn`` nodes per call."""
+    from onnxmem.solvers._search import ABORTED, FRAME_FIELDS, HEURISTICS, NCTR, preorder, search
+
+    comp = ex.components[0]
+    state, work = ex._state(), ex._work()
+    heur = HEURISTICS[0]
+    part = preorder(comp.bufs.astype(np.int64), heur, ex.size, ex.width, ex.slo, ex.shi, state[3])
+    ctr = np.zeros(NCTR, dtype=np.int64)
+    ctr[7] = -1
+    ctr[2] = 2**62
+    frames = np.zeros((ex.n + 2, FRAME_FIELDS), dtype=np.int64)
+    query = np.array([comp.sec_lo, comp.sec_hi, cap, 1, 1, 1, 1], dtype=np.int64)
+    while True:
+        ctr[1] = ctr[0] + turn
+        status = search(part, query, heur, ex._arrays(), state, work, ctr, frames)
+        if status != ABORTED:
+            return status, state[5][comp.bufs].copy(), int(ctr[0]), state
+
+
+@FAST
+@given(problem=problems(max_buffers=10), slack=st.integers(0, 3))
+def test_search_goes_on_where_it_stopped(problem: Problem, slack: int) -> None:
+    # a search cut into one-node turns ends as one uninterrupted search does:
+    # the same status after the same nodes, the same plan, its state restored
+    from onnxmem.solvers._search import FOUND
+
+    ex = ExactSearch(problem)
+    assume(ex.n > 0 and ex.searchable)
+    cap = lower_bound(problem) + slack
+    whole = _search_in_turns(ex, cap, 10**9)
+    turns = _search_in_turns(ex, cap, 1)
+    assert whole[0] == turns[0] and whole[2] == turns[2]
+    if whole[0] == FOUND:
+        assert (whole[1] == turns[1]).all()
+    off, minoff, floor, total, cuts, _ = turns[3]
+    assert (off == -1).all() and (minoff == 0).all() and (floor == 0).all()
+    assert (total == ex.total0).all() and (cuts == ex.cuts0).all()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

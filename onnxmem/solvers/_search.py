@@ -29,9 +29,16 @@ whenever one exists:
    sides are independent; each is searched on its own (with a fresh preorder)
    and the node fails as soon as one side does.
 
+Two more cuts keep a node cheap without changing the tree: a node's
+candidates stop at the highest offset the cross-section check can pass
+(``capacity - total`` in the fullest section: the check fails above it
+whichever buffer goes there), and the affected sections' floors are raised
+as the check reaches them, so a failing check stops scanning early.
+
 The search returns at the first plan that fits the capacity. It counts nodes
-and stops with ``ABORTED`` past a node limit (for restarts with other
-preorders) and with ``TIMEOUT`` past a deadline on the cycle counter.
+and stops with ``ABORTED`` past a node limit, keeping its state so that a
+later call goes on from there (preorders take turns without redoing work),
+and with ``TIMEOUT`` past a deadline on the cycle counter.
 """
 
 from __future__ import annotations
@@ -60,7 +67,9 @@ ABORTED = 2
 TIMEOUT = 3
 
 # ctr slots
-_NODES, _LIMIT, _DEADLINE, _MO_TOP, _FL_TOP, _STAMP, _BACKTRACKS = range(7)
+_NODES, _LIMIT, _DEADLINE, _MO_TOP, _FL_TOP, _STAMP, _BACKTRACKS, _DEPTH, _PTOP = range(9)
+#: the length of the counters array (see :func:`search`)
+NCTR = 9
 
 #: preordering heuristics: keys in priority order, all descending
 #: (0: lifetime width, 1: area, 2: largest section total over the lifetime)
@@ -105,8 +114,10 @@ def preorder(
 
 # frame fields
 (_PART, _PLEN, _SLO, _SHI, _MINOFF, _MINPRE, _ORD, _OLEN, _CAND, _M, _Q, _B, _O, _PRE,
- _MO0, _FL0, _PTS, _NPTS, _SUBI, _POOL0, _MINH, _STATE) = range(22)
-_NF = 22
+ _MO0, _FL0, _PTS, _NPTS, _SUBI, _POOL0, _MINH, _OMAX, _STATE) = range(23)
+_NF = 23
+#: the number of fields of a search frame (the columns of ``search``'s ``F``)
+FRAME_FIELDS = _NF
 _ENTER, _LOOP, _WAIT = 0, 1, 2
 
 
@@ -156,6 +167,25 @@ def _launch_sub(
 
 
 @njit(cache=True)
+def _raise_floor(s: int, arrays: Arrays, state: State, work: Work, ctr: np.ndarray) -> None:
+    """Raise section ``s``'s floor to the lowest ``minoff`` of its unplaced buffers (undoable)."""
+    sec_ptr, sec_mem = arrays[5], arrays[6]
+    off, minoff, floor = state[0], state[1], state[2]
+    fl_s, fl_v = work[2], work[3]
+    lo = np.int64(2**62)
+    for c in range(sec_ptr[s], sec_ptr[s + 1]):
+        j = sec_mem[c]
+        if off[j] < 0 and minoff[j] < lo:
+            lo = minoff[j]
+    if lo != 2**62 and floor[s] < lo:
+        t = ctr[_FL_TOP]
+        fl_s[t] = s
+        fl_v[t] = floor[s]
+        ctr[_FL_TOP] = t + 1
+        floor[s] = lo
+
+
+@njit(cache=True)
 def search(
     part0: np.ndarray,
     query: np.ndarray,
@@ -164,44 +194,65 @@ def search(
     state: State,
     work: Work,
     ctr: np.ndarray,
+    F: np.ndarray,
 ) -> int:
-    """Search placements of ``part0`` (buffers in preorder).
+    """Search placements of ``part0`` (buffers in preorder), or go on with one.
 
     ``query``: ``[sec_lo, sec_hi, capacity, canonical, dominance, sections,
     decomposition]`` (the sections to fill, the capacity, and the pruning
     rules on (1) or off (0)); ``heur``: the preorder's keys for sub-problems;
     ``arrays``, ``state``, ``work``: see :data:`Arrays`, :data:`State`,
-    :data:`Work`; ``ctr``: the counters (nodes, node limit, deadline, ...).
-    An explicit stack of frames replaces recursion; on return every state
-    array is as it was on entry, and ``best`` holds the plan when the status
-    is ``FOUND``."""
-    sec_lo, sec_hi, capacity = query[0], query[1], query[2]
+    :data:`Work`; ``ctr``: the :data:`NCTR` counters (nodes, node limit,
+    deadline, ...; zeros, with the resume depth ``ctr[7]`` at -1, for a new
+    search); ``F``: the frame stack, ``(n + 2, frame fields)``.
+
+    An explicit stack of frames replaces recursion. Past the node limit the
+    search stops with ``ABORTED`` and leaves its state, frames and counters
+    as they are: called again with the same arguments and a higher limit, it
+    goes on from the node where it stopped (so a portfolio of preorders can
+    take turns without redoing work). On any other status every state array
+    is as it was on entry, and ``best`` holds the plan when it is ``FOUND``."""
+    d, ptop = ctr[_DEPTH], ctr[_PTOP]
+    if d < 0:  # a new search: frame 0 holds every buffer of part0
+        pool, mark = work[6], work[4]
+        mark[:] = 0  # section stamps restart with the counters
+        k0 = part0.shape[0]
+        pool[:k0] = part0
+        d, ptop = 0, k0
+        F[0, _POOL0] = 0
+        F[0, _PART] = 0
+        F[0, _PLEN] = k0
+        F[0, _SLO] = query[0]
+        F[0, _SHI] = query[1]
+        F[0, _ORD] = -1
+        F[0, _OLEN] = k0
+        F[0, _STATE] = _ENTER
+    return _run(d, ptop, query, heur, arrays, state, work, ctr, F)
+
+
+@njit(cache=True)
+def _run(
+    d: int, ptop: int, query: np.ndarray, heur: np.ndarray, arrays: Arrays, state: State,
+    work: Work, ctr: np.ndarray, F: np.ndarray,
+) -> int:
+    """The loop of :func:`search`, from frame ``d`` with the pool's top at ``ptop``."""
+    capacity = query[2]
     canonical, dominance, sections, decomposition = query[3] != 0, query[4] != 0, query[5] != 0, query[6] != 0
     size, align, width, slo, shi, sec_ptr, sec_mem, ov_ptr, ov_idx = arrays
     off, minoff, floor, total, cuts, best = state
     mo_b, mo_v, fl_s, fl_v, mark, aff, pool = work
-    n = size.shape[0]
-    F = np.zeros((n + 2, _NF), dtype=np.int64)
-    k0 = part0.shape[0]
-    pool[:k0] = part0
-    ptop = k0
-    F[0, _POOL0] = 0
-    F[0, _PART] = 0
-    F[0, _PLEN] = k0
-    F[0, _SLO] = sec_lo
-    F[0, _SHI] = sec_hi
-    F[0, _ORD] = -1
-    F[0, _OLEN] = k0
-    F[0, _STATE] = _ENTER
-    d = 0
+    ctr[_DEPTH] = -1
     status = NOT_FOUND
     while True:
         ret = False
         if F[d, _STATE] == _ENTER:
             ctr[_NODES] += 1
             if ctr[_NODES] > ctr[_LIMIT]:
-                status = ABORTED
-                ret = True
+                # stop here, state kept: a call with a higher limit goes on
+                ctr[_NODES] -= 1
+                ctr[_DEPTH] = d
+                ctr[_PTOP] = ptop
+                return ABORTED
             elif (ctr[_NODES] & 255) == 0 and cycles() > ctr[_DEADLINE]:
                 status = TIMEOUT
                 ret = True
@@ -244,6 +295,16 @@ def search(
                     F[d, _M] = m
                     F[d, _Q] = 0
                     F[d, _MINH] = minh
+                    # the highest offset the cross-section check can pass: a
+                    # buffer at o leaves every section of the frame at least
+                    # max(floor, o) + total high, so offsets above the least
+                    # capacity - total fail whichever buffer goes there
+                    omax = np.int64(2**62)
+                    if sections:
+                        for s in range(F[d, _SLO], F[d, _SHI]):
+                            if capacity - total[s] < omax:
+                                omax = capacity - total[s]
+                    F[d, _OMAX] = omax
                     F[d, _NPTS] = 0
                     F[d, _STATE] = _LOOP
         if not ret and F[d, _STATE] == _LOOP:
@@ -257,6 +318,9 @@ def search(
                 o = minoff[b]
                 if dominance and o >= F[d, _MINH]:
                     F[d, _Q] = m  # dominance: every later candidate is as high
+                    break
+                if o > F[d, _OMAX]:
+                    F[d, _Q] = m  # cross sections: every later candidate fails too
                     break
                 if canonical and (o < F[d, _MINOFF] or (o == F[d, _MINOFF] and pre < F[d, _MINPRE])):
                     F[d, _Q] += 1  # canonical order
@@ -299,29 +363,27 @@ def search(
                     if top > floor[s]:
                         floor[s] = top
                     total[s] -= size[b]
-                # 3. a section's floor is at least the lowest minoff of its unplaced
-                for q2 in range(naff):
-                    s = aff[q2]
-                    lo = np.int64(2**62)
-                    for c in range(sec_ptr[s], sec_ptr[s + 1]):
-                        j = sec_mem[c]
-                        if off[j] < 0 and minoff[j] < lo:
-                            lo = minoff[j]
-                    if lo != 2**62 and floor[s] < lo:
-                        t = ctr[_FL_TOP]
-                        fl_s[t] = s
-                        fl_v[t] = floor[s]
-                        ctr[_FL_TOP] = t + 1
-                        floor[s] = lo
-                # 4. cross-section check, with the floor rising monotonically
+                # 3. a section's floor is at least the lowest minoff of its
+                # unplaced buffers (affected sections are raised as the check
+                # reaches them, so a failing check stops scanning early), and
+                # 4. the cross-section check, with the floor rising monotonically
                 ok = True
                 for s in range(F[d, _SLO], F[d, _SHI] if sections else F[d, _SLO]):
+                    if mark[s] == stamp:
+                        mark[s] = -1
+                        _raise_floor(s, arrays, state, work, ctr)
                     f = floor[s]
                     if o > f:
                         f = o
                     if f + total[s] > capacity:
                         ok = False
                         break
+                if ok:
+                    for q2 in range(naff):
+                        s = aff[q2]
+                        if mark[s] == stamp:
+                            mark[s] = -1
+                            _raise_floor(s, arrays, state, work, ctr)
                 if ok:
                     best[b] = o
                     # 5. decomposition at boundaries no unplaced buffer crosses

@@ -12,18 +12,23 @@ Steps:
 
 1. a capacity below the max-live lower bound is rejected (in ``solve``);
 2. the best greedy plan is computed first, within :data:`GREEDY_SHARE` of
-   the budget, and kept as the incumbent (the search is anytime: every
-   answer carries the best plan found so far); if it already fits the
-   capacity, or meets the lower bound, it is returned;
+   the budget (a decision on at most :data:`DECIDE_NUMPY_MAX` buffers takes
+   the numpy size-sorted best fit instead, so that the compiled greedy
+   family is not loaded where the search is fast), and kept as the
+   incumbent (the search is anytime: every answer carries the best plan
+   found so far); if it already fits the capacity, or meets the lower
+   bound, it is returned;
 3. zero-size buffers go at offset 0; time is cut into sections and the
    problem into *components* at section boundaries no buffer crosses;
 4. a decision at capacity ``C`` searches each component whose incumbent does
    not fit ``C`` with the compiled depth-first search of :mod:`._search`
    (canonical bottom-left placement, dominance, cross-section bounds, dynamic
-   decomposition). Three static preorders take turns under a node limit that
-   doubles each round (restarts), until a plan is found, the search space is
-   exhausted (``C`` is infeasible) or the deadline passes. Each pruning rule
-   can be turned off (``options.switches``, :class:`.SearchSwitches`);
+   decomposition). Three searches, one per static preorder, each with its
+   own state, take turns under a node limit that doubles each round; a turn
+   goes on from where the search's last turn stopped (no work is redone),
+   until one finds a plan, one exhausts its search space (``C`` is
+   infeasible) or the deadline passes. Each pruning rule can be turned off
+   (``options.switches``, :class:`.SearchSwitches`);
 5. minimize: the proven bound starts at the max-live bound and the incumbent
    at the greedy height. A decision at the bound comes first (on these
    problems the bound is often the optimum); then capacities between the two
@@ -65,19 +70,24 @@ from typing import Any
 import numpy as np
 
 from ..problem import Problem, Solution, Status, lower_bound
-from .greedy import Placer, best_greedy_offsets, restarts
+from .greedy import GreedyResult, Placer, best_greedy_offsets, restarts
 from .registry import SearchSwitches, SolveOptions, judge, register
 
 # The compiled search (numba) is imported inside the functions that run it, so
 # that importing this module, and the quick paths of ``auto``, never load numba.
 
-__all__ = ["ExactSearch", "AUTO_NUMPY_MAX", "AUTO_TIMEOUT", "EXACT_TIMEOUT", "MAX_STACK"]
+__all__ = [
+    "ExactSearch", "AUTO_NUMPY_MAX", "AUTO_TIMEOUT", "DECIDE_NUMPY_MAX", "EXACT_TIMEOUT", "MAX_STACK",
+]
 
 #: default seconds of search for ``exact`` and ``auto``
 EXACT_TIMEOUT = 30.0
 AUTO_TIMEOUT = 3.0
 #: ``auto`` tries its numpy steps on problems of at most this many buffers
 AUTO_NUMPY_MAX = 2000
+#: a decision (fixed capacity) on at most this many buffers starts the search
+#: from the numpy best fit instead of the compiled greedy family
+DECIDE_NUMPY_MAX = 2000
 #: the search is skipped when its undo stacks would need more entries
 MAX_STACK = 60_000_000
 
@@ -224,7 +234,17 @@ class ExactSearch:
         took to compile or load the compiled code.
         """
         from .._compiled import NO_DEADLINE, cycles, cycles_per_second, warm_up
-        from ._search import ABORTED, FOUND, HEURISTICS, NOT_FOUND, TIMEOUT, preorder, search
+        from ._search import (
+            ABORTED,
+            FOUND,
+            FRAME_FIELDS,
+            HEURISTICS,
+            NCTR,
+            NOT_FOUND,
+            TIMEOUT,
+            preorder,
+            search,
+        )
 
         plan = local_best.copy()
         tops = plan + self.size
@@ -232,50 +252,55 @@ class ExactSearch:
         comps = sorted(
             self.components, key=lambda c: -int(tops[c.bufs].max(initial=0))
         )
-        arrays, state, work = self._arrays(), self._state(), self._work()
-        total = state[3]
-        best = state[5]
-        ctr = np.zeros(7, dtype=np.int64)
+        arrays = self._arrays()
+        flags = (switches or SearchSwitches()).flags()
         for comp in comps:
             if tops[comp.bufs].max(initial=0) <= capacity:
                 continue
-            flags = (switches or SearchSwitches()).flags()
             query = np.array([comp.sec_lo, comp.sec_hi, capacity, *flags], dtype=np.int64)
-            k = len(comp.bufs)
-            limit = max(64, k)
-            solved = False
-            while not solved:
+            # one search per preorder, each with its own state; they take
+            # turns under a node limit that doubles, each going on from
+            # where its last turn stopped
+            runs: list[tuple[Any, ...]] = []
+            for heur in HEURISTICS:
+                state, work = self._state(), self._work()
+                part = preorder(
+                    comp.bufs.astype(np.int64), heur, self.size, self.width,
+                    self.slo, self.shi, state[3],
+                )
+                ctr = np.zeros(NCTR, dtype=np.int64)
+                ctr[7] = -1
+                frames = np.zeros((self.n + 2, FRAME_FIELDS), dtype=np.int64)
+                runs.append((part, query, heur, arrays, state, work, ctr, frames))
+            limit = max(64, len(comp.bufs))
+            found = None
+            while found is None:
                 limit *= 2
-                for h in range(HEURISTICS.shape[0]):
-                    part = preorder(
-                        comp.bufs.astype(np.int64), HEURISTICS[h], self.size, self.width,
-                        self.slo, self.shi, total,
-                    )
-                    args = (part, query, HEURISTICS[h], arrays, state, work, ctr)
+                for args in runs:
                     compiling = warm_up(search, partial(_stopped_at_once, search, args))
                     if deadline is not None:
                         deadline += compiling
                     left = None if deadline is None else deadline - time.perf_counter()
                     if left is not None and left <= 0:
-                        return TIMEOUT, plan, nodes
+                        return TIMEOUT, plan, nodes + _nodes(runs)
                     rate = cycles_per_second()
-                    ctr[:] = 0
+                    ctr = args[6]
                     ctr[1] = limit
                     ctr[2] = int(cycles() + left * rate) if left is not None and rate > 0 else NO_DEADLINE
                     status = search(*args)
-                    nodes += int(min(ctr[0], limit))
                     if status == FOUND:
-                        plan[comp.bufs] = best[comp.bufs]
-                        solved = True
+                        found = args[4][5]
                         break
                     if status == NOT_FOUND:
-                        return NOT_FOUND, plan, nodes
+                        return NOT_FOUND, plan, nodes + _nodes(runs)
                     if status == TIMEOUT:
-                        return TIMEOUT, plan, nodes
+                        return TIMEOUT, plan, nodes + _nodes(runs)
                     if status != ABORTED:
                         raise RuntimeError(f"search returned unknown status {status}")
-                if not solved and deadline is not None and time.perf_counter() >= deadline:
-                    return TIMEOUT, plan, nodes
+                if found is None and deadline is not None and time.perf_counter() >= deadline:
+                    return TIMEOUT, plan, nodes + _nodes(runs)
+            plan[comp.bufs] = found[comp.bufs]
+            nodes += _nodes(runs)
         return FOUND, plan, nodes
 
     def expand(self, local: np.ndarray) -> np.ndarray:
@@ -289,14 +314,19 @@ class ExactSearch:
 
 
 def _stopped_at_once(search: Any, args: tuple[Any, ...]) -> None:
-    """Run ``search`` with a node limit of 1 (it returns at once): compiles it."""
+    """Run ``search`` with a node limit of 0 (it returns at once, nothing
+    changed): compiles it. ``args``' own counters and frames are left alone."""
     from .._compiled import NO_DEADLINE
 
-    ctr = args[-1]
-    ctr[:] = 0
-    ctr[1] = 1
+    ctr = np.zeros_like(args[6])
+    ctr[7] = -1
     ctr[2] = NO_DEADLINE
-    search(*args)
+    search(*args[:6], ctr, np.zeros_like(args[7]))
+
+
+def _nodes(runs: list[tuple[Any, ...]]) -> int:
+    """Nodes the searches of ``runs`` have visited (counter 0 of each)."""
+    return sum(int(args[6][0]) for args in runs)
 
 
 def _solution(
@@ -324,14 +354,20 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     deadline = options.deadline
     lb = lower_bound(problem)
     ex = ExactSearch(problem)
-    placer = Placer(problem)
-    if deadline is not None:  # first use in this process: compiling is not searching
-        deadline += placer.compile_seconds
-        t0 += placer.compile_seconds
-    greedy_by = None if deadline is None else t0 + GREEDY_SHARE * max(0.0, deadline - t0)
-    g = best_greedy_offsets(problem, deadline=greedy_by, bound=lb, placer=placer)
-    g_offs, g_height = g.offsets, g.height
     cap = options.capacity
+    placer: Placer | None = None
+    if cap is not None and ex.searchable and len(problem) <= DECIDE_NUMPY_MAX:
+        # a decision on a small problem: the numpy best fit is the incumbent
+        # (the search is fast here; the compiled greedy family is not loaded)
+        g = _numpy_greedy(problem)
+    else:
+        placer = Placer(problem)
+        if deadline is not None:  # first use in this process: compiling is not searching
+            deadline += placer.compile_seconds
+            t0 += placer.compile_seconds
+        greedy_by = None if deadline is None else t0 + GREEDY_SHARE * max(0.0, deadline - t0)
+        g = best_greedy_offsets(problem, deadline=greedy_by, bound=lb, placer=placer)
+    g_offs, g_height = g.offsets, g.height
     if g_height <= lb:
         return _solution(name, problem, g_offs, g_height, Status.OPTIMAL, lb, 0)
     if cap is not None and g_height <= cap:
@@ -396,6 +432,15 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     return _solution(name, problem, ex.expand(incumbent), inc_height, status, lo, nodes)
 
 
+def _numpy_greedy(problem: Problem) -> GreedyResult:
+    """The size-sorted best fit, placed in numpy (no compiled code loaded)."""
+    from .baseline import place_in_order, size_order
+
+    offs = np.asarray(place_in_order(problem, size_order(problem)), dtype=np.int64)
+    height = int((offs + problem.arrays()[2]).max(initial=0))
+    return GreedyResult(offs, height, "size-bf", False)
+
+
 def _gap(height: int, bound: int) -> str:
     return f"+{100.0 * (height - bound) / bound:.3f}%" if bound > 0 else "+0%"
 
@@ -412,15 +457,13 @@ def quick_plan(problem: Problem, capacity: int | None, bound: int) -> Solution |
     """``auto``'s numpy steps (1 and 2 of the module docstring), or ``None``."""
     if len(problem) > AUTO_NUMPY_MAX or any(b.offset is not None for b in problem.buffers):
         return None
-    from .baseline import place_in_order, size_order
     from .skyline import PREORDERS, dive, preorder
 
     target = bound if capacity is None else capacity
     _, _, size, _ = problem.arrays()
-    offs = np.asarray(place_in_order(problem, size_order(problem)), dtype=np.int64)
-    height = int((offs + size).max(initial=0))
-    if height <= target:
-        return _solution("auto", problem, offs, height, judge(height, bound, capacity), bound, 0)
+    g = _numpy_greedy(problem)
+    if g.height <= target:
+        return _solution("auto", problem, g.offsets, g.height, judge(g.height, bound, capacity), bound, 0)
     for keys in PREORDERS:
         found = dive(problem, target, preorder(problem, keys))
         if found is not None:
