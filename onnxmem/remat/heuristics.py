@@ -1,0 +1,138 @@
+"""Fast recomputation heuristics: greedy by bytes per cost, the mirror rule, sqrt(n) segments.
+
+All three search the drop sets of :mod:`onnxmem.remat.problem` and judge each
+with its :func:`~onnxmem.remat.problem.simulate` (O(values + reads)); none
+proves anything, so each says ``feasible`` or ``none``.
+
+* ``greedy``: while the peak is over the budget, take the droppable values
+  whose read gap spans the peak step, rank them by bytes freed per unit of
+  cost, simulate the best few, each with its *bundle* (the values read only
+  on the way to it, which would otherwise stay alive for its recomputation),
+  and drop the bundle that removes the most bytes above the budget per unit
+  of cost. Then *prune*: undrop values, the most
+  expensive first, while the model still fits.
+* ``mirror``: MXNet's backward mirroring: drop every droppable value written
+  by a cheap op (anything but convolutions and matrix products), then prune.
+* ``sqrt``: Chen et al.'s checkpoints for chain-like graphs: keep every
+  ``k``-th droppable value written before the peak (by write step) and drop
+  the rest, for ``k``
+  around ``sqrt(m)`` (``m`` droppable values); the cheapest ``k`` that fits,
+  pruned.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .problem import RematProblem, simulate
+from .registry import Choice, RematOptions, register, result
+
+__all__ = ["bundle", "greedy", "mirror", "prune", "sqrt_segments"]
+
+#: ops the mirror rule never recomputes (MXNet's: convolutions and matrix products)
+HEAVY = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "ConvInteger", "MatMulInteger", "QLinearConv",
+                   "QLinearMatMul", "Einsum", "Attention", "MultiHeadAttention", "LSTM", "GRU", "RNN"})
+
+#: candidates simulated per greedy step
+GREEDY_TRIES = 4
+
+
+def prune(problem: RematProblem, dropped: list[int] | set[int], budget: int, options: RematOptions) -> list[int]:
+    """Undrop values of ``dropped``, the most expensive first, while the model still fits."""
+    keep = set(dropped)
+    for v in sorted(dropped, key=lambda v: (-problem.cost[v], v)):
+        if options.left() <= 0:
+            break
+        keep.discard(v)
+        if simulate(problem, keep).peak > budget:
+            keep.add(v)
+    return sorted(keep)
+
+
+def bundle(problem: RematProblem, v: int, drop: set[int]) -> set[int]:
+    """``v`` and, recursively, the droppable values its producer reads that have no read gap
+    of their own (read only on the way to ``v``): dropping ``v`` alone would keep them alive
+    until ``v`` comes back."""
+    out = {v}
+    todo = [v]
+    while todo:
+        w = todo.pop()
+        for u in problem.reads[problem.producer[w]]:
+            if (problem.droppable[u] and u not in out and u not in drop
+                    and problem.first_post[u] == problem.steps):
+                out.add(u)
+                todo.append(u)
+    return out
+
+
+def greedy_drops(problem: RematProblem, budget: int, options: RematOptions, start: set[int] | None = None) -> list[int]:
+    """The greedy loop of the module doc, from ``start``; returns the drops (fitting or not)."""
+    p = problem
+    drop = set(start or ())
+    tried: set[int] = set()
+    s = simulate(p, drop)
+    while s.peak > budget and options.left() > 0:
+        k = s.peak_step
+        cands = [v for v, ok in enumerate(p.droppable)
+                 if ok and v not in drop and v not in tried and p.last_pre[v] < k < p.first_post[v]
+                 and p.start[v] <= k <= s.ends[v]]
+        if not cands:
+            break
+        cands.sort(key=lambda v: (-p.size[v] / max(p.cost[v], 1), v))
+        before = s.excess(budget)
+        best: tuple[float, int] | None = None
+        best_s = s
+        best_set: set[int] = set()
+        for v in cands[:GREEDY_TRIES]:
+            group = bundle(p, v, drop)
+            t = simulate(p, drop | group)
+            gain = before - t.excess(budget)
+            if gain <= 0:
+                tried.add(v)
+                continue
+            score = gain / max(t.cost - s.cost, 1)
+            if best is None or score > best[0]:
+                best, best_s, best_set = (score, v), t, group
+        if best is None:
+            continue
+        drop |= best_set
+        s = best_s
+    return sorted(drop)
+
+
+@register("greedy", "drop the values over the peak that free the most bytes per unit of cost, then prune")
+def greedy(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
+    drops = greedy_drops(problem, budget, options)
+    if simulate(problem, drops).peak <= budget:
+        drops = prune(problem, drops, budget, options)
+    return result(problem, drops, budget, "greedy")
+
+
+@register("mirror", "MXNet's mirror rule: recompute every cheap op (no conv or matmul), then prune")
+def mirror(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
+    drops = [v for v, ok in enumerate(problem.droppable) if ok and problem.op_type[v] not in HEAVY]
+    if simulate(problem, drops).peak <= budget:
+        drops = prune(problem, drops, budget, options)
+    return result(problem, drops, budget, "mirror")
+
+
+@register("sqrt", "Chen et al.'s sqrt(n) checkpoints along the order: keep every k-th value, drop the rest")
+def sqrt_segments(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
+    peak_step = simulate(problem, ()).peak_step
+    cands = [v for v in problem.candidates if problem.start[v] <= peak_step]  # what is written before the peak
+    m = len(cands)
+    if not m:
+        return result(problem, [], budget, "sqrt")
+    root = max(1, round(math.sqrt(m)))
+    best: Choice | None = None
+    for k in sorted({max(2, k) for k in range(max(1, root // 2), 2 * root + 2)}):
+        if options.left() <= 0:
+            break
+        drops = [v for i, v in enumerate(cands) if i % k != k - 1]
+        got = result(problem, drops, budget, "sqrt")
+        if best is None or (got.fits, -got.cost if got.fits else -got.peak) > (best.fits, -best.cost if best.fits else -best.peak):
+            best = got
+    assert best is not None
+    if best.fits:
+        return result(problem, prune(problem, list(best.dropped), budget, options), budget, "sqrt")
+    return best

@@ -1,0 +1,277 @@
+"""The recomputation problem: which values to drop, and what that costs.
+
+A model and an operator order become a :class:`RematProblem` of integers
+(:func:`build_problem`): steps ``0 .. n-1`` (step ``s`` runs the ``s``-th node
+of the order that touches the arena), and *values*: the tensor classes of
+:func:`onnxmem.scheduling.cost.build_order_graph` (a view and its source are one
+value), each with its aligned ``size``, the step that writes it and the steps
+that read it. The lifetime rule is the planner's
+(:mod:`onnxmem.lifetimes`): a value is live from the step that writes it
+through the last step that reads it, graph inputs from step 0, graph outputs
+to the end; this module writes lifetimes as inclusive ``[start, end]`` steps.
+
+**The recomputation rule.** A value ``v`` may be *dropped* when it is
+droppable (:func:`build_problem` says when). Its reads split at the longest
+gap between consecutive reads (the write counts as the first): the original
+copy serves the reads up to ``last_pre[v]`` and is freed there; a second
+copy, written by a duplicate of ``v``'s producer, serves the reads from
+``first_post[v]`` on. The duplicate runs right before step ``r[v]``:
+
+* ``r[v] = first_post[v]``, or earlier when a dropped value ``w`` whose
+  producer reads ``v`` is recomputed at a step ``r[w] > last_pre[v]`` (the
+  original copy is gone by then, so ``v`` must be back first):
+  ``r[v] = min(first_post[v], min r[w])``;
+* a value the duplicate reads that is kept (or dropped but still in its
+  original copy) lives on until ``r[w]``;
+* the second copy lives from ``r[v]`` through its last read (a duplicate's
+  read counts).
+
+So every dropped value is computed exactly twice and the extra compute is the
+sum of its producers' costs. Duplicates inserted before one step run in the
+order of the original producers (a topological order); the bytes live while
+they run are at most those of the step they precede, so the peak of this
+model (:func:`simulate`) bounds the peak of the rewritten model from above
+(in-place reuse inside the rewritten model only lowers it).
+
+The exact algorithm, the heuristics and the brute force all search this one
+space, the subsets of droppable values; :func:`simulate` is their common
+judge, O(values + reads) per call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..aliasing import VIEW, concat_slices, every_alias_source
+from ..graph import GraphView, Op
+from ..lifetimes import tensor_lifetimes
+from ..problem import align_up
+
+__all__ = ["NO_RECOMPUTE", "RematProblem", "Schedule", "build_problem", "simulate"]
+
+#: ops never recomputed: randomness, side effects, subgraphs (their body could hold either)
+NO_RECOMPUTE = frozenset({
+    "Dropout", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+    "Bernoulli", "If", "Loop", "Scan", "SequenceInsert", "SequenceErase", "SequenceConstruct", "Optional",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class RematProblem:
+    """A model under one order, as integers (module doc).
+
+    ``order``: view indices of the nodes by step. Per value
+    ``v``: ``size[v]`` (aligned bytes), ``start[v]`` / ``end[v]`` (inclusive
+    steps without recomputation), ``name[v]`` (the tensor the producer
+    writes), ``producer[v]`` (step, -1 for a graph input), ``droppable[v]``,
+    ``last_pre[v]`` / ``first_post[v]`` (the read gap; -1 when not
+    droppable; ``first_post`` is ``steps`` for a value read without a gap,
+    which comes back only when a recomputed dependant needs it), ``cost[v]`` (the producer's cost). Per step ``s``:
+    ``reads[s]`` (values). ``op_type[v]``: the producer's op type ('' for
+    a graph input). ``views``: ``(view, source)`` pairs (views and Concat
+    outputs over their inputs), by decreasing write step of the view: the
+    source (its second copy when dropped) lives as long as the view does.
+    """
+
+    order: tuple[int, ...]
+    size: tuple[int, ...]
+    start: tuple[int, ...]
+    end: tuple[int, ...]
+    name: tuple[str, ...]
+    producer: tuple[int, ...]
+    droppable: tuple[bool, ...]
+    last_pre: tuple[int, ...]
+    first_post: tuple[int, ...]
+    cost: tuple[int, ...]
+    reads: tuple[tuple[int, ...], ...]
+    views: tuple[tuple[int, int], ...] = ()
+    op_type: tuple[str, ...] = ()
+
+    @property
+    def steps(self) -> int:
+        return len(self.order)
+
+    @property
+    def candidates(self) -> list[int]:
+        """The droppable values, by the step that writes them."""
+        return sorted((v for v, d in enumerate(self.droppable) if d), key=lambda v: (self.start[v], v))
+
+    def total_cost(self) -> int:
+        """The cost of one run of every node (the model's own compute)."""
+        seen: dict[int, int] = {}
+        for v, p in enumerate(self.producer):
+            if p >= 0:
+                seen[p] = self.cost[v]
+        return sum(seen.values())
+
+    def floor(self) -> tuple[int, int]:
+        """``(bytes, step)``: a lower bound on the peak of any set of drops, and the step
+        where it is reached. Every value stays live where no drop can free it: a
+        value that cannot be dropped over its whole lifetime, a droppable one from
+        its write to ``last_pre`` and at each later read."""
+        delta = np.zeros(self.steps + 1, dtype=np.int64)
+        for v, sz in enumerate(self.size):
+            last = self.last_pre[v] if self.droppable[v] else self.end[v]
+            delta[self.start[v]] += sz
+            delta[last + 1] -= sz
+        curve = np.cumsum(delta[: self.steps])
+        for s, rs in enumerate(self.reads):
+            curve[s] += sum(self.size[v] for v in rs if self.droppable[v] and s > self.last_pre[v])
+        if not self.steps:
+            return 0, 0
+        s = int(np.argmax(curve))
+        return int(curve[s]), s
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """The result of dropping ``dropped``: each dropped value's recompute step ``at``
+    (``steps`` when nothing needs it back: it is then not recomputed),
+    the ``peak`` of the model (bytes), the ``peak_step`` and the extra ``cost``."""
+
+    dropped: tuple[int, ...]
+    at: Mapping[int, int]
+    peak: int
+    peak_step: int
+    cost: int
+    curve: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False, repr=False)
+    ends: tuple[int, ...] = ()  # last live step of each value's original copy when kept
+
+    def excess(self, budget: int) -> int:
+        """Bytes above ``budget``, summed over the steps."""
+        return int(np.maximum(self.curve - budget, 0).sum())
+
+
+def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int], *, io: str = "internal",
+                  alignment: int = 64) -> RematProblem:
+    """The problem of ``view`` under ``order`` (view indices, topological), with
+    ``costs`` (view index -> cost of one run of that node).
+
+    Lifetimes are :func:`onnxmem.lifetimes.tensor_lifetimes`'s. A view's output
+    (:mod:`onnxmem.aliasing`'s view rule) shares its source's bytes: it is a
+    value of size 0 and its source lives as long as it does. A value is
+    droppable when it is an activation (not a graph input or output) that no
+    view reads as its source, written by a node of the default domain that
+    writes nothing else, has no subgraph, is no view and is not in
+    :data:`NO_RECOMPUTE`, and its reads leave a gap of at least one step where
+    it need not be live. A Concat whose inputs can sit inside its output
+    (:func:`onnxmem.aliasing.concat_slices`) is treated the same way: its
+    output has size 0 and each input (dropped or not) lives as long as it.
+    """
+    step_of = {op: s for s, op in enumerate(order)}
+    n = len(order)
+    lifetimes = tensor_lifetimes(view, order, io)
+    ids = {name: k for k, name in enumerate(lifetimes)}
+    view_source: dict[str, str] = {}
+    for op, found in zip(view.ops, every_alias_source(view, io)):
+        if found is not None and found[0].kind == VIEW and op.outputs[0] in ids and found[1][0] in ids:
+            view_source[op.outputs[0]] = found[1][0]
+    viewed = set(view_source.values())
+    # a Concat whose inputs can sit inside its output: the output is their bytes
+    concat_parts: dict[str, tuple[str, ...]] = {}
+    for node in view.ops:
+        if node.op_type == "Concat" and node.outputs[0] in ids and concat_slices(view, node) is not None:
+            parts = tuple(dict.fromkeys(x for x in node.inputs if x in ids and view.tensors[x].kind == "activation"))
+            if len(parts) == len(node.inputs):
+                concat_parts[node.outputs[0]] = parts
+    concat_step: dict[str, int] = {}
+    for c, parts in concat_parts.items():
+        cat = view.tensors[c].producer
+        if cat is not None:
+            concat_step.update((x, step_of[cat]) for x in parts)
+    reads: list[list[int]] = [[] for _ in range(n)]
+    size, start, end, producer, droppable, last_pre, first_post, cost = [], [], [], [], [], [], [], []
+    op_types: list[str] = []
+    for name, (st, stop) in lifetimes.items():
+        t = view.tensors[name]
+        k = ids[name]
+        uses = sorted({step_of[c] for c in view.consumers.get(name, ())})
+        for s in uses:
+            reads[s].append(k)
+        p = step_of[t.producer] if t.producer is not None else -1
+        writer: Op | None = view.ops[t.producer] if t.producer is not None else None
+        size.append(0 if name in view_source or name in concat_parts else align_up(t.size, alignment))
+        start.append(st)
+        end.append(stop - 1)
+        producer.append(p)
+        op = writer
+        ok = (
+            op is not None and t.kind == "activation" and name not in viewed and name not in view_source
+            and sum(1 for o in op.outputs if o) == 1 and op.domain in ("", "ai.onnx")
+            and op.op_type not in NO_RECOMPUTE and not op.captures and bool(uses)
+        )
+        lp = fp = -1
+        if ok:
+            pos = [st] + uses
+            width, i = max((pos[j + 1] - pos[j], -j) for j in range(len(pos) - 1))
+            if width >= 2:
+                lp, fp = pos[-i], pos[-i + 1]
+            else:  # no gap: recomputed only when a recomputed dependant needs it later
+                lp, fp = pos[-1], n
+            ok = lp < n - 1
+        op_types.append(op.op_type if op is not None else "")
+        if ok and name in concat_step and concat_step[name] <= lp:
+            ok = False  # the Concat's output would hold the original copy: not dropped
+        droppable.append(ok)
+        last_pre.append(lp if ok else -1)
+        first_post.append(fp if ok else -1)
+        cost.append(int(costs.get(t.producer, 0)) if t.producer is not None else 0)
+    pairs = [(ids[v], ids[s]) for v, s in view_source.items()]
+    pairs += [(ids[c], ids[x]) for c, parts in concat_parts.items() for x in parts]
+    views = sorted(pairs, key=lambda vs: -start[vs[0]])
+    return RematProblem(
+        order=tuple(order), size=tuple(size), start=tuple(start), end=tuple(end), name=tuple(lifetimes),
+        producer=tuple(producer), droppable=tuple(droppable), last_pre=tuple(last_pre),
+        first_post=tuple(first_post), cost=tuple(cost), reads=tuple(tuple(r) for r in reads),
+        views=tuple(views), op_type=tuple(op_types),
+    )
+
+
+def simulate(problem: RematProblem, dropped: Sequence[int] | set[int]) -> Schedule:
+    """The peak and extra cost of dropping ``dropped`` (module doc), O(values + reads)."""
+    p = problem
+    drop = set(dropped)
+    at: dict[int, int] = {}
+    # recompute steps: dropped values by decreasing write step (a dependant is always written later)
+    order = sorted(drop, key=lambda v: -p.start[v])
+    need: dict[int, int] = {}  # dropped value -> earliest demand after its original copy is gone
+    ext_end = list(p.end)
+    copy_end: dict[int, int] = {}
+    for v in order:
+        r = min(p.first_post[v], need.get(v, p.first_post[v]))
+        at[v] = r
+        if r >= p.steps:
+            continue
+        for u in p.reads[p.producer[v]]:
+            if u in drop and r > p.last_pre[u]:
+                if r < need.get(u, 1 << 60):
+                    need[u] = r
+                copy_end[u] = max(copy_end.get(u, -1), r)
+            elif u not in drop and r > ext_end[u]:
+                ext_end[u] = r
+    for vw, src in p.views:
+        if src in drop:
+            copy_end[src] = max(copy_end.get(src, -1), ext_end[vw])
+        elif ext_end[vw] > ext_end[src]:
+            ext_end[src] = ext_end[vw]
+    delta = np.zeros(p.steps + 1, dtype=np.int64)
+    for v in range(len(p.size)):
+        sz = p.size[v]
+        if v in drop:
+            delta[p.start[v]] += sz
+            delta[p.last_pre[v] + 1] -= sz
+            if at[v] < p.steps:  # a value without reads after its gap comes back only when needed
+                e = max(p.end[v] if p.first_post[v] < p.steps else at[v], copy_end.get(v, -1))
+                delta[at[v]] += sz
+                delta[e + 1] -= sz
+        else:
+            delta[p.start[v]] += sz
+            delta[ext_end[v] + 1] -= sz
+    curve = np.cumsum(delta[: p.steps]) if p.steps else np.zeros(1, dtype=np.int64)
+    s = int(np.argmax(curve))
+    cost = sum(p.cost[v] for v in drop if at[v] < p.steps)
+    return Schedule(tuple(sorted(drop, key=lambda v: (p.start[v], v))), at, int(curve[s]), s, cost, curve,
+                    tuple(ext_end))
