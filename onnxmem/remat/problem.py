@@ -197,11 +197,10 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
         start.append(st)
         end.append(stop - 1)
         producer.append(p)
-        op = writer
         ok = (
-            op is not None and t.kind == "activation" and name not in viewed and name not in view_source
-            and sum(1 for o in op.outputs if o) == 1 and op.domain in ("", "ai.onnx")
-            and op.op_type not in NO_RECOMPUTE and not op.captures and bool(uses)
+            writer is not None and t.kind == "activation" and name not in viewed and name not in view_source
+            and sum(1 for o in writer.outputs if o) == 1 and writer.domain in ("", "ai.onnx")
+            and writer.op_type not in NO_RECOMPUTE and not writer.captures and bool(uses)
         )
         lp = fp = -1
         if ok:
@@ -212,7 +211,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
             else:  # no gap: recomputed only when a recomputed dependant needs it later
                 lp, fp = pos[-1], n
             ok = lp < n - 1
-        op_types.append(op.op_type if op is not None else "")
+        op_types.append(writer.op_type if writer is not None else "")
         if ok and name in concat_step and concat_step[name] <= lp:
             ok = False  # the Concat's output would hold the original copy: not dropped
         droppable.append(ok)
