@@ -11,10 +11,13 @@ one cumulative constraint), for the order the planner chose:
    dropped and ``r[w] > last_pre[u]`` then ``r[u] <= r[w]`` and ``u``'s second
    copy lives through ``r[w]``; if ``u`` is kept it lives through ``r[w]``;
    a view's (or Concat input's) source lives as long as the view;
-3. each value is an interval of its size: the original copy ``[start,
-   oe[v])`` (``oe = last_pre + 1`` when dropped, else at least ``end + 1``),
-   the second copy ``[r[v], ce[v] + 1)``, present when dropped; one
-   cumulative constraint holds them under the budget;
+3. each value is an interval of its size over the two slots per step of
+   :func:`~onnxmem.remat.problem.simulate` (``2t``: the duplicates before
+   step ``t``; ``2t + 1``: node ``t``): the original copy ``[2 start + 1,
+   oe[v])`` (``oe = 2 last_pre + 2`` when dropped, else at least ``2 end +
+   2``), the second copy ``[2 r[v], ce[v])``, present when dropped; one
+   cumulative constraint holds them under the budget (every copy a block
+   writes counts in its slot: ``simulate(..., sequential=False)``);
 4. minimize the sum of ``cost[v] * d[v]``.
 
 Every constraint only lets a value live longer or come back sooner than the
@@ -83,16 +86,20 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
         extend.update(p.reads[p.producer[w]])
     for vw, src in p.views:
         extend.update((vw, src))
-    oe = {v: m.NewIntVar(p.start[v] + 1, n, f"oe{v}") for v in set(cand) | extend}
-    ce = {v: m.NewIntVar(p.end[v] if p.first_post[v] < n else p.last_pre[v] + 1, n - 1, f"ce{v}") for v in cand}
+    # slots (problem.simulate): 2t while the duplicates before step t run, 2t + 1 while node t runs;
+    # oe / ce: exclusive end slots of the original and the second copy
+    oe = {v: m.NewIntVar(2 * p.start[v] + 2, 2 * n, f"oe{v}") for v in set(cand) | extend}
+    ce = {v: m.NewIntVar(1, 2 * n, f"ce{v}") for v in cand}
     for v in cand:
-        m.Add(ce[v] >= r[v])
+        m.Add(ce[v] >= 2 * r[v] + 1)
+        if p.first_post[v] < n:
+            m.Add(ce[v] >= 2 * p.end[v] + 2)
     for v, var in oe.items():
         if v in d:
-            m.Add(var == p.last_pre[v] + 1).OnlyEnforceIf(d[v])
-            m.Add(var >= p.end[v] + 1).OnlyEnforceIf(d[v].Not())
+            m.Add(var == 2 * p.last_pre[v] + 2).OnlyEnforceIf(d[v])
+            m.Add(var >= 2 * p.end[v] + 2).OnlyEnforceIf(d[v].Not())
         else:
-            m.Add(var >= p.end[v] + 1)
+            m.Add(var >= 2 * p.end[v] + 2)
     for w in cand:
         for u in p.reads[p.producer[w]]:
             if u in d:
@@ -100,13 +107,13 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
                 m.Add(r[w] >= p.last_pre[u] + 1).OnlyEnforceIf(late)
                 m.Add(r[w] <= p.last_pre[u]).OnlyEnforceIf(late.Not())
                 m.Add(r[u] <= r[w]).OnlyEnforceIf([d[w], d[u], late])
-                m.Add(ce[u] >= r[w]).OnlyEnforceIf([d[w], d[u], late])
-                m.Add(oe[u] >= r[w] + 1).OnlyEnforceIf([d[w], d[u].Not()])
+                m.Add(ce[u] >= 2 * r[w] + 1).OnlyEnforceIf([d[w], d[u], late])
+                m.Add(oe[u] >= 2 * r[w] + 1).OnlyEnforceIf([d[w], d[u].Not()])
             else:
-                m.Add(oe[u] >= r[w] + 1).OnlyEnforceIf(d[w])
+                m.Add(oe[u] >= 2 * r[w] + 1).OnlyEnforceIf(d[w])
     for vw, src in p.views:
         if src in d:
-            m.Add(ce[src] + 1 >= oe[vw]).OnlyEnforceIf(d[src])
+            m.Add(ce[src] >= oe[vw]).OnlyEnforceIf(d[src])
             m.Add(oe[src] >= oe[vw]).OnlyEnforceIf(d[src].Not())
         else:
             m.Add(oe[src] >= oe[vw])
@@ -114,17 +121,16 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
     for v, sz in enumerate(p.size):
         if sz == 0:
             continue
+        first = 2 * p.start[v] + 1
         if v in oe:
-            length = m.NewIntVar(1, n, f"len{v}")
-            intervals.append(m.NewIntervalVar(p.start[v], length, oe[v], f"i{v}"))
+            length = m.NewIntVar(1, 2 * n, f"len{v}")
+            intervals.append(m.NewIntervalVar(first, length, oe[v], f"i{v}"))
         else:
-            intervals.append(m.NewFixedSizeIntervalVar(p.start[v], p.end[v] + 1 - p.start[v], f"i{v}"))
+            intervals.append(m.NewFixedSizeIntervalVar(first, 2 * p.end[v] + 2 - first, f"i{v}"))
         demands.append(sz)
         if v in d:
-            end1 = m.NewIntVar(1, n, f"ce1{v}")
-            m.Add(end1 == ce[v] + 1)
-            length2 = m.NewIntVar(1, n, f"len2{v}")
-            intervals.append(m.NewOptionalIntervalVar(r[v], length2, end1, d[v], f"c{v}"))
+            length2 = m.NewIntVar(1, 2 * n, f"len2{v}")
+            intervals.append(m.NewOptionalIntervalVar(2 * r[v], length2, ce[v], d[v], f"c{v}"))
             demands.append(sz)
     m.AddCumulative(intervals, demands, budget)
     m.Minimize(sum(p.cost[v] * d[v] for v in cand))
@@ -156,13 +162,14 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
 
 
 def brute_force(problem: RematProblem, budget: int) -> Choice:
-    """The least-cost subset of droppable values that fits, by trying every subset
-    (2^m simulations; for tests on small graphs). ``infeasible`` when none fits."""
+    """The least-cost subset of droppable values that fits the exact program's measure
+    (``simulate(..., sequential=False)``), by trying every subset (2^m simulations; for tests
+    on small graphs). ``infeasible`` when none fits."""
     cand = problem.candidates
     best: Choice | None = None
     for k in range(len(cand) + 1):
         for subset in itertools.combinations(cand, k):
-            s = simulate(problem, subset)
+            s = simulate(problem, subset, sequential=False)
             if s.peak <= budget and (best is None or s.cost < best.cost):
                 best = Choice(s.dropped, s.cost, s.peak, "optimal", "brute-force")
     return best if best is not None else Choice((), 0, simulate(problem, ()).peak, "infeasible", "brute-force")

@@ -9,15 +9,19 @@ proves anything, so each says ``feasible`` or ``none``.
   cost, simulate the best few, each with its *bundle* (the values read only
   on the way to it, which would otherwise stay alive for its recomputation),
   and drop the bundle that removes the most bytes above the budget per unit
-  of cost. Then *prune*: undrop values, the most
+  of cost; once from no drops and once from the ``sqrt`` checkpoints, the
+  cheaper that fits. Before each drop, a dropped value that its recomputed dependants pull
+  back before the peak (a lost checkpoint) is kept again when that lowers the
+  peak. Then *prune*: undrop values, the most
   expensive first, while the model still fits.
 * ``mirror``: MXNet's backward mirroring: drop every droppable value written
   by a cheap op (anything but convolutions and matrix products), then prune.
-* ``sqrt``: Chen et al.'s checkpoints for chain-like graphs: keep every
-  ``k``-th droppable value written before the peak (by write step) and drop
-  the rest, for ``k``
-  around ``sqrt(m)`` (``m`` droppable values); the cheapest ``k`` that fits,
-  pruned.
+* ``sqrt``: Chen et al.'s checkpoints for chain-like graphs: walk the
+  droppable values written before the peak and read after it (by write
+  step), keep one as a checkpoint whenever the bytes since the last
+  checkpoint pass a limit, and drop the rest, with every value read only on
+  the way; the limit runs over ``k * total / m`` for ``k = 1 .. 2 sqrt(m)``
+  (``m`` values); the cheapest that fits, pruned.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import math
 from .problem import RematProblem, simulate
 from .registry import Choice, RematOptions, register, result
 
-__all__ = ["bundle", "greedy", "mirror", "prune", "sqrt_segments"]
+__all__ = ["bundle", "greedy", "mirror", "prune", "sqrt_drops", "sqrt_segments"]
 
 #: ops the mirror rule never recomputes (MXNet's: convolutions and matrix products)
 HEAVY = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "ConvInteger", "MatMulInteger", "QLinearConv",
@@ -73,6 +77,19 @@ def greedy_drops(problem: RematProblem, budget: int, options: RematOptions, star
     s = simulate(p, drop)
     while s.peak > budget and options.left() > 0:
         k = s.peak_step
+        # first, a dropped value its dependants pull back before the peak (a lost checkpoint): keep it
+        pulled = [v for v in drop if v not in tried and s.at[v] <= k < p.first_post[v] < p.steps]
+        pulled.sort(key=lambda v: (-p.size[v], v))
+        undone = False
+        for v in pulled[:GREEDY_TRIES]:
+            t = simulate(p, drop - {v})
+            if (t.peak, t.excess(budget)) < (s.peak, s.excess(budget)):
+                drop.discard(v)
+                tried.add(v)
+                s, undone = t, True
+                break
+        if undone:
+            continue
         cands = [v for v, ok in enumerate(p.droppable)
                  if ok and v not in drop and v not in tried and p.last_pre[v] < k < p.first_post[v]
                  and p.start[v] <= k <= s.ends[v]]
@@ -100,12 +117,19 @@ def greedy_drops(problem: RematProblem, budget: int, options: RematOptions, star
     return sorted(drop)
 
 
-@register("greedy", "drop the values over the peak that free the most bytes per unit of cost, then prune")
+@register("greedy", "drop the values over the peak that free the most bytes per unit of cost, from no drops "
+                   "and from the sqrt checkpoints; then prune")
 def greedy(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
-    drops = greedy_drops(problem, budget, options)
-    if simulate(problem, drops).peak <= budget:
-        drops = prune(problem, drops, budget, options)
-    return result(problem, drops, budget, "greedy")
+    best: Choice | None = None
+    for start in (set(), set(sqrt_drops(problem, budget, options))):
+        drops = greedy_drops(problem, budget, options, start)
+        if simulate(problem, drops).peak <= budget:
+            drops = prune(problem, drops, budget, options)
+        got = result(problem, drops, budget, "greedy")
+        if best is None or (got.fits, -got.cost if got.fits else -got.peak) > (best.fits, -best.cost if best.fits else -best.peak):
+            best = got
+    assert best is not None
+    return best
 
 
 @register("mirror", "MXNet's mirror rule: recompute every cheap op (no conv or matmul), then prune")
@@ -116,23 +140,40 @@ def mirror(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
     return result(problem, drops, budget, "mirror")
 
 
-@register("sqrt", "Chen et al.'s sqrt(n) checkpoints along the order: keep every k-th value, drop the rest")
+@register("sqrt", "Chen et al.'s sqrt(n) checkpoints: one per run of bytes along the order, the rest recomputed")
 def sqrt_segments(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
+    drops = sqrt_drops(problem, budget, options)
+    if simulate(problem, drops).peak <= budget:
+        drops = prune(problem, drops, budget, options)
+    return result(problem, drops, budget, "sqrt")
+
+
+def sqrt_drops(problem: RematProblem, budget: int, options: RematOptions) -> list[int]:
+    """The checkpoint search of the module doc: the cheapest drops that fit, else those with
+    the lowest peak (not pruned)."""
     peak_step = simulate(problem, ()).peak_step
-    cands = [v for v in problem.candidates if problem.start[v] <= peak_step]  # what is written before the peak
+    before = [v for v in problem.candidates if problem.start[v] <= peak_step]  # written before the peak
+    cands = [v for v in before if problem.first_post[v] < problem.steps]  # ... and read after a gap
+    chained = [v for v in before if problem.first_post[v] == problem.steps]  # come back only when needed
     m = len(cands)
     if not m:
-        return result(problem, [], budget, "sqrt")
+        return list(chained)
+    total = sum(problem.size[v] for v in cands)
     root = max(1, round(math.sqrt(m)))
     best: Choice | None = None
-    for k in sorted({max(2, k) for k in range(max(1, root // 2), 2 * root + 2)}):
+    # Chen et al.'s search: a checkpoint whenever the bytes since the last one pass ``limit``
+    for k in range(1, 2 * root + 2):
         if options.left() <= 0:
             break
-        drops = [v for i, v in enumerate(cands) if i % k != k - 1]
+        limit = total * k / m
+        drops, run = list(chained), 0
+        for v in cands:
+            run += problem.size[v]
+            if run > limit:
+                run = 0
+            else:
+                drops.append(v)
         got = result(problem, drops, budget, "sqrt")
         if best is None or (got.fits, -got.cost if got.fits else -got.peak) > (best.fits, -best.cost if best.fits else -best.peak):
             best = got
-    assert best is not None
-    if best.fits:
-        return result(problem, prune(problem, list(best.dropped), budget, options), budget, "sqrt")
-    return best
+    return list(best.dropped) if best is not None else list(chained)

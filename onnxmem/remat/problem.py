@@ -130,7 +130,9 @@ class RematProblem:
 class Schedule:
     """The result of dropping ``dropped``: each dropped value's recompute step ``at``
     (``steps`` when nothing needs it back: it is then not recomputed),
-    the ``peak`` of the model (bytes), the ``peak_step`` and the extra ``cost``."""
+    the ``peak`` of the model (bytes), the ``peak_step`` and the extra ``cost``;
+    ``curve``: bytes live in each slot (two per step, :func:`simulate`);
+    ``ends``: the last step each value's original copy is live when kept."""
 
     dropped: tuple[int, ...]
     at: Mapping[int, int]
@@ -138,7 +140,8 @@ class Schedule:
     peak_step: int
     cost: int
     curve: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False, repr=False)
-    ends: tuple[int, ...] = ()  # last live step of each value's original copy when kept
+    ends: tuple[int, ...] = ()
+    copy_end: Mapping[int, int] = field(default_factory=dict)  # exclusive end slot of each second copy
 
     def excess(self, budget: int) -> int:
         """Bytes above ``budget``, summed over the steps."""
@@ -229,48 +232,92 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     )
 
 
-def simulate(problem: RematProblem, dropped: Sequence[int] | set[int]) -> Schedule:
-    """The peak and extra cost of dropping ``dropped`` (module doc), O(values + reads)."""
+def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequential: bool = True) -> Schedule:
+    """The peak and extra cost of dropping ``dropped`` (module doc), O(values + reads).
+
+    Time has two slots per step ``t``: ``2t``, while the duplicates inserted
+    before ``t`` run, and ``2t + 1``, while node ``t`` runs. A value is live
+    in the step slots from its write through its last read by a node, and in
+    the block slots in between; a read by a duplicate keeps it to that block
+    slot only. ``sequential=False`` counts every copy a block writes at once
+    in its slot (the exact algorithm's program); ``True`` walks the block
+    duplicate by duplicate and frees each copy that only other duplicates of
+    the block read after the last of them.
+    """
     p = problem
+    n = p.steps
     drop = set(dropped)
     at: dict[int, int] = {}
     # recompute steps: dropped values by decreasing write step (a dependant is always written later)
     order = sorted(drop, key=lambda v: -p.start[v])
     need: dict[int, int] = {}  # dropped value -> earliest demand after its original copy is gone
-    ext_end = list(p.end)
-    copy_end: dict[int, int] = {}
+    ext = [2 * e + 2 for e in p.end]  # exclusive end slot of each original copy when kept
+    copy_end: dict[int, int] = {}  # exclusive end slot of each second copy
     for v in order:
         r = min(p.first_post[v], need.get(v, p.first_post[v]))
         at[v] = r
-        if r >= p.steps:
+        if r >= n:
             continue
+        if p.first_post[v] < n:
+            copy_end[v] = max(copy_end.get(v, 0), 2 * p.end[v] + 2)
+        copy_end[v] = max(copy_end.get(v, 0), 2 * r + 1)
         for u in p.reads[p.producer[v]]:
             if u in drop and r > p.last_pre[u]:
                 if r < need.get(u, 1 << 60):
                     need[u] = r
-                copy_end[u] = max(copy_end.get(u, -1), r)
-            elif u not in drop and r > ext_end[u]:
-                ext_end[u] = r
+                copy_end[u] = max(copy_end.get(u, 0), 2 * r + 1)
+            elif u not in drop and 2 * r + 1 > ext[u]:
+                ext[u] = 2 * r + 1
     for vw, src in p.views:
         if src in drop:
-            copy_end[src] = max(copy_end.get(src, -1), ext_end[vw])
-        elif ext_end[vw] > ext_end[src]:
-            ext_end[src] = ext_end[vw]
-    delta = np.zeros(p.steps + 1, dtype=np.int64)
+            copy_end[src] = max(copy_end.get(src, 0), ext[vw])
+        elif ext[vw] > ext[src]:
+            ext[src] = ext[vw]
+    delta = np.zeros(2 * n + 1, dtype=np.int64)
     for v in range(len(p.size)):
         sz = p.size[v]
+        first = 2 * p.start[v] + 1
         if v in drop:
-            delta[p.start[v]] += sz
-            delta[p.last_pre[v] + 1] -= sz
-            if at[v] < p.steps:  # a value without reads after its gap comes back only when needed
-                e = max(p.end[v] if p.first_post[v] < p.steps else at[v], copy_end.get(v, -1))
-                delta[at[v]] += sz
-                delta[e + 1] -= sz
+            delta[first] += sz
+            delta[2 * p.last_pre[v] + 2] -= sz
+            if at[v] < n:
+                delta[2 * at[v]] += sz
+                delta[copy_end[v]] -= sz
         else:
-            delta[p.start[v]] += sz
-            delta[ext_end[v] + 1] -= sz
-    curve = np.cumsum(delta[: p.steps]) if p.steps else np.zeros(1, dtype=np.int64)
+            delta[first] += sz
+            delta[ext[v]] -= sz
+    curve = np.cumsum(delta[: 2 * n]) if n else np.zeros(1, dtype=np.int64)
+    if sequential and at:
+        _walk_blocks(p, drop, at, copy_end, curve)
     s = int(np.argmax(curve))
-    cost = sum(p.cost[v] for v in drop if at[v] < p.steps)
-    return Schedule(tuple(sorted(drop, key=lambda v: (p.start[v], v))), at, int(curve[s]), s, cost, curve,
-                    tuple(ext_end))
+    cost = sum(p.cost[v] for v in drop if at[v] < n)
+    return Schedule(tuple(sorted(drop, key=lambda v: (p.start[v], v))), at, int(curve[s]), s // 2, cost, curve,
+                    tuple((e - 2) // 2 for e in ext), copy_end)
+
+
+def _walk_blocks(p: RematProblem, drop: set[int], at: Mapping[int, int], copy_end: Mapping[int, int],
+                 curve: np.ndarray) -> None:
+    """Replace each block slot of ``curve`` by the most bytes live while its duplicates run
+    one after another (:func:`simulate`, ``sequential``)."""
+    blocks: dict[int, list[int]] = {}
+    for v, r in at.items():
+        if r < p.steps:
+            blocks.setdefault(r, []).append(v)
+    for t, vs in blocks.items():
+        vs.sort(key=lambda v: (p.start[v], v))
+        cur = int(curve[2 * t]) - sum(p.size[v] for v in vs)
+        transient = {v for v in vs if copy_end[v] == 2 * t + 1}
+        last: dict[int, int] = {}
+        for i, v in enumerate(vs):
+            for u in p.reads[p.producer[v]]:
+                if u in transient:
+                    last[u] = i
+        top = cur
+        for i, v in enumerate(vs):
+            cur += p.size[v]
+            top = max(top, cur)
+            for u in p.reads[p.producer[v]]:
+                if last.get(u) == i:
+                    cur -= p.size[u]
+                    last.pop(u)
+        curve[2 * t] = top
