@@ -605,10 +605,14 @@ def model_and_plan(plan_help: str, device_help: str) -> Callable[[Callable[..., 
 @click.option("--atol", type=click.FloatRange(min=0), default=1e-5, show_default=True,
               help="Absolute tolerance of the output comparison.")
 @click.option("--static-only", is_flag=True, help="Only the static proof; run nothing.")
+@click.option("--original", "original_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="MODEL was rewritten from this model (plan --budget --rewrite-out): also compare MODEL's "
+                   "outputs in the arena with this model's own run, bit for bit.")
 @planning_options
 @user_errors
 def verify(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
-           rtol: float, atol: float, static_only: bool, **planning: Any) -> None:
+           rtol: float, atol: float, static_only: bool, original_path: str | None = None,
+           **planning: Any) -> None:
     """Prove a plan for MODEL: statically, then by running MODEL inside one arena.
 
     Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
@@ -655,7 +659,31 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
             click.echo(f"  - {one_line(str(f))}")
     if report.first is not None:
         raise PlanInvalid(f"the plan is wrong: {report.first}")
+    if original_path is not None and ex is not None:
+        _against_original(model, onnx_model, the_plan, view, original_path, device, inputs, seed, rtol, atol)
     click.echo("verified" if ex is not None else "verified (static proof only)")
+
+
+def _against_original(model: str, onnx_model: Any, the_plan: Any, view: Any, original_path: str, device: str,
+                      inputs: Any, seed: int, rtol: float, atol: float) -> None:
+    """``verify --original``: the rewritten model's arena outputs against the original's run."""
+    from .execution import ExecutionOptions
+    from .model import load_model
+    from .remat.check import compare_with_original
+    from .verify import view_for_plan
+
+    original = load_model(original_path)
+    v = view if view is not None else view_for_plan(onnx_model, the_plan, model)
+    got = compare_with_original(onnx_model, the_plan, v, original, rewritten_path=model, original_path=original_path,
+                                options=ExecutionOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol))
+    for c in got.outputs:
+        same = "identical" if c.identical else f"max |diff| {c.max_abs_diff:.3g} (tolerance {c.tolerance:.3g})"
+        click.echo(f"  original {one_line(c.name)}: {same}")
+    if not got.identical:
+        bad = next(c for c in got.outputs if not c.identical)
+        raise PlanInvalid(f"output {show_name(bad.name)} of the rewritten model differs from the original's "
+                          f"(max |diff| {bad.max_abs_diff:.3g}): the recomputation changed a result")
+    click.echo(f"original  {one_line(original_path)}: all {len(got.outputs)} outputs identical, bit for bit")
 
 
 @main.command()
