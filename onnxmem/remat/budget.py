@@ -4,10 +4,11 @@
 
 1. plan the model as usual (order, aliasing, assignment); if its arena fits
    the budget, that plan is the answer and the model is unchanged;
-2. otherwise build the recomputation problem for the planned order
-   (:func:`~onnxmem.remat.problem.build_problem`) with the chosen cost model
+2. otherwise build the recomputation problem for the planned order, and
+   for the file order when it differs
+   (:func:`~onnxmem.remat.problem.build_problem`), with the chosen cost model,
    and let the algorithm choose what to drop under a *target* peak, at
-   first the budget;
+   first the budget (the cheaper order that fits wins);
 3. rewrite the model (:func:`~onnxmem.remat.rewrite.rewrite_model`) and plan
    it in its written order; the problem's model of the peak knows no in-place
    reuse and no Concat group's full reservation, so the arena can land
@@ -36,6 +37,7 @@ import onnx
 from ..errors import OnnxmemError, show_name
 from ..pipeline import Planned, PlanOptions, plan_loaded
 from ..problem import align_up
+from ..scheduling import stable_topological_order
 from .cost import flops_costs, measured_costs, model_cost
 from .problem import RematProblem, build_problem, simulate
 from .registry import ALGORITHMS, Choice, RematOptions, choose
@@ -105,6 +107,29 @@ def _plan_rewritten(rewritten: onnx.ModelProto, path: str | os.PathLike[str], op
     return replace(planned, plan=replace(planned.plan, model=model_info))
 
 
+def _problems(original: Planned, costs: dict[int, int], options: PlanOptions) -> list[RematProblem]:
+    """The problem under the planned order, and under the file order when that differs (an order
+    chosen for the peak without recomputation can hold values a recomputing order would not)."""
+    orders = [tuple(original.liveness.order)]
+    file_order = stable_topological_order(original.view)
+    if file_order != orders[0]:
+        orders.append(file_order)
+    return [build_problem(original.view, o, costs, io=options.io, alignment=options.alignment) for o in orders]
+
+
+def _best_attempt(original: Planned, problems: Sequence[RematProblem], path: str | os.PathLike[str],
+                  opts: PlanOptions, budget: int, algorithm: str, ropts: RematOptions
+                  ) -> tuple[tuple[Choice, onnx.ModelProto, Planned] | None, RematProblem]:
+    """The cheapest fitting :func:`_attempt` over ``problems`` (each order gets the whole timeout)."""
+    best: tuple[Choice, onnx.ModelProto, Planned] | None = None
+    best_problem = problems[0]
+    for problem in problems:
+        got = _attempt(original, problem, path, opts, budget, algorithm, ropts)
+        if got is not None and (best is None or got[0].cost < best[0].cost):
+            best, best_problem = got, problem
+    return best, best_problem
+
+
 def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions,
              budget: int, algorithm: str, ropts: RematOptions) -> tuple[Choice, onnx.ModelProto, Planned] | None:
     """Steps 2-3 of the module doc: the first rewrite whose arena fits, else ``None``."""
@@ -137,14 +162,13 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
         return Budgeted(original, original, limit, None, 0, 0, cost_model, None, time.perf_counter() - t0)
     say(f"costing {len(original.view.ops)} nodes ({cost_model})")
     costs = node_costs(original, path, cost_model)
-    problem = build_problem(original.view, original.liveness.order, costs, io=options.io,
-                            alignment=options.alignment)
+    problems = _problems(original, costs, options)
     total = model_cost(costs)
     ropts = RematOptions(timeout=timeout, seed=options.seed)
     say(f"choosing what to recompute ({algorithm})")
-    got = _attempt(original, problem, path, options, limit, algorithm, ropts)
+    got, problem = _best_attempt(original, problems, path, options, limit, algorithm, ropts)
     if got is None:
-        raise OnnxmemError(_no_fit_line(original, problem, path, options, limit))
+        raise OnnxmemError(_no_fit_line(original, problems[0], path, options, limit))
     choice, rewritten, planned = got
     extra = {"budget": limit, "algorithm": choice.algorithm, "status": choice.status, "cost_model": cost_model,
              "extra_cost": choice.cost, "model_cost": total, "original_arena": original.plan.arena_size,
@@ -200,8 +224,7 @@ def sweep(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOpt
     say = progress or (lambda _m: None)
     original = plan_loaded(model, path, options, progress)
     costs = node_costs(original, path, cost_model)
-    problem = build_problem(original.view, original.liveness.order, costs, io=options.io,
-                            alignment=options.alignment)
+    problems = _problems(original, costs, options)
     total = model_cost(costs)
     points: list[SweepPoint] = []
     for f in factors:
@@ -215,10 +238,7 @@ def sweep(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOpt
                 points.append(SweepPoint(name, limit, f, original.plan.arena_size, 0, 0.0, "unchanged",
                                          time.perf_counter() - t, True))
                 continue
-            try:
-                got = _attempt(original, problem, path, options, limit, name, RematOptions(timeout=timeout))
-            except OnnxmemError:
-                got = None
+            got, _ = _best_attempt(original, problems, path, options, limit, name, RematOptions(timeout=timeout))
             secs = time.perf_counter() - t
             if got is None:
                 points.append(SweepPoint(name, limit, f, 0, 0, 0.0, "none", secs, False))
@@ -247,7 +267,8 @@ def plot_sweep(points: Sequence[SweepPoint], original_arena: int, title: str) ->
     ax.set_ylabel("extra compute (% of the model)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")
