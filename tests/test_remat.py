@@ -177,6 +177,16 @@ def test_a_plan_that_fits_changes_nothing(tmp_path):
     assert got.choice is None and got.rewritten is None and got.planned is got.original
 
 
+def _loss(model: onnx.ModelProto, x: np.ndarray, w_name: str, w: np.ndarray, idx: tuple, delta: float) -> float:
+    """The model's loss with weight ``w_name`` moved by ``delta`` at ``idx``."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    w2 = w.copy()
+    w2[idx] += delta
+    next(i for i in m.graph.initializer if i.name == w_name).CopyFrom(numpy_helper.from_array(w2, w_name))
+    return float(run(m, {"x": x})["loss"])
+
+
 @pytest.mark.parametrize("name,build", [("mlp", lambda: train_mlp(2, 0, batch=4, width=6)),
                                         ("resnet", lambda: train_resnet(1, 0, batch=2, channels=8, spatial=5)),
                                         ("mobilenet", lambda: train_mobilenet(1, 0, batch=2, channels=4, spatial=5,
@@ -194,15 +204,7 @@ def test_generated_gradients_match_finite_differences(name, build):
         w = numpy_helper.to_array(init)
         idx = np.unravel_index(int(np.argmax(np.abs(outs[out.name]))), w.shape)
 
-        def loss(delta: float) -> float:
-            m = onnx.ModelProto()
-            m.CopyFrom(model)
-            w2 = w.copy()
-            w2[idx] += delta
-            next(i for i in m.graph.initializer if i.name == w_name).CopyFrom(numpy_helper.from_array(w2, w_name))
-            return float(run(m, {"x": x})["loss"])
-
-        numeric = (loss(3e-3) - loss(-3e-3)) / 6e-3
+        numeric = (_loss(model, x, w_name, w, idx, 3e-3) - _loss(model, x, w_name, w, idx, -3e-3)) / 6e-3
         assert abs(numeric - outs[out.name][idx]) <= 2e-3 * max(1.0, abs(numeric)), (name, out.name)
 
 
