@@ -10,7 +10,8 @@ one cumulative constraint), for the order the planner chose:
 2. for every droppable ``w`` and value ``u`` its producer reads: if ``u`` is
    dropped and ``r[w] > last_pre[u]`` then ``r[u] <= r[w]`` and ``u``'s second
    copy lives through ``r[w]``; if ``u`` is kept it lives through ``r[w]``;
-   a view's (or Concat input's) source lives as long as the view;
+   a view's source lives as long as the view; a Concat group's bytes start
+   at its first kept input's write or dropped input's recomputation;
 3. each value is an interval of its size over the two slots per step of
    :func:`~onnxmem.remat.problem.simulate` (``2t``: the duplicates before
    step ``t``; ``2t + 1``: node ``t``): the original copy ``[2 start + 1,
@@ -118,8 +119,26 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
         else:
             m.Add(oe[src] >= oe[vw])
     intervals, demands = [], []
+    grouped = p.grouped
+    for g, parts in p.groups:  # the Concat output's bytes from its first input on
+        gs = m.NewIntVar(0, 2 * p.start[g] + 1, f"gs{g}")
+        for x in parts:
+            if x in d:
+                m.Add(gs <= 2 * p.start[x] + 1).OnlyEnforceIf(d[x].Not())
+                m.Add(gs <= 2 * r[x]).OnlyEnforceIf(d[x])
+            else:
+                m.Add(gs <= 2 * p.start[x] + 1)
+        early = m.NewIntVar(0, 2 * n, f"gl{g}")
+        intervals.append(m.NewIntervalVar(gs, early, 2 * p.start[g] + 1, f"g{g}"))
+        demands.append(p.size[g])
     for v, sz in enumerate(p.size):
         if sz == 0:
+            continue
+        if v in grouped:  # inside the Concat's output: only a dropped value's original copy is its own
+            if v in d:
+                intervals.append(m.NewOptionalFixedSizeIntervalVar(2 * p.start[v] + 1, 2 * p.last_pre[v] + 1
+                                                                   - 2 * p.start[v], d[v], f"o{v}"))
+                demands.append(sz)
             continue
         first = 2 * p.start[v] + 1
         if v in oe:

@@ -71,9 +71,13 @@ class RematProblem:
     droppable; ``first_post`` is ``steps`` for a value read without a gap,
     which comes back only when a recomputed dependant needs it), ``cost[v]`` (the producer's cost). Per step ``s``:
     ``reads[s]`` (values). ``op_type[v]``: the producer's op type ('' for
-    a graph input). ``views``: ``(view, source)`` pairs (views and Concat
-    outputs over their inputs), by decreasing write step of the view: the
-    source (its second copy when dropped) lives as long as the view does.
+    a graph input). ``views``: ``(view, source)`` pairs, by decreasing write
+    step of the view: the source lives as long as the view does. ``groups``:
+    ``(concat, inputs)``: a Concat whose inputs sit inside its output, as the
+    planner lays them out; the output's bytes are taken from the first write
+    of an input kept (or the recomputation of one dropped) to the output's
+    last read, and those inputs take no bytes of their own (a dropped one's
+    original copy does).
     """
 
     order: tuple[int, ...]
@@ -89,6 +93,12 @@ class RematProblem:
     reads: tuple[tuple[int, ...], ...]
     views: tuple[tuple[int, int], ...] = ()
     op_type: tuple[str, ...] = ()
+    groups: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    @property
+    def grouped(self) -> frozenset[int]:
+        """The values that sit inside a Concat's output (``groups``)."""
+        return frozenset(x for _, parts in self.groups for x in parts)
 
     @property
     def steps(self) -> int:
@@ -113,13 +123,17 @@ class RematProblem:
         value that cannot be dropped over its whole lifetime, a droppable one from
         its write to ``last_pre`` and at each later read."""
         delta = np.zeros(self.steps + 1, dtype=np.int64)
+        inside = {x: self.start[g] for g, parts in self.groups for x in parts}  # a Concat's output holds them
         for v, sz in enumerate(self.size):
             last = self.last_pre[v] if self.droppable[v] else self.end[v]
-            delta[self.start[v]] += sz
-            delta[last + 1] -= sz
+            last = min(last, inside.get(v, last + 1) - 1)
+            if last >= self.start[v]:
+                delta[self.start[v]] += sz
+                delta[last + 1] -= sz
         curve = np.cumsum(delta[: self.steps])
         for s, rs in enumerate(self.reads):
-            curve[s] += sum(self.size[v] for v in rs if self.droppable[v] and s > self.last_pre[v])
+            curve[s] += sum(self.size[v] for v in rs
+                            if self.droppable[v] and s > self.last_pre[v] and v not in inside)
         if not self.steps:
             return 0, 0
         s = int(np.argmax(curve))
@@ -161,8 +175,8 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     writes nothing else, has no subgraph, is no view and is not in
     :data:`NO_RECOMPUTE`, and its reads leave a gap of at least one step where
     it need not be live. A Concat whose inputs can sit inside its output
-    (:func:`onnxmem.aliasing.concat_slices`) is treated the same way: its
-    output has size 0 and each input (dropped or not) lives as long as it.
+    (:func:`onnxmem.aliasing.concat_slices`) and are read by no other Concat
+    is a group (``RematProblem.groups``); its output is not droppable.
     """
     step_of = {op: s for s, op in enumerate(order)}
     n = len(order)
@@ -180,6 +194,13 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
             parts = tuple(dict.fromkeys(x for x in node.inputs if x in ids and view.tensors[x].kind == "activation"))
             if len(parts) == len(node.inputs):
                 concat_parts[node.outputs[0]] = parts
+    # an input of two Concats can sit inside one of them only: those Concats stay ordinary ops
+    readers: dict[str, int] = {}
+    for parts in concat_parts.values():
+        for x in parts:
+            readers[x] = readers.get(x, 0) + 1
+    concat_parts = {c: parts for c, parts in concat_parts.items()
+                    if all(readers[x] == 1 and x not in concat_parts and x not in view_source for x in parts)}
     concat_step: dict[str, int] = {}
     for c, parts in concat_parts.items():
         cat = view.tensors[c].producer
@@ -196,7 +217,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
             reads[s].append(k)
         p = step_of[t.producer] if t.producer is not None else -1
         writer: Op | None = view.ops[t.producer] if t.producer is not None else None
-        size.append(0 if name in view_source or name in concat_parts else align_up(t.size, alignment))
+        size.append(0 if name in view_source else align_up(t.size, alignment))
         start.append(st)
         end.append(stop - 1)
         producer.append(p)
@@ -217,18 +238,19 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
         op_types.append(writer.op_type if writer is not None else "")
         if ok and name in concat_step and concat_step[name] <= lp:
             ok = False  # the Concat's output would hold the original copy: not dropped
+        ok = ok and name not in concat_parts
         droppable.append(ok)
         last_pre.append(lp if ok else -1)
         first_post.append(fp if ok else -1)
         cost.append(int(costs.get(t.producer, 0)) if t.producer is not None else 0)
     pairs = [(ids[v], ids[s]) for v, s in view_source.items()]
-    pairs += [(ids[c], ids[x]) for c, parts in concat_parts.items() for x in parts]
     views = sorted(pairs, key=lambda vs: -start[vs[0]])
+    groups = tuple((ids[c], tuple(ids[x] for x in parts)) for c, parts in concat_parts.items())
     return RematProblem(
         order=tuple(order), size=tuple(size), start=tuple(start), end=tuple(end), name=tuple(lifetimes),
         producer=tuple(producer), droppable=tuple(droppable), last_pre=tuple(last_pre),
         first_post=tuple(first_post), cost=tuple(cost), reads=tuple(tuple(r) for r in reads),
-        views=tuple(views), op_type=tuple(op_types),
+        views=tuple(views), op_type=tuple(op_types), groups=groups,
     )
 
 
@@ -274,18 +296,23 @@ def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequen
         elif ext[vw] > ext[src]:
             ext[src] = ext[vw]
     delta = np.zeros(2 * n + 1, dtype=np.int64)
+    grouped = p.grouped
     for v in range(len(p.size)):
         sz = p.size[v]
         first = 2 * p.start[v] + 1
         if v in drop:
             delta[first] += sz
             delta[2 * p.last_pre[v] + 2] -= sz
-            if at[v] < n:
+            if at[v] < n and v not in grouped:
                 delta[2 * at[v]] += sz
                 delta[copy_end[v]] -= sz
-        else:
+        elif v not in grouped:
             delta[first] += sz
             delta[ext[v]] -= sz
+    for g, parts in p.groups:  # the output's bytes from its first input on
+        first = min([2 * p.start[g] + 1] + [2 * at[x] if x in drop else 2 * p.start[x] + 1 for x in parts])
+        delta[first] += p.size[g]
+        delta[2 * p.start[g] + 1] -= p.size[g]
     curve = np.cumsum(delta[: 2 * n]) if n else np.zeros(1, dtype=np.int64)
     if sequential and at:
         _walk_blocks(p, drop, at, copy_end, curve)
