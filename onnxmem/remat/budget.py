@@ -8,11 +8,11 @@
    for the file order when it differs
    (:func:`~onnxmem.remat.problem.build_problem`), with the chosen cost model,
    and let the algorithm choose what to drop under a *target* peak, at
-   first the budget (the cheaper order that fits wins);
+   first the budget plus what the model counts above the unbudgeted arena
+   (the cheaper order that fits wins);
 3. rewrite the model (:func:`~onnxmem.remat.rewrite.rewrite_model`) and plan
    it in its written order; the problem's model of the peak knows no in-place
-   reuse and no Concat group's full reservation, so the arena can land
-   above or below the target: when it is above the budget, the target is
+   reuse, so the arena can land above or below the target: when it is above the budget, the target is
    lowered by the difference and step 2 runs again (at most
    :data:`ROUNDS` times);
 4. when nothing fits: :class:`~onnxmem.errors.OnnxmemError` with one line
@@ -133,7 +133,8 @@ def _best_attempt(original: Planned, problems: Sequence[RematProblem], path: str
 def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions,
              budget: int, algorithm: str, ropts: RematOptions) -> tuple[Choice, onnx.ModelProto, Planned] | None:
     """Steps 2-3 of the module doc: the first rewrite whose arena fits, else ``None``."""
-    target = budget
+    # the model counts no in-place reuse: where it sees more bytes than the planner, the target starts higher
+    target = budget + max(0, simulate(problem, ()).peak - original.plan.arena_size)
     for _ in range(ROUNDS):
         choice = choose(problem, target, algorithm, ropts)
         if not choice.fits:
@@ -191,13 +192,12 @@ def _no_fit_line(original: Planned, problem: RematProblem, path: str | os.PathLi
             best = planned
     plan = best.plan
     k = min(plan.peak_step, len(plan.order) - 1)
-    op = next(o for o in best.view.ops if o.name == plan.order[k])
-    need = sum(best.view.tensors[n].size for n in dict.fromkeys(op.reads + op.outputs)
-               if n and n in best.view.tensors and best.view.tensors[n].kind != "weight")
+    at_peak = next(o for o in best.view.ops if o.name == plan.order[k])
+    floor_op = original.view.ops[problem.order[step]] if problem.steps else at_peak
     return (f"no plan fits --budget {limit:,} B: the smallest arena recomputation reached is "
-            f"{plan.arena_size:,} B, set at node {show_name(op.name)} ({op.op_type}), whose inputs and outputs "
-            f"alone take {need:,} B (no recomputation goes below {max(floor, need):,} B there); "
-            f"raise --budget to at least {plan.arena_size:,}")
+            f"{plan.arena_size:,} B (its peak at node {show_name(at_peak.name)}, {at_peak.op_type}); at node "
+            f"{show_name(floor_op.name)} ({floor_op.op_type}) its inputs, outputs and the values no recomputation "
+            f"frees take {floor:,} B (without in-place reuse); raise --budget to at least {plan.arena_size:,}")
 
 
 @dataclass(frozen=True, slots=True)
