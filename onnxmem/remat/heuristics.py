@@ -117,8 +117,7 @@ def greedy_drops(problem: RematProblem, budget: int, options: RematOptions, star
     return sorted(drop)
 
 
-@register("greedy", "drop the values over the peak that free the most bytes per unit of cost, from no drops "
-                   "and from the sqrt checkpoints; then prune")
+@register("greedy", "drop what frees the most bytes at the peak per unit of cost (from none and from sqrt), then prune")
 def greedy(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
     best: Choice | None = None
     for start in (set(), set(sqrt_drops(problem, budget, options))):
