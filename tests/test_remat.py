@@ -100,7 +100,7 @@ def test_exact_matches_brute_force_on_small_graphs(seed):
         want = brute_force(p, budget)
         got = choose(p, budget, "exact", RematOptions(timeout=30))
         if want.status == "infeasible":
-            assert got.status == "infeasible"
+            assert not got.fits and got.status in ("infeasible", "none")
             continue
         assert got.status == "optimal" and got.cost == want.cost, (seed, budget)
         assert simulate(p, got.dropped, sequential=False).peak <= budget

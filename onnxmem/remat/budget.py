@@ -45,6 +45,9 @@ from .rewrite import rewrite_model
 
 __all__ = ["Budgeted", "SweepPoint", "parse_budget", "plan_with_budget", "sweep"]
 
+#: graphs of more steps try the file order only when the planned one found nothing
+LARGE = 1000
+
 #: rounds of step 3 (target lowered after the arena came out above the budget)
 ROUNDS = 6
 
@@ -120,10 +123,13 @@ def _problems(original: Planned, costs: dict[int, int], options: PlanOptions) ->
 def _best_attempt(original: Planned, problems: Sequence[RematProblem], path: str | os.PathLike[str],
                   opts: PlanOptions, budget: int, algorithm: str, ropts: RematOptions
                   ) -> tuple[tuple[Choice, onnx.ModelProto, Planned] | None, RematProblem]:
-    """The cheapest fitting :func:`_attempt` over ``problems`` (each order gets the whole timeout)."""
+    """The cheapest fitting :func:`_attempt` over ``problems`` (each order gets the whole timeout;
+    past :data:`LARGE` steps, the next order only when none fitted yet)."""
     best: tuple[Choice, onnx.ModelProto, Planned] | None = None
     best_problem = problems[0]
     for problem in problems:
+        if best is not None and problem.steps > LARGE:
+            break
         got = _attempt(original, problem, path, opts, budget, algorithm, ropts)
         if got is not None and (best is None or got[0].cost < best[0].cost):
             best, best_problem = got, problem
@@ -144,7 +150,7 @@ def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[s
         planned = _plan_rewritten(rewritten, path, opts)
         if planned.plan.arena_size <= budget:
             return choice, rewritten, planned
-        target -= align_up(planned.plan.arena_size - budget, opts.alignment)
+        target = min(target, choice.peak) - align_up(planned.plan.arena_size - budget, opts.alignment)
         if target <= 0:
             return None
     return None

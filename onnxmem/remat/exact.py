@@ -25,7 +25,10 @@ Every constraint only lets a value live longer or come back sooner than the
 rule's fixpoint, so the optimum of the program is the optimum of the rule;
 the search starts from the best heuristic's drops (a hint), stops at the
 deadline with the best set so far (``feasible``) and says ``optimal`` only
-with CP-SAT's proof. :func:`brute_force` tries every subset (tests use it on
+with CP-SAT's proof (optimal for the program's measure, which counts every
+copy a block writes at once; the heuristics' walk through a block can fit
+where the program does not). ``infeasible`` only when the problem's floor
+is above the budget; a program CP-SAT proves infeasible is ``none``. :func:`brute_force` tries every subset (tests use it on
 small graphs). OR-Tools is imported when ``exact`` runs.
 """
 
@@ -166,9 +169,8 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
     solver.parameters.num_workers = max(1, options.workers)
     solver.parameters.random_seed = options.seed
     status = solver.Solve(m)
-    if status == cp_model.INFEASIBLE:  # type: ignore[attr-defined]
-        return Choice((), 0, simulate(p, ()).peak, "infeasible", "exact")
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # type: ignore[attr-defined]
+        # infeasible here is proven for the program's measure only (every copy of a block at once)
         if start is not None and start.fits:
             return result(p, start.dropped, budget, "exact")
         return Choice((), 0, simulate(p, ()).peak, "none", "exact")
@@ -207,7 +209,7 @@ def auto(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
             pass
         else:
             got = cpsat(problem, budget, options, hint=best)
-            if got.status in ("optimal", "infeasible") or got.fits and (best is None or got.cost <= best.cost):
+            if got.status == "infeasible" or got.fits and (best is None or got.cost <= best.cost):
                 return Choice(got.dropped, got.cost, got.peak, got.status, "auto")
     if best is None:
         return Choice((), 0, simulate(problem, ()).peak, "none", "auto")

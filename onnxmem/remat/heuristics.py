@@ -13,7 +13,8 @@ proves anything, so each says ``feasible`` or ``none``.
   cheaper that fits. Before each drop, a dropped value that its recomputed dependants pull
   back before the peak (a lost checkpoint) is kept again when that lowers the
   peak. Then *prune*: undrop values, the most
-  expensive first, while the model still fits.
+  expensive first, while the model still fits (runs of values at once, split
+  in halves when a run does not fit).
 * ``mirror``: MXNet's backward mirroring: drop every droppable value written
   by a cheap op (anything but convolutions and matrix products), then prune.
 * ``sqrt``: Chen et al.'s checkpoints for chain-like graphs: walk the
@@ -42,14 +43,19 @@ GREEDY_TRIES = 4
 
 
 def prune(problem: RematProblem, dropped: list[int] | set[int], budget: int, options: RematOptions) -> list[int]:
-    """Undrop values of ``dropped``, the most expensive first, while the model still fits."""
+    """Undrop values of ``dropped``, the most expensive first, while the model still fits:
+    a run of values is tried at once and split in halves when it does not fit."""
     keep = set(dropped)
-    for v in sorted(dropped, key=lambda v: (-problem.cost[v], v)):
-        if options.left() <= 0:
-            break
-        keep.discard(v)
-        if simulate(problem, keep).peak > budget:
-            keep.add(v)
+    order = sorted(dropped, key=lambda v: (-problem.cost[v], v))
+    step = max(1, len(order) // 16)
+    runs = [order[i:i + step] for i in range(0, len(order), step)]
+    while runs and options.left() > 0:
+        run = runs.pop(0)
+        if simulate(problem, keep - set(run)).peak <= budget:
+            keep -= set(run)
+        elif len(run) > 1:
+            half = len(run) // 2
+            runs[:0] = [run[:half], run[half:]]
     return sorted(keep)
 
 

@@ -94,6 +94,15 @@ class RematProblem:
     views: tuple[tuple[int, int], ...] = ()
     op_type: tuple[str, ...] = ()
     groups: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    #: numpy copies for :func:`simulate`: sizes, first slots, end slots, grouped mask
+    arrays: tuple[np.ndarray, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        grouped = np.zeros(len(self.size), dtype=bool)
+        grouped[list(self.grouped)] = True
+        object.__setattr__(self, "arrays", (
+            np.asarray(self.size, dtype=np.float64), 2 * np.asarray(self.start, dtype=np.int64) + 1,
+            2 * np.asarray(self.end, dtype=np.int64) + 2, grouped))
 
     @property
     def grouped(self) -> frozenset[int]:
@@ -154,7 +163,7 @@ class Schedule:
     peak_step: int
     cost: int
     curve: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False, repr=False)
-    ends: tuple[int, ...] = ()
+    ends: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False, repr=False)
     copy_end: Mapping[int, int] = field(default_factory=dict)  # exclusive end slot of each second copy
 
     def excess(self, budget: int) -> int:
@@ -273,7 +282,8 @@ def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequen
     # recompute steps: dropped values by decreasing write step (a dependant is always written later)
     order = sorted(drop, key=lambda v: -p.start[v])
     need: dict[int, int] = {}  # dropped value -> earliest demand after its original copy is gone
-    ext = [2 * e + 2 for e in p.end]  # exclusive end slot of each original copy when kept
+    size_arr, first_arr, end_arr, grouped_arr = p.arrays
+    ext = end_arr.copy()  # exclusive end slot of each original copy when kept
     copy_end: dict[int, int] = {}  # exclusive end slot of each second copy
     for v in order:
         r = min(p.first_post[v], need.get(v, p.first_post[v]))
@@ -295,20 +305,19 @@ def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequen
             copy_end[src] = max(copy_end.get(src, 0), ext[vw])
         elif ext[vw] > ext[src]:
             ext[src] = ext[vw]
-    delta = np.zeros(2 * n + 1, dtype=np.int64)
+    keep = ~grouped_arr
+    if drop:
+        keep[list(drop)] = False
+    delta = (np.bincount(first_arr[keep], weights=size_arr[keep], minlength=2 * n + 1)
+             - np.bincount(ext[keep], weights=size_arr[keep], minlength=2 * n + 1)).astype(np.int64)
     grouped = p.grouped
-    for v in range(len(p.size)):
+    for v in drop:
         sz = p.size[v]
-        first = 2 * p.start[v] + 1
-        if v in drop:
-            delta[first] += sz
-            delta[2 * p.last_pre[v] + 2] -= sz
-            if at[v] < n and v not in grouped:
-                delta[2 * at[v]] += sz
-                delta[copy_end[v]] -= sz
-        elif v not in grouped:
-            delta[first] += sz
-            delta[ext[v]] -= sz
+        delta[2 * p.start[v] + 1] += sz
+        delta[2 * p.last_pre[v] + 2] -= sz
+        if at[v] < n and v not in grouped:
+            delta[2 * at[v]] += sz
+            delta[copy_end[v]] -= sz
     for g, parts in p.groups:  # the output's bytes from its first input on
         first = min([2 * p.start[g] + 1] + [2 * at[x] if x in drop else 2 * p.start[x] + 1 for x in parts])
         delta[first] += p.size[g]
@@ -319,7 +328,7 @@ def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequen
     s = int(np.argmax(curve))
     cost = sum(p.cost[v] for v in drop if at[v] < n)
     return Schedule(tuple(sorted(drop, key=lambda v: (p.start[v], v))), at, int(curve[s]), s // 2, cost, curve,
-                    tuple((e - 2) // 2 for e in ext), copy_end)
+                    (ext - 2) // 2, copy_end)
 
 
 def _walk_blocks(p: RematProblem, drop: set[int], at: Mapping[int, int], copy_end: Mapping[int, int],
