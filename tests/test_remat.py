@@ -270,3 +270,19 @@ def test_cli_budget_sweep_prints_and_draws(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = [ln for ln in r.output.splitlines() if ln.strip().endswith(("feasible", "optimal", "none", "unchanged"))]
     assert len(rows) == 7 * 4
+
+
+def test_measured_costs_name_every_node_and_drive_a_budget(tmp_path):
+    from onnxmem.pipeline import plan_loaded
+    from onnxmem.remat.cost import measured_costs
+
+    model = train_encoder(1, 0, seq=128, dim=16)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    planned = plan_loaded(model, path, PlanOptions())
+    costs = measured_costs(planned.view, model, path)
+    assert set(costs) == {op.index for op in planned.view.ops}
+    assert all(c >= 0 for c in costs.values()) and sum(costs.values()) > 0
+    got = plan_with_budget(model, path, PlanOptions(), factor=0.85, algorithm="greedy", cost_model="measured")
+    assert got.cost_model == "measured" and got.planned.plan.arena_size <= got.budget
+    assert got.planned.plan.extra["remat"]["cost_model"] == "measured"

@@ -15,9 +15,11 @@
    reuse, so the arena can land above or below the target: when it is above the budget, the target is
    lowered by the difference and step 2 runs again (at most
    :data:`ROUNDS` times);
-4. when nothing fits: :class:`~onnxmem.errors.OnnxmemError` with one line
-   naming the smallest arena reached and the node that sets it (its inputs
-   and outputs alone).
+4. when no round fits, the rewrite with the smallest arena (every
+   droppable value dropped, or ``greedy`` toward 0) is the answer if it fits;
+   else :class:`~onnxmem.errors.OnnxmemError` with one line naming the
+   smallest arena reached, its peak node, and the node that sets the floor
+   (its inputs and outputs and what no recomputation frees).
 
 :func:`sweep` runs steps 2-3 over a range of budgets for several
 algorithms: the frontier of arena against extra compute.
@@ -174,8 +176,11 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
     ropts = RematOptions(timeout=timeout, seed=options.seed)
     say(f"choosing what to recompute ({algorithm})")
     got, problem = _best_attempt(original, problems, path, options, limit, algorithm, ropts)
-    if got is None:
-        raise OnnxmemError(_no_fit_line(original, problems[0], path, options, limit))
+    if got is None:  # the rewrite with the smallest arena may still fit
+        problem = problems[0]
+        got = _smallest(original, problem, path, options)
+        if got is None or got[2].plan.arena_size > limit:
+            raise OnnxmemError(_no_fit_line(original, got[2] if got else None, problem, limit))
     choice, rewritten, planned = got
     extra = {"budget": limit, "algorithm": choice.algorithm, "status": choice.status, "cost_model": cost_model,
              "extra_cost": choice.cost, "model_cost": total, "original_arena": original.plan.arena_size,
@@ -185,17 +190,26 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
                     time.perf_counter() - t0)
 
 
-def _no_fit_line(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions,
-                 limit: int) -> str:
-    """One line: the smallest arena recomputation reached and the node that sets it."""
-    floor, step = problem.floor()
-    best = original
+def _smallest(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions
+              ) -> tuple[Choice, onnx.ModelProto, Planned] | None:
+    """The rewrite with the smallest arena of two: every droppable value dropped, and
+    ``greedy`` toward an arena of 0 (``None`` when neither is below the unbudgeted arena)."""
+    best: tuple[Choice, onnx.ModelProto, Planned] | None = None
     every = [v for v, ok in enumerate(problem.droppable) if ok]
     for drops in (every, list(choose(problem, 0, "greedy", RematOptions(timeout=5.0)).dropped)):
-        planned = _plan_rewritten(rewrite_model(original.model, original.view, problem, simulate(problem, drops)),
-                                  path, opts)
-        if planned.plan.arena_size < best.plan.arena_size:
-            best = planned
+        sched = simulate(problem, drops)
+        rewritten = rewrite_model(original.model, original.view, problem, sched)
+        planned = _plan_rewritten(rewritten, path, opts)
+        top = best[2].plan.arena_size if best is not None else original.plan.arena_size
+        if planned.plan.arena_size < top:
+            best = (Choice(sched.dropped, sched.cost, sched.peak, "feasible", "greedy"), rewritten, planned)
+    return best
+
+
+def _no_fit_line(original: Planned, smallest: Planned | None, problem: RematProblem, limit: int) -> str:
+    """One line: the smallest arena recomputation reached and the node that sets it."""
+    floor, step = problem.floor()
+    best = smallest if smallest is not None else original
     plan = best.plan
     k = min(plan.peak_step, len(plan.order) - 1)
     at_peak = next(o for o in best.view.ops if o.name == plan.order[k])
