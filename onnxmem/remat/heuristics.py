@@ -10,7 +10,9 @@ proves anything, so each says ``feasible`` or ``none``.
   on the way to it, which would otherwise stay alive for its recomputation),
   and drop the bundle that removes the most bytes above the budget per unit
   of cost; once from no drops and once from the ``sqrt`` checkpoints, the
-  cheaper that fits. Before each drop, a dropped value that its recomputed dependants pull
+  cheaper that fits. On problems of at most :data:`IMPROVE_LIMIT` droppable
+  values it then tries to keep each of the costliest drops and find another
+  way around it, keeping the cheaper answer. Before each drop, a dropped value that its recomputed dependants pull
   back before the peak (a lost checkpoint) is kept again when that lowers the
   peak. Then *prune*: undrop values, the most
   expensive first, while the model still fits (runs of values at once, split
@@ -40,6 +42,10 @@ HEAVY = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "ConvInteger", "Ma
 
 #: candidates simulated per greedy step
 GREEDY_TRIES = 4
+
+#: greedy's improvement pass runs on problems of at most this many droppable values, this many times
+IMPROVE_LIMIT = 400
+IMPROVE_TRIES = 12
 
 
 def prune(problem: RematProblem, dropped: list[int] | set[int], budget: int, options: RematOptions) -> list[int]:
@@ -75,11 +81,13 @@ def bundle(problem: RematProblem, v: int, drop: set[int]) -> set[int]:
     return out
 
 
-def greedy_drops(problem: RematProblem, budget: int, options: RematOptions, start: set[int] | None = None) -> list[int]:
-    """The greedy loop of the module doc, from ``start``; returns the drops (fitting or not)."""
+def greedy_drops(problem: RematProblem, budget: int, options: RematOptions, start: set[int] | None = None,
+                 forbid: set[int] | None = None) -> list[int]:
+    """The greedy loop of the module doc, from ``start``, never dropping ``forbid``; returns
+    the drops (fitting or not)."""
     p = problem
     drop = set(start or ())
-    tried: set[int] = set()
+    tried: set[int] = set(forbid or ())
     s = simulate(p, drop)
     while s.peak > budget and options.left() > 0:
         k = s.peak_step
@@ -127,14 +135,27 @@ def greedy_drops(problem: RematProblem, budget: int, options: RematOptions, star
 def greedy(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
     best: Choice | None = None
     for start in (set(), set(sqrt_drops(problem, budget, options))):
-        drops = greedy_drops(problem, budget, options, start)
-        if simulate(problem, drops).peak <= budget:
-            drops = prune(problem, drops, budget, options)
-        got = result(problem, drops, budget, "greedy")
+        got = _greedy_from(problem, budget, options, start, set())
         if best is None or (got.fits, -got.cost if got.fits else -got.peak) > (best.fits, -best.cost if best.fits else -best.peak):
             best = got
     assert best is not None
+    # improve: keep one of the costliest drops and let the loop find another way (small graphs)
+    if best.fits and len(problem.candidates) <= IMPROVE_LIMIT:
+        for v in sorted(best.dropped, key=lambda v: -problem.cost[v])[:IMPROVE_TRIES]:
+            if options.left() <= 0:
+                break
+            got = _greedy_from(problem, budget, options, set(best.dropped) - {v}, {v})
+            if got.fits and got.cost < best.cost:
+                best = got
     return best
+
+
+def _greedy_from(problem: RematProblem, budget: int, options: RematOptions, start: set[int],
+                 forbid: set[int]) -> Choice:
+    drops = greedy_drops(problem, budget, options, start, forbid)
+    if simulate(problem, drops).peak <= budget:
+        drops = prune(problem, drops, budget, options)
+    return result(problem, drops, budget, "greedy")
 
 
 @register("mirror", "MXNet's mirror rule: recompute every cheap op (no conv or matmul), then prune")
