@@ -12,11 +12,14 @@
    (the cheaper order that fits wins);
 3. rewrite the model (:func:`~onnxmem.remat.rewrite.rewrite_model`) and plan
    it in its written order; the problem's model of the peak knows no in-place
-   reuse, so the arena can land above or below the target: when it is above the budget, the target is
-   lowered by the difference and step 2 runs again (at most
-   :data:`ROUNDS` times);
+   reuse, so the arena can land above or below the target: when it is above
+   the budget, the target becomes the model's peak of that choice less the
+   difference and step 2 runs again (at most :data:`ROUNDS` times); drops
+   that do not fit the target in the model (the lowest peak an algorithm
+   found) are planned for real once too;
 4. when no round fits, the rewrite with the smallest arena (every
-   droppable value dropped, or ``greedy`` toward 0) is the answer if it fits;
+   droppable value dropped, or ``greedy`` toward 0; algorithm ``smallest``)
+   is the answer if it fits;
    else :class:`~onnxmem.errors.OnnxmemError` with one line naming the
    smallest arena reached, its peak node, and the node that sets the floor
    (its inputs and outputs and what no recomputation frees).
@@ -145,13 +148,15 @@ def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[s
     target = budget + max(0, simulate(problem, ()).peak - original.plan.arena_size)
     for _ in range(ROUNDS):
         choice = choose(problem, target, algorithm, ropts)
-        if not choice.fits:
+        if not choice.fits and not choice.dropped:
             return None
         sched = simulate(problem, choice.dropped)
         rewritten = rewrite_model(original.model, original.view, problem, sched)
         planned = _plan_rewritten(rewritten, path, opts)
-        if planned.plan.arena_size <= budget:
-            return choice, rewritten, planned
+        if planned.plan.arena_size <= budget:  # a set over the target can fit: the model counts no in-place reuse
+            return replace(choice, status=choice.status if choice.fits else "feasible"), rewritten, planned
+        if not choice.fits:
+            return None
         target = min(target, choice.peak) - align_up(planned.plan.arena_size - budget, opts.alignment)
         if target <= 0:
             return None
@@ -202,7 +207,7 @@ def _smallest(original: Planned, problem: RematProblem, path: str | os.PathLike[
         planned = _plan_rewritten(rewritten, path, opts)
         top = best[2].plan.arena_size if best is not None else original.plan.arena_size
         if planned.plan.arena_size < top:
-            best = (Choice(sched.dropped, sched.cost, sched.peak, "feasible", "greedy"), rewritten, planned)
+            best = (Choice(sched.dropped, sched.cost, sched.peak, "feasible", "smallest"), rewritten, planned)
     return best
 
 

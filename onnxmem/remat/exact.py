@@ -59,13 +59,18 @@ def _ortools() -> object:
     return cp_model
 
 
-def _heuristic_best(problem: RematProblem, budget: int, options: RematOptions) -> Choice | None:
+def _heuristics(problem: RematProblem, budget: int, options: RematOptions) -> tuple[Choice | None, Choice]:
+    """The cheapest heuristic answer that fits (``None`` when none does), and the one with the lowest peak."""
     best: Choice | None = None
+    lowest: Choice | None = None
     for fn in (greedy, mirror, sqrt_segments):
         got = fn(problem, budget, options)
         if got.fits and (best is None or got.cost < best.cost):
             best = got
-    return best
+        if lowest is None or got.peak < lowest.peak:
+            lowest = got
+    assert lowest is not None
+    return best, lowest
 
 
 @register("exact", "CP-SAT over intervals (MOCCASIN-style): proven least extra compute, anytime", 60.0)
@@ -156,7 +161,7 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
             demands.append(sz)
     m.AddCumulative(intervals, demands, budget)
     m.Minimize(sum(p.cost[v] * d[v] for v in cand))
-    start = hint if hint is not None else _heuristic_best(p, budget, options)
+    start = hint if hint is not None else _heuristics(p, budget, options)[0]
     if start is not None and start.fits:
         chosen = set(start.dropped)
         sched = simulate(p, chosen)
@@ -201,7 +206,7 @@ def auto(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
     t0 = time.perf_counter()
     share = RematOptions(timeout=options.timeout, deadline=min(options.deadline or float("inf"),
                                                                t0 + options.left() / 3), seed=options.seed)
-    best = _heuristic_best(problem, budget, share)
+    best, lowest = _heuristics(problem, budget, share)
     if len(problem.candidates) <= AUTO_EXACT_LIMIT:
         try:
             _ortools()
@@ -211,6 +216,6 @@ def auto(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
             got = cpsat(problem, budget, options, hint=best)
             if got.status == "infeasible" or got.fits and (best is None or got.cost <= best.cost):
                 return Choice(got.dropped, got.cost, got.peak, got.status, "auto")
-    if best is None:
-        return Choice((), 0, simulate(problem, ()).peak, "none", "auto")
+    if best is None:  # the drops with the lowest peak, for a caller that plans them for real
+        return Choice(lowest.dropped, lowest.cost, lowest.peak, "none", "auto")
     return Choice(best.dropped, best.cost, best.peak, best.status, "auto")
