@@ -280,7 +280,6 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
          rewrite_out: str | None = None, remat_algorithm: str = "auto", cost_model: str = "flops",
          budget_sweep: str | None = None) -> None:
     """Plan the activation memory of MODEL and print the summary."""
-    from .annotate import render_annotated
     from .pipeline import plan_model
 
     outs = OutputSet(inputs=[model])
@@ -302,29 +301,37 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
         return
     result = plan_model(model, opts, progress=_progress(sys.stderr.isatty() and not as_json))
     _add_weight_files(outs, result.model, model)
+    _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json)
+
+
+def _write_and_print(outs: Any, onnx_model: Any, the_plan: Any, model: str, output: str | None,
+                     annotate: str | None, as_json: bool, lines: Iterable[str] = (),
+                     rewrite_out: str | None = None) -> None:
+    """``plan``'s outputs (all or none) and its summary, with ``lines`` after it."""
+    from .annotate import render_annotated
+
     if output:
-        outs.put(output, render_plan(result.plan))
-    if annotate:
-        outs.put(annotate, render_annotated(result.model, result.plan, model, annotate))
+        outs.put(output, render_plan(the_plan))
+    for path in (annotate, rewrite_out):
+        if path:
+            outs.put(path, render_annotated(onnx_model, the_plan, model, path))
     outs.commit()
     if as_json:
-        click.echo(result.plan.to_json(), nl=False)
+        click.echo(the_plan.to_json(), nl=False)
         return
-    for line in plan_summary(result.plan):
+    for line in [*plan_summary(the_plan), *lines]:
         click.echo(line)
-    for w in result.plan.warnings:
+    for w in the_plan.warnings:
         click.echo(f"warning: {one_line(w)}", err=True)
-    if output:
-        click.echo(f"plan         {one_line(output)}")
-    if annotate:
-        click.echo(f"annotated    {one_line(annotate)}")
+    for label, path in (("plan", output), ("annotated", annotate), ("rewritten", rewrite_out)):
+        if path:
+            click.echo(f"{label:<12} {one_line(path)}")
 
 
 def _plan_budget(model: str, opts: Any, outs: Any, output: str | None, annotate: str | None, budget: str,
                  rewrite_out: str | None, algorithm: str, cost_model: str, timeout: float | None,
                  as_json: bool) -> None:
     """``plan --budget``: plan, recompute when needed, write and summarize."""
-    from .annotate import render_annotated
     from .model import load_model
     from .remat.budget import parse_budget, plan_with_budget
 
@@ -340,34 +347,15 @@ def _plan_budget(model: str, opts: Any, outs: Any, output: str | None, annotate:
     if rewrite_out is not None and got.rewritten is not None:
         planned = _replace_path(planned, rewrite_out)
     the_plan = planned.plan
-    if output:
-        outs.put(output, render_plan(the_plan))
-    if annotate:
-        outs.put(annotate, render_annotated(planned.model, the_plan, model, annotate))
-    if rewrite_out is not None:
-        outs.put(rewrite_out, render_annotated(planned.model, the_plan, model, rewrite_out))
-    outs.commit()
-    if as_json:
-        click.echo(the_plan.to_json(), nl=False)
-        return
-    for line in plan_summary(the_plan):
-        click.echo(line)
-    click.echo(f"budget       {fmt_bytes(got.budget)}   arena without a budget {fmt_bytes(got.original.plan.arena_size)}")
+    lines = [f"budget       {fmt_bytes(got.budget)}   arena without a budget {fmt_bytes(got.original.plan.arena_size)}"]
     if got.choice is None:
-        click.echo("recompute    nothing: the plan fits without recomputation")
+        lines.append("recompute    nothing: the plan fits without recomputation")
     else:
         n = len(the_plan.extra["remat"]["recomputed"])
-        click.echo(f"recompute    {n} values ({one_line(got.choice.algorithm)}, {got.choice.status})   extra compute "
-                   f"{got.extra:,} {'FLOPs' if got.cost_model == 'flops' else 'ns'} "
-                   f"({got.extra_percent:.2f}% of the model's)")
-    for w in the_plan.warnings:
-        click.echo(f"warning: {one_line(w)}", err=True)
-    if output:
-        click.echo(f"plan         {one_line(output)}")
-    if annotate:
-        click.echo(f"annotated    {one_line(annotate)}")
-    if rewrite_out:
-        click.echo(f"rewritten    {one_line(rewrite_out)}")
+        lines.append(f"recompute    {n} values ({one_line(got.choice.algorithm)}, {got.choice.status})   extra compute "
+                     f"{got.extra:,} {'FLOPs' if got.cost_model == 'flops' else 'ns'} "
+                     f"({got.extra_percent:.2f}% of the model's)")
+    _write_and_print(outs, planned.model, the_plan, model, output, annotate, as_json, lines, rewrite_out)
 
 
 def _replace_path(planned: Any, path: str) -> Any:

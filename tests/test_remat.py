@@ -127,6 +127,19 @@ def test_random_and_side_effect_nodes_are_never_recomputed():
     assert not p.droppable[p.name.index("a")]
 
 
+def test_a_value_a_subgraph_captures_is_never_dropped():
+    then = helper.make_graph([helper.make_node("Relu", ["a"], ["o1"])], "th", [], [vi("o1", [1, 16])])
+    other = helper.make_graph([helper.make_node("Neg", ["a"], ["o2"])], "el", [], [vi("o2", [1, 16])])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="A"), helper.make_node("Sigmoid", ["a"], ["b"], name="B"),
+             helper.make_node("Tanh", ["b"], ["c"], name="C"),
+             helper.make_node("ReduceSum", ["c"], ["s"], name="S", keepdims=0),
+             helper.make_node("Cast", ["s"], ["cond"], name="K", to=onnx.TensorProto.BOOL),
+             helper.make_node("If", ["cond"], ["y"], name="I", then_branch=then, else_branch=other)]
+    p = problem_of(make_model(nodes, [vi("x", [1, 16])], [vi("y", [1, 16])]))
+    assert not p.droppable[p.name.index("a")]  # read by the If's branches at step 5, after a gap
+    assert not p.droppable[p.name.index("y")]
+
+
 # -- cost model ---------------------------------------------------------------------------------
 
 

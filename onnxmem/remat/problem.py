@@ -180,7 +180,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     (:mod:`onnxmem.aliasing`'s view rule) shares its source's bytes: it is a
     value of size 0 and its source lives as long as it does. A value is
     droppable when it is an activation (not a graph input or output) that no
-    view reads as its source, written by a node of the default domain that
+    view reads as its source and no subgraph captures, written by a node of the default domain that
     writes nothing else, has no subgraph, is no view and is not in
     :data:`NO_RECOMPUTE`, and its reads leave a gap of at least one step where
     it need not be live. A Concat whose inputs can sit inside its output
@@ -196,6 +196,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
         if found is not None and found[0].kind == VIEW and op.outputs[0] in ids and found[1][0] in ids:
             view_source[op.outputs[0]] = found[1][0]
     viewed = set(view_source.values())
+    captured = {n for op in view.ops for n in op.captures}  # a subgraph reads them by name: never renamed
     # a Concat whose inputs can sit inside its output: the output is their bytes
     concat_parts: dict[str, tuple[str, ...]] = {}
     for node in view.ops:
@@ -232,6 +233,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
         producer.append(p)
         ok = (
             writer is not None and t.kind == "activation" and name not in viewed and name not in view_source
+            and name not in captured
             and sum(1 for o in writer.outputs if o) == 1 and writer.domain in ("", "ai.onnx")
             and writer.op_type not in NO_RECOMPUTE and not writer.captures and bool(uses)
         )
