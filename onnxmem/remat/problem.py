@@ -1,14 +1,15 @@
 """The recomputation problem: which values to drop, and what that costs.
 
 A model and an operator order become a :class:`RematProblem` of integers
-(:func:`build_problem`): steps ``0 .. n-1`` (step ``s`` runs the ``s``-th node
-of the order that touches the arena), and *values*: the tensor classes of
-:func:`onnxmem.scheduling.cost.build_order_graph` (a view and its source are one
-value), each with its aligned ``size``, the step that writes it and the steps
-that read it. The lifetime rule is the planner's
-(:mod:`onnxmem.lifetimes`): a value is live from the step that writes it
-through the last step that reads it, graph inputs from step 0, graph outputs
-to the end; this module writes lifetimes as inclusive ``[start, end]`` steps.
+(:func:`build_problem`): steps ``0 .. n-1`` (step ``s`` runs ``order[s]``)
+and *values*, one per tensor the arena holds, each with its aligned
+``size``, the step that writes it and the steps that read it. The lifetime
+rule is the planner's (:func:`onnxmem.lifetimes.tensor_lifetimes`): a value
+is live from the step that writes it through the last step that reads it,
+graph inputs from step 0, graph outputs to the end; this module writes
+lifetimes as inclusive ``[start, end]`` steps. A view's output takes no
+bytes and keeps its source alive; a Concat whose inputs sit inside its
+output is a group (``RematProblem.groups``).
 
 **The recomputation rule.** A value ``v`` may be *dropped* when it is
 droppable (:func:`build_problem` says when). Its reads split at the longest
@@ -26,16 +27,19 @@ copy, written by a duplicate of ``v``'s producer, serves the reads from
 * the second copy lives from ``r[v]`` through its last read (a duplicate's
   read counts).
 
-So every dropped value is computed exactly twice and the extra compute is the
-sum of its producers' costs. Duplicates inserted before one step run in the
-order of the original producers (a topological order); the bytes live while
-they run are at most those of the step they precede, so the peak of this
-model (:func:`simulate`) bounds the peak of the rewritten model from above
-(in-place reuse inside the rewritten model only lowers it).
+So every dropped value is computed exactly twice (a value read without a
+gap, only when something needs it back) and the extra compute is the sum of
+its producers' costs. Duplicates inserted before one step run in the order of
+the original producers (a topological order). :func:`simulate` counts bytes
+in two slots per step, the block of duplicates and then the step; it counts
+no in-place reuse, so the planner's arena for the rewritten model may come
+out below (or, where a Concat group is laid out otherwise, above) it, and
+:mod:`onnxmem.remat.budget` plans every rewrite for real.
 
 The exact algorithm, the heuristics and the brute force all search this one
 space, the subsets of droppable values; :func:`simulate` is their common
-judge, O(values + reads) per call.
+judge, O(values + reads) per call (``sequential=False``: the exact program's
+measure, every copy of a block at once).
 """
 
 from __future__ import annotations
