@@ -356,6 +356,9 @@ def _plan_budget(model: str, opts: Any, outs: Any, output: str | None, annotate:
                      f"{got.extra:,} {'FLOPs' if got.cost_model == 'flops' else 'ns'} "
                      f"({got.extra_percent:.2f}% of the model's)")
     _write_and_print(outs, planned.model, the_plan, model, output, annotate, as_json, lines, rewrite_out)
+    if got.rewritten is not None and rewrite_out is None and annotate is None:
+        click.echo("warning: the plan is for the rewritten model, which was not written; pass --rewrite-out FILE.onnx",
+                   err=True)
 
 
 def _replace_path(planned: Any, path: str) -> Any:
