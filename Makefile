@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real models
+.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-remat models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -51,6 +51,10 @@ bench-verify:
 
 bench-alias:
 	$(PYTHON) bench/bench_alias.py
+
+# recomputation under a budget: the tables and frontier plots of docs/remat.md (docs/remat-tables.md, docs/remat-*.png)
+bench-remat:
+	$(PYTHON) bench/bench_remat.py
 
 # plan time and peak memory at 1k, 10k and 100k nodes; writes docs/scale.md
 bench-scale:

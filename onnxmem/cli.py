@@ -84,10 +84,30 @@ def _orders() -> dict[str, str]:
     return {name: o.summary for name, o in ORDERS.items()}
 
 
-def _generators() -> dict[str, str]:
+def _all_generators() -> dict[str, tuple[Callable[[int, int, str], Any], str, str]]:
+    """``onnxmem generate`` KINDs: name -> (build(size, seed, graph), summary, what --size counts)."""
     from .generate import GENERATORS  # onnx
+    from .remat.training import TRAINING
 
-    return {name: f"{g.summary}; --size counts {g.size}" for name, g in GENERATORS.items()}
+    out: dict[str, tuple[Callable[[int, int, str], Any], str, str]] = {
+        name: (g.build, g.summary, g.size) for name, g in GENERATORS.items()}
+    for name, (build, summary, size) in TRAINING.items():
+        out[name] = (functools.partial(_train_build, build), summary, size)
+    return out
+
+
+def _train_build(build: Callable[[int, int], Any], size: int, seed: int, graph: str) -> Any:
+    return build(size, seed)
+
+
+def _generators() -> dict[str, str]:
+    return {name: f"{summary}; --size counts {size}" for name, (_, summary, size) in _all_generators().items()}
+
+
+def _remat() -> dict[str, str]:
+    from .remat import ALGORITHMS  # onnx
+
+    return {name: a.summary for name, a in ALGORITHMS.items()}
 
 
 def _formats() -> dict[str, str]:
@@ -100,6 +120,7 @@ LISTINGS: dict[str, Callable[[], dict[str, str]]] = {
     "orders": _orders,
     "formats": _formats,
     "generators": _generators,
+    "remat": _remat,
 }
 
 
@@ -267,16 +288,29 @@ def plan_summary(plan: Any) -> list[str]:
 @planning_options
 @inputs_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
+@click.option("--budget", default=None, metavar="SIZE",
+              help="Fit the arena into SIZE (bytes, 64MiB, or 0.5x the arena without a budget), "
+                   "recomputing values when order, sharing and assignment are not enough.")
+@click.option("--rewrite-out", default=None, type=click.Path(dir_okay=False, path_type=str),
+              help="With --budget: write the rewritten model (recomputed nodes duplicated; annotated with its plan).")
+@click.option("--remat", "remat_algorithm", type=RegistryChoice("remat"), default="auto", show_default=True,
+              help="Recomputation algorithm; 'onnxmem list remat' names each with what it does.")
+@click.option("--cost", "cost_model", type=click.Choice(["flops", "measured"]), default="flops", show_default=True,
+              help="What a recomputed node costs: FLOPs from shapes, or onnxruntime's measured kernel time.")
+@click.option("--budget-sweep", default=None, type=click.Path(dir_okay=False, path_type=str), metavar="PNG",
+              help="Plan every recomputation algorithm at 0.9x .. 0.3x the unbudgeted arena; print the "
+                   "frontier (arena against extra compute) and draw it to PNG.")
 @user_errors
 def plan(model: str, output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
-         io: str, timeout: float | None, inplace: str, fold: str, inputs_path: str | None, as_json: bool) -> None:
+         io: str, timeout: float | None, inplace: str, fold: str, inputs_path: str | None, as_json: bool,
+         budget: str | None = None, rewrite_out: str | None = None, remat_algorithm: str = "auto",
+         cost_model: str = "flops", budget_sweep: str | None = None) -> None:
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
     seeded random values for the other inputs.
     """
-    from .annotate import render_annotated
     from .pipeline import plan_model
 
     outs = OutputSet(inputs=[model] + ([inputs_path] if inputs_path else []))
@@ -286,24 +320,103 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
         outs.add(annotate, "--annotate")
     opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
                              inplace=inplace, fold=fold, inputs=read_input_values(inputs_path))
+    if budget_sweep is not None:
+        outs.add(budget_sweep, "--budget-sweep")
+        _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout)
+        return
+    if rewrite_out is not None and budget is None:
+        raise click.UsageError("--rewrite-out writes the model --budget rewrites; give --budget too")
+    if budget is not None:
+        _plan_budget(model, opts, outs, output, annotate, budget, rewrite_out, remat_algorithm, cost_model,
+                     timeout, as_json)
+        return
     result = plan_model(model, opts, progress=_progress(sys.stderr.isatty() and not as_json))
     _add_weight_files(outs, result.model, model)
+    _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json)
+
+
+def _write_and_print(outs: Any, onnx_model: Any, the_plan: Any, model: str, output: str | None,
+                     annotate: str | None, as_json: bool, lines: Iterable[str] = (),
+                     rewrite_out: str | None = None) -> None:
+    """``plan``'s outputs (all or none) and its summary, with ``lines`` after it."""
+    from .annotate import render_annotated
+
     if output:
-        outs.put(output, render_plan(result.plan))
-    if annotate:
-        outs.put(annotate, render_annotated(result.model, result.plan, model, annotate))
+        outs.put(output, render_plan(the_plan))
+    for path in (annotate, rewrite_out):
+        if path:
+            outs.put(path, render_annotated(onnx_model, the_plan, model, path))
     outs.commit()
     if as_json:
-        click.echo(result.plan.to_json(), nl=False)
+        click.echo(the_plan.to_json(), nl=False)
         return
-    for line in plan_summary(result.plan):
+    for line in [*plan_summary(the_plan), *lines]:
         click.echo(line)
-    for w in result.plan.warnings:
+    for w in the_plan.warnings:
         click.echo(f"warning: {one_line(w)}", err=True)
-    if output:
-        click.echo(f"plan         {one_line(output)}")
-    if annotate:
-        click.echo(f"annotated    {one_line(annotate)}")
+    for label, path in (("plan", output), ("annotated", annotate), ("rewritten", rewrite_out)):
+        if path:
+            click.echo(f"{label:<12} {one_line(path)}")
+
+
+def _plan_budget(model: str, opts: Any, outs: Any, output: str | None, annotate: str | None, budget: str,
+                 rewrite_out: str | None, algorithm: str, cost_model: str, timeout: float | None,
+                 as_json: bool) -> None:
+    """``plan --budget``: plan, recompute when needed, write and summarize."""
+    from .model import load_model
+    from .remat.budget import parse_budget, plan_with_budget
+
+    size, factor = parse_budget(budget)
+    if rewrite_out is not None:
+        outs.add(rewrite_out, "--rewrite-out")
+    onnx_model = load_model(model)
+    _add_weight_files(outs, onnx_model, model)
+    got = plan_with_budget(onnx_model, model, opts, budget=size, factor=factor, algorithm=algorithm,
+                           cost_model=cost_model, timeout=timeout,
+                           progress=_progress(sys.stderr.isatty() and not as_json))
+    planned = got.planned
+    if rewrite_out is not None and got.rewritten is not None:
+        planned = _replace_path(planned, rewrite_out)
+    the_plan = planned.plan
+    lines = [f"budget       {fmt_bytes(got.budget)}   arena without a budget {fmt_bytes(got.original.plan.arena_size)}"]
+    if got.choice is None:
+        lines.append("recompute    nothing: the plan fits without recomputation")
+    else:
+        n = len(the_plan.extra["remat"]["recomputed"])
+        lines.append(f"recompute    {n} values ({one_line(got.choice.algorithm)}, {got.choice.status})   extra compute "
+                     f"{got.extra:,} {'FLOPs' if got.cost_model == 'flops' else 'ns'} "
+                     f"({got.extra_percent:.2f}% of the model's)")
+    _write_and_print(outs, planned.model, the_plan, model, output, annotate, as_json, lines, rewrite_out)
+    if got.rewritten is not None and rewrite_out is None and annotate is None:
+        click.echo("warning: the plan is for the rewritten model, which was not written; pass --rewrite-out FILE.onnx",
+                   err=True)
+
+
+def _replace_path(planned: Any, path: str) -> Any:
+    from dataclasses import replace
+
+    return replace(planned, plan=replace(planned.plan, model={**planned.plan.model, "path": path}))
+
+
+def _budget_sweep(model: str, opts: Any, outs: Any, png: str, cost_model: str, timeout: float | None) -> None:
+    """``plan --budget-sweep PNG``: the frontier, printed and drawn."""
+    from .model import load_model
+    from .remat.budget import plot_sweep, sweep
+
+    onnx_model = load_model(model)
+    original, points = sweep(onnx_model, model, opts, cost_model=cost_model, timeout=timeout,
+                             progress=_progress(sys.stderr.isatty()))
+    base = original.plan.arena_size
+    outs.put(png, plot_sweep(points, base, f"{Path(model).name}: arena against extra compute"))
+    outs.commit()
+    click.echo(f"arena without a budget {fmt_bytes(base)}")
+    click.echo(f"{'budget':>7}  {'algorithm':<9}  {'arena':>14}  {'x':>5}  {'extra':>8}  status")
+    for p in points:
+        arena = f"{p.arena:,}" if p.fits else "-"
+        ratio = f"{p.arena / base:.3f}" if p.fits else "-"
+        extra = f"{p.extra_percent:.2f}%" if p.fits else "-"
+        click.echo(f"{p.factor:>6.2f}x  {p.algorithm:<9}  {arena:>14}  {ratio:>5}  {extra:>8}  {p.status}")
+    click.echo(f"plot         {one_line(png)}")
 
 
 def _add_weight_files(outs: Any, onnx_model: Any, model_path: str) -> None:
@@ -542,10 +655,14 @@ def model_and_plan(plan_help: str, device_help: str) -> Callable[[Callable[..., 
 @click.option("--atol", type=click.FloatRange(min=0), default=1e-5, show_default=True,
               help="Absolute tolerance of the output comparison.")
 @click.option("--static-only", is_flag=True, help="Only the static proof; run nothing.")
+@click.option("--original", "original_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="MODEL was rewritten from this model (plan --budget --rewrite-out): also compare MODEL's "
+                   "outputs in the arena with this model's own run, bit for bit.")
 @planning_options
 @user_errors
 def verify(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
-           rtol: float, atol: float, static_only: bool, **planning: Any) -> None:
+           rtol: float, atol: float, static_only: bool, original_path: str | None = None,
+           **planning: Any) -> None:
     """Prove a plan for MODEL: statically, then by running MODEL inside one arena.
 
     Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
@@ -590,7 +707,31 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
             click.echo(f"  - {one_line(str(f))}")
     if report.first is not None:
         raise PlanInvalid(f"the plan is wrong: {report.first}")
+    if original_path is not None and ex is not None:
+        _against_original(model, onnx_model, the_plan, view, original_path, device, inputs, seed, rtol, atol)
     click.echo("verified" if ex is not None else "verified (static proof only)")
+
+
+def _against_original(model: str, onnx_model: Any, the_plan: Any, view: Any, original_path: str, device: str,
+                      inputs: Any, seed: int, rtol: float, atol: float) -> None:
+    """``verify --original``: the rewritten model's arena outputs against the original's run."""
+    from .execution import ExecutionOptions
+    from .model import load_model
+    from .remat.check import compare_with_original
+    from .verify import view_for_plan
+
+    original = load_model(original_path)
+    v = view if view is not None else view_for_plan(onnx_model, the_plan, model)
+    got = compare_with_original(onnx_model, the_plan, v, original, rewritten_path=model, original_path=original_path,
+                                options=ExecutionOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol))
+    for c in got.outputs:
+        same = "identical" if c.identical else f"max |diff| {c.max_abs_diff:.3g} (tolerance {c.tolerance:.3g})"
+        click.echo(f"  original {one_line(c.name)}: {same}")
+    if not got.identical:
+        bad = next(c for c in got.outputs if not c.identical)
+        raise PlanInvalid(f"output {show_name(bad.name)} of the rewritten model differs from the original's "
+                          f"(max |diff| {bad.max_abs_diff:.3g}): the recomputation changed a result")
+    click.echo(f"original  {one_line(original_path)}: all {len(got.outputs)} outputs identical, bit for bit")
 
 
 @main.command()
@@ -721,11 +862,9 @@ def generate(kind: str, output: str, size: int, graph_kind: str, seed: int) -> N
 
     KIND: one of 'onnxmem list generators'.
     """
-    from .generate import GENERATORS  # onnx
-
     outs = OutputSet()
     outs.add(output, "OUTPUT")
-    model = GENERATORS[kind].build(size, seed, graph_kind)
+    model = _all_generators()[kind][0](size, seed, graph_kind)
     outs.put(output, model.SerializeToString())
     outs.commit()
     click.echo(f"{kind:<12} {len(model.graph.node)} nodes -> {one_line(output)}")

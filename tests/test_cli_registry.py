@@ -14,6 +14,8 @@ from onnxmem.export import FORMATS
 from onnxmem.generate import GENERATORS, RANDWIRE_KINDS
 from onnxmem.liveness import IO_MODES
 from onnxmem.pipeline import PlanOptions
+from onnxmem.remat import ALGORITHMS
+from onnxmem.remat.training import TRAINING
 from onnxmem.scheduling import ORDERS
 from onnxmem.solvers import SOLVERS
 from onnxmem.verify import DEVICES
@@ -34,7 +36,8 @@ REGISTRIES = {
     "solvers": {n: s.summary for n, s in SOLVERS.items()},
     "orders": {n: o.summary for n, o in ORDERS.items()},
     "formats": {n: f.summary for n, f in FORMATS.items()},
-    "generators": {n: g.summary for n, g in GENERATORS.items()},
+    "generators": {**{n: g.summary for n, g in GENERATORS.items()}, **{n: t[1] for n, t in TRAINING.items()}},
+    "remat": {n: a.summary for n, a in ALGORITHMS.items()},
 }
 
 #: (command, parameter, the registry's names)
@@ -46,7 +49,8 @@ CHOICES = [
     ("compare", "device", list(DEVICES)),
     ("zoo", "verify", list(DEVICES)),
     ("export", "fmt", list(FORMATS)),
-    ("generate", "kind", list(GENERATORS)),
+    ("generate", "kind", list(GENERATORS) + list(TRAINING)),
+    ("plan", "remat_algorithm", list(ALGORITHMS)),
     ("generate", "graph_kind", list(RANDWIRE_KINDS)),
 ]
 
@@ -79,7 +83,7 @@ def test_list_without_a_kind_lists_them_all():
 
 @pytest.mark.parametrize("command,flag,kind", [
     ("plan", "--solver", "solvers"), ("plan", "--order", "orders"), ("pack", "--solver", "solvers"),
-    ("export", "--format", "formats"),
+    ("export", "--format", "formats"), ("plan", "--remat", "remat"),
 ])
 def test_help_points_to_the_listing(command, flag, kind):
     out = run(command, "--help").output

@@ -1,0 +1,301 @@
+"""Planning under a memory budget: ``onnxmem plan MODEL --budget SIZE``.
+
+:func:`plan_with_budget`:
+
+1. plan the model as usual (order, aliasing, assignment); if its arena fits
+   the budget, that plan is the answer and the model is unchanged;
+2. otherwise build the recomputation problem for the planned order, and
+   for the file order when it differs
+   (:func:`~onnxmem.remat.problem.build_problem`), with the chosen cost model,
+   and let the algorithm choose what to drop under a *target* peak, at
+   first the budget plus what the model counts above the unbudgeted arena
+   (the cheaper order that fits wins);
+3. rewrite the model (:func:`~onnxmem.remat.rewrite.rewrite_model`) and plan
+   it in its written order; the problem's model of the peak knows no in-place
+   reuse, so the arena can land above or below the target: when it is above
+   the budget, the target becomes the model's peak of that choice less the
+   difference and step 2 runs again (at most :data:`ROUNDS` times); drops
+   that do not fit the target in the model (the lowest peak an algorithm
+   found) are planned for real once too;
+4. when no round fits, the rewrite with the smallest arena (every
+   droppable value dropped, or ``greedy`` toward 0; algorithm ``smallest``)
+   is the answer if it fits;
+   else :class:`~onnxmem.errors.OnnxmemError` with one line naming the
+   smallest arena reached, its peak node, and the node that sets the floor
+   (its inputs and outputs and what no recomputation frees).
+
+:func:`sweep` runs steps 2-3 over a range of budgets for several
+algorithms: the frontier of arena against extra compute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+import onnx
+
+from ..errors import OnnxmemError, show_name
+from ..pipeline import Planned, PlanOptions, plan_loaded
+from ..problem import align_up
+from ..scheduling import stable_topological_order
+from .cost import flops_costs, measured_costs, model_cost
+from .problem import RematProblem, build_problem, simulate
+from .registry import ALGORITHMS, Choice, RematOptions, choose
+from .rewrite import rewrite_model
+
+__all__ = ["Budgeted", "SweepPoint", "parse_budget", "plan_with_budget", "sweep"]
+
+#: graphs of more steps try the file order only when the planned one found nothing
+LARGE = 1000
+
+#: rounds of step 3 (target lowered after the arena came out above the budget)
+ROUNDS = 6
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 2**20,
+          "g": 10**9, "gb": 10**9, "gib": 2**30}
+
+
+def parse_budget(text: str) -> tuple[int | None, float | None]:
+    """``'64MiB'`` -> ``(67108864, None)``; ``'0.5x'`` -> ``(None, 0.5)``; bytes or a factor
+    of the arena planned without a budget. Bad text is a one-line ``OnnxmemError``."""
+    t = text.strip().lower()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*x", t)
+    if m:
+        f = float(m.group(1))
+        if not 0 < f:
+            raise OnnxmemError(f"--budget {show_name(text)}: a factor must be above 0, e.g. 0.5x")
+        return None, f
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", t)
+    if not m or m.group(2) not in _UNITS:
+        raise OnnxmemError(f"--budget {show_name(text)} is not a size; give bytes (1048576), a size with a unit "
+                           "(64MiB, 2GB) or a factor of the unbudgeted arena (0.5x)")
+    return int(float(m.group(1)) * _UNITS[m.group(2)]), None
+
+
+@dataclass(frozen=True, slots=True)
+class Budgeted:
+    """The answer to a budget: ``planned`` (the rewritten model's plan, or the original's when
+    it fitted), ``original`` (the plan without a budget), ``budget`` (bytes), ``choice``
+    (``None`` when nothing was recomputed), the ``extra`` cost, the ``model_cost`` and the
+    ``cost_model``; ``rewritten``: the rewritten model (``None`` when unchanged)."""
+
+    planned: Planned
+    original: Planned
+    budget: int
+    choice: Choice | None
+    extra: int
+    model_cost: int
+    cost_model: str
+    rewritten: onnx.ModelProto | None
+    seconds: float
+
+    @property
+    def extra_percent(self) -> float:
+        return 100.0 * self.extra / self.model_cost if self.model_cost else 0.0
+
+
+def node_costs(planned: Planned, path: str | os.PathLike[str], cost_model: str) -> dict[int, int]:
+    """``{view node index: cost}`` under ``cost_model`` (``flops`` or ``measured``)."""
+    if cost_model == "measured":
+        return measured_costs(planned.view, planned.model, path)
+    if cost_model != "flops":
+        raise OnnxmemError(f"--cost '{cost_model}' is not one of flops, measured")
+    return flops_costs(planned.view, planned.model)
+
+
+def _plan_rewritten(rewritten: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptions) -> Planned:
+    planned = plan_loaded(rewritten, path, replace(opts, order="file", measure_shapes=False))
+    data = rewritten.SerializeToString()
+    model_info = {**planned.plan.model, "sha256": hashlib.sha256(data).hexdigest()}
+    return replace(planned, plan=replace(planned.plan, model=model_info))
+
+
+def _problems(original: Planned, costs: dict[int, int], options: PlanOptions) -> list[RematProblem]:
+    """The problem under the planned order, and under the file order when that differs (an order
+    chosen for the peak without recomputation can hold values a recomputing order would not)."""
+    orders = [tuple(original.liveness.order)]
+    file_order = stable_topological_order(original.view)
+    if file_order != orders[0]:
+        orders.append(file_order)
+    return [build_problem(original.view, o, costs, io=options.io, alignment=options.alignment) for o in orders]
+
+
+def _best_attempt(original: Planned, problems: Sequence[RematProblem], path: str | os.PathLike[str],
+                  opts: PlanOptions, budget: int, algorithm: str, ropts: RematOptions
+                  ) -> tuple[tuple[Choice, onnx.ModelProto, Planned] | None, RematProblem]:
+    """The cheapest fitting :func:`_attempt` over ``problems`` (each order gets the whole timeout;
+    past :data:`LARGE` steps, the next order only when none fitted yet)."""
+    best: tuple[Choice, onnx.ModelProto, Planned] | None = None
+    best_problem = problems[0]
+    for problem in problems:
+        if best is not None and problem.steps > LARGE:
+            break
+        got = _attempt(original, problem, path, opts, budget, algorithm, ropts)
+        if got is not None and (best is None or got[0].cost < best[0].cost):
+            best, best_problem = got, problem
+    return best, best_problem
+
+
+def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions,
+             budget: int, algorithm: str, ropts: RematOptions) -> tuple[Choice, onnx.ModelProto, Planned] | None:
+    """Steps 2-3 of the module doc: the first rewrite whose arena fits, else ``None``."""
+    # the model counts no in-place reuse: where it sees more bytes than the planner, the target starts higher
+    target = budget + max(0, simulate(problem, ()).peak - original.plan.arena_size)
+    for _ in range(ROUNDS):
+        choice = choose(problem, target, algorithm, ropts)
+        if not choice.fits and not choice.dropped:
+            return None
+        sched = simulate(problem, choice.dropped)
+        rewritten = rewrite_model(original.model, original.view, problem, sched)
+        planned = _plan_rewritten(rewritten, path, opts)
+        if planned.plan.arena_size <= budget:  # a set over the target can fit: the model counts no in-place reuse
+            return replace(choice, status=choice.status if choice.fits else "feasible"), rewritten, planned
+        if not choice.fits:
+            return None
+        target = min(target, choice.peak) - align_up(planned.plan.arena_size - budget, opts.alignment)
+        if target <= 0:
+            return None
+    return None
+
+
+def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOptions, *,
+                     budget: int | None = None, factor: float | None = None, algorithm: str = "auto",
+                     cost_model: str = "flops", timeout: float | None = None,
+                     progress: Callable[[str], None] | None = None) -> Budgeted:
+    """Plan ``model`` to fit ``budget`` bytes (or ``factor`` x its unbudgeted arena); module doc."""
+    say = progress or (lambda _m: None)
+    t0 = time.perf_counter()
+    original = plan_loaded(model, path, options, progress)
+    limit = budget if budget is not None else int((factor or 1.0) * original.plan.arena_size)
+    if original.plan.arena_size <= limit:
+        return Budgeted(original, original, limit, None, 0, 0, cost_model, None, time.perf_counter() - t0)
+    say(f"costing {len(original.view.ops)} nodes ({cost_model})")
+    costs = node_costs(original, path, cost_model)
+    problems = _problems(original, costs, options)
+    total = model_cost(costs)
+    ropts = RematOptions(timeout=timeout, seed=options.seed)
+    say(f"choosing what to recompute ({algorithm})")
+    got, problem = _best_attempt(original, problems, path, options, limit, algorithm, ropts)
+    if got is None:  # the rewrite with the smallest arena may still fit
+        problem = problems[0]
+        got = _smallest(original, problem, path, options)
+        if got is None or got[2].plan.arena_size > limit:
+            raise OnnxmemError(_no_fit_line(original, got[2] if got else None, problem, limit))
+    choice, rewritten, planned = got
+    extra = {"budget": limit, "algorithm": choice.algorithm, "status": choice.status, "cost_model": cost_model,
+             "extra_cost": choice.cost, "model_cost": total, "original_arena": original.plan.arena_size,
+             "recomputed": [problem.name[v] for v in choice.dropped if simulate(problem, choice.dropped).at[v] < problem.steps]}
+    planned = replace(planned, plan=replace(planned.plan, extra={**planned.plan.extra, "remat": extra}))
+    return Budgeted(planned, original, limit, choice, choice.cost, total, cost_model, rewritten,
+                    time.perf_counter() - t0)
+
+
+def _smallest(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions
+              ) -> tuple[Choice, onnx.ModelProto, Planned] | None:
+    """The rewrite with the smallest arena of two: every droppable value dropped, and
+    ``greedy`` toward an arena of 0 (``None`` when neither is below the unbudgeted arena)."""
+    best: tuple[Choice, onnx.ModelProto, Planned] | None = None
+    every = [v for v, ok in enumerate(problem.droppable) if ok]
+    for drops in (every, list(choose(problem, 0, "greedy", RematOptions(timeout=5.0)).dropped)):
+        sched = simulate(problem, drops)
+        rewritten = rewrite_model(original.model, original.view, problem, sched)
+        planned = _plan_rewritten(rewritten, path, opts)
+        top = best[2].plan.arena_size if best is not None else original.plan.arena_size
+        if planned.plan.arena_size < top:
+            best = (Choice(sched.dropped, sched.cost, sched.peak, "feasible", "smallest"), rewritten, planned)
+    return best
+
+
+def _no_fit_line(original: Planned, smallest: Planned | None, problem: RematProblem, limit: int) -> str:
+    """One line: the smallest arena recomputation reached and the node that sets it."""
+    floor, step = problem.floor()
+    best = smallest if smallest is not None else original
+    plan = best.plan
+    k = min(plan.peak_step, len(plan.order) - 1)
+    at_peak = next(o for o in best.view.ops if o.name == plan.order[k])
+    floor_op = original.view.ops[problem.order[step]] if problem.steps else at_peak
+    return (f"no plan fits --budget {limit:,} B: the smallest arena recomputation reached is "
+            f"{plan.arena_size:,} B (its peak at node {show_name(at_peak.name)}, {at_peak.op_type}); at node "
+            f"{show_name(floor_op.name)} ({floor_op.op_type}) its inputs, outputs and the values no recomputation "
+            f"frees take {floor:,} B (without in-place reuse); raise --budget to at least {plan.arena_size:,}")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    """One point of the frontier: ``algorithm`` at ``budget`` reached ``arena`` for ``extra``
+    cost (``extra_percent`` of the model's); ``fits`` False when it found nothing."""
+
+    algorithm: str
+    budget: int
+    factor: float
+    arena: int
+    extra: int
+    extra_percent: float
+    status: str
+    seconds: float
+    fits: bool
+
+
+def sweep(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOptions, *,
+          factors: Sequence[float] = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3),
+          algorithms: Sequence[str] = ("greedy", "mirror", "sqrt", "exact"), cost_model: str = "flops",
+          timeout: float | None = None, progress: Callable[[str], None] | None = None) -> tuple[Planned, list[SweepPoint]]:
+    """Every algorithm at every ``factor`` x the unbudgeted arena: the frontier (module doc)."""
+    say = progress or (lambda _m: None)
+    original = plan_loaded(model, path, options, progress)
+    costs = node_costs(original, path, cost_model)
+    problems = _problems(original, costs, options)
+    total = model_cost(costs)
+    points: list[SweepPoint] = []
+    for f in factors:
+        limit = int(f * original.plan.arena_size)
+        for name in algorithms:
+            if name not in ALGORITHMS:
+                raise OnnxmemError(f"recomputation algorithm '{name}' is not one of {', '.join(ALGORITHMS)}")
+            say(f"{name} at {f:g}x")
+            t = time.perf_counter()
+            if original.plan.arena_size <= limit:
+                points.append(SweepPoint(name, limit, f, original.plan.arena_size, 0, 0.0, "unchanged",
+                                         time.perf_counter() - t, True))
+                continue
+            got, _ = _best_attempt(original, problems, path, options, limit, name, RematOptions(timeout=timeout))
+            secs = time.perf_counter() - t
+            if got is None:
+                points.append(SweepPoint(name, limit, f, 0, 0, 0.0, "none", secs, False))
+                continue
+            choice, _, planned = got
+            points.append(SweepPoint(name, limit, f, planned.plan.arena_size, choice.cost,
+                                     100.0 * choice.cost / total if total else 0.0, choice.status, secs, True))
+    return original, points
+
+
+def plot_sweep(points: Sequence[SweepPoint], original_arena: int, title: str) -> bytes:
+    """The frontier as a PNG: arena (x the unbudgeted one) against extra compute (%), per algorithm."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    for name in dict.fromkeys(p.algorithm for p in points):
+        pts = sorted((p.arena / original_arena, p.extra_percent) for p in points if p.algorithm == name and p.fits)
+        if pts:
+            ax.plot([a for a, _ in pts], [e for _, e in pts], marker="o", label=name)
+    ax.set_xlabel("arena / arena without a budget")
+    ax.set_ylabel("extra compute (% of the model)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,221 @@
+"""The exact recomputation algorithm (OR-Tools CP-SAT), the brute force, and ``auto``.
+
+``exact`` writes the rule of :mod:`onnxmem.remat.problem` as a constraint
+program with O(values + reads) variables, in the manner of MOCCASIN (Bartan
+et al., 2023: each value's retention as intervals with variable ends under
+one cumulative constraint), for the order the planner chose:
+
+1. ``d[v]``: drop droppable value ``v``; ``r[v]`` in ``[last_pre[v] + 1,
+   first_post[v]]``: the step its duplicate runs before;
+2. for every droppable ``w`` and value ``u`` its producer reads: if ``u`` is
+   dropped and ``r[w] > last_pre[u]`` then ``r[u] <= r[w]`` and ``u``'s second
+   copy lives through ``r[w]``; if ``u`` is kept it lives through ``r[w]``;
+   a view's source lives as long as the view; a Concat group's bytes start
+   at its first kept input's write or dropped input's recomputation;
+3. each value is an interval of its size over the two slots per step of
+   :func:`~onnxmem.remat.problem.simulate` (``2t``: the duplicates before
+   step ``t``; ``2t + 1``: node ``t``): the original copy ``[2 start + 1,
+   oe[v])`` (``oe = 2 last_pre + 2`` when dropped, else at least ``2 end +
+   2``), the second copy ``[2 r[v], ce[v])``, present when dropped; one
+   cumulative constraint holds them under the budget (every copy a block
+   writes counts in its slot: ``simulate(..., sequential=False)``);
+4. minimize the sum of ``cost[v] * d[v]``.
+
+Every constraint only lets a value live longer or come back sooner than the
+rule's fixpoint, so the optimum of the program is the optimum of the rule;
+the search starts from the best heuristic's drops (a hint), stops at the
+deadline with the best set so far (``feasible``) and says ``optimal`` only
+with CP-SAT's proof (optimal for the program's measure, which counts every
+copy a block writes at once; the heuristics' walk through a block can fit
+where the program does not). ``infeasible`` only when the problem's floor
+is above the budget; a program CP-SAT proves infeasible is ``none``. :func:`brute_force` tries every subset (tests use it on
+small graphs). OR-Tools is imported when ``exact`` runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from ..errors import OnnxmemError
+from .heuristics import greedy, mirror, sqrt_segments
+from .problem import RematProblem, simulate
+from .registry import Choice, RematOptions, register, result
+
+__all__ = ["auto", "brute_force", "cpsat", "exact"]
+
+#: ``auto`` runs ``exact`` on problems with at most this many droppable values
+AUTO_EXACT_LIMIT = 400
+
+
+def _ortools() -> object:
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError:
+        raise OnnxmemError(
+            "the 'exact' recomputation algorithm needs OR-Tools; install it (pip install ortools) "
+            "or pass --remat greedy"
+        ) from None
+    return cp_model
+
+
+def _heuristics(problem: RematProblem, budget: int, options: RematOptions) -> tuple[Choice | None, Choice]:
+    """The cheapest heuristic answer that fits (``None`` when none does), and the one with the lowest peak."""
+    best: Choice | None = None
+    lowest: Choice | None = None
+    for fn in (greedy, mirror, sqrt_segments):
+        got = fn(problem, budget, options)
+        if got.fits and (best is None or got.cost < best.cost):
+            best = got
+        if lowest is None or got.peak < lowest.peak:
+            lowest = got
+    assert lowest is not None
+    return best, lowest
+
+
+@register("exact", "CP-SAT over intervals (MOCCASIN-style): proven least extra compute, anytime", 60.0)
+def exact(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
+    return cpsat(problem, budget, options)
+
+
+def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choice | None = None) -> Choice:
+    """The program of the module doc, solved from ``hint`` (default: the best heuristic)."""
+    cp_model = _ortools()
+    p = problem
+    if p.floor()[0] > budget:
+        return Choice((), 0, simulate(p, ()).peak, "infeasible", "exact")
+    m = cp_model.CpModel()  # type: ignore[attr-defined]
+    n = p.steps
+    cand = p.candidates
+    d = {v: m.NewBoolVar(f"d{v}") for v in cand}
+    r = {v: m.NewIntVar(p.last_pre[v] + 1, min(p.first_post[v], n - 1), f"r{v}") for v in cand}
+    # values whose original copy may live longer than without recomputation
+    extend: set[int] = set()
+    for w in cand:
+        extend.update(p.reads[p.producer[w]])
+    for vw, src in p.views:
+        extend.update((vw, src))
+    # slots (problem.simulate): 2t while the duplicates before step t run, 2t + 1 while node t runs;
+    # oe / ce: exclusive end slots of the original and the second copy
+    oe = {v: m.NewIntVar(2 * p.start[v] + 2, 2 * n, f"oe{v}") for v in set(cand) | extend}
+    ce = {v: m.NewIntVar(1, 2 * n, f"ce{v}") for v in cand}
+    for v in cand:
+        m.Add(ce[v] >= 2 * r[v] + 1)
+        if p.first_post[v] < n:
+            m.Add(ce[v] >= 2 * p.end[v] + 2)
+    for v, var in oe.items():
+        if v in d:
+            m.Add(var == 2 * p.last_pre[v] + 2).OnlyEnforceIf(d[v])
+            m.Add(var >= 2 * p.end[v] + 2).OnlyEnforceIf(d[v].Not())
+        else:
+            m.Add(var >= 2 * p.end[v] + 2)
+    for w in cand:
+        for u in p.reads[p.producer[w]]:
+            if u in d:
+                late = m.NewBoolVar(f"late{u}_{w}")
+                m.Add(r[w] >= p.last_pre[u] + 1).OnlyEnforceIf(late)
+                m.Add(r[w] <= p.last_pre[u]).OnlyEnforceIf(late.Not())
+                m.Add(r[u] <= r[w]).OnlyEnforceIf([d[w], d[u], late])
+                m.Add(ce[u] >= 2 * r[w] + 1).OnlyEnforceIf([d[w], d[u], late])
+                m.Add(oe[u] >= 2 * r[w] + 1).OnlyEnforceIf([d[w], d[u].Not()])
+            else:
+                m.Add(oe[u] >= 2 * r[w] + 1).OnlyEnforceIf(d[w])
+    for vw, src in p.views:
+        if src in d:
+            m.Add(ce[src] >= oe[vw]).OnlyEnforceIf(d[src])
+            m.Add(oe[src] >= oe[vw]).OnlyEnforceIf(d[src].Not())
+        else:
+            m.Add(oe[src] >= oe[vw])
+    intervals, demands = [], []
+    grouped = p.grouped
+    for g, parts in p.groups:  # the Concat output's bytes from its first input on
+        gs = m.NewIntVar(0, 2 * p.start[g] + 1, f"gs{g}")
+        for x in parts:
+            if x in d:
+                m.Add(gs <= 2 * p.start[x] + 1).OnlyEnforceIf(d[x].Not())
+                m.Add(gs <= 2 * r[x]).OnlyEnforceIf(d[x])
+            else:
+                m.Add(gs <= 2 * p.start[x] + 1)
+        early = m.NewIntVar(0, 2 * n, f"gl{g}")
+        intervals.append(m.NewIntervalVar(gs, early, 2 * p.start[g] + 1, f"g{g}"))
+        demands.append(p.size[g])
+    for v, sz in enumerate(p.size):
+        if sz == 0:
+            continue
+        if v in grouped:  # inside the Concat's output: only a dropped value's original copy is its own
+            if v in d:
+                intervals.append(m.NewOptionalFixedSizeIntervalVar(2 * p.start[v] + 1, 2 * p.last_pre[v] + 1
+                                                                   - 2 * p.start[v], d[v], f"o{v}"))
+                demands.append(sz)
+            continue
+        first = 2 * p.start[v] + 1
+        if v in oe:
+            length = m.NewIntVar(1, 2 * n, f"len{v}")
+            intervals.append(m.NewIntervalVar(first, length, oe[v], f"i{v}"))
+        else:
+            intervals.append(m.NewFixedSizeIntervalVar(first, 2 * p.end[v] + 2 - first, f"i{v}"))
+        demands.append(sz)
+        if v in d:
+            length2 = m.NewIntVar(1, 2 * n, f"len2{v}")
+            intervals.append(m.NewOptionalIntervalVar(2 * r[v], length2, ce[v], d[v], f"c{v}"))
+            demands.append(sz)
+    m.AddCumulative(intervals, demands, budget)
+    m.Minimize(sum(p.cost[v] * d[v] for v in cand))
+    start = hint if hint is not None else _heuristics(p, budget, options)[0]
+    if start is not None and start.fits:
+        chosen = set(start.dropped)
+        sched = simulate(p, chosen)
+        for v in cand:
+            m.AddHint(d[v], int(v in chosen))
+            if v in chosen and sched.at[v] < n:
+                m.AddHint(r[v], sched.at[v])
+    solver = cp_model.CpSolver()  # type: ignore[attr-defined]
+    solver.parameters.max_time_in_seconds = max(0.01, options.left())
+    solver.parameters.num_workers = max(1, options.workers)
+    solver.parameters.random_seed = options.seed
+    status = solver.Solve(m)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # type: ignore[attr-defined]
+        # infeasible here is proven for the program's measure only (every copy of a block at once)
+        if start is not None and start.fits:
+            return result(p, start.dropped, budget, "exact")
+        return Choice((), 0, simulate(p, ()).peak, "none", "exact")
+    drops = [v for v in cand if solver.Value(d[v])]
+    proven = status == cp_model.OPTIMAL  # type: ignore[attr-defined]
+    got = result(p, drops, budget, "exact", proven=proven)
+    if start is not None and start.fits and start.cost < got.cost:  # the deadline ended before the hint was beaten
+        return result(p, start.dropped, budget, "exact")
+    return got
+
+
+def brute_force(problem: RematProblem, budget: int) -> Choice:
+    """The least-cost subset of droppable values that fits the exact program's measure
+    (``simulate(..., sequential=False)``), by trying every subset (2^m simulations; for tests
+    on small graphs). ``infeasible`` when none fits."""
+    cand = problem.candidates
+    best: Choice | None = None
+    for k in range(len(cand) + 1):
+        for subset in itertools.combinations(cand, k):
+            s = simulate(problem, subset, sequential=False)
+            if s.peak <= budget and (best is None or s.cost < best.cost):
+                best = Choice(s.dropped, s.cost, s.peak, "optimal", "brute-force")
+    return best if best is not None else Choice((), 0, simulate(problem, ()).peak, "infeasible", "brute-force")
+
+
+@register("auto", "the cheapest of greedy, mirror and sqrt; then exact (if OR-Tools is there) from it", 10.0)
+def auto(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
+    t0 = time.perf_counter()
+    share = RematOptions(timeout=options.timeout, deadline=min(options.deadline or float("inf"),
+                                                               t0 + options.left() / 3), seed=options.seed)
+    best, lowest = _heuristics(problem, budget, share)
+    if len(problem.candidates) <= AUTO_EXACT_LIMIT:
+        try:
+            _ortools()
+        except OnnxmemError:
+            pass
+        else:
+            got = cpsat(problem, budget, options, hint=best)
+            if got.status == "infeasible" or got.fits and (best is None or got.cost <= best.cost):
+                return Choice(got.dropped, got.cost, got.peak, got.status, "auto")
+    if best is None:  # the drops with the lowest peak, for a caller that plans them for real
+        return Choice(lowest.dropped, lowest.cost, lowest.peak, "none", "auto")
+    return Choice(best.dropped, best.cost, best.peak, best.status, "auto")

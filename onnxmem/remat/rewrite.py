@@ -1,0 +1,79 @@
+"""The rewritten model: duplicated producers right before the reads they serve.
+
+:func:`rewrite_model` turns a :class:`~onnxmem.remat.problem.Schedule` into a
+model: nodes in the order the problem was built for; before step ``s``, a copy
+of the producer of every dropped value recomputed there (in the order of the
+original producers), named ``<node>__remat`` and writing ``<value>__remat``
+(a number is added when a name is taken); every read after a value's gap
+reads the copy. The graph's inputs, outputs, initializers and value infos are
+kept; the copy gets its value's value info.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from ..graph import GraphView
+from .problem import RematProblem, Schedule
+
+__all__ = ["rewrite_model"]
+
+SUFFIX = "__remat"
+
+
+def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem, schedule: Schedule) -> onnx.ModelProto:
+    """``model`` with the recomputation of ``schedule`` written in (module doc)."""
+    p = problem
+    taken = {n for n in view.tensors} | {op.name for op in view.ops}
+    for node in model.graph.node:
+        taken.update(node.output)
+
+    def fresh(base: str) -> str:
+        name, k = base + SUFFIX, 1
+        while name in taken:
+            k += 1
+            name = f"{base}{SUFFIX}{k}"
+        taken.add(name)
+        return name
+
+    at = {v: s for v, s in schedule.at.items() if s < p.steps}
+    copy_name = {v: fresh(p.name[v]) for v in sorted(at)}
+    by_name = {p.name[v]: v for v in at}
+    before: dict[int, list[int]] = {}
+    for v in sorted(at, key=lambda v: (p.start[v], v)):
+        before.setdefault(at[v], []).append(v)
+
+    def reads_copy(value: str, step: int) -> str:
+        """The name a node at ``step`` (or a duplicate run before it) reads for ``value``."""
+        v = by_name.get(value)
+        if v is None or step <= p.last_pre[v]:
+            return value
+        return copy_name[v]
+
+    nodes = list(model.graph.node)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.node[:]
+    for s, op_index in enumerate(p.order):
+        for v in before.get(s, []):
+            src = nodes[view.ops[p.order[p.producer[v]]].index]
+            dup = onnx.NodeProto()
+            dup.CopyFrom(src)
+            dup.name = fresh(view.ops[p.order[p.producer[v]]].name)
+            del dup.output[:]
+            dup.output.append(copy_name[v])
+            dup.input[:] = [reads_copy(x, s) if x else x for x in src.input]
+            out.graph.node.append(dup)
+        node = onnx.NodeProto()
+        node.CopyFrom(nodes[op_index])
+        node.name = view.ops[op_index].name
+        node.input[:] = [reads_copy(x, s) if x else x for x in node.input]
+        out.graph.node.append(node)
+    infos = {vi.name: vi for vi in model.graph.value_info}
+    for v, name in copy_name.items():
+        if p.name[v] in infos:
+            vi = onnx.ValueInfoProto()
+            vi.CopyFrom(infos[p.name[v]])
+            vi.name = name
+            out.graph.value_info.append(vi)
+    return out

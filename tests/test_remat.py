@@ -1,0 +1,320 @@
+"""Recomputation under a budget: the rule, the algorithms against brute force, the rewrite, the CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import helper, numpy_helper
+
+from onnxmem.cli import main
+from onnxmem.errors import OnnxmemError
+from onnxmem.pipeline import PlanOptions
+from onnxmem.remat import ALGORITHMS, RematOptions, build_problem, choose, simulate
+from onnxmem.remat.budget import parse_budget, plan_with_budget
+from onnxmem.remat.cost import flops_costs, node_flops
+from onnxmem.remat.exact import brute_force
+from onnxmem.remat.training import train_encoder, train_mlp, train_mobilenet, train_resnet
+
+from .helpers import file_order_view, make_model, vi
+
+needs_ortools = pytest.mark.skipif(importlib.util.find_spec("ortools") is None,
+                                   reason="the exact algorithm needs OR-Tools (pip install ortools)")
+
+
+def fwd_bwd(n: int, seed: int, width: int = 64) -> onnx.ModelProto:
+    """A random forward chain of ``n`` element-wise ops (some with skips) and a backward
+    chain reading forward values in reverse: at most ``2 n + 1`` nodes."""
+    rng = np.random.default_rng(seed)
+    nodes, fwd = [], ["x"]
+    for i in range(n):
+        kind = rng.choice(["Relu", "Sigmoid", "Add", "Tanh"])
+        if kind == "Add" and len(fwd) > 1:
+            j = int(rng.integers(0, len(fwd) - 1))
+            nodes.append(helper.make_node("Add", [fwd[-1], fwd[j]], [f"f{i}"], name=f"F{i}"))
+        else:
+            nodes.append(helper.make_node(str(kind) if kind != "Add" else "Relu", [fwd[-1]], [f"f{i}"], name=f"F{i}"))
+        fwd.append(f"f{i}")
+    g = fwd[-1]
+    for i in reversed(range(n)):
+        if rng.random() < 0.7:
+            nodes.append(helper.make_node("Mul", [g, fwd[i]], [f"b{i}"], name=f"B{i}"))
+            g = f"b{i}"
+    nodes.append(helper.make_node("Neg", [g], ["y"], name="out"))
+    return make_model(nodes, [vi("x", [1, width])], [vi("y", [1, width])])
+
+
+def unet_like(depth: int, seed: int, width: int = 16) -> onnx.ModelProto:
+    """Down: ``depth`` element-wise ops whose outputs are kept as skips; up: each skip
+    concatenated (axis 1, inside the Concat's output) with the way back: at most 16 nodes."""
+    rng = np.random.default_rng(seed)
+    nodes, skips, h = [], [], "x"
+    for i in range(depth):
+        nodes.append(helper.make_node(str(rng.choice(["Relu", "Sigmoid", "Tanh"])), [h], [f"d{i}"], name=f"D{i}"))
+        h = f"d{i}"
+        skips.append(h)
+    nodes.append(helper.make_node("Neg", [h], ["m"], name="M"))
+    h = "m"
+    for i, skip in enumerate(reversed(skips)):
+        nodes.append(helper.make_node("Concat", [skip, h], [f"c{i}"], name=f"C{i}", axis=1))
+        nodes.append(helper.make_node(str(rng.choice(["Relu", "Sigmoid"])), [f"c{i}"], [f"u{i}"], name=f"U{i}"))
+        h = f"u{i}"
+    nodes.append(helper.make_node("Neg", [h], ["y"], name="Y"))
+    return make_model(nodes, [vi("x", [1, width])], [vi("y", [1, width * (depth + 1)])])
+
+
+def problem_of(model: onnx.ModelProto):
+    view, order = file_order_view(model)
+    return build_problem(view, order, flops_costs(view, model), alignment=64)
+
+
+# -- the rule, by hand ------------------------------------------------------------------------
+
+
+def test_dropping_a_value_read_across_a_gap_frees_it_there_and_costs_its_producer():
+    # x -> a=Relu(x) -> b=Sigmoid(a) -> c=Tanh(b) -> y=Mul(c, a): 'a' is read at steps 1 and 3
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="A"), helper.make_node("Sigmoid", ["a"], ["b"], name="B"),
+             helper.make_node("Tanh", ["b"], ["c"], name="C"), helper.make_node("Mul", ["c", "a"], ["y"], name="Y")]
+    p = problem_of(make_model(nodes, [vi("x", [1, 16])], [vi("y", [1, 16])]))
+    a = p.name.index("a")
+    assert p.droppable[a] and (p.last_pre[a], p.first_post[a]) == (1, 3)
+    # slots: 2t while the duplicates before step t run, 2t + 1 while node t runs; 64 B a value
+    assert simulate(p, ()).curve.tolist() == [0, 128, 64, 128, 128, 192, 128, 192]
+    s = simulate(p, {a})
+    assert s.at[a] == 3 and s.cost == 16  # Relu again before Y: 16 elements
+    # a is freed after B; x lives on until the duplicate reads it (slot 6), a's copy from there
+    assert s.curve.tolist() == [0, 128, 128, 192, 128, 192, 192, 192]
+
+
+@needs_ortools
+@pytest.mark.parametrize("seed", range(16))
+def test_exact_matches_brute_force_on_small_graphs(seed):
+    if seed < 12:
+        model = fwd_bwd(int(np.random.default_rng(seed).integers(4, 8)), seed)
+    else:
+        model = unet_like(2 + (seed - 12) % 3, seed)
+    assert len(model.graph.node) <= 16
+    p = problem_of(model)
+    top = simulate(p, (), sequential=False).peak
+    floor = p.floor()[0]
+    for budget in sorted({floor, (floor + top) // 2, top - 64, top}):
+        want = brute_force(p, budget)
+        got = choose(p, budget, "exact", RematOptions(timeout=30))
+        if want.status == "infeasible":
+            assert not got.fits and got.status in ("infeasible", "none")
+            continue
+        assert got.status == "optimal" and got.cost == want.cost, (seed, budget)
+        assert simulate(p, got.dropped, sequential=False).peak <= budget
+
+
+@pytest.mark.parametrize("name", [n for n in ALGORITHMS if n not in ("exact", "auto")])
+def test_every_heuristic_says_fits_only_when_it_fits(name):
+    p = problem_of(fwd_bwd(7, 3))
+    for budget in range(p.floor()[0], simulate(p, ()).peak + 1, 64):
+        got = choose(p, budget, name, RematOptions(timeout=5))
+        assert got.fits == (simulate(p, got.dropped).peak <= budget) or not got.fits
+
+
+def test_random_and_side_effect_nodes_are_never_recomputed():
+    nodes = [helper.make_node("Dropout", ["x", "r", "t"], ["a"], name="D"),
+             helper.make_node("Sigmoid", ["a"], ["b"], name="B"), helper.make_node("Tanh", ["b"], ["c"], name="C"),
+             helper.make_node("Mul", ["c", "a"], ["y"], name="Y")]
+    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "r"), numpy_helper.from_array(np.array(True), "t")]
+    p = problem_of(make_model(nodes, [vi("x", [1, 16])], [vi("y", [1, 16])], inits))
+    assert not p.droppable[p.name.index("a")]
+
+
+def test_a_value_a_subgraph_captures_is_never_dropped():
+    then = helper.make_graph([helper.make_node("Relu", ["a"], ["o1"])], "th", [], [vi("o1", [1, 16])])
+    other = helper.make_graph([helper.make_node("Neg", ["a"], ["o2"])], "el", [], [vi("o2", [1, 16])])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="A"), helper.make_node("Sigmoid", ["a"], ["b"], name="B"),
+             helper.make_node("Tanh", ["b"], ["c"], name="C"),
+             helper.make_node("ReduceSum", ["c"], ["s"], name="S", keepdims=0),
+             helper.make_node("Cast", ["s"], ["cond"], name="K", to=onnx.TensorProto.BOOL),
+             helper.make_node("If", ["cond"], ["y"], name="I", then_branch=then, else_branch=other)]
+    p = problem_of(make_model(nodes, [vi("x", [1, 16])], [vi("y", [1, 16])]))
+    assert not p.droppable[p.name.index("a")]  # read by the If's branches at step 5, after a gap
+    assert not p.droppable[p.name.index("y")]
+
+
+# -- cost model ---------------------------------------------------------------------------------
+
+
+def test_flops_of_conv_matmul_and_elementwise_by_hand():
+    w = numpy_helper.from_array(np.zeros((8, 4, 3, 3), np.float32), "w")
+    m = numpy_helper.from_array(np.zeros((8, 5), np.float32), "m")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="C", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="R"),
+             helper.make_node("MatMul", ["r", "m"], ["y"], name="M")]
+    model = make_model(nodes, [vi("x", [1, 4, 6, 8])], [vi("y", [1, 8, 6, 5])], [w, m])
+    view, _ = file_order_view(model)
+    flops = flops_costs(view, model)
+    assert flops[0] == 2 * (8 * 6 * 8) * 4 * 9  # 2 x |Y| x C_in x k x k
+    assert flops[1] == 8 * 6 * 8
+    assert flops[2] == 2 * (8 * 6 * 5) * 8
+    assert node_flops(view, view.ops[1]) == 384
+
+
+# -- budgets ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,want", [("1048576", (1048576, None)), ("64MiB", (64 << 20, None)),
+                                       ("2kb", (2000, None)), ("0.5x", (None, 0.5))])
+def test_parse_budget(text, want):
+    assert parse_budget(text) == want
+
+
+@pytest.mark.parametrize("text", ["", "half", "-3", "0x", "12 parsecs"])
+def test_bad_budget_is_one_line_error(text):
+    with pytest.raises(OnnxmemError, match="--budget"):
+        parse_budget(text)
+
+
+# -- the whole path: rewrite, plan, checker, onnxruntime, original outputs ----------------------
+
+
+def run(model: onnx.ModelProto, feeds):
+    from onnxmem.runtime import make_session
+
+    sess = make_session(model)
+    return dict(zip([o.name for o in model.graph.output], sess.run(None, feeds)))
+
+
+@pytest.mark.parametrize("build,factor", [
+    (lambda: train_mlp(6, 0, batch=512, width=32), 0.8),
+    (lambda: train_resnet(4, 0, batch=2, channels=32, spatial=16), 0.7),
+    (lambda: train_mobilenet(4, 0, batch=2, channels=8, spatial=16), 0.5),
+    (lambda: train_encoder(3, 0, seq=128, dim=16), 0.5),
+])
+def test_training_graph_fits_and_computes_the_same_gradients(tmp_path, build, factor):
+    model = build()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    got = plan_with_budget(model, path, PlanOptions(), factor=factor, algorithm="greedy")
+    assert got.rewritten is not None and got.choice is not None
+    assert got.planned.plan.arena_size <= got.budget < got.original.plan.arena_size
+    assert 0 < got.extra < got.model_cost
+    onnx.checker.check_model(got.rewritten)
+    dup = [n for n in got.rewritten.graph.node if n.name.endswith("__remat")]
+    assert len(dup) == len(got.planned.plan.extra["remat"]["recomputed"]) > 0
+    x = np.random.default_rng(0).standard_normal(
+        [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]).astype(np.float32)
+    want, have = run(model, {"x": x}), run(got.rewritten, {"x": x})
+    assert want.keys() == have.keys()
+    for k in want:
+        assert want[k].tobytes() == have[k].tobytes(), k
+
+
+def test_a_plan_that_fits_changes_nothing(tmp_path):
+    model = train_mlp(2, 0, batch=8, width=8)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    got = plan_with_budget(model, path, PlanOptions(), factor=1.0)
+    assert got.choice is None and got.rewritten is None and got.planned is got.original
+
+
+def _loss(model: onnx.ModelProto, x: np.ndarray, w_name: str, w: np.ndarray, idx: tuple, delta: float) -> float:
+    """The model's loss with weight ``w_name`` moved by ``delta`` at ``idx``."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    w2 = w.copy()
+    w2[idx] += delta
+    next(i for i in m.graph.initializer if i.name == w_name).CopyFrom(numpy_helper.from_array(w2, w_name))
+    return float(run(m, {"x": x})["loss"])
+
+
+@pytest.mark.parametrize("name,build", [("mlp", lambda: train_mlp(2, 0, batch=4, width=6)),
+                                        ("resnet", lambda: train_resnet(1, 0, batch=2, channels=8, spatial=5)),
+                                        ("mobilenet", lambda: train_mobilenet(1, 0, batch=2, channels=4, spatial=5,
+                                                                              expand=2)),
+                                        ("encoder", lambda: train_encoder(1, 0, seq=6, dim=8))])
+def test_generated_gradients_match_finite_differences(name, build):
+    model = build()
+    onnx.checker.check_model(model)
+    x = np.random.default_rng(1).standard_normal(
+        [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]).astype(np.float32)
+    outs = run(model, {"x": x})
+    for out in model.graph.output[1:]:
+        w_name = out.name.split("_", 2)[2]
+        init = next(i for i in model.graph.initializer if i.name == w_name)
+        w = numpy_helper.to_array(init)
+        idx = np.unravel_index(int(np.argmax(np.abs(outs[out.name]))), w.shape)
+
+        numeric = (_loss(model, x, w_name, w, idx, 3e-3) - _loss(model, x, w_name, w, idx, -3e-3)) / 6e-3
+        assert abs(numeric - outs[out.name][idx]) <= 2e-3 * max(1.0, abs(numeric)), (name, out.name)
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_cli_budget_rewrite_and_verify_against_the_original(tmp_path):
+    model = train_resnet(4, 0, batch=2, channels=32, spatial=16)
+    src, out = tmp_path / "m.onnx", tmp_path / "r.onnx"
+    onnx.save(model, src)
+    r = CliRunner().invoke(main, ["plan", str(src), "--budget", "0.7x", "--remat", "greedy", "--rewrite-out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "extra compute" in r.output and "% of the model's" in r.output
+    r = CliRunner().invoke(main, ["verify", str(out), "--original", str(src)])
+    assert r.exit_code == 0, r.output
+    assert "outputs identical, bit for bit" in r.output
+
+
+def test_verify_original_catches_a_changed_duplicate(tmp_path):
+    model = train_resnet(4, 0, batch=2, channels=32, spatial=16)
+    src, out = tmp_path / "m.onnx", tmp_path / "r.onnx"
+    onnx.save(model, src)
+    r = CliRunner().invoke(main, ["plan", str(src), "--budget", "0.7x", "--remat", "greedy", "--rewrite-out", str(out)])
+    assert r.exit_code == 0, r.output
+    bad = onnx.load(str(out))
+    dup = next(n for n in bad.graph.node if n.name.endswith("__remat") and n.op_type == "Relu")
+    dup.op_type = "Sigmoid"  # same shapes, same plan; another value
+    onnx.save(bad, out)
+    r = CliRunner().invoke(main, ["verify", str(out), "--original", str(src)])
+    assert r.exit_code == 3
+    assert "differs from the original's" in r.output
+
+
+def test_cli_unreachable_budget_is_one_line_naming_the_node(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save(train_mlp(2, 0, batch=16, width=16), src)
+    r = CliRunner().invoke(main, ["plan", str(src), "--budget", "64", "--rewrite-out", str(tmp_path / "r.onnx")])
+    assert r.exit_code == 1
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "smallest arena recomputation reached" in lines[0] and "node '" in lines[0]
+    assert not (tmp_path / "r.onnx").exists()
+
+
+def test_cli_rewrite_out_needs_budget(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save(train_mlp(1, 0, batch=4, width=4), src)
+    r = CliRunner().invoke(main, ["plan", str(src), "--rewrite-out", str(tmp_path / "r.onnx")])
+    assert r.exit_code == 2 and "--budget" in r.output
+
+
+def test_cli_budget_sweep_prints_and_draws(tmp_path):
+    src, png = tmp_path / "m.onnx", tmp_path / "f.png"
+    onnx.save(train_mlp(3, 0, batch=128, width=16), src)
+    r = CliRunner().invoke(main, ["plan", str(src), "--budget-sweep", str(png), "--timeout", "2"])
+    assert r.exit_code == 0, r.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = [ln for ln in r.output.splitlines() if ln.strip().endswith(("feasible", "optimal", "none", "unchanged"))]
+    assert len(rows) == 7 * 4
+
+
+def test_measured_costs_name_every_node_and_drive_a_budget(tmp_path):
+    from onnxmem.pipeline import plan_loaded
+    from onnxmem.remat.cost import measured_costs
+
+    model = train_encoder(1, 0, seq=128, dim=16)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    planned = plan_loaded(model, path, PlanOptions())
+    costs = measured_costs(planned.view, model, path)
+    assert set(costs) == {op.index for op in planned.view.ops}
+    assert all(c >= 0 for c in costs.values()) and sum(costs.values()) > 0
+    got = plan_with_budget(model, path, PlanOptions(), factor=0.85, algorithm="greedy", cost_model="measured")
+    assert got.cost_model == "measured" and got.planned.plan.arena_size <= got.budget
+    assert got.planned.plan.extra["remat"]["cost_model"] == "measured"
