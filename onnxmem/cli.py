@@ -289,7 +289,13 @@ def _plan_range(model: str, output: str | None, annotate: str | None, as_json: b
                 dims: tuple[str, ...], planning: dict[str, Any]) -> None:
     """``onnxmem plan`` with a ranged --dim: plan the box, prove it, write the range plan."""
     from .model import load_model
-    from .rangeplan import parse_dim_flags, plan_range, range_to_dict, render_range_plan, render_range_summary
+    from .rangeplan import (
+        parse_dim_flags,
+        plan_range,
+        range_to_dict,
+        render_range_plan,
+        render_range_summary,
+    )
 
     if annotate:
         raise click.UsageError("--annotate writes a plan for one shape; instantiate the range plan "
@@ -354,7 +360,8 @@ def show(plan_file: str, top: int) -> None:
 @user_errors
 def instantiate(plan_file: str, dims: tuple[str, ...], output: str) -> None:
     """Write the concrete plan a range PLAN gives at one point (--dim NAME=N ...)."""
-    from .rangeplan import instantiate as at_point, parse_point, prove_range_plan, read_range_plan
+    from .rangeplan import instantiate as at_point
+    from .rangeplan import parse_point, prove_range_plan, read_range_plan
 
     outs = OutputSet(inputs=[plan_file])
     outs.add(output, "-o")
@@ -543,13 +550,14 @@ def _range_point(plan_path: str | None, planning: dict[str, Any]) -> tuple[Any, 
     point (taken out of ``planning``); the range plan is proven first.
     """
     from .plan import parse_plan_json
-    from .rangeplan import instantiate as at_point, is_range_data, parse_point, prove_range_plan, range_from_dict
+    from .rangeplan import instantiate as at_point
+    from .rangeplan import is_range_data, parse_point, prove_range_plan, range_from_dict
 
     if not plan_path:
         return None
     where = f"plan file {show_name(plan_path)}"
-    from .fileio import MAX_PLAN_BYTES, read_input
     from .errors import PlanError
+    from .fileio import MAX_PLAN_BYTES, read_input
 
     data = parse_plan_json(read_input(plan_path, "plan file", MAX_PLAN_BYTES, PlanError), where)
     if not is_range_data(data):

@@ -25,7 +25,9 @@ How a plan is made (:func:`plan_range`), per piece of the box:
    (:meth:`MaxPoly.pruned`). ``slot(c)`` is the bytes ``c`` reserves: its size
    polynomial plus ``alignment - gcd(alignment, content)`` (the most rounding
    up can add; a constant size is rounded up exactly);
-5. the arena is ``max(offset(g) + slot(g))`` over the buffers.
+5. the arena is ``max(offset(g) + slot(g))`` over the buffers: at a point
+   it bounds the exact arena, ``max(align_up(offset(g)) + align_up(size(g)))``,
+   which :func:`instantiate` and the C header give.
 
 Pieces: starting from the whole box, a piece whose arena at a sample point
 (corners and midpoints) is more than ``tolerance`` above that point's lower
@@ -34,7 +36,8 @@ bound (the most bytes live at one step) is cut in two across its widest dim
 ``max_pieces``.
 
 At a point ``p`` (:func:`instantiate`) a buffer sits at
-``align_up(offset(p))``; the arena is ``align_up(arena(p))``. This is sound
+``align_up(offset(p))``; the arena ends at the highest buffer, at most
+``align_up(arena(p))``. This is sound
 whenever ``offset(b) >= offset(c) + slot(c)`` for every pair with ``c``
 below ``b``: ``align_up(offset_c) + align_up(size_c) = align_up(offset_c +
 align_up(size_c)) <= align_up(offset_c + slot_c) <= align_up(offset_b)``.
@@ -62,7 +65,7 @@ import os
 import random
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -71,7 +74,8 @@ from .errors import OnnxmemError, PlanError, ShapeError, show_name
 from .fileio import MAX_PLAN_BYTES, read_input, write_bytes_atomic
 from .plan import MAX_VALUE, MemoryPlan, PlannedTensor, parse_plan_json, plan_from_dict
 from .problem import Buffer, Problem, align_up, live_bytes, lower_bound
-from .symbolic import Box, MaxPoly, Poly, box_corners, lower_bound as poly_lower_bound, parse_expr, parse_poly
+from .symbolic import Box, MaxPoly, Poly, box_corners, parse_expr, parse_poly
+from .symbolic import lower_bound as poly_lower_bound
 
 __all__ = [
     "RANGE_SCHEMA_VERSION",
@@ -136,7 +140,12 @@ class Piece:
         return all(lo <= point[k] <= hi for k, (lo, hi) in self.box.items())
 
     def arena_at(self, point: Mapping[str, int], alignment: int) -> int:
-        return align_up(self.arena.evaluate(point), alignment)
+        """The arena at ``point``: the end of the highest buffer, each at its rounded-up offset.
+
+        Never above ``align_up(arena(point))`` (see the module docstring).
+        """
+        return max((align_up(self.offsets[b.id].evaluate(point), alignment) + b.size
+                    for b in _buffers_at(self, point, alignment)), default=0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,7 +94,7 @@ class Poly:
 
     @staticmethod
     def var(name: str) -> Poly:
-        return Poly((((((name, 1),), 1),)))
+        return Poly(((((name, 1),), 1),))
 
     @staticmethod
     def _of(coeffs: Mapping[Mono, int]) -> Poly:

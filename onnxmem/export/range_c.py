@@ -16,7 +16,8 @@ version; ``ONNXMEM_RANGE_PLAN_H`` as its guard; ``ONNXMEM_ALIGNMENT``,
 and per tensor ``onnxmem_offset_<id>(dims)`` and ``onnxmem_size_<id>(dims)``,
 all ``static inline`` C99 functions of ``long long`` dims (each named ``d_`` +
 the dim name) returning the values :func:`onnxmem.rangeplan.instantiate`
-gives: offsets rounded up to the alignment, the arena rounded up. Tensor
+gives: offsets rounded up to the alignment, the arena the end of the highest
+buffer. Tensor
 identifiers come from :func:`onnxmem.export.c_header.c_identifiers`, so no
 text of the model reaches the header except as those identifiers.
 """
@@ -88,7 +89,22 @@ def range_c_header(plan: RangePlan) -> bytes:
             lines.append(f"    case {i}: return {e};")
         lines.extend(["    default: return -1;", "    }", "}", ""])
 
-    dispatch("onnxmem_arena_size", [f"onnxmem_align_({_c_max(p.arena)})" for p in plan.pieces])
+    lines.append(f"static inline long long onnxmem_arena_size({params}) {{")
+    lines.append("    long long end = 0;")
+    lines.append(f"    switch (onnxmem_piece({args})) {{")
+    for i, p in enumerate(plan.pieces):
+        lines.append(f"    case {i}:")
+        size: dict[str, list[Poly]] = {}
+        for t in p.tensors:
+            size.setdefault(t.group, []).append(t.size)
+        for g in sorted(size):
+            fit = _c_poly(size[g][0])
+            for other in size[g][1:]:
+                fit = f"onnxmem_max_({fit}, {_c_poly(other)})"
+            lines.append(f"        end = onnxmem_max_(end, onnxmem_align_({_c_max(p.offsets[g])}) "
+                         f"+ onnxmem_align_({fit}));")
+        lines.append("        return end;")
+    lines.extend(["    default: return -1;", "    }", "}", ""])
     by_name = [{t.name: t for t in p.tensors} for p in plan.pieces]
     for t, ident in zip(tensors, ids):
         found = [(p, named.get(t.name)) for p, named in zip(plan.pieces, by_name)]
