@@ -122,6 +122,7 @@ class RangeTensor:
     producer_op: str | None
     kind: str
     group: str
+    group_offset: int = 0  # bytes from the buffer's start (a Concat input in its slice; single-point pieces only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,7 +390,7 @@ def _split_groups(layout: Any, sizes: Mapping[str, Poly]) -> Any:
 
 def _plan_piece(model: Any, sym: _Symbolic, box: dict[str, tuple[int, int]], opts: Any,
                 sizes: Mapping[str, Poly]) -> Piece:
-    from .aliasing import alias_layout
+    from .aliasing import alias_layout, shared_layout
     from .graph import build_view
     from .liveness import build_liveness
     from .scheduling import OrderOptions, reorder
@@ -399,8 +400,14 @@ def _plan_piece(model: Any, sym: _Symbolic, box: dict[str, tuple[int, int]], opt
     view = build_view(model, sym.shape_info(ref))
     order = reorder(view, opts.order, OrderOptions(timeout=opts.timeout, alignment=opts.alignment,
                                                    io=opts.io, inplace=opts.inplace))
-    layout = alias_layout(view, order, opts.io, alignment=opts.alignment, concat=False) if opts.inplace else None
-    liveness = build_liveness(view, order, _split_groups(layout, sizes), io=opts.io, alignment=opts.alignment)
+    if opts.inplace and all(lo == hi for lo, hi in box.values()):
+        # one point: every size is a constant, so the layout plan makes (Concat inputs in their slices too) holds
+        layout = shared_layout(view, order, opts.io, opts.alignment)
+    elif opts.inplace:
+        layout = _split_groups(alias_layout(view, order, opts.io, alignment=opts.alignment, concat=False), sizes)
+    else:
+        layout = None
+    liveness = build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
     problem = liveness.problem
     solution = solve(problem, opts.solver, SolveOptions(timeout=opts.timeout, seed=opts.seed))
     if not solution.found:
@@ -409,8 +416,11 @@ def _plan_piece(model: Any, sym: _Symbolic, box: dict[str, tuple[int, int]], opt
     spans = {b.id: (b.start, b.end) for b in problem.buffers}
     slots: dict[str, Poly] = {}
     for gid, members in liveness.groups.items():
-        size = sizes[members[0]]
-        slots[gid] = slot_of(size, opts.alignment)
+        ivs = [liveness.interval(m) for m in members]
+        if any(iv.offset for iv in ivs):  # a single-point piece: constant sizes
+            slots[gid] = Poly.const(align_up(max(iv.offset + iv.size for iv in ivs), opts.alignment))
+        else:
+            slots[gid] = slot_of(sizes[members[0]], opts.alignment)
     offsets, arena = symbolic_offsets(spans, slots, ref_offsets, box)
     tensors = []
     for iv in liveness.intervals:
@@ -418,7 +428,7 @@ def _plan_piece(model: Any, sym: _Symbolic, box: dict[str, tuple[int, int]], opt
         prod = view.ops[t.producer] if t.producer is not None else None
         tensors.append(RangeTensor(
             t.name, t.dtype, sym.shapes[t.name], sizes[t.name], iv.start, iv.end,
-            prod.name if prod else None, prod.op_type if prod else None, t.kind, iv.group,
+            prod.name if prod else None, prod.op_type if prod else None, t.kind, iv.group, iv.offset,
         ))
     return Piece(
         dict(box),
@@ -457,7 +467,7 @@ def _buffers_at(piece: Piece, point: Mapping[str, int], alignment: int) -> list[
     for t in piece.tensors:
         s = span.setdefault(t.group, [t.start, t.end])
         s[0], s[1] = min(s[0], t.start), max(s[1], t.end)
-        size[t.group] = max(size.get(t.group, 0), t.size.evaluate(point))
+        size[t.group] = max(size.get(t.group, 0), t.group_offset + t.size.evaluate(point))
     return [Buffer(g, s, e, align_up(size[g], alignment), alignment) for g, (s, e) in span.items()]
 
 
@@ -492,6 +502,15 @@ def _halves(piece: Piece, alignment: int) -> tuple[dict[str, tuple[int, int]], d
     return {**box, k: (lo, cut)}, {**box, k: (cut + 1, hi)}
 
 
+def _cut_low(box: dict[str, tuple[int, int]]) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]] | None:
+    """``box`` cut after the low value of its dim with the smallest low end (the low corner's own layout)."""
+    open_dims = [(lo, k) for k, (lo, hi) in box.items() if hi > lo]
+    if not open_dims:
+        return None
+    lo, k = min(open_dims)
+    return {**box, k: (lo, lo)}, {**box, k: (lo + 1, box[k][1])}
+
+
 def plan_range(
     model: Any,
     path: str | os.PathLike[str],
@@ -519,21 +538,30 @@ def plan_range(
     full = {k: (int(lo), int(hi)) for k, (lo, hi) in sorted(box.items())}
     sym = symbolic_shapes(model, full, opts.dims)
     sizes = {n: _size_poly(sym.dtypes[n], sh, n) for n, sh in sym.shapes.items()}
-    first = _plan_piece(model, sym, full, opts, sizes)
-    work = [(_worst(first, opts.alignment), first)]
+    def judged(b: dict[str, tuple[int, int]]) -> tuple[float, bool, Piece]:
+        """(worst ratio, whether the low corner is the trouble, the piece) of a new piece over ``b``."""
+        piece = _plan_piece(model, sym, b, opts, sizes)
+        grid = _worst(piece, opts.alignment)
+        low = {k: lo for k, (lo, _) in b.items()}
+        if low == {k: hi for k, (_, hi) in b.items()}:
+            return grid, False, piece
+        # the plan made at the low corner alone (sharing that holds at that point only, e.g. Concat slices)
+        alone = _plan_piece(model, sym, {k: (v, v) for k, v in low.items()}, opts, sizes).arena_at(low, opts.alignment)
+        at_low = piece.arena_at(low, opts.alignment) / alone if alone else 1.0
+        return max(grid, at_low), at_low > max(grid, 1 + tolerance), piece
+
+    work = [judged(full)]
     done: list[Piece] = []
     while work:
         work.sort(key=lambda wp: -wp[0])
-        worst, piece = work.pop(0)
+        worst, low_trouble, piece = work.pop(0)
         halves = None
         if worst > 1 + tolerance and len(done) + len(work) + 2 <= max_pieces:
-            halves = _halves(piece, opts.alignment)
+            halves = _cut_low(piece.box) if low_trouble else _halves(piece, opts.alignment)
         if halves is None:
             done.append(piece)
             continue
-        for h in halves:
-            part = _plan_piece(model, sym, h, opts, sizes)
-            work.append((_worst(part, opts.alignment), part))
+        work.extend(judged(h) for h in halves)
     done.sort(key=lambda p: tuple(p.box[k] for k in sorted(p.box)))
     from .graph import build_view
 
@@ -580,8 +608,9 @@ def instantiate(plan: RangePlan, point: Mapping[str, int]) -> MemoryPlan:
     tensors = tuple(
         PlannedTensor(
             name=t.name, dtype=t.dtype, shape=tuple(d.evaluate(point) for d in t.shape),
-            size=t.size.evaluate(point), offset=offset[t.group], start=t.start, end=t.end,
+            size=t.size.evaluate(point), offset=offset[t.group] + t.group_offset, start=t.start, end=t.end,
             producer=t.producer, producer_op=t.producer_op, kind=t.kind, group=t.group,
+            group_offset=t.group_offset,
         )
         for t in piece.tensors
     )
@@ -752,8 +781,11 @@ def prove_range_plan(plan: RangePlan, *, limit: int | None = None) -> list[Range
             slot = piece.slots[g]
             for t in ts:
                 c = t.size.constant()
-                ok = (c is not None and poly_lower_bound(slot, box) >= align_up(c, a)) or (
-                    c is None and poly_lower_bound(slot - t.size - (a - math.gcd(a, t.size.content())), box) >= 0)
+                go = t.group_offset
+                ok = go % a == 0 and (
+                    (c is not None and poly_lower_bound(slot, box) >= align_up(go + c, a))
+                    or (c is None and poly_lower_bound(
+                        slot - t.size - go - (a - math.gcd(a, t.size.content())), box) >= 0))
                 if not ok:
                     found.append(RangeFinding("slot", f"{where}: buffer {show_name(g)} reserves {slot} bytes, "
                                               f"less than tensor {show_name(t.name)} may need ({t.size} rounded "
@@ -810,7 +842,7 @@ def range_to_dict(plan: RangePlan) -> dict[str, Any]:
             "tensors": [
                 {"name": t.name, "dtype": t.dtype, "shape": [str(d) for d in t.shape], "size": str(t.size),
                  "start": t.start, "end": t.end, "producer": t.producer, "producer_op": t.producer_op,
-                 "kind": t.kind, "group": t.group}
+                 "kind": t.kind, "group": t.group, **({"group_offset": t.group_offset} if t.group_offset else {})}
                 for t in p.tensors
             ],
         })
@@ -937,6 +969,7 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
                 size=r.poly(r.get(t, "size", str, tp), names, f"{tp}/size"), start=start, end=end,
                 producer=r.opt_str(t, "producer", tp), producer_op=r.opt_str(t, "producer_op", tp),
                 kind=r.get(t, "kind", str, tp), group=r.get(t, "group", str, tp),
+                group_offset=r.get(t, "group_offset", int, tp) if "group_offset" in t else 0,
             ))
         pieces.append(Piece(pbox, tuple(order), tuple(op_types), tuple(tensors), offsets, slots,
                             r.expr(r.get(p, "arena", str, at), names, f"{at}/arena")))
