@@ -337,3 +337,32 @@ def test_c_header_matches_instantiation(tmp_path):
             t = concrete.tensor(name)
             want.append(f"{t.offset} {t.size}")
     assert got[: len(want)] == want
+
+
+def test_user_mistakes_are_one_line_errors(tmp_path):
+    model = attention_model()
+    path = _save(model, tmp_path)
+    runner = CliRunner()
+    cases = [
+        (["--dim", "b=1:4", "--dim", "q=1:4"], "--dim 'q' names no dim of the model"),
+        (["--dim", "b=1:4"], "not polynomials in the ranged dims"),  # s left open: its sizes are unknown
+        (["--dim", "b=1:4", "--dim", "s=2", "--input-shape", "x=1x2x8"], "leave out --input-shape"),
+        (["--dim", "b=4:1", "--dim", "s=2"], "0 <= LO <= HI"),
+    ]
+    for flags, message in cases:
+        res = runner.invoke(main, ["plan", str(path), *flags, "-o", str(tmp_path / "r.json")])
+        assert res.exit_code == 1, res.output
+        assert message in res.output and "Traceback" not in res.output, res.output
+        assert not (tmp_path / "r.json").exists()
+    res = runner.invoke(main, ["plan", str(path), "--dim", "b=1:4", "--dim", "s=2", "--annotate",
+                               str(tmp_path / "a.onnx")])
+    assert res.exit_code == 2 and "instantiate the range plan" in res.output
+
+
+def test_a_size_that_is_no_polynomial_is_named(tmp_path):
+    """MaxPool with stride 2 over a ranged length: floor((s - 2) / 2) + 1 elements is no polynomial."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2], strides=[2])]
+    model = make_model(nodes, [vi("x", [1, 4, "s"])], [vi("p", [1, 4, None])])
+    path = _save(model, tmp_path)
+    with pytest.raises(ShapeError, match=r"sizes of 1 tensors are not polynomials in the ranged dims \('p'\)"):
+        plan_range(model, path, {"s": (2, 64)}, PlanOptions())
