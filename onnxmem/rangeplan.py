@@ -74,7 +74,7 @@ from .errors import OnnxmemError, PlanError, ShapeError, show_name
 from .fileio import MAX_PLAN_BYTES, read_input, write_bytes_atomic
 from .plan import MAX_VALUE, MemoryPlan, PlannedTensor, parse_plan_json, plan_from_dict
 from .problem import Buffer, Problem, align_up, live_bytes, lower_bound
-from .symbolic import Box, MaxPoly, Poly, box_corners, parse_expr, parse_poly
+from .symbolic import Box, MaxPoly, Poly, box_corners, monomial_value, parse_expr, parse_poly
 from .symbolic import lower_bound as poly_lower_bound
 
 __all__ = [
@@ -145,8 +145,7 @@ class Piece:
 
         Never above ``align_up(arena(point))`` (see the module docstring).
         """
-        return max((align_up(self.offsets[b.id].evaluate(point), alignment) + b.size
-                    for b in _buffers_at(self, point, alignment)), default=0)
+        return _gauge(self, alignment).at(point)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,7 +388,7 @@ def _split_groups(layout: Any, sizes: Mapping[str, Poly]) -> Any:
 
 
 def _plan_piece(model: Any, sym: _Symbolic, box: dict[str, tuple[int, int]], opts: Any,
-                sizes: Mapping[str, Poly]) -> Piece:
+                sizes: Mapping[str, Poly], order: Sequence[int] | None = None) -> Piece:
     from .aliasing import alias_layout, shared_layout
     from .graph import build_view
     from .liveness import build_liveness
@@ -398,8 +397,9 @@ def _plan_piece(model: Any, sym: _Symbolic, box: dict[str, tuple[int, int]], opt
 
     ref = {k: hi for k, (_, hi) in box.items()}
     view = build_view(model, sym.shape_info(ref))
-    order = reorder(view, opts.order, OrderOptions(timeout=opts.timeout, alignment=opts.alignment,
-                                                   io=opts.io, inplace=opts.inplace))
+    if order is None:
+        order = reorder(view, opts.order, OrderOptions(timeout=opts.timeout, alignment=opts.alignment,
+                                                       io=opts.io, inplace=opts.inplace))
     if opts.inplace and all(lo == hi for lo, hi in box.values()):
         # one point: every size is a constant, so the layout plan makes (Concat inputs in their slices too) holds
         layout = shared_layout(view, order, opts.io, opts.alignment)
@@ -455,10 +455,69 @@ def _sample_points(box: Box) -> list[dict[str, int]]:
     return pts
 
 
+class _Gauge:
+    """A piece's arena and lower bound at points, fast: every polynomial over one list of monomials."""
+
+    def __init__(self, piece: Piece, alignment: int) -> None:
+        self.alignment = alignment
+        self.groups = sorted(piece.offsets)
+        index = {g: i for i, g in enumerate(self.groups)}
+        monos: dict[Any, int] = {}
+
+        def coded(p: Poly) -> list[tuple[int, int]]:
+            return [(monos.setdefault(m, len(monos)), c) for m, c in p.terms]
+
+        span: dict[str, list[int]] = {}
+        self.members: list[tuple[int, int, list[tuple[int, int]]]] = []
+        for t in piece.tensors:
+            sp = span.setdefault(t.group, [t.start, t.end])
+            sp[0], sp[1] = min(sp[0], t.start), max(sp[1], t.end)
+            self.members.append((index[t.group], t.group_offset, coded(t.size)))
+        self.spans = [(span[g][0], span[g][1]) if g in span else (0, 0) for g in self.groups]
+        self.terms = [(index[g], coded(term)) for g in self.groups for term in piece.offsets[g].terms]
+        self.monos = list(monos)
+        self.steps = max((e for _, e in self.spans), default=0)
+
+    def at(self, point: Mapping[str, int]) -> tuple[int, int]:
+        """``(arena, lower bound)`` at ``point``."""
+        a = self.alignment
+        v = [monomial_value(m, point) for m in self.monos]
+        size = [0] * len(self.groups)
+        for g, go, code in self.members:
+            size[g] = max(size[g], go + sum(c * v[i] for i, c in code))
+        off = [-(2**63)] * len(self.groups)
+        for g, code in self.terms:
+            off[g] = max(off[g], sum(c * v[i] for i, c in code))
+        aligned = [align_up(x, a) for x in size]
+        arena = max((align_up(o, a) + z for o, z in zip(off, aligned)), default=0)
+        live = [0] * (self.steps + 1)
+        for (s0, e0), z in zip(self.spans, aligned):
+            live[s0] += z
+            live[e0] -= z
+        bound = run = 0
+        for x in live:
+            run += x
+            bound = max(bound, run)
+        return arena, bound
+
+
+_GAUGES: dict[int, tuple[Piece, int, _Gauge]] = {}
+
+
+def _gauge(piece: Piece, alignment: int) -> _Gauge:
+    hit = _GAUGES.get(id(piece))
+    if hit is not None and hit[0] is piece and hit[1] == alignment:
+        return hit[2]
+    if len(_GAUGES) > 64:
+        _GAUGES.clear()
+    g = _Gauge(piece, alignment)
+    _GAUGES[id(piece)] = (piece, alignment, g)
+    return g
+
+
 def piece_bound(piece: Piece, point: Mapping[str, int], alignment: int) -> int:
     """The most bytes the piece's buffers hold at one step, at ``point`` (no layout goes below it)."""
-    buffers = _buffers_at(piece, point, alignment)
-    return lower_bound(Problem(tuple(buffers))) if buffers else 0
+    return _gauge(piece, alignment).at(point)[1]
 
 
 def _buffers_at(piece: Piece, point: Mapping[str, int], alignment: int) -> list[Buffer]:
@@ -472,8 +531,8 @@ def _buffers_at(piece: Piece, point: Mapping[str, int], alignment: int) -> list[
 
 
 def _ratio(piece: Piece, point: Mapping[str, int], alignment: int) -> float:
-    bound = piece_bound(piece, point, alignment)
-    return piece.arena_at(point, alignment) / bound if bound else 1.0
+    arena, bound = _gauge(piece, alignment).at(point)
+    return arena / bound if bound else 1.0
 
 
 def _worst(piece: Piece, alignment: int) -> float:
@@ -538,15 +597,30 @@ def plan_range(
     full = {k: (int(lo), int(hi)) for k, (lo, hi) in sorted(box.items())}
     sym = symbolic_shapes(model, full, opts.dims)
     sizes = {n: _size_poly(sym.dtypes[n], sh, n) for n, sh in sym.shapes.items()}
+    from .aliasing import shared_layout
+    from .graph import build_view
+    from .liveness import build_liveness
+
     def judged(b: dict[str, tuple[int, int]]) -> tuple[float, bool, Piece]:
         """(worst ratio, whether the low corner is the trouble, the piece) of a new piece over ``b``."""
         piece = _plan_piece(model, sym, b, opts, sizes)
         grid = _worst(piece, opts.alignment)
         low = {k: lo for k, (lo, _) in b.items()}
-        if low == {k: hi for k, (_, hi) in b.items()}:
+        if all(lo == hi for lo, hi in b.values()) or not opts.inplace:
             return grid, False, piece
-        # the plan made at the low corner alone (sharing that holds at that point only, e.g. Concat slices)
-        alone = _plan_piece(model, sym, {k: (v, v) for k, v in low.items()}, opts, sizes).arena_at(low, opts.alignment)
+        view = build_view(model, sym.shape_info(low))
+        where = {op.name: i for i, op in enumerate(view.ops)}
+        order = [where[n] for n in piece.order]
+        # sharing that holds at the low corner only (Concat inputs in their slices at batch 1)
+        nested = shared_layout(view, order, opts.io, opts.alignment)
+        if not nested.offsets:
+            return grid, False, piece
+        own = piece_bound(piece, low, opts.alignment)
+        if lower_bound(build_liveness(view, order, nested, io=opts.io, alignment=opts.alignment).problem) * (
+                1 + tolerance) >= own:
+            return grid, False, piece  # the slices save too little to matter
+        alone = _plan_piece(model, sym, {k: (v, v) for k, v in low.items()}, opts, sizes,
+                            order).arena_at(low, opts.alignment)
         at_low = piece.arena_at(low, opts.alignment) / alone if alone else 1.0
         return max(grid, at_low), at_low > max(grid, 1 + tolerance), piece
 
@@ -563,7 +637,6 @@ def plan_range(
             continue
         work.extend(judged(h) for h in halves)
     done.sort(key=lambda p: tuple(p.box[k] for k in sorted(p.box)))
-    from .graph import build_view
 
     weights = build_view(model, sym.shape_info({k: lo for k, (lo, _) in full.items()})).weights_size
     plan = RangePlan(

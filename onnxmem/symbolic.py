@@ -50,6 +50,7 @@ __all__ = [
     "Poly",
     "box_corners",
     "lower_bound",
+    "monomial_value",
     "nonnegative_on",
     "parse_expr",
     "parse_poly",
@@ -75,7 +76,8 @@ def _mono_mul(a: Mono, b: Mono) -> Mono:
     return tuple(sorted(exps.items()))
 
 
-def _mono_value(m: Mono, point: Mapping[str, int]) -> int:
+def monomial_value(m: Mono, point: Mapping[str, int]) -> int:
+    """The value of monomial ``m`` (``((name, exponent), ...)``) at ``point``."""
     v = 1
     for name, e in m:
         v *= int(point[name]) ** e
@@ -146,7 +148,7 @@ class Poly:
 
     def evaluate(self, point: Mapping[str, int]) -> int:
         """The exact value at ``point`` (which binds every name)."""
-        return sum(c * _mono_value(m, point) for m, c in self.terms)
+        return sum(c * monomial_value(m, point) for m, c in self.terms)
 
     def content(self) -> int:
         """The gcd of the coefficients: every value at an integer point is a multiple of it."""
@@ -173,7 +175,7 @@ def lower_bound(p: Poly, box: Box) -> int:
     """A lower bound of ``p`` on ``box`` (exact when the coefficients share a sign)."""
     lo = {k: v[0] for k, v in box.items()}
     hi = {k: v[1] for k, v in box.items()}
-    return sum(c * _mono_value(m, lo if c > 0 else hi) for m, c in p.terms)
+    return sum(c * monomial_value(m, lo if c > 0 else hi) for m, c in p.terms)
 
 
 def upper_bound(p: Poly, box: Box) -> int:

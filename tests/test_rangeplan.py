@@ -65,12 +65,12 @@ def _save(model: onnx.ModelProto, tmp_path, name: str = "m.onnx"):
     return path
 
 
-def _prove_at(model, path, rp, point) -> tuple[list, int]:
+def _prove_at(model, path, rp, point, **opts) -> tuple[list, int]:
     """Findings of the concrete proof for the range plan at ``point``, and a plan made at that point's arena."""
     concrete = instantiate(rp, point)
     view = build_view(model, infer_shapes(model, dims=point))
     findings = prove_plan(concrete, view)
-    direct = plan_loaded(model, path, PlanOptions(dims=point))  # raises unless valid
+    direct = plan_loaded(model, path, PlanOptions(dims=point, **opts))  # raises unless valid
     return findings, direct.plan.arena_size
 
 
@@ -366,3 +366,20 @@ def test_a_size_that_is_no_polynomial_is_named(tmp_path):
     path = _save(model, tmp_path)
     with pytest.raises(ShapeError, match=r"sizes of 1 tensors are not polynomials in the ranged dims \('p'\)"):
         plan_range(model, path, {"s": (2, 64)}, PlanOptions())
+
+
+def test_batch_one_gets_its_own_piece_with_concat_slices(tmp_path):
+    """A channel Concat's inputs fit in its output's slices at batch 1 only: that point becomes its own piece."""
+    nodes = [helper.make_node("Relu", ["x"], ["p"]), helper.make_node("Sigmoid", ["x"], ["q"]),
+             helper.make_node("Concat", ["p", "q"], ["c"], axis=1), helper.make_node("Tanh", ["c"], ["y"])]
+    model = make_model(nodes, [vi("x", ["b", 4, 8, 8])], [vi("y", ["b", 8, 8, 8])])
+    path = _save(model, tmp_path)
+    rp = plan_range(model, path, {"b": (1, 6)}, PlanOptions(io="external"))
+    assert [p.box for p in rp.pieces] == [{"b": (1, 1)}, {"b": (2, 6)}]
+    assert any(t.group_offset == 1024 for t in rp.pieces[0].tensors)  # q in the second half of c
+    assert prove_range_plan(rp) == []
+    for b in (1, 2, 6):
+        findings, direct = _prove_at(model, path, rp, {"b": b}, io="external")
+        assert findings == [] and rp.arena_at({"b": b}) == direct
+    back = range_from_dict(json.loads(json.dumps(range_to_dict(rp))))
+    assert back.pieces[0].tensors == rp.pieces[0].tensors
