@@ -92,14 +92,18 @@ def sample_points(box: dict[str, tuple[int, int]], count: int, seed: int) -> lis
 
 
 def verify_points(box: dict[str, tuple[int, int]], points: list[dict[str, int]]) -> list[dict[str, int]]:
-    """5 points to run: the corners first, then the sampled points nearest the middle of the log range."""
+    """5 points to run: the corners first, then the sampled points nearest the log-middle, quarter, three quarters."""
     from onnxmem.symbolic import box_corners
 
     chosen = box_corners(box)[:5]
-    mid = {k: math.sqrt((lo + 1) * (hi + 1)) for k, (lo, hi) in box.items()}
-    rest = sorted((p for p in points if p not in chosen),
-                  key=lambda p: sum(abs(math.log((p[k] + 1) / mid[k])) for k in p))
-    return (chosen + rest)[:5]
+    for q in (0.5, 0.25, 0.75, 0.125, 0.875):
+        if len(chosen) >= 5:
+            break
+        target = {k: math.log(lo + 1) + q * (math.log(hi + 1) - math.log(lo + 1)) for k, (lo, hi) in box.items()}
+        rest = [p for p in points if p not in chosen]
+        if rest:
+            chosen.append(min(rest, key=lambda p: sum(abs(math.log(p[k] + 1) - target[k]) for k in p)))
+    return chosen
 
 
 def geomean(xs: list[float]) -> float:
