@@ -733,8 +733,15 @@ class RangeFinding:
         return f"{self.message} (at {at})"
 
 
+#: most cells of the grid of piece boundaries the cover check walks; past it the plan is refused
+MAX_CELLS = 100_000
+
+
 def _covered(plan: RangePlan) -> dict[str, int] | None:
-    """A point of the box no piece holds, or ``None`` when the pieces cover the box."""
+    """A point of the box no piece holds, or ``None`` when the pieces cover the box.
+
+    Raises ``PlanError`` when the pieces cut the box into more than ``MAX_CELLS`` cells.
+    """
     names = sorted(plan.box)
     cuts: dict[str, list[int]] = {}
     for k in names:
@@ -748,8 +755,9 @@ def _covered(plan: RangePlan) -> dict[str, int] | None:
     for k in names:
         starts = cuts[k][:-1]
         cells = [{**c, k: s} for c in cells for s in starts]
-        if len(cells) > 100_000:
-            return None  # beyond any plan onnxmem makes; the per-piece checks still hold
+        if len(cells) > MAX_CELLS:
+            raise PlanError(f"the range plan's {len(plan.pieces)} pieces cut its box into more than "
+                            f"{MAX_CELLS:,} cells; re-plan the model")
     for cell in cells:
         if not any(p.contains(cell) for p in plan.pieces):
             return cell
