@@ -30,10 +30,14 @@ How a plan is made (:func:`plan_range`), per piece of the box:
    which :func:`instantiate` and the C header give.
 
 Pieces: starting from the whole box, a piece whose arena at a sample point
-(corners and midpoints) is more than ``tolerance`` above that point's lower
-bound (the most bytes live at one step) is cut in two across its widest dim
-(at the geometric middle), and each half is planned again, up to
-``max_pieces``.
+(a grid of each dim's ends, middle and geometric middle) is more than
+``tolerance`` above that point's lower bound (the most bytes live at one
+step) is cut in two at the geometric middle of the dim that moves that ratio
+most, and each half is planned again, up to ``max_pieces``. A piece whose low
+corner allows sharing no other point does (Concat inputs in their slices at
+batch 1), and whose plan at that corner alone is more than ``tolerance``
+smaller, has that corner cut off as a piece of one point (there every size is
+a constant and the layout ``onnxmem plan`` makes holds as it is).
 
 At a point ``p`` (:func:`instantiate`) a buffer sits at
 ``align_up(offset(p))``; the arena ends at the highest buffer, at most
