@@ -604,13 +604,20 @@ def plan_range(
     from .aliasing import shared_layout
     from .graph import build_view
     from .liveness import build_liveness
+    from .scheduling import OrderOptions, reorder
+
+    # one order, made at the box's high corner, for every piece of more than one point
+    top = {k: hi for k, (_, hi) in full.items()}
+    shared_order = list(reorder(build_view(model, sym.shape_info(top)), opts.order, OrderOptions(
+        timeout=opts.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace)))
 
     def judged(b: dict[str, tuple[int, int]]) -> tuple[float, bool, Piece]:
         """(worst ratio, whether the low corner is the trouble, the piece) of a new piece over ``b``."""
-        piece = _plan_piece(model, sym, b, opts, sizes)
+        single = all(lo == hi for lo, hi in b.values())
+        piece = _plan_piece(model, sym, b, opts, sizes, None if single else shared_order)
         grid = _worst(piece, opts.alignment)
         low = {k: lo for k, (lo, _) in b.items()}
-        if all(lo == hi for lo, hi in b.values()) or not opts.inplace:
+        if single or not opts.inplace:
             return grid, False, piece
         view = build_view(model, sym.shape_info(low))
         where = {op.name: i for i, op in enumerate(view.ops)}
