@@ -140,7 +140,8 @@ def test_random_graphs_random_points(tmp_path, seed):
     rng = random.Random(seed)
     box = {"b": (rng.randint(1, 2), rng.randint(2, 5)), "s": (rng.randint(0, 3), rng.randint(4, 40))}
     alignment = rng.choice([1, 16, 64])
-    rp = plan_range(model, path, box, PlanOptions(alignment=alignment))
+    kinds = {"alignment": alignment, "inplace": seed % 3 != 2, "io": "external" if seed % 2 else "internal"}
+    rp = plan_range(model, path, box, PlanOptions(**kinds))
     assert prove_range_plan(rp) == []
     for _ in range(4):
         point = {k: rng.randint(lo, hi) for k, (lo, hi) in box.items()}
@@ -149,7 +150,7 @@ def test_random_graphs_random_points(tmp_path, seed):
         concrete = instantiate(rp, point)
         view = build_view(model, infer_shapes(model, dims=point))
         assert prove_plan(concrete, view) == [], (seed, point)
-        plan_loaded(model, path, PlanOptions(dims=point, alignment=alignment))  # valid as well
+        plan_loaded(model, path, PlanOptions(dims=point, **kinds))  # valid as well
 
 
 def _conflicting(piece):
