@@ -11,7 +11,8 @@ How a plan is made (:func:`plan_range`), per piece of the box:
 
 1. take the piece's high corner as the reference point; evaluate the symbolic
    shapes there and build the graph view;
-2. order the operators (``--order``) and choose the sharing (views and
+2. take the operator order (``--order``, made once at the box's high corner;
+   a piece of one point is ordered at its point) and choose the sharing (views and
    in-place outputs, :func:`onnxmem.aliasing.alias_layout` without Concat
    placement); a member whose size polynomial differs from its group's first
    member leaves the group, so sharing holds at every point, not only here;
