@@ -700,6 +700,10 @@ def instantiate(plan: RangePlan, point: Mapping[str, int]) -> MemoryPlan:
         for t in piece.tensors
     )
     buffers = _buffers_at(piece, point, a)
+    arena = piece.arena_at(point, a)
+    if arena >= MAX_VALUE or any(t.size < 0 or t.offset < 0 or any(d < 0 for d in t.shape) for t in tensors):
+        raise PlanError(f"the range plan at this point has a negative size or offset, or an arena of "
+                        f"{arena:,} bytes, not below 2^62; re-plan the model")
     problem = Problem(tuple(buffers))
     curve = live_bytes(problem)
     return MemoryPlan(
@@ -714,7 +718,7 @@ def instantiate(plan: RangePlan, point: Mapping[str, int]) -> MemoryPlan:
         inplace=plan.inplace,
         form="offsets",
         tensors=tensors,
-        arena_size=piece.arena_at(point, a),
+        arena_size=arena,
         lower_bound=lower_bound(problem) if buffers else 0,
         naive_size=sum(b.size for b in buffers),
         weights_size=plan.weights_size,

@@ -384,3 +384,10 @@ def test_batch_one_gets_its_own_piece_with_concat_slices(tmp_path):
         assert findings == [] and rp.arena_at({"b": b}) == direct
     back = range_from_dict(json.loads(json.dumps(range_to_dict(rp))))
     assert back.pieces[0].tensors == rp.pieces[0].tensors
+
+
+def test_an_arena_past_2_62_is_refused_at_instantiation():
+    plan = _hand_plan(str(2**62))
+    assert prove_range_plan(plan) == []  # apart, but far
+    with pytest.raises(PlanError, match="not below 2\\^62"):
+        instantiate(plan, {"s": 3})
