@@ -387,7 +387,8 @@ def test_batch_one_gets_its_own_piece_with_concat_slices(tmp_path):
 
 
 def test_an_arena_past_2_62_is_refused_at_instantiation():
-    plan = _hand_plan(str(2**62))
+    plan = _hand_plan("1000000000000000*s*s")  # every coefficient in bounds, the value at s=100 not
     assert prove_range_plan(plan) == []  # apart, but far
+    assert instantiate(plan, {"s": 3}).arena_size == 9 * 10**15 + 64
     with pytest.raises(PlanError, match="not below 2\\^62"):
-        instantiate(plan, {"s": 3})
+        instantiate(plan, {"s": 100})
