@@ -69,6 +69,11 @@ bench-real:
 bench-fold:
 	$(PYTHON) bench/bench_fold.py
 
+# range plans against per-shape, upper-bound and grow-only plans; writes docs/range.md and docs/range-*.png
+.PHONY: bench-range
+bench-range:
+	$(PYTHON) bench/bench_range.py
+
 # -- model zoo: build real architectures with random weights (needs the zoo extra), run them --
 ZOO_JOBS ?= 2
 ZOO_CI_MODELS ?= mobilenet_v2,mobilenet_v2_legacy,efficientnet_b0,unet,randwire_ws,llama_4l,onnx_*

@@ -195,7 +195,8 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--alignment", type=click.IntRange(min=1), default=64, show_default=True,
                      help="Byte alignment of every offset (and size)."),
         click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
-                     help="Bind a symbolic dim, e.g. --dim batch=1 (repeatable)."),
+                     help="Bind a symbolic dim, e.g. --dim batch=1 (repeatable); 'plan' also takes "
+                          "a range, --dim batch=1:8, for a range plan."),
         click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1xD2..",
                      help="Pin an input's shape, e.g. --input-shape x=1x3x224x224 (repeatable)."),
         click.option("--measure-shapes", is_flag=True,
@@ -309,10 +310,21 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
-    seeded random values for the other inputs.
+    seeded random values for the other inputs. A --dim NAME=LO:HI (inclusive)
+    makes a range plan: one plan for every shape in the box, offsets as
+    formulas in the dims (docs/range.md).
     """
     from .pipeline import plan_model
 
+    if any(":" in d.partition("=")[2] for d in dims):
+        if budget is not None or budget_sweep is not None or rewrite_out is not None:
+            raise click.UsageError("--budget, --budget-sweep and --rewrite-out plan one shape; "
+                                   "bind every --dim to one value (NAME=N)")
+        _plan_range(model, output, annotate, as_json, dims,
+                    dict(solver=solver, order=order, alignment=alignment, input_shapes=input_shapes,
+                         measure_shapes=measure_shapes, io=io, timeout=timeout, inplace=inplace, fold=fold,
+                         inputs=read_input_values(inputs_path)))
+        return
     outs = OutputSet(inputs=[model] + ([inputs_path] if inputs_path else []))
     if output:
         outs.add(output, "-o")
@@ -419,6 +431,44 @@ def _budget_sweep(model: str, opts: Any, outs: Any, png: str, cost_model: str, t
     click.echo(f"plot         {one_line(png)}")
 
 
+def _plan_range(model: str, output: str | None, annotate: str | None, as_json: bool,
+                dims: tuple[str, ...], planning: dict[str, Any]) -> None:
+    """``onnxmem plan`` with a ranged --dim: plan the box, prove it, write the range plan."""
+    from .model import load_model
+    from .rangeplan import (
+        parse_dim_flags,
+        plan_range,
+        range_to_dict,
+        render_range_plan,
+        render_range_summary,
+    )
+
+    if annotate:
+        raise click.UsageError("--annotate writes a plan for one shape; instantiate the range plan "
+                               "('onnxmem instantiate') and annotate that")
+    fixed, box = parse_dim_flags(dims)
+    opts = make_plan_options(dims=tuple(f"{k}={v}" for k, v in fixed.items()), **planning)
+    outs = OutputSet(inputs=[model])
+    if output:
+        outs.add(output, "-o")
+    onnx_model = load_model(model)
+    _add_weight_files(outs, onnx_model, model)
+    result = plan_range(onnx_model, model, box, opts)
+    if output:
+        outs.put(output, render_range_plan(result))
+    outs.commit()
+    if as_json:
+        import json
+
+        click.echo(json.dumps(range_to_dict(result), indent=1))
+        return
+    for line in render_range_summary(result):
+        click.echo(one_line(line))
+    click.echo("proof        ok: every pair of buffers live together is apart on the whole box")
+    if output:
+        click.echo(f"plan         {one_line(output)}")
+
+
 def _add_weight_files(outs: Any, onnx_model: Any, model_path: str) -> None:
     """Declare the model's external data files as inputs, so no output replaces them."""
     from pathlib import Path
@@ -460,9 +510,43 @@ def read_plan_for(plan_file: str, model_path: str | None, action: str) -> Any:
 @user_errors
 def show(plan_file: str, top: int, model_path: str | None) -> None:
     """Summarize PLAN: the totals, the tensors live at the peak step, the largest contributors."""
+    from .rangeplan import RangePlan, read_any_plan, render_range_summary
     from .report import render_summary
 
+    the_plan = read_any_plan(plan_file)
+    if isinstance(the_plan, RangePlan):
+        for line in render_range_summary(the_plan):
+            click.echo(one_line(line))
+        return
     click.echo(render_summary(read_plan_for(plan_file, model_path, "showing"), top=top), nl=False)
+
+
+@main.command()
+@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--dim", "dims", multiple=True, metavar="NAME=N", required=True,
+              help="The value of a ranged dim (one for each dim the plan ranges).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="Write the concrete JSON plan here.")
+@user_errors
+def instantiate(plan_file: str, dims: tuple[str, ...], output: str) -> None:
+    """Write the concrete plan a range PLAN gives at one point (--dim NAME=N ...)."""
+    from .rangeplan import instantiate as at_point
+    from .rangeplan import parse_point, prove_range_plan, read_range_plan
+
+    outs = OutputSet(inputs=[plan_file])
+    outs.add(output, "-o")
+    rp = read_range_plan(plan_file)
+    point = parse_point(dims, rp.box)
+    findings = prove_range_plan(rp, limit=1)
+    if findings:
+        raise PlanInvalid(f"the range plan is wrong: {findings[0]}")
+    concrete = at_point(rp, point)
+    outs.put(output, render_plan(concrete))
+    outs.commit()
+    at = " ".join(f"{k}={v}" for k, v in sorted(point.items()))
+    click.echo(f"point        {at}")
+    click.echo(f"arena        {fmt_bytes(concrete.arena_size)}   lower bound {fmt_bytes(concrete.lower_bound)}")
+    click.echo(f"plan         {one_line(output)}")
 
 
 @main.command()
@@ -634,6 +718,35 @@ def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str],
     return onnx_model, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"
 
 
+def _range_point(plan_path: str | None, planning: dict[str, Any]) -> tuple[Any, str] | None:
+    """For ``verify --plan RANGE --dim NAME=N``: the concrete plan at that point and where it came from.
+
+    ``None`` when ``--plan`` is not a range plan. The ``--dim`` flags are the
+    point (taken out of ``planning``); the range plan is proven first.
+    """
+    from .plan import parse_plan_json
+    from .rangeplan import instantiate as at_point
+    from .rangeplan import is_range_data, parse_point, prove_range_plan, range_from_dict
+
+    if not plan_path:
+        return None
+    where = f"plan file {show_name(plan_path)}"
+    from .errors import PlanError
+    from .fileio import MAX_PLAN_BYTES, read_input
+
+    data = parse_plan_json(read_input(plan_path, "plan file", MAX_PLAN_BYTES, PlanError), where)
+    if not is_range_data(data):
+        return None
+    rp = range_from_dict(data, where)
+    point = parse_point(planning.get("dims", ()), rp.box)
+    planning["dims"] = ()
+    findings = prove_range_plan(rp, limit=1)
+    if findings:
+        raise PlanInvalid(f"the range plan is wrong: {findings[0]}")
+    at = " ".join(f"{k}={v}" for k, v in sorted(point.items()))
+    return at_point(rp, point), f"{plan_path} at {at} (range plan, proven on its box)"
+
+
 def model_and_plan(plan_help: str, device_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """MODEL, ``--plan`` and ``--device``: what verify and compare read and where they run."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -670,9 +783,15 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
     from .verify import VerifyOptions, verify_plan
 
     inputs = read_input_values(inputs_path)
-    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
     say = _progress(sys.stderr.isatty())
-    onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
+    ranged = _range_point(plan_path, planning)
+    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
+    if ranged is not None:
+        from .model import load_model
+
+        onnx_model, the_plan, view, source = load_model(model), ranged[0], None, ranged[1]
+    else:
+        onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
     say("verifying")
     report = verify_plan(
         onnx_model, the_plan, model_path=model, view=view, plan_name=plan_path,
@@ -755,9 +874,15 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     from .verify import check_plan_identity, view_for_plan
 
     inputs = read_input_values(inputs_path)
-    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
     say = _progress(sys.stderr.isatty())
-    onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
+    ranged = _range_point(plan_path, planning)
+    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
+    if ranged is not None:
+        from .model import load_model
+
+        onnx_model, the_plan, view, source = load_model(model), ranged[0], None, ranged[1]
+    else:
+        onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
     if plan_path:
         view, said = check_plan_identity(the_plan, onnx_model, model, plan_name=plan_path, view=view, inputs=inputs)
         for w in said:
@@ -907,7 +1032,21 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
         raise click.UsageError(f"format '{fmt}' does not read the model; leave --model out")
     outs = OutputSet(inputs=[plan_file] + ([model_path] if model_path else []))
     outs.add(output, "-o")
-    the_plan = read_plan(plan_file)
+    from .rangeplan import RangePlan, read_any_plan
+
+    any_plan = read_any_plan(plan_file)
+    if isinstance(any_plan, RangePlan):
+        from .export.range_c import range_c_header
+
+        if fmt != "c" or model_path is not None:
+            raise OnnxmemError(f"a range plan exports as 'c' (without --model), not {show_name(fmt)}; "
+                               "instantiate it ('onnxmem instantiate') for the other formats")
+        data = range_c_header(any_plan)
+        outs.put(output, data)
+        outs.commit()
+        click.echo(f"{fmt:<12} {len(data):,} B -> {one_line(output)}")
+        return
+    the_plan = any_plan
     model = None
     if model_path is not None:
         import onnx  # heavy: only formats that read the model

@@ -27,6 +27,11 @@ the dim is then unknown, never guessed.
 6
 >>> evaluate("__import__('os')", {}) is None
 True
+
+The same parser reads expressions into other value domains
+(:func:`parse` with an :class:`Algebra`): :mod:`onnxmem.symbolic` reads sizes
+as polynomials in the dims and range-plan offsets as maxima of them, with a
+narrower operator set where the text comes from a plan file.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
-from typing import Mapping
+from typing import Any, Generic, Mapping, Sequence, TypeVar
 
-__all__ = ["LIMIT", "MAX_CHARS", "MAX_DEPTH", "evaluate", "names"]
+__all__ = ["LIMIT", "MAX_CHARS", "MAX_DEPTH", "Algebra", "Reject", "evaluate", "names", "parse"]
+
+V = TypeVar("V")
 
 LIMIT = 2**62
 MAX_CHARS = 4096
@@ -48,8 +55,11 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FUNCS = {"max", "min", "floor", "ceiling", "ceil", "mod"}
 
 
-class _Reject(Exception):
+class Reject(Exception):
     """The text is outside the grammar or breaks a bound."""
+
+
+_Reject = Reject
 
 
 def _tokens(text: str) -> list[str]:
@@ -60,23 +70,54 @@ def _tokens(text: str) -> list[str]:
         if m is None or m.end() == pos:
             if text[pos:].strip() == "":
                 break
-            raise _Reject
+            raise Reject
         out.append(m.group(1) or m.group(2) or m.group(3))
         pos = m.end()
     return out
 
 
+class Algebra(Generic[V]):
+    """A value domain the parser computes in: exact fractions unless a subclass says otherwise.
+
+    ``lift`` makes a value of an integer literal; ``+``, ``-``, ``*`` and ``**``
+    (a constant integer exponent) use the values' own operators; everything
+    else (``/``, ``//``, ``%``, functions) needs constants (:meth:`constant`)
+    unless :meth:`maximum` handles ``max``. ``operators`` and ``functions``
+    are the tokens this domain accepts; any other is outside its grammar.
+    """
+
+    operators: frozenset[str] = frozenset({"+", "-", "*", "/", "//", "%", "**"})
+    functions: frozenset[str] = frozenset({"max", "min", "floor", "ceiling", "ceil", "mod"})
+
+    def lift(self, value: Fraction) -> Any:
+        return value
+
+    def constant(self, value: Any) -> Fraction | None:
+        return value if isinstance(value, Fraction) else None
+
+    def bounded(self, value: Any) -> Any:
+        if abs(value.numerator) <= LIMIT and value.denominator <= LIMIT:
+            return value
+        raise Reject
+
+    def maximum(self, args: Sequence[Any]) -> Any:
+        """``max`` of non-constant arguments; :class:`Reject` where the domain has none."""
+        raise Reject
+
+
+_FRACTIONS: Algebra[Fraction] = Algebra()
+
+
 def _bounded(v: Fraction) -> Fraction:
-    if abs(v.numerator) <= LIMIT and v.denominator <= LIMIT:
-        return v
-    raise _Reject
+    return _FRACTIONS.bounded(v)  # type: ignore[no-any-return]
 
 
 class _Parser:
-    """Recursive descent over the token list, evaluating exactly (in fractions) as it goes."""
+    """Recursive descent over the token list, computing in ``algebra`` as it goes."""
 
-    def __init__(self, tokens: list[str], values: Mapping[str, int]) -> None:
+    def __init__(self, tokens: list[str], values: Mapping[str, Any], algebra: Algebra[Any]) -> None:
         self.toks, self.i, self.values, self.depth = tokens, 0, values, 0
+        self.alg = algebra
 
     def peek(self) -> str | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -84,42 +125,59 @@ class _Parser:
     def take(self, want: str | None = None) -> str:
         tok = self.peek()
         if tok is None or (want is not None and tok != want):
-            raise _Reject
+            raise Reject
         self.i += 1
         return tok
+
+    def op(self, allowed: tuple[str, ...]) -> bool:
+        tok = self.peek()
+        if tok not in allowed:
+            return False
+        if tok not in self.alg.operators:
+            raise Reject
+        return True
 
     def nest(self) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise _Reject
+            raise Reject
 
-    def expr(self) -> Fraction:
+    def const(self, v: Any) -> Fraction:
+        c = self.alg.constant(v)
+        if c is None:
+            raise Reject
+        return c
+
+    def expr(self) -> Any:
         self.nest()
         v = self.term()
-        while self.peek() in ("+", "-"):
+        while self.op(("+", "-")):
             op, rhs = self.take(), self.term()
-            v = _bounded(v + rhs if op == "+" else v - rhs)
+            v = self.alg.bounded(v + rhs if op == "+" else v - rhs)
         self.depth -= 1
         return v
 
-    def term(self) -> Fraction:
+    def term(self) -> Any:
         v = self.unary()
-        while self.peek() in ("*", "//", "/", "%"):
+        while self.op(("*", "//", "/", "%")):
             op, rhs = self.take(), self.unary()
             if op == "*":
-                v = _bounded(v * rhs)
-            elif rhs == 0:
-                raise _Reject
-            elif op == "/":
-                v = _bounded(v / rhs)
+                v = self.alg.bounded(v * rhs)
+                continue
+            a, b = self.const(v), self.const(rhs)
+            if b == 0:
+                raise Reject
+            if op == "/":
+                r = _bounded(a / b)
             elif op == "//":
-                v = Fraction(math.floor(v / rhs))
+                r = Fraction(math.floor(a / b))
             else:
-                v = _bounded(v - rhs * math.floor(v / rhs))
+                r = _bounded(a - b * math.floor(a / b))
+            v = self.alg.lift(r)
         return v
 
-    def unary(self) -> Fraction:
-        if self.peek() != "-":
+    def unary(self) -> Any:
+        if not self.op(("-",)):
             return self.power()
         self.take()
         self.nest()
@@ -127,57 +185,83 @@ class _Parser:
         self.depth -= 1
         return v
 
-    def power(self) -> Fraction:
+    def power(self) -> Any:
         base = self.atom()
-        if self.peek() != "**":
+        if not self.op(("**",)):
             return base
         self.take()
         self.nest()
-        exp = self.unary()
+        exp = self.const(self.unary())
         self.depth -= 1
         if exp.denominator != 1 or not 0 <= exp <= MAX_EXPONENT:
-            raise _Reject
-        if abs(base) > 1 and int(exp) * (abs(base).numerator.bit_length() - 1) > 62:
-            raise _Reject
-        return _bounded(base ** int(exp))
+            raise Reject
+        c = self.alg.constant(base)
+        if c is not None and abs(c) > 1 and int(exp) * (abs(c).numerator.bit_length() - 1) > 62:
+            raise Reject
+        return self.alg.bounded(base ** int(exp))
 
-    def atom(self) -> Fraction:
+    def atom(self) -> Any:
         tok = self.take()
         if tok == "(":
             v = self.expr()
             self.take(")")
             return v
         if tok.isdigit():
-            return _bounded(Fraction(int(tok)))
+            return self.alg.lift(_bounded(Fraction(int(tok))))
         if not _NAME.fullmatch(tok):
-            raise _Reject
+            raise Reject
         if self.peek() == "(":
             return self.call(tok.lower())
         if tok not in self.values:
-            raise _Reject
-        return _bounded(Fraction(int(self.values[tok])))
+            raise Reject
+        value = self.values[tok]
+        return self.alg.lift(_bounded(Fraction(int(value)))) if isinstance(value, int) else value
 
-    def call(self, func: str) -> Fraction:
-        if func not in _FUNCS:
-            raise _Reject
+    def call(self, func: str) -> Any:
+        if func not in _FUNCS or func not in self.alg.functions:
+            raise Reject
         self.take("(")
         args = [self.expr()]
         while self.peek() == ",":
             self.take()
             args.append(self.expr())
         self.take(")")
+        consts = [self.alg.constant(a) for a in args]
+        if func == "max" and any(c is None for c in consts):
+            return self.alg.maximum(args)
+        cs = [self.const(a) for a in args]
         if func == "max":
-            return max(args)
+            return self.alg.lift(max(cs))
         if func == "min":
-            return min(args)
+            return self.alg.lift(min(cs))
         if func in ("floor", "ceiling", "ceil"):
-            if len(args) != 1:
-                raise _Reject
-            return Fraction(math.floor(args[0]) if func == "floor" else math.ceil(args[0]))
-        if len(args) != 2 or args[1] == 0:  # Mod(a, b)
-            raise _Reject
-        a, b = args
-        return _bounded(a - b * math.floor(a / b))
+            if len(cs) != 1:
+                raise Reject
+            return self.alg.lift(Fraction(math.floor(cs[0]) if func == "floor" else math.ceil(cs[0])))
+        if len(cs) != 2 or cs[1] == 0:  # Mod(a, b)
+            raise Reject
+        a, b = cs
+        return self.alg.lift(_bounded(a - b * math.floor(a / b)))
+
+
+def parse(text: str, values: Mapping[str, Any], algebra: Algebra[V]) -> V | None:
+    """The value of ``text`` in ``algebra`` (names bound by ``values``), or ``None``.
+
+    ``None`` when the text is outside the grammar (or the algebra's part of
+    it), too long or too deep, names something ``values`` does not bind, or
+    breaks a bound. An ``int`` in ``values`` is lifted; any other value is
+    used as it is.
+    """
+    if not isinstance(text, str) or len(text) > MAX_CHARS:
+        return None
+    try:
+        p = _Parser(_tokens(text), values, algebra)
+        v = p.expr()
+    except (Reject, RecursionError):
+        return None
+    if p.peek() is not None:
+        return None
+    return v  # type: ignore[no-any-return]
 
 
 def evaluate(text: str, values: Mapping[str, int]) -> int | None:
@@ -186,14 +270,8 @@ def evaluate(text: str, values: Mapping[str, int]) -> int | None:
     ``None`` when the text is outside the grammar, too long or too deep, names
     something ``values`` does not bind, ends in a fraction, or leaves ``±LIMIT``.
     """
-    if not isinstance(text, str) or len(text) > MAX_CHARS:
-        return None
-    try:
-        p = _Parser(_tokens(text), values)
-        v = p.expr()
-    except _Reject:
-        return None
-    if p.peek() is not None or v.denominator != 1:
+    v = parse(text, {k: int(x) for k, x in values.items()}, _FRACTIONS)
+    if v is None or v.denominator != 1:
         return None
     return int(v)
 

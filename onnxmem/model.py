@@ -28,7 +28,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import onnx
 from onnx import TensorProto
@@ -48,6 +48,7 @@ __all__ = [
     "file_sha256",
     "graph_tensors",
     "infer_shapes",
+    "infer_symbolic_shapes",
     "initializers",
     "iter_graphs",
     "load_model",
@@ -905,6 +906,68 @@ def infer_shapes(
         sources,
         tuple(warnings),
     )
+
+
+def infer_symbolic_shapes(
+    model: onnx.ModelProto,
+    ranged: Iterable[str],
+    *,
+    dims: Mapping[str, int] | None = None,
+    accept: Callable[[tuple[Dim, ...], Mapping[str, str]], bool] | None = None,
+) -> tuple[dict[str, tuple[int, tuple[Dim, ...]]], dict[str, str]]:
+    """Every top-level value's dtype and shape with the ``ranged`` dims left symbolic.
+
+    The same engines as :func:`infer_shapes` (onnx inference with data
+    propagation, shape arithmetic, onnxruntime's symbolic inference), on the
+    file with ``dims`` bound and the ``ranged`` names left open. A dim of the
+    result is an int or a text over generated safe names; returns
+    ``({value: (elem_type, dims)}, {safe name: original name})``. A value keeps
+    the first shape ``accept(dims, safe_to_original)`` takes (default: every
+    shape without an unknown dim); values no engine shapes acceptably are left
+    out, for the caller to name.
+    """
+    fixed = dict(dims or {})
+    work = _strip_for_inference(model)
+    safe = _rename_dims(work)
+    original = {v: k for k, v in safe.items()}
+    for name in (*ranged, *fixed):
+        if name not in safe:
+            raise ShapeError(f"--dim {show_name(name)} names no dim of the model; its named dims are "
+                             + (", ".join(map(show_name, sorted(safe)[:12])) or "none"))
+    bound = {safe[k]: v for k, v in fixed.items()}
+    for vi in (*work.graph.input, *work.graph.output):
+        _, cur = _read_type(vi)
+        if cur is not None:
+            _set_shape(vi, _bind(cur, bound))
+    take = accept or (lambda shape, _names: None not in shape)
+    wanted = _top_level_values(model)
+    found: dict[str, tuple[int, tuple[Dim, ...]]] = {}
+
+    def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
+        for name in wanted:
+            et, sh = info.get(name, (None, None))
+            if name in found or et is None or sh is None:
+                continue
+            shape = tuple(_bind(sh, bound))
+            if take(shape, original):
+                found[name] = (et, shape)
+
+    inferred = _run_onnx_inference(work)
+    if inferred is not None:
+        absorb(_collect(inferred))
+        if len(found) < len(wanted):
+            evaluated = shapeeval.evaluate_shapes(
+                work, inferred, infer=_run_onnx_inference, resolve=lambda d: _resolve_dim(d, bound)
+            )
+            absorb({**_collect(evaluated.model), **evaluated.shapes})
+            inferred = evaluated.model
+    if len(found) < len(wanted):
+        sym = _run_symbolic_inference(inferred if inferred is not None else work)
+        if sym is not None:
+            absorb(_collect(sym))
+    for init in model.graph.initializer:
+        found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
+    return found, original
 
 
 def _dim_label(name: str) -> str:

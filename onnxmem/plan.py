@@ -246,6 +246,9 @@ def _check_ranges(data: dict[str, Any], where: str) -> None:
 
 def plan_from_dict(data: Any, where: str = "plan") -> MemoryPlan:
     """The plan in ``data`` (parsed JSON), checked against the schema and its bounds first."""
+    if isinstance(data, dict) and isinstance(data.get("range"), dict):
+        raise PlanError(f"{where} is a range plan; make the plan for one point with 'onnxmem instantiate "
+                        "PLAN --dim NAME=N -o plan.json' (verify also takes it with --dim NAME=N)")
     check_schema(data, where)
     if data["schema_version"] != SCHEMA_VERSION:
         raise PlanError(

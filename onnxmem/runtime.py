@@ -255,11 +255,14 @@ RUN_SECONDS = 20.0
 
 
 def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], why: str,
-                seconds: float = RUN_SECONDS) -> list[Any]:
-    """``sess.run(names, feeds)``, stopped after ``seconds``; any failure is one line naming ``why``."""
+                seconds: float | None = None) -> list[Any]:
+    """``sess.run(names, feeds)``, stopped after ``seconds`` (default: :data:`RUN_SECONDS` as it is
+    when called); any failure is one line naming ``why``."""
     import threading
 
     import onnxruntime as ort
+
+    seconds = RUN_SECONDS if seconds is None else seconds
 
     options = ort.RunOptions()
     timer = threading.Timer(seconds, lambda: setattr(options, "terminate", True))

@@ -1,0 +1,116 @@
+"""A C header for a range plan: the arena and every offset as functions of the dims.
+
+``onnxmem export RANGE_PLAN --format c -o plan.h`` writes, for a plan over
+dims ``batch`` and ``sequence``::
+
+    #include "plan.h"
+    long long n = onnxmem_arena_size(batch, sequence);     /* -1 outside the box */
+    unsigned char *arena = malloc(n);
+    float *x = (float *)(arena + onnxmem_offset_x(batch, sequence));
+    /* onnxmem_size_x(batch, sequence) bytes */
+
+What the header holds: a comment with the model's sha256 and the schema
+version; ``ONNXMEM_RANGE_PLAN_H`` as its guard; ``ONNXMEM_ALIGNMENT``,
+``ONNXMEM_TENSOR_COUNT`` and ``ONNXMEM_DIM_COUNT``; ``onnxmem_piece(dims)``
+(the piece holding a point, -1 outside the box); ``onnxmem_arena_size(dims)``;
+and per tensor ``onnxmem_offset_<id>(dims)`` and ``onnxmem_size_<id>(dims)``,
+all ``static inline`` C99 functions of ``long long`` dims (each named ``d_`` +
+the dim name) returning the values :func:`onnxmem.rangeplan.instantiate`
+gives: offsets rounded up to the alignment, the arena the end of the highest
+buffer. Tensor
+identifiers come from :func:`onnxmem.export.c_header.c_identifiers`, so no
+text of the model reaches the header except as those identifiers.
+"""
+
+from __future__ import annotations
+
+from ..rangeplan import RangePlan
+from ..symbolic import MaxPoly, Poly
+from .c_header import _SHA256, c_identifiers
+
+__all__ = ["range_c_header"]
+
+
+def _c_poly(p: Poly) -> str:
+    if not p.terms:
+        return "0LL"
+    parts = []
+    for mono, c in p.terms:
+        factors = [f"{c}LL"] + [f"d_{name}" for name, e in mono for _ in range(e)]
+        parts.append("(" + " * ".join(factors) + ")")
+    return "(" + " + ".join(parts) + ")"
+
+
+def _c_max(e: MaxPoly) -> str:
+    out = _c_poly(e.terms[0])
+    for t in e.terms[1:]:
+        out = f"onnxmem_max_({out}, {_c_poly(t)})"
+    return out
+
+
+def range_c_header(plan: RangePlan) -> bytes:
+    """The header's bytes (ASCII)."""
+    sha = str(plan.model.get("sha256", ""))
+    sha = sha if _SHA256.fullmatch(sha) else "unknown"
+    names = sorted(plan.box)
+    params = ", ".join(f"long long d_{n}" for n in names) or "void"
+    args = ", ".join(f"d_{n}" for n in names)
+    tensors = plan.pieces[0].tensors
+    ids = c_identifiers([t.name for t in tensors])
+    lines = [
+        "/* Range memory plan written by onnxmem export --format c. Do not edit.",
+        f" * model sha256: {sha}",
+        f" * plan schema version: {int(plan.schema_version)} (range)",
+        " * Offsets and sizes are bytes from the start of one arena of onnxmem_arena_size(dims) bytes;",
+        " * every function returns -1 for dims outside the plan's box.",
+        " */",
+        "#ifndef ONNXMEM_RANGE_PLAN_H",
+        "#define ONNXMEM_RANGE_PLAN_H",
+        "",
+        f"#define ONNXMEM_ALIGNMENT {int(plan.alignment)}LL",
+        f"#define ONNXMEM_TENSOR_COUNT {len(tensors)}",
+        f"#define ONNXMEM_DIM_COUNT {len(names)}",
+        "",
+        "static inline long long onnxmem_max_(long long a, long long b) { return a > b ? a : b; }",
+        "static inline long long onnxmem_align_(long long v) "
+        "{ return (v + ONNXMEM_ALIGNMENT - 1) / ONNXMEM_ALIGNMENT * ONNXMEM_ALIGNMENT; }",
+        "",
+        f"static inline int onnxmem_piece({params}) {{",
+    ]
+    for i, piece in enumerate(plan.pieces):
+        cond = " && ".join(f"d_{k} >= {lo}LL && d_{k} <= {hi}LL" for k, (lo, hi) in sorted(piece.box.items()))
+        lines.append(f"    if ({cond or '1'}) return {i};")
+    lines += ["    return -1;", "}", ""]
+
+    def dispatch(fn: str, exprs: list[str]) -> None:
+        lines.append(f"static inline long long {fn}({params}) {{")
+        lines.append(f"    switch (onnxmem_piece({args})) {{")
+        for i, e in enumerate(exprs):
+            lines.append(f"    case {i}: return {e};")
+        lines.extend(["    default: return -1;", "    }", "}", ""])
+
+    lines.append(f"static inline long long onnxmem_arena_size({params}) {{")
+    lines.append("    long long end = 0;")
+    lines.append(f"    switch (onnxmem_piece({args})) {{")
+    for i, p in enumerate(plan.pieces):
+        lines.append(f"    case {i}:")
+        size: dict[str, list[Poly]] = {}
+        for t in p.tensors:
+            size.setdefault(t.group, []).append(t.size)
+        for g in sorted(size):
+            fit = _c_poly(size[g][0])
+            for other in size[g][1:]:
+                fit = f"onnxmem_max_({fit}, {_c_poly(other)})"
+            lines.append(f"        end = onnxmem_max_(end, onnxmem_align_({_c_max(p.offsets[g])}) "
+                         f"+ onnxmem_align_({fit}));")
+        lines.append("        return end;")
+    lines.extend(["    default: return -1;", "    }", "}", ""])
+    by_name = [{t.name: t for t in p.tensors} for p in plan.pieces]
+    for t, ident in zip(tensors, ids):
+        found = [(p, named.get(t.name)) for p, named in zip(plan.pieces, by_name)]
+        dispatch(f"onnxmem_offset_{ident}",
+                 [f"onnxmem_align_({_c_max(p.offsets[pt.group])})" if pt is not None else "-1LL"
+                  for p, pt in found])
+        dispatch(f"onnxmem_size_{ident}", [_c_poly(pt.size) if pt is not None else "-1LL" for _, pt in found])
+    lines += ["#endif /* ONNXMEM_RANGE_PLAN_H */", ""]
+    return "\n".join(lines).encode("ascii")

@@ -1,0 +1,394 @@
+"""Range plans: symbolic sizes, offsets proven on the whole box, instantiation, JSON, CLI, C header."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+from dataclasses import replace
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import helper, numpy_helper
+
+from onnxmem.cli import main
+from onnxmem.errors import PlanError, ShapeError
+from onnxmem.graph import build_view
+from onnxmem.model import infer_shapes
+from onnxmem.pipeline import PlanOptions, plan_loaded
+from onnxmem.plan import read_plan
+from onnxmem.proof import prove_plan
+from onnxmem.rangeplan import (
+    RANGE_SCHEMA_VERSION,
+    Piece,
+    RangePlan,
+    RangeTensor,
+    instantiate,
+    parse_dim_flags,
+    plan_range,
+    prove_range_plan,
+    range_from_dict,
+    range_to_dict,
+    read_range_plan,
+    write_range_plan,
+)
+from onnxmem.symbolic import MaxPoly, Poly
+
+from .helpers import make_model, vi
+
+CC = shutil.which("cc")
+
+
+def _w(name: str, shape: list[int], seed: int = 0) -> onnx.TensorProto:
+    rng = np.random.default_rng(seed)
+    return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.1, name)
+
+
+def attention_model() -> onnx.ModelProto:
+    """x[b, s, 8] -> h = x W -> r = Relu(h) -> a = r r^T [b, s, s] -> y = a r [b, s, 16]."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["h"], name="proj"),
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("Transpose", ["r"], ["t"], name="tr", perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["r", "t"], ["a"], name="scores"),
+        helper.make_node("MatMul", ["a", "r"], ["y"], name="mix"),
+    ]
+    return make_model(nodes, [vi("x", ["b", "s", 8])], [vi("y", ["b", "s", 16])], [_w("W", [8, 16])])
+
+
+def _save(model: onnx.ModelProto, tmp_path, name: str = "m.onnx"):
+    path = tmp_path / name
+    onnx.save(model, path)
+    return path
+
+
+def _prove_at(model, path, rp, point, **opts) -> tuple[list, int]:
+    """Findings of the concrete proof for the range plan at ``point``, and a plan made at that point's arena."""
+    concrete = instantiate(rp, point)
+    view = build_view(model, infer_shapes(model, dims=point))
+    findings = prove_plan(concrete, view)
+    direct = plan_loaded(model, path, PlanOptions(dims=point, **opts))  # raises unless valid
+    return findings, direct.plan.arena_size
+
+
+def test_sizes_are_the_shapes_polynomials_and_the_plan_is_proven(tmp_path):
+    model = attention_model()
+    path = _save(model, tmp_path)
+    rp = plan_range(model, path, {"b": (1, 4), "s": (1, 64)}, PlanOptions())
+    sizes = {t.name: str(t.size) for t in rp.pieces[0].tensors}
+    assert sizes["x"] == "32*b*s" and sizes["a"] == "4*b*s*s" and sizes["y"] == "64*b*s"
+    assert prove_range_plan(rp) == []
+    # at the corner (b=4, s=64), a plan made for that point needs the same arena, but for the
+    # rounding room of the one buffer under the top (4*b*s*s + 60 reserved: 64 bytes at this point)
+    corner = {"b": 4, "s": 64}
+    findings, direct = _prove_at(model, path, rp, corner)
+    assert findings == [] and rp.arena_at(corner) - direct == 64
+
+
+def test_instantiated_plans_pass_the_concrete_proof_at_random_points(tmp_path):
+    model = attention_model()
+    path = _save(model, tmp_path)
+    rp = plan_range(model, path, {"b": (1, 6), "s": (1, 100)}, PlanOptions())
+    rng = random.Random(0)
+    for _ in range(8):
+        point = {"b": rng.randint(1, 6), "s": rng.randint(1, 100)}
+        findings, direct = _prove_at(model, path, rp, point)
+        assert findings == [], (point, findings[:1])
+        assert rp.arena_at(point) >= instantiate(rp, point).lower_bound
+        assert rp.arena_at(point) <= 1.10 * direct, point
+
+
+def _random_graph(seed: int) -> onnx.ModelProto:
+    """A random DAG over [b, s, c] tensors: Relu, Add, MatMul by a weight, Concat, attention-like products."""
+    rng = random.Random(seed)
+    tensors = [("x", 4)]
+    nodes, inits = [], []
+    for i in range(rng.randint(4, 12)):
+        kind = rng.choice(["relu", "add", "proj", "concat", "attn"])
+        name, c = rng.choice(tensors)
+        out = f"t{i}"
+        if kind == "relu":
+            nodes.append(helper.make_node("Sigmoid" if rng.random() < 0.5 else "Relu", [name], [out]))
+        elif kind == "add":
+            same = [t for t in tensors if t[1] == c]
+            nodes.append(helper.make_node("Add", [name, rng.choice(same)[0]], [out]))
+        elif kind == "proj":
+            c2 = rng.choice([2, 4, 8])
+            inits.append(_w(f"W{i}", [c, c2], seed + i))
+            nodes.append(helper.make_node("MatMul", [name, f"W{i}"], [out]))
+            c = c2
+        elif kind == "concat":
+            other, c2 = rng.choice(tensors)
+            nodes.append(helper.make_node("Concat", [name, other], [out], axis=2))
+            c = c + c2
+        else:
+            nodes.append(helper.make_node("Transpose", [name], [f"{out}_t"], perm=[0, 2, 1]))
+            nodes.append(helper.make_node("MatMul", [name, f"{out}_t"], [f"{out}_a"]))
+            nodes.append(helper.make_node("MatMul", [f"{out}_a", name], [out]))
+        tensors.append((out, c))
+    outs = [tensors[-1]] + rng.sample(tensors[1:-1], min(1, len(tensors) - 2))
+    return make_model(nodes, [vi("x", ["b", "s", 4])], [vi(n, ["b", "s", c]) for n, c in outs], inits)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_graphs_random_points(tmp_path, seed):
+    model = _random_graph(seed)
+    path = _save(model, tmp_path)
+    rng = random.Random(seed)
+    box = {"b": (rng.randint(1, 2), rng.randint(2, 5)), "s": (rng.randint(0, 3), rng.randint(4, 40))}
+    alignment = rng.choice([1, 16, 64])
+    kinds = {"alignment": alignment, "inplace": seed % 3 != 2, "io": "external" if seed % 2 else "internal"}
+    rp = plan_range(model, path, box, PlanOptions(**kinds))
+    assert prove_range_plan(rp) == []
+    for _ in range(4):
+        point = {k: rng.randint(lo, hi) for k, (lo, hi) in box.items()}
+        if point["s"] == 0:
+            continue  # a plan for one shape needs every dim >= 1 (the range plan itself covers s=0)
+        concrete = instantiate(rp, point)
+        view = build_view(model, infer_shapes(model, dims=point))
+        assert prove_plan(concrete, view) == [], (seed, point)
+        plan_loaded(model, path, PlanOptions(dims=point, **kinds))  # valid as well
+
+
+def _conflicting(piece):
+    spans = {}
+    for t in piece.tensors:
+        s = spans.setdefault(t.group, [t.start, t.end])
+        s[0], s[1] = min(s[0], t.start), max(s[1], t.end)
+    ids = sorted(spans)
+    for a in ids:
+        for b in ids:
+            if a < b and spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]:
+                yield a, b
+
+
+def test_a_wrong_range_plan_is_rejected_with_a_colliding_point(tmp_path):
+    model = attention_model()
+    path = _save(model, tmp_path)
+    rp = plan_range(model, path, {"b": (1, 4), "s": (1, 64)}, PlanOptions(), max_pieces=1)
+    piece = rp.pieces[0]
+    sizes = {t.group: t.size for t in piece.tensors}
+    # two buffers live together, the second moved onto the first
+    a, b = next((a, b) for a, b in _conflicting(piece) if sizes[a].terms and sizes[b].terms)
+    bad = replace(rp, pieces=(replace(piece, offsets={**piece.offsets, b: piece.offsets[a]}),))
+    findings = prove_range_plan(bad)
+    assert findings and findings[0].rule == "overlap" and findings[0].point is not None
+    point = findings[0].point
+    # the point is a real collision: the concrete proof rejects the plan there too
+    view = build_view(model, infer_shapes(model, dims=point))
+    assert any(f.kind == "overlap" for f in prove_plan(instantiate(bad, point), view))
+
+
+def _hand_plan(offset_b: str) -> RangePlan:
+    """A hand-made plan: ``a`` (64*s bytes) at 0 and ``b`` (64 bytes) at ``offset_b``, both live in step 0."""
+    from onnxmem.symbolic import parse_expr
+
+    s_ = Poly.var("s")
+    tensors = (
+        RangeTensor("a", "float32", (s_, Poly.const(16)), s_ * 64, 0, 1, None, None, "input", "a"),
+        RangeTensor("b", "float32", (Poly.const(16),), Poly.const(64), 0, 1, None, None, "input", "b"),
+    )
+    box = {"s": (1, 100)}
+    piece = Piece(box, ("n",), ("Relu",), tensors,
+                  {"a": MaxPoly.const(0), "b": parse_expr(offset_b, {"s"})},
+                  {"a": s_ * 64, "b": Poly.const(64)}, parse_expr("max(64*s, 64 + " + offset_b + ")", {"s"}))
+    return RangePlan({"path": "hand"}, box, {}, "internal", 64, True, "file", "greedy", 0, 0.0, (piece,))
+
+
+def test_a_hand_made_plan_right_at_small_sizes_only_is_rejected_at_a_large_point():
+    assert prove_range_plan(_hand_plan("64*s")) == []  # b right above a: proven for every s
+    findings = prove_range_plan(_hand_plan("1024"))  # apart while 64*s <= 1024 only
+    assert [f.rule for f in findings] == ["overlap"]
+    point = findings[0].point
+    assert point is not None and 64 * point["s"] > 1024
+    assert "'a' and 'b' are live together in steps [0, 1)" in str(findings[0])
+    concrete = instantiate(_hand_plan("1024"), point)
+    assert concrete.tensor("a").offset + concrete.tensor("a").size > concrete.tensor("b").offset
+
+
+def test_slot_too_small_and_uncovered_box_are_rejected(tmp_path):
+    model = attention_model()
+    path = _save(model, tmp_path)
+    rp = plan_range(model, path, {"b": (1, 4), "s": (1, 64)}, PlanOptions(), max_pieces=1)
+    piece = rp.pieces[0]
+    g = next(t.group for t in piece.tensors if t.name == "a")
+    small = replace(piece, slots={**piece.slots, g: Poly.var("s") * 4})
+    assert any(f.rule == "slot" for f in prove_range_plan(replace(rp, pieces=(small,))))
+    short = replace(piece, box={"b": (1, 4), "s": (1, 32)})
+    found = prove_range_plan(replace(rp, pieces=(short,)))
+    assert found[0].rule == "cover" and found[0].point["s"] == 33
+
+
+def test_json_round_trip_and_hostile_text(tmp_path):
+    model = attention_model()
+    path = _save(model, tmp_path)
+    rp = plan_range(model, path, {"b": (1, 4), "s": (1, 64)}, PlanOptions())
+    out = tmp_path / "r.json"
+    write_range_plan(rp, out)
+    back = read_range_plan(out)
+    assert range_to_dict(back) == range_to_dict(rp)
+    data = json.loads(out.read_text())
+    assert data["schema_version"] == RANGE_SCHEMA_VERSION and "range" in data
+    data["range"]["pieces"][0]["buffers"][0]["offset"] = "__import__('os').system('touch pwned')"
+    with pytest.raises(PlanError, match="not an expression of integers"):
+        range_from_dict(data)
+    assert not (tmp_path / "pwned").exists()
+    data = json.loads(out.read_text())
+    data["schema_version"] = 99
+    with pytest.raises(PlanError, match="schema_version 99"):
+        range_from_dict(data)
+    with pytest.raises(PlanError, match="is a range plan; make the plan for one point"):
+        read_plan(out)
+
+
+def test_dim_flags():
+    assert parse_dim_flags(["b=1:8", "h=4"]) == ({"h": 4}, {"b": (1, 8)})
+    for bad, rule in [("b=8:1", "0 <= LO <= HI"), ("b=x:2", "integers"), ("max=1:2", "identifier"),
+                      ("b=1", None)]:
+        if rule is None:
+            continue
+        with pytest.raises(ShapeError, match=rule):
+            parse_dim_flags([bad])
+
+
+def kv_model() -> onnx.ModelProto:
+    """A cache: past[p, 4] ++ x[1, 4] -> present[p + 1, 4]; y = Relu(present) Wᵀ-free."""
+    nodes = [helper.make_node("Concat", ["past", "x"], ["present"], axis=0),
+             helper.make_node("Sigmoid", ["present"], ["g"]),
+             helper.make_node("ReduceSum", ["g"], ["y"], keepdims=1)]
+    m = make_model(nodes, [vi("past", ["p", 4]), vi("x", [1, 4])],
+                   [vi("present", ["p + 1", 4]), vi("y", [1, 1])], opset=11)
+    return m
+
+
+def test_cli_plan_show_instantiate_verify_export(tmp_path):
+    model = attention_model()
+    path = _save(model, tmp_path)
+    runner = CliRunner()
+    rj = tmp_path / "r.json"
+    res = runner.invoke(main, ["plan", str(path), "--dim", "b=1:4", "--dim", "s=1:64", "-o", str(rj)])
+    assert res.exit_code == 0, res.output
+    assert "proof        ok" in res.output and "b=4 s=64" in res.output
+    res = runner.invoke(main, ["show", str(rj)])
+    assert res.exit_code == 0 and "arena at the corners" in res.output
+    p7 = tmp_path / "p7.json"
+    res = runner.invoke(main, ["instantiate", str(rj), "--dim", "b=3", "--dim", "s=7", "-o", str(p7)])
+    assert res.exit_code == 0, res.output
+    assert read_plan(p7).dims == {"b": 3, "s": 7}
+    res = runner.invoke(main, ["verify", str(path), "--plan", str(p7), "--dim", "b=3", "--dim", "s=7"])
+    assert res.exit_code == 0 and "verified" in res.output, res.output
+    res = runner.invoke(main, ["verify", str(path), "--plan", str(rj), "--dim", "b=4", "--dim", "s=64"])
+    assert res.exit_code == 0 and "executed" in res.output and res.output.rstrip().endswith("verified"), res.output
+    res = runner.invoke(main, ["instantiate", str(rj), "--dim", "b=9", "--dim", "s=7", "-o", str(p7)])
+    assert res.exit_code == 1 and "outside the plan's range 1:4" in res.output
+    res = runner.invoke(main, ["instantiate", str(rj), "--dim", "b=3", "-o", str(tmp_path / "q.json")])
+    assert res.exit_code == 1 and "--dim s=N" in res.output and not (tmp_path / "q.json").exists()
+
+
+def test_cli_verifies_a_cache_of_length_zero(tmp_path):
+    model = kv_model()
+    path = _save(model, tmp_path)
+    runner = CliRunner()
+    rj = tmp_path / "r.json"
+    res = runner.invoke(main, ["plan", str(path), "--dim", "p=0:16", "-o", str(rj)])
+    assert res.exit_code == 0, res.output
+    sizes = {t.name: str(t.size) for t in read_range_plan(rj).pieces[0].tensors}
+    assert sizes["present"] == "16*p + 16" and sizes["past"] == "16*p"
+    for p in ("0", "16"):
+        res = runner.invoke(main, ["verify", str(path), "--plan", str(rj), "--dim", f"p={p}"])
+        assert res.exit_code == 0 and res.output.rstrip().endswith("verified"), res.output
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+def test_c_header_matches_instantiation(tmp_path):
+    model = attention_model()
+    path = _save(model, tmp_path)
+    rp = plan_range(model, path, {"b": (1, 4), "s": (1, 200)}, PlanOptions())
+    rj = tmp_path / "r.json"
+    write_range_plan(rp, rj)
+    header = tmp_path / "plan.h"
+    res = CliRunner().invoke(main, ["export", str(rj), "--format", "c", "-o", str(header)])
+    assert res.exit_code == 0, res.output
+    points = [{"b": 1, "s": 1}, {"b": 4, "s": 200}, {"b": 2, "s": 37}, {"b": 3, "s": 150}, {"b": 5, "s": 1}]
+    calls = []
+    for pt in points:
+        calls.append(f'printf("%lld\\n", onnxmem_arena_size({pt["b"]}, {pt["s"]}));')
+        for name in ("x", "a", "y"):
+            calls.append(f'printf("%lld %lld\\n", onnxmem_offset_{name}({pt["b"]}, {pt["s"]}), '
+                         f'onnxmem_size_{name}({pt["b"]}, {pt["s"]}));')
+    src = tmp_path / "main.c"
+    src.write_text('#include <stdio.h>\n#include "plan.h"\nint main(void) {\n' + "\n".join(calls)
+                   + "\nreturn 0;\n}\n")
+    exe = tmp_path / "main"
+    cc = subprocess.run([CC, "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-o", str(exe), str(src)],
+                        capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
+    want = []
+    for pt in points:
+        if pt["b"] > 4:
+            want += ["-1"] + ["-1 -1"] * 3
+            continue
+        concrete = instantiate(rp, pt)
+        want.append(str(concrete.arena_size))
+        for name in ("x", "a", "y"):
+            t = concrete.tensor(name)
+            want.append(f"{t.offset} {t.size}")
+    assert got[: len(want)] == want
+
+
+def test_user_mistakes_are_one_line_errors(tmp_path):
+    model = attention_model()
+    path = _save(model, tmp_path)
+    runner = CliRunner()
+    cases = [
+        (["--dim", "b=1:4", "--dim", "q=1:4"], "--dim 'q' names no dim of the model"),
+        (["--dim", "b=1:4"], "not polynomials in the ranged dims"),  # s left open: its sizes are unknown
+        (["--dim", "b=1:4", "--dim", "s=2", "--input-shape", "x=1x2x8"], "leave out --input-shape"),
+        (["--dim", "b=4:1", "--dim", "s=2"], "0 <= LO <= HI"),
+    ]
+    for flags, message in cases:
+        res = runner.invoke(main, ["plan", str(path), *flags, "-o", str(tmp_path / "r.json")])
+        assert res.exit_code == 1, res.output
+        assert message in res.output and "Traceback" not in res.output, res.output
+        assert not (tmp_path / "r.json").exists()
+    res = runner.invoke(main, ["plan", str(path), "--dim", "b=1:4", "--dim", "s=2", "--annotate",
+                               str(tmp_path / "a.onnx")])
+    assert res.exit_code == 2 and "instantiate the range plan" in res.output
+
+
+def test_a_size_that_is_no_polynomial_is_named(tmp_path):
+    """MaxPool with stride 2 over a ranged length: floor((s - 2) / 2) + 1 elements is no polynomial."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2], strides=[2])]
+    model = make_model(nodes, [vi("x", [1, 4, "s"])], [vi("p", [1, 4, None])])
+    path = _save(model, tmp_path)
+    with pytest.raises(ShapeError, match=r"sizes of 1 tensors are not polynomials in the ranged dims \('p'\)"):
+        plan_range(model, path, {"s": (2, 64)}, PlanOptions())
+
+
+def test_batch_one_gets_its_own_piece_with_concat_slices(tmp_path):
+    """A channel Concat's inputs fit in its output's slices at batch 1 only: that point becomes its own piece."""
+    nodes = [helper.make_node("Relu", ["x"], ["p"]), helper.make_node("Sigmoid", ["x"], ["q"]),
+             helper.make_node("Concat", ["p", "q"], ["c"], axis=1), helper.make_node("Tanh", ["c"], ["y"])]
+    model = make_model(nodes, [vi("x", ["b", 4, 8, 8])], [vi("y", ["b", 8, 8, 8])])
+    path = _save(model, tmp_path)
+    rp = plan_range(model, path, {"b": (1, 6)}, PlanOptions(io="external"))
+    assert [p.box for p in rp.pieces] == [{"b": (1, 1)}, {"b": (2, 6)}]
+    assert any(t.group_offset == 1024 for t in rp.pieces[0].tensors)  # q in the second half of c
+    assert prove_range_plan(rp) == []
+    for b in (1, 2, 6):
+        findings, direct = _prove_at(model, path, rp, {"b": b}, io="external")
+        assert findings == [] and rp.arena_at({"b": b}) == direct
+    back = range_from_dict(json.loads(json.dumps(range_to_dict(rp))))
+    assert back.pieces[0].tensors == rp.pieces[0].tensors
+
+
+def test_an_arena_past_2_62_is_refused_at_instantiation():
+    plan = _hand_plan("1000000000000000*s*s")  # every coefficient in bounds, the value at s=100 not
+    assert prove_range_plan(plan) == []  # apart, but far
+    assert instantiate(plan, {"s": 3}).arena_size == 9 * 10**15 + 64
+    with pytest.raises(PlanError, match="not below 2\\^62"):
+        instantiate(plan, {"s": 100})
