@@ -14,15 +14,16 @@ Squeeze, Unsqueeze) whose inputs are all weights.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import onnx
 
-from .errors import ModelError
-from .model import ShapeInfo, dtype_name, tensor_bytes
+from .errors import ModelError, ShapeError, show_name
+from .model import BodyKey, ShapeInfo, dtype_name, owner_key, subgraph_attributes, tensor_bytes
 
-__all__ = ["GraphView", "Op", "Tensor", "build_view", "outer_scope_reads"]
+__all__ = ["Body", "GraphView", "Op", "Tensor", "body_kind", "build_view", "child_path", "iter_views",
+           "outer_scope_reads", "with_regions"]
 
 T = TypeVar("T")
 
@@ -37,8 +38,12 @@ CONSTANT_OPS = frozenset(
 class Tensor:
     """One value of the top-level graph.
 
-    ``kind``: ``input`` (a graph input that is not a weight), ``output`` (a
-    graph output), ``activation`` (any other node output) or ``weight``.
+    ``kind``: ``input`` (a graph input that is not a weight; in a body, a
+    formal input), ``output`` (a graph output), ``activation`` (any other node
+    output), ``weight``, or ``region`` (the space a node's bodies run in, see
+    :func:`with_regions`). In a body, the values of enclosing graphs it reads
+    are ``weight`` too (they are outside its arena; :attr:`GraphView.outer`
+    names them).
     ``producer``: index of the node that writes it, ``None`` for inputs and
     initializers.
     """
@@ -78,8 +83,16 @@ class GraphView:
     inputs: tuple[str, ...]  # real graph inputs (not weights)
     outputs: tuple[str, ...]
     consumers: Mapping[str, tuple[int, ...]]  # value -> node indices that read it
+    #: the graph's path: ``""`` for the main graph, ``If_0/then_branch``, ``Loop_3/body/If_1/else_branch``
+    path: str = ""
+    #: values of enclosing graphs this (sub)graph reads (kind ``weight`` here: not in its arena)
+    outer: frozenset[str] = frozenset()
     #: data derived from the view, computed on first use (the view is read-only): see :meth:`memo`
     _memo: dict[object, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: node index -> the views of its planned bodies (If branches, Loop and Scan bodies)
+    bodies: Mapping[int, tuple["Body", ...]] = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: node index -> the name of its region tensor (see :func:`with_regions`)
+    regions: Mapping[int, str] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def memo(self, key: object, compute: Callable[[], T]) -> T:
         """``compute()``, once per view and ``key``: for passes that several
@@ -96,7 +109,10 @@ class GraphView:
 
     @property
     def weights_size(self) -> int:
-        return sum(t.size for t in self.tensors.values() if t.kind == "weight")
+        """Bytes of the weights of this graph and of every body nested in it
+        (values of enclosing graphs a body reads are counted where they are defined)."""
+        own = sum(t.size for t in self.tensors.values() if t.kind == "weight" and t.name not in self.outer)
+        return own + sum(b.view.weights_size for bs in self.bodies.values() for b in bs)
 
     def predecessors(self, index: int) -> tuple[int, ...]:
         """Nodes that produce a non-weight value this node reads."""
@@ -123,6 +139,29 @@ class GraphView:
             if t is not None and t.kind != "weight":
                 out.update(dict.fromkeys(self.consumers.get(o, ())))
         return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """One planned subgraph: ``path`` names it (``If_0/then_branch``), ``owner``
+    is the owning node's index in the parent view, ``attr`` the attribute that
+    holds it, ``kind`` ``if``, ``loop`` or ``scan``, ``view`` its own view."""
+
+    path: str
+    owner: int
+    attr: str
+    kind: str
+    view: GraphView
+
+
+def iter_views(view: GraphView) -> Iterable[GraphView]:
+    """``view`` and the views of every body nested in it, outermost first."""
+    stack = [view]
+    while stack:
+        v = stack.pop()
+        yield v
+        for index in sorted(v.bodies, reverse=True):
+            stack.extend(b.view for b in reversed(v.bodies[index]))
 
 
 def _subgraphs(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
@@ -171,20 +210,54 @@ def node_names(graph: onnx.GraphProto) -> list[str]:
 
 
 def build_view(model: onnx.ModelProto, shapes: ShapeInfo) -> GraphView:
-    """The planning view of ``model``'s top-level graph.
+    """The planning view of ``model``'s top-level graph, with a view of every
+    If/Loop/Scan body nested in it (:attr:`GraphView.bodies`).
 
     Raises ``ModelError`` for a node input nothing produces, a value produced
-    twice, or a graph output nothing produces.
+    twice, or a graph output nothing produces; ``ShapeError`` for a body value
+    whose size static inference could not find.
     """
-    g = model.graph
+    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    return _build_level(model.graph, _Level("", (), {}, frozenset(), False), shapes, opset)
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """Where a graph sits: its path and key, the enclosing values it may read
+    (``outer``: name -> the enclosing level's record), which of them are weights,
+    and whether its formal inputs are carried slots (Loop and Scan bodies)."""
+
+    path: str
+    key: BodyKey
+    outer: Mapping[str, Tensor]
+    outer_weights: frozenset[str]
+    carried: bool
+
+
+def body_kind(op: Op, opset: int) -> str | None:
+    """``"if"``, ``"loop"`` or ``"scan"`` for a node whose bodies onnxmem plans and runs
+    (Scan from opset 9 on: opset 8's batched form is not), else ``None``."""
+    if op.domain not in ("", "ai.onnx"):
+        return None
+    if op.op_type == "If":
+        return "if"
+    if op.op_type == "Loop":
+        return "loop"
+    if op.op_type == "Scan" and opset >= 9:
+        return "scan"
+    return None
+
+
+def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: int) -> GraphView:
     names = node_names(g)
     init_names = {i.name for i in g.initializer}
     defined: dict[str, int | None] = {n: None for n in init_names}
     inputs: list[str] = []
     for vi in g.input:
-        if vi.name not in init_names:
+        if vi.name not in init_names or level.path:
             inputs.append(vi.name)
             defined[vi.name] = None
+    init_names -= set(inputs)
     ops: list[Op] = []
     for i, node in enumerate(g.node):
         caps: dict[str, None] = {}
@@ -205,21 +278,29 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo) -> GraphView:
                     "every value must have one producer (SSA)"
                 )
             defined[o] = i
+    where = f" of subgraph {show_name(level.path)}" if level.path else ""
+    outer_read: dict[str, None] = {}
     for op in ops:
         for n in op.reads:
             if n not in defined:
+                if n in level.outer:
+                    outer_read[n] = None
+                    continue
                 kind = "captured by a subgraph of" if n in op.captures and n not in op.inputs else "read by"
                 raise ModelError(
-                    f"value '{n}' {kind} node '{op.name}' ({op.op_type}) is produced by no node, "
+                    f"value '{n}' {kind} node '{op.name}' ({op.op_type}){where} is produced by no node, "
                     "input or initializer; fix the model"
                 )
     outputs = tuple(vi.name for vi in g.output)
     for o in outputs:
         if o not in defined:
-            raise ModelError(f"graph output '{o}' is produced by no node or input; fix the model")
+            if o in level.outer:
+                outer_read[o] = None
+                continue
+            raise ModelError(f"graph output '{o}'{where} is produced by no node or input; fix the model")
 
     # weights: initializers, and constants computed only from weights
-    weight = set(init_names)
+    weight = set(init_names) | (set(outer_read) & level.outer_weights)
     for op in ops:
         if op.op_type in CONSTANT_OPS and op.domain in ("", "ai.onnx") and all(
             (not n) or n in weight for n in op.inputs
@@ -231,17 +312,31 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo) -> GraphView:
         for n in op.reads:
             consumers.setdefault(n, []).append(op.index)
 
+    if level.path:
+        found = shapes.bodies.get(level.key, {})
+        dtypes = {k: v[0] for k, v in found.items()}
+        sizes = {k: v[1] for k, v in found.items()}
+    else:
+        dtypes, sizes = shapes.dtypes, shapes.shapes
     tensors: dict[str, Tensor] = {}
     out_set = set(outputs)
     for name, prod in defined.items():
-        if name not in shapes.shapes:
+        if name not in sizes:
             if name in init_names or name in weight:
                 continue  # an unused weight whose shape is unknown: not planned
+            if level.path:
+                raise ShapeError(
+                    f"value {show_name(name)}{where} has no static size: shape inference could not resolve "
+                    "its shape (it depends on data, or changes from one iteration to the next); bind the "
+                    "graph inputs' dims (--input-shape, --dim) or declare its shape in the subgraph's value_info"
+                )
             raise ModelError(f"no shape was found for value '{name}'")
-        et = shapes.dtypes[name]
-        shape = shapes.shapes[name]
+        et = dtypes[name]
+        shape = sizes[name]
         if name in weight:
             kind = "weight"
+        elif prod is None and name in inputs and level.path:
+            kind = "input"
         elif name in out_set:
             kind = "output"
         elif prod is None:
@@ -253,10 +348,72 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo) -> GraphView:
         else:
             size = tensor_bytes(et, shape, name)
         tensors[name] = Tensor(name, et, dtype_name(et), shape, size, kind, prod)
-    return GraphView(
+    for name in outer_read:  # enclosing values: outside this level's arena, like weights
+        t = level.outer[name]
+        tensors[name] = Tensor(name, t.elem_type, t.dtype, t.shape, t.size, "weight", None)
+    # Loop and Scan bodies: formal inputs are the carried slots, live for the whole body
+    pinned = tuple(n for n in inputs if n not in out_set) if level.carried else ()
+    view = GraphView(
         tuple(ops),
         tensors,
         tuple(inputs),
-        outputs,
+        outputs + pinned,
         {k: tuple(v) for k, v in consumers.items()},
+        path=level.path,
+        outer=frozenset(outer_read),
     )
+    visible = {**level.outer, **tensors}
+    true_weights = level.outer_weights | {n for n in weight if n in tensors or n in init_names}
+    bodies: dict[int, tuple[Body, ...]] = {}
+    for op, node in zip(ops, g.node):
+        subs = subgraph_attributes(node)
+        kind = body_kind(op, opset)
+        if not subs or kind is None:
+            continue
+        owner = child_path(level.path, op.name)
+        made: list[Body] = []
+        for attr, sub in subs:
+            child = _Level(f"{owner}/{attr}", (*level.key, (owner_key(node, op.index), attr)), visible,
+                           frozenset(true_weights), kind != "if")
+            made.append(Body(child.path, op.index, attr, kind, _build_level(sub, child, shapes, opset)))
+        bodies[op.index] = tuple(made)
+    object.__setattr__(view, "bodies", bodies)
+    return view
+
+
+def child_path(parent: str, node_name: str) -> str:
+    """The path of a node of the graph at ``parent``: ``parent/NAME`` (``NAME`` at the top),
+    with ``%`` and ``/`` of the node's name escaped as ``%25`` and ``%2F``, so a path
+    splits back into its parts at ``/``."""
+    part = node_name.replace("%", "%25").replace("/", "%2F")
+    return f"{parent}/{part}" if parent else part
+
+
+def with_regions(view: GraphView, sizes: Mapping[str, int], *, recursive: bool = True) -> GraphView:
+    """``view`` (and its bodies, recursively) with a *region* for each node whose bodies
+    are planned: a tensor of kind ``region`` written by that node and read by none, so
+    it is live during the node's step only, of ``sizes[owner path]`` bytes (the space its
+    bodies run in). A node whose size is missing or 0 gets none. The region's name is
+    ``<node name>:region`` (primes added while that names a value of the graph).
+    ``recursive=False`` leaves the bodies' views as they are."""
+    ops = list(view.ops)
+    tensors = dict(view.tensors)
+    regions: dict[int, str] = {}
+    bodies: dict[int, tuple[Body, ...]] = {}
+    for index, bs in view.bodies.items():
+        bodies[index] = tuple(replace(b, view=with_regions(b.view, sizes)) for b in bs) if recursive else bs
+        op = view.ops[index]
+        size = sizes.get(child_path(view.path, op.name), 0)
+        if size <= 0:
+            continue
+        name = f"{op.name}:region"
+        while name in tensors:
+            name += "'"
+        regions[index] = name
+        tensors[name] = Tensor(name, onnx.TensorProto.UINT8, "uint8", (size,), size, "region", index)
+        ops[index] = Op(op.index, op.name, op.op_type, op.domain, op.inputs, op.outputs + (name,), op.captures)
+    out = GraphView(tuple(ops), tensors, view.inputs, view.outputs, view.consumers, path=view.path,
+                    outer=view.outer)
+    object.__setattr__(out, "bodies", bodies)
+    object.__setattr__(out, "regions", regions)
+    return out

@@ -20,9 +20,9 @@ import onnx
 
 from .errors import OnnxmemError, PlanError, ShapeError
 from .execution import DEVICES, Execution, ExecutionOptions, OutputCheck, execute_plan
-from .graph import GraphView, build_view
+from .graph import GraphView, build_view, iter_views, with_regions
 from .plan import MemoryPlan
-from .proof import VIEW_OPS, Finding, prove_plan, true_lifetimes
+from .proof import VIEW_OPS, Finding, plan_regions, prove_plan, true_lifetimes
 from .sessions import cuda_available
 from .weights import compute_weights, fold_weights
 
@@ -92,7 +92,7 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
     except ShapeError:
         shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
                                        strict_dims=False)
-    return build_view(model, shapes)
+    return with_regions(build_view(model, shapes), plan_regions(plan))
 
 
 def check_plan_identity(
@@ -138,8 +138,9 @@ def check_plan_identity(
         except OnnxmemError:
             raise refused from None
     io_out = set(view.inputs) | set(view.outputs) if plan.io == "external" else set()
-    expected = {t.name: t.size for t in view.activations() if t.name not in io_out}
-    planned = {t.name: t.size for t in plan.tensors}
+    expected = {(v.path, t.name): t.size for v in iter_views(view) for t in v.activations()
+                if v.path or t.name not in io_out}
+    planned = {(t.graph, t.name): t.size for t in plan.tensors}
     if len(planned) != len(plan.tensors) or planned != expected:
         raise refused
     return view, (

@@ -34,10 +34,13 @@ def weight_ops(view: GraphView) -> list[int]:
     ]
 
 
-def compute_weights(model: onnx.ModelProto, view: GraphView) -> dict[str, np.ndarray]:
+def compute_weights(model: onnx.ModelProto, view: GraphView,
+                    outer: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Every weight the graph reads: initializers, and constant-node outputs computed once.
 
-    ``model`` must carry its weight data (see ``runtime.load_with_weights``).
+    ``model`` must carry its weight data (see ``runtime.load_with_weights``);
+    for a body, ``model``'s graph is the body and ``outer`` holds the enclosing
+    graphs' weights its constant nodes may read.
     """
     out: dict[str, np.ndarray] = {}
     for init in model.graph.initializer:
@@ -58,7 +61,7 @@ def compute_weights(model: onnx.ModelProto, view: GraphView) -> dict[str, np.nda
     made = {o for i in ops for o in model.graph.node[i].output if o}
     for n in need:
         if n not in made:
-            g.initializer.append(numpy_helper.from_array(out[n], n))
+            g.initializer.append(numpy_helper.from_array(out[n] if n in out else (outer or {})[n], n))
     for o in sorted(made):
         t = view.tensors.get(o)
         if t is None:
