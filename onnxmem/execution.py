@@ -275,7 +275,7 @@ class ArenaRun:
         except KeyError as exc:
             raise PlanError(f"the plan orders node {exc}, which the model does not have; re-plan the model") from None
         self.full = load_with_weights(model, model_path)
-        self.weights = compute_weights(self.full, view)
+        self.weights: Any = compute_weights(self.full, view)
         self.weight_ops = set(weight_ops(view))
         self.feeds = _feeds(self.full, view, options)
         life = true_lifetimes(view, self.order)
@@ -796,7 +796,7 @@ class _BodyRun(ArenaRun):
         if own is None:
             own = compute_weights(sessions.model_like(self.full, graph), self.view, parent.weights)
             self.root._body_weights[body.path] = own
-        self.weights = ChainMap(own, parent.weights)
+        self.weights: Any = ChainMap(own, parent.weights)
         self.weight_ops = set(weight_ops(self.view))
         self.feeds = {}
         life = true_lifetimes(self.view, self.order)

@@ -367,15 +367,15 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
     bodies: dict[int, tuple[Body, ...]] = {}
     for op, node in zip(ops, g.node):
         subs = subgraph_attributes(node)
-        kind = body_kind(op, opset)
-        if not subs or kind is None:
+        bkind = body_kind(op, opset)
+        if not subs or bkind is None:
             continue
         owner = child_path(level.path, op.name)
         made: list[Body] = []
         for attr, sub in subs:
             child = _Level(f"{owner}/{attr}", (*level.key, (owner_key(node, op.index), attr)), visible,
-                           frozenset(true_weights), kind != "if")
-            made.append(Body(child.path, op.index, attr, kind, _build_level(sub, child, shapes, opset)))
+                           frozenset(true_weights), bkind != "if")
+            made.append(Body(child.path, op.index, attr, bkind, _build_level(sub, child, shapes, opset)))
         bodies[op.index] = tuple(made)
     object.__setattr__(view, "bodies", bodies)
     return view

@@ -19,7 +19,14 @@ from .errors import OnnxmemError, PlanInvalid
 from .graph import GraphView, build_view, with_regions
 from .liveness import Liveness
 from .model import ShapeInfo, file_sha256, infer_shapes, load_model
-from .nesting import BodyPlan, aliased_liveness, body_tensors, level_tensors, outside_values, plan_bodies
+from .nesting import (
+    BodyPlan,
+    aliased_liveness,
+    body_tensors,
+    level_tensors,
+    outside_values,
+    plan_bodies,
+)
 from .plan import MemoryPlan, SharedObject, SubgraphPlan
 from .problem import Solution, live_bytes, lower_bound
 from .proof import prove_plan
@@ -193,7 +200,7 @@ def _make_plan(
     tensors += body_tensors(view, tensors, bodies)
     outside, warnings = outside_values(model.graph, view, {(t.graph, t.name) for t in tensors}, opts.io)
     regions = {(t.graph, t.name) for t in tensors if t.kind == "region"}
-    status = solution.status
+    status = str(solution.status.value)
     if status == "optimal" and any(not b.solution.optimal for b in bodies.values()):
         status = "feasible"  # the main graph is at its bound; some body is not
     naive = sum(b.size for b in problem.buffers if ("", b.id) not in regions)

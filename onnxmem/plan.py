@@ -202,8 +202,7 @@ class MemoryPlan:
                               for s in self.subgraphs]
             d["outside"] = [asdict(o) for o in self.outside]
         else:
-            for t in d["tensors"]:
-                t.pop("graph", None)
+            d["tensors"] = [{k: v for k, v in t.items() if k != "graph"} for t in d["tensors"]]  # type: ignore[attr-defined]
         if self.extra:
             d["extra"] = self.extra
         return d

@@ -1,0 +1,235 @@
+"""Nested planning: every tensor of every If branch, Loop body and Scan body is in the arena,
+proven statically and by execution inside the arena."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from onnxmem.errors import ShapeError
+from onnxmem.model import iter_bodies, load_model
+from onnxmem.pipeline import PlanOptions, plan_model
+from onnxmem.plan import OUTSIDE_REASONS, plan_from_dict, read_plan, render_plan, write_plan
+from onnxmem.verify import VerifyOptions, execute_plan, prove_plan, true_lifetimes, verify_plan
+
+from .conftest import LIGHT_MODELS
+from .helpers import make_model, vi
+from .nested_models import CONTROL_FLOW_MODELS, if_peaks, loop_nested_if, network_in_if
+
+
+def _save(tmp_path, name, model):
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def _node_outputs(model: onnx.ModelProto, planned) -> set[tuple[str, str]]:
+    """(graph path, name) of every node output at every level, paths as the plan writes them."""
+    from onnxmem.graph import build_view, iter_views
+    from onnxmem.model import infer_shapes
+
+    del planned
+    view = build_view(model, infer_shapes(model))
+    graphs = {(): model.graph}
+    graphs.update(dict(iter_bodies(model.graph)))
+    out = set()
+    paths = [v.path for v in iter_views(view)]
+    for v in iter_views(view):
+        for op in v.ops:
+            out.update((v.path, o) for o in op.outputs if o)
+    assert len(paths) == len(graphs)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_FLOW_MODELS))
+def test_control_flow_models_plan_prove_and_verify(tmp_path, name):
+    path = _save(tmp_path, name, CONTROL_FLOW_MODELS[name]())
+    planned = plan_model(path)
+    plan = planned.plan
+    assert plan.schema_version == 2
+    assert plan.subgraphs and all(s.order for s in plan.subgraphs if s.kind != "if" or s.order)
+    assert {t.graph for t in plan.tensors} > {""}
+    assert prove_plan(plan, planned.view) == []
+    report = verify_plan(planned.model, plan, model_path=path, view=planned.view)
+    assert report.ok, report.first
+    assert report.execution is not None and report.execution.nodes_run >= 1
+    # the plan round-trips through its JSON and the schema
+    out = tmp_path / "plan.json"
+    write_plan(plan, out)
+    again = read_plan(out)
+    assert again.tensors == plan.tensors and again.subgraphs == plan.subgraphs and again.outside == plan.outside
+
+
+def test_if_arena_is_the_larger_branch_plus_what_the_parent_keeps(tmp_path):
+    path = _save(tmp_path, "if_peaks", if_peaks())
+    plan = plan_model(path).plan
+    then = plan.subgraph("choose/then_branch")
+    other = plan.subgraph("choose/else_branch")
+    assert (then.arena_size, other.arena_size) == (16384 + 4096, 4096)
+    region = plan.tensor("choose:region")
+    assert (region.kind, region.size, region.start, region.end) == ("region", 20480, 0, 1)
+    # x (4,096) + cond (1 B, aligned to 64) + y (4,096) + the region
+    assert plan.arena_size == plan.lower_bound == 4096 + 64 + 4096 + 20480
+    big = plan.tensor("big", "choose/then_branch")
+    assert region.offset <= big.offset and big.offset + big.size <= region.offset + region.size
+    # both branches share the region (they never run together)
+    neg = plan.tensor("else_out", "choose/else_branch")
+    assert region.offset <= neg.offset < region.offset + region.size
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_each_if_branch_runs_in_the_arena(tmp_path, cond):
+    path = _save(tmp_path, "if_peaks", if_peaks())
+    planned = plan_model(path)
+    x = np.random.default_rng(1).standard_normal((1, 1024)).astype(np.float32)
+    opts = VerifyOptions(inputs={"x": x, "cond": np.array(cond)})
+    report = verify_plan(planned.model, planned.plan, model_path=path, view=planned.view, options=opts)
+    assert report.ok, report.first
+    assert report.execution is not None and report.execution.nodes_run == (2 if cond else 1)
+
+
+def test_network_inside_an_if_is_planned_and_weighed(tmp_path):
+    path = _save(tmp_path, "vad", network_in_if())
+    planned = plan_model(path)
+    plan = planned.plan
+    # the four 64x64 float weights of the branch (65,536 B), the zeros constant, the sr check
+    assert plan.weights_size == 4 * 64 * 64 * 4 + 8 * 64 * 4 + 8
+    body = [t for t in plan.tensors if t.graph == "run_net/then_branch"]
+    assert {t.name for t in body} == {f"mm{i}" for i in range(4)} | {"h0", "h1", "h2", "net_out"}
+    # at the If's step the main graph holds x 2,048 + is_ok 64 + y 2,048 (sr died at the Equal);
+    # the branch holds two 2,048 B values at a time (each Tanh writes over its MatMul's output)
+    assert plan.subgraph("run_net/then_branch").arena_size == 2 * 2048
+    assert plan.arena_size == plan.lower_bound == 2048 + 64 + 2048 + 2 * 2048
+    opts = VerifyOptions(inputs={"x": np.ones((8, 64), np.float32), "sr": np.array(16000, np.int64)})
+    report = verify_plan(planned.model, plan, model_path=path, view=planned.view, options=opts)
+    assert report.ok, report.first
+    assert report.execution is not None and report.execution.nodes_run == 9  # Equal + 8 in the branch
+
+
+def test_nested_if_inside_a_loop_names_its_path(tmp_path):
+    path = _save(tmp_path, "loop_if", loop_nested_if())
+    plan = plan_model(path).plan
+    paths = {s.path for s in plan.subgraphs}
+    assert paths == {"loop/body", "loop/body/step/then_branch", "loop/body/step/else_branch"}
+    inner = plan.tensor("step:region", "loop/body")
+    outer = plan.tensor("loop:region")
+    assert outer.offset <= inner.offset and inner.offset + inner.size <= outer.offset + outer.size
+    n = plan.tensor("n", "loop/body/step/else_branch")
+    assert inner.offset <= n.offset and n.offset + n.size <= inner.offset + inner.size
+
+
+ALL = sorted(CONTROL_FLOW_MODELS)
+
+
+@pytest.mark.parametrize("name", ALL + ["control_flow"] + [p.stem for p in LIGHT_MODELS])
+def test_every_node_output_is_planned_or_outside_exactly_once(tmp_path, name, models_dir):
+    if name in CONTROL_FLOW_MODELS:
+        path = _save(tmp_path, name, CONTROL_FLOW_MODELS[name]())
+    elif name == "control_flow":
+        path = models_dir / "control_flow.onnx"
+    else:
+        path = next(p for p in LIGHT_MODELS if p.stem == name)
+    plan = plan_model(path).plan
+    planned = [(t.graph, t.name) for t in plan.tensors if t.kind != "region"]
+    outside = [(o.graph, o.name) for o in plan.outside]
+    assert len(set(planned)) == len(planned) and len(set(outside)) == len(outside)
+    assert not set(planned) & set(outside)
+    assert all(o.reason in OUTSIDE_REASONS for o in plan.outside)
+    outputs = _node_outputs(load_model(path), plan)
+    assert outputs <= set(planned) | set(outside)
+
+
+def test_io_external_lists_graph_inputs_and_outputs_outside(tmp_path):
+    path = _save(tmp_path, "if_peaks", if_peaks())
+    plan = plan_model(path, PlanOptions(io="external")).plan
+    reasons = {(o.graph, o.name): o.reason for o in plan.outside}
+    assert reasons[("", "x")] == reasons[("", "y")] == "external-io"
+    assert plan.arena_size == 20480  # the region alone: x, cond and y are the runtime's
+
+
+def _overlapping_body_pair(plan, view):
+    from onnxmem.proof import walk_bodies
+
+    for _parent, body in walk_bodies(view):
+        sub = plan.subgraph(body.path)
+        index = {op.name: op.index for op in body.view.ops}
+        life = true_lifetimes(body.view, [index[n] for n in sub.order])
+        ts = [t for t in plan.tensors if t.graph == body.path and t.size > 0]
+        for i, a in enumerate(ts):
+            for b in ts[i + 1:]:
+                if a.group != b.group and a.offset != b.offset and life[a.name][0] < life[b.name][1] \
+                        and life[b.name][0] < life[a.name][1]:
+                    return body.path, a, b
+    raise AssertionError("no pair of live body tensors")
+
+
+@pytest.mark.parametrize("name", ["if_peaks", "loop_carried", "scan_cumsum", "loop_nested_if"])
+def test_overlapping_body_tensors_are_caught_by_proof_and_execution(tmp_path, name):
+    path = _save(tmp_path, name, CONTROL_FLOW_MODELS[name]())
+    planned = plan_model(path)
+    plan, view = planned.plan, planned.view
+    graph, a, b = _overlapping_body_pair(plan, view)
+    if (a.start, a.name) > (b.start, b.name):
+        a, b = b, a
+    bad = dataclasses.replace(plan, tensors=tuple(
+        dataclasses.replace(t, offset=a.offset) if (t.graph, t.group) == (graph, b.group) else t
+        for t in plan.tensors))
+    found = prove_plan(bad, view)
+    assert any(f.kind in ("overlap", "alias") and f.graph == graph for f in found), found
+    run = execute_plan(bad, planned.model, view, model_path=path)
+    assert run.findings, f"execution missed {b.name!r} moved onto {a.name!r} in {graph!r}"
+
+
+def test_a_body_tensor_outside_its_region_is_caught(tmp_path):
+    path = _save(tmp_path, "if_peaks", if_peaks())
+    planned = plan_model(path)
+    plan = planned.plan
+    region = plan.tensor("choose:region")
+    moved = tuple(dataclasses.replace(t, offset=region.offset + region.size) if t.name == "big" else t
+                  for t in plan.tensors)
+    found = prove_plan(dataclasses.replace(plan, tensors=moved), planned.view)
+    assert any(f.kind in ("arena", "overlap") and "region of node 'choose'" in f.message for f in found), found
+
+
+def test_a_plan_missing_a_body_is_refused(tmp_path):
+    path = _save(tmp_path, "if_peaks", if_peaks())
+    planned = plan_model(path)
+    plan = planned.plan
+    short = dataclasses.replace(plan, subgraphs=plan.subgraphs[:1],
+                                tensors=tuple(t for t in plan.tensors if t.graph != plan.subgraphs[1].path))
+    found = prove_plan(short, planned.view)
+    assert any("is not in the plan" in f.message for f in found)
+
+
+def test_version_1_plans_are_still_read(tmp_path, models_dir):
+    plan = plan_model(models_dir / "resnet_cnn.onnx").plan
+    data = json.loads(render_plan(plan))
+    for key in ("subgraphs", "outside"):
+        data.pop(key)
+    for t in data["tensors"]:
+        t.pop("graph")
+    data["schema_version"] = 1
+    old = plan_from_dict(data)
+    assert old.schema_version == 1 and old.tensors == plan.tensors and old.arena_size == plan.arena_size
+
+
+def test_body_value_without_static_size_is_named(tmp_path):
+    # a carried value that grows each iteration: its shape changes, nothing can size it statically
+    body = helper.make_graph(
+        [helper.make_node("Concat", ["acc_in", "x"], ["acc_out"], name="grow", axis=0),
+         helper.make_node("Identity", ["c_in"], ["c_out"], name="keep")],
+        "body", [vi("i", [], TensorProto.INT64), vi("c_in", [], TensorProto.BOOL), vi("acc_in", None)],
+        [vi("c_out", [], TensorProto.BOOL), vi("acc_out", None)],
+    )
+    trips = helper.make_tensor("trips", TensorProto.INT64, [], [3])
+    yes = helper.make_tensor("yes", TensorProto.BOOL, [], [True])
+    m = make_model([helper.make_node("Loop", ["trips", "yes", "x"], ["y"], name="loop", body=body)],
+                   [vi("x", [1, 4])], [vi("y", None)], [trips, yes])
+    path = _save(tmp_path, "grow", m)
+    with pytest.raises(ShapeError, match=r"(no static size|unknown)"):
+        plan_model(path)
