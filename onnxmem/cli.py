@@ -590,6 +590,12 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
     else:
         click.echo("note: neither figure counts graph inputs, outputs or weights (--io external); onnxruntime's "
                    "figure is its peak minus the outputs, a low estimate")
+    if the_plan.subgraphs:
+        body_bytes = sum(t.size for t in the_plan.tensors if t.kind == "region")
+        click.echo(f"note: the arena holds the tensors of {len(the_plan.subgraphs)} subgraphs (If branches, Loop and "
+                   f"Scan bodies) in regions of {fmt_bytes(body_bytes)} in all, each sized for its largest body "
+                   "whatever the inputs; onnxruntime's figure is one run on seeded random inputs, which took one "
+                   "branch of each If")
 
 
 @main.command()
