@@ -33,6 +33,16 @@ Then each node, in the plan's order, runs as its own onnxruntime session
    same alias group that dies at this node is allowed);
 7. :meth:`~ArenaRun.retire`: values that die at this step are dropped.
 
+A node with bodies (:meth:`~ArenaRun.run_bodies`) runs them the same way,
+node by node in the arena, each body as a :class:`_BodyRun` over its planned
+tensors (inside the node's region): the If branch its condition chooses;
+every Loop iteration (iteration number, condition and carried values copied
+into the body's carried slots first, the body's outputs read back after,
+scan outputs stacked); every Scan step (state and slices in, state and
+output slices back). No body tensor is allocated by onnxruntime. A body's
+writes are checked against every value live in it and in the graphs
+around it.
+
 After the last node, :meth:`~ArenaRun.compare_outputs`: each graph output
 must match the private run within ``atol + rtol * max|reference|`` (NaN and
 infinities exactly; integers equal): same kernels, same order, same thread

@@ -1,9 +1,16 @@
-"""A read-only view of a model's top-level graph for planning.
+"""A read-only view of a model's graph for planning, one per graph level.
 
 Values know their producer and their consumers; node order is the file's and
 is never assumed to be topological. Nodes with subgraphs (If, Loop, Scan)
 read the outer-scope values their bodies capture: those count as inputs of the
-owning node, so they stay live through it. Each node gets a unique name (the
+owning node, so they stay live through it. Each If branch and each Loop and
+Scan body (opset 9 on) gets a view of its own (:attr:`GraphView.bodies`, built
+recursively, with its path, e.g. ``Loop_3/body/If_1/else_branch``): its formal
+inputs are ``input`` tensors (pinned to the end of a Loop or Scan body: the
+carried slots), the enclosing values it reads are ``weight`` tensors of the
+body (outside its arena; :attr:`GraphView.outer`), and its sizes come from
+``ShapeInfo.bodies``. :func:`with_regions` adds the *region* an owning node's
+bodies run in (see :mod:`onnxmem.nesting`). Each node gets a unique name (the
 file's, or ``<op_type>_<index>`` when it is empty or repeated); the annotated
 model writes these names back so a plan and its model always match.
 

@@ -1,7 +1,7 @@
 """From an ONNX file to a validated memory plan: the steps in one place.
 
-load -> infer shapes -> view -> order -> liveness -> problem -> solve ->
-validate -> plan. The CLI, the zoo job and the benchmarks call
+load -> infer shapes -> view -> plan the bodies (:mod:`onnxmem.nesting`) ->
+order -> liveness -> problem -> solve -> validate -> plan. The CLI, the zoo job and the benchmarks call
 :func:`plan_model`; each step is also usable on its own.
 """
 
