@@ -201,8 +201,8 @@ def _make_plan(
     outside, warnings = outside_values(model.graph, view, {(t.graph, t.name) for t in tensors}, opts.io)
     regions = {(t.graph, t.name) for t in tensors if t.kind == "region"}
     status = str(solution.status.value)
-    if status == "optimal" and any(not b.solution.optimal for b in bodies.values()):
-        status = "feasible"  # the main graph is at its bound; some body is not
+    if status == "optimal" and (warnings or any(not b.solution.optimal for b in bodies.values())):
+        status = "feasible"  # the main graph is at its bound; some body is not, or is not planned
     naive = sum(b.size for b in problem.buffers if ("", b.id) not in regions)
     naive += sum(b.size for bp in bodies.values() for b in bp.liveness.problem.buffers
                  if (bp.path, b.id) not in regions)
