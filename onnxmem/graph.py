@@ -335,7 +335,8 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
                 raise ShapeError(
                     f"value {show_name(name)}{where} has no static size: shape inference could not resolve "
                     "its shape (it depends on data, or changes from one iteration to the next); bind the "
-                    "graph inputs' dims (--input-shape, --dim) or declare its shape in the subgraph's value_info"
+                    "graph inputs' dims (--input-shape, --dim) or declare its shape in the subgraph's value_info "
+                    "(--measure-shapes measures the main graph's values only)"
                 )
             raise ModelError(f"no shape was found for value '{name}'")
         et = dtypes[name]

@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnxmem.errors import ShapeError
+from onnxmem.graph import child_path
 from onnxmem.model import iter_bodies, load_model
 from onnxmem.pipeline import PlanOptions, plan_model
 from onnxmem.plan import OUTSIDE_REASONS, plan_from_dict, read_plan, render_plan, write_plan
@@ -185,6 +186,55 @@ def test_overlapping_body_tensors_are_caught_by_proof_and_execution(tmp_path, na
     assert run.findings, f"execution missed {b.name!r} moved onto {a.name!r} in {graph!r}"
 
 
+def _body_mutations(plan, view, limit):
+    """Plans with one pair of live tensors of one body forced to overlap (the later-written
+    one, with its alias group, moved onto the other's first byte): ``(graph, plan)``."""
+    from onnxmem.proof import walk_bodies
+
+    out = []
+    for _parent, body in walk_bodies(view):
+        sub = plan.subgraph(body.path)
+        index = {op.name: op.index for op in body.view.ops}
+        life = true_lifetimes(body.view, [index[n] for n in sub.order])
+        ts = [t for t in plan.tensors if t.graph == body.path and t.size > 0]
+        for i, a in enumerate(ts):
+            for b in ts[i + 1:]:
+                if a.group == b.group or a.offset == b.offset:
+                    continue
+                if not (life[a.name][0] < life[b.name][1] and life[b.name][0] < life[a.name][1]):
+                    continue
+                if (life[b.name][0], b.name) < (life[a.name][0], a.name):
+                    a, b = b, a
+                delta = a.offset - b.offset
+                # a region moves with the bodies inside it
+                inner = child_path(body.path, b.producer or "") + "/" if b.kind == "region" else None
+                moved = tuple(
+                    dataclasses.replace(t, offset=t.offset + delta)
+                    if (t.graph, t.group) == (body.path, b.group) or (inner and t.graph.startswith(inner)) else t
+                    for t in plan.tensors)
+                out.append((body.path, dataclasses.replace(plan, tensors=moved)))
+    return out[:limit]
+
+
+@pytest.mark.parametrize("name", ["loop_carried", "loop_nested_if", "scan_cumsum", "control_flow"])
+def test_every_body_mutation_is_proven_wrong_and_most_fail_in_the_arena(tmp_path, name, models_dir):
+    path = (models_dir / "control_flow.onnx" if name == "control_flow"
+            else _save(tmp_path, name, CONTROL_FLOW_MODELS[name]()))
+    planned = plan_model(path)
+    cases = _body_mutations(planned.plan, planned.view, 20)
+    assert cases
+    executed = caught = 0
+    for graph, bad in cases:
+        found = prove_plan(bad, planned.view)
+        assert any(f.kind in ("overlap", "alias") and f.graph == graph for f in found), (graph, found)
+        if "_branch" in graph:
+            continue  # an If branch runs only when its condition says so
+        run = execute_plan(bad, planned.model, planned.view, model_path=path)
+        executed += 1
+        caught += bool(run.findings)
+    assert caught >= 0.8 * executed, f"execution caught {caught} of {executed}"
+
+
 def test_a_body_tensor_outside_its_region_is_caught(tmp_path):
     path = _save(tmp_path, "if_peaks", if_peaks())
     planned = plan_model(path)
@@ -233,3 +283,37 @@ def test_body_value_without_static_size_is_named(tmp_path):
     path = _save(tmp_path, "grow", m)
     with pytest.raises(ShapeError, match=r"(no static size|unknown)"):
         plan_model(path)
+
+
+def test_data_dependent_body_value_is_named_with_its_subgraph(tmp_path):
+    then_g = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["nz"], name="nz"),
+         helper.make_node("Cast", ["nz"], ["f"], to=TensorProto.FLOAT, name="cast"),
+         helper.make_node("ReduceSum", ["f"], ["t_out"], keepdims=0, name="sum")],
+        "then", [], [vi("t_out", [])])
+    else_g = helper.make_graph([helper.make_node("ReduceMax", ["x"], ["e_out"], keepdims=0, name="max")], "else", [],
+                               [vi("e_out", [])])
+    m = make_model([helper.make_node("If", ["c"], ["y"], name="pick", then_branch=then_g, else_branch=else_g)],
+                   [vi("x", [4, 4]), vi("c", [], TensorProto.BOOL)], [vi("y", [])])
+    with pytest.raises(ShapeError, match=r"^value 'nz' of subgraph 'pick/then_branch' has no static size: .*"
+                                         r"--input-shape, --dim\) or declare its shape"):
+        plan_model(_save(tmp_path, "nz", m))
+
+
+def test_show_lists_the_subgraphs_and_compare_explains_the_regions(tmp_path):
+    from click.testing import CliRunner
+
+    from onnxmem.cli import main
+
+    path = _save(tmp_path, "loop_if", loop_nested_if())
+    out = tmp_path / "plan.json"
+    runner = CliRunner()
+    assert runner.invoke(main, ["plan", str(path), "-o", str(out)]).exit_code == 0
+    shown = runner.invoke(main, ["show", str(out)])
+    assert shown.exit_code == 0
+    assert "subgraphs (3;" in shown.output and "loop/body/step/else_branch" in shown.output
+    # the main graph's peak counts the Loop's region, not the body's steps
+    assert "peak         step 0: Loop 'loop', 5.19 KiB live in 3 tensors" in shown.output
+    compared = runner.invoke(main, ["compare", str(path)])
+    assert compared.exit_code == 0, compared.output
+    assert "tensors of 3 subgraphs" in compared.output
