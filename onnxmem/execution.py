@@ -324,7 +324,7 @@ class ArenaRun:
         self.changed = False
         self.private_seconds = 0.0
         self._weight_values: dict[tuple[str, bool], Any] = {}
-        self._body_weights: dict[str, dict[str, np.ndarray]] = {}  # by body path, computed once
+        self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
         self._sessions: dict[tuple[str, int, tuple[tuple[int, ...], ...]], Any] = {}  # body nodes' sessions
 
     # -------------------------------------------------------------- memory access
@@ -799,23 +799,26 @@ class _BodyRun(ArenaRun):
         self.full, self.plan = parent.full, parent.plan
         self.nodes = graph.node
         self.path = body.path
-        sub = self.plan.subgraph(body.path)
-        by_name = {op.name: op.index for op in self.view.ops}
-        self.order = [by_name[n] for n in sub.order]
-        own = self.root._body_weights.get(body.path)
-        if own is None:
+        static = self.root._body_static.get(body.path)
+        if static is None:  # what every iteration shares: order, weights, slot layout
+            sub = self.plan.subgraph(body.path)
+            by_name = {op.name: op.index for op in self.view.ops}
+            order = [by_name[n] for n in sub.order]
             own = compute_weights(sessions.model_like(self.full, graph), self.view, parent.weights)
-            self.root._body_weights[body.path] = own
-        self.weights: Any = ChainMap(own, parent.weights)
-        self.weight_ops = set(weight_ops(self.view))
+            life = true_lifetimes(self.view, order)
+            layout = []
+            for pt in self.plan.tensors:
+                if pt.graph == body.path:
+                    t = self.view.tensors[pt.name]
+                    layout.append((pt.name, pt.offset, pt.size, t.elem_type, t.shape, f"{body.path}/{pt.group}",
+                                   life[pt.name][1]))
+            static = (order, own, set(weight_ops(self.view)), layout)
+            self.root._body_static[body.path] = static
+        self.order, own, self.weight_ops, layout = static
+        self.weights = ChainMap(own, parent.weights)
         self.feeds = {}
-        life = true_lifetimes(self.view, self.order)
-        slots: dict[str, _Slot] = {}
-        for pt in self.plan.tensors:
-            if pt.graph == body.path:
-                t = self.view.tensors[pt.name]
-                slots[pt.name] = _Slot(pt.name, "arena", pt.offset, pt.size, t.elem_type, t.shape,
-                                       f"{body.path}/{pt.group}", life[pt.name][1])
+        slots = {name: _Slot(name, "arena", off, size, et, shape, group, end)
+                 for name, off, size, et, shape, group, end in layout}
         self.slots = ChainMap(slots, parent.slots)
         self.regions = set(self.view.regions.values())
         self.arena, self.mirror = parent.arena, parent.mirror
@@ -830,7 +833,7 @@ class _BodyRun(ArenaRun):
         self.private_seconds = 0.0
         self._weight_values = {}
         self._sessions = self.root._sessions
-        self._body_weights = self.root._body_weights
+        self._body_static = self.root._body_static
 
     def session(self, op: Op, node: onnx.NodeProto) -> Any:
         """The node's session, made once for every iteration that binds the same shapes."""
