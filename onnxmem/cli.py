@@ -212,6 +212,17 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
     )
 
 
+def _subgraph_line(plan: Any) -> str:
+    """How many bodies the plan holds, of which kinds, and the bytes of their owners' regions."""
+    kinds: dict[str, int] = {}
+    for sg in plan.subgraphs:
+        kinds[sg.kind] = kinds.get(sg.kind, 0) + 1
+    body = sum(1 for t in plan.tensors if t.graph)
+    regions = sum(t.size for t in plan.tensors if t.kind == "region")
+    what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    return f"subgraphs    {len(plan.subgraphs)} ({what})   {body} body tensors in regions of {fmt_bytes(regions)}"
+
+
 def plan_summary(plan: Any) -> list[str]:
     n_nodes = len(plan.order)
     gap = f"+{plan.gap * 100:.2f}% over the bound" if plan.lower_bound else "at the bound"
@@ -221,6 +232,7 @@ def plan_summary(plan: Any) -> list[str]:
     return [
         f"model        {one_line(str(plan.model['path']))}",
         f"nodes        {n_nodes}   tensors planned {len(plan.tensors)}   order {one_line(plan.order_strategy)}",
+        *([_subgraph_line(plan)] if plan.subgraphs else []),
         f"weights      {fmt_bytes(plan.weights_size)}",
         f"naive        {fmt_bytes(plan.naive_size)}",
         f"lower bound  {fmt_bytes(plan.lower_bound)}",
