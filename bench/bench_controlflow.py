@@ -10,7 +10,9 @@ included, inside one arena; inputs seeded random, except ``network_in_if``, whos
 ``sr`` is 16000 so that the network branch runs). Prints a Markdown table: the arena,
 the lower bound, naive (no reuse) size, the number of subgraphs and of their tensors,
 the bytes of the owners' regions, the nodes executed in the arena, the verify result
-and times.
+and times, and onnxruntime's own peak (``onnxmem compare``'s ORT_DISABLE_ALL figure, one
+run on seeded random inputs) over the arena. One model is planned first, untimed, so
+that the compiled solvers' start is not in the first row.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from onnxmem.ortpeak import comparable_peak, ort_peak  # noqa: E402
 from onnxmem.pipeline import plan_model  # noqa: E402
 from onnxmem.verify import VerifyOptions, verify_plan  # noqa: E402
 from tests.nested_models import CONTROL_FLOW_MODELS  # noqa: E402
@@ -47,8 +50,10 @@ def main() -> int:
         onnx.save(build(), paths[name])
     print(f"machine: {platform.machine()}, Python {platform.python_version()}, onnx {onnx.__version__}")
     print()
-    print("| model | arena B | bound B | naive B | subgraphs | body tensors | regions B | nodes run | verify | plan s | verify s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    plan_model(paths["if_peaks"])  # warm-up, untimed
+    print("| model | arena B | bound B | naive B | subgraphs | body tensors | regions B | nodes run | verify "
+          "| plan s | verify s | onnxruntime / arena |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for name, path in paths.items():
         t0 = time.perf_counter()
         planned = plan_model(path)
@@ -62,8 +67,11 @@ def main() -> int:
         regions = sum(t.size for t in plan.tensors if t.kind == "region")
         ran = report.execution.nodes_run if report.execution else 0
         result = "verified" if report.ok else f"FAILED: {report.first}"
+        peak = ort_peak(planned.model, planned.view, level="disable", model_path=path).peak
+        same = comparable_peak(peak, planned.view, plan.io)
+        ratio = f"{same / plan.arena_size:.2f}" if same is not None and plan.arena_size else "-"
         print(f"| {name} | {plan.arena_size:,} | {plan.lower_bound:,} | {plan.naive_size:,} | {len(plan.subgraphs)} "
-              f"| {body} | {regions:,} | {ran} | {result} | {plan_s:.3f} | {verify_s:.3f} |")
+              f"| {body} | {regions:,} | {ran} | {result} | {plan_s:.3f} | {verify_s:.3f} | {ratio} |")
     return 0
 
 

@@ -607,7 +607,8 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
         click.echo(f"note: the arena holds the tensors of {len(the_plan.subgraphs)} subgraphs (If branches, Loop and "
                    f"Scan bodies) in regions of {fmt_bytes(body_bytes)} in all, each sized for its largest body "
                    "whatever the inputs; onnxruntime's figure is one run on seeded random inputs, which took one "
-                   "branch of each If")
+                   "branch of each If, and its profiler's allocator statistics miss some allocations made inside "
+                   "control-flow nodes (a Scan's outputs, for one): the figures are not like for like")
 
 
 @main.command()

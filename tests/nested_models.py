@@ -10,7 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .helpers import make_model, vi
 
-__all__ = ["CONTROL_FLOW_MODELS", "if_peaks", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum"]
+__all__ = ["CONTROL_FLOW_MODELS", "if_peaks", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
+           "scan_rnn"]
 
 
 def _graph(nodes, name, inputs, outputs, inits=()) -> onnx.GraphProto:
@@ -128,10 +129,29 @@ def scan_cumsum() -> onnx.ModelProto:
                       [vi("s0", [32]), vi("X0", [6, 32])], [vi("s_n", [32]), vi("Y", [32, 6])])
 
 
+def scan_rnn() -> onnx.ModelProto:
+    """A recurrent cell as a Scan over 24 steps: ``h = Tanh(x_t Wx + h Wh)`` with its
+    weights inside the body (``Wx`` [32, 64], ``Wh`` [64, 64]), every ``h`` a scan output."""
+    rng = np.random.default_rng(1)
+    wx = numpy_helper.from_array((rng.standard_normal((32, 64)) * 0.2).astype(np.float32), "Wx")
+    wh = numpy_helper.from_array((rng.standard_normal((64, 64)) * 0.2).astype(np.float32), "Wh")
+    body = _graph(
+        [helper.make_node("MatMul", ["x_t", "Wx"], ["xw"], name="input_proj"),
+         helper.make_node("MatMul", ["h_in", "Wh"], ["hw"], name="state_proj"),
+         helper.make_node("Add", ["xw", "hw"], ["pre"], name="mix"),
+         helper.make_node("Tanh", ["pre"], ["h_out"], name="cell"),
+         helper.make_node("Identity", ["h_out"], ["y_t"], name="emit")],
+        "cell", [vi("h_in", [1, 64]), vi("x_t", [1, 32])], [vi("h_out", [1, 64]), vi("y_t", [1, 64])], [wx, wh],
+    )
+    node = helper.make_node("Scan", ["h0", "xs"], ["h_n", "ys"], name="rnn", body=body, num_scan_inputs=1)
+    return make_model([node], [vi("h0", [1, 64]), vi("xs", [24, 1, 32])], [vi("h_n", [1, 64]), vi("ys", [24, 1, 64])])
+
+
 CONTROL_FLOW_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "if_peaks": if_peaks,
     "network_in_if": network_in_if,
     "loop_carried": loop_carried,
     "loop_nested_if": loop_nested_if,
     "scan_cumsum": scan_cumsum,
+    "scan_rnn": scan_rnn,
 }

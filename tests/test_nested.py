@@ -317,3 +317,12 @@ def test_show_lists_the_subgraphs_and_compare_explains_the_regions(tmp_path):
     compared = runner.invoke(main, ["compare", str(path)])
     assert compared.exit_code == 0, compared.output
     assert "tensors of 3 subgraphs" in compared.output
+
+
+def test_subgraph_paths_escape_slashes_in_node_names(tmp_path):
+    m = if_peaks()
+    m.graph.node[0].name = "a/b%c"
+    plan = plan_model(_save(tmp_path, "hostile", m)).plan
+    assert {s.path for s in plan.subgraphs} == {"a%2Fb%25c/then_branch", "a%2Fb%25c/else_branch"}
+    assert {s.owner for s in plan.subgraphs} == {"a/b%c"}
+    assert plan.tensor("a/b%c:region").kind == "region"
