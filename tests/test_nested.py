@@ -326,3 +326,22 @@ def test_subgraph_paths_escape_slashes_in_node_names(tmp_path):
     assert {s.path for s in plan.subgraphs} == {"a%2Fb%25c/then_branch", "a%2Fb%25c/else_branch"}
     assert {s.owner for s in plan.subgraphs} == {"a/b%c"}
     assert plan.tensor("a/b%c:region").kind == "region"
+
+
+def test_a_version_1_plan_of_a_model_with_bodies_is_refused_in_one_line(tmp_path, models_dir):
+    from click.testing import CliRunner
+
+    from onnxmem.cli import main
+
+    path = models_dir / "control_flow.onnx"
+    data = json.loads(render_plan(plan_model(path).plan))
+    data["tensors"] = [{k: v for k, v in t.items() if k != "graph"} for t in data["tensors"]
+                       if not t["graph"] and t["kind"] != "region"]
+    for key in ("subgraphs", "outside"):
+        data.pop(key)
+    data["schema_version"] = 1
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps(data))
+    r = CliRunner().invoke(main, ["verify", str(path), "--plan", str(old)])
+    assert r.exit_code == 3
+    assert "subgraph 'Loop_23/body' of node 'Loop_23' (Loop) is not in the plan; re-plan the model" in r.output
