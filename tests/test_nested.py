@@ -345,3 +345,16 @@ def test_a_version_1_plan_of_a_model_with_bodies_is_refused_in_one_line(tmp_path
     r = CliRunner().invoke(main, ["verify", str(path), "--plan", str(old)])
     assert r.exit_code == 3
     assert "subgraph 'Loop_23/body' of node 'Loop_23' (Loop) is not in the plan; re-plan the model" in r.output
+
+
+@pytest.mark.parametrize(("name", "runs"), [
+    ("scan_rnn", 24 * 5),  # 24 steps of 5 body nodes; the Scan itself is never one session
+    ("loop_carried", 1 + 4 * 5 + 1),  # start, 4 iterations of 5 body nodes, final
+    ("loop_nested_if", 3 * 3 + (1 + 2 + 1)),  # 3 x (Mod, Equal, Identity); branches: Mul, Neg+Relu, Mul
+])
+def test_every_iteration_runs_node_by_node_in_the_arena(tmp_path, name, runs):
+    path = _save(tmp_path, name, CONTROL_FLOW_MODELS[name]())
+    planned = plan_model(path)
+    run = execute_plan(planned.plan, planned.model, planned.view, model_path=path)
+    assert run.findings == () and run.nodes_run == runs
+    assert all(c.ok and c.identical for c in run.outputs)
