@@ -36,8 +36,9 @@ What lives where, as the operators' semantics require:
 
 Values a body reads from enclosing graphs are not in its arena: they live
 in their own level, which keeps them live through the owning node's step.
-The bound a plan reports is its level's (regions counted as the blocks they
-are); every body level reports its own. Body levels are solved in the
+The bound a plan reports is its level's max-live bound with each region at
+its bodies' own bounds (:func:`nested_bound`): no plan of this design is
+below it; every body level reports its own the same way. Body levels are solved in the
 offsets form (a shared-objects solver solves the main graph only).
 """
 
@@ -52,12 +53,12 @@ from .aliasing import shared_layout
 from .graph import GraphView, child_path, node_names, with_regions
 from .liveness import Liveness, build_liveness
 from .plan import OutsideValue, PlannedTensor
-from .problem import Problem, Solution, Status, lower_bound
+from .problem import Problem, Solution, Status, align_up, lower_bound
 from .scheduling import OrderOptions, reorder
 from .solvers import SOLVERS, SolveOptions, solve
 
-__all__ = ["BodyPlan", "aliased_liveness", "body_solver", "body_tensors", "level_tensors", "outside_values",
-           "plan_bodies"]
+__all__ = ["BodyPlan", "aliased_liveness", "body_solver", "body_tensors", "level_tensors", "nested_bound",
+           "outside_values", "plan_bodies", "region_bounds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +75,33 @@ class BodyPlan:
     view: GraphView
     liveness: Liveness
     solution: Solution
+    lower_bound: int  # the body's bound, its own bodies' regions at their bounds (:func:`nested_bound`)
 
     @property
     def arena_size(self) -> int:
         return int(self.solution.height)
 
-    @property
-    def lower_bound(self) -> int:
-        return lower_bound(self.liveness.problem)
+
+def region_bounds(plans: Mapping[str, BodyPlan]) -> dict[str, int]:
+    """``{owner path: the largest lower bound among its bodies}``: what its region needs at least."""
+    out: dict[str, int] = {}
+    for bp in plans.values():
+        key = child_path(bp.parent, bp.owner)
+        out[key] = max(out.get(key, 0), bp.lower_bound)
+    return out
+
+
+def nested_bound(view: GraphView, problem: Problem, bounds: Mapping[str, int], alignment: int) -> int:
+    """The max-live bound of ``problem`` (one level's) with each region at its bodies' bound
+    (``bounds`` by owner path) instead of their arenas: no plan of this design, whatever the
+    solvers find in the bodies, is below it. Equal to the plain bound when every body is
+    planned at its own bound."""
+    sizes = {name: align_up(bounds.get(child_path(view.path, view.ops[i].name), 0), alignment)
+             for i, name in view.regions.items()}
+    if not sizes:
+        return lower_bound(problem)
+    return lower_bound(Problem(tuple(replace(b, size=sizes[b.id]) if b.id in sizes else b
+                                     for b in problem.buffers)))
 
 
 def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: Any) -> Liveness:
@@ -141,8 +161,9 @@ def _plan_level_bodies(view: GraphView, opts: Any, deadline: float | None, sizes
                 solution = Solution((), 0, opts.solver, Status.OPTIMAL)
             if not solution.found:
                 raise_unsolved(opts.solver, solution, body.path)
+            bound = nested_bound(bv, liveness.problem, region_bounds(plans), opts.alignment)
             plans[body.path] = BodyPlan(body.path, view.path, owner.name, body.attr, body.kind, bv, liveness,
-                                        solution)
+                                        solution, bound)
             need = max(need, int(solution.height))
         sizes[child_path(view.path, owner.name)] = need
 

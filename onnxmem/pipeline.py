@@ -24,11 +24,13 @@ from .nesting import (
     aliased_liveness,
     body_tensors,
     level_tensors,
+    nested_bound,
     outside_values,
     plan_bodies,
+    region_bounds,
 )
 from .plan import MemoryPlan, SharedObject, SubgraphPlan
-from .problem import Solution, live_bytes, lower_bound
+from .problem import Solution, live_bytes
 from .proof import prove_plan
 from .scheduling import OrderOptions, reorder, stable_topological_order
 from .scheduling.cost import order_peak
@@ -234,7 +236,7 @@ def _make_plan(
         form=form,
         tensors=tuple(tensors),
         arena_size=int(solution.height),
-        lower_bound=lower_bound(problem),
+        lower_bound=nested_bound(view, problem, region_bounds(bodies), opts.alignment),
         naive_size=int(naive),
         weights_size=int(view.weights_size),
         peak_step=int(np.argmax(curve)) if curve.size else 0,

@@ -358,3 +358,13 @@ def test_every_iteration_runs_node_by_node_in_the_arena(tmp_path, name, runs):
     run = execute_plan(planned.plan, planned.model, planned.view, model_path=path)
     assert run.findings == () and run.nodes_run == runs
     assert all(c.ok and c.identical for c in run.outputs)
+
+
+def test_the_bound_counts_regions_at_their_bodies_bounds(tmp_path):
+    path = _save(tmp_path, "loop_if", loop_nested_if())
+    best = plan_model(path).plan
+    naive = plan_model(path, PlanOptions(solver="naive")).plan
+    # bodies planned without reuse make larger regions; the bound stays the design's
+    assert naive.lower_bound == best.lower_bound == best.arena_size < naive.arena_size
+    assert naive.solver["status"] == "feasible"
+    assert naive.subgraph("loop/body").lower_bound == best.subgraph("loop/body").lower_bound
