@@ -72,7 +72,7 @@ import onnx
 
 from . import sessions
 from .errors import OnnxmemError, PlanError, RuntimeBackendError
-from .graph import GraphView, Op
+from .graph import GraphView, Op, bound_outputs
 from .model import subgraph_attributes
 from .plan import MemoryPlan
 from .proof import Finding, true_lifetimes
@@ -812,6 +812,11 @@ class _BodyRun(ArenaRun):
                     t = self.view.tensors[pt.name]
                     layout.append((pt.name, pt.offset, pt.size, t.elem_type, t.shape, f"{body.path}/{pt.group}",
                                    life[pt.name][1]))
+            if sub.outputs == "owner":  # an If branch writing straight into the If's outputs
+                io = self.plan.io if not parent.view.path else "internal"
+                for o, y in (bound_outputs(parent.view, body, io) or {}).items():
+                    s = parent.slots[y]
+                    layout.append((o, s.offset, s.size, s.elem_type, s.shape, f"{body.path}/{o}", len(order) or 1))
             static = (order, own, set(weight_ops(self.view)), layout)
             self.root._body_static[body.path] = static
         self.order, own, self.weight_ops, layout = static

@@ -29,7 +29,7 @@ import onnx
 from .errors import ModelError, ShapeError, show_name
 from .model import BodyKey, ShapeInfo, dtype_name, owner_key, subgraph_attributes, tensor_bytes
 
-__all__ = ["Body", "GraphView", "Op", "Tensor", "body_kind", "build_view", "child_path", "iter_views",
+__all__ = ["Body", "GraphView", "Op", "Tensor", "body_kind", "bound_outputs", "build_view", "child_path", "iter_views",
            "outer_scope_reads", "with_regions"]
 
 T = TypeVar("T")
@@ -387,6 +387,36 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
         bodies[op.index] = tuple(made)
     object.__setattr__(view, "bodies", bodies)
     return view
+
+
+def bound_outputs(parent: GraphView, body: Body, io: str = "internal") -> dict[str, str] | None:
+    """``{branch output: If output}`` when an If branch can write its outputs straight into
+    the If's own outputs (which ``parent`` plans), else ``None``.
+
+    It can when every output the branch computes (not a value it passes through from
+    outside or a weight) appears once among its outputs and its If output is an arena
+    tensor of ``parent`` of the same size (``io``: the main graph's ``--io``; with
+    ``external`` the main graph's outputs are the runtime's). Such a branch plans no
+    bytes for its outputs: they live at the If's outputs, which are live during the
+    If's step and apart from its region.
+    """
+    if body.kind != "if":
+        return None
+    owner = parent.ops[body.owner]
+    outs = body.view.outputs
+    mapping: dict[str, str] = {}
+    for k, o in enumerate(outs):
+        t = body.view.tensors.get(o)
+        if t is None or t.kind == "weight" or t.producer is None:
+            continue
+        y = owner.outputs[k] if k < len(owner.outputs) else ""
+        ty = parent.tensors.get(y) if y else None
+        if outs.count(o) > 1 or ty is None or ty.kind in ("weight", "region") or ty.size != t.size:
+            return None
+        if not parent.path and io == "external" and y in parent.outputs:
+            return None
+        mapping[o] = y
+    return mapping or None
 
 
 def child_path(parent: str, node_name: str) -> str:

@@ -21,9 +21,13 @@ tensors sit at ``region offset + body-local offset``. In steps:
 
 What lives where, as the operators' semantics require:
 
-* an If branch's outputs live in the branch's arena to its end and are then
-  copied into the If's outputs, which the parent plans (the parent keeps
-  them, and the values the branch reads, live during the If's step);
+* an If branch writes its outputs straight into the If's outputs, which the
+  parent plans (live during the If's step, apart from the region), when it can
+  (:func:`onnxmem.graph.bound_outputs`: each output it computes appears once
+  and its If output is an arena tensor of the same size); the branch is then
+  planned with its outputs outside its arena (``outputs: owner`` in the plan,
+  the outputs listed under ``outside`` as ``owner-output``). Otherwise its
+  outputs live in its arena to its end and are copied into the If's outputs;
 * a Loop or Scan body's formal inputs (iteration number, condition, carried
   values, state, scan slices) are its *carried slots*: body tensors pinned
   to the whole body, so no other body tensor shares their bytes. Before an
@@ -50,7 +54,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .aliasing import shared_layout
-from .graph import GraphView, child_path, node_names, with_regions
+from .graph import GraphView, bound_outputs, child_path, node_names, with_regions
 from .liveness import Liveness, build_liveness
 from .plan import OutsideValue, PlannedTensor
 from .problem import Problem, Solution, Status, align_up, lower_bound
@@ -76,6 +80,7 @@ class BodyPlan:
     liveness: Liveness
     solution: Solution
     lower_bound: int  # the body's bound, its own bodies' regions at their bounds (:func:`nested_bound`)
+    outputs: str = "region"  # where the body's outputs live: "region", or "owner" (an If's own outputs)
 
     @property
     def arena_size(self) -> int:
@@ -136,7 +141,7 @@ def plan_bodies(view: GraphView, opts: Any) -> tuple[dict[str, int], dict[str, B
         return sizes, plans
     deadline = None if opts.timeout is None else time.perf_counter() + opts.timeout
     body_opts = replace(opts, io="internal", solver=body_solver(opts.solver))
-    _plan_level_bodies(view, body_opts, deadline, sizes, plans)
+    _plan_level_bodies(view, body_opts, deadline, sizes, plans, opts.io)
     return sizes, plans
 
 
@@ -145,16 +150,18 @@ def _left(deadline: float | None) -> float | None:
 
 
 def _plan_level_bodies(view: GraphView, opts: Any, deadline: float | None, sizes: dict[str, int],
-                       plans: dict[str, BodyPlan]) -> None:
+                       plans: dict[str, BodyPlan], io: str = "internal") -> None:
     for index, bodies in view.bodies.items():
         owner = view.ops[index]
         need = 0
         for body in bodies:
             _plan_level_bodies(body.view, opts, deadline, sizes, plans)
             bv = with_regions(body.view, sizes, recursive=False)
+            # an If branch writes its outputs straight into the If's outputs where it can
+            body_io = "external" if bound_outputs(view, body, io) else "internal"
             order = reorder(bv, opts.order, OrderOptions(timeout=_left(deadline), alignment=opts.alignment,
-                                                         io="internal", inplace=opts.inplace))
-            liveness = aliased_liveness(bv, order, opts)
+                                                         io=body_io, inplace=opts.inplace))
+            liveness = aliased_liveness(bv, order, replace(opts, io=body_io))
             if liveness.problem.buffers:
                 solution = solve(liveness.problem, opts.solver, SolveOptions(timeout=_left(deadline), seed=opts.seed))
             else:
@@ -163,7 +170,7 @@ def _plan_level_bodies(view: GraphView, opts: Any, deadline: float | None, sizes
                 raise_unsolved(opts.solver, solution, body.path)
             bound = nested_bound(bv, liveness.problem, region_bounds(plans), opts.alignment)
             plans[body.path] = BodyPlan(body.path, view.path, owner.name, body.attr, body.kind, bv, liveness,
-                                        solution, bound)
+                                        solution, bound, "owner" if body_io == "external" else "region")
             need = max(need, int(solution.height))
         sizes[child_path(view.path, owner.name)] = need
 
@@ -228,14 +235,17 @@ def plans_outermost_first(plans: Mapping[str, BodyPlan]) -> list[tuple[str, Body
     return sorted(plans.items(), key=lambda item: (item[0].count("/"), item[0]))
 
 
-def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]],
-                   io: str) -> tuple[list[OutsideValue], list[str]]:
+def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], io: str,
+                   bound: set[tuple[str, str]] | None = None) -> tuple[list[OutsideValue], list[str]]:
     """Every value of ``graph`` (an ``onnx.GraphProto``) and of its subgraphs at every level
     that is not among ``planned`` (``(graph path, name)`` pairs), with its reason
     (:data:`onnxmem.plan.OUTSIDE_REASONS`): initializers and node outputs, and with
     ``io="external"`` the main graph's inputs and outputs. Also one warning per node
-    whose subgraphs onnxmem does not plan (their values are ``runtime-body``)."""
+    whose subgraphs onnxmem does not plan (their values are ``runtime-body``). ``bound``:
+    the ``(graph path, name)`` of If-branch outputs written into the If's outputs."""
     from .errors import show_name
+
+    bound = bound or set()
     from .model import subgraph_attributes
 
     out: list[OutsideValue] = []
@@ -248,6 +258,8 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]],
             planned.add((path, name))
 
     def reason_of(v: GraphView, name: str) -> str:
+        if (v.path, name) in bound:
+            return "owner-output"
         t = v.tensors.get(name)
         if t is None or t.kind == "weight":
             return "weight"  # (absent: a weight nothing reads, whose shape is unknown)

@@ -200,7 +200,9 @@ def _make_plan(
         objects = tuple(SharedObject(k, sizes[k], offs[k]) for k in sorted(sizes))
     tensors = level_tensors(view, liveness, solution)
     tensors += body_tensors(view, tensors, bodies)
-    outside, warnings = outside_values(model.graph, view, {(t.graph, t.name) for t in tensors}, opts.io)
+    bound = {(bp.path, o) for bp in bodies.values() if bp.outputs == "owner" for o in bp.view.outputs
+             if bp.view.tensors[o].producer is not None and bp.view.tensors[o].kind != "weight"}
+    outside, warnings = outside_values(model.graph, view, {(t.graph, t.name) for t in tensors}, opts.io, bound)
     regions = {(t.graph, t.name) for t in tensors if t.kind == "region"}
     status = str(solution.status.value)
     if status == "optimal" and (warnings or any(not b.solution.optimal for b in bodies.values())):
@@ -214,7 +216,7 @@ def _make_plan(
                      tuple(bp.view.ops[i].op_type for i in bp.liveness.order),
                      bp.arena_size, bp.lower_bound,
                      {"name": bp.solution.solver, "status": bp.solution.status,
-                      "seconds": round(bp.solution.seconds, 6)})
+                      "seconds": round(bp.solution.seconds, 6)}, bp.outputs)
         for bp in bodies.values()
     )
     curve = live_bytes(problem)

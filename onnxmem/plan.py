@@ -57,6 +57,8 @@ OUTSIDE_REASONS: dict[str, str] = {
     "external-io": "a graph input or output left to the runtime (--io external)",
     "runtime-body": "a value of a subgraph onnxmem does not plan (a node other than If, Loop and Scan "
                     "with a subgraph): onnxruntime allocates it",
+    "owner-output": "an If branch's output written straight into the If's output (a tensor of the "
+                    "parent graph), so it needs no bytes of its own",
 }
 
 
@@ -103,7 +105,9 @@ class SubgraphPlan:
     """One planned body: its ``path``, the ``parent`` graph's path, the ``owner`` node
     (a node of the parent) and its ``attr``, ``kind`` (``if``, ``loop``, ``scan``), the
     body's node ``order`` and ``op_types``, its own ``arena_size`` (the bytes it needs
-    inside its owner's region) and ``lower_bound``, and its ``solver`` result."""
+    inside its owner's region) and ``lower_bound``, its ``solver`` result, and where its
+    outputs live: ``region`` (in its arena, copied out after) or ``owner`` (an If
+    branch writing straight into the If's outputs)."""
 
     path: str
     parent: str
@@ -115,6 +119,7 @@ class SubgraphPlan:
     arena_size: int
     lower_bound: int
     solver: dict[str, Any]
+    outputs: str = "region"  # "owner": an If branch whose outputs are the If's own outputs
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,10 @@ this is the one deliberate second copy of those rules):
    that node's step. Tensors of one body are judged against each other; a
    body's tensors never meet another level's, because they stay in the
    region and the region stays apart from its level (and an If's two
-   branches, or a Loop's iterations, never run together).
+   branches, or a Loop's iterations, never run together). An If branch
+   planned with ``outputs: owner`` writes its outputs at the If's outputs
+   (:func:`onnxmem.graph.bound_outputs` must allow it): tensors of the parent,
+   live from the If's step, kept apart from everything live then by rule 6.
 
 Rules 5 and 6 are one sweep over the steps: at each step the tensors that
 died are dropped from an active set sorted by offset, and each tensor written
@@ -56,7 +59,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .aliasing import RULES, alias_rule, concat_slices
-from .graph import Body, GraphView, child_path
+from .graph import Body, GraphView, bound_outputs, child_path
 from .plan import MemoryPlan, PlannedTensor
 
 __all__ = ["VIEW_OPS", "Finding", "plan_regions", "prove_plan", "true_lifetimes", "walk_bodies"]
@@ -201,7 +204,15 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None) -
         for pt in by_graph.get(parent.path, ()):
             if pt.name == region:
                 where = (pt.offset, pt.offset + pt.size)
-        level = replace(plan, order=sp.order, tensors=tuple(by_graph.get(body.path, ())), io="internal",
+        io = "internal"
+        if sp.outputs == "owner":  # the branch's outputs are the If's outputs, planned in the parent
+            if bound_outputs(parent, body, plan.io if not parent.path else "internal") is None:
+                found.append(Finding("mismatch", None, f"subgraph {body.path!r} writes its outputs into the outputs "
+                                     f"of node {owner.name!r}, which cannot hold them (not planned there, or of "
+                                     "another size); re-plan the model", node=owner.name, graph=body.path))
+                continue
+            io = "external"
+        level = replace(plan, order=sp.order, tensors=tuple(by_graph.get(body.path, ())), io=io,
                         form="offsets", objects=())
         found += [replace(f, message=f"in subgraph {body.path!r}: {f.message}", graph=body.path)
                   for f in _prove_level(level, body.view, None if limit is None else limit - len(found), where,

@@ -71,16 +71,29 @@ def test_if_arena_is_the_larger_branch_plus_what_the_parent_keeps(tmp_path):
     plan = plan_model(path).plan
     then = plan.subgraph("choose/then_branch")
     other = plan.subgraph("choose/else_branch")
-    assert (then.arena_size, other.arena_size) == (16384 + 4096, 4096)
+    # each branch writes its output straight into the If's output y (planned in the main graph)
+    assert (then.outputs, other.outputs) == ("owner", "owner")
+    assert (then.arena_size, other.arena_size) == (16384, 0)
     region = plan.tensor("choose:region")
-    assert (region.kind, region.size, region.start, region.end) == ("region", 20480, 0, 1)
-    # x (4,096) + cond (1 B, aligned to 64) + y (4,096) + the region
-    assert plan.arena_size == plan.lower_bound == 4096 + 64 + 4096 + 20480
+    assert (region.kind, region.size, region.start, region.end) == ("region", 16384, 0, 1)
+    # x (4,096) + cond (1 B, aligned to 64) + y (4,096) + the larger branch's peak besides y
+    assert plan.arena_size == plan.lower_bound == 4096 + 64 + 4096 + 16384
     big = plan.tensor("big", "choose/then_branch")
     assert region.offset <= big.offset and big.offset + big.size <= region.offset + region.size
-    # both branches share the region (they never run together)
-    neg = plan.tensor("else_out", "choose/else_branch")
-    assert region.offset <= neg.offset < region.offset + region.size
+    reasons = {(o.graph, o.name): o.reason for o in plan.outside}
+    assert reasons[("choose/then_branch", "then_out")] == reasons[("choose/else_branch", "else_out")] == "owner-output"
+
+
+def test_an_if_output_the_runtime_owns_is_copied_from_the_branch(tmp_path):
+    path = _save(tmp_path, "if_peaks", if_peaks())
+    planned = plan_model(path, PlanOptions(io="external"))
+    plan = planned.plan
+    # y is the runtime's (--io external): the branch keeps its output in its own arena
+    assert plan.subgraph("choose/then_branch").outputs == "region"
+    assert plan.subgraph("choose/then_branch").arena_size == 16384 + 4096
+    assert plan.tensor("else_out", "choose/else_branch").size == 4096
+    report = verify_plan(planned.model, plan, model_path=path, view=planned.view)
+    assert report.ok, report.first
 
 
 @pytest.mark.parametrize("cond", [True, False])
@@ -101,9 +114,11 @@ def test_network_inside_an_if_is_planned_and_weighed(tmp_path):
     # the four 64x64 float weights of the branch (65,536 B), the zeros constant, the sr check
     assert plan.weights_size == 4 * 64 * 64 * 4 + 8 * 64 * 4 + 8
     body = [t for t in plan.tensors if t.graph == "run_net/then_branch"]
-    assert {t.name for t in body} == {f"mm{i}" for i in range(4)} | {"h0", "h1", "h2", "net_out"}
+    assert {t.name for t in body} == {f"mm{i}" for i in range(4)} | {"h0", "h1", "h2"}
+    assert ("run_net/then_branch", "net_out", "owner-output") in {(o.graph, o.name, o.reason) for o in plan.outside}
     # at the If's step the main graph holds x 2,048 + is_ok 64 + y 2,048 (sr died at the Equal);
-    # the branch holds two 2,048 B values at a time (each Tanh writes over its MatMul's output)
+    # the branch holds two 2,048 B values at a time (each Tanh writes over its MatMul's output;
+    # the last writes net_out into y)
     assert plan.subgraph("run_net/then_branch").arena_size == 2 * 2048
     assert plan.arena_size == plan.lower_bound == 2048 + 64 + 2048 + 2 * 2048
     opts = VerifyOptions(inputs={"x": np.ones((8, 64), np.float32), "sr": np.array(16000, np.int64)})
@@ -169,7 +184,7 @@ def _overlapping_body_pair(plan, view):
     raise AssertionError("no pair of live body tensors")
 
 
-@pytest.mark.parametrize("name", ["if_peaks", "loop_carried", "scan_cumsum", "loop_nested_if"])
+@pytest.mark.parametrize("name", ["loop_carried", "scan_cumsum", "loop_nested_if", "scan_rnn"])
 def test_overlapping_body_tensors_are_caught_by_proof_and_execution(tmp_path, name):
     path = _save(tmp_path, name, CONTROL_FLOW_MODELS[name]())
     planned = plan_model(path)
@@ -368,3 +383,17 @@ def test_the_bound_counts_regions_at_their_bodies_bounds(tmp_path):
     assert naive.lower_bound == best.lower_bound == best.arena_size < naive.arena_size
     assert naive.solver["status"] == "feasible"
     assert naive.subgraph("loop/body").lower_bound == best.subgraph("loop/body").lower_bound
+
+
+def test_an_if_output_moved_onto_the_region_is_caught(tmp_path):
+    path = _save(tmp_path, "if_peaks", if_peaks())
+    planned = plan_model(path)
+    plan = planned.plan
+    region = plan.tensor("choose:region")
+    bad = dataclasses.replace(plan, tensors=tuple(
+        dataclasses.replace(t, offset=region.offset) if (t.graph, t.name) == ("", "y") else t for t in plan.tensors))
+    found = prove_plan(bad, planned.view)
+    assert any(f.kind == "overlap" and {f.tensor, f.other} == {"y", "choose:region"} for f in found), found
+    opts = VerifyOptions(inputs={"x": np.ones((1, 1024), np.float32), "cond": np.array(True)})
+    run = execute_plan(bad, planned.model, planned.view, options=opts, model_path=path)
+    assert run.findings and run.findings[0].kind == "clobber"
