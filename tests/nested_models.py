@@ -22,8 +22,9 @@ def if_peaks() -> onnx.ModelProto:
     """An If whose branches have very different peaks.
 
     then: ``big = Tile(x, [4, 1])`` (16 KiB), ``then_out = ReduceSum(big, axes=0)`` (4 KiB): peak 20 KiB;
-    else: ``else_out = Neg(x)`` (4 KiB). The If's region is 20,480 B; at the If's step the main
-    graph keeps ``x`` (4,096), ``cond`` (64 aligned) and ``y`` (4,096) live: arena 28,736 B.
+    else: ``else_out = Neg(x)`` (4 KiB). Each branch writes its output into the If's ``y``, so the
+    If's region is the Tile's 16,384 B; at the If's step the main graph keeps ``x`` (4,096),
+    ``cond`` (64 aligned) and ``y`` (4,096) live: arena 24,640 B.
     """
     reps = numpy_helper.from_array(np.array([4, 1], dtype=np.int64), "reps")
     axes = numpy_helper.from_array(np.array([0], dtype=np.int64), "axes")
