@@ -20,9 +20,9 @@ import onnx
 
 from .errors import OnnxmemError, PlanError, ShapeError
 from .execution import DEVICES, Execution, ExecutionOptions, OutputCheck, execute_plan
-from .graph import GraphView, build_view, iter_views, with_regions
+from .graph import GraphView, bound_outputs, build_view, iter_views, with_regions
 from .plan import MemoryPlan
-from .proof import VIEW_OPS, Finding, plan_regions, prove_plan, true_lifetimes
+from .proof import VIEW_OPS, Finding, plan_regions, prove_plan, true_lifetimes, walk_bodies
 from .sessions import cuda_available
 from .weights import compute_weights, fold_weights
 
@@ -140,6 +140,11 @@ def check_plan_identity(
     io_out = set(view.inputs) | set(view.outputs) if plan.io == "external" else set()
     expected = {(v.path, t.name): t.size for v in iter_views(view) for t in v.activations()
                 if v.path or t.name not in io_out}
+    owner_out = {s.path for s in plan.subgraphs if s.outputs == "owner"}
+    for parent, body in walk_bodies(view):  # If-branch outputs written into the If's outputs
+        if body.path in owner_out:
+            for o in bound_outputs(parent, body, plan.io if not parent.path else "internal") or {}:
+                expected.pop((body.path, o), None)
     planned = {(t.graph, t.name): t.size for t in plan.tensors}
     if len(planned) != len(plan.tensors) or planned != expected:
         raise refused

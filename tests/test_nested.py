@@ -397,3 +397,17 @@ def test_an_if_output_moved_onto_the_region_is_caught(tmp_path):
     opts = VerifyOptions(inputs={"x": np.ones((1, 1024), np.float32), "cond": np.array(True)})
     run = execute_plan(bad, planned.model, planned.view, options=opts, model_path=path)
     assert run.findings and run.findings[0].kind == "clobber"
+
+
+def test_the_annotated_model_of_a_nested_plan_verifies(tmp_path):
+    from click.testing import CliRunner
+
+    from onnxmem.cli import main
+
+    path = _save(tmp_path, "loop_if", loop_nested_if())
+    out, annotated = tmp_path / "plan.json", tmp_path / "annotated.onnx"
+    runner = CliRunner()
+    assert runner.invoke(main, ["plan", str(path), "-o", str(out), "--annotate", str(annotated)]).exit_code == 0
+    r = runner.invoke(main, ["verify", str(annotated), "--plan", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "the same planned tensors and sizes (re-saved?)" in r.output and "verified" in r.output
