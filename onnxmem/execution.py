@@ -35,7 +35,8 @@ Then each node, in the plan's order, runs as its own onnxruntime session
 
 A node with bodies (:meth:`~ArenaRun.run_bodies`) runs them the same way,
 node by node in the arena, each body as a :class:`_BodyRun` over its planned
-tensors (inside the node's region): the If branch its condition chooses;
+tensors (inside the node's region): the If branch its condition chooses
+(writing its outputs at the If's outputs when the plan says ``outputs: owner``);
 every Loop iteration (iteration number, condition and carried values copied
 into the body's carried slots first, the body's outputs read back after,
 scan outputs stacked); every Scan step (state and slices in, state and
@@ -502,7 +503,7 @@ class ArenaRun:
             if size != s.size:
                 self.findings.append(
                     Finding("shape", o, f"node {op.name!r} computes {o!r} with shape {list(real)} ({size} B); "
-                            f"the plan has {list(s.shape)} ({s.size} B)", node=op.name)
+                            f"the plan has {list(s.shape)} ({s.size} B)", node=op.name, graph=self.view.path)
                 )
                 ok = False
             else:
@@ -529,12 +530,12 @@ class ArenaRun:
             if s.size and int(val.data_ptr()) != self._address(s):
                 self.findings.append(
                     Finding("address", o, f"node {op.name!r} wrote {o!r} at {val.data_ptr():#x}, not at its bound "
-                            f"address {self._address(s):#x}", node=op.name)
+                            f"address {self._address(s):#x}", node=op.name, graph=self.view.path)
                 )
             if tuple(val.shape()) != tuple(s.shape):
                 self.findings.append(
                     Finding("shape", o, f"node {op.name!r} produced {o!r} with shape {list(val.shape())}; the plan "
-                            f"says {list(s.shape)}", node=op.name)
+                            f"says {list(s.shape)}", node=op.name, graph=self.view.path)
                 )
 
     def check_write(self, k: int, op: Op) -> None:
@@ -771,14 +772,16 @@ class ArenaRun:
                     writer, writer_out = w.node, hit[0].name
                     break
         by = f" (output {writer_out!r})" if writer_out else ""
+        where = f"in subgraph {self.view.path!r}: " if self.view.path else ""
         return Finding(
             "clobber",
             slot.name,
-            f"tensor {slot.name!r} was overwritten by node {writer!r}{by} at arena bytes [{lo}, {hi}) "
+            f"{where}tensor {slot.name!r} was overwritten by node {writer!r}{by} at arena bytes [{lo}, {hi}) "
             f"while still live{(' (' + when + ' of ' + repr(at_node) + ')') if when else ''}",
             node=writer,
             other=writer_out,
             byte_range=(lo, hi),
+            graph=self.view.path,
         )
 
 
