@@ -133,7 +133,8 @@ def plan_bodies(view: GraphView, opts: Any) -> tuple[dict[str, int], dict[str, B
     ``opts`` is a :class:`onnxmem.pipeline.PlanOptions`; bodies are planned with
     ``io="internal"``. Returns ``(region sizes by owner path, plans by body path)``;
     both are empty for a graph without bodies. ``opts.timeout`` is shared: each
-    body gets what is left of it.
+    body gets what is left of it (and :func:`onnxmem.pipeline.plan_loaded` gives the main
+    graph what is left after the bodies).
     """
     sizes: dict[str, int] = {}
     plans: dict[str, BodyPlan] = {}

@@ -113,17 +113,25 @@ def plan_loaded(
                               strict_dims=opts.strict_dims)
     view = build_view(model, shapes)
     bodies: dict[str, BodyPlan] = {}
+    main = opts  # the main graph's options: what is left of --timeout after the bodies
     if view.bodies:
         say("planning subgraph bodies")
+        tb = time.perf_counter()
         sizes, bodies = plan_bodies(view, opts)
         view = with_regions(view, sizes)
+        if opts.timeout is not None:
+            main = replace(opts, timeout=max(opts.timeout - (time.perf_counter() - tb), 0.01))
     say(f"ordering {len(view.ops)} nodes")
     order = reorder(
         view, opts.order,
-        OrderOptions(timeout=opts.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace),
+        OrderOptions(timeout=main.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace),
     )
     liveness = aliased_liveness(view, order, opts)
-    return plan_liveness(model, path, shapes, view, liveness, opts, progress, started=t0, bodies=bodies)
+    planned = plan_liveness(model, path, shapes, view, liveness, main, progress, started=t0, bodies=bodies)
+    if main is opts:
+        return planned
+    solver = {**planned.plan.solver, "params": {**planned.plan.solver["params"], "timeout": opts.timeout}}
+    return replace(planned, plan=replace(planned.plan, solver=solver))
 
 
 def plan_liveness(
