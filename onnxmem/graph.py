@@ -336,7 +336,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
                     f"value {show_name(name)}{where} has no static size: shape inference could not resolve "
                     "its shape (it depends on data, or changes from one iteration to the next); bind the "
                     "graph inputs' dims (--input-shape, --dim) or declare its shape in the subgraph's value_info "
-                    "(--measure-shapes measures the main graph's values only)"
+                    "(--measure-shapes measures the main graph's values; a body is sized from those it reads)"
                 )
             raise ModelError(f"no shape was found for value '{name}'")
         et = dtypes[name]

@@ -989,6 +989,14 @@ def infer_shapes(
             if sym is None:
                 sym = _run_symbolic_inference(inferred if inferred is not None else work)
             bodies = _body_shapes(model, [(inferred, dims), (sym, dims), (model, file_dims)])
+        if any(len(bodies[k]) < _defined_count(g) for k, g in iter_bodies(model.graph)):
+            # infer again with every main-graph value at its concrete (or measured) shape, so
+            # the bodies see the exact types of the outer values they read
+            again = _with_shapes(inferred if inferred is not None else work, known)
+            re_onnx = _run_onnx_inference(again)
+            re_sym = _run_symbolic_inference(re_onnx if re_onnx is not None else again)
+            bodies = _body_shapes(model, [(inferred, dims), (sym, dims), (re_onnx, {}), (re_sym, {}),
+                                          (model, file_dims)])
     return ShapeInfo(
         {k: v[0] for k, v in known.items()},
         {k: v[1] for k, v in known.items()},
@@ -996,6 +1004,24 @@ def infer_shapes(
         tuple(warnings),
         bodies,
     )
+
+
+def _with_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> onnx.ModelProto:
+    """A copy of ``model`` whose main-graph values all carry their ``known`` concrete shapes."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    del g.value_info[:]
+    declared = {vi.name: vi for vi in list(g.input) + list(g.output)}
+    inits = {i.name for i in g.initializer}
+    for name, (et, shape) in known.items():
+        if name in inits:
+            continue
+        if name in declared:
+            _set_shape(declared[name], shape)
+        else:
+            g.value_info.append(onnx.helper.make_tensor_value_info(name, et, list(shape)))
+    return m
 
 
 def _defined_count(graph: onnx.GraphProto) -> int:

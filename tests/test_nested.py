@@ -389,3 +389,23 @@ def test_the_annotated_model_of_a_nested_plan_verifies(tmp_path):
     r = runner.invoke(main, ["verify", str(annotated), "--plan", str(out)])
     assert r.exit_code == 0, r.output
     assert "the same planned tensors and sizes (re-saved?)" in r.output and "verified" in r.output
+
+
+def test_measured_main_graph_shapes_size_the_bodies_reading_them(tmp_path):
+    # nz's length depends on data; a branch negates it: measuring the main graph sizes the branch too
+    then_g = helper.make_graph([helper.make_node("Neg", ["nz"], ["r"], name="neg")], "then", [],
+                               [vi("r", None, TensorProto.INT64)])
+    else_g = helper.make_graph([helper.make_node("Identity", ["nz"], ["e"], name="same")], "else", [],
+                               [vi("e", None, TensorProto.INT64)])
+    m = make_model(
+        [helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+         helper.make_node("If", ["c"], ["y"], name="pick", then_branch=then_g, else_branch=else_g)],
+        [vi("x", [6]), vi("c", [], TensorProto.BOOL)], [vi("y", None, TensorProto.INT64)])
+    path = _save(tmp_path, "measured", m)
+    planned = plan_model(path, PlanOptions(measure_shapes=True))
+    r = planned.bodies["pick/then_branch"].view.tensors["r"]
+    assert r.shape == planned.plan.tensor("nz").shape and r.shape[0] == 1
+    # the branch writes r straight into y (the same size)
+    assert ("pick/then_branch", "r", "owner-output") in {(o.graph, o.name, o.reason) for o in planned.plan.outside}
+    report = verify_plan(planned.model, planned.plan, model_path=path, view=planned.view)
+    assert report.ok, report.first
