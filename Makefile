@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-remat models
+.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-remat bench-controlflow models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -35,6 +35,9 @@ models:
 bench:
 	$(PYTHON) bench/bench_models.py
 	$(PYTHON) bench/bench_verify.py
+
+bench-controlflow:
+	$(PYTHON) bench/bench_controlflow.py
 
 bench-solvers:
 	$(PYTHON) bench/bench_solvers.py --shared $(SHARED)

@@ -33,6 +33,17 @@ Then each node, in the plan's order, runs as its own onnxruntime session
    same alias group that dies at this node is allowed);
 7. :meth:`~ArenaRun.retire`: values that die at this step are dropped.
 
+A node with bodies (:meth:`~ArenaRun.run_bodies`) runs them the same way,
+node by node in the arena, each body as a :class:`_BodyRun` over its planned
+tensors (inside the node's region): the If branch its condition chooses
+(writing its outputs at the If's outputs when the plan says ``outputs: owner``);
+every Loop iteration (iteration number, condition and carried values copied
+into the body's carried slots first, the body's outputs read back after,
+scan outputs stacked); every Scan step (state and slices in, state and
+output slices back). No body tensor is allocated by onnxruntime. A body's
+writes are checked against every value live in it and in the graphs
+around it.
+
 After the last node, :meth:`~ArenaRun.compare_outputs`: each graph output
 must match the private run within ``atol + rtol * max|reference|`` (NaN and
 infinities exactly; integers equal): same kernels, same order, same thread
@@ -52,6 +63,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -61,8 +73,9 @@ import onnx
 
 from . import sessions
 from .errors import OnnxmemError, PlanError, RuntimeBackendError
-from .graph import GraphView, Op
+from .graph import GraphView, Op, bound_outputs
 from .inputs import feeds_for
+from .model import subgraph_attributes
 from .plan import MemoryPlan
 from .proof import Finding, true_lifetimes
 from .runtime import (
@@ -275,11 +288,17 @@ class ArenaRun:
         self.full = load_with_weights(model, model_path)
         self.feeds = _feeds(self.full, view, options)
         # the caller's state of a training graph (view.outside) is bound like a weight, from the feeds
-        self.weights = compute_weights(self.full, view, {n: self.feeds[n] for n in view.outside if n in self.feeds})
+        self.weights: Any = compute_weights(self.full, view,
+                                            {n: self.feeds[n] for n in view.outside if n in self.feeds})
         self.weight_ops = set(weight_ops(view))
         life = true_lifetimes(view, self.order)
-        self.slots: dict[str, _Slot] = {}
+        self.plan = plan
+        self.nodes: Any = self.full.graph.node
+        self.regions = set(view.regions.values())
+        self.slots: Any = {}
         for pt in plan.tensors:
+            if pt.graph:
+                continue  # a body's tensor: its frame binds it (_BodyRun)
             t = view.tensors[pt.name]
             self.slots[pt.name] = _Slot(pt.name, "arena", pt.offset, pt.size, t.elem_type, t.shape, pt.group,
                                         life[pt.name][1])
@@ -308,6 +327,8 @@ class ArenaRun:
         self.changed = False
         self.private_seconds = 0.0
         self._weight_values: dict[tuple[str, bool], Any] = {}
+        self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
+        self._sessions: dict[tuple[str, int, tuple[tuple[int, ...], ...]], Any] = {}  # body nodes' sessions
 
     # -------------------------------------------------------------- memory access
 
@@ -343,30 +364,41 @@ class ArenaRun:
         """Every step of the procedure, node by node; the findings and output checks."""
         self.load_inputs()
         t0 = time.perf_counter()
+        if not self.run_steps():
+            return self._stopped(t0)
+        seconds = time.perf_counter() - t0 - self.private_seconds
+        return self.compare_outputs(seconds)
+
+    def run_steps(self) -> bool:
+        """Steps 1 to 7 for each node of this graph in the plan's order (a node with
+        bodies: :meth:`run_bodies`); ``False`` when a finding stops the run."""
         for k, op_index in enumerate(self.order):
             if op_index in self.weight_ops:
                 continue
             op = self.view.ops[op_index]
-            node = self.full.graph.node[op_index]
             if not self.check_inputs(op) and not self.opts.keep_going:
-                return self._stopped(t0)
-            sess = self.session(op, node)
-            computed = self.run_private(op, sess)
-            if not self.check_shapes(op, computed):
-                self.changed = True
-                return self._stopped(t0)
-            binding = self.run_in_arena(op, sess)
-            if binding is None:  # running on after a clobber: garbage in
-                self.changed = True
-                break
-            self.nodes_run += 1
-            self.check_outputs(op, binding)
+                return False
+            if op_index in self.view.bodies:
+                if not self.run_bodies(op):
+                    return False
+            else:
+                node = self.nodes[op_index]
+                sess = self.session(op, node)
+                computed = self.run_private(op, sess)
+                if not self.check_shapes(op, computed):
+                    self.changed = True
+                    return False
+                binding = self.run_in_arena(op, sess)
+                if binding is None:  # running on after a clobber: garbage in
+                    self.changed = True
+                    break
+                self.nodes_run += 1
+                self.check_outputs(op, binding)
             self.check_write(k, op)
             if self.findings and not self.opts.keep_going:
-                return self._stopped(t0)
+                return False
             self.retire(k, op)
-        seconds = time.perf_counter() - t0 - self.private_seconds
-        return self.compare_outputs(seconds)
+        return True
 
     def load_inputs(self) -> None:
         """Copy the graph inputs in at their offsets (CUDA: into the host mirror too)."""
@@ -473,7 +505,7 @@ class ArenaRun:
             if size != s.size:
                 self.findings.append(
                     Finding("shape", o, f"node {op.name!r} computes {o!r} with shape {list(real)} ({size} B); "
-                            f"the plan has {list(s.shape)} ({s.size} B)", node=op.name)
+                            f"the plan has {list(s.shape)} ({s.size} B)", node=op.name, graph=self.view.path)
                 )
                 ok = False
             else:
@@ -500,17 +532,17 @@ class ArenaRun:
             if s.size and int(val.data_ptr()) != self._address(s):
                 self.findings.append(
                     Finding("address", o, f"node {op.name!r} wrote {o!r} at {val.data_ptr():#x}, not at its bound "
-                            f"address {self._address(s):#x}", node=op.name)
+                            f"address {self._address(s):#x}", node=op.name, graph=self.view.path)
                 )
             if tuple(val.shape()) != tuple(s.shape):
                 self.findings.append(
                     Finding("shape", o, f"node {op.name!r} produced {o!r} with shape {list(val.shape())}; the plan "
-                            f"says {list(s.shape)}", node=op.name)
+                            f"says {list(s.shape)}", node=op.name, graph=self.view.path)
                 )
 
     def check_write(self, k: int, op: Op) -> None:
         """Step 6: the write changed no live tensor it must not change."""
-        outs = [o for o in op.outputs if o]
+        outs = [o for o in op.outputs if o and o not in self.regions]
         written = [self.slots[o] for o in outs]
         for w in written:
             if w.private is not None or w.size == 0:
@@ -585,6 +617,145 @@ class ArenaRun:
         return Execution(opts.device, tuple(self.findings), tuple(checks), self.nodes_run, seconds, ref_seconds,
                          self.changed, tuple(self.notes), self.private_seconds)
 
+    # -------------------------------------------------------------- bodies (If, Loop, Scan)
+
+    def _value(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(the value in the arena, the reference's value)`` of ``name`` as arrays."""
+        if name in self.weights:
+            w = np.asarray(self.weights[name])
+            return w, w
+        slot = self.slots[name]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(slot.elem_type)
+        arena = self._read(slot).view(dtype).reshape(slot.shape)
+        return arena, np.asarray(self.private[name].numpy())
+
+    def _place(self, op: Op, name: str, arena: np.ndarray, private: np.ndarray) -> bool:
+        """Write a value a node with bodies computed into its slot (and the reference's
+        value beside it); ``False`` (a finding) when its bytes differ from the plan's."""
+        slot = self.slots[name]
+        arena = np.require(arena, requirements="C")  # (a 0-d array stays 0-d)
+        if tuple(arena.shape) != tuple(slot.shape):
+            if arena.nbytes != slot.size:
+                self.findings.append(Finding("shape", name, f"node {op.name!r} computes {name!r} with shape "
+                                             f"{list(arena.shape)} ({arena.nbytes} B); the plan has "
+                                             f"{list(slot.shape)} ({slot.size} B)", node=op.name,
+                                             graph=self.view.path))
+                self.changed = True
+                return False
+            self.notes.append(f"{name!r} runs with shape {list(arena.shape)}; the plan has {list(slot.shape)} "
+                              "(same bytes)")
+            slot.shape = tuple(arena.shape)
+        if slot.private is not None:
+            slot.private[: arena.nbytes] = arena.reshape(-1).view(np.uint8)
+        elif slot.size:
+            self._memory(slot).write(slot.offset, arena)
+        self.private[name] = self.ort.OrtValue.ortvalue_from_numpy(np.require(private, requirements="C"), "cpu", 0)
+        return True
+
+    def run_bodies(self, op: Op) -> bool:
+        """A node with bodies, run node by node in its region: the If branch its condition
+        chooses, every Loop iteration, every Scan step (see :mod:`onnxmem.nesting` for where
+        each value lives). ``False`` when a finding stops the run."""
+        node = self.nodes[op.index]
+        bodies = {b.attr: b for b in self.view.bodies[op.index]}
+        graphs = dict(subgraph_attributes(node))
+        kind = next(iter(bodies.values())).kind
+        ins = [self._value(n) if n else None for n in node.input]
+        outs = [o for o in node.output if o]
+        result: list[tuple[np.ndarray, np.ndarray]] | None
+        if kind == "if":
+            branch = "then_branch" if bool(np.asarray(ins[0][0]).reshape(-1)[0]) else "else_branch"  # type: ignore[index]
+            result = self._run_body(op, bodies[branch], graphs[branch], [])
+        elif kind == "loop":
+            result = self._run_loop(op, bodies["body"], graphs["body"], ins)
+        else:
+            result = self._run_scan(op, node, bodies["body"], graphs["body"], ins)
+        if result is None:
+            return False
+        return all(self._place(op, name, a, p) for name, (a, p) in zip(outs, result))
+
+    def _run_body(self, op: Op, body: Any, graph: onnx.GraphProto,
+                  formal: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """One run of ``body`` with its formal inputs set: its outputs (arena, reference)."""
+        frame = _BodyRun(self, body, graph)
+        for name, (a, p) in zip(frame.view.inputs, formal):
+            if not frame._place(op, name, a, p):
+                return None
+            frame.saved.maps[0][name] = frame._read(frame.slots[name])
+            frame.live.maps[0][name] = frame.slots[name]
+        done = frame.run_steps()
+        self.nodes_run += frame.nodes_run
+        self.private_seconds += frame.private_seconds
+        self.changed = self.changed or frame.changed
+        if not done:
+            return None
+        return [frame._value(vi.name) for vi in graph.output]
+
+    def _run_loop(self, op: Op, body: Any, graph: onnx.GraphProto,
+                  ins: list[Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        trips = int(np.asarray(ins[0][0]).reshape(-1)[0]) if ins and ins[0] is not None else None
+        cond = bool(np.asarray(ins[1][0]).reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else True
+        carried = [v for v in ins[2:] if v is not None]
+        n_scan = len(graph.output) - 1 - len(carried)
+        scans: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_scan)]
+        i = 0
+        while (trips is None or i < trips) and cond:
+            it = np.array(i, dtype=np.int64)
+            c = np.array(cond, dtype=np.bool_)
+            out = self._run_body(op, body, graph, [(it, it), (c, c), *carried])
+            if out is None:
+                return None
+            cond = bool(np.asarray(out[0][0]).reshape(-1)[0])
+            carried = [(a.copy(), p.copy()) for a, p in out[1:1 + len(carried)]]
+            for k, v in enumerate(out[1 + len(carried):]):
+                scans[k].append((v[0].copy(), v[1].copy()))
+            i += 1
+        stacked = [self._stack(op, graph.output[1 + len(carried) + k].name, sl, 0, False) for k, sl in enumerate(scans)]
+        return carried + stacked
+
+    def _run_scan(self, op: Op, node: onnx.NodeProto, body: Any, graph: onnx.GraphProto,
+                  ins: list[Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        m = int(attrs["num_scan_inputs"])
+        n = len(node.input) - m
+        state = ins[:n]
+        seqs = ins[n:]
+        in_axes = list(attrs.get("scan_input_axes", [0] * m))
+        in_dirs = list(attrs.get("scan_input_directions", [0] * m))
+        k_out = len(graph.output) - n
+        out_axes = list(attrs.get("scan_output_axes", [0] * k_out))
+        out_dirs = list(attrs.get("scan_output_directions", [0] * k_out))
+        axes = [a % max(seqs[j][0].ndim, 1) for j, a in enumerate(in_axes)]
+        steps = int(seqs[0][0].shape[axes[0]]) if seqs else 0
+        scans: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(k_out)]
+        for t in range(steps):
+            sl = []
+            for j, (a, p) in enumerate(seqs):
+                at = t if not in_dirs[j] else steps - 1 - t
+                sl.append((np.take(a, at, axis=axes[j]), np.take(p, at, axis=axes[j])))
+            out = self._run_body(op, body, graph, [*state, *sl])
+            if out is None:
+                return None
+            state = [(a.copy(), p.copy()) for a, p in out[:n]]
+            for k, v in enumerate(out[n:]):
+                scans[k].append((v[0].copy(), v[1].copy()))
+        stacked = [self._stack(op, graph.output[n + k].name, sl, out_axes[k], bool(out_dirs[k]))
+                   for k, sl in enumerate(scans)]
+        return state + stacked
+
+    def _stack(self, op: Op, body_output: str, slices: list[tuple[np.ndarray, np.ndarray]], axis: int,
+               reverse: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The slices one scan output collected, stacked along ``axis`` (reversed for direction 1)."""
+        if reverse:
+            slices = slices[::-1]
+        if not slices:
+            t = self.view.bodies[op.index][0].view.tensors[body_output]
+            empty = np.zeros((0, *t.shape), dtype=onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
+            return empty, empty
+        rank = slices[0][0].ndim + 1
+        ax = axis % rank
+        return np.stack([a for a, _ in slices], axis=ax), np.stack([p for _, p in slices], axis=ax)
+
     def _stopped(self, t0: float) -> Execution:
         """The run ended early at a finding: no output checks."""
         return Execution(self.opts.device, tuple(self.findings), (), self.nodes_run, time.perf_counter() - t0, 0.0,
@@ -603,15 +774,92 @@ class ArenaRun:
                     writer, writer_out = w.node, hit[0].name
                     break
         by = f" (output {writer_out!r})" if writer_out else ""
+        where = f"in subgraph {self.view.path!r}: " if self.view.path else ""
         return Finding(
             "clobber",
             slot.name,
-            f"tensor {slot.name!r} was overwritten by node {writer!r}{by} at arena bytes [{lo}, {hi}) "
+            f"{where}tensor {slot.name!r} was overwritten by node {writer!r}{by} at arena bytes [{lo}, {hi}) "
             f"while still live{(' (' + when + ' of ' + repr(at_node) + ')') if when else ''}",
             node=writer,
             other=writer_out,
             byte_range=(lo, hi),
+            graph=self.view.path,
         )
+
+
+class _BodyRun(ArenaRun):
+    """One run of a body inside its owner's region: the procedure of :class:`ArenaRun`
+    over the body's nodes, in the body's planned order, with the body's own slots.
+
+    Values of enclosing graphs are read through them (their slots, saved bytes,
+    reference values and weights), and the body's writes are checked against
+    everything live there too: a body write over a live value of any level is a
+    clobber. Slots of the body are its plan's tensors (``graph`` = its path).
+    """
+
+    def __init__(self, parent: ArenaRun, body: Any, graph: onnx.GraphProto) -> None:  # noqa: D107
+        self.ort, self.opts, self.cuda = parent.ort, parent.opts, parent.cuda
+        self.root: ArenaRun = getattr(parent, "root", parent)
+        self.view = body.view
+        self.full, self.plan = parent.full, parent.plan
+        self.nodes = graph.node
+        self.path = body.path
+        static = self.root._body_static.get(body.path)
+        if static is None:  # what every iteration shares: order, weights, slot layout
+            sub = self.plan.subgraph(body.path)
+            by_name = {op.name: op.index for op in self.view.ops}
+            order = [by_name[n] for n in sub.order]
+            own = compute_weights(sessions.model_like(self.full, graph), self.view, outer=parent.weights)
+            life = true_lifetimes(self.view, order)
+            layout = []
+            for pt in self.plan.tensors:
+                if pt.graph == body.path:
+                    t = self.view.tensors[pt.name]
+                    layout.append((pt.name, pt.offset, pt.size, t.elem_type, t.shape, f"{body.path}/{pt.group}",
+                                   life[pt.name][1]))
+            if sub.outputs == "owner":  # an If branch writing straight into the If's outputs
+                io = self.plan.io if not parent.view.path else "internal"
+                for o, y in (bound_outputs(parent.view, body, io) or {}).items():
+                    s = parent.slots[y]
+                    layout.append((o, s.offset, s.size, s.elem_type, s.shape, f"{body.path}/{o}", len(order) or 1))
+            static = (order, own, set(weight_ops(self.view)), layout)
+            self.root._body_static[body.path] = static
+        self.order, own, self.weight_ops, layout = static
+        self.weights = ChainMap(own, parent.weights)
+        self.feeds = {}
+        slots = {name: _Slot(name, "arena", off, size, et, shape, group, end)
+                 for name, off, size, et, shape, group, end in layout}
+        self.slots = ChainMap(slots, parent.slots)
+        self.regions = set(self.view.regions.values())
+        self.arena, self.mirror = parent.arena, parent.mirror
+        self.session_options, self.providers = parent.session_options, parent.providers
+        self.findings, self.notes = parent.findings, parent.notes
+        self.saved: Any = ChainMap({}, parent.saved)
+        self.live: Any = ChainMap({}, parent.live)
+        self.private: Any = ChainMap({}, parent.private)
+        self.history = []
+        self.nodes_run = 0
+        self.changed = False
+        self.private_seconds = 0.0
+        self._weight_values = {}
+        self._sessions = self.root._sessions
+        self._body_static = self.root._body_static
+
+    def session(self, op: Op, node: onnx.NodeProto) -> Any:
+        """The node's session, made once for every iteration that binds the same shapes."""
+        key = (self.path, op.index, tuple(tuple(self.slots[n].shape) for n in op.reads if n in self.slots))
+        if key not in self._sessions:
+            self._sessions[key] = super().session(op, node)
+        return self._sessions[key]
+
+    def retire(self, k: int, op: Op) -> None:
+        """Step 7 for the body's own values (enclosing values retire in their own graph)."""
+        live, saved, private = self.live.maps[0], self.saved.maps[0], self.private.maps[0]
+        for name in [n for n, s in live.items() if s.end <= k + 1]:
+            del live[name]
+            saved.pop(name, None)
+            if name not in self.view.outputs:
+                private.pop(name, None)
 
 
 def execute_plan(

@@ -1,9 +1,16 @@
-"""A read-only view of a model's top-level graph for planning.
+"""A read-only view of a model's graph for planning, one per graph level.
 
 Values know their producer and their consumers; node order is the file's and
 is never assumed to be topological. Nodes with subgraphs (If, Loop, Scan)
 read the outer-scope values their bodies capture: those count as inputs of the
-owning node, so they stay live through it. Each node gets a unique name (the
+owning node, so they stay live through it. Each If branch and each Loop and
+Scan body (opset 9 on) gets a view of its own (:attr:`GraphView.bodies`, built
+recursively, with its path, e.g. ``Loop_3/body/If_1/else_branch``): its formal
+inputs are ``input`` tensors (pinned to the end of a Loop or Scan body: the
+carried slots), the enclosing values it reads are ``weight`` tensors of the
+body (outside its arena; :attr:`GraphView.outer`), and its sizes come from
+``ShapeInfo.bodies``. :func:`with_regions` adds the *region* an owning node's
+bodies run in (see :mod:`onnxmem.nesting`). Each node gets a unique name (the
 file's, or ``<op_type>_<index>`` when it is empty or repeated); the annotated
 model writes these names back so a plan and its model always match.
 
@@ -31,16 +38,17 @@ them with their reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import onnx
 
-from .errors import ModelError
-from .model import ShapeInfo, dtype_name, tensor_bytes
+from .errors import ModelError, ShapeError, show_name
+from .model import BodyKey, ShapeInfo, dtype_name, owner_key, subgraph_attributes, tensor_bytes
 from .training.roles import caller_state
 
-__all__ = ["ORIGINS", "GraphView", "Op", "Tensor", "build_view", "foldable", "outer_scope_reads"]
+__all__ = ["ORIGINS", "Body", "GraphView", "Op", "Tensor", "body_kind", "bound_outputs", "build_view", "child_path",
+           "foldable", "iter_views", "outer_scope_reads", "with_regions"]
 
 T = TypeVar("T")
 
@@ -65,8 +73,12 @@ ORIGINS = ("initializer", "constant", "folded", "caller")
 class Tensor:
     """One value of the top-level graph.
 
-    ``kind``: ``input`` (a graph input that is not a weight), ``output`` (a
-    graph output), ``activation`` (any other node output) or ``weight``.
+    ``kind``: ``input`` (a graph input that is not a weight; in a body, a
+    formal input), ``output`` (a graph output), ``activation`` (any other node
+    output), ``weight``, or ``region`` (the space a node's bodies run in, see
+    :func:`with_regions`). In a body, the values of enclosing graphs it reads
+    are ``weight`` too (they are outside its arena; :attr:`GraphView.outer`
+    names them).
     ``producer``: index of the node that writes it, ``None`` for inputs and
     initializers.
     """
@@ -112,8 +124,16 @@ class GraphView:
     weight_ops: tuple[int, ...] = ()
     #: graph inputs that are the caller's state, outside the arena (kind ``weight``) -> reason
     outside: Mapping[str, str] = field(default_factory=dict)
+    #: the graph's path: ``""`` for the main graph, ``If_0/then_branch``, ``Loop_3/body/If_1/else_branch``
+    path: str = ""
+    #: values of enclosing graphs this (sub)graph reads (kind ``weight`` here: not in its arena)
+    outer: frozenset[str] = frozenset()
     #: data derived from the view, computed on first use (the view is read-only): see :meth:`memo`
     _memo: dict[object, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: node index -> the views of its planned bodies (If branches, Loop and Scan bodies)
+    bodies: Mapping[int, tuple["Body", ...]] = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: node index -> the name of its region tensor (see :func:`with_regions`)
+    regions: Mapping[int, str] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def memo(self, key: object, compute: Callable[[], T]) -> T:
         """``compute()``, once per view and ``key``: for passes that several
@@ -134,7 +154,10 @@ class GraphView:
 
     @property
     def weights_size(self) -> int:
-        return sum(t.size for t in self.tensors.values() if t.kind == "weight")
+        """Bytes of the weights of this graph and of every body nested in it
+        (values of enclosing graphs a body reads are counted where they are defined)."""
+        own = sum(t.size for t in self.tensors.values() if t.kind == "weight" and t.name not in self.outer)
+        return own + sum(b.view.weights_size for bs in self.bodies.values() for b in bs)
 
     def predecessors(self, index: int) -> tuple[int, ...]:
         """Nodes that produce a non-weight value this node reads."""
@@ -161,6 +184,29 @@ class GraphView:
             if t is not None and t.kind != "weight":
                 out.update(dict.fromkeys(self.consumers.get(o, ())))
         return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """One planned subgraph: ``path`` names it (``If_0/then_branch``), ``owner``
+    is the owning node's index in the parent view, ``attr`` the attribute that
+    holds it, ``kind`` ``if``, ``loop`` or ``scan``, ``view`` its own view."""
+
+    path: str
+    owner: int
+    attr: str
+    kind: str
+    view: GraphView
+
+
+def iter_views(view: GraphView) -> Iterable[GraphView]:
+    """``view`` and the views of every body nested in it, outermost first."""
+    stack = [view]
+    while stack:
+        v = stack.pop()
+        yield v
+        for index in sorted(v.bodies, reverse=True):
+            stack.extend(b.view for b in reversed(v.bodies[index]))
 
 
 def _subgraphs(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
@@ -225,21 +271,60 @@ def foldable(node: Op, *, fold: bool = True) -> bool:
 
 
 def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) -> GraphView:
-    """The planning view of ``model``'s top-level graph (``fold``: constant folding,
-    see the module docstring).
+    """The planning view of ``model``'s top-level graph, with a view of every
+    If/Loop/Scan body nested in it (:attr:`GraphView.bodies`). ``fold``: constant
+    folding of the main graph (see the module docstring); bodies keep only their
+    constants and views of weights as weights.
 
     Raises ``ModelError`` for a node input nothing produces, a value produced
-    twice, or a graph output nothing produces.
+    twice, or a graph output nothing produces; ``ShapeError`` for a body value
+    whose size static inference could not find.
     """
-    g = model.graph
+    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    return _build_level(model.graph, _Level("", (), {}, frozenset(), False, fold, caller_state(model)), shapes, opset)
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """Where a graph sits: its path and key, the enclosing values it may read
+    (``outer``: name -> the enclosing level's record), which of them are weights,
+    and whether its formal inputs are carried slots (Loop and Scan bodies)."""
+
+    path: str
+    key: BodyKey
+    outer: Mapping[str, Tensor]
+    outer_weights: frozenset[str]
+    carried: bool
+    #: constant folding beyond constants and views of weights (the main graph's ``--fold``)
+    fold: bool = False
+    #: the caller's state of a training graph (main graph only): name -> reason
+    caller: Mapping[str, str] = field(default_factory=dict)
+
+
+def body_kind(op: Op, opset: int) -> str | None:
+    """``"if"``, ``"loop"`` or ``"scan"`` for a node whose bodies onnxmem plans and runs
+    (Scan from opset 9 on: opset 8's batched form is not), else ``None``."""
+    if op.domain not in ("", "ai.onnx"):
+        return None
+    if op.op_type == "If":
+        return "if"
+    if op.op_type == "Loop":
+        return "loop"
+    if op.op_type == "Scan" and opset >= 9:
+        return "scan"
+    return None
+
+
+def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: int) -> GraphView:
     names = node_names(g)
     init_names = {i.name for i in g.initializer}
     defined: dict[str, int | None] = {n: None for n in init_names}
     inputs: list[str] = []
     for vi in g.input:
-        if vi.name not in init_names:
+        if vi.name not in init_names or level.path:
             inputs.append(vi.name)
             defined[vi.name] = None
+    init_names -= set(inputs)
     ops: list[Op] = []
     for i, node in enumerate(g.node):
         caps: dict[str, None] = {}
@@ -260,26 +345,35 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) 
                     "every value must have one producer (SSA)"
                 )
             defined[o] = i
+    where = f" of subgraph {show_name(level.path)}" if level.path else ""
+    outer_read: dict[str, None] = {}
     for op in ops:
         for n in op.reads:
             if n not in defined:
+                if n in level.outer:
+                    outer_read[n] = None
+                    continue
                 kind = "captured by a subgraph of" if n in op.captures and n not in op.inputs else "read by"
                 raise ModelError(
-                    f"value '{n}' {kind} node '{op.name}' ({op.op_type}) is produced by no node, "
+                    f"value '{n}' {kind} node '{op.name}' ({op.op_type}){where} is produced by no node, "
                     "input or initializer; fix the model"
                 )
     outputs = tuple(vi.name for vi in g.output)
     for o in outputs:
         if o not in defined:
-            raise ModelError(f"graph output '{o}' is produced by no node or input; fix the model")
+            if o in level.outer:
+                outer_read[o] = None
+                continue
+            raise ModelError(f"graph output '{o}'{where} is produced by no node or input; fix the model")
 
-    # weights: initializers, the caller's state of a training graph, and values
-    # computed once from weights (node order may not be topological: repeat
-    # until nothing more folds)
-    outside = caller_state(model)
+    # weights: initializers, enclosing weights a body reads, the caller's state of a
+    # training graph, and values computed once from weights (node order may not be
+    # topological: repeat until nothing more folds)
     origin: dict[str, str] = dict.fromkeys(init_names, "initializer")
-    origin.update((n, "caller") for n in outside if n not in origin)
-    candidates = [op for op in ops if foldable(op, fold=fold) and any(op.outputs)]
+    for n in set(outer_read) & level.outer_weights:
+        origin.setdefault(n, "outer")
+    origin.update((n, "caller") for n in level.caller if n not in origin)
+    candidates = [op for op in ops if foldable(op, fold=level.fold) and any(op.outputs)]
     done: set[int] = set()
     grown = True
     while grown:
@@ -300,17 +394,32 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) 
         for n in op.reads:
             consumers.setdefault(n, []).append(op.index)
 
+    if level.path:
+        found = shapes.bodies.get(level.key, {})
+        dtypes = {k: v[0] for k, v in found.items()}
+        sizes = {k: v[1] for k, v in found.items()}
+    else:
+        dtypes, sizes = shapes.dtypes, shapes.shapes
     tensors: dict[str, Tensor] = {}
     out_set = set(outputs)
     for name, prod in defined.items():
-        if name not in shapes.shapes:
+        if name not in sizes:
             if name in init_names or name in weight:
                 continue  # an unused weight whose shape is unknown: not planned
+            if level.path:
+                raise ShapeError(
+                    f"value {show_name(name)}{where} has no static size: shape inference could not resolve "
+                    "its shape (it depends on data, or changes from one iteration to the next); bind the "
+                    "graph inputs' dims (--input-shape, --dim) or declare its shape in the subgraph's value_info "
+                    "(--measure-shapes measures the main graph's values; a body is sized from those it reads)"
+                )
             raise ModelError(f"no shape was found for value '{name}'")
-        et = shapes.dtypes[name]
-        shape = shapes.shapes[name]
+        et = dtypes[name]
+        shape = sizes[name]
         if name in weight:
             kind = "weight"
+        elif prod is None and name in inputs and level.path:
+            kind = "input"
         elif name in out_set:
             kind = "output"
         elif prod is None:
@@ -322,12 +431,104 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) 
         else:
             size = tensor_bytes(et, shape, name)
         tensors[name] = Tensor(name, et, dtype_name(et), shape, size, kind, prod, origin.get(name, ""))
-    return GraphView(
+    for name in outer_read:  # enclosing values: outside this level's arena, like weights
+        t = level.outer[name]
+        tensors[name] = Tensor(name, t.elem_type, t.dtype, t.shape, t.size, "weight", None)
+    # Loop and Scan bodies: formal inputs are the carried slots, live for the whole body
+    pinned = tuple(n for n in inputs if n not in out_set) if level.carried else ()
+    view = GraphView(
         tuple(ops),
         tensors,
         tuple(inputs),
-        outputs,
+        outputs + pinned,
         {k: tuple(v) for k, v in consumers.items()},
-        tuple(sorted(done)),
-        outside,
+        weight_ops=tuple(sorted(done)),
+        outside=dict(level.caller),
+        path=level.path,
+        outer=frozenset(outer_read),
     )
+    visible = {**level.outer, **tensors}
+    true_weights = level.outer_weights | {n for n in weight if n in tensors or n in init_names}
+    bodies: dict[int, tuple[Body, ...]] = {}
+    for op, node in zip(ops, g.node):
+        subs = subgraph_attributes(node)
+        bkind = body_kind(op, opset)
+        if not subs or bkind is None:
+            continue
+        owner = child_path(level.path, op.name)
+        made: list[Body] = []
+        for attr, sub in subs:
+            child = _Level(f"{owner}/{attr}", (*level.key, (owner_key(node, op.index), attr)), visible,
+                           frozenset(true_weights), bkind != "if")
+            made.append(Body(child.path, op.index, attr, bkind, _build_level(sub, child, shapes, opset)))
+        bodies[op.index] = tuple(made)
+    object.__setattr__(view, "bodies", bodies)
+    return view
+
+
+def bound_outputs(parent: GraphView, body: Body, io: str = "internal") -> dict[str, str] | None:
+    """``{branch output: If output}`` when an If branch can write its outputs straight into
+    the If's own outputs (which ``parent`` plans), else ``None``.
+
+    It can when every output the branch computes (not a value it passes through from
+    outside or a weight) appears once among its outputs and its If output is an arena
+    tensor of ``parent`` of the same size (``io``: the main graph's ``--io``; with
+    ``external`` the main graph's outputs are the runtime's). Such a branch plans no
+    bytes for its outputs: they live at the If's outputs, which are live during the
+    If's step and apart from its region.
+    """
+    if body.kind != "if":
+        return None
+    owner = parent.ops[body.owner]
+    outs = body.view.outputs
+    mapping: dict[str, str] = {}
+    for k, o in enumerate(outs):
+        t = body.view.tensors.get(o)
+        if t is None or t.kind == "weight" or t.producer is None:
+            continue
+        y = owner.outputs[k] if k < len(owner.outputs) else ""
+        ty = parent.tensors.get(y) if y else None
+        if outs.count(o) > 1 or ty is None or ty.kind in ("weight", "region") or ty.size != t.size:
+            return None
+        if not parent.path and io == "external" and y in parent.outputs:
+            return None
+        mapping[o] = y
+    return mapping or None
+
+
+def child_path(parent: str, node_name: str) -> str:
+    """The path of a node of the graph at ``parent``: ``parent/NAME`` (``NAME`` at the top),
+    with ``%`` and ``/`` of the node's name escaped as ``%25`` and ``%2F``, so a path
+    splits back into its parts at ``/``."""
+    part = node_name.replace("%", "%25").replace("/", "%2F")
+    return f"{parent}/{part}" if parent else part
+
+
+def with_regions(view: GraphView, sizes: Mapping[str, int], *, recursive: bool = True) -> GraphView:
+    """``view`` (and its bodies, recursively) with a *region* for each node whose bodies
+    are planned: a tensor of kind ``region`` written by that node and read by none, so
+    it is live during the node's step only, of ``sizes[owner path]`` bytes (the space its
+    bodies run in). A node whose size is missing or 0 gets none. The region's name is
+    ``<node name>:region`` (primes added while that names a value of the graph).
+    ``recursive=False`` leaves the bodies' views as they are."""
+    ops = list(view.ops)
+    tensors = dict(view.tensors)
+    regions: dict[int, str] = {}
+    bodies: dict[int, tuple[Body, ...]] = {}
+    for index, bs in view.bodies.items():
+        bodies[index] = tuple(replace(b, view=with_regions(b.view, sizes)) for b in bs) if recursive else bs
+        op = view.ops[index]
+        size = sizes.get(child_path(view.path, op.name), 0)
+        if size <= 0:
+            continue
+        name = f"{op.name}:region"
+        while name in tensors:
+            name += "'"
+        regions[index] = name
+        tensors[name] = Tensor(name, onnx.TensorProto.UINT8, "uint8", (size,), size, "region", index)
+        ops[index] = Op(op.index, op.name, op.op_type, op.domain, op.inputs, op.outputs + (name,), op.captures)
+    out = GraphView(tuple(ops), tensors, view.inputs, view.outputs, view.consumers, weight_ops=view.weight_ops,
+                    outside=view.outside, path=view.path, outer=view.outer)
+    object.__setattr__(out, "bodies", bodies)
+    object.__setattr__(out, "regions", regions)
+    return out

@@ -28,7 +28,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 import onnx
 from onnx import TensorProto
@@ -40,6 +40,7 @@ from .training.shapes import complete_shapes
 
 __all__ = [
     "DTYPES",
+    "BodyKey",
     "ExternalData",
     "ShapeInfo",
     "check_external_data",
@@ -50,8 +51,11 @@ __all__ = [
     "infer_shapes",
     "infer_symbolic_shapes",
     "initializers",
+    "iter_bodies",
     "iter_graphs",
     "load_model",
+    "owner_key",
+    "subgraph_attributes",
     "parse_dim_binding",
     "parse_input_shape",
     "read_external_data",
@@ -497,14 +501,26 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
 Dim = int | str | None
 
 
+#: where a subgraph sits: one ``(owner key, attribute name)`` per level, outermost first; the
+#: owner key is the owning node's first output name (``#<index>`` when it has none)
+BodyKey = tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class ShapeInfo:
-    """Every top-level value's dtype and concrete shape, and how it was found."""
+    """Every top-level value's dtype and concrete shape, and how it was found.
+
+    ``bodies``: for each subgraph (If branch, Loop or Scan body, nested at any
+    depth), ``{value: (dtype, shape)}`` of the values it defines (its inputs,
+    initializers and node outputs) whose shapes static inference resolved;
+    a value missing there has no static size (the view says so, naming it).
+    """
 
     dtypes: dict[str, int]
     shapes: dict[str, tuple[int, ...]]
     sources: dict[str, str] = field(default_factory=dict)  # name -> onnx|evaluated|symbolic|measured|value_info
     warnings: tuple[str, ...] = ()
+    bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = field(default_factory=dict)
 
 
 def _read_type(vi: onnx.ValueInfoProto) -> tuple[int | None, tuple[Dim, ...] | None]:
@@ -723,6 +739,76 @@ def _collect(model: onnx.ModelProto) -> dict[str, tuple[int | None, tuple[Dim, .
     return out
 
 
+def owner_key(node: onnx.NodeProto, index: int) -> str:
+    """The key of a node that owns subgraphs (see :data:`BodyKey`): stable across the
+    copies inference makes, which may drop or replace other nodes but never these."""
+    return next((o for o in node.output if o), f"#{index}")
+
+
+def subgraph_attributes(node: onnx.NodeProto) -> list[tuple[str, onnx.GraphProto]]:
+    """``(attribute name, graph)`` of every subgraph of ``node`` (a list attribute's
+    graphs as ``name[i]``)."""
+    out: list[tuple[str, onnx.GraphProto]] = []
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            out.append((attr.name, attr.g))
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            out.extend((f"{attr.name}[{i}]", g) for i, g in enumerate(attr.graphs))
+    return out
+
+
+def iter_bodies(graph: onnx.GraphProto, key: BodyKey = ()) -> Iterable[tuple[BodyKey, onnx.GraphProto]]:
+    """Every subgraph nested in ``graph`` with its :data:`BodyKey`, outermost first."""
+    stack: list[tuple[BodyKey, onnx.GraphProto]] = [(key, graph)]
+    while stack:
+        k, g = stack.pop()
+        if k != key:
+            yield k, g
+        for i, node in enumerate(g.node):
+            for attr, sub in subgraph_attributes(node):
+                stack.append(((*k, (owner_key(node, i), attr)), sub))
+
+
+def _body_types(model: onnx.ModelProto) -> dict[BodyKey, dict[str, tuple[int | None, tuple[Dim, ...] | None]]]:
+    """What ``model`` declares of every subgraph's values: inputs, value_info, outputs, initializers."""
+    out: dict[BodyKey, dict[str, tuple[int | None, tuple[Dim, ...] | None]]] = {}
+    for key, g in iter_bodies(model.graph):
+        found: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
+        for init in g.initializer:
+            found[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            et, sh = _read_type(vi)
+            prev = found.get(vi.name)
+            if prev is None or prev[1] is None or (sh is not None and None in prev[1]):
+                found[vi.name] = (et or (prev[0] if prev else None), sh if sh is not None else (prev[1] if prev else None))
+        out[key] = found
+    return out
+
+
+def _body_shapes(
+    model: onnx.ModelProto, sources: Sequence[tuple[onnx.ModelProto | None, Mapping[str, int]]]
+) -> dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]]:
+    """Concrete shapes of the values each subgraph of ``model`` defines, from the first
+    of ``sources`` (an inferred model and the dim binding to read it with) that resolves them."""
+    read = [(_body_types(m), binding) for m, binding in sources if m is not None]
+    out: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = {}
+    for key, g in iter_bodies(model.graph):
+        names = [vi.name for vi in g.input] + [i.name for i in g.initializer]
+        names += [o for node in g.node for o in node.output if o]
+        known: dict[str, tuple[int, tuple[int, ...]]] = {}
+        for name in names:
+            for types, binding in read:
+                et, sh = types.get(key, {}).get(name, (None, None))
+                if et is None or sh is None:
+                    continue
+                resolved = [_resolve_dim(d, binding) for d in sh]
+                if all(r is not None for r in resolved):
+                    known[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
+                    break
+        out[key] = known
+    return out
+
+
 def _apply_op_rules(
     model: onnx.ModelProto,
     known: dict[str, tuple[int, tuple[int, ...]]],
@@ -872,6 +958,7 @@ def infer_shapes(
         inferred = evaluated.model
     if len(known) < len(wanted):
         _apply_op_rules(model, known, sources)
+    sym: onnx.ModelProto | None = None
     if len(known) < len(wanted):
         # training graphs: gradient ops and what follows them, by rule (onnxmem.training.shapes)
         complete_shapes(model, known, sources, wanted)
@@ -900,11 +987,27 @@ def infer_shapes(
         raise _unknown_sizes(missing, model, file_dims, input_shapes)
     for init in model.graph.initializer:
         known.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
+    bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = {}
+    if any(True for _ in iter_bodies(model.graph)):
+        bodies = _body_shapes(model, [(inferred, dims)])
+        if any(len(bodies[k]) < _defined_count(g) for k, g in iter_bodies(model.graph)):
+            if sym is None:
+                sym = _run_symbolic_inference(inferred if inferred is not None else work)
+            bodies = _body_shapes(model, [(inferred, dims), (sym, dims), (model, file_dims)])
+        if any(len(bodies[k]) < _defined_count(g) for k, g in iter_bodies(model.graph)):
+            # infer again with every main-graph value at its concrete (or measured) shape, so
+            # the bodies see the exact types of the outer values they read
+            again = _with_shapes(inferred if inferred is not None else work, known)
+            re_onnx = _run_onnx_inference(again)
+            re_sym = _run_symbolic_inference(re_onnx if re_onnx is not None else again)
+            bodies = _body_shapes(model, [(inferred, dims), (sym, dims), (re_onnx, {}), (re_sym, {}),
+                                          (model, file_dims)])
     return ShapeInfo(
         {k: v[0] for k, v in known.items()},
         {k: v[1] for k, v in known.items()},
         sources,
         tuple(warnings),
+        bodies,
     )
 
 
@@ -968,6 +1071,30 @@ def infer_symbolic_shapes(
     for init in model.graph.initializer:
         found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     return found, original
+
+
+def _with_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> onnx.ModelProto:
+    """A copy of ``model`` whose main-graph values all carry their ``known`` concrete shapes."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    del g.value_info[:]
+    declared = {vi.name: vi for vi in list(g.input) + list(g.output)}
+    inits = {i.name for i in g.initializer}
+    for name, (et, shape) in known.items():
+        if name in inits:
+            continue
+        if name in declared:
+            _set_shape(declared[name], shape)
+        else:
+            g.value_info.append(onnx.helper.make_tensor_value_info(name, et, list(shape)))
+    return m
+
+
+def _defined_count(graph: onnx.GraphProto) -> int:
+    """How many values ``graph`` defines (inputs, initializers, node outputs), each once."""
+    names = {vi.name for vi in graph.input} | {i.name for i in graph.initializer}
+    return len(names | {o for node in graph.node for o in node.output if o})
 
 
 def _dim_label(name: str) -> str:

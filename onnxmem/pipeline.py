@@ -1,7 +1,7 @@
 """From an ONNX file to a validated memory plan: the steps in one place.
 
-load -> infer shapes -> view -> order -> liveness -> problem -> solve ->
-validate -> plan. The CLI, the zoo job and the benchmarks call
+load -> infer shapes -> view -> plan the bodies (:mod:`onnxmem.nesting`) ->
+order -> liveness -> problem -> solve -> validate -> plan. The CLI, the zoo job and the benchmarks call
 :func:`plan_model`; each step is also usable on its own.
 """
 
@@ -15,13 +15,22 @@ from typing import Callable, Mapping
 import numpy as np
 import onnx
 
-from .aliasing import shared_layout
 from .errors import OnnxmemError, PlanInvalid
-from .graph import GraphView, build_view
-from .liveness import Liveness, build_liveness
+from .graph import GraphView, build_view, with_regions
+from .liveness import Liveness
 from .model import ShapeInfo, file_sha256, infer_shapes, load_model
-from .plan import MemoryPlan, PlannedTensor, SharedObject
-from .problem import Solution, live_bytes, lower_bound
+from .nesting import (
+    BodyPlan,
+    aliased_liveness,
+    body_tensors,
+    level_tensors,
+    nested_bound,
+    outside_values,
+    plan_bodies,
+    region_bounds,
+)
+from .plan import MemoryPlan, SharedObject, SubgraphPlan
+from .problem import Solution, live_bytes
 from .proof import prove_plan
 from .scheduling import OrderOptions, reorder, stable_topological_order
 from .scheduling.cost import order_peak
@@ -74,7 +83,8 @@ class PlanOptions:
 
 @dataclass(frozen=True, slots=True)
 class Planned:
-    """A plan and the objects it was made from (for annotation and verification)."""
+    """A plan and the objects it was made from (for annotation and verification).
+    ``view`` carries the regions of its bodies; ``bodies``: each body's plan, by path."""
 
     plan: MemoryPlan
     model: onnx.ModelProto
@@ -82,6 +92,7 @@ class Planned:
     liveness: Liveness
     solution: Solution
     shapes: ShapeInfo
+    bodies: Mapping[str, BodyPlan] = field(default_factory=dict)
 
 
 def plan_model(
@@ -118,13 +129,26 @@ def plan_loaded(
         shapes = infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
                               strict_dims=opts.strict_dims)
     view = build_view(model, shapes, fold=opts.fold)
+    bodies: dict[str, BodyPlan] = {}
+    main = opts  # the main graph's options: what is left of --timeout after the bodies
+    if view.bodies:
+        say("planning subgraph bodies")
+        tb = time.perf_counter()
+        sizes, bodies = plan_bodies(view, opts)
+        view = with_regions(view, sizes)
+        if opts.timeout is not None:
+            main = replace(opts, timeout=max(opts.timeout - (time.perf_counter() - tb), 0.01))
     say(f"ordering {len(view.ops)} nodes")
     order = reorder(
         view, opts.order,
-        OrderOptions(timeout=opts.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace),
+        OrderOptions(timeout=main.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace),
     )
     liveness = aliased_liveness(view, order, opts)
-    return plan_liveness(model, path, shapes, view, liveness, opts, progress, started=t0)
+    planned = plan_liveness(model, path, shapes, view, liveness, main, progress, started=t0, bodies=bodies)
+    if main is opts:
+        return planned
+    solver = {**planned.plan.solver, "params": {**planned.plan.solver["params"], "timeout": opts.timeout}}
+    return replace(planned, plan=replace(planned.plan, solver=solver))
 
 
 def plan_liveness(
@@ -137,6 +161,7 @@ def plan_liveness(
     progress: Progress | None = None,
     *,
     started: float | None = None,
+    bodies: Mapping[str, BodyPlan] | None = None,
 ) -> Planned:
     """Solve ``liveness`` (any order and layout), record the plan and prove it.
 
@@ -144,10 +169,16 @@ def plan_liveness(
     (a hand-made layout, every Concat placement, ...); the static proof
     refuses a layout that breaks the sharing rules with ``PlanInvalid``.
     ``started``: the ``time.perf_counter()`` the plan's time counts from.
+    ``bodies``: the plans of the view's bodies (:func:`onnxmem.nesting.plan_bodies`),
+    whose regions ``view`` carries; planned here when not given.
     """
     opts = options or PlanOptions()
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter() if started is None else started
+    if bodies is None:
+        sizes, bodies = plan_bodies(view, opts)
+        if any(size and view.path == "" and not view.regions for size in sizes.values()):
+            raise ValueError("plan_liveness: the view lacks the regions of its bodies; plan with plan_loaded")
     order = liveness.order
     problem = liveness.problem
     say(f"assigning {len(problem)} buffers ({opts.solver})")
@@ -156,7 +187,7 @@ def plan_liveness(
         raise OnnxmemError(
             f"solver '{opts.solver}' found no plan ({solution.status}); try --solver greedy"
         )
-    plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0)
+    plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0, bodies)
     file_order = stable_topological_order(view)
     file_bound = (
         plan.lower_bound if file_order == order
@@ -168,7 +199,7 @@ def plan_liveness(
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
-    return Planned(plan, model, view, liveness, solution, shapes)
+    return Planned(plan, model, view, liveness, solution, shapes, bodies)
 
 
 def fold_record(view: GraphView, fold: bool) -> dict[str, object]:
@@ -203,16 +234,6 @@ def outside_extra(view: GraphView) -> dict[str, object]:
     return {"outside": rows}
 
 
-def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: PlanOptions) -> Liveness:
-    """The liveness of ``order`` with the sharing ``opts.inplace`` allows.
-
-    Off: every tensor its own buffer. On: the layout
-    :func:`onnxmem.aliasing.shared_layout` chooses.
-    """
-    layout = shared_layout(view, order, opts.io, opts.alignment) if opts.inplace else None
-    return build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
-
-
 def _make_plan(
     model: onnx.ModelProto,
     path: str | os.PathLike[str],
@@ -222,9 +243,9 @@ def _make_plan(
     liveness: Liveness,
     solution: Solution,
     seconds: float,
+    bodies: Mapping[str, BodyPlan],
 ) -> MemoryPlan:
     problem = liveness.problem
-    buf_index = {b.id: i for i, b in enumerate(problem.buffers)}
     objects: tuple[SharedObject, ...] = ()
     form = SOLVERS[solution.solver].form if solution.solver in SOLVERS else "offsets"
     if solution.objects is not None:
@@ -236,30 +257,28 @@ def _make_plan(
             sizes[obj] = max(sizes.get(obj, 0), b.size)
             offs[obj] = solution.offsets[i]
         objects = tuple(SharedObject(k, sizes[k], offs[k]) for k in sorted(sizes))
-    tensors: list[PlannedTensor] = []
-    for iv in liveness.intervals:
-        t = view.tensors[iv.tensor]
-        bi = buf_index[iv.group]
-        prod = view.ops[t.producer] if t.producer is not None else None
-        tensors.append(
-            PlannedTensor(
-                name=t.name,
-                dtype=t.dtype,
-                shape=t.shape,
-                size=t.size,
-                offset=int(solution.offsets[bi]) + iv.offset,
-                start=iv.start,
-                end=iv.end,
-                producer=prod.name if prod else None,
-                producer_op=prod.op_type if prod else None,
-                kind=t.kind,
-                group=iv.group,
-                object=(int(solution.objects[bi]) if solution.objects is not None else None),
-                group_offset=iv.offset,
-            )
-        )
+    tensors = level_tensors(view, liveness, solution)
+    tensors += body_tensors(view, tensors, bodies)
+    bound = {(bp.path, o) for bp in bodies.values() if bp.outputs == "owner" for o in bp.view.outputs
+             if bp.view.tensors[o].producer is not None and bp.view.tensors[o].kind != "weight"}
+    outside, warnings = outside_values(model.graph, view, {(t.graph, t.name) for t in tensors}, opts.io, bound)
+    regions = {(t.graph, t.name) for t in tensors if t.kind == "region"}
+    status = str(solution.status.value)
+    if status == "optimal" and (warnings or any(not b.solution.optimal for b in bodies.values())):
+        status = "feasible"  # the main graph is at its bound; some body is not, or is not planned
+    naive = sum(b.size for b in problem.buffers if ("", b.id) not in regions)
+    naive += sum(b.size for bp in bodies.values() for b in bp.liveness.problem.buffers
+                 if (bp.path, b.id) not in regions)
+    subgraphs = tuple(
+        SubgraphPlan(bp.path, bp.parent, bp.owner, bp.attr, bp.kind,
+                     tuple(bp.view.ops[i].name for i in bp.liveness.order),
+                     tuple(bp.view.ops[i].op_type for i in bp.liveness.order),
+                     bp.arena_size, bp.lower_bound,
+                     {"name": bp.solution.solver, "status": bp.solution.status,
+                      "seconds": round(bp.solution.seconds, 6)}, bp.outputs)
+        for bp in bodies.values()
+    )
     curve = live_bytes(problem)
-    naive = sum(b.size for b in problem.buffers)
     return MemoryPlan(
         model={
             "path": str(path),
@@ -278,17 +297,19 @@ def _make_plan(
         form=form,
         tensors=tuple(tensors),
         arena_size=int(solution.height),
-        lower_bound=lower_bound(problem),
+        lower_bound=nested_bound(view, problem, region_bounds(bodies), opts.alignment),
         naive_size=int(naive),
         weights_size=int(view.weights_size),
         peak_step=int(np.argmax(curve)) if curve.size else 0,
         solver={
             "name": solution.solver,
-            "status": solution.status,
+            "status": status,
             "seconds": round(solution.seconds, 6),
             "params": {"timeout": opts.timeout, "seed": opts.seed},
         },
         plan_seconds=round(seconds, 6),
         objects=objects,
-        warnings=shapes.warnings,
+        warnings=shapes.warnings + tuple(warnings),
+        subgraphs=subgraphs,
+        outside=tuple(outside),
     )

@@ -4,6 +4,15 @@ The JSON has a ``schema_version``, a stable key order, and a JSON Schema
 (``schema/plan.schema.json`` in the package) that every plan written or read
 is validated against. Lifetimes are half-open ``[start, end)`` in steps; step
 ``k`` executes ``order[k]``.
+
+Version 2 plans every graph level (:mod:`onnxmem.nesting`): each tensor names
+its (sub)graph in ``graph`` (``""`` for the main graph, ``If_0/then_branch``,
+``Loop_3/body/If_1/else_branch``; node names with ``%`` and ``/`` escaped as
+``%25`` and ``%2F``), and its steps are those of its graph's order (the
+``subgraphs`` entry of that path). ``outside`` lists every value kept out of
+the arena with its reason (:data:`OUTSIDE_REASONS`), so that every node output
+of every level is in exactly one of ``tensors`` and ``outside``. Version 1
+plans (main graph only) are still read.
 """
 
 from __future__ import annotations
@@ -20,8 +29,12 @@ from .errors import PlanError, show_name
 from .fileio import MAX_PLAN_BYTES, read_input, write_bytes_atomic
 
 __all__ = [
+    "OUTSIDE_REASONS",
+    "READABLE_VERSIONS",
     "SCHEMA_VERSION",
     "MemoryPlan",
+    "OutsideValue",
+    "SubgraphPlan",
     "PlannedTensor",
     "SharedObject",
     "plan_from_dict",
@@ -32,7 +45,28 @@ __all__ = [
     "write_plan",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: the schema versions :func:`plan_from_dict` reads
+READABLE_VERSIONS = (1, 2)
+
+#: why a value is kept out of the arena (the ``reason`` of an ``outside`` entry): an
+#: open set, documented here and only here; a new reason is one more entry
+OUTSIDE_REASONS: dict[str, str] = {
+    "weight": "an initializer, or a constant computed from weights only (Constant, ConstantOfShape, "
+              "views of weights); counted in weights_size",
+    "external-io": "a graph input or output left to the runtime (--io external)",
+    "runtime-body": "a value of a subgraph onnxmem does not plan (a node other than If, Loop and Scan "
+                    "with a subgraph): onnxruntime allocates it",
+    "owner-output": "an If branch's output written straight into the If's output (a tensor of the "
+                    "parent graph), so it needs no bytes of its own",
+    "folded": "a node's output computed once from weights before the run, as onnxruntime's constant "
+              "folding does at session start (--fold on); counted in weights_size",
+    "parameter": "a training graph's trainable parameter, a graph input the caller owns",
+    "frozen-parameter": "a training graph's frozen parameter, a graph input the caller owns",
+    "gradient-accumulation-buffer": "a training graph's gradient buffer, which the accumulators write in "
+                                    "place; a graph input the caller owns",
+    "flag": "a training graph's scalar flag input (the accumulators' reset), owned by the caller",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +94,39 @@ class PlannedTensor:
     group: str
     object: int | None = None
     group_offset: int = 0
+    graph: str = ""  # the (sub)graph path; "" is the main graph
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideValue:
+    """A value kept out of the arena: ``name`` in graph ``graph``, for ``reason``
+    (a key of :data:`OUTSIDE_REASONS`)."""
+
+    name: str
+    graph: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubgraphPlan:
+    """One planned body: its ``path``, the ``parent`` graph's path, the ``owner`` node
+    (a node of the parent) and its ``attr``, ``kind`` (``if``, ``loop``, ``scan``), the
+    body's node ``order`` and ``op_types``, its own ``arena_size`` (the bytes it needs
+    inside its owner's region) and ``lower_bound``, its ``solver`` result, and where its
+    outputs live: ``region`` (in its arena, copied out after) or ``owner`` (an If
+    branch writing straight into the If's outputs)."""
+
+    path: str
+    parent: str
+    owner: str
+    attr: str
+    kind: str
+    order: tuple[str, ...]
+    op_types: tuple[str, ...]
+    arena_size: int
+    lower_bound: int
+    solver: dict[str, Any]
+    outputs: str = "region"  # "owner": an If branch whose outputs are the If's own outputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,17 +160,25 @@ class MemoryPlan:
     warnings: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+    subgraphs: tuple[SubgraphPlan, ...] = ()
+    outside: tuple[OutsideValue, ...] = ()
 
     @property
     def gap(self) -> float:
         """Arena over the lower bound, minus one (0.0 means at the bound)."""
         return self.arena_size / self.lower_bound - 1.0 if self.lower_bound else 0.0
 
-    def tensor(self, name: str) -> PlannedTensor:
+    def tensor(self, name: str, graph: str = "") -> PlannedTensor:
         for t in self.tensors:
-            if t.name == name:
+            if t.name == name and t.graph == graph:
                 return t
         raise KeyError(name)
+
+    def subgraph(self, path: str) -> SubgraphPlan:
+        for s in self.subgraphs:
+            if s.path == path:
+                return s
+        raise KeyError(path)
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -134,6 +209,12 @@ class MemoryPlan:
         }
         if self.form == "shared-objects":
             d["objects"] = [asdict(o) for o in self.objects]
+        if self.schema_version >= 2:
+            d["subgraphs"] = [{**asdict(s), "order": list(s.order), "op_types": list(s.op_types)}
+                              for s in self.subgraphs]
+            d["outside"] = [asdict(o) for o in self.outside]
+        else:
+            d["tensors"] = [{k: v for k, v in t.items() if k != "graph"} for t in d["tensors"]]  # type: ignore[attr-defined]
         if self.extra:
             d["extra"] = self.extra
         return d
@@ -220,6 +301,17 @@ def _check_ranges(data: dict[str, Any], where: str) -> None:
     if len(data["op_types"]) != steps:
         raise PlanError(f"{where}: {len(data['op_types'])} op_types for {steps} nodes in order; "
                         "re-plan the model")
+    graph_steps = {"": steps}
+    for s in data.get("subgraphs", []):
+        if s["path"] in graph_steps or not s["path"]:
+            raise PlanError(f"{where}: subgraph {show_name(s['path'])} is listed twice or has an empty path; "
+                            "re-plan the model")
+        if len(s["op_types"]) != len(s["order"]):
+            raise PlanError(f"{where}: subgraph {show_name(s['path'])} has {len(s['op_types'])} op_types for "
+                            f"{len(s['order'])} nodes in order; re-plan the model")
+        for key in ("arena_size", "lower_bound"):
+            bounded(s[key], f"subgraphs/{s['path']}/{key}")
+        graph_steps[s["path"]] = len(s["order"])
     if data["peak_step"] > max(steps - 1, 0):
         raise PlanError(f"{where}: peak_step {data['peak_step']} is past the last of {steps} steps; "
                         "re-plan the model")
@@ -234,6 +326,11 @@ def _check_ranges(data: dict[str, Any], where: str) -> None:
             bounded(t["object"], f"{at}/object")
         if t["offset"] + t["size"] > MAX_VALUE:
             raise PlanError(f"{where}: tensor {show_name(t['name'])} ends past byte 2^62; re-plan the model")
+        graph = t.get("graph", "")
+        if graph not in graph_steps:
+            raise PlanError(f"{where}: tensor {show_name(t['name'])} is in graph {show_name(graph)}, which the "
+                            "plan's subgraphs do not list; re-plan the model")
+        steps = graph_steps[graph]
         if not t["start"] < t["end"] <= steps:
             raise PlanError(
                 f"{where}: tensor {show_name(t['name'])} is live in steps [{t['start']}, {t['end']}), "
@@ -250,16 +347,21 @@ def plan_from_dict(data: Any, where: str = "plan") -> MemoryPlan:
         raise PlanError(f"{where} is a range plan; make the plan for one point with 'onnxmem instantiate "
                         "PLAN --dim NAME=N -o plan.json' (verify also takes it with --dim NAME=N)")
     check_schema(data, where)
-    if data["schema_version"] != SCHEMA_VERSION:
+    if data["schema_version"] not in READABLE_VERSIONS:
         raise PlanError(
             f"{where} has schema_version {data['schema_version']}; this onnxmem reads "
-            f"version {SCHEMA_VERSION}: re-plan the model"
+            f"versions {', '.join(map(str, READABLE_VERSIONS))}: re-plan the model"
         )
     _check_ranges(data, where)
     tensors = tuple(
         PlannedTensor(**{**t, "shape": tuple(t["shape"])}) for t in data["tensors"]
     )
     objects = tuple(SharedObject(**o) for o in data.get("objects", []))
+    subgraphs = tuple(
+        SubgraphPlan(**{**s, "order": tuple(s["order"]), "op_types": tuple(s["op_types"])})
+        for s in data.get("subgraphs", [])
+    )
+    outside = tuple(OutsideValue(**o) for o in data.get("outside", []))
     values = {f.name: data[f.name] for f in fields(MemoryPlan) if f.name in data}
     values.update(
         order=tuple(data["order"]),
@@ -267,6 +369,8 @@ def plan_from_dict(data: Any, where: str = "plan") -> MemoryPlan:
         tensors=tensors,
         objects=objects,
         warnings=tuple(data.get("warnings", ())),
+        subgraphs=subgraphs,
+        outside=outside,
     )
     return MemoryPlan(**values)
 

@@ -27,7 +27,19 @@ this is the one deliberate second copy of those rules):
    Softmax, ...) never;
 6. no two tensors of different groups that are live at one step share a byte;
 7. shared-objects plans: tensors of one object sit at the object's offset,
-   fit in it, and are never live at the same step unless they alias.
+   fit in it, and are never live at the same step unless they alias;
+8. every If branch, Loop body and Scan body of the model (at every depth) is
+   planned (a ``subgraphs`` entry, and rules 1 to 6 hold for its tensors
+   under its own order), and every tensor of a body lies inside its owning
+   node's *region*: a tensor of the parent graph written by the owning node,
+   so rules 4 and 6 of the parent keep it apart from everything live during
+   that node's step. Tensors of one body are judged against each other; a
+   body's tensors never meet another level's, because they stay in the
+   region and the region stays apart from its level (and an If's two
+   branches, or a Loop's iterations, never run together). An If branch
+   planned with ``outputs: owner`` writes its outputs at the If's outputs
+   (:func:`onnxmem.graph.bound_outputs` must allow it): tensors of the parent,
+   live from the If's step, kept apart from everything live then by rule 6.
 
 Rules 5 and 6 are one sweep over the steps: at each step the tensors that
 died are dropped from an active set sorted by offset, and each tensor written
@@ -42,15 +54,15 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .aliasing import RULES, alias_rule, concat_slices
-from .graph import GraphView
+from .graph import Body, GraphView, bound_outputs, child_path
 from .plan import MemoryPlan, PlannedTensor
 
-__all__ = ["VIEW_OPS", "Finding", "prove_plan", "true_lifetimes"]
+__all__ = ["VIEW_OPS", "Finding", "plan_regions", "prove_plan", "true_lifetimes", "walk_bodies"]
 
 #: ops whose output holds the same bytes as their first input
 VIEW_OPS = frozenset(op for (d, op), r in RULES.items() if r.kind == "view" and d == "")
@@ -74,6 +86,7 @@ class Finding:
     node: str | None = None
     other: str | None = None
     byte_range: tuple[int, int] | None = None
+    graph: str = ""  # the (sub)graph of ``tensor`` and ``node``
 
     def __str__(self) -> str:
         return self.message
@@ -142,11 +155,75 @@ def _order_findings(plan: MemoryPlan, view: GraphView) -> tuple[list[Finding], l
     return found, order
 
 
+def walk_bodies(view: GraphView) -> Iterable[tuple[GraphView, Body]]:
+    """``(parent view, body)`` for every body nested in ``view``, outermost first."""
+    stack: list[GraphView] = [view]
+    while stack:
+        v = stack.pop(0)
+        for index in sorted(v.bodies):
+            for body in v.bodies[index]:
+                yield v, body
+                stack.append(body.view)
+
+
+def plan_regions(plan: MemoryPlan) -> dict[str, int]:
+    """``{owner path: region size}`` of the plan's regions (for :func:`onnxmem.graph.with_regions`)."""
+    return {child_path(t.graph, t.producer): t.size for t in plan.tensors
+            if t.kind == "region" and t.producer is not None}
+
+
 def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None) -> list[Finding]:
     """Every rule ``plan`` breaks for the model ``view``; empty means proven.
 
+    ``view`` carries the regions of its bodies (:func:`onnxmem.graph.with_regions`).
     See the module docstring for the rules. ``limit`` stops after that many.
     """
+    by_graph: dict[str, list[PlannedTensor]] = {}
+    for pt in plan.tensors:
+        by_graph.setdefault(pt.graph, []).append(pt)
+    subplans = {s.path: s for s in plan.subgraphs}
+    pairs = list(walk_bodies(view))
+    paths = {""} | {b.path for _, b in pairs}
+    found: list[Finding] = []
+    for path in list(by_graph) + list(subplans):
+        if path not in paths:
+            found.append(Finding("mismatch", None, f"the plan has a subgraph {path!r}, which the model does not "
+                                 "have; re-plan the model"))
+    found += _prove_level(replace(plan, tensors=tuple(by_graph.get("", ()))), view, limit, (0, plan.arena_size))
+    for parent, body in pairs:
+        if limit is not None and len(found) >= limit:
+            break
+        sp = subplans.get(body.path)
+        owner = parent.ops[body.owner]
+        if sp is None:
+            found.append(Finding("mismatch", None, f"subgraph {body.path!r} of node {owner.name!r} "
+                                 f"({owner.op_type}) is not in the plan; re-plan the model", node=owner.name))
+            continue
+        region = parent.regions.get(body.owner)
+        where = (0, 0)
+        for pt in by_graph.get(parent.path, ()):
+            if pt.name == region:
+                where = (pt.offset, pt.offset + pt.size)
+        io = "internal"
+        if sp.outputs == "owner":  # the branch's outputs are the If's outputs, planned in the parent
+            if bound_outputs(parent, body, plan.io if not parent.path else "internal") is None:
+                found.append(Finding("mismatch", None, f"subgraph {body.path!r} writes its outputs into the outputs "
+                                     f"of node {owner.name!r}, which cannot hold them (not planned there, or of "
+                                     "another size); re-plan the model", node=owner.name, graph=body.path))
+                continue
+            io = "external"
+        level = replace(plan, order=sp.order, tensors=tuple(by_graph.get(body.path, ())), io=io,
+                        form="offsets", objects=())
+        found += [replace(f, message=f"in subgraph {body.path!r}: {f.message}", graph=body.path)
+                  for f in _prove_level(level, body.view, None if limit is None else limit - len(found), where,
+                                        f"the region of node {owner.name!r}")]
+    return found[:limit] if limit else found
+
+
+def _prove_level(plan: MemoryPlan, view: GraphView, limit: int | None, bounds: tuple[int, int],
+                 space: str = "") -> list[Finding]:
+    """Rules 1 to 7 for one graph level: ``plan`` holds that level's order and tensors;
+    every tensor must lie in bytes ``bounds`` (``space`` names them: the arena, or a region)."""
     found, order = _order_findings(plan, view)
     if found:
         return found[:limit] if limit else found
@@ -194,12 +271,14 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None) -
             found.append(
                 Finding("alignment", pt.name, f"tensor {pt.name!r} at offset {pt.offset} is not a multiple of the alignment {align}")
             )
-        if pt.offset < 0 or pt.offset + pt.size > plan.arena_size:
+        if pt.offset < bounds[0] or pt.offset + pt.size > bounds[1]:
+            beyond = (f"outside {space}, bytes [{bounds[0]}, {bounds[1]})" if space
+                      else f"beyond the arena of {plan.arena_size} B")
             found.append(
                 Finding(
                     "arena",
                     pt.name,
-                    f"tensor {pt.name!r} occupies bytes [{pt.offset}, {pt.offset + pt.size}) beyond the arena of {plan.arena_size} B",
+                    f"tensor {pt.name!r} occupies bytes [{pt.offset}, {pt.offset + pt.size}) {beyond}",
                     byte_range=(pt.offset, pt.offset + pt.size),
                 )
             )

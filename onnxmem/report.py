@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -80,12 +80,37 @@ def _padded(size: int, alignment: int) -> int:
     return -(-size // alignment) * alignment if alignment > 1 else size
 
 
+def main_level(plan: MemoryPlan) -> MemoryPlan:
+    """``plan`` with the main graph's tensors only: the steps of ``plan.order``. A body's
+    tensors live in its owner's region (a main-graph tensor of kind ``region``), so the
+    main graph's curve and peak account for them; :func:`subgraph_rows` details them."""
+    if all(not t.graph for t in plan.tensors):
+        return plan
+    return replace(plan, tensors=tuple(t for t in plan.tensors if not t.graph))
+
+
+def subgraph_rows(plan: MemoryPlan) -> list[list[str]]:
+    """One row per planned body: path, kind, nodes, tensors, its arena and bound, its region."""
+    count: dict[str, int] = {}
+    for t in plan.tensors:
+        count[t.graph] = count.get(t.graph, 0) + 1
+    regions = {(t.graph, t.producer): t for t in plan.tensors if t.kind == "region"}
+    rows = []
+    for sg in plan.subgraphs:
+        region = regions.get((sg.parent, sg.owner))
+        where = f"{format_bytes(region.size)} at {region.offset}" if region is not None else "none"
+        rows.append([sg.path, sg.kind, str(len(sg.order)), str(count.get(sg.path, 0)), format_bytes(sg.arena_size),
+                     format_bytes(sg.lower_bound), str(sg.solver.get("status", "?")), where])
+    return rows
+
+
 def live_curve(plan: MemoryPlan) -> np.ndarray:
-    """Bytes live at each step ``0 .. len(order) - 1``.
+    """Bytes live at each step ``0 .. len(order) - 1`` of the main graph (bodies count as their regions).
 
     An alias group counts once, as a block of its largest member's size (rounded up to the
     plan's alignment) live from its first member's start to its last member's end.
     """
+    plan = main_level(plan)
     steps = max(len(plan.order), max((t.end for t in plan.tensors), default=0))
     lifetimes = {t.name: (t.start, t.end) for t in plan.tensors}
     groups: dict[str, list[PlannedTensor]] = {}
@@ -99,7 +124,7 @@ def live_curve(plan: MemoryPlan) -> np.ndarray:
 def peak_tensors(plan: MemoryPlan, step: int | None = None) -> list[PlannedTensor]:
     """Tensors live at ``step`` (default: the plan's peak step), largest first."""
     s = plan.peak_step if step is None else step
-    live = [t for t in plan.tensors if t.start <= s < t.end]
+    live = [t for t in main_level(plan).tensors if t.start <= s < t.end]
     return sorted(live, key=lambda t: (-t.size, t.name))
 
 
@@ -197,7 +222,11 @@ def render_summary(plan: MemoryPlan, top: int = 10) -> str:
     ]
     lines += _table(["op", "bytes", "share", "tensors"], rows, {1, 2, 3})
 
-    biggest = sorted(plan.tensors, key=lambda t: (-t.size, t.name))[:top]
+    if plan.subgraphs:
+        lines += ["", f"subgraphs ({len(plan.subgraphs)}; each runs in its owner's region, in steps of its own):"]
+        lines += _table(["subgraph", "kind", "nodes", "tensors", "arena", "bound", "solver", "region"],
+                        subgraph_rows(plan), {2, 3, 4, 5})
+    biggest = sorted(main_level(plan).tensors, key=lambda t: (-t.size, t.name))[:top]
     lines += ["", f"largest tensors of the whole run ({len(biggest)}):"]
     rows = [
         [t.name, _op(t), format_bytes(t.size), f"[{t.start}, {t.end})", str(t.end - t.start)]
@@ -247,6 +276,7 @@ def plot_plan(
         )
     say = progress or (lambda _msg: None)
     name = title or Path(str(plan.model.get("path", "plan"))).stem
+    plan = main_level(plan)  # bodies are drawn as their owners' regions
     say(f"computing live bytes over {len(plan.order)} steps")
     curve = live_curve(plan)
     if suffix == ".html":

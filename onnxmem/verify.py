@@ -21,10 +21,10 @@ import onnx
 
 from .errors import OnnxmemError, PlanError, ShapeError, show_name
 from .execution import DEVICES, Execution, ExecutionOptions, OutputCheck, execute_plan
-from .graph import GraphView, build_view
+from .graph import GraphView, bound_outputs, build_view, iter_views, with_regions
 from .inputs import read_inputs
 from .plan import MemoryPlan
-from .proof import VIEW_OPS, Finding, prove_plan, true_lifetimes
+from .proof import VIEW_OPS, Finding, plan_regions, prove_plan, true_lifetimes, walk_bodies
 from .sessions import cuda_available
 from .training.execution import TrainingRun, is_training_view
 from .weights import compute_weights, fold_weights
@@ -102,7 +102,7 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
     except ShapeError:
         shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
                                        strict_dims=False, inputs=inputs)
-    return build_view(model, shapes, fold=plan_fold(plan))
+    return with_regions(build_view(model, shapes, fold=plan_fold(plan)), plan_regions(plan))
 
 
 def check_plan_identity(
@@ -151,8 +151,14 @@ def check_plan_identity(
         except OnnxmemError:
             raise refused from None
     io_out = set(view.inputs) | set(view.outputs) if plan.io == "external" else set()
-    expected = {t.name: t.size for t in view.activations() if t.name not in io_out}
-    planned = {t.name: t.size for t in plan.tensors}
+    expected = {(v.path, t.name): t.size for v in iter_views(view) for t in v.activations()
+                if v.path or t.name not in io_out}
+    owner_out = {s.path for s in plan.subgraphs if s.outputs == "owner"}
+    for parent, body in walk_bodies(view):  # If-branch outputs written into the If's outputs
+        if body.path in owner_out:
+            for o in bound_outputs(parent, body, plan.io if not parent.path else "internal") or {}:
+                expected.pop((body.path, o), None)
+    planned = {(t.graph, t.name): t.size for t in plan.tensors}
     if len(planned) != len(plan.tensors) or planned != expected:
         raise refused
     return view, (

@@ -31,12 +31,15 @@ def weight_ops(view: GraphView) -> list[int]:
 
 
 def compute_weights(model: onnx.ModelProto, view: GraphView,
-                    given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                    given: Mapping[str, np.ndarray] | None = None,
+                    outer: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Every weight the graph reads: initializers, and constant-node outputs computed once.
 
     ``model`` must carry its weight data (see ``runtime.load_with_weights``). ``given``:
     the values of weights that are graph inputs (a training graph's parameters, the
-    caller's state: ``view.outside``), which constant nodes may read too.
+    caller's state: ``view.outside``), which constant nodes may read too. For a body,
+    ``model``'s graph is the body and ``outer`` holds the enclosing graphs' weights its
+    constant nodes may read.
     """
     out: dict[str, np.ndarray] = dict(given or {})
     for init in model.graph.initializer:
@@ -57,7 +60,7 @@ def compute_weights(model: onnx.ModelProto, view: GraphView,
     made = {o for i in ops for o in model.graph.node[i].output if o}
     for n in need:
         if n not in made:
-            g.initializer.append(numpy_helper.from_array(out[n], n))
+            g.initializer.append(numpy_helper.from_array(out[n] if n in out else (outer or {})[n], n))
     for o in sorted(made):
         t = view.tensors.get(o)
         if t is None:

@@ -123,3 +123,26 @@ def test_wrong_liveness_rule_fails_verification(path, monkeypatch):
     assert not report.ok and report.first.kind == "lifetime"
     ex = execute_plan(p.plan, p.model, p.view, model_path=path)
     assert ex.findings and ex.findings[0].kind == "clobber", ex.findings
+
+
+@pytest.mark.parametrize("name", ["scan_rnn", "loop_nested_if"])
+def test_wrong_liveness_rule_in_bodies_fails_verification(name, tmp_path, monkeypatch):
+    import onnx
+
+    from .nested_models import CONTROL_FLOW_MODELS
+
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(CONTROL_FLOW_MODELS[name](), path)
+    opts = PlanOptions(solver="greedy", inplace=False)
+    monkeypatch.setattr(liveness_mod, "tensor_lifetimes", _cut_last_use(liveness_mod.tensor_lifetimes))
+    # the body's plan breaks the lifetime rule: the static proof of the whole plan refuses it
+    with pytest.raises(PlanInvalid, match=r"in subgraph '[^']*/body': tensor '\w+' is live until step"):
+        plan_model(path, opts)
+    with monkeypatch.context() as m:
+        m.setattr(pipeline_mod, "prove_plan", lambda *a, **k: [])
+        p = plan_model(path, opts)
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert not report.ok and report.first.kind == "lifetime" and report.first.graph.endswith("/body")
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    # caught in the body, by the iteration whose write clobbered a value still to be read
+    assert ex.findings and ex.findings[0].kind == "clobber" and ex.findings[0].graph.endswith("/body"), ex.findings

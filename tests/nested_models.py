@@ -1,0 +1,158 @@
+"""Small models with If, Loop and Scan bodies, built with onnx.helper (tests and bench/bench_controlflow.py)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from .helpers import make_model, vi
+
+__all__ = ["CONTROL_FLOW_MODELS", "if_peaks", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
+           "scan_rnn"]
+
+
+def _graph(nodes, name, inputs, outputs, inits=()) -> onnx.GraphProto:
+    return helper.make_graph(list(nodes), name, list(inputs), list(outputs), list(inits))
+
+
+def if_peaks() -> onnx.ModelProto:
+    """An If whose branches have very different peaks.
+
+    then: ``big = Tile(x, [4, 1])`` (16 KiB), ``then_out = ReduceSum(big, axes=0)`` (4 KiB): peak 20 KiB;
+    else: ``else_out = Neg(x)`` (4 KiB). Each branch writes its output into the If's ``y``, so the
+    If's region is the Tile's 16,384 B; at the If's step the main graph keeps ``x`` (4,096),
+    ``cond`` (64 aligned) and ``y`` (4,096) live: arena 24,640 B.
+    """
+    reps = numpy_helper.from_array(np.array([4, 1], dtype=np.int64), "reps")
+    axes = numpy_helper.from_array(np.array([0], dtype=np.int64), "axes")
+    then_g = _graph(
+        [helper.make_node("Tile", ["x", "reps"], ["big"], name="tile"),
+         helper.make_node("ReduceSum", ["big", "axes"], ["then_out"], name="sum", keepdims=1)],
+        "then", [], [vi("then_out", [1, 1024])], [reps, axes],
+    )
+    else_g = _graph([helper.make_node("Neg", ["x"], ["else_out"], name="neg")], "else", [],
+                    [vi("else_out", [1, 1024])])
+    node = helper.make_node("If", ["cond"], ["y"], name="choose", then_branch=then_g, else_branch=else_g)
+    return make_model([node], [vi("x", [1, 1024]), vi("cond", [], TensorProto.BOOL)], [vi("y", [1, 1024])])
+
+
+def network_in_if() -> onnx.ModelProto:
+    """The whole network inside an If (as some voice-activity models ship): a 4-layer MLP
+    with its weights in the branch; the else branch returns zeros of the same shape."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    prev = "x"
+    for i in range(4):
+        w = numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32) * 0.1, f"w{i}")
+        inits.append(w)
+        nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"mm{i}"], name=f"matmul{i}"))
+        out = "net_out" if i == 3 else f"h{i}"
+        nodes.append(helper.make_node("Tanh", [f"mm{i}"], [out], name=f"tanh{i}"))
+        prev = out
+    then_g = _graph(nodes, "net", [], [vi("net_out", [8, 64])], inits)
+    zeros = helper.make_tensor("zeros", TensorProto.FLOAT, [8, 64], [0.0] * 512)
+    else_g = _graph([helper.make_node("Constant", [], ["else_out"], name="zero", value=zeros)], "none", [],
+                    [vi("else_out", [8, 64])])
+    sr = numpy_helper.from_array(np.array(16000, dtype=np.int64), "sr_ok")
+    return make_model(
+        [helper.make_node("Equal", ["sr", "sr_ok"], ["is_ok"], name="check_sr"),
+         helper.make_node("If", ["is_ok"], ["y"], name="run_net", then_branch=then_g, else_branch=else_g)],
+        [vi("x", [8, 64]), vi("sr", [], TensorProto.INT64)], [vi("y", [8, 64])], [sr],
+    )
+
+
+def loop_carried() -> onnx.ModelProto:
+    """A Loop of 4 iterations with two carried values that swap (a, b) -> (b, a + b), and a
+    scan output of ``a`` each iteration."""
+    body = _graph(
+        [helper.make_node("Add", ["a_in", "b_in"], ["sum"], name="add"),
+         helper.make_node("Identity", ["b_in"], ["a_out"], name="shift"),
+         helper.make_node("Relu", ["sum"], ["b_out"], name="relu"),
+         helper.make_node("Sigmoid", ["a_in"], ["trace"], name="trace"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep")],
+        "body",
+        [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("a_in", [1, 256]),
+         vi("b_in", [1, 256])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("a_out", [1, 256]), vi("b_out", [1, 256]),
+         vi("trace", [1, 256])],
+    )
+    trips = numpy_helper.from_array(np.array(4, dtype=np.int64), "trips")
+    yes = numpy_helper.from_array(np.array(True), "yes")
+    return make_model(
+        [helper.make_node("Relu", ["x"], ["a0"], name="start"),
+         helper.make_node("Loop", ["trips", "yes", "a0", "x"], ["a_n", "b_n", "traces"], name="loop", body=body),
+         helper.make_node("Add", ["a_n", "b_n"], ["y"], name="final")],
+        [vi("x", [1, 256])], [vi("y", [1, 256]), vi("traces", [4, 1, 256])], [trips, yes],
+    )
+
+
+def loop_nested_if() -> onnx.ModelProto:
+    """A Loop of 3 iterations whose body holds an If on the iteration's parity: even
+    iterations double the state, odd ones take its Relu after a Neg."""
+    two = numpy_helper.from_array(np.array(2, dtype=np.int64), "two")
+    zero = numpy_helper.from_array(np.array(0, dtype=np.int64), "zero")
+    k = numpy_helper.from_array(np.array(2.0, dtype=np.float32), "k")
+    then_g = _graph([helper.make_node("Mul", ["s_in", "k"], ["t_out"], name="double")], "then", [],
+                    [vi("t_out", [2, 128])], [k])
+    else_g = _graph([helper.make_node("Neg", ["s_in"], ["n"], name="neg"),
+                     helper.make_node("Relu", ["n"], ["e_out"], name="relu")], "else", [], [vi("e_out", [2, 128])])
+    body = _graph(
+        [helper.make_node("Mod", ["i", "two"], ["parity"], name="mod"),
+         helper.make_node("Equal", ["parity", "zero"], ["even"], name="even"),
+         helper.make_node("If", ["even"], ["s_out"], name="step", then_branch=then_g, else_branch=else_g),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep")],
+        "body",
+        [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("s_in", [2, 128])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("s_out", [2, 128])], [two, zero],
+    )
+    trips = numpy_helper.from_array(np.array(3, dtype=np.int64), "trips")
+    yes = numpy_helper.from_array(np.array(True), "yes")
+    return make_model(
+        [helper.make_node("Loop", ["trips", "yes", "x"], ["y"], name="loop", body=body)],
+        [vi("x", [2, 128])], [vi("y", [2, 128])], [trips, yes],
+    )
+
+
+def scan_cumsum() -> onnx.ModelProto:
+    """A Scan (opset 17) over 6 rows of ``X`` [6, 32], read backwards: the state is a
+    running sum, the scan output each step's Tanh of it, written along axis 1."""
+    body = _graph(
+        [helper.make_node("Add", ["s_in", "row"], ["s_out"], name="acc"),
+         helper.make_node("Tanh", ["s_out"], ["out_row"], name="squash")],
+        "body", [vi("s_in", [32]), vi("row", [32])], [vi("s_out", [32]), vi("out_row", [32])],
+    )
+    node = helper.make_node("Scan", ["s0", "X"], ["s_n", "Y"], name="scan", body=body, num_scan_inputs=1,
+                            scan_input_directions=[1], scan_output_axes=[1])
+    return make_model([helper.make_node("Relu", ["X0"], ["X"], name="pre"), node],
+                      [vi("s0", [32]), vi("X0", [6, 32])], [vi("s_n", [32]), vi("Y", [32, 6])])
+
+
+def scan_rnn() -> onnx.ModelProto:
+    """A recurrent cell as a Scan over 24 steps: ``h = Tanh(x_t Wx + h Wh)`` with its
+    weights inside the body (``Wx`` [32, 64], ``Wh`` [64, 64]), every ``h`` a scan output."""
+    rng = np.random.default_rng(1)
+    wx = numpy_helper.from_array((rng.standard_normal((32, 64)) * 0.2).astype(np.float32), "Wx")
+    wh = numpy_helper.from_array((rng.standard_normal((64, 64)) * 0.2).astype(np.float32), "Wh")
+    body = _graph(
+        [helper.make_node("MatMul", ["x_t", "Wx"], ["xw"], name="input_proj"),
+         helper.make_node("MatMul", ["h_in", "Wh"], ["hw"], name="state_proj"),
+         helper.make_node("Add", ["xw", "hw"], ["pre"], name="mix"),
+         helper.make_node("Tanh", ["pre"], ["h_out"], name="cell"),
+         helper.make_node("Identity", ["h_out"], ["y_t"], name="emit")],
+        "cell", [vi("h_in", [1, 64]), vi("x_t", [1, 32])], [vi("h_out", [1, 64]), vi("y_t", [1, 64])], [wx, wh],
+    )
+    node = helper.make_node("Scan", ["h0", "xs"], ["h_n", "ys"], name="rnn", body=body, num_scan_inputs=1)
+    return make_model([node], [vi("h0", [1, 64]), vi("xs", [24, 1, 32])], [vi("h_n", [1, 64]), vi("ys", [24, 1, 64])])
+
+
+CONTROL_FLOW_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
+    "if_peaks": if_peaks,
+    "network_in_if": network_in_if,
+    "loop_carried": loop_carried,
+    "loop_nested_if": loop_nested_if,
+    "scan_cumsum": scan_cumsum,
+    "scan_rnn": scan_rnn,
+}
