@@ -57,6 +57,7 @@ class PlanOptions:
     seed: int = 0
     inplace: bool = True  # views and in-place outputs share bytes (onnxmem.aliasing)
     strict_dims: bool = True  # a dims name the model does not declare is an error
+    concurrency: str = "sequential"  # "dag": safe under every schedule the graph allows (onnxmem.concurrency)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +146,8 @@ def plan_liveness(
         plan.lower_bound if file_order == order
         else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
     )
-    plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound})
+    plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound,
+                                **({"concurrency": opts.concurrency} if opts.concurrency != "sequential" else {})})
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
@@ -156,10 +158,17 @@ def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: 
     """The liveness of ``order`` with the sharing ``opts.inplace`` allows.
 
     Off: every tensor its own buffer. On: the layout
-    :func:`onnxmem.aliasing.shared_layout` chooses.
+    :func:`onnxmem.aliasing.shared_layout` chooses. With ``--concurrency
+    dag`` the sharing holds under every schedule and the problem's buffers
+    conflict along the graph (:mod:`onnxmem.concurrency`).
     """
-    layout = shared_layout(view, order, opts.io, opts.alignment) if opts.inplace else None
-    return build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
+    from .concurrency import check_concurrency, dag_liveness, happens_before
+
+    check_concurrency(opts.concurrency)
+    hb = happens_before(view) if opts.concurrency == "dag" else None
+    layout = shared_layout(view, order, opts.io, opts.alignment, hb=hb) if opts.inplace else None
+    liveness = build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
+    return dag_liveness(view, liveness) if hb is not None else liveness
 
 
 def _make_plan(
