@@ -109,6 +109,18 @@ def _io_modes() -> tuple[str, ...]:
     return tuple(IO_MODES)
 
 
+def _concurrency_modes() -> tuple[str, ...]:
+    from .concurrency import CONCURRENCY_MODES  # onnx
+
+    return tuple(CONCURRENCY_MODES)
+
+
+def _execution_modes() -> tuple[str, ...]:
+    from .ortpeak import EXECUTION_MODES  # onnx
+
+    return tuple(EXECUTION_MODES)
+
+
 def _devices() -> tuple[str, ...]:
     from .verify import DEVICES  # onnx
 
@@ -186,6 +198,11 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--inplace", type=click.Choice(["on", "off"]), default="on", show_default=True,
                      help="on: views share their input's bytes and element-wise ops write over "
                           "inputs that die there; off: every tensor gets its own buffer."),
+        click.option("--concurrency", type=RegistryChoice(load=_concurrency_modes), default="sequential",
+                     show_default=True,
+                     help="sequential: the plan holds for its own operator order; dag: for every schedule "
+                          "the graph allows, with independent nodes running at once (tensors share bytes "
+                          "only when the graph orders them)."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -194,7 +211,8 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, ...],
                       input_shapes: tuple[str, ...], measure_shapes: bool, io: str,
-                      timeout: float | None, seed: int = 0, inplace: str = "on") -> Any:
+                      timeout: float | None, seed: int = 0, inplace: str = "on",
+                      concurrency: str = "sequential") -> Any:
     from .model import parse_dim_binding, parse_input_shape
     from .pipeline import PlanOptions
 
@@ -209,6 +227,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
         timeout=timeout,
         seed=seed,
         inplace=inplace == "on",
+        concurrency=concurrency,
     )
 
 
@@ -243,7 +262,7 @@ def plan_summary(plan: Any) -> list[str]:
 @user_errors
 def plan(model: str, output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
-         io: str, timeout: float | None, inplace: str, as_json: bool) -> None:
+         io: str, timeout: float | None, inplace: str, concurrency: str, as_json: bool) -> None:
     """Plan the activation memory of MODEL and print the summary."""
     from .annotate import render_annotated
     from .pipeline import plan_model
@@ -254,7 +273,7 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
     if annotate:
         outs.add(annotate, "--annotate")
     opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
-                             inplace=inplace)
+                             inplace=inplace, concurrency=concurrency)
     result = plan_model(model, opts, progress=_progress(sys.stderr.isatty() and not as_json))
     _add_weight_files(outs, result.model, model)
     if output:
@@ -483,11 +502,19 @@ def model_and_plan(plan_help: str, device_help: str) -> Callable[[Callable[..., 
 @click.option("--atol", type=click.FloatRange(min=0), default=1e-5, show_default=True,
               help="Absolute tolerance of the output comparison.")
 @click.option("--static-only", is_flag=True, help="Only the static proof; run nothing.")
+@click.option("--trials", type=click.IntRange(min=1), default=10, show_default=True,
+              help="With --concurrency dag: how many concurrent runs, each with its own seeded schedule.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+              help="With --concurrency dag: how many nodes may run at once.")
 @planning_options
 @user_errors
 def verify(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
-           rtol: float, atol: float, static_only: bool, **planning: Any) -> None:
+           rtol: float, atol: float, static_only: bool, trials: int, threads: int, **planning: Any) -> None:
     """Prove a plan for MODEL: statically, then by running MODEL inside one arena.
+
+    With --concurrency dag the proof also checks that the graph orders every
+    pair of tensors that share bytes, and the run is --trials runs with up to
+    --threads nodes at once, each following the graph in a seeded random order.
 
     Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
     """
@@ -503,7 +530,8 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
     report = verify_plan(
         onnx_model, the_plan, model_path=model, view=view, plan_name=plan_path,
         options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
-                              execute=not static_only),
+                              execute=not static_only, concurrency=opts.concurrency, trials=trials,
+                              threads=threads),
     )
     click.echo(f"model     {one_line(model)}")
     click.echo(f"plan      {one_line(source)}")
@@ -516,7 +544,16 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
             click.echo(f"  - {one_line(str(f))}")
     else:
         click.echo(f"static    ok ({report.static_seconds * 1000:.1f} ms): order topological, tensors match, "
-                   "aligned, in the arena, no live overlap")
+                   "aligned, in the arena, no live overlap"
+                   + (", every pair sharing bytes ordered by the graph" if opts.concurrency == "dag" else ""))
+    cx = report.concurrent
+    if cx is not None:
+        most = max(t.most_at_once for t in cx.trials)
+        click.echo(f"executed  {cx.nodes} nodes x {len(cx.trials)} trials, up to {cx.threads} at once (reached "
+                   f"{most}), in one {cx.device} arena ({cx.seconds:.3f} s); reference {cx.reference_seconds:.3f} s")
+        click.echo(f"trials    {len(cx.trials) - cx.failures} of {len(cx.trials)} equal the reference")
+        for t in [t for t in cx.trials if not t.ok][:3]:
+            click.echo(f"  - trial {t.index}: {one_line(str(t.finding))}")
     ex = report.execution
     if ex is not None:
         click.echo(f"executed  {ex.nodes_run} nodes in one {ex.device} arena, sentinel 0xFF ({ex.seconds:.3f} s); "
@@ -533,15 +570,22 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
             click.echo(f"  - {one_line(str(f))}")
     if report.first is not None:
         raise PlanInvalid(f"the plan is wrong: {report.first}")
-    click.echo("verified" if ex is not None else "verified (static proof only)")
+    click.echo("verified" if ex is not None or cx is not None else "verified (static proof only)")
 
 
 @main.command()
 @model_and_plan("A JSON plan to compare", "Where onnxruntime runs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--execution-mode", type=RegistryChoice(load=_execution_modes), default="sequential",
+              show_default=True,
+              help="parallel: onnxruntime runs with its parallel executor (--threads inter-op threads), and a "
+                   "plan made now is made with --concurrency dag.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+              help="With --execution-mode parallel: onnxruntime's inter-op threads.")
 @planning_options
 @user_errors
-def compare(model: str, plan_path: str | None, device: str, seed: int, **planning: Any) -> None:
+def compare(model: str, plan_path: str | None, device: str, seed: int, execution_mode: str, threads: int,
+            **planning: Any) -> None:
     """Print onnxruntime's own activation peak beside the plan's arena for MODEL.
 
     Both sides count the same tensors: with --io internal (the default) the
@@ -551,6 +595,8 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
     from .ortpeak import comparable_peak, ort_peak
     from .verify import check_plan_identity, view_for_plan
 
+    if execution_mode == "parallel":
+        planning["concurrency"] = "dag"
     opts = make_plan_options(**planning, seed=seed)
     say = _progress(sys.stderr.isatty())
     onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
@@ -561,7 +607,8 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
     if view is None:
         view = view_for_plan(onnx_model, the_plan, model)
     say("profiling onnxruntime")
-    peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed)
+    peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed,
+                      execution_mode=execution_mode, threads=threads)
              for lvl in ("disable", "all")]
     io = the_plan.io
     inputs_size = comparable_peak(0, view, "internal") or 0
@@ -575,6 +622,8 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
     click.echo(f"naive (no reuse)       {fmt_bytes(the_plan.naive_size)}   {ratio(the_plan.naive_size, arena)} the arena")
     for p in peaks:
         label = "ORT_DISABLE_ALL" if p.level == "disable" else "ORT_ENABLE_ALL (fused graph)"
+        if p.execution_mode == "parallel":
+            label += f", ORT_PARALLEL with {threads} inter-op threads (kernels ran on {p.threads_seen})"
         if p.peak is None:
             click.echo(f"onnxruntime peak       {label}: not available ({one_line(p.note)})")
             continue
@@ -583,7 +632,12 @@ def compare(model: str, plan_path: str | None, device: str, seed: int, **plannin
                else f"{fmt_bytes(p.peak)} allocated - graph outputs")
         click.echo(f"onnxruntime peak       {fmt_bytes(same)}   {ratio(same, arena)} the arena   [{label}: {how}; {p.field}]")
     click.echo(f"lower bound            {fmt_bytes(the_plan.lower_bound)}   {ratio(the_plan.lower_bound, arena)} the arena")
-    click.echo(f"onnxmem arena          {fmt_bytes(arena)}   {ratio(arena, the_plan.lower_bound)} the bound")
+    conc = str(the_plan.extra.get("concurrency", "sequential"))
+    click.echo(f"onnxmem arena          {fmt_bytes(arena)}   {ratio(arena, the_plan.lower_bound)} the bound"
+               f"   [--concurrency {conc}]")
+    if execution_mode == "parallel" and conc != "dag":
+        click.echo("warning: the plan holds for its own order only (--concurrency sequential); onnxruntime's parallel "
+                   "executor may run another", err=True)
     if io == "internal":
         click.echo("note: both figures count the graph inputs and outputs and no weights: onnxruntime allocates "
                    "the outputs, its caller holds the inputs through the run, the arena (--io internal) holds both")
