@@ -556,15 +556,16 @@ def _unsafe_reads(op: Op, rule: AliasRule, ranges: Mapping[str, tuple[int, int]]
 
 
 def alias_layout(view: GraphView, order: Sequence[int], io: str = "internal", *, alignment: int = 1,
-                 concat: bool = True, choose: bool = True) -> AliasLayout:
+                 concat: bool = True, choose: bool = True, hb: HappensBefore | None = None) -> AliasLayout:
     """Every group the rules allow under ``order``, with each member's offset in its group.
 
     Pass it to :func:`onnxmem.liveness.build_liveness`. With ``concat=False``
     every offset is 0 (views and in-place outputs only); with
     ``choose=False`` every Concat input the rules allow is placed, not only
-    those :class:`_Curve` picks.
+    those :class:`_Curve` picks. ``hb``: only sharing that holds under every
+    schedule of that happens-before relation (:meth:`_Groups.read_after`).
     """
-    return _layout(view, order, _find(view, order, io, alignment, concat, choose)[1])
+    return _layout(view, order, _find(view, order, io, alignment, concat, choose, hb=hb)[1])
 
 
 def _layout(view: GraphView, order: Sequence[int], groups: _Groups) -> AliasLayout:

@@ -48,11 +48,12 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .aliasing import alias_layout
 from .conflicts import Conflicts, Precedence, reachability
 from .errors import ModelError
 from .graph import GraphView
-from .liveness import Liveness
-from .problem import Problem
+from .liveness import AliasLayout, Liveness, build_liveness
+from .problem import Problem, lower_bound
 
 __all__ = ["CONCURRENCY_MODES", "HappensBefore", "check_concurrency", "dag_liveness", "dag_problem",
            "happens_before"]
@@ -170,6 +171,33 @@ def dag_problem(view: GraphView, liveness: Liveness) -> Problem:
     return Problem(liveness.problem.buffers, liveness.problem.capacity, Conflicts.from_precedence(prec))
 
 
-def dag_liveness(view: GraphView, liveness: Liveness) -> Liveness:
-    """``liveness`` with its problem replaced by :func:`dag_problem`'s."""
-    return replace(liveness, problem=dag_problem(view, liveness))
+def dag_liveness(view: GraphView, order: Sequence[int], *, io: str = "internal", alignment: int = 64,
+                 inplace: bool = True) -> Liveness:
+    """The liveness of ``order`` for ``--concurrency dag``: its problem is :func:`dag_problem`'s.
+
+    ``inplace``: the sharing policy of ``--concurrency dag``: views and
+    in-place outputs that hold under every schedule always; Concat inputs
+    placed in their output as :mod:`onnxmem.aliasing` chooses, every one, or
+    none: whichever layout has the lowest dag lower bound (ties: fewer
+    placements). Placing an input joins its writer's branch to the output's
+    buffer, which then conflicts with everything that branch runs beside.
+    """
+    hb = happens_before(view)
+    layouts: list[AliasLayout | None] = [None]
+    if inplace:
+        layouts = [alias_layout(view, order, io, alignment=alignment, concat=False, hb=hb),
+                   alias_layout(view, order, io, alignment=alignment, hb=hb),
+                   alias_layout(view, order, io, alignment=alignment, choose=False, hb=hb)]
+    best: tuple[int, Liveness] | None = None
+    seen: list[AliasLayout | None] = []
+    for layout in layouts:
+        if layout in seen:
+            continue
+        seen.append(layout)
+        liveness = build_liveness(view, order, layout, io=io, alignment=alignment)
+        liveness = replace(liveness, problem=dag_problem(view, liveness))
+        bound = lower_bound(liveness.problem)
+        if best is None or bound < best[0]:
+            best = (bound, liveness)
+    assert best is not None
+    return best[1]

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from .aliasing import shared_layout
+from .concurrency import check_concurrency, dag_liveness
 from .errors import OnnxmemError, PlanInvalid
 from .graph import GraphView, build_view
 from .liveness import Liveness, build_liveness
@@ -162,13 +163,11 @@ def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: 
     dag`` the sharing holds under every schedule and the problem's buffers
     conflict along the graph (:mod:`onnxmem.concurrency`).
     """
-    from .concurrency import check_concurrency, dag_liveness, happens_before
-
     check_concurrency(opts.concurrency)
-    hb = happens_before(view) if opts.concurrency == "dag" else None
-    layout = shared_layout(view, order, opts.io, opts.alignment, hb=hb) if opts.inplace else None
-    liveness = build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
-    return dag_liveness(view, liveness) if hb is not None else liveness
+    if opts.concurrency == "dag":
+        return dag_liveness(view, order, io=opts.io, alignment=opts.alignment, inplace=opts.inplace)
+    layout = shared_layout(view, order, opts.io, opts.alignment) if opts.inplace else None
+    return build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
 
 
 def _make_plan(

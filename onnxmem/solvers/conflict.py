@@ -18,6 +18,10 @@ path for such problems:
    lower bound (the heaviest set of pairwise-conflicting buffers,
    :func:`onnxmem.problem.lower_bound`).
 
+``auto`` then keeps trying, until the caller's deadline or the bound: the
+largest-first order with each size scaled by a random factor in [0.5, 1.5)
+(a generator seeded by ``options.seed``), both fits.
+
 ``conflict-exact``: depth-first search over canonical placements: the next
 buffer is any unplaced one, at offset 0 or on top of a placed buffer it
 conflicts with, no lower than the previous placement (every plan can be
@@ -128,18 +132,32 @@ def _solution(name: str, problem: Problem, offs: np.ndarray, bound: int, options
                     stats={"lower_bound": float(bound), "gap_pct": gap})
 
 
-def _best_greedy(problem: Problem, deadline: float | None) -> np.ndarray:
+def _best_greedy(problem: Problem, deadline: float | None, bound: int | None = None, seed: int = 0) -> np.ndarray:
+    """The lowest plan of the fixed orders; with ``bound``, random orders until the deadline or the bound."""
     _, _, size, _ = problem.arrays()
     best: np.ndarray | None = None
     best_h = 0
-    for order in _orders(problem):
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
+    def attempt(order: np.ndarray) -> None:
+        nonlocal best, best_h
         for fit in (False, True):
             offs = place_conflicts(problem, order, best_fit=fit)
             h = int((offs + size).max(initial=0))
             if best is None or h < best_h:
                 best, best_h = offs, h
-            if deadline is not None and time.perf_counter() > deadline:
-                return best
+
+    for order in _orders(problem):
+        attempt(order)
+        if late():
+            break
+    if bound is not None and deadline is not None:
+        rng = np.random.default_rng(seed)
+        idx = np.arange(len(problem))
+        while best_h > bound and not late():
+            attempt(np.lexsort((idx, -(size * rng.uniform(0.5, 1.5, len(problem))))))
     assert best is not None
     return best
 
@@ -221,9 +239,10 @@ def conflict_exact(problem: Problem, options: SolveOptions) -> Solution:
 
 def _exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     bound = lower_bound(problem)
-    greedy = _best_greedy(problem, options.deadline)
+    big = name == "auto" and len(problem) > EXACT_AUTO_MAX  # auto: no exact search on large problems
+    greedy = _best_greedy(problem, options.deadline, bound if big else None, options.seed)
     _, _, size, _ = problem.arrays()
-    if int((greedy + size).max(initial=0)) <= bound:
+    if big or int((greedy + size).max(initial=0)) <= bound:
         return _solution(name, problem, greedy, bound, options)
     cap = options.capacity
 
@@ -244,7 +263,4 @@ def conflict_auto(problem: Problem, options: SolveOptions) -> Solution:
     """``auto`` on a problem with conflicts: the greedy plans, then the exact search on small problems."""
     if not len(problem):
         return Solution((), 0, "auto", Status.OPTIMAL)
-    if len(problem) <= EXACT_AUTO_MAX:
-        return _exact(problem, options, "auto")
-    bound = lower_bound(problem)
-    return _solution("auto", problem, _best_greedy(problem, options.deadline), bound, options)
+    return _exact(problem, options, "auto")
