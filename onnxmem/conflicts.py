@@ -57,7 +57,10 @@ class Precedence:
     ``points``: how many points; ``edges``: ``(a, b)`` pairs, a DAG on them;
     ``exits[g]`` / ``entries[g]``: points of buffer ``g``. A buffer with no
     exit precedes nothing (e.g. a graph output, live to the end); one with no
-    entry follows nothing (a graph input, live from the start).
+    entry follows nothing (a graph input, live from the start). Each entry of
+    a buffer must reach each of its exits by at least one edge (its entries
+    come before what it does, its exits after): that makes the relation a
+    partial order, which :meth:`Conflicts.from_precedence` checks.
     """
 
     points: int
@@ -115,6 +118,10 @@ def _precedes_matrix(prec: Precedence) -> np.ndarray:
         raise ProblemError(f"{n:,} buffers are more than the {MAX_BUFFERS:,} a conflict graph is built for; "
                            "plan with --concurrency sequential")
     reach = reachability(prec.points, prec.edges)
+    for g, (xs, ys) in enumerate(zip(prec.exits, prec.entries)):
+        if any(x == y or not reach[y, x] for x in xs for y in ys):
+            raise ProblemError(f"buffer {g} of the precedence has an entry that does not come before one of its "
+                               "exits: the relation is not a partial order")
     # after[g, p]: some exit of g reaches point p (or is p)
     after = np.zeros((n, prec.points), dtype=bool)
     for g, pts in enumerate(prec.exits):
