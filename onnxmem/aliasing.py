@@ -97,7 +97,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -106,8 +106,12 @@ from .lifetimes import last_reads, live_profile, tensor_lifetimes
 from .liveness import AliasLayout, build_liveness
 from .problem import lower_bound
 
-if TYPE_CHECKING:  # types only: the caller passes the relation in
-    from .concurrency import HappensBefore
+
+class HappensBefore(Protocol):
+    """What the rules need of a happens-before relation (:class:`onnxmem.concurrency.HappensBefore`)."""
+
+    def read_after(self, readers: int, node: int) -> bool:
+        """Whether a node of ``readers`` (bits) other than ``node`` may run after ``node`` starts."""
 
 __all__ = [
     "RULES",

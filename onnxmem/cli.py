@@ -199,7 +199,7 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="on: views share their input's bytes and element-wise ops write over "
                           "inputs that die there; off: every tensor gets its own buffer."),
         click.option("--concurrency", type=RegistryChoice(load=_concurrency_modes), default="sequential",
-                     show_default=True,
+                     show_default=True, metavar="MODE",
                      help="sequential: the plan holds for its own operator order; dag: for every schedule "
                           "the graph allows, with independent nodes running at once (tensors share bytes "
                           "only when the graph orders them)."),
@@ -577,7 +577,7 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
 @model_and_plan("A JSON plan to compare", "Where onnxruntime runs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--execution-mode", type=RegistryChoice(load=_execution_modes), default="sequential",
-              show_default=True,
+              show_default=True, metavar="MODE",
               help="parallel: onnxruntime runs with its parallel executor (--threads inter-op threads), and a "
                    "plan made now is made with --concurrency dag.")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
