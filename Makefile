@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale models
+.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-concurrency models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -47,6 +47,15 @@ bench-verify:
 
 bench-alias:
 	$(PYTHON) bench/bench_alias.py
+
+# --concurrency dag against sequential plans, the bound and onnxruntime's parallel peak, with concurrent
+# trials (docs/concurrency.md); CONCURRENCY_MAX_TRIAL_S caps the trials of slow models (empty: all)
+CONCURRENCY_TRIALS ?= 100
+CONCURRENCY_THREADS ?= 2,4
+CONCURRENCY_MAX_TRIAL_S ?=
+bench-concurrency:
+	$(PYTHON) bench/bench_concurrency.py --trials $(CONCURRENCY_TRIALS) --threads $(CONCURRENCY_THREADS) \
+		$(if $(CONCURRENCY_MAX_TRIAL_S),--max-trial-seconds $(CONCURRENCY_MAX_TRIAL_S),)
 
 # plan time and peak memory at 1k, 10k and 100k nodes; writes docs/scale.md
 bench-scale:

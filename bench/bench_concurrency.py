@@ -75,14 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq-trials", type=int, default=10, help="concurrent trials of each sequential plan")
     ap.add_argument("--only", default="", help="model names, comma-separated (default: all)")
     ap.add_argument("--max-trial-seconds", type=float, default=None,
-                    help="fewer dag trials for a model whose first trial takes longer than this (the count is printed)")
+                    help="fewer dag trials for a model whose trials take longer than this: --trials x this / the "
+                         "mean seconds of a trial of the sequential plan (the count run is printed)")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",") if t]
     only = {n for n in args.only.split(",") if n}
     print(f"machine: {platform.machine()}, {platform.system()}, python {platform.python_version()}, "
           f"onnx {onnx.__version__}; trials {args.trials} per thread count {threads}, "
           f"sequential-plan trials {args.seq_trials} (2 threads)\n")
-    fails = ", ".join(f"dag failed @{t}" for t in threads)
+    fails = " | ".join(f"dag failed @{t}" for t in threads)
     print(f"| model | nodes | seq | dag | dag bound | dag/seq | dag/bound | ort par | dag/ort par | "
           f"seq: rule 8 | seq: failed | {fails} | s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(threads) + "---:|")
@@ -104,11 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             cells = []
             for t in threads:
                 n = args.trials
-                if args.max_trial_seconds is not None:
-                    probe = run_concurrent(dag.plan, model, dag.view, model_path=path,
-                                           concurrent=ConcurrentOptions(trials=1, threads=t))
-                    if probe.trials[0].seconds > args.max_trial_seconds:
-                        n = max(1, int(args.trials * args.max_trial_seconds / probe.trials[0].seconds))
+                if args.max_trial_seconds is not None:  # the sequential plan's trials say what one costs
+                    per_trial = seq_run.seconds / len(seq_run.trials)
+                    n = max(1, min(n, int(args.trials * args.max_trial_seconds / max(per_trial, 1e-9))))
                 ex = run_concurrent(dag.plan, model, dag.view, model_path=path,
                                     concurrent=ConcurrentOptions(trials=n, threads=t))
                 total_fail += ex.failures
