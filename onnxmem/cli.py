@@ -243,6 +243,8 @@ def plan_summary(plan: Any) -> list[str]:
         f"weights      {fmt_bytes(plan.weights_size)}",
         f"naive        {fmt_bytes(plan.naive_size)}",
         f"lower bound  {fmt_bytes(plan.lower_bound)}",
+        *(["concurrency  dag: safe under every schedule the graph allows (the bound: the heaviest tensors "
+           "that may be live at once)"] if plan.extra.get("concurrency") == "dag" else []),
         *([f"file order   lower bound {fmt_bytes(plan.extra['file_order_lower_bound'])}"]
           if "file_order_lower_bound" in plan.extra else []),
         f"arena        {fmt_bytes(plan.arena_size)}   {gap} ({status})",

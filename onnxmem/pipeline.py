@@ -142,13 +142,15 @@ def plan_liveness(
             f"solver '{opts.solver}' found no plan ({solution.status}); try --solver greedy"
         )
     plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0)
-    file_order = stable_topological_order(view)
-    file_bound = (
-        plan.lower_bound if file_order == order
-        else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
-    )
-    plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound,
-                                **({"concurrency": opts.concurrency} if opts.concurrency != "sequential" else {})})
+    if opts.concurrency == "sequential":  # the order matters: how the file's own order compares
+        file_order = stable_topological_order(view)
+        file_bound = (
+            plan.lower_bound if file_order == order
+            else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
+        )
+        plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound})
+    else:  # every schedule: no order has a bound of its own
+        plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")

@@ -213,3 +213,25 @@ def test_cli_verify_dag_refuses_a_sequential_plan_naming_the_pair(tmp_path):
     r = CliRunner().invoke(main, ["verify", str(path), "--plan", str(plan_file), "--concurrency", "dag"])
     assert r.exit_code == 3
     assert "the graph does not order them" in r.output and "schedule that breaks the plan" in r.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["randwire", "nasnet", "transformer", "inception_v1", "inception_v2", "densenet121"])
+def test_branchy_models_survive_concurrent_trials(kind, tmp_path):
+    from onnxmem.generate import nasnet, randwire, transformer
+
+    built = {"randwire": lambda: randwire(48, "ws", 2), "nasnet": lambda: nasnet(3, 1),
+             "transformer": lambda: transformer(3, 1)}
+    if kind in built:
+        model = built[kind]()
+        model.ir_version = min(model.ir_version, 10)
+        path = _save(model, tmp_path)
+    else:
+        path = next(p for p in LIGHT_MODELS if p.stem == f"light_{kind}")
+        model = onnx.load(path)
+    dag = plan_loaded(model, path, PlanOptions(concurrency="dag"))
+    assert prove_plan(dag.plan, dag.view) == []
+    for threads in (2, 4):
+        ex = run_concurrent(dag.plan, dag.model, dag.view, model_path=path,
+                            concurrent=ConcurrentOptions(trials=20, threads=threads))
+        assert ex.failures == 0, ex.findings[0]
