@@ -61,7 +61,7 @@ __all__ = ["CONCURRENCY_MODES", "HappensBefore", "check_concurrency", "dag_liven
 CONCURRENCY_MODES = ("sequential", "dag")
 
 #: the most nodes happens-before is computed for (its matrix is nodes^2 bytes)
-MAX_NODES = 30_000
+MAX_NODES = 10_000
 
 
 def check_concurrency(mode: str) -> None:

@@ -47,7 +47,7 @@ from .errors import ProblemError
 __all__ = ["Conflicts", "Precedence", "antichain", "antichain_bound", "clique_bound", "reachability"]
 
 #: the most buffers a conflict graph is built for (its bit matrix is buffers^2 / 8 bytes)
-MAX_BUFFERS = 40_000
+MAX_BUFFERS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
