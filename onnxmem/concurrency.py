@@ -32,12 +32,14 @@ solved.
 Alias groups stay legal where the dependence makes them so:
 :class:`HappensBefore` gives :mod:`onnxmem.aliasing` the rule "every other
 reader of the group happens before this node" in place of "no later step
-reads the group" (see :meth:`HappensBefore.read_after`).
+reads the group" (see :meth:`HappensBefore.read_after`); :func:`dag_liveness`
+chooses among the Concat placements by the dag lower bound.
 
 This module works on the top-level view (:class:`onnxmem.graph.GraphView`).
 Costs: the reachability matrix is ``nodes^2`` booleans, built in one reverse
 topological pass; the problem's conflict graph ``buffers^2`` (see
-:mod:`onnxmem.conflicts`). The static proof (:mod:`onnxmem.proof`) checks the
+:mod:`onnxmem.conflicts`); models of more than :data:`MAX_NODES` nodes are
+refused with a one-line error. The static proof (:mod:`onnxmem.proof`) checks the
 rule on a plan with its own, independent, computation.
 """
 

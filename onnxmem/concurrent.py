@@ -211,16 +211,9 @@ class ConcurrentRun(ArenaRun):
         return None
 
     def _load(self) -> None:
+        """A fresh arena: the sentinel, then the graph inputs (the reference is taken already)."""
         self.arena.view[:] = SENTINEL
-        for name, arr in self.feeds.items():
-            slot = self.slots.get(name)
-            if slot is None:
-                continue
-            data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-            if slot.private is not None:
-                slot.private[: data.size] = data
-            else:
-                self.arena.write(slot.offset, data)
+        self.load_inputs()
 
     def trial(self, index: int, pool: ThreadPoolExecutor) -> Trial:
         """Step 2 and 4: one run of every node on the pool."""
