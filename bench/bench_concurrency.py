@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="model names, comma-separated (default: all)")
     ap.add_argument("--max-trial-seconds", type=float, default=None,
                     help="fewer dag trials for a model whose trials take longer than this: --trials x this / the "
-                         "mean seconds of a trial of the sequential plan (the count run is printed)")
+                         "seconds of one run of every node (the count run is printed)")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",") if t]
     only = {n for n in args.only.split(",") if n}
@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             cells = []
             for t in threads:
                 n = args.trials
-                if args.max_trial_seconds is not None:  # the sequential plan's trials say what one costs
-                    per_trial = seq_run.seconds / len(seq_run.trials)
+                if args.max_trial_seconds is not None:  # what one trial costs: every node run once
+                    per_trial = max(seq_run.reference_seconds, seq_run.seconds / len(seq_run.trials))
                     n = max(1, min(n, int(args.trials * args.max_trial_seconds / max(per_trial, 1e-9))))
                 ex = run_concurrent(dag.plan, model, dag.view, model_path=path,
                                     concurrent=ConcurrentOptions(trials=n, threads=t))
