@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="model names, comma-separated (default: all)")
     ap.add_argument("--max-trial-seconds", type=float, default=None,
                     help="fewer dag trials for a model whose trials take longer than this: --trials x this / the "
-                         "seconds of one run of every node (the count run is printed)")
+                         "seconds of the reference run of every node, sessions included (the count run is printed)")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",") if t]
     only = {n for n in args.only.split(",") if n}
