@@ -45,6 +45,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..conflicts import MAX_BUFFERS, Conflicts
+from ..errors import ProblemError
 from ..problem import Problem, Solution, Status, align_up, lower_bound
 from .registry import SolveOptions, judge, register
 
@@ -56,11 +58,13 @@ EXACT_AUTO_MAX = 12
 CONFLICT_EXACT_TIMEOUT = 10.0
 
 
-def _conflicts(problem: Problem):  # type: ignore[no-untyped-def]
+def _conflicts(problem: Problem) -> Conflicts:
+    """The problem's conflicts; for an interval problem, the pairs live at one step."""
     c = problem.conflicts
-    if c is None:  # an interval problem: its conflicts are the pairs live at one step
-        from ..conflicts import Conflicts
-
+    if c is None:
+        if len(problem) > MAX_BUFFERS:
+            raise ProblemError(f"the conflict solvers take interval problems of at most {MAX_BUFFERS:,} buffers "
+                               f"(this one has {len(problem):,}); use --solver greedy or auto")
         start, end, _, _ = problem.arrays()
         live = (start[:, None] < end[None, :]) & (start[None, :] < end[:, None])
         c = Conflicts.from_matrix(live)
