@@ -235,3 +235,25 @@ def test_branchy_models_survive_concurrent_trials(kind, tmp_path):
         ex = run_concurrent(dag.plan, dag.model, dag.view, model_path=path,
                             concurrent=ConcurrentOptions(trials=20, threads=threads))
         assert ex.failures == 0, ex.findings[0]
+
+
+def test_too_many_nodes_is_a_one_line_error(tmp_path, monkeypatch):
+    from onnxmem import concurrency
+
+    monkeypatch.setattr(concurrency, "MAX_NODES", 3)
+    path = _save(uneven_diamond(), tmp_path)
+    with pytest.raises(ModelError, match="more than the 3 --concurrency dag orders; plan with --concurrency "
+                                         "sequential"):
+        plan_loaded(uneven_diamond(), path, PlanOptions(concurrency="dag"))
+
+
+def test_onnxruntime_parallel_peak_and_bad_mode(tmp_path):
+    from onnxmem.errors import OnnxmemError
+    from onnxmem.ortpeak import ort_peak
+
+    path, dag = _plan(uneven_diamond(), tmp_path, inplace=False, concurrency="dag")
+    peak = ort_peak(dag.model, dag.view, model_path=path, execution_mode="parallel", threads=2)
+    assert peak.execution_mode == "parallel" and peak.peak is not None and peak.peak >= 3 * S
+    assert peak.threads_seen >= 1
+    with pytest.raises(OnnxmemError, match="--execution-mode 'threads' is not one of sequential, parallel"):
+        ort_peak(dag.model, dag.view, model_path=path, execution_mode="threads")
