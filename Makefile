@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-remat bench-controlflow models
+.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-remat bench-controlflow bench-concurrency models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -58,6 +58,15 @@ bench-alias:
 # recomputation under a budget: the tables and frontier plots of docs/remat.md (docs/remat-tables.md, docs/remat-*.png)
 bench-remat:
 	$(PYTHON) bench/bench_remat.py
+
+# --concurrency dag against sequential plans, the bound and onnxruntime's parallel peak, with concurrent
+# trials (docs/concurrency.md); CONCURRENCY_MAX_TRIAL_S caps the trials of slow models (empty: all)
+CONCURRENCY_TRIALS ?= 100
+CONCURRENCY_THREADS ?= 2,4
+CONCURRENCY_MAX_TRIAL_S ?=
+bench-concurrency:
+	$(PYTHON) bench/bench_concurrency.py --trials $(CONCURRENCY_TRIALS) --threads $(CONCURRENCY_THREADS) \
+		$(if $(CONCURRENCY_MAX_TRIAL_S),--max-trial-seconds $(CONCURRENCY_MAX_TRIAL_S),)
 
 # plan time and peak memory at 1k, 10k and 100k nodes; writes docs/scale.md
 bench-scale:

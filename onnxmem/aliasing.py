@@ -102,7 +102,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 from onnx import TensorProto
@@ -111,6 +111,13 @@ from .graph import GraphView, Op
 from .lifetimes import last_reads, live_profile, tensor_lifetimes
 from .liveness import AliasLayout, build_liveness
 from .problem import lower_bound
+
+
+class HappensBefore(Protocol):
+    """What the rules need of a happens-before relation (:class:`onnxmem.concurrency.HappensBefore`)."""
+
+    def read_after(self, readers: int, node: int) -> bool:
+        """Whether a node of ``readers`` (bits) other than ``node`` may run after ``node`` starts."""
 
 __all__ = [
     "RULES",
@@ -277,10 +284,13 @@ class _Groups:
     the last step that reads a member, and whether a member is a graph input
     (written by no node), a graph output, or not a plain activation."""
 
-    def __init__(self, view: GraphView, last: Mapping[str, int], outputs: set[str]) -> None:
+    def __init__(self, view: GraphView, last: Mapping[str, int], outputs: set[str],
+                 hb: HappensBefore | None = None) -> None:
         self.view = view
         self.last = last
         self.outputs = outputs
+        self.hb = hb
+        self.readers: dict[str, int] = {}  # with ``hb``: the nodes that read a member, as bits
         self.gid: dict[str, str] = {}
         self.members: dict[str, list[str]] = {}
         self.offset: dict[str, int] = {}
@@ -303,6 +313,22 @@ class _Groups:
     def last_read(self, gid: str) -> int:
         """The last step that reads a member of group ``gid`` (-1: none)."""
         return self.read_until.get(gid, self.last.get(gid, -1))
+
+    def _readers(self, gid: str) -> int:
+        found = self.readers.get(gid)
+        if found is None:
+            found = 0
+            for i in self.view.consumers.get(gid, ()):
+                found |= 1 << i
+        return found
+
+    def read_after(self, gid: str, step: int, node: int) -> bool:
+        """Whether a member of ``gid`` is read after ``node`` (at ``step``) starts: at a later
+        step; with a happens-before relation (``--concurrency dag``), by a node other
+        than ``node`` that does not happen before it, so in some schedule."""
+        if self.hb is None:
+            return self.last_read(gid) > step
+        return self.hb.read_after(self._readers(gid), node)
 
     def _flags(self, gid: str) -> tuple[bool, bool, bool]:
         found = self.flags.get(gid)
@@ -334,6 +360,9 @@ class _Groups:
         self.flags.pop(h, None)
         self.read_until[g] = max(self.last_read(g), self.last_read(h))
         self.read_until.pop(h, None)
+        if self.hb is not None:
+            self.readers[g] = self._readers(g) | self._readers(h)
+            self.readers.pop(h, None)
         into = self.members.get(g)
         if into is None:
             into = self.members[g] = [g]
@@ -356,18 +385,21 @@ def _planned(view: GraphView, name: str, io: str) -> bool:
 
 
 def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
-          concat: bool, choose: bool = True, flat: _Groups | None = None) -> tuple[list[Alias], _Groups]:
+          concat: bool, choose: bool = True, flat: _Groups | None = None,
+          hb: HappensBefore | None = None) -> tuple[list[Alias], _Groups]:
     """The aliases and groups the rules give under ``order``; ``flat``: the
-    groups without Concat placement, when the caller already has them."""
+    groups without Concat placement, when the caller already has them; ``hb``:
+    the groups must hold under every schedule of that relation (see
+    :meth:`_Groups.read_after`)."""
     last = last_reads(view, order)
     outputs = set(view.outputs)
-    groups = _Groups(view, last, outputs)
+    groups = _Groups(view, last, outputs, hb)
     sources_of = every_alias_source(view, io)
     aliases: list[Alias] = []
     curve = None
     if concat and any(view.ops[i].op_type == "Concat" for i in order):
         if flat is None:
-            flat = _find(view, order, io, alignment, False)[1]
+            flat = _find(view, order, io, alignment, False, hb=hb)[1]
         curve = _Curve(view, order, io, alignment, flat, choose)
     for k, op_index in enumerate(order):
         op = view.ops[op_index]
@@ -403,7 +435,7 @@ def _join_concat(view: GraphView, op: Op, step: int, groups: _Groups, io: str, a
                 or off % max(alignment, 1) or groups.at(x) != 0 or groups.size(groups.group(x)) != t.size):
             continue
         g = groups.group(x)
-        if groups.has_input(g) or groups.has_output(g) or groups.last_read(g) > step:
+        if groups.has_input(g) or groups.has_output(g) or groups.read_after(g, step, op.index):
             continue  # a graph input in the group, or a member read after the Concat
         if any(g == groups.group(y) for y, _ in candidates):
             continue  # another input already brings this group
@@ -492,7 +524,7 @@ def _may_overwrite(view: GraphView, op: Op, rule: AliasRule, step: int, groups: 
     """Whether ``op`` at ``step`` may write its output over ``src``'s group's bytes
     (rule 3 of the module doc), in O(``op``'s degree)."""
     g = groups.group(src)
-    if groups.last_read(g) > step or not groups.writable(g):
+    if groups.read_after(g, step, op.index) or not groups.writable(g):
         return False
     ranges = {n: (groups.at(n), groups.at(n) + view.tensors[n].size)
               for n in op.inputs if n and groups.group(n) == g and n in view.tensors}
@@ -555,15 +587,16 @@ def _unsafe_reads(op: Op, rule: AliasRule, ranges: Mapping[str, tuple[int, int]]
 
 
 def alias_layout(view: GraphView, order: Sequence[int], io: str = "internal", *, alignment: int = 1,
-                 concat: bool = True, choose: bool = True) -> AliasLayout:
+                 concat: bool = True, choose: bool = True, hb: HappensBefore | None = None) -> AliasLayout:
     """Every group the rules allow under ``order``, with each member's offset in its group.
 
     Pass it to :func:`onnxmem.liveness.build_liveness`. With ``concat=False``
     every offset is 0 (views and in-place outputs only); with
     ``choose=False`` every Concat input the rules allow is placed, not only
-    those :class:`_Curve` picks.
+    those :class:`_Curve` picks. ``hb``: only sharing that holds under every
+    schedule of that happens-before relation (:meth:`_Groups.read_after`).
     """
-    return _layout(view, order, _find(view, order, io, alignment, concat, choose)[1])
+    return _layout(view, order, _find(view, order, io, alignment, concat, choose, hb=hb)[1])
 
 
 def _layout(view: GraphView, order: Sequence[int], groups: _Groups) -> AliasLayout:
@@ -582,19 +615,22 @@ def _layout(view: GraphView, order: Sequence[int], groups: _Groups) -> AliasLayo
     return AliasLayout(dict(sorted(out.items(), key=lambda kv: written(kv[0]))), offsets)
 
 
-def shared_layout(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64) -> AliasLayout:
+def shared_layout(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
+                  hb: HappensBefore | None = None) -> AliasLayout:
     """The layout ``onnxmem plan --inplace on`` plans: the sharing policy, in one place.
 
     Views and in-place outputs always share bytes. Concat inputs are placed
     inside their output as well unless that raises the max-live bound (a
     placed input reserves the whole output from its own write on, which can
     cost more than the copy it saves); then the layout without them is kept.
+    ``hb`` (``--concurrency dag``): only sharing that holds under every
+    schedule of the happens-before relation (:meth:`_Groups.read_after`).
     """
-    flat_groups = _find(view, order, io, alignment, False)[1]
+    flat_groups = _find(view, order, io, alignment, False, hb=hb)[1]
     flat = _layout(view, order, flat_groups)
     if not any(view.ops[i].op_type == "Concat" for i in order):
         return flat  # nothing to place
-    nested = _layout(view, order, _find(view, order, io, alignment, True, flat=flat_groups)[1])
+    nested = _layout(view, order, _find(view, order, io, alignment, True, flat=flat_groups, hb=hb)[1])
     if not nested.offsets and nested.groups == flat.groups:
         return flat
     bound = lower_bound(build_liveness(view, order, flat, io=io, alignment=alignment).problem)

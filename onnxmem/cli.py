@@ -130,6 +130,18 @@ def _io_modes() -> tuple[str, ...]:
     return tuple(IO_MODES)
 
 
+def _concurrency_modes() -> tuple[str, ...]:
+    from .concurrency import CONCURRENCY_MODES  # onnx
+
+    return tuple(CONCURRENCY_MODES)
+
+
+def _execution_modes() -> tuple[str, ...]:
+    from .ortpeak import EXECUTION_MODES  # onnx
+
+    return tuple(EXECUTION_MODES)
+
+
 def _devices() -> tuple[str, ...]:
     from .verify import DEVICES  # onnx
 
@@ -212,6 +224,11 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="on: nodes computed only from weights run once before the model, as "
                           "onnxruntime's constant folding does, and their outputs are weights (not in the "
                           "arena); off: only constants and views of weights are."),
+        click.option("--concurrency", type=RegistryChoice(load=_concurrency_modes), default="sequential",
+                     show_default=True, metavar="MODE",
+                     help="sequential: the plan holds for its own operator order; dag: for every schedule "
+                          "the graph allows, with independent nodes running at once (tensors share bytes "
+                          "only when the graph orders them)."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -239,7 +256,7 @@ def read_input_values(path: str | None) -> Any:
 def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, ...],
                       input_shapes: tuple[str, ...], measure_shapes: bool, io: str,
                       timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on",
-                      inputs: Any = None) -> Any:
+                      inputs: Any = None, concurrency: str = "sequential") -> Any:
     from .model import parse_dim_binding, parse_input_shape
     from .pipeline import PlanOptions
 
@@ -256,6 +273,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
         inplace=inplace == "on",
         fold=fold == "on",
         inputs=inputs,
+        concurrency=concurrency,
     )
 
 
@@ -284,6 +302,8 @@ def plan_summary(plan: Any) -> list[str]:
         + (f"   {len(plan.extra['folded'])} folded values" if plan.extra.get("folded") else ""),
         f"naive        {fmt_bytes(plan.naive_size)}",
         f"lower bound  {fmt_bytes(plan.lower_bound)}",
+        *(["concurrency  dag: safe under every schedule the graph allows (the bound: the heaviest tensors "
+           "that may be live at once)"] if plan.extra.get("concurrency") == "dag" else []),
         *([f"file order   lower bound {fmt_bytes(plan.extra['file_order_lower_bound'])}"]
           if "file_order_lower_bound" in plan.extra else []),
         f"arena        {fmt_bytes(plan.arena_size)}   {gap} ({status})",
@@ -316,7 +336,7 @@ def plan_summary(plan: Any) -> list[str]:
 @user_errors
 def plan(model: str, output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
-         io: str, timeout: float | None, inplace: str, fold: str, inputs_path: str | None, as_json: bool,
+         io: str, timeout: float | None, inplace: str, fold: str, concurrency: str, inputs_path: str | None, as_json: bool,
          budget: str | None = None, rewrite_out: str | None = None, remat_algorithm: str = "auto",
          cost_model: str = "flops", budget_sweep: str | None = None) -> None:
     """Plan the activation memory of MODEL and print the summary.
@@ -332,6 +352,9 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
         if budget is not None or budget_sweep is not None or rewrite_out is not None:
             raise click.UsageError("--budget, --budget-sweep and --rewrite-out plan one shape; "
                                    "bind every --dim to one value (NAME=N)")
+        if concurrency != "sequential":
+            raise click.UsageError("a range plan holds for its own operator order; plan with --concurrency dag "
+                                   "at one shape (bind every --dim to one value, NAME=N)")
         _plan_range(model, output, annotate, as_json, dims,
                     dict(solver=solver, order=order, alignment=alignment, input_shapes=input_shapes,
                          measure_shapes=measure_shapes, io=io, timeout=timeout, inplace=inplace, fold=fold,
@@ -343,7 +366,8 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
     if annotate:
         outs.add(annotate, "--annotate")
     opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
-                             inplace=inplace, fold=fold, inputs=read_input_values(inputs_path))
+                             inplace=inplace, fold=fold, inputs=read_input_values(inputs_path),
+                             concurrency=concurrency)
     if budget_sweep is not None:
         outs.add(budget_sweep, "--budget-sweep")
         _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout)
@@ -783,12 +807,20 @@ def model_and_plan(plan_help: str, device_help: str) -> Callable[[Callable[..., 
 @click.option("--original", "original_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="MODEL was rewritten from this model (plan --budget --rewrite-out): also compare MODEL's "
                    "outputs in the arena with this model's own run, bit for bit.")
+@click.option("--trials", type=click.IntRange(min=1), default=10, show_default=True,
+              help="With --concurrency dag: how many concurrent runs, each with its own seeded schedule.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+              help="With --concurrency dag: how many nodes may run at once.")
 @planning_options
 @user_errors
 def verify(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
-           rtol: float, atol: float, static_only: bool, original_path: str | None = None,
-           **planning: Any) -> None:
+           rtol: float, atol: float, static_only: bool, trials: int = 10, threads: int = 2,
+           original_path: str | None = None, **planning: Any) -> None:
     """Prove a plan for MODEL: statically, then by running MODEL inside one arena.
+
+    With --concurrency dag the proof also checks that the graph orders every
+    pair of tensors that share bytes, and the run is --trials runs with up to
+    --threads nodes at once, each following the graph in a seeded random order.
 
     Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
     """
@@ -808,7 +840,8 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
     report = verify_plan(
         onnx_model, the_plan, model_path=model, view=view, plan_name=plan_path,
         options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
-                              execute=not static_only),
+                              execute=not static_only, concurrency=opts.concurrency, trials=trials,
+                              threads=threads),
     )
     click.echo(f"model     {one_line(model)}")
     click.echo(f"plan      {one_line(source)}")
@@ -821,7 +854,16 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
             click.echo(f"  - {one_line(str(f))}")
     else:
         click.echo(f"static    ok ({report.static_seconds * 1000:.1f} ms): order topological, tensors match, "
-                   "aligned, in the arena, no live overlap")
+                   "aligned, in the arena, no live overlap"
+                   + (", every pair sharing bytes ordered by the graph" if opts.concurrency == "dag" else ""))
+    cx = report.concurrent
+    if cx is not None:
+        most = max(t.most_at_once for t in cx.trials)
+        click.echo(f"executed  {cx.nodes} nodes x {len(cx.trials)} trials, up to {cx.threads} at once (reached "
+                   f"{most}), in one {cx.device} arena ({cx.seconds:.3f} s); reference {cx.reference_seconds:.3f} s")
+        click.echo(f"trials    {len(cx.trials) - cx.failures} of {len(cx.trials)} equal the reference")
+        for t in [t for t in cx.trials if not t.ok][:3]:
+            click.echo(f"  - trial {t.index}: {one_line(str(t.finding))}")
     ex = report.execution
     if ex is not None:
         click.echo(f"executed  {ex.nodes_run} nodes in one {ex.device} arena, sentinel 0xFF ({ex.seconds:.3f} s); "
@@ -840,7 +882,7 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
         raise PlanInvalid(f"the plan is wrong: {report.first}")
     if original_path is not None and ex is not None:
         _against_original(model, onnx_model, the_plan, view, original_path, device, inputs, seed, rtol, atol)
-    click.echo("verified" if ex is not None else "verified (static proof only)")
+    click.echo("verified" if ex is not None or cx is not None else "verified (static proof only)")
 
 
 def _against_original(model: str, onnx_model: Any, the_plan: Any, view: Any, original_path: str, device: str,
@@ -869,10 +911,16 @@ def _against_original(model: str, onnx_model: Any, the_plan: Any, view: Any, ori
 @model_and_plan("A JSON plan to compare", "Where onnxruntime runs.")
 @inputs_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--execution-mode", type=RegistryChoice(load=_execution_modes), default="sequential",
+              show_default=True, metavar="MODE",
+              help="parallel: onnxruntime runs with its parallel executor (--threads inter-op threads), and a "
+                   "plan made now is made with --concurrency dag.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+              help="With --execution-mode parallel: onnxruntime's inter-op threads.")
 @planning_options
 @user_errors
 def compare(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
-            **planning: Any) -> None:
+             execution_mode: str, threads: int, **planning: Any) -> None:
     """Print onnxruntime's own activation peak beside the plan's arena for MODEL.
 
     Both sides count the same tensors: with --io internal (the default) the
@@ -886,6 +934,8 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     from .verify import check_plan_identity, view_for_plan
 
     inputs = read_input_values(inputs_path)
+    if execution_mode == "parallel":
+        planning["concurrency"] = "dag"
     say = _progress(sys.stderr.isatty())
     ranged = _range_point(plan_path, planning)
     opts = make_plan_options(**planning, seed=seed, inputs=inputs)
@@ -902,7 +952,8 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     if view is None:
         view = view_for_plan(onnx_model, the_plan, model, inputs)
     say("profiling onnxruntime")
-    peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed, inputs=inputs)
+    peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed, inputs=inputs,
+                      execution_mode=execution_mode, threads=threads)
              for lvl in ("disable", "basic", "all")]
     io = the_plan.io
     inputs_size = comparable_peak(0, view, "internal") or 0
@@ -917,6 +968,8 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     for p in peaks:
         label = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC (its constant folding)",
                  "all": "ORT_ENABLE_ALL (its default: fused graph)"}[p.level]
+        if p.execution_mode == "parallel":
+            label += f", ORT_PARALLEL with {threads} inter-op threads (kernels ran on {p.threads_seen})"
         if p.peak is None:
             click.echo(f"onnxruntime peak       {label}: not available ({one_line(p.note)})")
             continue
@@ -925,7 +978,12 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
                else f"{fmt_bytes(p.peak)} allocated - graph outputs")
         click.echo(f"onnxruntime peak       {fmt_bytes(same)}   {ratio(same, arena)} the arena   [{label}: {how}; {p.field}]")
     click.echo(f"lower bound            {fmt_bytes(the_plan.lower_bound)}   {ratio(the_plan.lower_bound, arena)} the arena")
-    click.echo(f"onnxmem arena          {fmt_bytes(arena)}   {ratio(arena, the_plan.lower_bound)} the bound")
+    conc = str(the_plan.extra.get("concurrency", "sequential"))
+    click.echo(f"onnxmem arena          {fmt_bytes(arena)}   {ratio(arena, the_plan.lower_bound)} the bound"
+               f"   [--concurrency {conc}]")
+    if execution_mode == "parallel" and conc != "dag":
+        click.echo("warning: the plan holds for its own order only (--concurrency sequential); onnxruntime's parallel "
+                   "executor may run another", err=True)
     if io == "internal":
         click.echo("note: both figures count the graph inputs and outputs and no weights: onnxruntime allocates "
                    "the outputs, its caller holds the inputs through the run, the arena (--io internal) holds both")

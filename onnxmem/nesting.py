@@ -113,8 +113,16 @@ def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: 
     """The liveness of ``order`` with the sharing ``opts.inplace`` allows.
 
     Off: every tensor its own buffer. On: the layout
-    :func:`onnxmem.aliasing.shared_layout` chooses.
+    :func:`onnxmem.aliasing.shared_layout` chooses. With ``--concurrency
+    dag`` the sharing holds under every schedule and the problem's buffers
+    conflict along the graph (:mod:`onnxmem.concurrency`); bodies run inside
+    their owner's step, one node at a time, and are planned sequentially.
     """
+    from .concurrency import check_concurrency, dag_liveness
+
+    check_concurrency(opts.concurrency)
+    if opts.concurrency == "dag":
+        return dag_liveness(view, order, io=opts.io, alignment=opts.alignment, inplace=opts.inplace)
     layout = shared_layout(view, order, opts.io, opts.alignment) if opts.inplace else None
     return build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
 
@@ -162,7 +170,7 @@ def _plan_level_bodies(view: GraphView, opts: Any, deadline: float | None, sizes
             body_io = "external" if bound_outputs(view, body, io) else "internal"
             order = reorder(bv, opts.order, OrderOptions(timeout=_left(deadline), alignment=opts.alignment,
                                                          io=body_io, inplace=opts.inplace))
-            liveness = aliased_liveness(bv, order, replace(opts, io=body_io))
+            liveness = aliased_liveness(bv, order, replace(opts, io=body_io, concurrency="sequential"))
             if liveness.problem.buffers:
                 solution = solve(liveness.problem, opts.solver, SolveOptions(timeout=_left(deadline), seed=opts.seed))
             else:

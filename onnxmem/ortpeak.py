@@ -16,6 +16,10 @@ Steps:
    gives each kernel event (``cat == "Node"``, name ``*_kernel_time``) the
    allocator's statistics after the kernel ran, before its dead inputs are
    released;
+   with ``execution_mode="parallel"`` the session runs onnxruntime's
+   parallel executor (``ORT_PARALLEL``, ``threads`` inter-op threads):
+   independent nodes run at once, as a plan made with ``--concurrency dag``
+   allows;
 4. the peak is ``max(mem_bytes_requested_in_use)`` over the run's kernel
    events minus the bytes in use before the first kernel
    (``mem_bytes_requested_in_use - mem_requested_in_use_delta`` of the first
@@ -53,10 +57,13 @@ import onnx
 from .errors import OnnxmemError, RuntimeBackendError
 from .graph import GraphView
 
-__all__ = ["LEVELS", "OrtPeak", "arena_over_ort", "comparable_peak", "ort_peak", "peak_from_profile"]
+__all__ = ["EXECUTION_MODES", "LEVELS", "OrtPeak", "arena_over_ort", "comparable_peak", "ort_peak",
+           "peak_from_profile"]
 
 #: optimization levels onnxmem can measure onnxruntime at -> ``GraphOptimizationLevel`` name
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "all": "ORT_ENABLE_ALL"}
+#: onnxruntime's executors: one node at a time, or independent nodes at once
+EXECUTION_MODES = ("sequential", "parallel")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,8 @@ class OrtPeak:
     kernels: int
     field: str = "mem_bytes_requested_in_use"
     note: str = ""
+    execution_mode: str = "sequential"
+    threads_seen: int = 1  # distinct thread ids of the profiled kernels
 
 
 def peak_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutionProvider") -> tuple[int | None, int | None, int]:
@@ -104,9 +113,12 @@ def ort_peak(
     model_path: str | os.PathLike[str] | None = None,
     seed: int = 0,
     inputs: Mapping[str, Any] | None = None,
+    execution_mode: str = "sequential",
+    threads: int = 2,
 ) -> OrtPeak:
     """Run ``model`` once in onnxruntime with its profiler and read its activation peak
-    (on seeded random inputs; ``inputs``: the values of some, as given)."""
+    (on seeded random inputs; ``inputs``: the values of some, as given;
+    ``execution_mode="parallel"``: with its parallel executor on ``threads`` inter-op threads)."""
     import onnxruntime as ort
 
     from .inputs import feeds_for
@@ -116,6 +128,8 @@ def ort_peak(
 
     if level not in LEVELS:
         raise OnnxmemError(f"optimization level '{level}' is not one of {', '.join(LEVELS)}")
+    if execution_mode not in EXECUTION_MODES:
+        raise OnnxmemError(f"--execution-mode '{execution_mode}' is not one of {', '.join(EXECUTION_MODES)}")
     providers: list[Any] = ["CPUExecutionProvider"]
     provider = "CPUExecutionProvider"
     if device == "cuda":
@@ -129,6 +143,9 @@ def ort_peak(
         so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[level])
         so.enable_mem_pattern = False
         so.enable_cpu_mem_arena = True
+        if execution_mode == "parallel":
+            so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
+            so.inter_op_num_threads = max(int(threads), 1)
         try:
             sess = ort.InferenceSession(folded.SerializeToString(), sess_options=so, providers=providers)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
@@ -139,7 +156,9 @@ def ort_peak(
             events = json.load(fh)
     peak, arena, n = peak_from_profile(events, provider)
     note = "" if peak is not None else f"the profiler gave no allocator statistics for {provider}"
-    return OrtPeak(level, device, peak, arena, n, note=note)
+    tids = {e.get("tid") for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")}
+    return OrtPeak(level, device, peak, arena, n, note=note, execution_mode=execution_mode,
+                   threads_seen=max(len(tids), 1))
 
 
 def comparable_peak(peak: int | None, view: GraphView, io: str = "internal") -> int | None:

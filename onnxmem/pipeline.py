@@ -79,6 +79,7 @@ class PlanOptions:
     fold: bool = True  # nodes computed only from weights are folded into weights (onnxmem.graph)
     #: values of some graph inputs (--inputs): used when measuring shapes; their shapes bind dims
     inputs: Mapping[str, np.ndarray] | None = field(default=None, compare=False)
+    concurrency: str = "sequential"  # "dag": safe under every schedule the graph allows (onnxmem.concurrency)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,14 +189,16 @@ def plan_liveness(
             f"solver '{opts.solver}' found no plan ({solution.status}); try --solver greedy"
         )
     plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0, bodies)
-    file_order = stable_topological_order(view)
-    file_bound = (
-        plan.lower_bound if file_order == order
-        else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
-    )
-    plan = replace(plan, extra={
-        **plan.extra, "file_order_lower_bound": file_bound, **fold_record(view, opts.fold), **outside_extra(view),
-    })
+    if opts.concurrency == "sequential":  # the order matters: how the file's own order compares
+        file_order = stable_topological_order(view)
+        file_bound = (
+            plan.lower_bound if file_order == order
+            else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
+        )
+        plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound})
+    else:  # every schedule: no order has a bound of its own
+        plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
+    plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view)})
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")

@@ -7,6 +7,13 @@ arena so that two buffers live at the same step never share a byte; its
 dynamic-storage-allocation problem as MiniMalloc states it, and the CSV format
 here is MiniMalloc's (``id,lower,upper,size[,offset]``).
 
+When buffers conflict along a graph instead of along time (plans safe under
+concurrent execution), a problem carries explicit ``conflicts``
+(:class:`onnxmem.conflicts.Conflicts`): then two buffers may not share a byte
+exactly when they conflict, whatever their steps say, and the lower bound is
+the heaviest set of pairwise-conflicting buffers. Without it the problem is
+the interval problem, the fast special case.
+
 This module imports neither onnx nor onnxruntime: it can be tested on literal
 problems and on peer benchmark instances alone.
 """
@@ -23,11 +30,13 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .conflicts import Conflicts, antichain_bound, clique_bound
 from .errors import ProblemError, show_name
 from .fileio import MAX_CSV_BYTES, read_input, write_text_atomic
 
 __all__ = [
     "Buffer",
+    "Conflicts",
     "Problem",
     "Solution",
     "Status",
@@ -130,10 +139,15 @@ class Buffer:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """Buffers to place; ``capacity`` (bytes) bounds the arena when given."""
+    """Buffers to place; ``capacity`` (bytes) bounds the arena when given.
+
+    ``conflicts``: when given, the pairs of buffers (by index) that may not
+    share a byte, in place of "live at one step" (see the module docstring).
+    """
 
     buffers: tuple[Buffer, ...]
     capacity: int | None = None
+    conflicts: Conflicts | None = None
 
     def __post_init__(self) -> None:
         ids = [b.id for b in self.buffers]
@@ -143,6 +157,9 @@ class Problem:
             raise ProblemError(f"buffer id {show_name(dup)} appears twice; ids must be unique")
         if self.capacity is not None and self.capacity < 0:
             raise ProblemError(f"capacity {self.capacity} is negative")
+        if self.conflicts is not None and self.conflicts.size != len(self.buffers):
+            raise ProblemError(f"conflict graph over {self.conflicts.size} buffers for a problem of "
+                               f"{len(self.buffers)}")
         if self.capacity is not None and self.capacity > MAX_VALUE:
             raise ProblemError(f"capacity {self.capacity:,} is above 2^62 ({MAX_VALUE:,}); give a smaller one")
         # every offset a solver makes is below the sum of the sizes, each padded to
@@ -173,7 +190,7 @@ class Problem:
         return out[0], out[1], out[2], out[3]
 
     def with_capacity(self, capacity: int | None) -> "Problem":
-        return Problem(self.buffers, capacity)
+        return Problem(self.buffers, capacity, self.conflicts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,10 +261,19 @@ def lower_bound(problem: Problem) -> int:
 
     No placement can use less, since buffers live at the same step are
     disjoint. It is also at least the largest ``offset + size`` of a pinned
-    buffer.
+    buffer. With explicit conflicts: the heaviest set of pairwise-conflicting
+    buffers instead (exact for conflicts made from a precedence,
+    :func:`onnxmem.conflicts.antichain_bound`; a greedy clique otherwise).
     """
     bound = 0
-    if problem.buffers:
+    conflicts = problem.conflicts
+    if conflicts is not None and problem.buffers:
+        sizes = [b.size for b in problem.buffers]
+        if conflicts.precedence is not None:
+            bound = antichain_bound(conflicts.precedence, sizes)
+        else:
+            bound = clique_bound(conflicts, sizes)
+    elif problem.buffers:
         # a sweep over the start and end events (ends first at a tie, lifetimes
         # being half-open), not over every step: times may be far apart
         start, end, size, _ = problem.arrays()
@@ -338,6 +364,9 @@ def validate(
         )
     if full():
         return found
+    if problem.conflicts is not None:
+        return found + _conflict_violations(problem, problem.conflicts, offsets,
+                                            None if limit is None else limit - len(found))
     start, end, size, _ = problem.arrays()
     offs = np.asarray(offsets, dtype=np.int64)
     order = np.argsort(start, kind="stable")
@@ -370,6 +399,31 @@ def validate(
                 )
                 if full():
                     return found
+    return found
+
+
+def _conflict_violations(problem: Problem, conflicts: Conflicts, offsets: Sequence[int],
+                         limit: int | None) -> list[Violation]:
+    """Every conflicting pair (explicit conflicts) that shares a byte."""
+    found: list[Violation] = []
+    bufs = problem.buffers
+    offs = np.asarray(offsets, dtype=np.int64)
+    _, _, size, _ = problem.arrays()
+    for i in range(len(bufs)):
+        if size[i] == 0:
+            continue
+        nb = conflicts.neighbours(i)
+        nb = nb[nb > i]
+        clash = nb[(offs[nb] < offs[i] + size[i]) & (offs[i] < offs[nb] + size[nb]) & (size[nb] > 0)]
+        for j in clash:
+            a, b = bufs[i], bufs[int(j)]
+            lo_a = max(int(offs[i]), int(offs[j]))
+            hi_a = min(int(offs[i]) + a.size, int(offs[j]) + b.size)
+            found.append(Violation("overlap", (a.id, b.id),
+                                   f"buffers {show_name(a.id)} and {show_name(b.id)} conflict (they may be "
+                                   f"live at once) and share bytes [{lo_a}, {hi_a})"))
+            if limit is not None and len(found) >= limit:
+                return found
     return found
 
 

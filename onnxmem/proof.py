@@ -40,6 +40,21 @@ this is the one deliberate second copy of those rules):
    planned with ``outputs: owner`` writes its outputs at the If's outputs
    (:func:`onnxmem.graph.bound_outputs` must allow it): tensors of the parent,
    live from the If's step, kept apart from everything live then by rule 6.
+9. plans for concurrent execution (``--concurrency dag``, recorded in the
+   plan's ``extra``; the main graph: a body runs inside its owner's step): the rules above hold for the plan's order, and every
+   pair of tensors that share a byte is kept apart by the graph itself, under
+   every schedule it allows. Node ``a`` happens before ``b`` when a path of
+   dependences (values a subgraph captures included) leads from ``a`` to
+   ``b``; the relation is recomputed here, as bits, from the nodes' reads.
+   Tensors of two groups may share bytes only when every node that writes
+   or reads one happens before the node that writes the other (a graph
+   input is written before everything, a graph output read after
+   everything). Within a group, a node that writes a member over the bytes
+   of another (not a view, nor a Concat over its own input) must happen
+   after that member's writer and after every other node that reads it; two
+   writers of shared bytes must be ordered. A pair that breaks the rule is
+   named with a schedule that breaks it: the writers of both and what they
+   need first, after which both are live (or the two writers run at once).
 
 Rules 5 and 6 are one sweep over the steps: at each step the tensors that
 died are dropped from an active set sorted by offset, and each tensor written
@@ -75,7 +90,7 @@ class Finding:
     """One way the plan is wrong.
 
     ``kind``: ``order``, ``mismatch``, ``alignment``, ``arena``, ``lifetime``,
-    ``alias``, ``overlap``, ``object`` (static); ``clobber``, ``address``,
+    ``alias``, ``overlap``, ``object``, ``concurrency`` (static); ``clobber``, ``address``,
     ``shape``, ``output`` (execution). ``tensor`` is the bad tensor, ``node``
     the node involved, ``byte_range`` arena bytes ``[lo, hi)``.
     """
@@ -87,6 +102,8 @@ class Finding:
     other: str | None = None
     byte_range: tuple[int, int] | None = None
     graph: str = ""  # the (sub)graph of ``tensor`` and ``node``
+    #: rule 9: node names in an order the graph allows that breaks the plan
+    schedule: tuple[str, ...] | None = None
 
     def __str__(self) -> str:
         return self.message
@@ -172,12 +189,16 @@ def plan_regions(plan: MemoryPlan) -> dict[str, int]:
             if t.kind == "region" and t.producer is not None}
 
 
-def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None) -> list[Finding]:
+def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
+               concurrency: str | None = None) -> list[Finding]:
     """Every rule ``plan`` breaks for the model ``view``; empty means proven.
 
     ``view`` carries the regions of its bodies (:func:`onnxmem.graph.with_regions`).
     See the module docstring for the rules. ``limit`` stops after that many.
+    ``concurrency``: ``dag`` checks rule 9 too, ``sequential`` does not;
+    ``None``: what the plan records (``extra["concurrency"]``, else sequential).
     """
+    mode = concurrency if concurrency is not None else str(plan.extra.get("concurrency", "sequential"))
     by_graph: dict[str, list[PlannedTensor]] = {}
     for pt in plan.tensors:
         by_graph.setdefault(pt.graph, []).append(pt)
@@ -189,7 +210,8 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None) -
         if path not in paths:
             found.append(Finding("mismatch", None, f"the plan has a subgraph {path!r}, which the model does not "
                                  "have; re-plan the model"))
-    found += _prove_level(replace(plan, tensors=tuple(by_graph.get("", ()))), view, limit, (0, plan.arena_size))
+    found += _prove_level(replace(plan, tensors=tuple(by_graph.get("", ()))), view, limit, (0, plan.arena_size),
+                          mode=mode)
     for parent, body in pairs:
         if limit is not None and len(found) >= limit:
             break
@@ -221,9 +243,10 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None) -
 
 
 def _prove_level(plan: MemoryPlan, view: GraphView, limit: int | None, bounds: tuple[int, int],
-                 space: str = "") -> list[Finding]:
+                 space: str = "", mode: str = "sequential") -> list[Finding]:
     """Rules 1 to 7 for one graph level: ``plan`` holds that level's order and tensors;
-    every tensor must lie in bytes ``bounds`` (``space`` names them: the arena, or a region)."""
+    every tensor must lie in bytes ``bounds`` (``space`` names them: the arena, or a region).
+    ``mode="dag"``: rule 9 too."""
     found, order = _order_findings(plan, view)
     if found:
         return found[:limit] if limit else found
@@ -317,6 +340,8 @@ def _prove_level(plan: MemoryPlan, view: GraphView, limit: int | None, bounds: t
         return done()
     if plan.form == "shared-objects":
         found.extend(_object_findings(plan, life))
+    if mode == "dag" and not full():
+        found.extend(_dag_findings(plan, view, order, limit=(limit - len(found)) if limit else None))
     return done()
 
 
@@ -526,3 +551,136 @@ def _object_findings(plan: MemoryPlan, life: Lifetimes) -> list[Finding]:
                     )
             heapq.heappush(live, (life[b.name][1], pos, b))
     return found
+
+
+class _Dag:
+    """Rule 8: happens-before as bits (``before[b]``: the nodes that happen before ``b``)."""
+
+    def __init__(self, view: GraphView, order: Sequence[int]) -> None:
+        self.view = view
+        self.order = order
+        n = len(view.ops)
+        self.before = [0] * n
+        for op_index in order:  # topological (rule 1)
+            bits = 0
+            for name in view.ops[op_index].reads:
+                t = view.tensors.get(name)
+                if t is not None and t.producer is not None and t.kind != "weight":
+                    bits |= self.before[t.producer] | (1 << t.producer)
+            self.before[op_index] = bits
+        self.readers: dict[str, list[int]] = {}
+        for op in view.ops:
+            for name in op.reads:
+                self.readers.setdefault(name, []).append(op.index)
+        self.outputs = set(view.outputs)
+
+    def hb(self, a: int | None, b: int | None) -> bool:
+        """Node ``a`` happens before node ``b`` (``None``: a graph input's writer, before all)."""
+        if b is None:
+            return False
+        return a is None or bool(self.before[b] >> a & 1)
+
+    def done_before(self, u: str, node: int | None, allow: int | None = None) -> bool:
+        """Every node that writes or reads ``u`` (but ``allow``) happens before ``node``."""
+        if u in self.outputs or node is None:
+            return False
+        t = self.view.tensors[u]
+        if not self.hb(t.producer, node):
+            return False
+        return all(r == allow or self.hb(r, node) for r in self.readers.get(u, ()))
+
+    def schedule(self, a: int | None, b: int | None) -> tuple[list[int], int]:
+        """An order the graph allows that runs ``a``, ``b`` and what they need first;
+        ``(order, length of that prefix)``."""
+        need = 0
+        for x in (a, b):
+            if x is not None:
+                need |= self.before[x] | (1 << x)
+        first = [i for i in self.order if need >> i & 1]
+        rest = [i for i in self.order if not need >> i & 1]
+        return first + rest, len(first)
+
+    def live_after(self, u: str, prefix: set[int]) -> bool:
+        return u in self.outputs or any(r not in prefix for r in self.readers.get(u, ()))
+
+
+def _dag_findings(plan: MemoryPlan, view: GraphView, order: Sequence[int], *, limit: int | None) -> list[Finding]:
+    """Rule 8: a sweep over offsets finds every pair of tensors that share a byte."""
+    dag = _Dag(view, order)
+    groups: dict[str, dict[str, PlannedTensor]] = {}
+    for pt in plan.tensors:
+        groups.setdefault(pt.group, {})[pt.name] = pt
+    found: list[Finding] = []
+    tensors = sorted((pt for pt in plan.tensors if pt.size > 0), key=lambda p: (p.offset, p.name))
+    active: list[tuple[int, int, PlannedTensor]] = []  # (end byte, position, tensor): a min-heap
+    for pos, t in enumerate(tensors):
+        while active and active[0][0] <= t.offset:
+            heapq.heappop(active)
+        for _e, _p, u in active:
+            finding = _dag_pair(dag, view, groups, u, t)
+            if finding is not None:
+                found.append(finding)
+                if limit is not None and len(found) >= limit:
+                    return found
+        heapq.heappush(active, (t.offset + t.size, pos, t))
+    return found
+
+
+def _dag_pair(dag: _Dag, view: GraphView, groups: Mapping[str, Mapping[str, PlannedTensor]],
+              u: PlannedTensor, t: PlannedTensor) -> Finding | None:
+    """Rule 8 for one pair sharing bytes; ``None`` when the graph keeps it apart."""
+    pu, pt = view.tensors[u.name].producer, view.tensors[t.name].producer
+    if u.group != t.group:
+        if dag.done_before(u.name, pt) or dag.done_before(t.name, pu):
+            return None
+        why = "neither is written and read before the other is written"
+    else:
+        if pu == pt:
+            return None  # two outputs of one node: rule 5 judges them
+        if dag.hb(pu, pt):
+            first, second = u, t
+        elif dag.hb(pt, pu):
+            first, second = t, u
+        else:
+            first, second = u, t
+            why = "their writers are not ordered"
+            return _dag_finding(dag, view, first, second, why)
+        writer = view.tensors[second.name].producer
+        assert writer is not None
+        op = view.ops[writer]
+        lo, hi = max(first.offset, second.offset), min(first.offset + first.size, second.offset + second.size)
+        kept = _kept_bytes(view, op, second, groups[second.group])
+        if any(klo <= lo and hi <= khi for klo, khi in kept):
+            return None  # a view, or a Concat over its own input: those bytes do not change
+        if dag.done_before(first.name, writer, allow=writer):
+            return None  # in place (rule 5 judges the kernel) after every other reader
+        why = f"node {op.name!r} writes {second.name!r} over it while another reader may still run"
+        return _dag_finding(dag, view, first, second, why)
+    return _dag_finding(dag, view, u, t, why)
+
+
+def _dag_finding(dag: _Dag, view: GraphView, u: PlannedTensor, t: PlannedTensor, why: str) -> Finding:
+    pu, pt = view.tensors[u.name].producer, view.tensors[t.name].producer
+    order, k = dag.schedule(pu, pt)
+    names = tuple(view.ops[i].name for i in order)
+    prefix = set(order[:k])
+    lo, hi = max(u.offset, t.offset), min(u.offset + u.size, t.offset + t.size)
+
+    def who(p: int | None) -> str:
+        return "the graph input" if p is None else f"node {view.ops[p].name!r}"
+
+    if dag.live_after(u.name, prefix) and dag.live_after(t.name, prefix):
+        how = (f"run {who(pu)}, {who(pt)} and what they need first ({k} nodes: {', '.join(map(repr, names[:k][:8]))}"
+               f"{', ...' if k > 8 else ''}): both are then live")
+    else:
+        how = f"run {who(pu)} and {who(pt)} at the same time"
+    return Finding(
+        "concurrency",
+        t.name,
+        f"tensors {u.name!r} and {t.name!r} share bytes [{lo}, {hi}) but the graph does not order them "
+        f"({why}): a schedule that breaks the plan: {how}",
+        node=view.ops[pt].name if pt is not None else None,
+        other=u.name,
+        byte_range=(lo, hi),
+        schedule=names,
+    )

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from .concurrency import check_concurrency
+from .concurrent import ConcurrentExecution, ConcurrentOptions, run_concurrent
 from .errors import OnnxmemError, PlanError, ShapeError, show_name
 from .execution import DEVICES, Execution, ExecutionOptions, OutputCheck, execute_plan
 from .graph import GraphView, bound_outputs, build_view, iter_views, with_regions
@@ -53,9 +55,15 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class VerifyOptions(ExecutionOptions):
     """How to verify: how to run the plan (:class:`onnxmem.execution.ExecutionOptions`), and
-    ``execute=False`` for the static proof alone."""
+    ``execute=False`` for the static proof alone. ``concurrency="dag"``: the
+    static proof checks the happens-before rule too (rule 9 of
+    :mod:`onnxmem.proof`) and execution is ``trials`` concurrent runs on
+    ``threads`` threads (:mod:`onnxmem.concurrent`) in place of the sequential one."""
 
     execute: bool = True
+    concurrency: str = "sequential"
+    trials: int = 10
+    threads: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +76,12 @@ class VerifyReport:
     arena_size: int
     static_seconds: float
     warnings: tuple[str, ...] = ()
+    concurrent: ConcurrentExecution | None = None
 
     @property
     def findings(self) -> tuple[Finding, ...]:
-        return self.static + (self.execution.findings if self.execution else ())
+        return (self.static + (self.execution.findings if self.execution else ())
+                + (self.concurrent.findings if self.concurrent else ()))
 
     @property
     def ok(self) -> bool:
@@ -182,6 +192,7 @@ def verify_plan(
     plan was made for the model at ``model_path`` (:func:`check_plan_identity`).
     """
     opts = options or VerifyOptions()
+    check_concurrency(opts.concurrency)
     warnings: list[str] = []
     if plan_name is not None and model_path is not None:
         view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, view=view,
@@ -189,14 +200,19 @@ def verify_plan(
         warnings.extend(said)
     t0 = time.perf_counter()
     v = view if view is not None else view_for_plan(model, plan, model_path, opts.inputs)
-    static = tuple(prove_plan(plan, v))
+    # a plan made for concurrent execution is always held to rule 9
+    static = tuple(prove_plan(plan, v, concurrency="dag" if opts.concurrency == "dag" else None))
     static_s = time.perf_counter() - t0
     if opts.device == "cuda" and plan.alignment % 256:
         warnings.append(
             f"the plan aligns offsets to {plan.alignment} B; CUDA kernels expect 256: re-plan with --alignment 256"
         )
     execution = None
-    if opts.execute and not static and is_training_view(v):
+    concurrent = None
+    if opts.execute and not static and opts.concurrency == "dag":
+        concurrent = run_concurrent(plan, model, v, options=opts, model_path=model_path,
+                                    concurrent=ConcurrentOptions(trials=opts.trials, threads=opts.threads))
+    elif opts.execute and not static and is_training_view(v):
         execution = TrainingRun(plan, model, v, opts, model_path).run()  # labels, dropout, gradients
     elif opts.execute and not static:
         execution = execute_plan(plan, model, v, options=opts, model_path=model_path)
@@ -209,4 +225,5 @@ def verify_plan(
         arena_size=plan.arena_size,
         static_seconds=static_s,
         warnings=tuple(warnings),
+        concurrent=concurrent,
     )

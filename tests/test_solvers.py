@@ -395,7 +395,7 @@ def test_one_greedy_per_algorithm() -> None:
 
 def test_budgets_are_the_callers() -> None:
     searching = {n for n, info in SOLVERS.items() if info.default_timeout is not None}
-    assert searching == {"best-greedy", "exact", "auto", "shared-exact"}
+    assert searching == {"best-greedy", "exact", "auto", "shared-exact", "conflict-exact"}
     for name in searching:
         info: SolverInfo = SOLVERS[name]
         assert f"{info.default_timeout:g} s" in info.help

@@ -20,6 +20,7 @@ from . import baseline as _baseline  # noqa: F401
 from . import greedy as _greedy  # noqa: F401
 from . import exact as _exact  # noqa: F401
 from . import shared as _shared  # noqa: F401
+from . import conflict as _conflict  # noqa: F401
 
 __all__ = [
     "SOLVERS",

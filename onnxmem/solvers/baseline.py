@@ -20,7 +20,7 @@ from .registry import SolveOptions, judge, register
 __all__ = ["naive", "place_in_order", "size_order"]
 
 
-@register("naive", "no reuse: every buffer gets its own bytes (the baseline)")
+@register("naive", "no reuse: every buffer gets its own bytes (the baseline)", conflicts=True)
 def naive(problem: Problem, options: SolveOptions) -> Solution:
     offsets: list[int] = []
     top = 0

@@ -474,8 +474,13 @@ def quick_plan(problem: Problem, capacity: int | None, bound: int) -> Solution |
 
 @register(
     "auto", "cheap plans first, then exact within a short budget", default_timeout=AUTO_TIMEOUT,
+    conflicts=True,
 )
 def auto(problem: Problem, options: SolveOptions) -> Solution:
+    if problem.conflicts is not None:  # buffers that conflict along a graph (--concurrency dag)
+        from .conflict import conflict_auto
+
+        return conflict_auto(problem, options)
     quick = quick_plan(problem, options.capacity, lower_bound(problem))
     if quick is not None:
         return quick

@@ -78,7 +78,9 @@ class SolverInfo:
     """A registered solver: its function, one-line summary, form and default budget.
 
     ``default_timeout``: seconds it searches when the caller gives no timeout;
-    ``None`` for solvers that make one pass and never search.
+    ``None`` for solvers that make one pass and never search. ``conflicts``:
+    whether it plans problems with explicit conflicts (see
+    :class:`onnxmem.problem.Problem`) as well as interval problems.
     """
 
     name: str
@@ -86,6 +88,7 @@ class SolverInfo:
     summary: str
     form: str  # "offsets" or "shared-objects"
     default_timeout: float | None = None
+    conflicts: bool = False
 
     @property
     def help(self) -> str:
@@ -99,14 +102,16 @@ SOLVERS: dict[str, SolverInfo] = {}
 
 
 def register(
-    name: str, summary: str, form: str = "offsets", default_timeout: float | None = None
+    name: str, summary: str, form: str = "offsets", default_timeout: float | None = None,
+    conflicts: bool = False,
 ) -> Callable[[SolverFn], SolverFn]:
-    """Decorator: add a solver to :data:`SOLVERS` under ``name``."""
+    """Decorator: add a solver to :data:`SOLVERS` under ``name`` (``conflicts``: it
+    plans problems with explicit conflicts too)."""
 
     def deco(fn: SolverFn) -> SolverFn:
         if name in SOLVERS:
             raise ValueError(f"solver {name!r} registered twice")
-        SOLVERS[name] = SolverInfo(name, fn, summary, form, default_timeout)
+        SOLVERS[name] = SolverInfo(name, fn, summary, form, default_timeout, conflicts)
         return fn
 
     return deco
@@ -139,6 +144,12 @@ def solve(problem: Problem, solver: str = "greedy", options: SolveOptions | None
             f"unknown solver '{solver}'; choose one of: {', '.join(sorted(SOLVERS))}"
         )
     info = SOLVERS[solver]
+    if problem.conflicts is not None and not info.conflicts:
+        able = ", ".join(sorted(n for n, i in SOLVERS.items() if i.conflicts))
+        raise ProblemError(
+            f"solver '{solver}' plans buffers that conflict when live at one step; this problem's buffers "
+            f"conflict along a graph (--concurrency dag): choose one of: {able}"
+        )
     t0 = time.perf_counter()
     opts = options or SolveOptions()
     if opts.capacity is None and problem.capacity is not None:

@@ -1,0 +1,278 @@
+"""Execution of a memory plan with nodes running at once, in one arena: the dag trials.
+
+A plan made for ``--concurrency dag`` claims to hold under every schedule the
+graph allows; :class:`ConcurrentRun` puts that to the test. It is an
+:class:`onnxmem.execution.ArenaRun` (the same arena, sessions, weights and
+inputs) whose nodes run on a thread pool:
+
+1. :meth:`ConcurrentRun.prepare`: every node runs once, in the plan's order,
+   on onnxruntime's own buffers (the reference; shapes are checked as in the
+   sequential run), and the bytes of every value are kept;
+2. each trial (:meth:`ConcurrentRun.trial`) fills the arena with the
+   sentinel 0xFF, copies the graph inputs in, and follows the graph: a node
+   is *ready* when every node it depends on has finished; while fewer than
+   ``threads`` nodes run, one ready node is picked (at random from a
+   generator seeded by ``seed`` and the trial's number, or the first in a
+   given ``schedule``) and started on the pool. onnxruntime releases the GIL
+   while a node runs, so several kernels write the arena at once;
+3. a node's worker checks, before it runs, that each input it reads holds
+   exactly the reference's bytes, runs the node with every value bound in
+   the arena (IOBinding at ``arena_base + offset``), and checks that each
+   output holds the reference's bytes. Same kernels, same inputs, one thread
+   per kernel: a correct plan gives the same bits, so any difference is a
+   *clobber*: another node wrote those bytes while they were live;
+4. when the trial ends, every graph output in the arena must equal the
+   reference's. The first difference ends the trial and is its finding, with
+   the order the nodes started in.
+
+What it shows: a plan that survives many seeded trials at several thread
+counts; a plan that does not is shown wrong, with the interleaving. What it
+does not: that every schedule is safe (the static proof,
+:func:`onnxmem.proof.prove_plan` with rule 9, does that); timing decides
+which interleavings a trial meets. A given ``schedule`` (for example the one
+the proof names for a bad pair) makes the start order deterministic at one
+thread. CPU only.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+
+from .errors import OnnxmemError, RuntimeBackendError
+from .execution import SENTINEL, ArenaRun, ExecutionOptions
+from .graph import GraphView, Op
+from .plan import MemoryPlan
+from .proof import Finding
+from .sessions import first_line
+
+__all__ = ["ConcurrentExecution", "ConcurrentOptions", "ConcurrentRun", "Trial", "run_concurrent"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrentOptions:
+    """How many trials, on how many threads; ``schedule``: node names whose order decides
+    which ready node starts next (in place of the seeded random pick)."""
+
+    trials: int = 10
+    threads: int = 2
+    schedule: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One run of every node: ``finding`` is ``None`` when every check held;
+    ``started``: node names in the order they started; ``most_at_once``: the
+    most nodes that ran at the same time."""
+
+    index: int
+    finding: Finding | None
+    started: tuple[str, ...]
+    most_at_once: int
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.finding is None
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrentExecution:
+    """Every trial of a plan; ``findings``: the finding of each failed trial."""
+
+    device: str
+    threads: int
+    trials: tuple[Trial, ...]
+    nodes: int
+    reference_seconds: float
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for t in self.trials if not t.ok)
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(t.finding for t in self.trials if t.finding is not None)
+
+    @property
+    def seconds(self) -> float:
+        return sum(t.seconds for t in self.trials)
+
+
+class ConcurrentRun(ArenaRun):
+    """The trials of ``plan`` for ``view``; see the module docstring."""
+
+    def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
+                 concurrent: ConcurrentOptions, model_path: str | os.PathLike[str] | None = None) -> None:
+        if options.device != "cpu":
+            raise OnnxmemError(f"--concurrency dag runs its trials on the CPU, not on {options.device!r}; "
+                               "pass --device cpu")
+        if concurrent.threads < 1 or concurrent.trials < 1:
+            raise OnnxmemError("--threads and --trials must be 1 or more")
+        super().__init__(plan, model, view, options, model_path)
+        self.conc = concurrent
+        self.sessions: dict[int, Any] = {}
+        self.reference: dict[str, np.ndarray] = {}
+        self.nodes = [i for i in self.order if i not in self.weight_ops]
+        live = set(self.nodes)
+        self.deps = {i: [p for p in view.predecessors(i) if p in live] for i in self.nodes}
+        self.users: dict[int, list[int]] = {i: [] for i in self.nodes}
+        for i, ps in self.deps.items():
+            for p in ps:
+                self.users[p].append(i)
+        rank = {n: k for k, n in enumerate(concurrent.schedule or ())}
+        self.priority = {i: rank.get(view.ops[i].name, len(rank) + k) for k, i in enumerate(self.nodes)}
+
+    # -------------------------------------------------------------- the reference
+
+    def prepare(self) -> float:
+        """Step 1: every node once on onnxruntime's buffers, in the plan's order; the seconds it took."""
+        t0 = time.perf_counter()
+        self.load_inputs()
+        for op_index in self.nodes:
+            op = self.view.ops[op_index]
+            sess = self.session(op, self.full.graph.node[op_index])
+            computed = self.run_private(op, sess)
+            if not self.check_shapes(op, computed):
+                raise RuntimeBackendError(f"node {op.name!r} computes shapes the plan does not have: "
+                                          f"{self.findings[-1]}; re-plan the model")
+            self.sessions[op_index] = sess
+        for name, slot in self.slots.items():
+            if name in self.feeds:
+                value = np.asarray(self.feeds[name])
+            elif name in self.private:
+                value = np.asarray(self.private[name].numpy())
+            else:
+                continue
+            self.reference[name] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)[: slot.size].copy()
+        return time.perf_counter() - t0
+
+    # -------------------------------------------------------------- one trial
+
+    def _differs(self, name: str) -> tuple[int, int] | None:
+        """Arena bytes ``[lo, hi)`` where ``name`` differs from the reference, or ``None``."""
+        want = self.reference.get(name)
+        slot = self.slots[name]
+        if want is None:
+            return None
+        now = self._read(slot)
+        if np.array_equal(now, want):
+            return None
+        diff = np.flatnonzero(now != want)
+        return slot.offset + int(diff[0]), slot.offset + int(diff[-1]) + 1
+
+    def _writers_of(self, name: str, lo: int, hi: int, started: list[int], before: int) -> str:
+        """The nodes started so far (other than ``before``) whose outputs lie over ``[lo, hi)``."""
+        slot = self.slots[name]
+        hits: list[str] = []
+        for i in started:
+            if i == before:
+                continue
+            for o in self.view.ops[i].outputs:
+                s = self.slots.get(o) if o else None
+                if s is not None and o != name and s.private is None and s.home == slot.home \
+                        and s.offset < hi and lo < s.offset + s.size:
+                    hits.append(f"{self.view.ops[i].name!r} (output {o!r})")
+        return ", ".join(hits[-3:]) if hits else "(no node started in this trial writes there)"
+
+    def _work(self, op: Op, started: list[int]) -> Finding | None:
+        """Step 3 for one node, on a worker thread."""
+        for name in op.reads:
+            if name in self.weights or name not in self.slots:
+                continue
+            bad = self._differs(name)
+            if bad is not None:
+                return Finding("clobber", name,
+                               f"tensor {name!r} does not hold what its writer wrote when node {op.name!r} is "
+                               f"about to read it: arena bytes [{bad[0]}, {bad[1]}) changed; written there by "
+                               f"{self._writers_of(name, *bad, started, op.index)}",
+                               node=op.name, byte_range=bad)
+        try:
+            self._bind_and_run(op, self.sessions[op.index], in_arena=True)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            return Finding("clobber", None, f"node {op.name!r} failed in the arena: {first_line(exc)}", node=op.name)
+        for o in op.outputs:
+            if not o or o not in self.slots:
+                continue
+            bad = self._differs(o)
+            if bad is not None:
+                return Finding("clobber", o,
+                               f"node {op.name!r} wrote {o!r} but arena bytes [{bad[0]}, {bad[1]}) differ from "
+                               f"the reference just after: its inputs were changed while it ran, or another "
+                               f"node wrote there: {self._writers_of(o, *bad, started, op.index)}",
+                               node=op.name, byte_range=bad)
+        return None
+
+    def _load(self) -> None:
+        """A fresh arena: the sentinel, then the graph inputs (the reference is taken already)."""
+        self.arena.view[:] = SENTINEL
+        self.load_inputs()
+
+    def trial(self, index: int, pool: ThreadPoolExecutor) -> Trial:
+        """Step 2 and 4: one run of every node on the pool."""
+        t0 = time.perf_counter()
+        rng = random.Random(f"{self.opts.seed}:{index}")
+        self._load()
+        waiting = {i: len(ps) for i, ps in self.deps.items()}
+        ready = [i for i, w in waiting.items() if w == 0]
+        running: dict[Future[Finding | None], int] = {}
+        started: list[int] = []
+        most = 0
+        finding: Finding | None = None
+        while ready or running:
+            while ready and len(running) < self.conc.threads and finding is None:
+                if self.conc.schedule is not None:
+                    k = min(range(len(ready)), key=lambda j: self.priority[ready[j]])
+                else:
+                    k = rng.randrange(len(ready))
+                i = ready.pop(k)
+                started.append(i)
+                running[pool.submit(self._work, self.view.ops[i], started)] = i
+                most = max(most, len(running))
+            if not running:
+                break
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = running.pop(fut)
+                result = fut.result()
+                if result is not None and finding is None:
+                    finding = result
+                for j in self.users[i]:
+                    waiting[j] -= 1
+                    if waiting[j] == 0:
+                        ready.append(j)
+        if finding is None:
+            for name in self.view.outputs:
+                if name in self.slots and name not in self.weights:
+                    bad = self._differs(name)
+                    if bad is not None:
+                        finding = Finding("output", name, f"graph output {name!r} differs from the reference at "
+                                          f"arena bytes [{bad[0]}, {bad[1]}) after every node ran",
+                                          byte_range=bad)
+                        break
+        names = tuple(self.view.ops[i].name for i in started)
+        return Trial(index, finding, names, most, time.perf_counter() - t0)
+
+    def run_trials(self) -> ConcurrentExecution:
+        """The reference, then every trial."""
+        ref_seconds = self.prepare()
+        trials: list[Trial] = []
+        with ThreadPoolExecutor(max_workers=self.conc.threads, thread_name_prefix="onnxmem-node") as pool:
+            for k in range(self.conc.trials):
+                trials.append(self.trial(k, pool))
+        return ConcurrentExecution(self.opts.device, self.conc.threads, tuple(trials), len(self.nodes), ref_seconds)
+
+
+def run_concurrent(plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, *,
+                   options: ExecutionOptions | None = None, concurrent: ConcurrentOptions | None = None,
+                   model_path: str | os.PathLike[str] | None = None) -> ConcurrentExecution:
+    """The dag trials of ``plan`` (see :class:`ConcurrentRun`)."""
+    return ConcurrentRun(plan, model, view, options or ExecutionOptions(), concurrent or ConcurrentOptions(),
+                         model_path).run_trials()
