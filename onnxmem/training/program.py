@@ -260,6 +260,7 @@ def program_from_dict(data: Any, where: str = "program plan") -> Program:
                         "re-plan the models")
     plans = tuple(plan_from_dict(m, f"{where}: plan {k}") for k, m in enumerate(members))
     handed: dict[str, int] = {}
+    planned = [{t.name for t in p.tensors if not t.graph} for p in plans]  # each model's main-graph tensors
     for i, h in enumerate(_field(prog, "handovers", list, where, "program/")):
         at = f"program/handovers/{i}/"
         _keys(h if isinstance(h, dict) else {}, {"name", "from"}, where, at[:-1])
@@ -267,8 +268,7 @@ def program_from_dict(data: Any, where: str = "program plan") -> Program:
         if name in handed or k > len(plans) - 2:
             raise PlanError(f"{where}: handover {show_name(name)} is listed twice or passes from model {k}, which "
                             "has no next model; re-plan the models")
-        graph_io = [{t.name for t in p.tensors if not t.graph} for p in plans[k:k + 2]]
-        if not all(name in names for names in graph_io):
+        if not all(name in names for names in planned[k:k + 2]):
             raise PlanError(f"{where}: handover {show_name(name)} is not planned in models {k} and {k + 1}; "
                             "re-plan the models")
         handed[name] = k
