@@ -372,11 +372,12 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         outs = OutputSet(inputs=models)
         if output:
             outs.add(output, "-o")
-        _, program = _plan_several(models, opts, pipeline, _progress(sys.stderr.isatty() and not as_json))
+        planned, program = _plan_several(models, opts, pipeline, _progress(sys.stderr.isatty() and not as_json))
+        for p, path in zip(planned, models):
+            _add_weight_files(outs, p.model, path)
         _write_program(outs, program, output, as_json)
         return
     model = models[0]
-
     if _ranged(dims):
         if budget is not None or budget_sweep is not None or rewrite_out is not None:
             raise click.UsageError("--budget, --budget-sweep and --rewrite-out plan one shape; "
