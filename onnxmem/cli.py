@@ -244,6 +244,14 @@ def inputs_option(fn: Callable[..., Any]) -> Callable[..., Any]:
              "values. Their shapes bind the inputs' dims as --input-shape does.")(fn)
 
 
+def pipeline_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--pipeline``: several models run in sequence, each one's outputs the next one's inputs."""
+    return click.option(
+        "--pipeline", is_flag=True,
+        help="With several models: they run in sequence and every graph output of one that is a graph "
+             "input of the next (by name) is handed over in the arena, live across both.")(fn)
+
+
 def read_input_values(path: str | None) -> Any:
     """The arrays of ``--inputs`` (``None`` without it), read by :func:`onnxmem.inputs.read_inputs`."""
     if not path:
@@ -313,7 +321,7 @@ def plan_summary(plan: Any) -> list[str]:
 
 
 @main.command()
-@click.argument("model", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("models", metavar="MODEL...", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Write the JSON plan here.")
 @click.option("--annotate", type=click.Path(dir_okay=False, path_type=str), default=None,
@@ -333,22 +341,44 @@ def plan_summary(plan: Any) -> list[str]:
 @click.option("--budget-sweep", default=None, type=click.Path(dir_okay=False, path_type=str), metavar="PNG",
               help="Plan every recomputation algorithm at 0.9x .. 0.3x the unbudgeted arena; print the "
                    "frontier (arena against extra compute) and draw it to PNG.")
+@pipeline_option
 @user_errors
-def plan(model: str, output: str | None, annotate: str | None, solver: str, order: str,
+def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
          io: str, timeout: float | None, inplace: str, fold: str, concurrency: str, inputs_path: str | None, as_json: bool,
          budget: str | None = None, rewrite_out: str | None = None, remat_algorithm: str = "auto",
-         cost_model: str = "flops", budget_sweep: str | None = None) -> None:
+         cost_model: str = "flops", budget_sweep: str | None = None, pipeline: bool = False) -> None:
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
     seeded random values for the other inputs. A --dim NAME=LO:HI (inclusive)
     makes a range plan: one plan for every shape in the box, offsets as
     formulas in the dims (docs/range.md).
+
+    Several models (a training step and its eval step) run one at a time in
+    one arena: each is planned with the same flags, then all of them together,
+    into one program plan (docs/training.md); with --pipeline each model's
+    graph outputs that are the next one's graph inputs stay in the arena.
     """
     from .pipeline import plan_model
 
-    if any(":" in d.partition("=")[2] for d in dims):
+    if len(models) > 1 or pipeline:
+        _refuse_for_several(models, {"--budget": budget is not None, "--budget-sweep": budget_sweep is not None,
+                                     "--rewrite-out": rewrite_out is not None, "--annotate": annotate is not None,
+                                     "--inputs": inputs_path is not None, "--dim NAME=LO:HI": _ranged(dims),
+                                     "--concurrency dag": concurrency != "sequential"})
+        opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
+                                 inplace=inplace, fold=fold)
+        outs = OutputSet(inputs=models)
+        if output:
+            outs.add(output, "-o")
+        planned, program = _plan_several(models, opts, pipeline, _progress(sys.stderr.isatty() and not as_json))
+        for p, path in zip(planned, models):
+            _add_weight_files(outs, p.model, path)
+        _write_program(outs, program, output, as_json)
+        return
+    model = models[0]
+    if _ranged(dims):
         if budget is not None or budget_sweep is not None or rewrite_out is not None:
             raise click.UsageError("--budget, --budget-sweep and --rewrite-out plan one shape; "
                                    "bind every --dim to one value (NAME=N)")
@@ -381,6 +411,69 @@ def plan(model: str, output: str | None, annotate: str | None, solver: str, orde
     result = plan_model(model, opts, progress=_progress(sys.stderr.isatty() and not as_json))
     _add_weight_files(outs, result.model, model)
     _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json)
+
+
+def _ranged(dims: Iterable[str]) -> bool:
+    """Whether a --dim flag gives a range (NAME=LO:HI)."""
+    return any(":" in d.partition("=")[2] for d in dims)
+
+
+def _refuse_for_several(models: tuple[str, ...], flags: dict[str, bool]) -> None:
+    """Usage errors for several models: --pipeline needs two, and flags for one model are refused."""
+    if len(models) < 2:
+        raise click.UsageError("--pipeline hands tensors from one model to the next; give two or more models")
+    for flag, given in flags.items():
+        if given:
+            raise click.UsageError(f"{flag} works on one model; leave it out when giving several models")
+
+
+def _plan_several(models: tuple[str, ...], opts: Any, pipeline: bool, say: Callable[[str], None]) -> tuple[Any, Any]:
+    """Plan each model with ``opts``, then all of them in one arena: ``(planned, program)``."""
+    from .pipeline import plan_model
+    from .training.program import pipeline_handovers, plan_program
+
+    planned = [plan_model(m, opts, progress=say) for m in models]
+    handovers = pipeline_handovers(planned, models) if pipeline else ()
+    say(f"planning {len(models)} models in one arena")
+    return planned, plan_program(planned, handovers, solver=opts.solver, timeout=opts.timeout)
+
+
+def program_summary(program: Any) -> list[str]:
+    """The lines ``plan`` and ``show`` print for a program plan: each model, then the shared arena."""
+    lines = []
+    for k, p in enumerate(program.plans):
+        alone = p.extra.get("program", {}).get("alone")
+        lines.append(f"model {k:<6} {one_line(str(p.model.get('path', '')))}   {len(p.order)} nodes   "
+                     f"{len(p.tensors)} tensors   lower bound {fmt_bytes(p.lower_bound)}"
+                     + (f"   alone {fmt_bytes(alone)}" if isinstance(alone, int) and not isinstance(alone, bool)
+                        else ""))
+    if program.handovers:
+        lines.append("handover     " + ", ".join(f"{show_name(n)} (model {k} -> {k + 1})"
+                                                 for n, k in sorted(program.handovers.items())))
+    gap = (f"+{(program.arena_size / program.lower_bound - 1) * 100:.2f}% over the bound"
+           if program.lower_bound else "at the bound")
+    lines.append(f"program      {program.mode}, {len(program.plans)} models in one arena   lower bound "
+                 f"{fmt_bytes(program.lower_bound)}")
+    lines.append(f"arena        {fmt_bytes(program.arena_size)}   {gap} (solver {one_line(program.solver)}, "
+                 f"{one_line(program.status)})")
+    return lines
+
+
+def _write_program(outs: Any, program: Any, output: str | None, as_json: bool) -> None:
+    """``plan``'s program plan file (all or none) and its summary."""
+    from .training.program import render_program
+
+    data = render_program(program)
+    if output:
+        outs.put(output, data)
+    outs.commit()
+    if as_json:
+        click.echo(data.decode("utf-8"), nl=False)
+        return
+    for line in program_summary(program):
+        click.echo(line)
+    if output:
+        click.echo(f"plan         {one_line(output)}")
 
 
 def _write_and_print(outs: Any, onnx_model: Any, the_plan: Any, model: str, output: str | None,
@@ -545,10 +638,20 @@ def read_plan_for(plan_file: str, model_path: str | None, action: str) -> Any:
 @plan_model_option
 @user_errors
 def show(plan_file: str, top: int, model_path: str | None) -> None:
-    """Summarize PLAN: the totals, the tensors live at the peak step, the largest contributors."""
+    """Summarize PLAN: the totals, the tensors live at the peak step, the largest contributors.
+    A program plan (several models): each model's line and the shared arena."""
     from .rangeplan import RangePlan, read_any_plan, render_range_summary
     from .report import render_summary
+    from .training.program import read_program
 
+    program = read_program(plan_file)
+    if program is not None:
+        if model_path is not None:
+            raise click.UsageError("--model checks one model's plan; check a program plan with all its models "
+                                   "('onnxmem verify A.onnx B.onnx --plan PLAN --static-only')")
+        for line in program_summary(program):
+            click.echo(line)
+        return
     the_plan = read_any_plan(plan_file)
     if isinstance(the_plan, RangePlan):
         for line in render_range_summary(the_plan):
@@ -783,20 +886,25 @@ def _range_point(plan_path: str | None, planning: dict[str, Any]) -> tuple[Any, 
     return at_point(rp, point), f"{plan_path} at {at} (range plan, proven on its box)"
 
 
-def model_and_plan(plan_help: str, device_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """MODEL, ``--plan`` and ``--device``: what verify and compare read and where they run."""
+def model_and_plan(plan_help: str, device_help: str,
+                   several: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """MODEL, ``--plan`` and ``--device``: what verify and compare read and where they run
+    (``several``: MODEL... , one or more, as ``models``)."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn = click.option("--device", type=RegistryChoice(load=_devices), default="cpu", show_default=True,
                           help=device_help)(fn)
         fn = click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str), default=None,
                           help=f"{plan_help} (default: the plan an annotated MODEL carries, else plan "
                                "MODEL now).")(fn)
+        if several:
+            return click.argument("models", metavar="MODEL...", nargs=-1, required=True,
+                                  type=click.Path(dir_okay=False, path_type=str))(fn)
         return click.argument("model", type=click.Path(dir_okay=False, path_type=str))(fn)
     return wrap
 
 
 @main.command()
-@model_and_plan("The JSON plan to verify", "Where the arena lives and the nodes run.")
+@model_and_plan("The JSON plan to verify", "Where the arena lives and the nodes run.", several=True)
 @inputs_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--rtol", type=click.FloatRange(min=0), default=1e-4, show_default=True,
@@ -812,19 +920,34 @@ def model_and_plan(plan_help: str, device_help: str) -> Callable[[Callable[..., 
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
               help="With --concurrency dag: how many nodes may run at once.")
 @planning_options
+@pipeline_option
 @user_errors
-def verify(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
+def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_path: str | None, seed: int,
            rtol: float, atol: float, static_only: bool, trials: int = 10, threads: int = 2,
-           original_path: str | None = None, **planning: Any) -> None:
+           original_path: str | None = None, pipeline: bool = False, **planning: Any) -> None:
     """Prove a plan for MODEL: statically, then by running MODEL inside one arena.
 
     With --concurrency dag the proof also checks that the graph orders every
     pair of tensors that share bytes, and the run is --trials runs with up to
     --threads nodes at once, each following the graph in a seeded random order.
 
+    Several models and a program plan ('plan A.onnx B.onnx -o PLAN'): each
+    model's plan and the shared arena are proven, then the models run one
+    after the other in one arena (handed-over tensors left where they were
+    written).
+
     Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
     """
     from .verify import VerifyOptions, verify_plan
+
+    if len(models) > 1 or pipeline:
+        _refuse_for_several(models, {"--original": original_path is not None, "--inputs": inputs_path is not None,
+                                     "--dim NAME=LO:HI": _ranged(planning["dims"]),
+                                     "--concurrency dag": planning["concurrency"] != "sequential"})
+        _verify_several(models, plan_path, pipeline, planning,
+                        VerifyOptions(device=device, seed=seed, rtol=rtol, atol=atol, execute=not static_only))
+        return
+    model = models[0]
 
     inputs = read_input_values(inputs_path)
     say = _progress(sys.stderr.isatty())
@@ -883,6 +1006,54 @@ def verify(model: str, plan_path: str | None, device: str, inputs_path: str | No
     if original_path is not None and ex is not None:
         _against_original(model, onnx_model, the_plan, view, original_path, device, inputs, seed, rtol, atol)
     click.echo("verified" if ex is not None or cx is not None else "verified (static proof only)")
+
+
+def _verify_several(models: tuple[str, ...], plan_path: str | None, pipeline: bool, planning: dict[str, Any],
+                    options: Any) -> None:
+    """``verify A.onnx B.onnx [--plan PROGRAM]``: the joint proof, then one run after the other in one arena."""
+    from .model import load_model
+    from .training.program import read_program, verify_program
+
+    say = _progress(sys.stderr.isatty())
+    if plan_path:
+        program = read_program(plan_path)
+        if program is None:
+            from .errors import PlanError
+
+            raise PlanError(f"plan file {show_name(plan_path)} is a plan for one model, not a program plan; verify "
+                            "it with its one model, or plan these models together ('onnxmem plan A.onnx B.onnx -o')")
+        loaded, views, source = [(load_model(m), m) for m in models], None, plan_path
+    else:
+        planned, program = _plan_several(models, make_plan_options(**planning, seed=options.seed), pipeline, say)
+        loaded, views = [(p.model, m) for p, m in zip(planned, models)], [p.view for p in planned]
+        source = f"planned now (solver {program.solver})"
+    say("verifying")
+    report = verify_program(program, loaded, options=options, plan_name=plan_path, views=views)
+    for k, m in enumerate(models):
+        click.echo(f"model {k:<3} {one_line(m)}")
+    click.echo(f"plan      {one_line(source)}")
+    click.echo(f"arena     {fmt_bytes(program.arena_size)}   {program.mode}, {len(models)} models"
+               + (f"   handing over {len(program.handovers)} tensors" if program.handovers else ""))
+    for w in report.warnings:
+        click.echo(f"warning: {one_line(w)}", err=True)
+    if report.static:
+        click.echo(f"static    FAILED: {len(report.static)} violation(s)")
+        for f in report.static[:10]:
+            click.echo(f"  - {one_line(str(f))}")
+    else:
+        click.echo("static    ok: each model's plan proven in the one arena"
+                   + (", every handed-over tensor where its writer left it" if program.handovers else ""))
+    for k, ex in enumerate(report.executions or ()):
+        same = sum(1 for c in ex.outputs if c.identical)
+        click.echo(f"executed  model {k}: {ex.nodes_run} nodes in the one {ex.device} arena ({ex.seconds:.3f} s); "
+                   f"{same} of {len(ex.outputs)} outputs identical to the run outside the arena")
+        for c in [c for c in ex.outputs if not c.ok][:10]:
+            click.echo(f"  output  {one_line(c.name)}: MISMATCH, max |diff| {c.max_abs_diff:.3g}")
+        for f in ex.findings[:10]:
+            click.echo(f"  - {one_line(str(f))}")
+    if report.findings:
+        raise PlanInvalid(f"the program plan is wrong: {report.findings[0]}")
+    click.echo("verified" if report.executions is not None else "verified (static proof only)")
 
 
 def _against_original(model: str, onnx_model: Any, the_plan: Any, view: Any, original_path: str, device: str,

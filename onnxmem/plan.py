@@ -346,6 +346,9 @@ def plan_from_dict(data: Any, where: str = "plan") -> MemoryPlan:
     if isinstance(data, dict) and isinstance(data.get("range"), dict):
         raise PlanError(f"{where} is a range plan; make the plan for one point with 'onnxmem instantiate "
                         "PLAN --dim NAME=N -o plan.json' (verify also takes it with --dim NAME=N)")
+    if isinstance(data, dict) and isinstance(data.get("program"), dict):
+        raise PlanError(f"{where} is a program plan of several models; verify it with all of them, in its "
+                        "order ('onnxmem verify A.onnx B.onnx --plan PLAN'), or show it ('onnxmem show PLAN')")
     check_schema(data, where)
     if data["schema_version"] not in READABLE_VERSIONS:
         raise PlanError(

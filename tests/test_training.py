@@ -383,3 +383,30 @@ def test_verify_without_the_training_runtime_says_where_to_run(tmp_path):
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert "no training kernels" in r.output and "make training-env" in r.output
     assert CliRunner().invoke(main, ["verify", str(path), "--static-only"]).exit_code == 0
+
+
+def test_train_eval_and_pipeline_verify_in_one_arena_from_the_command_line(tmp_path):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    from click.testing import CliRunner
+
+    from onnxmem.cli import main
+
+    def run(*args):
+        r = CliRunner().invoke(main, [str(a) for a in args])
+        assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+        return r.output
+
+    train, ev, program = TRAINING / "mlp.train.onnx", TRAINING / "mlp.eval.onnx", tmp_path / "program.json"
+    run("plan", train, ev, "-o", program)
+    out = run("verify", train, ev, "--plan", program)
+    assert "executed  model 0: 20 nodes" in out and "executed  model 1: 7 nodes" in out
+    assert out.rstrip().endswith("verified") and "MISMATCH" not in out
+    # the extractor hands x to the hand-built training step (test_pipeline_hands_its_tensor_over_in_the_arena)
+    features, step = tmp_path / "features.onnx", tmp_path / "mlp_training.onnx"
+    onnx.save(feature_extractor(), features)
+    onnx.save(mlp_training_graph(), step)
+    flags = ["--order", "file", "--solver", "exact", "--alignment", "1"]
+    out = run("plan", features, step, "--pipeline", *flags, "-o", tmp_path / "pipeline.json")
+    assert "arena        1.21 KiB (1,236 B)" in out and "'x' (model 0 -> 1)" in out
+    out = run("verify", features, step, "--plan", tmp_path / "pipeline.json")
+    assert "handing over 1 tensors" in out and out.rstrip().endswith("verified")
