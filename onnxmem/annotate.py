@@ -64,18 +64,19 @@ def annotate_model(model: onnx.ModelProto, plan: MemoryPlan) -> onnx.ModelProto:
 
 
 def render_annotated(
-    model: onnx.ModelProto, plan: MemoryPlan, source: str | os.PathLike[str], path: str | os.PathLike[str]
+    model: onnx.ModelProto, plan: MemoryPlan, source: str | os.PathLike[str], path: str | os.PathLike[str],
+    flag: str = "--annotate",
 ) -> bytes:
     """The annotated model's bytes, for writing to ``path``; checks it with ``onnx.checker`` first.
 
     A model with external weights must be written into ``source``'s folder, where
-    its data references resolve.
+    its data references resolve. ``flag``: the option that named ``path``, for errors.
     """
     dest = Path(os.path.realpath(path))
     has_external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
     if has_external and dest.parent != Path(os.path.realpath(source)).parent:
         raise OnnxmemError(
-            f"--annotate {show_name(os.fspath(path))}: the model keeps its weights in external files, "
+            f"{flag} {show_name(os.fspath(path))}: the model keeps its weights in external files, "
             f"whose references only resolve next to it; write the annotated model into "
             f"{show_name(str(Path(source).parent))}"
         )

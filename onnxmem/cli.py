@@ -484,9 +484,9 @@ def _write_and_print(outs: Any, onnx_model: Any, the_plan: Any, model: str, outp
 
     if output:
         outs.put(output, render_plan(the_plan))
-    for path in (annotate, rewrite_out):
+    for path, flag in ((annotate, "--annotate"), (rewrite_out, "--rewrite-out")):
         if path:
-            outs.put(path, render_annotated(onnx_model, the_plan, model, path))
+            outs.put(path, render_annotated(onnx_model, the_plan, model, path, flag))
     outs.commit()
     if as_json:
         click.echo(the_plan.to_json(), nl=False)

@@ -451,7 +451,31 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
         )
     check_external_data(model, p.parent, need_files=False)
     check_graph_limits(model, f"model {label}")
+    unname_placeholder_dims(model)
     return model
+
+
+def unname_placeholder_dims(model: onnx.ModelProto) -> int:
+    """Make every placeholder dim of ``model`` (in place) an unnamed one; returns how many.
+
+    Some exporters write ``?`` (or another name without a letter or digit) for
+    "unknown" on every such axis. Read as a symbolic name, it would tie all those
+    axes to one value (``[?, 3, ?, ?]`` could only be bound with equal height and
+    width); onnxruntime does not tie them, and neither does onnxmem: each becomes
+    an unnamed dim, bound per axis through ``--input-shape``.
+    """
+    count = 0
+    for t in _types(model.graph):
+        shape = None
+        if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
+            shape = t.tensor_type.shape
+        elif t.HasField("sparse_tensor_type") and t.sparse_tensor_type.HasField("shape"):
+            shape = t.sparse_tensor_type.shape
+        for d in shape.dim if shape is not None else ():
+            if d.HasField("dim_param") and not any(c.isalnum() for c in d.dim_param):
+                d.ClearField("dim_param")
+                count += 1
+    return count
 
 
 # ------------------------------------------------------------------ user dims

@@ -7,7 +7,10 @@ import pytest
 from onnx import helper
 
 from onnxmem.errors import ShapeError
-from onnxmem.model import dim_names, graph_inputs, infer_shapes, parse_dim_binding
+from click.testing import CliRunner
+
+from onnxmem.cli import main
+from onnxmem.model import dim_names, graph_inputs, infer_shapes, load_model, parse_dim_binding
 from onnxmem.runtime import measure_shapes
 
 from .helpers import make_model, vi
@@ -78,3 +81,18 @@ def test_a_typo_in_dim_is_an_error_that_lists_the_names():
 def test_non_positive_dims_are_refused(text):
     with pytest.raises(ShapeError, match="must be a positive integer"):
         parse_dim_binding(text)
+
+
+def test_placeholder_dim_names_are_unnamed_per_axis(tmp_path):
+    """An exporter's '?' on every unknown axis does not tie height to width (issue 12, item 2)."""
+    path = tmp_path / "m.onnx"
+    onnx.save(_conv_net([-1, 3, "?", "?"]), path)
+    model = load_model(path)
+    assert graph_inputs(model) == {"x": (None, 3, None, None)}
+    assert "?" not in dim_names(model)
+    shapes = infer_shapes(model, input_shapes={"x": (1, 3, 48, 192)})
+    assert shapes.shapes["y"] == (1, 3, 192, 48)
+    out = CliRunner().invoke(main, ["plan", str(path), "--input-shape", "x=1x3x48x192"])
+    assert out.exit_code == 0, out.output
+    # x and r = Relu(x) share one buffer (in place), y = Transpose(r) another: 2 x 1*3*48*192*4 B
+    assert "(221,184 B)   +0.00% over the bound" in out.output
