@@ -857,6 +857,19 @@ def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str],
     return onnx_model, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"
 
 
+def _plan_or_point(model: str, plan_path: str | None, planning: dict[str, Any], seed: int, inputs: Any,
+                   say: Callable[[str], None]) -> tuple[Any, Any, Any, Any, str]:
+    """``(options, model, plan, view, source)`` for verify and compare: the concrete plan at a
+    point of a range ``--plan`` (:func:`_range_point`), else the plan read or made by :func:`_plan_for`."""
+    ranged = _range_point(plan_path, planning)
+    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
+    if ranged is not None:
+        from .model import load_model
+
+        return opts, load_model(model), ranged[0], None, ranged[1]
+    return (opts, *_plan_for(model, plan_path, opts, say))
+
+
 def _range_point(plan_path: str | None, planning: dict[str, Any]) -> tuple[Any, str] | None:
     """For ``verify --plan RANGE --dim NAME=N``: the concrete plan at that point and where it came from.
 
@@ -951,14 +964,7 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
 
     inputs = read_input_values(inputs_path)
     say = _progress(sys.stderr.isatty())
-    ranged = _range_point(plan_path, planning)
-    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
-    if ranged is not None:
-        from .model import load_model
-
-        onnx_model, the_plan, view, source = load_model(model), ranged[0], None, ranged[1]
-    else:
-        onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
+    opts, onnx_model, the_plan, view, source = _plan_or_point(model, plan_path, planning, seed, inputs, say)
     say("verifying")
     report = verify_plan(
         onnx_model, the_plan, model_path=model, view=view, plan_name=plan_path,
@@ -1108,14 +1114,7 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     if execution_mode == "parallel":
         planning["concurrency"] = "dag"
     say = _progress(sys.stderr.isatty())
-    ranged = _range_point(plan_path, planning)
-    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
-    if ranged is not None:
-        from .model import load_model
-
-        onnx_model, the_plan, view, source = load_model(model), ranged[0], None, ranged[1]
-    else:
-        onnx_model, the_plan, view, source = _plan_for(model, plan_path, opts, say)
+    opts, onnx_model, the_plan, view, source = _plan_or_point(model, plan_path, planning, seed, inputs, say)
     if plan_path:
         view, said = check_plan_identity(the_plan, onnx_model, model, plan_name=plan_path, view=view, inputs=inputs)
         for w in said:

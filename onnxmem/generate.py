@@ -254,6 +254,25 @@ def nasnet(cells: int = 3, seed: int = 0, *, steps: int = 4, channels: int = 4, 
     return b.model([x], [y])
 
 
+def _attend_and_mlp(b: _Builder, h: str, scores: str, v: str, merge_shape: str, dim: int,
+                    norm: tuple[str, str]) -> str:
+    """The rest of a pre-norm block after the attention scores: Softmax, the values'
+    MatMul, heads merged, the output projection, a residual Add, then LayerNormalization
+    and a ReLU MLP (``4 * dim``) with its residual Add; returns the block's output."""
+    a = b.op("Softmax", [scores], axis=-1)
+    o = b.op("MatMul", [a, v])
+    o = b.op("Transpose", [o], perm=[0, 2, 1, 3])
+    o = b.op("Reshape", [o, merge_shape])
+    o = b.op("MatMul", [o, b.weight((dim, dim))])
+    h = b.op("Add", [h, o])
+    n2 = b.op("LayerNormalization", [h, *norm], axis=-1)
+    f = b.op("MatMul", [n2, b.weight((dim, 4 * dim))])
+    f = b.op("Add", [f, b.weight((4 * dim,), 0.01)])
+    f = b.op("Relu", [f])
+    f = b.op("MatMul", [f, b.weight((4 * dim, dim))])
+    return b.op("Add", [h, f])
+
+
 def transformer(layers: int = 4, seed: int = 0, *, seq: int = 8, dim: int = 16, heads: int = 2) -> onnx.ModelProto:
     """``layers`` pre-norm transformer blocks (25 nodes each) on a ``[1, seq, dim]`` input."""
     if dim % heads:
@@ -278,18 +297,7 @@ def transformer(layers: int = 4, seed: int = 0, *, seq: int = 8, dim: int = 16, 
         kt = b.op("Transpose", [kk], perm=[0, 1, 3, 2])
         s = b.op("MatMul", [q, kt])
         s = b.op("Mul", [s, scale])
-        a = b.op("Softmax", [s], axis=-1)
-        o = b.op("MatMul", [a, v])
-        o = b.op("Transpose", [o], perm=[0, 2, 1, 3])
-        o = b.op("Reshape", [o, merge_shape])
-        o = b.op("MatMul", [o, b.weight((dim, dim))])
-        h = b.op("Add", [h, o])
-        n2 = b.op("LayerNormalization", [h, ones, zeros], axis=-1)
-        f = b.op("MatMul", [n2, b.weight((dim, 4 * dim))])
-        f = b.op("Add", [f, b.weight((4 * dim,), 0.01)])
-        f = b.op("Relu", [f])
-        f = b.op("MatMul", [f, b.weight((4 * dim, dim))])
-        h = b.op("Add", [h, f])
+        h = _attend_and_mlp(b, h, s, v, merge_shape, dim, (ones, zeros))
     b.nodes.append(helper.make_node("Identity", [h], ["output"], name="head"))
     y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, seq, dim])
     return b.model([x], [y])
@@ -344,18 +352,7 @@ def attention_encoder(tokens: int = 1500, seed: int = 0, *, dim: int = 384, head
             s = b.op("Div", [s, root])
         if mask:
             s = b.op("Add", [s, "mask"])
-        a = b.op("Softmax", [s], axis=-1)
-        o = b.op("MatMul", [a, v])
-        o = b.op("Transpose", [o], perm=[0, 2, 1, 3])
-        o = b.op("Reshape", [o, merge_shape])
-        o = b.op("MatMul", [o, b.weight((dim, dim))])
-        h = b.op("Add", [h, o])
-        n2 = b.op("LayerNormalization", [h, ones, zeros], axis=-1)
-        f = b.op("MatMul", [n2, b.weight((dim, 4 * dim))])
-        f = b.op("Add", [f, b.weight((4 * dim,), 0.01)])
-        f = b.op("Relu", [f])
-        f = b.op("MatMul", [f, b.weight((4 * dim, dim))])
-        h = b.op("Add", [h, f])
+        h = _attend_and_mlp(b, h, s, v, merge_shape, dim, (ones, zeros))
     b.nodes.append(helper.make_node("Identity", [h], ["y"], name="head"))
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, tokens, dim])
     return b.model(inputs, [y])

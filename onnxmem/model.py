@@ -28,7 +28,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import onnx
 from onnx import TensorProto
@@ -465,16 +465,10 @@ def unname_placeholder_dims(model: onnx.ModelProto) -> int:
     an unnamed dim, bound per axis through ``--input-shape``.
     """
     count = 0
-    for t in _types(model.graph):
-        shape = None
-        if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
-            shape = t.tensor_type.shape
-        elif t.HasField("sparse_tensor_type") and t.sparse_tensor_type.HasField("shape"):
-            shape = t.sparse_tensor_type.shape
-        for d in shape.dim if shape is not None else ():
-            if d.HasField("dim_param") and not any(c.isalnum() for c in d.dim_param):
-                d.ClearField("dim_param")
-                count += 1
+    for d in _declared_dims(model.graph):
+        if d.HasField("dim_param") and not any(c.isalnum() for c in d.dim_param):
+            d.ClearField("dim_param")
+            count += 1
     return count
 
 
@@ -643,17 +637,22 @@ def _rename_dims(model: onnx.ModelProto) -> dict[str, str]:
     it writes are over those names alone. Returns ``{original: safe}``.
     """
     names: dict[str, str] = {}
-    for t in _types(model.graph):
+    for d in _declared_dims(model.graph):
+        if d.HasField("dim_param") and d.dim_param:
+            safe = names.setdefault(d.dim_param, f"onnxmem_dim_{len(names)}")
+            d.dim_param = safe
+    return names
+
+
+def _declared_dims(graph: onnx.GraphProto) -> Iterable[Any]:
+    """Every dim of every tensor type declared in ``graph`` and its subgraphs (see :func:`_types`)."""
+    for t in _types(graph):
         shape = None
         if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
             shape = t.tensor_type.shape
         elif t.HasField("sparse_tensor_type") and t.sparse_tensor_type.HasField("shape"):
             shape = t.sparse_tensor_type.shape
-        for d in shape.dim if shape is not None else ():
-            if d.HasField("dim_param") and d.dim_param:
-                safe = names.setdefault(d.dim_param, f"onnxmem_dim_{len(names)}")
-                d.dim_param = safe
-    return names
+        yield from (shape.dim if shape is not None else ())
 
 
 def _bind(shape: Iterable[Dim], dims: Mapping[str, int]) -> list[Dim]:
