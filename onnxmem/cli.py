@@ -857,6 +857,19 @@ def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str],
     return onnx_model, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"
 
 
+def _echo_static_failures(report: Any) -> bool:
+    """Print a verify report's warnings and, when the static proof failed, its first
+    findings; whether it failed."""
+    for w in report.warnings:
+        click.echo(f"warning: {one_line(w)}", err=True)
+    if not report.static:
+        return False
+    click.echo(f"static    FAILED: {len(report.static)} violation(s)")
+    for f in report.static[:10]:
+        click.echo(f"  - {one_line(str(f))}")
+    return True
+
+
 def _plan_or_point(model: str, plan_path: str | None, planning: dict[str, Any], seed: int, inputs: Any,
                    say: Callable[[str], None]) -> tuple[Any, Any, Any, Any, str]:
     """``(options, model, plan, view, source)`` for verify and compare: the concrete plan at a
@@ -975,13 +988,7 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
     click.echo(f"model     {one_line(model)}")
     click.echo(f"plan      {one_line(source)}")
     click.echo(f"arena     {fmt_bytes(report.arena_size)}   {report.tensors} tensors   {report.nodes} nodes")
-    for w in report.warnings:
-        click.echo(f"warning: {one_line(w)}", err=True)
-    if report.static:
-        click.echo(f"static    FAILED: {len(report.static)} violation(s)")
-        for f in report.static[:10]:
-            click.echo(f"  - {one_line(str(f))}")
-    else:
+    if not _echo_static_failures(report):
         click.echo(f"static    ok ({report.static_seconds * 1000:.1f} ms): order topological, tensors match, "
                    "aligned, in the arena, no live overlap"
                    + (", every pair sharing bytes ordered by the graph" if opts.concurrency == "dag" else ""))
@@ -1040,13 +1047,7 @@ def _verify_several(models: tuple[str, ...], plan_path: str | None, pipeline: bo
     click.echo(f"plan      {one_line(source)}")
     click.echo(f"arena     {fmt_bytes(program.arena_size)}   {program.mode}, {len(models)} models"
                + (f"   handing over {len(program.handovers)} tensors" if program.handovers else ""))
-    for w in report.warnings:
-        click.echo(f"warning: {one_line(w)}", err=True)
-    if report.static:
-        click.echo(f"static    FAILED: {len(report.static)} violation(s)")
-        for f in report.static[:10]:
-            click.echo(f"  - {one_line(str(f))}")
-    else:
+    if not _echo_static_failures(report):
         click.echo("static    ok: each model's plan proven in the one arena"
                    + (", every handed-over tensor where its writer left it" if program.handovers else ""))
     for k, ex in enumerate(report.executions or ()):
