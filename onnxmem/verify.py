@@ -209,7 +209,12 @@ def verify_plan(
         )
     execution = None
     concurrent = None
-    if opts.execute and not static and opts.concurrency == "dag":
+    if opts.execute and not static and opts.concurrency == "dag" and v.bodies:
+        warnings.append("concurrent trials run graphs without If/Loop/Scan bodies; this model has them, so "
+                        "the plan ran once in its own order (one of the schedules the graph allows), and the "
+                        "static proof checked every schedule")
+        execution = execute_plan(plan, model, v, options=opts, model_path=model_path)
+    elif opts.execute and not static and opts.concurrency == "dag":
         concurrent = run_concurrent(plan, model, v, options=opts, model_path=model_path,
                                     concurrent=ConcurrentOptions(trials=opts.trials, threads=opts.threads))
     elif opts.execute and not static and is_training_view(v):
