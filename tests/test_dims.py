@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import onnx
 import pytest
+from click.testing import CliRunner
 from onnx import helper
 
-from onnxmem.errors import ShapeError
-from click.testing import CliRunner
-
 from onnxmem.cli import main
+from onnxmem.errors import ShapeError
 from onnxmem.model import dim_names, graph_inputs, infer_shapes, load_model, parse_dim_binding
 from onnxmem.runtime import measure_shapes
 
