@@ -119,3 +119,46 @@ def test_a_branch_padding_by_a_captured_value_needs_its_measured_value(tmp_path)
     assert json.loads(plan.read_text())["arena_size"] > 0
     r = CliRunner().invoke(main, ["verify", str(path), "--plan", str(plan), "--inputs", str(inputs)])
     assert r.exit_code == 0 and "verified" in r.output, r.output
+
+
+def _nested_if_on_rank() -> onnx.ModelProto:
+    """An If branch holding an If that unsqueezes x [1, 10] when its rank is not 3 (an exporter's
+    "add a batch axis" test), then a Relu of the inner If's output."""
+    axis0 = _i64("a0", [0])
+    inner_then = helper.make_graph(
+        [helper.make_node("Constant", [], ["u_axes"], value=axis0, name="u_axes"),
+         helper.make_node("Unsqueeze", ["x", "u_axes"], ["u_out"], name="u_out")], "unsq", [], [vi("u_out", None)])
+    inner_else = helper.make_graph([helper.make_node("Identity", ["x"], ["i_out"], name="i_out")], "same", [],
+                                   [vi("i_out", None)])
+    outer_then = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["o_shape"], name="o_shape"),
+         helper.make_node("Size", ["o_shape"], ["o_rank"], name="o_rank"),
+         helper.make_node("Constant", [], ["o_three"], value=helper.make_tensor("three", TensorProto.INT64, [], [3]),
+                          name="o_three"),
+         # not (rank == 3), cast to bool: as PyTorch's exporter writes the test
+         helper.make_node("Equal", ["o_rank", "o_three"], ["o_is3"], name="o_is3"),
+         helper.make_node("Not", ["o_is3"], ["o_not3"], name="o_not3"),
+         helper.make_node("Cast", ["o_not3"], ["o_cond"], to=TensorProto.BOOL, name="o_cond"),
+         helper.make_node("If", ["o_cond"], ["o_batched"], name="batch", then_branch=inner_then,
+                          else_branch=inner_else),
+         helper.make_node("Relu", ["o_batched"], ["o_out"], name="o_relu")],
+        "then", [], [vi("o_out", None)])
+    outer_else = helper.make_graph(
+        [helper.make_node("Constant", [], ["e_axes"], value=axis0, name="e_axes"),
+         helper.make_node("Unsqueeze", ["x", "e_axes"], ["e_out"], name="e_out")], "else", [], [vi("e_out", None)])
+    return make_model(
+        [helper.make_node("If", ["c"], ["y"], name="pick", then_branch=outer_then, else_branch=outer_else)],
+        [vi("x", [1, 10]), vi("c", [], TensorProto.BOOL)], [vi("y", [1, 1, 10])])
+
+
+def test_a_nested_if_whose_condition_evaluates_gives_its_taken_branchs_shapes(tmp_path):
+    path = _save(tmp_path, "nested", _nested_if_on_rank())
+    planned = plan_model(path)
+    outer = planned.bodies["pick/then_branch"].view.tensors
+    # the inner If takes its Unsqueeze branch (rank 2 is not 3): 1 x 1 x 10 float32 after it
+    assert outer["o_out"].shape == (1, 1, 10)
+    assert outer["o_batched"].shape == (1, 1, 10) and outer["o_batched"].size == 40
+    # the branch not taken is planned too, at the shapes of the values it reads
+    assert planned.bodies["pick/then_branch/batch/else_branch"].view.tensors["i_out"].shape == (1, 10)
+    report = verify_plan(planned.model, planned.plan, model_path=path, view=planned.view)
+    assert report.ok, report.first
