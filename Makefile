@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-remat bench-controlflow bench-concurrency models
+.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -76,6 +76,10 @@ bench-scale:
 # would, verified and compared with onnxruntime; writes docs/real.md
 bench-real:
 	$(PYTHON) bench/bench_real.py
+
+# the silero-vad wheel alone (networks inside If branches), table printed, docs left alone
+bench-real-silero:
+	$(PYTHON) bench/bench_real.py --only silero-vad --no-doc
 
 .PHONY: bench-fold
 bench-fold:

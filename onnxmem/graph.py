@@ -412,6 +412,8 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
                     "its shape (it depends on data, or changes from one iteration to the next); bind the "
                     "graph inputs' dims (--input-shape, --dim) or declare its shape in the subgraph's value_info "
                     "(--measure-shapes measures the main graph's values; a body is sized from those it reads)"
+                    + ("; both branches of an If are planned, so give input shapes at which each branch "
+                       "can run" if level.key[-1][1] in ("then_branch", "else_branch") else "")
                 )
             raise ModelError(f"no shape was found for value '{name}'")
         et = dtypes[name]

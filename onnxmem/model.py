@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import numpy as np
 import onnx
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from . import dimexpr, shapeeval
 from .errors import ModelError, ShapeError, show_name
@@ -51,6 +52,7 @@ __all__ = [
     "infer_shapes",
     "infer_symbolic_shapes",
     "initializers",
+    "body_captures",
     "iter_bodies",
     "iter_graphs",
     "load_model",
@@ -832,6 +834,181 @@ def _body_shapes(
     return out
 
 
+#: the most elements of a captured outer value that a body's standalone model holds as a
+#: constant (larger captured values are typed inputs: their shapes matter, not their data)
+MAX_CAPTURED_ELEMENTS = 4096
+
+
+def _captures(body: onnx.GraphProto) -> list[str]:
+    """Names ``body`` (its nested subgraphs included) reads but does not define, in first-use order."""
+    defined: set[str] = set()
+    for g in iter_graphs(body):
+        defined |= {vi.name for vi in g.input} | {i.name for i in g.initializer}
+        defined |= {o for node in g.node for o in node.output if o}
+    used: dict[str, None] = {}
+    for g in iter_graphs(body):
+        for node in g.node:
+            used.update((i, None) for i in node.input if i and i not in defined)
+        used.update((o.name, None) for o in g.output if o.name and o.name not in defined)
+    return list(used)
+
+
+def body_captures(graph: onnx.GraphProto) -> set[str]:
+    """Names of ``graph``'s own values that its subgraphs (at any depth) read."""
+    out: set[str] = set()
+    for node in graph.node:
+        for _, sub in subgraph_attributes(node):
+            out.update(_captures(sub))
+    return out
+
+
+def _standalone(
+    model: onnx.ModelProto,
+    body: onnx.GraphProto,
+    formal: Mapping[str, tuple[int, tuple[int, ...]]],
+    outer: Mapping[str, tuple[int, tuple[int, ...]]],
+    values: Mapping[str, np.ndarray],
+    hints: Mapping[str, tuple[int, tuple[int, ...]]],
+) -> onnx.ModelProto:
+    """``body`` as a model of its own, stripped for inference: its inputs at their ``formal``
+    shapes, each captured outer value a constant where its value is known and small, else a
+    graph input at its ``outer`` shape (untyped when that is unknown), and the ``hints``
+    (outputs of nested Ifs whose taken branch is known) as value_info."""
+    m = onnx.ModelProto()
+    m.ir_version = model.ir_version
+    m.opset_import.extend(model.opset_import)
+    g = m.graph
+    g.CopyFrom(body)
+    del g.value_info[:]
+    for vi in g.input:
+        if vi.name in formal:
+            et, shape = formal[vi.name]
+            vi.type.tensor_type.elem_type = et
+            _set_shape(vi, shape)
+    for name in _captures(body):
+        value = values.get(name)
+        if value is not None and value.size <= MAX_CAPTURED_ELEMENTS:
+            g.initializer.append(numpy_helper.from_array(value, name))
+        elif name in outer:
+            et, shape = outer[name]
+            g.input.append(onnx.helper.make_tensor_value_info(name, et, list(shape)))
+        else:
+            g.input.append(onnx.helper.make_tensor_value_info(name, TensorProto.UNDEFINED, None))
+    work = _strip_for_inference(m)
+    for name, (et, shape) in hints.items():
+        work.graph.value_info.append(onnx.helper.make_tensor_value_info(name, et, list(shape)))
+    return work
+
+
+def _infer_standalone(work: onnx.ModelProto, names: Iterable[str], also: Sequence[str]) -> tuple[
+        dict[str, tuple[int, tuple[int, ...]]], dict[str, np.ndarray]]:
+    """The concrete shapes of ``names`` in ``work`` by the main graph's engines (onnx inference
+    with data propagation, shape arithmetic, onnxruntime's symbolic inference, in that order of
+    precedence), and the values the shape arithmetic computed (``also`` among them)."""
+    wanted = list(names)
+    found: dict[str, tuple[int, tuple[int, ...]]] = {}
+    made: dict[str, np.ndarray] = {}
+
+    def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
+        for name in wanted:
+            et, sh = info.get(name, (None, None))
+            if name in found or et is None or sh is None:
+                continue
+            resolved = [_resolve_dim(d, {}) for d in sh]
+            if all(r is not None for r in resolved):
+                found[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
+
+    inferred = _run_onnx_inference(work)
+    if inferred is not None:
+        absorb(_collect(inferred))
+        evaluated = shapeeval.evaluate_shapes(
+            work, inferred, infer=_run_onnx_inference, resolve=lambda d: _resolve_dim(d, {}), also=also
+        )
+        made = evaluated.values
+        absorb({**_collect(evaluated.model), **evaluated.shapes})
+        inferred = evaluated.model
+    if len(found) < len(wanted):
+        sym = _run_symbolic_inference(inferred if inferred is not None else work)
+        if sym is not None:
+            absorb(_collect(sym))
+    return found, made
+
+
+def _taken_branches(
+    graph: onnx.GraphProto,
+    key: BodyKey,
+    values: Mapping[str, np.ndarray],
+    bodies: Mapping[BodyKey, Mapping[str, tuple[int, tuple[int, ...]]]],
+    have: Mapping[str, tuple[int, tuple[int, ...]]],
+) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Shapes of the outputs of ``graph``'s If nodes that ``have`` lacks: those of the branch
+    the condition takes where its value is known, else the shape both branches agree on."""
+    out: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for i, node in enumerate(graph.node):
+        if node.op_type != "If" or node.domain not in ("", "ai.onnx") or not node.input:
+            continue
+        if all(o in have for o in node.output if o):
+            continue
+        cond = values.get(node.input[0])
+        branches = dict(subgraph_attributes(node))
+        if cond is not None and cond.size == 1:
+            taken = ["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
+        else:
+            taken = ["then_branch", "else_branch"]
+        if any(a not in branches for a in taken):
+            continue
+        sized = [bodies.get((*key, (owner_key(node, i), a)), {}) for a in taken]
+        for position, o in enumerate(node.output):
+            if not o or o in have:
+                continue
+            shapes = {
+                found.get(branches[a].output[position].name) if position < len(branches[a].output) else None
+                for a, found in zip(taken, sized)
+            }
+            if len(shapes) == 1 and None not in shapes:
+                out[o] = shapes.pop()  # type: ignore[assignment]
+    return out
+
+
+def _standalone_bodies(
+    model: onnx.ModelProto,
+    graph: onnx.GraphProto,
+    key: BodyKey,
+    outer: Mapping[str, tuple[int, tuple[int, ...]]],
+    values: Mapping[str, np.ndarray],
+    bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]],
+) -> None:
+    """Complete ``bodies`` for every subgraph of ``graph`` (at ``key``), nested ones too, by
+    inferring each as a model of its own (:func:`_standalone`) that sees the concrete shapes
+    ``outer`` and the known ``values`` of the outer values it captures. Shapes already in
+    ``bodies`` stay; both branches of an If are sized from the same captured values. A nested
+    If whose condition the shape arithmetic computes gives its outputs the taken branch's
+    shapes, and the body is inferred again with them."""
+    for i, node in enumerate(graph.node):
+        for attr, sub in subgraph_attributes(node):
+            sk = (*key, (owner_key(node, i), attr))
+            have = bodies.setdefault(sk, {})
+            names = [vi.name for vi in sub.input] + [x.name for x in sub.initializer]
+            names += [o for n in sub.node for o in n.output if o]
+            conds = [n.input[0] for n in sub.node if n.op_type == "If" and n.input]
+            hints: dict[str, tuple[int, tuple[int, ...]]] = {}
+            for _ in range(len(conds) + 1):
+                formal = {vi.name: have[vi.name] for vi in sub.input if vi.name in have}
+                work = _standalone(model, sub, formal, outer, values, hints)
+                inner = {**values, **shapeeval.graph_constants(work)}
+                if len(have) < _defined_count(sub):
+                    found, made = _infer_standalone(work, names, conds)
+                    for name, typed in found.items():
+                        have.setdefault(name, typed)
+                    inner.update(made)
+                _standalone_bodies(model, sub, sk, {**outer, **have}, inner, bodies)
+                taken = _taken_branches(sub, sk, inner, bodies, have)
+                if not taken:
+                    break
+                have.update(taken)
+                hints.update(taken)
+
+
 def _apply_op_rules(
     model: onnx.ModelProto,
     known: dict[str, tuple[int, tuple[int, ...]]],
@@ -877,6 +1054,7 @@ def infer_shapes(
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     measured: Mapping[str, tuple[int, tuple[int, ...]]] | None = None,
     strict_dims: bool = True,
+    measured_values: Mapping[str, np.ndarray] | None = None,
 ) -> ShapeInfo:
     """Dtype and concrete shape of every input, initializer and node output.
 
@@ -886,6 +1064,14 @@ def infer_shapes(
     precedence over inferred ones, with a warning where the two disagree.
     A ``dims`` name the model does not declare is an error unless ``strict_dims``
     is off (the zoo job binds one set of dims over many models).
+
+    Subgraph bodies are sized from the inference of the whole model, then, for
+    what that leaves open, each body is inferred as a model of its own (the
+    same engines, recursively for nested bodies) that sees the concrete shapes
+    of the outer values it captures and the values of those known: small
+    weights and constants, shape arithmetic the evaluator computed, and
+    ``measured_values`` (small integer values of one run, see
+    :func:`onnxmem.runtime.measure_shapes`).
     """
     user_dims = dict(dims or {})
     input_shapes = dict(input_shapes or {})
@@ -972,6 +1158,7 @@ def infer_shapes(
     inferred = _run_onnx_inference(work)
     if inferred is not None:
         absorb(_collect(inferred), "onnx", dims)
+    evaluated: shapeeval.Evaluated | None = None
     if inferred is not None and len(known) < len(wanted):
         # shape arithmetic (Shape -> Gather -> Concat -> Reshape ...) evaluated, folded in, inferred again
         evaluated = shapeeval.evaluate_shapes(
@@ -1025,6 +1212,13 @@ def infer_shapes(
             re_sym = _run_symbolic_inference(re_onnx if re_onnx is not None else again)
             bodies = _body_shapes(model, [(inferred, dims), (sym, dims), (re_onnx, {}), (re_sym, {}),
                                           (model, file_dims)])
+        if any(len(bodies[k]) < _defined_count(g) for k, g in iter_bodies(model.graph)):
+            # each body on its own, with the values it captures where they are known
+            outer_values = shapeeval.graph_constants(work)
+            if evaluated is not None:
+                outer_values.update(evaluated.values)
+            outer_values.update(measured_values or {})
+            _standalone_bodies(model, model.graph, (), known, outer_values, bodies)
     return ShapeInfo(
         {k: v[0] for k, v in known.items()},
         {k: v[1] for k, v in known.items()},

@@ -16,7 +16,9 @@ import onnx
 
 from .errors import RuntimeBackendError, ShapeError, cut_words, one_line, show_name
 from .model import (
+    MAX_CAPTURED_ELEMENTS,
     ShapeInfo,
+    body_captures,
     check_tensor_data,
     graph_inputs,
     graph_tensors,
@@ -310,9 +312,14 @@ def measure_shapes(
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     seed: int = 0,
     inputs: Mapping[str, np.ndarray] | None = None,
+    values: dict[str, np.ndarray] | None = None,
 ) -> dict[str, tuple[int, tuple[int, ...]]]:
     """Run the model once on random inputs (``inputs``: the values of some, as given);
-    ``{name: (elem_type, shape)}`` of every node output."""
+    ``{name: (elem_type, shape)}`` of every node output.
+
+    ``values``, where given, receives the values of the run's small integer
+    tensors (at most ``MAX_CAPTURED_ELEMENTS`` elements) that subgraph bodies
+    read from the main graph, for sizing the bodies (both branches of an If)."""
     full = load_with_weights(model, model_path)
     given = {k: tuple(np.shape(v)) for k, v in (inputs or {}).items()}
     shapes = _input_shapes(full, dims or {}, {**(input_shapes or {}), **given})
@@ -349,7 +356,7 @@ def measure_shapes(
         sess = make_session(base)
     names = [o.name for o in sess.get_outputs()]
     try:
-        values = run_bounded(sess, names, feeds, "to measure shapes")
+        values_run = run_bounded(sess, names, feeds, "to measure shapes")
     except RuntimeBackendError as exc:
         random = sorted(set(feeds) - set(inputs or {}))
         if not random:
@@ -359,10 +366,16 @@ def measure_shapes(
             "if the model needs real ones, give them with --inputs FILE.npz"
         ) from None
     out: dict[str, tuple[int, tuple[int, ...]]] = {}
-    for name, val in list(zip(names, values)) + list(feeds.items()):
+    for name, val in list(zip(names, values_run)) + list(feeds.items()):
         if isinstance(val, np.ndarray) and val.dtype != object:
             et = int(onnx.helper.np_dtype_to_tensor_dtype(val.dtype))
             out[name] = (et, tuple(int(d) for d in val.shape))
+    if values is not None:
+        captured = body_captures(g)
+        for name, val in list(zip(names, values_run)) + list(feeds.items()):
+            if (name in captured and isinstance(val, np.ndarray) and val.dtype.kind in "iub"
+                    and val.size <= MAX_CAPTURED_ELEMENTS):
+                values[name] = np.array(val)
     return out
 
 
@@ -383,7 +396,8 @@ def infer_measured_shapes(
     shape is used, which is the only way to size values whose shapes depend
     on data.
     """
+    values: dict[str, np.ndarray] = {}
     measured = measure_shapes(model, model_path=model_path, dims=dims, input_shapes=input_shapes, seed=seed,
-                              inputs=inputs)
+                              inputs=inputs, values=values)
     return infer_shapes(model, dims=dims, input_shapes=input_shapes, measured=measured,
-                        strict_dims=strict_dims)
+                        strict_dims=strict_dims, measured_values=values)

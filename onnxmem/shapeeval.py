@@ -62,6 +62,7 @@ __all__ = [
     "Evaluated",
     "evaluate_node",
     "evaluate_shapes",
+    "graph_constants",
 ]
 
 #: the most elements of any value the evaluator computes; past it the value is unknown
@@ -872,13 +873,14 @@ def _topological(nodes: Sequence[onnx.NodeProto]) -> list[int]:
     return stable_order(users)
 
 
-def _needed(nodes: Sequence[onnx.NodeProto]) -> set[str]:
-    """Every value in a shape slot and, backwards through evaluable nodes, every value those need."""
+def _needed(nodes: Sequence[onnx.NodeProto], also: Sequence[str] = ()) -> set[str]:
+    """Every value in a shape slot (and each of ``also``) and, backwards through evaluable nodes,
+    every value those need."""
     producer = {o: n for n in nodes for o in n.output if o}
     stack = [
         n.input[p] for n in nodes if n.domain in ("", "ai.onnx")
         for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(n.input) and n.input[p]
-    ]
+    ] + [name for name in also if name]
     needed: set[str] = set()
     while stack:
         name = stack.pop()
@@ -930,6 +932,19 @@ def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     return out
 
 
+def graph_constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The values ``model``'s top-level graph holds in the file: its small inline initializers
+    (see :func:`_constants`) and the outputs of its ``Constant`` nodes, each within ``MAX_ELEMENTS``."""
+    out = _constants(model)
+    opset = _opset(model)
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
+            value = evaluate_node(node, [], [], opset)
+            if value is not None:
+                out[node.output[0]] = value
+    return out
+
+
 def _fold(
     work: onnx.ModelProto,
     values: Mapping[str, np.ndarray],
@@ -960,16 +975,19 @@ def evaluate_shapes(
     infer: Callable[[onnx.ModelProto], onnx.ModelProto | None],
     resolve: Callable[[Dim], int | None],
     max_rounds: int = MAX_ROUNDS,
+    also: Sequence[str] = (),
 ) -> Evaluated:
     """Evaluate the shape arithmetic of ``work`` and infer shapes again with its results.
 
     ``work`` is the inference copy (small initializers only, inputs bound),
     ``inferred`` shape inference's result on it, ``infer`` the inference to
     rerun, ``resolve`` the value of one declared dim (``None`` when unbound).
-    Neither model is changed. See the module docstring for the steps.
+    ``also`` names values to compute besides those in shape slots (an If's
+    condition, which decides the shapes after it). Neither model is changed.
+    See the module docstring for the steps.
     """
     nodes = list(work.graph.node)
-    needed = _needed(nodes)
+    needed = _needed(nodes, also)
     if not needed:
         return Evaluated(inferred)
     opset = _opset(work)
