@@ -273,8 +273,8 @@ def foldable(node: Op, *, fold: bool = True) -> bool:
 def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) -> GraphView:
     """The planning view of ``model``'s top-level graph, with a view of every
     If/Loop/Scan body nested in it (:attr:`GraphView.bodies`). ``fold``: constant
-    folding of the main graph (see the module docstring); bodies keep only their
-    constants and views of weights as weights.
+    folding (see the module docstring), at every level: a body's node computed only
+    from weights (its own, or the enclosing graphs' weights it reads) is folded too.
 
     Raises ``ModelError`` for a node input nothing produces, a value produced
     twice, or a graph output nothing produces; ``ShapeError`` for a body value
@@ -295,7 +295,7 @@ class _Level:
     outer: Mapping[str, Tensor]
     outer_weights: frozenset[str]
     carried: bool
-    #: constant folding beyond constants and views of weights (the main graph's ``--fold``)
+    #: constant folding beyond constants and views of weights (``--fold``)
     fold: bool = False
     #: the caller's state of a training graph (main graph only): name -> reason
     caller: Mapping[str, str] = field(default_factory=dict)
@@ -461,7 +461,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
         made: list[Body] = []
         for attr, sub in subs:
             child = _Level(f"{owner}/{attr}", (*level.key, (owner_key(node, op.index), attr)), visible,
-                           frozenset(true_weights), bkind != "if")
+                           frozenset(true_weights), bkind != "if", level.fold)
             made.append(Body(child.path, op.index, attr, bkind, _build_level(sub, child, shapes, opset)))
         bodies[op.index] = tuple(made)
     object.__setattr__(view, "bodies", bodies)
