@@ -22,9 +22,10 @@ inside one arena with onnxruntime on CPU) at 5 points, the corners first
 The zoo fixtures are weight-free; each is given its seeded random weights
 (:func:`onnxmem.zoo.materialize`) under ``--work``. The U-Net fixture has a
 fixed batch of 1; no node of it fixes the batch, so the bench plans a copy
-whose input and output batch dim is named ``batch``. The Llama-style fixture
-has no KV cache (a prompt of ``sequence`` tokens), so its range is the
-sequence, 1:1024; GPT-2's fixture has the cache (``past_sequence``).
+whose input and output batch dim is named ``batch``. GPT-2 and the
+Llama-style decoder are planned over one decoding step after a KV cache of
+``past_sequence`` positions (0:1023); the Llama-style decoder without a cache
+is also planned over its prompt length ``sequence`` (1:1024).
 
     python bench/bench_range.py                     # all models -> docs/range.md, docs/range-*.png
     python bench/bench_range.py --only resnet50_batch --out -
@@ -49,7 +50,8 @@ BEGIN, END = "<!-- bench_range: begin -->", "<!-- bench_range: end -->"
 MODELS: list[tuple[str, str, dict[str, tuple[int, int]], str]] = [
     ("bert_base_dynamic", "bert_base_dynamic.onnx", {"batch": (1, 8), "sequence": (1, 512)}, ""),
     ("gpt2_past_dynamic", "gpt2_past_dynamic.onnx", {"past_sequence": (0, 1023)}, "KV cache"),
-    ("llama_4l_dynamic", "llama_4l_dynamic.onnx", {"sequence": (1, 1024)}, "prompt length; the fixture has no KV cache"),
+    ("llama_4l_past_dynamic", "llama_4l_past_dynamic.onnx", {"past_sequence": (0, 1023)}, "KV cache"),
+    ("llama_4l_dynamic", "llama_4l_dynamic.onnx", {"sequence": (1, 1024)}, "prompt length, no KV cache"),
     ("resnet50_batch", "resnet50_batch.onnx", {"batch": (1, 64)}, ""),
     ("unet_batch", "unet.onnx", {"batch": (1, 16)}, "unet.onnx with its batch dim named (the fixture fixes 1)"),
     ("vit_base_batch", "vit_base_batch.onnx", {"batch": (1, 64)}, ""),

@@ -738,6 +738,7 @@ def _run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             engine = SymbolicShapeInference(2**31 - 1, True, False, 0)
+            _concat_values_on_axis_0_only(engine)
             engine._preprocess(model)
             # it repeats its pass while a pass merged symbols; on some damaged models
             # it never stops, so the passes are bounded (real models need one to three)
@@ -749,6 +750,32 @@ def _run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
             return engine.out_mp_  # type: ignore[no-any-return]
     except Exception:  # noqa: BLE001 - symbolic inference gives up on some graphs
         return None
+
+
+def _concat_values_on_axis_0_only(engine: Any) -> None:
+    """Let onnxruntime's symbolic inference through a Concat of known values on another axis.
+
+    The engine carries the values of small tensors (shape arithmetic, but also a Llama
+    decoder's rotary angles ``position * inv_freq``, known once the position is a dim) and
+    concatenates them as flat lists, asserting the Concat is on axis 0; a Concat on the last
+    axis of such values (``cat((freqs, freqs), -1)``) stopped the whole inference. Such a
+    Concat now gets its shape inferred and its values left unknown.
+    """
+    infer = engine.dispatcher_.get("Concat")
+    if infer is None:
+        return
+
+    def concat(node: onnx.NodeProto) -> Any:
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if axis == 0:
+            return infer(node)
+        engine._get_int_or_float_values = lambda node, broadcast=False: [None] * len(node.input)
+        try:
+            return infer(node)
+        finally:
+            del engine._get_int_or_float_values
+
+    engine.dispatcher_["Concat"] = concat
 
 
 def _collect(model: onnx.ModelProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:

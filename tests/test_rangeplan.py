@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.cli import main
 from onnxmem.errors import PlanError, ShapeError
@@ -262,6 +262,42 @@ def kv_model() -> onnx.ModelProto:
     m = make_model(nodes, [vi("past", ["p", 4]), vi("x", [1, 4])],
                    [vi("present", ["p + 1", 4]), vi("y", [1, 1])], opset=11)
     return m
+
+
+def rotary_step_model() -> onnx.ModelProto:
+    """One decoding step's mask and rotary angles, as a Llama export computes them from the cache:
+    mask = ones[1, p + 1] (Expand to a shape computed from Shape(past)); angles = p * inv_freq
+    [1, 2], and emb = Concat(angles, angles) on the last axis [1, 4], added to the new token."""
+    inits = [numpy_helper.from_array(np.array([1], np.int64), "one_i"),
+             numpy_helper.from_array(np.array([1.0], np.float32), "one_f"),
+             numpy_helper.from_array(np.array([1.0, 0.5], np.float32), "inv_freq")]
+    nodes = [helper.make_node("Shape", ["past"], ["sh"], start=0, end=1),
+             helper.make_node("Add", ["sh", "one_i"], ["total"]),
+             helper.make_node("Concat", ["one_i", "total"], ["mask_shape"], axis=0),
+             helper.make_node("Expand", ["one_f", "mask_shape"], ["mask"]),
+             helper.make_node("Cast", ["sh"], ["pos"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["pos", "one_i"], ["pos2"]),
+             helper.make_node("Mul", ["pos2", "inv_freq"], ["angles"]),
+             helper.make_node("Concat", ["angles", "angles"], ["emb"], axis=-1),
+             helper.make_node("Add", ["x", "emb"], ["y"]),
+             helper.make_node("ReduceSum", ["mask"], ["m"], keepdims=1)]
+    return make_model(nodes, [vi("past", ["p", 4]), vi("x", [1, 4])],
+                      [vi("y", [1, 4]), vi("m", [1, 1])], inits, opset=17)
+
+
+def test_rotary_angles_concatenated_on_the_last_axis_do_not_stop_symbolic_inference(tmp_path):
+    """onnxruntime's symbolic inference carries the angles' values (p * inv_freq) and asserts
+    that a Concat of known values is on axis 0; the mask's size, which only that engine
+    shapes, is still found as a polynomial, and the plan holds on the whole cache range."""
+    model = rotary_step_model()
+    path = _save(model, tmp_path)
+    rp = plan_range(model, path, {"p": (0, 64)}, PlanOptions())
+    sizes = {t.name: str(t.size) for t in rp.pieces[0].tensors}
+    assert sizes["mask"] == "4*p + 4" and sizes["emb"] == "16"
+    assert prove_range_plan(rp) == []
+    for p in (0, 64):
+        findings, _ = _prove_at(model, path, rp, {"p": p})
+        assert findings == []
 
 
 def test_cli_plan_show_instantiate_verify_export(tmp_path):

@@ -124,7 +124,7 @@ def test_committed_fixtures_are_weight_free_and_small():
     names = {e["name"] for e in catalog}
     for required in ("resnet50", "mobilenet_v2", "efficientnet_b0", "densenet121", "inception_v3",
                      "unet", "randwire_ws", "bert_base", "gpt2", "gpt2_past", "vit_base",
-                     "t5_small", "llama_4l"):
+                     "t5_small", "llama_4l", "llama_4l_past_dynamic"):
         assert required in names
     assert {f"onnx_{n}" for n in LIGHT_MODELS} <= names
     assert any(e["exporter"] == "legacy" for e in catalog)
@@ -173,6 +173,39 @@ def test_every_torchscript_export_plans_from_its_fixture_with_no_flags(entry):
     plan = plan_model(path, PlanOptions(dims=entry["dims"])).plan
     baseline = read_baseline(ROOT / "docs" / "zoo-baseline.json")
     assert 0 < plan.lower_bound <= plan.arena_size <= baseline[entry["name"]]
+
+
+@needs_fixtures
+def test_the_llama_kv_cache_fixture_plans_over_the_whole_cache_range():
+    """``llama_4l_past_dynamic``: one decoding step of the Llama-style decoder after a KV cache
+    whose length is the graph's one symbolic dim (4 layers x key and value, 4 heads of 64:
+    grouped-query attention). It plans from the weight-free fixture with no flag but the
+    catalogue's binding, within its baseline arena, and one range plan over past lengths
+    0:1023 is proven on the whole box and, at the two corners, is within one alignment unit
+    of a plan made there."""
+    from onnxmem.model import load_model
+    from onnxmem.pipeline import PlanOptions, plan_loaded, plan_model
+    from onnxmem.rangeplan import plan_range, prove_range_plan
+
+    entry = {e["name"]: e for e in json.loads(CATALOG.read_text())["models"]}["llama_4l_past_dynamic"]
+    assert entry["symbolic_dims"] == ["past_sequence"] and entry["dims"] == {"past_sequence": 255}
+    caches = {k: v for k, v in entry["inputs"].items() if k.startswith("past.")}
+    assert entry["inputs"]["input_ids"] == [1, 1]
+    assert len(caches) == 8 and all(v == [1, 4, "past_sequence", 64] for v in caches.values())
+
+    path = FIXTURES / entry["file"]
+    plan = plan_model(path, PlanOptions(dims=entry["dims"])).plan
+    baseline = read_baseline(ROOT / "docs" / "zoo-baseline.json")
+    assert 0 < plan.lower_bound <= plan.arena_size <= baseline["llama_4l_past_dynamic"]
+
+    model = load_model(path)
+    rp = plan_range(model, path, {"past_sequence": (0, 1023)}, PlanOptions())
+    assert prove_range_plan(rp) == []
+    cache = {t.name: str(t.size) for t in rp.pieces[0].tensors}["past.0.key"]
+    assert cache == "1024*past_sequence"  # 4 heads x 64 x fp32
+    for point in ({"past_sequence": 0}, {"past_sequence": 1023}):
+        direct = plan_loaded(model, path, PlanOptions(dims=point)).plan.arena_size
+        assert direct <= rp.arena_at(point) <= direct + 64  # at most one alignment unit of rounding room
 
 
 def test_the_legacy_zoo_holds_the_hard_torchscript_exports():

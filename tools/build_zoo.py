@@ -269,19 +269,23 @@ def gpt2(length: int = 128) -> Export:
     return Export(GPT2(), (tokens(1, length, config.vocab_size),), ["input_ids"], ["logits"])
 
 
-def gpt2_past(past: int = 128, new: int = 1) -> Export:
-    """One decoding step of GPT-2: ``new`` tokens after ``past`` cached positions."""
+def kv_step(lm: Any, layers: int, kv_heads: int, head_dim: int, past: int, new: int) -> Export:
+    """One decoding step of the causal language model ``lm`` with a KV cache: ``new`` tokens
+    after ``past`` cached positions, batch 1.
+
+    Inputs: ``input_ids`` (1 x new), then ``past.I.key`` and ``past.I.value`` (1 x kv_heads x
+    past x head_dim) for each layer ``I``; outputs: ``logits``, then ``present.I.key`` and
+    ``present.I.value`` (the cache with the new positions appended).
+    """
     import torch
-    from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
+    from transformers import DynamicCache
 
-    config = eager(GPT2Config(use_cache=True))
-    layers, heads = config.n_layer, config.n_head
-    head_dim = config.n_embd // heads
+    config = lm.config
 
-    class GPT2Step(torch.nn.Module):
+    class Step(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.lm = GPT2LMHeadModel(config)
+            self.lm = lm
 
         def forward(self, input_ids: torch.Tensor, *past_kv: torch.Tensor) -> Any:
             cache = DynamicCache(config=config)
@@ -296,10 +300,24 @@ def gpt2_past(past: int = 128, new: int = 1) -> Export:
                 present += [layer.keys, layer.values]
             return (out.logits, *present)
 
-    kv = [torch.randn(1, heads, past, head_dim) for _ in range(2 * layers)]
+    kv = [torch.randn(1, kv_heads, past, head_dim) for _ in range(2 * layers)]
     names = [f"past.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
     outs = ["logits"] + [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
-    return Export(GPT2Step(), (tokens(1, new, config.vocab_size), *kv), ["input_ids", *names], outs)
+    return Export(Step(), (tokens(1, new, config.vocab_size), *kv), ["input_ids", *names], outs)
+
+
+def past_dims(layers: int) -> dict[str, dict[int, str]]:
+    """The ``dynamic`` map of a ``kv_step`` export whose past length is the dim ``past_sequence``."""
+    return {f"past.{i}.{kv}": {2: "past_sequence"} for i in range(layers) for kv in ("key", "value")}
+
+
+def gpt2_past(past: int = 128, new: int = 1) -> Export:
+    """One decoding step of GPT-2: ``new`` tokens after ``past`` cached positions."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = eager(GPT2Config(use_cache=True))
+    return kv_step(GPT2LMHeadModel(config), config.n_layer, config.n_head,
+                   config.n_embd // config.n_head, past, new)
 
 
 def vit_base(batch: int = 1) -> Callable[[], Export]:
@@ -344,16 +362,26 @@ def t5_small(source: int = 128, target: int = 32) -> Export:
                   ["input_ids", "decoder_input_ids"], ["logits"])
 
 
+LLAMA = "transformers LlamaConfig (4 layers, 1024 wide, GQA 16/4)"
+
+
+def llama_config(use_cache: bool) -> Any:
+    """A Llama-style decoder: 4 layers, 1024 wide, 16 query heads over 4 key/value heads."""
+    from transformers import LlamaConfig
+
+    return eager(LlamaConfig(
+        vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+        num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=2048,
+        use_cache=use_cache, tie_word_embeddings=False,
+    ))
+
+
 def llama(length: int = 128) -> Callable[[], Export]:
     def build() -> Export:
         import torch
-        from transformers import LlamaConfig, LlamaForCausalLM
+        from transformers import LlamaForCausalLM
 
-        config = eager(LlamaConfig(
-            vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
-            num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=2048,
-            use_cache=False, tie_word_embeddings=False,
-        ))
+        config = llama_config(use_cache=False)
 
         class Llama(torch.nn.Module):
             def __init__(self) -> None:
@@ -366,6 +394,17 @@ def llama(length: int = 128) -> Callable[[], Export]:
         return Export(Llama(), (tokens(1, length, 32000),), ["input_ids"], ["logits"])
 
     return build
+
+
+def llama_past(past: int = 128, new: int = 1) -> Export:
+    """One decoding step of the Llama-style decoder: ``new`` tokens after ``past`` cached
+    positions (grouped-query attention: the cache holds 4 key/value heads of 64)."""
+    from transformers import LlamaForCausalLM
+
+    config = llama_config(use_cache=True)
+    return kv_step(LlamaForCausalLM(config), config.num_hidden_layers,
+                   config.num_key_value_heads, config.hidden_size // config.num_attention_heads,
+                   past, new)
 
 
 ENTRIES: list[Entry] = [
@@ -400,17 +439,18 @@ ENTRIES: list[Entry] = [
     Entry("gpt2_past", "transformers GPT2Config()", gpt2_past,
           note="one decoding step after 128 cached positions"),
     Entry("gpt2_past_dynamic", "transformers GPT2Config()", gpt2_past,
-          dynamic={f"past.{i}.{kv}": {2: "past_sequence"} for i in range(12)
-                   for kv in ("key", "value")},
-          dims={"past_sequence": 255},
+          dynamic=past_dims(12), dims={"past_sequence": 255},
           note="one decoding step after a symbolic number of cached positions"),
     Entry("vit_base", "transformers ViTConfig()", vit_base()),
     Entry("vit_base_batch", "transformers ViTConfig()", vit_base(),
           dynamic={"pixel_values": {0: "batch"}}, dims={"batch": 2}),
     Entry("t5_small", "transformers T5Config (t5-small)", t5_small),
-    Entry("llama_4l", "transformers LlamaConfig (4 layers, 1024 wide, GQA 16/4)", llama()),
-    Entry("llama_4l_dynamic", "transformers LlamaConfig (4 layers, 1024 wide, GQA 16/4)",
-          llama(), dynamic={"input_ids": {1: "sequence"}}, dims={"sequence": 256}),
+    Entry("llama_4l", LLAMA, llama()),
+    Entry("llama_4l_dynamic", LLAMA, llama(), dynamic={"input_ids": {1: "sequence"}},
+          dims={"sequence": 256}),
+    Entry("llama_4l_past_dynamic", LLAMA, llama_past, dynamic=past_dims(4),
+          dims={"past_sequence": 255},
+          note="one decoding step after a symbolic number of cached positions"),
 ]
 
 
