@@ -168,6 +168,8 @@ class RangePlan:
     pieces: tuple[Piece, ...]
     warnings: tuple[str, ...] = ()
     schema_version: int = RANGE_SCHEMA_VERSION
+    #: constant folding (``--fold``): values computed only from weights are weights at every point
+    fold: bool = True
 
     def piece_at(self, point: Mapping[str, int]) -> tuple[int, Piece]:
         for i, p in enumerate(self.pieces):
@@ -401,7 +403,7 @@ def _plan_piece(model: Any, sym: _Symbolic, box: dict[str, tuple[int, int]], opt
     from .solvers import SolveOptions, solve
 
     ref = {k: hi for k, (_, hi) in box.items()}
-    view = build_view(model, sym.shape_info(ref))
+    view = build_view(model, sym.shape_info(ref), fold=opts.fold)
     if order is None:
         order = reorder(view, opts.order, OrderOptions(timeout=opts.timeout, alignment=opts.alignment,
                                                        io=opts.io, inplace=opts.inplace))
@@ -609,7 +611,8 @@ def plan_range(
 
     # one order, made at the box's high corner, for every piece of more than one point
     top = {k: hi for k, (_, hi) in full.items()}
-    shared_order = list(reorder(build_view(model, sym.shape_info(top)), opts.order, OrderOptions(
+    top_view = build_view(model, sym.shape_info(top), fold=opts.fold)
+    shared_order = list(reorder(top_view, opts.order, OrderOptions(
         timeout=opts.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace)))
 
     def judged(b: dict[str, tuple[int, int]]) -> tuple[float, bool, Piece]:
@@ -620,7 +623,7 @@ def plan_range(
         low = {k: lo for k, (lo, _) in b.items()}
         if single or not opts.inplace:
             return grid, False, piece
-        view = build_view(model, sym.shape_info(low))
+        view = build_view(model, sym.shape_info(low), fold=opts.fold)
         where = {op.name: i for i, op in enumerate(view.ops)}
         order = [where[n] for n in piece.order]
         # sharing that holds at the low corner only (Concat inputs in their slices at batch 1)
@@ -650,7 +653,7 @@ def plan_range(
         work.extend(judged(h) for h in halves)
     done.sort(key=lambda p: tuple(p.box[k] for k in sorted(p.box)))
 
-    weights = build_view(model, sym.shape_info({k: lo for k, (lo, _) in full.items()})).weights_size
+    weights = build_view(model, sym.shape_info({k: lo for k, (lo, _) in full.items()}), fold=opts.fold).weights_size
     plan = RangePlan(
         model={
             "path": str(path),
@@ -668,6 +671,7 @@ def plan_range(
         weights_size=int(weights),
         plan_seconds=0.0,
         pieces=tuple(done),
+        fold=opts.fold,
     )
     findings = prove_range_plan(plan, limit=1)
     if findings:
@@ -727,7 +731,8 @@ def instantiate(plan: RangePlan, point: Mapping[str, int]) -> MemoryPlan:
                 "params": {"range_piece": index}},
         plan_seconds=plan.plan_seconds,
         warnings=plan.warnings,
-        extra={"range": {"box": {k: list(v) for k, v in plan.box.items()}, "piece": index}},
+        extra={"range": {"box": {k: list(v) for k, v in plan.box.items()}, "piece": index},
+               "fold": "on" if plan.fold else "off"},
     )
 
 
@@ -952,6 +957,7 @@ def range_to_dict(plan: RangePlan) -> dict[str, Any]:
             "io": plan.io,
             "alignment": plan.alignment,
             "inplace": plan.inplace,
+            "fold": plan.fold,
             "order_strategy": plan.order_strategy,
             "solver": plan.solver,
             "weights_size": plan.weights_size,
@@ -1091,6 +1097,7 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
         pieces=tuple(pieces),
         warnings=tuple(str(w) for w in warnings),
         schema_version=RANGE_SCHEMA_VERSION,
+        fold=r.get(d, "fold", bool, "range") if "fold" in d else True,  # plans before --fold: folded
     )
 
 
