@@ -428,3 +428,30 @@ def test_an_arena_past_2_62_is_refused_at_instantiation():
     assert instantiate(plan, {"s": 3}).arena_size == 9 * 10**15 + 64
     with pytest.raises(PlanError, match="not below 2\\^62"):
         instantiate(plan, {"s": 100})
+
+
+def folded_model() -> onnx.ModelProto:
+    """x[b, 8] -> y = x Cast(Transpose(W)) [b, 16]: the weight chain folds into one weight."""
+    nodes = [
+        helper.make_node("Transpose", ["W"], ["wt"], name="tw", perm=[1, 0]),
+        helper.make_node("Cast", ["wt"], ["wc"], name="cw", to=TensorProto.FLOAT),
+        helper.make_node("MatMul", ["x", "wc"], ["y"], name="mm"),
+    ]
+    return make_model(nodes, [vi("x", ["b", 8])], [vi("y", ["b", 16])], [_w("W", [16, 8])])
+
+
+@pytest.mark.parametrize("fold", ["on", "off"])
+def test_range_plans_keep_their_folding_at_every_point(tmp_path, fold):
+    """A range plan made with --fold on keeps the folded weights out of every point's plan, and
+    its points verify with that folding (they once were judged with folding off)."""
+    path = _save(folded_model(), tmp_path)
+    runner = CliRunner()
+    rj = tmp_path / "r.json"
+    res = runner.invoke(main, ["plan", str(path), "--dim", "b=1:8", "--fold", fold, "-o", str(rj)])
+    assert res.exit_code == 0, res.output
+    names = {t.name for t in read_range_plan(rj).pieces[0].tensors}
+    assert ({"wt", "wc"} & names) == (set() if fold == "on" else {"wt", "wc"})
+    # at b=8 with folding on: x (8*8*4 = 256 B) and y (8*16*4 = 512 B), both live at mm
+    assert (read_range_plan(rj).arena_at({"b": 8}) == 768) == (fold == "on")
+    res = runner.invoke(main, ["verify", str(path), "--plan", str(rj), "--dim", "b=5"])
+    assert res.exit_code == 0 and res.output.rstrip().endswith("verified"), res.output
