@@ -779,8 +779,13 @@ def _concat_values_on_axis_0_only(engine: Any) -> None:
 
 
 def _collect(model: onnx.ModelProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+    return _collect_graph(model.graph)
+
+
+def _collect_graph(g: onnx.GraphProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+    """Every declared value of ``g`` (not its subgraphs): ``{name: (elem type, dims)}``; a
+    later declaration with a shape wins over one without, or with unknown dims."""
     out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
-    g = model.graph
     for init in g.initializer:
         out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
     for vi in list(g.input) + list(g.value_info) + list(g.output):
@@ -825,15 +830,7 @@ def _body_types(model: onnx.ModelProto) -> dict[BodyKey, dict[str, tuple[int | N
     """What ``model`` declares of every subgraph's values: inputs, value_info, outputs, initializers."""
     out: dict[BodyKey, dict[str, tuple[int | None, tuple[Dim, ...] | None]]] = {}
     for key, g in iter_bodies(model.graph):
-        found: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
-        for init in g.initializer:
-            found[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
-        for vi in list(g.input) + list(g.value_info) + list(g.output):
-            et, sh = _read_type(vi)
-            prev = found.get(vi.name)
-            if prev is None or prev[1] is None or (sh is not None and None in prev[1]):
-                found[vi.name] = (et or (prev[0] if prev else None), sh if sh is not None else (prev[1] if prev else None))
-        out[key] = found
+        out[key] = _collect_graph(g)
     return out
 
 
