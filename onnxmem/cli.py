@@ -616,10 +616,12 @@ def plan_model_option(fn: Callable[..., Any]) -> Callable[..., Any]:
              "model (sha256, or the planned tensors when the model was re-saved).")(fn)
 
 
-def read_plan_for(plan_file: str, model_path: str | None, action: str) -> Any:
-    """The plan at ``plan_file``; with ``model_path``, only when it was made for that model
-    (:func:`onnxmem.verify.check_plan_identity`, as verify and compare check it)."""
-    the_plan = read_plan(plan_file)
+def read_plan_for(plan_file: str, model_path: str | None, action: str, the_plan: Any = None) -> Any:
+    """The plan at ``plan_file`` (``the_plan`` when already read); with ``model_path``, only
+    when it was made for that model (:func:`onnxmem.verify.check_plan_identity`, as verify
+    and compare check it)."""
+    if the_plan is None:
+        the_plan = read_plan(plan_file)
     if model_path is not None:
         from .model import load_model
         from .verify import check_plan_identity
@@ -640,24 +642,25 @@ def read_plan_for(plan_file: str, model_path: str | None, action: str) -> Any:
 def show(plan_file: str, top: int, model_path: str | None) -> None:
     """Summarize PLAN: the totals, the tensors live at the peak step, the largest contributors.
     A program plan (several models): each model's line and the shared arena."""
-    from .rangeplan import RangePlan, read_any_plan, render_range_summary
+    from .plan import read_plan_data
+    from .rangeplan import RangePlan, any_plan_from_data, render_range_summary
     from .report import render_summary
-    from .training.program import read_program
+    from .training.program import is_program_data, program_from_dict
 
-    program = read_program(plan_file)
-    if program is not None:
+    data, where = read_plan_data(plan_file)
+    if is_program_data(data):
         if model_path is not None:
             raise click.UsageError("--model checks one model's plan; check a program plan with all its models "
                                    "('onnxmem verify A.onnx B.onnx --plan PLAN --static-only')")
-        for line in program_summary(program):
+        for line in program_summary(program_from_dict(data, where)):
             click.echo(line)
         return
-    the_plan = read_any_plan(plan_file)
+    the_plan = any_plan_from_data(data, where)
     if isinstance(the_plan, RangePlan):
         for line in render_range_summary(the_plan):
             click.echo(one_line(line))
         return
-    click.echo(render_summary(read_plan_for(plan_file, model_path, "showing"), top=top), nl=False)
+    click.echo(render_summary(read_plan_for(plan_file, model_path, "showing", the_plan), top=top), nl=False)
 
 
 @main.command()
@@ -836,8 +839,10 @@ def _check_zoo_paths(source: str, out_dir: str, baseline: str | None, write_base
         outs.add(write_baseline, "--write-baseline")
 
 
-def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str], None]) -> tuple[Any, Any, Any, str]:
-    """``(onnx model, plan, view or None, where the plan came from)`` for verify/compare."""
+def _plan_for(model: str, given: tuple[Any, str] | None, opts: Any,
+              say: Callable[[str], None]) -> tuple[Any, Any, Any, str]:
+    """``(onnx model, plan, view or None, where the plan came from)`` for verify/compare;
+    ``given``: the ``--plan`` already read, and where it came from (:func:`_given_plan`)."""
     from .annotate import plan_from_model
     from .model import load_model
     from .pipeline import plan_loaded
@@ -848,8 +853,8 @@ def _plan_for(model: str, plan_path: str | None, opts: Any, say: Callable[[str],
         from .inputs import check_inputs
 
         check_inputs(onnx_model, opts.inputs)  # before any work: names, dtypes, ranks
-    if plan_path:
-        return onnx_model, read_plan(plan_path), None, plan_path
+    if given is not None:
+        return onnx_model, given[0], None, given[1]
     carried = plan_from_model(onnx_model, f"model {show_name(model)}")
     if carried is not None:
         return onnx_model, carried, None, "carried by the annotated model"
@@ -872,36 +877,28 @@ def _echo_static_failures(report: Any) -> bool:
 
 def _plan_or_point(model: str, plan_path: str | None, planning: dict[str, Any], seed: int, inputs: Any,
                    say: Callable[[str], None]) -> tuple[Any, Any, Any, Any, str]:
-    """``(options, model, plan, view, source)`` for verify and compare: the concrete plan at a
-    point of a range ``--plan`` (:func:`_range_point`), else the plan read or made by :func:`_plan_for`."""
-    ranged = _range_point(plan_path, planning)
+    """``(options, model, plan, view, source)`` for verify and compare: the ``--plan`` (the
+    concrete plan at a point of a range plan, :func:`_given_plan`), else the plan the model
+    carries or one made now (:func:`_plan_for`)."""
+    given = _given_plan(plan_path, planning)
     opts = make_plan_options(**planning, seed=seed, inputs=inputs)
-    if ranged is not None:
-        from .model import load_model
-
-        return opts, load_model(model), ranged[0], None, ranged[1]
-    return (opts, *_plan_for(model, plan_path, opts, say))
+    return (opts, *_plan_for(model, given, opts, say))
 
 
-def _range_point(plan_path: str | None, planning: dict[str, Any]) -> tuple[Any, str] | None:
-    """For ``verify --plan RANGE --dim NAME=N``: the concrete plan at that point and where it came from.
-
-    ``None`` when ``--plan`` is not a range plan. The ``--dim`` flags are the
-    point (taken out of ``planning``); the range plan is proven first.
-    """
-    from .plan import parse_plan_json
+def _given_plan(plan_path: str | None, planning: dict[str, Any]) -> tuple[Any, str] | None:
+    """The ``--plan`` file, read once, as a concrete plan and where it came from; ``None``
+    without ``--plan``. For ``--plan RANGE --dim NAME=N``: the concrete plan at that point
+    (the ``--dim`` flags are the point, taken out of ``planning``; the range plan is proven
+    first)."""
+    from .plan import plan_from_dict, read_plan_data
     from .rangeplan import instantiate as at_point
     from .rangeplan import is_range_data, parse_point, prove_range_plan, range_from_dict
 
     if not plan_path:
         return None
-    where = f"plan file {show_name(plan_path)}"
-    from .errors import PlanError
-    from .fileio import MAX_PLAN_BYTES, read_input
-
-    data = parse_plan_json(read_input(plan_path, "plan file", MAX_PLAN_BYTES, PlanError), where)
+    data, where = read_plan_data(plan_path)
     if not is_range_data(data):
-        return None
+        return plan_from_dict(data, where), plan_path
     rp = range_from_dict(data, where)
     point = parse_point(planning.get("dims", ()), rp.box)
     planning["dims"] = ()

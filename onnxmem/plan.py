@@ -41,6 +41,7 @@ __all__ = [
     "parse_plan_json",
     "plan_schema",
     "read_plan",
+    "read_plan_data",
     "render_plan",
     "write_plan",
 ]
@@ -412,11 +413,16 @@ def parse_plan_json(data: bytes, where: str) -> Any:
         raise PlanError(f"{where} is not a plan: {exc}") from None
 
 
+def read_plan_data(path: str | os.PathLike[str]) -> tuple[Any, str]:
+    """``(the parsed JSON, "plan file NAME")`` of a plan file of any kind (a regular file of
+    at most ``MAX_PLAN_BYTES``), read once; the kind's reader checks the data."""
+    where = f"plan file {show_name(os.fspath(path))}"
+    return parse_plan_json(read_input(path, "plan file", MAX_PLAN_BYTES, PlanError), where), where
+
+
 def read_plan(path: str | os.PathLike[str]) -> MemoryPlan:
     """Read and check a plan file (a regular file of at most ``MAX_PLAN_BYTES``)."""
-    where = f"plan file {show_name(os.fspath(path))}"
-    data = read_input(path, "plan file", MAX_PLAN_BYTES, PlanError)
-    return plan_from_dict(parse_plan_json(data, where), where)
+    return plan_from_dict(*read_plan_data(path))
 
 
 def render_plan(plan: MemoryPlan) -> bytes:

@@ -76,8 +76,14 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import OnnxmemError, PlanError, ShapeError, show_name
-from .fileio import MAX_PLAN_BYTES, read_input, write_bytes_atomic
-from .plan import MAX_VALUE, MemoryPlan, PlannedTensor, parse_plan_json, plan_from_dict
+from .fileio import write_bytes_atomic
+from .plan import (
+    MAX_VALUE,
+    MemoryPlan,
+    PlannedTensor,
+    plan_from_dict,
+    read_plan_data,
+)
 from .problem import Buffer, Problem, align_up, live_bytes, lower_bound
 from .symbolic import Box, MaxPoly, Poly, box_corners, monomial_value, parse_expr, parse_poly
 from .symbolic import lower_bound as poly_lower_bound
@@ -94,6 +100,7 @@ __all__ = [
     "plan_range",
     "prove_range_plan",
     "range_from_dict",
+    "any_plan_from_data",
     "read_any_plan",
     "read_range_plan",
     "render_range_plan",
@@ -1101,15 +1108,9 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
     )
 
 
-def _read_data(path: str | os.PathLike[str]) -> tuple[Any, str]:
-    where = f"plan file {show_name(os.fspath(path))}"
-    data = read_input(path, "plan file", MAX_PLAN_BYTES, PlanError)
-    return parse_plan_json(data, where), where
-
-
 def read_range_plan(path: str | os.PathLike[str]) -> RangePlan:
     """Read a range plan file; a concrete plan is an error that says so."""
-    data, where = _read_data(path)
+    data, where = read_plan_data(path)
     if not is_range_data(data):
         raise PlanError(f"{where} is a plan for one shape, not a range plan; make one with "
                         "'onnxmem plan MODEL --dim NAME=LO:HI -o PLAN'")
@@ -1118,7 +1119,11 @@ def read_range_plan(path: str | os.PathLike[str]) -> RangePlan:
 
 def read_any_plan(path: str | os.PathLike[str]) -> MemoryPlan | RangePlan:
     """A plan file of either kind: a concrete :class:`MemoryPlan` or a :class:`RangePlan`."""
-    data, where = _read_data(path)
+    return any_plan_from_data(*read_plan_data(path))
+
+
+def any_plan_from_data(data: Any, where: str) -> MemoryPlan | RangePlan:
+    """Parsed plan JSON (:func:`onnxmem.plan.read_plan_data`) of either kind, checked."""
     if is_range_data(data):
         return range_from_dict(data, where)
     return plan_from_dict(data, where)

@@ -44,9 +44,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OnnxmemError, PlanError, PlanInvalid, show_name
-from ..fileio import MAX_PLAN_BYTES, read_input
 from ..pipeline import Planned
-from ..plan import MAX_VALUE, MemoryPlan, check_schema, parse_plan_json, plan_from_dict
+from ..plan import (
+    MAX_VALUE,
+    MemoryPlan,
+    check_schema,
+    plan_from_dict,
+    read_plan_data,
+)
 from ..problem import Buffer, Problem, lower_bound, validate
 from ..proof import Finding, prove_plan
 from ..solvers import SolveOptions, solve
@@ -287,8 +292,7 @@ def program_from_dict(data: Any, where: str = "program plan") -> Program:
 def read_program(path: str | os.PathLike[str]) -> Program | None:
     """The program plan at ``path``; ``None`` when the file holds another kind of plan
     (read it with :func:`onnxmem.plan.read_plan` or :func:`onnxmem.rangeplan.read_any_plan`)."""
-    where = f"plan file {show_name(os.fspath(path))}"
-    data = parse_plan_json(read_input(path, "plan file", MAX_PLAN_BYTES, PlanError), where)
+    data, where = read_plan_data(path)
     return program_from_dict(data, where) if is_program_data(data) else None
 
 
