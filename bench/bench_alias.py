@@ -15,7 +15,6 @@ It prints one Markdown table with geometric means.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 import time
@@ -28,6 +27,9 @@ import onnx
 from onnxmem.errors import OnnxmemError
 from onnxmem.pipeline import PlanOptions, default_solver, plan_model
 from onnxmem.zoo import ZooModel, describe_inputs, load_zoo, machine_info, materialize
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import geomean, mib, versions, with_errors  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -84,14 +86,6 @@ def measure(m: ZooModel, ort: bool, work: Path, repeat: int, solver: str) -> dic
     return row
 
 
-def _mib(n: int | None) -> str:
-    return "—" if n is None else f"{n / 2**20:.2f}"
-
-
-def _geomean(xs: list[float]) -> float | None:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
-
-
 def table(rows: list[dict[str, Any]]) -> str:
     head = ["model", "bound off MiB", "arena off MiB", "bound on MiB", "arena on MiB", "on/off",
             "onnxruntime + inputs MiB", "arena/onnxruntime", "groups", "plan s", "verify"]
@@ -106,20 +100,17 @@ def table(rows: list[dict[str, Any]]) -> str:
         if vs_ort:
             over_ort.append(vs_ort)
         lines.append("| " + " | ".join([
-            r["model"], _mib(r.get("bound_off")), _mib(r.get("arena_off")), _mib(r.get("bound_on")),
-            _mib(r.get("arena_on")), "—" if ratio is None else f"{ratio:.3f}", _mib(r.get("ort")),
+            r["model"], mib(r.get("bound_off")), mib(r.get("arena_off")), mib(r.get("bound_on")),
+            mib(r.get("arena_on")), "—" if ratio is None else f"{ratio:.3f}", mib(r.get("ort")),
             "—" if vs_ort is None else f"{vs_ort:.3f}", str(r.get("groups", "—")),
             "—" if "seconds" not in r else f"{r['seconds']:.3f}", r.get("verify", "not run"),
         ]) + " |")
-    g1, g2 = _geomean(on_off), _geomean(over_ort)
+    g1, g2 = geomean(on_off), geomean(over_ort)
     lines.append(f"| **geomean** | | | | | {'—' if g1 is None else f'{g1:.3f}'} | | "
                  f"{'—' if g2 is None else f'**{g2:.3f}**'} | | | |")
     above = [r["model"] for r in rows if r.get("ort") and r.get("arena_on", 0) > r["ort"]]
     lines += ["", f"Models above onnxruntime's peak: {', '.join(above) if above else 'none'}."]
-    errors = [f"- **{r['model']}**: {r['error']}" for r in rows if r.get("error")]
-    if errors:
-        lines += ["", "Errors:", "", *errors]
-    return "\n".join(lines) + "\n"
+    return with_errors(lines, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     chosen = [m for m in models(args.zoo) if not args.only or m.name in args.only]
     info = machine_info()
-    print(f"onnxmem {info['onnxmem']}, onnx {info['onnx']}, onnxruntime {info['onnxruntime']}, "
-          f"{info['cpus']} cpus, {info['memory_gib']} GiB, solver {args.solver}\n")
+    print(f"{versions(info)}, solver {args.solver}\n")
     t0 = time.perf_counter()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,7 +38,7 @@ from onnxmem.pipeline import PlanOptions, plan_model
 from onnxmem.zoo import ZooModel, load_zoo, machine_info, materialize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_alias import _geomean, _mib  # noqa: E402 - the table helpers of the aliasing benchmark
+from _common import geomean, mib, versions, with_errors  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 #: zoo fixtures whose graphs compute values from weights at run time (besides the *_legacy exports)
@@ -114,9 +114,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 2) + "|:---:|"]
     ratios: dict[str, list[float]] = {"ort_disable_folded": [], "ort_basic": [], "ort_all": []}
     for r in rows:
-        cells = [r["model"], str(r.get("folded", "—")), _mib(r.get("weights_off")), _mib(r.get("weights_on")),
-                 _mib(r.get("arena_off")), _mib(r.get("arena_on"))]
-        cells += [_mib(r.get(k)) for k, _, _ in ORT_RUNS]
+        cells = [r["model"], str(r.get("folded", "—")), mib(r.get("weights_off")), mib(r.get("weights_on")),
+                 mib(r.get("arena_off")), mib(r.get("arena_on"))]
+        cells += [mib(r.get(k)) for k, _, _ in ORT_RUNS]
         for k in ratios:
             x = _ratio(r.get("arena_on"), r.get(k))
             if x is not None:
@@ -124,17 +124,14 @@ def table(rows: list[dict[str, Any]]) -> str:
             cells.append("—" if x is None else f"{x:.3f}")
         cells.append(r.get("verify", "not run"))
         lines.append("| " + " | ".join(cells) + " |")
-    means = [_geomean(v) for v in ratios.values()]
+    means = [geomean(v) for v in ratios.values()]
     lines.append("| **geomean** | | | | | | | | | | "
                  + " | ".join("—" if g is None else f"**{g:.3f}**" for g in means) + " | |")
     for k, label in (("ort_disable_folded", "ORT_DISABLE_ALL on the folded graph"),
                      ("ort_basic", "ORT_ENABLE_BASIC")):
         above = [r["model"] for r in rows if r.get(k) and r.get("arena_on", 0) > r[k]]
         lines += ["", f"Arena (fold on) above {label}: {', '.join(above) if above else 'none'}."]
-    errors = [f"- **{r['model']}**: {r['error']}" for r in rows if r.get("error")]
-    if errors:
-        lines += ["", "Errors:", "", *errors]
-    return "\n".join(lines) + "\n"
+    return with_errors(lines, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-verify", action="store_true", help="skip running the folded plans in the arena")
     args = ap.parse_args(argv)
     info = machine_info()
-    print(f"onnxmem {info['onnxmem']}, onnx {info['onnx']}, onnxruntime {info['onnxruntime']}, "
-          f"{info['cpus']} cpus, {info['memory_gib']} GiB\n")
+    print(f"{versions(info)}\n")
     t0 = time.perf_counter()
     rows = []
     with tempfile.TemporaryDirectory(prefix="onnxmem-bench-fold-") as tmp:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import re
 import sys
 import time
 from pathlib import Path
@@ -266,6 +265,9 @@ def main() -> None:
     ap.add_argument("--out", default=str(DOC), help="the Markdown file whose table is replaced, or - to print")
     args = ap.parse_args()
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _common import replace_section
+
     from onnxmem import runtime
     from onnxmem.zoo import machine_info, materialize
 
@@ -289,13 +291,7 @@ def main() -> None:
     if args.out == "-":
         print(text)
         return
-    path = Path(args.out)
-    doc = path.read_text() if path.exists() else ""
-    if BEGIN in doc and END in doc:
-        doc = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: f"{BEGIN}\n{text}{END}", doc, flags=re.S)
-    else:
-        doc += f"\n{BEGIN}\n{text}{END}\n"
-    path.write_text(doc)
+    replace_section(Path(args.out), BEGIN, END, text)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import sys
 import tempfile
 import time
@@ -33,6 +32,9 @@ from onnxmem.errors import OnnxmemError
 from onnxmem.model import infer_shapes, load_model
 from onnxmem.pipeline import PlanOptions, plan_model
 from onnxmem.zoo import ZooModel, load_zoo, machine_info, materialize
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import replace_section, with_errors  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "shapes.md"
@@ -126,10 +128,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             str(r.get("rounds", "—")), str(r.get("folded", "—")),
             f"{_s(r.get('infer_off'))} / {_s(r.get('infer_on'))}", f"{_s(r.get('plan_off'))} / {_s(r.get('plan_on'))}",
         ]) + " |")
-    errors = [f"- **{r['model']}**: {r['error']}" for r in rows if r.get("error")]
-    if errors:
-        lines += ["", "Errors:", "", *errors]
-    return "\n".join(lines) + "\n"
+    return with_errors(lines, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,13 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out == "-":
         print(text)
         return 0
-    path = Path(args.out)
-    doc = path.read_text() if path.exists() else ""
-    if BEGIN in doc and END in doc:
-        doc = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: f"{BEGIN}\n{text}{END}", doc, flags=re.S)
-    else:
-        doc += f"\n{BEGIN}\n{text}{END}\n"
-    path.write_text(doc)
+    replace_section(Path(args.out), BEGIN, END, text)
     print(text)
     return 0
 
