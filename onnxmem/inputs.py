@@ -9,7 +9,8 @@ names, hostile. :func:`read_inputs`:
    would take more than ``MAX_DATA_BYTES`` (or the memory there is) once
    decompressed, from the sizes the zip declares (the zip reader never
    decompresses past them);
-3. loads the arrays with ``allow_pickle=False`` (an object array is refused).
+3. reads each array from that same zip with ``allow_pickle=False`` (an object
+   array, or a member that is not in the ``.npy`` format, is refused).
 
 :func:`check_inputs` then holds each array against the graph input of the
 same name: a name the model has no input for, another element type, another
@@ -53,9 +54,10 @@ def read_inputs(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES) -> di
     data = read_input(path, "--inputs file", limit)
     where = f"--inputs {_label(path)}"
     try:
-        members = zipfile.ZipFile(io.BytesIO(data)).infolist()
+        archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, ValueError, OSError):
         raise OnnxmemError(f"{where} is not an .npz file (a zip of .npy arrays); write it with numpy.savez") from None
+    members = archive.infolist()
     total = 0
     for info in members:
         if not info.filename.endswith(".npy") or info.is_dir():
@@ -66,12 +68,16 @@ def read_inputs(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES) -> di
         raise OnnxmemError(f"{where} holds {total:,} B of arrays once decompressed, more than the "
                            f"{limit:,} B onnxmem reads; give smaller inputs")
     check_memory(total, "cpu", f"the arrays of {where}", fix="give smaller inputs")
+    arrays: dict[str, np.ndarray] = {}
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            return {name: np.asarray(npz[name]) for name in npz.files}
+        with archive:
+            for info in members:
+                with archive.open(info) as member:
+                    arrays[info.filename[:-len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, NotImplementedError) as exc:
         raise OnnxmemError(f"{where} has an array numpy cannot read without pickle: "
                            f"{one_line(cut_words(str(exc), 200))}; save plain arrays with numpy.savez") from None
+    return arrays
 
 
 def check_inputs(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray],

@@ -57,8 +57,8 @@ import onnx
 from .errors import OnnxmemError, RuntimeBackendError
 from .graph import GraphView
 
-__all__ = ["EXECUTION_MODES", "LEVELS", "OrtPeak", "arena_over_ort", "comparable_peak", "ort_peak",
-           "peak_from_profile"]
+__all__ = ["EXECUTION_MODES", "LEVELS", "OrtPeak", "arena_over_ort", "comparable_peak", "is_kernel_event",
+           "ort_peak", "peak_from_profile"]
 
 #: optimization levels onnxmem can measure onnxruntime at -> ``GraphOptimizationLevel`` name
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "all": "ORT_ENABLE_ALL"}
@@ -81,11 +81,16 @@ class OrtPeak:
     threads_seen: int = 1  # distinct thread ids of the profiled kernels
 
 
+def is_kernel_event(event: dict[str, Any]) -> bool:
+    """Whether a profile event is one node's kernel run (``cat == "Node"``, name ``*_kernel_time``)."""
+    return event.get("cat") == "Node" and str(event.get("name", "")).endswith("_kernel_time")
+
+
 def peak_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutionProvider") -> tuple[int | None, int | None, int]:
     """``(peak, arena_peak, kernels)`` of the first ``model_run`` in a profile's events."""
     kernels: list[dict[str, Any]] = []
     for e in events:
-        if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
+        if is_kernel_event(e):
             args = e.get("args", {})
             if args.get("provider", provider) == provider:
                 kernels.append(args)
@@ -156,7 +161,7 @@ def ort_peak(
             events = json.load(fh)
     peak, arena, n = peak_from_profile(events, provider)
     note = "" if peak is not None else f"the profiler gave no allocator statistics for {provider}"
-    tids = {e.get("tid") for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")}
+    tids = {e.get("tid") for e in events if is_kernel_event(e)}
     return OrtPeak(level, device, peak, arena, n, note=note, execution_mode=execution_mode,
                    threads_seen=max(len(tids), 1))
 

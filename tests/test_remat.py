@@ -250,12 +250,18 @@ def test_generated_gradients_match_finite_differences(name, build):
 # -- the command line ---------------------------------------------------------------------------
 
 
-def test_cli_budget_rewrite_and_verify_against_the_original(tmp_path):
+def _plan_rewrite(tmp_path):
+    """A training ResNet saved in ``tmp_path`` and its greedy 0.7x rewrite: (source, rewrite, plan output)."""
     model = train_resnet(4, 0, batch=2, channels=32, spatial=16)
     src, out = tmp_path / "m.onnx", tmp_path / "r.onnx"
     onnx.save(model, src)
     r = CliRunner().invoke(main, ["plan", str(src), "--budget", "0.7x", "--remat", "greedy", "--rewrite-out", str(out)])
     assert r.exit_code == 0, r.output
+    return src, out, r
+
+
+def test_cli_budget_rewrite_and_verify_against_the_original(tmp_path):
+    src, out, r = _plan_rewrite(tmp_path)
     assert "extra compute" in r.output and "% of the model's" in r.output
     r = CliRunner().invoke(main, ["verify", str(out), "--original", str(src)])
     assert r.exit_code == 0, r.output
@@ -263,11 +269,7 @@ def test_cli_budget_rewrite_and_verify_against_the_original(tmp_path):
 
 
 def test_verify_original_catches_a_changed_duplicate(tmp_path):
-    model = train_resnet(4, 0, batch=2, channels=32, spatial=16)
-    src, out = tmp_path / "m.onnx", tmp_path / "r.onnx"
-    onnx.save(model, src)
-    r = CliRunner().invoke(main, ["plan", str(src), "--budget", "0.7x", "--remat", "greedy", "--rewrite-out", str(out)])
-    assert r.exit_code == 0, r.output
+    src, out, _ = _plan_rewrite(tmp_path)
     bad = onnx.load(str(out))
     dup = next(n for n in bad.graph.node if n.name.endswith("__remat") and n.op_type == "Relu")
     dup.op_type = "Sigmoid"  # same shapes, same plan; another value

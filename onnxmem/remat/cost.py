@@ -31,6 +31,7 @@ import onnx
 
 from ..errors import OnnxmemError
 from ..graph import GraphView, Op
+from ..ortpeak import is_kernel_event
 
 __all__ = ["COST_MODELS", "flops_costs", "measured_costs", "model_cost", "node_flops"]
 
@@ -145,7 +146,7 @@ def measured_costs(view: GraphView, model: onnx.ModelProto, model_path: str | os
             raise OnnxmemError(f"onnxruntime's profile could not be read: {exc}") from None
     times: dict[str, list[int]] = {}
     for e in events:
-        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
+        if not is_kernel_event(e):
             continue
         node_name = str(e.get("args", {}).get("node_name") or str(e["name"])[: -len("_kernel_time")])
         times.setdefault(node_name, []).append(int(float(e.get("dur", 0)) * 1000))
