@@ -475,9 +475,9 @@ def bound_outputs(parent: GraphView, body: Body, io: str = "internal") -> dict[s
     It can when every output the branch computes (not a value it passes through from
     outside or a weight) appears once among its outputs and its If output is an arena
     tensor of ``parent`` of the same size (``io``: the main graph's ``--io``; with
-    ``external`` the main graph's outputs are the runtime's). Such a branch plans no
-    bytes for its outputs: they live at the If's outputs, which are live during the
-    If's step and apart from its region.
+    ``external`` the main graph's outputs are the runtime's; ignored when ``parent``
+    is a body). Such a branch plans no bytes for its outputs: they live at the If's
+    outputs, which are live during the If's step and apart from its region.
     """
     if body.kind != "if":
         return None
