@@ -45,6 +45,7 @@ import onnx
 
 from .errors import ModelError, ShapeError, show_name
 from .model import BodyKey, ShapeInfo, dtype_name, owner_key, subgraph_attributes, tensor_bytes
+from .shapeeval import opset_version
 from .training.roles import caller_state
 
 __all__ = ["ORIGINS", "Body", "GraphView", "Op", "Tensor", "body_kind", "bound_outputs", "build_view", "child_path",
@@ -280,7 +281,7 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) 
     twice, or a graph output nothing produces; ``ShapeError`` for a body value
     whose size static inference could not find.
     """
-    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = opset_version(model)
     return _build_level(model.graph, _Level("", (), {}, frozenset(), False, fold, caller_state(model)), shapes, opset)
 
 

@@ -1061,7 +1061,7 @@ def _apply_op_rules(
     Dropout's optional ``mask`` output has the shape of its input (type T
     before opset 10, bool from 10 on); onnx's inference types only output 0.
     """
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = shapeeval.opset_version(model)
     for node in model.graph.node:
         if node.op_type == "Dropout" and node.domain in ("", "ai.onnx") and len(node.output) > 1:
             mask = node.output[1]
