@@ -818,8 +818,7 @@ class _BodyRun(ArenaRun):
                     layout.append((pt.name, pt.offset, pt.size, t.elem_type, t.shape, f"{body.path}/{pt.group}",
                                    life[pt.name][1]))
             if sub.outputs == "owner":  # an If branch writing straight into the If's outputs
-                io = self.plan.io if not parent.view.path else "internal"
-                for o, y in (bound_outputs(parent.view, body, io) or {}).items():
+                for o, y in (bound_outputs(parent.view, body, self.plan.io) or {}).items():
                     s = parent.slots[y]
                     layout.append((o, s.offset, s.size, s.elem_type, s.shape, f"{body.path}/{o}", len(order) or 1))
             static = (order, own, set(weight_ops(self.view)), layout)

@@ -45,6 +45,7 @@ import onnx
 
 from .errors import ModelError, ShapeError, show_name
 from .model import BodyKey, ShapeInfo, dtype_name, owner_key, subgraph_attributes, tensor_bytes
+from .shapeeval import opset_version
 from .training.roles import caller_state
 
 __all__ = ["ORIGINS", "Body", "GraphView", "Op", "Tensor", "body_kind", "bound_outputs", "build_view", "child_path",
@@ -280,7 +281,7 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) 
     twice, or a graph output nothing produces; ``ShapeError`` for a body value
     whose size static inference could not find.
     """
-    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = opset_version(model)
     return _build_level(model.graph, _Level("", (), {}, frozenset(), False, fold, caller_state(model)), shapes, opset)
 
 
@@ -475,9 +476,9 @@ def bound_outputs(parent: GraphView, body: Body, io: str = "internal") -> dict[s
     It can when every output the branch computes (not a value it passes through from
     outside or a weight) appears once among its outputs and its If output is an arena
     tensor of ``parent`` of the same size (``io``: the main graph's ``--io``; with
-    ``external`` the main graph's outputs are the runtime's). Such a branch plans no
-    bytes for its outputs: they live at the If's outputs, which are live during the
-    If's step and apart from its region.
+    ``external`` the main graph's outputs are the runtime's; ignored when ``parent``
+    is a body). Such a branch plans no bytes for its outputs: they live at the If's
+    outputs, which are live during the If's step and apart from its region.
     """
     if body.kind != "if":
         return None

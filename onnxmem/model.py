@@ -924,6 +924,37 @@ def _standalone(
     return work
 
 
+def _run_engines(
+    work: onnx.ModelProto,
+    absorb: Callable[[Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]], None],
+    incomplete: Callable[[], bool],
+    resolve: Callable[[Dim], int | None],
+    *,
+    also: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """Feed ``absorb`` what each engine makes of ``work``: onnx inference with data propagation,
+    shape arithmetic (``resolve`` reads one declared dim), onnxruntime's symbolic inference, in
+    that order of precedence; a later engine runs only while ``incomplete()``. Given ``also``
+    (values to compute besides those in shape slots), shape arithmetic runs in any case, for
+    the values it computes, which are returned."""
+    made: dict[str, np.ndarray] = {}
+    inferred = _run_onnx_inference(work)
+    if inferred is not None:
+        absorb(_collect(inferred))
+        if also is not None or incomplete():
+            evaluated = shapeeval.evaluate_shapes(
+                work, inferred, infer=_run_onnx_inference, resolve=resolve, also=also or ()
+            )
+            made = evaluated.values
+            absorb({**_collect(evaluated.model), **evaluated.shapes})
+            inferred = evaluated.model
+    if incomplete():
+        sym = _run_symbolic_inference(inferred if inferred is not None else work)
+        if sym is not None:
+            absorb(_collect(sym))
+    return made
+
+
 def _infer_standalone(work: onnx.ModelProto, names: Iterable[str], also: Sequence[str]) -> tuple[
         dict[str, tuple[int, tuple[int, ...]]], dict[str, np.ndarray]]:
     """The concrete shapes of ``names`` in ``work`` by the main graph's engines (onnx inference
@@ -931,7 +962,6 @@ def _infer_standalone(work: onnx.ModelProto, names: Iterable[str], also: Sequenc
     precedence), and the values the shape arithmetic computed (``also`` among them)."""
     wanted = list(names)
     found: dict[str, tuple[int, tuple[int, ...]]] = {}
-    made: dict[str, np.ndarray] = {}
 
     def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
         for name in wanted:
@@ -942,19 +972,7 @@ def _infer_standalone(work: onnx.ModelProto, names: Iterable[str], also: Sequenc
             if all(r is not None for r in resolved):
                 found[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
 
-    inferred = _run_onnx_inference(work)
-    if inferred is not None:
-        absorb(_collect(inferred))
-        evaluated = shapeeval.evaluate_shapes(
-            work, inferred, infer=_run_onnx_inference, resolve=lambda d: _resolve_dim(d, {}), also=also
-        )
-        made = evaluated.values
-        absorb({**_collect(evaluated.model), **evaluated.shapes})
-        inferred = evaluated.model
-    if len(found) < len(wanted):
-        sym = _run_symbolic_inference(inferred if inferred is not None else work)
-        if sym is not None:
-            absorb(_collect(sym))
+    made = _run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: _resolve_dim(d, {}), also=also)
     return found, made
 
 
@@ -1043,7 +1061,7 @@ def _apply_op_rules(
     Dropout's optional ``mask`` output has the shape of its input (type T
     before opset 10, bool from 10 on); onnx's inference types only output 0.
     """
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = shapeeval.opset_version(model)
     for node in model.graph.node:
         if node.op_type == "Dropout" and node.domain in ("", "ai.onnx") and len(node.output) > 1:
             mask = node.output[1]
@@ -1296,19 +1314,7 @@ def infer_symbolic_shapes(
             if take(shape, original):
                 found[name] = (et, shape)
 
-    inferred = _run_onnx_inference(work)
-    if inferred is not None:
-        absorb(_collect(inferred))
-        if len(found) < len(wanted):
-            evaluated = shapeeval.evaluate_shapes(
-                work, inferred, infer=_run_onnx_inference, resolve=lambda d: _resolve_dim(d, bound)
-            )
-            absorb({**_collect(evaluated.model), **evaluated.shapes})
-            inferred = evaluated.model
-    if len(found) < len(wanted):
-        sym = _run_symbolic_inference(inferred if inferred is not None else work)
-        if sym is not None:
-            absorb(_collect(sym))
+    _run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: _resolve_dim(d, bound))
     for init in model.graph.initializer:
         found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     return found, original

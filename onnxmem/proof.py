@@ -228,7 +228,7 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
                 where = (pt.offset, pt.offset + pt.size)
         io = "internal"
         if sp.outputs == "owner":  # the branch's outputs are the If's outputs, planned in the parent
-            if bound_outputs(parent, body, plan.io if not parent.path else "internal") is None:
+            if bound_outputs(parent, body, plan.io) is None:
                 found.append(Finding("mismatch", None, f"subgraph {body.path!r} writes its outputs into the outputs "
                                      f"of node {owner.name!r}, which cannot hold them (not planned there, or of "
                                      "another size); re-plan the model", node=owner.name, graph=body.path))

@@ -63,6 +63,7 @@ __all__ = [
     "evaluate_node",
     "evaluate_shapes",
     "graph_constants",
+    "opset_version",
 ]
 
 #: the most elements of any value the evaluator computes; past it the value is unknown
@@ -853,7 +854,8 @@ class Evaluated:
     folded: int = 0
 
 
-def _opset(model: onnx.ModelProto) -> int:
+def opset_version(model: onnx.ModelProto) -> int:
+    """The model's ai.onnx opset version (0 when it imports none)."""
     return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
@@ -936,7 +938,7 @@ def graph_constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """The values ``model``'s top-level graph holds in the file: its small inline initializers
     (see :func:`_constants`) and the outputs of its ``Constant`` nodes, each within ``MAX_ELEMENTS``."""
     out = _constants(model)
-    opset = _opset(model)
+    opset = opset_version(model)
     for node in model.graph.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
             value = evaluate_node(node, [], [], opset)
@@ -990,7 +992,7 @@ def evaluate_shapes(
     needed = _needed(nodes, also)
     if not needed:
         return Evaluated(inferred)
-    opset = _opset(work)
+    opset = opset_version(work)
     order = _topological(nodes)
     values = _constants(work)
     slots = {

@@ -166,7 +166,7 @@ def check_plan_identity(
     owner_out = {s.path for s in plan.subgraphs if s.outputs == "owner"}
     for parent, body in walk_bodies(view):  # If-branch outputs written into the If's outputs
         if body.path in owner_out:
-            for o in bound_outputs(parent, body, plan.io if not parent.path else "internal") or {}:
+            for o in bound_outputs(parent, body, plan.io) or {}:
                 expected.pop((body.path, o), None)
     planned = {(t.graph, t.name): t.size for t in plan.tensors}
     if len(planned) != len(plan.tensors) or planned != expected:
