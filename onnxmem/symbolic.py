@@ -61,6 +61,9 @@ Box = Mapping[str, tuple[int, int]]
 Number = Union[int, "Poly"]
 
 LIMIT = dimexpr.LIMIT
+#: most monomials a parsed polynomial, and most polynomials a parsed maximum, may hold
+#: (products of sums grow exponentially in the text's length; plans onnxmem writes stay far below)
+MAX_PARSED_TERMS = 1024
 
 
 def _check(c: int) -> int:
@@ -284,7 +287,10 @@ class _PolyAlgebra(dimexpr.Algebra[Poly]):
         return None if c is None else Fraction(c)
 
     def bounded(self, value: object) -> object:
-        return value  # every coefficient is checked as it is made
+        # every coefficient is checked as it is made; the number of monomials here
+        if isinstance(value, Poly) and len(value.terms) > MAX_PARSED_TERMS:
+            raise Reject
+        return value
 
     def maximum(self, args: Sequence[object]) -> object:
         raise Reject
@@ -307,6 +313,9 @@ class _PlanAlgebra(dimexpr.Algebra[MaxPoly]):
         return None if c is None else Fraction(c)
 
     def bounded(self, value: object) -> object:
+        if isinstance(value, MaxPoly) and (len(value.terms) > MAX_PARSED_TERMS
+                                           or any(len(t.terms) > MAX_PARSED_TERMS for t in value.terms)):
+            raise Reject
         return value
 
     def maximum(self, args: Sequence[object]) -> object:

@@ -244,6 +244,18 @@ def test_json_round_trip_and_hostile_text(tmp_path):
         read_plan(out)
 
 
+def test_a_short_text_that_expands_past_the_term_bound_is_refused():
+    from onnxmem.symbolic import MAX_PARSED_TERMS, parse_expr, parse_poly
+
+    names = [f"d{i}" for i in range(40)]
+    product = "*".join(f"({names[2 * i]}+{names[2 * i + 1]})" for i in range(20))  # 2^20 monomials
+    maxima = "+".join(f"max({names[2 * i]},{names[2 * i + 1]})" for i in range(20))  # 2^20 polynomials
+    assert parse_expr(product, names) is None and parse_poly(product, names) is None
+    assert parse_expr(maxima, names) is None
+    fits = "*".join(f"({names[2 * i]}+{names[2 * i + 1]})" for i in range(10))
+    assert len(parse_poly(fits, names).terms) == 2**10 <= MAX_PARSED_TERMS
+
+
 def test_dim_flags():
     assert parse_dim_flags(["b=1:8", "h=4"]) == ({"h": 4}, {"b": (1, 8)})
     for bad, rule in [("b=8:1", "0 <= LO <= HI"), ("b=x:2", "integers"), ("max=1:2", "identifier"),
