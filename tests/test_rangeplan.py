@@ -65,6 +65,15 @@ def _save(model: onnx.ModelProto, tmp_path, name: str = "m.onnx"):
     return path
 
 
+def _attention_plan_file(tmp_path, box) -> tuple:
+    """The attention model's range plan on ``box``, and the file it is written to."""
+    model = attention_model()
+    rp = plan_range(model, _save(model, tmp_path), box, PlanOptions())
+    out = tmp_path / "r.json"
+    write_range_plan(rp, out)
+    return rp, out
+
+
 def _prove_at(model, path, rp, point, **opts) -> tuple[list, int]:
     """Findings of the concrete proof for the range plan at ``point``, and a plan made at that point's arena."""
     concrete = instantiate(rp, point)
@@ -223,11 +232,7 @@ def test_slot_too_small_and_uncovered_box_are_rejected(tmp_path):
 
 
 def test_json_round_trip_and_hostile_text(tmp_path):
-    model = attention_model()
-    path = _save(model, tmp_path)
-    rp = plan_range(model, path, {"b": (1, 4), "s": (1, 64)}, PlanOptions())
-    out = tmp_path / "r.json"
-    write_range_plan(rp, out)
+    rp, out = _attention_plan_file(tmp_path, {"b": (1, 4), "s": (1, 64)})
     back = read_range_plan(out)
     assert range_to_dict(back) == range_to_dict(rp)
     data = json.loads(out.read_text())
@@ -352,11 +357,7 @@ def test_cli_verifies_a_cache_of_length_zero(tmp_path):
 
 @pytest.mark.skipif(CC is None, reason="no C compiler")
 def test_c_header_matches_instantiation(tmp_path):
-    model = attention_model()
-    path = _save(model, tmp_path)
-    rp = plan_range(model, path, {"b": (1, 4), "s": (1, 200)}, PlanOptions())
-    rj = tmp_path / "r.json"
-    write_range_plan(rp, rj)
+    rp, rj = _attention_plan_file(tmp_path, {"b": (1, 4), "s": (1, 200)})
     header = tmp_path / "plan.h"
     res = CliRunner().invoke(main, ["export", str(rj), "--format", "c", "-o", str(header)])
     assert res.exit_code == 0, res.output
