@@ -274,13 +274,18 @@ class MaxPoly:
         return "max(" + ", ".join(map(str, self.terms)) + ")"
 
 
+def _integer(value: Fraction) -> int:
+    """``value`` as an integer; :class:`Reject` for a fraction (polynomials have integer coefficients)."""
+    if value.denominator != 1:
+        raise Reject
+    return int(value)
+
+
 class _PolyAlgebra(dimexpr.Algebra[Poly]):
     """Shape expressions from inference: polynomials; anything else in the grammar on constants only."""
 
     def lift(self, value: Fraction) -> Poly:
-        if value.denominator != 1:
-            raise Reject
-        return Poly.const(int(value))
+        return Poly.const(_integer(value))
 
     def constant(self, value: object) -> Fraction | None:
         c = value.constant() if isinstance(value, Poly) else None
@@ -303,9 +308,7 @@ class _PlanAlgebra(dimexpr.Algebra[MaxPoly]):
     functions = frozenset({"max"})
 
     def lift(self, value: Fraction) -> MaxPoly:
-        if value.denominator != 1:
-            raise Reject
-        return MaxPoly.const(int(value))
+        return MaxPoly.const(_integer(value))
 
     def constant(self, value: object) -> Fraction | None:
         p = value.single() if isinstance(value, MaxPoly) else None
