@@ -242,6 +242,10 @@ def test_json_round_trip_and_hostile_text(tmp_path):
         range_from_dict(data)
     assert not (tmp_path / "pwned").exists()
     data = json.loads(out.read_text())
+    data["range"]["box"] = {f"d{i}": [1, 2] for i in range(40)}  # 2^40 corners for 'show'
+    with pytest.raises(PlanError, match="ranges 40 dims; a range plan ranges at most"):
+        range_from_dict(data)
+    data = json.loads(out.read_text())
     data["schema_version"] = 99
     with pytest.raises(PlanError, match="schema_version 99"):
         range_from_dict(data)
