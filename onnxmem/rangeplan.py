@@ -1010,6 +1010,8 @@ class _Reader:
     def box(self, d: Any, path: str) -> dict[str, tuple[int, int]]:
         if not isinstance(d, dict) or not d:
             raise self.fail(path, "is not an object of NAME: [LO, HI]")
+        if len(d) > MAX_RANGED:
+            raise self.fail(path, f"ranges {len(d)} dims; a range plan ranges at most {MAX_RANGED}")
         out: dict[str, tuple[int, int]] = {}
         for k, v in d.items():
             if (not _IDENT.fullmatch(k) or k.lower() == "max" or not isinstance(v, list) or len(v) != 2

@@ -61,6 +61,9 @@ Box = Mapping[str, tuple[int, int]]
 Number = Union[int, "Poly"]
 
 LIMIT = dimexpr.LIMIT
+#: most monomials a parsed polynomial, and most polynomials a parsed maximum, may hold
+#: (products of sums grow exponentially in the text's length; plans onnxmem writes stay far below)
+MAX_PARSED_TERMS = 1024
 
 
 def _check(c: int) -> int:
@@ -271,20 +274,28 @@ class MaxPoly:
         return "max(" + ", ".join(map(str, self.terms)) + ")"
 
 
+def _integer(value: Fraction) -> int:
+    """``value`` as an integer; :class:`Reject` for a fraction (polynomials have integer coefficients)."""
+    if value.denominator != 1:
+        raise Reject
+    return int(value)
+
+
 class _PolyAlgebra(dimexpr.Algebra[Poly]):
     """Shape expressions from inference: polynomials; anything else in the grammar on constants only."""
 
     def lift(self, value: Fraction) -> Poly:
-        if value.denominator != 1:
-            raise Reject
-        return Poly.const(int(value))
+        return Poly.const(_integer(value))
 
     def constant(self, value: object) -> Fraction | None:
         c = value.constant() if isinstance(value, Poly) else None
         return None if c is None else Fraction(c)
 
     def bounded(self, value: object) -> object:
-        return value  # every coefficient is checked as it is made
+        # every coefficient is checked as it is made; the number of monomials here
+        if isinstance(value, Poly) and len(value.terms) > MAX_PARSED_TERMS:
+            raise Reject
+        return value
 
     def maximum(self, args: Sequence[object]) -> object:
         raise Reject
@@ -297,9 +308,7 @@ class _PlanAlgebra(dimexpr.Algebra[MaxPoly]):
     functions = frozenset({"max"})
 
     def lift(self, value: Fraction) -> MaxPoly:
-        if value.denominator != 1:
-            raise Reject
-        return MaxPoly.const(int(value))
+        return MaxPoly.const(_integer(value))
 
     def constant(self, value: object) -> Fraction | None:
         p = value.single() if isinstance(value, MaxPoly) else None
@@ -307,6 +316,9 @@ class _PlanAlgebra(dimexpr.Algebra[MaxPoly]):
         return None if c is None else Fraction(c)
 
     def bounded(self, value: object) -> object:
+        if isinstance(value, MaxPoly) and (len(value.terms) > MAX_PARSED_TERMS
+                                           or any(len(t.terms) > MAX_PARSED_TERMS for t in value.terms)):
+            raise Reject
         return value
 
     def maximum(self, args: Sequence[object]) -> object:

@@ -65,6 +65,15 @@ def _save(model: onnx.ModelProto, tmp_path, name: str = "m.onnx"):
     return path
 
 
+def _attention_plan_file(tmp_path, box) -> tuple:
+    """The attention model's range plan on ``box``, and the file it is written to."""
+    model = attention_model()
+    rp = plan_range(model, _save(model, tmp_path), box, PlanOptions())
+    out = tmp_path / "r.json"
+    write_range_plan(rp, out)
+    return rp, out
+
+
 def _prove_at(model, path, rp, point, **opts) -> tuple[list, int]:
     """Findings of the concrete proof for the range plan at ``point``, and a plan made at that point's arena."""
     concrete = instantiate(rp, point)
@@ -223,11 +232,7 @@ def test_slot_too_small_and_uncovered_box_are_rejected(tmp_path):
 
 
 def test_json_round_trip_and_hostile_text(tmp_path):
-    model = attention_model()
-    path = _save(model, tmp_path)
-    rp = plan_range(model, path, {"b": (1, 4), "s": (1, 64)}, PlanOptions())
-    out = tmp_path / "r.json"
-    write_range_plan(rp, out)
+    rp, out = _attention_plan_file(tmp_path, {"b": (1, 4), "s": (1, 64)})
     back = read_range_plan(out)
     assert range_to_dict(back) == range_to_dict(rp)
     data = json.loads(out.read_text())
@@ -237,11 +242,27 @@ def test_json_round_trip_and_hostile_text(tmp_path):
         range_from_dict(data)
     assert not (tmp_path / "pwned").exists()
     data = json.loads(out.read_text())
+    data["range"]["box"] = {f"d{i}": [1, 2] for i in range(40)}  # 2^40 corners for 'show'
+    with pytest.raises(PlanError, match="ranges 40 dims; a range plan ranges at most"):
+        range_from_dict(data)
+    data = json.loads(out.read_text())
     data["schema_version"] = 99
     with pytest.raises(PlanError, match="schema_version 99"):
         range_from_dict(data)
     with pytest.raises(PlanError, match="is a range plan; make the plan for one point"):
         read_plan(out)
+
+
+def test_a_short_text_that_expands_past_the_term_bound_is_refused():
+    from onnxmem.symbolic import MAX_PARSED_TERMS, parse_expr, parse_poly
+
+    names = [f"d{i}" for i in range(40)]
+    product = "*".join(f"({names[2 * i]}+{names[2 * i + 1]})" for i in range(20))  # 2^20 monomials
+    maxima = "+".join(f"max({names[2 * i]},{names[2 * i + 1]})" for i in range(20))  # 2^20 polynomials
+    assert parse_expr(product, names) is None and parse_poly(product, names) is None
+    assert parse_expr(maxima, names) is None
+    fits = "*".join(f"({names[2 * i]}+{names[2 * i + 1]})" for i in range(10))
+    assert len(parse_poly(fits, names).terms) == 2**10 <= MAX_PARSED_TERMS
 
 
 def test_dim_flags():
@@ -340,11 +361,7 @@ def test_cli_verifies_a_cache_of_length_zero(tmp_path):
 
 @pytest.mark.skipif(CC is None, reason="no C compiler")
 def test_c_header_matches_instantiation(tmp_path):
-    model = attention_model()
-    path = _save(model, tmp_path)
-    rp = plan_range(model, path, {"b": (1, 4), "s": (1, 200)}, PlanOptions())
-    rj = tmp_path / "r.json"
-    write_range_plan(rp, rj)
+    rp, rj = _attention_plan_file(tmp_path, {"b": (1, 4), "s": (1, 200)})
     header = tmp_path / "plan.h"
     res = CliRunner().invoke(main, ["export", str(rj), "--format", "c", "-o", str(header)])
     assert res.exit_code == 0, res.output

@@ -71,17 +71,23 @@ def _conflicts(problem: Problem) -> Conflicts:
     return c
 
 
+def _pinned_start(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, placed)`` before any placement: the pinned buffers at their offsets, the rest unplaced."""
+    n = len(problem)
+    offs = np.zeros(n, dtype=np.int64)
+    placed = np.zeros(n, dtype=bool)
+    for i, b in enumerate(problem.buffers):
+        if b.offset is not None:
+            offs[i] = b.offset
+            placed[i] = True
+    return offs, placed
+
+
 def place_conflicts(problem: Problem, order: np.ndarray, best_fit: bool = False) -> np.ndarray:
     """Offsets (buffer order) placing buffers one by one in ``order`` (see the module docstring)."""
     conflicts = _conflicts(problem)
-    n = len(problem)
     _, _, size, align = problem.arrays()
-    offs = np.zeros(n, dtype=np.int64)
-    placed = np.zeros(n, dtype=bool)
-    pinned = [i for i, b in enumerate(problem.buffers) if b.offset is not None]
-    for i in pinned:
-        offs[i] = problem.buffers[i].offset  # type: ignore[assignment]
-        placed[i] = True
+    offs, placed = _pinned_start(problem)
     for i in order:
         i = int(i)
         if placed[i]:
@@ -184,12 +190,7 @@ def _search(problem: Problem, incumbent: np.ndarray, bound: int, deadline: float
     nbs = [conflicts.neighbours(i) for i in range(n)]
     best = incumbent.copy()
     best_h = int((best + size).max(initial=0))
-    offs = np.zeros(n, dtype=np.int64)
-    placed = np.zeros(n, dtype=bool)
-    fixed = [i for i, b in enumerate(problem.buffers) if b.offset is not None]
-    for i in fixed:
-        offs[i] = problem.buffers[i].offset  # type: ignore[assignment]
-        placed[i] = True
+    offs, placed = _pinned_start(problem)
     steps = 0
     cut = False
 
@@ -229,7 +230,7 @@ def _search(problem: Problem, incumbent: np.ndarray, bound: int, deadline: float
         return False
 
     height0 = int((offs[placed] + size[placed]).max(initial=0))
-    dfs(n - len(fixed), 0, height0)
+    dfs(n - int(placed.sum()), 0, height0)
     return best, not cut
 
 
