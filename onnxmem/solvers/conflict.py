@@ -199,7 +199,7 @@ def _search(problem: Problem, incumbent: np.ndarray, bound: int, deadline: float
         nb = nb[placed[nb] & (size[nb] > 0)]
         return not bool(((offs[nb] < off + size[i]) & (off < offs[nb] + size[nb])).any()) if size[i] else True
 
-    def dfs(left: int, floor: int, height: int) -> bool:
+    def dfs(left: int, floor: int, height: int, last: int) -> bool:
         nonlocal best, best_h, steps, cut
         if best_h <= bound or stop(best_h):
             return True
@@ -219,18 +219,19 @@ def _search(problem: Problem, incumbent: np.ndarray, bound: int, deadline: float
             cands = sorted({0, *(int(offs[j] + size[j]) for j in nb)})
             for c in cands:
                 off = align_up(c, int(align[i]))
-                if off < floor or off + int(size[i]) >= best_h or not fits(i, off):
-                    continue
+                if off < floor or (off == floor and i < last) or off + int(size[i]) >= best_h \
+                        or not fits(i, off):
+                    continue  # placements go in rising (offset, index): each layout is searched once
                 offs[i] = off
                 placed[i] = True
-                done = dfs(left - 1, off, max(height, off + int(size[i])))
+                done = dfs(left - 1, off, max(height, off + int(size[i])), i)
                 placed[i] = False
                 if done or cut:
                     return True
         return False
 
     height0 = int((offs[placed] + size[placed]).max(initial=0))
-    dfs(n - int(placed.sum()), 0, height0)
+    dfs(n - int(placed.sum()), 0, height0, -1)
     return best, not cut
 
 
