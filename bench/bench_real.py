@@ -13,7 +13,9 @@ Steps, per wheel and model:
    the ``--input-shape NAME=PATTERN`` lines it offers and pass them, each placeholder
    (``N2``: axis 2) replaced by the size of the data the user has (axis 0: one sample; other
    axes: the model's documented input size where it has one, else 64); when it asks for
-   ``--measure-shapes``, pass that; at most four rounds;
+   ``--measure-shapes``, pass that; when it offers ``--branch IF=then|else`` for an If branch
+   that cannot be sized at these shapes (silero-vad's 8 kHz branch at 512 samples), pass
+   that; at most five rounds;
 4. where the model's documented call needs real input values (silero-vad's ``sr`` is 16000),
    write an ``.npz`` with them and seeded random values for the other graph inputs (of the
    shapes the flags pinned) and pass ``--inputs`` to every command that accepts it (to
@@ -58,7 +60,7 @@ PYTHON_VERSION = "3.11"
 #: placeholder size for an axis past 0 when the model documents no input size
 DEFAULT_SIZE = 64
 #: rounds of "run plan, read the message, add the flags it asks for"
-ROUNDS = 4
+ROUNDS = 5
 CONTROL_FLOW = ("If", "Loop", "Scan")
 
 
@@ -211,6 +213,8 @@ QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
 OFFER = re.compile(rf"(?:(?P<labels>\[[^\]]*\]):\s*)?pass --input-shape\s+(?P<name>{QUOTED}|[\w.:/-]+)="
                    r"(?P<pattern>[\w.]+(?:x[\w.]+)*)")
 LABEL = re.compile(rf"{QUOTED}|[^,\s]+")
+#: the flag an unsized-branch message offers: ``leave it out: --branch IF=then`` (IF bare or quoted)
+BRANCH_OFFER = re.compile(rf"leave it out: --branch (?P<name>{QUOTED}|[\w.:/%-]+)=(?P<side>then|else)")
 
 
 def unquote(text: str) -> str:
@@ -344,6 +348,9 @@ def plan_as_user(path: Path, model: Model, plan_file: Path, npz: Path | None, wo
             flags += [a for name, dims in new.items() for a in ("--input-shape", f"{name}={dims}")]
         elif "--measure-shapes" in message and "--measure-shapes" not in flags:
             flags.append("--measure-shapes")
+        elif (offer := BRANCH_OFFER.search(message)) and (
+                branch := f"{unquote(offer['name'])}={offer['side']}") not in flags:
+            flags += ["--branch", branch]
         else:
             raise StepError(shorten(message))
     raise StepError(f"still failing after {ROUNDS} rounds: {shorten(error_line(res, 100_000))}")

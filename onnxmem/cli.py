@@ -229,6 +229,10 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="sequential: the plan holds for its own operator order; dag: for every schedule "
                           "the graph allows, with independent nodes running at once (tensors share bytes "
                           "only when the graph orders them)."),
+        click.option("--branch", "branches", multiple=True, metavar="IF=then|else",
+                     help="Plan only the branch runs of If node IF take (its path, e.g. If_0 or "
+                          "Loop_3/body/If_1; repeatable): the other branch is left out, for shapes at "
+                          "which it cannot run; verify refuses a run that takes it."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -264,7 +268,7 @@ def read_input_values(path: str | None) -> Any:
 def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, ...],
                       input_shapes: tuple[str, ...], measure_shapes: bool, io: str,
                       timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on",
-                      inputs: Any = None, concurrency: str = "sequential") -> Any:
+                      inputs: Any = None, concurrency: str = "sequential", branches: tuple[str, ...] = ()) -> Any:
     from .model import parse_dim_binding, parse_input_shape
     from .pipeline import PlanOptions
 
@@ -282,7 +286,19 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
         fold=fold == "on",
         inputs=inputs,
         concurrency=concurrency,
+        branches=dict(_parse_branch(b) for b in branches),
     )
+
+
+def _parse_branch(text: str) -> tuple[str, str]:
+    """``IF=then`` -> ``("IF", "then_branch")``; a usage error otherwise."""
+    from .graph import BRANCH_NAMES
+
+    path, eq, branch = text.rpartition("=")
+    if not eq or not path or branch not in BRANCH_NAMES:
+        raise click.BadParameter(f"{show_name(text)} is not IF=then or IF=else (IF: the If node's path)",
+                                 param_hint="'--branch'")
+    return path, BRANCH_NAMES[branch]
 
 
 def _subgraph_line(plan: Any) -> str:
@@ -345,8 +361,8 @@ def plan_summary(plan: Any) -> list[str]:
 @user_errors
 def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
-         io: str, timeout: float | None, inplace: str, fold: str, concurrency: str, inputs_path: str | None, as_json: bool,
-         budget: str | None = None, rewrite_out: str | None = None, remat_algorithm: str = "auto",
+         io: str, timeout: float | None, inplace: str, fold: str, concurrency: str, branches: tuple[str, ...],
+         inputs_path: str | None, as_json: bool, budget: str | None = None, rewrite_out: str | None = None, remat_algorithm: str = "auto",
          cost_model: str = "flops", budget_sweep: str | None = None, pipeline: bool = False) -> None:
     """Plan the activation memory of MODEL and print the summary.
 
@@ -366,7 +382,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         _refuse_for_several(models, {"--budget": budget is not None, "--budget-sweep": budget_sweep is not None,
                                      "--rewrite-out": rewrite_out is not None, "--annotate": annotate is not None,
                                      "--inputs": inputs_path is not None, "--dim NAME=LO:HI": _ranged(dims),
-                                     "--concurrency dag": concurrency != "sequential"})
+                                     "--concurrency dag": concurrency != "sequential", "--branch": bool(branches)})
         opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
                                  inplace=inplace, fold=fold)
         outs = OutputSet(inputs=models)
@@ -385,6 +401,8 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         if concurrency != "sequential":
             raise click.UsageError("a range plan holds for its own operator order; plan with --concurrency dag "
                                    "at one shape (bind every --dim to one value, NAME=N)")
+        if branches:
+            raise click.UsageError("--branch plans one shape; bind every --dim to one value (NAME=N)")
         _plan_range(model, output, annotate, as_json, dims,
                     dict(solver=solver, order=order, alignment=alignment, input_shapes=input_shapes,
                          measure_shapes=measure_shapes, io=io, timeout=timeout, inplace=inplace, fold=fold,
@@ -397,7 +415,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         outs.add(annotate, "--annotate")
     opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
                              inplace=inplace, fold=fold, inputs=read_input_values(inputs_path),
-                             concurrency=concurrency)
+                             concurrency=concurrency, branches=branches)
     if budget_sweep is not None:
         outs.add(budget_sweep, "--budget-sweep")
         _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout)

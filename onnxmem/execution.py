@@ -72,8 +72,8 @@ import numpy as np
 import onnx
 
 from . import sessions
-from .errors import OnnxmemError, PlanError, RuntimeBackendError
-from .graph import GraphView, Op, bound_outputs
+from .errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
+from .graph import GraphView, Op, bound_outputs, child_path
 from .inputs import feeds_for
 from .model import subgraph_attributes
 from .plan import MemoryPlan
@@ -665,6 +665,11 @@ class ArenaRun:
         result: list[tuple[np.ndarray, np.ndarray]] | None
         if kind == "if":
             branch = "then_branch" if bool(np.asarray(ins[0][0]).reshape(-1)[0]) else "else_branch"  # type: ignore[index]
+            if branch not in bodies:
+                where = child_path(self.view.path, op.name)
+                raise PlanError(f"If {show_name(where)} takes its {branch} on these inputs, which the plan leaves out "
+                                f"(--branch: it assumes runs take the other); give inputs that take the planned "
+                                "branch, or plan without --branch")
             result = self._run_body(op, bodies[branch], graphs[branch], [])
         elif kind == "loop":
             result = self._run_loop(op, bodies["body"], graphs["body"], ins)

@@ -38,6 +38,7 @@ them with their reason.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
@@ -48,8 +49,9 @@ from .model import BodyKey, ShapeInfo, dtype_name, owner_key, subgraph_attribute
 from .shapeeval import opset_version
 from .training.roles import caller_state
 
-__all__ = ["ORIGINS", "Body", "GraphView", "Op", "Tensor", "body_kind", "bound_outputs", "build_view", "child_path",
-           "foldable", "iter_views", "outer_scope_reads", "with_regions"]
+__all__ = ["BRANCH_NAMES", "ORIGINS", "Body", "GraphView", "Op", "Tensor", "body_kind", "bound_outputs", "build_view",
+           "child_path", "excluded_branches", "foldable", "if_nodes", "iter_views", "outer_scope_reads",
+           "with_regions"]
 
 T = TypeVar("T")
 
@@ -302,6 +304,23 @@ class _Level:
     caller: Mapping[str, str] = field(default_factory=dict)
 
 
+def _branch_hint(level: _Level) -> str:
+    """The unbound-size message's advice for an If branch: give shapes at which both run,
+    or leave this one out with ``--branch`` (the ready flag)."""
+    attr = level.key[-1][1] if level.key else ""
+    if attr not in ("then_branch", "else_branch"):
+        return ""
+    owner = level.path.rsplit("/", 1)[0]
+    other = "else" if attr == "then_branch" else "then"
+    return ("; both branches of an If are planned, so give input shapes at which each branch can run, or, "
+            f"if no run at these shapes takes this branch, leave it out: --branch {_flag_value(owner)}={other}")
+
+
+def _flag_value(text: str) -> str:
+    """``text`` as the value of a flag: bare when it is plain, else quoted by :func:`show_name`."""
+    return text if re.fullmatch(r"[\w.:/%-]+", text) else show_name(text)
+
+
 def body_kind(op: Op, opset: int) -> str | None:
     """``"if"``, ``"loop"`` or ``"scan"`` for a node whose bodies onnxmem plans and runs
     (Scan from opset 9 on: opset 8's batched form is not), else ``None``."""
@@ -413,8 +432,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
                     "its shape (it depends on data, or changes from one iteration to the next); bind the "
                     "graph inputs' dims (--input-shape, --dim) or declare its shape in the subgraph's value_info "
                     "(--measure-shapes measures the main graph's values; a body is sized from those it reads)"
-                    + ("; both branches of an If are planned, so give input shapes at which each branch "
-                       "can run" if level.key[-1][1] in ("then_branch", "else_branch") else "")
+                    + _branch_hint(level)
                 )
             raise ModelError(f"no shape was found for value '{name}'")
         et = dtypes[name]
@@ -463,6 +481,8 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
         for attr, sub in subs:
             child = _Level(f"{owner}/{attr}", (*level.key, (owner_key(node, op.index), attr)), visible,
                            frozenset(true_weights), bkind != "if", level.fold)
+            if child.key in shapes.excluded:
+                continue  # --branch: runs take the other branch; this one is not planned
             made.append(Body(child.path, op.index, attr, bkind, _build_level(sub, child, shapes, opset)))
         bodies[op.index] = tuple(made)
     object.__setattr__(view, "bodies", bodies)
@@ -497,6 +517,58 @@ def bound_outputs(parent: GraphView, body: Body, io: str = "internal") -> dict[s
             return None
         mapping[o] = y
     return mapping or None
+
+
+#: what ``--branch`` accepts for an If's branch, and the attribute each names
+BRANCH_NAMES = {"then": "then_branch", "else": "else_branch", "then_branch": "then_branch",
+                "else_branch": "else_branch"}
+
+
+def if_nodes(model: onnx.ModelProto) -> dict[str, tuple[BodyKey, str]]:
+    """Every If node of ``model`` at any level: ``{path: (the key of the graph holding it,
+    its owner key)}``, the path as :func:`child_path` builds it (``If_0``,
+    ``Loop_3/body/If_1``), outermost first."""
+    out: dict[str, tuple[BodyKey, str]] = {}
+
+    def walk(g: onnx.GraphProto, path: str, key: BodyKey) -> None:
+        names = node_names(g)
+        for i, node in enumerate(g.node):
+            here = child_path(path, names[i])
+            subs = subgraph_attributes(node)
+            if node.op_type == "If" and node.domain in ("", "ai.onnx") and subs:
+                out[here] = (key, owner_key(node, i))
+            for attr, sub in subs:
+                walk(sub, f"{here}/{attr}", (*key, (owner_key(node, i), attr)))
+
+    walk(model.graph, "", ())
+    return out
+
+
+def excluded_branches(model: onnx.ModelProto, branches: Mapping[str, str]) -> frozenset[BodyKey]:
+    """The keys of the If branches ``branches`` leaves out (``--branch``).
+
+    ``branches``: ``{If node path: the branch runs take}`` (``then``/``else`` or
+    ``then_branch``/``else_branch``); the other branch of each is excluded: not
+    sized, not planned, its values listed under ``outside`` as ``excluded-branch``,
+    and a run that takes it is refused by ``verify``. A path that names no If of
+    the model, or a branch other than those, is a ``ModelError`` naming the If nodes.
+    """
+    if not branches:
+        return frozenset()
+    ifs = if_nodes(model)
+    out: set[BodyKey] = set()
+    for path, branch in branches.items():
+        taken = BRANCH_NAMES.get(branch)
+        if taken is None:
+            raise ModelError(f"--branch {show_name(path)}={show_name(branch)}: the branch runs take must be "
+                             "then or else")
+        if path not in ifs:
+            listing = ", ".join(map(show_name, list(ifs)[:12])) + (f" and {len(ifs) - 12} more" if len(ifs) > 12 else "")
+            raise ModelError(f"--branch names {show_name(path)}, which is not an If node of the model; "
+                             + (f"its If nodes are {listing}" if ifs else "it has no If node"))
+        key, owner = ifs[path]
+        out.add((*key, (owner, "else_branch" if taken == "then_branch" else "then_branch")))
+    return frozenset(out)
 
 
 def child_path(parent: str, node_name: str) -> str:

@@ -541,6 +541,8 @@ class ShapeInfo:
     sources: dict[str, str] = field(default_factory=dict)  # name -> onnx|evaluated|symbolic|measured|value_info
     warnings: tuple[str, ...] = ()
     bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = field(default_factory=dict)
+    #: If branches left out of the plan (``--branch``): runs are assumed to take the other one
+    excluded: frozenset[BodyKey] = frozenset()
 
 
 def _read_type(vi: onnx.ValueInfoProto) -> tuple[int | None, tuple[Dim, ...] | None]:
@@ -664,6 +666,21 @@ def _bind(shape: Iterable[Dim], dims: Mapping[str, int]) -> list[Dim]:
         value = _resolve_dim(d, dims)
         out.append(d if value is None else value)
     return out
+
+
+def _take_branches(graph: onnx.GraphProto, excluded: frozenset[BodyKey], key: BodyKey = ()) -> None:
+    """Replace, in ``graph`` (an inference copy), each ``excluded`` If branch with the one runs
+    take, so that every engine gives the If's outputs the shapes of the branch planned."""
+    if not excluded:
+        return
+    for i, node in enumerate(graph.node):
+        subs = dict(subgraph_attributes(node))
+        for attr, sub in subs.items():
+            other = {"then_branch": "else_branch", "else_branch": "then_branch"}.get(attr)
+            if node.op_type == "If" and (*key, (owner_key(node, i), attr)) in excluded and other in subs:
+                sub.CopyFrom(subs[other])
+            else:
+                _take_branches(sub, excluded, (*key, (owner_key(node, i), attr)))
 
 
 def _strip_for_inference(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -982,9 +999,11 @@ def _taken_branches(
     values: Mapping[str, np.ndarray],
     bodies: Mapping[BodyKey, Mapping[str, tuple[int, tuple[int, ...]]]],
     have: Mapping[str, tuple[int, tuple[int, ...]]],
+    excluded: frozenset[BodyKey] = frozenset(),
 ) -> dict[str, tuple[int, tuple[int, ...]]]:
     """Shapes of the outputs of ``graph``'s If nodes that ``have`` lacks: those of the branch
-    the condition takes where its value is known, else the shape both branches agree on."""
+    the condition takes where its value is known or the other branch is ``excluded``, else the
+    shape both branches agree on."""
     out: dict[str, tuple[int, tuple[int, ...]]] = {}
     for i, node in enumerate(graph.node):
         if node.op_type != "If" or node.domain not in ("", "ai.onnx") or not node.input:
@@ -993,10 +1012,11 @@ def _taken_branches(
             continue
         cond = values.get(node.input[0])
         branches = dict(subgraph_attributes(node))
+        kept = [a for a in ("then_branch", "else_branch") if (*key, (owner_key(node, i), a)) not in excluded]
         if cond is not None and cond.size == 1:
             taken = ["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
         else:
-            taken = ["then_branch", "else_branch"]
+            taken = kept
         if any(a not in branches for a in taken):
             continue
         sized = [bodies.get((*key, (owner_key(node, i), a)), {}) for a in taken]
@@ -1019,6 +1039,7 @@ def _standalone_bodies(
     outer: Mapping[str, tuple[int, tuple[int, ...]]],
     values: Mapping[str, np.ndarray],
     bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]],
+    excluded: frozenset[BodyKey] = frozenset(),
 ) -> None:
     """Complete ``bodies`` for every subgraph of ``graph`` (at ``key``), nested ones too, by
     inferring each as a model of its own (:func:`_standalone`) that sees the concrete shapes
@@ -1043,8 +1064,8 @@ def _standalone_bodies(
                     for name, typed in found.items():
                         have.setdefault(name, typed)
                     inner.update(made)
-                _standalone_bodies(model, sub, sk, {**outer, **have}, inner, bodies)
-                taken = _taken_branches(sub, sk, inner, bodies, have)
+                _standalone_bodies(model, sub, sk, {**outer, **have}, inner, bodies, excluded)
+                taken = _taken_branches(sub, sk, inner, bodies, have, excluded)
                 if not taken:
                     break
                 have.update(taken)
@@ -1097,6 +1118,7 @@ def infer_shapes(
     measured: Mapping[str, tuple[int, tuple[int, ...]]] | None = None,
     strict_dims: bool = True,
     measured_values: Mapping[str, np.ndarray] | None = None,
+    excluded: frozenset[BodyKey] = frozenset(),
 ) -> ShapeInfo:
     """Dtype and concrete shape of every input, initializer and node output.
 
@@ -1113,11 +1135,14 @@ def infer_shapes(
     of the outer values it captures and the values of those known: small
     weights and constants, shape arithmetic the evaluator computed, and
     ``measured_values`` (small integer values of one run, see
-    :func:`onnxmem.runtime.measure_shapes`).
+    :func:`onnxmem.runtime.measure_shapes`). ``excluded``: If branches runs are
+    assumed not to take (:func:`onnxmem.graph.excluded_branches`): an If's outputs
+    take the other branch's shapes, and the excluded one need not be sized.
     """
     user_dims = dict(dims or {})
     input_shapes = dict(input_shapes or {})
     work = _strip_for_inference(model)
+    _take_branches(work.graph, excluded)
     # from here on the inference engines see generated names only (see _rename_dims)
     safe = _rename_dims(work)
     original = {v: k for k, v in safe.items()}
@@ -1260,13 +1285,14 @@ def infer_shapes(
             if evaluated is not None:
                 outer_values.update(evaluated.values)
             outer_values.update(measured_values or {})
-            _standalone_bodies(model, model.graph, (), known, outer_values, bodies)
+            _standalone_bodies(model, model.graph, (), known, outer_values, bodies, excluded)
     return ShapeInfo(
         {k: v[0] for k, v in known.items()},
         {k: v[1] for k, v in known.items()},
         sources,
         tuple(warnings),
         bodies,
+        excluded,
     )
 
 

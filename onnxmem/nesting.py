@@ -250,7 +250,8 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], i
     that is not among ``planned`` (``(graph path, name)`` pairs), with its reason
     (:data:`onnxmem.plan.OUTSIDE_REASONS`): initializers and node outputs, and with
     ``io="external"`` the main graph's inputs and outputs. Also one warning per node
-    whose subgraphs onnxmem does not plan (their values are ``runtime-body``). ``bound``:
+    whose subgraphs onnxmem does not plan (their values are ``runtime-body``); the values
+    of an If branch left out by ``--branch`` are ``excluded-branch``. ``bound``:
     the ``(graph path, name)`` of If-branch outputs written into the If's outputs."""
     from .errors import show_name
 
@@ -278,16 +279,16 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], i
             return "external-io"
         raise AssertionError(f"value {name!r} of graph {v.path!r} is neither planned nor outside the arena")
 
-    def unplanned(g: Any, path: str) -> None:
+    def unplanned(g: Any, path: str, reason: str = "runtime-body") -> None:
         names = node_names(g)
         for init in g.initializer:
             add(path, init.name, "weight")
         for i, node in enumerate(g.node):
             for o in node.output:
                 if o:
-                    add(path, o, "runtime-body")
+                    add(path, o, reason)
             for attr, sub in subgraph_attributes(node):
-                unplanned(sub, f"{child_path(path, names[i])}/{attr}")
+                unplanned(sub, f"{child_path(path, names[i])}/{attr}", reason)
 
     def level(g: Any, v: GraphView) -> None:
         for n in v.inputs:
@@ -306,6 +307,8 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], i
             for attr, sub in subgraph_attributes(node):
                 if attr in bodies:
                     level(sub, bodies[attr].view)
+                elif bodies:  # an If branch --branch leaves out
+                    unplanned(sub, f"{child_path(v.path, op.name)}/{attr}", "excluded-branch")
                 else:
                     where = f"{child_path(v.path, op.name)}/{attr}"
                     warnings.append(f"subgraph {show_name(where)} of a {show_name(op.op_type)} node is not planned: "

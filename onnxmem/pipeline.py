@@ -15,8 +15,8 @@ from typing import Callable, Mapping
 import numpy as np
 import onnx
 
-from .errors import OnnxmemError, PlanInvalid
-from .graph import GraphView, build_view, with_regions
+from .errors import OnnxmemError, PlanInvalid, show_name
+from .graph import BRANCH_NAMES, GraphView, build_view, excluded_branches, with_regions
 from .liveness import Liveness
 from .model import ShapeInfo, file_sha256, infer_shapes, load_model
 from .nesting import (
@@ -41,7 +41,9 @@ __all__ = [
     "Planned",
     "aliased_liveness",
     "default_solver",
+    "branch_record",
     "fold_record",
+    "plan_branches",
     "plan_fold",
     "plan_liveness",
     "plan_loaded",
@@ -80,6 +82,9 @@ class PlanOptions:
     #: values of some graph inputs (--inputs): used when measuring shapes; their shapes bind dims
     inputs: Mapping[str, np.ndarray] | None = field(default=None, compare=False)
     concurrency: str = "sequential"  # "dag": safe under every schedule the graph allows (onnxmem.concurrency)
+    #: If branches runs take (``--branch``): ``{If node path: "then_branch"|"else_branch"}``; the
+    #: other branch of each is left out of the plan (:func:`onnxmem.graph.excluded_branches`)
+    branches: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,14 +126,16 @@ def plan_loaded(
         from .inputs import bind_input_shapes
 
         opts = replace(opts, input_shapes=bind_input_shapes(model, opts.inputs, opts.input_shapes))
+    excluded = excluded_branches(model, opts.branches)
     if opts.measure_shapes:
         from .runtime import infer_measured_shapes  # onnxruntime sessions: only when measuring
 
         shapes = infer_measured_shapes(model, model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
-                                       seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs)
+                                       seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs,
+                                       excluded=excluded)
     else:
         shapes = infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
-                              strict_dims=opts.strict_dims)
+                              strict_dims=opts.strict_dims, excluded=excluded)
     view = build_view(model, shapes, fold=opts.fold)
     bodies: dict[str, BodyPlan] = {}
     main = opts  # the main graph's options: what is left of --timeout after the bodies
@@ -198,11 +205,26 @@ def plan_liveness(
         plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound})
     else:  # every schedule: no order has a bound of its own
         plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
-    plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view)})
+    plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view),
+                                **branch_record(opts.branches)})
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
     return Planned(plan, model, view, liveness, solution, shapes, bodies)
+
+
+def branch_record(branches: Mapping[str, str]) -> dict[str, object]:
+    """What the plan records of ``--branch`` under ``extra``: ``{"branches": {If node path:
+    the branch runs take}}`` (:func:`plan_branches` reads it back); nothing without it."""
+    return {"branches": {k: BRANCH_NAMES[v] for k, v in sorted(branches.items())}} if branches else {}
+
+
+def plan_branches(plan: MemoryPlan) -> dict[str, str]:
+    """The If branches ``plan`` assumes runs take (see :func:`branch_record`); ``{}`` for none."""
+    found = plan.extra.get("branches")
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): str(v) for k, v in found.items() if isinstance(k, str) and v in BRANCH_NAMES}
 
 
 def fold_record(view: GraphView, fold: bool) -> dict[str, object]:
@@ -312,7 +334,10 @@ def _make_plan(
         },
         plan_seconds=round(seconds, 6),
         objects=objects,
-        warnings=shapes.warnings + tuple(warnings),
+        warnings=shapes.warnings + tuple(warnings) + tuple(
+            f"If {show_name(k)}: the plan assumes runs take its {BRANCH_NAMES[v]} (--branch); the other branch "
+            "is not planned (outside, reason excluded-branch) and verify refuses a run that takes it"
+            for k, v in sorted(opts.branches.items())),
         subgraphs=subgraphs,
         outside=tuple(outside),
     )

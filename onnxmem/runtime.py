@@ -17,6 +17,7 @@ import onnx
 from .errors import RuntimeBackendError, ShapeError, cut_words, one_line, show_name
 from .model import (
     MAX_CAPTURED_ELEMENTS,
+    BodyKey,
     ShapeInfo,
     body_captures,
     check_tensor_data,
@@ -388,6 +389,7 @@ def infer_measured_shapes(
     seed: int = 0,
     strict_dims: bool = True,
     inputs: Mapping[str, np.ndarray] | None = None,
+    excluded: frozenset[BodyKey] = frozenset(),
 ) -> ShapeInfo:
     """:func:`onnxmem.model.infer_shapes` with the shapes of one run of the model.
 
@@ -400,4 +402,4 @@ def infer_measured_shapes(
     measured = measure_shapes(model, model_path=model_path, dims=dims, input_shapes=input_shapes, seed=seed,
                               inputs=inputs, values=values)
     return infer_shapes(model, dims=dims, input_shapes=input_shapes, measured=measured,
-                        strict_dims=strict_dims, measured_values=values)
+                        strict_dims=strict_dims, measured_values=values, excluded=excluded)

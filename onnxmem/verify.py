@@ -95,10 +95,11 @@ class VerifyReport:
 
 def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os.PathLike[str] | None,
                   inputs: Mapping[str, np.ndarray] | None = None) -> GraphView:
-    """The graph view at the plan's dims and folding (measured shapes when inference cannot
-    say, on ``inputs`` where given)."""
+    """The graph view at the plan's dims, folding and If branches (measured shapes when
+    inference cannot say, on ``inputs`` where given)."""
+    from .graph import excluded_branches
     from .model import infer_shapes
-    from .pipeline import plan_fold
+    from .pipeline import plan_branches, plan_fold
     from .runtime import infer_measured_shapes
 
     dims = dict(plan.dims)
@@ -107,11 +108,12 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
         if name in ishapes and tuple(np.shape(arr)) != ishapes[name]:
             raise ShapeError(f"--inputs: array {show_name(name)} has shape {list(np.shape(arr))}; the plan was made "
                              f"for {list(ishapes[name])}: give the plan's shape, or plan with these inputs (plan --inputs)")
+    excluded = excluded_branches(model, plan_branches(plan))
     try:
-        shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False)
+        shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded)
     except ShapeError:
         shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
-                                       strict_dims=False, inputs=inputs)
+                                       strict_dims=False, inputs=inputs, excluded=excluded)
     return with_regions(build_view(model, shapes, fold=plan_fold(plan)), plan_regions(plan))
 
 
@@ -198,8 +200,8 @@ def verify_plan(
         view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, view=view,
                                          inputs=opts.inputs)
         warnings.extend(said)
-    t0 = time.perf_counter()
     v = view if view is not None else view_for_plan(model, plan, model_path, opts.inputs)
+    t0 = time.perf_counter()  # the proof alone (the view may have needed a measuring run)
     # a plan made for concurrent execution is always held to rule 9
     static = tuple(prove_plan(plan, v, concurrency="dag" if opts.concurrency == "dag" else None))
     static_s = time.perf_counter() - t0

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .helpers import make_model, vi
 
-__all__ = ["CONTROL_FLOW_MODELS", "if_peaks", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
+__all__ = ["CONTROL_FLOW_MODELS", "if_peaks", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
            "scan_rnn"]
 
 
@@ -37,6 +37,24 @@ def if_peaks() -> onnx.ModelProto:
                     [vi("else_out", [1, 1024])])
     node = helper.make_node("If", ["cond"], ["y"], name="choose", then_branch=then_g, else_branch=else_g)
     return make_model([node], [vi("x", [1, 1024]), vi("cond", [], TensorProto.BOOL)], [vi("y", [1, 1024])])
+
+
+def if_unsized_branch() -> onnx.ModelProto:
+    """An If whose else branch has no static size: ``NonZero(x)`` (its shape depends on the
+    data) cast to float. The then branch is :func:`if_peaks`'s (``Tile`` to 16 KiB, then
+    ``ReduceSum``). Planned with ``--branch choose=then``: the else branch is left out and the
+    arena is :func:`if_peaks`'s, 24,640 B."""
+    model = if_peaks()
+    node = model.graph.node[0]
+    else_g = _graph([helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+                     helper.make_node("Cast", ["nz"], ["else_out"], name="cast", to=TensorProto.FLOAT)],
+                    "else", [], [vi("else_out", [2, None])])
+    for attr in node.attribute:
+        if attr.name == "else_branch":
+            attr.g.CopyFrom(else_g)
+    del model.graph.output[:]
+    model.graph.output.append(vi("y", [None, None]))
+    return model
 
 
 def network_in_if() -> onnx.ModelProto:

@@ -138,6 +138,25 @@ def test_one_model_is_planned_from_its_message_verified_and_compared(tmp_path):
     assert line.startswith("| pkg 1.0 | m.onnx | 2 | - | 0 | `--input-shape x=1x256` |")
 
 
+def test_an_if_branch_that_cannot_be_sized_is_left_out_as_the_message_offers(tmp_path):
+    """The If's output needs measuring; measured, its else branch still has no static size, and
+    the message offers --branch for it: the bench takes each flag in turn, as a user would."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from tests.nested_models import if_unsized_branch
+    finally:
+        sys.path.remove(str(ROOT))
+    path = tmp_path / "m.onnx"
+    onnx.save(if_unsized_branch(), path)
+    wheel = br.Wheel("pkg", "1.0", "pkg.whl", "0" * 64, ())
+    row = br.bench_model(wheel, br.Model("m.onnx", {}, {"cond": np.array(True)}), path, 120, {})
+    assert "error" not in row, row
+    assert row["flags"] == "--measure-shapes --branch choose=then"
+    assert row["verify"] == "verified"
+    assert row["arena"] == 4096 + 64 + 4096 + 16384  # the then branch's plan (tests/test_branch.py)
+    assert br.BRANCH_OFFER.search("leave it out: --branch 'a b'=else")["name"] == "'a b'"
+
+
 def test_a_failing_model_is_a_row_with_one_line(tmp_path):
     path = tmp_path / "broken.onnx"
     path.write_bytes(b"not a model")
