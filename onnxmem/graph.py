@@ -137,6 +137,10 @@ class GraphView:
     bodies: Mapping[int, tuple["Body", ...]] = field(default_factory=dict, init=False, compare=False, repr=False)
     #: node index -> the name of its region tensor (see :func:`with_regions`)
     regions: Mapping[int, str] = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: region name -> ``{If output: its offset in the region}`` for an If whose branches write
+    #: their outputs inside its region (see :func:`with_regions` and :mod:`onnxmem.nesting`)
+    region_outputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict, init=False, compare=False,
+                                                           repr=False)
 
     def memo(self, key: object, compute: Callable[[], T]) -> T:
         """``compute()``, once per view and ``key``: for passes that several
@@ -579,16 +583,20 @@ def child_path(parent: str, node_name: str) -> str:
     return f"{parent}/{part}" if parent else part
 
 
-def with_regions(view: GraphView, sizes: Mapping[str, int], *, recursive: bool = True) -> GraphView:
+def with_regions(view: GraphView, sizes: Mapping[str, int], *, recursive: bool = True,
+                 inside: Mapping[str, Mapping[str, int]] | None = None) -> GraphView:
     """``view`` (and its bodies, recursively) with a *region* for each node whose bodies
     are planned: a tensor of kind ``region`` written by that node and read by none, so
     it is live during the node's step only, of ``sizes[owner path]`` bytes (the space its
     bodies run in). A node whose size is missing or 0 gets none. The region's name is
     ``<node name>:region`` (primes added while that names a value of the graph).
-    ``recursive=False`` leaves the bodies' views as they are."""
+    ``recursive=False`` leaves the bodies' views as they are. ``inside``: ``{owner path:
+    {If output: offset}}`` for Ifs whose branches write their outputs inside the region
+    (:attr:`GraphView.region_outputs`; the liveness puts them in the region's group)."""
     ops = list(view.ops)
     tensors = dict(view.tensors)
     regions: dict[int, str] = {}
+    region_outputs: dict[str, Mapping[str, int]] = {}
     bodies: dict[int, tuple[Body, ...]] = {}
     for index, bs in view.bodies.items():
         bodies[index] = tuple(replace(b, view=with_regions(b.view, sizes)) for b in bs) if recursive else bs
@@ -600,10 +608,14 @@ def with_regions(view: GraphView, sizes: Mapping[str, int], *, recursive: bool =
         while name in tensors:
             name += "'"
         regions[index] = name
+        placed = (inside or {}).get(child_path(view.path, op.name))
+        if placed:
+            region_outputs[name] = dict(placed)
         tensors[name] = Tensor(name, onnx.TensorProto.UINT8, "uint8", (size,), size, "region", index)
         ops[index] = Op(op.index, op.name, op.op_type, op.domain, op.inputs, op.outputs + (name,), op.captures)
     out = GraphView(tuple(ops), tensors, view.inputs, view.outputs, view.consumers, weight_ops=view.weight_ops,
                     outside=view.outside, path=view.path, outer=view.outer)
     object.__setattr__(out, "bodies", bodies)
     object.__setattr__(out, "regions", regions)
+    object.__setattr__(out, "region_outputs", region_outputs)
     return out

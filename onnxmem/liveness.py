@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .errors import ModelError
+from .errors import ModelError, show_name
 from .graph import GraphView
 from .lifetimes import IO_MODES, arena_tensors, group_span, tensor_lifetimes
 from .problem import Buffer, Problem, align_up
@@ -71,6 +71,30 @@ class Liveness:
         raise KeyError(tensor)
 
 
+def _region_groups(view: GraphView, member_of: dict[str, str],
+                   offs: Mapping[str, int]) -> tuple[dict[str, str], dict[str, int]]:
+    """``(member_of, offsets)`` with each region of :attr:`GraphView.region_outputs` one group
+    with the If outputs its branches write inside it, each at its offset there (and the
+    members of an output's own group beside it). ``ModelError`` when two outputs put one
+    tensor at two offsets."""
+    member_of = dict(member_of)
+    out = dict(offs)
+    for region, placed in view.region_outputs.items():
+        pos: dict[str, int] = {}
+        for name, at in ((region, 0), *placed.items()):
+            gid = member_of.get(name)
+            members = [m for m, g in member_of.items() if g == gid] if gid is not None else [name]
+            base = at - out.get(name, 0)
+            for m in members:
+                if pos.setdefault(m, base + out.get(m, 0)) != base + out.get(m, 0):
+                    raise ModelError(f"tensor {show_name(m)} would sit at two offsets in region {show_name(region)}")
+        shift = max(0, -min(pos.values()))
+        for m, p in pos.items():
+            member_of[m] = region
+            out[m] = p + shift
+    return member_of, out
+
+
 def build_liveness(
     view: GraphView,
     order: Sequence[int],
@@ -95,7 +119,9 @@ def build_liveness(
         for m in shared:
             if m in lifetimes:
                 member_of[m] = gid
-    offs = layout.offsets if layout is not None else {}
+    offs: Mapping[str, int] = layout.offsets if layout is not None else {}
+    if view.region_outputs:
+        member_of, offs = _region_groups(view, member_of, offs)
     intervals: list[Interval] = []
     group_members: dict[str, list[str]] = {}
     for name, (start, end) in lifetimes.items():

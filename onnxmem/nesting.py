@@ -27,7 +27,14 @@ What lives where, as the operators' semantics require:
   and its If output is an arena tensor of the same size); the branch is then
   planned with its outputs outside its arena (``outputs: owner`` in the plan,
   the outputs listed under ``outside`` as ``owner-output``). Otherwise its
-  outputs live in its arena to its end and are copied into the If's outputs;
+  outputs live in its arena to its end and are copied into the If's outputs.
+  Where every branch computes every output, the If may also hold its outputs
+  *inside* its region (``outputs: inside``, :class:`InsideOption`): each branch
+  planned with its outputs in its arena at offsets all branches share (the
+  largest branch first, the others pinned there), the If's outputs in the
+  region's group at those offsets, so a branch uses their bytes until it
+  writes them; :func:`choose_inside` keeps this where it lowers the parent's
+  max-live bound;
 * a Loop or Scan body's formal inputs (iteration number, condition, carried
   values, state, scan slices) are its *carried slots*: body tensors pinned
   to the whole body, so no other body tensor shares their bytes. Before an
@@ -54,14 +61,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .aliasing import shared_layout
-from .graph import GraphView, bound_outputs, child_path, node_names, with_regions
+from .graph import Body, GraphView, bound_outputs, child_path, node_names, with_regions
 from .liveness import Liveness, build_liveness
 from .plan import OutsideValue, PlannedTensor
 from .problem import Problem, Solution, Status, align_up, lower_bound
 from .scheduling import OrderOptions, reorder
 from .solvers import SOLVERS, SolveOptions, solve
 
-__all__ = ["BodyPlan", "aliased_liveness", "body_solver", "body_tensors", "level_tensors", "nested_bound",
+__all__ = ["BodyPlan", "InsideOption", "aliased_liveness", "choose_inside", "body_solver", "body_tensors", "level_tensors", "nested_bound",
            "outside_values", "plan_bodies", "region_bounds"]
 
 
@@ -80,7 +87,9 @@ class BodyPlan:
     liveness: Liveness
     solution: Solution
     lower_bound: int  # the body's bound, its own bodies' regions at their bounds (:func:`nested_bound`)
-    outputs: str = "region"  # where the body's outputs live: "region", or "owner" (an If's own outputs)
+    #: where the body's outputs live: "region" (its arena, copied out), "owner" (an If's own
+    #: outputs, planned in the parent), "inside" (its arena, at the If's outputs, which sit there)
+    outputs: str = "region"
 
     @property
     def arena_size(self) -> int:
@@ -135,14 +144,34 @@ def body_solver(solver: str) -> str:
     return solver
 
 
-def plan_bodies(view: GraphView, opts: Any) -> tuple[dict[str, int], dict[str, BodyPlan]]:
+@dataclass(frozen=True, slots=True)
+class InsideOption:
+    """An If whose branches can write its outputs inside its region instead of beside it.
+
+    ``plans``: one per branch, planned with their outputs in their arena
+    (``outputs="inside"``), each output at the same offset in every branch
+    (``positions``: If output -> offset in the region); ``size``: the region then.
+    ``parent``: the path of the graph that holds the If; ``owner``: the If's path.
+    """
+
+    parent: str
+    owner: str
+    size: int
+    positions: Mapping[str, int]
+    plans: tuple[BodyPlan, ...]
+
+
+def plan_bodies(view: GraphView, opts: Any,
+                inside: dict[str, InsideOption] | None = None) -> tuple[dict[str, int], dict[str, BodyPlan]]:
     """Plan every body nested in ``view`` (steps 1 and 2 of the module doc).
 
     ``opts`` is a :class:`onnxmem.pipeline.PlanOptions`; bodies are planned with
     ``io="internal"``. Returns ``(region sizes by owner path, plans by body path)``;
     both are empty for a graph without bodies. ``opts.timeout`` is shared: each
     body gets what is left of it (and :func:`onnxmem.pipeline.plan_loaded` gives the main
-    graph what is left after the bodies).
+    graph what is left after the bodies). ``inside``: filled with the If nodes of
+    ``view`` itself that may hold their outputs in their regions (for
+    :func:`choose_inside` on ``view``'s level; nested levels choose their own).
     """
     sizes: dict[str, int] = {}
     plans: dict[str, BodyPlan] = {}
@@ -150,38 +179,135 @@ def plan_bodies(view: GraphView, opts: Any) -> tuple[dict[str, int], dict[str, B
         return sizes, plans
     deadline = None if opts.timeout is None else time.perf_counter() + opts.timeout
     body_opts = replace(opts, io="internal", solver=body_solver(opts.solver))
-    _plan_level_bodies(view, body_opts, deadline, sizes, plans, opts.io)
+    found: dict[str, InsideOption] = {}
+    _plan_level_bodies(view, body_opts, deadline, sizes, plans, found, opts.io)
+    if inside is not None:
+        inside.update((k, o) for k, o in found.items() if o.parent == view.path)
     return sizes, plans
+
+
+def choose_inside(base: GraphView, view: GraphView, order: Any, opts: Any, liveness: Liveness,
+                  sizes: dict[str, int], plans: dict[str, BodyPlan], options: Mapping[str, InsideOption],
+                  *, recursive: bool = False) -> tuple[GraphView, Liveness]:
+    """``(view, liveness)`` of one level (``base`` without regions, ``view`` with them) with
+    the If outputs of each of its :class:`InsideOption` placed inside the If's region where
+    that lowers the level's max-live bound under ``order`` (one If at a time, kept when it
+    helps): the region grows to hold them and lives as long as they do, in exchange for
+    their bytes being free for the branch until it writes them. ``sizes`` and ``plans`` get
+    the chosen options' region sizes and branch plans. Only with ``--inplace on`` (this is
+    sharing) and a sequential plan."""
+    from .errors import ModelError
+
+    mine = [o for o in options.values() if o.parent == base.path]
+    if not mine or not opts.inplace or opts.concurrency != "sequential":
+        return view, liveness
+    best = lower_bound(liveness.problem)
+    chosen: dict[str, InsideOption] = {}
+    for opt in mine:
+        trial = {**chosen, opt.owner: opt}
+        candidate = with_regions(base, {**sizes, **{k: o.size for k, o in trial.items()}}, recursive=recursive,
+                                 inside={k: o.positions for k, o in trial.items()})
+        try:
+            lv = aliased_liveness(candidate, order, opts)
+        except ModelError:
+            continue  # an output's own group would put a tensor at two offsets
+        bound = lower_bound(lv.problem)
+        if bound < best:
+            best, chosen, view, liveness = bound, trial, candidate, lv
+    for key, opt in chosen.items():
+        sizes[key] = opt.size
+        plans.update((bp.path, bp) for bp in opt.plans)
+    return view, liveness
 
 
 def _left(deadline: float | None) -> float | None:
     return None if deadline is None else max(deadline - time.perf_counter(), 0.01)
 
 
+def _solve_body(bv: GraphView, liveness: Liveness, opts: Any, deadline: float | None, path: str) -> Solution:
+    if liveness.problem.buffers:
+        solution = solve(liveness.problem, opts.solver, SolveOptions(timeout=_left(deadline), seed=opts.seed))
+    else:
+        solution = Solution((), 0, opts.solver, Status.OPTIMAL)
+    if not solution.found:
+        raise_unsolved(opts.solver, solution, path)
+    return solution
+
+
 def _plan_level_bodies(view: GraphView, opts: Any, deadline: float | None, sizes: dict[str, int],
-                       plans: dict[str, BodyPlan], io: str = "internal") -> None:
+                       plans: dict[str, BodyPlan], inside: dict[str, InsideOption], io: str = "internal") -> None:
     for index, bodies in view.bodies.items():
         owner = view.ops[index]
         need = 0
+        chosen: list[tuple[Body, GraphView]] = []
         for body in bodies:
-            _plan_level_bodies(body.view, opts, deadline, sizes, plans)
+            _plan_level_bodies(body.view, opts, deadline, sizes, plans, inside)
             bv = with_regions(body.view, sizes, recursive=False)
             # an If branch writes its outputs straight into the If's outputs where it can
             body_io = "external" if bound_outputs(view, body, io) else "internal"
+            body_opts = replace(opts, io=body_io, concurrency="sequential")
             order = reorder(bv, opts.order, OrderOptions(timeout=_left(deadline), alignment=opts.alignment,
                                                          io=body_io, inplace=opts.inplace))
-            liveness = aliased_liveness(bv, order, replace(opts, io=body_io, concurrency="sequential"))
-            if liveness.problem.buffers:
-                solution = solve(liveness.problem, opts.solver, SolveOptions(timeout=_left(deadline), seed=opts.seed))
-            else:
-                solution = Solution((), 0, opts.solver, Status.OPTIMAL)
-            if not solution.found:
-                raise_unsolved(opts.solver, solution, body.path)
+            liveness = aliased_liveness(bv, order, body_opts)
+            bv, liveness = choose_inside(body.view, bv, order, body_opts, liveness, sizes, plans, inside)
+            solution = _solve_body(bv, liveness, opts, deadline, body.path)
             bound = nested_bound(bv, liveness.problem, region_bounds(plans), opts.alignment)
             plans[body.path] = BodyPlan(body.path, view.path, owner.name, body.attr, body.kind, bv, liveness,
                                         solution, bound, "owner" if body_io == "external" else "region")
             need = max(need, int(solution.height))
+            chosen.append((body, bv))
         sizes[child_path(view.path, owner.name)] = need
+        option = _inside_option(view, owner, chosen, opts, deadline, plans, io)
+        if option is not None:
+            inside[option.owner] = option
+
+
+def _inside_option(view: GraphView, owner: Any, bodies: list[tuple[Body, GraphView]], opts: Any,
+                   deadline: float | None, plans: Mapping[str, BodyPlan], io: str) -> InsideOption | None:
+    """The :class:`InsideOption` of an If whose every branch writes every output straight into
+    the If's outputs (:func:`onnxmem.graph.bound_outputs`): each branch planned again with
+    its outputs in its arena, the branch with the largest arena first; the others with each
+    output's buffer pinned where the first put it. ``None`` when that cannot be."""
+    if not bodies or bodies[0][0].kind != "if":
+        return None
+    for body, _ in bodies:
+        mapped = bound_outputs(view, body, io)
+        if not mapped or len(mapped) != len(body.view.outputs):
+            return None
+    body_opts = replace(opts, io="internal", concurrency="sequential")
+    made: list[tuple[Body, GraphView, Liveness]] = []
+    for body, bv in bodies:
+        order = reorder(bv, opts.order, OrderOptions(timeout=_left(deadline), alignment=opts.alignment,
+                                                     io="internal", inplace=opts.inplace))
+        made.append((body, bv, aliased_liveness(bv, order, body_opts)))
+    solved: list[tuple[Body, GraphView, Liveness, Solution]] = []
+    for body, bv, lv in made:
+        solved.append((body, bv, lv, _solve_body(bv, lv, opts, deadline, body.path)))
+    solved.sort(key=lambda item: -item[3].height)
+    first_body, _, first_lv, first_sol = solved[0]
+    index = {b.id: i for i, b in enumerate(first_lv.problem.buffers)}
+    at = {iv.tensor: int(first_sol.offsets[index[iv.group]]) + iv.offset for iv in first_lv.intervals}
+    positions = [at[o] for o in first_body.view.outputs]
+    out: list[tuple[Body, GraphView, Liveness, Solution]] = [solved[0]]
+    for body, bv, lv, _ in solved[1:]:
+        pins: dict[str, int] = {}
+        for o, want in zip(body.view.outputs, positions):
+            iv = lv.interval(o)
+            pin = want - iv.offset
+            if pin < 0 or pin % opts.alignment or pins.setdefault(iv.group, pin) != pin:
+                return None
+        problem = Problem(tuple(replace(b, offset=pins[b.id]) if b.id in pins else b for b in lv.problem.buffers))
+        lv = replace(lv, problem=problem)
+        out.append((body, bv, lv, _solve_body(bv, lv, opts, deadline, body.path)))
+    made_plans: list[BodyPlan] = []
+    for body, bv, lv, sol in out:
+        bound = nested_bound(bv, lv.problem, region_bounds(plans), opts.alignment)
+        made_plans.append(BodyPlan(body.path, view.path, owner.name, body.attr, body.kind, bv, lv, sol, bound,
+                                   "inside"))
+    size = max(int(sol.height) for *_, sol in out)
+    names = {o: y for o, y in zip(first_body.view.outputs, owner.outputs)}
+    return InsideOption(view.path, child_path(view.path, owner.name), size,
+                        {names[o]: p for o, p in zip(first_body.view.outputs, positions)}, tuple(made_plans))
 
 
 def raise_unsolved(solver: str, solution: Solution, path: str) -> None:

@@ -21,8 +21,10 @@ from .liveness import Liveness
 from .model import ShapeInfo, file_sha256, infer_shapes, load_model
 from .nesting import (
     BodyPlan,
+    InsideOption,
     aliased_liveness,
     body_tensors,
+    choose_inside,
     level_tensors,
     nested_bound,
     outside_values,
@@ -137,12 +139,15 @@ def plan_loaded(
         shapes = infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
                               strict_dims=opts.strict_dims, excluded=excluded)
     view = build_view(model, shapes, fold=opts.fold)
+    base = view
     bodies: dict[str, BodyPlan] = {}
+    sizes: dict[str, int] = {}
+    inside: dict[str, InsideOption] = {}
     main = opts  # the main graph's options: what is left of --timeout after the bodies
     if view.bodies:
         say("planning subgraph bodies")
         tb = time.perf_counter()
-        sizes, bodies = plan_bodies(view, opts)
+        sizes, bodies = plan_bodies(view, opts, inside)
         view = with_regions(view, sizes)
         if opts.timeout is not None:
             main = replace(opts, timeout=max(opts.timeout - (time.perf_counter() - tb), 0.01))
@@ -152,6 +157,7 @@ def plan_loaded(
         OrderOptions(timeout=main.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace),
     )
     liveness = aliased_liveness(view, order, opts)
+    view, liveness = choose_inside(base, view, order, opts, liveness, sizes, bodies, inside, recursive=True)
     planned = plan_liveness(model, path, shapes, view, liveness, main, progress, started=t0, bodies=bodies)
     if main is opts:
         return planned

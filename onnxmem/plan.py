@@ -116,8 +116,10 @@ class SubgraphPlan:
     (a node of the parent) and its ``attr``, ``kind`` (``if``, ``loop``, ``scan``), the
     body's node ``order`` and ``op_types``, its own ``arena_size`` (the bytes it needs
     inside its owner's region) and ``lower_bound``, its ``solver`` result, and where its
-    outputs live: ``region`` (in its arena, copied out after) or ``owner`` (an If
-    branch writing straight into the If's outputs)."""
+    outputs live: ``region`` (in its arena, copied out after), ``owner`` (an If
+    branch writing straight into the If's outputs, planned beside its region) or
+    ``inside`` (an If branch writing its outputs in its arena, where the If's outputs
+    sit: inside the region, at the same offsets in every branch)."""
 
     path: str
     parent: str
@@ -129,7 +131,7 @@ class SubgraphPlan:
     arena_size: int
     lower_bound: int
     solver: dict[str, Any]
-    outputs: str = "region"  # "owner": an If branch whose outputs are the If's own outputs
+    outputs: str = "region"  # "owner"/"inside": an If branch whose outputs are the If's own outputs
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,10 @@ this is the one deliberate second copy of those rules):
    planned with ``outputs: owner`` writes its outputs at the If's outputs
    (:func:`onnxmem.graph.bound_outputs` must allow it): tensors of the parent,
    live from the If's step, kept apart from everything live then by rule 6.
+   One planned with ``outputs: inside`` computes every output and writes each
+   at exactly the bytes of its If output, which lies in the If's region: that
+   region and those outputs are the only pairs of the parent allowed to share
+   bytes while both are live.
 9. plans for concurrent execution (``--concurrency dag``, recorded in the
    plan's ``extra``; the main graph: a body runs inside its owner's step): the rules above hold for the plan's order, and every
    pair of tensors that share a byte is kept apart by the graph itself, under
@@ -210,8 +214,9 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
         if path not in paths:
             found.append(Finding("mismatch", None, f"the plan has a subgraph {path!r}, which the model does not "
                                  "have; re-plan the model"))
+    inside = _inside_pairs(pairs, subplans)
     found += _prove_level(replace(plan, tensors=tuple(by_graph.get("", ()))), view, limit, (0, plan.arena_size),
-                          mode=mode)
+                          mode=mode, inside=inside.get("", frozenset()))
     for parent, body in pairs:
         if limit is not None and len(found) >= limit:
             break
@@ -234,19 +239,62 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
                                      "another size); re-plan the model", node=owner.name, graph=body.path))
                 continue
             io = "external"
+        elif sp.outputs == "inside":  # the branch writes its outputs where the If's outputs sit
+            found += _inside_findings(parent, body, owner, by_graph, plan.io)
         level = replace(plan, order=sp.order, tensors=tuple(by_graph.get(body.path, ())), io=io,
                         form="offsets", objects=())
         found += [replace(f, message=f"in subgraph {body.path!r}: {f.message}", graph=body.path)
                   for f in _prove_level(level, body.view, None if limit is None else limit - len(found), where,
-                                        f"the region of node {owner.name!r}")]
+                                        f"the region of node {owner.name!r}",
+                                        inside=inside.get(body.path, frozenset()))]
     return found[:limit] if limit else found
 
 
+def _inside_pairs(pairs: Iterable[tuple[GraphView, Body]],
+                  subplans: Mapping[str, Any]) -> dict[str, frozenset[frozenset[str]]]:
+    """``{graph path: {{region, If output}}}``: the pairs of an If planned with its outputs
+    inside its region (``outputs: inside``), which share bytes by design (rule 8)."""
+    out: dict[str, set[frozenset[str]]] = {}
+    for parent, body in pairs:
+        sp = subplans.get(body.path)
+        region = parent.regions.get(body.owner)
+        if sp is None or sp.outputs != "inside" or region is None:
+            continue
+        out.setdefault(parent.path, set()).update(frozenset((region, y)) for y in parent.ops[body.owner].outputs if y)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def _inside_findings(parent: GraphView, body: Body, owner: Any, by_graph: Mapping[str, list[PlannedTensor]],
+                     io: str) -> list[Finding]:
+    """Rule 8 for a branch planned with ``outputs: inside``: it computes every output (each
+    once, of its If output's size: :func:`onnxmem.graph.bound_outputs`), and each of its
+    output tensors sits at exactly the bytes of the If output it is."""
+    mapped = bound_outputs(parent, body, io)
+    if not mapped or len(mapped) != len(body.view.outputs):
+        return [Finding("mismatch", None, f"subgraph {body.path!r} writes its outputs inside the region of node "
+                        f"{owner.name!r}, which cannot hold them (an output it does not compute, or of another "
+                        "size); re-plan the model", node=owner.name, graph=body.path)]
+    here = {pt.name: pt for pt in by_graph.get(body.path, ())}
+    there = {pt.name: pt for pt in by_graph.get(parent.path, ())}
+    found: list[Finding] = []
+    for o, y in mapped.items():
+        bt, yt = here.get(o), there.get(y)
+        if bt is None or yt is None:
+            continue  # rule 2 names the missing tensor
+        if (bt.offset, bt.size) != (yt.offset, yt.size):
+            found.append(Finding("alias", o, f"subgraph {body.path!r} writes its output {o!r} at bytes "
+                                 f"[{bt.offset}, {bt.offset + bt.size}) but the If output {y!r} it is sits at "
+                                 f"[{yt.offset}, {yt.offset + yt.size})", node=owner.name, other=y, graph=body.path))
+    return found
+
+
 def _prove_level(plan: MemoryPlan, view: GraphView, limit: int | None, bounds: tuple[int, int],
-                 space: str = "", mode: str = "sequential") -> list[Finding]:
+                 space: str = "", mode: str = "sequential",
+                 inside: frozenset[frozenset[str]] = frozenset()) -> list[Finding]:
     """Rules 1 to 7 for one graph level: ``plan`` holds that level's order and tensors;
     every tensor must lie in bytes ``bounds`` (``space`` names them: the arena, or a region).
-    ``mode="dag"``: rule 9 too."""
+    ``mode="dag"``: rule 9 too. ``inside``: pairs of a region and an If output that its
+    branches write inside it (rule 8 checks where), which may share bytes."""
     found, order = _order_findings(plan, view)
     if found:
         return found[:limit] if limit else found
@@ -334,7 +382,8 @@ def _prove_level(plan: MemoryPlan, view: GraphView, limit: int | None, bounds: t
         if full():
             return done()
 
-    alias, overlap = _sharing_findings(plan, view, names, life, limit=(limit - len(found)) if limit else None)
+    alias, overlap = _sharing_findings(plan, view, names, life, limit=(limit - len(found)) if limit else None,
+                                       inside=inside)
     found.extend(alias + overlap)
     if full():
         return done()
@@ -348,8 +397,10 @@ def _prove_level(plan: MemoryPlan, view: GraphView, limit: int | None, bounds: t
 class _Sharing:
     """Rules 5 and 6: one sweep over the steps with an active set sorted by offset."""
 
-    def __init__(self, plan: MemoryPlan, view: GraphView, names: list[str], life: Lifetimes) -> None:
+    def __init__(self, plan: MemoryPlan, view: GraphView, names: list[str], life: Lifetimes,
+                 inside: frozenset[frozenset[str]] = frozenset()) -> None:
         self.view = view
+        self.inside = inside
         self.names = names
         self.life = life
         self.alias: list[Finding] = []
@@ -408,6 +459,8 @@ class _Sharing:
 
     def _pair(self, u: PlannedTensor, t: PlannedTensor) -> None:
         """``u`` (live already) and ``t`` (written now) share bytes while both are live."""
+        if frozenset((u.name, t.name)) in self.inside:
+            return  # an If output inside its region, where its branches write it (rule 8)
         if u.group != t.group:
             self.overlap.append(self._overlap(u, t))
             return
@@ -486,10 +539,11 @@ class _Sharing:
 
 
 def _sharing_findings(
-    plan: MemoryPlan, view: GraphView, names: list[str], life: Lifetimes, *, limit: int | None
+    plan: MemoryPlan, view: GraphView, names: list[str], life: Lifetimes, *, limit: int | None,
+    inside: frozenset[frozenset[str]] = frozenset(),
 ) -> tuple[list[Finding], list[Finding]]:
-    """``(alias findings, overlap findings)``: rules 5 and 6."""
-    sharing = _Sharing(plan, view, names, life)
+    """``(alias findings, overlap findings)``: rules 5 and 6 (``inside``: see :func:`_prove_level`)."""
+    sharing = _Sharing(plan, view, names, life, inside)
     sharing.sweep([pt for pt in plan.tensors if pt.size > 0], limit)
     return sharing.alias, sharing.overlap
 

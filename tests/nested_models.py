@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .helpers import make_model, vi
 
-__all__ = ["CONTROL_FLOW_MODELS", "if_peaks", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
+__all__ = ["CONTROL_FLOW_MODELS", "if_late_output", "if_peaks", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
            "scan_rnn"]
 
 
@@ -34,6 +34,29 @@ def if_peaks() -> onnx.ModelProto:
         "then", [], [vi("then_out", [1, 1024])], [reps, axes],
     )
     else_g = _graph([helper.make_node("Neg", ["x"], ["else_out"], name="neg")], "else", [],
+                    [vi("else_out", [1, 1024])])
+    node = helper.make_node("If", ["cond"], ["y"], name="choose", then_branch=then_g, else_branch=else_g)
+    return make_model([node], [vi("x", [1, 1024]), vi("cond", [], TensorProto.BOOL)], [vi("y", [1, 1024])])
+
+
+def if_late_output() -> onnx.ModelProto:
+    """An If whose branch writes its output after its peak, so the output fits in the peak's bytes.
+
+    then: ``big = Tile(x, [4, 1])`` (16 KiB), ``s = ReduceSum(big, axes=0)`` (4 KiB; ``big``
+    dies), ``then_out = Neg(s)`` (in place over ``s``): peak 20 KiB; else: ``else_out =
+    Sigmoid(x)`` (4 KiB). Beside the region (each branch writing the If's ``y`` kept apart):
+    region 20,480 B + ``y`` 4,096 + ``x`` 4,096 + ``cond`` 64 = 28,736 B. With ``y`` inside the
+    region (at ``s``'s bytes, where the else branch writes it too): 24,640 B.
+    """
+    reps = numpy_helper.from_array(np.array([4, 1], dtype=np.int64), "reps")
+    axes = numpy_helper.from_array(np.array([0], dtype=np.int64), "axes")
+    then_g = _graph(
+        [helper.make_node("Tile", ["x", "reps"], ["big"], name="tile"),
+         helper.make_node("ReduceSum", ["big", "axes"], ["s"], name="sum", keepdims=1),
+         helper.make_node("Neg", ["s"], ["then_out"], name="neg")],
+        "then", [], [vi("then_out", [1, 1024])], [reps, axes],
+    )
+    else_g = _graph([helper.make_node("Sigmoid", ["x"], ["else_out"], name="sigmoid")], "else", [],
                     [vi("else_out", [1, 1024])])
     node = helper.make_node("If", ["cond"], ["y"], name="choose", then_branch=then_g, else_branch=else_g)
     return make_model([node], [vi("x", [1, 1024]), vi("cond", [], TensorProto.BOOL)], [vi("y", [1, 1024])])
@@ -168,6 +191,7 @@ def scan_rnn() -> onnx.ModelProto:
 
 CONTROL_FLOW_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "if_peaks": if_peaks,
+    "if_late_output": if_late_output,
     "network_in_if": network_in_if,
     "loop_carried": loop_carried,
     "loop_nested_if": loop_nested_if,

@@ -20,7 +20,13 @@ from onnxmem.verify import VerifyOptions, execute_plan, prove_plan, true_lifetim
 
 from .conftest import LIGHT_MODELS
 from .helpers import make_model, vi
-from .nested_models import CONTROL_FLOW_MODELS, if_peaks, loop_nested_if, network_in_if
+from .nested_models import (
+    CONTROL_FLOW_MODELS,
+    if_late_output,
+    if_peaks,
+    loop_nested_if,
+    network_in_if,
+)
 
 
 def _save(tmp_path, name, model):
@@ -82,6 +88,36 @@ def test_if_arena_is_the_larger_branch_plus_what_the_parent_keeps(tmp_path):
     assert region.offset <= big.offset and big.offset + big.size <= region.offset + region.size
     reasons = {(o.graph, o.name): o.reason for o in plan.outside}
     assert reasons[("choose/then_branch", "then_out")] == reasons[("choose/else_branch", "else_out")] == "owner-output"
+
+
+def test_an_output_written_after_the_branch_peak_sits_inside_the_region(tmp_path):
+    path = _save(tmp_path, "late", if_late_output())
+    planned = plan_model(path)
+    plan = planned.plan
+    assert {s.path: s.outputs for s in plan.subgraphs} == {"choose/then_branch": "inside",
+                                                           "choose/else_branch": "inside"}
+    region, y = plan.tensor("choose:region"), plan.tensor("y")
+    # the region holds the then branch's peak (big + s, 20 KiB) and y at s's bytes; x and cond beside it
+    assert (region.size, y.group) == (20480, region.group)
+    assert plan.arena_size == plan.lower_bound == 20480 + 4096 + 64
+    # with y beside the region (the owner form) the same model needs 4 KiB more
+    owner = plan_model(path, PlanOptions(inplace=False)).plan
+    assert {s.outputs for s in owner.subgraphs} == {"owner"} and owner.arena_size == 20480 + 4096 + 4096 + 64
+    for branch, out in (("choose/then_branch", "then_out"), ("choose/else_branch", "else_out")):
+        t = plan.tensor(out, branch)
+        assert (t.offset, t.size) == (y.offset, y.size)  # each branch writes y where y sits
+        assert region.offset <= t.offset and t.offset + t.size <= region.offset + region.size
+    for cond in (True, False):
+        x = np.random.default_rng(2).standard_normal((1, 1024)).astype(np.float32)
+        report = verify_plan(planned.model, plan, model_path=path, view=planned.view,
+                             options=VerifyOptions(inputs={"x": x, "cond": np.array(cond)}))
+        assert report.ok, report.first
+    # a branch that writes its output anywhere else is caught by the proof
+    moved = dataclasses.replace(plan, tensors=tuple(
+        dataclasses.replace(t, offset=t.offset - 4096) if (t.graph, t.name) == ("choose/else_branch", "else_out")
+        else t for t in plan.tensors))
+    found = prove_plan(moved, planned.view)
+    assert any("writes its output 'else_out' at bytes [12288, 16384) but the If output 'y'" in str(f) for f in found)
 
 
 def test_an_if_output_the_runtime_owns_is_copied_from_the_branch(tmp_path):
@@ -305,8 +341,10 @@ def test_show_lists_the_subgraphs_and_compare_explains_the_regions(tmp_path):
     shown = runner.invoke(main, ["show", str(out)])
     assert shown.exit_code == 0
     assert "subgraphs (3;" in shown.output and "loop/body/step/else_branch" in shown.output
-    # the main graph's peak counts the Loop's region, not the body's steps
-    assert "peak         step 0: Loop 'loop', 5.19 KiB live in 3 tensors" in shown.output
+    # the main graph's peak counts the Loop's region, not the body's steps: x (1 KiB), y (1 KiB)
+    # and the region (2.19 KiB: the carried slots, and the If's 1 KiB region holding its output,
+    # which each branch writes there: the else branch's Neg then Relu in place)
+    assert "peak         step 0: Loop 'loop', 4.19 KiB live in 3 tensors" in shown.output
     compared = runner.invoke(main, ["compare", str(path)])
     assert compared.exit_code == 0, compared.output
     assert "tensors of 3 subgraphs" in compared.output
