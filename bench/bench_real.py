@@ -584,6 +584,9 @@ def write_doc(rows: list[dict[str, Any]], where: str, command: str, seconds: flo
         "",
         *table(rows),
         "",
+        "Where a model whose network sits in an If branch is above onnxruntime's figure, "
+        "[controlflow.md](controlflow.md) (Body shapes) says what its plan and that figure each count.",
+        "",
     ]
     write_text_atomic(DOC, "\n".join(lines))
 
