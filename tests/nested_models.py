@@ -42,24 +42,19 @@ def if_peaks() -> onnx.ModelProto:
 def if_late_output() -> onnx.ModelProto:
     """An If whose branch writes its output after its peak, so the output fits in the peak's bytes.
 
-    then: ``big = Tile(x, [4, 1])`` (16 KiB), ``s = ReduceSum(big, axes=0)`` (4 KiB; ``big``
-    dies), ``then_out = Neg(s)`` (in place over ``s``): peak 20 KiB; else: ``else_out =
+    :func:`if_peaks` with its then branch ending ``s = ReduceSum(big)`` (4 KiB; ``big``, 16 KiB,
+    dies there), ``then_out = Neg(s)`` (in place over ``s``): peak 20 KiB; else: ``else_out =
     Sigmoid(x)`` (4 KiB). Beside the region (each branch writing the If's ``y`` kept apart):
     region 20,480 B + ``y`` 4,096 + ``x`` 4,096 + ``cond`` 64 = 28,736 B. With ``y`` inside the
     region (at ``s``'s bytes, where the else branch writes it too): 24,640 B.
     """
-    reps = numpy_helper.from_array(np.array([4, 1], dtype=np.int64), "reps")
-    axes = numpy_helper.from_array(np.array([0], dtype=np.int64), "axes")
-    then_g = _graph(
-        [helper.make_node("Tile", ["x", "reps"], ["big"], name="tile"),
-         helper.make_node("ReduceSum", ["big", "axes"], ["s"], name="sum", keepdims=1),
-         helper.make_node("Neg", ["s"], ["then_out"], name="neg")],
-        "then", [], [vi("then_out", [1, 1024])], [reps, axes],
-    )
-    else_g = _graph([helper.make_node("Sigmoid", ["x"], ["else_out"], name="sigmoid")], "else", [],
-                    [vi("else_out", [1, 1024])])
-    node = helper.make_node("If", ["cond"], ["y"], name="choose", then_branch=then_g, else_branch=else_g)
-    return make_model([node], [vi("x", [1, 1024]), vi("cond", [], TensorProto.BOOL)], [vi("y", [1, 1024])])
+    model = if_peaks()
+    branches = {a.name: a.g for a in model.graph.node[0].attribute}
+    then_g, else_g = branches["then_branch"], branches["else_branch"]
+    then_g.node[-1].output[0] = "s"
+    then_g.node.append(helper.make_node("Neg", ["s"], ["then_out"], name="neg"))
+    else_g.node[0].CopyFrom(helper.make_node("Sigmoid", ["x"], ["else_out"], name="sigmoid"))
+    return model
 
 
 def if_unsized_branch() -> onnx.ModelProto:
