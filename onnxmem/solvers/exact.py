@@ -234,17 +234,11 @@ class ExactSearch:
         took to compile or load the compiled code.
         """
         from .._compiled import NO_DEADLINE, cycles, cycles_per_second, warm_up
-        from ._search import (
-            ABORTED,
-            FOUND,
-            FRAME_FIELDS,
-            HEURISTICS,
-            NCTR,
-            NOT_FOUND,
-            TIMEOUT,
-            preorder,
-            search,
-        )
+        from .._native import kernels
+        from ._searchdefs import ABORTED, FOUND, FRAME_FIELDS, HEURISTICS, NCTR, NOT_FOUND, TIMEOUT
+
+        compiled = kernels("onnxmem.solvers._search")
+        preorder, search = compiled.preorder, compiled.search
 
         plan = local_best.copy()
         tops = plan + self.size
@@ -386,7 +380,7 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
         cut_off = deadline is not None and time.perf_counter() >= deadline
         status = judge(best.height, lb, cap, cut_off and best.height > target)
         return _solution(name, problem, best.offsets, best.height, status, lb, rounds)
-    from ._search import FOUND, NOT_FOUND
+    from ._searchdefs import FOUND, NOT_FOUND
 
     switches = options.switches
     incumbent = g_offs[ex.free].copy()
