@@ -55,7 +55,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..problem import Problem, Solution, lower_bound
+from ..problem import Problem, Solution, lower_bound, time_points
 from .baseline import place_in_order
 from .registry import SolveOptions, judge, register
 
@@ -206,7 +206,7 @@ def order_by(problem: Problem, name: str) -> np.ndarray:
     if name == "breadth":
         if n == 0:
             return idx
-        points = np.unique(np.concatenate([start, end]))
+        points = time_points(start, end)
         sc = np.searchsorted(points, start)
         ec = np.searchsorted(points, end)
         delta = np.zeros(len(points) + 1, dtype=np.int64)
@@ -235,7 +235,7 @@ def preorder(problem: Problem, keys: tuple[str, ...]) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     width = end - start
-    points = np.unique(np.concatenate([start, end]))
+    points = time_points(start, end)
     slo = np.searchsorted(points, start)
     shi = np.searchsorted(points, end)
     delta = np.zeros(len(points), dtype=np.int64)
