@@ -29,7 +29,9 @@ capacity, median of 3 on a 2-core machine; ``../shared/benchmarks/README.md``).
 value of ``--kernels`` (``ONNXMEM_KERNELS``: ``auto`` runs the kernels compiled
 ahead of time when they are built, ``jit`` numba's; see
 :mod:`onnxmem._native`) and, with ``--baseline``, another checkout (before a
-change, say); the variants' runs alternate.
+change, say); the variants' runs alternate. Its ``process CPU s`` column is the
+process's CPU time (user + system), which load on the machine changes less
+than the wall-clock time.
 
 For ``iopddl_S_1`` the ``anytime`` rows run ``exact`` (minimize) with a 10 s
 and a 60 s budget, once each, and print the gap each reaches.
@@ -45,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -105,14 +108,17 @@ def run_pack(path: Path, cap: int | None, timeout: float | None, root: Path = RO
     env = dict(os.environ, PYTHONPATH=str(root))
     if kernels is not None:
         env["ONNXMEM_KERNELS"] = kernels
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if res.returncode not in (0, 4):
         raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stderr.strip()}")
     lines = dict(line.split(None, 1) if " " in line else (line, "")
                  for line in (ln.replace("lower bound", "lower_bound") for ln in res.stdout.splitlines()))
-    return {"wall": wall, "seconds": float(lines["seconds"]), "status": lines["status"].strip(),
+    return {"wall": wall, "cpu": cpu, "seconds": float(lines["seconds"]), "status": lines["status"].strip(),
             "height": lines["height"].strip(), "gap": lines["gap"].strip(), "exit": res.returncode}
 
 
@@ -121,16 +127,20 @@ def pack_cells(path: Path, name: str, runs: int) -> str:
     return pack_columns([run_pack(path, CAPACITY, None) for _ in range(runs)], name)
 
 
-def pack_columns(recs: list[dict], name: str) -> str:
-    """Status, median solve and process seconds, MiniMalloc's time and the two ratios."""
+def pack_columns(recs: list[dict], name: str, cpu: bool = False) -> str:
+    """Status, median solve and process seconds, MiniMalloc's time and the two ratios
+    (``cpu``: then the process's median CPU seconds, user + system)."""
     solve_s = statistics.median(r["seconds"] for r in recs)
     wall = statistics.median(r["wall"] for r in recs)
     ref = MINIMALLOC_S.get(name)
     statuses = sorted({r["status"] for r in recs})
     fits = all(r["exit"] == 0 for r in recs)
     ratio = (f"{solve_s / ref:.2f}x | {wall / ref:.2f}x" if ref else "- | -")
-    return (f"{'/'.join(statuses)}{'' if fits else ' (no plan)'} | {solve_s:.2f} | {wall:.2f} | "
-            f"{ref if ref else '-'} | {ratio}")
+    cells = (f"{'/'.join(statuses)}{'' if fits else ' (no plan)'} | {solve_s:.2f} | {wall:.2f} | "
+             f"{ref if ref else '-'} | {ratio}")
+    if cpu:
+        cells += f" | {statistics.median(r['cpu'] for r in recs):.2f}"
+    return cells
 
 
 def measure(path: Path, solver: str, cap: int | None, timeout: float | None, runs: int,
@@ -252,7 +262,7 @@ def pack_table(folder: Path, runs: int, only: set[str],
     cols = ["instance"]
     for label, _, _ in variants:
         cols += [f"{label}: status", "solve s", "process s", "MiniMalloc s", "solve / MiniMalloc",
-                 "process / MiniMalloc"]
+                 "process / MiniMalloc", "process CPU s"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for f in files:
@@ -261,7 +271,7 @@ def pack_table(folder: Path, runs: int, only: set[str],
         for _ in range(runs):
             for k, (_, root, kernels) in enumerate(variants):
                 recs[k].append(run_pack(f, CAPACITY, None, root, kernels))
-        print(f"| {name} | " + " | ".join(pack_columns(r, name) for r in recs) + " |", flush=True)
+        print(f"| {name} | " + " | ".join(pack_columns(r, name, cpu=True) for r in recs) + " |", flush=True)
     return 0
 
 
