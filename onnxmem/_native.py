@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "AOT_MODULE", "KERNELS", "SOURCES", "AheadOfTime", "kernels", "is_ahead_of_time", "mode",
+    "AOT_MODULE", "KERNELS", "SOURCES", "AheadOfTime", "ahead_of_time", "kernels", "is_ahead_of_time", "mode",
     "numba_signature", "source_hash",
 ]
 
@@ -201,6 +201,16 @@ def _aot_problem() -> str | None:
     return None
 
 
+def ahead_of_time(module: str, built: Any) -> SimpleNamespace:
+    """The kernels :data:`KERNELS` declares for ``module``, from the extension
+    module ``built``, each an :class:`AheadOfTime` (no check of its hash)."""
+    prefix, declared = KERNELS[module]
+    return SimpleNamespace(**{
+        name: AheadOfTime(f"{module}.{name}", getattr(built, f"{prefix}_{name}"), args)
+        for name, (_, args) in declared.items()
+    })
+
+
 def kernels(module: str) -> Any:
     """The kernels of ``module`` (a key of :data:`KERNELS`), as :func:`mode` says.
 
@@ -211,12 +221,7 @@ def kernels(module: str) -> Any:
     if found is not None:
         return found
     if mode() == "aot" and module in KERNELS:
-        built = _LOADED[AOT_MODULE]
-        prefix, declared = KERNELS[module]
-        found = SimpleNamespace(**{
-            name: AheadOfTime(f"{module}.{name}", getattr(built, f"{prefix}_{name}"), args)
-            for name, (_, args) in declared.items()
-        })
+        found = ahead_of_time(module, _LOADED[AOT_MODULE])
     else:
         found = importlib.import_module(module)
     _LOADED[module] = found

@@ -8,11 +8,13 @@ The module fixture builds the extension module when it is absent or stale (as
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,19 +34,24 @@ PACKAGE = ROOT / "onnxmem"
 
 
 @pytest.fixture(scope="module")
-def aot() -> object:
-    """The extension module, built from the present sources (rebuilt when stale)."""
-    try:
-        module = importlib.import_module(_native.AOT_MODULE)
-        current = int(module.source_hash()) == _native.source_hash()
-    except ImportError:
-        current = False
-    if not current:
+def aot(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The extension module, built from the present sources (rebuilt when stale).
+
+    Loaded from a copy, so that a stale module this process imported before
+    (which stays loaded) is never the one tested.
+    """
+    if _run(_MODE).stdout.strip() != "aot":
         from onnxmem._native_build import build
 
         build()
-        # a stale module already imported stays in this process: check a fresh one
-        module = None
+    built = next(PACKAGE.glob("_aot.*"))
+    copy = tmp_path_factory.mktemp("aot") / built.name
+    shutil.copyfile(built, copy)
+    spec = importlib.util.spec_from_file_location(_native.AOT_MODULE, copy)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert int(module.source_hash()) == _native.source_hash()
     return module
 
 
@@ -54,20 +61,14 @@ def _run(code: str, *, env: dict[str, str] | None = None, path: Path = ROOT) -> 
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, cwd=path)
 
 
-def _kernels(where: str) -> tuple[object, object]:
-    """``(greedy kernels, search kernels)``: ``aot`` from the built module, ``jit`` numba's."""
-    if where == "jit":
+def _kernels(built: Any) -> tuple[Any, Any]:
+    """``(greedy kernels, search kernels)``: from the extension module ``built``,
+    or numba's when it is ``None``."""
+    if built is None:
         return (importlib.import_module("onnxmem.solvers._kernels"),
                 importlib.import_module("onnxmem.solvers._search"))
-    built = importlib.import_module(_native.AOT_MODULE)
-    out = []
-    for module in ("onnxmem.solvers._kernels", "onnxmem.solvers._search"):
-        prefix, declared = _native.KERNELS[module]
-        out.append(type("K", (), {
-            name: staticmethod(_native.AheadOfTime(name, getattr(built, f"{prefix}_{name}"), args))
-            for name, (_, args) in declared.items()
-        }))
-    return out[0], out[1]
+    return (_native.ahead_of_time("onnxmem.solvers._kernels", built),
+            _native.ahead_of_time("onnxmem.solvers._search", built))
 
 
 def _search_all(search_kernels: object, ex: ExactSearch, cap: int) -> tuple[int, list[int], int, int]:
@@ -79,12 +80,12 @@ def _search_all(search_kernels: object, ex: ExactSearch, cap: int) -> tuple[int,
     status, plan, nodes, backtracks = 0, [], 0, 0
     for heur in HEURISTICS:
         state, work = ex._state(), ex._work()
-        part = search_kernels.preorder(  # type: ignore[attr-defined]
+        part = search_kernels.preorder(
             comp.bufs.astype(np.int64), heur, ex.size, ex.width, ex.slo, ex.shi, state[3])
         ctr = np.zeros(NCTR, dtype=np.int64)
         ctr[1], ctr[2], ctr[7] = 10**9, 2**62, -1
         frames = np.zeros((ex.n + 2, FRAME_FIELDS), dtype=np.int64)
-        s = search_kernels.search(  # type: ignore[attr-defined]
+        s = search_kernels.search(
             part, query, heur, ex._arrays(), state, work, ctr, frames)
         status = status * 4 + int(s)
         plan += state[5][comp.bufs].tolist()
@@ -95,53 +96,53 @@ def _search_all(search_kernels: object, ex: ExactSearch, cap: int) -> tuple[int,
 
 @FAST
 @given(problem=problems(max_buffers=10, aligned=True), slack=st.integers(0, 3))
-def test_search_same_as_numba(aot: object, problem: Problem, slack: int) -> None:
+def test_search_same_as_numba(aot: Any, problem: Problem, slack: int) -> None:
     # the compiled-ahead search visits the same nodes and finds the same plans
     ex = ExactSearch(problem)
     assume(ex.n > 0 and ex.searchable)
     cap = lower_bound(problem) + slack
-    assert _search_all(_kernels("aot")[1], ex, cap) == _search_all(_kernels("jit")[1], ex, cap)
+    assert _search_all(_kernels(aot)[1], ex, cap) == _search_all(_kernels(None)[1], ex, cap)
 
 
 @FAST
 @given(problem=problems(max_buffers=12, aligned=True))
-def test_placements_same_as_numba(aot: object, problem: Problem) -> None:
+def test_placements_same_as_numba(aot: Any, problem: Problem) -> None:
     # greedy placement (best and first fit) and lowest-first: identical offsets
     assume(len(problem) > 0)
     start, end, size, align = problem.arrays()
     bufs = (start, end, size, align)
     free = np.full(len(problem), -1, dtype=np.int64)
     answers = []
-    for where in ("aot", "jit"):
-        k = _kernels(where)[0]
-        covers = k.cover_lists(start, end, size)  # type: ignore[attr-defined]
+    for built in (aot, None):
+        k = _kernels(built)[0]
+        covers = k.cover_lists(start, end, size)
         out = [np.concatenate(covers).tolist()]
         order = preorder(problem, PREORDERS[0]).astype(np.int64)
         for fit in (True, False):
-            offs, done = k.place(order, fit, free, bufs, covers, 2**62)  # type: ignore[attr-defined]
+            offs, done = k.place(order, fit, free, bufs, covers, 2**62)
             out.append((offs.tolist(), bool(done)))
-        offs, done = k.lowest_first(order, 6, bufs, covers, free, 2**62)  # type: ignore[attr-defined]
+        offs, done = k.lowest_first(order, 6, bufs, covers, free, 2**62)
         out.append((offs.tolist(), bool(done)))
         answers.append(out)
     assert answers[0] == answers[1]
 
 
-def test_wrong_argument_type_is_refused(aot: object) -> None:
+def test_wrong_argument_type_is_refused(aot: Any) -> None:
     # a compiled-ahead kernel reads its arguments' memory as declared: the
     # wrapper refuses an int32 order (numba would recompile; the module cannot)
-    k = _kernels("aot")[0]
+    k = _kernels(aot)[0]
     one, zero = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    covers = k.cover_lists(zero, one, one)  # type: ignore[attr-defined]
+    covers = k.cover_lists(zero, one, one)
     free = np.full(1, -1, dtype=np.int64)
     with pytest.raises(TypeError, match=r"place: argument 0 .*int64\[::1\].*int32"):
-        k.place(zero.astype(np.int32), True, free, (zero, one, one, one), covers, 0)  # type: ignore[attr-defined]
+        k.place(zero.astype(np.int32), True, free, (zero, one, one, one), covers, 0)
     with pytest.raises(TypeError, match="argument 3"):
-        k.place(zero, True, free, (zero, one, one), covers, 0)  # type: ignore[attr-defined]
+        k.place(zero, True, free, (zero, one, one), covers, 0)
     with pytest.raises(TypeError, match="read-only"):
         ro = zero.copy()
         ro.flags.writeable = False
-        k.place(zero, True, ro, (zero, one, one, one), covers, 0)  # type: ignore[attr-defined]
-    offs, done = k.place(zero, True, free, (zero, one, one, one), covers, 0)  # type: ignore[attr-defined]
+        k.place(zero, True, ro, (zero, one, one, one), covers, 0)
+    offs, done = k.place(zero, True, free, (zero, one, one, one), covers, 0)
     assert offs.tolist() == [0] and done
 
 
