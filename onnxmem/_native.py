@@ -15,7 +15,10 @@ modules (:data:`KERNELS` lists them). They run in one of two forms:
 The extension module stores a hash of the kernels' sources
 (:data:`SOURCES`) taken when it was built; :func:`kernels` uses it only when
 that hash equals the hash of the sources present now, so a module built from
-older sources is never used (it falls back to numba until rebuilt). The
+older sources is never used (it falls back to numba until rebuilt). It is
+compiled for the build machine's processor, as numba's JIT compiles, and
+stores a hash of that processor's features (:func:`machine_hash`): on a
+machine whose processor differs it is not used either. The
 environment variable ``ONNXMEM_KERNELS`` chooses: ``auto`` (default: ahead
 of time when current), ``jit`` (always numba), ``aot`` (the built module, an
 error when it is absent or stale).
@@ -42,7 +45,7 @@ import numpy as np
 
 __all__ = [
     "AOT_MODULE", "KERNELS", "SOURCES", "AheadOfTime", "ahead_of_time", "kernels", "is_ahead_of_time", "mode",
-    "numba_signature", "source_hash",
+    "machine_hash", "numba_signature", "source_hash",
 ]
 
 #: the extension module built by :mod:`onnxmem._native_build`
@@ -194,11 +197,45 @@ def _aot_problem() -> str | None:
         module = importlib.import_module(AOT_MODULE)
     except ImportError:
         return "the ahead-of-time module is not built"
-    built = int(module.source_hash())
-    if built != source_hash():
+    reason = _mismatch(module)
+    if reason is None:
+        _LOADED[AOT_MODULE] = module
+    return reason
+
+
+def _mismatch(module: Any) -> str | None:
+    """Why ``module`` does not fit the present sources and processor (``None``: it does)."""
+    if int(module.source_hash()) != source_hash():
         return "the ahead-of-time module was built from other kernel sources"
-    _LOADED[AOT_MODULE] = module
+    built_for = int(module.machine_hash())
+    if built_for != 0 and built_for != machine_hash():
+        return "the ahead-of-time module was built for another processor"
     return None
+
+
+def machine_hash() -> int:
+    """A 60-bit hash of this machine's architecture and processor features.
+
+    A module compiled for the build machine's processor (``--target-cpu
+    host``, the default) may use instructions another processor lacks; it
+    stores this hash and is not used elsewhere. The features are read from
+    ``/proc/cpuinfo`` where there is one (``flags`` or ``Features``), else
+    from :func:`platform.processor`.
+    """
+    import platform
+
+    features = platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    features = " ".join(sorted(value.split()))
+                    break
+    except OSError:
+        pass
+    text = f"{platform.machine()}\0{features}".encode()
+    return int(hashlib.sha256(text).hexdigest()[: _VALUE_BITS // 4], 16)
 
 
 def ahead_of_time(module: str, built: Any) -> SimpleNamespace:

@@ -4,8 +4,9 @@ Compiles every kernel :data:`onnxmem._native.KERNELS` declares, from its numba
 source, with ``numba.pycc`` into the extension module
 :data:`onnxmem._native.AOT_MODULE` next to the package's sources (``make
 install`` runs this), with the hash of the sources it was built from. The
-module is compiled for this machine's processor (as numba's JIT compiles),
-in a temporary folder, and moved into place in one step, so that a process
+module is compiled for this machine's processor (as numba's JIT compiles;
+it records :func:`onnxmem._native.machine_hash` and is used on no other
+processor; ``--target-cpu generic`` builds one for any), in a temporary folder, and moved into place in one step, so that a process
 starting meanwhile sees either the old module or the new one. Needs numba,
 setuptools and a C compiler; without them the kernels stay just in time.
 """
@@ -26,17 +27,23 @@ from . import _native
 
 __all__ = ["build"]
 
-#: the value the exported ``source_hash`` returns (numba reads it as a constant)
+#: the values the exported ``source_hash`` and ``machine_hash`` return (numba
+#: reads them as constants)
 _BUILD_HASH = -1
+_MACHINE_HASH = 0
 
 
 def _source_hash() -> int:
     return _BUILD_HASH
 
 
+def _machine_hash() -> int:
+    return _MACHINE_HASH
+
+
 def build(package: Path | None = None, *, target_cpu: str = "host") -> Path:
     """Compile the kernels into ``package`` (default: this package); the module's path."""
-    global _BUILD_HASH
+    global _BUILD_HASH, _MACHINE_HASH
     import warnings
 
     from numba.core.errors import NumbaPendingDeprecationWarning
@@ -47,6 +54,8 @@ def build(package: Path | None = None, *, target_cpu: str = "host") -> Path:
 
     package = Path(_native.__file__).resolve().parent if package is None else package
     _BUILD_HASH = _native.source_hash(package)
+    # compiled for this processor: usable only here (0: any processor of the architecture)
+    _MACHINE_HASH = _native.machine_hash() if target_cpu == "host" else 0
     if _BUILD_HASH < 0:
         raise RuntimeError(f"cannot read the kernel sources under {package}")
     name = _native.AOT_MODULE.rsplit(".", 1)[1]
@@ -62,6 +71,7 @@ def build(package: Path | None = None, *, target_cpu: str = "host") -> Path:
                     getattr(source, kernel).py_func
                 )
         cc.export("source_hash", "int64()")(_source_hash)
+        cc.export("machine_hash", "int64()")(_machine_hash)
         cc.compile()
         built = next(Path(tmp).glob(name + ".*"))
         target = package / built.name

@@ -235,6 +235,15 @@ def test_stale_module_not_used(aot: object, tmp_path: Path) -> None:
     assert res.stdout.split()[1] == "True"
 
 
+def test_module_for_another_processor_not_used(aot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # built for this processor (the default); elsewhere it is not used
+    assert int(aot.machine_hash()) == _native.machine_hash() != 0
+    assert _native._mismatch(aot) is None
+    here = _native.machine_hash()
+    monkeypatch.setattr(_native, "machine_hash", lambda: here ^ 1)
+    assert _native._mismatch(aot) == "the ahead-of-time module was built for another processor"
+
+
 def test_absent_module_falls_back(tmp_path: Path) -> None:
     root = _copy_package(tmp_path)
     for built in (root / "onnxmem").glob("_aot.*"):
