@@ -8,8 +8,8 @@ Usage::
 ``DIR`` holds ``benchmarks/minimalloc-challenging`` and ``benchmarks/idealloc``
 (default: ``../shared`` beside the repository, or ``$ONNXMEM_SHARED``). Every
 measurement runs in a fresh Python process, so its time includes loading the
-compiled kernels from numba's cache, and its memory is that process's peak
-resident set. Times are medians over ``--runs`` runs.
+compiled kernels (the module compiled ahead of time when it is built, else
+numba's, from its cache), and its memory is that process's peak resident set. Times are medians over ``--runs`` runs.
 
 Columns per instance: buffers, max-live lower bound, then for each solver the
 height, the gap to the bound, the median seconds and the status
