@@ -3,12 +3,13 @@
 Usage::
 
     python bench/bench_solvers.py [--shared DIR] [--runs 3] [--timeout 30] [--only A,B] [--models-only]
+    python bench/bench_solvers.py --pack-only [--kernels auto,jit] [--baseline OTHER_CHECKOUT] [--runs 3]
 
 ``DIR`` holds ``benchmarks/minimalloc-challenging`` and ``benchmarks/idealloc``
 (default: ``../shared`` beside the repository, or ``$ONNXMEM_SHARED``). Every
 measurement runs in a fresh Python process, so its time includes loading the
-compiled kernels from numba's cache, and its memory is that process's peak
-resident set. Times are medians over ``--runs`` runs.
+compiled kernels (the module compiled ahead of time when it is built, else
+numba's, from its cache), and its memory is that process's peak resident set. Times are medians over ``--runs`` runs.
 
 Columns per instance: buffers, max-live lower bound, then for each solver the
 height, the gap to the bound, the median seconds and the status
@@ -24,6 +25,14 @@ runs taken alternately with the other columns; the ratios compare them with
 MiniMalloc's reference times (its own C++ solver, decision at the same
 capacity, median of 3 on a 2-core machine; ``../shared/benchmarks/README.md``).
 
+``--pack-only`` prints only the ``pack`` columns, once per variant: each
+value of ``--kernels`` (``ONNXMEM_KERNELS``: ``auto`` runs the kernels compiled
+ahead of time when they are built, ``jit`` numba's; see
+:mod:`onnxmem._native`) and, with ``--baseline``, another checkout (before a
+change, say); the variants' runs alternate. Its ``process CPU s`` column is the
+process's CPU time (user + system), which load on the machine changes less
+than the wall-clock time.
+
 For ``iopddl_S_1`` the ``anytime`` rows run ``exact`` (minimize) with a 10 s
 and a 60 s budget, once each, and print the gap each reaches.
 
@@ -38,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -84,35 +94,53 @@ MINIMALLOC_S = {"A": 3.51, "B": 2.68, "C": 0.47, "D": 1.88, "E": 2.45, "F": 3.42
                 "H": 1.12, "I": 2.48, "J": 0.67, "K": 0.39}
 
 
-def run_pack(path: Path, cap: int | None, timeout: float | None) -> dict:
-    """One ``python -m onnxmem pack`` process: its printed figures and its wall time."""
+def run_pack(path: Path, cap: int | None, timeout: float | None, root: Path = ROOT,
+             kernels: str | None = None) -> dict:
+    """One ``python -m onnxmem pack`` process: its printed figures and its wall time.
+
+    ``root``: the checkout whose ``onnxmem`` runs; ``kernels``: ``ONNXMEM_KERNELS``
+    for the process (``None``: as inherited).
+    """
     cmd = [sys.executable, "-m", "onnxmem", "pack", str(path)]
     cmd += ["--capacity", str(cap)] if cap is not None else ["--minimize"]
     if timeout is not None:
         cmd += ["--timeout", str(timeout)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(root))
+    if kernels is not None:
+        env["ONNXMEM_KERNELS"] = kernels
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    res = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if res.returncode not in (0, 4):
         raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stderr.strip()}")
     lines = dict(line.split(None, 1) if " " in line else (line, "")
                  for line in (ln.replace("lower bound", "lower_bound") for ln in res.stdout.splitlines()))
-    return {"wall": wall, "seconds": float(lines["seconds"]), "status": lines["status"].strip(),
+    return {"wall": wall, "cpu": cpu, "seconds": float(lines["seconds"]), "status": lines["status"].strip(),
             "height": lines["height"].strip(), "gap": lines["gap"].strip(), "exit": res.returncode}
 
 
 def pack_cells(path: Path, name: str, runs: int) -> str:
     """The pack columns of one challenging instance: medians of ``runs`` processes."""
-    recs = [run_pack(path, CAPACITY, None) for _ in range(runs)]
+    return pack_columns([run_pack(path, CAPACITY, None) for _ in range(runs)], name)
+
+
+def pack_columns(recs: list[dict], name: str, cpu: bool = False) -> str:
+    """Status, median solve and process seconds, MiniMalloc's time and the two ratios
+    (``cpu``: then the process's median CPU seconds, user + system)."""
     solve_s = statistics.median(r["seconds"] for r in recs)
     wall = statistics.median(r["wall"] for r in recs)
     ref = MINIMALLOC_S.get(name)
     statuses = sorted({r["status"] for r in recs})
     fits = all(r["exit"] == 0 for r in recs)
     ratio = (f"{solve_s / ref:.2f}x | {wall / ref:.2f}x" if ref else "- | -")
-    return (f"{'/'.join(statuses)}{'' if fits else ' (no plan)'} | {solve_s:.2f} | {wall:.2f} | "
-            f"{ref if ref else '-'} | {ratio}")
+    cells = (f"{'/'.join(statuses)}{'' if fits else ' (no plan)'} | {solve_s:.2f} | {wall:.2f} | "
+             f"{ref if ref else '-'} | {ratio}")
+    if cpu:
+        cells += f" | {statistics.median(r['cpu'] for r in recs):.2f}"
+    return cells
 
 
 def measure(path: Path, solver: str, cap: int | None, timeout: float | None, runs: int,
@@ -153,11 +181,25 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds for exact minimize")
     ap.add_argument("--only", default="", help="comma-separated instance names")
     ap.add_argument("--models-only", action="store_true", help="only the models section")
+    ap.add_argument("--pack-only", action="store_true",
+                    help="only `pack` at capacity on the challenging instances, one column group per variant")
+    ap.add_argument("--kernels", default="auto",
+                    help="--pack-only: comma-separated ONNXMEM_KERNELS values to compare (auto, jit, aot)")
+    ap.add_argument("--baseline", default="",
+                    help="--pack-only: another checkout whose `pack` runs as a further variant (e.g. the "
+                         "main branch's, to compare before and after a change)")
     args = ap.parse_args()
     only = {s for s in args.only.split(",") if s}
     if args.models_only:
         return models(args.runs, only)
     bench = Path(args.shared) / "benchmarks"
+    if args.pack_only:
+        variants: list[tuple[str, Path, str | None]] = [
+            (f"kernels={k}", ROOT, k) for k in args.kernels.split(",") if k
+        ]
+        if args.baseline:
+            variants.append((f"baseline {args.baseline}", Path(args.baseline).resolve(), None))
+        return pack_table(bench / "minimalloc-challenging", args.runs, only, variants)
     if not bench.is_dir():
         print(f"no benchmarks at {bench}; pass --shared DIR or set ONNXMEM_SHARED", file=sys.stderr)
         return models(args.runs, only)
@@ -205,6 +247,32 @@ def main() -> int:
         if folder == "idealloc" and s1.exists() and (not only or "iopddl_S_1" in only):
             anytime(s1)
     return models(args.runs, only)
+
+
+def pack_table(folder: Path, runs: int, only: set[str],
+               variants: list[tuple[str, Path, str | None]]) -> int:
+    """``pack`` at capacity on every challenging instance, per variant ``(label, checkout,
+    ONNXMEM_KERNELS)``; the variants' runs alternate, so that load changes hit each alike."""
+    files = [f for f in sorted(folder.glob("*.csv")) if not only or f.name.split(".")[0] in only]
+    if not files:
+        print(f"no instances under {folder}; pass --shared DIR", file=sys.stderr)
+        return 1
+    print(f"`pack --capacity {CAPACITY}`, median of {runs} runs per variant, runs alternating "
+          f"(load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}).\n")
+    cols = ["instance"]
+    for label, _, _ in variants:
+        cols += [f"{label}: status", "solve s", "process s", "MiniMalloc s", "solve / MiniMalloc",
+                 "process / MiniMalloc", "process CPU s"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for f in files:
+        name = f.name.split(".")[0]
+        recs: list[list[dict]] = [[] for _ in variants]
+        for _ in range(runs):
+            for k, (_, root, kernels) in enumerate(variants):
+                recs[k].append(run_pack(f, CAPACITY, None, root, kernels))
+        print(f"| {name} | " + " | ".join(pack_columns(r, name, cpu=True) for r in recs) + " |", flush=True)
+    return 0
 
 
 def anytime(path: Path) -> None:

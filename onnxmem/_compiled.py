@@ -1,23 +1,25 @@
-"""Compiled (numba) code: a deadline clock it can read, and first-use warm-up.
+"""Compiled code: a deadline clock it can read, and first-use warm-up.
 
 Two things every compiled search needs, in one place for the solvers and the
 schedulers:
 
-- a clock: compiled code cannot call ``time.monotonic`` and stay cacheable, so
-  the search loops read the processor's cycle counter
-  (``llvm.readcyclecounter``) through :func:`cycles` and compare it with a
-  deadline in cycles. :func:`deadline_cycles` converts seconds from now into
-  such a deadline, using a rate measured once per process
-  (:func:`cycles_per_second`). Where the counter is unavailable it reads 0, the
-  deadline is never reached, and the callers' node limits bound the work.
-- warm-up: the first call of a kernel in a process compiles it (or loads it
-  from numba's on-disk cache), which can take seconds. :func:`warm_up` makes
-  that call (the caller passes one that stops at once), measures the clock,
-  and returns the seconds it took, so that the caller can move its deadline by
-  them: the budget is spent searching, and a result does not depend on whether
-  the cache was warm.
+- a clock: the search loops read the processor's cycle counter
+  (:mod:`onnxmem._cyclecounter`) and compare it with a deadline in cycles.
+  :func:`deadline_cycles` converts seconds from now into such a deadline,
+  using a rate measured once per process (:func:`cycles_per_second`). Where
+  the counter is unavailable it reads 0, the deadline is never reached, and
+  the callers' node limits bound the work.
+- warm-up: the first call of a numba kernel in a process compiles it (or
+  loads it from numba's on-disk cache), which can take seconds.
+  :func:`warm_up` makes that call (the caller passes one that stops at once),
+  measures the clock, and returns the seconds it took, so that the caller can
+  move its deadline by them: the budget is spent searching, and a result does
+  not depend on whether the cache was warm. Kernels compiled ahead of time
+  (:mod:`onnxmem._native`) need no warm-up.
 
-Importing this module loads numba; import it only where compiled code runs.
+Importing this module does not load numba; reading the clock loads the
+kernels as :func:`onnxmem._native.kernels` decides (the module compiled ahead
+of time when it is built and current, else numba).
 """
 
 from __future__ import annotations
@@ -25,10 +27,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from . import _native
 
 __all__ = ["NO_DEADLINE", "cycles", "cycles_per_second", "deadline_cycles", "warm_up"]
 
@@ -36,24 +35,9 @@ __all__ = ["NO_DEADLINE", "cycles", "cycles_per_second", "deadline_cycles", "war
 NO_DEADLINE = 2**62
 
 
-@intrinsic
-def _readcyclecounter(typingctx: Any) -> Any:
-    sig = types.int64()
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        fnty = ir.FunctionType(ir.IntType(64), [])
-        fn = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
-            builder.module, fnty, "llvm.readcyclecounter"
-        )
-        return builder.call(fn, [])
-
-    return sig, codegen
-
-
-@njit(cache=True)
 def cycles() -> int:
     """The processor's cycle counter (0 where there is none)."""
-    return _readcyclecounter()  # type: ignore[call-arg]
+    return int(_native.kernels("onnxmem._cyclecounter").cycles())
 
 
 _RATE: float | None = None
@@ -84,10 +68,11 @@ def warm_up(kernel: Any, first_call: Callable[[], object]) -> float:
 
     When ``kernel`` (a numba dispatcher) has not run yet in this process,
     ``first_call`` is made (it should call the kernel so that it returns at
-    once: a node limit of 1, say) and the clock is measured; otherwise nothing
-    runs and the answer is 0. Callers add the answer to their deadline.
+    once: a node limit of 1, say) and the clock is measured; otherwise, and
+    for a kernel compiled ahead of time, nothing runs and the answer is 0.
+    Callers add the answer to their deadline.
     """
-    if kernel.signatures:
+    if _native.is_ahead_of_time(kernel) or kernel.signatures:
         return 0.0
     t0 = time.perf_counter()
     first_call()

@@ -46,6 +46,7 @@ __all__ = [
     "live_bytes",
     "lower_bound",
     "read_csv",
+    "time_points",
     "validate",
     "write_csv",
 ]
@@ -242,6 +243,21 @@ class Violation:
 
     def __str__(self) -> str:
         return self.message
+
+
+def time_points(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The distinct start and end times, sorted (int64).
+
+    ``np.unique``'s answer, without its first call's import of ``numpy.ma``
+    (about 50 ms, a tenth of a small instance's whole ``pack``).
+    """
+    t = np.sort(np.concatenate([start, end]).astype(np.int64, copy=False))
+    if len(t) == 0:
+        return t
+    keep = np.empty(len(t), dtype=bool)
+    keep[0] = True
+    np.not_equal(t[1:], t[:-1], out=keep[1:])
+    return t[keep]
 
 
 def live_bytes(problem: Problem) -> np.ndarray:

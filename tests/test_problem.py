@@ -19,6 +19,7 @@ from onnxmem.problem import (
     live_bytes,
     lower_bound,
     read_csv,
+    time_points,
     validate,
     write_csv,
 )
@@ -42,6 +43,24 @@ def test_greedy_reaches_hand_computed_arena():
     assert sol.height == 6
     assert sol.status == "optimal"
     assert validate(ABC, sol) == []
+
+
+def test_time_points_hand_computed():
+    import numpy as np
+
+    start, end = np.array([3, 0, 3, 7]), np.array([5, 3, 9, 9])
+    assert time_points(start, end).tolist() == [0, 3, 5, 7, 9]
+    assert time_points(start[:0], end[:0]).tolist() == []
+
+
+@given(st.lists(st.tuples(st.integers(-(2**40), 2**40), st.integers(0, 9)), max_size=40))
+def test_time_points_equal_numpy_unique(pairs):
+    import numpy as np
+
+    start = np.array([a for a, _ in pairs], dtype=np.int64)
+    end = start + np.array([b for _, b in pairs], dtype=np.int64)
+    got = time_points(start, end)
+    assert got.dtype == np.int64 and got.tolist() == np.unique(np.concatenate([start, end])).tolist()
 
 
 def test_naive_is_sum_of_sizes():

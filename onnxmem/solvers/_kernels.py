@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._compiled import cycles
+from .._cyclecounter import cycles
 
 __all__ = ["Bufs", "Covers", "cover_lists", "lowest_first", "place"]
 

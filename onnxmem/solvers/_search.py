@@ -46,7 +46,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._compiled import cycles
+from .._cyclecounter import cycles
+from ._searchdefs import ABORTED, FOUND, FRAME_FIELDS, HEURISTICS, NCTR, NOT_FOUND, TIMEOUT
+
+__all__ = [
+    "ABORTED", "FOUND", "FRAME_FIELDS", "HEURISTICS", "NCTR", "NOT_FOUND", "TIMEOUT", "preorder", "search",
+]
 
 #: the problem, read only: ``(size, align, width, slo, shi, sec_ptr, sec_mem,
 #: ov_ptr, ov_idx)``: per buffer its size, alignment, lifetime length and
@@ -61,19 +66,8 @@ State = tuple[np.ndarray, ...]
 #: candidate lists and partitions
 Work = tuple[np.ndarray, ...]
 
-FOUND = 0
-NOT_FOUND = 1
-ABORTED = 2
-TIMEOUT = 3
-
 # ctr slots
-_NODES, _LIMIT, _DEADLINE, _MO_TOP, _FL_TOP, _STAMP, _BACKTRACKS, _DEPTH, _PTOP = range(9)
-#: the length of the counters array (see :func:`search`)
-NCTR = 9
-
-#: preordering heuristics: keys in priority order, all descending
-#: (0: lifetime width, 1: area, 2: largest section total over the lifetime)
-HEURISTICS = np.array([[0, 1, 2], [2, 1, 0], [2, 0, 1]], dtype=np.int64)
+_NODES, _LIMIT, _DEADLINE, _MO_TOP, _FL_TOP, _STAMP, _BACKTRACKS, _DEPTH, _PTOP = range(NCTR)
 
 
 @njit(cache=True)
@@ -114,10 +108,7 @@ def preorder(
 
 # frame fields
 (_PART, _PLEN, _SLO, _SHI, _MINOFF, _MINPRE, _ORD, _OLEN, _CAND, _M, _Q, _B, _O, _PRE,
- _MO0, _FL0, _PTS, _NPTS, _SUBI, _POOL0, _MINH, _OMAX, _STATE) = range(23)
-_NF = 23
-#: the number of fields of a search frame (the columns of ``search``'s ``F``)
-FRAME_FIELDS = _NF
+ _MO0, _FL0, _PTS, _NPTS, _SUBI, _POOL0, _MINH, _OMAX, _STATE) = range(FRAME_FIELDS)
 _ENTER, _LOOP, _WAIT = 0, 1, 2
 
 

@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from ..problem import Problem, Solution, Status, lower_bound
+from ..problem import Problem, Solution, Status, lower_bound, time_points
 from .greedy import GreedyResult, Placer, best_greedy_offsets, restarts
 from .registry import SearchSwitches, SolveOptions, judge, register
 
@@ -122,7 +122,7 @@ class ExactSearch:
             self.pool_need = 0
             return
         st, en = start[f], end[f]
-        points = np.unique(np.concatenate([st, en]))
+        points = time_points(st, en)
         self.slo = np.searchsorted(points, st).astype(np.int64)
         self.shi = np.searchsorted(points, en).astype(np.int64)
         self.width = (en - st).astype(np.int64)
@@ -234,17 +234,11 @@ class ExactSearch:
         took to compile or load the compiled code.
         """
         from .._compiled import NO_DEADLINE, cycles, cycles_per_second, warm_up
-        from ._search import (
-            ABORTED,
-            FOUND,
-            FRAME_FIELDS,
-            HEURISTICS,
-            NCTR,
-            NOT_FOUND,
-            TIMEOUT,
-            preorder,
-            search,
-        )
+        from .._native import kernels
+        from ._searchdefs import ABORTED, FOUND, FRAME_FIELDS, HEURISTICS, NCTR, NOT_FOUND, TIMEOUT
+
+        compiled = kernels("onnxmem.solvers._search")
+        preorder, search = compiled.preorder, compiled.search
 
         plan = local_best.copy()
         tops = plan + self.size
@@ -357,9 +351,9 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     cap = options.capacity
     placer: Placer | None = None
     if cap is not None and ex.searchable and len(problem) <= DECIDE_NUMPY_MAX:
-        # a decision on a small problem: the numpy best fit is the incumbent
-        # (the search is fast here; the compiled greedy family is not loaded)
-        g = _numpy_greedy(problem)
+        # a decision on a small problem: the size-sorted best fit is the
+        # incumbent (the search is fast here; the greedy family is not run)
+        g = _size_best_fit(problem)
     else:
         placer = Placer(problem)
         if deadline is not None:  # first use in this process: compiling is not searching
@@ -386,7 +380,7 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
         cut_off = deadline is not None and time.perf_counter() >= deadline
         status = judge(best.height, lb, cap, cut_off and best.height > target)
         return _solution(name, problem, best.offsets, best.height, status, lb, rounds)
-    from ._search import FOUND, NOT_FOUND
+    from ._searchdefs import FOUND, NOT_FOUND
 
     switches = options.switches
     incumbent = g_offs[ex.free].copy()
@@ -439,6 +433,21 @@ def _numpy_greedy(problem: Problem) -> GreedyResult:
     offs = np.asarray(place_in_order(problem, size_order(problem)), dtype=np.int64)
     height = int((offs + problem.arrays()[2]).max(initial=0))
     return GreedyResult(offs, height, "size-bf", False)
+
+
+def _size_best_fit(problem: Problem) -> GreedyResult:
+    """The size-sorted best fit: placed by the compiled kernel where the kernels
+    are compiled ahead of time (they load at no cost), else in numpy (so that
+    numba is not loaded for it). Both place alike (a test checks it)."""
+    from .._native import mode
+
+    if mode() != "aot":
+        return _numpy_greedy(problem)
+    from .baseline import size_order
+
+    placer = Placer(problem)
+    offs = placer.place(size_order(problem))
+    return GreedyResult(offs, placer.height(offs), "size-bf", False)
 
 
 def _gap(height: int, bound: int) -> str:

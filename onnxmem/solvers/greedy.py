@@ -51,11 +51,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from ..problem import Problem, Solution, lower_bound
+from ..problem import Problem, Solution, lower_bound, time_points
 from .baseline import place_in_order
 from .registry import SolveOptions, judge, register
 
@@ -80,7 +80,7 @@ class Placer:
         self.fixed = np.array(
             [-1 if b.offset is None else b.offset for b in problem.buffers], dtype=np.int64
         )
-        from ._kernels import cover_lists
+        cover_lists = _greedy_kernels().cover_lists
 
         #: seconds spent compiling (or loading) the kernels on first use in
         #: this process; callers move their deadlines by it
@@ -97,8 +97,8 @@ class Placer:
     def place_by(self, order: np.ndarray, best_fit: bool, deadline: float | None) -> np.ndarray | None:
         """:meth:`place`, or ``None`` when ``deadline`` (``time.perf_counter``) passes first."""
         from .._compiled import NO_DEADLINE, deadline_cycles
-        from ._kernels import place as place_kernel
 
+        place_kernel = _greedy_kernels().place
         stop = NO_DEADLINE if deadline is None else deadline_cycles(deadline - time.perf_counter())
         offs, complete = place_kernel(
             np.asarray(order, dtype=np.int64), best_fit, self.fixed, self.bufs, self.cover, stop
@@ -129,8 +129,8 @@ class Placer:
         if reach >= 1 << (62 - shift):
             return None
         from .._compiled import NO_DEADLINE, deadline_cycles
-        from ._kernels import lowest_first
 
+        lowest_first = _greedy_kernels().lowest_first
         ranked = np.asarray(ranked, dtype=np.int64)
         stop = NO_DEADLINE if deadline is None else deadline_cycles(deadline - time.perf_counter())
         offs, complete = lowest_first(ranked[keep[ranked] < 0], shift, self.bufs, self.cover, keep, stop)
@@ -140,12 +140,19 @@ class Placer:
         return int((offsets + self.size).max()) if len(offsets) else 0
 
 
+def _greedy_kernels() -> Any:
+    """:mod:`._kernels`, compiled ahead of time or by numba (see :mod:`onnxmem._native`)."""
+    from .._native import kernels
+
+    return kernels("onnxmem.solvers._kernels")
+
+
 def _warm_kernels() -> float:
     """Compile or load the placement kernels on a one-buffer problem; the seconds taken."""
     from .._compiled import NO_DEADLINE, warm_up
-    from ._kernels import cover_lists, lowest_first
-    from ._kernels import place as place_kernel
 
+    compiled = _greedy_kernels()
+    cover_lists, place_kernel, lowest_first = compiled.cover_lists, compiled.place, compiled.lowest_first
     one = np.ones(1, dtype=np.int64)
     zero = np.zeros(1, dtype=np.int64)
     bufs = (zero, one, one, one)
@@ -199,7 +206,7 @@ def order_by(problem: Problem, name: str) -> np.ndarray:
     if name == "breadth":
         if n == 0:
             return idx
-        points = np.unique(np.concatenate([start, end]))
+        points = time_points(start, end)
         sc = np.searchsorted(points, start)
         ec = np.searchsorted(points, end)
         delta = np.zeros(len(points) + 1, dtype=np.int64)
@@ -228,7 +235,7 @@ def preorder(problem: Problem, keys: tuple[str, ...]) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     width = end - start
-    points = np.unique(np.concatenate([start, end]))
+    points = time_points(start, end)
     slo = np.searchsorted(points, start)
     shi = np.searchsorted(points, end)
     delta = np.zeros(len(points), dtype=np.int64)

@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-from ..problem import Problem, Solution, align_up
+from ..problem import Problem, Solution, align_up, time_points
 from .registry import SolveOptions, judge, register
 
 __all__ = ["positional_maximum_bound", "shared_greedy_objects", "layout_objects"]
@@ -54,7 +54,7 @@ def positional_maximum_bound(problem: Problem) -> int:
     if not problem.buffers:
         return 0
     start, end, size, _ = problem.arrays()
-    points = np.unique(np.concatenate([start, end]))
+    points = time_points(start, end)
     best: list[int] = []
     for t in points[:-1]:
         live = np.sort(size[(start <= t) & (end > t)])[::-1]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problem import Problem
+from ..problem import Problem, time_points
 from .greedy import PREORDERS, preorder
 
 __all__ = ["PREORDERS", "dive", "preorder"]
@@ -54,7 +54,7 @@ def dive(problem: Problem, capacity: int, order: np.ndarray, tries: int = 8) -> 
     rank_all = np.empty(n, dtype=np.int64)
     rank_all[np.asarray(order, dtype=np.int64)] = np.arange(n)
     rank = rank_all[live]
-    points = np.unique(np.concatenate([st, en]))
+    points = time_points(st, en)
     slo = np.searchsorted(points, st)
     shi = np.searchsorted(points, en)
     nsec = len(points) - 1

@@ -1,0 +1,287 @@
+"""The kernels compiled ahead of time (onnxmem._native): used when current, the
+same answers as numba's, never used when built from other sources.
+
+The module fixture builds the extension module when it is absent or stale (as
+``make install`` does; about a minute, once: it is kept in the package).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from onnxmem import _native
+from onnxmem.problem import Buffer, Problem, lower_bound, read_csv, validate, write_csv
+from onnxmem.solvers.exact import ExactSearch
+from onnxmem.solvers.greedy import PREORDERS, preorder
+
+from .test_imports import import_graph
+from .test_solvers import FAST, _shared_benchmarks, problems
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "onnxmem"
+
+
+@pytest.fixture(scope="module")
+def aot(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The extension module, built from the present sources (rebuilt when stale).
+
+    Loaded from a copy, so that a stale module this process imported before
+    (which stays loaded) is never the one tested.
+    """
+    if _run(_MODE).stdout.strip() != "aot":
+        from onnxmem._native_build import build
+
+        build()
+    built = next(PACKAGE.glob("_aot.*"))
+    copy = tmp_path_factory.mktemp("aot") / built.name
+    shutil.copyfile(built, copy)
+    spec = importlib.util.spec_from_file_location(_native.AOT_MODULE, copy)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert int(module.source_hash()) == _native.source_hash()
+    return module
+
+
+def _run(code: str, *, env: dict[str, str] | None = None, path: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k != "ONNXMEM_KERNELS"}
+    full.update(PYTHONPATH=str(path), **(env or {}))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, cwd=path)
+
+
+def _kernels(built: Any) -> tuple[Any, Any]:
+    """``(greedy kernels, search kernels)``: from the extension module ``built``,
+    or numba's when it is ``None``."""
+    if built is None:
+        return (importlib.import_module("onnxmem.solvers._kernels"),
+                importlib.import_module("onnxmem.solvers._search"))
+    return (_native.ahead_of_time("onnxmem.solvers._kernels", built),
+            _native.ahead_of_time("onnxmem.solvers._search", built))
+
+
+def _search_all(search_kernels: object, ex: ExactSearch, cap: int) -> tuple[int, list[int], int, int]:
+    """Every preorder's search of the first component, uninterrupted: statuses, plan, nodes, backtracks."""
+    from onnxmem.solvers._searchdefs import FRAME_FIELDS, HEURISTICS, NCTR
+
+    comp = ex.components[0]
+    query = np.array([comp.sec_lo, comp.sec_hi, cap, 1, 1, 1, 1], dtype=np.int64)
+    status, plan, nodes, backtracks = 0, [], 0, 0
+    for heur in HEURISTICS:
+        state, work = ex._state(), ex._work()
+        part = search_kernels.preorder(
+            comp.bufs.astype(np.int64), heur, ex.size, ex.width, ex.slo, ex.shi, state[3])
+        ctr = np.zeros(NCTR, dtype=np.int64)
+        ctr[1], ctr[2], ctr[7] = 10**9, 2**62, -1
+        frames = np.zeros((ex.n + 2, FRAME_FIELDS), dtype=np.int64)
+        s = search_kernels.search(
+            part, query, heur, ex._arrays(), state, work, ctr, frames)
+        status = status * 4 + int(s)
+        plan += state[5][comp.bufs].tolist()
+        nodes += int(ctr[0])
+        backtracks += int(ctr[6])
+    return status, plan, nodes, backtracks
+
+
+@FAST
+@given(problem=problems(max_buffers=10, aligned=True), slack=st.integers(0, 3))
+def test_search_same_as_numba(aot: Any, problem: Problem, slack: int) -> None:
+    # the compiled-ahead search visits the same nodes and finds the same plans
+    ex = ExactSearch(problem)
+    assume(ex.n > 0 and ex.searchable)
+    cap = lower_bound(problem) + slack
+    assert _search_all(_kernels(aot)[1], ex, cap) == _search_all(_kernels(None)[1], ex, cap)
+
+
+@FAST
+@given(problem=problems(max_buffers=12, aligned=True))
+def test_placements_same_as_numba(aot: Any, problem: Problem) -> None:
+    # greedy placement (best and first fit) and lowest-first: identical offsets
+    assume(len(problem) > 0)
+    start, end, size, align = problem.arrays()
+    bufs = (start, end, size, align)
+    free = np.full(len(problem), -1, dtype=np.int64)
+    answers = []
+    for built in (aot, None):
+        k = _kernels(built)[0]
+        covers = k.cover_lists(start, end, size)
+        out = [np.concatenate(covers).tolist()]
+        order = preorder(problem, PREORDERS[0]).astype(np.int64)
+        for fit in (True, False):
+            offs, done = k.place(order, fit, free, bufs, covers, 2**62)
+            out.append((offs.tolist(), bool(done)))
+        offs, done = k.lowest_first(order, 6, bufs, covers, free, 2**62)
+        out.append((offs.tolist(), bool(done)))
+        answers.append(out)
+    assert answers[0] == answers[1]
+
+
+def test_wrong_argument_type_is_refused(aot: Any) -> None:
+    # a compiled-ahead kernel reads its arguments' memory as declared: the
+    # wrapper refuses an int32 order (numba would recompile; the module cannot)
+    k = _kernels(aot)[0]
+    one, zero = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    covers = k.cover_lists(zero, one, one)
+    free = np.full(1, -1, dtype=np.int64)
+    with pytest.raises(TypeError, match=r"place: argument 0 .*int64\[::1\].*int32"):
+        k.place(zero.astype(np.int32), True, free, (zero, one, one, one), covers, 0)
+    with pytest.raises(TypeError, match="argument 3"):
+        k.place(zero, True, free, (zero, one, one), covers, 0)
+    with pytest.raises(TypeError, match="read-only"):
+        ro = zero.copy()
+        ro.flags.writeable = False
+        k.place(zero, True, ro, (zero, one, one, one), covers, 0)
+    offs, done = k.place(zero, True, free, (zero, one, one, one), covers, 0)
+    assert offs.tolist() == [0] and done
+
+
+_PACK = """
+import sys
+from onnxmem import _native
+from onnxmem.solvers.pack import pack_csv
+cap = None if sys.argv[3] == "min" else int(sys.argv[3])
+r = pack_csv(sys.argv[1], capacity=cap, timeout=60, output=sys.argv[2])
+print(_native.mode().split()[0], r.solution.status, r.solution.height, "numba" in sys.modules,
+      "numpy.ma" in sys.modules)
+"""
+
+
+def _random_csv(path: Path) -> Path:
+    # 60 buffers the greedy plans leave above the bound: minimize runs the search
+    rng = np.random.default_rng(7)
+    bufs = []
+    for i in range(60):
+        s = int(rng.integers(0, 30))
+        bufs.append(Buffer(f"b{i}", s, s + int(rng.integers(1, 8)), int(rng.integers(1, 100))))
+    write_csv(Problem(tuple(bufs)), path)
+    return path
+
+
+@pytest.mark.parametrize("name", ["random", "C", "K"])
+def test_pack_uses_built_module(aot: object, tmp_path: Path, name: str) -> None:
+    # pack: the built module runs (numba is never imported, nor numpy.ma) and
+    # writes the same plan, byte for byte, as numba's kernels
+    if name == "random":
+        csv, cap = _random_csv(tmp_path / "random.csv"), "min"
+    else:
+        csv, cap = _shared_benchmarks() / "minimalloc-challenging" / f"{name}.1048576.csv", "1048576"
+        if not csv.exists():
+            pytest.skip(f"{csv} is not there (the shared benchmarks)")
+    out = {}
+    for kernels in ("auto", "jit"):
+        dest = tmp_path / f"{kernels}.csv"
+        res = subprocess.run(
+            [sys.executable, "-c", _PACK, str(csv), str(dest), cap], capture_output=True,
+            text=True, env=dict(os.environ, PYTHONPATH=str(ROOT), ONNXMEM_KERNELS=kernels), cwd=ROOT,
+        )
+        assert res.returncode == 0, res.stderr
+        out[kernels] = (res.stdout.split(), dest.read_bytes())
+    assert out["auto"][0][0] == "aot" and out["auto"][0][3:] == ["False", "False"]
+    assert out["jit"][0][0] == "jit" and out["jit"][0][3] == "True"  # the compiled search ran
+    assert out["auto"][0][1:3] == out["jit"][0][1:3] and out["auto"][1] == out["jit"][1]
+    problem, _ = read_csv(csv)
+    offsets = [int(line.split(",")[-1]) for line in out["auto"][1].decode().splitlines()[1:]]
+    checked = problem.with_capacity(None if cap == "min" else int(cap))
+    assert validate(checked, _as_solution(problem, offsets)) == []
+
+
+def _as_solution(problem: Problem, offsets: list[int]) -> object:
+    from onnxmem.problem import Solution, Status
+
+    height = max((o + b.size for o, b in zip(offsets, problem.buffers)), default=0)
+    return Solution(tuple(offsets), height, "pack", Status.FEASIBLE)
+
+
+def _copy_package(dest: Path) -> Path:
+    shutil.copytree(PACKAGE, dest / "onnxmem", ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+_MODE = "from onnxmem import _native; print(_native.mode())"
+
+
+def test_stale_module_not_used(aot: object, tmp_path: Path) -> None:
+    # a copy of the package with the built module: used; once a kernel's
+    # source changes (a comment will do), it is not, and aot mode refuses
+    root = _copy_package(tmp_path)
+    assert list((root / "onnxmem").glob("_aot.*")), "the built module was not copied"
+    assert _run(_MODE, path=root).stdout.strip() == "aot"
+    with open(root / "onnxmem" / "solvers" / "_search.py", "a") as f:
+        f.write("# changed\n")
+    res = _run(_MODE, path=root)
+    assert res.stdout.strip() == "jit (the ahead-of-time module was built from other kernel sources)"
+    res = _run(_MODE, path=root, env={"ONNXMEM_KERNELS": "aot"})
+    assert res.returncode != 0 and "ONNXMEM_KERNELS=aot but" in res.stderr
+    # the stale package still solves, with numba's kernels
+    problem_code = (
+        "import sys; from onnxmem.problem import Buffer, Problem; from onnxmem.solvers import solve, SolveOptions; "
+        "p = Problem(tuple(Buffer(f'b{i}', i % 3, i % 3 + 2, 1 + i % 4) for i in range(2500))); "
+        "s = solve(p, 'exact', SolveOptions(capacity=None, timeout=20)); "
+        "print(s.status, 'numba' in sys.modules)"
+    )
+    res = _run(problem_code, path=root)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split()[1] == "True"
+
+
+def test_module_for_another_processor_not_used(aot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # built for this processor (the default); elsewhere it is not used
+    assert int(aot.machine_hash()) == _native.machine_hash() != 0
+    assert _native._mismatch(aot) is None
+    here = _native.machine_hash()
+    monkeypatch.setattr(_native, "machine_hash", lambda: here ^ 1)
+    assert _native._mismatch(aot) == "the ahead-of-time module was built for another processor"
+
+
+def test_absent_module_falls_back(tmp_path: Path) -> None:
+    root = _copy_package(tmp_path)
+    for built in (root / "onnxmem").glob("_aot.*"):
+        built.unlink()
+    assert _run(_MODE, path=root).stdout.strip() == "jit (the ahead-of-time module is not built)"
+    assert _run(_MODE, path=root, env={"ONNXMEM_KERNELS": "jit"}).stdout.strip() == "jit (ONNXMEM_KERNELS=jit)"
+    res = _run(_MODE, path=root, env={"ONNXMEM_KERNELS": "fast"})
+    assert res.returncode != 0 and "not one of auto, jit, aot" in res.stderr
+
+
+def test_kernel_sources_are_hashed() -> None:
+    # every onnxmem module a kernel module imports is among the hashed sources,
+    # so that no change to what is compiled leaves a stale module in use
+    graph = import_graph(runtime=True)
+    hashed = {
+        "onnxmem." + rel.removesuffix(".py").replace("/", ".") for rel in _native.SOURCES
+    }
+    for module in _native.KERNELS:
+        assert module in hashed
+        assert graph[module] <= hashed, f"{module} imports {graph[module] - hashed}, not hashed"
+    assert "onnxmem._native" in hashed  # the declared argument types
+
+
+def test_numba_signatures() -> None:
+    # the declarations turn into the signatures numba.pycc compiles
+    prefix, declared = _native.KERNELS["onnxmem.solvers._kernels"]
+    assert _native.numba_signature(*declared["place"]) == (
+        "Tuple((int64[::1], boolean,))(int64[::1], boolean, int64[::1], "
+        "Tuple((int64[::1], int64[::1], int64[::1], int64[::1],)), "
+        "Tuple((int64[::1], int64[::1], int64[::1], int32[::1],)), int64)"
+    )
+    assert _native.numba_signature(*_native.KERNELS["onnxmem._cyclecounter"][1]["cycles"]) == "int64()"
+
+
+def test_problem_arrays_fit_the_kernels() -> None:
+    # Problem.arrays() is what the placement kernels take: it fits their declared
+    # type, and a slice with a step would not
+    arrays = Problem(tuple(Buffer(f"b{i}", i, i + 1, 8) for i in range(3))).arrays()
+    assert _native._fits(arrays, (_native.VEC,) * 4)
+    assert not _native._fits(tuple(a[::2] for a in arrays), (_native.VEC,) * 4)
+    assert not _native._fits(arrays[:3], (_native.VEC,) * 4)
