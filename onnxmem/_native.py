@@ -197,7 +197,7 @@ def _aot_problem() -> str | None:
         module = importlib.import_module(AOT_MODULE)
     except ImportError:
         return "the ahead-of-time module is not built"
-    if Path(getattr(module, "__file__", "") or "").resolve().parent != Path(__file__).resolve().parent:
+    if Path(getattr(module, "__file__", "") or "").resolve().parent != _PACKAGE:
         # found outside this package (an editable install's finder can reach another checkout)
         return "the ahead-of-time module is not built"
     reason = _mismatch(module)
