@@ -16,7 +16,8 @@ one cumulative constraint), for the order the planner chose:
    :func:`~onnxmem.remat.problem.simulate` (``2t``: the duplicates before
    step ``t``; ``2t + 1``: node ``t``): the original copy ``[2 start + 1,
    oe[v])`` (``oe = 2 last_pre + 2`` when dropped, else at least ``2 end +
-   2``), the second copy ``[2 r[v], ce[v])``, present when dropped; one
+   2``), the second copy ``[2 r[v], ce[v])``, present when dropped, and
+   the duplicate's other outputs (``spare[v]`` bytes) in slot ``2 r[v]``; one
    cumulative constraint holds them under the budget (every copy a block
    writes counts in its slot: ``simulate(..., sequential=False)``);
 4. minimize the sum of ``cost[v] * d[v]``.
@@ -159,6 +160,10 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
             length2 = m.NewIntVar(1, 2 * n, f"len2{v}")
             intervals.append(m.NewOptionalIntervalVar(2 * r[v], length2, ce[v], d[v], f"c{v}"))
             demands.append(sz)
+    for v in cand:  # a duplicate's other outputs: its block slot only
+        if p.spare_size(v):
+            intervals.append(m.NewOptionalFixedSizeIntervalVar(2 * r[v], 1, d[v], f"s{v}"))
+            demands.append(p.spare_size(v))
     m.AddCumulative(intervals, demands, budget)
     m.Minimize(sum(p.cost[v] * d[v] for v in cand))
     start = hint if hint is not None else _heuristics(p, budget, options)[0]
