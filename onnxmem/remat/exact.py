@@ -17,7 +17,9 @@ one cumulative constraint), for the order the planner chose:
    step ``t``; ``2t + 1``: node ``t``): the original copy ``[2 start + 1,
    oe[v])`` (``oe = 2 last_pre + 2`` when dropped, else at least ``2 end +
    2``), the second copy ``[2 r[v], ce[v])``, present when dropped, and
-   the duplicate's other outputs (``spare[v]`` bytes) in slot ``2 r[v]``; one
+   the duplicate's other outputs (``spare[v]`` bytes) in slot ``2 r[v]``; an
+   output its node may write over an input (``inplace``) starts a slot later
+   when that input's original copy ends there; one
    cumulative constraint holds them under the budget (every copy a block
    writes counts in its slot: ``simulate(..., sequential=False)``);
 4. minimize the sum of ``cost[v] * d[v]``.
@@ -140,6 +142,16 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
         early = m.NewIntVar(0, 2 * n, f"gl{g}")
         intervals.append(m.NewIntervalVar(gs, early, 2 * p.start[g] + 1, f"g{g}"))
         demands.append(p.size[g])
+    shift = {}  # v -> written over its input u (in place): its interval starts a slot later
+    for s, u, v in p.inplace:
+        if p.size[v] == 0 or v in grouped:
+            continue
+        b = m.NewBoolVar(f"ip{v}")
+        if u in oe:
+            m.Add(oe[u] <= 2 * s + 2).OnlyEnforceIf(b)
+        if u in d and p.last_pre[u] < s:
+            m.AddImplication(b, d[u].Not())
+        shift[v] = b
     for v, sz in enumerate(p.size):
         if sz == 0:
             continue
@@ -150,7 +162,11 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
                 demands.append(sz)
             continue
         first = 2 * p.start[v] + 1
-        if v in oe:
+        if v in shift:
+            length = m.NewIntVar(0, 2 * n, f"len{v}")
+            intervals.append(m.NewIntervalVar(first + shift[v], length, oe[v] if v in oe else 2 * p.end[v] + 2,
+                                              f"i{v}"))
+        elif v in oe:
             length = m.NewIntVar(1, 2 * n, f"len{v}")
             intervals.append(m.NewIntervalVar(first, length, oe[v], f"i{v}"))
         else:

@@ -54,7 +54,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..aliasing import VIEW, concat_slices, every_alias_source
+from ..aliasing import (
+    INPLACE,
+    VIEW,
+    concat_slices,
+    every_alias_source,
+    group_writable,
+    overwritable,
+)
 from ..graph import GraphView, Op
 from ..lifetimes import tensor_lifetimes
 from ..problem import align_up
@@ -108,7 +115,10 @@ class RematProblem:
     last read, and those inputs take no bytes of their own (a dropped one's
     original copy does). ``spare[v]``: the aligned bytes of the other outputs
     of ``v``'s producer, which its duplicate writes too and which die at once
-    (empty: none).
+    (empty: none). ``inplace``: ``(step, u, v)``: the node at ``step``
+    may write its output ``v`` over its input ``u``
+    (:mod:`onnxmem.aliasing`'s in-place rule) when ``u``'s original copy
+    dies there; :func:`simulate` then counts ``v`` from the next slot.
     """
 
     order: tuple[int, ...]
@@ -126,6 +136,7 @@ class RematProblem:
     op_type: tuple[str, ...] = ()
     groups: tuple[tuple[int, tuple[int, ...]], ...] = ()
     spare: tuple[int, ...] = ()
+    inplace: tuple[tuple[int, int, int], ...] = ()
     #: numpy copies for :func:`simulate`: sizes, first slots, end slots, grouped mask
     arrays: tuple[np.ndarray, ...] = field(default=(), compare=False, repr=False)
 
@@ -179,6 +190,8 @@ class RematProblem:
         for s, rs in enumerate(self.reads):
             curve[s] += sum(self.size[v] for v in rs
                             if self.droppable[v] and s > self.last_pre[v] and v not in inside)
+        for s, _, v in self.inplace:  # an output written over its input, where it can be
+            curve[s] -= self.size[v]
         if not self.steps:
             return 0, 0
         s = int(np.argmax(curve))
@@ -296,12 +309,37 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     pairs = [(ids[v], ids[s]) for v, s in view_source.items()]
     views = sorted(pairs, key=lambda vs: -start[vs[0]])
     groups = tuple((ids[c], tuple(ids[x] for x in parts)) for c, parts in concat_parts.items())
+    inplace = _inplace_pairs(view, order, io, ids, set(view_source) | viewed | captured
+                             | {x for parts in concat_parts.values() for x in parts} | set(concat_parts), end)
     return RematProblem(
         order=tuple(order), size=tuple(size), start=tuple(start), end=tuple(end), name=tuple(lifetimes),
         producer=tuple(producer), droppable=tuple(droppable), last_pre=tuple(last_pre),
         first_post=tuple(first_post), cost=tuple(cost), reads=tuple(tuple(r) for r in reads),
         views=tuple(views), op_type=tuple(op_types), groups=groups, spare=tuple(spare),
+        inplace=inplace,
     )
+
+
+def _inplace_pairs(view: GraphView, order: Sequence[int], io: str, ids: Mapping[str, int], shared: set[str],
+                   end: Sequence[int]) -> tuple[tuple[int, int, int], ...]:
+    """``(step, u, v)`` per node whose output ``v`` may take its input ``u``'s bytes by
+    :mod:`onnxmem.aliasing`'s in-place rule, ``u`` read last there without recomputation
+    (the first such input in the rule's order); values that share bytes otherwise (views,
+    Concat groups, captures) are left out."""
+    found = every_alias_source(view, io)
+    pairs = []
+    for step, k in enumerate(order):
+        op = view.ops[k]
+        got = found[k]
+        if got is None or got[0].kind != INPLACE or op.outputs[0] not in ids or op.outputs[0] in shared:
+            continue
+        rule, sources = got
+        for src in sources:
+            if (src in ids and src not in shared and end[ids[src]] == step and group_writable(view, [src])
+                    and overwritable(op, rule, src, {src: (0, view.tensors[src].size)})):
+                pairs.append((step, ids[src], ids[op.outputs[0]]))
+                break
+    return tuple(pairs)
 
 
 def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequential: bool = True) -> Schedule:
@@ -359,6 +397,10 @@ def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequen
         if at[v] < n and v not in grouped:
             delta[2 * at[v]] += sz
             delta[copy_end[v]] -= sz
+    for s, u, v in p.inplace:  # the output takes its input's bytes where the input's original copy dies
+        if (p.last_pre[u] == s) if u in drop else (ext[u] == 2 * s + 2):
+            delta[2 * s + 1] -= p.size[v]
+            delta[2 * s + 2] += p.size[v]
     spare = shared_duplicates(p, drop, at)
     for v, extra in spare.items():  # the duplicate's other outputs, dead once it ran
         delta[2 * at[v]] += extra
