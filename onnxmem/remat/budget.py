@@ -11,8 +11,8 @@
    first the budget plus what the model counts above the unbudgeted arena
    (the cheaper order that fits wins);
 3. rewrite the model (:func:`~onnxmem.remat.rewrite.rewrite_model`) and plan
-   it in its written order; the problem's model of the peak knows no in-place
-   reuse, so the arena can land above or below the target: when it is above
+   it in its written order; the problem's model of the peak knows only some of
+   the planner's sharing, so the arena can land above or below the target: when it is above
    the budget, the target becomes the model's peak of that choice less the
    difference and step 2 runs again (at most :data:`ROUNDS` times); drops
    that do not fit the target in the model (the lowest peak an algorithm
@@ -144,7 +144,7 @@ def _best_attempt(original: Planned, problems: Sequence[RematProblem], path: str
 def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions,
              budget: int, algorithm: str, ropts: RematOptions) -> tuple[Choice, onnx.ModelProto, Planned] | None:
     """Steps 2-3 of the module doc: the first rewrite whose arena fits, else ``None``."""
-    # the model counts no in-place reuse: where it sees more bytes than the planner, the target starts higher
+    # the model knows only some of the planner's sharing: where it sees more bytes, the target starts higher
     target = budget + max(0, simulate(problem, ()).peak - original.plan.arena_size)
     for _ in range(ROUNDS):
         choice = choose(problem, target, algorithm, ropts)
@@ -153,7 +153,7 @@ def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[s
         sched = simulate(problem, choice.dropped)
         rewritten = rewrite_model(original.model, original.view, problem, sched)
         planned = _plan_rewritten(rewritten, path, opts)
-        if planned.plan.arena_size <= budget:  # a set over the target can fit: the model counts no in-place reuse
+        if planned.plan.arena_size <= budget:  # a set over the target can fit: the planner shares more
             return replace(choice, status=choice.status if choice.fits else "feasible"), rewritten, planned
         if not choice.fits:
             return None

@@ -34,11 +34,15 @@ duplicate runs right before step ``r[v]``:
 So every dropped value is computed exactly twice (a value read without a
 gap, only when something needs it back) and the extra compute is the sum of
 its producers' costs, one per producer and step (values of one producer
-recomputed at one step share a duplicate: :func:`shared_duplicates`). Duplicates inserted before one step run in the order of
-the original producers (a topological order). :func:`simulate` counts bytes
-in two slots per step, the block of duplicates and then the step; it counts
-no in-place reuse, so the planner's arena for the rewritten model may come
-out below (or, where a Concat group is laid out otherwise, above) it, and
+recomputed at one step share a duplicate: :func:`shared_duplicates`).
+Duplicates inserted before one step run in the order of the original
+producers (a topological order). :func:`simulate` counts bytes in two slots
+per step, the block of duplicates and then the step. It counts the in-place
+writes of :mod:`onnxmem.aliasing` where a node's input dies at it
+(``RematProblem.inplace``: the output starts a slot later, in its input's
+bytes) but none inside a block of duplicates and no other sharing the planner
+finds, so the planner's arena for the rewritten model may come out below
+(or, where a Concat group is laid out otherwise, above) it, and
 :mod:`onnxmem.remat.budget` plans every rewrite for real.
 
 The exact algorithm, the heuristics and the brute force all search this one
