@@ -136,3 +136,45 @@ def test_verify_seeds_each_random_op_alike_in_both_models(op, kind):
     assert len(seed) == 1 and isinstance(helper.get_attribute_value(seed[0]), kind)
     assert a.SerializeToString() == b.SerializeToString()
     assert not any(x.name == "seed" for x in model.graph.node[0].attribute)  # the caller's model untouched
+
+
+def test_annotate_accepts_a_missing_schema_only_when_the_model_given_has_it(tmp_path):
+    # onnxruntime's training graphs use LayerNormalization at opset 15, where onnx has no schema
+    # for it: the model file fails onnx.checker, and its annotated copy with the same first error
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="R"),
+             helper.make_node("LayerNormalization", ["r", "sc", "bi"], ["y"], name="L", axis=-1),
+             helper.make_node("Neg", ["y"], ["z"], name="N")]
+    model = make_model(nodes, [vi("x", [4, 16])], [vi("z", [4, 16])], LN_INITS, opset=15,
+                       value_info=[vi("r", [4, 16]), vi("y", [4, 16])])
+    src, out = tmp_path / "ln.onnx", tmp_path / "a.onnx"
+    onnx.save(model, src)
+    with pytest.raises(onnx.checker.ValidationError, match="No Op registered for LayerNormalization"):
+        onnx.checker.check_model(model)
+    r = CliRunner().invoke(main, ["plan", str(src), "--annotate", str(out)])
+    assert r.exit_code == 0, r.output
+    with pytest.raises(onnx.checker.ValidationError, match="No Op registered for LayerNormalization"):
+        onnx.checker.check_model(onnx.load(str(out)))
+    # any other checker error is refused as before (tests/test_hostile.py: test_annotate_that_fails_leaves_no_plan)
+
+
+def test_a_training_graph_rewrite_verifies_with_its_gradients_and_a_change_is_caught(tmp_path):
+    # onnxruntime's SqueezeNet training step (Dropout, ConcatTraining, ConvGrad): the rewrite's
+    # outputs and every gradient buffer against the original's run; then a duplicate changed
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parent.parent / "models" / "training" / "squeezenet.train.onnx"
+    out = tmp_path / "fit.onnx"
+    r = CliRunner().invoke(main, ["plan", str(src), "--budget", "0.8x", "--remat", "greedy", "--rewrite-out", str(out)])
+    assert r.exit_code == 0, r.output
+    graph_outputs = len(onnx.load(str(src), load_external_data=False).graph.output)
+    r = CliRunner().invoke(main, ["verify", str(out), "--original", str(src)])
+    assert r.exit_code == 0, r.output
+    # the loss, 50 accumulator flags and the 50 gradients they wrote
+    assert f"all {2 * graph_outputs - 1} outputs identical, bit for bit" in r.output
+    bad = onnx.load(str(out), load_external_data=False)
+    dup = next(n for n in bad.graph.node if n.name.endswith("__remat") and n.op_type == "Relu")
+    dup.op_type = "Sigmoid"
+    onnx.save(bad, out)
+    r = CliRunner().invoke(main, ["verify", str(out), "--original", str(src)])
+    assert r.exit_code == 3 and "differs from the original's" in r.output

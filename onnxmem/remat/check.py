@@ -139,8 +139,10 @@ def compare_with_original(rewritten: onnx.ModelProto, plan: MemoryPlan, view: Gr
     execution = run.run()
     got: dict[str, Any] = dict(getattr(run, "captured", {}))
     for buf, grad in grads.items():  # the buffer holds the step's gradient (lazy reset: overwritten)
-        got[grad] = np.asarray(run.weights[buf])
-    ref = run_model(load_with_weights(original, original_path), run.feeds, oout + list(dict.fromkeys(grads.values())))
+        got[grad] = np.array(run.weights[buf], copy=True)
+    # fresh copies of the inputs: an accumulator writes into its buffer in place
+    feeds = {k: np.array(v, copy=True) for k, v in run.feeds.items()}
+    ref = run_model(load_with_weights(original, original_path), feeds, oout + list(dict.fromkeys(grads.values())))
     checks = []
     for name in oout + [g for g in dict.fromkeys(grads.values()) if g not in oout]:
         if name not in got:
