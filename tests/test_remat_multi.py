@@ -13,7 +13,7 @@ from onnxmem.cli import main
 from onnxmem.graph import Op
 from onnxmem.pipeline import PlanOptions
 from onnxmem.remat import build_problem, simulate
-from onnxmem.remat.budget import plan_with_budget
+from onnxmem.remat.budget import plan_with_budget, sinks_early
 from onnxmem.remat.check import seed_random_ops
 from onnxmem.remat.cost import flops_costs
 from onnxmem.remat.problem import recomputable
@@ -178,3 +178,34 @@ def test_a_training_graph_rewrite_verifies_with_its_gradients_and_a_change_is_ca
     onnx.save(bad, out)
     r = CliRunner().invoke(main, ["verify", str(out), "--original", str(src)])
     assert r.exit_code == 3 and "differs from the original's" in r.output
+
+
+def test_sinks_run_right_after_what_they_read():
+    # S reads a and nothing reads S (a gradient's accumulator): it moves from the end to after A
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="A"), helper.make_node("Sigmoid", ["a"], ["b"], name="B"),
+             helper.make_node("Tanh", ["b"], ["c"], name="C"), helper.make_node("Neg", ["c"], ["y"], name="Y"),
+             helper.make_node("ReduceSum", ["a"], ["s"], name="S", keepdims=0)]
+    view, order = file_order_view(make_model(nodes, [vi("x", [1, 16])], [vi("y", [1, 16]), vi("s", [])]))
+    early = sinks_early(view, order)
+    assert [view.ops[k].name for k in early] == ["A", "S", "B", "C", "Y"]
+    assert sinks_early(view, early) == early
+
+
+def test_a_duplicate_writes_over_the_copy_it_reads_last_in_its_block():
+    # a = Exp(x); b = Neg(a) (in place over a); c = Sigmoid(b); d = Tanh(c); y = Mul(d, b)
+    nodes = [helper.make_node("Exp", ["x"], ["a"], name="A"), helper.make_node("Neg", ["a"], ["b"], name="B"),
+             helper.make_node("Sigmoid", ["b"], ["c"], name="C"), helper.make_node("Tanh", ["c"], ["d"], name="D"),
+             helper.make_node("Mul", ["d", "b"], ["y"], name="Y")]
+    model = make_model(nodes, [vi("x", [1, 16])], [vi("y", [1, 16])])
+    view, order = file_order_view(model)
+    p = build_problem(view, order, flops_costs(view, model), alignment=64)
+    a, b = p.name.index("a"), p.name.index("b")
+    # in place: B over a (a dies there), D over c, Y over d (its first listed input)
+    assert [(s, p.name[u], p.name[v]) for s, u, v in p.inplace] == [(1, "a", "b"), (3, "c", "d"), (4, "d", "y")]
+    # drop a and b: both come back before Y; x lives on for the duplicate of A
+    s = simulate(p, {a, b})
+    assert s.at[a] == s.at[b] == 4
+    # slot 8, the block before Y: x and d, then a', then b' written over a' (its last reader): 192 B
+    assert s.curve.tolist() == [0, 128, 128, 128, 128, 192, 128, 128, 192, 128]
+    # counted at once (the exact program's measure) the block holds x, d, a' and b'
+    assert simulate(p, {a, b}, sequential=False).curve[8] == 256
