@@ -190,22 +190,3 @@ def test_sinks_run_right_after_what_they_read():
     assert [view.ops[k].name for k in early] == ["A", "S", "B", "C", "Y"]
     assert sinks_early(view, early) == early
 
-
-def test_a_duplicate_writes_over_the_copy_it_reads_last_in_its_block():
-    # a = Exp(x); b = Neg(a) (in place over a); c = Sigmoid(b); d = Tanh(c); y = Mul(d, b)
-    nodes = [helper.make_node("Exp", ["x"], ["a"], name="A"), helper.make_node("Neg", ["a"], ["b"], name="B"),
-             helper.make_node("Sigmoid", ["b"], ["c"], name="C"), helper.make_node("Tanh", ["c"], ["d"], name="D"),
-             helper.make_node("Mul", ["d", "b"], ["y"], name="Y")]
-    model = make_model(nodes, [vi("x", [1, 16])], [vi("y", [1, 16])])
-    view, order = file_order_view(model)
-    p = build_problem(view, order, flops_costs(view, model), alignment=64)
-    a, b = p.name.index("a"), p.name.index("b")
-    # in place: B over a (a dies there), D over c, Y over d (its first listed input)
-    assert [(s, p.name[u], p.name[v]) for s, u, v in p.inplace] == [(1, "a", "b"), (3, "c", "d"), (4, "d", "y")]
-    # drop a and b: both come back before Y; x lives on for the duplicate of A
-    s = simulate(p, {a, b})
-    assert s.at[a] == s.at[b] == 4
-    # slot 8, the block before Y: x and d, then a', then b' written over a' (its last reader): 192 B
-    assert s.curve.tolist() == [0, 128, 128, 128, 128, 192, 128, 128, 192, 128]
-    # counted at once (the exact program's measure) the block holds x, d, a' and b'
-    assert simulate(p, {a, b}, sequential=False).curve[8] == 256

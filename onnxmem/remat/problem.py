@@ -436,10 +436,7 @@ def shared_duplicates(p: RematProblem, drop: set[int], at: Mapping[int, int]) ->
 def _walk_blocks(p: RematProblem, drop: set[int], at: Mapping[int, int], copy_end: Mapping[int, int],
                  curve: np.ndarray, spare: Mapping[int, int]) -> None:
     """Replace each block slot of ``curve`` by the most bytes live while its duplicates run
-    one after another (:func:`simulate`, ``sequential``); a duplicate of an in-place node
-    (``RematProblem.inplace``) writes over the copy it reads when no later duplicate of the
-    block reads that copy."""
-    over = {v: u for _, u, v in p.inplace}
+    one after another (:func:`simulate`, ``sequential``)."""
     blocks: dict[int, list[int]] = {}
     for v, r in at.items():
         if r < p.steps:
@@ -456,8 +453,7 @@ def _walk_blocks(p: RematProblem, drop: set[int], at: Mapping[int, int], copy_en
         top = cur
         for i, v in enumerate(vs):
             cur += p.size[v]
-            src = over.get(v, -1)  # a duplicate that writes over a copy it is the last to read
-            top = max(top, cur + spare.get(v, 0) - (p.size[src] if src >= 0 and last.get(src) == i else 0))
+            top = max(top, cur + spare.get(v, 0))
             for u in p.reads[p.producer[v]]:
                 if last.get(u) == i:
                     cur -= p.size[u]
