@@ -4,22 +4,23 @@
 
 1. plan the model as usual (order, aliasing, assignment); if its arena fits
    the budget, that plan is the answer and the model is unchanged;
-2. otherwise build the recomputation problem for the planned order, and
-   for the file order when it differs
+2. otherwise build the recomputation problem for the planned order, for
+   it with its sinks early (:func:`sinks_early`: a gradient's accumulator
+   right after the gradient) and for the file order, those that differ
    (:func:`~onnxmem.remat.problem.build_problem`), with the chosen cost model,
    and let the algorithm choose what to drop under a *target* peak, at
    first the budget plus what the model counts above the unbudgeted arena
    (the cheaper order that fits wins);
 3. rewrite the model (:func:`~onnxmem.remat.rewrite.rewrite_model`) and plan
-   it in its written order; the problem's model of the peak knows no in-place
-   reuse, so the arena can land above or below the target: when it is above
+   it in its written order; the problem's model of the peak knows only some of
+   the planner's sharing, so the arena can land above or below the target: when it is above
    the budget, the target becomes the model's peak of that choice less the
    difference and step 2 runs again (at most :data:`ROUNDS` times); drops
    that do not fit the target in the model (the lowest peak an algorithm
    found) are planned for real once too;
 4. when no round fits, the rewrite with the smallest arena (every
-   droppable value dropped, or ``greedy`` toward 0; algorithm ``smallest``)
-   is the answer if it fits;
+   droppable value dropped, or ``greedy`` toward 0, under each order;
+   algorithm ``smallest``) is the answer if it fits;
    else :class:`~onnxmem.errors.OnnxmemError` with one line naming the
    smallest arena reached, its peak node, and the node that sets the floor
    (its inputs and outputs and what no recomputation frees).
@@ -40,6 +41,7 @@ from typing import Callable, Sequence
 import onnx
 
 from ..errors import OnnxmemError, show_name
+from ..graph import GraphView
 from ..pipeline import Planned, PlanOptions, plan_loaded
 from ..problem import align_up
 from ..scheduling import stable_topological_order
@@ -48,7 +50,7 @@ from .problem import RematProblem, build_problem, simulate
 from .registry import ALGORITHMS, Choice, RematOptions, choose
 from .rewrite import rewrite_model
 
-__all__ = ["Budgeted", "SweepPoint", "parse_budget", "plan_with_budget", "sweep"]
+__all__ = ["Budgeted", "SweepPoint", "parse_budget", "plan_with_budget", "sinks_early", "sweep"]
 
 #: graphs of more steps try the file order only when the planned one found nothing
 LARGE = 1000
@@ -115,13 +117,40 @@ def _plan_rewritten(rewritten: onnx.ModelProto, path: str | os.PathLike[str], op
     return replace(planned, plan=replace(planned.plan, model=model_info))
 
 
+def sinks_early(view: GraphView, order: Sequence[int]) -> tuple[int, ...]:
+    """``order`` with every *sink* (a node no other node reads: a gradient accumulator, a graph
+    output's writer) moved to right after the last writer of what it reads, in order.
+
+    Still topological (nothing reads a sink; its inputs are written before). Without a budget
+    it rarely matters where a sink runs; with one, a weight gradient that waits for its
+    accumulator holds its bytes past the point recomputation lowered the peak to.
+    """
+    pos = {op: s for s, op in enumerate(order)}
+    sink = [not any(view.consumers.get(o) for o in view.ops[op].outputs if o) for op in order]
+    after: dict[int, list[int]] = {}
+    kept: list[int] = []
+    for s, op in enumerate(order):
+        if not sink[s]:
+            kept.append(op)
+            continue
+        writers = [pos[t.producer] for n in view.ops[op].inputs
+                   if n and (t := view.tensors.get(n)) is not None and t.producer is not None and t.producer in pos]
+        after.setdefault(max(writers, default=-1), []).append(op)
+    out = list(after.get(-1, []))
+    for op in kept:
+        out.append(op)
+        out.extend(after.get(pos[op], []))
+    return tuple(out)
+
+
 def _problems(original: Planned, costs: dict[int, int], options: PlanOptions) -> list[RematProblem]:
-    """The problem under the planned order, and under the file order when that differs (an order
-    chosen for the peak without recomputation can hold values a recomputing order would not)."""
+    """The problem under the planned order, under it with its sinks early (:func:`sinks_early`),
+    and under the file order when those differ (an order chosen for the peak without
+    recomputation can hold values a recomputing order would not)."""
     orders = [tuple(original.liveness.order)]
-    file_order = stable_topological_order(original.view)
-    if file_order != orders[0]:
-        orders.append(file_order)
+    for o in (sinks_early(original.view, orders[0]), stable_topological_order(original.view)):
+        if o not in orders:
+            orders.append(o)
     return [build_problem(original.view, o, costs, io=options.io, alignment=options.alignment) for o in orders]
 
 
@@ -144,7 +173,7 @@ def _best_attempt(original: Planned, problems: Sequence[RematProblem], path: str
 def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions,
              budget: int, algorithm: str, ropts: RematOptions) -> tuple[Choice, onnx.ModelProto, Planned] | None:
     """Steps 2-3 of the module doc: the first rewrite whose arena fits, else ``None``."""
-    # the model counts no in-place reuse: where it sees more bytes than the planner, the target starts higher
+    # the model knows only some of the planner's sharing: where it sees more bytes, the target starts higher
     target = budget + max(0, simulate(problem, ()).peak - original.plan.arena_size)
     for _ in range(ROUNDS):
         choice = choose(problem, target, algorithm, ropts)
@@ -153,7 +182,7 @@ def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[s
         sched = simulate(problem, choice.dropped)
         rewritten = rewrite_model(original.model, original.view, problem, sched)
         planned = _plan_rewritten(rewritten, path, opts)
-        if planned.plan.arena_size <= budget:  # a set over the target can fit: the model counts no in-place reuse
+        if planned.plan.arena_size <= budget:  # a set over the target can fit: the planner shares more
             return replace(choice, status=choice.status if choice.fits else "feasible"), rewritten, planned
         if not choice.fits:
             return None
@@ -181,11 +210,15 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
     ropts = RematOptions(timeout=timeout, seed=options.seed)
     say(f"choosing what to recompute ({algorithm})")
     got, problem = _best_attempt(original, problems, path, options, limit, algorithm, ropts)
-    if got is None:  # the rewrite with the smallest arena may still fit
+    if got is None:  # the rewrite with the smallest arena (over the orders) may still fit
         problem = problems[0]
-        got = _smallest(original, problem, path, options)
+        for candidate in problems[:1] if problems[0].steps > LARGE else problems:
+            small = _smallest(original, candidate, path, options)
+            if small is not None and (got is None or small[2].plan.arena_size < got[2].plan.arena_size):
+                got, problem = small, candidate
         if got is None or got[2].plan.arena_size > limit:
-            raise OnnxmemError(_no_fit_line(original, got[2] if got else None, problem, limit))
+            raise OnnxmemError(_no_fit_line(original, got[2] if got else None,
+                                            min(problems, key=lambda q: q.floor()[0]), limit))
     choice, rewritten, planned = got
     extra = {"budget": limit, "algorithm": choice.algorithm, "status": choice.status, "cost_model": cost_model,
              "extra_cost": choice.cost, "model_cost": total, "original_arena": original.plan.arena_size,
@@ -222,7 +255,7 @@ def _no_fit_line(original: Planned, smallest: Planned | None, problem: RematProb
     return (f"no plan fits --budget {limit:,} B: the smallest arena recomputation reached is "
             f"{plan.arena_size:,} B (its peak at node {show_name(at_peak.name)}, {at_peak.op_type}); at node "
             f"{show_name(floor_op.name)} ({floor_op.op_type}) its inputs, outputs and the values no recomputation "
-            f"frees take {floor:,} B (without in-place reuse); raise --budget to at least {plan.arena_size:,}")
+            f"frees take {floor:,} B (with every in-place write the rules allow); raise --budget to at least {plan.arena_size:,}")
 
 
 @dataclass(frozen=True, slots=True)

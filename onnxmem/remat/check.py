@@ -6,12 +6,21 @@ the original model as a whole in onnxruntime (graph optimizations off, one
 thread: the same kernels), on the same inputs, and compares every graph
 output of the original: a recomputed node is the same kernel on the same
 bytes, so the outputs (gradients included, for training graphs) must be
-equal bit for bit.
+equal bit for bit. Random ops are never recomputed, but two runs of one
+Dropout draw different masks unless it has a ``seed``: every random op without
+one gets the same seed in both models (:func:`seed_random_ops`, from the name
+of its first output, which the rewrite keeps), so both runs draw the same
+masks. A training graph (onnxruntime's, :mod:`onnxmem.training`) runs as
+:class:`~onnxmem.training.execution.TrainingRun` on its training inputs, and
+its gradients are compared too: each gradient accumulation buffer after the
+arena run against the gradient the original's whole run computes (made a
+graph output of a copy of the original for that).
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +33,30 @@ from ..graph import GraphView
 from ..plan import MemoryPlan
 from ..runtime import load_with_weights
 from ..sessions import run_model
+from ..training.execution import TrainingRun, is_training_view
 
-__all__ = ["OriginalCheck", "compare_with_original"]
+__all__ = ["RANDOM_OPS", "OriginalCheck", "compare_with_original", "seed_random_ops"]
+
+#: ops that draw random numbers and take a ``seed`` attribute (onnxruntime's contrib dropouts too)
+RANDOM_OPS = frozenset({
+    "Dropout", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli",
+    "BiasDropout", "BitmaskDropout", "BitmaskBiasDropout",
+})
+
+
+def seed_random_ops(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` where every op of :data:`RANDOM_OPS` without a ``seed`` has one: the
+    CRC-32 of its first output's name (the same in a model and its rewrite)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for node in out.graph.node:
+        if node.op_type in RANDOM_OPS and node.output and not any(a.name == "seed" for a in node.attribute):
+            seed = zlib.crc32(node.output[0].encode("utf-8")) & 0x7FFFFFFF
+            if node.op_type in ("Dropout", "BiasDropout", "BitmaskDropout", "BitmaskBiasDropout"):
+                node.attribute.append(onnx.helper.make_attribute("seed", seed))
+            else:
+                node.attribute.append(onnx.helper.make_attribute("seed", float(seed)))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +70,28 @@ class OriginalCheck:
     @property
     def identical(self) -> bool:
         return bool(self.outputs) and all(c.identical for c in self.outputs)
+
+
+def _training_reference(original: onnx.ModelProto, view: GraphView) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """A copy of ``original`` whose gradients are graph outputs, and ``{accumulation buffer:
+    gradient}`` for each accumulator of ``view`` whose buffer is a graph input."""
+    from ..training.roles import ACCUMULATORS
+
+    inputs = {i.name: i for i in original.graph.input}
+    grads = {op.inputs[0]: op.inputs[1] for op in view.ops
+             if op.domain == "com.microsoft" and op.op_type in ACCUMULATORS and len(op.inputs) > 1
+             and op.inputs[0] in inputs}
+    out = onnx.ModelProto()
+    out.CopyFrom(original)
+    have = {o.name for o in out.graph.output}
+    for buf, grad in grads.items():
+        if grad not in have:
+            vi = onnx.ValueInfoProto()
+            vi.CopyFrom(inputs[buf])
+            vi.name = grad
+            out.graph.output.append(vi)
+            have.add(grad)
+    return out, grads
 
 
 class _CapturingRun(ArenaRun):
@@ -58,6 +111,10 @@ class _CapturingRun(ArenaRun):
         return super().compare_outputs(seconds)
 
 
+class _CapturingTrainingRun(_CapturingRun, TrainingRun):
+    """The same for a training graph (its inputs, seeded Dropout, gradient buffers)."""
+
+
 def compare_with_original(rewritten: onnx.ModelProto, plan: MemoryPlan, view: GraphView,
                           original: onnx.ModelProto, *, rewritten_path: str | os.PathLike[str] | None,
                           original_path: str | os.PathLike[str] | None,
@@ -72,12 +129,22 @@ def compare_with_original(rewritten: onnx.ModelProto, plan: MemoryPlan, view: Gr
     if rin != oin or rout != oout:
         raise OnnxmemError("--original: the two models differ in their graph inputs or outputs; give the model "
                            "the rewritten one was made from (plan --budget ... --rewrite-out)")
-    run = _CapturingRun(plan, rewritten, view, opts, rewritten_path)
+    rewritten, original = seed_random_ops(rewritten), seed_random_ops(original)
+    grads: dict[str, str] = {}
+    if is_training_view(view):
+        original, grads = _training_reference(original, view)
+        run: _CapturingRun = _CapturingTrainingRun(plan, rewritten, view, opts, rewritten_path)
+    else:
+        run = _CapturingRun(plan, rewritten, view, opts, rewritten_path)
     execution = run.run()
-    got: dict[str, Any] = getattr(run, "captured", {})
-    ref = run_model(load_with_weights(original, original_path), run.feeds, oout)
+    got: dict[str, Any] = dict(getattr(run, "captured", {}))
+    for buf, grad in grads.items():  # the buffer holds the step's gradient (lazy reset: overwritten)
+        got[grad] = np.array(run.weights[buf], copy=True)
+    # fresh copies of the inputs: an accumulator writes into its buffer in place
+    feeds = {k: np.array(v, copy=True) for k, v in run.feeds.items()}
+    ref = run_model(load_with_weights(original, original_path), feeds, oout + list(dict.fromkeys(grads.values())))
     checks = []
-    for name in oout:
+    for name in oout + [g for g in dict.fromkeys(grads.values()) if g not in oout]:
         if name not in got:
             checks.append(OutputCheck(name, float("inf"), False))
             continue

@@ -16,7 +16,10 @@ one cumulative constraint), for the order the planner chose:
    :func:`~onnxmem.remat.problem.simulate` (``2t``: the duplicates before
    step ``t``; ``2t + 1``: node ``t``): the original copy ``[2 start + 1,
    oe[v])`` (``oe = 2 last_pre + 2`` when dropped, else at least ``2 end +
-   2``), the second copy ``[2 r[v], ce[v])``, present when dropped; one
+   2``), the second copy ``[2 r[v], ce[v])``, present when dropped, and
+   the duplicate's other outputs (``spare[v]`` bytes) in slot ``2 r[v]``; an
+   output its node may write over an input (``inplace``) starts a slot later
+   when that input's original copy ends there; one
    cumulative constraint holds them under the budget (every copy a block
    writes counts in its slot: ``simulate(..., sequential=False)``);
 4. minimize the sum of ``cost[v] * d[v]``.
@@ -139,6 +142,16 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
         early = m.NewIntVar(0, 2 * n, f"gl{g}")
         intervals.append(m.NewIntervalVar(gs, early, 2 * p.start[g] + 1, f"g{g}"))
         demands.append(p.size[g])
+    shift = {}  # v -> written over its input u (in place): its interval starts a slot later
+    for s, u, v in p.inplace:
+        if p.size[v] == 0 or v in grouped:
+            continue
+        b = m.NewBoolVar(f"ip{v}")
+        if u in oe:
+            m.Add(oe[u] <= 2 * s + 2).OnlyEnforceIf(b)
+        if u in d and p.last_pre[u] < s:
+            m.AddImplication(b, d[u].Not())
+        shift[v] = b
     for v, sz in enumerate(p.size):
         if sz == 0:
             continue
@@ -149,7 +162,11 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
                 demands.append(sz)
             continue
         first = 2 * p.start[v] + 1
-        if v in oe:
+        if v in shift:
+            length = m.NewIntVar(0, 2 * n, f"len{v}")
+            intervals.append(m.NewIntervalVar(first + shift[v], length, oe[v] if v in oe else 2 * p.end[v] + 2,
+                                              f"i{v}"))
+        elif v in oe:
             length = m.NewIntVar(1, 2 * n, f"len{v}")
             intervals.append(m.NewIntervalVar(first, length, oe[v], f"i{v}"))
         else:
@@ -159,6 +176,10 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
             length2 = m.NewIntVar(1, 2 * n, f"len2{v}")
             intervals.append(m.NewOptionalIntervalVar(2 * r[v], length2, ce[v], d[v], f"c{v}"))
             demands.append(sz)
+    for v in cand:  # a duplicate's other outputs: its block slot only
+        if p.spare_size(v):
+            intervals.append(m.NewOptionalFixedSizeIntervalVar(2 * r[v], 1, d[v], f"s{v}"))
+            demands.append(p.spare_size(v))
     m.AddCumulative(intervals, demands, budget)
     m.Minimize(sum(p.cost[v] * d[v] for v in cand))
     start = hint if hint is not None else _heuristics(p, budget, options)[0]

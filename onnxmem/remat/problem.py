@@ -16,7 +16,11 @@ droppable (:func:`build_problem` says when). Its reads split at the longest
 gap between consecutive reads (the write counts as the first): the original
 copy serves the reads up to ``last_pre[v]`` and is freed there; a second
 copy, written by a duplicate of ``v``'s producer, serves the reads from
-``first_post[v]`` on. The duplicate runs right before step ``r[v]``:
+``first_post[v]`` on. A producer with several outputs (BatchNormalization
+in training mode, LayerNormalization with its statistics, Split, MaxPool with
+indices) is duplicated whole: the duplicate writes its other outputs too, and
+they die at once (``spare[v]`` bytes in the duplicate's block slot). The
+duplicate runs right before step ``r[v]``:
 
 * ``r[v] = first_post[v]``, or earlier when a dropped value ``w`` whose
   producer reads ``v`` is recomputed at a step ``r[w] > last_pre[v]`` (the
@@ -29,11 +33,16 @@ copy, written by a duplicate of ``v``'s producer, serves the reads from
 
 So every dropped value is computed exactly twice (a value read without a
 gap, only when something needs it back) and the extra compute is the sum of
-its producers' costs. Duplicates inserted before one step run in the order of
-the original producers (a topological order). :func:`simulate` counts bytes
-in two slots per step, the block of duplicates and then the step; it counts
-no in-place reuse, so the planner's arena for the rewritten model may come
-out below (or, where a Concat group is laid out otherwise, above) it, and
+its producers' costs, one per producer and step (values of one producer
+recomputed at one step share a duplicate: :func:`shared_duplicates`).
+Duplicates inserted before one step run in the order of the original
+producers (a topological order). :func:`simulate` counts bytes in two slots
+per step, the block of duplicates and then the step. It counts the in-place
+writes of :mod:`onnxmem.aliasing` where a node's input dies at it
+(``RematProblem.inplace``: the output starts a slot later, in its input's
+bytes) but none inside a block of duplicates and no other sharing the planner
+finds, so the planner's arena for the rewritten model may come out below
+(or, where a Concat group is laid out otherwise, above) it, and
 :mod:`onnxmem.remat.budget` plans every rewrite for real.
 
 The exact algorithm, the heuristics and the brute force all search this one
@@ -49,18 +58,45 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..aliasing import VIEW, concat_slices, every_alias_source
+from ..aliasing import (
+    INPLACE,
+    VIEW,
+    concat_slices,
+    every_alias_source,
+    group_writable,
+    overwritable,
+)
 from ..graph import GraphView, Op
 from ..lifetimes import tensor_lifetimes
 from ..problem import align_up
 
-__all__ = ["NO_RECOMPUTE", "RematProblem", "Schedule", "build_problem", "simulate"]
+__all__ = ["MS_RECOMPUTE", "NO_RECOMPUTE", "RematProblem", "Schedule", "build_problem", "recomputable", "shared_duplicates", "simulate"]
 
 #: ops never recomputed: randomness, side effects, subgraphs (their body could hold either)
 NO_RECOMPUTE = frozenset({
     "Dropout", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
     "Bernoulli", "If", "Loop", "Scan", "SequenceInsert", "SequenceErase", "SequenceConstruct", "Optional",
 })
+
+#: onnxruntime's contrib ops (com.microsoft) that are recomputed: deterministic forward ops whose
+#: outputs depend on their inputs alone. BatchNormInternal (BatchNormalization in training mode)
+#: computes its batch statistics from ``X``; its running-statistics outputs are written under fresh
+#: names nothing reads. Absent (never recomputed): the random ops (BiasDropout, BitmaskDropout, ...),
+#: the accumulators and every op with side effects
+MS_RECOMPUTE = frozenset({
+    "BatchNormInternal", "Gelu", "FastGelu", "BiasGelu", "QuickGelu", "FusedMatMul", "TransposeMatMul",
+    "FusedGemm", "FusedConv", "LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
+    "SkipSimplifiedLayerNormalization", "BiasSoftmax", "ConcatTraining", "SplitTraining", "Scale",
+})
+
+
+def recomputable(op: Op) -> bool:
+    """Whether a duplicate of ``op`` writes the same outputs as ``op`` (module doc, rule 1)."""
+    if op.captures:
+        return False
+    if op.domain in ("", "ai.onnx"):
+        return op.op_type not in NO_RECOMPUTE
+    return op.domain == "com.microsoft" and op.op_type in MS_RECOMPUTE
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +117,12 @@ class RematProblem:
     planner lays them out; the output's bytes are taken from the first write
     of an input kept (or the recomputation of one dropped) to the output's
     last read, and those inputs take no bytes of their own (a dropped one's
-    original copy does).
+    original copy does). ``spare[v]``: the aligned bytes of the other outputs
+    of ``v``'s producer, which its duplicate writes too and which die at once
+    (empty: none). ``inplace``: ``(step, u, v)``: the node at ``step``
+    may write its output ``v`` over its input ``u``
+    (:mod:`onnxmem.aliasing`'s in-place rule) when ``u``'s original copy
+    dies there; :func:`simulate` then counts ``v`` from the next slot.
     """
 
     order: tuple[int, ...]
@@ -98,6 +139,8 @@ class RematProblem:
     views: tuple[tuple[int, int], ...] = ()
     op_type: tuple[str, ...] = ()
     groups: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    spare: tuple[int, ...] = ()
+    inplace: tuple[tuple[int, int, int], ...] = ()
     #: numpy copies for :func:`simulate`: sizes, first slots, end slots, grouped mask
     arrays: tuple[np.ndarray, ...] = field(default=(), compare=False, repr=False)
 
@@ -121,6 +164,10 @@ class RematProblem:
     def candidates(self) -> list[int]:
         """The droppable values, by the step that writes them."""
         return sorted((v for v, d in enumerate(self.droppable) if d), key=lambda v: (self.start[v], v))
+
+    def spare_size(self, v: int) -> int:
+        """Bytes a duplicate of ``v``'s producer writes besides ``v`` (``spare``)."""
+        return self.spare[v] if self.spare else 0
 
     def total_cost(self) -> int:
         """The cost of one run of every node (the model's own compute)."""
@@ -147,6 +194,8 @@ class RematProblem:
         for s, rs in enumerate(self.reads):
             curve[s] += sum(self.size[v] for v in rs
                             if self.droppable[v] and s > self.last_pre[v] and v not in inside)
+        for s, _, v in self.inplace:  # an output written over its input, where it can be
+            curve[s] -= self.size[v]
         if not self.steps:
             return 0, 0
         s = int(np.argmax(curve))
@@ -184,10 +233,11 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     (:mod:`onnxmem.aliasing`'s view rule) shares its source's bytes: it is a
     value of size 0 and its source lives as long as it does. A value is
     droppable when it is an activation (not a graph input or output) that no
-    view reads as its source and no subgraph captures, written by a node of the default domain that
-    writes nothing else, has no subgraph, is no view and is not in
-    :data:`NO_RECOMPUTE`, and its reads leave a gap of at least one step where
-    it need not be live. A Concat whose inputs can sit inside its output
+    view reads as its source and no subgraph captures, written by a node that
+    :func:`recomputable` accepts (the default domain but :data:`NO_RECOMPUTE`,
+    or onnxruntime's :data:`MS_RECOMPUTE`; any number of outputs) and that is no
+    view, and its reads leave a gap of at least one step where it need not be
+    live (or none: it then comes back only with a recomputed dependant). A Concat whose inputs can sit inside its output
     (:func:`onnxmem.aliasing.concat_slices`) and are read by no other Concat
     is a group (``RematProblem.groups``); its output is not droppable.
     """
@@ -222,6 +272,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
             concat_step.update((x, step_of[cat]) for x in parts)
     reads: list[list[int]] = [[] for _ in range(n)]
     size, start, end, producer, droppable, last_pre, first_post, cost = [], [], [], [], [], [], [], []
+    spare: list[int] = []
     op_types: list[str] = []
     for name, (st, stop) in lifetimes.items():
         t = view.tensors[name]
@@ -238,8 +289,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
         ok = (
             writer is not None and t.kind == "activation" and name not in viewed and name not in view_source
             and name not in captured
-            and sum(1 for o in writer.outputs if o) == 1 and writer.domain in ("", "ai.onnx")
-            and writer.op_type not in NO_RECOMPUTE and not writer.captures and bool(uses)
+            and recomputable(writer) and bool(uses)
         )
         lp = fp = -1
         if ok:
@@ -251,6 +301,8 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
                 lp, fp = pos[-1], n
             ok = lp < n - 1
         op_types.append(writer.op_type if writer is not None else "")
+        spare.append(sum(align_up(view.tensors[o].size, alignment) for o in writer.outputs
+                         if o and o != name and o in view.tensors) if writer is not None else 0)
         if ok and name in concat_step and concat_step[name] <= lp:
             ok = False  # the Concat's output would hold the original copy: not dropped
         ok = ok and name not in concat_parts
@@ -261,12 +313,37 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     pairs = [(ids[v], ids[s]) for v, s in view_source.items()]
     views = sorted(pairs, key=lambda vs: -start[vs[0]])
     groups = tuple((ids[c], tuple(ids[x] for x in parts)) for c, parts in concat_parts.items())
+    inplace = _inplace_pairs(view, order, io, ids, set(view_source) | viewed | captured
+                             | {x for parts in concat_parts.values() for x in parts} | set(concat_parts), end)
     return RematProblem(
         order=tuple(order), size=tuple(size), start=tuple(start), end=tuple(end), name=tuple(lifetimes),
         producer=tuple(producer), droppable=tuple(droppable), last_pre=tuple(last_pre),
         first_post=tuple(first_post), cost=tuple(cost), reads=tuple(tuple(r) for r in reads),
-        views=tuple(views), op_type=tuple(op_types), groups=groups,
+        views=tuple(views), op_type=tuple(op_types), groups=groups, spare=tuple(spare),
+        inplace=inplace,
     )
+
+
+def _inplace_pairs(view: GraphView, order: Sequence[int], io: str, ids: Mapping[str, int], shared: set[str],
+                   end: Sequence[int]) -> tuple[tuple[int, int, int], ...]:
+    """``(step, u, v)`` per node whose output ``v`` may take its input ``u``'s bytes by
+    :mod:`onnxmem.aliasing`'s in-place rule, ``u`` read last there without recomputation
+    (the first such input in the rule's order); values that share bytes otherwise (views,
+    Concat groups, captures) are left out."""
+    found = every_alias_source(view, io)
+    pairs = []
+    for step, k in enumerate(order):
+        op = view.ops[k]
+        got = found[k]
+        if got is None or got[0].kind != INPLACE or op.outputs[0] not in ids or op.outputs[0] in shared:
+            continue
+        rule, sources = got
+        for src in sources:
+            if (src in ids and src not in shared and end[ids[src]] == step and group_writable(view, [src])
+                    and overwritable(op, rule, src, {src: (0, view.tensors[src].size)})):
+                pairs.append((step, ids[src], ids[op.outputs[0]]))
+                break
+    return tuple(pairs)
 
 
 def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequential: bool = True) -> Schedule:
@@ -324,21 +401,40 @@ def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequen
         if at[v] < n and v not in grouped:
             delta[2 * at[v]] += sz
             delta[copy_end[v]] -= sz
+    for s, u, v in p.inplace:  # the output takes its input's bytes where the input's original copy dies
+        if (p.last_pre[u] == s) if u in drop else (ext[u] == 2 * s + 2):
+            delta[2 * s + 1] -= p.size[v]
+            delta[2 * s + 2] += p.size[v]
+    spare = shared_duplicates(p, drop, at)
+    for v, extra in spare.items():  # the duplicate's other outputs, dead once it ran
+        delta[2 * at[v]] += extra
+        delta[2 * at[v] + 1] -= extra
     for g, parts in p.groups:  # the output's bytes from its first input on
         first = min([2 * p.start[g] + 1] + [2 * at[x] if x in drop else 2 * p.start[x] + 1 for x in parts])
         delta[first] += p.size[g]
         delta[2 * p.start[g] + 1] -= p.size[g]
     curve = np.cumsum(delta[: 2 * n]) if n else np.zeros(1, dtype=np.int64)
     if sequential and at:
-        _walk_blocks(p, drop, at, copy_end, curve)
+        _walk_blocks(p, drop, at, copy_end, curve, spare)
     s = int(np.argmax(curve))
-    cost = sum(p.cost[v] for v in drop if at[v] < n)
+    cost = sum(p.cost[v] for v in spare)
     return Schedule(tuple(sorted(drop, key=lambda v: (p.start[v], v))), at, int(curve[s]), s // 2, cost, curve,
                     (ext - 2) // 2, copy_end)
 
 
+def shared_duplicates(p: RematProblem, drop: set[int], at: Mapping[int, int]) -> dict[int, int]:
+    """One duplicate per producer and step: ``{v: spare bytes}`` for the first (lowest) dropped
+    value of each producer recomputed at one step, which writes the others too; its spare bytes
+    are the producer's outputs that are no dropped value recomputed there."""
+    lead: dict[tuple[int, int], list[int]] = {}
+    for v in sorted(drop):
+        if at[v] < p.steps:
+            lead.setdefault((p.producer[v], at[v]), []).append(v)
+    return {vs[0]: max(0, p.spare_size(vs[0]) - sum(p.size[w] for w in vs[1:])) for vs in lead.values()}
+
+
 def _walk_blocks(p: RematProblem, drop: set[int], at: Mapping[int, int], copy_end: Mapping[int, int],
-                 curve: np.ndarray) -> None:
+                 curve: np.ndarray, spare: Mapping[int, int]) -> None:
     """Replace each block slot of ``curve`` by the most bytes live while its duplicates run
     one after another (:func:`simulate`, ``sequential``)."""
     blocks: dict[int, list[int]] = {}
@@ -347,7 +443,7 @@ def _walk_blocks(p: RematProblem, drop: set[int], at: Mapping[int, int], copy_en
             blocks.setdefault(r, []).append(v)
     for t, vs in blocks.items():
         vs.sort(key=lambda v: (p.start[v], v))
-        cur = int(curve[2 * t]) - sum(p.size[v] for v in vs)
+        cur = int(curve[2 * t]) - sum(p.size[v] + spare.get(v, 0) for v in vs)
         transient = {v for v in vs if copy_end[v] == 2 * t + 1}
         last: dict[int, int] = {}
         for i, v in enumerate(vs):
@@ -357,7 +453,7 @@ def _walk_blocks(p: RematProblem, drop: set[int], at: Mapping[int, int], copy_en
         top = cur
         for i, v in enumerate(vs):
             cur += p.size[v]
-            top = max(top, cur)
+            top = max(top, cur + spare.get(v, 0))
             for u in p.reads[p.producer[v]]:
                 if last.get(u) == i:
                     cur -= p.size[u]

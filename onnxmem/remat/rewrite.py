@@ -5,8 +5,11 @@ model: nodes in the order the problem was built for; before step ``s``, a copy
 of the producer of every dropped value recomputed there (in the order of the
 original producers), named ``<node>__remat`` and writing ``<value>__remat``
 (a number is added when a name is taken); every read after a value's gap
-reads the copy. The graph's inputs, outputs, initializers and value infos are
-kept; the copy gets its value's value info.
+reads the copy. A duplicate of a node with several outputs writes each of
+the others under a fresh name of the same form that nothing reads (they die
+at once; BatchNormalization's running statistics so never reach what the
+caller keeps). The graph's inputs, outputs, initializers and value infos are
+kept; every output of a duplicate gets its original's value info.
 """
 
 from __future__ import annotations
@@ -51,17 +54,25 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
         return copy_name[v]
 
     nodes = list(model.graph.node)
+    renamed: list[tuple[str, str]] = []  # (original output, the name a duplicate writes it under)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     del out.graph.node[:]
     for s, op_index in enumerate(p.order):
+        done: set[int] = set()  # producers duplicated before this step: one duplicate writes all their copies
         for v in before.get(s, []):
+            if p.producer[v] in done:
+                continue
+            done.add(p.producer[v])
+            mine = {p.name[w]: copy_name[w] for w in before[s] if p.producer[w] == p.producer[v]}
             src = nodes[view.ops[p.order[p.producer[v]]].index]
             dup = onnx.NodeProto()
             dup.CopyFrom(src)
             dup.name = fresh(view.ops[p.order[p.producer[v]]].name)
+            written = [mine[o] if o in mine else (fresh(o) if o else "") for o in src.output]
             del dup.output[:]
-            dup.output.append(copy_name[v])
+            dup.output.extend(written)
+            renamed.extend((o, w) for o, w in zip(src.output, written) if o and o not in mine)
             dup.input[:] = [reads_copy(x, s) if x else x for x in src.input]
             out.graph.node.append(dup)
         node = onnx.NodeProto()
@@ -69,11 +80,11 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
         node.name = view.ops[op_index].name
         node.input[:] = [reads_copy(x, s) if x else x for x in node.input]
         out.graph.node.append(node)
-    infos = {vi.name: vi for vi in model.graph.value_info}
-    for v, name in copy_name.items():
-        if p.name[v] in infos:
+    infos = {vi.name: vi for vi in list(model.graph.output) + list(model.graph.value_info)}
+    for original, name in [(p.name[v], name) for v, name in copy_name.items()] + renamed:
+        if original in infos:
             vi = onnx.ValueInfoProto()
-            vi.CopyFrom(infos[p.name[v]])
+            vi.CopyFrom(infos[original])
             vi.name = name
             out.graph.value_info.append(vi)
     return out
