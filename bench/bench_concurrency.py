@@ -10,11 +10,13 @@ branchy models of the zoo, filled with seeded weights under ``results/``):
 * ``dag``: the arena of ``--concurrency dag``, its lower bound (the heaviest
   set of pairwise-concurrent tensors) and the ratios dag/seq and dag/bound;
 * ``ort par``: onnxruntime's own activation peak with its parallel executor
-  (``ORT_PARALLEL``, 2 inter-op threads, ``ORT_DISABLE_ALL``), counted over
+  (``ORT_PARALLEL``, ``ORT_DISABLE_ALL``, as many inter-op threads as the
+  first of ``--threads``; it is measured at the others too), counted over
   the same tensors as the arena (:func:`onnxmem.ortpeak.comparable_peak`),
-  and dag/ort par (the target is at most 1.00); ``ort thr``: the threads
-  its profiled kernels ran on (1: onnxruntime ran one schedule, one node at
-  a time, and its peak is that schedule's);
+  and dag/ort par (the target is at most 1.00); ``ort thr``: the most
+  threads its profiled kernels ran on at any of those counts (1: onnxruntime
+  ran one schedule, one node at a time, and its peak is that schedule's);
+  ``ort seq``: the same with its sequential executor;
 * ``seq: rule 9``: pairs of the sequential plan that the static proof finds
   unordered by the graph; ``seq: failed``: concurrent trials of the
   sequential plan that clobbered (of ``--seq-trials``, 2 threads);
@@ -89,6 +91,17 @@ def in_order(planned: Any, model: onnx.ModelProto, path: Path) -> str:
     return "in order: ok"
 
 
+def onnxruntime_peaks(model: onnx.ModelProto, planned: Any, path: Path, threads: list[int]) -> dict[str, Any]:
+    """onnxruntime's peaks for the ``ort`` columns: sequential mode, and parallel mode at each
+    thread count (the table shows the first; the totals say whether the others differ)."""
+    seq = ort_peak(model, planned.view, model_path=path)
+    par = [ort_peak(model, planned.view, model_path=path, execution_mode="parallel", threads=t) for t in threads]
+    return {"seq": comparable_peak(seq.peak, planned.view, planned.plan.io),
+            "par": comparable_peak(par[0].peak, planned.view, planned.plan.io),
+            "threads_seen": max(p.threads_seen for p in par),
+            "same_at_every_count": len({p.peak for p in par}) == 1}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=100, help="concurrent trials of each dag plan, per thread count")
@@ -105,15 +118,15 @@ def main(argv: list[str] | None = None) -> int:
           f"onnx {onnx.__version__}; trials {args.trials} per thread count {threads}, "
           f"sequential-plan trials {args.seq_trials} (2 threads)\n")
     fails = " | ".join(f"dag failed @{t}" for t in threads)
-    print(f"| model | nodes | seq | dag | dag bound | dag/seq | dag/bound | ort par | ort thr | dag/ort par | "
+    print(f"| model | nodes | seq | dag | dag bound | dag/seq | dag/bound | ort seq | ort par | ort thr | dag/ort par | "
           f"seq: rule 9 | seq: failed | {fails} | s |", flush=True)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(threads) + "---:|",
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(threads) + "---:|",
           flush=True)
-    total_fail = total_trials = 0
+    total_fail = total_trials = rows = one_thread = same_counts = 0
+    par_vs_seq = {"=": 0, "<": 0, ">": 0}
     over_ort: list[str] = []
     bound_over_ort: list[str] = []
     full_rows: list[str] = []
-    same_as_seq = one_thread = rows = 0
     with tempfile.TemporaryDirectory(prefix="onnxmem-bench-concurrency-") as tmpdir:
         for name, path, dims in models(Path(tmpdir)):
             if only and name not in only:
@@ -122,56 +135,52 @@ def main(argv: list[str] | None = None) -> int:
             model = load_model(path)
             seq = plan_loaded(model, path, PlanOptions(dims=dims))
             dag = plan_loaded(model, path, PlanOptions(dims=dims, concurrency="dag"))
-            peak = ort_peak(model, dag.view, model_path=path, execution_mode="parallel", threads=2)
-            ort = comparable_peak(peak.peak, dag.view, dag.plan.io)
-            same_as_seq += ort_peak(model, dag.view, model_path=path).peak == peak.peak
-            one_thread += peak.threads_seen == 1
+            peaks = onnxruntime_peaks(model, dag, path, threads)
+            ort = peaks["par"]
+            one_thread += peaks["threads_seen"] == 1
+            same_counts += peaks["same_at_every_count"]
+            if ort is not None and peaks["seq"] is not None:
+                par_vs_seq["=" if ort == peaks["seq"] else "<" if ort < peaks["seq"] else ">"] += 1
             pairs = len(prove_plan(seq.plan, seq.view, concurrency="dag"))
             if dag.view.bodies:  # concurrent trials run graphs without bodies: one run in the plan's order
                 results = [in_order(p, model, path) for p in (seq, dag)]
-                total_fail += sum(1 for ok in results if ok.startswith("FAILED"))
-                print(f"| {name} | {len(dag.plan.order)} | {seq.plan.arena_size:,} | {dag.plan.arena_size:,} | "
-                      f"{dag.plan.lower_bound:,} | {dag.plan.arena_size / seq.plan.arena_size:.2f} | "
-                      f"{(dag.plan.arena_size / dag.plan.lower_bound if dag.plan.lower_bound else 1):.2f} | "
-                      f"{ort or 0:,} | {peak.threads_seen} | "
-                      f"{(f'{dag.plan.arena_size / ort:.2f}' if ort else '-')} | {pairs} | {results[0]} | "
-                      f"{' | '.join([results[1]] * len(threads))} | {time.perf_counter() - t0:.1f} |", flush=True)
-                rows += 1
-                continue
-            seq_run = run_concurrent(seq.plan, model, seq.view, model_path=path,
-                                     concurrent=ConcurrentOptions(trials=args.seq_trials, threads=2))
-            cells = []
-            dag_run = ConcurrentRun(dag.plan, model, dag.view, ExecutionOptions(), ConcurrentOptions(), path)
-            full = True
-            for t in threads:
-                n = args.trials
-                if args.max_trial_seconds is not None:  # what one trial costs: every node run once
-                    per_trial = max(seq_run.reference_seconds, seq_run.seconds / len(seq_run.trials))
-                    n = max(1, min(n, int(args.trials * args.max_trial_seconds / max(per_trial, 1e-9))))
-                ex = dag_run.run_trials(n, t)
-                total_fail += ex.failures
-                total_trials += n
-                full = full and n >= args.trials
-                cells.append(f"{ex.failures}/{n}")
-                for trial in ex.trials:
-                    if not trial.ok:
-                        print(f"<!-- FAILED {name} @{t} trial {trial.index} (schedule seed "
-                              f"'{dag_run.opts.seed}:{trial.index}'): {trial.finding} -->", flush=True)
+                total_fail += sum(1 for r in results if r.startswith("FAILED"))
+                seq_cell, cells, full = results[0], [results[1]] * len(threads), False
+            else:
+                seq_run = run_concurrent(seq.plan, model, seq.view, model_path=path,
+                                         concurrent=ConcurrentOptions(trials=args.seq_trials, threads=2))
+                seq_cell, cells, full = f"{seq_run.failures}/{args.seq_trials}", [], True
+                dag_run = ConcurrentRun(dag.plan, model, dag.view, ExecutionOptions(), ConcurrentOptions(), path)
+                for t in threads:
+                    n = args.trials
+                    if args.max_trial_seconds is not None:  # what one trial costs: every node run once
+                        per_trial = max(seq_run.reference_seconds, seq_run.seconds / len(seq_run.trials))
+                        n = max(1, min(n, int(args.trials * args.max_trial_seconds / max(per_trial, 1e-9))))
+                    ex = dag_run.run_trials(n, t)
+                    total_fail += ex.failures
+                    total_trials += n
+                    full = full and n >= args.trials
+                    cells.append(f"{ex.failures}/{n}")
+                    for trial in ex.trials:
+                        if not trial.ok:
+                            print(f"<!-- FAILED {name} @{t} trial {trial.index} (schedule seed "
+                                  f"'{dag_run.opts.seed}:{trial.index}'): {trial.finding} -->", flush=True)
             s, d, lb = seq.plan.arena_size, dag.plan.arena_size, dag.plan.lower_bound
-            ratio_ort = f"{d / ort:.2f}" if ort else "-"
             if ort and d > ort:
                 (bound_over_ort if lb > ort else over_ort).append(name)
             rows += 1
             if full:
                 full_rows.append(name)
             print(f"| {name} | {len(dag.plan.order)} | {s:,} | {d:,} | {lb:,} | {d / s:.2f} | "
-                  f"{(d / lb if lb else 1):.2f} | {ort or 0:,} | {peak.threads_seen} | {ratio_ort} | {pairs} | "
-                  f"{seq_run.failures}/{args.seq_trials} | {' | '.join(cells)} | {time.perf_counter() - t0:.1f} |",
-                  flush=True)
-    print(f"\ndag trials failed: {total_fail} of {total_trials}; {len(full_rows)} model(s) ran all {args.trials} "
-          f"trials at every thread count")
-    print(f"onnxruntime's parallel mode ran its kernels on one thread on {one_thread} of {rows} model(s); its "
-          f"parallel-mode peak equals its sequential-mode peak on {same_as_seq}")
+                  f"{(d / lb if lb else 1):.2f} | {peaks['seq'] or 0:,} | {ort or 0:,} | {peaks['threads_seen']} | "
+                  f"{f'{d / ort:.2f}' if ort else '-'} | {pairs} | {seq_cell} | {' | '.join(cells)} | "
+                  f"{time.perf_counter() - t0:.1f} |", flush=True)
+    print(f"\ndag trials failed: {total_fail} of {total_trials}; {len(full_rows)} of {rows} model(s) ran all "
+          f"{args.trials} trials at every thread count (a model with bodies runs each plan once in its order)")
+    print(f"onnxruntime's parallel mode ({', '.join(map(str, threads))} inter-op threads) ran its kernels on one "
+          f"thread on {one_thread} of {rows} model(s), with the same peak at every thread count on {same_counts}; "
+          f"its peak equals its sequential-mode peak on {par_vs_seq['='] }, is below it on {par_vs_seq['<']}, "
+          f"above on {par_vs_seq['>']}")
     print(f"dag arena above onnxruntime's parallel peak on {len(bound_over_ort) + len(over_ort)} model(s); "
           f"on {len(bound_over_ort)} the dag lower bound is above it too, so no plan that holds under every "
           f"schedule can reach it{': ' + ', '.join(bound_over_ort) if bound_over_ort else ''}; on "
