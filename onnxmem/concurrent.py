@@ -5,9 +5,11 @@ graph allows; :class:`ConcurrentRun` puts that to the test. It is an
 :class:`onnxmem.execution.ArenaRun` (the same arena, sessions, weights and
 inputs) whose nodes run on a thread pool:
 
-1. :meth:`ConcurrentRun.prepare`: every node runs once, in the plan's order,
-   on onnxruntime's own buffers (the reference; shapes are checked as in the
-   sequential run), and the bytes of every value are kept;
+1. :meth:`ConcurrentRun.prepare`, once per run whatever the number of trials
+   and thread counts: every node runs once, in the plan's order, on
+   onnxruntime's own buffers (the reference; shapes are checked as in the
+   sequential run), and the bytes of every value are kept; each node's
+   session and its binding in the arena are made here and serve every trial;
 2. each trial (:meth:`ConcurrentRun.trial`) fills the arena with the
    sentinel 0xFF, copies the graph inputs in, and follows the graph: a node
    is *ready* when every node it depends on has finished; while fewer than
@@ -18,7 +20,8 @@ inputs) whose nodes run on a thread pool:
 3. a node's worker checks, before it runs, that each input it reads holds
    exactly the reference's bytes, runs the node with every value bound in
    the arena (IOBinding at ``arena_base + offset``), and checks that each
-   output holds the reference's bytes. Same kernels, same inputs, one thread
+   output holds the reference's bytes (the arena's bytes are compared where
+   they lie, 8 at a time, with no copy). Same kernels, same inputs, one thread
    per kernel: a correct plan gives the same bits, so any difference is a
    *clobber*: another node wrote those bytes while they were live;
 4. when the trial ends, every graph output in the arena must equal the
@@ -31,7 +34,8 @@ does not: that every schedule is safe (the static proof,
 :func:`onnxmem.proof.prove_plan` with rule 9, does that); timing decides
 which interleavings a trial meets. A given ``schedule`` (for example the one
 the proof names for a bad pair) makes the start order deterministic at one
-thread. CPU only.
+thread. CPU only, and graphs without If/Loop/Scan bodies (a plan for one
+with them runs in its own order: :func:`onnxmem.execution.execute_plan`).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from typing import Any, Sequence
 import numpy as np
 import onnx
 
-from .errors import OnnxmemError, RuntimeBackendError
+from .errors import OnnxmemError, RuntimeBackendError, show_name
 from .execution import SENTINEL, ArenaRun, ExecutionOptions
 from .graph import GraphView, Op
 from .plan import MemoryPlan
@@ -116,10 +120,18 @@ class ConcurrentRun(ArenaRun):
                                "pass --device cpu")
         if concurrent.threads < 1 or concurrent.trials < 1:
             raise OnnxmemError("--threads and --trials must be 1 or more")
+        if view.bodies:
+            owner = view.ops[min(view.bodies)].name
+            raise OnnxmemError(f"concurrent trials run graphs without If/Loop/Scan bodies, and node "
+                               f"{show_name(owner)} has them; run the plan in its own order "
+                               "(onnxmem.execution.execute_plan, as verify does for such a model)")
         super().__init__(plan, model, view, options, model_path)
         self.conc = concurrent
         self.sessions: dict[int, Any] = {}
+        self.bindings: dict[int, Any] = {}  # each node's IOBinding in the arena, made once
         self.reference: dict[str, np.ndarray] = {}
+        self.words: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.reference_seconds: float | None = None
         self.nodes = [i for i in self.order if i not in self.weight_ops]
         live = set(self.nodes)
         self.deps = {i: [p for p in view.predecessors(i) if p in live] for i in self.nodes}
@@ -133,7 +145,10 @@ class ConcurrentRun(ArenaRun):
     # -------------------------------------------------------------- the reference
 
     def prepare(self) -> float:
-        """Step 1: every node once on onnxruntime's buffers, in the plan's order; the seconds it took."""
+        """Step 1: every node once on onnxruntime's buffers, in the plan's order; the seconds it took
+        (the first call's: a later call returns at once)."""
+        if self.reference_seconds is not None:
+            return self.reference_seconds
         t0 = time.perf_counter()
         self.load_inputs()
         for op_index in self.nodes:
@@ -144,6 +159,7 @@ class ConcurrentRun(ArenaRun):
                 raise RuntimeBackendError(f"node {op.name!r} computes shapes the plan does not have: "
                                           f"{self.findings[-1]}; re-plan the model")
             self.sessions[op_index] = sess
+            self.bindings[op_index] = self._binding(op, sess, in_arena=True)
         for name, slot in self.slots.items():
             if name in self.feeds:
                 value = np.asarray(self.feeds[name])
@@ -151,21 +167,28 @@ class ConcurrentRun(ArenaRun):
                 value = np.asarray(self.private[name].numpy())
             else:
                 continue
-            self.reference[name] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)[: slot.size].copy()
-        return time.perf_counter() - t0
+            want = np.ascontiguousarray(value).reshape(-1).view(np.uint8)[: slot.size].copy()
+            self.reference[name] = want
+            here = slot.private[: slot.size] if slot.private is not None else self.arena.view[
+                slot.offset : slot.offset + slot.size]
+            self.words[name] = (*_words(here), *_words(want))
+        self.reference_seconds = time.perf_counter() - t0
+        return self.reference_seconds
 
     # -------------------------------------------------------------- one trial
 
     def _differs(self, name: str) -> tuple[int, int] | None:
         """Arena bytes ``[lo, hi)`` where ``name`` differs from the reference, or ``None``."""
-        want = self.reference.get(name)
+        words = self.words.get(name)
+        if words is None:
+            return None
+        here, here_tail, want, want_tail = words
+        if bool((here == want).all()) and bool((here_tail == want_tail).all()):
+            return None
         slot = self.slots[name]
-        if want is None:
-            return None
-        now = self._read(slot)
-        if np.array_equal(now, want):
-            return None
-        diff = np.flatnonzero(now != want)
+        diff = np.flatnonzero(self._read(slot) != self.reference[name])
+        if not diff.size:  # written back while it was compared: the whole tensor changed under it
+            return slot.offset, slot.offset + slot.size
         return slot.offset + int(diff[0]), slot.offset + int(diff[-1]) + 1
 
     def _writers_of(self, name: str, lo: int, hi: int, started: list[int], before: int) -> str:
@@ -195,7 +218,7 @@ class ConcurrentRun(ArenaRun):
                                f"{self._writers_of(name, *bad, started, op.index)}",
                                node=op.name, byte_range=bad)
         try:
-            self._bind_and_run(op, self.sessions[op.index], in_arena=True)
+            self.sessions[op.index].run_with_iobinding(self.bindings[op.index])
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             return Finding("clobber", None, f"node {op.name!r} failed in the arena: {first_line(exc)}", node=op.name)
         for o in op.outputs:
@@ -211,12 +234,21 @@ class ConcurrentRun(ArenaRun):
         return None
 
     def _load(self) -> None:
-        """A fresh arena: the sentinel, then the graph inputs (the reference is taken already)."""
+        """A fresh arena: the sentinel (in the caller's buffers of ``io="external"`` too), then the
+        graph inputs' bytes, from the reference."""
         self.arena.view[:] = SENTINEL
-        self.load_inputs()
+        for slot in self.slots.values():
+            if slot.private is not None:
+                slot.private[:] = SENTINEL
+        for name in self.feeds:
+            slot, want = self.slots.get(name), self.reference.get(name)
+            if slot is not None and want is not None:
+                (slot.private if slot.private is not None else self.arena.view[slot.offset:])[: want.size] = want
 
-    def trial(self, index: int, pool: ThreadPoolExecutor) -> Trial:
-        """Step 2 and 4: one run of every node on the pool."""
+    def trial(self, index: int, pool: ThreadPoolExecutor, threads: int | None = None) -> Trial:
+        """Step 2 and 4: one run of every node on the pool, up to ``threads`` at once
+        (default: the options'); :meth:`prepare` must have run."""
+        threads = threads or self.conc.threads
         t0 = time.perf_counter()
         rng = random.Random(f"{self.opts.seed}:{index}")
         self._load()
@@ -227,7 +259,7 @@ class ConcurrentRun(ArenaRun):
         most = 0
         finding: Finding | None = None
         while ready or running:
-            while ready and len(running) < self.conc.threads and finding is None:
+            while ready and len(running) < threads and finding is None:
                 if self.conc.schedule is not None:
                     k = min(range(len(ready)), key=lambda j: self.priority[ready[j]])
                 else:
@@ -260,14 +292,25 @@ class ConcurrentRun(ArenaRun):
         names = tuple(self.view.ops[i].name for i in started)
         return Trial(index, finding, names, most, time.perf_counter() - t0)
 
-    def run_trials(self) -> ConcurrentExecution:
-        """The reference, then every trial."""
+    def run_trials(self, trials: int | None = None, threads: int | None = None) -> ConcurrentExecution:
+        """The reference (made once per run), then every trial: ``trials`` of them on ``threads``
+        threads (default: the options'). Calls with other counts share the sessions and the reference."""
+        trials = self.conc.trials if trials is None else trials
+        threads = self.conc.threads if threads is None else threads
+        if trials < 1 or threads < 1:
+            raise OnnxmemError("--threads and --trials must be 1 or more")
         ref_seconds = self.prepare()
-        trials: list[Trial] = []
-        with ThreadPoolExecutor(max_workers=self.conc.threads, thread_name_prefix="onnxmem-node") as pool:
-            for k in range(self.conc.trials):
-                trials.append(self.trial(k, pool))
-        return ConcurrentExecution(self.opts.device, self.conc.threads, tuple(trials), len(self.nodes), ref_seconds)
+        done: list[Trial] = []
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="onnxmem-node") as pool:
+            for k in range(trials):
+                done.append(self.trial(k, pool, threads))
+        return ConcurrentExecution(self.opts.device, threads, tuple(done), len(self.nodes), ref_seconds)
+
+
+def _words(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes ``a`` as views: its whole 8-byte words and the bytes after them (compared without a copy)."""
+    n = a.size - a.size % 8
+    return a[:n].view(np.uint64), a[n:]
 
 
 def run_concurrent(plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, *,

@@ -453,6 +453,14 @@ class ArenaRun:
     def _bind_and_run(self, op: Op, sess: Any, in_arena: bool) -> Any:
         """Bind the node's values and run it: in the arena at the planned addresses and shapes,
         or (``in_arena=False``) on the private values, with outputs onnxruntime allocates."""
+        binding = self._binding(op, sess, in_arena)
+        sess.run_with_iobinding(binding)
+        if self.cuda:
+            binding.synchronize_outputs()
+        return binding
+
+    def _binding(self, op: Op, sess: Any, in_arena: bool) -> Any:
+        """The node's IOBinding for :meth:`_bind_and_run` (in the arena, it can run again and again)."""
         host = self._inputs_on_host(op, sess)
         binding = sess.io_binding()
         for i, name in enumerate(op.reads):
@@ -475,9 +483,6 @@ class ArenaRun:
                 binding.bind_output(o, self._device(s), 0, sessions.binding_type(s.elem_type), list(s.shape), self._address(s))
             else:
                 binding.bind_output(o, self._device(s), 0)
-        sess.run_with_iobinding(binding)
-        if self.cuda:
-            binding.synchronize_outputs()
         return binding
 
     def run_private(self, op: Op, sess: Any) -> dict[str, tuple[tuple[int, ...], int]]:

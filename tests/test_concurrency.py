@@ -12,8 +12,9 @@ from onnx import helper
 
 from onnxmem.cli import main
 from onnxmem.concurrency import happens_before
-from onnxmem.concurrent import ConcurrentOptions, run_concurrent
-from onnxmem.errors import ModelError
+from onnxmem.concurrent import ConcurrentOptions, ConcurrentRun, run_concurrent
+from onnxmem.errors import ModelError, OnnxmemError
+from onnxmem.execution import ExecutionOptions
 from onnxmem.pipeline import PlanOptions, plan_loaded
 from onnxmem.plan import write_plan
 from onnxmem.proof import prove_plan
@@ -140,6 +141,58 @@ def test_dag_plan_survives_the_same_schedule_and_random_trials(tmp_path):
                         concurrent=ConcurrentOptions(trials=20, threads=2))
     assert ex.failures == 0 and len(ex.trials) == 20
     assert max(t.most_at_once for t in ex.trials) == 2
+
+
+def test_one_run_serves_every_thread_count(tmp_path):
+    """Sessions, bindings and the reference are made once per run: later calls, at other trial
+    and thread counts, reuse them and give what a fresh run gives."""
+    path, seq = _plan(uneven_diamond(), tmp_path, inplace=False)
+    schedule = prove_plan(seq.plan, seq.view, concurrency="dag")[0].schedule
+    opts = ConcurrentOptions(trials=1, threads=1, schedule=schedule)
+    run = ConcurrentRun(seq.plan, seq.model, seq.view, ExecutionOptions(), opts, path)
+    first = run.run_trials()
+    sessions, bindings, ref = dict(run.sessions), dict(run.bindings), run.reference_seconds
+    again = run.run_trials(3, 1)
+    assert run.sessions == sessions and run.bindings == bindings and run.reference_seconds == ref
+    assert again.reference_seconds == first.reference_seconds and len(again.trials) == 3
+    fresh = run_concurrent(seq.plan, seq.model, seq.view, model_path=path, concurrent=opts).trials[0]
+    assert fresh.finding is not None and fresh.finding.kind == "clobber"
+    for t in (*first.trials, *again.trials):
+        assert t.finding == fresh.finding and t.started == fresh.started
+    _, dag = _plan(uneven_diamond(), tmp_path, inplace=False, concurrency="dag")
+    run = ConcurrentRun(dag.plan, dag.model, dag.view, ExecutionOptions(), ConcurrentOptions(), path)
+    for threads in (2, 4):
+        ex = run.run_trials(10, threads)
+        assert ex.threads == threads and ex.failures == 0 and len(ex.trials) == 10
+    with pytest.raises(OnnxmemError, match="--threads and --trials must be 1 or more"):
+        run.run_trials(0, 2)
+
+
+def test_checks_compare_the_arena_where_it_lies(tmp_path):
+    """A node's checks read the arena itself (no snapshot), word by word and the bytes after the
+    last word: a byte changed in either part is found at its offset."""
+    nodes = [helper.make_node("Exp", ["x"], ["a"], name="exp"), helper.make_node("Neg", ["a"], ["b"], name="neg")]
+    path, dag = _plan(make_model(nodes, [vi("x", [1, 3])], [vi("b", [1, 3])]), tmp_path, concurrency="dag")
+    run = ConcurrentRun(dag.plan, dag.model, dag.view, ExecutionOptions(), ConcurrentOptions(), path)
+    run.prepare()
+    slot = run.slots["a"]
+    assert slot.size == 12 and run._differs("a") is not None  # the arena holds the sentinel
+    run.arena.write(slot.offset, run.reference["a"])
+    assert run._differs("a") is None
+    for k in (2, 11):  # in the 8-byte word, in the 4 bytes after it
+        run.arena.view[slot.offset + k] ^= 1
+        assert run._differs("a") == (slot.offset + k, slot.offset + k + 1)
+        run.arena.view[slot.offset + k] ^= 1
+    assert run._differs("a") is None
+
+
+def test_concurrent_trials_refuse_a_graph_with_bodies():
+    path = MODELS / "control_flow.onnx"
+    model = onnx.load(path)
+    dag = plan_loaded(model, path, PlanOptions(concurrency="dag"))
+    with pytest.raises(OnnxmemError, match="concurrent trials run graphs without If/Loop/Scan bodies, and node "
+                                           "'.+' has them; run the plan in its own order"):
+        ConcurrentRun(dag.plan, dag.model, dag.view, ExecutionOptions(), ConcurrentOptions(), path)
 
 
 def test_sequential_plan_of_a_branchy_model_clobbers_in_random_trials(tmp_path):
