@@ -308,7 +308,8 @@ ARCHS: tuple[Arch, ...] = (
          input_names=("input_ids",)),
     Arch("lstm", "two-layer LSTM classifier (hidden 256) over 32 tokens, batch 16", lstm,
          lambda: _tokens(16, 32, 2000), 5, (16,), frozen=("embed.",), input_names=("input_ids",)),
-    # last, so that adding it left the loss names of the models above unchanged (see the docstring)
+    # last: onnxruntime's loss counter runs across the models of one process, so a model placed
+    # before others would rename their losses (see the docstring)
     Arch("resnet50", "ResNet-50 (torchvision), 100 classes, batch 4 at 160x160", resnet50,
          lambda: _image(4, 160), 100, (4,), frozen=("conv1.", "bn1.", "layer1.")),
 )
