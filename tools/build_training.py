@@ -111,6 +111,12 @@ def resnet18() -> Any:
     return torchvision.models.resnet18(weights=None, num_classes=100)
 
 
+def resnet50() -> Any:
+    import torchvision
+
+    return torchvision.models.resnet50(weights=None, num_classes=100)
+
+
 def mobilenet_v2() -> Any:
     import torchvision
 
@@ -302,6 +308,10 @@ ARCHS: tuple[Arch, ...] = (
          input_names=("input_ids",)),
     Arch("lstm", "two-layer LSTM classifier (hidden 256) over 32 tokens, batch 16", lstm,
          lambda: _tokens(16, 32, 2000), 5, (16,), frozen=("embed.",), input_names=("input_ids",)),
+    # last: onnxruntime's loss counter runs across the models of one process, so a model placed
+    # before others would rename their losses (see the docstring)
+    Arch("resnet50", "ResNet-50 (torchvision), 100 classes, batch 4 at 160x160", resnet50,
+         lambda: _image(4, 160), 100, (4,), frozen=("conv1.", "bn1.", "layer1.")),
 )
 
 
