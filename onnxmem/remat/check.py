@@ -29,19 +29,19 @@ import onnx
 
 from ..errors import OnnxmemError
 from ..execution import ArenaRun, Execution, ExecutionOptions, OutputCheck, compare_output
+from ..graph import RANDOM_OPS as GENERATORS
 from ..graph import GraphView
 from ..plan import MemoryPlan
 from ..runtime import load_with_weights
 from ..sessions import run_model
 from ..training.execution import TrainingRun, is_training_view
 
-__all__ = ["RANDOM_OPS", "OriginalCheck", "compare_with_original", "seed_random_ops"]
+__all__ = ["DROPOUTS", "RANDOM_OPS", "OriginalCheck", "compare_with_original", "seed_random_ops"]
 
-#: ops that draw random numbers and take a ``seed`` attribute (onnxruntime's contrib dropouts too)
-RANDOM_OPS = frozenset({
-    "Dropout", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli",
-    "BiasDropout", "BitmaskDropout", "BitmaskBiasDropout",
-})
+#: dropouts (ai.onnx's and onnxruntime's contrib ones): their ``seed`` is an int
+DROPOUTS = frozenset({"Dropout", "BiasDropout", "BitmaskDropout", "BitmaskBiasDropout"})
+#: ops that draw random numbers and take a ``seed`` attribute (a float for the generators)
+RANDOM_OPS = GENERATORS | DROPOUTS
 
 
 def seed_random_ops(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -52,7 +52,7 @@ def seed_random_ops(model: onnx.ModelProto) -> onnx.ModelProto:
     for node in out.graph.node:
         if node.op_type in RANDOM_OPS and node.output and not any(a.name == "seed" for a in node.attribute):
             seed = zlib.crc32(node.output[0].encode("utf-8")) & 0x7FFFFFFF
-            if node.op_type in ("Dropout", "BiasDropout", "BitmaskDropout", "BitmaskBiasDropout"):
+            if node.op_type in DROPOUTS:
                 node.attribute.append(onnx.helper.make_attribute("seed", seed))
             else:
                 node.attribute.append(onnx.helper.make_attribute("seed", float(seed)))

@@ -66,16 +66,15 @@ from ..aliasing import (
     group_writable,
     overwritable,
 )
-from ..graph import GraphView, Op
+from ..graph import RANDOM_OPS, GraphView, Op
 from ..lifetimes import tensor_lifetimes
 from ..problem import align_up
 
 __all__ = ["MS_RECOMPUTE", "NO_RECOMPUTE", "RematProblem", "Schedule", "build_problem", "recomputable", "shared_duplicates", "simulate"]
 
 #: ops never recomputed: randomness, side effects, subgraphs (their body could hold either)
-NO_RECOMPUTE = frozenset({
-    "Dropout", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
-    "Bernoulli", "If", "Loop", "Scan", "SequenceInsert", "SequenceErase", "SequenceConstruct", "Optional",
+NO_RECOMPUTE = RANDOM_OPS | frozenset({
+    "Dropout", "If", "Loop", "Scan", "SequenceInsert", "SequenceErase", "SequenceConstruct", "Optional",
 })
 
 #: onnxruntime's contrib ops (com.microsoft) that are recomputed: deterministic forward ops whose
