@@ -30,7 +30,10 @@ branch whose height reaches the best plan is cut. It starts from the greedy
 plan and stops at the caller's deadline with the best plan (``timeout``), or
 when the space is exhausted (``optimal``). Exponential: cheap only for a few
 dozen buffers; ``auto`` runs it for problems of at most
-:data:`EXACT_AUTO_MAX` buffers.
+:data:`EXACT_AUTO_MAX` buffers. A problem without explicit conflicts (live at
+one step is the conflict) is the interval special case, which the interval
+``exact`` search solves with far stronger pruning: ``conflict-exact`` hands it
+that problem and reports its answer under its own name.
 
 Cost of the greedy: per buffer, a sort of the placed buffers it conflicts
 with; ``O(orders * (n + p) log n)`` for ``n`` buffers and ``p`` conflicts.
@@ -240,6 +243,10 @@ def _search(problem: Problem, incumbent: np.ndarray, bound: int, deadline: float
 def conflict_exact(problem: Problem, options: SolveOptions) -> Solution:
     if not len(problem):
         return Solution((), 0, "conflict-exact", Status.OPTIMAL)
+    if problem.conflicts is None:  # the interval special case: the interval search (module doc)
+        from .exact import run_exact
+
+        return run_exact(problem, options, "conflict-exact")
     return _exact(problem, options, "conflict-exact")
 
 
