@@ -44,6 +44,7 @@ aligned, pinned buffers where pinned).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -51,7 +52,7 @@ import numpy as np
 from ..conflicts import MAX_BUFFERS, Conflicts
 from ..errors import ProblemError
 from ..problem import Problem, Solution, Status, align_up, lower_bound
-from .registry import SolveOptions, judge, register
+from .registry import SOLVERS, SolveOptions, judge, register
 
 __all__ = ["EXACT_AUTO_MAX", "conflict_auto", "conflict_exact", "conflict_greedy", "place_conflicts"]
 
@@ -244,9 +245,7 @@ def conflict_exact(problem: Problem, options: SolveOptions) -> Solution:
     if not len(problem):
         return Solution((), 0, "conflict-exact", Status.OPTIMAL)
     if problem.conflicts is None:  # the interval special case: the interval search (module doc)
-        from .exact import run_exact
-
-        return run_exact(problem, options, "conflict-exact")
+        return replace(SOLVERS["exact"].fn(problem, options), solver="conflict-exact")
     return _exact(problem, options, "conflict-exact")
 
 
