@@ -61,6 +61,13 @@ def show_name(name: object, limit: int = NAME_LIMIT) -> str:
     return repr(text)
 
 
+def flag_value(text: str, also: str = "") -> str:
+    """``text`` as it goes into a flag a message offers (``--input-shape NAME=...``): bare when
+    it is word characters, ``.:/-`` and ``also``, else quoted by :func:`show_name`."""
+    plain = set(".:/-") | set(also)
+    return text if text and all(c.isalnum() or c == "_" or c in plain for c in text) else show_name(text)
+
+
 def one_line(text: str) -> str:
     """``text`` with every non-printable character escaped as ``repr`` does, so it prints as one line.
 

@@ -38,14 +38,21 @@ them with their reason.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import onnx
 
-from .errors import ModelError, ShapeError, show_name
-from .model import BodyKey, ShapeInfo, dtype_name, owner_key, subgraph_attributes, tensor_bytes
+from .errors import ModelError, ShapeError, flag_value, show_name
+from .model import (
+    OTHER_BRANCH,
+    BodyKey,
+    ShapeInfo,
+    dtype_name,
+    owner_key,
+    subgraph_attributes,
+    tensor_bytes,
+)
 from .shapeeval import opset_version
 from .training.roles import caller_state
 
@@ -317,12 +324,7 @@ def _branch_hint(level: _Level) -> str:
     owner = level.path.rsplit("/", 1)[0]
     other = "else" if attr == "then_branch" else "then"
     return ("; both branches of an If are planned, so give input shapes at which each branch can run, or, "
-            f"if no run at these shapes takes this branch, leave it out: --branch {_flag_value(owner)}={other}")
-
-
-def _flag_value(text: str) -> str:
-    """``text`` as the value of a flag: bare when it is plain, else quoted by :func:`show_name`."""
-    return text if re.fullmatch(r"[\w.:/%-]+", text) else show_name(text)
+            f"if no run at these shapes takes this branch, leave it out: --branch {flag_value(owner, '%')}={other}")
 
 
 def body_kind(op: Op, opset: int) -> str | None:
@@ -571,7 +573,7 @@ def excluded_branches(model: onnx.ModelProto, branches: Mapping[str, str]) -> fr
             raise ModelError(f"--branch names {show_name(path)}, which is not an If node of the model; "
                              + (f"its If nodes are {listing}" if ifs else "it has no If node"))
         key, owner = ifs[path]
-        out.add((*key, (owner, "else_branch" if taken == "then_branch" else "then_branch")))
+        out.add((*key, (owner, OTHER_BRANCH[taken])))
     return frozenset(out)
 
 

@@ -35,12 +35,13 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from . import dimexpr, shapeeval
-from .errors import ModelError, ShapeError, show_name
+from .errors import ModelError, ShapeError, flag_value, show_name
 from .fileio import MAX_MODEL_BYTES, open_input, read_input
 from .training.shapes import complete_shapes
 
 __all__ = [
     "DTYPES",
+    "OTHER_BRANCH",
     "BodyKey",
     "ExternalData",
     "ShapeInfo",
@@ -668,6 +669,10 @@ def _bind(shape: Iterable[Dim], dims: Mapping[str, int]) -> list[Dim]:
     return out
 
 
+#: an If's branch -> its other branch
+OTHER_BRANCH = {"then_branch": "else_branch", "else_branch": "then_branch"}
+
+
 def _take_branches(graph: onnx.GraphProto, excluded: frozenset[BodyKey], key: BodyKey = ()) -> None:
     """Replace, in ``graph`` (an inference copy), each ``excluded`` If branch with the one runs
     take, so that every engine gives the If's outputs the shapes of the branch planned."""
@@ -676,7 +681,7 @@ def _take_branches(graph: onnx.GraphProto, excluded: frozenset[BodyKey], key: Bo
     for i, node in enumerate(graph.node):
         subs = dict(subgraph_attributes(node))
         for attr, sub in subs.items():
-            other = {"then_branch": "else_branch", "else_branch": "then_branch"}.get(attr)
+            other = OTHER_BRANCH.get(attr)
             if node.op_type == "If" and (*key, (owner_key(node, i), attr)) in excluded and other in subs:
                 sub.CopyFrom(subs[other])
             else:
@@ -1396,7 +1401,7 @@ def _unknown_sizes(
         and (declared is None or any(_resolve_dim(d, file_dims) is None for d in declared))
     ]
     for name, declared in open_inputs[:4]:
-        flag = name if re.fullmatch(r"[\w.:/-]+", name) else show_name(name)
+        flag = flag_value(name)
         if declared is None:
             hints.append(f"{show_name(name)} (rank not declared): pass --input-shape {flag}=D1xD2...")
             continue
