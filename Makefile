@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency models
+.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -54,6 +54,11 @@ bench-search:
 
 bench-order:
 	$(PYTHON) bench/bench_order.py
+
+# plans run in one arena on the GPU (docs/cuda.md); needs onnxruntime's CUDA provider
+CUDA_JOBS ?= 4
+bench-cuda:
+	$(PYTHON) bench/bench_cuda.py --jobs $(CUDA_JOBS)
 
 bench-verify:
 	$(PYTHON) bench/bench_verify.py

@@ -55,7 +55,7 @@ from .execution import SENTINEL, ArenaRun, ExecutionOptions
 from .graph import GraphView, Op
 from .plan import MemoryPlan
 from .proof import Finding
-from .sessions import first_line
+from .sessions import first_line, host_array
 
 __all__ = ["ConcurrentExecution", "ConcurrentOptions", "ConcurrentRun", "Trial", "run_concurrent"]
 
@@ -164,7 +164,7 @@ class ConcurrentRun(ArenaRun):
             if name in self.feeds:
                 value = np.asarray(self.feeds[name])
             elif name in self.private:
-                value = np.asarray(self.private[name].numpy())
+                value = host_array(self.private[name])
             else:
                 continue
             want = np.ascontiguousarray(value).reshape(-1).view(np.uint8)[: slot.size].copy()

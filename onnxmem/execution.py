@@ -586,7 +586,7 @@ class ArenaRun:
                 got[name] = mine[name] = self.weights[name]
                 continue
             if name in self.private:
-                mine[name] = np.asarray(self.private[name].numpy())
+                mine[name] = sessions.host_array(self.private[name])
             if name in self.slots and not self.changed:
                 s = self.slots[name]
                 got[name] = self._read(s).view(onnx.helper.tensor_dtype_to_np_dtype(s.elem_type)).reshape(s.shape)
@@ -632,7 +632,7 @@ class ArenaRun:
         slot = self.slots[name]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(slot.elem_type)
         arena = self._read(slot).view(dtype).reshape(slot.shape)
-        return arena, np.asarray(self.private[name].numpy())
+        return arena, sessions.host_array(self.private[name])
 
     def _place(self, op: Op, name: str, arena: np.ndarray, private: np.ndarray) -> bool:
         """Write a value a node with bodies computed into its slot (and the reference's
@@ -654,7 +654,8 @@ class ArenaRun:
             slot.private[: arena.nbytes] = arena.reshape(-1).view(np.uint8)
         elif slot.size:
             self._memory(slot).write(slot.offset, arena)
-        self.private[name] = self.ort.OrtValue.ortvalue_from_numpy(np.require(private, requirements="C"), "cpu", 0)
+        # an owned copy: the value must outlive whatever array ``private`` views
+        self.private[name] = self.ort.OrtValue.ortvalue_from_numpy(np.array(private, order="C", copy=True), "cpu", 0)
         return True
 
     def run_bodies(self, op: Op) -> bool:

@@ -124,7 +124,7 @@ def available_memory(device: str = "cpu") -> int | None:
 def _cuda_free_memory() -> int | None:
     import ctypes
 
-    for lib in ("libcudart.so", "libcudart.so.12", "libcudart.so.11.0"):
+    for lib in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
         try:
             cudart = ctypes.CDLL(lib)
         except OSError:

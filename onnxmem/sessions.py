@@ -19,6 +19,7 @@ from .runtime import LOG_SEVERITY, first_line, make_session, run_bounded
 
 __all__ = [
     "cuda_available",
+    "host_array",
     "first_line",
     "model_like",
     "node_session",
@@ -52,6 +53,19 @@ def binding_type(elem_type: int) -> Any:
     if elem_type in _ORT_TYPES.values() and elem_type != onnx.TensorProto.BFLOAT16:
         return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     return elem_type
+
+
+def host_array(value: Any) -> np.ndarray:
+    """A numpy array that owns a host copy of the tensor an ``OrtValue`` holds.
+
+    ``numpy()`` of a value made over a numpy array (``ortvalue_from_numpy`` on the
+    host) returns an array that views that buffer without keeping it alive (its base
+    is a capsule of the C++ value, which does not own the bytes): once the Python
+    value that held the buffer is gone, the view reads freed memory. Seen on CUDA
+    (onnxruntime-gpu 1.31.1, H100): the reference run of a Loop whose body holds an
+    If read its carried state as other bytes. The copy here is the array's own.
+    """
+    return np.array(value.numpy(), copy=True)
 
 
 def ortvalue_bytes(value: Any) -> int:

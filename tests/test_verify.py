@@ -531,3 +531,20 @@ def test_planning_imports_only_the_proof(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["[]", "True"], out
+
+
+def test_host_array_owns_its_bytes():
+    """``numpy()`` of a value made over a numpy array views that buffer without keeping it
+    alive; the reference values the verifier hands on are copies it owns."""
+    import onnxruntime as ort
+
+    from onnxmem.sessions import host_array
+
+    src = np.arange(256, dtype=np.float32).reshape(2, 128)
+    value = ort.OrtValue.ortvalue_from_numpy(src, "cpu", 0)
+    view = value.numpy()
+    assert np.shares_memory(view, src)  # what onnxruntime gives: a view of the caller's buffer
+    kept = host_array(value)
+    assert kept.flags["OWNDATA"] and not np.shares_memory(kept, src)
+    src[:] = -1.0
+    assert np.array_equal(kept, np.arange(256, dtype=np.float32).reshape(2, 128))

@@ -29,7 +29,7 @@ from typing import Any
 
 import onnx
 
-from ..errors import OnnxmemError
+from ..errors import OnnxmemError, show_name
 from ..fileio import write_text_atomic
 from ..model import initializers, tensor_bytes
 
@@ -228,6 +228,9 @@ def _read_list(path: Path) -> list[ZooModel]:
             continue
         dims, shapes = parse_list_line(words[1:], f"{path}:{lineno}")
         file = _resolve(path.parent, words[0])
+        if not file.is_file():
+            raise OnnxmemError(f"zoo list '{path}' line {lineno}: model file {show_name(str(file))} does not exist; "
+                               "fix the path (relative paths are read from the list's folder)")
         name = f"onnx_{words[0][5:]}" if words[0].startswith("onnx:") else file.stem
         models.append(ZooModel(name, file, dims, input_shapes=shapes))
     return models
