@@ -1122,6 +1122,9 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     the plan describes (values the plan folds are its initializers) at
     ORT_DISABLE_ALL, and with its own optimizations at ORT_ENABLE_BASIC
     (constant folding; like for like with --fold on) and ORT_ENABLE_ALL.
+    Each level shows the bytes requested (exact tensor sizes) and the bytes its
+    allocator held (each allocation rounded as its arena rounds it, as the plan
+    pads each offset to --alignment).
     """
     from .ortpeak import comparable_peak, ort_peak
     from .verify import check_plan_identity, view_for_plan
@@ -1163,6 +1166,11 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
         how = (f"{fmt_bytes(p.peak)} allocated + {fmt_bytes(inputs_size)} graph inputs" if io == "internal"
                else f"{fmt_bytes(p.peak)} allocated - graph outputs")
         click.echo(f"onnxruntime peak       {fmt_bytes(same)}   {ratio(same, arena)} the arena   [{label}: {how}; {p.field}]")
+        if p.held is not None:
+            held = comparable_peak(p.held, view, io) or 0
+            click.echo(f"  held by onnxruntime  {fmt_bytes(held)}   {ratio(held, arena)} the arena   "
+                       f"[{label.split(' ')[0]}: each allocation as its arena rounds it, mem_bytes_in_use; "
+                       f"the arena pads offsets to {the_plan.alignment} B]")
     click.echo(f"lower bound            {fmt_bytes(the_plan.lower_bound)}   {ratio(the_plan.lower_bound, arena)} the arena")
     conc = str(the_plan.extra.get("concurrency", "sequential"))
     click.echo(f"onnxmem arena          {fmt_bytes(arena)}   {ratio(arena, the_plan.lower_bound)} the bound"

@@ -30,6 +30,14 @@ Steps:
 ``arena_peak`` is the largest ``mem_in_use_peak`` minus the same baseline:
 arena-rounded bytes, including scratch a kernel frees before it returns.
 
+``held`` is the largest ``mem_bytes_in_use`` over the same kernel events minus the
+bytes in use before the first kernel: what onnxruntime's allocator holds for the same
+tensors at the same moments, each allocation rounded as its arena rounds it (256 B and
+up on the CPU arena of onnxruntime 1.31), kernel scratch not included. ``peak`` is
+the tensors' exact bytes; an arena planned with ``--alignment`` pads each offset, so
+the like-for-like figure for a padded arena is ``held`` (bytes held on both sides) and
+for an arena planned with ``--alignment 1`` it is ``peak`` (exact bytes on both sides).
+
 Comparing with onnxmem's arena (:func:`comparable_peak`): onnxruntime's peak
 counts the graph outputs (it allocates them) but not the graph inputs (the
 caller owns them and holds them through the whole run). A plan with
@@ -58,7 +66,7 @@ from .errors import OnnxmemError, RuntimeBackendError
 from .graph import GraphView
 
 __all__ = ["EXECUTION_MODES", "LEVELS", "OrtPeak", "arena_over_ort", "comparable_peak", "is_kernel_event",
-           "ort_peak", "peak_from_profile"]
+           "held_from_profile", "ort_peak", "peak_from_profile"]
 
 #: optimization levels onnxmem can measure onnxruntime at -> ``GraphOptimizationLevel`` name
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "all": "ORT_ENABLE_ALL"}
@@ -79,6 +87,7 @@ class OrtPeak:
     note: str = ""
     execution_mode: str = "sequential"
     threads_seen: int = 1  # distinct thread ids of the profiled kernels
+    held: int | None = None  # max bytes the allocator held (its rounding), scratch excluded
 
 
 def is_kernel_event(event: dict[str, Any]) -> bool:
@@ -86,8 +95,9 @@ def is_kernel_event(event: dict[str, Any]) -> bool:
     return event.get("cat") == "Node" and str(event.get("name", "")).endswith("_kernel_time")
 
 
-def peak_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutionProvider") -> tuple[int | None, int | None, int]:
-    """``(peak, arena_peak, kernels)`` of the first ``model_run`` in a profile's events."""
+def _kernel_stats(events: list[dict[str, Any]], provider: str) -> tuple[list[dict[str, Any]], int]:
+    """The ``args`` of the first ``model_run``'s kernel events of ``provider`` that carry
+    allocator statistics, and the number of its kernel events."""
     kernels: list[dict[str, Any]] = []
     for e in events:
         if is_kernel_event(e):
@@ -96,9 +106,14 @@ def peak_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutio
                 kernels.append(args)
         elif e.get("name") == "model_run" and kernels:
             break
-    with_stats = [a for a in kernels if "mem_bytes_requested_in_use" in a]
+    return [a for a in kernels if "mem_bytes_requested_in_use" in a], len(kernels)
+
+
+def peak_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutionProvider") -> tuple[int | None, int | None, int]:
+    """``(peak, arena_peak, kernels)`` of the first ``model_run`` in a profile's events."""
+    with_stats, n = _kernel_stats(events, provider)
     if not with_stats:
-        return None, None, len(kernels)
+        return None, None, n
     first = with_stats[0]
     base = int(first["mem_bytes_requested_in_use"]) - int(first.get("mem_requested_in_use_delta", 0))
     peak = max(int(a["mem_bytes_requested_in_use"]) for a in with_stats) - base
@@ -106,7 +121,19 @@ def peak_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutio
     if all("mem_in_use_peak" in a for a in with_stats):
         in_use0 = int(first.get("mem_bytes_in_use", 0)) - int(first.get("mem_in_use_delta", 0))
         arena = max(int(a["mem_in_use_peak"]) for a in with_stats) - in_use0
-    return peak, arena, len(kernels)
+    return peak, arena, n
+
+
+def held_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutionProvider") -> int | None:
+    """The bytes onnxruntime's allocator held at its fullest kernel event of the first
+    ``model_run`` (``mem_bytes_in_use``, its rounding included, scratch not), less those
+    held before the first kernel; ``None`` without the statistics."""
+    with_stats, _ = _kernel_stats(events, provider)
+    if not with_stats or not all("mem_bytes_in_use" in a for a in with_stats):
+        return None
+    first = with_stats[0]
+    in_use0 = int(first["mem_bytes_in_use"]) - int(first.get("mem_in_use_delta", 0))
+    return max(int(a["mem_bytes_in_use"]) for a in with_stats) - in_use0
 
 
 def ort_peak(
@@ -160,10 +187,11 @@ def ort_peak(
         with open(path) as fh:
             events = json.load(fh)
     peak, arena, n = peak_from_profile(events, provider)
+    held = held_from_profile(events, provider)
     note = "" if peak is not None else f"the profiler gave no allocator statistics for {provider}"
     tids = {e.get("tid") for e in events if is_kernel_event(e)}
     return OrtPeak(level, device, peak, arena, n, note=note, execution_mode=execution_mode,
-                   threads_seen=max(len(tids), 1))
+                   threads_seen=max(len(tids), 1), held=held)
 
 
 def comparable_peak(peak: int | None, view: GraphView, io: str = "internal") -> int | None:

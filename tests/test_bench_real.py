@@ -174,12 +174,24 @@ def test_the_summary_states_the_target_and_separates_unplanned_bodies():
                 "bound": arena, "ort_disable_all": disable, "ort_enable_all": enable,
                 "verify": "verified", "plan_s": 0.1, **kw}
 
-    rows = [row("ok", 100, 200, 100), row("vad", 10, 1000, 40, flow={"If": 1}, body_nodes=9),
-            row("unfolded", 100, 200, 50, foldable=2), {"package": "q 1", "model": "bad", "error": "plan: x"}]
+    held = {"held_ort_disable_all": 300, "held_ort_enable_all": 150}
+    rows = [row("ok", 100, 200, 100, **held), row("vad", 10, 1000, 40, flow={"If": 1}, body_nodes=9, **held),
+            row("unfolded", 100, 200, 50, foldable=2, **held), {"package": "q 1", "model": "bad", "error": "plan: x"}]
     lines = br.summary(rows)
-    assert lines[0].endswith("not met: 1 of 4 models meet it.")
+    # held: ok and unfolded (vad's bodies are not planned); requested: ok alone
+    assert lines[0].endswith("rounded by its arena, as the plan pads each offset): not met: 2 of 4 models meet it; "
+                             "against its requested bytes (exact sizes, no rounding): not met: 1 of 4 models meet it.")
     # (0.5 * 0.01 * 0.5) ** (1 / 3) = 0.136; without vad: 0.5
     assert "geomean 0.136 over 3 models (0.500 over the 2 whose bodies, if any, are planned)" in lines[2]
     assert "above onnxruntime's peak on 1 (unfolded)" in lines[3]
-    assert lines[4].endswith("is planned): vad.") and lines[5].endswith("listed as folded): unfolded.")
-    assert br.summary(rows[:1])[0].endswith("): met.")
+    assert "bytes held: geomean" in lines[4] and "above onnxruntime's peak on 0." in lines[5]
+    assert lines[6].endswith("is planned): vad.") and lines[7].endswith("listed as folded): unfolded.")
+    assert br.summary(rows[:1])[0].endswith("no rounding): met.")
+
+
+def test_compare_output_gives_requested_and_held_bytes():
+    text = ("onnxruntime peak       9.09 KiB (9,306 B)   0.98x the arena   [ORT_ENABLE_ALL (its default: fused "
+            "graph): 6.08 KiB (6,226 B) allocated + 3.01 KiB (3,080 B) graph inputs; mem_bytes_requested_in_use]\n"
+            "  held by onnxruntime  11.26 KiB (11,528 B)   1.22x the arena   [ORT_ENABLE_ALL: each allocation as its "
+            "arena rounds it, mem_bytes_in_use; the arena pads offsets to 64 B]\n")
+    assert br.ort_peaks(text) == {"ORT_ENABLE_ALL": 9306, "HELD_ORT_ENABLE_ALL": 11528}

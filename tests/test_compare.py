@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
 from onnxmem.cli import main
-from onnxmem.ortpeak import arena_over_ort, comparable_peak, ort_peak, peak_from_profile
+from onnxmem.ortpeak import arena_over_ort, comparable_peak, held_from_profile, ort_peak, peak_from_profile
 from onnxmem.pipeline import PlanOptions, plan_model
 
 from .conftest import LIGHT, MODELS
@@ -135,3 +135,30 @@ def test_compare_refuses_a_plan_for_another_model(tmp_path):
     r = CliRunner().invoke(main, ["compare", str(two), "--plan", str(plan_file)])
     assert r.exit_code == 0, r.output
     assert "re-saved" in r.stderr and "onnxmem arena" in r.output
+
+
+def test_held_counts_each_allocation_as_onnxruntime_rounds_it(tmp_path):
+    """Two 40 B values live together: onnxruntime requests 80 B and its CPU arena holds
+    2 x 256 B; the plan, padded to 64 B, holds x, a and y in 128 B (y over x)."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["y"], name="r2")]
+    path = tmp_path / "small.onnx"
+    onnx.save(make_model(nodes, [vi("x", [1, 10])], [vi("y", [1, 10])]), path)
+    p = plan_model(path)
+    measured = ort_peak(p.model, p.view, model_path=path)
+    assert (measured.peak, measured.held) == (80, 512)
+    assert p.plan.arena_size == 128
+    assert comparable_peak(measured.held, p.view) == 512 + 40
+    r = CliRunner().invoke(main, ["compare", str(path)])
+    assert r.exit_code == 0, r.output
+    held = [ln for ln in r.stdout.splitlines() if ln.startswith("  held by onnxruntime")]
+    assert len(held) == 3 and all(" 552 B " in ln and "4.31x the arena" in ln for ln in held), held
+
+
+def test_held_from_literal_events():
+    events = [
+        _kernel("a", 1100, 1000, peak=2048, in_use=2048, in_use_delta=1024),  # 1024 B held before
+        _kernel("b", 3100, 2000, peak=5000, in_use=4096, in_use_delta=2048),
+        _kernel("c", 600, -2500, peak=5000, in_use=1024, in_use_delta=-3072),
+    ]
+    assert held_from_profile(events) == 4096 - 1024
+    assert held_from_profile([{"cat": "Node", "name": "x_kernel_time", "args": {}}]) is None
