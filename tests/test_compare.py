@@ -8,7 +8,13 @@ from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
 from onnxmem.cli import main
-from onnxmem.ortpeak import arena_over_ort, comparable_peak, held_from_profile, ort_peak, peak_from_profile
+from onnxmem.ortpeak import (
+    arena_over_ort,
+    comparable_peak,
+    held_from_profile,
+    ort_peak,
+    peak_from_profile,
+)
 from onnxmem.pipeline import PlanOptions, plan_model
 
 from .conftest import LIGHT, MODELS
