@@ -1,10 +1,10 @@
 #!/usr/bin/env python
-"""Recomputation benchmark: writes docs/remat.md and its frontier plots.
+"""Recomputation benchmark: writes the tables of docs/remat.md (docs/remat-tables.md) and its frontier plots.
 
 Usage::
 
     python bench/bench_remat.py              # every table and plot (about 15 minutes on 2 cores)
-    python bench/bench_remat.py --only budget exact large
+    python bench/bench_remat.py --only exact large   # these tables; the others kept as --out has them
 
 Tables:
 
@@ -39,7 +39,7 @@ from onnxmem.errors import OnnxmemError  # noqa: E402
 from onnxmem.execution import ExecutionOptions  # noqa: E402
 from onnxmem.fileio import OutputSet  # noqa: E402
 from onnxmem.pipeline import PlanOptions, plan_loaded  # noqa: E402
-from onnxmem.remat import RematOptions, build_problem, choose  # noqa: E402
+from onnxmem.remat import RematOptions, RematProblem, build_problem, choose, simulate  # noqa: E402
 from onnxmem.remat.budget import plan_with_budget, plot_sweep, sweep  # noqa: E402
 from onnxmem.remat.check import compare_with_original  # noqa: E402
 from onnxmem.remat.cost import flops_costs  # noqa: E402
@@ -104,28 +104,44 @@ def budget_table(folder: str) -> list[str]:
     return rows
 
 
+#: the graphs of the exact table (name, builder): at most 100 nodes each
+EXACT_GRAPHS = {
+    "mlp 2 layers": lambda: train_mlp(2, 0, batch=512, width=32),
+    "mlp 3 layers": lambda: train_mlp(3, 1, batch=512, width=32),
+    "resnet 1 block": lambda: train_resnet(1, 0, batch=2, channels=32, spatial=16),
+    "resnet 2 blocks": lambda: train_resnet(2, 0, batch=2, channels=32, spatial=16),
+    "mobilenet 2 blocks": lambda: train_mobilenet(2, 0, batch=2, channels=8, spatial=16),
+    "encoder 1 layer": lambda: train_encoder(1, 0, seq=128, dim=16),
+}
+
+#: the exact table's budgets: this far from the problem's floor to its peak without recomputation
+EXACT_FRACTIONS = (0.5, 0.75)
+
+
+def exact_problem(model: onnx.ModelProto, path: Path) -> RematProblem:
+    """The exact table's problem of ``model`` (saved at ``path``): its file order, FLOPs costs."""
+    planned = plan_loaded(model, path, PlanOptions(order="file"))
+    return build_problem(planned.view, planned.liveness.order, flops_costs(planned.view, model))
+
+
+def exact_budget(problem: RematProblem, frac: float) -> int:
+    """``frac`` of the way from the problem's floor to its peak without recomputation, in the
+    exact program's measure."""
+    top = simulate(problem, (), sequential=False).peak
+    floor = problem.floor()[0]
+    return int(floor + frac * (top - floor))
+
+
 def exact_table(folder: str) -> list[str]:
     rows = ["| graph | nodes | droppable | budget | exact: extra | proven | time | greedy | mirror | sqrt |",
             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
-    graphs = {
-        "mlp 2 layers": train_mlp(2, 0, batch=512, width=32),
-        "mlp 3 layers": train_mlp(3, 1, batch=512, width=32),
-        "resnet 1 block": train_resnet(1, 0, batch=2, channels=32, spatial=16),
-        "resnet 2 blocks": train_resnet(2, 0, batch=2, channels=32, spatial=16),
-        "mobilenet 2 blocks": train_mobilenet(2, 0, batch=2, channels=8, spatial=16),
-        "encoder 1 layer": train_encoder(1, 0, seq=128, dim=16),
-    }
-    for name, model in graphs.items():
+    for name, build in EXACT_GRAPHS.items():
+        model = build()
         path = _save(model, folder, name.replace(" ", "_"))
-        planned = plan_loaded(model, path, PlanOptions(order="file"))
-        problem = build_problem(planned.view, planned.liveness.order, flops_costs(planned.view, model))
+        problem = exact_problem(model, path)
         total = problem.total_cost()
-        from onnxmem.remat.problem import simulate
-
-        top = simulate(problem, (), sequential=False).peak
-        floor = problem.floor()[0]
-        for frac in (0.5, 0.75):
-            budget = int(floor + frac * (top - floor))
+        for frac in EXACT_FRACTIONS:
+            budget = exact_budget(problem, frac)
             got = choose(problem, budget, "exact", RematOptions(timeout=60.0))
             cells = []
             for h in ("greedy", "mirror", "sqrt"):
@@ -191,26 +207,47 @@ def frontier(folder: str, docs: Path) -> list[str]:
     return lines
 
 
+#: the tables, by their ``--only`` name: the heading each has in the output file
+SECTIONS = {"budget": "Budgets", "exact": "The exact algorithm and the heuristics", "large": "A 2,000-node graph",
+            "frontier": "Frontiers"}
+
+
+def split_sections(text: str) -> dict[str, list[str]]:
+    """``{heading: lines}`` of a tables file: each ``## `` heading with the lines up to the next."""
+    out: dict[str, list[str]] = {}
+    lines: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            lines = out.setdefault(line[3:].strip(), [])
+        elif lines is not None:
+            lines.append(line)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="*", default=["budget", "exact", "large", "frontier"])
+    ap.add_argument("--only", nargs="*", default=list(SECTIONS), choices=list(SECTIONS),
+                    help="tables to measure; the others are kept as --out has them")
     ap.add_argument("--out", default=str(ROOT / "docs" / "remat-tables.md"))
     args = ap.parse_args(argv)
     docs = ROOT / "docs"
-    parts = [f"Measured on {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-             f"onnx {onnx.__version__}; `python bench/bench_remat.py --only {' '.join(args.only)}`.", ""]
+    kept = split_sections(Path(args.out).read_text()) if Path(args.out).exists() else {}
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    note = (f"Measured by `python bench/bench_remat.py --only {' '.join(args.only)}` on {platform.machine()}, "
+            f"{os.cpu_count()} cores, Python {platform.python_version()}, onnx {onnx.__version__}, {when}, "
+            f"load average {os.getloadavg()[0]:.2f} at its start.")
+    tables = {"budget": budget_table, "exact": exact_table, "large": large_table,
+              "frontier": lambda folder: frontier(folder, docs)}
+    parts = ["The tables of docs/remat.md; each section names the run that measured it.", ""]
     with tempfile.TemporaryDirectory(prefix="onnxmem-remat-") as folder:
-        if "budget" in args.only:
-            parts += ["## Budgets", ""] + budget_table(folder) + [""]
-        if "exact" in args.only:
-            parts += ["## The exact algorithm and the heuristics", ""] + exact_table(folder) + [""]
-        if "large" in args.only:
-            parts += ["## A 2,000-node graph", ""] + large_table(folder) + [""]
-        if "frontier" in args.only:
-            parts += ["## Frontiers", ""] + frontier(folder, docs)
+        for key, heading in SECTIONS.items():
+            if key in args.only:
+                parts += [f"## {heading}", "", note, ""] + tables[key](folder) + [""]
+            elif heading in kept:
+                parts += [f"## {heading}"] + kept[heading]
     outs = OutputSet()
     outs.add(args.out, "--out")
-    outs.put(args.out, ("\n".join(parts) + "\n").encode())
+    outs.put(args.out, ("\n".join(parts).rstrip("\n") + "\n").encode())
     outs.commit()
     print(f"wrote {args.out}")
     return 0

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import runpy
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -17,6 +20,7 @@ from onnxmem.remat import ALGORITHMS, RematOptions, build_problem, choose, simul
 from onnxmem.remat.budget import parse_budget, plan_with_budget
 from onnxmem.remat.cost import flops_costs, node_flops
 from onnxmem.remat.exact import brute_force, cpsat
+from onnxmem.remat.heuristics import pullers
 from onnxmem.remat.registry import Choice
 from onnxmem.remat.training import train_encoder, train_mlp, train_mobilenet, train_resnet
 
@@ -125,6 +129,58 @@ def test_every_heuristic_says_fits_only_when_it_fits(name):
     for budget in range(p.floor()[0], simulate(p, ()).peak + 1, 64):
         got = choose(p, budget, name, RematOptions(timeout=5))
         assert got.fits == (simulate(p, got.dropped).peak <= budget) or not got.fits
+
+
+def test_pullers_name_the_drop_whose_own_read_brings_a_checkpoint_back_early():
+    # a is read at steps 1 and 5, b at steps 2 and 4: dropped together, b comes back before E
+    # (step 4) and its duplicate of B reads a, so a comes back at 4 too, before its own read at 5
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="A"), helper.make_node("Sigmoid", ["a"], ["b"], name="B"),
+             helper.make_node("Tanh", ["b"], ["c"], name="C"), helper.make_node("Neg", ["c"], ["d"], name="D"),
+             helper.make_node("Mul", ["d", "b"], ["e"], name="E"), helper.make_node("Mul", ["e", "a"], ["y"], name="Y")]
+    p = problem_of(make_model(nodes, [vi("x", [1, 16])], [vi("y", [1, 16])]))
+    a, b = p.name.index("a"), p.name.index("b")
+    assert (p.last_pre[a], p.first_post[a], p.last_pre[b], p.first_post[b]) == (1, 5, 2, 4)
+    s = simulate(p, {a, b})
+    assert s.at == {a: 4, b: 4}
+    assert pullers(p, s, {a, b}, a) == {b}
+    assert pullers(p, simulate(p, {a}), {a}, a) == set()  # alone, a comes back for its own read
+
+
+@functools.cache
+def bench_remat() -> dict:
+    """bench/bench_remat.py's names: the exact table's graphs, problems and budgets."""
+    return runpy.run_path(str(Path(__file__).resolve().parent.parent / "bench" / "bench_remat.py"))
+
+
+def test_greedy_fits_the_exact_tables_resnet_2_blocks_at_half_way(tmp_path):
+    # greedy's drops pulled a long-lived checkpoint back before the peak and left it stuck there
+    bench = bench_remat()
+    model = bench["EXACT_GRAPHS"]["resnet 2 blocks"]()
+    onnx.save(model, tmp_path / "m.onnx")
+    p = bench["exact_problem"](model, tmp_path / "m.onnx")
+    budget = bench["exact_budget"](p, 0.5)
+    assert simulate(p, ()).peak > budget
+    got = choose(p, budget, "greedy", RematOptions(timeout=10))
+    assert got.fits and simulate(p, got.dropped).peak <= budget
+
+
+@needs_ortools
+@pytest.mark.parametrize("name", list(bench_remat()["EXACT_GRAPHS"]))
+def test_greedy_within_10_percent_of_exact_where_it_proves_on_the_exact_table(tmp_path, name):
+    bench = bench_remat()
+    model = bench["EXACT_GRAPHS"][name]()
+    onnx.save(model, tmp_path / "m.onnx")
+    p = bench["exact_problem"](model, tmp_path / "m.onnx")
+    proven = 0
+    for frac in bench["EXACT_FRACTIONS"]:
+        budget = bench["exact_budget"](p, frac)
+        want = choose(p, budget, "exact", RematOptions(timeout=60))
+        if want.status != "optimal":
+            continue
+        proven += 1
+        got = choose(p, budget, "greedy", RematOptions(timeout=10))
+        assert got.fits and got.cost <= 1.1 * want.cost, (name, frac, got.cost, want.cost)
+    assert proven >= 1
 
 
 def test_random_and_side_effect_nodes_are_never_recomputed():

@@ -12,11 +12,17 @@ proves anything, so each says ``feasible`` or ``none``.
   of cost; once from no drops and once from the ``sqrt`` checkpoints, the
   cheaper that fits. On problems of at most :data:`IMPROVE_LIMIT` droppable
   values it then tries to keep each of the costliest drops and find another
-  way around it, keeping the cheaper answer. Before each drop, a dropped value that its recomputed dependants pull
-  back before the peak (a lost checkpoint) is kept again when that lowers the
-  peak. Then *prune*: undrop values, the most
-  expensive first, while the model still fits (runs of values at once, split
-  in halves when a run does not fit).
+  way around it, keeping the cheaper answer. Before each drop, a dropped
+  value that its recomputed dependants pull back before the peak (a *lost
+  checkpoint*) is kept again when that lowers the peak. When no value left
+  spans the peak (the loop is stuck), the drop whose own read after its gap
+  pulls a lost checkpoint back (:func:`pullers`) is kept again instead, when
+  that lowers the peak, and the loop goes on from the new peak: recomputing
+  it needs the checkpoint back first, so both second copies sit at the peak,
+  and keeping the checkpoint itself would keep its original copy there.
+  Then *prune*: undrop values, the most expensive first, while the model
+  still fits (runs of values at once, split in halves when a run does not
+  fit).
 * ``mirror``: MXNet's backward mirroring: drop every droppable value written
   by a cheap op (anything but convolutions and matrix products), then prune.
 * ``sqrt``: Chen et al.'s checkpoints for chain-like graphs: walk the
@@ -30,11 +36,12 @@ proves anything, so each says ``feasible`` or ``none``.
 from __future__ import annotations
 
 import math
+from typing import Iterable
 
-from .problem import RematProblem, simulate
+from .problem import RematProblem, Schedule, simulate
 from .registry import Choice, RematOptions, register, result
 
-__all__ = ["bundle", "greedy", "mirror", "prune", "sqrt_drops", "sqrt_segments"]
+__all__ = ["bundle", "greedy", "mirror", "prune", "pullers", "sqrt_drops", "sqrt_segments"]
 
 #: ops the mirror rule never recomputes (MXNet's: convolutions and matrix products)
 HEAVY = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "ConvInteger", "MatMulInteger", "QLinearConv",
@@ -81,6 +88,39 @@ def bundle(problem: RematProblem, v: int, drop: set[int]) -> set[int]:
     return out
 
 
+def pullers(problem: RematProblem, s: Schedule, drop: set[int], v: int) -> set[int]:
+    """The dropped values whose own reads after their gap bring dropped ``v`` back at
+    ``s.at[v]``, before its own: from ``v``, the dropped dependants recomputed at that step,
+    followed while they are pulled back themselves, up to those recomputed for their own
+    first read after the gap."""
+    p = problem
+    out: set[int] = set()
+    todo, seen = [v], {v}
+    while todo:
+        u = todo.pop()
+        for w in drop:
+            if w not in seen and s.at[w] == s.at[u] and u in p.reads[p.producer[w]]:
+                seen.add(w)
+                if s.at[w] == p.first_post[w]:
+                    out.add(w)
+                else:
+                    todo.append(w)
+    return out
+
+
+def _keep_again(p: RematProblem, s: Schedule, drop: set[int], tried: set[int], budget: int,
+                keeps: Iterable[set[int]]) -> Schedule | None:
+    """The first of ``keeps`` whose values, kept again, lower the peak (or the bytes above
+    ``budget`` at the same peak): taken out of ``drop`` into ``tried``; its schedule, or ``None``."""
+    for keep in keeps:
+        t = simulate(p, drop - keep)
+        if (t.peak, t.excess(budget)) < (s.peak, s.excess(budget)):
+            drop -= keep
+            tried |= keep
+            return t
+    return None
+
+
 def greedy_drops(problem: RematProblem, budget: int, options: RematOptions, start: set[int] | None = None,
                  forbid: set[int] | None = None) -> list[int]:
     """The greedy loop of the module doc, from ``start``, never dropping ``forbid``; returns
@@ -93,22 +133,22 @@ def greedy_drops(problem: RematProblem, budget: int, options: RematOptions, star
         k = s.peak_step
         # first, a dropped value its dependants pull back before the peak (a lost checkpoint): keep it
         pulled = [v for v in drop if v not in tried and s.at[v] <= k < p.first_post[v] < p.steps]
-        pulled.sort(key=lambda v: (-p.size[v], v))
-        undone = False
-        for v in pulled[:GREEDY_TRIES]:
-            t = simulate(p, drop - {v})
-            if (t.peak, t.excess(budget)) < (s.peak, s.excess(budget)):
-                drop.discard(v)
-                tried.add(v)
-                s, undone = t, True
-                break
-        if undone:
+        pulled = sorted(pulled, key=lambda v: (-p.size[v], v))[:GREEDY_TRIES]
+        t = _keep_again(p, s, drop, tried, budget, ({v} for v in pulled))
+        if t is not None:
+            s = t
             continue
         cands = [v for v, ok in enumerate(p.droppable)
                  if ok and v not in drop and v not in tried and p.last_pre[v] < k < p.first_post[v]
                  and p.start[v] <= k <= s.ends[v]]
         if not cands:
-            break
+            # stuck: keep again a drop whose own reads pull a lost checkpoint back before the peak
+            t = _keep_again(p, s, drop, tried, budget,
+                            ({w} for v in pulled for w in sorted(pullers(p, s, drop, v)) if w not in tried))
+            if t is None:
+                break
+            s = t
+            continue
         cands.sort(key=lambda v: (-p.size[v] / max(p.cost[v], 1), v))
         before = s.excess(budget)
         best: tuple[float, int] | None = None
