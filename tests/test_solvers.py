@@ -470,6 +470,20 @@ def test_lowest_first_places_as_by_hand(problem: Problem, seed: int) -> None:
     assert part.tolist() == _lowest_first_by_hand(problem, ranked.tolist(), keep.tolist())
 
 
+def test_lowest_first_groups_one_lifetime_by_alignment() -> None:
+    # u and v share p's lifetime but not its alignment. On p's top 3, v can
+    # sit at 3 and u, 4-aligned, at 4 only: v goes first although u ranks
+    # better, and u sits on v's top (4). On p's top 4 both can sit at 4: u
+    # ranks better and goes first, v on u's top (8)
+    for p_size, expected in ((3, [0, 4, 3]), (4, [0, 4, 8])):
+        problem = Problem((
+            Buffer("p", 0, 2, p_size), Buffer("u", 0, 2, 4, 4), Buffer("v", 0, 2, 1, 1),
+        ))
+        offs = Placer(problem).lowest_first(np.arange(3))
+        assert offs is not None and offs.tolist() == expected
+        assert expected == _lowest_first_by_hand(problem, [0, 1, 2], [-1, -1, -1])
+
+
 @FAST
 @given(problems(max_buffers=14, aligned=True), st.integers(0, 2**16))
 def test_rebuild_above_a_level_repeats_the_plan(problem: Problem, seed: int) -> None:

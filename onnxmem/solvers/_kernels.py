@@ -223,11 +223,11 @@ def _tree_raise(tmax: np.ndarray, tag: np.ndarray, half: int, lo: int, hi: int, 
 
 
 @njit(cache=True)
-def _tree_max(tmax: np.ndarray, tag: np.ndarray, half: int, lo: int, hi: int) -> np.int64:
+def _tree_max(tmax: np.ndarray, tag: np.ndarray, half: int, lo: int, hi: int) -> int:
     """The largest entry of ``[lo, hi)`` (0 for an empty range)."""
     out = np.int64(0)
     if lo >= hi:
-        return out
+        return int(out)
     # the raises recorded at the ancestors of both ends cover entries in range
     for x in (lo + half, hi - 1 + half):
         x >>= 1
@@ -248,7 +248,7 @@ def _tree_max(tmax: np.ndarray, tag: np.ndarray, half: int, lo: int, hi: int) ->
                 out = tmax[b]
         a >>= 1
         b >>= 1
-    return out
+    return int(out)
 
 
 @njit(cache=True)
