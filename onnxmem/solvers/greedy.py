@@ -413,12 +413,15 @@ def restarts(
       places buffers by rising offset, so this is the run whose ranks differ
       only above ``L``; it costs the part of a restart above ``L``.
 
-    The kind of round, the preorder and the move are chosen by
-    :func:`share_pick`: each is tried once, then the kinds and the preorders
-    share the time (a round with one preorder can cost ten times one with
-    another) and the moves the rounds, the larger shares to those whose rounds
-    reached the lowest plans. A plan no higher than the best replaces it (so
-    rebuilds move along plateaus); a lower one is reported to ``progress``.
+    Restarts and rebuilds take turns so that each gets half the time (a
+    rebuild improves a plan, a restart finds others to improve). A restart's
+    preorder and move are chosen by :func:`share_pick`: each is tried once, then
+    the preorders share the time (a round with one preorder can cost ten
+    times one with another) and the moves the rounds, the larger shares to
+    those whose restarts reached the lowest plans. A rebuild takes the
+    preorder and the move whose restarts reached the lowest plans. A plan no
+    higher than the best replaces it (so rebuilds move along plateaus); a
+    lower one is reported to ``progress``.
     It stops at the deadline or at the bound; it never returns a worse plan
     than ``incumbent``. Returns the best plan and the number of rounds. With
     no deadline it runs ``len(PREORDERS)`` rounds. A round the deadline
@@ -433,7 +436,7 @@ def restarts(
     inf = float("inf")
     spent, pre_best = [0.0] * len(pres), [inf] * len(pres)
     tried, move_best = [0.0] * len(RESTART_MOVES), [inf] * len(RESTART_MOVES)
-    kind_spent, kind_best = [0.0, 0.0], [inf, inf]  # restart, rebuild
+    kind_spent = [0.0, 0.0]  # restarts, rebuilds
     pinned = placer.fixed >= 0
     rng = np.random.default_rng(seed)
     best = incumbent
@@ -443,9 +446,13 @@ def restarts(
             break
         if deadline is not None and time.perf_counter() > deadline:
             break
-        kind = share_pick(kind_spent, kind_best)
-        which = share_pick(spent, pre_best, RESTART_FIRST if len(pres) == len(RESTART_FIRST) else None)
-        move = share_pick(tried, move_best)
+        kind = 0 if kind_spent[0] <= kind_spent[1] else 1  # half the time each
+        if kind == 0:
+            which = share_pick(spent, pre_best, RESTART_FIRST if len(pres) == len(RESTART_FIRST) else None)
+            move = share_pick(tried, move_best)
+        else:  # the preorder and the move whose restarts reached the lowest plans
+            which = min(range(len(pres)), key=lambda i: (pre_best[i], i))
+            move = min(range(len(RESTART_MOVES)), key=lambda i: (move_best[i], i))
         began = time.perf_counter()
         key = np.empty(n, dtype=np.float64)
         key[pres[which]] = np.arange(n)
@@ -462,12 +469,12 @@ def restarts(
             break
         h = placer.height(offs)
         took = time.perf_counter() - began
-        spent[which] += took
         kind_spent[kind] += took
-        tried[move] += 1
-        pre_best[which] = min(pre_best[which], h)
-        move_best[move] = min(move_best[move], h)
-        kind_best[kind] = min(kind_best[kind], h)
+        if kind == 0:  # a rebuild's height owes much to the part it kept
+            spent[which] += took
+            tried[move] += 1
+            pre_best[which] = min(pre_best[which], h)
+            move_best[move] = min(move_best[move], h)
         if h <= best.height:
             lower = h < best.height
             best = GreedyResult(offs, h, "restarts", False)
