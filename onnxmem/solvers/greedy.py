@@ -39,7 +39,8 @@ times. Lowest-first is the exact search's first descent without backing up:
 the buffer that can sit lowest (on top of the placed buffers it overlaps) goes
 next, ties by the preorder (see :func:`._kernels.lowest_first`). Where
 best fit stacks small long-lived buffers on top of the arena, it builds the
-arena from the bottom up; it costs O(n log n) plus the overlapping pairs.
+arena from the bottom up; each placement costs O(log sections) on a segment tree of
+the skyline (see :func:`._kernels.lowest_first`).
 
 Guarantee: every plan is valid (no two buffers live at one step share a byte,
 offsets aligned, pinned buffers where pinned). A plan is reported ``optimal``
