@@ -68,7 +68,7 @@ KERNELS: dict[str, tuple[str, dict[str, tuple[Any, tuple[Any, ...]]]]] = {
     "onnxmem.solvers._kernels": ("greedy", {
         "cover_lists": (_COVERS, (VEC, VEC, VEC)),
         "place": ((VEC, B1), (VEC, B1, VEC, _BUFS, _COVERS, I8)),
-        "lowest_first": ((VEC, B1), (VEC, I8, _BUFS, _COVERS, VEC, I8)),
+        "lowest_first": ((VEC, B1), (VEC, I8, _BUFS, (VEC, VEC), VEC, I8)),
     }),
     "onnxmem.solvers._search": ("search", {
         "preorder": (VEC, (VEC, VEC, VEC, VEC, VEC, VEC, VEC)),

@@ -121,7 +121,9 @@ def test_placements_same_as_numba(aot: Any, problem: Problem) -> None:
         for fit in (True, False):
             offs, done = k.place(order, fit, free, bufs, covers, 2**62)
             out.append((offs.tolist(), bool(done)))
-        offs, done = k.lowest_first(order, 6, bufs, covers, free, 2**62)
+        points = np.unique(np.concatenate([start, end]))
+        secs = (np.searchsorted(points, start), np.searchsorted(points, end))
+        offs, done = k.lowest_first(order, 6, bufs, secs, free, 2**62)
         out.append((offs.tolist(), bool(done)))
         answers.append(out)
     assert answers[0] == answers[1]

@@ -13,12 +13,14 @@ from numba import njit
 
 from .._cyclecounter import cycles
 
-__all__ = ["Bufs", "Covers", "cover_lists", "lowest_first", "place"]
+__all__ = ["Bufs", "Covers", "Sections", "cover_lists", "lowest_first", "place"]
 
 #: ``(start, end, size, align)``, int64, one entry per buffer
 Bufs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 #: ``(ss, pos, cover_ptr, cover)`` from :func:`cover_lists`
 Covers = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+#: ``(slo, shi)``: each buffer's time sections ``[slo, shi)`` (see :func:`lowest_first`)
+Sections = tuple[np.ndarray, np.ndarray]
 
 
 @njit(cache=True)
@@ -180,48 +182,149 @@ def _heap_pop(heap: np.ndarray, count: int) -> tuple[np.int64, int]:
 
 
 @njit(cache=True)
+def _tree_raise(tmax: np.ndarray, tag: np.ndarray, half: int, lo: int, hi: int, value: int) -> None:
+    """Raise every entry of ``[lo, hi)`` to at least ``value`` (see :func:`lowest_first`).
+
+    The tree: leaf ``half + s`` is section ``s``; ``tag[x]`` is the largest
+    raise applied to all of node ``x``'s range, ``tmax[x]`` the largest entry
+    of that range counting the raises at ``x`` and below (the raises at its
+    ancestors are read on the way down, :func:`_tree_max`).
+    """
+    if lo >= hi:
+        return
+    a = lo + half
+    b = hi + half
+    while a < b:
+        if a & 1:
+            if value > tmax[a]:
+                tmax[a] = value
+            if value > tag[a]:
+                tag[a] = value
+            a += 1
+        if b & 1:
+            b -= 1
+            if value > tmax[b]:
+                tmax[b] = value
+            if value > tag[b]:
+                tag[b] = value
+        a >>= 1
+        b >>= 1
+    # the ancestors of both ends: their maxima take the raised children in
+    for x in (lo + half, hi - 1 + half):
+        x >>= 1
+        while x >= 1:
+            m = tmax[2 * x]
+            if tmax[2 * x + 1] > m:
+                m = tmax[2 * x + 1]
+            if tag[x] > m:
+                m = tag[x]
+            tmax[x] = m
+            x >>= 1
+
+
+@njit(cache=True)
+def _tree_max(tmax: np.ndarray, tag: np.ndarray, half: int, lo: int, hi: int) -> int:
+    """The largest entry of ``[lo, hi)`` (0 for an empty range)."""
+    out = np.int64(0)
+    if lo >= hi:
+        return int(out)
+    # the raises recorded at the ancestors of both ends cover entries in range
+    for x in (lo + half, hi - 1 + half):
+        x >>= 1
+        while x >= 1:
+            if tag[x] > out:
+                out = tag[x]
+            x >>= 1
+    a = lo + half
+    b = hi + half
+    while a < b:
+        if a & 1:
+            if tmax[a] > out:
+                out = tmax[a]
+            a += 1
+        if b & 1:
+            b -= 1
+            if tmax[b] > out:
+                out = tmax[b]
+        a >>= 1
+        b >>= 1
+    return int(out)
+
+
+@njit(cache=True)
 def lowest_first(
-    ranked: np.ndarray, shift: int, bufs: Bufs, covers: Covers, off0: np.ndarray, deadline: int,
+    ranked: np.ndarray, shift: int, bufs: Bufs, secs: Sections, off0: np.ndarray, deadline: int,
 ) -> tuple[np.ndarray, bool]:
     """Offsets of a lowest-first plan: the buffer that can sit lowest goes next.
 
     ``off0`` gives the buffers already placed (their offsets) and the ones to
     place (-1); ``ranked`` lists the ones to place, best rank first (ties
     between equal lowest offsets go to the better rank). A buffer's lowest
-    offset ``minoff`` starts at the top of the highest placed buffer it
-    overlaps in time (so a plan is only rebuilt above the buffers kept, as
-    :mod:`.repair` does). A heap holds one key ``minoff << shift | rank`` per
-    unplaced buffer; ``minoff`` only grows, so a popped key that is out of date
-    is pushed back with the current value (lazy update), and a key that is up
-    to date is the true minimum. The caller guarantees that every offset fits
-    in ``62 - shift`` bits. Returns the offsets and whether the plan is
-    complete: past ``deadline`` (on :func:`onnxmem._compiled.cycles`) it stops
-    early and the offsets are partial.
+    offset ``minoff`` is the top of the highest placed buffer it overlaps in
+    time, aligned up (so a plan is only rebuilt above the buffers kept).
+    ``secs``: each buffer's time sections ``[slo, shi)``, the intervals
+    between consecutive lifetime end points.
+
+    The *skyline* (the highest placed top in each section) is kept in a
+    segment tree with range raises and range maxima, so a buffer's ``minoff``
+    is one range maximum over its sections and a placement one range raise:
+    O(log sections) each, whatever the number of buffers a long lifetime
+    overlaps. A heap holds one key ``minoff << shift | rank`` per group of
+    unplaced buffers with the same lifetime and alignment (the group's best
+    rank; the next one takes its place when it is placed). ``minoff`` only
+    grows, so a popped key is checked against the skyline and, when out of
+    date, pushed back with the current value (lazy update); a key that is up
+    to date is the true minimum. The plan is the same as placing one buffer
+    at a time by the least ``(minoff, rank)``. The caller
+    guarantees that every offset fits in ``62 - shift`` bits. Returns the
+    offsets and whether the plan is complete: past ``deadline`` (on
+    :func:`onnxmem._compiled.cycles`) it stops early and the offsets are
+    partial.
     """
-    start, end, size, align = bufs
-    ss, pos, cover_ptr, cover = covers
+    size, align = bufs[2], bufs[3]
+    slo, shi = secs
     n = size.shape[0]
     m = ranked.shape[0]
     off = off0.copy()
-    minoff = np.zeros(n, dtype=np.int64)
+    nsec = 1
+    for b in range(n):
+        if shi[b] > nsec:
+            nsec = shi[b]
+    half = 1
+    while half < nsec:
+        half *= 2
+    tmax = np.zeros(2 * half, dtype=np.int64)
+    tag = np.zeros(2 * half, dtype=np.int64)
+    for b in range(n):  # the buffers kept
+        if off[b] >= 0 and size[b] > 0:
+            _tree_raise(tmax, tag, half, slo[b], shi[b], off[b] + size[b])
+    # buffers of one lifetime (the same sections) and alignment always have
+    # the same minoff, so they wait in the heap as one group, best rank
+    # first: only the group's best unplaced buffer holds a key (in a section
+    # with many short-lived buffers, each placement would otherwise make the
+    # others' keys out of date, and each would be popped and pushed back)
+    gkey = np.empty(m, dtype=np.int64)
+    akey = np.empty(m, dtype=np.int64)
+    for q in range(m):
+        gkey[q] = slo[ranked[q]] * (nsec + 1) + shi[ranked[q]]
+        akey[q] = align[ranked[q]]
+    by_align = np.argsort(akey, kind="mergesort")
+    # by lifetime, then alignment, then rank (both sorts are stable)
+    by_group = by_align[np.argsort(gkey[by_align], kind="mergesort")]
+    after = np.full(m, -1, dtype=np.int64)  # the next rank of the same group
     heap = np.empty(m + 1, dtype=np.int64)
     count = 0
-    for q in range(m):
+    for t in range(m):
+        q = by_group[t]
+        if t + 1 < m and gkey[by_group[t + 1]] == gkey[q] and akey[by_group[t + 1]] == akey[q]:
+            after[q] = by_group[t + 1]
+        if t > 0 and gkey[by_group[t - 1]] == gkey[q] and akey[by_group[t - 1]] == akey[q]:
+            continue  # not the group's best
         b = ranked[q]
-        low = np.int64(0)
-        for c in range(cover_ptr[b], cover_ptr[b + 1]):
-            j = cover[c]
-            if off[j] >= 0 and off[j] + size[j] > low:
-                low = off[j] + size[j]
-        for p in range(pos[b] + 1, n):
-            j = ss[p]
-            if start[j] >= end[b]:
-                break
-            if size[j] > 0 and off[j] >= 0 and off[j] + size[j] > low:
-                low = off[j] + size[j]
+        low = _tree_max(tmax, tag, half, slo[b], shi[b])
         a = align[b]
-        minoff[b] = low if a <= 1 else -(-low // a) * a
-        count = _heap_push(heap, count, (minoff[b] << shift) | q)
+        low = low if a <= 1 else -(-low // a) * a
+        count = _heap_push(heap, count, (low << shift) | q)
     mask = (np.int64(1) << shift) - 1
     pops = 0
     while count > 0:
@@ -232,24 +335,22 @@ def lowest_first(
         r = key & mask
         b = ranked[r]
         o = key >> shift
-        if o != minoff[b]:
-            count = _heap_push(heap, count, (minoff[b] << shift) | r)
-            continue
         if size[b] == 0:
             off[b] = 0
-            continue
-        off[b] = o
-        top = o + size[b]
-        for c in range(cover_ptr[b], cover_ptr[b + 1]):
-            j = cover[c]
-            if off[j] < 0 and minoff[j] < top:
-                a = align[j]
-                minoff[j] = top if a <= 1 else -(-top // a) * a
-        for p in range(pos[b] + 1, n):
-            j = ss[p]
-            if start[j] >= end[b]:
-                break
-            if size[j] > 0 and off[j] < 0 and minoff[j] < top:
-                a = align[j]
-                minoff[j] = top if a <= 1 else -(-top // a) * a
+        else:
+            low = _tree_max(tmax, tag, half, slo[b], shi[b])
+            a = align[b]
+            low = low if a <= 1 else -(-low // a) * a
+            if low != o:
+                count = _heap_push(heap, count, (low << shift) | r)
+                continue
+            off[b] = o
+            _tree_raise(tmax, tag, half, slo[b], shi[b], o + size[b])
+        r = after[r]
+        if r >= 0:  # the group's next buffer takes its place in the heap
+            b = ranked[r]
+            low = _tree_max(tmax, tag, half, slo[b], shi[b])
+            a = align[b]
+            low = low if a <= 1 else -(-low // a) * a
+            count = _heap_push(heap, count, (low << shift) | r)
     return off, True

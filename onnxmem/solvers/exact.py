@@ -43,7 +43,7 @@ proof (the lower bound is met, or every smaller capacity was exhausted);
 ``infeasible`` only when the search space at that capacity was exhausted.
 Problems with pinned buffers get the best greedy plan with its honest
 status; problems too large for the search's undo stacks spend the rest of the
-budget on lowest-first restarts (:func:`.greedy.restarts`), which keep
+budget on lowest-first restarts and rebuilds (:func:`.greedy.restarts`), which keep
 improving the plan until the deadline.
 
 ``auto`` (the default of ``plan``) tries the cheap answers before the search,

@@ -39,7 +39,8 @@ times. Lowest-first is the exact search's first descent without backing up:
 the buffer that can sit lowest (on top of the placed buffers it overlaps) goes
 next, ties by the preorder (see :func:`._kernels.lowest_first`). Where
 best fit stacks small long-lived buffers on top of the arena, it builds the
-arena from the bottom up; it costs O(n log n) plus the overlapping pairs.
+arena from the bottom up; each placement costs O(log sections) on a segment tree of
+the skyline (see :func:`._kernels.lowest_first`).
 
 Guarantee: every plan is valid (no two buffers live at one step share a byte,
 offsets aligned, pinned buffers where pinned). A plan is reported ``optimal``
@@ -60,8 +61,9 @@ from .baseline import place_in_order
 from .registry import SolveOptions, judge, register
 
 __all__ = [
-    "BEST_GREEDY_TIMEOUT", "GreedyResult", "NUMPY_MAX", "ORDERS", "PREORDERS", "Placer",
-    "best_greedy_offsets", "greedy_offsets", "order_by", "place", "preorder", "restarts",
+    "BEST_GREEDY_TIMEOUT", "GreedyResult", "NUMPY_MAX", "ORDERS", "PREORDERS", "Placer", "RESTART_FIRST",
+    "RESTART_MOVES", "best_greedy_offsets", "greedy_offsets", "order_by", "place", "preorder", "restarts",
+    "share_pick",
 ]
 
 #: ``best-greedy``'s default budget in seconds (at least one member always runs;
@@ -87,6 +89,12 @@ class Placer:
         self.compile_seconds = _warm_kernels()
         self.bufs = (self.start, self.end, self.size, self.align)
         self.cover = cover_lists(self.start, self.end, self.size)
+        points = time_points(self.start, self.end)
+        #: each buffer's time sections ``[slo, shi)``, for lowest-first
+        self.secs = (
+            np.searchsorted(points, self.start).astype(np.int64),
+            np.searchsorted(points, self.end).astype(np.int64),
+        )
 
     def place(self, order: np.ndarray, best_fit: bool = True) -> np.ndarray:
         """Offsets (int64, buffer order) from placing buffers in ``order``."""
@@ -133,7 +141,7 @@ class Placer:
         lowest_first = _greedy_kernels().lowest_first
         ranked = np.asarray(ranked, dtype=np.int64)
         stop = NO_DEADLINE if deadline is None else deadline_cycles(deadline - time.perf_counter())
-        offs, complete = lowest_first(ranked[keep[ranked] < 0], shift, self.bufs, self.cover, keep, stop)
+        offs, complete = lowest_first(ranked[keep[ranked] < 0], shift, self.bufs, self.secs, keep, stop)
         return offs if complete else None
 
     def height(self, offsets: np.ndarray) -> int:
@@ -160,7 +168,7 @@ def _warm_kernels() -> float:
     spent = warm_up(cover_lists, lambda: cover_lists(zero, one, one))
     covers = cover_lists(zero, one, one)
     spent += warm_up(place_kernel, lambda: place_kernel(zero, True, free, bufs, covers, NO_DEADLINE))
-    spent += warm_up(lowest_first, lambda: lowest_first(zero, 2, bufs, covers, free, NO_DEADLINE))
+    spent += warm_up(lowest_first, lambda: lowest_first(zero, 2, bufs, (zero, one), free, NO_DEADLINE))
     return spent
 
 
@@ -362,20 +370,62 @@ def best_greedy_offsets(
     return best
 
 
+#: the order in which :func:`restarts` first tries the preorders (indices
+#: into :data:`PREORDERS`): the greedy family's most promising first
+RESTART_FIRST = (2, 0, 1)
+#: how far :func:`restarts` moves a rank, as a share of the buffers
+RESTART_MOVES = (0.001, 0.01, 0.05)
+
+
+def share_pick(cost: list[float], best: list[float], first: tuple[int, ...] | None = None) -> int:
+    """The option (an index) an anytime loop spends its next round on.
+
+    ``cost[i]``: what option ``i``'s rounds have cost so far (seconds, or
+    rounds); ``best[i]``: the lowest height they reached (``inf`` while
+    untried). Untried options go first, in ``first``'s order (default: by
+    index). Then the options are ranked by ``best`` (0 for the lowest) and the
+    next round goes to the least ``cost[i] * 2**rank``: the best option gets
+    about half the budget, the next a quarter, and so on, so every option
+    keeps being tried, the ones that reach low plans most, and cheap rounds
+    are many where expensive ones are few. Ties go to the lower index.
+    """
+    order = range(len(cost)) if first is None else first
+    for i in order:
+        if best[i] == float("inf"):
+            return i
+    rank = {i: r for r, i in enumerate(sorted(range(len(best)), key=lambda i: (best[i], i)))}
+    return min(range(len(cost)), key=lambda i: (cost[i] * 2 ** rank[i], i))
+
+
 def restarts(
     problem: Problem, incumbent: GreedyResult, *, deadline: float | None, bound: int,
     seed: int = 0, progress: Callable[[str], None] | None = None, placer: Placer | None = None,
 ) -> tuple[GreedyResult, int]:
     """Lowest-first plans from perturbed preorders until ``deadline``; the best.
 
-    The anytime phase for problems too large for the exact search: each round
-    takes one of :data:`PREORDERS` (in turn, then at random), moves every
-    buffer's rank by a random amount (up to 0.1%, 1% or 5% of the buffers),
-    and runs the lowest-first placement with those ranks. A lower plan
-    replaces the incumbent (and is reported to ``progress``). It stops at the
-    deadline or at the bound; it never returns a worse plan than
-    ``incumbent``. Returns the best plan and the number of rounds. With no
-    deadline it runs ``len(PREORDERS)`` rounds. A round the deadline
+    The anytime phase for problems too large for the exact search. Each round
+    takes one of :data:`PREORDERS`, moves every buffer's rank by a random
+    amount (up to one of :data:`RESTART_MOVES`, a share of the buffers), and
+    runs the lowest-first placement with those ranks, either
+
+    - from scratch (a *restart*), or
+    - above a random level ``L`` of the best plan so far (a *rebuild*): its
+      buffers below ``L`` stay, the others are placed again. Lowest-first
+      places buffers by rising offset, so this is the run whose ranks differ
+      only above ``L``; it costs the part of a restart above ``L``.
+
+    Restarts and rebuilds take turns so that each gets half the time (a
+    rebuild improves a plan, a restart finds others to improve). A restart's
+    preorder and move are chosen by :func:`share_pick`: each is tried once, then
+    the preorders share the time (a round with one preorder can cost ten
+    times one with another) and the moves the rounds, the larger shares to
+    those whose restarts reached the lowest plans. A rebuild takes the
+    preorder and the move whose restarts reached the lowest plans. A plan no
+    higher than the best replaces it (so rebuilds move along plateaus); a
+    lower one is reported to ``progress``.
+    It stops at the deadline or at the bound; it never returns a worse plan
+    than ``incumbent``. Returns the best plan and the number of rounds. With
+    no deadline it runs ``len(PREORDERS)`` rounds. A round the deadline
     interrupts is dropped.
     """
     if placer is None:
@@ -384,6 +434,11 @@ def restarts(
             deadline += placer.compile_seconds
     n = len(problem)
     pres = [preorder(problem, keys) for keys in PREORDERS]
+    inf = float("inf")
+    spent, pre_best = [0.0] * len(pres), [inf] * len(pres)
+    tried, move_best = [0.0] * len(RESTART_MOVES), [inf] * len(RESTART_MOVES)
+    kind_spent = [0.0, 0.0]  # restarts, rebuilds
+    pinned = placer.fixed >= 0
     rng = np.random.default_rng(seed)
     best = incumbent
     rounds = 0
@@ -392,20 +447,42 @@ def restarts(
             break
         if deadline is not None and time.perf_counter() > deadline:
             break
-        which = rounds if rounds < len(pres) else int(rng.integers(0, len(pres)))
+        kind = 0 if kind_spent[0] <= kind_spent[1] else 1  # half the time each
+        if kind == 0:
+            which = share_pick(spent, pre_best, RESTART_FIRST if len(pres) == len(RESTART_FIRST) else None)
+            move = share_pick(tried, move_best)
+        else:  # the preorder and the move whose restarts reached the lowest plans
+            which = min(range(len(pres)), key=lambda i: (pre_best[i], i))
+            move = min(range(len(RESTART_MOVES)), key=lambda i: (move_best[i], i))
+        began = time.perf_counter()
         key = np.empty(n, dtype=np.float64)
         key[pres[which]] = np.arange(n)
-        key += rng.random(n) * n * float(rng.choice([0.001, 0.01, 0.05]))
-        offs = placer.lowest_first(np.argsort(key, kind="stable"), deadline=deadline)
+        key += rng.random(n) * n * RESTART_MOVES[move]
+        ranked = np.argsort(key, kind="stable")
+        if kind == 0:
+            offs = placer.lowest_first(ranked, deadline=deadline)
+        else:
+            level = int(rng.integers(0, max(1, best.height)))
+            keep = np.where((best.offsets < level) | pinned, best.offsets, -1)
+            offs = placer.lowest_first(ranked, keep, deadline=deadline)
         rounds += 1
-        if offs is None:  # the deadline passed during the round
+        if offs is None:  # the deadline passed during the round (or it does not apply)
             break
         h = placer.height(offs)
-        if h < best.height:
+        took = time.perf_counter() - began
+        kind_spent[kind] += took
+        if kind == 0:  # a rebuild's height owes much to the part it kept
+            spent[which] += took
+            tried[move] += 1
+            pre_best[which] = min(pre_best[which], h)
+            move_best[move] = min(move_best[move], h)
+        if h <= best.height:
+            lower = h < best.height
             best = GreedyResult(offs, h, "restarts", False)
-            if progress is not None:
+            if lower and progress is not None:
                 gap = 100.0 * (h - bound) / bound if bound else 0.0
-                progress(f"restart {rounds}: {h:,} (+{gap:.4f}% over the bound {bound:,})")
+                what = "restart" if kind == 0 else "rebuild"
+                progress(f"{what} {rounds}: {h:,} (+{gap:.4f}% over the bound {bound:,})")
     return best, rounds
 
 
