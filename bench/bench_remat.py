@@ -94,9 +94,12 @@ def budget_row(name: str, path: Path, factor: float, algorithm: str, folder: str
         ok = not cmp.execution.findings and cmp.identical
         check = f"ok, {len(cmp.outputs)} outputs identical" if ok else "MISMATCH"
     status = got.choice.status if got.choice else "-"
+    used = got.choice.algorithm if got.choice else "-"
+    if used not in (algorithm, "-"):  # no fit of its own: the rewrite with the smallest arena
+        used = f"{algorithm}: {used}"
     return (f"| {name} | {len(model.graph.node)} | {base / 2**20:.2f} MiB | {factor:g}x | "
             f"{got.planned.plan.arena_size / 2**20:.2f} MiB ({got.planned.plan.arena_size / base:.3f}x) | "
-            f"{got.extra_percent:.1f}% | {got.choice.algorithm if got.choice else '-'} ({status}) | "
+            f"{got.extra_percent:.1f}% | {used} ({status}) | "
             f"{check} | {secs:.1f} s |")
 
 
