@@ -86,7 +86,7 @@ def budget_row(name: str, path: Path, factor: float, algorithm: str, folder: str
     base = got.original.plan.arena_size
     check = "unchanged"
     if got.rewritten is not None:
-        out = path.parent / f"{path.stem}-rewritten.onnx"  # beside its weights
+        out = Path(folder) / f"{path.stem}-rewritten.onnx"  # the run's folder: beside what materialize wrote
         onnx.save(got.rewritten, out)
         onnx.checker.check_model(str(out))
         cmp = compare_with_original(got.rewritten, got.planned.plan, got.planned.view, model,
