@@ -245,8 +245,9 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     view reads as its source and no subgraph captures, written by a node that
     :func:`recomputable` accepts (the default domain but :data:`NO_RECOMPUTE`,
     or onnxruntime's :data:`MS_RECOMPUTE`; any number of outputs) and that is no
-    view, and its reads leave a gap of at least one step that writes into the arena where it need not be
-    live (or none: it then comes back only with a recomputed dependant). A Concat whose inputs can sit inside its output
+    view, and its reads leave a gap of at least one step that writes into the
+    arena where it need not be live (or none: it then comes back only with a
+    recomputed dependant). A Concat whose inputs can sit inside its output
     (:func:`onnxmem.aliasing.concat_slices`) and are read by no other Concat
     is a group (``RematProblem.groups``); its output is not droppable.
     """
@@ -308,7 +309,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
             pos = [st] + uses
             # the longest gap with a step between that writes into the arena (a step that writes
             # nothing there, such as an Unsqueeze of a weight, holds no more than the step before)
-            width, steps, i = max((writes[pos[j + 1]] - writes[pos[j] + 1], pos[j + 1] - pos[j], -j)
+            width, _span, i = max((writes[pos[j + 1]] - writes[pos[j] + 1], pos[j + 1] - pos[j], -j)
                                   for j in range(len(pos) - 1))
             if width >= 1:
                 lp, fp = pos[-i], pos[-i + 1]
