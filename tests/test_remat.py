@@ -71,6 +71,46 @@ def unet_like(depth: int, seed: int, width: int = 16) -> onnx.ModelProto:
     return make_model(nodes, [vi("x", [1, width])], [vi("y", [1, width * (depth + 1)])])
 
 
+def densenet_like(layers: int = 4, stem: int = 8, growth: int = 4, bottleneck: int = 16,
+                  spatial: int = 16) -> onnx.ModelProto:
+    """DenseNet-121's block in plain ops, as the onnx wheel's model writes it: per layer
+    BatchNormalization, a per-channel scale and shift (Mul, Add of a weight Unsqueezed right
+    before), ReLU, a 1x1 convolution to ``bottleneck`` channels, the same again, a 3x3
+    convolution to ``growth`` channels, and a Concat of the layer's input with them, which
+    the next layer reads twice (its BatchNormalization, its Concat)."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], [numpy_helper.from_array(np.array([1, 2], dtype=np.int64), "axes")]
+
+    def w(name: str, shape: list[int]) -> str:
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name))
+        return name
+
+    def bn_relu(x: str, c: int, tag: str) -> str:
+        nodes.append(helper.make_node("BatchNormalization", [x] + [w(f"{tag}_{k}", [c]) for k in "sbmv"],
+                                      [f"{tag}_bn"], name=f"{tag}_BN"))
+        prev = f"{tag}_bn"
+        for op in ("Mul", "Add"):
+            nodes.append(helper.make_node("Unsqueeze", [w(f"{tag}_{op}_w", [c]), "axes"], [f"{tag}_{op}_u"],
+                                          name=f"{tag}_{op}_U"))
+            nodes.append(helper.make_node(op, [prev, f"{tag}_{op}_u"], [f"{tag}_{op}"], name=f"{tag}_{op}"))
+            prev = f"{tag}_{op}"
+        nodes.append(helper.make_node("Relu", [prev], [f"{tag}_relu"], name=f"{tag}_Relu"))
+        return f"{tag}_relu"
+
+    nodes.append(helper.make_node("Conv", ["x", w("stem", [stem, 3, 3, 3])], ["h0"], name="stem", pads=[1, 1, 1, 1]))
+    h, c = "h0", stem
+    for i in range(layers):
+        nodes.append(helper.make_node("Conv", [bn_relu(h, c, f"L{i}a"), w(f"L{i}w1", [bottleneck, c, 1, 1])],
+                                      [f"L{i}c1"], name=f"L{i}c1"))
+        nodes.append(helper.make_node("Conv", [bn_relu(f"L{i}c1", bottleneck, f"L{i}b"),
+                                               w(f"L{i}w3", [growth, bottleneck, 3, 3])],
+                                      [f"L{i}new"], name=f"L{i}c3", pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Concat", [h, f"L{i}new"], [f"cat{i}"], name=f"cat{i}", axis=1))
+        h, c = f"cat{i}", c + growth
+    nodes.append(helper.make_node("GlobalAveragePool", [bn_relu(h, c, "T")], ["y"], name="pool"))
+    return make_model(nodes, [vi("x", [1, 3, spatial, spatial])], [vi("y", [1, c, 1, 1])], inits)
+
+
 def problem_of(model: onnx.ModelProto):
     view, order = file_order_view(model)
     return build_problem(view, order, flops_costs(view, model), alignment=64)
@@ -87,13 +127,15 @@ def test_dropping_a_value_read_across_a_gap_frees_it_there_and_costs_its_produce
     a = p.name.index("a")
     assert p.droppable[a] and (p.last_pre[a], p.first_post[a]) == (1, 3)
     # slots: 2t while the duplicates before step t run, 2t + 1 while node t runs; 64 B a value;
-    # C writes c over b and Y writes y over c (the in-place rule: each input dies there)
-    assert p.inplace == ((2, p.name.index("b"), p.name.index("c")), (3, p.name.index("c"), p.name.index("y")))
+    # the in-place rule: B may write b over a, C c over b, Y y over c or a, where that input dies
+    b, c, y = (p.name.index(n) for n in "bcy")
+    assert p.inplace == ((1, a, b), (2, b, c), (3, c, y), (3, a, y))
     assert simulate(p, ()).curve.tolist() == [0, 128, 64, 128, 128, 128, 128, 128]
     s = simulate(p, {a})
     assert s.at[a] == 3 and s.cost == 16  # Relu again before Y: 16 elements
-    # a is freed after B; x lives on until the duplicate reads it (slot 6), a's copy from there
-    assert s.curve.tolist() == [0, 128, 128, 192, 128, 128, 192, 128]
+    # a's original copy dies at B, which writes b over it; x lives on until the duplicate
+    # reads it (slot 6), a's copy from there
+    assert s.curve.tolist() == [0, 128, 128, 128, 128, 128, 192, 128]
 
 
 @needs_ortools
@@ -271,6 +313,39 @@ def test_training_graph_fits_and_computes_the_same_gradients(tmp_path, build, fa
     assert want.keys() == have.keys()
     for k in want:
         assert want[k].tobytes() == have[k].tobytes(), k
+
+
+def test_a_dense_block_fits_below_its_arena_by_recomputing_the_layer_before_its_last(tmp_path):
+    from onnxmem.execution import ExecutionOptions
+    from onnxmem.remat.check import compare_with_original
+
+    model = densenet_like()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    got = plan_with_budget(model, path, PlanOptions(), factor=0.95)
+    ch = 16 * 16 * 4  # one channel of 16 x 16 floats
+    # the peak: the last layer's 1x1 convolution reads BN-ReLU of the concatenation (20
+    # channels), which the block's last Concat reads again, and writes 16: 56 channels
+    assert got.original.plan.arena_size == 56 * ch
+    # drop the concatenation and the layer before that wrote it: the convolution then holds
+    # the one before (16 channels) instead, 16 + 20 + 16; before the last Concat the layer
+    # runs again over it, each step of its BN-scale-shift-ReLU chain in place, beside the
+    # last layer's new channels: 16 + 16 + 16 + 4
+    assert got.planned.plan.arena_size == 52 * ch <= got.budget
+    layer = {f"L2{t}_{k}" for t in "ab" for k in ("BN", "Mul", "Add", "Relu")} | {"L2c1", "L2c3", "cat2"}
+    assert {n.name.split("__remat")[0] for n in got.rewritten.graph.node if "__remat" in n.name} == layer
+    # the problem's model of the peak sees what the planner finds
+    order = got.original.liveness.order
+    p = build_problem(got.original.view, order, flops_costs(got.original.view, model))
+    assert simulate(p, [p.name.index(n) for n in got.planned.plan.extra["remat"]["recomputed"]]).peak == 52 * ch
+    # a value read only across steps that write nothing to the arena (an Unsqueeze of a
+    # weight) has no gap: it comes back with the value it is read for
+    mul = p.name.index("L2a_Mul")
+    assert p.droppable[mul] and p.first_post[mul] == p.steps
+    onnx.checker.check_model(got.rewritten)
+    cmp = compare_with_original(got.rewritten, got.planned.plan, got.planned.view, model,
+                                rewritten_path=path, original_path=path, options=ExecutionOptions())
+    assert not cmp.execution.findings and cmp.identical and cmp.outputs
 
 
 def test_a_plan_that_fits_changes_nothing(tmp_path):

@@ -44,8 +44,9 @@ def test_a_multi_output_node_is_dropped_and_its_other_outputs_die_in_the_duplica
     assert simulate(p, ()).curve.tolist() == [0, 256, 64, 128, 128, 128, 128, 128]
     s = simulate(p, {a})
     assert s.at[a] == 3 and s.cost == 8 * 16  # LayerNormalization again before Y: 8 FLOPs an element
-    # x lives on to the duplicate (slot 6), which writes a' and two statistics (x, c, a', 2 x 64)
-    assert s.curve.tolist() == [0, 256, 128, 192, 128, 128, 320, 128]
+    # B writes b over a's original copy, which dies there (slot 3); x lives on to the duplicate
+    # (slot 6), which writes a' and two statistics (x, c, a', 2 x 64)
+    assert s.curve.tolist() == [0, 256, 128, 128, 128, 128, 320, 128]
 
 
 def test_random_and_contrib_ops_recomputable_by_the_rule():

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import Any
 
 from ..errors import OnnxmemError
 from .heuristics import greedy, mirror, sqrt_segments
@@ -142,16 +143,23 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
         early = m.NewIntVar(0, 2 * n, f"gl{g}")
         intervals.append(m.NewIntervalVar(gs, early, 2 * p.start[g] + 1, f"g{g}"))
         demands.append(p.size[g])
-    shift = {}  # v -> written over its input u (in place): its interval starts a slot later
+    ways: dict[int, list[Any]] = {}  # v -> one boolean per input u it may be written over (in place)
     for s, u, v in p.inplace:
-        if p.size[v] == 0 or v in grouped:
+        if p.size[v] == 0 or v in grouped or (u not in oe and p.end[u] != s):
             continue
-        b = m.NewBoolVar(f"ip{v}")
+        b = m.NewBoolVar(f"ip{v}_{u}")
         if u in oe:
             m.Add(oe[u] <= 2 * s + 2).OnlyEnforceIf(b)
         if u in d and p.last_pre[u] < s:
             m.AddImplication(b, d[u].Not())
-        shift[v] = b
+        ways.setdefault(v, []).append(b)
+    shift = {}  # v -> written over one of them: its interval starts a slot later
+    for v, bs in ways.items():
+        if len(bs) == 1:
+            shift[v] = bs[0]
+        else:
+            shift[v] = m.NewBoolVar(f"ip{v}")
+            m.AddBoolOr(bs).OnlyEnforceIf(shift[v])
     for v, sz in enumerate(p.size):
         if sz == 0:
             continue

@@ -19,7 +19,9 @@ proves anything, so each says ``feasible`` or ``none``.
   pulls a lost checkpoint back (:func:`pullers`) is kept again instead, when
   that lowers the peak, and the loop goes on from the new peak: recomputing
   it needs the checkpoint back first, so both second copies sit at the peak,
-  and keeping the checkpoint itself would keep its original copy there.
+  and keeping the checkpoint itself would keep its original copy there;
+  failing that, a drop written before the peak and recomputed after it (the
+  nearest first), whose recomputation keeps what it reads across the peak.
   Then *prune*: undrop values, the most expensive first, while the model
   still fits (runs of values at once, split in halves when a run does not
   fit).
@@ -35,6 +37,7 @@ proves anything, so each says ``feasible`` or ``none``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Iterable
 
@@ -49,6 +52,9 @@ HEAVY = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "ConvInteger", "Ma
 
 #: candidates simulated per greedy step
 GREEDY_TRIES = 4
+
+#: dropped values tried to keep again when greedy is stuck
+STUCK_TRIES = 16
 
 #: greedy's improvement pass runs on problems of at most this many droppable values, this many times
 IMPROVE_LIMIT = 400
@@ -142,9 +148,14 @@ def greedy_drops(problem: RematProblem, budget: int, options: RematOptions, star
                  if ok and v not in drop and v not in tried and p.last_pre[v] < k < p.first_post[v]
                  and p.start[v] <= k <= s.ends[v]]
         if not cands:
-            # stuck: keep again a drop whose own reads pull a lost checkpoint back before the peak
-            t = _keep_again(p, s, drop, tried, budget,
-                            ({w} for v in pulled for w in sorted(pullers(p, s, drop, v)) if w not in tried))
+            # stuck: keep again a drop whose own reads pull a lost checkpoint back before the peak,
+            # else one written before the peak and recomputed after it (its recomputation keeps
+            # what it reads alive across the peak: keeping it may free more than it holds)
+            across = sorted((v for v in drop if v not in tried and p.start[v] <= k < s.at[v]),
+                            key=lambda v: (-p.start[v], v))[:STUCK_TRIES]
+            t = _keep_again(p, s, drop, tried, budget, itertools.chain(
+                ({w} for v in pulled for w in sorted(pullers(p, s, drop, v)) if w not in tried),
+                ({v} for v in across)))
             if t is None:
                 break
             s = t

@@ -13,7 +13,10 @@ output is a group (``RematProblem.groups``).
 
 **The recomputation rule.** A value ``v`` may be *dropped* when it is
 droppable (:func:`build_problem` says when). Its reads split at the longest
-gap between consecutive reads (the write counts as the first): the original
+gap between consecutive reads (the write counts as the first; a gap counts
+the steps in it that write into the arena, since one that writes nothing
+there, such as an Unsqueeze of a weight, holds no more than the step before,
+and a value with no such gap is read without one): the original
 copy serves the reads up to ``last_pre[v]`` and is freed there; a second
 copy, written by a duplicate of ``v``'s producer, serves the reads from
 ``first_post[v]`` on. A producer with several outputs (BatchNormalization
@@ -40,9 +43,11 @@ producers (a topological order). :func:`simulate` counts bytes in two slots
 per step, the block of duplicates and then the step. It counts the in-place
 writes of :mod:`onnxmem.aliasing` where a node's input dies at it
 (``RematProblem.inplace``: the output starts a slot later, in its input's
-bytes) but none inside a block of duplicates and no other sharing the planner
-finds, so the planner's arena for the rewritten model may come out below
-(or, where a Concat group is laid out otherwise, above) it, and
+bytes; the input may be the original copy of a dropped value, which dies at
+its ``last_pre``) and, in its walk through a block (``sequential``), those of
+the duplicates over a value that dies at them, but no other sharing the
+planner finds, so the planner's arena for the rewritten model may come out
+below (or, where a Concat group is laid out otherwise, above) it, and
 :mod:`onnxmem.remat.budget` plans every rewrite for real.
 
 The exact algorithm, the heuristics and the brute force all search this one
@@ -120,8 +125,10 @@ class RematProblem:
     of ``v``'s producer, which its duplicate writes too and which die at once
     (empty: none). ``inplace``: ``(step, u, v)``: the node at ``step``
     may write its output ``v`` over its input ``u``
-    (:mod:`onnxmem.aliasing`'s in-place rule) when ``u``'s original copy
-    dies there; :func:`simulate` then counts ``v`` from the next slot.
+    (:mod:`onnxmem.aliasing`'s in-place rule) when ``u``'s copy dies there
+    (several inputs of one node in the rule's order, the first that dies
+    wins); :func:`simulate` then counts ``v`` from the next slot, or, for a
+    duplicate, in ``u``'s bytes.
     """
 
     order: tuple[int, ...]
@@ -193,8 +200,11 @@ class RematProblem:
         for s, rs in enumerate(self.reads):
             curve[s] += sum(self.size[v] for v in rs
                             if self.droppable[v] and s > self.last_pre[v] and v not in inside)
-        for s, _, v in self.inplace:  # an output written over its input, where it can be
-            curve[s] -= self.size[v]
+        over: set[int] = set()
+        for s, u, v in self.inplace:  # an output written over its input, where the input can die
+            if v not in over and (self.end[u] == s or self.droppable[u] and self.last_pre[u] == s):
+                over.add(v)
+                curve[s] -= self.size[v]
         if not self.steps:
             return 0, 0
         s = int(np.argmax(curve))
@@ -235,8 +245,9 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     view reads as its source and no subgraph captures, written by a node that
     :func:`recomputable` accepts (the default domain but :data:`NO_RECOMPUTE`,
     or onnxruntime's :data:`MS_RECOMPUTE`; any number of outputs) and that is no
-    view, and its reads leave a gap of at least one step where it need not be
-    live (or none: it then comes back only with a recomputed dependant). A Concat whose inputs can sit inside its output
+    view, and its reads leave a gap of at least one step that writes into the
+    arena where it need not be live (or none: it then comes back only with a
+    recomputed dependant). A Concat whose inputs can sit inside its output
     (:func:`onnxmem.aliasing.concat_slices`) and are read by no other Concat
     is a group (``RematProblem.groups``); its output is not droppable.
     """
@@ -269,6 +280,9 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
         cat = view.tensors[c].producer
         if cat is not None:
             concat_step.update((x, step_of[cat]) for x in parts)
+    # writes[s]: the steps before s that write a value of the arena (of some bytes)
+    writes = np.concatenate(([0], np.cumsum([any(o in ids and o not in view_source for o in view.ops[op].outputs)
+                                            for op in order]))).tolist()
     reads: list[list[int]] = [[] for _ in range(n)]
     size, start, end, producer, droppable, last_pre, first_post, cost = [], [], [], [], [], [], [], []
     spare: list[int] = []
@@ -293,8 +307,11 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
         lp = fp = -1
         if ok:
             pos = [st] + uses
-            width, i = max((pos[j + 1] - pos[j], -j) for j in range(len(pos) - 1))
-            if width >= 2:
+            # the longest gap with a step between that writes into the arena (a step that writes
+            # nothing there, such as an Unsqueeze of a weight, holds no more than the step before)
+            width, _span, i = max((writes[pos[j + 1]] - writes[pos[j] + 1], pos[j + 1] - pos[j], -j)
+                                  for j in range(len(pos) - 1))
+            if width >= 1:
                 lp, fp = pos[-i], pos[-i + 1]
             else:  # no gap: recomputed only when a recomputed dependant needs it later
                 lp, fp = pos[-1], n
@@ -313,7 +330,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     views = sorted(pairs, key=lambda vs: -start[vs[0]])
     groups = tuple((ids[c], tuple(ids[x] for x in parts)) for c, parts in concat_parts.items())
     inplace = _inplace_pairs(view, order, io, ids, set(view_source) | viewed | captured
-                             | {x for parts in concat_parts.values() for x in parts} | set(concat_parts), end)
+                             | {x for parts in concat_parts.values() for x in parts} | set(concat_parts))
     return RematProblem(
         order=tuple(order), size=tuple(size), start=tuple(start), end=tuple(end), name=tuple(lifetimes),
         producer=tuple(producer), droppable=tuple(droppable), last_pre=tuple(last_pre),
@@ -323,25 +340,23 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     )
 
 
-def _inplace_pairs(view: GraphView, order: Sequence[int], io: str, ids: Mapping[str, int], shared: set[str],
-                   end: Sequence[int]) -> tuple[tuple[int, int, int], ...]:
-    """``(step, u, v)`` per node whose output ``v`` may take its input ``u``'s bytes by
-    :mod:`onnxmem.aliasing`'s in-place rule, ``u`` read last there without recomputation
-    (the first such input in the rule's order); values that share bytes otherwise (views,
-    Concat groups, captures) are left out."""
+def _inplace_pairs(view: GraphView, order: Sequence[int], io: str, ids: Mapping[str, int],
+                   shared: set[str]) -> tuple[tuple[int, int, int], ...]:
+    """``(step, u, v)`` per node and input whose output ``v`` may take the input ``u``'s bytes
+    by :mod:`onnxmem.aliasing`'s in-place rule once ``u`` dies there (by step, in the rule's
+    order); values that share bytes otherwise (views, Concat groups, captures) are left out.
+    Whether ``u`` dies at the node depends on what is dropped: :func:`simulate` asks."""
     found = every_alias_source(view, io)
-    pairs = []
+    pairs: list[tuple[int, int, int]] = []
     for step, k in enumerate(order):
         op = view.ops[k]
         got = found[k]
         if got is None or got[0].kind != INPLACE or op.outputs[0] not in ids or op.outputs[0] in shared:
             continue
         rule, sources = got
-        for src in sources:
-            if (src in ids and src not in shared and end[ids[src]] == step and group_writable(view, [src])
-                    and overwritable(op, rule, src, {src: (0, view.tensors[src].size)})):
-                pairs.append((step, ids[src], ids[op.outputs[0]]))
-                break
+        pairs.extend((step, ids[src], ids[op.outputs[0]]) for src in sources
+                     if src in ids and src not in shared and group_writable(view, [src])
+                     and overwritable(op, rule, src, {src: (0, view.tensors[src].size)}))
     return tuple(pairs)
 
 
@@ -354,8 +369,9 @@ def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequen
     the block slots in between; a read by a duplicate keeps it to that block
     slot only. ``sequential=False`` counts every copy a block writes at once
     in its slot (the exact algorithm's program); ``True`` walks the block
-    duplicate by duplicate and frees each copy that only other duplicates of
-    the block read after the last of them.
+    duplicate by duplicate and frees each value that the block reads last
+    after the last duplicate that reads it, in place where the rule allows
+    (:func:`_walk_blocks`).
     """
     p = problem
     n = p.steps
@@ -400,8 +416,10 @@ def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequen
         if at[v] < n and v not in grouped:
             delta[2 * at[v]] += sz
             delta[copy_end[v]] -= sz
+    over: set[int] = set()
     for s, u, v in p.inplace:  # the output takes its input's bytes where the input's original copy dies
-        if (p.last_pre[u] == s) if u in drop else (ext[u] == 2 * s + 2):
+        if v not in over and ((p.last_pre[u] == s) if u in drop else (ext[u] == 2 * s + 2)):
+            over.add(v)
             delta[2 * s + 1] -= p.size[v]
             delta[2 * s + 2] += p.size[v]
     spare = shared_duplicates(p, drop, at)
@@ -414,7 +432,7 @@ def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequen
         delta[2 * p.start[g] + 1] -= p.size[g]
     curve = np.cumsum(delta[: 2 * n]) if n else np.zeros(1, dtype=np.int64)
     if sequential and at:
-        _walk_blocks(p, drop, at, copy_end, curve, spare)
+        _walk_blocks(p, drop, at, copy_end, ext, curve, spare)
     s = int(np.argmax(curve))
     cost = sum(p.cost[v] for v in spare)
     return Schedule(tuple(sorted(drop, key=lambda v: (p.start[v], v))), at, int(curve[s]), s // 2, cost, curve,
@@ -433,28 +451,41 @@ def shared_duplicates(p: RematProblem, drop: set[int], at: Mapping[int, int]) ->
 
 
 def _walk_blocks(p: RematProblem, drop: set[int], at: Mapping[int, int], copy_end: Mapping[int, int],
-                 curve: np.ndarray, spare: Mapping[int, int]) -> None:
+                 ext: np.ndarray, curve: np.ndarray, spare: Mapping[int, int]) -> None:
     """Replace each block slot of ``curve`` by the most bytes live while its duplicates run
-    one after another (:func:`simulate`, ``sequential``)."""
+    one after another (:func:`simulate`, ``sequential``). A value a duplicate of the block
+    reads last (a second copy only duplicates read, or a kept value whose last read is
+    there) is freed after that duplicate, and the duplicate may write its output over it
+    (``RematProblem.inplace``), as the planner does for the rewritten model."""
     blocks: dict[int, list[int]] = {}
     for v, r in at.items():
         if r < p.steps:
             blocks.setdefault(r, []).append(v)
+    sources = {src for _, src in p.views}  # a view's reads keep its source: never freed early
+    grouped = p.grouped
+    over: dict[int, list[int]] = {}
+    if blocks:
+        for _, u, v in p.inplace:
+            if v in drop:
+                over.setdefault(v, []).append(u)
     for t, vs in blocks.items():
         vs.sort(key=lambda v: (p.start[v], v))
         cur = int(curve[2 * t]) - sum(p.size[v] + spare.get(v, 0) for v in vs)
-        transient = {v for v in vs if copy_end[v] == 2 * t + 1}
         last: dict[int, int] = {}
         for i, v in enumerate(vs):
             for u in p.reads[p.producer[v]]:
-                if u in transient:
+                if u in sources or u in grouped:
+                    continue
+                if (copy_end.get(u) == 2 * t + 1) if u in drop else (ext[u] == 2 * t + 1):
                     last[u] = i
         top = cur
         for i, v in enumerate(vs):
-            cur += p.size[v]
+            inside = next((u for u in over.get(v, ()) if last.get(u) == i and p.size[u] == p.size[v]
+                           and v not in grouped), None)
+            cur += 0 if inside is not None else p.size[v]
             top = max(top, cur + spare.get(v, 0))
             for u in p.reads[p.producer[v]]:
                 if last.get(u) == i:
-                    cur -= p.size[u]
                     last.pop(u)
+                    cur -= 0 if u == inside else p.size[u]
         curve[2 * t] = top
