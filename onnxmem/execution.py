@@ -316,7 +316,9 @@ class ArenaRun:
         self.providers: list[Any] = ["CPUExecutionProvider"]
         if self.cuda:
             self.session_options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-            self.providers = ["CUDAExecutionProvider"]
+            # one convolution algorithm whatever the session: runs of the same node agree bit for bit
+            self.session_options.use_deterministic_compute = True
+            self.providers = [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT"})]
         self.findings: list[Finding] = []
         self.saved: dict[str, np.ndarray] = {}  # the bytes each live value must still hold
         self.history: list[_Write] = []

@@ -14,14 +14,18 @@ masks. A training graph (onnxruntime's, :mod:`onnxmem.training`) runs as
 :class:`~onnxmem.training.execution.TrainingRun` on its training inputs, and
 its gradients are compared too: each gradient accumulation buffer after the
 arena run against the gradient the original's whole run computes (made a
-graph output of a copy of the original for that).
+graph output of a copy of the original for that). On CUDA the original runs as
+the rewritten model does, node by node in an arena of its own plan on the same
+device (an ordinary CPU run differs from CUDA kernels in the last bits), and
+the verification sessions fix cuDNN's convolution algorithm, so the two runs
+use the same kernels.
 """
 
 from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -111,6 +115,23 @@ class _CapturingRun(ArenaRun):
         return super().compare_outputs(seconds)
 
 
+def _device_reference(original: onnx.ModelProto, original_path: str | os.PathLike[str], plan: MemoryPlan,
+                      opts: ExecutionOptions, outputs: list[str]) -> dict[str, Any]:
+    """The original's outputs on ``opts.device``, run as the rewritten model is: planned at the
+    rewritten plan's dims and alignment and executed node by node in its own arena, the same
+    kernels on the same inputs (an ordinary CPU run would differ from CUDA kernels in the last
+    bits)."""
+    from ..pipeline import PlanOptions, plan_model
+
+    planned = plan_model(original_path, PlanOptions(alignment=plan.alignment, dims=dict(plan.dims),
+                                                    input_shapes={k: tuple(v) for k, v in plan.input_shapes.items()}))
+    run = _CapturingRun(planned.plan, original, planned.view, opts, original_path)
+    execution = run.run()
+    if execution.findings:
+        raise OnnxmemError(f"--original: the original model's own run on {opts.device} failed: {execution.findings[0]}")
+    return {name: run.captured[name] for name in outputs if name in run.captured}
+
+
 class _CapturingTrainingRun(_CapturingRun, TrainingRun):
     """The same for a training graph (its inputs, seeded Dropout, gradient buffers)."""
 
@@ -142,7 +163,11 @@ def compare_with_original(rewritten: onnx.ModelProto, plan: MemoryPlan, view: Gr
         got[grad] = np.array(run.weights[buf], copy=True)
     # fresh copies of the inputs: an accumulator writes into its buffer in place
     feeds = {k: np.array(v, copy=True) for k, v in run.feeds.items()}
-    ref = run_model(load_with_weights(original, original_path), feeds, oout + list(dict.fromkeys(grads.values())))
+    if opts.device == "cuda" and not grads and original_path is not None:
+        ref = _device_reference(original, original_path, plan, replace(opts, inputs=feeds), oout)
+    else:
+        ref = run_model(load_with_weights(original, original_path), feeds,
+                        oout + list(dict.fromkeys(grads.values())))
     checks = []
     for name in oout + [g for g in dict.fromkeys(grads.values()) if g not in oout]:
         if name not in got:
