@@ -453,16 +453,22 @@ def _lowest_first_by_hand(problem: Problem, ranked: list[int], keep: list[int]) 
     return off
 
 
+def _ranked_plan(problem: Problem, seed: int) -> tuple[Placer, np.random.Generator, np.ndarray, np.ndarray]:
+    """A placer for ``problem``, a generator seeded with ``seed``, a random ranking and its lowest-first plan."""
+    placer = Placer(problem)
+    rng = np.random.default_rng(seed)
+    ranked = rng.permutation(len(problem))
+    plan = placer.lowest_first(ranked)
+    assert plan is not None
+    return placer, rng, ranked, plan
+
+
 @FAST
 @given(problems(max_buffers=14, aligned=True), st.integers(0, 2**16))
 def test_lowest_first_places_as_by_hand(problem: Problem, seed: int) -> None:
     # the skyline tree and the groups of one lifetime change how fast the
     # plan comes, not which plan: the same offsets as one buffer at a time
-    placer = Placer(problem)
-    rng = np.random.default_rng(seed)
-    ranked = rng.permutation(len(problem))
-    full = placer.lowest_first(ranked)
-    assert full is not None
+    placer, rng, ranked, full = _ranked_plan(problem, seed)
     assert full.tolist() == _lowest_first_by_hand(problem, ranked.tolist(), [-1] * len(problem))
     keep = np.where(rng.random(len(problem)) < 0.4, full, -1)
     part = placer.lowest_first(ranked, keep)
@@ -490,11 +496,7 @@ def test_rebuild_above_a_level_repeats_the_plan(problem: Problem, seed: int) -> 
     # lowest-first places by rising offset: keeping the buffers below any
     # level and placing the rest again with the same ranks gives the same
     # plan (what a rebuild round of the restarts relies on)
-    placer = Placer(problem)
-    rng = np.random.default_rng(seed)
-    ranked = rng.permutation(len(problem))
-    plan = placer.lowest_first(ranked)
-    assert plan is not None
+    placer, rng, ranked, plan = _ranked_plan(problem, seed)
     level = int(rng.integers(0, placer.height(plan) + 2))
     again = placer.lowest_first(ranked, np.where(plan < level, plan, -1))
     assert again is not None and again.tolist() == plan.tolist()
