@@ -40,11 +40,9 @@ from _common import geomean  # noqa: E402
 from bench_controlflow import INPUTS as CONTROL_FLOW_INPUTS  # noqa: E402
 
 from onnxmem.errors import OnnxmemError  # noqa: E402
-from onnxmem.ortpeak import comparable_peak, ort_peak  # noqa: E402
 from onnxmem.pipeline import PlanOptions, plan_model  # noqa: E402
 from onnxmem.sessions import require_cuda  # noqa: E402
-from onnxmem.verify import VerifyOptions, verify_plan  # noqa: E402
-from onnxmem.zoo import ZooModel, ZooOptions, load_zoo, run_zoo  # noqa: E402
+from onnxmem.zoo import ZooModel, ZooOptions, load_zoo, run_zoo, verify_and_measure  # noqa: E402
 from tests.nested_models import CONTROL_FLOW_MODELS  # noqa: E402
 
 #: the shipped models, with the dims README.md plans them at
@@ -81,17 +79,8 @@ def control_flow_rows(names: list[str], opts: PlanOptions, out: Path) -> list[di
             plan = planned.plan
             row.update(nodes=len(plan.order), tensors=len(plan.tensors), arena=plan.arena_size,
                        bound=plan.lower_bound)
-            vopts = VerifyOptions(device="cuda", inputs=CONTROL_FLOW_INPUTS.get(name))
-            report = verify_plan(planned.model, plan, model_path=path, view=planned.view, options=vopts)
-            run = report.execution
-            row["verify"] = "pass" if report.ok else "FAIL"
-            row["detail"] = (f"{run.nodes_run} nodes run in the arena on {run.device}, outputs match"
-                             if report.ok and run is not None else str(report.first))
-            peak = ort_peak(planned.model, planned.view, level="disable", device="cuda", model_path=path,
-                            inputs=CONTROL_FLOW_INPUTS.get(name))
-            row["ort"] = comparable_peak(peak.peak, planned.view, plan.io)
-            if peak.peak is None:
-                row["detail"] += f"; {peak.note}"
+            verdict, detail, peak = verify_and_measure(planned, path, "cuda", 0, CONTROL_FLOW_INPUTS.get(name))
+            row.update(verify=verdict, detail=detail, ort=peak)
         except Exception as exc:  # noqa: BLE001 - a row records any failure and the table goes on
             row["detail"] = f"{type(exc).__name__}: {exc}"
         row["seconds"] = time.perf_counter() - t0

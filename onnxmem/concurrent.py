@@ -118,8 +118,7 @@ class ConcurrentRun(ArenaRun):
         if options.device != "cpu":
             raise OnnxmemError(f"--concurrency dag runs its trials on the CPU, not on {options.device!r}; "
                                "pass --device cpu")
-        if concurrent.threads < 1 or concurrent.trials < 1:
-            raise OnnxmemError("--threads and --trials must be 1 or more")
+        _check_counts(concurrent.trials, concurrent.threads)
         if view.bodies:
             owner = view.ops[min(view.bodies)].name
             raise OnnxmemError(f"concurrent trials run graphs without If/Loop/Scan bodies, and node "
@@ -297,14 +296,18 @@ class ConcurrentRun(ArenaRun):
         threads (default: the options'). Calls with other counts share the sessions and the reference."""
         trials = self.conc.trials if trials is None else trials
         threads = self.conc.threads if threads is None else threads
-        if trials < 1 or threads < 1:
-            raise OnnxmemError("--threads and --trials must be 1 or more")
+        _check_counts(trials, threads)
         ref_seconds = self.prepare()
         done: list[Trial] = []
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="onnxmem-node") as pool:
             for k in range(trials):
                 done.append(self.trial(k, pool, threads))
         return ConcurrentExecution(self.opts.device, threads, tuple(done), len(self.nodes), ref_seconds)
+
+
+def _check_counts(trials: int, threads: int) -> None:
+    if threads < 1 or trials < 1:
+        raise OnnxmemError("--threads and --trials must be 1 or more")
 
 
 def _words(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

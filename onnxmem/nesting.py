@@ -61,6 +61,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .aliasing import shared_layout
+from .errors import ModelError, OnnxmemError, show_name
 from .graph import Body, GraphView, bound_outputs, child_path, node_names, with_regions
 from .liveness import Liveness, build_liveness
 from .plan import OutsideValue, PlannedTensor
@@ -68,8 +69,8 @@ from .problem import Problem, Solution, Status, align_up, lower_bound
 from .scheduling import OrderOptions, reorder
 from .solvers import SOLVERS, SolveOptions, solve
 
-__all__ = ["BodyPlan", "InsideOption", "aliased_liveness", "choose_inside", "body_solver", "body_tensors", "level_tensors", "nested_bound",
-           "outside_values", "plan_bodies", "region_bounds"]
+__all__ = ["BodyPlan", "InsideOption", "aliased_liveness", "body_solver", "body_tensors", "choose_inside",
+           "level_tensors", "nested_bound", "outside_values", "plan_bodies", "region_bounds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,8 +197,6 @@ def choose_inside(base: GraphView, view: GraphView, order: Any, opts: Any, liven
     their bytes being free for the branch until it writes them. ``sizes`` and ``plans`` get
     the chosen options' region sizes and branch plans. Only with ``--inplace on`` (this is
     sharing) and a sequential plan."""
-    from .errors import ModelError
-
     mine = [o for o in options.values() if o.parent == base.path]
     if not mine or not opts.inplace or opts.concurrency != "sequential":
         return view, liveness
@@ -311,8 +310,6 @@ def _inside_option(view: GraphView, owner: Any, bodies: list[tuple[Body, GraphVi
 
 
 def raise_unsolved(solver: str, solution: Solution, path: str) -> None:
-    from .errors import OnnxmemError
-
     where = f" for subgraph {path!r}" if path else ""
     raise OnnxmemError(f"solver '{solver}' found no plan{where} ({solution.status}); try --solver greedy")
 
@@ -379,8 +376,6 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], i
     whose subgraphs onnxmem does not plan (their values are ``runtime-body``); the values
     of an If branch left out by ``--branch`` are ``excluded-branch``. ``bound``:
     the ``(graph path, name)`` of If-branch outputs written into the If's outputs."""
-    from .errors import show_name
-
     bound = bound or set()
     from .model import subgraph_attributes
 

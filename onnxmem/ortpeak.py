@@ -119,9 +119,13 @@ def peak_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutio
     peak = max(int(a["mem_bytes_requested_in_use"]) for a in with_stats) - base
     arena = None
     if all("mem_in_use_peak" in a for a in with_stats):
-        in_use0 = int(first.get("mem_bytes_in_use", 0)) - int(first.get("mem_in_use_delta", 0))
-        arena = max(int(a["mem_in_use_peak"]) for a in with_stats) - in_use0
+        arena = max(int(a["mem_in_use_peak"]) for a in with_stats) - _in_use_before(first)
     return peak, arena, n
+
+
+def _in_use_before(first: dict[str, Any]) -> int:
+    """The arena-rounded bytes in use before the first kernel event ``first`` ran."""
+    return int(first.get("mem_bytes_in_use", 0)) - int(first.get("mem_in_use_delta", 0))
 
 
 def held_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutionProvider") -> int | None:
@@ -131,9 +135,7 @@ def held_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutio
     with_stats, _ = _kernel_stats(events, provider)
     if not with_stats or not all("mem_bytes_in_use" in a for a in with_stats):
         return None
-    first = with_stats[0]
-    in_use0 = int(first["mem_bytes_in_use"]) - int(first.get("mem_in_use_delta", 0))
-    return max(int(a["mem_bytes_in_use"]) for a in with_stats) - in_use0
+    return max(int(a["mem_bytes_in_use"]) for a in with_stats) - _in_use_before(with_stats[0])
 
 
 def ort_peak(

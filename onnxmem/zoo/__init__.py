@@ -51,6 +51,7 @@ _HOME = {
     "run_limited": "runner",
     "run_model": "runner",
     "run_zoo": "runner",
+    "verify_and_measure": "runner",
 }
 
 __all__ = [
@@ -82,6 +83,7 @@ __all__ = [
     "run_limited",
     "run_model",
     "run_zoo",
+    "verify_and_measure",
     "strip_weights",
     "write_baseline",
     "write_catalog",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ __all__ = [
     "run_limited",
     "run_model",
     "run_zoo",
+    "verify_and_measure",
 ]
 
 #: executor name -> one-line summary (for the CLI's help)
@@ -108,7 +109,7 @@ def run_model(model: ZooModel, options: ZooOptions) -> ZooResult:
             partial["plan_file"] = str(plan_file)
         if options.verify:
             stage = "verify"
-            verdict, detail, peak = _verify(planned, path, options.verify, options.seed)
+            verdict, detail, peak = verify_and_measure(planned, path, options.verify, options.seed)
             partial.update(verify=verdict, verify_detail=detail, ort_peak=peak)
             status = "ok" if verdict == "pass" else "wrong"
             return ZooResult(model.name, str(model.path), status, None if status == "ok" else detail,
@@ -136,7 +137,8 @@ def run_model(model: ZooModel, options: ZooOptions) -> ZooResult:
                          seconds=time.perf_counter() - start, **partial)
 
 
-def _verify(planned: Any, path: Path, device: str, seed: int) -> tuple[str, str, int | None]:
+def verify_and_measure(planned: Any, path: Path, device: str, seed: int,
+                       inputs: Mapping[str, Any] | None = None) -> tuple[str, str, int | None]:
     """Prove the plan and execute it in one arena (``onnxmem.verify``), then measure
     onnxruntime's own peak on the same graph (``onnxmem.ortpeak``, optimizations off).
 
@@ -144,12 +146,14 @@ def _verify(planned: Any, path: Path, device: str, seed: int) -> tuple[str, str,
     The peak is counted over the tensors the arena holds
     (:func:`onnxmem.ortpeak.comparable_peak`: plus graph inputs for ``--io
     internal``). A peak that cannot be measured is ``None`` and said in ``detail``.
+    ``planned``: an :class:`onnxmem.pipeline.Planned` (its view is the one verified);
+    ``inputs``: values for some graph inputs (the others seeded random).
     """
     from .. import verify
     from ..ortpeak import comparable_peak, ort_peak
 
-    report = verify.verify_plan(planned.model, planned.plan, model_path=path,
-                                options=verify.VerifyOptions(device=device, seed=seed))
+    report = verify.verify_plan(planned.model, planned.plan, model_path=path, view=planned.view,
+                                options=verify.VerifyOptions(device=device, seed=seed, inputs=inputs))
     if report.ok:
         run = report.execution
         verdict = "pass"
@@ -161,7 +165,7 @@ def _verify(planned: Any, path: Path, device: str, seed: int) -> tuple[str, str,
         detail = f"{first.kind}: {first}" if first is not None else "failed"
     try:
         measured = ort_peak(planned.model, planned.view, level="disable", device=device,
-                            model_path=path, seed=seed)
+                            model_path=path, seed=seed, inputs=inputs)
         # counted over the same tensors as the arena (graph inputs in or out, as planned)
         peak = comparable_peak(measured.peak, planned.view, planned.plan.io)
         if peak is None:
