@@ -120,11 +120,11 @@ def _device_reference(original: onnx.ModelProto, original_path: str | os.PathLik
     """The original's outputs on ``opts.device``, run as the rewritten model is: planned at the
     rewritten plan's dims and alignment and executed node by node in its own arena, the same
     kernels on the same inputs (an ordinary CPU run would differ from CUDA kernels in the last
-    bits)."""
-    from ..pipeline import PlanOptions, plan_model
+    bits). ``original`` is planned as it is (already loaded): its file is not read again."""
+    from ..pipeline import PlanOptions, plan_loaded
 
-    planned = plan_model(original_path, PlanOptions(alignment=plan.alignment, dims=dict(plan.dims),
-                                                    input_shapes={k: tuple(v) for k, v in plan.input_shapes.items()}))
+    planned = plan_loaded(original, original_path, PlanOptions(
+        alignment=plan.alignment, dims=dict(plan.dims), input_shapes={k: tuple(v) for k, v in plan.input_shapes.items()}))
     run = _CapturingRun(planned.plan, original, planned.view, opts, original_path)
     execution = run.run()
     if execution.findings:
