@@ -194,13 +194,18 @@ def bench_remat() -> dict:
     return runpy.run_path(str(Path(__file__).resolve().parent.parent / "bench" / "bench_remat.py"))
 
 
+def exact_table_problem(name: str, folder: Path):
+    """The exact table's problem of its graph ``name`` (saved under ``folder``)."""
+    bench = bench_remat()
+    model = bench["EXACT_GRAPHS"][name]()
+    onnx.save(model, folder / "m.onnx")
+    return bench["exact_problem"](model, folder / "m.onnx")
+
+
 def test_greedy_fits_the_exact_tables_resnet_2_blocks_at_half_way(tmp_path):
     # greedy's drops pulled a long-lived checkpoint back before the peak and left it stuck there
-    bench = bench_remat()
-    model = bench["EXACT_GRAPHS"]["resnet 2 blocks"]()
-    onnx.save(model, tmp_path / "m.onnx")
-    p = bench["exact_problem"](model, tmp_path / "m.onnx")
-    budget = bench["exact_budget"](p, 0.5)
+    p = exact_table_problem("resnet 2 blocks", tmp_path)
+    budget = bench_remat()["exact_budget"](p, 0.5)
     assert simulate(p, ()).peak > budget
     got = choose(p, budget, "greedy", RematOptions(timeout=10))
     assert got.fits and simulate(p, got.dropped).peak <= budget
@@ -210,9 +215,7 @@ def test_greedy_fits_the_exact_tables_resnet_2_blocks_at_half_way(tmp_path):
 @pytest.mark.parametrize("name", list(bench_remat()["EXACT_GRAPHS"]))
 def test_greedy_within_10_percent_of_exact_where_it_proves_on_the_exact_table(tmp_path, name):
     bench = bench_remat()
-    model = bench["EXACT_GRAPHS"][name]()
-    onnx.save(model, tmp_path / "m.onnx")
-    p = bench["exact_problem"](model, tmp_path / "m.onnx")
+    p = exact_table_problem(name, tmp_path)
     proven = 0
     for frac in bench["EXACT_FRACTIONS"]:
         budget = bench["exact_budget"](p, frac)

@@ -20,12 +20,24 @@ from onnxmem.remat.problem import recomputable
 
 from .helpers import file_order_view, make_model, vi
 
-LN_INITS = [numpy_helper.from_array(np.linspace(0.5, 1.5, 16, dtype=np.float32), "sc"),
-            numpy_helper.from_array(np.linspace(-1, 1, 16, dtype=np.float32), "bi")]
+
+def _ln_tag(width: int) -> str:
+    """The suffix of LayerNormalization's scale and bias names: ``sc``, ``bi`` at width 16, ``sc32``, ..."""
+    return "" if width == 16 else str(width)
+
+
+def _ln_inits(width: int) -> list[onnx.TensorProto]:
+    tag = _ln_tag(width)
+    return [numpy_helper.from_array(np.linspace(0.5, 1.5, width, dtype=np.float32), f"sc{tag}"),
+            numpy_helper.from_array(np.linspace(-1, 1, width, dtype=np.float32), f"bi{tag}")]
+
+
+LN_INITS = _ln_inits(16)
 
 
 def _ln(x: str, y: str, name: str, width: int = 16) -> onnx.NodeProto:
-    return helper.make_node("LayerNormalization", [x, "sc" if width == 16 else "sc32", "bi" if width == 16 else "bi32"],
+    tag = _ln_tag(width)
+    return helper.make_node("LayerNormalization", [x, f"sc{tag}", f"bi{tag}"],
                             [y, f"{y}_mean", f"{y}_istd"], name=name, axis=-1)
 
 
@@ -64,15 +76,13 @@ def test_random_and_contrib_ops_recomputable_by_the_rule():
 def _stats_model() -> onnx.ModelProto:
     """x [32, 32] -> (y, y_mean, y_istd) = LayerNormalization(x); three Transposes from y; out = Add(t3, y);
     out2 = Mul(out, x). Transposes never share bytes, so the arena is easy to count."""
-    inits = [numpy_helper.from_array(np.linspace(0.5, 1.5, 32, dtype=np.float32), "sc32"),
-             numpy_helper.from_array(np.linspace(-1, 1, 32, dtype=np.float32), "bi32")]
     nodes = [_ln("x", "y", "L", 32),
              helper.make_node("Transpose", ["y"], ["t1"], name="T1", perm=[1, 0]),
              helper.make_node("Transpose", ["t1"], ["t2"], name="T2", perm=[1, 0]),
              helper.make_node("Transpose", ["t2"], ["t3"], name="T3", perm=[1, 0]),
              helper.make_node("Add", ["t3", "y"], ["out"], name="O"),
              helper.make_node("Mul", ["out", "x"], ["out2"], name="O2")]
-    return make_model(nodes, [vi("x", [32, 32])], [vi("out2", [32, 32])], inits)
+    return make_model(nodes, [vi("x", [32, 32])], [vi("out2", [32, 32])], _ln_inits(32))
 
 
 def test_a_layernorm_with_statistics_is_recomputed_arena_by_hand_and_outputs_identical(tmp_path):

@@ -211,7 +211,6 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
     say(f"choosing what to recompute ({algorithm})")
     got, problem = _best_attempt(original, problems, path, options, limit, algorithm, ropts)
     if got is None:  # the rewrite with the smallest arena (over the orders) may still fit
-        problem = problems[0]
         for candidate in problems[:1] if problems[0].steps > LARGE else problems:
             small = _smallest(original, candidate, path, options)
             if small is not None and (got is None or small[2].plan.arena_size < got[2].plan.arena_size):
@@ -220,9 +219,10 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
             raise OnnxmemError(_no_fit_line(original, got[2] if got else None,
                                             min(problems, key=lambda q: q.floor()[0]), limit))
     choice, rewritten, planned = got
+    at = simulate(problem, choice.dropped).at
     extra = {"budget": limit, "algorithm": choice.algorithm, "status": choice.status, "cost_model": cost_model,
              "extra_cost": choice.cost, "model_cost": total, "original_arena": original.plan.arena_size,
-             "recomputed": [problem.name[v] for v in choice.dropped if simulate(problem, choice.dropped).at[v] < problem.steps]}
+             "recomputed": [problem.name[v] for v in choice.dropped if at[v] < problem.steps]}
     planned = replace(planned, plan=replace(planned.plan, extra={**planned.plan.extra, "remat": extra}))
     return Budgeted(planned, original, limit, choice, choice.cost, total, cost_model, rewritten,
                     time.perf_counter() - t0)

@@ -39,6 +39,7 @@ from ..plan import MemoryPlan
 from ..runtime import load_with_weights
 from ..sessions import run_model
 from ..training.execution import TrainingRun, is_training_view
+from ..training.roles import ACCUMULATORS
 
 __all__ = ["DROPOUTS", "RANDOM_OPS", "OriginalCheck", "compare_with_original", "seed_random_ops"]
 
@@ -79,8 +80,6 @@ class OriginalCheck:
 def _training_reference(original: onnx.ModelProto, view: GraphView) -> tuple[onnx.ModelProto, dict[str, str]]:
     """A copy of ``original`` whose gradients are graph outputs, and ``{accumulation buffer:
     gradient}`` for each accumulator of ``view`` whose buffer is a graph input."""
-    from ..training.roles import ACCUMULATORS
-
     inputs = {i.name: i for i in original.graph.input}
     grads = {op.inputs[0]: op.inputs[1] for op in view.ops
              if op.domain == "com.microsoft" and op.op_type in ACCUMULATORS and len(op.inputs) > 1
@@ -120,11 +119,11 @@ def _device_reference(original: onnx.ModelProto, original_path: str | os.PathLik
     """The original's outputs on ``opts.device``, run as the rewritten model is: planned at the
     rewritten plan's dims and alignment and executed node by node in its own arena, the same
     kernels on the same inputs (an ordinary CPU run would differ from CUDA kernels in the last
-    bits)."""
-    from ..pipeline import PlanOptions, plan_model
+    bits). ``original`` is planned as it is (already loaded): its file is not read again."""
+    from ..pipeline import PlanOptions, plan_loaded
 
-    planned = plan_model(original_path, PlanOptions(alignment=plan.alignment, dims=dict(plan.dims),
-                                                    input_shapes={k: tuple(v) for k, v in plan.input_shapes.items()}))
+    planned = plan_loaded(original, original_path, PlanOptions(
+        alignment=plan.alignment, dims=dict(plan.dims), input_shapes={k: tuple(v) for k, v in plan.input_shapes.items()}))
     run = _CapturingRun(planned.plan, original, planned.view, opts, original_path)
     execution = run.run()
     if execution.findings:
@@ -163,13 +162,13 @@ def compare_with_original(rewritten: onnx.ModelProto, plan: MemoryPlan, view: Gr
         got[grad] = np.array(run.weights[buf], copy=True)
     # fresh copies of the inputs: an accumulator writes into its buffer in place
     feeds = {k: np.array(v, copy=True) for k, v in run.feeds.items()}
+    names = list(dict.fromkeys(oout + list(grads.values())))  # the graph outputs, then the gradients
     if opts.device == "cuda" and not grads and original_path is not None:
         ref = _device_reference(original, original_path, plan, replace(opts, inputs=feeds), oout)
     else:
-        ref = run_model(load_with_weights(original, original_path), feeds,
-                        oout + list(dict.fromkeys(grads.values())))
+        ref = run_model(load_with_weights(original, original_path), feeds, names)
     checks = []
-    for name in oout + [g for g in dict.fromkeys(grads.values()) if g not in oout]:
+    for name in names:
         if name not in got:
             checks.append(OutputCheck(name, float("inf"), False))
             continue

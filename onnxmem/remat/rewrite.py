@@ -42,9 +42,10 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
     at = {v: s for v, s in schedule.at.items() if s < p.steps}
     copy_name = {v: fresh(p.name[v]) for v in sorted(at)}
     by_name = {p.name[v]: v for v in at}
-    before: dict[int, list[int]] = {}
+    # step -> producer -> its values recomputed there: one duplicate of the producer writes them all
+    before: dict[int, dict[int, list[int]]] = {}
     for v in sorted(at, key=lambda v: (p.start[v], v)):
-        before.setdefault(at[v], []).append(v)
+        before.setdefault(at[v], {}).setdefault(p.producer[v], []).append(v)
 
     def reads_copy(value: str, step: int) -> str:
         """The name a node at ``step`` (or a duplicate run before it) reads for ``value``."""
@@ -59,16 +60,12 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
     out.CopyFrom(model)
     del out.graph.node[:]
     for s, op_index in enumerate(p.order):
-        done: set[int] = set()  # producers duplicated before this step: one duplicate writes all their copies
-        for v in before.get(s, []):
-            if p.producer[v] in done:
-                continue
-            done.add(p.producer[v])
-            mine = {p.name[w]: copy_name[w] for w in before[s] if p.producer[w] == p.producer[v]}
-            src = nodes[view.ops[p.order[p.producer[v]]].index]
+        for producer, vs in before.get(s, {}).items():
+            mine = {p.name[w]: copy_name[w] for w in vs}
+            src = nodes[view.ops[p.order[producer]].index]
             dup = onnx.NodeProto()
             dup.CopyFrom(src)
-            dup.name = fresh(view.ops[p.order[p.producer[v]]].name)
+            dup.name = fresh(view.ops[p.order[producer]].name)
             written = [mine[o] if o in mine else (fresh(o) if o else "") for o in src.output]
             del dup.output[:]
             dup.output.extend(written)
