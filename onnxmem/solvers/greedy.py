@@ -439,6 +439,7 @@ def restarts(
     tried, move_best = [0.0] * len(RESTART_MOVES), [inf] * len(RESTART_MOVES)
     kind_spent = [0.0, 0.0]  # restarts, rebuilds
     pinned = placer.fixed >= 0
+    first = RESTART_FIRST if len(pres) == len(RESTART_FIRST) else None
     rng = np.random.default_rng(seed)
     best = incumbent
     rounds = 0
@@ -449,7 +450,7 @@ def restarts(
             break
         kind = 0 if kind_spent[0] <= kind_spent[1] else 1  # half the time each
         if kind == 0:
-            which = share_pick(spent, pre_best, RESTART_FIRST if len(pres) == len(RESTART_FIRST) else None)
+            which = share_pick(spent, pre_best, first)
             move = share_pick(tried, move_best)
         else:  # the preorder and the move whose restarts reached the lowest plans
             which = min(range(len(pres)), key=lambda i: (pre_best[i], i))
