@@ -34,6 +34,7 @@ Importing this module loads neither numba nor the extension module.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import os
@@ -162,9 +163,9 @@ def is_ahead_of_time(kernel: Any) -> bool:
 
 
 _LOADED: dict[str, Any] = {}
-_MODE: list[str] = []  # [mode], decided once per process
 
 
+@functools.cache
 def mode() -> str:
     """How the kernels run in this process: ``aot``, or ``jit (why)``.
 
@@ -172,12 +173,6 @@ def mode() -> str:
     from the present sources (and ``ONNXMEM_KERNELS`` is not ``jit``).
     Raises ``RuntimeError`` when ``ONNXMEM_KERNELS=aot`` and it cannot be used.
     """
-    if not _MODE:
-        _MODE.append(_decide())
-    return _MODE[0]
-
-
-def _decide() -> str:
     wanted = os.environ.get("ONNXMEM_KERNELS", "auto").strip().lower() or "auto"
     if wanted not in ("auto", "jit", "aot"):
         raise RuntimeError(f"ONNXMEM_KERNELS={wanted!r} is not one of auto, jit, aot; unset it or pick one")

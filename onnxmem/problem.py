@@ -47,6 +47,7 @@ __all__ = [
     "lower_bound",
     "read_csv",
     "time_points",
+    "time_sections",
     "validate",
     "write_csv",
 ]
@@ -258,6 +259,16 @@ def time_points(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(t[1:], t[:-1], out=keep[1:])
     return t[keep]
+
+
+def time_sections(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(points, slo, shi)``: :func:`time_points`, and each buffer's time
+    sections ``[slo, shi)`` (int64 indices into ``points``; section ``s`` is
+    ``[points[s], points[s + 1])``)."""
+    points = time_points(start, end)
+    slo = np.searchsorted(points, start).astype(np.int64, copy=False)
+    shi = np.searchsorted(points, end).astype(np.int64, copy=False)
+    return points, slo, shi
 
 
 def live_bytes(problem: Problem) -> np.ndarray:

@@ -27,7 +27,7 @@ from onnxmem.solvers.exact import ExactSearch
 from onnxmem.solvers.greedy import PREORDERS, preorder
 
 from .test_imports import import_graph
-from .test_solvers import FAST, _shared_benchmarks, problems
+from .test_solvers import FAST, problems
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "onnxmem"
@@ -170,16 +170,27 @@ def _random_csv(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["random", "C", "K"])
+def _decision_csv(path: Path) -> tuple[Path, str]:
+    # 120 buffers, sizes in 16-byte steps, whose cheap plans miss the lower
+    # bound: the decision at the bound runs the search (and finds a plan)
+    rng = np.random.default_rng(0)
+    bufs = []
+    for i in range(120):
+        s = int(rng.integers(0, 40))
+        bufs.append(Buffer(f"b{i}", s, s + int(rng.integers(1, 12)), int(rng.integers(1, 64)) * 16))
+    problem = Problem(tuple(bufs))
+    write_csv(problem, path)
+    return path, str(lower_bound(problem))
+
+
+@pytest.mark.parametrize("name", ["minimize", "decision"])
 def test_pack_uses_built_module(aot: object, tmp_path: Path, name: str) -> None:
     # pack: the built module runs (numba is never imported, nor numpy.ma) and
     # writes the same plan, byte for byte, as numba's kernels
-    if name == "random":
+    if name == "minimize":
         csv, cap = _random_csv(tmp_path / "random.csv"), "min"
     else:
-        csv, cap = _shared_benchmarks() / "minimalloc-challenging" / f"{name}.1048576.csv", "1048576"
-        if not csv.exists():
-            pytest.skip(f"{csv} is not there (the shared benchmarks)")
+        csv, cap = _decision_csv(tmp_path / "decision.csv")
     out = {}
     for kernels in ("auto", "jit"):
         dest = tmp_path / f"{kernels}.csv"

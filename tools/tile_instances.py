@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from onnxmem.fileio import write_text_atomic
-from onnxmem.problem import read_csv
+from onnxmem.problem import Buffer, Problem, read_csv, write_csv
 
 
 def main() -> int:
@@ -24,7 +23,7 @@ def main() -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("parts", nargs="+", metavar="IN.csv:COPIES")
     args = ap.parse_args()
-    lines = ["id,lower,upper,size"]
+    tiled: list[Buffer] = []
     shift = 0
     for part in args.parts:
         path, _, copies = part.rpartition(":")
@@ -34,10 +33,10 @@ def main() -> int:
         span = max(b.end for b in problem.buffers) + 1
         for _ in range(int(copies)):
             for b in problem.buffers:
-                lines.append(f"{len(lines) - 1},{b.start + shift},{b.end + shift},{b.size}")
+                tiled.append(Buffer(str(len(tiled)), b.start + shift, b.end + shift, b.size))
             shift += span
-    write_text_atomic(args.out, "\n".join(lines) + "\n")
-    print(f"{args.out}: {len(lines) - 1} buffers")
+    write_csv(Problem(tuple(tiled)), args.out)
+    print(f"{args.out}: {len(tiled)} buffers")
     return 0
 
 

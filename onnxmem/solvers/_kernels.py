@@ -252,6 +252,14 @@ def _tree_max(tmax: np.ndarray, tag: np.ndarray, half: int, lo: int, hi: int) ->
 
 
 @njit(cache=True)
+def _minoff(tmax: np.ndarray, tag: np.ndarray, half: int, secs: Sections, align: np.ndarray, b: int) -> int:
+    """Buffer ``b``'s lowest offset: the skyline's maximum over its sections, aligned up."""
+    low = _tree_max(tmax, tag, half, secs[0][b], secs[1][b])
+    a = align[b]
+    return low if a <= 1 else -(-low // a) * a
+
+
+@njit(cache=True)
 def lowest_first(
     ranked: np.ndarray, shift: int, bufs: Bufs, secs: Sections, off0: np.ndarray, deadline: int,
 ) -> tuple[np.ndarray, bool]:
@@ -316,14 +324,12 @@ def lowest_first(
     count = 0
     for t in range(m):
         q = by_group[t]
-        if t + 1 < m and gkey[by_group[t + 1]] == gkey[q] and akey[by_group[t + 1]] == akey[q]:
-            after[q] = by_group[t + 1]
-        if t > 0 and gkey[by_group[t - 1]] == gkey[q] and akey[by_group[t - 1]] == akey[q]:
-            continue  # not the group's best
-        b = ranked[q]
-        low = _tree_max(tmax, tag, half, slo[b], shi[b])
-        a = align[b]
-        low = low if a <= 1 else -(-low // a) * a
+        if t > 0:
+            p = by_group[t - 1]
+            if gkey[p] == gkey[q] and akey[p] == akey[q]:
+                after[p] = q
+                continue  # not the group's best
+        low = _minoff(tmax, tag, half, secs, align, ranked[q])
         count = _heap_push(heap, count, (low << shift) | q)
     mask = (np.int64(1) << shift) - 1
     pops = 0
@@ -338,9 +344,7 @@ def lowest_first(
         if size[b] == 0:
             off[b] = 0
         else:
-            low = _tree_max(tmax, tag, half, slo[b], shi[b])
-            a = align[b]
-            low = low if a <= 1 else -(-low // a) * a
+            low = _minoff(tmax, tag, half, secs, align, b)
             if low != o:
                 count = _heap_push(heap, count, (low << shift) | r)
                 continue
@@ -349,8 +353,6 @@ def lowest_first(
         r = after[r]
         if r >= 0:  # the group's next buffer takes its place in the heap
             b = ranked[r]
-            low = _tree_max(tmax, tag, half, slo[b], shi[b])
-            a = align[b]
-            low = low if a <= 1 else -(-low // a) * a
+            low = _minoff(tmax, tag, half, secs, align, b)
             count = _heap_push(heap, count, (low << shift) | r)
     return off, True

@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from ..problem import Problem, Solution, Status, lower_bound, time_points
+from ..problem import Problem, Solution, Status, lower_bound, time_sections
 from .greedy import GreedyResult, Placer, best_greedy_offsets, restarts
 from .registry import SearchSwitches, SolveOptions, judge, register
 
@@ -122,9 +122,7 @@ class ExactSearch:
             self.pool_need = 0
             return
         st, en = start[f], end[f]
-        points = time_points(st, en)
-        self.slo = np.searchsorted(points, st).astype(np.int64)
-        self.shi = np.searchsorted(points, en).astype(np.int64)
+        points, self.slo, self.shi = time_sections(st, en)
         self.width = (en - st).astype(np.int64)
         nsec = len(points) - 1
         self.nsec = nsec

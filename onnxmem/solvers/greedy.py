@@ -56,7 +56,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..problem import Problem, Solution, lower_bound, time_points
+from ..problem import Problem, Solution, lower_bound, time_sections
 from .baseline import place_in_order
 from .registry import SolveOptions, judge, register
 
@@ -89,12 +89,9 @@ class Placer:
         self.compile_seconds = _warm_kernels()
         self.bufs = (self.start, self.end, self.size, self.align)
         self.cover = cover_lists(self.start, self.end, self.size)
-        points = time_points(self.start, self.end)
+        _, slo, shi = time_sections(self.start, self.end)
         #: each buffer's time sections ``[slo, shi)``, for lowest-first
-        self.secs = (
-            np.searchsorted(points, self.start).astype(np.int64),
-            np.searchsorted(points, self.end).astype(np.int64),
-        )
+        self.secs = (slo, shi)
 
     def place(self, order: np.ndarray, best_fit: bool = True) -> np.ndarray:
         """Offsets (int64, buffer order) from placing buffers in ``order``."""
@@ -214,9 +211,7 @@ def order_by(problem: Problem, name: str) -> np.ndarray:
     if name == "breadth":
         if n == 0:
             return idx
-        points = time_points(start, end)
-        sc = np.searchsorted(points, start)
-        ec = np.searchsorted(points, end)
+        points, sc, ec = time_sections(start, end)
         delta = np.zeros(len(points) + 1, dtype=np.int64)
         np.add.at(delta, sc, size)
         np.add.at(delta, ec, -size)
@@ -243,9 +238,7 @@ def preorder(problem: Problem, keys: tuple[str, ...]) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     width = end - start
-    points = time_points(start, end)
-    slo = np.searchsorted(points, start)
-    shi = np.searchsorted(points, end)
+    points, slo, shi = time_sections(start, end)
     delta = np.zeros(len(points), dtype=np.int64)
     np.add.at(delta, slo, size)
     np.add.at(delta, shi, -size)
@@ -439,6 +432,7 @@ def restarts(
     tried, move_best = [0.0] * len(RESTART_MOVES), [inf] * len(RESTART_MOVES)
     kind_spent = [0.0, 0.0]  # restarts, rebuilds
     pinned = placer.fixed >= 0
+    first = RESTART_FIRST if len(pres) == len(RESTART_FIRST) else None
     rng = np.random.default_rng(seed)
     best = incumbent
     rounds = 0
@@ -449,7 +443,7 @@ def restarts(
             break
         kind = 0 if kind_spent[0] <= kind_spent[1] else 1  # half the time each
         if kind == 0:
-            which = share_pick(spent, pre_best, RESTART_FIRST if len(pres) == len(RESTART_FIRST) else None)
+            which = share_pick(spent, pre_best, first)
             move = share_pick(tried, move_best)
         else:  # the preorder and the move whose restarts reached the lowest plans
             which = min(range(len(pres)), key=lambda i: (pre_best[i], i))

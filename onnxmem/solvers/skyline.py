@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problem import Problem, time_points
+from ..problem import Problem, time_sections
 from .greedy import PREORDERS, preorder
 
 __all__ = ["PREORDERS", "dive", "preorder"]
@@ -54,9 +54,7 @@ def dive(problem: Problem, capacity: int, order: np.ndarray, tries: int = 8) -> 
     rank_all = np.empty(n, dtype=np.int64)
     rank_all[np.asarray(order, dtype=np.int64)] = np.arange(n)
     rank = rank_all[live]
-    points = time_points(st, en)
-    slo = np.searchsorted(points, st)
-    shi = np.searchsorted(points, en)
+    points, slo, shi = time_sections(st, en)
     nsec = len(points) - 1
     overlap = (st[:, None] < en[None, :]) & (st[None, :] < en[:, None])
     delta = np.zeros(nsec + 1, dtype=np.int64)
