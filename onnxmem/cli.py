@@ -394,6 +394,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         _write_program(outs, program, output, as_json)
         return
     model = models[0]
+    outs = OutputSet(inputs=[model] + ([inputs_path] if inputs_path else []))
     if _ranged(dims):
         if budget is not None or budget_sweep is not None or rewrite_out is not None:
             raise click.UsageError("--budget, --budget-sweep and --rewrite-out plan one shape; "
@@ -403,12 +404,11 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
                                    "at one shape (bind every --dim to one value, NAME=N)")
         if branches:
             raise click.UsageError("--branch plans one shape; bind every --dim to one value (NAME=N)")
-        _plan_range(model, output, annotate, as_json, dims,
+        _plan_range(model, outs, output, annotate, as_json, dims,
                     dict(solver=solver, order=order, alignment=alignment, input_shapes=input_shapes,
                          measure_shapes=measure_shapes, io=io, timeout=timeout, inplace=inplace, fold=fold,
                          inputs=read_input_values(inputs_path)))
         return
-    outs = OutputSet(inputs=[model] + ([inputs_path] if inputs_path else []))
     if output:
         outs.add(output, "-o")
     if annotate:
@@ -578,7 +578,7 @@ def _budget_sweep(model: str, opts: Any, outs: Any, png: str, cost_model: str, t
     click.echo(f"plot         {one_line(png)}")
 
 
-def _plan_range(model: str, output: str | None, annotate: str | None, as_json: bool,
+def _plan_range(model: str, outs: Any, output: str | None, annotate: str | None, as_json: bool,
                 dims: tuple[str, ...], planning: dict[str, Any]) -> None:
     """``onnxmem plan`` with a ranged --dim: plan the box, prove it, write the range plan."""
     from .model import load_model
@@ -595,7 +595,6 @@ def _plan_range(model: str, output: str | None, annotate: str | None, as_json: b
                                "('onnxmem instantiate') and annotate that")
     fixed, box = parse_dim_flags(dims)
     opts = make_plan_options(dims=tuple(f"{k}={v}" for k, v in fixed.items()), **planning)
-    outs = OutputSet(inputs=[model])
     if output:
         outs.add(output, "-o")
     onnx_model = load_model(model)
@@ -781,9 +780,11 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
     from . import zoo as zoo_lib
     from .report import format_bytes
 
-    _check_zoo_paths(zoo_source, out_dir, baseline, write_baseline)
+    inputs = _zoo_inputs(zoo_source, baseline)
     patterns = [p for word in only for p in word.split(",") if p]
     models = zoo_lib.load_zoo(zoo_source, patterns)
+    inputs += [m.path for m in models]
+    _check_zoo_outputs(inputs, out_dir, write_baseline, [m.name for m in models])
     base = zoo_lib.read_baseline(baseline) if baseline else None
     opts = make_plan_options(**plan_flags)
     options = zoo_lib.ZooOptions(plan=opts, verify=verify, jobs=jobs, executor=executor,
@@ -797,7 +798,7 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
                     "model_timeout": model_timeout},
         "seconds": 0.0,
     }
-    writer = zoo_lib.ResultsWriter(out_dir, [m.name for m in models], meta)
+    writer = zoo_lib.ResultsWriter(out_dir, [m.name for m in models], meta, inputs=inputs)
     console = Console(stderr=True)
     marks = {"ok": "[green]ok[/]", "wrong": "[red]WRONG[/]", "timeout": "[red]TIMEOUT[/]"}
     with Progress(TextColumn("[bold]zoo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -820,7 +821,7 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
         results = zoo_lib.run_zoo(models, options, done)
     paths = writer.write(seconds=round(time.time() - started, 1))
     if write_baseline:
-        zoo_lib.write_baseline(results, write_baseline, {"options": meta["options"]})
+        zoo_lib.write_baseline(results, write_baseline, {"options": meta["options"]}, inputs=inputs)
     click.echo(zoo_lib.results_markdown(results), nl=False)
     click.echo(f"\nresults      {paths['md']}  {paths['csv']}  {paths['json']}")
     regressions = zoo_lib.compare_baseline(results, base, tolerance) if base is not None else []
@@ -834,25 +835,36 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
         sys.exit(1)
 
 
-def _check_zoo_paths(source: str, out_dir: str, baseline: str | None, write_baseline: str | None) -> None:
-    """The zoo's inputs are regular, bounded files; its outputs pass the checks of ``OutputSet``."""
+def _zoo_inputs(source: str, baseline: str | None) -> list[Any]:
+    """The zoo's list (or catalogue) and baseline files, each checked to be a regular, bounded file."""
     import os
 
-    from .fileio import MAX_DATA_BYTES, OutputSet, check_input
+    from .fileio import MAX_DATA_BYTES, check_input
 
-    inputs = []
+    inputs: list[Any] = []
     if os.path.exists(source) and not os.path.isdir(source):
         check_input(source, "zoo list", MAX_DATA_BYTES)
         inputs.append(source)
     if baseline:
         check_input(baseline, "--baseline file", MAX_DATA_BYTES)
         inputs.append(baseline)
+    return inputs
+
+
+def _check_zoo_outputs(inputs: list[Any], out_dir: str, write_baseline: str | None, names: list[str]) -> None:
+    """Every file the run writes (the results, each model's plan, the baseline) passes the checks of
+    ``OutputSet`` against every input (the list, the baseline, the models), before any work."""
+    import os
+
     outs = OutputSet(inputs)
     if os.path.exists(out_dir):
         if not os.path.isdir(out_dir):
             raise OnnxmemError(f"--out {show_name(out_dir)} exists and is not a folder; give a folder path")
         for name in ("results.json", "results.csv", "results.md"):
             outs.add(os.path.join(out_dir, name), "--out")
+        if os.path.isdir(os.path.join(out_dir, "plans")):
+            for name in names:
+                outs.add(os.path.join(out_dir, "plans", f"{name}.json"), "--out (a model's plan)")
     if write_baseline:
         outs.add(write_baseline, "--write-baseline")
 

@@ -9,7 +9,7 @@ import json
 import math
 import os
 import platform
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,13 +198,14 @@ def results_csv(results: Sequence[ZooResult]) -> str:
 
 
 def write_results(results: Sequence[ZooResult], out_dir: str | os.PathLike[str],
-                  meta: dict[str, Any], pending: int = 0) -> dict[str, Path]:
+                  meta: dict[str, Any], pending: int = 0,
+                  inputs: Iterable[str | os.PathLike[str]] = ()) -> dict[str, Path]:
     """``results.json``, ``results.csv`` and ``results.md`` in ``out_dir``; returns their paths.
 
     ``pending`` is the number of models not finished yet: a run writes its results after
     every model, so a run that is stopped still leaves the finished models' rows. Each file
     is replaced atomically, the three together; ``results.json`` says ``"complete": false`` and how many models
-    are pending until the last write.
+    are pending until the last write. ``inputs``: the run's input files, which no output may be.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -214,7 +215,7 @@ def write_results(results: Sequence[ZooResult], out_dir: str | os.PathLike[str],
     markdown = results_markdown(results)
     if pending:
         markdown += f"\nRun not finished: {pending} more models pending.\n"
-    outs = OutputSet()  # the three files are replaced together, or none is
+    outs = OutputSet(inputs)  # the three files are replaced together, or none is
     for key, text in (("json", json.dumps(doc, indent=1) + "\n"), ("csv", results_csv(results)),
                       ("md", markdown)):
         outs.add(paths[key], f"zoo results ({key})")
@@ -231,8 +232,9 @@ class ResultsWriter:
     """
 
     def __init__(self, out_dir: str | os.PathLike[str], names: Sequence[str],
-                 meta: dict[str, Any]) -> None:
+                 meta: dict[str, Any], inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
         self.out_dir = Path(out_dir)
+        self.inputs = list(inputs)
         self.meta = dict(meta)
         self._rank = {name: i for i, name in enumerate(names)}
         self._done: dict[str, ZooResult] = {}
@@ -250,7 +252,7 @@ class ResultsWriter:
         """Write every file now; ``meta`` adds to (or replaces) the header's fields."""
         self.meta.update(meta)
         pending = sum(1 for name in self._rank if name not in self._done)
-        return write_results(self.results, self.out_dir, self.meta, pending)
+        return write_results(self.results, self.out_dir, self.meta, pending, self.inputs)
 
 
 # --------------------------------------------------------------------------- baseline
@@ -272,11 +274,13 @@ class Regression:
 
 
 def write_baseline(results: Sequence[ZooResult], path: str | os.PathLike[str],
-                   meta: dict[str, Any] | None = None) -> None:
-    """Record each planned model's arena size; models that failed are left out."""
+                   meta: dict[str, Any] | None = None,
+                   inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
+    """Record each planned model's arena size; models that failed are left out.
+    ``inputs``: the run's input files, which ``path`` may not be."""
     arenas = {r.name: r.arena_size for r in results if r.arena_size is not None}
     doc = {"schema_version": 1, **(meta or {}), "arena_size": arenas}
-    write_text_atomic(path, json.dumps(doc, indent=1) + "\n")
+    write_text_atomic(path, json.dumps(doc, indent=1) + "\n", "--write-baseline", inputs)
 
 
 def read_baseline(path: str | os.PathLike[str]) -> dict[str, int]:
