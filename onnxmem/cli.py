@@ -689,16 +689,15 @@ def show(plan_file: str, top: int, model_path: str | None) -> None:
 @user_errors
 def instantiate(plan_file: str, dims: tuple[str, ...], output: str) -> None:
     """Write the concrete plan a range PLAN gives at one point (--dim NAME=N ...)."""
+    from .export.proof import prove_range_for_export
     from .rangeplan import instantiate as at_point
-    from .rangeplan import parse_point, prove_range_plan, read_range_plan
+    from .rangeplan import parse_point, read_range_plan
 
     outs = OutputSet(inputs=[plan_file])
     outs.add(output, "-o")
     rp = read_range_plan(plan_file)
     point = parse_point(dims, rp.box)
-    findings = prove_range_plan(rp, limit=1)
-    if findings:
-        raise PlanInvalid(f"the range plan is wrong: {findings[0]}")
+    prove_range_for_export(rp)
     concrete = at_point(rp, point)
     outs.put(output, render_plan(concrete))
     outs.commit()
@@ -1315,6 +1314,7 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
         raise click.UsageError(f"format '{fmt}' does not read the model; leave --model out")
     outs = OutputSet(inputs=[plan_file] + ([model_path] if model_path else []))
     outs.add(output, "-o")
+    from .export.proof import prove_for_export, prove_range_for_export
     from .rangeplan import RangePlan, read_any_plan
 
     any_plan = read_any_plan(plan_file)
@@ -1324,6 +1324,7 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
         if fmt != "c" or model_path is not None:
             raise OnnxmemError(f"a range plan exports as 'c' (without --model), not {show_name(fmt)}; "
                                "instantiate it ('onnxmem instantiate') for the other formats")
+        prove_range_for_export(any_plan)
         data = range_c_header(any_plan)
         outs.put(output, data)
         outs.commit()
@@ -1337,6 +1338,7 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
         from .model import load_model
 
         model = load_model(model_path)
+        _add_weight_files(outs, model, model_path)
         external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
         if entry.beside_model and external and Path(output).resolve().parent != Path(model_path).resolve().parent:
             raise OnnxmemError(
@@ -1344,6 +1346,8 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
                 f"references only resolve next to it; write the {fmt} output into "
                 f"{show_name(str(Path(model_path).parent))}"
             )
+    for w in prove_for_export(the_plan, model, model_path, plan_file):
+        click.echo(f"warning: {one_line(w)}", err=True)
     data = export_plan(the_plan, fmt, model)
     outs.put(output, data)
     outs.commit()
