@@ -1021,6 +1021,20 @@ class _Reader:
             out[k] = (v[0], v[1])
         return out
 
+    def piece_box(self, d: Any, box: Box, path: str) -> dict[str, tuple[int, int]]:
+        """A piece's box: exactly the plan's ranged dims, each inside the plan's range."""
+        out = self.box(d, path)
+        for k, (lo, hi) in out.items():
+            if k not in box:
+                raise self.fail(f"{path}/{k}", f"is a dim the plan does not range (its box ranges "
+                                               f"{', '.join(map(show_name, sorted(box)))})")
+            if not box[k][0] <= lo <= hi <= box[k][1]:
+                raise self.fail(f"{path}/{k}", f"is outside the plan's range of the dim, {list(box[k])}")
+        missing = sorted(set(box) - set(out))
+        if missing:
+            raise self.fail(f"{path}/{missing[0]}", "is missing (a piece ranges every dim of the plan's box)")
+        return out
+
     def poly(self, text: Any, names: set[str], path: str) -> Poly:
         e = self.expr(text, names, path)
         p = e.single()
@@ -1056,7 +1070,7 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
         raise r.fail("range/pieces", "is empty")
     for i, p in enumerate(raw):
         at = f"range/pieces/{i}"
-        pbox = r.box(r.get(p, "box", dict, at), f"{at}/box")
+        pbox = r.piece_box(r.get(p, "box", dict, at), box, f"{at}/box")
         order = r.get(p, "order", list, at)
         op_types = r.get(p, "op_types", list, at)
         if len(order) != len(op_types) or not all(isinstance(x, str) for x in [*order, *op_types]):
@@ -1083,6 +1097,9 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
                 kind=r.get(t, "kind", str, tp), group=r.get(t, "group", str, tp),
                 group_offset=r.get(t, "group_offset", int, tp) if "group_offset" in t else 0,
             ))
+        for j, t in enumerate(tensors):
+            if t.group not in offsets or t.group not in slots:
+                raise r.fail(f"{at}/tensors/{j}/group", "names no buffer of the piece")
         pieces.append(Piece(pbox, tuple(order), tuple(op_types), tuple(tensors), offsets, slots,
                             r.expr(r.get(p, "arena", str, at), names, f"{at}/arena")))
     alignment = r.get(d, "alignment", int, "range")

@@ -282,3 +282,44 @@ def test_export_plan_library_errors(tmp_path):
     with pytest.raises(OnnxmemError, match="pass --model MODEL"):
         export_plan(plan, "onnx")
     assert export_plan(plan, "json") == plan.to_json().encode()
+
+
+# -- no unsafe plan leaves through export ------------------------------------------------
+
+
+def _corrupt(data: dict, how: str) -> dict:
+    """``data`` (plan JSON of chain(4), planned --inplace off) broken as ``how`` says."""
+    by = {t["name"]: t for t in data["tensors"]}
+    if how == "same-offset":  # t0 is read by the node that writes t1: both live at that step
+        by["t1"]["offset"] = by["t0"]["offset"]
+    elif how == "past-the-end":
+        by["y"]["offset"] = data["arena_size"]
+    return data
+
+
+@pytest.mark.parametrize("how", ["same-offset", "past-the-end"])
+@pytest.mark.parametrize("fmt,with_model", [("json", False), ("c", False), ("tflm", False), ("tflm", True),
+                                            ("onnx", True)])
+def test_a_wrong_plan_is_not_exported(tmp_path, fmt, with_model, how):
+    mpath, ppath, _ = planned(tmp_path, chain(4), "--inplace", "off")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_corrupt(json.loads(ppath.read_text()), how)))
+    static = run("verify", str(mpath), "--plan", str(bad), "--static-only")
+    assert static.exit_code == 3, static.output
+    out = tmp_path / f"out{FORMATS[fmt].suffix}"
+    r = run("export", str(bad), "--format", fmt, "-o", str(out), *(["--model", str(mpath)] if with_model else []))
+    assert r.exit_code == 3, r.output
+    assert r.output.startswith("error: the plan is wrong: ") and r.output.count("\n") == 1, r.output
+    assert ("share bytes" in r.output or "overlap" in r.output) if how == "same-offset" else "arena" in r.output
+    assert not out.exists()
+
+
+def test_the_plan_alone_check_accepts_every_real_plan(tmp_path):
+    """Plans as the planner makes them (alias groups, in-place ops, bodies) pass the check without the model."""
+    from onnxmem.export.proof import plan_alone_findings
+
+    for path in sorted(MODELS.glob("*.onnx")):
+        out = tmp_path / f"{path.stem}.json"
+        r = run("plan", str(path), "-o", str(out))
+        if r.exit_code == 0:
+            assert plan_alone_findings(read_plan(out)) == [], path.name

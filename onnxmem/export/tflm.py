@@ -38,7 +38,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from ..errors import PlanError
+from ..errors import PlanError, show_name
 from ..plan import MemoryPlan
 from .registry import register
 
@@ -71,7 +71,7 @@ def value_order(plan: MemoryPlan, model: onnx.ModelProto | None) -> list[str]:
     for t in plan.tensors:
         if t.name not in seen:
             raise PlanError(
-                f"plan tensor {t.name!r} is not a value of the model given with --model; "
+                f"plan tensor {show_name(t.name)} is not a value of the model given with --model; "
                 "pass the model the plan was made for"
             )
     return names
@@ -80,10 +80,12 @@ def value_order(plan: MemoryPlan, model: onnx.ModelProto | None) -> list[str]:
 @register("tflm", "TensorFlow Lite Micro's OfflineMemoryAllocation buffer: int32 offsets, -1 unplaced",
           suffix=".bin", model="optional")
 def tflm_offsets(plan: MemoryPlan, model: onnx.ModelProto | None) -> bytes:
-    if plan.arena_size > _INT32_MAX:
+    far = max(plan.tensors, key=lambda t: t.offset, default=None)
+    if far is not None and far.offset > _INT32_MAX:
         raise PlanError(
-            f"the arena is {plan.arena_size} bytes; TFLM's offline plan holds int32 offsets, "
-            "so it takes arenas below 2 GiB only"
+            f"tensor {show_name(far.name)} sits at offset {far.offset:,}; TFLM's offline plan stores offsets "
+            f"as int32, at most {_INT32_MAX:,}: export this plan as a C header (--format c), whose offsets "
+            "are 64-bit"
         )
     offsets = {t.name: t.offset for t in plan.tensors}
     entries = [offsets.get(name, NOT_PLACED) for name in value_order(plan, model)]
