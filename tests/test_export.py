@@ -323,3 +323,15 @@ def test_the_plan_alone_check_accepts_every_real_plan(tmp_path):
         r = run("plan", str(path), "-o", str(out))
         if r.exit_code == 0:
             assert plan_alone_findings(read_plan(out)) == [], path.name
+
+
+def test_tflm_refuses_offsets_past_int32_and_names_the_c_export(tmp_path):
+    """Four 2 GiB tensors (no bytes are allocated to plan them): offsets reach 2^31 and more."""
+    _, ppath, plan = planned(tmp_path, chain(4, (1, 2**29)), "--inplace", "off")
+    assert max(t.offset for t in plan.tensors) >= 2**31
+    out = tmp_path / "out.bin"
+    r = run("export", str(ppath), "--format", "tflm", "-o", str(out))
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    assert "int32, at most 2,147,483,647" in r.output and "--format c" in r.output
+    assert not out.exists()
+    assert export(tmp_path, ppath, "c").read_bytes().count(b"ONNXMEM_OFFSET_") == len(plan.tensors)

@@ -472,3 +472,54 @@ def test_range_plans_keep_their_folding_at_every_point(tmp_path, fold):
     assert (read_range_plan(rj).arena_at({"b": 8}) == 768) == (fold == "on")
     res = runner.invoke(main, ["verify", str(path), "--plan", str(rj), "--dim", "b=5"])
     assert res.exit_code == 0 and res.output.rstrip().endswith("verified"), res.output
+
+
+def _range_plan_file(tmp_path):
+    """A range plan of x[n, 16] -> Relu x3 over n = 1..4, planned with --inplace off (four buffers)."""
+    nodes = [helper.make_node("Relu", ["x"], ["t0"]), helper.make_node("Relu", ["t0"], ["t1"]),
+             helper.make_node("Relu", ["t1"], ["y"])]
+    path = _save(make_model(nodes, [vi("x", ["n", 16])], [vi("y", ["n", 16])]), tmp_path)
+    rj = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["plan", str(path), "--dim", "n=1:4", "--inplace", "off", "-o", str(rj)])
+    assert res.exit_code == 0, res.output
+    return path, rj, json.loads(rj.read_text())
+
+
+@pytest.mark.parametrize("command", ["export", "instantiate"])
+def test_a_range_plan_with_overlapping_offsets_is_not_written(tmp_path, command):
+    path, rj, data = _range_plan_file(tmp_path)
+    for b in data["range"]["pieces"][0]["buffers"]:
+        b["offset"] = "0"  # every buffer at one offset: the live ones meet
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    args = (["export", str(bad), "--format", "c", "-o", str(out)] if command == "export"
+            else ["instantiate", str(bad), "--dim", "n=2", "-o", str(out)])
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 3, res.output
+    assert res.output.startswith("error: the range plan is wrong") and res.output.count("\n") == 1, res.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("edit", ["rename", "add", "group"])
+def test_a_range_plan_naming_an_unknown_dim_or_buffer_is_refused_on_read(tmp_path, edit):
+    path, rj, data = _range_plan_file(tmp_path)
+    piece = data["range"]["pieces"][0]
+    if edit == "rename":
+        piece["box"]["q"] = piece["box"].pop("n")
+    elif edit == "add":
+        piece["box"]["q"] = [1, 2]
+    else:
+        piece["tensors"][0]["group"] = "nowhere"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    for args in (["show", str(bad)], ["instantiate", str(bad), "--dim", "n=2", "-o", str(out)],
+                 ["verify", str(path), "--plan", str(bad), "--dim", "n=2", "--static-only"],
+                 ["export", str(bad), "--format", "c", "-o", str(out)]):
+        res = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert res.exit_code == 1, (args, res.output)
+        assert res.output.startswith("error: plan file") and res.output.count("\n") == 1, res.output
+        assert ("a dim the plan does not range" in res.output if edit != "group"
+                else "names no buffer" in res.output), res.output
+        assert not out.exists()

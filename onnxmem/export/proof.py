@@ -44,7 +44,7 @@ def prove_for_export(plan: MemoryPlan, model: onnx.ModelProto | None = None,
     said: tuple[str, ...] = ()
     if model is not None and model_path is not None:
         from ..proof import prove_plan
-        from ..verify import check_plan_identity, view_for_plan  # onnx; onnxruntime for measured shapes
+        from ..verify import check_plan_identity, view_for_plan
 
         view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, action="exporting")
         view = view if view is not None else view_for_plan(model, plan, model_path)
