@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests import fuzzing
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+if str(TOOLS) not in sys.path:
+    sys.path.insert(0, str(TOOLS))
+
+import fuzzlib as fuzzing  # noqa: E402
 
 SEED = 0
 COUNTS = fuzzing.SAMPLE_COUNTS

@@ -1,6 +1,6 @@
 """The long fuzz run of the onnxmem command line (``make fuzz``).
 
-Runs seeded cases of every mutation family of ``tests/fuzzing.py`` through the
+Runs seeded cases of every mutation family of ``tools/fuzzlib`` through the
 real CLI, prints a table of failures by family and command, and copies every
 failing case (its files and ``result.json`` with the seed) under ``--out``.
 
@@ -21,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+TOOLS = Path(__file__).resolve().parent
+if str(TOOLS) not in sys.path:
+    sys.path.insert(0, str(TOOLS))
 
-from tests import fuzzing  # noqa: E402
+import fuzzlib as fuzzing  # noqa: E402
 
 
 def _counts(cases: int, plans: int, csvs: int, only: list[str]) -> dict[str, int]:
