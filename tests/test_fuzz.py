@@ -58,6 +58,8 @@ def test_sample_covers_every_family_and_command(outcomes: list[fuzzing.Outcome])
     for cmd in fuzzing.PLAN_COMMANDS:
         assert ("plans", cmd) in pairs
     assert ("csv", "pack") in pairs
+    for fam in fuzzing.EXTRA_FAMILIES:
+        assert any(f == fam for f, _ in pairs), f"{fam} never ran"
 
 
 @pytest.mark.parametrize("cls", fuzzing.CLASSES)

@@ -42,6 +42,7 @@ from .checks import Outcome, check_result, snapshot
 from .common import (
                      CANARY,
                      CLASSES,
+                     EXTRA_FAMILIES,
                      FAMILIES,
                      MARK,
                      MODEL_COMMANDS,
@@ -55,7 +56,7 @@ from .plans import _unsafe
 from .runner import RunConfig, examples, iter_cases, outcome_json, run_cases, summary_table
 from .worker import SubprocessWorker, Worker
 
-__all__ = ["CANARY", "CLASSES", "FAMILIES", "MARK", "MODEL_COMMANDS", "MODEL_FAMILIES", "PLAN_COMMANDS",
+__all__ = ["CANARY", "CLASSES", "EXTRA_FAMILIES", "FAMILIES", "MARK", "MODEL_COMMANDS", "MODEL_FAMILIES", "PLAN_COMMANDS",
            "SAMPLE_BOUND", "SAMPLE_COUNTS", "SAMPLE_SCALE", "Case", "Corpus", "Outcome", "RunConfig", "Scale",
            "SubprocessWorker", "Worker", "_unsafe", "build_case", "check_result", "examples", "iter_cases",
            "outcome_json", "run_cases", "snapshot", "summary_table"]

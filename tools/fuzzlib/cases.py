@@ -7,6 +7,7 @@ from typing import Callable
 from .common import (
     CANARY,
     DEFAULT_SCALE,
+    EXTRA_FAMILIES,
     FAMILIES,
     MODEL_COMMANDS,
     MODEL_FAMILIES,
@@ -16,6 +17,7 @@ from .common import (
     _rng,
 )
 from .corpus import Corpus
+from .exports import exports_case
 from .families import (
     _bytes_case,
     _dims_case,
@@ -27,11 +29,16 @@ from .families import (
     _payload_case,
     _struct_case,
 )
+from .functions import functions_case
 from .plans import _csv_case, _plan_case
+from .trips import trips_case
+from .zoo import zoo_case
 
+#: the default suite's sample (tests/test_fuzz.py, ``tools/fuzz.py --sample``): 264 cases;
 #: every model family cycles through plan, plan --measure-shapes, verify and compare
-SAMPLE_COUNTS = {"bytes": 28, "struct": 28, "dims": 28, "payload": 32, "extdata": 32, "nesting": 12,
-                 "huge": 8, "names": 24, "outputs": 12, "plans": 30, "csv": 26}
+SAMPLE_COUNTS = {"bytes": 24, "struct": 24, "dims": 24, "payload": 32, "extdata": 28, "nesting": 12,
+                 "huge": 8, "names": 20, "outputs": 12, "plans": 26, "csv": 22,
+                 "functions": 12, "zoo": 6, "exports": 12, "trips": 2}
 SAMPLE_SCALE = Scale(max_depth=12, max_nodes=300)
 #: seconds one run may take in the sample (the long run allows 30)
 SAMPLE_BOUND = 10.0
@@ -60,4 +67,8 @@ def build_case(corpus: Corpus, family: str, seed: int, folder: Path, scale: Scal
         return _plan_case(corpus, seed, folder, rng, PLAN_COMMANDS[seed % len(PLAN_COMMANDS)])
     if family == "csv":
         return _csv_case(corpus, seed, folder, rng, "pack")
+    if family in EXTRA_FAMILIES:
+        extra: Callable[..., Case] = {"functions": functions_case, "zoo": zoo_case,
+                                      "exports": exports_case, "trips": trips_case}[family]
+        return extra(corpus, seed, folder, rng, MODEL_COMMANDS[seed % len(MODEL_COMMANDS)])
     raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")

@@ -18,10 +18,15 @@ from .common import CANARY, MARK, SCHEMA_PATH, Case
 # ------------------------------------------------------------------- snapshots
 
 
+#: files larger than this are not hashed (a sparse file of 2^40 bytes in a zoo)
+HASH_LIMIT = 256 << 20
+
+
 def snapshot(folder: Path) -> dict[str, tuple[Any, ...]]:
     """Every entry under ``folder`` by relative path: kind, size, mtime and content hash.
 
-    Special files are recorded by kind only (a FIFO is never opened).
+    Special files are recorded by kind only (a FIFO is never opened); a file over
+    ``HASH_LIMIT`` bytes by its size and modification time.
     """
     out: dict[str, tuple[Any, ...]] = {}
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
@@ -36,6 +41,8 @@ def snapshot(folder: Path) -> dict[str, tuple[Any, ...]]:
                 out[rel] = ("link", os.readlink(p))
             elif stat.S_ISDIR(st.st_mode):
                 out[rel] = ("dir",)
+            elif stat.S_ISREG(st.st_mode) and st.st_size > HASH_LIMIT:  # a huge (sparse) file
+                out[rel] = ("file", st.st_size, f"mtime {st.st_mtime_ns}")
             elif stat.S_ISREG(st.st_mode):
                 h = hashlib.sha1()
                 with open(p, "rb") as fh:
@@ -157,6 +164,10 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
             bad["bad-exit"] = f"exit {code}"
         elif code == 0 and case.must_fail and case.family == "plans":
             bad["unsafe-accepted"] = "verify exit 0 on a plan where live tensors share bytes"
+        elif code == 0 and case.must_fail and case.family == "exports":
+            made = [o for o in case.outputs if after.get(o, ("",))[0] == "file"]
+            if made:
+                bad["unsafe-exported"] = f"exit 0 wrote {', '.join(made)} from an unsafe plan ({case.note[:80]})"
         elif code == 0 and case.must_fail:
             bad["bad-exit"] = "exit 0 where the command must refuse"
         if code != 0 and "traceback" not in bad:
@@ -176,6 +187,8 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
         if before.get(rel) == after.get(rel):
             continue
         if rel in outputs and rel not in before:
+            continue
+        if rel not in before and any(rel == d or rel.startswith(d + "/") for d in case.output_dirs):
             continue
         change = f"{rel}: {before.get(rel, ('absent',))[0]} -> {after.get(rel, ('absent',))[0]}"
         if rel.startswith("model"):
@@ -205,6 +218,7 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
             pass
         else:
             missing = [o for o in case.outputs if after.get(o, ("",))[0] != "file"]
+            missing += [d for d in case.output_dirs if after.get(d, ("",))[0] != "dir"]
             if missing:
                 bad["missing-output"] = f"exit 0 without {', '.join(missing)}"
         for p in case.plan_outputs:

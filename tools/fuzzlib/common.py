@@ -17,12 +17,14 @@ MODEL_COMMANDS = ("plan", "measure", "verify", "compare")
 PLAN_COMMANDS = ("verify", "show", "plot")
 MODEL_FAMILIES = ("bytes", "struct", "dims", "payload", "extdata", "nesting", "huge", "names",
                   "outputs")
-FAMILIES = (*MODEL_FAMILIES, "plans", "csv")
+#: families with a count of their own in the long run (``tools/fuzz.py --functions`` ...)
+EXTRA_FAMILIES = ("functions", "zoo", "exports", "trips")
+FAMILIES = (*MODEL_FAMILIES, "plans", "csv", *EXTRA_FAMILIES)
 
 #: failure classes, in report order
 CLASSES = ("traceback", "hang", "partial", "stray-write", "stray-read", "pwned", "memory",
            "crash", "bad-exit", "noisy-error", "raw-control", "invalid-plan", "missing-output",
-           "wrong-answer", "unsafe-accepted", "input-changed", "harness")
+           "wrong-answer", "unsafe-accepted", "unsafe-exported", "input-changed", "harness")
 
 
 # --------------------------------------------------------------------------- cases
@@ -47,8 +49,12 @@ class Case:
     note: str = ""
     #: for ``pack``: the CSV the answer is checked against
     csv_input: str | None = None
-    #: the command must refuse (an output that is an input, another output or a special file)
+    #: the command must refuse (an output that is an input, another output or a special file;
+    #: for ``exports``, a plan the static proof refuses)
     must_fail: bool = False
+    #: folders (relative) the command writes a set of files into, such as ``zoo --out``: new
+    #: files under them are allowed, and exit 0 requires each folder
+    output_dirs: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:

@@ -261,6 +261,8 @@ class Corpus:
                     args = ["--dim", "batch=1", "--dim", "seq=8"]
                 self.bases.append(Base(p.stem, p.name, files, args))
         self._plans_made = False
+        #: a range plan of ``dynamic`` over batch 1..8, for the exports family (``ensure_range_plan``)
+        self.range_json: str | None = None
 
     def small(self) -> list[Base]:
         """The bases cheap enough to run through onnxruntime many times."""
@@ -298,6 +300,31 @@ class Corpus:
         self._plans_made = True
         if not any(b.plan_json for b in self.bases):
             raise RuntimeError("no base model could be planned; the plan family has nothing to corrupt")
+
+    def ensure_range_plan(self) -> str:
+        """Plan ``dynamic`` over ``batch`` 1..8 once with the library (``plan --dim batch=1:8``)."""
+        if self.range_json is not None:
+            return self.range_json
+        from onnxmem.model import load_model
+        from onnxmem.pipeline import PlanOptions
+        from onnxmem.rangeplan import plan_range, render_range_plan
+
+        b = self.by_name("dynamic")
+        folder = self.root / "bases" / "range"
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_files(folder, b.files)
+        path = str(folder / b.main)
+        data = json.loads(render_range_plan(plan_range(load_model(path), path, {"batch": (1, 8)},
+                                                       PlanOptions())))
+        data["range"]["plan_seconds"] = 0.5  # fixed, so a case is a function of (family, seed)
+        data["range"]["model"]["path"] = f"model/{b.main}"
+        self.range_json = json.dumps(data, indent=1)
+        return self.range_json
+
+
+def _write_files(folder: Path, files: dict[str, bytes]) -> None:
+    for fname, data in files.items():
+        (folder / fname).write_bytes(data)
 
 
 # ---------------------------------------------------------------- hostile strings

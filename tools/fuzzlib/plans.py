@@ -11,7 +11,7 @@ from typing import Any
 
 from onnxmem.solvers.pack import EXIT_NO_PLAN
 
-from .common import Case
+from .common import Base, Case
 from .corpus import HOSTILE_NAMES, Corpus
 from .families import _write
 
@@ -50,6 +50,28 @@ def _plan_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, comm
     mdir.mkdir(parents=True, exist_ok=True)
     _write(mdir, base.files)
     text = base.plan_json or "{}"
+    what, note, data, plan_arg, named = corrupt_plan(text, bases, base, mdir, rng)
+    outputs: list[str] = []
+    # a plan whose live tensors of different groups share bytes must never verify
+    unsafe = command == "verify" and what in ("all_offsets_zero", "swap_offsets") and _unsafe(data)
+    if command == "verify":
+        argv = ["verify", f"model/{base.main}", "--plan", plan_arg, *base.args]
+    elif command == "show":
+        argv = ["show", plan_arg]
+    else:
+        fmt = rng.choice((".html", ".html", ".svg", ".png"))
+        argv = ["plot", plan_arg, "-o", f"out/plot{fmt}"]
+        outputs = [f"out/plot{fmt}"]
+    return Case("plans", seed, command, argv, outputs, [], named_reads=named,
+                ok_codes=(3,) if command == "verify" else (), note=f"{base.name}: {what}: {note}",
+                must_fail=unsafe)
+
+
+def corrupt_plan(text: str, bases: list[Base], base: Base, mdir: Path,
+                 rng: random.Random) -> tuple[str, str, Any, str, list[str]]:
+    """Write a corruption of the plan ``text`` of ``base`` to ``mdir/plan.json`` (or name a
+    special file as the plan): the corruption's kind, a note, the JSON data when it is
+    still JSON, the plan argument and the paths outside the case it names."""
     plan_arg = "model/plan.json"
     named: list[str] = []
     what = rng.choice(("number", "number", "number", "truncate", "flip", "utf8", "deep", "type",
@@ -139,20 +161,7 @@ def _plan_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, comm
         if raw is None:
             raw = json.dumps(data).encode()
         (mdir / "plan.json").write_bytes(raw)
-    outputs: list[str] = []
-    # a plan whose live tensors of different groups share bytes must never verify
-    unsafe = command == "verify" and what in ("all_offsets_zero", "swap_offsets") and _unsafe(data)
-    if command == "verify":
-        argv = ["verify", f"model/{base.main}", "--plan", plan_arg, *base.args]
-    elif command == "show":
-        argv = ["show", plan_arg]
-    else:
-        fmt = rng.choice((".html", ".html", ".svg", ".png"))
-        argv = ["plot", plan_arg, "-o", f"out/plot{fmt}"]
-        outputs = [f"out/plot{fmt}"]
-    return Case("plans", seed, command, argv, outputs, [], named_reads=named,
-                ok_codes=(3,) if command == "verify" else (), note=f"{base.name}: {what}: {note}",
-                must_fail=unsafe)
+    return what, note, data, plan_arg, named
 
 
 def _unsafe(data: Any) -> bool:
