@@ -278,6 +278,10 @@ class Corpus:
         from onnxmem.pipeline import PlanOptions, plan_model
 
         for b in self.bases:
+            key = (b.name, tuple(b.args), tuple(sorted(b.files.items())))
+            if key in _PLANS:  # planned by another corpus of this process: the same bases
+                b.plan_json = _PLANS[key]
+                continue
             folder = self.root / "bases" / b.name
             folder.mkdir(parents=True, exist_ok=True)
             for fname, data in b.files.items():
@@ -287,16 +291,14 @@ class Corpus:
             try:
                 data = json.loads(plan_model(str(folder / b.main), opts).plan.to_json())
             except Exception:  # a base this branch cannot plan gets no plan cases
-                b.plan_json = None
+                b.plan_json = _PLANS[key] = None
                 continue
             # timings and the corpus path vary between runs; fix them so a case is a
             # function of (family, seed) alone
-            data["plan_seconds"] = 0.5
-            if isinstance(data.get("solver"), dict):
-                data["solver"]["seconds"] = 0.25
+            _fix_seconds(data)
             if isinstance(data.get("model"), dict):
                 data["model"]["path"] = f"model/{b.main}"
-            b.plan_json = json.dumps(data, indent=1)
+            b.plan_json = _PLANS[key] = json.dumps(data, indent=1)
         self._plans_made = True
         if not any(b.plan_json for b in self.bases):
             raise RuntimeError("no base model could be planned; the plan family has nothing to corrupt")
@@ -316,10 +318,28 @@ class Corpus:
         path = str(folder / b.main)
         data = json.loads(render_range_plan(plan_range(load_model(path), path, {"batch": (1, 8)},
                                                        PlanOptions())))
-        data["range"]["plan_seconds"] = 0.5  # fixed, so a case is a function of (family, seed)
+        _fix_seconds(data)  # so a case is a function of (family, seed)
         data["range"]["model"]["path"] = f"model/{b.main}"
         self.range_json = json.dumps(data, indent=1)
         return self.range_json
+
+
+#: the plan of each base (its name, flags and files), made once per process
+_PLANS: dict[tuple[Any, ...], str | None] = {}
+
+
+def _fix_seconds(data: Any) -> None:
+    """Set every timing of a plan (``plan_seconds`` 0.5, a solver's ``seconds`` 0.25, in
+    subgraphs and pieces too) to a fixed value."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if k in ("plan_seconds", "seconds") and isinstance(v, (int, float)):
+                data[k] = 0.5 if k == "plan_seconds" else 0.25
+            else:
+                _fix_seconds(v)
+    elif isinstance(data, list):
+        for v in data:
+            _fix_seconds(v)
 
 
 def _write_files(folder: Path, files: dict[str, bytes]) -> None:

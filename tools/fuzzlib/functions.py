@@ -56,7 +56,8 @@ def _external_constant(target: str, folder: Path) -> Any:
     from onnx import TensorProto, helper
 
     mdir = folder / "model"
-    canary_rel, canary_abs = "../outside/canary.bin", str(folder / CANARY)
+    # absolute, yet the same in every case folder: the run's working folder is the case folder
+    canary_rel, canary_abs = "../outside/canary.bin", f"/proc/self/cwd/{CANARY}"
     location = {"outside": canary_rel, "dotdot": "sub/../../outside/canary.bin", "absolute": canary_abs,
                 "dev_zero": "/dev/zero", "fifo": "pipe.bin", "symlink_out": "link.bin"}[target]
     if target == "fifo":

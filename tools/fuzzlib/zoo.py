@@ -13,13 +13,15 @@ import random
 import stat
 from pathlib import Path
 
-from .common import Case
+from .common import CANARY, Case
 from .corpus import Corpus
 
 #: what the zoo folder holds besides one valid model
 KINDS = ("chardev_null", "chardev_zero", "link_dev_zero", "fifo", "link_out", "link_folder_out",
          "link_loop", "link_folder_loop", "folder_onnx", "sparse", "absolute_link")
 SPARSE_SIZES = (2**33, 2**40)
+#: the canary by an absolute path that is the same in every case folder (the run's working folder)
+ABS_CANARY = f"/proc/self/cwd/{CANARY}"
 
 
 def _mknod(path: Path, minor: int) -> str:
@@ -47,7 +49,7 @@ def _plant(kind: str, zdir: Path, rng: random.Random) -> tuple[str, str]:
         os.symlink("../../outside/canary.bin", zdir / "out.onnx")
         return "out.onnx", "link to a file outside"
     if kind == "absolute_link":
-        os.symlink(os.path.abspath(zdir / "../../outside/canary.bin"), zdir / "abs.onnx")
+        os.symlink(ABS_CANARY, zdir / "abs.onnx")
         return "abs.onnx", "absolute link to a file outside"
     if kind == "link_folder_out":
         (zdir.parent.parent / "outside" / "more.onnx").write_bytes((zdir / "a.onnx").read_bytes())
@@ -82,7 +84,7 @@ def zoo_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, comman
     if how == "list":
         lines = ["zoo/a.onnx", f"zoo/{name}"]
         lines += rng.sample(["../outside/canary.bin", "/dev/zero", "zoo", "zoo/../zoo/a.onnx",
-                             str(folder / "outside" / "canary.bin")], 2)
+                             ABS_CANARY], 2)
         (mdir / "zoo.txt").write_text("\n".join(lines) + "\n")
         source, note = "model/zoo.txt", f"{note}; list naming {lines[1:]}"
     argv = ["zoo", source, "--out", "out/res", "--executor", "inline", "--model-timeout", "0"]
