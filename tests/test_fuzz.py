@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests import fuzzing
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+if str(TOOLS) not in sys.path:
+    sys.path.insert(0, str(TOOLS))
+
+import fuzzlib as fuzzing  # noqa: E402
 
 SEED = 0
 COUNTS = fuzzing.SAMPLE_COUNTS
@@ -53,6 +58,8 @@ def test_sample_covers_every_family_and_command(outcomes: list[fuzzing.Outcome])
     for cmd in fuzzing.PLAN_COMMANDS:
         assert ("plans", cmd) in pairs
     assert ("csv", "pack") in pairs
+    for fam in fuzzing.EXTRA_FAMILIES:
+        assert any(f == fam for f, _ in pairs), f"{fam} never ran"
 
 
 @pytest.mark.parametrize("cls", fuzzing.CLASSES)

@@ -1,6 +1,6 @@
 """The long fuzz run of the onnxmem command line (``make fuzz``).
 
-Runs seeded cases of every mutation family of ``tests/fuzzing.py`` through the
+Runs seeded cases of every mutation family of ``tools/fuzzlib`` through the
 real CLI, prints a table of failures by family and command, and copies every
 failing case (its files and ``result.json`` with the seed) under ``--out``.
 
@@ -9,7 +9,9 @@ failing case (its files and ``result.json`` with the seed) under ``--out``.
 
 ``--cases`` is the number of mutated models (spread over the model families and
 the commands plan, plan --measure-shapes, verify and compare); ``--plans`` and
-``--csvs`` the corrupted plans (verify, show, plot) and hostile CSVs (pack).
+``--csvs`` the corrupted plans (verify, show, plot) and hostile CSVs (pack);
+``--functions``, ``--zoos``, ``--exports`` and ``--trips`` the cases of those
+families (1000, 600, 1000, 400: with the defaults above, 9,000 cases in all).
 Exit status: 0 when every case is clean, 1 otherwise.
 """
 
@@ -21,18 +23,31 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+TOOLS = Path(__file__).resolve().parent
+if str(TOOLS) not in sys.path:
+    sys.path.insert(0, str(TOOLS))
 
-from tests import fuzzing  # noqa: E402
+import fuzzlib as fuzzing  # noqa: E402
+
+#: the long run's count of each family with an option of its own
+EXTRA_DEFAULTS = {"functions": 1000, "zoo": 600, "exports": 1000, "trips": 400}
 
 
-def _counts(cases: int, plans: int, csvs: int, only: list[str]) -> dict[str, int]:
-    fams = [f for f in fuzzing.MODEL_FAMILIES if not only or f in only] or list(fuzzing.MODEL_FAMILIES)
-    counts = {f: cases // len(fams) + (1 if i < cases % len(fams) else 0) for i, f in enumerate(fams)}
+def _counts(cases: int | None, plans: int, csvs: int, extra: dict[str, int | None],
+            only: list[str]) -> dict[str, int]:
+    """Cases per family. With ``--only`` and an explicit ``--cases``, the cases are spread over the
+    listed families other than plans and csv, except those given a count of their own."""
+    spread = [f for f in fuzzing.MODEL_FAMILIES if not only or f in only]
+    if only and cases is not None:
+        spread += [f for f in fuzzing.EXTRA_FAMILIES if f in only and extra[f] is None]
+    spread = spread or list(fuzzing.MODEL_FAMILIES)
+    total = 5000 if cases is None else cases
+    counts = {f: total // len(spread) + (1 if i < total % len(spread) else 0) for i, f in enumerate(spread)}
     counts["plans"] = plans
     counts["csv"] = csvs
+    for f in fuzzing.EXTRA_FAMILIES:
+        if f not in counts:
+            counts[f] = EXTRA_DEFAULTS[f] if extra[f] is None else int(extra[f] or 0)
     if only:
         counts = {f: n for f, n in counts.items() if f in only}
     return {f: n for f, n in counts.items() if n > 0}
@@ -42,9 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0, help="first seed of every family")
     ap.add_argument("--minutes", type=float, default=None, help="start no case after this many minutes")
-    ap.add_argument("--cases", type=int, default=5000, help="mutated models (all model families)")
+    ap.add_argument("--cases", type=int, default=None,
+                    help="mutated models (the model families; 5000); with --only, spread over the listed "
+                         "families that have no count option given")
     ap.add_argument("--plans", type=int, default=500, help="corrupted plans (verify, show, plot)")
     ap.add_argument("--csvs", type=int, default=500, help="hostile CSVs (pack)")
+    ap.add_argument("--functions", type=int, default=None,
+                    help=f"models with local functions (default {EXTRA_DEFAULTS['functions']})")
+    ap.add_argument("--zoos", type=int, default=None, help=f"hostile zoo folders (default {EXTRA_DEFAULTS['zoo']})")
+    ap.add_argument("--exports", type=int, default=None,
+                    help=f"hostile plans into export and instantiate (default {EXTRA_DEFAULTS['exports']})")
+    ap.add_argument("--trips", type=int, default=None,
+                    help=f"Loops with huge or endless trip counts (default {EXTRA_DEFAULTS['trips']})")
     ap.add_argument("--sample", action="store_true",
                     help="run the default suite's sample (its counts, sizes and 10 s bound)")
     ap.add_argument("--only", action="append", default=[], metavar="FAMILY",
@@ -78,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         args.bound = fuzzing.SAMPLE_BOUND
         args.max_depth, args.max_nodes = fuzzing.SAMPLE_SCALE.max_depth, fuzzing.SAMPLE_SCALE.max_nodes
     else:
-        pairs = list(fuzzing.iter_cases(_counts(args.cases, args.plans, args.csvs, args.only), args.seed))
+        extra = {"functions": args.functions, "zoo": args.zoos, "exports": args.exports, "trips": args.trips}
+        pairs = list(fuzzing.iter_cases(_counts(args.cases, args.plans, args.csvs, extra, args.only), args.seed))
 
     out: Path = args.out.resolve()  # workers change folder: every path they get is absolute
     out.mkdir(parents=True, exist_ok=True)
