@@ -544,10 +544,15 @@ def parse_dim_binding(text: str) -> tuple[str, int]:
         v = int(value)
     except ValueError:
         raise ShapeError(f"--dim {show_name(text)}: value {show_name(value)} is not an integer") from None
-    if v <= 0 or v > MAX_DIM:
+    if v <= 0:
         raise ShapeError(
-            f"--dim {show_name(text)}: a dim must be a positive integer of at most 2^40 "
-            f"({MAX_DIM:,}), onnxmem's limit, not {v}; give the size the model will run at"
+            f"--dim {show_name(text)}: a dim must be a positive integer, not {v}; give the size "
+            "the model will run at"
+        )
+    if v > MAX_DIM:
+        raise ShapeError(
+            f"--dim {show_name(text)}: a dim must be at most 2^40 ({MAX_DIM:,}), onnxmem's limit; "
+            "give the size the model will run at"
         )
     return name, v
 

@@ -746,7 +746,7 @@ def test_dims_out_of_bounds_in_zoo(tmp_path):
     (tmp_path / "zoo").mkdir()
     save_model(tmp_path / "zoo", relu_model())
     assert_refused(["zoo", tmp_path / "zoo", "--out", tmp_path / "results", "--dim", "n=9223372036854775808"],
-                   tmp_path, "at most 2^40")
+                   tmp_path, "a dim must be at most 2^40")
 
 
 @pytest.mark.parametrize("command", ["plan", "verify"])
