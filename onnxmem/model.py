@@ -37,6 +37,8 @@ from onnx import TensorProto, numpy_helper
 from . import dimexpr, shapeeval
 from .errors import ModelError, ShapeError, flag_value, show_name
 from .fileio import MAX_MODEL_BYTES, open_input, read_input
+from .functions import function_label, inlined_size
+from .functions import node_subgraphs as _subgraphs
 from .training.shapes import complete_shapes
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "body_captures",
     "iter_bodies",
     "iter_graphs",
+    "model_graphs",
     "load_model",
     "owner_key",
     "subgraph_attributes",
@@ -171,16 +174,6 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 # ------------------------------------------------------------------ loading
 
 
-def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    out: list[onnx.GraphProto] = []
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            out.append(attr.g)
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            out.extend(attr.graphs)
-    return out
-
-
 def iter_graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
     """``graph`` and every subgraph nested in its nodes' attributes, depth first."""
     stack = [graph]
@@ -191,24 +184,37 @@ def iter_graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
             stack.extend(reversed(_subgraphs(node)))
 
 
+def model_graphs(model: onnx.ModelProto) -> Iterable[tuple[str, onnx.GraphProto | onnx.FunctionProto]]:
+    """Every node container of ``model``: the main graph, each local function's body, and every
+    subgraph nested in their nodes, each with where it sits for a message (``""`` in the main
+    graph, `` in local function 'dom'::'name'`` in a function)."""
+    for g in iter_graphs(model.graph):
+        yield "", g
+    for f in model.functions:
+        where = f" in {function_label((f.domain, f.name, getattr(f, 'overload', '')))}"
+        yield where, f
+        for node in f.node:
+            for sub in _subgraphs(node):
+                yield from ((where, g) for g in iter_graphs(sub))
+
+
 def check_graph_limits(model: onnx.ModelProto, where: str) -> None:
-    """Refuse graphs nested deeper than ``MAX_NESTING`` or holding more than ``MAX_NODES`` nodes."""
-    count = 0
-    stack = [(model.graph, 0)]
-    while stack:
-        g, depth = stack.pop()
-        if depth > MAX_NESTING:
-            raise ModelError(
-                f"{where} nests subgraphs {depth} deep, past onnxmem's limit of {MAX_NESTING}; "
-                "flatten the control flow"
-            )
-        count += len(g.node)
-        if count > MAX_NODES:
-            raise ModelError(
-                f"{where} has more than {MAX_NODES:,} nodes, onnxmem's limit; split the model"
-            )
-        for node in g.node:
-            stack.extend((sub, depth + 1) for sub in _subgraphs(node))
+    """Refuse a model nested deeper than ``MAX_NESTING`` levels (subgraphs and local function
+    calls) or holding more than ``MAX_NODES`` nodes once its local functions are inlined, and
+    recursive, duplicate or shadowing functions (:func:`onnxmem.functions.inlined_size`), before
+    anything expands them."""
+    found = inlined_size(model, MAX_NODES, MAX_NESTING)
+    through = f" (through {function_label(found.deepest)})" if found.deepest is not None else ""
+    if found.depth > MAX_NESTING:
+        raise ModelError(
+            f"{where} nests subgraphs {found.depth} deep{through}, past onnxmem's limit of {MAX_NESTING}; "
+            "flatten the control flow"
+        )
+    if found.nodes > MAX_NODES:
+        raise ModelError(
+            f"{where} has more than {MAX_NODES:,} nodes{' once its local functions are inlined' if model.functions else ''}, "
+            "onnxmem's limit; split the model"
+        )
 
 
 def initializers(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
@@ -230,59 +236,75 @@ class ExternalData:
     path: Path  # resolved, inside the model's folder, a regular file
     offset: int
     length: int
+    label: str = ""  # the tensor and where it sits, escaped, for messages
 
 
-def graph_tensors(graph: onnx.GraphProto) -> Iterable[onnx.TensorProto]:
-    """Every tensor of ``graph`` and its subgraphs that can keep its data outside the file."""
-    for g in iter_graphs(graph):
-        yield from g.initializer
-        for sp in g.sparse_initializer:
-            yield sp.values
-            yield sp.indices
+def _attribute_tensors(attr: onnx.AttributeProto) -> Iterable[tuple[str, onnx.TensorProto]]:
+    if attr.HasField("t"):
+        yield "", attr.t
+    yield from (("", t) for t in attr.tensors)
+    sparse = [attr.sparse_tensor] if attr.HasField("sparse_tensor") else []
+    for sp in (*sparse, *attr.sparse_tensors):
+        yield " (sparse values)", sp.values
+        yield " (sparse indices)", sp.indices
+
+
+def tensor_sites(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[tuple[str, onnx.TensorProto]]:
+    """Every tensor of ``source`` that can keep its data outside the file, with an escaped label
+    for messages: initializers, sparse initializers and tensor attributes (a ``Constant``'s
+    ``value``, ...) of every graph and subgraph, and, for a model, of its local functions."""
+    graphs = model_graphs(source) if isinstance(source, onnx.ModelProto) else (("", g) for g in iter_graphs(source))
+    for where, g in graphs:
+        if isinstance(g, onnx.GraphProto):
+            yield from ((f"tensor {show_name(t.name)}{where}", t) for t in g.initializer)
+            for sp in g.sparse_initializer:
+                yield f"sparse tensor {show_name(sp.values.name)} (values){where}", sp.values
+                yield f"sparse tensor {show_name(sp.values.name)} (indices){where}", sp.indices
         for node in g.node:
             for attr in node.attribute:
-                if attr.HasField("t"):
-                    yield attr.t
-                yield from attr.tensors
-                if attr.HasField("sparse_tensor"):
-                    yield attr.sparse_tensor.values
-                    yield attr.sparse_tensor.indices
-                for sp in attr.sparse_tensors:
-                    yield sp.values
-                    yield sp.indices
+                for part, t in _attribute_tensors(attr):
+                    node_name = node.name or (node.output[0] if node.output else "")
+                    yield (f"attribute {show_name(attr.name)}{part} of node {show_name(node_name)} "
+                           f"({show_name(node.op_type)}){where}"), t
 
 
-def _external_field(tensor: str, key: str, value: str, size: int) -> int:
+def graph_tensors(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[onnx.TensorProto]:
+    """Every tensor of ``source`` that can keep its data outside the file (see :func:`tensor_sites`)."""
+    return (t for _, t in tensor_sites(source))
+
+
+def _external_field(label: str, key: str, value: str, size: int) -> int:
     if not _DECIMAL.fullmatch(value):
         raise ModelError(
-            f"tensor {show_name(tensor)} has external-data {key} {show_name(value)}, which is "
+            f"{label} has external-data {key} {show_name(value)}, which is "
             "not a non-negative decimal integer; re-export the model"
         )
     n = int(value)
     if n > size:
         raise ModelError(
-            f"tensor {show_name(tensor)} has external-data {key} {n:,}, past the end of its "
+            f"{label} has external-data {key} {n:,}, past the end of its "
             f"data file ({size:,} bytes); the file is truncated or the reference is wrong: re-export the model"
         )
     return n
 
 
-def _external_reference(init: onnx.TensorProto, root: Path, need_files: bool) -> ExternalData:
-    """Check one external-data reference against the files under ``root`` (never reads data)."""
+def _external_reference(init: onnx.TensorProto, root: Path, need_files: bool, label: str) -> ExternalData:
+    """Check one external-data reference against the files under ``root`` (never reads data);
+    ``label`` names the tensor in messages (:func:`tensor_sites`)."""
     name = init.name
     info: dict[str, str] = {}
     for e in init.external_data:
         key, value = e.key, e.value
         if not isinstance(key, str) or not isinstance(value, str):
             raise ModelError(
-                f"tensor {show_name(name)} has an external-data entry that is not text; "
+                f"{label} has an external-data entry that is not text; "
                 "re-export the model"
             )
         info[key] = value
     loc = info.get("location", "")
-    where = f"tensor {show_name(name)}: external data {show_name(loc)}"
+    where = f"{label}: external data {show_name(loc)}"
     if not loc:
-        raise ModelError(f"tensor {show_name(name)} keeps its data outside the file but names no "
+        raise ModelError(f"{label} keeps its data outside the file but names no "
                          "location; re-export the model")
     if "\0" in loc:
         raise ModelError(f"{where} contains a NUL byte; re-export the model")
@@ -308,15 +330,15 @@ def _external_reference(init: onnx.TensorProto, root: Path, need_files: bool) ->
         raise ModelError(f"{where} is not a regular file (a folder, device or FIFO); give the "
                          "model its data file")
     size = st.st_size if st is not None else MAX_BYTES
-    offset = _external_field(name, "offset", info.get("offset", "0"), size)
-    length = _external_field(name, "length", info["length"], size) if "length" in info else size - offset
+    offset = _external_field(label, "offset", info.get("offset", "0"), size)
+    length = _external_field(label, "length", info["length"], size) if "length" in info else size - offset
     if offset + length > size:
         raise ModelError(
             f"{where}: bytes [{offset:,}, {offset + length:,}) run past the end of the file "
             f"({size:,} bytes); the file is truncated or the reference is wrong: re-export the model"
         )
     if init.data_type == TensorProto.STRING:
-        raise ModelError(f"tensor {show_name(name)} is a string tensor in external data, which "
+        raise ModelError(f"{label} is a string tensor in external data, which "
                          "ONNX does not allow; re-export the model")
     if init.data_type in DTYPES and (st is not None or "length" in info):
         expected = tensor_bytes(init.data_type, init.dims, name)
@@ -325,7 +347,7 @@ def _external_reference(init: onnx.TensorProto, root: Path, need_files: bool) ->
                 f"{where} holds {length:,} bytes, but a {dtype_name(init.data_type)} tensor of shape "
                 f"{list(init.dims)} takes {expected:,}; re-export the model"
             )
-    return ExternalData(name, target, offset, length)
+    return ExternalData(name, target, offset, length, label)
 
 
 def check_external_data(
@@ -336,16 +358,17 @@ def check_external_data(
     Each location must be relative, resolve (links included) to a regular file
     inside ``base``, and hold its ``[offset, offset + length)`` bytes; offsets
     and lengths must be decimal integers, and a length must match the tensor's
-    dtype and dims. With ``need_files=False`` (planning, which needs shapes
+    dtype and dims. Local functions' tensors are checked as the
+    graph's are. With ``need_files=False`` (planning, which needs shapes
     only) a data file may be missing; what is there is checked all the same.
     Raises ``ModelError`` naming the tensor, the rule and the fix; reads no
     data. :func:`read_external_data` reads what this checks.
     """
     root = Path(os.path.realpath(base))
     refs = []
-    for t in graph_tensors(model.graph):
+    for label, t in tensor_sites(model):
         if t.data_location == TensorProto.EXTERNAL:
-            refs.append(_external_reference(t, root, need_files))
+            refs.append(_external_reference(t, root, need_files, label))
     return refs
 
 
@@ -357,7 +380,7 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str]) -> 
     """
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    tensors = [t for t in graph_tensors(m.graph) if t.data_location == TensorProto.EXTERNAL]
+    tensors = [t for t in graph_tensors(m) if t.data_location == TensorProto.EXTERNAL]
     refs = check_external_data(m, base)
     total = sum(r.length for r in refs)
     if total + model.ByteSize() > MAX_INLINE_WEIGHTS:
@@ -367,7 +390,7 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str]) -> 
             "running it (no --measure-shapes, verify --static-only)"
         )
     for t, ref in zip(tensors, refs):
-        where = f"tensor {show_name(ref.tensor)}: external data {show_name(str(ref.path.name))}"
+        where = f"{ref.label}: external data {show_name(str(ref.path.name))}"
         try:
             fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
         except OSError as exc:
@@ -389,15 +412,31 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str]) -> 
     return m
 
 
-def check_tensor_data(model: onnx.ModelProto) -> None:
-    """Refuse a tensor whose data does not hold exactly its dtype and dims' worth of values.
+def _check_tensor_dims(label: str, t: onnx.TensorProto) -> None:
+    """Refuse a stored tensor with a negative dim or a size past ``MAX_BYTES`` (a damaged file:
+    no ``--dim`` or ``--input-shape`` changes a weight)."""
+    for axis, d in enumerate(t.dims):
+        if d < 0:
+            raise ModelError(f"{label} has negative dim {d} on axis {axis}; the file is damaged: "
+                             "re-export the model")
+    bits = DTYPES.get(t.data_type, (None, 8))[1] or 8  # strings: one byte an element, at least
+    if any(d > MAX_DIM for d in t.dims) or math.prod(t.dims) * bits > 8 * MAX_BYTES:
+        raise ModelError(f"{label} has dims {list(t.dims)}, which make more than 2^62 bytes "
+                         "(onnxmem's limit, and far more than any file holds); the file is damaged: "
+                         "re-export the model")
 
-    Run on a model whose weights are read in (nothing is external any more), before
-    any of them becomes an array: inline bytes must be ``tensor_bytes`` long, and
-    typed values must number the elements (twice for complex types, packed for
-    sub-byte ones).
+
+def check_tensor_data(model: onnx.ModelProto) -> None:
+    """Refuse a tensor whose dims or data do not hold exactly its dtype and dims' worth of values.
+
+    Every stored tensor (of the graphs and local functions): no negative dim, at
+    most ``MAX_BYTES``. One whose data is inline (not external): inline bytes must
+    be ``tensor_bytes`` long, and typed values must number the elements (twice for
+    complex types, packed for sub-byte ones). ``load_model`` runs it, and the
+    runtime again once the external weights are read in, before any becomes an array.
     """
-    for t in graph_tensors(model.graph):
+    for label, t in tensor_sites(model):
+        _check_tensor_dims(label, t)
         if t.data_location == TensorProto.EXTERNAL or t.data_type == TensorProto.STRING:
             continue
         bits = DTYPES.get(t.data_type, (None, None))[1]
@@ -414,8 +453,20 @@ def check_tensor_data(model: onnx.ModelProto) -> None:
             unit = "values"
         if have != want:
             raise ModelError(
-                f"tensor {show_name(t.name)} of dtype {DTYPES[t.data_type][0]} and shape {list(t.dims)} "
+                f"{label} of dtype {DTYPES[t.data_type][0]} and shape {list(t.dims)} "
                 f"holds {have:,} {unit} of data where it needs {want:,}; the file is damaged: re-export it"
+            )
+
+
+def check_sparse_initializers(model: onnx.ModelProto) -> None:
+    """Refuse a sparse initializer: onnxmem plans dense weights only (the view, the weight count
+    and the runs read ``initializer``), so it names the tensor and how to store it dense."""
+    for where, g in model_graphs(model):
+        for sp in getattr(g, "sparse_initializer", ()):
+            raise ModelError(
+                f"sparse initializer {show_name(sp.values.name)}{where}: onnxmem plans models whose "
+                "weights are dense initializers only; store it dense (onnx.numpy_helper.from_array of "
+                "its dense values, in graph.initializer) and plan again"
             )
 
 
@@ -423,7 +474,10 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     """Read an ONNX file's graph; external weights stay on disk.
 
     Raises ``ModelError`` for a missing, non-regular, too large, truncated or
-    non-ONNX file and for external data that :func:`check_external_data` refuses.
+    non-ONNX file, for a graph or local functions past the limits
+    (:func:`check_graph_limits`), for sparse initializers, for stored tensors whose
+    dims or data are wrong (:func:`check_tensor_data`) and for external data that
+    :func:`check_external_data` refuses, in the graphs and the local functions alike.
     """
     p = Path(path)
     label = show_name(str(p))
@@ -452,8 +506,10 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
         raise ModelError(
             f"model {label} has IR version {model.ir_version}; onnxmem reads IR version 3 and up"
         )
-    check_external_data(model, p.parent, need_files=False)
     check_graph_limits(model, f"model {label}")
+    check_sparse_initializers(model)
+    check_tensor_data(model)
+    check_external_data(model, p.parent, need_files=False)
     unname_placeholder_dims(model)
     return model
 
@@ -493,6 +549,11 @@ def parse_dim_binding(text: str) -> tuple[str, int]:
             f"--dim {show_name(text)}: a dim must be a positive integer, not {v}; give the size "
             "the model will run at"
         )
+    if v > MAX_DIM:
+        raise ShapeError(
+            f"--dim {show_name(text)}: a dim must be at most 2^40 ({MAX_DIM:,}), onnxmem's limit; "
+            "give the size the model will run at"
+        )
     return name, v
 
 
@@ -512,8 +573,9 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
         raise ShapeError(
             f"--input-shape {show_name(text)}: {show_name(value)} is not dims joined by 'x' (e.g. 1x3x224x224)"
         ) from None
-    if any(d < 0 for d in dims):
-        raise ShapeError(f"--input-shape {show_name(text)}: a dim cannot be negative")
+    if any(d < 0 or d > MAX_DIM for d in dims):
+        raise ShapeError(f"--input-shape {show_name(text)}: a dim must be an integer from 0 to 2^40 "
+                         f"({MAX_DIM:,}), onnxmem's limit; give the shape the model will run at")
     return name, dims
 
 
@@ -618,10 +680,13 @@ def _resolve_dim(d: Dim, dims: Mapping[str, int]) -> int | None:
     return value if value is not None and value >= 0 else None
 
 
-def _types(graph: onnx.GraphProto) -> Iterable[onnx.TypeProto]:
-    """Every type declared in ``graph`` and its subgraphs (inputs, outputs, value_info),
-    with the element types of sequences, optionals and maps, without recursion."""
-    stack = [vi.type for g in iter_graphs(graph) for vi in (*g.input, *g.output, *g.value_info)]
+def _types(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[onnx.TypeProto]:
+    """Every type declared in ``source`` and its subgraphs (inputs, outputs, value_info; for a
+    model, its local functions' value_info too), with the element types of sequences,
+    optionals and maps, without recursion."""
+    graphs = model_graphs(source) if isinstance(source, onnx.ModelProto) else (("", g) for g in iter_graphs(source))
+    stack = [vi.type for _, g in graphs
+             for vi in ((*g.input, *g.output, *g.value_info) if isinstance(g, onnx.GraphProto) else g.value_info)]
     while stack:
         t = stack.pop()
         yield t
@@ -642,16 +707,16 @@ def _rename_dims(model: onnx.ModelProto) -> dict[str, str]:
     it writes are over those names alone. Returns ``{original: safe}``.
     """
     names: dict[str, str] = {}
-    for d in _declared_dims(model.graph):
+    for d in _declared_dims(model):
         if d.HasField("dim_param") and d.dim_param:
             safe = names.setdefault(d.dim_param, f"onnxmem_dim_{len(names)}")
             d.dim_param = safe
     return names
 
 
-def _declared_dims(graph: onnx.GraphProto) -> Iterable[Any]:
-    """Every dim of every tensor type declared in ``graph`` and its subgraphs (see :func:`_types`)."""
-    for t in _types(graph):
+def _declared_dims(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[Any]:
+    """Every dim of every tensor type declared in ``source`` and its subgraphs (see :func:`_types`)."""
+    for t in _types(source):
         shape = None
         if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
             shape = t.tensor_type.shape

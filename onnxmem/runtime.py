@@ -200,7 +200,7 @@ def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str]
     a bad one is a ``ModelError`` that names the tensor.
     """
     has_external = any(
-        t.data_location == onnx.TensorProto.EXTERNAL for t in graph_tensors(model.graph)
+        t.data_location == onnx.TensorProto.EXTERNAL for t in graph_tensors(model)
     )
     if not has_external:
         m = onnx.ModelProto()

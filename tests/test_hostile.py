@@ -590,3 +590,187 @@ def test_a_measuring_run_that_takes_too_long_is_stopped(tmp_path, monkeypatch):
     model = save_model(tmp_path, m)
     assert_refused(["plan", model, "--measure-shapes", "--dim", "n=8000"], tmp_path,
                    "took longer than 0.01 s and was stopped")
+
+
+# ---------------------------------------------------------------- local functions
+
+
+def call_model(functions: list[onnx.FunctionProto], op: str = "F", extra_nodes=()) -> onnx.ModelProto:
+    """x[1,4] -> local::``op`` -> y, with ``functions`` as the model's local functions."""
+    m = make_model([helper.make_node(op, ["x"], ["y"], domain="local", name="call"), *extra_nodes],
+                   [vi("x", [1, 4])], [vi("y", [1, 4])])
+    m.opset_import.append(helper.make_opsetid("local", 1))
+    m.functions.extend(functions)
+    return m
+
+
+def local_function(name: str, nodes: list[onnx.NodeProto]) -> onnx.FunctionProto:
+    return helper.make_function("local", name, ["a"], ["b"], nodes,
+                                [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+
+
+def constant_function(value: TensorProto, nested: bool = False) -> onnx.FunctionProto:
+    """local::F(a) = a + k, k a Constant of ``value`` (inside an If's branches with ``nested``)."""
+    k = helper.make_node("Constant", [], ["k"], name="k", value=value)
+    if nested:  # the Constant sits in both branches of an If in the function's body
+        branches = {f"{b}_branch": helper.make_graph([k], b, [], [vi("k", [4, 4])]) for b in ("then", "else")}
+        flag = helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.BOOL, [], [True]))
+        k_nodes = [flag, helper.make_node("If", ["c"], ["k"], name="if", **branches)]
+    else:
+        k_nodes = [k]
+    return local_function("F", [*k_nodes, helper.make_node("MatMul", ["a", "k"], ["b"])])
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["function body", "If inside a function"])
+@pytest.mark.parametrize("command", list(WEIGHT_COMMANDS))
+@pytest.mark.parametrize("case", ["dot dot", "absolute path", "link out of the folder", "length past the end"])
+def test_hostile_external_data_of_a_constant_in_a_local_function(case, command, nested, tmp_path):
+    """A function's Constant whose value lies outside the model's folder: refused as an initializer is."""
+    model, words = external_case(case, tmp_path)
+    weight = onnx.load(model, load_external_data=False).graph.initializer[0]
+    save_model(model.parent, call_model([constant_function(weight, nested)]))
+    args = [a.format(m=model, out=tmp_path / "plan.json") for a in WEIGHT_COMMANDS[command]]
+    line = assert_refused(args, tmp_path, words)
+    assert "in local function 'local'::'F'" in line and "'Constant'" in line
+
+
+def test_external_data_of_a_constant_in_a_local_function_is_read_from_the_model_folder(tmp_path):
+    """A function's Constant with its data next to the model: read from there (not from the
+    working folder) and run: the output is x @ the file's weights."""
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "w.bin").write_bytes(WEIGHTS.tobytes())
+    model = save_model(model_dir, call_model([constant_function(external_weight("w.bin"))]))
+    from onnxmem.model import load_model
+    from onnxmem.runtime import load_with_weights
+
+    full = load_with_weights(load_model(model), model)
+    value = full.functions[0].node[0].attribute[0].t
+    assert np.array_equal(numpy_helper.to_array(value), WEIGHTS)
+    import onnxruntime as ort
+
+    x = np.ones((1, 4), np.float32)
+    y = ort.InferenceSession(full.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.array_equal(y, x @ WEIGHTS)
+    r = CliRunner().invoke(main, ["verify", str(model)])
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert "verified" in r.stdout
+
+
+def test_damaged_constant_in_a_local_function(tmp_path):
+    value = numpy_helper.from_array(np.ones(15, np.float32), "kv")
+    del value.dims[:]
+    value.dims.extend([4, 4])
+    model = save_model(tmp_path, call_model([constant_function(value)]))
+    line = assert_refused(["plan", model], tmp_path, "holds 60 bytes of data where it needs 64")
+    assert "in local function 'local'::'F'" in line
+
+
+def chain_of_functions(n: int, calls: int = 1) -> onnx.ModelProto:
+    """local::F{k} calls F{k-1} ``calls`` times in a row; F0 is a Relu; the graph calls F{n-1}."""
+    functions = [local_function("F0", [helper.make_node("Relu", ["a"], ["b"])])]
+    for k in range(1, n):
+        names = ["a", *[f"t{i}" for i in range(calls - 1)], "b"]
+        functions.append(local_function(f"F{k}", [
+            helper.make_node(f"F{k - 1}", [names[i]], [names[i + 1]], domain="local") for i in range(calls)]))
+    return call_model(functions, op=f"F{n - 1}")
+
+
+@pytest.mark.parametrize("command", [["verify"], ["compare"], ["plan", "--measure-shapes"], ["plan"]])
+def test_a_deep_chain_of_functions_is_refused_before_it_is_expanded(command, tmp_path):
+    """5,000 functions, each calling the next (308 KB): onnxruntime's inliner overflowed its stack."""
+    model = save_model(tmp_path, chain_of_functions(5000))
+    assert_refused_subprocess([command[0], model, *command[1:]], tmp_path,
+                              "local function 'local'::'F25' nests calls and subgraphs 25 deep "
+                              "('F25' -> 'F24' -> 'F23' -> ...), past onnxmem's limit of 24")
+
+
+@pytest.mark.parametrize("command", [["plan"], ["verify"]])
+def test_functions_that_double_at_each_level_are_refused_before_they_are_expanded(command, tmp_path):
+    """30 functions, each calling the one below twice: 2^29 nodes once inlined, from a 2 KB file."""
+    model = save_model(tmp_path, chain_of_functions(30, calls=2))
+    assert model.stat().st_size < 4096
+    assert_refused_subprocess([command[0], model, *command[1:]], tmp_path,
+                              "local function 'local'::'F24' expands to more than 10,000,000 nodes")
+
+
+def test_a_chain_of_functions_within_the_limits_runs(tmp_path):
+    """Ten nested functions, each calling the next twice (512 Relus once inlined): planned and verified."""
+    model = save_model(tmp_path, chain_of_functions(10, calls=2))
+    r = CliRunner().invoke(main, ["verify", str(model)])
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert "verified" in r.stdout
+
+
+@pytest.mark.parametrize("case,words", [
+    ("recursive", "local function 'local'::'F' calls itself ('F' -> 'G' -> 'F')"),
+    ("duplicate", "defines local function 'local'::'F' twice"),
+    ("shadowing", "local function ''::'Relu' has the name of the standard op 'Relu'"),
+    ("name", "local function 'local'::'F\\n\\x1b[2J' calls itself"),
+])
+@pytest.mark.parametrize("command", ["plan", "verify"])
+def test_hostile_function_tables(case, words, command, tmp_path):
+    relu = [helper.make_node("Relu", ["a"], ["b"])]
+    functions = {
+        "recursive": [local_function("F", [helper.make_node("G", ["a"], ["b"], domain="local")]),
+                      local_function("G", [helper.make_node("F", ["a"], ["b"], domain="local")])],
+        "duplicate": [local_function("F", relu), local_function("F", relu)],
+        "shadowing": [local_function("F", relu),
+                      helper.make_function("", "Relu", ["a"], ["b"], [helper.make_node("Neg", ["a"], ["b"])],
+                                           [helper.make_opsetid("", 17)])],
+        "name": [local_function("F\n\x1b[2J", [helper.make_node("F\n\x1b[2J", ["a"], ["b"], domain="local")]),
+                 local_function("F", relu)],
+    }[case]
+    model = save_model(tmp_path, call_model(functions))
+    assert_refused([command, model], tmp_path, words)
+
+
+# ---------------------------------------------------------------- flags and weights
+
+
+DIM_COMMANDS = [["plan"], ["verify"], ["compare"], ["plan", "--measure-shapes"]]
+
+
+@pytest.mark.parametrize("command", DIM_COMMANDS)
+@pytest.mark.parametrize("flag", ["--dim n=9223372036854775808", "--dim n=1099511627777", "--dim n=-1",
+                                  "--dim n=0", "--input-shape x=9223372036854775808x4",
+                                  "--input-shape x=4x-1", "--input-shape x=1099511627777x4"])
+def test_dims_out_of_bounds(command, flag, tmp_path):
+    model = save_model(tmp_path, make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["n", 4])],
+                                            [vi("y", ["n", 4])]))
+    line = assert_refused([command[0], model, *command[1:], *flag.split()], tmp_path, "a dim must be")
+    assert "2^40" in line or "positive" in line
+
+
+def test_dims_out_of_bounds_in_zoo(tmp_path):
+    (tmp_path / "zoo").mkdir()
+    save_model(tmp_path / "zoo", relu_model())
+    assert_refused(["zoo", tmp_path / "zoo", "--out", tmp_path / "results", "--dim", "n=9223372036854775808"],
+                   tmp_path, "a dim must be at most 2^40")
+
+
+@pytest.mark.parametrize("command", ["plan", "verify"])
+def test_sparse_initializer_is_refused_by_name(command, tmp_path):
+    values = helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])
+    indices = helper.make_tensor("w_indices", TensorProto.INT64, [2], [0, 5])
+    m = matmul_model(helper.make_tensor("unused", TensorProto.FLOAT, [1], [0.0]))
+    del m.graph.initializer[:]
+    m.graph.sparse_initializer.append(helper.make_sparse_tensor(values, indices, [4, 4]))
+    model = save_model(tmp_path, m)
+    assert_refused([command, model], tmp_path, "sparse initializer 'w': onnxmem plans models whose weights "
+                                               "are dense initializers only")
+
+
+@pytest.mark.parametrize("command", ["plan", "verify"])
+@pytest.mark.parametrize("dims,words", [
+    ([4, -4], "tensor 'w' has negative dim -4 on axis 1; the file is damaged"),
+    ([2**40, 2**40, 4], "tensor 'w' has dims [1099511627776, 1099511627776, 4], which make more than 2^62 bytes"),
+    ([2**62, 2**62], "which make more than 2^62 bytes"),
+    ([4, 5], "tensor 'w' of dtype float32 and shape [4, 5] holds 64 bytes of data where it needs 80"),
+])
+def test_weights_whose_dims_are_wrong(command, dims, words, tmp_path):
+    w = numpy_helper.from_array(WEIGHTS, "w")
+    del w.dims[:]
+    w.dims.extend(dims)
+    model = save_model(tmp_path, matmul_model(w))
+    assert_refused([command, model], tmp_path, words)

@@ -205,3 +205,39 @@ def test_other_domains(tmp_path, monkeypatch):
         infer_shapes(inverse)
     assert infer_measured_shapes(inverse).shapes["g"] == (4, 4)
     assert list(tmp_path.iterdir()) == []  # nothing written to the working folder
+
+
+# ---------------------------------------------------------------- local functions
+
+
+def test_inlined_size_and_depth_of_local_functions_without_expanding_them():
+    """F0 = Relu; F{k} calls F{k-1} twice: the graph calling F9 inlines to 2^9 Relus, 9 calls deep;
+    an If around the call adds its level."""
+    from onnxmem.functions import inlined_size
+
+    from .test_hostile import chain_of_functions
+
+    m = chain_of_functions(10, calls=2)
+    found = inlined_size(m, 10_000_000, 24)
+    assert (found.nodes, found.depth, found.deepest) == (512, 10, ("local", "F9", ""))
+    branch = helper.make_graph([helper.make_node("F9", ["x"], ["z"], domain="local")], "b", [], [vi("z", [1, 4])])
+    cond = helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.BOOL, [], [True]))
+    m.graph.node.extend([cond, helper.make_node("If", ["c"], ["w"], then_branch=branch, else_branch=branch)])
+    found = inlined_size(m, 10_000_000, 24)
+    assert (found.nodes, found.depth) == (512 + 2 + 2 * 512, 11)
+    with pytest.raises(ModelError, match="'F7' expands to more than 100 nodes"):
+        inlined_size(m, 100, 24)
+    with pytest.raises(ModelError, match="'F5' nests calls and subgraphs 5 deep"):
+        inlined_size(m, 10_000_000, 4)
+
+
+def test_functions_value_info_dims_never_reach_inference_as_file_text():
+    """A dim name in a local function's value_info is renamed for inference like the graph's."""
+    from onnxmem.model import _rename_dims
+
+    from .test_hostile import chain_of_functions
+
+    m = chain_of_functions(2)
+    m.functions[0].value_info.append(vi("b", ["__import__('os')", 4]))
+    assert _rename_dims(m) == {"__import__('os')": "onnxmem_dim_0"}
+    assert m.functions[0].value_info[0].type.tensor_type.shape.dim[0].dim_param == "onnxmem_dim_0"
