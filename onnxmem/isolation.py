@@ -175,7 +175,10 @@ class _Worker:
 
     def call(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
         self.label.value, self.started.value = b"onnxmem's own work", 0.0
-        self.conn.send((fn, args, kwargs, _limits.seconds))
+        try:
+            self.conn.send((fn, args, kwargs, _limits.seconds))
+        except OSError:  # the child is gone already
+            raise self._died() from None
         while True:
             if self.conn.poll(0.2):
                 try:
