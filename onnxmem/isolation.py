@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import importlib
 import os
 import signal
 import time
@@ -47,7 +48,9 @@ __all__ = [
     "GRACE_SECONDS",
     "RUN_SECONDS",
     "RunLimits",
+    "TimeLimitExceeded",
     "at_step",
+    "available_memory",
     "current_limits",
     "end_run",
     "run_isolated",
@@ -63,6 +66,8 @@ T = TypeVar("T")
 RUN_SECONDS = 600.0
 #: seconds a run past its time limit has to stop by itself before its child is killed
 GRACE_SECONDS = 5.0
+#: modules a child loads as it starts (onnxruntime, and onnxmem's modules that run it)
+WARM_MODULES = ("onnxruntime", "onnxmem.execution", "onnxmem.ortpeak")
 #: bytes of the label a child publishes (longer labels are cut)
 _LABEL_BYTES = 1024
 
@@ -115,9 +120,13 @@ def run_limits(*, prestart: bool = False, **changes: Any) -> Iterator[RunLimits]
             _stop_worker()
 
 
-def timed_out(what: str, seconds: float) -> RuntimeBackendError:
+class TimeLimitExceeded(RuntimeBackendError):
+    """An onnxruntime run went past its time limit (``--time-limit``)."""
+
+
+def timed_out(what: str, seconds: float) -> TimeLimitExceeded:
     """The error of a run that went past its time limit."""
-    return RuntimeBackendError(
+    return TimeLimitExceeded(
         f"{what} did not finish in {seconds:g} s and was stopped; raise --time-limit (or give smaller "
         "input shapes: --input-shape, --dim)"
     )
@@ -264,10 +273,45 @@ def run_isolated(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         raise
 
 
+def available_memory(device: str = "cpu") -> int | None:
+    """Bytes that can be allocated now on ``device``; ``None`` when this machine does not say.
+
+    Host: ``MemAvailable`` of ``/proc/meminfo``, else the free physical pages
+    (``os.sysconf``). CUDA: the free memory of device 0 (``cudaMemGetInfo``).
+    """
+    if device == "cuda":
+        return _cuda_free_memory()
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key == "MemAvailable":
+                    return int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _cuda_free_memory() -> int | None:
+    import ctypes
+
+    for lib in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
+        try:
+            cudart = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        if cudart.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) == 0:
+            return int(free.value)
+        return None
+    return None
+
+
 def _limit_address_space(extra: int | None) -> None:
     import resource
-
-    from .runtime import available_memory
 
     page = os.sysconf("SC_PAGE_SIZE")
     with open("/proc/self/statm", encoding="ascii") as fh:
@@ -294,9 +338,8 @@ def _serve(conn: Any, label: Any, started: Any, limits: RunLimits) -> None:
     _die_with_parent()
     if limits.address_space:
         _limit_address_space(limits.memory)
-    import onnxruntime  # noqa: F401 - loaded while the parent works, not when the first call comes
-
-    from . import verify  # noqa: F401 - the same for onnxmem's runtime modules
+    for name in WARM_MODULES:  # loaded while the parent reads and plans, not when the first call comes
+        importlib.import_module(name)
     while True:
         try:
             fn, args, kwargs, seconds = conn.recv()

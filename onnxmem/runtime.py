@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from .errors import RuntimeBackendError, ShapeError, cut_words, one_line, show_name
-from .isolation import RUN_SECONDS
+from .isolation import RUN_SECONDS, TimeLimitExceeded, available_memory
 from .model import (
     MAX_CAPTURED_ELEMENTS,
     BodyKey,
@@ -103,43 +103,6 @@ def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] |
         raise RuntimeBackendError(f"onnxruntime cannot load the model: {first_line(exc)}") from None
     finally:
         end_run()
-
-
-def available_memory(device: str = "cpu") -> int | None:
-    """Bytes that can be allocated now on ``device``; ``None`` when this machine does not say.
-
-    Host: ``MemAvailable`` of ``/proc/meminfo``, else the free physical pages
-    (``os.sysconf``). CUDA: the free memory of device 0 (``cudaMemGetInfo``).
-    """
-    if device == "cuda":
-        return _cuda_free_memory()
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                key, _, rest = line.partition(":")
-                if key == "MemAvailable":
-                    return int(rest.split()[0]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def _cuda_free_memory() -> int | None:
-    import ctypes
-
-    for lib in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
-        try:
-            cudart = ctypes.CDLL(lib)
-        except OSError:
-            continue
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        if cudart.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) == 0:
-            return int(free.value)
-        return None
-    return None
 
 
 def check_memory(size: int, device: str, what: str, *, fix: str, slack: int = 0) -> None:
@@ -386,7 +349,7 @@ def _measure(
         values_run = run_bounded(sess, names, feeds, "to measure shapes")
     except RuntimeBackendError as exc:
         random = sorted(set(feeds) - set(inputs or {}))
-        if not random:
+        if not random or isinstance(exc, TimeLimitExceeded):
             raise
         raise RuntimeBackendError(
             f"{exc}; inputs {', '.join(show_name(n) for n in random)} had seeded random values: "
