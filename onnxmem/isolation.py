@@ -110,7 +110,7 @@ def run_limits(*, prestart: bool = False, **changes: Any) -> Iterator[RunLimits]
     if not _limits.seconds > 0:
         _limits = before
         raise OnnxmemError(f"--time-limit {changes.get('seconds')!r}: give a number of seconds above 0")
-    if prestart and _limits.isolate and _shared is None and _worker is None:
+    if prestart and _limits.isolate and _shared is None and _worker is None and not _daemonic():
         _worker = _Worker(_limits)
     try:
         yield _limits
@@ -250,10 +250,12 @@ def run_isolated(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` in this command's child process, under the limits in force.
 
     ``fn`` must be a module-level function; its arguments and result travel by pickle.
-    In the child itself, or with ``isolate=False``, it runs here.
+    In the child itself, with ``isolate=False``, or in a daemonic process (a pool's worker,
+    which multiprocessing forbids to have children; its parent watches it), it runs here
+    under the time limit alone.
     """
     global _worker
-    if _shared is not None or not _limits.isolate:
+    if _shared is not None or not _limits.isolate or _daemonic():
         return fn(*args, **kwargs)
     wanted = dataclasses.replace(_limits, seconds=0.0)
     if _worker is not None and (not _worker.proc.is_alive()
@@ -308,6 +310,12 @@ def _cuda_free_memory() -> int | None:
             return int(free.value)
         return None
     return None
+
+
+def _daemonic() -> bool:
+    import multiprocessing as mp
+
+    return bool(mp.current_process().daemon)
 
 
 def _limit_address_space(extra: int | None) -> None:
