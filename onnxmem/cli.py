@@ -25,6 +25,7 @@ from . import __version__
 from .errors import OnnxmemError, PlanInvalid, ProblemError, one_line, show_name
 from .export import FORMATS, export_plan
 from .fileio import OutputSet
+from .isolation import RUN_SECONDS
 from .plan import read_plan, render_plan
 from .zoo.settings import DEFAULT_MODEL_TIMEOUT as ZOO_MODEL_TIMEOUT
 from .zoo.settings import EXECUTORS as ZOO_EXECUTORS
@@ -248,6 +249,32 @@ def inputs_option(fn: Callable[..., Any]) -> Callable[..., Any]:
              "values. Their shapes bind the inputs' dims as --input-shape does.")(fn)
 
 
+#: ``--time-limit SECONDS`` (verify, compare, plan, zoo)
+time_limit_flag = click.option(
+    "--time-limit", type=click.FloatRange(min=0, min_open=True), default=RUN_SECONDS, show_default=True,
+    metavar="SECONDS",
+    help="Seconds each onnxruntime run may take (measuring shapes, computing weights, the arena run, the "
+         "reference run, profiling); past it the command stops with an error naming the run. A safety bound: "
+         "no figure depends on it. The runs happen in a child process, so a crash of onnxruntime is an error "
+         "too.")
+
+
+def time_limit_option(prestart: Callable[[dict[str, Any]], bool]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--time-limit``: the command runs inside ``isolation.run_limits`` (every onnxruntime run in
+    one child process, each bounded); ``prestart(kwargs)``: whether it surely runs onnxruntime."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, time_limit: float, **kwargs: Any) -> Any:
+            from .isolation import run_limits
+
+            with run_limits(seconds=time_limit, address_space=kwargs.get("device") != "cuda",
+                            prestart=prestart(kwargs)):
+                return fn(*args, **kwargs)
+
+        return time_limit_flag(wrapper)
+    return wrap
+
+
 def pipeline_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--pipeline``: several models run in sequence, each one's outputs the next one's inputs."""
     return click.option(
@@ -359,6 +386,7 @@ def plan_summary(plan: Any) -> list[str]:
                    "frontier (arena against extra compute) and draw it to PNG.")
 @pipeline_option
 @user_errors
+@time_limit_option(lambda kw: bool(kw.get("measure_shapes")))
 def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
          io: str, timeout: float | None, inplace: str, fold: str, concurrency: str, branches: tuple[str, ...],
@@ -760,10 +788,11 @@ def plot(plan_file: str, output: str, title: str | None, size: str, model_path: 
               help="Growth allowed against --baseline, as a fraction (0.01 = 1%).")
 @click.option("--write-baseline", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Write the arenas of this run as a baseline file.")
+@time_limit_flag
 @user_errors
 def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tuple[str, ...],
         executor: str, model_timeout: float, baseline: str | None, tolerance: float,
-        write_baseline: str | None, **plan_flags: Any) -> None:
+        write_baseline: str | None, time_limit: float = RUN_SECONDS, **plan_flags: Any) -> None:
     """Plan (and with --verify, run) every model of a zoo; write results.json/.csv/.md.
 
     DIR_OR_LIST: a folder with catalog.json (from 'make zoo'), a folder of .onnx files, a
@@ -787,7 +816,7 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
     base = zoo_lib.read_baseline(baseline) if baseline else None
     opts = make_plan_options(**plan_flags)
     options = zoo_lib.ZooOptions(plan=opts, verify=verify, jobs=jobs, executor=executor,
-                                 work_dir=Path(out_dir), model_timeout=model_timeout)
+                                 work_dir=Path(out_dir), model_timeout=model_timeout, time_limit=time_limit)
     started = time.time()
     meta = {
         "command": "onnxmem zoo " + " ".join(sys.argv[2:]),
@@ -974,6 +1003,7 @@ def model_and_plan(plan_help: str, device_help: str,
 @planning_options
 @pipeline_option
 @user_errors
+@time_limit_option(lambda kw: not kw.get("static_only"))
 def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_path: str | None, seed: int,
            rtol: float, atol: float, static_only: bool, trials: int = 10, threads: int = 2,
            original_path: str | None = None, pipeline: bool = False, **planning: Any) -> None:
@@ -1123,6 +1153,7 @@ def _against_original(model: str, onnx_model: Any, the_plan: Any, view: Any, ori
               help="With --execution-mode parallel: onnxruntime's inter-op threads.")
 @planning_options
 @user_errors
+@time_limit_option(lambda kw: True)
 def compare(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
              execution_mode: str, threads: int, **planning: Any) -> None:
     """Print onnxruntime's own activation peak beside the plan's arena for MODEL.

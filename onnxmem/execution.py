@@ -75,6 +75,7 @@ from . import sessions
 from .errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
 from .graph import GraphView, Op, bound_outputs, child_path
 from .inputs import feeds_for
+from .isolation import at_step, end_run, start_run
 from .model import subgraph_attributes
 from .plan import MemoryPlan
 from .proof import Finding, true_lifetimes
@@ -365,9 +366,13 @@ class ArenaRun:
     def run(self) -> Execution:
         """Every step of the procedure, node by node; the findings and output checks."""
         self.load_inputs()
+        start_run("the arena run")
         t0 = time.perf_counter()
-        if not self.run_steps():
-            return self._stopped(t0)
+        try:
+            if not self.run_steps():
+                return self._stopped(t0)
+        finally:
+            end_run()
         seconds = time.perf_counter() - t0 - self.private_seconds
         return self.compare_outputs(seconds)
 
@@ -378,6 +383,7 @@ class ArenaRun:
             if op_index in self.weight_ops:
                 continue
             op = self.view.ops[op_index]
+            at_step(f"node {show_name(op.name)} ({op.op_type})")
             if not self.check_inputs(op) and not self.opts.keep_going:
                 return False
             if op_index in self.view.bodies:

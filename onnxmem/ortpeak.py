@@ -152,7 +152,18 @@ def ort_peak(
 ) -> OrtPeak:
     """Run ``model`` once in onnxruntime with its profiler and read its activation peak
     (on seeded random inputs; ``inputs``: the values of some, as given;
-    ``execution_mode="parallel"``: with its parallel executor on ``threads`` inter-op threads)."""
+    ``execution_mode="parallel"``: with its parallel executor on ``threads`` inter-op threads).
+    It runs in the command's onnxruntime process (:mod:`onnxmem.isolation`)."""
+    from .isolation import run_isolated
+
+    return run_isolated(_profile, model, view, level=level, device=device, model_path=model_path, seed=seed,
+                        inputs=inputs, execution_mode=execution_mode, threads=threads)
+
+
+def _profile(model: onnx.ModelProto, view: GraphView, *, level: str, device: str,
+             model_path: str | os.PathLike[str] | None, seed: int, inputs: Mapping[str, Any] | None,
+             execution_mode: str, threads: int) -> OrtPeak:
+    """:func:`ort_peak`, in the process that runs onnxruntime."""
     import onnxruntime as ort
 
     from .inputs import feeds_for

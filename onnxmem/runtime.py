@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 
 from .errors import RuntimeBackendError, ShapeError, cut_words, one_line, show_name
+from .isolation import RUN_SECONDS, TimeLimitExceeded, available_memory
 from .model import (
     MAX_CAPTURED_ELEMENTS,
     BodyKey,
@@ -88,7 +89,10 @@ def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] |
     """An onnxruntime session (CPU unless ``providers`` says otherwise)."""
     import onnxruntime as ort
 
+    from .isolation import end_run, start_run
+
     data: Any = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    start_run("onnxruntime's loading of the model")
     try:
         return ort.InferenceSession(
             data,
@@ -97,43 +101,8 @@ def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] |
         )
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         raise RuntimeBackendError(f"onnxruntime cannot load the model: {first_line(exc)}") from None
-
-
-def available_memory(device: str = "cpu") -> int | None:
-    """Bytes that can be allocated now on ``device``; ``None`` when this machine does not say.
-
-    Host: ``MemAvailable`` of ``/proc/meminfo``, else the free physical pages
-    (``os.sysconf``). CUDA: the free memory of device 0 (``cudaMemGetInfo``).
-    """
-    if device == "cuda":
-        return _cuda_free_memory()
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                key, _, rest = line.partition(":")
-                if key == "MemAvailable":
-                    return int(rest.split()[0]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def _cuda_free_memory() -> int | None:
-    import ctypes
-
-    for lib in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
-        try:
-            cudart = ctypes.CDLL(lib)
-        except OSError:
-            continue
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        if cudart.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) == 0:
-            return int(free.value)
-        return None
-    return None
+    finally:
+        end_run()
 
 
 def check_memory(size: int, device: str, what: str, *, fix: str, slack: int = 0) -> None:
@@ -252,21 +221,22 @@ def _element_types(model: onnx.ModelProto) -> dict[str, int]:
     return types
 
 
-#: seconds one whole-model run may take (measuring shapes, onnxruntime's own peak);
-#: past it onnxruntime is told to stop and the command ends with a one-line error
-RUN_SECONDS = 20.0
-
-
 def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], why: str,
                 seconds: float | None = None) -> list[Any]:
-    """``sess.run(names, feeds)``, stopped after ``seconds`` (default: :data:`RUN_SECONDS` as it is
-    when called); any failure is one line naming ``why``."""
+    """``sess.run(names, feeds)``, stopped after ``seconds`` (default: the time limit of
+    :func:`onnxmem.isolation.run_limits`); any failure is one line naming ``why``.
+
+    The run is announced to :mod:`onnxmem.isolation` (:func:`~onnxmem.isolation.start_run`),
+    so a crash or a run that ignores the stop is named in the parent's message."""
     import threading
 
     import onnxruntime as ort
 
-    seconds = RUN_SECONDS if seconds is None else seconds
+    from .isolation import current_limits, end_run, start_run, timed_out
 
+    seconds = current_limits().seconds if seconds is None else seconds
+    what = f"the run of the model {why}"
+    start_run(what)
     options = ort.RunOptions()
     timer = threading.Timer(seconds, lambda: setattr(options, "terminate", True))
     timer.daemon = True
@@ -275,13 +245,11 @@ def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], wh
         return list(sess.run(names, feeds, options))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         if options.terminate:
-            raise RuntimeBackendError(
-                f"onnxruntime's run of the model {why} took longer than {seconds:g} s and was "
-                "stopped; give smaller input shapes (--input-shape, --dim) so that it runs faster"
-            ) from None
+            raise timed_out(what, seconds) from None
         raise RuntimeBackendError(f"onnxruntime failed to run the model {why}: {one_line(first_line(exc))}") from None
     finally:
         timer.cancel()
+        end_run()
 
 
 #: a C++ source location in an onnxruntime message: ``path/file.h:91 namespace::function(arguments)``
@@ -321,6 +289,27 @@ def measure_shapes(
     ``values``, where given, receives the values of the run's small integer
     tensors (at most ``MAX_CAPTURED_ELEMENTS`` elements) that subgraph bodies
     read from the main graph, for sizing the bodies (both branches of an If)."""
+    from .isolation import run_isolated
+
+    out, captured = run_isolated(_measure, model, model_path=model_path, dims=dims, input_shapes=input_shapes,
+                                 seed=seed, inputs=inputs, capture=values is not None)
+    if values is not None:
+        values.update(captured)
+    return out
+
+
+def _measure(
+    model: onnx.ModelProto,
+    *,
+    model_path: str | os.PathLike[str] | None,
+    dims: Mapping[str, int] | None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None,
+    seed: int,
+    inputs: Mapping[str, np.ndarray] | None,
+    capture: bool,
+) -> tuple[dict[str, tuple[int, tuple[int, ...]]], dict[str, np.ndarray]]:
+    """:func:`measure_shapes` in the command's onnxruntime process: the shapes, and the values
+    of the small integer tensors bodies read (when ``capture``)."""
     full = load_with_weights(model, model_path)
     given = {k: tuple(np.shape(v)) for k, v in (inputs or {}).items()}
     shapes = _input_shapes(full, dims or {}, {**(input_shapes or {}), **given})
@@ -360,7 +349,7 @@ def measure_shapes(
         values_run = run_bounded(sess, names, feeds, "to measure shapes")
     except RuntimeBackendError as exc:
         random = sorted(set(feeds) - set(inputs or {}))
-        if not random:
+        if not random or isinstance(exc, TimeLimitExceeded):
             raise
         raise RuntimeBackendError(
             f"{exc}; inputs {', '.join(show_name(n) for n in random)} had seeded random values: "
@@ -371,13 +360,14 @@ def measure_shapes(
         if isinstance(val, np.ndarray) and val.dtype != object:
             et = int(onnx.helper.np_dtype_to_tensor_dtype(val.dtype))
             out[name] = (et, tuple(int(d) for d in val.shape))
-    if values is not None:
+    values: dict[str, np.ndarray] = {}
+    if capture:
         captured = body_captures(g)
         for name, val in list(zip(names, values_run)) + list(feeds.items()):
             if (name in captured and isinstance(val, np.ndarray) and val.dtype.kind in "iub"
                     and val.size <= MAX_CAPTURED_ELEMENTS):
                 values[name] = np.array(val)
-    return out
+    return out, values
 
 
 def infer_measured_shapes(

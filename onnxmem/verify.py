@@ -25,6 +25,7 @@ from .errors import OnnxmemError, PlanError, ShapeError, show_name
 from .execution import DEVICES, Execution, ExecutionOptions, OutputCheck, execute_plan
 from .graph import GraphView, bound_outputs, build_view, iter_views, with_regions
 from .inputs import read_inputs
+from .isolation import run_isolated
 from .plan import MemoryPlan
 from .proof import VIEW_OPS, Finding, plan_regions, prove_plan, true_lifetimes, walk_bodies
 from .sessions import cuda_available
@@ -179,6 +180,19 @@ def check_plan_identity(
     )
 
 
+def execute(plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, opts: VerifyOptions,
+            model_path: str | os.PathLike[str] | None) -> tuple[Execution | None, ConcurrentExecution | None]:
+    """The execution step of :func:`verify_plan` (run in the command's onnxruntime child process,
+    :mod:`onnxmem.isolation`): ``(execution, None)``, or ``(None, concurrent)`` for a concurrent
+    plan of a graph without bodies."""
+    if opts.concurrency == "dag" and not view.bodies:
+        return None, run_concurrent(plan, model, view, options=opts, model_path=model_path,
+                                    concurrent=ConcurrentOptions(trials=opts.trials, threads=opts.threads))
+    if opts.concurrency != "dag" and is_training_view(view):
+        return TrainingRun(plan, model, view, opts, model_path).run(), None  # labels, dropout, gradients
+    return execute_plan(plan, model, view, options=opts, model_path=model_path), None
+
+
 def verify_plan(
     model: onnx.ModelProto,
     plan: MemoryPlan,
@@ -215,14 +229,8 @@ def verify_plan(
         warnings.append("concurrent trials run graphs without If/Loop/Scan bodies; this model has them, so "
                         "the plan ran once in its own order (one of the schedules the graph allows), and the "
                         "static proof checked every schedule")
-        execution = execute_plan(plan, model, v, options=opts, model_path=model_path)
-    elif opts.execute and not static and opts.concurrency == "dag":
-        concurrent = run_concurrent(plan, model, v, options=opts, model_path=model_path,
-                                    concurrent=ConcurrentOptions(trials=opts.trials, threads=opts.threads))
-    elif opts.execute and not static and is_training_view(v):
-        execution = TrainingRun(plan, model, v, opts, model_path).run()  # labels, dropout, gradients
-    elif opts.execute and not static:
-        execution = execute_plan(plan, model, v, options=opts, model_path=model_path)
+    if opts.execute and not static:
+        execution, concurrent = run_isolated(execute, plan, model, v, opts, model_path)
     return VerifyReport(
         model=str(model_path) if model_path is not None else "",
         static=static,

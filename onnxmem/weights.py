@@ -18,8 +18,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from .errors import show_name
 from .graph import GraphView
-from .runtime import load_with_weights, make_session
+from .runtime import check_memory, load_with_weights, make_session, run_bounded
 from .sessions import model_like
 
 __all__ = ["compute_weights", "fold_weights", "folded_model", "weight_ops"]
@@ -66,11 +67,32 @@ def compute_weights(model: onnx.ModelProto, view: GraphView,
         if t is None:
             continue
         g.output.append(onnx.helper.make_tensor_value_info(o, t.elem_type, list(t.shape)))
+    check_weights_fit(view, ops)
     sess = make_session(model_like(model, g))
     names = [o.name for o in sess.get_outputs()]
-    for n, v in zip(names, sess.run(names, {})):
+    for n, v in zip(names, run_bounded(sess, names, {}, "to compute its weights from constant nodes")):
         out[n] = np.asarray(v)
     return out
+
+
+def check_weights_fit(view: GraphView, ops: list[int]) -> None:
+    """Refuse, before anything is allocated, weights computed from constants (``ops``: weight
+    nodes of ``view``) that do not fit in the host memory available: each value, then all of
+    them together (they are held at once). A 164-byte model can ask for terabytes
+    (``ConstantOfShape`` of a constant shape)."""
+    fix = ("onnxmem computes weights from constant nodes in host memory before running the model, as "
+           "onnxruntime does when it loads it; this model cannot run on this machine")
+    total = 0
+    for i in ops:
+        op = view.ops[i]
+        for o in op.outputs:
+            t = view.tensors.get(o)
+            if t is None:
+                continue
+            total += t.size
+            check_memory(t.size, "cpu", f"weight {show_name(o)}, computed by node {show_name(op.name)} "
+                         f"({show_name(op.op_type)}),", fix=fix)
+    check_memory(total, "cpu", f"the {len(ops)} weights computed from constant nodes", fix=fix)
 
 
 def fold_weights(model: onnx.ModelProto, view: GraphView, weights: Mapping[str, np.ndarray]) -> onnx.ModelProto:

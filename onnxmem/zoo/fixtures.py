@@ -28,7 +28,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..errors import OnnxmemError
-from ..model import initializers
+from ..model import initializers, load_model
 
 __all__ = [
     "FILL_PREFIX",
@@ -158,7 +158,7 @@ def materialize(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
     the data first, so a reader never sees a model without its whole data file.
     """
     src = Path(path)
-    model = onnx.load(str(src), load_external_data=False)
+    model = load_model(src)  # the checked reader: a regular file of bounded size, checked references
     if not has_missing_weights(model, src.parent):
         return src
     out = Path(out_dir)

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..errors import OnnxmemError, PlanInvalid
 from ..execution import DEVICES as VERIFY_DEVICES
+from ..isolation import RUN_SECONDS, run_limits
 from .catalog import ZooModel
 from .fixtures import materialize
 from .results import ZooResult
@@ -61,6 +62,7 @@ class ZooOptions:
     work_dir: Path | None = None  # runnable copies of weight-free models, plans
     model_timeout: float | None = DEFAULT_MODEL_TIMEOUT  # seconds per model; 0/None: no limit
     seed: int = 0
+    time_limit: float = RUN_SECONDS  # seconds each onnxruntime run may take (onnxmem.isolation)
 
 
 #: what runs one model: a top-level function (child processes import it by name)
@@ -68,7 +70,14 @@ Task = Callable[[ZooModel, ZooOptions], ZooResult]
 
 
 def run_model(model: ZooModel, options: ZooOptions) -> ZooResult:
-    """Plan (and verify) one model; every error becomes a result, none escapes."""
+    """Plan (and verify) one model; every error becomes a result, none escapes. Its
+    onnxruntime runs (measuring shapes, verifying) are bounded by ``options.time_limit``
+    and happen in one child process (:mod:`onnxmem.isolation`)."""
+    with run_limits(seconds=options.time_limit, address_space=options.verify != "cuda"):
+        return _plan_and_verify(model, options)
+
+
+def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
     from ..pipeline import PlanOptions, plan_model
     from ..plan import write_plan
 

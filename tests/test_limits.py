@@ -1,0 +1,157 @@
+"""Every onnxruntime run bounded in time and memory, in one child process per command
+(``onnxmem.isolation``): crashes, memory bombs and endless runs end in one line, exit 1."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxmem.errors import RuntimeBackendError
+from onnxmem.isolation import at_step, run_isolated, run_limits, start_run
+from onnxmem.runtime import measure_shapes
+from tests.helpers import make_model, vi
+from tests.test_hostile import assert_refused
+
+
+def _save(tmp_path, model: onnx.ModelProto, name: str = "m.onnx") -> str:
+    path = tmp_path / name
+    onnx.save(model, path)
+    return str(path)
+
+
+def fold_bomb() -> onnx.ModelProto:
+    """A model of under 300 bytes whose weight-only subgraph asks for 4 TiB: ConstantOfShape
+    of the constant shape [2^20, 2^20] (float), summed into the output."""
+    shape = numpy_helper.from_array(np.array([2**20, 2**20], np.int64), "s")
+    nodes = [
+        helper.make_node("ConstantOfShape", ["s"], ["big"], name="fill",
+                         value=numpy_helper.from_array(np.array([1.0], np.float32))),
+        helper.make_node("ReduceSum", ["big"], ["t"], keepdims=0),
+        helper.make_node("Add", ["x", "t"], ["y"]),
+    ]
+    return make_model(nodes, [vi("x", [1])], [vi("y", [1])], [shape])
+
+
+def loop_bomb(trips: int = 10**9) -> onnx.ModelProto:
+    """y = x + 1 + 1 + ... (a Loop of ``trips`` iterations over a graph input)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Add", ["v_in", "one"], ["v_out"])],
+        "body",
+        [vi("i", [], TensorProto.INT64), vi("c_in", [], TensorProto.BOOL), vi("v_in", [1])],
+        [vi("c_out", [], TensorProto.BOOL), vi("v_out", [1])],
+        [numpy_helper.from_array(np.array([1.0], np.float32), "one")])
+    inits = [numpy_helper.from_array(np.array(trips, np.int64), "trip"),
+             numpy_helper.from_array(np.array(True), "cond")]
+    loop = helper.make_node("Loop", ["trip", "cond", "x"], ["y"], name="loop", body=body)
+    return make_model([loop], [vi("x", [1])], [vi("y", [1])], inits)
+
+
+def test_a_weight_only_subgraph_too_large_for_memory_is_refused_before_allocating(tmp_path):
+    """verify folds weight-only subgraphs: a 4 TiB ConstantOfShape is one line naming the value,
+    its size and the limit, and nothing is allocated."""
+    model = _save(tmp_path, fold_bomb())
+    assert os.path.getsize(model) < 300
+    line = assert_refused(["verify", model], tmp_path, "weight 'big', computed by node 'fill'")
+    assert f"of {2**42} B (4096.00 GiB) does not fit in the" in line
+    assert "of host memory available" in line
+
+
+def test_verify_stops_a_run_past_its_time_limit(tmp_path):
+    """A Loop of 10^9 iterations: the arena run stops at --time-limit, in one line that names
+    the run and the flag."""
+    model = _save(tmp_path, loop_bomb())
+    line = assert_refused(["verify", model, "--time-limit", "1"], tmp_path,
+                          "the arena run did not finish in 1 s and was stopped")
+    assert "raise --time-limit" in line
+
+
+def test_measuring_shapes_stops_at_the_time_limit(tmp_path):
+    """plan --measure-shapes runs the whole model in onnxruntime: stopped at --time-limit
+    (by onnxruntime's terminate flag, or by killing the child when a kernel does not stop)."""
+    model = _save(tmp_path, loop_bomb())
+    line = assert_refused(["plan", model, "--measure-shapes", "--time-limit", "1"], tmp_path,
+                          "did not finish in 1 s and was stopped; raise --time-limit")
+    assert "measure shapes" in line and "seeded random values" not in line  # the inputs are not to blame
+
+
+def test_the_time_limit_is_not_a_result(tmp_path):
+    """A plan verified under a short limit and a long one prints the same figures."""
+    from click.testing import CliRunner
+
+    from onnxmem.cli import main
+
+    model = _save(tmp_path, loop_bomb(trips=3))
+    outs = []
+    for limit in ("30", "600"):
+        r = CliRunner().invoke(main, ["verify", model, "--time-limit", limit])
+        assert r.exit_code == 0, r.output
+        outs.append([ln for ln in r.stdout.splitlines() if ln.startswith(("arena", "  output"))])
+    assert outs[0] == outs[1] and outs[0]
+
+
+def crash_during_a_run() -> None:
+    """Test entry point for the child: announce a run and a node, then die as a crashing kernel does."""
+    start_run("the run of the model to measure shapes")
+    at_step("node 'n' (Relu)")
+    os.abort()
+
+
+@pytest.mark.parametrize(("crash", "args", "signame"), [
+    (signal.raise_signal, (signal.SIGSEGV,), "SIGSEGV"),
+    (crash_during_a_run, (), "SIGABRT"),
+])
+def test_a_crash_in_the_child_is_one_line_and_the_next_call_works(crash, args, signame):
+    with run_limits(seconds=30):
+        with pytest.raises(RuntimeBackendError) as caught:
+            run_isolated(crash, *args)
+        msg = str(caught.value)
+        assert msg.startswith(f"onnxruntime crashed ({signame}) during ") and "\n" not in msg
+        assert caught.value.exit_code == 1
+        if crash is crash_during_a_run:
+            assert "during the run of the model to measure shapes, at node 'n' (Relu)" in msg
+        assert run_isolated(os.getpid) != os.getpid()  # a new child took over
+
+
+def test_a_child_runs_every_call_of_a_command():
+    """One child per command: calls inside one run_limits share it; it ends with the block."""
+    with run_limits(seconds=30):
+        first = run_isolated(os.getpid)
+        assert run_isolated(os.getpid) == first != os.getpid()
+    with run_limits(seconds=30):
+        assert run_isolated(os.getpid) != first
+
+
+def test_onnxruntime_in_the_child_is_held_to_its_memory_limit(tmp_path):
+    """A run that needs 4 GiB in a child allowed 512 MiB more than it starts with: one line from
+    onnxruntime's failed allocation, the machine untouched."""
+    shape = numpy_helper.from_array(np.array([2**30], np.int64), "shape")
+    m = make_model([helper.make_node("Expand", ["x", "shape"], ["big"]),
+                    helper.make_node("ReduceMax", ["big"], ["y"], keepdims=0)],
+                   [vi("x", [1])], [vi("y", [])], [shape])
+    path = _save(tmp_path, m)
+    with run_limits(seconds=60, memory=512 * 2**20):
+        with pytest.raises(RuntimeBackendError) as caught:
+            measure_shapes(onnx.load(path), model_path=path)
+    assert "to measure shapes" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_zoo_verify_reads_models_through_the_checked_loader(tmp_path):
+    """A zoo model symlinked to /dev/zero: refused by the loader's regular-file rule before any
+    byte is read (its fill-weights step once read it to the size limit)."""
+    from click.testing import CliRunner
+
+    from onnxmem.cli import main
+
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "zero.onnx").symlink_to("/dev/zero")
+    r = CliRunner().invoke(main, ["zoo", str(zoo), "--verify", "cpu", "--executor", "inline",
+                                  "--out", str(tmp_path / "out")])
+    assert r.exit_code == 1, r.output
+    detail = (tmp_path / "out" / "results.md").read_text()
+    assert "fill weights: model file" in detail and "is not a regular file" in detail
