@@ -280,6 +280,33 @@ def test_load_zoo_list_file(tmp_path):
         load_zoo(empty)
 
 
+def test_zoo_folder_links_that_leave_it_or_loop_are_refused(tmp_path):
+    """A zoo folder's models are read from the folder: a link out of it or a loop is one error."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.onnx").write_bytes(b"not for the zoo")
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "a.onnx").write_bytes(b"")
+    (zoo / "b.onnx").symlink_to(outside / "secret.onnx")
+    with pytest.raises(OnnxmemError, match=r"leads to .*secret.onnx', outside the zoo's folder"):
+        load_zoo(zoo)
+    (zoo / "b.onnx").unlink()
+    (zoo / "b.onnx").symlink_to(zoo / "c.onnx")
+    (zoo / "c.onnx").symlink_to(zoo / "b.onnx")
+    with pytest.raises(OnnxmemError, match="is a link loop"):
+        load_zoo(zoo)
+    (zoo / "b.onnx").unlink()
+    (zoo / "c.onnx").unlink()
+    (zoo / "b.onnx").symlink_to(zoo / "a.onnx")  # a link inside the folder is read
+    assert [m.path for m in load_zoo(zoo)] == [(zoo / "a.onnx").resolve()] * 2
+    listing = tmp_path / "zoo.txt"
+    (tmp_path / "loop.onnx").symlink_to(tmp_path / "loop.onnx")
+    listing.write_text("loop.onnx\n")
+    with pytest.raises(OnnxmemError, match=r"zoo list '.*zoo.txt' line 1: model file .*loop.onnx' is a link loop"):
+        load_zoo(listing)
+
+
 @pytest.mark.parametrize("line,message", [
     ("a.onnx batch", r"zoo.txt:2: 'batch' is neither a dim binding nor an input shape; write NAME=N"),
     ("a.onnx batch=0", r"zoo.txt:2: 'batch=0' is neither"),

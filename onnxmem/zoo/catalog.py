@@ -155,7 +155,8 @@ def load_zoo(source: str | os.PathLike[str], only: Sequence[str] = ()) -> list[Z
         if catalog.is_file():
             models = _read_catalog(catalog)
         else:
-            models = [ZooModel(p.stem, p) for p in sorted(src.rglob("*.onnx"))]
+            models = [ZooModel(p.stem, _inside(src, p, f"zoo folder '{src}'"))
+                      for p in sorted(src.rglob("*.onnx"))]
             if not models:
                 raise OnnxmemError(
                     f"zoo folder '{src}' has no catalog.json and no .onnx files; build one "
@@ -179,10 +180,35 @@ def load_zoo(source: str | os.PathLike[str], only: Sequence[str] = ()) -> list[Z
     return models
 
 
-def _resolve(base: Path, file: str) -> Path:
+def _resolved(file: Path, where: str) -> Path:
+    """``file`` with its links resolved; a missing file or a link loop is a one-line error."""
+    try:
+        return file.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        reason = "is a link loop" if isinstance(exc, RuntimeError) else "does not exist"
+        raise OnnxmemError(f"{where}: model file {show_name(str(file))} {reason}; "
+                           "fix the path (relative paths are read from the list's folder)") from None
+
+
+def _inside(root: Path, file: Path, where: str) -> Path:
+    """A model found in a zoo folder, refused unless it lies inside the folder once links resolve.
+
+    The folder's files are not named by the user one by one: a link in it that leads out
+    (to ``/dev/zero``, to a file elsewhere) or loops is a one-line error, not a file to read.
+    """
+    base = _resolved(root, where)
+    target = _resolved(file, where)
+    if not target.is_relative_to(base):
+        raise OnnxmemError(f"{where}: model file {show_name(str(file))} leads to {show_name(str(target))}, "
+                           f"outside the zoo's folder; copy the model into the folder")
+    return target
+
+
+def _resolve(base: Path, file: str, where: str) -> Path:
+    """A model named by a list or catalogue line: relative to ``base``, links resolved."""
     if file.startswith("onnx:"):
         return light_model_path(file[5:])
-    return (base / file).resolve() if not Path(file).is_absolute() else Path(file)
+    return _resolved(base / file, where)
 
 
 def _catalog_entries(path: Path) -> list[dict[str, Any]]:
@@ -202,7 +228,7 @@ def _read_catalog(path: Path) -> list[ZooModel]:
         try:
             models.append(ZooModel(
                 name=str(e["name"]),
-                path=_resolve(path.parent, str(e["file"])),
+                path=_resolve(path.parent, str(e["file"]), f"zoo catalogue '{path}'"),
                 dims={str(k): int(v) for k, v in e.get("dims", {}).items()},
                 info={k: v for k, v in e.items() if k not in ("name", "file", "dims", "input_shapes")},
                 input_shapes={str(k): tuple(int(d) for d in v)
@@ -227,7 +253,7 @@ def _read_list(path: Path) -> list[ZooModel]:
         if not words:
             continue
         dims, shapes = parse_list_line(words[1:], f"{path}:{lineno}")
-        file = _resolve(path.parent, words[0])
+        file = _resolve(path.parent, words[0], f"zoo list '{path}' line {lineno}")
         if not file.is_file():
             raise OnnxmemError(f"zoo list '{path}' line {lineno}: model file {show_name(str(file))} does not exist; "
                                "fix the path (relative paths are read from the list's folder)")

@@ -85,7 +85,7 @@ def _point_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random) -> 
     if fmt in ("onnx", "tflm") and rng.random() < 0.8:
         argv += ["--model", f"model/{base.main}"]
     return Case("exports", seed, f"export {fmt}", argv, [out], [out] if fmt == "json" else [],
-                named_reads=named, note=f"{base.name}: {what}: {note}", must_fail=unsafe)
+                named_reads=named, note=f"{base.name}: {what}: {note}", must_fail=unsafe, ok_codes=(3,))
 
 
 def _range_unsafe(data: dict[str, Any], what: str, rng: random.Random) -> tuple[str, bool]:
@@ -139,7 +139,7 @@ def _range_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random) -> 
         argv = ["export", plan_arg, "--format", fmt, "-o", out]
         command, plans = f"export {fmt} (range)", []
     return Case("exports", seed, command, argv, [out], plans, named_reads=named,
-                note=f"range: {what}: {note}", must_fail=unsafe)
+                note=f"range: {what}: {note}", must_fail=unsafe, ok_codes=(3,))
 
 
 def exports_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, command: str) -> Case:
