@@ -70,9 +70,13 @@ def warm_up(kernel: Any, first_call: Callable[[], object]) -> float:
     ``first_call`` is made (it should call the kernel so that it returns at
     once: a node limit of 1, say) and the clock is measured; otherwise, and
     for a kernel compiled ahead of time, nothing runs and the answer is 0.
-    Callers add the answer to their deadline.
+    Callers add the answer to their deadline. On the work clock
+    (:mod:`onnxmem.workclock`) compiling costs no budget: nothing runs here
+    and the answer is 0.
     """
-    if _native.is_ahead_of_time(kernel) or kernel.signatures:
+    from .workclock import is_wall_clock
+
+    if not is_wall_clock() or _native.is_ahead_of_time(kernel) or kernel.signatures:
         return 0.0
     t0 = time.perf_counter()
     first_call()

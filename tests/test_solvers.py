@@ -224,7 +224,7 @@ def _search_in_turns(ex: ExactSearch, cap: int, turn: int) -> tuple[int, np.ndar
     part = preorder(comp.bufs.astype(np.int64), heur, ex.size, ex.width, ex.slo, ex.shi, state[3])
     ctr = np.zeros(NCTR, dtype=np.int64)
     ctr[7] = -1
-    ctr[2] = 2**62
+    ctr[2] = ctr[10] = 2**62
     frames = np.zeros((ex.n + 2, FRAME_FIELDS), dtype=np.int64)
     query = np.array([comp.sec_lo, comp.sec_hi, cap, 1, 1, 1, 1], dtype=np.int64)
     while True:
