@@ -201,7 +201,7 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
     solver = cp_model.CpSolver()  # type: ignore[attr-defined]
     _limit(solver.parameters, options)
     status = solver.Solve(m)
-    charge(solver.DeterministicTime() * UNITS_PER_SECOND)
+    charge(solver.response_proto.deterministic_time * UNITS_PER_SECOND)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # type: ignore[attr-defined]
         # infeasible here is proven for the program's measure only (every copy of a block at once)
         if start is not None and start.fits:
