@@ -56,10 +56,10 @@ __all__ = ["ExactResult", "exact_piece", "exact_search", "forced_segments"]
 EXACT_TIMEOUT = 30.0
 #: pieces of more nodes than this go to the compiled search
 COMPILED_MIN = 20
-#: work units (:mod:`onnxmem.workclock`) per set the best-first search and the
-#: compiled search expand
+#: work units (:mod:`onnxmem.workclock`) per set the best-first search expands,
+#: and per set and node of the piece the compiled search expands
 EXPAND_COST = 10.0
-COMPILED_EXPAND_COST = 1.0
+COMPILED_EXPAND_COST = 0.12
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,17 +120,18 @@ def _exact_compiled(
     compiling = warm_up(search, lambda: search(*head, best.copy(), 0, 1, max_states))
     if deadline is not None:
         deadline += compiling
-    dl, limit = _search_stop(deadline)
+    cost = COMPILED_EXPAND_COST * piece.n
+    dl, limit = _search_stop(deadline, cost)
     status, peak, expanded = search(*head, best, dl, limit, max_states)
-    charge(int(expanded) * COMPILED_EXPAND_COST)
+    charge(int(expanded) * cost)
     order = [int(v) for v in best]
     return ExactResult(order, simulate(piece, order)[0], status == PROVEN, int(expanded))
 
 
-def _search_stop(deadline: float | None) -> tuple[int, int]:
+def _search_stop(deadline: float | None, cost: float) -> tuple[int, int]:
     """The compiled search's cycle-counter deadline and limit on sets expanded (0: none).
 
-    On the work clock the limit is the sets left in the budget; under the wall
+    On the work clock the limit is the sets of ``cost`` units left in the budget; under the wall
     clock, a deadline (and, without a cycle counter, a limit at about 200,000
     sets a second).
     """
@@ -139,7 +140,7 @@ def _search_stop(deadline: float | None) -> tuple[int, int]:
     if deadline is None:
         return NO_DEADLINE, 0
     if not is_wall_clock():
-        return NO_DEADLINE, max(1, steps_left(deadline, COMPILED_EXPAND_COST))
+        return NO_DEADLINE, max(1, steps_left(deadline, cost))
     rate = cycles_per_second()  # measured once per process: before reading the time left
     left = deadline - now()
     return deadline_cycles(left), 0 if rate > 0 else max(1000, int(left * 200_000))

@@ -48,7 +48,7 @@ BEAM_WIDTH = 16
 BEAM_MAX = 400
 #: work units (:mod:`onnxmem.workclock`) per node a list schedule places and
 #: per state a beam layer keeps
-STEP_COST = 10.0
+STEP_COST = 20.0
 
 
 class _Sim:
