@@ -13,7 +13,8 @@ idle one, and on every run.
 process to real seconds: a search then stops when the time is up, and its
 result may depend on the machine's load.
 
-Compiled kernels take their stop as one integer (:func:`kernel_stop`): a
+Compiled kernels take their stop as one integer
+(:func:`onnxmem._compiled.kernel_stop`): a
 non-negative value is a deadline on the cycle counter, a negative one ``-k``
 a limit of ``k`` steps, which they check against their own step count.
 
@@ -29,7 +30,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 __all__ = [
-    "UNITS_PER_SECOND", "charge", "charge_to", "is_wall_clock", "kernel_stop", "now", "session",
+    "UNITS_PER_SECOND", "charge", "charge_to", "is_wall_clock", "now", "session", "steps_left",
     "use_wall_clock",
 ]
 
@@ -72,21 +73,6 @@ def charge_to(deadline: float) -> None:
     """Count work up to ``deadline`` (a search that stopped at its limit spent it all)."""
     if not _WALL:
         _local.units = max(_units(), int(deadline * UNITS_PER_SECOND))
-
-
-def kernel_stop(deadline: float | None, cost: float) -> int:
-    """The stop a compiled kernel takes for ``deadline`` (a :func:`now` value).
-
-    ``None``: never. Under the wall clock: a cycle-counter deadline. Else
-    ``-k``: at most ``k`` steps of ``cost`` units each (at least one).
-    """
-    from ._compiled import NO_DEADLINE, deadline_cycles
-
-    if deadline is None:
-        return NO_DEADLINE
-    if _WALL:
-        return deadline_cycles(deadline - time.perf_counter())
-    return -max(1, steps_left(deadline, cost))
 
 
 def steps_left(deadline: float, cost: float) -> int:

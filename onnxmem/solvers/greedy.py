@@ -55,8 +55,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._compiled import kernel_stop
 from ..problem import Problem, Solution, lower_bound, time_sections
-from ..workclock import charge, charge_to, kernel_stop, now
+from ..workclock import charge, charge_to, now
 from .baseline import place_in_order
 from .registry import SolveOptions, judge, register
 
