@@ -28,8 +28,9 @@ import time
 from typing import Any, Callable
 
 from . import _native
+from .workclock import is_wall_clock, steps_left
 
-__all__ = ["NO_DEADLINE", "cycles", "cycles_per_second", "deadline_cycles", "warm_up"]
+__all__ = ["NO_DEADLINE", "cycles", "cycles_per_second", "deadline_cycles", "kernel_stop", "warm_up"]
 
 #: a deadline that is never reached
 NO_DEADLINE = 2**62
@@ -63,6 +64,19 @@ def deadline_cycles(seconds: float | None) -> int:
     return int(cycles() + max(0.0, seconds) * rate)
 
 
+def kernel_stop(deadline: float | None, cost: float) -> int:
+    """The stop a compiled kernel takes for ``deadline`` (an :func:`onnxmem.workclock.now` value).
+
+    ``None``: never. Under the wall clock: a cycle-counter deadline. Else
+    ``-k``: at most ``k`` steps of ``cost`` work units each (at least one).
+    """
+    if deadline is None:
+        return NO_DEADLINE
+    if is_wall_clock():
+        return deadline_cycles(deadline - time.perf_counter())
+    return -max(1, steps_left(deadline, cost))
+
+
 def warm_up(kernel: Any, first_call: Callable[[], object]) -> float:
     """Compile ``kernel`` in this process if needed; the seconds that took.
 
@@ -70,9 +84,11 @@ def warm_up(kernel: Any, first_call: Callable[[], object]) -> float:
     ``first_call`` is made (it should call the kernel so that it returns at
     once: a node limit of 1, say) and the clock is measured; otherwise, and
     for a kernel compiled ahead of time, nothing runs and the answer is 0.
-    Callers add the answer to their deadline.
+    Callers add the answer to their deadline. On the work clock
+    (:mod:`onnxmem.workclock`) compiling costs no budget: nothing runs here
+    and the answer is 0.
     """
-    if _native.is_ahead_of_time(kernel) or kernel.signatures:
+    if not is_wall_clock() or _native.is_ahead_of_time(kernel) or kernel.signatures:
         return 0.0
     t0 = time.perf_counter()
     first_call()

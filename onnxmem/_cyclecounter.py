@@ -19,7 +19,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["cycles"]
+__all__ = ["cycles", "past"]
 
 
 @intrinsic
@@ -40,3 +40,13 @@ def _readcyclecounter(typingctx: Any) -> Any:
 def cycles() -> int:
     """The processor's cycle counter (0 where there is none)."""
     return _readcyclecounter()  # type: ignore[call-arg]
+
+
+@njit(cache=True)
+def past(step: int, stop: int) -> bool:
+    """Whether a kernel at its ``step``-th step is past ``stop``: a step limit
+    ``-stop`` when negative, else a deadline on :func:`cycles` (see
+    :func:`onnxmem.workclock.kernel_stop`)."""
+    if stop < 0:
+        return step >= -stop
+    return _readcyclecounter() > stop  # type: ignore[call-arg]

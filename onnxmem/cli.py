@@ -125,6 +125,16 @@ LISTINGS: dict[str, Callable[[], dict[str, str]]] = {
 }
 
 
+def _wall_clock_timeout(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """``--timeout``: this command's searches stop by the wall clock (see :mod:`onnxmem.workclock`)."""
+    if value is not None:
+        from .workclock import use_wall_clock
+
+        use_wall_clock()
+        ctx.call_on_close(lambda: use_wall_clock(False))
+    return value
+
+
 def _io_modes() -> tuple[str, ...]:
     from .liveness import IO_MODES  # onnx
 
@@ -216,8 +226,10 @@ def planning_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Run the model once in onnxruntime and use the measured shapes."),
         click.option("--io", type=RegistryChoice(load=_io_modes), default="internal",
                      show_default=True, help="external: graph inputs and outputs stay out of the arena."),
-        click.option("--timeout", type=click.FloatRange(min=0), default=None,
-                     help="Seconds the solver and the order search may take."),
+        click.option("--timeout", type=click.FloatRange(min=0), default=None, callback=_wall_clock_timeout,
+                     help="Seconds of wall-clock time the solver and the order search may take, instead "
+                          "of their default budgets of counted work (which give the same plan at any load); "
+                          "with --timeout results may depend on the machine's load."),
         click.option("--inplace", type=click.Choice(["on", "off"]), default="on", show_default=True,
                      help="on: views share their input's bytes and element-wise ops write over "
                           "inputs that die there; off: every tensor gets its own buffer."),
@@ -1241,7 +1253,10 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
 @click.option("--minimize", is_flag=True, help="Make the arena as small as possible (the default).")
 @click.option("--solver", type=RegistryChoice("solvers"), default="exact", show_default=True,
               help="Offset solver; 'onnxmem list solvers' names each with what it does.")
-@click.option("--timeout", type=float, default=None, help="Seconds of search before the best plan is kept.")
+@click.option("--timeout", type=float, default=None, callback=_wall_clock_timeout,
+              help="Seconds of wall-clock search before the best plan is kept, instead of the solver's "
+                   "default budget of counted work (the same plan at any load); with --timeout results "
+                   "may depend on the machine's load.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the offsets here, in the same CSV format.")
 @click.option("--progress", is_flag=True, help="Print each improvement of the plan (on stderr).")

@@ -55,7 +55,6 @@ offsets form (a shared-objects solver solves the main graph only).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -68,6 +67,7 @@ from .plan import OutsideValue, PlannedTensor
 from .problem import Problem, Solution, Status, align_up, lower_bound
 from .scheduling import OrderOptions, reorder
 from .solvers import SOLVERS, SolveOptions, solve
+from .workclock import now
 
 __all__ = ["BodyPlan", "InsideOption", "aliased_liveness", "body_solver", "body_tensors", "choose_inside",
            "level_tensors", "nested_bound", "outside_values", "plan_bodies", "region_bounds"]
@@ -178,7 +178,7 @@ def plan_bodies(view: GraphView, opts: Any,
     plans: dict[str, BodyPlan] = {}
     if not view.bodies:
         return sizes, plans
-    deadline = None if opts.timeout is None else time.perf_counter() + opts.timeout
+    deadline = None if opts.timeout is None else now() + opts.timeout
     body_opts = replace(opts, io="internal", solver=body_solver(opts.solver))
     found: dict[str, InsideOption] = {}
     _plan_level_bodies(view, body_opts, deadline, sizes, plans, found, opts.io)
@@ -220,7 +220,7 @@ def choose_inside(base: GraphView, view: GraphView, order: Any, opts: Any, liven
 
 
 def _left(deadline: float | None) -> float | None:
-    return None if deadline is None else max(deadline - time.perf_counter(), 0.01)
+    return None if deadline is None else max(deadline - now(), 0.01)
 
 
 def _solve_body(bv: GraphView, liveness: Liveness, opts: Any, deadline: float | None, path: str) -> Solution:

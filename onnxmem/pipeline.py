@@ -37,6 +37,7 @@ from .proof import prove_plan
 from .scheduling import OrderOptions, reorder, stable_topological_order
 from .scheduling.cost import order_peak
 from .solvers import SOLVERS, SolveOptions, solve
+from .workclock import now, session
 
 __all__ = [
     "PlanOptions",
@@ -120,6 +121,13 @@ def plan_loaded(
     progress: Progress | None = None,
 ) -> Planned:
     """Plan an already loaded model (``path`` locates its external data)."""
+    with session():  # the bodies' and the main graph's searches share one count of work
+        return _plan_loaded(model, path, options, progress)
+
+
+def _plan_loaded(
+    model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOptions | None, progress: Progress | None,
+) -> Planned:
     opts = options or PlanOptions()
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
@@ -146,11 +154,11 @@ def plan_loaded(
     main = opts  # the main graph's options: what is left of --timeout after the bodies
     if view.bodies:
         say("planning subgraph bodies")
-        tb = time.perf_counter()
+        tb = now()
         sizes, bodies = plan_bodies(view, opts, inside)
         view = with_regions(view, sizes)
         if opts.timeout is not None:
-            main = replace(opts, timeout=max(opts.timeout - (time.perf_counter() - tb), 0.01))
+            main = replace(opts, timeout=max(opts.timeout - (now() - tb), 0.01))
     say(f"ordering {len(view.ops)} nodes")
     order = reorder(
         view, opts.order,

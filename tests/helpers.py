@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+
 import onnx
 from onnx import TensorProto, helper
 
@@ -69,3 +73,28 @@ def plan_layout(model: onnx.ModelProto, tmp_path, layout, order=None, *, prove: 
     skip = contextlib.nullcontext() if prove else mock.patch.object(pipeline, "prove_plan", lambda *a, **k: [])
     with skip:
         return plan_liveness(model, path, shapes, view, live, opts)
+
+
+@contextlib.contextmanager
+def slowed_machine(monkeypatch, factor: float = 100.0):
+    """Inside: ``time.perf_counter`` and ``time.monotonic`` run ``factor`` times fast (as on a
+    machine that many times slower) and a second thread keeps a core busy."""
+    real = {name: getattr(time, name) for name in ("perf_counter", "monotonic")}
+    for name, clock in real.items():
+        zero = clock()
+        monkeypatch.setattr(time, name, lambda clock=clock, zero=zero: zero + (clock() - zero) * factor)
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    hog = threading.Thread(target=spin, daemon=True)
+    hog.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        hog.join()
+        for name, clock in real.items():
+            monkeypatch.setattr(time, name, clock)

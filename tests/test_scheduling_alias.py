@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -262,13 +261,12 @@ def test_auto_with_sharing_respects_its_budget():
 
     m = randwire(64, "ws", 2)
     view = build_view(m, infer_shapes(m))
-    opts = OrderOptions(timeout=0.05, inplace=True)
-    reorder(view, "auto", opts)  # load compiled code outside the measurement
+    from onnxmem import workclock
+
     file_bound = shared(view, stable_topological_order(view), alignment=64)
-    for budget in (0.3, 1.0):
-        t0 = time.perf_counter()
+    for budget in (0.3, 1.0):  # counted work (onnxmem.workclock), the same on any machine
         order = reorder(view, "auto", OrderOptions(timeout=budget, inplace=True))
-        assert time.perf_counter() - t0 < budget * 1.1 + 0.05, budget
+        assert workclock.now() < budget * 1.1 + 0.05, budget
         assert shared(view, order, alignment=64) < file_bound
 
 

@@ -224,7 +224,7 @@ def _search_in_turns(ex: ExactSearch, cap: int, turn: int) -> tuple[int, np.ndar
     part = preorder(comp.bufs.astype(np.int64), heur, ex.size, ex.width, ex.slo, ex.shi, state[3])
     ctr = np.zeros(NCTR, dtype=np.int64)
     ctr[7] = -1
-    ctr[2] = 2**62
+    ctr[2] = ctr[10] = 2**62
     frames = np.zeros((ex.n + 2, FRAME_FIELDS), dtype=np.int64)
     query = np.array([comp.sec_lo, comp.sec_hi, cap, 1, 1, 1, 1], dtype=np.int64)
     while True:
@@ -677,3 +677,27 @@ def test_solvers_never_import_onnx() -> None:
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _random_intervals(n: int, seed: int) -> Problem:
+    rng = np.random.default_rng(seed)
+    start, length = rng.integers(0, n, n), rng.integers(1, n // 10, n)
+    size = rng.integers(1, 1000, n) * 64
+    return Problem(tuple(Buffer(f"b{i}", int(start[i]), int(start[i] + length[i]), int(size[i]), 64)
+                         for i in range(n)))
+
+
+@pytest.mark.parametrize("n", [300, 2000])
+def test_auto_is_the_same_on_a_machine_a_hundred_times_slower(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """The budget counts work, not seconds: a search its budget cuts off gives the same plan
+    when the clock runs 100x fast and a thread hogs the CPU."""
+    from onnxmem import workclock
+    from tests.helpers import slowed_machine
+
+    problem = _random_intervals(n, 1)
+    first = solve(problem, "auto", SolveOptions(timeout=0.2))
+    assert first.status is Status.TIMEOUT and workclock.now() > 0.15  # cut off by its budget
+    with slowed_machine(monkeypatch):
+        second = solve(problem, "auto", SolveOptions(timeout=0.2))
+    assert (second.offsets, second.height, second.stats["nodes"]) == (first.offsets, first.height,
+                                                                       first.stats["nodes"])

@@ -38,10 +38,10 @@ small graphs). OR-Tools is imported when ``exact`` runs.
 from __future__ import annotations
 
 import itertools
-import time
 from typing import Any
 
 from ..errors import OnnxmemError
+from ..workclock import UNITS_PER_SECOND, charge, is_wall_clock, now
 from .heuristics import greedy, mirror, sqrt_segments
 from .problem import RematProblem, simulate
 from .registry import Choice, RematOptions, register, result
@@ -199,10 +199,9 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
             if v in chosen and sched.at[v] < n:
                 m.AddHint(r[v], sched.at[v])
     solver = cp_model.CpSolver()  # type: ignore[attr-defined]
-    solver.parameters.max_time_in_seconds = max(0.01, options.left())
-    solver.parameters.num_workers = max(1, options.workers)
-    solver.parameters.random_seed = options.seed
+    _limit(solver.parameters, options)
     status = solver.Solve(m)
+    charge(solver.response_proto.deterministic_time * UNITS_PER_SECOND)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # type: ignore[attr-defined]
         # infeasible here is proven for the program's measure only (every copy of a block at once)
         if start is not None and start.fits:
@@ -214,6 +213,19 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
     if start is not None and start.fits and start.cost < got.cost:  # the deadline ended before the hint was beaten
         return result(p, start.dropped, budget, "exact")
     return got
+
+
+def _limit(params: Any, options: RematOptions) -> None:
+    """CP-SAT's budget: on the work clock its deterministic time and a fixed
+    number of workers searching in turn (the same answer at any load); under
+    the wall clock, seconds and parallel workers."""
+    params.random_seed = options.seed
+    params.num_workers = max(1, options.workers)
+    if is_wall_clock():
+        params.max_time_in_seconds = max(0.01, options.left())
+    else:
+        params.max_deterministic_time = max(0.01, options.left())
+        params.interleave_search = True
 
 
 def brute_force(problem: RematProblem, budget: int) -> Choice:
@@ -232,7 +244,7 @@ def brute_force(problem: RematProblem, budget: int) -> Choice:
 
 @register("auto", "the cheapest of greedy, mirror and sqrt; then exact (if OR-Tools is there) from it", 10.0)
 def auto(problem: RematProblem, budget: int, options: RematOptions) -> Choice:
-    t0 = time.perf_counter()
+    t0 = now()
     share = RematOptions(timeout=options.timeout, deadline=min(options.deadline or float("inf"),
                                                                t0 + options.left() / 3), seed=options.seed)
     best, lowest = _heuristics(problem, budget, share)

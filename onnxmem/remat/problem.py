@@ -74,10 +74,13 @@ from ..aliasing import (
 from ..graph import RANDOM_OPS, GraphView, Op
 from ..lifetimes import tensor_lifetimes
 from ..problem import align_up
+from ..workclock import charge
 
 __all__ = ["MS_RECOMPUTE", "NO_RECOMPUTE", "RematProblem", "Schedule", "build_problem", "recomputable", "shared_duplicates", "simulate"]
 
 #: ops never recomputed: randomness, side effects, subgraphs (their body could hold either)
+#: work units (:mod:`onnxmem.workclock`) per step and drop :func:`simulate` walks
+SIMULATE_COST = 2.0
 NO_RECOMPUTE = RANDOM_OPS | frozenset({
     "Dropout", "If", "Loop", "Scan", "SequenceInsert", "SequenceErase", "SequenceConstruct", "Optional",
 })
@@ -375,6 +378,7 @@ def simulate(problem: RematProblem, dropped: Sequence[int] | set[int], *, sequen
     """
     p = problem
     n = p.steps
+    charge((n + len(dropped)) * SIMULATE_COST)  # the work clock of the searches that call this
     drop = set(dropped)
     at: dict[int, int] = {}
     # recompute steps: dropped values by decreasing write step (a dependant is always written later)

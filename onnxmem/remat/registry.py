@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import OnnxmemError
+from ..workclock import now, session
 from .problem import RematProblem, simulate
 
 __all__ = ["ALGORITHMS", "AlgorithmInfo", "Choice", "RematOptions", "choose", "register"]
@@ -27,7 +28,8 @@ STATUSES = ("optimal", "feasible", "infeasible", "none")
 @dataclass(frozen=True, slots=True)
 class RematOptions:
     """``timeout``: seconds an algorithm may take (``None``: its default);
-    ``deadline``: a ``time.perf_counter`` value :func:`choose` sets from it;
+    ``deadline``: a :func:`onnxmem.workclock.now` value :func:`choose` sets
+    from it (budget seconds: counted work unless the process uses the wall clock);
     ``seed``: for searches that take one; ``workers``: CP-SAT's threads."""
 
     timeout: float | None = None
@@ -37,7 +39,7 @@ class RematOptions:
 
     def left(self) -> float:
         """Seconds to the deadline (infinite without one)."""
-        return float("inf") if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
+        return float("inf") if self.deadline is None else max(0.0, self.deadline - now())
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +102,9 @@ def choose(problem: RematProblem, budget: int, algorithm: str = "auto", options:
     opts = options or RematOptions()
     timeout = opts.timeout if opts.timeout is not None else info.default_timeout
     t0 = time.perf_counter()
-    opts = RematOptions(timeout=timeout, deadline=t0 + timeout, seed=opts.seed, workers=opts.workers)
-    got = info.fn(problem, budget, opts)
+    with session():
+        opts = RematOptions(timeout=timeout, deadline=now() + timeout, seed=opts.seed, workers=opts.workers)
+        got = info.fn(problem, budget, opts)
     check = simulate(problem, got.dropped)
     if got.fits and (check.peak > budget or check.cost != got.cost):
         raise AssertionError(f"recomputation algorithm {algorithm!r} reported a plan that does not fit")

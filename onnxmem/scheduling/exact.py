@@ -31,13 +31,13 @@ ONNX nodes in one piece) are proven in well under a second.
 from __future__ import annotations
 
 import heapq
-import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..graph import GraphView
+from ..workclock import charge, is_wall_clock, now, steps_left
 from .cost import (
     OrderGraph,
     Piece,
@@ -56,6 +56,10 @@ __all__ = ["ExactResult", "exact_piece", "exact_search", "forced_segments"]
 EXACT_TIMEOUT = 30.0
 #: pieces of more nodes than this go to the compiled search
 COMPILED_MIN = 20
+#: work units (:mod:`onnxmem.workclock`) per set the best-first search expands,
+#: and per set and node of the piece the compiled search expands
+EXPAND_COST = 10.0
+COMPILED_EXPAND_COST = 0.12
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +104,7 @@ def exact_piece(
 def _exact_compiled(
     piece: Piece, deadline: float | None, ub_order: list[int], ub: int, lb: int, max_states: int
 ) -> ExactResult:
-    from .._compiled import NO_DEADLINE, cycles_per_second, deadline_cycles, warm_up
+    from .._compiled import warm_up
     from ._search import PROVEN, search
 
     a = piece_arrays(piece)
@@ -116,15 +120,36 @@ def _exact_compiled(
     compiling = warm_up(search, lambda: search(*head, best.copy(), 0, 1, max_states))
     if deadline is not None:
         deadline += compiling
-    rate = cycles_per_second()  # measured once per process: before reading the time left
-    left = None if deadline is None else deadline - time.perf_counter()
-    limit = 0
-    if left is not None and rate <= 0:
-        limit = max(1000, int(left * 200_000))  # no cycle counter: bound the work instead
-    dl = NO_DEADLINE if left is None else deadline_cycles(left)
+    cost = COMPILED_EXPAND_COST * piece.n
+    dl, limit = _search_stop(deadline, cost)
     status, peak, expanded = search(*head, best, dl, limit, max_states)
+    charge(int(expanded) * cost)
     order = [int(v) for v in best]
     return ExactResult(order, simulate(piece, order)[0], status == PROVEN, int(expanded))
+
+
+def _search_stop(deadline: float | None, cost: float) -> tuple[int, int]:
+    """The compiled search's cycle-counter deadline and limit on sets expanded (0: none).
+
+    On the work clock the limit is the sets of ``cost`` units left in the budget; under the wall
+    clock, a deadline (and, without a cycle counter, a limit at about 200,000
+    sets a second).
+    """
+    from .._compiled import NO_DEADLINE, cycles_per_second, deadline_cycles
+
+    if deadline is None:
+        return NO_DEADLINE, 0
+    if not is_wall_clock():
+        return NO_DEADLINE, max(1, steps_left(deadline, cost))
+    rate = cycles_per_second()  # measured once per process: before reading the time left
+    left = deadline - now()
+    return deadline_cycles(left), 0 if rate > 0 else max(1000, int(left * 200_000))
+
+
+def charged(units: float) -> float:
+    """Count ``units`` of work; the planning clock after."""
+    charge(units)
+    return now()
 
 
 def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
@@ -287,7 +312,7 @@ def _exact_best_first(
             proven = True
             break
         expanded += 1
-        if (expanded & 255) == 0 and deadline is not None and time.perf_counter() > deadline:
+        if (expanded & 255) == 0 and deadline is not None and charged(256 * EXPAND_COST) > deadline:
             stopped = True
             break
         if len(best) > max_states:
@@ -368,7 +393,7 @@ def exact_search(graph: OrderGraph, timeout: float | None) -> tuple[list[int], b
     Splits at forced nodes and searches each segment; small segments go first
     and pass the time they leave to the larger ones.
     """
-    t0 = time.perf_counter()
+    t0 = now()
     budget = EXACT_TIMEOUT if timeout is None else timeout
     segs, pieces = segment_pieces(graph)
     orders: list[list[int]] = [[] for _ in segs]
@@ -381,9 +406,9 @@ def exact_search(graph: OrderGraph, timeout: float | None) -> tuple[list[int], b
             orders[i] = seg
             continue
         piece = pieces[i]
-        left = budget - (time.perf_counter() - t0)
+        left = budget - (now() - t0)
         share = max(left, 0.0) / max(len(todo) - k, 1)
-        res = exact_piece(piece, time.perf_counter() + share)
+        res = exact_piece(piece, now() + share)
         proven = proven and res.proven
         states += res.states
         orders[i] = [piece.nodes[v] for v in res.order]

@@ -33,10 +33,10 @@ It shortens live ranges of long chains; it does not look at sizes.
 
 from __future__ import annotations
 
-import time
 from typing import Sequence
 
 from ..graph import GraphView
+from ..workclock import charge, now
 from .cost import Piece, build_order_graph, segment_pieces, simulate
 from .registry import OrderOptions, register
 
@@ -46,6 +46,9 @@ NEG = -(1 << 62)
 #: beam width, and the largest piece the beam search runs on
 BEAM_WIDTH = 16
 BEAM_MAX = 400
+#: work units (:mod:`onnxmem.workclock`) per node a list schedule places and
+#: per state a beam layer keeps
+STEP_COST = 20.0
 
 
 class _Sim:
@@ -139,19 +142,19 @@ def greedy_piece(
 ) -> list[int]:
     """The best of the greedy list schedules of ``piece`` under ``rules``.
 
-    Past ``deadline`` (a ``time.perf_counter`` value) the look-ahead stops and
+    Past ``deadline`` (a ``workclock.now()`` value) the look-ahead stops and
     the remaining rules are skipped; the order is still complete.
     """
     best: list[int] | None = None
     best_peak = 0
     for rule in rules:
-        if best is not None and deadline is not None and time.perf_counter() > deadline:
+        if best is not None and deadline is not None and now() > deadline:
             break
         order = _greedy_run(piece, rule, depth, width, deadline)
         peak, _ = simulate(piece, order)
         if best is None or peak < best_peak:
             best, best_peak = order, peak
-    if beam and 1 < piece.n <= BEAM_MAX and (deadline is None or time.perf_counter() < deadline):
+    if beam and 1 < piece.n <= BEAM_MAX and (deadline is None or now() < deadline):
         order = beam_piece(piece, width=BEAM_WIDTH, deadline=deadline)
         peak, _ = simulate(piece, order)
         if best is None or peak < best_peak:
@@ -164,8 +167,10 @@ def _greedy_run(piece: Piece, rule: int, depth: int, width: int, deadline: float
     order: list[int] = []
     while sim.ready:
         ready = sim.ready
-        if deadline is not None and (len(order) & 63) == 63 and time.perf_counter() > deadline:
-            depth = 0
+        if deadline is not None and (len(order) & 63) == 63:
+            charge(64 * STEP_COST * (1 + depth * width))
+            if now() > deadline:
+                depth = 0
         if len(ready) == 1 or depth <= 0:
             v = _pick(sim, rule)
         else:
@@ -380,7 +385,8 @@ def beam_piece(piece: Piece, *, width: int = 16, deadline: float | None = None) 
                     nxt[nm] = (np_, nr, nready, (v, path))
         if all(m == full for m in nxt):
             break
-        w = width if deadline is None or time.perf_counter() < deadline else 1
+        charge(len(nxt) * STEP_COST)
+        w = width if deadline is None or now() < deadline else 1
         ranked = sorted(nxt.items(), key=lambda kv: (kv[1][0], kv[1][1] - kv[0].bit_count()))
         frontier = dict(ranked[:w])
     peak, r, _, path = min(nxt.values(), key=lambda st: st[:2])

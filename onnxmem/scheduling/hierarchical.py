@@ -49,11 +49,11 @@ it expands, so ``auto`` ends within a few percent of its budget.
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Sequence
 
 from ..graph import GraphView
+from ..workclock import charge, now
 from .cost import (
     Cuts,
     OrderGraph,
@@ -75,6 +75,8 @@ LEAF = 40
 AUTO_TIMEOUT = 2.0
 #: largest part ``auto`` searches exactly
 AUTO_EXACT = 400
+#: work units (:mod:`onnxmem.workclock`) per node of an exact peak evaluation
+PEAK_COST = 20.0
 
 
 def _components(piece: Piece) -> list[list[int]]:
@@ -111,10 +113,10 @@ def _chained(piece: Piece, chains: list[list[int]]) -> Piece:
 
 class _Clock:
     def __init__(self, budget: float) -> None:
-        self.end = time.perf_counter() + budget
+        self.end = now() + budget
 
     def left(self) -> float:
-        return self.end - time.perf_counter()
+        return self.end - now()
 
 
 def _order_nodes(
@@ -158,11 +160,11 @@ def _order_nodes(
         loc = {g: i for i, g in enumerate(piece.nodes)}
         upper = [loc[g] for g in joined]
         target = piece if piece.n <= LEAF else _chained(piece, [[loc[g] for g in sub] for _, sub in parts])
-        res = exact_piece(target, time.perf_counter() + min(clock.left(), 0.5), upper=upper)
+        res = exact_piece(target, now() + min(clock.left(), 0.5), upper=upper)
         return [piece.nodes[v] for v in res.order]
     local = greedy_piece(piece, deadline=clock.end)
     if piece.n <= LEAF and clock.left() > 0:
-        res = exact_piece(piece, time.perf_counter() + min(clock.left(), 0.5), upper=local)
+        res = exact_piece(piece, now() + min(clock.left(), 0.5), upper=local)
         local = res.order
     return [piece.nodes[v] for v in local]
 
@@ -194,10 +196,10 @@ def _heuristic_part(
 ) -> list[int]:
     """The best of the part's current order, greedy and (for large parts) hierarchical,
     within about ``share`` seconds."""
-    end = min(time.perf_counter() + max(share, 0.0), clock.end)
+    end = min(now() + max(share, 0.0), clock.end)
     candidates = [current, greedy_piece(piece, deadline=end)]
-    if piece.n > LEAF and time.perf_counter() < end:
-        sub = _Clock((end - time.perf_counter()) * 0.5)
+    if piece.n > LEAF and now() < end:
+        sub = _Clock((end - now()) * 0.5)
         loc = {g: i for i, g in enumerate(piece.nodes)}
         ran = [ran_before[v] for v in range(graph.n)]
         hier = _order_nodes(graph, list(piece.nodes), sub, ran, piece.first_extra)
@@ -248,9 +250,10 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
     if graph.inplace:
         # the file order's exact bound with every sharing rule (Concat placement too),
         # and as much time kept back to evaluate the chosen order the same way
-        t0 = time.perf_counter()
+        t0 = now()
         file_shared = order_peak(view, file_order, options.io, options.alignment, inplace=True)
-        clock.end -= time.perf_counter() - t0
+        charge(len(file_order) * PEAK_COST)
+        clock.end -= now() - t0
     # parts above the floor, highest first; a part proven optimal raises the floor
     work = sorted((i for i in range(len(segs)) if len(segs[i]) > 1 and peaks[i] > lower),
                   key=lambda i: -peaks[i])
@@ -284,7 +287,7 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
         part = all_pieces[top]
         others = [i for i in work if i != top and i not in proven and peaks[i] > lower]
         left = clock.left()
-        res = exact_piece(part, time.perf_counter() + (left * 0.5 if others else left), upper=locals_[top])
+        res = exact_piece(part, now() + (left * 0.5 if others else left), upper=locals_[top])
         peak = starts[top] + res.peak
         improved = peak < peaks[top]
         if improved:

@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 from ..errors import ModelError, show_name
 from ..graph import GraphView
 from ..toposort import stable_order
+from ..workclock import session
 
 __all__ = [
     "ORDERS",
@@ -28,7 +29,9 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class OrderOptions:
-    """``timeout``: seconds a search may take; ``alignment``: bytes, for
+    """``timeout``: budget seconds a search may take (counted work, the same
+    order at any load, unless the process uses the wall clock: see
+    :mod:`onnxmem.workclock`); ``alignment``: bytes, for
     strategies that score orders by the arena they would need; ``io``: the
     liveness rule for graph inputs and outputs; ``inplace``: score orders with
     the sharing of :mod:`onnxmem.aliasing` (views and in-place outputs, as
@@ -123,7 +126,8 @@ def reorder(view: GraphView, strategy: str = "file", options: OrderOptions | Non
     forced = only_order(view)
     if forced is not None:
         return forced
-    order = tuple(int(i) for i in ORDERS[strategy].fn(view, options or OrderOptions()))
+    with session():
+        order = tuple(int(i) for i in ORDERS[strategy].fn(view, options or OrderOptions()))
     check_topological(view, order)
     return order
 

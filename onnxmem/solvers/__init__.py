@@ -11,7 +11,9 @@ calls, stops by that deadline and returns the best plan it has. No solver has a
 budget of its own. A solver cut off by the deadline before it could finish
 says so with the status ``timeout``; see :class:`~onnxmem.problem.Status` for
 every status and its one meaning. The budget given is in
-``Solution.stats["budget_s"]``.
+``Solution.stats["budget_s"]``: budget seconds of counted work
+(:mod:`onnxmem.workclock`: the same plan at any load), or wall-clock seconds
+when the process uses the wall clock (the CLI's ``--timeout``).
 """
 
 # the built-in solvers register on import: import order sets the listing order

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._cyclecounter import cycles
+from .._cyclecounter import past
 
 __all__ = ["Bufs", "Covers", "Sections", "cover_lists", "lowest_first", "place"]
 
@@ -80,8 +80,9 @@ def place(
     order: np.ndarray, best_fit: bool, fixed: np.ndarray, bufs: Bufs, covers: Covers, deadline: int,
 ) -> tuple[np.ndarray, bool]:
     """Offsets from placing buffers in ``order`` (see :mod:`.greedy`), and
-    whether the plan is complete (past ``deadline``, on
-    :func:`onnxmem._compiled.cycles`, it stops early with partial offsets).
+    whether the plan is complete (past ``deadline``, a step limit or a
+    cycle-counter deadline (:func:`onnxmem._cyclecounter.past`), it stops
+    early with partial offsets).
 
     ``fixed``: the pinned offset of each buffer, -1 where free; ``bufs``:
     ``(start, end, size, align)``; ``covers``: :func:`cover_lists`'s answer.
@@ -95,7 +96,7 @@ def place(
     bhi = np.empty(n, dtype=np.int64)
     key = np.empty(n, dtype=np.int64)
     for t in range(order.shape[0]):
-        if (t & 255) == 255 and cycles() > deadline:
+        if (t & 255) == 255 and past(t, deadline):
             return off, False
         i = order[t]
         if placed[i]:
@@ -285,9 +286,9 @@ def lowest_first(
     to date is the true minimum. The plan is the same as placing one buffer
     at a time by the least ``(minoff, rank)``. The caller
     guarantees that every offset fits in ``62 - shift`` bits. Returns the
-    offsets and whether the plan is complete: past ``deadline`` (on
-    :func:`onnxmem._compiled.cycles`) it stops early and the offsets are
-    partial.
+    offsets and whether the plan is complete: past ``deadline`` (a step
+    limit or a cycle-counter deadline, :func:`onnxmem._cyclecounter.past`)
+    it stops early and the offsets are partial.
     """
     size, align = bufs[2], bufs[3]
     slo, shi = secs
@@ -335,7 +336,7 @@ def lowest_first(
     pops = 0
     while count > 0:
         pops += 1
-        if (pops & 1023) == 0 and cycles() > deadline:
+        if (pops & 1023) == 0 and past(pops, deadline):
             return off, False
         key, count = _heap_pop(heap, count)
         r = key & mask

@@ -67,7 +67,7 @@ State = tuple[np.ndarray, ...]
 Work = tuple[np.ndarray, ...]
 
 # ctr slots
-_NODES, _LIMIT, _DEADLINE, _MO_TOP, _FL_TOP, _STAMP, _BACKTRACKS, _DEPTH, _PTOP = range(NCTR)
+_NODES, _LIMIT, _DEADLINE, _MO_TOP, _FL_TOP, _STAMP, _BACKTRACKS, _DEPTH, _PTOP, _WORK, _WORK_LIMIT = range(NCTR)
 
 
 @njit(cache=True)
@@ -164,6 +164,7 @@ def _raise_floor(s: int, arrays: Arrays, state: State, work: Work, ctr: np.ndarr
     off, minoff, floor = state[0], state[1], state[2]
     fl_s, fl_v = work[2], work[3]
     lo = np.int64(2**62)
+    ctr[_WORK] += sec_ptr[s + 1] - sec_ptr[s]
     for c in range(sec_ptr[s], sec_ptr[s + 1]):
         j = sec_mem[c]
         if off[j] < 0 and minoff[j] < lo:
@@ -195,7 +196,10 @@ def search(
     ``arrays``, ``state``, ``work``: see :data:`Arrays`, :data:`State`,
     :data:`Work`; ``ctr``: the :data:`NCTR` counters (nodes, node limit,
     deadline, ...; zeros, with the resume depth ``ctr[7]`` at -1, for a new
-    search); ``F``: the frame stack, ``(n + 2, frame fields)``.
+    search; ``ctr[9]`` counts the work done, the loop iterations a node's
+    candidates, sections and overlaps take, and past ``ctr[10]`` the search
+    stops as past the node limit); ``F``: the frame stack, ``(n + 2, frame
+    fields)``.
 
     An explicit stack of frames replaces recursion. Past the node limit the
     search stops with ``ABORTED`` and leaves its state, frames and counters
@@ -238,7 +242,7 @@ def _run(
         ret = False
         if F[d, _STATE] == _ENTER:
             ctr[_NODES] += 1
-            if ctr[_NODES] > ctr[_LIMIT]:
+            if ctr[_NODES] > ctr[_LIMIT] or ctr[_WORK] > ctr[_WORK_LIMIT]:
                 # stop here, state kept: a call with a higher limit goes on
                 ctr[_NODES] -= 1
                 ctr[_DEPTH] = d
@@ -249,6 +253,7 @@ def _run(
                 ret = True
             else:
                 part = F[d, _PART]
+                ctr[_WORK] += F[d, _OLEN] + F[d, _SHI] - F[d, _SLO]
                 # unplaced candidates sorted by (minoff, rank): the previous
                 # order is nearly right, so an insertion sort is cheap
                 cp = ptop
@@ -329,6 +334,7 @@ def _run(
                 # 1. raise the minimum offsets of unplaced buffers it overlaps
                 ctr[_STAMP] += 1
                 stamp = ctr[_STAMP]
+                ctr[_WORK] += ov_ptr[b + 1] - ov_ptr[b] + shi[b] - slo[b]
                 naff = 0
                 for c in range(ov_ptr[b], ov_ptr[b + 1]):
                     j = ov_idx[c]
@@ -340,6 +346,7 @@ def _run(
                     ctr[_MO_TOP] = t + 1
                     a = align[j]
                     minoff[j] = top if a <= 1 else -(-top // a) * a
+                    ctr[_WORK] += shi[j] - slo[j]
                     for s in range(slo[j], shi[j]):
                         if mark[s] != stamp:
                             mark[s] = stamp

@@ -18,7 +18,7 @@ ABORTED = 2
 TIMEOUT = 3
 
 #: the length of the counters array (see :func:`._search.search`)
-NCTR = 9
+NCTR = 11
 #: the number of fields of a search frame (the columns of ``search``'s ``F``)
 FRAME_FIELDS = 23
 

@@ -43,7 +43,6 @@ aligned, pinned buffers where pinned).
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Callable
 
@@ -52,6 +51,7 @@ import numpy as np
 from ..conflicts import MAX_BUFFERS, Conflicts
 from ..errors import ProblemError
 from ..problem import Problem, Solution, Status, align_up, lower_bound
+from ..workclock import charge, now
 from .registry import SOLVERS, SolveOptions, judge, register
 
 __all__ = ["EXACT_AUTO_MAX", "conflict_auto", "conflict_exact", "conflict_greedy", "place_conflicts"]
@@ -60,6 +60,10 @@ __all__ = ["EXACT_AUTO_MAX", "conflict_auto", "conflict_exact", "conflict_greedy
 EXACT_AUTO_MAX = 12
 #: the default budget of ``conflict-exact`` (seconds)
 CONFLICT_EXACT_TIMEOUT = 10.0
+#: work units (:mod:`onnxmem.workclock`) per buffer a greedy placement places,
+#: and per node of the depth-first search
+PLACE_COST = 5.0
+STEP_COST = 20.0
 
 
 def _conflicts(problem: Problem) -> Conflicts:
@@ -153,11 +157,12 @@ def _best_greedy(problem: Problem, deadline: float | None, bound: int | None = N
     best_h = 0
 
     def late() -> bool:
-        return deadline is not None and time.perf_counter() > deadline
+        return deadline is not None and now() > deadline
 
     def attempt(order: np.ndarray) -> None:
         nonlocal best, best_h
         for fit in (False, True):
+            charge(len(order) * PLACE_COST)
             offs = place_conflicts(problem, order, best_fit=fit)
             h = int((offs + size).max(initial=0))
             if best is None or h < best_h:
@@ -208,9 +213,11 @@ def _search(problem: Problem, incumbent: np.ndarray, bound: int, deadline: float
         if best_h <= bound or stop(best_h):
             return True
         steps += 1
-        if deadline is not None and steps % 256 == 0 and time.perf_counter() > deadline:
-            cut = True
-            return True
+        if deadline is not None and steps % 256 == 0:
+            charge(256 * STEP_COST)
+            if now() > deadline:
+                cut = True
+                return True
         if left == 0:
             if height < best_h:
                 best, best_h = offs.copy(), height

@@ -62,7 +62,6 @@ so that small model problems never load compiled code:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -70,6 +69,7 @@ from typing import Any
 import numpy as np
 
 from ..problem import Problem, Solution, Status, lower_bound, time_sections
+from ..workclock import charge, is_wall_clock, now, steps_left
 from .greedy import GreedyResult, Placer, best_greedy_offsets, restarts
 from .registry import SearchSwitches, SolveOptions, judge, register
 
@@ -83,6 +83,8 @@ __all__ = [
 #: default seconds of search for ``exact`` and ``auto``
 EXACT_TIMEOUT = 30.0
 AUTO_TIMEOUT = 3.0
+#: work units (:mod:`onnxmem.workclock`) per step of the compiled search's work counter
+WORK_COST = 0.005
 #: ``auto`` tries its numpy steps on problems of at most this many buffers
 AUTO_NUMPY_MAX = 2000
 #: a decision (fixed capacity) on at most this many buffers starts the search
@@ -227,11 +229,11 @@ class ExactSearch:
         ``local_best`` (offsets of the non-zero buffers) is the incumbent:
         components where it already fits are kept. Returns ``(status, offsets,
         nodes)`` with status ``FOUND``, ``NOT_FOUND`` (proven infeasible) or
-        ``TIMEOUT``; ``deadline`` is a ``time.perf_counter`` value (``None``:
+        ``TIMEOUT``; ``deadline`` is a ``workclock.now()`` value (``None``:
         none). The first search in a process moves the deadline by the time it
         took to compile or load the compiled code.
         """
-        from .._compiled import NO_DEADLINE, cycles, cycles_per_second, warm_up
+        from .._compiled import warm_up
         from .._native import kernels
         from ._searchdefs import ABORTED, FOUND, FRAME_FIELDS, HEURISTICS, NCTR, NOT_FOUND, TIMEOUT
 
@@ -272,14 +274,16 @@ class ExactSearch:
                     compiling = warm_up(search, partial(_stopped_at_once, search, args))
                     if deadline is not None:
                         deadline += compiling
-                    left = None if deadline is None else deadline - time.perf_counter()
-                    if left is not None and left <= 0:
+                    if deadline is not None and now() >= deadline:
                         return TIMEOUT, plan, nodes + _nodes(runs)
-                    rate = cycles_per_second()
                     ctr = args[6]
+                    before = int(ctr[9])
                     ctr[1] = limit
-                    ctr[2] = int(cycles() + left * rate) if left is not None and rate > 0 else NO_DEADLINE
+                    ctr[2], ctr[10] = _stop(before, deadline)
                     status = search(*args)
+                    charge((int(ctr[9]) - before) * WORK_COST)
+                    if status == ABORTED and ctr[9] > ctr[10]:  # the budget's work is done
+                        return TIMEOUT, plan, nodes + _nodes(runs)
                     if status == FOUND:
                         found = args[4][5]
                         break
@@ -289,7 +293,7 @@ class ExactSearch:
                         return TIMEOUT, plan, nodes + _nodes(runs)
                     if status != ABORTED:
                         raise RuntimeError(f"search returned unknown status {status}")
-                if found is None and deadline is not None and time.perf_counter() >= deadline:
+                if found is None and deadline is not None and now() >= deadline:
                     return TIMEOUT, plan, nodes + _nodes(runs)
             plan[comp.bufs] = found[comp.bufs]
             nodes += _nodes(runs)
@@ -305,6 +309,19 @@ class ExactSearch:
         return int((local + self.size).max(initial=0))
 
 
+def _stop(before: int, deadline: float | None) -> tuple[int, int]:
+    """A search turn's cycle-counter deadline and work limit (counters 2 and
+    10): on the work clock, the work done so far (``before``) and what is
+    left of the budget."""
+    from .._compiled import NO_DEADLINE, deadline_cycles
+
+    if deadline is None:
+        return NO_DEADLINE, NO_DEADLINE
+    if is_wall_clock():
+        return deadline_cycles(deadline - now()), NO_DEADLINE
+    return NO_DEADLINE, before + max(1, steps_left(deadline, WORK_COST))
+
+
 def _stopped_at_once(search: Any, args: tuple[Any, ...]) -> None:
     """Run ``search`` with a node limit of 0 (it returns at once, nothing
     changed): compiles it. ``args``' own counters and frames are left alone."""
@@ -312,7 +329,7 @@ def _stopped_at_once(search: Any, args: tuple[Any, ...]) -> None:
 
     ctr = np.zeros_like(args[6])
     ctr[7] = -1
-    ctr[2] = NO_DEADLINE
+    ctr[2] = ctr[10] = NO_DEADLINE
     search(*args[:6], ctr, np.zeros_like(args[7]))
 
 
@@ -342,7 +359,7 @@ GREEDY_SHARE = 0.25
 
 def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     """The body of ``exact`` and ``auto`` (see the module docstring)."""
-    t0 = time.perf_counter()
+    t0 = now()
     deadline = options.deadline
     lb = lower_bound(problem)
     ex = ExactSearch(problem)
@@ -375,7 +392,7 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
             problem, g, deadline=deadline, bound=target, seed=options.seed,
             progress=options.progress, placer=placer,
         )
-        cut_off = deadline is not None and time.perf_counter() >= deadline
+        cut_off = deadline is not None and now() >= deadline
         status = judge(best.height, lb, cap, cut_off and best.height > target)
         return _solution(name, problem, best.offsets, best.height, status, lb, rounds)
     from ._searchdefs import FOUND, NOT_FOUND
@@ -397,7 +414,7 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     timed_out_at: int | None = None
     first = True
     while lo < hi:
-        left = 1e9 if deadline is None else deadline - time.perf_counter()
+        left = 1e9 if deadline is None else deadline - now()
         if left <= 0:
             break
         if first:
@@ -408,7 +425,7 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
             if base >= hi:
                 break
             c, budget = (base + hi - 1) // 2, left / 2
-        code, plan, n_ = ex.decide(c, incumbent, time.perf_counter() + budget, switches)
+        code, plan, n_ = ex.decide(c, incumbent, now() + budget, switches)
         nodes += n_
         if code == FOUND:
             incumbent = plan

@@ -50,13 +50,14 @@ far above it on hard instances.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
 
+from .._compiled import kernel_stop
 from ..problem import Problem, Solution, lower_bound, time_sections
+from ..workclock import charge, charge_to, now
 from .baseline import place_in_order
 from .registry import SolveOptions, judge, register
 
@@ -89,6 +90,10 @@ class Placer:
         self.compile_seconds = _warm_kernels()
         self.bufs = (self.start, self.end, self.size, self.align)
         self.cover = cover_lists(self.start, self.end, self.size)
+        overlaps = float(self.cover[2][-1]) / max(1, len(self.size))
+        #: work units per buffer each kernel places (see :data:`PLACE_COST`)
+        self.place_cost = PLACE_COST[0] + PLACE_COST[1] * overlaps
+        self.lowest_cost = LOWEST_FIRST_COST[0] + LOWEST_FIRST_COST[1] * overlaps
         _, slo, shi = time_sections(self.start, self.end)
         #: each buffer's time sections ``[slo, shi)``, for lowest-first
         self.secs = (slo, shi)
@@ -100,15 +105,13 @@ class Placer:
         return offs
 
     def place_by(self, order: np.ndarray, best_fit: bool, deadline: float | None) -> np.ndarray | None:
-        """:meth:`place`, or ``None`` when ``deadline`` (``time.perf_counter``) passes first."""
-        from .._compiled import NO_DEADLINE, deadline_cycles
-
+        """:meth:`place`, or ``None`` when ``deadline`` (``workclock.now()``) passes first."""
         place_kernel = _greedy_kernels().place
-        stop = NO_DEADLINE if deadline is None else deadline_cycles(deadline - time.perf_counter())
+        stop = kernel_stop(deadline, self.place_cost)
         offs, complete = place_kernel(
             np.asarray(order, dtype=np.int64), best_fit, self.fixed, self.bufs, self.cover, stop
         )
-        return offs if complete else None
+        return _charged(offs, complete, len(order) * self.place_cost, deadline)
 
     def lowest_first(
         self, ranked: np.ndarray, keep: np.ndarray | None = None, deadline: float | None = None,
@@ -120,7 +123,7 @@ class Placer:
         buffer. ``ranked`` ranks the buffers (those kept are skipped).
         ``None`` when it does not apply (pinned buffers without ``keep``, or
         offsets too large for the heap keys) or when ``deadline`` (a
-        ``time.perf_counter`` value) passed before the plan was complete.
+        ``workclock.now()`` value) passed before the plan was complete.
         """
         n = len(self.size)
         if n == 0:
@@ -133,16 +136,33 @@ class Placer:
         reach = int(self.size.sum()) + int(self.align.max()) * n
         if reach >= 1 << (62 - shift):
             return None
-        from .._compiled import NO_DEADLINE, deadline_cycles
-
         lowest_first = _greedy_kernels().lowest_first
         ranked = np.asarray(ranked, dtype=np.int64)
-        stop = NO_DEADLINE if deadline is None else deadline_cycles(deadline - time.perf_counter())
-        offs, complete = lowest_first(ranked[keep[ranked] < 0], shift, self.bufs, self.secs, keep, stop)
-        return offs if complete else None
+        todo = ranked[keep[ranked] < 0]
+        stop = kernel_stop(deadline, self.lowest_cost)
+        offs, complete = lowest_first(todo, shift, self.bufs, self.secs, keep, stop)
+        return _charged(offs, complete, len(todo) * self.lowest_cost, deadline)
 
     def height(self, offsets: np.ndarray) -> int:
         return int((offsets + self.size).max()) if len(offsets) else 0
+
+
+#: work units (:mod:`onnxmem.workclock`, about a microsecond each) per buffer
+#: placed in order, and per buffer placed lowest-first: a base, and a share per
+#: buffer it overlaps on average (what the kernels' inner loops walk)
+PLACE_COST = (0.5, 0.06)
+LOWEST_FIRST_COST = (1.0, 0.12)
+
+
+def _charged(offs: np.ndarray, complete: bool, units: float, deadline: float | None) -> np.ndarray | None:
+    """A kernel's offsets (``None`` when it stopped early), with its work charged:
+    ``units`` for a complete plan, the rest of the budget for a cut-off one."""
+    if complete:
+        charge(units)
+        return offs
+    if deadline is not None:
+        charge_to(deadline)
+    return None
 
 
 def _greedy_kernels() -> Any:
@@ -281,7 +301,7 @@ def best_greedy_offsets(
     """The lowest plan over the members, then improved by promoting peaks.
 
     Members are tried most promising first until ``deadline`` (a
-    ``time.perf_counter`` value; the first member always runs): lowest-first
+    ``workclock.now()`` value; the first member always runs): lowest-first
     with the preorders (total, area, width) and (total, width, area), size
     order with best and first fit, lowest-first (width, area, total), then the
     other orders with both fits. It stops at the first plan that meets the
@@ -298,7 +318,7 @@ def best_greedy_offsets(
     size = placer.size
 
     def late() -> bool:
-        return deadline is not None and time.perf_counter() > deadline
+        return deadline is not None and now() > deadline
 
     best: GreedyResult | None = None
     best_gap: tuple[np.ndarray, int, np.ndarray] | None = None  # for promotion
@@ -439,7 +459,7 @@ def restarts(
     while best.height > bound:
         if deadline is None and rounds >= len(pres):
             break
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and now() > deadline:
             break
         kind = 0 if kind_spent[0] <= kind_spent[1] else 1  # half the time each
         if kind == 0:
@@ -448,7 +468,7 @@ def restarts(
         else:  # the preorder and the move whose restarts reached the lowest plans
             which = min(range(len(pres)), key=lambda i: (pre_best[i], i))
             move = min(range(len(RESTART_MOVES)), key=lambda i: (move_best[i], i))
-        began = time.perf_counter()
+        began = now()
         key = np.empty(n, dtype=np.float64)
         key[pres[which]] = np.arange(n)
         key += rng.random(n) * n * RESTART_MOVES[move]
@@ -463,7 +483,7 @@ def restarts(
         if offs is None:  # the deadline passed during the round (or it does not apply)
             break
         h = placer.height(offs)
-        took = time.perf_counter() - began
+        took = now() - began
         kind_spent[kind] += took
         if kind == 0:  # a rebuild's height owes much to the part it kept
             spent[which] += took

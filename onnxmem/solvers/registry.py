@@ -11,6 +11,7 @@ from typing import Callable
 
 from ..errors import ProblemError
 from ..problem import Problem, Solution, Status, lower_bound
+from ..workclock import now, session
 
 __all__ = [
     "SOLVERS",
@@ -50,11 +51,13 @@ class SolveOptions:
     """Options every solver takes.
 
     ``capacity``: bytes the arena may use; ``None`` minimizes the arena.
-    ``timeout``: seconds the solver may take before it returns the best plan
-    it has (``None``: the solver's ``default_timeout``). ``seed``: for
+    ``timeout``: budget seconds the solver may search before it returns the
+    best plan it has (``None``: the solver's ``default_timeout``): seconds of
+    counted work (:mod:`onnxmem.workclock`; the same plan at any load) unless
+    the process uses the wall clock. ``seed``: for
     randomized solvers. ``switches``: the exact search's pruning rules.
-    ``deadline``: a ``time.perf_counter`` value, set by :func:`solve` from
-    the timeout; solvers read it, callers leave it alone. ``progress``: called
+    ``deadline``: a :func:`onnxmem.workclock.now` value, set by :func:`solve`
+    from the timeout; solvers read it, callers leave it alone. ``progress``: called
     with a line whenever a searching solver improves its plan.
     """
 
@@ -95,7 +98,8 @@ class SolverInfo:
         """The summary, with the default budget when the solver has one."""
         if self.default_timeout is None:
             return self.summary
-        return f"{self.summary} (searches {self.default_timeout:g} s unless --timeout says otherwise)"
+        return (f"{self.summary} (searches a fixed {self.default_timeout:g} s of work, the same plan at any "
+                "load, unless --timeout gives seconds)")
 
 
 SOLVERS: dict[str, SolverInfo] = {}
@@ -150,8 +154,12 @@ def solve(problem: Problem, solver: str = "greedy", options: SolveOptions | None
             f"solver '{solver}' plans buffers that conflict when live at one step; this problem's buffers "
             f"conflict along a graph (--concurrency dag): choose one of: {able}"
         )
-    t0 = time.perf_counter()
-    opts = options or SolveOptions()
+    with session():
+        return _solve(problem, info, options or SolveOptions())
+
+
+def _solve(problem: Problem, info: SolverInfo, opts: SolveOptions) -> Solution:
+    t0, started = now(), time.perf_counter()
     if opts.capacity is None and problem.capacity is not None:
         opts = replace(opts, capacity=problem.capacity)
     if opts.capacity is not None:
@@ -167,4 +175,4 @@ def solve(problem: Problem, solver: str = "greedy", options: SolveOptions | None
     stats = dict(sol.stats)
     if timeout is not None:
         stats["budget_s"] = float(timeout)
-    return replace(sol, seconds=time.perf_counter() - t0, stats=stats)
+    return replace(sol, seconds=time.perf_counter() - started, stats=stats)

@@ -36,17 +36,18 @@ bound here is the shared-object one, not the max-live one.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from ..problem import Problem, Solution, align_up, time_points
+from ..workclock import charge, now
 from .registry import SolveOptions, judge, register
 
 __all__ = ["positional_maximum_bound", "shared_greedy_objects", "layout_objects"]
 
 #: default seconds of search for ``shared-exact``
 SHARED_EXACT_TIMEOUT = 10.0
+#: work units (:mod:`onnxmem.workclock`) per node of the search
+NODE_COST = 4.0
 
 
 def positional_maximum_bound(problem: Problem) -> int:
@@ -187,7 +188,9 @@ def shared_exact(problem: Problem, options: SolveOptions) -> Solution:
         if timed_out or cost >= best_cost:
             return
         nodes += 1
-        if (nodes & 1023) == 0 and time.perf_counter() > deadline:
+        if (nodes & 1023) == 0:
+            charge(1024 * NODE_COST)
+        if (nodes & 1023) == 0 and now() > deadline:
             timed_out = True
             return
         if pos == n:
