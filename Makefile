@@ -11,12 +11,12 @@ $(VENV)/bin/python:
 install: $(VENV)/bin/python
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q -c constraints.txt -e ".[dev]"
-	$(PYTHON) -m onnxmem._native_build
+	$(PYTHON) -m onnxmem.core._native_build
 
-# the search kernels compiled ahead of time (onnxmem/_aot*.so; see onnxmem/_native.py)
+# the search kernels compiled ahead of time (onnxmem/core/_aot*.so; see onnxmem/core/_native.py)
 .PHONY: kernels
 kernels:
-	$(PYTHON) -m onnxmem._native_build
+	$(PYTHON) -m onnxmem.core._native_build
 
 test:
 	$(PYTHON) -m pytest -q

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from onnxmem.fileio import write_text_atomic
+from onnxmem.core.fileio import write_text_atomic
 
 
 def mib(n: int | None) -> str:

@@ -4,7 +4,7 @@ For each model (the nine onnx-wheel models, the shipped ``models/*.onnx``, and
 with ``--zoo`` the catalogue in ``models/zoo``) it plans twice, with aliasing
 off and on, and, unless ``--no-ort``, verifies the aliased plan on CPU and
 measures onnxruntime's own activation peak at ORT_DISABLE_ALL
-(``onnxmem.ortpeak``: requested bytes in use, weights and graph inputs
+(``onnxmem.runtime.peak``: requested bytes in use, weights and graph inputs
 excluded; the arena holds the graph inputs, as ``--io internal`` plans do).
 It prints one Markdown table with geometric means.
 
@@ -24,8 +24,8 @@ from typing import Any
 
 import onnx
 
-from onnxmem.errors import OnnxmemError
-from onnxmem.pipeline import PlanOptions, default_solver, plan_model
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.planning.pipeline import PlanOptions, default_solver, plan_model
 from onnxmem.zoo import ZooModel, describe_inputs, load_zoo, machine_info, materialize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -69,8 +69,8 @@ def measure(m: ZooModel, ort: bool, work: Path, repeat: int, solver: str) -> dic
         return row
     if not ort:
         return row
-    from onnxmem.ortpeak import comparable_peak, ort_peak
-    from onnxmem.verify import VerifyOptions, verify_plan
+    from onnxmem.runtime.peak import comparable_peak, ort_peak
+    from onnxmem.verify.run import VerifyOptions, verify_plan
 
     try:
         report = verify_plan(planned.model, on, model_path=path, view=planned.view,

@@ -12,7 +12,7 @@ branchy models of the zoo, filled with seeded weights under ``results/``):
 * ``ort par``: onnxruntime's own activation peak with its parallel executor
   (``ORT_PARALLEL``, ``ORT_DISABLE_ALL``, as many inter-op threads as the
   first of ``--threads``; it is measured at the others too), counted over
-  the same tensors as the arena (:func:`onnxmem.ortpeak.comparable_peak`),
+  the same tensors as the arena (:func:`onnxmem.runtime.peak.comparable_peak`),
   and dag/ort par (the target is at most 1.00); ``ort thr``: the most
   threads its profiled kernels ran on at any of those counts (1: onnxruntime
   ran one schedule, one node at a time, and its peak is that schedule's);
@@ -22,7 +22,7 @@ branchy models of the zoo, filled with seeded weights under ``results/``):
   sequential plan that clobbered (of ``--seq-trials``, 2 threads);
 * ``dag failed @T``: concurrent trials of the dag plan that failed (of
   ``--trials``), at each thread count of ``--threads`` (one
-  :class:`onnxmem.concurrent.ConcurrentRun` serves every thread count: its
+  :class:`onnxmem.runtime.concurrent.ConcurrentRun` serves every thread count: its
   sessions and reference are made once). A model with If/Loop/Scan bodies
   gets no concurrent trials (they run graphs without bodies): each plan runs
   once in its own order instead (``in order: ok`` or ``FAILED``), as
@@ -49,13 +49,13 @@ from typing import Any, Iterator
 
 import onnx
 
-from onnxmem.concurrent import ConcurrentOptions, ConcurrentRun, run_concurrent
-from onnxmem.execution import ExecutionOptions, execute_plan
-from onnxmem.generate import nasnet, randwire, transformer
-from onnxmem.model import load_model
-from onnxmem.ortpeak import comparable_peak, ort_peak
-from onnxmem.pipeline import PlanOptions, plan_loaded
-from onnxmem.proof import prove_plan
+from onnxmem.model.generate import nasnet, randwire, transformer
+from onnxmem.model.load import load_model
+from onnxmem.planning.pipeline import PlanOptions, plan_loaded
+from onnxmem.proof.plan import prove_plan
+from onnxmem.runtime.arena import ExecutionOptions, execute_plan
+from onnxmem.runtime.concurrent import ConcurrentOptions, ConcurrentRun, run_concurrent
+from onnxmem.runtime.peak import comparable_peak, ort_peak
 from onnxmem.zoo.fixtures import materialize
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,9 +30,9 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from onnxmem.ortpeak import comparable_peak, ort_peak  # noqa: E402
-from onnxmem.pipeline import plan_model  # noqa: E402
-from onnxmem.verify import VerifyOptions, verify_plan  # noqa: E402
+from onnxmem.planning.pipeline import plan_model  # noqa: E402
+from onnxmem.runtime.peak import comparable_peak, ort_peak  # noqa: E402
+from onnxmem.verify.run import VerifyOptions, verify_plan  # noqa: E402
 from tests.nested_models import CONTROL_FLOW_MODELS  # noqa: E402
 
 INPUTS = {"network_in_if": {"x": np.ones((8, 64), np.float32), "sr": np.array(16000, np.int64)}}

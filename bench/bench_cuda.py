@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 from _common import geomean  # noqa: E402
 from bench_controlflow import INPUTS as CONTROL_FLOW_INPUTS  # noqa: E402
 
-from onnxmem.errors import OnnxmemError  # noqa: E402
-from onnxmem.pipeline import PlanOptions, plan_model  # noqa: E402
-from onnxmem.sessions import require_cuda  # noqa: E402
+from onnxmem.core.errors import OnnxmemError  # noqa: E402
+from onnxmem.planning.pipeline import PlanOptions, plan_model  # noqa: E402
+from onnxmem.runtime.sessions import require_cuda  # noqa: E402
 from onnxmem.zoo import ZooModel, ZooOptions, load_zoo, run_zoo, verify_and_measure  # noqa: E402
 from tests.nested_models import CONTROL_FLOW_MODELS  # noqa: E402
 

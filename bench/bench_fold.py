@@ -6,7 +6,7 @@ and the attention-encoder layer of ``onnxmem generate attention`` at 1500
 tokens, 384 channels, 6 heads) it plans with ``--fold off`` and ``--fold on``
 (default solver and order, alignment 64, ``--io internal``), verifies the
 folded plan on CPU, and measures onnxruntime's own activation peak
-(``onnxmem.ortpeak``, plus the graph inputs, which the arena holds) four ways:
+(``onnxmem.runtime.peak``, plus the graph inputs, which the arena holds) four ways:
 
 * ``DISABLE_ALL, as given``: ORT_DISABLE_ALL on the graph ``--fold off`` plans
   (like for like with the arena off);
@@ -32,9 +32,9 @@ from typing import Any
 
 import onnx
 
-from onnxmem.errors import OnnxmemError
-from onnxmem.generate import attention_encoder
-from onnxmem.pipeline import PlanOptions, plan_model
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.model.generate import attention_encoder
+from onnxmem.planning.pipeline import PlanOptions, plan_model
 from onnxmem.zoo import ZooModel, load_zoo, machine_info, materialize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -62,8 +62,8 @@ def models(work: Path) -> list[ZooModel]:
 
 
 def measure(m: ZooModel, work: Path, verify: bool) -> dict[str, Any]:
-    from onnxmem.ortpeak import comparable_peak, ort_peak
-    from onnxmem.verify import VerifyOptions, verify_plan
+    from onnxmem.runtime.peak import comparable_peak, ort_peak
+    from onnxmem.verify.run import VerifyOptions, verify_plan
 
     base = PlanOptions(dims=m.dims, input_shapes=m.input_shapes, strict_dims=False)
     row: dict[str, Any] = {"model": m.name}

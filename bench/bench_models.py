@@ -18,8 +18,8 @@ from pathlib import Path
 
 import onnx
 
-from onnxmem.model import load_model
-from onnxmem.pipeline import PlanOptions, default_order, default_solver, plan_loaded
+from onnxmem.model.load import load_model
+from onnxmem.planning.pipeline import PlanOptions, default_order, default_solver, plan_loaded
 
 ROOT = Path(__file__).resolve().parent.parent
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

@@ -1,7 +1,7 @@
 """Range plans against the three usual answers, per model: a table and a plot in docs/range.md.
 
 For each model and box of dims (``MODELS``), it makes one range plan
-(:func:`onnxmem.rangeplan.plan_range`, timed) and samples ``--points`` points of
+(:func:`onnxmem.planning.ranges.plan_range`, timed) and samples ``--points`` points of
 the box (every corner, then seeded random points, log-uniform in each dim).
 At each point it compares the range plan's arena with:
 
@@ -15,7 +15,7 @@ At each point it compares the range plan's arena with:
 
 Ratios are to the per-shape arena at the same point: the worst and the
 geometric mean over the points. Then the range plan is verified by execution
-(:func:`onnxmem.verify.verify_plan`: the static proof, then every node run
+(:func:`onnxmem.verify.run.verify_plan`: the static proof, then every node run
 inside one arena with onnxruntime on CPU) at 5 points, the corners first
 (whole-model reference runs may take up to ``--run-seconds``).
 
@@ -73,7 +73,7 @@ def batch_copy(src: Path, dest: Path) -> Path:
 
 
 def sample_points(box: dict[str, tuple[int, int]], count: int, seed: int) -> list[dict[str, int]]:
-    from onnxmem.symbolic import box_corners
+    from onnxmem.core.symbolic import box_corners
 
     points = box_corners(box)
     seen = {tuple(sorted(p.items())) for p in points}
@@ -94,7 +94,7 @@ def sample_points(box: dict[str, tuple[int, int]], count: int, seed: int) -> lis
 
 def verify_points(box: dict[str, tuple[int, int]], points: list[dict[str, int]]) -> list[dict[str, int]]:
     """5 points to run: the corners first, then the sampled points nearest the log-middle, quarter, three quarters."""
-    from onnxmem.symbolic import box_corners
+    from onnxmem.core.symbolic import box_corners
 
     chosen = box_corners(box)[:5]
     for q in (0.5, 0.25, 0.75, 0.125, 0.875):
@@ -121,10 +121,10 @@ def grow_only(arenas: list[int]) -> list[int]:
 
 def measure(name: str, path: Path, box: dict[str, tuple[int, int]], points: int, seed: int,
             execute: bool) -> dict[str, Any]:
-    from onnxmem.model import load_model
-    from onnxmem.pipeline import PlanOptions, plan_loaded
-    from onnxmem.rangeplan import instantiate, plan_range
-    from onnxmem.verify import VerifyOptions, verify_plan
+    from onnxmem.model.load import load_model
+    from onnxmem.planning.pipeline import PlanOptions, plan_loaded
+    from onnxmem.planning.ranges import instantiate, plan_range
+    from onnxmem.verify.run import VerifyOptions, verify_plan
 
     model = load_model(path)
     t0 = time.perf_counter()
@@ -268,7 +268,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _common import replace_section
 
-    from onnxmem import runtime
+    from onnxmem.runtime import ort as runtime
     from onnxmem.zoo import machine_info, materialize
 
     runtime.RUN_SECONDS = args.run_seconds

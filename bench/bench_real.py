@@ -569,7 +569,7 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def write_doc(rows: list[dict[str, Any]], where: str, command: str, seconds: float) -> None:
-    from onnxmem.fileio import write_text_atomic
+    from onnxmem.core.fileio import write_text_atomic
 
     lines = [
         "# Trained models from PyPI wheels",

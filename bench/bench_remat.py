@@ -37,15 +37,15 @@ sys.path.insert(0, str(ROOT))
 
 import onnx  # noqa: E402
 
-from onnxmem.errors import OnnxmemError  # noqa: E402
-from onnxmem.execution import ExecutionOptions  # noqa: E402
-from onnxmem.fileio import OutputSet  # noqa: E402
-from onnxmem.pipeline import PlanOptions, plan_loaded  # noqa: E402
+from onnxmem.core.errors import OnnxmemError  # noqa: E402
+from onnxmem.core.fileio import OutputSet  # noqa: E402
+from onnxmem.planning.pipeline import PlanOptions, plan_loaded  # noqa: E402
 from onnxmem.remat import RematOptions, RematProblem, build_problem, choose, simulate  # noqa: E402
 from onnxmem.remat.budget import plan_with_budget, plot_sweep, sweep  # noqa: E402
 from onnxmem.remat.check import compare_with_original  # noqa: E402
 from onnxmem.remat.cost import flops_costs  # noqa: E402
 from onnxmem.remat.training import train_encoder, train_mlp, train_mobilenet, train_resnet  # noqa: E402
+from onnxmem.runtime.arena import ExecutionOptions  # noqa: E402
 from onnxmem.zoo.fixtures import materialize  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

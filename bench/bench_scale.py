@@ -3,14 +3,14 @@
 Three families, each at 1k, 10k and 100k nodes (``--sizes``):
 
 * ``chain``: ``x -> Relu -> Relu -> ... -> y`` on a ``[1, 64]`` float input;
-* ``transformer``: :func:`onnxmem.generate.transformer`, 25 nodes per layer;
-* ``random``: :func:`onnxmem.generate.randwire` on a Watts-Strogatz graph,
+* ``transformer``: :func:`onnxmem.model.generate.transformer`, 25 nodes per layer;
+* ``random``: :func:`onnxmem.model.generate.randwire` on a Watts-Strogatz graph,
   3 nodes (Sum, Relu, Conv) per graph node: a random DAG.
 
 Every case runs in a subprocess of its own, so that its peak resident memory
 (``ru_maxrss`` of that process) is its own: the child builds the model, writes
-it, then times ``onnxmem.pipeline.plan_model`` with the default options. The
-static proof (``onnxmem.proof.prove_plan``, run by every plan) is timed on its
+it, then times ``onnxmem.planning.pipeline.plan_model`` with the default options. The
+static proof (``onnxmem.proof.plan.prove_plan``, run by every plan) is timed on its
 own inside that call and reported apart; it stops at ``--proof-limit`` seconds
 (then the table shows ``>`` that limit, and the plan time excludes it). Both
 wall-clock and CPU seconds are shown: on a shared machine the wall time
@@ -44,7 +44,7 @@ def build(family: str, nodes: int):  # -> onnx.ModelProto
     """The model of ``family`` with about ``nodes`` nodes."""
     from onnx import TensorProto, helper
 
-    from onnxmem.generate import randwire, transformer
+    from onnxmem.model.generate import randwire, transformer
 
     units = max(nodes // PER_UNIT[family], 2)
     if family == "transformer":
@@ -80,8 +80,8 @@ def child(family: str, nodes: int, proof_limit: float, workdir: str) -> None:
 
     import onnx
 
-    from onnxmem import pipeline
-    from onnxmem.pipeline import plan_model
+    from onnxmem.planning import pipeline
+    from onnxmem.planning.pipeline import plan_model
 
     model = build(family, nodes)
     path = Path(workdir) / f"{family}_{nodes}.onnx"
@@ -225,10 +225,10 @@ def doc(lines: list[str], command: str, started: str, where: str, total: float, 
         "",
         "*plan s*: `plan_model` from reading the file to the recorded plan (shape",
         "inference, view, order, liveness and aliasing, solver, plan record), the proof",
-        "excluded. *proof s*: the static proof (`onnxmem.proof.prove_plan`) that every",
+        "excluded. *proof s*: the static proof (`onnxmem.proof.plan.prove_plan`) that every",
         f"plan runs, timed apart and stopped at {proof_limit:.0f} s (`>`). *shapes*, *solver*,",
-        "*rest*: the plan's CPU seconds in shape inference (`onnxmem.model.infer_shapes`),",
-        "in the solver (`onnxmem.solvers.solve`) and in everything else (reading the file,",
+        "*rest*: the plan's CPU seconds in shape inference (`onnxmem.model.load.infer_shapes`),",
+        "in the solver (`onnxmem.core.solvers.solve`) and in everything else (reading the file,",
         "view, order, liveness and aliasing, plan record). *peak RSS*: the",
         "case's own process, the model build included. Wall seconds include waiting for",
         "a core on a shared machine; CPU seconds do not.",
@@ -236,8 +236,8 @@ def doc(lines: list[str], command: str, started: str, where: str, total: float, 
         *lines,
         "",
         "The *chain* is a Relu chain on a `[1, 64]` input; *transformer* is",
-        "`onnxmem.generate.transformer` (25 nodes per layer, so 4,000 layers at 100k",
-        "nodes); *random* is `onnxmem.generate.randwire` on a Watts-Strogatz graph (Sum,",
+        "`onnxmem.model.generate.transformer` (25 nodes per layer, so 4,000 layers at 100k",
+        "nodes); *random* is `onnxmem.model.generate.randwire` on a Watts-Strogatz graph (Sum,",
         "Relu and Conv per graph node).",
         "",
     ])

@@ -31,9 +31,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from onnxmem.problem import Solution, read_csv, validate  # noqa: E402
-from onnxmem.solvers.baseline import place_in_order, size_order  # noqa: E402
-from onnxmem.solvers.exact import ExactSearch  # noqa: E402
+from onnxmem.core.problem import Solution, read_csv, validate  # noqa: E402
+from onnxmem.core.solvers.baseline import place_in_order, size_order  # noqa: E402
+from onnxmem.core.solvers.exact import ExactSearch  # noqa: E402
 
 ANSWERS = {0: "found", 1: "infeasible", 3: "timeout"}
 

@@ -4,7 +4,7 @@ For each TorchScript (``legacy``) export of the zoo catalogue in ``models/zoo``
 (with ``--all``, every entry), bound with the catalogue's dims, it infers
 shapes as ``plan`` does and counts the top-level values (graph inputs and node
 outputs) still unknown after onnx's inference (before the evaluation step of
-``onnxmem.shapeeval``), after the evaluation step, and after onnxruntime's
+``onnxmem.shapes.shapeeval``), after the evaluation step, and after onnxruntime's
 symbolic inference. It times shape inference and the whole plan with the step
 and without it (the step replaced by one that evaluates nothing), best of
 ``--repeat`` runs. With ``--measure`` it also gives each weight-free fixture
@@ -27,10 +27,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from onnxmem import shapeeval
-from onnxmem.errors import OnnxmemError
-from onnxmem.model import infer_shapes, load_model
-from onnxmem.pipeline import PlanOptions, plan_model
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.model.load import infer_shapes, load_model
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.shapes import shapeeval
 from onnxmem.zoo import ZooModel, load_zoo, machine_info, materialize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

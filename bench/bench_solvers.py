@@ -28,7 +28,7 @@ capacity, median of 3 on a 2-core machine; ``../shared/benchmarks/README.md``).
 ``--pack-only`` prints only the ``pack`` columns, once per variant: each
 value of ``--kernels`` (``ONNXMEM_KERNELS``: ``auto`` runs the kernels compiled
 ahead of time when they are built, ``jit`` numba's; see
-:mod:`onnxmem._native`) and, with ``--baseline``, another checkout (before a
+:mod:`onnxmem.core._native`) and, with ``--baseline``, another checkout (before a
 change, say); the variants' runs alternate. Its ``process CPU s`` column is the
 process's CPU time (user + system), which load on the machine changes less
 than the wall-clock time.

@@ -18,7 +18,7 @@ model of ``models/training/catalog.json`` it measures:
   the peak of the bytes allocated during the step (torch profiler memory events) plus the
   input batch and labels (:func:`torch_step_peak`);
 * **verified**: the plan proven statically and run node by node in one arena on CPU
-  (:mod:`onnxmem.training.execution`): loss and every gradient buffer bit for bit; where
+  (:mod:`onnxmem.runtime.training`): loss and every gradient buffer bit for bit; where
   onnxruntime has no CPU kernel for an op, the row says which and the plan is proven
   statically only;
 * **train + eval**: ``NAME.eval.onnx`` planned too, then both run one after the other in
@@ -51,15 +51,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from onnxmem.errors import RuntimeBackendError  # noqa: E402
-from onnxmem.fileio import write_bytes_atomic  # noqa: E402
-from onnxmem.graph import GraphView  # noqa: E402
-from onnxmem.liveness import build_liveness  # noqa: E402
-from onnxmem.model import load_model  # noqa: E402
-from onnxmem.pipeline import Planned, PlanOptions, plan_loaded  # noqa: E402
-from onnxmem.problem import align_up, lower_bound  # noqa: E402
+from onnxmem.analysis.liveness import build_liveness  # noqa: E402
+from onnxmem.core.errors import RuntimeBackendError  # noqa: E402
+from onnxmem.core.fileio import write_bytes_atomic  # noqa: E402
+from onnxmem.core.problem import align_up, lower_bound  # noqa: E402
+from onnxmem.graph.view import GraphView  # noqa: E402
+from onnxmem.model.load import load_model  # noqa: E402
+from onnxmem.planning.pipeline import Planned, PlanOptions, plan_loaded  # noqa: E402
+from onnxmem.runtime.training import execute_in_one_arena, missing_kernel  # noqa: E402
 from onnxmem.scheduling import stable_topological_order  # noqa: E402
-from onnxmem.training.execution import execute_in_one_arena, missing_kernel  # noqa: E402
 from onnxmem.zoo.fixtures import fill_weights  # noqa: E402
 
 TRAINING = ROOT / "models" / "training"

@@ -1,3 +1,3 @@
-from .cli import main
+from onnxmem.cli.main import main
 
 main()

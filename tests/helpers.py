@@ -34,8 +34,8 @@ def chain(n_relu: int = 3, shape=(1, 16)) -> onnx.ModelProto:
 
 def file_order_view(model: onnx.ModelProto):
     """The planning view of ``model`` and its file order (node indices)."""
-    from onnxmem.graph import build_view
-    from onnxmem.model import infer_shapes
+    from onnxmem.graph.view import build_view
+    from onnxmem.model.load import infer_shapes
 
     v = build_view(model, infer_shapes(model))
     return v, tuple(range(len(v.ops)))
@@ -43,7 +43,7 @@ def file_order_view(model: onnx.ModelProto):
 
 def plan_file_order(model: onnx.ModelProto, tmp_path, **opts):
     """Save ``model`` under ``tmp_path`` and plan it: greedy, file order, alignment 1 unless ``opts`` say otherwise."""
-    from onnxmem.pipeline import PlanOptions, plan_loaded
+    from onnxmem.planning.pipeline import PlanOptions, plan_loaded
 
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
@@ -52,17 +52,17 @@ def plan_file_order(model: onnx.ModelProto, tmp_path, **opts):
 
 def plan_layout(model: onnx.ModelProto, tmp_path, layout, order=None, *, prove: bool = True):
     """Plan ``model`` in file order (or ``order``) with the alias ``layout`` given
-    (greedy, alignment 1), as :func:`onnxmem.pipeline.plan_liveness` records
+    (greedy, alignment 1), as :func:`onnxmem.planning.pipeline.plan_liveness` records
     and proves it. ``prove=False`` records the plan without the planner's own
     proof, so a test can hand it to the proof itself."""
     import contextlib
     from unittest import mock
 
-    from onnxmem import pipeline
-    from onnxmem.graph import build_view
-    from onnxmem.liveness import build_liveness
-    from onnxmem.model import infer_shapes
-    from onnxmem.pipeline import PlanOptions, plan_liveness
+    from onnxmem.analysis.liveness import build_liveness
+    from onnxmem.graph.view import build_view
+    from onnxmem.model.load import infer_shapes
+    from onnxmem.planning import pipeline
+    from onnxmem.planning.pipeline import PlanOptions, plan_liveness
 
     path = tmp_path / "m.onnx"
     onnx.save(model, path)

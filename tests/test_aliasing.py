@@ -15,19 +15,13 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 
-from onnxmem.aliasing import (
-    RULES,
-    AliasLayout,
-    alias_groups,
-    alias_rule,
-    find_aliases,
-)
-from onnxmem.errors import PlanInvalid
-from onnxmem.liveness import build_liveness
-from onnxmem.pipeline import PlanOptions, plan_loaded
-from onnxmem.plan import check_schema
-from onnxmem.problem import lower_bound, validate
-from onnxmem.proof import prove_plan
+from onnxmem.analysis.aliasing import RULES, AliasLayout, alias_groups, alias_rule, find_aliases
+from onnxmem.analysis.liveness import build_liveness
+from onnxmem.core.errors import PlanInvalid
+from onnxmem.core.problem import lower_bound, validate
+from onnxmem.planning.pipeline import PlanOptions, plan_loaded
+from onnxmem.plans.point import check_schema
+from onnxmem.proof.plan import prove_plan
 
 from .conftest import LIGHT_MODELS
 from .helpers import file_order_view as _view
@@ -239,7 +233,7 @@ def test_inplace_off_gives_the_plan_without_groups(tmp_path):
 
 
 def test_cli_inplace_flag(tmp_path):
-    from onnxmem.cli import main
+    from onnxmem.cli.main import main
 
     path = tmp_path / "m.onnx"
     onnx.save(relu_chain(4), path)
@@ -351,7 +345,7 @@ _INPLACE = sorted(
 @pytest.mark.parametrize("op,j", _INPLACE, ids=[f"{o}-{j}" for o, j in _INPLACE])
 def test_onnxruntime_kernel_is_correct_in_place(op, j):
     """Each in-place rule holds for onnxruntime's CPU kernel: output bound over input ``j``."""
-    from onnxmem.runtime import make_session
+    from onnxmem.runtime.ort import make_session
 
     n = {"BatchNormalization": 5, "Sum": 3, "Mean": 3, "Max": 3, "Min": 3}.get(op, len(RULES["", op].inputs))
     n = 2 if op == "PRelu" else n

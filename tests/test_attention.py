@@ -12,10 +12,10 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from onnxmem.generate import SCALINGS, attention_encoder
-from onnxmem.ortpeak import comparable_peak, ort_peak
-from onnxmem.pipeline import PlanOptions, plan_model
-from onnxmem.verify import VerifyOptions, verify_plan
+from onnxmem.model.generate import SCALINGS, attention_encoder
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.runtime.peak import comparable_peak, ort_peak
+from onnxmem.verify.run import VerifyOptions, verify_plan
 
 TOKENS, DIM, HEADS = 512, 48, 6
 SCORES = HEADS * TOKENS * TOKENS * 4  # float [1, 6, 512, 512]
@@ -62,7 +62,7 @@ def test_softmax_of_doubles_keeps_its_own_buffer():
     """onnxruntime's double kernels do not declare in-place use: neither does the rule."""
     from onnx import TensorProto, helper
 
-    from onnxmem.aliasing import alias_groups
+    from onnxmem.analysis.aliasing import alias_groups
 
     from .helpers import file_order_view, make_model, vi
 
@@ -83,7 +83,7 @@ def test_onnxruntime_softmax_is_correct_in_place_on_any_axis(op, axis):
     import numpy as np
     from onnx import TensorProto, helper
 
-    from onnxmem.runtime import make_session
+    from onnxmem.runtime.ort import make_session
 
     x = np.random.default_rng(0).standard_normal((3, 5, 7)).astype(np.float32)
     g = helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=axis)], "g",

@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 
-from onnxmem.cli import main
-from onnxmem.errors import ShapeError
-from onnxmem.pipeline import PlanOptions, plan_model
-from onnxmem.verify import verify_plan
+from onnxmem.cli.main import main
+from onnxmem.core.errors import ShapeError
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.verify.run import verify_plan
 
 from .helpers import make_model, vi
 

@@ -9,11 +9,11 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-from onnxmem.cli import main
-from onnxmem.errors import ModelError, PlanError, ShapeError
-from onnxmem.graph import excluded_branches, if_nodes
-from onnxmem.pipeline import PlanOptions, plan_model
-from onnxmem.verify import VerifyOptions, prove_plan, verify_plan
+from onnxmem.cli.main import main
+from onnxmem.core.errors import ModelError, PlanError, ShapeError
+from onnxmem.graph.view import excluded_branches, if_nodes
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.verify.run import VerifyOptions, prove_plan, verify_plan
 
 from .nested_models import if_unsized_branch, loop_nested_if
 

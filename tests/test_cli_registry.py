@@ -9,16 +9,16 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-from onnxmem.cli import LISTINGS, RegistryChoice, fmt_bytes, main
+from onnxmem.analysis.liveness import IO_MODES
+from onnxmem.cli.main import LISTINGS, RegistryChoice, fmt_bytes, main
+from onnxmem.core.solvers import SOLVERS
 from onnxmem.export import FORMATS
-from onnxmem.generate import GENERATORS, RANDWIRE_KINDS
-from onnxmem.liveness import IO_MODES
-from onnxmem.pipeline import PlanOptions
+from onnxmem.model.generate import GENERATORS, RANDWIRE_KINDS
+from onnxmem.planning.pipeline import PlanOptions
 from onnxmem.remat import ALGORITHMS
 from onnxmem.remat.training import TRAINING
 from onnxmem.scheduling import ORDERS
-from onnxmem.solvers import SOLVERS
-from onnxmem.verify import DEVICES
+from onnxmem.verify.run import DEVICES
 
 from .conftest import ROOT
 
@@ -153,7 +153,7 @@ def test_fmt_bytes_is_format_bytes_and_the_exact_count():
 def heavy_modules_loaded(args: list[str], heavy: tuple[str, ...]) -> tuple[str, list[str]]:
     """Run ``onnxmem ARGS`` in a fresh interpreter: (its output, which of ``heavy`` it imported)."""
     code = (
-        "import sys\nfrom onnxmem.cli import main\n"
+        "import sys\nfrom onnxmem.cli.main import main\n"
         f"try:\n    main({args!r})\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         f"print('heavy', *sorted(m for m in {heavy!r} if m in sys.modules))\n"
     )

@@ -7,15 +7,15 @@ import onnx
 from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
-from onnxmem.cli import main
-from onnxmem.ortpeak import (
+from onnxmem.cli.main import main
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.runtime.peak import (
     arena_over_ort,
     comparable_peak,
     held_from_profile,
     ort_peak,
     peak_from_profile,
 )
-from onnxmem.pipeline import PlanOptions, plan_model
 
 from .conftest import LIGHT, MODELS
 from .helpers import make_model, vi
@@ -92,8 +92,8 @@ def _ir3_model(path):
 
 
 def test_peak_of_an_ir3_model(tmp_path):
-    from onnxmem.runtime import load_with_weights
-    from onnxmem.weights import compute_weights, fold_weights
+    from onnxmem.runtime.folding import compute_weights, fold_weights
+    from onnxmem.runtime.ort import load_with_weights
 
     path = tmp_path / "ir3.onnx"
     _ir3_model(path)
@@ -121,7 +121,7 @@ def test_comparable_peak_counts_what_the_arena_counts(tmp_path):
 
 
 def test_compare_refuses_a_plan_for_another_model(tmp_path):
-    from onnxmem.plan import write_plan
+    from onnxmem.plans.point import write_plan
 
     from .helpers import chain
 

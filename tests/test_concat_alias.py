@@ -14,13 +14,13 @@ import onnx
 import pytest
 from onnx import helper
 
-from onnxmem.aliasing import AliasLayout, alias_layout, concat_slices, find_aliases
-from onnxmem.errors import PlanInvalid
-from onnxmem.liveness import build_liveness
-from onnxmem.pipeline import PlanOptions, plan_liveness, plan_loaded
-from onnxmem.plan import check_schema, plan_from_dict
-from onnxmem.problem import lower_bound
-from onnxmem.verify import VerifyOptions, prove_plan, verify_plan
+from onnxmem.analysis.aliasing import AliasLayout, alias_layout, concat_slices, find_aliases
+from onnxmem.analysis.liveness import build_liveness
+from onnxmem.core.errors import PlanInvalid
+from onnxmem.core.problem import lower_bound
+from onnxmem.planning.pipeline import PlanOptions, plan_liveness, plan_loaded
+from onnxmem.plans.point import check_schema, plan_from_dict
+from onnxmem.verify.run import VerifyOptions, prove_plan, verify_plan
 
 from .conftest import LIGHT_MODELS
 from .helpers import file_order_view as _view
@@ -242,7 +242,7 @@ def test_misaligned_slice_is_not_placed():
 @pytest.mark.parametrize("placed", ["all", "first"])
 def test_onnxruntime_concat_over_its_own_inputs(shapes, axis, placed):
     """Inputs bound inside the output at their slices: the result equals an ordinary run."""
-    from onnxmem.runtime import make_session
+    from onnxmem.runtime.ort import make_session
 
     rng = np.random.default_rng(0)
     names = [f"i{k}" for k in range(len(shapes))]

@@ -10,14 +10,14 @@ import pytest
 from click.testing import CliRunner
 from onnx import helper
 
-from onnxmem.cli import main
-from onnxmem.concurrency import happens_before
-from onnxmem.concurrent import ConcurrentOptions, ConcurrentRun, run_concurrent
-from onnxmem.errors import ModelError, OnnxmemError
-from onnxmem.execution import ExecutionOptions
-from onnxmem.pipeline import PlanOptions, plan_loaded
-from onnxmem.plan import write_plan
-from onnxmem.proof import prove_plan
+from onnxmem.analysis.happens_before import happens_before
+from onnxmem.cli.main import main
+from onnxmem.core.errors import ModelError, OnnxmemError
+from onnxmem.planning.pipeline import PlanOptions, plan_loaded
+from onnxmem.plans.point import write_plan
+from onnxmem.proof.plan import prove_plan
+from onnxmem.runtime.arena import ExecutionOptions
+from onnxmem.runtime.concurrent import ConcurrentOptions, ConcurrentRun, run_concurrent
 
 from .conftest import LIGHT_MODELS, MODELS
 from .helpers import make_model, vi
@@ -94,8 +94,8 @@ def test_inplace_diamond_keeps_only_sharing_the_graph_allows(tmp_path):
 
 
 def test_happens_before_follows_paths():
-    from onnxmem.graph import build_view
-    from onnxmem.model import infer_shapes
+    from onnxmem.graph.view import build_view
+    from onnxmem.model.load import infer_shapes
 
     m = uneven_diamond()
     view = build_view(m, infer_shapes(m))
@@ -271,7 +271,7 @@ def test_cli_verify_dag_refuses_a_sequential_plan_naming_the_pair(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["randwire", "nasnet", "transformer", "inception_v1", "inception_v2", "densenet121"])
 def test_branchy_models_survive_concurrent_trials(kind, tmp_path):
-    from onnxmem.generate import nasnet, randwire, transformer
+    from onnxmem.model.generate import nasnet, randwire, transformer
 
     built = {"randwire": lambda: randwire(48, "ws", 2), "nasnet": lambda: nasnet(3, 1),
              "transformer": lambda: transformer(3, 1)}
@@ -291,7 +291,7 @@ def test_branchy_models_survive_concurrent_trials(kind, tmp_path):
 
 
 def test_too_many_nodes_is_a_one_line_error(tmp_path, monkeypatch):
-    from onnxmem import concurrency
+    from onnxmem.analysis import happens_before as concurrency
 
     monkeypatch.setattr(concurrency, "MAX_NODES", 3)
     path = _save(uneven_diamond(), tmp_path)
@@ -301,8 +301,8 @@ def test_too_many_nodes_is_a_one_line_error(tmp_path, monkeypatch):
 
 
 def test_onnxruntime_parallel_peak_and_bad_mode(tmp_path):
-    from onnxmem.errors import OnnxmemError
-    from onnxmem.ortpeak import ort_peak
+    from onnxmem.core.errors import OnnxmemError
+    from onnxmem.runtime.peak import ort_peak
 
     path, dag = _plan(uneven_diamond(), tmp_path, inplace=False, concurrency="dag")
     peak = ort_peak(dag.model, dag.view, model_path=path, execution_mode="parallel", threads=2)

@@ -8,10 +8,10 @@ import random
 import numpy as np
 import pytest
 
-from onnxmem.conflicts import Conflicts, Precedence, antichain, antichain_bound, clique_bound
-from onnxmem.errors import ProblemError
-from onnxmem.problem import Buffer, Problem, lower_bound, validate
-from onnxmem.solvers import SOLVERS, SolveOptions, solve
+from onnxmem.core.conflicts import Conflicts, Precedence, antichain, antichain_bound, clique_bound
+from onnxmem.core.errors import ProblemError
+from onnxmem.core.problem import Buffer, Problem, lower_bound, validate
+from onnxmem.core.solvers import SOLVERS, SolveOptions, solve
 
 CONFLICT_SOLVERS = sorted(n for n, info in SOLVERS.items() if info.conflicts)
 

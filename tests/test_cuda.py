@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 
-from onnxmem.cli import main
-from onnxmem.pipeline import PlanOptions, plan_model
-from onnxmem.verify import VerifyOptions, cuda_available, execute_plan, verify_plan
+from onnxmem.cli.main import main
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.verify.run import VerifyOptions, cuda_available, execute_plan, verify_plan
 
 from .conftest import ROOT
 from .helpers import make_model, vi

@@ -15,8 +15,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnxmem import dimexpr
-from onnxmem.model import MAX_NESTING, check_graph_limits, infer_shapes, load_model
+from onnxmem.core import dimexpr
+from onnxmem.model.load import MAX_NESTING, check_graph_limits, infer_shapes, load_model
 
 from .helpers import make_model, vi
 
@@ -70,7 +70,7 @@ def test_payload_is_never_evaluated(tmp_path, monkeypatch, where, payload):
     try:
         infer_shapes(m, dims={"n": 2})
     except Exception as exc:  # noqa: BLE001 - any error must be onnxmem's one-line kind
-        from onnxmem.errors import OnnxmemError
+        from onnxmem.core.errors import OnnxmemError
 
         assert isinstance(exc, OnnxmemError), repr(exc)
         assert "\n" not in str(exc) and len(str(exc)) < 2000
@@ -108,7 +108,7 @@ def test_dims_computed_by_symbolic_inference_are_evaluated():
 
 
 def test_unbound_dim_message_names_the_files_dim_escaped():
-    from onnxmem.errors import ShapeError
+    from onnxmem.core.errors import ShapeError
 
     with pytest.raises(ShapeError) as err:
         infer_shapes(_model("input", "batch\nsize"))
@@ -145,7 +145,7 @@ def test_nesting_limit(tmp_path):
         inner = helper.make_graph([node], f"g{depth}", [], [vi(f"o{depth}", [1])])
     m = make_model(list(inner.node), [vi("x", [1]), helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
                    [vi(inner.output[0].name, [1])])
-    from onnxmem.errors import ModelError
+    from onnxmem.core.errors import ModelError
 
     with pytest.raises(ModelError, match=f"limit of {MAX_NESTING}"):
         check_graph_limits(m, "model 'deep'")
@@ -171,7 +171,7 @@ def test_nesting_past_protobufs_limit_is_one_line(tmp_path):
         graph = field(1, field(5, field(6, graph)))
     path = tmp_path / "deeper.onnx"
     path.write_bytes(bytes([0x08, 10]) + field(7, graph))  # ir_version 10, graph
-    from onnxmem.errors import ModelError
+    from onnxmem.core.errors import ModelError
 
     with pytest.raises(ModelError, match="nests messages deeper"):
         load_model(path)

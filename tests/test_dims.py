@@ -7,10 +7,10 @@ import pytest
 from click.testing import CliRunner
 from onnx import helper
 
-from onnxmem.cli import main
-from onnxmem.errors import ShapeError
-from onnxmem.model import dim_names, graph_inputs, infer_shapes, load_model, parse_dim_binding
-from onnxmem.runtime import measure_shapes
+from onnxmem.cli.main import main
+from onnxmem.core.errors import ShapeError
+from onnxmem.model.load import dim_names, graph_inputs, infer_shapes, load_model, parse_dim_binding
+from onnxmem.runtime.ort import measure_shapes
 
 from .helpers import make_model, vi
 

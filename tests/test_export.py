@@ -19,13 +19,13 @@ import pytest
 from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
-from onnxmem.annotate import annotate_model, plan_from_model
-from onnxmem.cli import main
-from onnxmem.errors import OnnxmemError
+from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError
 from onnxmem.export import FORMATS, export_plan, register
+from onnxmem.export.annotate import annotate_model, plan_from_model
 from onnxmem.export.c_header import c_identifiers
 from onnxmem.export.tflm import METADATA_NAME, value_order
-from onnxmem.plan import read_plan
+from onnxmem.plans.point import read_plan
 
 from .conftest import MODELS
 from .helpers import chain, make_model, vi

@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxmem.cli import main
-from onnxmem.graph import build_view
-from onnxmem.model import infer_shapes
-from onnxmem.verify import VerifyOptions, verify_plan
+from onnxmem.cli.main import main
+from onnxmem.graph.view import build_view
+from onnxmem.model.load import infer_shapes
+from onnxmem.verify.run import VerifyOptions, verify_plan
 
 from .helpers import make_model, plan_file_order, vi
 
@@ -123,7 +123,7 @@ def test_annotated_model_keeps_the_folded_nodes_and_verifies(tmp_path):
 def test_onnxruntime_basic_level_folds_as_the_plan_does(tmp_path):
     """ORT_ENABLE_BASIC folds the chain itself: its peak drops below ORT_DISABLE_ALL on the graph as
     given, and the folded arena is at or below it."""
-    from onnxmem.ortpeak import comparable_peak, ort_peak
+    from onnxmem.runtime.peak import comparable_peak, ort_peak
 
     m = folded_chain()
     off = plan_file_order(m, tmp_path, fold=False)

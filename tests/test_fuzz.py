@@ -26,7 +26,7 @@ SEED = 0
 COUNTS = fuzzing.SAMPLE_COUNTS
 #: the wall-clock safety net for a true hang only: ten times the sample's bound. The work of
 #: each case is bounded without a clock (the planner's default budgets count work, not seconds:
-#: onnxmem.workclock), so a case that is merely slow on a loaded machine is not a hang
+#: onnxmem.core.workclock), so a case that is merely slow on a loaded machine is not a hang
 BOUND = 10 * fuzzing.SAMPLE_BOUND
 SCALE = fuzzing.SAMPLE_SCALE
 

@@ -6,15 +6,15 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxmem.generate import Wiring, nasnet, random_dag, randwire, transformer, wiring
-from onnxmem.graph import build_view
-from onnxmem.model import infer_shapes
+from onnxmem.graph.view import build_view
+from onnxmem.model.generate import Wiring, nasnet, random_dag, randwire, transformer, wiring
+from onnxmem.model.load import infer_shapes
 from onnxmem.scheduling import stable_topological_order
 from onnxmem.scheduling.cost import order_peak
 
 
 def run(model: onnx.ModelProto) -> list[np.ndarray]:
-    from onnxmem.runtime import make_session
+    from onnxmem.runtime.ort import make_session
 
     sess = make_session(model)
     feeds = {i.name: np.random.default_rng(0).standard_normal(i.shape).astype(np.float32)
@@ -76,8 +76,8 @@ def test_generated_models_check_and_run(model):
 
 
 def test_randwire_plans_reorders_and_runs_in_planned_order(tmp_path):
-    from onnxmem.annotate import annotate_model
-    from onnxmem.pipeline import PlanOptions, plan_model
+    from onnxmem.export.annotate import annotate_model
+    from onnxmem.planning.pipeline import PlanOptions, plan_model
 
     path = tmp_path / "rw.onnx"
     onnx.save(randwire(24, "ba", 2), path)

@@ -21,9 +21,9 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxmem.cli import main
-from onnxmem.errors import OnnxmemError, one_line, show_name
-from onnxmem.fileio import OutputSet
+from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError, one_line, show_name
+from onnxmem.core.fileio import OutputSet
 
 from .helpers import make_model, vi
 
@@ -183,8 +183,8 @@ def test_external_weights_that_are_fine_are_read_and_run(tmp_path):
     model_dir.mkdir()
     (model_dir / "w.bin").write_bytes(b"\0" * 8 + WEIGHTS.tobytes())
     model = save_model(model_dir, matmul_model(external_weight("w.bin", offset="8", length="64")))
-    from onnxmem.model import load_model
-    from onnxmem.runtime import load_with_weights
+    from onnxmem.model.load import load_model
+    from onnxmem.runtime.ort import load_with_weights
 
     full = load_with_weights(load_model(model), model)
     assert np.array_equal(numpy_helper.to_array(full.graph.initializer[0]), WEIGHTS)
@@ -638,8 +638,8 @@ def test_external_data_of_a_constant_in_a_local_function_is_read_from_the_model_
     model_dir.mkdir()
     (model_dir / "w.bin").write_bytes(WEIGHTS.tobytes())
     model = save_model(model_dir, call_model([constant_function(external_weight("w.bin"))]))
-    from onnxmem.model import load_model
-    from onnxmem.runtime import load_with_weights
+    from onnxmem.model.load import load_model
+    from onnxmem.runtime.ort import load_with_weights
 
     full = load_with_weights(load_model(model), model)
     value = full.functions[0].node[0].attribute[0].t

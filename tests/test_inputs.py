@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxmem.cli import main
-from onnxmem.errors import OnnxmemError, RuntimeBackendError, ShapeError
-from onnxmem.inputs import bind_input_shapes, check_inputs, read_inputs
-from onnxmem.runtime import first_line, measure_shapes
+from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, ShapeError
+from onnxmem.runtime.inputs import bind_input_shapes, check_inputs, read_inputs
+from onnxmem.runtime.ort import first_line, measure_shapes
 
 from .helpers import make_model, vi
 

@@ -1,5 +1,5 @@
 """Every onnxruntime run bounded in time and memory, in one child process per command
-(``onnxmem.isolation``): crashes, memory bombs and endless runs end in one line, exit 1."""
+(``onnxmem.runtime.isolation``): crashes, memory bombs and endless runs end in one line, exit 1."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxmem.errors import RuntimeBackendError
-from onnxmem.isolation import at_step, run_isolated, run_limits, start_run
-from onnxmem.runtime import measure_shapes
+from onnxmem.core.errors import RuntimeBackendError
+from onnxmem.runtime.isolation import at_step, run_isolated, run_limits, start_run
+from onnxmem.runtime.ort import measure_shapes
 from tests.helpers import make_model, vi
 from tests.test_hostile import assert_refused
 
@@ -83,7 +83,7 @@ def test_the_time_limit_is_not_a_result(tmp_path):
     """A plan verified under a short limit and a long one prints the same figures."""
     from click.testing import CliRunner
 
-    from onnxmem.cli import main
+    from onnxmem.cli.main import main
 
     model = _save(tmp_path, loop_bomb(trips=3))
     outs = []
@@ -145,7 +145,7 @@ def test_zoo_verify_reads_models_through_the_checked_loader(tmp_path):
     byte is read (its fill-weights step once read it to the size limit)."""
     from click.testing import CliRunner
 
-    from onnxmem.cli import main
+    from onnxmem.cli.main import main
 
     zoo = tmp_path / "zoo"
     zoo.mkdir()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from onnx import TensorProto, helper
 
-from onnxmem.graph import build_view
-from onnxmem.liveness import build_liveness
-from onnxmem.model import infer_shapes, load_model
-from onnxmem.problem import lower_bound
+from onnxmem.analysis.liveness import build_liveness
+from onnxmem.core.problem import lower_bound
+from onnxmem.graph.view import build_view
+from onnxmem.model.load import infer_shapes, load_model
 from onnxmem.scheduling import reorder
 
 from .helpers import make_model, vi
@@ -105,7 +105,7 @@ def test_weights_are_not_planned():
 
 
 def test_bad_alignment_is_an_error():
-    from onnxmem.errors import ModelError
+    from onnxmem.core.errors import ModelError
 
     view = view_of(diamond())
     with pytest.raises(ModelError, match="alignment"):

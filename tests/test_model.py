@@ -7,10 +7,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxmem.errors import ModelError, ShapeError
-from onnxmem.graph import build_view
-from onnxmem.model import infer_shapes, load_model, parse_input_shape, tensor_bytes
-from onnxmem.runtime import infer_measured_shapes
+from onnxmem.core.errors import ModelError, ShapeError
+from onnxmem.graph.view import build_view
+from onnxmem.model.load import infer_shapes, load_model, parse_input_shape, tensor_bytes
+from onnxmem.runtime.ort import infer_measured_shapes
 
 from .helpers import make_model, vi
 
@@ -172,7 +172,7 @@ def test_undefined_input_and_cycle_are_errors():
 
 
 def _shapes(m: onnx.ModelProto):
-    from onnxmem.model import ShapeInfo
+    from onnxmem.model.load import ShapeInfo
 
     names = {o for n in m.graph.node for o in n.output} | {i.name for i in m.graph.input}
     return ShapeInfo({n: TensorProto.FLOAT for n in names}, {n: (2,) for n in names})
@@ -194,7 +194,7 @@ def _domains_model(with_inverse: bool) -> onnx.ModelProto:
 
 
 def test_other_domains(tmp_path, monkeypatch):
-    # com.microsoft Gelu: a rule of onnxmem.training.shapes; ai.onnx.ml Binarizer: onnx knows it
+    # com.microsoft Gelu: a rule of onnxmem.shapes.training; ai.onnx.ml Binarizer: onnx knows it
     monkeypatch.chdir(tmp_path)
     shapes = infer_shapes(_domains_model(False))
     assert shapes.shapes["g"] == (4, 4) and shapes.sources["g"] == "training-rule"
@@ -213,7 +213,7 @@ def test_other_domains(tmp_path, monkeypatch):
 def test_inlined_size_and_depth_of_local_functions_without_expanding_them():
     """F0 = Relu; F{k} calls F{k-1} twice: the graph calling F9 inlines to 2^9 Relus, 9 calls deep;
     an If around the call adds its level."""
-    from onnxmem.functions import inlined_size
+    from onnxmem.model.functions import inlined_size
 
     from .test_hostile import chain_of_functions
 
@@ -233,7 +233,7 @@ def test_inlined_size_and_depth_of_local_functions_without_expanding_them():
 
 def test_functions_value_info_dims_never_reach_inference_as_file_text():
     """A dim name in a local function's value_info is renamed for inference like the graph's."""
-    from onnxmem.model import _rename_dims
+    from onnxmem.model.load import _rename_dims
 
     from .test_hostile import chain_of_functions
 

@@ -15,11 +15,11 @@ import random
 
 import pytest
 
-import onnxmem.liveness as liveness_mod
-import onnxmem.pipeline as pipeline_mod
-from onnxmem.errors import PlanInvalid
-from onnxmem.pipeline import PlanOptions, plan_model
-from onnxmem.verify import VerifyOptions, execute_plan, prove_plan, true_lifetimes, verify_plan
+import onnxmem.analysis.liveness as liveness_mod
+import onnxmem.planning.pipeline as pipeline_mod
+from onnxmem.core.errors import PlanInvalid
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.verify.run import VerifyOptions, execute_plan, prove_plan, true_lifetimes, verify_plan
 
 from .conftest import LIGHT, MODELS, SHIPPED_DIMS
 

@@ -1,4 +1,4 @@
-"""The kernels compiled ahead of time (onnxmem._native): used when current, the
+"""The kernels compiled ahead of time (onnxmem.core._native): used when current, the
 same answers as numba's, never used when built from other sources.
 
 The module fixture builds the extension module when it is absent or stale (as
@@ -21,10 +21,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from onnxmem import _native
-from onnxmem.problem import Buffer, Problem, lower_bound, read_csv, validate, write_csv
-from onnxmem.solvers.exact import ExactSearch
-from onnxmem.solvers.greedy import PREORDERS, preorder
+from onnxmem.core import _native
+from onnxmem.core.problem import Buffer, Problem, lower_bound, read_csv, validate, write_csv
+from onnxmem.core.solvers.exact import ExactSearch
+from onnxmem.core.solvers.greedy import PREORDERS, preorder
 
 from .test_imports import import_graph
 from .test_solvers import FAST, problems
@@ -41,10 +41,10 @@ def aot(tmp_path_factory: pytest.TempPathFactory) -> Any:
     (which stays loaded) is never the one tested.
     """
     if _run(_MODE).stdout.strip() != "aot":
-        from onnxmem._native_build import build
+        from onnxmem.core._native_build import build
 
         build()
-    built = next(PACKAGE.glob("_aot.*"))
+    built = next((PACKAGE / "core").glob("_aot.*"))
     copy = tmp_path_factory.mktemp("aot") / built.name
     shutil.copyfile(built, copy)
     spec = importlib.util.spec_from_file_location(_native.AOT_MODULE, copy)
@@ -65,15 +65,15 @@ def _kernels(built: Any) -> tuple[Any, Any]:
     """``(greedy kernels, search kernels)``: from the extension module ``built``,
     or numba's when it is ``None``."""
     if built is None:
-        return (importlib.import_module("onnxmem.solvers._kernels"),
-                importlib.import_module("onnxmem.solvers._search"))
-    return (_native.ahead_of_time("onnxmem.solvers._kernels", built),
-            _native.ahead_of_time("onnxmem.solvers._search", built))
+        return (importlib.import_module("onnxmem.core.solvers._kernels"),
+                importlib.import_module("onnxmem.core.solvers._search"))
+    return (_native.ahead_of_time("onnxmem.core.solvers._kernels", built),
+            _native.ahead_of_time("onnxmem.core.solvers._search", built))
 
 
 def _search_all(search_kernels: object, ex: ExactSearch, cap: int) -> tuple[int, list[int], int, int]:
     """Every preorder's search of the first component, uninterrupted: statuses, plan, nodes, backtracks."""
-    from onnxmem.solvers._searchdefs import FRAME_FIELDS, HEURISTICS, NCTR
+    from onnxmem.core.solvers._searchdefs import FRAME_FIELDS, HEURISTICS, NCTR
 
     comp = ex.components[0]
     query = np.array([comp.sec_lo, comp.sec_hi, cap, 1, 1, 1, 1], dtype=np.int64)
@@ -210,7 +210,7 @@ def test_pack_uses_built_module(aot: object, tmp_path: Path, name: str) -> None:
 
 
 def _as_solution(problem: Problem, offsets: list[int]) -> object:
-    from onnxmem.problem import Solution, Status
+    from onnxmem.core.problem import Solution, Status
 
     height = max((o + b.size for o, b in zip(offsets, problem.buffers)), default=0)
     return Solution(tuple(offsets), height, "pack", Status.FEASIBLE)
@@ -221,16 +221,16 @@ def _copy_package(dest: Path) -> Path:
     return dest
 
 
-_MODE = "from onnxmem import _native; print(_native.mode())"
+_MODE = "from onnxmem.core import _native; print(_native.mode())"
 
 
 def test_stale_module_not_used(aot: object, tmp_path: Path) -> None:
     # a copy of the package with the built module: used; once a kernel's
     # source changes (a comment will do), it is not, and aot mode refuses
     root = _copy_package(tmp_path)
-    assert list((root / "onnxmem").glob("_aot.*")), "the built module was not copied"
+    assert list((root / "onnxmem" / "core").glob("_aot.*")), "the built module was not copied"
     assert _run(_MODE, path=root).stdout.strip() == "aot"
-    with open(root / "onnxmem" / "solvers" / "_search.py", "a") as f:
+    with open(root / "onnxmem" / "core" / "solvers" / "_search.py", "a") as f:
         f.write("# changed\n")
     res = _run(_MODE, path=root)
     assert res.stdout.strip() == "jit (the ahead-of-time module was built from other kernel sources)"
@@ -238,7 +238,7 @@ def test_stale_module_not_used(aot: object, tmp_path: Path) -> None:
     assert res.returncode != 0 and "ONNXMEM_KERNELS=aot but" in res.stderr
     # the stale package still solves, with numba's kernels
     problem_code = (
-        "import sys; from onnxmem.problem import Buffer, Problem; from onnxmem.solvers import solve, SolveOptions; "
+        "import sys; from onnxmem.core.problem import Buffer, Problem; from onnxmem.core.solvers import solve, SolveOptions; "
         "p = Problem(tuple(Buffer(f'b{i}', i % 3, i % 3 + 2, 1 + i % 4) for i in range(2500))); "
         "s = solve(p, 'exact', SolveOptions(capacity=None, timeout=20)); "
         "print(s.status, 'numba' in sys.modules)"
@@ -259,7 +259,7 @@ def test_module_for_another_processor_not_used(aot: Any, monkeypatch: pytest.Mon
 
 def test_absent_module_falls_back(tmp_path: Path) -> None:
     root = _copy_package(tmp_path)
-    for built in (root / "onnxmem").glob("_aot.*"):
+    for built in (root / "onnxmem" / "core").glob("_aot.*"):
         built.unlink()
     assert _run(_MODE, path=root).stdout.strip() == "jit (the ahead-of-time module is not built)"
     assert _run(_MODE, path=root, env={"ONNXMEM_KERNELS": "jit"}).stdout.strip() == "jit (ONNXMEM_KERNELS=jit)"
@@ -272,23 +272,23 @@ def test_kernel_sources_are_hashed() -> None:
     # so that no change to what is compiled leaves a stale module in use
     graph = import_graph(runtime=True)
     hashed = {
-        "onnxmem." + rel.removesuffix(".py").replace("/", ".") for rel in _native.SOURCES
+        "onnxmem.core." + rel.removesuffix(".py").replace("/", ".") for rel in _native.SOURCES
     }
     for module in _native.KERNELS:
         assert module in hashed
         assert graph[module] <= hashed, f"{module} imports {graph[module] - hashed}, not hashed"
-    assert "onnxmem._native" in hashed  # the declared argument types
+    assert "onnxmem.core._native" in hashed  # the declared argument types
 
 
 def test_numba_signatures() -> None:
     # the declarations turn into the signatures numba.pycc compiles
-    prefix, declared = _native.KERNELS["onnxmem.solvers._kernels"]
+    prefix, declared = _native.KERNELS["onnxmem.core.solvers._kernels"]
     assert _native.numba_signature(*declared["place"]) == (
         "Tuple((int64[::1], boolean,))(int64[::1], boolean, int64[::1], "
         "Tuple((int64[::1], int64[::1], int64[::1], int64[::1],)), "
         "Tuple((int64[::1], int64[::1], int64[::1], int32[::1],)), int64)"
     )
-    assert _native.numba_signature(*_native.KERNELS["onnxmem._cyclecounter"][1]["cycles"]) == "int64()"
+    assert _native.numba_signature(*_native.KERNELS["onnxmem.core._cyclecounter"][1]["cycles"]) == "int64()"
 
 
 def test_problem_arrays_fit_the_kernels() -> None:

@@ -11,12 +11,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnxmem.errors import ShapeError
-from onnxmem.graph import child_path
-from onnxmem.model import iter_bodies, load_model
-from onnxmem.pipeline import PlanOptions, plan_model
-from onnxmem.plan import OUTSIDE_REASONS, plan_from_dict, read_plan, render_plan, write_plan
-from onnxmem.verify import VerifyOptions, execute_plan, prove_plan, true_lifetimes, verify_plan
+from onnxmem.core.errors import ShapeError
+from onnxmem.graph.view import child_path
+from onnxmem.model.load import iter_bodies, load_model
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.plans.point import OUTSIDE_REASONS, plan_from_dict, read_plan, render_plan, write_plan
+from onnxmem.verify.run import VerifyOptions, execute_plan, prove_plan, true_lifetimes, verify_plan
 
 from .conftest import LIGHT_MODELS
 from .helpers import make_model, vi
@@ -37,8 +37,8 @@ def _save(tmp_path, name, model):
 
 def _node_outputs(model: onnx.ModelProto, planned) -> set[tuple[str, str]]:
     """(graph path, name) of every node output at every level, paths as the plan writes them."""
-    from onnxmem.graph import build_view, iter_views
-    from onnxmem.model import infer_shapes
+    from onnxmem.graph.view import build_view, iter_views
+    from onnxmem.model.load import infer_shapes
 
     del planned
     view = build_view(model, infer_shapes(model))
@@ -218,7 +218,7 @@ def test_overlapping_body_tensors_are_caught_by_proof_and_execution(tmp_path, na
 def _body_mutations(plan, view, limit):
     """Plans with one pair of live tensors of one body forced to overlap (the later-written
     one, with its alias group, moved onto the other's first byte): ``(graph, plan)``."""
-    from onnxmem.proof import walk_bodies
+    from onnxmem.proof.plan import walk_bodies
 
     out = []
     for _parent, body in walk_bodies(view):
@@ -332,7 +332,7 @@ def test_data_dependent_body_value_is_named_with_its_subgraph(tmp_path):
 def test_show_lists_the_subgraphs_and_compare_explains_the_regions(tmp_path):
     from click.testing import CliRunner
 
-    from onnxmem.cli import main
+    from onnxmem.cli.main import main
 
     path = _save(tmp_path, "loop_if", loop_nested_if())
     out = tmp_path / "plan.json"
@@ -362,7 +362,7 @@ def test_subgraph_paths_escape_slashes_in_node_names(tmp_path):
 def test_a_version_1_plan_of_a_model_with_bodies_is_refused_in_one_line(tmp_path, models_dir):
     from click.testing import CliRunner
 
-    from onnxmem.cli import main
+    from onnxmem.cli.main import main
 
     path = models_dir / "control_flow.onnx"
     data = json.loads(render_plan(plan_model(path).plan))
@@ -418,7 +418,7 @@ def test_an_if_output_moved_onto_the_region_is_caught(tmp_path):
 def test_the_annotated_model_of_a_nested_plan_verifies(tmp_path):
     from click.testing import CliRunner
 
-    from onnxmem.cli import main
+    from onnxmem.cli.main import main
 
     path = _save(tmp_path, "loop_if", loop_nested_if())
     out, annotated = tmp_path / "plan.json", tmp_path / "annotated.onnx"

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
-from onnxmem.cli import main
+from onnxmem.cli.main import main
 
 from .helpers import make_model, vi
 

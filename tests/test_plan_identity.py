@@ -6,7 +6,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-from onnxmem.cli import main
+from onnxmem.cli.main import main
 
 from .helpers import chain
 

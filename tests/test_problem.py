@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onnxmem.errors import ProblemError
-from onnxmem.problem import (
+from onnxmem.core.errors import ProblemError
+from onnxmem.core.problem import (
     Buffer,
     Problem,
     Solution,
@@ -23,7 +23,7 @@ from onnxmem.problem import (
     validate,
     write_csv,
 )
-from onnxmem.solvers import SolveOptions, solve
+from onnxmem.core.solvers import SolveOptions, solve
 
 # three buffers: a [0,2) 4B, b [1,3) 2B, c [2,4) 4B.
 # live: step0 4, step1 6, step2 6, step3 4 -> bound 6
@@ -184,7 +184,7 @@ def test_validate_agrees_with_pairwise_definition(p, data):
 
 def test_problem_and_solvers_do_not_import_onnx():
     code = (
-        "import sys; import onnxmem.problem, onnxmem.solvers; "
+        "import sys; import onnxmem.core.problem, onnxmem.core.solvers; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnxruntime')]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

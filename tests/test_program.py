@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
-from onnxmem.cli import main
-from onnxmem.plan import read_plan
-from onnxmem.training.program import read_program
+from onnxmem.cli.main import main
+from onnxmem.planning.program import read_program
+from onnxmem.plans.point import read_plan
 
 from .conftest import MODELS
 from .helpers import make_model, vi

@@ -14,14 +14,13 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxmem.cli import main
-from onnxmem.errors import PlanError, ShapeError
-from onnxmem.graph import build_view
-from onnxmem.model import infer_shapes
-from onnxmem.pipeline import PlanOptions, plan_loaded
-from onnxmem.plan import read_plan
-from onnxmem.proof import prove_plan
-from onnxmem.rangeplan import (
+from onnxmem.cli.main import main
+from onnxmem.core.errors import PlanError, ShapeError
+from onnxmem.core.symbolic import MaxPoly, Poly
+from onnxmem.graph.view import build_view
+from onnxmem.model.load import infer_shapes
+from onnxmem.planning.pipeline import PlanOptions, plan_loaded
+from onnxmem.planning.ranges import (
     RANGE_SCHEMA_VERSION,
     Piece,
     RangePlan,
@@ -35,7 +34,8 @@ from onnxmem.rangeplan import (
     read_range_plan,
     write_range_plan,
 )
-from onnxmem.symbolic import MaxPoly, Poly
+from onnxmem.plans.point import read_plan
+from onnxmem.proof.plan import prove_plan
 
 from .helpers import make_model, vi
 
@@ -193,7 +193,7 @@ def test_a_wrong_range_plan_is_rejected_with_a_colliding_point(tmp_path):
 
 def _hand_plan(offset_b: str) -> RangePlan:
     """A hand-made plan: ``a`` (64*s bytes) at 0 and ``b`` (64 bytes) at ``offset_b``, both live in step 0."""
-    from onnxmem.symbolic import parse_expr
+    from onnxmem.core.symbolic import parse_expr
 
     s_ = Poly.var("s")
     tensors = (
@@ -254,7 +254,7 @@ def test_json_round_trip_and_hostile_text(tmp_path):
 
 
 def test_a_short_text_that_expands_past_the_term_bound_is_refused():
-    from onnxmem.symbolic import MAX_PARSED_TERMS, parse_expr, parse_poly
+    from onnxmem.core.symbolic import MAX_PARSED_TERMS, parse_expr, parse_poly
 
     names = [f"d{i}" for i in range(40)]
     product = "*".join(f"({names[2 * i]}+{names[2 * i + 1]})" for i in range(20))  # 2^20 monomials

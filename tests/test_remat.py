@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
-from onnxmem.cli import main
-from onnxmem.errors import OnnxmemError
-from onnxmem.pipeline import PlanOptions
+from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.planning.pipeline import PlanOptions
 from onnxmem.remat import ALGORITHMS, RematOptions, build_problem, choose, simulate
 from onnxmem.remat.budget import parse_budget, plan_with_budget
 from onnxmem.remat.cost import flops_costs, node_flops
@@ -287,7 +287,7 @@ def test_bad_budget_is_one_line_error(text):
 
 
 def run(model: onnx.ModelProto, feeds):
-    from onnxmem.runtime import make_session
+    from onnxmem.runtime.ort import make_session
 
     sess = make_session(model)
     return dict(zip([o.name for o in model.graph.output], sess.run(None, feeds)))
@@ -319,8 +319,8 @@ def test_training_graph_fits_and_computes_the_same_gradients(tmp_path, build, fa
 
 
 def test_a_dense_block_fits_below_its_arena_by_recomputing_the_layer_before_its_last(tmp_path):
-    from onnxmem.execution import ExecutionOptions
     from onnxmem.remat.check import compare_with_original
+    from onnxmem.runtime.arena import ExecutionOptions
 
     model = densenet_like()
     path = tmp_path / "m.onnx"
@@ -450,7 +450,7 @@ def test_cli_budget_sweep_prints_and_draws(tmp_path):
 
 
 def test_measured_costs_name_every_node_and_drive_a_budget(tmp_path):
-    from onnxmem.pipeline import plan_loaded
+    from onnxmem.planning.pipeline import plan_loaded
     from onnxmem.remat.cost import measured_costs
 
     model = train_encoder(1, 0, seq=128, dim=16)

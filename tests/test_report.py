@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from onnxmem.cli import main
-from onnxmem.errors import OnnxmemError
-from onnxmem.plan import plan_from_dict, write_plan
-from onnxmem.report import (
+from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.plans.point import plan_from_dict, write_plan
+from onnxmem.report.text import (
     contributors,
     format_bytes,
     live_curve,
@@ -197,7 +197,7 @@ def test_cli_show_and_plot(tmp_path, plan_file):
 
 def test_real_model_plan_report(tmp_path):
     """A plan of a committed zoo fixture: the curve's maximum is the plan's lower bound."""
-    from onnxmem.pipeline import plan_model
+    from onnxmem.planning.pipeline import plan_model
 
     model = ROOT / "models" / "zoo" / "mobilenet_v2.onnx"
     if not model.is_file():

@@ -1,6 +1,6 @@
 """The lifetime rule's one home, and near-linear planning on large graphs.
 
-Literal cases for :mod:`onnxmem.lifetimes` first; then graphs large enough
+Literal cases for :mod:`onnxmem.analysis.lifetimes` first; then graphs large enough
 that a pass scanning every tensor per tensor (or every group member per
 node) would take minutes: a 20,000-node Relu chain (one alias group of
 20,000 members), a chain of 5,000 Reshapes (one view class) and a tensor read
@@ -15,12 +15,12 @@ import time
 import pytest
 from onnx import TensorProto, helper
 
-from onnxmem.aliasing import alias_layout, shared_layout
-from onnxmem.graph import build_view
-from onnxmem.lifetimes import group_span, live_profile, tensor_lifetimes
-from onnxmem.liveness import build_liveness
-from onnxmem.model import infer_shapes
-from onnxmem.problem import lower_bound
+from onnxmem.analysis.aliasing import alias_layout, shared_layout
+from onnxmem.analysis.lifetimes import group_span, live_profile, tensor_lifetimes
+from onnxmem.analysis.liveness import build_liveness
+from onnxmem.core.problem import lower_bound
+from onnxmem.graph.view import build_view
+from onnxmem.model.load import infer_shapes
 from onnxmem.scheduling import OrderOptions, reorder
 from onnxmem.scheduling.cost import order_peak
 

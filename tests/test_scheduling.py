@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onnxmem import workclock
-from onnxmem.graph import GraphView, Op, Tensor
-from onnxmem.liveness import build_liveness
-from onnxmem.problem import lower_bound
+from onnxmem.analysis.liveness import build_liveness
+from onnxmem.core import workclock
+from onnxmem.core.problem import lower_bound
+from onnxmem.graph.view import GraphView, Op, Tensor
 from onnxmem.scheduling import (
     ORDERS,
     OrderOptions,
@@ -138,7 +138,7 @@ def test_forced_segments_literal():
 
 
 def test_unknown_strategy_names_the_choices():
-    from onnxmem.errors import ModelError
+    from onnxmem.core.errors import ModelError
 
     with pytest.raises(ModelError, match="choose one of"):
         reorder(bottleneck(["L", "M", "N", "P", "Add"]), "nope")
@@ -293,24 +293,24 @@ def test_exact_never_worse_than_greedy_on_timeout():
 
 
 def test_timeouts_are_respected():
-    from onnxmem import workclock
-    from onnxmem.generate import randwire
-    from onnxmem.graph import build_view
-    from onnxmem.model import infer_shapes
+    from onnxmem.core import workclock
+    from onnxmem.graph.view import build_view
+    from onnxmem.model.generate import randwire
+    from onnxmem.model.load import infer_shapes
 
     m = randwire(40, "er", 1)
     view = build_view(m, infer_shapes(m))
-    for s in ("auto", "exact", "hierarchical"):  # budgets count work (onnxmem.workclock), not seconds
+    for s in ("auto", "exact", "hierarchical"):  # budgets count work (onnxmem.core.workclock), not seconds
         reorder(view, s, OrderOptions(timeout=0.5))
         assert workclock.now() < 0.5 * 1.1, s
 
 
 @pytest.mark.slow
 def test_ten_thousand_nodes_within_the_default_budget():
-    from onnxmem import workclock
-    from onnxmem.generate import transformer
-    from onnxmem.graph import build_view
-    from onnxmem.model import infer_shapes
+    from onnxmem.core import workclock
+    from onnxmem.graph.view import build_view
+    from onnxmem.model.generate import transformer
+    from onnxmem.model.load import infer_shapes
     from onnxmem.scheduling.hierarchical import AUTO_TIMEOUT
 
     m = transformer(400, 0)
@@ -336,9 +336,9 @@ def test_exact_methods_agree_on_pieces_cut_from_the_middle():
 
 
 def randwire_view(n, kind, seed):
-    from onnxmem.generate import randwire
-    from onnxmem.graph import build_view
-    from onnxmem.model import infer_shapes
+    from onnxmem.graph.view import build_view
+    from onnxmem.model.generate import randwire
+    from onnxmem.model.load import infer_shapes
 
     m = randwire(n, kind, seed)
     return build_view(m, infer_shapes(m))
@@ -372,9 +372,9 @@ def test_beam_and_greedy_orders_are_topological_past_their_deadline():
 
 def test_auto_respects_its_budget():
     view = randwire_view(64, "ws", 2)  # the search does not finish on this one
-    from onnxmem import workclock
+    from onnxmem.core import workclock
 
-    for budget in (0.3, 1.0):  # counted work (onnxmem.workclock), the same on any machine
+    for budget in (0.3, 1.0):  # counted work (onnxmem.core.workclock), the same on any machine
         order = reorder(view, "auto", OrderOptions(timeout=budget))
         assert budget * 0.5 < workclock.now() < budget * 1.1 + 0.05, budget
         assert order_peak(view, order) < order_peak(view, stable_topological_order(view))
@@ -396,9 +396,9 @@ def test_auto_proves_the_file_order_optimal_without_searching(monkeypatch):
 
 
 def test_auto_on_repeated_blocks_never_above_file():
-    from onnxmem.generate import transformer
-    from onnxmem.graph import build_view
-    from onnxmem.model import infer_shapes
+    from onnxmem.graph.view import build_view
+    from onnxmem.model.generate import transformer
+    from onnxmem.model.load import infer_shapes
 
     m = transformer(6, 0)
     view = build_view(m, infer_shapes(m))
@@ -428,9 +428,9 @@ def _plan_facts(planned):
 def test_plans_are_the_same_on_a_machine_a_hundred_times_slower(monkeypatch, tmp_path):
     """The order search and the solver stop on counted work, not seconds: a plan whose searches
     run out of budget is the same when the clock runs 100x fast and a thread hogs the CPU."""
-    from onnxmem import workclock
-    from onnxmem.generate import randwire
-    from onnxmem.pipeline import PlanOptions, plan_model
+    from onnxmem.core import workclock
+    from onnxmem.model.generate import randwire
+    from onnxmem.planning.pipeline import PlanOptions, plan_model
     from tests.helpers import slowed_machine
 
     path = tmp_path / "m.onnx"
@@ -444,7 +444,7 @@ def test_plans_are_the_same_on_a_machine_a_hundred_times_slower(monkeypatch, tmp
 
 
 def test_auto_order_is_the_same_on_a_machine_a_hundred_times_slower(monkeypatch):
-    from onnxmem import workclock
+    from onnxmem.core import workclock
     from tests.helpers import slowed_machine
 
     view = randwire_view(64, "ws", 2)

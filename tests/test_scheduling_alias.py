@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onnxmem.aliasing import alias_layout
-from onnxmem.graph import GraphView, Op, Tensor
-from onnxmem.liveness import build_liveness
-from onnxmem.problem import lower_bound
+from onnxmem.analysis.aliasing import alias_layout
+from onnxmem.analysis.liveness import build_liveness
+from onnxmem.core.problem import lower_bound
+from onnxmem.graph.view import GraphView, Op, Tensor
 from onnxmem.scheduling import (
     ORDERS,
     OrderOptions,
@@ -255,16 +255,16 @@ def test_auto_with_sharing_never_above_the_file_order(seed, n, io, alignment):
 
 
 def test_auto_with_sharing_respects_its_budget():
-    from onnxmem.generate import randwire
-    from onnxmem.graph import build_view
-    from onnxmem.model import infer_shapes
+    from onnxmem.graph.view import build_view
+    from onnxmem.model.generate import randwire
+    from onnxmem.model.load import infer_shapes
 
     m = randwire(64, "ws", 2)
     view = build_view(m, infer_shapes(m))
-    from onnxmem import workclock
+    from onnxmem.core import workclock
 
     file_bound = shared(view, stable_topological_order(view), alignment=64)
-    for budget in (0.3, 1.0):  # counted work (onnxmem.workclock), the same on any machine
+    for budget in (0.3, 1.0):  # counted work (onnxmem.core.workclock), the same on any machine
         order = reorder(view, "auto", OrderOptions(timeout=budget, inplace=True))
         assert workclock.now() < budget * 1.1 + 0.05, budget
         assert shared(view, order, alignment=64) < file_bound
@@ -273,7 +273,7 @@ def test_auto_with_sharing_respects_its_budget():
 def test_plan_bound_is_the_shared_peak_and_never_above_the_file_order():
     from pathlib import Path
 
-    from onnxmem.pipeline import PlanOptions, plan_model
+    from onnxmem.planning.pipeline import PlanOptions, plan_model
 
     path = Path(__file__).resolve().parent.parent / "models" / "inception_block.onnx"
     for inplace in (True, False):

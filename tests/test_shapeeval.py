@@ -11,10 +11,16 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxmem import shapeeval
-from onnxmem.errors import ShapeError
-from onnxmem.model import infer_shapes
-from onnxmem.shapeeval import EVALUATORS, MAX_ELEMENTS, evaluate_node, reshape_target, slice_indices
+from onnxmem.core.errors import ShapeError
+from onnxmem.model.load import infer_shapes
+from onnxmem.shapes import shapeeval
+from onnxmem.shapes.shapeeval import (
+    EVALUATORS,
+    MAX_ELEMENTS,
+    evaluate_node,
+    reshape_target,
+    slice_indices,
+)
 
 from .helpers import make_model, plan_file_order, vi
 
@@ -282,7 +288,7 @@ def _without_evaluation(monkeypatch):
 
 
 def test_torchscript_chain_plans_with_no_flags(tmp_path, monkeypatch):
-    from onnxmem.pipeline import PlanOptions, plan_model
+    from onnxmem.planning.pipeline import PlanOptions, plan_model
 
     m = _chain()
     shapes = infer_shapes(m)

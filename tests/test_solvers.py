@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from onnxmem.errors import PlanInvalid, ProblemError
-from onnxmem.problem import (
+from onnxmem.core.errors import PlanInvalid, ProblemError
+from onnxmem.core.problem import (
     Buffer,
     Problem,
     Solution,
@@ -23,10 +23,10 @@ from onnxmem.problem import (
     validate,
     write_csv,
 )
-from onnxmem.solvers import SOLVERS, SearchSwitches, SolveOptions, SolverInfo, solve
-from onnxmem.solvers.baseline import place_in_order
-from onnxmem.solvers.exact import ExactSearch
-from onnxmem.solvers.greedy import (
+from onnxmem.core.solvers import SOLVERS, SearchSwitches, SolveOptions, SolverInfo, solve
+from onnxmem.core.solvers.baseline import place_in_order
+from onnxmem.core.solvers.exact import ExactSearch
+from onnxmem.core.solvers.greedy import (
     PREORDERS,
     Placer,
     best_greedy_offsets,
@@ -36,8 +36,8 @@ from onnxmem.solvers.greedy import (
     range_min,
     share_pick,
 )
-from onnxmem.solvers.shared import layout_objects, positional_maximum_bound
-from onnxmem.solvers.skyline import dive
+from onnxmem.core.solvers.shared import layout_objects, positional_maximum_bound
+from onnxmem.core.solvers.skyline import dive
 
 OFFSET_SOLVERS = sorted(n for n, s in SOLVERS.items() if s.form == "offsets")
 SHARED_SOLVERS = sorted(n for n, s in SOLVERS.items() if s.form == "shared-objects")
@@ -216,7 +216,14 @@ def test_switches_change_no_decision(switches: str, problem: Problem, slack: int
 
 def _search_in_turns(ex: ExactSearch, cap: int, turn: int) -> tuple[int, np.ndarray, int, tuple[np.ndarray, ...]]:
     """Run the compiled search on ``ex``'s first component, ``turn`` nodes per call."""
-    from onnxmem.solvers._search import ABORTED, FRAME_FIELDS, HEURISTICS, NCTR, preorder, search
+    from onnxmem.core.solvers._search import (
+        ABORTED,
+        FRAME_FIELDS,
+        HEURISTICS,
+        NCTR,
+        preorder,
+        search,
+    )
 
     comp = ex.components[0]
     state, work = ex._state(), ex._work()
@@ -239,7 +246,7 @@ def _search_in_turns(ex: ExactSearch, cap: int, turn: int) -> tuple[int, np.ndar
 def test_search_goes_on_where_it_stopped(problem: Problem, slack: int) -> None:
     # a search cut into one-node turns ends as one uninterrupted search does:
     # the same status after the same nodes, the same plan, its state restored
-    from onnxmem.solvers._search import FOUND
+    from onnxmem.core.solvers._search import FOUND
 
     ex = ExactSearch(problem)
     assume(ex.n > 0 and ex.searchable)
@@ -352,8 +359,8 @@ def test_auto_quick_path_skips_the_search() -> None:
 def test_auto_on_small_problems_never_loads_numba() -> None:
     code = (
         "import sys\n"
-        "from onnxmem.problem import Buffer, Problem\n"
-        "from onnxmem.solvers import solve\n"
+        "from onnxmem.core.problem import Buffer, Problem\n"
+        "from onnxmem.core.solvers import solve\n"
         "assert 'numba' not in sys.modules, 'import loaded numba'\n"
         "rows = [(0, 2, 4), (2, 5, 1), (4, 5, 4), (0, 3, 3)]\n"
         "p = Problem(tuple(Buffer(f'b{i}', s, e, z) for i, (s, e, z) in enumerate(rows)))\n"
@@ -518,7 +525,7 @@ def test_share_pick_tries_each_then_shares_by_rank() -> None:
 @FAST
 @given(problems(max_buffers=14, aligned=True))
 def test_restarts_never_lose_the_incumbent(problem: Problem) -> None:
-    from onnxmem.solvers.greedy import restarts
+    from onnxmem.core.solvers.greedy import restarts
 
     lb = lower_bound(problem)
     start = best_greedy_offsets(problem, deadline=0.0, bound=lb)
@@ -531,7 +538,7 @@ def test_restarts_never_lose_the_incumbent(problem: Problem) -> None:
 
 
 def test_too_large_to_search_uses_the_budget_on_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
-    import onnxmem.solvers.exact as exact_mod
+    import onnxmem.core.solvers.exact as exact_mod
 
     # every problem is "too large" for the search's stacks: the restarts run
     monkeypatch.setattr(exact_mod, "MAX_STACK", 0)
@@ -601,8 +608,8 @@ def test_shared_properties(problem: Problem) -> None:
 
 
 def test_pack_cli(tmp_path: Path) -> None:
-    from onnxmem.cli import main
-    from onnxmem.problem import read_csv
+    from onnxmem.cli.main import main
+    from onnxmem.core.problem import read_csv
 
     problem = P((0, 4, 3), (0, 2, 2), (2, 4, 2), (1, 3, 1), (0, 1, 2), (3, 4, 2))
     src = tmp_path / "p.csv"
@@ -613,7 +620,7 @@ def test_pack_cli(tmp_path: Path) -> None:
     assert "status       optimal" in res.output and "lower bound  7" in res.output
     assert "budget       30 s" in res.output
     # the gap is to the strongest bound: the one exact proves when it is above max-live
-    from onnxmem.solvers.pack import pack
+    from onnxmem.core.solvers.pack import pack
 
     aligned = P((0, 2, 3), (1, 3, 3), alignment=4)
     report = pack(aligned, solver="exact")
@@ -649,7 +656,7 @@ BENCH_D = _shared_benchmarks() / "minimalloc-challenging/D.1048576.csv"
 
 
 def test_pack_reports_a_wrong_plan_as_plan_invalid(monkeypatch: pytest.MonkeyPatch) -> None:
-    from onnxmem.solvers.pack import pack
+    from onnxmem.core.solvers.pack import pack
 
     def overlapping(problem: Problem, options: SolveOptions) -> Solution:
         return Solution(tuple(0 for _ in problem.buffers), 7, "overlapping")
@@ -662,7 +669,7 @@ def test_pack_reports_a_wrong_plan_as_plan_invalid(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.skipif(not BENCH_D.exists(), reason="shared benchmarks not present")
 def test_pack_cli_no_plan_in_time() -> None:
-    from onnxmem.cli import main
+    from onnxmem.cli.main import main
 
     # D at its max-live bound: no plan is found within 0.3 s
     res = CliRunner().invoke(main, ["pack", str(BENCH_D), "--capacity", "986112", "--timeout", "0.3"])
@@ -672,7 +679,7 @@ def test_pack_cli_no_plan_in_time() -> None:
 
 def test_solvers_never_import_onnx() -> None:
     code = (
-        "import sys, onnxmem.solvers, onnxmem.solvers.pack;"
+        "import sys, onnxmem.core.solvers, onnxmem.core.solvers.pack;"
         "bad=[m for m in sys.modules if m.split('.')[0] in ('onnx','onnxruntime')];"
         "assert not bad, bad"
     )
@@ -691,7 +698,7 @@ def _random_intervals(n: int, seed: int) -> Problem:
 def test_auto_is_the_same_on_a_machine_a_hundred_times_slower(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     """The budget counts work, not seconds: a search its budget cuts off gives the same plan
     when the clock runs 100x fast and a thread hogs the CPU."""
-    from onnxmem import workclock
+    from onnxmem.core import workclock
     from tests.helpers import slowed_machine
 
     problem = _random_intervals(n, 1)

@@ -1,4 +1,4 @@
-"""Polynomials, maxima and box bounds (onnxmem.symbolic): literal cases computed by hand."""
+"""Polynomials, maxima and box bounds (onnxmem.core.symbolic): literal cases computed by hand."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from onnxmem import dimexpr
-from onnxmem.symbolic import (
+from onnxmem.core import dimexpr
+from onnxmem.core.symbolic import (
     MaxPoly,
     Poly,
     box_corners,

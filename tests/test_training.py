@@ -17,14 +17,15 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxmem.aliasing import RULES, alias_layout
-from onnxmem.errors import ShapeError
-from onnxmem.graph import build_view
-from onnxmem.model import infer_shapes, load_model
-from onnxmem.pipeline import PlanOptions, plan_loaded, plan_model
-from onnxmem.problem import live_bytes
-from onnxmem.proof import prove_plan
-from onnxmem.training import TRAINING_RULES, caller_state
+from onnxmem.analysis.aliasing import RULES, alias_layout
+from onnxmem.core.errors import ShapeError
+from onnxmem.core.problem import live_bytes
+from onnxmem.graph.view import build_view
+from onnxmem.model.load import infer_shapes, load_model
+from onnxmem.model.roles import caller_state
+from onnxmem.planning.pipeline import PlanOptions, plan_loaded, plan_model
+from onnxmem.proof.plan import prove_plan
+from onnxmem.shapes.training import TRAINING_RULES
 
 from .conftest import MODELS
 from .helpers import vi
@@ -242,7 +243,7 @@ def test_training_fixture_plans_with_no_flags(name):
 
 def test_mlp_training_step_runs_in_the_arena(tmp_path):
     pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
-    from onnxmem.training.execution import execute_training
+    from onnxmem.runtime.training import execute_training
 
     planned = _plan(mlp_training_graph(), tmp_path)
     run = execute_training(planned.plan, planned.model, planned.view)
@@ -254,7 +255,7 @@ def test_mlp_training_step_runs_in_the_arena(tmp_path):
 
 def test_a_clobbering_training_plan_fails_execution(tmp_path):
     pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
-    from onnxmem.training.execution import execute_training
+    from onnxmem.runtime.training import execute_training
 
     planned = _plan(mlp_training_graph(), tmp_path)
     plan = planned.plan
@@ -272,8 +273,8 @@ NO_CPU_KERNEL = {"unet": "ConvTransposeGrad"}
 @pytest.mark.parametrize("name", sorted(CATALOG))
 def test_training_fixture_verifies_in_one_arena_with_its_eval_graph(name):
     pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
-    from onnxmem.errors import RuntimeBackendError
-    from onnxmem.training.execution import execute_in_one_arena, missing_kernel
+    from onnxmem.core.errors import RuntimeBackendError
+    from onnxmem.runtime.training import execute_in_one_arena, missing_kernel
     from onnxmem.zoo.fixtures import fill_weights
 
     runs = []
@@ -313,7 +314,7 @@ def feature_extractor() -> onnx.ModelProto:
 
 
 def _pipeline(tmp_path):
-    from onnxmem.training.program import plan_program
+    from onnxmem.planning.program import plan_program
 
     first = tmp_path / "features.onnx"
     onnx.save(feature_extractor(), first)
@@ -338,7 +339,7 @@ def test_pipeline_hands_its_tensor_over_in_the_arena(tmp_path):
 
 
 def test_train_and_eval_share_an_arena_as_large_as_the_larger(tmp_path):
-    from onnxmem.training.program import plan_program
+    from onnxmem.planning.program import plan_program
 
     train = plan_model(TRAINING / "mlp.train.onnx")
     ev = plan_model(TRAINING / "mlp.eval.onnx")
@@ -348,8 +349,8 @@ def test_train_and_eval_share_an_arena_as_large_as_the_larger(tmp_path):
 
 
 def test_a_handover_must_pass_from_one_model_to_the_next(tmp_path):
-    from onnxmem.errors import OnnxmemError
-    from onnxmem.training.program import plan_program
+    from onnxmem.core.errors import OnnxmemError
+    from onnxmem.planning.program import plan_program
 
     a, b, _ = _pipeline(tmp_path)
     with pytest.raises(OnnxmemError, match="not a graph output of one model and a graph input of the next"):
@@ -358,7 +359,7 @@ def test_a_handover_must_pass_from_one_model_to_the_next(tmp_path):
 
 def test_pipeline_runs_in_one_arena(tmp_path):
     pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
-    from onnxmem.training.execution import execute_in_one_arena
+    from onnxmem.runtime.training import execute_in_one_arena
 
     a, b, program = _pipeline(tmp_path)
     size, results = execute_in_one_arena([(program.plans[0], a.model, a.view), (program.plans[1], b.model, b.view)],
@@ -373,7 +374,7 @@ def test_verify_without_the_training_runtime_says_where_to_run(tmp_path):
 
     from click.testing import CliRunner
 
-    from onnxmem.cli import main
+    from onnxmem.cli.main import main
 
     if importlib.util.find_spec("onnxruntime.training") is not None:
         pytest.skip("this runtime has the training kernels")
@@ -389,7 +390,7 @@ def test_train_eval_and_pipeline_verify_in_one_arena_from_the_command_line(tmp_p
     pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
     from click.testing import CliRunner
 
-    from onnxmem.cli import main
+    from onnxmem.cli.main import main
 
     def run(*args):
         r = CliRunner().invoke(main, [str(a) for a in args])

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 
-from onnxmem.cli import main
-from onnxmem.pipeline import PlanOptions, plan_model
-from onnxmem.plan import SharedObject, write_plan
-from onnxmem.verify import VerifyOptions, cuda_available, execute_plan, prove_plan, verify_plan
+from onnxmem.cli.main import main
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.plans.point import SharedObject, write_plan
+from onnxmem.verify.run import VerifyOptions, cuda_available, execute_plan, prove_plan, verify_plan
 
 from .conftest import LIGHT, SHIPPED, SHIPPED_DIMS
 from .helpers import make_model, vi
@@ -338,7 +338,7 @@ def test_gather_with_a_0d_index_keeps_its_rank(tmp_path):
     ],
 )
 def test_output_check_is_on_the_scale_of_the_output(got, ref, ok):
-    from onnxmem.execution import compare_output
+    from onnxmem.runtime.arena import compare_output
 
     c = compare_output("y", np.array(got, np.float32), np.array(ref, np.float32), rtol=1e-4, atol=1e-5)
     assert c.ok is ok, c
@@ -357,7 +357,7 @@ def test_scale_aware_check_still_catches_a_corrupted_plan(planned):
 
 def test_reference_is_the_same_nodes_outside_the_arena(planned, monkeypatch):
     """A whole-model run that sums in another order is information, not a verdict."""
-    import onnxmem.sessions as sessions_mod
+    import onnxmem.runtime.sessions as sessions_mod
 
     path, p = planned
     real = sessions_mod.run_model
@@ -390,7 +390,7 @@ def test_large_outputs_verify(tmp_path):
 
 def test_onnxruntime_prints_nothing(tmp_path, capfd):
     """A failing kernel's status comes back in the exception; nothing goes to stderr."""
-    from onnxmem.runtime import make_session
+    from onnxmem.runtime.ort import make_session
 
     model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"])],
                        [vi("x", [2]), vi("s", [1], TensorProto.INT64)], [vi("y", None)])
@@ -406,10 +406,10 @@ def test_onnxruntime_prints_nothing(tmp_path, capfd):
 def _chain_plan(n: int, *, in_place: bool):
     """A plan of the ``n``-node Relu chain, built by hand: every tensor in one
     in-place group at offset 0, or each in its own group on two alternating buffers."""
-    from onnxmem.graph import build_view
-    from onnxmem.model import infer_shapes
-    from onnxmem.plan import MemoryPlan, PlannedTensor
-    from onnxmem.proof import true_lifetimes
+    from onnxmem.graph.view import build_view
+    from onnxmem.model.load import infer_shapes
+    from onnxmem.plans.point import MemoryPlan, PlannedTensor
+    from onnxmem.proof.plan import true_lifetimes
 
     from .helpers import chain
 
@@ -457,8 +457,8 @@ def _verify_with(tmp_path, model_path, plan):
 
 
 def test_arena_beyond_memory_is_refused_before_allocating(tmp_path, planned):
-    from onnxmem.errors import RuntimeBackendError
-    from onnxmem.execution import available_memory
+    from onnxmem.core.errors import RuntimeBackendError
+    from onnxmem.runtime.arena import available_memory
 
     path, p = planned
     have = available_memory("cpu")
@@ -473,9 +473,9 @@ def test_arena_beyond_memory_is_refused_before_allocating(tmp_path, planned):
 
 
 def test_plan_for_another_model_is_refused_in_one_line(tmp_path, planned):
-    from onnxmem.errors import PlanError
-    from onnxmem.model import file_sha256
-    from onnxmem.verify import check_plan_identity
+    from onnxmem.core.errors import PlanError
+    from onnxmem.model.load import file_sha256
+    from onnxmem.verify.run import check_plan_identity
 
     from .helpers import chain
 
@@ -523,11 +523,11 @@ def test_planning_imports_only_the_proof(tmp_path):
     onnx.save(chain(4), path)
     code = (
         "import sys\n"
-        "from onnxmem.pipeline import PlanOptions, plan_model\n"
+        "from onnxmem.planning.pipeline import PlanOptions, plan_model\n"
         f"plan_model({str(path)!r}, PlanOptions(solver='greedy'))\n"
-        "print(sorted(m for m in ('onnxruntime', 'onnxmem.verify', 'onnxmem.execution', 'onnxmem.sessions',"
-        " 'onnxmem.weights', 'onnxmem.runtime') if m in sys.modules))\n"
-        "print('onnxmem.proof' in sys.modules)\n"
+        "print(sorted(m for m in ('onnxruntime', 'onnxmem.verify.run', 'onnxmem.runtime.arena', 'onnxmem.runtime.sessions',"
+        " 'onnxmem.runtime.folding', 'onnxmem.runtime.ort') if m in sys.modules))\n"
+        "print('onnxmem.proof.plan' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["[]", "True"], out
@@ -538,7 +538,7 @@ def test_host_array_owns_its_bytes():
     alive; the reference values the verifier hands on are copies it owns."""
     import onnxruntime as ort
 
-    from onnxmem.sessions import host_array
+    from onnxmem.runtime.sessions import host_array
 
     src = np.arange(256, dtype=np.float32).reshape(2, 128)
     value = ort.OrtValue.ortvalue_from_numpy(src, "cpu", 0)

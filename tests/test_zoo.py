@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxmem.cli import main
-from onnxmem.errors import OnnxmemError
+from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError
 from onnxmem.zoo import (
     DEFAULT_MODEL_TIMEOUT,
     LIGHT_MODELS,
@@ -163,8 +163,8 @@ def test_every_torchscript_export_plans_from_its_fixture_with_no_flags(entry):
     flag but the catalogue's binding of the dims its graph inputs declare symbolic, and its
     arena is at most the one recorded (and verified) in docs/zoo-baseline.json (growth is a
     regression, as for ``onnxmem zoo --baseline``)."""
-    from onnxmem.model import infer_shapes, load_model
-    from onnxmem.pipeline import PlanOptions, plan_model
+    from onnxmem.model.load import infer_shapes, load_model
+    from onnxmem.planning.pipeline import PlanOptions, plan_model
 
     path = FIXTURES / entry["file"]
     assert set(entry["dims"]) == set(entry["symbolic_dims"])
@@ -183,9 +183,9 @@ def test_the_llama_kv_cache_fixture_plans_over_the_whole_cache_range():
     catalogue's binding, within its baseline arena, and one range plan over past lengths
     0:1023 is proven on the whole box and, at the two corners, is within one alignment unit
     of a plan made there."""
-    from onnxmem.model import load_model
-    from onnxmem.pipeline import PlanOptions, plan_loaded, plan_model
-    from onnxmem.rangeplan import plan_range, prove_range_plan
+    from onnxmem.model.load import load_model
+    from onnxmem.planning.pipeline import PlanOptions, plan_loaded, plan_model
+    from onnxmem.planning.ranges import plan_range, prove_range_plan
 
     entry = {e["name"]: e for e in json.loads(CATALOG.read_text())["models"]}["llama_4l_past_dynamic"]
     assert entry["symbolic_dims"] == ["past_sequence"] and entry["dims"] == {"past_sequence": 255}
@@ -624,7 +624,7 @@ def test_cli_zoo_over_committed_fixtures(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("onnxmem.verify") is None, reason="no onnxmem.verify")
+@pytest.mark.skipif(importlib.util.find_spec("onnxmem.verify.run") is None, reason="no onnxmem.verify.run")
 def test_zoo_verify_cpu_on_a_weight_free_fixture(tmp_path):
     results = run_zoo([ZooModel("mobilenet_v2", FIXTURES / "mobilenet_v2.onnx")],
                       ZooOptions(executor="inline", verify="cpu", work_dir=tmp_path))

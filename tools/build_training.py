@@ -50,7 +50,7 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from onnxmem.fileio import write_bytes_atomic  # noqa: E402
+from onnxmem.core.fileio import write_bytes_atomic  # noqa: E402
 from onnxmem.zoo.export import MAX_IR_VERSION, SEED, import_torch  # noqa: E402
 from onnxmem.zoo.fixtures import strip_weights  # noqa: E402
 

@@ -48,7 +48,7 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from onnxmem.generate import random_dag, wiring  # noqa: E402
+from onnxmem.model.generate import random_dag, wiring  # noqa: E402
 from onnxmem.zoo import (  # noqa: E402
     FIXTURE_MIN_BYTES,
     LIGHT_MODELS,
@@ -143,8 +143,8 @@ def unet() -> Export:
 def randwire() -> Export:
     """RandWire-WS (Xie et al., 2019), small regime: three random stages WS(32, 4, 0.75), C=78.
 
-    Each stage is a random DAG (``onnxmem.generate.random_dag``, seeds 0, 1, 2; edges oriented
-    from lower to higher node index, wired by ``onnxmem.generate.wiring``); a node sums
+    Each stage is a random DAG (``onnxmem.model.generate.random_dag``, seeds 0, 1, 2; edges oriented
+    from lower to higher node index, wired by ``onnxmem.model.generate.wiring``); a node sums
     its inputs with learned sigmoid weights, then applies ReLU, a separable 3x3 convolution and
     batch normalisation. Nodes without predecessors read the stage input (stride 2); the stage
     output is the mean of the nodes without successors.

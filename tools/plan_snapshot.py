@@ -47,7 +47,7 @@ def _digest(plan: object) -> str:
 
 
 def snapshot(only: str | None = None) -> dict[str, dict[str, object]]:
-    from onnxmem.pipeline import PlanOptions, plan_model
+    from onnxmem.planning.pipeline import PlanOptions, plan_model
 
     result: dict[str, dict[str, object]] = {}
     for key, path, dims in _models():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from onnxmem.problem import Buffer, Problem, read_csv, write_csv
+from onnxmem.core.problem import Buffer, Problem, read_csv, write_csv
 
 
 def main() -> int:

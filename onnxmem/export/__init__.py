@@ -12,10 +12,10 @@ numpy at load time; a format that needs onnx imports it when it runs.
 """
 
 # the built-in formats register on import: import order sets the listing order
-from .registry import FORMATS, ExportFn, ExportFormat, ModelUse, export_plan, register, require_model  # noqa: I001
-from . import plan_json as _plan_json  # noqa: F401
-from . import annotated as _annotated  # noqa: F401
-from . import c_header as _c_header  # noqa: F401
-from . import tflm as _tflm  # noqa: F401
+from onnxmem.export.registry import FORMATS, ExportFn, ExportFormat, ModelUse, export_plan, register, require_model  # noqa: I001
+from onnxmem.export import plan_json as _plan_json  # noqa: F401
+from onnxmem.export import annotated as _annotated  # noqa: F401
+from onnxmem.export import c_header as _c_header  # noqa: F401
+from onnxmem.export import tflm as _tflm  # noqa: F401
 
 __all__ = ["FORMATS", "ExportFn", "ExportFormat", "ModelUse", "export_plan", "register", "require_model"]

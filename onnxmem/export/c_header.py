@@ -31,8 +31,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Sequence
 
-from ..plan import MemoryPlan
-from .registry import register
+from onnxmem.export.registry import register
+from onnxmem.plans.point import MemoryPlan
 
 if TYPE_CHECKING:
     import onnx

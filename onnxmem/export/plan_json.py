@@ -1,15 +1,15 @@
 """The ``json`` format: the plan JSON, byte for byte what ``onnxmem plan -o`` writes.
 
 The serialisation is :meth:`MemoryPlan.to_json`; the plan is checked against
-the package's JSON Schema first, as :func:`onnxmem.plan.write_plan` does.
+the package's JSON Schema first, as :func:`onnxmem.plans.point.write_plan` does.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..plan import MemoryPlan, check_schema
-from .registry import register
+from onnxmem.export.registry import register
+from onnxmem.plans.point import MemoryPlan, check_schema
 
 if TYPE_CHECKING:
     import onnx

@@ -3,7 +3,7 @@
 :func:`prove_for_export` refuses (``PlanInvalid``, exit 3 as ``verify`` gives) a
 plan that breaks a rule:
 
-* with the model: :func:`onnxmem.proof.prove_plan`, the whole proof that
+* with the model: :func:`onnxmem.proof.plan.prove_plan`, the whole proof that
   ``onnxmem verify --static-only`` runs (order, tensors, lifetimes recomputed
   from the graph, alias legality, bodies);
 * without it, the rules the plan alone can be held to (:func:`plan_alone_findings`):
@@ -14,7 +14,7 @@ plan that breaks a rule:
   is not checked then: that the lifetimes are the true ones and that members
   of a group may share bytes; pass ``--model`` for those.
 
-A range plan: :func:`onnxmem.rangeplan.prove_range_plan` on its whole box.
+A range plan: :func:`onnxmem.planning.ranges.prove_range_plan` on its whole box.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import PlanInvalid, show_name
-from ..plan import MemoryPlan, PlannedTensor
+from onnxmem.core.errors import PlanInvalid, show_name
+from onnxmem.plans.point import MemoryPlan, PlannedTensor
 
 if TYPE_CHECKING:
     import onnx
 
-    from ..rangeplan import RangePlan
+    from onnxmem.planning.ranges import RangePlan
 
 __all__ = ["plan_alone_findings", "prove_for_export", "prove_range_for_export"]
 
@@ -39,12 +39,12 @@ def prove_for_export(plan: MemoryPlan, model: onnx.ModelProto | None = None,
     """Raise ``PlanInvalid`` naming the first rule ``plan`` breaks (see the module docstring).
 
     With ``model``: first ``PlanError`` when the plan was made for another model
-    (:func:`onnxmem.verify.check_plan_identity`); returns its warnings (a re-saved model).
+    (:func:`onnxmem.verify.run.check_plan_identity`); returns its warnings (a re-saved model).
     """
     said: tuple[str, ...] = ()
     if model is not None and model_path is not None:
-        from ..proof import prove_plan
-        from ..verify import check_plan_identity, view_for_plan
+        from onnxmem.proof.plan import prove_plan
+        from onnxmem.verify.run import check_plan_identity, view_for_plan
 
         view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, action="exporting")
         view = view if view is not None else view_for_plan(model, plan, model_path)
@@ -59,7 +59,7 @@ def prove_for_export(plan: MemoryPlan, model: onnx.ModelProto | None = None,
 
 def prove_range_for_export(plan: RangePlan) -> None:
     """Raise ``PlanInvalid`` when the range plan fails its proof on its box."""
-    from ..rangeplan import prove_range_plan
+    from onnxmem.planning.ranges import prove_range_plan
 
     found = prove_range_plan(plan, limit=1)
     if found:
@@ -105,7 +105,7 @@ def _joined(plan: MemoryPlan, graph: str) -> set[str | None]:
 
 def _overlaps(tensors: Sequence[PlannedTensor], joined: set[str | None]) -> list[str]:
     """Pairs of buffers (a group's members joined into one) live at one step and sharing a byte."""
-    from ..problem import Buffer, Problem, validate  # numpy
+    from onnxmem.core.problem import Buffer, Problem, validate  # numpy
 
     spans: dict[str, tuple[int, int, int, int]] = {}  # buffer -> (lo, hi, start, end)
     named: dict[str, str] = {}  # buffer -> the name of its first tensor, for the message

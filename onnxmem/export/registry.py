@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Literal
 
-from ..errors import OnnxmemError
-from ..plan import MemoryPlan
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.plans.point import MemoryPlan
 
 if TYPE_CHECKING:
     import onnx

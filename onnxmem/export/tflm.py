@@ -38,9 +38,9 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from ..errors import PlanError, show_name
-from ..plan import MemoryPlan
-from .registry import register
+from onnxmem.core.errors import PlanError, show_name
+from onnxmem.export.registry import register
+from onnxmem.plans.point import MemoryPlan
 
 if TYPE_CHECKING:
     import onnx

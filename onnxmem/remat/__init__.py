@@ -7,8 +7,8 @@ writes the model with the duplicated nodes; :mod:`.budget` is the step the
 planner runs (``onnxmem plan --budget``).
 """
 
-from . import exact, heuristics  # noqa: F401 - fill the registry
-from .problem import RematProblem, Schedule, build_problem, simulate
-from .registry import ALGORITHMS, Choice, RematOptions, choose
+from onnxmem.remat import exact, heuristics  # noqa: F401 - fill the registry
+from onnxmem.remat.problem import RematProblem, Schedule, build_problem, simulate
+from onnxmem.remat.registry import ALGORITHMS, Choice, RematOptions, choose
 
 __all__ = ["ALGORITHMS", "Choice", "RematOptions", "RematProblem", "Schedule", "build_problem", "choose", "simulate"]

@@ -21,7 +21,7 @@
 4. when no round fits, the rewrite with the smallest arena (every
    droppable value dropped, or ``greedy`` toward 0, under each order;
    algorithm ``smallest``) is the answer if it fits;
-   else :class:`~onnxmem.errors.OnnxmemError` with one line naming the
+   else :class:`~onnxmem.core.errors.OnnxmemError` with one line naming the
    smallest arena reached, its peak node, and the node that sets the floor
    (its inputs and outputs and what no recomputation frees).
 
@@ -40,15 +40,15 @@ from typing import Callable, Sequence
 
 import onnx
 
-from ..errors import OnnxmemError, show_name
-from ..graph import GraphView
-from ..pipeline import Planned, PlanOptions, plan_loaded
-from ..problem import align_up
-from ..scheduling import stable_topological_order
-from .cost import flops_costs, measured_costs, model_cost
-from .problem import RematProblem, build_problem, simulate
-from .registry import ALGORITHMS, Choice, RematOptions, choose
-from .rewrite import rewrite_model
+from onnxmem.core.errors import OnnxmemError, show_name
+from onnxmem.core.problem import align_up
+from onnxmem.graph.view import GraphView
+from onnxmem.planning.pipeline import Planned, PlanOptions, plan_loaded
+from onnxmem.remat.cost import flops_costs, measured_costs, model_cost
+from onnxmem.remat.problem import RematProblem, build_problem, simulate
+from onnxmem.remat.registry import ALGORITHMS, Choice, RematOptions, choose
+from onnxmem.remat.rewrite import rewrite_model
+from onnxmem.scheduling import stable_topological_order
 
 __all__ = ["Budgeted", "SweepPoint", "parse_budget", "plan_with_budget", "sinks_early", "sweep"]
 

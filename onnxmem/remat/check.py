@@ -1,7 +1,7 @@
 """A rewritten model against the model it was rewritten from: ``onnxmem verify --original``.
 
 :func:`compare_with_original` runs the rewritten model node by node inside
-its arena (:class:`onnxmem.execution.ArenaRun`, the run ``verify`` makes) and
+its arena (:class:`onnxmem.runtime.arena.ArenaRun`, the run ``verify`` makes) and
 the original model as a whole in onnxruntime (graph optimizations off, one
 thread: the same kernels), on the same inputs, and compares every graph
 output of the original: a recomputed node is the same kernel on the same
@@ -11,7 +11,7 @@ Dropout draw different masks unless it has a ``seed``: every random op without
 one gets the same seed in both models (:func:`seed_random_ops`, from the name
 of its first output, which the rewrite keeps), so both runs draw the same
 masks. A training graph (onnxruntime's, :mod:`onnxmem.training`) runs as
-:class:`~onnxmem.training.execution.TrainingRun` on its training inputs, and
+:class:`~onnxmem.runtime.training.TrainingRun` on its training inputs, and
 its gradients are compared too: each gradient accumulation buffer after the
 arena run against the gradient the original's whole run computes (made a
 graph output of a copy of the original for that). On CUDA the original runs as
@@ -31,15 +31,15 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..errors import OnnxmemError
-from ..execution import ArenaRun, Execution, ExecutionOptions, OutputCheck, compare_output
-from ..graph import RANDOM_OPS as GENERATORS
-from ..graph import GraphView
-from ..plan import MemoryPlan
-from ..runtime import load_with_weights
-from ..sessions import run_model
-from ..training.execution import TrainingRun, is_training_view
-from ..training.roles import ACCUMULATORS
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.graph.view import RANDOM_OPS as GENERATORS
+from onnxmem.graph.view import GraphView
+from onnxmem.model.roles import ACCUMULATORS
+from onnxmem.plans.point import MemoryPlan
+from onnxmem.runtime.arena import ArenaRun, Execution, ExecutionOptions, OutputCheck, compare_output
+from onnxmem.runtime.ort import load_with_weights
+from onnxmem.runtime.sessions import run_model
+from onnxmem.runtime.training import TrainingRun, is_training_view
 
 __all__ = ["DROPOUTS", "RANDOM_OPS", "OriginalCheck", "compare_with_original", "seed_random_ops"]
 
@@ -120,7 +120,7 @@ def _device_reference(original: onnx.ModelProto, original_path: str | os.PathLik
     rewritten plan's dims and alignment and executed node by node in its own arena, the same
     kernels on the same inputs (an ordinary CPU run would differ from CUDA kernels in the last
     bits). ``original`` is planned as it is (already loaded): its file is not read again."""
-    from ..pipeline import PlanOptions, plan_loaded
+    from onnxmem.planning.pipeline import PlanOptions, plan_loaded
 
     planned = plan_loaded(original, original_path, PlanOptions(
         alignment=plan.alignment, dims=dict(plan.dims), input_shapes={k: tuple(v) for k, v in plan.input_shapes.items()}))

@@ -29,9 +29,9 @@ from typing import Mapping
 import numpy as np
 import onnx
 
-from ..errors import OnnxmemError
-from ..graph import GraphView, Op
-from ..ortpeak import is_kernel_event
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.graph.view import GraphView, Op
+from onnxmem.runtime.peak import is_kernel_event
 
 __all__ = ["COST_MODELS", "flops_costs", "measured_costs", "model_cost", "node_flops"]
 
@@ -126,7 +126,7 @@ def measured_costs(view: GraphView, model: onnx.ModelProto, model_path: str | os
 
     Nodes the profile does not name (folded constants) cost 0.
     """
-    from ..runtime import load_with_weights, make_session, random_inputs, run_bounded
+    from onnxmem.runtime.ort import load_with_weights, make_session, random_inputs, run_bounded
 
     full = load_with_weights(model, model_path)
     named = onnx.ModelProto()

@@ -40,11 +40,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ..errors import OnnxmemError
-from ..workclock import UNITS_PER_SECOND, charge, is_wall_clock, now
-from .heuristics import greedy, mirror, sqrt_segments
-from .problem import RematProblem, simulate
-from .registry import Choice, RematOptions, register, result
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.core.workclock import UNITS_PER_SECOND, charge, is_wall_clock, now
+from onnxmem.remat.heuristics import greedy, mirror, sqrt_segments
+from onnxmem.remat.problem import RematProblem, simulate
+from onnxmem.remat.registry import Choice, RematOptions, register, result
 
 __all__ = ["auto", "brute_force", "cpsat", "exact"]
 

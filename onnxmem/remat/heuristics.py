@@ -41,8 +41,8 @@ import itertools
 import math
 from typing import Iterable
 
-from .problem import RematProblem, Schedule, simulate
-from .registry import Choice, RematOptions, register, result
+from onnxmem.remat.problem import RematProblem, Schedule, simulate
+from onnxmem.remat.registry import Choice, RematOptions, register, result
 
 __all__ = ["bundle", "greedy", "mirror", "prune", "pullers", "sqrt_drops", "sqrt_segments"]
 

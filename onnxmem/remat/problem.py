@@ -4,7 +4,7 @@ A model and an operator order become a :class:`RematProblem` of integers
 (:func:`build_problem`): steps ``0 .. n-1`` (step ``s`` runs ``order[s]``)
 and *values*, one per tensor the arena holds, each with its aligned
 ``size``, the step that writes it and the steps that read it. The lifetime
-rule is the planner's (:func:`onnxmem.lifetimes.tensor_lifetimes`): a value
+rule is the planner's (:func:`onnxmem.analysis.lifetimes.tensor_lifetimes`): a value
 is live from the step that writes it through the last step that reads it,
 graph inputs from step 0, graph outputs to the end; this module writes
 lifetimes as inclusive ``[start, end]`` steps. A view's output takes no
@@ -41,7 +41,7 @@ recomputed at one step share a duplicate: :func:`shared_duplicates`).
 Duplicates inserted before one step run in the order of the original
 producers (a topological order). :func:`simulate` counts bytes in two slots
 per step, the block of duplicates and then the step. It counts the in-place
-writes of :mod:`onnxmem.aliasing` where a node's input dies at it
+writes of :mod:`onnxmem.analysis.aliasing` where a node's input dies at it
 (``RematProblem.inplace``: the output starts a slot later, in its input's
 bytes; the input may be the original copy of a dropped value, which dies at
 its ``last_pre``) and, in its walk through a block (``sequential``), those of
@@ -63,7 +63,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..aliasing import (
+from onnxmem.analysis.aliasing import (
     INPLACE,
     VIEW,
     concat_slices,
@@ -71,15 +71,15 @@ from ..aliasing import (
     group_writable,
     overwritable,
 )
-from ..graph import RANDOM_OPS, GraphView, Op
-from ..lifetimes import tensor_lifetimes
-from ..problem import align_up
-from ..workclock import charge
+from onnxmem.analysis.lifetimes import tensor_lifetimes
+from onnxmem.core.problem import align_up
+from onnxmem.core.workclock import charge
+from onnxmem.graph.view import RANDOM_OPS, GraphView, Op
 
 __all__ = ["MS_RECOMPUTE", "NO_RECOMPUTE", "RematProblem", "Schedule", "build_problem", "recomputable", "shared_duplicates", "simulate"]
 
 #: ops never recomputed: randomness, side effects, subgraphs (their body could hold either)
-#: work units (:mod:`onnxmem.workclock`) per step and drop :func:`simulate` walks
+#: work units (:mod:`onnxmem.core.workclock`) per step and drop :func:`simulate` walks
 SIMULATE_COST = 2.0
 NO_RECOMPUTE = RANDOM_OPS | frozenset({
     "Dropout", "If", "Loop", "Scan", "SequenceInsert", "SequenceErase", "SequenceConstruct", "Optional",
@@ -128,7 +128,7 @@ class RematProblem:
     of ``v``'s producer, which its duplicate writes too and which die at once
     (empty: none). ``inplace``: ``(step, u, v)``: the node at ``step``
     may write its output ``v`` over its input ``u``
-    (:mod:`onnxmem.aliasing`'s in-place rule) when ``u``'s copy dies there
+    (:mod:`onnxmem.analysis.aliasing`'s in-place rule) when ``u``'s copy dies there
     (several inputs of one node in the rule's order, the first that dies
     wins); :func:`simulate` then counts ``v`` from the next slot, or, for a
     duplicate, in ``u``'s bytes.
@@ -241,8 +241,8 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     """The problem of ``view`` under ``order`` (view indices, topological), with
     ``costs`` (view index -> cost of one run of that node).
 
-    Lifetimes are :func:`onnxmem.lifetimes.tensor_lifetimes`'s. A view's output
-    (:mod:`onnxmem.aliasing`'s view rule) shares its source's bytes: it is a
+    Lifetimes are :func:`onnxmem.analysis.lifetimes.tensor_lifetimes`'s. A view's output
+    (:mod:`onnxmem.analysis.aliasing`'s view rule) shares its source's bytes: it is a
     value of size 0 and its source lives as long as it does. A value is
     droppable when it is an activation (not a graph input or output) that no
     view reads as its source and no subgraph captures, written by a node that
@@ -251,7 +251,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
     view, and its reads leave a gap of at least one step that writes into the
     arena where it need not be live (or none: it then comes back only with a
     recomputed dependant). A Concat whose inputs can sit inside its output
-    (:func:`onnxmem.aliasing.concat_slices`) and are read by no other Concat
+    (:func:`onnxmem.analysis.aliasing.concat_slices`) and are read by no other Concat
     is a group (``RematProblem.groups``); its output is not droppable.
     """
     step_of = {op: s for s, op in enumerate(order)}
@@ -346,7 +346,7 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
 def _inplace_pairs(view: GraphView, order: Sequence[int], io: str, ids: Mapping[str, int],
                    shared: set[str]) -> tuple[tuple[int, int, int], ...]:
     """``(step, u, v)`` per node and input whose output ``v`` may take the input ``u``'s bytes
-    by :mod:`onnxmem.aliasing`'s in-place rule once ``u`` dies there (by step, in the rule's
+    by :mod:`onnxmem.analysis.aliasing`'s in-place rule once ``u`` dies there (by step, in the rule's
     order); values that share bytes otherwise (views, Concat groups, captures) are left out.
     Whether ``u`` dies at the node depends on what is dropped: :func:`simulate` asks."""
     found = every_alias_source(view, io)

@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import OnnxmemError
-from ..workclock import now, session
-from .problem import RematProblem, simulate
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.core.workclock import now, session
+from onnxmem.remat.problem import RematProblem, simulate
 
 __all__ = ["ALGORITHMS", "AlgorithmInfo", "Choice", "RematOptions", "choose", "register"]
 
@@ -28,7 +28,7 @@ STATUSES = ("optimal", "feasible", "infeasible", "none")
 @dataclass(frozen=True, slots=True)
 class RematOptions:
     """``timeout``: seconds an algorithm may take (``None``: its default);
-    ``deadline``: a :func:`onnxmem.workclock.now` value :func:`choose` sets
+    ``deadline``: a :func:`onnxmem.core.workclock.now` value :func:`choose` sets
     from it (budget seconds: counted work unless the process uses the wall clock);
     ``seed``: for searches that take one; ``workers``: CP-SAT's threads."""
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import onnx
 
-from ..graph import GraphView
-from .problem import RematProblem, Schedule
+from onnxmem.graph.view import GraphView
+from onnxmem.remat.problem import RematProblem, Schedule
 
 __all__ = ["rewrite_model"]
 

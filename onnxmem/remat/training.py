@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from ..generate import _Builder
+from onnxmem.model.generate import _Builder
 
 __all__ = ["TRAINING", "Tape", "train_encoder", "train_mlp", "train_mobilenet", "train_resnet"]
 

@@ -8,17 +8,7 @@ topological order of the graph, whatever strategy produced it.
 
 from __future__ import annotations
 
-from .registry import (
-    ORDERS,
-    OrderFn,
-    OrderInfo,
-    OrderOptions,
-    check_topological,
-    file_order,
-    register,
-    reorder,
-    stable_topological_order,
-)
+from onnxmem.scheduling.registry import ORDERS, OrderFn, OrderInfo, OrderOptions, check_topological, file_order, register, reorder, stable_topological_order
 
 __all__ = [
     "ORDERS",
@@ -33,6 +23,6 @@ __all__ = [
 ]
 
 # Register the memory-aware strategies (import order sets the listing order).
-from . import heuristics as _heuristics  # noqa: E402,F401
-from . import exact as _exact  # noqa: E402,F401
-from . import hierarchical as _hierarchical  # noqa: E402,F401
+from onnxmem.scheduling import heuristics as _heuristics  # noqa: E402,F401
+from onnxmem.scheduling import exact as _exact  # noqa: E402,F401
+from onnxmem.scheduling import hierarchical as _hierarchical  # noqa: E402,F401

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._cyclecounter import cycles
+from onnxmem.core._cyclecounter import cycles
 
 PROVEN = 0
 TIMEOUT = 1

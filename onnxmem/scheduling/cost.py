@@ -1,7 +1,7 @@
 """The peak of an operator order, exactly as liveness computes it, and fast.
 
 The *peak* of an order is the max-live lower bound of the problem
-:func:`onnxmem.liveness.build_liveness` builds from it: the most arena bytes
+:func:`onnxmem.analysis.liveness.build_liveness` builds from it: the most arena bytes
 live at one step, each tensor rounded up to the alignment. Every ordering
 strategy minimizes it; :func:`order_peak` computes it from the liveness rules
 themselves, so it always agrees with what ``onnxmem plan`` reports.
@@ -17,7 +17,7 @@ O(degree):
   graph outputs, which live to the end), and each tensor ``v`` read for the
   last time is freed.
 
-These are the rules of :func:`onnxmem.lifetimes.tensor_lifetimes`: graph inputs
+These are the rules of :func:`onnxmem.analysis.lifetimes.tensor_lifetimes`: graph inputs
 live from step 0, graph outputs to the end, an output nothing reads occupies
 its producer's step only, weights are never in the arena, and with
 ``io="external"`` graph inputs and outputs are left out. Nodes that read and
@@ -25,8 +25,8 @@ write only weights (``Constant`` and friends) have no arena effect: the
 strategies put them first, in file order, and search over the rest.
 
 With ``inplace=True`` the evaluator counts the sharing of
-:mod:`onnxmem.aliasing` (its rule table, :func:`~onnxmem.aliasing.alias_sources`,
-:func:`~onnxmem.aliasing.group_writable` and :func:`~onnxmem.aliasing.overwritable`), as ``alias_layout(...,
+:mod:`onnxmem.analysis.aliasing` (its rule table, :func:`~onnxmem.analysis.aliasing.alias_sources`,
+:func:`~onnxmem.analysis.aliasing.group_writable` and :func:`~onnxmem.analysis.aliasing.overwritable`), as ``alias_layout(...,
 concat=False)`` applies it under the order:
 
 * a view's output and its source are one tensor (a *class*): the view costs
@@ -52,7 +52,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from ..aliasing import (
+from onnxmem.analysis.aliasing import (
     INPLACE,
     VIEW,
     AliasRule,
@@ -61,10 +61,10 @@ from ..aliasing import (
     overwritable,
     shared_layout,
 )
-from ..graph import GraphView
-from ..lifetimes import arena_tensors, live_profile, tensor_lifetimes
-from ..liveness import build_liveness
-from ..problem import align_up, lower_bound
+from onnxmem.analysis.lifetimes import arena_tensors, live_profile, tensor_lifetimes
+from onnxmem.analysis.liveness import build_liveness
+from onnxmem.core.problem import align_up, lower_bound
+from onnxmem.graph.view import GraphView
 
 __all__ = [
     "Cuts", "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",
@@ -78,7 +78,7 @@ NEVER = 1 << 30
 def order_peak(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
                inplace: bool = False) -> int:
     """The max-live bound of ``build_liveness(view, order, ...)`` (bytes); with
-    ``inplace``, over the layout :func:`onnxmem.aliasing.shared_layout` chooses
+    ``inplace``, over the layout :func:`onnxmem.analysis.aliasing.shared_layout` chooses
     (``plan.lower_bound`` with ``--inplace on``)."""
     if inplace:
         layout = shared_layout(view, order, io, alignment)

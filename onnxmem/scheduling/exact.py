@@ -36,9 +36,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..graph import GraphView
-from ..workclock import charge, is_wall_clock, now, steps_left
-from .cost import (
+from onnxmem.core.workclock import charge, is_wall_clock, now, steps_left
+from onnxmem.graph.view import GraphView
+from onnxmem.scheduling.cost import (
     OrderGraph,
     Piece,
     build_order_graph,
@@ -47,8 +47,8 @@ from .cost import (
     simulate,
     topological,
 )
-from .heuristics import greedy_piece
-from .registry import OrderOptions, register
+from onnxmem.scheduling.heuristics import greedy_piece
+from onnxmem.scheduling.registry import OrderOptions, register
 
 __all__ = ["ExactResult", "exact_piece", "exact_search", "forced_segments"]
 
@@ -56,7 +56,7 @@ __all__ = ["ExactResult", "exact_piece", "exact_search", "forced_segments"]
 EXACT_TIMEOUT = 30.0
 #: pieces of more nodes than this go to the compiled search
 COMPILED_MIN = 20
-#: work units (:mod:`onnxmem.workclock`) per set the best-first search expands,
+#: work units (:mod:`onnxmem.core.workclock`) per set the best-first search expands,
 #: and per set and node of the piece the compiled search expands
 EXPAND_COST = 10.0
 COMPILED_EXPAND_COST = 0.12
@@ -104,8 +104,8 @@ def exact_piece(
 def _exact_compiled(
     piece: Piece, deadline: float | None, ub_order: list[int], ub: int, lb: int, max_states: int
 ) -> ExactResult:
-    from .._compiled import warm_up
-    from ._search import PROVEN, search
+    from onnxmem.core._compiled import warm_up
+    from onnxmem.scheduling._search import PROVEN, search
 
     a = piece_arrays(piece)
     head = (
@@ -135,7 +135,7 @@ def _search_stop(deadline: float | None, cost: float) -> tuple[int, int]:
     clock, a deadline (and, without a cycle counter, a limit at about 200,000
     sets a second).
     """
-    from .._compiled import NO_DEADLINE, cycles_per_second, deadline_cycles
+    from onnxmem.core._compiled import NO_DEADLINE, cycles_per_second, deadline_cycles
 
     if deadline is None:
         return NO_DEADLINE, 0

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..graph import GraphView
-from ..workclock import charge, now
-from .cost import Piece, build_order_graph, segment_pieces, simulate
-from .registry import OrderOptions, register
+from onnxmem.core.workclock import charge, now
+from onnxmem.graph.view import GraphView
+from onnxmem.scheduling.cost import Piece, build_order_graph, segment_pieces, simulate
+from onnxmem.scheduling.registry import OrderOptions, register
 
 __all__ = ["greedy_order", "longest_path_order"]
 
@@ -46,7 +46,7 @@ NEG = -(1 << 62)
 #: beam width, and the largest piece the beam search runs on
 BEAM_WIDTH = 16
 BEAM_MAX = 400
-#: work units (:mod:`onnxmem.workclock`) per node a list schedule places and
+#: work units (:mod:`onnxmem.core.workclock`) per node a list schedule places and
 #: per state a beam layer keeps
 STEP_COST = 20.0
 

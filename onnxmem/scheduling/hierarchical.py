@@ -52,9 +52,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from ..graph import GraphView
-from ..workclock import charge, now
-from .cost import (
+from onnxmem.core.workclock import charge, now
+from onnxmem.graph.view import GraphView
+from onnxmem.scheduling.cost import (
     Cuts,
     OrderGraph,
     Piece,
@@ -63,9 +63,9 @@ from .cost import (
     order_peak,
     simulate,
 )
-from .exact import exact_piece, forced_segments
-from .heuristics import greedy_piece
-from .registry import OrderOptions, register, stable_topological_order
+from onnxmem.scheduling.exact import exact_piece, forced_segments
+from onnxmem.scheduling.heuristics import greedy_piece
+from onnxmem.scheduling.registry import OrderOptions, register, stable_topological_order
 
 __all__ = ["AUTO_TIMEOUT", "LEAF", "auto_order", "hierarchical_local"]
 
@@ -75,7 +75,7 @@ LEAF = 40
 AUTO_TIMEOUT = 2.0
 #: largest part ``auto`` searches exactly
 AUTO_EXACT = 400
-#: work units (:mod:`onnxmem.workclock`) per node of an exact peak evaluation
+#: work units (:mod:`onnxmem.core.workclock`) per node of an exact peak evaluation
 PEAK_COST = 20.0
 
 

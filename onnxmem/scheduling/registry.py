@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..errors import ModelError, show_name
-from ..graph import GraphView
-from ..toposort import stable_order
-from ..workclock import session
+from onnxmem.core.errors import ModelError, show_name
+from onnxmem.core.toposort import stable_order
+from onnxmem.core.workclock import session
+from onnxmem.graph.view import GraphView
 
 __all__ = [
     "ORDERS",
@@ -31,10 +31,10 @@ __all__ = [
 class OrderOptions:
     """``timeout``: budget seconds a search may take (counted work, the same
     order at any load, unless the process uses the wall clock: see
-    :mod:`onnxmem.workclock`); ``alignment``: bytes, for
+    :mod:`onnxmem.core.workclock`); ``alignment``: bytes, for
     strategies that score orders by the arena they would need; ``io``: the
     liveness rule for graph inputs and outputs; ``inplace``: score orders with
-    the sharing of :mod:`onnxmem.aliasing` (views and in-place outputs, as
+    the sharing of :mod:`onnxmem.analysis.aliasing` (views and in-place outputs, as
     ``onnxmem plan --inplace on`` plans them), else every tensor on its own."""
 
     timeout: float | None = None

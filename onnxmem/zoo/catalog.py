@@ -29,9 +29,9 @@ from typing import Any
 
 import onnx
 
-from ..errors import OnnxmemError, show_name
-from ..fileio import write_text_atomic
-from ..model import initializers, tensor_bytes
+from onnxmem.core.errors import OnnxmemError, show_name
+from onnxmem.core.fileio import write_text_atomic
+from onnxmem.model.load import initializers, tensor_bytes
 
 __all__ = [
     "LIGHT_MODELS",

@@ -15,7 +15,7 @@ from typing import Any, cast
 import numpy as np
 import onnx
 
-from .catalog import describe_model
+from onnxmem.zoo.catalog import describe_model
 
 __all__ = ["MAX_IR_VERSION", "SEED", "Entry", "Export", "catalog_entry", "export", "import_torch"]
 

@@ -27,8 +27,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..errors import OnnxmemError
-from ..model import initializers, load_model
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.model.load import initializers, load_model
 
 __all__ = [
     "FILL_PREFIX",

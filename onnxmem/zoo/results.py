@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import OnnxmemError
-from ..fileio import OutputSet, write_text_atomic
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.core.fileio import OutputSet, write_text_atomic
 
 __all__ = [
     "STATUSES",
@@ -98,7 +98,7 @@ def machine_info() -> dict[str, Any]:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         memory = 0
-    from .. import __version__
+    from onnxmem import __version__
 
     return {
         "platform": platform.platform(),

@@ -27,13 +27,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import OnnxmemError, PlanInvalid
-from ..execution import DEVICES as VERIFY_DEVICES
-from ..isolation import RUN_SECONDS, run_limits
-from .catalog import ZooModel
-from .fixtures import materialize
-from .results import ZooResult
-from .settings import DEFAULT_MODEL_TIMEOUT, EXECUTORS
+from onnxmem.core.errors import OnnxmemError, PlanInvalid
+from onnxmem.runtime.arena import DEVICES as VERIFY_DEVICES
+from onnxmem.runtime.isolation import RUN_SECONDS, run_limits
+from onnxmem.zoo.catalog import ZooModel
+from onnxmem.zoo.fixtures import materialize
+from onnxmem.zoo.results import ZooResult
+from onnxmem.zoo.settings import DEFAULT_MODEL_TIMEOUT, EXECUTORS
 
 __all__ = [
     "DEFAULT_MODEL_TIMEOUT",
@@ -55,14 +55,14 @@ Callback = Callable[[ZooResult], None]
 class ZooOptions:
     """How to run a zoo. ``plan.dims`` and ``plan.input_shapes`` override each model's own."""
 
-    plan: Any = None  # onnxmem.pipeline.PlanOptions; None means its defaults
+    plan: Any = None  # onnxmem.planning.pipeline.PlanOptions; None means its defaults
     verify: str | None = None  # None, "cpu" or "cuda"
     jobs: int = 1
     executor: str = "local"
     work_dir: Path | None = None  # runnable copies of weight-free models, plans
     model_timeout: float | None = DEFAULT_MODEL_TIMEOUT  # seconds per model; 0/None: no limit
     seed: int = 0
-    time_limit: float = RUN_SECONDS  # seconds each onnxruntime run may take (onnxmem.isolation)
+    time_limit: float = RUN_SECONDS  # seconds each onnxruntime run may take (onnxmem.runtime.isolation)
 
 
 #: what runs one model: a top-level function (child processes import it by name)
@@ -72,14 +72,14 @@ Task = Callable[[ZooModel, ZooOptions], ZooResult]
 def run_model(model: ZooModel, options: ZooOptions) -> ZooResult:
     """Plan (and verify) one model; every error becomes a result, none escapes. Its
     onnxruntime runs (measuring shapes, verifying) are bounded by ``options.time_limit``
-    and happen in one child process (:mod:`onnxmem.isolation`)."""
+    and happen in one child process (:mod:`onnxmem.runtime.isolation`)."""
     with run_limits(seconds=options.time_limit, address_space=options.verify != "cuda"):
         return _plan_and_verify(model, options)
 
 
 def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
-    from ..pipeline import PlanOptions, plan_model
-    from ..plan import write_plan
+    from onnxmem.planning.pipeline import PlanOptions, plan_model
+    from onnxmem.plans.point import write_plan
 
     start = time.perf_counter()
     base = options.plan or PlanOptions()
@@ -148,18 +148,18 @@ def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
 
 def verify_and_measure(planned: Any, path: Path, device: str, seed: int,
                        inputs: Mapping[str, Any] | None = None) -> tuple[str, str, int | None]:
-    """Prove the plan and execute it in one arena (``onnxmem.verify``), then measure
-    onnxruntime's own peak on the same graph (``onnxmem.ortpeak``, optimizations off).
+    """Prove the plan and execute it in one arena (``onnxmem.verify.run``), then measure
+    onnxruntime's own peak on the same graph (``onnxmem.runtime.peak``, optimizations off).
 
     Returns ``(verdict, detail, onnxruntime_peak_bytes)``; verdict is ``pass`` or ``FAIL``.
     The peak is counted over the tensors the arena holds
-    (:func:`onnxmem.ortpeak.comparable_peak`: plus graph inputs for ``--io
+    (:func:`onnxmem.runtime.peak.comparable_peak`: plus graph inputs for ``--io
     internal``). A peak that cannot be measured is ``None`` and said in ``detail``.
-    ``planned``: an :class:`onnxmem.pipeline.Planned` (its view is the one verified);
+    ``planned``: an :class:`onnxmem.planning.pipeline.Planned` (its view is the one verified);
     ``inputs``: values for some graph inputs (the others seeded random).
     """
-    from .. import verify
-    from ..ortpeak import comparable_peak, ort_peak
+    from onnxmem.runtime.peak import comparable_peak, ort_peak
+    from onnxmem.verify import run as verify
 
     report = verify.verify_plan(planned.model, planned.plan, model_path=path, view=planned.view,
                                 options=verify.VerifyOptions(device=device, seed=seed, inputs=inputs))

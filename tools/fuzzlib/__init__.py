@@ -10,7 +10,7 @@ working directory of the run::
     <case>/out/       the only place the command may write, and only the named outputs
 
 The runner executes ``onnxmem`` in long-lived worker processes (each imports
-onnxmem once, then runs ``onnxmem.cli.main`` per case with file descriptors 1 and
+onnxmem once, then runs ``onnxmem.cli.main.main`` per case with file descriptors 1 and
 2 redirected to files, exactly as a subprocess would see them), under an address
 space limit and a wall-clock bound enforced by the parent, which kills and
 replaces a worker that overruns. An audit hook in the worker records every file
@@ -20,7 +20,7 @@ marker. The parent snapshots the case folder before and after and checks, per
 case (``check_result``):
 
 - exit 0 with every named output present and every plan valid against
-  ``onnxmem/schema/plan.schema.json``, or exit 1 (3 from ``verify``: the plan is
+  ``onnxmem/plans/schema/plan.schema.json``, or exit 1 (3 from ``verify``: the plan is
   wrong; 4 from ``pack``: no fit) with exactly one line on stderr;
 - no ``Traceback``; no raw control characters (names are printed escaped);
 - no file created, changed or removed in the case folder except the named

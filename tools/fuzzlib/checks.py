@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from onnxmem.solvers.pack import EXIT_NO_PLAN
+from onnxmem.core.solvers.pack import EXIT_NO_PLAN
 
 from .common import CANARY, MARK, SCHEMA_PATH, Case
 

@@ -8,7 +8,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SHIPPED_MODELS = ROOT / "models"
-SCHEMA_PATH = ROOT / "onnxmem" / "schema" / "plan.schema.json"
+SCHEMA_PATH = ROOT / "onnxmem" / "plans" / "schema" / "plan.schema.json"
 #: every code-execution payload names this file; its presence anywhere is a failure
 MARK = "PWNED"
 CANARY = "outside/canary.bin"

@@ -275,7 +275,7 @@ class Corpus:
         """Plan every base once with the library (the plans the plan family corrupts)."""
         if self._plans_made:
             return
-        from onnxmem.pipeline import PlanOptions, plan_model
+        from onnxmem.planning.pipeline import PlanOptions, plan_model
 
         for b in self.bases:
             key = (b.name, tuple(b.args), tuple(sorted(b.files.items())))
@@ -307,9 +307,9 @@ class Corpus:
         """Plan ``dynamic`` over ``batch`` 1..8 once with the library (``plan --dim batch=1:8``)."""
         if self.range_json is not None:
             return self.range_json
-        from onnxmem.model import load_model
-        from onnxmem.pipeline import PlanOptions
-        from onnxmem.rangeplan import plan_range, render_range_plan
+        from onnxmem.model.load import load_model
+        from onnxmem.planning.pipeline import PlanOptions
+        from onnxmem.planning.ranges import plan_range, render_range_plan
 
         b = self.by_name("dynamic")
         folder = self.root / "bases" / "range"

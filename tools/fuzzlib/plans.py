@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from onnxmem.solvers.pack import EXIT_NO_PLAN
+from onnxmem.core.solvers.pack import EXIT_NO_PLAN
 
 from .common import Base, Case
 from .corpus import HOSTILE_NAMES, Corpus

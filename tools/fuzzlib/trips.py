@@ -26,7 +26,7 @@ KINDS = ("trips", "trips", "endless", "endless_max", "trips_scan")
 @functools.cache
 def time_limit_option(command: str) -> bool:
     """Whether ``onnxmem COMMAND`` takes ``--time-limit`` in this tree."""
-    import onnxmem.cli as cli
+    import onnxmem.cli.main as cli
 
     name = "plan" if command == "measure" else command
     cmd = cli.main.commands.get(name)

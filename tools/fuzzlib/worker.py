@@ -1,4 +1,4 @@
-"""The worker processes that run ``onnxmem.cli.main`` per case, and the audit hook that
+"""The worker processes that run ``onnxmem.cli.main.main`` per case, and the audit hook that
 records reads, writes, started processes and compiled payload text while a case runs."""
 from __future__ import annotations
 
@@ -152,8 +152,8 @@ def _warm_compiled_code(folder: str) -> None:
     not a case's work. The model is written into ``folder`` (cleared afterwards)."""
     import onnx
 
-    from onnxmem.generate import randwire
-    from onnxmem.pipeline import PlanOptions, plan_model
+    from onnxmem.model.generate import randwire
+    from onnxmem.planning.pipeline import PlanOptions, plan_model
 
     path = os.path.join(folder, "warm.onnx")
     onnx.save(randwire(16, seed=0), path)
@@ -189,10 +189,10 @@ def _prepare(scratch: str, mem_limit: int) -> tuple[str, ...]:
     import onnxruntime  # noqa: F401
     import sympy  # noqa: F401
 
-    import onnxmem.cli  # noqa: F401  the imports every case shares
-    import onnxmem.pipeline  # noqa: F401
-    import onnxmem.report  # noqa: F401
-    import onnxmem.verify  # noqa: F401
+    import onnxmem.cli.main  # noqa: F401  the imports every case shares
+    import onnxmem.planning.pipeline  # noqa: F401
+    import onnxmem.report.text  # noqa: F401
+    import onnxmem.verify.run  # noqa: F401
     _warm_compiled_code(os.path.join(scratch, "tmp"))
 
     _clear(os.path.join(scratch, "tmp"))
@@ -227,7 +227,7 @@ def _run_once(request_path: str, scratch: str, mem_limit: int) -> None:
 
 
 def _run_request(req: dict[str, Any], scratch: str, system_roots: tuple[str, ...]) -> dict[str, Any]:
-    import onnxmem.cli as cli
+    import onnxmem.cli.main as cli
 
     folder = req["folder"]
     out_path = os.path.join(scratch, "stdout")

@@ -1,0 +1,1 @@
+"""Analyses of a view: lifetimes, liveness, aliasing and in-place rules, happens-before."""

@@ -1,0 +1,359 @@
+"""Reading input files and writing output files, safely.
+
+Inputs: :func:`read_input` reads a file the user named only when it is a
+regular file (after resolving links) no larger than a bound, so a device, a
+FIFO or a huge file gives a one-line error instead of a hang or running out of
+memory. The file is opened without blocking and checked on the open handle, so
+it cannot be swapped for a FIFO between the check and the read.
+
+Outputs: all outputs of one command are written together at the end, or none.
+An :class:`OutputSet` checks every output path up front (before any work):
+
+1. the folder exists and the path is not a folder;
+2. an existing path is a regular file (a device node or a FIFO is never replaced);
+3. the path is neither an input of the command nor another output of it,
+   compared after resolving links (and by inode, for hard links).
+
+Each output's bytes are rendered first (:meth:`OutputSet.put`); :meth:`OutputSet.commit`
+then writes each to a temporary file beside its target and renames them all
+over their targets. A failure before the renames leaves no output and no
+temporary file; a failure during them puts back the files already replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from onnxmem.core.errors import OnnxmemError, show_name
+
+__all__ = [
+    "MAX_CSV_BYTES",
+    "MAX_DATA_BYTES",
+    "MAX_MODEL_BYTES",
+    "MAX_PLAN_BYTES",
+    "OutputSet",
+    "check_input",
+    "check_output_path",
+    "open_input",
+    "read_input",
+    "write_bytes_atomic",
+    "write_text_atomic",
+]
+
+#: largest model file read: protobuf refuses messages of 2 GiB and more
+MAX_MODEL_BYTES = 2**31 - 1
+#: largest plan file read
+MAX_PLAN_BYTES = 256 * 2**20
+#: largest CSV problem file read
+MAX_CSV_BYTES = 2**30
+#: largest other input read (an .npz of inputs, a zoo list, a baseline)
+MAX_DATA_BYTES = 2**31
+
+
+def _label(path: str | os.PathLike[str]) -> str:
+    return show_name(os.fspath(path))
+
+
+def _not_a_file(mode: int, folder_fix: str, other_fix: str) -> str | None:
+    """Why a path of this ``st_mode`` is not a regular file, with the fix; ``None`` if it is one."""
+    if stat.S_ISDIR(mode):
+        return f"is a folder; {folder_fix}"
+    if not stat.S_ISREG(mode):
+        return f"is not a regular file (a device, FIFO or socket); {other_fix}"
+    return None
+
+
+def open_input(path: str | os.PathLike[str], what: str, limit: int, error: type[OnnxmemError]) -> int:
+    """An open descriptor of ``path`` once it is known to be a regular file of at most ``limit`` bytes."""
+    name = _label(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise error(f"cannot read {what} {name}: it does not exist; check the path") from None
+    except IsADirectoryError:
+        raise error(f"{what} {name} is a folder; give a file") from None
+    except ValueError:
+        raise error(f"{what} path {name} contains a NUL byte; give a real path") from None
+    except OSError as exc:
+        raise error(f"cannot open {what} {name}: {exc.strerror}; check the path and its permissions") from None
+    try:
+        info = os.fstat(fd)
+        why = _not_a_file(info.st_mode, "give a file", "give a file on disk")
+        if why is not None:
+            raise error(f"{what} {name} {why}")
+        if info.st_size > limit:
+            raise error(
+                f"{what} {name} has {info.st_size:,} bytes, more than the {limit:,} onnxmem "
+                "reads; check that it is the right file"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_input(
+    path: str | os.PathLike[str],
+    what: str,
+    limit: int,
+    error: type[OnnxmemError] = OnnxmemError,
+) -> None:
+    """Refuse ``path`` unless it is a regular file of at most ``limit`` bytes (another reader reads it)."""
+    os.close(open_input(path, what, limit, error))
+
+
+def read_input(
+    path: str | os.PathLike[str],
+    what: str,
+    limit: int,
+    error: type[OnnxmemError] = OnnxmemError,
+) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes.
+
+    ``what`` names the file in messages (``"model file"``, ``"plan file"``);
+    every refusal is an ``error`` that names the path, the rule and the fix.
+    """
+    fd = open_input(path, what, limit, error)
+    try:
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 << 24, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise error(
+                    f"{what} {_label(path)} grew past the {limit:,} bytes onnxmem reads while it "
+                    "was read; check that it is the right file"
+                )
+        return b"".join(chunks)
+    except OSError as exc:
+        raise error(f"cannot read {what} {_label(path)}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _resolved(path: str | os.PathLike[str]) -> Path:
+    return Path(os.path.realpath(os.fspath(path)))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a == b:
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+@dataclass(slots=True)
+class _Output:
+    label: str  # the flag or argument that named it, for messages
+    given: str  # the path as given
+    target: Path  # the path as resolved: what is replaced
+    data: bytes | None = None
+
+
+class OutputSet:
+    """The output files of one command: checked first, written together at the end, or none.
+
+    >>> outs = OutputSet(inputs=["model.onnx"])            # doctest: +SKIP
+    >>> outs.add("plan.json", "-o")                         # doctest: +SKIP
+    >>> outs.put("plan.json", b"{}")                        # doctest: +SKIP
+    >>> outs.commit()                                       # doctest: +SKIP
+    """
+
+    def __init__(self, inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
+        self._inputs: list[tuple[str, Path]] = []
+        self._outputs: dict[str, _Output] = {}
+        for p in inputs:
+            self.add_input(p)
+
+    def add_input(self, path: str | os.PathLike[str]) -> None:
+        """Declare a file the command reads; no output may be it."""
+        self._inputs.append((os.fspath(path), _resolved(path)))
+        for out in self._outputs.values():
+            self._check_not_input(out)
+
+    def _check_not_input(self, out: _Output) -> None:
+        for given, resolved in self._inputs:
+            if _same_file(out.target, resolved):
+                raise OnnxmemError(
+                    f"{out.label} {show_name(out.given)} is the input file {show_name(given)}; "
+                    "writing it would destroy the input: choose another output path"
+                )
+
+    def add(self, path: str | os.PathLike[str], label: str) -> Path:
+        """Check ``path`` as an output named by ``label`` (a flag, e.g. ``-o``); returns it."""
+        given = os.fspath(path)
+        if not given:
+            raise OnnxmemError(f"{label}: the output path is empty; give a file name")
+        if "\0" in given:
+            raise OnnxmemError(f"{label} {show_name(given)} contains a NUL byte; give a real path")
+        if os.path.islink(given):
+            raise OnnxmemError(
+                f"{label} {show_name(given)} is a symbolic link; onnxmem does not write through "
+                "links: give the path of a file itself"
+            )
+        target = _resolved(given)
+        parent = target.parent
+        if not parent.is_dir():
+            raise OnnxmemError(
+                f"{label} {show_name(given)}: folder {show_name(Path(given).parent)} does not exist; "
+                "create it or choose another path"
+            )
+        try:
+            info = os.stat(target)
+        except FileNotFoundError:
+            info = None
+        except OSError as exc:
+            raise OnnxmemError(f"{label} {show_name(given)}: {exc.strerror}; choose another path") from None
+        why = None if info is None else _not_a_file(
+            info.st_mode, "give a file name", "onnxmem never replaces one: choose a file path"
+        )
+        if why is not None:
+            raise OnnxmemError(f"{label} {show_name(given)} {why}")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise OnnxmemError(
+                f"{label} {show_name(given)}: folder {show_name(str(parent))} is not writable; "
+                "choose another path"
+            )
+        out = _Output(label, given, target)
+        self._check_not_input(out)
+        for other in self._outputs.values():
+            if _same_file(other.target, target):
+                raise OnnxmemError(
+                    f"{label} {show_name(given)} is also the output of {other.label}; "
+                    "give each output its own path"
+                )
+        self._outputs[given] = out
+        return target
+
+    def put(self, path: str | os.PathLike[str], data: bytes | str) -> None:
+        """Set the bytes of an output added before (text is written as UTF-8)."""
+        out = self._outputs[os.fspath(path)]
+        out.data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+    def commit(self) -> None:
+        """Write every output: all to temporary files first, then rename each over its target."""
+        missing = [o.label for o in self._outputs.values() if o.data is None]
+        if missing:  # a caller bug, not a user error
+            raise RuntimeError(f"outputs without data: {', '.join(missing)}")
+        for out in self._outputs.values():  # the inputs may have been named since add()
+            self._check_not_input(out)
+        temps: list[tuple[_Output, str]] = []
+        try:
+            for out in self._outputs.values():
+                temps.append((out, _write_temp(out, out.data or b"")))
+            _rename_all(temps)
+        except BaseException:
+            for _, tmp in temps:
+                _unlink(tmp)
+            raise
+
+
+def _write_temp(out: _Output, data: bytes) -> str:
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.target.name}.", suffix=".tmp", dir=out.target.parent)
+    except OSError as exc:
+        raise OnnxmemError(f"cannot write {out.label} {show_name(out.given)}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # mkstemp creates 0600; give the file the mode an ordinary open() would
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+    except OSError as exc:
+        _unlink(tmp)
+        raise OnnxmemError(f"cannot write {out.label} {show_name(out.given)}: {exc.strerror}") from None
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return tmp
+
+
+def _rename_all(temps: list[tuple[_Output, str]]) -> None:
+    """Rename each temporary file over its target; on a failure, put the old files back."""
+    renamed: list[tuple[Path, str | None]] = []  # (target, hard link to its old content or None)
+    backup: str | None = None
+    try:
+        for out, tmp in temps:
+            backup = None
+            try:
+                info = os.stat(out.target)
+            except FileNotFoundError:
+                info = None
+            if info is not None and not stat.S_ISREG(info.st_mode):
+                raise OnnxmemError(
+                    f"{out.label} {show_name(out.given)} became a non-regular file while onnxmem "
+                    "ran; onnxmem never replaces one: choose a file path"
+                )
+            if info is not None:
+                backup = tmp + ".old"
+                try:
+                    os.link(out.target, backup)
+                except OSError:
+                    backup = None
+            try:
+                os.replace(tmp, out.target)
+            except OSError as exc:
+                raise OnnxmemError(
+                    f"cannot write {out.label} {show_name(out.given)}: {exc.strerror}"
+                ) from None
+            renamed.append((out.target, backup))
+            backup = None
+    except BaseException:
+        if backup:
+            _unlink(backup)
+        for target, old in reversed(renamed):
+            if old:
+                try:
+                    os.replace(old, target)
+                except OSError:
+                    _unlink(old)
+            else:
+                _unlink(str(target))
+        raise
+    for _, old in renamed:
+        if old:
+            _unlink(old)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def check_output_path(path: str | os.PathLike[str], what: str = "output") -> Path:
+    """Fail early, before any work, when ``path`` cannot be an output (see :class:`OutputSet`)."""
+    return OutputSet().add(path, what)
+
+
+def write_bytes_atomic(
+    path: str | os.PathLike[str], data: bytes, what: str = "output",
+    inputs: Iterable[str | os.PathLike[str]] = (),
+) -> None:
+    """Write one output file atomically, with the checks of :class:`OutputSet`."""
+    outs = OutputSet(inputs)
+    outs.add(path, what)
+    outs.put(path, data)
+    outs.commit()
+
+
+def write_text_atomic(
+    path: str | os.PathLike[str], text: str, what: str = "output",
+    inputs: Iterable[str | os.PathLike[str]] = (),
+) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"), what, inputs)

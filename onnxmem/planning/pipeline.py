@@ -1,0 +1,359 @@
+"""From an ONNX file to a validated memory plan: the steps in one place.
+
+load -> infer shapes -> view -> plan the bodies (:mod:`onnxmem.planning.bodies`) ->
+order -> liveness -> problem -> solve -> validate -> plan. The CLI, the zoo job and the benchmarks call
+:func:`plan_model`; each step is also usable on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping
+
+import numpy as np
+import onnx
+
+from onnxmem.analysis.liveness import Liveness
+from onnxmem.core.errors import OnnxmemError, PlanInvalid, show_name
+from onnxmem.core.problem import Solution, live_bytes
+from onnxmem.core.solvers import SOLVERS, SolveOptions, solve
+from onnxmem.core.workclock import now, session
+from onnxmem.graph.view import BRANCH_NAMES, GraphView, build_view, excluded_branches, with_regions
+from onnxmem.model.load import ShapeInfo, file_sha256, infer_shapes, load_model
+from onnxmem.planning.bodies import (
+    BodyPlan,
+    InsideOption,
+    aliased_liveness,
+    body_tensors,
+    choose_inside,
+    level_tensors,
+    nested_bound,
+    outside_values,
+    plan_bodies,
+    region_bounds,
+)
+from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
+from onnxmem.proof.plan import prove_plan
+from onnxmem.scheduling import OrderOptions, reorder, stable_topological_order
+from onnxmem.scheduling.cost import order_peak
+
+__all__ = [
+    "PlanOptions",
+    "Planned",
+    "aliased_liveness",
+    "default_solver",
+    "branch_record",
+    "fold_record",
+    "plan_branches",
+    "plan_fold",
+    "plan_liveness",
+    "plan_loaded",
+    "plan_model",
+]
+
+Progress = Callable[[str], None]
+
+
+def default_solver() -> str:
+    return "auto" if "auto" in SOLVERS else "greedy"
+
+
+def default_order() -> str:
+    from onnxmem.scheduling import ORDERS
+
+    return "auto" if "auto" in ORDERS else "file"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    """Everything ``onnxmem plan`` can be told; the defaults are the CLI's."""
+
+    solver: str = field(default_factory=default_solver)
+    order: str = field(default_factory=default_order)
+    alignment: int = 64
+    io: str = "internal"
+    dims: Mapping[str, int] = field(default_factory=dict)
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    measure_shapes: bool = False
+    timeout: float | None = None
+    seed: int = 0
+    inplace: bool = True  # views and in-place outputs share bytes (onnxmem.analysis.aliasing)
+    strict_dims: bool = True  # a dims name the model does not declare is an error
+    fold: bool = True  # nodes computed only from weights are folded into weights (onnxmem.graph.view)
+    #: values of some graph inputs (--inputs): used when measuring shapes; their shapes bind dims
+    inputs: Mapping[str, np.ndarray] | None = field(default=None, compare=False)
+    concurrency: str = "sequential"  # "dag": safe under every schedule the graph allows (onnxmem.analysis.happens_before)
+    #: If branches runs take (``--branch``): ``{If node path: "then_branch"|"else_branch"}``; the
+    #: other branch of each is left out of the plan (:func:`onnxmem.graph.view.excluded_branches`)
+    branches: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A plan and the objects it was made from (for annotation and verification).
+    ``view`` carries the regions of its bodies; ``bodies``: each body's plan, by path."""
+
+    plan: MemoryPlan
+    model: onnx.ModelProto
+    view: GraphView
+    liveness: Liveness
+    solution: Solution
+    shapes: ShapeInfo
+    bodies: Mapping[str, BodyPlan] = field(default_factory=dict)
+
+
+def plan_model(
+    path: str | os.PathLike[str], options: PlanOptions | None = None, progress: Progress | None = None
+) -> Planned:
+    """Plan the model at ``path``; raises ``OnnxmemError`` for bad input."""
+    say = progress or (lambda _msg: None)
+    say("reading model")
+    model = load_model(path)
+    return plan_loaded(model, path, options, progress)
+
+
+def plan_loaded(
+    model: onnx.ModelProto,
+    path: str | os.PathLike[str],
+    options: PlanOptions | None = None,
+    progress: Progress | None = None,
+) -> Planned:
+    """Plan an already loaded model (``path`` locates its external data)."""
+    with session():  # the bodies' and the main graph's searches share one count of work
+        return _plan_loaded(model, path, options, progress)
+
+
+def _plan_loaded(
+    model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOptions | None, progress: Progress | None,
+) -> Planned:
+    opts = options or PlanOptions()
+    say = progress or (lambda _msg: None)
+    t0 = time.perf_counter()
+    say("inferring shapes")
+    if opts.inputs:
+        from onnxmem.runtime.inputs import bind_input_shapes
+
+        opts = replace(opts, input_shapes=bind_input_shapes(model, opts.inputs, opts.input_shapes))
+    excluded = excluded_branches(model, opts.branches)
+    if opts.measure_shapes:
+        from onnxmem.runtime.ort import (
+            infer_measured_shapes,  # onnxruntime sessions: only when measuring
+        )
+
+        shapes = infer_measured_shapes(model, model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
+                                       seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs,
+                                       excluded=excluded)
+    else:
+        shapes = infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
+                              strict_dims=opts.strict_dims, excluded=excluded)
+    view = build_view(model, shapes, fold=opts.fold)
+    base = view
+    bodies: dict[str, BodyPlan] = {}
+    sizes: dict[str, int] = {}
+    inside: dict[str, InsideOption] = {}
+    main = opts  # the main graph's options: what is left of --timeout after the bodies
+    if view.bodies:
+        say("planning subgraph bodies")
+        tb = now()
+        sizes, bodies = plan_bodies(view, opts, inside)
+        view = with_regions(view, sizes)
+        if opts.timeout is not None:
+            main = replace(opts, timeout=max(opts.timeout - (now() - tb), 0.01))
+    say(f"ordering {len(view.ops)} nodes")
+    order = reorder(
+        view, opts.order,
+        OrderOptions(timeout=main.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace),
+    )
+    liveness = aliased_liveness(view, order, opts)
+    view, liveness = choose_inside(base, view, order, opts, liveness, sizes, bodies, inside, recursive=True)
+    planned = plan_liveness(model, path, shapes, view, liveness, main, progress, started=t0, bodies=bodies)
+    if main is opts:
+        return planned
+    solver = {**planned.plan.solver, "params": {**planned.plan.solver["params"], "timeout": opts.timeout}}
+    return replace(planned, plan=replace(planned.plan, solver=solver))
+
+
+def plan_liveness(
+    model: onnx.ModelProto,
+    path: str | os.PathLike[str],
+    shapes: ShapeInfo,
+    view: GraphView,
+    liveness: Liveness,
+    options: PlanOptions | None = None,
+    progress: Progress | None = None,
+    *,
+    started: float | None = None,
+    bodies: Mapping[str, BodyPlan] | None = None,
+) -> Planned:
+    """Solve ``liveness`` (any order and layout), record the plan and prove it.
+
+    The last steps of :func:`plan_loaded`, for a liveness built elsewhere
+    (a hand-made layout, every Concat placement, ...); the static proof
+    refuses a layout that breaks the sharing rules with ``PlanInvalid``.
+    ``started``: the ``time.perf_counter()`` the plan's time counts from.
+    ``bodies``: the plans of the view's bodies (:func:`onnxmem.planning.bodies.plan_bodies`),
+    whose regions ``view`` carries; planned here when not given.
+    """
+    opts = options or PlanOptions()
+    say = progress or (lambda _msg: None)
+    t0 = time.perf_counter() if started is None else started
+    if bodies is None:
+        sizes, bodies = plan_bodies(view, opts)
+        if any(size and view.path == "" and not view.regions for size in sizes.values()):
+            raise ValueError("plan_liveness: the view lacks the regions of its bodies; plan with plan_loaded")
+    order = liveness.order
+    problem = liveness.problem
+    say(f"assigning {len(problem)} buffers ({opts.solver})")
+    solution = solve(problem, opts.solver, SolveOptions(timeout=opts.timeout, seed=opts.seed))
+    if not solution.found:
+        raise OnnxmemError(
+            f"solver '{opts.solver}' found no plan ({solution.status}); try --solver greedy"
+        )
+    plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0, bodies)
+    if opts.concurrency == "sequential":  # the order matters: how the file's own order compares
+        file_order = stable_topological_order(view)
+        file_bound = (
+            plan.lower_bound if file_order == order
+            else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
+        )
+        plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound})
+    else:  # every schedule: no order has a bound of its own
+        plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
+    plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view),
+                                **branch_record(opts.branches)})
+    findings = prove_plan(plan, view, limit=5)
+    if findings:
+        raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
+    return Planned(plan, model, view, liveness, solution, shapes, bodies)
+
+
+def branch_record(branches: Mapping[str, str]) -> dict[str, object]:
+    """What the plan records of ``--branch`` under ``extra``: ``{"branches": {If node path:
+    the branch runs take}}`` (:func:`plan_branches` reads it back); nothing without it."""
+    return {"branches": {k: BRANCH_NAMES[v] for k, v in sorted(branches.items())}} if branches else {}
+
+
+def plan_branches(plan: MemoryPlan) -> dict[str, str]:
+    """The If branches ``plan`` assumes runs take (see :func:`branch_record`); ``{}`` for none."""
+    found = plan.extra.get("branches")
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): str(v) for k, v in found.items() if isinstance(k, str) and v in BRANCH_NAMES}
+
+
+def fold_record(view: GraphView, fold: bool) -> dict[str, object]:
+    """What the plan records of constant folding, under ``extra``.
+
+    ``fold``: ``"on"`` or ``"off"`` (:func:`plan_fold` reads it back; plans
+    without it were made before folding existed, as with ``"off"``).
+    ``folded``: the values computed once from weights (origin ``folded`` in
+    :class:`onnxmem.graph.view.Tensor`), kept out of the arena and counted in
+    ``weights_size``, in node order. Each is a value of the main graph that
+    the plan keeps outside the arena for the reason ``folded``.
+    """
+    return {"fold": "on" if fold else "off", "folded": view.folded()}
+
+
+def plan_fold(plan: MemoryPlan) -> bool:
+    """Whether ``plan`` was made with constant folding on (see :func:`fold_record`)."""
+    return plan.extra.get("fold") == "on"
+
+
+def outside_extra(view: GraphView) -> dict[str, object]:
+    """``{"outside": [...]}`` for a view with caller-owned tensors (a training graph's
+    parameters, gradient accumulation buffers, ...), each ``{name, reason, dtype, shape,
+    size}``; empty otherwise. The plan's ``extra`` carries it."""
+    if not view.outside:
+        return {}
+    rows = []
+    for name, reason in view.outside.items():
+        t = view.tensors.get(name)
+        if t is not None:
+            rows.append({"name": name, "reason": reason, "dtype": t.dtype, "shape": list(t.shape), "size": t.size})
+    return {"outside": rows}
+
+
+def _make_plan(
+    model: onnx.ModelProto,
+    path: str | os.PathLike[str],
+    opts: PlanOptions,
+    shapes: ShapeInfo,
+    view: GraphView,
+    liveness: Liveness,
+    solution: Solution,
+    seconds: float,
+    bodies: Mapping[str, BodyPlan],
+) -> MemoryPlan:
+    problem = liveness.problem
+    objects: tuple[SharedObject, ...] = ()
+    form = SOLVERS[solution.solver].form if solution.solver in SOLVERS else "offsets"
+    if solution.objects is not None:
+        form = "shared-objects"
+        sizes: dict[int, int] = {}
+        offs: dict[int, int] = {}
+        for i, obj in enumerate(solution.objects):
+            b = problem.buffers[i]
+            sizes[obj] = max(sizes.get(obj, 0), b.size)
+            offs[obj] = solution.offsets[i]
+        objects = tuple(SharedObject(k, sizes[k], offs[k]) for k in sorted(sizes))
+    tensors = level_tensors(view, liveness, solution)
+    tensors += body_tensors(view, tensors, bodies)
+    bound = {(bp.path, o) for bp in bodies.values() if bp.outputs == "owner" for o in bp.view.outputs
+             if bp.view.tensors[o].producer is not None and bp.view.tensors[o].kind != "weight"}
+    outside, warnings = outside_values(model.graph, view, {(t.graph, t.name) for t in tensors}, opts.io, bound)
+    regions = {(t.graph, t.name) for t in tensors if t.kind == "region"}
+    status = str(solution.status.value)
+    if status == "optimal" and (warnings or any(not b.solution.optimal for b in bodies.values())):
+        status = "feasible"  # the main graph is at its bound; some body is not, or is not planned
+    naive = sum(b.size for b in problem.buffers if ("", b.id) not in regions)
+    naive += sum(b.size for bp in bodies.values() for b in bp.liveness.problem.buffers
+                 if (bp.path, b.id) not in regions)
+    subgraphs = tuple(
+        SubgraphPlan(bp.path, bp.parent, bp.owner, bp.attr, bp.kind,
+                     tuple(bp.view.ops[i].name for i in bp.liveness.order),
+                     tuple(bp.view.ops[i].op_type for i in bp.liveness.order),
+                     bp.arena_size, bp.lower_bound,
+                     {"name": bp.solution.solver, "status": bp.solution.status,
+                      "seconds": round(bp.solution.seconds, 6)}, bp.outputs)
+        for bp in bodies.values()
+    )
+    curve = live_bytes(problem)
+    return MemoryPlan(
+        model={
+            "path": str(path),
+            "sha256": file_sha256(path),
+            "ir_version": int(model.ir_version),
+            "opset": {(o.domain or "ai.onnx"): int(o.version) for o in model.opset_import},
+        },
+        dims={k: int(v) for k, v in sorted(opts.dims.items())},
+        input_shapes={k: list(v) for k, v in sorted(opts.input_shapes.items())},
+        order=tuple(view.ops[i].name for i in liveness.order),
+        op_types=tuple(view.ops[i].op_type for i in liveness.order),
+        order_strategy=opts.order,
+        io=opts.io,
+        alignment=opts.alignment,
+        inplace=opts.inplace,
+        form=form,
+        tensors=tuple(tensors),
+        arena_size=int(solution.height),
+        lower_bound=nested_bound(view, problem, region_bounds(bodies), opts.alignment),
+        naive_size=int(naive),
+        weights_size=int(view.weights_size),
+        peak_step=int(np.argmax(curve)) if curve.size else 0,
+        solver={
+            "name": solution.solver,
+            "status": status,
+            "seconds": round(solution.seconds, 6),
+            "params": {"timeout": opts.timeout, "seed": opts.seed},
+        },
+        plan_seconds=round(seconds, 6),
+        objects=objects,
+        warnings=shapes.warnings + tuple(warnings) + tuple(
+            f"If {show_name(k)}: the plan assumes runs take its {BRANCH_NAMES[v]} (--branch); the other branch "
+            "is not planned (outside, reason excluded-branch) and verify refuses a run that takes it"
+            for k, v in sorted(opts.branches.items())),
+        subgraphs=subgraphs,
+        outside=tuple(outside),
+    )

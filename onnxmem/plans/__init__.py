@@ -1,0 +1,1 @@
+"""Plan formats: records, their JSON forms and JSON Schemas."""

@@ -1,0 +1,441 @@
+"""The memory plan: a record, its JSON form and its schema.
+
+The JSON has a ``schema_version``, a stable key order, and a JSON Schema
+(``schema/plan.schema.json`` in the package) that every plan written or read
+is validated against. Lifetimes are half-open ``[start, end)`` in steps; step
+``k`` executes ``order[k]``.
+
+Version 2 plans every graph level (:mod:`onnxmem.planning.bodies`): each tensor names
+its (sub)graph in ``graph`` (``""`` for the main graph, ``If_0/then_branch``,
+``Loop_3/body/If_1/else_branch``; node names with ``%`` and ``/`` escaped as
+``%25`` and ``%2F``), and its steps are those of its graph's order (the
+``subgraphs`` entry of that path). ``outside`` lists every value kept out of
+the arena with its reason (:data:`OUTSIDE_REASONS`), so that every node output
+of every level is in exactly one of ``tensors`` and ``outside``. Version 1
+plans (main graph only) are still read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from onnxmem.core.errors import PlanError, show_name
+from onnxmem.core.fileio import MAX_PLAN_BYTES, read_input, write_bytes_atomic
+
+__all__ = [
+    "OUTSIDE_REASONS",
+    "READABLE_VERSIONS",
+    "SCHEMA_VERSION",
+    "MemoryPlan",
+    "OutsideValue",
+    "SubgraphPlan",
+    "PlannedTensor",
+    "SharedObject",
+    "plan_from_dict",
+    "parse_plan_json",
+    "plan_schema",
+    "read_plan",
+    "read_plan_data",
+    "render_plan",
+    "write_plan",
+]
+
+SCHEMA_VERSION = 2
+#: the schema versions :func:`plan_from_dict` reads
+READABLE_VERSIONS = (1, 2)
+
+#: why a value is kept out of the arena (the ``reason`` of an ``outside`` entry): an
+#: open set, documented here and only here; a new reason is one more entry
+OUTSIDE_REASONS: dict[str, str] = {
+    "weight": "an initializer, or a constant computed from weights only (Constant, ConstantOfShape, "
+              "views of weights); counted in weights_size",
+    "external-io": "a graph input or output left to the runtime (--io external)",
+    "runtime-body": "a value of a subgraph onnxmem does not plan (a node other than If, Loop and Scan "
+                    "with a subgraph): onnxruntime allocates it",
+    "excluded-branch": "a value of an If branch left out of the plan (--branch): runs are assumed to take "
+                       "the other branch, and verify refuses a run that takes this one",
+    "owner-output": "an If branch's output written straight into the If's output (a tensor of the "
+                    "parent graph), so it needs no bytes of its own",
+    "folded": "a node's output computed once from weights before the run, as onnxruntime's constant "
+              "folding does at session start (--fold on); counted in weights_size",
+    "parameter": "a training graph's trainable parameter, a graph input the caller owns",
+    "frozen-parameter": "a training graph's frozen parameter, a graph input the caller owns",
+    "gradient-accumulation-buffer": "a training graph's gradient buffer, which the accumulators write in "
+                                    "place; a graph input the caller owns",
+    "flag": "a training graph's scalar flag input (the accumulators' reset), owned by the caller",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedTensor:
+    """One tensor in the arena: bytes ``[offset, offset + size)`` during steps ``[start, end)``.
+
+    ``group`` names the alias group whose bytes it shares (its own name when
+    alone); ``object`` is its shared-object index in the shared-objects form;
+    ``group_offset`` is its byte offset inside the group's buffer (non-zero
+    only for a Concat input placed in its slice of the output), so the
+    group's buffer starts at ``offset - group_offset``. The JSON omits
+    ``group_offset`` when it is 0 (plans without it read as 0).
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    size: int
+    offset: int
+    start: int
+    end: int
+    producer: str | None
+    producer_op: str | None
+    kind: str
+    group: str
+    object: int | None = None
+    group_offset: int = 0
+    graph: str = ""  # the (sub)graph path; "" is the main graph
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideValue:
+    """A value kept out of the arena: ``name`` in graph ``graph``, for ``reason``
+    (a key of :data:`OUTSIDE_REASONS`)."""
+
+    name: str
+    graph: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubgraphPlan:
+    """One planned body: its ``path``, the ``parent`` graph's path, the ``owner`` node
+    (a node of the parent) and its ``attr``, ``kind`` (``if``, ``loop``, ``scan``), the
+    body's node ``order`` and ``op_types``, its own ``arena_size`` (the bytes it needs
+    inside its owner's region) and ``lower_bound``, its ``solver`` result, and where its
+    outputs live: ``region`` (in its arena, copied out after), ``owner`` (an If
+    branch writing straight into the If's outputs, planned beside its region) or
+    ``inside`` (an If branch writing its outputs in its arena, where the If's outputs
+    sit: inside the region, at the same offsets in every branch)."""
+
+    path: str
+    parent: str
+    owner: str
+    attr: str
+    kind: str
+    order: tuple[str, ...]
+    op_types: tuple[str, ...]
+    arena_size: int
+    lower_bound: int
+    solver: dict[str, Any]
+    outputs: str = "region"  # "owner"/"inside": an If branch whose outputs are the If's own outputs
+
+
+@dataclass(frozen=True, slots=True)
+class SharedObject:
+    id: int
+    size: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    model: dict[str, Any]  # path, sha256, ir_version, opset {domain: version}
+    dims: dict[str, int]
+    input_shapes: dict[str, list[int]]
+    order: tuple[str, ...]
+    op_types: tuple[str, ...]
+    order_strategy: str
+    io: str
+    alignment: int
+    inplace: bool
+    form: str  # "offsets" | "shared-objects"
+    tensors: tuple[PlannedTensor, ...]
+    arena_size: int
+    lower_bound: int
+    naive_size: int
+    weights_size: int
+    peak_step: int
+    solver: dict[str, Any]  # name, status, seconds, params
+    plan_seconds: float
+    objects: tuple[SharedObject, ...] = ()
+    warnings: tuple[str, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+    subgraphs: tuple[SubgraphPlan, ...] = ()
+    outside: tuple[OutsideValue, ...] = ()
+
+    @property
+    def gap(self) -> float:
+        """Arena over the lower bound, minus one (0.0 means at the bound)."""
+        return self.arena_size / self.lower_bound - 1.0 if self.lower_bound else 0.0
+
+    def tensor(self, name: str, graph: str = "") -> PlannedTensor:
+        for t in self.tensors:
+            if t.name == name and t.graph == graph:
+                return t
+        raise KeyError(name)
+
+    def subgraph(self, path: str) -> SubgraphPlan:
+        for s in self.subgraphs:
+            if s.path == path:
+                return s
+        raise KeyError(path)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "schema_version": self.schema_version,
+            "model": self.model,
+            "dims": self.dims,
+            "input_shapes": self.input_shapes,
+            "order": list(self.order),
+            "op_types": list(self.op_types),
+            "order_strategy": self.order_strategy,
+            "io": self.io,
+            "alignment": self.alignment,
+            "inplace": self.inplace,
+            "form": self.form,
+            "arena_size": self.arena_size,
+            "lower_bound": self.lower_bound,
+            "naive_size": self.naive_size,
+            "weights_size": self.weights_size,
+            "peak_step": self.peak_step,
+            "solver": self.solver,
+            "plan_seconds": self.plan_seconds,
+            "warnings": list(self.warnings),
+            "tensors": [
+                {k: (list(v) if k == "shape" else v) for k, v in asdict(t).items()
+                 if k != "group_offset" or v}
+                for t in self.tensors
+            ],
+        }
+        if self.form == "shared-objects":
+            d["objects"] = [asdict(o) for o in self.objects]
+        if self.schema_version >= 2:
+            d["subgraphs"] = [{**asdict(s), "order": list(s.order), "op_types": list(s.op_types)}
+                              for s in self.subgraphs]
+            d["outside"] = [asdict(o) for o in self.outside]
+        else:
+            d["tensors"] = [{k: v for k, v in t.items() if k != "graph"} for t in d["tensors"]]  # type: ignore[attr-defined]
+        if self.extra:
+            d["extra"] = self.extra
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1) + "\n"
+
+
+@lru_cache(maxsize=1)
+def plan_schema() -> dict[str, Any]:
+    text = resources.files("onnxmem.plans").joinpath("schema/plan.schema.json").read_text()
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+#: every byte count, offset and dim of a plan stays below this, so sums of them fit in int64
+MAX_VALUE = 2**62
+#: deepest nesting of arrays and objects a plan may have
+MAX_DEPTH = 64
+#: characters of a schema message shown
+_MESSAGE_LIMIT = 300
+
+
+def _strict_integer(_checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    """The plan schema's validator, where an integer is a JSON integer (``1.0`` is not one)."""
+    import jsonschema
+
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", _strict_integer)
+    return jsonschema.validators.extend(base, type_checker=checker)(plan_schema())
+
+
+def _check_depth(data: Any, where: str) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise PlanError(f"{where} nests arrays or objects more than {MAX_DEPTH} deep; it is not a plan")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
+def check_schema(data: Any, where: str = "plan") -> None:
+    """Raise ``PlanError`` when ``data`` does not follow the plan schema."""
+    _check_depth(data, where)
+    errors = sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        e = errors[0]
+        path = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+        message = " ".join(e.message.split())
+        if len(message) > _MESSAGE_LIMIT:
+            message = message[:_MESSAGE_LIMIT] + " ..."
+        raise PlanError(f"{where}: field {show_name(path)}: {message}")
+
+
+def _check_ranges(data: dict[str, Any], where: str) -> None:
+    """Bounds the schema cannot state: byte counts below ``MAX_VALUE``, steps inside the order."""
+
+    def bounded(value: int, field: str) -> None:
+        if value >= MAX_VALUE:
+            raise PlanError(f"{where}: field {show_name(field)} is {value:,}, not below 2^62; it is not a "
+                            "plan onnxmem wrote: re-plan the model")
+
+    for key in ("arena_size", "lower_bound", "naive_size", "weights_size", "alignment", "peak_step"):
+        bounded(data[key], key)
+    for name, value in data["dims"].items():
+        bounded(value, f"dims/{name}")
+    for name, shape in data["input_shapes"].items():
+        for axis, d in enumerate(shape):
+            bounded(d, f"input_shapes/{name}/{axis}")
+    for key in ("plan_seconds",):
+        if not math.isfinite(data[key]):
+            raise PlanError(f"{where}: field {key} is not a finite number; re-plan the model")
+    if not math.isfinite(data["solver"]["seconds"]):
+        raise PlanError(f"{where}: field solver/seconds is not a finite number; re-plan the model")
+    steps = len(data["order"])
+    if len(data["op_types"]) != steps:
+        raise PlanError(f"{where}: {len(data['op_types'])} op_types for {steps} nodes in order; "
+                        "re-plan the model")
+    graph_steps = {"": steps}
+    for s in data.get("subgraphs", []):
+        if s["path"] in graph_steps or not s["path"]:
+            raise PlanError(f"{where}: subgraph {show_name(s['path'])} is listed twice or has an empty path; "
+                            "re-plan the model")
+        if len(s["op_types"]) != len(s["order"]):
+            raise PlanError(f"{where}: subgraph {show_name(s['path'])} has {len(s['op_types'])} op_types for "
+                            f"{len(s['order'])} nodes in order; re-plan the model")
+        for key in ("arena_size", "lower_bound"):
+            bounded(s[key], f"subgraphs/{s['path']}/{key}")
+        graph_steps[s["path"]] = len(s["order"])
+    if data["peak_step"] > max(steps - 1, 0):
+        raise PlanError(f"{where}: peak_step {data['peak_step']} is past the last of {steps} steps; "
+                        "re-plan the model")
+    for i, t in enumerate(data["tensors"]):
+        at = f"tensors/{i}"
+        for key in ("size", "offset", "group_offset"):
+            if key in t:
+                bounded(t[key], f"{at}/{key}")
+        for axis, d in enumerate(t["shape"]):
+            bounded(d, f"{at}/shape/{axis}")
+        if t["object"] is not None:
+            bounded(t["object"], f"{at}/object")
+        if t["offset"] + t["size"] > MAX_VALUE:
+            raise PlanError(f"{where}: tensor {show_name(t['name'])} ends past byte 2^62; re-plan the model")
+        graph = t.get("graph", "")
+        if graph not in graph_steps:
+            raise PlanError(f"{where}: tensor {show_name(t['name'])} is in graph {show_name(graph)}, which the "
+                            "plan's subgraphs do not list; re-plan the model")
+        steps = graph_steps[graph]
+        if not t["start"] < t["end"] <= steps:
+            raise PlanError(
+                f"{where}: tensor {show_name(t['name'])} is live in steps [{t['start']}, {t['end']}), "
+                f"which is empty or not inside the {steps} steps of the order; re-plan the model"
+            )
+    for i, o in enumerate(data.get("objects", [])):
+        for key in ("id", "size", "offset"):
+            bounded(o[key], f"objects/{i}/{key}")
+
+
+def plan_from_dict(data: Any, where: str = "plan") -> MemoryPlan:
+    """The plan in ``data`` (parsed JSON), checked against the schema and its bounds first."""
+    if isinstance(data, dict) and isinstance(data.get("range"), dict):
+        raise PlanError(f"{where} is a range plan; make the plan for one point with 'onnxmem instantiate "
+                        "PLAN --dim NAME=N -o plan.json' (verify also takes it with --dim NAME=N)")
+    if isinstance(data, dict) and isinstance(data.get("program"), dict):
+        raise PlanError(f"{where} is a program plan of several models; verify it with all of them, in its "
+                        "order ('onnxmem verify A.onnx B.onnx --plan PLAN'), or show it ('onnxmem show PLAN')")
+    check_schema(data, where)
+    if data["schema_version"] not in READABLE_VERSIONS:
+        raise PlanError(
+            f"{where} has schema_version {data['schema_version']}; this onnxmem reads "
+            f"versions {', '.join(map(str, READABLE_VERSIONS))}: re-plan the model"
+        )
+    _check_ranges(data, where)
+    tensors = tuple(
+        PlannedTensor(**{**t, "shape": tuple(t["shape"])}) for t in data["tensors"]
+    )
+    objects = tuple(SharedObject(**o) for o in data.get("objects", []))
+    subgraphs = tuple(
+        SubgraphPlan(**{**s, "order": tuple(s["order"]), "op_types": tuple(s["op_types"])})
+        for s in data.get("subgraphs", [])
+    )
+    outside = tuple(OutsideValue(**o) for o in data.get("outside", []))
+    values = {f.name: data[f.name] for f in fields(MemoryPlan) if f.name in data}
+    values.update(
+        order=tuple(data["order"]),
+        op_types=tuple(data["op_types"]),
+        tensors=tensors,
+        objects=objects,
+        warnings=tuple(data.get("warnings", ())),
+        subgraphs=subgraphs,
+        outside=outside,
+    )
+    return MemoryPlan(**values)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+#: most digits of a JSON integer parsed (the range checks then speak of 2^62)
+_MAX_DIGITS = 100
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_DIGITS:
+        raise ValueError(f"an integer has {len(text.lstrip('-'))} digits, more than {_MAX_DIGITS}")
+    return int(text)
+
+
+def parse_plan_json(data: bytes, where: str) -> Any:
+    """Parse plan JSON strictly: UTF-8, no NaN or Infinity, integers of at most 100 digits."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanError(
+            f"{where} is not UTF-8 text (byte {exc.start}); give the JSON plan "
+            "that 'onnxmem plan -o' wrote"
+        ) from None
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_int=_json_int)
+    except RecursionError:
+        raise PlanError(f"{where} nests arrays or objects too deep; it is not a plan") from None
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"{where} is not JSON (line {exc.lineno}: {exc.msg}); give the JSON plan "
+                        "that 'onnxmem plan -o' wrote") from None
+    except ValueError as exc:
+        raise PlanError(f"{where} is not a plan: {exc}") from None
+
+
+def read_plan_data(path: str | os.PathLike[str]) -> tuple[Any, str]:
+    """``(the parsed JSON, "plan file NAME")`` of a plan file of any kind (a regular file of
+    at most ``MAX_PLAN_BYTES``), read once; the kind's reader checks the data."""
+    where = f"plan file {show_name(os.fspath(path))}"
+    return parse_plan_json(read_input(path, "plan file", MAX_PLAN_BYTES, PlanError), where), where
+
+
+def read_plan(path: str | os.PathLike[str]) -> MemoryPlan:
+    """Read and check a plan file (a regular file of at most ``MAX_PLAN_BYTES``)."""
+    return plan_from_dict(*read_plan_data(path))
+
+
+def render_plan(plan: MemoryPlan) -> bytes:
+    """The plan's JSON bytes, checked against the schema."""
+    data = plan.to_dict()
+    check_schema(data)
+    return (json.dumps(data, indent=1) + "\n").encode("utf-8")
+
+
+def write_plan(plan: MemoryPlan, path: str | os.PathLike[str]) -> None:
+    """Write the plan as JSON, atomically, after checking it against the schema."""
+    write_bytes_atomic(path, render_plan(plan), "-o")

@@ -1,0 +1,1 @@
+"""Static checkers of plans, independent of the planner."""

@@ -1,0 +1,1 @@
+"""Reports on a plan: text summaries and pictures."""

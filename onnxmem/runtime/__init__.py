@@ -1,0 +1,1 @@
+"""onnxruntime: sessions, measured shapes, folding, arena runs (CPU, CUDA, concurrent, training), peaks."""

@@ -1,0 +1,142 @@
+"""Weights and weight-derived values: initializers, and constant nodes computed once.
+
+Weights stay outside the arena. :func:`compute_weights` gives every weight
+the graph reads as an array (the outputs of constant nodes, such as
+``Constant``, and of nodes folded from weights, :func:`onnxmem.graph.view.build_view`,
+are computed once in one onnxruntime session, as onnxruntime does at session
+start); :func:`fold_weights` turns those outputs into
+initializers (the graph onnxmem plans); :func:`folded_model` does both on a
+model whose weights it reads through ``runtime.load_with_weights``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxmem.core.errors import show_name
+from onnxmem.graph.view import GraphView
+from onnxmem.runtime.ort import check_memory, load_with_weights, make_session, run_bounded
+from onnxmem.runtime.sessions import model_like
+
+__all__ = ["compute_weights", "fold_weights", "folded_model", "weight_ops"]
+
+
+def weight_ops(view: GraphView) -> list[int]:
+    """Indices of the nodes whose outputs are weights (constants and folded nodes), in node order."""
+    return list(view.weight_ops)
+
+
+def compute_weights(model: onnx.ModelProto, view: GraphView,
+                    given: Mapping[str, np.ndarray] | None = None,
+                    outer: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Every weight the graph reads: initializers, and constant-node outputs computed once.
+
+    ``model`` must carry its weight data (see ``runtime.load_with_weights``). ``given``:
+    the values of weights that are graph inputs (a training graph's parameters, the
+    caller's state: ``view.outside``), which constant nodes may read too. For a body,
+    ``model``'s graph is the body and ``outer`` holds the enclosing graphs' weights its
+    constant nodes may read.
+    """
+    out: dict[str, np.ndarray] = dict(given or {})
+    for init in model.graph.initializer:
+        if init.name in view.tensors or init.name in view.consumers:
+            out[init.name] = numpy_helper.to_array(init)
+    ops = weight_ops(view)
+    if not ops:
+        return out
+    g = onnx.GraphProto()
+    g.name = "weights"
+    need: dict[str, None] = {}
+    for i in ops:
+        node = model.graph.node[i]
+        g.node.add().CopyFrom(node)
+        for n in node.input:
+            if n:
+                need.setdefault(n, None)
+    made = {o for i in ops for o in model.graph.node[i].output if o}
+    for n in need:
+        if n not in made:
+            g.initializer.append(numpy_helper.from_array(out[n] if n in out else (outer or {})[n], n))
+    for o in sorted(made):
+        t = view.tensors.get(o)
+        if t is None:
+            continue
+        g.output.append(onnx.helper.make_tensor_value_info(o, t.elem_type, list(t.shape)))
+    check_weights_fit(view, ops)
+    sess = make_session(model_like(model, g))
+    names = [o.name for o in sess.get_outputs()]
+    for n, v in zip(names, run_bounded(sess, names, {}, "to compute its weights from constant nodes")):
+        out[n] = np.asarray(v)
+    return out
+
+
+def check_weights_fit(view: GraphView, ops: list[int]) -> None:
+    """Refuse, before anything is allocated, weights computed from constants (``ops``: weight
+    nodes of ``view``) that do not fit in the host memory available: each value, then all of
+    them together (they are held at once). A 164-byte model can ask for terabytes
+    (``ConstantOfShape`` of a constant shape)."""
+    fix = ("onnxmem computes weights from constant nodes in host memory before running the model, as "
+           "onnxruntime does when it loads it; this model cannot run on this machine")
+    total = 0
+    for i in ops:
+        op = view.ops[i]
+        for o in op.outputs:
+            t = view.tensors.get(o)
+            if t is None:
+                continue
+            total += t.size
+            check_memory(t.size, "cpu", f"weight {show_name(o)}, computed by node {show_name(op.name)} "
+                         f"({show_name(op.op_type)}),", fix=fix)
+    check_memory(total, "cpu", f"the {len(ops)} weights computed from constant nodes", fix=fix)
+
+
+def fold_weights(model: onnx.ModelProto, view: GraphView, weights: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """A copy of ``model`` whose constant-node weights are initializers (the graph we plan).
+
+    A folded weight that no remaining node reads and that is no graph output
+    is dropped. Below IR version 4 every initializer must also be a graph
+    input, so each new initializer gets one there (onnxruntime refuses the
+    graph otherwise); the IR version is kept.
+    """
+    drop = set(weight_ops(view))
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    keep = [n for i, n in enumerate(model.graph.node) if i not in drop]
+    del m.graph.node[:]
+    m.graph.node.extend(keep)
+    have = {i.name for i in m.graph.initializer}
+    read = {n for node in keep for n in _node_reads(node)} | {o.name for o in m.graph.output}
+    legacy = m.ir_version < 4
+    for i in sorted(drop):
+        for o in model.graph.node[i].output:
+            if o and o not in have and o in weights and o in read:
+                arr = np.require(weights[o], requirements="C")
+                m.graph.initializer.append(numpy_helper.from_array(arr, o))
+                have.add(o)
+                if legacy:
+                    elem = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
+                    m.graph.input.append(onnx.helper.make_tensor_value_info(o, elem, list(arr.shape)))
+    return m
+
+
+def folded_model(model: onnx.ModelProto, view: GraphView,
+                 model_path: str | os.PathLike[str] | None = None) -> onnx.ModelProto:
+    """``model`` with its weights read from disk and its constant nodes folded into initializers."""
+    full = load_with_weights(model, model_path)
+    return fold_weights(full, view, compute_weights(full, view))
+
+
+def _node_reads(node: onnx.NodeProto) -> set[str]:
+    """Names ``node`` reads: its inputs and, through If/Loop/Scan bodies, outer-scope values."""
+    names = {n for n in node.input if n}
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for g in graphs:
+            for inner in g.node:
+                names |= _node_reads(inner)
+    return names

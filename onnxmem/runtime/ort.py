@@ -1,0 +1,395 @@
+"""onnxruntime sessions for whole models: random inputs and measured shapes.
+
+Imported lazily: planning a model with static shapes never loads onnxruntime.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+
+from onnxmem.core.errors import RuntimeBackendError, ShapeError, cut_words, one_line, show_name
+from onnxmem.model.load import (
+    MAX_CAPTURED_ELEMENTS,
+    BodyKey,
+    ShapeInfo,
+    body_captures,
+    check_tensor_data,
+    graph_inputs,
+    graph_tensors,
+    infer_shapes,
+    read_external_data,
+    tensor_bytes,
+)
+from onnxmem.runtime.isolation import RUN_SECONDS, TimeLimitExceeded, available_memory
+
+__all__ = [
+    "NUMPY_DTYPES",
+    "RUN_SECONDS",
+    "available_memory",
+    "check_memory",
+    "first_line",
+    "infer_measured_shapes",
+    "make_session",
+    "measure_shapes",
+    "random_inputs",
+    "run_bounded",
+]
+
+NUMPY_DTYPES: dict[int, Any] = {
+    onnx.TensorProto.FLOAT: np.float32,
+    onnx.TensorProto.DOUBLE: np.float64,
+    onnx.TensorProto.FLOAT16: np.float16,
+    onnx.TensorProto.INT8: np.int8,
+    onnx.TensorProto.UINT8: np.uint8,
+    onnx.TensorProto.INT16: np.int16,
+    onnx.TensorProto.UINT16: np.uint16,
+    onnx.TensorProto.INT32: np.int32,
+    onnx.TensorProto.UINT32: np.uint32,
+    onnx.TensorProto.INT64: np.int64,
+    onnx.TensorProto.UINT64: np.uint64,
+    onnx.TensorProto.BOOL: np.bool_,
+}
+
+
+#: onnxruntime log severity of every session onnxmem makes (4: fatal only)
+LOG_SEVERITY = 4
+
+
+def session_options(optimize: bool = False, profile_prefix: str | None = None) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    # onnxmem turns every onnxruntime failure into an exception that carries
+    # its message, so the library prints nothing: 3 (errors) would still print
+    # a failing kernel's status to stderr, 4 keeps only fatal messages
+    ort.set_default_logger_severity(LOG_SEVERITY)
+    so.log_severity_level = LOG_SEVERITY
+    if profile_prefix is not None:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    return so
+
+
+def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] | None = None,
+                 optimize: bool = False, profile_prefix: str | None = None) -> Any:
+    """An onnxruntime session (CPU unless ``providers`` says otherwise)."""
+    import onnxruntime as ort
+
+    from onnxmem.runtime.isolation import end_run, start_run
+
+    data: Any = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    start_run("onnxruntime's loading of the model")
+    try:
+        return ort.InferenceSession(
+            data,
+            sess_options=session_options(optimize, profile_prefix),
+            providers=providers or ["CPUExecutionProvider"],
+        )
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        raise RuntimeBackendError(f"onnxruntime cannot load the model: {first_line(exc)}") from None
+    finally:
+        end_run()
+
+
+def check_memory(size: int, device: str, what: str, *, fix: str, slack: int = 0) -> None:
+    """Raise a one-line error when ``what`` (``size`` bytes, plus ``slack``) cannot be allocated on ``device`` now."""
+    have = available_memory(device)
+    if have is not None and size + slack > have:
+        where = "free on the GPU" if device == "cuda" else "of host memory available"
+        raise RuntimeBackendError(
+            f"{what} of {size} B ({size / 2**30:.2f} GiB) does not fit in the {have} B "
+            f"({have / 2**30:.2f} GiB) {where}; {fix}"
+        )
+
+
+def random_inputs(
+    model: onnx.ModelProto,
+    shapes: Mapping[str, tuple[int, ...]],
+    seed: int = 0,
+    given: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """Seeded random data for every real graph input, at the given shapes.
+
+    Floats are uniform in [-1, 1); integers in [0, 4) so that they are valid
+    indices, token ids and shape values for most models. ``given``: values for
+    some inputs (``--inputs``, checked by :func:`onnxmem.runtime.inputs.check_inputs`),
+    used as they are; the draws for the others do not depend on them.
+    """
+    given = given or {}
+    rng = np.random.default_rng(seed)
+    inits = {i.name for i in model.graph.initializer}
+    need = 0
+    for vi in model.graph.input:
+        if vi.name not in inits and vi.name in shapes and vi.name not in given:
+            # the value and the float64 draw it is made from; dims past 2^40 are refused here
+            et = vi.type.tensor_type.elem_type
+            need += tensor_bytes(et, shapes[vi.name], vi.name) + 8 * math.prod(shapes[vi.name])
+    check_memory(need, "cpu", "the random graph inputs", fix="give smaller input shapes (--dim, --input-shape)")
+    out: dict[str, np.ndarray] = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        if vi.name in given:
+            out[vi.name] = np.asarray(given[vi.name])
+            continue
+        et = vi.type.tensor_type.elem_type
+        if et not in NUMPY_DTYPES:
+            raise ShapeError(f"input {show_name(vi.name)} has a dtype onnxmem cannot generate data for; "
+                             "pass --inputs")
+        shape = shapes[vi.name]
+        dt = NUMPY_DTYPES[et]
+        if np.issubdtype(dt, np.floating):
+            out[vi.name] = rng.uniform(-1.0, 1.0, size=shape).astype(dt)
+        elif dt is np.bool_:
+            out[vi.name] = rng.integers(0, 2, size=shape).astype(np.bool_)
+        else:
+            out[vi.name] = rng.integers(0, 4, size=shape).astype(dt)
+    return out
+
+
+def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str] | None) -> onnx.ModelProto:
+    """A copy of ``model`` with its external weights read from disk.
+
+    The one function that reads weights: every reference is checked first, by
+    the same rules ``load_model`` applies (``model.check_external_data``), and
+    a bad one is a ``ModelError`` that names the tensor.
+    """
+    has_external = any(
+        t.data_location == onnx.TensorProto.EXTERNAL for t in graph_tensors(model)
+    )
+    if not has_external:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+    elif model_path is None:
+        raise ShapeError("the model keeps weights in external files; give its path")
+    else:
+        m = read_external_data(model, Path(model_path).parent)
+    check_tensor_data(m)
+    return m
+
+
+def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
+                  input_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, declared in graph_inputs(model).items():
+        if name in input_shapes:
+            shapes[name] = tuple(input_shapes[name])
+            continue
+        sh: list[int] = []
+        for axis, d in enumerate(declared or ()):
+            if isinstance(d, int):
+                sh.append(d)
+            elif d is not None and d in dims:
+                sh.append(dims[d])
+            else:
+                raise ShapeError(
+                    f"input {show_name(name)} has unbound dim {show_name(d or f'axis {axis}')}; pass --dim "
+                    f"{one_line(d or 'NAME')}=N or --input-shape {one_line(name)}=D1xD2..."
+                )
+        shapes[name] = tuple(sh)
+    return shapes
+
+
+def _element_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element type of every value onnx's inference can type (shapes may stay unknown)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    del m.graph.value_info[:]
+    try:
+        m = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False)
+    except Exception:  # noqa: BLE001 - keep what the file declares
+        pass
+    g = m.graph
+    types = {i.name: i.data_type for i in g.initializer}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            types[vi.name] = vi.type.tensor_type.elem_type
+    return types
+
+
+def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], why: str,
+                seconds: float | None = None) -> list[Any]:
+    """``sess.run(names, feeds)``, stopped after ``seconds`` (default: the time limit of
+    :func:`onnxmem.runtime.isolation.run_limits`); any failure is one line naming ``why``.
+
+    The run is announced to :mod:`onnxmem.runtime.isolation` (:func:`~onnxmem.runtime.isolation.start_run`),
+    so a crash or a run that ignores the stop is named in the parent's message."""
+    import threading
+
+    import onnxruntime as ort
+
+    from onnxmem.runtime.isolation import current_limits, end_run, start_run, timed_out
+
+    seconds = current_limits().seconds if seconds is None else seconds
+    what = f"the run of the model {why}"
+    start_run(what)
+    options = ort.RunOptions()
+    timer = threading.Timer(seconds, lambda: setattr(options, "terminate", True))
+    timer.daemon = True
+    timer.start()
+    try:
+        return list(sess.run(names, feeds, options))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        if options.terminate:
+            raise timed_out(what, seconds) from None
+        raise RuntimeBackendError(f"onnxruntime failed to run the model {why}: {one_line(first_line(exc))}") from None
+    finally:
+        timer.cancel()
+        end_run()
+
+
+#: a C++ source location in an onnxruntime message: ``path/file.h:91 namespace::function(arguments)``
+_SOURCE_LOCATION = re.compile(r"(?<!\S)\S+\.(?:h|hpp|cc|cpp|cu|cuh):\d+\s+[\w:~<>,*& ]*?\([^()]*\)(?:\s*const)?")
+
+
+def first_line(exc: BaseException, width: int = 400) -> str:
+    """An exception's message as one line (its type when it has none), at most ``width`` characters.
+
+    onnxruntime puts the facts on later lines (``index: 0 Got: 2 Expected:
+    1``), so the lines are joined, runs of spaces made one, and the C++
+    source location it names (``/onnxruntime_src/...h:91
+    onnxruntime::ReshapeHelper::ReshapeHelper(...)``) is left out. A longer
+    message is cut at the last space before ``width`` and ends in ``...``:
+    never in the middle of a word.
+
+    >>> first_line(ValueError("Got invalid dimensions\\n index: 0 Got: 2"), width=30)
+    'Got invalid dimensions ...'
+    """
+    text = cut_words(_SOURCE_LOCATION.sub(" ", str(exc)), width)
+    return text or type(exc).__name__
+
+
+def measure_shapes(
+    model: onnx.ModelProto,
+    *,
+    model_path: str | os.PathLike[str] | None = None,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    seed: int = 0,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    values: dict[str, np.ndarray] | None = None,
+) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Run the model once on random inputs (``inputs``: the values of some, as given);
+    ``{name: (elem_type, shape)}`` of every node output.
+
+    ``values``, where given, receives the values of the run's small integer
+    tensors (at most ``MAX_CAPTURED_ELEMENTS`` elements) that subgraph bodies
+    read from the main graph, for sizing the bodies (both branches of an If)."""
+    from onnxmem.runtime.isolation import run_isolated
+
+    out, captured = run_isolated(_measure, model, model_path=model_path, dims=dims, input_shapes=input_shapes,
+                                 seed=seed, inputs=inputs, capture=values is not None)
+    if values is not None:
+        values.update(captured)
+    return out
+
+
+def _measure(
+    model: onnx.ModelProto,
+    *,
+    model_path: str | os.PathLike[str] | None,
+    dims: Mapping[str, int] | None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None,
+    seed: int,
+    inputs: Mapping[str, np.ndarray] | None,
+    capture: bool,
+) -> tuple[dict[str, tuple[int, tuple[int, ...]]], dict[str, np.ndarray]]:
+    """:func:`measure_shapes` in the command's onnxruntime process: the shapes, and the values
+    of the small integer tensors bodies read (when ``capture``)."""
+    full = load_with_weights(model, model_path)
+    given = {k: tuple(np.shape(v)) for k, v in (inputs or {}).items()}
+    shapes = _input_shapes(full, dims or {}, {**(input_shapes or {}), **given})
+    feeds = random_inputs(full, shapes, seed, given=inputs)
+    g = full.graph
+    elem_types = _element_types(full)
+    have = {o.name for o in g.output}
+    base = onnx.ModelProto()
+    base.CopyFrom(full)
+    del base.graph.value_info[:]
+    guessed = False
+    for node in g.node:
+        for o in node.output:
+            if not o or o in have:
+                continue
+            et = elem_types.get(o)
+            if not et:
+                # an op onnx has no schema for: guess its first typed input's type;
+                # onnxruntime refuses the session if the guess is wrong
+                et = next((elem_types[i] for i in node.input if elem_types.get(i)), 0)
+                guessed = guessed or bool(et)
+            if et:
+                added = g.output.add()
+                added.name = o
+                added.type.tensor_type.elem_type = et
+                have.add(o)
+                elem_types.setdefault(o, et)
+    del g.value_info[:]
+    try:
+        sess = make_session(full)
+    except RuntimeBackendError:
+        if not guessed:
+            raise
+        sess = make_session(base)
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        values_run = run_bounded(sess, names, feeds, "to measure shapes")
+    except RuntimeBackendError as exc:
+        random = sorted(set(feeds) - set(inputs or {}))
+        if not random or isinstance(exc, TimeLimitExceeded):
+            raise
+        raise RuntimeBackendError(
+            f"{exc}; inputs {', '.join(show_name(n) for n in random)} had seeded random values: "
+            "if the model needs real ones, give them with --inputs FILE.npz"
+        ) from None
+    out: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for name, val in list(zip(names, values_run)) + list(feeds.items()):
+        if isinstance(val, np.ndarray) and val.dtype != object:
+            et = int(onnx.helper.np_dtype_to_tensor_dtype(val.dtype))
+            out[name] = (et, tuple(int(d) for d in val.shape))
+    values: dict[str, np.ndarray] = {}
+    if capture:
+        captured = body_captures(g)
+        for name, val in list(zip(names, values_run)) + list(feeds.items()):
+            if (name in captured and isinstance(val, np.ndarray) and val.dtype.kind in "iub"
+                    and val.size <= MAX_CAPTURED_ELEMENTS):
+                values[name] = np.array(val)
+    return out, values
+
+
+def infer_measured_shapes(
+    model: onnx.ModelProto,
+    *,
+    model_path: str | os.PathLike[str] | None = None,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    seed: int = 0,
+    strict_dims: bool = True,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    excluded: frozenset[BodyKey] = frozenset(),
+) -> ShapeInfo:
+    """:func:`onnxmem.model.load.infer_shapes` with the shapes of one run of the model.
+
+    The model runs once in onnxruntime on seeded random inputs, or the values
+    ``inputs`` gives (its weights are read then); every intermediate's real
+    shape is used, which is the only way to size values whose shapes depend
+    on data.
+    """
+    values: dict[str, np.ndarray] = {}
+    measured = measure_shapes(model, model_path=model_path, dims=dims, input_shapes=input_shapes, seed=seed,
+                              inputs=inputs, values=values)
+    return infer_shapes(model, dims=dims, input_shapes=input_shapes, measured=measured,
+                        strict_dims=strict_dims, measured_values=values, excluded=excluded)

@@ -1,0 +1,167 @@
+"""onnxruntime session helpers for verification: one node alone, the whole model, CUDA.
+
+Every failure of onnxruntime becomes a one-line ``RuntimeBackendError`` that
+carries the first line of onnxruntime's message. Imported only by the
+modules that run onnxruntime (``execution``, ``weights``, ``ortpeak``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from onnxmem.core.errors import RuntimeBackendError, cut_words
+from onnxmem.graph.view import GraphView, Op
+from onnxmem.runtime.ort import LOG_SEVERITY, first_line, make_session, run_bounded
+
+__all__ = [
+    "cuda_available",
+    "host_array",
+    "first_line",
+    "model_like",
+    "node_session",
+    "on_host",
+    "binding_type",
+    "ortvalue_bytes",
+    "require_cuda",
+    "run_model",
+]
+
+
+#: onnxruntime's element type names -> ONNX element types (for runtimes without
+#: ``OrtValue.tensor_size_in_bytes``, such as onnxruntime-training 1.19)
+_ORT_TYPES = {
+    f"tensor({name})": et for et, name in (
+        (onnx.TensorProto.FLOAT, "float"), (onnx.TensorProto.DOUBLE, "double"),
+        (onnx.TensorProto.FLOAT16, "float16"), (onnx.TensorProto.BFLOAT16, "bfloat16"),
+        (onnx.TensorProto.INT8, "int8"), (onnx.TensorProto.UINT8, "uint8"),
+        (onnx.TensorProto.INT16, "int16"), (onnx.TensorProto.UINT16, "uint16"),
+        (onnx.TensorProto.INT32, "int32"), (onnx.TensorProto.UINT32, "uint32"),
+        (onnx.TensorProto.INT64, "int64"), (onnx.TensorProto.UINT64, "uint64"),
+        (onnx.TensorProto.BOOL, "bool"),
+    )
+}
+
+
+def binding_type(elem_type: int) -> Any:
+    """The element type to give ``IOBinding.bind_input``/``bind_output``: the numpy dtype where
+    there is a plain one (every onnxruntime takes it; 1.19 takes nothing else), else the ONNX
+    element type (newer onnxruntime takes it for bfloat16, float8, int4...)."""
+    if elem_type in _ORT_TYPES.values() and elem_type != onnx.TensorProto.BFLOAT16:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    return elem_type
+
+
+def host_array(value: Any) -> np.ndarray:
+    """A numpy array that owns a host copy of the tensor an ``OrtValue`` holds.
+
+    ``numpy()`` of a value made over a numpy array (``ortvalue_from_numpy`` on the
+    host) returns an array that views that buffer without keeping it alive (its base
+    is a capsule of the C++ value, which does not own the bytes): once the Python
+    value that held the buffer is gone, the view reads freed memory. Seen on CUDA
+    (onnxruntime-gpu 1.31.1, H100): the reference run of a Loop whose body holds an
+    If read its carried state as other bytes. The copy here is the array's own.
+    """
+    return np.array(value.numpy(), copy=True)
+
+
+def ortvalue_bytes(value: Any) -> int:
+    """Bytes of the tensor an ``OrtValue`` holds (onnxruntime's own count where it has one)."""
+    if hasattr(value, "tensor_size_in_bytes"):
+        return int(value.tensor_size_in_bytes())
+    from onnxmem.model.load import tensor_bytes
+
+    et = _ORT_TYPES.get(value.data_type())
+    if et is None:
+        raise RuntimeBackendError(f"onnxruntime returned a value of type {value.data_type()}, which onnxmem "
+                                  "cannot size; use onnxruntime 1.20 or later")
+    return tensor_bytes(et, [int(d) for d in value.shape()])
+
+
+def model_like(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
+    """A model of ``graph`` with ``model``'s IR version, opsets and functions."""
+    m = onnx.ModelProto()
+    m.ir_version = model.ir_version
+    m.opset_import.extend(model.opset_import)
+    m.functions.extend(model.functions)
+    m.graph.CopyFrom(graph)
+    return m
+
+
+#: ops whose outputs a node's session declares with their planned shapes: onnxruntime's
+#: shape inference of MaxPoolGrad (onnxruntime-training 1.19) crashes the process on an
+#: output without a shape
+SHAPED_OUTPUTS = frozenset({"MaxPoolGrad"})
+
+
+def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
+                 shapes: Mapping[str, tuple[int, ...]], options: Any, providers: Sequence[Any]) -> Any:
+    """A session that runs ``node`` alone: its inputs at ``shapes`` (else the view's), its outputs typed only.
+
+    The kernel computes the output shapes; the caller's binding checks them.
+    """
+    import onnxruntime as ort
+
+    g = onnx.GraphProto()
+    g.name = "node"
+    g.node.add().CopyFrom(node)
+    for name in op.reads:
+        t = view.tensors[name]
+        g.input.append(onnx.helper.make_tensor_value_info(name, t.elem_type, list(shapes.get(name, t.shape))))
+    shaped = node.op_type in SHAPED_OUTPUTS
+    for o in node.output:
+        if o:
+            t = view.tensors[o]
+            g.output.append(onnx.helper.make_tensor_value_info(o, t.elem_type, list(t.shape) if shaped else None))
+    data = model_like(model, g).SerializeToString()
+    try:
+        return ort.InferenceSession(data, sess_options=options, providers=list(providers))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        raise RuntimeBackendError(
+            f"onnxruntime cannot load node {op.name!r} ({op.op_type}) alone: {first_line(exc)}"
+        ) from None
+
+
+def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
+    """One ordinary whole-model onnxruntime run on the CPU: ``{output: array}``."""
+    values = run_bounded(make_session(model), list(outputs), feeds, "as a whole")
+    return {n: np.asarray(v) for n, v in zip(outputs, values)}
+
+
+def require_cuda() -> None:
+    """Raise a one-line error when onnxruntime's CUDA provider cannot run here."""
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise RuntimeBackendError(
+            "--device cuda: this onnxruntime has no CUDA provider; install onnxruntime-gpu or use --device cpu"
+        )
+    try:
+        ort.set_default_logger_severity(4)
+        ort.OrtValue.ortvalue_from_shape_and_type([1], np.uint8, "cuda", 0)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        reason = cut_words(first_line(exc, width=10_000).rsplit(") ", 1)[-1], 160)
+        raise RuntimeBackendError(
+            f"--device cuda: onnxruntime's CUDA provider cannot run here ({reason}); use --device cpu"
+        ) from None
+    finally:
+        ort.set_default_logger_severity(LOG_SEVERITY)
+
+
+def cuda_available() -> bool:
+    """Whether onnxruntime's CUDA provider can allocate on a GPU here."""
+    try:
+        require_cuda()
+    except RuntimeBackendError:
+        return False
+    return True
+
+
+def on_host(meminfo: Any) -> bool:
+    """Whether an onnxruntime ``OrtMemoryInfo`` names host memory (the CUDA provider keeps some tensors there)."""
+    name = str(getattr(meminfo, "name", ""))
+    mem = str(getattr(meminfo, "mem_type", ""))
+    return name == "Cpu" or mem.endswith(("CPU_INPUT", "CPU_OUTPUT", "CPU"))

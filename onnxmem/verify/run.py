@@ -1,0 +1,251 @@
+"""Verification of a memory plan, as the CLI runs it: identity, proof, execution, report.
+
+:func:`verify_plan` checks that the plan belongs to the model
+(:func:`check_plan_identity`: the model's sha256, or the same planned tensors
+when the model was merely re-saved), proves it statically
+(:func:`onnxmem.proof.plan.prove_plan`) and, when that holds, runs the model inside
+one arena laid out by the plan (:func:`onnxmem.runtime.arena.execute_plan`). The
+rules of each step are documented in those modules; :class:`VerifyReport`
+gathers what they found.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from onnxmem.analysis.happens_before import check_concurrency
+from onnxmem.core.errors import OnnxmemError, PlanError, ShapeError, show_name
+from onnxmem.graph.view import GraphView, bound_outputs, build_view, iter_views, with_regions
+from onnxmem.plans.point import MemoryPlan
+from onnxmem.proof.plan import (
+    VIEW_OPS,
+    Finding,
+    plan_regions,
+    prove_plan,
+    true_lifetimes,
+    walk_bodies,
+)
+from onnxmem.runtime.arena import DEVICES, Execution, ExecutionOptions, OutputCheck, execute_plan
+from onnxmem.runtime.concurrent import ConcurrentExecution, ConcurrentOptions, run_concurrent
+from onnxmem.runtime.folding import compute_weights, fold_weights
+from onnxmem.runtime.inputs import read_inputs
+from onnxmem.runtime.isolation import run_isolated
+from onnxmem.runtime.sessions import cuda_available
+from onnxmem.runtime.training import TrainingRun, is_training_view
+
+__all__ = [
+    "DEVICES",
+    "VIEW_OPS",
+    "Execution",
+    "Finding",
+    "OutputCheck",
+    "VerifyOptions",
+    "VerifyReport",
+    "check_plan_identity",
+    "compute_weights",
+    "cuda_available",
+    "execute_plan",
+    "fold_weights",
+    "prove_plan",
+    "read_inputs",
+    "true_lifetimes",
+    "verify_plan",
+    "view_for_plan",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyOptions(ExecutionOptions):
+    """How to verify: how to run the plan (:class:`onnxmem.runtime.arena.ExecutionOptions`), and
+    ``execute=False`` for the static proof alone. ``concurrency="dag"``: the
+    static proof checks the happens-before rule too (rule 9 of
+    :mod:`onnxmem.proof.plan`) and execution is ``trials`` concurrent runs on
+    ``threads`` threads (:mod:`onnxmem.runtime.concurrent`) in place of the sequential one."""
+
+    execute: bool = True
+    concurrency: str = "sequential"
+    trials: int = 10
+    threads: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    model: str
+    static: tuple[Finding, ...]
+    execution: Execution | None
+    tensors: int
+    nodes: int
+    arena_size: int
+    static_seconds: float
+    warnings: tuple[str, ...] = ()
+    concurrent: ConcurrentExecution | None = None
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return (self.static + (self.execution.findings if self.execution else ())
+                + (self.concurrent.findings if self.concurrent else ()))
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def first(self) -> Finding | None:
+        f = self.findings
+        return f[0] if f else None
+
+
+def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os.PathLike[str] | None,
+                  inputs: Mapping[str, np.ndarray] | None = None) -> GraphView:
+    """The graph view at the plan's dims, folding and If branches (measured shapes when
+    inference cannot say, on ``inputs`` where given)."""
+    from onnxmem.graph.view import excluded_branches
+    from onnxmem.model.load import infer_shapes
+    from onnxmem.planning.pipeline import plan_branches, plan_fold
+    from onnxmem.runtime.ort import infer_measured_shapes
+
+    dims = dict(plan.dims)
+    ishapes = {k: tuple(v) for k, v in plan.input_shapes.items()}
+    for name, arr in (inputs or {}).items():
+        if name in ishapes and tuple(np.shape(arr)) != ishapes[name]:
+            raise ShapeError(f"--inputs: array {show_name(name)} has shape {list(np.shape(arr))}; the plan was made "
+                             f"for {list(ishapes[name])}: give the plan's shape, or plan with these inputs (plan --inputs)")
+    excluded = excluded_branches(model, plan_branches(plan))
+    try:
+        shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded)
+    except ShapeError:
+        shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
+                                       strict_dims=False, inputs=inputs, excluded=excluded)
+    return with_regions(build_view(model, shapes, fold=plan_fold(plan)), plan_regions(plan))
+
+
+def check_plan_identity(
+    plan: MemoryPlan,
+    model: onnx.ModelProto,
+    model_path: str | os.PathLike[str],
+    *,
+    plan_name: str,
+    view: GraphView | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    action: str = "verifying",
+) -> tuple[GraphView | None, tuple[str, ...]]:
+    """Whether ``plan`` was made for the model file at ``model_path``: ``(view, warnings)``.
+
+    The plan records the sha256 of the model it was made for. The same sha256:
+    no warning. Another one: the model may have been re-saved (its bytes
+    differ, its graph does not), so the plan is accepted, with a warning, when
+    the model at the plan's dims has exactly the plan's arena tensors (the same
+    names, each with the same size); otherwise ``PlanError`` says whose plan it
+    is. ``view`` is the graph view at the plan's dims when it was built here
+    (or given; ``inputs``: graph input values to measure shapes on), else ``None``.
+    ``action`` names what the caller goes on to do in the warning (``showing``). A plan that records no sha256 is not checked.
+
+    Example: a plan made for ``a.onnx`` and given with ``b.onnx`` raises
+    ``plan 'p.json' was made for a model with sha256 1234abcd…, not 'b.onnx'
+    (sha256 9f00e1c2…); plan this model again``.
+    """
+    from onnxmem.model.load import file_sha256
+
+    want = str(plan.model.get("sha256") or "")
+    if not want:
+        return view, ()
+    try:
+        have = file_sha256(model_path)
+    except OSError as exc:
+        raise OnnxmemError(f"cannot read model {str(model_path)!r}: {exc.strerror or exc}") from None
+    if have == want:
+        return view, ()
+    refused = PlanError(
+        f"plan {plan_name!r} was made for a model with sha256 {want[:8]}…, not {str(model_path)!r} "
+        f"(sha256 {have[:8]}…); plan this model again"
+    )
+    if view is None:
+        try:
+            view = view_for_plan(model, plan, model_path, inputs)
+        except OnnxmemError:
+            raise refused from None
+    io_out = set(view.inputs) | set(view.outputs) if plan.io == "external" else set()
+    expected = {(v.path, t.name): t.size for v in iter_views(view) for t in v.activations()
+                if v.path or t.name not in io_out}
+    owner_out = {s.path for s in plan.subgraphs if s.outputs == "owner"}
+    for parent, body in walk_bodies(view):  # If-branch outputs written into the If's outputs
+        if body.path in owner_out:
+            for o in bound_outputs(parent, body, plan.io) or {}:
+                expected.pop((body.path, o), None)
+    planned = {(t.graph, t.name): t.size for t in plan.tensors}
+    if len(planned) != len(plan.tensors) or planned != expected:
+        raise refused
+    return view, (
+        f"plan {plan_name!r} was made for a model with sha256 {want[:8]}…; {str(model_path)!r} has sha256 "
+        f"{have[:8]}… but the same planned tensors and sizes (re-saved?): {action} it anyway",
+    )
+
+
+def execute(plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, opts: VerifyOptions,
+            model_path: str | os.PathLike[str] | None) -> tuple[Execution | None, ConcurrentExecution | None]:
+    """The execution step of :func:`verify_plan` (run in the command's onnxruntime child process,
+    :mod:`onnxmem.runtime.isolation`): ``(execution, None)``, or ``(None, concurrent)`` for a concurrent
+    plan of a graph without bodies."""
+    if opts.concurrency == "dag" and not view.bodies:
+        return None, run_concurrent(plan, model, view, options=opts, model_path=model_path,
+                                    concurrent=ConcurrentOptions(trials=opts.trials, threads=opts.threads))
+    if opts.concurrency != "dag" and is_training_view(view):
+        return TrainingRun(plan, model, view, opts, model_path).run(), None  # labels, dropout, gradients
+    return execute_plan(plan, model, view, options=opts, model_path=model_path), None
+
+
+def verify_plan(
+    model: onnx.ModelProto,
+    plan: MemoryPlan,
+    *,
+    model_path: str | os.PathLike[str] | None = None,
+    view: GraphView | None = None,
+    options: VerifyOptions | None = None,
+    plan_name: str | None = None,
+) -> VerifyReport:
+    """Prove ``plan`` for ``model`` statically, then (unless it failed) by execution.
+
+    ``plan_name`` (the plan file, as the user named it): check first that the
+    plan was made for the model at ``model_path`` (:func:`check_plan_identity`).
+    """
+    opts = options or VerifyOptions()
+    check_concurrency(opts.concurrency)
+    warnings: list[str] = []
+    if plan_name is not None and model_path is not None:
+        view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, view=view,
+                                         inputs=opts.inputs)
+        warnings.extend(said)
+    v = view if view is not None else view_for_plan(model, plan, model_path, opts.inputs)
+    t0 = time.perf_counter()  # the proof alone (the view may have needed a measuring run)
+    # a plan made for concurrent execution is always held to rule 9
+    static = tuple(prove_plan(plan, v, concurrency="dag" if opts.concurrency == "dag" else None))
+    static_s = time.perf_counter() - t0
+    if opts.device == "cuda" and plan.alignment % 256:
+        warnings.append(
+            f"the plan aligns offsets to {plan.alignment} B; CUDA kernels expect 256: re-plan with --alignment 256"
+        )
+    execution = None
+    concurrent = None
+    if opts.execute and not static and opts.concurrency == "dag" and v.bodies:
+        warnings.append("concurrent trials run graphs without If/Loop/Scan bodies; this model has them, so "
+                        "the plan ran once in its own order (one of the schedules the graph allows), and the "
+                        "static proof checked every schedule")
+    if opts.execute and not static:
+        execution, concurrent = run_isolated(execute, plan, model, v, opts, model_path)
+    return VerifyReport(
+        model=str(model_path) if model_path is not None else "",
+        static=static,
+        execution=execution,
+        tensors=len(plan.tensors),
+        nodes=len(plan.order),
+        arena_size=plan.arena_size,
+        static_seconds=static_s,
+        warnings=tuple(warnings),
+        concurrent=concurrent,
+    )
