@@ -43,7 +43,8 @@ def if_late_output() -> onnx.ModelProto:
     """An If whose branch writes its output after its peak, so the output fits in the peak's bytes.
 
     :func:`if_peaks` with its then branch ending ``s = ReduceSum(big)`` (4 KiB; ``big``, 16 KiB,
-    dies there), ``then_out = Neg(s)`` (in place over ``s``): peak 20 KiB; else: ``else_out =
+    dies there), ``then_out = Relu(s)`` (in place over ``s``: Relu is in the in-place table, Neg
+    is not): peak 20 KiB; else: ``else_out =
     Sigmoid(x)`` (4 KiB). Beside the region (each branch writing the If's ``y`` kept apart):
     region 20,480 B + ``y`` 4,096 + ``x`` 4,096 + ``cond`` 64 = 28,736 B. With ``y`` inside the
     region (at ``s``'s bytes, where the else branch writes it too): 24,640 B.
@@ -52,7 +53,7 @@ def if_late_output() -> onnx.ModelProto:
     branches = {a.name: a.g for a in model.graph.node[0].attribute}
     then_g, else_g = branches["then_branch"], branches["else_branch"]
     then_g.node[-1].output[0] = "s"
-    then_g.node.append(helper.make_node("Neg", ["s"], ["then_out"], name="neg"))
+    then_g.node.append(helper.make_node("Relu", ["s"], ["then_out"], name="relu"))
     else_g.node[0].CopyFrom(helper.make_node("Sigmoid", ["x"], ["else_out"], name="sigmoid"))
     return model
 

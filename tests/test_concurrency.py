@@ -44,16 +44,17 @@ def uneven_diamond() -> onnx.ModelProto:
     return make_model(nodes, [vi("x", SHAPE)], [vi("d", SHAPE)])
 
 
-def inplace_diamond() -> onnx.ModelProto:
-    """x -> a = Exp(x); b = Relu(a) and c = Neg(a) read a; d = Add(b, c). In the file order the
-    Relu is a's last reader, so b may be written over a; under concurrency Neg may still read a."""
+def inplace_fork() -> onnx.ModelProto:
+    """x -> a = Exp(x); c = Neg(a) and b = Relu(a) read a; d = Sigmoid(b); c and d are graph
+    outputs. In the file order the Relu is a's last reader, so b may be written over a; under
+    concurrency Neg may still read a. Relu and Sigmoid (float) are in the in-place table."""
     nodes = [
         helper.make_node("Exp", ["x"], ["a"], name="exp"),
         helper.make_node("Neg", ["a"], ["c"], name="neg"),
         helper.make_node("Relu", ["a"], ["b"], name="relu"),
-        helper.make_node("Add", ["b", "c"], ["d"], name="add"),
+        helper.make_node("Sigmoid", ["b"], ["d"], name="sigmoid"),
     ]
-    return make_model(nodes, [vi("x", SHAPE)], [vi("d", SHAPE)])
+    return make_model(nodes, [vi("x", SHAPE)], [vi("c", SHAPE), vi("d", SHAPE)])
 
 
 def _plan(model: onnx.ModelProto, tmp_path: Path, **opts):
@@ -75,16 +76,20 @@ def test_uneven_diamond_arenas_by_hand(tmp_path):
     assert dag.plan.solver["status"] == "optimal"
 
 
-def test_inplace_diamond_keeps_only_sharing_the_graph_allows(tmp_path):
-    _, seq = _plan(inplace_diamond(), tmp_path)
+def test_inplace_fork_keeps_only_sharing_the_graph_allows(tmp_path):
+    # file order exp, neg, relu, sigmoid (steps 0..3), inputs and outputs in the arena:
+    # x [0,1), c [1,4) (output), {a, b, d} [0,4) (relu over a, sigmoid over b; d an output).
+    # Live: step 0 x + a = 2S, step 1 a + c, step 2 {a,b} + c, step 3 {a,b,d} + c: 2S each
+    _, seq = _plan(inplace_fork(), tmp_path)
     groups = {t.name: t.group for t in seq.plan.tensors}
-    assert groups["b"] == groups["a"] == groups["d"]  # relu in place over a, add in place over b
-    assert seq.plan.arena_size == 2 * S
-    _, dag = _plan(inplace_diamond(), tmp_path, concurrency="dag")
+    assert groups["b"] == groups["a"] == groups["d"]  # relu in place over a, sigmoid in place over b
+    assert groups["c"] != groups["a"]  # Neg is not in the in-place table, and a lives on after it
+    assert (seq.plan.lower_bound, seq.plan.arena_size) == (2 * S, 2 * S)
+    _, dag = _plan(inplace_fork(), tmp_path, concurrency="dag")
     groups = {t.name: t.group for t in dag.plan.tensors}
     assert groups["b"] != groups["a"]  # neg may still read a while relu writes
-    assert groups["d"] == groups["b"]  # add is b's only reader: still in place
-    # a, {b, d} and c may all be live at once; x shares with one of the last two
+    assert groups["d"] == groups["b"]  # sigmoid is b's only reader: still in place
+    # a, {b, d} and c may all be live at once (3S); x shares with one of the last two
     assert (dag.plan.lower_bound, dag.plan.arena_size) == (3 * S, 3 * S)
     assert prove_plan(dag.plan, dag.view) == []
     # the sequential plan's in-place write is named by the proof under dag, with the reader

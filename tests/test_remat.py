@@ -127,15 +127,19 @@ def test_dropping_a_value_read_across_a_gap_frees_it_there_and_costs_its_produce
     a = p.name.index("a")
     assert p.droppable[a] and (p.last_pre[a], p.first_post[a]) == (1, 3)
     # slots: 2t while the duplicates before step t run, 2t + 1 while node t runs; 64 B a value;
-    # the in-place rule: B may write b over a, C c over b, Y y over c or a, where that input dies
-    b, c, y = (p.name.index(n) for n in "bcy")
-    assert p.inplace == ((1, a, b), (2, b, c), (3, c, y), (3, a, y))
-    assert simulate(p, ()).curve.tolist() == [0, 128, 64, 128, 128, 128, 128, 128]
+    # the in-place rule: B may write b over a, C c over b, where that input dies; Y (Mul) is
+    # not in the in-place table (onnxruntime declares no MayInplace for it), so y has its own bytes
+    b, c = (p.name.index(n) for n in "bc")
+    assert p.inplace == ((1, a, b), (2, b, c))
+    # kept: slot 1 x + a = 128; slot 2 a = 64; slots 3-4 a + b = 128 (a is read again at Y);
+    # slots 5-6 a + c = 128 (c over b); slot 7 a + c + y = 192
+    assert simulate(p, ()).curve.tolist() == [0, 128, 64, 128, 128, 128, 128, 192]
     s = simulate(p, {a})
     assert s.at[a] == 3 and s.cost == 16  # Relu again before Y: 16 elements
     # a's original copy dies at B, which writes b over it; x lives on until the duplicate
-    # reads it (slot 6), a's copy from there
-    assert s.curve.tolist() == [0, 128, 128, 128, 128, 128, 192, 128]
+    # reads it (slot 6), a's copy from there: slots 1-2 x + a = 128, slots 3-4 x + b = 128,
+    # slot 5 x + c = 128, slot 6 x + c + a = 192, slot 7 c + a + y = 192
+    assert s.curve.tolist() == [0, 128, 128, 128, 128, 128, 192, 192]
 
 
 @needs_ortools
@@ -327,20 +331,23 @@ def test_a_dense_block_fits_below_its_arena_by_recomputing_the_layer_before_its_
     onnx.save(model, path)
     got = plan_with_budget(model, path, PlanOptions(), factor=0.95)
     ch = 16 * 16 * 4  # one channel of 16 x 16 floats
-    # the peak: the last layer's 1x1 convolution reads BN-ReLU of the concatenation (20
-    # channels), which the block's last Concat reads again, and writes 16: 56 channels
-    assert got.original.plan.arena_size == 56 * ch
-    # drop the concatenation and the layer before that wrote it: the convolution then holds
-    # the one before (16 channels) instead, 16 + 20 + 16; before the last Concat the layer
-    # runs again over it, each step of its BN-scale-shift-ReLU chain in place, beside the
-    # last layer's new channels: 16 + 16 + 16 + 4
-    assert got.planned.plan.arena_size == 52 * ch <= got.budget
+    # the peak: the last layer's scale (Mul) reads the BatchNormalization of the concatenation
+    # (20 channels: 8 + 3 x 4) and writes 20 more (neither runs in place: onnxruntime declares
+    # no MayInplace for BatchNormalization or Mul), while the concatenation waits for the
+    # block's last Concat: 20 + 20 + 20 = 60 channels (the shift, Add, the same)
+    assert got.original.plan.arena_size == 60 * ch
+    # budget 0.95 x 60 = 57 channels. Drop the concatenation and the layer before that wrote
+    # it: once the BatchNormalization has read the concatenation, the chain holds the one
+    # before (cat1, 8 + 2 x 4 = 16 channels) instead, which the layer runs again from before
+    # the last Concat: at the BatchNormalization 20 + 16 + 20 = 56, at the Mul and the Add
+    # 16 + 20 + 20 = 56 channels
+    assert got.planned.plan.arena_size == 56 * ch <= got.budget
     layer = {f"L2{t}_{k}" for t in "ab" for k in ("BN", "Mul", "Add", "Relu")} | {"L2c1", "L2c3", "cat2"}
     assert {n.name.split("__remat")[0] for n in got.rewritten.graph.node if "__remat" in n.name} == layer
     # the problem's model of the peak sees what the planner finds
     order = got.original.liveness.order
     p = build_problem(got.original.view, order, flops_costs(got.original.view, model))
-    assert simulate(p, [p.name.index(n) for n in got.planned.plan.extra["remat"]["recomputed"]]).peak == 52 * ch
+    assert simulate(p, [p.name.index(n) for n in got.planned.plan.extra["remat"]["recomputed"]]).peak == 56 * ch
     # a value read only across steps that write nothing to the arena (an Unsqueeze of a
     # weight) has no gap: it comes back with the value it is read for
     mul = p.name.index("L2a_Mul")
@@ -460,6 +467,8 @@ def test_measured_costs_name_every_node_and_drive_a_budget(tmp_path):
     costs = measured_costs(planned.view, model, path)
     assert set(costs) == {op.index for op in planned.view.ops}
     assert all(c >= 0 for c in costs.values()) and sum(costs.values()) > 0
-    got = plan_with_budget(model, path, PlanOptions(), factor=0.85, algorithm="greedy", cost_model="measured")
+    # 0.95: the backward's element-wise Muls keep their own buffers (not in the in-place table),
+    # and no recomputation brings the arena to 0.9 of it
+    got = plan_with_budget(model, path, PlanOptions(), factor=0.95, algorithm="greedy", cost_model="measured")
     assert got.cost_model == "measured" and got.planned.plan.arena_size <= got.budget
     assert got.planned.plan.extra["remat"]["cost_model"] == "measured"

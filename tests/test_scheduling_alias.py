@@ -7,6 +7,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from onnx import TensorProto
 
 from onnxmem.analysis.aliasing import alias_layout
 from onnxmem.analysis.liveness import build_liveness
@@ -35,7 +36,9 @@ def make_view(
     weights: tuple[str, ...] = (),
 ) -> GraphView:
     """A view from ``(name, op_type, inputs, outputs)`` in file order; tensor
-    ``t`` is 1-D uint8 of ``sizes[t]`` bytes (so a Concat of them is contiguous)."""
+    ``t`` is 1-D float32 of ``sizes[t]`` elements, ``4 * sizes[t]`` bytes (so a
+    Concat of them is contiguous, and Relu, float in the in-place table, may
+    write over its input)."""
     producer: dict[str, int] = {}
     ops = []
     for i, (name, op_type, reads, writes) in enumerate(nodes):
@@ -46,7 +49,7 @@ def make_view(
     for t, size in sizes.items():
         kind = ("weight" if t in weights else "output" if t in outputs else "input" if t in inputs
                 else "activation")
-        tensors[t] = Tensor(t, 2, "uint8", (size,), size, kind, producer.get(t))
+        tensors[t] = Tensor(t, TensorProto.FLOAT, "float32", (size,), 4 * size, kind, producer.get(t))
     consumers: dict[str, list[int]] = {}
     for op in ops:
         for r in op.reads:
@@ -71,7 +74,8 @@ def shared(view: GraphView, order, io="internal", alignment=1) -> int:
 def tradeoff(file_order: str) -> GraphView:
     """The order that is best without sharing is worse once in-place writes count.
 
-    Bytes, alignment 1; ``x`` is a graph input, ``y`` the graph output::
+    Elements (float32: 4 bytes each), alignment 1; ``x`` is a graph input,
+    ``y`` the graph output::
 
         a = Custom(x)      100       x: 10
         r = Relu(a)        100       in place over a when a dies there
@@ -79,8 +83,8 @@ def tradeoff(file_order: str) -> GraphView:
         s = Custom(a)       50       read by the last node only
         y = Custom(s, c)     1
 
-    After ``a`` the middle runs in one of three orders. Bytes live at each
-    step (``x`` dies at ``a``, whose step is 110 in every order):
+    After ``a`` the middle runs in one of three orders. Elements live at each
+    step (``x`` dies at ``a``, whose step is 110 in every order; bytes are 4 times):
 
     ============  ===========================================  ======  ======
     middle        steps without sharing                        peak    shared
@@ -110,6 +114,9 @@ def middle(view: GraphView, order) -> str:
 
 @pytest.mark.parametrize("mid,unshared,flat", [("rcs", 220, 220), ("rsc", 250, 250), ("src", 250, 170)])
 def test_tradeoff_bounds_by_hand(mid, unshared, flat):
+    # the table of tradeoff() in elements; float32, so bytes are 4 times:
+    # 220 -> 880, 250 -> 1000, 170 -> 680
+    unshared, flat = 4 * unshared, 4 * flat
     view = tradeoff("rcs")
     name = {op.name: op.index for op in view.ops}
     order = tuple(name[k] for k in "a" + mid + "y")
@@ -124,17 +131,18 @@ def test_tradeoff_bounds_by_hand(mid, unshared, flat):
 def test_tradeoff_sharing_changes_the_best_order(strategy):
     view = tradeoff("rcs")
     plain = reorder(view, strategy, OrderOptions(alignment=1))
-    assert middle(view, plain) == "rcs"  # the unshared optimum: 220
+    assert middle(view, plain) == "rcs"  # the unshared optimum: 220 elements
     aware = reorder(view, strategy, OrderOptions(alignment=1, inplace=True))
-    assert middle(view, aware) == "src" and shared(view, aware) == 170
+    assert middle(view, aware) == "src" and shared(view, aware) == 4 * 170  # 680 B
 
 
 def test_auto_keeps_a_file_order_that_is_best_with_sharing():
     view = tradeoff("src")
-    # without sharing auto moves to r, c, s (220 < 250), which plans at 220 with sharing ...
+    # without sharing auto moves to r, c, s (220 < 250 elements), which plans at 220 (880 B)
+    # with sharing ...
     moved = reorder(view, "auto", OrderOptions(alignment=1))
-    assert middle(view, moved) == "rcs" and shared(view, moved) == 220
-    # ... while the file order plans at 170: scored with sharing, auto keeps it
+    assert middle(view, moved) == "rcs" and shared(view, moved) == 4 * 220
+    # ... while the file order plans at 170 (680 B): scored with sharing, auto keeps it
     assert reorder(view, "auto", OrderOptions(alignment=1, inplace=True)) == stable_topological_order(view)
 
 
@@ -150,30 +158,32 @@ def test_views_share_a_class_and_extend_its_life():
     sizes = {"x": 10, "a": 100, "v": 100, "r": 100, "u": 30, "y": 1, "shape": 8}
     view = make_view(nodes, sizes, ["x"], ["y"], weights=("shape",))
     g = build_order_graph(view, alignment=1, inplace=True)
+    # elements, float32 (bytes are 4 times); the shape is a weight, outside the arena.
     # file order a v r u y: the Relu runs while v (= a) is still to be read,
-    # so a stays beside r until u: 100 + 100 + 30 = 230 at u
-    assert g.peak([g.real.index(i) for i in (0, 1, 2, 3, 4)]) == flat_bound(view, (0, 1, 2, 3, 4)) == 230
+    # so a stays beside r until u: 100 + 100 + 30 = 230 elements at u, 4 * 230 = 920 B
+    assert g.peak([g.real.index(i) for i in (0, 1, 2, 3, 4)]) == flat_bound(view, (0, 1, 2, 3, 4)) == 920
     # a v u r y: v is read before the Relu, which then writes over a: a u = 130,
-    # r u y = 131 at the end
-    assert g.peak([g.real.index(i) for i in (0, 1, 3, 2, 4)]) == flat_bound(view, (0, 1, 3, 2, 4)) == 131
-    assert shared(view, reorder(view, "auto", OrderOptions(alignment=1, inplace=True))) == 131
+    # r u y = 100 + 30 + 1 = 131 elements at the end, 4 * 131 = 524 B
+    assert g.peak([g.real.index(i) for i in (0, 1, 3, 2, 4)]) == flat_bound(view, (0, 1, 3, 2, 4)) == 524
+    assert shared(view, reorder(view, "auto", OrderOptions(alignment=1, inplace=True))) == 524
 
 
 # ------------------------------------------------------------------ random graphs
 
 
 def random_view(seed: int, n: int = 10) -> GraphView:
-    """A random DAG of real op types (views, in-place unary/binary/variadic ops,
-    Concat, multi-output custom ops) in a shuffled file order. Sizes come from a
-    few values so that in-place and view rules often apply."""
+    """A random DAG of real op types (views, in-place unary ops, binary and
+    variadic ops that never alias, Concat, multi-output custom ops) in a
+    shuffled file order. Sizes come from a few values so that in-place and view
+    rules often apply."""
     rng = random.Random(seed)
     sizes = {"in0": rng.choice((16, 32)), "in1": rng.choice((16, 32, 48)), "shape": 8}
     avail = ["in0", "in1"]
     nodes = []
     for i in range(n):
-        kind = rng.choice(("Relu", "Relu", "Add", "Sum", "Reshape", "Identity", "Custom", "Custom", "Concat"))
+        kind = rng.choice(("Relu", "Sigmoid", "Add", "Sum", "Reshape", "Identity", "Custom", "Custom", "Concat"))
         out = f"t{i}"
-        if kind in ("Relu", "Reshape", "Identity"):
+        if kind in ("Relu", "Sigmoid", "Reshape", "Identity"):
             x = rng.choice(avail)
             reads = [x, "shape"] if kind == "Reshape" else [x]
             sizes[out] = sizes[x]

@@ -7,15 +7,17 @@ Three kinds of sharing. Two are written in one table, :data:`RULES`:
   joins the input's group, and the group stays live until the last read of
   any member (:func:`onnxmem.analysis.liveness.build_liveness` takes the union).
 * **inplace**: the op computes output element ``i`` from input element ``i``
-  of the reused input only (unary and binary element-wise ops, activations,
-  Cast between types of one size, BatchNormalization at inference), so its
-  kernel may write the output over that input. Two row-wise ops join them
-  for float tensors only (``AliasRule.dtypes``): Softmax and LogSoftmax,
-  whose onnxruntime CPU kernel reads a whole row (its maximum, its sum of
-  exponentials) before it writes that row's outputs, each from the input
-  element at the same place, and which onnxruntime itself runs in place
-  (the float kernels declare ``MayInplace(0, 0)``). Other ops that read
-  neighbours (Conv, MatMul, pooling, Transpose, LayerNormalization, ...)
+  of the reused input, and its kernel may write the output over that input.
+  An op is in the table only where onnxruntime's own kernel registrations
+  declare ``MayInplace(0, 0)`` on both CPU and CUDA, for the element types
+  both declare it for (``AliasRule.dtypes``; :data:`DECLARED_INPLACE`):
+  onnxruntime then runs that kernel in place itself, so every build of it
+  (whatever its vector width or provider) must be correct that way. The
+  algebra alone is not enough: an element-wise kernel may write a temporary
+  into the output and read the input again (Gelu's CPU kernel does), or read
+  ahead on a wide vector path. Ops without the declaration on both
+  providers (Add, Mul, Exp, Cast, Clip, Softmax, BatchNormalization, Gelu,
+  ...) and ops that read neighbours (Conv, MatMul, pooling, Transpose, ...)
   are not in the table and never alias.
 
 The third is **concat** (sub-buffer aliasing): when every input of a Concat
@@ -41,9 +43,9 @@ output joins the group of input ``j`` when:
    are never written); and every input of the node in that group whose bytes
    overlap the output's sits at an input the rule lists and has exactly the
    output's bytes, so it is read element by element before that output
-   element is written (this allows ``Add(x, x)`` and ``Add(x, Reshape(x))``,
-   but not ``Sum(x, y, x)``, whose kernel folds input 2 in after it has
-   written the output).
+   element is written (a rule listing inputs 0 and 1 would allow ``op(x, x)``
+   and ``op(x, Reshape(x))``, never the group read at an unlisted input,
+   which a kernel may read after it has written the output).
 
 A Concat's input ``x`` (at its first position ``i`` only) joins the output's
 group at slice ``i``'s offset when: the output and ``x`` are planned
@@ -120,6 +122,7 @@ class HappensBefore(Protocol):
         """Whether a node of ``readers`` (bits) other than ``node`` may run after ``node`` starts."""
 
 __all__ = [
+    "DECLARED_INPLACE",
     "RULES",
     "Alias",
     "AliasLayout",
@@ -150,11 +153,6 @@ def _dropout_inference(op: Op) -> bool:
     return len(op.inputs) < 3 or not op.inputs[2]
 
 
-def _one_output(op: Op) -> bool:
-    """BatchNormalization at inference: only ``Y`` is produced."""
-    return sum(1 for o in op.outputs if o) == 1
-
-
 @dataclass(frozen=True, slots=True)
 class AliasRule:
     """Output 0 of the op may take the bytes of ``inputs[k]`` (first that qualifies).
@@ -175,42 +173,41 @@ class AliasRule:
         return self.dtypes is None or elem_type in self.dtypes
 
 
-_UNARY = (
-    "Abs Acos Acosh Asin Asinh Atan Atanh BitwiseNot Cast Ceil Celu Clip Cos Cosh Elu Erf Exp "
-    "Floor Gelu HardSigmoid HardSwish IsInf IsNaN LeakyRelu Log Mish Neg Not Reciprocal Relu Round "
-    "Selu Shrink Sigmoid Sign Sin Sinh Softplus Softsign Sqrt Tan Tanh ThresholdedRelu"
-).split()
-_BINARY = (
-    "Add And BitShift BitwiseAnd BitwiseOr BitwiseXor Div Equal Greater GreaterOrEqual Less "
-    "LessOrEqual Mod Mul Or Pow Sub Xor"
-).split()
-#: variadic element-wise ops: kernels fold inputs 1.. into the output one at a
-#: time, so only input 0 (read before anything is written) may be reused
-_VARIADIC = "Max Mean Min Sum".split()
+_F = frozenset({TensorProto.FLOAT})
+_FD = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE})
 
-_MS = "com.microsoft"
-#: element-wise gradients of onnxruntime's training ops (see RULES)
-_GRADIENTS = "ReluGrad GeluGrad FastGeluGrad TanhGrad DropoutGrad Scale".split()
+#: views: onnxruntime's CPU and CUDA kernels of Reshape, Flatten, Squeeze,
+#: Unsqueeze and Identity declare ``Alias(0, 0)`` (the output *is* the input's
+#: buffer). Dropout at inference declares nothing, but its kernel copies the
+#: input only when the buffers differ (``X != Y``), so bytes bound over
+#: themselves stay as they are; a view computes nothing, so no vector width
+#: can change it.
+_VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+
+#: in-place ops: element types for which onnxruntime's kernel registrations
+#: declare ``MayInplace(0, 0)`` on **both** CPU
+#: (``core/providers/cpu/activation/activations.cc``: float, and double for
+#: Relu, Sigmoid and Tanh) and CUDA (``core/providers/cuda/activation/activations.cc``:
+#: half, float, double). onnxruntime then runs these kernels in place itself,
+#: so every build of them (AVX2, AVX-512, NEON, CUDA) is correct that way. A
+#: plan records no device, so an op declared on one provider only is left out:
+#: Cast, Clip, Celu, Softmax and LogSoftmax (float) declare it on CPU only;
+#: the com.microsoft gradients (ReluGrad, TanhGrad, GeluGrad, FastGeluGrad,
+#: DropoutGrad, Scale) on CUDA only. Neither provider declares it for the
+#: unary math ops (Abs, Exp, Erf, Sqrt, ...), the binary and variadic ones
+#: (Add, Mul, Sum, ...), PRelu, BatchNormalization or Gelu (whose CPU kernel
+#: writes ``x / sqrt(2)`` into the output and reads the input again after
+#: MLAS's erf pass), so those never run in place.
+DECLARED_INPLACE: dict[str, frozenset[int]] = {
+    "Relu": _FD, "Sigmoid": _FD, "Tanh": _FD,
+    **{op: _F for op in ("Elu", "HardSigmoid", "LeakyRelu", "Selu", "Softplus", "Softsign", "ThresholdedRelu")},
+}
 
 #: (domain, op_type) -> rule. Domain "" is ai.onnx. Ops absent here never alias.
 RULES: dict[tuple[str, str], AliasRule] = {
-    **{("", op): AliasRule(VIEW, (0,)) for op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")},
+    **{("", op): AliasRule(VIEW, (0,)) for op in _VIEWS},
     ("", "Dropout"): AliasRule(VIEW, (0,), _dropout_inference),
-    **{("", op): AliasRule(INPLACE, (0,)) for op in _UNARY},
-    **{("", op): AliasRule(INPLACE, (0, 1)) for op in _BINARY},
-    **{("", op): AliasRule(INPLACE, (0,)) for op in _VARIADIC},
-    ("", "PRelu"): AliasRule(INPLACE, (0,)),
-    ("", "BatchNormalization"): AliasRule(INPLACE, (0,), _one_output),
-    # row-wise: onnxruntime's float CPU kernels read a row whole before writing it (MayInplace(0, 0))
-    **{("", op): AliasRule(INPLACE, (0,), dtypes=frozenset({TensorProto.FLOAT})) for op in ("Softmax", "LogSoftmax")},
-    # onnxruntime's training ops (com.microsoft) whose CPU kernels compute output[i] from
-    # input 0's element i (and other inputs' element i) in one element-wise pass, as the CUDA
-    # kernels of the gradients declare (MayInplace(0, 0)): a gradient takes the incoming
-    # gradient's bytes. SigmoidGrad's and Gelu's CPU kernels write their output before they
-    # are done reading the input, so they never alias. The accumulators write into the
-    # caller's gradient buffer (their declared Alias), which is outside the arena
-    # (onnxmem.model.roles).
-    **{(_MS, op): AliasRule(INPLACE, (0,)) for op in _GRADIENTS},
+    **{("", op): AliasRule(INPLACE, (0,), dtypes=types) for op, types in DECLARED_INPLACE.items()},
 }
 
 
