@@ -141,11 +141,14 @@ def test_onnxruntime_in_the_child_is_held_to_its_memory_limit(tmp_path):
 
 
 def test_zoo_verify_reads_models_through_the_checked_loader(tmp_path):
-    """A zoo model symlinked to /dev/zero: refused by the loader's regular-file rule before any
-    byte is read (its fill-weights step once read it to the size limit)."""
+    """A zoo model symlinked to /dev/zero: the zoo refuses the link out of its folder in one
+    line, and the fill-weights step reads through the checked loader, whose regular-file rule
+    refuses a device before any byte is read (it once read one to the size limit)."""
     from click.testing import CliRunner
 
     from onnxmem.cli.main import main
+    from onnxmem.core.errors import OnnxmemError
+    from onnxmem.zoo.fixtures import materialize
 
     zoo = tmp_path / "zoo"
     zoo.mkdir()
@@ -153,5 +156,7 @@ def test_zoo_verify_reads_models_through_the_checked_loader(tmp_path):
     r = CliRunner().invoke(main, ["zoo", str(zoo), "--verify", "cpu", "--executor", "inline",
                                   "--out", str(tmp_path / "out")])
     assert r.exit_code == 1, r.output
-    detail = (tmp_path / "out" / "results.md").read_text()
-    assert "fill weights: model file" in detail and "is not a regular file" in detail
+    assert "leads to '/dev/zero', outside the zoo's folder" in r.output
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(OnnxmemError, match="is not a regular file"):
+        materialize(zoo / "zero.onnx", tmp_path / "filled")
