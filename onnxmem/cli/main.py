@@ -838,6 +838,7 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
                     "model_timeout": model_timeout},
         "seconds": 0.0,
     }
+    zoo_lib.check_zoo_run(models, options)  # before the progress bar: an error is one line
     writer = zoo_lib.ResultsWriter(out_dir, [m.name for m in models], meta, inputs=inputs)
     console = Console(stderr=True)
     marks = {"ok": "[green]ok[/]", "wrong": "[red]WRONG[/]", "timeout": "[red]TIMEOUT[/]"}

@@ -51,6 +51,7 @@ _HOME = {
     "run_limited": "runner",
     "run_model": "runner",
     "run_zoo": "runner",
+    "check_zoo_run": "runner",
     "verify_and_measure": "runner",
 }
 
@@ -67,6 +68,7 @@ __all__ = [
     "ZooModel",
     "ZooOptions",
     "ZooResult",
+    "check_zoo_run",
     "compare_baseline",
     "describe_inputs",
     "describe_model",

@@ -40,6 +40,7 @@ __all__ = [
     "EXECUTORS",
     "VERIFY_DEVICES",
     "ZooOptions",
+    "check_zoo_run",
     "run_limited",
     "run_model",
     "run_zoo",
@@ -191,22 +192,7 @@ def run_zoo(models: Sequence[ZooModel], options: ZooOptions,
 
     Results come back in the order of ``models``; ``on_result`` sees each as it ends.
     """
-    if options.executor not in EXECUTORS:
-        raise OnnxmemError(
-            f"executor '{options.executor}' is unknown; use one of {', '.join(EXECUTORS)}"
-        )
-    if options.verify is not None and options.verify not in VERIFY_DEVICES:
-        raise OnnxmemError(
-            f"--verify {options.verify}: use one of {', '.join(VERIFY_DEVICES)}"
-        )
-    if options.jobs < 1:
-        raise OnnxmemError(f"--jobs {options.jobs}: use 1 or more")
-    if options.model_timeout is not None and options.model_timeout < 0:
-        raise OnnxmemError(f"--model-timeout {options.model_timeout:g}: use 0 (no limit) or more")
-    names = [m.name for m in models]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise OnnxmemError(f"zoo has several models named {', '.join(dupes)}; names must be unique")
+    check_zoo_run(models, options)
     if options.work_dir is not None:
         Path(options.work_dir).mkdir(parents=True, exist_ok=True)
     notify = on_result or (lambda _r: None)
@@ -341,3 +327,23 @@ def _run_ray(models: Sequence[ZooModel], options: ZooOptions, notify: Callback,
             results[i] = result
             notify(result)
     return [r for r in results if r is not None]
+
+
+def check_zoo_run(models: Sequence[ZooModel], options: ZooOptions) -> None:
+    """Refuse a run's options or models before anything starts (one-line user errors)."""
+    if options.executor not in EXECUTORS:
+        raise OnnxmemError(
+            f"executor '{options.executor}' is unknown; use one of {', '.join(EXECUTORS)}"
+        )
+    if options.verify is not None and options.verify not in VERIFY_DEVICES:
+        raise OnnxmemError(
+            f"--verify {options.verify}: use one of {', '.join(VERIFY_DEVICES)}"
+        )
+    if options.jobs < 1:
+        raise OnnxmemError(f"--jobs {options.jobs}: use 1 or more")
+    if options.model_timeout is not None and options.model_timeout < 0:
+        raise OnnxmemError(f"--model-timeout {options.model_timeout:g}: use 0 (no limit) or more")
+    names = [m.name for m in models]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise OnnxmemError(f"zoo has several models named {', '.join(dupes)}; names must be unique")
