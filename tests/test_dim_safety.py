@@ -129,11 +129,13 @@ def test_grammar(text, value):
 
 
 def test_grammar_bounds_are_fast():
-    t0 = time.perf_counter()
+    # CPU seconds of this process (not wall-clock), with a wide margin: a guard against a
+    # quadratic parse, not a speed target
+    t0 = time.process_time()
     for text in ("(" * 100_000, "-" * 100_000 + "1", "1+" * 3000 + "1", "9**" * 1000 + "9"):
         assert dimexpr.evaluate(text, {}) is None
     assert dimexpr.evaluate("1+" * 2000 + "1", {}) == 2001  # within MAX_CHARS: a real sum
-    assert time.perf_counter() - t0 < 1
+    assert time.process_time() - t0 < 5
 
 
 def test_nesting_limit(tmp_path):

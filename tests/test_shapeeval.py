@@ -515,7 +515,7 @@ def test_plan_of_a_chain_with_file_order(tmp_path):
 def test_hostile_sizes_are_refused_quickly():
     import time
 
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     # a product of a million integers leaves int64 after a few dozen: never computed in full
     assert evaluate_node(_node("ReduceProd", 1, keepdims=0), [np.full(2**20, 2**40, I64)], [(2**20,)], 17) is None
     assert evaluate_node(_node("ReduceProd", 1, keepdims=0), [np.full(2**20, -3, I64)], [(2**20,)], 17) is None
@@ -524,17 +524,17 @@ def test_hostile_sizes_are_refused_quickly():
     assert evaluate_node(_node("Reshape", 2), [_a([1]), spec], [(1,), spec.shape], 17) is None
     assert evaluate_node(_node("ConstantOfShape", 1), [spec], [spec.shape], 17) is None
     assert evaluate_node(_node("Expand", 2), [_a([1]), spec], [(1,), spec.shape], 17) is None
-    assert time.perf_counter() - t0 < 10
+    assert time.process_time() - t0 < 10
 
 
 def test_failing_arithmetic_on_a_million_elements_is_quick():
     import time
 
     big, zeros = np.full(2**20, 2**62, I64), np.zeros(2**20, I64)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for op, rhs in (("Mul", big), ("Add", big), ("Div", zeros), ("Mod", zeros)):
         assert evaluate_node(_node(op, 2), [big, rhs], [(2**20,)] * 2, 17) is None
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 5
 
 
 def test_reduceprod_is_exact_and_checked():
