@@ -44,17 +44,16 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 import onnx
 
 from onnxmem.core.errors import ModelError, ShapeError, flag_value, show_name
-from onnxmem.model.load import (
+from onnxmem.model import (
     OTHER_BRANCH,
     BodyKey,
-    ShapeInfo,
+    caller_state,
     dtype_name,
     owner_key,
     subgraph_attributes,
     tensor_bytes,
 )
-from onnxmem.model.roles import caller_state
-from onnxmem.shapes.shapeeval import opset_version
+from onnxmem.shapes import ShapeInfo, opset_version
 
 __all__ = ["BRANCH_NAMES", "ORIGINS", "Body", "GraphView", "Op", "Tensor", "body_kind", "bound_outputs", "build_view",
            "child_path", "excluded_branches", "foldable", "if_nodes", "iter_views", "outer_scope_reads",
