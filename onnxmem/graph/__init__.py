@@ -1,12 +1,21 @@
 """The read-only view of a model: tensors, producers and uses, folding, bodies and captures.
 
 The public interface of the graph layer; higher layers import from here
-(``from onnxmem.graph import GraphView, build_view``). :mod:`~onnxmem.graph.view` builds
-the view, one per graph level.
+(``from onnxmem.graph import GraphView, build_view``): :mod:`~onnxmem.graph.view` builds
+the view, one per graph level; :mod:`~onnxmem.graph.paths` names nodes and bodies and reads
+``--branch``; :mod:`~onnxmem.graph.regions` adds the regions bodies run in.
 """
 
-from onnxmem.graph.view import (
+from onnxmem.graph.paths import (
     BRANCH_NAMES,
+    child_path,
+    excluded_branches,
+    if_nodes,
+    node_names,
+    outer_scope_reads,
+)
+from onnxmem.graph.regions import bound_outputs, with_regions
+from onnxmem.graph.view import (
     CONSTANT_OPS,
     ORIGINS,
     RANDOM_OPS,
@@ -15,16 +24,9 @@ from onnxmem.graph.view import (
     Op,
     Tensor,
     body_kind,
-    bound_outputs,
     build_view,
-    child_path,
-    excluded_branches,
     foldable,
-    if_nodes,
     iter_views,
-    node_names,
-    outer_scope_reads,
-    with_regions,
 )
 
 __all__ = [
