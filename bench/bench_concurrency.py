@@ -49,8 +49,8 @@ from typing import Any, Iterator
 
 import onnx
 
+from onnxmem.model import load_model
 from onnxmem.model.generate import nasnet, randwire, transformer
-from onnxmem.model.load import load_model
 from onnxmem.planning.pipeline import PlanOptions, plan_loaded
 from onnxmem.proof.plan import prove_plan
 from onnxmem.runtime.arena import ExecutionOptions, execute_plan

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import onnx
 
-from onnxmem.model.load import load_model
+from onnxmem.model import load_model
 from onnxmem.planning.pipeline import PlanOptions, default_order, default_solver, plan_loaded
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,12 +30,13 @@ from onnxmem.analysis.aliasing import shared_layout  # noqa: E402
 from onnxmem.analysis.liveness import build_liveness  # noqa: E402
 from onnxmem.core.problem import lower_bound  # noqa: E402
 from onnxmem.core.solvers import solve  # noqa: E402
-from onnxmem.graph.view import build_view  # noqa: E402
+from onnxmem.graph import build_view  # noqa: E402
+from onnxmem.model import load_model  # noqa: E402
 from onnxmem.model.generate import nasnet, randwire, transformer  # noqa: E402
-from onnxmem.model.load import infer_shapes, load_model  # noqa: E402
 from onnxmem.scheduling import OrderOptions, reorder, stable_topological_order  # noqa: E402
 from onnxmem.scheduling.cost import build_order_graph, order_peak  # noqa: E402
 from onnxmem.scheduling.exact import exact_search  # noqa: E402
+from onnxmem.shapes import infer_shapes  # noqa: E402
 
 HEURISTICS = ("greedy", "longest-path", "hierarchical", "auto")
 SHARED = OrderOptions(inplace=True)

@@ -121,7 +121,7 @@ def grow_only(arenas: list[int]) -> list[int]:
 
 def measure(name: str, path: Path, box: dict[str, tuple[int, int]], points: int, seed: int,
             execute: bool) -> dict[str, Any]:
-    from onnxmem.model.load import load_model
+    from onnxmem.model import load_model
     from onnxmem.planning.pipeline import PlanOptions, plan_loaded
     from onnxmem.planning.ranges import instantiate, plan_range
     from onnxmem.verify.run import VerifyOptions, verify_plan

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from onnxmem.core.errors import OnnxmemError
-from onnxmem.model.load import infer_shapes, load_model
+from onnxmem.model import load_model
 from onnxmem.planning.pipeline import PlanOptions, plan_model
-from onnxmem.shapes import shapeeval
+from onnxmem.shapes import infer_shapes, shapeeval
 from onnxmem.zoo import ZooModel, load_zoo, machine_info, materialize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

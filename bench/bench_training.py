@@ -55,8 +55,8 @@ from onnxmem.analysis.liveness import build_liveness  # noqa: E402
 from onnxmem.core.errors import RuntimeBackendError  # noqa: E402
 from onnxmem.core.fileio import write_bytes_atomic  # noqa: E402
 from onnxmem.core.problem import align_up, lower_bound  # noqa: E402
-from onnxmem.graph.view import GraphView  # noqa: E402
-from onnxmem.model.load import load_model  # noqa: E402
+from onnxmem.graph import GraphView  # noqa: E402
+from onnxmem.model import load_model  # noqa: E402
 from onnxmem.planning.pipeline import Planned, PlanOptions, plan_loaded  # noqa: E402
 from onnxmem.runtime.training import execute_in_one_arena, missing_kernel  # noqa: E402
 from onnxmem.scheduling import stable_topological_order  # noqa: E402

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import onnx
 
-from onnxmem.graph.view import GraphView, build_view
-from onnxmem.model.load import infer_shapes
+from onnxmem.graph import GraphView, build_view
 from onnxmem.planning.pipeline import PlanOptions, plan_model
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
 from onnxmem.proof.plan import prove_plan, true_lifetimes
 from onnxmem.runtime.ort import load_with_weights, make_session, random_inputs
+from onnxmem.shapes import infer_shapes
 from onnxmem.verify.run import verify_plan
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

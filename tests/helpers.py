@@ -34,8 +34,8 @@ def chain(n_relu: int = 3, shape=(1, 16)) -> onnx.ModelProto:
 
 def file_order_view(model: onnx.ModelProto):
     """The planning view of ``model`` and its file order (node indices)."""
-    from onnxmem.graph.view import build_view
-    from onnxmem.model.load import infer_shapes
+    from onnxmem.graph import build_view
+    from onnxmem.shapes import infer_shapes
 
     v = build_view(model, infer_shapes(model))
     return v, tuple(range(len(v.ops)))
@@ -59,10 +59,10 @@ def plan_layout(model: onnx.ModelProto, tmp_path, layout, order=None, *, prove: 
     from unittest import mock
 
     from onnxmem.analysis.liveness import build_liveness
-    from onnxmem.graph.view import build_view
-    from onnxmem.model.load import infer_shapes
+    from onnxmem.graph import build_view
     from onnxmem.planning import pipeline
     from onnxmem.planning.pipeline import PlanOptions, plan_liveness
+    from onnxmem.shapes import infer_shapes
 
     path = tmp_path / "m.onnx"
     onnx.save(model, path)

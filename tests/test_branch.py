@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from onnxmem.cli.main import main
 from onnxmem.core.errors import ModelError, PlanError, ShapeError
-from onnxmem.graph.view import excluded_branches, if_nodes
+from onnxmem.graph import excluded_branches, if_nodes
 from onnxmem.planning.pipeline import PlanOptions, plan_model
 from onnxmem.verify.run import VerifyOptions, prove_plan, verify_plan
 

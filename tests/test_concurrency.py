@@ -99,8 +99,8 @@ def test_inplace_fork_keeps_only_sharing_the_graph_allows(tmp_path):
 
 
 def test_happens_before_follows_paths():
-    from onnxmem.graph.view import build_view
-    from onnxmem.model.load import infer_shapes
+    from onnxmem.graph import build_view
+    from onnxmem.shapes import infer_shapes
 
     m = uneven_diamond()
     view = build_view(m, infer_shapes(m))

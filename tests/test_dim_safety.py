@@ -16,7 +16,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnxmem.core import dimexpr
-from onnxmem.model.load import MAX_NESTING, check_graph_limits, infer_shapes, load_model
+from onnxmem.model import MAX_NESTING, check_graph_limits, load_model
+from onnxmem.shapes import infer_shapes
 
 from .helpers import make_model, vi
 

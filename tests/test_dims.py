@@ -9,8 +9,9 @@ from onnx import helper
 
 from onnxmem.cli.main import main
 from onnxmem.core.errors import ShapeError
-from onnxmem.model.load import dim_names, graph_inputs, infer_shapes, load_model, parse_dim_binding
+from onnxmem.model import dim_names, graph_inputs, load_model, parse_dim_binding
 from onnxmem.runtime.ort import measure_shapes
+from onnxmem.shapes import infer_shapes
 
 from .helpers import make_model, vi
 

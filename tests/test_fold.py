@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.cli.main import main
-from onnxmem.graph.view import build_view
-from onnxmem.model.load import infer_shapes
+from onnxmem.graph import build_view
+from onnxmem.shapes import infer_shapes
 from onnxmem.verify.run import VerifyOptions, verify_plan
 
 from .helpers import make_model, plan_file_order, vi

@@ -6,11 +6,11 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxmem.graph.view import build_view
+from onnxmem.graph import build_view
 from onnxmem.model.generate import Wiring, nasnet, random_dag, randwire, transformer, wiring
-from onnxmem.model.load import infer_shapes
 from onnxmem.scheduling import stable_topological_order
 from onnxmem.scheduling.cost import order_peak
+from onnxmem.shapes import infer_shapes
 
 
 def run(model: onnx.ModelProto) -> list[np.ndarray]:

@@ -183,7 +183,7 @@ def test_external_weights_that_are_fine_are_read_and_run(tmp_path):
     model_dir.mkdir()
     (model_dir / "w.bin").write_bytes(b"\0" * 8 + WEIGHTS.tobytes())
     model = save_model(model_dir, matmul_model(external_weight("w.bin", offset="8", length="64")))
-    from onnxmem.model.load import load_model
+    from onnxmem.model import load_model
     from onnxmem.runtime.ort import load_with_weights
 
     full = load_with_weights(load_model(model), model)
@@ -638,7 +638,7 @@ def test_external_data_of_a_constant_in_a_local_function_is_read_from_the_model_
     model_dir.mkdir()
     (model_dir / "w.bin").write_bytes(WEIGHTS.tobytes())
     model = save_model(model_dir, call_model([constant_function(external_weight("w.bin"))]))
-    from onnxmem.model.load import load_model
+    from onnxmem.model import load_model
     from onnxmem.runtime.ort import load_with_weights
 
     full = load_with_weights(load_model(model), model)

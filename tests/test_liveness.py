@@ -7,9 +7,10 @@ from onnx import TensorProto, helper
 
 from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core.problem import lower_bound
-from onnxmem.graph.view import build_view
-from onnxmem.model.load import infer_shapes, load_model
+from onnxmem.graph import build_view
+from onnxmem.model import load_model
 from onnxmem.scheduling import reorder
+from onnxmem.shapes import infer_shapes
 
 from .helpers import make_model, vi
 

@@ -8,9 +8,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.core.errors import ModelError, ShapeError
-from onnxmem.graph.view import build_view
-from onnxmem.model.load import infer_shapes, load_model, parse_input_shape, tensor_bytes
+from onnxmem.graph import build_view
+from onnxmem.model import load_model, parse_input_shape, tensor_bytes
 from onnxmem.runtime.ort import infer_measured_shapes
+from onnxmem.shapes import infer_shapes
 
 from .helpers import make_model, vi
 
@@ -172,7 +173,7 @@ def test_undefined_input_and_cycle_are_errors():
 
 
 def _shapes(m: onnx.ModelProto):
-    from onnxmem.model.load import ShapeInfo
+    from onnxmem.shapes import ShapeInfo
 
     names = {o for n in m.graph.node for o in n.output} | {i.name for i in m.graph.input}
     return ShapeInfo({n: TensorProto.FLOAT for n in names}, {n: (2,) for n in names})
@@ -233,11 +234,11 @@ def test_inlined_size_and_depth_of_local_functions_without_expanding_them():
 
 def test_functions_value_info_dims_never_reach_inference_as_file_text():
     """A dim name in a local function's value_info is renamed for inference like the graph's."""
-    from onnxmem.model.load import _rename_dims
+    from onnxmem.model import rename_dims
 
     from .test_hostile import chain_of_functions
 
     m = chain_of_functions(2)
     m.functions[0].value_info.append(vi("b", ["__import__('os')", 4]))
-    assert _rename_dims(m) == {"__import__('os')": "onnxmem_dim_0"}
+    assert rename_dims(m) == {"__import__('os')": "onnxmem_dim_0"}
     assert m.functions[0].value_info[0].type.tensor_type.shape.dim[0].dim_param == "onnxmem_dim_0"

@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnxmem.core.errors import ShapeError
-from onnxmem.graph.view import child_path
-from onnxmem.model.load import iter_bodies, load_model
+from onnxmem.graph import child_path
+from onnxmem.model import iter_bodies, load_model
 from onnxmem.planning.pipeline import PlanOptions, plan_model
 from onnxmem.plans.point import OUTSIDE_REASONS, plan_from_dict, read_plan, render_plan, write_plan
 from onnxmem.verify.run import VerifyOptions, execute_plan, prove_plan, true_lifetimes, verify_plan
@@ -37,8 +37,8 @@ def _save(tmp_path, name, model):
 
 def _node_outputs(model: onnx.ModelProto, planned) -> set[tuple[str, str]]:
     """(graph path, name) of every node output at every level, paths as the plan writes them."""
-    from onnxmem.graph.view import build_view, iter_views
-    from onnxmem.model.load import infer_shapes
+    from onnxmem.graph import build_view, iter_views
+    from onnxmem.shapes import infer_shapes
 
     del planned
     view = build_view(model, infer_shapes(model))

@@ -17,8 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxmem.cli.main import main
 from onnxmem.core.errors import PlanError, ShapeError
 from onnxmem.core.symbolic import MaxPoly, Poly
-from onnxmem.graph.view import build_view
-from onnxmem.model.load import infer_shapes
+from onnxmem.graph import build_view
 from onnxmem.planning.pipeline import PlanOptions, plan_loaded
 from onnxmem.planning.ranges import (
     RANGE_SCHEMA_VERSION,
@@ -36,6 +35,7 @@ from onnxmem.planning.ranges import (
 )
 from onnxmem.plans.point import read_plan
 from onnxmem.proof.plan import prove_plan
+from onnxmem.shapes import infer_shapes
 
 from .helpers import make_model, vi
 

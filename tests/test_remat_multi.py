@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
 from onnxmem.cli.main import main
-from onnxmem.graph.view import Op
+from onnxmem.graph import Op
 from onnxmem.planning.pipeline import PlanOptions
 from onnxmem.remat import build_problem, simulate
 from onnxmem.remat.budget import plan_with_budget, sinks_early

@@ -19,10 +19,10 @@ from onnxmem.analysis.aliasing import alias_layout, shared_layout
 from onnxmem.analysis.lifetimes import group_span, live_profile, tensor_lifetimes
 from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core.problem import lower_bound
-from onnxmem.graph.view import build_view
-from onnxmem.model.load import infer_shapes
+from onnxmem.graph import build_view
 from onnxmem.scheduling import OrderOptions, reorder
 from onnxmem.scheduling.cost import order_peak
+from onnxmem.shapes import infer_shapes
 
 from .helpers import chain, make_model, vi
 

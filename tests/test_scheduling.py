@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core import workclock
 from onnxmem.core.problem import lower_bound
-from onnxmem.graph.view import GraphView, Op, Tensor
+from onnxmem.graph import GraphView, Op, Tensor
 from onnxmem.scheduling import (
     ORDERS,
     OrderOptions,
@@ -294,9 +294,9 @@ def test_exact_never_worse_than_greedy_on_timeout():
 
 def test_timeouts_are_respected():
     from onnxmem.core import workclock
-    from onnxmem.graph.view import build_view
+    from onnxmem.graph import build_view
     from onnxmem.model.generate import randwire
-    from onnxmem.model.load import infer_shapes
+    from onnxmem.shapes import infer_shapes
 
     m = randwire(40, "er", 1)
     view = build_view(m, infer_shapes(m))
@@ -308,10 +308,10 @@ def test_timeouts_are_respected():
 @pytest.mark.slow
 def test_ten_thousand_nodes_within_the_default_budget():
     from onnxmem.core import workclock
-    from onnxmem.graph.view import build_view
+    from onnxmem.graph import build_view
     from onnxmem.model.generate import transformer
-    from onnxmem.model.load import infer_shapes
     from onnxmem.scheduling.hierarchical import AUTO_TIMEOUT
+    from onnxmem.shapes import infer_shapes
 
     m = transformer(400, 0)
     view = build_view(m, infer_shapes(m))
@@ -336,9 +336,9 @@ def test_exact_methods_agree_on_pieces_cut_from_the_middle():
 
 
 def randwire_view(n, kind, seed):
-    from onnxmem.graph.view import build_view
+    from onnxmem.graph import build_view
     from onnxmem.model.generate import randwire
-    from onnxmem.model.load import infer_shapes
+    from onnxmem.shapes import infer_shapes
 
     m = randwire(n, kind, seed)
     return build_view(m, infer_shapes(m))
@@ -396,9 +396,9 @@ def test_auto_proves_the_file_order_optimal_without_searching(monkeypatch):
 
 
 def test_auto_on_repeated_blocks_never_above_file():
-    from onnxmem.graph.view import build_view
+    from onnxmem.graph import build_view
     from onnxmem.model.generate import transformer
-    from onnxmem.model.load import infer_shapes
+    from onnxmem.shapes import infer_shapes
 
     m = transformer(6, 0)
     view = build_view(m, infer_shapes(m))

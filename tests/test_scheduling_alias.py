@@ -12,7 +12,7 @@ from onnx import TensorProto
 from onnxmem.analysis.aliasing import alias_layout
 from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core.problem import lower_bound
-from onnxmem.graph.view import GraphView, Op, Tensor
+from onnxmem.graph import GraphView, Op, Tensor
 from onnxmem.scheduling import (
     ORDERS,
     OrderOptions,
@@ -265,9 +265,9 @@ def test_auto_with_sharing_never_above_the_file_order(seed, n, io, alignment):
 
 
 def test_auto_with_sharing_respects_its_budget():
-    from onnxmem.graph.view import build_view
+    from onnxmem.graph import build_view
     from onnxmem.model.generate import randwire
-    from onnxmem.model.load import infer_shapes
+    from onnxmem.shapes import infer_shapes
 
     m = randwire(64, "ws", 2)
     view = build_view(m, infer_shapes(m))

@@ -12,8 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.core.errors import ShapeError
-from onnxmem.model.load import infer_shapes
-from onnxmem.shapes import shapeeval
+from onnxmem.shapes import infer_shapes, shapeeval
 from onnxmem.shapes.shapeeval import (
     EVALUATORS,
     MAX_ELEMENTS,

@@ -20,11 +20,11 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxmem.analysis.aliasing import RULES, alias_layout
 from onnxmem.core.errors import ShapeError
 from onnxmem.core.problem import live_bytes
-from onnxmem.graph.view import build_view
-from onnxmem.model.load import infer_shapes, load_model
-from onnxmem.model.roles import caller_state
+from onnxmem.graph import build_view
+from onnxmem.model import caller_state, load_model
 from onnxmem.planning.pipeline import PlanOptions, plan_loaded, plan_model
 from onnxmem.proof.plan import prove_plan
+from onnxmem.shapes import infer_shapes
 from onnxmem.shapes.training import TRAINING_RULES
 
 from .conftest import MODELS

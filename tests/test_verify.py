@@ -406,10 +406,10 @@ def test_onnxruntime_prints_nothing(tmp_path, capfd):
 def _chain_plan(n: int, *, in_place: bool):
     """A plan of the ``n``-node Relu chain, built by hand: every tensor in one
     in-place group at offset 0, or each in its own group on two alternating buffers."""
-    from onnxmem.graph.view import build_view
-    from onnxmem.model.load import infer_shapes
+    from onnxmem.graph import build_view
     from onnxmem.plans.point import MemoryPlan, PlannedTensor
     from onnxmem.proof.plan import true_lifetimes
+    from onnxmem.shapes import infer_shapes
 
     from .helpers import chain
 
@@ -474,7 +474,7 @@ def test_arena_beyond_memory_is_refused_before_allocating(tmp_path, planned):
 
 def test_plan_for_another_model_is_refused_in_one_line(tmp_path, planned):
     from onnxmem.core.errors import PlanError
-    from onnxmem.model.load import file_sha256
+    from onnxmem.model import file_sha256
     from onnxmem.verify.run import check_plan_identity
 
     from .helpers import chain

@@ -163,8 +163,9 @@ def test_every_torchscript_export_plans_from_its_fixture_with_no_flags(entry):
     flag but the catalogue's binding of the dims its graph inputs declare symbolic, and its
     arena is at most the one recorded (and verified) in docs/zoo-baseline.json (growth is a
     regression, as for ``onnxmem zoo --baseline``)."""
-    from onnxmem.model.load import infer_shapes, load_model
+    from onnxmem.model import load_model
     from onnxmem.planning.pipeline import PlanOptions, plan_model
+    from onnxmem.shapes import infer_shapes
 
     path = FIXTURES / entry["file"]
     assert set(entry["dims"]) == set(entry["symbolic_dims"])
@@ -183,7 +184,7 @@ def test_the_llama_kv_cache_fixture_plans_over_the_whole_cache_range():
     catalogue's binding, within its baseline arena, and one range plan over past lengths
     0:1023 is proven on the whole box and, at the two corners, is within one alignment unit
     of a plan made there."""
-    from onnxmem.model.load import load_model
+    from onnxmem.model import load_model
     from onnxmem.planning.pipeline import PlanOptions, plan_loaded, plan_model
     from onnxmem.planning.ranges import plan_range, prove_range_plan
 

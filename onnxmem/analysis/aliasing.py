@@ -112,7 +112,7 @@ from onnx import TensorProto
 from onnxmem.analysis.lifetimes import last_reads, live_profile, tensor_lifetimes
 from onnxmem.analysis.liveness import AliasLayout, build_liveness
 from onnxmem.core.problem import lower_bound
-from onnxmem.graph.view import GraphView, Op
+from onnxmem.graph import GraphView, Op
 
 
 class HappensBefore(Protocol):

@@ -55,7 +55,7 @@ from onnxmem.analysis.liveness import AliasLayout, Liveness, build_liveness
 from onnxmem.core.conflicts import Conflicts, Precedence, reachability
 from onnxmem.core.errors import ModelError
 from onnxmem.core.problem import Problem, lower_bound
-from onnxmem.graph.view import GraphView
+from onnxmem.graph import GraphView
 
 __all__ = ["CONCURRENCY_MODES", "HappensBefore", "check_concurrency", "dag_liveness", "dag_problem",
            "happens_before"]

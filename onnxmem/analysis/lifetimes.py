@@ -36,7 +36,7 @@ import numpy as np
 from onnxmem.core.errors import ModelError
 
 if TYPE_CHECKING:  # types only: this module reads a view, it never builds one
-    from onnxmem.graph.view import GraphView, Tensor
+    from onnxmem.graph import GraphView, Tensor
 
 __all__ = ["IO_MODES", "arena_tensors", "check_io", "group_span", "last_reads", "live_profile",
            "tensor_lifetimes"]

@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 from onnxmem.analysis.lifetimes import IO_MODES, arena_tensors, group_span, tensor_lifetimes
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.problem import Buffer, Problem, align_up
-from onnxmem.graph.view import GraphView
+from onnxmem.graph import GraphView
 
 __all__ = ["IO_MODES", "AliasLayout", "Interval", "Liveness", "arena_tensors", "build_liveness",
            "tensor_lifetimes"]

@@ -308,7 +308,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
                       input_shapes: tuple[str, ...], measure_shapes: bool, io: str,
                       timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on",
                       inputs: Any = None, concurrency: str = "sequential", branches: tuple[str, ...] = ()) -> Any:
-    from onnxmem.model.load import parse_dim_binding, parse_input_shape
+    from onnxmem.model import parse_dim_binding, parse_input_shape
     from onnxmem.planning.pipeline import PlanOptions
 
     return PlanOptions(
@@ -331,7 +331,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
 
 def _parse_branch(text: str) -> tuple[str, str]:
     """``IF=then`` -> ``("IF", "then_branch")``; a usage error otherwise."""
-    from onnxmem.graph.view import BRANCH_NAMES
+    from onnxmem.graph import BRANCH_NAMES
 
     path, eq, branch = text.rpartition("=")
     if not eq or not path or branch not in BRANCH_NAMES:
@@ -562,7 +562,7 @@ def _plan_budget(model: str, opts: Any, outs: Any, output: str | None, annotate:
                  rewrite_out: str | None, algorithm: str, cost_model: str, timeout: float | None,
                  as_json: bool) -> None:
     """``plan --budget``: plan, recompute when needed, write and summarize."""
-    from onnxmem.model.load import load_model
+    from onnxmem.model import load_model
     from onnxmem.remat.budget import parse_budget, plan_with_budget
 
     size, factor = parse_budget(budget)
@@ -599,7 +599,7 @@ def _replace_path(planned: Any, path: str) -> Any:
 
 def _budget_sweep(model: str, opts: Any, outs: Any, png: str, cost_model: str, timeout: float | None) -> None:
     """``plan --budget-sweep PNG``: the frontier, printed and drawn."""
-    from onnxmem.model.load import load_model
+    from onnxmem.model import load_model
     from onnxmem.remat.budget import plot_sweep, sweep
 
     onnx_model = load_model(model)
@@ -621,7 +621,7 @@ def _budget_sweep(model: str, opts: Any, outs: Any, png: str, cost_model: str, t
 def _plan_range(model: str, outs: Any, output: str | None, annotate: str | None, as_json: bool,
                 dims: tuple[str, ...], planning: dict[str, Any]) -> None:
     """``onnxmem plan`` with a ranged --dim: plan the box, prove it, write the range plan."""
-    from onnxmem.model.load import load_model
+    from onnxmem.model import load_model
     from onnxmem.planning.ranges import (
         parse_dim_flags,
         plan_range,
@@ -659,7 +659,7 @@ def _add_weight_files(outs: Any, onnx_model: Any, model_path: str) -> None:
     """Declare the model's external data files as inputs, so no output replaces them."""
     from pathlib import Path
 
-    from onnxmem.model.load import check_external_data
+    from onnxmem.model import check_external_data
 
     for ref in check_external_data(onnx_model, Path(model_path).parent, need_files=False):
         outs.add_input(ref.path)
@@ -680,7 +680,7 @@ def read_plan_for(plan_file: str, model_path: str | None, action: str, the_plan:
     if the_plan is None:
         the_plan = read_plan(plan_file)
     if model_path is not None:
-        from onnxmem.model.load import load_model
+        from onnxmem.model import load_model
         from onnxmem.verify.run import check_plan_identity
 
         _, said = check_plan_identity(the_plan, load_model(model_path), model_path, plan_name=plan_file,
@@ -915,7 +915,7 @@ def _plan_for(model: str, given: tuple[Any, str] | None, opts: Any,
     """``(onnx model, plan, view or None, where the plan came from)`` for verify/compare;
     ``given``: the ``--plan`` already read, and where it came from (:func:`_given_plan`)."""
     from onnxmem.export.annotate import plan_from_model
-    from onnxmem.model.load import load_model
+    from onnxmem.model import load_model
     from onnxmem.planning.pipeline import plan_loaded
 
     say("reading model")
@@ -1098,7 +1098,7 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
 def _verify_several(models: tuple[str, ...], plan_path: str | None, pipeline: bool, planning: dict[str, Any],
                     options: Any) -> None:
     """``verify A.onnx B.onnx [--plan PROGRAM]``: the joint proof, then one run after the other in one arena."""
-    from onnxmem.model.load import load_model
+    from onnxmem.model import load_model
     from onnxmem.planning.program import read_program, verify_program
 
     say = _progress(sys.stderr.isatty())
@@ -1140,7 +1140,7 @@ def _verify_several(models: tuple[str, ...], plan_path: str | None, pipeline: bo
 def _against_original(model: str, onnx_model: Any, the_plan: Any, view: Any, original_path: str, device: str,
                       inputs: Any, seed: int, rtol: float, atol: float) -> None:
     """``verify --original``: the rewritten model's arena outputs against the original's run."""
-    from onnxmem.model.load import load_model
+    from onnxmem.model import load_model
     from onnxmem.remat.check import compare_with_original
     from onnxmem.runtime.arena import ExecutionOptions
     from onnxmem.verify.run import view_for_plan
@@ -1387,7 +1387,7 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
     if model_path is not None:
         import onnx  # heavy: only formats that read the model
 
-        from onnxmem.model.load import load_model
+        from onnxmem.model import load_model
 
         model = load_model(model_path)
         _add_weight_files(outs, model, model_path)

@@ -22,7 +22,7 @@ import onnx
 
 from onnxmem.core.errors import OnnxmemError, PlanError, cut_words, show_name
 from onnxmem.core.fileio import MAX_PLAN_BYTES, check_output_path, write_bytes_atomic
-from onnxmem.graph.view import node_names
+from onnxmem.graph import node_names
 from onnxmem.plans.point import MemoryPlan, parse_plan_json, plan_from_dict
 
 __all__ = ["PREFIX", "annotate_model", "plan_from_model", "render_annotated", "write_annotated"]

@@ -1,1 +1,52 @@
-"""The read-only view of a model: tensors, producers and uses, folding, bodies and captures."""
+"""The read-only view of a model: tensors, producers and uses, folding, bodies and captures.
+
+The public interface of the graph layer; higher layers import from here
+(``from onnxmem.graph import GraphView, build_view``): :mod:`~onnxmem.graph.view` builds
+the view, one per graph level; :mod:`~onnxmem.graph.paths` names nodes and bodies and reads
+``--branch``; :mod:`~onnxmem.graph.regions` adds the regions bodies run in.
+"""
+
+from onnxmem.graph.paths import (
+    BRANCH_NAMES,
+    child_path,
+    excluded_branches,
+    if_nodes,
+    node_names,
+    outer_scope_reads,
+)
+from onnxmem.graph.regions import bound_outputs, with_regions
+from onnxmem.graph.view import (
+    CONSTANT_OPS,
+    ORIGINS,
+    RANDOM_OPS,
+    Body,
+    GraphView,
+    Op,
+    Tensor,
+    body_kind,
+    build_view,
+    foldable,
+    iter_views,
+)
+
+__all__ = [
+    "BRANCH_NAMES",
+    "CONSTANT_OPS",
+    "ORIGINS",
+    "RANDOM_OPS",
+    "Body",
+    "GraphView",
+    "Op",
+    "Tensor",
+    "body_kind",
+    "bound_outputs",
+    "build_view",
+    "child_path",
+    "excluded_branches",
+    "foldable",
+    "if_nodes",
+    "iter_views",
+    "node_names",
+    "outer_scope_reads",
+    "with_regions",
+]

@@ -9,7 +9,7 @@ recursively, with its path, e.g. ``Loop_3/body/If_1/else_branch``): its formal
 inputs are ``input`` tensors (pinned to the end of a Loop or Scan body: the
 carried slots), the enclosing values it reads are ``weight`` tensors of the
 body (outside its arena; :attr:`GraphView.outer`), and its sizes come from
-``ShapeInfo.bodies``. :func:`with_regions` adds the *region* an owning node's
+``ShapeInfo.bodies``. :func:`onnxmem.graph.regions.with_regions` adds the *region* an owning node's
 bodies run in (see :mod:`onnxmem.planning.bodies`). Each node gets a unique name (the
 file's, or ``<op_type>_<index>`` when it is empty or repeated); the annotated
 model writes these names back so a plan and its model always match.
@@ -38,29 +38,29 @@ them with their reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import onnx
 
 from onnxmem.core.errors import ModelError, ShapeError, flag_value, show_name
-from onnxmem.model.load import (
-    OTHER_BRANCH,
+from onnxmem.graph.paths import child_path, node_names, outer_scope_reads
+from onnxmem.model import (
     BodyKey,
-    ShapeInfo,
+    caller_state,
     dtype_name,
     owner_key,
     subgraph_attributes,
     tensor_bytes,
 )
-from onnxmem.model.roles import caller_state
-from onnxmem.shapes.shapeeval import opset_version
+from onnxmem.model.functions import node_subgraphs
+from onnxmem.shapes import ShapeInfo, opset_version
 
-__all__ = ["BRANCH_NAMES", "ORIGINS", "Body", "GraphView", "Op", "Tensor", "body_kind", "bound_outputs", "build_view",
-           "child_path", "excluded_branches", "foldable", "if_nodes", "iter_views", "outer_scope_reads",
-           "with_regions"]
+__all__ = ["CONSTANT_OPS", "ORIGINS", "RANDOM_OPS", "Body", "GraphView", "Op", "Tensor", "body_kind", "build_view",
+           "foldable", "iter_views"]
 
 T = TypeVar("T")
+
 
 #: ops whose outputs are weights when every input is a weight, also with folding
 #: off: constants, and views of weights (a runtime aliases them to the weight's own bytes)
@@ -68,10 +68,12 @@ CONSTANT_OPS = frozenset(
     {"Constant", "ConstantOfShape", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
 )
 
+
 #: ops whose outputs differ from run to run: never folded
 RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
+
 
 #: why a value is a weight: a graph initializer, a Constant node's output, a
 #: node's output computed once from weights (constant folding), or a training
@@ -141,13 +143,12 @@ class GraphView:
     #: data derived from the view, computed on first use (the view is read-only): see :meth:`memo`
     _memo: dict[object, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     #: node index -> the views of its planned bodies (If branches, Loop and Scan bodies)
-    bodies: Mapping[int, tuple["Body", ...]] = field(default_factory=dict, init=False, compare=False, repr=False)
+    bodies: Mapping[int, tuple["Body", ...]] = field(default_factory=dict, compare=False, repr=False)
     #: node index -> the name of its region tensor (see :func:`with_regions`)
-    regions: Mapping[int, str] = field(default_factory=dict, init=False, compare=False, repr=False)
+    regions: Mapping[int, str] = field(default_factory=dict, compare=False, repr=False)
     #: region name -> ``{If output: its offset in the region}`` for an If whose branches write
     #: their outputs inside its region (see :func:`with_regions` and :mod:`onnxmem.planning.bodies`)
-    region_outputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict, init=False, compare=False,
-                                                           repr=False)
+    region_outputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict, compare=False, repr=False)
 
     def memo(self, key: object, compute: Callable[[], T]) -> T:
         """``compute()``, once per view and ``key``: for passes that several
@@ -221,51 +222,6 @@ def iter_views(view: GraphView) -> Iterable[GraphView]:
         yield v
         for index in sorted(v.bodies, reverse=True):
             stack.extend(b.view for b in reversed(v.bodies[index]))
-
-
-def _subgraphs(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
-
-
-def outer_scope_reads(graph: onnx.GraphProto) -> list[str]:
-    """Names a (sub)graph reads but does not define, including nested bodies."""
-    defined = {vi.name for vi in graph.input} | {i.name for i in graph.initializer}
-    defined |= {i.name for i in graph.sparse_initializer if hasattr(i, "name")}
-    reads: dict[str, None] = {}
-    for node in graph.node:
-        for n in node.input:
-            if n and n not in defined:
-                reads.setdefault(n, None)
-        for sub in _subgraphs(node):
-            for n in outer_scope_reads(sub):
-                if n not in defined:
-                    reads.setdefault(n, None)
-        defined.update(o for o in node.output if o)
-    for vi in graph.output:
-        if vi.name not in defined:
-            reads.setdefault(vi.name, None)
-    return list(reads)
-
-
-def node_names(graph: onnx.GraphProto) -> list[str]:
-    """Unique names for the graph's nodes: the file's, or ``<op_type>_<i>``."""
-    used: set[str] = set()
-    names: list[str] = []
-    taken = {n.name for n in graph.node if n.name}
-    for i, node in enumerate(graph.node):
-        name = node.name
-        if not name or name in used:
-            base = f"{node.op_type}_{i}"
-            name, k = base, 1
-            while name in used or (name in taken and name != node.name):
-                name, k = f"{base}_{k}", k + 1
-        used.add(name)
-        names.append(name)
-    return names
 
 
 def foldable(node: Op, *, fold: bool = True) -> bool:
@@ -342,6 +298,52 @@ def body_kind(op: Op, opset: int) -> str | None:
 
 
 def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: int) -> GraphView:
+    """The view of graph ``g`` at ``level``, and of its bodies, recursively: its nodes and
+    their producers checked (:func:`_level_nodes`), the enclosing values it reads
+    (:func:`_outer_reads`), its weights (:func:`_weight_origins`), its tensors
+    (:func:`_level_tensors`), then its bodies (:func:`_level_bodies`)."""
+    where = f" of subgraph {show_name(level.path)}" if level.path else ""
+    nodes = _level_nodes(g, level)
+    outputs = tuple(vi.name for vi in g.output)
+    outer_read = _outer_reads(nodes, outputs, level, where)
+    origin, done = _weight_origins(nodes, outer_read, level)
+    consumers: dict[str, list[int]] = {}
+    for op in nodes.ops:
+        for n in op.reads:
+            consumers.setdefault(n, []).append(op.index)
+    tensors = _level_tensors(nodes, outputs, origin, outer_read, level, shapes, where)
+    true_weights = level.outer_weights | {n for n in origin if n in tensors or n in nodes.initializers}
+    bodies = _level_bodies(g, nodes.ops, level, {**level.outer, **tensors}, frozenset(true_weights), shapes, opset)
+    # Loop and Scan bodies: formal inputs are the carried slots, live for the whole body
+    pinned = tuple(n for n in nodes.inputs if n not in outputs) if level.carried else ()
+    return GraphView(
+        nodes.ops,
+        tensors,
+        nodes.inputs,
+        outputs + pinned,
+        {k: tuple(v) for k, v in consumers.items()},
+        weight_ops=tuple(sorted(done)),
+        outside=dict(level.caller),
+        path=level.path,
+        outer=frozenset(outer_read),
+        bodies=bodies,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Nodes:
+    """A level's nodes and what defines each value: ``defined`` maps a value to its producer's
+    index (``None`` for a graph input or initializer)."""
+
+    ops: tuple[Op, ...]
+    inputs: tuple[str, ...]  # the level's inputs (a body's formal inputs; the main graph's non-weights)
+    initializers: frozenset[str]  # initializers that are not inputs
+    defined: Mapping[str, int | None]
+
+
+def _level_nodes(g: onnx.GraphProto, level: _Level) -> _Nodes:
+    """``g``'s nodes as :class:`Op` records (captures included) and the producer of every
+    value; a value written twice is a ``ModelError`` (SSA)."""
     names = node_names(g)
     init_names = {i.name for i in g.initializer}
     defined: dict[str, int | None] = {n: None for n in init_names}
@@ -350,17 +352,13 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
         if vi.name not in init_names or level.path:
             inputs.append(vi.name)
             defined[vi.name] = None
-    init_names -= set(inputs)
     ops: list[Op] = []
     for i, node in enumerate(g.node):
         caps: dict[str, None] = {}
-        for sub in _subgraphs(node):
-            for n in outer_scope_reads(sub):
-                caps.setdefault(n, None)
-        op = Op(
-            i, names[i], node.op_type, node.domain or "", tuple(node.input), tuple(node.output), tuple(caps)
-        )
-        ops.append(op)
+        for sub in node_subgraphs(node):
+            caps.update(dict.fromkeys(outer_scope_reads(sub)))
+        ops.append(Op(i, names[i], node.op_type, node.domain or "", tuple(node.input), tuple(node.output),
+                      tuple(caps)))
         for o in node.output:
             if not o:
                 continue
@@ -371,11 +369,16 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
                     "every value must have one producer (SSA)"
                 )
             defined[o] = i
-    where = f" of subgraph {show_name(level.path)}" if level.path else ""
+    return _Nodes(tuple(ops), tuple(inputs), frozenset(init_names - set(inputs)), defined)
+
+
+def _outer_reads(nodes: _Nodes, outputs: tuple[str, ...], level: _Level, where: str) -> dict[str, None]:
+    """The enclosing values the level reads (in first-read order); a value read or output
+    that nothing defines, here or in the enclosing levels, is a ``ModelError``."""
     outer_read: dict[str, None] = {}
-    for op in ops:
+    for op in nodes.ops:
         for n in op.reads:
-            if n not in defined:
+            if n not in nodes.defined:
                 if n in level.outer:
                     outer_read[n] = None
                     continue
@@ -384,22 +387,24 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
                     f"value '{n}' {kind} node '{op.name}' ({op.op_type}){where} is produced by no node, "
                     "input or initializer; fix the model"
                 )
-    outputs = tuple(vi.name for vi in g.output)
     for o in outputs:
-        if o not in defined:
+        if o not in nodes.defined:
             if o in level.outer:
                 outer_read[o] = None
                 continue
             raise ModelError(f"graph output '{o}'{where} is produced by no node or input; fix the model")
+    return outer_read
 
-    # weights: initializers, enclosing weights a body reads, the caller's state of a
-    # training graph, and values computed once from weights (node order may not be
-    # topological: repeat until nothing more folds)
-    origin: dict[str, str] = dict.fromkeys(init_names, "initializer")
+
+def _weight_origins(nodes: _Nodes, outer_read: Mapping[str, None], level: _Level) -> tuple[dict[str, str], set[int]]:
+    """``({weight: its origin}, indices of the nodes computed once)``: initializers, enclosing
+    weights a body reads, the caller's state of a training graph, and values computed once
+    from weights (node order may not be topological: repeat until nothing more folds)."""
+    origin: dict[str, str] = dict.fromkeys(nodes.initializers, "initializer")
     for n in set(outer_read) & level.outer_weights:
         origin.setdefault(n, "outer")
     origin.update((n, "caller") for n in level.caller if n not in origin)
-    candidates = [op for op in ops if foldable(op, fold=level.fold) and any(op.outputs)]
+    candidates = [op for op in nodes.ops if foldable(op, fold=level.fold) and any(op.outputs)]
     done: set[int] = set()
     grown = True
     while grown:
@@ -413,13 +418,14 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
             why = "constant" if op.op_type == "Constant" else "folded"
             origin.update((o, why) for o in op.outputs if o)
             grown = True
-    weight = set(origin)
+    return origin, done
 
-    consumers: dict[str, list[int]] = {}
-    for op in ops:
-        for n in op.reads:
-            consumers.setdefault(n, []).append(op.index)
 
+def _level_tensors(nodes: _Nodes, outputs: tuple[str, ...], origin: Mapping[str, str],
+                   outer_read: Mapping[str, None], level: _Level, shapes: ShapeInfo,
+                   where: str) -> dict[str, Tensor]:
+    """A :class:`Tensor` for every value the level defines (sized from ``shapes``) and for
+    every enclosing value it reads (kind ``weight``: outside this level's arena)."""
     if level.path:
         found = shapes.bodies.get(level.key, {})
         dtypes = {k: v[0] for k, v in found.items()}
@@ -428,9 +434,9 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
         dtypes, sizes = shapes.dtypes, shapes.shapes
     tensors: dict[str, Tensor] = {}
     out_set = set(outputs)
-    for name, prod in defined.items():
+    for name, prod in nodes.defined.items():
         if name not in sizes:
-            if name in init_names or name in weight:
+            if name in nodes.initializers or name in origin:
                 continue  # an unused weight whose shape is unknown: not planned
             if level.path:
                 raise ShapeError(
@@ -441,41 +447,33 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
                     + _branch_hint(level)
                 )
             raise ModelError(f"no shape was found for value '{name}'")
-        et = dtypes[name]
-        shape = sizes[name]
-        if name in weight:
-            kind = "weight"
-        elif prod is None and name in inputs and level.path:
-            kind = "input"
-        elif name in out_set:
-            kind = "output"
-        elif prod is None:
-            kind = "input"
-        else:
-            kind = "activation"
-        if kind == "weight" and et == onnx.TensorProto.STRING:
-            size = 0
-        else:
-            size = tensor_bytes(et, shape, name)
+        et, shape = dtypes[name], sizes[name]
+        kind = _tensor_kind(name, prod, name in origin, name in nodes.inputs, name in out_set, bool(level.path))
+        size = 0 if kind == "weight" and et == onnx.TensorProto.STRING else tensor_bytes(et, shape, name)
         tensors[name] = Tensor(name, et, dtype_name(et), shape, size, kind, prod, origin.get(name, ""))
-    for name in outer_read:  # enclosing values: outside this level's arena, like weights
+    for name in outer_read:
         t = level.outer[name]
         tensors[name] = Tensor(name, t.elem_type, t.dtype, t.shape, t.size, "weight", None)
-    # Loop and Scan bodies: formal inputs are the carried slots, live for the whole body
-    pinned = tuple(n for n in inputs if n not in out_set) if level.carried else ()
-    view = GraphView(
-        tuple(ops),
-        tensors,
-        tuple(inputs),
-        outputs + pinned,
-        {k: tuple(v) for k, v in consumers.items()},
-        weight_ops=tuple(sorted(done)),
-        outside=dict(level.caller),
-        path=level.path,
-        outer=frozenset(outer_read),
-    )
-    visible = {**level.outer, **tensors}
-    true_weights = level.outer_weights | {n for n in weight if n in tensors or n in init_names}
+    return tensors
+
+
+def _tensor_kind(name: str, producer: int | None, weight: bool, is_input: bool, is_output: bool,
+                 in_body: bool) -> str:
+    """A value's kind (see :class:`Tensor`): a weight; a body's formal input; a graph output;
+    a graph input; else an activation."""
+    if weight:
+        return "weight"
+    if producer is None and is_input and in_body:
+        return "input"
+    if is_output:
+        return "output"
+    return "input" if producer is None else "activation"
+
+
+def _level_bodies(g: onnx.GraphProto, ops: tuple[Op, ...], level: _Level, visible: Mapping[str, Tensor],
+                  true_weights: frozenset[str], shapes: ShapeInfo, opset: int) -> dict[int, tuple[Body, ...]]:
+    """The views of the bodies onnxmem plans (:func:`body_kind`), by owning node index; an If
+    branch ``shapes`` excludes (``--branch``) is left out."""
     bodies: dict[int, tuple[Body, ...]] = {}
     for op, node in zip(ops, g.node):
         subs = subgraph_attributes(node)
@@ -486,138 +484,9 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
         made: list[Body] = []
         for attr, sub in subs:
             child = _Level(f"{owner}/{attr}", (*level.key, (owner_key(node, op.index), attr)), visible,
-                           frozenset(true_weights), bkind != "if", level.fold)
+                           true_weights, bkind != "if", level.fold)
             if child.key in shapes.excluded:
                 continue  # --branch: runs take the other branch; this one is not planned
             made.append(Body(child.path, op.index, attr, bkind, _build_level(sub, child, shapes, opset)))
         bodies[op.index] = tuple(made)
-    object.__setattr__(view, "bodies", bodies)
-    return view
-
-
-def bound_outputs(parent: GraphView, body: Body, io: str = "internal") -> dict[str, str] | None:
-    """``{branch output: If output}`` when an If branch can write its outputs straight into
-    the If's own outputs (which ``parent`` plans), else ``None``.
-
-    It can when every output the branch computes (not a value it passes through from
-    outside or a weight) appears once among its outputs and its If output is an arena
-    tensor of ``parent`` of the same size (``io``: the main graph's ``--io``; with
-    ``external`` the main graph's outputs are the runtime's; ignored when ``parent``
-    is a body). Such a branch plans no bytes for its outputs: they live at the If's
-    outputs, which are live during the If's step and apart from its region.
-    """
-    if body.kind != "if":
-        return None
-    owner = parent.ops[body.owner]
-    outs = body.view.outputs
-    mapping: dict[str, str] = {}
-    for k, o in enumerate(outs):
-        t = body.view.tensors.get(o)
-        if t is None or t.kind == "weight" or t.producer is None:
-            continue
-        y = owner.outputs[k] if k < len(owner.outputs) else ""
-        ty = parent.tensors.get(y) if y else None
-        if outs.count(o) > 1 or ty is None or ty.kind in ("weight", "region") or ty.size != t.size:
-            return None
-        if not parent.path and io == "external" and y in parent.outputs:
-            return None
-        mapping[o] = y
-    return mapping or None
-
-
-#: what ``--branch`` accepts for an If's branch, and the attribute each names
-BRANCH_NAMES = {"then": "then_branch", "else": "else_branch", "then_branch": "then_branch",
-                "else_branch": "else_branch"}
-
-
-def if_nodes(model: onnx.ModelProto) -> dict[str, tuple[BodyKey, str]]:
-    """Every If node of ``model`` at any level: ``{path: (the key of the graph holding it,
-    its owner key)}``, the path as :func:`child_path` builds it (``If_0``,
-    ``Loop_3/body/If_1``), outermost first."""
-    out: dict[str, tuple[BodyKey, str]] = {}
-
-    def walk(g: onnx.GraphProto, path: str, key: BodyKey) -> None:
-        names = node_names(g)
-        for i, node in enumerate(g.node):
-            here = child_path(path, names[i])
-            subs = subgraph_attributes(node)
-            if node.op_type == "If" and node.domain in ("", "ai.onnx") and subs:
-                out[here] = (key, owner_key(node, i))
-            for attr, sub in subs:
-                walk(sub, f"{here}/{attr}", (*key, (owner_key(node, i), attr)))
-
-    walk(model.graph, "", ())
-    return out
-
-
-def excluded_branches(model: onnx.ModelProto, branches: Mapping[str, str]) -> frozenset[BodyKey]:
-    """The keys of the If branches ``branches`` leaves out (``--branch``).
-
-    ``branches``: ``{If node path: the branch runs take}`` (``then``/``else`` or
-    ``then_branch``/``else_branch``); the other branch of each is excluded: not
-    sized, not planned, its values listed under ``outside`` as ``excluded-branch``,
-    and a run that takes it is refused by ``verify``. A path that names no If of
-    the model, or a branch other than those, is a ``ModelError`` naming the If nodes.
-    """
-    if not branches:
-        return frozenset()
-    ifs = if_nodes(model)
-    out: set[BodyKey] = set()
-    for path, branch in branches.items():
-        taken = BRANCH_NAMES.get(branch)
-        if taken is None:
-            raise ModelError(f"--branch {show_name(path)}={show_name(branch)}: the branch runs take must be "
-                             "then or else")
-        if path not in ifs:
-            listing = ", ".join(map(show_name, list(ifs)[:12])) + (f" and {len(ifs) - 12} more" if len(ifs) > 12 else "")
-            raise ModelError(f"--branch names {show_name(path)}, which is not an If node of the model; "
-                             + (f"its If nodes are {listing}" if ifs else "it has no If node"))
-        key, owner = ifs[path]
-        out.add((*key, (owner, OTHER_BRANCH[taken])))
-    return frozenset(out)
-
-
-def child_path(parent: str, node_name: str) -> str:
-    """The path of a node of the graph at ``parent``: ``parent/NAME`` (``NAME`` at the top),
-    with ``%`` and ``/`` of the node's name escaped as ``%25`` and ``%2F``, so a path
-    splits back into its parts at ``/``."""
-    part = node_name.replace("%", "%25").replace("/", "%2F")
-    return f"{parent}/{part}" if parent else part
-
-
-def with_regions(view: GraphView, sizes: Mapping[str, int], *, recursive: bool = True,
-                 inside: Mapping[str, Mapping[str, int]] | None = None) -> GraphView:
-    """``view`` (and its bodies, recursively) with a *region* for each node whose bodies
-    are planned: a tensor of kind ``region`` written by that node and read by none, so
-    it is live during the node's step only, of ``sizes[owner path]`` bytes (the space its
-    bodies run in). A node whose size is missing or 0 gets none. The region's name is
-    ``<node name>:region`` (primes added while that names a value of the graph).
-    ``recursive=False`` leaves the bodies' views as they are. ``inside``: ``{owner path:
-    {If output: offset}}`` for Ifs whose branches write their outputs inside the region
-    (:attr:`GraphView.region_outputs`; the liveness puts them in the region's group)."""
-    ops = list(view.ops)
-    tensors = dict(view.tensors)
-    regions: dict[int, str] = {}
-    region_outputs: dict[str, Mapping[str, int]] = {}
-    bodies: dict[int, tuple[Body, ...]] = {}
-    for index, bs in view.bodies.items():
-        bodies[index] = tuple(replace(b, view=with_regions(b.view, sizes)) for b in bs) if recursive else bs
-        op = view.ops[index]
-        size = sizes.get(child_path(view.path, op.name), 0)
-        if size <= 0:
-            continue
-        name = f"{op.name}:region"
-        while name in tensors:
-            name += "'"
-        regions[index] = name
-        placed = (inside or {}).get(child_path(view.path, op.name))
-        if placed:
-            region_outputs[name] = dict(placed)
-        tensors[name] = Tensor(name, onnx.TensorProto.UINT8, "uint8", (size,), size, "region", index)
-        ops[index] = Op(op.index, op.name, op.op_type, op.domain, op.inputs, op.outputs + (name,), op.captures)
-    out = GraphView(tuple(ops), tensors, view.inputs, view.outputs, view.consumers, weight_ops=view.weight_ops,
-                    outside=view.outside, path=view.path, outer=view.outer)
-    object.__setattr__(out, "bodies", bodies)
-    object.__setattr__(out, "regions", regions)
-    object.__setattr__(out, "region_outputs", region_outputs)
-    return out
+    return bodies

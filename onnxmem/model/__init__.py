@@ -1,1 +1,112 @@
-"""ONNX models in and out: the checked loader, limits, external data, dtypes, generated test networks."""
+"""ONNX models in and out: the checked loader, limits, external data, dtypes, dims, subgraphs.
+
+The public interface of the model layer; higher layers import from here
+(``from onnxmem.model import load_model``), so the modules behind it can change:
+
+* :mod:`~onnxmem.model.load`: ``load_model`` (the checked loader), ``file_sha256``;
+* :mod:`~onnxmem.model.limits`: nesting and node-count limits, sparse weights refused;
+* :mod:`~onnxmem.model.tensors`: stored tensors and the check of their data;
+* :mod:`~onnxmem.model.external`: external weights, checked and read;
+* :mod:`~onnxmem.model.dtypes`: element types and tensor sizes;
+* :mod:`~onnxmem.model.dims`: ``--dim`` / ``--input-shape`` text, declared dims;
+* :mod:`~onnxmem.model.bodies`: subgraphs, their keys and captured values;
+* :mod:`~onnxmem.model.functions`, :mod:`~onnxmem.model.roles`,
+  :mod:`~onnxmem.model.generate` (seeded test networks: import it by its module).
+
+This layer imports onnx, never onnxruntime, and nothing of the layers above it.
+"""
+
+from onnxmem.model.bodies import (
+    MAX_CAPTURED_ELEMENTS,
+    OTHER_BRANCH,
+    BodyKey,
+    body_captures,
+    captured_names,
+    initializers,
+    iter_bodies,
+    iter_graphs,
+    model_graphs,
+    owner_key,
+    subgraph_attributes,
+)
+from onnxmem.model.dims import (
+    Dim,
+    bind_dims,
+    declared_dims,
+    declared_types,
+    dim_names,
+    graph_inputs,
+    parse_dim_binding,
+    parse_input_shape,
+    read_type,
+    rename_dims,
+    resolve_dim,
+    set_shape,
+    unname_placeholder_dims,
+)
+from onnxmem.model.dtypes import DTYPES, MAX_BYTES, MAX_DIM, dtype_bits, dtype_name, tensor_bytes
+from onnxmem.model.external import (
+    MAX_INLINE_WEIGHTS,
+    ExternalData,
+    check_external_data,
+    read_external_data,
+)
+from onnxmem.model.limits import (
+    MAX_NESTING,
+    MAX_NODES,
+    check_graph_limits,
+    check_sparse_initializers,
+)
+from onnxmem.model.load import file_sha256, load_model
+from onnxmem.model.roles import ACCUMULATORS, LOSSES, caller_state, is_training_graph
+from onnxmem.model.tensors import check_tensor_data, graph_tensors, tensor_sites
+
+__all__ = [
+    "ACCUMULATORS",
+    "DTYPES",
+    "LOSSES",
+    "MAX_BYTES",
+    "MAX_CAPTURED_ELEMENTS",
+    "MAX_DIM",
+    "MAX_INLINE_WEIGHTS",
+    "MAX_NESTING",
+    "MAX_NODES",
+    "OTHER_BRANCH",
+    "BodyKey",
+    "Dim",
+    "ExternalData",
+    "bind_dims",
+    "body_captures",
+    "caller_state",
+    "captured_names",
+    "check_external_data",
+    "check_graph_limits",
+    "check_sparse_initializers",
+    "check_tensor_data",
+    "declared_dims",
+    "declared_types",
+    "dim_names",
+    "dtype_bits",
+    "dtype_name",
+    "file_sha256",
+    "graph_inputs",
+    "graph_tensors",
+    "initializers",
+    "is_training_graph",
+    "iter_bodies",
+    "iter_graphs",
+    "load_model",
+    "model_graphs",
+    "owner_key",
+    "parse_dim_binding",
+    "parse_input_shape",
+    "read_external_data",
+    "read_type",
+    "rename_dims",
+    "resolve_dim",
+    "set_shape",
+    "subgraph_attributes",
+    "tensor_bytes",
+    "tensor_sites",
+    "unname_placeholder_dims",
+]

@@ -65,7 +65,7 @@ from onnxmem.core.errors import ModelError, OnnxmemError, show_name
 from onnxmem.core.problem import Problem, Solution, Status, align_up, lower_bound
 from onnxmem.core.solvers import SOLVERS, SolveOptions, solve
 from onnxmem.core.workclock import now
-from onnxmem.graph.view import Body, GraphView, bound_outputs, child_path, node_names, with_regions
+from onnxmem.graph import Body, GraphView, bound_outputs, child_path, node_names, with_regions
 from onnxmem.plans.point import OutsideValue, PlannedTensor
 from onnxmem.scheduling import OrderOptions, reorder
 
@@ -377,7 +377,7 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], i
     of an If branch left out by ``--branch`` are ``excluded-branch``. ``bound``:
     the ``(graph path, name)`` of If-branch outputs written into the If's outputs."""
     bound = bound or set()
-    from onnxmem.model.load import subgraph_attributes
+    from onnxmem.model import subgraph_attributes
 
     out: list[OutsideValue] = []
     warnings: list[str] = []

@@ -20,8 +20,8 @@ from onnxmem.core.errors import OnnxmemError, PlanInvalid, show_name
 from onnxmem.core.problem import Solution, live_bytes
 from onnxmem.core.solvers import SOLVERS, SolveOptions, solve
 from onnxmem.core.workclock import now, session
-from onnxmem.graph.view import BRANCH_NAMES, GraphView, build_view, excluded_branches, with_regions
-from onnxmem.model.load import ShapeInfo, file_sha256, infer_shapes, load_model
+from onnxmem.graph import BRANCH_NAMES, GraphView, build_view, excluded_branches, with_regions
+from onnxmem.model import file_sha256, load_model
 from onnxmem.planning.bodies import (
     BodyPlan,
     InsideOption,
@@ -38,6 +38,7 @@ from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
 from onnxmem.proof.plan import prove_plan
 from onnxmem.scheduling import OrderOptions, reorder, stable_topological_order
 from onnxmem.scheduling.cost import order_peak
+from onnxmem.shapes import ShapeInfo, infer_shapes
 
 __all__ = [
     "PlanOptions",

@@ -53,7 +53,7 @@ from onnxmem.proof.plan import Finding, prove_plan
 if TYPE_CHECKING:
     import onnx
 
-    from onnxmem.graph.view import GraphView
+    from onnxmem.graph import GraphView
     from onnxmem.runtime.arena import Execution
     from onnxmem.verify.run import VerifyOptions
 

@@ -2,7 +2,7 @@
 
 ``onnxmem plan MODEL --dim batch=1:8 --dim sequence=1:512`` makes a range
 plan: every tensor's size is a polynomial in the ranged dims (shape inference
-kept symbolic, :func:`onnxmem.model.load.infer_symbolic_shapes`, read by
+kept symbolic, :func:`onnxmem.shapes.infer_symbolic_shapes`, read by
 :func:`onnxmem.core.symbolic.parse_poly`) and every buffer's offset a maximum of
 polynomials (:class:`onnxmem.core.symbolic.MaxPoly`), such that at every integer
 point of the box no two buffers live at one step share a byte.
@@ -200,7 +200,7 @@ class RangePlan:
 
 def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
     """``--dim`` texts split into bound dims (``NAME=N``) and ranges (``NAME=LO:HI``, inclusive)."""
-    from onnxmem.model.load import parse_dim_binding
+    from onnxmem.model import parse_dim_binding
 
     fixed: dict[str, int] = {}
     ranges: dict[str, tuple[int, int]] = {}
@@ -268,7 +268,7 @@ class _Symbolic:
     shapes: dict[str, tuple[Poly, ...]]
 
     def shape_info(self, point: Mapping[str, int]) -> Any:
-        from onnxmem.model.load import ShapeInfo
+        from onnxmem.shapes import ShapeInfo
 
         return ShapeInfo(
             dict(self.dtypes),
@@ -289,7 +289,7 @@ def _poly_dim(d: Any, names: Mapping[str, str]) -> Poly | None:
 
 def symbolic_shapes(model: Any, box: Box, dims: Mapping[str, int]) -> _Symbolic:
     """Every value's shape as polynomials in the ranged dims, or ``ShapeError`` naming the ones that are not."""
-    from onnxmem.model.load import _top_level_values, infer_symbolic_shapes
+    from onnxmem.shapes import infer_symbolic_shapes, top_level_values
 
     ranged: dict[str, str] = {}
 
@@ -299,7 +299,7 @@ def symbolic_shapes(model: Any, box: Box, dims: Mapping[str, int]) -> _Symbolic:
 
     found, original = infer_symbolic_shapes(model, list(box), dims=dims, accept=accept)
     ranged = {safe: name for safe, name in original.items() if name in box}
-    missing = [n for n in _top_level_values(model) if n not in found]
+    missing = [n for n in top_level_values(model) if n not in found]
     if missing:
         shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         raise ShapeError(
@@ -311,7 +311,7 @@ def symbolic_shapes(model: Any, box: Box, dims: Mapping[str, int]) -> _Symbolic:
 
 
 def _size_poly(elem_type: int, shape: Sequence[Poly], name: str) -> Poly:
-    from onnxmem.model.load import dtype_bits
+    from onnxmem.model import dtype_bits
 
     bits = dtype_bits(elem_type)
     numel = Poly.const(1)
@@ -408,7 +408,7 @@ def _plan_piece(model: Any, sym: _Symbolic, box: dict[str, tuple[int, int]], opt
     from onnxmem.analysis.aliasing import alias_layout, shared_layout
     from onnxmem.analysis.liveness import build_liveness
     from onnxmem.core.solvers import SolveOptions, solve
-    from onnxmem.graph.view import build_view
+    from onnxmem.graph import build_view
     from onnxmem.scheduling import OrderOptions, reorder
 
     ref = {k: hi for k, (_, hi) in box.items()}
@@ -600,7 +600,7 @@ def plan_range(
     ``options``: a :class:`onnxmem.planning.pipeline.PlanOptions` (its ``dims`` bind the
     other dims; ``input_shapes`` and ``measure_shapes`` have no range form).
     """
-    from onnxmem.model.load import file_sha256
+    from onnxmem.model import file_sha256
     from onnxmem.planning.pipeline import PlanOptions
 
     opts = options or PlanOptions()
@@ -615,7 +615,7 @@ def plan_range(
     sizes = {n: _size_poly(sym.dtypes[n], sh, n) for n, sh in sym.shapes.items()}
     from onnxmem.analysis.aliasing import shared_layout
     from onnxmem.analysis.liveness import build_liveness
-    from onnxmem.graph.view import build_view
+    from onnxmem.graph import build_view
     from onnxmem.scheduling import OrderOptions, reorder
 
     # one order, made at the box's high corner, for every piece of more than one point
@@ -841,7 +841,7 @@ def _negative_at(expr: Poly, box: Box) -> dict[str, int] | None:
 
 def prove_range_plan(plan: RangePlan, *, limit: int | None = None) -> list[RangeFinding]:
     """Every rule ``plan`` breaks on its box (see the module docstring); empty means proven."""
-    from onnxmem.model.load import DTYPES
+    from onnxmem.model import DTYPES
 
     found: list[RangeFinding] = []
     bits_of = {name: bits for name, bits in DTYPES.values()}

@@ -78,7 +78,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from onnxmem.analysis.aliasing import RULES, alias_rule, concat_slices
-from onnxmem.graph.view import Body, GraphView, bound_outputs, child_path
+from onnxmem.graph import Body, GraphView, bound_outputs, child_path
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
 
 __all__ = ["VIEW_OPS", "Finding", "plan_regions", "prove_plan", "true_lifetimes", "walk_bodies"]

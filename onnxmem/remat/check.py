@@ -32,9 +32,9 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import OnnxmemError
-from onnxmem.graph.view import RANDOM_OPS as GENERATORS
-from onnxmem.graph.view import GraphView
-from onnxmem.model.roles import ACCUMULATORS
+from onnxmem.graph import RANDOM_OPS as GENERATORS
+from onnxmem.graph import GraphView
+from onnxmem.model import ACCUMULATORS
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.runtime.arena import ArenaRun, Execution, ExecutionOptions, OutputCheck, compare_output
 from onnxmem.runtime.ort import load_with_weights

@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import OnnxmemError
-from onnxmem.graph.view import GraphView, Op
+from onnxmem.graph import GraphView, Op
 from onnxmem.runtime.peak import is_kernel_event
 
 __all__ = ["COST_MODELS", "flops_costs", "measured_costs", "model_cost", "node_flops"]

@@ -74,7 +74,7 @@ from onnxmem.analysis.aliasing import (
 from onnxmem.analysis.lifetimes import tensor_lifetimes
 from onnxmem.core.problem import align_up
 from onnxmem.core.workclock import charge
-from onnxmem.graph.view import RANDOM_OPS, GraphView, Op
+from onnxmem.graph import RANDOM_OPS, GraphView, Op
 
 __all__ = ["MS_RECOMPUTE", "NO_RECOMPUTE", "RematProblem", "Schedule", "build_problem", "recomputable", "shared_duplicates", "simulate"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import onnx
 
-from onnxmem.graph.view import GraphView
+from onnxmem.graph import GraphView
 from onnxmem.remat.problem import RematProblem, Schedule
 
 __all__ = ["rewrite_model"]

@@ -72,8 +72,8 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
-from onnxmem.graph.view import GraphView, Op, bound_outputs, child_path
-from onnxmem.model.load import subgraph_attributes
+from onnxmem.graph import GraphView, Op, bound_outputs, child_path
+from onnxmem.model import subgraph_attributes
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding, true_lifetimes
 from onnxmem.runtime import sessions

@@ -51,7 +51,7 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, show_name
-from onnxmem.graph.view import GraphView, Op
+from onnxmem.graph import GraphView, Op
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding
 from onnxmem.runtime.arena import SENTINEL, ArenaRun, ExecutionOptions

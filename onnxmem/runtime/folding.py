@@ -19,7 +19,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxmem.core.errors import show_name
-from onnxmem.graph.view import GraphView
+from onnxmem.graph import GraphView
 from onnxmem.runtime.ort import check_memory, load_with_weights, make_session, run_bounded
 from onnxmem.runtime.sessions import model_like
 

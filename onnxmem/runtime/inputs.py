@@ -37,8 +37,8 @@ import onnx
 
 from onnxmem.core.errors import OnnxmemError, ShapeError, cut_words, one_line, show_name
 from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
-from onnxmem.graph.view import GraphView
-from onnxmem.model.load import graph_inputs
+from onnxmem.graph import GraphView
+from onnxmem.model import graph_inputs
 
 __all__ = ["bind_input_shapes", "check_inputs", "feeds_for", "read_inputs"]
 

@@ -15,19 +15,18 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import RuntimeBackendError, ShapeError, cut_words, one_line, show_name
-from onnxmem.model.load import (
+from onnxmem.model import (
     MAX_CAPTURED_ELEMENTS,
     BodyKey,
-    ShapeInfo,
     body_captures,
     check_tensor_data,
     graph_inputs,
     graph_tensors,
-    infer_shapes,
     read_external_data,
     tensor_bytes,
 )
 from onnxmem.runtime.isolation import RUN_SECONDS, TimeLimitExceeded, available_memory
+from onnxmem.shapes import ShapeInfo, infer_shapes
 
 __all__ = [
     "NUMPY_DTYPES",
@@ -381,7 +380,7 @@ def infer_measured_shapes(
     inputs: Mapping[str, np.ndarray] | None = None,
     excluded: frozenset[BodyKey] = frozenset(),
 ) -> ShapeInfo:
-    """:func:`onnxmem.model.load.infer_shapes` with the shapes of one run of the model.
+    """:func:`onnxmem.shapes.infer_shapes` with the shapes of one run of the model.
 
     The model runs once in onnxruntime on seeded random inputs, or the values
     ``inputs`` gives (its weights are read then); every intermediate's real

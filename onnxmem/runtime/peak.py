@@ -63,7 +63,7 @@ from typing import Any
 import onnx
 
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError
-from onnxmem.graph.view import GraphView
+from onnxmem.graph import GraphView
 
 __all__ = ["EXECUTION_MODES", "LEVELS", "OrtPeak", "arena_over_ort", "comparable_peak", "is_kernel_event",
            "held_from_profile", "ort_peak", "peak_from_profile"]

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import RuntimeBackendError, cut_words
-from onnxmem.graph.view import GraphView, Op
+from onnxmem.graph import GraphView, Op
 from onnxmem.runtime.ort import LOG_SEVERITY, first_line, make_session, run_bounded
 
 __all__ = [
@@ -72,7 +72,7 @@ def ortvalue_bytes(value: Any) -> int:
     """Bytes of the tensor an ``OrtValue`` holds (onnxruntime's own count where it has one)."""
     if hasattr(value, "tensor_size_in_bytes"):
         return int(value.tensor_size_in_bytes())
-    from onnxmem.model.load import tensor_bytes
+    from onnxmem.model import tensor_bytes
 
     et = _ORT_TYPES.get(value.data_type())
     if et is None:

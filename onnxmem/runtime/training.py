@@ -35,8 +35,8 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import PlanError, RuntimeBackendError
-from onnxmem.graph.view import GraphView, Op
-from onnxmem.model.roles import ACCUMULATORS, LOSSES
+from onnxmem.graph import GraphView, Op
+from onnxmem.model import ACCUMULATORS, LOSSES
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding
 from onnxmem.runtime.arena import ArenaRun, Execution, ExecutionOptions, OutputCheck

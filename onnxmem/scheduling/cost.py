@@ -64,7 +64,7 @@ from onnxmem.analysis.aliasing import (
 from onnxmem.analysis.lifetimes import arena_tensors, live_profile, tensor_lifetimes
 from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core.problem import align_up, lower_bound
-from onnxmem.graph.view import GraphView
+from onnxmem.graph import GraphView
 
 __all__ = [
     "Cuts", "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",

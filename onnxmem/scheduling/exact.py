@@ -37,7 +37,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from onnxmem.core.workclock import charge, is_wall_clock, now, steps_left
-from onnxmem.graph.view import GraphView
+from onnxmem.graph import GraphView
 from onnxmem.scheduling.cost import (
     OrderGraph,
     Piece,

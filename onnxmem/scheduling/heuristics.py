@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from onnxmem.core.workclock import charge, now
-from onnxmem.graph.view import GraphView
+from onnxmem.graph import GraphView
 from onnxmem.scheduling.cost import Piece, build_order_graph, segment_pieces, simulate
 from onnxmem.scheduling.registry import OrderOptions, register
 

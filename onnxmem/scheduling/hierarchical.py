@@ -53,7 +53,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from onnxmem.core.workclock import charge, now
-from onnxmem.graph.view import GraphView
+from onnxmem.graph import GraphView
 from onnxmem.scheduling.cost import (
     Cuts,
     OrderGraph,

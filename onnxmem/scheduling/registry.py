@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.toposort import stable_order
 from onnxmem.core.workclock import session
-from onnxmem.graph.view import GraphView
+from onnxmem.graph import GraphView
 
 __all__ = [
     "ORDERS",

@@ -21,7 +21,7 @@ import onnx
 
 from onnxmem.analysis.happens_before import check_concurrency
 from onnxmem.core.errors import OnnxmemError, PlanError, ShapeError, show_name
-from onnxmem.graph.view import GraphView, bound_outputs, build_view, iter_views, with_regions
+from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import (
     VIEW_OPS,
@@ -105,10 +105,10 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
                   inputs: Mapping[str, np.ndarray] | None = None) -> GraphView:
     """The graph view at the plan's dims, folding and If branches (measured shapes when
     inference cannot say, on ``inputs`` where given)."""
-    from onnxmem.graph.view import excluded_branches
-    from onnxmem.model.load import infer_shapes
+    from onnxmem.graph import excluded_branches
     from onnxmem.planning.pipeline import plan_branches, plan_fold
     from onnxmem.runtime.ort import infer_measured_shapes
+    from onnxmem.shapes import infer_shapes
 
     dims = dict(plan.dims)
     ishapes = {k: tuple(v) for k, v in plan.input_shapes.items()}
@@ -150,7 +150,7 @@ def check_plan_identity(
     ``plan 'p.json' was made for a model with sha256 1234abcd…, not 'b.onnx'
     (sha256 9f00e1c2…); plan this model again``.
     """
-    from onnxmem.model.load import file_sha256
+    from onnxmem.model import file_sha256
 
     want = str(plan.model.get("sha256") or "")
     if not want:

@@ -31,7 +31,7 @@ import onnx
 
 from onnxmem.core.errors import OnnxmemError, show_name
 from onnxmem.core.fileio import write_text_atomic
-from onnxmem.model.load import initializers, tensor_bytes
+from onnxmem.model import initializers, tensor_bytes
 
 __all__ = [
     "LIGHT_MODELS",

@@ -28,7 +28,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxmem.core.errors import OnnxmemError
-from onnxmem.model.load import initializers, load_model
+from onnxmem.model import initializers, load_model
 
 __all__ = [
     "FILL_PREFIX",

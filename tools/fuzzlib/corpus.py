@@ -307,7 +307,7 @@ class Corpus:
         """Plan ``dynamic`` over ``batch`` 1..8 once with the library (``plan --dim batch=1:8``)."""
         if self.range_json is not None:
             return self.range_json
-        from onnxmem.model.load import load_model
+        from onnxmem.model import load_model
         from onnxmem.planning.pipeline import PlanOptions
         from onnxmem.planning.ranges import plan_range, render_range_plan
 

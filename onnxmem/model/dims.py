@@ -1,0 +1,224 @@
+"""Dims: the user's ``--dim`` and ``--input-shape`` text, declared dims read, renamed and bound.
+
+A dim is an int (fixed), a text (a named or expression dim) or ``None`` (unknown). Named dims
+reach the inference engines only under generated safe names (:func:`rename_dims`); an
+expression dim is read by :mod:`onnxmem.core.dimexpr`'s grammar, never evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping
+
+import onnx
+
+from onnxmem.core import dimexpr
+from onnxmem.core.errors import ShapeError, show_name
+from onnxmem.model.bodies import iter_graphs, model_graphs
+from onnxmem.model.dtypes import MAX_DIM
+
+__all__ = [
+    "Dim",
+    "bind_dims",
+    "declared_dims",
+    "declared_types",
+    "dim_names",
+    "graph_inputs",
+    "parse_dim_binding",
+    "parse_input_shape",
+    "read_type",
+    "rename_dims",
+    "resolve_dim",
+    "set_shape",
+    "unname_placeholder_dims",
+]
+
+Dim = int | str | None
+
+
+def parse_dim_binding(text: str) -> tuple[str, int]:
+    """``"batch=4"`` -> ``("batch", 4)``."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ShapeError(f"--dim {show_name(text)} is not NAME=VALUE; write e.g. --dim batch=1")
+    try:
+        v = int(value)
+    except ValueError:
+        raise ShapeError(f"--dim {show_name(text)}: value {show_name(value)} is not an integer") from None
+    if v <= 0:
+        raise ShapeError(
+            f"--dim {show_name(text)}: a dim must be a positive integer, not {v}; give the size "
+            "the model will run at"
+        )
+    if v > MAX_DIM:
+        raise ShapeError(
+            f"--dim {show_name(text)}: a dim must be at most 2^40 ({MAX_DIM:,}), onnxmem's limit; "
+            "give the size the model will run at"
+        )
+    return name, v
+
+
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``"x=1x3x224x224"`` -> ``("x", (1, 3, 224, 224))``; ``"x="`` is a scalar."""
+    name, sep, value = text.rpartition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ShapeError(
+            f"--input-shape {show_name(text)} is not NAME=D1xD2x...; write e.g. --input-shape x=1x3x224x224"
+        )
+    if not value.strip():
+        return name, ()
+    try:
+        dims = tuple(int(d) for d in re.split(r"[x,]", value.strip()))
+    except ValueError:
+        raise ShapeError(
+            f"--input-shape {show_name(text)}: {show_name(value)} is not dims joined by 'x' (e.g. 1x3x224x224)"
+        ) from None
+    if any(d < 0 or d > MAX_DIM for d in dims):
+        raise ShapeError(f"--input-shape {show_name(text)}: a dim must be an integer from 0 to 2^40 "
+                         f"({MAX_DIM:,}), onnxmem's limit; give the shape the model will run at")
+    return name, dims
+
+
+def read_type(vi: onnx.ValueInfoProto) -> tuple[int | None, tuple[Dim, ...] | None]:
+    t = vi.type
+    if not t.HasField("tensor_type"):
+        return None, None
+    tt = t.tensor_type
+    et = tt.elem_type or None
+    if not tt.HasField("shape"):
+        return et, None
+    dims: list[Dim] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return et, tuple(dims)
+
+
+def graph_inputs(model: onnx.ModelProto) -> dict[str, tuple[Dim, ...] | None]:
+    """The graph inputs that are not weights, with their declared dims.
+
+    A named dim is its name, a fixed one its value; an unnamed, empty or
+    negative dim (``-1``, ``?``) is ``None``: unknown, bound by ``--input-shape``.
+    A rank that is not declared is ``None`` as a whole.
+    """
+    inits = {i.name for i in model.graph.initializer}
+    out: dict[str, tuple[Dim, ...] | None] = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        _, dims = read_type(vi)
+        out[vi.name] = None if dims is None else tuple(
+            None if isinstance(d, int) and d < 0 else d for d in dims
+        )
+    return out
+
+
+def dim_names(model: onnx.ModelProto) -> set[str]:
+    """Every named dim declared anywhere in ``model`` (the names ``--dim`` can bind)."""
+    names: set[str] = set()
+    for t in declared_types(model.graph):
+        shape = t.tensor_type.shape if t.HasField("tensor_type") else None
+        names.update(d.dim_param for d in (shape.dim if shape is not None else ()) if d.dim_param)
+    return names
+
+
+def set_shape(vi: onnx.ValueInfoProto, dims: Iterable[Dim]) -> None:
+    shape = vi.type.tensor_type.shape
+    shape.ClearField("dim")
+    for d in dims:
+        nd = shape.dim.add()
+        if isinstance(d, int):
+            nd.dim_value = d
+        elif isinstance(d, str):
+            nd.dim_param = d
+
+
+def resolve_dim(d: Dim, dims: Mapping[str, int]) -> int | None:
+    """The value of one dim, or ``None`` when it is unknown.
+
+    A name is looked up as it is (names are opaque); any other text is read as
+    an expression of :mod:`onnxmem.core.dimexpr`'s grammar, never by an evaluator.
+    """
+    if isinstance(d, int):
+        return d if d >= 0 else None
+    if d is None:
+        return None
+    value = dims[d] if d in dims else dimexpr.evaluate(d, dims)
+    return value if value is not None and value >= 0 else None
+
+
+def declared_types(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[onnx.TypeProto]:
+    """Every type declared in ``source`` and its subgraphs (inputs, outputs, value_info; for a
+    model, its local functions' value_info too), with the element types of sequences,
+    optionals and maps, without recursion."""
+    graphs = model_graphs(source) if isinstance(source, onnx.ModelProto) else (("", g) for g in iter_graphs(source))
+    stack = [vi.type for _, g in graphs
+             for vi in ((*g.input, *g.output, *g.value_info) if isinstance(g, onnx.GraphProto) else g.value_info)]
+    while stack:
+        t = stack.pop()
+        yield t
+        kind = t.WhichOneof("value")
+        if kind == "sequence_type":
+            stack.append(t.sequence_type.elem_type)
+        elif kind == "optional_type":
+            stack.append(t.optional_type.elem_type)
+        elif kind == "map_type":
+            stack.append(t.map_type.value_type)
+
+
+def rename_dims(model: onnx.ModelProto) -> dict[str, str]:
+    """Replace every dim_param of ``model`` (in place) by a generated safe name.
+
+    No text of the file then reaches an inference engine as a dim: shape
+    inference sees ``onnxmem_dim_0``, ``onnxmem_dim_1``, ... and the expressions
+    it writes are over those names alone. Returns ``{original: safe}``.
+    """
+    names: dict[str, str] = {}
+    for d in declared_dims(model):
+        if d.HasField("dim_param") and d.dim_param:
+            safe = names.setdefault(d.dim_param, f"onnxmem_dim_{len(names)}")
+            d.dim_param = safe
+    return names
+
+
+def declared_dims(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[Any]:
+    """Every dim of every tensor type declared in ``source`` and its subgraphs (see :func:`declared_types`)."""
+    for t in declared_types(source):
+        shape = None
+        if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
+            shape = t.tensor_type.shape
+        elif t.HasField("sparse_tensor_type") and t.sparse_tensor_type.HasField("shape"):
+            shape = t.sparse_tensor_type.shape
+        yield from (shape.dim if shape is not None else ())
+
+
+def bind_dims(shape: Iterable[Dim], dims: Mapping[str, int]) -> list[Dim]:
+    """``shape`` with every dim ``dims`` resolves replaced by its value."""
+    out: list[Dim] = []
+    for d in shape:
+        value = resolve_dim(d, dims)
+        out.append(d if value is None else value)
+    return out
+
+
+def unname_placeholder_dims(model: onnx.ModelProto) -> int:
+    """Make every placeholder dim of ``model`` (in place) an unnamed one; returns how many.
+
+    Some exporters write ``?`` (or another name without a letter or digit) for
+    "unknown" on every such axis. Read as a symbolic name, it would tie all those
+    axes to one value (``[?, 3, ?, ?]`` could only be bound with equal height and
+    width); onnxruntime does not tie them, and neither does onnxmem: each becomes
+    an unnamed dim, bound per axis through ``--input-shape``.
+    """
+    count = 0
+    for d in declared_dims(model.graph):
+        if d.HasField("dim_param") and not any(c.isalnum() for c in d.dim_param):
+            d.ClearField("dim_param")
+            count += 1
+    return count

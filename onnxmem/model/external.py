@@ -1,0 +1,179 @@
+"""External weights: each reference checked against the model's folder, and read in on request.
+
+A location must be relative and resolve inside the model's folder (links included), to a
+regular file that holds the tensor's bytes; no string of the file is followed elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto
+
+from onnxmem.core.errors import ModelError, show_name
+from onnxmem.model.dtypes import DTYPES, MAX_BYTES, dtype_name, tensor_bytes
+from onnxmem.model.tensors import graph_tensors, tensor_sites
+
+__all__ = ["MAX_INLINE_WEIGHTS", "ExternalData", "check_external_data", "read_external_data"]
+
+
+#: bytes of weights onnxmem inlines into one model for onnxruntime (protobuf's limit)
+MAX_INLINE_WEIGHTS = 2**31 - 1
+
+
+_DECIMAL = re.compile(r"[0-9]{1,19}")
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalData:
+    """One tensor's external-data reference, checked: bytes ``[offset, offset + length)`` of ``path``."""
+
+    tensor: str
+    path: Path  # resolved, inside the model's folder, a regular file
+    offset: int
+    length: int
+    label: str = ""  # the tensor and where it sits, escaped, for messages
+
+
+def _external_field(label: str, key: str, value: str, size: int) -> int:
+    if not _DECIMAL.fullmatch(value):
+        raise ModelError(
+            f"{label} has external-data {key} {show_name(value)}, which is "
+            "not a non-negative decimal integer; re-export the model"
+        )
+    n = int(value)
+    if n > size:
+        raise ModelError(
+            f"{label} has external-data {key} {n:,}, past the end of its "
+            f"data file ({size:,} bytes); the file is truncated or the reference is wrong: re-export the model"
+        )
+    return n
+
+
+def _external_reference(init: onnx.TensorProto, root: Path, need_files: bool, label: str) -> ExternalData:
+    """Check one external-data reference against the files under ``root`` (never reads data);
+    ``label`` names the tensor in messages (:func:`tensor_sites`)."""
+    name = init.name
+    info: dict[str, str] = {}
+    for e in init.external_data:
+        key, value = e.key, e.value
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ModelError(
+                f"{label} has an external-data entry that is not text; "
+                "re-export the model"
+            )
+        info[key] = value
+    loc = info.get("location", "")
+    where = f"{label}: external data {show_name(loc)}"
+    if not loc:
+        raise ModelError(f"{label} keeps its data outside the file but names no "
+                         "location; re-export the model")
+    if "\0" in loc:
+        raise ModelError(f"{where} contains a NUL byte; re-export the model")
+    if os.path.isabs(loc) or Path(loc).drive or Path(loc).root:
+        raise ModelError(f"{where} is an absolute path, outside the model's folder; onnxmem reads "
+                         "data files only from there: move the data file next to the model")
+    target = Path(os.path.realpath(root / loc))
+    if target == root or root not in target.parents:
+        raise ModelError(
+            f"{where} points outside the model's folder {show_name(str(root))} (through '..' or "
+            "a link); onnxmem refuses to read it: move the data file next to the model"
+        )
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        if need_files:
+            raise ModelError(f"{where} does not exist in {show_name(str(root))}; copy the data file "
+                             "next to the model") from None
+        st = None
+    except OSError as exc:
+        raise ModelError(f"{where} cannot be read: {exc.strerror}; check the data file") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise ModelError(f"{where} is not a regular file (a folder, device or FIFO); give the "
+                         "model its data file")
+    size = st.st_size if st is not None else MAX_BYTES
+    offset = _external_field(label, "offset", info.get("offset", "0"), size)
+    length = _external_field(label, "length", info["length"], size) if "length" in info else size - offset
+    if offset + length > size:
+        raise ModelError(
+            f"{where}: bytes [{offset:,}, {offset + length:,}) run past the end of the file "
+            f"({size:,} bytes); the file is truncated or the reference is wrong: re-export the model"
+        )
+    if init.data_type == TensorProto.STRING:
+        raise ModelError(f"{label} is a string tensor in external data, which "
+                         "ONNX does not allow; re-export the model")
+    if init.data_type in DTYPES and (st is not None or "length" in info):
+        expected = tensor_bytes(init.data_type, init.dims, name)
+        if length != expected:
+            raise ModelError(
+                f"{where} holds {length:,} bytes, but a {dtype_name(init.data_type)} tensor of shape "
+                f"{list(init.dims)} takes {expected:,}; re-export the model"
+            )
+    return ExternalData(name, target, offset, length, label)
+
+
+def check_external_data(
+    model: onnx.ModelProto, base: str | os.PathLike[str], *, need_files: bool = True
+) -> list[ExternalData]:
+    """Check every external-data reference of ``model``, whose file lies in folder ``base``.
+
+    Each location must be relative, resolve (links included) to a regular file
+    inside ``base``, and hold its ``[offset, offset + length)`` bytes; offsets
+    and lengths must be decimal integers, and a length must match the tensor's
+    dtype and dims. Local functions' tensors are checked as the
+    graph's are. With ``need_files=False`` (planning, which needs shapes
+    only) a data file may be missing; what is there is checked all the same.
+    Raises ``ModelError`` naming the tensor, the rule and the fix; reads no
+    data. :func:`read_external_data` reads what this checks.
+    """
+    root = Path(os.path.realpath(base))
+    refs = []
+    for label, t in tensor_sites(model):
+        if t.data_location == TensorProto.EXTERNAL:
+            refs.append(_external_reference(t, root, need_files, label))
+    return refs
+
+
+def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str]) -> onnx.ModelProto:
+    """A copy of ``model`` with every external tensor's bytes read in, after :func:`check_external_data`.
+
+    Refuses weights of more than ``MAX_INLINE_WEIGHTS`` bytes in all (onnxruntime
+    gets the model as one protobuf message, which cannot reach 2 GiB).
+    """
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    tensors = [t for t in graph_tensors(m) if t.data_location == TensorProto.EXTERNAL]
+    refs = check_external_data(m, base)
+    total = sum(r.length for r in refs)
+    if total + model.ByteSize() > MAX_INLINE_WEIGHTS:
+        raise ModelError(
+            f"the model's external weights take {total:,} bytes; onnxmem runs models whose weights "
+            f"and graph fit in one {MAX_INLINE_WEIGHTS + 1:,}-byte protobuf message: plan it without "
+            "running it (no --measure-shapes, verify --static-only)"
+        )
+    for t, ref in zip(tensors, refs):
+        where = f"{ref.label}: external data {show_name(str(ref.path.name))}"
+        try:
+            fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        except OSError as exc:
+            raise ModelError(f"{where} cannot be opened: {exc.strerror}; check the data file") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ModelError(f"{where} is not a regular file; give the model its data file")
+            data = os.pread(fd, ref.length, ref.offset) if ref.length else b""
+        except OSError as exc:
+            raise ModelError(f"{where} cannot be read: {exc.strerror}; check the data file") from None
+        finally:
+            os.close(fd)
+        if len(data) != ref.length:
+            raise ModelError(f"{where} ended after {len(data):,} of {ref.length:,} bytes (it changed "
+                             "while onnxmem read it); check the data file")
+        t.raw_data = data
+        del t.external_data[:]
+        t.data_location = TensorProto.DEFAULT
+    return m

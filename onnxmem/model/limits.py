@@ -1,0 +1,46 @@
+"""Limits on the graph a model file may hold: nesting depth, node count, sparse weights."""
+
+from __future__ import annotations
+
+import onnx
+
+from onnxmem.core.errors import ModelError, show_name
+from onnxmem.model.bodies import model_graphs
+from onnxmem.model.functions import function_label, inlined_size
+
+__all__ = ["MAX_NESTING", "MAX_NODES", "check_graph_limits", "check_sparse_initializers"]
+
+#: limits on the graph a file may hold, far above real models
+MAX_NESTING = 24
+MAX_NODES = 10_000_000
+
+
+def check_graph_limits(model: onnx.ModelProto, where: str) -> None:
+    """Refuse a model nested deeper than ``MAX_NESTING`` levels (subgraphs and local function
+    calls) or holding more than ``MAX_NODES`` nodes once its local functions are inlined, and
+    recursive, duplicate or shadowing functions (:func:`onnxmem.model.functions.inlined_size`), before
+    anything expands them."""
+    found = inlined_size(model, MAX_NODES, MAX_NESTING)
+    through = f" (through {function_label(found.deepest)})" if found.deepest is not None else ""
+    if found.depth > MAX_NESTING:
+        raise ModelError(
+            f"{where} nests subgraphs {found.depth} deep{through}, past onnxmem's limit of {MAX_NESTING}; "
+            "flatten the control flow"
+        )
+    if found.nodes > MAX_NODES:
+        raise ModelError(
+            f"{where} has more than {MAX_NODES:,} nodes{' once its local functions are inlined' if model.functions else ''}, "
+            "onnxmem's limit; split the model"
+        )
+
+
+def check_sparse_initializers(model: onnx.ModelProto) -> None:
+    """Refuse a sparse initializer: onnxmem plans dense weights only (the view, the weight count
+    and the runs read ``initializer``), so it names the tensor and how to store it dense."""
+    for where, g in model_graphs(model):
+        for sp in getattr(g, "sparse_initializer", ()):
+            raise ModelError(
+                f"sparse initializer {show_name(sp.values.name)}{where}: onnxmem plans models whose "
+                "weights are dense initializers only; store it dense (onnx.numpy_helper.from_array of "
+                "its dense values, in graph.initializer) and plan again"
+            )

@@ -1,0 +1,217 @@
+"""The inference engines onnxmem drives: onnx's, onnxruntime's symbolic one, and the copies they run on.
+
+Each engine runs on a copy stripped for inference (:func:`strip_for_inference`) and returns an
+inferred model or ``None``; :func:`collect_types` reads what a model declares of its values.
+onnxruntime's symbolic inference is imported when it runs (it is the one engine that needs
+onnxruntime, and the command line starts without it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+import onnxmem.shapes.shapeeval as shapeeval
+from onnxmem.model import (
+    OTHER_BRANCH,
+    BodyKey,
+    Dim,
+    iter_graphs,
+    owner_key,
+    read_type,
+    subgraph_attributes,
+)
+
+__all__ = [
+    "SYMBOLIC_PASSES",
+    "collect_graph_types",
+    "collect_types",
+    "run_engines",
+    "run_onnx_inference",
+    "run_symbolic_inference",
+    "strip_for_inference",
+    "take_branches",
+]
+
+#: passes of onnxruntime's symbolic inference onnxmem lets run
+SYMBOLIC_PASSES = 16
+
+
+def take_branches(graph: onnx.GraphProto, excluded: frozenset[BodyKey], key: BodyKey = ()) -> None:
+    """Replace, in ``graph`` (an inference copy), each ``excluded`` If branch with the one runs
+    take, so that every engine gives the If's outputs the shapes of the branch planned."""
+    if not excluded:
+        return
+    for i, node in enumerate(graph.node):
+        subs = dict(subgraph_attributes(node))
+        for attr, sub in subs.items():
+            other = OTHER_BRANCH.get(attr)
+            if node.op_type == "If" and (*key, (owner_key(node, i), attr)) in excluded and other in subs:
+                sub.CopyFrom(subs[other])
+            else:
+                take_branches(sub, excluded, (*key, (owner_key(node, i), attr)))
+
+
+def strip_for_inference(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy without large initializer data or value_info, for shape inference.
+
+    Small initializers keep their values (data propagation of shapes needs
+    them). Large and external ones of the top-level graph become typed graph
+    inputs, so no inference engine tries to read their bytes; those of
+    subgraphs (whose inputs are positional) keep their dims and point to no
+    data.
+    """
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+
+    def is_large(init: onnx.TensorProto) -> bool:
+        return init.data_location == TensorProto.EXTERNAL or math.prod(init.dims) > 1024
+
+    g = m.graph
+    declared = {vi.name for vi in g.input}
+    keep = []
+    for init in g.initializer:
+        if not is_large(init):
+            keep.append(init)
+            continue
+        if init.name not in declared:
+            g.input.append(
+                onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
+            )
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    for sub in iter_graphs(g):
+        if sub is g:
+            continue
+        for init in sub.initializer:
+            if is_large(init):
+                dims, dt, name = list(init.dims), init.data_type, init.name
+                init.Clear()
+                init.name, init.data_type = name, dt
+                init.dims.extend(dims)
+                init.data_location = TensorProto.EXTERNAL
+                e = init.external_data.add()
+                e.key, e.value = "location", "__onnxmem_stripped__"
+    del g.value_info[:]
+    return m
+
+
+def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    try:
+        return onnx.shape_inference.infer_shapes(
+            model, check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception:  # noqa: BLE001 - fall through to the next method
+        try:
+            return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+    except Exception:  # noqa: BLE001 - onnxruntime missing its tools
+        return None
+    import contextlib
+    import io
+    import logging
+
+    logging.getLogger("onnxruntime").setLevel(logging.ERROR)
+    # SymbolicShapeInference.infer_shapes raises on a partial result and then
+    # saves a scratch model into the working folder; drive its steps directly
+    # instead, to keep the shapes it did find and write nothing.
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            engine = SymbolicShapeInference(2**31 - 1, True, False, 0)
+            _concat_values_on_axis_0_only(engine)
+            engine._preprocess(model)
+            # it repeats its pass while a pass merged symbols; on some damaged models
+            # it never stops, so the passes are bounded (real models need one to three)
+            for _ in range(SYMBOLIC_PASSES):
+                if not engine.run_:
+                    break
+                engine._infer_impl()
+            engine._update_output_from_vi()
+            return engine.out_mp_  # type: ignore[no-any-return]
+    except Exception:  # noqa: BLE001 - symbolic inference gives up on some graphs
+        return None
+
+
+def _concat_values_on_axis_0_only(engine: Any) -> None:
+    """Let onnxruntime's symbolic inference through a Concat of known values on another axis.
+
+    The engine carries the values of small tensors (shape arithmetic, but also a Llama
+    decoder's rotary angles ``position * inv_freq``, known once the position is a dim) and
+    concatenates them as flat lists, asserting the Concat is on axis 0; a Concat on the last
+    axis of such values (``cat((freqs, freqs), -1)``) stopped the whole inference. Such a
+    Concat now gets its shape inferred and its values left unknown.
+    """
+    infer = engine.dispatcher_.get("Concat")
+    if infer is None:
+        return
+
+    def concat(node: onnx.NodeProto) -> Any:
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if axis == 0:
+            return infer(node)
+        engine._get_int_or_float_values = lambda node, broadcast=False: [None] * len(node.input)
+        try:
+            return infer(node)
+        finally:
+            del engine._get_int_or_float_values
+
+    engine.dispatcher_["Concat"] = concat
+
+
+def collect_types(model: onnx.ModelProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+    return collect_graph_types(model.graph)
+
+
+def collect_graph_types(g: onnx.GraphProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+    """Every declared value of ``g`` (not its subgraphs): ``{name: (elem type, dims)}``; a
+    later declaration with a shape wins over one without, or with unknown dims."""
+    out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
+    for init in g.initializer:
+        out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        et, sh = read_type(vi)
+        prev = out.get(vi.name)
+        if prev is None or prev[1] is None or (sh is not None and None in prev[1]):
+            out[vi.name] = (et or (prev[0] if prev else None), sh if sh is not None else (prev[1] if prev else None))
+    return out
+
+
+def run_engines(
+    work: onnx.ModelProto,
+    absorb: Callable[[Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]], None],
+    incomplete: Callable[[], bool],
+    resolve: Callable[[Dim], int | None],
+    *,
+    also: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """Feed ``absorb`` what each engine makes of ``work``: onnx inference with data propagation,
+    shape arithmetic (``resolve`` reads one declared dim), onnxruntime's symbolic inference, in
+    that order of precedence; a later engine runs only while ``incomplete()``. Given ``also``
+    (values to compute besides those in shape slots), shape arithmetic runs in any case, for
+    the values it computes, which are returned."""
+    made: dict[str, np.ndarray] = {}
+    inferred = run_onnx_inference(work)
+    if inferred is not None:
+        absorb(collect_types(inferred))
+        if also is not None or incomplete():
+            evaluated = shapeeval.evaluate_shapes(
+                work, inferred, infer=run_onnx_inference, resolve=resolve, also=also or ()
+            )
+            made = evaluated.values
+            absorb({**collect_types(evaluated.model), **evaluated.shapes})
+            inferred = evaluated.model
+    if incomplete():
+        sym = run_symbolic_inference(inferred if inferred is not None else work)
+        if sym is not None:
+            absorb(collect_types(sym))
+    return made

@@ -1,0 +1,350 @@
+"""Shape inference: every top-level value's dtype and concrete shape, and the subgraphs' too.
+
+:func:`infer_shapes` binds the user's ``--input-shape`` pins and ``--dim`` values on a copy
+stripped for inference, runs the shape engines (:data:`onnxmem.shapes.steps.STEPS`, in their
+order of trust) while values lack shapes, then sizes the subgraphs
+(:mod:`onnxmem.shapes.subgraphs`). A value still unknown after these is an error that lists
+the tensors, the symbols, and the flag that fixes it. :func:`infer_symbolic_shapes` runs the
+same engines with some dims left symbolic (range plans).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Mapping
+
+import numpy as np
+import onnx
+
+import onnxmem.shapes.shapeeval as shapeeval
+from onnxmem.core.errors import ShapeError, flag_value, show_name
+from onnxmem.model import (
+    BodyKey,
+    Dim,
+    bind_dims,
+    graph_inputs,
+    iter_bodies,
+    read_type,
+    rename_dims,
+    resolve_dim,
+    set_shape,
+)
+from onnxmem.shapes.engines import (
+    run_engines,
+    run_onnx_inference,
+    run_symbolic_inference,
+    strip_for_inference,
+    take_branches,
+)
+from onnxmem.shapes.info import ShapeInfo
+from onnxmem.shapes.steps import STEPS, Inference, TypedShape
+from onnxmem.shapes.subgraphs import body_shapes, defined_count, standalone_bodies, with_shapes
+
+__all__ = ["infer_shapes", "infer_symbolic_shapes", "top_level_values"]
+
+
+def infer_shapes(
+    model: onnx.ModelProto,
+    *,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    measured: Mapping[str, TypedShape] | None = None,
+    strict_dims: bool = True,
+    measured_values: Mapping[str, np.ndarray] | None = None,
+    excluded: frozenset[BodyKey] = frozenset(),
+) -> ShapeInfo:
+    """Dtype and concrete shape of every input, initializer and node output.
+
+    ``dims`` binds symbolic dim names; ``input_shapes`` pins whole input
+    shapes. ``measured`` holds the shapes of one run of the model (see
+    :func:`onnxmem.runtime.ort.infer_measured_shapes`, which runs it); they take
+    precedence over inferred ones, with a warning where the two disagree.
+    A ``dims`` name the model does not declare is an error unless ``strict_dims``
+    is off (the zoo job binds one set of dims over many models).
+
+    Subgraph bodies are sized from the inference of the whole model, then, for
+    what that leaves open, each body is inferred as a model of its own (the
+    same engines, recursively for nested bodies) that sees the concrete shapes
+    of the outer values it captures and the values of those known: small
+    weights and constants, shape arithmetic the evaluator computed, and
+    ``measured_values`` (small integer values of one run, see
+    :func:`onnxmem.runtime.ort.measure_shapes`). ``excluded``: If branches runs are
+    assumed not to take (:func:`onnxmem.graph.view.excluded_branches`): an If's outputs
+    take the other branch's shapes, and the excluded one need not be sized.
+    """
+    input_shapes = dict(input_shapes or {})
+    state = _bound_inference(model, dict(dims or {}), input_shapes, strict_dims, excluded)
+    state.measured = measured
+    for step in STEPS:
+        if step.always or state.incomplete():
+            step.run(state)
+    missing = [n for n in state.wanted if n not in state.known]
+    if missing:
+        raise _unknown_sizes(missing, model, state.file_dims, input_shapes)
+    known = state.known
+    for init in model.graph.initializer:
+        known.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
+    bodies = _subgraph_shapes(state, measured_values or {}, excluded)
+    return ShapeInfo(
+        {k: v[0] for k, v in known.items()},
+        {k: v[1] for k, v in known.items()},
+        state.sources,
+        tuple(state.warnings),
+        bodies,
+        excluded,
+    )
+
+
+def _bound_inference(
+    model: onnx.ModelProto,
+    user_dims: dict[str, int],
+    input_shapes: Mapping[str, tuple[int, ...]],
+    strict_dims: bool,
+    excluded: frozenset[BodyKey],
+) -> Inference:
+    """The state the steps start from: a copy stripped for inference, excluded branches
+    replaced by taken ones, dims renamed to safe names, the graph inputs and outputs bound."""
+    work = strip_for_inference(model)
+    take_branches(work.graph, excluded)
+    # from here on the inference engines see generated names only (see rename_dims)
+    safe = rename_dims(work)
+    original = {v: k for k, v in safe.items()}
+    if strict_dims:
+        _check_dim_names(user_dims, safe)
+    dims = {safe[k]: v for k, v in user_dims.items() if k in safe}
+    _bind_inputs(model, work, input_shapes, dims, original)
+    # graph outputs: bind their symbolic dims too, so inference does not conflict
+    for vi in work.graph.output:
+        _, cur = read_type(vi)
+        if cur is not None:
+            set_shape(vi, bind_dims(cur, dims))
+    # the same bindings under the file's own names, for its value_info (read last)
+    file_dims = {**user_dims, **{original[k]: v for k, v in dims.items() if k in original}}
+    return Inference(model, work, dims, file_dims, top_level_values(model))
+
+
+def _check_dim_names(user_dims: Mapping[str, int], safe: Mapping[str, str]) -> None:
+    """Refuse a ``--dim`` name the model does not declare, listing those it does."""
+    for name, value in user_dims.items():
+        if name not in safe:
+            declared = sorted(safe)
+            listing = (
+                "its named dims are " + ", ".join(map(show_name, declared[:12]))
+                + (f" and {len(declared) - 12} more" if len(declared) > 12 else "")
+                if declared else "it has no named dims (pin whole inputs with --input-shape)"
+            )
+            raise ShapeError(f"--dim {show_name(name)}={value} names no dim of the model; {listing}")
+
+
+def _bind_inputs(
+    model: onnx.ModelProto,
+    work: onnx.ModelProto,
+    input_shapes: Mapping[str, tuple[int, ...]],
+    dims: dict[str, int],
+    original: Mapping[str, str],
+) -> None:
+    """Pin the ``input_shapes`` on ``work``'s graph inputs and bind ``dims`` on the others,
+    learning (into ``dims``) the dims that pinned shapes imply."""
+    inits = {i.name for i in model.graph.initializer}
+    real_inputs = {vi.name: vi for vi in work.graph.input if vi.name not in inits}
+    for name in input_shapes:
+        if name not in real_inputs:
+            raise ShapeError(
+                f"--input-shape names {show_name(name)}, which is not a graph input; inputs are: "
+                f"{', '.join(map(repr, real_inputs)) or '(none)'}"
+            )
+    for name, vi in real_inputs.items():
+        _, cur = read_type(vi)
+        if name in input_shapes:
+            pin = input_shapes[name]
+            if cur is not None:
+                _learn_pinned_dims(name, cur, pin, dims, original)
+            set_shape(vi, pin)
+        elif cur is not None:
+            set_shape(vi, bind_dims(cur, dims))
+
+
+def _learn_pinned_dims(name: str, cur: tuple[Dim, ...], pin: tuple[int, ...], dims: dict[str, int],
+                       original: Mapping[str, str]) -> None:
+    """Check input ``name``'s pinned shape against its declared dims ``cur`` and bind, into
+    ``dims``, each named dim the pin gives a value."""
+    if len(cur) != len(pin):
+        raise ShapeError(
+            f"--input-shape {show_name(name)}={'x'.join(map(str, pin))} has rank {len(pin)} "
+            f"but input {show_name(name)} has rank {len(cur)}"
+        )
+    for axis, (c, p) in enumerate(zip(cur, pin)):
+        if isinstance(c, int) and c >= 0 and c != p:
+            raise ShapeError(
+                f"--input-shape {show_name(name)}: axis {axis} is {p} but the model fixes it to {c}"
+            )
+        if isinstance(c, str):
+            if c in dims and dims[c] != p:
+                raise ShapeError(
+                    f"--input-shape {show_name(name)}: axis {axis} is {p} but "
+                    f"--dim {original.get(c, c)!r}={dims[c]}"
+                )
+            dims.setdefault(c, p)
+
+
+def _subgraph_shapes(
+    state: Inference, measured_values: Mapping[str, np.ndarray], excluded: frozenset[BodyKey]
+) -> dict[BodyKey, dict[str, TypedShape]]:
+    """The shapes of every subgraph's values, from the cheapest source that sizes them all:
+    the whole model's inference, then onnxruntime's symbolic inference and the file's
+    value_info, then both engines again with every main-graph value at its concrete shape,
+    then each body inferred on its own with the values it captures where they are known."""
+    model, work, inferred, dims = state.model, state.work, state.inferred, state.dims
+    if not any(True for _ in iter_bodies(model.graph)):
+        return {}
+
+    def open_bodies() -> bool:
+        return any(len(bodies[k]) < defined_count(g) for k, g in iter_bodies(model.graph))
+
+    bodies = body_shapes(model, [(inferred, dims)])
+    if open_bodies():
+        if state.symbolic is None:
+            state.symbolic = run_symbolic_inference(inferred if inferred is not None else work)
+        bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims), (model, state.file_dims)])
+    if open_bodies():
+        # infer again with every main-graph value at its concrete (or measured) shape, so
+        # the bodies see the exact types of the outer values they read
+        again = with_shapes(inferred if inferred is not None else work, state.known)
+        re_onnx = run_onnx_inference(again)
+        re_sym = run_symbolic_inference(re_onnx if re_onnx is not None else again)
+        bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims), (re_onnx, {}), (re_sym, {}),
+                                     (model, state.file_dims)])
+    if open_bodies():
+        outer_values = shapeeval.graph_constants(work)
+        if state.evaluated is not None:
+            outer_values.update(state.evaluated.values)
+        outer_values.update(measured_values)
+        standalone_bodies(model, model.graph, (), state.known, outer_values, bodies, excluded)
+    return bodies
+
+
+def infer_symbolic_shapes(
+    model: onnx.ModelProto,
+    ranged: Iterable[str],
+    *,
+    dims: Mapping[str, int] | None = None,
+    accept: Callable[[tuple[Dim, ...], Mapping[str, str]], bool] | None = None,
+) -> tuple[dict[str, tuple[int, tuple[Dim, ...]]], dict[str, str]]:
+    """Every top-level value's dtype and shape with the ``ranged`` dims left symbolic.
+
+    The same engines as :func:`infer_shapes` (onnx inference with data
+    propagation, shape arithmetic, onnxruntime's symbolic inference), on the
+    file with ``dims`` bound and the ``ranged`` names left open. A dim of the
+    result is an int or a text over generated safe names; returns
+    ``({value: (elem_type, dims)}, {safe name: original name})``. A value keeps
+    the first shape ``accept(dims, safe_to_original)`` takes (default: every
+    shape without an unknown dim); values no engine shapes acceptably are left
+    out, for the caller to name.
+    """
+    fixed = dict(dims or {})
+    work = strip_for_inference(model)
+    safe = rename_dims(work)
+    original = {v: k for k, v in safe.items()}
+    for name in (*ranged, *fixed):
+        if name not in safe:
+            raise ShapeError(f"--dim {show_name(name)} names no dim of the model; its named dims are "
+                             + (", ".join(map(show_name, sorted(safe)[:12])) or "none"))
+    bound = {safe[k]: v for k, v in fixed.items()}
+    for vi in (*work.graph.input, *work.graph.output):
+        _, cur = read_type(vi)
+        if cur is not None:
+            set_shape(vi, bind_dims(cur, bound))
+    take = accept or (lambda shape, _names: None not in shape)
+    wanted = top_level_values(model)
+    found: dict[str, tuple[int, tuple[Dim, ...]]] = {}
+
+    def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
+        for name in wanted:
+            et, sh = info.get(name, (None, None))
+            if name in found or et is None or sh is None:
+                continue
+            shape = tuple(bind_dims(sh, bound))
+            if take(shape, original):
+                found[name] = (et, shape)
+
+    run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound))
+    for init in model.graph.initializer:
+        found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
+    return found, original
+
+
+def top_level_values(model: onnx.ModelProto) -> list[str]:
+    """The values of the top-level graph that need a shape: its inputs that are not weights,
+    then its node outputs, each once, in file order."""
+    g = model.graph
+    names: list[str] = []
+    seen: set[str] = set()
+    inits = {i.name for i in g.initializer}
+    for vi in g.input:
+        if vi.name not in inits and vi.name not in seen:
+            names.append(vi.name)
+            seen.add(vi.name)
+    for n in g.node:
+        for o in n.output:
+            if o and o not in seen:
+                names.append(o)
+                seen.add(o)
+    return names
+
+
+def _dim_label(name: str) -> str:
+    """A dim name in a message: bare when it is a short identifier, else quoted and escaped."""
+    return name if name.isidentifier() and len(name) <= 60 else show_name(name)
+
+
+def _unknown_sizes(
+    missing: list[str],
+    model: onnx.ModelProto,
+    file_dims: Mapping[str, int],
+    input_shapes: Mapping[str, tuple[int, ...]],
+) -> ShapeError:
+    """The error for values whose size is still unknown, leading to the flags that fix it.
+
+    When graph inputs have dims nothing binds, the message names those inputs,
+    their patterns and a ready ``--input-shape`` line (and ``--dim`` for named
+    dims); dims that inference made up (``unk__N``) or that only outputs carry
+    are never offered. Otherwise the sizes depend on data.
+    """
+    shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    hints: list[str] = []
+    open_inputs = [
+        (name, declared) for name, declared in graph_inputs(model).items()
+        if name not in input_shapes
+        and (declared is None or any(resolve_dim(d, file_dims) is None for d in declared))
+    ]
+    for name, declared in open_inputs[:4]:
+        flag = flag_value(name)
+        if declared is None:
+            hints.append(f"{show_name(name)} (rank not declared): pass --input-shape {flag}=D1xD2...")
+            continue
+        pattern: list[str] = []
+        ready: list[str] = []
+        named: list[str] = []
+        for axis, d in enumerate(declared):
+            value = resolve_dim(d, file_dims)
+            if value is not None:
+                pattern.append(str(value))
+                ready.append(str(value))
+                continue
+            pattern.append("?" if d is None else _dim_label(str(d)))
+            ready.append(f"N{axis}")
+            if isinstance(d, str):
+                named.append(_dim_label(d))
+        line = f"{show_name(name)} [{', '.join(pattern)}]: pass --input-shape {flag}={'x'.join(ready)}"
+        if named:
+            line += " (or --dim " + " --dim ".join(f"{n}=N" for n in dict.fromkeys(named)) + ")"
+        hints.append(line)
+    if hints:
+        more = f"; and {len(open_inputs) - 4} more inputs" if len(open_inputs) > 4 else ""
+        return ShapeError(
+            f"sizes of {len(missing)} tensors are unknown ({shown}): graph inputs have unbound "
+            f"dims: {'; '.join(hints)}{more}"
+        )
+    return ShapeError(
+        f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
+        "data; pass --measure-shapes to run the model once and measure them"
+    )

@@ -1,0 +1,170 @@
+"""The shape engines of :func:`onnxmem.shapes.infer.infer_shapes`, each a step with one interface.
+
+A step reads and adds to the working state of one inference (:class:`Inference`); a value
+keeps the first concrete shape a step gives it, recorded with the step's ``source`` name.
+The steps, in their order of trust (:data:`STEPS`):
+
+1. ``onnx``: onnx shape inference with data propagation, on the copy whose inputs carry the
+   user's ``--input-shape`` pins and ``--dim`` bindings, with the exporter's intermediate
+   ``value_info`` removed (it is not trusted blindly);
+2. ``evaluated``: shape arithmetic evaluated statically (:mod:`onnxmem.shapes.shapeeval`:
+   Shape, Gather, Concat, ... on known values), fed back to onnx's inference;
+3. ``op-rule``: shapes the operator spec fixes where inference leaves them out;
+4. ``training-rule``: gradient ops and what follows them (:mod:`onnxmem.shapes.training`);
+5. ``symbolic``: onnxruntime's symbolic shape inference (it knows the ``com.microsoft`` ops and
+   does symbolic arithmetic on dims);
+6. ``measured``: the shapes of one onnxruntime run that the caller measured and passed in
+   (:func:`onnxmem.runtime.ort.infer_measured_shapes`: the only way for data-dependent shapes).
+   This layer never runs onnxruntime itself; measured shapes replace inferred ones, with a
+   warning where the two differ;
+7. ``value_info``: the exporter's own value_info, the last resort, with a warning.
+
+Every step but ``onnx`` and ``measured`` runs only while some value still lacks a shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import onnx
+from onnx import TensorProto
+
+import onnxmem.shapes.shapeeval as shapeeval
+from onnxmem.core.errors import show_name
+from onnxmem.model import Dim, resolve_dim
+from onnxmem.shapes.engines import collect_types, run_onnx_inference, run_symbolic_inference
+from onnxmem.shapes.training import complete_shapes
+
+__all__ = ["STEPS", "Inference", "Step", "TypedShape"]
+
+#: a value's element type and concrete dims
+TypedShape = tuple[int, tuple[int, ...]]
+
+
+@dataclass(slots=True)
+class Inference:
+    """The working state of one shape inference: what the steps read and what they found.
+
+    Mutable on purpose (each step adds to it); :func:`onnxmem.shapes.infer.infer_shapes`
+    turns it into the frozen :class:`onnxmem.shapes.info.ShapeInfo`.
+    """
+
+    model: onnx.ModelProto  # the caller's model, never changed
+    work: onnx.ModelProto  # the copy stripped for inference, inputs bound, dims under safe names
+    dims: dict[str, int]  # the dim bindings under the safe names
+    file_dims: dict[str, int]  # the same bindings under the file's own names (for its value_info)
+    wanted: list[str]  # the top-level values that need a shape
+    measured: Mapping[str, TypedShape] | None = None  # shapes of one run, given by the caller
+    known: dict[str, TypedShape] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # value -> the step that shaped it
+    warnings: list[str] = field(default_factory=list)
+    inferred: onnx.ModelProto | None = None  # onnx's latest result (the evaluated model once folded)
+    evaluated: shapeeval.Evaluated | None = None
+    symbolic: onnx.ModelProto | None = None
+
+    def incomplete(self) -> bool:
+        """Whether some wanted value still lacks a shape."""
+        return len(self.known) < len(self.wanted)
+
+    def absorb(self, info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]], source: str,
+               binding: Mapping[str, int]) -> None:
+        """Take each wanted value's shape from ``info`` where it is new and every dim resolves
+        under ``binding``."""
+        for name in self.wanted:
+            if name in self.known or name not in info:
+                continue
+            et, sh = info[name]
+            if et is None or sh is None:
+                continue
+            resolved = [resolve_dim(d, binding) for d in sh]
+            if any(r is None for r in resolved):
+                continue
+            self.known[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
+            self.sources[name] = source
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One shape engine: ``run`` adds to the state the shapes it finds, as ``source``."""
+
+    source: str
+    run: Callable[[Inference], None]
+    always: bool = False  # runs even when every wanted value has a shape
+
+
+def _onnx(state: Inference) -> None:
+    state.inferred = run_onnx_inference(state.work)
+    if state.inferred is not None:
+        state.absorb(collect_types(state.inferred), "onnx", state.dims)
+
+
+def _evaluated(state: Inference) -> None:
+    """Shape arithmetic (Shape -> Gather -> Concat -> Reshape ...) evaluated, folded in, inferred again."""
+    if state.inferred is None:
+        return
+    state.evaluated = shapeeval.evaluate_shapes(
+        state.work, state.inferred, infer=run_onnx_inference, resolve=lambda d: resolve_dim(d, state.dims)
+    )
+    state.absorb({**collect_types(state.evaluated.model), **state.evaluated.shapes}, "evaluated", state.dims)
+    state.inferred = state.evaluated.model
+
+
+def _op_rules(state: Inference) -> None:
+    """Shapes that shape inference leaves out but the operator spec fixes.
+
+    Dropout's optional ``mask`` output has the shape of its input (type T
+    before opset 10, bool from 10 on); onnx's inference types only output 0.
+    """
+    known = state.known
+    opset = shapeeval.opset_version(state.model)
+    for node in state.model.graph.node:
+        if node.op_type == "Dropout" and node.domain in ("", "ai.onnx") and len(node.output) > 1:
+            mask = node.output[1]
+            src = node.input[0] if node.input else ""
+            if mask and mask not in known and src in known:
+                et = known[src][0] if opset < 10 else int(TensorProto.BOOL)
+                known[mask] = (et, known[src][1])
+                state.sources[mask] = "op-rule"
+
+
+def _training_rules(state: Inference) -> None:
+    complete_shapes(state.model, state.known, state.sources, state.wanted)
+
+
+def _symbolic(state: Inference) -> None:
+    state.symbolic = run_symbolic_inference(state.inferred if state.inferred is not None else state.work)
+    if state.symbolic is not None:
+        state.absorb(collect_types(state.symbolic), "symbolic", state.dims)
+
+
+def _measured(state: Inference) -> None:
+    for name, (et, sh) in (state.measured or {}).items():
+        if name in state.wanted:
+            if name in state.known and state.known[name][1] != sh:
+                state.warnings.append(
+                    f"tensor {show_name(name)}: inferred shape {list(state.known[name][1])} but measured "
+                    f"{list(sh)}; using the measured one"
+                )
+            state.known[name] = (et, sh)
+            state.sources[name] = "measured"
+
+
+def _value_info(state: Inference) -> None:
+    """The last resort: the exporter's own value_info, for values nothing else could type."""
+    state.absorb(collect_types(state.model), "value_info", state.file_dims)
+    n_vi = sum(1 for s in state.sources.values() if s == "value_info")
+    if n_vi:
+        state.warnings.append(f"{n_vi} tensor shapes come from the exporter's value_info alone")
+
+
+#: the engines in their order of trust (module doc)
+STEPS: tuple[Step, ...] = (
+    Step("onnx", _onnx, always=True),
+    Step("evaluated", _evaluated),
+    Step("op-rule", _op_rules),
+    Step("training-rule", _training_rules),
+    Step("symbolic", _symbolic),
+    Step("measured", _measured, always=True),
+    Step("value_info", _value_info),
+)

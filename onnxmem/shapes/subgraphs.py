@@ -1,0 +1,224 @@
+"""Shapes of the values inside subgraphs (If branches, Loop and Scan bodies, nested at any depth).
+
+First read from the whole model's inference; what that leaves open, each body inferred as a
+model of its own (:func:`standalone_bodies`) that sees the concrete shapes of the outer values
+it captures and the values of those known.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+import onnxmem.shapes.shapeeval as shapeeval
+from onnxmem.model import (
+    MAX_CAPTURED_ELEMENTS,
+    BodyKey,
+    Dim,
+    captured_names,
+    iter_bodies,
+    owner_key,
+    resolve_dim,
+    set_shape,
+    subgraph_attributes,
+)
+from onnxmem.shapes.engines import collect_graph_types, run_engines, strip_for_inference
+
+__all__ = ["body_shapes", "defined_count", "standalone_bodies", "with_shapes"]
+
+
+def _body_types(model: onnx.ModelProto) -> dict[BodyKey, dict[str, tuple[int | None, tuple[Dim, ...] | None]]]:
+    """What ``model`` declares of every subgraph's values: inputs, value_info, outputs, initializers."""
+    out: dict[BodyKey, dict[str, tuple[int | None, tuple[Dim, ...] | None]]] = {}
+    for key, g in iter_bodies(model.graph):
+        out[key] = collect_graph_types(g)
+    return out
+
+
+def body_shapes(
+    model: onnx.ModelProto, sources: Sequence[tuple[onnx.ModelProto | None, Mapping[str, int]]]
+) -> dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]]:
+    """Concrete shapes of the values each subgraph of ``model`` defines, from the first
+    of ``sources`` (an inferred model and the dim binding to read it with) that resolves them."""
+    read = [(_body_types(m), binding) for m, binding in sources if m is not None]
+    out: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = {}
+    for key, g in iter_bodies(model.graph):
+        names = [vi.name for vi in g.input] + [i.name for i in g.initializer]
+        names += [o for node in g.node for o in node.output if o]
+        known: dict[str, tuple[int, tuple[int, ...]]] = {}
+        for name in names:
+            for types, binding in read:
+                et, sh = types.get(key, {}).get(name, (None, None))
+                if et is None or sh is None:
+                    continue
+                resolved = [resolve_dim(d, binding) for d in sh]
+                if all(r is not None for r in resolved):
+                    known[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
+                    break
+        out[key] = known
+    return out
+
+
+def _standalone(
+    model: onnx.ModelProto,
+    body: onnx.GraphProto,
+    formal: Mapping[str, tuple[int, tuple[int, ...]]],
+    outer: Mapping[str, tuple[int, tuple[int, ...]]],
+    values: Mapping[str, np.ndarray],
+    hints: Mapping[str, tuple[int, tuple[int, ...]]],
+) -> onnx.ModelProto:
+    """``body`` as a model of its own, stripped for inference: its inputs at their ``formal``
+    shapes, each captured outer value a constant where its value is known and small, else a
+    graph input at its ``outer`` shape (untyped when that is unknown), and the ``hints``
+    (outputs of nested Ifs whose taken branch is known) as value_info."""
+    m = onnx.ModelProto()
+    m.ir_version = model.ir_version
+    m.opset_import.extend(model.opset_import)
+    g = m.graph
+    g.CopyFrom(body)
+    del g.value_info[:]
+    for vi in g.input:
+        if vi.name in formal:
+            et, shape = formal[vi.name]
+            vi.type.tensor_type.elem_type = et
+            set_shape(vi, shape)
+    for name in captured_names(body):
+        value = values.get(name)
+        if value is not None and value.size <= MAX_CAPTURED_ELEMENTS:
+            g.initializer.append(numpy_helper.from_array(value, name))
+        elif name in outer:
+            et, shape = outer[name]
+            g.input.append(onnx.helper.make_tensor_value_info(name, et, list(shape)))
+        else:
+            g.input.append(onnx.helper.make_tensor_value_info(name, TensorProto.UNDEFINED, None))
+    work = strip_for_inference(m)
+    for name, (et, shape) in hints.items():
+        work.graph.value_info.append(onnx.helper.make_tensor_value_info(name, et, list(shape)))
+    return work
+
+
+def _infer_standalone(work: onnx.ModelProto, names: Iterable[str], also: Sequence[str]) -> tuple[
+        dict[str, tuple[int, tuple[int, ...]]], dict[str, np.ndarray]]:
+    """The concrete shapes of ``names`` in ``work`` by the main graph's engines (onnx inference
+    with data propagation, shape arithmetic, onnxruntime's symbolic inference, in that order of
+    precedence), and the values the shape arithmetic computed (``also`` among them)."""
+    wanted = list(names)
+    found: dict[str, tuple[int, tuple[int, ...]]] = {}
+
+    def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
+        for name in wanted:
+            et, sh = info.get(name, (None, None))
+            if name in found or et is None or sh is None:
+                continue
+            resolved = [resolve_dim(d, {}) for d in sh]
+            if all(r is not None for r in resolved):
+                found[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
+
+    made = run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, {}), also=also)
+    return found, made
+
+
+def _taken_branches(
+    graph: onnx.GraphProto,
+    key: BodyKey,
+    values: Mapping[str, np.ndarray],
+    bodies: Mapping[BodyKey, Mapping[str, tuple[int, tuple[int, ...]]]],
+    have: Mapping[str, tuple[int, tuple[int, ...]]],
+    excluded: frozenset[BodyKey] = frozenset(),
+) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Shapes of the outputs of ``graph``'s If nodes that ``have`` lacks: those of the branch
+    the condition takes where its value is known or the other branch is ``excluded``, else the
+    shape both branches agree on."""
+    out: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for i, node in enumerate(graph.node):
+        if node.op_type != "If" or node.domain not in ("", "ai.onnx") or not node.input:
+            continue
+        if all(o in have for o in node.output if o):
+            continue
+        cond = values.get(node.input[0])
+        branches = dict(subgraph_attributes(node))
+        kept = [a for a in ("then_branch", "else_branch") if (*key, (owner_key(node, i), a)) not in excluded]
+        if cond is not None and cond.size == 1:
+            taken = ["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
+        else:
+            taken = kept
+        if any(a not in branches for a in taken):
+            continue
+        sized = [bodies.get((*key, (owner_key(node, i), a)), {}) for a in taken]
+        for position, o in enumerate(node.output):
+            if not o or o in have:
+                continue
+            shapes = {
+                found.get(branches[a].output[position].name) if position < len(branches[a].output) else None
+                for a, found in zip(taken, sized)
+            }
+            if len(shapes) == 1 and None not in shapes:
+                out[o] = shapes.pop()  # type: ignore[assignment]
+    return out
+
+
+def standalone_bodies(
+    model: onnx.ModelProto,
+    graph: onnx.GraphProto,
+    key: BodyKey,
+    outer: Mapping[str, tuple[int, tuple[int, ...]]],
+    values: Mapping[str, np.ndarray],
+    bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]],
+    excluded: frozenset[BodyKey] = frozenset(),
+) -> None:
+    """Complete ``bodies`` for every subgraph of ``graph`` (at ``key``), nested ones too, by
+    inferring each as a model of its own (:func:`_standalone`) that sees the concrete shapes
+    ``outer`` and the known ``values`` of the outer values it captures. Shapes already in
+    ``bodies`` stay; both branches of an If are sized from the same captured values. A nested
+    If whose condition the shape arithmetic computes gives its outputs the taken branch's
+    shapes, and the body is inferred again with them."""
+    for i, node in enumerate(graph.node):
+        for attr, sub in subgraph_attributes(node):
+            sk = (*key, (owner_key(node, i), attr))
+            have = bodies.setdefault(sk, {})
+            names = [vi.name for vi in sub.input] + [x.name for x in sub.initializer]
+            names += [o for n in sub.node for o in n.output if o]
+            conds = [n.input[0] for n in sub.node if n.op_type == "If" and n.input]
+            hints: dict[str, tuple[int, tuple[int, ...]]] = {}
+            for _ in range(len(conds) + 1):
+                formal = {vi.name: have[vi.name] for vi in sub.input if vi.name in have}
+                work = _standalone(model, sub, formal, outer, values, hints)
+                inner = {**values, **shapeeval.graph_constants(work)}
+                if len(have) < defined_count(sub):
+                    found, made = _infer_standalone(work, names, conds)
+                    for name, typed in found.items():
+                        have.setdefault(name, typed)
+                    inner.update(made)
+                standalone_bodies(model, sub, sk, {**outer, **have}, inner, bodies, excluded)
+                taken = _taken_branches(sub, sk, inner, bodies, have, excluded)
+                if not taken:
+                    break
+                have.update(taken)
+                hints.update(taken)
+
+
+def with_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> onnx.ModelProto:
+    """A copy of ``model`` whose main-graph values all carry their ``known`` concrete shapes."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    del g.value_info[:]
+    declared = {vi.name: vi for vi in list(g.input) + list(g.output)}
+    inits = {i.name for i in g.initializer}
+    for name, (et, shape) in known.items():
+        if name in inits:
+            continue
+        if name in declared:
+            set_shape(declared[name], shape)
+        else:
+            g.value_info.append(onnx.helper.make_tensor_value_info(name, et, list(shape)))
+    return m
+
+
+def defined_count(graph: onnx.GraphProto) -> int:
+    """How many values ``graph`` defines (inputs, initializers, node outputs), each once."""
+    names = {vi.name for vi in graph.input} | {i.name for i in graph.initializer}
+    return len(names | {o for node in graph.node for o in node.output if o})
