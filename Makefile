@@ -32,7 +32,7 @@ LINT_IMPORTS ?= $(dir $(PYTHON))lint-imports
 check:
 	$(PYTHON) -m ruff check onnxmem tests bench models tools
 	$(PYTHON) -m mypy onnxmem
-	$(LINT_IMPORTS) --no-cache
+	$(LINT_IMPORTS) --no-cache --no-logo
 
 # every shipped, onnx-wheel and zoo-fixture plan identical to docs/plan-snapshot.json
 check-plans:

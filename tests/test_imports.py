@@ -222,7 +222,7 @@ def _run_contract() -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, COLUMNS="1000", TERM="dumb",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
     code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-    return subprocess.run([sys.executable, "-c", code, "--no-cache", "--config", str(ROOT / ".importlinter")],
+    return subprocess.run([sys.executable, "-c", code, "--no-cache", "--no-logo", "--config", str(ROOT / ".importlinter")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -245,3 +245,12 @@ def test_layer_contract():
     gone = KNOWN_LAYER_VIOLATIONS - found
     assert not gone, "no longer violations, remove from KNOWN_LAYER_VIOLATIONS: " + "; ".join(
         f"{a} -> {b}" for a, b in sorted(gone))
+
+
+def test_tools_do_not_import_tests():
+    """tools/ are run on their own (make fuzz, make check-plans ...): what they share with the
+    tests lives in tools/ or in the package, never in tests/."""
+    test_modules = {"tests"} | {p.stem for p in (ROOT / "tests").glob("*.py") if p.stem != "__init__"}
+    for path in sorted((ROOT / "tools").rglob("*.py")):
+        found = _external_roots(path) & test_modules
+        assert not found, f"{path.relative_to(ROOT)} imports {sorted(found)} of tests/"
