@@ -150,8 +150,8 @@ def test_wrong_argument_type_is_refused(aot: Any) -> None:
 
 _PACK = """
 import sys
-from onnxmem import _native
-from onnxmem.solvers.pack import pack_csv
+from onnxmem.core import _native
+from onnxmem.core.solvers.pack import pack_csv
 cap = None if sys.argv[3] == "min" else int(sys.argv[3])
 r = pack_csv(sys.argv[1], capacity=cap, timeout=60, output=sys.argv[2])
 print(_native.mode().split()[0], r.solution.status, r.solution.height, "numba" in sys.modules,
