@@ -27,9 +27,12 @@ test-slow:
 test-cuda:
 	$(PYTHON) -m pytest -q -m cuda
 
+# lint, types, then the layer contract (.importlinter; lint-imports is installed beside PYTHON)
+LINT_IMPORTS ?= $(dir $(PYTHON))lint-imports
 check:
 	$(PYTHON) -m ruff check onnxmem tests bench models tools
 	$(PYTHON) -m mypy onnxmem
+	$(LINT_IMPORTS) --no-cache --no-logo
 
 # every shipped, onnx-wheel and zoo-fixture plan identical to docs/plan-snapshot.json
 check-plans:

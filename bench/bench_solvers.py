@@ -58,8 +58,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 _CHILD = r"""
 import json, resource, sys, time
-from onnxmem.problem import read_csv, lower_bound, validate
-from onnxmem.solvers import solve, SolveOptions
+from onnxmem.core.problem import read_csv, lower_bound, validate
+from onnxmem.core.solvers import solve, SolveOptions
 path, solver, cap, timeout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 problem, _ = read_csv(path)
 cap = None if cap == "none" else int(cap)
@@ -73,12 +73,12 @@ print(json.dumps({"n": len(problem), "lb": lower_bound(problem), "height": sol.h
 
 _MODEL_CHILD = r"""
 import json, resource, sys, time
-from onnxmem.pipeline import plan_model, PlanOptions
-from onnxmem.problem import lower_bound, validate
+from onnxmem.planning.pipeline import plan_model, PlanOptions
+from onnxmem.core.problem import lower_bound, validate
 path, inplace, solver = sys.argv[1], sys.argv[2] == "on", sys.argv[3]
 problem = plan_model(path, PlanOptions(order="file", solver="greedy", inplace=inplace)).liveness.problem
 had_numba = "numba" in sys.modules
-from onnxmem.solvers import solve, SolveOptions
+from onnxmem.core.solvers import solve, SolveOptions
 sol = solve(problem, solver, SolveOptions())
 ok = (not validate(problem, sol, limit=1)) if sol.found else None
 print(json.dumps({"n": len(problem), "lb": lower_bound(problem), "height": sol.height,

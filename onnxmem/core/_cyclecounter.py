@@ -46,7 +46,7 @@ def cycles() -> int:
 def past(step: int, stop: int) -> bool:
     """Whether a kernel at its ``step``-th step is past ``stop``: a step limit
     ``-stop`` when negative, else a deadline on :func:`cycles` (see
-    :func:`onnxmem.core.workclock.kernel_stop`)."""
+    :func:`onnxmem.core._compiled.kernel_stop`)."""
     if stop < 0:
         return step >= -stop
     return _readcyclecounter() > stop  # type: ignore[call-arg]

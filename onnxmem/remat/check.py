@@ -10,7 +10,7 @@ equal bit for bit. Random ops are never recomputed, but two runs of one
 Dropout draw different masks unless it has a ``seed``: every random op without
 one gets the same seed in both models (:func:`seed_random_ops`, from the name
 of its first output, which the rewrite keeps), so both runs draw the same
-masks. A training graph (onnxruntime's, :mod:`onnxmem.training`) runs as
+masks. A training graph (onnxruntime's, :mod:`onnxmem.model.roles`) runs as
 :class:`~onnxmem.runtime.training.TrainingRun` on its training inputs, and
 its gradients are compared too: each gradient accumulation buffer after the
 arena run against the gradient the original's whole run computes (made a
