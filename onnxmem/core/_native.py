@@ -222,7 +222,7 @@ def machine_hash() -> int:
     """
     import platform
 
-    features = platform.processor()
+    features = None
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -232,6 +232,8 @@ def machine_hash() -> int:
                     break
     except OSError:
         pass
+    if features is None:  # platform.processor() runs `uname -p` on Linux: only where /proc says nothing
+        features = platform.processor()
     text = f"{platform.machine()}\0{features}".encode()
     return int(hashlib.sha256(text).hexdigest()[: _VALUE_BITS // 4], 16)
 

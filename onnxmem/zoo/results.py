@@ -101,7 +101,8 @@ def machine_info() -> dict[str, Any]:
     from onnxmem import __version__
 
     return {
-        "platform": platform.platform(),
+        # os.uname, not platform.platform(): the latter runs `uname -p` in a child process
+        "platform": "-".join((os.uname().sysname, os.uname().release, os.uname().machine)),
         "processor": platform.machine(),
         "cpus": os.cpu_count(),
         "memory_gib": round(memory / 2**30, 1),
