@@ -183,7 +183,7 @@ def test_a_wrong_range_plan_is_rejected_with_a_colliding_point(tmp_path):
     a, b = next((a, b) for a, b in _conflicting(piece) if sizes[a].terms and sizes[b].terms)
     bad = replace(rp, pieces=(replace(piece, offsets={**piece.offsets, b: piece.offsets[a]}),))
     findings = prove_range_plan(bad)
-    assert findings and findings[0].rule == "overlap" and findings[0].point is not None
+    assert findings and findings[0].kind == "overlap" and findings[0].point is not None
     point = findings[0].point
     # the point is a real collision: the concrete proof rejects the plan there too
     view = build_view(model, infer_shapes(model, dims=point))
@@ -209,7 +209,7 @@ def _hand_plan(offset_b: str) -> RangePlan:
 def test_a_hand_made_plan_right_at_small_sizes_only_is_rejected_at_a_large_point():
     assert prove_range_plan(_hand_plan("64*s")) == []  # b right above a: proven for every s
     findings = prove_range_plan(_hand_plan("1024"))  # apart while 64*s <= 1024 only
-    assert [f.rule for f in findings] == ["overlap"]
+    assert [f.kind for f in findings] == ["overlap"]
     point = findings[0].point
     assert point is not None and 64 * point["s"] > 1024
     assert "'a' and 'b' are live together in steps [0, 1)" in str(findings[0])
@@ -224,10 +224,10 @@ def test_slot_too_small_and_uncovered_box_are_rejected(tmp_path):
     piece = rp.pieces[0]
     g = next(t.group for t in piece.tensors if t.name == "a")
     small = replace(piece, slots={**piece.slots, g: Poly.var("s") * 4})
-    assert any(f.rule == "slot" for f in prove_range_plan(replace(rp, pieces=(small,))))
+    assert any(f.kind == "slot" for f in prove_range_plan(replace(rp, pieces=(small,))))
     short = replace(piece, box={"b": (1, 4), "s": (1, 32)})
     found = prove_range_plan(replace(rp, pieces=(short,)))
-    assert found[0].rule == "cover" and found[0].point["s"] == 33
+    assert found[0].kind == "cover" and found[0].point["s"] == 33
 
 
 def test_json_round_trip_and_hostile_text(tmp_path):

@@ -60,12 +60,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from onnxmem.analysis.aliasing import shared_layout
+from onnxmem.analysis.happens_before import check_concurrency, dag_liveness
 from onnxmem.analysis.liveness import Liveness, build_liveness
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.problem import Problem, Solution, align_up, lower_bound
 from onnxmem.core.solvers import SOLVERS
 from onnxmem.core.workclock import now
 from onnxmem.graph.view import Body, GraphView, bound_outputs, child_path, node_names, with_regions
+from onnxmem.model.load import subgraph_attributes
 from onnxmem.planning.compose import LivenessStep, compose, order_view, solve_layout
 from onnxmem.plans.point import OutsideValue, PlannedTensor
 
@@ -128,8 +130,6 @@ def aliased_liveness(view: GraphView, order: Sequence[int], opts: Any) -> Livene
     conflict along the graph (:mod:`onnxmem.analysis.happens_before`); bodies run inside
     their owner's step, one node at a time, and are planned sequentially.
     """
-    from onnxmem.analysis.happens_before import check_concurrency, dag_liveness
-
     check_concurrency(opts.concurrency)
     if opts.concurrency == "dag":
         return dag_liveness(view, order, io=opts.io, alignment=opts.alignment, inplace=opts.inplace)
@@ -379,8 +379,6 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], i
     of an If branch left out by ``--branch`` are ``excluded-branch``. ``bound``:
     the ``(graph path, name)`` of If-branch outputs written into the If's outputs."""
     bound = bound or set()
-    from onnxmem.model.load import subgraph_attributes
-
     out: list[OutsideValue] = []
     warnings: list[str] = []
     io_names = set(view.inputs) | set(view.outputs) if io == "external" else set()

@@ -37,7 +37,7 @@ from onnxmem.planning.bodies import (
 from onnxmem.planning.compose import compose, solve_layout
 from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
 from onnxmem.proof.plan import prove_plan
-from onnxmem.scheduling import stable_topological_order
+from onnxmem.scheduling import ORDERS, stable_topological_order
 from onnxmem.scheduling.cost import order_peak
 
 __all__ = [
@@ -62,8 +62,6 @@ def default_solver() -> str:
 
 
 def default_order() -> str:
-    from onnxmem.scheduling import ORDERS
-
     return "auto" if "auto" in ORDERS else "file"
 
 

@@ -1,8 +1,8 @@
 """Static checkers of plans, independent of the planner.
 
 Each checker takes a plan (and what it needs besides) and returns every rule the plan
-breaks, as findings whose ``str`` is a one-line message; an empty list means proven.
-``limit`` stops after that many findings.
+breaks, as findings with a ``kind`` (the rule) whose ``str`` is a one-line message; an
+empty list means proven. ``limit`` (keyword) stops after that many findings.
 
 * :func:`prove_plan` (:mod:`onnxmem.proof.plan`): a point plan against its model's graph;
 * :func:`prove_plan_alone` (:mod:`onnxmem.proof.alone`): a point plan without its model;

@@ -31,6 +31,7 @@ from onnxmem.core.errors import PlanError, show_name
 from onnxmem.core.problem import align_up
 from onnxmem.core.symbolic import Box, MaxPoly, Poly
 from onnxmem.core.symbolic import lower_bound as poly_lower_bound
+from onnxmem.model.load import DTYPES
 from onnxmem.plans.range import RangePiece, RangePlan, RangeTensor
 
 __all__ = ["MAX_CELLS", "RangeFinding", "find_collision", "prove_range_plan"]
@@ -38,9 +39,11 @@ __all__ = ["MAX_CELLS", "RangeFinding", "find_collision", "prove_range_plan"]
 
 @dataclass(frozen=True, slots=True)
 class RangeFinding:
-    """A rule a range plan breaks; ``point`` is a point of the box where it shows, when one was found."""
+    """A rule a range plan breaks (``kind``: the rule's name in the module docstring, as
+    :class:`onnxmem.proof.finding.Finding` names its kind); ``point`` is a point of the box
+    where it shows, when one was found."""
 
-    rule: str
+    kind: str
     message: str
     point: dict[str, int] | None = None
 
@@ -129,8 +132,6 @@ def _negative_at(expr: Poly, box: Box) -> dict[str, int] | None:
 
 def prove_range_plan(plan: RangePlan, *, limit: int | None = None) -> list[RangeFinding]:
     """Every rule ``plan`` breaks on its box (see the module docstring); empty means proven."""
-    from onnxmem.model.load import DTYPES  # the dtype table lives with the loader (onnx there)
-
     found: list[RangeFinding] = []
     bits_of = {name: bits for name, bits in DTYPES.values()}
 
