@@ -2,7 +2,9 @@
 
 load -> infer shapes -> view -> plan the bodies (:mod:`onnxmem.planning.bodies`) ->
 order -> liveness -> problem -> solve -> validate -> plan. The CLI, the zoo job and the benchmarks call
-:func:`plan_model`; each step is also usable on its own.
+:func:`plan_model`; each step is also usable on its own. The order, liveness and solve
+steps are :func:`onnxmem.planning.compose.compose`, which the bodies, range plans and
+programs call too.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ where model ``k``'s steps follow model ``k - 1``'s, and solves it once:
 
 Without handovers no lifetime crosses from one model to the next, so the arena is the
 largest of the models' arenas once the solver meets the joint lower bound (the largest of
+their bounds). Cost: one solve over the sum of the models' buffers.
 
 The program's record and file are :mod:`onnxmem.plans.program`; its joint proof is
 :func:`onnxmem.proof.program.prove_program`; running it is :func:`onnxmem.verify.program.verify_program`.
