@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from onnxmem.analysis.liveness import Liveness
 from onnxmem.core.errors import OnnxmemError, PlanInvalid
@@ -24,10 +24,26 @@ from onnxmem.core.solvers import SolveOptions, solve
 from onnxmem.graph.view import GraphView
 from onnxmem.scheduling import OrderOptions, reorder
 
-if TYPE_CHECKING:
-    from onnxmem.planning.pipeline import PlanOptions
+__all__ = ["Composed", "LivenessStep", "StepOptions", "compose", "order_view", "solve_layout", "unsolved"]
 
-__all__ = ["Composed", "LivenessStep", "compose", "order_view", "solve_layout", "unsolved"]
+
+class StepOptions(Protocol):
+    """What the steps read of a planner's options (:class:`onnxmem.planning.pipeline.PlanOptions`)."""
+
+    @property
+    def order(self) -> str: ...
+    @property
+    def solver(self) -> str: ...
+    @property
+    def alignment(self) -> int: ...
+    @property
+    def io(self) -> str: ...
+    @property
+    def inplace(self) -> bool: ...
+    @property
+    def timeout(self) -> float | None: ...
+    @property
+    def seed(self) -> int: ...
 
 #: the liveness step of a planner: ``(view, order) -> (view, liveness)`` (the view may gain regions)
 LivenessStep = Callable[[GraphView, Sequence[int]], "tuple[GraphView, Liveness]"]
@@ -52,7 +68,7 @@ def unsolved(solver: str, status: Any, where: str = "") -> OnnxmemError:
     return OnnxmemError(f"solver '{solver}' found no plan{where} ({status}); try --solver greedy")
 
 
-def order_view(view: GraphView, opts: PlanOptions, *, timeout: float | None = None,
+def order_view(view: GraphView, opts: StepOptions, *, timeout: float | None = None,
                io: str | None = None) -> list[int]:
     """The operator order ``opts.order`` gives ``view`` (``io``: ``opts.io`` unless given)."""
     return list(reorder(view, opts.order, OrderOptions(timeout=timeout, alignment=opts.alignment,
@@ -81,7 +97,7 @@ def solve_layout(problem: Problem, solver: str, *, timeout: float | None, seed: 
     return solution
 
 
-def compose(view: GraphView, opts: PlanOptions, liveness: LivenessStep, *, order: Sequence[int] | None = None,
+def compose(view: GraphView, opts: StepOptions, liveness: LivenessStep, *, order: Sequence[int] | None = None,
             budget: Budget | None = None, where: str = "", empty: bool = False,
             say: Callable[[str], None] | None = None) -> Composed:
     """The steps on one graph: order ``view`` (unless ``order`` is given), build the liveness
