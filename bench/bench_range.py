@@ -122,8 +122,9 @@ def grow_only(arenas: list[int]) -> list[int]:
 def measure(name: str, path: Path, box: dict[str, tuple[int, int]], points: int, seed: int,
             execute: bool) -> dict[str, Any]:
     from onnxmem.model import load_model
+    from onnxmem.planning import plan_range
     from onnxmem.planning.pipeline import PlanOptions, plan_loaded
-    from onnxmem.planning.ranges import instantiate, plan_range
+    from onnxmem.plans import instantiate
     from onnxmem.verify.run import VerifyOptions, verify_plan
 
     model = load_model(path)

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxmem.cli.main import main
 from onnxmem.core.problem import Buffer, Problem, validate
 from onnxmem.export.annotate import plan_from_model
-from onnxmem.plans.point import check_schema, read_plan
+from onnxmem.plans import check_schema, read_plan
 
 from .conftest import LIGHT_MODELS, SHIPPED, SHIPPED_DIMS
 from .helpers import make_model, vi

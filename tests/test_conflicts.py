@@ -8,7 +8,13 @@ import random
 import numpy as np
 import pytest
 
-from onnxmem.core.conflicts import Conflicts, Precedence, antichain, antichain_bound, clique_bound
+from onnxmem.core.conflict_graph import (
+    Conflicts,
+    Precedence,
+    antichain,
+    antichain_bound,
+    clique_bound,
+)
 from onnxmem.core.errors import ProblemError
 from onnxmem.core.problem import Buffer, Problem, lower_bound, validate
 from onnxmem.core.solvers import SOLVERS, SolveOptions, solve

@@ -25,7 +25,7 @@ from onnxmem.export import FORMATS, export_plan, register
 from onnxmem.export.annotate import annotate_model, plan_from_model
 from onnxmem.export.c_header import c_identifiers
 from onnxmem.export.tflm import METADATA_NAME, value_order
-from onnxmem.plans.point import read_plan
+from onnxmem.plans import read_plan
 
 from .conftest import MODELS
 from .helpers import chain, make_model, vi
@@ -316,13 +316,13 @@ def test_a_wrong_plan_is_not_exported(tmp_path, fmt, with_model, how):
 
 def test_the_plan_alone_check_accepts_every_real_plan(tmp_path):
     """Plans as the planner makes them (alias groups, in-place ops, bodies) pass the check without the model."""
-    from onnxmem.export.proof import plan_alone_findings
+    from onnxmem.proof import prove_plan_alone
 
     for path in sorted(MODELS.glob("*.onnx")):
         out = tmp_path / f"{path.stem}.json"
         r = run("plan", str(path), "-o", str(out))
         if r.exit_code == 0:
-            assert plan_alone_findings(read_plan(out)) == [], path.name
+            assert prove_plan_alone(read_plan(out, "point")) == [], path.name
 
 
 def test_tflm_refuses_offsets_past_int32_and_names_the_c_export(tmp_path):

@@ -15,7 +15,8 @@ from onnxmem.core.errors import ShapeError
 from onnxmem.graph import child_path
 from onnxmem.model import iter_bodies, load_model
 from onnxmem.planning.pipeline import PlanOptions, plan_model
-from onnxmem.plans.point import OUTSIDE_REASONS, plan_from_dict, read_plan, render_plan, write_plan
+from onnxmem.plans import read_plan
+from onnxmem.plans.point import OUTSIDE_REASONS, plan_from_dict, render_plan, write_plan
 from onnxmem.verify.run import VerifyOptions, execute_plan, prove_plan, true_lifetimes, verify_plan
 
 from .conftest import LIGHT_MODELS

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
 from onnxmem.cli.main import main
-from onnxmem.planning.program import read_program
-from onnxmem.plans.point import read_plan
+from onnxmem.core.errors import PlanError
+from onnxmem.plans import Program, read_plan
 
 from .conftest import MODELS
 from .helpers import make_model, vi
@@ -72,7 +72,7 @@ def test_one_at_a_time_arena_is_the_larger_of_the_two(pair, tmp_path):
     out = tmp_path / "program.json"
     r = run("plan", *pair, *FLAGS, "-o", out)
     assert r.exit_code == 0, r.output
-    program = read_program(out)
+    program = read_plan(out, "program")
     assert program is not None and program.mode == "one-at-a-time" and program.handovers == {}
     assert [p.extra["program"]["alone"] for p in program.plans] == [384, 512]
     assert program.arena_size == program.lower_bound == 512
@@ -95,7 +95,7 @@ def test_pipeline_hands_z_over_in_the_arena(pair, tmp_path):
     out = tmp_path / "pipeline.json"
     r = run("plan", *pair, *FLAGS, "--pipeline", "-o", out)
     assert r.exit_code == 0, r.output
-    program = read_program(out)
+    program = read_plan(out, "program")
     assert program is not None and program.mode == "pipeline" and program.handovers == {"z": 0}
     assert program.arena_size == program.lower_bound == 512
     a, b = program.plans
@@ -193,8 +193,10 @@ def test_one_model_plan_has_no_program(pair, tmp_path):
     r = run("plan", pair[0], *FLAGS, "-o", out)
     assert r.exit_code == 0 and "program" not in r.output
     plan = read_plan(out)
+    assert not isinstance(plan, Program)
     assert plan.arena_size == 384 and "program" not in plan.extra
-    assert read_program(out) is None
+    with pytest.raises(PlanError, match="is a plan for one shape, not a program plan"):
+        read_plan(out, "program")
 
 
 TRAINING = MODELS / "training"
@@ -205,7 +207,7 @@ def test_training_fixture_train_and_eval_plan_into_one_arena(tmp_path):
     out = tmp_path / "mlp.json"
     r = run("plan", train, ev, "-o", out)
     assert r.exit_code == 0, r.output
-    program = read_program(out)
+    program = read_plan(out, "program")
     assert program is not None
     alone = [p.extra["program"]["alone"] for p in program.plans]
     assert program.arena_size == max(alone) == program.lower_bound

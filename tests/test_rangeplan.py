@@ -18,23 +18,22 @@ from onnxmem.cli.main import main
 from onnxmem.core.errors import PlanError, ShapeError
 from onnxmem.core.symbolic import MaxPoly, Poly
 from onnxmem.graph import build_view
-from onnxmem.planning.pipeline import PlanOptions, plan_loaded
-from onnxmem.planning.ranges import (
-    RANGE_SCHEMA_VERSION,
-    Piece,
+from onnxmem.planning import PlanOptions, parse_dim_flags, plan_loaded, plan_range
+from onnxmem.plans import (
+    MemoryPlan,
+    RangePiece,
     RangePlan,
     RangeTensor,
     instantiate,
-    parse_dim_flags,
-    plan_range,
-    prove_range_plan,
     range_from_dict,
     range_to_dict,
-    read_range_plan,
+    read_plan,
+    render_plan,
     write_range_plan,
 )
-from onnxmem.plans.point import read_plan
-from onnxmem.proof.plan import prove_plan
+from onnxmem.plans.range import RANGE_SCHEMA_VERSION
+from onnxmem.plans.schema import check_schema
+from onnxmem.proof import prove_plan, prove_range_plan
 from onnxmem.shapes import infer_shapes
 
 from .helpers import make_model, vi
@@ -184,7 +183,7 @@ def test_a_wrong_range_plan_is_rejected_with_a_colliding_point(tmp_path):
     a, b = next((a, b) for a, b in _conflicting(piece) if sizes[a].terms and sizes[b].terms)
     bad = replace(rp, pieces=(replace(piece, offsets={**piece.offsets, b: piece.offsets[a]}),))
     findings = prove_range_plan(bad)
-    assert findings and findings[0].rule == "overlap" and findings[0].point is not None
+    assert findings and findings[0].kind == "overlap" and findings[0].point is not None
     point = findings[0].point
     # the point is a real collision: the concrete proof rejects the plan there too
     view = build_view(model, infer_shapes(model, dims=point))
@@ -201,7 +200,7 @@ def _hand_plan(offset_b: str) -> RangePlan:
         RangeTensor("b", "float32", (Poly.const(16),), Poly.const(64), 0, 1, None, None, "input", "b"),
     )
     box = {"s": (1, 100)}
-    piece = Piece(box, ("n",), ("Relu",), tensors,
+    piece = RangePiece(box, ("n",), ("Relu",), tensors,
                   {"a": MaxPoly.const(0), "b": parse_expr(offset_b, {"s"})},
                   {"a": s_ * 64, "b": Poly.const(64)}, parse_expr("max(64*s, 64 + " + offset_b + ")", {"s"}))
     return RangePlan({"path": "hand"}, box, {}, "internal", 64, True, "file", "greedy", 0, 0.0, (piece,))
@@ -210,7 +209,7 @@ def _hand_plan(offset_b: str) -> RangePlan:
 def test_a_hand_made_plan_right_at_small_sizes_only_is_rejected_at_a_large_point():
     assert prove_range_plan(_hand_plan("64*s")) == []  # b right above a: proven for every s
     findings = prove_range_plan(_hand_plan("1024"))  # apart while 64*s <= 1024 only
-    assert [f.rule for f in findings] == ["overlap"]
+    assert [f.kind for f in findings] == ["overlap"]
     point = findings[0].point
     assert point is not None and 64 * point["s"] > 1024
     assert "'a' and 'b' are live together in steps [0, 1)" in str(findings[0])
@@ -225,15 +224,15 @@ def test_slot_too_small_and_uncovered_box_are_rejected(tmp_path):
     piece = rp.pieces[0]
     g = next(t.group for t in piece.tensors if t.name == "a")
     small = replace(piece, slots={**piece.slots, g: Poly.var("s") * 4})
-    assert any(f.rule == "slot" for f in prove_range_plan(replace(rp, pieces=(small,))))
+    assert any(f.kind == "slot" for f in prove_range_plan(replace(rp, pieces=(small,))))
     short = replace(piece, box={"b": (1, 4), "s": (1, 32)})
     found = prove_range_plan(replace(rp, pieces=(short,)))
-    assert found[0].rule == "cover" and found[0].point["s"] == 33
+    assert found[0].kind == "cover" and found[0].point["s"] == 33
 
 
 def test_json_round_trip_and_hostile_text(tmp_path):
     rp, out = _attention_plan_file(tmp_path, {"b": (1, 4), "s": (1, 64)})
-    back = read_range_plan(out)
+    back = read_plan(out, "range")
     assert range_to_dict(back) == range_to_dict(rp)
     data = json.loads(out.read_text())
     assert data["schema_version"] == RANGE_SCHEMA_VERSION and "range" in data
@@ -250,7 +249,28 @@ def test_json_round_trip_and_hostile_text(tmp_path):
     with pytest.raises(PlanError, match="schema_version 99"):
         range_from_dict(data)
     with pytest.raises(PlanError, match="is a range plan; make the plan for one point"):
-        read_plan(out)
+        read_plan(out, "point")
+
+
+def test_one_reader_tells_the_kinds_apart_and_the_schema_holds_every_field(tmp_path):
+    rp, out = _attention_plan_file(tmp_path, {"b": (1, 2), "s": (1, 8)})
+    assert isinstance(read_plan(out), RangePlan) and isinstance(read_plan(out, "range"), RangePlan)
+    point = tmp_path / "p.json"
+    point.write_bytes(render_plan(instantiate(rp, {"b": 2, "s": 8})))
+    assert isinstance(read_plan(point), MemoryPlan)
+    with pytest.raises(PlanError, match="is a plan for one shape, not a range plan; make one with"):
+        read_plan(point, "range")
+    with pytest.raises(PlanError, match="is a range plan, not a program plan"):
+        read_plan(out, "program")
+    data = json.loads(out.read_text())
+    check_schema(data, "range", "r")  # what the writer writes follows the shipped schema
+    data["range"]["pieces"][0]["tensors"][0]["shell"] = "rm -rf /"
+    with pytest.raises(PlanError, match="Additional properties are not allowed"):
+        range_from_dict(data)
+    data = json.loads(out.read_text())
+    data["range"]["pieces"][0]["buffers"][0]["slot"] = 64
+    with pytest.raises(PlanError, match="slot"):
+        range_from_dict(data)
 
 
 def test_a_short_text_that_expands_past_the_term_bound_is_refused():
@@ -352,7 +372,7 @@ def test_cli_verifies_a_cache_of_length_zero(tmp_path):
     rj = tmp_path / "r.json"
     res = runner.invoke(main, ["plan", str(path), "--dim", "p=0:16", "-o", str(rj)])
     assert res.exit_code == 0, res.output
-    sizes = {t.name: str(t.size) for t in read_range_plan(rj).pieces[0].tensors}
+    sizes = {t.name: str(t.size) for t in read_plan(rj, "range").pieces[0].tensors}
     assert sizes["present"] == "16*p + 16" and sizes["past"] == "16*p"
     for p in ("0", "16"):
         res = runner.invoke(main, ["verify", str(path), "--plan", str(rj), "--dim", f"p={p}"])
@@ -466,10 +486,10 @@ def test_range_plans_keep_their_folding_at_every_point(tmp_path, fold):
     rj = tmp_path / "r.json"
     res = runner.invoke(main, ["plan", str(path), "--dim", "b=1:8", "--fold", fold, "-o", str(rj)])
     assert res.exit_code == 0, res.output
-    names = {t.name for t in read_range_plan(rj).pieces[0].tensors}
+    names = {t.name for t in read_plan(rj, "range").pieces[0].tensors}
     assert ({"wt", "wc"} & names) == (set() if fold == "on" else {"wt", "wc"})
     # at b=8 with folding on: x (8*8*4 = 256 B) and y (8*16*4 = 512 B), both live at mm
-    assert (read_range_plan(rj).arena_at({"b": 8}) == 768) == (fold == "on")
+    assert (read_plan(rj, "range").arena_at({"b": 8}) == 768) == (fold == "on")
     res = runner.invoke(main, ["verify", str(path), "--plan", str(rj), "--dim", "b=5"])
     assert res.exit_code == 0 and res.output.rstrip().endswith("verified"), res.output
 

@@ -185,8 +185,9 @@ def test_the_llama_kv_cache_fixture_plans_over_the_whole_cache_range():
     0:1023 is proven on the whole box and, at the two corners, is within one alignment unit
     of a plan made there."""
     from onnxmem.model import load_model
+    from onnxmem.planning import plan_range
     from onnxmem.planning.pipeline import PlanOptions, plan_loaded, plan_model
-    from onnxmem.planning.ranges import plan_range, prove_range_plan
+    from onnxmem.proof import prove_range_plan
 
     entry = {e["name"]: e for e in json.loads(CATALOG.read_text())["models"]}["llama_4l_past_dynamic"]
     assert entry["symbolic_dims"] == ["past_sequence"] and entry["dims"] == {"past_sequence": 255}

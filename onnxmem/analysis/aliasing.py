@@ -115,8 +115,9 @@ from onnxmem.core.problem import lower_bound
 from onnxmem.graph import GraphView, Op
 
 
-class HappensBefore(Protocol):
-    """What the rules need of a happens-before relation (:class:`onnxmem.analysis.happens_before.HappensBefore`)."""
+class ReadAfter(Protocol):
+    """The one thing the alias rules ask of a happens-before relation (the relation itself is
+    :class:`onnxmem.analysis.happens_before.HappensBefore`): whether a reader may run after a node."""
 
     def read_after(self, readers: int, node: int) -> bool:
         """Whether a node of ``readers`` (bits) other than ``node`` may run after ``node`` starts."""
@@ -282,7 +283,7 @@ class _Groups:
     (written by no node), a graph output, or not a plain activation."""
 
     def __init__(self, view: GraphView, last: Mapping[str, int], outputs: set[str],
-                 hb: HappensBefore | None = None) -> None:
+                 hb: ReadAfter | None = None) -> None:
         self.view = view
         self.last = last
         self.outputs = outputs
@@ -383,7 +384,7 @@ def _planned(view: GraphView, name: str, io: str) -> bool:
 
 def _find(view: GraphView, order: Sequence[int], io: str, alignment: int,
           concat: bool, choose: bool = True, flat: _Groups | None = None,
-          hb: HappensBefore | None = None) -> tuple[list[Alias], _Groups]:
+          hb: ReadAfter | None = None) -> tuple[list[Alias], _Groups]:
     """The aliases and groups the rules give under ``order``; ``flat``: the
     groups without Concat placement, when the caller already has them; ``hb``:
     the groups must hold under every schedule of that relation (see
@@ -584,7 +585,7 @@ def _unsafe_reads(op: Op, rule: AliasRule, ranges: Mapping[str, tuple[int, int]]
 
 
 def alias_layout(view: GraphView, order: Sequence[int], io: str = "internal", *, alignment: int = 1,
-                 concat: bool = True, choose: bool = True, hb: HappensBefore | None = None) -> AliasLayout:
+                 concat: bool = True, choose: bool = True, hb: ReadAfter | None = None) -> AliasLayout:
     """Every group the rules allow under ``order``, with each member's offset in its group.
 
     Pass it to :func:`onnxmem.analysis.liveness.build_liveness`. With ``concat=False``
@@ -613,7 +614,7 @@ def _layout(view: GraphView, order: Sequence[int], groups: _Groups) -> AliasLayo
 
 
 def shared_layout(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
-                  hb: HappensBefore | None = None) -> AliasLayout:
+                  hb: ReadAfter | None = None) -> AliasLayout:
     """The layout ``onnxmem plan --inplace on`` plans: the sharing policy, in one place.
 
     Views and in-place outputs always share bytes. Concat inputs are placed

@@ -18,7 +18,7 @@ apart may be live together. ``--concurrency dag`` plans for every schedule:
   born in every schedule, and only then may they share bytes.
 
 :func:`dag_problem` states this as a problem with explicit conflicts
-(:class:`onnxmem.core.conflicts.Precedence`): the nodes are the points, a buffer's
+(:class:`onnxmem.core.conflict_graph.Precedence`): the nodes are the points, a buffer's
 exits are the first nodes after all its uses (the minimal nodes that every
 use happens before), its entries the last nodes before all its writers (the
 maximal nodes that happen before, or are, every writer). Exact for buffers
@@ -38,7 +38,7 @@ chooses among the Concat placements by the dag lower bound.
 This module works on the top-level view (:class:`onnxmem.graph.view.GraphView`).
 Costs: the reachability matrix is ``nodes^2`` booleans, built in one reverse
 topological pass; the problem's conflict graph ``buffers^2`` (see
-:mod:`onnxmem.core.conflicts`); models of more than :data:`MAX_NODES` nodes are
+:mod:`onnxmem.core.conflict_graph`); models of more than :data:`MAX_NODES` nodes are
 refused with a one-line error. The static proof (:mod:`onnxmem.proof.plan`) checks the
 rule on a plan with its own, independent, computation.
 """
@@ -52,7 +52,7 @@ import numpy as np
 
 from onnxmem.analysis.aliasing import alias_layout
 from onnxmem.analysis.liveness import AliasLayout, Liveness, build_liveness
-from onnxmem.core.conflicts import Conflicts, Precedence, reachability
+from onnxmem.core.conflict_graph import Conflicts, Precedence, reachability
 from onnxmem.core.errors import ModelError
 from onnxmem.core.problem import Problem, lower_bound
 from onnxmem.graph import GraphView

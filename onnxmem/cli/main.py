@@ -25,7 +25,7 @@ from onnxmem import __version__
 from onnxmem.core.errors import OnnxmemError, PlanInvalid, ProblemError, one_line, show_name
 from onnxmem.core.fileio import OutputSet
 from onnxmem.export import FORMATS, export_plan
-from onnxmem.plans.point import read_plan, render_plan
+from onnxmem.plans.point import render_plan
 from onnxmem.runtime.isolation import RUN_SECONDS
 from onnxmem.zoo.settings import DEFAULT_MODEL_TIMEOUT as ZOO_MODEL_TIMEOUT
 from onnxmem.zoo.settings import EXECUTORS as ZOO_EXECUTORS
@@ -487,8 +487,7 @@ def _refuse_for_several(models: tuple[str, ...], flags: dict[str, bool]) -> None
 
 def _plan_several(models: tuple[str, ...], opts: Any, pipeline: bool, say: Callable[[str], None]) -> tuple[Any, Any]:
     """Plan each model with ``opts``, then all of them in one arena: ``(planned, program)``."""
-    from onnxmem.planning.pipeline import plan_model
-    from onnxmem.planning.program import pipeline_handovers, plan_program
+    from onnxmem.planning import pipeline_handovers, plan_model, plan_program
 
     planned = [plan_model(m, opts, progress=say) for m in models]
     handovers = pipeline_handovers(planned, models) if pipeline else ()
@@ -519,7 +518,7 @@ def program_summary(program: Any) -> list[str]:
 
 def _write_program(outs: Any, program: Any, output: str | None, as_json: bool) -> None:
     """``plan``'s program plan file (all or none) and its summary."""
-    from onnxmem.planning.program import render_program
+    from onnxmem.plans import render_program
 
     data = render_program(program)
     if output:
@@ -622,13 +621,9 @@ def _plan_range(model: str, outs: Any, output: str | None, annotate: str | None,
                 dims: tuple[str, ...], planning: dict[str, Any]) -> None:
     """``onnxmem plan`` with a ranged --dim: plan the box, prove it, write the range plan."""
     from onnxmem.model import load_model
-    from onnxmem.planning.ranges import (
-        parse_dim_flags,
-        plan_range,
-        range_to_dict,
-        render_range_plan,
-        render_range_summary,
-    )
+    from onnxmem.planning import parse_dim_flags, plan_range
+    from onnxmem.plans import range_to_dict, render_range_plan
+    from onnxmem.report.range import render_range_summary
 
     if annotate:
         raise click.UsageError("--annotate writes a plan for one shape; instantiate the range plan "
@@ -678,7 +673,9 @@ def read_plan_for(plan_file: str, model_path: str | None, action: str, the_plan:
     when it was made for that model (:func:`onnxmem.verify.run.check_plan_identity`, as verify
     and compare check it)."""
     if the_plan is None:
-        the_plan = read_plan(plan_file)
+        from onnxmem.plans import read_plan  # numpy: only when reading a plan
+
+        the_plan = read_plan(plan_file, "point")
     if model_path is not None:
         from onnxmem.model import load_model
         from onnxmem.verify.run import check_plan_identity
@@ -699,20 +696,18 @@ def read_plan_for(plan_file: str, model_path: str | None, action: str, the_plan:
 def show(plan_file: str, top: int, model_path: str | None) -> None:
     """Summarize PLAN: the totals, the tensors live at the peak step, the largest contributors.
     A program plan (several models): each model's line and the shared arena."""
-    from onnxmem.planning.program import is_program_data, program_from_dict
-    from onnxmem.planning.ranges import RangePlan, any_plan_from_data, render_range_summary
-    from onnxmem.plans.point import read_plan_data
+    from onnxmem.plans import Program, RangePlan, read_plan
+    from onnxmem.report.range import render_range_summary
     from onnxmem.report.text import render_summary
 
-    data, where = read_plan_data(plan_file)
-    if is_program_data(data):
+    the_plan = read_plan(plan_file)
+    if isinstance(the_plan, Program):
         if model_path is not None:
             raise click.UsageError("--model checks one model's plan; check a program plan with all its models "
                                    "('onnxmem verify A.onnx B.onnx --plan PLAN --static-only')")
-        for line in program_summary(program_from_dict(data, where)):
+        for line in program_summary(the_plan):
             click.echo(line)
         return
-    the_plan = any_plan_from_data(data, where)
     if isinstance(the_plan, RangePlan):
         for line in render_range_summary(the_plan):
             click.echo(one_line(line))
@@ -730,12 +725,13 @@ def show(plan_file: str, top: int, model_path: str | None) -> None:
 def instantiate(plan_file: str, dims: tuple[str, ...], output: str) -> None:
     """Write the concrete plan a range PLAN gives at one point (--dim NAME=N ...)."""
     from onnxmem.export.proof import prove_range_for_export
-    from onnxmem.planning.ranges import instantiate as at_point
-    from onnxmem.planning.ranges import parse_point, read_range_plan
+    from onnxmem.planning import parse_point
+    from onnxmem.plans import instantiate as at_point
+    from onnxmem.plans import read_plan
 
     outs = OutputSet(inputs=[plan_file])
     outs.add(output, "-o")
-    rp = read_range_plan(plan_file)
+    rp = read_plan(plan_file, "range")
     point = parse_point(dims, rp.box)
     prove_range_for_export(rp)
     concrete = at_point(rp, point)
@@ -961,21 +957,17 @@ def _given_plan(plan_path: str | None, planning: dict[str, Any]) -> tuple[Any, s
     without ``--plan``. For ``--plan RANGE --dim NAME=N``: the concrete plan at that point
     (the ``--dim`` flags are the point, taken out of ``planning``; the range plan is proven
     first)."""
-    from onnxmem.planning.ranges import instantiate as at_point
-    from onnxmem.planning.ranges import (
-        is_range_data,
-        parse_point,
-        prove_range_plan,
-        range_from_dict,
-    )
-    from onnxmem.plans.point import plan_from_dict, read_plan_data
+    from onnxmem.planning import parse_point
+    from onnxmem.plans import instantiate as at_point
+    from onnxmem.plans import plan_from_data, plan_kind, read_plan_data
+    from onnxmem.proof import prove_range_plan
 
     if not plan_path:
         return None
     data, where = read_plan_data(plan_path)
-    if not is_range_data(data):
-        return plan_from_dict(data, where), plan_path
-    rp = range_from_dict(data, where)
+    if plan_kind(data) != "range":
+        return plan_from_data(data, where, "point"), plan_path
+    rp = plan_from_data(data, where, "range")
     point = parse_point(planning.get("dims", ()), rp.box)
     planning["dims"] = ()
     findings = prove_range_plan(rp, limit=1)
@@ -1099,16 +1091,12 @@ def _verify_several(models: tuple[str, ...], plan_path: str | None, pipeline: bo
                     options: Any) -> None:
     """``verify A.onnx B.onnx [--plan PROGRAM]``: the joint proof, then one run after the other in one arena."""
     from onnxmem.model import load_model
-    from onnxmem.planning.program import read_program, verify_program
+    from onnxmem.plans import read_plan
+    from onnxmem.verify.program import verify_program
 
     say = _progress(sys.stderr.isatty())
     if plan_path:
-        program = read_program(plan_path)
-        if program is None:
-            from onnxmem.core.errors import PlanError
-
-            raise PlanError(f"plan file {show_name(plan_path)} is a plan for one model, not a program plan; verify "
-                            "it with its one model, or plan these models together ('onnxmem plan A.onnx B.onnx -o')")
+        program = read_plan(plan_path, "program")
         loaded, views, source = [(load_model(m), m) for m in models], None, plan_path
     else:
         planned, program = _plan_several(models, make_plan_options(**planning, seed=options.seed), pipeline, say)
@@ -1367,9 +1355,11 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
     outs = OutputSet(inputs=[plan_file] + ([model_path] if model_path else []))
     outs.add(output, "-o")
     from onnxmem.export.proof import prove_for_export, prove_range_for_export
-    from onnxmem.planning.ranges import RangePlan, read_any_plan
+    from onnxmem.plans import MemoryPlan, RangePlan, plan_from_data, plan_kind, read_plan_data
 
-    any_plan = read_any_plan(plan_file)
+    data, where = read_plan_data(plan_file)
+    any_plan: MemoryPlan | RangePlan = (plan_from_data(data, where, "range") if plan_kind(data) == "range"
+                                        else plan_from_data(data, where, "point"))
     if isinstance(any_plan, RangePlan):
         from onnxmem.export.range_c import range_c_header
 

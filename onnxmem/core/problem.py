@@ -9,7 +9,7 @@ here is MiniMalloc's (``id,lower,upper,size[,offset]``).
 
 When buffers conflict along a graph instead of along time (plans safe under
 concurrent execution), a problem carries explicit ``conflicts``
-(:class:`onnxmem.core.conflicts.Conflicts`): then two buffers may not share a byte
+(:class:`onnxmem.core.conflict_graph.Conflicts`): then two buffers may not share a byte
 exactly when they conflict, whatever their steps say, and the lower bound is
 the heaviest set of pairwise-conflicting buffers. Without it the problem is
 the interval problem, the fast special case.
@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from onnxmem.core.conflicts import Conflicts, antichain_bound, clique_bound
+from onnxmem.core.conflict_graph import Conflicts, antichain_bound, clique_bound
 from onnxmem.core.errors import ProblemError, show_name
 from onnxmem.core.fileio import MAX_CSV_BYTES, read_input, write_text_atomic
 
@@ -290,7 +290,7 @@ def lower_bound(problem: Problem) -> int:
     disjoint. It is also at least the largest ``offset + size`` of a pinned
     buffer. With explicit conflicts: the heaviest set of pairwise-conflicting
     buffers instead (exact for conflicts made from a precedence,
-    :func:`onnxmem.core.conflicts.antichain_bound`; a greedy clique otherwise).
+    :func:`onnxmem.core.conflict_graph.antichain_bound`; a greedy clique otherwise).
     """
     bound = 0
     conflicts = problem.conflicts

@@ -1,6 +1,6 @@
 """Polynomials in the dims, maxima of them, and bounds over a box of dims.
 
-A range plan (:mod:`onnxmem.planning.ranges`) gives every tensor a size that is a
+A range plan (:mod:`onnxmem.plans.range`) gives every tensor a size that is a
 polynomial in the model's dims (``3072*batch*sequence``) and every offset a
 maximum of such polynomials (``max(0, 3072*batch*sequence + 64)``). This
 module is their arithmetic, their text form and the one bound the static

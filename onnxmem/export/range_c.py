@@ -15,7 +15,7 @@ version; ``ONNXMEM_RANGE_PLAN_H`` as its guard; ``ONNXMEM_ALIGNMENT``,
 (the piece holding a point, -1 outside the box); ``onnxmem_arena_size(dims)``;
 and per tensor ``onnxmem_offset_<id>(dims)`` and ``onnxmem_size_<id>(dims)``,
 all ``static inline`` C99 functions of ``long long`` dims (each named ``d_`` +
-the dim name) returning the values :func:`onnxmem.planning.ranges.instantiate`
+the dim name) returning the values :func:`onnxmem.plans.range.instantiate`
 gives: offsets rounded up to the alignment, the arena the end of the highest
 buffer. Tensor
 identifiers come from :func:`onnxmem.export.c_header.c_identifiers`, so no
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from onnxmem.core.symbolic import MaxPoly, Poly
 from onnxmem.export.c_header import _SHA256, c_identifiers
-from onnxmem.planning.ranges import RangePlan
+from onnxmem.plans.range import RangePlan
 
 __all__ = ["range_c_header"]
 

@@ -1,1 +1,44 @@
-"""The composition: view -> order -> liveness -> problem -> solve -> plan, for graphs, bodies, ranges and programs."""
+"""The composition: view -> order -> liveness -> problem -> solve -> plan, for graphs, bodies, ranges and programs.
+
+* :mod:`onnxmem.planning.compose`: the steps composed once (:func:`compose`), which every
+  planner below calls;
+* :mod:`onnxmem.planning.pipeline`: a model's plan (:func:`plan_model`, :func:`plan_loaded`);
+* :mod:`onnxmem.planning.bodies`: the plans of If, Loop and Scan bodies;
+* :mod:`onnxmem.planning.ranges`: a range plan over a box of dims (:func:`plan_range`);
+* :mod:`onnxmem.planning.program`: several models in one arena (:func:`plan_program`);
+* :mod:`onnxmem.planning.dims`: the ``--dim`` flags (:func:`parse_dim_flags`, :func:`parse_point`).
+"""
+
+from onnxmem.planning.compose import Composed, compose, order_view, solve_layout, unsolved
+from onnxmem.planning.dims import parse_dim_flags, parse_point
+from onnxmem.planning.pipeline import (
+    Planned,
+    PlanOptions,
+    default_order,
+    default_solver,
+    plan_liveness,
+    plan_loaded,
+    plan_model,
+)
+from onnxmem.planning.program import pipeline_handovers, plan_program
+from onnxmem.planning.ranges import plan_range
+
+__all__ = [
+    "Composed",
+    "PlanOptions",
+    "Planned",
+    "compose",
+    "default_order",
+    "default_solver",
+    "order_view",
+    "parse_dim_flags",
+    "parse_point",
+    "pipeline_handovers",
+    "plan_liveness",
+    "plan_loaded",
+    "plan_model",
+    "plan_program",
+    "plan_range",
+    "solve_layout",
+    "unsolved",
+]

@@ -55,19 +55,21 @@ offsets form (a shared-objects solver solves the main graph only).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from onnxmem.analysis.aliasing import shared_layout
+from onnxmem.analysis.happens_before import check_concurrency, dag_liveness
 from onnxmem.analysis.liveness import Liveness, build_liveness
-from onnxmem.core.errors import ModelError, OnnxmemError, show_name
-from onnxmem.core.problem import Problem, Solution, Status, align_up, lower_bound
-from onnxmem.core.solvers import SOLVERS, SolveOptions, solve
+from onnxmem.core.errors import ModelError, show_name
+from onnxmem.core.problem import Problem, Solution, align_up, lower_bound
+from onnxmem.core.solvers import SOLVERS
 from onnxmem.core.workclock import now
 from onnxmem.graph import Body, GraphView, bound_outputs, child_path, node_names, with_regions
+from onnxmem.model import subgraph_attributes
+from onnxmem.planning.compose import LivenessStep, compose, order_view, solve_layout
 from onnxmem.plans.point import OutsideValue, PlannedTensor
-from onnxmem.scheduling import OrderOptions, reorder
 
 __all__ = ["BodyPlan", "InsideOption", "aliased_liveness", "body_solver", "body_tensors", "choose_inside",
            "level_tensors", "nested_bound", "outside_values", "plan_bodies", "region_bounds"]
@@ -119,7 +121,7 @@ def nested_bound(view: GraphView, problem: Problem, bounds: Mapping[str, int], a
                                      for b in problem.buffers)))
 
 
-def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: Any) -> Liveness:
+def aliased_liveness(view: GraphView, order: Sequence[int], opts: Any) -> Liveness:
     """The liveness of ``order`` with the sharing ``opts.inplace`` allows.
 
     Off: every tensor its own buffer. On: the layout
@@ -128,8 +130,6 @@ def aliased_liveness(view: GraphView, order: tuple[int, ...] | list[int], opts: 
     conflict along the graph (:mod:`onnxmem.analysis.happens_before`); bodies run inside
     their owner's step, one node at a time, and are planned sequentially.
     """
-    from onnxmem.analysis.happens_before import check_concurrency, dag_liveness
-
     check_concurrency(opts.concurrency)
     if opts.concurrency == "dag":
         return dag_liveness(view, order, io=opts.io, alignment=opts.alignment, inplace=opts.inplace)
@@ -223,14 +223,24 @@ def _left(deadline: float | None) -> float | None:
     return None if deadline is None else max(deadline - now(), 0.01)
 
 
+def _where(path: str) -> str:
+    """Where a body's solver found no plan, for :func:`onnxmem.planning.compose.unsolved`."""
+    return f" for subgraph {path!r}" if path else ""
+
+
 def _solve_body(bv: GraphView, liveness: Liveness, opts: Any, deadline: float | None, path: str) -> Solution:
-    if liveness.problem.buffers:
-        solution = solve(liveness.problem, opts.solver, SolveOptions(timeout=_left(deadline), seed=opts.seed))
-    else:
-        solution = Solution((), 0, opts.solver, Status.OPTIMAL)
-    if not solution.found:
-        raise_unsolved(opts.solver, solution, path)
-    return solution
+    return solve_layout(liveness.problem, opts.solver, timeout=_left(deadline), seed=opts.seed, where=_where(path),
+                        empty=True)
+
+
+def _body_liveness(base: GraphView, opts: Any, sizes: dict[str, int], plans: dict[str, BodyPlan],
+                   inside: dict[str, InsideOption]) -> LivenessStep:
+    """A body's liveness step: its sharing, then its Ifs' outputs inside their regions where that helps."""
+
+    def step(bv: GraphView, order: Sequence[int]) -> tuple[GraphView, Liveness]:
+        return choose_inside(base, bv, order, opts, aliased_liveness(bv, order, opts), sizes, plans, inside)
+
+    return step
 
 
 def _plan_level_bodies(view: GraphView, opts: Any, deadline: float | None, sizes: dict[str, int],
@@ -245,11 +255,9 @@ def _plan_level_bodies(view: GraphView, opts: Any, deadline: float | None, sizes
             # an If branch writes its outputs straight into the If's outputs where it can
             body_io = "external" if bound_outputs(view, body, io) else "internal"
             body_opts = replace(opts, io=body_io, concurrency="sequential")
-            order = reorder(bv, opts.order, OrderOptions(timeout=_left(deadline), alignment=opts.alignment,
-                                                         io=body_io, inplace=opts.inplace))
-            liveness = aliased_liveness(bv, order, body_opts)
-            bv, liveness = choose_inside(body.view, bv, order, body_opts, liveness, sizes, plans, inside)
-            solution = _solve_body(bv, liveness, opts, deadline, body.path)
+            made = compose(bv, body_opts, _body_liveness(body.view, body_opts, sizes, plans, inside),
+                           budget=lambda: _left(deadline), where=_where(body.path), empty=True)
+            bv, liveness, solution = made.view, made.liveness, made.solution
             bound = nested_bound(bv, liveness.problem, region_bounds(plans), opts.alignment)
             plans[body.path] = BodyPlan(body.path, view.path, owner.name, body.attr, body.kind, bv, liveness,
                                         solution, bound, "owner" if body_io == "external" else "region")
@@ -276,8 +284,7 @@ def _inside_option(view: GraphView, owner: Any, bodies: list[tuple[Body, GraphVi
     body_opts = replace(opts, io="internal", concurrency="sequential")
     made: list[tuple[Body, GraphView, Liveness]] = []
     for body, bv in bodies:
-        order = reorder(bv, opts.order, OrderOptions(timeout=_left(deadline), alignment=opts.alignment,
-                                                     io="internal", inplace=opts.inplace))
+        order = order_view(bv, body_opts, timeout=_left(deadline))
         made.append((body, bv, aliased_liveness(bv, order, body_opts)))
     solved: list[tuple[Body, GraphView, Liveness, Solution]] = []
     for body, bv, lv in made:
@@ -307,11 +314,6 @@ def _inside_option(view: GraphView, owner: Any, bodies: list[tuple[Body, GraphVi
     names = {o: y for o, y in zip(first_body.view.outputs, owner.outputs)}
     return InsideOption(view.path, child_path(view.path, owner.name), size,
                         {names[o]: p for o, p in zip(first_body.view.outputs, positions)}, tuple(made_plans))
-
-
-def raise_unsolved(solver: str, solution: Solution, path: str) -> None:
-    where = f" for subgraph {path!r}" if path else ""
-    raise OnnxmemError(f"solver '{solver}' found no plan{where} ({solution.status}); try --solver greedy")
 
 
 def level_tensors(view: GraphView, liveness: Liveness, solution: Solution, base: int = 0) -> list[PlannedTensor]:
@@ -377,8 +379,6 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], i
     of an If branch left out by ``--branch`` are ``excluded-branch``. ``bound``:
     the ``(graph path, name)`` of If-branch outputs written into the If's outputs."""
     bound = bound or set()
-    from onnxmem.model import subgraph_attributes
-
     out: list[OutsideValue] = []
     warnings: list[str] = []
     io_names = set(view.inputs) | set(view.outputs) if io == "external" else set()

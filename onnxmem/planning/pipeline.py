@@ -2,7 +2,9 @@
 
 load -> infer shapes -> view -> plan the bodies (:mod:`onnxmem.planning.bodies`) ->
 order -> liveness -> problem -> solve -> validate -> plan. The CLI, the zoo job and the benchmarks call
-:func:`plan_model`; each step is also usable on its own.
+:func:`plan_model`; each step is also usable on its own. The order, liveness and solve
+steps are :func:`onnxmem.planning.compose.compose`, which the bodies, range plans and
+programs call too.
 """
 
 from __future__ import annotations
@@ -10,15 +12,15 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
 
 from onnxmem.analysis.liveness import Liveness
-from onnxmem.core.errors import OnnxmemError, PlanInvalid, show_name
-from onnxmem.core.problem import Solution, live_bytes
-from onnxmem.core.solvers import SOLVERS, SolveOptions, solve
+from onnxmem.core.errors import PlanInvalid, show_name
+from onnxmem.core.problem import Problem, Solution, live_bytes
+from onnxmem.core.solvers import SOLVERS
 from onnxmem.core.workclock import now, session
 from onnxmem.graph import BRANCH_NAMES, GraphView, build_view, excluded_branches, with_regions
 from onnxmem.model import file_sha256, load_model
@@ -34,9 +36,10 @@ from onnxmem.planning.bodies import (
     plan_bodies,
     region_bounds,
 )
+from onnxmem.planning.compose import compose, solve_layout
 from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
 from onnxmem.proof.plan import prove_plan
-from onnxmem.scheduling import OrderOptions, reorder, stable_topological_order
+from onnxmem.scheduling import ORDERS, stable_topological_order
 from onnxmem.scheduling.cost import order_peak
 from onnxmem.shapes import ShapeInfo, infer_shapes
 
@@ -62,8 +65,6 @@ def default_solver() -> str:
 
 
 def default_order() -> str:
-    from onnxmem.scheduling import ORDERS
-
     return "auto" if "auto" in ORDERS else "file"
 
 
@@ -162,14 +163,13 @@ def _plan_loaded(
         view = with_regions(view, sizes)
         if opts.timeout is not None:
             main = replace(opts, timeout=max(opts.timeout - (now() - tb), 0.01))
-    say(f"ordering {len(view.ops)} nodes")
-    order = reorder(
-        view, opts.order,
-        OrderOptions(timeout=main.timeout, alignment=opts.alignment, io=opts.io, inplace=opts.inplace),
-    )
-    liveness = aliased_liveness(view, order, opts)
-    view, liveness = choose_inside(base, view, order, opts, liveness, sizes, bodies, inside, recursive=True)
-    planned = plan_liveness(model, path, shapes, view, liveness, main, progress, started=t0, bodies=bodies)
+
+    def shared(v: GraphView, order: Sequence[int]) -> tuple[GraphView, Liveness]:
+        return choose_inside(base, v, order, opts, aliased_liveness(v, order, opts), sizes, bodies, inside,
+                             recursive=True)
+
+    made = compose(view, main, shared, say=say)
+    planned = _record(model, path, shapes, made.view, made.liveness, made.solution, main, t0, bodies)
     if main is opts:
         return planned
     solver = {**planned.plan.solver, "params": {**planned.plan.solver["params"], "timeout": opts.timeout}}
@@ -204,14 +204,17 @@ def plan_liveness(
         sizes, bodies = plan_bodies(view, opts)
         if any(size and view.path == "" and not view.regions for size in sizes.values()):
             raise ValueError("plan_liveness: the view lacks the regions of its bodies; plan with plan_loaded")
+    say(f"assigning {len(liveness.problem)} buffers ({opts.solver})")
+    solution = solve_layout(liveness.problem, opts.solver, timeout=opts.timeout, seed=opts.seed)
+    return _record(model, path, shapes, view, liveness, solution, opts, t0, bodies)
+
+
+def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeInfo, view: GraphView,
+            liveness: Liveness, solution: Solution, opts: PlanOptions, t0: float,
+            bodies: Mapping[str, BodyPlan]) -> Planned:
+    """The plan of a solved liveness, with what it records of the order, folding and branches,
+    proven (``PlanInvalid`` when the proof fails); ``t0``: when planning started."""
     order = liveness.order
-    problem = liveness.problem
-    say(f"assigning {len(problem)} buffers ({opts.solver})")
-    solution = solve(problem, opts.solver, SolveOptions(timeout=opts.timeout, seed=opts.seed))
-    if not solution.found:
-        raise OnnxmemError(
-            f"solver '{opts.solver}' found no plan ({solution.status}); try --solver greedy"
-        )
     plan = _make_plan(model, path, opts, shapes, view, liveness, solution, time.perf_counter() - t0, bodies)
     if opts.concurrency == "sequential":  # the order matters: how the file's own order compares
         file_order = stable_topological_order(view)
@@ -276,6 +279,19 @@ def outside_extra(view: GraphView) -> dict[str, object]:
     return {"outside": rows}
 
 
+def _form(problem: Problem, solution: Solution) -> tuple[str, tuple[SharedObject, ...]]:
+    """The plan's form and, for a shared-objects solution, its objects."""
+    if solution.objects is None:
+        return (SOLVERS[solution.solver].form if solution.solver in SOLVERS else "offsets"), ()
+    sizes: dict[int, int] = {}
+    offs: dict[int, int] = {}
+    for i, obj in enumerate(solution.objects):
+        b = problem.buffers[i]
+        sizes[obj] = max(sizes.get(obj, 0), b.size)
+        offs[obj] = solution.offsets[i]
+    return "shared-objects", tuple(SharedObject(k, sizes[k], offs[k]) for k in sorted(sizes))
+
+
 def _make_plan(
     model: onnx.ModelProto,
     path: str | os.PathLike[str],
@@ -288,17 +304,7 @@ def _make_plan(
     bodies: Mapping[str, BodyPlan],
 ) -> MemoryPlan:
     problem = liveness.problem
-    objects: tuple[SharedObject, ...] = ()
-    form = SOLVERS[solution.solver].form if solution.solver in SOLVERS else "offsets"
-    if solution.objects is not None:
-        form = "shared-objects"
-        sizes: dict[int, int] = {}
-        offs: dict[int, int] = {}
-        for i, obj in enumerate(solution.objects):
-            b = problem.buffers[i]
-            sizes[obj] = max(sizes.get(obj, 0), b.size)
-            offs[obj] = solution.offsets[i]
-        objects = tuple(SharedObject(k, sizes[k], offs[k]) for k in sorted(sizes))
+    form, objects = _form(problem, solution)
     tensors = level_tensors(view, liveness, solution)
     tensors += body_tensors(view, tensors, bodies)
     bound = {(bp.path, o) for bp in bodies.values() if bp.outputs == "owner" for o in bp.view.outputs

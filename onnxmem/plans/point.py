@@ -21,12 +21,12 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass, field, fields
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from onnxmem.core.errors import PlanError, show_name
 from onnxmem.core.fileio import MAX_PLAN_BYTES, read_input, write_bytes_atomic
+from onnxmem.plans.schema import check_schema as check_format
+from onnxmem.plans.schema import load_schema
 
 __all__ = [
     "OUTSIDE_REASONS",
@@ -40,7 +40,7 @@ __all__ = [
     "plan_from_dict",
     "parse_plan_json",
     "plan_schema",
-    "read_plan",
+    "check_schema",
     "read_plan_data",
     "render_plan",
     "write_plan",
@@ -228,58 +228,18 @@ class MemoryPlan:
         return json.dumps(self.to_dict(), indent=1) + "\n"
 
 
-@lru_cache(maxsize=1)
 def plan_schema() -> dict[str, Any]:
-    text = resources.files("onnxmem.plans").joinpath("schema/plan.schema.json").read_text()
-    return json.loads(text)  # type: ignore[no-any-return]
+    """The point plan's JSON Schema (``schema/plan.schema.json``)."""
+    return load_schema("plan")
 
 
 #: every byte count, offset and dim of a plan stays below this, so sums of them fit in int64
 MAX_VALUE = 2**62
-#: deepest nesting of arrays and objects a plan may have
-MAX_DEPTH = 64
-#: characters of a schema message shown
-_MESSAGE_LIMIT = 300
-
-
-def _strict_integer(_checker: Any, instance: Any) -> bool:
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-@lru_cache(maxsize=1)
-def _validator() -> Any:
-    """The plan schema's validator, where an integer is a JSON integer (``1.0`` is not one)."""
-    import jsonschema
-
-    base = jsonschema.Draft202012Validator
-    checker = base.TYPE_CHECKER.redefine("integer", _strict_integer)
-    return jsonschema.validators.extend(base, type_checker=checker)(plan_schema())
-
-
-def _check_depth(data: Any, where: str) -> None:
-    """Refuse nesting deeper than ``MAX_DEPTH`` (walked without recursion)."""
-    stack = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise PlanError(f"{where} nests arrays or objects more than {MAX_DEPTH} deep; it is not a plan")
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
 
 
 def check_schema(data: Any, where: str = "plan") -> None:
-    """Raise ``PlanError`` when ``data`` does not follow the plan schema."""
-    _check_depth(data, where)
-    errors = sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
-    if errors:
-        e = errors[0]
-        path = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        message = " ".join(e.message.split())
-        if len(message) > _MESSAGE_LIMIT:
-            message = message[:_MESSAGE_LIMIT] + " ..."
-        raise PlanError(f"{where}: field {show_name(path)}: {message}")
+    """Raise ``PlanError`` when ``data`` does not follow the point plan schema."""
+    check_format(data, "plan", where)
 
 
 def _check_ranges(data: dict[str, Any], where: str) -> None:
@@ -422,11 +382,6 @@ def read_plan_data(path: str | os.PathLike[str]) -> tuple[Any, str]:
     at most ``MAX_PLAN_BYTES``), read once; the kind's reader checks the data."""
     where = f"plan file {show_name(os.fspath(path))}"
     return parse_plan_json(read_input(path, "plan file", MAX_PLAN_BYTES, PlanError), where), where
-
-
-def read_plan(path: str | os.PathLike[str]) -> MemoryPlan:
-    """Read and check a plan file (a regular file of at most ``MAX_PLAN_BYTES``)."""
-    return plan_from_dict(*read_plan_data(path))
 
 
 def render_plan(plan: MemoryPlan) -> bytes:

@@ -1,1 +1,19 @@
-"""Static checkers of plans, independent of the planner."""
+"""Static checkers of plans, independent of the planner.
+
+Each checker takes a plan (and what it needs besides) and returns every rule the plan
+breaks, as findings with a ``kind`` (the rule) whose ``str`` is a one-line message; an
+empty list means proven. ``limit`` (keyword) stops after that many findings.
+
+* :func:`prove_plan` (:mod:`onnxmem.proof.plan`): a point plan against its model's graph;
+* :func:`prove_plan_alone` (:mod:`onnxmem.proof.alone`): a point plan without its model;
+* :func:`prove_range_plan` (:mod:`onnxmem.proof.range`): a range plan on its whole box;
+* :func:`prove_program` (:mod:`onnxmem.proof.program`): a program plan's joint arena.
+"""
+
+from onnxmem.proof.alone import prove_plan_alone
+from onnxmem.proof.plan import Finding, prove_plan, true_lifetimes, walk_bodies
+from onnxmem.proof.program import prove_program
+from onnxmem.proof.range import RangeFinding, prove_range_plan
+
+__all__ = ["Finding", "RangeFinding", "prove_plan", "prove_plan_alone", "prove_program", "prove_range_plan",
+           "true_lifetimes", "walk_bodies"]

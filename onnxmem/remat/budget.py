@@ -43,7 +43,7 @@ import onnx
 from onnxmem.core.errors import OnnxmemError, show_name
 from onnxmem.core.problem import align_up
 from onnxmem.graph import GraphView
-from onnxmem.planning.pipeline import Planned, PlanOptions, plan_loaded
+from onnxmem.planning import Planned, PlanOptions, plan_loaded
 from onnxmem.remat.cost import flops_costs, measured_costs, model_cost
 from onnxmem.remat.problem import RematProblem, build_problem, simulate
 from onnxmem.remat.registry import ALGORITHMS, Choice, RematOptions, choose

@@ -173,7 +173,7 @@ def execute_in_one_arena(runs: Sequence[tuple[MemoryPlan, onnx.ModelProto, Graph
     large as the largest plan's, allocated once, and each run finds the bytes the previous
     one left.
 
-    ``handovers`` (:attr:`onnxmem.planning.program.Program.handovers`): ``{name: k}`` for a
+    ``handovers`` (:attr:`onnxmem.plans.program.Program.handovers`): ``{name: k}`` for a
     graph output of run ``k`` that is a graph input of run ``k + 1``; run ``k + 1`` is fed
     the bytes run ``k`` left at that tensor's offset, which its plan puts at the same
     offset (:func:`onnxmem.planning.program.plan_program`): the tensor is handed over in

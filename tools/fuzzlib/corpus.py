@@ -308,8 +308,9 @@ class Corpus:
         if self.range_json is not None:
             return self.range_json
         from onnxmem.model import load_model
+        from onnxmem.planning import plan_range
         from onnxmem.planning.pipeline import PlanOptions
-        from onnxmem.planning.ranges import plan_range, render_range_plan
+        from onnxmem.plans import render_range_plan
 
         b = self.by_name("dynamic")
         folder = self.root / "bases" / "range"

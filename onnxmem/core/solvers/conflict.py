@@ -48,7 +48,7 @@ from typing import Callable
 
 import numpy as np
 
-from onnxmem.core.conflicts import MAX_BUFFERS, Conflicts
+from onnxmem.core.conflict_graph import MAX_BUFFERS, Conflicts
 from onnxmem.core.errors import ProblemError
 from onnxmem.core.problem import Problem, Solution, Status, align_up, lower_bound
 from onnxmem.core.solvers.registry import SOLVERS, SolveOptions, judge, register

@@ -1,0 +1,74 @@
+"""``--dim`` flags: dims bound to one value (``NAME=N``) and ranged dims (``NAME=LO:HI``).
+
+:func:`parse_dim_flags` splits the flags of ``onnxmem plan`` (a ranged one makes a range
+plan, :mod:`onnxmem.planning.ranges`); :func:`parse_point` reads the point of a range plan's
+box that ``instantiate``, ``verify`` and ``compare`` are given.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from onnxmem.core.errors import ShapeError, show_name
+from onnxmem.core.symbolic import Box
+from onnxmem.model import parse_dim_binding
+from onnxmem.plans.range import DIM_NAME, MAX_RANGED
+
+__all__ = ["parse_dim_flags", "parse_point"]
+
+
+def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+    """``--dim`` texts split into bound dims (``NAME=N``) and ranges (``NAME=LO:HI``, inclusive)."""
+    fixed: dict[str, int] = {}
+    ranges: dict[str, tuple[int, int]] = {}
+    for text in texts:
+        name, _, value = text.partition("=")
+        if ":" not in value:
+            k, v = parse_dim_binding(text)
+            fixed[k] = v
+            continue
+        lo_text, _, hi_text = value.partition(":")
+        try:
+            lo, hi = int(lo_text), int(hi_text)
+        except ValueError:
+            raise ShapeError(f"--dim {show_name(text)} is not NAME=LO:HI with integers; write e.g. "
+                             "--dim batch=1:8") from None
+        name = name.strip()
+        if not DIM_NAME.fullmatch(name) or name.lower() == "max":
+            raise ShapeError(f"--dim {show_name(text)}: a ranged dim must be named by an identifier "
+                             "([A-Za-z_][A-Za-z0-9_]*, not 'max'); bind it to one value instead")
+        if not 0 <= lo <= hi <= 2**31:
+            raise ShapeError(f"--dim {show_name(text)}: a range needs 0 <= LO <= HI <= 2^31; "
+                             "write e.g. --dim batch=1:8")
+        ranges[name] = (lo, hi)
+    overlap = set(fixed) & set(ranges)
+    if overlap:
+        raise ShapeError(f"--dim {show_name(sorted(overlap)[0])} is given a value and a range; give one")
+    if len(ranges) > MAX_RANGED:
+        raise ShapeError(f"--dim ranges {len(ranges)} dims; a range plan ranges at most {MAX_RANGED}")
+    return fixed, ranges
+
+
+def parse_point(texts: Iterable[str], box: Box) -> dict[str, int]:
+    """``--dim NAME=N`` texts as a point of ``box`` (0 allowed where the box has it); every ranged dim given."""
+    point: dict[str, int] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        try:
+            v = int(value)
+        except ValueError:
+            raise ShapeError(f"--dim {show_name(text)} is not NAME=N with an integer N") from None
+        if not sep or name not in box:
+            raise ShapeError(f"--dim {show_name(text)}: the range plan ranges "
+                             f"{', '.join(sorted(box))}; give one --dim NAME=N for each")
+        point[name] = v
+    missing = sorted(set(box) - set(point))
+    if missing:
+        raise ShapeError(f"the range plan ranges {', '.join(missing)} too; pass --dim "
+                         + " --dim ".join(f"{m}=N" for m in missing))
+    for name, v in point.items():
+        lo, hi = box[name]
+        if not lo <= v <= hi:
+            raise ShapeError(f"--dim {name}={v} is outside the plan's range {lo}:{hi}; give a value inside it")
+    return point

@@ -1,0 +1,36 @@
+"""What a proof finds: one way a plan is wrong (:class:`Finding`), shared by every checker of point plans."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["Finding", "Lifetimes"]
+
+#: ``{value: (start, end, last reader)}``: a value's true steps ``[start, end)`` under an order
+Lifetimes = Mapping[str, tuple[int, int, "int | None"]]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One way the plan is wrong.
+
+    ``kind``: ``order``, ``mismatch``, ``alignment``, ``arena``, ``lifetime``,
+    ``alias``, ``overlap``, ``object``, ``concurrency`` (static); ``clobber``, ``address``,
+    ``shape``, ``output`` (execution). ``tensor`` is the bad tensor, ``node``
+    the node involved, ``byte_range`` arena bytes ``[lo, hi)``.
+    """
+
+    kind: str
+    tensor: str | None
+    message: str
+    node: str | None = None
+    other: str | None = None
+    byte_range: tuple[int, int] | None = None
+    graph: str = ""  # the (sub)graph of ``tensor`` and ``node``
+    #: rule 9: node names in an order the graph allows that breaks the plan
+    schedule: tuple[str, ...] | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
