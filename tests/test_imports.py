@@ -34,15 +34,7 @@ ONNX_PACKAGES = {"onnx", "onnxruntime"}
 #: imports that break the layer contract in .importlinter and are still to be
 #: moved: (importer, imported). A new violation fails the test; so does an entry
 #: here that no longer breaks it (then remove it).
-KNOWN_LAYER_VIOLATIONS: set[tuple[str, str]] = {
-    # the shape-inference driver still lives in model.load; it belongs in shapes
-    ("onnxmem.model.load", "onnxmem.shapes.shapeeval"),
-    ("onnxmem.model.load", "onnxmem.shapes.training"),
-    # show's range-plan summary is presentation: it belongs in report
-    ("onnxmem.planning.ranges", "onnxmem.report.text"),
-    # running a program plan is verification: it belongs in verify
-    ("onnxmem.planning.program", "onnxmem.verify.run"),
-}
+KNOWN_LAYER_VIOLATIONS: set[tuple[str, str]] = set()
 
 #: import cycles allowed to remain (none: each registry lives in a module of its
 #: own that the strategies import, and the package imports the strategies)
