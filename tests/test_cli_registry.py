@@ -5,18 +5,25 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import click
 import onnx
 import pytest
 from click.testing import CliRunner
 
+from onnxmem.analysis.happens_before import CONCURRENCY_MODES
 from onnxmem.analysis.liveness import IO_MODES
-from onnxmem.cli.main import LISTINGS, RegistryChoice, fmt_bytes, main
+from onnxmem.cli import registries
+from onnxmem.cli.main import COMMANDS, main
+from onnxmem.cli.options import RegistryChoice
+from onnxmem.cli.output import fmt_bytes
+from onnxmem.cli.registries import LISTINGS
 from onnxmem.core.solvers import SOLVERS
 from onnxmem.export import FORMATS
 from onnxmem.model.generate import GENERATORS, RANDWIRE_KINDS
 from onnxmem.planning.pipeline import PlanOptions
 from onnxmem.remat import ALGORITHMS
 from onnxmem.remat.training import TRAINING
+from onnxmem.runtime.peak import EXECUTION_MODES
 from onnxmem.scheduling import ORDERS
 from onnxmem.verify.run import DEVICES
 
@@ -28,7 +35,8 @@ def run(*args: str):
 
 
 def option(command: str, name: str):
-    cmd = main.commands[command]
+    cmd = main.get_command(click.Context(main), command)
+    assert cmd is not None
     return next(p for p in cmd.params if p.name == name)
 
 
@@ -52,6 +60,8 @@ CHOICES = [
     ("generate", "kind", list(GENERATORS) + list(TRAINING)),
     ("plan", "remat_algorithm", list(ALGORITHMS)),
     ("generate", "graph_kind", list(RANDWIRE_KINDS)),
+    *[(c, "concurrency", list(CONCURRENCY_MODES)) for c in ("plan", "verify", "compare", "zoo")],
+    ("compare", "execution_mode", list(EXECUTION_MODES)),
 ]
 
 
@@ -162,10 +172,39 @@ def heavy_modules_loaded(args: list[str], heavy: tuple[str, ...]) -> tuple[str, 
     return "\n".join(out), last.split()[1:]
 
 
-@pytest.mark.parametrize("args", [["--help"], ["list", "formats"], ["export", "--help"]])
-def test_light_commands_import_neither_onnx_nor_numpy(args):
-    out, loaded = heavy_modules_loaded(args, ("onnx", "numpy", "onnxruntime", "numba", "matplotlib", "rich"))
+HEAVY = ("onnx", "numpy", "onnxruntime", "numba", "matplotlib", "rich")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["list", "formats"], *[[name, "--help"] for name in COMMANDS]],
+                         ids=" ".join)
+def test_help_imports_neither_onnx_nor_numpy(args):
+    out, loaded = heavy_modules_loaded(args, HEAVY)
     assert out and loaded == []
+
+
+def test_a_command_loads_only_its_own_module():
+    modules = tuple(where.partition(":")[0] for where in COMMANDS.values())
+    out, loaded = heavy_modules_loaded(["plan", "--help"], modules)
+    assert "Usage: " in out and loaded == ["onnxmem.cli.plan"]
+    out, loaded = heavy_modules_loaded(["--help"], modules)
+    assert all(name in out for name in COMMANDS) and loaded == sorted(modules)
+
+
+@pytest.mark.parametrize("name,library", [
+    ("IO_MODES", IO_MODES), ("CONCURRENCY_MODES", CONCURRENCY_MODES), ("EXECUTION_MODES", EXECUTION_MODES),
+    ("DEVICES", DEVICES), ("RANDWIRE_KINDS", RANDWIRE_KINDS),
+])
+def test_the_names_the_help_spells_out_are_the_librarys(name, library):
+    assert tuple(getattr(registries, name)) == tuple(library)
+
+
+def test_a_user_error_is_one_line_and_its_exit_code(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = subprocess.run([sys.executable, "-m", "onnxmem", "show", str(bad)], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
 def test_pack_does_not_import_onnx(tmp_path):

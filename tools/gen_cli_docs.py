@@ -15,8 +15,8 @@ from pathlib import Path
 
 import click
 
-from onnxmem.cli.main import LISTINGS
 from onnxmem.cli.main import main as cli_main
+from onnxmem.cli.registries import LISTINGS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 

@@ -26,10 +26,12 @@ KINDS = ("trips", "trips", "endless", "endless_max", "trips_scan")
 @functools.cache
 def time_limit_option(command: str) -> bool:
     """Whether ``onnxmem COMMAND`` takes ``--time-limit`` in this tree."""
+    import click
+
     import onnxmem.cli.main as cli
 
     name = "plan" if command == "measure" else command
-    cmd = cli.main.commands.get(name)
+    cmd = cli.main.get_command(click.Context(cli.main), name)
     return cmd is not None and any("--time-limit" in getattr(p, "opts", ()) for p in cmd.params)
 
 

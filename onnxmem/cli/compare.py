@@ -1,0 +1,138 @@
+"""``onnxmem compare``: onnxruntime's own activation peak beside the plan's arena."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from onnxmem.core.errors import one_line
+
+from .options import (
+    PlanningFlags,
+    RegistryChoice,
+    inputs_option,
+    model_and_plan,
+    planning_options,
+    read_input_values,
+    time_limit_option,
+)
+from .output import echo_warnings, fmt_bytes, progress
+from .registries import EXECUTION_MODES
+from .sources import plan_or_point
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from onnxmem.graph import GraphView
+    from onnxmem.plans.point import MemoryPlan
+    from onnxmem.runtime.peak import OrtPeak
+
+
+@click.command()
+@model_and_plan("A JSON plan to compare", "Where onnxruntime runs.")
+@inputs_option
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--execution-mode", type=RegistryChoice(names=EXECUTION_MODES), default="sequential",
+              show_default=True, metavar="MODE",
+              help="parallel: onnxruntime runs with its parallel executor (--threads inter-op threads), and a "
+                   "plan made now is made with --concurrency dag.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+              help="With --execution-mode parallel: onnxruntime's inter-op threads.")
+@planning_options
+@time_limit_option(lambda kw: True)
+def compare(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
+            execution_mode: str, threads: int, **planning: Unpack[PlanningFlags]) -> None:
+    """Print onnxruntime's own activation peak beside the plan's arena for MODEL.
+
+    Both sides count the same tensors: with --io internal (the default) the
+    arena holds the graph inputs, so onnxruntime's peak is shown plus the graph
+    inputs, which its caller holds through the run. onnxruntime runs the graph
+    the plan describes (values the plan folds are its initializers) at
+    ORT_DISABLE_ALL, and with its own optimizations at ORT_ENABLE_BASIC
+    (constant folding; like for like with --fold on) and ORT_ENABLE_ALL.
+    Each level shows the bytes requested (exact tensor sizes) and the bytes its
+    allocator held (each allocation rounded as its arena rounds it, as the plan
+    pads each offset to --alignment).
+    """
+    from onnxmem.runtime.peak import ort_peak  # onnx
+    from onnxmem.verify.run import check_plan_identity, view_for_plan
+
+    inputs = read_input_values(inputs_path)
+    if execution_mode == "parallel":
+        planning["concurrency"] = "dag"
+    say = progress(sys.stderr.isatty())
+    opts, onnx_model, the_plan, view, source = plan_or_point(model, plan_path, planning, seed, inputs, say)
+    if plan_path:
+        view, said = check_plan_identity(the_plan, onnx_model, model, plan_name=plan_path, view=view, inputs=inputs)
+        echo_warnings(said)
+    if view is None:
+        view = view_for_plan(onnx_model, the_plan, model, inputs)
+    say("profiling onnxruntime")
+    peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed, inputs=inputs,
+                      execution_mode=execution_mode, threads=threads)
+             for lvl in ("disable", "basic", "all")]
+    arena = the_plan.arena_size
+    click.echo(f"model                  {one_line(model)}")
+    click.echo(f"plan                   {one_line(source)}")
+    click.echo(f"naive (no reuse)       {fmt_bytes(the_plan.naive_size)}   {_ratio(the_plan.naive_size, arena)} the arena")
+    _echo_peaks(peaks, view, the_plan, threads)
+    click.echo(f"lower bound            {fmt_bytes(the_plan.lower_bound)}   {_ratio(the_plan.lower_bound, arena)} "
+               "the arena")
+    conc = str(the_plan.extra.get("concurrency", "sequential"))
+    click.echo(f"onnxmem arena          {fmt_bytes(arena)}   {_ratio(arena, the_plan.lower_bound)} the bound"
+               f"   [--concurrency {conc}]")
+    if execution_mode == "parallel" and conc != "dag":
+        click.echo("warning: the plan holds for its own order only (--concurrency sequential); onnxruntime's parallel "
+                   "executor may run another", err=True)
+    _echo_notes(the_plan)
+
+
+def _ratio(a: int | None, b: int) -> str:
+    """``a / b`` as ``'1.50x'``; ``'-'`` without both."""
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def _echo_peaks(peaks: list[OrtPeak], view: GraphView, the_plan: MemoryPlan, threads: int) -> None:
+    """One line per optimization level: onnxruntime's peak, counted as the arena counts, and
+    the bytes its allocator held."""
+    from onnxmem.runtime.peak import comparable_peak  # onnx
+
+    io, arena = the_plan.io, the_plan.arena_size
+    inputs_size = comparable_peak(0, view, "internal") or 0
+    for p in peaks:
+        label = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC (its constant folding)",
+                 "all": "ORT_ENABLE_ALL (its default: fused graph)"}[p.level]
+        if p.execution_mode == "parallel":
+            label += f", ORT_PARALLEL with {threads} inter-op threads (kernels ran on {p.threads_seen})"
+        if p.peak is None:
+            click.echo(f"onnxruntime peak       {label}: not available ({one_line(p.note)})")
+            continue
+        same = comparable_peak(p.peak, view, io) or 0
+        how = (f"{fmt_bytes(p.peak)} allocated + {fmt_bytes(inputs_size)} graph inputs" if io == "internal"
+               else f"{fmt_bytes(p.peak)} allocated - graph outputs")
+        click.echo(f"onnxruntime peak       {fmt_bytes(same)}   {_ratio(same, arena)} the arena   "
+                   f"[{label}: {how}; {p.field}]")
+        if p.held is not None:
+            held = comparable_peak(p.held, view, io) or 0
+            click.echo(f"  held by onnxruntime  {fmt_bytes(held)}   {_ratio(held, arena)} the arena   "
+                       f"[{label.split(' ')[0]}: each allocation as its arena rounds it, mem_bytes_in_use; "
+                       f"the arena pads offsets to {the_plan.alignment} B]")
+
+
+def _echo_notes(the_plan: MemoryPlan) -> None:
+    """What the two figures count, and why they differ for models with bodies."""
+    if the_plan.io == "internal":
+        click.echo("note: both figures count the graph inputs and outputs and no weights: onnxruntime allocates "
+                   "the outputs, its caller holds the inputs through the run, the arena (--io internal) holds both")
+    else:
+        click.echo("note: neither figure counts graph inputs, outputs or weights (--io external); onnxruntime's "
+                   "figure is its peak minus the outputs, a low estimate")
+    if the_plan.subgraphs:
+        body_bytes = sum(t.size for t in the_plan.tensors if t.kind == "region")
+        click.echo(f"note: the arena holds the tensors of {len(the_plan.subgraphs)} subgraphs (If branches, Loop and "
+                   f"Scan bodies) in regions of {fmt_bytes(body_bytes)} in all, each sized for its largest body "
+                   "whatever the inputs; onnxruntime's figure is one run on seeded random inputs, which took one "
+                   "branch of each If, and its profiler's allocator statistics miss some allocations made inside "
+                   "control-flow nodes (a Scan's outputs, for one): the figures are not like for like")

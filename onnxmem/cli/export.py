@@ -1,0 +1,88 @@
+"""``onnxmem export``: write a plan in another format (C header, TFLite, ...)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from onnxmem.core.errors import OnnxmemError, one_line, show_name
+from onnxmem.core.fileio import OutputSet
+from onnxmem.export import FORMATS, export_plan
+from onnxmem.export.proof import prove_for_export, prove_range_for_export
+
+from .options import RegistryChoice
+from .output import echo_warnings
+from .sources import add_weight_files
+
+if TYPE_CHECKING:
+    import onnx
+
+
+def _model_use(use: str) -> str:
+    """The formats whose use of ``--model`` is ``use`` (required, optional), for the help."""
+    return ", ".join(name for name, f in FORMATS.items() if f.model == use) or "none"
+
+
+@click.command("export")
+@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--format", "fmt", type=RegistryChoice("formats"), required=True,
+              help=f"Output format: {', '.join(FORMATS)}; 'onnxmem list formats' says what each writes.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="File to write (atomically).")
+@click.option("--model", "model_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help=f"The ONNX model the plan was made for; needed by: {_model_use('required')}; "
+                   f"used by: {_model_use('optional')} (see docs/export.md).")
+def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> None:
+    """Write the JSON plan PLAN in another format (--format) to the file -o names."""
+    entry = FORMATS[fmt]
+    if model_path is not None and entry.model == "none":
+        raise click.UsageError(f"format '{fmt}' does not read the model; leave --model out")
+    outs = OutputSet(inputs=[plan_file] + ([model_path] if model_path else []))
+    outs.add(output, "-o")
+    from onnxmem.plans import (  # numpy
+        MemoryPlan,
+        RangePlan,
+        plan_from_data,
+        plan_kind,
+        read_plan_data,
+    )
+
+    data, where = read_plan_data(plan_file)
+    any_plan: MemoryPlan | RangePlan = (plan_from_data(data, where, "range") if plan_kind(data) == "range"
+                                        else plan_from_data(data, where, "point"))
+    if isinstance(any_plan, RangePlan):
+        from onnxmem.export.range_c import range_c_header  # numpy
+
+        if fmt != "c" or model_path is not None:
+            raise OnnxmemError(f"a range plan exports as 'c' (without --model), not {show_name(fmt)}; "
+                               "instantiate it ('onnxmem instantiate') for the other formats")
+        prove_range_for_export(any_plan)
+        data = range_c_header(any_plan)
+    else:
+        model = None if model_path is None else _read_model(model_path, fmt, output, outs)
+        echo_warnings(prove_for_export(any_plan, model, model_path, plan_file))
+        data = export_plan(any_plan, fmt, model)
+    outs.put(output, data)
+    outs.commit()
+    click.echo(f"{fmt:<12} {len(data):,} B -> {one_line(output)}")
+
+
+def _read_model(model_path: str, fmt: str, output: str, outs: OutputSet) -> onnx.ModelProto:
+    """The model of ``--model``; its weight files become inputs, and a format written beside the
+    model must be written next to it when the weights are external."""
+    import onnx
+
+    from onnxmem.model import load_model
+
+    model = load_model(model_path)
+    add_weight_files(outs, model, model_path)
+    external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
+    if FORMATS[fmt].beside_model and external and Path(output).resolve().parent != Path(model_path).resolve().parent:
+        raise OnnxmemError(
+            f"-o {show_name(output)}: the model keeps its weights in external files, whose "
+            f"references only resolve next to it; write the {fmt} output into "
+            f"{show_name(str(Path(model_path).parent))}"
+        )
+    return model

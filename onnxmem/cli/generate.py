@@ -1,0 +1,33 @@
+"""``onnxmem generate``: write a seeded test network as a runnable ONNX model."""
+
+from __future__ import annotations
+
+import click
+
+from onnxmem.core.errors import one_line
+from onnxmem.core.fileio import OutputSet
+
+from .options import RegistryChoice
+from .registries import RANDWIRE_KINDS, all_generators
+
+
+@click.command()
+@click.argument("kind", metavar="KIND", type=RegistryChoice("generators"))
+@click.argument("output", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--size", type=click.IntRange(min=1), default=32, show_default=True,
+              help="How big: what it counts depends on KIND ('onnxmem list generators' says).")
+@click.option("--graph", "graph_kind", type=RegistryChoice(names=RANDWIRE_KINDS), default="ws",
+              show_default=True, help="randwire: Watts-Strogatz, Erdos-Renyi or Barabasi-Albert.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+def generate(kind: str, output: str, size: int, graph_kind: str, seed: int) -> None:
+    """Write a seeded irregular network (KIND) as a runnable ONNX model to OUTPUT.
+
+    KIND: one of 'onnxmem list generators'.
+    """
+    outs = OutputSet()
+    outs.add(output, "OUTPUT")
+    model = all_generators()[kind][0](size, seed, graph_kind)
+    outs.put(output, model.SerializeToString())
+    outs.commit()
+    click.echo(f"{kind:<12} {len(model.graph.node)} nodes -> {one_line(output)}")
+

@@ -1,0 +1,271 @@
+"""The flags several commands share, and what they turn into (:class:`PlanOptions`).
+
+Each helper adds its flags to a command as a decorator; the planner's own types are
+imported when a command runs, so that ``onnxmem CMD --help`` imports neither onnx nor numpy.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypedDict, TypeVar
+
+import click
+from click.shell_completion import CompletionItem
+
+from onnxmem.core.errors import show_name
+from onnxmem.runtime.isolation import RUN_SECONDS
+
+from .registries import CONCURRENCY_MODES, DEVICES, IO_MODES, LISTINGS
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from onnxmem.planning.pipeline import PlanOptions
+
+F = TypeVar("F", bound=Callable[..., object])
+#: the arrays of ``--inputs``, by name
+InputValues = Mapping[str, "np.ndarray"]
+
+
+
+class PlanningFlags(TypedDict):
+    """The flags of :func:`planning_options`, as click passes them to a command."""
+
+    solver: str
+    order: str
+    alignment: int
+    dims: tuple[str, ...]
+    input_shapes: tuple[str, ...]
+    measure_shapes: bool
+    io: str
+    timeout: float | None
+    inplace: str
+    fold: str
+    concurrency: str
+    branches: tuple[str, ...]
+
+
+#: the planner's defaults (``PlanOptions()``'s; a test checks they agree)
+DEFAULT_SOLVER = "auto"
+DEFAULT_ORDER = "auto"
+
+
+class RegistryChoice(click.ParamType[str]):  # type: ignore[type-arg,unused-ignore]
+    """A choice among a registry's names.
+
+    ``listing``: the ``onnxmem list`` kind that names and explains the entries, read from
+    the registry when first needed; the option's help shows NAME and an unknown value
+    points to the listing. ``names``: a small fixed set, which the help shows in full.
+    """
+
+    name = "choice"
+
+    def __init__(self, listing: str | None = None, names: Iterable[str] | None = None) -> None:
+        if (listing is None) == (names is None):
+            raise ValueError("give a listing or the names, not both")
+        self.listing = listing
+        self._names = tuple(names or ())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(LISTINGS[self.listing]()) if self.listing is not None else self._names
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "NAME" if self.listing is not None else "[" + "|".join(self.choices) + "]"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        choices = self.choices
+        if isinstance(value, str) and value in choices:
+            return value
+        close = difflib.get_close_matches(str(value), choices, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        if self.listing is not None:
+            self.fail(f"'{value}' is not one of the {len(choices)} {self.listing}; {hint}"
+                      f"'onnxmem list {self.listing}' names each with what it does", param, ctx)
+        self.fail(f"'{value}' is not one of {', '.join(choices)}; {hint}".rstrip("; "), param, ctx)
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+        return [CompletionItem(c) for c in self.choices if c.startswith(incomplete)]
+
+
+def wall_clock_timeout(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """``--timeout``: this command's searches stop by the wall clock (see :mod:`onnxmem.core.workclock`)."""
+    if value is not None:
+        from onnxmem.core.workclock import use_wall_clock
+
+        use_wall_clock()
+        ctx.call_on_close(lambda: use_wall_clock(False))
+    return value
+
+
+def planning_options(fn: F) -> F:
+    """The flags that say how to plan, shared by every command that plans."""
+    opts = [
+        click.option("--solver", type=RegistryChoice("solvers"), default=DEFAULT_SOLVER, show_default=True,
+                     help="Buffer-assignment algorithm; 'onnxmem list solvers' names each with what it does."),
+        click.option("--order", "order", type=RegistryChoice("orders"), default=DEFAULT_ORDER, show_default=True,
+                     help="Operator-order strategy; 'onnxmem list orders' names each with what it does."),
+        click.option("--alignment", type=click.IntRange(min=1), default=64, show_default=True,
+                     help="Byte alignment of every offset (and size)."),
+        click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+                     help="Bind a symbolic dim, e.g. --dim batch=1 (repeatable); 'plan' also takes "
+                          "a range, --dim batch=1:8, for a range plan."),
+        click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1xD2..",
+                     help="Pin an input's shape, e.g. --input-shape x=1x3x224x224 (repeatable)."),
+        click.option("--measure-shapes", is_flag=True,
+                     help="Run the model once in onnxruntime and use the measured shapes."),
+        click.option("--io", type=RegistryChoice(names=IO_MODES), default="internal",
+                     show_default=True, help="external: graph inputs and outputs stay out of the arena."),
+        click.option("--timeout", type=click.FloatRange(min=0), default=None, callback=wall_clock_timeout,
+                     help="Seconds of wall-clock time the solver and the order search may take, instead "
+                          "of their default budgets of counted work (which give the same plan at any load); "
+                          "with --timeout results may depend on the machine's load."),
+        click.option("--inplace", type=click.Choice(["on", "off"]), default="on", show_default=True,
+                     help="on: views share their input's bytes and element-wise ops write over "
+                          "inputs that die there; off: every tensor gets its own buffer."),
+        click.option("--fold", type=click.Choice(["on", "off"]), default="on", show_default=True,
+                     help="on: nodes computed only from weights run once before the model, as "
+                          "onnxruntime's constant folding does, and their outputs are weights (not in the "
+                          "arena); off: only constants and views of weights are."),
+        click.option("--concurrency", type=RegistryChoice(names=CONCURRENCY_MODES), default="sequential",
+                     show_default=True, metavar="MODE",
+                     help="sequential: the plan holds for its own operator order; dag: for every schedule "
+                          "the graph allows, with independent nodes running at once (tensors share bytes "
+                          "only when the graph orders them)."),
+        click.option("--branch", "branches", multiple=True, metavar="IF=then|else",
+                     help="Plan only the branch runs of If node IF take (its path, e.g. If_0 or "
+                          "Loop_3/body/If_1; repeatable): the other branch is left out, for shapes at "
+                          "which it cannot run; verify refuses a run that takes it."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def inputs_option(fn: F) -> F:
+    """``--inputs FILE.npz``: values for some or all graph inputs (plan, verify, compare)."""
+    return click.option(
+        "--inputs", "inputs_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+        metavar="FILE.npz",
+        help="Values for some or all graph inputs, by name (numpy.savez); the others get seeded random "
+             "values. Their shapes bind the inputs' dims as --input-shape does.")(fn)
+
+
+#: ``--time-limit SECONDS`` (verify, compare, plan, zoo)
+time_limit_flag = click.option(
+    "--time-limit", type=click.FloatRange(min=0, min_open=True), default=RUN_SECONDS, show_default=True,
+    metavar="SECONDS",
+    help="Seconds each onnxruntime run may take (measuring shapes, computing weights, the arena run, the "
+         "reference run, profiling); past it the command stops with an error naming the run. A safety bound: "
+         "no figure depends on it. The runs happen in a child process, so a crash of onnxruntime is an error "
+         "too.")
+
+
+def time_limit_option(prestart: Callable[[dict[str, object]], bool]) -> Callable[[F], F]:
+    """``--time-limit``: the command runs inside ``isolation.run_limits`` (every onnxruntime run in
+    one child process, each bounded); ``prestart(kwargs)``: whether it surely runs onnxruntime."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: object, time_limit: float, **kwargs: object) -> object:
+            from onnxmem.runtime.isolation import run_limits
+
+            with run_limits(seconds=time_limit, address_space=kwargs.get("device") != "cuda",
+                            prestart=prestart(kwargs)):
+                return fn(*args, **kwargs)
+
+        return time_limit_flag(wrapper)  # type: ignore[return-value]
+    return wrap
+
+
+def pipeline_option(fn: F) -> F:
+    """``--pipeline``: several models run in sequence, each one's outputs the next one's inputs."""
+    return click.option(
+        "--pipeline", is_flag=True,
+        help="With several models: they run in sequence and every graph output of one that is a graph "
+             "input of the next (by name) is handed over in the arena, live across both.")(fn)
+
+
+def plan_model_option(fn: F) -> F:
+    """``--model M``: the model PLAN must have been made for (show, plot)."""
+    return click.option(
+        "--model", "model_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+        help="The ONNX model PLAN should belong to: refused when the plan was made for another "
+             "model (sha256, or the planned tensors when the model was re-saved).")(fn)
+
+
+def model_and_plan(plan_help: str, device_help: str, several: bool = False) -> Callable[[F], F]:
+    """MODEL, ``--plan`` and ``--device``: what verify and compare read and where they run
+    (``several``: MODEL... , one or more, as ``models``)."""
+    def wrap(fn: F) -> F:
+        fn = click.option("--device", type=RegistryChoice(names=DEVICES), default="cpu", show_default=True,
+                          help=device_help)(fn)
+        fn = click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+                          help=f"{plan_help} (default: the plan an annotated MODEL carries, else plan "
+                               "MODEL now).")(fn)
+        if several:
+            return click.argument("models", metavar="MODEL...", nargs=-1, required=True,
+                                  type=click.Path(dir_okay=False, path_type=str))(fn)
+        return click.argument("model", type=click.Path(dir_okay=False, path_type=str))(fn)
+    return wrap
+
+
+def read_input_values(path: str | None) -> InputValues | None:
+    """The arrays of ``--inputs`` (``None`` without it), read by :func:`onnxmem.runtime.inputs.read_inputs`."""
+    if not path:
+        return None
+    from onnxmem.runtime.inputs import read_inputs  # numpy
+
+    return read_inputs(path)
+
+
+def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, ...],
+                      input_shapes: tuple[str, ...], measure_shapes: bool, io: str,
+                      timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on",
+                      inputs: InputValues | None = None, concurrency: str = "sequential",
+                      branches: tuple[str, ...] = ()) -> PlanOptions:
+    """The planner's options from the flags of :func:`planning_options`."""
+    from onnxmem.model import parse_dim_binding, parse_input_shape
+    from onnxmem.planning.pipeline import PlanOptions
+
+    return PlanOptions(
+        solver=solver,
+        order=order,
+        alignment=alignment,
+        io=io,
+        dims=dict(parse_dim_binding(d) for d in dims),
+        input_shapes=dict(parse_input_shape(s) for s in input_shapes),
+        measure_shapes=measure_shapes,
+        timeout=timeout,
+        seed=seed,
+        inplace=inplace == "on",
+        fold=fold == "on",
+        inputs=inputs,
+        concurrency=concurrency,
+        branches=dict(_parse_branch(b) for b in branches),
+    )
+
+
+def _parse_branch(text: str) -> tuple[str, str]:
+    """``IF=then`` -> ``("IF", "then_branch")``; a usage error otherwise."""
+    from onnxmem.graph import BRANCH_NAMES
+
+    path, eq, branch = text.rpartition("=")
+    if not eq or not path or branch not in BRANCH_NAMES:
+        raise click.BadParameter(f"{show_name(text)} is not IF=then or IF=else (IF: the If node's path)",
+                                 param_hint="'--branch'")
+    return path, BRANCH_NAMES[branch]
+
+
+def ranged(dims: Iterable[str]) -> bool:
+    """Whether a --dim flag gives a range (NAME=LO:HI)."""
+    return any(":" in d.partition("=")[2] for d in dims)
+
+
+def refuse_for_several(models: tuple[str, ...], flags: dict[str, bool]) -> None:
+    """Usage errors for several models: --pipeline needs two, and flags for one model are refused."""
+    if len(models) < 2:
+        raise click.UsageError("--pipeline hands tensors from one model to the next; give two or more models")
+    for flag, given in flags.items():
+        if given:
+            raise click.UsageError(f"{flag} works on one model; leave it out when giving several models")

@@ -1,0 +1,95 @@
+"""What the commands print: byte counts, progress lines, the summaries of plans."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Iterable
+
+import click
+
+from onnxmem.core.errors import one_line, show_name
+
+if TYPE_CHECKING:
+    from onnxmem.plans import Program
+    from onnxmem.plans.point import MemoryPlan
+
+#: a progress callback: one short message per stage
+Say = Callable[[str], None]
+
+
+def fmt_bytes(n: int) -> str:
+    """``1536`` -> ``'1.50 KiB (1,536 B)'``: :func:`onnxmem.report.text.format_bytes` and the exact count."""
+    from onnxmem.report.text import format_bytes  # numpy
+
+    return format_bytes(n) if n < 1024 else f"{format_bytes(n)} ({n:,} B)"
+
+
+def progress(enabled: bool) -> Say:
+    """A callback that prints each stage on stderr when ``enabled`` (a terminal), else nothing."""
+    def say(msg: str) -> None:
+        if enabled:
+            click.echo(f"  {msg} ...", err=True)
+
+    return say
+
+
+def echo_warnings(warnings: Iterable[str]) -> None:
+    """Each warning as one line on stderr."""
+    for w in warnings:
+        click.echo(f"warning: {one_line(w)}", err=True)
+
+
+def _subgraph_line(plan: MemoryPlan) -> str:
+    """How many bodies the plan holds, of which kinds, and the bytes of their owners' regions."""
+    kinds: dict[str, int] = {}
+    for sg in plan.subgraphs:
+        kinds[sg.kind] = kinds.get(sg.kind, 0) + 1
+    body = sum(1 for t in plan.tensors if t.graph)
+    regions = sum(t.size for t in plan.tensors if t.kind == "region")
+    what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    return f"subgraphs    {len(plan.subgraphs)} ({what})   {body} body tensors in regions of {fmt_bytes(regions)}"
+
+
+def plan_summary(plan: MemoryPlan) -> list[str]:
+    """The lines ``plan`` prints for a point plan."""
+    n_nodes = len(plan.order)
+    gap = f"+{plan.gap * 100:.2f}% over the bound" if plan.lower_bound else "at the bound"
+    status = plan.solver["status"]
+    if status == "timeout":
+        status = "timeout: the solver's budget ended before a proof; --timeout gives it more"
+    return [
+        f"model        {one_line(str(plan.model['path']))}",
+        f"nodes        {n_nodes}   tensors planned {len(plan.tensors)}   order {one_line(plan.order_strategy)}",
+        *([_subgraph_line(plan)] if plan.subgraphs else []),
+        f"weights      {fmt_bytes(plan.weights_size)}"
+        + (f"   {len(plan.extra['folded'])} folded values" if plan.extra.get("folded") else ""),
+        f"naive        {fmt_bytes(plan.naive_size)}",
+        f"lower bound  {fmt_bytes(plan.lower_bound)}",
+        *(["concurrency  dag: safe under every schedule the graph allows (the bound: the heaviest tensors "
+           "that may be live at once)"] if plan.extra.get("concurrency") == "dag" else []),
+        *([f"file order   lower bound {fmt_bytes(plan.extra['file_order_lower_bound'])}"]
+          if "file_order_lower_bound" in plan.extra else []),
+        f"arena        {fmt_bytes(plan.arena_size)}   {gap} ({status})",
+        f"time         plan {plan.plan_seconds:.3f} s   solver {one_line(str(plan.solver['name']))} "
+        f"{plan.solver['seconds']:.3f} s",
+    ]
+
+
+def program_summary(program: Program) -> list[str]:
+    """The lines ``plan`` and ``show`` print for a program plan: each model, then the shared arena."""
+    lines = []
+    for k, p in enumerate(program.plans):
+        alone = p.extra.get("program", {}).get("alone")
+        lines.append(f"model {k:<6} {one_line(str(p.model.get('path', '')))}   {len(p.order)} nodes   "
+                     f"{len(p.tensors)} tensors   lower bound {fmt_bytes(p.lower_bound)}"
+                     + (f"   alone {fmt_bytes(alone)}" if isinstance(alone, int) and not isinstance(alone, bool)
+                        else ""))
+    if program.handovers:
+        lines.append("handover     " + ", ".join(f"{show_name(n)} (model {k} -> {k + 1})"
+                                                 for n, k in sorted(program.handovers.items())))
+    gap = (f"+{(program.arena_size / program.lower_bound - 1) * 100:.2f}% over the bound"
+           if program.lower_bound else "at the bound")
+    lines.append(f"program      {program.mode}, {len(program.plans)} models in one arena   lower bound "
+                 f"{fmt_bytes(program.lower_bound)}")
+    lines.append(f"arena        {fmt_bytes(program.arena_size)}   {gap} (solver {one_line(program.solver)}, "
+                 f"{one_line(program.status)})")
+    return lines

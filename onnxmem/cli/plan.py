@@ -1,0 +1,282 @@
+"""``onnxmem plan``: plan one model (a point or a range plan, with or without a budget), or
+several models in one arena, write the plan and print its summary."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable
+
+import click
+
+from onnxmem.core.errors import one_line
+from onnxmem.core.fileio import OutputSet
+from onnxmem.plans.point import render_plan
+
+from .options import (
+    InputValues,
+    PlanningFlags,
+    RegistryChoice,
+    inputs_option,
+    make_plan_options,
+    pipeline_option,
+    planning_options,
+    ranged,
+    read_input_values,
+    refuse_for_several,
+    time_limit_option,
+)
+from .output import echo_warnings, fmt_bytes, plan_summary, program_summary, progress
+from .sources import add_weight_files, plan_several
+
+if TYPE_CHECKING:
+    import onnx
+
+    from onnxmem.planning.pipeline import Planned, PlanOptions
+    from onnxmem.plans import Program
+    from onnxmem.plans.point import MemoryPlan
+
+
+@click.command()
+@click.argument("models", metavar="MODEL...", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Write the JSON plan here.")
+@click.option("--annotate", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Write the model with the plan attached and nodes in planned order.")
+@planning_options
+@inputs_option
+@click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
+@click.option("--budget", default=None, metavar="SIZE",
+              help="Fit the arena into SIZE (bytes, 64MiB, or 0.5x the arena without a budget), "
+                   "recomputing values when order, sharing and assignment are not enough.")
+@click.option("--rewrite-out", default=None, type=click.Path(dir_okay=False, path_type=str),
+              help="With --budget: write the rewritten model (recomputed nodes duplicated; annotated with its plan).")
+@click.option("--remat", "remat_algorithm", type=RegistryChoice("remat"), default="auto", show_default=True,
+              help="Recomputation algorithm; 'onnxmem list remat' names each with what it does.")
+@click.option("--cost", "cost_model", type=click.Choice(["flops", "measured"]), default="flops", show_default=True,
+              help="What a recomputed node costs: FLOPs from shapes, or onnxruntime's measured kernel time.")
+@click.option("--budget-sweep", default=None, type=click.Path(dir_okay=False, path_type=str), metavar="PNG",
+              help="Plan every recomputation algorithm at 0.9x .. 0.3x the unbudgeted arena; print the "
+                   "frontier (arena against extra compute) and draw it to PNG.")
+@pipeline_option
+@time_limit_option(lambda kw: bool(kw.get("measure_shapes")))
+def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solver: str, order: str,
+         alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
+         io: str, timeout: float | None, inplace: str, fold: str, concurrency: str, branches: tuple[str, ...],
+         inputs_path: str | None, as_json: bool, budget: str | None = None, rewrite_out: str | None = None,
+         remat_algorithm: str = "auto", cost_model: str = "flops", budget_sweep: str | None = None,
+         pipeline: bool = False) -> None:
+    """Plan the activation memory of MODEL and print the summary.
+
+    With --measure-shapes the model runs once on --inputs (where given) and
+    seeded random values for the other inputs. A --dim NAME=LO:HI (inclusive)
+    makes a range plan: one plan for every shape in the box, offsets as
+    formulas in the dims (docs/range.md).
+
+    Several models (a training step and its eval step) run one at a time in
+    one arena: each is planned with the same flags, then all of them together,
+    into one program plan (docs/training.md); with --pipeline each model's
+    graph outputs that are the next one's graph inputs stay in the arena.
+    """
+    from onnxmem.planning.pipeline import plan_model  # onnx
+
+    if len(models) > 1 or pipeline:
+        refuse_for_several(models, {"--budget": budget is not None, "--budget-sweep": budget_sweep is not None,
+                                    "--rewrite-out": rewrite_out is not None, "--annotate": annotate is not None,
+                                    "--inputs": inputs_path is not None, "--dim NAME=LO:HI": ranged(dims),
+                                    "--concurrency dag": concurrency != "sequential", "--branch": bool(branches)})
+        opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
+                                 inplace=inplace, fold=fold)
+        _plan_together(models, opts, output, as_json, pipeline)
+        return
+    model = models[0]
+    outs = OutputSet(inputs=[model] + ([inputs_path] if inputs_path else []))
+    if ranged(dims):
+        _refuse_for_range(budget is not None or budget_sweep is not None or rewrite_out is not None,
+                          concurrency, branches)
+        flags = PlanningFlags(solver=solver, order=order, alignment=alignment, dims=dims, input_shapes=input_shapes,
+                              measure_shapes=measure_shapes, io=io, timeout=timeout, inplace=inplace, fold=fold,
+                              concurrency=concurrency, branches=branches)
+        _plan_range(model, outs, output, annotate, as_json, flags, read_input_values(inputs_path))
+        return
+    if output:
+        outs.add(output, "-o")
+    if annotate:
+        outs.add(annotate, "--annotate")
+    opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
+                             inplace=inplace, fold=fold, inputs=read_input_values(inputs_path),
+                             concurrency=concurrency, branches=branches)
+    if budget_sweep is not None:
+        outs.add(budget_sweep, "--budget-sweep")
+        _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout)
+        return
+    if rewrite_out is not None and budget is None:
+        raise click.UsageError("--rewrite-out writes the model --budget rewrites; give --budget too")
+    if budget is not None:
+        _plan_budget(model, opts, outs, output, annotate, budget, rewrite_out, remat_algorithm, cost_model,
+                     timeout, as_json)
+        return
+    result = plan_model(model, opts, progress=progress(sys.stderr.isatty() and not as_json))
+    add_weight_files(outs, result.model, model)
+    _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json)
+
+
+def _refuse_for_range(budgeted: bool, concurrency: str, branches: tuple[str, ...]) -> None:
+    """Usage errors for a range plan (a ranged --dim): the flags that plan one shape."""
+    if budgeted:
+        raise click.UsageError("--budget, --budget-sweep and --rewrite-out plan one shape; "
+                               "bind every --dim to one value (NAME=N)")
+    if concurrency != "sequential":
+        raise click.UsageError("a range plan holds for its own operator order; plan with --concurrency dag "
+                               "at one shape (bind every --dim to one value, NAME=N)")
+    if branches:
+        raise click.UsageError("--branch plans one shape; bind every --dim to one value (NAME=N)")
+
+
+def _plan_together(models: tuple[str, ...], opts: PlanOptions, output: str | None, as_json: bool,
+                   pipeline: bool) -> None:
+    """``plan A.onnx B.onnx``: each model, then all of them in one arena (a program plan)."""
+    outs = OutputSet(inputs=models)
+    if output:
+        outs.add(output, "-o")
+    planned, program = plan_several(models, opts, pipeline, progress(sys.stderr.isatty() and not as_json))
+    for p, path in zip(planned, models):
+        add_weight_files(outs, p.model, path)
+    _write_program(outs, program, output, as_json)
+
+
+def _write_program(outs: OutputSet, program: Program, output: str | None, as_json: bool) -> None:
+    """``plan``'s program plan file (all or none) and its summary."""
+    from onnxmem.plans import render_program
+
+    data = render_program(program)
+    if output:
+        outs.put(output, data)
+    outs.commit()
+    if as_json:
+        click.echo(data.decode("utf-8"), nl=False)
+        return
+    for line in program_summary(program):
+        click.echo(line)
+    if output:
+        click.echo(f"plan         {one_line(output)}")
+
+
+def _write_and_print(outs: OutputSet, onnx_model: onnx.ModelProto, the_plan: MemoryPlan, model: str,
+                     output: str | None, annotate: str | None, as_json: bool, lines: Iterable[str] = (),
+                     rewrite_out: str | None = None) -> None:
+    """``plan``'s outputs (all or none) and its summary, with ``lines`` after it."""
+    from onnxmem.export.annotate import render_annotated  # onnx
+
+    if output:
+        outs.put(output, render_plan(the_plan))
+    for path, flag in ((annotate, "--annotate"), (rewrite_out, "--rewrite-out")):
+        if path:
+            outs.put(path, render_annotated(onnx_model, the_plan, model, path, flag))
+    outs.commit()
+    if as_json:
+        click.echo(the_plan.to_json(), nl=False)
+        return
+    for line in [*plan_summary(the_plan), *lines]:
+        click.echo(line)
+    echo_warnings(the_plan.warnings)
+    for label, path in (("plan", output), ("annotated", annotate), ("rewritten", rewrite_out)):
+        if path:
+            click.echo(f"{label:<12} {one_line(path)}")
+
+
+def _plan_budget(model: str, opts: PlanOptions, outs: OutputSet, output: str | None, annotate: str | None,
+                 budget: str, rewrite_out: str | None, algorithm: str, cost_model: str, timeout: float | None,
+                 as_json: bool) -> None:
+    """``plan --budget``: plan, recompute when needed, write and summarize."""
+    from onnxmem.model import load_model
+    from onnxmem.remat.budget import parse_budget, plan_with_budget
+
+    size, factor = parse_budget(budget)
+    if rewrite_out is not None:
+        outs.add(rewrite_out, "--rewrite-out")
+    onnx_model = load_model(model)
+    add_weight_files(outs, onnx_model, model)
+    got = plan_with_budget(onnx_model, model, opts, budget=size, factor=factor, algorithm=algorithm,
+                           cost_model=cost_model, timeout=timeout,
+                           progress=progress(sys.stderr.isatty() and not as_json))
+    planned = got.planned
+    if rewrite_out is not None and got.rewritten is not None:
+        planned = _replace_path(planned, rewrite_out)
+    the_plan = planned.plan
+    lines = [f"budget       {fmt_bytes(got.budget)}   arena without a budget {fmt_bytes(got.original.plan.arena_size)}"]
+    if got.choice is None:
+        lines.append("recompute    nothing: the plan fits without recomputation")
+    else:
+        n = len(the_plan.extra["remat"]["recomputed"])
+        lines.append(f"recompute    {n} values ({one_line(got.choice.algorithm)}, {got.choice.status})   extra compute "
+                     f"{got.extra:,} {'FLOPs' if got.cost_model == 'flops' else 'ns'} "
+                     f"({got.extra_percent:.2f}% of the model's)")
+    _write_and_print(outs, planned.model, the_plan, model, output, annotate, as_json, lines, rewrite_out)
+    if got.rewritten is not None and rewrite_out is None and annotate is None:
+        click.echo("warning: the plan is for the rewritten model, which was not written; pass --rewrite-out FILE.onnx",
+                   err=True)
+
+
+def _replace_path(planned: Planned, path: str) -> Planned:
+    """``planned`` with its plan naming the model at ``path``."""
+    return replace(planned, plan=replace(planned.plan, model={**planned.plan.model, "path": path}))
+
+
+def _budget_sweep(model: str, opts: PlanOptions, outs: OutputSet, png: str, cost_model: str,
+                  timeout: float | None) -> None:
+    """``plan --budget-sweep PNG``: the frontier, printed and drawn."""
+    from onnxmem.model import load_model
+    from onnxmem.remat.budget import plot_sweep, sweep
+
+    onnx_model = load_model(model)
+    original, points = sweep(onnx_model, model, opts, cost_model=cost_model, timeout=timeout,
+                             progress=progress(sys.stderr.isatty()))
+    base = original.plan.arena_size
+    outs.put(png, plot_sweep(points, base, f"{Path(model).name}: arena against extra compute"))
+    outs.commit()
+    click.echo(f"arena without a budget {fmt_bytes(base)}")
+    click.echo(f"{'budget':>7}  {'algorithm':<9}  {'arena':>14}  {'x':>5}  {'extra':>8}  status")
+    for p in points:
+        arena = f"{p.arena:,}" if p.fits else "-"
+        ratio = f"{p.arena / base:.3f}" if p.fits else "-"
+        extra = f"{p.extra_percent:.2f}%" if p.fits else "-"
+        click.echo(f"{p.factor:>6.2f}x  {p.algorithm:<9}  {arena:>14}  {ratio:>5}  {extra:>8}  {p.status}")
+    click.echo(f"plot         {one_line(png)}")
+
+
+def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str | None, as_json: bool,
+                planning: PlanningFlags, inputs: InputValues | None) -> None:
+    """``onnxmem plan`` with a ranged --dim: plan the box, prove it, write the range plan
+    (``planning``'s ranged dims are the box, the others bind their dims)."""
+    from onnxmem.model import load_model  # onnx
+    from onnxmem.planning import parse_dim_flags, plan_range
+    from onnxmem.plans import range_to_dict, render_range_plan
+    from onnxmem.report.range import render_range_summary
+
+    if annotate:
+        raise click.UsageError("--annotate writes a plan for one shape; instantiate the range plan "
+                               "('onnxmem instantiate') and annotate that")
+    fixed, box = parse_dim_flags(planning["dims"])
+    flags = planning.copy()
+    flags["dims"] = tuple(f"{k}={v}" for k, v in fixed.items())
+    opts = make_plan_options(**flags, inputs=inputs)
+    if output:
+        outs.add(output, "-o")
+    onnx_model = load_model(model)
+    add_weight_files(outs, onnx_model, model)
+    result = plan_range(onnx_model, model, box, opts)
+    if output:
+        outs.put(output, render_range_plan(result))
+    outs.commit()
+    if as_json:
+        click.echo(json.dumps(range_to_dict(result), indent=1))
+        return
+    for line in render_range_summary(result):
+        click.echo(one_line(line))
+    click.echo("proof        ok: every pair of buffers live together is apart on the whole box")
+    if output:
+        click.echo(f"plan         {one_line(output)}")
+

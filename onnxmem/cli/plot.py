@@ -1,0 +1,38 @@
+"""``onnxmem plot``: draw a plan as rectangles in time x address."""
+
+from __future__ import annotations
+
+import click
+
+from onnxmem.core.errors import one_line, show_name
+from onnxmem.core.fileio import OutputSet
+
+from .options import plan_model_option
+from .sources import read_plan_for
+
+
+@click.command()
+@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=str))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="Picture to write: .png, .svg or .html (self-contained, names on hover).")
+@click.option("--title", default=None, help="Title (default: the model's file name).")
+@click.option("--size", default="12x7", show_default=True, metavar="WxH",
+              help="PNG/SVG size in inches (at 100 dpi).")
+@plan_model_option
+def plot(plan_file: str, output: str, title: str | None, size: str, model_path: str | None) -> None:
+    """Draw PLAN: tensors as rectangles in time x address above the live-bytes curve."""
+    from rich.console import Console
+
+    from onnxmem.report.text import plot_plan  # numpy
+
+    try:
+        width, height = (float(v) for v in size.lower().split("x"))
+    except ValueError:
+        raise click.BadParameter(f"{show_name(size)} is not WxH, e.g. 12x7", param_hint="--size") from None
+    OutputSet(inputs=[plan_file] + ([model_path] if model_path else [])).add(output, "-o")
+    console = Console(stderr=True)
+    with console.status("reading plan") as status:
+        plan_ = read_plan_for(plan_file, model_path, "drawing")
+        out = plot_plan(plan_, output, title=title, width=width, height=height,
+                        progress=lambda msg: status.update(msg))
+    click.echo(f"wrote {one_line(str(out))}")

@@ -1,0 +1,84 @@
+"""The library's registries as the command line shows them: ``onnxmem list`` and the choices
+of the flags.
+
+Each registry is read when a command first needs it (they import numpy or onnx), so that
+``onnxmem --help`` stays light. The small fixed sets of names a flag's help spells out
+(:data:`IO_MODES` ...) are written here for the same reason; a test checks each against the
+library's own tuple.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import onnx
+
+#: ``--io`` (:data:`onnxmem.analysis.lifetimes.IO_MODES`)
+IO_MODES = ("internal", "external")
+#: ``--concurrency`` (:data:`onnxmem.analysis.happens_before.CONCURRENCY_MODES`)
+CONCURRENCY_MODES = ("sequential", "dag")
+#: ``compare --execution-mode`` (:data:`onnxmem.runtime.peak.EXECUTION_MODES`)
+EXECUTION_MODES = ("sequential", "parallel")
+#: ``--device`` (:data:`onnxmem.runtime.arena.DEVICES`)
+DEVICES = ("cpu", "cuda")
+#: ``generate --graph`` (:data:`onnxmem.model.generate.RANDWIRE_KINDS`)
+RANDWIRE_KINDS = ("ws", "er", "ba")
+
+#: ``generate KIND``: build(size, seed, graph) -> the model
+Build = Callable[[int, int, str], "onnx.ModelProto"]
+
+
+def solvers() -> dict[str, str]:
+    from onnxmem.core.solvers import SOLVERS  # numpy
+
+    return {name: s.summary for name, s in SOLVERS.items()}
+
+
+def orders() -> dict[str, str]:
+    from onnxmem.scheduling import ORDERS  # onnx
+
+    return {name: o.summary for name, o in ORDERS.items()}
+
+
+def all_generators() -> dict[str, tuple[Build, str, str]]:
+    """``onnxmem generate`` KINDs: name -> (build(size, seed, graph), summary, what --size counts)."""
+    from onnxmem.model.generate import GENERATORS  # onnx
+    from onnxmem.remat.training import TRAINING
+
+    out: dict[str, tuple[Build, str, str]] = {name: (g.build, g.summary, g.size) for name, g in GENERATORS.items()}
+    for name, (build, summary, size) in TRAINING.items():
+        out[name] = (functools.partial(_train_build, build), summary, size)
+    return out
+
+
+def _train_build(build: Callable[[int, int], onnx.ModelProto], size: int, seed: int, graph: str) -> onnx.ModelProto:
+    """A training generator, which has no ``--graph``, called as the others are."""
+    return build(size, seed)
+
+
+def generators() -> dict[str, str]:
+    return {name: f"{summary}; --size counts {size}" for name, (_, summary, size) in all_generators().items()}
+
+
+def remat() -> dict[str, str]:
+    from onnxmem.remat import ALGORITHMS  # onnx
+
+    return {name: a.summary for name, a in ALGORITHMS.items()}
+
+
+def formats() -> dict[str, str]:
+    from onnxmem.export import FORMATS
+
+    return {name: f.summary for name, f in FORMATS.items()}
+
+
+#: ``onnxmem list WHAT``: each registry's entries as name -> one-line summary
+LISTINGS: dict[str, Callable[[], dict[str, str]]] = {
+    "solvers": solvers,
+    "orders": orders,
+    "formats": formats,
+    "generators": generators,
+    "remat": remat,
+}

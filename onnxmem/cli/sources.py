@@ -1,0 +1,122 @@
+"""Where a command's model and plan come from: the ``--plan`` file (a point of a range plan),
+the plan an annotated model carries, or a plan made now; and the model's weight files, which
+no output may replace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from onnxmem.core.errors import PlanInvalid, show_name
+from onnxmem.core.fileio import OutputSet
+
+from .options import InputValues, PlanningFlags, make_plan_options
+from .output import Say, echo_warnings
+
+if TYPE_CHECKING:
+    import onnx
+
+    from onnxmem.graph import GraphView
+    from onnxmem.planning.pipeline import Planned, PlanOptions
+    from onnxmem.plans import Program
+    from onnxmem.plans.point import MemoryPlan
+
+
+def add_weight_files(outs: OutputSet, onnx_model: onnx.ModelProto, model_path: str) -> None:
+    """Declare the model's external data files as inputs, so no output replaces them."""
+    from onnxmem.model import check_external_data
+
+    for ref in check_external_data(onnx_model, Path(model_path).parent, need_files=False):
+        outs.add_input(ref.path)
+
+
+def read_plan_for(plan_file: str, model_path: str | None, action: str,
+                  the_plan: MemoryPlan | None = None) -> MemoryPlan:
+    """The plan at ``plan_file`` (``the_plan`` when already read); with ``model_path``, only
+    when it was made for that model (:func:`onnxmem.verify.run.check_plan_identity`, as verify
+    and compare check it)."""
+    if the_plan is None:
+        from onnxmem.plans import read_plan  # numpy: only when reading a plan
+
+        the_plan = read_plan(plan_file, "point")
+    if model_path is not None:
+        from onnxmem.model import load_model
+        from onnxmem.verify.run import check_plan_identity
+
+        _, said = check_plan_identity(the_plan, load_model(model_path), model_path, plan_name=plan_file,
+                                      action=action)
+        echo_warnings(said)
+    return the_plan
+
+
+def plan_several(models: tuple[str, ...], opts: PlanOptions, pipeline: bool,
+                 say: Say) -> tuple[list[Planned], Program]:
+    """Plan each model with ``opts``, then all of them in one arena: ``(planned, program)``."""
+    from onnxmem.planning import pipeline_handovers, plan_model, plan_program  # onnx
+
+    planned = [plan_model(m, opts, progress=say) for m in models]
+    handovers = pipeline_handovers(planned, models) if pipeline else ()
+    say(f"planning {len(models)} models in one arena")
+    return planned, plan_program(planned, handovers, solver=opts.solver, timeout=opts.timeout)
+
+
+#: ``(onnx model, plan, its graph view or None, where the plan came from)``
+ModelAndPlan = tuple["onnx.ModelProto", "MemoryPlan", "GraphView | None", str]
+
+
+def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, seed: int,
+                  inputs: InputValues | None,
+                  say: Say) -> tuple[PlanOptions, onnx.ModelProto, MemoryPlan, GraphView | None, str]:
+    """``(options, model, plan, view, source)`` for verify and compare: the ``--plan`` (the
+    concrete plan at a point of a range plan, :func:`_given_plan`), else the plan the model
+    carries or one made now (:func:`_plan_for`). ``planning``: the flags of
+    :func:`~onnxmem.cli.options.planning_options`."""
+    given = _given_plan(plan_path, planning)
+    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
+    return (opts, *_plan_for(model, given, opts, say))
+
+
+def _plan_for(model: str, given: tuple[MemoryPlan, str] | None, opts: PlanOptions, say: Say) -> ModelAndPlan:
+    """The model, and the ``--plan`` already read (``given``: it and where it came from), else
+    the plan the model carries, else one made now."""
+    from onnxmem.export.annotate import plan_from_model
+    from onnxmem.model import load_model
+    from onnxmem.planning.pipeline import plan_loaded
+
+    say("reading model")
+    onnx_model = load_model(model)
+    if opts.inputs:
+        from onnxmem.runtime.inputs import check_inputs
+
+        check_inputs(onnx_model, opts.inputs)  # before any work: names, dtypes, ranks
+    if given is not None:
+        return onnx_model, given[0], None, given[1]
+    carried = plan_from_model(onnx_model, f"model {show_name(model)}")
+    if carried is not None:
+        return onnx_model, carried, None, "carried by the annotated model"
+    planned = plan_loaded(onnx_model, model, opts, say)
+    return onnx_model, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"
+
+
+def _given_plan(plan_path: str | None, planning: PlanningFlags) -> tuple[MemoryPlan, str] | None:
+    """The ``--plan`` file, read once, as a concrete plan and where it came from; ``None``
+    without ``--plan``. For ``--plan RANGE --dim NAME=N``: the concrete plan at that point
+    (the ``--dim`` flags are the point, taken out of ``planning``; the range plan is proven
+    first)."""
+    from onnxmem.planning import parse_point
+    from onnxmem.plans import instantiate, plan_from_data, plan_kind, read_plan_data
+    from onnxmem.proof import prove_range_plan
+
+    if not plan_path:
+        return None
+    data, where = read_plan_data(plan_path)
+    if plan_kind(data) != "range":
+        return plan_from_data(data, where, "point"), plan_path
+    rp = plan_from_data(data, where, "range")
+    point = parse_point(planning.get("dims", ()), rp.box)
+    planning["dims"] = ()
+    findings = prove_range_plan(rp, limit=1)
+    if findings:
+        raise PlanInvalid(f"the range plan is wrong: {findings[0]}")
+    at = " ".join(f"{k}={v}" for k, v in sorted(point.items()))
+    return instantiate(rp, point), f"{plan_path} at {at} (range plan, proven on its box)"

@@ -1,0 +1,212 @@
+"""``onnxmem verify``: prove a plan, statically and by running the model inside one arena."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from onnxmem.core.errors import PlanInvalid, one_line, show_name
+
+from .options import (
+    InputValues,
+    PlanningFlags,
+    inputs_option,
+    make_plan_options,
+    model_and_plan,
+    pipeline_option,
+    planning_options,
+    ranged,
+    read_input_values,
+    refuse_for_several,
+    time_limit_option,
+)
+from .output import echo_warnings, fmt_bytes, progress
+from .sources import plan_or_point, plan_several
+
+if TYPE_CHECKING:
+    import onnx
+    from typing_extensions import Unpack
+
+    from onnxmem.graph import GraphView
+    from onnxmem.plans.point import MemoryPlan
+    from onnxmem.runtime.arena import Execution
+    from onnxmem.runtime.concurrent import ConcurrentExecution
+    from onnxmem.verify.program import ProgramReport
+    from onnxmem.verify.run import VerifyOptions, VerifyReport
+
+
+@click.command()
+@model_and_plan("The JSON plan to verify", "Where the arena lives and the nodes run.", several=True)
+@inputs_option
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--rtol", type=click.FloatRange(min=0), default=1e-4, show_default=True,
+              help="Relative tolerance of the output comparison.")
+@click.option("--atol", type=click.FloatRange(min=0), default=1e-5, show_default=True,
+              help="Absolute tolerance of the output comparison.")
+@click.option("--static-only", is_flag=True, help="Only the static proof; run nothing.")
+@click.option("--original", "original_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="MODEL was rewritten from this model (plan --budget --rewrite-out): also compare MODEL's "
+                   "outputs in the arena with this model's own run, bit for bit.")
+@click.option("--trials", type=click.IntRange(min=1), default=10, show_default=True,
+              help="With --concurrency dag: how many concurrent runs, each with its own seeded schedule.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+              help="With --concurrency dag: how many nodes may run at once.")
+@planning_options
+@pipeline_option
+@time_limit_option(lambda kw: not kw.get("static_only"))
+def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_path: str | None, seed: int,
+           rtol: float, atol: float, static_only: bool, trials: int = 10, threads: int = 2,
+           original_path: str | None = None, pipeline: bool = False, **planning: Unpack[PlanningFlags]) -> None:
+    """Prove a plan for MODEL: statically, then by running MODEL inside one arena.
+
+    With --concurrency dag the proof also checks that the graph orders every
+    pair of tensors that share bytes, and the run is --trials runs with up to
+    --threads nodes at once, each following the graph in a seeded random order.
+
+    Several models and a program plan ('plan A.onnx B.onnx -o PLAN'): each
+    model's plan and the shared arena are proven, then the models run one
+    after the other in one arena (handed-over tensors left where they were
+    written).
+
+    Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
+    """
+    from onnxmem.verify.run import VerifyOptions, verify_plan  # onnx
+
+    if len(models) > 1 or pipeline:
+        refuse_for_several(models, {"--original": original_path is not None, "--inputs": inputs_path is not None,
+                                    "--dim NAME=LO:HI": ranged(planning["dims"]),
+                                    "--concurrency dag": planning["concurrency"] != "sequential"})
+        _verify_several(models, plan_path, pipeline, planning,
+                        VerifyOptions(device=device, seed=seed, rtol=rtol, atol=atol, execute=not static_only))
+        return
+    model = models[0]
+    inputs = read_input_values(inputs_path)
+    say = progress(sys.stderr.isatty())
+    opts, onnx_model, the_plan, view, source = plan_or_point(model, plan_path, planning, seed, inputs, say)
+    say("verifying")
+    report = verify_plan(
+        onnx_model, the_plan, model_path=model, view=view, plan_name=plan_path,
+        options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
+                              execute=not static_only, concurrency=opts.concurrency, trials=trials,
+                              threads=threads),
+    )
+    click.echo(f"model     {one_line(model)}")
+    click.echo(f"plan      {one_line(source)}")
+    click.echo(f"arena     {fmt_bytes(report.arena_size)}   {report.tensors} tensors   {report.nodes} nodes")
+    if not _echo_static_failures(report):
+        click.echo(f"static    ok ({report.static_seconds * 1000:.1f} ms): order topological, tensors match, "
+                   "aligned, in the arena, no live overlap"
+                   + (", every pair sharing bytes ordered by the graph" if opts.concurrency == "dag" else ""))
+    cx = report.concurrent
+    if cx is not None:
+        _echo_concurrent(cx)
+    ex = report.execution
+    if ex is not None:
+        _echo_execution(ex)
+    if report.first is not None:
+        raise PlanInvalid(f"the plan is wrong: {report.first}")
+    if original_path is not None and ex is not None:
+        _against_original(model, onnx_model, the_plan, view, original_path, device, inputs, seed, rtol, atol)
+    click.echo("verified" if ex is not None or cx is not None else "verified (static proof only)")
+
+
+def _echo_concurrent(cx: ConcurrentExecution) -> None:
+    """The lines of ``verify --concurrency dag``'s concurrent runs."""
+    most = max(t.most_at_once for t in cx.trials)
+    click.echo(f"executed  {cx.nodes} nodes x {len(cx.trials)} trials, up to {cx.threads} at once (reached "
+               f"{most}), in one {cx.device} arena ({cx.seconds:.3f} s); reference {cx.reference_seconds:.3f} s")
+    click.echo(f"trials    {len(cx.trials) - cx.failures} of {len(cx.trials)} equal the reference")
+    for t in [t for t in cx.trials if not t.ok][:3]:
+        click.echo(f"  - trial {t.index}: {one_line(str(t.finding))}")
+
+
+def _echo_execution(ex: Execution) -> None:
+    """The lines of the run in one arena: each output against the run outside it."""
+    click.echo(f"executed  {ex.nodes_run} nodes in one {ex.device} arena, sentinel 0xFF ({ex.seconds:.3f} s); "
+               f"again outside the arena {ex.private_seconds:.3f} s; whole-model onnxruntime run "
+               f"{ex.reference_seconds:.3f} s")
+    for c in ex.outputs:
+        same = "identical" if c.identical else f"max |diff| {c.max_abs_diff:.3g} (tolerance {c.tolerance:.3g})"
+        whole = "" if c.whole_model_diff is None else f"; whole-model run: max |diff| {c.whole_model_diff:.3g}"
+        click.echo(f"  output  {one_line(c.name)}: {'ok' if c.ok else 'MISMATCH'}, outside the arena: "
+                   f"{same}{whole}")
+    for n in ex.notes:
+        click.echo(f"  note    {one_line(n)}")
+    for f in ex.findings[:10]:
+        click.echo(f"  - {one_line(str(f))}")
+
+
+def _verify_several(models: tuple[str, ...], plan_path: str | None, pipeline: bool, planning: PlanningFlags,
+                    options: VerifyOptions) -> None:
+    """``verify A.onnx B.onnx [--plan PROGRAM]``: the joint proof, then one run after the other in one arena."""
+    from onnxmem.model import load_model  # onnx
+    from onnxmem.plans import read_plan
+    from onnxmem.verify.program import verify_program
+
+    say = progress(sys.stderr.isatty())
+    if plan_path:
+        program = read_plan(plan_path, "program")
+        loaded, views, source = [(load_model(m), m) for m in models], None, plan_path
+    else:
+        planned, program = plan_several(models, make_plan_options(**planning, seed=options.seed), pipeline, say)
+        loaded, views = [(p.model, m) for p, m in zip(planned, models)], [p.view for p in planned]
+        source = f"planned now (solver {program.solver})"
+    say("verifying")
+    report = verify_program(program, loaded, options=options, plan_name=plan_path, views=views)
+    for k, m in enumerate(models):
+        click.echo(f"model {k:<3} {one_line(m)}")
+    click.echo(f"plan      {one_line(source)}")
+    click.echo(f"arena     {fmt_bytes(program.arena_size)}   {program.mode}, {len(models)} models"
+               + (f"   handing over {len(program.handovers)} tensors" if program.handovers else ""))
+    if not _echo_static_failures(report):
+        click.echo("static    ok: each model's plan proven in the one arena"
+                   + (", every handed-over tensor where its writer left it" if program.handovers else ""))
+    for k, ex in enumerate(report.executions or ()):
+        same = sum(1 for c in ex.outputs if c.identical)
+        click.echo(f"executed  model {k}: {ex.nodes_run} nodes in the one {ex.device} arena ({ex.seconds:.3f} s); "
+                   f"{same} of {len(ex.outputs)} outputs identical to the run outside the arena")
+        for c in [c for c in ex.outputs if not c.ok][:10]:
+            click.echo(f"  output  {one_line(c.name)}: MISMATCH, max |diff| {c.max_abs_diff:.3g}")
+        for f in ex.findings[:10]:
+            click.echo(f"  - {one_line(str(f))}")
+    if report.findings:
+        raise PlanInvalid(f"the program plan is wrong: {report.findings[0]}")
+    click.echo("verified" if report.executions is not None else "verified (static proof only)")
+
+
+def _against_original(model: str, onnx_model: onnx.ModelProto, the_plan: MemoryPlan, view: GraphView | None,
+                      original_path: str, device: str, inputs: InputValues | None, seed: int, rtol: float,
+                      atol: float) -> None:
+    """``verify --original``: the rewritten model's arena outputs against the original's run."""
+    from onnxmem.model import load_model
+    from onnxmem.remat.check import compare_with_original
+    from onnxmem.runtime.arena import ExecutionOptions
+    from onnxmem.verify.run import view_for_plan
+
+    original = load_model(original_path)
+    v = view if view is not None else view_for_plan(onnx_model, the_plan, model)
+    got = compare_with_original(onnx_model, the_plan, v, original, rewritten_path=model, original_path=original_path,
+                                options=ExecutionOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol))
+    for c in got.outputs:
+        same = "identical" if c.identical else f"max |diff| {c.max_abs_diff:.3g} (tolerance {c.tolerance:.3g})"
+        click.echo(f"  original {one_line(c.name)}: {same}")
+    if not got.identical:
+        bad = next(c for c in got.outputs if not c.identical)
+        raise PlanInvalid(f"output {show_name(bad.name)} of the rewritten model differs from the original's "
+                          f"(max |diff| {bad.max_abs_diff:.3g}): the recomputation changed a result")
+    click.echo(f"original  {one_line(original_path)}: all {len(got.outputs)} outputs identical, bit for bit")
+
+
+
+def _echo_static_failures(report: VerifyReport | ProgramReport) -> bool:
+    """Print a verify report's warnings and, when the static proof failed, its first
+    findings; whether it failed."""
+    echo_warnings(report.warnings)
+    if not report.static:
+        return False
+    click.echo(f"static    FAILED: {len(report.static)} violation(s)")
+    for f in report.static[:10]:
+        click.echo(f"  - {one_line(str(f))}")
+    return True
