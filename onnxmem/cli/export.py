@@ -10,7 +10,6 @@ import click
 from onnxmem.core.errors import OnnxmemError, one_line, show_name
 from onnxmem.core.fileio import OutputSet
 from onnxmem.export import FORMATS, export_plan
-from onnxmem.export.proof import prove_for_export, prove_range_for_export
 
 from .options import RegistryChoice
 from .output import echo_warnings
@@ -41,6 +40,7 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
         raise click.UsageError(f"format '{fmt}' does not read the model; leave --model out")
     outs = OutputSet(inputs=[plan_file] + ([model_path] if model_path else []))
     outs.add(output, "-o")
+    from onnxmem.export.proof import prove_for_export, prove_range_for_export  # onnx
     from onnxmem.plans import (  # numpy
         MemoryPlan,
         RangePlan,
