@@ -165,13 +165,15 @@ def corrupt_plan(text: str, bases: list[Base], base: Base, mdir: Path,
 
 
 def _unsafe(data: Any) -> bool:
-    """Two tensors of different alias groups, both non-empty, live at once, overlapping bytes."""
+    """Two tensors of one graph (the main graph or one body: steps count within it), of different
+    alias groups, both non-empty, live at once, overlapping bytes."""
     ts = [t for t in (data.get("tensors") or []) if isinstance(t, dict)
           and isinstance(t.get("offset"), int) and isinstance(t.get("size"), int) and t["size"] > 0
           and isinstance(t.get("start"), int) and isinstance(t.get("end"), int)]
     for i, a in enumerate(ts):
         for b in ts[i + 1:]:
-            if a.get("group", a.get("name")) == b.get("group", b.get("name")):
+            if a.get("group", a.get("name")) == b.get("group", b.get("name")) \
+                    or a.get("graph", "") != b.get("graph", ""):
                 continue
             if a["start"] < b["end"] and b["start"] < a["end"] \
                     and a["offset"] < b["offset"] + b["size"] and b["offset"] < a["offset"] + a["size"]:
