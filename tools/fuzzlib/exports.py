@@ -33,10 +33,11 @@ def _past_end(data: Any) -> bool:
 
 
 def _co_live(ts: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """Two non-empty tensors of different groups live at one step."""
+    """Two non-empty tensors of one graph, of different groups, live at one step."""
     for i, a in enumerate(ts):
         for b in ts[i + 1:]:
-            if a.get("group") != b.get("group") and a.get("size") and b.get("size") \
+            if a.get("group") != b.get("group") and a.get("graph", "") == b.get("graph", "") \
+                    and a.get("size") and b.get("size") \
                     and a["start"] < b["end"] and b["start"] < a["end"]:
                 return a, b
     return None
