@@ -1,6 +1,11 @@
 """Execution of a memory plan in one arena with onnxruntime, node by node.
 
-:class:`ArenaRun` carries out the procedure; each step is one method.
+:class:`ArenaRun` carries out the procedure; each step is one method. Beside
+it: the arena's memory and the tensors' slots
+(:mod:`onnxmem.runtime.arena_buffers`), how a node's values are bound
+(:mod:`onnxmem.runtime.arena_binding`), the nodes with bodies
+(:mod:`onnxmem.runtime.arena_bodies`), the options and results
+(:mod:`onnxmem.runtime.arena_records`).
 
 Before the first node (:meth:`ArenaRun.__init__`):
 
@@ -35,14 +40,9 @@ Then each node, in the plan's order, runs as its own onnxruntime session
 
 A node with bodies (:meth:`~ArenaRun.run_bodies`) runs them the same way,
 node by node in the arena, each body as a :class:`_BodyRun` over its planned
-tensors (inside the node's region): the If branch its condition chooses
-(writing its outputs at the If's outputs when the plan says ``outputs: owner``);
-every Loop iteration (iteration number, condition and carried values copied
-into the body's carried slots first, the body's outputs read back after,
-scan outputs stacked); every Scan step (state and slices in, state and
-output slices back). No body tensor is allocated by onnxruntime. A body's
-writes are checked against every value live in it and in the graphs
-around it.
+tensors inside the node's region (:mod:`onnxmem.runtime.arena_bodies`). No
+body tensor is allocated by onnxruntime. A body's writes are checked against
+every value live in it and in the graphs around it.
 
 After the last node, :meth:`~ArenaRun.compare_outputs`: each graph output
 must match the private run within ``atol + rtol * max|reference|`` (NaN and
@@ -65,25 +65,34 @@ import os
 import time
 from collections import ChainMap
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 import onnx
 
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
-from onnxmem.graph import GraphView, Op, bound_outputs, child_path
-from onnxmem.model import subgraph_attributes
+from onnxmem.graph import GraphView, Op, bound_outputs
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding, true_lifetimes
 from onnxmem.runtime import sessions
+from onnxmem.runtime.arena_binding import bind_and_run
+from onnxmem.runtime.arena_bodies import run_bodies
+from onnxmem.runtime.arena_buffers import SENTINEL, CudaArena, HostArena, Slot, Write
+from onnxmem.runtime.arena_records import (
+    DEVICES,
+    Execution,
+    ExecutionOptions,
+    OutputCheck,
+    compare_output,
+)
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.inputs import feeds_for
 from onnxmem.runtime.isolation import at_step, end_run, start_run
-from onnxmem.runtime.ort import available_memory, check_memory, load_with_weights, session_options
+from onnxmem.runtime.ort import available_memory, load_with_weights, session_options
 
 __all__ = [
     "DEVICES",
+    "SENTINEL",
     "ArenaRun",
     "Execution",
     "ExecutionOptions",
@@ -93,167 +102,7 @@ __all__ = [
     "execute_plan",
 ]
 
-DEVICES = ("cpu", "cuda")
 
-SENTINEL = 0xFF
-#: base alignment of the host arena (the CUDA allocator gives 256)
-HOST_BASE_ALIGNMENT = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutionOptions:
-    """How to run a plan. ``inputs`` overrides the seeded random inputs."""
-
-    device: str = "cpu"
-    inputs: Mapping[str, np.ndarray] | None = None
-    seed: int = 0
-    rtol: float = 1e-4
-    atol: float = 1e-5
-    keep_going: bool = False  # run on after a clobber (to see whether results change)
-
-
-@dataclass(frozen=True, slots=True)
-class OutputCheck:
-    """One graph output of the arena run against the per-node reference run.
-
-    ``ok`` when ``max_abs_diff <= tolerance`` where ``tolerance = atol + rtol *
-    max|reference|`` (integers and booleans: equal). ``identical``: bit for
-    bit. ``whole_model_diff`` / ``whole_model_ok``: the same measure against
-    one ordinary whole-model onnxruntime run, for information (kernels there
-    may sum in another order); ``None`` when that run was not made.
-    """
-
-    name: str
-    max_abs_diff: float
-    ok: bool
-    tolerance: float = 0.0
-    identical: bool = False
-    whole_model_diff: float | None = None
-    whole_model_ok: bool | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Execution:
-    """What running the plan showed; ``findings`` is empty when it held."""
-
-    device: str
-    findings: tuple[Finding, ...]
-    outputs: tuple[OutputCheck, ...]
-    nodes_run: int
-    seconds: float  # the per-node loop in the arena
-    reference_seconds: float  # one ordinary whole-model run
-    changed_result: bool  # a graph output differs or a node failed
-    notes: tuple[str, ...] = ()
-    private_seconds: float = 0.0  # the same nodes run again on private buffers (the reference)
-
-
-# ------------------------------------------------------------------ memory
-
-
-def _fits(size: int, device: str, slack: int = 0) -> None:
-    """Raise a one-line error when an arena of ``size`` bytes (plus ``slack``) cannot be allocated on ``device`` now."""
-    check_memory(size, device, "the plan's arena", slack=slack,
-                 fix="verify on a machine with more memory, or plan smaller dims (--dim, --input-shape)")
-
-
-# ------------------------------------------------------------------ arenas
-
-
-class _HostArena:
-    """The arena as one host buffer, filled with the sentinel."""
-
-    device_type = "cpu"
-
-    def __init__(self, size: int) -> None:
-        _fits(size, "cpu", slack=HOST_BASE_ALIGNMENT)
-        try:
-            self._raw = np.full(size + HOST_BASE_ALIGNMENT, SENTINEL, dtype=np.uint8)
-        except MemoryError:
-            raise RuntimeBackendError(
-                f"cannot allocate the plan's arena of {size} B in host memory; verify on a machine with more memory"
-            ) from None
-        shift = (-self._raw.ctypes.data) % HOST_BASE_ALIGNMENT
-        self.view = self._raw[shift : shift + size]
-        self.base = int(self.view.ctypes.data) if size else int(self._raw.ctypes.data) + shift
-
-    def read(self, offset: int, size: int) -> np.ndarray:
-        return np.array(self.view[offset : offset + size])
-
-    def write(self, offset: int, data: np.ndarray) -> None:
-        flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        self.view[offset : offset + flat.size] = flat
-
-
-class _CudaArena:
-    """The arena as one CUDA allocation; bytes move through an Identity session."""
-
-    device_type = "cuda"
-
-    def __init__(self, size: int) -> None:
-        import onnxruntime as ort
-
-        n = max(size, 1)
-        _fits(n, "cuda")
-        try:
-            self._ov = ort.OrtValue.ortvalue_from_shape_and_type([n], np.uint8, "cuda", 0)
-        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-            raise RuntimeBackendError(
-                f"cannot allocate the plan's arena of {size} B on the GPU: {sessions.first_line(exc, 160)}"
-            ) from None
-        self._ov.update_inplace(np.full(n, SENTINEL, dtype=np.uint8))
-        self.base = int(self._ov.data_ptr())
-        x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, ["n"])
-        y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, ["n"])
-        g = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["x"], ["y"])], "copy", [x], [y])
-        m = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
-        self._copy = ort.InferenceSession(
-            m.SerializeToString(), sess_options=session_options(), providers=["CUDAExecutionProvider"]
-        )
-
-    def _move(self, src: tuple[str, int], dst: tuple[str, int], size: int) -> None:
-        if size == 0:
-            return
-        b = self._copy.io_binding()
-        b.bind_input("x", src[0], 0, np.uint8, [size], src[1])
-        b.bind_output("y", dst[0], 0, np.uint8, [size], dst[1])
-        self._copy.run_with_iobinding(b)
-        b.synchronize_outputs()
-
-    def read(self, offset: int, size: int) -> np.ndarray:
-        out = np.empty(size, dtype=np.uint8)
-        self._move(("cuda", self.base + offset), ("cpu", int(out.ctypes.data)), size)
-        return out
-
-    def write(self, offset: int, data: np.ndarray) -> None:
-        flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        self._move(("cpu", int(flat.ctypes.data)), ("cuda", self.base + offset), int(flat.size))
-
-
-@dataclass(slots=True)
-class _Slot:
-    """Where one tensor lives during execution."""
-
-    name: str
-    home: str  # "arena", "host" (CUDA: the host mirror) or "private" (io external)
-    offset: int
-    size: int
-    elem_type: int
-    shape: tuple[int, ...]
-    group: str
-    end: int  # last step it is needed (exclusive)
-    private: np.ndarray | None = None
-
-
-@dataclass(slots=True)
-class _Write:
-    """The outputs one node wrote, at one step."""
-
-    step: int
-    node: str
-    outputs: list[_Slot] = field(default_factory=list)
-
-
-# ------------------------------------------------------------------ the run
 
 
 class ArenaRun:
@@ -296,18 +145,18 @@ class ArenaRun:
             if pt.graph:
                 continue  # a body's tensor: its frame binds it (_BodyRun)
             t = view.tensors[pt.name]
-            self.slots[pt.name] = _Slot(pt.name, "arena", pt.offset, pt.size, t.elem_type, t.shape, pt.group,
+            self.slots[pt.name] = Slot(pt.name, "arena", pt.offset, pt.size, t.elem_type, t.shape, pt.group,
                                         life[pt.name][1])
         for name, (_s, e, _r) in life.items():
             if name not in self.slots:  # io external: the caller's buffers
                 t = view.tensors[name]
                 buf = np.zeros(max(t.size, 1), dtype=np.uint8)
-                self.slots[name] = _Slot(name, "private", 0, t.size, t.elem_type, t.shape, name, e, buf)
+                self.slots[name] = Slot(name, "private", 0, t.size, t.elem_type, t.shape, name, e, buf)
         if self.cuda:  # the host mirror first: the smaller failure
-            self.mirror: Any = _HostArena(plan.arena_size)
-            self.arena: Any = _CudaArena(plan.arena_size)
+            self.mirror: Any = HostArena(plan.arena_size)
+            self.arena: Any = CudaArena(plan.arena_size)
         else:
-            self.arena = self.mirror = _HostArena(plan.arena_size)
+            self.arena = self.mirror = HostArena(plan.arena_size)
         self.session_options = session_options()
         self.providers: list[Any] = ["CPUExecutionProvider"]
         if self.cuda:
@@ -317,8 +166,8 @@ class ArenaRun:
             self.providers = [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT"})]
         self.findings: list[Finding] = []
         self.saved: dict[str, np.ndarray] = {}  # the bytes each live value must still hold
-        self.history: list[_Write] = []
-        self.live: dict[str, _Slot] = {}
+        self.history: list[Write] = []
+        self.live: dict[str, Slot] = {}
         self.private: dict[str, Any] = {}  # the reference's values, in onnxruntime's own buffers
         self.notes: list[str] = []
         self.nodes_run = 0
@@ -330,31 +179,22 @@ class ArenaRun:
 
     # -------------------------------------------------------------- memory access
 
-    def _memory(self, slot: _Slot) -> Any:
+    def _memory(self, slot: Slot) -> Any:
         return self.mirror if slot.home == "host" else self.arena
 
-    def _address(self, slot: _Slot) -> int:
+    def _address(self, slot: Slot) -> int:
         if slot.private is not None:
             return int(slot.private.ctypes.data)
         return int(self._memory(slot).base) + slot.offset
 
-    def _device(self, slot: _Slot) -> str:
+    def _device(self, slot: Slot) -> str:
         return "cuda" if self.cuda and slot.home == "arena" else "cpu"
 
-    def _read(self, slot: _Slot) -> np.ndarray:
+    def _read(self, slot: Slot) -> np.ndarray:
         if slot.private is not None:
             return np.array(slot.private[: slot.size])
         return cast(np.ndarray, self._memory(slot).read(slot.offset, slot.size))
 
-    def _weight(self, name: str, host: bool) -> Any:
-        """The weight ``name`` as an OrtValue on the host or the device, made once."""
-        on_host = host or not self.cuda
-        key = (name, on_host)
-        if key not in self._weight_values:
-            # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d)
-            arr = np.require(self.weights[name], requirements="C")
-            self._weight_values[key] = self.ort.OrtValue.ortvalue_from_numpy(arr, "cpu" if on_host else "cuda", 0)
-        return self._weight_values[key]
 
     # -------------------------------------------------------------- the procedure
 
@@ -448,51 +288,12 @@ class ArenaRun:
                     self.slots[o].home = "host"
         return sess
 
-    def _inputs_on_host(self, op: Op, sess: Any) -> list[bool]:
-        if not self.cuda:
-            return [True] * len(op.reads)
-        return [sessions.on_host(m) for m in sess.get_input_memory_infos()]
-
-    def _bind_and_run(self, op: Op, sess: Any, in_arena: bool) -> Any:
-        """Bind the node's values and run it: in the arena at the planned addresses and shapes,
-        or (``in_arena=False``) on the private values, with outputs onnxruntime allocates."""
-        binding = self._binding(op, sess, in_arena)
-        sess.run_with_iobinding(binding)
-        if self.cuda:
-            binding.synchronize_outputs()
-        return binding
-
-    def _binding(self, op: Op, sess: Any, in_arena: bool) -> Any:
-        """The node's IOBinding for :meth:`_bind_and_run` (in the arena, it can run again and again)."""
-        host = self._inputs_on_host(op, sess)
-        binding = sess.io_binding()
-        for i, name in enumerate(op.reads):
-            if name in self.weights:
-                binding.bind_ortvalue_input(name, self._weight(name, host[i]))
-            elif not in_arena:
-                binding.bind_ortvalue_input(name, self.private[name])
-            elif self.cuda and host[i] and self.slots[name].home == "arena" and name in self.feeds:
-                # a graph input read on the host: its copy in the host mirror
-                s = self.slots[name]
-                binding.bind_input(name, "cpu", 0, sessions.binding_type(s.elem_type), list(s.shape), self.mirror.base + s.offset)
-            else:
-                s = self.slots[name]
-                binding.bind_input(name, self._device(s), 0, sessions.binding_type(s.elem_type), list(s.shape), self._address(s))
-        for o in op.outputs:
-            if not o:
-                continue
-            s = self.slots[o]
-            if in_arena:
-                binding.bind_output(o, self._device(s), 0, sessions.binding_type(s.elem_type), list(s.shape), self._address(s))
-            else:
-                binding.bind_output(o, self._device(s), 0)
-        return binding
 
     def run_private(self, op: Op, sess: Any) -> dict[str, tuple[tuple[int, ...], int]]:
         """Step 2: the node on private buffers (the reference); ``{output: (shape, bytes)}`` it computes."""
         t0 = time.perf_counter()
         try:
-            binding = self._bind_and_run(op, sess, in_arena=False)
+            binding = bind_and_run(self, op, sess, in_arena=False)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             raise RuntimeBackendError(
                 f"onnxruntime failed to run node {op.name!r} ({op.op_type}): {sessions.first_line(exc)}"
@@ -524,7 +325,7 @@ class ArenaRun:
     def run_in_arena(self, op: Op, sess: Any) -> Any:
         """Step 4: the node with every value bound in the arena; ``None`` when it fails after a clobber."""
         try:
-            return self._bind_and_run(op, sess, in_arena=True)
+            return bind_and_run(self, op, sess, in_arena=True)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             if self.findings:
                 return None
@@ -565,7 +366,7 @@ class ArenaRun:
                 now = self._read(s)
                 if not np.array_equal(now, self.saved[name]):
                     self.findings.append(self._clobber(s, now, self.saved[name], op.name, "", writer_out=w.name))
-        self.history.append(_Write(k, op.name, written))
+        self.history.append(Write(k, op.name, written))
         for s in written:
             self.saved[s.name] = self._read(s)
             self.live[s.name] = s
@@ -627,6 +428,15 @@ class ArenaRun:
 
     # -------------------------------------------------------------- bodies (If, Loop, Scan)
 
+    def run_bodies(self, op: Op) -> bool:
+        """A node with bodies, run node by node in its region (:func:`onnxmem.runtime.arena_bodies.run_bodies`);
+        ``False`` when a finding stops the run."""
+        return run_bodies(self, op)
+
+    def nested(self, body: Any, graph: onnx.GraphProto) -> _BodyRun:
+        """A run of ``body`` (its GraphProto ``graph``) inside this run's region."""
+        return _BodyRun(self, body, graph)
+
     def _value(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """``(the value in the arena, the reference's value)`` of ``name`` as arrays."""
         if name in self.weights:
@@ -661,121 +471,13 @@ class ArenaRun:
         self.private[name] = self.ort.OrtValue.ortvalue_from_numpy(np.array(private, order="C", copy=True), "cpu", 0)
         return True
 
-    def run_bodies(self, op: Op) -> bool:
-        """A node with bodies, run node by node in its region: the If branch its condition
-        chooses, every Loop iteration, every Scan step (see :mod:`onnxmem.planning.bodies` for where
-        each value lives). ``False`` when a finding stops the run."""
-        node = self.nodes[op.index]
-        bodies = {b.attr: b for b in self.view.bodies[op.index]}
-        graphs = dict(subgraph_attributes(node))
-        kind = next(iter(bodies.values())).kind
-        ins = [self._value(n) if n else None for n in node.input]
-        outs = [o for o in node.output if o]
-        result: list[tuple[np.ndarray, np.ndarray]] | None
-        if kind == "if":
-            branch = "then_branch" if bool(np.asarray(ins[0][0]).reshape(-1)[0]) else "else_branch"  # type: ignore[index]
-            if branch not in bodies:
-                where = child_path(self.view.path, op.name)
-                raise PlanError(f"If {show_name(where)} takes its {branch} on these inputs, which the plan leaves out "
-                                f"(--branch: it assumes runs take the other); give inputs that take the planned "
-                                "branch, or plan without --branch")
-            result = self._run_body(op, bodies[branch], graphs[branch], [])
-        elif kind == "loop":
-            result = self._run_loop(op, bodies["body"], graphs["body"], ins)
-        else:
-            result = self._run_scan(op, node, bodies["body"], graphs["body"], ins)
-        if result is None:
-            return False
-        return all(self._place(op, name, a, p) for name, (a, p) in zip(outs, result))
-
-    def _run_body(self, op: Op, body: Any, graph: onnx.GraphProto,
-                  formal: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        """One run of ``body`` with its formal inputs set: its outputs (arena, reference)."""
-        frame = _BodyRun(self, body, graph)
-        for name, (a, p) in zip(frame.view.inputs, formal):
-            if not frame._place(op, name, a, p):
-                return None
-            frame.saved.maps[0][name] = frame._read(frame.slots[name])
-            frame.live.maps[0][name] = frame.slots[name]
-        done = frame.run_steps()
-        self.nodes_run += frame.nodes_run
-        self.private_seconds += frame.private_seconds
-        self.changed = self.changed or frame.changed
-        if not done:
-            return None
-        return [frame._value(vi.name) for vi in graph.output]
-
-    def _run_loop(self, op: Op, body: Any, graph: onnx.GraphProto,
-                  ins: list[Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        trips = int(np.asarray(ins[0][0]).reshape(-1)[0]) if ins and ins[0] is not None else None
-        cond = bool(np.asarray(ins[1][0]).reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else True
-        carried = [v for v in ins[2:] if v is not None]
-        n_scan = len(graph.output) - 1 - len(carried)
-        scans: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_scan)]
-        i = 0
-        while (trips is None or i < trips) and cond:
-            it = np.array(i, dtype=np.int64)
-            c = np.array(cond, dtype=np.bool_)
-            out = self._run_body(op, body, graph, [(it, it), (c, c), *carried])
-            if out is None:
-                return None
-            cond = bool(np.asarray(out[0][0]).reshape(-1)[0])
-            carried = [(a.copy(), p.copy()) for a, p in out[1:1 + len(carried)]]
-            for k, v in enumerate(out[1 + len(carried):]):
-                scans[k].append((v[0].copy(), v[1].copy()))
-            i += 1
-        stacked = [self._stack(op, graph.output[1 + len(carried) + k].name, sl, 0, False) for k, sl in enumerate(scans)]
-        return carried + stacked
-
-    def _run_scan(self, op: Op, node: onnx.NodeProto, body: Any, graph: onnx.GraphProto,
-                  ins: list[Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        m = int(attrs["num_scan_inputs"])
-        n = len(node.input) - m
-        state = ins[:n]
-        seqs = ins[n:]
-        in_axes = list(attrs.get("scan_input_axes", [0] * m))
-        in_dirs = list(attrs.get("scan_input_directions", [0] * m))
-        k_out = len(graph.output) - n
-        out_axes = list(attrs.get("scan_output_axes", [0] * k_out))
-        out_dirs = list(attrs.get("scan_output_directions", [0] * k_out))
-        axes = [a % max(seqs[j][0].ndim, 1) for j, a in enumerate(in_axes)]
-        steps = int(seqs[0][0].shape[axes[0]]) if seqs else 0
-        scans: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(k_out)]
-        for t in range(steps):
-            sl = []
-            for j, (a, p) in enumerate(seqs):
-                at = t if not in_dirs[j] else steps - 1 - t
-                sl.append((np.take(a, at, axis=axes[j]), np.take(p, at, axis=axes[j])))
-            out = self._run_body(op, body, graph, [*state, *sl])
-            if out is None:
-                return None
-            state = [(a.copy(), p.copy()) for a, p in out[:n]]
-            for k, v in enumerate(out[n:]):
-                scans[k].append((v[0].copy(), v[1].copy()))
-        stacked = [self._stack(op, graph.output[n + k].name, sl, out_axes[k], bool(out_dirs[k]))
-                   for k, sl in enumerate(scans)]
-        return state + stacked
-
-    def _stack(self, op: Op, body_output: str, slices: list[tuple[np.ndarray, np.ndarray]], axis: int,
-               reverse: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The slices one scan output collected, stacked along ``axis`` (reversed for direction 1)."""
-        if reverse:
-            slices = slices[::-1]
-        if not slices:
-            t = self.view.bodies[op.index][0].view.tensors[body_output]
-            empty = np.zeros((0, *t.shape), dtype=onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
-            return empty, empty
-        rank = slices[0][0].ndim + 1
-        ax = axis % rank
-        return np.stack([a for a, _ in slices], axis=ax), np.stack([p for _, p in slices], axis=ax)
 
     def _stopped(self, t0: float) -> Execution:
         """The run ended early at a finding: no output checks."""
         return Execution(self.opts.device, tuple(self.findings), (), self.nodes_run, time.perf_counter() - t0, 0.0,
                          self.changed, tuple(self.notes))
 
-    def _clobber(self, slot: _Slot, now: np.ndarray, before: np.ndarray, at_node: str, when: str,
+    def _clobber(self, slot: Slot, now: np.ndarray, before: np.ndarray, at_node: str, when: str,
                  writer_out: str | None = None) -> Finding:
         diff = np.flatnonzero(now != before)
         lo, hi = slot.offset + int(diff[0]), slot.offset + int(diff[-1]) + 1
@@ -840,7 +542,7 @@ class _BodyRun(ArenaRun):
         self.order, own, self.weight_ops, layout = static
         self.weights = ChainMap(own, parent.weights)
         self.feeds = {}
-        slots = {name: _Slot(name, "arena", off, size, et, shape, group, end)
+        slots = {name: Slot(name, "arena", off, size, et, shape, group, end)
                  for name, off, size, et, shape, group, end in layout}
         self.slots = ChainMap(slots, parent.slots)
         self.regions = set(self.view.regions.values())
@@ -892,27 +594,3 @@ def _feeds(model: onnx.ModelProto, view: GraphView, opts: ExecutionOptions) -> d
     return feeds_for(model, view, opts.inputs, opts.seed)
 
 
-def compare_output(name: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> OutputCheck:
-    """``got`` against ``ref`` on the scale of ``ref``.
-
-    Floats: ``max |got - ref| <= atol + rtol * max |ref|`` over the finite
-    values of ``ref`` (NaN and infinities must match exactly); an element-wise
-    tolerance would fail outputs whose large entries differ in the last bits.
-    Integers and booleans: equal.
-    """
-    if got.shape != ref.shape:
-        return OutputCheck(name, float("inf"), False)
-    identical = got.dtype == ref.dtype and np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(ref).tobytes()
-    if np.issubdtype(ref.dtype, np.floating):
-        g64, r64 = got.astype(np.float64), ref.astype(np.float64)
-        same = (g64 == r64) | (np.isnan(g64) & np.isnan(r64))
-        with np.errstate(invalid="ignore", over="ignore"):
-            d = np.where(same, 0.0, np.abs(g64 - r64))
-        d = np.where(np.isnan(d), np.inf, d)
-        diff = float(d.max(initial=0.0))
-        finite = np.abs(r64[np.isfinite(r64)])
-        tol = atol + rtol * float(finite.max(initial=0.0))
-        return OutputCheck(name, diff, diff <= tol, tol, identical)
-    eq = np.array_equal(got, ref)
-    diff = 0.0 if eq else float(np.abs(got.astype(np.float64) - ref.astype(np.float64)).max(initial=0.0))
-    return OutputCheck(name, diff, eq, 0.0, identical)
