@@ -1,7 +1,8 @@
 """The nodes with bodies (If, Loop, Scan) of an arena run (:mod:`.arena`).
 
 Each body runs node by node in the arena as a nested run over its planned
-tensors (inside the node's region): the If branch its condition chooses,
+tensors (inside the node's region): the If branch its condition chooses
+(writing its outputs at the If's outputs when the plan says ``outputs: owner``),
 every Loop iteration (iteration number, condition and carried values copied
 into the body's carried slots first, the body's outputs read back after,
 scan outputs stacked), every Scan step (state and slices in, state and output
