@@ -8,9 +8,9 @@ onnxruntime; onnxruntime itself is imported inside the functions that run it.
 
 * :mod:`~onnxmem.runtime.ort`: sessions, measured shapes, bounded runs;
 * :mod:`~onnxmem.runtime.sessions`: one session per node, bindings, CUDA checks;
-* :mod:`~onnxmem.runtime.arena` (with :mod:`~onnxmem.runtime.arena_buffers`,
-  :mod:`~onnxmem.runtime.arena_binding`, :mod:`~onnxmem.runtime.arena_bodies`,
-  :mod:`~onnxmem.runtime.arena_records`): a plan run in one arena;
+* :mod:`~onnxmem.runtime.arena` (with :mod:`~onnxmem.runtime.arena_steps`,
+  :mod:`~onnxmem.runtime.arena_buffers`, :mod:`~onnxmem.runtime.arena_records`):
+  a plan run in one arena;
 * :mod:`~onnxmem.runtime.concurrent`, :mod:`~onnxmem.runtime.training`: the same with
   nodes at once, and for training graphs;
 * :mod:`~onnxmem.runtime.folding` (weights), :mod:`~onnxmem.runtime.inputs`,

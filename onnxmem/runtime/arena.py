@@ -1,11 +1,10 @@
 """Execution of a memory plan in one arena with onnxruntime, node by node.
 
-:class:`ArenaRun` carries out the procedure; each step is one method. Beside
-it: the arena's memory and the tensors' slots
-(:mod:`onnxmem.runtime.arena_buffers`), how a node's values are bound
-(:mod:`onnxmem.runtime.arena_binding`), the nodes with bodies
-(:mod:`onnxmem.runtime.arena_bodies`), the options and results
-(:mod:`onnxmem.runtime.arena_records`).
+:class:`ArenaRun` carries out the procedure; each step is one method
+(:class:`onnxmem.runtime.arena_steps.ArenaSteps` holds those of nodes without
+bodies; the arena's memory and the tensors' slots are in
+:mod:`onnxmem.runtime.arena_buffers`, the options and results in
+:mod:`onnxmem.runtime.arena_records`).
 
 Before the first node (:meth:`ArenaRun.__init__`):
 
@@ -40,9 +39,14 @@ Then each node, in the plan's order, runs as its own onnxruntime session
 
 A node with bodies (:meth:`~ArenaRun.run_bodies`) runs them the same way,
 node by node in the arena, each body as a :class:`_BodyRun` over its planned
-tensors inside the node's region (:mod:`onnxmem.runtime.arena_bodies`). No
-body tensor is allocated by onnxruntime. A body's writes are checked against
-every value live in it and in the graphs around it.
+tensors (inside the node's region): the If branch its condition chooses
+(writing its outputs at the If's outputs when the plan says ``outputs: owner``);
+every Loop iteration (iteration number, condition and carried values copied
+into the body's carried slots first, the body's outputs read back after,
+scan outputs stacked); every Scan step (state and slices in, state and
+output slices back). No body tensor is allocated by onnxruntime. A body's
+writes are checked against every value live in it and in the graphs
+around it.
 
 After the last node, :meth:`~ArenaRun.compare_outputs`: each graph output
 must match the private run within ``atol + rtol * max|reference|`` (NaN and
@@ -60,24 +64,20 @@ later reader's bytes change.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import time
 from collections import ChainMap
-from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import onnx
 
-from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
-from onnxmem.graph import GraphView, Op, bound_outputs
+import onnxmem.runtime.sessions as sessions
+from onnxmem.core.errors import PlanError, show_name
+from onnxmem.graph import GraphView, Op, bound_outputs, child_path
+from onnxmem.model import subgraph_attributes
 from onnxmem.plans.point import MemoryPlan
-from onnxmem.proof.plan import Finding, true_lifetimes
-from onnxmem.runtime import sessions
-from onnxmem.runtime.arena_binding import bind_and_run
-from onnxmem.runtime.arena_bodies import run_bodies
-from onnxmem.runtime.arena_buffers import SENTINEL, CudaArena, HostArena, Slot, Write
+from onnxmem.proof.plan import true_lifetimes
+from onnxmem.runtime.arena_buffers import SENTINEL, Slot
 from onnxmem.runtime.arena_records import (
     DEVICES,
     Execution,
@@ -85,10 +85,9 @@ from onnxmem.runtime.arena_records import (
     OutputCheck,
     compare_output,
 )
+from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
-from onnxmem.runtime.inputs import feeds_for
-from onnxmem.runtime.isolation import at_step, end_run, start_run
-from onnxmem.runtime.ort import available_memory, load_with_weights, session_options
+from onnxmem.runtime.ort import available_memory
 
 __all__ = [
     "DEVICES",
@@ -103,9 +102,7 @@ __all__ = [
 ]
 
 
-
-
-class ArenaRun:
+class ArenaRun(ArenaSteps):
     """One execution of ``plan`` for ``view`` in one arena; see the module docstring.
 
     ``plan`` must name ``view``'s nodes (run :func:`onnxmem.proof.plan.prove_plan`
@@ -113,394 +110,114 @@ class ArenaRun:
     or the arena does not fit in memory.
     """
 
-    def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
-                 model_path: str | os.PathLike[str] | None = None) -> None:
-        import onnxruntime as ort
-
-        if options.device not in DEVICES:
-            raise OnnxmemError(f"--device {options.device!r} is not one of {', '.join(DEVICES)}")
-        self.ort = ort
-        self.opts = options
-        self.view = view
-        self.cuda = options.device == "cuda"
-        if self.cuda:
-            sessions.require_cuda()
-        by_name = {op.name: op.index for op in view.ops}
-        try:
-            self.order = [by_name[n] for n in plan.order]
-        except KeyError as exc:
-            raise PlanError(f"the plan orders node {exc}, which the model does not have; re-plan the model") from None
-        self.full = load_with_weights(model, model_path)
-        self.feeds = _feeds(self.full, view, options)
-        # the caller's state of a training graph (view.outside) is bound like a weight, from the feeds
-        self.weights: Any = compute_weights(self.full, view,
-                                            {n: self.feeds[n] for n in view.outside if n in self.feeds})
-        self.weight_ops = set(weight_ops(view))
-        life = true_lifetimes(view, self.order)
-        self.plan = plan
-        self.nodes: Any = self.full.graph.node
-        self.regions = set(view.regions.values())
-        self.slots: Any = {}
-        for pt in plan.tensors:
-            if pt.graph:
-                continue  # a body's tensor: its frame binds it (_BodyRun)
-            t = view.tensors[pt.name]
-            self.slots[pt.name] = Slot(pt.name, "arena", pt.offset, pt.size, t.elem_type, t.shape, pt.group,
-                                        life[pt.name][1])
-        for name, (_s, e, _r) in life.items():
-            if name not in self.slots:  # io external: the caller's buffers
-                t = view.tensors[name]
-                buf = np.zeros(max(t.size, 1), dtype=np.uint8)
-                self.slots[name] = Slot(name, "private", 0, t.size, t.elem_type, t.shape, name, e, buf)
-        if self.cuda:  # the host mirror first: the smaller failure
-            self.mirror: Any = HostArena(plan.arena_size)
-            self.arena: Any = CudaArena(plan.arena_size)
-        else:
-            self.arena = self.mirror = HostArena(plan.arena_size)
-        self.session_options = session_options()
-        self.providers: list[Any] = ["CPUExecutionProvider"]
-        if self.cuda:
-            self.session_options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-            # one convolution algorithm whatever the session: runs of the same node agree bit for bit
-            self.session_options.use_deterministic_compute = True
-            self.providers = [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT"})]
-        self.findings: list[Finding] = []
-        self.saved: dict[str, np.ndarray] = {}  # the bytes each live value must still hold
-        self.history: list[Write] = []
-        self.live: dict[str, Slot] = {}
-        self.private: dict[str, Any] = {}  # the reference's values, in onnxruntime's own buffers
-        self.notes: list[str] = []
-        self.nodes_run = 0
-        self.changed = False
-        self.private_seconds = 0.0
-        self._weight_values: dict[tuple[str, bool], Any] = {}
-        self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
-        self._sessions: dict[tuple[str, int, tuple[tuple[int, ...], ...]], Any] = {}  # body nodes' sessions
-
-    # -------------------------------------------------------------- memory access
-
-    def _memory(self, slot: Slot) -> Any:
-        return self.mirror if slot.home == "host" else self.arena
-
-    def _address(self, slot: Slot) -> int:
-        if slot.private is not None:
-            return int(slot.private.ctypes.data)
-        return int(self._memory(slot).base) + slot.offset
-
-    def _device(self, slot: Slot) -> str:
-        return "cuda" if self.cuda and slot.home == "arena" else "cpu"
-
-    def _read(self, slot: Slot) -> np.ndarray:
-        if slot.private is not None:
-            return np.array(slot.private[: slot.size])
-        return cast(np.ndarray, self._memory(slot).read(slot.offset, slot.size))
-
-
-    # -------------------------------------------------------------- the procedure
-
-    def run(self) -> Execution:
-        """Every step of the procedure, node by node; the findings and output checks."""
-        self.load_inputs()
-        start_run("the arena run")
-        t0 = time.perf_counter()
-        try:
-            if not self.run_steps():
-                return self._stopped(t0)
-        finally:
-            end_run()
-        seconds = time.perf_counter() - t0 - self.private_seconds
-        return self.compare_outputs(seconds)
-
-    def run_steps(self) -> bool:
-        """Steps 1 to 7 for each node of this graph in the plan's order (a node with
-        bodies: :meth:`run_bodies`); ``False`` when a finding stops the run."""
-        for k, op_index in enumerate(self.order):
-            if op_index in self.weight_ops:
-                continue
-            op = self.view.ops[op_index]
-            at_step(f"node {show_name(op.name)} ({op.op_type})")
-            if not self.check_inputs(op) and not self.opts.keep_going:
-                return False
-            if op_index in self.view.bodies:
-                if not self.run_bodies(op):
-                    return False
-            else:
-                node = self.nodes[op_index]
-                sess = self.session(op, node)
-                computed = self.run_private(op, sess)
-                if not self.check_shapes(op, computed):
-                    self.changed = True
-                    return False
-                binding = self.run_in_arena(op, sess)
-                if binding is None:  # running on after a clobber: garbage in
-                    self.changed = True
-                    break
-                self.nodes_run += 1
-                self.check_outputs(op, binding)
-            self.check_write(k, op)
-            if self.findings and not self.opts.keep_going:
-                return False
-            self.retire(k, op)
-        return True
-
-    def load_inputs(self) -> None:
-        """Copy the graph inputs in at their offsets (CUDA: into the host mirror too)."""
-        for name, arr in self.feeds.items():
-            slot = self.slots.get(name)
-            if slot is None:
-                continue
-            data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-            if slot.private is not None:
-                slot.private[: data.size] = data
-            else:
-                self._memory(slot).write(slot.offset, data)
-                if self.cuda:
-                    self.mirror.write(slot.offset, data)
-            self.saved[name] = data.copy()
-            self.live[name] = slot
-        # the reference's graph inputs stay on the host (the binding copies them)
-        self.private = {n: self.ort.OrtValue.ortvalue_from_numpy(np.require(a, requirements="C"), "cpu", 0)
-                        for n, a in self.feeds.items()}
-
-    def check_inputs(self, op: Op) -> bool:
-        """Step 1: every input still holds its producer's bytes. ``False`` when one does not."""
-        ok = True
-        for name in op.reads:
-            if name in self.weights or name not in self.slots or name not in self.saved:
-                continue
-            slot = self.slots[name]
-            now = self._read(slot)
-            if not np.array_equal(now, self.saved[name]):
-                self.findings.append(self._clobber(slot, now, self.saved[name], op.name, "before it runs"))
-                ok = False
-                if not self.opts.keep_going:
-                    return False
-        return ok
-
-    def session(self, op: Op, node: onnx.NodeProto) -> Any:
-        """The node's own session; on CUDA, outputs the provider keeps on the host move to the host mirror."""
-        shapes = {n: self.slots[n].shape for n in op.reads if n in self.slots}
-        sess = sessions.node_session(self.full, node, op, self.view, shapes, self.session_options, self.providers)
-        if self.cuda:
-            outs = [o for o in node.output if o]
-            for o, meminfo in zip(outs, sess.get_output_memory_infos()):
-                if sessions.on_host(meminfo) and self.slots[o].home == "arena":
-                    self.slots[o].home = "host"
-        return sess
-
-
-    def run_private(self, op: Op, sess: Any) -> dict[str, tuple[tuple[int, ...], int]]:
-        """Step 2: the node on private buffers (the reference); ``{output: (shape, bytes)}`` it computes."""
-        t0 = time.perf_counter()
-        try:
-            binding = bind_and_run(self, op, sess, in_arena=False)
-        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-            raise RuntimeBackendError(
-                f"onnxruntime failed to run node {op.name!r} ({op.op_type}): {sessions.first_line(exc)}"
-            ) from None
-        values = binding.get_outputs()
-        outs = [o for o in op.outputs if o]
-        self.private.update(zip(outs, values))
-        self.private_seconds += time.perf_counter() - t0
-        return {o: (tuple(int(d) for d in v.shape()), sessions.ortvalue_bytes(v)) for o, v in zip(outs, values)}
-
-    def check_shapes(self, op: Op, computed: Mapping[str, tuple[tuple[int, ...], int]]) -> bool:
-        """Step 3: the planned shapes against the computed ones; ``False`` when the bytes differ."""
-        ok = True
-        for o, (real, size) in computed.items():
-            s = self.slots[o]
-            if real == tuple(s.shape):
-                continue
-            if size != s.size:
-                self.findings.append(
-                    Finding("shape", o, f"node {op.name!r} computes {o!r} with shape {list(real)} ({size} B); "
-                            f"the plan has {list(s.shape)} ({s.size} B)", node=op.name, graph=self.view.path)
-                )
-                ok = False
-            else:
-                self.notes.append(f"{o!r} runs with shape {list(real)}; the plan has {list(s.shape)} (same bytes)")
-                s.shape = real
-        return ok
-
-    def run_in_arena(self, op: Op, sess: Any) -> Any:
-        """Step 4: the node with every value bound in the arena; ``None`` when it fails after a clobber."""
-        try:
-            return bind_and_run(self, op, sess, in_arena=True)
-        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-            if self.findings:
-                return None
-            raise RuntimeBackendError(
-                f"onnxruntime failed to run node {op.name!r} ({op.op_type}): {sessions.first_line(exc)}"
-            ) from None
-
-    def check_outputs(self, op: Op, binding: Any) -> None:
-        """Step 5: the outputs landed at their bound addresses, with the planned shapes."""
-        outs = [o for o in op.outputs if o]
-        for o, val in zip(outs, binding.get_outputs()):
-            s = self.slots[o]
-            if s.size and int(val.data_ptr()) != self._address(s):
-                self.findings.append(
-                    Finding("address", o, f"node {op.name!r} wrote {o!r} at {val.data_ptr():#x}, not at its bound "
-                            f"address {self._address(s):#x}", node=op.name, graph=self.view.path)
-                )
-            if tuple(val.shape()) != tuple(s.shape):
-                self.findings.append(
-                    Finding("shape", o, f"node {op.name!r} produced {o!r} with shape {list(val.shape())}; the plan "
-                            f"says {list(s.shape)}", node=op.name, graph=self.view.path)
-                )
-
-    def check_write(self, k: int, op: Op) -> None:
-        """Step 6: the write changed no live tensor it must not change."""
-        outs = [o for o in op.outputs if o and o not in self.regions]
-        written = [self.slots[o] for o in outs]
-        for w in written:
-            if w.private is not None or w.size == 0:
-                continue
-            for name, s in list(self.live.items()):
-                if name in outs or s.private is not None or s.home != w.home:
-                    continue
-                if max(s.offset, w.offset) >= min(s.offset + s.size, w.offset + w.size):
-                    continue
-                if s.group == w.group and s.end <= k + 1 and name in op.reads and name not in self.view.outputs:
-                    continue  # in place over an input that dies here
-                now = self._read(s)
-                if not np.array_equal(now, self.saved[name]):
-                    self.findings.append(self._clobber(s, now, self.saved[name], op.name, "", writer_out=w.name))
-        self.history.append(Write(k, op.name, written))
-        for s in written:
-            self.saved[s.name] = self._read(s)
-            self.live[s.name] = s
-
-    def retire(self, k: int, op: Op) -> None:
-        """Step 7: drop the values whose life ends at step ``k``."""
-        for name in [n for n, s in self.live.items() if s.end <= k + 1]:
-            del self.live[name]
-            self.saved.pop(name, None)
-            if name not in self.view.outputs:
-                self.private.pop(name, None)
-
-    def compare_outputs(self, seconds: float) -> Execution:
-        """The graph outputs against the per-node reference (same kernels, private buffers: any
-        difference is the plan's), and, for information, against an ordinary whole-model run."""
-        view, opts = self.view, self.opts
-        got: dict[str, np.ndarray] = {}
-        mine: dict[str, np.ndarray] = {}
-        for name in view.outputs:
-            if name in self.weights:
-                got[name] = mine[name] = self.weights[name]
-                continue
-            if name in self.private:
-                mine[name] = sessions.host_array(self.private[name])
-            if name in self.slots and not self.changed:
-                s = self.slots[name]
-                got[name] = self._read(s).view(onnx.helper.tensor_dtype_to_np_dtype(s.elem_type)).reshape(s.shape)
-        t1 = time.perf_counter()
-        whole = sessions.run_model(self.full, self.feeds, view.outputs)
-        ref_seconds = time.perf_counter() - t1
-        checks: list[OutputCheck] = []
-        for name in view.outputs:
-            if name not in got or name not in mine:
-                checks.append(OutputCheck(name, float("inf"), False))
-                continue
-            c = compare_output(name, got[name], mine[name], opts.rtol, opts.atol)
-            wm = compare_output(name, got[name], whole[name], opts.rtol, opts.atol)
-            checks.append(dataclasses.replace(c, whole_model_diff=wm.max_abs_diff, whole_model_ok=wm.ok))
-            if not wm.ok and c.ok:
-                self.notes.append(
-                    f"graph output {name!r} differs from an ordinary whole-model onnxruntime run by {wm.max_abs_diff:.3g} "
-                    f"(tolerance {wm.tolerance:.3g}) while it matches the same kernels run outside the arena: "
-                    "the kernels differ, not the plan"
-                )
-        bad = [c for c in checks if not c.ok]
-        self.changed = self.changed or bool(bad)
-        if bad:
-            c = bad[0]
-            self.findings.append(
-                Finding(
-                    "output",
-                    c.name,
-                    f"graph output {c.name!r} differs from the same nodes run outside the arena: max |diff| "
-                    f"{c.max_abs_diff:.3g} > {c.tolerance:.3g} (atol {opts.atol:g} + rtol {opts.rtol:g} x max |output|)",
-                )
-            )
-        return Execution(opts.device, tuple(self.findings), tuple(checks), self.nodes_run, seconds, ref_seconds,
-                         self.changed, tuple(self.notes), self.private_seconds)
-
-    # -------------------------------------------------------------- bodies (If, Loop, Scan)
-
     def run_bodies(self, op: Op) -> bool:
-        """A node with bodies, run node by node in its region (:func:`onnxmem.runtime.arena_bodies.run_bodies`);
-        ``False`` when a finding stops the run."""
-        return run_bodies(self, op)
+        """A node with bodies, run node by node in its region: the If branch its condition
+        chooses, every Loop iteration, every Scan step (see :mod:`onnxmem.planning.bodies` for where
+        each value lives). ``False`` when a finding stops the run."""
+        node = self.nodes[op.index]
+        bodies = {b.attr: b for b in self.view.bodies[op.index]}
+        graphs = dict(subgraph_attributes(node))
+        kind = next(iter(bodies.values())).kind
+        ins = [self._value(n) if n else None for n in node.input]
+        outs = [o for o in node.output if o]
+        result: list[tuple[np.ndarray, np.ndarray]] | None
+        if kind == "if":
+            branch = "then_branch" if bool(np.asarray(ins[0][0]).reshape(-1)[0]) else "else_branch"  # type: ignore[index]
+            if branch not in bodies:
+                where = child_path(self.view.path, op.name)
+                raise PlanError(f"If {show_name(where)} takes its {branch} on these inputs, which the plan leaves out "
+                                f"(--branch: it assumes runs take the other); give inputs that take the planned "
+                                "branch, or plan without --branch")
+            result = self._run_body(op, bodies[branch], graphs[branch], [])
+        elif kind == "loop":
+            result = self._run_loop(op, bodies["body"], graphs["body"], ins)
+        else:
+            result = self._run_scan(op, node, bodies["body"], graphs["body"], ins)
+        if result is None:
+            return False
+        return all(self._place(op, name, a, p) for name, (a, p) in zip(outs, result))
 
-    def nested(self, body: Any, graph: onnx.GraphProto) -> _BodyRun:
-        """A run of ``body`` (its GraphProto ``graph``) inside this run's region."""
-        return _BodyRun(self, body, graph)
+    def _run_body(self, op: Op, body: Any, graph: onnx.GraphProto,
+                  formal: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """One run of ``body`` with its formal inputs set: its outputs (arena, reference)."""
+        frame = _BodyRun(self, body, graph)
+        for name, (a, p) in zip(frame.view.inputs, formal):
+            if not frame._place(op, name, a, p):
+                return None
+            frame.saved.maps[0][name] = frame._read(frame.slots[name])
+            frame.live.maps[0][name] = frame.slots[name]
+        done = frame.run_steps()
+        self.nodes_run += frame.nodes_run
+        self.private_seconds += frame.private_seconds
+        self.changed = self.changed or frame.changed
+        if not done:
+            return None
+        return [frame._value(vi.name) for vi in graph.output]
 
-    def _value(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """``(the value in the arena, the reference's value)`` of ``name`` as arrays."""
-        if name in self.weights:
-            w = np.asarray(self.weights[name])
-            return w, w
-        slot = self.slots[name]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(slot.elem_type)
-        arena = self._read(slot).view(dtype).reshape(slot.shape)
-        return arena, sessions.host_array(self.private[name])
+    def _run_loop(self, op: Op, body: Any, graph: onnx.GraphProto,
+                  ins: list[Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        trips = int(np.asarray(ins[0][0]).reshape(-1)[0]) if ins and ins[0] is not None else None
+        cond = bool(np.asarray(ins[1][0]).reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else True
+        carried = [v for v in ins[2:] if v is not None]
+        n_scan = len(graph.output) - 1 - len(carried)
+        scans: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_scan)]
+        i = 0
+        while (trips is None or i < trips) and cond:
+            it = np.array(i, dtype=np.int64)
+            c = np.array(cond, dtype=np.bool_)
+            out = self._run_body(op, body, graph, [(it, it), (c, c), *carried])
+            if out is None:
+                return None
+            cond = bool(np.asarray(out[0][0]).reshape(-1)[0])
+            carried = [(a.copy(), p.copy()) for a, p in out[1:1 + len(carried)]]
+            for k, v in enumerate(out[1 + len(carried):]):
+                scans[k].append((v[0].copy(), v[1].copy()))
+            i += 1
+        stacked = [self._stack(op, graph.output[1 + len(carried) + k].name, sl, 0, False) for k, sl in enumerate(scans)]
+        return carried + stacked
 
-    def _place(self, op: Op, name: str, arena: np.ndarray, private: np.ndarray) -> bool:
-        """Write a value a node with bodies computed into its slot (and the reference's
-        value beside it); ``False`` (a finding) when its bytes differ from the plan's."""
-        slot = self.slots[name]
-        arena = np.require(arena, requirements="C")  # (a 0-d array stays 0-d)
-        if tuple(arena.shape) != tuple(slot.shape):
-            if arena.nbytes != slot.size:
-                self.findings.append(Finding("shape", name, f"node {op.name!r} computes {name!r} with shape "
-                                             f"{list(arena.shape)} ({arena.nbytes} B); the plan has "
-                                             f"{list(slot.shape)} ({slot.size} B)", node=op.name,
-                                             graph=self.view.path))
-                self.changed = True
-                return False
-            self.notes.append(f"{name!r} runs with shape {list(arena.shape)}; the plan has {list(slot.shape)} "
-                              "(same bytes)")
-            slot.shape = tuple(arena.shape)
-        if slot.private is not None:
-            slot.private[: arena.nbytes] = arena.reshape(-1).view(np.uint8)
-        elif slot.size:
-            self._memory(slot).write(slot.offset, arena)
-        # an owned copy: the value must outlive whatever array ``private`` views
-        self.private[name] = self.ort.OrtValue.ortvalue_from_numpy(np.array(private, order="C", copy=True), "cpu", 0)
-        return True
+    def _run_scan(self, op: Op, node: onnx.NodeProto, body: Any, graph: onnx.GraphProto,
+                  ins: list[Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        m = int(attrs["num_scan_inputs"])
+        n = len(node.input) - m
+        state = ins[:n]
+        seqs = ins[n:]
+        in_axes = list(attrs.get("scan_input_axes", [0] * m))
+        in_dirs = list(attrs.get("scan_input_directions", [0] * m))
+        k_out = len(graph.output) - n
+        out_axes = list(attrs.get("scan_output_axes", [0] * k_out))
+        out_dirs = list(attrs.get("scan_output_directions", [0] * k_out))
+        axes = [a % max(seqs[j][0].ndim, 1) for j, a in enumerate(in_axes)]
+        steps = int(seqs[0][0].shape[axes[0]]) if seqs else 0
+        scans: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(k_out)]
+        for t in range(steps):
+            sl = []
+            for j, (a, p) in enumerate(seqs):
+                at = t if not in_dirs[j] else steps - 1 - t
+                sl.append((np.take(a, at, axis=axes[j]), np.take(p, at, axis=axes[j])))
+            out = self._run_body(op, body, graph, [*state, *sl])
+            if out is None:
+                return None
+            state = [(a.copy(), p.copy()) for a, p in out[:n]]
+            for k, v in enumerate(out[n:]):
+                scans[k].append((v[0].copy(), v[1].copy()))
+        stacked = [self._stack(op, graph.output[n + k].name, sl, out_axes[k], bool(out_dirs[k]))
+                   for k, sl in enumerate(scans)]
+        return state + stacked
 
-
-    def _stopped(self, t0: float) -> Execution:
-        """The run ended early at a finding: no output checks."""
-        return Execution(self.opts.device, tuple(self.findings), (), self.nodes_run, time.perf_counter() - t0, 0.0,
-                         self.changed, tuple(self.notes))
-
-    def _clobber(self, slot: Slot, now: np.ndarray, before: np.ndarray, at_node: str, when: str,
-                 writer_out: str | None = None) -> Finding:
-        diff = np.flatnonzero(now != before)
-        lo, hi = slot.offset + int(diff[0]), slot.offset + int(diff[-1]) + 1
-        writer = at_node
-        if writer_out is None:  # found before a node ran: the last earlier write over these bytes
-            writer = "(unknown)"
-            for w in reversed(self.history):
-                hit = [o for o in w.outputs if o.home == slot.home and o.offset < hi and lo < o.offset + o.size]
-                if hit:
-                    writer, writer_out = w.node, hit[0].name
-                    break
-        by = f" (output {writer_out!r})" if writer_out else ""
-        where = f"in subgraph {self.view.path!r}: " if self.view.path else ""
-        return Finding(
-            "clobber",
-            slot.name,
-            f"{where}tensor {slot.name!r} was overwritten by node {writer!r}{by} at arena bytes [{lo}, {hi}) "
-            f"while still live{(' (' + when + ' of ' + repr(at_node) + ')') if when else ''}",
-            node=writer,
-            other=writer_out,
-            byte_range=(lo, hi),
-            graph=self.view.path,
-        )
+    def _stack(self, op: Op, body_output: str, slices: list[tuple[np.ndarray, np.ndarray]], axis: int,
+               reverse: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The slices one scan output collected, stacked along ``axis`` (reversed for direction 1)."""
+        if reverse:
+            slices = slices[::-1]
+        if not slices:
+            t = self.view.bodies[op.index][0].view.tensors[body_output]
+            empty = np.zeros((0, *t.shape), dtype=onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
+            return empty, empty
+        rank = slices[0][0].ndim + 1
+        ax = axis % rank
+        return np.stack([a for a, _ in slices], axis=ax), np.stack([p for _, p in slices], axis=ax)
 
 
 class _BodyRun(ArenaRun):
@@ -577,6 +294,7 @@ class _BodyRun(ArenaRun):
                 private.pop(name, None)
 
 
+
 def execute_plan(
     plan: MemoryPlan,
     model: onnx.ModelProto,
@@ -587,10 +305,4 @@ def execute_plan(
 ) -> Execution:
     """Run ``model`` node by node inside one arena laid out by ``plan`` (see :class:`ArenaRun`)."""
     return ArenaRun(plan, model, view, options or ExecutionOptions(), model_path).run()
-
-
-def _feeds(model: onnx.ModelProto, view: GraphView, opts: ExecutionOptions) -> dict[str, np.ndarray]:
-    """The graph inputs: ``opts.inputs`` where given, seeded random values for the rest."""
-    return feeds_for(model, view, opts.inputs, opts.seed)
-
 

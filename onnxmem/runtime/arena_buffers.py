@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import RuntimeBackendError
-from onnxmem.runtime import sessions
 from onnxmem.runtime.ort import check_memory, session_options
 
 __all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits"]

@@ -55,7 +55,6 @@ from onnxmem.graph import GraphView, Op
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding
 from onnxmem.runtime.arena import SENTINEL, ArenaRun, ExecutionOptions
-from onnxmem.runtime.arena_binding import make_binding
 from onnxmem.runtime.sessions import first_line, host_array
 
 __all__ = ["ConcurrentExecution", "ConcurrentOptions", "ConcurrentRun", "Trial", "run_concurrent"]
@@ -159,7 +158,7 @@ class ConcurrentRun(ArenaRun):
                 raise RuntimeBackendError(f"node {op.name!r} computes shapes the plan does not have: "
                                           f"{self.findings[-1]}; re-plan the model")
             self.sessions[op_index] = sess
-            self.bindings[op_index] = make_binding(self, op, sess, in_arena=True)
+            self.bindings[op_index] = self._binding(op, sess, in_arena=True)
         for name, slot in self.slots.items():
             if name in self.feeds:
                 value = np.asarray(self.feeds[name])
