@@ -246,3 +246,75 @@ def test_tools_do_not_import_tests():
     for path in sorted((ROOT / "tools").rglob("*.py")):
         found = _external_roots(path) & test_modules
         assert not found, f"{path.relative_to(ROOT)} imports {sorted(found)} of tests/"
+
+
+# ---------------------------------------------------------------- sizes
+
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+#: functions allowed past MAX_FUNCTION_LINES, with the reason (each says it in its docstring)
+LONG_FUNCTIONS = {
+    ("onnxmem/core/solvers/_search.py", "_run"): "a compiled (numba) kernel: one loop over an explicit frame "
+    "stack whose phases move scalars a helper could not assign",
+    ("onnxmem/scheduling/_search.py", "search"): "a compiled (numba) kernel: one loop over an explicit stack "
+    "of depths whose phases move scalars a helper could not assign",
+}
+#: folders not held to the limits yet: cli/main.py is over both and is being split apart
+NOT_YET_CHECKED = ("onnxmem/cli/",)
+
+
+def _sizes() -> tuple[dict[str, int], dict[tuple[str, str], tuple[int, ast.AST]]]:
+    modules: dict[str, int] = {}
+    functions: dict[tuple[str, str], tuple[int, ast.AST]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(NOT_YET_CHECKED):
+            continue
+        source = path.read_text(encoding="utf-8")
+        modules[rel] = len(source.splitlines())
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                functions[(rel, node.name)] = max(functions.get((rel, node.name), (0, node)), (length, node),
+                                                  key=lambda x: x[0])
+    return modules, functions
+
+
+def test_modules_and_functions_stay_short():
+    """No module over 600 lines and no function over 80 (from ``def`` to its last line,
+    docstring included), but the compiled kernels of LONG_FUNCTIONS."""
+    modules, functions = _sizes()
+    assert len(modules) > 50, "the walk found the package"
+    long_modules = {m: n for m, n in modules.items() if n > MAX_MODULE_LINES}
+    assert not long_modules, f"modules over {MAX_MODULE_LINES} lines: {long_modules}"
+    long_functions = {k: n for k, (n, _) in functions.items() if n > MAX_FUNCTION_LINES and k not in LONG_FUNCTIONS}
+    assert not long_functions, f"functions over {MAX_FUNCTION_LINES} lines: {long_functions}"
+
+
+def test_long_function_exceptions_are_current():
+    """Each exception is still long (else it leaves the list), and says why in its docstring."""
+    _, functions = _sizes()
+    for key in LONG_FUNCTIONS:
+        assert key in functions, f"{key} no longer exists"
+        length, node = functions[key]
+        assert length > MAX_FUNCTION_LINES, f"{key} is {length} lines now: drop it from LONG_FUNCTIONS"
+        doc = ast.get_docstring(node) or ""  # type: ignore[arg-type]
+        assert "One function by design" in doc and "numba" in doc, f"{key}'s docstring does not say why it is long"
+
+
+def test_layer_interfaces_resolve_without_onnxruntime():
+    """runtime, analysis and report declare their interfaces: every name in ``__all__``
+    resolves, and none of it (nor importing the packages) loads onnxruntime or numba."""
+    code = (
+        "import sys, importlib\n"
+        "ms = [importlib.import_module(p) for p in ('onnxmem.runtime', 'onnxmem.analysis', 'onnxmem.report')]\n"
+        "assert 'onnxmem.runtime.arena' not in sys.modules  # names load their module on first use\n"
+        "for m in ms:\n"
+        "    for n in m.__all__:\n"
+        "        getattr(m, n)\n"
+        "print(sorted(x for x in ('onnxruntime', 'numba') if x in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -334,73 +334,62 @@ def validate(
     pairs, not n^2. ``limit`` stops after that many violations.
     """
     offsets = solution.offsets if isinstance(solution, Solution) else tuple(solution)
-    found: list[Violation] = []
     bufs = problem.buffers
-
-    def full() -> bool:
-        return limit is not None and len(found) >= limit
-
     if len(offsets) != len(bufs):
-        return [
-            Violation(
-                "count",
-                (),
-                f"solution has {len(offsets)} offsets for {len(bufs)} buffers",
-            )
-        ]
+        return [Violation("count", (), f"solution has {len(offsets)} offsets for {len(bufs)} buffers")]
+    found = _offset_violations(bufs, offsets, limit)
+    if not bufs or (limit is not None and len(found) >= limit):
+        return found
+    found += _arena_violations(problem, solution, offsets)
+    if limit is not None and len(found) >= limit:
+        return found
+    rest = None if limit is None else limit - len(found)
+    if problem.conflicts is not None:
+        return found + _conflict_violations(problem, problem.conflicts, offsets, rest)
+    return found + _overlap_violations(problem, offsets, rest)
+
+
+def _offset_violations(bufs: Sequence[Buffer], offsets: Sequence[int], limit: int | None) -> list[Violation]:
+    """Offsets that are negative, unaligned or off their pin (at most ``limit``, buffer by buffer)."""
+    found: list[Violation] = []
     for b, off in zip(bufs, offsets):
         if off < 0:
             found.append(Violation("negative", (b.id,), f"buffer {show_name(b.id)} has negative offset {off}"))
         elif off % b.alignment:
-            found.append(
-                Violation(
-                    "alignment",
-                    (b.id,),
-                    f"buffer {show_name(b.id)} at offset {off} is not a multiple of its "
-                    f"alignment {b.alignment}",
-                )
-            )
+            found.append(Violation("alignment", (b.id,), f"buffer {show_name(b.id)} at offset {off} is not a "
+                                   f"multiple of its alignment {b.alignment}"))
         if b.offset is not None and off != b.offset:
-            found.append(
-                Violation(
-                    "pinned",
-                    (b.id,),
-                    f"buffer {show_name(b.id)} is pinned at {b.offset} but placed at {off}",
-                )
-            )
-        if full():
-            return found
-    if not bufs:
-        return found
+            found.append(Violation("pinned", (b.id,),
+                                   f"buffer {show_name(b.id)} is pinned at {b.offset} but placed at {off}"))
+        if limit is not None and len(found) >= limit:
+            break
+    return found
+
+
+def _arena_violations(problem: Problem, solution: Solution | Sequence[int], offsets: Sequence[int]) -> list[Violation]:
+    """The arena's height against the height a solution claims and against the capacity."""
+    found: list[Violation] = []
     height = height_of(problem, offsets)
     if isinstance(solution, Solution) and solution.height < height:
-        found.append(
-            Violation(
-                "capacity",
-                (),
-                f"solution claims arena {solution.height} but its buffers reach {height}",
-            )
-        )
+        found.append(Violation("capacity", (), f"solution claims arena {solution.height} but its buffers reach {height}"))
     if problem.capacity is not None and height > problem.capacity:
-        found.append(
-            Violation(
-                "capacity",
-                (),
-                f"arena {height} exceeds the capacity {problem.capacity}",
-            )
-        )
-    if full():
-        return found
-    if problem.conflicts is not None:
-        return found + _conflict_violations(problem, problem.conflicts, offsets,
-                                            None if limit is None else limit - len(found))
+        found.append(Violation("capacity", (), f"arena {height} exceeds the capacity {problem.capacity}"))
+    return found
+
+
+def _overlap_violations(problem: Problem, offsets: Sequence[int], limit: int | None) -> list[Violation]:
+    """Pairs of buffers live at one step that share a byte (at most ``limit``).
+
+    Pairs are found by sorting on ``start``: for buffer i, the buffers j that
+    start in [start_i, end_i) and come after it in the sorted order overlap it
+    in time; every time-overlapping pair is found exactly once this way.
+    """
+    found: list[Violation] = []
+    bufs = problem.buffers
     start, end, size, _ = problem.arrays()
     offs = np.asarray(offsets, dtype=np.int64)
     order = np.argsort(start, kind="stable")
     s_sorted = start[order]
-    # For buffer i, the buffers j that start in [start_i, end_i) and come after
-    # it in the sorted order overlap it in time; every time-overlapping pair is
-    # found exactly once this way.
     hi = np.searchsorted(s_sorted, end[order], side="left")
     for pos in range(len(order)):
         if hi[pos] <= pos + 1:
@@ -410,22 +399,18 @@ def validate(
             continue
         cand = order[pos + 1 : hi[pos]]
         clash = (offs[cand] < offs[i] + size[i]) & (offs[i] < offs[cand] + size[cand]) & (size[cand] > 0)
-        if clash.any():
-            for j in cand[clash]:
-                a, b = bufs[i], bufs[int(j)]
-                lo_t, hi_t = max(a.start, b.start), min(a.end, b.end)
-                lo_a = max(offsets[i], offsets[int(j)])
-                hi_a = min(offsets[i] + a.size, offsets[int(j)] + b.size)
-                found.append(
-                    Violation(
-                        "overlap",
-                        (a.id, b.id),
-                        f"buffers {show_name(a.id)} and {show_name(b.id)} are both live in steps "
-                        f"[{lo_t}, {hi_t}) and share bytes [{lo_a}, {hi_a})",
-                    )
-                )
-                if full():
-                    return found
+        for j in cand[clash]:
+            a, b = bufs[i], bufs[int(j)]
+            lo_t, hi_t = max(a.start, b.start), min(a.end, b.end)
+            lo_a = max(offsets[i], offsets[int(j)])
+            hi_a = min(offsets[i] + a.size, offsets[int(j)] + b.size)
+            found.append(Violation(
+                "overlap", (a.id, b.id),
+                f"buffers {show_name(a.id)} and {show_name(b.id)} are both live in steps "
+                f"[{lo_t}, {hi_t}) and share bytes [{lo_a}, {hi_a})",
+            ))
+            if limit is not None and len(found) >= limit:
+                return found
     return found
 
 

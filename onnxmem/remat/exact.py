@@ -88,116 +88,17 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
     p = problem
     if p.floor()[0] > budget:
         return Choice((), 0, simulate(p, ()).peak, "infeasible", "exact")
-    m = cp_model.CpModel()  # type: ignore[attr-defined]
-    n = p.steps
-    cand = p.candidates
-    d = {v: m.NewBoolVar(f"d{v}") for v in cand}
-    r = {v: m.NewIntVar(p.last_pre[v] + 1, min(p.first_post[v], n - 1), f"r{v}") for v in cand}
-    # values whose original copy may live longer than without recomputation
-    extend: set[int] = set()
-    for w in cand:
-        extend.update(p.reads[p.producer[w]])
-    for vw, src in p.views:
-        extend.update((vw, src))
-    # slots (problem.simulate): 2t while the duplicates before step t run, 2t + 1 while node t runs;
-    # oe / ce: exclusive end slots of the original and the second copy
-    oe = {v: m.NewIntVar(2 * p.start[v] + 2, 2 * n, f"oe{v}") for v in set(cand) | extend}
-    ce = {v: m.NewIntVar(1, 2 * n, f"ce{v}") for v in cand}
-    for v in cand:
-        m.Add(ce[v] >= 2 * r[v] + 1)
-        if p.first_post[v] < n:
-            m.Add(ce[v] >= 2 * p.end[v] + 2)
-    for v, var in oe.items():
-        if v in d:
-            m.Add(var == 2 * p.last_pre[v] + 2).OnlyEnforceIf(d[v])
-            m.Add(var >= 2 * p.end[v] + 2).OnlyEnforceIf(d[v].Not())
-        else:
-            m.Add(var >= 2 * p.end[v] + 2)
-    for w in cand:
-        for u in p.reads[p.producer[w]]:
-            if u in d:
-                late = m.NewBoolVar(f"late{u}_{w}")
-                m.Add(r[w] >= p.last_pre[u] + 1).OnlyEnforceIf(late)
-                m.Add(r[w] <= p.last_pre[u]).OnlyEnforceIf(late.Not())
-                m.Add(r[u] <= r[w]).OnlyEnforceIf([d[w], d[u], late])
-                m.Add(ce[u] >= 2 * r[w] + 1).OnlyEnforceIf([d[w], d[u], late])
-                m.Add(oe[u] >= 2 * r[w] + 1).OnlyEnforceIf([d[w], d[u].Not()])
-            else:
-                m.Add(oe[u] >= 2 * r[w] + 1).OnlyEnforceIf(d[w])
-    for vw, src in p.views:
-        if src in d:
-            m.Add(ce[src] >= oe[vw]).OnlyEnforceIf(d[src])
-            m.Add(oe[src] >= oe[vw]).OnlyEnforceIf(d[src].Not())
-        else:
-            m.Add(oe[src] >= oe[vw])
-    intervals, demands = [], []
-    grouped = p.grouped
-    for g, parts in p.groups:  # the Concat output's bytes from its first input on
-        gs = m.NewIntVar(0, 2 * p.start[g] + 1, f"gs{g}")
-        for x in parts:
-            if x in d:
-                m.Add(gs <= 2 * p.start[x] + 1).OnlyEnforceIf(d[x].Not())
-                m.Add(gs <= 2 * r[x]).OnlyEnforceIf(d[x])
-            else:
-                m.Add(gs <= 2 * p.start[x] + 1)
-        early = m.NewIntVar(0, 2 * n, f"gl{g}")
-        intervals.append(m.NewIntervalVar(gs, early, 2 * p.start[g] + 1, f"g{g}"))
-        demands.append(p.size[g])
-    ways: dict[int, list[Any]] = {}  # v -> one boolean per input u it may be written over (in place)
-    for s, u, v in p.inplace:
-        if p.size[v] == 0 or v in grouped or (u not in oe and p.end[u] != s):
-            continue
-        b = m.NewBoolVar(f"ip{v}_{u}")
-        if u in oe:
-            m.Add(oe[u] <= 2 * s + 2).OnlyEnforceIf(b)
-        if u in d and p.last_pre[u] < s:
-            m.AddImplication(b, d[u].Not())
-        ways.setdefault(v, []).append(b)
-    shift = {}  # v -> written over one of them: its interval starts a slot later
-    for v, bs in ways.items():
-        if len(bs) == 1:
-            shift[v] = bs[0]
-        else:
-            shift[v] = m.NewBoolVar(f"ip{v}")
-            m.AddBoolOr(bs).OnlyEnforceIf(shift[v])
-    for v, sz in enumerate(p.size):
-        if sz == 0:
-            continue
-        if v in grouped:  # inside the Concat's output: only a dropped value's original copy is its own
-            if v in d:
-                intervals.append(m.NewOptionalFixedSizeIntervalVar(2 * p.start[v] + 1, 2 * p.last_pre[v] + 1
-                                                                   - 2 * p.start[v], d[v], f"o{v}"))
-                demands.append(sz)
-            continue
-        first = 2 * p.start[v] + 1
-        if v in shift:
-            length = m.NewIntVar(0, 2 * n, f"len{v}")
-            intervals.append(m.NewIntervalVar(first + shift[v], length, oe[v] if v in oe else 2 * p.end[v] + 2,
-                                              f"i{v}"))
-        elif v in oe:
-            length = m.NewIntVar(1, 2 * n, f"len{v}")
-            intervals.append(m.NewIntervalVar(first, length, oe[v], f"i{v}"))
-        else:
-            intervals.append(m.NewFixedSizeIntervalVar(first, 2 * p.end[v] + 2 - first, f"i{v}"))
-        demands.append(sz)
-        if v in d:
-            length2 = m.NewIntVar(1, 2 * n, f"len2{v}")
-            intervals.append(m.NewOptionalIntervalVar(2 * r[v], length2, ce[v], d[v], f"c{v}"))
-            demands.append(sz)
-    for v in cand:  # a duplicate's other outputs: its block slot only
-        if p.spare_size(v):
-            intervals.append(m.NewOptionalFixedSizeIntervalVar(2 * r[v], 1, d[v], f"s{v}"))
-            demands.append(p.spare_size(v))
+    v = _Program(p, cp_model.CpModel())  # type: ignore[attr-defined]
+    v.copies()
+    v.recompute_order()
+    intervals, demands = v.group_intervals()
+    v.value_intervals(v.inplace_shift(), intervals, demands)
+    m, d, cand = v.m, v.d, v.cand
     m.AddCumulative(intervals, demands, budget)
-    m.Minimize(sum(p.cost[v] * d[v] for v in cand))
+    m.Minimize(sum(p.cost[x] * d[x] for x in cand))
     start = hint if hint is not None else _heuristics(p, budget, options)[0]
     if start is not None and start.fits:
-        chosen = set(start.dropped)
-        sched = simulate(p, chosen)
-        for v in cand:
-            m.AddHint(d[v], int(v in chosen))
-            if v in chosen and sched.at[v] < n:
-                m.AddHint(r[v], sched.at[v])
+        v.hint(start)
     solver = cp_model.CpSolver()  # type: ignore[attr-defined]
     _limit(solver.parameters, options)
     status = solver.Solve(m)
@@ -207,12 +108,158 @@ def cpsat(problem: RematProblem, budget: int, options: RematOptions, hint: Choic
         if start is not None and start.fits:
             return result(p, start.dropped, budget, "exact")
         return Choice((), 0, simulate(p, ()).peak, "none", "exact")
-    drops = [v for v in cand if solver.Value(d[v])]
+    drops = [x for x in cand if solver.Value(d[x])]
     proven = status == cp_model.OPTIMAL  # type: ignore[attr-defined]
     got = result(p, drops, budget, "exact", proven=proven)
     if start is not None and start.fits and start.cost < got.cost:  # the deadline ended before the hint was beaten
         return result(p, start.dropped, budget, "exact")
     return got
+
+
+class _Program:
+    """The CP-SAT program of :func:`cpsat`, built step by step in a fixed order (the order
+    variables are made in is the solver's, so it stays the same run to run).
+
+    ``d[v]``: ``v`` is dropped; ``r[v]``: the step its duplicate runs at. Slots
+    (:func:`onnxmem.remat.problem.simulate`): 2t while the duplicates before step t run,
+    2t + 1 while node t runs; ``oe`` / ``ce``: exclusive end slots of the original and
+    the second copy.
+    """
+
+    def __init__(self, p: RematProblem, m: Any) -> None:
+        self.p, self.m = p, m
+        self.n = p.steps
+        self.cand = p.candidates
+        self.d = {v: m.NewBoolVar(f"d{v}") for v in self.cand}
+        self.r = {v: m.NewIntVar(p.last_pre[v] + 1, min(p.first_post[v], self.n - 1), f"r{v}") for v in self.cand}
+        self.oe: dict[int, Any] = {}
+        self.ce: dict[int, Any] = {}
+
+    def copies(self) -> None:
+        """The end slots of each copy: the original's ends at its last read before the gap when
+        dropped, else at its last read; the duplicate's at its last read after its step."""
+        p, m, n, cand, d, r = self.p, self.m, self.n, self.cand, self.d, self.r
+        # values whose original copy may live longer than without recomputation
+        extend: set[int] = set()
+        for w in cand:
+            extend.update(p.reads[p.producer[w]])
+        for vw, src in p.views:
+            extend.update((vw, src))
+        oe = self.oe = {v: m.NewIntVar(2 * p.start[v] + 2, 2 * n, f"oe{v}") for v in set(cand) | extend}
+        ce = self.ce = {v: m.NewIntVar(1, 2 * n, f"ce{v}") for v in cand}
+        for v in cand:
+            m.Add(ce[v] >= 2 * r[v] + 1)
+            if p.first_post[v] < n:
+                m.Add(ce[v] >= 2 * p.end[v] + 2)
+        for v, var in oe.items():
+            if v in d:
+                m.Add(var == 2 * p.last_pre[v] + 2).OnlyEnforceIf(d[v])
+                m.Add(var >= 2 * p.end[v] + 2).OnlyEnforceIf(d[v].Not())
+            else:
+                m.Add(var >= 2 * p.end[v] + 2)
+
+    def recompute_order(self) -> None:
+        """A duplicate reads its producer's inputs (a copy of them lives until it runs), and a
+        view keeps its source's bytes."""
+        p, m, d, r, oe, ce = self.p, self.m, self.d, self.r, self.oe, self.ce
+        for w in self.cand:
+            for u in p.reads[p.producer[w]]:
+                if u in d:
+                    late = m.NewBoolVar(f"late{u}_{w}")
+                    m.Add(r[w] >= p.last_pre[u] + 1).OnlyEnforceIf(late)
+                    m.Add(r[w] <= p.last_pre[u]).OnlyEnforceIf(late.Not())
+                    m.Add(r[u] <= r[w]).OnlyEnforceIf([d[w], d[u], late])
+                    m.Add(ce[u] >= 2 * r[w] + 1).OnlyEnforceIf([d[w], d[u], late])
+                    m.Add(oe[u] >= 2 * r[w] + 1).OnlyEnforceIf([d[w], d[u].Not()])
+                else:
+                    m.Add(oe[u] >= 2 * r[w] + 1).OnlyEnforceIf(d[w])
+        for vw, src in p.views:
+            if src in d:
+                m.Add(ce[src] >= oe[vw]).OnlyEnforceIf(d[src])
+                m.Add(oe[src] >= oe[vw]).OnlyEnforceIf(d[src].Not())
+            else:
+                m.Add(oe[src] >= oe[vw])
+
+    def group_intervals(self) -> tuple[list[Any], list[int]]:
+        """Each Concat output's bytes from its first input on: ``(intervals, demands)``."""
+        p, m, d, r = self.p, self.m, self.d, self.r
+        intervals: list[Any] = []
+        demands: list[int] = []
+        for g, parts in p.groups:
+            gs = m.NewIntVar(0, 2 * p.start[g] + 1, f"gs{g}")
+            for x in parts:
+                if x in d:
+                    m.Add(gs <= 2 * p.start[x] + 1).OnlyEnforceIf(d[x].Not())
+                    m.Add(gs <= 2 * r[x]).OnlyEnforceIf(d[x])
+                else:
+                    m.Add(gs <= 2 * p.start[x] + 1)
+            early = m.NewIntVar(0, 2 * self.n, f"gl{g}")
+            intervals.append(m.NewIntervalVar(gs, early, 2 * p.start[g] + 1, f"g{g}"))
+            demands.append(p.size[g])
+        return intervals, demands
+
+    def inplace_shift(self) -> dict[int, Any]:
+        """``v -> written over one of its inputs`` (in place): its interval starts a slot later."""
+        p, m, d, oe = self.p, self.m, self.d, self.oe
+        ways: dict[int, list[Any]] = {}  # v -> one boolean per input u it may be written over
+        for s, u, v in p.inplace:
+            if p.size[v] == 0 or v in p.grouped or (u not in oe and p.end[u] != s):
+                continue
+            b = m.NewBoolVar(f"ip{v}_{u}")
+            if u in oe:
+                m.Add(oe[u] <= 2 * s + 2).OnlyEnforceIf(b)
+            if u in d and p.last_pre[u] < s:
+                m.AddImplication(b, d[u].Not())
+            ways.setdefault(v, []).append(b)
+        shift = {}
+        for v, bs in ways.items():
+            if len(bs) == 1:
+                shift[v] = bs[0]
+            else:
+                shift[v] = m.NewBoolVar(f"ip{v}")
+                m.AddBoolOr(bs).OnlyEnforceIf(shift[v])
+        return shift
+
+    def value_intervals(self, shift: dict[int, Any], intervals: list[Any], demands: list[int]) -> None:
+        """Each value's copies, and a duplicate's other outputs (its block slot only)."""
+        p, m, n, d, r, oe, ce = self.p, self.m, self.n, self.d, self.r, self.oe, self.ce
+        for v, sz in enumerate(p.size):
+            if sz == 0:
+                continue
+            if v in p.grouped:  # inside the Concat's output: only a dropped value's original copy is its own
+                if v in d:
+                    intervals.append(m.NewOptionalFixedSizeIntervalVar(2 * p.start[v] + 1, 2 * p.last_pre[v] + 1
+                                                                       - 2 * p.start[v], d[v], f"o{v}"))
+                    demands.append(sz)
+                continue
+            first = 2 * p.start[v] + 1
+            if v in shift:
+                length = m.NewIntVar(0, 2 * n, f"len{v}")
+                intervals.append(m.NewIntervalVar(first + shift[v], length, oe[v] if v in oe else 2 * p.end[v] + 2,
+                                                  f"i{v}"))
+            elif v in oe:
+                length = m.NewIntVar(1, 2 * n, f"len{v}")
+                intervals.append(m.NewIntervalVar(first, length, oe[v], f"i{v}"))
+            else:
+                intervals.append(m.NewFixedSizeIntervalVar(first, 2 * p.end[v] + 2 - first, f"i{v}"))
+            demands.append(sz)
+            if v in d:
+                length2 = m.NewIntVar(1, 2 * n, f"len2{v}")
+                intervals.append(m.NewOptionalIntervalVar(2 * r[v], length2, ce[v], d[v], f"c{v}"))
+                demands.append(sz)
+        for v in self.cand:
+            if p.spare_size(v):
+                intervals.append(m.NewOptionalFixedSizeIntervalVar(2 * r[v], 1, d[v], f"s{v}"))
+                demands.append(p.spare_size(v))
+
+    def hint(self, start: Choice) -> None:
+        """Start the solver from ``start``'s drops and the steps their duplicates run at."""
+        chosen = set(start.dropped)
+        sched = simulate(self.p, chosen)
+        for v in self.cand:
+            self.m.AddHint(self.d[v], int(v in chosen))
+            if v in chosen and sched.at[v] < self.n:
+                self.m.AddHint(self.r[v], sched.at[v])
 
 
 def _limit(params: Any, options: RematOptions) -> None:

@@ -264,28 +264,13 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
             view_source[op.outputs[0]] = found[1][0]
     viewed = set(view_source.values())
     captured = {n for op in view.ops for n in op.captures}  # a subgraph reads them by name: never renamed
-    # a Concat whose inputs can sit inside its output: the output is their bytes
-    concat_parts: dict[str, tuple[str, ...]] = {}
-    for node in view.ops:
-        if node.op_type == "Concat" and node.outputs[0] in ids and concat_slices(view, node) is not None:
-            parts = tuple(dict.fromkeys(x for x in node.inputs if x in ids and view.tensors[x].kind == "activation"))
-            if len(parts) == len(node.inputs):
-                concat_parts[node.outputs[0]] = parts
-    # an input of two Concats can sit inside one of them only: those Concats stay ordinary ops
-    readers: dict[str, int] = {}
-    for parts in concat_parts.values():
-        for x in parts:
-            readers[x] = readers.get(x, 0) + 1
-    concat_parts = {c: parts for c, parts in concat_parts.items()
-                    if all(readers[x] == 1 and x not in concat_parts and x not in view_source for x in parts)}
+    concat_parts = _concat_groups(view, ids, view_source)
     concat_step: dict[str, int] = {}
     for c, parts in concat_parts.items():
         cat = view.tensors[c].producer
         if cat is not None:
             concat_step.update((x, step_of[cat]) for x in parts)
-    # writes[s]: the steps before s that write a value of the arena (of some bytes)
-    writes = np.concatenate(([0], np.cumsum([any(o in ids and o not in view_source for o in view.ops[op].outputs)
-                                            for op in order]))).tolist()
+    writes = _arena_writes(view, order, ids, view_source)
     reads: list[list[int]] = [[] for _ in range(n)]
     size, start, end, producer, droppable, last_pre, first_post, cost = [], [], [], [], [], [], [], []
     spare: list[int] = []
@@ -302,22 +287,11 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
         start.append(st)
         end.append(stop - 1)
         producer.append(p)
-        ok = (
-            writer is not None and t.kind == "activation" and name not in viewed and name not in view_source
-            and name not in captured
-            and recomputable(writer) and bool(uses)
-        )
+        shared = name in viewed or name in view_source or name in captured
+        ok = writer is not None and t.kind == "activation" and not shared and recomputable(writer) and bool(uses)
         lp = fp = -1
         if ok:
-            pos = [st] + uses
-            # the longest gap with a step between that writes into the arena (a step that writes
-            # nothing there, such as an Unsqueeze of a weight, holds no more than the step before)
-            width, _span, i = max((writes[pos[j + 1]] - writes[pos[j] + 1], pos[j + 1] - pos[j], -j)
-                                  for j in range(len(pos) - 1))
-            if width >= 1:
-                lp, fp = pos[-i], pos[-i + 1]
-            else:  # no gap: recomputed only when a recomputed dependant needs it later
-                lp, fp = pos[-1], n
+            lp, fp = _drop_gap([st] + uses, writes, n)
             ok = lp < n - 1
         op_types.append(writer.op_type if writer is not None else "")
         spare.append(sum(align_up(view.tensors[o].size, alignment) for o in writer.outputs
@@ -341,6 +315,44 @@ def build_problem(view: GraphView, order: Sequence[int], costs: Mapping[int, int
         views=tuple(views), op_type=tuple(op_types), groups=groups, spare=tuple(spare),
         inplace=inplace,
     )
+
+
+def _arena_writes(view: GraphView, order: Sequence[int], ids: Mapping[str, int],
+                  view_source: Mapping[str, str]) -> list[int]:
+    """``writes[s]``: the steps before ``s`` that write a value of the arena (of some bytes)."""
+    wrote = [any(o in ids and o not in view_source for o in view.ops[op].outputs) for op in order]
+    return [int(x) for x in np.concatenate(([0], np.cumsum(wrote)))]
+
+
+def _concat_groups(view: GraphView, ids: Mapping[str, int], view_source: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """The Concats whose inputs can sit inside their output (the output is their bytes):
+    ``{output: inputs}``. An input of two Concats can sit inside one of them only: those
+    Concats stay ordinary ops, as do Concats of Concats or of views."""
+    concat_parts: dict[str, tuple[str, ...]] = {}
+    for node in view.ops:
+        if node.op_type == "Concat" and node.outputs[0] in ids and concat_slices(view, node) is not None:
+            parts = tuple(dict.fromkeys(x for x in node.inputs if x in ids and view.tensors[x].kind == "activation"))
+            if len(parts) == len(node.inputs):
+                concat_parts[node.outputs[0]] = parts
+    readers: dict[str, int] = {}
+    for parts in concat_parts.values():
+        for x in parts:
+            readers[x] = readers.get(x, 0) + 1
+    return {c: parts for c, parts in concat_parts.items()
+            if all(readers[x] == 1 and x not in concat_parts and x not in view_source for x in parts)}
+
+
+def _drop_gap(pos: Sequence[int], writes: Sequence[int], n: int) -> tuple[int, int]:
+    """``(last step before, first step after)`` the gap a value is dropped over, ``pos``
+    being its write step and its read steps: the longest gap with a step between that
+    writes into the arena (a step that writes nothing there, such as an Unsqueeze of a
+    weight, holds no more than the step before); with no such gap, from its last read to
+    the end (recomputed only when a recomputed dependant needs it later)."""
+    width, _span, i = max((writes[pos[j + 1]] - writes[pos[j] + 1], pos[j + 1] - pos[j], -j)
+                          for j in range(len(pos) - 1))
+    if width >= 1:
+        return pos[-i], pos[-i + 1]
+    return pos[-1], n
 
 
 def _inplace_pairs(view: GraphView, order: Sequence[int], io: str, ids: Mapping[str, int],

@@ -362,30 +362,51 @@ def _matplotlib(
     write_bytes_atomic(out, buffer.getvalue())
 
 
+@dataclass(frozen=True)
+class _Canvas:
+    """The picture's geometry: the layout panel (top) and the live-bytes panel (bottom)."""
+
+    top: int  # bytes at the top of both panels
+    steps: int
+    w: float = 1100.0
+    h1: float = 460.0
+    h2: float = 150.0
+    left: float = 70.0
+    gap: float = 30.0
+
+    @property
+    def sx(self) -> float:
+        return self.w / self.steps
+
+    def x(self, step: float) -> float:
+        return self.left + step * self.sx
+
+    def y1(self, addr: float) -> float:
+        return 10 + self.h1 - addr / self.top * self.h1
+
+    def y2(self, size: float) -> float:
+        return 10 + self.h1 + self.gap + self.h2 - size / self.top * self.h2
+
+
 def _html(plan: MemoryPlan, curve: np.ndarray, name: str) -> str:
     colors = op_colors(plan)
-    top = max(plan.arena_size, int(curve.max(initial=0)), 1)
-    steps = max(len(curve), 1)
-    w, h1, h2, left, gap = 1100.0, 460.0, 150.0, 70.0, 30.0
-    sx = w / steps
+    c = _Canvas(max(plan.arena_size, int(curve.max(initial=0)), 1), max(len(curve), 1))
+    total_h = 10 + c.h1 + c.gap + c.h2 + 40
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{c.left + c.w + 20:.0f}" '
+        f'height="{total_h:.0f}" font-family="sans-serif" font-size="11">',
+        *_layout_panel(plan, colors, c),
+        *_live_panel(plan, curve, c),
+        "</svg>",
+    ]
+    return _html_page(plan, colors, "".join(parts), name)
 
-    def x(step: float) -> float:
-        return left + step * sx
 
-    def y1(addr: float) -> float:
-        return 10 + h1 - addr / top * h1
-
-    def y2(size: float) -> float:
-        return 10 + h1 + gap + h2 - size / top * h2
-
+def _layout_panel(plan: MemoryPlan, colors: dict[str, str], c: _Canvas) -> list[str]:
+    """The top panel: each tensor's bytes over its steps, the arena line, the peak step."""
     esc = html.escape
-    parts: list[str] = []
-    total_h = 10 + h1 + gap + h2 + 40
-    parts.append(
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + w + 20:.0f}" '
-        f'height="{total_h:.0f}" font-family="sans-serif" font-size="11">'
-    )
-    parts.append(f'<rect x="{left}" y="10" width="{w}" height="{h1}" fill="#fafafa" stroke="#ccc"/>')
+    x, y1, left, w, h1, sx = c.x, c.y1, c.left, c.w, c.h1, c.sx
+    parts = [f'<rect x="{left}" y="10" width="{w}" height="{h1}" fill="#fafafa" stroke="#ccc"/>']
     for t in plan.tensors:
         tip = (
             f"{t.name}\nop: {_op(t)}" + (f" ({t.producer})" if t.producer else "")
@@ -402,7 +423,7 @@ def _html(plan: MemoryPlan, curve: np.ndarray, name: str) -> str:
     ya = y1(plan.arena_size)
     parts.append(f'<line x1="{left}" x2="{left + w}" y1="{ya:.2f}" y2="{ya:.2f}" stroke="black"/>')
     px = x(plan.peak_step + 0.5)
-    for top_y, bottom_y in ((10, 10 + h1), (10 + h1 + gap, 10 + h1 + gap + h2)):
+    for top_y, bottom_y in ((10, 10 + h1), (10 + h1 + c.gap, 10 + h1 + c.gap + c.h2)):
         parts.append(
             f'<line x1="{px:.2f}" x2="{px:.2f}" y1="{top_y}" y2="{bottom_y}" stroke="crimson" '
             f'stroke-dasharray="4 3"><title>peak step {plan.peak_step}: '
@@ -411,10 +432,14 @@ def _html(plan: MemoryPlan, curve: np.ndarray, name: str) -> str:
         )
     parts.append(f'<text x="{left - 5}" y="{ya + 4:.2f}" text-anchor="end">arena</text>')
     parts.append(f'<text x="{left - 5}" y="{10 + h1:.2f}" text-anchor="end">0</text>')
+    return parts
 
-    # live-bytes curve
-    base = 10 + h1 + gap
-    parts.append(f'<rect x="{left}" y="{base}" width="{w}" height="{h2}" fill="#fafafa" stroke="#ccc"/>')
+
+def _live_panel(plan: MemoryPlan, curve: np.ndarray, c: _Canvas) -> list[str]:
+    """The bottom panel: bytes live per step, the lower bound and the arena."""
+    x, y2, left, w, h2, steps = c.x, c.y2, c.left, c.w, c.h2, c.steps
+    base = 10 + c.h1 + c.gap
+    parts = [f'<rect x="{left}" y="{base}" width="{w}" height="{h2}" fill="#fafafa" stroke="#ccc"/>']
     pts = [f"{x(0):.2f},{y2(0):.2f}"]
     for i, v in enumerate(curve):
         pts.append(f"{x(i):.2f},{y2(v):.2f}")
@@ -436,8 +461,12 @@ def _html(plan: MemoryPlan, curve: np.ndarray, name: str) -> str:
         f'<text x="{left + w / 2:.0f}" y="{base + h2 + 25:.0f}" text-anchor="middle">'
         f"schedule step (0 to {steps - 1})</text>"
     )
-    parts.append("</svg>")
+    return parts
 
+
+def _html_page(plan: MemoryPlan, colors: dict[str, str], svg: str, name: str) -> str:
+    """The page around the picture: title, summary line, legend."""
+    esc = html.escape
     legend = "".join(
         f'<span class="k"><i style="background:{c}"></i>{esc(op)}</span>'
         for op, c in colors.items() if c != _OTHER
@@ -461,7 +490,7 @@ def _html(plan: MemoryPlan, curve: np.ndarray, name: str) -> str:
         "rect.t:hover{stroke:#000;stroke-width:1.5}"
         "</style></head><body>"
         f"<h1>{esc(name)}</h1><p>{summary}</p><div>{legend}</div>"
-        + "".join(parts)
+        + svg
         + "<p>Top: each tensor's bytes [offset, offset + size) over its steps [start, end); "
         "hover for details. Bottom: bytes live per step. Dashed red: the peak step.</p>"
         "</body></html>\n"

@@ -201,7 +201,19 @@ def search(
     max_expand: int,  # sets to expand at most (0: no limit)
     max_states: int,  # failed sets to record at most
 ) -> tuple[int, int, int]:
-    """``(status, best peak, sets expanded)``; see the module docstring."""
+    """``(status, best peak, sets expanded)``; see the module docstring.
+
+    One function by design, longer than the project's 80 lines: the search is
+    one loop over an explicit stack of depths (``state`` says which phase runs
+    next: enter a set, try its next candidate, fail back), with the per-depth
+    candidates in ``cand``/``ncand``/``ci``. Every phase reads the arrays above
+    and moves the scalars ``r``, ``plen``, ``depth``, ``state``, ``stored``,
+    ``expanded`` and ``threshold`` that the next phase reads; a numba function
+    cannot assign its caller's scalars, so each phase as a helper would take
+    those arrays and return the scalars as a tuple, at every set. The steps
+    that change one scalar at most are helpers already (:func:`_apply`,
+    :func:`_step`, :func:`_slot`, ...).
+    """
     n, w_count = descself.shape
     nslots = slot_size.shape[0]
     keys = np.zeros((1024, w_count), dtype=np.uint64)

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from onnxmem.analysis.aliasing import (
     INPLACE,
@@ -64,7 +64,7 @@ from onnxmem.analysis.aliasing import (
 from onnxmem.analysis.lifetimes import arena_tensors, live_profile, tensor_lifetimes
 from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core.problem import align_up, lower_bound
-from onnxmem.graph import GraphView
+from onnxmem.graph import GraphView, Op
 
 __all__ = [
     "Cuts", "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",
@@ -156,7 +156,52 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     """Compact ``view`` for search under the liveness rules of ``io`` and
     ``alignment``, and with ``inplace`` the sharing rules (module doc)."""
     out_set = set(view.outputs)
-    # a view's output joins its source's class (the same bytes under any order)
+    source, sharing = _sharing(view, io, inplace)
+    tid, size, pinned, members = _classes(view, io, alignment, source)
+    writable = [group_writable(view, ms, out_set) for ms in members]
+    real, free, local = _memory_ops(view)
+    n = len(real)
+    producer = [-1] * len(size)
+    consumers: list[list[int]] = [[] for _ in size]
+    outs: list[list[int]] = [[] for _ in range(n)]
+    reads: list[list[int]] = [[] for _ in range(n)]
+    preds: list[list[int]] = []
+    succs: list[list[int]] = [[] for _ in range(n)]
+    ip: list[list[int]] = [[] for _ in range(n)]
+    disc = [0] * n
+    for v, gi in enumerate(real):
+        op = view.ops[gi]
+        for o in op.outputs:
+            if o in tid and o not in source and tid[o] not in outs[v]:
+                producer[tid[o]] = v
+                outs[v].append(tid[o])
+        for r in op.reads:
+            if r in tid and tid[r] not in reads[v]:
+                reads[v].append(tid[r])
+                consumers[tid[r]].append(v)
+        found = sharing.get(gi)
+        if found is not None and found[0].kind == INPLACE:
+            ip[v] = _overwritable_classes(view, op, found, tid, writable)
+            if ip[v]:
+                disc[v] = size[tid[op.outputs[0]]]
+        ps = [local[p] for p in view.predecessors(gi)]
+        preds.append(ps)
+        for p in ps:
+            succs[p].append(v)
+    base = 0
+    first_extra = 0
+    for k in range(len(size)):
+        if producer[k] == -1:
+            if consumers[k] or pinned[k]:
+                base += size[k]
+            else:
+                first_extra += size[k]
+    return OrderGraph(view, io, alignment, real, free, preds, succs, size, producer, consumers,
+                      pinned, outs, reads, base, first_extra, ip, disc, inplace)
+
+
+def _sharing(view: GraphView, io: str, inplace: bool) -> tuple[dict[str, str], dict[int, tuple[AliasRule, tuple[str, ...]]]]:
+    """``(view output -> its source, node -> its alias rule and sources)``; empty without ``inplace``."""
     source: dict[str, str] = {}
     sharing: dict[int, tuple[AliasRule, tuple[str, ...]]] = {}
     if inplace:
@@ -165,7 +210,14 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
                 sharing[op.index] = found
                 if found[0].kind == VIEW:
                     source[op.outputs[0]] = found[1][0]
+    return source, sharing
 
+
+def _classes(view: GraphView, io: str, alignment: int,
+             source: Mapping[str, str]) -> tuple[dict[str, int], list[int], list[bool], list[list[str]]]:
+    """The tensor classes: a view's output joins its source's class (the same bytes under
+    any order). ``(tensor -> class, aligned size, pinned (holds a graph output), members)``."""
+    out_set = set(view.outputs)
     resolved: dict[str, str] = {}
 
     def root(name: str) -> str:
@@ -195,7 +247,11 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
         tid[t.name] = k
         pinned[k] = pinned[k] or t.name in out_set
         members[k].append(t.name)
-    writable = [group_writable(view, ms, out_set) for ms in members]
+    return tid, size, pinned, members
+
+
+def _memory_ops(view: GraphView) -> tuple[list[int], list[int], dict[int, int]]:
+    """``(nodes that touch an activation, nodes that touch only weights, node -> its local index)``."""
     real: list[int] = []
     free: list[int] = []
     local: dict[int, int] = {}
@@ -208,51 +264,22 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
             real.append(op.index)
         else:
             free.append(op.index)
-    n = len(real)
-    producer = [-1] * len(size)
-    consumers: list[list[int]] = [[] for _ in size]
-    outs: list[list[int]] = [[] for _ in range(n)]
-    reads: list[list[int]] = [[] for _ in range(n)]
-    preds: list[list[int]] = []
-    succs: list[list[int]] = [[] for _ in range(n)]
-    ip: list[list[int]] = [[] for _ in range(n)]
-    disc = [0] * n
-    for v, gi in enumerate(real):
-        op = view.ops[gi]
-        for o in op.outputs:
-            if o in tid and o not in source and tid[o] not in outs[v]:
-                producer[tid[o]] = v
-                outs[v].append(tid[o])
-        for r in op.reads:
-            if r in tid and tid[r] not in reads[v]:
-                reads[v].append(tid[r])
-                consumers[tid[r]].append(v)
-        found = sharing.get(gi)
-        if found is not None and found[0].kind == INPLACE:
-            rule, sources = found
-            for src in sources:
-                k = tid[src]
-                if k in ip[v] or not writable[k]:
-                    continue
-                ranges = {x: (0, view.tensors[x].size) for x in op.inputs if x in tid and tid[x] == k}
-                if overwritable(op, rule, src, ranges):
-                    ip[v].append(k)
-            if ip[v]:
-                disc[v] = size[tid[op.outputs[0]]]
-        ps = [local[p] for p in view.predecessors(gi)]
-        preds.append(ps)
-        for p in ps:
-            succs[p].append(v)
-    base = 0
-    first_extra = 0
-    for k in range(len(size)):
-        if producer[k] == -1:
-            if consumers[k] or pinned[k]:
-                base += size[k]
-            else:
-                first_extra += size[k]
-    return OrderGraph(view, io, alignment, real, free, preds, succs, size, producer, consumers,
-                      pinned, outs, reads, base, first_extra, ip, disc, inplace)
+    return real, free, local
+
+
+def _overwritable_classes(view: GraphView, op: Op, found: tuple[AliasRule, tuple[str, ...]],
+                          tid: Mapping[str, int], writable: Sequence[bool]) -> list[int]:
+    """The classes an in-place node may write its output over (when one dies at its step)."""
+    rule, sources = found
+    over: list[int] = []
+    for src in sources:
+        k = tid[src]
+        if k in over or not writable[k]:
+            continue
+        ranges = {x: (0, view.tensors[x].size) for x in op.inputs if x in tid and tid[x] == k}
+        if overwritable(op, rule, src, ranges):
+            over.append(k)
+    return over
 
 
 class RanBefore:

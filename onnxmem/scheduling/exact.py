@@ -156,30 +156,8 @@ def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
     """The arrays :func:`._search.search` reads, for ``piece``."""
     n = piece.n
     words = max(1, (n + 63) // 64)
-    topo = topological(piece)
-    anc = [0] * n
-    for v in topo:
-        m = 0
-        for p in piece.preds[v]:
-            m |= anc[p] | (1 << p)
-        anc[v] = m
-    desc = [0] * n
-    for v in reversed(topo):
-        m = 1 << v
-        for s in piece.succs[v]:
-            m |= desc[s]
-        desc[v] = m
-    nslots = len(piece.rem0)
-    slot_size = [0] * nslots
-    cons = [0] * nslots
-    free_ptr = [0]
-    free_slot: list[int] = []
-    for v in range(n):
-        for s, size in piece.frees[v]:
-            slot_size[s] = size
-            cons[s] |= 1 << v
-            free_slot.append(s)
-        free_ptr.append(len(free_slot))
+    anc, desc = _closures(piece)
+    slot_size, cons, free_ptr, free_slot = _freed_slots(piece)
     outs: list[list[int]] = [[] for _ in range(n)]
     for s, p in enumerate(piece.slot_prod):
         if p >= 0:
@@ -190,35 +168,10 @@ def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
     for v in range(n):
         out_slot.extend(outs[v])
         out_ptr.append(len(out_slot))
-    # bytes ancestor p produces that are still live when its descendant v runs
-    pend = [0] * n
-    inv: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for v in range(n):
-        m = anc[v]
-        d = desc[v]
-        while m:
-            low = m & -m
-            p = low.bit_length() - 1
-            m ^= low
-            size = perm[p] + sum(slot_size[s] for s in outs[p] if cons[s] & d)
-            if size:
-                inv[p].append((v, size))
-                pend[v] += size
-    inv_ptr = [0]
-    inv_node: list[int] = []
-    inv_size: list[int] = []
-    for p in range(n):
-        for v, size in inv[p]:
-            inv_node.append(v)
-            inv_size.append(size)
-        inv_ptr.append(len(inv_node))
+    inv_ptr, inv_node, inv_size, pend = _held_for_descendants(anc, desc, perm, outs, slot_size, cons)
 
     def masks(values: Sequence[int]) -> np.ndarray:
-        out = np.zeros((len(values), words), dtype=np.uint64)
-        for i, x in enumerate(values):
-            for w in range(words):
-                out[i, w] = (x >> (64 * w)) & 0xFFFFFFFFFFFFFFFF
-        return out
+        return _masks(values, words)
 
     succ = [sorted(set(piece.succs[v])) for v in range(n)]
     i64 = np.int64
@@ -248,30 +201,103 @@ def piece_arrays(piece: Piece) -> dict[str, np.ndarray]:
     }
 
 
-def _exact_best_first(
-    piece: Piece, deadline: float | None, ub_order: list[int], ub: int, lb: int, max_states: int
-) -> ExactResult:
+def _closures(piece: Piece) -> tuple[list[int], list[int]]:
+    """``(ancestors, the node and its descendants)`` of each node, as bitmasks."""
     n = piece.n
-    pred_mask = [0] * n
-    for v in range(n):
+    topo = topological(piece)
+    anc = [0] * n
+    for v in topo:
         m = 0
         for p in piece.preds[v]:
-            m |= 1 << p
-        pred_mask[v] = m
+            m |= anc[p] | (1 << p)
+        anc[v] = m
+    desc = [0] * n
+    for v in reversed(topo):
+        m = 1 << v
+        for s in piece.succs[v]:
+            m |= desc[s]
+        desc[v] = m
+    return anc, desc
+
+
+def _freed_slots(piece: Piece) -> tuple[list[int], list[int], list[int], list[int]]:
+    """``(bytes of each slot, its readers as a bitmask, CSR of the slots each node reads)``."""
     nslots = len(piece.rem0)
-    slot_cons = [0] * nslots
+    slot_size = [0] * nslots
+    cons = [0] * nslots
+    free_ptr = [0]
+    free_slot: list[int] = []
+    for v in range(piece.n):
+        for s, size in piece.frees[v]:
+            slot_size[s] = size
+            cons[s] |= 1 << v
+            free_slot.append(s)
+        free_ptr.append(len(free_slot))
+    return slot_size, cons, free_ptr, free_slot
+
+
+def _held_for_descendants(anc: Sequence[int], desc: Sequence[int], perm: Sequence[int], outs: Sequence[list[int]],
+                          slot_size: Sequence[int], cons: Sequence[int]) -> tuple[list[int], ...]:
+    """Bytes each ancestor p produces that are still live when its descendant v runs:
+    ``(CSR pointer by p, v, bytes, and per v their sum)``."""
+    n = len(anc)
+    pend = [0] * n
+    inv: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for v in range(n):
-        for s, _ in piece.frees[v]:
-            slot_cons[s] |= 1 << v
-    alloc, keep, frees = piece.alloc, piece.keep, piece.frees
-    first_extra = piece.first_extra
-    full = (1 << n) - 1
+        m = anc[v]
+        d = desc[v]
+        while m:
+            low = m & -m
+            p = low.bit_length() - 1
+            m ^= low
+            size = perm[p] + sum(slot_size[s] for s in outs[p] if cons[s] & d)
+            if size:
+                inv[p].append((v, size))
+                pend[v] += size
+    inv_ptr = [0]
+    inv_node: list[int] = []
+    inv_size: list[int] = []
+    for p in range(n):
+        for v, size in inv[p]:
+            inv_node.append(v)
+            inv_size.append(size)
+        inv_ptr.append(len(inv_node))
+    return inv_ptr, inv_node, inv_size, pend
 
-    disc, step = piece.disc, piece.set_step(slot_cons)  # step(): only where disc[v] is set
 
-    def ready(mask: int) -> Iterator[tuple[int, int]]:
+def _masks(values: Sequence[int], words: int) -> np.ndarray:
+    """Python-int bitmasks as rows of ``words`` uint64 words, lowest word first."""
+    out = np.zeros((len(values), words), dtype=np.uint64)
+    for i, x in enumerate(values):
+        for w in range(words):
+            out[i, w] = (x >> (64 * w)) & 0xFFFFFFFFFFFFFFFF
+    return out
+
+
+class _Moves:
+    """The moves of the best-first search over sets of run nodes of ``piece``."""
+
+    def __init__(self, piece: Piece) -> None:
+        n = piece.n
+        self.pred_mask = [0] * n
+        for v in range(n):
+            m = 0
+            for p in piece.preds[v]:
+                m |= 1 << p
+            self.pred_mask[v] = m
+        self.slot_cons = [0] * len(piece.rem0)
+        for v in range(n):
+            for s, _ in piece.frees[v]:
+                self.slot_cons[s] |= 1 << v
+        self.alloc, self.keep, self.frees = piece.alloc, piece.keep, piece.frees
+        self.first_extra = piece.first_extra
+        self.full = (1 << n) - 1
+        self.disc, self.step = piece.disc, piece.set_step(self.slot_cons)  # step(): only where disc[v] is set
+
+    def ready(self, mask: int) -> Iterator[tuple[int, int]]:
         """The nodes not in ``mask`` whose predecessors all are, lowest first, with their bit."""
-        rest = full & ~mask
+        pred_mask = self.pred_mask
+        rest = self.full & ~mask
         while rest:
             low = rest & -rest
             rest ^= low
@@ -279,18 +305,47 @@ def _exact_best_first(
             if not pred_mask[v] & ~mask:
                 yield v, low
 
-    def live_while(v: int, mask: int, r: int) -> int:
+    def live_while(self, v: int, mask: int, r: int) -> int:
         """Bytes live while ``v`` runs after the nodes of ``mask``, ``r`` bytes resident."""
-        return r + (step(v, mask) if disc[v] else alloc[v]) + (first_extra if mask == 0 else 0)
+        return r + (self.step(v, mask) if self.disc[v] else self.alloc[v]) + (self.first_extra if mask == 0 else 0)
 
-    def resident_after(v: int, done: int, r: int) -> int:
+    def resident_after(self, v: int, done: int, r: int) -> int:
         """Bytes resident once ``v`` has run (``done``: the nodes run by then)."""
-        nr = r + keep[v]
-        for s, size in frees[v]:
+        slot_cons = self.slot_cons
+        nr = r + self.keep[v]
+        for s, size in self.frees[v]:
             if not (slot_cons[s] & ~done):
                 nr -= size
         return nr
 
+    def chain(self, mask: int, r: int, peak: int, bound: int) -> tuple[list[int], int, int, int]:
+        """Run nodes that neither raise the peak above ``bound`` nor the resident bytes,
+        without branching: ``(those nodes, mask, resident bytes, peak)`` after them."""
+        chain: list[int] = []
+        progressed = True
+        while progressed:
+            progressed = False
+            for v, low in self.ready(mask):
+                m = self.live_while(v, mask, r)
+                if m > bound:
+                    continue
+                nm = mask | low
+                nr = self.resident_after(v, nm, r)
+                if nr <= r:
+                    chain.append(v)
+                    mask, r = nm, nr
+                    if m > peak:
+                        peak = m
+                    progressed = True
+                    break
+        return chain, mask, r, peak
+
+
+def _exact_best_first(
+    piece: Piece, deadline: float | None, ub_order: list[int], ub: int, lb: int, max_states: int
+) -> ExactResult:
+    moves = _Moves(piece)
+    full, ready, live_while, resident_after = moves.full, moves.ready, moves.live_while, moves.resident_after
     best: dict[int, int] = {0: -(1 << 62)}
     parent: dict[int, tuple[int, tuple[int, ...]]] = {}
     heap: list[tuple[int, int, int, int, int, int]] = [(lb, 0, 0, 0, 0, -(1 << 62))]
@@ -318,26 +373,8 @@ def _exact_best_first(
         if len(best) > max_states:
             stopped = True
             break
-        bound = key
         depth = -negd
-        # run nodes that neither raise the peak nor the resident bytes, without branching
-        chain: list[int] = []
-        progressed = True
-        while progressed:
-            progressed = False
-            for v, low in ready(mask):
-                m = live_while(v, mask, r)
-                if m > bound:
-                    continue
-                nm = mask | low
-                nr = resident_after(v, nm, r)
-                if nr <= r:
-                    chain.append(v)
-                    mask, r = nm, nr
-                    if m > peak:
-                        peak = m
-                    progressed = True
-                    break
+        chain, mask, r, peak = moves.chain(mask, r, peak, key)
         if chain:
             depth += len(chain)
             old = best.get(mask)

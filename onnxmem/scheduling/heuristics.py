@@ -33,7 +33,7 @@ It shortens live ranges of long chains; it does not look at sizes.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, cast
 
 from onnxmem.core.workclock import charge, now
 from onnxmem.graph import GraphView
@@ -218,6 +218,38 @@ def longest_path_local(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[
     n = len(preds)
     if n == 0:
         return []
+    root, children = _longest_path_tree(preds, succs)
+    height: dict[int, int] = {}
+    post: list[int] = []
+    stack2 = [(root, False)]
+    while stack2:
+        v, done = stack2.pop()
+        if done:
+            post.append(v)
+            continue
+        stack2.append((v, True))
+        for c in children.get(v, ()):
+            stack2.append((c, False))
+    for v in post:
+        height[v] = max((height[c] + 1 for c in children.get(v, ())), default=0)
+    leaves: list[int] = []
+    stack3 = [root]
+    while stack3:
+        v = stack3.pop()
+        kids = children.get(v)
+        if not kids:
+            leaves.append(v)
+            continue
+        ordered = sorted(kids, key=lambda c: height[c])  # stable: ascending height
+        stack3.extend(reversed(ordered))
+    sorted_sources = [v for v in leaves if v >= 0 and not preds[v]]
+    return _reversed_postorder(sorted_sources, succs)
+
+
+def _longest_path_tree(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]]) -> tuple[int, dict[int, list[int]]]:
+    """The tree of the sources' longest paths to the sink (a virtual one, ``-2``, when
+    there are several): ``(root, children)``, a node's parent being the next node on its path."""
+    n = len(preds)
     # topological order (Kahn, by index) to compute heights bottom-up
     indeg = [len(p) for p in preds]
     stack = [v for v in range(n) if not indeg[v]]
@@ -245,45 +277,23 @@ def longest_path_local(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[
                 best, nxt[v] = dist[s], s
         dist[v] = best + 1
     root = -2 if virtual else sinks[0]
-    # the tree of the sources' longest paths: parent = next node on the path
     children: dict[int, list[int]] = {}
-    sources = [v for v in range(n) if not preds[v]]
     in_tree: set[int] = set()
-    for src in sources:
+    for src in (v for v in range(n) if not preds[v]):
         v = src
         while v not in in_tree and v != root:
             in_tree.add(v)
             parent = nxt[v] if nxt[v] != -1 else -2
             children.setdefault(parent, []).append(v)
             v = parent
-    height: dict[int, int] = {}
-    post: list[int] = []
-    stack2 = [(root, False)]
-    while stack2:
-        v, done = stack2.pop()
-        if done:
-            post.append(v)
-            continue
-        stack2.append((v, True))
-        for c in children.get(v, ()):
-            stack2.append((c, False))
-    for v in post:
-        height[v] = max((height[c] + 1 for c in children.get(v, ())), default=0)
-    leaves: list[int] = []
-    stack3 = [root]
-    while stack3:
-        v = stack3.pop()
-        kids = children.get(v)
-        if not kids:
-            leaves.append(v)
-            continue
-        ordered = sorted(kids, key=lambda c: height[c])  # stable: ascending height
-        stack3.extend(reversed(ordered))
-    sorted_sources = [v for v in leaves if v >= 0 and not preds[v]]
-    # networkx 1.x topological_sort(g, nbunch): DFS post-order, reversed
-    explored = [False] * n
+    return root, children
+
+
+def _reversed_postorder(sources: Sequence[int], succs: Sequence[Sequence[int]]) -> list[int]:
+    """networkx 1.x ``topological_sort(g, nbunch)``: DFS post-order from ``sources``, reversed."""
+    explored = [False] * len(succs)
     order: list[int] = []
-    for v in sorted_sources:
+    for v in sources:
         if explored[v]:
             continue
         fringe = [v]
@@ -315,6 +325,80 @@ def longest_path_order(view: GraphView, options: OrderOptions) -> Sequence[int]:
 
 
 
+class _Beam:
+    """The moves of :func:`beam_piece` over sets of run nodes of ``piece``."""
+
+    def __init__(self, piece: Piece) -> None:
+        n = piece.n
+        self.pred_mask = [0] * n
+        for v in range(n):
+            for p in piece.preds[v]:
+                self.pred_mask[v] |= 1 << p
+        self.slot_cons = [0] * len(piece.rem0)
+        for v in range(n):
+            for s, _ in piece.frees[v]:
+                self.slot_cons[s] |= 1 << v
+        self.alloc, self.keep, self.frees, self.succs = piece.alloc, piece.keep, piece.frees, piece.succs
+        self.fe = piece.first_extra
+        self.full = (1 << n) - 1
+        self.ready0 = sum(1 << v for v in range(n) if not self.pred_mask[v])
+        self.disc, self.step = piece.disc, piece.set_step(self.slot_cons)  # step(): only where disc[v] is set
+
+    def live(self, v: int, mask: int, r: int) -> int:
+        """Bytes live while ``v`` runs after the nodes of ``mask``, ``r`` bytes resident."""
+        return r + (self.step(v, mask) if self.disc[v] else self.alloc[v]) + (self.fe if mask == 0 else 0)
+
+    def run(self, v: int, mask: int, r: int, ready: int) -> tuple[int, int, int]:
+        """``(mask, resident bytes, ready set)`` once ``v`` has run."""
+        slot_cons, pred_mask = self.slot_cons, self.pred_mask
+        nm = mask | (1 << v)
+        nr = r + self.keep[v]
+        for s, size in self.frees[v]:
+            if not (slot_cons[s] & ~nm):
+                nr -= size
+        nready = ready & ~(1 << v)
+        for x in self.succs[v]:
+            if not (pred_mask[x] & ~nm):
+                nready |= 1 << x
+        return nm, nr, nready
+
+    def expand(self, mask: int, peak: int, r: int, ready: int, path: object,
+               nxt: dict[int, tuple[int, int, int, object]]) -> None:
+        """Run the ready nodes that raise neither the peak nor the resident bytes, then add
+        each set one more ready node reaches to ``nxt`` (where it is lower than what is there)."""
+        moved = True
+        while moved:
+            moved = False
+            rest = ready
+            while rest:
+                low = rest & -rest
+                v = low.bit_length() - 1
+                rest ^= low
+                if self.live(v, mask, r) > peak:
+                    continue
+                nm, nr, nready = self.run(v, mask, r, ready)
+                if nr <= r:
+                    mask, r, ready, path = nm, nr, nready, (v, path)
+                    moved = True
+                    break
+        if mask == self.full:
+            old = nxt.get(mask)
+            if old is None or (peak, r) < old[:2]:
+                nxt[mask] = (peak, r, ready, path)
+            return
+        rest = ready
+        while rest:
+            low = rest & -rest
+            v = low.bit_length() - 1
+            rest ^= low
+            m = self.live(v, mask, r)
+            np_ = peak if peak >= m else m
+            nm, nr, nready = self.run(v, mask, r, ready)
+            old = nxt.get(nm)
+            if old is None or (np_, nr) < old[:2]:
+                nxt[nm] = (np_, nr, nready, (v, path))
+
+
 def beam_piece(piece: Piece, *, width: int = 16, deadline: float | None = None) -> list[int]:
     """Beam search over the sets of nodes run, keeping the ``width`` best per round.
 
@@ -324,71 +408,16 @@ def beam_piece(piece: Piece, *, width: int = 16, deadline: float | None = None) 
     raises neither the peak nor the resident bytes runs at once. Past
     ``deadline`` the beam narrows to one set.
     """
-    n = piece.n
-    if n == 0:
+    if piece.n == 0:
         return []
-    pred_mask = [0] * n
-    for v in range(n):
-        for p in piece.preds[v]:
-            pred_mask[v] |= 1 << p
-    slot_cons = [0] * len(piece.rem0)
-    for v in range(n):
-        for s, _ in piece.frees[v]:
-            slot_cons[s] |= 1 << v
-    alloc, keep, frees, succs, fe = piece.alloc, piece.keep, piece.frees, piece.succs, piece.first_extra
-    full = (1 << n) - 1
-    ready0 = sum(1 << v for v in range(n) if not pred_mask[v])
-
-    disc, step = piece.disc, piece.set_step(slot_cons)  # step(): only where disc[v] is set
-
-    def run(v: int, mask: int, r: int, ready: int) -> tuple[int, int, int]:
-        nm = mask | (1 << v)
-        nr = r + keep[v]
-        for s, size in frees[v]:
-            if not (slot_cons[s] & ~nm):
-                nr -= size
-        nready = ready & ~(1 << v)
-        for x in succs[v]:
-            if not (pred_mask[x] & ~nm):
-                nready |= 1 << x
-        return nm, nr, nready
-
+    beam = _Beam(piece)
+    full = beam.full
     # mask -> (peak, resident, ready set, path as nested pairs)
-    frontier: dict[int, tuple[int, int, int, object]] = {0: (NEG, 0, ready0, None)}
+    frontier: dict[int, tuple[int, int, int, object]] = {0: (NEG, 0, beam.ready0, None)}
     while True:
         nxt: dict[int, tuple[int, int, int, object]] = {}
         for mask, (peak, r, ready, path) in frontier.items():
-            moved = True
-            while moved:
-                moved = False
-                rest = ready
-                while rest:
-                    low = rest & -rest
-                    v = low.bit_length() - 1
-                    rest ^= low
-                    if r + (step(v, mask) if disc[v] else alloc[v]) + (fe if mask == 0 else 0) > peak:
-                        continue
-                    nm, nr, nready = run(v, mask, r, ready)
-                    if nr <= r:
-                        mask, r, ready, path = nm, nr, nready, (v, path)
-                        moved = True
-                        break
-            if mask == full:
-                old = nxt.get(mask)
-                if old is None or (peak, r) < old[:2]:
-                    nxt[mask] = (peak, r, ready, path)
-                continue
-            rest = ready
-            while rest:
-                low = rest & -rest
-                v = low.bit_length() - 1
-                rest ^= low
-                m = r + (step(v, mask) if disc[v] else alloc[v]) + (fe if mask == 0 else 0)
-                np_ = peak if peak >= m else m
-                nm, nr, nready = run(v, mask, r, ready)
-                old = nxt.get(nm)
-                if old is None or (np_, nr) < old[:2]:
-                    nxt[nm] = (np_, nr, nready, (v, path))
+            beam.expand(mask, peak, r, ready, path, nxt)
         if all(m == full for m in nxt):
             break
         charge(len(nxt) * STEP_COST)
@@ -398,7 +427,7 @@ def beam_piece(piece: Piece, *, width: int = 16, deadline: float | None = None) 
     peak, r, _, path = min(nxt.values(), key=lambda st: st[:2])
     out: list[int] = []
     while path is not None:
-        v, path = path  # type: ignore[misc]
-        out.append(v)
+        last, path = cast("tuple[int, object]", path)
+        out.append(last)
     out.reverse()
     return out

@@ -49,7 +49,7 @@ it expands, so ``auto`` ends within a few percent of its budget.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from onnxmem.core.workclock import charge, now
@@ -217,34 +217,9 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
         return file_order
     local_of = {g: i for i, g in enumerate(graph.real)}
     file_local = [local_of[g] for g in file_order if g in local_of]
-    pos = {v: k for k, v in enumerate(file_local)}
     cuts = Cuts.of(graph)
-    segs, seg_of = cuts.segs, cuts.seg_of
-    # each part in file order, its peak and a lower bound, in absolute bytes: one
-    # run of the whole file order gives every part's steps (parts run one after
-    # another); only parts of more than one node need a piece of their own
-    trace: list[tuple[int, int]] = []
-    simulate(cuts.root, file_local, trace)
-    floor = graph.base + graph.first_extra if graph.free else 0
-    orders: list[list[int]] = []
-    peaks: list[int] = []
-    all_pieces: dict[int, Piece] = {}
-    lower = floor
-    at = 0
-    for i, seg in enumerate(segs):
-        order = sorted(seg, key=pos.__getitem__)
-        steps = trace[at : at + len(seg)]
-        at += len(seg)
-        peak = graph.base + max(m for m, _ in steps)
-        orders.append(order)
-        peaks.append(peak)
-        if len(seg) == 1:
-            lower = max(lower, peak)
-        else:
-            all_pieces[i] = cuts.piece(i)
-            lower = max(lower, graph.base + steps[0][1] + all_pieces[i].bound())
-    file_peak = max(floor, max(peaks))
-    if file_peak <= lower:
+    parts = _Parts.of_file_order(graph, cuts, file_local)
+    if parts.file_peak <= parts.lower:
         return file_order  # no order has a lower peak
     file_shared = 0
     if graph.inplace:
@@ -255,51 +230,13 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
         charge(len(file_order) * PEAK_COST)
         clock.end -= now() - t0
     # parts above the floor, highest first; a part proven optimal raises the floor
-    work = sorted((i for i in range(len(segs)) if len(segs[i]) > 1 and peaks[i] > lower),
-                  key=lambda i: -peaks[i])
-    locals_: dict[int, list[int]] = {}
-    starts: dict[int, int] = {}
-    proven: set[int] = set()
-    # first pass: the fast heuristics on every part above the floor (identical parts once)
-    cache: dict[tuple[object, ...], list[int]] = {}
-    for k, i in enumerate(work):
-        part = all_pieces[i]
-        loc = {g: j for j, g in enumerate(part.nodes)}
-        current = [loc[g] for g in orders[i]]
-        starts[i] = peaks[i] - simulate(part, current)[0]
-        if clock.left() <= 0:
-            locals_[i] = current
-            continue
-        key = _signature(part)
-        if key not in cache:
-            share = clock.left() * 0.3 / (len(work) - k)
-            cache[key] = _heuristic_part(graph, part, current, RanBefore(seg_of, i), clock, share)
-        locals_[i] = cache[key]
-        peaks[i] = starts[i] + simulate(part, locals_[i])[0]
-        if peaks[i] <= starts[i] + part.bound():
-            proven.add(i)
-            lower = max(lower, peaks[i])
-    # then exact search, in time slices, on the part that sets the peak
-    while work and clock.left() > 0:
-        top = max(work, key=lambda i: (peaks[i], -i))
-        if top in proven or peaks[top] <= lower or len(segs[top]) > AUTO_EXACT:
-            break
-        part = all_pieces[top]
-        others = [i for i in work if i != top and i not in proven and peaks[i] > lower]
-        left = clock.left()
-        res = exact_piece(part, now() + (left * 0.5 if others else left), upper=locals_[top])
-        peak = starts[top] + res.peak
-        improved = peak < peaks[top]
-        if improved:
-            locals_[top], peaks[top] = res.order, peak
-        if res.proven:
-            proven.add(top)
-            lower = max(lower, peaks[top])
-        elif not improved:
-            break  # the part that sets the peak is stuck: nothing else can lower it
-    for i, local in locals_.items():
-        orders[i] = [all_pieces[i].nodes[v] for v in local]
-    best = [v for o in orders for v in o]
+    work = sorted((i for i in range(len(cuts.segs)) if len(cuts.segs[i]) > 1 and parts.peaks[i] > parts.lower),
+                  key=lambda i: -parts.peaks[i])
+    parts.heuristics(graph, work, cuts.seg_of, clock)
+    parts.exact(work, cuts.segs, clock)
+    for i, local in parts.locals_.items():
+        parts.orders[i] = [parts.pieces[i].nodes[v] for v in local]
+    best = [v for o in parts.orders for v in o]
     chosen = graph.full_order(best)
     if chosen == file_order:
         return file_order
@@ -308,6 +245,93 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
     else:
         better = graph.peak(best) < graph.peak(file_local)
     return chosen if better else file_order
+
+
+@dataclass
+class _Parts:
+    """The parts of :func:`auto_order` as the search goes: each part's order (global
+    nodes), its peak in absolute bytes, its piece (parts of more than one node), the
+    lower bound on the whole peak, and for the parts searched their local order, the
+    bytes resident when they start, and whether their order is proven optimal."""
+
+    orders: list[list[int]]
+    peaks: list[int]
+    pieces: dict[int, Piece]
+    lower: int
+    file_peak: int
+    locals_: dict[int, list[int]] = field(default_factory=dict)
+    starts: dict[int, int] = field(default_factory=dict)
+    proven: set[int] = field(default_factory=set)
+
+    @staticmethod
+    def of_file_order(graph: OrderGraph, cuts: Cuts, file_local: list[int]) -> _Parts:
+        """Each part in file order, its peak and a lower bound, in absolute bytes: one
+        run of the whole file order gives every part's steps (parts run one after
+        another); only parts of more than one node need a piece of their own."""
+        pos = {v: k for k, v in enumerate(file_local)}
+        trace: list[tuple[int, int]] = []
+        simulate(cuts.root, file_local, trace)
+        floor = graph.base + graph.first_extra if graph.free else 0
+        orders: list[list[int]] = []
+        peaks: list[int] = []
+        pieces: dict[int, Piece] = {}
+        lower = floor
+        at = 0
+        for i, seg in enumerate(cuts.segs):
+            order = sorted(seg, key=pos.__getitem__)
+            steps = trace[at : at + len(seg)]
+            at += len(seg)
+            peak = graph.base + max(m for m, _ in steps)
+            orders.append(order)
+            peaks.append(peak)
+            if len(seg) == 1:
+                lower = max(lower, peak)
+            else:
+                pieces[i] = cuts.piece(i)
+                lower = max(lower, graph.base + steps[0][1] + pieces[i].bound())
+        return _Parts(orders, peaks, pieces, lower, max(floor, max(peaks)))
+
+    def heuristics(self, graph: OrderGraph, work: list[int], seg_of: Sequence[int], clock: _Clock) -> None:
+        """First pass: the fast heuristics on every part of ``work`` (identical parts once)."""
+        cache: dict[tuple[object, ...], list[int]] = {}
+        for k, i in enumerate(work):
+            part = self.pieces[i]
+            loc = {g: j for j, g in enumerate(part.nodes)}
+            current = [loc[g] for g in self.orders[i]]
+            self.starts[i] = self.peaks[i] - simulate(part, current)[0]
+            if clock.left() <= 0:
+                self.locals_[i] = current
+                continue
+            key = _signature(part)
+            if key not in cache:
+                share = clock.left() * 0.3 / (len(work) - k)
+                cache[key] = _heuristic_part(graph, part, current, RanBefore(seg_of, i), clock, share)
+            self.locals_[i] = cache[key]
+            self.peaks[i] = self.starts[i] + simulate(part, self.locals_[i])[0]
+            if self.peaks[i] <= self.starts[i] + part.bound():
+                self.proven.add(i)
+                self.lower = max(self.lower, self.peaks[i])
+
+    def exact(self, work: list[int], segs: Sequence[Sequence[int]], clock: _Clock) -> None:
+        """Then exact search, in time slices, on the part that sets the peak."""
+        peaks, proven = self.peaks, self.proven
+        while work and clock.left() > 0:
+            top = max(work, key=lambda i: (peaks[i], -i))
+            if top in proven or peaks[top] <= self.lower or len(segs[top]) > AUTO_EXACT:
+                break
+            part = self.pieces[top]
+            others = [i for i in work if i != top and i not in proven and peaks[i] > self.lower]
+            left = clock.left()
+            res = exact_piece(part, now() + (left * 0.5 if others else left), upper=self.locals_[top])
+            peak = self.starts[top] + res.peak
+            improved = peak < peaks[top]
+            if improved:
+                self.locals_[top], peaks[top] = res.order, peak
+            if res.proven:
+                proven.add(top)
+                self.lower = max(self.lower, peaks[top])
+            elif not improved:
+                break  # the part that sets the peak is stuck: nothing else can lower it
 
 
 @register("auto", "file order when provably optimal, else greedy then exact on the part that sets the peak, in budget")

@@ -4,6 +4,21 @@ Imported only when a compiled placement is needed (see :class:`.greedy.Placer`),
 so that importing :mod:`onnxmem.core.solvers`, and solving small problems the
 plain greedy already solves, never loads numba. The kernels are cached on
 disk (``cache=True``): the first call after an install compiles them once.
+
+:func:`lowest_first` places buffers one at a time, the one with the lowest
+``minoff`` next (ties to the better rank). A buffer's ``minoff`` is the top of
+the highest placed buffer it overlaps in time, aligned up (so a plan is only
+rebuilt above the buffers kept); ``secs`` gives each buffer's time sections
+``[slo, shi)``, the intervals between consecutive lifetime end points. It
+keeps the *skyline* (the highest placed top in each section) in a segment tree
+with range raises and range maxima, so a buffer's ``minoff`` is one range
+maximum over its sections and a placement one range raise: O(log sections)
+each, whatever the number of buffers a long lifetime overlaps. A heap holds
+one key ``minoff << shift | rank`` per group of unplaced buffers with the same
+lifetime and alignment (the group's best rank; the next one takes its place
+when it is placed). ``minoff`` only grows, so a popped key is checked against
+the skyline and, when out of date, pushed back with the current value (lazy
+update); a key that is up to date is the true minimum.
 """
 
 from __future__ import annotations
@@ -264,31 +279,15 @@ def _minoff(tmax: np.ndarray, tag: np.ndarray, half: int, secs: Sections, align:
 def lowest_first(
     ranked: np.ndarray, shift: int, bufs: Bufs, secs: Sections, off0: np.ndarray, deadline: int,
 ) -> tuple[np.ndarray, bool]:
-    """Offsets of a lowest-first plan: the buffer that can sit lowest goes next.
+    """Offsets of a lowest-first plan: the buffer that can sit lowest goes next
+    (the least ``(minoff, rank)``; how it is found: the module docstring).
 
-    ``off0`` gives the buffers already placed (their offsets) and the ones to
-    place (-1); ``ranked`` lists the ones to place, best rank first (ties
-    between equal lowest offsets go to the better rank). A buffer's lowest
-    offset ``minoff`` is the top of the highest placed buffer it overlaps in
-    time, aligned up (so a plan is only rebuilt above the buffers kept).
-    ``secs``: each buffer's time sections ``[slo, shi)``, the intervals
-    between consecutive lifetime end points.
-
-    The *skyline* (the highest placed top in each section) is kept in a
-    segment tree with range raises and range maxima, so a buffer's ``minoff``
-    is one range maximum over its sections and a placement one range raise:
-    O(log sections) each, whatever the number of buffers a long lifetime
-    overlaps. A heap holds one key ``minoff << shift | rank`` per group of
-    unplaced buffers with the same lifetime and alignment (the group's best
-    rank; the next one takes its place when it is placed). ``minoff`` only
-    grows, so a popped key is checked against the skyline and, when out of
-    date, pushed back with the current value (lazy update); a key that is up
-    to date is the true minimum. The plan is the same as placing one buffer
-    at a time by the least ``(minoff, rank)``. The caller
-    guarantees that every offset fits in ``62 - shift`` bits. Returns the
-    offsets and whether the plan is complete: past ``deadline`` (a step
-    limit or a cycle-counter deadline, :func:`onnxmem.core._cyclecounter.past`)
-    it stops early and the offsets are partial.
+    ``off0``: the offsets of the buffers kept, -1 for those to place; ``ranked``:
+    those to place, best rank first; ``secs``: each buffer's time sections. The
+    caller guarantees that every offset fits in ``62 - shift`` bits. Returns the
+    offsets and whether the plan is complete (past ``deadline``, a step limit or
+    a cycle-counter deadline (:func:`onnxmem.core._cyclecounter.past`), the
+    offsets are partial).
     """
     size, align = bufs[2], bufs[3]
     slo, shi = secs

@@ -238,7 +238,19 @@ def _run(
     d: int, ptop: int, query: np.ndarray, heur: np.ndarray, arrays: Arrays, state: State,
     work: Work, ctr: np.ndarray, F: np.ndarray,
 ) -> int:
-    """The loop of :func:`search`, from frame ``d`` with the pool's top at ``ptop``."""
+    """The loop of :func:`search`, from frame ``d`` with the pool's top at ``ptop``.
+
+    One function by design, longer than the project's 80 lines: it is the
+    depth-first search written as one loop over an explicit frame stack ``F``
+    (each frame's ``_STATE`` says which phase runs next: enter the node, try
+    the next candidate, undo), so that a call can stop at a node limit and a
+    later call go on from the saved frames. Every phase reads the 22 arrays
+    unpacked above and moves the scalars ``d``, ``ptop``, ``status`` and
+    ``ret`` that the next phase reads; a numba function cannot assign its
+    caller's scalars, so each phase as a helper would take the arrays and
+    return those scalars as a tuple, at every node. The steps that touch
+    only arrays are helpers already (:func:`_raise_floor`, :func:`_launch_sub`).
+    """
     capacity = query[2]
     canonical, dominance, sections, decomposition = query[3] != 0, query[4] != 0, query[5] != 0, query[6] != 0
     size, align, width, slo, shi, sec_ptr, sec_mem, ov_ptr, ov_idx = arrays

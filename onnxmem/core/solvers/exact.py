@@ -133,8 +133,16 @@ class ExactSearch:
         if max(self.pool_need, self.stack_need) > MAX_STACK:
             self.components = []  # too large to search: skip building the arrays
             return
-        # section members (CSR)
         lens = self.shi - self.slo
+        self._sections(lens)
+        self._overlaps()
+        self.stack_need = int(lens.sum()) + n * nsec
+        self.pool_need = n + (n + 2) * (2 * n + nsec + 2)
+        self.components = self._components()
+
+    def _sections(self, lens: np.ndarray) -> None:
+        """Section members (CSR), and each section's initial total and cut count."""
+        n, nsec = self.n, self.nsec
         counts = np.zeros(nsec + 1, dtype=np.int64)
         np.add.at(counts, self.slo, 1)
         np.add.at(counts, self.shi, -1)
@@ -144,7 +152,6 @@ class ExactSearch:
         secs = np.concatenate([np.arange(a, b) for a, b in zip(self.slo, self.shi)])
         o = np.lexsort((owner, secs))
         self.sec_mem = owner[o].astype(np.int64)
-        # initial section totals and cut counts
         delta = np.zeros(nsec + 1, dtype=np.int64)
         np.add.at(delta, self.slo, self.size)
         np.add.at(delta, self.shi, -self.size)
@@ -153,7 +160,10 @@ class ExactSearch:
         np.add.at(cdelta, self.slo, 1)
         np.add.at(cdelta, self.shi - 1, -1)
         self.cuts0 = np.cumsum(cdelta)[:nsec].copy()  # cuts0[s]: cross s|s+1
-        # overlaps (CSR), from section members
+
+    def _overlaps(self) -> None:
+        """The buffers each buffer overlaps in time (CSR ``ov_ptr``/``ov_idx``)."""
+        n = self.n
         order = np.argsort(self.slo, kind="stable")
         sl = self.slo[order]
         hi_pos = np.searchsorted(sl, self.shi[order], side="left")
@@ -176,9 +186,10 @@ class ExactSearch:
         self.ov_ptr = np.concatenate(
             [[0], np.cumsum(np.bincount(src, minlength=n))]
         ).astype(np.int64)
-        self.stack_need = int(lens.sum()) + n * nsec
-        self.pool_need = n + (n + 2) * (2 * n + nsec + 2)
-        # static components: boundaries no buffer crosses
+
+    def _components(self) -> list[_Component]:
+        """Static components: the runs of sections between boundaries no buffer crosses."""
+        nsec = self.nsec
         cut_at = [s + 1 for s in range(nsec - 1) if self.cuts0[s] == 0]
         bounds = [0] + cut_at + [nsec]
         comps: list[_Component] = []
@@ -186,7 +197,7 @@ class ExactSearch:
             members = np.nonzero((self.slo >= lo) & (self.shi <= hi))[0]
             if len(members):
                 comps.append(_Component(lo, hi, members))
-        self.components = comps
+        return comps
 
     @property
     def searchable(self) -> bool:
@@ -233,20 +244,7 @@ class ExactSearch:
         none). The first search in a process moves the deadline by the time it
         took to compile or load the compiled code.
         """
-        from onnxmem.core._compiled import warm_up
-        from onnxmem.core._native import kernels
-        from onnxmem.core.solvers._searchdefs import (
-            ABORTED,
-            FOUND,
-            FRAME_FIELDS,
-            HEURISTICS,
-            NCTR,
-            NOT_FOUND,
-            TIMEOUT,
-        )
-
-        compiled = kernels("onnxmem.core.solvers._search")
-        preorder, search = compiled.preorder, compiled.search
+        from onnxmem.core.solvers._searchdefs import FOUND
 
         plan = local_best.copy()
         tops = plan + self.size
@@ -254,58 +252,39 @@ class ExactSearch:
         comps = sorted(
             self.components, key=lambda c: -int(tops[c.bufs].max(initial=0))
         )
-        arrays = self._arrays()
         flags = (switches or SearchSwitches()).flags()
         for comp in comps:
             if tops[comp.bufs].max(initial=0) <= capacity:
                 continue
             query = np.array([comp.sec_lo, comp.sec_hi, capacity, *flags], dtype=np.int64)
-            # one search per preorder, each with its own state; they take
-            # turns under a node limit that doubles, each going on from
-            # where its last turn stopped
-            runs: list[tuple[Any, ...]] = []
-            for heur in HEURISTICS:
-                state, work = self._state(), self._work()
-                part = preorder(
-                    comp.bufs.astype(np.int64), heur, self.size, self.width,
-                    self.slo, self.shi, state[3],
-                )
-                ctr = np.zeros(NCTR, dtype=np.int64)
-                ctr[7] = -1
-                frames = np.zeros((self.n + 2, FRAME_FIELDS), dtype=np.int64)
-                runs.append((part, query, heur, arrays, state, work, ctr, frames))
-            limit = max(64, len(comp.bufs))
-            found = None
-            while found is None:
-                limit *= 2
-                for args in runs:
-                    compiling = warm_up(search, partial(_stopped_at_once, search, args))
-                    if deadline is not None:
-                        deadline += compiling
-                    if deadline is not None and now() >= deadline:
-                        return TIMEOUT, plan, nodes + _nodes(runs)
-                    ctr = args[6]
-                    before = int(ctr[9])
-                    ctr[1] = limit
-                    ctr[2], ctr[10] = _stop(before, deadline)
-                    status = search(*args)
-                    charge((int(ctr[9]) - before) * WORK_COST)
-                    if status == ABORTED and ctr[9] > ctr[10]:  # the budget's work is done
-                        return TIMEOUT, plan, nodes + _nodes(runs)
-                    if status == FOUND:
-                        found = args[4][5]
-                        break
-                    if status == NOT_FOUND:
-                        return NOT_FOUND, plan, nodes + _nodes(runs)
-                    if status == TIMEOUT:
-                        return TIMEOUT, plan, nodes + _nodes(runs)
-                    if status != ABORTED:
-                        raise RuntimeError(f"search returned unknown status {status}")
-                if found is None and deadline is not None and now() >= deadline:
-                    return TIMEOUT, plan, nodes + _nodes(runs)
+            runs = self._runs(comp, query)
+            status, found, deadline = _take_turns(runs, max(64, len(comp.bufs)), deadline)
+            if found is None:
+                return status, plan, nodes + _nodes(runs)
             plan[comp.bufs] = found[comp.bufs]
             nodes += _nodes(runs)
         return FOUND, plan, nodes
+
+    def _runs(self, comp: _Component, query: np.ndarray) -> list[tuple[Any, ...]]:
+        """One search of ``comp`` per preorder, each with its own state: the arguments of
+        the compiled ``search`` (:func:`_take_turns` runs them)."""
+        from onnxmem.core._native import kernels
+        from onnxmem.core.solvers._searchdefs import FRAME_FIELDS, HEURISTICS, NCTR
+
+        preorder = kernels("onnxmem.core.solvers._search").preorder
+        arrays = self._arrays()
+        runs: list[tuple[Any, ...]] = []
+        for heur in HEURISTICS:
+            state, work = self._state(), self._work()
+            part = preorder(
+                comp.bufs.astype(np.int64), heur, self.size, self.width,
+                self.slo, self.shi, state[3],
+            )
+            ctr = np.zeros(NCTR, dtype=np.int64)
+            ctr[7] = -1
+            frames = np.zeros((self.n + 2, FRAME_FIELDS), dtype=np.int64)
+            runs.append((part, query, heur, arrays, state, work, ctr, frames))
+        return runs
 
     def expand(self, local: np.ndarray) -> np.ndarray:
         """Offsets of every buffer from offsets of the non-zero ones."""
@@ -315,6 +294,41 @@ class ExactSearch:
 
     def height(self, local: np.ndarray) -> int:
         return int((local + self.size).max(initial=0))
+
+
+def _take_turns(runs: list[tuple[Any, ...]], limit: int,
+                deadline: float | None) -> tuple[int, np.ndarray | None, float | None]:
+    """Run the searches of one component in turns under a node limit that doubles from
+    ``2 * limit``, each going on from where its last turn stopped. Returns ``(status,
+    the offsets found or None, the deadline)``; the deadline moves by the time the first
+    search in a process takes to compile or load the compiled code."""
+    from onnxmem.core._compiled import warm_up
+    from onnxmem.core._native import kernels
+    from onnxmem.core.solvers._searchdefs import ABORTED, FOUND, NOT_FOUND, TIMEOUT
+
+    search = kernels("onnxmem.core.solvers._search").search
+    while True:
+        limit *= 2
+        for args in runs:
+            compiling = warm_up(search, partial(_stopped_at_once, search, args))
+            if deadline is not None:
+                deadline += compiling
+            if deadline is not None and now() >= deadline:
+                return TIMEOUT, None, deadline
+            ctr = args[6]
+            before = int(ctr[9])
+            ctr[1] = limit
+            ctr[2], ctr[10] = _stop(before, deadline)
+            status = search(*args)
+            charge((int(ctr[9]) - before) * WORK_COST)
+            if status == ABORTED and ctr[9] > ctr[10]:  # the budget's work is done
+                return TIMEOUT, None, deadline
+            if status in (FOUND, NOT_FOUND, TIMEOUT):
+                return status, args[4][5] if status == FOUND else None, deadline
+            if status != ABORTED:
+                raise RuntimeError(f"search returned unknown status {status}")
+        if deadline is not None and now() >= deadline:
+            return TIMEOUT, None, deadline
 
 
 def _stop(before: int, deadline: float | None) -> tuple[int, int]:
@@ -417,7 +431,20 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
         if code == NOT_FOUND:
             return _solution(name, problem, g_offs, g_height, Status.INFEASIBLE, lb, nodes)
         return _solution(name, problem, g_offs, g_height, Status.TIMEOUT, lb, nodes)
-    # minimize
+    incumbent, inc_height, lo, n_ = _minimize(ex, incumbent, inc_height, lb, deadline, options)
+    # unproven here means a decision ran out of its share of the budget
+    status = judge(inc_height, lo, None, cut_off=True)
+    return _solution(name, problem, ex.expand(incumbent), inc_height, status, lo, nodes + n_)
+
+
+def _minimize(ex: ExactSearch, incumbent: np.ndarray, inc_height: int, lb: int, deadline: float | None,
+              options: SolveOptions) -> tuple[np.ndarray, int, int, int]:
+    """Decisions at capacities between the bound ``lb`` and the incumbent's height until
+    they meet or the deadline passes: ``(best offsets, their height, the raised bound, nodes)``.
+    The first decision tries the bound with a third of the time left; later ones bisect."""
+    from onnxmem.core.solvers._searchdefs import FOUND, NOT_FOUND
+
+    nodes = 0
     lo, hi = lb, inc_height
     timed_out_at: int | None = None
     first = True
@@ -433,7 +460,7 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
             if base >= hi:
                 break
             c, budget = (base + hi - 1) // 2, left / 2
-        code, plan, n_ = ex.decide(c, incumbent, now() + budget, switches)
+        code, plan, n_ = ex.decide(c, incumbent, now() + budget, options.switches)
         nodes += n_
         if code == FOUND:
             incumbent = plan
@@ -444,9 +471,7 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
             options.report(f"bound raised to {lo:,}")
         else:
             timed_out_at = c if timed_out_at is None else max(timed_out_at, c)
-    # unproven here means a decision ran out of its share of the budget
-    status = judge(inc_height, lo, None, cut_off=True)
-    return _solution(name, problem, ex.expand(incumbent), inc_height, status, lo, nodes)
+    return incumbent, inc_height, lo, nodes
 
 
 def _numpy_greedy(problem: Problem) -> GreedyResult:

@@ -315,7 +315,6 @@ def best_greedy_offsets(
         placer = Placer(problem)
         if deadline is not None:
             deadline += placer.compile_seconds
-    size = placer.size
 
     def late() -> bool:
         return deadline is not None and now() > deadline
@@ -358,13 +357,19 @@ def best_greedy_offsets(
         return GreedyResult(offs, placer.height(offs), "size-bf", False)
     if best_gap is None:
         return best
-    # Peak promotion (gap-filling members): buffers that reach the top go
-    # first, in their old order.
+    return _promote_peaks(placer, best, best_gap, rounds, lb, deadline)
+
+
+def _promote_peaks(placer: Placer, best: GreedyResult, best_gap: tuple[np.ndarray, int, np.ndarray], rounds: int,
+                   lb: int, deadline: float | None) -> GreedyResult:
+    """Peak promotion (the gap-filling members): up to ``rounds`` times, the buffers that
+    reach the top of the lowest gap-filling plan ``best_gap`` go first, in their old order,
+    placed with best and first fit; the best plan so far (``cut_off`` past ``deadline``)."""
     offs, top, order = best_gap
     for _ in range(rounds):
-        if late():
+        if deadline is not None and now() > deadline:
             return replace(best, cut_off=True)
-        peak = (offs + size) >= top
+        peak = (offs + placer.size) >= top
         if not peak.any():
             break
         order = np.concatenate([order[peak[order]], order[~peak[order]]])
@@ -447,10 +452,7 @@ def restarts(
             deadline += placer.compile_seconds
     n = len(problem)
     pres = [preorder(problem, keys) for keys in PREORDERS]
-    inf = float("inf")
-    spent, pre_best = [0.0] * len(pres), [inf] * len(pres)
-    tried, move_best = [0.0] * len(RESTART_MOVES), [inf] * len(RESTART_MOVES)
-    kind_spent = [0.0, 0.0]  # restarts, rebuilds
+    shares = _Shares(len(pres))
     pinned = placer.fixed >= 0
     first = RESTART_FIRST if len(pres) == len(RESTART_FIRST) else None
     rng = np.random.default_rng(seed)
@@ -461,13 +463,8 @@ def restarts(
             break
         if deadline is not None and now() > deadline:
             break
-        kind = 0 if kind_spent[0] <= kind_spent[1] else 1  # half the time each
-        if kind == 0:
-            which = share_pick(spent, pre_best, first)
-            move = share_pick(tried, move_best)
-        else:  # the preorder and the move whose restarts reached the lowest plans
-            which = min(range(len(pres)), key=lambda i: (pre_best[i], i))
-            move = min(range(len(RESTART_MOVES)), key=lambda i: (move_best[i], i))
+        kind = 0 if shares.kind_spent[0] <= shares.kind_spent[1] else 1  # half the time each
+        which, move = shares.pick(kind, first)
         began = now()
         key = np.empty(n, dtype=np.float64)
         key[pres[which]] = np.arange(n)
@@ -483,13 +480,7 @@ def restarts(
         if offs is None:  # the deadline passed during the round (or it does not apply)
             break
         h = placer.height(offs)
-        took = now() - began
-        kind_spent[kind] += took
-        if kind == 0:  # a rebuild's height owes much to the part it kept
-            spent[which] += took
-            tried[move] += 1
-            pre_best[which] = min(pre_best[which], h)
-            move_best[move] = min(move_best[move], h)
+        shares.record(kind, which, move, now() - began, h)
         if h <= best.height:
             lower = h < best.height
             best = GreedyResult(offs, h, "restarts", False)
@@ -498,6 +489,35 @@ def restarts(
                 what = "restart" if kind == 0 else "rebuild"
                 progress(f"{what} {rounds}: {h:,} (+{gap:.4f}% over the bound {bound:,})")
     return best, rounds
+
+
+class _Shares:
+    """What :func:`restarts` has learned: per preorder the time its restarts took and the
+    lowest plan they reached, per move the rounds and the lowest plan, per kind the time."""
+
+    def __init__(self, preorders: int) -> None:
+        inf = float("inf")
+        self.spent, self.pre_best = [0.0] * preorders, [inf] * preorders
+        self.tried, self.move_best = [0.0] * len(RESTART_MOVES), [inf] * len(RESTART_MOVES)
+        self.kind_spent = [0.0, 0.0]  # restarts, rebuilds
+
+    def pick(self, kind: int, first: tuple[int, ...] | None) -> tuple[int, int]:
+        """``(preorder, move)`` of the next round: a restart's by :func:`share_pick`; a
+        rebuild's, the preorder and the move whose restarts reached the lowest plans."""
+        if kind == 0:
+            return share_pick(self.spent, self.pre_best, first), share_pick(self.tried, self.move_best)
+        which = min(range(len(self.pre_best)), key=lambda i: (self.pre_best[i], i))
+        move = min(range(len(RESTART_MOVES)), key=lambda i: (self.move_best[i], i))
+        return which, move
+
+    def record(self, kind: int, which: int, move: int, took: float, height: int) -> None:
+        """A round of ``kind`` took ``took`` and reached ``height``."""
+        self.kind_spent[kind] += took
+        if kind == 0:  # a rebuild's height owes much to the part it kept
+            self.spent[which] += took
+            self.tried[move] += 1
+            self.pre_best[which] = min(self.pre_best[which], height)
+            self.move_best[move] = min(self.move_best[move], height)
 
 
 _SUMMARIES = {

@@ -1,0 +1,126 @@
+"""The memory of an arena run (:mod:`.arena`): the arena on the host or on a CUDA device, filled
+with the sentinel, and where each tensor lives during the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+import onnxmem.runtime.sessions as sessions
+from onnxmem.core.errors import RuntimeBackendError
+from onnxmem.runtime.ort import check_memory, session_options
+
+__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits"]
+
+SENTINEL = 0xFF
+#: base alignment of the host arena (the CUDA allocator gives 256)
+HOST_BASE_ALIGNMENT = 4096
+
+
+
+def fits(size: int, device: str, slack: int = 0) -> None:
+    """Raise a one-line error when an arena of ``size`` bytes (plus ``slack``) cannot be allocated on ``device`` now."""
+    check_memory(size, device, "the plan's arena", slack=slack,
+                 fix="verify on a machine with more memory, or plan smaller dims (--dim, --input-shape)")
+
+
+# ------------------------------------------------------------------ arenas
+
+
+class HostArena:
+    """The arena as one host buffer, filled with the sentinel."""
+
+    device_type = "cpu"
+
+    def __init__(self, size: int) -> None:
+        fits(size, "cpu", slack=HOST_BASE_ALIGNMENT)
+        try:
+            self._raw = np.full(size + HOST_BASE_ALIGNMENT, SENTINEL, dtype=np.uint8)
+        except MemoryError:
+            raise RuntimeBackendError(
+                f"cannot allocate the plan's arena of {size} B in host memory; verify on a machine with more memory"
+            ) from None
+        shift = (-self._raw.ctypes.data) % HOST_BASE_ALIGNMENT
+        self.view = self._raw[shift : shift + size]
+        self.base = int(self.view.ctypes.data) if size else int(self._raw.ctypes.data) + shift
+
+    def read(self, offset: int, size: int) -> np.ndarray:
+        return np.array(self.view[offset : offset + size])
+
+    def write(self, offset: int, data: np.ndarray) -> None:
+        flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        self.view[offset : offset + flat.size] = flat
+
+
+class CudaArena:
+    """The arena as one CUDA allocation; bytes move through an Identity session."""
+
+    device_type = "cuda"
+
+    def __init__(self, size: int) -> None:
+        import onnxruntime as ort
+
+        n = max(size, 1)
+        fits(n, "cuda")
+        try:
+            self._ov = ort.OrtValue.ortvalue_from_shape_and_type([n], np.uint8, "cuda", 0)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            raise RuntimeBackendError(
+                f"cannot allocate the plan's arena of {size} B on the GPU: {sessions.first_line(exc, 160)}"
+            ) from None
+        self._ov.update_inplace(np.full(n, SENTINEL, dtype=np.uint8))
+        self.base = int(self._ov.data_ptr())
+        x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, ["n"])
+        y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, ["n"])
+        g = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["x"], ["y"])], "copy", [x], [y])
+        m = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+        self._copy = ort.InferenceSession(
+            m.SerializeToString(), sess_options=session_options(), providers=["CUDAExecutionProvider"]
+        )
+
+    def _move(self, src: tuple[str, int], dst: tuple[str, int], size: int) -> None:
+        if size == 0:
+            return
+        b = self._copy.io_binding()
+        b.bind_input("x", src[0], 0, np.uint8, [size], src[1])
+        b.bind_output("y", dst[0], 0, np.uint8, [size], dst[1])
+        self._copy.run_with_iobinding(b)
+        b.synchronize_outputs()
+
+    def read(self, offset: int, size: int) -> np.ndarray:
+        out = np.empty(size, dtype=np.uint8)
+        self._move(("cuda", self.base + offset), ("cpu", int(out.ctypes.data)), size)
+        return out
+
+    def write(self, offset: int, data: np.ndarray) -> None:
+        flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        self._move(("cpu", int(flat.ctypes.data)), ("cuda", self.base + offset), int(flat.size))
+
+
+@dataclass(slots=True)
+class Slot:
+    """Where one tensor lives during execution."""
+
+    name: str
+    home: str  # "arena", "host" (CUDA: the host mirror) or "private" (io external)
+    offset: int
+    size: int
+    elem_type: int
+    shape: tuple[int, ...]
+    group: str
+    end: int  # last step it is needed (exclusive)
+    private: np.ndarray | None = None
+
+
+@dataclass(slots=True)
+class Write:
+    """The outputs one node wrote, at one step."""
+
+    step: int
+    node: str
+    outputs: list[Slot] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ the run

@@ -1,0 +1,88 @@
+"""What an arena run takes and gives: its options, its output checks, its result (:mod:`.arena`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from onnxmem.proof.plan import Finding
+
+__all__ = ["DEVICES", "Execution", "ExecutionOptions", "OutputCheck", "compare_output"]
+
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionOptions:
+    """How to run a plan. ``inputs`` overrides the seeded random inputs."""
+
+    device: str = "cpu"
+    inputs: Mapping[str, np.ndarray] | None = None
+    seed: int = 0
+    rtol: float = 1e-4
+    atol: float = 1e-5
+    keep_going: bool = False  # run on after a clobber (to see whether results change)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputCheck:
+    """One graph output of the arena run against the per-node reference run.
+
+    ``ok`` when ``max_abs_diff <= tolerance`` where ``tolerance = atol + rtol *
+    max|reference|`` (integers and booleans: equal). ``identical``: bit for
+    bit. ``whole_model_diff`` / ``whole_model_ok``: the same measure against
+    one ordinary whole-model onnxruntime run, for information (kernels there
+    may sum in another order); ``None`` when that run was not made.
+    """
+
+    name: str
+    max_abs_diff: float
+    ok: bool
+    tolerance: float = 0.0
+    identical: bool = False
+    whole_model_diff: float | None = None
+    whole_model_ok: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """What running the plan showed; ``findings`` is empty when it held."""
+
+    device: str
+    findings: tuple[Finding, ...]
+    outputs: tuple[OutputCheck, ...]
+    nodes_run: int
+    seconds: float  # the per-node loop in the arena
+    reference_seconds: float  # one ordinary whole-model run
+    changed_result: bool  # a graph output differs or a node failed
+    notes: tuple[str, ...] = ()
+    private_seconds: float = 0.0  # the same nodes run again on private buffers (the reference)
+
+
+
+def compare_output(name: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> OutputCheck:
+    """``got`` against ``ref`` on the scale of ``ref``.
+
+    Floats: ``max |got - ref| <= atol + rtol * max |ref|`` over the finite
+    values of ``ref`` (NaN and infinities must match exactly); an element-wise
+    tolerance would fail outputs whose large entries differ in the last bits.
+    Integers and booleans: equal.
+    """
+    if got.shape != ref.shape:
+        return OutputCheck(name, float("inf"), False)
+    identical = got.dtype == ref.dtype and np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(ref).tobytes()
+    if np.issubdtype(ref.dtype, np.floating):
+        g64, r64 = got.astype(np.float64), ref.astype(np.float64)
+        same = (g64 == r64) | (np.isnan(g64) & np.isnan(r64))
+        with np.errstate(invalid="ignore", over="ignore"):
+            d = np.where(same, 0.0, np.abs(g64 - r64))
+        d = np.where(np.isnan(d), np.inf, d)
+        diff = float(d.max(initial=0.0))
+        finite = np.abs(r64[np.isfinite(r64)])
+        tol = atol + rtol * float(finite.max(initial=0.0))
+        return OutputCheck(name, diff, diff <= tol, tol, identical)
+    eq = np.array_equal(got, ref)
+    diff = 0.0 if eq else float(np.abs(got.astype(np.float64) - ref.astype(np.float64)).max(initial=0.0))
+    return OutputCheck(name, diff, eq, 0.0, identical)
