@@ -259,17 +259,11 @@ LONG_FUNCTIONS = {
     ("onnxmem/scheduling/_search.py", "search"): "a compiled (numba) kernel: one loop over an explicit stack "
     "of depths whose phases move scalars a helper could not assign",
 }
-#: folders not held to the limits yet: cli/main.py is over both and is being split apart
-NOT_YET_CHECKED = ("onnxmem/cli/",)
-
-
 def _sizes() -> tuple[dict[str, int], dict[tuple[str, str], tuple[int, ast.AST]]]:
     modules: dict[str, int] = {}
     functions: dict[tuple[str, str], tuple[int, ast.AST]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith(NOT_YET_CHECKED):
-            continue
         source = path.read_text(encoding="utf-8")
         modules[rel] = len(source.splitlines())
         for node in ast.walk(ast.parse(source)):
