@@ -771,3 +771,16 @@ def test_weights_whose_dims_are_wrong(command, dims, words, tmp_path):
     w.dims.extend(dims)
     model = save_model(tmp_path, matmul_model(w))
     assert_refused([command, model], tmp_path, words)
+
+
+def test_an_if_whose_condition_is_empty_is_one_line(tmp_path):
+    """An If's condition of shape [0]: verify stops in one line naming the If and its condition
+    (the arena run once indexed the empty array)."""
+    branch = {f"{b}_branch": helper.make_graph([helper.make_node(op, ["x"], [f"y_{b}"])], b, [],
+                                                 [vi(f"y_{b}", [1, 4])])
+              for b, op in (("then", "Relu"), ("else", "Neg"))}
+    m = make_model([helper.make_node("If", ["c"], ["y"], name="choose", **branch)],
+                   [vi("c", [0], TensorProto.BOOL), vi("x", [1, 4])], [vi("y", [1, 4])])
+    model = save_model(tmp_path, m)
+    line = assert_refused(["verify", model], tmp_path, "its condition 'c' holds 0 elements")
+    assert "'choose'" in line

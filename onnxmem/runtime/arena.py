@@ -72,7 +72,7 @@ import numpy as np
 import onnx
 
 import onnxmem.runtime.sessions as sessions
-from onnxmem.core.errors import PlanError, show_name
+from onnxmem.core.errors import PlanError, RuntimeBackendError, show_name
 from onnxmem.graph import GraphView, Op, bound_outputs, child_path
 from onnxmem.model import subgraph_attributes
 from onnxmem.plans.point import MemoryPlan
@@ -122,7 +122,13 @@ class ArenaRun(ArenaSteps):
         outs = [o for o in node.output if o]
         result: list[tuple[np.ndarray, np.ndarray]] | None
         if kind == "if":
-            branch = "then_branch" if bool(np.asarray(ins[0][0]).reshape(-1)[0]) else "else_branch"  # type: ignore[index]
+            cond = np.asarray(ins[0][0]).reshape(-1)  # type: ignore[index]
+            if cond.size != 1:
+                raise RuntimeBackendError(
+                    f"If {show_name(child_path(self.view.path, op.name))}: its condition "
+                    f"{show_name(node.input[0])} holds {cond.size} elements where an If needs exactly one; "
+                    "give that input a one-element shape (--input-shape NAME=1)")
+            branch = "then_branch" if bool(cond[0]) else "else_branch"
             if branch not in bodies:
                 where = child_path(self.view.path, op.name)
                 raise PlanError(f"If {show_name(where)} takes its {branch} on these inputs, which the plan leaves out "
