@@ -12,8 +12,9 @@ The public interface of the analysis layer: higher layers import from here
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from onnxmem.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from onnxmem.analysis.alias_rules import (
@@ -136,8 +137,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'onnxmem.analysis' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(globals(), _EXPORTS)

@@ -11,8 +11,9 @@ imports :mod:`onnxmem.plans.point` at start-up) does not load the others.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from onnxmem.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from onnxmem.plans.point import (
@@ -104,8 +105,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'onnxmem.plans' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(globals(), _EXPORTS)

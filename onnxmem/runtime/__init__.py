@@ -20,8 +20,9 @@ onnxruntime; onnxruntime itself is imported inside the functions that run it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from onnxmem.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from onnxmem.runtime.arena import (
@@ -251,8 +252,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'onnxmem.runtime' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(globals(), _EXPORTS)

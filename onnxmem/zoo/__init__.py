@@ -9,8 +9,7 @@
 ``export`` (PyTorch modules to zoo models) needs torch and is imported only by the builder.
 """
 
-from importlib import import_module
-from typing import Any
+from onnxmem.core.lazy import lazy_attributes
 
 # Names are imported from their module on first use, so that a light import (the
 # CLI reading ``onnxmem.zoo.settings`` for its help text) does not load onnx.
@@ -93,9 +92,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'onnxmem.zoo' has no attribute {name!r}")
-    value = getattr(import_module(f".{_HOME[name]}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), {name: "." + module for name, module in _HOME.items()})
