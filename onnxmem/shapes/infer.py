@@ -28,6 +28,7 @@ from onnxmem.model import (
     resolve_dim,
     set_shape,
 )
+from onnxmem.shapes.contrib import has_rule
 from onnxmem.shapes.engines import (
     run_engines,
     run_onnx_inference,
@@ -79,7 +80,7 @@ def infer_shapes(
             step.run(state)
     missing = [n for n in state.wanted if n not in state.known]
     if missing:
-        raise _unknown_sizes(missing, model, state.file_dims, input_shapes)
+        raise _unknown_sizes(missing, model, state.file_dims, input_shapes, state.known)
     known = state.known
     for init in model.graph.initializer:
         known.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
@@ -301,13 +302,16 @@ def _unknown_sizes(
     model: onnx.ModelProto,
     file_dims: Mapping[str, int],
     input_shapes: Mapping[str, tuple[int, ...]],
+    known: Mapping[str, TypedShape],
 ) -> ShapeError:
     """The error for values whose size is still unknown, leading to the flags that fix it.
 
     When graph inputs have dims nothing binds, the message names those inputs,
     their patterns and a ready ``--input-shape`` line (and ``--dim`` for named
     dims); dims that inference made up (``unk__N``) or that only outputs carry
-    are never offered. Otherwise the sizes depend on data.
+    are never offered. Otherwise, when a node of a domain onnx does not know stops inference
+    (its inputs known, an output not) and onnxmem has no rule for it, the message names it;
+    else the sizes depend on data.
     """
     shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     hints: list[str] = []
@@ -344,7 +348,26 @@ def _unknown_sizes(
             f"sizes of {len(missing)} tensors are unknown ({shown}): graph inputs have unbound "
             f"dims: {'; '.join(hints)}{more}"
         )
+    unruled = _unruled_node(model, known)
+    if unruled is not None:
+        return ShapeError(
+            f"sizes of {len(missing)} tensors are unknown ({shown}): {unruled} has no shape rule in onnxmem; "
+            "pass --measure-shapes (with --inputs where random values do not fit) to run the model once and "
+            "measure them"
+        )
     return ShapeError(
         f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
         "data; pass --measure-shapes to run the model once and measure them"
     )
+
+
+def _unruled_node(model: onnx.ModelProto, known: Mapping[str, TypedShape]) -> str | None:
+    """The first node, as ``node 'X' (domain:Op)``, of a domain other than ONNX's that has
+    every input shaped, an output unshaped and no rule in onnxmem; None when there is none."""
+    have = set(known) | {i.name for i in model.graph.initializer} | {i.name for i in model.graph.input}
+    for node in model.graph.node:
+        if node.domain in ("", "ai.onnx") or has_rule(node.domain, node.op_type):
+            continue
+        if all(not n or n in have for n in node.input) and any(o and o not in have for o in node.output):
+            return f"node {show_name(node.name)} ({flag_value(f'{node.domain}:{node.op_type}')})"
+    return None

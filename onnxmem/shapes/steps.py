@@ -11,13 +11,15 @@ The steps, in their order of trust (:data:`STEPS`):
    Shape, Gather, Concat, ... on known values), fed back to onnx's inference;
 3. ``op-rule``: shapes the operator spec fixes where inference leaves them out;
 4. ``training-rule``: gradient ops and what follows them (:mod:`onnxmem.shapes.training`);
-5. ``symbolic``: onnxruntime's symbolic shape inference (it knows the ``com.microsoft`` ops and
+5. ``contrib-rule``: onnxruntime's fused, blocked-layout (NCHWc) and quantized ops and what
+   follows them (:mod:`onnxmem.shapes.contrib`);
+6. ``symbolic``: onnxruntime's symbolic shape inference (it knows the ``com.microsoft`` ops and
    does symbolic arithmetic on dims);
-6. ``measured``: the shapes of one onnxruntime run that the caller measured and passed in
+7. ``measured``: the shapes of one onnxruntime run that the caller measured and passed in
    (:func:`onnxmem.runtime.ort.infer_measured_shapes`: the only way for data-dependent shapes).
    This layer never runs onnxruntime itself; measured shapes replace inferred ones, with a
    warning where the two differ;
-7. ``value_info``: the exporter's own value_info, the last resort, with a warning.
+8. ``value_info``: the exporter's own value_info, the last resort, with a warning.
 
 Every step but ``onnx`` and ``measured`` runs only while some value still lacks a shape.
 """
@@ -33,6 +35,7 @@ from onnx import TensorProto
 import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import show_name
 from onnxmem.model import Dim, resolve_dim
+from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.engines import collect_types, run_onnx_inference, run_symbolic_inference
 from onnxmem.shapes.training import complete_shapes
 
@@ -132,6 +135,10 @@ def _training_rules(state: Inference) -> None:
     complete_shapes(state.model, state.known, state.sources, state.wanted)
 
 
+def _contrib_rules(state: Inference) -> None:
+    complete_contrib(state.model, state.known, state.sources, state.wanted)
+
+
 def _symbolic(state: Inference) -> None:
     state.symbolic = run_symbolic_inference(state.inferred if state.inferred is not None else state.work)
     if state.symbolic is not None:
@@ -164,6 +171,7 @@ STEPS: tuple[Step, ...] = (
     Step("evaluated", _evaluated),
     Step("op-rule", _op_rules),
     Step("training-rule", _training_rules),
+    Step("contrib-rule", _contrib_rules),
     Step("symbolic", _symbolic),
     Step("measured", _measured, always=True),
     Step("value_info", _value_info),

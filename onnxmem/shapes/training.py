@@ -29,7 +29,7 @@ dims. Cost: one pass over the nodes, each inferred once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 
 import numpy as np
 import onnx
@@ -399,12 +399,15 @@ def _infer_onnx(node: onnx.NodeProto, ins: list[TypeShape | None], values: list[
 
 
 def complete_shapes(model: onnx.ModelProto, known: Known, sources: MutableMapping[str, str] | None = None,
-                    wanted: Sequence[str] | None = None) -> int:
+                    wanted: Sequence[str] | None = None, rules: Mapping[tuple[str, str], Rule] | None = None,
+                    source: str = "training-rule") -> int:
     """Give the top-level values still missing from ``known`` a dtype and shape (module doc).
 
     ``known`` maps a value to ``(elem_type, shape)``; initializers are read from the model.
-    New entries are recorded in ``known`` and, as ``"training-rule"``, in ``sources``; only
-    names in ``wanted`` (default: every node output) are added. Returns how many were added.
+    New entries are recorded in ``known`` and, as ``source``, in ``sources``; only names in
+    ``wanted`` (default: every node output) are added. ``rules`` replaces
+    :data:`TRAINING_RULES` (:mod:`onnxmem.shapes.contrib` passes its own). Returns how many
+    were added.
     """
     g = model.graph
     types: dict[str, TypeShape] = {i.name: (int(i.data_type), tuple(int(d) for d in i.dims)) for i in g.initializer}
@@ -425,12 +428,12 @@ def complete_shapes(model: onnx.ModelProto, known: Known, sources: MutableMappin
         ins = [types.get(n) if n else None for n in node.input]
         if any(o and o not in types for o in outs):
             _complete_node(node, ins, [consts.get(n) if n else None for n in node.input], types, pool_input,
-                           opsets, by_name)
+                           opsets, by_name, TRAINING_RULES if rules is None else rules)
             for o in outs:
                 if o in keep and o in types and o not in known:
                     known[o] = types[o]
                     if sources is not None:
-                        sources[o] = "training-rule"
+                        sources[o] = source
                     added += 1
         _record_value(node, ins, consts)
     return added
@@ -438,9 +441,10 @@ def complete_shapes(model: onnx.ModelProto, known: Known, sources: MutableMappin
 
 def _complete_node(node: onnx.NodeProto, ins: list[TypeShape | None], vals: list[np.ndarray | None],
                    types: dict[str, TypeShape], pool_input: dict[str, str],
-                   opsets: Sequence[onnx.OperatorSetIdProto], by_name: bool) -> None:
+                   opsets: Sequence[onnx.OperatorSetIdProto], by_name: bool,
+                   rules: Mapping[tuple[str, str], Rule]) -> None:
     """Steps 2 to 4 of the module doc for one node: its outputs' types go into ``types``."""
-    rule = TRAINING_RULES.get((_domain(node), node.op_type))
+    rule = rules.get((_domain(node), node.op_type))
     if rule is None:
         found = _infer_onnx(node, ins, vals, opsets)
     elif node.op_type == "MaxPoolGrad" and len(node.input) > 1:

@@ -1,0 +1,295 @@
+"""Shapes of onnxruntime's fused and quantized ops by rule (the ``contrib-rule`` step).
+
+onnxruntime's graph optimizers (``optimized_model_filepath`` at ORT_ENABLE_EXTENDED or
+ORT_ENABLE_ALL) write ``com.microsoft`` ops (FusedConv, FusedGemm, FusedMatMul, BiasGelu,
+SkipLayerNormalization, ...) and, at ORT_ENABLE_ALL, the blocked-layout ops of
+``com.microsoft.nchwc``; its quantization tools write QLinearAdd, QGemm, MatMulIntegerToFloat,
+... onnx's shape inference knows none of them. :data:`CONTRIB_RULES` gives each its outputs'
+dtypes and shapes from its schema (onnxruntime's ``contrib_defs.cc``,
+``quantization_defs.cc`` and ``nchwc_schema_defs.cc``); :func:`complete_contrib` runs them in
+the sweep of :func:`onnxmem.shapes.training.complete_shapes`, which infers the ONNX ops
+between them with onnx's per-node inference.
+
+A fused op whose shape is that of an ONNX op (FusedConv is Conv, FusedGemm is Gemm, QGemm is
+Gemm, nchwc MaxPool is MaxPool, ...) is inferred by onnx as that op (:func:`_standin`): its
+extra attributes dropped, its operands typed float, its output given the op's own dtype.
+
+NCHWc tensors keep an NCHW shape whose channel count is rounded up to the block size (8 with
+AVX2, 16 with AVX-512, fixed when the session that wrote the model started): an nchwc Conv's
+weight is already padded (its output has ``W.shape[0]`` channels), and ReorderOutput's
+``channels`` attribute gives the unpadded count back. Only ReorderInput needs the block size,
+which no attribute records; :func:`_reorder_input_channels` reads the padded count from the
+model itself (module doc there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from onnxmem.shapes.training import (
+    TRAINING_RULES,
+    Known,
+    Rule,
+    TypeShape,
+    _at,
+    _attr,
+    _fused_matmul,
+    _infer_onnx,
+    _layer_norm,
+    _matmul_dims,
+    _same,
+    complete_shapes,
+)
+
+__all__ = ["CONTRIB_RULES", "complete_contrib", "has_rule"]
+
+_MS = "com.microsoft"
+_NCHWC = "com.microsoft.nchwc"
+#: the ONNX opset the stand-ins are inferred at (AveragePool's dilations need 19)
+_STANDIN_OPSET = [helper.make_opsetid("", 19)]
+_F = int(TensorProto.FLOAT)
+
+
+def _standin(op: str, inputs: Sequence[int], drop: Sequence[str] = (), dtype: int | None = None,
+             dtype_from: int = 0) -> Rule:
+    """A rule that infers the node as the ONNX op ``op`` on its inputs at ``inputs`` (positions),
+    without the attributes ``drop``; the output's dtype is ``dtype``, else input ``dtype_from``'s."""
+
+    def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+        picked = [_at(ins, p) for p in inputs]
+        names = [node.input[p] if p < len(node.input) else "" for p in inputs]
+        while names and not names[-1]:  # trailing optional inputs left out
+            names.pop()
+            picked.pop()
+        src = _at(ins, dtype_from)
+        if any(n and t is None for n, t in zip(names, picked)) or (dtype is None and src is None):
+            return [None] * len(node.output)
+        stand = helper.make_node(op, [f"i{k}" if n else "" for k, n in enumerate(names)], ["y"])
+        stand.attribute.extend(a for a in node.attribute if a.name not in drop)
+        floats = [(_F, t[1]) if t is not None else None for t in picked]
+        out = _infer_onnx(stand, floats, [None] * len(floats), _STANDIN_OPSET)[0]
+        et = dtype if dtype is not None else src[0]  # type: ignore[index]
+        return [None if out is None else (et, out[1])] + [None] * (len(node.output) - 1)
+
+    return rule
+
+
+def _broadcast(a: int, b: int) -> Rule:
+    """QLinearAdd / QLinearMul: the broadcast shape of inputs ``a`` and ``b``, in ``a``'s dtype."""
+
+    def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+        x, y = _at(ins, a), _at(ins, b)
+        if x is None or y is None:
+            return [None]
+        try:
+            dims = np.broadcast_shapes(x[1], y[1])
+        except ValueError:
+            return [None]
+        return [(x[0], tuple(int(d) for d in dims))]
+
+    return rule
+
+
+def _skip_norm(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """Skip(Simplified)LayerNormalization (input, skip, gamma, ...) -> (output, mean,
+    inv_std_var, input_skip_bias_sum): output and the sum like input; mean and inv_std_var
+    (float) ``input.shape[:-1] + [1]``, as the kernel allocates them."""
+    x = _at(ins, 0)
+    if x is None:
+        return [None] * len(node.output)
+    stat = (_F, (*x[1][:-1], 1)) if x[1] else None
+    return [x, stat, stat, x][: len(node.output)]
+
+
+def _simplified_norm(node: onnx.NodeProto, ins: list[TypeShape | None],
+                     v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """SimplifiedLayerNormalization (X, scale; axis, stash_type) -> (Y, inv_std_var): as
+    LayerNormalization without its mean."""
+    y, _mean, inv = _layer_norm(node, ins, v)
+    return [y, inv]
+
+
+def _matmul_to(dtype_from: int) -> Rule:
+    """MatMulIntegerToFloat / DynamicQuantizeMatMul (A, B, ...) -> Y: MatMul's shape, in the
+    dtype of input ``dtype_from`` (the float scale or A)."""
+
+    def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+        a, b, t = _at(ins, 0), _at(ins, 1), _at(ins, dtype_from)
+        dims = None if a is None or b is None else _matmul_dims(a[1], b[1])
+        return [None if dims is None or t is None else (t[0], dims)]
+
+    return rule
+
+
+def _qgemm(node: onnx.NodeProto, ins: list[TypeShape | None], v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """QGemm (A, a_scale, a_zp, B, b_scale, b_zp, C, y_scale, y_zp) -> Y: Gemm's shape; quantized
+    like y_zp when y_scale is given (uint8 without y_zp), else float."""
+    quantized = len(node.input) > 7 and bool(node.input[7])
+    zp = _at(ins, 8) if len(node.input) > 8 and node.input[8] else None
+    dtype = (zp[0] if zp is not None else int(TensorProto.UINT8)) if quantized else _F
+    return _standin("Gemm", (0, 3, 6), drop=(), dtype=dtype)(node, ins, v)
+
+
+def _channels_last_pool(node: onnx.NodeProto, ins: list[TypeShape | None],
+                        _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """QLinearGlobalAveragePool (X, ...; channels_last) -> Y: every spatial dim 1."""
+    x = _at(ins, 0)
+    if x is None or len(x[1]) < 3:
+        return [None]
+    s = x[1]
+    if _attr(node, "channels_last", 0):
+        return [(x[0], (s[0], *([1] * (len(s) - 2)), s[-1]))]
+    return [(x[0], (s[0], s[1], *([1] * (len(s) - 2))))]
+
+
+def _qlinear_concat(node: onnx.NodeProto, ins: list[TypeShape | None],
+                    _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """QLinearConcat (Y_scale, Y_zp, (X, X_scale, X_zp)...; axis) -> Y: Concat of the Xs."""
+    xs = [_at(ins, p) for p in range(2, len(node.input), 3)]
+    if not xs or any(x is None for x in xs):
+        return [None]
+    rank = len(xs[0][1])  # type: ignore[index]
+    axis = int(_attr(node, "axis", 0))  # type: ignore[call-overload]
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank or any(len(x[1]) != rank for x in xs):  # type: ignore[index]
+        return [None]
+    dims = list(xs[0][1])  # type: ignore[index]
+    dims[axis] = sum(x[1][axis] for x in xs)  # type: ignore[index]
+    return [(xs[0][0], tuple(dims))]  # type: ignore[index]
+
+
+def _quantize(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """com.microsoft QuantizeLinear (x, y_scale, y_zero_point) -> y: x's shape, y_zp's dtype (uint8
+    without it)."""
+    x, zp = _at(ins, 0), _at(ins, 2) if len(node.input) > 2 and node.input[2] else None
+    return [None if x is None else (zp[0] if zp is not None else int(TensorProto.UINT8), x[1])]
+
+
+def _dequantize(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """com.microsoft DequantizeLinear (x, x_scale, x_zero_point) -> y: x's shape, the scale's dtype."""
+    x, scale = _at(ins, 0), _at(ins, 1)
+    return [None if x is None or scale is None else (scale[0], x[1])]
+
+
+def _reorder_output(node: onnx.NodeProto, ins: list[TypeShape | None],
+                    _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """nchwc ReorderOutput (X; channels, channels_last) -> Y: the blocked channels cut back to
+    ``channels``, NCHW or (channels_last) NHWC."""
+    x = _at(ins, 0)
+    channels = int(_attr(node, "channels", 0))  # type: ignore[call-overload]
+    if x is None or len(x[1]) < 3 or not 0 < channels <= x[1][1]:
+        return [None]
+    s = x[1]
+    if _attr(node, "channels_last", 0):
+        return [(x[0], (s[0], *s[2:], channels))]
+    return [(x[0], (s[0], channels, *s[2:]))]
+
+
+def _upsample(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """nchwc Upsample (X; scales: ints, one per dim) -> Y: each dim times its scale."""
+    x = _at(ins, 0)
+    scales = list(_attr(node, "scales", []))  # type: ignore[call-overload]
+    if x is None or len(scales) != len(x[1]) or any(int(s) < 1 for s in scales):
+        return [None]
+    return [(x[0], tuple(d * int(s) for d, s in zip(x[1], scales)))]
+
+
+_FUSED_ACT = ("activation", "activation_alpha", "activation_beta", "activation_gamma", "activation_params")
+_QPOOL_DROP = ("channels_last",)
+
+#: (domain, op_type) -> rule, each from the op's schema in onnxruntime (module doc)
+CONTRIB_RULES: dict[tuple[str, str], Rule] = {
+    (_MS, "FusedConv"): _standin("Conv", (0, 1, 2), drop=_FUSED_ACT),
+    (_MS, "FusedGemm"): _standin("Gemm", (0, 1, 2), drop=_FUSED_ACT),
+    (_MS, "FusedMatMul"): _fused_matmul,
+    (_MS, "QuickGelu"): _same(0),
+    (_MS, "Gelu"): _same(0),
+    (_MS, "BiasGelu"): _same(0),
+    (_MS, "FastGelu"): _same(0),
+    (_MS, "BiasAdd"): _same(0),
+    (_MS, "SkipLayerNormalization"): _skip_norm,
+    (_MS, "SkipSimplifiedLayerNormalization"): _skip_norm,
+    ("", "SimplifiedLayerNormalization"): _simplified_norm,  # onnxruntime registers it in ONNX's domain
+    (_MS, "SimplifiedLayerNormalization"): _simplified_norm,
+    (_NCHWC, "Conv"): _standin("Conv", (0, 1, 2), drop=_FUSED_ACT),  # input 3 (Sum) is added in place
+    (_NCHWC, "ReorderOutput"): _reorder_output,
+    (_NCHWC, "MaxPool"): _standin("MaxPool", (0,)),
+    (_NCHWC, "AveragePool"): _standin("AveragePool", (0,)),
+    (_NCHWC, "GlobalMaxPool"): _standin("GlobalMaxPool", (0,)),
+    (_NCHWC, "GlobalAveragePool"): _standin("GlobalAveragePool", (0,)),
+    (_NCHWC, "Upsample"): _upsample,
+    (_MS, "QLinearAdd"): _broadcast(0, 3),
+    (_MS, "QLinearMul"): _broadcast(0, 3),
+    (_MS, "QLinearSigmoid"): _same(0),
+    (_MS, "QLinearLeakyRelu"): _same(0),
+    (_MS, "QLinearSoftmax"): _same(0),
+    (_MS, "QLinearGlobalAveragePool"): _channels_last_pool,
+    (_MS, "QLinearAveragePool"): _standin("AveragePool", (0,), drop=_QPOOL_DROP),
+    (_MS, "QLinearConcat"): _qlinear_concat,
+    (_MS, "QGemm"): _qgemm,
+    (_MS, "MatMulIntegerToFloat"): _matmul_to(2),
+    (_MS, "DynamicQuantizeMatMul"): _matmul_to(0),
+    (_MS, "QuantizeLinear"): _quantize,
+    (_MS, "DequantizeLinear"): _dequantize,
+}
+
+
+def _reorder_input_channels(model: onnx.ModelProto) -> dict[str, int]:
+    """The padded channel count of each nchwc ReorderInput's output, read from the model.
+
+    The block size is fixed when the session that wrote the model started (MLAS's
+    ``MlasNchwcGetBlockSize``: 8 with AVX2, 16 with AVX-512) and no attribute records it. The
+    count is read, in this order, from the output's own shape in the file's value_info (where
+    the writer kept it), else from the weight of an nchwc Conv that reads the output: that
+    weight was padded with the same block size, and its input channels times ``group`` are the
+    padded count of the tensor it reads. An output with neither stays unknown.
+    """
+    g = model.graph
+    inits = {i.name: tuple(int(d) for d in i.dims) for i in g.initializer}
+    declared: dict[str, int] = {}
+    for vi in [*g.value_info, *g.output]:
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) >= 2 and dims[1].HasField("dim_value") and dims[1].dim_value > 0:
+            declared[vi.name] = int(dims[1].dim_value)
+    outs = {n.output[0] for n in g.node if n.domain == _NCHWC and n.op_type == "ReorderInput" and n.output}
+    found = {o: declared[o] for o in outs if o in declared}
+    for n in g.node:
+        if n.domain == _NCHWC and n.op_type == "Conv" and len(n.input) > 1 and n.input[0] in outs:
+            w = inits.get(n.input[1])
+            if w is not None and len(w) > 1 and n.input[0] not in found:
+                found[n.input[0]] = w[1] * int(_attr(n, "group", 1))  # type: ignore[call-overload]
+    return found
+
+
+def _reorder_input(padded: dict[str, int]) -> Rule:
+    """nchwc ReorderInput (X; channels_last) -> Y: NCHW with the channels padded to the block."""
+
+    def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+        x = _at(ins, 0)
+        c = padded.get(node.output[0]) if node.output else None
+        if x is None or c is None or len(x[1]) < 3:
+            return [None]
+        s = x[1]
+        channels, spatial = (s[-1], s[1:-1]) if _attr(node, "channels_last", 0) else (s[1], s[2:])
+        return [(x[0], (s[0], c, *spatial))] if c >= channels else [None]
+
+    return rule
+
+
+def has_rule(domain: str, op_type: str) -> bool:
+    """Whether onnxmem has a shape rule for ``op_type`` of ``domain`` (besides onnx's own)."""
+    key = ("" if domain in ("", "ai.onnx") else domain, op_type)
+    return key in CONTRIB_RULES or key in TRAINING_RULES or key == (_NCHWC, "ReorderInput")
+
+
+def complete_contrib(model: onnx.ModelProto, known: Known, sources: MutableMapping[str, str],
+                     wanted: Sequence[str]) -> int:
+    """Give the values still missing from ``known`` a dtype and shape by :data:`CONTRIB_RULES`
+    (and the training rules, for graphs with both); returns how many were added."""
+    rules = {**TRAINING_RULES, **CONTRIB_RULES,
+             (_NCHWC, "ReorderInput"): _reorder_input(_reorder_input_channels(model))}
+    return complete_shapes(model, known, sources, wanted, rules=rules, source="contrib-rule")
