@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.cli.main import main
 from onnxmem.core.errors import ShapeError
-from onnxmem.planning.pipeline import plan_model
+from onnxmem.planning.pipeline import PlanOptions, plan_model
 from onnxmem.verify.run import verify_plan
 
 ort = pytest.importorskip("onnxruntime")
@@ -231,3 +231,91 @@ def test_an_op_without_a_rule_is_named_with_its_domain(tmp_path):
     r = CliRunner().invoke(main, ["plan", str(path), "-o", str(tmp_path / "p.json")])
     assert r.exit_code != 0 and "com.example:NoSuchOp" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "p.json").exists()
+
+
+def _contrib_model(nodes, inputs, inits, domains=("com.microsoft",)) -> onnx.ModelProto:
+    m = _model(nodes, inputs, inits)
+    m.opset_import.extend(helper.make_opsetid(d, 1) for d in domains)
+    return m
+
+
+def _u8(name: str, value: int) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(value, np.uint8), name)
+
+
+def _norms() -> onnx.ModelProto:
+    """SkipLayerNormalization and SkipSimplifiedLayerNormalization with every optional output,
+    SimplifiedLayerNormalization with its inv_std_var, QuickGelu and FastGelu."""
+    n = helper.make_node
+    ms = "com.microsoft"
+    return _contrib_model(
+        [n("SkipLayerNormalization", ["x", "skip", "g", "bt", "b"], ["sl", "mean", "inv", "sum"], domain=ms),
+         n("SkipSimplifiedLayerNormalization", ["sl", "skip", "g"], ["ss", "", "inv2", "sum2"], domain=ms),
+         n("SimplifiedLayerNormalization", ["ss", "g"], ["sn", "inv3"], axis=-1),
+         n("QuickGelu", ["sn"], ["qg"], alpha=1.702, domain=ms),
+         n("FastGelu", ["qg", "b"], ["y"], domain=ms)],
+        [_vi("x", [2, 5, 16]), _vi("skip", [2, 5, 16])], [_init("g", 16), _init("bt", 16), _init("b", 16)])
+
+
+def _quantized_ops() -> onnx.ModelProto:
+    """QuantizeLinear, then QLinearSigmoid, QLinearLeakyRelu, QLinearConcat and
+    QLinearAveragePool on uint8 NCHW values, dequantized at the end."""
+    n = helper.make_node
+    ms = "com.microsoft"
+    q = ["s", "z"]
+    return _contrib_model(
+        [n("QuantizeLinear", ["x", *q], ["xq"]),
+         n("QLinearSigmoid", ["xq", *q, *q], ["sg"], domain=ms),
+         n("QLinearLeakyRelu", ["xq", *q, *q], ["lr"], alpha=0.1, domain=ms),
+         n("QLinearConcat", [*q, "sg", *q, "lr", *q], ["cat"], axis=1, domain=ms),
+         n("QLinearAveragePool", ["cat", *q, *q], ["ap"], kernel_shape=[2, 2], strides=[2, 2], domain=ms),
+         n("DequantizeLinear", ["ap", *q], ["y"])],
+        [_vi("x", [1, 3, 6, 6])], [_scalar("s", 0.05), _u8("z", 128)])
+
+
+def _nchwc_ops() -> onnx.ModelProto:
+    """ReorderInput, then the NCHWc pools and Upsample, then ReorderOutput (NHWC) on 12 channels."""
+    n = helper.make_node
+    nc = "com.microsoft.nchwc"
+    return _contrib_model(
+        [n("ReorderInput", ["x"], ["rx"], channels_last=0, domain=nc),
+         n("MaxPool", ["rx"], ["mp"], kernel_shape=[2, 2], strides=[2, 2], domain=nc),
+         n("AveragePool", ["mp"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], domain=nc),
+         n("Upsample", ["ap"], ["up"], scales=[1, 1, 2, 2], domain=nc),
+         n("GlobalAveragePool", ["up"], ["gp"], domain=nc),
+         n("ReorderOutput", ["up"], ["y"], channels=12, channels_last=1, domain=nc),
+         n("ReorderOutput", ["gp"], ["g"], channels=12, channels_last=0, domain=nc)],
+        [_vi("x", [1, 12, 8, 8])], [], domains=(nc,))
+
+
+def test_hand_built_contrib_ops_get_the_shapes_onnxruntime_runs(tmp_path):
+    for name, build in {"norms": _norms, "quantized": _quantized_ops}.items():
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(build(), str(path))
+        _plans_as_onnxruntime_runs(path)
+
+
+def test_reorder_input_alone_is_named_not_guessed(tmp_path):
+    """Without value_info or an NCHWc Conv reading it, ReorderInput's padded channel count
+    (the block size) is in no attribute: the model does not plan without measuring, and
+    planning with --measure-shapes gives onnxruntime's own count."""
+    path = tmp_path / "nchwc.onnx"
+    onnx.save(_nchwc_ops(), str(path))
+    with pytest.raises(ShapeError, match=r"\(com.microsoft.nchwc:ReorderInput\) needs the NCHWc block size"):
+        plan_model(path)
+    measured = plan_model(path, PlanOptions(measure_shapes=True)).view.tensors
+    assert measured["rx"].shape == _measured(path, _feeds(_nchwc_ops()))["rx"][1]
+
+
+def test_nchwc_pools_and_upsample_with_the_block_in_value_info(tmp_path):
+    """The padded count read from the file's value_info, as onnxruntime measured it."""
+    m = _nchwc_ops()
+    src = tmp_path / "bare.onnx"
+    onnx.save(m, str(src))
+    feeds = _feeds(m)
+    _dtype, shape = _measured(src, feeds)["rx"]
+    m.graph.value_info.append(_vi("rx", list(shape)))
+    path = tmp_path / "nchwc.onnx"
+    onnx.save(m, str(path))
+    planned = _plans_as_onnxruntime_runs(path, feeds)
+    assert planned.view.tensors["y"].shape == (1, 8, 8, 12)

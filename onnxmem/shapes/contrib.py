@@ -45,7 +45,7 @@ from onnxmem.shapes.training import (
     complete_shapes,
 )
 
-__all__ = ["CONTRIB_RULES", "complete_contrib", "has_rule"]
+__all__ = ["CONTRIB_RULES", "complete_contrib", "unshaped_reason"]
 
 _MS = "com.microsoft"
 _NCHWC = "com.microsoft.nchwc"
@@ -280,10 +280,16 @@ def _reorder_input(padded: dict[str, int]) -> Rule:
     return rule
 
 
-def has_rule(domain: str, op_type: str) -> bool:
-    """Whether onnxmem has a shape rule for ``op_type`` of ``domain`` (besides onnx's own)."""
+def unshaped_reason(domain: str, op_type: str) -> str:
+    """Why a node of ``op_type`` in ``domain`` (not ONNX's) whose inputs are shaped was left
+    unshaped, as the rest of a sentence that names it."""
     key = ("" if domain in ("", "ai.onnx") else domain, op_type)
-    return key in CONTRIB_RULES or key in TRAINING_RULES or key == (_NCHWC, "ReorderInput")
+    if key == (_NCHWC, "ReorderInput"):
+        return ("needs the NCHWc block size, which neither the file's value_info nor an NCHWc Conv "
+                "reading its output records")
+    if key in CONTRIB_RULES or key in TRAINING_RULES:
+        return "has a shape rule in onnxmem that cannot type it from its inputs' shapes and attributes"
+    return "has no shape rule in onnxmem"
 
 
 def complete_contrib(model: onnx.ModelProto, known: Known, sources: MutableMapping[str, str],

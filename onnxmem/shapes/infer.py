@@ -28,7 +28,7 @@ from onnxmem.model import (
     resolve_dim,
     set_shape,
 )
-from onnxmem.shapes.contrib import has_rule
+from onnxmem.shapes.contrib import unshaped_reason
 from onnxmem.shapes.engines import (
     run_engines,
     run_onnx_inference,
@@ -348,10 +348,10 @@ def _unknown_sizes(
             f"sizes of {len(missing)} tensors are unknown ({shown}): graph inputs have unbound "
             f"dims: {'; '.join(hints)}{more}"
         )
-    unruled = _unruled_node(model, known)
-    if unruled is not None:
+    stuck = _stuck_node(model, known)
+    if stuck is not None:
         return ShapeError(
-            f"sizes of {len(missing)} tensors are unknown ({shown}): {unruled} has no shape rule in onnxmem; "
+            f"sizes of {len(missing)} tensors are unknown ({shown}): {stuck}; "
             "pass --measure-shapes (with --inputs where random values do not fit) to run the model once and "
             "measure them"
         )
@@ -361,13 +361,14 @@ def _unknown_sizes(
     )
 
 
-def _unruled_node(model: onnx.ModelProto, known: Mapping[str, TypedShape]) -> str | None:
-    """The first node, as ``node 'X' (domain:Op)``, of a domain other than ONNX's that has
-    every input shaped, an output unshaped and no rule in onnxmem; None when there is none."""
+def _stuck_node(model: onnx.ModelProto, known: Mapping[str, TypedShape]) -> str | None:
+    """The first node of a domain other than ONNX's with every input shaped and an output
+    unshaped, as ``node 'X' (domain:Op)`` and why; None when there is none."""
     have = set(known) | {i.name for i in model.graph.initializer} | {i.name for i in model.graph.input}
     for node in model.graph.node:
-        if node.domain in ("", "ai.onnx") or has_rule(node.domain, node.op_type):
+        if node.domain in ("", "ai.onnx"):
             continue
         if all(not n or n in have for n in node.input) and any(o and o not in have for o in node.output):
-            return f"node {show_name(node.name)} ({flag_value(f'{node.domain}:{node.op_type}')})"
+            label = flag_value(f"{node.domain}:{node.op_type}")
+            return f"node {show_name(node.name)} ({label}) {unshaped_reason(node.domain, node.op_type)}"
     return None
