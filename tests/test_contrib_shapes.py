@@ -319,3 +319,41 @@ def test_nchwc_pools_and_upsample_with_the_block_in_value_info(tmp_path):
     onnx.save(m, str(path))
     planned = _plans_as_onnxruntime_runs(path, feeds)
     assert planned.view.tensors["y"].shape == (1, 8, 8, 12)
+
+
+def _qgemm_float() -> onnx.ModelProto:
+    """com.microsoft QuantizeLinear, QGemm without y_scale (a float output), and
+    com.microsoft DequantizeLinear."""
+    n = helper.make_node
+    ms = "com.microsoft"
+    w = numpy_helper.from_array(_RNG.integers(0, 255, (8, 6)).astype(np.uint8), "w")
+    return _contrib_model(
+        [n("QuantizeLinear", ["x", "s", "z"], ["xq"], domain=ms),
+         n("QGemm", ["xq", "s", "z", "w", "s", "z"], ["g"], transB=1, domain=ms),
+         n("DequantizeLinear", ["xq", "s", "z"], ["dq"], domain=ms),
+         n("MatMul", ["dq", "wt"], ["m"]), n("Add", ["g", "m"], ["y"])],
+        [_vi("x", [3, 6])], [_scalar("s", 0.05), _u8("z", 128), w, _init("wt", 6, 8)])
+
+
+def test_qgemm_to_float_and_microsoft_quantize_get_the_shapes_onnxruntime_runs(tmp_path):
+    path = tmp_path / "qgemm.onnx"
+    onnx.save(_qgemm_float(), str(path))
+    planned = _plans_as_onnxruntime_runs(path)
+    assert planned.view.tensors["g"].dtype == "float32" and planned.view.tensors["xq"].dtype == "uint8"
+
+
+def test_a_hostile_attribute_leaves_the_value_unknown_with_one_line(tmp_path):
+    """A string where ReorderOutput's int ``channels`` belongs: no rule guesses, the plan stops
+    with one line naming the node."""
+    m = _nchwc_ops()
+    m.graph.value_info.append(_vi("rx", [1, 16, 8, 8]))
+    for node in m.graph.node:
+        if node.op_type == "ReorderOutput":
+            del node.attribute[:]
+            node.attribute.append(helper.make_attribute("channels", "12\x1b[2J"))
+    path = tmp_path / "hostile.onnx"
+    onnx.save(m, str(path))
+    r = CliRunner().invoke(main, ["plan", str(path), "-o", str(tmp_path / "p.json")])
+    assert r.exit_code != 0 and "Traceback" not in r.output and "\x1b" not in r.output, r.output
+    assert "com.microsoft.nchwc:ReorderOutput" in r.output and len(r.output.strip().splitlines()) == 1
+    assert not (tmp_path / "p.json").exists()

@@ -52,6 +52,17 @@ _NCHWC = "com.microsoft.nchwc"
 #: the ONNX opset the stand-ins are inferred at (AveragePool's dilations need 19)
 _STANDIN_OPSET = [helper.make_opsetid("", 19)]
 _F = int(TensorProto.FLOAT)
+#: the NCHWc block sizes MLAS uses (AVX2, AVX-512)
+_BLOCK_MIN, _BLOCK_MAX = 8, 16
+
+
+def _ints(node: onnx.NodeProto, name: str, default: int | list[int]) -> int | list[int] | None:
+    """An int or ints attribute, its default when absent, None when it has another type (a
+    hostile file's string or graph where an int belongs)."""
+    v = _attr(node, name, default)
+    if isinstance(v, int) or (isinstance(v, list) and all(isinstance(x, int) for x in v)):
+        return v
+    return None
 
 
 def _standin(op: str, inputs: Sequence[int], drop: Sequence[str] = (), dtype: int | None = None,
@@ -149,17 +160,18 @@ def _channels_last_pool(node: onnx.NodeProto, ins: list[TypeShape | None],
 def _qlinear_concat(node: onnx.NodeProto, ins: list[TypeShape | None],
                     _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """QLinearConcat (Y_scale, Y_zp, (X, X_scale, X_zp)...; axis) -> Y: Concat of the Xs."""
-    xs = [_at(ins, p) for p in range(2, len(node.input), 3)]
-    if not xs or any(x is None for x in xs):
+    found = [_at(ins, p) for p in range(2, len(node.input), 3)]
+    xs = [x for x in found if x is not None]
+    axis = _ints(node, "axis", 0)
+    if not xs or len(xs) != len(found) or not isinstance(axis, int):
         return [None]
-    rank = len(xs[0][1])  # type: ignore[index]
-    axis = int(_attr(node, "axis", 0))  # type: ignore[call-overload]
+    rank = len(xs[0][1])
     axis = axis + rank if axis < 0 else axis
-    if not 0 <= axis < rank or any(len(x[1]) != rank for x in xs):  # type: ignore[index]
+    if not 0 <= axis < rank or any(len(x[1]) != rank for x in xs):
         return [None]
-    dims = list(xs[0][1])  # type: ignore[index]
-    dims[axis] = sum(x[1][axis] for x in xs)  # type: ignore[index]
-    return [(xs[0][0], tuple(dims))]  # type: ignore[index]
+    dims = list(xs[0][1])
+    dims[axis] = sum(x[1][axis] for x in xs)
+    return [(xs[0][0], tuple(dims))]
 
 
 def _quantize(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
@@ -180,8 +192,8 @@ def _reorder_output(node: onnx.NodeProto, ins: list[TypeShape | None],
     """nchwc ReorderOutput (X; channels, channels_last) -> Y: the blocked channels cut back to
     ``channels``, NCHW or (channels_last) NHWC."""
     x = _at(ins, 0)
-    channels = int(_attr(node, "channels", 0))  # type: ignore[call-overload]
-    if x is None or len(x[1]) < 3 or not 0 < channels <= x[1][1]:
+    channels = _ints(node, "channels", 0)
+    if x is None or len(x[1]) < 3 or not isinstance(channels, int) or not 0 < channels <= x[1][1]:
         return [None]
     s = x[1]
     if _attr(node, "channels_last", 0):
@@ -192,10 +204,10 @@ def _reorder_output(node: onnx.NodeProto, ins: list[TypeShape | None],
 def _upsample(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """nchwc Upsample (X; scales: ints, one per dim) -> Y: each dim times its scale."""
     x = _at(ins, 0)
-    scales = list(_attr(node, "scales", []))  # type: ignore[call-overload]
-    if x is None or len(scales) != len(x[1]) or any(int(s) < 1 for s in scales):
+    scales = _ints(node, "scales", [])
+    if x is None or not isinstance(scales, list) or len(scales) != len(x[1]) or any(s < 1 for s in scales):
         return [None]
-    return [(x[0], tuple(d * int(s) for d, s in zip(x[1], scales)))]
+    return [(x[0], tuple(d * s for d, s in zip(x[1], scales)))]
 
 
 _FUSED_ACT = ("activation", "activation_alpha", "activation_beta", "activation_gamma", "activation_params")
@@ -259,9 +271,9 @@ def _reorder_input_channels(model: onnx.ModelProto) -> dict[str, int]:
     found = {o: declared[o] for o in outs if o in declared}
     for n in g.node:
         if n.domain == _NCHWC and n.op_type == "Conv" and len(n.input) > 1 and n.input[0] in outs:
-            w = inits.get(n.input[1])
-            if w is not None and len(w) > 1 and n.input[0] not in found:
-                found[n.input[0]] = w[1] * int(_attr(n, "group", 1))  # type: ignore[call-overload]
+            w, group = inits.get(n.input[1]), _ints(n, "group", 1)
+            if w is not None and len(w) > 1 and isinstance(group, int) and group > 0 and n.input[0] not in found:
+                found[n.input[0]] = w[1] * group
     return found
 
 
@@ -275,7 +287,9 @@ def _reorder_input(padded: dict[str, int]) -> Rule:
             return [None]
         s = x[1]
         channels, spatial = (s[-1], s[1:-1]) if _attr(node, "channels_last", 0) else (s[1], s[2:])
-        return [(x[0], (s[0], c, *spatial))] if c >= channels else [None]
+        # a count no block of 8 or 16 gives (one value_info that lies) leaves it unknown
+        fits = c % _BLOCK_MIN == 0 and channels <= c < channels + _BLOCK_MAX
+        return [(x[0], (s[0], c, *spatial))] if fits else [None]
 
     return rule
 
