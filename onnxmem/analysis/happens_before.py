@@ -52,6 +52,7 @@ import numpy as np
 
 from onnxmem.analysis.aliasing import alias_layout
 from onnxmem.analysis.liveness import AliasLayout, Liveness, build_liveness
+from onnxmem.core.choices import CONCURRENCY_MODES
 from onnxmem.core.conflict_graph import Conflicts, Precedence, reachability
 from onnxmem.core.errors import ModelError
 from onnxmem.core.problem import Problem, lower_bound
@@ -60,7 +61,6 @@ from onnxmem.graph import GraphView
 __all__ = ["CONCURRENCY_MODES", "HappensBefore", "check_concurrency", "dag_liveness", "dag_problem",
            "happens_before"]
 
-CONCURRENCY_MODES = ("sequential", "dag")
 
 #: the most nodes happens-before is computed for (its matrix is nodes^2 bytes)
 MAX_NODES = 10_000

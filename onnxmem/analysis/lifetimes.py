@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from onnxmem.core.choices import IO_MODES
 from onnxmem.core.errors import ModelError
 
 if TYPE_CHECKING:  # types only: this module reads a view, it never builds one
@@ -41,7 +42,6 @@ if TYPE_CHECKING:  # types only: this module reads a view, it never builds one
 __all__ = ["IO_MODES", "arena_tensors", "check_io", "group_span", "last_reads", "live_profile",
            "tensor_lifetimes"]
 
-IO_MODES = ("internal", "external")
 
 
 def check_io(io: str) -> None:

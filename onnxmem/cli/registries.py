@@ -3,8 +3,7 @@ of the flags.
 
 Each registry is read when a command first needs it (they import numpy or onnx), so that
 ``onnxmem --help`` stays light. The small fixed sets of names a flag's help spells out
-(:data:`IO_MODES` ...) are written here for the same reason; a test checks each against the
-library's own tuple.
+(:data:`IO_MODES` ...) come from :mod:`onnxmem.core.choices`, which the library reads too.
 """
 
 from __future__ import annotations
@@ -12,19 +11,22 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Callable
 
+from onnxmem.core.choices import (
+    CONCURRENCY_MODES,
+    DEVICES,
+    EXECUTION_MODES,
+    IO_MODES,
+    RANDWIRE_KINDS,
+)
+
+__all__ = [
+    "CONCURRENCY_MODES", "DEVICES", "EXECUTION_MODES", "IO_MODES", "LISTINGS", "RANDWIRE_KINDS",
+    "all_generators", "formats", "generators", "orders", "remat", "solvers",
+]
+
 if TYPE_CHECKING:
     import onnx
 
-#: ``--io`` (:data:`onnxmem.analysis.lifetimes.IO_MODES`)
-IO_MODES = ("internal", "external")
-#: ``--concurrency`` (:data:`onnxmem.analysis.happens_before.CONCURRENCY_MODES`)
-CONCURRENCY_MODES = ("sequential", "dag")
-#: ``compare --execution-mode`` (:data:`onnxmem.runtime.peak.EXECUTION_MODES`)
-EXECUTION_MODES = ("sequential", "parallel")
-#: ``--device`` (:data:`onnxmem.runtime.arena.DEVICES`)
-DEVICES = ("cpu", "cuda")
-#: ``generate --graph`` (:data:`onnxmem.model.generate.RANDWIRE_KINDS`)
-RANDWIRE_KINDS = ("ws", "er", "ba")
 
 #: ``generate KIND``: build(size, seed, graph) -> the model
 Build = Callable[[int, int, str], "onnx.ModelProto"]

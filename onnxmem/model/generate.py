@@ -38,6 +38,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from onnxmem.core.choices import RANDWIRE_KINDS
 from onnxmem.core.errors import OnnxmemError
 
 __all__ = [
@@ -55,7 +56,6 @@ __all__ = [
 
 OPSET = 17
 IR_VERSION = 10
-RANDWIRE_KINDS = ("ws", "er", "ba")
 
 
 class _Builder:

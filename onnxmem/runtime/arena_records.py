@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnxmem.core.choices import DEVICES
 from onnxmem.proof.plan import Finding
 
 __all__ = ["DEVICES", "Execution", "ExecutionOptions", "OutputCheck", "compare_output"]
 
-DEVICES = ("cpu", "cuda")
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import os
 import time
@@ -34,7 +35,7 @@ from onnxmem.runtime.ort import load_with_weights, session_options
 __all__ = ["ArenaSteps"]
 
 
-class ArenaSteps:
+class ArenaSteps(abc.ABC):
     """The procedure of :class:`onnxmem.runtime.arena.ArenaRun` but nodes with bodies: one execution
     of ``plan`` for ``view`` in one arena; see :mod:`onnxmem.runtime.arena`.
 
@@ -406,9 +407,9 @@ class ArenaSteps:
 
     # -------------------------------------------------------------- values of nodes with bodies
 
+    @abc.abstractmethod
     def run_bodies(self, op: Op) -> bool:
-        """A node with bodies (:meth:`onnxmem.runtime.arena.ArenaRun.run_bodies`)."""
-        raise NotImplementedError("onnxmem.runtime.arena.ArenaRun runs nodes with bodies")
+        """A node with bodies: :class:`onnxmem.runtime.arena.ArenaRun` runs each body in its region."""
 
     def _value(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """``(the value in the arena, the reference's value)`` of ``name`` as arrays."""

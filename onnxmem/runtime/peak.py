@@ -62,6 +62,7 @@ from typing import Any
 
 import onnx
 
+from onnxmem.core.choices import EXECUTION_MODES
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError
 from onnxmem.graph import GraphView
 
@@ -70,8 +71,6 @@ __all__ = ["EXECUTION_MODES", "LEVELS", "OrtPeak", "arena_over_ort", "comparable
 
 #: optimization levels onnxmem can measure onnxruntime at -> ``GraphOptimizationLevel`` name
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "all": "ORT_ENABLE_ALL"}
-#: onnxruntime's executors: one node at a time, or independent nodes at once
-EXECUTION_MODES = ("sequential", "parallel")
 
 
 @dataclass(frozen=True, slots=True)

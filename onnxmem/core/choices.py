@@ -1,0 +1,19 @@
+"""The fixed sets of names the command line's flags accept, in one place.
+
+The layers that act on them (liveness, happens-before, the arena run, onnxruntime's peak, the
+generators) and the command line's help text both read them from here; this module imports
+nothing, so ``onnxmem --help`` can spell them out without loading onnx or numpy.
+"""
+
+__all__ = ["CONCURRENCY_MODES", "DEVICES", "EXECUTION_MODES", "IO_MODES", "RANDWIRE_KINDS"]
+
+#: where graph inputs and outputs live: in the arena (``internal``) or the caller's buffers
+IO_MODES = ("internal", "external")
+#: a plan for one operator order, or one that holds under every schedule the graph allows
+CONCURRENCY_MODES = ("sequential", "dag")
+#: onnxruntime's executors: one node at a time, or independent nodes at once
+EXECUTION_MODES = ("sequential", "parallel")
+#: where the arena lives and the nodes run
+DEVICES = ("cpu", "cuda")
+#: the random-graph families of the RandWire generator
+RANDWIRE_KINDS = ("ws", "er", "ba")
