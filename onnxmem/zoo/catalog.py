@@ -155,8 +155,9 @@ def load_zoo(source: str | os.PathLike[str], only: Sequence[str] = ()) -> list[Z
         if catalog.is_file():
             models = _read_catalog(catalog)
         else:
-            models = [ZooModel(p.stem, _inside(src, p, f"zoo folder '{src}'"))
-                      for p in sorted(src.rglob("*.onnx"))]
+            where = f"zoo folder '{src}'"
+            base = _resolved(src, where)
+            models = [ZooModel(p.stem, _inside(base, p, where)) for p in sorted(src.rglob("*.onnx"))]
             if not models:
                 raise OnnxmemError(
                     f"zoo folder '{src}' has no catalog.json and no .onnx files; build one "
@@ -190,13 +191,12 @@ def _resolved(file: Path, where: str) -> Path:
                            "fix the path (relative paths are read from the list's folder)") from None
 
 
-def _inside(root: Path, file: Path, where: str) -> Path:
-    """A model found in a zoo folder, refused unless it lies inside the folder once links resolve.
+def _inside(base: Path, file: Path, where: str) -> Path:
+    """A model found in a zoo folder, refused unless it lies inside ``base`` (the folder, resolved) once links resolve.
 
     The folder's files are not named by the user one by one: a link in it that leads out
     (to ``/dev/zero``, to a file elsewhere) or loops is a one-line error, not a file to read.
     """
-    base = _resolved(root, where)
     target = _resolved(file, where)
     if not target.is_relative_to(base):
         raise OnnxmemError(f"{where}: model file {show_name(str(file))} leads to {show_name(str(target))}, "
