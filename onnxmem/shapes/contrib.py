@@ -35,14 +35,14 @@ from onnxmem.shapes.training import (
     Known,
     Rule,
     TypeShape,
-    _at,
-    _attr,
-    _fused_matmul,
-    _infer_onnx,
-    _layer_norm,
-    _matmul_dims,
-    _same,
+    attribute,
     complete_shapes,
+    fused_matmul,
+    infer_onnx,
+    input_at,
+    layer_norm,
+    matmul_dims,
+    same_as,
 )
 
 __all__ = ["CONTRIB_RULES", "complete_contrib", "unshaped_reason"]
@@ -59,7 +59,7 @@ _BLOCK_MIN, _BLOCK_MAX = 8, 16
 def _ints(node: onnx.NodeProto, name: str, default: int | list[int]) -> int | list[int] | None:
     """An int or ints attribute, its default when absent, None when it has another type (a
     hostile file's string or graph where an int belongs)."""
-    v = _attr(node, name, default)
+    v = attribute(node, name, default)
     if isinstance(v, int) or (isinstance(v, list) and all(isinstance(x, int) for x in v)):
         return v
     return None
@@ -71,18 +71,18 @@ def _standin(op: str, inputs: Sequence[int], drop: Sequence[str] = (), dtype: in
     without the attributes ``drop``; the output's dtype is ``dtype``, else input ``dtype_from``'s."""
 
     def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
-        picked = [_at(ins, p) for p in inputs]
+        picked = [input_at(ins, p) for p in inputs]
         names = [node.input[p] if p < len(node.input) else "" for p in inputs]
         while names and not names[-1]:  # trailing optional inputs left out
             names.pop()
             picked.pop()
-        src = _at(ins, dtype_from)
+        src = input_at(ins, dtype_from)
         if any(n and t is None for n, t in zip(names, picked)) or (dtype is None and src is None):
             return [None] * len(node.output)
         stand = helper.make_node(op, [f"i{k}" if n else "" for k, n in enumerate(names)], ["y"])
         stand.attribute.extend(a for a in node.attribute if a.name not in drop)
         floats = [(_F, t[1]) if t is not None else None for t in picked]
-        out = _infer_onnx(stand, floats, [None] * len(floats), _STANDIN_OPSET)[0]
+        out = infer_onnx(stand, floats, [None] * len(floats), _STANDIN_OPSET)[0]
         et = dtype if dtype is not None else src[0]  # type: ignore[index]
         return [None if out is None else (et, out[1])] + [None] * (len(node.output) - 1)
 
@@ -93,7 +93,7 @@ def _broadcast(a: int, b: int) -> Rule:
     """QLinearAdd / QLinearMul: the broadcast shape of inputs ``a`` and ``b``, in ``a``'s dtype."""
 
     def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
-        x, y = _at(ins, a), _at(ins, b)
+        x, y = input_at(ins, a), input_at(ins, b)
         if x is None or y is None:
             return [None]
         try:
@@ -109,7 +109,7 @@ def _skip_norm(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.nd
     """Skip(Simplified)LayerNormalization (input, skip, gamma, ...) -> (output, mean,
     inv_std_var, input_skip_bias_sum): output and the sum like input; mean and inv_std_var
     (float) ``input.shape[:-1] + [1]``, as the kernel allocates them."""
-    x = _at(ins, 0)
+    x = input_at(ins, 0)
     if x is None:
         return [None] * len(node.output)
     stat = (_F, (*x[1][:-1], 1)) if x[1] else None
@@ -120,7 +120,7 @@ def _simplified_norm(node: onnx.NodeProto, ins: list[TypeShape | None],
                      v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """SimplifiedLayerNormalization (X, scale; axis, stash_type) -> (Y, inv_std_var): as
     LayerNormalization without its mean."""
-    y, _mean, inv = _layer_norm(node, ins, v)
+    y, _mean, inv = layer_norm(node, ins, v)
     return [y, inv]
 
 
@@ -129,8 +129,8 @@ def _matmul_to(dtype_from: int) -> Rule:
     dtype of input ``dtype_from`` (the float scale or A)."""
 
     def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
-        a, b, t = _at(ins, 0), _at(ins, 1), _at(ins, dtype_from)
-        dims = None if a is None or b is None else _matmul_dims(a[1], b[1])
+        a, b, t = input_at(ins, 0), input_at(ins, 1), input_at(ins, dtype_from)
+        dims = None if a is None or b is None else matmul_dims(a[1], b[1])
         return [None if dims is None or t is None else (t[0], dims)]
 
     return rule
@@ -140,7 +140,7 @@ def _qgemm(node: onnx.NodeProto, ins: list[TypeShape | None], v: list[np.ndarray
     """QGemm (A, a_scale, a_zp, B, b_scale, b_zp, C, y_scale, y_zp) -> Y: Gemm's shape; quantized
     like y_zp when y_scale is given (uint8 without y_zp), else float."""
     quantized = len(node.input) > 7 and bool(node.input[7])
-    zp = _at(ins, 8) if len(node.input) > 8 and node.input[8] else None
+    zp = input_at(ins, 8) if len(node.input) > 8 and node.input[8] else None
     dtype = (zp[0] if zp is not None else int(TensorProto.UINT8)) if quantized else _F
     return _standin("Gemm", (0, 3, 6), drop=(), dtype=dtype)(node, ins, v)
 
@@ -148,11 +148,11 @@ def _qgemm(node: onnx.NodeProto, ins: list[TypeShape | None], v: list[np.ndarray
 def _channels_last_pool(node: onnx.NodeProto, ins: list[TypeShape | None],
                         _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """QLinearGlobalAveragePool (X, ...; channels_last) -> Y: every spatial dim 1."""
-    x = _at(ins, 0)
+    x = input_at(ins, 0)
     if x is None or len(x[1]) < 3:
         return [None]
     s = x[1]
-    if _attr(node, "channels_last", 0):
+    if attribute(node, "channels_last", 0):
         return [(x[0], (s[0], *([1] * (len(s) - 2)), s[-1]))]
     return [(x[0], (s[0], s[1], *([1] * (len(s) - 2))))]
 
@@ -160,7 +160,7 @@ def _channels_last_pool(node: onnx.NodeProto, ins: list[TypeShape | None],
 def _qlinear_concat(node: onnx.NodeProto, ins: list[TypeShape | None],
                     _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """QLinearConcat (Y_scale, Y_zp, (X, X_scale, X_zp)...; axis) -> Y: Concat of the Xs."""
-    found = [_at(ins, p) for p in range(2, len(node.input), 3)]
+    found = [input_at(ins, p) for p in range(2, len(node.input), 3)]
     xs = [x for x in found if x is not None]
     axis = _ints(node, "axis", 0)
     if not xs or len(xs) != len(found) or not isinstance(axis, int):
@@ -177,13 +177,13 @@ def _qlinear_concat(node: onnx.NodeProto, ins: list[TypeShape | None],
 def _quantize(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """com.microsoft QuantizeLinear (x, y_scale, y_zero_point) -> y: x's shape, y_zp's dtype (uint8
     without it)."""
-    x, zp = _at(ins, 0), _at(ins, 2) if len(node.input) > 2 and node.input[2] else None
+    x, zp = input_at(ins, 0), input_at(ins, 2) if len(node.input) > 2 and node.input[2] else None
     return [None if x is None else (zp[0] if zp is not None else int(TensorProto.UINT8), x[1])]
 
 
 def _dequantize(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """com.microsoft DequantizeLinear (x, x_scale, x_zero_point) -> y: x's shape, the scale's dtype."""
-    x, scale = _at(ins, 0), _at(ins, 1)
+    x, scale = input_at(ins, 0), input_at(ins, 1)
     return [None if x is None or scale is None else (scale[0], x[1])]
 
 
@@ -191,19 +191,19 @@ def _reorder_output(node: onnx.NodeProto, ins: list[TypeShape | None],
                     _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """nchwc ReorderOutput (X; channels, channels_last) -> Y: the blocked channels cut back to
     ``channels``, NCHW or (channels_last) NHWC."""
-    x = _at(ins, 0)
+    x = input_at(ins, 0)
     channels = _ints(node, "channels", 0)
     if x is None or len(x[1]) < 3 or not isinstance(channels, int) or not 0 < channels <= x[1][1]:
         return [None]
     s = x[1]
-    if _attr(node, "channels_last", 0):
+    if attribute(node, "channels_last", 0):
         return [(x[0], (s[0], *s[2:], channels))]
     return [(x[0], (s[0], channels, *s[2:]))]
 
 
 def _upsample(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """nchwc Upsample (X; scales: ints, one per dim) -> Y: each dim times its scale."""
-    x = _at(ins, 0)
+    x = input_at(ins, 0)
     scales = _ints(node, "scales", [])
     if x is None or not isinstance(scales, list) or len(scales) != len(x[1]) or any(s < 1 for s in scales):
         return [None]
@@ -217,12 +217,12 @@ _QPOOL_DROP = ("channels_last",)
 CONTRIB_RULES: dict[tuple[str, str], Rule] = {
     (_MS, "FusedConv"): _standin("Conv", (0, 1, 2), drop=_FUSED_ACT),
     (_MS, "FusedGemm"): _standin("Gemm", (0, 1, 2), drop=_FUSED_ACT),
-    (_MS, "FusedMatMul"): _fused_matmul,
-    (_MS, "QuickGelu"): _same(0),
-    (_MS, "Gelu"): _same(0),
-    (_MS, "BiasGelu"): _same(0),
-    (_MS, "FastGelu"): _same(0),
-    (_MS, "BiasAdd"): _same(0),
+    (_MS, "FusedMatMul"): fused_matmul,
+    (_MS, "QuickGelu"): same_as(0),
+    (_MS, "Gelu"): same_as(0),
+    (_MS, "BiasGelu"): same_as(0),
+    (_MS, "FastGelu"): same_as(0),
+    (_MS, "BiasAdd"): same_as(0),
     (_MS, "SkipLayerNormalization"): _skip_norm,
     (_MS, "SkipSimplifiedLayerNormalization"): _skip_norm,
     ("", "SimplifiedLayerNormalization"): _simplified_norm,  # onnxruntime registers it in ONNX's domain
@@ -236,9 +236,9 @@ CONTRIB_RULES: dict[tuple[str, str], Rule] = {
     (_NCHWC, "Upsample"): _upsample,
     (_MS, "QLinearAdd"): _broadcast(0, 3),
     (_MS, "QLinearMul"): _broadcast(0, 3),
-    (_MS, "QLinearSigmoid"): _same(0),
-    (_MS, "QLinearLeakyRelu"): _same(0),
-    (_MS, "QLinearSoftmax"): _same(0),
+    (_MS, "QLinearSigmoid"): same_as(0),
+    (_MS, "QLinearLeakyRelu"): same_as(0),
+    (_MS, "QLinearSoftmax"): same_as(0),
     (_MS, "QLinearGlobalAveragePool"): _channels_last_pool,
     (_MS, "QLinearAveragePool"): _standin("AveragePool", (0,), drop=_QPOOL_DROP),
     (_MS, "QLinearConcat"): _qlinear_concat,
@@ -281,12 +281,12 @@ def _reorder_input(padded: dict[str, int]) -> Rule:
     """nchwc ReorderInput (X; channels_last) -> Y: NCHW with the channels padded to the block."""
 
     def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
-        x = _at(ins, 0)
+        x = input_at(ins, 0)
         c = padded.get(node.output[0]) if node.output else None
         if x is None or c is None or len(x[1]) < 3:
             return [None]
         s = x[1]
-        channels, spatial = (s[-1], s[1:-1]) if _attr(node, "channels_last", 0) else (s[1], s[2:])
+        channels, spatial = (s[-1], s[1:-1]) if attribute(node, "channels_last", 0) else (s[1], s[2:])
         # a count no block of 8 or 16 gives (one value_info that lies) leaves it unknown
         fits = c % _BLOCK_MIN == 0 and channels <= c < channels + _BLOCK_MAX
         return [(x[0], (s[0], c, *spatial))] if fits else [None]

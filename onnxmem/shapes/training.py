@@ -38,7 +38,10 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxmem.core.toposort import stable_order
 from onnxmem.model.roles import is_training_graph
 
-__all__ = ["GRAD_SUFFIX", "TRAINING_RULES", "Known", "complete_shapes"]
+__all__ = [
+    "GRAD_SUFFIX", "Known", "Rule", "TRAINING_RULES", "TypeShape", "attribute", "complete_shapes",
+    "fused_matmul", "infer_onnx", "input_at", "layer_norm", "matmul_dims", "same_as",
+]
 
 #: what onnxruntime's gradient builder appends to a value's name to name its gradient
 GRAD_SUFFIX = "_grad"
@@ -54,14 +57,14 @@ Rule = Callable[[onnx.NodeProto, list[TypeShape | None], list[np.ndarray | None]
 _MS = "com.microsoft"
 
 
-def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
+def attribute(node: onnx.NodeProto, name: str, default: object) -> object:
     for a in node.attribute:
         if a.name == name:
             return helper.get_attribute_value(a)
     return default
 
 
-def _same(*positions: int) -> Rule:
+def same_as(*positions: int) -> Rule:
     """Output ``k`` has the dtype and shape of input ``positions[k]``."""
 
     def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
@@ -70,7 +73,7 @@ def _same(*positions: int) -> Rule:
     return rule
 
 
-def _at(ins: Sequence[TypeShape | None], p: int) -> TypeShape | None:
+def input_at(ins: Sequence[TypeShape | None], p: int) -> TypeShape | None:
     return ins[p] if p < len(ins) else None
 
 
@@ -79,7 +82,7 @@ def _conv_grad(bias_channels: Callable[[tuple[int, ...], onnx.NodeProto], int]) 
     one value per output channel, in X's dtype."""
 
     def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
-        x, w = _at(ins, 1), _at(ins, 2)
+        x, w = input_at(ins, 1), input_at(ins, 2)
         db = None if x is None or w is None else (x[0], (bias_channels(w[1], node),))
         return [x, w, db]
 
@@ -90,17 +93,17 @@ def _batch_norm_internal(node: onnx.NodeProto, ins: list[TypeShape | None],
                          _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """BatchNormInternal (X, scale, B, input_mean, input_var) -> (Y, running_mean, running_var,
     saved_mean, saved_inv_std): Y like X; the four statistics like input_mean ([C])."""
-    x, mean = _at(ins, 0), _at(ins, 3)
-    return [x, mean, _at(ins, 4) or mean, mean, mean]
+    x, mean = input_at(ins, 0), input_at(ins, 3)
+    return [x, mean, input_at(ins, 4) or mean, mean, mean]
 
 
 def _norm_grad(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """BatchNormalizationGrad / LayerNormalizationGrad (dY, X, scale, mean, inv_std) -> (dX,
     dscale, dbias): dX like X, dscale and dbias like scale."""
-    return [_at(ins, 1), _at(ins, 2), _at(ins, 2)]
+    return [input_at(ins, 1), input_at(ins, 2), input_at(ins, 2)]
 
 
-def _matmul_dims(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+def matmul_dims(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
     """numpy.matmul's result shape (1-D operands promoted and dropped), or None on a mismatch."""
     if not a or not b:
         return None
@@ -116,24 +119,24 @@ def _matmul_dims(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | No
     return tuple(int(d) for d in out)
 
 
-def _fused_matmul(node: onnx.NodeProto, ins: list[TypeShape | None],
+def fused_matmul(node: onnx.NodeProto, ins: list[TypeShape | None],
                   _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """FusedMatMul (A, B; transA, transB, transBatchA, transBatchB, alpha) -> Y: MatMul of A and
     B after swapping the last two dims of each operand its trans flag names (rank >= 2). The
     transBatch forms (batch dims rotated) are left unknown."""
-    a, b = _at(ins, 0), _at(ins, 1)
-    if a is None or b is None or _attr(node, "transBatchA", 0) or _attr(node, "transBatchB", 0):
+    a, b = input_at(ins, 0), input_at(ins, 1)
+    if a is None or b is None or attribute(node, "transBatchA", 0) or attribute(node, "transBatchB", 0):
         return [None]
     sa, sb = a[1], b[1]
-    if _attr(node, "transA", 0):
+    if attribute(node, "transA", 0):
         if len(sa) < 2:
             return [None]
         sa = (*sa[:-2], sa[-1], sa[-2])
-    if _attr(node, "transB", 0):
+    if attribute(node, "transB", 0):
         if len(sb) < 2:
             return [None]
         sb = (*sb[:-2], sb[-1], sb[-2])
-    dims = _matmul_dims(sa, sb)
+    dims = matmul_dims(sa, sb)
     return [None if dims is None else (a[0], dims)]
 
 
@@ -145,7 +148,7 @@ def _concat_training(node: onnx.NodeProto, ins: list[TypeShape | None],
     if len(present) != len(node.input) or not present:
         return [None, None]
     rank = len(present[0][1])
-    axis = int(_attr(node, "axis", 0))  # type: ignore[call-overload]
+    axis = int(attribute(node, "axis", 0))  # type: ignore[call-overload]
     axis = axis + rank if axis < 0 else axis
     if not 0 <= axis < rank or any(len(t[1]) != rank for t in present):
         return [None, None]
@@ -162,12 +165,12 @@ def _split_training(node: onnx.NodeProto, ins: list[TypeShape | None],
     """SplitTraining (input, split; axis) -> outputs: the input cut along ``axis`` into the
     lengths ``split`` holds (the per_input_length of the ConcatTraining it undoes), or into
     equal parts when ``split`` is absent."""
-    x = _at(ins, 0)
+    x = input_at(ins, 0)
     n = len(node.output)
     if x is None:
         return [None] * n
     rank = len(x[1])
-    axis = int(_attr(node, "axis", 0))  # type: ignore[call-overload]
+    axis = int(attribute(node, "axis", 0))  # type: ignore[call-overload]
     axis = axis + rank if axis < 0 else axis
     if not 0 <= axis < rank:
         return [None] * n
@@ -187,7 +190,7 @@ def _gather_grad(node: onnx.NodeProto, ins: list[TypeShape | None],
                  values: list[np.ndarray | None]) -> list[TypeShape | None]:
     """GatherGrad (shape, indices, dY; axis) -> dX: the shape input's value (the shape of the
     gathered data), in dY's dtype."""
-    dy, shape = _at(ins, 2), values[0] if values else None
+    dy, shape = input_at(ins, 2), values[0] if values else None
     if dy is None or shape is None:
         return [None]
     return [(dy[0], tuple(int(d) for d in shape.reshape(-1)))]
@@ -197,7 +200,7 @@ def _inplace_accumulator(node: onnx.NodeProto, ins: list[TypeShape | None],
                          _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """InPlaceAccumulatorV2 (accumulation_buffer, value, overwrite_flag) -> (updated,
     accumulation_buffer_out): a bool [1] flag, and the buffer (aliased to input 0)."""
-    return [(int(TensorProto.BOOL), (1,)), _at(ins, 0)]
+    return [(int(TensorProto.BOOL), (1,)), input_at(ins, 0)]
 
 
 def _lstm_training(node: onnx.NodeProto, ins: list[TypeShape | None],
@@ -205,8 +208,8 @@ def _lstm_training(node: onnx.NodeProto, ins: list[TypeShape | None],
     """LSTMTraining (X [seq, batch, in], W [dirs, 4h, in], R, B, SL, H0, C0, P) -> (HAll
     [seq, dirs, batch, h], HFinal [dirs, batch, h], CFinal [dirs, batch, h], CAll like HAll,
     iofc [seq, dirs, batch, 4h])."""
-    x, w = _at(ins, 0), _at(ins, 1)
-    hidden = int(_attr(node, "hidden_size", 0))  # type: ignore[call-overload]
+    x, w = input_at(ins, 0), input_at(ins, 1)
+    hidden = int(attribute(node, "hidden_size", 0))  # type: ignore[call-overload]
     if x is None or w is None or len(x[1]) != 3 or len(w[1]) != 3 or hidden <= 0:
         return [None] * 5
     seq, batch, _ = x[1]
@@ -222,8 +225,8 @@ def _lstm_grad(node: onnx.NodeProto, ins: list[TypeShape | None],
     """LSTMGrad (X, W, R, B, SL, H0, C0, HAll, CAll, iofc, dHAll, dHFinal, dCFinal) -> (dX,
     dW, dR, dB, dH0, dC0, dP): like X, W and R; dB [dirs, 8h]; dH0 and dC0 [dirs, batch, h];
     dP [dirs, 3h]."""
-    x, w, r = _at(ins, 0), _at(ins, 1), _at(ins, 2)
-    hidden = int(_attr(node, "hidden_size", 0))  # type: ignore[call-overload]
+    x, w, r = input_at(ins, 0), input_at(ins, 1), input_at(ins, 2)
+    hidden = int(attribute(node, "hidden_size", 0))  # type: ignore[call-overload]
     if x is None or w is None or len(x[1]) != 3 or len(w[1]) != 3 or hidden <= 0:
         return [x, w, r, None, None, None, None]
     dirs, batch, et = w[1][0], x[1][1], x[0]
@@ -241,7 +244,7 @@ def _max_pool_grad(node: onnx.NodeProto, ins: list[TypeShape | None],
 def _compare(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """LessOrEqual / GreaterOrEqual (A, B) -> C: bool, the broadcast shape (ONNX defines these
     as functions, which onnx's per-node inference does not expand; Clip's gradient uses them)."""
-    a, b = _at(ins, 0), _at(ins, 1)
+    a, b = input_at(ins, 0), input_at(ins, 1)
     if a is None or b is None:
         return [None]
     try:
@@ -251,19 +254,19 @@ def _compare(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndar
     return [(int(TensorProto.BOOL), tuple(int(d) for d in dims))]
 
 
-def _layer_norm(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+def layer_norm(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """LayerNormalization (X, scale, B; axis, stash_type) -> (Y, Mean, InvStdDev): Y like X; the
     statistics (kept for the gradient) ``X.shape[:axis] + [1] * (rank - axis)`` in the stash
     type (float by default)."""
-    x = _at(ins, 0)
+    x = input_at(ins, 0)
     if x is None:
         return [None, None, None]
     rank = len(x[1])
-    axis = int(_attr(node, "axis", -1))  # type: ignore[call-overload]
+    axis = int(attribute(node, "axis", -1))  # type: ignore[call-overload]
     axis = axis + rank if axis < 0 else axis
     if not 0 <= axis < rank:
         return [x, None, None]
-    stash = int(_attr(node, "stash_type", TensorProto.FLOAT))  # type: ignore[call-overload]
+    stash = int(attribute(node, "stash_type", TensorProto.FLOAT))  # type: ignore[call-overload]
     stat = (stash, (*x[1][:axis], *([1] * (rank - axis))))
     return [x, stat, stat]
 
@@ -272,32 +275,32 @@ def _layer_norm(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.n
 TRAINING_RULES: dict[tuple[str, str], Rule] = {
     # forward ops the gradient builder writes
     (_MS, "BatchNormInternal"): _batch_norm_internal,
-    (_MS, "FusedMatMul"): _fused_matmul,
-    (_MS, "Gelu"): _same(0),
-    (_MS, "FastGelu"): _same(0),
-    (_MS, "BiasGelu"): _same(0),
-    (_MS, "Scale"): _same(0),
+    (_MS, "FusedMatMul"): fused_matmul,
+    (_MS, "Gelu"): same_as(0),
+    (_MS, "FastGelu"): same_as(0),
+    (_MS, "BiasGelu"): same_as(0),
+    (_MS, "Scale"): same_as(0),
     (_MS, "ConcatTraining"): _concat_training,
     (_MS, "SplitTraining"): _split_training,
     (_MS, "LSTMTraining"): _lstm_training,
     # gradients: each output like the value it is the gradient of
-    (_MS, "SoftmaxCrossEntropyLossGrad"): _same(1),  # d_logits like log_prob
-    (_MS, "SoftmaxCrossEntropyLossInternalGrad"): _same(1),
-    (_MS, "SoftmaxGrad"): _same(0),
-    (_MS, "SoftmaxGrad_13"): _same(0),
-    (_MS, "LogSoftmaxGrad"): _same(0),
-    (_MS, "LogSoftmaxGrad_13"): _same(0),
-    (_MS, "ReluGrad"): _same(1),
-    (_MS, "GeluGrad"): _same(1),
-    (_MS, "FastGeluGrad"): _same(1),
-    (_MS, "TanhGrad"): _same(1),
-    (_MS, "SigmoidGrad"): _same(1),
-    (_MS, "QuickGeluGrad"): _same(1),
-    (_MS, "DropoutGrad"): _same(0),
-    (_MS, "BiasDropoutGrad"): _same(0),
+    (_MS, "SoftmaxCrossEntropyLossGrad"): same_as(1),  # d_logits like log_prob
+    (_MS, "SoftmaxCrossEntropyLossInternalGrad"): same_as(1),
+    (_MS, "SoftmaxGrad"): same_as(0),
+    (_MS, "SoftmaxGrad_13"): same_as(0),
+    (_MS, "LogSoftmaxGrad"): same_as(0),
+    (_MS, "LogSoftmaxGrad_13"): same_as(0),
+    (_MS, "ReluGrad"): same_as(1),
+    (_MS, "GeluGrad"): same_as(1),
+    (_MS, "FastGeluGrad"): same_as(1),
+    (_MS, "TanhGrad"): same_as(1),
+    (_MS, "SigmoidGrad"): same_as(1),
+    (_MS, "QuickGeluGrad"): same_as(1),
+    (_MS, "DropoutGrad"): same_as(0),
+    (_MS, "BiasDropoutGrad"): same_as(0),
     (_MS, "ConvGrad"): _conv_grad(lambda w, node: w[0]),
     (_MS, "ConvTransposeGrad"): _conv_grad(
-        lambda w, node: w[1] * int(_attr(node, "group", 1))  # type: ignore[call-overload]
+        lambda w, node: w[1] * int(attribute(node, "group", 1))  # type: ignore[call-overload]
     ),
     (_MS, "BatchNormalizationGrad"): _norm_grad,
     (_MS, "LayerNormalizationGrad"): _norm_grad,
@@ -305,11 +308,11 @@ TRAINING_RULES: dict[tuple[str, str], Rule] = {
     (_MS, "GatherGrad"): _gather_grad,
     (_MS, "LSTMGrad"): _lstm_grad,
     (_MS, "InPlaceAccumulatorV2"): _inplace_accumulator,
-    (_MS, "InPlaceAccumulator"): _same(0),
-    (_MS, "ZeroGradient"): _same(0),
+    (_MS, "InPlaceAccumulator"): same_as(0),
+    (_MS, "ZeroGradient"): same_as(0),
     ("", "MaxPoolGrad"): _max_pool_grad,
     # ONNX ops whose extra outputs or function bodies onnx's per-node inference leaves untyped
-    ("", "LayerNormalization"): _layer_norm,
+    ("", "LayerNormalization"): layer_norm,
     ("", "LessOrEqual"): _compare,
     ("", "GreaterOrEqual"): _compare,
 }
@@ -341,12 +344,12 @@ def _constant_values(model: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 def _shape_value(node: onnx.NodeProto, ins: list[TypeShape | None]) -> np.ndarray | None:
     """The value of ``Shape(x)`` (with its start/end) for a known ``x``."""
-    x = _at(ins, 0)
+    x = input_at(ins, 0)
     if x is None:
         return None
     dims = x[1]
-    start = int(_attr(node, "start", 0))  # type: ignore[call-overload]
-    end = int(_attr(node, "end", len(dims)))  # type: ignore[call-overload]
+    start = int(attribute(node, "start", 0))  # type: ignore[call-overload]
+    end = int(attribute(node, "end", len(dims)))  # type: ignore[call-overload]
     return np.array(dims[slice(start, end)], dtype=np.int64)
 
 
@@ -355,7 +358,7 @@ def _concat_lengths(node: onnx.NodeProto, ins: list[TypeShape | None]) -> np.nda
     if not ins or any(t is None for t in ins):
         return None
     rank = len(ins[0][1])  # type: ignore[index]
-    axis = int(_attr(node, "axis", 0))  # type: ignore[call-overload]
+    axis = int(attribute(node, "axis", 0))  # type: ignore[call-overload]
     axis = axis + rank if axis < 0 else axis
     if not 0 <= axis < rank or any(len(t[1]) != rank for t in ins):  # type: ignore[index]
         return None
@@ -377,7 +380,7 @@ def _read(tp: onnx.TypeProto) -> TypeShape | None:
     return int(tp.tensor_type.elem_type), tuple(dims)
 
 
-def _infer_onnx(node: onnx.NodeProto, ins: list[TypeShape | None], values: list[np.ndarray | None],
+def infer_onnx(node: onnx.NodeProto, ins: list[TypeShape | None], values: list[np.ndarray | None],
                 opsets: Sequence[onnx.OperatorSetIdProto]) -> list[TypeShape | None]:
     """onnx's inference of one node of a domain it knows, from known input types and values."""
     domain = _domain(node)
@@ -446,7 +449,7 @@ def _complete_node(node: onnx.NodeProto, ins: list[TypeShape | None], vals: list
     """Steps 2 to 4 of the module doc for one node: its outputs' types go into ``types``."""
     rule = rules.get((_domain(node), node.op_type))
     if rule is None:
-        found = _infer_onnx(node, ins, vals, opsets)
+        found = infer_onnx(node, ins, vals, opsets)
     elif node.op_type == "MaxPoolGrad" and len(node.input) > 1:
         found = [types.get(pool_input.get(node.input[1], ""))]
     else:
