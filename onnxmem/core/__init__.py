@@ -1,1 +1,2 @@
-"""Pure planning core, free of ONNX: the problem, its solvers, conflicts, dim expressions, safe file I/O."""
+"""Pure planning core, free of ONNX: the problem and its solvers, the conflict graph, dim
+expressions and polynomials, work budgets, safe file I/O, the flags' name sets, lazy interfaces."""
