@@ -35,7 +35,7 @@ from onnx import TensorProto
 
 from onnxmem.shapes.training import Rule, TypeShape, attribute, input_at, same_as
 
-__all__ = ["ATTENTION_RULES", "VALUE_INPUTS", "int_attribute", "ints_attribute", "value_inputs"]
+__all__ = ["ATTENTION_RULES", "VALUE_INPUTS", "int_attribute", "ints_attribute", "value_inputs", "value_sized"]
 
 _MS = "com.microsoft"
 _F = int(TensorProto.FLOAT)
@@ -53,6 +53,13 @@ def value_inputs(model: onnx.ModelProto) -> list[str]:
     """The values the rules read (:data:`VALUE_INPUTS`), for the ``evaluated`` step to compute."""
     return [n.input[p] for n in model.graph.node for p in VALUE_INPUTS.get((n.domain, n.op_type), ())
             if p < len(n.input) and n.input[p]]
+
+
+def value_sized(model: onnx.ModelProto) -> set[str]:
+    """The outputs whose shapes the rules size from an input's value (GroupQueryAttention's
+    present cache and output_qk): onnxruntime's symbolic inference sizes them from the past
+    alone, which is wrong, so shapes kept symbolic (range plans) must not take its answer."""
+    return {o for n in model.graph.node if (n.domain, n.op_type) in VALUE_INPUTS for o in n.output[1:] if o}
 
 
 def ints_attribute(node: onnx.NodeProto, name: str, default: int | list[int]) -> int | list[int] | None:
