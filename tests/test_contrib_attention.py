@@ -19,7 +19,6 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.cli.main import main
-from onnxmem.core.errors import ShapeError
 from onnxmem.planning.pipeline import PlanOptions, plan_model
 from onnxmem.verify.run import verify_plan
 from tests.test_contrib_shapes import _measured, _plans_as_onnxruntime_runs

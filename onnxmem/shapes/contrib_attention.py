@@ -221,8 +221,9 @@ def _embed_layer_norm(word_at: int, dtype_at: int) -> Rule:
         ids, word, t = input_at(ins, 0), input_at(ins, word_at), input_at(ins, dtype_at)
         if ids is None or word is None or t is None or len(ids[1]) != 2 or len(word[1]) != 2:
             return [None] * len(node.output)
-        emb = (t[0], (*ids[1], word[1][1]))
-        return [emb, (_I32, (ids[1][0],)), emb][: len(node.output)]
+        emb: TypeShape = (t[0], (*ids[1], word[1][1]))
+        outs: Outs = [emb, (_I32, (ids[1][0],)), emb]
+        return outs[: len(node.output)]
 
     return rule
 
