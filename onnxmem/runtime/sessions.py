@@ -95,6 +95,18 @@ def model_like(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProt
 #: shape inference of MaxPoolGrad (onnxruntime-training 1.19) crashes the process on an
 #: output without a shape
 SHAPED_OUTPUTS = frozenset({"MaxPoolGrad"})
+#: op -> {input position: dims} a node's session declares symbolic: onnxruntime's shape inference
+#: of GroupQueryAttention (1.31) sizes ``present_key/value`` from a concrete ``past_key`` as the
+#: past's length when ``total_sequence_length`` is not a constant, and its kernel then refuses
+#: the ``max(past, total)`` it computes
+SYMBOLIC_INPUT_DIMS: dict[str, dict[int, tuple[int, ...]]] = {"GroupQueryAttention": {3: (2,), 4: (2,)}}
+
+
+def _declared(node: onnx.NodeProto, name: str, shape: Sequence[int]) -> list[int | str]:
+    """The dims ``node``'s session declares for its input ``name`` (:data:`SYMBOLIC_INPUT_DIMS`)."""
+    loose = {d for p, dims in SYMBOLIC_INPUT_DIMS.get(node.op_type, {}).items()
+             if p < len(node.input) and node.input[p] == name for d in dims}
+    return [f"d{k}" if k in loose else int(d) for k, d in enumerate(shape)]
 
 
 def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
@@ -110,7 +122,8 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     g.node.add().CopyFrom(node)
     for name in op.reads:
         t = view.tensors[name]
-        g.input.append(onnx.helper.make_tensor_value_info(name, t.elem_type, list(shapes.get(name, t.shape))))
+        dims = _declared(node, name, shapes.get(name, t.shape))
+        g.input.append(onnx.helper.make_tensor_value_info(name, t.elem_type, dims))
     shaped = node.op_type in SHAPED_OUTPUTS
     for o in node.output:
         if o:

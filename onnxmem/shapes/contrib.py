@@ -24,12 +24,13 @@ model itself (module doc there).
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from onnxmem.shapes.contrib_attention import ATTENTION_RULES, ints_attribute
 from onnxmem.shapes.training import (
     TRAINING_RULES,
     Known,
@@ -54,15 +55,6 @@ _STANDIN_OPSET = [helper.make_opsetid("", 19)]
 _F = int(TensorProto.FLOAT)
 #: the NCHWc block sizes MLAS uses (AVX2, AVX-512)
 _BLOCK_MIN, _BLOCK_MAX = 8, 16
-
-
-def _ints(node: onnx.NodeProto, name: str, default: int | list[int]) -> int | list[int] | None:
-    """An int or ints attribute, its default when absent, None when it has another type (a
-    hostile file's string or graph where an int belongs)."""
-    v = attribute(node, name, default)
-    if isinstance(v, int) or (isinstance(v, list) and all(isinstance(x, int) for x in v)):
-        return v
-    return None
 
 
 def _standin(op: str, inputs: Sequence[int], drop: Sequence[str] = (), dtype: int | None = None,
@@ -162,7 +154,7 @@ def _qlinear_concat(node: onnx.NodeProto, ins: list[TypeShape | None],
     """QLinearConcat (Y_scale, Y_zp, (X, X_scale, X_zp)...; axis) -> Y: Concat of the Xs."""
     found = [input_at(ins, p) for p in range(2, len(node.input), 3)]
     xs = [x for x in found if x is not None]
-    axis = _ints(node, "axis", 0)
+    axis = ints_attribute(node, "axis", 0)
     if not xs or len(xs) != len(found) or not isinstance(axis, int):
         return [None]
     rank = len(xs[0][1])
@@ -192,7 +184,7 @@ def _reorder_output(node: onnx.NodeProto, ins: list[TypeShape | None],
     """nchwc ReorderOutput (X; channels, channels_last) -> Y: the blocked channels cut back to
     ``channels``, NCHW or (channels_last) NHWC."""
     x = input_at(ins, 0)
-    channels = _ints(node, "channels", 0)
+    channels = ints_attribute(node, "channels", 0)
     if x is None or len(x[1]) < 3 or not isinstance(channels, int) or not 0 < channels <= x[1][1]:
         return [None]
     s = x[1]
@@ -204,7 +196,7 @@ def _reorder_output(node: onnx.NodeProto, ins: list[TypeShape | None],
 def _upsample(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """nchwc Upsample (X; scales: ints, one per dim) -> Y: each dim times its scale."""
     x = input_at(ins, 0)
-    scales = _ints(node, "scales", [])
+    scales = ints_attribute(node, "scales", [])
     if x is None or not isinstance(scales, list) or len(scales) != len(x[1]) or any(s < 1 for s in scales):
         return [None]
     return [(x[0], tuple(d * s for d, s in zip(x[1], scales)))]
@@ -247,6 +239,7 @@ CONTRIB_RULES: dict[tuple[str, str], Rule] = {
     (_MS, "DynamicQuantizeMatMul"): _matmul_to(0),
     (_MS, "QuantizeLinear"): _quantize,
     (_MS, "DequantizeLinear"): _dequantize,
+    **ATTENTION_RULES,
 }
 
 
@@ -271,7 +264,7 @@ def _reorder_input_channels(model: onnx.ModelProto) -> dict[str, int]:
     found = {o: declared[o] for o in outs if o in declared}
     for n in g.node:
         if n.domain == _NCHWC and n.op_type == "Conv" and len(n.input) > 1 and n.input[0] in outs:
-            w, group = inits.get(n.input[1]), _ints(n, "group", 1)
+            w, group = inits.get(n.input[1]), ints_attribute(n, "group", 1)
             if w is not None and len(w) > 1 and isinstance(group, int) and group > 0 and n.input[0] not in found:
                 found[n.input[0]] = w[1] * group
     return found
@@ -307,9 +300,10 @@ def unshaped_reason(domain: str, op_type: str) -> str:
 
 
 def complete_contrib(model: onnx.ModelProto, known: Known, sources: MutableMapping[str, str],
-                     wanted: Sequence[str]) -> int:
+                     wanted: Sequence[str], values: Mapping[str, np.ndarray] | None = None) -> int:
     """Give the values still missing from ``known`` a dtype and shape by :data:`CONTRIB_RULES`
-    (and the training rules, for graphs with both); returns how many were added."""
+    (and the training rules, for graphs with both); ``values`` are values already computed
+    (GroupQueryAttention's ``total_sequence_length``); returns how many were added."""
     rules = {**TRAINING_RULES, **CONTRIB_RULES,
              (_NCHWC, "ReorderInput"): _reorder_input(_reorder_input_channels(model))}
-    return complete_shapes(model, known, sources, wanted, rules=rules, source="contrib-rule")
+    return complete_shapes(model, known, sources, wanted, rules=rules, source="contrib-rule", values=values)

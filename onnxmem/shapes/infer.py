@@ -29,6 +29,7 @@ from onnxmem.model import (
     set_shape,
 )
 from onnxmem.shapes.contrib import unshaped_reason
+from onnxmem.shapes.contrib_attention import value_sized
 from onnxmem.shapes.engines import (
     run_engines,
     run_onnx_inference,
@@ -255,7 +256,8 @@ def infer_symbolic_shapes(
         if cur is not None:
             set_shape(vi, bind_dims(cur, bound))
     take = accept or (lambda shape, _names: None not in shape)
-    wanted = top_level_values(model)
+    unsized = value_sized(model)  # sized from a value: no engine here gives it right
+    wanted = [n for n in top_level_values(model) if n not in unsized]
     found: dict[str, tuple[int, tuple[Dim, ...]]] = {}
 
     def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:

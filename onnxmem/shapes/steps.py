@@ -8,7 +8,8 @@ The steps, in their order of trust (:data:`STEPS`):
    user's ``--input-shape`` pins and ``--dim`` bindings, with the exporter's intermediate
    ``value_info`` removed (it is not trusted blindly);
 2. ``evaluated``: shape arithmetic evaluated statically (:mod:`onnxmem.shapes.shapeeval`:
-   Shape, Gather, Concat, ... on known values), fed back to onnx's inference;
+   Shape, Gather, Concat, ... on known values), fed back to onnx's inference; with it the
+   values the contrib rules read (GroupQueryAttention's ``total_sequence_length``);
 3. ``op-rule``: shapes the operator spec fixes where inference leaves them out;
 4. ``training-rule``: gradient ops and what follows them (:mod:`onnxmem.shapes.training`);
 5. ``contrib-rule``: onnxruntime's fused, blocked-layout (NCHWc) and quantized ops and what
@@ -36,6 +37,7 @@ import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import show_name
 from onnxmem.model import Dim, resolve_dim
 from onnxmem.shapes.contrib import complete_contrib
+from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import collect_types, run_onnx_inference, run_symbolic_inference
 from onnxmem.shapes.training import complete_shapes
 
@@ -107,7 +109,8 @@ def _evaluated(state: Inference) -> None:
     if state.inferred is None:
         return
     state.evaluated = shapeeval.evaluate_shapes(
-        state.work, state.inferred, infer=run_onnx_inference, resolve=lambda d: resolve_dim(d, state.dims)
+        state.work, state.inferred, infer=run_onnx_inference, resolve=lambda d: resolve_dim(d, state.dims),
+        also=value_inputs(state.work),
     )
     state.absorb({**collect_types(state.evaluated.model), **state.evaluated.shapes}, "evaluated", state.dims)
     state.inferred = state.evaluated.model
@@ -136,7 +139,8 @@ def _training_rules(state: Inference) -> None:
 
 
 def _contrib_rules(state: Inference) -> None:
-    complete_contrib(state.model, state.known, state.sources, state.wanted)
+    values = state.evaluated.values if state.evaluated is not None else None
+    complete_contrib(state.model, state.known, state.sources, state.wanted, values)
 
 
 def _symbolic(state: Inference) -> None:

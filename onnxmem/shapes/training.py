@@ -403,19 +403,20 @@ def infer_onnx(node: onnx.NodeProto, ins: list[TypeShape | None], values: list[n
 
 def complete_shapes(model: onnx.ModelProto, known: Known, sources: MutableMapping[str, str] | None = None,
                     wanted: Sequence[str] | None = None, rules: Mapping[tuple[str, str], Rule] | None = None,
-                    source: str = "training-rule") -> int:
+                    source: str = "training-rule", values: Mapping[str, np.ndarray] | None = None) -> int:
     """Give the top-level values still missing from ``known`` a dtype and shape (module doc).
 
     ``known`` maps a value to ``(elem_type, shape)``; initializers are read from the model.
     New entries are recorded in ``known`` and, as ``source``, in ``sources``; only names in
     ``wanted`` (default: every node output) are added. ``rules`` replaces
-    :data:`TRAINING_RULES` (:mod:`onnxmem.shapes.contrib` passes its own). Returns how many
-    were added.
+    :data:`TRAINING_RULES` (:mod:`onnxmem.shapes.contrib` passes its own). ``values`` adds
+    values computed elsewhere (the ``evaluated`` step's) to the constants the rules read.
+    Returns how many were added.
     """
     g = model.graph
     types: dict[str, TypeShape] = {i.name: (int(i.data_type), tuple(int(d) for d in i.dims)) for i in g.initializer}
     types.update(known)
-    consts = _constant_values(model)
+    consts = {**(values or {}), **_constant_values(model)}
     keep = set(wanted) if wanted is not None else {o for n in g.node for o in n.output if o}
     opsets = list(model.opset_import)
     pool_input: dict[str, str] = {}  # MaxPool's Indices output -> the pooled input
