@@ -19,14 +19,27 @@ Weights stay outside the arena. Each has an ``origin`` (:data:`ORIGINS`):
 (the output of a node computed once from weights, as onnxruntime's constant
 folding does at session start). With folding on (``build_view(...,
 fold=True)``, the default) a node is folded when it is foldable
-(:func:`foldable`: an ai.onnx op, deterministic, with no subgraph) and every
-input it reads is a weight; with folding off only ``ConstantOfShape`` and the
-views in :data:`CONSTANT_OPS` are, as before folding existed.
+(:func:`foldable`: an ai.onnx op, deterministic, with no subgraph), every
+input it reads is a weight, and folding it keeps the weights as stored: the
+bytes of its outputs are at most the bytes of the stored weights it is
+computed from. Those are found by walking back through the folded nodes
+(``Constant`` and ``ConstantOfShape`` outputs, initializers, enclosing weights
+and the caller's state are stored; a view of :data:`CONSTANT_OPS` passes on
+the stored weights of its inputs), each counted once. A node that would take
+more (a ``DequantizeLinear`` of an int8 weight: 4x; a ``Cast`` from float16
+to float: 2x; a ``Range`` or ``Expand`` of a few scalars) runs at run time:
+its outputs are activations, live from its step to their last reader, as
+onnxruntime runs them at ``ORT_DISABLE_ALL`` and as a QDQ model runs before
+its fusion; the nodes after it that read them are not folded either. A size
+that shape inference does not give is not checked (folded as before). With
+folding off only ``ConstantOfShape`` and the views in :data:`CONSTANT_OPS` are,
+as before folding existed, with no size check.
 
 Example: ``wt = Transpose(W); wc = Cast(wt); y = MatMul(x, wc)`` with ``W``
-an initializer: folding on, ``wt`` and ``wc`` are weights of origin
-``folded`` and only ``y`` (and ``x``) take arena bytes; folding off, ``wt``
-and ``wc`` are activations.
+a float initializer and ``Cast`` to float: folding on, ``wt`` and ``wc`` are
+weights of origin ``folded`` and only ``y`` (and ``x``) take arena bytes;
+folding off, ``wt`` and ``wc`` are activations. With ``W`` in float16, ``wt``
+(the same bytes as ``W``) is folded and ``wc`` (twice them) is an activation.
 
 In a training graph, the graph inputs that are the caller's state
 (parameters, gradient accumulation buffers, optimizer state: see
