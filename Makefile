@@ -99,6 +99,11 @@ bench-real-silero:
 bench-fold:
 	$(PYTHON) bench/bench_fold.py
 
+# QDQ resnet50 and mobilenet_v2: weights, arena and onnxruntime's peaks with --fold on and off (docs/fold.md)
+.PHONY: bench-qdq
+bench-qdq:
+	$(PYTHON) bench/bench_qdq.py
+
 # range plans against per-shape, upper-bound and grow-only plans; writes docs/range.md and docs/range-*.png
 .PHONY: bench-range
 bench-range:

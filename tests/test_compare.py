@@ -157,7 +157,7 @@ def test_held_counts_each_allocation_as_onnxruntime_rounds_it(tmp_path):
     r = CliRunner().invoke(main, ["compare", str(path)])
     assert r.exit_code == 0, r.output
     held = [ln for ln in r.stdout.splitlines() if ln.startswith("  held by onnxruntime")]
-    assert len(held) == 3 and all(" 552 B " in ln and "4.31x the arena" in ln for ln in held), held
+    assert len(held) == 4 and all(" 552 B " in ln and "4.31x the arena" in ln for ln in held), held
 
 
 def test_held_from_literal_events():

@@ -19,11 +19,12 @@ from .helpers import make_model, plan_file_order, vi
 
 
 def folded_chain() -> onnx.ModelProto:
-    """``W`` (float16 [32, 64]) -> Transpose -> Cast(float) -> Reshape -> MatMul(x, .) -> Relu -> y.
+    """``W`` (float [32, 64]) -> Transpose -> Cast(float) -> Reshape -> MatMul(x, .) -> Relu -> y.
 
-    The Transpose, Cast and Reshape read only initializers: onnxruntime folds them at session start.
+    The Transpose, Cast and Reshape read only initializers and take no more bytes than ``W``:
+    onnxruntime folds them at session start.
     """
-    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 64)).astype(np.float16), "W")
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32), "W")
     shape = numpy_helper.from_array(np.array([64, 32], dtype=np.int64), "shape")
     nodes = [
         helper.make_node("Transpose", ["W"], ["wt"], perm=[1, 0]),
@@ -56,17 +57,17 @@ def test_fold_on_arena_is_the_hand_computed_number(tmp_path):
     assert on.arena_size == 384
     assert {t.name for t in on.tensors} == {"x", "mm", "y"}
     assert on.extra["fold"] == "on" and on.extra["folded"] == ["wt", "wc", "wr"]
-    # weights: W 4096 + shape 16 + wt 4096 + wc 8192 + wr 8192
-    assert on.weights_size == 4096 + 16 + 4096 + 8192 + 8192
+    # weights: W 8192 + shape 16 + wt, wc and wr 8192 each
+    assert on.weights_size == 8192 + 16 + 3 * 8192
 
 
 def test_fold_off_keeps_the_old_plan(tmp_path):
     m = folded_chain()
     off = plan_file_order(m, tmp_path, fold=False).plan
-    # at the Cast: x 256 + wt (64x32 float16) 4096 + wc (float) 8192; wr is a view of wc
-    assert off.arena_size == 256 + 4096 + 8192
+    # at the Cast: x 256 + wt (64x32 float) 8192 + wc 8192; wr is a view of wc
+    assert off.arena_size == 256 + 8192 + 8192
     assert off.extra["fold"] == "off"
-    assert off.weights_size == 4096 + 16
+    assert off.weights_size == 8192 + 16
 
 
 @pytest.mark.parametrize("fold", [True, False])
@@ -84,7 +85,7 @@ def test_cli_fold_flag_and_verify_reads_the_plans_folding(tmp_path):
     model = tmp_path / "m.onnx"
     onnx.save(m, model)
     runner = CliRunner()
-    for fold, arena in (("on", 384), ("off", 256 + 4096 + 8192)):
+    for fold, arena in (("on", 384), ("off", 256 + 8192 + 8192)):
         plan = tmp_path / f"{fold}.json"
         r = runner.invoke(main, ["plan", str(model), "--fold", fold, "--alignment", "1", "--order", "file",
                                  "--solver", "greedy", "-o", str(plan)])
@@ -132,9 +133,75 @@ def test_onnxruntime_basic_level_folds_as_the_plan_does(tmp_path):
     peaks = {level: comparable_peak(ort_peak(m, off.view, level=level, model_path=path).peak, off.view)
              for level in ("disable", "basic")}
     assert peaks["disable"] is not None and peaks["basic"] is not None
-    assert peaks["disable"] >= 4096 + 8192  # the Transpose and Cast outputs are activations there
+    assert peaks["disable"] >= 8192  # the Transpose output (and the Cast, in place on CPU) are activations there
     assert peaks["basic"] < 4096  # folded by onnxruntime at session start
     assert on.plan.arena_size <= peaks["basic"]
     # the graph the folded plan describes, run at ORT_DISABLE_ALL, is like for like
     folded = comparable_peak(ort_peak(m, on.view, level="disable", model_path=path).peak, on.view)
     assert folded is not None and on.plan.arena_size <= folded < 4096
+
+
+def test_a_node_whose_outputs_outgrow_its_stored_weights_is_not_folded(tmp_path):
+    """``W`` (float16 [32, 64], 4096 B) -> Transpose (4096 B, folded) -> Cast(float) (8192 B: more
+    than the 4096 B it is computed from, so it runs at run time) -> MatMul(x, .) -> y."""
+    w = numpy_helper.from_array(np.ones((32, 64), np.float16), "W")
+    nodes = [helper.make_node("Transpose", ["W"], ["wt"], perm=[1, 0]),
+             helper.make_node("Cast", ["wt"], ["wc"], to=TensorProto.FLOAT),
+             helper.make_node("MatMul", ["x", "wc"], ["y"])]
+    m = make_model(nodes, [vi("x", [1, 64])], [vi("y", [1, 32])], [w])
+    view = build_view(m, infer_shapes(m))
+    assert view.folded() == ["wt"] and view.tensors["wc"].kind == "activation"
+    planned = plan_file_order(m, tmp_path)
+    assert planned.plan.weights_size == 4096 + 4096  # W and wt, as stored
+    assert planned.plan.arena_size == 256 + 8192 + 128  # x, wc and y live at the MatMul
+    report = verify_plan(m, planned.plan, model_path=tmp_path / "m.onnx", plan_name="p.json", options=VerifyOptions())
+    assert report.ok, report.first
+
+
+def _qdq_convs(tmp_path, layers=6, channels=32):
+    """A chain of ``layers`` 3x3 convolutions (``channels`` channels, 8x8), quantized to QDQ by
+    onnxruntime (int8 weights: 9 KiB each as stored, 36 KiB each dequantized)."""
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    rng = np.random.default_rng(0)
+    shape = [1, channels, 8, 8]
+    inits = [numpy_helper.from_array((rng.standard_normal((channels, channels, 3, 3)) * 0.1).astype(np.float32),
+                                     f"w{i}") for i in range(layers)]
+    nodes = [helper.make_node("Conv", ["x" if i == 0 else f"c{i - 1}", f"w{i}"],
+                              ["y" if i == layers - 1 else f"c{i}"], pads=[1, 1, 1, 1]) for i in range(layers)]
+    onnx.save(make_model(nodes, [vi("x", shape)], [vi("y", shape)], inits), tmp_path / "f.onnx")
+
+    class Reader:
+        batches = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(2)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(), quant_format=QuantFormat.QDQ)
+    return onnx.load(tmp_path / "q.onnx"), channels * channels * 9
+
+
+@pytest.mark.parametrize("order", ["greedy", "auto"])
+def test_qdq_weights_are_counted_as_stored_and_dequantized_next_to_their_reader(tmp_path, order):
+    from onnxmem.planning.pipeline import PlanOptions, plan_model
+
+    q, stored = _qdq_convs(tmp_path)
+    path = tmp_path / "q.onnx"
+    p = plan_model(path, PlanOptions(order=order, solver="greedy", alignment=1))
+    view = p.view
+    dq = [op for op in view.ops if op.op_type == "DequantizeLinear" and view.tensors[op.inputs[0]].kind == "weight"]
+    assert len(dq) == 6 and view.folded() == []  # no DequantizeLinear of a weight is folded
+    int8 = sum(view.tensors[op.inputs[0]].size for op in dq)
+    assert int8 == 6 * stored and p.plan.weights_size < 2 * int8  # int8 weights, scales, zero points
+    # every dequantized weight runs just before its reader, whatever the file order (all of them first)
+    index = {op.name: op.index for op in view.ops}
+    order = [index[n] for n in p.plan.order]
+    pos = {v: i for i, v in enumerate(order)}
+    for op in dq:
+        (reader,) = view.consumers[op.outputs[0]]
+        between = [view.ops[v] for v in order[pos[op.index] + 1:pos[reader]]]
+        assert all(b.op_type == "DequantizeLinear" and reader in view.consumers[b.outputs[0]] for b in between)
+    # so at most one dequantized weight (4 x stored) is in the arena at a time, with the activations
+    # (at most 3 float and 2 int8 tensors of 8 KiB and 2 KiB)
+    assert p.plan.arena_size <= 4 * stored + 3 * 8192 + 2 * 2048
+    assert verify_plan(q, p.plan, model_path=path, plan_name="p.json", options=VerifyOptions()).ok

@@ -51,12 +51,15 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     inputs, which its caller holds through the run. onnxruntime runs the graph
     the plan describes (values the plan folds are its initializers) at
     ORT_DISABLE_ALL, and with its own optimizations at ORT_ENABLE_BASIC
-    (constant folding; like for like with --fold on) and ORT_ENABLE_ALL.
+    (constant folding; like for like with --fold on) and ORT_ENABLE_ALL,
+    each tensor its own allocation; then in its default session (memory
+    patterns on: from run 2 one block sized by its own planner, held through
+    the run, plus the outputs), the figure a user's process gets.
     Each level shows the bytes requested (exact tensor sizes) and the bytes its
     allocator held (each allocation rounded as its arena rounds it, as the plan
     pads each offset to --alignment).
     """
-    from onnxmem.runtime.peak import ort_peak  # onnx
+    from onnxmem.runtime.peak import ort_default_peak, ort_peak  # onnx
     from onnxmem.verify.run import check_plan_identity, view_for_plan
 
     inputs = read_input_values(inputs_path)
@@ -73,6 +76,7 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed, inputs=inputs,
                       execution_mode=execution_mode, threads=threads)
              for lvl in ("disable", "basic", "all")]
+    peaks.append(ort_default_peak(onnx_model, view, device=device, model_path=model, seed=seed, inputs=inputs))
     arena = the_plan.arena_size
     click.echo(f"model                  {one_line(model)}")
     click.echo(f"plan                   {one_line(source)}")
@@ -103,7 +107,8 @@ def _echo_peaks(peaks: list[OrtPeak], view: GraphView, the_plan: MemoryPlan, thr
     inputs_size = comparable_peak(0, view, "internal") or 0
     for p in peaks:
         label = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC (its constant folding)",
-                 "all": "ORT_ENABLE_ALL (its default: fused graph)"}[p.level]
+                 "all": "ORT_ENABLE_ALL (its default: fused graph)",
+                 "default": "default session (ORT_ENABLE_ALL, memory patterns on, run 2)"}[p.level]
         if p.execution_mode == "parallel":
             label += f", ORT_PARALLEL with {threads} inter-op threads (kernels ran on {p.threads_seen})"
         if p.peak is None:

@@ -19,14 +19,27 @@ Weights stay outside the arena. Each has an ``origin`` (:data:`ORIGINS`):
 (the output of a node computed once from weights, as onnxruntime's constant
 folding does at session start). With folding on (``build_view(...,
 fold=True)``, the default) a node is folded when it is foldable
-(:func:`foldable`: an ai.onnx op, deterministic, with no subgraph) and every
-input it reads is a weight; with folding off only ``ConstantOfShape`` and the
-views in :data:`CONSTANT_OPS` are, as before folding existed.
+(:func:`foldable`: an ai.onnx op, deterministic, with no subgraph), every
+input it reads is a weight, and folding it keeps the weights as stored: the
+bytes of its outputs are at most the bytes of the stored weights it is
+computed from. Those are found by walking back through the folded nodes
+(``Constant`` and ``ConstantOfShape`` outputs, initializers, enclosing weights
+and the caller's state are stored; a view of :data:`CONSTANT_OPS` passes on
+the stored weights of its inputs), each counted once. A node that would take
+more (a ``DequantizeLinear`` of an int8 weight: 4x; a ``Cast`` from float16
+to float: 2x; a ``Range`` or ``Expand`` of a few scalars) runs at run time:
+its outputs are activations, live from its step to their last reader, as
+onnxruntime runs them at ``ORT_DISABLE_ALL`` and as a QDQ model runs before
+its fusion; the nodes after it that read them are not folded either. A size
+that shape inference does not give is not checked (folded as before). With
+folding off only ``ConstantOfShape`` and the views in :data:`CONSTANT_OPS` are,
+as before folding existed, with no size check.
 
 Example: ``wt = Transpose(W); wc = Cast(wt); y = MatMul(x, wc)`` with ``W``
-an initializer: folding on, ``wt`` and ``wc`` are weights of origin
-``folded`` and only ``y`` (and ``x``) take arena bytes; folding off, ``wt``
-and ``wc`` are activations.
+a float initializer and ``Cast`` to float: folding on, ``wt`` and ``wc`` are
+weights of origin ``folded`` and only ``y`` (and ``x``) take arena bytes;
+folding off, ``wt`` and ``wc`` are activations. With ``W`` in float16, ``wt``
+(the same bytes as ``W``) is folded and ``wc`` (twice them) is an activation.
 
 In a training graph, the graph inputs that are the caller's state
 (parameters, gradient accumulation buffers, optimizer state: see
@@ -306,7 +319,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
     nodes = _level_nodes(g, level)
     outputs = tuple(vi.name for vi in g.output)
     outer_read = _outer_reads(nodes, outputs, level, where)
-    origin, done = _weight_origins(nodes, outer_read, level)
+    origin, done = _weight_origins(nodes, outer_read, level, _sizer(level, shapes))
     consumers: dict[str, list[int]] = {}
     for op in nodes.ops:
         for n in op.reads:
@@ -396,16 +409,19 @@ def _outer_reads(nodes: _Nodes, outputs: tuple[str, ...], level: _Level, where: 
     return outer_read
 
 
-def _weight_origins(nodes: _Nodes, outer_read: Mapping[str, None], level: _Level) -> tuple[dict[str, str], set[int]]:
+def _weight_origins(nodes: _Nodes, outer_read: Mapping[str, None], level: _Level,
+                    size: Callable[[str], int | None]) -> tuple[dict[str, str], set[int]]:
     """``({weight: its origin}, indices of the nodes computed once)``: initializers, enclosing
     weights a body reads, the caller's state of a training graph, and values computed once
-    from weights (node order may not be topological: repeat until nothing more folds)."""
+    from weights (node order may not be topological: repeat until nothing more folds), none
+    whose outputs outgrow the stored weights it is computed from (:func:`_outgrows`)."""
     origin: dict[str, str] = dict.fromkeys(nodes.initializers, "initializer")
     for n in set(outer_read) & level.outer_weights:
         origin.setdefault(n, "outer")
     origin.update((n, "caller") for n in level.caller if n not in origin)
     candidates = [op for op in nodes.ops if foldable(op, fold=level.fold) and any(op.outputs)]
     done: set[int] = set()
+    stored: dict[str, frozenset[str]] = {}  # a folded value -> the stored weights it is computed from
     grown = True
     while grown:
         grown = False
@@ -414,11 +430,45 @@ def _weight_origins(nodes: _Nodes, outer_read: Mapping[str, None], level: _Level
                 continue
             if op.op_type not in CONSTANT_OPS and any(origin[n] == "caller" for n in op.reads):
                 continue  # the caller's state changes between runs: only views of it are weights
+            if op.op_type not in ("Constant", "ConstantOfShape"):
+                src = frozenset().union(*(stored.get(n, frozenset((n,))) for n in op.reads))
+                if op.op_type not in CONSTANT_OPS and _outgrows(op, src, size):
+                    continue  # it runs at run time: its outputs are activations
+                stored.update((o, src) for o in op.outputs if o)
             done.add(op.index)
             why = "constant" if op.op_type == "Constant" else "folded"
             origin.update((o, why) for o in op.outputs if o)
             grown = True
     return origin, done
+
+
+def _outgrows(op: Op, stored: frozenset[str], size: Callable[[str], int | None]) -> bool:
+    """Whether ``op``'s outputs take more bytes than the stored weights ``stored`` they are
+    computed from (``False`` when a size is unknown: folded as before)."""
+    out = [size(o) for o in op.outputs if o]
+    src = [size(n) for n in stored]
+    if any(b is None for b in out) or any(b is None for b in src):
+        return False
+    return sum(b or 0 for b in out) > sum(b or 0 for b in src)
+
+
+def _sizer(level: _Level, shapes: ShapeInfo) -> Callable[[str], int | None]:
+    """The bytes of a value of ``level`` by name, from ``shapes`` (``None``: not known, or a
+    string tensor); an enclosing value a body reads has its enclosing record's size."""
+    found = shapes.bodies.get(level.key, {}) if level.path else None
+
+    def size(name: str) -> int | None:
+        if name in level.outer:
+            return level.outer[name].size
+        if found is not None:
+            et, shape = found[name] if name in found else (None, None)
+        else:
+            et, shape = shapes.dtypes.get(name), shapes.shapes.get(name)
+        if et is None or shape is None or et == onnx.TensorProto.STRING:
+            return None
+        return tensor_bytes(et, shape, name)
+
+    return size
 
 
 def _level_tensors(nodes: _Nodes, outputs: tuple[str, ...], origin: Mapping[str, str],

@@ -49,6 +49,34 @@ of the graph outputs`` (at least 0): a low estimate of onnxruntime's peak
 without its outputs, never in the arena's favour. :func:`arena_over_ort` is
 ``arena_size / comparable_peak``; ``onnxmem compare`` and the zoo table show
 that ratio.
+
+onnxruntime's default session (:func:`ort_default_peak`): what a user's process gets from
+``SessionOptions()`` left as it is: ``ORT_ENABLE_ALL``, memory patterns on, the CPU arena
+on (one intra-op thread, as above: the thread count changes no tensor's size). With
+memory patterns on, run 1 allocates each tensor on its own and records the allocations;
+from run 2 on, onnxruntime allocates one block per device when the run starts, sized by
+its own allocation planner for the recorded sizes (the peak of its planned offsets,
+reuse included), and holds it to the end of the run; graph outputs, and tensors the
+pattern does not cover, are allocated on their own as before. The steady state is run 2:
+
+1. the same graph as above (values the plan folds are initializers), two runs on the
+   same inputs with the profiler on; the kernel events of each run are those before
+   its ``model_run`` event;
+2. ``peak`` is ``max(mem_bytes_requested_in_use)`` over run 2's kernel events minus the
+   bytes in use before run 1's first kernel. The weights (initializers, and prepacked
+   weights, all allocated at session start) are in use before run 1 and subtracted;
+   run 1's tensors are all released when it ends (its outputs are dropped), so run 2's
+   figure holds the pattern block, the outputs and the tensors allocated apart; the
+   graph inputs, owned by the caller, never appear. ``held`` is the same with
+   ``mem_bytes_in_use``; ``arena_peak`` is not given (``mem_in_use_peak`` spans both
+   runs). It is counted against an arena as the levels above are
+   (:func:`comparable_peak`).
+
+Worked case: the chain ``a = Relu(x); b = a + x; c = Relu(b); d = c + b; y = d + a`` on
+``S``-byte tensors holds ``a, b, c, d`` at once (when ``d`` is made), so onnxruntime's
+pattern block is ``4 S``, and ``y``, a graph output, is allocated apart: ``peak = 5 S``,
+``6 S`` with the input against an ``internal`` arena. At ``ORT_DISABLE_ALL`` with memory
+patterns off, ``b`` and ``c`` are released before ``y`` is allocated: ``peak = 4 S``.
 """
 
 from __future__ import annotations
@@ -66,8 +94,8 @@ from onnxmem.core.choices import EXECUTION_MODES
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError
 from onnxmem.graph import GraphView
 
-__all__ = ["EXECUTION_MODES", "LEVELS", "OrtPeak", "arena_over_ort", "comparable_peak", "is_kernel_event",
-           "held_from_profile", "ort_peak", "peak_from_profile"]
+__all__ = ["EXECUTION_MODES", "LEVELS", "OrtPeak", "arena_over_ort", "comparable_peak", "default_peak_from_profile",
+           "held_from_profile", "is_kernel_event", "ort_default_peak", "ort_peak", "peak_from_profile"]
 
 #: optimization levels onnxmem can measure onnxruntime at -> ``GraphOptimizationLevel`` name
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "all": "ORT_ENABLE_ALL"}
@@ -97,15 +125,23 @@ def is_kernel_event(event: dict[str, Any]) -> bool:
 def _kernel_stats(events: list[dict[str, Any]], provider: str) -> tuple[list[dict[str, Any]], int]:
     """The ``args`` of the first ``model_run``'s kernel events of ``provider`` that carry
     allocator statistics, and the number of its kernel events."""
-    kernels: list[dict[str, Any]] = []
+    runs = _kernel_runs(events, provider)
+    kernels = runs[0] if runs else []
+    return [a for a in kernels if "mem_bytes_requested_in_use" in a], len(kernels)
+
+
+def _kernel_runs(events: list[dict[str, Any]], provider: str) -> list[list[dict[str, Any]]]:
+    """The ``args`` of the kernel events of ``provider``, one list per ``model_run`` (the
+    events before its ``model_run`` event); runs without kernel events are left out."""
+    runs: list[list[dict[str, Any]]] = [[]]
     for e in events:
         if is_kernel_event(e):
             args = e.get("args", {})
             if args.get("provider", provider) == provider:
-                kernels.append(args)
-        elif e.get("name") == "model_run" and kernels:
-            break
-    return [a for a in kernels if "mem_bytes_requested_in_use" in a], len(kernels)
+                runs[-1].append(args)
+        elif e.get("name") == "model_run" and runs[-1]:
+            runs.append([])
+    return [r for r in runs if r]
 
 
 def peak_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutionProvider") -> tuple[int | None, int | None, int]:
@@ -167,19 +203,13 @@ def _profile(model: onnx.ModelProto, view: GraphView, *, level: str, device: str
 
     from onnxmem.runtime.folding import folded_model
     from onnxmem.runtime.inputs import feeds_for
-    from onnxmem.runtime.ort import first_line, run_bounded, session_options
-    from onnxmem.runtime.sessions import require_cuda
+    from onnxmem.runtime.ort import session_options
 
     if level not in LEVELS:
         raise OnnxmemError(f"optimization level '{level}' is not one of {', '.join(LEVELS)}")
     if execution_mode not in EXECUTION_MODES:
         raise OnnxmemError(f"--execution-mode '{execution_mode}' is not one of {', '.join(EXECUTION_MODES)}")
-    providers: list[Any] = ["CPUExecutionProvider"]
-    provider = "CPUExecutionProvider"
-    if device == "cuda":
-        require_cuda()
-        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
-        provider = "CUDAExecutionProvider"
+    providers, provider = _providers(device)
     folded = folded_model(model, view, model_path)
     feeds = feeds_for(folded, view, inputs, seed)
     with tempfile.TemporaryDirectory(prefix="onnxmem-ortpeak-") as tmp:
@@ -190,20 +220,101 @@ def _profile(model: onnx.ModelProto, view: GraphView, *, level: str, device: str
         if execution_mode == "parallel":
             so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
             so.inter_op_num_threads = max(int(threads), 1)
-        try:
-            sess = ort.InferenceSession(folded.SerializeToString(), sess_options=so, providers=providers)
-        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-            raise RuntimeBackendError(f"onnxruntime cannot load the model to profile it: {first_line(exc)}") from None
-        run_bounded(sess, None, feeds, "to profile it")
-        path = sess.end_profiling()
-        with open(path) as fh:
-            events = json.load(fh)
+        events = _profiled_runs(folded, so, providers, feeds, 1)
     peak, arena, n = peak_from_profile(events, provider)
     held = held_from_profile(events, provider)
     note = "" if peak is not None else f"the profiler gave no allocator statistics for {provider}"
     tids = {e.get("tid") for e in events if is_kernel_event(e)}
     return OrtPeak(level, device, peak, arena, n, note=note, execution_mode=execution_mode,
                    threads_seen=max(len(tids), 1), held=held)
+
+
+def _providers(device: str) -> tuple[list[Any], str]:
+    """The providers of a session on ``device`` and the one whose kernels are profiled."""
+    from onnxmem.runtime.sessions import require_cuda
+
+    if device == "cuda":
+        require_cuda()
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"], "CUDAExecutionProvider"
+    return ["CPUExecutionProvider"], "CPUExecutionProvider"
+
+
+def _profiled_runs(folded: onnx.ModelProto, so: Any, providers: list[Any], feeds: Mapping[str, Any],
+                   runs: int) -> list[dict[str, Any]]:
+    """The profiler's events of ``runs`` runs of ``folded`` on ``feeds`` in one session made
+    with ``so`` (which writes its profile into a temporary folder); each run's outputs are
+    dropped before the next."""
+    import onnxruntime as ort
+
+    from onnxmem.runtime.ort import first_line, run_bounded
+
+    try:
+        sess = ort.InferenceSession(folded.SerializeToString(), sess_options=so, providers=providers)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        raise RuntimeBackendError(f"onnxruntime cannot load the model to profile it: {first_line(exc)}") from None
+    for _ in range(runs):
+        run_bounded(sess, None, feeds, "to profile it")
+    path = sess.end_profiling()
+    with open(path) as fh:
+        events: list[dict[str, Any]] = json.load(fh)
+    return events
+
+
+def default_peak_from_profile(events: list[dict[str, Any]], provider: str = "CPUExecutionProvider",
+                              run: int = 2) -> tuple[int | None, int | None, int]:
+    """``(peak, held, kernels)`` of the ``run``-th ``model_run`` (1-based) in a profile's
+    events: the largest ``mem_bytes_requested_in_use`` (``mem_bytes_in_use``) over its
+    kernel events less the bytes in use before the first run's first kernel; ``None``
+    without the statistics or the run."""
+    runs = _kernel_runs(events, provider)
+    if len(runs) < run:
+        return None, None, 0
+    first, kernels = runs[0][0], runs[run - 1]
+    if not all("mem_bytes_requested_in_use" in a for a in (first, *kernels)):
+        return None, None, len(kernels)
+    base = int(first["mem_bytes_requested_in_use"]) - int(first.get("mem_requested_in_use_delta", 0))
+    peak = max(int(a["mem_bytes_requested_in_use"]) for a in kernels) - base
+    held = None
+    if all("mem_bytes_in_use" in a for a in (first, *kernels)):
+        held = max(int(a["mem_bytes_in_use"]) for a in kernels) - _in_use_before(first)
+    return peak, held, len(kernels)
+
+
+def ort_default_peak(model: onnx.ModelProto, view: GraphView, *, device: str = "cpu",
+                     model_path: str | os.PathLike[str] | None = None, seed: int = 0,
+                     inputs: Mapping[str, Any] | None = None) -> OrtPeak:
+    """onnxruntime's activation peak in its default session (``ORT_ENABLE_ALL``, memory
+    patterns on), steady state: run 2 of two on the same seeded random inputs (``inputs``:
+    the values of some, as given); see the module's docstring. ``level`` is ``"default"``.
+    It runs in the command's onnxruntime process (:mod:`onnxmem.runtime.isolation`)."""
+    from onnxmem.runtime.isolation import run_isolated
+
+    return run_isolated(_profile_default, model, view, device=device, model_path=model_path, seed=seed,
+                        inputs=inputs)
+
+
+def _profile_default(model: onnx.ModelProto, view: GraphView, *, device: str,
+                     model_path: str | os.PathLike[str] | None, seed: int,
+                     inputs: Mapping[str, Any] | None) -> OrtPeak:
+    """:func:`ort_default_peak`, in the process that runs onnxruntime."""
+    import onnxruntime as ort
+
+    from onnxmem.runtime.folding import folded_model
+    from onnxmem.runtime.inputs import feeds_for
+    from onnxmem.runtime.ort import session_options
+
+    providers, provider = _providers(device)
+    folded = folded_model(model, view, model_path)
+    feeds = feeds_for(folded, view, inputs, seed)
+    with tempfile.TemporaryDirectory(prefix="onnxmem-ortpeak-") as tmp:
+        so = session_options(profile_prefix=os.path.join(tmp, "profile"))
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.enable_mem_pattern = True
+        so.enable_cpu_mem_arena = True
+        events = _profiled_runs(folded, so, providers, feeds, 2)
+    peak, held, n = default_peak_from_profile(events, provider)
+    note = "" if peak is not None else f"the profiler gave no allocator statistics of run 2 for {provider}"
+    return OrtPeak("default", device, peak, None, n, note=note, held=held)
 
 
 def comparable_peak(peak: int | None, view: GraphView, io: str = "internal") -> int | None:

@@ -56,7 +56,7 @@ KEY_COST = 2.0
 class _Sim:
     """The state of a partial order of a piece, with apply and undo."""
 
-    __slots__ = ("p", "rem", "indeg", "ready", "r", "peak", "first")
+    __slots__ = ("p", "rem", "indeg", "ready", "r", "peak", "first", "lazy", "lazy_left")
 
     def __init__(self, piece: Piece) -> None:
         self.p = piece
@@ -66,6 +66,14 @@ class _Sim:
         self.r = 0
         self.peak = NEG
         self.first = True
+        self.lazy = lazy_sources(piece)
+        # per node: its predecessors that are lazy sources and have not run
+        self.lazy_left = [sum(self.lazy[u] for u in piece.preds[v]) for v in range(piece.n)]
+
+    def premature(self, v: int) -> bool:
+        """Whether ``v`` is a lazy source none of whose successors waits on lazy sources alone."""
+        indeg, left = self.indeg, self.lazy_left
+        return self.lazy[v] and all(indeg[s] > left[s] for s in self.p.succs[v])
 
     def mem(self, v: int) -> int:
         p = self.p
@@ -98,6 +106,7 @@ class _Sim:
         indeg = self.indeg
         for s in p.succs[v]:
             indeg[s] -= 1
+            self.lazy_left[s] -= self.lazy[v]
             if indeg[s] == 0:
                 self.ready.append(s)
         return undo
@@ -109,6 +118,7 @@ class _Sim:
             if indeg[s] == 0:
                 self.ready.remove(s)
             indeg[s] += 1
+            self.lazy_left[s] += self.lazy[v]
         rem = self.rem
         r = self.r
         for s, size in p.frees[v]:
@@ -119,11 +129,22 @@ class _Sim:
         self.ready.append(v)
         self.peak, self.first = undo
 
-    def key(self, v: int, rule: int) -> tuple[int, int, int]:
+    def key(self, v: int, rule: int) -> tuple[bool, int, int, int]:
         m = self.mem(v)
+        late = self.premature(v)
         if rule == 0:
-            return (max(m, self.peak), self.delta(v), v)
-        return (self.delta(v), max(m, self.peak), v)
+            return (late, max(m, self.peak), self.delta(v), v)
+        return (late, self.delta(v), max(m, self.peak), v)
+
+
+def lazy_sources(piece: Piece) -> list[bool]:
+    """Per node of ``piece``: whether it is a lazy source, a node with no predecessor in the
+    piece that frees nothing and keeps bytes (a value computed from weights at run time,
+    such as a weight's DequantizeLinear). Running one later, up to just before its first
+    successor (the end of the piece when its readers are all after it), never raises the
+    memory of any step, so the list scheduler runs it only when a successor waits on lazy
+    sources alone, or when nothing else is ready."""
+    return [not piece.preds[v] and not piece.frees[v] and piece.keep[v] > 0 for v in range(piece.n)]
 
 
 def _pick(sim: _Sim, rule: int) -> int:
@@ -181,16 +202,17 @@ def _greedy_run(piece: Piece, rule: int, depth: int, width: int, deadline: float
             v = _pick(sim, rule)
         else:
             cands = sorted(ready, key=lambda u: sim.key(u, rule))[:width]
-            best_score: tuple[int, int, int] | None = None
+            best_score: tuple[bool, int, int, int] | None = None
             v = cands[0]
             for c in cands:
+                late = sim.premature(c)
                 trail = [(c, sim.apply(c))]
                 for _ in range(depth):
                     if not sim.ready:
                         break
                     u = _pick(sim, rule)
                     trail.append((u, sim.apply(u)))
-                score = (sim.peak, sim.r, c)
+                score = (late, sim.peak, sim.r, c)
                 for u, und in reversed(trail):
                     sim.undo(u, und)
                 if best_score is None or score < best_score:
