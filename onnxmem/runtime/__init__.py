@@ -15,6 +15,7 @@ onnxruntime; onnxruntime itself is imported inside the functions that run it.
   nodes at once, and for training graphs;
 * :mod:`~onnxmem.runtime.folding` (weights), :mod:`~onnxmem.runtime.inputs`,
   :mod:`~onnxmem.runtime.peak` (onnxruntime's own peak),
+  :mod:`~onnxmem.runtime.optimize` (the graph onnxruntime builds at a level),
   :mod:`~onnxmem.runtime.isolation` (the child process of a run).
 """
 
@@ -67,6 +68,14 @@ if TYPE_CHECKING:
         run_limits,
         start_run,
         timed_out,
+    )
+    from onnxmem.runtime.optimize import (
+        Optimized,
+        check_rebuilt,
+        check_recorded,
+        graph_digest,
+        onnxruntime_version,
+        optimized_model,
     )
     from onnxmem.runtime.ort import (
         NUMPY_DTYPES,
@@ -125,6 +134,7 @@ __all__ = [
     "ConcurrentRun",
     "Execution",
     "ExecutionOptions",
+    "Optimized",
     "OrtPeak",
     "OutputCheck",
     "RunLimits",
@@ -138,6 +148,8 @@ __all__ = [
     "binding_type",
     "check_inputs",
     "check_memory",
+    "check_rebuilt",
+    "check_recorded",
     "comparable_peak",
     "compare_output",
     "compute_weights",
@@ -150,6 +162,7 @@ __all__ = [
     "feeds_for",
     "first_line",
     "fold_weights",
+    "graph_digest",
     "folded_model",
     "held_from_profile",
     "host_array",
@@ -162,6 +175,8 @@ __all__ = [
     "model_like",
     "node_session",
     "on_host",
+    "onnxruntime_version",
+    "optimized_model",
     "ort_peak",
     "ortvalue_bytes",
     "peak_from_profile",
@@ -193,6 +208,7 @@ _EXPORTS = {
     "GRACE_SECONDS": "onnxmem.runtime.isolation",
     "LEVELS": "onnxmem.runtime.peak",
     "NUMPY_DTYPES": "onnxmem.runtime.ort",
+    "Optimized": "onnxmem.runtime.optimize",
     "OrtPeak": "onnxmem.runtime.peak",
     "OutputCheck": "onnxmem.runtime.arena",
     "RUN_SECONDS": "onnxmem.runtime.isolation",
@@ -208,6 +224,8 @@ _EXPORTS = {
     "binding_type": "onnxmem.runtime.sessions",
     "check_inputs": "onnxmem.runtime.inputs",
     "check_memory": "onnxmem.runtime.ort",
+    "check_rebuilt": "onnxmem.runtime.optimize",
+    "check_recorded": "onnxmem.runtime.optimize",
     "comparable_peak": "onnxmem.runtime.peak",
     "compare_output": "onnxmem.runtime.arena",
     "compute_weights": "onnxmem.runtime.folding",
@@ -220,6 +238,7 @@ _EXPORTS = {
     "feeds_for": "onnxmem.runtime.inputs",
     "first_line": "onnxmem.runtime.ort",
     "fold_weights": "onnxmem.runtime.folding",
+    "graph_digest": "onnxmem.runtime.optimize",
     "folded_model": "onnxmem.runtime.folding",
     "held_from_profile": "onnxmem.runtime.peak",
     "host_array": "onnxmem.runtime.sessions",
@@ -232,6 +251,8 @@ _EXPORTS = {
     "model_like": "onnxmem.runtime.sessions",
     "node_session": "onnxmem.runtime.sessions",
     "on_host": "onnxmem.runtime.sessions",
+    "onnxruntime_version": "onnxmem.runtime.optimize",
+    "optimized_model": "onnxmem.runtime.optimize",
     "ort_peak": "onnxmem.runtime.peak",
     "ortvalue_bytes": "onnxmem.runtime.sessions",
     "peak_from_profile": "onnxmem.runtime.peak",
