@@ -56,8 +56,16 @@ def plan_optimization(model: dict[str, Any], where: str = "plan") -> Optimizatio
     """The :class:`Optimization` recorded in a plan's ``model`` object (:data:`AS_WRITTEN`
     without one); ``PlanError`` when it is malformed."""
     found = model.get("optimization")
-    if found is None:
+    digest = model.get("graph_sha256")
+    if found is None or (isinstance(found, dict) and found.get("level") == "none"):
+        if digest is not None:
+            raise PlanError(f"{where}: model/graph_sha256 digests a graph onnxruntime built, but the plan records "
+                            "no optimization level (the graph as written): the plan was edited; re-plan the model")
         return AS_WRITTEN
+    if digest is None:
+        raise PlanError(f"{where}: model/optimization says the graph onnxruntime builds at level "
+                        f"{show_name(found.get('level')) if isinstance(found, dict) else '?'}, but model/graph_sha256, "
+                        "its digest, is missing: re-plan the model")
     if not isinstance(found, dict):
         raise PlanError(f"{where}: model/optimization is not an object; re-plan the model")
     level, provider, version = found.get("level"), found.get("provider"), found.get("onnxruntime")

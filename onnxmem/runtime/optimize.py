@@ -241,7 +241,7 @@ def check_rebuilt(recorded: Optimization, graph_sha256: str | None, rebuilt: Opt
     """``PlanError`` unless the graph rebuilt here (``rebuilt``) is the one the plan was made for:
     the same NCHWc block size, then the same digest (``graph_sha256``, when the plan has one)."""
     where = f"plan {show_name(plan_name)}"
-    if recorded.nchwc_block != rebuilt.record.nchwc_block:
+    if recorded.level == "all" and recorded.provider == "cpu" and recorded.nchwc_block != rebuilt.record.nchwc_block:
         raise PlanError(f"{where} was made at --optimize all on a CPU whose NCHWc block size is "
                         f"{recorded.nchwc_block}; this CPU's is {rebuilt.record.nchwc_block} (another vector "
                         "width, another graph): plan the model again on this machine, or plan with --optimize "
