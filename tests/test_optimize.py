@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import numpy as np
 import onnx
@@ -114,9 +115,8 @@ def test_verify_refuses_a_plan_the_graph_built_here_does_not_match(tmp_path, edi
     _, data = plan_file(tmp_path, "resnet_cnn.onnx", "all")
     edited = _edited(tmp_path, data, edit)
     line = one_line_error(run("verify", MODELS / "resnet_cnn.onnx", "--plan", edited))
-    assert pytest.importorskip("re").search(message, line), line
-    line = one_line_error(run("compare", MODELS / "resnet_cnn.onnx", "--plan", edited))
-    assert "plan this model again" in line or "re-plan the model" in line or "--device" in line or "onnxruntime" in line
+    assert re.search(message, line), line
+    assert one_line_error(run("compare", MODELS / "resnet_cnn.onnx", "--plan", edited)) == line
 
 
 def test_verify_refuses_another_level_or_device(tmp_path):
@@ -163,14 +163,14 @@ def test_missing_weights_are_one_line(tmp_path):
 
 def test_range_plan_records_the_level(tmp_path):
     out = tmp_path / "range.json"
-    r = run("plan", MODELS / "transformer_block.onnx", "--optimize", "all", "--dim", "batch=1", "--dim", "seq=16:32",
-            "-o", out)
+    r = run("plan", MODELS / "transformer_block.onnx", "--optimize", "basic", "--dim", "batch=1", "--dim",
+            "seq=16:32", "-o", out)
     assert r.exit_code == 0, r.output
     model = json.loads(out.read_text())["range"]["model"]
-    assert model["optimization"]["level"] == "all" and len(model["graph_sha256"]) == 64
+    assert model["optimization"]["level"] == "basic" and len(model["graph_sha256"]) == 64
     point = tmp_path / "point.json"
     assert run("instantiate", out, "--dim", "seq=24", "-o", point).exit_code == 0
-    assert json.loads(point.read_text())["model"]["optimization"]["level"] == "all"
+    assert json.loads(point.read_text())["model"]["optimization"]["level"] == "basic"
     r = run("verify", MODELS / "transformer_block.onnx", "--plan", point)
     assert r.exit_code == 0, r.output
 
@@ -241,7 +241,7 @@ def test_zoo_optimize_all_on_a_one_model_list(tmp_path):
     assert row["status"] == "ok" and row["verify"] == "pass"
     plan = json.loads((tmp_path / "out" / "plans" / "resnet_cnn.json").read_text())
     assert plan["model"]["optimization"]["level"] == "all"
-    assert results["meta"]["options"]["optimize"] == "all"
+    assert results["options"]["optimize"] == "all"
 
 
 def test_a_malformed_record_is_refused():
