@@ -98,7 +98,7 @@ def _edited(tmp_path, data: dict, edit) -> str:
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda m: m["optimization"].update(onnxruntime="1.20.0"),
-     r"made for the graph onnxruntime '1.20.0' builds at level all; this is onnxruntime .*: plan the model again"),
+     r"made for the graph onnxruntime 1.20.0 builds at level all; this is onnxruntime .*: plan the model again"),
     (lambda m: m["optimization"].update(level="extended"),
      r"made for an optimized graph with sha256 [0-9a-f]{8}…; onnxruntime builds [0-9a-f]{8}… from .* at level "
      r"extended: plan this model again"),
@@ -186,7 +186,12 @@ def test_compare_puts_the_plan_beside_onnxruntime_at_the_same_level(tmp_path):
 def _qdq_model(tmp_path) -> tuple[str, int]:
     """A Conv/Relu/Gemm model quantized to QDQ by onnxruntime's quantize_static, and the int8 bytes
     of its two weights."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onnxmem.core.choices import DEVICES, OPTIMIZE_LEVELS
-from onnxmem.core.errors import PlanError, show_name
+from onnxmem.core.errors import PlanError, flag_value, show_name
 
 __all__ = ["AS_WRITTEN", "Optimization", "plan_optimization"]
 
@@ -45,7 +45,7 @@ class Optimization:
         if self.level == "none":
             return "the graph as written"
         block = f", NCHWc block {self.nchwc_block}" if self.nchwc_block is not None else ""
-        return f"level {self.level} for {self.provider} by onnxruntime {self.onnxruntime}{block}"
+        return f"level {self.level} for {self.provider} by onnxruntime {flag_value(self.onnxruntime)}{block}"
 
 
 #: the record of a plan of the graph as written

@@ -41,7 +41,7 @@ from typing import Any
 import onnx
 
 from onnxmem.core.choices import DEVICES, OPTIMIZE_LEVELS
-from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
+from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, flag_value, show_name
 from onnxmem.model import check_external_data, load_model
 from onnxmem.plans.optimization import AS_WRITTEN, Optimization
 
@@ -230,7 +230,7 @@ def check_recorded(recorded: Optimization, *, level: str | None, device: str, pl
                         f"with --device {device}")
     have = onnxruntime_version()
     if have != recorded.onnxruntime:
-        raise PlanError(f"{where} was made for the graph onnxruntime {show_name(recorded.onnxruntime)} builds at "
+        raise PlanError(f"{where} was made for the graph onnxruntime {flag_value(recorded.onnxruntime)} builds at "
                         f"level {recorded.level}; this is onnxruntime {have}, whose graph may differ: plan the "
                         f"model again with this onnxruntime (or plan with --optimize none, which holds for every "
                         "version)")
