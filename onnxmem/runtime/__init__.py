@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     )
     from onnxmem.runtime.optimize import (
         Optimized,
+        canonical_names,
         check_rebuilt,
         check_recorded,
         graph_digest,
@@ -147,6 +148,7 @@ __all__ = [
     "bind_input_shapes",
     "binding_type",
     "check_inputs",
+    "canonical_names",
     "check_memory",
     "check_rebuilt",
     "check_recorded",
@@ -224,6 +226,7 @@ _EXPORTS = {
     "binding_type": "onnxmem.runtime.sessions",
     "check_inputs": "onnxmem.runtime.inputs",
     "check_memory": "onnxmem.runtime.ort",
+    "canonical_names": "onnxmem.runtime.optimize",
     "check_rebuilt": "onnxmem.runtime.optimize",
     "check_recorded": "onnxmem.runtime.optimize",
     "comparable_peak": "onnxmem.runtime.peak",

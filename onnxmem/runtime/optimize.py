@@ -14,8 +14,10 @@ graph as written. :func:`optimized_model` gives that graph to plan, prove and ve
    :data:`EXTERNAL_MIN_BYTES` or more in one external data file beside it, so models over
    2 GiB are written too;
 3. the file is read back by :func:`onnxmem.model.load_model` (the limits and checks of any
-   model file) and digested (:func:`graph_digest`, over the graph file and its data file:
-   onnxruntime writes the same bytes for the same model, level, provider, version and CPU);
+   model file), the names onnxruntime generated are numbered in graph order
+   (:func:`canonical_names`: onnxruntime writes the same nodes in the same order for the same
+   model, level, provider, version and CPU, but numbers its generated names differently from
+   run to run), and the result is digested (:func:`graph_digest`, with its data file);
 4. at ``all`` on CPU, the NCHWc block size of this machine's MLAS kernels (8 with AVX2, 16
    with AVX-512) is read from the graph onnxruntime builds of a one-Conv probe model: the
    filter of a 4-channel Conv is padded to one block.
@@ -31,8 +33,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +110,8 @@ def optimized_model(path: str | os.PathLike[str], level: str = "none", device: s
     with tempfile.TemporaryDirectory(prefix="onnxmem-optimize-") as tmp:
         out = Path(tmp) / GRAPH_FILE
         record = run_isolated(_optimize, os.fspath(path), os.fspath(out), level, device)
-        yield Optimized(load_model(out), out, os.fspath(path), record, graph_digest(out))
+        built = canonical_names(load_model(out))
+        yield Optimized(built, out, os.fspath(path), record, graph_digest(built, out))
 
 
 def _require_weights(model: onnx.ModelProto, path: str | os.PathLike[str], level: str) -> None:
@@ -119,16 +123,69 @@ def _require_weights(model: onnx.ModelProto, path: str | os.PathLike[str], level
                         "a weight-free zoo fixture is optimized by 'onnxmem zoo --optimize', which fills it)") from None
 
 
-def graph_digest(path: str | os.PathLike[str]) -> str:
-    """The sha256 of an optimized graph: its file's bytes, then its data file's (when there)."""
-    h = hashlib.sha256()
-    graph = Path(path)
-    for p in (graph, graph.with_name(DATA_FILE)):
-        if p.is_file():
-            h.update(p.name.encode() + b"\0")
-            with open(p, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
+#: a name onnxruntime generates (``Graph::GenerateNodeName``/``GenerateNodeArgName``): BASE_token_N,
+#: N a counter whose values depend on the order of its passes over unordered containers
+_GENERATED = re.compile(r"^(.*)_token_\d+$", re.DOTALL)
+
+
+def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (changed in place) with the names onnxruntime generated in its main graph renumbered
+    in graph order (initializers, then each node's inputs and outputs, in node order).
+
+    onnxruntime writes the same nodes in the same order for the same model, level, provider,
+    version and CPU, but names the nodes and values it adds ``BASE``, ``BASE_token_N``, ... in the
+    order of its passes over unordered containers, which changes from run to run; the plan
+    names nodes and values, so they must not. Every such name (``BASE_token_N``, and ``BASE``
+    itself where a ``BASE_token_N`` exists) becomes ``BASE__K``, K counting up per kind (nodes,
+    values), skipping names already used. Graph inputs and outputs, and subgraph bodies, keep
+    their names.
+    """
+    g = model.graph
+    io = {v.name for v in g.input} | {v.name for v in g.output}
+    value_names = [t.name for t in g.initializer] + [x for n in g.node for x in (*n.input, *n.output)]
+    used = {n.name for n in g.node} | set(value_names) | io | {v.name for v in g.value_info}
+    counter = [0, 0]
+
+    def renamer(names: list[str], kind: int, keep: set[str]) -> Callable[[str], str]:
+        bases = {m.group(1) for m in map(_GENERATED.match, names) if m}
+        given: dict[str, str] = {}
+
+        def rename(name: str) -> str:
+            m = _GENERATED.match(name)
+            base = m.group(1) if m else name
+            if name in keep or (m is None and name not in bases):
+                return name
+            if name not in given:
+                while f"{base}__{counter[kind]}" in used:
+                    counter[kind] += 1
+                given[name] = f"{base}__{counter[kind]}"
+                used.add(given[name])
+            return given[name]
+
+        return rename
+
+    value = renamer(value_names, 1, io | {""})
+    node_name = renamer([n.name for n in g.node], 0, {""})
+    for t in g.initializer:
+        t.name = value(t.name)
+    for node in g.node:
+        node.input[:] = [value(x) for x in node.input]
+        node.output[:] = [value(x) for x in node.output]
+        node.name = node_name(node.name)
+    for vi in g.value_info:
+        vi.name = value(vi.name)
+    return model
+
+
+def graph_digest(model: onnx.ModelProto, path: str | os.PathLike[str]) -> str:
+    """The sha256 of an optimized graph: ``model`` (its names made canonical), then the bytes of its
+    data file beside ``path`` (when there)."""
+    h = hashlib.sha256(model.SerializeToString(deterministic=True))
+    data = Path(path).with_name(DATA_FILE)
+    if data.is_file():
+        with open(data, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
     return h.hexdigest()
 
 
