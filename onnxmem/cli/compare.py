@@ -10,10 +10,12 @@ import click
 from onnxmem.core.errors import one_line
 
 from .options import (
+    InputValues,
     PlanningFlags,
     RegistryChoice,
     inputs_option,
     model_and_plan,
+    optimize_option,
     planning_options,
     read_input_values,
     time_limit_option,
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
     from onnxmem.graph import GraphView
     from onnxmem.plans.point import MemoryPlan
+    from onnxmem.runtime.optimize import Optimized
     from onnxmem.runtime.peak import OrtPeak
 
 
@@ -41,9 +44,11 @@ if TYPE_CHECKING:
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
               help="With --execution-mode parallel: onnxruntime's inter-op threads.")
 @planning_options
+@optimize_option(None)
 @time_limit_option(lambda kw: True)
 def compare(model: str, plan_path: str | None, device: str, inputs_path: str | None, seed: int,
-            execution_mode: str, threads: int, **planning: Unpack[PlanningFlags]) -> None:
+            execution_mode: str, threads: int, optimize: str | None = None,
+            **planning: Unpack[PlanningFlags]) -> None:
     """Print onnxruntime's own activation peak beside the plan's arena for MODEL.
 
     Both sides count the same tensors: with --io internal (the default) the
@@ -58,25 +63,19 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     Each level shows the bytes requested (exact tensor sizes) and the bytes its
     allocator held (each allocation rounded as its arena rounds it, as the plan
     pads each offset to --alignment).
-    """
-    from onnxmem.runtime.peak import ort_default_peak, ort_peak  # onnx
-    from onnxmem.verify.run import check_plan_identity, view_for_plan
 
+    With --optimize LEVEL the plan is of the graph onnxruntime builds at LEVEL
+    for --device (plan --optimize), and onnxruntime's peak is MODEL run at
+    that same level.
+    """
     inputs = read_input_values(inputs_path)
     if execution_mode == "parallel":
         planning["concurrency"] = "dag"
     say = progress(sys.stderr.isatty())
-    opts, onnx_model, the_plan, view, source = plan_or_point(model, plan_path, planning, seed, inputs, say)
-    if plan_path:
-        view, said = check_plan_identity(the_plan, onnx_model, model, plan_name=plan_path, view=view, inputs=inputs)
-        echo_warnings(said)
-    if view is None:
-        view = view_for_plan(onnx_model, the_plan, model, inputs)
-    say("profiling onnxruntime")
-    peaks = [ort_peak(onnx_model, view, level=lvl, device=device, model_path=model, seed=seed, inputs=inputs,
-                      execution_mode=execution_mode, threads=threads)
-             for lvl in ("disable", "basic", "all")]
-    peaks.append(ort_default_peak(onnx_model, view, device=device, model_path=model, seed=seed, inputs=inputs))
+    with plan_or_point(model, plan_path, planning, seed, inputs, say, optimize=optimize, device=device) as got:
+        _, built, the_plan, view, source = got
+        say("profiling onnxruntime")
+        view, peaks = _profile(model, plan_path, built, the_plan, view, device, seed, inputs, execution_mode, threads)
     arena = the_plan.arena_size
     click.echo(f"model                  {one_line(model)}")
     click.echo(f"plan                   {one_line(source)}")
@@ -93,6 +92,35 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     _echo_notes(the_plan)
 
 
+def _profile(model: str, plan_path: str | None, built: Optimized, the_plan: MemoryPlan, view: GraphView | None,
+             device: str, seed: int, inputs: InputValues | None, execution_mode: str,
+             threads: int) -> tuple[GraphView, list[OrtPeak]]:
+    """The plan's view and onnxruntime's peaks: for a plan of the graph as written, at
+    ORT_DISABLE_ALL, ORT_ENABLE_BASIC and ORT_ENABLE_ALL; for a plan of onnxruntime's graph at
+    a level, MODEL as written run at that level (the graph onnxruntime builds and runs); and
+    onnxruntime's default session (memory patterns on, run 2) on the same model."""
+    from onnxmem.model import load_model
+    from onnxmem.runtime.peak import ort_default_peak, ort_peak  # onnx
+    from onnxmem.verify.run import check_plan_identity, view_for_plan
+
+    level = built.record.level
+    if plan_path and level == "none":
+        view, said = check_plan_identity(the_plan, built.model, model, plan_name=plan_path, view=view, inputs=inputs)
+        echo_warnings(said)
+    if view is None:
+        view = view_for_plan(built.model, the_plan, built.path, inputs)
+    if level == "none":
+        runs = [(built.model, view, lvl) for lvl in ("disable", "basic", "all")]
+    else:
+        original = load_model(model)
+        runs = [(original, view_for_plan(original, the_plan, model, inputs), level)]
+    peaks = [ort_peak(m, v, level=lvl, device=device, model_path=model, seed=seed, inputs=inputs,
+                      execution_mode=execution_mode, threads=threads) for m, v, lvl in runs]
+    first, first_view, _ = runs[0]
+    peaks.append(ort_default_peak(first, first_view, device=device, model_path=model, seed=seed, inputs=inputs))
+    return view, peaks
+
+
 def _ratio(a: int | None, b: int) -> str:
     """``a / b`` as ``'1.50x'``; ``'-'`` without both."""
     return f"{a / b:.2f}x" if a is not None and b else "-"
@@ -107,6 +135,7 @@ def _echo_peaks(peaks: list[OrtPeak], view: GraphView, the_plan: MemoryPlan, thr
     inputs_size = comparable_peak(0, view, "internal") or 0
     for p in peaks:
         label = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC (its constant folding)",
+                 "extended": "ORT_ENABLE_EXTENDED (fused graph)",
                  "all": "ORT_ENABLE_ALL (its default: fused graph)",
                  "default": "default session (ORT_ENABLE_ALL, memory patterns on, run 2)"}[p.level]
         if p.execution_mode == "parallel":

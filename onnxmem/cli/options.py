@@ -16,7 +16,7 @@ from click.shell_completion import CompletionItem
 from onnxmem.core.errors import show_name
 from onnxmem.runtime.isolation import RUN_SECONDS
 
-from .registries import CONCURRENCY_MODES, DEVICES, IO_MODES, LISTINGS
+from .registries import CONCURRENCY_MODES, DEVICES, IO_MODES, LISTINGS, OPTIMIZE_LEVELS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -143,6 +143,21 @@ def planning_options(fn: F) -> F:
     return fn
 
 
+def optimize_option(default: str | None) -> Callable[[F], F]:
+    """``--optimize LEVEL``: plan the graph onnxruntime builds at LEVEL (plan, verify, compare, zoo);
+    ``default``: ``none`` (plan, zoo), or ``None`` (verify, compare: the level the plan records)."""
+    given = ("Default: the level the plan records (none when planning now); a plan made at another "
+             "level is refused." if default is None else "")
+    return click.option(
+        "--optimize", "optimize", type=RegistryChoice(names=OPTIMIZE_LEVELS), default=default,
+        show_default=default is not None, metavar="LEVEL",
+        help="The graph to plan: none, the model as written (holds on every CPU, provider and onnxruntime "
+             "version); basic, extended or all, the graph onnxruntime builds at that graph optimization level "
+             "for --device's provider (all is its default: fused kernels, QLinear kernels from QDQ, NCHWc "
+             "layout on CPU; that plan is tied to this onnxruntime version, the provider and, at all on CPU, "
+             "the machine's vector width). " + given)
+
+
 def inputs_option(fn: F) -> F:
     """``--inputs FILE.npz``: values for some or all graph inputs (plan, verify, compare)."""
     return click.option(
@@ -194,12 +209,17 @@ def plan_model_option(fn: F) -> F:
              "model (sha256, or the planned tensors when the model was re-saved).")(fn)
 
 
+def device_option(help_text: str) -> Callable[[F], F]:
+    """``--device cpu|cuda``."""
+    return click.option("--device", type=RegistryChoice(names=DEVICES), default="cpu", show_default=True,
+                        help=help_text)
+
+
 def model_and_plan(plan_help: str, device_help: str, several: bool = False) -> Callable[[F], F]:
     """MODEL, ``--plan`` and ``--device``: what verify and compare read and where they run
     (``several``: MODEL... , one or more, as ``models``)."""
     def wrap(fn: F) -> F:
-        fn = click.option("--device", type=RegistryChoice(names=DEVICES), default="cpu", show_default=True,
-                          help=device_help)(fn)
+        fn = device_option(device_help)(fn)
         fn = click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str), default=None,
                           help=f"{plan_help} (default: the plan an annotated MODEL carries, else plan "
                                "MODEL now).")(fn)
@@ -223,7 +243,8 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
                       input_shapes: tuple[str, ...], measure_shapes: bool, io: str,
                       timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on",
                       inputs: InputValues | None = None, concurrency: str = "sequential",
-                      branches: tuple[str, ...] = ()) -> PlanOptions:
+                      branches: tuple[str, ...] = (), optimize: str | None = "none",
+                      device: str = "cpu") -> PlanOptions:
     """The planner's options from the flags of :func:`planning_options`."""
     from onnxmem.model import parse_dim_binding, parse_input_shape
     from onnxmem.planning.pipeline import PlanOptions
@@ -243,6 +264,8 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
         inputs=inputs,
         concurrency=concurrency,
         branches=dict(_parse_branch(b) for b in branches),
+        optimize=optimize or "none",
+        device=device,
     )
 
 

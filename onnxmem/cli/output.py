@@ -58,6 +58,7 @@ def plan_summary(plan: MemoryPlan) -> list[str]:
         status = "timeout: the solver's budget ended before a proof; --timeout gives it more"
     return [
         f"model        {one_line(str(plan.model['path']))}",
+        *_graph_line(plan),
         f"nodes        {n_nodes}   tensors planned {len(plan.tensors)}   order {one_line(plan.order_strategy)}",
         *([_subgraph_line(plan)] if plan.subgraphs else []),
         f"weights      {fmt_bytes(plan.weights_size)}"
@@ -72,6 +73,14 @@ def plan_summary(plan: MemoryPlan) -> list[str]:
         f"time         plan {plan.plan_seconds:.3f} s   solver {one_line(str(plan.solver['name']))} "
         f"{plan.solver['seconds']:.3f} s",
     ]
+
+
+def _graph_line(plan: MemoryPlan) -> list[str]:
+    """``graph        onnxruntime's, level all for cpu ...`` for a plan of onnxruntime's graph."""
+    from onnxmem.plans.optimization import plan_optimization
+
+    record = plan_optimization(plan.model)
+    return [] if record.level == "none" else [f"graph        onnxruntime's, {one_line(record.describe())}"]
 
 
 def program_summary(program: Program) -> list[str]:

@@ -19,8 +19,10 @@ from .options import (
     InputValues,
     PlanningFlags,
     RegistryChoice,
+    device_option,
     inputs_option,
     make_plan_options,
+    optimize_option,
     pipeline_option,
     planning_options,
     ranged,
@@ -61,13 +63,15 @@ if TYPE_CHECKING:
               help="Plan every recomputation algorithm at 0.9x .. 0.3x the unbudgeted arena; print the "
                    "frontier (arena against extra compute) and draw it to PNG.")
 @pipeline_option
-@time_limit_option(lambda kw: bool(kw.get("measure_shapes")))
+@optimize_option("none")
+@device_option("With --optimize: the provider onnxruntime builds the graph for.")
+@time_limit_option(lambda kw: bool(kw.get("measure_shapes")) or kw.get("optimize") != "none")
 def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
          io: str, timeout: float | None, inplace: str, fold: str, concurrency: str, branches: tuple[str, ...],
          inputs_path: str | None, as_json: bool, budget: str | None = None, rewrite_out: str | None = None,
          remat_algorithm: str = "auto", cost_model: str = "flops", budget_sweep: str | None = None,
-         pipeline: bool = False) -> None:
+         pipeline: bool = False, optimize: str = "none", device: str = "cpu") -> None:
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
@@ -79,9 +83,18 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     one arena: each is planned with the same flags, then all of them together,
     into one program plan (docs/training.md); with --pipeline each model's
     graph outputs that are the next one's graph inputs stay in the arena.
+
+    With --optimize LEVEL the graph planned is the one onnxruntime builds from
+    MODEL at that level for --device (--optimize all --device cpu: the graph a
+    default CPU session runs); the plan records the level, the provider and the
+    onnxruntime version, and verify holds it to them.
     """
     from onnxmem.planning.pipeline import plan_model  # onnx
 
+    if optimize != "none":
+        _refuse_for_optimized({"--budget": budget is not None, "--budget-sweep": budget_sweep is not None,
+                               "--rewrite-out": rewrite_out is not None, "--annotate": annotate is not None,
+                               "several models": len(models) > 1 or pipeline})
     if len(models) > 1 or pipeline:
         refuse_for_several(models, {"--budget": budget is not None, "--budget-sweep": budget_sweep is not None,
                                     "--rewrite-out": rewrite_out is not None, "--annotate": annotate is not None,
@@ -99,7 +112,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         flags = PlanningFlags(solver=solver, order=order, alignment=alignment, dims=dims, input_shapes=input_shapes,
                               measure_shapes=measure_shapes, io=io, timeout=timeout, inplace=inplace, fold=fold,
                               concurrency=concurrency, branches=branches)
-        _plan_range(model, outs, output, annotate, as_json, flags, read_input_values(inputs_path))
+        _plan_range(model, outs, output, annotate, as_json, flags, read_input_values(inputs_path), optimize, device)
         return
     if output:
         outs.add(output, "-o")
@@ -107,7 +120,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         outs.add(annotate, "--annotate")
     opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
                              inplace=inplace, fold=fold, inputs=read_input_values(inputs_path),
-                             concurrency=concurrency, branches=branches)
+                             concurrency=concurrency, branches=branches, optimize=optimize, device=device)
     if budget_sweep is not None:
         outs.add(budget_sweep, "--budget-sweep")
         _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout)
@@ -119,8 +132,22 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
                      timeout, as_json)
         return
     result = plan_model(model, opts, progress=progress(sys.stderr.isatty() and not as_json))
-    add_weight_files(outs, result.model, model)
+    add_weight_files(outs, result.model if optimize == "none" else _load(model), model)
     _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json)
+
+
+def _refuse_for_optimized(flags: dict[str, bool]) -> None:
+    """Usage errors for --optimize: the flags that rewrite or annotate the model as written."""
+    for flag, given in flags.items():
+        if given:
+            raise click.UsageError(f"{flag} works on the graph as written; leave out --optimize (or give "
+                                   "--optimize none) for it")
+
+
+def _load(model: str) -> onnx.ModelProto:
+    from onnxmem.model import load_model  # onnx
+
+    return load_model(model)
 
 
 def _refuse_for_range(budgeted: bool, concurrency: str, branches: tuple[str, ...]) -> None:
@@ -248,13 +275,14 @@ def _budget_sweep(model: str, opts: PlanOptions, outs: OutputSet, png: str, cost
 
 
 def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str | None, as_json: bool,
-                planning: PlanningFlags, inputs: InputValues | None) -> None:
+                planning: PlanningFlags, inputs: InputValues | None, optimize: str, device: str) -> None:
     """``onnxmem plan`` with a ranged --dim: plan the box, prove it, write the range plan
     (``planning``'s ranged dims are the box, the others bind their dims)."""
     from onnxmem.model import load_model  # onnx
-    from onnxmem.planning import parse_dim_flags, plan_range
+    from onnxmem.planning import optimized_record, parse_dim_flags, plan_range
     from onnxmem.plans import range_to_dict, render_range_plan
     from onnxmem.report.range import render_range_summary
+    from onnxmem.runtime.optimize import optimized_model
 
     if annotate:
         raise click.UsageError("--annotate writes a plan for one shape; instantiate the range plan "
@@ -267,7 +295,9 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
         outs.add(output, "-o")
     onnx_model = load_model(model)
     add_weight_files(outs, onnx_model, model)
-    result = plan_range(onnx_model, model, box, opts)
+    with optimized_model(model, optimize, device, model=onnx_model) as built:
+        result = plan_range(built.model, built.path, box, opts)
+    result = replace(result, model=optimized_record(result.model, built))
     if output:
         outs.put(output, render_range_plan(result))
     outs.commit()

@@ -16,11 +16,12 @@ from onnxmem.core.choices import (
     DEVICES,
     EXECUTION_MODES,
     IO_MODES,
+    OPTIMIZE_LEVELS,
     RANDWIRE_KINDS,
 )
 
 __all__ = [
-    "CONCURRENCY_MODES", "DEVICES", "EXECUTION_MODES", "IO_MODES", "LISTINGS", "RANDWIRE_KINDS",
+    "CONCURRENCY_MODES", "DEVICES", "EXECUTION_MODES", "IO_MODES", "LISTINGS", "OPTIMIZE_LEVELS", "RANDWIRE_KINDS",
     "all_generators", "formats", "generators", "orders", "remat", "solvers",
 ]
 

@@ -4,6 +4,8 @@ no output may replace."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from onnxmem.planning.pipeline import Planned, PlanOptions
     from onnxmem.plans import Program
     from onnxmem.plans.point import MemoryPlan
+    from onnxmem.runtime.optimize import Optimized
 
 
 def add_weight_files(outs: OutputSet, onnx_model: onnx.ModelProto, model_path: str) -> None:
@@ -60,28 +63,46 @@ def plan_several(models: tuple[str, ...], opts: PlanOptions, pipeline: bool,
     return planned, plan_program(planned, handovers, solver=opts.solver, timeout=opts.timeout)
 
 
-#: ``(onnx model, plan, its graph view or None, where the plan came from)``
-ModelAndPlan = tuple["onnx.ModelProto", "MemoryPlan", "GraphView | None", str]
-
-
+@contextmanager
 def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, seed: int,
-                  inputs: InputValues | None,
-                  say: Say) -> tuple[PlanOptions, onnx.ModelProto, MemoryPlan, GraphView | None, str]:
-    """``(options, model, plan, view, source)`` for verify and compare: the ``--plan`` (the
-    concrete plan at a point of a range plan, :func:`_given_plan`), else the plan the model
-    carries or one made now (:func:`_plan_for`). ``planning``: the flags of
-    :func:`~onnxmem.cli.options.planning_options`."""
+                  inputs: InputValues | None, say: Say, *, optimize: str | None = None,
+                  device: str = "cpu") -> Iterator[tuple[PlanOptions, Optimized, MemoryPlan, GraphView | None, str]]:
+    """``(options, graph, plan, view, source)`` for verify and compare, for the ``with`` block:
+    the ``--plan`` (the concrete plan at a point of a range plan, :func:`_given_plan`), else the
+    plan the model carries, else one made now; ``graph``: the graph the plan is for
+    (:func:`onnxmem.runtime.optimize.optimized_model`: the model as written, or the graph
+    onnxruntime builds again as the plan records it, held to the plan's record and digest).
+    ``planning``: the flags of :func:`~onnxmem.cli.options.planning_options`; ``optimize``:
+    ``--optimize`` (``None``: not given)."""
+    from onnxmem.planning.pipeline import plan_optimized
+    from onnxmem.plans.optimization import plan_optimization
+    from onnxmem.runtime.optimize import check_rebuilt, check_recorded, optimized_model
+
     given = _given_plan(plan_path, planning)
-    opts = make_plan_options(**planning, seed=seed, inputs=inputs)
-    return (opts, *_plan_for(model, given, opts, say))
+    opts = make_plan_options(**planning, seed=seed, inputs=inputs, optimize=optimize, device=device)
+    onnx_model, found = _plan_for(model, given, opts, say)
+    level = opts.optimize
+    if found is not None:
+        recorded = plan_optimization(found[0].model, f"plan {show_name(found[1])}")
+        level = check_recorded(recorded, level=optimize, device=device, plan_name=found[1])
+    if level != "none":
+        say(f"optimizing with onnxruntime (--optimize {level}, --device {device})")
+    with optimized_model(model, level, device, model=onnx_model) as built:
+        if found is not None:
+            if level != "none":
+                check_rebuilt(recorded, found[0].model.get("graph_sha256"), built, found[1])
+            yield opts, built, found[0], None, found[1]
+            return
+        planned = plan_optimized(built, opts, say)
+        yield opts, built, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"
 
 
-def _plan_for(model: str, given: tuple[MemoryPlan, str] | None, opts: PlanOptions, say: Say) -> ModelAndPlan:
+def _plan_for(model: str, given: tuple[MemoryPlan, str] | None, opts: PlanOptions,
+              say: Say) -> tuple[onnx.ModelProto, tuple[MemoryPlan, str] | None]:
     """The model, and the ``--plan`` already read (``given``: it and where it came from), else
-    the plan the model carries, else one made now."""
+    the plan the model carries, else ``None`` (plan it now)."""
     from onnxmem.export.annotate import plan_from_model
     from onnxmem.model import load_model
-    from onnxmem.planning.pipeline import plan_loaded
 
     say("reading model")
     onnx_model = load_model(model)
@@ -90,12 +111,9 @@ def _plan_for(model: str, given: tuple[MemoryPlan, str] | None, opts: PlanOption
 
         check_inputs(onnx_model, opts.inputs)  # before any work: names, dtypes, ranks
     if given is not None:
-        return onnx_model, given[0], None, given[1]
+        return onnx_model, given
     carried = plan_from_model(onnx_model, f"model {show_name(model)}")
-    if carried is not None:
-        return onnx_model, carried, None, "carried by the annotated model"
-    planned = plan_loaded(onnx_model, model, opts, say)
-    return onnx_model, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"
+    return onnx_model, (None if carried is None else (carried, "carried by the annotated model"))
 
 
 def _given_plan(plan_path: str | None, planning: PlanningFlags) -> tuple[MemoryPlan, str] | None:

@@ -15,6 +15,7 @@ from .options import (
     inputs_option,
     make_plan_options,
     model_and_plan,
+    optimize_option,
     pipeline_option,
     planning_options,
     ranged,
@@ -55,10 +56,12 @@ if TYPE_CHECKING:
               help="With --concurrency dag: how many nodes may run at once.")
 @planning_options
 @pipeline_option
-@time_limit_option(lambda kw: not kw.get("static_only"))
+@optimize_option(None)
+@time_limit_option(lambda kw: not kw.get("static_only") or kw.get("optimize") not in (None, "none"))
 def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_path: str | None, seed: int,
            rtol: float, atol: float, static_only: bool, trials: int = 10, threads: int = 2,
-           original_path: str | None = None, pipeline: bool = False, **planning: Unpack[PlanningFlags]) -> None:
+           original_path: str | None = None, pipeline: bool = False, optimize: str | None = None,
+           **planning: Unpack[PlanningFlags]) -> None:
     """Prove a plan for MODEL: statically, then by running MODEL inside one arena.
 
     With --concurrency dag the proof also checks that the graph orders every
@@ -70,46 +73,64 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
     after the other in one arena (handed-over tensors left where they were
     written).
 
+    A plan made with --optimize is verified on the graph onnxruntime builds
+    again as the plan records it (level, --device's provider); it is refused,
+    before anything runs, for another --optimize, --device or onnxruntime
+    version, or (at all, on CPU) another NCHWc block size, and when the graph
+    built here is not the one planned (its sha256).
+
     Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
     """
     from onnxmem.verify.run import VerifyOptions, verify_plan  # onnx
 
     if len(models) > 1 or pipeline:
         refuse_for_several(models, {"--original": original_path is not None, "--inputs": inputs_path is not None,
+                                    "--optimize": optimize not in (None, "none"),
                                     "--dim NAME=LO:HI": ranged(planning["dims"]),
                                     "--concurrency dag": planning["concurrency"] != "sequential"})
         _verify_several(models, plan_path, pipeline, planning,
                         VerifyOptions(device=device, seed=seed, rtol=rtol, atol=atol, execute=not static_only))
         return
     model = models[0]
+    if original_path is not None and optimize not in (None, "none"):
+        raise click.UsageError("--original compares models as written; leave out --optimize")
     inputs = read_input_values(inputs_path)
     say = progress(sys.stderr.isatty())
-    opts, onnx_model, the_plan, view, source = plan_or_point(model, plan_path, planning, seed, inputs, say)
-    say("verifying")
-    report = verify_plan(
-        onnx_model, the_plan, model_path=model, view=view, plan_name=plan_path,
-        options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
-                              execute=not static_only, concurrency=opts.concurrency, trials=trials,
-                              threads=threads),
-    )
+    with plan_or_point(model, plan_path, planning, seed, inputs, say, optimize=optimize, device=device) as got:
+        opts, built, the_plan, view, source = got
+        as_written = built.record.level == "none"
+        say("verifying")
+        report = verify_plan(
+            built.model, the_plan, model_path=built.path, view=view, plan_name=plan_path if as_written else None,
+            options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
+                                  execute=not static_only, concurrency=opts.concurrency, trials=trials,
+                                  threads=threads),
+        )
+        _echo_report(report, model, source, built.record.describe(), opts.concurrency)
+    if original_path is not None and report.execution is not None:
+        _against_original(model, built.model, the_plan, view, original_path, device, inputs, seed, rtol, atol)
+    click.echo("verified" if report.execution is not None or report.concurrent is not None
+               else "verified (static proof only)")
+
+
+def _echo_report(report: VerifyReport, model: str, source: str, graph: str, concurrency: str) -> None:
+    """verify's lines for one model; ``PlanInvalid`` when the plan is wrong. ``graph``: the
+    graph verified (:meth:`onnxmem.plans.optimization.Optimization.describe`)."""
     click.echo(f"model     {one_line(model)}")
     click.echo(f"plan      {one_line(source)}")
+    if graph != "the graph as written":
+        click.echo(f"graph     onnxruntime's, {graph}")
     click.echo(f"arena     {fmt_bytes(report.arena_size)}   {report.tensors} tensors   {report.nodes} nodes")
     if not _echo_static_failures(report):
         click.echo(f"static    ok ({report.static_seconds * 1000:.1f} ms): order topological, tensors match, "
                    "aligned, in the arena, no live overlap"
-                   + (", every pair sharing bytes ordered by the graph" if opts.concurrency == "dag" else ""))
-    cx = report.concurrent
-    if cx is not None:
-        _echo_concurrent(cx)
-    ex = report.execution
-    if ex is not None:
-        _echo_execution(ex)
+                   + (", every pair sharing bytes ordered by the graph" if concurrency == "dag" else ""))
+    if report.concurrent is not None:
+        _echo_concurrent(report.concurrent)
+    if report.execution is not None:
+        _echo_execution(report.execution)
     if report.first is not None:
         raise PlanInvalid(f"the plan is wrong: {report.first}")
-    if original_path is not None and ex is not None:
-        _against_original(model, onnx_model, the_plan, view, original_path, device, inputs, seed, rtol, atol)
-    click.echo("verified" if ex is not None or cx is not None else "verified (static proof only)")
 
 
 def _echo_concurrent(cx: ConcurrentExecution) -> None:

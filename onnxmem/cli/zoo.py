@@ -20,6 +20,7 @@ from .options import (
     PlanningFlags,
     RegistryChoice,
     make_plan_options,
+    optimize_option,
     planning_options,
     time_limit_flag,
 )
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 @click.option("--verify", type=RegistryChoice(names=DEVICES), default=None,
               help="Also run each plan in one arena with onnxruntime and measure its own peak.")
 @planning_options
+@optimize_option("none")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=str), default="results",
               show_default=True, help="Folder for results.json/.csv/.md (rewritten after every "
               "model), plans/ and filled models/.")
@@ -61,7 +63,8 @@ if TYPE_CHECKING:
 @time_limit_flag
 def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tuple[str, ...],
         executor: str, model_timeout: float, baseline: str | None, tolerance: float,
-        write_baseline: str | None, time_limit: float = RUN_SECONDS, **plan_flags: Unpack[PlanningFlags]) -> None:
+        write_baseline: str | None, time_limit: float = RUN_SECONDS, optimize: str = "none",
+        **plan_flags: Unpack[PlanningFlags]) -> None:
     """Plan (and with --verify, run) every model of a zoo; write results.json/.csv/.md.
 
     DIR_OR_LIST: a folder with catalog.json (from 'make zoo'), a folder of .onnx files, a
@@ -77,7 +80,7 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
     inputs += [m.path for m in models]
     _check_zoo_outputs(inputs, out_dir, write_baseline, [m.name for m in models])
     base = zoo_lib.read_baseline(baseline) if baseline else None
-    opts = make_plan_options(**plan_flags)
+    opts = make_plan_options(**plan_flags, optimize=optimize, device=verify or "cpu")
     options = zoo_lib.ZooOptions(plan=opts, verify=verify, jobs=jobs, executor=executor,
                                  work_dir=Path(out_dir), model_timeout=model_timeout, time_limit=time_limit)
     started = time.time()
@@ -85,7 +88,7 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
         "command": "onnxmem zoo " + " ".join(sys.argv[2:]),
         "machine": zoo_lib.machine_info(),
         "options": {**{k: v for k, v in plan_flags.items() if v not in ((), None, False)},
-                    "verify": verify, "jobs": jobs, "executor": executor,
+                    "verify": verify, "optimize": optimize, "jobs": jobs, "executor": executor,
                     "model_timeout": model_timeout},
         "seconds": 0.0,
     }

@@ -5,7 +5,7 @@ generators) and the command line's help text both read them from here; this modu
 nothing, so ``onnxmem --help`` can spell them out without loading onnx or numpy.
 """
 
-__all__ = ["CONCURRENCY_MODES", "DEVICES", "EXECUTION_MODES", "IO_MODES", "RANDWIRE_KINDS"]
+__all__ = ["CONCURRENCY_MODES", "DEVICES", "EXECUTION_MODES", "IO_MODES", "OPTIMIZE_LEVELS", "RANDWIRE_KINDS"]
 
 #: where graph inputs and outputs live: in the arena (``internal``) or the caller's buffers
 IO_MODES = ("internal", "external")
@@ -15,5 +15,8 @@ CONCURRENCY_MODES = ("sequential", "dag")
 EXECUTION_MODES = ("sequential", "parallel")
 #: where the arena lives and the nodes run
 DEVICES = ("cpu", "cuda")
+#: the graph planned: the model as written (``none``), or the graph onnxruntime builds from it at
+#: that graph optimization level (ORT_ENABLE_BASIC, _EXTENDED, _ALL) for the device's provider
+OPTIMIZE_LEVELS = ("none", "basic", "extended", "all")
 #: the random-graph families of the RandWire generator
 RANDWIRE_KINDS = ("ws", "er", "ba")

@@ -2,7 +2,8 @@
 
 * :mod:`onnxmem.planning.compose`: the steps composed once (:func:`compose`), which every
   planner below calls;
-* :mod:`onnxmem.planning.pipeline`: a model's plan (:func:`plan_model`, :func:`plan_loaded`);
+* :mod:`onnxmem.planning.pipeline`: a model's plan (:func:`plan_model`, :func:`plan_loaded`; :func:`plan_optimized`
+  for the graph onnxruntime builds);
 * :mod:`onnxmem.planning.bodies`: the plans of If, Loop and Scan bodies;
 * :mod:`onnxmem.planning.ranges`: a range plan over a box of dims (:func:`plan_range`);
 * :mod:`onnxmem.planning.program`: several models in one arena (:func:`plan_program`);
@@ -16,9 +17,11 @@ from onnxmem.planning.pipeline import (
     PlanOptions,
     default_order,
     default_solver,
+    optimized_record,
     plan_liveness,
     plan_loaded,
     plan_model,
+    plan_optimized,
 )
 from onnxmem.planning.program import pipeline_handovers, plan_program
 from onnxmem.planning.ranges import plan_range
@@ -30,6 +33,7 @@ __all__ = [
     "compose",
     "default_order",
     "default_solver",
+    "optimized_record",
     "order_view",
     "parse_dim_flags",
     "parse_point",
@@ -37,6 +41,7 @@ __all__ = [
     "plan_liveness",
     "plan_loaded",
     "plan_model",
+    "plan_optimized",
     "plan_program",
     "plan_range",
     "solve_layout",

@@ -39,6 +39,7 @@ from onnxmem.planning.bodies import (
 from onnxmem.planning.compose import compose, solve_layout
 from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
 from onnxmem.proof.plan import prove_plan
+from onnxmem.runtime.optimize import Optimized
 from onnxmem.scheduling import ORDERS, stable_topological_order
 from onnxmem.scheduling.cost import order_peak
 from onnxmem.shapes import ShapeInfo, infer_shapes
@@ -55,6 +56,8 @@ __all__ = [
     "plan_liveness",
     "plan_loaded",
     "plan_model",
+    "plan_optimized",
+    "optimized_record",
 ]
 
 Progress = Callable[[str], None]
@@ -90,6 +93,10 @@ class PlanOptions:
     #: If branches runs take (``--branch``): ``{If node path: "then_branch"|"else_branch"}``; the
     #: other branch of each is left out of the plan (:func:`onnxmem.graph.view.excluded_branches`)
     branches: Mapping[str, str] = field(default_factory=dict)
+    #: the graph planned (``--optimize``): the model as written (``none``), or the graph onnxruntime
+    #: builds from it at that level for ``device``'s provider (:mod:`onnxmem.runtime.optimize`)
+    optimize: str = "none"
+    device: str = "cpu"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +116,41 @@ class Planned:
 def plan_model(
     path: str | os.PathLike[str], options: PlanOptions | None = None, progress: Progress | None = None
 ) -> Planned:
-    """Plan the model at ``path``; raises ``OnnxmemError`` for bad input."""
+    """Plan the model at ``path``; raises ``OnnxmemError`` for bad input.
+
+    With ``options.optimize`` other than ``none`` the graph planned is the one onnxruntime
+    builds (:func:`plan_optimized`); the returned ``model`` is that graph, whose external data
+    was in a temporary folder that is gone (plan inside :func:`onnxmem.runtime.optimize.optimized_model`
+    to run it).
+    """
     say = progress or (lambda _msg: None)
     say("reading model")
     model = load_model(path)
-    return plan_loaded(model, path, options, progress)
+    opts = options or PlanOptions()
+    if opts.optimize == "none":
+        return plan_loaded(model, path, opts, progress)
+    from onnxmem.runtime.optimize import optimized_model
+
+    say(f"optimizing with onnxruntime (--optimize {opts.optimize}, --device {opts.device})")
+    with optimized_model(path, opts.optimize, opts.device, model=model) as built:
+        return plan_optimized(built, opts, progress)
+
+
+def plan_optimized(built: Optimized, options: PlanOptions | None = None, progress: Progress | None = None) -> Planned:
+    """Plan the graph :func:`onnxmem.runtime.optimize.optimized_model` built (inside its ``with``
+    block). The plan names the user's file (its path and sha256) and records how the graph was
+    built and its digest in its ``model`` object (:func:`optimized_record`)."""
+    planned = plan_loaded(built.model, built.path, options, progress)
+    return replace(planned, plan=replace(planned.plan, model=optimized_record(planned.plan.model, built)))
+
+
+def optimized_record(model: Mapping[str, object], built: Optimized) -> dict[str, object]:
+    """A plan's ``model`` object for the graph ``built``: the user's file's path and sha256, and
+    ``optimization`` and ``graph_sha256`` (:mod:`onnxmem.plans.optimization`); unchanged at level
+    ``none``."""
+    if built.record.level == "none":
+        return dict(model)
+    return {**model, "path": built.source, "sha256": file_sha256(built.source), **built.model_record()}
 
 
 def plan_loaded(

@@ -98,7 +98,8 @@ __all__ = ["EXECUTION_MODES", "LEVELS", "OrtPeak", "arena_over_ort", "comparable
            "held_from_profile", "is_kernel_event", "ort_default_peak", "ort_peak", "peak_from_profile"]
 
 #: optimization levels onnxmem can measure onnxruntime at -> ``GraphOptimizationLevel`` name
-LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "all": "ORT_ENABLE_ALL"}
+LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
+          "all": "ORT_ENABLE_ALL"}
 
 
 @dataclass(frozen=True, slots=True)

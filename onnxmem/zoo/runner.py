@@ -79,8 +79,9 @@ def run_model(model: ZooModel, options: ZooOptions) -> ZooResult:
 
 
 def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
-    from onnxmem.planning.pipeline import PlanOptions, plan_model
+    from onnxmem.planning.pipeline import PlanOptions, plan_optimized
     from onnxmem.plans.point import write_plan
+    from onnxmem.runtime.optimize import optimized_model
 
     start = time.perf_counter()
     base = options.plan or PlanOptions()
@@ -93,37 +94,26 @@ def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
     stage = "plan"
     try:
         path = model.path
-        if options.verify:
-            stage = "fill weights"
+        if options.verify or opts.optimize != "none":
+            stage = "fill weights"  # onnxruntime reads the weights to run or to optimize
             path = materialize(path, (work or Path(".")) / "models", seed=options.seed)
-        stage = "plan"
-        planned = plan_model(path, opts)
-        plan = planned.plan
-        partial = {
-            "nodes": len(plan.order),
-            "tensors": len(plan.tensors),
-            "weights_size": plan.weights_size,
-            "naive_size": plan.naive_size,
-            "lower_bound": plan.lower_bound,
-            "arena_size": plan.arena_size,
-            "plan_seconds": plan.plan_seconds,
-            "solver": plan.solver.get("name"),
-            "solver_status": plan.solver.get("status"),
-            "order": plan.order_strategy,
-            "warnings": len(plan.warnings),
-        }
-        if work is not None:
-            (work / "plans").mkdir(parents=True, exist_ok=True)
-            plan_file = work / "plans" / f"{model.name}.json"
-            write_plan(plan, plan_file)
-            partial["plan_file"] = str(plan_file)
-        if options.verify:
-            stage = "verify"
-            verdict, detail, peak = verify_and_measure(planned, path, options.verify, options.seed)
-            partial.update(verify=verdict, verify_detail=detail, ort_peak=peak)
-            status = "ok" if verdict == "pass" else "wrong"
-            return ZooResult(model.name, str(model.path), status, None if status == "ok" else detail,
-                             dims, shapes, seconds=time.perf_counter() - start, **partial)
+        stage = "plan" if opts.optimize == "none" else "optimize"
+        with optimized_model(path, opts.optimize, options.verify or opts.device) as built:
+            stage = "plan"
+            planned = plan_optimized(built, opts)
+            partial = _plan_figures(planned.plan)
+            if work is not None:
+                (work / "plans").mkdir(parents=True, exist_ok=True)
+                plan_file = work / "plans" / f"{model.name}.json"
+                write_plan(planned.plan, plan_file)
+                partial["plan_file"] = str(plan_file)
+            if options.verify:
+                stage = "verify"
+                verdict, detail, peak = verify_and_measure(planned, built.path, options.verify, options.seed)
+                partial.update(verify=verdict, verify_detail=detail, ort_peak=peak)
+                status = "ok" if verdict == "pass" else "wrong"
+                return ZooResult(model.name, str(model.path), status, None if status == "ok" else detail,
+                                 dims, shapes, seconds=time.perf_counter() - start, **partial)
         return ZooResult(model.name, str(model.path), "ok", None, dims, shapes,
                          seconds=time.perf_counter() - start, **partial)
     except PlanInvalid as exc:
@@ -145,6 +135,23 @@ def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
                          f"{stage}: internal error {type(exc).__name__}: {exc} ({where})",
                          dims, shapes,
                          seconds=time.perf_counter() - start, **partial)
+
+
+def _plan_figures(plan: Any) -> dict[str, Any]:
+    """The figures of a plan a zoo result records."""
+    return {
+        "nodes": len(plan.order),
+        "tensors": len(plan.tensors),
+        "weights_size": plan.weights_size,
+        "naive_size": plan.naive_size,
+        "lower_bound": plan.lower_bound,
+        "arena_size": plan.arena_size,
+        "plan_seconds": plan.plan_seconds,
+        "solver": plan.solver.get("name"),
+        "solver_status": plan.solver.get("status"),
+        "order": plan.order_strategy,
+        "warnings": len(plan.warnings),
+    }
 
 
 def verify_and_measure(planned: Any, path: Path, device: str, seed: int,

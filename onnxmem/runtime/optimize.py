@@ -1,0 +1,309 @@
+"""The graph onnxruntime builds from a model: optimized at a level for a provider, written to a
+temporary folder, read back with the checked loader.
+
+A user deploys the graph onnxruntime builds at session start (at its default level,
+ORT_ENABLE_ALL: fused kernels, QLinear kernels from QDQ pairs, the NCHWc layout on CPU), not the
+graph as written. :func:`optimized_model` gives that graph to plan, prove and verify:
+
+1. level ``none``: the model as written, at its own path (nothing runs);
+2. otherwise the model's external data is checked (each file inside the model's folder and
+   present: onnxruntime reads it), then one onnxruntime session, in the command's onnxruntime
+   child process (:mod:`onnxmem.runtime.isolation`, with its time and memory limits), optimizes
+   the model at the level for the provider (``graph_optimization_level``) and writes the result
+   (``optimized_model_filepath``) into a ``tempfile.TemporaryDirectory``, initializers of
+   :data:`EXTERNAL_MIN_BYTES` or more in one external data file beside it, so models over
+   2 GiB are written too;
+3. the file is read back by :func:`onnxmem.model.load_model` (the limits and checks of any
+   model file), the names onnxruntime generated are numbered in graph order
+   (:func:`canonical_names`: onnxruntime writes the same nodes in the same order for the same
+   model, level, provider, version and CPU, but numbers its generated names differently from
+   run to run), and the result is digested (:func:`graph_digest`, with its data file);
+4. at ``all`` on CPU, the NCHWc block size of this machine's MLAS kernels (8 with AVX2, 16
+   with AVX-512) is read from the graph onnxruntime builds of a one-Conv probe model: the
+   filter of a 4-channel Conv is padded to one block.
+
+The folder and everything in it is removed when the ``with`` block ends. The graph's
+com.microsoft and com.microsoft.nchwc ops are planned with the shape rules of
+:mod:`onnxmem.shapes`. :func:`check_recorded` and :func:`check_rebuilt` hold a plan's record
+(:mod:`onnxmem.plans.optimization`) to this machine, its onnxruntime and the graph it builds.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from onnxmem.core.choices import DEVICES, OPTIMIZE_LEVELS
+from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, flag_value, show_name
+from onnxmem.model import check_external_data, load_model
+from onnxmem.plans.optimization import AS_WRITTEN, Optimization
+
+__all__ = [
+    "EXTERNAL_MIN_BYTES",
+    "ORT_LEVELS",
+    "Optimized",
+    "check_recorded",
+    "check_rebuilt",
+    "graph_digest",
+    "onnxruntime_version",
+    "optimized_model",
+]
+
+#: onnxruntime's GraphOptimizationLevel of each level but ``none``
+ORT_LEVELS = {"basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+#: initializers of at least this many bytes go to the optimized graph's external data file
+EXTERNAL_MIN_BYTES = 1024
+#: the optimized graph's file and its data file, in the temporary folder
+GRAPH_FILE = "optimized.onnx"
+DATA_FILE = "optimized.onnx.data"
+
+
+@dataclass(frozen=True, slots=True)
+class Optimized:
+    """The graph to plan: ``model``, read from ``path`` (the user's ``source`` file at level
+    ``none``, else a file in a temporary folder that lives as long as the ``with`` block);
+    ``record``: how it was built; ``graph_sha256``: :func:`graph_digest` of its files (``None``
+    at level ``none``)."""
+
+    model: onnx.ModelProto
+    path: Path
+    source: str
+    record: Optimization
+    graph_sha256: str | None = None
+
+    def model_record(self) -> dict[str, Any]:
+        """What a plan adds to its ``model`` object: ``optimization`` and ``graph_sha256``
+        (nothing at level ``none``, whose plans record nothing)."""
+        if self.record.level == "none":
+            return {}
+        return {"graph_sha256": self.graph_sha256, "optimization": self.record.to_dict()}
+
+
+@contextmanager
+def optimized_model(path: str | os.PathLike[str], level: str = "none", device: str = "cpu", *,
+                    model: onnx.ModelProto | None = None) -> Iterator[Optimized]:
+    """The graph onnxruntime builds from the model at ``path`` at ``level`` for ``device``'s
+    provider (the steps of this module), for the ``with`` block; ``model``: the model at ``path``
+    when already loaded. Raises ``OnnxmemError`` for a bad level or device, missing weights,
+    and a model onnxruntime cannot optimize."""
+    if level not in OPTIMIZE_LEVELS:
+        raise OnnxmemError(f"--optimize {show_name(level)} is not one of {', '.join(OPTIMIZE_LEVELS)}")
+    if device not in DEVICES:
+        raise OnnxmemError(f"--device {show_name(device)} is not one of {', '.join(DEVICES)}")
+    source = model if model is not None else load_model(path)
+    if level == "none":
+        yield Optimized(source, Path(path), os.fspath(path), AS_WRITTEN)
+        return
+    _require_weights(source, path, level)
+    from onnxmem.runtime.isolation import run_isolated
+
+    with tempfile.TemporaryDirectory(prefix="onnxmem-optimize-") as tmp:
+        out = Path(tmp) / GRAPH_FILE
+        record = run_isolated(_optimize, os.fspath(path), os.fspath(out), level, device)
+        built = canonical_names(load_model(out))
+        yield Optimized(built, out, os.fspath(path), record, graph_digest(built, out))
+
+
+def _require_weights(model: onnx.ModelProto, path: str | os.PathLike[str], level: str) -> None:
+    """onnxruntime reads every weight to optimize: each external data file must be there."""
+    try:
+        check_external_data(model, Path(path).parent, need_files=True)
+    except OnnxmemError as exc:
+        raise type(exc)(f"{exc} (onnxruntime reads the weights to optimize the model at --optimize {level}; "
+                        "a weight-free zoo fixture is optimized by 'onnxmem zoo --optimize', which fills it)") from None
+
+
+#: a name onnxruntime generates (``Graph::GenerateNodeName``/``GenerateNodeArgName``): BASE_token_N,
+#: N a counter whose values depend on the order of its passes over unordered containers
+_GENERATED = re.compile(r"^(.*)_token_\d+$", re.DOTALL)
+
+
+def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (changed in place) with the names onnxruntime generated in its main graph renumbered
+    in graph order (initializers, then each node's inputs and outputs, in node order).
+
+    onnxruntime writes the same nodes in the same order for the same model, level, provider,
+    version and CPU, but names the nodes and values it adds ``BASE``, ``BASE_token_N``, ... in the
+    order of its passes over unordered containers, which changes from run to run; the plan
+    names nodes and values, so they must not. Every such name (``BASE_token_N``, and ``BASE``
+    itself where a ``BASE_token_N`` exists) becomes ``BASE__K``, K counting up per kind (nodes,
+    values), skipping names already used. Graph inputs and outputs, and subgraph bodies, keep
+    their names.
+    """
+    g = model.graph
+    io = {v.name for v in g.input} | {v.name for v in g.output}
+    value_names = [t.name for t in g.initializer] + [x for n in g.node for x in (*n.input, *n.output)]
+    used = {n.name for n in g.node} | set(value_names) | io | {v.name for v in g.value_info}
+    counter = [0, 0]
+
+    def renamer(names: list[str], kind: int, keep: set[str]) -> Callable[[str], str]:
+        bases = {m.group(1) for m in map(_GENERATED.match, names) if m}
+        given: dict[str, str] = {}
+
+        def rename(name: str) -> str:
+            m = _GENERATED.match(name)
+            base = m.group(1) if m else name
+            if name in keep or (m is None and name not in bases):
+                return name
+            if name not in given:
+                while f"{base}__{counter[kind]}" in used:
+                    counter[kind] += 1
+                given[name] = f"{base}__{counter[kind]}"
+                used.add(given[name])
+            return given[name]
+
+        return rename
+
+    value = renamer(value_names, 1, io | {""})
+    node_name = renamer([n.name for n in g.node], 0, {""})
+    for t in g.initializer:
+        t.name = value(t.name)
+    for node in g.node:
+        node.input[:] = [value(x) for x in node.input]
+        node.output[:] = [value(x) for x in node.output]
+        node.name = node_name(node.name)
+    for vi in g.value_info:
+        vi.name = value(vi.name)
+    return model
+
+
+def graph_digest(model: onnx.ModelProto, path: str | os.PathLike[str]) -> str:
+    """The sha256 of an optimized graph: ``model`` (its names made canonical), then the bytes of its
+    data file beside ``path`` (when there)."""
+    h = hashlib.sha256(model.SerializeToString(deterministic=True))
+    data = Path(path).with_name(DATA_FILE)
+    if data.is_file():
+        with open(data, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _providers(device: str) -> list[str]:
+    from onnxmem.runtime.sessions import require_cuda
+
+    if device == "cuda":
+        require_cuda()
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+def _optimize(src: str, dst: str, level: str, device: str) -> Optimization:
+    """Step 2, in the process that runs onnxruntime: write the optimized graph to ``dst``."""
+    import onnxruntime as ort
+
+    from onnxmem.runtime.isolation import end_run, start_run
+    from onnxmem.runtime.ort import first_line, session_options
+
+    providers = _providers(device)
+    so = session_options()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[level])
+    so.optimized_model_filepath = dst
+    so.add_session_config_entry("session.optimized_model_external_initializers_file_name", DATA_FILE)
+    so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
+                                str(EXTERNAL_MIN_BYTES))
+    start_run(f"onnxruntime's optimization of the model at level {level}")
+    try:
+        ort.InferenceSession(src, sess_options=so, providers=providers)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        raise RuntimeBackendError(f"onnxruntime cannot optimize model {show_name(src)} at --optimize {level} for "
+                                  f"--device {device}: {first_line(exc)}; plan the graph as written "
+                                  "(--optimize none)") from None
+    finally:
+        end_run()
+    if not os.path.isfile(dst):
+        raise RuntimeBackendError(f"onnxruntime wrote no optimized graph of model {show_name(src)} at --optimize "
+                                  f"{level}; plan the graph as written (--optimize none)")
+    block = _nchwc_block() if device == "cpu" and level == "all" else None
+    return Optimization(level, device, str(ort.__version__), block)
+
+
+@functools.cache
+def _nchwc_block() -> int | None:
+    """Step 4: the NCHWc block size of this CPU (``None`` when onnxruntime lays out no NCHWc
+    graph here), read from the filter onnxruntime pads for a 4-channel Conv."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnxmem.runtime.ort import session_options
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])
+    w = numpy_helper.from_array(np.ones((4, 4, 1, 1), np.float32), "w")
+    probe = helper.make_model(helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "probe", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    probe.ir_version = 8
+    with tempfile.TemporaryDirectory(prefix="onnxmem-nchwc-") as tmp:
+        so = session_options()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.optimized_model_filepath = os.path.join(tmp, "probe.onnx")
+        ort.InferenceSession(probe.SerializeToString(), sess_options=so, providers=["CPUExecutionProvider"])
+        built = onnx.load(os.path.join(tmp, "probe.onnx"))
+    dims = {t.name: list(t.dims) for t in built.graph.initializer}
+    for node in built.graph.node:
+        if node.domain == "com.microsoft.nchwc" and node.op_type == "Conv" and node.input[1] in dims:
+            return int(dims[node.input[1]][0])
+    return None
+
+
+def _version() -> str:
+    import onnxruntime as ort
+
+    return str(ort.__version__)
+
+
+def onnxruntime_version() -> str:
+    """The version of the onnxruntime installed (asked of the command's onnxruntime process)."""
+    from onnxmem.runtime.isolation import run_isolated
+
+    return run_isolated(_version)
+
+
+def check_recorded(recorded: Optimization, *, level: str | None, device: str, plan_name: str) -> str:
+    """The level to rebuild a plan's graph at, once its record agrees with ``--optimize``
+    (``level``; ``None``: not given), ``--device`` and the onnxruntime installed; else
+    ``PlanError`` naming both sides and the fix. A plan of the graph as written agrees with
+    every device and version."""
+    where = f"plan {show_name(plan_name)}"
+    if level is not None and level != recorded.level:
+        raise PlanError(f"{where} was made for {recorded.describe()}, not --optimize {level}: verify it with "
+                        f"--optimize {recorded.level}, or plan the model again with --optimize {level}")
+    if recorded.level == "none":
+        return "none"
+    if recorded.provider != device:
+        raise PlanError(f"{where} was made for the graph onnxruntime builds for --device {recorded.provider}, not "
+                        f"--device {device}: verify it with --device {recorded.provider}, or plan the model again "
+                        f"with --device {device}")
+    have = onnxruntime_version()
+    if have != recorded.onnxruntime:
+        raise PlanError(f"{where} was made for the graph onnxruntime {flag_value(recorded.onnxruntime)} builds at "
+                        f"level {recorded.level}; this is onnxruntime {have}, whose graph may differ: plan the "
+                        f"model again with this onnxruntime (or plan with --optimize none, which holds for every "
+                        "version)")
+    return recorded.level
+
+
+def check_rebuilt(recorded: Optimization, graph_sha256: str | None, rebuilt: Optimized, plan_name: str) -> None:
+    """``PlanError`` unless the graph rebuilt here (``rebuilt``) is the one the plan was made for:
+    the same NCHWc block size, then the same digest (``graph_sha256``, when the plan has one)."""
+    where = f"plan {show_name(plan_name)}"
+    if recorded.level == "all" and recorded.provider == "cpu" and recorded.nchwc_block != rebuilt.record.nchwc_block:
+        raise PlanError(f"{where} was made at --optimize all on a CPU whose NCHWc block size is "
+                        f"{recorded.nchwc_block}; this CPU's is {rebuilt.record.nchwc_block} (another vector "
+                        "width, another graph): plan the model again on this machine, or plan with --optimize "
+                        "extended or none, which hold on every CPU")
+    if graph_sha256 and rebuilt.graph_sha256 != graph_sha256:
+        raise PlanError(f"{where} was made for an optimized graph with sha256 {graph_sha256[:8]}…; onnxruntime "
+                        f"builds {str(rebuilt.graph_sha256)[:8]}… from {show_name(rebuilt.source)} at level "
+                        f"{recorded.level}: plan this model again")
