@@ -180,7 +180,7 @@ def test_compare_puts_the_plan_beside_onnxruntime_at_the_same_level(tmp_path):
     r = run("compare", MODELS / "resnet_cnn.onnx", "--plan", path)
     assert r.exit_code == 0, r.output
     peaks = [ln for ln in r.output.splitlines() if ln.startswith("onnxruntime peak")]
-    assert len(peaks) == 1 and "ORT_ENABLE_EXTENDED" in peaks[0]
+    assert len(peaks) == 2 and "ORT_ENABLE_EXTENDED" in peaks[0] and "default session" in peaks[1]
 
 
 def _qdq_model(tmp_path) -> tuple[str, int]:

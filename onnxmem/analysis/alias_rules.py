@@ -13,7 +13,7 @@ from onnx import TensorProto
 from onnxmem.graph import GraphView, Op
 
 __all__ = [
-    "CONCAT", "DECLARED_INPLACE", "INPLACE", "RULES", "VIEW", "Alias", "AliasRule", "alias_rule", "concat_slices",
+    "CONCAT", "DECLARED_INPLACE", "INPLACE", "PROVIDER_RULES", "RULES", "VIEW", "Alias", "AliasRule", "alias_rule", "concat_slices",
 ]
 
 VIEW = "view"
@@ -88,10 +88,34 @@ RULES: dict[tuple[str, str], AliasRule] = {
 }
 
 
-def alias_rule(op: Op) -> AliasRule | None:
-    """The rule for ``op``, or ``None`` when its output never shares an input's bytes."""
+#: in-place rules one provider's kernels declare and the other's do not, admitted only in a
+#: view of the graph onnxruntime built for that provider (``plan --optimize LEVEL --device``,
+#: :attr:`onnxmem.graph.GraphView.kernels`): such a plan holds for that provider only, and
+#: verify refuses it on another. CPU (onnxruntime 1.31): ``MayInplace(0, 0)`` on Clip
+#: (``cpu/math/clip.cc``), Softmax and LogSoftmax (``cpu/math/softmax.cc``) and Celu
+#: (``cpu/activation/activations.cc``), float; ``MayInplace(3, 0)`` on the fused
+#: convolutions' ``Sum`` input (the residual added to the result: com.microsoft FusedConv,
+#: ``contrib_ops/cpu/fused_conv.cc``; com.microsoft.nchwc Conv, ``contrib_ops/cpu/nchwc_ops.cc``),
+#: float. CUDA: none beyond :data:`RULES` (its in-place gradients run in training graphs,
+#: which are planned as written).
+PROVIDER_RULES: dict[str, dict[tuple[str, str], AliasRule]] = {
+    "cpu": {
+        **{("", op): AliasRule(INPLACE, (0,), dtypes=_F) for op in ("Clip", "Softmax", "LogSoftmax", "Celu")},
+        ("com.microsoft", "FusedConv"): AliasRule(INPLACE, (3,), dtypes=_F),
+        ("com.microsoft.nchwc", "Conv"): AliasRule(INPLACE, (3,), dtypes=_F),
+    },
+    "cuda": {},
+}
+
+
+def alias_rule(op: Op, kernels: str = "") -> AliasRule | None:
+    """The rule for ``op``, or ``None`` when its output never shares an input's bytes.
+    ``kernels``: ``""`` for the rules every provider's kernels allow (:data:`RULES`), or a
+    provider whose own declarations (:data:`PROVIDER_RULES`) apply too."""
     domain = "" if op.domain in ("", "ai.onnx") else op.domain
     rule = RULES.get((domain, op.op_type))
+    if rule is None and kernels:
+        rule = PROVIDER_RULES[kernels].get((domain, op.op_type))
     if rule is None or not rule.when(op):
         return None
     return rule

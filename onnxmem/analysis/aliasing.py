@@ -413,7 +413,7 @@ def alias_sources(view: GraphView, op: Op, io: str = "internal") -> tuple[AliasR
     on the order (rule 3: :func:`group_writable` and :func:`overwritable`, once
     the input's group dies there).
     """
-    rule = alias_rule(op)
+    rule = alias_rule(op, view.kernels)
     if rule is None or not op.outputs or not op.outputs[0] or not _planned(view, op.outputs[0], io):
         return None
     size = view.tensors[op.outputs[0]].size

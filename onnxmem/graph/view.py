@@ -162,6 +162,10 @@ class GraphView:
     #: region name -> ``{If output: its offset in the region}`` for an If whose branches write
     #: their outputs inside its region (see :func:`with_regions` and :mod:`onnxmem.planning.bodies`)
     region_outputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict, compare=False, repr=False)
+    #: whose kernel declarations the in-place rules may use (:func:`onnxmem.analysis.alias_rules.alias_rule`):
+    #: ``""`` every provider's (the graph as written), ``"cpu"`` or ``"cuda"`` that provider's own
+    #: (the graph onnxruntime built for it, ``plan --optimize``)
+    kernels: str = ""
 
     def memo(self, key: object, compute: Callable[[], T]) -> T:
         """``compute()``, once per view and ``key``: for passes that several
@@ -253,18 +257,20 @@ def foldable(node: Op, *, fold: bool = True) -> bool:
     return not node.captures and node.op_type not in ("If", "Loop", "Scan", "SequenceMap")
 
 
-def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True) -> GraphView:
+def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True, kernels: str = "") -> GraphView:
     """The planning view of ``model``'s top-level graph, with a view of every
     If/Loop/Scan body nested in it (:attr:`GraphView.bodies`). ``fold``: constant
     folding (see the module docstring), at every level: a body's node computed only
     from weights (its own, or the enclosing graphs' weights it reads) is folded too.
+    ``kernels``: :attr:`GraphView.kernels` of every level.
 
     Raises ``ModelError`` for a node input nothing produces, a value produced
     twice, or a graph output nothing produces; ``ShapeError`` for a body value
     whose size static inference could not find.
     """
     opset = opset_version(model)
-    return _build_level(model.graph, _Level("", (), {}, frozenset(), False, fold, caller_state(model)), shapes, opset)
+    return _build_level(model.graph, _Level("", (), {}, frozenset(), False, fold, caller_state(model), kernels),
+                        shapes, opset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +288,8 @@ class _Level:
     fold: bool = False
     #: the caller's state of a training graph (main graph only): name -> reason
     caller: Mapping[str, str] = field(default_factory=dict)
+    #: :attr:`GraphView.kernels`
+    kernels: str = ""
 
 
 def _branch_hint(level: _Level) -> str:
@@ -340,6 +348,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
         path=level.path,
         outer=frozenset(outer_read),
         bodies=bodies,
+        kernels=level.kernels,
     )
 
 
@@ -534,7 +543,7 @@ def _level_bodies(g: onnx.GraphProto, ops: tuple[Op, ...], level: _Level, visibl
         made: list[Body] = []
         for attr, sub in subs:
             child = _Level(f"{owner}/{attr}", (*level.key, (owner_key(node, op.index), attr)), visible,
-                           true_weights, bkind != "if", level.fold)
+                           true_weights, bkind != "if", level.fold, kernels=level.kernels)
             if child.key in shapes.excluded:
                 continue  # --branch: runs take the other branch; this one is not planned
             made.append(Body(child.path, op.index, attr, bkind, _build_level(sub, child, shapes, opset)))

@@ -98,6 +98,12 @@ class PlanOptions:
     optimize: str = "none"
     device: str = "cpu"
 
+    @property
+    def kernels(self) -> str:
+        """:attr:`onnxmem.graph.GraphView.kernels` of the graph planned: every provider's
+        declarations for the graph as written, ``device``'s own for onnxruntime's graph."""
+        return "" if self.optimize == "none" else self.device
+
 
 @dataclass(frozen=True, slots=True)
 class Planned:
@@ -187,7 +193,7 @@ def _plan_loaded(
     else:
         shapes = infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
                               strict_dims=opts.strict_dims, excluded=excluded)
-    view = build_view(model, shapes, fold=opts.fold)
+    view = build_view(model, shapes, fold=opts.fold, kernels=opts.kernels)
     base = view
     bodies: dict[str, BodyPlan] = {}
     sizes: dict[str, int] = {}

@@ -235,7 +235,7 @@ def _plan_piece(model: onnx.ModelProto, sym: _Symbolic, box: dict[str, tuple[int
                 sizes: Mapping[str, Poly], order: Sequence[int] | None = None) -> RangePiece:
     """Steps 1 to 5 of the module docstring on one piece (``order``: the shared order, else its own)."""
     ref = {k: hi for k, (_, hi) in box.items()}
-    made = compose(build_view(model, sym.shape_info(ref), fold=opts.fold), opts,
+    made = compose(build_view(model, sym.shape_info(ref), fold=opts.fold, kernels=opts.kernels), opts,
                    _piece_liveness(sym, box, opts, sizes), order=order)
     view, liveness, problem = made.view, made.liveness, made.liveness.problem
     ref_offsets = {b.id: int(made.solution.offsets[i]) for i, b in enumerate(problem.buffers)}
@@ -344,7 +344,7 @@ class _Job:
         """The piece's arena at its low corner over that corner's own plan's, when sharing that
         holds at the low corner only (Concat inputs in their slices at batch 1) saves enough."""
         opts = self.opts
-        view = build_view(self.model, self.sym.shape_info(low), fold=opts.fold)
+        view = build_view(self.model, self.sym.shape_info(low), fold=opts.fold, kernels=opts.kernels)
         where = {op.name: i for i, op in enumerate(view.ops)}
         order = [where[n] for n in piece.order]
         nested = shared_layout(view, order, opts.io, opts.alignment)
@@ -402,9 +402,9 @@ def plan_range(
     sym = symbolic_shapes(model, full, opts.dims)
     sizes = {n: _size_poly(sym.dtypes[n], sh, n) for n, sh in sym.shapes.items()}
     top = {k: hi for k, (_, hi) in full.items()}
-    shared_order = order_view(build_view(model, sym.shape_info(top), fold=opts.fold), opts, timeout=opts.timeout)
+    shared_order = order_view(build_view(model, sym.shape_info(top), fold=opts.fold, kernels=opts.kernels), opts, timeout=opts.timeout)
     pieces = _cut(_Job(model, sym, opts, sizes, shared_order, tolerance), full, max_pieces)
-    weights = build_view(model, sym.shape_info({k: lo for k, (lo, _) in full.items()}), fold=opts.fold).weights_size
+    weights = build_view(model, sym.shape_info({k: lo for k, (lo, _) in full.items()}), fold=opts.fold, kernels=opts.kernels).weights_size
     plan = RangePlan(
         model={
             "path": str(path),

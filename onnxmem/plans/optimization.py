@@ -40,6 +40,13 @@ class Optimization:
             d["nchwc_block"] = self.nchwc_block
         return d
 
+    @property
+    def kernels(self) -> str:
+        """Whose kernel declarations the plan's in-place sharing may use
+        (:attr:`onnxmem.graph.GraphView.kernels`): every provider's for the graph as written,
+        the provider's own for the graph onnxruntime built for it."""
+        return "" if self.level == "none" else self.provider
+
     def describe(self) -> str:
         """``all for cpu by onnxruntime 1.31.1, NCHWc block 16`` (``as written`` at level none)."""
         if self.level == "none":

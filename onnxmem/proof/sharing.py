@@ -133,7 +133,7 @@ class _Sharing:
                         f"(group {gid!r})", node=op.name, other=x.name)
             )
             return
-        rule = alias_rule(op)
+        rule = alias_rule(op, view.kernels)
         dies = x.name in op.inputs and xe <= s + 1 and x.name not in view.outputs
         elementwise = (
             rule is not None
@@ -182,7 +182,7 @@ def kept_bytes(view: GraphView, op: Any, y: PlannedTensor, members: Mapping[str,
     ``y`` for a view of a member at ``y``'s bytes; for a Concat, the slices whose
     input is a member sitting at that slice."""
     lo, hi = y.offset, y.offset + y.size
-    rule = alias_rule(op)
+    rule = alias_rule(op, view.kernels)
     if rule is not None and rule.kind == "view":
         src = members.get(op.inputs[0]) if op.inputs else None
         return [(lo, hi)] if src is not None and (src.offset, src.size) == (y.offset, y.size) else []

@@ -107,6 +107,7 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
     inference cannot say, on ``inputs`` where given)."""
     from onnxmem.graph import excluded_branches
     from onnxmem.planning.pipeline import plan_branches, plan_fold
+    from onnxmem.plans.optimization import plan_optimization
     from onnxmem.runtime.ort import infer_measured_shapes
     from onnxmem.shapes import infer_shapes
 
@@ -122,7 +123,8 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
     except ShapeError:
         shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
                                        strict_dims=False, inputs=inputs, excluded=excluded)
-    return with_regions(build_view(model, shapes, fold=plan_fold(plan)), plan_regions(plan))
+    kernels = plan_optimization(plan.model).kernels
+    return with_regions(build_view(model, shapes, fold=plan_fold(plan), kernels=kernels), plan_regions(plan))
 
 
 def check_plan_identity(
