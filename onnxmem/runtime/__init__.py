@@ -15,6 +15,7 @@ onnxruntime; onnxruntime itself is imported inside the functions that run it.
   nodes at once, and for training graphs;
 * :mod:`~onnxmem.runtime.folding` (weights), :mod:`~onnxmem.runtime.inputs`,
   :mod:`~onnxmem.runtime.peak` (onnxruntime's own peak),
+  :mod:`~onnxmem.runtime.footprint` (a provider's fixed cost, a session's resident peak),
   :mod:`~onnxmem.runtime.isolation` (the child process of a run).
 """
 
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
         folded_model,
         weight_ops,
     )
+    from onnxmem.runtime.footprint import FixedCost, SessionPeak, fixed_cost, session_peak
     from onnxmem.runtime.inputs import (
         bind_input_shapes,
         check_inputs,
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
         at_step,
         available_memory,
         current_limits,
+        end_child,
         end_run,
         run_isolated,
         run_limits,
@@ -125,9 +128,11 @@ __all__ = [
     "ConcurrentRun",
     "Execution",
     "ExecutionOptions",
+    "FixedCost",
     "OrtPeak",
     "OutputCheck",
     "RunLimits",
+    "SessionPeak",
     "TimeLimitExceeded",
     "TrainingRun",
     "Trial",
@@ -143,12 +148,14 @@ __all__ = [
     "compute_weights",
     "cuda_available",
     "current_limits",
+    "end_child",
     "end_run",
     "execute_in_one_arena",
     "execute_plan",
     "execute_training",
     "feeds_for",
     "first_line",
+    "fixed_cost",
     "fold_weights",
     "folded_model",
     "held_from_profile",
@@ -175,6 +182,7 @@ __all__ = [
     "run_limits",
     "run_model",
     "seed_dropout",
+    "session_peak",
     "start_run",
     "timed_out",
     "training_feeds",
@@ -190,6 +198,8 @@ _EXPORTS = {
     "EXECUTION_MODES": "onnxmem.runtime.peak",
     "Execution": "onnxmem.runtime.arena",
     "ExecutionOptions": "onnxmem.runtime.arena",
+    "FixedCost": "onnxmem.runtime.footprint",
+    "SessionPeak": "onnxmem.runtime.footprint",
     "GRACE_SECONDS": "onnxmem.runtime.isolation",
     "LEVELS": "onnxmem.runtime.peak",
     "NUMPY_DTYPES": "onnxmem.runtime.ort",
@@ -213,7 +223,10 @@ _EXPORTS = {
     "compute_weights": "onnxmem.runtime.folding",
     "cuda_available": "onnxmem.runtime.sessions",
     "current_limits": "onnxmem.runtime.isolation",
+    "end_child": "onnxmem.runtime.isolation",
     "end_run": "onnxmem.runtime.isolation",
+    "fixed_cost": "onnxmem.runtime.footprint",
+    "session_peak": "onnxmem.runtime.footprint",
     "execute_in_one_arena": "onnxmem.runtime.training",
     "execute_plan": "onnxmem.runtime.arena",
     "execute_training": "onnxmem.runtime.training",
