@@ -48,7 +48,7 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, as_json: b
     from onnxmem.model import load_model  # onnx
     from onnxmem.planning import parse_dim_flags
     from onnxmem.planning.fit import fit_model, fit_to_dict
-    from onnxmem.runtime import fixed_cost
+    from onnxmem.runtime.footprint import cache_text, fixed_cost
 
     from .sources import add_weight_files
 
@@ -68,6 +68,8 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, as_json: b
     add_weight_files(outs, onnx_model, model)
     say(f"measuring the fixed cost of onnxruntime on {device}")
     fixed = fixed_cost(device, cache_path)
+    if cache_path:
+        outs.put(cache_path, cache_text(cache_path, fixed).encode())
     report = fit_model(onnx_model, model, budget, box, opts, fixed=fixed.session, device=device, progress=say)
     if plot_path:
         from onnxmem.report.fit import render_fit_plot  # matplotlib
@@ -79,10 +81,10 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, as_json: b
     else:
         for line in fit_lines(report, model):
             click.echo(one_line(line))
+        if plot_path:
+            click.echo(f"plot         {one_line(plot_path)}")
     for w in report.warnings:
         click.echo(f"warning: {one_line(w)}", err=True)
-    if plot_path:
-        click.echo(f"plot         {one_line(plot_path)}")
     if report.answer.value is None:
         click.echo(f"error: does not fit: {one_line(report.answer.reason)}", err=True)
         sys.exit(NO_FIT_EXIT)

@@ -15,8 +15,8 @@ the model, measured once per provider and machine in the onnxruntime child
    (``cudaMemGetInfo`` before and after) is added.
 
 The figure is kept in this process's memory (one measurement per provider per command) and,
-only where the caller names a file (``--cache PATH``), in that file, keyed by provider,
-onnxruntime version and machine; nothing else is written.
+only where the caller names a file (``--cache PATH``), in that file (:func:`cache_text` gives
+its text, which the caller writes), keyed by provider, onnxruntime version and machine.
 
 **A session's peak** (:func:`session_peak`): the same growth for a real model at given input
 shapes, in a fresh child (so that no earlier run's heap is reused): from before the session
@@ -34,10 +34,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, show_name
-from onnxmem.core.fileio import MAX_DATA_BYTES, read_input, write_text_atomic
+from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
 from onnxmem.runtime.isolation import end_child, end_run, run_isolated, run_limits, start_run
 
-__all__ = ["FixedCost", "SessionPeak", "fixed_cost", "session_peak"]
+__all__ = ["FixedCost", "SessionPeak", "cache_text", "fixed_cost", "session_peak"]
 
 #: provider name -> onnxruntime's execution provider
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
@@ -162,21 +162,23 @@ def _cached(data: Mapping[str, Any], key: str) -> FixedCost | None:
 
 def fixed_cost(device: str = "cpu", cache: str | os.PathLike[str] | None = None) -> FixedCost:
     """The fixed cost of ``device``'s provider here: kept from earlier in this process, read from
-    ``cache`` (a JSON file the caller named) or measured in the onnxruntime child (and then written
-    to ``cache`` when one is named)."""
+    ``cache`` (a JSON file the caller named; :func:`cache_text` gives its new text) or measured in
+    the onnxruntime child."""
     if device not in PROVIDERS:
         raise OnnxmemError(f"device {show_name(device)} is not one of {', '.join(PROVIDERS)}; pick one")
-    path = os.fspath(cache) if cache is not None else None
-    data = _read_cache(path) if path else {}
     key = _machine_key(device)
-    got = _memo.get(key) or _cached(data, key)
+    got = _memo.get(key) or (_cached(_read_cache(os.fspath(cache)), key) if cache is not None else None)
     if got is None:
         got = run_isolated(_measure_fixed, device)
     _memo[key] = got
-    if path and _cached(data, key) != got:
-        entry = {k: v for k, v in asdict(got).items() if k != "key"}
-        write_text_atomic(path, json.dumps({**data, key: entry}, indent=2, sort_keys=True) + "\n")
     return got
+
+
+def cache_text(cache: str | os.PathLike[str], cost: FixedCost) -> str:
+    """The text of the cache file ``cache`` with ``cost`` in it (the other entries kept)."""
+    data = _read_cache(os.fspath(cache))
+    entry = {k: v for k, v in asdict(cost).items() if k != "key"}
+    return json.dumps({**data, cost.key: entry}, indent=2, sort_keys=True) + "\n"
 
 
 def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
