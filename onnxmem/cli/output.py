@@ -9,6 +9,7 @@ import click
 from onnxmem.core.errors import one_line, show_name
 
 if TYPE_CHECKING:
+    from onnxmem.planning import Planned
     from onnxmem.plans import Program
     from onnxmem.plans.point import MemoryPlan
 
@@ -71,6 +72,25 @@ def plan_summary(plan: MemoryPlan) -> list[str]:
         f"arena        {fmt_bytes(plan.arena_size)}   {gap} ({status})",
         f"time         plan {plan.plan_seconds:.3f} s   solver {one_line(str(plan.solver['name']))} "
         f"{plan.solver['seconds']:.3f} s",
+    ]
+
+
+def deployment_lines(planned: Planned, device: str = "cpu") -> list[str]:
+    """The deployment's total (weights + arena + inputs and outputs outside it + the provider's measured
+    fixed cost, as ``onnxmem fit`` counts it) and the process's predicted peak (that total over the
+    resident size of a process with onnxruntime loaded)."""
+    from onnxmem.runtime import fixed_cost
+
+    plan = planned.plan
+    io = sum(planned.view.tensors[v.name].size for v in plan.outside
+             if v.reason == "external-io" and not v.graph and v.name in planned.view.tensors)
+    fixed = fixed_cost(device)
+    total = plan.weights_size + plan.arena_size + io + fixed.session
+    return [
+        f"deployment   total: weights + arena + io + fixed = {fmt_bytes(total)}   (io {fmt_bytes(io)} outside the "
+        f"arena, fixed {fmt_bytes(fixed.session)}: onnxruntime {device} session, measured)",
+        f"process peak {fmt_bytes(fixed.baseline + total)} predicted (a process with onnxruntime loaded, "
+        f"{fmt_bytes(fixed.baseline)}, + the deployment)",
     ]
 
 
