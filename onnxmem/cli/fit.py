@@ -57,7 +57,9 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, as_json: b
     bound, box = parse_dim_flags(flags["dims"])
     if not box:
         raise OnnxmemError("fit needs a ranged dim to search: give --dim NAME=LO:HI, e.g. --dim batch=1:1024")
-    opts = make_plan_options(**{**flags, "dims": tuple(f"{k}={v}" for k, v in bound.items())})
+    flags = flags.copy()
+    flags["dims"] = tuple(f"{k}={v}" for k, v in bound.items())
+    opts = make_plan_options(**flags)
     outs = OutputSet(inputs=[model])
     if cache_path:
         outs.add(cache_path, "--cache")

@@ -28,7 +28,14 @@ from .options import (
     refuse_for_several,
     time_limit_option,
 )
-from .output import deployment_lines, echo_warnings, fmt_bytes, plan_summary, program_summary, progress
+from .output import (
+    deployment_lines,
+    echo_warnings,
+    fmt_bytes,
+    plan_summary,
+    program_summary,
+    progress,
+)
 from .sources import add_weight_files, plan_several
 
 if TYPE_CHECKING:

@@ -179,9 +179,8 @@ def _monotone_piece(piece: RangePiece, io: Mapping[str, Poly]) -> bool:
 def footprint_at(plan: RangePlan, io: Mapping[str, Poly], fixed: int, point: Mapping[str, int]) -> Footprint:
     """The deployment's bytes at ``point`` (every ranged dim of ``plan``): ``io`` from :func:`io_sizes`."""
     point = dict(point)
-    return Footprint(point, plan.weights_size, plan.arena_at(point),
-                     *(io[k].evaluate(point) for k in ("inputs", "outputs", "kv_cache")),
-                     fixed=fixed, io_in_arena=plan.io == "internal")
+    return Footprint(point, plan.weights_size, plan.arena_at(point), io["inputs"].evaluate(point),
+                     io["outputs"].evaluate(point), io["kv_cache"].evaluate(point), fixed, plan.io == "internal")
 
 
 class _Search:
