@@ -10,19 +10,21 @@ sequence or KV-cache range for the transformers):
 2. at the answer, real onnxruntime CPU sessions of the model with its seeded random weights
    (:func:`onnxmem.zoo.materialize`), each in a fresh child
    (:func:`onnxmem.runtime.session_peak`): the growth of the resident size from before the
-   session is created to its peak over 2 runs, at ``ORT_DISABLE_ALL`` (the graph onnxmem
-   plans) with memory patterns on (onnxruntime's default) and off, and at ``ORT_ENABLE_ALL``
-   (onnxruntime's default level);
+   session is created to its peak over 2 runs, at ``ORT_ENABLE_BASIC`` (the graph onnxmem
+   plans, with the constants folded as onnxmem's ``--fold on`` folds them) with memory
+   patterns off and on (onnxruntime's default), and at ``ORT_ENABLE_ALL`` (onnxruntime's
+   default level: a fused graph);
 3. the formula estimates users rely on, at the same point: weights x 2; weights x 1.2 (the
    "20% overhead" rule of thumb for inference); weights + every activation of one forward
    summed (the plan's no-reuse arena).
 
-Each estimate is shown as its ratio to the measured peak at ``ORT_DISABLE_ALL`` with memory
+Each estimate is shown as its ratio to the measured peak at ``ORT_ENABLE_BASIC`` with memory
 patterns off (the measurement closest to what the plan models), and the prediction also
 against the other two measurements.
 
     python bench/bench_fit.py                       # all models -> docs/fit.md
     python bench/bench_fit.py --only resnet50_batch --out -
+    python bench/bench_fit.py --only why              # the second table alone
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 DOC = ROOT / "docs" / "fit.md"
 BEGIN, END = "<!-- bench_fit: begin -->", "<!-- bench_fit: end -->"
+WHY_BEGIN, WHY_END = "<!-- bench_fit_why: begin -->", "<!-- bench_fit_why: end -->"
+#: the model and batches of the second table: onnxruntime's arena and memory patterns on and off
+WHY_MODEL, WHY_BATCHES = "resnet50_batch.onnx", (1, 8, 32)
 
 #: (name, fixture, the searched dim's range, dims bound to one value, note)
 MODELS: list[tuple[str, str, dict[str, tuple[int, int]], dict[str, int], str]] = [
@@ -49,9 +54,9 @@ MODELS: list[tuple[str, str, dict[str, tuple[int, int]], dict[str, int], str]] =
     ("llama_4l_past_dynamic", "llama_4l_past_dynamic.onnx", {"past_sequence": (0, 4095)}, {}, "KV cache"),
 ]
 #: the sessions measured at the answer: (column, optimization level, memory patterns)
-SESSIONS = [("disable", "ORT_DISABLE_ALL", True), ("disable_nopattern", "ORT_DISABLE_ALL", False),
+SESSIONS = [("basic", "ORT_ENABLE_BASIC", True), ("basic_nopattern", "ORT_ENABLE_BASIC", False),
             ("all", "ORT_ENABLE_ALL", True)]
-REFERENCE = "disable_nopattern"
+REFERENCE = "basic_nopattern"
 
 
 def _shapes(model: Any, point: dict[str, int]) -> dict[str, tuple[int, ...]]:
@@ -109,6 +114,36 @@ def run_model(name: str, fixture: str, box: dict[str, tuple[int, int]], bound: d
     return row
 
 
+def why(work: Path) -> str:
+    """The second table: resnet50 at a few batches, the prediction against sessions with
+    onnxruntime's CPU arena and memory patterns each on and off (ORT_ENABLE_BASIC)."""
+    from _common import mib
+
+    from onnxmem.model import load_model
+    from onnxmem.planning.fit import fit_model
+    from onnxmem.runtime import fixed_cost, session_peak
+    from onnxmem.zoo import materialize
+
+    path = materialize(ROOT / "models" / "zoo" / WHY_MODEL, work)
+    report = fit_model(load_model(path), path, 2**62, {"batch": (1, max(WHY_BATCHES))},
+                       fixed=fixed_cost("cpu").session)
+    lines = ["| batch | predicted | arena (plan) | session created | arena on, patterns on | arena on, patterns off "
+             "| arena off, patterns on | arena off, patterns off |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for b in WHY_BATCHES:
+        feet = report.footprint({"batch": b})
+        cells = []
+        created = 0
+        for arena in (True, False):
+            for pattern in (True, False):
+                got = session_peak(path, {"image": (b, 3, 224, 224)}, level="ORT_ENABLE_BASIC",
+                                   mem_pattern=pattern, arena=arena)
+                created = max(created, got.created)
+                cells.append(f"{mib(got.peak)} ({got.peak / feet.total:.2f}x)")
+        lines.append(f"| {b} | {mib(feet.total)} | {mib(feet.arena)} | {mib(created)} | {' | '.join(cells)} |")
+        print(f"  why batch {b}: {cells}", file=sys.stderr)
+    return "\n".join(lines) + "\n"
+
+
 def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
     from _common import mib, versions, with_errors
 
@@ -119,7 +154,7 @@ def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
 
     lines = [
         f"Measured on a 2-core x86 CPU without a GPU ({versions(info)}); `python bench/bench_fit.py` "
-        "(`make bench-fit`). MiB; ratios are to the measured peak at ORT_DISABLE_ALL with memory patterns "
+        "(`make bench-fit`). MiB; ratios are to the measured peak at ORT_ENABLE_BASIC with memory patterns "
         "off (*measured*).",
         "",
         "| model | dim (range) | budget | fit | predicted | next predicted | measured | "
@@ -133,7 +168,7 @@ def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
         within = "yes" if r[ref] <= r["budget"] else f"no (+{(r[ref] - r['budget']) / 2**20:.1f})"
         lines.append(
             f"| {r['model']} | {r['dim']} ({r['range']}) | {mib(r['budget'])} | {r['answer']} | "
-            f"{mib(r['predicted'])} | {mib(r['next_predicted'])} | {mib(r[ref])} | {mib(r['disable'])} | "
+            f"{mib(r['predicted'])} | {mib(r['next_predicted'])} | {mib(r[ref])} | {mib(r['basic'])} | "
             f"{mib(r['all'])} | {ratio(r['predicted'], r)} | {within} | {ratio(r['x2'], r)} | "
             f"{ratio(r['x1.2'], r)} | {ratio(r['sum'], r)} |")
     return with_errors(lines, rows)
@@ -159,10 +194,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} ...", file=sys.stderr)
         rows.append(run_model(name, fixture, box, bound, work))
     text = render(rows, machine_info())
+    why_text = why(work) if not only or "why" in only else ""
     if args.out == "-":
-        print(text)
+        print(text + why_text)
     else:
-        replace_section(Path(args.out), BEGIN, END, text)
+        if rows:
+            replace_section(Path(args.out), BEGIN, END, text)
+        if why_text:
+            replace_section(Path(args.out), WHY_BEGIN, WHY_END, why_text)
     return 0
 
 

@@ -182,7 +182,7 @@ def cache_text(cache: str | os.PathLike[str], cost: FixedCost) -> str:
 
 
 def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
-                     mem_pattern: bool) -> SessionPeak:
+                     mem_pattern: bool, arena: bool) -> SessionPeak:
     import onnxruntime as ort
 
     from onnxmem.model import load_model
@@ -192,6 +192,7 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
     options = ort.SessionOptions()
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.enable_mem_pattern = mem_pattern
+    options.enable_cpu_mem_arena = arena
     start_run(f"a session of {show_name(path)} to measure its peak")
     try:
         _reset_peak()
@@ -208,12 +209,14 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
 
 
 def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]], *,
-                 level: str = "ORT_DISABLE_ALL", runs: int = 2, mem_pattern: bool = True) -> SessionPeak:
+                 level: str = "ORT_DISABLE_ALL", runs: int = 2, mem_pattern: bool = True,
+                 arena: bool = True) -> SessionPeak:
     """The resident growth of a CPU session of the model at ``path`` with seeded random inputs of
     ``shapes``, from before it is created to its peak over ``runs`` runs, in a fresh child.
 
-    ``level``: a ``GraphOptimizationLevel`` name; ``mem_pattern``: onnxruntime's memory patterns
-    (on by default in onnxruntime)."""
+    ``level``: a ``GraphOptimizationLevel`` name; ``mem_pattern``: onnxruntime's memory patterns,
+    ``arena``: its CPU memory arena (both on by default in onnxruntime)."""
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
-        return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern)
+        return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
+                            arena)
