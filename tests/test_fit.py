@@ -171,3 +171,14 @@ def test_zoo_answer_runs_within_budget(tmp_path: Path) -> None:
     assert fit.next is not None and fit.next.total > budget
     peak = session_peak(path, {"input_ids": (1, fit.value)}, level="ORT_ENABLE_BASIC", mem_pattern=False).peak
     assert peak <= budget
+
+
+def test_bad_cache_and_output_paths_are_one_line(chain: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "cache.json"
+    bad.write_text("[1, 2")
+    r = CliRunner().invoke(main, ["fit", str(chain), "--memory", "1GiB", "--dim", "batch=1:8", "--cache", str(bad)])
+    assert r.exit_code == 1 and "is not a fixed-cost cache" in r.stderr and r.stderr.count("\n") == 1
+    assert bad.read_text() == "[1, 2"
+    r = CliRunner().invoke(main, ["fit", str(chain), "--memory", "1GiB", "--dim", "batch=1:8", "--plot", str(chain)])
+    assert r.exit_code == 1 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1
+    assert chain.read_bytes()[:1] != b"\x89"
