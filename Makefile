@@ -164,3 +164,8 @@ training-verify:
 # arena vs max-live, memonger-style and PyTorch eager; verification; writes docs/training.md
 bench-training:
 	$(TRAINING_PYTHON) bench/bench_training.py
+
+.PHONY: bench-fit
+# onnxmem fit against real onnxruntime sessions on the zoo models -> docs/fit.md
+bench-fit:
+	$(PYTHON) bench/bench_fit.py

@@ -21,6 +21,7 @@ from onnxmem.core.errors import OnnxmemError, one_line
 COMMANDS: dict[str, str] = {
     "compare": "onnxmem.cli.compare:compare",
     "export": "onnxmem.cli.export:export",
+    "fit": "onnxmem.cli.fit:fit",
     "generate": "onnxmem.cli.generate:generate",
     "instantiate": "onnxmem.cli.instantiate:instantiate",
     "list": "onnxmem.cli.listing:list_command",

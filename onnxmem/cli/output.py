@@ -9,6 +9,7 @@ import click
 from onnxmem.core.errors import one_line, show_name
 
 if TYPE_CHECKING:
+    from onnxmem.planning import Planned
     from onnxmem.plans import Program
     from onnxmem.plans.point import MemoryPlan
 
@@ -81,6 +82,28 @@ def _graph_line(plan: MemoryPlan) -> list[str]:
 
     record = plan_optimization(plan.model)
     return [] if record.level == "none" else [f"graph        onnxruntime's, {one_line(record.describe())}"]
+def deployment_lines(planned: Planned, device: str = "cpu") -> list[str]:
+    """The deployment's total (weights + arena + inputs and outputs outside it + the provider's measured
+    fixed cost, as ``onnxmem fit`` counts it) and the process's predicted peak (that total over the
+    resident size of a process with onnxruntime loaded)."""
+    from onnxmem.core.errors import OnnxmemError
+    from onnxmem.runtime import fixed_cost
+
+    plan = planned.plan
+    io = sum(planned.view.tensors[v.name].size for v in plan.outside
+             if v.reason == "external-io" and not v.graph and v.name in planned.view.tensors)
+    try:
+        fixed = fixed_cost(device)
+    except OnnxmemError as exc:  # the plan stands without it
+        return [f"deployment   weights + arena + io = {fmt_bytes(plan.weights_size + plan.arena_size + io)}; "
+                f"the fixed cost was not measured: {one_line(str(exc))}"]
+    total = plan.weights_size + plan.arena_size + io + fixed.session
+    return [
+        f"deployment   total: weights + arena + io + fixed = {fmt_bytes(total)}   (io {fmt_bytes(io)} outside the "
+        f"arena, fixed {fmt_bytes(fixed.session)}: onnxruntime {device} session, measured)",
+        f"process peak {fmt_bytes(fixed.baseline + total)} predicted (a process with onnxruntime loaded, "
+        f"{fmt_bytes(fixed.baseline)}, + the deployment)",
+    ]
 
 
 def program_summary(program: Program) -> list[str]:

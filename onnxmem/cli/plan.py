@@ -30,7 +30,14 @@ from .options import (
     refuse_for_several,
     time_limit_option,
 )
-from .output import echo_warnings, fmt_bytes, plan_summary, program_summary, progress
+from .output import (
+    deployment_lines,
+    echo_warnings,
+    fmt_bytes,
+    plan_summary,
+    program_summary,
+    progress,
+)
 from .sources import add_weight_files, plan_several
 
 if TYPE_CHECKING:
@@ -133,7 +140,8 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         return
     result = plan_model(model, opts, progress=progress(sys.stderr.isatty() and not as_json))
     add_weight_files(outs, result.model if optimize == "none" else _load(model), model)
-    _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json)
+    _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json,
+                     lines=() if as_json else deployment_lines(result, device))
 
 
 def _refuse_for_optimized(flags: dict[str, bool]) -> None:

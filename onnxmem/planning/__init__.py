@@ -7,11 +7,13 @@
 * :mod:`onnxmem.planning.bodies`: the plans of If, Loop and Scan bodies;
 * :mod:`onnxmem.planning.ranges`: a range plan over a box of dims (:func:`plan_range`);
 * :mod:`onnxmem.planning.program`: several models in one arena (:func:`plan_program`);
+* :mod:`onnxmem.planning.fit`: the largest batch or sequence that fits in a memory (:func:`fit_model`);
 * :mod:`onnxmem.planning.dims`: the ``--dim`` flags (:func:`parse_dim_flags`, :func:`parse_point`).
 """
 
 from onnxmem.planning.compose import Composed, compose, order_view, solve_layout, unsolved
 from onnxmem.planning.dims import parse_dim_flags, parse_point
+from onnxmem.planning.fit import Fit, FitReport, Footprint, fit_model, fit_to_dict
 from onnxmem.planning.pipeline import (
     Planned,
     PlanOptions,
@@ -28,12 +30,17 @@ from onnxmem.planning.ranges import plan_range
 
 __all__ = [
     "Composed",
+    "Fit",
+    "FitReport",
+    "Footprint",
     "PlanOptions",
     "Planned",
     "compose",
     "default_order",
     "default_solver",
     "optimized_record",
+    "fit_model",
+    "fit_to_dict",
     "order_view",
     "parse_dim_flags",
     "parse_point",

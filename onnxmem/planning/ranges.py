@@ -75,7 +75,7 @@ from onnxmem.shapes import ShapeInfo, infer_symbolic_shapes, top_level_values
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["MAX_PIECES", "TOLERANCE", "plan_range", "symbolic_offsets", "symbolic_shapes"]
+__all__ = ["MAX_PIECES", "TOLERANCE", "plan_range", "size_poly", "symbolic_offsets", "symbolic_shapes"]
 
 #: most pieces a range plan is cut into
 MAX_PIECES = 8
@@ -131,7 +131,8 @@ def symbolic_shapes(model: onnx.ModelProto, box: Box, dims: Mapping[str, int]) -
     return _Symbolic({n: et for n, (et, _) in found.items()}, shapes)  # type: ignore[arg-type]
 
 
-def _size_poly(elem_type: int, shape: Sequence[Poly], name: str) -> Poly:
+def size_poly(elem_type: int, shape: Sequence[Poly], name: str) -> Poly:
+    """Bytes of a tensor of ``elem_type`` and polynomial ``shape``, as a polynomial."""
     bits = dtype_bits(elem_type)
     numel = Poly.const(1)
     for d in shape:
@@ -400,7 +401,7 @@ def plan_range(
         raise ShapeError("a range plan needs at least one --dim NAME=LO:HI")
     full = {k: (int(lo), int(hi)) for k, (lo, hi) in sorted(box.items())}
     sym = symbolic_shapes(model, full, opts.dims)
-    sizes = {n: _size_poly(sym.dtypes[n], sh, n) for n, sh in sym.shapes.items()}
+    sizes = {n: size_poly(sym.dtypes[n], sh, n) for n, sh in sym.shapes.items()}
     top = {k: hi for k, (_, hi) in full.items()}
     shared_order = order_view(build_view(model, sym.shape_info(top), fold=opts.fold, kernels=opts.kernels), opts, timeout=opts.timeout)
     pieces = _cut(_Job(model, sym, opts, sizes, shared_order, tolerance), full, max_pieces)

@@ -42,6 +42,7 @@ import onnx
 
 from onnxmem.core.errors import OnnxmemError, show_name
 from onnxmem.core.problem import align_up
+from onnxmem.core.sizes import parse_size
 from onnxmem.graph import GraphView
 from onnxmem.planning import Planned, PlanOptions, plan_loaded
 from onnxmem.remat.cost import flops_costs, measured_costs, model_cost
@@ -58,10 +59,6 @@ LARGE = 1000
 #: rounds of step 3 (target lowered after the arena came out above the budget)
 ROUNDS = 6
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 2**20,
-          "g": 10**9, "gb": 10**9, "gib": 2**30}
-
-
 def parse_budget(text: str) -> tuple[int | None, float | None]:
     """``'64MiB'`` -> ``(67108864, None)``; ``'0.5x'`` -> ``(None, 0.5)``; bytes or a factor
     of the arena planned without a budget. Bad text is a one-line ``OnnxmemError``."""
@@ -72,11 +69,7 @@ def parse_budget(text: str) -> tuple[int | None, float | None]:
         if not 0 < f:
             raise OnnxmemError(f"--budget {show_name(text)}: a factor must be above 0, e.g. 0.5x")
         return None, f
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", t)
-    if not m or m.group(2) not in _UNITS:
-        raise OnnxmemError(f"--budget {show_name(text)} is not a size; give bytes (1048576), a size with a unit "
-                           "(64MiB, 2GB) or a factor of the unbudgeted arena (0.5x)")
-    return int(float(m.group(1)) * _UNITS[m.group(2)]), None
+    return parse_size(text, "--budget", " or a factor of the unbudgeted arena (0.5x)"), None
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ __all__ = [
     "TimeLimitExceeded",
     "at_step",
     "available_memory",
+    "end_child",
     "current_limits",
     "end_run",
     "run_isolated",
@@ -244,6 +245,11 @@ def _stop_worker() -> None:
 
 
 atexit.register(_stop_worker)
+
+
+def end_child() -> None:
+    """End this command's child now, if it runs; the next run starts a fresh one."""
+    _stop_worker()
 
 
 def run_isolated(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

@@ -1,0 +1,131 @@
+"""``onnxmem fit``: will MODEL fit in N bytes, and the largest batch or sequence that does."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from onnxmem.core.errors import OnnxmemError, one_line
+from onnxmem.core.fileio import OutputSet
+
+from .options import PlanningFlags, make_plan_options, planning_options, time_limit_option
+from .output import fmt_bytes, progress
+from .registries import DEVICES
+
+if TYPE_CHECKING:
+    from onnxmem.planning.fit import Fit, FitReport
+
+#: the exit code of an answer of "not even the smallest value fits"
+NO_FIT_EXIT = 2
+
+
+@click.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--memory", required=True, metavar="SIZE",
+              help="Memory the deployment may use: bytes or a size with a unit (8GiB, 512MiB, 2GB).")
+@click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True,
+              help="The provider whose fixed cost (session and library) is measured and counted.")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="JSON file that keeps the measured fixed cost per provider and machine (read, and "
+                   "written when it lacks this one); without it the cost is measured each run.")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer and every item in bytes as JSON.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              metavar="PNG", help="Draw the total against the ranged dim, with the memory line, to PNG.")
+@planning_options
+@time_limit_option(lambda kw: True)
+def fit(model: str, memory: str, device: str, cache_path: str | None, as_json: bool, plot_path: str | None,
+        **planning: object) -> None:
+    """The largest value of a ranged --dim (e.g. --dim batch=1:1024) at which MODEL fits in --memory.
+
+    The total is weights + arena + graph inputs and outputs outside the arena (a KV cache
+    included) + the provider's fixed cost. Two ranged dims give a frontier: for each value of
+    the first, the largest of the second. Exit code 2 when not even the smallest value fits.
+    """
+    from onnxmem.core.sizes import parse_size
+    from onnxmem.model import load_model  # onnx
+    from onnxmem.planning import parse_dim_flags
+    from onnxmem.planning.fit import fit_model, fit_to_dict
+    from onnxmem.runtime.footprint import cache_text, fixed_cost
+
+    from .sources import add_weight_files
+
+    budget = parse_size(memory, "--memory")
+    flags: PlanningFlags = planning  # type: ignore[assignment]
+    bound, box = parse_dim_flags(flags["dims"])
+    if not box:
+        raise OnnxmemError("fit needs a ranged dim to search: give --dim NAME=LO:HI, e.g. --dim batch=1:1024")
+    flags = flags.copy()
+    flags["dims"] = tuple(f"{k}={v}" for k, v in bound.items())
+    opts = make_plan_options(**flags)
+    outs = OutputSet(inputs=[model])
+    if cache_path:
+        outs.add(cache_path, "--cache")
+    if plot_path:
+        outs.add(plot_path, "--plot")
+    say = progress(sys.stderr.isatty())
+    onnx_model = load_model(model)
+    add_weight_files(outs, onnx_model, model)
+    say(f"measuring the fixed cost of onnxruntime on {device}")
+    fixed = fixed_cost(device, cache_path)
+    if cache_path:
+        outs.put(cache_path, cache_text(cache_path, fixed).encode())
+    report = fit_model(onnx_model, model, budget, box, opts, fixed=fixed.session, device=device, progress=say)
+    if plot_path:
+        from onnxmem.report.fit import render_fit_plot  # matplotlib
+
+        outs.put(plot_path, render_fit_plot(report, one_line(model)))
+    outs.commit()
+    if as_json:
+        click.echo(json.dumps(fit_to_dict(report), indent=1))
+    else:
+        for line in fit_lines(report, model):
+            click.echo(one_line(line))
+        if plot_path:
+            click.echo(f"plot         {one_line(plot_path)}")
+    for w in report.warnings:
+        click.echo(f"warning: {one_line(w)}", err=True)
+    if report.answer.value is None:
+        click.echo(f"error: does not fit: {one_line(report.answer.reason)}", err=True)
+        sys.exit(NO_FIT_EXIT)
+
+
+def _items(fit: Fit) -> list[str]:
+    at = fit.at
+    where = "in the arena" if at.io_in_arena else "outside the arena"
+    lines = [
+        f"weights      {fmt_bytes(at.weights)}",
+        f"arena        {fmt_bytes(at.arena)}",
+        f"inputs       {fmt_bytes(at.inputs)}   ({where})",
+        f"outputs      {fmt_bytes(at.outputs)}   ({where})",
+    ]
+    if at.kv_cache:
+        lines.append(f"kv cache     {fmt_bytes(at.kv_cache)}   ({where}: past inputs and present outputs)")
+    lines += [
+        f"fixed        {fmt_bytes(at.fixed)}   (onnxruntime session on the device, measured)",
+        f"total        {fmt_bytes(at.total)}   of memory {fmt_bytes(fit.memory)}",
+        f"margin       {fmt_bytes(fit.margin) if fit.margin >= 0 else '-' + fmt_bytes(-fit.margin)}",
+    ]
+    return lines
+
+
+def fit_lines(report: FitReport, model: str) -> list[str]:
+    """What ``fit`` prints: the answer, each item at it, and the frontier's rows when two dims range."""
+    best = report.answer
+    plan = report.plan
+    box = "  ".join(f"{k}={lo}:{hi}" for k, (lo, hi) in sorted(plan.box.items()))
+    bound = "   bound " + " ".join(f"{k}={v}" for k, v in sorted(plan.dims.items())) if plan.dims else ""
+    head = [f"model        {model}", f"range        {box}{bound}   {len(plan.pieces)} pieces   "
+            f"plan {plan.plan_seconds:.3f} s   device {report.device}"]
+    if report.frontier_dim is None:
+        answer = f"{best.dim}={best.value}" if best.value is not None else "nothing fits"
+        return [*head, f"fit          {answer}   ({best.reason})", *_items(best)]
+    rows = [f"{report.frontier_dim:>12}  {'largest ' + best.dim:>20}  {'total there':>28}"]
+    for f in report.fits:
+        value = str(f.value) if f.value is not None else "-"
+        rows.append(f"{f.at.point[report.frontier_dim]:>12}  {value:>20}  {fmt_bytes(f.at.total):>28}")
+    answer = (f"{report.frontier_dim}={best.at.point[report.frontier_dim]} {best.dim}={best.value}"
+              if best.value is not None else "nothing fits")
+    return [*head, f"fit          {answer}   ({best.reason})", "frontier", *rows, *_items(best)]

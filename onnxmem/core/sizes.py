@@ -1,0 +1,41 @@
+"""Byte sizes written by users: ``'8GiB'``, ``'512MB'``, ``'1048576'``.
+
+:func:`parse_size` is the one reader of a size flag (``fit --memory``, ``plan --budget``).
+Binary units (KiB, MiB, GiB, TiB) are powers of 1024, decimal ones (kB, MB, GB, TB) of 1000;
+case and a space before the unit do not matter. Bad text is a one-line ``OnnxmemError``
+naming the flag and showing what a size looks like.
+"""
+
+from __future__ import annotations
+
+import re
+
+from onnxmem.core.errors import OnnxmemError, show_name
+
+__all__ = ["SIZE_UNITS", "parse_size"]
+
+#: unit (lower case) -> bytes
+SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 2**20,
+              "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
+#: the largest size accepted (2^62 bytes, the planner's own limit)
+MAX_SIZE = 2**62
+
+
+def parse_size(text: str, flag: str, also: str = "") -> int:
+    """``'8GiB'`` -> ``8589934592``: bytes written as a number with an optional unit.
+
+    ``flag`` names the option in the error; ``also`` is added to the error's list of examples
+    (e.g. ``" or a factor of the arena (0.5x)"``).
+
+    >>> parse_size("1.5 KiB", "--memory")
+    1536
+    """
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text.strip().lower())
+    if not m or m.group(2) not in SIZE_UNITS:
+        raise OnnxmemError(f"{flag} {show_name(text)} is not a size; give bytes (1048576) or a size with a unit "
+                           f"(64MiB, 8GiB, 2GB){also}")
+    size = int(float(m.group(1)) * SIZE_UNITS[m.group(2)])
+    if not 0 < size < MAX_SIZE:
+        raise OnnxmemError(f"{flag} {show_name(text)} is {'0' if size <= 0 else 'over 2^62'} bytes; "
+                           "give a size above 0 and below 2^62 bytes")
+    return size

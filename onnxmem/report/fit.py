@@ -1,0 +1,82 @@
+"""The picture of ``onnxmem fit --plot``: the deployment's total against the ranged dim, with the budget.
+
+One ranged dim: the items stacked (weights, fixed cost, inputs and outputs outside the arena,
+arena) at :data:`CURVE_POINTS` values spread geometrically over the range (and the answer
+and the value after it), a horizontal line at the memory and a vertical one at the answer.
+A frontier (two ranged dims): the largest value of the second dim against the first.
+"""
+
+from __future__ import annotations
+
+import io
+
+from onnxmem.planning.fit import FitReport, log_spaced
+from onnxmem.report.text import _scale
+
+__all__ = ["CURVE_POINTS", "render_fit_plot"]
+
+#: values of the ranged dim drawn on a curve
+CURVE_POINTS = 96
+_COLORS = {"weights": "#4c72b0", "fixed": "#8c8c8c", "io": "#dd8452", "arena": "#55a868"}
+
+
+def render_fit_plot(report: FitReport, title: str, *, width: float = 9.0, height: float = 5.5,
+                    dpi: int = 100) -> bytes:
+    """The PNG bytes of the picture (``title`` is shown as given: the caller escapes it)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
+    ax = fig.subplots()
+    if report.frontier_dim is None:
+        _curve(ax, report)
+    else:
+        _frontier(ax, report)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _curve(ax: object, report: FitReport) -> None:
+    fit = report.answer
+    lo, hi = report.plan.box[fit.dim]
+    base = {k: v for k, v in fit.at.point.items() if k != fit.dim}
+    extra = [v for v in ((fit.value, fit.value + 1) if fit.value is not None else ()) if lo <= v <= hi]
+    xs = sorted({*log_spaced(lo, hi, CURVE_POINTS), *extra})
+    feet = [report.footprint({**base, fit.dim: x}) for x in xs]
+    top = max(report.memory, *(f.total for f in feet))
+    factor, unit = _scale(top)
+    layers = {"weights": [f.weights for f in feet], "fixed": [f.fixed for f in feet],
+              "io": [f.io for f in feet], "arena": [f.arena for f in feet]}
+    labels = {"weights": "weights", "fixed": "fixed cost", "io": "inputs and outputs outside the arena",
+              "arena": "arena"}
+    ax.stackplot(xs, *([v / factor for v in vals] for vals in layers.values()),  # type: ignore[attr-defined]
+                 labels=[labels[k] for k in layers], colors=[_COLORS[k] for k in layers], alpha=0.85)
+    ax.axhline(report.memory / factor, color="crimson", lw=1.5,  # type: ignore[attr-defined]
+               label=f"memory {report.memory / factor:.2f} {unit}")
+    if fit.value is not None:
+        ax.axvline(fit.value, color="black", lw=1, ls="--",  # type: ignore[attr-defined]
+                   label=f"largest that fits: {fit.dim}={fit.value}")
+    if hi / max(lo, 1) >= 16:
+        ax.set_xscale("log")  # type: ignore[attr-defined]
+    ax.set_xlim(lo, hi)  # type: ignore[attr-defined]
+    ax.set_ylim(0, top / factor * 1.05)  # type: ignore[attr-defined]
+    ax.set_xlabel(fit.dim)  # type: ignore[attr-defined]
+    ax.set_ylabel(f"deployment total ({unit})")  # type: ignore[attr-defined]
+    ax.legend(loc="upper left", fontsize=8)  # type: ignore[attr-defined]
+
+
+def _frontier(ax: object, report: FitReport) -> None:
+    first = report.frontier_dim or ""
+    second = report.fits[0].dim
+    xs = [f.at.point[first] for f in report.fits if f.value is not None]
+    ys = [f.value for f in report.fits if f.value is not None]
+    ax.step(xs, ys, where="post", color=_COLORS["arena"], lw=2,  # type: ignore[attr-defined]
+            label=f"largest {second} that fits in {report.memory:,} B")
+    lo, hi = report.plan.box[first]
+    ax.set_xlim(lo, hi)  # type: ignore[attr-defined]
+    ax.set_ylim(0, report.plan.box[second][1] * 1.05)  # type: ignore[attr-defined]
+    ax.set_xlabel(first)  # type: ignore[attr-defined]
+    ax.set_ylabel(second)  # type: ignore[attr-defined]
+    ax.legend(loc="upper right", fontsize=8)  # type: ignore[attr-defined]

@@ -1,0 +1,222 @@
+"""What an onnxruntime process holds besides the plan: its fixed cost, and a session's measured peak.
+
+**The fixed cost of a provider** (:func:`fixed_cost`): the bytes a session costs whatever
+the model, measured once per provider and machine in the onnxruntime child
+(:mod:`onnxmem.runtime.isolation`):
+
+1. the child resets its peak resident size (``5`` written to ``/proc/self/clear_refs``)
+   and reads its resident size (``VmRSS``): the process with Python, numpy and
+   onnxruntime loaded, :attr:`FixedCost.baseline`;
+2. it creates a session of a one-node model (``Add`` of two ``float[1]``) on the
+   provider and runs it twice;
+3. the growth of its peak resident size (``VmHWM``) over the baseline is
+   :attr:`FixedCost.session`: the session, its thread pools and allocators, the
+   provider's library state. On CUDA, the device memory the session takes
+   (``cudaMemGetInfo`` before and after) is added.
+
+The figure is kept in this process's memory (one measurement per provider per command) and,
+only where the caller names a file (``--cache PATH``), in that file (:func:`cache_text` gives
+its text, which the caller writes), keyed by provider, onnxruntime version and machine.
+
+**A session's peak** (:func:`session_peak`): the same growth for a real model at given input
+shapes, in a fresh child (so that no earlier run's heap is reused): from before the session
+is created to the peak over ``runs`` runs. The benchmark of ``onnxmem fit`` and its tests
+compare predictions with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, show_name
+from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
+from onnxmem.runtime.isolation import end_child, end_run, run_isolated, run_limits, start_run
+
+__all__ = ["FixedCost", "SessionPeak", "cache_text", "fixed_cost", "session_peak"]
+
+#: provider name -> onnxruntime's execution provider
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+_memo: dict[str, FixedCost] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class FixedCost:
+    """A provider's fixed cost on this machine (bytes). ``session``: what a one-node session adds to
+    the process at its peak; ``baseline``: the resident size of a process with onnxruntime loaded,
+    before any session; ``key``: provider, onnxruntime version and machine it was measured for."""
+
+    device: str
+    session: int
+    baseline: int
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPeak:
+    """A real session's growth (bytes) over the resident size before it was created: ``created``
+    after the session was made, ``peak`` the highest over creation and the runs."""
+
+    created: int
+    peak: int
+    baseline: int
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeBackendError(f"/proc/self/status has no {key}; the resident size is measured on Linux only")
+
+
+def _reset_peak() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+    except OSError as exc:
+        raise RuntimeBackendError(f"cannot reset the peak resident size ({exc.strerror}); onnxmem measures "
+                                  "memory on Linux 4.0 and later") from None
+
+
+def _machine_key(device: str) -> str:
+    """Provider, onnxruntime version and machine (read without importing onnxruntime)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = "unknown"
+    for dist in ("onnxruntime", "onnxruntime-gpu"):
+        try:
+            found = version(dist)
+            break
+        except PackageNotFoundError:
+            continue
+    return f"{device} onnxruntime {found} {platform.machine()} {os.cpu_count()} cpus {platform.node()}"
+
+
+def _tiny_model() -> bytes:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "tiny", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return bytes(model.SerializeToString())
+
+
+def _measure_fixed(device: str) -> FixedCost:
+    """In the child: steps 1 to 3 of the module docstring."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from onnxmem.runtime.isolation import available_memory
+
+    if PROVIDERS[device] not in ort.get_available_providers():
+        raise RuntimeBackendError(f"onnxruntime here has no {PROVIDERS[device]}; use --device cpu or install "
+                                  "onnxruntime-gpu")
+    start_run(f"a one-node session on {device} to measure its fixed cost")
+    try:
+        _reset_peak()
+        baseline = _status("VmRSS")
+        free_before = available_memory("cuda") if device == "cuda" else None
+        session = ort.InferenceSession(_tiny_model(), providers=[PROVIDERS[device]])
+        for _ in range(2):
+            session.run(None, {"x": np.ones(1, np.float32)})
+        grown = _status("VmHWM") - baseline
+        if free_before is not None:
+            free_after = available_memory("cuda")
+            grown += max(0, free_before - (free_after or free_before))
+        del session
+    finally:
+        end_run()
+    return FixedCost(device, max(0, grown), baseline, _machine_key(device))
+
+
+def _read_cache(path: str) -> dict[str, Any]:
+    if not os.path.exists(path):
+        return {}
+    try:
+        data = json.loads(read_input(path, "the fixed-cost cache", MAX_DATA_BYTES, OnnxmemError))
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise OnnxmemError(f"--cache {show_name(path)} is not a fixed-cost cache written by onnxmem fit; "
+                           "give another path or remove the file")
+    return data
+
+
+def _cached(data: Mapping[str, Any], key: str) -> FixedCost | None:
+    entry = data.get(key)
+    if not isinstance(entry, dict):
+        return None
+    try:
+        got = FixedCost(str(entry["device"]), int(entry["session"]), int(entry["baseline"]), key)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return got if got.session >= 0 and got.baseline >= 0 else None
+
+
+def fixed_cost(device: str = "cpu", cache: str | os.PathLike[str] | None = None) -> FixedCost:
+    """The fixed cost of ``device``'s provider here: kept from earlier in this process, read from
+    ``cache`` (a JSON file the caller named; :func:`cache_text` gives its new text) or measured in
+    the onnxruntime child."""
+    if device not in PROVIDERS:
+        raise OnnxmemError(f"device {show_name(device)} is not one of {', '.join(PROVIDERS)}; pick one")
+    key = _machine_key(device)
+    got = _memo.get(key) or (_cached(_read_cache(os.fspath(cache)), key) if cache is not None else None)
+    if got is None:
+        got = run_isolated(_measure_fixed, device)
+    _memo[key] = got
+    return got
+
+
+def cache_text(cache: str | os.PathLike[str], cost: FixedCost) -> str:
+    """The text of the cache file ``cache`` with ``cost`` in it (the other entries kept)."""
+    data = _read_cache(os.fspath(cache))
+    entry = {k: v for k, v in asdict(cost).items() if k != "key"}
+    return json.dumps({**data, cost.key: entry}, indent=2, sort_keys=True) + "\n"
+
+
+def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
+                     mem_pattern: bool, arena: bool) -> SessionPeak:
+    import onnxruntime as ort
+
+    from onnxmem.model import load_model
+    from onnxmem.runtime.ort import random_inputs
+
+    feeds = random_inputs(load_model(path), shapes)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    options.enable_mem_pattern = mem_pattern
+    options.enable_cpu_mem_arena = arena
+    start_run(f"a session of {show_name(path)} to measure its peak")
+    try:
+        _reset_peak()
+        baseline = _status("VmRSS")
+        session = ort.InferenceSession(path, options, providers=[PROVIDERS["cpu"]])
+        created = _status("VmHWM") - baseline
+        for _ in range(runs):
+            session.run(None, feeds)
+        peak = _status("VmHWM") - baseline
+        del session
+    finally:
+        end_run()
+    return SessionPeak(created, peak, baseline)
+
+
+def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]], *,
+                 level: str = "ORT_DISABLE_ALL", runs: int = 2, mem_pattern: bool = True,
+                 arena: bool = True) -> SessionPeak:
+    """The resident growth of a CPU session of the model at ``path`` with seeded random inputs of
+    ``shapes``, from before it is created to its peak over ``runs`` runs, in a fresh child.
+
+    ``level``: a ``GraphOptimizationLevel`` name; ``mem_pattern``: onnxruntime's memory patterns,
+    ``arena``: its CPU memory arena (both on by default in onnxruntime)."""
+    end_child()  # a fresh child: no heap left over from an earlier run
+    with run_limits():
+        return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
+                            arena)
