@@ -256,8 +256,7 @@ def infer_symbolic_shapes(
         if cur is not None:
             set_shape(vi, bind_dims(cur, bound))
     take = accept or (lambda shape, _names: None not in shape)
-    unsized = value_sized(model)  # sized from a value: no engine here gives it right
-    wanted = [n for n in top_level_values(model) if n not in unsized]
+    wanted = top_level_values(model)
     found: dict[str, tuple[int, tuple[Dim, ...]]] = {}
 
     def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
@@ -269,7 +268,10 @@ def infer_symbolic_shapes(
             if take(shape, original):
                 found[name] = (et, shape)
 
-    run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound))
+    # sized from a value (GroupQueryAttention's present): only onnxruntime's symbolic inference,
+    # with onnxmem's handler for the op, reads it; no declared shape is taken for it
+    run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound),
+                symbolic_only=value_sized(model))
     for init in model.graph.initializer:
         found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     return found, original
