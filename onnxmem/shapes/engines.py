@@ -179,8 +179,9 @@ def _group_query_present(engine: Any) -> None:
     expression of the dims (``Shape(past_key)[2] + Shape(input_ids)[1]``, as exporters write
     it) and one of the two is at least the other at every point where each dim is >= 0
     (:func:`_larger`), that one is the present's length, and ``output_qk`` gets
-    ``(batch, num_heads, seq, total)``; otherwise the present is left without a shape
-    (with ``sliding_window_cache`` it keeps the past's).
+    ``(batch, num_heads, seq, total)``. Otherwise the present keeps the past's shape where
+    the past's length is fixed (onnxruntime declares it so and its kernel refuses a longer
+    one) or ``sliding_window_cache`` is set, and is left without a shape where it is a dim.
     """
     infer = engine.dispatcher_.get("GroupQueryAttention")
     if infer is None:
@@ -200,7 +201,8 @@ def _group_query_present(engine: Any) -> None:
             length = _larger(engine._get_sympy_shape(node, 3)[2] if past else 0, total)
         query = engine._try_get_shape(node, 0)
         et = engine.known_vi_[node.input[0]].type.tensor_type.elem_type
-        for k in (1, 2):
+        fixed = past is not None and len(past) == 4 and isinstance(past[2], int)
+        for k in (1, 2) if length is not None or not fixed else ():  # a fixed past: onnxruntime's own shape
             if k < len(node.output) and node.output[k]:
                 vi = engine.known_vi_[node.output[k]]
                 shape = None if length is None or past is None else [*past[:2], str(length), past[3]]
