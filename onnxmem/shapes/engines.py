@@ -198,22 +198,31 @@ def _group_query_present(engine: Any) -> None:
         past = engine._try_get_shape(node, 3) if len(node.input) > 3 and node.input[3] else None
         length = None
         if total is not None and (past is None or len(past) == 4):
-            length = _larger(engine._get_sympy_shape(node, 3)[2] if past else 0, total)
+            try:
+                length = _larger(engine._get_sympy_shape(node, 3)[2] if past else 0, total)
+            except Exception:  # noqa: BLE001 - a dim sympy cannot compare: the present stays unsized
+                length = None
         query = engine._try_get_shape(node, 0)
         et = engine.known_vi_[node.input[0]].type.tensor_type.elem_type
+        cache = engine.known_vi_[node.input[3]].type.tensor_type.elem_type if past is not None else et
         fixed = past is not None and len(past) == 4 and isinstance(past[2], int)
         for k in (1, 2) if length is not None or not fixed else ():  # a fixed past: onnxruntime's own shape
             if k < len(node.output) and node.output[k]:
                 vi = engine.known_vi_[node.output[k]]
-                shape = None if length is None or past is None else [*past[:2], str(length), past[3]]
-                vi.CopyFrom(helper.make_tensor_value_info(node.output[k], et, shape))
+                shape = None if length is None or past is None else [*past[:2], _dim(length), past[3]]
+                vi.CopyFrom(helper.make_tensor_value_info(node.output[k], cache, shape))
         heads = next((a.i for a in node.attribute if a.name == "num_heads"), 0)
         if len(node.output) > 3 and node.output[3] and total is not None and query and len(query) == 3 and heads > 0:
             vi = engine.known_vi_[node.output[3]]
-            vi.CopyFrom(helper.make_tensor_value_info(node.output[3], et, [query[0], heads, query[1], str(total)]))
+            vi.CopyFrom(helper.make_tensor_value_info(node.output[3], et, [query[0], heads, query[1], _dim(total)]))
         return result
 
     engine.dispatcher_["GroupQueryAttention"] = group_query
+
+
+def _dim(value: Any) -> int | str:
+    """A sympy dim as onnx writes it: an int, else the expression's text."""
+    return int(value) if isinstance(value, int) or getattr(value, "is_Integer", False) else str(value)
 
 
 def _larger(a: Any, b: Any) -> Any:
