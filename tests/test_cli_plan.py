@@ -147,7 +147,7 @@ def bad_cases(tmp_path):
     ghost = make_model([helper.make_node("Relu", ["ghost"], ["y"], name="r")], [vi("x", [2])], [vi("y", [2])])
     cases["undefined input"] = (_write(tmp_path, ghost, "ghost.onnx"), [], "'ghost' read by node 'r'")
     cases["unbound dim"] = (_write(tmp_path, _relu(["batch", 4]), "sym.onnx"), [], "--dim batch=N")
-    cases["negative dim"] = (_write(tmp_path, _relu(["batch", 4]), "sym2.onnx"), ["--dim", "batch=-3"], "must be a positive integer, not -3")
+    cases["negative dim"] = (_write(tmp_path, _relu(["batch", 4]), "sym2.onnx"), ["--dim", "batch=-3"], "must be an integer >= 0, not -3")
     cases["huge"] = (_write(tmp_path, _relu([2**40, 2**30]), "huge.onnx"), [], "limit of 2\\^62")
     w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
     w.ClearField("raw_data")

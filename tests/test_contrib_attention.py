@@ -9,6 +9,7 @@ shape of every value must be those the session returns.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -177,12 +178,10 @@ def decoder(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize(("seq", "past"), [(1, 127), (16, 0)])
 def test_decoder_plans_and_verifies_at_a_decode_step_and_a_prefill(decoder, seq, past):
-    """``--dim`` alone (the prefill binds past_seq = 0 by a pinned input shape, as --dim takes
-    positive sizes only): every value as onnxruntime runs it, the plan verified in one arena."""
+    """``--dim`` alone (the prefill's empty cache as ``past_seq=0``): every value as
+    onnxruntime runs it, the plan verified in one arena."""
+    planned = plan_model(decoder, PlanOptions(dims={"batch": 1, "seq": seq, "past_seq": past}))
     pins = {f"past_key_values.{i}.{kv}": (1, 2, past, 32) for i in range(2) for kv in ("key", "value")}
-    opts = PlanOptions(dims={"batch": 1, "seq": seq, "past_seq": past}) if past else PlanOptions(
-        dims={"batch": 1, "seq": seq}, input_shapes=pins)
-    planned = plan_model(decoder, opts)
     feeds = {"input_ids": _RNG.integers(0, 512, (1, seq)).astype(np.int64)}
     feeds.update({k: _RNG.standard_normal(v).astype(np.float32) for k, v in pins.items()})
     measured = _measured(decoder, feeds)
@@ -193,17 +192,60 @@ def test_decoder_plans_and_verifies_at_a_decode_step_and_a_prefill(decoder, seq,
     assert report.ok, report.first
 
 
-def test_decoder_from_the_cli_and_its_range_is_refused_not_wrong(decoder, tmp_path):
-    plan = tmp_path / "p.json"
+def test_decoder_range_plan_over_the_cache_length_verifies_at_its_corners(decoder, tmp_path):
+    """``past_seq=0:63``: the present's length is ``past_seq + seq`` (total_sequence_length
+    computed from the shapes, never below the past), a polynomial; the range plan is made and
+    verified by execution at both corners, the empty cache included."""
+    plan = tmp_path / "r.json"
     dims = ["--dim", "batch=1", "--dim", "seq=1"]
-    r = CliRunner().invoke(main, ["plan", str(decoder), *dims, "--dim", "past_seq=31", "-o", str(plan)])
+    r = CliRunner().invoke(main, ["plan", str(decoder), *dims, "--dim", "past_seq=0:63", "-o", str(plan)])
+    assert r.exit_code == 0, r.output
+    for past in (0, 63):
+        r = CliRunner().invoke(main, ["verify", str(decoder), "--plan", str(plan), "--dim", f"past_seq={past}"])
+        assert r.exit_code == 0 and "verified" in r.output, r.output
+    r = CliRunner().invoke(main, ["instantiate", str(plan), "--dim", "past_seq=63", "-o", str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    point = {t["name"]: t for t in json.loads((tmp_path / "p.json").read_text())["tensors"]}
+    assert point["present.0.key"]["size"] == 1 * 2 * 64 * 32 * 4
+
+
+def test_a_present_no_polynomial_bounds_is_refused_in_a_range_not_wrong(tmp_path):
+    """total_sequence_length a constant (8) over a ranged past: max(past, 8) is no
+    polynomial in past_seq, so the range plan stops with one line naming the presents; at a
+    point it plans as onnxruntime runs it."""
+    n = helper.make_node
+    path = _save(tmp_path, "gqa_const", [
+        n("GroupQueryAttention", ["q", "k", "v", "pk", "pv", "seqlens", "total"], ["y", "ok", "ov"],
+          num_heads=2, kv_num_heads=1, domain=_MS),
+    ], [_vi("q", F, [1, 2, 32]), _vi("k", F, [1, 2, 16]), _vi("v", F, [1, 2, 16]),
+        _vi("pk", F, [1, 1, "past_seq", 16]), _vi("pv", F, [1, 1, "past_seq", 16])],
+        [_t("seqlens", np.array([7], np.int32)), _t("total", np.array([8], np.int32))])
+    r = CliRunner().invoke(main, ["plan", str(path), "--dim", "past_seq=0:12", "-o", str(tmp_path / "r.json")])
+    assert r.exit_code != 0 and "'ok'" in r.output and "Traceback" not in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "r.json").exists()
+    t = plan_model(path, PlanOptions(dims={"past_seq": 6})).view.tensors
+    assert t["ok"].shape == (1, 1, 8, 16)
+
+
+def test_a_dim_at_zero_plans_where_every_use_is_valid_at_zero(decoder, tmp_path):
+    """``--dim past_seq=0`` (an empty cache) plans and verifies; a dim at 0 that a
+    convolution's window needs more of stops with one line naming the flag and the rule."""
+    plan = tmp_path / "p.json"
+    r = CliRunner().invoke(main, ["plan", str(decoder), "--dim", "batch=1", "--dim", "seq=4", "--dim", "past_seq=0",
+                                  "-o", str(plan)])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, ["verify", str(decoder), "--plan", str(plan)])
     assert r.exit_code == 0 and "verified" in r.output, r.output
-    # the present's length is max(past, total_sequence_length), a value: not a polynomial of past_seq
-    r = CliRunner().invoke(main, ["plan", str(decoder), *dims, "--dim", "past_seq=0:63", "-o", str(tmp_path / "r.json")])
-    assert r.exit_code != 0 and "present.0.key" in r.output and "Traceback" not in r.output, r.output
-    assert not (tmp_path / "r.json").exists()
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])], "g",
+                          [_vi("x", F, [1, 3, "h", 8])], [_vi("y", F, None)], [_f("w", 4, 3, 3, 3)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    conv = tmp_path / "conv.onnx"
+    onnx.save(m, str(conv))
+    r = CliRunner().invoke(main, ["plan", str(conv), "--dim", "h=0", "-o", str(tmp_path / "c.json")])
+    assert r.exit_code != 0 and "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert "--dim h=0" in r.output and "valid at 0" in r.output and not (tmp_path / "c.json").exists()
+    assert plan_model(conv, PlanOptions(dims={"h": 3})).view.tensors["c"].shape == (1, 4, 1, 6)
 
 
 def test_quantize_4bit_is_what_matmul_nbits_computes():

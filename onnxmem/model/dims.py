@@ -46,9 +46,9 @@ def parse_dim_binding(text: str) -> tuple[str, int]:
         v = int(value)
     except ValueError:
         raise ShapeError(f"--dim {show_name(text)}: value {show_name(value)} is not an integer") from None
-    if v <= 0:
+    if v < 0:
         raise ShapeError(
-            f"--dim {show_name(text)}: a dim must be a positive integer, not {v}; give the size "
+            f"--dim {show_name(text)}: a dim must be an integer >= 0, not {v}; give the size "
             "the model will run at"
         )
     if v > MAX_DIM:

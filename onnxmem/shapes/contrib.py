@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxmem.shapes.contrib_attention import ATTENTION_RULES, ints_attribute
+from onnxmem.shapes.contrib_attention import ATTENTION_RULES, int_attribute, ints_attribute
 from onnxmem.shapes.training import (
     TRAINING_RULES,
     Known,
@@ -140,13 +140,66 @@ def _qgemm(node: onnx.NodeProto, ins: list[TypeShape | None], v: list[np.ndarray
 def _channels_last_pool(node: onnx.NodeProto, ins: list[TypeShape | None],
                         _v: list[np.ndarray | None]) -> list[TypeShape | None]:
     """QLinearGlobalAveragePool (X, ...; channels_last) -> Y: every spatial dim 1."""
-    x = input_at(ins, 0)
-    if x is None or len(x[1]) < 3:
+    x, last = input_at(ins, 0), int_attribute(node, "channels_last", 0)
+    if x is None or len(x[1]) < 3 or last is None:
         return [None]
     s = x[1]
-    if attribute(node, "channels_last", 0):
+    if last:
         return [(x[0], (s[0], *([1] * (len(s) - 2)), s[-1]))]
     return [(x[0], (s[0], s[1], *([1] * (len(s) - 2))))]
+
+
+def _channels_last(rule: Rule, always: bool = False) -> Rule:
+    """``rule`` (an NCHW stand-in) for an op whose input 0 and output 0 are NHWC when its
+    ``channels_last`` attribute is 1 (or ``always``): input 0's channels moved to dim 1 before
+    ``rule``, output 0's moved back last after it. A ``channels_last`` that is not an int
+    leaves the output unknown."""
+
+    def wrapped(node: onnx.NodeProto, ins: list[TypeShape | None], v: list[np.ndarray | None]) -> list[TypeShape | None]:
+        flag = 1 if always else int_attribute(node, "channels_last", 0)
+        x = input_at(ins, 0)
+        if flag is None or (flag and (x is None or len(x[1]) < 3)):
+            return [None] * len(node.output)
+        if not flag or x is None:
+            return rule(node, ins, v)
+        s = x[1]
+        outs = rule(node, [(x[0], (s[0], s[-1], *s[1:-1])), *ins[1:]], v)
+        y = outs[0] if outs else None
+        if y is None:
+            return outs
+        return [(y[0], (y[1][0], *y[1][2:], y[1][1])), *outs[1:]]
+
+    return wrapped
+
+
+def _qlinear_reduce_mean(node: onnx.NodeProto, ins: list[TypeShape | None],
+                         _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """QLinearReduceMean (data, data_scale, data_zp, reduced_scale, reduced_zp; axes,
+    keepdims) -> reduced: the axes (every axis when none) cut to 1, or dropped without
+    keepdims; data's dtype."""
+    x, axes, keep = input_at(ins, 0), ints_attribute(node, "axes", []), int_attribute(node, "keepdims", 1)
+    if x is None or not isinstance(axes, list) or keep is None:
+        return [None]
+    rank = len(x[1])
+    cut = {a + rank if a < 0 else a for a in axes} if axes else set(range(rank))
+    if any(not 0 <= a < rank for a in cut):
+        return [None]
+    dims = [1 if k in cut else d for k, d in enumerate(x[1]) if keep or k not in cut]
+    return [(x[0], tuple(dims))]
+
+
+def _qlinear_where(node: onnx.NodeProto, ins: list[TypeShape | None],
+                   _v: list[np.ndarray | None]) -> list[TypeShape | None]:
+    """QLinearWhere (condition, X, x_scale, x_zp, Y, y_scale, y_zp, z_scale, z_zp) -> Z: the
+    broadcast shape of condition, X and Y, in z_zp's dtype."""
+    found = [input_at(ins, p) for p in (0, 1, 4, 8)]
+    if any(t is None for t in found):
+        return [None]
+    try:
+        dims = np.broadcast_shapes(*(t[1] for t in found[:3]))  # type: ignore[index]
+    except ValueError:
+        return [None]
+    return [(found[3][0], tuple(int(d) for d in dims))]  # type: ignore[index]
 
 
 def _qlinear_concat(node: onnx.NodeProto, ins: list[TypeShape | None],
@@ -232,7 +285,11 @@ CONTRIB_RULES: dict[tuple[str, str], Rule] = {
     (_MS, "QLinearLeakyRelu"): same_as(0),
     (_MS, "QLinearSoftmax"): same_as(0),
     (_MS, "QLinearGlobalAveragePool"): _channels_last_pool,
-    (_MS, "QLinearAveragePool"): _standin("AveragePool", (0,), drop=_QPOOL_DROP),
+    (_MS, "QLinearAveragePool"): _channels_last(_standin("AveragePool", (0,), drop=_QPOOL_DROP)),
+    (_MS, "QLinearConv"): _channels_last(_standin("Conv", (0, 3, 8), drop=_QPOOL_DROP, dtype_from=7)),
+    (_MS, "NhwcMaxPool"): _channels_last(_standin("MaxPool", (0,)), always=True),
+    (_MS, "QLinearReduceMean"): _qlinear_reduce_mean,
+    (_MS, "QLinearWhere"): _qlinear_where,
     (_MS, "QLinearConcat"): _qlinear_concat,
     (_MS, "QGemm"): _qgemm,
     (_MS, "MatMulIntegerToFloat"): _matmul_to(2),

@@ -9,11 +9,11 @@ onnxruntime, and the command line starts without it).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import TensorProto
+from onnx import TensorProto, helper
 
 import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.model import (
@@ -129,6 +129,7 @@ def run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             engine = SymbolicShapeInference(2**31 - 1, True, False, 0)
             _concat_values_on_axis_0_only(engine)
+            _group_query_present(engine)
             engine._preprocess(model)
             # it repeats its pass while a pass merged symbols; on some damaged models
             # it never stops, so the passes are bounded (real models need one to three)
@@ -168,6 +169,79 @@ def _concat_values_on_axis_0_only(engine: Any) -> None:
     engine.dispatcher_["Concat"] = concat
 
 
+def _group_query_present(engine: Any) -> None:
+    """Size GroupQueryAttention's present cache from ``total_sequence_length``'s value.
+
+    onnxruntime's symbolic inference gives the present the past's shape, which is right only
+    for a cache buffer already at its full length. The kernel's present length is
+    ``max(past length, total_sequence_length)`` (module doc of
+    :mod:`onnxmem.shapes.contrib_attention`). Where the engine knows the total as an
+    expression of the dims (``Shape(past_key)[2] + Shape(input_ids)[1]``, as exporters write
+    it) and one of the two is at least the other at every point where each dim is >= 0
+    (:func:`_larger`), that one is the present's length, and ``output_qk`` gets
+    ``(batch, num_heads, seq, total)``. Otherwise the present keeps the past's shape where
+    the past's length is fixed (onnxruntime declares it so and its kernel refuses a longer
+    one) or ``sliding_window_cache`` is set, and is left without a shape where it is a dim.
+    """
+    infer = engine.dispatcher_.get("GroupQueryAttention")
+    if infer is None:
+        return
+
+    def group_query(node: onnx.NodeProto) -> Any:
+        result = infer(node)
+        window = any(a.name == "sliding_window_cache" and a.i for a in node.attribute)
+        if window or len(node.output) < 2:
+            return result
+        total = engine.sympy_data_.get(node.input[6]) if len(node.input) > 6 and node.input[6] else None
+        if isinstance(total, list):
+            total = total[0] if len(total) == 1 else None
+        past = engine._try_get_shape(node, 3) if len(node.input) > 3 and node.input[3] else None
+        length = None
+        if total is not None and (past is None or len(past) == 4):
+            try:
+                length = _larger(engine._get_sympy_shape(node, 3)[2] if past else 0, total)
+            except Exception:  # noqa: BLE001 - a dim sympy cannot compare: the present stays unsized
+                length = None
+        query = engine._try_get_shape(node, 0)
+        et = engine.known_vi_[node.input[0]].type.tensor_type.elem_type
+        cache = engine.known_vi_[node.input[3]].type.tensor_type.elem_type if past is not None else et
+        fixed = past is not None and len(past) == 4 and isinstance(past[2], int)
+        for k in (1, 2) if length is not None or not fixed else ():  # a fixed past: onnxruntime's own shape
+            if k < len(node.output) and node.output[k]:
+                vi = engine.known_vi_[node.output[k]]
+                shape = None if length is None or past is None else [*past[:2], _dim(length), past[3]]
+                vi.CopyFrom(helper.make_tensor_value_info(node.output[k], cache, shape))
+        heads = next((a.i for a in node.attribute if a.name == "num_heads"), 0)
+        if len(node.output) > 3 and node.output[3] and total is not None and query and len(query) == 3 and heads > 0:
+            vi = engine.known_vi_[node.output[3]]
+            vi.CopyFrom(helper.make_tensor_value_info(node.output[3], et, [query[0], heads, query[1], _dim(total)]))
+        return result
+
+    engine.dispatcher_["GroupQueryAttention"] = group_query
+
+
+def _dim(value: Any) -> int | str:
+    """A sympy dim as onnx writes it: an int, else the expression's text."""
+    return int(value) if isinstance(value, int) or getattr(value, "is_Integer", False) else str(value)
+
+
+def _larger(a: Any, b: Any) -> Any:
+    """``a`` or ``b`` (sympy expressions or ints): the one that is at least the other at every
+    point where each dim is >= 0, proven term by term (their difference a polynomial whose
+    coefficients share a sign); ``None`` when neither is."""
+    import sympy
+
+    diff = sympy.expand(sympy.sympify(b) - sympy.sympify(a))
+    if not diff.is_polynomial(*diff.free_symbols):
+        return None
+    coeffs = [t.as_coeff_Mul()[0] for t in sympy.Add.make_args(diff)]
+    if all(c >= 0 for c in coeffs):
+        return b
+    if all(c <= 0 for c in coeffs):
+        return a
+    return None
+
+
 def collect_types(model: onnx.ModelProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
     return collect_graph_types(model.graph)
 
@@ -193,22 +267,29 @@ def run_engines(
     resolve: Callable[[Dim], int | None],
     *,
     also: Sequence[str] | None = None,
+    symbolic_only: Collection[str] = (),
 ) -> dict[str, np.ndarray]:
     """Feed ``absorb`` what each engine makes of ``work``: onnx inference with data propagation,
     shape arithmetic (``resolve`` reads one declared dim), onnxruntime's symbolic inference, in
     that order of precedence; a later engine runs only while ``incomplete()``. Given ``also``
     (values to compute besides those in shape slots), shape arithmetic runs in any case, for
-    the values it computes, which are returned."""
+    the values it computes, which are returned. The values ``symbolic_only`` (GroupQueryAttention's
+    present, :func:`_group_query_present`) take their shape from onnxruntime's symbolic
+    inference alone, never from a declared one."""
     made: dict[str, np.ndarray] = {}
+
+    def absorb_declared(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
+        absorb({k: v for k, v in info.items() if k not in symbolic_only})
+
     inferred = run_onnx_inference(work)
     if inferred is not None:
-        absorb(collect_types(inferred))
+        absorb_declared(collect_types(inferred))
         if also is not None or incomplete():
             evaluated = shapeeval.evaluate_shapes(
                 work, inferred, infer=run_onnx_inference, resolve=resolve, also=also or ()
             )
             made = evaluated.values
-            absorb({**collect_types(evaluated.model), **evaluated.shapes})
+            absorb_declared({**collect_types(evaluated.model), **evaluated.shapes})
             inferred = evaluated.model
     if incomplete():
         sym = run_symbolic_inference(inferred if inferred is not None else work)

@@ -81,6 +81,9 @@ def infer_shapes(
             step.run(state)
     missing = [n for n in state.wanted if n not in state.known]
     if missing:
+        zero = sorted(k for k, v in (dims or {}).items() if v == 0)
+        if zero:
+            raise _unknown_at_zero(missing, zero)
         raise _unknown_sizes(missing, model, state.file_dims, input_shapes, state.known)
     known = state.known
     for init in model.graph.initializer:
@@ -256,8 +259,7 @@ def infer_symbolic_shapes(
         if cur is not None:
             set_shape(vi, bind_dims(cur, bound))
     take = accept or (lambda shape, _names: None not in shape)
-    unsized = value_sized(model)  # sized from a value: no engine here gives it right
-    wanted = [n for n in top_level_values(model) if n not in unsized]
+    wanted = top_level_values(model)
     found: dict[str, tuple[int, tuple[Dim, ...]]] = {}
 
     def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
@@ -269,7 +271,10 @@ def infer_symbolic_shapes(
             if take(shape, original):
                 found[name] = (et, shape)
 
-    run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound))
+    # sized from a value (GroupQueryAttention's present): only onnxruntime's symbolic inference,
+    # with onnxmem's handler for the op, reads it; no declared shape is taken for it
+    run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound),
+                symbolic_only=value_sized(model))
     for init in model.graph.initializer:
         found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     return found, original
@@ -360,6 +365,18 @@ def _unknown_sizes(
     return ShapeError(
         f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
         "data; pass --measure-shapes to run the model once and measure them"
+    )
+
+
+def _unknown_at_zero(missing: list[str], zero: list[str]) -> ShapeError:
+    """The error for values left unsized with a dim bound to 0: a dim may be 0 (an empty KV
+    cache) only where every use of it is valid at 0, and a use that is not (a convolution's
+    window over it, ``dim - 1`` in shape arithmetic) leaves a negative or no size."""
+    shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    flags = " ".join(f"--dim {flag_value(z)}=0" for z in zero)
+    return ShapeError(
+        f"{flags} leaves the sizes of {len(missing)} tensors unknown ({shown}): a dim may be 0 only "
+        "where every use of it is valid at 0; give the smallest size the model runs at"
     )
 
 
