@@ -9,7 +9,9 @@ For each model of ``models/zoo/catalog.json`` (``--zoo`` for another catalogue) 
 ``onnxmem.zoo.materialize``, seeded) and one ``<model>.<variant>.onnx`` per variant that applies:
 
 - ``fused``: ``onnxruntime.transformers.optimizer.optimize_model`` with the model type of a
-  bert/gpt2-like model (``MODEL_TYPES`` below: bert, gpt2, vit, swin, t5), on the CPU;
+  bert/gpt2-like model (``MODEL_TYPES`` below: bert, gpt2, vit, swin, t5), for the CPU, at
+  ``opt_level=0`` (its own fusions: Attention, SkipLayerNormalization, ...; the levels above
+  first run onnxruntime's optimizer, which the ``ort_*`` variants cover, and need torch);
 - ``qdynamic``: ``onnxruntime.quantization.quantize_dynamic`` (int8 weights);
 - ``qdq`` and ``qoperator``: ``quantize_static`` in QDQ and in QOperator format (uint8
   activations, int8 weights, MinMax), calibrated on ``SAMPLES`` seeded random inputs
@@ -53,7 +55,7 @@ BUILD_SECONDS = 1800.0
 MODEL_TYPES = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "swin": "swin", "t5": "t5"}
 VARIANTS = ("fused", "qdynamic", "qdq", "qoperator", "fp16", "ort_extended", "ort_all")
 WHAT = {
-    "fused": "transformers optimizer fusions (optimize_model, model type by name)",
+    "fused": "transformers optimizer fusions (optimize_model, model type by name, opt_level 0)",
     "qdynamic": "quantize_dynamic, int8 weights",
     "qdq": f"quantize_static, QDQ format, uint8/int8, {SAMPLES} seeded samples",
     "qoperator": f"quantize_static, QOperator format, uint8/int8, {SAMPLES} seeded samples",
@@ -101,7 +103,9 @@ def _calibration(model_path: str, shapes: dict[str, tuple[int, ...]], seed: int)
 def _fused(src: str, dest: str, model_type: str | None, shapes: Any, seed: int) -> None:
     from onnxruntime.transformers.optimizer import optimize_model
 
-    optimize_model(src, model_type=model_type or "bert", use_gpu=False).save_model_to_file(dest)
+    # opt_level 0: the optimizer's own fusions alone (a level above 0 first runs onnxruntime, which
+    # the ort_* variants cover, and needs torch installed)
+    optimize_model(src, model_type=model_type or "bert", opt_level=0, use_gpu=False).save_model_to_file(dest)
 
 
 def _qdynamic(src: str, dest: str, model_type: str | None, shapes: Any, seed: int) -> None:
@@ -214,7 +218,8 @@ def _original(source: Path, out: Path, name: str) -> Path:
 def build_set(out: Path, models: Sequence[str] = (), variants: Sequence[str] = VARIANTS,
               zoo: Path = ZOO, seconds: float = BUILD_SECONDS,
               log: Callable[[str], None] = lambda _: None) -> list[Entry]:
-    """Build the set into ``out`` (created) and write its ``set.json``; return its entries.
+    """Build the set into ``out`` (created) and write its ``set.json`` (entries of an earlier
+    build there that this one did not redo are kept); return this build's entries.
 
     ``models``: shell patterns of zoo names (all when empty). A variant that does not apply
     is an ``n/a`` entry; one that fails is a ``failed`` entry with its error.
@@ -233,8 +238,8 @@ def build_set(out: Path, models: Sequence[str] = (), variants: Sequence[str] = V
             log(f"[{zm.name}] original")
             pinned = {k: list(v) for k, v in zm.input_shapes.items()}
             try:
+                shapes = input_shapes(zm.path, zm.dims, zm.input_shapes)
                 base = _original(zm.path, out, zm.name)
-                shapes = input_shapes(base, zm.dims, zm.input_shapes)
             except Exception as exc:  # noqa: BLE001 - a model that cannot be read is its row
                 entries.append(Entry(zm.name, "original", "", "failed", f"{type(exc).__name__}: {exc}"))
                 continue
@@ -252,8 +257,10 @@ def build_set(out: Path, models: Sequence[str] = (), variants: Sequence[str] = V
                     error = f"{type(exc).__name__}: {exc}"
                 entries.append(Entry(zm.name, variant, "" if error else dest.name,
                                      "failed" if error else "built", error, zm.dims, pinned))
+    done = {(e.model, e.variant) for e in entries}
+    kept = [e for e in read_set(out) if (e.model, e.variant) not in done] if (out / MANIFEST).is_file() else []
     write_text_atomic(out / MANIFEST, json.dumps({"seed": SEED, "samples": SAMPLES,
-                                                  "entries": [asdict(e) for e in entries]}, indent=1) + "\n")
+                                                  "entries": [asdict(e) for e in kept + entries]}, indent=1) + "\n")
     return entries
 
 
