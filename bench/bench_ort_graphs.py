@@ -58,7 +58,9 @@ from bench_real import (  # noqa: E402
     supports,
 )
 from bench_scale import machine  # noqa: E402
-from ort_graphs import VARIANTS, WHAT, Entry, build_set, read_set  # noqa: E402
+from ort_graphs import VARIANTS, WHAT, Entry, build_set, input_shapes, read_set  # noqa: E402
+
+from onnxmem.core.errors import one_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "ort-graphs.md"
@@ -161,18 +163,18 @@ def level_flags(command: str, level: str, helps: dict[str, str]) -> list[str]:
 
 def bench_file(entry: Entry, folder: Path, level: str, shapes: dict[str, list[int]],
                timeout: float, helps: dict[str, str]) -> dict[str, Any]:
+    import onnx
+
     from onnxmem.runtime import run_isolated
 
     path = folder / entry.file
     row: dict[str, Any] = {"model": entry.model, "variant": entry.variant, "level": level}
-    import onnx
-
     row["nodes"] = len(onnx.load(str(path), load_external_data=False).graph.node)
     row["stored"] = stored_weights(path)
     try:
         row["onnxsim"] = run_isolated(onnxsim_arena, str(path), shapes)
     except Exception as exc:  # noqa: BLE001 - a crash or time-out of the peer
-        row["onnxsim"] = {"error": shorten(f"{type(exc).__name__}: {exc}")}
+        row["onnxsim"] = {"error": shorten(one_line(f"{type(exc).__name__}: {exc}"))}
     with tempfile.TemporaryDirectory(prefix="bench-ort-graphs-") as tmp:
         work = Path(tmp)
         plan_file = work / "plan.json"
@@ -334,8 +336,6 @@ def run(entries: list[Entry], folder: Path, levels: Sequence[str], timeout: floa
                 rows.append({"model": e.model, "variant": e.variant, "level": "-", "built": False,
                              "error": f"build: {e.error}"})
                 continue
-            from ort_graphs import input_shapes
-
             shapes = {k: list(v) for k, v in input_shapes(folder / e.file, e.dims,
                                                           {k: tuple(v) for k, v in e.input_shapes.items()}).items()}
             for level in levels:
@@ -344,7 +344,7 @@ def run(entries: list[Entry], folder: Path, levels: Sequence[str], timeout: floa
                     rows.append(bench_file(e, folder, level, shapes, timeout, helps))
                 except Exception as exc:  # noqa: BLE001 - a bug here for one file: a row, not the end
                     rows.append({"model": e.model, "variant": e.variant, "level": level,
-                                 "error": f"bench: {type(exc).__name__}: {shorten(str(exc))}"})
+                                 "error": f"bench: {type(exc).__name__}: {shorten(one_line(str(exc)))}"})
     return rows
 
 

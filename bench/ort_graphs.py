@@ -224,6 +224,7 @@ def build_set(out: Path, models: Sequence[str] = (), variants: Sequence[str] = V
     ``models``: shell patterns of zoo names (all when empty). A variant that does not apply
     is an ``n/a`` entry; one that fails is a ``failed`` entry with its error.
     """
+    from onnxmem.core.errors import one_line
     from onnxmem.core.fileio import write_text_atomic
     from onnxmem.runtime import run_isolated, run_limits
     from onnxmem.zoo import load_zoo
@@ -241,7 +242,7 @@ def build_set(out: Path, models: Sequence[str] = (), variants: Sequence[str] = V
                 shapes = input_shapes(zm.path, zm.dims, zm.input_shapes)
                 base = _original(zm.path, out, zm.name)
             except Exception as exc:  # noqa: BLE001 - a model that cannot be read is its row
-                entries.append(Entry(zm.name, "original", "", "failed", f"{type(exc).__name__}: {exc}"))
+                entries.append(Entry(zm.name, "original", "", "failed", one_line(f"{type(exc).__name__}: {exc}")))
                 continue
             entries.append(Entry(zm.name, "original", base.name, "built", "", zm.dims, pinned))
             for variant in variants:
@@ -254,7 +255,7 @@ def build_set(out: Path, models: Sequence[str] = (), variants: Sequence[str] = V
                 try:
                     error = run_isolated(build_variant, variant, str(base), str(dest), kind, shapes)
                 except Exception as exc:  # noqa: BLE001 - a crash or time-out of the child
-                    error = f"{type(exc).__name__}: {exc}"
+                    error = one_line(f"{type(exc).__name__}: {exc}")
                 entries.append(Entry(zm.name, variant, "" if error else dest.name,
                                      "failed" if error else "built", error, zm.dims, pinned))
     done = {(e.model, e.variant) for e in entries}
