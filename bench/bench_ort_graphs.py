@@ -310,6 +310,8 @@ def write_doc(rows: list[dict[str, Any]], entries: list[Entry], command: str, wh
         "",
         *table(rows),
         "",
+        *NOTES,
+        "",
     ]
     failed = build_failures(entries)
     if failed:
@@ -318,6 +320,16 @@ def write_doc(rows: list[dict[str, Any]], entries: list[Entry], command: str, wh
     if steps:
         lines += ["Steps that failed:", "", *steps, ""]
     write_text_atomic(DOC, "\n".join(lines))
+
+
+#: what the columns count where they differ by construction (facts of the tools, no figures)
+NOTES = [
+    "Where the two weights columns differ: with `--fold on` (the default) the plan's weights include "
+    "the values it computes once from weights before the model, such as the float outputs of a QDQ "
+    "graph's DequantizeLinear nodes over its int8 weights, which the file does not store. onnxsim's "
+    "plan keeps those outputs in its arena as activations, and leaves out every tensor it cannot "
+    "size (outputs of ops it has no shape rule for, onnxruntime's contrib and NCHWc ops among them), so its figure is then a partial one.",
+]
 
 
 # --------------------------------------------------------------------------- the run
