@@ -104,6 +104,14 @@ bench-fold:
 bench-qdq:
 	$(PYTHON) bench/bench_qdq.py
 
+# the zoo and the graphs onnxruntime's tools make from it (quantized, fused, float16, saved optimized),
+# planned, verified, compared with onnxruntime and onnxsim (pip install -e ".[bench]"); writes docs/ort-graphs.md.
+# ORT_GRAPHS_ARGS: e.g. --quick, --models 'bert*', --set DIR (keep the built set there)
+ORT_GRAPHS_ARGS ?=
+.PHONY: bench-ort-graphs
+bench-ort-graphs:
+	$(PYTHON) bench/bench_ort_graphs.py $(ORT_GRAPHS_ARGS)
+
 # range plans against per-shape, upper-bound and grow-only plans; writes docs/range.md and docs/range-*.png
 .PHONY: bench-range
 bench-range:
