@@ -269,3 +269,37 @@ def test_cuda_graph_plans_and_verifies(tmp_path, level):
     assert r.exit_code == 0, r.output
     line = one_line_error(run("verify", MODELS / "resnet_cnn.onnx", "--plan", out))
     assert "for --device cuda, not --device cpu" in line
+
+
+def _pools_model(path) -> None:
+    """x[1,32,8,8] -> MaxPool -> Relu -> GlobalAveragePool: at ALL on CPU onnxruntime reorders x
+    into NCHWc for the pools alone, so no NCHWc Conv weight records the block size."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Relu", ["p"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["y"])]
+    graph = helper.make_graph(nodes, "pools", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 1, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.save(model, path)
+
+
+def test_all_sizes_a_reorder_for_pools_by_the_block_it_was_built_with(tmp_path):
+    """The block size the optimizing session used (recorded in the plan) sizes a ReorderInput
+    that only pools read; a file saved by onnxruntime itself does not record it and is refused
+    with the reason. Hand count of the plan at ALL: x and its reordered copy 8192 B each, the
+    pooled 2048 B twice, the pooled means 128 B twice: peak x + copy = 16384 B."""
+    src = tmp_path / "pools.onnx"
+    _pools_model(src)
+    out = tmp_path / "pools.json"
+    r = run("plan", src, "--optimize", "all", "-o", out)
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    assert "ReorderInput" in data["op_types"] and data["arena_size"] == 16384
+    r = run("verify", src, "--plan", out)
+    assert r.exit_code == 0 and r.output.strip().endswith("verified"), r.output
+    saved = tmp_path / "saved.onnx"
+    options = onnxruntime.SessionOptions()
+    options.optimized_model_filepath = str(saved)
+    onnxruntime.InferenceSession(str(src), options, providers=["CPUExecutionProvider"])
+    line = one_line_error(run("plan", saved))
+    assert "ReorderInput" in line and "block size" in line

@@ -97,6 +97,8 @@ class PlanOptions:
     #: builds from it at that level for ``device``'s provider (:mod:`onnxmem.runtime.optimize`)
     optimize: str = "none"
     device: str = "cpu"
+    #: the NCHWc block size of the session that built the graph (set by :func:`plan_optimized`)
+    nchwc_block: int | None = None
 
     @property
     def kernels(self) -> str:
@@ -146,7 +148,8 @@ def plan_optimized(built: Optimized, options: PlanOptions | None = None, progres
     """Plan the graph :func:`onnxmem.runtime.optimize.optimized_model` built (inside its ``with``
     block). The plan names the user's file (its path and sha256) and records how the graph was
     built and its digest in its ``model`` object (:func:`optimized_record`)."""
-    planned = plan_loaded(built.model, built.path, options, progress)
+    opts = replace(options or PlanOptions(), nchwc_block=built.record.nchwc_block)
+    planned = plan_loaded(built.model, built.path, opts, progress)
     return replace(planned, plan=replace(planned.plan, model=optimized_record(planned.plan.model, built)))
 
 
@@ -192,7 +195,7 @@ def _plan_loaded(
                                        excluded=excluded)
     else:
         shapes = infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
-                              strict_dims=opts.strict_dims, excluded=excluded)
+                              strict_dims=opts.strict_dims, excluded=excluded, nchwc_block=opts.nchwc_block)
     view = build_view(model, shapes, fold=opts.fold, kernels=opts.kernels)
     base = view
     bodies: dict[str, BodyPlan] = {}

@@ -327,16 +327,22 @@ def _reorder_input_channels(model: onnx.ModelProto) -> dict[str, int]:
     return found
 
 
-def _reorder_input(padded: dict[str, int]) -> Rule:
-    """nchwc ReorderInput (X; channels_last) -> Y: NCHW with the channels padded to the block."""
+def _reorder_input(padded: dict[str, int], block: int | None = None) -> Rule:
+    """nchwc ReorderInput (X; channels_last) -> Y: NCHW with the channels padded to the block:
+    the count read from the model (:func:`_reorder_input_channels`), else the channels rounded
+    up to ``block`` where the caller knows the block size of the session that built the graph."""
 
     def rule(node: onnx.NodeProto, ins: list[TypeShape | None], _v: list[np.ndarray | None]) -> list[TypeShape | None]:
         x = input_at(ins, 0)
         c = padded.get(node.output[0]) if node.output else None
-        if x is None or c is None or len(x[1]) < 3:
+        if x is None or (c is None and block is None) or len(x[1]) < 3:
             return [None]
         s = x[1]
         channels, spatial = (s[-1], s[1:-1]) if attribute(node, "channels_last", 0) else (s[1], s[2:])
+        if c is None and block in (_BLOCK_MIN, _BLOCK_MAX):
+            c = -(-channels // block) * block
+        if c is None:
+            return [None]
         # a count no block of 8 or 16 gives (one value_info that lies) leaves it unknown
         fits = c % _BLOCK_MIN == 0 and channels <= c < channels + _BLOCK_MAX
         return [(x[0], (s[0], c, *spatial))] if fits else [None]
@@ -357,10 +363,11 @@ def unshaped_reason(domain: str, op_type: str) -> str:
 
 
 def complete_contrib(model: onnx.ModelProto, known: Known, sources: MutableMapping[str, str],
-                     wanted: Sequence[str], values: Mapping[str, np.ndarray] | None = None) -> int:
+                     wanted: Sequence[str], values: Mapping[str, np.ndarray] | None = None, *,
+                     nchwc_block: int | None = None) -> int:
     """Give the values still missing from ``known`` a dtype and shape by :data:`CONTRIB_RULES`
     (and the training rules, for graphs with both); ``values`` are values already computed
     (GroupQueryAttention's ``total_sequence_length``); returns how many were added."""
     rules = {**TRAINING_RULES, **CONTRIB_RULES,
-             (_NCHWC, "ReorderInput"): _reorder_input(_reorder_input_channels(model))}
+             (_NCHWC, "ReorderInput"): _reorder_input(_reorder_input_channels(model), nchwc_block)}
     return complete_shapes(model, known, sources, wanted, rules=rules, source="contrib-rule", values=values)

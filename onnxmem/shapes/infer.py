@@ -53,6 +53,7 @@ def infer_shapes(
     strict_dims: bool = True,
     measured_values: Mapping[str, np.ndarray] | None = None,
     excluded: frozenset[BodyKey] = frozenset(),
+    nchwc_block: int | None = None,
 ) -> ShapeInfo:
     """Dtype and concrete shape of every input, initializer and node output.
 
@@ -71,11 +72,14 @@ def infer_shapes(
     ``measured_values`` (small integer values of one run, see
     :func:`onnxmem.runtime.ort.measure_shapes`). ``excluded``: If branches runs are
     assumed not to take (:func:`onnxmem.graph.view.excluded_branches`): an If's outputs
-    take the other branch's shapes, and the excluded one need not be sized.
+    take the other branch's shapes, and the excluded one need not be sized. ``nchwc_block``:
+    the NCHWc block size of the session that built the graph (``plan --optimize all`` on CPU
+    records it), for the ReorderInput outputs the file itself does not size.
     """
     input_shapes = dict(input_shapes or {})
     state = _bound_inference(model, dict(dims or {}), input_shapes, strict_dims, excluded)
     state.measured = measured
+    state.nchwc_block = nchwc_block
     for step in STEPS:
         if step.always or state.incomplete():
             step.run(state)

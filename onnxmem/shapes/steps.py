@@ -67,6 +67,7 @@ class Inference:
     inferred: onnx.ModelProto | None = None  # onnx's latest result (the evaluated model once folded)
     evaluated: shapeeval.Evaluated | None = None
     symbolic: onnx.ModelProto | None = None
+    nchwc_block: int | None = None  # the NCHWc block size of the session that built the graph, if known
 
     def incomplete(self) -> bool:
         """Whether some wanted value still lacks a shape."""
@@ -140,7 +141,7 @@ def _training_rules(state: Inference) -> None:
 
 def _contrib_rules(state: Inference) -> None:
     values = state.evaluated.values if state.evaluated is not None else None
-    complete_contrib(state.model, state.known, state.sources, state.wanted, values)
+    complete_contrib(state.model, state.known, state.sources, state.wanted, values, nchwc_block=state.nchwc_block)
 
 
 def _symbolic(state: Inference) -> None:

@@ -119,7 +119,8 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
                              f"for {list(ishapes[name])}: give the plan's shape, or plan with these inputs (plan --inputs)")
     excluded = excluded_branches(model, plan_branches(plan))
     try:
-        shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded)
+        shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded,
+                              nchwc_block=plan_optimization(plan.model).nchwc_block)
     except ShapeError:
         shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
                                        strict_dims=False, inputs=inputs, excluded=excluded)

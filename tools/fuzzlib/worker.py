@@ -58,7 +58,11 @@ class _Audit:
         return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
     def _cache(self, path: str) -> bool:
-        """Bytecode and numba caches in ``__pycache__`` folders of the code roots."""
+        """Bytecode and numba caches in ``__pycache__`` folders of the code roots, and the
+        process's own ``clear_refs`` (a kernel control, not a file: resetting the peak
+        resident size before measuring a session)."""
+        if path in (f"/proc/{os.getpid()}/clear_refs", "/proc/self/clear_refs"):
+            return True
         return "/__pycache__" in path and self._under(path, self.code_roots)
 
     def _resolve(self, p: Any, follow: bool = True) -> str | None:
