@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -202,18 +203,27 @@ def bench_file(entry: Entry, folder: Path, level: str, shapes: dict[str, list[in
                 if res.returncode != 0:
                     row["compare"] = error_line(res, limit=1000)
                 row.update({k.lower(): v for k, v in ort_peaks(res.stdout).items()})
+                found = DEFAULT.search(res.stdout)
+                if found:
+                    row["ort_default"] = int(found.group(1).replace(",", ""))
     return row
 
 
 # --------------------------------------------------------------------------- the table
 
 
+#: the level onnxruntime's peak is like for like with: a plan of the graph as written against
+#: onnxruntime running that graph unoptimized, a plan at a level against onnxruntime at that level
+LEVEL_PEAK = {"-": "ort_disable_all", "none": "ort_disable_all", "basic": "ort_enable_basic",
+              "extended": "ort_enable_extended", "all": "ort_enable_all"}
+DEFAULT = re.compile(r"^onnxruntime peak\s+.*?\(([\d,]+) B\).*?\[default session", re.M)
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
     out = ["| model | variant | level | nodes | arena KiB | lower bound KiB | verify (cpu) | "
-           "ORT peak KiB (DISABLE_ALL) | arena/ORT | ORT peak KiB (ENABLE_ALL) | arena/ORT (ENABLE_ALL) | "
+           "ORT peak KiB (same level) | arena/ORT (same level) | ORT default session KiB | arena/ORT default | "
            "onnxsim arena KiB | onnxsim/arena | onnxsim unplanned | onnxsim nodes written over an input | "
-           "weights KiB (onnxmem) | "
-           "weights KiB (file) |",
+           "weights KiB (onnxmem) | weights KiB (file) |",
            "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
         sim = r.get("onnxsim", {})
@@ -227,9 +237,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             out.append(f"{head} {what} | - | - | - | - | - | - | {sim_cells} | - | {kib(r.get('stored'))} |")
             continue
         verify = "verified" if r.get("verify") == "verified" else "failed"
-        dis, ena = r.get("ort_disable_all"), r.get("ort_enable_all")
-        out.append(f"{head} {kib(r['arena'])} | {kib(r['bound'])} | {verify} | {kib(dis)} | "
-                   f"{ratio(r['arena'], dis)} | {kib(ena)} | {ratio(r['arena'], ena)} | {sim_cells} | "
+        same, default = r.get(LEVEL_PEAK[r["level"]]), r.get("ort_default")
+        out.append(f"{head} {kib(r['arena'])} | {kib(r['bound'])} | {verify} | {kib(same)} | "
+                   f"{ratio(r['arena'], same)} | {kib(default)} | {ratio(r['arena'], default)} | {sim_cells} | "
                    f"{kib(r.get('weights'))} | {kib(r.get('stored'))} |")
     return out
 
@@ -258,13 +268,18 @@ def summary(rows: list[dict[str, Any]], entries: list[Entry]) -> list[str]:
              f"({sum(e.status == 'n/a' for e in entries)} not applicable, "
              f"{sum(e.status == 'failed' for e in entries)} failed to build); runs (file x level) "
              f"{len(rows)}: planned {len(planned)}, verified {len(verified)}."]
-    for key, label in (("ort_disable_all", "onnxruntime's peak at ORT_DISABLE_ALL"),
-                       ("ort_enable_all", "onnxruntime's peak at ORT_ENABLE_ALL")):
-        pairs = [r["arena"] / r[key] for r in planned if r.get(key)]
-        g = geomean(pairs)
-        if g is not None:
-            lines.append(f"- arena / {label}: geomean {g:.3f} over {len(pairs)} runs; arena above it on "
-                         f"{sum(p > 1 for p in pairs)}.")
+    for level in dict.fromkeys(r["level"] for r in planned):
+        for key, label in ((LEVEL_PEAK[level], "onnxruntime's peak at the same level"),
+                           ("ort_default", "onnxruntime's default session")):
+            at = [r for r in planned if r["level"] == level and r.get(key)]
+            pairs = [r["arena"] / r[key] for r in at]
+            g = geomean(pairs)
+            if g is not None:
+                above = ", ".join(f"{r['model']}.{r['variant']} {r['arena'] / r[key]:.3f}" for r in at
+                                  if r["arena"] > r[key])
+                lines.append(f"- level {level}: arena / {label}: geomean {g:.3f} over {len(pairs)} runs; "
+                             f"arena above it on {len(above.split(', ')) if above else 0}"
+                             + (f" ({above})." if above else "."))
     sims = [(r["onnxsim"]["arena"], r["arena"]) for r in planned
             if "arena" in r.get("onnxsim", {}) and r["onnxsim"]["unplanned"] == 0 and r["arena"]]
     g = geomean([s / a for s, a in sims])

@@ -730,13 +730,13 @@ DIM_COMMANDS = [["plan"], ["verify"], ["compare"], ["plan", "--measure-shapes"]]
 
 @pytest.mark.parametrize("command", DIM_COMMANDS)
 @pytest.mark.parametrize("flag", ["--dim n=9223372036854775808", "--dim n=1099511627777", "--dim n=-1",
-                                  "--dim n=0", "--input-shape x=9223372036854775808x4",
+                                  "--input-shape x=9223372036854775808x4",
                                   "--input-shape x=4x-1", "--input-shape x=1099511627777x4"])
 def test_dims_out_of_bounds(command, flag, tmp_path):
     model = save_model(tmp_path, make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["n", 4])],
                                             [vi("y", ["n", 4])]))
     line = assert_refused([command[0], model, *command[1:], *flag.split()], tmp_path, "a dim must be")
-    assert "2^40" in line or "positive" in line
+    assert "2^40" in line or ">= 0" in line
 
 
 def test_dims_out_of_bounds_in_zoo(tmp_path):
