@@ -209,6 +209,21 @@ def test_decoder_range_plan_over_the_cache_length_verifies_at_its_corners(decode
     assert point["present.0.key"]["size"] == 1 * 2 * 64 * 32 * 4
 
 
+@pytest.mark.parametrize(("seq", "past"), [(1, 127), (16, 0)])
+def test_decoder_at_optimize_all_plans_the_present_as_the_kernel_writes_it(decoder, tmp_path, seq, past):
+    """The graph onnxruntime builds at ALL: the file it saves declares each ``present`` output
+    with the past's length (its own inference); the user's declaration stands, the present is
+    past + seq long, and the plan verifies in one arena."""
+    plan = tmp_path / "all.json"
+    dims = ["--dim", "batch=1", "--dim", f"seq={seq}", "--dim", f"past_seq={past}"]
+    r = CliRunner().invoke(main, ["plan", str(decoder), *dims, "--optimize", "all", "-o", str(plan)])
+    assert r.exit_code == 0, r.output
+    sizes = {t["name"]: t["size"] for t in json.loads(plan.read_text())["tensors"]}
+    assert sizes["present.1.key"] == 1 * 2 * (past + seq) * 32 * 4
+    r = CliRunner().invoke(main, ["verify", str(decoder), "--plan", str(plan)])
+    assert r.exit_code == 0 and r.output.strip().endswith("verified"), r.output
+
+
 def test_a_present_no_polynomial_bounds_is_refused_in_a_range_not_wrong(tmp_path):
     """total_sequence_length a constant (8) over a ranged past: max(past, 8) is no
     polynomial in past_seq, so the range plan stops with one line naming the presents; at a

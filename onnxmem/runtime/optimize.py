@@ -110,7 +110,7 @@ def optimized_model(path: str | os.PathLike[str], level: str = "none", device: s
     with tempfile.TemporaryDirectory(prefix="onnxmem-optimize-") as tmp:
         out = Path(tmp) / GRAPH_FILE
         record = run_isolated(_optimize, os.fspath(path), os.fspath(out), level, device)
-        built = canonical_names(load_model(out))
+        built = declared_interface(canonical_names(load_model(out)), source)
         yield Optimized(built, out, os.fspath(path), record, graph_digest(built, out))
 
 
@@ -175,6 +175,21 @@ def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
     for vi in g.value_info:
         vi.name = value(vi.name)
     return model
+
+
+def declared_interface(built: onnx.ModelProto, source: onnx.ModelProto) -> onnx.ModelProto:
+    """``built`` (changed in place) with its graph inputs and outputs declared as the user's
+    model declares them. onnxruntime writes its own inference of each graph output's shape into
+    the file it saves, and that inference can be wrong: for GroupQueryAttention's ``present``
+    it declares the past's length where the kernel writes past + new. The interface of the
+    graph is the user's, so the user's declarations stand (a value not in the user's model
+    keeps what onnxruntime wrote)."""
+    for mine, theirs in ((built.graph.input, source.graph.input), (built.graph.output, source.graph.output)):
+        declared = {v.name: v for v in theirs}
+        for v in mine:
+            if v.name in declared:
+                v.type.CopyFrom(declared[v.name].type)
+    return built
 
 
 def graph_digest(model: onnx.ModelProto, path: str | os.PathLike[str]) -> str:
