@@ -56,10 +56,11 @@ from onnxmem.analysis.aliasing import alias_layout, shared_layout
 from onnxmem.analysis.liveness import AliasLayout, build_liveness
 from onnxmem.core.errors import PlanError, ShapeError, show_name
 from onnxmem.core.problem import align_up, lower_bound
-from onnxmem.core.symbolic import Box, MaxPoly, Poly, parse_poly
+from onnxmem.core.symbolic import Box, MaxPoly, Poly
 from onnxmem.graph import GraphView, build_view
 from onnxmem.model import dtype_bits, file_sha256
 from onnxmem.planning.compose import compose, order_view
+from onnxmem.planning.lattice import Family, Symbolic, symbolic_families
 from onnxmem.planning.pipeline import PlanOptions
 from onnxmem.plans.range import (
     RangePiece,
@@ -70,12 +71,11 @@ from onnxmem.plans.range import (
     slot_of,
 )
 from onnxmem.proof.range import prove_range_plan
-from onnxmem.shapes import ShapeInfo, infer_symbolic_shapes, top_level_values
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["MAX_PIECES", "TOLERANCE", "plan_range", "symbolic_offsets", "symbolic_shapes"]
+__all__ = ["MAX_PIECES", "TOLERANCE", "plan_range", "symbolic_offsets"]
 
 #: most pieces a range plan is cut into
 MAX_PIECES = 8
@@ -83,52 +83,6 @@ MAX_PIECES = 8
 TOLERANCE = 0.01
 #: most terms one offset keeps; past it two terms are replaced by their coefficient-wise maximum
 MAX_TERMS = 24
-
-
-@dataclass(frozen=True, slots=True)
-class _Symbolic:
-    """The model's values with polynomial shapes."""
-
-    dtypes: dict[str, int]
-    shapes: dict[str, tuple[Poly, ...]]
-
-    def shape_info(self, point: Mapping[str, int]) -> ShapeInfo:
-        return ShapeInfo(
-            dict(self.dtypes),
-            {n: tuple(d.evaluate(point) for d in sh) for n, sh in self.shapes.items()},
-            {n: "symbolic" for n in self.shapes},
-        )
-
-
-def _poly_dim(d: Any, names: Mapping[str, str]) -> Poly | None:
-    if isinstance(d, int):
-        return Poly.const(d) if d >= 0 else None
-    if not isinstance(d, str):
-        return None
-    if d in names:
-        return Poly.var(names[d])
-    return parse_poly(d, names)
-
-
-def symbolic_shapes(model: onnx.ModelProto, box: Box, dims: Mapping[str, int]) -> _Symbolic:
-    """Every value's shape as polynomials in the ranged dims, or ``ShapeError`` naming the ones that are not."""
-    ranged: dict[str, str] = {}
-
-    def accept(shape: tuple[Any, ...], original: Mapping[str, str]) -> bool:
-        ranged.update({safe: name for safe, name in original.items() if name in box})
-        return all(_poly_dim(d, ranged) is not None for d in shape)
-
-    found, original = infer_symbolic_shapes(model, list(box), dims=dims, accept=accept)
-    ranged = {safe: name for safe, name in original.items() if name in box}
-    missing = [n for n in top_level_values(model) if n not in found]
-    if missing:
-        shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise ShapeError(
-            f"sizes of {len(missing)} tensors are not polynomials in the ranged dims ({shown}); "
-            "bind those dims to one value (--dim NAME=N) or plan each shape on its own"
-        )
-    shapes = {n: tuple(_poly_dim(d, ranged) for d in sh) for n, (_, sh) in found.items()}
-    return _Symbolic({n: et for n, (et, _) in found.items()}, shapes)  # type: ignore[arg-type]
 
 
 def _size_poly(elem_type: int, shape: Sequence[Poly], name: str) -> Poly:
@@ -213,7 +167,7 @@ def _split_groups(layout: AliasLayout | None, sizes: Mapping[str, Poly]) -> Alia
 
 
 
-def _piece_liveness(sym: _Symbolic, box: dict[str, tuple[int, int]], opts: PlanOptions,
+def _piece_liveness(sym: Symbolic, box: dict[str, tuple[int, int]], opts: PlanOptions,
                     sizes: Mapping[str, Poly]) -> Callable[[GraphView, Sequence[int]], tuple[GraphView, Any]]:
     """Step 2's sharing as the liveness step of :func:`onnxmem.planning.compose.compose`."""
 
@@ -231,8 +185,9 @@ def _piece_liveness(sym: _Symbolic, box: dict[str, tuple[int, int]], opts: PlanO
     return step
 
 
-def _plan_piece(model: onnx.ModelProto, sym: _Symbolic, box: dict[str, tuple[int, int]], opts: PlanOptions,
-                sizes: Mapping[str, Poly], order: Sequence[int] | None = None) -> RangePiece:
+def _plan_piece(model: onnx.ModelProto, sym: Symbolic, box: dict[str, tuple[int, int]], opts: PlanOptions,
+                sizes: Mapping[str, Poly], order: Sequence[int] | None = None,
+                lattice: Mapping[str, tuple[int, int]] | None = None) -> RangePiece:
     """Steps 1 to 5 of the module docstring on one piece (``order``: the shared order, else its own)."""
     ref = {k: hi for k, (_, hi) in box.items()}
     made = compose(build_view(model, sym.shape_info(ref), fold=opts.fold), opts,
@@ -257,7 +212,8 @@ def _plan_piece(model: onnx.ModelProto, sym: _Symbolic, box: dict[str, tuple[int
             prod.name if prod else None, prod.op_type if prod else None, t.kind, iv.group, iv.offset,
         ))
     return RangePiece(dict(box), tuple(view.ops[i].name for i in made.order),
-                      tuple(view.ops[i].op_type for i in made.order), tuple(tensors), offsets, slots, arena)
+                      tuple(view.ops[i].op_type for i in made.order), tuple(tensors), offsets, slots, arena,
+                      dict(lattice or {}))
 
 
 def _values(lo: int, hi: int) -> list[int]:
@@ -321,17 +277,19 @@ class _Job:
     """What every piece of one range plan is planned from."""
 
     model: onnx.ModelProto
-    sym: _Symbolic
+    sym: Symbolic
     opts: PlanOptions
     sizes: dict[str, Poly]
     shared_order: list[int]  # made at the box's high corner, for every piece of more than one point
     tolerance: float
+    lattice: dict[str, tuple[int, int]]  # the family's residue class (dim -> (step, residue))
 
     def judged(self, b: dict[str, tuple[int, int]]) -> tuple[float, bool, RangePiece]:
         """(worst ratio, whether the low corner is the trouble, the piece) of a new piece over ``b``."""
         opts = self.opts
         single = all(lo == hi for lo, hi in b.values())
-        piece = _plan_piece(self.model, self.sym, b, opts, self.sizes, None if single else self.shared_order)
+        piece = _plan_piece(self.model, self.sym, b, opts, self.sizes, None if single else self.shared_order,
+                            self.lattice)
         grid = _worst(piece, opts.alignment)
         if single or not opts.inplace:
             return grid, False, piece
@@ -354,9 +312,9 @@ class _Job:
         if lower_bound(build_liveness(view, order, nested, io=opts.io, alignment=opts.alignment).problem) * (
                 1 + self.tolerance) >= own:
             return None  # the slices save too little to matter
-        alone = _plan_piece(self.model, self.sym, {k: (v, v) for k, v in low.items()}, opts, self.sizes,
-                            order).arena_at(low, opts.alignment)
-        return piece.arena_at(low, opts.alignment) / alone if alone else 1.0
+        alone = arena_and_bound(_plan_piece(self.model, self.sym, {k: (v, v) for k, v in low.items()}, opts,
+                                            self.sizes, order, self.lattice), low, opts.alignment)[0]
+        return arena_and_bound(piece, low, opts.alignment)[0] / alone if alone else 1.0
 
 
 def _cut(job: _Job, full: dict[str, tuple[int, int]], max_pieces: int) -> list[RangePiece]:
@@ -377,6 +335,13 @@ def _cut(job: _Job, full: dict[str, tuple[int, int]], max_pieces: int) -> list[R
     return done
 
 
+def _order_at_top(model: onnx.ModelProto, families: list[Family], opts: PlanOptions) -> list[int]:
+    """The operator order, made once at the high corner of the box (in the family that holds it)."""
+    top = families[-1]
+    return order_view(build_view(model, top.sym.shape_info({k: hi for k, (_, hi) in top.box.items()}),
+                                 fold=opts.fold), opts, timeout=opts.timeout)
+
+
 def plan_range(
     model: onnx.ModelProto,
     path: str | os.PathLike[str],
@@ -385,11 +350,15 @@ def plan_range(
     *,
     max_pieces: int = MAX_PIECES,
     tolerance: float = TOLERANCE,
+    steps: Mapping[str, int] | None = None,
 ) -> RangePlan:
     """A range plan of ``model`` over ``box`` (``{dim: (lo, hi)}``), proven before it is returned.
 
     ``options``: a :class:`onnxmem.planning.pipeline.PlanOptions` (its ``dims`` bind the
-    other dims; ``input_shapes`` and ``measure_shapes`` have no range form).
+    other dims; ``input_shapes`` and ``measure_shapes`` have no range form). ``steps``: a
+    ranged dim's step (``{"H": 32}``: the plan holds ``H = lo + 32*k`` only). A dim inside
+    floors (a strided convolution's output size) is planned per residue class of its lattice
+    (:mod:`onnxmem.planning.lattice`), with up to ``max_pieces`` pieces per class.
     """
     opts = options or PlanOptions()
     t0 = time.perf_counter()
@@ -398,13 +367,24 @@ def plan_range(
                          "--measure-shapes (bind dims with --dim NAME=N)")
     if not box:
         raise ShapeError("a range plan needs at least one --dim NAME=LO:HI")
-    full = {k: (int(lo), int(hi)) for k, (lo, hi) in sorted(box.items())}
-    sym = symbolic_shapes(model, full, opts.dims)
-    sizes = {n: _size_poly(sym.dtypes[n], sh, n) for n, sh in sym.shapes.items()}
-    top = {k: hi for k, (_, hi) in full.items()}
-    shared_order = order_view(build_view(model, sym.shape_info(top), fold=opts.fold), opts, timeout=opts.timeout)
-    pieces = _cut(_Job(model, sym, opts, sizes, shared_order, tolerance), full, max_pieces)
-    weights = build_view(model, sym.shape_info({k: lo for k, (lo, _) in full.items()}), fold=opts.fold).weights_size
+    user = {k: int(v) for k, v in (steps or {}).items() if int(v) > 1}
+    for k, st in user.items():
+        if k not in box or st > 2**31:
+            raise ShapeError(f"--dim {show_name(k)}: a step needs a range of the dim and at most 2^31")
+    full = {k: (int(lo), int(lo) + user.get(k, 1) * ((int(hi) - int(lo)) // user.get(k, 1)))
+            for k, (lo, hi) in sorted(box.items())}
+    lattice, families = symbolic_families(model, full, user, opts.dims)
+    pieces: list[RangePiece] = []
+    shared_order: list[int] | None = None
+    for fam in families:
+        sizes = {n: _size_poly(fam.sym.dtypes[n], sh, n) for n, sh in fam.sym.shapes.items()}
+        if shared_order is None:
+            shared_order = _order_at_top(model, families, opts)
+        pieces.extend(_cut(_Job(model, fam.sym, opts, sizes, shared_order, tolerance, fam.lattice), fam.box,
+                           max_pieces))
+    first = families[0]
+    weights = build_view(model, first.sym.shape_info({k: lo for k, (lo, _) in first.box.items()}),
+                         fold=opts.fold).weights_size
     plan = RangePlan(
         model={
             "path": str(path),
@@ -423,6 +403,8 @@ def plan_range(
         plan_seconds=0.0,
         pieces=tuple(pieces),
         fold=opts.fold,
+        steps=user,
+        lattice=lattice,
     )
     findings = prove_range_plan(plan, limit=1)
     if findings:

@@ -26,7 +26,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -48,6 +48,7 @@ __all__ = [
     "arena_and_bound",
     "instantiate",
     "is_range_data",
+    "quotient_name",
     "piece_bound",
     "range_from_dict",
     "range_to_dict",
@@ -81,9 +82,19 @@ class RangeTensor:
     group_offset: int = 0  # bytes from the buffer's start (a Concat input in its slice; single-point pieces only)
 
 
+def quotient_name(dim: str) -> str:
+    """The variable a piece's expressions use for lattice dim ``dim`` (``dim = step*q + residue``)."""
+    return f"{dim}_q"
+
+
 @dataclass(frozen=True, slots=True)
 class RangePiece:
-    """One layout, valid on ``box``: each buffer (``group``) at ``offsets[g]``, reserving ``slots[g]`` bytes."""
+    """One layout, valid on ``box``: each buffer (``group``) at ``offsets[g]``, reserving ``slots[g]`` bytes.
+
+    ``lattice`` maps a dim to ``(step, residue)``: the piece holds the values ``step*q + residue``
+    of that dim, and its ``box`` and expressions name the quotient :func:`quotient_name` ``q``
+    instead of the dim (every other dim is named as it is).
+    """
 
     box: dict[str, tuple[int, int]]
     order: tuple[str, ...]
@@ -92,16 +103,40 @@ class RangePiece:
     offsets: dict[str, MaxPoly]
     slots: dict[str, Poly]
     arena: MaxPoly
+    lattice: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def variables(self, point: Mapping[str, int]) -> dict[str, int] | None:
+        """``point`` (the plan's dims) as the values of the piece's variables; ``None`` off its lattice."""
+        out = {k: int(v) for k, v in point.items() if k not in self.lattice}
+        for k, (step, residue) in self.lattice.items():
+            q, r = divmod(int(point[k]) - residue, step)
+            if r:
+                return None
+            out[quotient_name(k)] = q
+        return out
+
+    def dim_box(self) -> dict[str, tuple[int, int]]:
+        """The piece's box in the plan's dims (a lattice dim from its first to its last value)."""
+        out = {k: v for k, v in self.box.items()}
+        for k, (step, residue) in self.lattice.items():
+            lo, hi = out.pop(quotient_name(k))
+            out[k] = (step * lo + residue, step * hi + residue)
+        return out
 
     def contains(self, point: Mapping[str, int]) -> bool:
-        return all(lo <= point[k] <= hi for k, (lo, hi) in self.box.items())
+        v = self.variables(point)
+        return v is not None and all(lo <= v[k] <= hi for k, (lo, hi) in self.box.items())
 
     def arena_at(self, point: Mapping[str, int], alignment: int) -> int:
-        """The arena at ``point``: the end of the highest buffer, each at its rounded-up offset.
+        """The arena at ``point`` (the plan's dims, on the piece's lattice): the end of the highest
+        buffer, each at its rounded-up offset.
 
         Never above ``align_up(arena(point))`` (see the module docstring).
         """
-        return _gauge(self, alignment).at(point)[0]
+        v = self.variables(point)
+        if v is None:
+            raise ShapeError("the point is off the piece's lattice")
+        return _gauge(self, alignment).at(v)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,14 +158,22 @@ class RangePlan:
     schema_version: int = RANGE_SCHEMA_VERSION
     #: constant folding (``--fold``): values computed only from weights are weights at every point
     fold: bool = True
+    #: the step of a dim given one (``--dim H=160:640:32``: the plan holds ``H = 160 + 32*k`` only)
+    steps: dict[str, int] = field(default_factory=dict)
+    #: each lattice dim's step in the pieces (a multiple of ``steps``): every piece holds one residue of it
+    lattice: dict[str, int] = field(default_factory=dict)
 
     def piece_at(self, point: Mapping[str, int]) -> tuple[int, RangePiece]:
         for i, p in enumerate(self.pieces):
             if p.contains(point):
                 return i, p
         where = ", ".join(f"{k}={v}" for k, v in sorted(point.items()))
-        box = ", ".join(f"{k}={lo}:{hi}" for k, (lo, hi) in sorted(self.box.items()))
-        raise ShapeError(f"point {where} is outside the range plan's box {box}; give dims inside it")
+        raise ShapeError(f"point {where} is outside the range plan's box {self.box_text()}; give dims inside it")
+
+    def box_text(self) -> str:
+        """The box as ``--dim`` values: ``H=160:640:32 batch=1:8``."""
+        return " ".join(f"{k}={lo}:{hi}" + (f":{self.steps[k]}" if self.steps.get(k, 1) > 1 else "")
+                        for k, (lo, hi) in sorted(self.box.items()))
 
     def arena_at(self, point: Mapping[str, int]) -> int:
         return self.piece_at(point)[1].arena_at(point, self.alignment)
@@ -175,7 +218,7 @@ class _Gauge:
         self.steps = max((e for _, e in self.spans), default=0)
 
     def at(self, point: Mapping[str, int]) -> tuple[int, int]:
-        """``(arena, lower bound)`` at ``point``."""
+        """``(arena, lower bound)`` at ``point`` (the piece's variables)."""
         a = self.alignment
         v = [monomial_value(m, point) for m in self.monos]
         size = [0] * len(self.groups)
@@ -212,12 +255,12 @@ def _gauge(piece: RangePiece, alignment: int) -> _Gauge:
 
 
 def arena_and_bound(piece: RangePiece, point: Mapping[str, int], alignment: int) -> tuple[int, int]:
-    """``(the piece's arena, the most bytes its buffers hold at one step)`` at ``point``."""
+    """``(the piece's arena, the most bytes its buffers hold at one step)`` at ``point`` (its variables)."""
     return _gauge(piece, alignment).at(point)
 
 
 def piece_bound(piece: RangePiece, point: Mapping[str, int], alignment: int) -> int:
-    """The most bytes the piece's buffers hold at one step, at ``point`` (no layout goes below it)."""
+    """The most bytes the piece's buffers hold at one step, at ``point`` (its variables; no layout goes below it)."""
     return _gauge(piece, alignment).at(point)[1]
 
 
@@ -236,17 +279,18 @@ def instantiate(plan: RangePlan, point: Mapping[str, int]) -> MemoryPlan:
     point = {k: int(point[k]) for k in plan.box}
     index, piece = plan.piece_at(point)
     a = plan.alignment
-    offset = {g: align_up(e.evaluate(point), a) for g, e in piece.offsets.items()}
+    at = piece.variables(point) or {}
+    offset = {g: align_up(e.evaluate(at), a) for g, e in piece.offsets.items()}
     tensors = tuple(
         PlannedTensor(
-            name=t.name, dtype=t.dtype, shape=tuple(d.evaluate(point) for d in t.shape),
-            size=t.size.evaluate(point), offset=offset[t.group] + t.group_offset, start=t.start, end=t.end,
+            name=t.name, dtype=t.dtype, shape=tuple(d.evaluate(at) for d in t.shape),
+            size=t.size.evaluate(at), offset=offset[t.group] + t.group_offset, start=t.start, end=t.end,
             producer=t.producer, producer_op=t.producer_op, kind=t.kind, group=t.group,
             group_offset=t.group_offset,
         )
         for t in piece.tensors
     )
-    buffers = _buffers_at(piece, point, a)
+    buffers = _buffers_at(piece, at, a)
     arena = piece.arena_at(point, a)
     if arena >= MAX_VALUE or any(t.size < 0 or t.offset < 0 or any(d < 0 for d in t.shape) for t in tensors):
         raise PlanError(f"the range plan at this point has a negative size or offset, or an arena of "
@@ -295,6 +339,7 @@ def range_to_dict(plan: RangePlan) -> dict[str, Any]:
         groups = sorted(p.offsets)
         pieces.append({
             "box": _box_dict(p.box),
+            **({"lattice": {k: [st, r] for k, (st, r) in sorted(p.lattice.items())}} if p.lattice else {}),
             "order": list(p.order),
             "op_types": list(p.op_types),
             "arena": str(p.arena),
@@ -311,6 +356,8 @@ def range_to_dict(plan: RangePlan) -> dict[str, Any]:
         "range": {
             "model": plan.model,
             "box": _box_dict(plan.box),
+            **({"steps": dict(sorted(plan.steps.items()))} if plan.steps else {}),
+            **({"lattice": dict(sorted(plan.lattice.items()))} if plan.lattice else {}),
             "dims": dict(sorted(plan.dims.items())),
             "io": plan.io,
             "alignment": plan.alignment,
@@ -372,16 +419,47 @@ class _Reader:
             out[k] = (v[0], v[1])
         return out
 
-    def piece_box(self, d: Any, box: Box, path: str) -> dict[str, tuple[int, int]]:
-        """A piece's box: exactly the plan's ranged dims, each inside the plan's range."""
+    def steps(self, d: Any, box: Box, path: str) -> dict[str, int]:
+        """A map of ranged dims to steps above 1 (``steps`` or ``lattice``; absent: none)."""
+        if d is None:
+            return {}
+        if not isinstance(d, dict):
+            raise self.fail(path, "is not an object of NAME: STEP")
+        for k, v in d.items():
+            if k not in box or not isinstance(v, int) or isinstance(v, bool) or not 2 <= v <= 2**31:
+                raise self.fail(f"{path}/{k}", "is not a ranged dim with a step from 2 to 2^31")
+        return dict(d)
+
+    def piece_lattice(self, d: Any, lattice: Mapping[str, int], path: str) -> dict[str, tuple[int, int]]:
+        """A piece's ``{dim: [step, residue]}``: the plan's lattice dims, each with its step."""
+        d = {} if d is None else d
+        if not isinstance(d, dict) or set(d) != set(lattice):
+            raise self.fail(path, f"does not name the plan's lattice dims ({', '.join(sorted(lattice)) or 'none'})")
+        out: dict[str, tuple[int, int]] = {}
+        for k, v in d.items():
+            if (not isinstance(v, list) or len(v) != 2 or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                                   for x in v)
+                    or v[0] != lattice[k] or not 0 <= v[1] < v[0]):
+                raise self.fail(f"{path}/{k}", f"is not [{lattice[k]}, RESIDUE] with 0 <= RESIDUE < {lattice[k]}")
+            out[k] = (v[0], v[1])
+        return out
+
+    def piece_box(self, d: Any, box: Box, path: str,
+                  lattice: Mapping[str, tuple[int, int]] | None = None) -> dict[str, tuple[int, int]]:
+        """A piece's box: exactly the plan's ranged dims (a lattice dim by its quotient), each inside
+        the plan's range."""
+        lattice = lattice or {}
         out = self.box(d, path)
+        names = {quotient_name(k) if k in lattice else k: k for k in box}
         for k, (lo, hi) in out.items():
-            if k not in box:
+            if k not in names:
                 raise self.fail(f"{path}/{k}", f"is a dim the plan does not range (its box ranges "
-                                               f"{', '.join(map(show_name, sorted(box)))})")
-            if not box[k][0] <= lo <= hi <= box[k][1]:
-                raise self.fail(f"{path}/{k}", f"is outside the plan's range of the dim, {list(box[k])}")
-        missing = sorted(set(box) - set(out))
+                                               f"{', '.join(map(show_name, sorted(names)))})")
+            dim = names[k]
+            step, residue = lattice.get(dim, (1, 0))
+            if not box[dim][0] <= step * lo + residue <= step * hi + residue <= box[dim][1]:
+                raise self.fail(f"{path}/{k}", f"is outside the plan's range of the dim, {list(box[dim])}")
+        missing = sorted(set(names) - set(out))
         if missing:
             raise self.fail(f"{path}/{missing[0]}", "is missing (a piece ranges every dim of the plan's box)")
         return out
@@ -410,7 +488,11 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
                         f"version {RANGE_SCHEMA_VERSION}: re-plan the model")
     d = r.get(data, "range", dict, "")
     box = r.box(d.get("box"), "range/box")
-    names = set(box)
+    steps = r.steps(d.get("steps"), box, "range/steps")
+    lattice = r.steps(d.get("lattice"), box, "range/lattice")
+    for k, st in steps.items():
+        if lattice.get(k, 1) % st:
+            raise r.fail(f"range/lattice/{k}", f"is not a multiple of the dim's step {st}")
     dims = r.get(d, "dims", dict, "range")
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < MAX_VALUE:
@@ -421,7 +503,9 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
         raise r.fail("range/pieces", "is empty")
     for i, p in enumerate(raw):
         at = f"range/pieces/{i}"
-        pbox = r.piece_box(r.get(p, "box", dict, at), box, f"{at}/box")
+        plattice = r.piece_lattice(p.get("lattice") if isinstance(p, dict) else None, lattice, f"{at}/lattice")
+        pbox = r.piece_box(r.get(p, "box", dict, at), box, f"{at}/box", plattice)
+        names = set(pbox)
         order = r.get(p, "order", list, at)
         op_types = r.get(p, "op_types", list, at)
         if len(order) != len(op_types) or not all(isinstance(x, str) for x in [*order, *op_types]):
@@ -452,7 +536,7 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
             if t.group not in offsets or t.group not in slots:
                 raise r.fail(f"{at}/tensors/{j}/group", "names no buffer of the piece")
         pieces.append(RangePiece(pbox, tuple(order), tuple(op_types), tuple(tensors), offsets, slots,
-                            r.expr(r.get(p, "arena", str, at), names, f"{at}/arena")))
+                                 r.expr(r.get(p, "arena", str, at), names, f"{at}/arena"), plattice))
     alignment = r.get(d, "alignment", int, "range")
     if alignment < 1:
         raise r.fail("range/alignment", "is below 1")
@@ -476,6 +560,8 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
         warnings=tuple(str(w) for w in warnings),
         schema_version=RANGE_SCHEMA_VERSION,
         fold=r.get(d, "fold", bool, "range") if "fold" in d else True,  # plans before --fold: folded
+        steps=steps,
+        lattice=lattice,
     )
 
 

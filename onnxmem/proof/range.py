@@ -32,7 +32,7 @@ from onnxmem.core.problem import align_up
 from onnxmem.core.symbolic import Box, MaxPoly, Poly
 from onnxmem.core.symbolic import lower_bound as poly_lower_bound
 from onnxmem.model import DTYPES
-from onnxmem.plans.range import RangePiece, RangePlan, RangeTensor
+from onnxmem.plans.range import RangePiece, RangePlan, RangeTensor, quotient_name
 
 __all__ = ["MAX_CELLS", "RangeFinding", "find_collision", "prove_range_plan"]
 
@@ -58,17 +58,42 @@ class RangeFinding:
 MAX_CELLS = 100_000
 
 
-def _covered(plan: RangePlan) -> dict[str, int] | None:
-    """A point of the box no piece holds, or ``None`` when the pieces cover the box.
+def _residue_classes(plan: RangePlan) -> list[tuple[dict[str, int], dict[str, tuple[int, int]]]]:
+    """Every residue class of the plan's lattice that holds a point of its box: the residues and
+    the box of the piece variables that class covers (no lattice: one class, the box itself).
+
+    Raises ``PlanError`` past ``MAX_CELLS`` classes.
+    """
+    classes: list[tuple[dict[str, int], dict[str, tuple[int, int]]]] = [({}, {})]
+    for k in sorted(plan.box):
+        lo, hi = plan.box[k]
+        step, user = plan.lattice.get(k, 1), plan.steps.get(k, 1)
+        if step == 1:
+            classes = [(r, {**b, k: (lo, hi)}) for r, b in classes]
+            continue
+        count = min(step // user, (hi - lo) // user + 1)
+        if count * len(classes) > MAX_CELLS:
+            raise PlanError(f"the range plan's lattice cuts its box into more than {MAX_CELLS:,} residue "
+                            "classes; re-plan the model")
+        opts = []
+        for j in range(count):
+            res = (lo + user * j) % step
+            opts.append((res, (-((res - lo) // step), (hi - res) // step)))
+        classes = [({**r, k: res}, {**b, quotient_name(k): qb}) for r, b in classes for res, qb in opts]
+    return classes
+
+
+def _hole(target: Box, pieces: list[RangePiece]) -> dict[str, int] | None:
+    """A point of ``target`` none of ``pieces`` (boxes in the same variables) holds, or ``None``.
 
     Raises ``PlanError`` when the pieces cut the box into more than ``MAX_CELLS`` cells.
     """
-    names = sorted(plan.box)
+    names = sorted(target)
     cuts: dict[str, list[int]] = {}
     for k in names:
-        lo, hi = plan.box[k]
+        lo, hi = target[k]
         pts = {lo, hi + 1}
-        for p in plan.pieces:
+        for p in pieces:
             plo, phi = p.box.get(k, (lo, hi))
             pts.update(v for v in (plo, phi + 1) if lo <= v <= hi + 1)
         cuts[k] = sorted(pts)
@@ -77,11 +102,23 @@ def _covered(plan: RangePlan) -> dict[str, int] | None:
         starts = cuts[k][:-1]
         cells = [{**c, k: s} for c in cells for s in starts]
         if len(cells) > MAX_CELLS:
-            raise PlanError(f"the range plan's {len(plan.pieces)} pieces cut its box into more than "
+            raise PlanError(f"the range plan's {len(pieces)} pieces cut its box into more than "
                             f"{MAX_CELLS:,} cells; re-plan the model")
     for cell in cells:
-        if not any(p.contains(cell) for p in plan.pieces):
+        if not any(all(lo <= cell[k] <= hi for k, (lo, hi) in p.box.items()) for p in pieces):
             return cell
+    return None
+
+
+def _covered(plan: RangePlan) -> dict[str, int] | None:
+    """A point of the box (on its steps) no piece holds, or ``None`` when the pieces cover the box:
+    per residue class of the lattice, the pieces of that residue cover its box of quotients."""
+    for residues, target in _residue_classes(plan):
+        mine = [p for p in plan.pieces if {k: r for k, (_, r) in p.lattice.items()} == residues]
+        cell = _hole(target, mine)
+        if cell is not None:
+            return {k: plan.lattice[k] * cell[quotient_name(k)] + residues[k] if k in residues else cell[k]
+                    for k in plan.box}
     return None
 
 
@@ -164,9 +201,13 @@ def prove_range_plan(plan: RangePlan, *, limit: int | None = None) -> list[Range
 
 
 def _inside(plan: RangePlan, piece: RangePiece) -> bool:
-    """Rule 1 for one piece: it ranges the plan's dims, each inside the plan's range."""
-    return set(piece.box) == set(plan.box) and all(
-        plan.box[k][0] <= lo <= hi <= plan.box[k][1] for k, (lo, hi) in piece.box.items())
+    """Rule 1 for one piece: it ranges the plan's dims (a lattice dim, with the plan's step, by its
+    quotient), each inside the plan's range."""
+    if {k: st for k, (st, _) in piece.lattice.items()} != plan.lattice:
+        return False
+    if set(piece.box) != {quotient_name(k) if k in plan.lattice else k for k in plan.box}:
+        return False
+    return all(plan.box[k][0] <= lo <= hi <= plan.box[k][1] for k, (lo, hi) in piece.dim_box().items())
 
 
 def _expected_size(t: RangeTensor, bits_of: dict[str, int]) -> Poly | None:
