@@ -286,7 +286,8 @@ def test_a_short_text_that_expands_past_the_term_bound_is_refused():
 
 
 def test_dim_flags():
-    assert parse_dim_flags(["b=1:8", "h=4"]) == ({"h": 4}, {"b": (1, 8)})
+    assert parse_dim_flags(["b=1:8", "h=4"]) == ({"h": 4}, {"b": (1, 8)}, {})
+    assert parse_dim_flags(["H=160:640:32", "b=1:8:1"]) == ({}, {"H": (160, 640), "b": (1, 8)}, {"H": 32})
     for bad, rule in [("b=8:1", "0 <= LO <= HI"), ("b=x:2", "integers"), ("max=1:2", "identifier"),
                       ("b=1", None)]:
         if rule is None:

@@ -259,7 +259,7 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
     if annotate:
         raise click.UsageError("--annotate writes a plan for one shape; instantiate the range plan "
                                "('onnxmem instantiate') and annotate that")
-    fixed, box = parse_dim_flags(planning["dims"])
+    fixed, box, steps = parse_dim_flags(planning["dims"])
     flags = planning.copy()
     flags["dims"] = tuple(f"{k}={v}" for k, v in fixed.items())
     opts = make_plan_options(**flags, inputs=inputs)
@@ -267,7 +267,7 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
         outs.add(output, "-o")
     onnx_model = load_model(model)
     add_weight_files(outs, onnx_model, model)
-    result = plan_range(onnx_model, model, box, opts)
+    result = plan_range(onnx_model, model, box, opts, steps=steps)
     if output:
         outs.put(output, render_range_plan(result))
     outs.commit()

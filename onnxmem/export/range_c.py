@@ -17,7 +17,9 @@ and per tensor ``onnxmem_offset_<id>(dims)`` and ``onnxmem_size_<id>(dims)``,
 all ``static inline`` C99 functions of ``long long`` dims (each named ``d_`` +
 the dim name) returning the values :func:`onnxmem.plans.range.instantiate`
 gives: offsets rounded up to the alignment, the arena the end of the highest
-buffer. Tensor
+buffer. A plan over a lattice (``H = 32*H_q + residue`` per piece) computes each
+quotient first, ``d_H_q = d_H / 32`` (the same for every residue), and a piece
+holds a point when ``d_H % 32`` is its residue and the quotients are in its box. Tensor
 identifiers come from :func:`onnxmem.export.c_header.c_identifiers`, so no
 text of the model reaches the header except as those identifiers.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from onnxmem.core.symbolic import MaxPoly, Poly
 from onnxmem.export.c_header import _SHA256, c_identifiers
-from onnxmem.plans.range import RangePlan
+from onnxmem.plans.range import RangePlan, quotient_name
 
 __all__ = ["range_c_header"]
 
@@ -77,19 +79,25 @@ def range_c_header(plan: RangePlan) -> bytes:
         "",
         f"static inline int onnxmem_piece({params}) {{",
     ]
+    quotients = [f"    const long long d_{quotient_name(k)} = d_{k} / {int(st)}LL; (void)d_{quotient_name(k)};"
+                 for k, st in sorted(plan.lattice.items())]
+    lines += quotients
     for i, piece in enumerate(plan.pieces):
-        cond = " && ".join(f"d_{k} >= {lo}LL && d_{k} <= {hi}LL" for k, (lo, hi) in sorted(piece.box.items()))
-        lines.append(f"    if ({cond or '1'}) return {i};")
+        conds = [f"d_{k} % {int(st)}LL == {int(r)}LL" for k, (st, r) in sorted(piece.lattice.items())]
+        conds += [f"d_{k} >= {lo}LL && d_{k} <= {hi}LL" for k, (lo, hi) in sorted(piece.box.items())]
+        lines.append(f"    if ({' && '.join(conds) or '1'}) return {i};")
     lines += ["    return -1;", "}", ""]
 
     def dispatch(fn: str, exprs: list[str]) -> None:
         lines.append(f"static inline long long {fn}({params}) {{")
+        lines.extend(quotients)
         lines.append(f"    switch (onnxmem_piece({args})) {{")
         for i, e in enumerate(exprs):
             lines.append(f"    case {i}: return {e};")
         lines.extend(["    default: return -1;", "    }", "}", ""])
 
     lines.append(f"static inline long long onnxmem_arena_size({params}) {{")
+    lines.extend(quotients)
     lines.append("    long long end = 0;")
     lines.append(f"    switch (onnxmem_piece({args})) {{")
     for i, p in enumerate(plan.pieces):

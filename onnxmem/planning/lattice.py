@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from onnxmem.core import dimexpr
 from onnxmem.core.errors import ShapeError, show_name
 from onnxmem.core.symbolic import Poly, parse_poly
 from onnxmem.plans.range import quotient_name
@@ -141,9 +142,21 @@ def _families(found: Mapping[str, tuple[int, tuple[Any, ...]]], ranged: Mapping[
                              "e.g. --dim NAME=LO:HI:STEP, or a smaller range")
         classes = [({**r, k: res}, {**b, quotient_name(k): qb}) for r, b in classes for res, qb in opts]
     out = []
+    uses = {d: tuple(sorted({ranged[n] for n in dimexpr.names(d) if n in ranged and ranged[n] in lattice}))
+            for _, sh in found.values() for d in sh if isinstance(d, str)}
+    read: dict[tuple[Any, ...], Poly | None] = {}  # a text is read once per residue of the dims it names
     for residues, vbox in classes:
         values = _substitution(ranged, lattice, residues)
-        shapes = {n: tuple(_read(d, values) for d in sh) for n, (_, sh) in found.items()}
+
+        def cached(d: Any) -> Poly | None:
+            if not isinstance(d, str):
+                return _read(d, values)
+            key = (d, *(residues[k] for k in uses[d]))
+            if key not in read:
+                read[key] = _read(d, values)
+            return read[key]
+
+        shapes = {n: tuple(cached(d) for d in sh) for n, (_, sh) in found.items()}
         sym = Symbolic({n: et for n, (et, _) in found.items()}, shapes)  # type: ignore[arg-type]
         out.append(Family({k: (lattice[k], r) for k, r in residues.items()}, vbox, sym))
     return out

@@ -488,9 +488,9 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
                         f"version {RANGE_SCHEMA_VERSION}: re-plan the model")
     d = r.get(data, "range", dict, "")
     box = r.box(d.get("box"), "range/box")
-    steps = r.steps(d.get("steps"), box, "range/steps")
+    dim_steps = r.steps(d.get("steps"), box, "range/steps")
     lattice = r.steps(d.get("lattice"), box, "range/lattice")
-    for k, st in steps.items():
+    for k, st in dim_steps.items():
         if lattice.get(k, 1) % st:
             raise r.fail(f"range/lattice/{k}", f"is not a multiple of the dim's step {st}")
     dims = r.get(d, "dims", dict, "range")
@@ -560,7 +560,7 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
         warnings=tuple(str(w) for w in warnings),
         schema_version=RANGE_SCHEMA_VERSION,
         fold=r.get(d, "fold", bool, "range") if "fold" in d else True,  # plans before --fold: folded
-        steps=steps,
+        steps=dim_steps,
         lattice=lattice,
     )
 
