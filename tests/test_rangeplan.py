@@ -434,13 +434,18 @@ def test_user_mistakes_are_one_line_errors(tmp_path):
     assert res.exit_code == 2 and "instantiate the range plan" in res.output
 
 
-def test_a_size_that_is_no_polynomial_is_named(tmp_path):
-    """MaxPool with stride 2 over a ranged length: floor((s - 2) / 2) + 1 elements is no polynomial."""
+def test_a_strided_size_is_planned_per_residue_and_each_point_matches_the_model(tmp_path):
+    """MaxPool with stride 2 over a ranged length: floor((s - 2) / 2) + 1 elements is no polynomial in s,
+    but one in s_q on each residue class s = 2*s_q + r."""
     nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2], strides=[2])]
     model = make_model(nodes, [vi("x", [1, 4, "s"])], [vi("p", [1, 4, None])])
     path = _save(model, tmp_path)
-    with pytest.raises(ShapeError, match=r"sizes of 1 tensors are not polynomials in the ranged dims \('p'\)"):
-        plan_range(model, path, {"s": (2, 64)}, PlanOptions())
+    rp = plan_range(model, path, {"s": (2, 64)}, PlanOptions())
+    assert rp.lattice == {"s": 2} and {p.lattice["s"] for p in rp.pieces} == {(2, 0), (2, 1)}
+    assert prove_range_plan(rp) == []
+    for s in range(2, 65):
+        findings, _ = _prove_at(model, path, rp, {"s": s})
+        assert findings == [] and instantiate(rp, {"s": s}).tensor("p").shape == (1, 4, s // 2)
 
 
 def test_batch_one_gets_its_own_piece_with_concat_slices(tmp_path):
