@@ -196,9 +196,10 @@ def _plan_piece(model: onnx.ModelProto, sym: Symbolic, box: dict[str, tuple[int,
     ref_offsets = {b.id: int(made.solution.offsets[i]) for i, b in enumerate(problem.buffers)}
     spans = {b.id: (b.start, b.end) for b in problem.buffers}
     slots: dict[str, Poly] = {}
+    single = all(lo == hi for lo, hi in box.values())
     for gid, members in liveness.groups.items():
         ivs = [liveness.interval(m) for m in members]
-        if any(iv.offset for iv in ivs):  # a single-point piece: constant sizes
+        if single or any(iv.offset for iv in ivs):  # a single-point piece: constant sizes, the group's largest
             slots[gid] = Poly.const(align_up(max(iv.offset + iv.size for iv in ivs), opts.alignment))
         else:
             slots[gid] = slot_of(sizes[members[0]], opts.alignment)
