@@ -104,7 +104,7 @@ def range_c_header(plan: RangePlan) -> bytes:
         lines.append(f"    case {i}:")
         size: dict[str, list[Poly]] = {}
         for t in p.tensors:
-            size.setdefault(t.group, []).append(t.size)
+            size.setdefault(t.group, []).append(t.group_offset + t.size)
         for g in sorted(size):
             fit = _c_poly(size[g][0])
             for other in size[g][1:]:
@@ -117,7 +117,8 @@ def range_c_header(plan: RangePlan) -> bytes:
     for t, ident in zip(tensors, ids):
         found = [(p, named.get(t.name)) for p, named in zip(plan.pieces, by_name)]
         dispatch(f"onnxmem_offset_{ident}",
-                 [f"onnxmem_align_({_c_max(p.offsets[pt.group])})" if pt is not None else "-1LL"
+                 [f"onnxmem_align_({_c_max(p.offsets[pt.group])}) + {_c_poly(pt.group_offset)}" if pt is not None
+                  else "-1LL"
                   for p, pt in found])
         dispatch(f"onnxmem_size_{ident}", [_c_poly(pt.size) if pt is not None else "-1LL" for _, pt in found])
     lines += ["#endif /* ONNXMEM_RANGE_PLAN_H */", ""]

@@ -61,6 +61,7 @@ from onnxmem.graph import GraphView, build_view
 from onnxmem.model import dtype_bits, file_sha256
 from onnxmem.planning.compose import compose, order_view
 from onnxmem.planning.lattice import Family, Symbolic, symbolic_families
+from onnxmem.planning.slices import polynomial_layout
 from onnxmem.planning.pipeline import PlanOptions
 from onnxmem.plans.range import (
     RangePiece,
@@ -167,19 +168,28 @@ def _split_groups(layout: AliasLayout | None, sizes: Mapping[str, Poly]) -> Alia
 
 
 
-def _piece_liveness(sym: Symbolic, box: dict[str, tuple[int, int]], opts: PlanOptions,
-                    sizes: Mapping[str, Poly]) -> Callable[[GraphView, Sequence[int]], tuple[GraphView, Any]]:
-    """Step 2's sharing as the liveness step of :func:`onnxmem.planning.compose.compose`."""
+def _piece_liveness(sym: Symbolic, box: dict[str, tuple[int, int]], opts: PlanOptions, sizes: Mapping[str, Poly],
+                    shifts: dict[str, Poly]) -> Callable[[GraphView, Sequence[int]], tuple[GraphView, Any]]:
+    """Step 2's sharing as the liveness step of :func:`onnxmem.planning.compose.compose`; ``shifts``
+    receives each member's offset in its buffer where Concat inputs sit in their slices."""
 
     def step(view: GraphView, order: Sequence[int]) -> tuple[GraphView, Any]:
-        layout: AliasLayout | None
+        layout: AliasLayout | None = None
+        ref = {k: hi for k, (_, hi) in box.items()}
         if opts.inplace and all(lo == hi for lo, hi in box.values()):
             # one point: every size is a constant, so the layout plan makes (Concat inputs in their slices too) holds
             layout = shared_layout(view, order, opts.io, opts.alignment)
+            shifts.update({m: Poly.const(o) for m, o in layout.offsets.items()})
         elif opts.inplace:
-            layout = _split_groups(alias_layout(view, order, opts.io, alignment=opts.alignment, concat=False), sizes)
-        else:
-            layout = None
+            flat = alias_layout(view, order, opts.io, alignment=opts.alignment, concat=False)
+            nested = shared_layout(view, order, opts.io, opts.alignment)
+            found = polynomial_layout(view, order, nested, flat, sym.shapes, sizes, ref, box, opts.alignment) \
+                if nested.offsets else None
+            if found is not None:
+                layout = nested
+                shifts.update(found)
+            else:
+                layout = _split_groups(flat, sizes)
         return view, build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
 
     return step
@@ -190,8 +200,9 @@ def _plan_piece(model: onnx.ModelProto, sym: Symbolic, box: dict[str, tuple[int,
                 lattice: Mapping[str, tuple[int, int]] | None = None) -> RangePiece:
     """Steps 1 to 5 of the module docstring on one piece (``order``: the shared order, else its own)."""
     ref = {k: hi for k, (_, hi) in box.items()}
+    shifts: dict[str, Poly] = {}
     made = compose(build_view(model, sym.shape_info(ref), fold=opts.fold), opts,
-                   _piece_liveness(sym, box, opts, sizes), order=order)
+                   _piece_liveness(sym, box, opts, sizes, shifts), order=order)
     view, liveness, problem = made.view, made.liveness, made.liveness.problem
     ref_offsets = {b.id: int(made.solution.offsets[i]) for i, b in enumerate(problem.buffers)}
     spans = {b.id: (b.start, b.end) for b in problem.buffers}
@@ -199,10 +210,11 @@ def _plan_piece(model: onnx.ModelProto, sym: Symbolic, box: dict[str, tuple[int,
     single = all(lo == hi for lo, hi in box.values())
     for gid, members in liveness.groups.items():
         ivs = [liveness.interval(m) for m in members]
-        if single or any(iv.offset for iv in ivs):  # a single-point piece: constant sizes, the group's largest
+        if single:  # constant sizes: the group's largest end
             slots[gid] = Poly.const(align_up(max(iv.offset + iv.size for iv in ivs), opts.alignment))
-        else:
-            slots[gid] = slot_of(sizes[members[0]], opts.alignment)
+        else:  # the member at offset 0 that holds every other (polynomial_layout checked there is one)
+            slots[gid] = slot_of(max((sizes[m] for m in members if shifts.get(m, Poly.const(0)) == Poly.const(0)),
+                                     key=lambda p: p.evaluate(ref)), opts.alignment)
     offsets, arena = symbolic_offsets(spans, slots, ref_offsets, box)
     tensors = []
     for iv in liveness.intervals:
@@ -210,7 +222,8 @@ def _plan_piece(model: onnx.ModelProto, sym: Symbolic, box: dict[str, tuple[int,
         prod = view.ops[t.producer] if t.producer is not None else None
         tensors.append(RangeTensor(
             t.name, t.dtype, sym.shapes[t.name], sizes[t.name], iv.start, iv.end,
-            prod.name if prod else None, prod.op_type if prod else None, t.kind, iv.group, iv.offset,
+            prod.name if prod else None, prod.op_type if prod else None, t.kind, iv.group,
+            shifts.get(t.name, Poly.const(0)),
         ))
     return RangePiece(dict(box), tuple(view.ops[i].name for i in made.order),
                       tuple(view.ops[i].op_type for i in made.order), tuple(tensors), offsets, slots, arena,

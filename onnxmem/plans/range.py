@@ -79,7 +79,8 @@ class RangeTensor:
     producer_op: str | None
     kind: str
     group: str
-    group_offset: int = 0  # bytes from the buffer's start (a Concat input in its slice; single-point pieces only)
+    #: bytes from the buffer's start (a Concat input in its slice, where the dims before the axis are 1)
+    group_offset: Poly = Poly()
 
 
 def quotient_name(dim: str) -> str:
@@ -211,7 +212,7 @@ class _Gauge:
         for t in piece.tensors:
             sp = span.setdefault(t.group, [t.start, t.end])
             sp[0], sp[1] = min(sp[0], t.start), max(sp[1], t.end)
-            self.members.append((index[t.group], t.group_offset, coded(t.size)))
+            self.members.append((index[t.group], coded(t.group_offset + t.size)))
         self.spans = [(span[g][0], span[g][1]) if g in span else (0, 0) for g in self.groups]
         self.terms = [(index[g], coded(term)) for g in self.groups for term in piece.offsets[g].terms]
         self.monos = list(monos)
@@ -222,8 +223,8 @@ class _Gauge:
         a = self.alignment
         v = [monomial_value(m, point) for m in self.monos]
         size = [0] * len(self.groups)
-        for g, go, code in self.members:
-            size[g] = max(size[g], go + sum(c * v[i] for i, c in code))
+        for g, code in self.members:
+            size[g] = max(size[g], sum(c * v[i] for i, c in code))
         off = [-(2**63)] * len(self.groups)
         for g, code in self.terms:
             off[g] = max(off[g], sum(c * v[i] for i, c in code))
@@ -270,7 +271,7 @@ def _buffers_at(piece: RangePiece, point: Mapping[str, int], alignment: int) -> 
     for t in piece.tensors:
         s = span.setdefault(t.group, [t.start, t.end])
         s[0], s[1] = min(s[0], t.start), max(s[1], t.end)
-        size[t.group] = max(size.get(t.group, 0), t.group_offset + t.size.evaluate(point))
+        size[t.group] = max(size.get(t.group, 0), (t.group_offset + t.size).evaluate(point))
     return [Buffer(g, s, e, align_up(size[g], alignment), alignment) for g, (s, e) in span.items()]
 
 
@@ -284,9 +285,9 @@ def instantiate(plan: RangePlan, point: Mapping[str, int]) -> MemoryPlan:
     tensors = tuple(
         PlannedTensor(
             name=t.name, dtype=t.dtype, shape=tuple(d.evaluate(at) for d in t.shape),
-            size=t.size.evaluate(at), offset=offset[t.group] + t.group_offset, start=t.start, end=t.end,
+            size=t.size.evaluate(at), offset=offset[t.group] + t.group_offset.evaluate(at), start=t.start, end=t.end,
             producer=t.producer, producer_op=t.producer_op, kind=t.kind, group=t.group,
-            group_offset=t.group_offset,
+            group_offset=t.group_offset.evaluate(at),
         )
         for t in piece.tensors
     )
@@ -333,6 +334,14 @@ def _box_dict(box: Mapping[str, tuple[int, int]]) -> dict[str, list[int]]:
     return {k: [int(lo), int(hi)] for k, (lo, hi) in sorted(box.items())}
 
 
+def _group_offset_dict(go: Poly) -> dict[str, Any]:
+    """A tensor's ``group_offset`` field: absent at 0, an integer when constant, else an expression."""
+    c = go.constant()
+    if c == 0:
+        return {}
+    return {"group_offset": c if c is not None else str(go)}
+
+
 def range_to_dict(plan: RangePlan) -> dict[str, Any]:
     pieces = []
     for p in plan.pieces:
@@ -347,7 +356,7 @@ def range_to_dict(plan: RangePlan) -> dict[str, Any]:
             "tensors": [
                 {"name": t.name, "dtype": t.dtype, "shape": [str(d) for d in t.shape], "size": str(t.size),
                  "start": t.start, "end": t.end, "producer": t.producer, "producer_op": t.producer_op,
-                 "kind": t.kind, "group": t.group, **({"group_offset": t.group_offset} if t.group_offset else {})}
+                 "kind": t.kind, "group": t.group, **_group_offset_dict(t.group_offset)}
                 for t in p.tensors
             ],
         })
@@ -464,6 +473,14 @@ class _Reader:
             raise self.fail(f"{path}/{missing[0]}", "is missing (a piece ranges every dim of the plan's box)")
         return out
 
+    def group_offset(self, t: dict[str, Any], names: set[str], path: str) -> Poly:
+        """A tensor's offset in its buffer: absent (0), an integer, or a polynomial expression."""
+        if "group_offset" not in t:
+            return Poly()
+        if isinstance(t["group_offset"], str):
+            return self.poly(t["group_offset"], names, f"{path}/group_offset")
+        return Poly.const(self.get(t, "group_offset", int, path))
+
     def poly(self, text: Any, names: set[str], path: str) -> Poly:
         e = self.expr(text, names, path)
         p = e.single()
@@ -530,7 +547,7 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
                 size=r.poly(r.get(t, "size", str, tp), names, f"{tp}/size"), start=start, end=end,
                 producer=r.opt_str(t, "producer", tp), producer_op=r.opt_str(t, "producer_op", tp),
                 kind=r.get(t, "kind", str, tp), group=r.get(t, "group", str, tp),
-                group_offset=r.get(t, "group_offset", int, tp) if "group_offset" in t else 0,
+                group_offset=r.group_offset(t, names, tp),
             ))
         for j, t in enumerate(tensors):
             if t.group not in offsets or t.group not in slots:

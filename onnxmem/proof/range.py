@@ -6,7 +6,8 @@ and proves, symbolically on the whole box, one rule after the other:
 1. ``cover``: the pieces cover the box, each inside it;
 2. ``size``: every size is its shape's product times the element bytes, and non-negative;
 3. ``group``: every tensor's buffer has an offset and a slot;
-4. ``slot``: every slot holds its members' sizes with the rounding slack;
+4. ``slot``: every slot holds its members at their offsets in it (non-negative multiples of the
+   alignment) with the rounding slack;
 5. ``offset``: every offset is non-negative;
 6. ``arena``: the arena is above every buffer;
 7. ``overlap``: for every two buffers live at one step, one of them is above the other
@@ -149,7 +150,7 @@ def find_collision(piece: RangePiece, a: str, b: str, alignment: int) -> dict[st
     """A point of the piece where buffers ``a`` and ``b`` (both non-empty there) share a byte."""
     sizes: dict[str, list[Poly]] = {}
     for t in piece.tensors:
-        sizes.setdefault(t.group, []).append(t.size)
+        sizes.setdefault(t.group, []).append(t.size + t.group_offset)
     for p in _probe_points(piece.box):
         oa = align_up(piece.offsets[a].evaluate(p), alignment)
         ob = align_up(piece.offsets[b].evaluate(p), alignment)
@@ -244,13 +245,18 @@ def _tensor_findings(piece: RangePiece, where: str, bits_of: dict[str, int],
 
 
 def _slot_holds(slot: Poly, t: RangeTensor, a: int, box: Box) -> bool:
-    """Rule 4 for one member: ``slot`` holds ``t`` at its group offset, rounded up to ``a``."""
-    c = t.size.constant()
-    go = t.group_offset
-    if go % a:
+    """Rule 4 for one member: ``slot`` holds ``t`` at its group offset, rounded up to ``a`` (on a piece
+    of one point exactly: its slot is the rounded end of its largest member there, no more)."""
+    c, go = t.size.constant(), t.group_offset
+    g = go.constant()
+    if go.content() % a or poly_lower_bound(go, box) < 0:
         return False
-    if c is not None:
-        return poly_lower_bound(slot, box) >= align_up(go + c, a)
+    if all(lo == hi for lo, hi in box.values()):  # one point: every value exact, rounded up exactly
+        point = {k: lo for k, (lo, _) in box.items()}
+        return go.evaluate(point) % a == 0 and slot.evaluate(point) >= align_up(go.evaluate(point)
+                                                                                 + t.size.evaluate(point), a)
+    if c is not None and g is not None:
+        return poly_lower_bound(slot, box) >= align_up(g + c, a)
     return poly_lower_bound(slot - t.size - go - (a - math.gcd(a, t.size.content())), box) >= 0
 
 
