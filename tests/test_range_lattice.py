@@ -112,6 +112,10 @@ def test_a_skip_model_refuses_sizes_it_does_not_hold_at_and_names_the_step(tmp_p
         plan_range(model, path, {"H": (16, 40), "batch": (1, 3)}, PlanOptions(dims={"W": 16}))
     rp = plan_range(model, path, {"H": (16, 40), "batch": (1, 3)}, PlanOptions(dims={"W": 16}), steps={"H": 8})
     assert rp.lattice == {"H": 8} and prove_range_plan(rp) == []
+    # at batch 1 the skips and upsampled maps sit in their Concat's slices, at offsets that move with H
+    batch_one = [p for p in rp.pieces if p.box["batch"] == (1, 1) and p.box["H_q"][0] < p.box["H_q"][1]]
+    assert batch_one and any(t.group_offset.names() == {"H_q", "batch"} for t in batch_one[0].tensors)
+    assert range_from_dict(json.loads(json.dumps(range_to_dict(rp)))).pieces == rp.pieces
     for h in (16, 24, 40):
         for b in (1, 2, 3):
             assert _concrete_findings(model, rp, {"H": h, "batch": b}, {"W": 16}) == []
@@ -167,3 +171,25 @@ def test_unet_batch_range_from_one_is_proven_and_each_point_matches_its_own_plan
     for b in (1, 2, 8):
         assert _concrete_findings(model, rp, {"batch": b}) == []
         assert rp.arena_at({"batch": b}) <= plan_loaded(model, path, PlanOptions(dims={"batch": b})).plan.arena_size
+
+
+def test_the_batch_one_corner_with_concat_slices_and_unaligned_sizes_is_not_refused(tmp_path):
+    """A channel Concat of 300-byte inputs at batch 1: the corner of one point gets its buffers' exact
+    rounded ends as slots (its largest member's, not its first's), and the proof does not ask a point
+    for the rounding room a range needs, so batch 1:8 plans as 2:8 does."""
+    from onnx import helper
+
+    from .helpers import make_model, vi
+
+    nodes = [helper.make_node("Relu", ["x"], ["p"]), helper.make_node("Sigmoid", ["x"], ["q"]),
+             helper.make_node("Concat", ["p", "q"], ["c"], axis=1), helper.make_node("Tanh", ["c"], ["y"])]
+    model = make_model(nodes, [vi("x", ["b", 3, 5, 5])], [vi("y", ["b", 6, 5, 5])])
+    path = _save(model, tmp_path, "m.onnx")
+    for io in ("internal", "external"):
+        rp = plan_range(model, path, {"b": (1, 8)}, PlanOptions(io=io))
+        assert rp.pieces[0].box == {"b": (1, 1)}
+        if io == "external":  # the Concat output shares its first input's buffer, which is smaller
+            assert {t.name: t.group for t in rp.pieces[0].tensors}["c"] == "p"
+        assert prove_range_plan(rp) == []
+        for b in (1, 2, 8):
+            assert _concrete_findings(model, rp, {"b": b}) == []

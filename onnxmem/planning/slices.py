@@ -3,8 +3,8 @@
 At one shape, ``onnxmem plan`` may place a Concat's inputs inside its output, input ``i``
 at the sum of the sizes of inputs ``0 .. i-1`` (:func:`onnxmem.analysis.aliasing.shared_layout`),
 when every dim before the concat axis is 1 (a channel Concat at batch 1). On a piece of a
-range plan where those dims are the constant polynomial 1 (the batch fixed to 1, the image
-size ranged), the same placement holds at every point, with each slice's offset the
+range plan where those dims are 1 at every point (the batch fixed to 1, the image size
+ranged), the same placement holds at every point, with each slice's offset the
 polynomial sum of the sizes before it. :func:`polynomial_layout` takes the layout made at
 the piece's reference point and gives every member's offset in its buffer as a polynomial:
 
@@ -32,11 +32,14 @@ from onnxmem.graph import GraphView
 __all__ = ["polynomial_layout"]
 
 
-def _prefix_is_one(shape: Sequence[Poly], inputs: Sequence[Sequence[Poly]]) -> bool:
-    """Every dim before the first one where an input differs from the output is the polynomial 1."""
+def _prefix_is_one(shape: Sequence[Poly], inputs: Sequence[Sequence[Poly]], box: Box) -> bool:
+    """Every dim before the first one where an input differs from the output is 1 on ``box``
+    (the polynomial 1, or one of dims the box fixes, 1 there)."""
     axis = next((d for d in range(len(shape)) if any(len(s) != len(shape) or s[d] != shape[d] for s in inputs)),
                 len(shape))
-    return all(shape[d] == Poly.const(1) for d in range(axis))
+    low = {k: lo for k, (lo, _) in box.items()}
+    return all(all(box[n][0] == box[n][1] for n in shape[d].names()) and shape[d].evaluate(low) == 1
+               for d in range(axis))
 
 
 def polynomial_layout(view: GraphView, order: Sequence[int], nested: AliasLayout, flat: AliasLayout,
@@ -58,7 +61,7 @@ def polynomial_layout(view: GraphView, order: Sequence[int], nested: AliasLayout
                   and home.get(x, x) != home.get(out, out)]
         if not placed:
             continue
-        if not _prefix_is_one(shapes[out], [shapes[x] for x in op.inputs if x in shapes]):
+        if not _prefix_is_one(shapes[out], [shapes[x] for x in op.inputs if x in shapes], box):
             return None
         at = shift.get(home.get(out, out), Poly.const(0))
         for x in op.inputs:
