@@ -289,7 +289,7 @@ def skip_cnn(width: int = 8, levels: int = 3) -> onnx.ModelProto:
     b = Builder(seed=11)
     x = b.conv("image", 3, width, 3)
     skips, cin = [], width
-    for level in range(levels):
+    for _ in range(levels):
         skips.append((x, cin))
         (x,) = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
         x = b.conv(x, cin, cin * 2, 3)

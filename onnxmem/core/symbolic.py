@@ -342,8 +342,10 @@ class _PolyAlgebra(dimexpr.Algebra[_Ratio]):
         return _Ratio.of(Poly.const(value.numerator), value.denominator)
 
     def constant(self, value: object) -> Fraction | None:
-        c = value.num.constant() if isinstance(value, _Ratio) else None
-        return None if c is None else Fraction(c, value.den)  # type: ignore[union-attr]
+        if not isinstance(value, _Ratio):
+            return None
+        c = value.num.constant()
+        return None if c is None else Fraction(c, value.den)
 
     def bounded(self, value: object) -> object:
         # every coefficient is checked as it is made; the number of monomials here

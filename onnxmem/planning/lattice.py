@@ -145,18 +145,18 @@ def _families(found: Mapping[str, tuple[int, tuple[Any, ...]]], ranged: Mapping[
     uses = {d: tuple(sorted({ranged[n] for n in dimexpr.names(d) if n in ranged and ranged[n] in lattice}))
             for _, sh in found.values() for d in sh if isinstance(d, str)}
     read: dict[tuple[Any, ...], Poly | None] = {}  # a text is read once per residue of the dims it names
+
+    def cached(d: Any, residues: Mapping[str, int], values: Mapping[str, Poly]) -> Poly | None:
+        if not isinstance(d, str):
+            return _read(d, values)
+        key = (d, *(residues[k] for k in uses[d]))
+        if key not in read:
+            read[key] = _read(d, values)
+        return read[key]
+
     for residues, vbox in classes:
         values = _substitution(ranged, lattice, residues)
-
-        def cached(d: Any) -> Poly | None:
-            if not isinstance(d, str):
-                return _read(d, values)
-            key = (d, *(residues[k] for k in uses[d]))
-            if key not in read:
-                read[key] = _read(d, values)
-            return read[key]
-
-        shapes = {n: tuple(cached(d) for d in sh) for n, (_, sh) in found.items()}
+        shapes = {n: tuple(cached(d, residues, values) for d in sh) for n, (_, sh) in found.items()}
         sym = Symbolic({n: et for n, (et, _) in found.items()}, shapes)  # type: ignore[arg-type]
         out.append(Family({k: (lattice[k], r) for k, r in residues.items()}, vbox, sym))
     return out

@@ -61,8 +61,8 @@ from onnxmem.graph import GraphView, build_view
 from onnxmem.model import dtype_bits, file_sha256
 from onnxmem.planning.compose import compose, order_view
 from onnxmem.planning.lattice import Family, Symbolic, symbolic_families
-from onnxmem.planning.slices import polynomial_layout
 from onnxmem.planning.pipeline import PlanOptions
+from onnxmem.planning.slices import polynomial_layout
 from onnxmem.plans.range import (
     RangePiece,
     RangePlan,

@@ -208,7 +208,7 @@ class _Gauge:
             return [(monos.setdefault(m, len(monos)), c) for m, c in p.terms]
 
         span: dict[str, list[int]] = {}
-        self.members: list[tuple[int, int, list[tuple[int, int]]]] = []
+        self.members: list[tuple[int, list[tuple[int, int]]]] = []
         for t in piece.tensors:
             sp = span.setdefault(t.group, [t.start, t.end])
             sp[0], sp[1] = min(sp[0], t.start), max(sp[1], t.end)
@@ -496,6 +496,44 @@ class _Reader:
         return e
 
 
+def _read_piece(r: _Reader, p: Any, at: str, box: Box, lattice: Mapping[str, int]) -> RangePiece:
+    """Piece ``at`` of a range plan file (``p``), every field checked and every expression parsed."""
+    plattice = r.piece_lattice(p.get("lattice") if isinstance(p, dict) else None, lattice, f"{at}/lattice")
+    pbox = r.piece_box(r.get(p, "box", dict, at), box, f"{at}/box", plattice)
+    names = set(pbox)
+    order = r.get(p, "order", list, at)
+    op_types = r.get(p, "op_types", list, at)
+    if len(order) != len(op_types) or not all(isinstance(x, str) for x in [*order, *op_types]):
+        raise r.fail(f"{at}/order", "does not pair with op_types as strings")
+    offsets: dict[str, MaxPoly] = {}
+    slots: dict[str, Poly] = {}
+    for j, b in enumerate(r.get(p, "buffers", list, at)):
+        gid = r.get(b, "id", str, f"{at}/buffers/{j}")
+        offsets[gid] = r.expr(r.get(b, "offset", str, f"{at}/buffers/{j}"), names, f"{at}/buffers/{j}/offset")
+        slots[gid] = r.poly(r.get(b, "slot", str, f"{at}/buffers/{j}"), names, f"{at}/buffers/{j}/slot")
+    tensors = []
+    steps = len(order)
+    for j, t in enumerate(r.get(p, "tensors", list, at)):
+        tp = f"{at}/tensors/{j}"
+        start, end = r.get(t, "start", int, tp), r.get(t, "end", int, tp)
+        if not start < end <= steps:
+            raise r.fail(tp, f"is live in steps [{start}, {end}), not inside the {steps} steps")
+        shape = r.get(t, "shape", list, tp)
+        tensors.append(RangeTensor(
+            name=r.get(t, "name", str, tp), dtype=r.get(t, "dtype", str, tp),
+            shape=tuple(r.poly(s, names, f"{tp}/shape/{k}") for k, s in enumerate(shape)),
+            size=r.poly(r.get(t, "size", str, tp), names, f"{tp}/size"), start=start, end=end,
+            producer=r.opt_str(t, "producer", tp), producer_op=r.opt_str(t, "producer_op", tp),
+            kind=r.get(t, "kind", str, tp), group=r.get(t, "group", str, tp),
+            group_offset=r.group_offset(t, names, tp),
+        ))
+    for j, t in enumerate(tensors):
+        if t.group not in offsets or t.group not in slots:
+            raise r.fail(f"{at}/tensors/{j}/group", "names no buffer of the piece")
+    return RangePiece(pbox, tuple(order), tuple(op_types), tuple(tensors), offsets, slots,
+                      r.expr(r.get(p, "arena", str, at), names, f"{at}/arena"), plattice)
+
+
 def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
     """The range plan in ``data`` (parsed JSON), every field checked and every expression parsed."""
     r = _Reader(where)
@@ -514,46 +552,10 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < MAX_VALUE:
             raise r.fail(f"range/dims/{k}", "is not a non-negative integer")
-    pieces: list[RangePiece] = []
     raw = r.get(d, "pieces", list, "range")
     if not raw:
         raise r.fail("range/pieces", "is empty")
-    for i, p in enumerate(raw):
-        at = f"range/pieces/{i}"
-        plattice = r.piece_lattice(p.get("lattice") if isinstance(p, dict) else None, lattice, f"{at}/lattice")
-        pbox = r.piece_box(r.get(p, "box", dict, at), box, f"{at}/box", plattice)
-        names = set(pbox)
-        order = r.get(p, "order", list, at)
-        op_types = r.get(p, "op_types", list, at)
-        if len(order) != len(op_types) or not all(isinstance(x, str) for x in [*order, *op_types]):
-            raise r.fail(f"{at}/order", "does not pair with op_types as strings")
-        offsets: dict[str, MaxPoly] = {}
-        slots: dict[str, Poly] = {}
-        for j, b in enumerate(r.get(p, "buffers", list, at)):
-            gid = r.get(b, "id", str, f"{at}/buffers/{j}")
-            offsets[gid] = r.expr(r.get(b, "offset", str, f"{at}/buffers/{j}"), names, f"{at}/buffers/{j}/offset")
-            slots[gid] = r.poly(r.get(b, "slot", str, f"{at}/buffers/{j}"), names, f"{at}/buffers/{j}/slot")
-        tensors = []
-        steps = len(order)
-        for j, t in enumerate(r.get(p, "tensors", list, at)):
-            tp = f"{at}/tensors/{j}"
-            start, end = r.get(t, "start", int, tp), r.get(t, "end", int, tp)
-            if not start < end <= steps:
-                raise r.fail(tp, f"is live in steps [{start}, {end}), not inside the {steps} steps")
-            shape = r.get(t, "shape", list, tp)
-            tensors.append(RangeTensor(
-                name=r.get(t, "name", str, tp), dtype=r.get(t, "dtype", str, tp),
-                shape=tuple(r.poly(s, names, f"{tp}/shape/{k}") for k, s in enumerate(shape)),
-                size=r.poly(r.get(t, "size", str, tp), names, f"{tp}/size"), start=start, end=end,
-                producer=r.opt_str(t, "producer", tp), producer_op=r.opt_str(t, "producer_op", tp),
-                kind=r.get(t, "kind", str, tp), group=r.get(t, "group", str, tp),
-                group_offset=r.group_offset(t, names, tp),
-            ))
-        for j, t in enumerate(tensors):
-            if t.group not in offsets or t.group not in slots:
-                raise r.fail(f"{at}/tensors/{j}/group", "names no buffer of the piece")
-        pieces.append(RangePiece(pbox, tuple(order), tuple(op_types), tuple(tensors), offsets, slots,
-                                 r.expr(r.get(p, "arena", str, at), names, f"{at}/arena"), plattice))
+    pieces = [_read_piece(r, p, f"range/pieces/{i}", box, lattice) for i, p in enumerate(raw)]
     alignment = r.get(d, "alignment", int, "range")
     if alignment < 1:
         raise r.fail("range/alignment", "is below 1")
