@@ -71,9 +71,9 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
-    seeded random values for the other inputs. A --dim NAME=LO:HI (inclusive)
-    makes a range plan: one plan for every shape in the box, offsets as
-    formulas in the dims (docs/range.md).
+    seeded random values for the other inputs. A --dim NAME=LO:HI (inclusive,
+    or NAME=LO:HI:STEP) makes a range plan: one plan for every shape in the
+    box, offsets as formulas in the dims (docs/range.md).
 
     Several models (a training step and its eval step) run one at a time in
     one arena: each is planned with the same flags, then all of them together,
