@@ -15,7 +15,10 @@ How a plan is made (:func:`plan_range`), per piece of the box:
    a piece of one point is ordered at its point) and choose the sharing (views and
    in-place outputs, :func:`onnxmem.analysis.aliasing.alias_layout` without Concat
    placement); a member whose size polynomial differs from its group's first
-   member leaves the group, so sharing holds at every point, not only here;
+   member leaves the group, so sharing holds at every point, not only here.
+   Concat inputs sit in their slices where the layout ``onnxmem plan`` makes at
+   the reference point places them and :func:`onnxmem.planning.slices.polynomial_layout`
+   proves the placement for the whole piece;
 3. solve the reference point with ``--solver`` (a concrete plan,
    :func:`onnxmem.planning.compose.solve_layout`);
 4. keep its *shape*, not its numbers: sort the buffers by their reference
@@ -36,8 +39,15 @@ step) is cut in two at the geometric middle of the dim that moves that ratio
 most, and each half is planned again, up to ``max_pieces``. A piece whose low
 corner allows sharing no other point does (Concat inputs in their slices at
 batch 1), and whose plan at that corner alone is more than ``tolerance``
-smaller, has that corner cut off as a piece of one point (there every size is
-a constant and the layout ``onnxmem plan`` makes holds as it is).
+smaller, has the low value of its dim with the smallest low end cut off as a
+piece of its own (batch 1, the other dims still ranged): there
+:func:`onnxmem.planning.slices.polynomial_layout` places the Concat inputs in
+their slices at polynomial offsets (a piece of one point keeps the layout
+``onnxmem plan`` makes at its point).
+
+A dim inside floors (a strided convolution over a ranged image size) is planned
+per residue class of a lattice (:mod:`onnxmem.planning.lattice`): each class is
+cut as above, its pieces in the quotient variables.
 
 Every plan made is proven on its whole box (:func:`onnxmem.proof.range.prove_range_plan`)
 before it is returned.
