@@ -236,6 +236,10 @@ def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]]
     least = _least_steps(found, ranged, sorted(box))
     lattice = {k: math.lcm(least.get(k, MAX_STEP), steps.get(k, 1)) for k in box}
     lattice = {k: s for k, s in lattice.items() if s > 1}
+    for k in lattice:
+        if quotient_name(k) in box:
+            raise ShapeError(f"--dim {show_name(k)} needs residue classes, whose quotient is named "
+                             f"{quotient_name(k)!r}, a ranged dim too; bind {quotient_name(k)!r} to one value")
     if not _reads(found, _substitution(ranged, lattice, {})):
         raise _not_polynomial(sorted(found)[:1])
     families = _families(found, ranged, box, steps, lattice)

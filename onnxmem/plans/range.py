@@ -324,9 +324,6 @@ def instantiate(plan: RangePlan, point: Mapping[str, int]) -> MemoryPlan:
     )
 
 
-# ------------------------------------------------------------------ the static proof
-
-
 # ------------------------------------------------------------------ JSON
 
 
@@ -548,6 +545,9 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
     for k, st in dim_steps.items():
         if lattice.get(k, 1) % st:
             raise r.fail(f"range/lattice/{k}", f"is not a multiple of the dim's step {st}")
+    for k in lattice:
+        if quotient_name(k) in box:
+            raise r.fail(f"range/lattice/{k}", f"names a dim whose quotient {quotient_name(k)!r} is a ranged dim too")
     dims = r.get(d, "dims", dict, "range")
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < MAX_VALUE:
