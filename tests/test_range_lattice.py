@@ -146,6 +146,10 @@ def test_a_lattice_plan_round_trips_and_a_missing_residue_is_found(tmp_path):
     bad["range"]["pieces"][0]["box"] = {"H": [64, 80]}
     with pytest.raises(PlanError, match="is a dim the plan does not range"):
         range_from_dict(bad)
+    bad = json.loads(json.dumps(data))
+    bad["range"]["box"]["H_q"] = [0, 3]
+    with pytest.raises(PlanError, match="whose quotient 'H_q' is a ranged dim too"):
+        range_from_dict(bad)
     gone = next(i for i, p in enumerate(back.pieces) if p.lattice["H"][1] == 7)
     holed = back.__class__(**{**{f: getattr(back, f) for f in back.__dataclass_fields__},
                               "pieces": back.pieces[:gone] + back.pieces[gone + 1:]})
