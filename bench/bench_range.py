@@ -25,7 +25,13 @@ fixed batch of 1; no node of it fixes the batch, so the bench plans a copy
 whose input and output batch dim is named ``batch``. GPT-2 and the
 Llama-style decoder are planned over one decoding step after a KV cache of
 ``past_sequence`` positions (0:1023); the Llama-style decoder without a cache
-is also planned over its prompt length ``sequence`` (1:1024).
+is also planned over its prompt length ``sequence`` (1:1024). The U-Net's batch is
+also planned over 1:8. Two image models are built with onnx.helper
+(``models/build_models.py``, not shipped): ``strided_cnn`` (a stride-32 backbone,
+32 channels wide) over image heights and widths 160:640, every size (32 x 32 residue
+classes of its lattice) and on multiples of 32, and ``skip_cnn`` (a 3-level U-Net-like
+model with nearest 2x Resize and skip Concats, 16 wide) over ``H``, ``W`` 128:512 in
+steps of 32 and ``batch`` 1:4.
 
     python bench/bench_range.py                     # all models -> docs/range.md, docs/range-*.png
     python bench/bench_range.py --only resnet50_batch --out -
@@ -45,16 +51,39 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "range.md"
 BEGIN, END = "<!-- bench_range: begin -->", "<!-- bench_range: end -->"
 
-#: (name, fixture, box, note)
-MODELS: list[tuple[str, str, dict[str, tuple[int, int]], str]] = [
-    ("bert_base_dynamic", "bert_base_dynamic.onnx", {"batch": (1, 8), "sequence": (1, 512)}, ""),
-    ("gpt2_past_dynamic", "gpt2_past_dynamic.onnx", {"past_sequence": (0, 1023)}, "KV cache"),
-    ("llama_4l_past_dynamic", "llama_4l_past_dynamic.onnx", {"past_sequence": (0, 1023)}, "KV cache"),
-    ("llama_4l_dynamic", "llama_4l_dynamic.onnx", {"sequence": (1, 1024)}, "prompt length, no KV cache"),
-    ("resnet50_batch", "resnet50_batch.onnx", {"batch": (1, 64)}, ""),
-    ("unet_batch", "unet.onnx", {"batch": (1, 16)}, "unet.onnx with its batch dim named (the fixture fixes 1)"),
-    ("vit_base_batch", "vit_base_batch.onnx", {"batch": (1, 64)}, ""),
+#: (name, fixture, box, note, steps); a fixture "build:NAME" is models/build_models.py's NAME(width=32 or 16)
+MODELS: list[tuple[str, str, dict[str, tuple[int, int]], str, dict[str, int]]] = [
+    ("bert_base_dynamic", "bert_base_dynamic.onnx", {"batch": (1, 8), "sequence": (1, 512)}, "", {}),
+    ("gpt2_past_dynamic", "gpt2_past_dynamic.onnx", {"past_sequence": (0, 1023)}, "KV cache", {}),
+    ("llama_4l_past_dynamic", "llama_4l_past_dynamic.onnx", {"past_sequence": (0, 1023)}, "KV cache", {}),
+    ("llama_4l_dynamic", "llama_4l_dynamic.onnx", {"sequence": (1, 1024)}, "prompt length, no KV cache", {}),
+    ("resnet50_batch", "resnet50_batch.onnx", {"batch": (1, 64)}, "", {}),
+    ("unet_batch", "unet.onnx", {"batch": (1, 16)}, "unet.onnx with its batch dim named (the fixture fixes 1)", {}),
+    ("vit_base_batch", "vit_base_batch.onnx", {"batch": (1, 64)}, "", {}),
+    ("unet_batch_1_8", "unet.onnx", {"batch": (1, 8)}, "unet.onnx with its batch dim named", {}),
+    ("strided_cnn_hw", "build:strided_cnn", {"H": (160, 640), "W": (160, 640)}, "every size", {}),
+    ("strided_cnn_hw_32", "build:strided_cnn", {"H": (160, 640), "W": (160, 640)}, "multiples of 32",
+     {"H": 32, "W": 32}),
+    ("skip_cnn_hw_batch", "build:skip_cnn", {"H": (128, 512), "W": (128, 512), "batch": (1, 4)},
+     "skips match at multiples of 8", {"H": 32, "W": 32}),
 ]
+WIDTHS = {"strided_cnn": 32, "skip_cnn": 16}
+
+
+def built(fixture: str, work: Path) -> Path:
+    """The helper-built model ``build:NAME`` written under ``work``."""
+    import importlib.util
+
+    import onnx
+
+    spec = importlib.util.spec_from_file_location("build_models", ROOT / "models" / "build_models.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    name = fixture.split(":", 1)[1]
+    path = work / f"{name}.onnx"
+    onnx.save(getattr(module, name)(width=WIDTHS[name]), str(path))
+    return path
 
 
 def batch_copy(src: Path, dest: Path) -> Path:
@@ -72,9 +101,11 @@ def batch_copy(src: Path, dest: Path) -> Path:
     return dest
 
 
-def sample_points(box: dict[str, tuple[int, int]], count: int, seed: int) -> list[dict[str, int]]:
+def sample_points(box: dict[str, tuple[int, int]], count: int, seed: int,
+                  steps: dict[str, int] | None = None) -> list[dict[str, int]]:
     from onnxmem.core.symbolic import box_corners
 
+    steps = steps or {}
     points = box_corners(box)
     seen = {tuple(sorted(p.items())) for p in points}
     rng = random.Random(seed)
@@ -84,7 +115,8 @@ def sample_points(box: dict[str, tuple[int, int]], count: int, seed: int) -> lis
         p = {}
         for k, (lo, hi) in sorted(box.items()):
             v = math.exp(rng.uniform(math.log(lo + 1), math.log(hi + 1))) - 1
-            p[k] = min(max(int(round(v)), lo), hi)
+            st = steps.get(k, 1)
+            p[k] = min(max(lo + st * int(round((v - lo) / st)), lo), hi)
         key = tuple(sorted(p.items()))
         if key not in seen:
             seen.add(key)
@@ -120,7 +152,7 @@ def grow_only(arenas: list[int]) -> list[int]:
 
 
 def measure(name: str, path: Path, box: dict[str, tuple[int, int]], points: int, seed: int,
-            execute: bool) -> dict[str, Any]:
+            execute: bool, steps: dict[str, int]) -> dict[str, Any]:
     from onnxmem.model import load_model
     from onnxmem.planning import plan_range
     from onnxmem.planning.pipeline import PlanOptions, plan_loaded
@@ -129,9 +161,10 @@ def measure(name: str, path: Path, box: dict[str, tuple[int, int]], points: int,
 
     model = load_model(path)
     t0 = time.perf_counter()
-    rp = plan_range(model, path, box, PlanOptions())
+    rp = plan_range(model, path, box, PlanOptions(), steps=steps)
     seconds = time.perf_counter() - t0
-    pts = sample_points(box, points, seed)
+    box = rp.box  # on the steps
+    pts = sample_points(box, points, seed, steps)
     rows = []
     for p in pts:
         t1 = time.perf_counter()
@@ -165,7 +198,7 @@ def measure(name: str, path: Path, box: dict[str, tuple[int, int]], points: int,
         return [r[key] / r["per_shape"] for r in rows if r["per_shape"]]
 
     return {
-        "name": name, "box": box, "seconds": seconds, "pieces": len(rp.pieces), "rows": rows,
+        "name": name, "box": box, "steps": steps, "seconds": seconds, "pieces": len(rp.pieces), "rows": rows,
         "shuffled": shuffled, "verified": verified,
         "range_max": max(ratios("range")), "range_geo": geomean(ratios("range")),
         "upper_geo": geomean(ratios("upper")), "upper_max": max(ratios("upper")),
@@ -220,7 +253,8 @@ def table(results: list[dict[str, Any]], info: dict[str, Any], command: str) -> 
         "|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for r in results:
-        box = ", ".join(f"{k} {lo}:{hi}" for k, (lo, hi) in r["box"].items())
+        box = ", ".join(f"{k} {lo}:{hi}" + (f":{r['steps'][k]}" if k in r["steps"] else "")
+                        for k, (lo, hi) in r["box"].items())
         v = r["verified"]
         ok = sum(1 for x in v if x["ok"])
         vtext = f"{ok}/{len(v)}" + (f" ({'; '.join(x['why'][:80] for x in v if not x['ok'])})"
@@ -276,14 +310,17 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     results = []
-    for name, fixture, box, _note in MODELS:
+    for name, fixture, box, _note, steps in MODELS:
         if args.only and name not in args.only:
             continue
-        path = materialize(ROOT / "models" / "zoo" / fixture, work, seed=args.seed)
-        if name == "unet_batch":
+        if fixture.startswith("build:"):
+            path = built(fixture, work)
+        else:
+            path = materialize(ROOT / "models" / "zoo" / fixture, work, seed=args.seed)
+        if fixture == "unet.onnx":
             path = batch_copy(path, path.with_name("unet_batch.onnx"))
         print(f"{name}: {path}", file=sys.stderr)
-        result = measure(name, path, box, args.points, args.seed, not args.no_execute)
+        result = measure(name, path, box, args.points, args.seed, not args.no_execute, steps)
         results.append(result)
         if args.out != "-":
             plot(result, Path(args.out).parent / f"range-{name}.png")

@@ -256,6 +256,57 @@ MODELS = {
 }
 
 
+def strided_cnn(width: int = 8) -> onnx.ModelProto:
+    """A small detector-style backbone over an image of symbolic ``H`` x ``W``: a stride-2 stem,
+    a 3x3 stride-2 max pool, three stride-2 stages (total stride 32), global pool and a classifier.
+
+    Every size is a floor expression in ``H`` and ``W`` (``floor((H - 1)/2) + 1``, ...); not shipped,
+    built by the range-plan tests and bench.
+    """
+    b = Builder(seed=7)
+    x = b.conv("image", 3, width, 3, stride=2)
+    (x,) = b.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = width
+    for stage in range(3):
+        cout = width * 2 ** (stage + 1)
+        x = b.conv(b.conv(x, cin, cout, 3, stride=2), cout, cout, 3)
+        cin = cout
+    (x,) = b.op("GlobalAveragePool", [x])
+    (x,) = b.op("Flatten", [x], axis=1)
+    (y,) = b.op("Gemm", [x, b.weight((10, cin)), b.weight((10,), 0.01)], transB=1)
+    b.nodes[-1].output[0] = "logits"
+    return finish(b, "strided_cnn", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])])
+
+
+def skip_cnn(width: int = 8, levels: int = 3) -> onnx.ModelProto:
+    """A U-Net-like model over an image of symbolic ``batch`` x ``H`` x ``W``: ``levels`` stride-2
+    max pools down, nearest 2x ``Resize`` up, each level's skip concatenated on the channels.
+
+    The skip sizes match only when ``H`` and ``W`` are multiples of ``2**levels``; not shipped,
+    built by the range-plan tests and bench.
+    """
+    b = Builder(seed=11)
+    x = b.conv("image", 3, width, 3)
+    skips, cin = [], width
+    for _ in range(levels):
+        skips.append((x, cin))
+        (x,) = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+        x = b.conv(x, cin, cin * 2, 3)
+        cin *= 2
+    scales = b.name("scales")
+    b.inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), scales))
+    for skip, c in reversed(skips):
+        (x,) = b.op("Resize", [x, "", scales], mode="nearest")
+        (x,) = b.op("Concat", [skip, x], axis=1)
+        x = b.conv(x, c + cin, c, 3)
+        cin = c
+    (y,) = b.op("Conv", [x, b.weight((2, cin, 1, 1)), b.weight((2,), 0.01)], kernel_shape=[1, 1])
+    b.nodes[-1].output[0] = "mask"
+    return finish(b, "skip_cnn", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, "H", "W"])],
+                  [helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", 2, "H", "W"])])
+
+
 def serialize_external(model: onnx.ModelProto, data_name: str) -> tuple[bytes, bytes]:
     """The model bytes with every initializer moved to ``data_name``, and that file's bytes."""
     m = onnx.ModelProto()

@@ -286,7 +286,8 @@ def test_a_short_text_that_expands_past_the_term_bound_is_refused():
 
 
 def test_dim_flags():
-    assert parse_dim_flags(["b=1:8", "h=4"]) == ({"h": 4}, {"b": (1, 8)})
+    assert parse_dim_flags(["b=1:8", "h=4"]) == ({"h": 4}, {"b": (1, 8)}, {})
+    assert parse_dim_flags(["H=160:640:32", "b=1:8:1"]) == ({}, {"H": (160, 640), "b": (1, 8)}, {"H": 32})
     for bad, rule in [("b=8:1", "0 <= LO <= HI"), ("b=x:2", "integers"), ("max=1:2", "identifier"),
                       ("b=1", None)]:
         if rule is None:
@@ -433,13 +434,18 @@ def test_user_mistakes_are_one_line_errors(tmp_path):
     assert res.exit_code == 2 and "instantiate the range plan" in res.output
 
 
-def test_a_size_that_is_no_polynomial_is_named(tmp_path):
-    """MaxPool with stride 2 over a ranged length: floor((s - 2) / 2) + 1 elements is no polynomial."""
+def test_a_strided_size_is_planned_per_residue_and_each_point_matches_the_model(tmp_path):
+    """MaxPool with stride 2 over a ranged length: floor((s - 2) / 2) + 1 elements is no polynomial in s,
+    but one in s_q on each residue class s = 2*s_q + r."""
     nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2], strides=[2])]
     model = make_model(nodes, [vi("x", [1, 4, "s"])], [vi("p", [1, 4, None])])
     path = _save(model, tmp_path)
-    with pytest.raises(ShapeError, match=r"sizes of 1 tensors are not polynomials in the ranged dims \('p'\)"):
-        plan_range(model, path, {"s": (2, 64)}, PlanOptions())
+    rp = plan_range(model, path, {"s": (2, 64)}, PlanOptions())
+    assert rp.lattice == {"s": 2} and {p.lattice["s"] for p in rp.pieces} == {(2, 0), (2, 1)}
+    assert prove_range_plan(rp) == []
+    for s in range(2, 65):
+        findings, _ = _prove_at(model, path, rp, {"s": s})
+        assert findings == [] and instantiate(rp, {"s": s}).tensor("p").shape == (1, 4, s // 2)
 
 
 def test_batch_one_gets_its_own_piece_with_concat_slices(tmp_path):
@@ -450,7 +456,7 @@ def test_batch_one_gets_its_own_piece_with_concat_slices(tmp_path):
     path = _save(model, tmp_path)
     rp = plan_range(model, path, {"b": (1, 6)}, PlanOptions(io="external"))
     assert [p.box for p in rp.pieces] == [{"b": (1, 1)}, {"b": (2, 6)}]
-    assert any(t.group_offset == 1024 for t in rp.pieces[0].tensors)  # q in the second half of c
+    assert any(t.group_offset == Poly.const(1024) for t in rp.pieces[0].tensors)  # q in the second half of c
     assert prove_range_plan(rp) == []
     for b in (1, 2, 6):
         findings, direct = _prove_at(model, path, rp, {"b": b}, io="external")

@@ -54,7 +54,9 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, as_json: b
 
     budget = parse_size(memory, "--memory")
     flags: PlanningFlags = planning  # type: ignore[assignment]
-    bound, box = parse_dim_flags(flags["dims"])
+    bound, box, steps = parse_dim_flags(flags["dims"])
+    if steps:
+        raise OnnxmemError("fit searches every value of a ranged dim: give --dim NAME=LO:HI without a step")
     if not box:
         raise OnnxmemError("fit needs a ranged dim to search: give --dim NAME=LO:HI, e.g. --dim batch=1:1024")
     flags = flags.copy()

@@ -110,7 +110,8 @@ def planning_options(fn: F) -> F:
                      help="Byte alignment of every offset (and size)."),
         click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
                      help="Bind a symbolic dim, e.g. --dim batch=1 (repeatable); 'plan' also takes "
-                          "a range, --dim batch=1:8, for a range plan."),
+                          "a range, --dim batch=1:8, or a range with a step, --dim H=160:640:32, for "
+                          "a range plan."),
         click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1xD2..",
                      help="Pin an input's shape, e.g. --input-shape x=1x3x224x224 (repeatable)."),
         click.option("--measure-shapes", is_flag=True,

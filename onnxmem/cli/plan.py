@@ -82,9 +82,9 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
-    seeded random values for the other inputs. A --dim NAME=LO:HI (inclusive)
-    makes a range plan: one plan for every shape in the box, offsets as
-    formulas in the dims (docs/range.md).
+    seeded random values for the other inputs. A --dim NAME=LO:HI (inclusive,
+    or NAME=LO:HI:STEP) makes a range plan: one plan for every shape in the
+    box, offsets as formulas in the dims (docs/range.md).
 
     Several models (a training step and its eval step) run one at a time in
     one arena: each is planned with the same flags, then all of them together,
@@ -295,7 +295,7 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
     if annotate:
         raise click.UsageError("--annotate writes a plan for one shape; instantiate the range plan "
                                "('onnxmem instantiate') and annotate that")
-    fixed, box = parse_dim_flags(planning["dims"])
+    fixed, box, steps = parse_dim_flags(planning["dims"])
     flags = planning.copy()
     flags["dims"] = tuple(f"{k}={v}" for k, v in fixed.items())
     opts = make_plan_options(**flags, inputs=inputs)
@@ -304,7 +304,7 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
     onnx_model = load_model(model)
     add_weight_files(outs, onnx_model, model)
     with optimized_model(model, optimize, device, model=onnx_model) as built:
-        result = plan_range(built.model, built.path, box, opts)
+        result = plan_range(built.model, built.path, box, opts, steps=steps)
     result = replace(result, model=optimized_record(result.model, built))
     if output:
         outs.put(output, render_range_plan(result))

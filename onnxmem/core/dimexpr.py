@@ -104,6 +104,14 @@ class Algebra(Generic[V]):
         """``max`` of non-constant arguments; :class:`Reject` where the domain has none."""
         raise Reject
 
+    def divide(self, op: str, a: Any, b: Any) -> Any:
+        """``a / b``, ``a // b`` or ``a % b`` where one side is not a constant; :class:`Reject` by default."""
+        raise Reject
+
+    def rounded(self, func: str, args: Sequence[Any]) -> Any:
+        """``floor``, ``ceiling`` or ``Mod`` of non-constant arguments; :class:`Reject` by default."""
+        raise Reject
+
 
 _FRACTIONS: Algebra[Fraction] = Algebra()
 
@@ -163,6 +171,9 @@ class _Parser:
             op, rhs = self.take(), self.unary()
             if op == "*":
                 v = self.alg.bounded(v * rhs)
+                continue
+            if self.alg.constant(v) is None or self.alg.constant(rhs) is None:
+                v = self.alg.bounded(self.alg.divide(op, v, rhs))
                 continue
             a, b = self.const(v), self.const(rhs)
             if b == 0:
@@ -229,6 +240,8 @@ class _Parser:
         consts = [self.alg.constant(a) for a in args]
         if func == "max" and any(c is None for c in consts):
             return self.alg.maximum(args)
+        if func != "min" and any(c is None for c in consts):
+            return self.alg.bounded(self.alg.rounded(func, args))
         cs = [self.const(a) for a in args]
         if func == "max":
             return self.alg.lift(max(cs))

@@ -281,23 +281,96 @@ def _integer(value: Fraction) -> int:
     return int(value)
 
 
-class _PolyAlgebra(dimexpr.Algebra[Poly]):
-    """Shape expressions from inference: polynomials; anything else in the grammar on constants only."""
+@dataclass(frozen=True, slots=True)
+class _Ratio:
+    """``num / den`` (``den > 0``): the values :class:`_PolyAlgebra` computes in, so that
+    ``floor((H - 1)/2)`` can be read where it is a polynomial."""
 
-    def lift(self, value: Fraction) -> Poly:
-        return Poly.const(_integer(value))
+    num: Poly
+    den: int = 1
+
+    @staticmethod
+    def of(num: Poly, den: int) -> _Ratio:
+        if den < 0:
+            num, den = -num, -den
+        g = math.gcd(num.content(), den) or den
+        return _Ratio(Poly._of({m: c // g for m, c in num.terms}), _check(den // g))
+
+    def _lift(self, other: object) -> _Ratio:
+        if isinstance(other, _Ratio):
+            return other
+        raise Reject
+
+    def __add__(self, other: object) -> _Ratio:
+        o = self._lift(other)
+        return _Ratio.of(self.num * o.den + o.num * self.den, self.den * o.den)
+
+    def __neg__(self) -> _Ratio:
+        return _Ratio(-self.num, self.den)
+
+    def __sub__(self, other: object) -> _Ratio:
+        return self + (-self._lift(other))
+
+    def __mul__(self, other: object) -> _Ratio:
+        o = self._lift(other)
+        return _Ratio.of(self.num * o.num, self.den * o.den)
+
+    def __pow__(self, n: int) -> _Ratio:
+        out = _Ratio(Poly.const(1))
+        for _ in range(int(n)):
+            out = out * self
+        return out
+
+    def rounded(self, up: bool) -> _Ratio:
+        """``floor`` (or ``ceiling``): exact where every non-constant coefficient is a multiple of
+        ``den`` (then ``floor((den*Q + c)/den) = Q + floor(c/den)`` at every integer point);
+        :class:`Reject` otherwise."""
+        c = dict(self.num.terms).get((), 0)
+        rest = self.num - c
+        if any(k % self.den for _, k in rest.terms):
+            raise Reject
+        q = -(-c // self.den) if up else c // self.den
+        return _Ratio(Poly._of({m: k // self.den for m, k in rest.terms}) + q)
+
+
+class _PolyAlgebra(dimexpr.Algebra[_Ratio]):
+    """Shape expressions from inference: polynomials, and ``/``, ``//``, ``%``, ``floor``,
+    ``ceiling`` and ``Mod`` by constants wherever their result is a polynomial at every integer
+    point (``floor(H/2)`` with ``H = 2*q + 1`` is ``q``); anything else on constants only."""
+
+    def lift(self, value: Fraction) -> _Ratio:
+        return _Ratio.of(Poly.const(value.numerator), value.denominator)
 
     def constant(self, value: object) -> Fraction | None:
-        c = value.constant() if isinstance(value, Poly) else None
-        return None if c is None else Fraction(c)
+        if not isinstance(value, _Ratio):
+            return None
+        c = value.num.constant()
+        return None if c is None else Fraction(c, value.den)
 
     def bounded(self, value: object) -> object:
         # every coefficient is checked as it is made; the number of monomials here
-        if isinstance(value, Poly) and len(value.terms) > MAX_PARSED_TERMS:
+        if isinstance(value, _Ratio) and len(value.num.terms) > MAX_PARSED_TERMS:
             raise Reject
         return value
 
     def maximum(self, args: Sequence[object]) -> object:
+        raise Reject
+
+    def divide(self, op: str, a: object, b: object) -> object:
+        c = self.constant(b)
+        if not isinstance(a, _Ratio) or c is None or c == 0:
+            raise Reject
+        q = a * self.lift(1 / c)
+        if op == "/":
+            return q
+        down = q.rounded(up=False)
+        return down if op == "//" else a - down * self.lift(c)
+
+    def rounded(self, func: str, args: Sequence[object]) -> object:
+        if func in ("floor", "ceiling", "ceil") and len(args) == 1 and isinstance(args[0], _Ratio):
+            return args[0].rounded(up=func != "floor")
+        if func == "mod" and len(args) == 2:
+            return self.divide("%", args[0], args[1])
         raise Reject
 
 
@@ -332,10 +405,16 @@ _POLYS = _PolyAlgebra()
 _EXPRS = _PlanAlgebra()
 
 
-def parse_poly(text: str, names: Iterable[str] | Mapping[str, str]) -> Poly | None:
-    """The polynomial ``text`` states over ``names`` (a mapping renames: text name -> dim), or ``None``."""
+def parse_poly(text: str, names: Iterable[str] | Mapping[str, str | Poly]) -> Poly | None:
+    """The polynomial ``text`` states over ``names``, or ``None``.
+
+    A mapping renames (text name -> dim) or substitutes (text name -> polynomial): with
+    ``{"H": 4*q + 1}``, ``floor(H/2)`` reads as ``2*q``, exact at every integer ``q``.
+    """
     rename = names if isinstance(names, Mapping) else {n: n for n in names}
-    return dimexpr.parse(text, {k: Poly.var(v) for k, v in rename.items()}, _POLYS)
+    values = {k: _Ratio(v if isinstance(v, Poly) else Poly.var(v)) for k, v in rename.items()}
+    out = dimexpr.parse(text, values, _POLYS)
+    return out.num if out is not None and out.den == 1 else None
 
 
 def parse_expr(text: str, names: Iterable[str]) -> MaxPoly | None:

@@ -17,7 +17,9 @@ and per tensor ``onnxmem_offset_<id>(dims)`` and ``onnxmem_size_<id>(dims)``,
 all ``static inline`` C99 functions of ``long long`` dims (each named ``d_`` +
 the dim name) returning the values :func:`onnxmem.plans.range.instantiate`
 gives: offsets rounded up to the alignment, the arena the end of the highest
-buffer. Tensor
+buffer. A plan over a lattice (``H = 32*H_q + residue`` per piece) computes each
+quotient first, ``d_H_q = d_H / 32`` (the same for every residue), and a piece
+holds a point when ``d_H % 32`` is its residue and the quotients are in its box. Tensor
 identifiers come from :func:`onnxmem.export.c_header.c_identifiers`, so no
 text of the model reaches the header except as those identifiers.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from onnxmem.core.symbolic import MaxPoly, Poly
 from onnxmem.export.c_header import _SHA256, c_identifiers
-from onnxmem.plans.range import RangePlan
+from onnxmem.plans.range import RangePlan, quotient_name
 
 __all__ = ["range_c_header"]
 
@@ -77,26 +79,32 @@ def range_c_header(plan: RangePlan) -> bytes:
         "",
         f"static inline int onnxmem_piece({params}) {{",
     ]
+    quotients = [f"    const long long d_{quotient_name(k)} = d_{k} / {int(st)}LL; (void)d_{quotient_name(k)};"
+                 for k, st in sorted(plan.lattice.items())]
+    lines += quotients
     for i, piece in enumerate(plan.pieces):
-        cond = " && ".join(f"d_{k} >= {lo}LL && d_{k} <= {hi}LL" for k, (lo, hi) in sorted(piece.box.items()))
-        lines.append(f"    if ({cond or '1'}) return {i};")
+        conds = [f"d_{k} % {int(st)}LL == {int(r)}LL" for k, (st, r) in sorted(piece.lattice.items())]
+        conds += [f"d_{k} >= {lo}LL && d_{k} <= {hi}LL" for k, (lo, hi) in sorted(piece.box.items())]
+        lines.append(f"    if ({' && '.join(conds) or '1'}) return {i};")
     lines += ["    return -1;", "}", ""]
 
     def dispatch(fn: str, exprs: list[str]) -> None:
         lines.append(f"static inline long long {fn}({params}) {{")
+        lines.extend(quotients)
         lines.append(f"    switch (onnxmem_piece({args})) {{")
         for i, e in enumerate(exprs):
             lines.append(f"    case {i}: return {e};")
         lines.extend(["    default: return -1;", "    }", "}", ""])
 
     lines.append(f"static inline long long onnxmem_arena_size({params}) {{")
+    lines.extend(quotients)
     lines.append("    long long end = 0;")
     lines.append(f"    switch (onnxmem_piece({args})) {{")
     for i, p in enumerate(plan.pieces):
         lines.append(f"    case {i}:")
         size: dict[str, list[Poly]] = {}
         for t in p.tensors:
-            size.setdefault(t.group, []).append(t.size)
+            size.setdefault(t.group, []).append(t.group_offset + t.size)
         for g in sorted(size):
             fit = _c_poly(size[g][0])
             for other in size[g][1:]:
@@ -109,7 +117,8 @@ def range_c_header(plan: RangePlan) -> bytes:
     for t, ident in zip(tensors, ids):
         found = [(p, named.get(t.name)) for p, named in zip(plan.pieces, by_name)]
         dispatch(f"onnxmem_offset_{ident}",
-                 [f"onnxmem_align_({_c_max(p.offsets[pt.group])})" if pt is not None else "-1LL"
+                 [f"onnxmem_align_({_c_max(p.offsets[pt.group])}) + {_c_poly(pt.group_offset)}" if pt is not None
+                  else "-1LL"
                   for p, pt in found])
         dispatch(f"onnxmem_size_{ident}", [_c_poly(pt.size) if pt is not None else "-1LL" for _, pt in found])
     lines += ["#endif /* ONNXMEM_RANGE_PLAN_H */", ""]

@@ -1,4 +1,4 @@
-"""``--dim`` flags: dims bound to one value (``NAME=N``) and ranged dims (``NAME=LO:HI``).
+"""``--dim`` flags: dims bound to one value (``NAME=N``) and ranged dims (``NAME=LO:HI[:STEP]``).
 
 :func:`parse_dim_flags` splits the flags of ``onnxmem plan`` (a ranged one makes a range
 plan, :mod:`onnxmem.planning.ranges`); :func:`parse_point` reads the point of a range plan's
@@ -17,22 +17,26 @@ from onnxmem.plans.range import DIM_NAME, MAX_RANGED
 __all__ = ["parse_dim_flags", "parse_point"]
 
 
-def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
-    """``--dim`` texts split into bound dims (``NAME=N``) and ranges (``NAME=LO:HI``, inclusive)."""
+def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tuple[int, int]], dict[str, int]]:
+    """``--dim`` texts split into bound dims (``NAME=N``), ranges (``NAME=LO:HI``, inclusive) and the
+    steps of ranges given one (``NAME=LO:HI:STEP``: the values ``LO + STEP*k`` up to ``HI``)."""
     fixed: dict[str, int] = {}
     ranges: dict[str, tuple[int, int]] = {}
+    steps: dict[str, int] = {}
     for text in texts:
         name, _, value = text.partition("=")
         if ":" not in value:
             k, v = parse_dim_binding(text)
             fixed[k] = v
             continue
-        lo_text, _, hi_text = value.partition(":")
+        parts = value.split(":")
         try:
-            lo, hi = int(lo_text), int(hi_text)
+            if len(parts) > 3:
+                raise ValueError
+            lo, hi, step = int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 1
         except ValueError:
-            raise ShapeError(f"--dim {show_name(text)} is not NAME=LO:HI with integers; write e.g. "
-                             "--dim batch=1:8") from None
+            raise ShapeError(f"--dim {show_name(text)} is not NAME=LO:HI or NAME=LO:HI:STEP with integers; "
+                             "write e.g. --dim batch=1:8 or --dim H=160:640:32") from None
         name = name.strip()
         if not DIM_NAME.fullmatch(name) or name.lower() == "max":
             raise ShapeError(f"--dim {show_name(text)}: a ranged dim must be named by an identifier "
@@ -40,13 +44,17 @@ def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tup
         if not 0 <= lo <= hi <= 2**31:
             raise ShapeError(f"--dim {show_name(text)}: a range needs 0 <= LO <= HI <= 2^31; "
                              "write e.g. --dim batch=1:8")
+        if not 1 <= step <= 2**31:
+            raise ShapeError(f"--dim {show_name(text)}: a step is from 1 to 2^31; write e.g. --dim H=160:640:32")
         ranges[name] = (lo, hi)
+        if step > 1:
+            steps[name] = step
     overlap = set(fixed) & set(ranges)
     if overlap:
         raise ShapeError(f"--dim {show_name(sorted(overlap)[0])} is given a value and a range; give one")
     if len(ranges) > MAX_RANGED:
         raise ShapeError(f"--dim ranges {len(ranges)} dims; a range plan ranges at most {MAX_RANGED}")
-    return fixed, ranges
+    return fixed, ranges, steps
 
 
 def parse_point(texts: Iterable[str], box: Box) -> dict[str, int]:

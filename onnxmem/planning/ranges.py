@@ -15,7 +15,10 @@ How a plan is made (:func:`plan_range`), per piece of the box:
    a piece of one point is ordered at its point) and choose the sharing (views and
    in-place outputs, :func:`onnxmem.analysis.aliasing.alias_layout` without Concat
    placement); a member whose size polynomial differs from its group's first
-   member leaves the group, so sharing holds at every point, not only here;
+   member leaves the group, so sharing holds at every point, not only here.
+   Concat inputs sit in their slices where the layout ``onnxmem plan`` makes at
+   the reference point places them and :func:`onnxmem.planning.slices.polynomial_layout`
+   proves the placement for the whole piece;
 3. solve the reference point with ``--solver`` (a concrete plan,
    :func:`onnxmem.planning.compose.solve_layout`);
 4. keep its *shape*, not its numbers: sort the buffers by their reference
@@ -36,8 +39,15 @@ step) is cut in two at the geometric middle of the dim that moves that ratio
 most, and each half is planned again, up to ``max_pieces``. A piece whose low
 corner allows sharing no other point does (Concat inputs in their slices at
 batch 1), and whose plan at that corner alone is more than ``tolerance``
-smaller, has that corner cut off as a piece of one point (there every size is
-a constant and the layout ``onnxmem plan`` makes holds as it is).
+smaller, has the low value of its dim with the smallest low end cut off as a
+piece of its own (batch 1, the other dims still ranged): there
+:func:`onnxmem.planning.slices.polynomial_layout` places the Concat inputs in
+their slices at polynomial offsets (a piece of one point keeps the layout
+``onnxmem plan`` makes at its point).
+
+A dim inside floors (a strided convolution over a ranged image size) is planned
+per residue class of a lattice (:mod:`onnxmem.planning.lattice`): each class is
+cut as above, its pieces in the quotient variables.
 
 Every plan made is proven on its whole box (:func:`onnxmem.proof.range.prove_range_plan`)
 before it is returned.
@@ -56,11 +66,13 @@ from onnxmem.analysis.aliasing import alias_layout, shared_layout
 from onnxmem.analysis.liveness import AliasLayout, build_liveness
 from onnxmem.core.errors import PlanError, ShapeError, show_name
 from onnxmem.core.problem import align_up, lower_bound
-from onnxmem.core.symbolic import Box, MaxPoly, Poly, parse_poly
+from onnxmem.core.symbolic import Box, MaxPoly, Poly
 from onnxmem.graph import GraphView, build_view
 from onnxmem.model import dtype_bits, file_sha256
 from onnxmem.planning.compose import compose, order_view
+from onnxmem.planning.lattice import Family, Symbolic, symbolic_families
 from onnxmem.planning.pipeline import PlanOptions
+from onnxmem.planning.slices import polynomial_layout
 from onnxmem.plans.range import (
     RangePiece,
     RangePlan,
@@ -70,7 +82,6 @@ from onnxmem.plans.range import (
     slot_of,
 )
 from onnxmem.proof.range import prove_range_plan
-from onnxmem.shapes import ShapeInfo, infer_symbolic_shapes, top_level_values
 
 if TYPE_CHECKING:
     import onnx
@@ -85,54 +96,17 @@ TOLERANCE = 0.01
 MAX_TERMS = 24
 
 
-@dataclass(frozen=True, slots=True)
-class _Symbolic:
-    """The model's values with polynomial shapes."""
-
-    dtypes: dict[str, int]
-    shapes: dict[str, tuple[Poly, ...]]
-
-    def shape_info(self, point: Mapping[str, int]) -> ShapeInfo:
-        return ShapeInfo(
-            dict(self.dtypes),
-            {n: tuple(d.evaluate(point) for d in sh) for n, sh in self.shapes.items()},
-            {n: "symbolic" for n in self.shapes},
-        )
-
-
-def _poly_dim(d: Any, names: Mapping[str, str]) -> Poly | None:
-    if isinstance(d, int):
-        return Poly.const(d) if d >= 0 else None
-    if not isinstance(d, str):
-        return None
-    if d in names:
-        return Poly.var(names[d])
-    return parse_poly(d, names)
-
-
-def symbolic_shapes(model: onnx.ModelProto, box: Box, dims: Mapping[str, int]) -> _Symbolic:
-    """Every value's shape as polynomials in the ranged dims, or ``ShapeError`` naming the ones that are not."""
-    ranged: dict[str, str] = {}
-
-    def accept(shape: tuple[Any, ...], original: Mapping[str, str]) -> bool:
-        ranged.update({safe: name for safe, name in original.items() if name in box})
-        return all(_poly_dim(d, ranged) is not None for d in shape)
-
-    found, original = infer_symbolic_shapes(model, list(box), dims=dims, accept=accept)
-    ranged = {safe: name for safe, name in original.items() if name in box}
-    missing = [n for n in top_level_values(model) if n not in found]
-    if missing:
-        shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise ShapeError(
-            f"sizes of {len(missing)} tensors are not polynomials in the ranged dims ({shown}); "
-            "bind those dims to one value (--dim NAME=N) or plan each shape on its own"
-        )
-    shapes = {n: tuple(_poly_dim(d, ranged) for d in sh) for n, (_, sh) in found.items()}
-    return _Symbolic({n: et for n, (et, _) in found.items()}, shapes)  # type: ignore[arg-type]
+def symbolic_shapes(model: onnx.ModelProto, box: Box, dims: Mapping[str, int]) -> Symbolic:
+    """Every value's shape as polynomials in the ranged dims themselves (no lattice):
+    ``ShapeError`` where a size needs one (a strided dim's floor), naming the dims."""
+    lattice, families = symbolic_families(model, box, {}, dims)
+    if lattice or len(families) != 1:
+        raise ShapeError(f"sizes are polynomials in {', '.join(map(show_name, sorted(lattice)))} only on each "
+                         "residue class of a step; range the other dims, or give these one value each")
+    return families[0].sym
 
 
 def size_poly(elem_type: int, shape: Sequence[Poly], name: str) -> Poly:
-    """Bytes of a tensor of ``elem_type`` and polynomial ``shape``, as a polynomial."""
     bits = dtype_bits(elem_type)
     numel = Poly.const(1)
     for d in shape:
@@ -214,40 +188,53 @@ def _split_groups(layout: AliasLayout | None, sizes: Mapping[str, Poly]) -> Alia
 
 
 
-def _piece_liveness(sym: _Symbolic, box: dict[str, tuple[int, int]], opts: PlanOptions,
-                    sizes: Mapping[str, Poly]) -> Callable[[GraphView, Sequence[int]], tuple[GraphView, Any]]:
-    """Step 2's sharing as the liveness step of :func:`onnxmem.planning.compose.compose`."""
+def _piece_liveness(sym: Symbolic, box: dict[str, tuple[int, int]], opts: PlanOptions, sizes: Mapping[str, Poly],
+                    shifts: dict[str, Poly]) -> Callable[[GraphView, Sequence[int]], tuple[GraphView, Any]]:
+    """Step 2's sharing as the liveness step of :func:`onnxmem.planning.compose.compose`; ``shifts``
+    receives each member's offset in its buffer where Concat inputs sit in their slices."""
 
     def step(view: GraphView, order: Sequence[int]) -> tuple[GraphView, Any]:
-        layout: AliasLayout | None
+        layout: AliasLayout | None = None
+        ref = {k: hi for k, (_, hi) in box.items()}
         if opts.inplace and all(lo == hi for lo, hi in box.values()):
             # one point: every size is a constant, so the layout plan makes (Concat inputs in their slices too) holds
             layout = shared_layout(view, order, opts.io, opts.alignment)
+            shifts.update({m: Poly.const(o) for m, o in layout.offsets.items()})
         elif opts.inplace:
-            layout = _split_groups(alias_layout(view, order, opts.io, alignment=opts.alignment, concat=False), sizes)
-        else:
-            layout = None
+            flat = alias_layout(view, order, opts.io, alignment=opts.alignment, concat=False)
+            nested = shared_layout(view, order, opts.io, opts.alignment)
+            found = polynomial_layout(view, order, nested, flat, sym.shapes, sizes, ref, box, opts.alignment) \
+                if nested.offsets else None
+            if found is not None:
+                layout = nested
+                shifts.update(found)
+            else:
+                layout = _split_groups(flat, sizes)
         return view, build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
 
     return step
 
 
-def _plan_piece(model: onnx.ModelProto, sym: _Symbolic, box: dict[str, tuple[int, int]], opts: PlanOptions,
-                sizes: Mapping[str, Poly], order: Sequence[int] | None = None) -> RangePiece:
+def _plan_piece(model: onnx.ModelProto, sym: Symbolic, box: dict[str, tuple[int, int]], opts: PlanOptions,
+                sizes: Mapping[str, Poly], order: Sequence[int] | None = None,
+                lattice: Mapping[str, tuple[int, int]] | None = None) -> RangePiece:
     """Steps 1 to 5 of the module docstring on one piece (``order``: the shared order, else its own)."""
     ref = {k: hi for k, (_, hi) in box.items()}
+    shifts: dict[str, Poly] = {}
     made = compose(build_view(model, sym.shape_info(ref), fold=opts.fold, kernels=opts.kernels), opts,
-                   _piece_liveness(sym, box, opts, sizes), order=order)
+                   _piece_liveness(sym, box, opts, sizes, shifts), order=order)
     view, liveness, problem = made.view, made.liveness, made.liveness.problem
     ref_offsets = {b.id: int(made.solution.offsets[i]) for i, b in enumerate(problem.buffers)}
     spans = {b.id: (b.start, b.end) for b in problem.buffers}
     slots: dict[str, Poly] = {}
+    single = all(lo == hi for lo, hi in box.values())
     for gid, members in liveness.groups.items():
         ivs = [liveness.interval(m) for m in members]
-        if any(iv.offset for iv in ivs):  # a single-point piece: constant sizes
+        if single:  # constant sizes: the group's largest end
             slots[gid] = Poly.const(align_up(max(iv.offset + iv.size for iv in ivs), opts.alignment))
-        else:
-            slots[gid] = slot_of(sizes[members[0]], opts.alignment)
+        else:  # the member at offset 0 that holds every other (polynomial_layout checked there is one)
+            slots[gid] = slot_of(max((sizes[m] for m in members if shifts.get(m, Poly.const(0)) == Poly.const(0)),
+                                     key=lambda p: p.evaluate(ref)), opts.alignment)
     offsets, arena = symbolic_offsets(spans, slots, ref_offsets, box)
     tensors = []
     for iv in liveness.intervals:
@@ -255,10 +242,12 @@ def _plan_piece(model: onnx.ModelProto, sym: _Symbolic, box: dict[str, tuple[int
         prod = view.ops[t.producer] if t.producer is not None else None
         tensors.append(RangeTensor(
             t.name, t.dtype, sym.shapes[t.name], sizes[t.name], iv.start, iv.end,
-            prod.name if prod else None, prod.op_type if prod else None, t.kind, iv.group, iv.offset,
+            prod.name if prod else None, prod.op_type if prod else None, t.kind, iv.group,
+            shifts.get(t.name, Poly.const(0)),
         ))
     return RangePiece(dict(box), tuple(view.ops[i].name for i in made.order),
-                      tuple(view.ops[i].op_type for i in made.order), tuple(tensors), offsets, slots, arena)
+                      tuple(view.ops[i].op_type for i in made.order), tuple(tensors), offsets, slots, arena,
+                      dict(lattice or {}))
 
 
 def _values(lo: int, hi: int) -> list[int]:
@@ -322,17 +311,19 @@ class _Job:
     """What every piece of one range plan is planned from."""
 
     model: onnx.ModelProto
-    sym: _Symbolic
+    sym: Symbolic
     opts: PlanOptions
     sizes: dict[str, Poly]
     shared_order: list[int]  # made at the box's high corner, for every piece of more than one point
     tolerance: float
+    lattice: dict[str, tuple[int, int]]  # the family's residue class (dim -> (step, residue))
 
     def judged(self, b: dict[str, tuple[int, int]]) -> tuple[float, bool, RangePiece]:
         """(worst ratio, whether the low corner is the trouble, the piece) of a new piece over ``b``."""
         opts = self.opts
         single = all(lo == hi for lo, hi in b.values())
-        piece = _plan_piece(self.model, self.sym, b, opts, self.sizes, None if single else self.shared_order)
+        piece = _plan_piece(self.model, self.sym, b, opts, self.sizes, None if single else self.shared_order,
+                            self.lattice)
         grid = _worst(piece, opts.alignment)
         if single or not opts.inplace:
             return grid, False, piece
@@ -355,9 +346,9 @@ class _Job:
         if lower_bound(build_liveness(view, order, nested, io=opts.io, alignment=opts.alignment).problem) * (
                 1 + self.tolerance) >= own:
             return None  # the slices save too little to matter
-        alone = _plan_piece(self.model, self.sym, {k: (v, v) for k, v in low.items()}, opts, self.sizes,
-                            order).arena_at(low, opts.alignment)
-        return piece.arena_at(low, opts.alignment) / alone if alone else 1.0
+        alone = arena_and_bound(_plan_piece(self.model, self.sym, {k: (v, v) for k, v in low.items()}, opts,
+                                            self.sizes, order, self.lattice), low, opts.alignment)[0]
+        return arena_and_bound(piece, low, opts.alignment)[0] / alone if alone else 1.0
 
 
 def _cut(job: _Job, full: dict[str, tuple[int, int]], max_pieces: int) -> list[RangePiece]:
@@ -378,6 +369,13 @@ def _cut(job: _Job, full: dict[str, tuple[int, int]], max_pieces: int) -> list[R
     return done
 
 
+def _order_at_top(model: onnx.ModelProto, families: list[Family], opts: PlanOptions) -> list[int]:
+    """The operator order, made once at the high corner of the box (in the family that holds it)."""
+    top = families[-1]
+    return order_view(build_view(model, top.sym.shape_info({k: hi for k, (_, hi) in top.box.items()}),
+                                 fold=opts.fold, kernels=opts.kernels), opts, timeout=opts.timeout)
+
+
 def plan_range(
     model: onnx.ModelProto,
     path: str | os.PathLike[str],
@@ -386,11 +384,15 @@ def plan_range(
     *,
     max_pieces: int = MAX_PIECES,
     tolerance: float = TOLERANCE,
+    steps: Mapping[str, int] | None = None,
 ) -> RangePlan:
     """A range plan of ``model`` over ``box`` (``{dim: (lo, hi)}``), proven before it is returned.
 
     ``options``: a :class:`onnxmem.planning.pipeline.PlanOptions` (its ``dims`` bind the
-    other dims; ``input_shapes`` and ``measure_shapes`` have no range form).
+    other dims; ``input_shapes`` and ``measure_shapes`` have no range form). ``steps``: a
+    ranged dim's step (``{"H": 32}``: the plan holds ``H = lo + 32*k`` only). A dim inside
+    floors (a strided convolution's output size) is planned per residue class of its lattice
+    (:mod:`onnxmem.planning.lattice`), with up to ``max_pieces`` pieces per class.
     """
     opts = options or PlanOptions()
     t0 = time.perf_counter()
@@ -399,13 +401,24 @@ def plan_range(
                          "--measure-shapes (bind dims with --dim NAME=N)")
     if not box:
         raise ShapeError("a range plan needs at least one --dim NAME=LO:HI")
-    full = {k: (int(lo), int(hi)) for k, (lo, hi) in sorted(box.items())}
-    sym = symbolic_shapes(model, full, opts.dims)
-    sizes = {n: size_poly(sym.dtypes[n], sh, n) for n, sh in sym.shapes.items()}
-    top = {k: hi for k, (_, hi) in full.items()}
-    shared_order = order_view(build_view(model, sym.shape_info(top), fold=opts.fold, kernels=opts.kernels), opts, timeout=opts.timeout)
-    pieces = _cut(_Job(model, sym, opts, sizes, shared_order, tolerance), full, max_pieces)
-    weights = build_view(model, sym.shape_info({k: lo for k, (lo, _) in full.items()}), fold=opts.fold, kernels=opts.kernels).weights_size
+    user = {k: int(v) for k, v in (steps or {}).items() if int(v) > 1}
+    for k, st in user.items():
+        if k not in box or st > 2**31:
+            raise ShapeError(f"--dim {show_name(k)}: a step needs a range of the dim and at most 2^31")
+    full = {k: (int(lo), int(lo) + user.get(k, 1) * ((int(hi) - int(lo)) // user.get(k, 1)))
+            for k, (lo, hi) in sorted(box.items())}
+    lattice, families = symbolic_families(model, full, user, opts.dims)
+    pieces: list[RangePiece] = []
+    shared_order: list[int] | None = None
+    for fam in families:
+        sizes = {n: size_poly(fam.sym.dtypes[n], sh, n) for n, sh in fam.sym.shapes.items()}
+        if shared_order is None:
+            shared_order = _order_at_top(model, families, opts)
+        pieces.extend(_cut(_Job(model, fam.sym, opts, sizes, shared_order, tolerance, fam.lattice), fam.box,
+                           max_pieces))
+    first = families[0]
+    weights = build_view(model, first.sym.shape_info({k: lo for k, (lo, _) in first.box.items()}),
+                         fold=opts.fold, kernels=opts.kernels).weights_size
     plan = RangePlan(
         model={
             "path": str(path),
@@ -424,6 +437,8 @@ def plan_range(
         plan_seconds=0.0,
         pieces=tuple(pieces),
         fold=opts.fold,
+        steps=user,
+        lattice=lattice,
     )
     findings = prove_range_plan(plan, limit=1)
     if findings:

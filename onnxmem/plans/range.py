@@ -26,7 +26,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -48,6 +48,7 @@ __all__ = [
     "arena_and_bound",
     "instantiate",
     "is_range_data",
+    "quotient_name",
     "piece_bound",
     "range_from_dict",
     "range_to_dict",
@@ -78,12 +79,23 @@ class RangeTensor:
     producer_op: str | None
     kind: str
     group: str
-    group_offset: int = 0  # bytes from the buffer's start (a Concat input in its slice; single-point pieces only)
+    #: bytes from the buffer's start (a Concat input in its slice, where the dims before the axis are 1)
+    group_offset: Poly = Poly()
+
+
+def quotient_name(dim: str) -> str:
+    """The variable a piece's expressions use for lattice dim ``dim`` (``dim = step*q + residue``)."""
+    return f"{dim}_q"
 
 
 @dataclass(frozen=True, slots=True)
 class RangePiece:
-    """One layout, valid on ``box``: each buffer (``group``) at ``offsets[g]``, reserving ``slots[g]`` bytes."""
+    """One layout, valid on ``box``: each buffer (``group``) at ``offsets[g]``, reserving ``slots[g]`` bytes.
+
+    ``lattice`` maps a dim to ``(step, residue)``: the piece holds the values ``step*q + residue``
+    of that dim, and its ``box`` and expressions name the quotient :func:`quotient_name` ``q``
+    instead of the dim (every other dim is named as it is).
+    """
 
     box: dict[str, tuple[int, int]]
     order: tuple[str, ...]
@@ -92,16 +104,40 @@ class RangePiece:
     offsets: dict[str, MaxPoly]
     slots: dict[str, Poly]
     arena: MaxPoly
+    lattice: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def variables(self, point: Mapping[str, int]) -> dict[str, int] | None:
+        """``point`` (the plan's dims) as the values of the piece's variables; ``None`` off its lattice."""
+        out = {k: int(v) for k, v in point.items() if k not in self.lattice}
+        for k, (step, residue) in self.lattice.items():
+            q, r = divmod(int(point[k]) - residue, step)
+            if r:
+                return None
+            out[quotient_name(k)] = q
+        return out
+
+    def dim_box(self) -> dict[str, tuple[int, int]]:
+        """The piece's box in the plan's dims (a lattice dim from its first to its last value)."""
+        out = {k: v for k, v in self.box.items()}
+        for k, (step, residue) in self.lattice.items():
+            lo, hi = out.pop(quotient_name(k))
+            out[k] = (step * lo + residue, step * hi + residue)
+        return out
 
     def contains(self, point: Mapping[str, int]) -> bool:
-        return all(lo <= point[k] <= hi for k, (lo, hi) in self.box.items())
+        v = self.variables(point)
+        return v is not None and all(lo <= v[k] <= hi for k, (lo, hi) in self.box.items())
 
     def arena_at(self, point: Mapping[str, int], alignment: int) -> int:
-        """The arena at ``point``: the end of the highest buffer, each at its rounded-up offset.
+        """The arena at ``point`` (the plan's dims, on the piece's lattice): the end of the highest
+        buffer, each at its rounded-up offset.
 
         Never above ``align_up(arena(point))`` (see the module docstring).
         """
-        return _gauge(self, alignment).at(point)[0]
+        v = self.variables(point)
+        if v is None:
+            raise ShapeError("the point is off the piece's lattice")
+        return _gauge(self, alignment).at(v)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,14 +159,22 @@ class RangePlan:
     schema_version: int = RANGE_SCHEMA_VERSION
     #: constant folding (``--fold``): values computed only from weights are weights at every point
     fold: bool = True
+    #: the step of a dim given one (``--dim H=160:640:32``: the plan holds ``H = 160 + 32*k`` only)
+    steps: dict[str, int] = field(default_factory=dict)
+    #: each lattice dim's step in the pieces (a multiple of ``steps``): every piece holds one residue of it
+    lattice: dict[str, int] = field(default_factory=dict)
 
     def piece_at(self, point: Mapping[str, int]) -> tuple[int, RangePiece]:
         for i, p in enumerate(self.pieces):
             if p.contains(point):
                 return i, p
         where = ", ".join(f"{k}={v}" for k, v in sorted(point.items()))
-        box = ", ".join(f"{k}={lo}:{hi}" for k, (lo, hi) in sorted(self.box.items()))
-        raise ShapeError(f"point {where} is outside the range plan's box {box}; give dims inside it")
+        raise ShapeError(f"point {where} is outside the range plan's box {self.box_text()}; give dims inside it")
+
+    def box_text(self) -> str:
+        """The box as ``--dim`` values: ``H=160:640:32 batch=1:8``."""
+        return " ".join(f"{k}={lo}:{hi}" + (f":{self.steps[k]}" if self.steps.get(k, 1) > 1 else "")
+                        for k, (lo, hi) in sorted(self.box.items()))
 
     def arena_at(self, point: Mapping[str, int]) -> int:
         return self.piece_at(point)[1].arena_at(point, self.alignment)
@@ -164,23 +208,23 @@ class _Gauge:
             return [(monos.setdefault(m, len(monos)), c) for m, c in p.terms]
 
         span: dict[str, list[int]] = {}
-        self.members: list[tuple[int, int, list[tuple[int, int]]]] = []
+        self.members: list[tuple[int, list[tuple[int, int]]]] = []
         for t in piece.tensors:
             sp = span.setdefault(t.group, [t.start, t.end])
             sp[0], sp[1] = min(sp[0], t.start), max(sp[1], t.end)
-            self.members.append((index[t.group], t.group_offset, coded(t.size)))
+            self.members.append((index[t.group], coded(t.group_offset + t.size)))
         self.spans = [(span[g][0], span[g][1]) if g in span else (0, 0) for g in self.groups]
         self.terms = [(index[g], coded(term)) for g in self.groups for term in piece.offsets[g].terms]
         self.monos = list(monos)
         self.steps = max((e for _, e in self.spans), default=0)
 
     def at(self, point: Mapping[str, int]) -> tuple[int, int]:
-        """``(arena, lower bound)`` at ``point``."""
+        """``(arena, lower bound)`` at ``point`` (the piece's variables)."""
         a = self.alignment
         v = [monomial_value(m, point) for m in self.monos]
         size = [0] * len(self.groups)
-        for g, go, code in self.members:
-            size[g] = max(size[g], go + sum(c * v[i] for i, c in code))
+        for g, code in self.members:
+            size[g] = max(size[g], sum(c * v[i] for i, c in code))
         off = [-(2**63)] * len(self.groups)
         for g, code in self.terms:
             off[g] = max(off[g], sum(c * v[i] for i, c in code))
@@ -212,12 +256,12 @@ def _gauge(piece: RangePiece, alignment: int) -> _Gauge:
 
 
 def arena_and_bound(piece: RangePiece, point: Mapping[str, int], alignment: int) -> tuple[int, int]:
-    """``(the piece's arena, the most bytes its buffers hold at one step)`` at ``point``."""
+    """``(the piece's arena, the most bytes its buffers hold at one step)`` at ``point`` (its variables)."""
     return _gauge(piece, alignment).at(point)
 
 
 def piece_bound(piece: RangePiece, point: Mapping[str, int], alignment: int) -> int:
-    """The most bytes the piece's buffers hold at one step, at ``point`` (no layout goes below it)."""
+    """The most bytes the piece's buffers hold at one step, at ``point`` (its variables; no layout goes below it)."""
     return _gauge(piece, alignment).at(point)[1]
 
 
@@ -227,7 +271,7 @@ def _buffers_at(piece: RangePiece, point: Mapping[str, int], alignment: int) -> 
     for t in piece.tensors:
         s = span.setdefault(t.group, [t.start, t.end])
         s[0], s[1] = min(s[0], t.start), max(s[1], t.end)
-        size[t.group] = max(size.get(t.group, 0), t.group_offset + t.size.evaluate(point))
+        size[t.group] = max(size.get(t.group, 0), (t.group_offset + t.size).evaluate(point))
     return [Buffer(g, s, e, align_up(size[g], alignment), alignment) for g, (s, e) in span.items()]
 
 
@@ -236,17 +280,18 @@ def instantiate(plan: RangePlan, point: Mapping[str, int]) -> MemoryPlan:
     point = {k: int(point[k]) for k in plan.box}
     index, piece = plan.piece_at(point)
     a = plan.alignment
-    offset = {g: align_up(e.evaluate(point), a) for g, e in piece.offsets.items()}
+    at = piece.variables(point) or {}
+    offset = {g: align_up(e.evaluate(at), a) for g, e in piece.offsets.items()}
     tensors = tuple(
         PlannedTensor(
-            name=t.name, dtype=t.dtype, shape=tuple(d.evaluate(point) for d in t.shape),
-            size=t.size.evaluate(point), offset=offset[t.group] + t.group_offset, start=t.start, end=t.end,
+            name=t.name, dtype=t.dtype, shape=tuple(d.evaluate(at) for d in t.shape),
+            size=t.size.evaluate(at), offset=offset[t.group] + t.group_offset.evaluate(at), start=t.start, end=t.end,
             producer=t.producer, producer_op=t.producer_op, kind=t.kind, group=t.group,
-            group_offset=t.group_offset,
+            group_offset=t.group_offset.evaluate(at),
         )
         for t in piece.tensors
     )
-    buffers = _buffers_at(piece, point, a)
+    buffers = _buffers_at(piece, at, a)
     arena = piece.arena_at(point, a)
     if arena >= MAX_VALUE or any(t.size < 0 or t.offset < 0 or any(d < 0 for d in t.shape) for t in tensors):
         raise PlanError(f"the range plan at this point has a negative size or offset, or an arena of "
@@ -279,14 +324,19 @@ def instantiate(plan: RangePlan, point: Mapping[str, int]) -> MemoryPlan:
     )
 
 
-# ------------------------------------------------------------------ the static proof
-
-
 # ------------------------------------------------------------------ JSON
 
 
 def _box_dict(box: Mapping[str, tuple[int, int]]) -> dict[str, list[int]]:
     return {k: [int(lo), int(hi)] for k, (lo, hi) in sorted(box.items())}
+
+
+def _group_offset_dict(go: Poly) -> dict[str, Any]:
+    """A tensor's ``group_offset`` field: absent at 0, an integer when constant, else an expression."""
+    c = go.constant()
+    if c == 0:
+        return {}
+    return {"group_offset": c if c is not None else str(go)}
 
 
 def range_to_dict(plan: RangePlan) -> dict[str, Any]:
@@ -295,6 +345,7 @@ def range_to_dict(plan: RangePlan) -> dict[str, Any]:
         groups = sorted(p.offsets)
         pieces.append({
             "box": _box_dict(p.box),
+            **({"lattice": {k: [st, r] for k, (st, r) in sorted(p.lattice.items())}} if p.lattice else {}),
             "order": list(p.order),
             "op_types": list(p.op_types),
             "arena": str(p.arena),
@@ -302,7 +353,7 @@ def range_to_dict(plan: RangePlan) -> dict[str, Any]:
             "tensors": [
                 {"name": t.name, "dtype": t.dtype, "shape": [str(d) for d in t.shape], "size": str(t.size),
                  "start": t.start, "end": t.end, "producer": t.producer, "producer_op": t.producer_op,
-                 "kind": t.kind, "group": t.group, **({"group_offset": t.group_offset} if t.group_offset else {})}
+                 "kind": t.kind, "group": t.group, **_group_offset_dict(t.group_offset)}
                 for t in p.tensors
             ],
         })
@@ -311,6 +362,8 @@ def range_to_dict(plan: RangePlan) -> dict[str, Any]:
         "range": {
             "model": plan.model,
             "box": _box_dict(plan.box),
+            **({"steps": dict(sorted(plan.steps.items()))} if plan.steps else {}),
+            **({"lattice": dict(sorted(plan.lattice.items()))} if plan.lattice else {}),
             "dims": dict(sorted(plan.dims.items())),
             "io": plan.io,
             "alignment": plan.alignment,
@@ -372,19 +425,58 @@ class _Reader:
             out[k] = (v[0], v[1])
         return out
 
-    def piece_box(self, d: Any, box: Box, path: str) -> dict[str, tuple[int, int]]:
-        """A piece's box: exactly the plan's ranged dims, each inside the plan's range."""
+    def steps(self, d: Any, box: Box, path: str) -> dict[str, int]:
+        """A map of ranged dims to steps above 1 (``steps`` or ``lattice``; absent: none)."""
+        if d is None:
+            return {}
+        if not isinstance(d, dict):
+            raise self.fail(path, "is not an object of NAME: STEP")
+        for k, v in d.items():
+            if k not in box or not isinstance(v, int) or isinstance(v, bool) or not 2 <= v <= 2**31:
+                raise self.fail(f"{path}/{k}", "is not a ranged dim with a step from 2 to 2^31")
+        return dict(d)
+
+    def piece_lattice(self, d: Any, lattice: Mapping[str, int], path: str) -> dict[str, tuple[int, int]]:
+        """A piece's ``{dim: [step, residue]}``: the plan's lattice dims, each with its step."""
+        d = {} if d is None else d
+        if not isinstance(d, dict) or set(d) != set(lattice):
+            raise self.fail(path, f"does not name the plan's lattice dims ({', '.join(sorted(lattice)) or 'none'})")
+        out: dict[str, tuple[int, int]] = {}
+        for k, v in d.items():
+            if (not isinstance(v, list) or len(v) != 2 or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                                   for x in v)
+                    or v[0] != lattice[k] or not 0 <= v[1] < v[0]):
+                raise self.fail(f"{path}/{k}", f"is not [{lattice[k]}, RESIDUE] with 0 <= RESIDUE < {lattice[k]}")
+            out[k] = (v[0], v[1])
+        return out
+
+    def piece_box(self, d: Any, box: Box, path: str,
+                  lattice: Mapping[str, tuple[int, int]] | None = None) -> dict[str, tuple[int, int]]:
+        """A piece's box: exactly the plan's ranged dims (a lattice dim by its quotient), each inside
+        the plan's range."""
+        lattice = lattice or {}
         out = self.box(d, path)
+        names = {quotient_name(k) if k in lattice else k: k for k in box}
         for k, (lo, hi) in out.items():
-            if k not in box:
+            if k not in names:
                 raise self.fail(f"{path}/{k}", f"is a dim the plan does not range (its box ranges "
-                                               f"{', '.join(map(show_name, sorted(box)))})")
-            if not box[k][0] <= lo <= hi <= box[k][1]:
-                raise self.fail(f"{path}/{k}", f"is outside the plan's range of the dim, {list(box[k])}")
-        missing = sorted(set(box) - set(out))
+                                               f"{', '.join(map(show_name, sorted(names)))})")
+            dim = names[k]
+            step, residue = lattice.get(dim, (1, 0))
+            if not box[dim][0] <= step * lo + residue <= step * hi + residue <= box[dim][1]:
+                raise self.fail(f"{path}/{k}", f"is outside the plan's range of the dim, {list(box[dim])}")
+        missing = sorted(set(names) - set(out))
         if missing:
             raise self.fail(f"{path}/{missing[0]}", "is missing (a piece ranges every dim of the plan's box)")
         return out
+
+    def group_offset(self, t: dict[str, Any], names: set[str], path: str) -> Poly:
+        """A tensor's offset in its buffer: absent (0), an integer, or a polynomial expression."""
+        if "group_offset" not in t:
+            return Poly()
+        if isinstance(t["group_offset"], str):
+            return self.poly(t["group_offset"], names, f"{path}/group_offset")
+        return Poly.const(self.get(t, "group_offset", int, path))
 
     def poly(self, text: Any, names: set[str], path: str) -> Poly:
         e = self.expr(text, names, path)
@@ -401,6 +493,44 @@ class _Reader:
         return e
 
 
+def _read_piece(r: _Reader, p: Any, at: str, box: Box, lattice: Mapping[str, int]) -> RangePiece:
+    """Piece ``at`` of a range plan file (``p``), every field checked and every expression parsed."""
+    plattice = r.piece_lattice(p.get("lattice") if isinstance(p, dict) else None, lattice, f"{at}/lattice")
+    pbox = r.piece_box(r.get(p, "box", dict, at), box, f"{at}/box", plattice)
+    names = set(pbox)
+    order = r.get(p, "order", list, at)
+    op_types = r.get(p, "op_types", list, at)
+    if len(order) != len(op_types) or not all(isinstance(x, str) for x in [*order, *op_types]):
+        raise r.fail(f"{at}/order", "does not pair with op_types as strings")
+    offsets: dict[str, MaxPoly] = {}
+    slots: dict[str, Poly] = {}
+    for j, b in enumerate(r.get(p, "buffers", list, at)):
+        gid = r.get(b, "id", str, f"{at}/buffers/{j}")
+        offsets[gid] = r.expr(r.get(b, "offset", str, f"{at}/buffers/{j}"), names, f"{at}/buffers/{j}/offset")
+        slots[gid] = r.poly(r.get(b, "slot", str, f"{at}/buffers/{j}"), names, f"{at}/buffers/{j}/slot")
+    tensors = []
+    steps = len(order)
+    for j, t in enumerate(r.get(p, "tensors", list, at)):
+        tp = f"{at}/tensors/{j}"
+        start, end = r.get(t, "start", int, tp), r.get(t, "end", int, tp)
+        if not start < end <= steps:
+            raise r.fail(tp, f"is live in steps [{start}, {end}), not inside the {steps} steps")
+        shape = r.get(t, "shape", list, tp)
+        tensors.append(RangeTensor(
+            name=r.get(t, "name", str, tp), dtype=r.get(t, "dtype", str, tp),
+            shape=tuple(r.poly(s, names, f"{tp}/shape/{k}") for k, s in enumerate(shape)),
+            size=r.poly(r.get(t, "size", str, tp), names, f"{tp}/size"), start=start, end=end,
+            producer=r.opt_str(t, "producer", tp), producer_op=r.opt_str(t, "producer_op", tp),
+            kind=r.get(t, "kind", str, tp), group=r.get(t, "group", str, tp),
+            group_offset=r.group_offset(t, names, tp),
+        ))
+    for j, t in enumerate(tensors):
+        if t.group not in offsets or t.group not in slots:
+            raise r.fail(f"{at}/tensors/{j}/group", "names no buffer of the piece")
+    return RangePiece(pbox, tuple(order), tuple(op_types), tuple(tensors), offsets, slots,
+                      r.expr(r.get(p, "arena", str, at), names, f"{at}/arena"), plattice)
+
+
 def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
     """The range plan in ``data`` (parsed JSON), every field checked and every expression parsed."""
     r = _Reader(where)
@@ -410,49 +540,22 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
                         f"version {RANGE_SCHEMA_VERSION}: re-plan the model")
     d = r.get(data, "range", dict, "")
     box = r.box(d.get("box"), "range/box")
-    names = set(box)
+    dim_steps = r.steps(d.get("steps"), box, "range/steps")
+    lattice = r.steps(d.get("lattice"), box, "range/lattice")
+    for k, st in dim_steps.items():
+        if lattice.get(k, 1) % st:
+            raise r.fail(f"range/lattice/{k}", f"is not a multiple of the dim's step {st}")
+    for k in lattice:
+        if quotient_name(k) in box:
+            raise r.fail(f"range/lattice/{k}", f"names a dim whose quotient {quotient_name(k)!r} is a ranged dim too")
     dims = r.get(d, "dims", dict, "range")
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < MAX_VALUE:
             raise r.fail(f"range/dims/{k}", "is not a non-negative integer")
-    pieces: list[RangePiece] = []
     raw = r.get(d, "pieces", list, "range")
     if not raw:
         raise r.fail("range/pieces", "is empty")
-    for i, p in enumerate(raw):
-        at = f"range/pieces/{i}"
-        pbox = r.piece_box(r.get(p, "box", dict, at), box, f"{at}/box")
-        order = r.get(p, "order", list, at)
-        op_types = r.get(p, "op_types", list, at)
-        if len(order) != len(op_types) or not all(isinstance(x, str) for x in [*order, *op_types]):
-            raise r.fail(f"{at}/order", "does not pair with op_types as strings")
-        offsets: dict[str, MaxPoly] = {}
-        slots: dict[str, Poly] = {}
-        for j, b in enumerate(r.get(p, "buffers", list, at)):
-            gid = r.get(b, "id", str, f"{at}/buffers/{j}")
-            offsets[gid] = r.expr(r.get(b, "offset", str, f"{at}/buffers/{j}"), names, f"{at}/buffers/{j}/offset")
-            slots[gid] = r.poly(r.get(b, "slot", str, f"{at}/buffers/{j}"), names, f"{at}/buffers/{j}/slot")
-        tensors = []
-        steps = len(order)
-        for j, t in enumerate(r.get(p, "tensors", list, at)):
-            tp = f"{at}/tensors/{j}"
-            start, end = r.get(t, "start", int, tp), r.get(t, "end", int, tp)
-            if not start < end <= steps:
-                raise r.fail(tp, f"is live in steps [{start}, {end}), not inside the {steps} steps")
-            shape = r.get(t, "shape", list, tp)
-            tensors.append(RangeTensor(
-                name=r.get(t, "name", str, tp), dtype=r.get(t, "dtype", str, tp),
-                shape=tuple(r.poly(s, names, f"{tp}/shape/{k}") for k, s in enumerate(shape)),
-                size=r.poly(r.get(t, "size", str, tp), names, f"{tp}/size"), start=start, end=end,
-                producer=r.opt_str(t, "producer", tp), producer_op=r.opt_str(t, "producer_op", tp),
-                kind=r.get(t, "kind", str, tp), group=r.get(t, "group", str, tp),
-                group_offset=r.get(t, "group_offset", int, tp) if "group_offset" in t else 0,
-            ))
-        for j, t in enumerate(tensors):
-            if t.group not in offsets or t.group not in slots:
-                raise r.fail(f"{at}/tensors/{j}/group", "names no buffer of the piece")
-        pieces.append(RangePiece(pbox, tuple(order), tuple(op_types), tuple(tensors), offsets, slots,
-                            r.expr(r.get(p, "arena", str, at), names, f"{at}/arena")))
+    pieces = [_read_piece(r, p, f"range/pieces/{i}", box, lattice) for i, p in enumerate(raw)]
     alignment = r.get(d, "alignment", int, "range")
     if alignment < 1:
         raise r.fail("range/alignment", "is below 1")
@@ -476,6 +579,8 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
         warnings=tuple(str(w) for w in warnings),
         schema_version=RANGE_SCHEMA_VERSION,
         fold=r.get(d, "fold", bool, "range") if "fold" in d else True,  # plans before --fold: folded
+        steps=dim_steps,
+        lattice=lattice,
     )
 
 

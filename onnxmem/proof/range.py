@@ -6,7 +6,8 @@ and proves, symbolically on the whole box, one rule after the other:
 1. ``cover``: the pieces cover the box, each inside it;
 2. ``size``: every size is its shape's product times the element bytes, and non-negative;
 3. ``group``: every tensor's buffer has an offset and a slot;
-4. ``slot``: every slot holds its members' sizes with the rounding slack;
+4. ``slot``: every slot holds its members at their offsets in it (non-negative multiples of the
+   alignment) with the rounding slack;
 5. ``offset``: every offset is non-negative;
 6. ``arena``: the arena is above every buffer;
 7. ``overlap``: for every two buffers live at one step, one of them is above the other
@@ -32,7 +33,7 @@ from onnxmem.core.problem import align_up
 from onnxmem.core.symbolic import Box, MaxPoly, Poly
 from onnxmem.core.symbolic import lower_bound as poly_lower_bound
 from onnxmem.model import DTYPES
-from onnxmem.plans.range import RangePiece, RangePlan, RangeTensor
+from onnxmem.plans.range import RangePiece, RangePlan, RangeTensor, quotient_name
 
 __all__ = ["MAX_CELLS", "RangeFinding", "find_collision", "prove_range_plan"]
 
@@ -58,17 +59,42 @@ class RangeFinding:
 MAX_CELLS = 100_000
 
 
-def _covered(plan: RangePlan) -> dict[str, int] | None:
-    """A point of the box no piece holds, or ``None`` when the pieces cover the box.
+def _residue_classes(plan: RangePlan) -> list[tuple[dict[str, int], dict[str, tuple[int, int]]]]:
+    """Every residue class of the plan's lattice that holds a point of its box: the residues and
+    the box of the piece variables that class covers (no lattice: one class, the box itself).
+
+    Raises ``PlanError`` past ``MAX_CELLS`` classes.
+    """
+    classes: list[tuple[dict[str, int], dict[str, tuple[int, int]]]] = [({}, {})]
+    for k in sorted(plan.box):
+        lo, hi = plan.box[k]
+        step, user = plan.lattice.get(k, 1), plan.steps.get(k, 1)
+        if step == 1:
+            classes = [(r, {**b, k: (lo, hi)}) for r, b in classes]
+            continue
+        count = min(step // user, (hi - lo) // user + 1)
+        if count * len(classes) > MAX_CELLS:
+            raise PlanError(f"the range plan's lattice cuts its box into more than {MAX_CELLS:,} residue "
+                            "classes; re-plan the model")
+        opts = []
+        for j in range(count):
+            res = (lo + user * j) % step
+            opts.append((res, (-((res - lo) // step), (hi - res) // step)))
+        classes = [({**r, k: res}, {**b, quotient_name(k): qb}) for r, b in classes for res, qb in opts]
+    return classes
+
+
+def _hole(target: Box, pieces: list[RangePiece]) -> dict[str, int] | None:
+    """A point of ``target`` none of ``pieces`` (boxes in the same variables) holds, or ``None``.
 
     Raises ``PlanError`` when the pieces cut the box into more than ``MAX_CELLS`` cells.
     """
-    names = sorted(plan.box)
+    names = sorted(target)
     cuts: dict[str, list[int]] = {}
     for k in names:
-        lo, hi = plan.box[k]
+        lo, hi = target[k]
         pts = {lo, hi + 1}
-        for p in plan.pieces:
+        for p in pieces:
             plo, phi = p.box.get(k, (lo, hi))
             pts.update(v for v in (plo, phi + 1) if lo <= v <= hi + 1)
         cuts[k] = sorted(pts)
@@ -77,11 +103,23 @@ def _covered(plan: RangePlan) -> dict[str, int] | None:
         starts = cuts[k][:-1]
         cells = [{**c, k: s} for c in cells for s in starts]
         if len(cells) > MAX_CELLS:
-            raise PlanError(f"the range plan's {len(plan.pieces)} pieces cut its box into more than "
+            raise PlanError(f"the range plan's {len(pieces)} pieces cut its box into more than "
                             f"{MAX_CELLS:,} cells; re-plan the model")
     for cell in cells:
-        if not any(p.contains(cell) for p in plan.pieces):
+        if not any(all(lo <= cell[k] <= hi for k, (lo, hi) in p.box.items()) for p in pieces):
             return cell
+    return None
+
+
+def _covered(plan: RangePlan) -> dict[str, int] | None:
+    """A point of the box (on its steps) no piece holds, or ``None`` when the pieces cover the box:
+    per residue class of the lattice, the pieces of that residue cover its box of quotients."""
+    for residues, target in _residue_classes(plan):
+        mine = [p for p in plan.pieces if {k: r for k, (_, r) in p.lattice.items()} == residues]
+        cell = _hole(target, mine)
+        if cell is not None:
+            return {k: plan.lattice[k] * cell[quotient_name(k)] + residues[k] if k in residues else cell[k]
+                    for k in plan.box}
     return None
 
 
@@ -112,7 +150,7 @@ def find_collision(piece: RangePiece, a: str, b: str, alignment: int) -> dict[st
     """A point of the piece where buffers ``a`` and ``b`` (both non-empty there) share a byte."""
     sizes: dict[str, list[Poly]] = {}
     for t in piece.tensors:
-        sizes.setdefault(t.group, []).append(t.size)
+        sizes.setdefault(t.group, []).append(t.size + t.group_offset)
     for p in _probe_points(piece.box):
         oa = align_up(piece.offsets[a].evaluate(p), alignment)
         ob = align_up(piece.offsets[b].evaluate(p), alignment)
@@ -164,9 +202,13 @@ def prove_range_plan(plan: RangePlan, *, limit: int | None = None) -> list[Range
 
 
 def _inside(plan: RangePlan, piece: RangePiece) -> bool:
-    """Rule 1 for one piece: it ranges the plan's dims, each inside the plan's range."""
-    return set(piece.box) == set(plan.box) and all(
-        plan.box[k][0] <= lo <= hi <= plan.box[k][1] for k, (lo, hi) in piece.box.items())
+    """Rule 1 for one piece: it ranges the plan's dims (a lattice dim, with the plan's step, by its
+    quotient), each inside the plan's range."""
+    if {k: st for k, (st, _) in piece.lattice.items()} != plan.lattice:
+        return False
+    if set(piece.box) != {quotient_name(k) if k in plan.lattice else k for k in plan.box}:
+        return False
+    return all(plan.box[k][0] <= lo <= hi <= plan.box[k][1] for k, (lo, hi) in piece.dim_box().items())
 
 
 def _expected_size(t: RangeTensor, bits_of: dict[str, int]) -> Poly | None:
@@ -203,13 +245,18 @@ def _tensor_findings(piece: RangePiece, where: str, bits_of: dict[str, int],
 
 
 def _slot_holds(slot: Poly, t: RangeTensor, a: int, box: Box) -> bool:
-    """Rule 4 for one member: ``slot`` holds ``t`` at its group offset, rounded up to ``a``."""
-    c = t.size.constant()
-    go = t.group_offset
-    if go % a:
+    """Rule 4 for one member: ``slot`` holds ``t`` at its group offset, rounded up to ``a`` (on a piece
+    of one point exactly: its slot is the rounded end of its largest member there, no more)."""
+    c, go = t.size.constant(), t.group_offset
+    g = go.constant()
+    if go.content() % a or poly_lower_bound(go, box) < 0:
         return False
-    if c is not None:
-        return poly_lower_bound(slot, box) >= align_up(go + c, a)
+    if all(lo == hi for lo, hi in box.values()):  # one point: every value exact, rounded up exactly
+        point = {k: lo for k, (lo, _) in box.items()}
+        return go.evaluate(point) % a == 0 and slot.evaluate(point) >= align_up(go.evaluate(point)
+                                                                                 + t.size.evaluate(point), a)
+    if c is not None and g is not None:
+        return poly_lower_bound(slot, box) >= align_up(g + c, a)
     return poly_lower_bound(slot - t.size - go - (a - math.gcd(a, t.size.content())), box) >= 0
 
 
