@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
@@ -31,6 +31,7 @@ from onnxmem.proof.plan import (
     true_lifetimes,
     walk_bodies,
 )
+from onnxmem.planning.pipeline import check_decided
 from onnxmem.runtime.arena import DEVICES, Execution, ExecutionOptions, OutputCheck, execute_plan
 from onnxmem.runtime.concurrent import ConcurrentExecution, ConcurrentOptions, run_concurrent
 from onnxmem.runtime.folding import compute_weights, fold_weights
@@ -219,6 +220,8 @@ def verify_plan(
     """
     opts = options or VerifyOptions()
     check_concurrency(opts.concurrency)
+    # the values that decided an If's branch: fed where not given, refused where they take another
+    opts = replace(opts, inputs=check_decided(model, plan, opts.inputs))
     warnings: list[str] = []
     if plan_name is not None and model_path is not None:
         view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, view=view,
