@@ -7,7 +7,13 @@ the view, one per graph level; :mod:`~onnxmem.graph.paths` names nodes and bodie
 known before the run; :mod:`~onnxmem.graph.regions` adds the regions bodies run in.
 """
 
-from onnxmem.graph.conditions import MAX_ASSUMED, Decision, assumed_record, decide_branches, read_assumed
+from onnxmem.graph.conditions import (
+    MAX_ASSUMED,
+    Decision,
+    assumed_record,
+    decide_branches,
+    read_assumed,
+)
 from onnxmem.graph.paths import (
     BRANCH_NAMES,
     child_path,

@@ -344,7 +344,7 @@ def plan_branches(plan: MemoryPlan) -> dict[str, str]:
 
 
 def check_decided(model: onnx.ModelProto, plan: MemoryPlan,
-                  inputs: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray] | None:
+                  inputs: Mapping[str, np.ndarray] | None) -> Mapping[str, np.ndarray] | None:
     """The inputs to run ``plan`` on: ``inputs`` with the values the plan assumed
     (``assumed_inputs``) for those it lacks. ``PlanError`` when these take another branch of an
     If the plan holds one branch of because its values decided it (``branches_decided``)."""

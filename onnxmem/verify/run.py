@@ -22,6 +22,7 @@ import onnx
 from onnxmem.analysis.happens_before import check_concurrency
 from onnxmem.core.errors import OnnxmemError, PlanError, ShapeError, show_name
 from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
+from onnxmem.planning.pipeline import check_decided
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import (
     VIEW_OPS,
@@ -31,7 +32,6 @@ from onnxmem.proof.plan import (
     true_lifetimes,
     walk_bodies,
 )
-from onnxmem.planning.pipeline import check_decided
 from onnxmem.runtime.arena import DEVICES, Execution, ExecutionOptions, OutputCheck, execute_plan
 from onnxmem.runtime.concurrent import ConcurrentExecution, ConcurrentOptions, run_concurrent
 from onnxmem.runtime.folding import compute_weights, fold_weights
