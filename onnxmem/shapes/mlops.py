@@ -11,18 +11,20 @@ of the ai.onnx.ml spec, checked against onnxruntime's CPU kernels (``tests/test_
   TreeEnsemble (ai.onnx.ml 5): ``(N, n_targets)`` in the input's dtype; SVMRegressor ``(N, 1)``.
   ``N`` is the input's first axis (1 for a 1-D input).
 * LinearClassifier, TreeEnsembleClassifier, SVMClassifier: the label ``(N,)`` (int64 for
-  ``classlabels_ints``; string labels have no static size and stay unknown) and the scores
+  integer class labels; string labels have no static size and stay unknown) and the scores
   ``(N, E)`` float: ``E`` the class count, but 2 for a binary LinearClassifier with one
-  coefficient row, and for an SVMClassifier without probabilities one column per class
-  pair (one-vs-one, ``E (E - 1) / 2``; 1 for two classes... see :func:`_svm_classifier`).
+  coefficient row, and for a kernel SVMClassifier without probabilities one column per
+  class pair (one-vs-one: ``E (E - 1) / 2``).
 * ArrayFeatureExtractor: the input's axes but the last, then the index count.
 * OneHotEncoder: the input's shape plus the category count (``zeros``: float).
 * LabelEncoder: the input's shape, the dtype of its ``values_*`` attribute (int64, float;
   strings stay unknown).
 
-ZipMap's output is a sequence of maps, not a tensor: it has no byte size onnxmem can plan,
-and it is left to onnxruntime (``outside``, reason ``non-tensor``); so are CastMap's and
-DictVectorizer's map inputs. A rule gives ``None`` for anything it cannot size exactly.
+ZipMap's output is a sequence of maps, not a tensor: onnxmem plans tensors only, and a model
+that computes one is refused in one line that says how to convert it without ZipMap
+(skl2onnx's ``zipmap: False`` option gives the probabilities as one tensor). CastMap and
+DictVectorizer read maps and are not covered. A rule gives ``None`` for anything it cannot
+size exactly.
 """
 
 from __future__ import annotations
