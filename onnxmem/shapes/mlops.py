@@ -92,8 +92,9 @@ def _tree_ensemble(node: onnx.NodeProto, ins: Ins, _v: Vals) -> Outs:
     x = input_at(ins, 0)
     n = _rows(x)
     targets = attribute(node, "n_targets", None)
-    ok = x is not None and n is not None and isinstance(targets, int) and targets >= 1
-    return [(x[0], (n, targets)) if ok else None]  # type: ignore[index]
+    if x is None or n is None or not isinstance(targets, int) or targets < 1:
+        return [None]
+    return [(x[0], (n, targets))]
 
 
 def _svm_regressor(node: onnx.NodeProto, ins: Ins, _v: Vals) -> Outs:
