@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .helpers import make_model, vi
 
-__all__ = ["CONTROL_FLOW_MODELS", "if_late_output", "if_peaks", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
+__all__ = ["CONTROL_FLOW_MODELS", "if_late_output", "if_peaks", "if_sample_rate", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
            "scan_rnn"]
 
 
@@ -99,6 +99,26 @@ def network_in_if() -> onnx.ModelProto:
          helper.make_node("If", ["is_ok"], ["y"], name="run_net", then_branch=then_g, else_branch=else_g)],
         [vi("x", [8, 64]), vi("sr", [], TensorProto.INT64)], [vi("y", [8, 64])], [sr],
     )
+
+
+def if_sample_rate() -> onnx.ModelProto:
+    """:func:`network_in_if` whose else branch cannot run at these shapes (as silero-vad's 8 kHz
+    branch cannot at 512 samples): ``Reshape(x, [3, -1])`` of 512 elements. The If's condition is
+    ``Equal(sr, 16000)``, so the value of ``sr`` (``--inputs``) decides the branch. ``x`` has
+    a ``batch`` dim (plan it at ``--input-shape x=8x64``)."""
+    model = network_in_if()
+    shape = helper.make_tensor("thirds", TensorProto.INT64, [2], [3, -1])
+    else_g = _graph([helper.make_node("Constant", [], ["thirds"], name="thirds", value=shape),
+                     helper.make_node("Reshape", ["x", "thirds"], ["else_out"], name="split")], "bad", [],
+                    [vi("else_out", [3, None])])
+    for attr in model.graph.node[1].attribute:
+        if attr.name == "else_branch":
+            attr.g.CopyFrom(else_g)
+    del model.graph.output[:]
+    model.graph.output.append(vi("y", [None, None]))
+    # a batch dim onnxruntime's load leaves open, so the else branch fails only when it runs
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    return model
 
 
 def loop_carried() -> onnx.ModelProto:

@@ -139,8 +139,9 @@ def test_one_model_is_planned_from_its_message_verified_and_compared(tmp_path):
 
 
 def test_an_if_branch_that_cannot_be_sized_is_left_out_as_the_message_offers(tmp_path):
-    """The If's output needs measuring; measured, its else branch still has no static size, and
-    the message offers --branch for it: the bench takes each flag in turn, as a user would."""
+    """The If's output needs measuring; measured with the package's value of its condition
+    (``--inputs``), that value decides the branch and the other is left out with no --branch;
+    without it, the message offers --branch: the bench takes each flag in turn, as a user would."""
     sys.path.insert(0, str(ROOT))
     try:
         from tests.nested_models import if_unsized_branch
@@ -151,9 +152,11 @@ def test_an_if_branch_that_cannot_be_sized_is_left_out_as_the_message_offers(tmp
     wheel = br.Wheel("pkg", "1.0", "pkg.whl", "0" * 64, ())
     row = br.bench_model(wheel, br.Model("m.onnx", {}, {"cond": np.array(True)}), path, 120, {})
     assert "error" not in row, row
-    assert row["flags"] == "--measure-shapes --branch choose=then"
+    assert row["flags"] == "--measure-shapes"
     assert row["verify"] == "verified"
     assert row["arena"] == 4096 + 64 + 4096 + 16384  # the then branch's plan (tests/test_branch.py)
+    row = br.bench_model(wheel, br.Model("m.onnx"), path, 120, {})
+    assert row["flags"] == "--measure-shapes --branch choose=then", row
     assert br.BRANCH_OFFER.search("leave it out: --branch 'a b'=else")["name"] == "'a b'"
 
 

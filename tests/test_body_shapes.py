@@ -106,11 +106,13 @@ def test_a_branch_padding_by_a_captured_value_needs_its_measured_value(tmp_path)
         plan_model(path)
     k = np.array(6, dtype=np.int64)
     planned = plan_model(path, PlanOptions(measure_shapes=True, inputs={"k": k}))
-    for branch, tag in (("then_branch", "t"), ("else_branch", "e")):
-        tensors = planned.bodies[f"pick/{branch}"].view.tensors
-        # both branches sized from the same k: 1 x (10 + 6) float32, pads of 4 int64
-        assert tensors[f"{tag}_pad"].shape == (1, 16) and tensors[f"{tag}_pad"].size == 64
-        assert tensors[f"{tag}_pads"].size == 32
+    # k = 6 decides the If (Greater(k, 3)): its then branch alone is planned, sized from k:
+    # 1 x (10 + 6) float32, pads of 4 int64; the else branch is left out
+    tensors = planned.bodies["pick/then_branch"].view.tensors
+    assert tensors["t_pad"].shape == (1, 16) and tensors["t_pad"].size == 64
+    assert tensors["t_pads"].size == 32
+    assert "pick/else_branch" not in planned.bodies
+    assert planned.plan.extra["branches_decided"] == {"pick": {"branch": "then_branch", "inputs": ["k"]}}
     inputs = tmp_path / "k.npz"
     np.savez(inputs, k=k)
     plan = tmp_path / "p.json"

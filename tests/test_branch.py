@@ -34,13 +34,18 @@ def test_an_unsized_branch_is_refused_with_the_flag_that_leaves_it_out(model_pat
     # the If's output has no static shape (its branches disagree): measuring it is the first advice
     with pytest.raises(ShapeError, match="pass --measure-shapes"):
         plan_model(model_path)
-    # measured, the else branch still cannot be sized: the advice is the flag that leaves it out
+    # measured with the condition left to the run, the else branch still cannot be sized: the
+    # advice is the flag that leaves it out
+    x_only = {"x": _inputs(True)["x"]}
     with pytest.raises(ShapeError) as err:
-        plan_model(model_path, PlanOptions(measure_shapes=True, inputs=_inputs(True)))
+        plan_model(model_path, PlanOptions(measure_shapes=True, inputs=x_only))
     assert "subgraph 'choose/else_branch'" in str(err.value)
     assert str(err.value).endswith("leave it out: --branch choose=then")
+    # the condition given (--inputs): it decides the branch, no flag needed (tests/test_decided.py)
+    decided = plan_model(model_path, PlanOptions(measure_shapes=True, inputs=_inputs(True))).plan
+    assert decided.extra["branches_decided"] == {"choose": {"branch": "then_branch", "inputs": ["cond"]}}
     npz = tmp_path / "in.npz"
-    np.savez(npz, **_inputs(True))
+    np.savez(npz, **x_only)
     out = tmp_path / "p.json"
     r = CliRunner().invoke(main, ["plan", str(model_path), "--measure-shapes", "--inputs", str(npz), "-o", str(out)])
     assert r.exit_code == 1 and "--branch choose=then" in r.output and "Traceback" not in r.output

@@ -3,9 +3,17 @@
 The public interface of the graph layer; higher layers import from here
 (``from onnxmem.graph import GraphView, build_view``): :mod:`~onnxmem.graph.view` builds
 the view, one per graph level; :mod:`~onnxmem.graph.paths` names nodes and bodies and reads
-``--branch``; :mod:`~onnxmem.graph.regions` adds the regions bodies run in.
+``--branch``; :mod:`~onnxmem.graph.conditions` decides the If nodes whose condition is
+known before the run; :mod:`~onnxmem.graph.regions` adds the regions bodies run in.
 """
 
+from onnxmem.graph.conditions import (
+    MAX_ASSUMED,
+    Decision,
+    assumed_record,
+    decide_branches,
+    read_assumed,
+)
 from onnxmem.graph.paths import (
     BRANCH_NAMES,
     child_path,
@@ -32,21 +40,26 @@ from onnxmem.graph.view import (
 __all__ = [
     "BRANCH_NAMES",
     "CONSTANT_OPS",
+    "MAX_ASSUMED",
     "ORIGINS",
     "RANDOM_OPS",
     "Body",
+    "Decision",
     "GraphView",
     "Op",
     "Tensor",
+    "assumed_record",
     "body_kind",
     "bound_outputs",
     "build_view",
     "child_path",
+    "decide_branches",
     "excluded_branches",
     "foldable",
     "if_nodes",
     "iter_views",
     "node_names",
     "outer_scope_reads",
+    "read_assumed",
     "with_regions",
 ]

@@ -18,12 +18,22 @@ import numpy as np
 import onnx
 
 from onnxmem.analysis.liveness import Liveness
-from onnxmem.core.errors import PlanInvalid, show_name
+from onnxmem.core.errors import ModelError, PlanError, PlanInvalid, show_name
 from onnxmem.core.problem import Problem, Solution, live_bytes
 from onnxmem.core.solvers import SOLVERS
 from onnxmem.core.workclock import now, session
-from onnxmem.graph import BRANCH_NAMES, GraphView, build_view, excluded_branches, with_regions
-from onnxmem.model import file_sha256, load_model
+from onnxmem.graph import (
+    BRANCH_NAMES,
+    Decision,
+    GraphView,
+    assumed_record,
+    build_view,
+    decide_branches,
+    excluded_branches,
+    read_assumed,
+    with_regions,
+)
+from onnxmem.model import file_sha256, graph_inputs, load_model
 from onnxmem.planning.bodies import (
     BodyPlan,
     InsideOption,
@@ -50,6 +60,7 @@ __all__ = [
     "aliased_liveness",
     "default_solver",
     "branch_record",
+    "check_decided",
     "fold_record",
     "plan_branches",
     "plan_fold",
@@ -93,6 +104,9 @@ class PlanOptions:
     #: If branches runs take (``--branch``): ``{If node path: "then_branch"|"else_branch"}``; the
     #: other branch of each is left out of the plan (:func:`onnxmem.graph.view.excluded_branches`)
     branches: Mapping[str, str] = field(default_factory=dict)
+    #: If nodes whose condition the given values, constants or shapes decide (set by planning,
+    #: :func:`onnxmem.graph.decide_branches`): each planned for its branch alone, as ``--branch`` would
+    decided: Mapping[str, Decision] = field(default_factory=dict)
     #: the graph planned (``--optimize``): the model as written (``none``), or the graph onnxruntime
     #: builds from it at that level for ``device``'s provider (:mod:`onnxmem.runtime.optimize`)
     optimize: str = "none"
@@ -184,18 +198,12 @@ def _plan_loaded(
         from onnxmem.runtime.inputs import bind_input_shapes
 
         opts = replace(opts, input_shapes=bind_input_shapes(model, opts.inputs, opts.input_shapes))
-    excluded = excluded_branches(model, opts.branches)
-    if opts.measure_shapes:
-        from onnxmem.runtime.ort import (
-            infer_measured_shapes,  # onnxruntime sessions: only when measuring
-        )
-
-        shapes = infer_measured_shapes(model, model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
-                                       seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs,
-                                       excluded=excluded)
-    else:
-        shapes = infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
-                              strict_dims=opts.strict_dims, excluded=excluded, nchwc_block=opts.nchwc_block)
+    opts = replace(opts, decided=_decide(model, opts, _input_shapes(model, opts.input_shapes)))
+    shapes = _infer(model, path, opts)
+    again = _decide(model, opts, shapes.shapes)  # conditions that read the shapes inference found
+    if again.keys() - opts.decided.keys():
+        opts = replace(opts, decided=again)
+        shapes = _infer(model, path, opts)
     view = build_view(model, shapes, fold=opts.fold, kernels=opts.kernels)
     base = view
     bodies: dict[str, BodyPlan] = {}
@@ -220,6 +228,46 @@ def _plan_loaded(
         return planned
     solver = {**planned.plan.solver, "params": {**planned.plan.solver["params"], "timeout": opts.timeout}}
     return replace(planned, plan=replace(planned.plan, solver=solver))
+
+
+def _input_shapes(model: onnx.ModelProto, pinned: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The graph inputs' shapes known before inference: ``pinned`` and the file's static ones."""
+    out: dict[str, tuple[int, ...]] = {}
+    for name, dims in graph_inputs(model).items():
+        if dims is not None and all(isinstance(d, int) for d in dims):
+            out[name] = tuple(int(d) for d in dims)  # type: ignore[arg-type]
+    return {**out, **pinned}
+
+
+def _decide(model: onnx.ModelProto, opts: PlanOptions, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Decision]:
+    """The If nodes the given values, constants and ``shapes`` decide
+    (:func:`onnxmem.graph.decide_branches`); a ``--branch`` that names the other branch of one
+    is a ``ModelError``."""
+    decided = decide_branches(model, opts.inputs, shapes)
+    for k, d in decided.items():
+        want = BRANCH_NAMES.get(opts.branches.get(k, ""), d.branch)
+        if want != d.branch:
+            by = ("the --inputs value of " + ", ".join(map(show_name, d.inputs))) if d.inputs else "these shapes"
+            raise ModelError(f"--branch {show_name(k)}={want.split('_')[0]}: the If's condition takes its "
+                             f"{d.branch} with {by}; leave out --branch {show_name(k)}, or give inputs that "
+                             f"take its {want}")
+    return decided
+
+
+def _infer(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptions) -> ShapeInfo:
+    """The shapes planned, with the branches ``--branch`` and the decided conditions leave out."""
+    taken = {**{k: d.branch for k, d in opts.decided.items()}, **opts.branches}
+    excluded = excluded_branches(model, taken)
+    if opts.measure_shapes:
+        from onnxmem.runtime.ort import (
+            infer_measured_shapes,  # onnxruntime sessions: only when measuring
+        )
+
+        return infer_measured_shapes(model, model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
+                                     seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs,
+                                     excluded=excluded)
+    return infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
+                        strict_dims=opts.strict_dims, excluded=excluded, nchwc_block=opts.nchwc_block)
 
 
 def plan_liveness(
@@ -272,7 +320,7 @@ def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeI
     else:  # every schedule: no order has a bound of its own
         plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
     plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view),
-                                **branch_record(opts.branches)})
+                                **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs)})
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
@@ -286,11 +334,46 @@ def branch_record(branches: Mapping[str, str]) -> dict[str, object]:
 
 
 def plan_branches(plan: MemoryPlan) -> dict[str, str]:
-    """The If branches ``plan`` assumes runs take (see :func:`branch_record`); ``{}`` for none."""
+    """The If branches ``plan`` assumes runs take: those of ``--branch`` (see :func:`branch_record`)
+    and those the values it was given decided (``branches_decided``); ``{}`` for none."""
     found = plan.extra.get("branches")
-    if not isinstance(found, dict):
-        return {}
-    return {str(k): str(v) for k, v in found.items() if isinstance(k, str) and v in BRANCH_NAMES}
+    given = ({str(k): str(v) for k, v in found.items() if isinstance(k, str) and v in BRANCH_NAMES}
+             if isinstance(found, dict) else {})
+    decided, _ = read_assumed(plan.extra)
+    return {**{k: d.branch for k, d in decided.items()}, **given}
+
+
+def check_decided(model: onnx.ModelProto, plan: MemoryPlan,
+                  inputs: Mapping[str, np.ndarray] | None) -> Mapping[str, np.ndarray] | None:
+    """The inputs to run ``plan`` on: ``inputs`` with the values the plan assumed
+    (``assumed_inputs``) for those it lacks. ``PlanError`` when these take another branch of an
+    If the plan holds one branch of because its values decided it (``branches_decided``)."""
+    decided, assumed = read_assumed(plan.extra)
+    if not decided:
+        return inputs
+    feeds = {**assumed, **(inputs or {})}
+    shapes = {**_input_shapes(model, {}), **{k: tuple(v) for k, v in plan.input_shapes.items()}}
+    now_taken = decide_branches(model, feeds, shapes)
+    for k, d in sorted(decided.items()):
+        got = now_taken.get(k)
+        if got is not None and got.branch == d.branch:
+            continue
+        names = [n for n in d.inputs if n in (inputs or {})] or list(d.inputs)
+        said = ", ".join(f"{show_name(n)} = {_shown(feeds.get(n))}" for n in names)
+        was = ", ".join(f"{show_name(n)} = {_shown(assumed.get(n))}" for n in d.inputs)
+        takes = f"takes its {got.branch}" if got is not None else "has a condition not known before the run"
+        raise PlanError(f"If {show_name(k)} {takes} with {said or 'these inputs'}; the plan holds only its "
+                        f"{d.branch}, decided by {was or 'its shapes'}: give inputs that take the {d.branch}, "
+                        "or plan again with these (plan --inputs)")
+    return {**assumed, **(inputs or {})} if assumed else inputs
+
+
+def _shown(value: np.ndarray | None) -> str:
+    """A short text of a small input value, for a message."""
+    if value is None:
+        return "?"
+    a = np.asarray(value).reshape(-1)
+    return str(a[0].item()) if a.size == 1 else "[" + ", ".join(str(x.item()) for x in a[:4]) + (", ...]" if a.size > 4 else "]")
 
 
 def fold_record(view: GraphView, fold: bool) -> dict[str, object]:
@@ -406,7 +489,12 @@ def _make_plan(
         warnings=shapes.warnings + tuple(warnings) + tuple(
             f"If {show_name(k)}: the plan assumes runs take its {BRANCH_NAMES[v]} (--branch); the other branch "
             "is not planned (outside, reason excluded-branch) and verify refuses a run that takes it"
-            for k, v in sorted(opts.branches.items())),
+            for k, v in sorted(opts.branches.items())) + tuple(
+            f"If {show_name(k)}: its condition takes its {d.branch} "
+            + (f"at the --inputs value of {', '.join(map(show_name, d.inputs))}" if d.inputs else "at these shapes")
+            + "; the plan holds that branch alone (the other: outside, reason excluded-branch) and verify "
+            "refuses inputs that take the other"
+            for k, d in sorted(opts.decided.items()) if k not in opts.branches),
         subgraphs=subgraphs,
         outside=tuple(outside),
     )

@@ -58,8 +58,9 @@ OUTSIDE_REASONS: dict[str, str] = {
     "external-io": "a graph input or output left to the runtime (--io external)",
     "runtime-body": "a value of a subgraph onnxmem does not plan (a node other than If, Loop and Scan "
                     "with a subgraph): onnxruntime allocates it",
-    "excluded-branch": "a value of an If branch left out of the plan (--branch): runs are assumed to take "
-                       "the other branch, and verify refuses a run that takes this one",
+    "excluded-branch": "a value of an If branch left out of the plan (--branch, or a condition the given input "
+                       "values, constants or shapes decide): runs are assumed to take the other branch, and verify "
+                       "refuses a run that takes this one",
     "owner-output": "an If branch's output written straight into the If's output (a tensor of the "
                     "parent graph), so it needs no bytes of its own",
     "folded": "a node's output computed once from weights before the run, as onnxruntime's constant "

@@ -16,19 +16,24 @@ This layer imports onnx and the model layer; onnxruntime only inside the symboli
 when it runs (so importing the package stays cheap).
 """
 
+from onnxmem.shapes.evalbase import MAX_ELEMENTS, tensor_value
 from onnxmem.shapes.infer import infer_shapes, infer_symbolic_shapes, top_level_values
 from onnxmem.shapes.info import ShapeInfo
-from onnxmem.shapes.shapeeval import opset_version
+from onnxmem.shapes.shapeeval import evaluate_values, needed_values, opset_version
 from onnxmem.shapes.steps import STEPS, Inference, Step, TypedShape
 
 __all__ = [
+    "MAX_ELEMENTS",
     "STEPS",
     "Inference",
     "ShapeInfo",
     "Step",
     "TypedShape",
+    "evaluate_values",
     "infer_shapes",
     "infer_symbolic_shapes",
+    "needed_values",
     "opset_version",
+    "tensor_value",
     "top_level_values",
 ]

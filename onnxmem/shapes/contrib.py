@@ -31,6 +31,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxmem.shapes.contrib_attention import ATTENTION_RULES, int_attribute, ints_attribute
+from onnxmem.shapes.mlops import ML_RULES
 from onnxmem.shapes.training import (
     TRAINING_RULES,
     Known,
@@ -357,7 +358,7 @@ def unshaped_reason(domain: str, op_type: str) -> str:
     if key == (_NCHWC, "ReorderInput"):
         return ("needs the NCHWc block size, which neither the file's value_info nor an NCHWc Conv "
                 "reading its output records")
-    if key in CONTRIB_RULES or key in TRAINING_RULES:
+    if key in CONTRIB_RULES or key in TRAINING_RULES or key in ML_RULES:
         return "has a shape rule in onnxmem that cannot type it from its inputs' shapes and attributes"
     return "has no shape rule in onnxmem"
 
@@ -366,8 +367,9 @@ def complete_contrib(model: onnx.ModelProto, known: Known, sources: MutableMappi
                      wanted: Sequence[str], values: Mapping[str, np.ndarray] | None = None, *,
                      nchwc_block: int | None = None) -> int:
     """Give the values still missing from ``known`` a dtype and shape by :data:`CONTRIB_RULES`
-    (and the training rules, for graphs with both); ``values`` are values already computed
-    (GroupQueryAttention's ``total_sequence_length``); returns how many were added."""
-    rules = {**TRAINING_RULES, **CONTRIB_RULES,
+    and :data:`onnxmem.shapes.mlops.ML_RULES` (and the training rules, for graphs with both);
+    ``values`` are values already computed (GroupQueryAttention's ``total_sequence_length``);
+    returns how many were added."""
+    rules = {**TRAINING_RULES, **CONTRIB_RULES, **ML_RULES,
              (_NCHWC, "ReorderInput"): _reorder_input(_reorder_input_channels(model), nchwc_block)}
     return complete_shapes(model, known, sources, wanted, rules=rules, source="contrib-rule", values=values)

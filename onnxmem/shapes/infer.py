@@ -359,6 +359,13 @@ def _unknown_sizes(
             f"sizes of {len(missing)} tensors are unknown ({shown}): graph inputs have unbound "
             f"dims: {'; '.join(hints)}{more}"
         )
+    mapped = _non_tensor(model, missing)
+    if mapped is not None:
+        return ShapeError(
+            f"value {show_name(mapped)} is a sequence or map (ZipMap's probabilities, say), not a tensor: onnxmem "
+            "plans tensors only; write the model without it (skl2onnx: options={id(model): {'zipmap': False}} "
+            "gives the probabilities as one tensor)"
+        )
     stuck = _stuck_node(model, known)
     if stuck is not None:
         return ShapeError(
@@ -370,6 +377,16 @@ def _unknown_sizes(
         f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
         "data; pass --measure-shapes to run the model once and measure them"
     )
+
+
+def _non_tensor(model: onnx.ModelProto, missing: list[str]) -> str | None:
+    """The first of ``missing`` that is no tensor: declared a sequence, map or optional, or written
+    by ai.onnx.ml's ZipMap (a sequence of maps)."""
+    g = model.graph
+    declared = {vi.name for vi in (*g.output, *g.value_info)
+                if vi.type.WhichOneof("value") in ("sequence_type", "map_type", "optional_type")}
+    declared |= {o for n in g.node if n.domain == "ai.onnx.ml" and n.op_type == "ZipMap" for o in n.output}
+    return next((m for m in missing if m in declared), None)
 
 
 def _unknown_at_zero(missing: list[str], zero: list[str]) -> ShapeError:

@@ -43,7 +43,7 @@ data (``NonZero``, ``TopK`` outputs...).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Container, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -72,7 +72,9 @@ __all__ = [
     "Evaluated",
     "evaluate_node",
     "evaluate_shapes",
+    "evaluate_values",
     "graph_constants",
+    "needed_values",
     "opset_version",
     "reshape_target",
     "slice_indices",
@@ -166,11 +168,50 @@ def _topological(nodes: Sequence[onnx.NodeProto]) -> list[int]:
 def _needed(nodes: Sequence[onnx.NodeProto], also: Sequence[str] = ()) -> set[str]:
     """Every value in a shape slot (and each of ``also``) and, backwards through evaluable nodes,
     every value those need."""
-    producer = {o: n for n in nodes for o in n.output if o}
-    stack = [
+    slots = [
         n.input[p] for n in nodes if n.domain in ("", "ai.onnx")
         for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(n.input) and n.input[p]
-    ] + [name for name in also if name]
+    ]
+    return needed_values(nodes, [*slots, *also])
+
+
+def evaluate_values(
+    model: onnx.ModelProto,
+    given: Mapping[str, np.ndarray],
+    shapes: Mapping[str, tuple[int, ...]],
+    wanted: Sequence[str],
+) -> dict[str, np.ndarray]:
+    """The values of the main graph's ``wanted`` (and of what they need) that the interpreter
+    computes from the model's small constants, the ``given`` values (graph inputs the user
+    gave) and the known ``shapes``: the ``given`` values plus every value it read or made.
+    The same ops and limits as :func:`evaluate_shapes` (a value it cannot make stays unknown),
+    in a stable topological order; nothing is inferred and the model is not changed. An If's
+    condition computed so decides its branch (:mod:`onnxmem.graph.conditions`)."""
+    nodes = list(model.graph.node)
+    needed = needed_values(nodes, wanted)
+    values = {**_constants(model, needed), **given}
+    have = {**shapes, **{k: tuple(v.shape) for k, v in values.items()}}
+    budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
+    opset = opset_version(model)
+    for i in _topological(nodes):
+        node = nodes[i]
+        if len(node.output) != 1 or node.output[0] not in needed or node.output[0] in values:
+            continue
+        ins = [values.get(name) if name else None for name in node.input]
+        out = evaluate_node(node, ins, [have.get(name) if name else None for name in node.input], opset)
+        if out is None or out.size > budget:
+            continue
+        budget -= out.size
+        values[node.output[0]] = out
+        have[node.output[0]] = tuple(out.shape)
+    return values
+
+
+def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Sequence[str]) -> set[str]:
+    """``wanted`` and, backwards through evaluable nodes, every value they need (only the
+    shapes of ``Shape``'s and ``Size``'s inputs)."""
+    producer = {o: n for n in nodes for o in n.output if o}
+    stack = [name for name in wanted if name]
     needed: set[str] = set()
     while stack:
         name = stack.pop()
@@ -178,9 +219,8 @@ def _needed(nodes: Sequence[onnx.NodeProto], also: Sequence[str] = ()) -> set[st
             continue
         needed.add(name)
         node = producer.get(name)
-        if node is None or node.op_type not in EVALUATORS or node.op_type in _SHAPE_ONLY:
-            continue
-        stack.extend(i for i in node.input if i)
+        if node is not None and node.op_type in EVALUATORS and node.op_type not in _SHAPE_ONLY:
+            stack.extend(i for i in node.input if i)
     return needed
 
 
@@ -207,13 +247,14 @@ def _known_shapes(
     return out
 
 
-def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """Values of the initializers the graph cannot override (no graph input of the same name, from IR 4 on)."""
+def _constants(model: onnx.ModelProto, names: Container[str] | None = None) -> dict[str, np.ndarray]:
+    """Values of the initializers the graph cannot override (no graph input of the same name, from IR 4 on);
+    only those of ``names`` where given."""
     g = model.graph
     inputs = {vi.name for vi in g.input} if model.ir_version >= 4 else set()
     out: dict[str, np.ndarray] = {}
     for init in g.initializer:
-        if init.name in inputs:
+        if init.name in inputs or (names is not None and init.name not in names):
             continue
         try:
             out[init.name] = tensor_value(init)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
@@ -22,6 +22,7 @@ import onnx
 from onnxmem.analysis.happens_before import check_concurrency
 from onnxmem.core.errors import OnnxmemError, PlanError, ShapeError, show_name
 from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
+from onnxmem.planning.pipeline import check_decided
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import (
     VIEW_OPS,
@@ -219,6 +220,8 @@ def verify_plan(
     """
     opts = options or VerifyOptions()
     check_concurrency(opts.concurrency)
+    # the values that decided an If's branch: fed where not given, refused where they take another
+    opts = replace(opts, inputs=check_decided(model, plan, opts.inputs))
     warnings: list[str] = []
     if plan_name is not None and model_path is not None:
         view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, view=view,

@@ -1,0 +1,116 @@
+"""If nodes whose condition the given input values, constants or shapes decide: planned for the
+branch they take, the values recorded, ``verify`` refusing values that take the other branch."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+
+from onnxmem.cli.main import main
+from onnxmem.core.errors import ModelError, PlanError, ShapeError
+from onnxmem.graph import decide_branches
+from onnxmem.planning.pipeline import PlanOptions, check_decided, plan_model
+from onnxmem.plans.schema import check_schema
+from onnxmem.verify.run import VerifyOptions, verify_plan
+
+from .helpers import make_model, vi
+from .nested_models import if_sample_rate
+
+SHAPE = {"x": (8, 64)}
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    path = tmp_path / "if_sr.onnx"
+    onnx.save(if_sample_rate(), path)
+    return path
+
+
+def _sr(value: int) -> dict[str, np.ndarray]:
+    return {"sr": np.array(value, dtype=np.int64)}
+
+
+def test_the_value_of_sr_decides_the_branch():
+    model = if_sample_rate()
+    (d,) = decide_branches(model, _sr(16000), {}).values()
+    assert (d.branch, d.inputs) == ("then_branch", ("sr",))
+    assert decide_branches(model, _sr(8000), {})["run_net"].branch == "else_branch"
+    assert decide_branches(model, {}, {}) == {}  # sr unknown: not decided
+    # a value too large to record, or not finite, decides nothing
+    assert decide_branches(model, {"sr": np.zeros(65, dtype=np.int64)}, {}) == {}
+
+
+def test_a_condition_on_a_shape_is_decided_by_the_shape_alone():
+    # If(Equal(Size(x), 512)): constants and the input's shape decide it, no value needed
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "t", [], [vi("t", [8, 64])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "e", [], [vi("e", [8, 64])])
+    ref = helper.make_tensor("n", TensorProto.INT64, [], [512])
+    model = make_model([helper.make_node("Size", ["x"], ["size"]),
+                        helper.make_node("Equal", ["size", "n"], ["c"]),
+                        helper.make_node("If", ["c"], ["y"], name="by_size", then_branch=then_g, else_branch=else_g)],
+                       [vi("x", [8, 64])], [vi("y", [8, 64])], [ref])
+    (d,) = decide_branches(model, None, {"x": (8, 64)}).values()
+    assert (d.branch, d.inputs) == ("then_branch", ())
+    assert decide_branches(model, None, {"x": (8, 32)})["by_size"].branch == "else_branch"
+
+
+def test_without_the_value_the_unrunnable_branch_is_refused(model_path):
+    with pytest.raises(ShapeError):
+        plan_model(model_path, PlanOptions(input_shapes=SHAPE))
+
+
+def test_the_plan_holds_the_branch_the_given_value_takes_and_records_it(model_path):
+    planned = plan_model(model_path, PlanOptions(input_shapes=SHAPE, inputs=_sr(16000)))
+    plan = planned.plan
+    assert [s.path for s in plan.subgraphs] == ["run_net/then_branch"]
+    assert plan.extra["branches_decided"] == {"run_net": {"branch": "then_branch", "inputs": ["sr"]}}
+    assert plan.extra["assumed_inputs"] == {"sr": {"dtype": "int64", "shape": [], "values": [16000]}}
+    assert "branches" not in plan.extra  # no --branch was given
+    reasons = {(o.graph, o.name): o.reason for o in plan.outside}
+    assert reasons[("run_net/else_branch", "else_out")] == "excluded-branch"
+    assert any("'run_net'" in w and "'sr'" in w for w in plan.warnings)
+    check_schema(json.loads(plan.to_json()))
+    # with --measure-shapes the same
+    measured = plan_model(model_path, PlanOptions(input_shapes=SHAPE, inputs=_sr(16000), measure_shapes=True))
+    assert measured.plan.extra["branches_decided"] == plan.extra["branches_decided"]
+    assert measured.plan.arena_size == plan.arena_size
+
+
+def test_a_branch_flag_against_the_given_value_is_one_line(model_path):
+    with pytest.raises(ModelError, match="takes its then_branch with the --inputs value of 'sr'; leave out --branch"):
+        plan_model(model_path, PlanOptions(input_shapes=SHAPE, inputs=_sr(16000), branches={"run_net": "else"}))
+    same = plan_model(model_path, PlanOptions(input_shapes=SHAPE, inputs=_sr(16000), branches={"run_net": "then"}))
+    assert same.plan.extra["branches"] == {"run_net": "then_branch"}
+
+
+def test_verify_feeds_the_assumed_value_and_refuses_another(model_path):
+    planned = plan_model(model_path, PlanOptions(input_shapes=SHAPE, inputs=_sr(16000)))
+    model, plan = planned.model, planned.plan
+    assert check_decided(model, plan, None) == {"sr": np.array(16000)}
+    for given in (None, _sr(16000)):
+        report = verify_plan(model, plan, model_path=model_path, options=VerifyOptions(inputs=given))
+        assert report.ok and report.execution is not None, report.first
+    x = np.ones((8, 64), dtype=np.float32)
+    with pytest.raises(PlanError, match="If 'run_net' takes its else_branch with 'sr' = 8000; the plan holds only "
+                                        "its then_branch, decided by 'sr' = 16000"):
+        verify_plan(model, plan, model_path=model_path, options=VerifyOptions(inputs={**_sr(8000), "x": x}))
+
+
+def test_the_cli_round_trip(model_path, tmp_path):
+    npz = {v: tmp_path / f"sr{v}.npz" for v in (16000, 8000)}
+    for v, p in npz.items():
+        np.savez(p, **_sr(v))
+    out = tmp_path / "p.json"
+    r = CliRunner().invoke(main, ["plan", str(model_path), "--input-shape", "x=8x64", "--inputs", str(npz[16000]),
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["extra"]["assumed_inputs"]["sr"]["values"] == [16000]
+    r = CliRunner().invoke(main, ["verify", str(model_path), "--plan", str(out)])
+    assert r.exit_code == 0 and "verified" in r.output, r.output
+    r = CliRunner().invoke(main, ["verify", str(model_path), "--plan", str(out), "--inputs", str(npz[8000])])
+    assert r.exit_code == 1 and "If 'run_net' takes its else_branch" in r.output and "Traceback" not in r.output
