@@ -114,3 +114,25 @@ def test_the_cli_round_trip(model_path, tmp_path):
     assert r.exit_code == 0 and "verified" in r.output, r.output
     r = CliRunner().invoke(main, ["verify", str(model_path), "--plan", str(out), "--inputs", str(npz[8000])])
     assert r.exit_code == 1 and "If 'run_net' takes its else_branch" in r.output and "Traceback" not in r.output
+
+
+def test_compare_runs_onnxruntime_on_the_values_the_plan_assumed(model_path, tmp_path):
+    """A seeded random 'sr' takes the else branch, which cannot run at x 8x64 (and which the plan
+    does not hold): compare feeds the plan's assumed sr=16000 instead, and refuses another value."""
+    npz = tmp_path / "sr16k.npz"
+    np.savez(npz, **_sr(16000))
+    np.savez(tmp_path / "sr8k.npz", **_sr(8000))
+    out = tmp_path / "p.json"
+    r = CliRunner().invoke(main, ["plan", str(model_path), "--input-shape", "x=8x64", "--inputs", str(npz),
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["compare", str(model_path), "--plan", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "onnxruntime ran on those values, so it took the same branches" in r.output
+    # the then branch's network: one MatMul and one Tanh output live at a time (2 x 2,048 B), y
+    # (2,048 B) and the 1 B condition; plus the graph inputs x (2,048 B) and sr (8 B)
+    assert "ORT_DISABLE_ALL: 6.00 KiB (6,145 B) allocated + 2.01 KiB (2,056 B) graph inputs" in r.output
+    r = CliRunner().invoke(main, ["compare", str(model_path), "--plan", str(out), "--inputs",
+                                  str(tmp_path / "sr8k.npz")])
+    assert r.exit_code == 1 and "If 'run_net' takes its else_branch with 'sr' = 8000" in r.output, r.output
+    assert "Traceback" not in r.output
