@@ -137,7 +137,7 @@ def _value_inputs(name: str, producer: Mapping[str, onnx.NodeProto],
                   origin: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
     """The given inputs whose values ``name`` is computed from (not through a shape read):
     ``origin`` names, for each known value of this level, the given inputs it came from."""
-    stack, seen, found = [name], set(), set()
+    stack, seen, found = [name], set(), set[str]()
     while stack:
         n = stack.pop()
         if n in seen:
