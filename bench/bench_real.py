@@ -18,8 +18,9 @@ Steps, per wheel and model:
    that; at most five rounds;
 4. where the model's documented call needs real input values (silero-vad's ``sr`` is 16000),
    write an ``.npz`` with them and seeded random values for the other graph inputs (of the
-   shapes the flags pinned) and pass ``--inputs`` to every command that accepts it (to
-   ``plan`` only with ``--measure-shapes``); a command without the flag runs without it;
+   shapes the flags pinned) and pass ``--inputs`` to every command that accepts it (``plan``
+   too: its values measure shapes and decide the Ifs whose condition they compute, as
+   silero_vad_op18_ifless's ``Equal(sr, 16000)``); a command without the flag runs without it;
 5. ``onnxmem verify MODEL --plan PLAN`` (cpu), then ``onnxmem compare MODEL --plan PLAN``:
    onnxruntime's like-for-like peak at ORT_DISABLE_ALL and at ORT_ENABLE_ALL.
 
@@ -334,7 +335,7 @@ def plan_as_user(path: Path, model: Model, plan_file: Path, npz: Path | None, wo
     shapes: dict[str, str] = {}
     for _ in range(ROUNDS):
         args = ["plan", str(path), "-o", str(plan_file), *flags]
-        if npz is not None and "--measure-shapes" in flags and supports("plan", "--inputs", helps):
+        if npz is not None and supports("plan", "--inputs", helps):
             write_inputs(path, shapes, model.values, npz)
             args += ["--inputs", str(npz)]
         res = run_onnxmem(args, timeout, work)
@@ -424,7 +425,7 @@ def bench_model(wheel: Wheel, model: Model, path: Path, timeout: float,
         except StepError as exc:
             row["flags"] = " ".join(flags)
             row["error"] = f"plan: {exc}"
-        if npz is not None and "--measure-shapes" in flags and not supports("plan", "--inputs", helps):
+        if npz is not None and not supports("plan", "--inputs", helps):
             note = f"plan has no --inputs: random {', '.join(model.values)}"
             if "error" in row:
                 row["error"] += f" ({note})"

@@ -214,3 +214,44 @@ CONTROL_FLOW_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "scan_cumsum": scan_cumsum,
     "scan_rnn": scan_rnn,
 }
+
+
+def loop_if_sample_rate() -> onnx.ModelProto:
+    """A Loop of 3 iterations whose body holds two Ifs: ``by_rate`` on ``Equal(sr, 16000)``
+    (``sr`` a graph input read from the outer scope: the same in every iteration), whose else
+    branch cannot run at ``x`` [8, 64] (``Reshape(s, [3, -1])`` of 512 elements), and ``by_parity``
+    on the iteration number's parity, which changes every iteration. The state ``s`` [8, 64]
+    is carried: ``by_rate``'s then branch gives ``Tanh(s)``, ``by_parity`` then doubles it or
+    takes its ``Neg``. ``x`` has a ``batch`` dim and the body leaves its first dim open, so that
+    onnxruntime's load does not refuse the else branch (plan it at ``--input-shape x=8x64``)."""
+    k = numpy_helper.from_array(np.array(2.0, dtype=np.float32), "k")
+    thirds = helper.make_tensor("thirds", TensorProto.INT64, [2], [3, -1])
+    rate_then = _graph([helper.make_node("Tanh", ["s_in"], ["r_then"], name="squash")], "rate_then", [],
+                       [vi("r_then", [None, 64])])
+    rate_else = _graph([helper.make_node("Constant", [], ["thirds"], name="thirds", value=thirds),
+                        helper.make_node("Reshape", ["s_in", "thirds"], ["r_else"], name="split")], "rate_else", [],
+                       [vi("r_else", [3, None])])
+    par_then = _graph([helper.make_node("Mul", ["r", "k"], ["p_then"], name="double")], "par_then", [],
+                      [vi("p_then", [None, 64])], [k])
+    par_else = _graph([helper.make_node("Neg", ["r"], ["p_else"], name="neg")], "par_else", [],
+                      [vi("p_else", [None, 64])])
+    two = numpy_helper.from_array(np.array(2, dtype=np.int64), "two")
+    zero = numpy_helper.from_array(np.array(0, dtype=np.int64), "zero")
+    body = _graph(
+        [helper.make_node("If", ["is_16k"], ["r"], name="by_rate", then_branch=rate_then, else_branch=rate_else),
+         helper.make_node("Mod", ["i", "two"], ["parity"], name="mod"),
+         helper.make_node("Equal", ["parity", "zero"], ["even"], name="even"),
+         helper.make_node("If", ["even"], ["s_out"], name="by_parity", then_branch=par_then, else_branch=par_else),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep")],
+        "body",
+        [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("s_in", [None, 64])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("s_out", [None, 64])], [two, zero],
+    )
+    trips = numpy_helper.from_array(np.array(3, dtype=np.int64), "trips")
+    yes = numpy_helper.from_array(np.array(True), "yes")
+    sr_ok = numpy_helper.from_array(np.array(16000, dtype=np.int64), "sr_ok")
+    return make_model(
+        [helper.make_node("Equal", ["sr", "sr_ok"], ["is_16k"], name="check_sr"),
+         helper.make_node("Loop", ["trips", "yes", "x"], ["y"], name="loop", body=body)],
+        [vi("x", ["batch", 64]), vi("sr", [], TensorProto.INT64)], [vi("y", ["batch", 64])], [trips, yes, sr_ok],
+    )

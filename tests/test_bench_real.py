@@ -139,9 +139,9 @@ def test_one_model_is_planned_from_its_message_verified_and_compared(tmp_path):
 
 
 def test_an_if_branch_that_cannot_be_sized_is_left_out_as_the_message_offers(tmp_path):
-    """The If's output needs measuring; measured with the package's value of its condition
-    (``--inputs``), that value decides the branch and the other is left out with no --branch;
-    without it, the message offers --branch: the bench takes each flag in turn, as a user would."""
+    """The package's value of the If's condition (``--inputs``, given to plan too) decides the
+    branch, and the other is left out with no flag; without it, the If's output needs measuring
+    and the message offers --branch: the bench takes each flag in turn, as a user would."""
     sys.path.insert(0, str(ROOT))
     try:
         from tests.nested_models import if_unsized_branch
@@ -152,7 +152,7 @@ def test_an_if_branch_that_cannot_be_sized_is_left_out_as_the_message_offers(tmp
     wheel = br.Wheel("pkg", "1.0", "pkg.whl", "0" * 64, ())
     row = br.bench_model(wheel, br.Model("m.onnx", {}, {"cond": np.array(True)}), path, 120, {})
     assert "error" not in row, row
-    assert row["flags"] == "--measure-shapes"
+    assert row["flags"] == ""
     assert row["verify"] == "verified"
     assert row["arena"] == 4096 + 64 + 4096 + 16384  # the then branch's plan (tests/test_branch.py)
     row = br.bench_model(wheel, br.Model("m.onnx"), path, 120, {})
@@ -198,3 +198,22 @@ def test_compare_output_gives_requested_and_held_bytes():
             "  held by onnxruntime  11.26 KiB (11,528 B)   1.22x the arena   [ORT_ENABLE_ALL: each allocation as its "
             "arena rounds it, mem_bytes_in_use; the arena pads offsets to 64 B]\n")
     assert br.ort_peaks(text) == {"ORT_ENABLE_ALL": 9306, "HELD_ORT_ENABLE_ALL": 11528}
+
+
+def test_the_values_decide_an_if_with_no_measure_shapes(tmp_path):
+    """``sr``'s value decides the If (``Equal(sr, 16000)``): plan gets ``--inputs`` without
+    ``--measure-shapes`` and holds the then branch alone; the else branch cannot be sized at
+    these shapes, so without the value the plan would need ``--branch``."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from tests.nested_models import if_sample_rate
+    finally:
+        sys.path.remove(str(ROOT))
+    path = tmp_path / "m.onnx"
+    onnx.save(if_sample_rate(), path)
+    wheel = br.Wheel("pkg", "1.0", "pkg.whl", "0" * 64, ())
+    row = br.bench_model(wheel, br.Model("m.onnx", {"x": {0: 8}}, {"sr": np.array(16000)}), path, 120, {})
+    assert "error" not in row, row
+    assert row["flags"] == "--input-shape x=8x64" and row["verify"] == "verified", row
+    assert row["arena"] == 6208  # docs/controlflow.md's if_sample_rate row: the then branch alone
+    assert "notes" not in row, row

@@ -13,13 +13,13 @@ from onnx import TensorProto, helper
 
 from onnxmem.cli.main import main
 from onnxmem.core.errors import ModelError, PlanError, ShapeError
-from onnxmem.graph import decide_branches
+from onnxmem.graph import Decision, decide_branches
 from onnxmem.planning.pipeline import PlanOptions, check_decided, plan_model
 from onnxmem.plans.schema import check_schema
 from onnxmem.verify.run import VerifyOptions, verify_plan
 
 from .helpers import make_model, vi
-from .nested_models import if_sample_rate
+from .nested_models import if_sample_rate, loop_if_sample_rate
 
 SHAPE = {"x": (8, 64)}
 
@@ -114,3 +114,72 @@ def test_the_cli_round_trip(model_path, tmp_path):
     assert r.exit_code == 0 and "verified" in r.output, r.output
     r = CliRunner().invoke(main, ["verify", str(model_path), "--plan", str(out), "--inputs", str(npz[8000])])
     assert r.exit_code == 1 and "If 'run_net' takes its else_branch" in r.output and "Traceback" not in r.output
+
+
+def test_compare_runs_onnxruntime_on_the_values_the_plan_assumed(model_path, tmp_path):
+    """A seeded random 'sr' takes the else branch, which cannot run at x 8x64 (and which the plan
+    does not hold): compare feeds the plan's assumed sr=16000 instead, and refuses another value."""
+    npz = tmp_path / "sr16k.npz"
+    np.savez(npz, **_sr(16000))
+    np.savez(tmp_path / "sr8k.npz", **_sr(8000))
+    out = tmp_path / "p.json"
+    r = CliRunner().invoke(main, ["plan", str(model_path), "--input-shape", "x=8x64", "--inputs", str(npz),
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["compare", str(model_path), "--plan", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "onnxruntime ran on those values, so it took the same branches" in r.output
+    # the then branch's network: one MatMul and one Tanh output live at a time (2 x 2,048 B), y
+    # (2,048 B) and the 1 B condition; plus the graph inputs x (2,048 B) and sr (8 B)
+    assert "ORT_DISABLE_ALL: 6.00 KiB (6,145 B) allocated + 2.01 KiB (2,056 B) graph inputs" in r.output
+    r = CliRunner().invoke(main, ["compare", str(model_path), "--plan", str(out), "--inputs",
+                                  str(tmp_path / "sr8k.npz")])
+    assert r.exit_code == 1 and "If 'run_net' takes its else_branch with 'sr' = 8000" in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+def test_an_if_in_a_loop_body_on_an_outer_value_is_decided_and_one_on_the_iteration_is_not(tmp_path):
+    """``by_rate`` reads ``Equal(sr, 16000)`` from outside the Loop: the same in every iteration,
+    so the given value decides it; ``by_parity`` reads the iteration number and keeps both branches."""
+    model = loop_if_sample_rate()
+    path = tmp_path / "loop_sr.onnx"
+    onnx.save(model, path)
+    assert decide_branches(model, _sr(16000), {}) == {"loop/body/by_rate": Decision("then_branch", ("sr",))}
+    assert decide_branches(model, _sr(8000), {})["loop/body/by_rate"].branch == "else_branch"
+    assert decide_branches(model, None, {}) == {}
+    with pytest.raises(ShapeError):  # without the value the else branch must be sized, and cannot be
+        plan_model(path, PlanOptions(input_shapes=SHAPE))
+    planned = plan_model(path, PlanOptions(input_shapes=SHAPE, inputs=_sr(16000)))
+    plan = planned.plan
+    assert sorted(s.path for s in plan.subgraphs) == ["loop/body", "loop/body/by_parity/else_branch",
+                                                      "loop/body/by_parity/then_branch",
+                                                      "loop/body/by_rate/then_branch"]
+    assert plan.extra["branches_decided"] == {"loop/body/by_rate": {"branch": "then_branch", "inputs": ["sr"]}}
+    assert ("loop/body/by_rate/else_branch", "r_else", "excluded-branch") in {
+        (o.graph, o.name, o.reason) for o in plan.outside}
+    # body at by_parity's step: the carried s_in, r and s_out (2,048 B each) and i, cond_in and
+    # even (64 B each, aligned): 6,336 B; main graph at the Loop: x, y (2,048 B each), is_16k (64 B)
+    assert plan.arena_size == plan.lower_bound == 2048 + 2048 + 64 + 6336
+    report = verify_plan(planned.model, plan, model_path=path, options=VerifyOptions())
+    assert report.ok and report.execution is not None, report.first
+    x = np.ones((8, 64), dtype=np.float32)
+    with pytest.raises(PlanError, match="If 'loop/body/by_rate' takes its else_branch with 'sr' = 8000"):
+        verify_plan(planned.model, plan, model_path=path, options=VerifyOptions(inputs={**_sr(8000), "x": x}))
+
+
+def test_a_branch_decided_by_a_measured_shape_verifies(tmp_path):
+    """``If(Equal(Size(NonZero(x)), 12))``: only the measuring run knows NonZero's shape; the plan
+    decides the If on it, and verify checks the decision against the shapes the plan holds."""
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "t", [], [vi("t", [2, 3])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "e", [], [vi("e", [2, 3])])
+    twelve = helper.make_tensor("twelve", TensorProto.INT64, [], [12])
+    model = make_model([helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Size", ["nz"], ["n"]),
+                        helper.make_node("Equal", ["n", "twelve"], ["c"]),
+                        helper.make_node("If", ["c"], ["y"], name="all_set", then_branch=then_g, else_branch=else_g)],
+                       [vi("x", [2, 3])], [vi("y", [2, 3])], [twelve])
+    path = tmp_path / "nz_if.onnx"
+    onnx.save(model, path)
+    planned = plan_model(path, PlanOptions(measure_shapes=True))  # seeded normal x: no zero, nz is [2, 6]
+    assert planned.plan.extra["branches_decided"] == {"all_set": {"branch": "then_branch", "inputs": []}}
+    report = verify_plan(planned.model, planned.plan, model_path=path, options=VerifyOptions())
+    assert report.ok and report.execution is not None, report.first

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from onnxmem.core.errors import one_line
+from onnxmem.core.errors import one_line, show_name
 
 from .options import (
     InputValues,
@@ -71,9 +71,14 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     inputs = read_input_values(inputs_path)
     if execution_mode == "parallel":
         planning["concurrency"] = "dag"
+    from onnxmem.planning.pipeline import check_decided  # onnx
+
     say = progress(sys.stderr.isatty())
     with plan_or_point(model, plan_path, planning, seed, inputs, say, optimize=optimize, device=device) as got:
         _, built, the_plan, view, source = got
+        # a plan whose Ifs its assumed values decided holds their branches alone: onnxruntime runs on
+        # those values too (else its figure could be a run of a branch the plan does not hold)
+        inputs = check_decided(built.model, the_plan, inputs)
         say("profiling onnxruntime")
         view, peaks = _profile(model, plan_path, built, the_plan, view, device, seed, inputs, execution_mode, threads)
     arena = the_plan.arena_size
@@ -167,6 +172,12 @@ def _echo_notes(the_plan: MemoryPlan) -> None:
         body_bytes = sum(t.size for t in the_plan.tensors if t.kind == "region")
         click.echo(f"note: the arena holds the tensors of {len(the_plan.subgraphs)} subgraphs (If branches, Loop and "
                    f"Scan bodies) in regions of {fmt_bytes(body_bytes)} in all, each sized for its largest body "
-                   "whatever the inputs; onnxruntime's figure is one run on seeded random inputs, which took one "
+                   "whatever the inputs; onnxruntime's figure is one run (on seeded random values for inputs not given "
+                   "or assumed by the plan), which took one "
                    "branch of each If, and its profiler's allocator statistics miss some allocations made inside "
                    "control-flow nodes (a Scan's outputs, for one): the figures are not like for like")
+    decided = the_plan.extra.get("branches_decided")
+    if isinstance(decided, dict) and decided:
+        names = ", ".join(sorted(show_name(k) for k in decided))
+        click.echo(f"note: the plan holds one branch of If {names}, decided by the values it assumed "
+                   "(extra.assumed_inputs); onnxruntime ran on those values, so it took the same branches")

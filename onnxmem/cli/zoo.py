@@ -70,14 +70,15 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
     DIR_OR_LIST: a folder with catalog.json (from 'make zoo'), a folder of .onnx files, a
     catalog.json, or a text file of 'PATH [NAME=N | NAME=D1xD2.. | shape:NAME=D1..] ...'
     lines (NAME=N binds a dim like --dim; NAME=D1xD2.. pins an input like --input-shape;
-    shape: pins any rank, 'shape:NAME=' a scalar). A model that fails or runs past
+    shape: pins any rank, 'shape:NAME=' a scalar; 'inputs:FILE.npz', 'branch:IF=then|else' and
+    'measure-shapes' are that model's --inputs, --branch and --measure-shapes). A model that fails or runs past
     --model-timeout is reported and the run goes on. Exit code 0: all ok; 1: a model failed
     or timed out, or an arena grew against --baseline; 3: a plan failed verification.
     """
     inputs = _zoo_inputs(zoo_source, baseline)
     patterns = [p for word in only for p in word.split(",") if p]
     models = zoo_lib.load_zoo(zoo_source, patterns)
-    inputs += [m.path for m in models]
+    inputs += [m.path for m in models] + [m.options.inputs for m in models if m.options.inputs is not None]
     _check_zoo_outputs(inputs, out_dir, write_baseline, [m.name for m in models])
     base = zoo_lib.read_baseline(baseline) if baseline else None
     opts = make_plan_options(**plan_flags, optimize=optimize, device=verify or "cpu")

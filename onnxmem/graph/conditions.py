@@ -1,6 +1,6 @@
 """If nodes whose branch is known before the run: conditions decided by values the plan is given.
 
-An If of the main graph whose condition onnxmem's shape evaluator computes
+An If, at any level, whose condition onnxmem's shape evaluator computes
 (:func:`onnxmem.shapes.evaluate_values`) takes the same branch on every run at those values:
 
 1. Read what is known: the model's small constants (inline initializers no graph input
@@ -18,9 +18,15 @@ An If of the main graph whose condition onnxmem's shape evaluator computes
 The plan records the decisions (``extra.branches_decided``) and the values they assumed
 (``extra.assumed_inputs``, :func:`assumed_record`); ``verify`` feeds those values where it is
 given none and refuses ``--inputs`` whose values take another branch
-(:func:`onnxmem.planning.pipeline.check_decided`). Only If nodes of the main graph are
-decided here; one inside a body keeps both branches (its shapes still follow the branch its
-condition takes, :mod:`onnxmem.shapes.subgraphs`).
+(:func:`onnxmem.planning.pipeline.check_decided`).
+
+Inside a body (an If branch, a Loop or Scan body, nested to any depth) the same is done
+with what every run of that body shares: the body's own constants, the known shapes, and the
+outer values it reads that the level above computed (outer constants, given inputs and what
+is computed from them). A Loop's or Scan's formal inputs (the iteration number, the loop
+condition, carried values, scan slices) are given no value, so an If whose condition reads
+one (``Equal(Mod(i, 2), 0)``) changes from one iteration to the next and keeps both branches.
+Ifs inside a decided If's left-out branch are not searched.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from typing import Mapping
 import numpy as np
 import onnx
 
-from onnxmem.graph.paths import child_path, node_names
+from onnxmem.graph.paths import child_path, node_names, outer_scope_reads
+from onnxmem.model import subgraph_attributes
 from onnxmem.shapes import evaluate_values
 
 __all__ = ["MAX_ASSUMED", "Decision", "assumed_record", "decide_branches", "read_assumed"]
@@ -40,6 +47,8 @@ __all__ = ["MAX_ASSUMED", "Decision", "assumed_record", "decide_branches", "read
 MAX_ASSUMED = 64
 #: ops whose output depends only on their input's shape, not its values
 _SHAPE_ONLY = ("Shape", "Size")
+#: the control-flow ops whose bodies are searched for Ifs to decide
+_FLOW = ("If", "Loop", "Scan")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,40 +74,76 @@ def decide_branches(
     given: Mapping[str, np.ndarray] | None,
     shapes: Mapping[str, tuple[int, ...]],
 ) -> dict[str, Decision]:
-    """``{If node path: Decision}`` for each If of the main graph whose condition is known from
+    """``{If node path: Decision}`` for each If, at any level, whose condition is known from
     the model's constants, the ``shapes`` known (graph inputs, inferred values) and the
     ``given`` graph input values (see the module docstring). An If whose condition is not one
-    known element is not in the result."""
-    g = model.graph
-    ifs = [(i, n) for i, n in enumerate(g.node)
-           if n.op_type == "If" and n.domain in ("", "ai.onnx") and n.input and n.input[0]]
-    if not ifs:
-        return {}
-    names = {vi.name for vi in g.input}
+    known element is not in the result; nor is an If inside the branch a decided If leaves out."""
+    names = {vi.name for vi in model.graph.input}
     usable = {k: np.asarray(v) for k, v in (given or {}).items() if k in names and _usable(v)}
-    values = evaluate_values(model, usable, shapes, [n.input[0] for _, n in ifs])
-    producer = {o: n for n in g.node for o in n.output if o}
-    paths = node_names(g)
     out: dict[str, Decision] = {}
-    for i, node in ifs:
-        cond = values.get(node.input[0])
-        if cond is None or cond.size != 1:
-            continue
-        branch = "then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"
-        out[child_path("", paths[i])] = Decision(branch, _value_inputs(node.input[0], producer, usable))
+    _decide_level(model, model.graph, "", usable, {k: (k,) for k in usable}, shapes, out)
     return out
 
 
-def _value_inputs(name: str, producer: Mapping[str, onnx.NodeProto], given: Mapping[str, object]) -> tuple[str, ...]:
-    """The ``given`` inputs whose values ``name`` is computed from (not through a shape read)."""
-    stack, seen, found = [name], set(), set()
+def _has_flow(graph: onnx.GraphProto) -> bool:
+    return any(n.op_type in _FLOW and n.domain in ("", "ai.onnx") for n in graph.node)
+
+
+def _decide_level(model: onnx.ModelProto, graph: onnx.GraphProto, path: str, known: Mapping[str, np.ndarray],
+                  origin: Mapping[str, tuple[str, ...]], shapes: Mapping[str, tuple[int, ...]],
+                  out: dict[str, Decision]) -> None:
+    """Decide the Ifs of ``graph`` (the graph at ``path``) into ``out``, then those of its bodies.
+
+    ``known``: values that are the same on every run of ``graph`` at the plan's values: the
+    given inputs for the main graph; for a body, the outer values it reads that the level above
+    computed, which no iteration changes (a Loop's or Scan's formal inputs, the iteration number,
+    carried values, scan slices, have no value here, so nothing computed from them is known).
+    ``origin``: for each, the given inputs it was computed from."""
+    flows = [(i, n) for i, n in enumerate(graph.node) if n.op_type in _FLOW and n.domain in ("", "ai.onnx")]
+    if not flows:
+        return
+    level = model if graph is model.graph else _level_model(model, graph)
+    bodies = {i: [(attr, sub, outer_scope_reads(sub)) for attr, sub in subgraph_attributes(n) if _has_flow(sub)]
+              for i, n in flows}
+    wanted = [n.input[0] for _, n in flows if n.op_type == "If" and n.input and n.input[0]]
+    wanted += [name for subs in bodies.values() for _, _, reads in subs for name in reads]
+    values = evaluate_values(level, known, shapes, wanted)
+    producer = {o: n for n in graph.node for o in n.output if o}
+    paths = node_names(graph)
+    for i, node in flows:
+        here = child_path(path, paths[i])
+        taken = None
+        cond = values.get(node.input[0]) if node.op_type == "If" and node.input and node.input[0] else None
+        if cond is not None and cond.size == 1:
+            taken = "then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"
+            out[here] = Decision(taken, _value_inputs(node.input[0], producer, origin))
+        for attr, sub, reads in bodies[i]:
+            if taken is not None and attr != taken:
+                continue  # the branch left out: never sized nor run
+            inner = {n: values[n] for n in reads if n in values}
+            _decide_level(model, sub, f"{here}/{attr}", inner,
+                          {n: _value_inputs(n, producer, origin) for n in inner}, shapes, out)
+
+
+def _level_model(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
+    """``graph`` (a body) as a model of its own, with ``model``'s opsets, for the evaluator."""
+    level = onnx.ModelProto(ir_version=model.ir_version)
+    level.opset_import.extend(model.opset_import)
+    level.graph.CopyFrom(graph)
+    return level
+
+
+def _value_inputs(name: str, producer: Mapping[str, onnx.NodeProto],
+                  origin: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The given inputs whose values ``name`` is computed from (not through a shape read):
+    ``origin`` names, for each known value of this level, the given inputs it came from."""
+    stack, seen, found = [name], set(), set[str]()
     while stack:
         n = stack.pop()
         if n in seen:
             continue
         seen.add(n)
-        if n in given:
-            found.add(n)
+        found.update(origin.get(n, ()))
         node = producer.get(n)
         if node is not None and node.op_type not in _SHAPE_ONLY:
             stack.extend(i for i in node.input if i)

@@ -352,7 +352,10 @@ def check_decided(model: onnx.ModelProto, plan: MemoryPlan,
     if not decided:
         return inputs
     feeds = {**assumed, **(inputs or {})}
-    shapes = {**_input_shapes(model, {}), **{k: tuple(v) for k, v in plan.input_shapes.items()}}
+    # the shapes the plan holds (measured or inferred when planned: a decision may read them;
+    # a run at other shapes is refused by the arena run itself)
+    shapes = {**{t.name: tuple(t.shape) for t in plan.tensors}, **_input_shapes(model, {}),
+              **{k: tuple(v) for k, v in plan.input_shapes.items()}}
     now_taken = decide_branches(model, feeds, shapes)
     for k, d in sorted(decided.items()):
         got = now_taken.get(k)

@@ -47,12 +47,14 @@ def _label(path: str | os.PathLike[str]) -> str:
     return show_name(os.fspath(path))
 
 
-def read_inputs(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES) -> dict[str, np.ndarray]:
-    """The arrays of the ``.npz`` file at ``path``, by name (see the module docstring)."""
+def read_inputs(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES,
+                what: str = "--inputs") -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` file at ``path``, by name (see the module docstring).
+    ``what`` names the file's source in messages (a zoo list's line and key)."""
     from onnxmem.runtime.ort import check_memory
 
-    data = read_input(path, "--inputs file", limit)
-    where = f"--inputs {_label(path)}"
+    data = read_input(path, f"{what} file", limit)
+    where = f"{what} {_label(path)}"
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, ValueError, OSError):

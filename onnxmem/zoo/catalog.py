@@ -8,12 +8,18 @@ file, ``onnx:NAME`` (a model of the onnx wheel), or a list file with one model p
     models/resnet.onnx  batch=4                  # bind the symbolic dim 'batch' (--dim)
     models/detector.onnx  image=1x3x640x640      # pin input 'image' (--input-shape)
     models/vad.onnx  shape:sr=  shape:h=2x1x64   # 'shape:' pins any rank, '=' alone a scalar
+    models/vad.onnx  input=1x512 inputs:sr16k.npz branch:If_0=then measure-shapes
     onnx:squeezenet
 
 After the path, each word is ``NAME=N`` (a positive integer: binds the symbolic dim NAME),
 ``NAME=D1xD2[x...]`` (two or more positive integers joined by ``x``: pins the shape of input
-NAME), or ``shape:NAME=...`` (pins an input's shape of any rank, ``shape:NAME=`` for a
-scalar). Relative paths are relative to the list's folder. Names cannot hold spaces.
+NAME), ``shape:NAME=...`` (pins an input's shape of any rank, ``shape:NAME=`` for a
+scalar), or one of the model's planning options (:class:`ModelOptions`): ``inputs:FILE.npz``
+(``--inputs``), ``branch:IF=then|else`` (``--branch``, repeatable) and ``measure-shapes``
+(``--measure-shapes``). A catalogue entry carries the same as ``"dims"``, ``"input_shapes"``,
+``"input_values"`` (the ``.npz`` path), ``"branch"`` (``{IF: "then"|"else"}``) and ``"measure_shapes"`` (a
+boolean). Relative paths are relative to the list's folder; an ``.npz`` file must lie inside
+it once links resolve, and it is read as hostile, like ``--inputs``. Names cannot hold spaces.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from onnxmem.model import initializers, tensor_bytes
 
 __all__ = [
     "LIGHT_MODELS",
+    "ModelOptions",
     "ZooModel",
     "describe_inputs",
     "describe_model",
@@ -61,12 +68,53 @@ LIGHT_MODELS = (
 SHAPE_PREFIX = "shape:"
 
 
+#: the prefix of a list-file word that names the model's ``--inputs`` file
+INPUTS_PREFIX = "inputs:"
+#: the prefix of a list-file word that chooses an If's branch (``--branch``)
+BRANCH_PREFIX = "branch:"
+#: the list-file word that turns ``--measure-shapes`` on for its model
+MEASURE_WORD = "measure-shapes"
+#: the catalogue keys of a model's own options (besides ``name`` and ``file``)
+#: (``inputs`` there is the builder's description of the graph inputs, so the values' file is
+#: ``input_values``)
+OPTION_KEYS = ("dims", "input_shapes", "input_values", "branch", "measure_shapes")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    """A model's own planning options in a list or catalogue, beside its shapes.
+
+    ``inputs``: the ``.npz`` file of graph input values (``--inputs``), resolved inside the
+    list's folder, and ``values`` its arrays (read when the zoo is loaded); ``branches``:
+    ``{If path: "then_branch"|"else_branch"}`` (``--branch``); ``measure_shapes``
+    (``--measure-shapes``). The command line's flags add to these (its ``--branch`` wins
+    for the same If); ``--measure-shapes`` there turns it on for every model.
+    """
+
+    inputs: Path | None = None
+    values: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    branches: dict[str, str] = field(default_factory=dict)
+    measure_shapes: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        """The options given, for the results (``{}`` for none)."""
+        out: dict[str, Any] = {}
+        if self.inputs is not None:
+            out["inputs"] = self.inputs.name
+        if self.branches:
+            out["branch"] = dict(self.branches)
+        if self.measure_shapes:
+            out["measure_shapes"] = True
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class ZooModel:
     """One model of a zoo: where it is, and the shape binding to plan it with.
 
     ``dims`` binds symbolic dims (``--dim``); ``input_shapes`` pins graph inputs'
-    shapes (``--input-shape``); ``info`` keeps the catalogue's other fields.
+    shapes (``--input-shape``); ``info`` keeps the catalogue's other fields;
+    ``options`` the model's own planning options.
     """
 
     name: str
@@ -74,6 +122,7 @@ class ZooModel:
     dims: dict[str, int] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    options: ModelOptions = field(default_factory=ModelOptions)
 
 
 def light_model_path(name: str) -> Path:
@@ -181,26 +230,27 @@ def load_zoo(source: str | os.PathLike[str], only: Sequence[str] = ()) -> list[Z
     return models
 
 
-def _resolved(file: Path, where: str) -> Path:
+def _resolved(file: Path, where: str, what: str = "model file") -> Path:
     """``file`` with its links resolved; a missing file or a link loop is a one-line error."""
     try:
         return file.resolve(strict=True)
     except (OSError, RuntimeError) as exc:
         reason = "is a link loop" if isinstance(exc, RuntimeError) else "does not exist"
-        raise OnnxmemError(f"{where}: model file {show_name(str(file))} {reason}; "
+        raise OnnxmemError(f"{where}: {what} {show_name(str(file))} {reason}; "
                            "fix the path (relative paths are read from the list's folder)") from None
 
 
-def _inside(base: Path, file: Path, where: str) -> Path:
-    """A model found in a zoo folder, refused unless it lies inside ``base`` (the folder, resolved) once links resolve.
+def _inside(base: Path, file: Path, where: str, what: str = "model file") -> Path:
+    """A file found in (or named by) a zoo, refused unless it lies inside ``base`` (the folder,
+    resolved) once links resolve.
 
     The folder's files are not named by the user one by one: a link in it that leads out
     (to ``/dev/zero``, to a file elsewhere) or loops is a one-line error, not a file to read.
     """
-    target = _resolved(file, where)
+    target = _resolved(file, where, what)
     if not target.is_relative_to(base):
-        raise OnnxmemError(f"{where}: model file {show_name(str(file))} leads to {show_name(str(target))}, "
-                           f"outside the zoo's folder; copy the model into the folder")
+        raise OnnxmemError(f"{where}: {what} {show_name(str(file))} leads to {show_name(str(target))}, "
+                           f"outside the zoo's folder; copy it into the folder")
     return target
 
 
@@ -226,13 +276,17 @@ def _read_catalog(path: Path) -> list[ZooModel]:
     models = []
     for i, e in enumerate(_catalog_entries(path)):
         try:
+            name = str(e["name"])
+            where = f"zoo catalogue '{path}' model {show_name(name)}"
+            options = _entry_options(path.parent, where, e)
             models.append(ZooModel(
-                name=str(e["name"]),
+                name=name,
                 path=_resolve(path.parent, str(e["file"]), f"zoo catalogue '{path}'"),
                 dims={str(k): int(v) for k, v in e.get("dims", {}).items()},
-                info={k: v for k, v in e.items() if k not in ("name", "file", "dims", "input_shapes")},
+                info={k: v for k, v in e.items() if k not in ("name", "file", *OPTION_KEYS)},
                 input_shapes={str(k): tuple(int(d) for d in v)
                               for k, v in e.get("input_shapes", {}).items()},
+                options=options,
             ))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise OnnxmemError(
@@ -240,6 +294,49 @@ def _read_catalog(path: Path) -> list[ZooModel]:
                 "each needs 'name' and 'file', and 'dims'/'input_shapes' of integers"
             ) from None
     return models
+
+
+def _entry_options(folder: Path, where: str, entry: Mapping[str, Any]) -> ModelOptions:
+    """The ``inputs``, ``branch`` and ``measure_shapes`` of a catalogue entry, checked."""
+    measure = entry.get("measure_shapes", False)
+    if not isinstance(measure, bool):
+        raise OnnxmemError(f"{where}: key 'measure_shapes' is not a boolean; write true or false")
+    branch = entry.get("branch", {})
+    if not isinstance(branch, dict):
+        raise OnnxmemError(f"{where}: key 'branch' is not an object; write {{\"IF\": \"then\"}} "
+                           "(IF: the If node's path)")
+    file = entry.get("input_values")
+    if file is not None and not isinstance(file, str):
+        raise OnnxmemError(f"{where}: key 'input_values' is not a path; write the .npz file's path, "
+                           "relative to the catalogue's folder")
+    return _options(folder, where, file, [(str(k), str(v)) for k, v in branch.items()], measure,
+                    key="input_values")
+
+
+def _options(folder: Path, where: str, file: str | None, branches: Sequence[tuple[str, str]],
+             measure: bool, key: str = "inputs") -> ModelOptions:
+    """A model's options from a list line or a catalogue entry: each ``(IF, then|else)`` pair
+    checked, and the ``.npz`` file read (inside ``folder``, as hostile as ``--inputs``);
+    ``key`` names the file's key in messages."""
+    from onnxmem.graph import BRANCH_NAMES
+
+    chosen: dict[str, str] = {}
+    for path, branch in branches:
+        if not path or branch not in BRANCH_NAMES:
+            raise OnnxmemError(f"{where}: key 'branch' holds {show_name(f'{path}={branch}')}, which is not "
+                               "IF=then or IF=else (IF: the If node's path)")
+        if path in chosen:
+            raise OnnxmemError(f"{where}: key 'branch' names If {show_name(path)} twice; keep one")
+        chosen[path] = BRANCH_NAMES[branch]
+    if file is None:
+        return ModelOptions(branches=chosen, measure_shapes=measure)
+    if not file:
+        raise OnnxmemError(f"{where}: key '{key}' is empty; give the .npz file's path")
+    from onnxmem.runtime.inputs import read_inputs  # numpy
+
+    target = _inside(folder.resolve(), folder / file, where, f"key '{key}': file")
+    values = read_inputs(target, what=f"{where}: key '{key}':")
+    return ModelOptions(inputs=target, values=values, branches=chosen, measure_shapes=measure)
 
 
 def _read_list(path: Path) -> list[ZooModel]:
@@ -252,14 +349,33 @@ def _read_list(path: Path) -> list[ZooModel]:
         words = line.split("#", 1)[0].split()
         if not words:
             continue
-        dims, shapes = parse_list_line(words[1:], f"{path}:{lineno}")
+        where = f"{path}:{lineno}"
+        rest = [w for w in words[1:] if not _is_option_word(w)]
+        dims, shapes = parse_list_line(rest, where)
+        options = _list_options(path.parent, where, [w for w in words[1:] if _is_option_word(w)])
         file = _resolve(path.parent, words[0], f"zoo list '{path}' line {lineno}")
         if not file.is_file():
             raise OnnxmemError(f"zoo list '{path}' line {lineno}: model file {show_name(str(file))} does not exist; "
                                "fix the path (relative paths are read from the list's folder)")
         name = f"onnx_{words[0][5:]}" if words[0].startswith("onnx:") else file.stem
-        models.append(ZooModel(name, file, dims, input_shapes=shapes))
+        models.append(ZooModel(name, file, dims, input_shapes=shapes, options=options))
     return models
+
+
+def _is_option_word(word: str) -> bool:
+    return word == MEASURE_WORD or word.startswith((INPUTS_PREFIX, BRANCH_PREFIX))
+
+
+def _list_options(folder: Path, where: str, words: Sequence[str]) -> ModelOptions:
+    """The options of a list line's ``measure-shapes``, ``inputs:FILE`` and ``branch:IF=B`` words."""
+    files = [w[len(INPUTS_PREFIX):] for w in words if w.startswith(INPUTS_PREFIX)]
+    if len(files) > 1:
+        raise OnnxmemError(f"{where}: key 'inputs' is given {len(files)} times; give one .npz file")
+    if words.count(MEASURE_WORD) > 1:
+        raise OnnxmemError(f"{where}: {MEASURE_WORD!r} is given twice; keep one")
+    pairs = [w[len(BRANCH_PREFIX):].rpartition("=") for w in words if w.startswith(BRANCH_PREFIX)]
+    return _options(folder, where, files[0] if files else None, [(p, b) for p, _, b in pairs],
+                    MEASURE_WORD in words)
 
 
 _POSITIVE = r"[1-9][0-9]*"

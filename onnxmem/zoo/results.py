@@ -62,6 +62,9 @@ class ZooResult:
     warnings: int = 0
     seconds: float = 0.0
     plan_file: str | None = None
+    #: the model's own planning options from its list line or catalogue entry
+    #: (:meth:`onnxmem.zoo.catalog.ModelOptions.describe`)
+    options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def arena_over_bound(self) -> float | None:

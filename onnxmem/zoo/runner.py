@@ -87,10 +87,14 @@ def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
     base = options.plan or PlanOptions()
     dims = {**model.dims, **dict(base.dims)}
     shapes = {**model.input_shapes, **dict(base.input_shapes)}
+    own = model.options
     # one set of --dim bindings serves many models: each binds the names it declares
-    opts = replace(base, dims=dims, input_shapes=shapes, strict_dims=False)
+    opts = replace(base, dims=dims, input_shapes=shapes, strict_dims=False,
+                   measure_shapes=base.measure_shapes or own.measure_shapes,
+                   branches={**own.branches, **dict(base.branches)},
+                   inputs=own.values or base.inputs)
     work = Path(options.work_dir) if options.work_dir else None
-    partial: dict[str, Any] = {}
+    partial: dict[str, Any] = {"options": own.describe()}
     stage = "plan"
     try:
         path = model.path
@@ -101,7 +105,7 @@ def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
         with optimized_model(path, opts.optimize, options.verify or opts.device) as built:
             stage = "plan"
             planned = plan_optimized(built, opts)
-            partial = _plan_figures(planned.plan)
+            partial.update(_plan_figures(planned.plan))
             if work is not None:
                 (work / "plans").mkdir(parents=True, exist_ok=True)
                 plan_file = work / "plans" / f"{model.name}.json"
@@ -109,7 +113,8 @@ def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
                 partial["plan_file"] = str(plan_file)
             if options.verify:
                 stage = "verify"
-                verdict, detail, peak = verify_and_measure(planned, built.path, options.verify, options.seed)
+                verdict, detail, peak = verify_and_measure(planned, built.path, options.verify, options.seed,
+                                                           inputs=opts.inputs)
                 partial.update(verify=verdict, verify_detail=detail, ort_peak=peak)
                 status = "ok" if verdict == "pass" else "wrong"
                 return ZooResult(model.name, str(model.path), status, None if status == "ok" else detail,
