@@ -22,7 +22,7 @@ from onnxmem.graph.paths import (
     node_names,
     outer_scope_reads,
 )
-from onnxmem.graph.regions import bound_outputs, with_regions
+from onnxmem.graph.regions import bound_outputs, inside_outputs, with_regions
 from onnxmem.graph.view import (
     CONSTANT_OPS,
     ORIGINS,
@@ -51,6 +51,7 @@ __all__ = [
     "assumed_record",
     "body_kind",
     "bound_outputs",
+    "inside_outputs",
     "build_view",
     "child_path",
     "decide_branches",

@@ -2,7 +2,8 @@
 
 :func:`with_regions` adds to a view a *region* tensor for each node whose bodies are planned
 (see :mod:`onnxmem.planning.bodies`); :func:`bound_outputs` says when an If branch writes its
-outputs straight into the If's own.
+outputs straight into the If's own, :func:`inside_outputs` which of a body's outputs may be its
+owner's outputs inside the region.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import onnx
 from onnxmem.graph.paths import child_path
 from onnxmem.graph.view import Body, GraphView, Op, Tensor
 
-__all__ = ["bound_outputs", "with_regions"]
+__all__ = ["bound_outputs", "inside_outputs", "with_regions"]
 
 
 def bound_outputs(parent: GraphView, body: Body, io: str = "internal") -> dict[str, str] | None:
@@ -41,6 +42,43 @@ def bound_outputs(parent: GraphView, body: Body, io: str = "internal") -> dict[s
         y = owner.outputs[k] if k < len(owner.outputs) else ""
         ty = parent.tensors.get(y) if y else None
         if outs.count(o) > 1 or ty is None or ty.kind in ("weight", "region") or ty.size != t.size:
+            return None
+        if not parent.path and io == "external" and y in parent.outputs:
+            return None
+        mapping[o] = y
+    return mapping or None
+
+
+def inside_outputs(parent: GraphView, body: Body, io: str = "internal") -> dict[str, str] | None:
+    """``{body output: owner output}`` that ``body`` writes at its owner's outputs when they sit
+    inside its region (``outputs: inside``), else ``None``.
+
+    An If branch: every output, when it computes each (:func:`bound_outputs` maps them all).
+    A Loop or Scan body: its carried (state) outputs, ``[1, 1 + state)`` of a Loop's body,
+    ``[0, state)`` of a Scan's, which after the last iteration are the owner's first
+    ``state`` outputs; each must be computed in the body (not a formal input, a weight or an
+    outer value), appear once among the body's outputs, and its owner output be an arena
+    tensor of ``parent`` of the same size (not a main-graph output the runtime owns with
+    ``io="external"``). The body keeps its outputs live to its end, so after the last
+    iteration they hold the final values at exactly those bytes: no copy. Scan outputs and a
+    Loop's condition stay where they are (copied out, beside the region).
+    """
+    if body.kind == "if":
+        mapped = bound_outputs(parent, body, io)
+        return mapped if mapped and len(mapped) == len(body.view.outputs) else None
+    first = 1 if body.kind == "loop" else 0
+    owner = parent.ops[body.owner]
+    outs = body.view.outputs
+    mapping: dict[str, str] = {}
+    for k in range(body.state):
+        if first + k >= len(outs) or k >= len(owner.outputs):
+            return None
+        o, y = outs[first + k], owner.outputs[k]
+        t = body.view.tensors.get(o)
+        ty = parent.tensors.get(y) if y else None
+        if t is None or t.kind in ("weight", "region") or t.producer is None or outs.count(o) > 1:
+            return None
+        if ty is None or ty.kind in ("weight", "region") or ty.size != t.size:
             return None
         if not parent.path and io == "external" and y in parent.outputs:
             return None

@@ -222,13 +222,17 @@ class GraphView:
 class Body:
     """One planned subgraph: ``path`` names it (``If_0/then_branch``), ``owner``
     is the owning node's index in the parent view, ``attr`` the attribute that
-    holds it, ``kind`` ``if``, ``loop`` or ``scan``, ``view`` its own view."""
+    holds it, ``kind`` ``if``, ``loop`` or ``scan``, ``view`` its own view; ``state`` the
+    number of values a Loop carries or a Scan keeps as state (0 for an If branch): the
+    body's outputs ``[1, 1 + state)`` (Loop) or ``[0, state)`` (Scan) become the owner's
+    first ``state`` outputs after the last iteration."""
 
     path: str
     owner: int
     attr: str
     kind: str
     view: GraphView
+    state: int = 0
 
 
 def iter_views(view: GraphView) -> Iterable[GraphView]:
@@ -529,6 +533,17 @@ def _tensor_kind(name: str, producer: int | None, weight: bool, is_input: bool, 
     return "input" if producer is None else "activation"
 
 
+def _state_count(node: onnx.NodeProto, sub: onnx.GraphProto, kind: str) -> int:
+    """How many values a Loop carries (its body's inputs past the iteration number and
+    condition) or a Scan keeps as state (its inputs past ``num_scan_inputs``); 0 for an If."""
+    if kind == "loop":
+        return max(len(sub.input) - 2, 0)
+    if kind == "scan":
+        scans = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), len(node.input))
+        return max(len(node.input) - scans, 0)
+    return 0
+
+
 def _level_bodies(g: onnx.GraphProto, ops: tuple[Op, ...], level: _Level, visible: Mapping[str, Tensor],
                   true_weights: frozenset[str], shapes: ShapeInfo, opset: int) -> dict[int, tuple[Body, ...]]:
     """The views of the bodies onnxmem plans (:func:`body_kind`), by owning node index; an If
@@ -546,6 +561,7 @@ def _level_bodies(g: onnx.GraphProto, ops: tuple[Op, ...], level: _Level, visibl
                            true_weights, bkind != "if", level.fold, kernels=level.kernels)
             if child.key in shapes.excluded:
                 continue  # --branch: runs take the other branch; this one is not planned
-            made.append(Body(child.path, op.index, attr, bkind, _build_level(sub, child, shapes, opset)))
+            made.append(Body(child.path, op.index, attr, bkind, _build_level(sub, child, shapes, opset),
+                             _state_count(node, sub, bkind)))
         bodies[op.index] = tuple(made)
     return bodies

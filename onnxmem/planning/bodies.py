@@ -66,7 +66,7 @@ from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.problem import Problem, Solution, align_up, lower_bound
 from onnxmem.core.solvers import SOLVERS
 from onnxmem.core.workclock import now
-from onnxmem.graph import Body, GraphView, bound_outputs, child_path, node_names, with_regions
+from onnxmem.graph import Body, GraphView, bound_outputs, child_path, inside_outputs, node_names, with_regions
 from onnxmem.model import subgraph_attributes
 from onnxmem.planning.compose import LivenessStep, compose, order_view, solve_layout
 from onnxmem.plans.point import OutsideValue, PlannedTensor
@@ -275,12 +275,10 @@ def _inside_option(view: GraphView, owner: Any, bodies: list[tuple[Body, GraphVi
     the If's outputs (:func:`onnxmem.graph.view.bound_outputs`): each branch planned again with
     its outputs in its arena, the branch with the largest arena first; the others with each
     output's buffer pinned where the first put it. ``None`` when that cannot be."""
-    if not bodies or bodies[0][0].kind != "if":
+    if not bodies or any(inside_outputs(view, body, io) is None for body, _ in bodies):
         return None
-    for body, _ in bodies:
-        mapped = bound_outputs(view, body, io)
-        if not mapped or len(mapped) != len(body.view.outputs):
-            return None
+    if bodies[0][0].kind != "if":
+        return _carried_inside_option(view, owner, bodies[0][0], plans[bodies[0][0].path], io)
     body_opts = replace(opts, io="internal", concurrency="sequential")
     made: list[tuple[Body, GraphView, Liveness]] = []
     for body, bv in bodies:
@@ -314,6 +312,21 @@ def _inside_option(view: GraphView, owner: Any, bodies: list[tuple[Body, GraphVi
     names = {o: y for o, y in zip(first_body.view.outputs, owner.outputs)}
     return InsideOption(view.path, child_path(view.path, owner.name), size,
                         {names[o]: p for o, p in zip(first_body.view.outputs, positions)}, tuple(made_plans))
+
+
+def _carried_inside_option(view: GraphView, owner: Any, body: Body, plan: BodyPlan, io: str) -> InsideOption:
+    """The :class:`InsideOption` of a Loop or Scan: its body as planned (its outputs already live
+    in its arena to its end), the owner's carried (state) outputs at the bytes where the body
+    writes them (:func:`onnxmem.graph.inside_outputs`), so the last iteration's outputs are the
+    owner's, with no copy; the region keeps its size."""
+    mapped = inside_outputs(view, body, io) or {}
+    index = {b.id: i for i, b in enumerate(plan.liveness.problem.buffers)}
+    positions = {}
+    for o, y in mapped.items():
+        iv = plan.liveness.interval(o)
+        positions[y] = int(plan.solution.offsets[index[iv.group]]) + iv.offset
+    return InsideOption(view.path, child_path(view.path, owner.name), plan.arena_size, positions,
+                        (replace(plan, outputs="inside"),))
 
 
 def level_tensors(view: GraphView, liveness: Liveness, solution: Solution, base: int = 0) -> list[PlannedTensor]:

@@ -52,8 +52,8 @@ def _level_bounds(plan: MemoryPlan) -> dict[str, tuple[int, int]]:
 
 
 def _joined(plan: MemoryPlan, graph: str) -> set[str | None]:
-    """Owners in ``graph`` of If branches planned with ``outputs: inside``: their region and
-    their outputs share bytes by design, so they are judged as one buffer."""
+    """Owners in ``graph`` of bodies planned with ``outputs: inside``: their region and the
+    outputs placed in it (its alias group) share bytes by design, so they are judged as one buffer."""
     return {s.owner for s in plan.subgraphs if s.parent == graph and s.outputs == "inside"}
 
 
@@ -61,8 +61,9 @@ def _overlaps(tensors: Sequence[PlannedTensor], joined: set[str | None], graph: 
     """Pairs of buffers (a group's members joined into one) live at one step and sharing a byte."""
     spans: dict[str, tuple[int, int, int, int]] = {}  # buffer -> (lo, hi, start, end)
     named: dict[str, str] = {}  # buffer -> the name of its first tensor, for the message
+    region_group = {t.producer: t.group for t in tensors if t.kind == "region"}
     for t in tensors:
-        key = (f"owner {t.producer}" if t.producer in joined else
+        key = (f"owner {t.producer}" if t.producer in joined and t.group == region_group.get(t.producer) else
                f"object {t.object}" if t.object is not None else f"group {t.group}")
         lo, hi, start, end = spans.get(key, (t.offset, t.offset + t.size, t.start, t.end))
         spans[key] = (min(lo, t.offset), max(hi, t.offset + t.size), min(start, t.start), max(end, t.end))

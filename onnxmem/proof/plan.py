@@ -43,7 +43,13 @@ this is the one deliberate second copy of those rules):
    One planned with ``outputs: inside`` computes every output and writes each
    at exactly the bytes of its If output, which lies in the If's region: that
    region and those outputs are the only pairs of the parent allowed to share
-   bytes while both are live.
+   bytes while both are live. A Loop or Scan body planned with ``outputs:
+   inside`` does the same for its carried (state) outputs
+   (:func:`onnxmem.graph.inside_outputs`): each is computed in the body and
+   sits at exactly the bytes of the owner output it becomes after the last
+   iteration (the body keeps its outputs live to its end, rule 4, so the
+   last iteration leaves them there); its scan outputs and condition never
+   share the region.
 9. plans for concurrent execution (``--concurrency dag``, recorded in the
    plan's ``extra``; the main graph: a body runs inside its owner's step): the rules above hold for the plan's order, and every
    pair of tensors that share a byte is kept apart by the graph itself, under
@@ -72,7 +78,7 @@ from dataclasses import replace
 from typing import Any
 
 from onnxmem.analysis.aliasing import RULES
-from onnxmem.graph import Body, GraphView, bound_outputs, child_path
+from onnxmem.graph import Body, GraphView, bound_outputs, child_path, inside_outputs
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
 from onnxmem.proof.concurrency import concurrency_findings
 from onnxmem.proof.finding import Finding, Lifetimes
@@ -184,7 +190,7 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
         if path not in paths:
             found.append(Finding("mismatch", None, f"the plan has a subgraph {path!r}, which the model does not "
                                  "have; re-plan the model"))
-    inside = _inside_pairs(pairs, subplans)
+    inside = _inside_pairs(pairs, subplans, plan.io)
     found += _prove_level(replace(plan, tensors=tuple(by_graph.get("", ()))), view, limit, (0, plan.arena_size),
                           mode=mode, inside=inside.get("", frozenset()))
     for parent, body in pairs:
@@ -209,7 +215,7 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
                                      "another size); re-plan the model", node=owner.name, graph=body.path))
                 continue
             io = "external"
-        elif sp.outputs == "inside":  # the branch writes its outputs where the If's outputs sit
+        elif sp.outputs == "inside":  # the body writes its outputs where the owner's outputs sit
             found += _inside_findings(parent, body, owner, by_graph, plan.io)
         level = replace(plan, order=sp.order, tensors=tuple(by_graph.get(body.path, ())), io=io,
                         form="offsets", objects=())
@@ -220,27 +226,30 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
     return found[:limit] if limit else found
 
 
-def _inside_pairs(pairs: Iterable[tuple[GraphView, Body]],
-                  subplans: Mapping[str, Any]) -> dict[str, frozenset[frozenset[str]]]:
-    """``{graph path: {{region, If output}}}``: the pairs of an If planned with its outputs
-    inside its region (``outputs: inside``), which share bytes by design (rule 8)."""
+def _inside_pairs(pairs: Iterable[tuple[GraphView, Body]], subplans: Mapping[str, Any],
+                  io: str) -> dict[str, frozenset[frozenset[str]]]:
+    """``{graph path: {{region, owner output}}}``: the pairs of an If, Loop or Scan planned with
+    outputs inside its region (``outputs: inside``), which share bytes by design (rule 8): every
+    output of an If, the carried (state) outputs of a Loop or Scan, never their scan outputs."""
     out: dict[str, set[frozenset[str]]] = {}
     for parent, body in pairs:
         sp = subplans.get(body.path)
         region = parent.regions.get(body.owner)
         if sp is None or sp.outputs != "inside" or region is None:
             continue
-        out.setdefault(parent.path, set()).update(frozenset((region, y)) for y in parent.ops[body.owner].outputs if y)
+        mapped = inside_outputs(parent, body, io) or {}
+        out.setdefault(parent.path, set()).update(frozenset((region, y)) for y in mapped.values())
     return {k: frozenset(v) for k, v in out.items()}
 
 
 def _inside_findings(parent: GraphView, body: Body, owner: Any, by_graph: Mapping[str, list[PlannedTensor]],
                      io: str) -> list[Finding]:
-    """Rule 8 for a branch planned with ``outputs: inside``: it computes every output (each
-    once, of its If output's size: :func:`onnxmem.graph.view.bound_outputs`), and each of its
-    output tensors sits at exactly the bytes of the If output it is."""
-    mapped = bound_outputs(parent, body, io)
-    if not mapped or len(mapped) != len(body.view.outputs):
+    """Rule 8 for a body planned with ``outputs: inside``: it computes every output that becomes
+    its owner's (an If branch: all of them; a Loop or Scan body: the carried or state ones), each
+    once and of its owner output's size (:func:`onnxmem.graph.inside_outputs`), and each of those
+    output tensors sits at exactly the bytes of the owner output it is."""
+    mapped = inside_outputs(parent, body, io)
+    if not mapped:
         return [Finding("mismatch", None, f"subgraph {body.path!r} writes its outputs inside the region of node "
                         f"{owner.name!r}, which cannot hold them (an output it does not compute, or of another "
                         "size); re-plan the model", node=owner.name, graph=body.path)]
@@ -253,7 +262,8 @@ def _inside_findings(parent: GraphView, body: Body, owner: Any, by_graph: Mappin
             continue  # rule 2 names the missing tensor
         if (bt.offset, bt.size) != (yt.offset, yt.size):
             found.append(Finding("alias", o, f"subgraph {body.path!r} writes its output {o!r} at bytes "
-                                 f"[{bt.offset}, {bt.offset + bt.size}) but the If output {y!r} it is sits at "
+                                 f"[{bt.offset}, {bt.offset + bt.size}) but the {owner.op_type} output {y!r} it "
+                                 "is sits at "
                                  f"[{yt.offset}, {yt.offset + yt.size})", node=owner.name, other=y, graph=body.path))
     return found
 
