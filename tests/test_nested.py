@@ -342,10 +342,11 @@ def test_show_lists_the_subgraphs_and_compare_explains_the_regions(tmp_path):
     shown = runner.invoke(main, ["show", str(out)])
     assert shown.exit_code == 0
     assert "subgraphs (3;" in shown.output and "loop/body/step/else_branch" in shown.output
-    # the main graph's peak counts the Loop's region, not the body's steps: x (1 KiB), y (1 KiB)
-    # and the region (2.19 KiB: the carried slots, and the If's 1 KiB region holding its output,
-    # which each branch writes there: the else branch's Neg then Relu in place)
-    assert "peak         step 0: Loop 'loop', 4.19 KiB live in 3 tensors" in shown.output
+    # the main graph's peak counts the Loop's region, not the body's steps: x (1 KiB) and the
+    # region (2.19 KiB: the carried slots, and the If's 1 KiB region holding its output, which
+    # each branch writes there: the else branch's Neg then Relu in place), which holds y (1 KiB)
+    # at the bytes where the body writes its carried output
+    assert "peak         step 0: Loop 'loop', 3.19 KiB live in 3 tensors" in shown.output
     compared = runner.invoke(main, ["compare", str(path)])
     assert compared.exit_code == 0, compared.output
     assert "tensors of 3 subgraphs" in compared.output
