@@ -43,7 +43,13 @@ What lives where, as the operators' semantics require:
   outputs live to its end too, so the copy never overwrites a value still
   to be copied (a body output that is itself a formal input is read before
   any slot is written); scan-output slices are copied into the node's
-  outputs, which the parent plans whole.
+  outputs, which the parent plans whole. The final carried values (a Scan's
+  final state) may sit *inside* the region (``outputs: inside``,
+  :func:`_carried_inside_option`): the body's outputs already live in its
+  arena to its end, so after the last iteration they are the node's outputs
+  at those bytes, with no copy; the region's group in the parent then lives
+  as long as they do (:func:`choose_inside` keeps it where it lowers the
+  parent's max-live bound, as for an If).
 
 Values a body reads from enclosing graphs are not in its arena: they live
 in their own level, which keeps them live through the owning node's step.
@@ -147,12 +153,12 @@ def body_solver(solver: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class InsideOption:
-    """An If whose branches can write its outputs inside its region instead of beside it.
+    """An If (or a Loop, a Scan) whose bodies can write its outputs inside its region instead of beside it.
 
-    ``plans``: one per branch, planned with their outputs in their arena
-    (``outputs="inside"``), each output at the same offset in every branch
-    (``positions``: If output -> offset in the region); ``size``: the region then.
-    ``parent``: the path of the graph that holds the If; ``owner``: the If's path.
+    ``plans``: one per branch (a Loop's or Scan's one body), planned with their outputs in
+    their arena (``outputs="inside"``), each output at the same offset in every branch
+    (``positions``: owner output -> offset in the region); ``size``: the region then.
+    ``parent``: the path of the graph that holds the owner; ``owner``: the owner's path.
     """
 
     parent: str
@@ -191,9 +197,9 @@ def choose_inside(base: GraphView, view: GraphView, order: Any, opts: Any, liven
                   sizes: dict[str, int], plans: dict[str, BodyPlan], options: Mapping[str, InsideOption],
                   *, recursive: bool = False) -> tuple[GraphView, Liveness]:
     """``(view, liveness)`` of one level (``base`` without regions, ``view`` with them) with
-    the If outputs of each of its :class:`InsideOption` placed inside the If's region where
-    that lowers the level's max-live bound under ``order`` (one If at a time, kept when it
-    helps): the region grows to hold them and lives as long as they do, in exchange for
+    the outputs of each of its :class:`InsideOption` (an If's, a Loop's carried ones) placed
+    inside the owner's region where that lowers the level's max-live bound under ``order``
+    (one owner at a time, kept when it helps): the region grows to hold them and lives as long as they do, in exchange for
     their bytes being free for the branch until it writes them. ``sizes`` and ``plans`` get
     the chosen options' region sizes and branch plans. Only with ``--inplace on`` (this is
     sharing) and a sequential plan."""
@@ -235,7 +241,7 @@ def _solve_body(bv: GraphView, liveness: Liveness, opts: Any, deadline: float | 
 
 def _body_liveness(base: GraphView, opts: Any, sizes: dict[str, int], plans: dict[str, BodyPlan],
                    inside: dict[str, InsideOption]) -> LivenessStep:
-    """A body's liveness step: its sharing, then its Ifs' outputs inside their regions where that helps."""
+    """A body's liveness step: its sharing, then its owners' outputs inside their regions where that helps."""
 
     def step(bv: GraphView, order: Sequence[int]) -> tuple[GraphView, Liveness]:
         return choose_inside(base, bv, order, opts, aliased_liveness(bv, order, opts), sizes, plans, inside)

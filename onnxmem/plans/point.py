@@ -120,7 +120,9 @@ class SubgraphPlan:
     outputs live: ``region`` (in its arena, copied out after), ``owner`` (an If
     branch writing straight into the If's outputs, planned beside its region) or
     ``inside`` (an If branch writing its outputs in its arena, where the If's outputs
-    sit: inside the region, at the same offsets in every branch)."""
+    sit: inside the region, at the same offsets in every branch; a Loop or Scan body whose
+    carried or state outputs, in its arena, are its owner's outputs after the last
+    iteration, which sit there)."""
 
     path: str
     parent: str
@@ -132,7 +134,7 @@ class SubgraphPlan:
     arena_size: int
     lower_bound: int
     solver: dict[str, Any]
-    outputs: str = "region"  # "owner"/"inside": an If branch whose outputs are the If's own outputs
+    outputs: str = "region"  # "owner"/"inside": a body whose outputs are its owner's own outputs
 
 
 @dataclass(frozen=True, slots=True)
