@@ -72,7 +72,15 @@ from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.problem import Problem, Solution, align_up, lower_bound
 from onnxmem.core.solvers import SOLVERS
 from onnxmem.core.workclock import now
-from onnxmem.graph import Body, GraphView, bound_outputs, child_path, inside_outputs, node_names, with_regions
+from onnxmem.graph import (
+    Body,
+    GraphView,
+    bound_outputs,
+    child_path,
+    inside_outputs,
+    node_names,
+    with_regions,
+)
 from onnxmem.model import subgraph_attributes
 from onnxmem.planning.compose import LivenessStep, compose, order_view, solve_layout
 from onnxmem.plans.point import OutsideValue, PlannedTensor
