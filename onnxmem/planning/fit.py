@@ -41,34 +41,44 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from onnxmem.core.errors import OnnxmemError, ShapeError
+from onnxmem.core.choices import OPTIMIZE_LEVELS, RUNTIME_MODES
+from onnxmem.core.errors import OnnxmemError, ShapeError, one_line
 from onnxmem.core.symbolic import Poly
 from onnxmem.planning.pipeline import PlanOptions
+from onnxmem.planning.process import Process, activation_factor, measure_process, run_peak
 from onnxmem.planning.ranges import plan_range, size_poly, symbolic_shapes
 from onnxmem.plans.range import RangePiece, RangePlan
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["FRONTIER_ROWS", "MAX_SCAN", "OPTIMIZE_LEVELS", "Fit", "FitReport", "Footprint", "fit_model",
+    from onnxmem.runtime.optimize import Optimized
+
+__all__ = ["FRONTIER_ROWS", "MAX_SCAN", "OPTIMIZE_LEVELS", "RUNTIME_MODES", "Fit", "FitReport", "Footprint", "Sizes",
+           "fit_model",
            "fit_to_dict", "footprint_at", "io_sizes", "log_spaced"]
 
 #: most values of one piece scanned one by one when its total may fall as the dim grows
 MAX_SCAN = 100_000
+#: most runs of the model's session that measure onnxruntime's activations at an answer
+CALIBRATION_RUNS = 3
 #: most rows of a two-dim frontier
 FRONTIER_ROWS = 24
-#: graph optimization levels the plan can be made at (only the graph as written, for now)
-OPTIMIZE_LEVELS = ("none",)
 
 Say = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
 class Footprint:
-    """The deployment's bytes at ``point``; ``io_in_arena``: inputs and outputs are inside the arena."""
+    """The deployment's bytes at ``point``; ``io_in_arena``: inputs and outputs are inside the arena.
+
+    ``held``, ``created``: the model's onnxruntime session once made and the peak while it was
+    made, measured (:class:`onnxmem.planning.process.Process`; ``None`` and 0 when not measured:
+    ``weights + fixed`` stand for them); ``runtime``: onnxruntime's activation bytes beyond the
+    plan's arena (0 for the plan's own view)."""
 
     point: dict[str, int]
     weights: int
@@ -78,6 +88,9 @@ class Footprint:
     kv_cache: int
     fixed: int
     io_in_arena: bool
+    held: int | None = None
+    created: int = 0
+    runtime: int = 0
 
     @property
     def io(self) -> int:
@@ -85,13 +98,20 @@ class Footprint:
         return 0 if self.io_in_arena else self.inputs + self.outputs + self.kv_cache
 
     @property
+    def session(self) -> int:
+        """What the session holds besides the activations: measured, else ``weights + fixed``."""
+        return self.held if self.held is not None else self.weights + self.fixed
+
+    @property
     def total(self) -> int:
-        return self.weights + self.arena + self.io + self.fixed
+        return max(self.created, self.session + self.arena + self.runtime + self.io)
 
     def items(self) -> dict[str, int]:
         """Each item in bytes, the total last."""
         return {"weights": self.weights, "arena": self.arena, "inputs": self.inputs, "outputs": self.outputs,
-                "kv_cache": self.kv_cache, "io_outside_arena": self.io, "fixed": self.fixed, "total": self.total}
+                "kv_cache": self.kv_cache, "io_outside_arena": self.io, "fixed": self.fixed,
+                "session_held": self.session, "session_created": self.created,
+                "onnxruntime_activations": self.runtime, "total": self.total}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +135,31 @@ class Fit:
 
 
 @dataclass(frozen=True, slots=True)
+class Sizes:
+    """The plan's side of the total: ``weights`` and ``arena`` bytes at a point of ``box``.
+
+    Made from a range plan (``plan``: every point, evaluated) or, where the range plan of the
+    graph at the level cannot be made, from point plans of that graph (``plan`` is ``None``;
+    ``known`` holds the points planned, by their values)."""
+
+    box: dict[str, tuple[int, int]]
+    dims: dict[str, int]
+    io_mode: str
+    at: Callable[[Mapping[str, int]], tuple[int, int]]
+    plan: RangePlan | None = None
+    known: dict[tuple[tuple[str, int], ...], tuple[int, int]] = field(default_factory=dict)
+    #: each piece's box and whether its total never falls as a dim grows (one piece, assumed, for points)
+    pieces: tuple[tuple[dict[str, tuple[int, int]], bool], ...] = ()
+    plan_seconds: float = 0.0
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FitReport:
     """Every fit of one ``onnxmem fit`` run: one row, or a frontier (one row per value of
     ``frontier_dim``)."""
 
-    plan: RangePlan
+    sizes: Sizes
     memory: int
     device: str
     optimize: str
@@ -128,10 +168,18 @@ class FitReport:
     fixed: int
     frontier_dim: str | None = None
     warnings: tuple[str, ...] = field(default=())
+    process: Process | None = None
+    #: the measured sessions: value of the searched dim -> run peak (bytes of growth)
+    measured: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def plan(self) -> RangePlan | None:
+        """The range plan, when the range could be planned at the level (else point plans were made)."""
+        return self.sizes.plan
 
     def footprint(self, point: Mapping[str, int]) -> Footprint:
         """The deployment's bytes at ``point`` (for a curve of the total along a dim)."""
-        return footprint_at(self.plan, self.io, self.fixed, point)
+        return footprint_at(self.sizes, self.io, self.fixed, point, self.process)
 
     @property
     def answer(self) -> Fit:
@@ -176,29 +224,61 @@ def _monotone_piece(piece: RangePiece, io: Mapping[str, Poly]) -> bool:
             and all(_nonnegative(p) for p in io.values()))
 
 
-def footprint_at(plan: RangePlan, io: Mapping[str, Poly], fixed: int, point: Mapping[str, int]) -> Footprint:
-    """The deployment's bytes at ``point`` (every ranged dim of ``plan``): ``io`` from :func:`io_sizes`."""
+def range_sizes(plan: RangePlan, io: Mapping[str, Poly]) -> Sizes:
+    """:class:`Sizes` of a range plan."""
+    pieces = tuple((dict(p.box), _monotone_piece(p, io)) for p in plan.pieces)
+    return Sizes(dict(plan.box), dict(plan.dims), plan.io, lambda pt: (plan.weights_size, plan.arena_at(pt)),
+                 plan, pieces=pieces, plan_seconds=plan.plan_seconds)
+
+
+def point_sizes(built: Optimized, box: Mapping[str, tuple[int, int]], opts: PlanOptions, note: str) -> Sizes:
+    """:class:`Sizes` from a plan of ``built``'s graph at each point asked (kept in ``known``); the
+    total is taken as never falling as a dim grows (a plan holds more at a larger shape)."""
+    from onnxmem.planning.pipeline import plan_optimized
+
+    known: dict[tuple[tuple[str, int], ...], tuple[int, int]] = {}
+
+    def at(point: Mapping[str, int]) -> tuple[int, int]:
+        key = tuple(sorted(point.items()))
+        if key not in known:
+            plan = plan_optimized(built, replace(opts, dims={**opts.dims, **point})).plan
+            known[key] = (plan.weights_size, plan.arena_size)
+        return known[key]
+
+    full = {k: (int(lo), int(hi)) for k, (lo, hi) in box.items()}
+    return Sizes(full, dict(opts.dims), opts.io, at, None, known, pieces=((full, True),), note=note)
+
+
+def footprint_at(sizes: Sizes, io: Mapping[str, Poly], fixed: int, point: Mapping[str, int],
+                 process: Process | None = None) -> Footprint:
+    """The deployment's bytes at ``point`` (every ranged dim): ``io`` from :func:`io_sizes`;
+    ``process``: onnxruntime's terms (``None``: the plan's own view, weights + arena + io + fixed)."""
     point = dict(point)
-    return Footprint(point, plan.weights_size, plan.arena_at(point), io["inputs"].evaluate(point),
-                     io["outputs"].evaluate(point), io["kv_cache"].evaluate(point), fixed, plan.io == "internal")
+    weights, arena = sizes.at(point)
+    held, created, runtime = (None, 0, 0) if process is None else (
+        process.held, process.created or 0, max(0, process.activations(arena) - arena))
+    return Footprint(point, weights, arena, io["inputs"].evaluate(point), io["outputs"].evaluate(point),
+                     io["kv_cache"].evaluate(point), fixed, sizes.io_mode == "internal", held, created, runtime)
 
 
 class _Search:
     """The totals of one plan, evaluated at points (step 2 of the module docstring)."""
 
-    def __init__(self, plan: RangePlan, io: Mapping[str, Poly], fixed: int, memory: int) -> None:
-        self.plan, self.io, self.fixed, self.memory = plan, io, fixed, memory
+    def __init__(self, sizes: Sizes, io: Mapping[str, Poly], fixed: int, memory: int,
+                 process: Process | None) -> None:
+        self.sizes, self.io, self.fixed, self.memory, self.process = sizes, io, fixed, memory, process
 
     def footprint(self, point: Mapping[str, int]) -> Footprint:
-        return footprint_at(self.plan, self.io, self.fixed, point)
+        return footprint_at(self.sizes, self.io, self.fixed, point, self.process)
 
     def fits(self, point: Mapping[str, int]) -> bool:
         return self.footprint(point).total <= self.memory
 
-    def largest_in(self, piece: RangePiece, dim: str, base: Mapping[str, int]) -> int | None:
-        """The largest value of ``dim`` in ``piece`` that fits (``base``: the other dims)."""
-        lo, hi = piece.box[dim]
-        if _monotone_piece(piece, self.io):
+    def largest_in(self, box: Mapping[str, tuple[int, int]], monotone: bool, dim: str,
+                   base: Mapping[str, int]) -> int | None:
+        """The largest value of ``dim`` in a piece that fits (``base``: the other dims)."""
+        lo, hi = box[dim]
+        if monotone:
             if not self.fits({**base, dim: lo}):
                 return None
             while lo < hi:  # lo fits
@@ -215,14 +295,15 @@ class _Search:
 
     def along(self, dim: str, base: Mapping[str, int]) -> Fit:
         """Steps 2 and 3 of the module docstring along ``dim``."""
-        pieces = sorted((p for p in self.plan.pieces
-                         if all(p.box[k][0] <= v <= p.box[k][1] for k, v in base.items())),
-                        key=lambda p: p.box[dim][0])
-        lo, hi = self.plan.box[dim]
-        monotone = all(_monotone_piece(p, self.io) for p in pieces) and all(
-            self.footprint({**base, dim: a.box[dim][1]}).total <= self.footprint({**base, dim: b.box[dim][0]}).total
+        pieces = sorted((p for p in self.sizes.pieces
+                         if all(p[0][k][0] <= v <= p[0][k][1] for k, v in base.items())),
+                        key=lambda p: p[0][dim][0])
+        lo, hi = self.sizes.box[dim]
+        monotone = all(m for _, m in pieces) and all(
+            self.footprint({**base, dim: a[0][dim][1]}).total <= self.footprint({**base, dim: b[0][dim][0]}).total
             for a, b in zip(pieces, pieces[1:]))
-        value = next((v for v in (self.largest_in(p, dim, base) for p in reversed(pieces)) if v is not None), None)
+        value = next((v for v in (self.largest_in(b, m, dim, base) for b, m in reversed(pieces)) if v is not None),
+                     None)
         at = self.footprint({**base, dim: lo if value is None else value})
         nxt = self.footprint({**base, dim: value + 1}) if value is not None and value < hi else None
         where = ", ".join(f"{k}={v}" for k, v in sorted(base.items()))
@@ -251,41 +332,115 @@ def fit_model(
     *,
     fixed: int = 0,
     device: str = "cpu",
-    optimize: str = "none",
+    optimize: str = "all",
+    runtime: str = "measure",
+    patterns: bool = True,
     progress: Say | None = None,
 ) -> FitReport:
     """The largest value of the ranged dim(s) of ``box`` whose deployment fits in ``memory`` bytes.
 
     ``options``: the plan's options (``dims`` binds the other dims); ``fixed``: the provider's fixed
-    cost in bytes (:func:`onnxmem.runtime.fixed_cost`); ``optimize``: the graph optimization level
-    the plan is made at (:data:`OPTIMIZE_LEVELS`). One ranged dim gives one row; two give a frontier.
+    cost in bytes (:func:`onnxmem.runtime.fixed_cost`); ``optimize``: the graph planned, as written
+    (``none``) or as onnxruntime builds it at that level for ``device`` (:data:`OPTIMIZE_LEVELS`;
+    ``all``, the default, is what a default session runs); ``runtime`` (:data:`RUNTIME_MODES`):
+    what is counted besides the plan; ``patterns``: the user's session has memory patterns on (its
+    default). One ranged dim gives one row; two give a frontier.
     """
     say = progress or (lambda _msg: None)
     if optimize not in OPTIMIZE_LEVELS:
-        raise OnnxmemError(f"optimize level {optimize!r} is not one of {', '.join(OPTIMIZE_LEVELS)}; the plan is "
-                           "made on the graph as written")
+        raise OnnxmemError(f"--optimize {optimize!r} is not one of {', '.join(OPTIMIZE_LEVELS)}")
+    if runtime not in RUNTIME_MODES:
+        raise OnnxmemError(f"--runtime {runtime!r} is not one of {', '.join(RUNTIME_MODES)}")
     if not 0 < memory:
         raise OnnxmemError("--memory must be above 0 bytes; give e.g. --memory 8GiB")
     if not 1 <= len(box) <= 2:
         raise ShapeError(f"fit searches one ranged dim, or two for a frontier; {len(box)} are ranged: give "
                          "--dim NAME=LO:HI for one or two dims and bind the others with --dim NAME=N")
-    opts = options or PlanOptions()
-    say(f"planning the range {' '.join(f'{k}={lo}:{hi}' for k, (lo, hi) in box.items())}")
-    plan = plan_range(model, path, box, opts)
+    from onnxmem.runtime.optimize import optimized_model
+
+    opts = replace(options or PlanOptions(), optimize=optimize, device=device)
     say("sizing the inputs and outputs")
-    io = io_sizes(model, plan.box, opts.dims)
-    search = _Search(plan, io, fixed, memory)
-    say("searching")
-    dims = list(box)
-    if len(dims) == 1:
-        fits: tuple[Fit, ...] = (search.along(dims[0], {}),)
-        first = None
-    else:
-        first, second = dims
-        fits = tuple(search.along(second, {first: v}) for v in _rows(*plan.box[first]))
-    warnings = tuple(f"the total is not monotone along --dim {f.dim}{_where(f)}: a value below the answer "
-                     "may not fit" for f in fits if not f.monotone)
-    return FitReport(plan, memory, device, optimize, fits, io, fixed, first, warnings)
+    io = io_sizes(model, box, opts.dims)
+    warnings: list[str] = []
+    process = None
+    if runtime != "plan":
+        process, said = measure_process(path, patterns, device, say)
+        warnings += said
+    say(f"planning the range {' '.join(f'{k}={lo}:{hi}' for k, (lo, hi) in box.items())} (--optimize {optimize})")
+    with optimized_model(path, optimize, device, model=model) as built:
+        sizes = _sizes(built, box, opts, io)
+        if sizes.note:
+            warnings.append(sizes.note)
+        search = _Search(sizes, io, fixed, memory, process)
+        say("searching")
+        dims = list(box)
+        measured: dict[int, int] = {}
+        if len(dims) == 1:
+            if runtime == "measure" and process is not None:
+                search, measured, said = calibrate(search, dims[0], model, path, say)
+                warnings += said
+            fits: tuple[Fit, ...] = (search.along(dims[0], {}),)
+            first = None
+        else:
+            first, second = dims
+            fits = tuple(search.along(second, {first: v}) for v in _rows(*sizes.box[first]))
+    warnings += [f"the total is not monotone along --dim {f.dim}{_where(f)}: a value below the answer "
+                 "may not fit" for f in fits if not f.monotone]
+    return FitReport(sizes, memory, device, optimize, fits, io, fixed, first, tuple(warnings), search.process,
+                     measured)
+
+
+def calibrate(search: _Search, dim: str, model: onnx.ModelProto, path: str | os.PathLike[str],
+              say: Say) -> tuple[_Search, dict[int, int], list[str]]:
+    """``search`` with onnxruntime's activation factor measured by a default session of the model
+    run at the answer (:func:`onnxmem.planning.process.run_peak`), at most :data:`CALIBRATION_RUNS`
+    times: each run's factor gives a new answer, until an answer has been run; where the runs did
+    not settle, the largest factor measured stands. Returns the search, each run's peak by value,
+    and warnings."""
+    process = search.process
+    if process is None:
+        return search, {}, []
+    factors: dict[int, float] = {}
+    peaks: dict[int, int] = {}
+    fit = search.along(dim, {})
+    for _ in range(CALIBRATION_RUNS):
+        if fit.value is None or fit.value in factors:
+            break
+        say(f"running the model in a default onnxruntime session at {dim}={fit.value}")
+        peak, said = run_peak(model, path, {**search.sizes.dims, **fit.at.point}, process.patterns)
+        if peak is None:
+            return search, peaks, said
+        peaks[fit.value] = peak
+        factor = activation_factor(peak, process.held or 0, process.created or 0, fit.at.arena)
+        if factor is None:  # the run stayed under the session's creation peak: the rule stands
+            break
+        factors[fit.value] = factor
+        search = _Search(search.sizes, search.io, search.fixed, search.memory,
+                         replace(process, factor=factor, source=f"measured at {dim}={fit.value}"))
+        fit = search.along(dim, {})
+    if factors and (fit.value is None or fit.value not in factors):
+        top = max(factors, key=lambda v: factors[v])
+        search = _Search(search.sizes, search.io, search.fixed, search.memory,
+                         replace(process, factor=factors[top], source=f"measured at {dim}={top}, the largest"))
+    return search, peaks, []
+
+
+def _sizes(built: Optimized, box: Mapping[str, tuple[int, int]], opts: PlanOptions,
+           io: Mapping[str, Poly]) -> Sizes:
+    """The range plan of ``built``'s graph over ``box``; where it cannot be made at a level other than
+    ``none`` (onnxruntime's reorders and fused ops give sizes that are not polynomials in the
+    dims), point plans of the same graph."""
+    from onnxmem.planning.pipeline import optimized_record
+
+    try:
+        plan = plan_range(built.model, built.path, box, opts)
+    except ShapeError as exc:
+        if opts.optimize == "none":
+            raise
+        note = (f"the range plan at --optimize {opts.optimize} cannot be made ({one_line(str(exc))}); the graph "
+                "is planned at each value searched, its total taken as never falling as the dim grows")
+        return point_sizes(built, box, opts, note)
+    return range_sizes(replace(plan, model=optimized_record(plan.model, built)), io)
 
 
 def _where(f: Fit) -> str:
@@ -313,6 +468,8 @@ def fit_to_dict(report: FitReport) -> dict[str, Any]:
     if report.frontier_dim is not None:
         answer = {report.frontier_dim: best.at.point[report.frontier_dim] if best.value is not None else None,
                   best.dim: best.value}
+    sizes = report.sizes
+    process = report.process
     out: dict[str, Any] = {
         "fit": answer,
         "reason": best.reason,
@@ -321,11 +478,16 @@ def fit_to_dict(report: FitReport) -> dict[str, Any]:
         "optimize": report.optimize,
         "items": best.at.items(),
         "margin": best.margin,
-        "io": report.plan.io,
-        "box": {k: list(v) for k, v in report.plan.box.items()},
-        "dims": dict(report.plan.dims),
+        "io": sizes.io_mode,
+        "box": {k: list(v) for k, v in sizes.box.items()},
+        "dims": dict(sizes.dims),
         "monotone": all(f.monotone for f in report.fits),
-        "plan_seconds": report.plan.plan_seconds,
+        "plan_seconds": sizes.plan_seconds,
+        "planned": "range" if sizes.plan is not None else "points",
+        "runtime": None if process is None else {
+            "memory_patterns": process.patterns, "activation_factor": round(process.factor, 4),
+            "factor_source": process.source, "session_held": process.held, "session_created": process.created,
+            "measured_peaks": {str(k): v for k, v in sorted(report.measured.items())}},
     }
     if report.frontier_dim is not None:
         out["frontier"] = [_row(f) for f in report.fits]

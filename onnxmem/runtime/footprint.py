@@ -64,6 +64,10 @@ class SessionPeak:
     created: int
     peak: int
     baseline: int
+    #: the peak growth after each run, in order (``runs[-1] == peak``)
+    runs: tuple[int, ...] = ()
+    #: the resident growth (not the peak) once the session is made: what it keeps
+    held: int = 0
 
 
 def _status(key: str) -> int:
@@ -182,41 +186,46 @@ def cache_text(cache: str | os.PathLike[str], cost: FixedCost) -> str:
 
 
 def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
-                     mem_pattern: bool, arena: bool) -> SessionPeak:
+                     mem_pattern: bool, arena: bool, prepack: bool = True) -> SessionPeak:
     import onnxruntime as ort
 
     from onnxmem.model import load_model
     from onnxmem.runtime.ort import random_inputs
 
-    feeds = random_inputs(load_model(path), shapes)
+    feeds = random_inputs(load_model(path), shapes) if runs else {}
     options = ort.SessionOptions()
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.enable_mem_pattern = mem_pattern
     options.enable_cpu_mem_arena = arena
+    if not prepack:
+        options.add_session_config_entry("session.disable_prepacking", "1")
     start_run(f"a session of {show_name(path)} to measure its peak")
     try:
         _reset_peak()
         baseline = _status("VmRSS")
         session = ort.InferenceSession(path, options, providers=[PROVIDERS["cpu"]])
         created = _status("VmHWM") - baseline
+        held = _status("VmRSS") - baseline
+        after = []
         for _ in range(runs):
             session.run(None, feeds)
-        peak = _status("VmHWM") - baseline
+            after.append(_status("VmHWM") - baseline)
         del session
     finally:
         end_run()
-    return SessionPeak(created, peak, baseline)
+    return SessionPeak(created, after[-1] if after else created, baseline, tuple(after), held)
 
 
 def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]], *,
                  level: str = "ORT_DISABLE_ALL", runs: int = 2, mem_pattern: bool = True,
-                 arena: bool = True) -> SessionPeak:
+                 arena: bool = True, prepack: bool = True) -> SessionPeak:
     """The resident growth of a CPU session of the model at ``path`` with seeded random inputs of
     ``shapes``, from before it is created to its peak over ``runs`` runs, in a fresh child.
 
     ``level``: a ``GraphOptimizationLevel`` name; ``mem_pattern``: onnxruntime's memory patterns,
-    ``arena``: its CPU memory arena (both on by default in onnxruntime)."""
+    ``arena``: its CPU memory arena, ``prepack``: its kernels' prepacked weights (all on by default
+    in onnxruntime; ``prepack=False`` sets ``session.disable_prepacking``)."""
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
         return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
-                            arena)
+                            arena, prepack)
