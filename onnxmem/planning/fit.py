@@ -256,7 +256,7 @@ def footprint_at(sizes: Sizes, io: Mapping[str, Poly], fixed: int, point: Mappin
     point = dict(point)
     weights, arena = sizes.at(point)
     held, created, runtime = (None, 0, 0) if process is None else (
-        process.held, process.created or 0, max(0, process.activations(arena) - arena))
+        process.held, process.created or 0, max(0, process.activations(arena, point) - arena))
     return Footprint(point, weights, arena, io["inputs"].evaluate(point), io["outputs"].evaluate(point),
                      io["kv_cache"].evaluate(point), fixed, sizes.io_mode == "internal", held, created, runtime)
 
@@ -293,6 +293,20 @@ class _Search:
                                f"to scan ({MAX_SCAN:,} values at most); give a shorter range")
         return next((v for v in range(hi, lo - 1, -1) if self.fits({**base, dim: v})), None)
 
+    def _measured_above(self, dim: str, base: Mapping[str, int], value: int | None, hi: int) -> int | None:
+        """``value``, or a larger value whose session was measured to fit while the next does not (its
+        measured factor is below the largest, which the search used around it)."""
+        if self.process is None:
+            return value
+        points = (dict(k) for k in self.process.factors)
+        runs = sorted((p[dim] for p in points if dim in p and all(p.get(k) == v for k, v in base.items())),
+                      reverse=True)
+        for m in runs:
+            if (value is None or m > value) and self.fits({**base, dim: m}) and (
+                    m == hi or not self.fits({**base, dim: m + 1})):
+                return m
+        return value
+
     def along(self, dim: str, base: Mapping[str, int]) -> Fit:
         """Steps 2 and 3 of the module docstring along ``dim``."""
         pieces = sorted((p for p in self.sizes.pieces
@@ -304,6 +318,7 @@ class _Search:
             for a, b in zip(pieces, pieces[1:]))
         value = next((v for v in (self.largest_in(b, m, dim, base) for b, m in reversed(pieces)) if v is not None),
                      None)
+        value = self._measured_above(dim, base, value, hi)
         at = self.footprint({**base, dim: lo if value is None else value})
         nxt = self.footprint({**base, dim: value + 1}) if value is not None and value < hi else None
         where = ", ".join(f"{k}={v}" for k, v in sorted(base.items()))
@@ -394,17 +409,17 @@ def calibrate(search: _Search, dim: str, model: onnx.ModelProto, path: str | os.
               say: Say) -> tuple[_Search, dict[int, int], list[str]]:
     """``search`` with onnxruntime's activation factor measured by a default session of the model
     run at the answer (:func:`onnxmem.planning.process.run_peak`), at most :data:`CALIBRATION_RUNS`
-    times: each run's factor gives a new answer, until an answer has been run; where the runs did
-    not settle, the largest factor measured stands. Returns the search, each run's peak by value,
-    and warnings."""
+    times, until an answer has been run: each run's factor stands at its own value, and the
+    largest measured stands at every other value. Returns the search, each run's peak by
+    value, and warnings."""
     process = search.process
     if process is None:
         return search, {}, []
-    factors: dict[int, float] = {}
+    factors: dict[tuple[tuple[str, int], ...], float] = {}
     peaks: dict[int, int] = {}
     fit = search.along(dim, {})
     for _ in range(CALIBRATION_RUNS):
-        if fit.value is None or fit.value in factors:
+        if fit.value is None or fit.value in peaks:
             break
         say(f"running the model in a default onnxruntime session at {dim}={fit.value}")
         peak, said = run_peak(model, path, {**search.sizes.dims, **fit.at.point}, process.patterns)
@@ -414,14 +429,11 @@ def calibrate(search: _Search, dim: str, model: onnx.ModelProto, path: str | os.
         factor = activation_factor(peak, process.held or 0, process.created or 0, fit.at.arena)
         if factor is None:  # the run stayed under the session's creation peak: the rule stands
             break
-        factors[fit.value] = factor
-        search = _Search(search.sizes, search.io, search.fixed, search.memory,
-                         replace(process, factor=factor, source=f"measured at {dim}={fit.value}"))
+        factors[tuple(sorted(fit.at.point.items()))] = factor
+        process = replace(process, factor=max(factors.values()), factors=dict(factors),
+                          source=f"measured at {dim}=" + ",".join(str(v) for v in sorted(peaks)))
+        search = _Search(search.sizes, search.io, search.fixed, search.memory, process)
         fit = search.along(dim, {})
-    if factors and (fit.value is None or fit.value not in factors):
-        top = max(factors, key=lambda v: factors[v])
-        search = _Search(search.sizes, search.io, search.fixed, search.memory,
-                         replace(process, factor=factors[top], source=f"measured at {dim}={top}, the largest"))
     return search, peaks, []
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from onnxmem.core.errors import OnnxmemError, one_line, show_name
@@ -60,10 +60,13 @@ class Process:
     factor: float
     source: str
     patterns: bool = True
+    #: the factor measured at a point (its dims, sorted): it stands there, ``factor`` elsewhere
+    factors: Mapping[tuple[tuple[str, int], ...], float] = field(default_factory=dict)
 
-    def activations(self, arena: int) -> int:
-        """onnxruntime's activation bytes for a plan arena of ``arena`` bytes."""
-        return math.ceil(self.factor * arena)
+    def activations(self, arena: int, point: Mapping[str, int] | None = None) -> int:
+        """onnxruntime's activation bytes for a plan arena of ``arena`` bytes (at ``point``)."""
+        factor = self.factors.get(tuple(sorted(point.items())), self.factor) if point is not None else self.factor
+        return math.ceil(factor * arena)
 
 
 def activation_factor(peak: int, held: int, created: int, arena: int) -> float | None:
