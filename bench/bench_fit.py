@@ -79,9 +79,9 @@ def run_model(name: str, fixture: str, box: dict[str, tuple[int, int]], bound: d
     fixed = fixed_cost("cpu").session
     opts = PlanOptions(dims=bound)
     (dim, (lo, hi)), = box.items()
-    probe = fit_model(model, path, 2**62, box, opts, fixed=fixed, runtime="rule")
     mid = int(round(math.sqrt(max(lo, 1) * hi)))
-    budget = -(-probe.footprint({**bound, dim: mid}).total // 2**20) * 2**20
+    at_mid = fit_model(model, path, 2**62, {dim: (mid, mid)}, opts, fixed=fixed, runtime="rule").answer.at.total
+    budget = -(-at_mid // 2**20) * 2**20
     report = fit_model(model, path, budget, box, opts, fixed=fixed)
     fit = report.answer
     process = report.process
@@ -95,8 +95,9 @@ def run_model(name: str, fixture: str, box: dict[str, tuple[int, int]], bound: d
         row["error"] = fit.reason
         return row
     point = {dim: fit.value}
-    row["rule"] = probe.footprint(point).total
-    row["plan_view"] = fit_model(model, path, 2**62, box, opts, fixed=fixed, runtime="plan").footprint(point).total
+    one = {dim: (fit.value, fit.value)}
+    row["rule"] = fit_model(model, path, 2**62, one, opts, fixed=fixed, runtime="rule").answer.at.total
+    row["plan_view"] = fit_model(model, path, 2**62, one, opts, fixed=fixed, runtime="plan").answer.at.total
     for col, value in (("measured", fit.value), ("measured_next", fit.value + 1 if fit.next else None)):
         if value is None:
             row[col] = None

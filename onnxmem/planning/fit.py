@@ -240,6 +240,10 @@ def point_sizes(built: Optimized, box: Mapping[str, tuple[int, int]], opts: Plan
 
     def at(point: Mapping[str, int]) -> tuple[int, int]:
         key = tuple(sorted(point.items()))
+        if key not in known and not built.path.exists():
+            where = ", ".join(f"{k}={v}" for k, v in key)
+            raise OnnxmemError(f"{where} was not planned while fit searched (the graph at --optimize {opts.optimize} "
+                               "is planned value by value); fit a range that ends there to size it")
         if key not in known:
             plan = plan_optimized(built, replace(opts, dims={**opts.dims, **point})).plan
             known[key] = (plan.weights_size, plan.arena_size)
