@@ -102,7 +102,8 @@ def run_model(name: str, fixture: str, box: dict[str, tuple[int, int]], bound: d
         if value is None:
             row[col] = None
             continue
-        row[col] = session_peak(path, input_shapes(model, {**bound, dim: value}), level=DEFAULT).peak
+        got = session_peak(path, input_shapes(model, {**bound, dim: value}), level=DEFAULT)
+        row[col] = got.peak + got.inputs
         print(f"  {name} {dim}={value}: {row[col] / 2**20:.1f} MiB", file=sys.stderr)
     naive = instantiate(plan_range(model, path, box, opts), point).naive_size
     row["x2"] = 2 * fit.at.weights
@@ -151,7 +152,8 @@ def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
     lines = [
         f"Measured on a 2-core x86 CPU without a GPU ({versions(info)}); `python bench/bench_fit.py` "
         "(`make bench-fit`). MiB; *measured*: a real default session at the answer (ORT_ENABLE_ALL, memory "
-        "patterns on, CPU arena on), its peak over 2 runs; ratios are to it.",
+        "patterns on, CPU arena on) in a fresh process, the growth of its resident size to its peak over 2 runs, "
+        "plus its inputs; ratios are to it.",
         "",
         "| model | dim (range) | budget | fit | graph planned | activation factor | predicted | measured | "
         "predicted / measured | within budget | next predicted | next measured | rule / measured | "

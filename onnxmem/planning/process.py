@@ -126,7 +126,8 @@ def input_shapes(model: onnx.ModelProto, dims: Mapping[str, int]) -> dict[str, t
 def run_peak(model: onnx.ModelProto, path: str | os.PathLike[str], dims: Mapping[str, int],
              patterns: bool) -> tuple[int | None, list[str]]:
     """The peak resident growth of the model's default session over 2 runs at ``dims`` (seeded random
-    inputs), in a fresh onnxruntime child; ``None`` and a warning where it cannot run."""
+    inputs), in a fresh onnxruntime child, plus the bytes of its inputs (the caller holds them; the
+    plan's arena holds them with ``--io internal``); ``None`` and a warning where it cannot run."""
     from onnxmem.runtime.footprint import session_peak
 
     try:
@@ -134,4 +135,4 @@ def run_peak(model: onnx.ModelProto, path: str | os.PathLike[str], dims: Mapping
     except OnnxmemError as exc:
         return None, [f"the model's session could not run at {', '.join(f'{k}={v}' for k, v in sorted(dims.items()))} "
                       f"to measure onnxruntime's activations ({one_line(str(exc))}); the rule's factor stands"]
-    return got.peak, []
+    return got.peak + got.inputs, []

@@ -68,6 +68,8 @@ class SessionPeak:
     runs: tuple[int, ...] = ()
     #: the resident growth (not the peak) once the session is made: what it keeps
     held: int = 0
+    #: bytes of the inputs fed to the runs (made before the baseline: the caller's)
+    inputs: int = 0
 
 
 def _status(key: str) -> int:
@@ -213,7 +215,8 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
         del session
     finally:
         end_run()
-    return SessionPeak(created, after[-1] if after else created, baseline, tuple(after), held)
+    return SessionPeak(created, after[-1] if after else created, baseline, tuple(after), held,
+                       sum(int(v.nbytes) for v in feeds.values()))
 
 
 def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]], *,
