@@ -1,7 +1,7 @@
 """What an onnxruntime process holds besides the plan: its fixed cost, and a session's measured peak.
 
 **The fixed cost of a provider** (:func:`fixed_cost`): the bytes a session costs whatever
-the model, measured once per provider and machine in the onnxruntime child
+the model, measured once per provider and machine in a fresh onnxruntime child
 (:mod:`onnxmem.runtime.isolation`):
 
 1. the child resets its peak resident size (``5`` written to ``/proc/self/clear_refs``)
@@ -175,6 +175,7 @@ def fixed_cost(device: str = "cpu", cache: str | os.PathLike[str] | None = None)
     key = _machine_key(device)
     got = _memo.get(key) or (_cached(_read_cache(os.fspath(cache)), key) if cache is not None else None)
     if got is None:
+        end_child()  # a fresh child: an earlier session's heap would hide the cost and swell the baseline
         got = run_isolated(_measure_fixed, device)
     _memo[key] = got
     return got
