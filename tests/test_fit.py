@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.cli.main import main
+from onnxmem.cli.output import fmt_bytes
 from onnxmem.core.errors import OnnxmemError
 from onnxmem.core.sizes import parse_size
 from onnxmem.model import load_model
@@ -314,3 +315,13 @@ def test_unbound_input_dim_cannot_be_measured(chain: Path) -> None:
     assert input_shapes(load_model(chain), {"batch": 3}) == {"x": (3, N)}
     with pytest.raises(OnnxmemError, match="graph input 'x' has a dim without a value .*--dim NAME=N"):
         input_shapes(load_model(chain), {})
+
+
+def test_compare_prints_plans_deployment_total_and_the_measured_session(chain: Path) -> None:
+    plan = run("plan", str(chain), "--dim", "batch=64")
+    compare = run("compare", str(chain), "--dim", "batch=64")
+    assert plan.exit_code == 0 and compare.exit_code == 0, compare.output
+    same = [line for line in plan.output.splitlines() if line.startswith("deployment   total")]
+    assert len(same) == 1 and same[0] in compare.output.splitlines()
+    measured = next(line for line in compare.output.splitlines() if line.startswith("measured     default session"))
+    assert f"inputs {fmt_bytes(64 * N * 4)}" in measured
