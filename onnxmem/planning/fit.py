@@ -1,22 +1,33 @@
 """Will a model fit in N bytes, and the largest batch or sequence that does: ``onnxmem fit``.
 
-The deployment's total at a point of the dims (:class:`Footprint`) is
+The deployment's total at a point of the dims (:class:`Footprint`) is what the process of a
+default onnxruntime CPU session holds at its peak (:mod:`onnxmem.planning.process`):
 
-    weights + arena + inputs + outputs + fixed
+    max(created, held + factor x arena + inputs and outputs outside the arena)
 
-* ``weights``: the initializers' stored bytes (and the values folded into weights, as
-  onnxruntime folds them at session start), as the range plan counts them;
-* ``arena``: the range plan's arena at the point (:meth:`onnxmem.plans.range.RangePlan.arena_at`);
+* ``arena``: the plan's arena at the point, of the graph onnxruntime runs (``optimize``:
+  ``all``, a default session's level, by default; ``none``, the graph as written);
+* ``held``, ``created``: the model's default session made once, in a fresh onnxruntime
+  child: what it keeps (weights as held, prepacked copies, kernels, the fixed cost) and its
+  peak while made; without the model's weights (or off CPU), ``weights + fixed`` stand for
+  both: the initializers' stored bytes (and the values folded into weights) and the
+  provider's fixed cost (:func:`onnxmem.runtime.fixed_cost`);
+* ``factor``: onnxruntime's activation bytes per byte of the arena (its planner, kernel
+  scratch, arena chunks, the memory-pattern block), measured by running the session at the
+  answer (``runtime="measure"``, :func:`calibrate`), else the rule
+  :data:`onnxmem.planning.process.SAFETY_FACTOR` (``runtime="rule"``); ``runtime="plan"``
+  counts ``weights + arena + io + fixed``, the plan's own view;
 * ``inputs``, ``outputs``: the graph inputs and outputs at the point; a KV cache (inputs named
   ``past...``, outputs named ``present...``) is shown on its own line. With the plan's ``io``
   ``internal`` (the default) they are inside the arena and add nothing; with ``external``
-  they are added;
-* ``fixed``: the provider's fixed cost, measured by the caller
-  (:func:`onnxmem.runtime.fixed_cost`).
+  they are added.
 
 How the largest value is found (:func:`fit_model`):
 
-1. plan the range once (:func:`onnxmem.planning.ranges.plan_range`) over the box;
+1. plan the range once (:func:`onnxmem.planning.ranges.plan_range`) over the box; where the
+   range plan of the level's graph cannot be made (onnxruntime's NCHWc reorders and fused
+   ops have sizes that are not polynomials in the dims), plan the graph at each value the
+   search asks for (:func:`point_sizes`), its total taken as never falling as the dim grows;
 2. along the searched dim, the other dims held at their value, take the range plan's pieces
    in turn from the highest; a piece whose arena terms, slots and input and output sizes
    have no negative coefficient has a total that never falls as the dim grows, so the
@@ -25,15 +36,14 @@ How the largest value is found (:func:`fit_model`):
 3. the first piece (from the top) with a value that fits gives the answer: the largest value
    of the box whose total is at most the memory. The total is *monotone* when every piece
    is, and no piece starts below where the one before it ends; otherwise a smaller value
-   may not fit, and the result says so.
+   may not fit, and the result says so;
+4. with ``runtime="measure"``, the session is run at the answer, its factor stands at that
+   value and the largest measured elsewhere, and steps 2 and 3 are taken again, until an
+   answer has been run (at most :data:`CALIBRATION_RUNS` runs).
 
 With two ranged dims the answer is a *frontier*: for each value of the first (every value,
-or :data:`FRONTIER_ROWS` spread geometrically over a long range), the largest of the second.
-
-What is not counted: onnxruntime's own arena policy (its CPU arena grows in chunks that
-double, and its memory patterns allocate one more block after the first run), kernel
-scratch (im2col buffers) and weights prepacked into a second layout. docs/fit.md measures
-each against real sessions.
+or :data:`FRONTIER_ROWS` spread geometrically over a long range), the largest of the second
+(the factor is the rule's: no run).
 """
 
 from __future__ import annotations
