@@ -133,8 +133,8 @@ def terms(rows: list[dict[str, Any]], work: Path) -> str:
         on = session_peak(path, shapes, level=DEFAULT)
         bare = session_peak(path, shapes, level=DEFAULT, prepack=False)
         off = session_peak(path, shapes, level=DEFAULT, mem_pattern=False)
-        f_on = activation_factor(on.peak, on.held, on.created, r["arena"])
-        f_off = activation_factor(off.peak, off.held, off.created, r["arena"])
+        f_on = activation_factor(on, on.held, on.created, r["arena"])
+        f_off = activation_factor(off, off.held, off.created, r["arena"])
         lines.append(f"| {name} | {r['dim']}={r['answer']} | {mib(r['weights'])} | {mib(r['arena'])} | "
                      f"{mib(on.created)} | {mib(on.held)} | {mib(bare.created)} | {mib(bare.held)} | "
                      f"{mib(on.runs[0])} | {mib(on.runs[1])} | {mib(off.runs[1])} | "

@@ -193,15 +193,18 @@ def test_bad_cache_and_output_paths_are_one_line(chain: Path, tmp_path: Path) ->
     assert chain.read_bytes()[:1] != b"\x89"
 
 
-@pytest.mark.parametrize(("peak", "held", "created", "arena", "factor"), [
-    (250, 150, 160, 40, 2.5),    # the runs grew the process past its creation peak
-    (160, 150, 160, 40, None),   # the runs stayed under it: the activations are hidden, unknown
-    (250, 150, 160, 0, None),    # no arena to scale
+@pytest.mark.parametrize(("peak", "inputs", "held", "created", "arena", "factor"), [
+    (240, 10, 150, 160, 40, 2.5),    # the runs grew the process past its creation peak
+    (160, 90, 150, 160, 40, None),   # they stayed under it (the inputs alone above): hidden, unknown
+    (250, 0, 150, 160, 0, None),     # no arena to scale
 ])
-def test_activation_factor(peak: int, held: int, created: int, arena: int, factor: float | None) -> None:
+def test_activation_factor(peak: int, inputs: int, held: int, created: int, arena: int,
+                           factor: float | None) -> None:
     from onnxmem.planning.process import activation_factor
+    from onnxmem.runtime import SessionPeak
 
-    assert activation_factor(peak, held, created, arena) == factor
+    run = SessionPeak(created=created, peak=peak, baseline=0, runs=(peak,), held=held, inputs=inputs)
+    assert activation_factor(run, held, created, arena) == factor
 
 
 def test_footprint_total_counts_the_session_and_its_creation_peak() -> None:
@@ -210,9 +213,10 @@ def test_footprint_total_counts_the_session_and_its_creation_peak() -> None:
 
     process = Process(held=150, created=400, factor=3.0, source="rule", factors={(("batch", 4),): 2.0})
     assert process.activations(10) == 30 and process.activations(10, {"batch": 4}) == 20
-    # held + factor x arena = 150 + 3 x 40 = 270 is below the creation peak: the total is 400
-    low = Footprint({"batch": 1}, 100, 40, 8, 8, 0, 7, True, held=150, created=400, runtime=80)
-    assert low.total == 400 and low.session == 150
+    # held + factor x arena = 150 + 3 x 40 = 270 is below the creation peak (with the inputs the
+    # caller holds): the total is 408
+    low = Footprint({"batch": 1}, 100, 40, 8, 8, 0, 7, True, held=150, created=408, runtime=80)
+    assert low.total == 408 and low.session == 150
     high = Footprint({"batch": 9}, 100, 400, 8, 8, 0, 7, False, held=150, created=400, runtime=800)
     assert high.total == 150 + 400 + 800 + 16
     plan_view = Footprint({"batch": 9}, 100, 400, 8, 8, 0, 7, False)
@@ -277,6 +281,7 @@ def test_fit_measures_the_session_and_its_activations(chain: Path) -> None:
     assert rule.process is not None and rule.process.factor == SAFETY_FACTOR[True] and not rule.measured
     assert rule.process.held is not None and rule.process.held >= WEIGHTS
     at = rule.answer.at
+    assert rule.process.created is not None and at.created == rule.process.created + at.inputs
     assert at.total == max(at.created, at.session + at.arena + at.runtime + at.io)
     assert at.runtime == math.ceil(SAFETY_FACTOR[True] * at.arena) - at.arena
     measured = fit_model(model, chain, memory, box, fixed=fixed)

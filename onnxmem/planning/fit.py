@@ -85,10 +85,11 @@ Say = Callable[[str], None]
 class Footprint:
     """The deployment's bytes at ``point``; ``io_in_arena``: inputs and outputs are inside the arena.
 
-    ``held``, ``created``: the model's onnxruntime session once made and the peak while it was
-    made, measured (:class:`onnxmem.planning.process.Process`; ``None`` and 0 when not measured:
-    ``weights + fixed`` stand for them); ``runtime``: onnxruntime's activation bytes beyond the
-    plan's arena (0 for the plan's own view)."""
+    ``held``: the model's onnxruntime session once made, measured
+    (:class:`onnxmem.planning.process.Process`; ``None`` when not measured: ``weights + fixed``
+    stand for it); ``created``: the peak while it was made, plus the graph inputs (a KV cache's
+    included) the caller holds meanwhile (0 when not measured); ``runtime``: onnxruntime's
+    activation bytes beyond the plan's arena (0 for the plan's own view)."""
 
     point: dict[str, int]
     weights: int
@@ -211,7 +212,8 @@ def _is_kv(name: str, prefixes: Sequence[str]) -> bool:
 def io_sizes(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]],
              dims: Mapping[str, int]) -> dict[str, Poly]:
     """Bytes of the graph inputs, outputs and KV cache as polynomials in the ranged dims:
-    ``{"inputs": ..., "outputs": ..., "kv_cache": ...}``."""
+    ``{"inputs": ..., "outputs": ..., "kv_cache": ..., "past": ...}`` (``past``: the KV cache's
+    inputs alone, also in ``kv_cache``)."""
     sym = symbolic_shapes(model, dict(box), dims)
     ins, outs = _names(model)
     total = {"inputs": Poly.const(0), "outputs": Poly.const(0), "kv_cache": Poly.const(0)}
@@ -222,6 +224,8 @@ def io_sizes(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]],
             size = size_poly(sym.dtypes[n], sym.shapes[n], n)
             key = "kv_cache" if _is_kv(n, prefixes) else kind
             total[key] = total[key] + size
+            if key == "kv_cache" and kind == "inputs":
+                total["past"] = total.get("past", Poly.const(0)) + size
     return total
 
 
@@ -269,8 +273,9 @@ def footprint_at(sizes: Sizes, io: Mapping[str, Poly], fixed: int, point: Mappin
     ``process``: onnxruntime's terms (``None``: the plan's own view, weights + arena + io + fixed)."""
     point = dict(point)
     weights, arena = sizes.at(point)
+    caller = io["inputs"].evaluate(point) + (io["past"].evaluate(point) if "past" in io else 0)
     held, created, runtime = (None, 0, 0) if process is None else (
-        process.held, process.created or 0, max(0, process.activations(arena, point) - arena))
+        process.held, (process.created or 0) + caller, max(0, process.activations(arena, point) - arena))
     return Footprint(point, weights, arena, io["inputs"].evaluate(point), io["outputs"].evaluate(point),
                      io["kv_cache"].evaluate(point), fixed, sizes.io_mode == "internal", held, created, runtime)
 
@@ -436,11 +441,11 @@ def calibrate(search: _Search, dim: str, model: onnx.ModelProto, path: str | os.
         if fit.value is None or fit.value in peaks:
             break
         say(f"running the model in a default onnxruntime session at {dim}={fit.value}")
-        peak, said = run_peak(model, path, {**search.sizes.dims, **fit.at.point}, process.patterns)
-        if peak is None:
+        got, said = run_peak(model, path, {**search.sizes.dims, **fit.at.point}, process.patterns)
+        if got is None:
             return search, peaks, said
-        peaks[fit.value] = peak
-        factor = activation_factor(peak, process.held or 0, process.created or 0, fit.at.arena)
+        peaks[fit.value] = got.peak + got.inputs
+        factor = activation_factor(got, process.held or 0, process.created or 0, fit.at.arena)
         if factor is None:  # the run stayed under the session's creation peak: the rule stands
             break
         factors[tuple(sorted(fit.at.point.items()))] = factor

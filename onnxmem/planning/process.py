@@ -5,7 +5,7 @@ memory patterns on, the CPU arena on, weights prepacked). Measured on the zoo
 (``python bench/bench_fit.py --only terms``, docs/fit.md), its peak resident growth from
 before the session is made is
 
-    max(created, held + activations)
+    max(created + inputs, held + activations)
 
 * ``created`` (:attr:`Process.created`): the peak while the session is made. onnxruntime maps
   external data (the pages it reads are resident) and, with prepacking on, reads every
@@ -40,6 +40,8 @@ from onnxmem.core.errors import OnnxmemError, one_line, show_name
 if TYPE_CHECKING:
     import onnx
 
+    from onnxmem.runtime.footprint import SessionPeak
+
 __all__ = ["SAFETY_FACTOR", "Process", "activation_factor", "input_shapes", "measure_process", "run_peak"]
 
 #: memory patterns on/off -> the largest ``(peak - held) / arena`` of a default session over
@@ -69,16 +71,18 @@ class Process:
         return math.ceil(factor * arena)
 
 
-def activation_factor(peak: int, held: int, created: int, arena: int) -> float | None:
-    """``(peak - held) / arena`` of a measured session: its activation bytes per byte of the plan's
-    arena; ``None`` where its runs did not take the process past the peak of its creation (the
-    activations are hidden under it, their size unknown) or the arena is empty.
+def activation_factor(run: SessionPeak, held: int, created: int, arena: int) -> float | None:
+    """``(peak + inputs - held) / arena`` of a measured session ``run`` (its peak growth and the
+    bytes of its inputs, which the caller holds and the plan's arena counts): its activation
+    bytes per byte of the plan's arena; ``None`` where its runs did not take the process past
+    the peak of its creation (``created``: the activations are hidden under it, their size
+    unknown) or the arena is empty.
 
-    Example: a session made at a 160 MiB peak, holding 150 MiB, that peaks at 250 MiB in its runs
-    on a 40 MiB arena: 2.5."""
-    if arena <= 0 or peak <= created:
+    Example: a session made at a 160 MiB peak, holding 150 MiB, that peaks at 240 MiB in its runs
+    on 10 MiB of inputs and a 40 MiB arena: 2.5."""
+    if arena <= 0 or run.peak <= created:
         return None
-    return (peak - held) / arena
+    return (run.peak + run.inputs - held) / arena
 
 
 def measure_process(path: str | os.PathLike[str], patterns: bool, device: str,
@@ -124,10 +128,10 @@ def input_shapes(model: onnx.ModelProto, dims: Mapping[str, int]) -> dict[str, t
 
 
 def run_peak(model: onnx.ModelProto, path: str | os.PathLike[str], dims: Mapping[str, int],
-             patterns: bool) -> tuple[int | None, list[str]]:
-    """The peak resident growth of the model's default session over 2 runs at ``dims`` (seeded random
-    inputs), in a fresh onnxruntime child, plus the bytes of its inputs (the caller holds them; the
-    plan's arena holds them with ``--io internal``); ``None`` and a warning where it cannot run."""
+             patterns: bool) -> tuple[SessionPeak | None, list[str]]:
+    """The model's default session run twice at ``dims`` (seeded random inputs) in a fresh
+    onnxruntime child: its peak resident growth and the bytes of its inputs; ``None`` and a
+    warning where it cannot run."""
     from onnxmem.runtime.footprint import session_peak
 
     try:
@@ -135,4 +139,4 @@ def run_peak(model: onnx.ModelProto, path: str | os.PathLike[str], dims: Mapping
     except OnnxmemError as exc:
         return None, [f"the model's session could not run at {', '.join(f'{k}={v}' for k, v in sorted(dims.items()))} "
                       f"to measure onnxruntime's activations ({one_line(str(exc))}); the rule's factor stands"]
-    return got.peak + got.inputs, []
+    return got, []
