@@ -330,3 +330,20 @@ def test_compare_prints_plans_deployment_total_and_the_measured_session(chain: P
     assert len(same) == 1 and same[0] in compare.output.splitlines()
     measured = next(line for line in compare.output.splitlines() if line.startswith("measured     default session"))
     assert f"inputs {fmt_bytes(64 * N * 4)}" in measured
+
+
+def test_weights_missing_counts_the_rule_and_says_why(tmp_path: Path) -> None:
+    """Without its data file the model's session cannot be made: fit counts weights + fixed and the
+    rule's factor, in one warning line; at --optimize all (onnxruntime reads the weights to build
+    its graph) it refuses in one line."""
+    path = _matmul(tmp_path, 256, 256, external=True)
+    (tmp_path / "mm.data").unlink()
+    r = CliRunner().invoke(main, ["fit", str(path), "--memory", "8MiB", "--dim", "batch=1:1024", "--optimize",
+                                  "none", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["runtime"]["factor_source"] == "rule" and data["runtime"]["session_held"] is None
+    assert data["items"]["session_held"] == data["items"]["weights"] + data["items"]["fixed"]
+    assert r.stderr.count("\n") == 1 and "could not be made to measure it" in r.stderr
+    r = CliRunner().invoke(main, ["fit", str(path), "--memory", "8MiB", "--dim", "batch=1:1024"])
+    assert r.exit_code == 1 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1

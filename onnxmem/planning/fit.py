@@ -398,7 +398,7 @@ def fit_model(
     warnings: list[str] = []
     process = None
     if runtime != "plan":
-        process, said = measure_process(path, patterns, device, say)
+        process, said = measure_process(model, path, patterns, device, say)
         warnings += said
     say(f"planning the range {' '.join(f'{k}={lo}:{hi}' for k, (lo, hi) in box.items())} (--optimize {optimize})")
     with optimized_model(path, optimize, device, model=model) as built:
@@ -410,7 +410,7 @@ def fit_model(
         dims = list(box)
         measured: dict[int, int] = {}
         if len(dims) == 1:
-            if runtime == "measure" and process is not None:
+            if runtime == "measure" and process is not None and process.held is not None:
                 search, measured, said = calibrate(search, dims[0], model, path, say)
                 warnings += said
             fits: tuple[Fit, ...] = (search.along(dims[0], {}),)

@@ -33,6 +33,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onnxmem.core.errors import OnnxmemError, one_line, show_name
@@ -85,12 +86,13 @@ def activation_factor(run: SessionPeak, held: int, created: int, arena: int) -> 
     return (run.peak + run.inputs - held) / arena
 
 
-def measure_process(path: str | os.PathLike[str], patterns: bool, device: str,
+def measure_process(model: onnx.ModelProto, path: str | os.PathLike[str], patterns: bool, device: str,
                     say: Callable[[str], None]) -> tuple[Process, list[str]]:
     """The model's default session made once in a fresh onnxruntime child (no run): what it holds
     and its peak while made; the activation factor is the rule's until a run measures it. Where
     the session cannot be made (weights missing, another device), the plan's ``weights + fixed``
     stand for both, and a warning says why."""
+    from onnxmem.model import check_external_data
     from onnxmem.runtime.footprint import session_peak
 
     rule = Process(None, None, SAFETY_FACTOR[patterns], "rule", patterns)
@@ -99,6 +101,7 @@ def measure_process(path: str | os.PathLike[str], patterns: bool, device: str,
                       "session's weights and fixed cost are counted, onnxruntime's activations by the rule"]
     say("making the model's default onnxruntime session to measure what it holds")
     try:
+        check_external_data(model, Path(path).parent, need_files=True)
         made = session_peak(path, {}, level="ORT_ENABLE_ALL", runs=0, mem_pattern=patterns)
     except OnnxmemError as exc:
         return rule, [f"the model's session could not be made to measure it ({one_line(str(exc))}); its weights "

@@ -193,7 +193,7 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
     import onnxruntime as ort
 
     from onnxmem.model import load_model
-    from onnxmem.runtime.ort import random_inputs
+    from onnxmem.runtime.ort import first_line, random_inputs, run_bounded
 
     feeds = random_inputs(load_model(path), shapes) if runs else {}
     options = ort.SessionOptions()
@@ -206,12 +206,16 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
     try:
         _reset_peak()
         baseline = _status("VmRSS")
-        session = ort.InferenceSession(path, options, providers=[PROVIDERS["cpu"]])
+        try:
+            session = ort.InferenceSession(path, options, providers=[PROVIDERS["cpu"]])
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            raise RuntimeBackendError(f"onnxruntime cannot make a session of {show_name(path)}: "
+                                      f"{first_line(exc)}") from None
         created = _status("VmHWM") - baseline
         held = _status("VmRSS") - baseline
         after = []
         for _ in range(runs):
-            session.run(None, feeds)
+            run_bounded(session, None, feeds, "to measure its peak")
             after.append(_status("VmHWM") - baseline)
         del session
     finally:
