@@ -125,7 +125,7 @@ def _items(fit: Fit) -> list[str]:
     where = "in the arena" if at.io_in_arena else "outside the arena"
     held = ([f"held         {fmt_bytes(at.session)}   (the model's session once made, measured: weights as "
              "held, prepacked copies, kernels, fixed cost)",
-             f"created      {fmt_bytes(at.created)}   (its peak while made, measured)"] if at.held is not None else [])
+             f"created      {fmt_bytes(at.created)}   (its peak while made, measured, + the inputs the caller holds)"] if at.held is not None else [])
     lines = [
         f"weights      {fmt_bytes(at.weights)}",
         *held,
