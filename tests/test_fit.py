@@ -277,6 +277,8 @@ def test_fit_measures_the_session_and_its_activations(chain: Path) -> None:
     model = load_model(chain)
     fixed = fixed_cost("cpu").session
     memory, box = 32 * 2**20, {"batch": (1, 2**16)}
+    off = fit_model(model, chain, memory, box, fixed=fixed, runtime="rule", patterns=False)
+    assert off.process is not None and off.process.factor == SAFETY_FACTOR[False] and not off.process.patterns
     rule = fit_model(model, chain, memory, box, fixed=fixed, runtime="rule")
     assert rule.process is not None and rule.process.factor == SAFETY_FACTOR[True] and not rule.measured
     assert rule.process.held is not None and rule.process.held >= WEIGHTS
@@ -312,6 +314,9 @@ def test_point_plans_where_the_range_plan_of_the_level_fails(tmp_path: Path) -> 
     assert report.plan is None and any("range plan at --optimize all cannot be made" in w for w in report.warnings)
     fit = report.answer
     assert fit.value == 5 and fit.at.total == memory and fit.next is not None and fit.next.total > memory
+    from onnxmem.report.fit import render_fit_plot
+
+    assert render_fit_plot(report, "conv")[:8] == b"\x89PNG\r\n\x1a\n"  # the values planned while searching
 
 
 def test_unbound_input_dim_cannot_be_measured(chain: Path) -> None:
