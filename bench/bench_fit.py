@@ -22,11 +22,13 @@ sequence or KV-cache range for the transformers), on its seeded random weights
 
 ``--only terms`` gives the second table: each term of onnxruntime's process measured on its
 own at the answer of step 2 (prepacking on and off, memory patterns on and off, run 1 and
-run 2).
+run 2). ``--only arena`` gives the third: the U-Net at a few batches with onnxruntime's own CPU
+arena and with a process-wide arena of each extension strategy (kNextPowerOfTwo, kSameAsRequested).
 
     python bench/bench_fit.py                       # all models -> docs/fit.md
     python bench/bench_fit.py --only resnet50_batch --out -
     python bench/bench_fit.py --only terms              # the second table alone
+    python bench/bench_fit.py --only arena              # the third: the arena's extension strategies
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ MODELS: list[tuple[str, str, dict[str, tuple[int, int]], dict[str, int], str]] =
     ("llama_4l_past_dynamic", "llama_4l_past_dynamic.onnx", {"past_sequence": (0, 4095)}, {}, "KV cache"),
 ]
 TERMS_BEGIN, TERMS_END = "<!-- bench_fit_terms: begin -->", "<!-- bench_fit_terms: end -->"
+ARENA_BEGIN, ARENA_END = "<!-- bench_fit_arena: begin -->", "<!-- bench_fit_arena: end -->"
+#: the third table: the U-Net over these batches, with each of onnxruntime's arena extension strategies
+ARENA_MODEL, ARENA_BATCHES = "unet_batch", (4, 5, 6, 7)
 DEFAULT = "ORT_ENABLE_ALL"
 
 
@@ -143,6 +148,33 @@ def terms(rows: list[dict[str, Any]], work: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def arena_table(work: Path) -> str:
+    """The third table: the U-Net's default session at a few batches, with its own CPU arena and
+    with a process-wide arena of each extension strategy: the peak after its creation and each run."""
+    from _common import mib
+
+    from onnxmem.model import load_model
+    from onnxmem.planning.process import input_shapes
+    from onnxmem.runtime import session_peak
+
+    name, fixture, _, bound, _ = next(m for m in MODELS if m[0] == ARENA_MODEL)
+    path = _model(name, fixture, work)
+    model = load_model(path)
+    kinds = [("the session's own arena", None), ("kNextPowerOfTwo", "next-power-of-two"),
+             ("kSameAsRequested", "same-as-requested")]
+    lines = ["| batch | " + " | ".join(f"{k}: run 1 | {k}: run 2" for k, _ in kinds) + " |",
+             "|---:|" + "---:|" * (2 * len(kinds))]
+    for b in ARENA_BATCHES:
+        shapes = input_shapes(model, {**bound, "batch": b})
+        cells = []
+        for _, extend in kinds:
+            got = session_peak(path, shapes, level=DEFAULT, arena_extend=extend)
+            cells += [mib(got.runs[0]), mib(got.runs[1])]
+        lines.append(f"| {b} | " + " | ".join(cells) + " |")
+        print(f"  arena {name} batch {b}: {lines[-1]}", file=sys.stderr)
+    return "\n".join(lines) + "\n"
+
+
 def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
     from _common import mib, versions, with_errors
 
@@ -197,6 +229,13 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run_model(name, fixture, box, bound, work))
     if only and "terms" in only and not rows:
         rows = [run_model(*m[:4], work) for m in MODELS]
+    if only and only == {"arena"}:
+        text = arena_table(work)
+        if args.out == "-":
+            print(text)
+        else:
+            replace_section(Path(args.out), ARENA_BEGIN, ARENA_END, text)
+        return 0
     text = render(rows, machine_info())
     terms_text = terms(rows, work) if not only or "terms" in only else ""
     if args.out == "-":
@@ -206,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             replace_section(Path(args.out), BEGIN, END, text)
         if terms_text:
             replace_section(Path(args.out), TERMS_BEGIN, TERMS_END, terms_text)
+        if not only:
+            replace_section(Path(args.out), ARENA_BEGIN, ARENA_END, arena_table(work))
     return 0
 
 

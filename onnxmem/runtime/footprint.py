@@ -188,8 +188,13 @@ def cache_text(cache: str | os.PathLike[str], cost: FixedCost) -> str:
     return json.dumps({**data, cost.key: entry}, indent=2, sort_keys=True) + "\n"
 
 
+#: onnxruntime's BFC arena extension strategies (``arena_extend_strategy`` of ``OrtArenaCfg``)
+ARENA_EXTEND = {"next-power-of-two": 0, "same-as-requested": 1}
+
+
 def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
-                     mem_pattern: bool, arena: bool, prepack: bool = True) -> SessionPeak:
+                     mem_pattern: bool, arena: bool, prepack: bool = True,
+                     arena_extend: str | None = None) -> SessionPeak:
     import onnxruntime as ort
 
     from onnxmem.model import load_model
@@ -202,6 +207,10 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
     options.enable_cpu_mem_arena = arena
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
+    if arena_extend is not None:  # the process's own CPU arena, with that strategy (a fresh child: once)
+        info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+        ort.create_and_register_allocator(info, ort.OrtArenaCfg({"arena_extend_strategy": ARENA_EXTEND[arena_extend]}))
+        options.add_session_config_entry("session.use_env_allocators", "1")
     start_run(f"a session of {show_name(path)} to measure its peak")
     try:
         _reset_peak()
@@ -226,14 +235,18 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
 
 def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]], *,
                  level: str = "ORT_DISABLE_ALL", runs: int = 2, mem_pattern: bool = True,
-                 arena: bool = True, prepack: bool = True) -> SessionPeak:
+                 arena: bool = True, prepack: bool = True, arena_extend: str | None = None) -> SessionPeak:
     """The resident growth of a CPU session of the model at ``path`` with seeded random inputs of
     ``shapes``, from before it is created to its peak over ``runs`` runs, in a fresh child.
 
     ``level``: a ``GraphOptimizationLevel`` name; ``mem_pattern``: onnxruntime's memory patterns,
     ``arena``: its CPU memory arena, ``prepack``: its kernels' prepacked weights (all on by default
-    in onnxruntime; ``prepack=False`` sets ``session.disable_prepacking``)."""
+    in onnxruntime; ``prepack=False`` sets ``session.disable_prepacking``); ``arena_extend``: a key of
+    :data:`ARENA_EXTEND`, the session then uses a process-wide CPU arena made with that extension
+    strategy (``None``: the session's own arena, ``next-power-of-two``)."""
+    if arena_extend is not None and arena_extend not in ARENA_EXTEND:
+        raise OnnxmemError(f"arena extension {show_name(arena_extend)} is not one of {', '.join(ARENA_EXTEND)}")
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
         return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
-                            arena, prepack)
+                            arena, prepack, arena_extend)
