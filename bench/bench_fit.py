@@ -29,6 +29,7 @@ arena and with a process-wide arena of each extension strategy (kNextPowerOfTwo,
     python bench/bench_fit.py --only resnet50_batch --out -
     python bench/bench_fit.py --only terms              # the second table alone
     python bench/bench_fit.py --only arena              # the third: the arena's extension strategies
+    python bench/bench_fit.py --only scratch            # the fourth: kernel scratch, from the profiler
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ MODELS: list[tuple[str, str, dict[str, tuple[int, int]], dict[str, int], str]] =
 ]
 TERMS_BEGIN, TERMS_END = "<!-- bench_fit_terms: begin -->", "<!-- bench_fit_terms: end -->"
 ARENA_BEGIN, ARENA_END = "<!-- bench_fit_arena: begin -->", "<!-- bench_fit_arena: end -->"
+SCRATCH_BEGIN, SCRATCH_END = "<!-- bench_fit_scratch: begin -->", "<!-- bench_fit_scratch: end -->"
 #: the third table: the U-Net over these batches, with each of onnxruntime's arena extension strategies
 ARENA_MODEL, ARENA_BATCHES = "unet_batch", (4, 5, 6, 7)
 DEFAULT = "ORT_ENABLE_ALL"
@@ -175,6 +177,32 @@ def arena_table(work: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def scratch_table(work: Path) -> str:
+    """The fourth table: kernel scratch, from onnxruntime's profiler at ORT_ENABLE_ALL (memory patterns
+    off, :func:`onnxmem.runtime.peak.ort_peak`) at the range's geometric middle: the arena-rounded
+    peak with scratch (``mem_in_use_peak``) less the bytes its allocator held for tensors at its
+    fullest kernel (``mem_bytes_in_use``)."""
+    from _common import mib
+
+    from onnxmem.planning import PlanOptions, plan_model
+    from onnxmem.runtime.peak import ort_peak
+
+    lines = ["| model | point | plan arena (as written) | onnxruntime peak (requested) | held (rounded) | "
+             "arena peak (rounded, scratch included) | scratch |", "|---|---|---:|---:|---:|---:|---:|"]
+    for name, fixture, box, bound, _ in MODELS:
+        path = _model(name, fixture, work)
+        (dim, (lo, hi)), = box.items()
+        point = {**bound, dim: int(round(math.sqrt(max(lo, 1) * hi)))}
+        planned = plan_model(path, PlanOptions(dims=point))
+        got = ort_peak(planned.model, planned.view, level="all", model_path=path)
+        scratch = None if got.arena_peak is None or got.held is None else got.arena_peak - got.held
+        lines.append(f"| {name} | {', '.join(f'{k}={v}' for k, v in point.items())} | "
+                     f"{mib(planned.plan.arena_size)} | {mib(got.peak)} | {mib(got.held)} | {mib(got.arena_peak)} | "
+                     f"{mib(scratch)} |")
+        print(f"  scratch {lines[-1]}", file=sys.stderr)
+    return "\n".join(lines) + "\n"
+
+
 def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
     from _common import mib, versions, with_errors
 
@@ -229,12 +257,15 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run_model(name, fixture, box, bound, work))
     if only and "terms" in only and not rows:
         rows = [run_model(*m[:4], work) for m in MODELS]
-    if only and only == {"arena"}:
-        text = arena_table(work)
-        if args.out == "-":
-            print(text)
-        else:
-            replace_section(Path(args.out), ARENA_BEGIN, ARENA_END, text)
+    if only and only <= {"arena", "scratch"}:
+        tables = [(f(work), marks) for k, f, marks in (("arena", arena_table, (ARENA_BEGIN, ARENA_END)),
+                                                       ("scratch", scratch_table, (SCRATCH_BEGIN, SCRATCH_END)))
+                  if k in only]
+        for text, (begin, end) in tables:
+            if args.out == "-":
+                print(text)
+            else:
+                replace_section(Path(args.out), begin, end, text)
         return 0
     text = render(rows, machine_info())
     terms_text = terms(rows, work) if not only or "terms" in only else ""
@@ -247,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             replace_section(Path(args.out), TERMS_BEGIN, TERMS_END, terms_text)
         if not only:
             replace_section(Path(args.out), ARENA_BEGIN, ARENA_END, arena_table(work))
+            replace_section(Path(args.out), SCRATCH_BEGIN, SCRATCH_END, scratch_table(work))
     return 0
 
 

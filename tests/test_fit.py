@@ -352,3 +352,13 @@ def test_weights_missing_counts_the_rule_and_says_why(tmp_path: Path) -> None:
     assert r.stderr.count("\n") == 1 and "could not be made to measure it" in r.stderr
     r = CliRunner().invoke(main, ["fit", str(path), "--memory", "8MiB", "--dim", "batch=1:1024"])
     assert r.exit_code == 1 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1
+
+
+def test_arena_extension_strategies(chain: Path) -> None:
+    from onnxmem.runtime.footprint import ARENA_EXTEND
+
+    for extend in ARENA_EXTEND:
+        got = session_peak(chain, {"x": (64, N)}, level="ORT_ENABLE_ALL", arena_extend=extend)
+        assert len(got.runs) == 2 and got.peak >= got.held > 0 and got.inputs == 64 * N * 4
+    with pytest.raises(OnnxmemError, match="arena extension 'doubling' is not one of next-power-of-two"):
+        session_peak(chain, {"x": (1, N)}, arena_extend="doubling")
