@@ -115,8 +115,9 @@ def test_cli_text_and_plot(chain: Path, tmp_path: Path) -> None:
     png = tmp_path / "fit.png"
     r = run("fit", str(chain), "--memory", "64MiB", "--dim", "batch=1:1024", "--plot", str(png))
     assert r.exit_code == 0, r.output
-    for item in ("weights", "arena", "inputs", "outputs", "fixed", "total", "margin"):
+    for item in ("session", "weights", "held", "created", "arena", "inputs", "outputs", "fixed", "total", "margin"):
         assert any(line.startswith(item) for line in r.output.splitlines()), item
+    assert "graph --optimize all" in r.output and "default onnxruntime session, memory patterns on" in r.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
