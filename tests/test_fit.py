@@ -277,7 +277,7 @@ def test_fit_measures_the_session_and_its_activations(chain: Path) -> None:
 
     model = load_model(chain)
     fixed = fixed_cost("cpu").session
-    memory, box = 32 * 2**20, {"batch": (1, 2**16)}
+    memory, box = 16 * 2**20, {"batch": (1, 2**14)}
     off = fit_model(model, chain, memory, box, fixed=fixed, runtime="rule", patterns=False)
     assert off.process is not None and off.process.factor == SAFETY_FACTOR[False] and not off.process.patterns
     rule = fit_model(model, chain, memory, box, fixed=fixed, runtime="rule")

@@ -427,8 +427,9 @@ def fit_model(
 def calibrate(search: _Search, dim: str, model: onnx.ModelProto, path: str | os.PathLike[str],
               say: Say) -> tuple[_Search, dict[int, int], list[str]]:
     """``search`` with onnxruntime's activation factor measured by a default session of the model
-    run at the answer (:func:`onnxmem.planning.process.run_peak`), at most :data:`CALIBRATION_RUNS`
-    times, until an answer has been run: each run's factor stands at its own value, and the
+    run at the answer (at the smallest value when none fits by the rule;
+    :func:`onnxmem.planning.process.run_peak`), at most :data:`CALIBRATION_RUNS` times, until an
+    answer has been run: each run's factor stands at its own value, and the
     largest measured stands at every other value. Returns the search, each run's peak by
     value, and warnings."""
     process = search.process
@@ -438,13 +439,14 @@ def calibrate(search: _Search, dim: str, model: onnx.ModelProto, path: str | os.
     peaks: dict[int, int] = {}
     fit = search.along(dim, {})
     for _ in range(CALIBRATION_RUNS):
-        if fit.value is None or fit.value in peaks:
+        value = fit.at.point[dim]  # the answer, or the smallest value when none fits by the rule
+        if value in peaks:
             break
-        say(f"running the model in a default onnxruntime session at {dim}={fit.value}")
+        say(f"running the model in a default onnxruntime session at {dim}={value}")
         got, said = run_peak(model, path, {**search.sizes.dims, **fit.at.point}, process.patterns)
         if got is None:
             return search, peaks, said
-        peaks[fit.value] = got.peak + got.inputs
+        peaks[value] = got.peak + got.inputs
         factor = activation_factor(got, process.held or 0, process.created or 0, fit.at.arena)
         if factor is None:  # the run stayed under the session's creation peak: the rule stands
             break
