@@ -363,3 +363,17 @@ def test_arena_extension_strategies(chain: Path) -> None:
         assert len(got.runs) == 2 and got.peak >= got.held > 0 and got.inputs == 64 * N * 4
     with pytest.raises(OnnxmemError, match="arena extension 'doubling' is not one of next-power-of-two"):
         session_peak(chain, {"x": (1, N)}, arena_extend="doubling")
+
+
+def test_nothing_fits_by_the_rule_then_the_smallest_is_run(chain: Path) -> None:
+    """At batch 1000 the rule's factor (6.0) puts the chain over 16 MiB (held about 7.4 MiB + 6 x
+    2 MB of arena); the smallest value is then run, its factor measured, and the search goes on."""
+    from onnxmem.planning.process import SAFETY_FACTOR
+
+    memory, box = 16 * 2**20, {"batch": (1000, 4000)}
+    model = load_model(chain)
+    rule = fit_model(model, chain, memory, box, runtime="rule")
+    assert rule.answer.value is None and rule.process is not None and rule.process.factor == SAFETY_FACTOR[True]
+    measured = fit_model(model, chain, memory, box)
+    assert 1000 in measured.measured and measured.answer.value is not None and measured.answer.value >= 1000
+    assert measured.answer.at.total <= memory
