@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.cli.main import main
+from onnxmem.cli.output import fmt_bytes
 from onnxmem.core.errors import OnnxmemError
 from onnxmem.core.sizes import parse_size
 from onnxmem.model import load_model
@@ -25,6 +27,8 @@ N = 256
 WEIGHTS = N * N * 4
 #: its arena per batch row: x and MatMul's output live together (Relu writes over its input)
 ARENA_PER_ROW = 2 * N * 4
+#: the plan's own view of the graph as written: the hand-computable totals
+PLAN_VIEW = {"optimize": "none", "runtime": "plan"}
 
 
 def run(*args: str):
@@ -50,7 +54,7 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_chain_largest_batch_is_exact(chain: Path, batch: int) -> None:
     fixed = 12345
     memory = WEIGHTS + ARENA_PER_ROW * batch + fixed
-    fit = fit_model(load_model(chain), chain, memory, {"batch": (1, 1024)}, fixed=fixed).answer
+    fit = fit_model(load_model(chain), chain, memory, {"batch": (1, 1024)}, fixed=fixed, **PLAN_VIEW).answer
     assert fit.value == batch
     assert fit.at.arena == ARENA_PER_ROW * batch and fit.at.weights == WEIGHTS
     assert fit.at.total == memory and fit.margin == 0
@@ -62,13 +66,14 @@ def test_chain_io_external_adds_inputs_and_outputs(chain: Path) -> None:
     # outside the arena: x and y are N*4 bytes per row each; the arena holds h alone
     per_row = N * 4 + 2 * N * 4
     memory = WEIGHTS + per_row * 50
-    fit = fit_model(load_model(chain), chain, memory, {"batch": (1, 1024)}, PlanOptions(io="external")).answer
+    fit = fit_model(load_model(chain), chain, memory, {"batch": (1, 1024)}, PlanOptions(io="external"),
+                    **PLAN_VIEW).answer
     assert fit.value == 50
     assert (fit.at.inputs, fit.at.outputs, fit.at.arena) == (N * 4 * 50, N * 4 * 50, N * 4 * 50)
 
 
 def test_whole_range_fits(chain: Path) -> None:
-    fit = fit_model(load_model(chain), chain, 2**30, {"batch": (1, 64)}).answer
+    fit = fit_model(load_model(chain), chain, 2**30, {"batch": (1, 64)}, **PLAN_VIEW).answer
     assert fit.value == 64 and fit.next is None and "every value" in fit.reason
 
 
@@ -82,7 +87,7 @@ def test_frontier_of_two_dims(tmp_path: Path) -> None:
     model.ir_version = 10
     path = tmp_path / "relu.onnx"
     onnx.save(model, str(path))
-    report = fit_model(load_model(path), path, 2 * 64 * 1200, {"batch": (1, 4), "seq": (1, 1000)})
+    report = fit_model(load_model(path), path, 2 * 64 * 1200, {"batch": (1, 4), "seq": (1, 1000)}, **PLAN_VIEW)
     assert [f.value for f in report.fits] == [1000, 600, 400, 300]
     assert fit_to_dict(report)["fit"] == {"batch": 4, "seq": 300}
 
@@ -91,12 +96,14 @@ def test_cli_json_keys_and_exact_answer(chain: Path, tmp_path: Path) -> None:
     cache = tmp_path / "fixed.json"
     fixed = fixed_cost("cpu").session
     memory = WEIGHTS + ARENA_PER_ROW * 300 + fixed
-    r = run("fit", str(chain), "--memory", str(memory), "--dim", "batch=1:1024", "--json", "--cache", str(cache))
+    r = run("fit", str(chain), "--memory", str(memory), "--dim", "batch=1:1024", "--json", "--cache", str(cache),
+            "--optimize", "none", "--runtime", "plan")
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     assert data["fit"] == {"batch": 300}
     assert set(data["items"]) == {"weights", "arena", "inputs", "outputs", "kv_cache", "io_outside_arena",
-                                  "fixed", "total"}
+                                  "fixed", "session_held", "session_created", "onnxruntime_activations", "total"}
+    assert data["runtime"] is None and data["planned"] == "range"
     assert data["items"]["fixed"] == fixed and data["items"]["total"] == memory and data["margin"] == 0
     assert data["next"]["items"]["total"] == memory + ARENA_PER_ROW
     assert {"reason", "memory", "device", "optimize", "box", "monotone"} <= set(data)
@@ -108,8 +115,9 @@ def test_cli_text_and_plot(chain: Path, tmp_path: Path) -> None:
     png = tmp_path / "fit.png"
     r = run("fit", str(chain), "--memory", "64MiB", "--dim", "batch=1:1024", "--plot", str(png))
     assert r.exit_code == 0, r.output
-    for item in ("weights", "arena", "inputs", "outputs", "fixed", "total", "margin"):
+    for item in ("session", "weights", "held", "created", "arena", "inputs", "outputs", "fixed", "total", "margin"):
         assert any(line.startswith(item) for line in r.output.splitlines()), item
+    assert "graph --optimize all" in r.output and "default onnxruntime session, memory patterns on" in r.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -148,29 +156,31 @@ def test_needs_a_ranged_dim(chain: Path) -> None:
     assert r.exit_code == 1 and "give --dim NAME=LO:HI" in r.stderr
 
 
-def test_optimize_levels_other_than_none_are_refused(chain: Path) -> None:
-    with pytest.raises(OnnxmemError, match="optimize level 'all'"):
-        fit_model(load_model(chain), chain, 2**30, {"batch": (1, 8)}, optimize="all")
+def test_bad_optimize_level_and_runtime_are_refused(chain: Path) -> None:
+    with pytest.raises(OnnxmemError, match="--optimize 'fast' is not one of none"):
+        fit_model(load_model(chain), chain, 2**30, {"batch": (1, 8)}, optimize="fast")
+    with pytest.raises(OnnxmemError, match="--runtime 'guess' is not one of measure"):
+        fit_model(load_model(chain), chain, 2**30, {"batch": (1, 8)}, runtime="guess")
 
 
 @pytest.mark.slow
-def test_zoo_answer_runs_within_budget(tmp_path: Path) -> None:
-    """The Llama-style decoder over its prompt length, at the budget of sequence 45's total rounded
-    up to a MiB: the answer's real session (ORT_ENABLE_BASIC, memory patterns off) stays within it.
-    (The vision models do not: onnxruntime's arena and kernel scratch go past the plan; docs/fit.md.)"""
+def test_cnn_answer_runs_within_budget_in_a_default_session(tmp_path: Path) -> None:
+    """resnet50 over its batch at fit's defaults (the graph a default session runs, the model's
+    session made and run at the answer): a real default session at the answer, in a fresh
+    process, stays within the budget, and the next batch's prediction exceeds it."""
+    from onnxmem.planning.process import input_shapes
     from onnxmem.zoo import materialize
 
-    path = materialize(ROOT / "models" / "zoo" / "llama_4l_dynamic.onnx", tmp_path)
+    path = materialize(ROOT / "models" / "zoo" / "resnet50_batch.onnx", tmp_path)
     model = load_model(path)
-    fixed = fixed_cost("cpu").session
-    box = {"sequence": (1, 2048)}
-    total = fit_model(model, path, 2**62, box, fixed=fixed).footprint({"sequence": 45}).total
-    budget = -(-total // 2**20) * 2**20
-    fit = fit_model(model, path, budget, box, fixed=fixed).answer
-    assert fit.value is not None and fit.value >= 45
+    budget = 300 * 2**20
+    report = fit_model(model, path, budget, {"batch": (1, 32)}, fixed=fixed_cost("cpu").session)
+    fit = report.answer
+    assert fit.value is not None and 2 <= fit.value < 32 and report.measured
     assert fit.next is not None and fit.next.total > budget
-    peak = session_peak(path, {"input_ids": (1, fit.value)}, level="ORT_ENABLE_BASIC", mem_pattern=False).peak
+    peak = session_peak(path, input_shapes(model, {"batch": fit.value}), level="ORT_ENABLE_ALL").peak
     assert peak <= budget
+    assert 0.9 <= fit.at.total / peak <= 1.2
 
 
 def test_bad_cache_and_output_paths_are_one_line(chain: Path, tmp_path: Path) -> None:
@@ -182,3 +192,188 @@ def test_bad_cache_and_output_paths_are_one_line(chain: Path, tmp_path: Path) ->
     r = CliRunner().invoke(main, ["fit", str(chain), "--memory", "1GiB", "--dim", "batch=1:8", "--plot", str(chain)])
     assert r.exit_code == 1 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1
     assert chain.read_bytes()[:1] != b"\x89"
+
+
+@pytest.mark.parametrize(("peak", "inputs", "held", "created", "arena", "factor"), [
+    (240, 10, 150, 160, 40, 2.5),    # the runs grew the process past its creation peak
+    (160, 90, 150, 160, 40, None),   # they stayed under it (the inputs alone above): hidden, unknown
+    (250, 0, 150, 160, 0, None),     # no arena to scale
+])
+def test_activation_factor(peak: int, inputs: int, held: int, created: int, arena: int,
+                           factor: float | None) -> None:
+    from onnxmem.planning.process import activation_factor
+    from onnxmem.runtime import SessionPeak
+
+    run = SessionPeak(created=created, peak=peak, baseline=0, runs=(peak,), held=held, inputs=inputs)
+    assert activation_factor(run, held, created, arena) == factor
+
+
+def test_footprint_total_counts_the_session_and_its_creation_peak() -> None:
+    from onnxmem.planning.fit import Footprint
+    from onnxmem.planning.process import Process
+
+    process = Process(held=150, created=400, factor=3.0, source="rule", factors={(("batch", 4),): 2.0})
+    assert process.activations(10) == 30 and process.activations(10, {"batch": 4}) == 20
+    # held + factor x arena = 150 + 3 x 40 = 270 is below the creation peak (with the inputs the
+    # caller holds): the total is 408
+    low = Footprint({"batch": 1}, 100, 40, 8, 8, 0, 7, True, held=150, created=408, runtime=80)
+    assert low.total == 408 and low.session == 150
+    high = Footprint({"batch": 9}, 100, 400, 8, 8, 0, 7, False, held=150, created=400, runtime=800)
+    assert high.total == 150 + 400 + 800 + 16
+    plan_view = Footprint({"batch": 9}, 100, 400, 8, 8, 0, 7, False)
+    assert plan_view.total == 100 + 7 + 400 + 16
+
+
+def _matmul(tmp_path: Path, k: int, n: int, external: bool) -> Path:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", k])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", n])
+    w = numpy_helper.from_array(np.random.default_rng(0).random((k, n), dtype=np.float32), "w")
+    model = helper.make_model(helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    path = tmp_path / f"mm_{external}.onnx"
+    onnx.save(model, str(path), save_as_external_data=external, location="mm.data" if external else None)
+    return path
+
+
+@pytest.mark.parametrize("n", [1024, 1000])
+def test_prepacked_matmul_weight_in_external_data(tmp_path: Path, n: int) -> None:
+    """MLAS packs a MatMul's float weight ``[K, N]`` into K x N rounded up to 16 floats at session
+    start. With the weight in external data, onnxruntime maps the file, reads the weight to pack
+    it and then unmaps it: the session's creation peak holds both (the mapped original and the
+    packed copy); once made it holds the packed copy alone. With prepacking off nothing is read
+    at creation."""
+    k = 2048
+    original, packed = k * n * 4, k * (-(-n // 16) * 16) * 4
+    fixed = fixed_cost("cpu").session
+    path = _matmul(tmp_path, k, n, external=True)
+    on = session_peak(path, {"x": (1, k)}, level="ORT_ENABLE_ALL", runs=0)
+    off = session_peak(path, {"x": (1, k)}, level="ORT_ENABLE_ALL", runs=0, prepack=False)
+    slack = 2**20
+    assert abs(on.held - (fixed + packed)) <= slack
+    assert abs(on.created - (fixed + packed + original)) <= slack
+    assert abs(off.created - fixed) <= slack
+
+
+def test_inline_weight_is_held_once_whether_prepacked_or_not(tmp_path: Path) -> None:
+    """A weight stored in the model file is copied into the session; prepacking replaces that copy
+    (the original is freed), so the session holds one copy either way, and at most one more: the
+    bytes of the file read to parse it, which the C heap may keep (measured 1x to 2x the weight,
+    depending on the process's heap history)."""
+    k = n = 1024
+    fixed = fixed_cost("cpu").session
+    path = _matmul(tmp_path, k, n, external=False)
+    on = session_peak(path, {"x": (1, k)}, level="ORT_ENABLE_ALL", runs=0)
+    off = session_peak(path, {"x": (1, k)}, level="ORT_ENABLE_ALL", runs=0, prepack=False)
+    for got in (on, off):
+        assert fixed + k * n * 4 - 2**20 <= got.held <= fixed + 2 * k * n * 4 + 2**20
+
+
+def test_fit_measures_the_session_and_its_activations(chain: Path) -> None:
+    """At fit's defaults the chain's default session is made (what it holds) and run at the answer
+    (onnxruntime's activations per byte of the arena); ``--runtime rule`` runs nothing and takes the
+    rule's factor."""
+    from onnxmem.planning.process import SAFETY_FACTOR
+
+    model = load_model(chain)
+    fixed = fixed_cost("cpu").session
+    memory, box = 16 * 2**20, {"batch": (1, 2**14)}
+    off = fit_model(model, chain, memory, box, fixed=fixed, runtime="rule", patterns=False)
+    assert off.process is not None and off.process.factor == SAFETY_FACTOR[False] and not off.process.patterns
+    rule = fit_model(model, chain, memory, box, fixed=fixed, runtime="rule")
+    assert rule.process is not None and rule.process.factor == SAFETY_FACTOR[True] and not rule.measured
+    assert rule.process.held is not None and rule.process.held >= WEIGHTS
+    at = rule.answer.at
+    assert rule.process.created is not None and at.created == rule.process.created + at.inputs
+    assert at.total == max(at.created, at.session + at.arena + at.runtime + at.io)
+    assert at.runtime == math.ceil(SAFETY_FACTOR[True] * at.arena) - at.arena
+    measured = fit_model(model, chain, memory, box, fixed=fixed)
+    assert measured.measured and measured.answer.value is not None
+    assert measured.answer.next is not None and measured.answer.next.total > memory
+    assert fit_to_dict(measured)["runtime"]["factor_source"].startswith("measured at batch=")
+
+
+def test_point_plans_where_the_range_plan_of_the_level_fails(tmp_path: Path) -> None:
+    """At ``all`` on CPU, onnxruntime gives a Conv the NCHWc layout; its reorders' sizes are not
+    polynomials in the batch, so fit plans the graph at each value it searches, and says so."""
+    from onnxmem.planning.pipeline import plan_optimized
+    from onnxmem.runtime.optimize import optimized_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 16, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16, 16, 16])
+    w = numpy_helper.from_array(np.full((16, 8, 3, 3), 0.01, np.float32), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])
+    model = helper.make_model(helper.make_graph([node, helper.make_node("Relu", ["c"], ["y"])], "conv", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    path = tmp_path / "conv.onnx"
+    onnx.save(model, str(path))
+    with optimized_model(path, "all") as built:
+        plan = plan_optimized(built, PlanOptions(dims={"batch": 5}, optimize="all")).plan
+    memory = plan.weights_size + plan.arena_size
+    report = fit_model(load_model(path), path, memory, {"batch": (1, 64)}, runtime="plan")
+    assert report.plan is None and any("range plan at --optimize all cannot be made" in w for w in report.warnings)
+    fit = report.answer
+    assert fit.value == 5 and fit.at.total == memory and fit.next is not None and fit.next.total > memory
+    from onnxmem.report.fit import render_fit_plot
+
+    assert render_fit_plot(report, "conv")[:8] == b"\x89PNG\r\n\x1a\n"  # the values planned while searching
+
+
+def test_unbound_input_dim_cannot_be_measured(chain: Path) -> None:
+    from onnxmem.planning.process import input_shapes
+
+    assert input_shapes(load_model(chain), {"batch": 3}) == {"x": (3, N)}
+    with pytest.raises(OnnxmemError, match="graph input 'x' has a dim without a value .*--dim NAME=N"):
+        input_shapes(load_model(chain), {})
+
+
+def test_compare_prints_plans_deployment_total_and_the_measured_session(chain: Path) -> None:
+    plan = run("plan", str(chain), "--dim", "batch=64")
+    compare = run("compare", str(chain), "--dim", "batch=64")
+    assert plan.exit_code == 0 and compare.exit_code == 0, compare.output
+    same = [line for line in plan.output.splitlines() if line.startswith("deployment   total")]
+    assert len(same) == 1 and same[0] in compare.output.splitlines()
+    measured = next(line for line in compare.output.splitlines() if line.startswith("measured     default session"))
+    assert f"inputs {fmt_bytes(64 * N * 4)}" in measured
+
+
+def test_weights_missing_counts_the_rule_and_says_why(tmp_path: Path) -> None:
+    """Without its data file the model's session cannot be made: fit counts weights + fixed and the
+    rule's factor, in one warning line; at --optimize all (onnxruntime reads the weights to build
+    its graph) it refuses in one line."""
+    path = _matmul(tmp_path, 256, 256, external=True)
+    (tmp_path / "mm.data").unlink()
+    r = CliRunner().invoke(main, ["fit", str(path), "--memory", "8MiB", "--dim", "batch=1:1024", "--optimize",
+                                  "none", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["runtime"]["factor_source"] == "rule" and data["runtime"]["session_held"] is None
+    assert data["items"]["session_held"] == data["items"]["weights"] + data["items"]["fixed"]
+    assert r.stderr.count("\n") == 1 and "could not be made to measure it" in r.stderr
+    r = CliRunner().invoke(main, ["fit", str(path), "--memory", "8MiB", "--dim", "batch=1:1024"])
+    assert r.exit_code == 1 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1
+
+
+def test_arena_extension_strategies(chain: Path) -> None:
+    from onnxmem.runtime.footprint import ARENA_EXTEND
+
+    for extend in ARENA_EXTEND:
+        got = session_peak(chain, {"x": (64, N)}, level="ORT_ENABLE_ALL", arena_extend=extend)
+        assert len(got.runs) == 2 and got.peak >= got.held > 0 and got.inputs == 64 * N * 4
+    with pytest.raises(OnnxmemError, match="arena extension 'doubling' is not one of next-power-of-two"):
+        session_peak(chain, {"x": (1, N)}, arena_extend="doubling")
+
+
+def test_nothing_fits_by_the_rule_then_the_smallest_is_run(chain: Path) -> None:
+    """At batch 1000 the rule's factor (6.0) puts the chain over 16 MiB (held about 7.4 MiB + 6 x
+    2 MB of arena); the smallest value is then run, its factor measured, and the search goes on."""
+    from onnxmem.planning.process import SAFETY_FACTOR
+
+    memory, box = 16 * 2**20, {"batch": (1000, 4000)}
+    model = load_model(chain)
+    rule = fit_model(model, chain, memory, box, runtime="rule")
+    assert rule.answer.value is None and rule.process is not None and rule.process.factor == SAFETY_FACTOR[True]
+    measured = fit_model(model, chain, memory, box)
+    assert 1000 in measured.measured and measured.answer.value is not None and measured.answer.value >= 1000
+    assert measured.answer.at.total <= memory

@@ -20,7 +20,7 @@ from .options import (
     read_input_values,
     time_limit_option,
 )
-from .output import echo_warnings, fmt_bytes, progress
+from .output import deployment_lines, echo_warnings, fmt_bytes, measured_session_lines, progress
 from .registries import EXECUTION_MODES
 from .sources import plan_or_point
 
@@ -91,6 +91,8 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     conc = str(the_plan.extra.get("concurrency", "sequential"))
     click.echo(f"onnxmem arena          {fmt_bytes(arena)}   {_ratio(arena, the_plan.lower_bound)} the bound"
                f"   [--concurrency {conc}]")
+    for line in (*deployment_lines(the_plan, view, device), *measured_session_lines(model, view, device)):
+        click.echo(one_line(line))
     if execution_mode == "parallel" and conc != "dag":
         click.echo("warning: the plan holds for its own order only (--concurrency sequential); onnxruntime's parallel "
                    "executor may run another", err=True)

@@ -8,10 +8,17 @@ from typing import TYPE_CHECKING
 
 import click
 
+from onnxmem.core.choices import RUNTIME_MODES
 from onnxmem.core.errors import OnnxmemError, one_line
 from onnxmem.core.fileio import OutputSet
 
-from .options import PlanningFlags, make_plan_options, planning_options, time_limit_option
+from .options import (
+    PlanningFlags,
+    make_plan_options,
+    optimize_option,
+    planning_options,
+    time_limit_option,
+)
 from .output import fmt_bytes, progress
 from .registries import DEVICES
 
@@ -31,18 +38,29 @@ NO_FIT_EXIT = 2
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="JSON file that keeps the measured fixed cost per provider and machine (read, and "
                    "written when it lacks this one); without it the cost is measured each run.")
+@click.option("--runtime", type=click.Choice(RUNTIME_MODES), default="measure", show_default=True,
+              help="What is counted besides the plan: measure, a default onnxruntime session of MODEL made once "
+                   "(what it holds) and run at the answer (onnxruntime's activations per byte of the arena); "
+                   "rule, the session made once and the activations by the safety factor measured on the zoo; "
+                   "plan, the plan's own view (weights + arena + io + the fixed cost).")
+@click.option("--memory-patterns", "patterns", type=click.Choice(["on", "off"]), default="on", show_default=True,
+              help="The user's session: onnxruntime's memory patterns (on in a default session).")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer and every item in bytes as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               metavar="PNG", help="Draw the total against the ranged dim, with the memory line, to PNG.")
+@optimize_option("all")
 @planning_options
 @time_limit_option(lambda kw: True)
-def fit(model: str, memory: str, device: str, cache_path: str | None, as_json: bool, plot_path: str | None,
-        **planning: object) -> None:
+def fit(model: str, memory: str, device: str, cache_path: str | None, runtime: str, patterns: str, as_json: bool,
+        plot_path: str | None, optimize: str, **planning: object) -> None:
     """The largest value of a ranged --dim (e.g. --dim batch=1:1024) at which MODEL fits in --memory.
 
-    The total is weights + arena + graph inputs and outputs outside the arena (a KV cache
-    included) + the provider's fixed cost. Two ranged dims give a frontier: for each value of
-    the first, the largest of the second. Exit code 2 when not even the smallest value fits.
+    The total is what a default onnxruntime CPU session of MODEL holds at its peak: the session
+    once made (measured), the arena of the graph it runs (--optimize all) times onnxruntime's
+    activation factor (measured by running it at the answer), and graph inputs and outputs
+    outside the arena; at least the session's peak while made. Two ranged dims give a
+    frontier: for each value of the first, the largest of the second. Exit code 2 when not
+    even the smallest value fits.
     """
     from onnxmem.core.sizes import parse_size
     from onnxmem.model import load_model  # onnx
@@ -74,7 +92,8 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, as_json: b
     fixed = fixed_cost(device, cache_path)
     if cache_path:
         outs.put(cache_path, cache_text(cache_path, fixed).encode())
-    report = fit_model(onnx_model, model, budget, box, opts, fixed=fixed.session, device=device, progress=say)
+    report = fit_model(onnx_model, model, budget, box, opts, fixed=fixed.session, device=device, optimize=optimize,
+                       runtime=runtime, patterns=patterns == "on", progress=say)
     if plot_path:
         from onnxmem.report.fit import render_fit_plot  # matplotlib
 
@@ -94,12 +113,27 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, as_json: b
         sys.exit(NO_FIT_EXIT)
 
 
+def _runtime_line(report: FitReport) -> list[str]:
+    p = report.process
+    if p is None:
+        return ["session      the plan's view: weights + arena + io + fixed (--runtime plan)"]
+    runs = ", ".join(f"{report.answer.dim}={k}: {fmt_bytes(v)}" for k, v in sorted(report.measured.items()))
+    return [f"session      default onnxruntime session, memory patterns {'on' if p.patterns else 'off'}; "
+            f"activations {p.factor:.2f}x the arena ({p.source})" + (f"; measured peaks {runs}" if runs else "")]
+
+
 def _items(fit: Fit) -> list[str]:
     at = fit.at
     where = "in the arena" if at.io_in_arena else "outside the arena"
+    held = ([f"held         {fmt_bytes(at.session)}   (the model's session once made, measured: weights as "
+             "held, prepacked copies, kernels, fixed cost)",
+             f"created      {fmt_bytes(at.created)}   (its peak while made, measured, + the inputs the caller holds)"] if at.held is not None else [])
     lines = [
         f"weights      {fmt_bytes(at.weights)}",
+        *held,
         f"arena        {fmt_bytes(at.arena)}",
+        *([f"onnxruntime  {fmt_bytes(at.runtime)}   (its activations beyond the arena: planner, scratch, "
+           "arena chunks, memory-pattern block)"] if at.runtime else []),
         f"inputs       {fmt_bytes(at.inputs)}   ({where})",
         f"outputs      {fmt_bytes(at.outputs)}   ({where})",
     ]
@@ -107,7 +141,8 @@ def _items(fit: Fit) -> list[str]:
         lines.append(f"kv cache     {fmt_bytes(at.kv_cache)}   ({where}: past inputs and present outputs)")
     lines += [
         f"fixed        {fmt_bytes(at.fixed)}   (onnxruntime session on the device, measured)",
-        f"total        {fmt_bytes(at.total)}   of memory {fmt_bytes(fit.memory)}",
+        f"total        {fmt_bytes(at.total)}   of memory {fmt_bytes(fit.memory)}"
+        + ("   (the session's creation peak)" if at.created == at.total and at.created else ""),
         f"margin       {fmt_bytes(fit.margin) if fit.margin >= 0 else '-' + fmt_bytes(-fit.margin)}",
     ]
     return lines
@@ -116,11 +151,13 @@ def _items(fit: Fit) -> list[str]:
 def fit_lines(report: FitReport, model: str) -> list[str]:
     """What ``fit`` prints: the answer, each item at it, and the frontier's rows when two dims range."""
     best = report.answer
-    plan = report.plan
-    box = "  ".join(f"{k}={lo}:{hi}" for k, (lo, hi) in sorted(plan.box.items()))
-    bound = "   bound " + " ".join(f"{k}={v}" for k, v in sorted(plan.dims.items())) if plan.dims else ""
-    head = [f"model        {model}", f"range        {box}{bound}   {len(plan.pieces)} pieces   "
-            f"plan {plan.plan_seconds:.3f} s   device {report.device}"]
+    sizes = report.sizes
+    box = "  ".join(f"{k}={lo}:{hi}" for k, (lo, hi) in sorted(sizes.box.items()))
+    bound = "   bound " + " ".join(f"{k}={v}" for k, v in sorted(sizes.dims.items())) if sizes.dims else ""
+    how = (f"{len(sizes.pieces)} pieces   plan {sizes.plan_seconds:.3f} s" if sizes.plan is not None
+           else f"planned at {len(sizes.known)} values")
+    head = [f"model        {model}", f"range        {box}{bound}   {how}   device {report.device}   "
+            f"graph --optimize {report.optimize}", *_runtime_line(report)]
     if report.frontier_dim is None:
         answer = f"{best.dim}={best.value}" if best.value is not None else "nothing fits"
         return [*head, f"fit          {answer}   ({best.reason})", *_items(best)]

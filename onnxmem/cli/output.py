@@ -9,7 +9,7 @@ import click
 from onnxmem.core.errors import one_line, show_name
 
 if TYPE_CHECKING:
-    from onnxmem.planning import Planned
+    from onnxmem.graph import GraphView
     from onnxmem.plans import Program
     from onnxmem.plans.point import MemoryPlan
 
@@ -82,16 +82,15 @@ def _graph_line(plan: MemoryPlan) -> list[str]:
 
     record = plan_optimization(plan.model)
     return [] if record.level == "none" else [f"graph        onnxruntime's, {one_line(record.describe())}"]
-def deployment_lines(planned: Planned, device: str = "cpu") -> list[str]:
+def deployment_lines(plan: MemoryPlan, view: GraphView, device: str = "cpu") -> list[str]:
     """The deployment's total (weights + arena + inputs and outputs outside it + the provider's measured
-    fixed cost, as ``onnxmem fit`` counts it) and the process's predicted peak (that total over the
-    resident size of a process with onnxruntime loaded)."""
+    fixed cost, as ``onnxmem fit --runtime plan`` counts it) and the process's predicted peak (that
+    total over the resident size of a process with onnxruntime loaded)."""
     from onnxmem.core.errors import OnnxmemError
     from onnxmem.runtime import fixed_cost
 
-    plan = planned.plan
-    io = sum(planned.view.tensors[v.name].size for v in plan.outside
-             if v.reason == "external-io" and not v.graph and v.name in planned.view.tensors)
+    io = sum(view.tensors[v.name].size for v in plan.outside
+             if v.reason == "external-io" and not v.graph and v.name in view.tensors)
     try:
         fixed = fixed_cost(device)
     except OnnxmemError as exc:  # the plan stands without it
@@ -104,6 +103,26 @@ def deployment_lines(planned: Planned, device: str = "cpu") -> list[str]:
         f"process peak {fmt_bytes(fixed.baseline + total)} predicted (a process with onnxruntime loaded, "
         f"{fmt_bytes(fixed.baseline)}, + the deployment)",
     ]
+
+
+def measured_session_lines(model: str, view: GraphView, device: str = "cpu") -> list[str]:
+    """A real default onnxruntime session of ``model`` (``SessionOptions()`` as it is) at the plan's
+    input shapes, in a fresh process: its resident growth over 2 runs plus its inputs, and the
+    process's peak; one line saying why where it cannot run."""
+    from onnxmem.core.errors import OnnxmemError
+    from onnxmem.runtime import session_peak
+
+    if device != "cpu":
+        return [f"measured     the process is measured on --device cpu only ({device} given)"]
+    shapes = {n: view.tensors[n].shape for n in view.inputs if view.tensors[n].kind == "input"}
+    try:
+        got = session_peak(model, shapes, level="ORT_ENABLE_ALL")
+    except OnnxmemError as exc:
+        return [f"measured     the default session could not run: {one_line(str(exc))}"]
+    return [f"measured     default session (ORT_ENABLE_ALL, memory patterns on, 2 runs): "
+            f"{fmt_bytes(got.peak + got.inputs)} (growth {fmt_bytes(got.peak)} + inputs {fmt_bytes(got.inputs)}; "
+            f"made {fmt_bytes(got.created)}, held {fmt_bytes(got.held)}); process peak "
+            f"{fmt_bytes(got.baseline + got.peak + got.inputs)}"]
 
 
 def program_summary(program: Program) -> list[str]:

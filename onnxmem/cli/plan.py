@@ -141,7 +141,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     result = plan_model(model, opts, progress=progress(sys.stderr.isatty() and not as_json))
     add_weight_files(outs, result.model if optimize == "none" else _load(model), model)
     _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json,
-                     lines=() if as_json else deployment_lines(result, device))
+                     lines=() if as_json else deployment_lines(result.plan, result.view, device))
 
 
 def _refuse_for_optimized(flags: dict[str, bool]) -> None:

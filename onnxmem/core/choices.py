@@ -5,7 +5,8 @@ generators) and the command line's help text both read them from here; this modu
 nothing, so ``onnxmem --help`` can spell them out without loading onnx or numpy.
 """
 
-__all__ = ["CONCURRENCY_MODES", "DEVICES", "EXECUTION_MODES", "IO_MODES", "OPTIMIZE_LEVELS", "RANDWIRE_KINDS"]
+__all__ = ["CONCURRENCY_MODES", "DEVICES", "EXECUTION_MODES", "IO_MODES", "OPTIMIZE_LEVELS", "RANDWIRE_KINDS",
+           "RUNTIME_MODES"]
 
 #: where graph inputs and outputs live: in the arena (``internal``) or the caller's buffers
 IO_MODES = ("internal", "external")
@@ -20,3 +21,6 @@ DEVICES = ("cpu", "cuda")
 OPTIMIZE_LEVELS = ("none", "basic", "extended", "all")
 #: the random-graph families of the RandWire generator
 RANDWIRE_KINDS = ("ws", "er", "ba")
+#: what ``fit`` counts besides the plan: a default onnxruntime session of the model made and run
+#: (``measure``), made only with its activations by a rule (``rule``), or the plan's own view (``plan``)
+RUNTIME_MODES = ("measure", "rule", "plan")

@@ -17,7 +17,7 @@ __all__ = ["CURVE_POINTS", "render_fit_plot"]
 
 #: values of the ranged dim drawn on a curve
 CURVE_POINTS = 96
-_COLORS = {"weights": "#4c72b0", "fixed": "#8c8c8c", "io": "#dd8452", "arena": "#55a868"}
+_COLORS = {"weights": "#4c72b0", "fixed": "#8c8c8c", "io": "#dd8452", "arena": "#55a868", "runtime": "#c44e52"}
 
 
 def render_fit_plot(report: FitReport, title: str, *, width: float = 9.0, height: float = 5.5,
@@ -40,17 +40,23 @@ def render_fit_plot(report: FitReport, title: str, *, width: float = 9.0, height
 
 def _curve(ax: object, report: FitReport) -> None:
     fit = report.answer
-    lo, hi = report.plan.box[fit.dim]
+    lo, hi = report.sizes.box[fit.dim]
     base = {k: v for k, v in fit.at.point.items() if k != fit.dim}
     extra = [v for v in ((fit.value, fit.value + 1) if fit.value is not None else ()) if lo <= v <= hi]
-    xs = sorted({*log_spaced(lo, hi, CURVE_POINTS), *extra})
+    if report.sizes.plan is not None:
+        xs = sorted({*log_spaced(lo, hi, CURVE_POINTS), *extra})
+    else:  # point plans: the values planned while searching
+        known = (dict(k) for k in report.sizes.known)
+        xs = sorted({*(p[fit.dim] for p in known if all(p.get(k) == v for k, v in base.items())), *extra})
     feet = [report.footprint({**base, fit.dim: x}) for x in xs]
     top = max(report.memory, *(f.total for f in feet))
     factor, unit = _scale(top)
-    layers = {"weights": [f.weights for f in feet], "fixed": [f.fixed for f in feet],
-              "io": [f.io for f in feet], "arena": [f.arena for f in feet]}
-    labels = {"weights": "weights", "fixed": "fixed cost", "io": "inputs and outputs outside the arena",
-              "arena": "arena"}
+    layers = {"weights": [f.session - f.fixed if f.held is None else f.session for f in feet],
+              "fixed": [f.fixed if f.held is None else 0 for f in feet],
+              "io": [f.io for f in feet], "arena": [f.arena for f in feet], "runtime": [f.runtime for f in feet]}
+    labels = {"weights": "weights" if fit.at.held is None else "session held (measured)", "fixed": "fixed cost",
+              "io": "inputs and outputs outside the arena", "arena": "arena",
+              "runtime": "onnxruntime's activations beyond the arena"}
     ax.stackplot(xs, *([v / factor for v in vals] for vals in layers.values()),  # type: ignore[attr-defined]
                  labels=[labels[k] for k in layers], colors=[_COLORS[k] for k in layers], alpha=0.85)
     ax.axhline(report.memory / factor, color="crimson", lw=1.5,  # type: ignore[attr-defined]
@@ -74,9 +80,9 @@ def _frontier(ax: object, report: FitReport) -> None:
     ys = [f.value for f in report.fits if f.value is not None]
     ax.step(xs, ys, where="post", color=_COLORS["arena"], lw=2,  # type: ignore[attr-defined]
             label=f"largest {second} that fits in {report.memory:,} B")
-    lo, hi = report.plan.box[first]
+    lo, hi = report.sizes.box[first]
     ax.set_xlim(lo, hi)  # type: ignore[attr-defined]
-    ax.set_ylim(0, report.plan.box[second][1] * 1.05)  # type: ignore[attr-defined]
+    ax.set_ylim(0, report.sizes.box[second][1] * 1.05)  # type: ignore[attr-defined]
     ax.set_xlabel(first)  # type: ignore[attr-defined]
     ax.set_ylabel(second)  # type: ignore[attr-defined]
     ax.legend(loc="upper right", fontsize=8)  # type: ignore[attr-defined]

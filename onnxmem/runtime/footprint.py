@@ -1,7 +1,7 @@
 """What an onnxruntime process holds besides the plan: its fixed cost, and a session's measured peak.
 
 **The fixed cost of a provider** (:func:`fixed_cost`): the bytes a session costs whatever
-the model, measured once per provider and machine in the onnxruntime child
+the model, measured once per provider and machine in a fresh onnxruntime child
 (:mod:`onnxmem.runtime.isolation`):
 
 1. the child resets its peak resident size (``5`` written to ``/proc/self/clear_refs``)
@@ -64,6 +64,12 @@ class SessionPeak:
     created: int
     peak: int
     baseline: int
+    #: the peak growth after each run, in order (``runs[-1] == peak``)
+    runs: tuple[int, ...] = ()
+    #: the resident growth (not the peak) once the session is made: what it keeps
+    held: int = 0
+    #: bytes of the inputs fed to the runs (made before the baseline: the caller's)
+    inputs: int = 0
 
 
 def _status(key: str) -> int:
@@ -169,6 +175,7 @@ def fixed_cost(device: str = "cpu", cache: str | os.PathLike[str] | None = None)
     key = _machine_key(device)
     got = _memo.get(key) or (_cached(_read_cache(os.fspath(cache)), key) if cache is not None else None)
     if got is None:
+        end_child()  # a fresh child: an earlier session's heap would hide the cost and swell the baseline
         got = run_isolated(_measure_fixed, device)
     _memo[key] = got
     return got
@@ -181,42 +188,65 @@ def cache_text(cache: str | os.PathLike[str], cost: FixedCost) -> str:
     return json.dumps({**data, cost.key: entry}, indent=2, sort_keys=True) + "\n"
 
 
+#: onnxruntime's BFC arena extension strategies (``arena_extend_strategy`` of ``OrtArenaCfg``)
+ARENA_EXTEND = {"next-power-of-two": 0, "same-as-requested": 1}
+
+
 def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
-                     mem_pattern: bool, arena: bool) -> SessionPeak:
+                     mem_pattern: bool, arena: bool, prepack: bool = True,
+                     arena_extend: str | None = None) -> SessionPeak:
     import onnxruntime as ort
 
     from onnxmem.model import load_model
-    from onnxmem.runtime.ort import random_inputs
+    from onnxmem.runtime.ort import first_line, random_inputs, run_bounded
 
-    feeds = random_inputs(load_model(path), shapes)
+    feeds = random_inputs(load_model(path), shapes) if runs else {}
     options = ort.SessionOptions()
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.enable_mem_pattern = mem_pattern
     options.enable_cpu_mem_arena = arena
+    if not prepack:
+        options.add_session_config_entry("session.disable_prepacking", "1")
+    if arena_extend is not None:  # the process's own CPU arena, with that strategy (a fresh child: once)
+        info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+        ort.create_and_register_allocator(info, ort.OrtArenaCfg({"arena_extend_strategy": ARENA_EXTEND[arena_extend]}))
+        options.add_session_config_entry("session.use_env_allocators", "1")
     start_run(f"a session of {show_name(path)} to measure its peak")
     try:
         _reset_peak()
         baseline = _status("VmRSS")
-        session = ort.InferenceSession(path, options, providers=[PROVIDERS["cpu"]])
+        try:
+            session = ort.InferenceSession(path, options, providers=[PROVIDERS["cpu"]])
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            raise RuntimeBackendError(f"onnxruntime cannot make a session of {show_name(path)}: "
+                                      f"{first_line(exc)}") from None
         created = _status("VmHWM") - baseline
+        held = _status("VmRSS") - baseline
+        after = []
         for _ in range(runs):
-            session.run(None, feeds)
-        peak = _status("VmHWM") - baseline
+            run_bounded(session, None, feeds, "to measure its peak")
+            after.append(_status("VmHWM") - baseline)
         del session
     finally:
         end_run()
-    return SessionPeak(created, peak, baseline)
+    return SessionPeak(created, after[-1] if after else created, baseline, tuple(after), held,
+                       sum(int(v.nbytes) for v in feeds.values()))
 
 
 def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]], *,
                  level: str = "ORT_DISABLE_ALL", runs: int = 2, mem_pattern: bool = True,
-                 arena: bool = True) -> SessionPeak:
+                 arena: bool = True, prepack: bool = True, arena_extend: str | None = None) -> SessionPeak:
     """The resident growth of a CPU session of the model at ``path`` with seeded random inputs of
     ``shapes``, from before it is created to its peak over ``runs`` runs, in a fresh child.
 
     ``level``: a ``GraphOptimizationLevel`` name; ``mem_pattern``: onnxruntime's memory patterns,
-    ``arena``: its CPU memory arena (both on by default in onnxruntime)."""
+    ``arena``: its CPU memory arena, ``prepack``: its kernels' prepacked weights (all on by default
+    in onnxruntime; ``prepack=False`` sets ``session.disable_prepacking``); ``arena_extend``: a key of
+    :data:`ARENA_EXTEND`, the session then uses a process-wide CPU arena made with that extension
+    strategy (``None``: the session's own arena, ``next-power-of-two``)."""
+    if arena_extend is not None and arena_extend not in ARENA_EXTEND:
+        raise OnnxmemError(f"arena extension {show_name(arena_extend)} is not one of {', '.join(ARENA_EXTEND)}")
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
         return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
-                            arena)
+                            arena, prepack, arena_extend)
