@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 import importlib.util
 import runpy
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

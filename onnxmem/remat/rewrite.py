@@ -87,9 +87,9 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
         node.input[:] = [reads_copy(x, s) if x else x for x in node.input]
         out.graph.node.append(node)
     originals = {view.ops[p.order[p.producer[v]]].name for v in at}
-    for v in _drop_unread(out.graph, originals) & set(by_name):
-        _rename(out.graph, copy_name[by_name[v]], v)
-        copy_name[by_name[v]] = v
+    for value in sorted(_drop_unread(out.graph, originals) & set(by_name)):
+        _rename(out.graph, copy_name[by_name[value]], value)
+        copy_name[by_name[value]] = value
     infos = {vi.name: vi for vi in list(model.graph.output) + list(model.graph.value_info)}
     for original, name in [(p.name[v], name) for v, name in copy_name.items()] + renamed:
         if original in infos and name != original:
