@@ -148,11 +148,12 @@ def test_dropping_a_value_read_across_a_gap_frees_it_there_and_costs_its_produce
 def test_exact_budget_is_deterministic_work_and_the_wall_clock_only_when_asked():
     from ortools.sat.python import cp_model
 
-    from onnxmem.core.workclock import use_wall_clock
+    from onnxmem.core.workclock import session, use_wall_clock
     from onnxmem.remat.exact import _limit
 
     params = cp_model.CpSolver().parameters
-    _limit(params, RematOptions(timeout=3.0, deadline=3.0, seed=7, workers=4))
+    with session():  # the work clock at 0: 3 budget seconds left
+        _limit(params, RematOptions(timeout=3.0, deadline=3.0, seed=7, workers=4))
     # the default: deterministic time, one worker, the seed; no limit in seconds
     assert (params.max_deterministic_time, params.num_workers, params.random_seed) == (3.0, 1, 7)
     assert params.max_time_in_seconds == cp_model.CpSolver().parameters.max_time_in_seconds
