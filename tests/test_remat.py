@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import runpy
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from onnx import helper, numpy_helper
 from onnxmem.cli.main import main
 from onnxmem.core.errors import OnnxmemError
 from onnxmem.planning.pipeline import PlanOptions
+from onnxmem.plans.point import render_plan
 from onnxmem.remat import ALGORITHMS, RematOptions, build_problem, choose, simulate
 from onnxmem.remat.budget import parse_budget, plan_with_budget
 from onnxmem.remat.cost import flops_costs, node_flops
@@ -140,6 +142,47 @@ def test_dropping_a_value_read_across_a_gap_frees_it_there_and_costs_its_produce
     # reads it (slot 6), a's copy from there: slots 1-2 x + a = 128, slots 3-4 x + b = 128,
     # slot 5 x + c = 128, slot 6 x + c + a = 192, slot 7 c + a + y = 192
     assert s.curve.tolist() == [0, 128, 128, 128, 128, 128, 192, 192]
+
+
+@needs_ortools
+def test_exact_budget_is_deterministic_work_and_the_wall_clock_only_when_asked():
+    from ortools.sat.python import cp_model
+
+    from onnxmem.core.workclock import session, use_wall_clock
+    from onnxmem.remat.exact import _limit
+
+    params = cp_model.CpSolver().parameters
+    with session():  # the work clock at 0: 3 budget seconds left
+        _limit(params, RematOptions(timeout=3.0, deadline=3.0, seed=7, workers=4))
+    # the default: deterministic time, one worker, the seed; no limit in seconds
+    assert (params.max_deterministic_time, params.num_workers, params.random_seed) == (3.0, 1, 7)
+    assert params.max_time_in_seconds == cp_model.CpSolver().parameters.max_time_in_seconds
+    use_wall_clock()
+    try:
+        params = cp_model.CpSolver().parameters
+        _limit(params, RematOptions(timeout=3.0, deadline=float("inf"), workers=4))
+        assert params.num_workers == 4 and params.max_time_in_seconds > 1e6
+        assert params.max_deterministic_time == cp_model.CpSolver().parameters.max_deterministic_time
+    finally:
+        use_wall_clock(False)
+
+
+@needs_ortools
+def test_two_budgeted_plans_under_a_small_work_limit_are_identical(tmp_path):
+    # exact stops at its limit (feasible, not proven) on a small training step: the same
+    # plan and the same rewritten model, byte for byte, but for the seconds they took
+    model = train_resnet(4, 0, batch=2, channels=16, spatial=8)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    runs = [plan_with_budget(model, path, PlanOptions(), factor=0.7, algorithm="exact", timeout=0.02)
+            for _ in range(2)]
+    assert all(r.choice is not None and r.choice.status == "feasible" for r in runs)
+
+    def timeless(r):
+        return render_plan(replace(r.planned.plan, plan_seconds=0.0, solver={**r.planned.plan.solver, "seconds": 0}))
+
+    assert timeless(runs[0]) == timeless(runs[1])
+    assert runs[0].rewritten.SerializeToString() == runs[1].rewritten.SerializeToString()
 
 
 @needs_ortools

@@ -161,6 +161,70 @@ def test_a_frozen_parameter_sits_between_the_labels_and_the_buffers():
     assert caller_state(model)["W1"] == "frozen-parameter"
 
 
+def _freeze(model: onnx.ModelProto, param: str) -> None:
+    """Freeze ``param`` of a training graph as the generator does: no accumulator, no buffer
+    (its gradient, if still computed, is read by nothing)."""
+    keep = [n for n in model.graph.node if not (n.op_type == "InPlaceAccumulatorV2" and n.input[1] == f"{param}_grad")]
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    drop = {f"{param}_grad.buffer", f"{param}_grad.out", f"{param}_grad.accumulation.buffer",
+            f"{param}_grad.accumulation.out"}
+    for field in (model.graph.input, model.graph.output):
+        kept = [v for v in field if v.name not in drop]
+        del field[:]
+        field.extend(kept)
+
+
+def _labels_through(model: onnx.ModelProto, op: str) -> None:
+    """The loss and its gradient read the labels through ``op`` (a model that computes its own
+    loss reads ``labels.view(-1)``), as the new first node."""
+    label = next(n.input[1] for n in model.graph.node if n.op_type == "SoftmaxCrossEntropyLoss")
+    for n in model.graph.node:
+        n.input[:] = [f"{label}_flat" if x == label else x for x in n.input]
+    if op == "Reshape":
+        model.graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), "flat_shape"))
+        node = helper.make_node("Reshape", [label, "flat_shape"], [f"{label}_flat"], name="labels_flat")
+    else:
+        node = helper.make_node("Cast", [label], [f"{label}_flat"], name="labels_flat", to=TensorProto.INT64)
+    model.graph.node.insert(0, node)
+
+
+@pytest.mark.parametrize("op", ["Reshape", "Cast"])
+def test_frozen_parameters_are_found_when_the_labels_pass_through_a_node(op, tmp_path):
+    # W1 frozen before every trainable parameter (found after the labels, through the node),
+    # W2 frozen between trainable ones (found after the first trainable parameter)
+    model = mlp_training_graph()
+    for p in ("W1", "W2"):
+        _freeze(model, p)
+    _labels_through(model, op)
+    state = caller_state(model)
+    assert state["W1"] == state["W2"] == "frozen-parameter" and state["b1"] == "parameter"
+    assert "x" not in state and "labels" not in state
+    planned = _plan(model, tmp_path)
+    assert {"W1", "W2"}.isdisjoint(t.name for t in planned.plan.tensors)
+    assert {"x", "labels"} <= {t.name for t in planned.plan.tensors}
+    outside = {row["name"]: row["reason"] for row in planned.plan.extra["outside"]}
+    assert outside["W1"] == outside["W2"] == "frozen-parameter"
+    assert prove_plan(planned.plan, planned.view) == []
+
+
+def test_bert_frozen_pooler_and_embeddings_stay_outside_the_arena(tmp_path):
+    # the BERT-style training graph with its pooler frozen and the labels read as
+    # labels.view(-1): the frozen embeddings (8,192,000 + 131,072 B) and the pooler
+    # (262,144 + 1,024 B) are the caller's, never the arena's
+    model = onnx.load(TRAINING / "bert.train.onnx", load_external_data=False)
+    for p in ("pool.weight", "pool.bias"):
+        _freeze(model, p)
+    _labels_through(model, "Reshape")
+    state = caller_state(model)
+    frozen = {n for n, r in state.items() if r == "frozen-parameter"}
+    assert frozen == {"pos", "embed.weight", "pool.weight", "pool.bias"}
+    path = TRAINING / "bert.train.onnx"
+    planned = plan_loaded(model, path, PlanOptions())
+    assert frozen.isdisjoint(t.name for t in planned.plan.tensors)
+    assert prove_plan(planned.plan, planned.view) == []
+
+
 # ---------------------------------------------------------------- aliasing and the arena by hand
 
 

@@ -246,7 +246,9 @@ def _plan_budget(model: str, opts: PlanOptions, outs: OutputSet, output: str | N
         lines.append("recompute    nothing: the plan fits without recomputation")
     else:
         n = len(the_plan.extra["remat"]["recomputed"])
-        lines.append(f"recompute    {n} values ({one_line(got.choice.algorithm)}, {got.choice.status})   extra compute "
+        moved = len(the_plan.extra["remat"].get("moved", ()))
+        also = f", {moved} of them computed once, later" if moved else ""
+        lines.append(f"recompute    {n} values{also} ({one_line(got.choice.algorithm)}, {got.choice.status})   extra compute "
                      f"{got.extra:,} {'FLOPs' if got.cost_model == 'flops' else 'ns'} "
                      f"({got.extra_percent:.2f}% of the model's)")
     _write_and_print(outs, planned.model, the_plan, model, output, annotate, as_json, lines, rewrite_out)

@@ -11,9 +11,14 @@ conventions:
   kernel adds the gradient into it in place);
 * ``flag``: input 2 of an ``InPlaceAccumulatorV2`` (``lazy_reset_grad``);
 * ``parameter``: a graph input ``X`` whose gradient ``X_grad`` is accumulated;
-* ``frozen-parameter``: a graph input after the loss's label input and before the first
-  accumulation buffer that is none of the above (the generator lists the user's inputs,
-  then the labels, then every parameter, trainable and frozen, then the buffers);
+* ``frozen-parameter``: a graph input before the first accumulation buffer that is none of
+  the above and comes after the loss's labels or after the first trainable parameter (the
+  generator lists the user's inputs, then the labels, then every parameter, trainable and
+  frozen, in the model's initializer order, then the buffers). The labels are the graph
+  inputs the loss reads as its input 1, directly or through ops that only retype or reshape
+  them (:data:`LABEL_PASSES`: a model that computes its own loss reads ``labels.view(-1)``,
+  a Reshape; a cast to int64 is a Cast). A frozen parameter between trainable ones is one
+  whether or not the labels are found;
 * in an eval graph (a loss reads a graph-input label, nothing accumulates), every graph
   input after the label is a ``parameter``: the generator lists them in the same order.
 
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import onnx
 
-__all__ = ["ACCUMULATORS", "LOSSES", "OUTSIDE_REASONS", "caller_state", "is_training_graph"]
+__all__ = ["ACCUMULATORS", "LABEL_PASSES", "LOSSES", "OUTSIDE_REASONS", "caller_state", "is_training_graph"]
 
 OUTSIDE_REASONS = ("parameter", "frozen-parameter", "gradient-accumulation-buffer", "flag")
 
@@ -34,6 +39,8 @@ _MS = "com.microsoft"
 ACCUMULATORS = ("InPlaceAccumulatorV2", "InPlaceAccumulator")
 #: the losses of onnxruntime's loss blocks: input 1 is the labels
 LOSSES = ("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss")
+#: ops that only retype or reshape the labels on their way to the loss (their input 0)
+LABEL_PASSES = ("Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
 
 
 def is_training_graph(model: onnx.ModelProto) -> bool:
@@ -60,12 +67,35 @@ def caller_state(model: onnx.ModelProto) -> dict[str, str]:
             grad = node.input[1] if len(node.input) > 1 else ""
             if grad.endswith("_grad") and grad[: -len("_grad")] in is_input:
                 out.setdefault(grad[: -len("_grad")], "parameter")
-    labels = [n.input[1] for n in g.node if n.op_type in LOSSES and (n.domain or "") in ("", "ai.onnx")
-              and len(n.input) > 1 and n.input[1] in is_input]
-    if labels:
-        start = max(inputs.index(lab) for lab in labels) + 1
+    labels = _labels(g, is_input)
+    starts = [max(inputs.index(lab) for lab in labels) + 1] if labels else []
+    training = is_training_graph(model)
+    if training:  # nothing the user feeds comes after a trainable parameter
+        starts += [k for k, n in enumerate(inputs) if out.get(n) == "parameter"][:1]
+    if starts:
+        start = min(starts)
         stop = next((k for k, n in enumerate(inputs) if out.get(n) == "gradient-accumulation-buffer"), len(inputs))
-        reason = "frozen-parameter" if is_training_graph(model) else "parameter"
+        reason = "frozen-parameter" if training else "parameter"
         for name in inputs[start:stop]:
             out.setdefault(name, reason)
     return {n: out[n] for n in inputs if n in out}
+
+
+def _labels(g: onnx.GraphProto, is_input: set[str]) -> list[str]:
+    """The graph inputs a loss of :data:`LOSSES` reads as its labels, directly or through
+    :data:`LABEL_PASSES` (their input 0)."""
+    producer = {o: n for n in g.node for o in n.output if o}
+    found: list[str] = []
+    for node in g.node:
+        if node.op_type not in LOSSES or (node.domain or "") not in ("", "ai.onnx") or len(node.input) < 2:
+            continue
+        name, seen = node.input[1], set()
+        while name not in is_input and name in producer and name not in seen:
+            seen.add(name)
+            up = producer[name]
+            if up.op_type not in LABEL_PASSES or (up.domain or "") not in ("", "ai.onnx") or not up.input:
+                break
+            name = up.input[0]
+        if name in is_input:
+            found.append(name)
+    return found

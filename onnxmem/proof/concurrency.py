@@ -108,6 +108,8 @@ def _dag_pair(dag: _Dag, view: GraphView, groups: Mapping[str, Mapping[str, Plan
             first, second = u, t
         elif dag.hb(pt, pu):
             first, second = t, u
+        elif _keeps(view, groups, u, t) and _keeps(view, groups, t, u):
+            return None  # two views of one value (a gradient's Identity copies): neither changes a byte
         else:
             first, second = u, t
             why = "their writers are not ordered"
@@ -115,15 +117,24 @@ def _dag_pair(dag: _Dag, view: GraphView, groups: Mapping[str, Mapping[str, Plan
         writer = view.tensors[second.name].producer
         assert writer is not None
         op = view.ops[writer]
-        lo, hi = max(first.offset, second.offset), min(first.offset + first.size, second.offset + second.size)
-        kept = kept_bytes(view, op, second, groups[second.group])
-        if any(klo <= lo and hi <= khi for klo, khi in kept):
+        if _keeps(view, groups, second, first):
             return None  # a view, or a Concat over its own input: those bytes do not change
         if dag.done_before(first.name, writer, allow=writer):
             return None  # in place (rule 5 judges the kernel) after every other reader
         why = f"node {op.name!r} writes {second.name!r} over it while another reader may still run"
         return _dag_finding(dag, view, first, second, why)
     return _dag_finding(dag, view, u, t, why)
+
+
+def _keeps(view: GraphView, groups: Mapping[str, Mapping[str, PlannedTensor]], y: PlannedTensor,
+           other: PlannedTensor) -> bool:
+    """Whether ``y``'s writer leaves the bytes ``y`` shares with ``other`` as they are."""
+    writer = view.tensors[y.name].producer
+    if writer is None:
+        return False
+    lo, hi = max(y.offset, other.offset), min(y.offset + y.size, other.offset + other.size)
+    kept = kept_bytes(view, view.ops[writer], y, groups[y.group])
+    return any(klo <= lo and hi <= khi for klo, khi in kept)
 
 
 def _dag_finding(dag: _Dag, view: GraphView, u: PlannedTensor, t: PlannedTensor, why: str) -> Finding:

@@ -48,7 +48,7 @@ from onnxmem.planning import Planned, PlanOptions, plan_loaded
 from onnxmem.remat.cost import flops_costs, measured_costs, model_cost
 from onnxmem.remat.problem import RematProblem, build_problem, simulate
 from onnxmem.remat.registry import ALGORITHMS, Choice, RematOptions, choose
-from onnxmem.remat.rewrite import rewrite_model
+from onnxmem.remat.rewrite import left_out, rewrite_model
 from onnxmem.scheduling import stable_topological_order
 
 __all__ = ["Budgeted", "SweepPoint", "parse_budget", "plan_with_budget", "sinks_early", "sweep"]
@@ -213,11 +213,16 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
                                             min(problems, key=lambda q: q.floor()[0]), limit))
     choice, rewritten, planned = got
     at = simulate(problem, choice.dropped).at
+    # an original left out runs once, as its duplicate, later: no extra compute
+    gone = set(left_out(original.view, rewritten))
+    cost = choice.cost - sum(costs.get(k, 0) for k in gone)
+    again = [v for v in choice.dropped if at[v] < problem.steps]
     extra = {"budget": limit, "algorithm": choice.algorithm, "status": choice.status, "cost_model": cost_model,
-             "extra_cost": choice.cost, "model_cost": total, "original_arena": original.plan.arena_size,
-             "recomputed": [problem.name[v] for v in choice.dropped if at[v] < problem.steps]}
+             "extra_cost": cost, "model_cost": total, "original_arena": original.plan.arena_size,
+             "recomputed": [problem.name[v] for v in again],
+             "moved": [problem.name[v] for v in again if problem.order[problem.producer[v]] in gone]}
     planned = replace(planned, plan=replace(planned.plan, extra={**planned.plan.extra, "remat": extra}))
-    return Budgeted(planned, original, limit, choice, choice.cost, total, cost_model, rewritten,
+    return Budgeted(planned, original, limit, choice, cost, total, cost_model, rewritten,
                     time.perf_counter() - t0)
 
 

@@ -77,13 +77,14 @@ class OriginalCheck:
         return bool(self.outputs) and all(c.identical for c in self.outputs)
 
 
-def _training_reference(original: onnx.ModelProto, view: GraphView) -> tuple[onnx.ModelProto, dict[str, str]]:
+def _training_reference(original: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
     """A copy of ``original`` whose gradients are graph outputs, and ``{accumulation buffer:
-    gradient}`` for each accumulator of ``view`` whose buffer is a graph input."""
+    gradient}`` for each accumulator of ``original`` whose buffer is a graph input (the
+    gradient under the original's name: the rewritten model may read a recomputed copy)."""
     inputs = {i.name: i for i in original.graph.input}
-    grads = {op.inputs[0]: op.inputs[1] for op in view.ops
-             if op.domain == "com.microsoft" and op.op_type in ACCUMULATORS and len(op.inputs) > 1
-             and op.inputs[0] in inputs}
+    grads = {n.input[0]: n.input[1] for n in original.graph.node
+             if n.domain == "com.microsoft" and n.op_type in ACCUMULATORS and len(n.input) > 1
+             and n.input[0] in inputs}
     out = onnx.ModelProto()
     out.CopyFrom(original)
     have = {o.name for o in out.graph.output}
@@ -152,7 +153,7 @@ def compare_with_original(rewritten: onnx.ModelProto, plan: MemoryPlan, view: Gr
     rewritten, original = seed_random_ops(rewritten), seed_random_ops(original)
     grads: dict[str, str] = {}
     if is_training_view(view):
-        original, grads = _training_reference(original, view)
+        original, grads = _training_reference(original)
         run: _CapturingRun = _CapturingTrainingRun(plan, rewritten, view, opts, rewritten_path)
     else:
         run = _CapturingRun(plan, rewritten, view, opts, rewritten_path)

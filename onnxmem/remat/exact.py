@@ -263,16 +263,18 @@ class _Program:
 
 
 def _limit(params: Any, options: RematOptions) -> None:
-    """CP-SAT's budget: on the work clock its deterministic time and a fixed
-    number of workers searching in turn (the same answer at any load); under
-    the wall clock, seconds and parallel workers."""
+    """CP-SAT's budget. On the work clock (the default): its deterministic time, one
+    worker and a fixed seed, so the same problem gets the same answer at any load and on
+    every run (several workers interleaved are deterministic too, but take several times
+    the wall time for the same deterministic time). Under the wall clock (``--timeout``):
+    seconds and ``options.workers`` parallel workers."""
     params.random_seed = options.seed
-    params.num_workers = max(1, options.workers)
     if is_wall_clock():
+        params.num_workers = max(1, options.workers)
         params.max_time_in_seconds = max(0.01, options.left())
     else:
+        params.num_workers = 1
         params.max_deterministic_time = max(0.01, options.left())
-        params.interleave_search = True
 
 
 def brute_force(problem: RematProblem, budget: int) -> Choice:

@@ -30,7 +30,8 @@ class RematOptions:
     """``timeout``: seconds an algorithm may take (``None``: its default);
     ``deadline``: a :func:`onnxmem.core.workclock.now` value :func:`choose` sets
     from it (budget seconds: counted work unless the process uses the wall clock);
-    ``seed``: for searches that take one; ``workers``: CP-SAT's threads."""
+    ``seed``: for searches that take one; ``workers``: CP-SAT's threads under the wall
+    clock (on the work clock CP-SAT searches with one, deterministically)."""
 
     timeout: float | None = None
     deadline: float | None = None

@@ -10,6 +10,14 @@ the others under a fresh name of the same form that nothing reads (they die
 at once; BatchNormalization's running statistics so never reach what the
 caller keeps). The graph's inputs, outputs, initializers and value infos are
 kept; every output of a duplicate gets its original's value info.
+
+An original whose outputs nothing reads any more (a value dropped right after its
+write: every read is after the gap, as a weight gradient written long before its
+accumulator) is left out, and so are, in turn, originals only such nodes read: the
+value is computed once, by its duplicate, which then writes it under its own name
+(no ``__remat``), so the rewritten model names every value as the original does.
+Only originals of recomputed nodes are left out; a node the model file already left
+unread stays.
 """
 
 from __future__ import annotations
@@ -17,9 +25,10 @@ from __future__ import annotations
 import onnx
 
 from onnxmem.graph import GraphView
+from onnxmem.model import body_captures
 from onnxmem.remat.problem import RematProblem, Schedule
 
-__all__ = ["rewrite_model"]
+__all__ = ["left_out", "rewrite_model"]
 
 SUFFIX = "__remat"
 
@@ -77,11 +86,48 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
         node.name = view.ops[op_index].name
         node.input[:] = [reads_copy(x, s) if x else x for x in node.input]
         out.graph.node.append(node)
+    originals = {view.ops[p.order[p.producer[v]]].name for v in at}
+    for value in sorted(_drop_unread(out.graph, originals) & set(by_name)):
+        _rename(out.graph, copy_name[by_name[value]], value)
+        copy_name[by_name[value]] = value
     infos = {vi.name: vi for vi in list(model.graph.output) + list(model.graph.value_info)}
     for original, name in [(p.name[v], name) for v, name in copy_name.items()] + renamed:
-        if original in infos:
+        if original in infos and name != original:
             vi = onnx.ValueInfoProto()
             vi.CopyFrom(infos[original])
             vi.name = name
             out.graph.value_info.append(vi)
     return out
+
+
+def _drop_unread(graph: onnx.GraphProto, candidates: set[str]) -> set[str]:
+    """Remove from ``graph`` the nodes named in ``candidates`` whose outputs nothing reads
+    (no node, no subgraph, not a graph output), last first so that a chain goes at once;
+    the outputs of the removed nodes."""
+    read = {o.name for o in graph.output} | body_captures(graph)
+    kept: list[onnx.NodeProto] = []
+    gone: set[str] = set()
+    for node in reversed(graph.node):
+        if node.name in candidates and not any(o and o in read for o in node.output):
+            gone.update(o for o in node.output if o)
+            continue
+        kept.append(node)
+        read.update(node.input)
+    if gone:
+        del graph.node[:]
+        graph.node.extend(reversed(kept))
+    return gone
+
+
+def _rename(graph: onnx.GraphProto, old: str, new: str) -> None:
+    """Every write and read of ``old`` in ``graph``'s nodes under ``new``."""
+    for node in graph.node:
+        node.output[:] = [new if o == old else o for o in node.output]
+        node.input[:] = [new if i == old else i for i in node.input]
+
+
+def left_out(view: GraphView, rewritten: onnx.ModelProto) -> list[int]:
+    """The nodes of ``view`` (op indices) that ``rewritten`` left out (module doc): their
+    duplicates run once, later, and cost nothing extra."""
+    kept = {n.name for n in rewritten.graph.node}
+    return [op.index for op in view.ops if op.name not in kept]
