@@ -4,9 +4,10 @@ The standard library's C encoder runs only without ``indent``; with it, every va
 through a Python generator (about 8% of ``plan -o`` on a 100,000-node graph). :func:`dumps`
 writes the same text with one append per token: strings through the C string escaper
 (``ensure_ascii``, as ``json.dumps``), integers and floats by their ``repr`` (``NaN`` and
-``Infinity`` as ``json.dumps`` writes them), tuples as arrays. It also takes any other
-iterable (a generator) as an array, so that a writer can stream a long list of records
-without holding them all at once.
+``Infinity`` as ``json.dumps`` writes them), tuples as arrays. It also takes a generator
+as an array, so that a writer can stream a long list of records without holding them all
+at once. What ``json.dumps`` refuses (a numpy integer or array, bytes, a set) it refuses
+too, with ``TypeError``.
 
     >>> dumps({"a": [1, 2], "b": {}})
     '{\\n "a": [\\n  1,\\n  2\\n ],\\n "b": {}\\n}'
@@ -17,6 +18,7 @@ from __future__ import annotations
 import io
 import math
 from json.encoder import encode_basestring_ascii
+from types import GeneratorType
 from typing import Any, Callable
 
 __all__ = ["dumps"]
@@ -93,7 +95,7 @@ def _encode(value: Any, pad: str, put: Callable[[str], object]) -> None:
     if isinstance(value, dict):
         _encode(dict(value), pad, put)
         return
-    if isinstance(value, (bytes, bytearray, set, frozenset)) or not hasattr(value, "__iter__"):
+    if not isinstance(value, (list, tuple, GeneratorType)):
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
     inner = pad + " "
     sep = "[" + inner
@@ -105,7 +107,7 @@ def _encode(value: Any, pad: str, put: Callable[[str], object]) -> None:
 
 
 def dumps(value: Any) -> str:
-    """``json.dumps(value, indent=1)`` (iterables other than lists and tuples are arrays too)."""
+    """``json.dumps(value, indent=1)`` (a generator is an array too)."""
     out = io.StringIO()  # grows one buffer: a list of the tokens took 3x the text's memory
     _encode(value, "\n", out.write)
     return out.getvalue()
