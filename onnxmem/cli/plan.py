@@ -72,7 +72,8 @@ if TYPE_CHECKING:
 @pipeline_option
 @optimize_option("none")
 @device_option("With --optimize: the provider onnxruntime builds the graph for.")
-@time_limit_option(lambda kw: bool(kw.get("measure_shapes")) or kw.get("optimize") != "none")
+@time_limit_option(lambda kw: bool(kw.get("measure_shapes")) or kw.get("optimize") != "none"
+                   or _measures_fixed_cost(kw))
 def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
          io: str, timeout: float | None, inplace: str, fold: str, concurrency: str, branches: tuple[str, ...],
@@ -142,6 +143,15 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     add_weight_files(outs, result.model if optimize == "none" else _load(model), model)
     _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json,
                      lines=() if as_json else deployment_lines(result, device))
+
+
+def _measures_fixed_cost(kw: dict[str, object]) -> bool:
+    """Whether ``plan`` prints the deployment lines, whose fixed cost onnxruntime's child measures
+    (started at once, it loads onnxruntime while this process plans)."""
+    models = kw.get("models") or ()
+    return (not kw.get("as_json") and len(models) == 1 and not kw.get("pipeline")  # type: ignore[arg-type]
+            and kw.get("budget") is None and kw.get("budget_sweep") is None
+            and not ranged(kw.get("dims") or ()))  # type: ignore[arg-type]
 
 
 def _refuse_for_optimized(flags: dict[str, bool]) -> None:
