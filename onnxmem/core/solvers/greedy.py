@@ -369,8 +369,9 @@ def best_greedy_offsets(
 
 
 def _over_budget(units: float, deadline: float | None) -> bool:
-    """Whether ``units`` of work go past ``deadline`` (a ``workclock.now()`` value)."""
-    return deadline is not None and now() + units / UNITS_PER_SECOND > deadline
+    """Whether ``units`` of work go past ``deadline`` (a ``workclock.now()`` value) that has not
+    passed yet (with none left, the most promising member runs alone)."""
+    return deadline is not None and now() < deadline < now() + units / UNITS_PER_SECOND
 
 
 def _promote_peaks(placer: Placer, best: GreedyResult, best_gap: tuple[np.ndarray, int, np.ndarray], rounds: int,
