@@ -3,9 +3,12 @@
 The search kernels are written once, as numba functions (``@njit``) in their
 modules (:data:`KERNELS` lists them). They run in one of two forms:
 
-- *ahead of time*: :mod:`onnxmem.core._native_build` (``make install`` runs it)
-  compiles them with ``numba.pycc`` into one extension module,
-  ``onnxmem/core/_aot*.so``, which needs neither numba nor LLVM when it runs: a
+- *ahead of time*: :mod:`onnxmem.core._native_build` compiles them with
+  ``numba.pycc`` into one extension module: ``onnxmem/core/_aot_generic*.so``
+  for any processor of the architecture, shipped with the sources (so that an
+  install compiles nothing), or ``onnxmem/core/_aot*.so`` for this machine's
+  processor (``make kernels``), used first when present. It needs neither
+  numba nor LLVM when it runs: a
   process that uses it starts in tenths of a second less (numba's import and
   LLVM's start-up are skipped, and nothing is compiled or loaded from
   numba's cache);
@@ -45,12 +48,16 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "AOT_MODULE", "KERNELS", "SOURCES", "AheadOfTime", "ahead_of_time", "kernels", "is_ahead_of_time", "mode",
+    "AOT_MODULE", "GENERIC_MODULE", "KERNELS", "SOURCES", "AheadOfTime", "ahead_of_time", "kernels", "is_ahead_of_time", "mode",
     "machine_hash", "numba_signature", "source_hash",
 ]
 
-#: the extension module built by :mod:`onnxmem.core._native_build`
+#: the extension module built by :mod:`onnxmem.core._native_build` for this machine's processor
 AOT_MODULE = "onnxmem.core._aot"
+#: the one built for any processor of the architecture (``--target-cpu generic``), shipped with
+#: the sources, so that nothing is compiled at install or run time; used when the one above is
+#: absent or stale
+GENERIC_MODULE = "onnxmem.core._aot_generic"
 
 # argument types: int64 and bool scalars, C-contiguous writeable int64 /
 # int32 vectors and int64 matrices; a tuple of types is a tuple argument
@@ -187,18 +194,23 @@ def mode() -> str:
 
 
 def _aot_problem() -> str | None:
-    """Why the extension module cannot be used (``None``: it can)."""
-    try:
-        module = importlib.import_module(AOT_MODULE)
-    except ImportError:
-        return "the ahead-of-time module is not built"
-    if Path(getattr(module, "__file__", "") or "").resolve().parent != _PACKAGE:
-        # found outside this package (an editable install's finder can reach another checkout)
-        return "the ahead-of-time module is not built"
-    reason = _mismatch(module)
-    if reason is None:
-        _LOADED[AOT_MODULE] = module
-    return reason
+    """Why no extension module can be used (``None``: one can): the one built here, else the
+    shipped generic one (the reason given: why a present one does not fit, else that none is built)."""
+    absent = "the ahead-of-time module is not built"
+    reasons = []
+    for name in (AOT_MODULE, GENERIC_MODULE):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if Path(getattr(module, "__file__", "") or "").resolve().parent != _PACKAGE:
+            continue  # found outside this package (an editable install's finder can reach another checkout)
+        reason = _mismatch(module)
+        if reason is None:
+            _LOADED[AOT_MODULE] = module
+            return None
+        reasons.append(reason)
+    return reasons[0] if reasons else absent
 
 
 def _mismatch(module: Any) -> str | None:
