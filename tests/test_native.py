@@ -294,7 +294,8 @@ def test_kernel_sources_are_hashed() -> None:
     # so that no change to what is compiled leaves a stale module in use
     graph = import_graph(runtime=True)
     hashed = {
-        "onnxmem.core." + rel.removesuffix(".py").replace("/", ".") for rel in _native.SOURCES
+        "onnxmem." + os.path.normpath("core/" + rel).removesuffix(".py").replace("/", ".")
+        for rel in _native.SOURCES
     }
     for module in _native.KERNELS:
         assert module in hashed
@@ -320,3 +321,26 @@ def test_problem_arrays_fit_the_kernels() -> None:
     assert _native._fits(arrays, (_native.VEC,) * 4)
     assert not _native._fits(tuple(a[::2] for a in arrays), (_native.VEC,) * 4)
     assert not _native._fits(arrays[:3], (_native.VEC,) * 4)
+
+
+_ORDER = (
+    "import sys; from onnxmem.core._native import mode; "
+    "from onnxmem.planning.pipeline import PlanOptions, plan_model; "
+    "p = plan_model(sys.argv[1], PlanOptions(order='auto')).plan; "
+    "print(mode().split()[0], 'numba' in sys.modules, p.arena_size, hash(p.order))"
+)
+
+
+def test_order_search_uses_built_module(aot: object) -> None:
+    # the default plan of a random network runs the compiled order search: from the built
+    # module (numba never imported) with the same order as numba's kernel
+    model = str(ROOT / "models" / "zoo" / "randwire_ws.onnx")
+    out = {}
+    for kernels in ("auto", "jit"):
+        res = subprocess.run([sys.executable, "-c", _ORDER, model], capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(ROOT), ONNXMEM_KERNELS=kernels,
+                                      PYTHONHASHSEED="0"), cwd=ROOT)
+        assert res.returncode == 0, res.stderr
+        out[kernels] = res.stdout.split()
+    assert out["auto"][:2] == ["aot", "False"] and out["jit"][:2] == ["jit", "True"]
+    assert out["auto"][2:] == out["jit"][2:]

@@ -61,9 +61,13 @@ GENERIC_MODULE = "onnxmem.core._aot_generic"
 
 # argument types: int64 and bool scalars, C-contiguous writeable int64 /
 # int32 vectors and int64 matrices; a tuple of types is a tuple argument
+# (and bool vectors, uint64 matrices: the order search's bitsets)
 I8, B1, VEC, VEC32, MAT = "i8", "b1", "i8[]", "i4[]", "i8[,]"
-_ARRAYS = {VEC: (np.dtype(np.int64), 1), VEC32: (np.dtype(np.int32), 1), MAT: (np.dtype(np.int64), 2)}
-_NUMBA = {I8: "int64", B1: "boolean", VEC: "int64[::1]", VEC32: "int32[::1]", MAT: "int64[:, ::1]"}
+BVEC, BITS = "b1[]", "u8[,]"
+_ARRAYS = {VEC: (np.dtype(np.int64), 1), VEC32: (np.dtype(np.int32), 1), MAT: (np.dtype(np.int64), 2),
+           BVEC: (np.dtype(np.bool_), 1), BITS: (np.dtype(np.uint64), 2)}
+_NUMBA = {I8: "int64", B1: "boolean", VEC: "int64[::1]", VEC32: "int32[::1]", MAT: "int64[:, ::1]",
+          BVEC: "boolean[::1]", BITS: "uint64[:, ::1]"}
 
 _BUFS = (VEC, VEC, VEC, VEC)  # (start, end, size, align)
 _COVERS = (VEC, VEC, VEC, VEC32)  # cover_lists' answer
@@ -82,13 +86,20 @@ KERNELS: dict[str, tuple[str, dict[str, tuple[Any, tuple[Any, ...]]]]] = {
         "preorder": (VEC, (VEC, VEC, VEC, VEC, VEC, VEC, VEC)),
         "search": (I8, (VEC, VEC, VEC, (VEC,) * 9, (VEC,) * 6, (VEC,) * 7, VEC, MAT)),
     }),
+    # the order search (onnxmem.scheduling.exact.piece_arrays): CSR graph, bitsets, sizes, bounds, stops
+    "onnxmem.scheduling._search": ("order", {
+        "search": ((I8, I8, I8), (
+            VEC, VEC, VEC, BITS, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, BITS, VEC, BVEC, BITS,
+            VEC, VEC, VEC, VEC, I8, I8, I8, VEC, I8, I8, I8,
+        )),
+    }),
 }
 
-#: the files (relative to the package) the compiled kernels are built from:
+#: the files (relative to this package, ``onnxmem/core``) the compiled kernels are built from:
 #: the kernel modules, what they import, and the declarations above
 SOURCES = (
     "_cyclecounter.py", "_native.py", "solvers/_kernels.py", "solvers/_search.py",
-    "solvers/_searchdefs.py",
+    "solvers/_searchdefs.py", "../scheduling/_search.py", "../scheduling/_searchdefs.py",
 )
 
 _PACKAGE = Path(__file__).resolve().parent
