@@ -12,8 +12,9 @@ resident memory are that process's and its children's (``os.wait4``):
 4. ``plan``'s default solver against ``pack``'s (``--solver exact``, 30 s of work) on the
    buffers of the plan of a random DAG (``bench_scale.build("random", N)``): the same gap.
 
-Runs are medians of ``--runs``; wall seconds include waiting for a core on a shared
-machine, CPU seconds do not.
+Runs are medians of ``--runs`` after one run that is not counted (it writes the modules'
+bytecode, as the first run after an install does; ``PYTHONDONTWRITEBYTECODE`` is dropped);
+wall seconds include waiting for a core on a shared machine, CPU seconds do not.
 
     python bench/bench_speed.py                 # every target, and docs/speed.md
     python bench/bench_speed.py --quick --no-doc
@@ -48,10 +49,14 @@ session.run(None, feeds)
 """
 
 
+#: every command runs as after an install: modules compiled to bytecode once and kept
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Wall and CPU seconds and peak resident MiB of ``cmd`` (and its children), which must exit 0."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or ENV, cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
@@ -62,6 +67,7 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]
 
 
 def median_of(runs: int, cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
+    timed(cmd, env)  # a first run writes the bytecode, as the first run after an install does
     got = [timed(cmd, env) for _ in range(runs)]
     return {k: statistics.median(g[k] for g in got) for k in got[0]}
 
