@@ -67,6 +67,14 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024}
 
 
+def met(figures: dict[str, float], seconds: float, mib: float | None = None) -> str:
+    """Whether the target holds, on wall and on CPU seconds (a shared machine's wall time
+    includes waiting for a core; on an idle one it is about the CPU time of these
+    single-threaded commands)."""
+    fits = mib is None or figures["rss"] <= mib
+    return "; ".join(f"{kind} {'yes' if figures[kind] <= seconds and fits else 'no'}" for kind in ("wall", "cpu"))
+
+
 def median_of(runs: int, cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     timed(cmd, env)  # a first run writes the bytecode, as the first run after an install does
     got = [timed(cmd, env) for _ in range(runs)]
@@ -92,10 +100,9 @@ def large_case(tmp: Path, nodes: int) -> list[str]:
         del model
         with_o = timed(onnxmem("plan", str(path), "-o", str(tmp / f"{family}.json")))
         without = timed(onnxmem("plan", str(path)))
-        met = with_o["wall"] <= 10 and with_o["rss"] <= 400 * 1e6 / 2**20
         rows += [
             f"| `plan {family}.onnx -o plan.json` | {count:,} | {with_o['wall']:.2f} | {with_o['cpu']:.2f} | "
-            f"{with_o['rss']:.0f} | 10 s, 400 MB | {'yes' if met else 'no'} |",
+            f"{with_o['rss']:.0f} | 10 s, 400 MB | {met(with_o, 10, 400 * 1e6 / 2**20)} |",
             f"| `plan {family}.onnx` | {count:,} | {without['wall']:.2f} | {without['cpu']:.2f} | "
             f"{without['rss']:.0f} | | |",
         ]
@@ -141,7 +148,7 @@ def pack_case(tmp: Path, runs: int) -> list[str]:
                        ("pack small.csv (3 buffers)", onnxmem("pack", str(small)))):
         m = median_of(runs, cmd)
         rows.append(f"| `{label}` | {m['wall']:.3f} | {m['cpu']:.3f} | {m['rss']:.0f} | 0.2 s | "
-                    f"{'yes' if m['wall'] < 0.2 else 'no'} |")
+                    f"{met(m, 0.2)} |")
     return rows
 
 
