@@ -3,20 +3,25 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
+.PHONY: install test test-slow test-cuda check check-plans bench bench-speed bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 
+# compiles nothing: the search kernels come compiled ahead of time for any x86-64 processor
+# (onnxmem/core/_aot_generic*.so, shipped; see onnxmem/core/_native.py and docs/speed.md)
 install: $(VENV)/bin/python
-	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q -c constraints.txt -e ".[dev]"
-	$(PYTHON) -m onnxmem.core._native_build
 
-# the search kernels compiled ahead of time (onnxmem/core/_aot*.so; see onnxmem/core/_native.py)
-.PHONY: kernels
+# the search kernels compiled for this machine's processor (onnxmem/core/_aot*.so, used first when present)
+.PHONY: kernels kernels-generic
 kernels:
 	$(PYTHON) -m onnxmem.core._native_build
+
+# the shipped module, for any processor of the architecture: rebuild and commit it whenever the
+# kernel sources change (tests/test_native.py checks that it is current)
+kernels-generic:
+	$(PYTHON) -m onnxmem.core._native_build --target-cpu generic
 
 test:
 	$(PYTHON) -m pytest -q
@@ -81,6 +86,11 @@ CONCURRENCY_MAX_TRIAL_S ?=
 bench-concurrency:
 	$(PYTHON) bench/bench_concurrency.py --trials $(CONCURRENCY_TRIALS) --threads $(CONCURRENCY_THREADS) \
 		$(if $(CONCURRENCY_MAX_TRIAL_S),--max-trial-seconds $(CONCURRENCY_MAX_TRIAL_S),)
+
+# each speed target against its measured figure (plan -o at 100k nodes, plan against onnxruntime on
+# the zoo, pack's start, plan's solver against pack's); writes docs/speed.md
+bench-speed:
+	$(PYTHON) bench/bench_speed.py
 
 # plan time and peak memory at 1k, 10k and 100k nodes; writes docs/scale.md
 bench-scale:

@@ -19,7 +19,7 @@ from onnxmem.export.annotate import plan_from_model
 from onnxmem.plans import check_schema, read_plan
 
 from .conftest import LIGHT_MODELS, SHIPPED, SHIPPED_DIMS
-from .helpers import make_model, vi
+from .helpers import chain, make_model, vi
 
 
 def run(*args: str):
@@ -222,3 +222,16 @@ def test_annotate_a_model_with_external_weights_from_another_folder(tmp_path, mo
     assert r.exit_code == 0, r.output
     assert ort.InferenceSession(str(out)).get_inputs()
     assert list(elsewhere.iterdir()) == []
+
+
+def test_the_fixed_cost_is_measured_only_when_asked(tmp_path):
+    """The default summary counts weights + arena + io and starts no onnxruntime process;
+    --fixed-cost measures onnxruntime's session in its child and adds the predicted peak."""
+    path = tmp_path / "chain.onnx"
+    onnx.save(chain(3), path)
+    r = run("plan", str(path))
+    assert r.exit_code == 0, r.output
+    assert "deployment   weights + arena + io = " in r.output and "process peak" not in r.output
+    r = run("plan", str(path), "--fixed-cost")
+    assert r.exit_code == 0, r.output
+    assert "onnxruntime cpu session, measured" in r.output and "process peak" in r.output

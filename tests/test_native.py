@@ -44,15 +44,34 @@ def aot(tmp_path_factory: pytest.TempPathFactory) -> Any:
         from onnxmem.core._native_build import build
 
         build()
-    built = next((PACKAGE / "core").glob("_aot.*"))
-    copy = tmp_path_factory.mktemp("aot") / built.name
+    for built in [*(PACKAGE / "core").glob("_aot.*"), *(PACKAGE / "core").glob("_aot_generic.*")]:
+        module = _load_copy(built, tmp_path_factory.mktemp("aot"))
+        if int(module.source_hash()) == _native.source_hash() and _native._mismatch(module) is None:
+            return module  # the one this package uses: built here, else the shipped generic one
+    raise AssertionError("no current ahead-of-time module after building one")
+
+
+def _load_copy(built: Path, folder: Path) -> Any:
+    copy = folder / built.name
     shutil.copyfile(built, copy)
-    spec = importlib.util.spec_from_file_location(_native.AOT_MODULE, copy)
+    name = _native.AOT_MODULE if built.name.startswith("_aot.") else _native.GENERIC_MODULE
+    spec = importlib.util.spec_from_file_location(name, copy)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert int(module.source_hash()) == _native.source_hash()
     return module
+
+
+def test_the_shipped_generic_module_is_current(tmp_path: Path) -> None:
+    """The module shipped with the sources (so that installing compiles nothing) was built from
+    the present kernel sources, for any processor: rebuild it with `make kernels-generic`."""
+    shipped = list((PACKAGE / "core").glob("_aot_generic.*"))
+    assert shipped, "onnxmem/core/_aot_generic*.so is missing: run `make kernels-generic` and commit it"
+    for built in shipped:
+        module = _load_copy(built, tmp_path)
+        assert int(module.source_hash()) == _native.source_hash(), (
+            f"{built.name} was built from other kernel sources: run `make kernels-generic` and commit it")
+        assert int(module.machine_hash()) == 0  # for any processor of the architecture
 
 
 def _run(code: str, *, env: dict[str, str] | None = None, path: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -228,7 +247,7 @@ def test_stale_module_not_used(aot: object, tmp_path: Path) -> None:
     # a copy of the package with the built module: used; once a kernel's
     # source changes (a comment will do), it is not, and aot mode refuses
     root = _copy_package(tmp_path)
-    assert list((root / "onnxmem" / "core").glob("_aot.*")), "the built module was not copied"
+    assert list((root / "onnxmem" / "core").glob("_aot*")), "the built module was not copied"
     assert _run(_MODE, path=root).stdout.strip() == "aot"
     with open(root / "onnxmem" / "core" / "solvers" / "_search.py", "a") as f:
         f.write("# changed\n")
@@ -249,17 +268,20 @@ def test_stale_module_not_used(aot: object, tmp_path: Path) -> None:
 
 
 def test_module_for_another_processor_not_used(aot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    # built for this processor (the default); elsewhere it is not used
-    assert int(aot.machine_hash()) == _native.machine_hash() != 0
+    # built for this processor (the default); elsewhere it is not used. The generic one runs anywhere.
     assert _native._mismatch(aot) is None
     here = _native.machine_hash()
     monkeypatch.setattr(_native, "machine_hash", lambda: here ^ 1)
+    if int(aot.machine_hash()) == 0:
+        assert _native._mismatch(aot) is None
+        return
+    assert int(aot.machine_hash()) == here != 0
     assert _native._mismatch(aot) == "the ahead-of-time module was built for another processor"
 
 
 def test_absent_module_falls_back(tmp_path: Path) -> None:
     root = _copy_package(tmp_path)
-    for built in (root / "onnxmem" / "core").glob("_aot.*"):
+    for built in (root / "onnxmem" / "core").glob("_aot*"):
         built.unlink()
     assert _run(_MODE, path=root).stdout.strip() == "jit (the ahead-of-time module is not built)"
     assert _run(_MODE, path=root, env={"ONNXMEM_KERNELS": "jit"}).stdout.strip() == "jit (ONNXMEM_KERNELS=jit)"
@@ -272,7 +294,8 @@ def test_kernel_sources_are_hashed() -> None:
     # so that no change to what is compiled leaves a stale module in use
     graph = import_graph(runtime=True)
     hashed = {
-        "onnxmem.core." + rel.removesuffix(".py").replace("/", ".") for rel in _native.SOURCES
+        "onnxmem." + os.path.normpath("core/" + rel).removesuffix(".py").replace("/", ".")
+        for rel in _native.SOURCES
     }
     for module in _native.KERNELS:
         assert module in hashed
@@ -298,3 +321,26 @@ def test_problem_arrays_fit_the_kernels() -> None:
     assert _native._fits(arrays, (_native.VEC,) * 4)
     assert not _native._fits(tuple(a[::2] for a in arrays), (_native.VEC,) * 4)
     assert not _native._fits(arrays[:3], (_native.VEC,) * 4)
+
+
+_ORDER = (
+    "import sys; from onnxmem.core._native import mode; "
+    "from onnxmem.planning.pipeline import PlanOptions, plan_model; "
+    "p = plan_model(sys.argv[1], PlanOptions(order='auto')).plan; "
+    "print(mode().split()[0], 'numba' in sys.modules, p.arena_size, hash(p.order))"
+)
+
+
+def test_order_search_uses_built_module(aot: object) -> None:
+    # the default plan of a random network runs the compiled order search: from the built
+    # module (numba never imported) with the same order as numba's kernel
+    model = str(ROOT / "models" / "zoo" / "randwire_ws.onnx")
+    out = {}
+    for kernels in ("auto", "jit"):
+        res = subprocess.run([sys.executable, "-c", _ORDER, model], capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(ROOT), ONNXMEM_KERNELS=kernels,
+                                      PYTHONHASHSEED="0"), cwd=ROOT)
+        assert res.returncode == 0, res.stderr
+        out[kernels] = res.stdout.split()
+    assert out["auto"][:2] == ["aot", "False"] and out["jit"][:2] == ["jit", "True"]
+    assert out["auto"][2:] == out["jit"][2:]

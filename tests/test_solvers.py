@@ -421,8 +421,9 @@ def test_best_greedy_stops_at_the_deadline_and_says_so() -> None:
     assert validate(problem, res.offsets.tolist()) == []
     full = best_greedy_offsets(problem, deadline=None)
     assert not full.cut_off and full.height == 11
+    # a budget too small for a lowest-first pass: the cheaper size-sorted best fit runs alone
     late = solve(problem, "best-greedy", SolveOptions(timeout=1e-9))
-    assert late.status is Status.TIMEOUT and late.height == 12
+    assert late.status is Status.TIMEOUT and late.height == 15
 
 
 @FAST
@@ -708,3 +709,28 @@ def test_auto_is_the_same_on_a_machine_a_hundred_times_slower(monkeypatch: pytes
         second = solve(problem, "auto", SolveOptions(timeout=0.2))
     assert (second.offsets, second.height, second.stats["nodes"]) == (first.offsets, first.height,
                                                                        first.stats["nodes"])
+
+
+def test_best_greedy_runs_the_cheaper_member_first_when_lowest_first_exceeds_the_budget() -> None:
+    """The first member always runs to its end: where lowest-first would take more work than the
+    budget, the size-sorted best fit (half its work per buffer) goes first and the budget holds."""
+    from onnxmem.core import workclock
+
+    rng = np.random.default_rng(3)
+    n = 600  # every buffer overlaps most others: lowest-first costs about 40 units a buffer
+    start = rng.integers(0, 50, n)
+    problem = Problem(tuple(Buffer(f"b{i}", int(start[i]), int(start[i]) + 200, int(rng.integers(1, 9)) * 64)
+                            for i in range(n)))
+    placer = Placer(problem)
+    lowest_units = n * placer.lowest_cost
+    with workclock.session():
+        roomy = best_greedy_offsets(problem, deadline=2 * lowest_units / workclock.UNITS_PER_SECOND,
+                                    placer=placer)
+    assert roomy.member.startswith("lowest-")
+    with workclock.session():
+        tight = best_greedy_offsets(problem, deadline=0.5 * lowest_units / workclock.UNITS_PER_SECOND,
+                                    placer=placer)
+        spent = workclock.now() * workclock.UNITS_PER_SECOND
+    assert tight.member == "size-bf"
+    assert spent < lowest_units  # the budget was not spent on one lowest-first pass
+    assert validate(problem, tight.offsets.tolist()) == []

@@ -82,15 +82,19 @@ def _graph_line(plan: MemoryPlan) -> list[str]:
 
     record = plan_optimization(plan.model)
     return [] if record.level == "none" else [f"graph        onnxruntime's, {one_line(record.describe())}"]
-def deployment_lines(plan: MemoryPlan, view: GraphView, device: str = "cpu") -> list[str]:
+def deployment_lines(plan: MemoryPlan, view: GraphView, device: str | None = "cpu") -> list[str]:
     """The deployment's total (weights + arena + inputs and outputs outside it + the provider's measured
     fixed cost, as ``onnxmem fit --runtime plan`` counts it) and the process's predicted peak (that
-    total over the resident size of a process with onnxruntime loaded)."""
+    total over the resident size of a process with onnxruntime loaded). ``device`` ``None``: the total
+    without the fixed cost, nothing measured (no onnxruntime process is started)."""
+    io = sum(view.tensors[v.name].size for v in plan.outside
+             if v.reason == "external-io" and not v.graph and v.name in view.tensors)
+    if device is None:
+        return [f"deployment   weights + arena + io = {fmt_bytes(plan.weights_size + plan.arena_size + io)}   "
+                "(--fixed-cost adds onnxruntime's measured fixed cost and the process's predicted peak)"]
     from onnxmem.core.errors import OnnxmemError
     from onnxmem.runtime import fixed_cost
 
-    io = sum(view.tensors[v.name].size for v in plan.outside
-             if v.reason == "external-io" and not v.graph and v.name in view.tensors)
     try:
         fixed = fixed_cost(device)
     except OnnxmemError as exc:  # the plan stands without it

@@ -69,16 +69,21 @@ if TYPE_CHECKING:
 @click.option("--budget-sweep", default=None, type=click.Path(dir_okay=False, path_type=str), metavar="PNG",
               help="Plan every recomputation algorithm at 0.9x .. 0.3x the unbudgeted arena; print the "
                    "frontier (arena against extra compute) and draw it to PNG.")
+@click.option("--fixed-cost", is_flag=True,
+              help="Measure onnxruntime's fixed cost on --device (a session in a child process) and print the "
+                   "deployment's total and the process's predicted peak; without it the summary counts "
+                   "weights + arena + io and plan starts no onnxruntime.")
 @pipeline_option
 @optimize_option("none")
 @device_option("With --optimize: the provider onnxruntime builds the graph for.")
-@time_limit_option(lambda kw: bool(kw.get("measure_shapes")) or kw.get("optimize") != "none")
+@time_limit_option(lambda kw: bool(kw.get("measure_shapes")) or kw.get("optimize") != "none"
+                   or _measures_fixed_cost(kw))
 def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solver: str, order: str,
          alignment: int, dims: tuple[str, ...], input_shapes: tuple[str, ...], measure_shapes: bool,
          io: str, timeout: float | None, inplace: str, fold: str, concurrency: str, branches: tuple[str, ...],
          inputs_path: str | None, as_json: bool, budget: str | None = None, rewrite_out: str | None = None,
          remat_algorithm: str = "auto", cost_model: str = "flops", budget_sweep: str | None = None,
-         pipeline: bool = False, optimize: str = "none", device: str = "cpu") -> None:
+         pipeline: bool = False, optimize: str = "none", device: str = "cpu", fixed_cost: bool = False) -> None:
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
@@ -141,7 +146,16 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     result = plan_model(model, opts, progress=progress(sys.stderr.isatty() and not as_json))
     add_weight_files(outs, result.model if optimize == "none" else _load(model), model)
     _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json,
-                     lines=() if as_json else deployment_lines(result.plan, result.view, device))
+                     lines=() if as_json else deployment_lines(result.plan, result.view, device if fixed_cost else None))
+
+
+def _measures_fixed_cost(kw: dict[str, object]) -> bool:
+    """Whether ``plan`` prints the deployment lines, whose fixed cost onnxruntime's child measures
+    (started at once, it loads onnxruntime while this process plans)."""
+    models = kw.get("models") or ()
+    return (bool(kw.get("fixed_cost")) and not kw.get("as_json") and len(models) == 1 and not kw.get("pipeline")  # type: ignore[arg-type]
+            and kw.get("budget") is None and kw.get("budget_sweep") is None
+            and not ranged(kw.get("dims") or ()))  # type: ignore[arg-type]
 
 
 def _refuse_for_optimized(flags: dict[str, bool]) -> None:

@@ -3,9 +3,12 @@
 The search kernels are written once, as numba functions (``@njit``) in their
 modules (:data:`KERNELS` lists them). They run in one of two forms:
 
-- *ahead of time*: :mod:`onnxmem.core._native_build` (``make install`` runs it)
-  compiles them with ``numba.pycc`` into one extension module,
-  ``onnxmem/core/_aot*.so``, which needs neither numba nor LLVM when it runs: a
+- *ahead of time*: :mod:`onnxmem.core._native_build` compiles them with
+  ``numba.pycc`` into one extension module: ``onnxmem/core/_aot_generic*.so``
+  for any processor of the architecture, shipped with the sources (so that an
+  install compiles nothing), or ``onnxmem/core/_aot*.so`` for this machine's
+  processor (``make kernels``), used first when present. It needs neither
+  numba nor LLVM when it runs: a
   process that uses it starts in tenths of a second less (numba's import and
   LLVM's start-up are skipped, and nothing is compiled or loaded from
   numba's cache);
@@ -45,18 +48,26 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "AOT_MODULE", "KERNELS", "SOURCES", "AheadOfTime", "ahead_of_time", "kernels", "is_ahead_of_time", "mode",
+    "AOT_MODULE", "GENERIC_MODULE", "KERNELS", "SOURCES", "AheadOfTime", "ahead_of_time", "kernels", "is_ahead_of_time", "mode",
     "machine_hash", "numba_signature", "source_hash",
 ]
 
-#: the extension module built by :mod:`onnxmem.core._native_build`
+#: the extension module built by :mod:`onnxmem.core._native_build` for this machine's processor
 AOT_MODULE = "onnxmem.core._aot"
+#: the one built for any processor of the architecture (``--target-cpu generic``), shipped with
+#: the sources, so that nothing is compiled at install or run time; used when the one above is
+#: absent or stale
+GENERIC_MODULE = "onnxmem.core._aot_generic"
 
 # argument types: int64 and bool scalars, C-contiguous writeable int64 /
 # int32 vectors and int64 matrices; a tuple of types is a tuple argument
+# (and bool vectors, uint64 matrices: the order search's bitsets)
 I8, B1, VEC, VEC32, MAT = "i8", "b1", "i8[]", "i4[]", "i8[,]"
-_ARRAYS = {VEC: (np.dtype(np.int64), 1), VEC32: (np.dtype(np.int32), 1), MAT: (np.dtype(np.int64), 2)}
-_NUMBA = {I8: "int64", B1: "boolean", VEC: "int64[::1]", VEC32: "int32[::1]", MAT: "int64[:, ::1]"}
+BVEC, BITS = "b1[]", "u8[,]"
+_ARRAYS = {VEC: (np.dtype(np.int64), 1), VEC32: (np.dtype(np.int32), 1), MAT: (np.dtype(np.int64), 2),
+           BVEC: (np.dtype(np.bool_), 1), BITS: (np.dtype(np.uint64), 2)}
+_NUMBA = {I8: "int64", B1: "boolean", VEC: "int64[::1]", VEC32: "int32[::1]", MAT: "int64[:, ::1]",
+          BVEC: "boolean[::1]", BITS: "uint64[:, ::1]"}
 
 _BUFS = (VEC, VEC, VEC, VEC)  # (start, end, size, align)
 _COVERS = (VEC, VEC, VEC, VEC32)  # cover_lists' answer
@@ -75,13 +86,20 @@ KERNELS: dict[str, tuple[str, dict[str, tuple[Any, tuple[Any, ...]]]]] = {
         "preorder": (VEC, (VEC, VEC, VEC, VEC, VEC, VEC, VEC)),
         "search": (I8, (VEC, VEC, VEC, (VEC,) * 9, (VEC,) * 6, (VEC,) * 7, VEC, MAT)),
     }),
+    # the order search (onnxmem.scheduling.exact.piece_arrays): CSR graph, bitsets, sizes, bounds, stops
+    "onnxmem.scheduling._search": ("order", {
+        "search": ((I8, I8, I8), (
+            VEC, VEC, VEC, BITS, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, BITS, VEC, BVEC, BITS,
+            VEC, VEC, VEC, VEC, I8, I8, I8, VEC, I8, I8, I8,
+        )),
+    }),
 }
 
-#: the files (relative to the package) the compiled kernels are built from:
+#: the files (relative to this package, ``onnxmem/core``) the compiled kernels are built from:
 #: the kernel modules, what they import, and the declarations above
 SOURCES = (
     "_cyclecounter.py", "_native.py", "solvers/_kernels.py", "solvers/_search.py",
-    "solvers/_searchdefs.py",
+    "solvers/_searchdefs.py", "../scheduling/_search.py", "../scheduling/_searchdefs.py",
 )
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -187,18 +205,23 @@ def mode() -> str:
 
 
 def _aot_problem() -> str | None:
-    """Why the extension module cannot be used (``None``: it can)."""
-    try:
-        module = importlib.import_module(AOT_MODULE)
-    except ImportError:
-        return "the ahead-of-time module is not built"
-    if Path(getattr(module, "__file__", "") or "").resolve().parent != _PACKAGE:
-        # found outside this package (an editable install's finder can reach another checkout)
-        return "the ahead-of-time module is not built"
-    reason = _mismatch(module)
-    if reason is None:
-        _LOADED[AOT_MODULE] = module
-    return reason
+    """Why no extension module can be used (``None``: one can): the one built here, else the
+    shipped generic one (the reason given: why a present one does not fit, else that none is built)."""
+    absent = "the ahead-of-time module is not built"
+    reasons = []
+    for name in (AOT_MODULE, GENERIC_MODULE):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if Path(getattr(module, "__file__", "") or "").resolve().parent != _PACKAGE:
+            continue  # found outside this package (an editable install's finder can reach another checkout)
+        reason = _mismatch(module)
+        if reason is None:
+            _LOADED[AOT_MODULE] = module
+            return None
+        reasons.append(reason)
+    return reasons[0] if reasons else absent
 
 
 def _mismatch(module: Any) -> str | None:

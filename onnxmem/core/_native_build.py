@@ -3,10 +3,14 @@
 Compiles every kernel :data:`onnxmem.core._native.KERNELS` declares, from its numba
 source, with ``numba.pycc`` into the extension module
 :data:`onnxmem.core._native.AOT_MODULE` next to the package's sources (``make
-install`` runs this), with the hash of the sources it was built from. The
+kernels`` runs this), with the hash of the sources it was built from. The
 module is compiled for this machine's processor (as numba's JIT compiles;
 it records :func:`onnxmem.core._native.machine_hash` and is used on no other
-processor; ``--target-cpu generic`` builds one for any), in a temporary folder, and moved into place in one step, so that a process
+processor). ``--target-cpu generic`` builds
+:data:`onnxmem.core._native.GENERIC_MODULE` instead, for any processor of the
+architecture: the module shipped with the sources (``make kernels-generic``;
+rebuild and commit it with every change of the kernel sources, a test checks
+it). Built in a temporary folder, and moved into place in one step, so that a process
 starting meanwhile sees either the old module or the new one. Needs numba,
 setuptools and a C compiler; without them the kernels stay just in time.
 """
@@ -58,7 +62,7 @@ def build(package: Path | None = None, *, target_cpu: str = "host") -> Path:
     _MACHINE_HASH = _native.machine_hash() if target_cpu == "host" else 0
     if _BUILD_HASH < 0:
         raise RuntimeError(f"cannot read the kernel sources under {package}")
-    name = _native.AOT_MODULE.rsplit(".", 1)[1]
+    name = (_native.AOT_MODULE if target_cpu == "host" else _native.GENERIC_MODULE).rsplit(".", 1)[1]
     with tempfile.TemporaryDirectory(prefix="onnxmem-aot-") as tmp:
         cc = pycc.CC(name)
         cc.output_dir = tmp

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -260,6 +259,8 @@ class OutputSet:
 
 
 def _write_temp(out: _Output, data: bytes) -> str:
+    import tempfile  # its import loads random: only where a command writes
+
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.target.name}.", suffix=".tmp", dir=out.target.parent)
     except OSError as exc:

@@ -1,8 +1,9 @@
 """The memory plan: a record, its JSON form and its schema.
 
 The JSON has a ``schema_version``, a stable key order, and a JSON Schema
-(``schema/plan.schema.json`` in the package) that every plan written or read
-is validated against. Lifetimes are half-open ``[start, end)`` in steps; step
+(``schema/plan.schema.json`` in the package) that every plan read is validated
+against; a plan written follows it by construction (the record's types, and
+:meth:`MemoryPlan.to_dict`; the tests validate the plans they write). Lifetimes are half-open ``[start, end)`` in steps; step
 ``k`` executes ``order[k]``.
 
 Version 2 plans every graph level (:mod:`onnxmem.planning.bodies`): each tensor names
@@ -20,11 +21,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 from onnxmem.core.errors import PlanError, show_name
 from onnxmem.core.fileio import MAX_PLAN_BYTES, read_input, write_bytes_atomic
+from onnxmem.plans.jsontext import dumps
 from onnxmem.plans.schema import check_schema as check_format
 from onnxmem.plans.schema import load_schema
 
@@ -189,8 +192,15 @@ class MemoryPlan:
         raise KeyError(path)
 
     def to_dict(self) -> dict[str, Any]:
+        return self._fields(stream=False)
+
+    def _fields(self, *, stream: bool) -> dict[str, Any]:
+        """The JSON object; with ``stream``, ``tensors`` is a generator of its records (for
+        :func:`render_plan`, which writes them one at a time instead of holding them all)."""
+        version = self.schema_version
+        tensors = (_tensor_record(t, version) for t in self.tensors)
         d = {
-            "schema_version": self.schema_version,
+            "schema_version": version,
             "model": self.model,
             "dims": self.dims,
             "input_shapes": self.input_shapes,
@@ -209,26 +219,43 @@ class MemoryPlan:
             "solver": self.solver,
             "plan_seconds": self.plan_seconds,
             "warnings": list(self.warnings),
-            "tensors": [
-                {k: (list(v) if k == "shape" else v) for k, v in asdict(t).items()
-                 if k != "group_offset" or v}
-                for t in self.tensors
-            ],
+            "tensors": tensors if stream else list(tensors),
         }
         if self.form == "shared-objects":
-            d["objects"] = [asdict(o) for o in self.objects]
-        if self.schema_version >= 2:
-            d["subgraphs"] = [{**asdict(s), "order": list(s.order), "op_types": list(s.op_types)}
+            d["objects"] = [_record(o) for o in self.objects]
+        if version >= 2:
+            d["subgraphs"] = [{**_record(s), "order": list(s.order), "op_types": list(s.op_types)}
                               for s in self.subgraphs]
-            d["outside"] = [asdict(o) for o in self.outside]
-        else:
-            d["tensors"] = [{k: v for k, v in t.items() if k != "graph"} for t in d["tensors"]]  # type: ignore[attr-defined]
+            d["outside"] = [_record(o) for o in self.outside]
         if self.extra:
             d["extra"] = self.extra
         return d
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1) + "\n"
+        """The plan's JSON text (what :func:`render_plan` writes)."""
+        return dumps(self._fields(stream=True)) + "\n"
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in fields(cls)) for cls in (PlannedTensor, OutsideValue, SubgraphPlan, SharedObject)
+}
+
+
+def _record(value: Any) -> dict[str, Any]:
+    """A record's fields in declaration order (``dataclasses.asdict`` without its deep copy)."""
+    names = _FIELDS[type(value)]
+    return dict(zip(names, attrgetter(*names)(value)))
+
+
+def _tensor_record(t: PlannedTensor, version: int) -> dict[str, Any]:
+    """A tensor's JSON object: ``group_offset`` only when non-zero, ``graph`` from version 2."""
+    d = _record(t)
+    d["shape"] = list(t.shape)
+    if not t.group_offset:
+        del d["group_offset"]
+    if version < 2:
+        del d["graph"]
+    return d
 
 
 def plan_schema() -> dict[str, Any]:
@@ -388,12 +415,15 @@ def read_plan_data(path: str | os.PathLike[str]) -> tuple[Any, str]:
 
 
 def render_plan(plan: MemoryPlan) -> bytes:
-    """The plan's JSON bytes, checked against the schema."""
-    data = plan.to_dict()
-    check_schema(data)
-    return (json.dumps(data, indent=1) + "\n").encode("utf-8")
+    """The plan's JSON bytes.
+
+    Not checked against the schema: the record's types and :meth:`MemoryPlan.to_dict`
+    make a plan that follows it (the tests check every plan they write), and a plan is
+    checked where it is read. On a 100,000-node graph the check took longer than planning.
+    """
+    return plan.to_json().encode("utf-8")
 
 
 def write_plan(plan: MemoryPlan, path: str | os.PathLike[str]) -> None:
-    """Write the plan as JSON, atomically, after checking it against the schema."""
+    """Write the plan as JSON, atomically."""
     write_bytes_atomic(path, render_plan(plan), "-o")

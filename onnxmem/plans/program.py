@@ -15,13 +15,13 @@ writes it (read back by its reader) whose ``extra.program`` says its place. ``mo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from onnxmem.core.errors import PlanError, show_name
-from onnxmem.plans.point import MAX_VALUE, MemoryPlan, check_schema, plan_from_dict
+from onnxmem.plans.jsontext import dumps
+from onnxmem.plans.point import MAX_VALUE, MemoryPlan, plan_from_dict
 from onnxmem.plans.schema import check_schema as check_format
 
 __all__ = ["MAX_MODELS", "MODES", "PROGRAM_SCHEMA_VERSION", "Program", "is_program_data", "program_from_dict",
@@ -72,11 +72,9 @@ def program_to_dict(program: Program) -> dict[str, Any]:
 
 
 def render_program(program: Program) -> bytes:
-    """The program plan's JSON bytes, each member plan checked against the plan schema."""
-    data = program_to_dict(program)
-    for k, member in enumerate(data["program"]["plans"]):
-        check_schema(member, f"plan {k} of the program")
-    return (json.dumps(data, indent=1) + "\n").encode("utf-8")
+    """The program plan's JSON bytes (its member plans follow the plan schema by construction;
+    the tests check it)."""
+    return (dumps(program_to_dict(program)) + "\n").encode("utf-8")
 
 
 def is_program_data(data: Any) -> bool:

@@ -36,7 +36,6 @@ import importlib
 import os
 import signal
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -348,6 +347,8 @@ def _die_with_parent() -> None:
 def _serve(conn: Any, label: Any, started: Any, limits: RunLimits) -> None:
     """The child's loop: limit its memory, then run each call it is sent until its pipe closes."""
     global _shared, _limits
+    import traceback
+
     _shared, _limits = (label, started), limits
     _die_with_parent()
     if limits.address_space:

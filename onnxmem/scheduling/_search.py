@@ -40,9 +40,7 @@ import numpy as np
 from numba import njit
 
 from onnxmem.core._cyclecounter import cycles
-
-PROVEN = 0
-TIMEOUT = 1
+from onnxmem.scheduling._searchdefs import PROVEN, TIMEOUT
 
 _ENTER = 0
 _NEXT = 1

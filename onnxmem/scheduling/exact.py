@@ -105,7 +105,10 @@ def _exact_compiled(
     piece: Piece, deadline: float | None, ub_order: list[int], ub: int, lb: int, max_states: int
 ) -> ExactResult:
     from onnxmem.core._compiled import warm_up
-    from onnxmem.scheduling._search import PROVEN, search
+    from onnxmem.core._native import kernels
+    from onnxmem.scheduling._searchdefs import PROVEN
+
+    search = kernels("onnxmem.scheduling._search").search
 
     a = piece_arrays(piece)
     head = (

@@ -1,0 +1,248 @@
+"""Speed where the user waits: each target against its measured figure (docs/speed.md).
+
+Every figure is one command run as a user runs it, in a process of its own (``python -m
+onnxmem ...``), timed from the interpreter's start to its exit; the CPU seconds and the peak
+resident memory are that process's and its children's (``os.wait4``):
+
+1. ``plan -o`` on a 100,000-node Relu chain and transformer (``bench_scale.build``): at most 10 s
+   and 400 MB;
+2. every zoo model (``models/zoo``, weights filled in by ``onnxmem.zoo.fixtures.materialize``):
+   ``plan MODEL -o`` against a process that creates an onnxruntime session for the same
+   model and runs it once (``ratio``: plan over onnxruntime; target at most 1);
+3. ``pack --help`` and ``pack`` on a three-buffer instance: under 0.2 s;
+4. ``plan``'s default solver against ``pack``'s (``--solver exact``, 30 s of work) on the
+   buffers of the plan of a random DAG (``bench_scale.build("random", N)``): the same gap.
+
+Runs are medians of ``--runs`` after one run that is not counted (it writes the modules'
+bytecode, as the first run after an install does; ``PYTHONDONTWRITEBYTECODE`` is dropped);
+wall seconds include waiting for a core on a shared machine, CPU seconds do not.
+
+    python bench/bench_speed.py                 # every target, and docs/speed.md
+    python bench/bench_speed.py --quick --no-doc
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "speed.md"
+sys.path.insert(0, str(ROOT / "bench"))
+
+_ORT_RUN = r"""
+import sys
+import numpy as np
+import onnxruntime as ort
+session = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+dims = {k: int(v) for k, v in (d.split("=") for d in sys.argv[2:])}
+types = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
+         "tensor(bool)": np.bool_, "tensor(float16)": np.float16}
+feeds = {i.name: np.zeros([d if isinstance(d, int) else dims.get(d, 1) for d in i.shape], types[i.type])
+         for i in session.get_inputs()}
+session.run(None, feeds)
+"""
+
+
+#: every command runs as after an install: modules compiled to bytecode once and kept
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
+    """Wall and CPU seconds and peak resident MiB of ``cmd`` (and its children), which must exit 0."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or ENV, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {err.strip()[-400:]}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024}
+
+
+def met(figures: dict[str, float], seconds: float, mib: float | None = None) -> str:
+    """Whether the target holds, on wall and on CPU seconds (a shared machine's wall time
+    includes waiting for a core; on an idle one it is about the CPU time of these
+    single-threaded commands)."""
+    fits = mib is None or figures["rss"] <= mib
+    return "; ".join(f"{kind} {'yes' if figures[kind] <= seconds and fits else 'no'}" for kind in ("wall", "cpu"))
+
+
+def median_of(runs: int, cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
+    timed(cmd, env)  # a first run writes the bytecode, as the first run after an install does
+    got = [timed(cmd, env) for _ in range(runs)]
+    return {k: statistics.median(g[k] for g in got) for k in got[0]}
+
+
+def onnxmem(*args: str) -> list[str]:
+    return [sys.executable, "-m", "onnxmem", *args]
+
+
+def large_case(tmp: Path, nodes: int) -> list[str]:
+    """``plan -o`` and ``plan`` on the Relu chain and the transformer of ``nodes`` nodes."""
+    import onnx
+    from bench_scale import build
+
+    rows = ["| command | nodes | wall s | CPU s | peak RSS MiB | target | met |", "|---|---:|---:|---:|---:|---|---|"]
+    for family in ("chain", "transformer"):
+        model = build(family, nodes)
+        model.ir_version = 10
+        path = tmp / f"{family}.onnx"
+        onnx.save(model, path)
+        count = len(model.graph.node)
+        del model
+        with_o = timed(onnxmem("plan", str(path), "-o", str(tmp / f"{family}.json")))
+        without = timed(onnxmem("plan", str(path)))
+        rows += [
+            f"| `plan {family}.onnx -o plan.json` | {count:,} | {with_o['wall']:.2f} | {with_o['cpu']:.2f} | "
+            f"{with_o['rss']:.0f} | 10 s, 400 MB | {met(with_o, 10, 400 * 1e6 / 2**20)} |",
+            f"| `plan {family}.onnx` | {count:,} | {without['wall']:.2f} | {without['cpu']:.2f} | "
+            f"{without['rss']:.0f} | | |",
+        ]
+    return rows
+
+
+def zoo_case(tmp: Path, runs: int, only: str | None) -> list[str]:
+    from onnxmem.zoo import load_zoo
+    from onnxmem.zoo.fixtures import materialize
+
+    lines = ["| model | plan -o wall s | plan -o CPU s | onnxruntime wall s | onnxruntime CPU s | "
+             "plan / onnxruntime (wall) | plan / onnxruntime (CPU) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    walls, cpus = [], []
+    for entry in load_zoo(ROOT / "models" / "zoo"):
+        if only and only not in entry.name:
+            continue
+        folder = tmp / entry.name
+        path = materialize(entry.path, folder)
+        dims = [f"{k}={v}" for k, v in entry.dims.items()]
+        plan_flags = [a for d in dims for a in ("--dim", d)]
+        p = median_of(runs, onnxmem("plan", str(path), "-o", str(tmp / "zoo.json"), *plan_flags))
+        o = median_of(runs, [sys.executable, "-c", _ORT_RUN, str(path), *dims])
+        walls.append(p["wall"] / o["wall"])
+        cpus.append(p["cpu"] / o["cpu"])
+        lines.append(f"| {entry.name} | {p['wall']:.2f} | {p['cpu']:.2f} | {o['wall']:.2f} | {o['cpu']:.2f} | "
+                     f"{walls[-1]:.2f} | {cpus[-1]:.2f} |")
+        if folder.exists():
+            for f in folder.iterdir():
+                f.unlink()
+            folder.rmdir()
+    if walls:
+        lines.append(f"| **at most 1 on** | **{sum(w <= 1 for w in walls)} of {len(walls)}** | | | | "
+                     f"max {max(walls):.2f} | max {max(cpus):.2f} |")
+    return lines
+
+
+def pack_case(tmp: Path, runs: int) -> list[str]:
+    small = tmp / "small.csv"
+    small.write_text("id,lower,upper,size\na,0,2,64\nb,1,3,128\nc,2,4,64\n")
+    rows = ["| command | wall s (median) | CPU s (median) | peak RSS MiB | target | met |", "|---|---:|---:|---:|---|---|"]
+    for label, cmd in (("pack --help", onnxmem("pack", "--help")),
+                       ("pack small.csv (3 buffers)", onnxmem("pack", str(small)))):
+        m = median_of(runs, cmd)
+        rows.append(f"| `{label}` | {m['wall']:.3f} | {m['cpu']:.3f} | {m['rss']:.0f} | 0.2 s | "
+                    f"{met(m, 0.2)} |")
+    return rows
+
+
+def solver_case(tmp: Path, nodes: int) -> list[str]:
+    import onnx
+    from bench_scale import build
+
+    from onnxmem.core.problem import Buffer, Problem, write_csv
+    from onnxmem.plans import read_plan
+
+    model = build("random", nodes)
+    model.ir_version = 10
+    path = tmp / "random.onnx"
+    onnx.save(model, path)
+    out = tmp / "random.json"
+    p = timed(onnxmem("plan", str(path), "-o", str(out)))
+    plan = read_plan(out)
+    groups: dict[str, Buffer] = {}
+    for t in plan.tensors:  # the arena's buffers: one per alias group of the main graph
+        if t.graph:
+            continue
+        b = groups.get(t.group)
+        groups[t.group] = Buffer(t.group, min(t.start, b.start) if b else t.start, max(t.end, b.end) if b else t.end,
+                                 max(t.size, b.size) if b else t.size, plan.alignment)
+    csv = tmp / "random.csv"
+    csv.write_text(write_csv(Problem(tuple(groups.values())), None, None))
+    rows = ["| command | buffers | arena B | over the bound | status | wall s | CPU s |", "|---|---:|---:|---:|---|---:|---:|"]
+    rows.append(f"| `plan random.onnx -o` (solver auto) | {len(groups):,} | {plan.arena_size:,} | "
+                f"+{plan.gap * 100:.3f}% | {plan.solver['status']} | {p['wall']:.2f} | {p['cpu']:.2f} |")
+    result = tmp / "offsets.csv"
+    k = timed(onnxmem("pack", str(csv), "-o", str(result)))
+    offsets = {}  # the arena from the offsets pack wrote
+    for line in result.read_text().splitlines()[1:]:
+        fields = line.split(",")
+        offsets[fields[0]] = int(fields[-1])
+    height = max(offsets[b.id] + b.size for b in groups.values())
+    rows.append(f"| `pack random.csv` (solver exact) | {len(groups):,} | {height:,} | "
+                f"+{(height / plan.lower_bound - 1) * 100:.3f}% | | {k['wall']:.2f} | {k['cpu']:.2f} |")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure of the zoo and pack (median)")
+    parser.add_argument("--nodes", type=int, default=100_000, help="nodes of the chain and the transformer")
+    parser.add_argument("--random", type=int, default=100_000, help="nodes of the random DAG")
+    parser.add_argument("--only", default=None, help="zoo models whose name contains this")
+    parser.add_argument("--quick", action="store_true", help="10k-node graphs, one run, three zoo models")
+    parser.add_argument("--no-doc", action="store_true", help="print the tables, leave docs/speed.md alone")
+    opts = parser.parse_args(argv)
+    if opts.quick:
+        opts.runs, opts.nodes, opts.random = 1, 10_000, 10_000
+    from bench_scale import machine
+
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    where = machine()
+    t0 = time.perf_counter()
+    sections: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="onnxmem-speed-") as tmp:
+        for name, fn in (("pack", lambda: pack_case(Path(tmp), opts.runs * 3)),
+                         ("large", lambda: large_case(Path(tmp), opts.nodes)),
+                         ("zoo", lambda: zoo_case(Path(tmp), opts.runs, opts.only or (
+                             "resnet50_batch" if opts.quick else None))),
+                         ("solver", lambda: solver_case(Path(tmp), opts.random))):
+            sections[name] = fn()
+            print("\n".join(sections[name]) + "\n", flush=True)
+    total = time.perf_counter() - t0
+    command = "python bench/bench_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if not opts.no_doc:
+        write_doc(sections, command.strip(), started, where, total)
+    return 0
+
+
+def write_doc(sections: dict[str, list[str]], command: str, started: str, where: str, total: float) -> None:
+    from _common import replace_section
+
+    text = "\n".join([
+        f"- command: `{command}` (whole run {total:.0f} s)",
+        f"- date: {started}",
+        f"- machine: {where}",
+        "",
+        "`plan -o` on 100,000-node graphs (target: 10 s and 400 MB, whole process):",
+        "", *sections["large"], "",
+        "`pack` start-up (target: under 0.2 s, whole process):",
+        "", *sections["pack"], "",
+        "`plan`'s default solver and `pack` on the same buffers (a random DAG):",
+        "", *sections["solver"], "",
+        "`plan -o` on every zoo model against onnxruntime creating a session for it and running it "
+        "once, each a whole process (target: plan at most onnxruntime):",
+        "", *sections["zoo"], "",
+    ])
+    replace_section(DOC, "<!-- bench-speed:begin -->", "<!-- bench-speed:end -->", text)
+    print(f"wrote {DOC}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

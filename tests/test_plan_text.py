@@ -1,0 +1,123 @@
+"""Plan files as written: the text ``json.dumps(indent=1)`` writes, byte for byte, and every
+kind of plan onnxmem writes follows its shipped JSON Schema (the writers no longer check it
+themselves; the readers still do)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+
+from onnxmem.cli.main import main
+from onnxmem.planning import PlanOptions, plan_model, plan_range
+from onnxmem.plans import range_to_dict, read_plan, render_plan, render_range_plan, write_plan
+from onnxmem.plans.jsontext import dumps
+from onnxmem.plans.point import check_schema
+from onnxmem.plans.schema import check_schema as check_format
+
+from .conftest import MODELS
+from .helpers import chain
+from .test_program import first, second
+
+LITERALS = [
+    {}, [], (), "", 0, -1, 10**30, 0.1, -0.0, 1e300, 1e-300, float("nan"), float("inf"), -float("inf"),
+    True, False, None,
+    {"a": [1, 2], "b": {}, "c": [[]], "d": [{}], "e": ({"f": (1,)},)},
+    {"é\u2028\"\\\n\t\x00": "\x7f\U0001f600 ü", "": ""},
+    {3: "int key", 2.5: "float key", True: "bool key", False: "false key", None: "null key"},
+    [np.float64(1.5), np.float32(2.0).item()],
+]
+
+
+@pytest.mark.parametrize("value", LITERALS, ids=range(len(LITERALS)))
+def test_dumps_writes_what_json_dumps_writes(value):
+    assert dumps(value) == json.dumps(value, indent=1)
+
+
+@pytest.mark.parametrize("value", [np.int64(3), np.array([1]), b"x", {1, 2}, object(), {(1, 2): 3}],
+                         ids=["np.int64", "ndarray", "bytes", "set", "object", "tuple key"])
+def test_dumps_refuses_what_json_dumps_refuses(value):
+    with pytest.raises(TypeError):
+        json.dumps(value, indent=1)
+    with pytest.raises(TypeError):
+        dumps({"x": [value]})
+
+
+def test_dumps_streams_a_generator_as_an_array():
+    assert dumps({"a": (i for i in range(3)), "b": (i for i in ())}) == json.dumps({"a": [0, 1, 2], "b": []},
+                                                                                   indent=1)
+
+
+def _written(plan, tmp_path, name="plan.json"):
+    """The plan's file as ``write_plan`` writes it, checked against the old writer's text and the schema."""
+    out = tmp_path / name
+    write_plan(plan, out)
+    text = out.read_text()
+    assert text == json.dumps(plan.to_dict(), indent=1) + "\n"
+    assert out.read_bytes() == render_plan(plan) == plan.to_json().encode()
+    check_schema(json.loads(text))
+    return out
+
+
+@pytest.mark.parametrize("model, opts", [
+    ("inception_block.onnx", {}),  # Concat inputs in their slice of the output: group_offset written
+    ("control_flow.onnx", {}),  # If and Loop bodies: subgraphs and outside
+    ("resnet_cnn.onnx", {"solver": "shared-greedy"}),  # the shared-objects form
+    ("transformer_block.onnx", {"dims": {"batch": 1, "seq": 8}, "io": "external"}),
+])
+def test_every_written_plan_follows_the_schema_and_reads_back(model, opts, tmp_path):
+    plan = plan_model(MODELS / model, PlanOptions(**opts)).plan
+    assert plan.tensors
+    out = _written(plan, tmp_path)
+    assert read_plan(out) == plan
+    if model == "inception_block.onnx":
+        assert any(t.group_offset for t in plan.tensors) and '"group_offset"' in out.read_text()
+    if model == "control_flow.onnx":
+        assert plan.subgraphs and any(t.graph for t in plan.tensors)
+
+
+def test_a_version_1_plan_is_written_without_graph_fields(tmp_path):
+    plan = replace(plan_model(MODELS / "resnet_cnn.onnx", PlanOptions()).plan, schema_version=1)
+    text = _written(plan, tmp_path).read_text()
+    assert '"graph"' not in text and '"subgraphs"' not in text and '"outside"' not in text
+
+
+def test_hostile_names_are_written_escaped_and_read_back(tmp_path):
+    model = chain(2)
+    for node in model.graph.node:
+        node.name = f"{node.name}\u202e\"\n\x1b[31m<script>"
+    model.graph.node[0].output[0] = model.graph.node[1].input[0] = "r\u00e9\x00\\"
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    plan = plan_model(path, PlanOptions()).plan
+    out = _written(plan, tmp_path)
+    assert out.read_bytes().isascii()
+    assert read_plan(out) == plan
+
+
+def test_range_and_program_plans_follow_their_schemas(tmp_path):
+    path = tmp_path / "chain.onnx"
+    model = chain(3)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "b"
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "b"
+    onnx.save(model, path)
+    loaded = onnx.load(path)
+    rp = plan_range(loaded, str(path), {"b": (1, 4)}, PlanOptions())
+    text = render_range_plan(rp).decode()
+    assert text == json.dumps(range_to_dict(rp), indent=1) + "\n"
+    check_format(json.loads(text), "range", "range plan")
+    a, b = tmp_path / "first.onnx", tmp_path / "second.onnx"
+    onnx.save(first(), a)
+    onnx.save(second(), b)
+    out = tmp_path / "program.json"
+    r = CliRunner().invoke(main, ["plan", str(a), str(b), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    check_format(data, "program", "program plan")
+    for k, member in enumerate(data["program"]["plans"]):
+        check_schema(member, f"plan {k}")
+    assert read_plan(out, "program") is not None
