@@ -329,7 +329,7 @@ def test_unbound_input_dim_cannot_be_measured(chain: Path) -> None:
 
 
 def test_compare_prints_plans_deployment_total_and_the_measured_session(chain: Path) -> None:
-    plan = run("plan", str(chain), "--dim", "batch=64")
+    plan = run("plan", str(chain), "--dim", "batch=64", "--fixed-cost")
     compare = run("compare", str(chain), "--dim", "batch=64")
     assert plan.exit_code == 0 and compare.exit_code == 0, compare.output
     same = [line for line in plan.output.splitlines() if line.startswith("deployment   total")]
