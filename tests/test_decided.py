@@ -158,8 +158,9 @@ def test_an_if_in_a_loop_body_on_an_outer_value_is_decided_and_one_on_the_iterat
     assert ("loop/body/by_rate/else_branch", "r_else", "excluded-branch") in {
         (o.graph, o.name, o.reason) for o in plan.outside}
     # body at by_parity's step: the carried s_in, r and s_out (2,048 B each) and i, cond_in and
-    # even (64 B each, aligned): 6,336 B; main graph at the Loop: x, y (2,048 B each), is_16k (64 B)
-    assert plan.arena_size == plan.lower_bound == 2048 + 2048 + 64 + 6336
+    # even (64 B each, aligned): 6,336 B; main graph at the Loop: x (2,048 B), is_16k (64 B) and
+    # the body's region, which holds the Loop's final output y where the body writes s_out
+    assert plan.arena_size == plan.lower_bound == 2048 + 64 + 6336
     report = verify_plan(planned.model, plan, model_path=path, options=VerifyOptions())
     assert report.ok and report.execution is not None, report.first
     x = np.ones((8, 64), dtype=np.float32)
