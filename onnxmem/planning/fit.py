@@ -466,7 +466,7 @@ def _sizes(built: Optimized, box: Mapping[str, tuple[int, int]], opts: PlanOptio
     from onnxmem.planning.pipeline import optimized_record
 
     try:
-        plan = plan_range(built.model, built.path, box, opts)
+        plan = plan_range(built.model, built.path, box, replace(opts, nchwc_block=built.record.nchwc_block))
     except ShapeError as exc:
         if opts.optimize == "none":
             raise
