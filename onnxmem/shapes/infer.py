@@ -46,7 +46,7 @@ __all__ = ["SYMBOLIC_ROUNDS", "infer_shapes", "infer_symbolic_shapes", "top_leve
 
 _FRESH = re.compile(r"\bonnxmem_expr_\d+\b")
 #: most rounds of the contrib rules and the engines again in :func:`infer_symbolic_shapes`
-SYMBOLIC_ROUNDS = 8
+SYMBOLIC_ROUNDS = 64
 
 
 def infer_shapes(
