@@ -302,8 +302,9 @@ def infer_symbolic_shapes(
         if len(found) == before or len(found) >= len(wanted):
             break
         past, names = _past_foreign(work, found)
-        run_engines(past, lambda info: absorb(_restored(info, names)), lambda: len(found) < len(wanted),
-                    lambda d: resolve_dim(d, bound), symbolic_only=value_sized(model))
+        run_engines(past, lambda info, fresh=names: absorb(_restored(info, fresh)),  # type: ignore[misc]
+                    lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound),
+                    symbolic_only=value_sized(model))
     for init in model.graph.initializer:
         found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     return found, original
@@ -329,8 +330,8 @@ def _past_foreign(work: onnx.ModelProto, found: Mapping[str, tuple[int, tuple[Di
         for o in node.output:
             if o and o not in declared:
                 et, shape = found[o]
-                dims = [d if isinstance(d, int) or d.isidentifier() else by_text.setdefault(d, f"onnxmem_expr_{len(by_text)}")
-                        for d in shape]
+                dims = [d if d is None or isinstance(d, int) or d.isidentifier()
+                        else by_text.setdefault(d, f"onnxmem_expr_{len(by_text)}") for d in shape]
                 g.input.append(onnx.helper.make_tensor_value_info(o, et, dims))
                 declared.add(o)
     del g.node[:]

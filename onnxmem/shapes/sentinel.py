@@ -67,7 +67,7 @@ def _read_back(a: TypeShape | None, b: TypeShape | None, texts: list[str],
             dims.append(by_a[x])
         else:
             return None
-    return a[0], tuple(dims)  # type: ignore[return-value]
+    return a[0], tuple(dims)  # type: ignore[arg-type]
 
 
 def symbolic_rule(rule: Rule) -> Rule:
