@@ -289,22 +289,23 @@ def infer_symbolic_shapes(
 
     # sized from a value (GroupQueryAttention's present): only onnxruntime's symbolic inference,
     # with onnxmem's handler for the op, reads it; no declared shape is taken for it
+    by_value = value_sized(model)
     run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound),
-                symbolic_only=value_sized(model))
+                symbolic_only=by_value)
     for _ in range(SYMBOLIC_ROUNDS):
         if len(found) >= len(wanted):
             break
         before = len(found)
         known: dict[str, Any] = dict(found)
-        complete_contrib(model, known, {}, [n for n in wanted if n not in found], nchwc_block=nchwc_block,
-                         symbolic=True)
+        complete_contrib(model, known, {}, [n for n in wanted if n not in found and n not in by_value],
+                         nchwc_block=nchwc_block, symbolic=True)
         absorb(known)
         if len(found) == before or len(found) >= len(wanted):
             break
         past, names = _past_foreign(work, found)
         run_engines(past, lambda info, fresh=names: absorb(_restored(info, fresh)),  # type: ignore[misc]
                     lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound),
-                    symbolic_only=value_sized(model))
+                    symbolic_only=by_value)
     for init in model.graph.initializer:
         found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     return found, original
