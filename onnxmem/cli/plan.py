@@ -320,7 +320,8 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
     onnx_model = load_model(model)
     add_weight_files(outs, onnx_model, model)
     with optimized_model(model, optimize, device, model=onnx_model) as built:
-        result = plan_range(built.model, built.path, box, opts, steps=steps)
+        result = plan_range(built.model, built.path, box, replace(opts, nchwc_block=built.record.nchwc_block),
+                            steps=steps)
     result = replace(result, model=optimized_record(result.model, built))
     if output:
         outs.put(output, render_range_plan(result))

@@ -25,8 +25,8 @@ default onnxruntime CPU session holds at its peak (:mod:`onnxmem.planning.proces
 How the largest value is found (:func:`fit_model`):
 
 1. plan the range once (:func:`onnxmem.planning.ranges.plan_range`) over the box; where the
-   range plan of the level's graph cannot be made (onnxruntime's NCHWc reorders and fused
-   ops have sizes that are not polynomials in the dims), plan the graph at each value the
+   range plan of the level's graph cannot be made (a size no engine gives as a polynomial in
+   the dims), plan the graph at each value the
    search asks for (:func:`point_sizes`), its total taken as never falling as the dim grows;
 2. along the searched dim, the other dims held at their value, take the range plan's pieces
    in turn from the highest; a piece whose arena terms, slots and input and output sizes
@@ -461,12 +461,11 @@ def calibrate(search: _Search, dim: str, model: onnx.ModelProto, path: str | os.
 def _sizes(built: Optimized, box: Mapping[str, tuple[int, int]], opts: PlanOptions,
            io: Mapping[str, Poly]) -> Sizes:
     """The range plan of ``built``'s graph over ``box``; where it cannot be made at a level other than
-    ``none`` (onnxruntime's reorders and fused ops give sizes that are not polynomials in the
-    dims), point plans of the same graph."""
+    ``none`` (a size no engine gives as a polynomial in the dims), point plans of the same graph."""
     from onnxmem.planning.pipeline import optimized_record
 
     try:
-        plan = plan_range(built.model, built.path, box, opts)
+        plan = plan_range(built.model, built.path, box, replace(opts, nchwc_block=built.record.nchwc_block))
     except ShapeError as exc:
         if opts.optimize == "none":
             raise

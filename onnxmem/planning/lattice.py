@@ -163,12 +163,12 @@ def _families(found: Mapping[str, tuple[int, tuple[Any, ...]]], ranged: Mapping[
 
 
 def _mismatch(model: onnx.ModelProto, family: Family, point: Mapping[str, int],
-              dims: Mapping[str, int]) -> str | None:
+              dims: Mapping[str, int], nchwc_block: int | None) -> str | None:
     """Why the family's formulas are not the model's shapes at ``point`` (its variables), or ``None``."""
     at = family.dims_at(point)
     where = ", ".join(f"{k}={v}" for k, v in sorted(at.items()))
     try:
-        concrete = infer_shapes(model, dims={**dims, **at})
+        concrete = infer_shapes(model, dims={**dims, **at}, nchwc_block=nchwc_block)
     except ShapeError as exc:
         return f"at {where} shape inference fails ({str(exc).split(': their')[0][:160]})"
     for name, sh in family.sym.shapes.items():
@@ -181,7 +181,8 @@ def _mismatch(model: onnx.ModelProto, family: Family, point: Mapping[str, int],
 
 
 def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tuple[int, int]],
-           lattice: Mapping[str, int], user: Mapping[str, int], dims: Mapping[str, int]) -> None:
+           lattice: Mapping[str, int], user: Mapping[str, int], dims: Mapping[str, int],
+           nchwc_block: int | None) -> None:
     """Every family's low corner, and each residue of each dim at the others' high corner, against
     concrete inference (see the module docstring)."""
     if not lattice:
@@ -196,7 +197,7 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
                 chosen[i] = families[i]
     bad = []
     for fam in chosen.values():
-        why = _mismatch(model, fam, {k: lo for k, (lo, _) in fam.box.items()}, dims)
+        why = _mismatch(model, fam, {k: lo for k, (lo, _) in fam.box.items()}, dims, nchwc_block)
         if why is not None:
             bad.append((fam, why))
     if not bad:
@@ -213,10 +214,11 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
 
 
 def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]], steps: Mapping[str, int],
-                      dims: Mapping[str, int]) -> tuple[dict[str, int], list[Family]]:
+                      dims: Mapping[str, int], nchwc_block: int | None = None) -> tuple[dict[str, int], list[Family]]:
     """The lattice (dim -> step above 1) and one :class:`Family` per residue class of ``box``.
 
-    ``steps``: the dims' ``--dim`` steps (a dim holds ``lo + step*k`` only). ``ShapeError`` names
+    ``steps``: the dims' ``--dim`` steps (a dim holds ``lo + step*k`` only); ``nchwc_block``: the
+    NCHWc block size of the session that built the graph (``--optimize all``). ``ShapeError`` names
     the tensors whose sizes are no polynomials on any lattice, and the sizes where the model
     does not hold.
     """
@@ -228,7 +230,7 @@ def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]]
         values = _substitution(ranged, coarse, {})
         return all(_read(d, values) is not None for d in shape)
 
-    found, original = infer_symbolic_shapes(model, list(box), dims=dims, accept=accept)
+    found, original = infer_symbolic_shapes(model, list(box), dims=dims, accept=accept, nchwc_block=nchwc_block)
     ranged = {safe: name for safe, name in original.items() if name in box}
     missing = [n for n in top_level_values(model) if n not in found]
     if missing:
@@ -243,5 +245,5 @@ def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]]
     if not _reads(found, _substitution(ranged, lattice, {})):
         raise _not_polynomial(sorted(found)[:1])
     families = _families(found, ranged, box, steps, lattice)
-    _check(model, families, box, lattice, steps, dims)
+    _check(model, families, box, lattice, steps, dims, nchwc_block)
     return lattice, families

@@ -407,7 +407,7 @@ def plan_range(
             raise ShapeError(f"--dim {show_name(k)}: a step needs a range of the dim and at most 2^31")
     full = {k: (int(lo), int(lo) + user.get(k, 1) * ((int(hi) - int(lo)) // user.get(k, 1)))
             for k, (lo, hi) in sorted(box.items())}
-    lattice, families = symbolic_families(model, full, user, opts.dims)
+    lattice, families = symbolic_families(model, full, user, opts.dims, opts.nchwc_block)
     pieces: list[RangePiece] = []
     shared_order: list[int] | None = None
     for fam in families:

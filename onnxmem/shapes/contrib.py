@@ -32,6 +32,7 @@ from onnx import TensorProto, helper
 
 from onnxmem.shapes.contrib_attention import ATTENTION_RULES, int_attribute, ints_attribute
 from onnxmem.shapes.mlops import ML_RULES
+from onnxmem.shapes.sentinel import symbolic_rule
 from onnxmem.shapes.training import (
     TRAINING_RULES,
     Known,
@@ -365,11 +366,15 @@ def unshaped_reason(domain: str, op_type: str) -> str:
 
 def complete_contrib(model: onnx.ModelProto, known: Known, sources: MutableMapping[str, str],
                      wanted: Sequence[str], values: Mapping[str, np.ndarray] | None = None, *,
-                     nchwc_block: int | None = None) -> int:
+                     nchwc_block: int | None = None, symbolic: bool = False) -> int:
     """Give the values still missing from ``known`` a dtype and shape by :data:`CONTRIB_RULES`
     and :data:`onnxmem.shapes.mlops.ML_RULES` (and the training rules, for graphs with both);
     ``values`` are values already computed (GroupQueryAttention's ``total_sequence_length``);
-    returns how many were added."""
+    ``symbolic``: ``known`` holds dims as texts too (range plans), each rule run through
+    :func:`onnxmem.shapes.sentinel.symbolic_rule`; returns how many were added."""
     rules = {**TRAINING_RULES, **CONTRIB_RULES, **ML_RULES,
              (_NCHWC, "ReorderInput"): _reorder_input(_reorder_input_channels(model), nchwc_block)}
-    return complete_shapes(model, known, sources, wanted, rules=rules, source="contrib-rule", values=values)
+    if symbolic:
+        rules = {k: symbolic_rule(r) for k, r in rules.items()}
+    return complete_shapes(model, known, sources, wanted, rules=rules, source="contrib-rule", values=values,
+                           symbolic=symbolic)

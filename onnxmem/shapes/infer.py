@@ -10,7 +10,8 @@ same engines with some dims left symbolic (range plans).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+import re
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -28,7 +29,7 @@ from onnxmem.model import (
     resolve_dim,
     set_shape,
 )
-from onnxmem.shapes.contrib import unshaped_reason
+from onnxmem.shapes.contrib import complete_contrib, unshaped_reason
 from onnxmem.shapes.contrib_attention import value_sized
 from onnxmem.shapes.engines import (
     run_engines,
@@ -41,7 +42,11 @@ from onnxmem.shapes.info import ShapeInfo
 from onnxmem.shapes.steps import STEPS, Inference, TypedShape
 from onnxmem.shapes.subgraphs import body_shapes, defined_count, standalone_bodies, with_shapes
 
-__all__ = ["infer_shapes", "infer_symbolic_shapes", "top_level_values"]
+__all__ = ["SYMBOLIC_ROUNDS", "infer_shapes", "infer_symbolic_shapes", "top_level_values"]
+
+_FRESH = re.compile(r"\bonnxmem_expr_\d+\b")
+#: most rounds of the contrib rules and the engines again in :func:`infer_symbolic_shapes`
+SYMBOLIC_ROUNDS = 64
 
 
 def infer_shapes(
@@ -237,6 +242,7 @@ def infer_symbolic_shapes(
     *,
     dims: Mapping[str, int] | None = None,
     accept: Callable[[tuple[Dim, ...], Mapping[str, str]], bool] | None = None,
+    nchwc_block: int | None = None,
 ) -> tuple[dict[str, tuple[int, tuple[Dim, ...]]], dict[str, str]]:
     """Every top-level value's dtype and shape with the ``ranged`` dims left symbolic.
 
@@ -248,6 +254,12 @@ def infer_symbolic_shapes(
     the first shape ``accept(dims, safe_to_original)`` takes (default: every
     shape without an unknown dim); values no engine shapes acceptably are left
     out, for the caller to name.
+
+    onnxruntime's fused and blocked-layout ops (the graph ``--optimize`` plans) are sized by the
+    contrib rules on the symbolic shapes (:func:`onnxmem.shapes.sentinel.symbolic_rule`), with
+    onnx's per-node inference between them; what that sweep leaves (shape arithmetic past them)
+    goes to the engines again, which see the new shapes as value_info; up to
+    :data:`SYMBOLIC_ROUNDS` rounds. ``nchwc_block``: as for :func:`infer_shapes`.
     """
     fixed = dict(dims or {})
     work = strip_for_inference(model)
@@ -277,11 +289,70 @@ def infer_symbolic_shapes(
 
     # sized from a value (GroupQueryAttention's present): only onnxruntime's symbolic inference,
     # with onnxmem's handler for the op, reads it; no declared shape is taken for it
+    by_value = value_sized(model)
     run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound),
-                symbolic_only=value_sized(model))
+                symbolic_only=by_value)
+    for _ in range(SYMBOLIC_ROUNDS):
+        if len(found) >= len(wanted):
+            break
+        before = len(found)
+        known: dict[str, Any] = dict(found)
+        complete_contrib(model, known, {}, [n for n in wanted if n not in found and n not in by_value],
+                         nchwc_block=nchwc_block, symbolic=True)
+        absorb(known)
+        if len(found) == before or len(found) >= len(wanted):
+            break
+        past, names = _past_foreign(work, found)
+        run_engines(past, lambda info, fresh=names: absorb(_restored(info, fresh)),  # type: ignore[misc]
+                    lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound),
+                    symbolic_only=by_value)
     for init in model.graph.initializer:
         found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     return found, original
+
+
+def _past_foreign(work: onnx.ModelProto, found: Mapping[str, tuple[int, tuple[Dim, ...]]]
+                  ) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """A copy of ``work`` without its nodes of domains other than ONNX's whose outputs ``found``
+    all sizes: those outputs become graph inputs of their shapes, so the engines infer what
+    follows them as a graph of ONNX ops. A dim that is an expression gets a fresh name there
+    (returned, name -> expression), so that no engine reads an expression as one symbol."""
+    m = onnx.ModelProto()
+    m.CopyFrom(work)
+    g = m.graph
+    names: dict[str, str] = {}
+    by_text: dict[str, str] = {}
+    declared = {vi.name for vi in g.input}
+    keep = []
+    for node in g.node:
+        if node.domain in ("", "ai.onnx") or not all(not o or o in found for o in node.output):
+            keep.append(node)
+            continue
+        for o in node.output:
+            if o and o not in declared:
+                et, shape = found[o]
+                dims = [d if d is None or isinstance(d, int) or d.isidentifier()
+                        else by_text.setdefault(d, f"onnxmem_expr_{len(by_text)}") for d in shape]
+                g.input.append(onnx.helper.make_tensor_value_info(o, et, dims))
+                declared.add(o)
+    del g.node[:]
+    g.node.extend(keep)
+    names.update({v: k for k, v in by_text.items()})
+    return m, names
+
+
+def _restored(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]], names: Mapping[str, str]
+              ) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+    """``info`` with the fresh names of :func:`_past_foreign` replaced by their expressions."""
+    if not names:
+        return dict(info)
+
+    def text(d: Dim) -> Dim:
+        if not isinstance(d, str) or "onnxmem_expr_" not in d:
+            return d
+        return _FRESH.sub(lambda hit: f"({names[hit.group(0)]})" if hit.group(0) in names else hit.group(0), d)
+
+    return {k: (et, None if sh is None else tuple(text(d) for d in sh)) for k, (et, sh) in info.items()}
 
 
 def top_level_values(model: onnx.ModelProto) -> list[str]:

@@ -345,7 +345,7 @@ def _constant_values(model: onnx.ModelProto) -> dict[str, np.ndarray]:
 def _shape_value(node: onnx.NodeProto, ins: list[TypeShape | None]) -> np.ndarray | None:
     """The value of ``Shape(x)`` (with its start/end) for a known ``x``."""
     x = input_at(ins, 0)
-    if x is None:
+    if x is None or not all(isinstance(d, int) for d in x[1]):  # a named dim: no value
         return None
     dims = x[1]
     start = int(attribute(node, "start", 0))  # type: ignore[call-overload]
@@ -360,7 +360,8 @@ def _concat_lengths(node: onnx.NodeProto, ins: list[TypeShape | None]) -> np.nda
     rank = len(ins[0][1])  # type: ignore[index]
     axis = int(attribute(node, "axis", 0))  # type: ignore[call-overload]
     axis = axis + rank if axis < 0 else axis
-    if not 0 <= axis < rank or any(len(t[1]) != rank for t in ins):  # type: ignore[index]
+    if not 0 <= axis < rank or any(len(t[1]) != rank or not isinstance(t[1][axis], int)  # type: ignore[index]
+                                   for t in ins):
         return None
     return np.array([t[1][axis] for t in ins], dtype=np.int64)  # type: ignore[index]
 
@@ -369,20 +370,26 @@ def _type_proto(elem_type: int, shape: tuple[int, ...]) -> onnx.TypeProto:
     return helper.make_tensor_type_proto(elem_type, list(shape))
 
 
-def _read(tp: onnx.TypeProto) -> TypeShape | None:
+def _read(tp: onnx.TypeProto, symbolic: bool = False) -> TypeShape | None:
+    """A type's dtype and dims; a named dim (``dim_param``) is kept as its text when ``symbolic``,
+    else the shape is unknown."""
     if not tp.HasField("tensor_type") or not tp.tensor_type.elem_type or not tp.tensor_type.HasField("shape"):
         return None
-    dims = []
+    dims: list[int | str] = []
     for d in tp.tensor_type.shape.dim:
+        if symbolic and not d.HasField("dim_value") and d.dim_param:
+            dims.append(d.dim_param)
+            continue
         if not d.HasField("dim_value") or d.dim_value < 0:
             return None
         dims.append(int(d.dim_value))
-    return int(tp.tensor_type.elem_type), tuple(dims)
+    return int(tp.tensor_type.elem_type), tuple(dims)  # type: ignore[arg-type]
 
 
 def infer_onnx(node: onnx.NodeProto, ins: list[TypeShape | None], values: list[np.ndarray | None],
-                opsets: Sequence[onnx.OperatorSetIdProto]) -> list[TypeShape | None]:
-    """onnx's inference of one node of a domain it knows, from known input types and values."""
+                opsets: Sequence[onnx.OperatorSetIdProto], symbolic: bool = False) -> list[TypeShape | None]:
+    """onnx's inference of one node of a domain it knows, from known input types and values
+    (``symbolic``: dims may be texts, passed to onnx as named dims and read back as it writes them)."""
     domain = _domain(node)
     version = next((o.version for o in opsets if (o.domain or "") == domain
                     or (domain == "" and o.domain == "ai.onnx")), None)
@@ -398,12 +405,13 @@ def infer_onnx(node: onnx.NodeProto, ins: list[TypeShape | None], values: list[n
         found = onnx.shape_inference.infer_node_outputs(schema, node, types, data, opset_imports=list(opsets))
     except Exception:  # noqa: BLE001 - inference fails on this node: its outputs stay unknown
         return [None] * len(node.output)
-    return [_read(found[o]) if o in found else None for o in node.output]
+    return [_read(found[o], symbolic) if o in found else None for o in node.output]
 
 
 def complete_shapes(model: onnx.ModelProto, known: Known, sources: MutableMapping[str, str] | None = None,
                     wanted: Sequence[str] | None = None, rules: Mapping[tuple[str, str], Rule] | None = None,
-                    source: str = "training-rule", values: Mapping[str, np.ndarray] | None = None) -> int:
+                    source: str = "training-rule", values: Mapping[str, np.ndarray] | None = None,
+                    symbolic: bool = False) -> int:
     """Give the top-level values still missing from ``known`` a dtype and shape (module doc).
 
     ``known`` maps a value to ``(elem_type, shape)``; initializers are read from the model.
@@ -411,6 +419,8 @@ def complete_shapes(model: onnx.ModelProto, known: Known, sources: MutableMappin
     ``wanted`` (default: every node output) are added. ``rules`` replaces
     :data:`TRAINING_RULES` (:mod:`onnxmem.shapes.contrib` passes its own). ``values`` adds
     values computed elsewhere (the ``evaluated`` step's) to the constants the rules read.
+    ``symbolic``: shapes may hold dims as texts (range plans, :mod:`onnxmem.shapes.sentinel`);
+    the ONNX ops keep the named dims onnx's inference writes, and the rules must take texts.
     Returns how many were added.
     """
     g = model.graph
@@ -432,7 +442,7 @@ def complete_shapes(model: onnx.ModelProto, known: Known, sources: MutableMappin
         ins = [types.get(n) if n else None for n in node.input]
         if any(o and o not in types for o in outs):
             _complete_node(node, ins, [consts.get(n) if n else None for n in node.input], types, pool_input,
-                           opsets, by_name, TRAINING_RULES if rules is None else rules)
+                           opsets, by_name, TRAINING_RULES if rules is None else rules, symbolic)
             for o in outs:
                 if o in keep and o in types and o not in known:
                     known[o] = types[o]
@@ -446,11 +456,11 @@ def complete_shapes(model: onnx.ModelProto, known: Known, sources: MutableMappin
 def _complete_node(node: onnx.NodeProto, ins: list[TypeShape | None], vals: list[np.ndarray | None],
                    types: dict[str, TypeShape], pool_input: dict[str, str],
                    opsets: Sequence[onnx.OperatorSetIdProto], by_name: bool,
-                   rules: Mapping[tuple[str, str], Rule]) -> None:
+                   rules: Mapping[tuple[str, str], Rule], symbolic: bool = False) -> None:
     """Steps 2 to 4 of the module doc for one node: its outputs' types go into ``types``."""
     rule = rules.get((_domain(node), node.op_type))
     if rule is None:
-        found = infer_onnx(node, ins, vals, opsets)
+        found = infer_onnx(node, ins, vals, opsets, symbolic)
     elif node.op_type == "MaxPoolGrad" and len(node.input) > 1:
         found = [types.get(pool_input.get(node.input[1], ""))]
     else:
