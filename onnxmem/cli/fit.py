@@ -53,7 +53,9 @@ NO_FIT_EXIT = 2
 @time_limit_option(lambda kw: True)
 def fit(model: str, memory: str, device: str, cache_path: str | None, runtime: str, patterns: str, as_json: bool,
         plot_path: str | None, optimize: str, **planning: object) -> None:
-    """The largest value of a ranged --dim (e.g. --dim batch=1:1024) at which MODEL fits in --memory.
+    """Find the largest batch, sequence or cache length at which MODEL fits in --memory.
+
+    The largest value of a ranged --dim (e.g. --dim batch=1:1024) at which the deployment fits.
 
     The total is what a default onnxruntime CPU session of MODEL holds at its peak: the session
     once made (measured), the arena of the graph it runs (--optimize all) times onnxruntime's
