@@ -695,7 +695,7 @@ def _random_intervals(n: int, seed: int) -> Problem:
                          for i in range(n)))
 
 
-@pytest.mark.parametrize("n", [300, 2000])
+@pytest.mark.parametrize("n", [300, pytest.param(2000, marks=pytest.mark.slow)])
 def test_auto_is_the_same_on_a_machine_a_hundred_times_slower(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     """The budget counts work, not seconds: a search its budget cuts off gives the same plan
     when the clock runs 100x fast and a thread hogs the CPU."""
