@@ -9,6 +9,7 @@ onnxruntime, and the command line starts without it).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
@@ -225,13 +226,28 @@ def _dim(value: Any) -> int | str:
     return int(value) if isinstance(value, int) or getattr(value, "is_Integer", False) else str(value)
 
 
+def _sympy_value(value: Any) -> Any:
+    """``value`` as a sympy expression without parsing text: an int becomes an Integer, a sympy
+    expression stays; anything else (a string from a file) is refused, never given to sympify,
+    which evaluates strings."""
+    import sympy
+
+    if isinstance(value, bool):
+        raise TypeError("a dim is not a bool")
+    if isinstance(value, numbers.Integral):  # int, numpy's integers
+        return sympy.Integer(int(value))
+    if isinstance(value, sympy.Basic):
+        return value
+    raise TypeError(f"not a sympy dim: {type(value).__name__}")
+
+
 def _larger(a: Any, b: Any) -> Any:
     """``a`` or ``b`` (sympy expressions or ints): the one that is at least the other at every
     point where each dim is >= 0, proven term by term (their difference a polynomial whose
     coefficients share a sign); ``None`` when neither is."""
     import sympy
 
-    diff = sympy.expand(sympy.sympify(b) - sympy.sympify(a))
+    diff = sympy.expand(_sympy_value(b) - _sympy_value(a))
     if not diff.is_polynomial(*diff.free_symbols):
         return None
     coeffs = [t.as_coeff_Mul()[0] for t in sympy.Add.make_args(diff)]
