@@ -303,7 +303,7 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
     """``onnxmem plan`` with a ranged --dim: plan the box, prove it, write the range plan
     (``planning``'s ranged dims are the box, the others bind their dims)."""
     from onnxmem.model import load_model  # onnx
-    from onnxmem.planning import optimized_record, parse_dim_flags, plan_range
+    from onnxmem.planning import parse_dim_flags, plan_range_optimized
     from onnxmem.plans import range_to_dict, render_range_plan
     from onnxmem.report.range import render_range_summary
     from onnxmem.runtime.optimize import optimized_model
@@ -320,9 +320,7 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
     onnx_model = load_model(model)
     add_weight_files(outs, onnx_model, model)
     with optimized_model(model, optimize, device, model=onnx_model) as built:
-        result = plan_range(built.model, built.path, box, replace(opts, nchwc_block=built.record.nchwc_block),
-                            steps=steps)
-    result = replace(result, model=optimized_record(result.model, built))
+        result = plan_range_optimized(built, box, opts, steps=steps)
     if output:
         outs.put(output, render_range_plan(result))
     outs.commit()

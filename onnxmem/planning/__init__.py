@@ -26,7 +26,7 @@ from onnxmem.planning.pipeline import (
     plan_optimized,
 )
 from onnxmem.planning.program import pipeline_handovers, plan_program
-from onnxmem.planning.ranges import plan_range
+from onnxmem.planning.ranges import plan_range, plan_range_optimized
 
 __all__ = [
     "Composed",
@@ -51,6 +51,7 @@ __all__ = [
     "plan_optimized",
     "plan_program",
     "plan_range",
+    "plan_range_optimized",
     "solve_layout",
     "unsolved",
 ]

@@ -24,7 +24,7 @@ default onnxruntime CPU session holds at its peak (:mod:`onnxmem.planning.proces
 
 How the largest value is found (:func:`fit_model`):
 
-1. plan the range once (:func:`onnxmem.planning.ranges.plan_range`) over the box; where the
+1. plan the range once (:func:`onnxmem.planning.ranges.plan_range_optimized`) over the box; where the
    range plan of the level's graph cannot be made (a size no engine gives as a polynomial in
    the dims), plan the graph at each value the
    search asks for (:func:`point_sizes`), its total taken as never falling as the dim grows;
@@ -59,7 +59,7 @@ from onnxmem.core.errors import OnnxmemError, ShapeError, one_line
 from onnxmem.core.symbolic import Poly
 from onnxmem.planning.pipeline import PlanOptions
 from onnxmem.planning.process import Process, activation_factor, measure_process, run_peak
-from onnxmem.planning.ranges import plan_range, size_poly, symbolic_shapes
+from onnxmem.planning.ranges import plan_range_optimized, size_poly, symbolic_shapes
 from onnxmem.plans.range import RangePiece, RangePlan
 
 if TYPE_CHECKING:
@@ -462,17 +462,15 @@ def _sizes(built: Optimized, box: Mapping[str, tuple[int, int]], opts: PlanOptio
            io: Mapping[str, Poly]) -> Sizes:
     """The range plan of ``built``'s graph over ``box``; where it cannot be made at a level other than
     ``none`` (a size no engine gives as a polynomial in the dims), point plans of the same graph."""
-    from onnxmem.planning.pipeline import optimized_record
-
     try:
-        plan = plan_range(built.model, built.path, box, replace(opts, nchwc_block=built.record.nchwc_block))
+        plan = plan_range_optimized(built, box, opts)
     except ShapeError as exc:
         if opts.optimize == "none":
             raise
         note = (f"the range plan at --optimize {opts.optimize} cannot be made ({one_line(str(exc))}); the graph "
                 "is planned at each value searched, its total taken as never falling as the dim grows")
         return point_sizes(built, box, opts, note)
-    return range_sizes(replace(plan, model=optimized_record(plan.model, built)), io)
+    return range_sizes(plan, io)
 
 
 def _where(f: Fit) -> str:

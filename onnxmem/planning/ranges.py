@@ -71,7 +71,7 @@ from onnxmem.graph import GraphView, build_view
 from onnxmem.model import dtype_bits, file_sha256
 from onnxmem.planning.compose import compose, order_view
 from onnxmem.planning.lattice import Family, Symbolic, symbolic_families
-from onnxmem.planning.pipeline import PlanOptions
+from onnxmem.planning.pipeline import PlanOptions, optimized_record
 from onnxmem.planning.slices import polynomial_layout
 from onnxmem.plans.range import (
     RangePiece,
@@ -86,7 +86,10 @@ from onnxmem.proof.range import prove_range_plan
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["MAX_PIECES", "TOLERANCE", "plan_range", "size_poly", "symbolic_offsets", "symbolic_shapes"]
+    from onnxmem.runtime.optimize import Optimized
+
+__all__ = ["MAX_PIECES", "TOLERANCE", "plan_range", "plan_range_optimized", "size_poly", "symbolic_offsets",
+           "symbolic_shapes"]
 
 #: most pieces a range plan is cut into
 MAX_PIECES = 8
@@ -444,3 +447,13 @@ def plan_range(
     if findings:
         raise PlanError(f"the range plan made is wrong: {findings[0]}")
     return replace(plan, plan_seconds=round(time.perf_counter() - t0, 6))
+
+
+def plan_range_optimized(built: Optimized, box: Mapping[str, tuple[int, int]], options: PlanOptions | None = None,
+                         *, steps: Mapping[str, int] | None = None) -> RangePlan:
+    """:func:`plan_range` of the graph :func:`onnxmem.runtime.optimize.optimized_model` built (inside
+    its ``with`` block), sized with the NCHWc block of the session that built it; the plan records
+    how the graph was built, as :func:`onnxmem.planning.pipeline.plan_optimized` does for a point."""
+    opts = replace(options or PlanOptions(), nchwc_block=built.record.nchwc_block)
+    plan = plan_range(built.model, built.path, box, opts, steps=steps)
+    return replace(plan, model=optimized_record(plan.model, built))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 
 from onnxmem.planning.fit import FitReport, log_spaced
-from onnxmem.report.text import _scale
+from onnxmem.report.text import byte_scale
 
 __all__ = ["CURVE_POINTS", "render_fit_plot"]
 
@@ -50,7 +50,7 @@ def _curve(ax: object, report: FitReport) -> None:
         xs = sorted({*(p[fit.dim] for p in known if all(p.get(k) == v for k, v in base.items())), *extra})
     feet = [report.footprint({**base, fit.dim: x}) for x in xs]
     top = max(report.memory, *(f.total for f in feet))
-    factor, unit = _scale(top)
+    factor, unit = byte_scale(top)
     layers = {"weights": [f.session - f.fixed if f.held is None else f.session for f in feet],
               "fixed": [f.fixed if f.held is None else 0 for f in feet],
               "io": [f.io for f in feet], "arena": [f.arena for f in feet], "runtime": [f.runtime for f in feet]}

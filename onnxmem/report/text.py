@@ -31,6 +31,7 @@ from onnxmem.plans.point import MemoryPlan, PlannedTensor
 
 __all__ = [
     "PLOT_FORMATS",
+    "byte_scale",
     "Contributor",
     "contributors",
     "format_bytes",
@@ -288,7 +289,8 @@ def plot_plan(
     return out
 
 
-def _scale(n: float) -> tuple[float, str]:
+def byte_scale(n: float) -> tuple[float, str]:
+    """The factor and unit a byte axis reaching ``n`` is drawn in (GiB, MiB, KiB or B)."""
     for factor, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
         if n >= factor:
             return float(factor), unit
@@ -307,7 +309,7 @@ def _matplotlib(
 
     colors = op_colors(plan)
     top = max(plan.arena_size, int(curve.max(initial=0)), 1)
-    factor, unit = _scale(top)
+    factor, unit = byte_scale(top)
     steps = max(len(curve), 1)
 
     fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
