@@ -204,23 +204,15 @@ def graph_digest(model: onnx.ModelProto, path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def _providers(device: str) -> list[str]:
-    from onnxmem.runtime.sessions import require_cuda
-
-    if device == "cuda":
-        require_cuda()
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    return ["CPUExecutionProvider"]
-
-
 def _optimize(src: str, dst: str, level: str, device: str) -> Optimization:
     """Step 2, in the process that runs onnxruntime: write the optimized graph to ``dst``."""
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import end_run, start_run
     from onnxmem.runtime.ort import first_line, session_options
+    from onnxmem.runtime.sessions import device_providers
 
-    providers = _providers(device)
+    providers = device_providers(device)
     so = session_options()
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[level])
     so.optimized_model_filepath = dst

@@ -231,13 +231,11 @@ def _profile(model: onnx.ModelProto, view: GraphView, *, level: str, device: str
 
 
 def _providers(device: str) -> tuple[list[Any], str]:
-    """The providers of a session on ``device`` and the one whose kernels are profiled."""
-    from onnxmem.runtime.sessions import require_cuda
+    """The providers of a session on ``device`` and the one whose kernels are profiled (the first)."""
+    from onnxmem.runtime.sessions import device_providers
 
-    if device == "cuda":
-        require_cuda()
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"], "CUDAExecutionProvider"
-    return ["CPUExecutionProvider"], "CPUExecutionProvider"
+    providers = device_providers(device)
+    return list(providers), providers[0]
 
 
 def _profiled_runs(folded: onnx.ModelProto, so: Any, providers: list[Any], feeds: Mapping[str, Any],

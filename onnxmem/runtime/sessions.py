@@ -19,6 +19,7 @@ from onnxmem.runtime.ort import LOG_SEVERITY, first_line, make_session, run_boun
 
 __all__ = [
     "cuda_available",
+    "device_providers",
     "host_array",
     "first_line",
     "model_like",
@@ -142,6 +143,15 @@ def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: 
     """One ordinary whole-model onnxruntime run on the CPU: ``{output: array}``."""
     values = run_bounded(make_session(model), list(outputs), feeds, "as a whole")
     return {n: np.asarray(v) for n, v in zip(outputs, values)}
+
+
+def device_providers(device: str) -> list[str]:
+    """The providers of a session on ``device``, the one whose kernels run first (CUDA's falling back
+    to the CPU's); ``--device cuda`` where CUDA cannot run is a one-line error (:func:`require_cuda`)."""
+    if device == "cuda":
+        require_cuda()
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
 
 
 def require_cuda() -> None:
