@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .helpers import make_model, vi
 
-__all__ = ["CONTROL_FLOW_MODELS", "if_late_output", "if_peaks", "if_sample_rate", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
+__all__ = ["CONTROL_FLOW_MODELS", "if_late_output", "if_peaks", "if_sample_rate", "decoder_loop", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
            "scan_rnn"]
 
 
@@ -254,4 +254,69 @@ def loop_if_sample_rate() -> onnx.ModelProto:
         [helper.make_node("Equal", ["sr", "sr_ok"], ["is_16k"], name="check_sr"),
          helper.make_node("Loop", ["trips", "yes", "x"], ["y"], name="loop", body=body)],
         [vi("x", ["batch", 64]), vi("sr", [], TensorProto.INT64)], [vi("y", ["batch", 64])], [trips, yes, sr_ok],
+    )
+
+
+#: the width of :func:`decoder_loop`'s rows
+DECODER_WIDTH = 16
+
+
+def decoder_loop(trips: str = "const", steps: int = 6) -> onnx.ModelProto:
+    """An autoregressive decoder Loop whose carried sequence grows by one row per iteration.
+
+    Body (iteration ``i``; ``seq_in`` is [1 + i, 16], ``row_in`` [1, 16]):
+    ``seq_out = Concat(seq_in, row_in)`` [2 + i, 16]; attention of the row over the sequence so
+    far: ``q = MatMul(row_in, wq)`` [1, 16], ``keys = Transpose(seq_out)`` [16, 2 + i],
+    ``scores = MatMul(q, keys)`` [1, 2 + i], ``attn = Softmax(scores)``, ``ctx = MatMul(attn,
+    seq_out)`` [1, 16], ``row_out = Tanh(ctx)``, the scan output ``step = Sigmoid(ctx)`` [1, 16].
+    Main graph: ``seq0 = Relu(x)`` [1, 16], the Loop (``seq0``, ``x``) -> ``seq_n``, ``row_n``,
+    ``steps`` [N, 1, 16]; ``y = ReduceSum(seq_n, axis 0)``.
+
+    ``trips``: ``"const"`` a constant trip count ``steps``; ``"input"`` the graph input ``n``
+    (int64 scalar); ``"cond"`` no trip count, the condition ``Less(i + 1, limit)`` with
+    ``limit`` a graph input (int64 scalar): the run stops after ``limit`` iterations.
+    """
+    d = DECODER_WIDTH
+    rng = np.random.default_rng(7)
+    wq = numpy_helper.from_array(rng.standard_normal((d, d)).astype(np.float32) * 0.3, "wq")
+    one = numpy_helper.from_array(np.array(1, dtype=np.int64), "one")
+    nodes = [helper.make_node("Concat", ["seq_in", "row_in"], ["seq_out"], name="append", axis=0),
+             helper.make_node("MatMul", ["row_in", "wq"], ["q"], name="query"),
+             helper.make_node("Transpose", ["seq_out"], ["keys"], name="keys", perm=[1, 0]),
+             helper.make_node("MatMul", ["q", "keys"], ["scores"], name="scores"),
+             helper.make_node("Softmax", ["scores"], ["attn"], name="softmax", axis=-1),
+             helper.make_node("MatMul", ["attn", "seq_out"], ["ctx"], name="context"),
+             helper.make_node("Tanh", ["ctx"], ["row_out"], name="next_row"),
+             helper.make_node("Sigmoid", ["ctx"], ["step"], name="emit")]
+    if trips == "cond":
+        nodes += [helper.make_node("Add", ["i", "one"], ["done"], name="count"),
+                  helper.make_node("Less", ["done", "limit"], ["cond_out"], name="more")]
+    else:
+        nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep"))
+    body = _graph(
+        nodes, "body",
+        [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("seq_in", [None, d]),
+         vi("row_in", [1, d])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("seq_out", [None, d]), vi("row_out", [1, d]),
+         vi("step", [1, d])],
+        [wq, one] if trips == "cond" else [wq],
+    )
+    inits = [numpy_helper.from_array(np.array(True), "yes"), numpy_helper.from_array(np.array([0], dtype=np.int64),
+                                                                                      "axis0")]
+    inputs = [vi("x", [1, d])]
+    if trips == "const":
+        inits.append(numpy_helper.from_array(np.array(steps, dtype=np.int64), "trips"))
+        count = "trips"
+    elif trips == "input":
+        inputs.append(vi("n", [], TensorProto.INT64))
+        count = "n"
+    else:
+        inputs.append(vi("limit", [], TensorProto.INT64))
+        count = ""
+    return make_model(
+        [helper.make_node("Relu", ["x"], ["seq0"], name="start"),
+         helper.make_node("Loop", [count, "yes", "seq0", "x"], ["seq_n", "row_n", "steps"], name="decode",
+                          body=body),
+         helper.make_node("ReduceSum", ["seq_n", "axis0"], ["y"], name="pool", keepdims=0)],
+        inputs, [vi("y", [d]), vi("row_n", [1, d]), vi("steps", [None, 1, d])], inits,
     )

@@ -39,7 +39,7 @@ from onnxmem.shapes.engines import (
     take_branches,
 )
 from onnxmem.shapes.info import ShapeInfo
-from onnxmem.shapes.steps import STEPS, Inference, TypedShape
+from onnxmem.shapes.steps import STEPS, Inference, TypedShape, grow_loops, outer_values
 from onnxmem.shapes.subgraphs import body_shapes, defined_count, standalone_bodies, with_shapes
 
 __all__ = ["SYMBOLIC_ROUNDS", "infer_shapes", "infer_symbolic_shapes", "top_level_values"]
@@ -59,6 +59,7 @@ def infer_shapes(
     measured_values: Mapping[str, np.ndarray] | None = None,
     excluded: frozenset[BodyKey] = frozenset(),
     nchwc_block: int | None = None,
+    max_trips: int | None = None,
 ) -> ShapeInfo:
     """Dtype and concrete shape of every input, initializer and node output.
 
@@ -79,12 +80,15 @@ def infer_shapes(
     assumed not to take (:func:`onnxmem.graph.view.excluded_branches`): an If's outputs
     take the other branch's shapes, and the excluded one need not be sized. ``nchwc_block``:
     the NCHWc block size of the session that built the graph (``plan --optimize all`` on CPU
-    records it), for the ReorderInput outputs the file itself does not size.
+    records it), for the ReorderInput outputs the file itself does not size. ``max_trips``: the
+    most iterations a Loop whose carried values grow runs where its trip count is not a constant
+    (:mod:`onnxmem.shapes.loops`).
     """
     input_shapes = dict(input_shapes or {})
     state = _bound_inference(model, dict(dims or {}), input_shapes, strict_dims, excluded)
     state.measured = measured
     state.nchwc_block = nchwc_block
+    state.max_trips = max_trips
     for step in STEPS:
         if step.always or state.incomplete():
             step.run(state)
@@ -105,6 +109,7 @@ def infer_shapes(
         tuple(state.warnings),
         bodies,
         excluded,
+        dict(state.loops),
     )
 
 
@@ -227,12 +232,12 @@ def _subgraph_shapes(
         re_sym = run_symbolic_inference(re_onnx if re_onnx is not None else again)
         bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims), (re_onnx, {}), (re_sym, {}),
                                      (model, state.file_dims)])
-    if open_bodies():
-        outer_values = shapeeval.graph_constants(work)
-        if state.evaluated is not None:
-            outer_values.update(state.evaluated.values)
-        outer_values.update(measured_values)
-        standalone_bodies(model, model.graph, (), state.known, outer_values, bodies, excluded)
+    if open_bodies() or state.loops:
+        values = {**outer_values(state), **measured_values}
+        grow_loops(state, values, only_open=False)  # Loops whose carried values grow: sized per iteration
+        for bound in state.loops.values():
+            bodies.update((k, dict(v)) for k, v in bound.bodies.items())
+        standalone_bodies(model, model.graph, (), state.known, values, bodies, excluded)
     return bodies
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from onnxmem.model import BodyKey
+from onnxmem.shapes.loops import LoopBound
 
 __all__ = ["ShapeInfo"]
 
@@ -26,3 +27,6 @@ class ShapeInfo:
     bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = field(default_factory=dict)
     #: If branches left out of the plan (``--branch``): runs are assumed to take the other one
     excluded: frozenset[BodyKey] = frozenset()
+    #: Loops whose carried values grow per iteration, by body key: sized for their trip bound
+    #: (:mod:`onnxmem.shapes.loops`)
+    loops: dict[BodyKey, LoopBound] = field(default_factory=dict)

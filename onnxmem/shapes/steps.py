@@ -10,6 +10,8 @@ The steps, in their order of trust (:data:`STEPS`):
 2. ``evaluated``: shape arithmetic evaluated statically (:mod:`onnxmem.shapes.shapeeval`:
    Shape, Gather, Concat, ... on known values), fed back to onnx's inference; with it the
    values the contrib rules read (GroupQueryAttention's ``total_sequence_length``);
+   ``loop-bound``: the outputs of Loops whose carried values grow per iteration, sized for
+   their trip bound (:mod:`onnxmem.shapes.loops`), and onnx's inference again with them;
 3. ``op-rule``: shapes the operator spec fixes where inference leaves them out;
 4. ``training-rule``: gradient ops and what follows them (:mod:`onnxmem.shapes.training`);
 5. ``contrib-rule``: onnxruntime's fused, blocked-layout (NCHWc) and quantized ops and what
@@ -30,15 +32,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+import numpy as np
 import onnx
 from onnx import TensorProto
 
 import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import show_name
-from onnxmem.model import Dim, resolve_dim
+from onnxmem.model import BodyKey, Dim, resolve_dim
 from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import collect_types, run_onnx_inference, run_symbolic_inference
+from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
+from onnxmem.shapes.subgraphs import with_shapes
 from onnxmem.shapes.training import complete_shapes
 
 __all__ = ["STEPS", "Inference", "Step", "TypedShape"]
@@ -68,6 +73,8 @@ class Inference:
     evaluated: shapeeval.Evaluated | None = None
     symbolic: onnx.ModelProto | None = None
     nchwc_block: int | None = None  # the NCHWc block size of the session that built the graph, if known
+    max_trips: int | None = None  # the user's bound on a Loop's trip count (--max-trips)
+    loops: dict[BodyKey, LoopBound] = field(default_factory=dict)  # Loops sized per iteration
 
     def incomplete(self) -> bool:
         """Whether some wanted value still lacks a shape."""
@@ -115,6 +122,45 @@ def _evaluated(state: Inference) -> None:
     )
     state.absorb({**collect_types(state.evaluated.model), **state.evaluated.shapes}, "evaluated", state.dims)
     state.inferred = state.evaluated.model
+
+
+def outer_values(state: Inference) -> dict[str, np.ndarray]:
+    """The main graph's values known before the run: constants, and the shape arithmetic's."""
+    values = shapeeval.graph_constants(state.work)
+    if state.evaluated is not None:
+        values.update(state.evaluated.values)
+    return values
+
+
+def grow_loops(state: Inference, values: Mapping[str, np.ndarray], only_open: bool) -> None:
+    """Size the main graph's Loops whose carried values grow (:func:`onnxmem.shapes.loops.grow_loop`)
+    into ``state.loops``; ``only_open``: only those whose outputs lack a shape."""
+    graph = state.model.graph
+    for index, key in main_loops(state.model):
+        node = graph.node[index]
+        if key in state.loops or (only_open and all(o in state.known for o in node.output if o)):
+            continue
+        found = grow_loop(state.model, graph, index, key, state.known, values, state.max_trips)
+        if found is not None:
+            state.loops[key] = found
+
+
+def _loop_bounds(state: Inference) -> None:
+    """The outputs of Loops whose carried values grow, sized for their trip bound, then onnx's
+    inference again with them (for the values after the Loops)."""
+    before = len(state.loops)
+    grow_loops(state, outer_values(state), only_open=True)
+    if len(state.loops) == before:
+        return
+    for bound in state.loops.values():
+        for name, typed in bound.outputs.items():
+            if name in state.wanted and name not in state.known:
+                state.known[name] = typed
+                state.sources[name] = "loop-bound"
+    again = run_onnx_inference(with_shapes(state.inferred if state.inferred is not None else state.work,
+                                           state.known))
+    if again is not None:
+        state.absorb(collect_types(again), "loop-bound", state.dims)
 
 
 def _op_rules(state: Inference) -> None:
@@ -174,6 +220,7 @@ def _value_info(state: Inference) -> None:
 STEPS: tuple[Step, ...] = (
     Step("onnx", _onnx, always=True),
     Step("evaluated", _evaluated),
+    Step("loop-bound", _loop_bounds),
     Step("op-rule", _op_rules),
     Step("training-rule", _training_rules),
     Step("contrib-rule", _contrib_rules),

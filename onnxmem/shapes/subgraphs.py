@@ -27,7 +27,7 @@ from onnxmem.model import (
 )
 from onnxmem.shapes.engines import collect_graph_types, run_engines, strip_for_inference
 
-__all__ = ["body_shapes", "defined_count", "standalone_bodies", "with_shapes"]
+__all__ = ["body_shapes", "defined_count", "standalone_bodies", "standalone_body", "with_shapes"]
 
 
 def _body_types(model: onnx.ModelProto) -> dict[BodyKey, dict[str, tuple[int | None, tuple[Dim, ...] | None]]]:
@@ -69,11 +69,13 @@ def _standalone(
     outer: Mapping[str, tuple[int, tuple[int, ...]]],
     values: Mapping[str, np.ndarray],
     hints: Mapping[str, tuple[int, tuple[int, ...]]],
+    fixed: Mapping[str, np.ndarray] | None = None,
 ) -> onnx.ModelProto:
     """``body`` as a model of its own, stripped for inference: its inputs at their ``formal``
-    shapes, each captured outer value a constant where its value is known and small, else a
-    graph input at its ``outer`` shape (untyped when that is unknown), and the ``hints``
-    (outputs of nested Ifs whose taken branch is known) as value_info."""
+    shapes (a constant where ``fixed`` gives its value: a Loop's iteration number), each
+    captured outer value a constant where its value is known and small, else a graph input at
+    its ``outer`` shape (untyped when that is unknown), and the ``hints`` (outputs of nested
+    Ifs whose taken branch is known) as value_info."""
     m = onnx.ModelProto()
     m.ir_version = model.ir_version
     m.opset_import.extend(model.opset_import)
@@ -85,6 +87,12 @@ def _standalone(
             et, shape = formal[vi.name]
             vi.type.tensor_type.elem_type = et
             set_shape(vi, shape)
+    for name, value in (fixed or {}).items():
+        kept = [vi for vi in g.input if vi.name != name]
+        if len(kept) < len(g.input):
+            del g.input[:]
+            g.input.extend(kept)
+            g.initializer.append(numpy_helper.from_array(value, name))
     for name in captured_names(body):
         value = values.get(name)
         if value is not None and value.size <= MAX_CAPTURED_ELEMENTS:
@@ -170,34 +178,48 @@ def standalone_bodies(
     excluded: frozenset[BodyKey] = frozenset(),
 ) -> None:
     """Complete ``bodies`` for every subgraph of ``graph`` (at ``key``), nested ones too, by
-    inferring each as a model of its own (:func:`_standalone`) that sees the concrete shapes
+    inferring each as a model of its own (:func:`standalone_body`) that sees the concrete shapes
     ``outer`` and the known ``values`` of the outer values it captures. Shapes already in
-    ``bodies`` stay; both branches of an If are sized from the same captured values. A nested
-    If whose condition the shape arithmetic computes gives its outputs the taken branch's
-    shapes, and the body is inferred again with them."""
+    ``bodies`` stay; both branches of an If are sized from the same captured values."""
     for i, node in enumerate(graph.node):
         for attr, sub in subgraph_attributes(node):
-            sk = (*key, (owner_key(node, i), attr))
-            have = bodies.setdefault(sk, {})
-            names = [vi.name for vi in sub.input] + [x.name for x in sub.initializer]
-            names += [o for n in sub.node for o in n.output if o]
-            conds = [n.input[0] for n in sub.node if n.op_type == "If" and n.input]
-            hints: dict[str, tuple[int, tuple[int, ...]]] = {}
-            for _ in range(len(conds) + 1):
-                formal = {vi.name: have[vi.name] for vi in sub.input if vi.name in have}
-                work = _standalone(model, sub, formal, outer, values, hints)
-                inner = {**values, **shapeeval.graph_constants(work)}
-                if len(have) < defined_count(sub):
-                    found, made = _infer_standalone(work, names, conds)
-                    for name, typed in found.items():
-                        have.setdefault(name, typed)
-                    inner.update(made)
-                standalone_bodies(model, sub, sk, {**outer, **have}, inner, bodies, excluded)
-                taken = _taken_branches(sub, sk, inner, bodies, have, excluded)
-                if not taken:
-                    break
-                have.update(taken)
-                hints.update(taken)
+            standalone_body(model, sub, (*key, (owner_key(node, i), attr)), outer, values, bodies, excluded)
+
+
+def standalone_body(
+    model: onnx.ModelProto,
+    sub: onnx.GraphProto,
+    sk: BodyKey,
+    outer: Mapping[str, tuple[int, tuple[int, ...]]],
+    values: Mapping[str, np.ndarray],
+    bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]],
+    excluded: frozenset[BodyKey] = frozenset(),
+    fixed: Mapping[str, np.ndarray] | None = None,
+) -> None:
+    """Complete ``bodies[sk]`` (the subgraph ``sub``) and its nested bodies: ``sub`` inferred as a
+    model of its own (:func:`_standalone`), its formal inputs at the shapes ``bodies[sk]`` already
+    holds (those in ``fixed`` at their values). A nested If whose condition the shape arithmetic computes gives its outputs the taken
+    branch's shapes, and the body is inferred again with them."""
+    have = bodies.setdefault(sk, {})
+    names = [vi.name for vi in sub.input] + [x.name for x in sub.initializer]
+    names += [o for n in sub.node for o in n.output if o]
+    conds = [n.input[0] for n in sub.node if n.op_type == "If" and n.input]
+    hints: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for _ in range(len(conds) + 1):
+        formal = {vi.name: have[vi.name] for vi in sub.input if vi.name in have}
+        work = _standalone(model, sub, formal, outer, values, hints, fixed)
+        inner = {**values, **shapeeval.graph_constants(work)}
+        if len(have) < defined_count(sub):
+            found, made = _infer_standalone(work, names, conds)
+            for name, typed in found.items():
+                have.setdefault(name, typed)
+            inner.update(made)
+        standalone_bodies(model, sub, sk, {**outer, **have}, inner, bodies, excluded)
+        taken = _taken_branches(sub, sk, inner, bodies, have, excluded)
+        if not taken:
+            break
+        have.update(taken)
+        hints.update(taken)
 
 
 def with_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> onnx.ModelProto:
