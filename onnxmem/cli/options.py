@@ -44,6 +44,7 @@ class PlanningFlags(TypedDict):
     fold: str
     concurrency: str
     branches: tuple[str, ...]
+    max_trips: int | None
 
 
 #: the planner's defaults (``PlanOptions()``'s; a test checks they agree)
@@ -138,6 +139,10 @@ def planning_options(fn: F) -> F:
                      help="Plan only the branch runs of If node IF take (its path, e.g. If_0 or "
                           "Loop_3/body/If_1; repeatable): the other branch is left out, for shapes at "
                           "which it cannot run; verify refuses a run that takes it."),
+        click.option("--max-trips", "max_trips", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Plan a Loop whose carried values grow per iteration (a decoder appending a row "
+                          "each step) for runs of at most N iterations, where its trip count is not a "
+                          "constant; verify refuses a run of more."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -245,7 +250,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
                       timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on",
                       inputs: InputValues | None = None, concurrency: str = "sequential",
                       branches: tuple[str, ...] = (), optimize: str | None = "none",
-                      device: str = "cpu") -> PlanOptions:
+                      device: str = "cpu", max_trips: int | None = None) -> PlanOptions:
     """The planner's options from the flags of :func:`planning_options`."""
     from onnxmem.model import parse_dim_binding, parse_input_shape
     from onnxmem.planning.pipeline import PlanOptions
@@ -267,6 +272,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
         branches=dict(_parse_branch(b) for b in branches),
         optimize=optimize or "none",
         device=device,
+        max_trips=max_trips,
     )
 
 

@@ -67,7 +67,7 @@ from onnxmem.model import (
     tensor_bytes,
 )
 from onnxmem.model.functions import node_subgraphs
-from onnxmem.shapes import ShapeInfo, opset_version
+from onnxmem.shapes import LoopBound, ShapeInfo, opset_version
 
 __all__ = ["CONSTANT_OPS", "ORIGINS", "RANDOM_OPS", "Body", "GraphView", "Op", "Tensor", "body_kind", "build_view",
            "foldable", "iter_views"]
@@ -233,6 +233,12 @@ class Body:
     kind: str
     view: GraphView
     state: int = 0
+    #: a Loop whose carried values grow per iteration (:mod:`onnxmem.shapes.loops`): its trip
+    #: bound and where it comes from, on its own body; ``None`` for any other body
+    bound: LoopBound | None = None
+    #: the bytes of each of the body's values at iterations ``0 .. N - 1`` of the growing Loop it
+    #: is in (its own, or an enclosing body's); empty where no such Loop holds it
+    iterations: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 def iter_views(view: GraphView) -> Iterable[GraphView]:
@@ -544,6 +550,14 @@ def _state_count(node: onnx.NodeProto, sub: onnx.GraphProto, kind: str) -> int:
     return 0
 
 
+def _iterations(key: BodyKey, shapes: ShapeInfo) -> Mapping[str, tuple[int, ...]]:
+    """The per-iteration bytes of the values of the body at ``key``, from the growing Loop that holds it."""
+    for bound in shapes.loops.values():
+        if key in bound.sizes:
+            return bound.sizes[key]
+    return {}
+
+
 def _level_bodies(g: onnx.GraphProto, ops: tuple[Op, ...], level: _Level, visible: Mapping[str, Tensor],
                   true_weights: frozenset[str], shapes: ShapeInfo, opset: int) -> dict[int, tuple[Body, ...]]:
     """The views of the bodies onnxmem plans (:func:`body_kind`), by owning node index; an If
@@ -562,6 +576,7 @@ def _level_bodies(g: onnx.GraphProto, ops: tuple[Op, ...], level: _Level, visibl
             if child.key in shapes.excluded:
                 continue  # --branch: runs take the other branch; this one is not planned
             made.append(Body(child.path, op.index, attr, bkind, _build_level(sub, child, shapes, opset),
-                             _state_count(node, sub, bkind)))
+                             _state_count(node, sub, bkind), shapes.loops.get(child.key),
+                             _iterations(child.key, shapes)))
         bodies[op.index] = tuple(made)
     return bodies

@@ -28,6 +28,7 @@ from onnxmem.graph import (
     GraphView,
     assumed_record,
     build_view,
+    child_path,
     decide_branches,
     excluded_branches,
     read_assumed,
@@ -48,7 +49,7 @@ from onnxmem.planning.bodies import (
 )
 from onnxmem.planning.compose import compose, solve_layout
 from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
-from onnxmem.proof.plan import prove_plan
+from onnxmem.proof.plan import prove_plan, walk_bodies
 from onnxmem.runtime.optimize import Optimized
 from onnxmem.scheduling import ORDERS, stable_topological_order
 from onnxmem.scheduling.cost import order_peak
@@ -62,7 +63,9 @@ __all__ = [
     "branch_record",
     "check_decided",
     "fold_record",
+    "loop_trips_record",
     "plan_branches",
+    "plan_max_trips",
     "plan_fold",
     "plan_liveness",
     "plan_loaded",
@@ -113,6 +116,9 @@ class PlanOptions:
     device: str = "cpu"
     #: the NCHWc block size of the session that built the graph (set by :func:`plan_optimized`)
     nchwc_block: int | None = None
+    #: the most iterations a Loop whose carried values grow runs, where its trip count is not a
+    #: constant (``--max-trips``; :mod:`onnxmem.shapes.loops`)
+    max_trips: int | None = None
 
     @property
     def kernels(self) -> str:
@@ -265,9 +271,10 @@ def _infer(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptio
 
         return infer_measured_shapes(model, model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
                                      seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs,
-                                     excluded=excluded)
+                                     excluded=excluded, max_trips=opts.max_trips)
     return infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
-                        strict_dims=opts.strict_dims, excluded=excluded, nchwc_block=opts.nchwc_block)
+                        strict_dims=opts.strict_dims, excluded=excluded, nchwc_block=opts.nchwc_block,
+                        max_trips=opts.max_trips)
 
 
 def plan_liveness(
@@ -320,11 +327,28 @@ def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeI
     else:  # every schedule: no order has a bound of its own
         plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
     plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view),
-                                **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs)})
+                                **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs),
+                                **loop_trips_record(view)})
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
     return Planned(plan, model, view, liveness, solution, shapes, bodies)
+
+
+def loop_trips_record(view: GraphView) -> dict[str, object]:
+    """What the plan records of the Loops whose carried values grow: ``{"loop_trips": {Loop node
+    path: {"bound": N, "source": "model"|"user"}}}`` (the bound it assumed; :func:`plan_max_trips`
+    reads it back); nothing without such a Loop."""
+    found = {child_path(parent.path, parent.ops[b.owner].name): {"bound": b.bound.bound, "source": b.bound.source}
+             for parent, b in walk_bodies(view) if b.bound is not None}
+    return {"loop_trips": dict(sorted(found.items()))} if found else {}
+
+
+def plan_max_trips(plan: MemoryPlan) -> int | None:
+    """The ``--max-trips`` ``plan`` was made with (the largest bound the user gave a Loop), or ``None``."""
+    found = plan.extra.get("loop_trips")
+    given = [int(v["bound"]) for v in found.values() if v.get("source") == "user"] if isinstance(found, dict) else []
+    return max(given) if given else None
 
 
 def branch_record(branches: Mapping[str, str]) -> dict[str, object]:

@@ -379,6 +379,7 @@ def infer_measured_shapes(
     strict_dims: bool = True,
     inputs: Mapping[str, np.ndarray] | None = None,
     excluded: frozenset[BodyKey] = frozenset(),
+    max_trips: int | None = None,
 ) -> ShapeInfo:
     """:func:`onnxmem.shapes.infer_shapes` with the shapes of one run of the model.
 
@@ -391,4 +392,5 @@ def infer_measured_shapes(
     measured = measure_shapes(model, model_path=model_path, dims=dims, input_shapes=input_shapes, seed=seed,
                               inputs=inputs, values=values)
     return infer_shapes(model, dims=dims, input_shapes=input_shapes, measured=measured,
-                        strict_dims=strict_dims, measured_values=values, excluded=excluded)
+                        strict_dims=strict_dims, measured_values=values, excluded=excluded,
+                        max_trips=max_trips)

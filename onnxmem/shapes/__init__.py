@@ -19,6 +19,7 @@ when it runs (so importing the package stays cheap).
 from onnxmem.shapes.evalbase import MAX_ELEMENTS, tensor_value
 from onnxmem.shapes.infer import infer_shapes, infer_symbolic_shapes, top_level_values
 from onnxmem.shapes.info import ShapeInfo
+from onnxmem.shapes.loops import LoopBound
 from onnxmem.shapes.shapeeval import evaluate_values, needed_values, opset_version
 from onnxmem.shapes.steps import STEPS, Inference, Step, TypedShape
 
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_ELEMENTS",
     "STEPS",
     "Inference",
+    "LoopBound",
     "ShapeInfo",
     "Step",
     "TypedShape",

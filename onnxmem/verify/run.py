@@ -107,7 +107,7 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
     """The graph view at the plan's dims, folding and If branches (measured shapes when
     inference cannot say, on ``inputs`` where given)."""
     from onnxmem.graph import excluded_branches
-    from onnxmem.planning.pipeline import plan_branches, plan_fold
+    from onnxmem.planning.pipeline import plan_branches, plan_fold, plan_max_trips
     from onnxmem.plans.optimization import plan_optimization
     from onnxmem.runtime.ort import infer_measured_shapes
     from onnxmem.shapes import infer_shapes
@@ -119,12 +119,13 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
             raise ShapeError(f"--inputs: array {show_name(name)} has shape {list(np.shape(arr))}; the plan was made "
                              f"for {list(ishapes[name])}: give the plan's shape, or plan with these inputs (plan --inputs)")
     excluded = excluded_branches(model, plan_branches(plan))
+    trips = plan_max_trips(plan)
     try:
         shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded,
-                              nchwc_block=plan_optimization(plan.model).nchwc_block)
+                              nchwc_block=plan_optimization(plan.model).nchwc_block, max_trips=trips)
     except ShapeError:
         shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
-                                       strict_dims=False, inputs=inputs, excluded=excluded)
+                                       strict_dims=False, inputs=inputs, excluded=excluded, max_trips=trips)
     kernels = plan_optimization(plan.model).kernels
     return with_regions(build_view(model, shapes, fold=plan_fold(plan), kernels=kernels), plan_regions(plan))
 
