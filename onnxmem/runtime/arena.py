@@ -167,8 +167,11 @@ class ArenaRun(ArenaSteps):
         carried = [v for v in ins[2:] if v is not None]
         n_scan = len(graph.output) - 1 - len(carried)
         scans: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_scan)]
+        bound = self._trip_bound(op)
         i = 0
         while (trips is None or i < trips) and cond:
+            if bound is not None and i >= bound:
+                self._over_bound(op, bound, trips)
             it = np.array(i, dtype=np.int64)
             c = np.array(cond, dtype=np.bool_)
             out = self._run_body(op, body, graph, [(it, it), (c, c), *carried])
@@ -181,6 +184,21 @@ class ArenaRun(ArenaSteps):
             i += 1
         stacked = [self._stack(op, graph.output[1 + len(carried) + k].name, sl, 0, False) for k, sl in enumerate(scans)]
         return carried + stacked
+
+    def _trip_bound(self, op: Op) -> int | None:
+        """The most iterations the plan holds for this Loop (``extra.loop_trips``), if it grows."""
+        found = self.plan.extra.get("loop_trips")
+        entry = found.get(child_path(self.view.path, op.name)) if isinstance(found, dict) else None
+        return int(entry["bound"]) if isinstance(entry, dict) else None
+
+    def _over_bound(self, op: Op, bound: int, trips: int | None) -> None:
+        """Refuse a run of a growing Loop past the bound its plan holds."""
+        where = child_path(self.view.path, op.name)
+        count = f" (its trip count is {trips})" if trips is not None else ""
+        raise PlanError(f"Loop {show_name(where)} runs more than the {bound} iterations the plan holds{count} on these "
+                        f"inputs: its values grow per iteration and are planned for at most {bound} "
+                        "(extra.loop_trips); plan again with --max-trips N for the most iterations runs take, or "
+                        "give inputs that stop sooner")
 
     def _run_scan(self, op: Op, node: onnx.NodeProto, body: Any, graph: onnx.GraphProto,
                   ins: list[Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
@@ -237,7 +255,7 @@ class _BodyRun(ArenaRun):
     """
 
     def __init__(self, parent: ArenaRun, body: Any, graph: onnx.GraphProto) -> None:  # noqa: D107
-        self.ort, self.opts, self.cuda = parent.ort, parent.opts, parent.cuda
+        self.ort, self.opts, self.cuda, self.grows = parent.ort, parent.opts, parent.cuda, parent.grows
         self.root: ArenaRun = getattr(parent, "root", parent)
         self.view = body.view
         self.full, self.plan = parent.full, parent.plan

@@ -69,6 +69,9 @@ class ArenaSteps(abc.ABC):
         self.weight_ops = set(weight_ops(view))
         life = true_lifetimes(view, self.order)
         self.plan = plan
+        #: Loops whose values grow per iteration (``extra.loop_trips``): a value may run at a shape
+        #: smaller than its buffer, planned for the Loop's bound, and is bound at that shape
+        self.grows = bool(plan.extra.get("loop_trips"))
         self.nodes: Any = self.full.graph.node
         self.regions = set(view.regions.values())
         self.slots: Any = {}
@@ -290,6 +293,9 @@ class ArenaSteps(abc.ABC):
             s = self.slots[o]
             if real == tuple(s.shape):
                 continue
+            if self.grows and size < s.size:  # an iteration before the bound: the real shape, in its buffer
+                s.shape = real
+                continue
             if size != s.size:
                 self.findings.append(
                     Finding("shape", o, f"node {op.name!r} computes {o!r} with shape {list(real)} ({size} B); "
@@ -372,7 +378,7 @@ class ArenaSteps(abc.ABC):
                 mine[name] = sessions.host_array(self.private[name])
             if name in self.slots and not self.changed:
                 s = self.slots[name]
-                got[name] = self._read(s).view(onnx.helper.tensor_dtype_to_np_dtype(s.elem_type)).reshape(s.shape)
+                got[name] = self._array(s)
         t1 = time.perf_counter()
         whole = sessions.run_model(self.full, self.feeds, view.outputs)
         ref_seconds = time.perf_counter() - t1
@@ -416,16 +422,22 @@ class ArenaSteps(abc.ABC):
         if name in self.weights:
             w = np.asarray(self.weights[name])
             return w, w
-        slot = self.slots[name]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(slot.elem_type)
-        arena = self._read(slot).view(dtype).reshape(slot.shape)
-        return arena, sessions.host_array(self.private[name])
+        return self._array(self.slots[name]), sessions.host_array(self.private[name])
+
+    def _array(self, slot: Slot) -> np.ndarray:
+        """The value in ``slot`` at its shape (the first bytes of its buffer where it runs smaller)."""
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(slot.elem_type))
+        data = self._read(slot)
+        used = int(np.prod(slot.shape, dtype=np.int64)) * dtype.itemsize
+        return data[:used].view(dtype).reshape(slot.shape) if used < data.size else data.view(dtype).reshape(slot.shape)
 
     def _place(self, op: Op, name: str, arena: np.ndarray, private: np.ndarray) -> bool:
         """Write a value a node with bodies computed into its slot (and the reference's
         value beside it); ``False`` (a finding) when its bytes differ from the plan's."""
         slot = self.slots[name]
         arena = np.require(arena, requirements="C")  # (a 0-d array stays 0-d)
+        if tuple(arena.shape) != tuple(slot.shape) and self.grows and arena.nbytes < slot.size:
+            slot.shape = tuple(arena.shape)  # an iteration before the Loop's bound: the real shape, in its buffer
         if tuple(arena.shape) != tuple(slot.shape):
             if arena.nbytes != slot.size:
                 self.findings.append(Finding("shape", name, f"node {op.name!r} computes {name!r} with shape "
