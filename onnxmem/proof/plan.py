@@ -66,6 +66,15 @@ this is the one deliberate second copy of those rules):
    named with a schedule that breaks it: the writers of both and what they
    need first, after which both are live (or the two writers run at once).
 
+10. Loops whose carried values grow per iteration (``extra.loop_trips``, :mod:`onnxmem.shapes.loops`):
+    the plan records exactly the model's growing Loops, each with the bound its sizes were
+    inferred for (a plan that claims more iterations than its buffers were sized for is
+    refused), and every tensor of such a Loop's body (and of the bodies nested in it) fits
+    its buffer at every iteration ``0 .. bound - 1``: its bytes at each iteration, inferred
+    again for that iteration, are at most its planned size. Offsets do not change from one
+    iteration to the next, so rules 3 to 8 hold for every iteration once they hold for the
+    largest sizes.
+
 Where each rule lives: rules 1 to 4 and 8 here; rules 5 to 7 (one sweep over the steps,
 ``O((n + p) log n)`` for ``n`` tensors and ``p`` pairs that are live together and share
 bytes) in :mod:`onnxmem.proof.sharing`; rule 9 in :mod:`onnxmem.proof.concurrency`.
@@ -190,6 +199,7 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
         if path not in paths:
             found.append(Finding("mismatch", None, f"the plan has a subgraph {path!r}, which the model does not "
                                  "have; re-plan the model"))
+    found += _trip_findings(plan, pairs)
     inside = _inside_pairs(pairs, subplans, plan.io)
     found += _prove_level(replace(plan, tensors=tuple(by_graph.get("", ()))), view, limit, (0, plan.arena_size),
                           mode=mode, inside=inside.get("", frozenset()))
@@ -202,6 +212,7 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
             found.append(Finding("mismatch", None, f"subgraph {body.path!r} of node {owner.name!r} "
                                  f"({owner.op_type}) is not in the plan; re-plan the model", node=owner.name))
             continue
+        found += _iteration_findings(body, by_graph.get(body.path, ()), owner.name)
         region = parent.regions.get(body.owner)
         where = (0, 0)
         for pt in by_graph.get(parent.path, ()):
@@ -224,6 +235,41 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
                                         f"the region of node {owner.name!r}",
                                         inside=inside.get(body.path, frozenset()))]
     return found[:limit] if limit else found
+
+
+def _trip_findings(plan: MemoryPlan, pairs: Sequence[tuple[GraphView, Body]]) -> list[Finding]:
+    """Rule 10, the bounds: ``extra.loop_trips`` names each growing Loop once, with the bound its
+    sizes were inferred for."""
+    want = {child_path(parent.path, parent.ops[b.owner].name): b.bound.bound for parent, b in pairs
+            if b.bound is not None}
+    found = plan.extra.get("loop_trips") or {}
+    got = {str(k): v.get("bound") if isinstance(v, dict) else None for k, v in found.items()} \
+        if isinstance(found, dict) else {}
+    out: list[Finding] = []
+    for path, bound in want.items():
+        if got.get(path) != bound:
+            said = "no bound" if path not in got else f"a bound of {got[path]!r} iterations"
+            out.append(Finding("mismatch", None, f"Loop {path!r} grows per iteration and its values are sized for "
+                               f"{bound} iterations, but the plan records {said} (extra.loop_trips); re-plan the "
+                               "model", node=path.rsplit("/", 1)[-1]))
+    for path in got.keys() - want.keys():
+        out.append(Finding("mismatch", None, f"the plan records a trip bound for Loop {path!r} (extra.loop_trips), "
+                           "which is not a Loop whose values grow in this model; re-plan the model"))
+    return out
+
+
+def _iteration_findings(body: Body, tensors: Iterable[PlannedTensor], owner: str) -> list[Finding]:
+    """Rule 10, the sizes: every tensor of a growing Loop's body fits its buffer at every iteration."""
+    out: list[Finding] = []
+    for pt in tensors:
+        for i, size in enumerate(body.iterations.get(pt.name, ())):
+            if size > pt.size:
+                out.append(Finding("arena", pt.name, f"in subgraph {body.path!r}: tensor {pt.name!r} takes {size} B "
+                                   f"at iteration {i} but the plan gives it {pt.size} B at bytes [{pt.offset}, "
+                                   f"{pt.offset + pt.size}); re-plan the model", node=owner, graph=body.path,
+                                   byte_range=(pt.offset, pt.offset + pt.size)))
+                break
+    return out
 
 
 def _inside_pairs(pairs: Iterable[tuple[GraphView, Body]], subplans: Mapping[str, Any],
