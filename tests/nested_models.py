@@ -261,7 +261,7 @@ def loop_if_sample_rate() -> onnx.ModelProto:
 DECODER_WIDTH = 16
 
 
-def decoder_loop(trips: str = "const", steps: int = 6) -> onnx.ModelProto:
+def decoder_loop(trips: str = "const", steps: int = 6, extra: str = "") -> onnx.ModelProto:
     """An autoregressive decoder Loop whose carried sequence grows by one row per iteration.
 
     Body (iteration ``i``; ``seq_in`` is [1 + i, 16], ``row_in`` [1, 16]):
@@ -275,6 +275,9 @@ def decoder_loop(trips: str = "const", steps: int = 6) -> onnx.ModelProto:
     ``trips``: ``"const"`` a constant trip count ``steps``; ``"input"`` the graph input ``n``
     (int64 scalar); ``"cond"`` no trip count, the condition ``Less(i + 1, limit)`` with
     ``limit`` a graph input (int64 scalar): the run stops after ``limit`` iterations.
+    ``extra``: ``"nonzero"`` adds ``hits = NonZero(GreaterOrEqual(Abs(ctx), 0))`` to the body
+    (always [2, 16], but only the data says so; ``"nonzero_declared"`` declares that shape in
+    the body's value_info); ``"scan_seq"`` makes the growing ``seq_out`` a scan output too.
     """
     d = DECODER_WIDTH
     rng = np.random.default_rng(7)
@@ -293,14 +296,24 @@ def decoder_loop(trips: str = "const", steps: int = 6) -> onnx.ModelProto:
                   helper.make_node("Less", ["done", "limit"], ["cond_out"], name="more")]
     else:
         nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep"))
+    body_inits = [wq, one] if trips == "cond" else [wq]
+    if extra.startswith("nonzero"):
+        body_inits.append(numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero"))
+        nodes += [helper.make_node("Abs", ["ctx"], ["size"], name="size"),
+                  helper.make_node("GreaterOrEqual", ["size", "zero"], ["mask"], name="mask"),
+                  helper.make_node("NonZero", ["mask"], ["hits"], name="hits")]
+    outs = [vi("cond_out", [], TensorProto.BOOL), vi("seq_out", [None, d]), vi("row_out", [1, d]),
+            vi("step", [1, d])]
+    if extra == "scan_seq":
+        nodes.append(helper.make_node("Identity", ["seq_out"], ["seq_copy"], name="copy"))
+        outs.append(vi("seq_copy", [None, d]))
     body = _graph(
         nodes, "body",
         [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("seq_in", [None, d]),
-         vi("row_in", [1, d])],
-        [vi("cond_out", [], TensorProto.BOOL), vi("seq_out", [None, d]), vi("row_out", [1, d]),
-         vi("step", [1, d])],
-        [wq, one] if trips == "cond" else [wq],
+         vi("row_in", [1, d])], outs, body_inits,
     )
+    if extra == "nonzero_declared":
+        body.value_info.append(vi("hits", [2, d], TensorProto.INT64))
     inits = [numpy_helper.from_array(np.array(True), "yes"), numpy_helper.from_array(np.array([0], dtype=np.int64),
                                                                                       "axis0")]
     inputs = [vi("x", [1, d])]
@@ -315,7 +328,8 @@ def decoder_loop(trips: str = "const", steps: int = 6) -> onnx.ModelProto:
         count = ""
     return make_model(
         [helper.make_node("Relu", ["x"], ["seq0"], name="start"),
-         helper.make_node("Loop", [count, "yes", "seq0", "x"], ["seq_n", "row_n", "steps"], name="decode",
+         helper.make_node("Loop", [count, "yes", "seq0", "x"],
+                          ["seq_n", "row_n", "steps"] + (["seqs"] if extra == "scan_seq" else []), name="decode",
                           body=body),
          helper.make_node("ReduceSum", ["seq_n", "axis0"], ["y"], name="pool", keepdims=0)],
         inputs, [vi("y", [d]), vi("row_n", [1, d]), vi("steps", [None, 1, d])], inits,

@@ -86,8 +86,19 @@ def _iteration(model: onnx.ModelProto, body: onnx.GraphProto, key: BodyKey, i: i
     if len(formal) > 1:
         fixed[formal[1]] = np.array(True)
     found: dict[BodyKey, dict[str, TypedShape]] = {key: have}
-    standalone_body(model, body, key, outer, values, found, excluded, fixed)
+    standalone_body(model, body, key, outer, values, found, excluded, fixed, _declared(body))
     return found
+
+
+def _declared(body: onnx.GraphProto) -> dict[str, TypedShape]:
+    """The body's value_info entries with a static shape: the way to size a value whose shape
+    depends on data the body computes (where that shape is in fact fixed)."""
+    out: dict[str, TypedShape] = {}
+    for vi in body.value_info:
+        t = vi.type.tensor_type
+        if t.elem_type and t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            out[vi.name] = (t.elem_type, tuple(int(d.dim_value) for d in t.shape.dim))
+    return out
 
 
 def _unsized(name: str, loop: str, i: int, body: onnx.GraphProto, have: Mapping[str, TypedShape]) -> ShapeError:
@@ -95,14 +106,14 @@ def _unsized(name: str, loop: str, i: int, body: onnx.GraphProto, have: Mapping[
     producer = next((n for n in body.node if name in n.output), None)
     reads = [n for n in (producer.input if producer is not None else ()) if n]
     if producer is not None and all(n in have for n in reads):
-        why = (f"its shape depends on the values {show_name(producer.op_type)} computes in the body, not on "
-               "the iteration number or the graph's dims, and body values are not measured")
+        why = (f"its {show_name(producer.op_type)} gives it a shape that depends on the values of "
+               + ", ".join(map(show_name, reads)) + ", computed in the body at run time")
     else:
-        why = "its shape depends on data computed in the body, not on the iteration number or the graph's dims"
-    return ShapeError(f"value {show_name(name)} of Loop {show_name(loop)}'s body has no static size at iteration "
-                      f"{i}: {why}; onnxmem plans a Loop body only where each value's shape follows from the "
-                      "iteration number and the shapes of the values it reads (declare its shape in the body's "
-                      "value_info if it is fixed)")
+        why = "its shape depends on data computed in the body at run time"
+    return ShapeError(f"value {show_name(name)} of the body of Loop {show_name(loop)} has no static size at iteration "
+                      f"{i}: {why}, not on the iteration number or the graph's dims, and a run does not measure "
+                      "body values (--measure-shapes cannot size it); if its shape is in fact fixed, declare it "
+                      "in the body's value_info (with those of the values computed from it)")
 
 
 def grow_loop(model: onnx.ModelProto, graph: onnx.GraphProto, index: int, key: BodyKey,

@@ -195,16 +195,19 @@ def standalone_body(
     bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]],
     excluded: frozenset[BodyKey] = frozenset(),
     fixed: Mapping[str, np.ndarray] | None = None,
+    declared: Mapping[str, tuple[int, tuple[int, ...]]] | None = None,
 ) -> None:
     """Complete ``bodies[sk]`` (the subgraph ``sub``) and its nested bodies: ``sub`` inferred as a
     model of its own (:func:`_standalone`), its formal inputs at the shapes ``bodies[sk]`` already
-    holds (those in ``fixed`` at their values). A nested If whose condition the shape arithmetic computes gives its outputs the taken
+    holds (those in ``fixed`` at their values), the values ``declared`` at those shapes. A nested If whose condition the shape arithmetic computes gives its outputs the taken
     branch's shapes, and the body is inferred again with them."""
     have = bodies.setdefault(sk, {})
     names = [vi.name for vi in sub.input] + [x.name for x in sub.initializer]
     names += [o for n in sub.node for o in n.output if o]
     conds = [n.input[0] for n in sub.node if n.op_type == "If" and n.input]
-    hints: dict[str, tuple[int, tuple[int, ...]]] = {}
+    hints: dict[str, tuple[int, tuple[int, ...]]] = dict(declared or {})
+    for name, typed in hints.items():
+        have.setdefault(name, typed)
     for _ in range(len(conds) + 1):
         formal = {vi.name: have[vi.name] for vi in sub.input if vi.name in have}
         work = _standalone(model, sub, formal, outer, values, hints, fixed)
