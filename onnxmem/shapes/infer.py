@@ -89,6 +89,7 @@ def infer_shapes(
     state.measured = measured
     state.nchwc_block = nchwc_block
     state.max_trips = max_trips
+    state.excluded = excluded
     for step in STEPS:
         if step.always or state.incomplete():
             step.run(state)

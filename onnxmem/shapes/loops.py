@@ -139,8 +139,8 @@ def grow_loop(model: onnx.ModelProto, graph: onnx.GraphProto, index: int, key: B
     k = len(carried)
     step = _iteration(model, body, key, 0, carried, outer, values, excluded)
     nxt = [step[key].get(o) for o in outs[1:1 + k]]
-    if all(a == b for a, b in zip(nxt, carried)):
-        return None  # the carried values keep their shapes: ordinary inference sizes the body
+    if any(t is None for t in nxt) or all(a == b for a, b in zip(nxt, carried)):
+        return None  # the carried values keep their shapes (or are not known): ordinary inference sizes the body
     bound, source = _bound(node, name, values, max_trips, body, carried, nxt)
     sizes: dict[BodyKey, dict[str, list[int]]] = {}
     largest: dict[BodyKey, dict[str, TypedShape]] = {}

@@ -75,6 +75,7 @@ class Inference:
     nchwc_block: int | None = None  # the NCHWc block size of the session that built the graph, if known
     max_trips: int | None = None  # the user's bound on a Loop's trip count (--max-trips)
     loops: dict[BodyKey, LoopBound] = field(default_factory=dict)  # Loops sized per iteration
+    excluded: frozenset[BodyKey] = frozenset()  # If branches runs are assumed not to take
 
     def incomplete(self) -> bool:
         """Whether some wanted value still lacks a shape."""
@@ -140,7 +141,7 @@ def grow_loops(state: Inference, values: Mapping[str, np.ndarray], only_open: bo
         node = graph.node[index]
         if key in state.loops or (only_open and all(o in state.known for o in node.output if o)):
             continue
-        found = grow_loop(state.model, graph, index, key, state.known, values, state.max_trips)
+        found = grow_loop(state.model, graph, index, key, state.known, values, state.max_trips, state.excluded)
         if found is not None:
             state.loops[key] = found
 
