@@ -152,3 +152,15 @@ def test_the_cli_plans_with_max_trips_and_verify_reads_the_bound_back(tmp_path):
         assert r.exit_code == code, r.output
         assert "Traceback" not in r.output
     assert r.output.strip().splitlines()[-1].startswith("error: Loop 'decode' runs more than the 5 iterations")
+
+
+def test_compare_refuses_a_run_past_the_bound_before_profiling(tmp_path):
+    path = _save(tmp_path, "cond")
+    npz = tmp_path / "limit9.npz"
+    np.savez(npz, limit=np.array(9, dtype=np.int64))
+    r = CliRunner().invoke(main, ["compare", str(path), "--max-trips", "4", "--inputs", str(npz)])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.output.strip().splitlines() == [
+        "error: Loop 'decode' runs more than the 4 iterations the plan holds on these inputs: its values grow per "
+        "iteration and are planned for at most 4 (extra.loop_trips); plan again with --max-trips N for the most "
+        "iterations runs take, or give inputs that stop sooner"]

@@ -108,6 +108,7 @@ def _profile(model: str, plan_path: str | None, built: Optimized, the_plan: Memo
     onnxruntime's default session (memory patterns on, run 2) on the same model."""
     from onnxmem.model import load_model
     from onnxmem.runtime.peak import ort_default_peak, ort_peak  # onnx
+    from onnxmem.runtime.trips import check_trips
     from onnxmem.verify.run import check_plan_identity, view_for_plan
 
     level = built.record.level
@@ -116,6 +117,8 @@ def _profile(model: str, plan_path: str | None, built: Optimized, the_plan: Memo
         echo_warnings(said)
     if view is None:
         view = view_for_plan(built.model, the_plan, built.path, inputs)
+    if the_plan.extra.get("loop_trips"):  # a Loop whose values grow: no run past the bound the plan holds
+        check_trips(built.model, view, the_plan.extra, model_path=built.path, seed=seed, inputs=inputs)
     if level == "none":
         runs = [(built.model, view, lvl) for lvl in ("disable", "basic", "all")]
     else:

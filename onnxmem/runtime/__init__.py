@@ -17,7 +17,8 @@ onnxruntime; onnxruntime itself is imported inside the functions that run it.
   :mod:`~onnxmem.runtime.peak` (onnxruntime's own peak),
   :mod:`~onnxmem.runtime.optimize` (the graph onnxruntime builds at a level),
   :mod:`~onnxmem.runtime.footprint` (a provider's fixed cost, a session's resident peak),
-  :mod:`~onnxmem.runtime.isolation` (the child process of a run).
+  :mod:`~onnxmem.runtime.isolation` (the child process of a run),
+  :mod:`~onnxmem.runtime.trips` (a growing Loop's iterations against its plan's bound).
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ if TYPE_CHECKING:
         require_cuda,
         run_model,
     )
+    from onnxmem.runtime.trips import check_trips, loop_bounds, over_bound
     from onnxmem.runtime.training import (
         TrainingRun,
         execute_in_one_arena,
@@ -155,6 +157,7 @@ __all__ = [
     "bind_input_shapes",
     "binding_type",
     "check_inputs",
+    "check_trips",
     "canonical_names",
     "check_memory",
     "check_rebuilt",
@@ -181,6 +184,7 @@ __all__ = [
     "infer_measured_shapes",
     "is_kernel_event",
     "is_training_view",
+    "loop_bounds",
     "make_session",
     "measure_shapes",
     "missing_kernel",
@@ -189,6 +193,7 @@ __all__ = [
     "on_host",
     "onnxruntime_version",
     "optimized_model",
+    "over_bound",
     "ort_default_peak",
     "ort_peak",
     "ortvalue_bytes",
@@ -239,6 +244,9 @@ _EXPORTS = {
     "bind_input_shapes": "onnxmem.runtime.inputs",
     "binding_type": "onnxmem.runtime.sessions",
     "check_inputs": "onnxmem.runtime.inputs",
+    "check_trips": "onnxmem.runtime.trips",
+    "loop_bounds": "onnxmem.runtime.trips",
+    "over_bound": "onnxmem.runtime.trips",
     "check_memory": "onnxmem.runtime.ort",
     "canonical_names": "onnxmem.runtime.optimize",
     "check_rebuilt": "onnxmem.runtime.optimize",

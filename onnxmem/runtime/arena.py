@@ -88,6 +88,7 @@ from onnxmem.runtime.arena_records import (
 from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.ort import available_memory
+from onnxmem.runtime.trips import loop_bounds, over_bound
 
 __all__ = [
     "DEVICES",
@@ -171,7 +172,7 @@ class ArenaRun(ArenaSteps):
         i = 0
         while (trips is None or i < trips) and cond:
             if bound is not None and i >= bound:
-                self._over_bound(op, bound, trips)
+                raise over_bound(child_path(self.view.path, op.name), bound, trips)
             it = np.array(i, dtype=np.int64)
             c = np.array(cond, dtype=np.bool_)
             out = self._run_body(op, body, graph, [(it, it), (c, c), *carried])
@@ -187,18 +188,7 @@ class ArenaRun(ArenaSteps):
 
     def _trip_bound(self, op: Op) -> int | None:
         """The most iterations the plan holds for this Loop (``extra.loop_trips``), if it grows."""
-        found = self.plan.extra.get("loop_trips")
-        entry = found.get(child_path(self.view.path, op.name)) if isinstance(found, dict) else None
-        return int(entry["bound"]) if isinstance(entry, dict) else None
-
-    def _over_bound(self, op: Op, bound: int, trips: int | None) -> None:
-        """Refuse a run of a growing Loop past the bound its plan holds."""
-        where = child_path(self.view.path, op.name)
-        count = f" (its trip count is {trips})" if trips is not None else ""
-        raise PlanError(f"Loop {show_name(where)} runs more than the {bound} iterations the plan holds{count} on these "
-                        f"inputs: its values grow per iteration and are planned for at most {bound} "
-                        "(extra.loop_trips); plan again with --max-trips N for the most iterations runs take, or "
-                        "give inputs that stop sooner")
+        return loop_bounds(self.plan.extra).get(child_path(self.view.path, op.name))
 
     def _run_scan(self, op: Op, node: onnx.NodeProto, body: Any, graph: onnx.GraphProto,
                   ins: list[Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
