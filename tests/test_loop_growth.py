@@ -164,3 +164,31 @@ def test_compare_refuses_a_run_past_the_bound_before_profiling(tmp_path):
         "error: Loop 'decode' runs more than the 4 iterations the plan holds on these inputs: its values grow per "
         "iteration and are planned for at most 4 (extra.loop_trips); plan again with --max-trips N for the most "
         "iterations runs take, or give inputs that stop sooner"]
+
+
+def test_a_zoo_list_gives_a_model_its_own_max_trips(tmp_path):
+    from onnxmem.core.errors import OnnxmemError
+    from onnxmem.zoo import load_zoo
+
+    onnx.save(decoder_loop("cond"), tmp_path / "decoder.onnx")
+    listing = tmp_path / "zoo.txt"
+    listing.write_text("decoder.onnx max-trips:5\n")
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["zoo", str(listing), "--out", str(out), "--executor", "inline",
+                                  "--model-timeout", "0"])
+    assert r.exit_code == 0, r.output
+    row = json.loads((out / "results.json").read_text())["models"][0]
+    assert row["options"] == {"max_trips": 5} and row["status"] == "ok"
+    plan = json.loads((out / "plans" / "decoder.json").read_text())
+    assert plan["extra"]["loop_trips"] == {"decode": {"bound": 5, "source": "user"}}
+    for word, message in (("max-trips:0", "key 'max-trips' holds '0', which is not a positive integer"),
+                          ("max-trips:5 max-trips:6", "key 'max-trips' is given 2 times")):
+        listing.write_text(f"decoder.onnx {word}\n")
+        with pytest.raises(OnnxmemError, match=f"zoo.txt:1: {message}"):
+            load_zoo(listing)
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps({"models": [{"name": "d", "file": "decoder.onnx", "max_trips": "5"}]}))
+    with pytest.raises(OnnxmemError, match="model 'd': key 'max_trips' is not a positive integer"):
+        load_zoo(catalog)
+    catalog.write_text(json.dumps({"models": [{"name": "d", "file": "decoder.onnx", "max_trips": 5}]}))
+    assert load_zoo(catalog)[0].options.max_trips == 5

@@ -29,7 +29,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +74,12 @@ INPUTS_PREFIX = "inputs:"
 BRANCH_PREFIX = "branch:"
 #: the list-file word that turns ``--measure-shapes`` on for its model
 MEASURE_WORD = "measure-shapes"
+#: the prefix of a list-file word that bounds its model's growing Loops (``--max-trips``)
+TRIPS_PREFIX = "max-trips:"
 #: the catalogue keys of a model's own options (besides ``name`` and ``file``)
 #: (``inputs`` there is the builder's description of the graph inputs, so the values' file is
 #: ``input_values``)
-OPTION_KEYS = ("dims", "input_shapes", "input_values", "branch", "measure_shapes")
+OPTION_KEYS = ("dims", "input_shapes", "input_values", "branch", "measure_shapes", "max_trips")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,14 +89,16 @@ class ModelOptions:
     ``inputs``: the ``.npz`` file of graph input values (``--inputs``), resolved inside the
     list's folder, and ``values`` its arrays (read when the zoo is loaded); ``branches``:
     ``{If path: "then_branch"|"else_branch"}`` (``--branch``); ``measure_shapes``
-    (``--measure-shapes``). The command line's flags add to these (its ``--branch`` wins
-    for the same If); ``--measure-shapes`` there turns it on for every model.
+    (``--measure-shapes``); ``max_trips`` (``--max-trips``). The command line's flags add to
+    these (its ``--branch`` wins for the same If, its ``--max-trips`` over the model's);
+    ``--measure-shapes`` there turns it on for every model.
     """
 
     inputs: Path | None = None
     values: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     branches: dict[str, str] = field(default_factory=dict)
     measure_shapes: bool = False
+    max_trips: int | None = None
 
     def describe(self) -> dict[str, Any]:
         """The options given, for the results (``{}`` for none)."""
@@ -105,6 +109,8 @@ class ModelOptions:
             out["branch"] = dict(self.branches)
         if self.measure_shapes:
             out["measure_shapes"] = True
+        if self.max_trips is not None:
+            out["max_trips"] = self.max_trips
         return out
 
 
@@ -309,8 +315,12 @@ def _entry_options(folder: Path, where: str, entry: Mapping[str, Any]) -> ModelO
     if file is not None and not isinstance(file, str):
         raise OnnxmemError(f"{where}: key 'input_values' is not a path; write the .npz file's path, "
                            "relative to the catalogue's folder")
-    return _options(folder, where, file, [(str(k), str(v)) for k, v in branch.items()], measure,
-                    key="input_values")
+    trips = entry.get("max_trips")
+    if trips is not None and (isinstance(trips, bool) or not isinstance(trips, int) or trips < 1):
+        raise OnnxmemError(f"{where}: key 'max_trips' is not a positive integer; write the most iterations "
+                           "a growing Loop runs, e.g. 64")
+    return replace(_options(folder, where, file, [(str(k), str(v)) for k, v in branch.items()], measure,
+                            key="input_values"), max_trips=trips)
 
 
 def _options(folder: Path, where: str, file: str | None, branches: Sequence[tuple[str, str]],
@@ -363,19 +373,26 @@ def _read_list(path: Path) -> list[ZooModel]:
 
 
 def _is_option_word(word: str) -> bool:
-    return word == MEASURE_WORD or word.startswith((INPUTS_PREFIX, BRANCH_PREFIX))
+    return word == MEASURE_WORD or word.startswith((INPUTS_PREFIX, BRANCH_PREFIX, TRIPS_PREFIX))
 
 
 def _list_options(folder: Path, where: str, words: Sequence[str]) -> ModelOptions:
-    """The options of a list line's ``measure-shapes``, ``inputs:FILE`` and ``branch:IF=B`` words."""
+    """The options of a list line's ``measure-shapes``, ``inputs:FILE``, ``branch:IF=B`` and
+    ``max-trips:N`` words."""
     files = [w[len(INPUTS_PREFIX):] for w in words if w.startswith(INPUTS_PREFIX)]
     if len(files) > 1:
         raise OnnxmemError(f"{where}: key 'inputs' is given {len(files)} times; give one .npz file")
     if words.count(MEASURE_WORD) > 1:
         raise OnnxmemError(f"{where}: {MEASURE_WORD!r} is given twice; keep one")
     pairs = [w[len(BRANCH_PREFIX):].rpartition("=") for w in words if w.startswith(BRANCH_PREFIX)]
-    return _options(folder, where, files[0] if files else None, [(p, b) for p, _, b in pairs],
-                    MEASURE_WORD in words)
+    trips = [w[len(TRIPS_PREFIX):] for w in words if w.startswith(TRIPS_PREFIX)]
+    if len(trips) > 1:
+        raise OnnxmemError(f"{where}: key 'max-trips' is given {len(trips)} times; keep one")
+    if trips and not re.fullmatch(_POSITIVE, trips[0]):
+        raise OnnxmemError(f"{where}: key 'max-trips' holds {show_name(trips[0])}, which is not a positive integer; "
+                           "write max-trips:N")
+    return replace(_options(folder, where, files[0] if files else None, [(p, b) for p, _, b in pairs],
+                            MEASURE_WORD in words), max_trips=int(trips[0]) if trips else None)
 
 
 _POSITIVE = r"[1-9][0-9]*"

@@ -92,6 +92,7 @@ def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
     opts = replace(base, dims=dims, input_shapes=shapes, strict_dims=False,
                    measure_shapes=base.measure_shapes or own.measure_shapes,
                    branches={**own.branches, **dict(base.branches)},
+                   max_trips=base.max_trips if base.max_trips is not None else own.max_trips,
                    inputs=own.values or base.inputs)
     work = Path(options.work_dir) if options.work_dir else None
     partial: dict[str, Any] = {"options": own.describe()}
