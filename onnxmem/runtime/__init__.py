@@ -116,7 +116,6 @@ if TYPE_CHECKING:
         require_cuda,
         run_model,
     )
-    from onnxmem.runtime.trips import check_trips, loop_bounds, over_bound
     from onnxmem.runtime.training import (
         TrainingRun,
         execute_in_one_arena,
@@ -127,6 +126,7 @@ if TYPE_CHECKING:
         seed_dropout,
         training_feeds,
     )
+    from onnxmem.runtime.trips import check_trips, loop_bounds, over_bound
 
 __all__ = [
     "DEVICES",

@@ -16,7 +16,6 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import onnx
 
-import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import ShapeError, flag_value, show_name
 from onnxmem.model import (
     BodyKey,

@@ -138,8 +138,8 @@ def grow_loop(model: onnx.ModelProto, graph: onnx.GraphProto, index: int, key: B
     outs = [o.name for o in body.output]
     k = len(carried)
     step = _iteration(model, body, key, 0, carried, outer, values, excluded)
-    nxt = [step[key].get(o) for o in outs[1:1 + k]]
-    if any(t is None for t in nxt) or all(a == b for a, b in zip(nxt, carried)):
+    nxt = [step[key][o] for o in outs[1:1 + k] if o in step[key]]
+    if len(nxt) < k or nxt == carried:
         return None  # the carried values keep their shapes (or are not known): ordinary inference sizes the body
     bound, source = _bound(node, name, values, max_trips, body, carried, nxt)
     sizes: dict[BodyKey, dict[str, list[int]]] = {}
@@ -171,7 +171,7 @@ def grow_loop(model: onnx.ModelProto, graph: onnx.GraphProto, index: int, key: B
 
 
 def _bound(node: onnx.NodeProto, name: str, values: Mapping[str, np.ndarray], max_trips: int | None,
-           body: onnx.GraphProto, before: list[TypedShape], after: list[TypedShape | None]) -> tuple[int, str]:
+           body: onnx.GraphProto, before: list[TypedShape], after: list[TypedShape]) -> tuple[int, str]:
     """``(bound, source)`` of a growing Loop: its constant trip count (``model``) or ``max_trips``
     (``user``), the smaller where both are known; a ``ShapeError`` where neither is."""
     trips = _trip_count(node, values)
@@ -181,7 +181,7 @@ def _bound(node: onnx.NodeProto, name: str, values: Mapping[str, np.ndarray], ma
         return max_trips, "user"
     grows = next(j for j, (a, b) in enumerate(zip(before, after)) if a != b)
     value = body.input[2 + grows].name
-    was, now = list(before[grows][1]), (list(after[grows][1]) if after[grows] is not None else "an unknown shape")
+    was, now = list(before[grows][1]), list(after[grows][1])
     count = ("no trip count" if not node.input or not node.input[0]
              else f"a trip count {show_name(node.input[0])} not known before the run")
     raise ShapeError(f"Loop {show_name(name)}: its carried value {show_name(value)} grows from {was} to {now} in "

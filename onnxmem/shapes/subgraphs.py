@@ -87,12 +87,12 @@ def _standalone(
             et, shape = formal[vi.name]
             vi.type.tensor_type.elem_type = et
             set_shape(vi, shape)
-    for name, value in (fixed or {}).items():
+    for name, held in (fixed or {}).items():
         kept = [vi for vi in g.input if vi.name != name]
         if len(kept) < len(g.input):
             del g.input[:]
             g.input.extend(kept)
-            g.initializer.append(numpy_helper.from_array(value, name))
+            g.initializer.append(numpy_helper.from_array(held, name))
     for name in captured_names(body):
         value = values.get(name)
         if value is not None and value.size <= MAX_CAPTURED_ELEMENTS:
