@@ -14,6 +14,12 @@ and times, and onnxruntime's own peak (``onnxmem compare``'s ORT_DISABLE_ALL fig
 run on seeded random inputs) over the arena. One model is planned first, untimed, so
 that the compiled solvers' start is not in the first row.
 
+The decoder Loops (``tests/nested_models.py`` ``decoder_loop``: a carried sequence that grows by
+one row per iteration, attention over it) are planned for their trip bound: ``decoder_loop``
+its constant 6 iterations, ``decoder_loop_n`` (trip count the input ``n``) and
+``decoder_loop_until`` (stopped by its condition after ``limit`` iterations) ``--max-trips 32``;
+they run 32 and 20 iterations.
+
 ``if_sample_rate`` is planned with ``--inputs`` ``sr=16000``: its condition ``Equal(sr, 16000)``
 decides the branch, so the plan holds the network branch alone (its other branch cannot run
 at these shapes). With ``--ml``, a second table: scikit-learn pipelines converted by skl2onnx
@@ -39,12 +45,19 @@ sys.path.insert(0, str(ROOT))
 from onnxmem.planning.pipeline import PlanOptions, check_decided, plan_model  # noqa: E402
 from onnxmem.runtime.peak import comparable_peak, ort_peak  # noqa: E402
 from onnxmem.verify.run import VerifyOptions, verify_plan  # noqa: E402
-from tests.nested_models import CONTROL_FLOW_MODELS, if_sample_rate  # noqa: E402
+from tests.nested_models import CONTROL_FLOW_MODELS, decoder_loop, if_sample_rate  # noqa: E402
 
 SR = {"sr": np.array(16000, np.int64)}
-INPUTS = {"network_in_if": {"x": np.ones((8, 64), np.float32), **SR}, "if_sample_rate": SR}
+ROW = {"x": np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)}
+INPUTS = {"network_in_if": {"x": np.ones((8, 64), np.float32), **SR}, "if_sample_rate": SR,
+          "decoder_loop_n": {**ROW, "n": np.array(32, np.int64)},
+          "decoder_loop_until": {**ROW, "limit": np.array(20, np.int64)}}
 #: plan options per model (the rest default)
-OPTIONS = {"if_sample_rate": PlanOptions(input_shapes={"x": (8, 64)}, inputs=SR)}
+OPTIONS = {"if_sample_rate": PlanOptions(input_shapes={"x": (8, 64)}, inputs=SR),
+           "decoder_loop_n": PlanOptions(max_trips=32), "decoder_loop_until": PlanOptions(max_trips=32)}
+#: the decoder Loops whose carried sequence grows per iteration
+DECODERS = {"decoder_loop": lambda: decoder_loop("const"), "decoder_loop_n": lambda: decoder_loop("input"),
+            "decoder_loop_until": lambda: decoder_loop("cond")}
 HEADER = ("| model | arena B | bound B | naive B | subgraphs | body tensors | regions B | nodes run | verify "
           "| plan s | verify s | onnxruntime / arena |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
 
@@ -108,7 +121,7 @@ def main() -> int:
     out = Path(args.out or tempfile.mkdtemp(prefix="onnxmem-controlflow-"))
     out.mkdir(parents=True, exist_ok=True)
     paths = {"control_flow (shipped)": ROOT / "models" / "control_flow.onnx"}
-    for name, build in {**CONTROL_FLOW_MODELS, "if_sample_rate": if_sample_rate}.items():
+    for name, build in {**CONTROL_FLOW_MODELS, "if_sample_rate": if_sample_rate, **DECODERS}.items():
         paths[name] = out / f"{name}.onnx"
         onnx.save(build(), paths[name])
     print(f"machine: {platform.machine()}, Python {platform.python_version()}, onnx {onnx.__version__}")
