@@ -7,7 +7,8 @@ The public interface of the shapes layer; higher layers import from here
   :mod:`~onnxmem.shapes.steps` (onnx inference with data propagation, onnxmem's op rules by
   partial evaluation, spec rules, training rules, onnxruntime's symbolic inference, measured
   shapes the caller passes in, the exporter's value_info), then the subgraphs
-  (:mod:`~onnxmem.shapes.subgraphs`); :func:`infer_symbolic_shapes` for range plans;
+  (:mod:`~onnxmem.shapes.subgraphs`; Loops whose carried values grow per iteration, sized for a
+  trip bound, in :mod:`~onnxmem.shapes.loops`); :func:`infer_symbolic_shapes` for range plans;
 * :class:`ShapeInfo`, the frozen result;
 * :mod:`~onnxmem.shapes.shapeeval`: the interpreter of shape arithmetic (op rules in
   :mod:`~onnxmem.shapes.evalops`); :mod:`~onnxmem.shapes.training`: gradient op rules.

@@ -22,7 +22,7 @@ class ShapeInfo:
 
     dtypes: dict[str, int]
     shapes: dict[str, tuple[int, ...]]
-    sources: dict[str, str] = field(default_factory=dict)  # name -> onnx|evaluated|symbolic|measured|value_info
+    sources: dict[str, str] = field(default_factory=dict)  # name -> onnx|evaluated|loop-bound|symbolic|measured|value_info
     warnings: tuple[str, ...] = ()
     bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = field(default_factory=dict)
     #: If branches left out of the plan (``--branch``): runs are assumed to take the other one
