@@ -56,6 +56,7 @@ def test_the_constant_trip_decoder_plans_at_the_hand_computed_arena(tmp_path):
     assert tensors[("", "seq_n")].shape == (7, 16)
     assert plan.arena_size == plan.lower_bound == ROW + ROW + region + 6 * ROW == 2112
     assert plan.extra["loop_trips"] == {"decode": {"bound": 6, "source": "model"}}
+    assert not plan.warnings  # the model's own trip count: nothing assumed
     assert prove_plan(plan, planned.view) == []
 
 
@@ -80,6 +81,8 @@ def test_max_trips_bounds_a_loop_whose_count_the_run_decides(tmp_path, trips, co
     planned = plan_model(path, PlanOptions(max_trips=5))
     plan = planned.plan
     assert plan.extra["loop_trips"] == {"decode": {"bound": 5, "source": "user"}}
+    assert ("Loop 'decode': its values grow per iteration and are planned for at most 5 iterations (--max-trips); "
+            "verify refuses a run of more") in plan.warnings
     # the constant decoder's arena one row shorter in seq_in, seq_out, keys and steps, plus the
     # 64 B of the count input
     assert plan.arena_size == 2112 - 4 * ROW + 64 == 1920
@@ -192,3 +195,18 @@ def test_a_zoo_list_gives_a_model_its_own_max_trips(tmp_path):
         load_zoo(catalog)
     catalog.write_text(json.dumps({"models": [{"name": "d", "file": "decoder.onnx", "max_trips": 5}]}))
     assert load_zoo(catalog)[0].options.max_trips == 5
+
+
+def test_a_trip_count_past_the_limit_needs_a_bound(tmp_path):
+    from onnxmem.shapes.loops import MAX_TRIPS
+
+    # exporters write INT64_MAX as the trip count of a Loop its condition stops
+    path = tmp_path / "decoder_max.onnx"
+    onnx.save(decoder_loop("const", steps=2**63 - 1), path)
+    with pytest.raises(ShapeError, match=r"its trip count 9223372036854775807 is above onnxmem's limit of 16,384 "
+                                         r"iterations .*pass --max-trips N"):
+        plan_model(path)
+    assert plan_model(path, PlanOptions(max_trips=3)).plan.extra["loop_trips"] == {
+        "decode": {"bound": 3, "source": "user"}}
+    with pytest.raises(ShapeError, match=f"--max-trips {MAX_TRIPS + 1} is above onnxmem's limit"):
+        plan_model(path, PlanOptions(max_trips=MAX_TRIPS + 1))

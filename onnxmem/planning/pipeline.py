@@ -344,6 +344,14 @@ def loop_trips_record(view: GraphView) -> dict[str, object]:
     return {"loop_trips": dict(sorted(found.items()))} if found else {}
 
 
+def _trip_warnings(view: GraphView) -> tuple[str, ...]:
+    """The assumption a plan makes for each Loop whose values grow and whose bound the user gave."""
+    return tuple(f"Loop {show_name(child_path(parent.path, parent.ops[b.owner].name))}: its values grow per "
+                 f"iteration and are planned for at most {b.bound.bound} iterations (--max-trips); verify "
+                 "refuses a run of more" for parent, b in walk_bodies(view)
+                 if b.bound is not None and b.bound.source == "user")
+
+
 def plan_max_trips(plan: MemoryPlan) -> int | None:
     """The ``--max-trips`` ``plan`` was made with (the largest bound the user gave a Loop), or ``None``."""
     found = plan.extra.get("loop_trips")
@@ -521,7 +529,7 @@ def _make_plan(
             + (f"at the --inputs value of {', '.join(map(show_name, d.inputs))}" if d.inputs else "at these shapes")
             + "; the plan holds that branch alone (the other: outside, reason excluded-branch) and verify "
             "refuses inputs that take the other"
-            for k, d in sorted(opts.decided.items()) if k not in opts.branches),
+            for k, d in sorted(opts.decided.items()) if k not in opts.branches) + _trip_warnings(view),
         subgraphs=subgraphs,
         outside=tuple(outside),
     )

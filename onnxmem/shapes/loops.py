@@ -32,9 +32,13 @@ from onnxmem.core.errors import ShapeError, show_name
 from onnxmem.model import BodyKey, owner_key, subgraph_attributes, tensor_bytes
 from onnxmem.shapes.subgraphs import defined_count, standalone_body
 
-__all__ = ["LoopBound", "grow_loop", "loop_name", "main_loops"]
+__all__ = ["MAX_TRIPS", "LoopBound", "grow_loop", "loop_name", "main_loops"]
 
 TypedShape = tuple[int, tuple[int, ...]]
+
+#: the most iterations a growing Loop is sized for, one inference each (a few ms): a trip count
+#: above it (exporters write INT64_MAX for a Loop its condition stops) needs ``--max-trips``
+MAX_TRIPS = 16_384
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +179,17 @@ def _bound(node: onnx.NodeProto, name: str, values: Mapping[str, np.ndarray], ma
     """``(bound, source)`` of a growing Loop: its constant trip count (``model``) or ``max_trips``
     (``user``), the smaller where both are known; a ``ShapeError`` where neither is."""
     trips = _trip_count(node, values)
-    if trips is not None and (max_trips is None or trips <= max_trips):
+    if max_trips is not None and max_trips > MAX_TRIPS:
+        raise ShapeError(f"--max-trips {max_trips} is above onnxmem's limit of {MAX_TRIPS:,} iterations (the body of "
+                         f"Loop {show_name(name)} is inferred once per iteration); give at most {MAX_TRIPS}")
+    if trips is not None and (max_trips is None or trips <= max_trips) and trips <= MAX_TRIPS:
         return trips, "model"
     if max_trips is not None:
         return max_trips, "user"
+    if trips is not None:
+        raise ShapeError(f"Loop {show_name(name)}: its values grow per iteration and its trip count {trips} is above "
+                         f"onnxmem's limit of {MAX_TRIPS:,} iterations (its body is inferred once per iteration); "
+                         "pass --max-trips N for the most iterations runs take (a Loop its condition stops)")
     grows = next(j for j, (a, b) in enumerate(zip(before, after)) if a != b)
     value = body.input[2 + grows].name
     was, now = list(before[grows][1]), list(after[grows][1])
