@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .helpers import make_model, vi
 
-__all__ = ["CONTROL_FLOW_MODELS", "if_late_output", "if_peaks", "if_sample_rate", "decoder_loop", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
+__all__ = ["CONTROL_FLOW_MODELS", "if_late_output", "if_peaks", "if_sample_rate", "decoder_loop", "emit_loop", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
            "scan_rnn"]
 
 
@@ -333,4 +333,26 @@ def decoder_loop(trips: str = "const", steps: int = 6, extra: str = "") -> onnx.
                           body=body),
          helper.make_node("ReduceSum", ["seq_n", "axis0"], ["y"], name="pool", keepdims=0)],
         inputs, [vi("y", [d]), vi("row_n", [1, d]), vi("steps", [None, 1, d])], inits,
+    )
+
+
+def emit_loop() -> onnx.ModelProto:
+    """A Loop whose carried state keeps its shape but whose scan output stacks one slice per
+    iteration, its trip count the graph input ``n``: ``h = Tanh(MatMul(h, w))`` [1, 16] carried,
+    ``tok = ArgMax(h)`` [1, 1] (int64) a scan output, so ``toks`` is [n, 1, 1]."""
+    d = DECODER_WIDTH
+    w = numpy_helper.from_array(np.random.default_rng(5).standard_normal((d, d)).astype(np.float32) * 0.3, "w")
+    body = _graph(
+        [helper.make_node("MatMul", ["h_in", "w"], ["mixed"], name="mix"),
+         helper.make_node("Tanh", ["mixed"], ["h_out"], name="squash"),
+         helper.make_node("ArgMax", ["h_out"], ["tok"], name="pick", axis=1, keepdims=1),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep")],
+        "body", [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("h_in", [1, d])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("h_out", [1, d]), vi("tok", [1, 1], TensorProto.INT64)], [w],
+    )
+    return make_model(
+        [helper.make_node("Loop", ["n", "yes", "x"], ["h_n", "toks"], name="emit", body=body)],
+        [vi("x", [1, d]), vi("n", [], TensorProto.INT64)],
+        [vi("h_n", [1, d]), vi("toks", [None, 1, 1], TensorProto.INT64)],
+        [numpy_helper.from_array(np.array(True), "yes")],
     )

@@ -16,7 +16,7 @@ from onnxmem.planning.pipeline import PlanOptions, plan_model
 from onnxmem.plans import read_plan
 from onnxmem.verify.run import VerifyOptions, prove_plan, verify_plan
 
-from .nested_models import decoder_loop
+from .nested_models import decoder_loop, emit_loop
 
 ROW = 16 * 4  # one [1, 16] float row: 64 B, the alignment
 
@@ -210,3 +210,22 @@ def test_a_trip_count_past_the_limit_needs_a_bound(tmp_path):
         "decode": {"bound": 3, "source": "user"}}
     with pytest.raises(ShapeError, match=f"--max-trips {MAX_TRIPS + 1} is above onnxmem's limit"):
         plan_model(path, PlanOptions(max_trips=MAX_TRIPS + 1))
+
+
+def test_a_scan_output_stacked_over_an_unknown_trip_count_takes_max_trips(tmp_path):
+    path = tmp_path / "emit.onnx"
+    onnx.save(emit_loop(), path)
+    with pytest.raises(ShapeError, match=r"'toks' stacks one slice per iteration of Loop 'emit', whose trip count is "
+                                         r"not known before the run; pass --max-trips N"):
+        plan_model(path)
+    planned = plan_model(path, PlanOptions(max_trips=40))
+    plan = planned.plan
+    assert plan.extra["loop_trips"] == {"emit": {"bound": 40, "source": "user"}}
+    # the carried state keeps its shape: region i, cond, h_in, mixed (h_out: Tanh in place), tok at
+    # 64 B each; beside it x, n and toks [40, 1, 1] int64 (320 B)
+    assert {t.name: t.shape for t in plan.tensors}["toks"] == (40, 1, 1)
+    assert plan.arena_size == 64 + 64 + 5 * 64 + 40 * 8 == 768
+    assert _verify(planned, path, n=7).ok
+    with pytest.raises(PlanError, match=r"Loop 'emit' runs more than the 40 iterations the plan holds \(its trip "
+                                        r"count is 41\)"):
+        _verify(planned, path, n=41)

@@ -27,6 +27,7 @@ from onnxmem.model import (
     rename_dims,
     resolve_dim,
     set_shape,
+    subgraph_attributes,
 )
 from onnxmem.shapes.contrib import complete_contrib, unshaped_reason
 from onnxmem.shapes.contrib_attention import value_sized
@@ -38,6 +39,7 @@ from onnxmem.shapes.engines import (
     take_branches,
 )
 from onnxmem.shapes.info import ShapeInfo
+from onnxmem.shapes.loops import loop_name
 from onnxmem.shapes.steps import STEPS, Inference, TypedShape, grow_loops, outer_values
 from onnxmem.shapes.subgraphs import body_shapes, defined_count, standalone_bodies, with_shapes
 
@@ -442,6 +444,13 @@ def _unknown_sizes(
             "plans tensors only; write the model without it (skl2onnx: options={id(model): {'zipmap': False}} "
             "gives the probabilities as one tensor)"
         )
+    stacked = _stacked_output(model, missing)
+    if stacked is not None:
+        return ShapeError(
+            f"sizes of {len(missing)} tensors are unknown ({shown}): {stacked}; pass --max-trips N to plan for "
+            "runs of at most N iterations (verify refuses a run of more), or --measure-shapes to plan for the "
+            "count of one run"
+        )
     stuck = _stuck_node(model, known)
     if stuck is not None:
         return ShapeError(
@@ -453,6 +462,21 @@ def _unknown_sizes(
         f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
         "data; pass --measure-shapes to run the model once and measure them"
     )
+
+
+def _stacked_output(model: onnx.ModelProto, missing: list[str]) -> str | None:
+    """Why a scan output of a main-graph Loop among ``missing`` has no size (it stacks one slice per
+    iteration and the trip count is not known before the run), or ``None``."""
+    for i, node in enumerate(model.graph.node):
+        body = dict(subgraph_attributes(node)).get("body") if node.op_type == "Loop" else None
+        if body is None or node.domain not in ("", "ai.onnx"):
+            continue
+        carried = max(len(node.input) - 2, 0)
+        for o in node.output[carried:]:
+            if o and o in missing:
+                return (f"{show_name(o)} stacks one slice per iteration of Loop {show_name(loop_name(model.graph, i))},"
+                        " whose trip count is not known before the run")
+    return None
 
 
 def _non_tensor(model: onnx.ModelProto, missing: list[str]) -> str | None:

@@ -122,28 +122,31 @@ def _unsized(name: str, loop: str, i: int, body: onnx.GraphProto, have: Mapping[
 
 def grow_loop(model: onnx.ModelProto, graph: onnx.GraphProto, index: int, key: BodyKey,
               outer: Mapping[str, TypedShape], values: Mapping[str, np.ndarray], max_trips: int | None,
-              excluded: frozenset[BodyKey] = frozenset()) -> LoopBound | None:
+              excluded: frozenset[BodyKey] = frozenset(), stacks: bool = False) -> LoopBound | None:
     """The :class:`LoopBound` of the Loop ``graph.node[index]`` (its body at ``key``), or ``None``
     when its carried values keep their shapes (or their first shapes are not known).
 
     ``outer``: the shapes of the values of ``graph`` (and enclosing graphs) it reads, ``values``
-    the values known among them; ``max_trips``: the user's bound (``--max-trips``). A
-    ``ShapeError`` names a growing Loop with no bound, a body value with no size at some
-    iteration, and a scan output whose shape changes."""
+    the values known among them; ``max_trips``: the user's bound (``--max-trips``). ``stacks``:
+    the Loop's outputs lack a shape, so a Loop whose carried values keep their shapes but whose
+    scan outputs stack one slice per iteration is bounded too, where a bound is known (its
+    constant trip count, or ``max_trips``). A ``ShapeError`` names a growing Loop with no bound,
+    a body value with no size at some iteration, and a scan output whose shape changes."""
     node = graph.node[index]
     body = dict(subgraph_attributes(node)).get("body")
     name = loop_name(graph, index)
     if body is None or len(body.input) < 2:
         return None
     first = [outer.get(n) for n in node.input[2:]]
-    if any(t is None for t in first) or not first:
+    outs = [o.name for o in body.output]
+    stacks = stacks and len(outs) > 1 + len(first)
+    if any(t is None for t in first) or not (first or stacks):
         return None
     carried: list[TypedShape] = [t for t in first if t is not None]
-    outs = [o.name for o in body.output]
     k = len(carried)
     step = _iteration(model, body, key, 0, carried, outer, values, excluded)
     nxt = [step[key][o] for o in outs[1:1 + k] if o in step[key]]
-    if len(nxt) < k or nxt == carried:
+    if len(nxt) < k or (nxt == carried and not (stacks and _known_bound(node, values, max_trips))):
         return None  # the carried values keep their shapes (or are not known): ordinary inference sizes the body
     bound, source = _bound(node, name, values, max_trips, body, carried, nxt)
     sizes: dict[BodyKey, dict[str, list[int]]] = {}
@@ -172,6 +175,12 @@ def grow_loop(model: onnx.ModelProto, graph: onnx.GraphProto, index: int, key: B
             outputs[y] = (scans[o][0], (bound, *scans[o][1]))
     return LoopBound(name, bound, source, {bk: {n: tuple(v) for n, v in d.items()} for bk, d in sizes.items()},
                      largest, outputs)
+
+
+def _known_bound(node: onnx.NodeProto, values: Mapping[str, np.ndarray], max_trips: int | None) -> bool:
+    """Whether a bound on the Loop's trip count is known: its constant trip count, or the user's."""
+    trips = _trip_count(node, values)
+    return max_trips is not None or (trips is not None and trips <= MAX_TRIPS)
 
 
 def _bound(node: onnx.NodeProto, name: str, values: Mapping[str, np.ndarray], max_trips: int | None,

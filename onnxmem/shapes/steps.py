@@ -141,7 +141,8 @@ def grow_loops(state: Inference, values: Mapping[str, np.ndarray], only_open: bo
         node = graph.node[index]
         if key in state.loops or (only_open and all(o in state.known for o in node.output if o)):
             continue
-        found = grow_loop(state.model, graph, index, key, state.known, values, state.max_trips, state.excluded)
+        found = grow_loop(state.model, graph, index, key, state.known, values, state.max_trips, state.excluded,
+                          stacks=any(o not in state.known for o in node.output if o))
         if found is not None:
             state.loops[key] = found
 
