@@ -18,7 +18,8 @@ The decoder Loops (``tests/nested_models.py`` ``decoder_loop``: a carried sequen
 one row per iteration, attention over it) are planned for their trip bound: ``decoder_loop``
 its constant 6 iterations, ``decoder_loop_n`` (trip count the input ``n``) and
 ``decoder_loop_until`` (stopped by its condition after ``limit`` iterations) ``--max-trips 32``;
-they run 32 and 20 iterations.
+they run 32 and 20 iterations. ``emit_loop`` carries a state of one shape and stacks a token per
+iteration over the trip count ``n`` (``--max-trips 32``, run with n=32).
 
 ``if_sample_rate`` is planned with ``--inputs`` ``sr=16000``: its condition ``Equal(sr, 16000)``
 decides the branch, so the plan holds the network branch alone (its other branch cannot run
@@ -45,19 +46,21 @@ sys.path.insert(0, str(ROOT))
 from onnxmem.planning.pipeline import PlanOptions, check_decided, plan_model  # noqa: E402
 from onnxmem.runtime.peak import comparable_peak, ort_peak  # noqa: E402
 from onnxmem.verify.run import VerifyOptions, verify_plan  # noqa: E402
-from tests.nested_models import CONTROL_FLOW_MODELS, decoder_loop, if_sample_rate  # noqa: E402
+from tests.nested_models import CONTROL_FLOW_MODELS, decoder_loop, emit_loop, if_sample_rate  # noqa: E402
 
 SR = {"sr": np.array(16000, np.int64)}
 ROW = {"x": np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)}
 INPUTS = {"network_in_if": {"x": np.ones((8, 64), np.float32), **SR}, "if_sample_rate": SR,
           "decoder_loop_n": {**ROW, "n": np.array(32, np.int64)},
-          "decoder_loop_until": {**ROW, "limit": np.array(20, np.int64)}}
+          "decoder_loop_until": {**ROW, "limit": np.array(20, np.int64)},
+          "emit_loop": {**ROW, "n": np.array(32, np.int64)}}
 #: plan options per model (the rest default)
 OPTIONS = {"if_sample_rate": PlanOptions(input_shapes={"x": (8, 64)}, inputs=SR),
-           "decoder_loop_n": PlanOptions(max_trips=32), "decoder_loop_until": PlanOptions(max_trips=32)}
+           "decoder_loop_n": PlanOptions(max_trips=32), "decoder_loop_until": PlanOptions(max_trips=32),
+           "emit_loop": PlanOptions(max_trips=32)}
 #: the decoder Loops whose carried sequence grows per iteration
 DECODERS = {"decoder_loop": lambda: decoder_loop("const"), "decoder_loop_n": lambda: decoder_loop("input"),
-            "decoder_loop_until": lambda: decoder_loop("cond")}
+            "decoder_loop_until": lambda: decoder_loop("cond"), "emit_loop": emit_loop}
 HEADER = ("| model | arena B | bound B | naive B | subgraphs | body tensors | regions B | nodes run | verify "
           "| plan s | verify s | onnxruntime / arena |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
 
