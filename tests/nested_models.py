@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .helpers import make_model, vi
 
-__all__ = ["CONTROL_FLOW_MODELS", "if_late_output", "if_peaks", "if_sample_rate", "decoder_loop", "emit_loop", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
+__all__ = ["CONTROL_FLOW_MODELS", "if_late_output", "if_peaks", "if_sample_rate", "decoder_in_if", "decoder_loop", "emit_loop", "if_unsized_branch", "loop_carried", "loop_nested_if", "network_in_if", "scan_cumsum",
            "scan_rnn"]
 
 
@@ -356,3 +356,16 @@ def emit_loop() -> onnx.ModelProto:
         [vi("h_n", [1, d]), vi("toks", [None, 1, 1], TensorProto.INT64)],
         [numpy_helper.from_array(np.array(True), "yes")],
     )
+
+
+def decoder_in_if(trips: str = "const") -> onnx.ModelProto:
+    """:func:`decoder_loop`'s graph as the then branch of an If on the graph input ``c``; the else
+    branch sums ``x`` (both give ``out`` [16]): a growing Loop nested in a body."""
+    inner = decoder_loop(trips).graph
+    then_g = _graph(inner.node, "then", [], [vi("y", [16])], inner.initializer)
+    else_g = _graph([helper.make_node("ReduceSum", ["x", "axis0"], ["y2"], name="sum", keepdims=0)], "else", [],
+                    [vi("y2", [16])])
+    inputs = [vi("x", [1, DECODER_WIDTH]), vi("c", [], TensorProto.BOOL)]
+    inputs += [i for i in inner.input if i.name not in ("x",)]
+    return make_model([helper.make_node("If", ["c"], ["out"], name="gate", then_branch=then_g, else_branch=else_g)],
+                      inputs, [vi("out", [16])], [numpy_helper.from_array(np.array([0], dtype=np.int64), "axis0")])

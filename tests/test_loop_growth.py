@@ -16,7 +16,7 @@ from onnxmem.planning.pipeline import PlanOptions, plan_model
 from onnxmem.plans import read_plan
 from onnxmem.verify.run import VerifyOptions, prove_plan, verify_plan
 
-from .nested_models import decoder_loop, emit_loop
+from .nested_models import decoder_in_if, decoder_loop, emit_loop
 
 ROW = 16 * 4  # one [1, 16] float row: 64 B, the alignment
 
@@ -229,3 +229,26 @@ def test_a_scan_output_stacked_over_an_unknown_trip_count_takes_max_trips(tmp_pa
     with pytest.raises(PlanError, match=r"Loop 'emit' runs more than the 40 iterations the plan holds \(its trip "
                                         r"count is 41\)"):
         _verify(planned, path, n=41)
+
+
+def test_a_growing_loop_nested_in_a_branch_is_sized_and_verified(tmp_path):
+    path = tmp_path / "gated.onnx"
+    onnx.save(decoder_in_if(), path)
+    planned = plan_model(path)
+    plan = planned.plan
+    assert plan.extra["loop_trips"] == {"gate/then_branch/decode": {"bound": 6, "source": "model"}}
+    # the decoder's arena (its region, x, seq0 and steps, all in the then branch's region now) and c
+    assert plan.arena_size == 2112 + 64
+    feeds = {"x": np.ones((1, 16), np.float32), "c": np.array(True)}
+    report = verify_plan(planned.model, plan, model_path=path, view=planned.view, options=VerifyOptions(inputs=feeds))
+    assert report.ok, report.first
+    assert report.execution.nodes_run == 1 + 6 * 9 + 1
+    # a count the run decides, nested: the same message, and --max-trips bounds it
+    onnx.save(decoder_in_if("input"), path)
+    with pytest.raises(ShapeError, match=r"Loop 'decode': its carried value 'seq_in' grows .*--max-trips N"):
+        plan_model(path)
+    nested = plan_model(path, PlanOptions(max_trips=5))
+    assert nested.plan.extra["loop_trips"] == {"gate/then_branch/decode": {"bound": 5, "source": "user"}}
+    with pytest.raises(PlanError, match=r"Loop 'gate/then_branch/decode' runs more than the 5 iterations"):
+        verify_plan(nested.model, nested.plan, model_path=path, view=nested.view,
+                    options=VerifyOptions(inputs={**feeds, "n": np.array(7, np.int64)}))

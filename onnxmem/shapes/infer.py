@@ -40,7 +40,14 @@ from onnxmem.shapes.engines import (
 )
 from onnxmem.shapes.info import ShapeInfo
 from onnxmem.shapes.loops import loop_name
-from onnxmem.shapes.steps import STEPS, Inference, TypedShape, grow_loops, outer_values
+from onnxmem.shapes.steps import (
+    STEPS,
+    Inference,
+    TypedShape,
+    grow_loops,
+    nested_grower,
+    outer_values,
+)
 from onnxmem.shapes.subgraphs import body_shapes, defined_count, standalone_bodies, with_shapes
 
 __all__ = ["SYMBOLIC_ROUNDS", "infer_shapes", "infer_symbolic_shapes", "top_level_values"]
@@ -239,7 +246,7 @@ def _subgraph_shapes(
         grow_loops(state, values, only_open=False)  # Loops whose carried values grow: sized per iteration
         for bound in state.loops.values():
             bodies.update((k, dict(v)) for k, v in bound.bodies.items())
-        standalone_bodies(model, model.graph, (), state.known, values, bodies, excluded)
+        standalone_bodies(model, model.graph, (), state.known, values, bodies, excluded, nested_grower(state))
     return bodies
 
 

@@ -43,7 +43,7 @@ from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import collect_types, run_onnx_inference, run_symbolic_inference
 from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
-from onnxmem.shapes.subgraphs import with_shapes
+from onnxmem.shapes.subgraphs import Grower, with_shapes
 from onnxmem.shapes.training import complete_shapes
 
 __all__ = ["STEPS", "Inference", "Step", "TypedShape"]
@@ -145,6 +145,22 @@ def grow_loops(state: Inference, values: Mapping[str, np.ndarray], only_open: bo
                           stacks=any(o not in state.known for o in node.output if o))
         if found is not None:
             state.loops[key] = found
+
+
+def nested_grower(state: Inference) -> Grower:
+    """The :data:`onnxmem.shapes.subgraphs.Grower` of Loops nested in bodies: each one that grows
+    sized for its bound once, into ``state.loops``."""
+
+    def grow(graph: onnx.GraphProto, index: int, key: BodyKey, outer: Mapping[str, TypedShape],
+             values: Mapping[str, np.ndarray]) -> tuple[dict[str, TypedShape], Mapping[BodyKey, dict[str, TypedShape]]] | None:
+        found = state.loops.get(key) or grow_loop(state.model, graph, index, key, outer, values, state.max_trips,
+                                                  state.excluded, stacks=True)
+        if found is None:
+            return None
+        state.loops[key] = found
+        return dict(found.outputs), {k: dict(v) for k, v in found.bodies.items()}
+
+    return grow
 
 
 def _loop_bounds(state: Inference) -> None:

@@ -7,7 +7,7 @@ it captures and the values of those known.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -27,7 +27,14 @@ from onnxmem.model import (
 )
 from onnxmem.shapes.engines import collect_graph_types, run_engines, strip_for_inference
 
-__all__ = ["body_shapes", "defined_count", "standalone_bodies", "standalone_body", "with_shapes"]
+__all__ = ["Grower", "body_shapes", "defined_count", "standalone_bodies", "standalone_body", "with_shapes"]
+
+_Shapes = dict[str, tuple[int, tuple[int, ...]]]
+#: sizes a Loop whose values grow per iteration (:func:`onnxmem.shapes.loops.grow_loop`): ``(graph,
+#: node index, body key, outer shapes, outer values)`` -> ``(its outputs' shapes, its bodies' shapes
+#: by key)``, or ``None`` for a Loop that does not grow
+Grower = Callable[[onnx.GraphProto, int, BodyKey, Mapping[str, tuple[int, tuple[int, ...]]],
+                   Mapping[str, np.ndarray]], "tuple[_Shapes, Mapping[BodyKey, _Shapes]] | None"]
 
 
 def _body_types(model: onnx.ModelProto) -> dict[BodyKey, dict[str, tuple[int | None, tuple[Dim, ...] | None]]]:
@@ -168,6 +175,23 @@ def _taken_branches(
     return out
 
 
+def _grown(graph: onnx.GraphProto, key: BodyKey, outer: Mapping[str, tuple[int, tuple[int, ...]]],
+           values: Mapping[str, np.ndarray], bodies: dict[BodyKey, _Shapes], have: Mapping[str, object],
+           grow: Grower) -> _Shapes:
+    """The outputs' shapes of ``graph``'s Loops that lack them and whose values grow (``grow``), their
+    bodies' shapes put into ``bodies``."""
+    out: _Shapes = {}
+    for i, node in enumerate(graph.node):
+        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx") or all(o in have for o in node.output if o):
+            continue
+        found = grow(graph, i, (*key, (owner_key(node, i), "body")), outer, values)
+        if found is not None:
+            outputs, shaped = found
+            out.update((k, v) for k, v in outputs.items() if k not in have)
+            bodies.update((k, dict(v)) for k, v in shaped.items())
+    return out
+
+
 def standalone_bodies(
     model: onnx.ModelProto,
     graph: onnx.GraphProto,
@@ -176,14 +200,17 @@ def standalone_bodies(
     values: Mapping[str, np.ndarray],
     bodies: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]],
     excluded: frozenset[BodyKey] = frozenset(),
+    grow: Grower | None = None,
 ) -> None:
     """Complete ``bodies`` for every subgraph of ``graph`` (at ``key``), nested ones too, by
     inferring each as a model of its own (:func:`standalone_body`) that sees the concrete shapes
     ``outer`` and the known ``values`` of the outer values it captures. Shapes already in
-    ``bodies`` stay; both branches of an If are sized from the same captured values."""
+    ``bodies`` stay; both branches of an If are sized from the same captured values. ``grow``:
+    sizes the Loops whose values grow per iteration nested in them."""
     for i, node in enumerate(graph.node):
         for attr, sub in subgraph_attributes(node):
-            standalone_body(model, sub, (*key, (owner_key(node, i), attr)), outer, values, bodies, excluded)
+            standalone_body(model, sub, (*key, (owner_key(node, i), attr)), outer, values, bodies, excluded,
+                            grow=grow)
 
 
 def standalone_body(
@@ -196,19 +223,23 @@ def standalone_body(
     excluded: frozenset[BodyKey] = frozenset(),
     fixed: Mapping[str, np.ndarray] | None = None,
     declared: Mapping[str, tuple[int, tuple[int, ...]]] | None = None,
+    grow: Grower | None = None,
 ) -> None:
     """Complete ``bodies[sk]`` (the subgraph ``sub``) and its nested bodies: ``sub`` inferred as a
     model of its own (:func:`_standalone`), its formal inputs at the shapes ``bodies[sk]`` already
-    holds (those in ``fixed`` at their values), the values ``declared`` at those shapes. A nested If whose condition the shape arithmetic computes gives its outputs the taken
-    branch's shapes, and the body is inferred again with them."""
+        holds (those in ``fixed`` at their values), the values ``declared`` at those shapes. A nested If
+    whose condition the shape arithmetic computes gives its outputs the taken branch's shapes, a
+    nested Loop whose values grow (``grow``) its outputs' shapes at its bound, and the body is
+    inferred again with them."""
     have = bodies.setdefault(sk, {})
     names = [vi.name for vi in sub.input] + [x.name for x in sub.initializer]
     names += [o for n in sub.node for o in n.output if o]
     conds = [n.input[0] for n in sub.node if n.op_type == "If" and n.input]
+    loops = sum(1 for n in sub.node if n.op_type == "Loop") if grow is not None else 0
     hints: dict[str, tuple[int, tuple[int, ...]]] = dict(declared or {})
     for name, typed in hints.items():
         have.setdefault(name, typed)
-    for _ in range(len(conds) + 1):
+    for _ in range(len(conds) + loops + 1):
         formal = {vi.name: have[vi.name] for vi in sub.input if vi.name in have}
         work = _standalone(model, sub, formal, outer, values, hints, fixed)
         inner = {**values, **shapeeval.graph_constants(work)}
@@ -217,8 +248,10 @@ def standalone_body(
             for name, typed in found.items():
                 have.setdefault(name, typed)
             inner.update(made)
-        standalone_bodies(model, sub, sk, {**outer, **have}, inner, bodies, excluded)
+        standalone_bodies(model, sub, sk, {**outer, **have}, inner, bodies, excluded, grow)
         taken = _taken_branches(sub, sk, inner, bodies, have, excluded)
+        if grow is not None:
+            taken.update(_grown(sub, sk, {**outer, **have}, inner, bodies, have, grow))
         if not taken:
             break
         have.update(taken)
