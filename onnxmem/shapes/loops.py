@@ -14,10 +14,12 @@ is inferred once per iteration (:func:`grow_loop`):
 4. the Loop's final carried outputs take the shapes after ``N`` iterations, its scan outputs
    ``[N, ...]`` (a scan output must keep its shape from one iteration to the next).
 
-A Loop whose carried shapes do not change is left to the ordinary inference (``None``). What
-it does not do: a growing Loop nested in another body is not sized this way (only those of
-the main graph); a body value whose shape depends on data the body computes stays unsized,
-and the error names it.
+A Loop whose carried shapes do not change is left to the ordinary inference (``None``), unless
+its scan outputs stack over a trip count only a bound gives. Loops of the main graph are sized
+by the ``loop-bound`` step of :mod:`onnxmem.shapes.steps`, those nested in If branches and Loop
+or Scan bodies through :func:`onnxmem.shapes.subgraphs.standalone_body`. What it does not do: a
+growing Loop nested in the body of another growing Loop is not sized this way; a body value
+whose shape depends on data the body computes stays unsized, and the error names it.
 """
 
 from __future__ import annotations
