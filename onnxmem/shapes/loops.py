@@ -219,7 +219,9 @@ def _absorb(step: Mapping[BodyKey, Mapping[str, TypedShape]], sizes: dict[BodyKe
         per, top = sizes.setdefault(bk, {}), largest.setdefault(bk, {})
         for n, (et, sh) in found.items():
             b = _bytes(et, sh, n)
-            per.setdefault(n, [0] * i).append(b)
+            seen = per.setdefault(n, [])
+            seen.extend([0] * (i - len(seen)))  # (a value of a nested body not sized at every iteration)
+            seen.append(b)
             if n not in top or b >= _bytes(*top[n], n):
                 top[n] = (et, sh)
 
