@@ -154,6 +154,8 @@ def test_the_cli_plans_with_max_trips_and_verify_reads_the_bound_back(tmp_path):
         r = CliRunner().invoke(main, ["verify", str(path), "--plan", str(out), "--inputs", str(npz)])
         assert r.exit_code == code, r.output
         assert "Traceback" not in r.output
+        if code == 0:
+            assert "loop      'decode': sized for at most 5 iterations (--max-trips)" in r.output
     assert r.output.strip().splitlines()[-1].startswith("error: Loop 'decode' runs more than the 5 iterations")
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -106,16 +107,19 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
                                   execute=not static_only, concurrency=opts.concurrency, trials=trials,
                                   threads=threads),
         )
-        _echo_report(report, model, source, built.record.describe(), opts.concurrency)
+        _echo_report(report, model, source, built.record.describe(), opts.concurrency,
+                     the_plan.extra.get("loop_trips") or {})
     if original_path is not None and report.execution is not None:
         _against_original(model, built.model, the_plan, view, original_path, device, inputs, seed, rtol, atol)
     click.echo("verified" if report.execution is not None or report.concurrent is not None
                else "verified (static proof only)")
 
 
-def _echo_report(report: VerifyReport, model: str, source: str, graph: str, concurrency: str) -> None:
+def _echo_report(report: VerifyReport, model: str, source: str, graph: str, concurrency: str,
+                 loops: Mapping[str, Any] | None = None) -> None:
     """verify's lines for one model; ``PlanInvalid`` when the plan is wrong. ``graph``: the
-    graph verified (:meth:`onnxmem.plans.optimization.Optimization.describe`)."""
+    graph verified (:meth:`onnxmem.plans.optimization.Optimization.describe`); ``loops``: the
+    plan's ``extra.loop_trips`` (the Loops whose values grow, each with its bound)."""
     click.echo(f"model     {one_line(model)}")
     click.echo(f"plan      {one_line(source)}")
     if graph != "the graph as written":
@@ -125,6 +129,11 @@ def _echo_report(report: VerifyReport, model: str, source: str, graph: str, conc
         click.echo(f"static    ok ({report.static_seconds * 1000:.1f} ms): order topological, tensors match, "
                    "aligned, in the arena, no live overlap"
                    + (", every pair sharing bytes ordered by the graph" if concurrency == "dag" else ""))
+        for name, entry in (loops or {}).items():
+            if isinstance(entry, dict):
+                given = "its trip count" if entry.get("source") == "model" else "--max-trips"
+                click.echo(f"loop      {one_line(show_name(name))}: sized for at most {entry.get('bound')} iterations "
+                           f"({given}), every tensor fitting its buffer at each")
     if report.concurrent is not None:
         _echo_concurrent(report.concurrent)
     if report.execution is not None:
