@@ -166,6 +166,8 @@ def nested_grower(state: Inference) -> Grower:
 def _loop_bounds(state: Inference) -> None:
     """The outputs of Loops whose carried values grow, sized for their trip bound, then onnx's
     inference again with them (for the values after the Loops)."""
+    if not main_loops(state.model):
+        return
     before = len(state.loops)
     grow_loops(state, outer_values(state), only_open=True)
     if len(state.loops) == before:
