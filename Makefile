@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-speed bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
+.PHONY: install test test-slow test-cuda test-ray check check-plans bench bench-speed bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -31,6 +31,10 @@ test-slow:
 
 test-cuda:
 	$(PYTHON) -m pytest -q -m cuda
+
+# the tests that start a local Ray cluster (the ray extra: pip install -e ".[ray]")
+test-ray:
+	$(PYTHON) -m pytest -q -m ray
 
 # lint, types, then the layer contract (.importlinter; lint-imports is installed beside PYTHON)
 LINT_IMPORTS ?= $(dir $(PYTHON))lint-imports

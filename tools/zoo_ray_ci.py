@@ -101,7 +101,7 @@ def ray_head(cpus: int) -> Iterator[str]:
 
     Its files go in a temporary folder, removed at the end; it and this process's children
     (the zoo runs) share the settings of :func:`onnxmem.zoo.ray_settings` (usage statistics
-    off, a fresh token, no file in the home folder). On leaving, the head is stopped and every
+    off, a random token, no file in the home folder) and token authentication. On leaving, the head is stopped and every
     process that still names the folder is killed by its id; such a process is an error.
     """
     from onnxmem.zoo import ray_settings
@@ -109,6 +109,7 @@ def ray_head(cpus: int) -> Iterator[str]:
     ray = Path(sys.executable).with_name("ray")
     with ray_settings(), tempfile.TemporaryDirectory(prefix="onnxmem-ray-ci-") as temp, \
             open(Path(temp) / "head.log", "wb") as log:
+        os.environ["RAY_AUTH_MODE"] = "token"  # the head, and the zoo run that connects to it
         cmd = [str(ray), "start", "--head", "--block", "--num-cpus", str(cpus),
                "--temp-dir", str(Path(temp) / "ray"), "--port", str(_free_port()),
                "--node-ip-address", "127.0.0.1", "--include-dashboard=false",

@@ -23,6 +23,7 @@ with the next model.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import socket
@@ -395,11 +396,14 @@ def _ray_cluster(ray: Any, cpus: int) -> Iterator[None]:
 def ray_settings() -> Iterator[dict[str, str]]:
     """The environment of a Ray cluster started for a run, set in ``os.environ`` for the length
     of the block (the cluster's processes inherit it) and yielded: usage statistics off
-    (``RAY_USAGE_STATS_ENABLED=0``: a run sends nothing anywhere), and token authentication
-    with a fresh random token in ``RAY_AUTH_TOKEN``, so that Ray writes no token file in the
-    user's home (its default, ``~/.ray/auth_token``)."""
-    settings = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
-                "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    (``RAY_USAGE_STATS_ENABLED=0``: a run sends nothing anywhere), and a random token in
+    ``RAY_AUTH_TOKEN`` for the token authentication Ray turns on for a new local cluster, so
+    that Ray writes no token file in the user's home (its default, ``~/.ray/auth_token``).
+
+    The token is the same for every cluster this process starts: Ray keeps the first token a
+    process reads.
+    """
+    settings = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_TOKEN": _ray_token()}
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)
     try:
@@ -410,6 +414,11 @@ def ray_settings() -> Iterator[dict[str, str]]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@functools.cache
+def _ray_token() -> str:
+    return secrets.token_hex(32)
 
 
 def check_zoo_run(models: Sequence[ZooModel], options: ZooOptions) -> None:
