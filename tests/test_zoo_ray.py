@@ -42,7 +42,9 @@ def _cluster_processes() -> list[int]:
 
 
 def _cluster_folders() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("onnxmem-ray-*")}
+    """The temporary folders of Ray clusters, the zoo's and Ray's default (``/tmp/ray``)."""
+    return ({p.name for p in Path(tempfile.gettempdir()).glob("onnxmem-ray-*")}
+            | {p.name for p in Path("/tmp").glob("ray") if p.is_dir()})
 
 
 # --------------------------------------------------------------------------- the 50 models
@@ -166,7 +168,7 @@ def test_the_ci_job_runs_a_head_and_stops_it(tmp_path):
     nothing left running or on disk outside --out."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path / "home")}
     env.pop("RAY_ADDRESS", None)
-    before = {p.name for p in Path(tempfile.gettempdir()).glob("onnxmem-ray-ci-*")}
+    before = _cluster_folders()
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, str(TOOLS / "zoo_ray_ci.py"), "--models", "3", "--out", str(out), "--",
@@ -176,6 +178,6 @@ def test_the_ci_job_runs_a_head_and_stops_it(tmp_path):
     assert "3 models ok on Ray over 2 worker processes" in proc.stdout
     doc = json.loads((out / "ray" / "results.json").read_text())
     assert doc["workers"] == 2 and doc["options"]["executor"] == "ray"
-    assert {p.name for p in Path(tempfile.gettempdir()).glob("onnxmem-ray-ci-*")} == before
+    assert _cluster_folders() == before
     assert not (tmp_path / "home").exists()
     assert zoo_ray_ci._naming(os.path.join(tempfile.gettempdir(), "onnxmem-ray-ci-")) == []
