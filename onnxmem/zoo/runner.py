@@ -50,9 +50,9 @@ __all__ = [
     "VERIFY_DEVICES",
     "ZooOptions",
     "check_zoo_run",
+    "ray_settings",
     "run_limited",
     "run_model",
-    "ray_settings",
     "run_zoo",
     "verify_and_measure",
 ]
