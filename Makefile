@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda check check-plans bench bench-speed bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
+.PHONY: install test test-slow test-cuda test-ray check check-plans bench bench-speed bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -31,6 +31,10 @@ test-slow:
 
 test-cuda:
 	$(PYTHON) -m pytest -q -m cuda
+
+# the tests that start a local Ray cluster (the ray extra: pip install -e ".[ray]")
+test-ray:
+	$(PYTHON) -m pytest -q -m ray
 
 # lint, types, then the layer contract (.importlinter; lint-imports is installed beside PYTHON)
 LINT_IMPORTS ?= $(dir $(PYTHON))lint-imports
@@ -130,7 +134,7 @@ bench-range:
 # -- model zoo: build real architectures with random weights (needs the zoo extra), run them --
 ZOO_JOBS ?= 2
 ZOO_CI_MODELS ?= mobilenet_v2,mobilenet_v2_legacy,efficientnet_b0,unet,randwire_ws,llama_4l,onnx_*
-.PHONY: zoo zoo-run zoo-ci
+.PHONY: zoo zoo-run zoo-ci zoo-ray-ci
 
 zoo:
 	$(PYTHON) tools/build_zoo.py
@@ -142,6 +146,13 @@ zoo-run:
 zoo-ci:
 	$(PYTHON) -m onnxmem zoo models/zoo --only '$(ZOO_CI_MODELS)' --jobs $(ZOO_JOBS) --verify cpu \
 		--out results/zoo-ci --baseline docs/zoo-baseline.json
+
+# the zoo's 50 models (models/zoo/catalog-50.json: the catalogue and 15 size variants) planned
+# on a local Ray cluster of ZOO_RAY_CPUS worker processes and by the local executor, checked to
+# agree (tools/zoo_ray_ci.py; needs the ray extra); the cluster is stopped whatever happens
+ZOO_RAY_CPUS ?= 2
+zoo-ray-ci:
+	$(PYTHON) tools/zoo_ray_ci.py --cpus $(ZOO_RAY_CPUS) --out results/zoo-ray-ci
 
 # -- fuzzing of the command line (docs/fuzz.md); the default suite runs a small sample --
 # every case runs unless FUZZ_MINUTES is given (then no case starts after that many minutes)

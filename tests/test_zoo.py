@@ -7,6 +7,8 @@ import importlib.util
 import io
 import json
 import multiprocessing
+import os
+import socket
 import time
 from pathlib import Path
 
@@ -463,23 +465,6 @@ def test_bad_options_are_user_errors(tmp_path):
         run_zoo([light("squeezenet")], ZooOptions(model_timeout=-1))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed")
-def test_ray_executor_without_ray_says_how_to_install():
-    with pytest.raises(OnnxmemError, match=r"pip install 'onnxmem\[ray\]'"):
-        run_zoo([light("squeezenet")], ZooOptions(executor="ray"))
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the ray extra")
-def test_ray_executor_matches_inline(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the workers import onnxmem
-    models = [light("squeezenet"), broken(tmp_path), light("bvlc_alexnet")]
-    inline = run_zoo(models, ZooOptions(executor="inline"))
-    remote = run_zoo(models, ZooOptions(executor="ray"))
-    assert [(r.name, r.status, r.arena_size) for r in remote] == \
-        [(r.name, r.status, r.arena_size) for r in inline]
-
-
 # --------------------------------------------------------------------------- results, baseline
 
 
@@ -620,6 +605,9 @@ def test_cli_zoo_over_committed_fixtures(tmp_path):
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "results.json").read_text())
     assert [m["name"] for m in doc["models"]] == ["mobilenet_v2", "unet"]
+    # the local executor runs each model in a fresh process: two workers, neither this one
+    workers = {m["worker"] for m in doc["models"]}
+    assert doc["workers"] == len(workers) == 2 and f"{socket.gethostname()}:{os.getpid()}" not in workers
     for m in doc["models"]:
         assert m["lower_bound"] <= m["arena_size"] < m["naive_size"]
         assert m["weights_size"] > 10 * 2**20

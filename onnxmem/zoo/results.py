@@ -65,6 +65,9 @@ class ZooResult:
     #: the model's own planning options from its list line or catalogue entry
     #: (:meth:`onnxmem.zoo.catalog.ModelOptions.describe`)
     options: dict[str, Any] = field(default_factory=dict)
+    #: the process that ran the model, ``host:pid`` (the Ray worker process with
+    #: ``--executor ray``); None where not known
+    worker: str | None = None
 
     @property
     def arena_over_bound(self) -> float | None:
@@ -184,7 +187,7 @@ def results_markdown(results: Sequence[ZooResult], header: dict[str, Any] | None
 CSV_FIELDS = (
     "name", "status", "nodes", "tensors", "weights_size", "naive_size", "ort_peak", "lower_bound",
     "arena_size", "arena_over_bound", "arena_over_ort", "plan_seconds", "verify", "solver",
-    "solver_status", "order", "dims", "input_shapes", "seconds", "error",
+    "solver_status", "order", "dims", "input_shapes", "seconds", "worker", "error",
 )
 
 
@@ -209,12 +212,14 @@ def write_results(results: Sequence[ZooResult], out_dir: str | os.PathLike[str],
     ``pending`` is the number of models not finished yet: a run writes its results after
     every model, so a run that is stopped still leaves the finished models' rows. Each file
     is replaced atomically, the three together; ``results.json`` says ``"complete": false`` and how many models
-    are pending until the last write. ``inputs``: the run's input files, which no output may be.
+    are pending until the last write; ``"workers"`` counts the distinct processes that ran
+    the models (``ZooResult.worker``). ``inputs``: the run's input files, which no output may be.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "results.json", "csv": out / "results.csv", "md": out / "results.md"}
     doc = {"schema_version": 1, **meta, "complete": pending == 0, "pending": pending,
+           "workers": len({r.worker for r in results if r.worker is not None}),
            "models": [r.to_dict() for r in results]}
     markdown = results_markdown(results)
     if pending:

@@ -8,8 +8,12 @@ Executors (``EXECUTORS``):
 - ``inline``: one model at a time, each in a fresh child process, so that the time limit can
   stop it; with no limit (``model_timeout`` 0 or None) the models run in the calling process,
   one after another (for a debugger).
-- ``ray``: tasks on a Ray cluster; each task runs its model in a child process under the
-  same limit.
+- ``ray``: tasks on a Ray cluster (``RAY_ADDRESS``, or a local one of ``jobs`` CPUs started
+  for the run, its files in a temporary folder removed at the end); each task runs its model in
+  a child process under the same limit.
+
+Each result records the process that ran its model (``worker``, ``host:pid``): the fresh
+process of ``local`` and ``inline``, the Ray worker process of ``ray``.
 
 A model that fails is a result with its error; one that crashes its process is ``failed``
 with the signal; one that runs past ``model_timeout`` seconds (``DEFAULT_MODEL_TIMEOUT``
@@ -19,10 +23,15 @@ with the next model.
 
 from __future__ import annotations
 
+import functools
 import os
+import secrets
+import socket
+import tempfile
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -41,13 +50,15 @@ __all__ = [
     "VERIFY_DEVICES",
     "ZooOptions",
     "check_zoo_run",
+    "ray_settings",
     "run_limited",
     "run_model",
     "run_zoo",
     "verify_and_measure",
 ]
 
-#: executor name -> one-line summary (for the CLI's help)
+#: the object store of a local Ray cluster started for a run (results and models are small)
+RAY_OBJECT_STORE_BYTES = 128 * 2**20
 
 Callback = Callable[[ZooResult], None]
 
@@ -215,15 +226,20 @@ def run_zoo(models: Sequence[ZooModel], options: ZooOptions,
         if not options.model_timeout:
             results = []
             for m in models:
-                results.append(task(m, options))
+                results.append(replace(task(m, options), worker=_worker_name()))
                 notify(results[-1])
             return results
         return _run_in_processes(models, options, notify, task, jobs=1)
     return _run_in_processes(models, options, notify, task, jobs=options.jobs)
 
 
+def _worker_name() -> str:
+    """This process, as a result records it: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def _child(task: Task, model: ZooModel, options: ZooOptions, conn: Any) -> None:
-    conn.send(task(model, options))
+    conn.send(replace(task(model, options), worker=_worker_name()))
     conn.close()
 
 
@@ -310,36 +326,100 @@ def run_limited(model: ZooModel, options: ZooOptions, task: Task = run_model) ->
     return _run_in_processes([model], options, lambda _r: None, task, jobs=1)[0]
 
 
+def _ray_task(model: ZooModel, options: ZooOptions, task: Task) -> ZooResult:
+    """The unit of work of the ray executor: ``run_limited``, recording the Ray worker process
+    that ran it (its model ran in a child of that process)."""
+    return replace(run_limited(model, options, task), worker=_worker_name())
+
+
 def _run_ray(models: Sequence[ZooModel], options: ZooOptions, notify: Callback,
              task: Task) -> list[ZooResult]:
-    """Tasks on a Ray cluster (``RAY_ADDRESS``, or a local one). Model paths and the work
-    folder must be reachable from every node, e.g. on a shared file system."""
+    """Tasks on a Ray cluster (``RAY_ADDRESS``, or a local one: :func:`_ray_cluster`). Model
+    paths and the work folder must be reachable from every node, e.g. on a shared file system."""
     try:
         import ray
     except ImportError:
         raise OnnxmemError(
             "--executor ray needs Ray: pip install 'onnxmem[ray]' (or use --executor local)"
         ) from None
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
-                 log_to_driver=False)
-    remote = ray.remote(num_cpus=1)(run_limited)
-    refs = {remote.remote(m, options, task): i for i, m in enumerate(models)}
-    results: list[ZooResult | None] = [None] * len(models)
-    waiting = list(refs)
-    while waiting:
-        done, waiting = ray.wait(waiting, num_returns=1)
-        for ref in done:
-            i = refs[ref]
-            try:
-                result = ray.get(ref)
-            except Exception as exc:  # a worker that died: record it and go on
-                m = models[i]
-                result = ZooResult(m.name, str(m.path), "failed", f"ray task failed: {exc}",
-                                   m.dims, m.input_shapes)
-            results[i] = result
-            notify(result)
+    with _ray_cluster(ray, options.jobs):
+        remote = ray.remote(num_cpus=1)(_ray_task)
+        refs = {remote.remote(m, options, task): i for i, m in enumerate(models)}
+        results: list[ZooResult | None] = [None] * len(models)
+        waiting = list(refs)
+        while waiting:
+            done, waiting = ray.wait(waiting, num_returns=1)
+            for ref in done:
+                i = refs[ref]
+                try:
+                    result = ray.get(ref)
+                except Exception as exc:  # a worker that died: record it and go on
+                    m = models[i]
+                    result = ZooResult(m.name, str(m.path), "failed", f"ray task failed: {exc}",
+                                       m.dims, m.input_shapes)
+                results[i] = result
+                notify(result)
     return [r for r in results if r is not None]
+
+
+@contextmanager
+def _ray_cluster(ray: Any, cpus: int) -> Iterator[None]:
+    """Connected to a Ray cluster for the length of the block.
+
+    Already connected (``ray.init`` by the caller): that cluster, left as it is. ``RAY_ADDRESS``
+    set: that cluster, disconnected at the end. Otherwise a local cluster of ``cpus`` CPUs
+    (as many worker processes at a time) on 127.0.0.1 is started and stopped at the end, under
+    :func:`ray_settings`, with its sockets, logs and spill files in a temporary folder that is
+    then removed.
+    """
+    if ray.is_initialized():
+        yield
+        return
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+        return
+    with ray_settings(), tempfile.TemporaryDirectory(prefix="onnxmem-ray-") as temp:
+        ray.init(num_cpus=cpus, _temp_dir=temp, _node_ip_address="127.0.0.1",
+                 include_dashboard=False, log_to_driver=False,
+                 object_store_memory=RAY_OBJECT_STORE_BYTES)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+@contextmanager
+def ray_settings() -> Iterator[dict[str, str]]:
+    """The environment of a Ray cluster started for a run, set in ``os.environ`` for the length
+    of the block (the cluster's processes inherit it) and yielded: usage statistics off
+    (``RAY_USAGE_STATS_ENABLED=0``: a run sends nothing anywhere), and a random token in
+    ``RAY_AUTH_TOKEN`` for the token authentication Ray turns on for a new local cluster, so
+    that Ray writes no token file in the user's home (its default, ``~/.ray/auth_token``).
+
+    The token is the same for every cluster this process starts: Ray keeps the first token a
+    process reads.
+    """
+    settings = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_TOKEN": _ray_token()}
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        yield settings
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@functools.cache
+def _ray_token() -> str:
+    return secrets.token_hex(32)
 
 
 def check_zoo_run(models: Sequence[ZooModel], options: ZooOptions) -> None:
