@@ -33,7 +33,8 @@ from onnxmem.graph import (
     read_assumed,
     with_regions,
 )
-from onnxmem.model import file_sha256, graph_inputs, load_model
+from onnxmem.model import file_sha256, graph_inputs, load_model, with_values
+from onnxmem.planning.checkpoint import checkpoint_known
 from onnxmem.planning.bodies import (
     BodyPlan,
     InsideOption,
@@ -113,6 +114,12 @@ class PlanOptions:
     device: str = "cpu"
     #: the NCHWc block size of the session that built the graph (set by :func:`plan_optimized`)
     nchwc_block: int | None = None
+    #: a training checkpoint (``--checkpoint``) whose frozen integer parameters shape inference
+    #: reads; without it, the generator's ``checkpoint`` beside the model (:mod:`onnxmem.planning.checkpoint`)
+    checkpoint: str | None = None
+    #: the values read from it and what the plan records of it (set by planning)
+    known: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)
+    known_record: Mapping[str, object] = field(default_factory=dict, compare=False)
 
     @property
     def kernels(self) -> str:
@@ -194,6 +201,9 @@ def _plan_loaded(
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     say("inferring shapes")
+    if not opts.known_record:
+        known, record = checkpoint_known(model, path, opts.checkpoint)
+        opts = replace(opts, known=known, known_record=record)
     if opts.inputs:
         from onnxmem.runtime.inputs import bind_input_shapes
 
@@ -263,10 +273,10 @@ def _infer(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptio
             infer_measured_shapes,  # onnxruntime sessions: only when measuring
         )
 
-        return infer_measured_shapes(model, model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
+        return infer_measured_shapes(with_values(model, opts.known), model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
                                      seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs,
                                      excluded=excluded)
-    return infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
+    return infer_shapes(with_values(model, opts.known), dims=opts.dims, input_shapes=opts.input_shapes,
                         strict_dims=opts.strict_dims, excluded=excluded, nchwc_block=opts.nchwc_block)
 
 
@@ -320,7 +330,8 @@ def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeI
     else:  # every schedule: no order has a bound of its own
         plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
     plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view),
-                                **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs)})
+                                **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs),
+                                **({"checkpoint": dict(opts.known_record)} if opts.known_record else {})})
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")

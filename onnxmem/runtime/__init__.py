@@ -17,7 +17,9 @@ onnxruntime; onnxruntime itself is imported inside the functions that run it.
   :mod:`~onnxmem.runtime.peak` (onnxruntime's own peak),
   :mod:`~onnxmem.runtime.optimize` (the graph onnxruntime builds at a level),
   :mod:`~onnxmem.runtime.footprint` (a provider's fixed cost, a session's resident peak),
-  :mod:`~onnxmem.runtime.isolation` (the child process of a run).
+  :mod:`~onnxmem.runtime.isolation` (the child process of a run),
+  :mod:`~onnxmem.runtime.checkpoint` (a training checkpoint's values, through onnxruntime's
+  training API where it is installed).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         compare_output,
         execute_plan,
     )
+    from onnxmem.runtime.checkpoint import checkpoint_values, has_training_api
     from onnxmem.runtime.concurrent import (
         ConcurrentExecution,
         ConcurrentOptions,
@@ -156,6 +159,7 @@ __all__ = [
     "binding_type",
     "check_inputs",
     "canonical_names",
+    "checkpoint_values",
     "check_memory",
     "check_rebuilt",
     "check_recorded",
@@ -173,6 +177,7 @@ __all__ = [
     "feeds_for",
     "first_line",
     "fixed_cost",
+    "has_training_api",
     "fold_weights",
     "graph_digest",
     "folded_model",
@@ -212,6 +217,8 @@ __all__ = [
 
 _EXPORTS = {
     "ArenaRun": "onnxmem.runtime.arena",
+    "checkpoint_values": "onnxmem.runtime.checkpoint",
+    "has_training_api": "onnxmem.runtime.checkpoint",
     "ConcurrentExecution": "onnxmem.runtime.concurrent",
     "ConcurrentOptions": "onnxmem.runtime.concurrent",
     "ConcurrentRun": "onnxmem.runtime.concurrent",
