@@ -44,6 +44,7 @@ class PlanningFlags(TypedDict):
     fold: str
     concurrency: str
     branches: tuple[str, ...]
+    checkpoint: str | None
 
 
 #: the planner's defaults (``PlanOptions()``'s; a test checks they agree)
@@ -138,6 +139,11 @@ def planning_options(fn: F) -> F:
                      help="Plan only the branch runs of If node IF take (its path, e.g. If_0 or "
                           "Loop_3/body/If_1; repeatable): the other branch is left out, for shapes at "
                           "which it cannot run; verify refuses a run that takes it."),
+        click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=str), default=None,
+                     metavar="PATH",
+                     help="A training graph's checkpoint (onnxruntime's artifact generator): its frozen integer "
+                          "parameters (a dynamo export's Reshape targets, ReduceMean axes) feed shape inference. "
+                          "Default: the generator's 'checkpoint' file beside the model, where there is one."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -245,7 +251,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
                       timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on",
                       inputs: InputValues | None = None, concurrency: str = "sequential",
                       branches: tuple[str, ...] = (), optimize: str | None = "none",
-                      device: str = "cpu") -> PlanOptions:
+                      device: str = "cpu", checkpoint: str | None = None) -> PlanOptions:
     """The planner's options from the flags of :func:`planning_options`."""
     from onnxmem.model import parse_dim_binding, parse_input_shape
     from onnxmem.planning.pipeline import PlanOptions
@@ -267,6 +273,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
         branches=dict(_parse_branch(b) for b in branches),
         optimize=optimize or "none",
         device=device,
+        checkpoint=checkpoint,
     )
 
 

@@ -22,6 +22,7 @@ import onnx
 from onnxmem.analysis.happens_before import check_concurrency
 from onnxmem.core.errors import OnnxmemError, PlanError, ShapeError, show_name
 from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
+from onnxmem.model import recorded_values, with_values
 from onnxmem.planning.pipeline import check_decided
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import (
@@ -119,11 +120,12 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
             raise ShapeError(f"--inputs: array {show_name(name)} has shape {list(np.shape(arr))}; the plan was made "
                              f"for {list(ishapes[name])}: give the plan's shape, or plan with these inputs (plan --inputs)")
     excluded = excluded_branches(model, plan_branches(plan))
+    known = with_values(model, recorded_values(plan.extra))  # a training checkpoint's values the plan read
     try:
-        shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded,
+        shapes = infer_shapes(known, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded,
                               nchwc_block=plan_optimization(plan.model).nchwc_block)
     except ShapeError:
-        shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
+        shapes = infer_measured_shapes(known, dims=dims, input_shapes=ishapes, model_path=model_path,
                                        strict_dims=False, inputs=inputs, excluded=excluded)
     kernels = plan_optimization(plan.model).kernels
     return with_regions(build_view(model, shapes, fold=plan_fold(plan), kernels=kernels), plan_regions(plan))
