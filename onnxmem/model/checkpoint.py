@@ -47,7 +47,7 @@ CHECKPOINT_NAME = "checkpoint"
 #: the most elements of an integer parameter whose value feeds shape inference (a shape, axes)
 MAX_VALUE_ELEMENTS = 64
 _IDENTIFIER = b"ODTC"
-_INTEGER_TYPES = {onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
+_INTEGER_TYPES: dict[int, str] = {onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32"}
 _FIX = "pass the checkpoint file the artifact generator wrote beside training_model.onnx (--checkpoint PATH)"
 
 

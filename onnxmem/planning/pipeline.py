@@ -34,7 +34,6 @@ from onnxmem.graph import (
     with_regions,
 )
 from onnxmem.model import file_sha256, graph_inputs, load_model, with_values
-from onnxmem.planning.checkpoint import checkpoint_known
 from onnxmem.planning.bodies import (
     BodyPlan,
     InsideOption,
@@ -47,6 +46,7 @@ from onnxmem.planning.bodies import (
     plan_bodies,
     region_bounds,
 )
+from onnxmem.planning.checkpoint import checkpoint_known
 from onnxmem.planning.compose import compose, solve_layout
 from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
 from onnxmem.proof.plan import prove_plan

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 
 from onnxmem.analysis.happens_before import check_concurrency
-from onnxmem.core.errors import OnnxmemError, PlanError, ShapeError, show_name
+from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, ShapeError, show_name
 from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
 from onnxmem.model import recorded_values, with_values
 from onnxmem.planning.pipeline import check_decided
@@ -39,7 +39,7 @@ from onnxmem.runtime.folding import compute_weights, fold_weights
 from onnxmem.runtime.inputs import read_inputs
 from onnxmem.runtime.isolation import run_isolated
 from onnxmem.runtime.sessions import cuda_available
-from onnxmem.runtime.training import TrainingRun, is_training_view
+from onnxmem.runtime.training import TrainingRun, is_training_view, no_kernel_error
 
 __all__ = [
     "DEVICES",
@@ -202,7 +202,10 @@ def execute(plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, opts: Ver
         return None, run_concurrent(plan, model, view, options=opts, model_path=model_path,
                                     concurrent=ConcurrentOptions(trials=opts.trials, threads=opts.threads))
     if opts.concurrency != "dag" and is_training_view(view):
-        return TrainingRun(plan, model, view, opts, model_path).run(), None  # labels, dropout, gradients
+        try:
+            return TrainingRun(plan, model, view, opts, model_path).run(), None  # labels, dropout, gradients
+        except RuntimeBackendError as exc:  # no kernel for a gradient op: one line that says so
+            raise no_kernel_error(exc, opts.device) from None
     return execute_plan(plan, model, view, options=opts, model_path=model_path), None
 
 

@@ -1,0 +1,249 @@
+"""Training checkpoints: the bounds-checked reader, the values it gives shape inference, the
+checkpoint found beside a dynamo export's training graph, and the one-line errors.
+
+The committed checkpoint ``models/training/dynamo/mlp/checkpoint`` was written by
+onnxruntime's own ``save_checkpoint`` (``tools/build_training.py --dynamo``): the dynamo
+exporter's Reshape target ``val_3`` = [64, 784] as a frozen int64 parameter. Tests that
+generate artifacts or run the graphs need the training environment (``make training-env``:
+onnxruntime-training, torch, onnxscript); they skip without it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from onnxmem.cli.main import main
+from onnxmem.core.errors import ModelError, RuntimeBackendError
+from onnxmem.model import (
+    find_checkpoint,
+    load_model,
+    read_checkpoint,
+    recorded_values,
+    small_integer_values,
+    with_values,
+)
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.plans import read_plan
+from onnxmem.runtime.training import no_kernel_error
+
+from .conftest import MODELS
+
+DYNAMO = MODELS / "training" / "dynamo"
+CATALOG = json.loads((DYNAMO / "catalog.json").read_text())
+BUILT = sorted(n for n, e in CATALOG.items() if "refused" not in e)
+MLP = DYNAMO / "mlp"
+
+
+def _cli(*args: object) -> tuple[int, str]:
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    assert "Traceback" not in r.output, r.output
+    return r.exit_code, r.output
+
+
+def _copy_model(tmp_path, checkpoint: bytes | None):
+    """The dynamo MLP's training graph in a folder of its own, with ``checkpoint`` beside it."""
+    shutil.copy(MLP / "training_model.onnx", tmp_path / "training_model.onnx")
+    if checkpoint is not None:
+        (tmp_path / "checkpoint").write_bytes(checkpoint)
+    return tmp_path / "training_model.onnx"
+
+
+# ---------------------------------------------------------------- the reader
+
+
+def test_reader_reads_the_committed_checkpoint():
+    ckpt = read_checkpoint(MLP / "checkpoint")
+    assert ckpt.version == 2 and not ckpt.nominal
+    [t] = ckpt.tensors
+    assert (t.name, t.elem_type, t.dims, t.trainable) == ("val_3", 7, (2,), False)
+    [(name, value)] = small_integer_values(ckpt, ["val_3", "absent"]).items()
+    assert name == "val_3" and value.dtype == np.int64 and value.tolist() == [64, 784]
+
+
+def test_values_become_initializers_for_inference_only():
+    model = load_model(MLP / "training_model.onnx")
+    shaped = with_values(model, {"val_3": np.array([64, 784], np.int64)})
+    assert "val_3" in {i.name for i in shaped.graph.initializer}
+    assert "val_3" not in {i.name for i in model.graph.initializer}
+    assert with_values(model, {}) is model
+
+
+def test_recorded_values_take_only_small_integer_tensors():
+    extra = {"checkpoint": {"values": {
+        "a": {"dtype": "int64", "shape": [2], "values": [3, 4]},
+        "f": {"dtype": "float32", "shape": [1], "values": [1.5]},
+        "long": {"dtype": "int64", "shape": [65], "values": list(range(65))},
+        "bad": {"dtype": "int64", "shape": [3], "values": [1, 2]},
+        "odd": "nonsense",
+    }}}
+    got = recorded_values(extra)
+    assert list(got) == ["a"] and got["a"].tolist() == [3, 4]
+    assert recorded_values({}) == {} and recorded_values({"checkpoint": []}) == {}
+
+
+@pytest.mark.parametrize("damage, rule", [
+    (lambda b: b[:6], "no ODTC file identifier"),
+    (lambda b: b[:4] + b"XXXX" + b[8:], "no ODTC file identifier"),
+    (lambda b: struct.pack("<I", 10**6) + b[4:], "past the end of the file"),
+    (lambda b: b[:-40], "past the end of the file"),
+    (lambda b: b"", "no ODTC file identifier"),
+])
+def test_a_corrupted_checkpoint_is_one_line_naming_the_file(tmp_path, damage, rule):
+    bad = tmp_path / "checkpoint"
+    bad.write_bytes(damage((MLP / "checkpoint").read_bytes()))
+    with pytest.raises(ModelError) as err:
+        read_checkpoint(bad)
+    text = str(err.value)
+    assert "\n" not in text and str(bad) in text and rule in text and "--checkpoint PATH" in text
+
+
+def test_any_damage_is_a_model_error_or_a_checkpoint():
+    data = (MLP / "checkpoint").read_bytes()
+    rng = np.random.default_rng(0)
+    damaged = [data[:n] for n in range(len(data))]
+    for _ in range(400):
+        b = bytearray(data)
+        for at in rng.integers(0, len(b), size=int(rng.integers(1, 4))):
+            b[at] = int(rng.integers(0, 256))
+        damaged.append(bytes(b))
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "checkpoint"
+        for b in damaged:
+            path.write_bytes(b)
+            try:
+                ckpt = read_checkpoint(path)
+            except ModelError as exc:
+                assert "\n" not in str(exc)
+                continue
+            for t in ckpt.tensors:  # what it read is bounded by the file
+                assert len(t.name) <= len(b) and (t.raw is None or len(t.raw) <= len(b))
+
+
+def test_a_checkpoint_is_found_beside_the_model_only_as_a_regular_file(tmp_path):
+    model = _copy_model(tmp_path, None)
+    assert find_checkpoint(model) is None
+    (tmp_path / "checkpoint").symlink_to(MLP / "checkpoint")
+    assert find_checkpoint(model) is None  # a link is not followed
+    (tmp_path / "checkpoint").unlink()
+    (tmp_path / "checkpoint").write_bytes((MLP / "checkpoint").read_bytes())
+    assert find_checkpoint(model) == tmp_path / "checkpoint"
+
+
+# ---------------------------------------------------------------- planning
+
+
+def test_the_dynamo_mlp_plans_with_its_checkpoint_found_beside_it(tmp_path):
+    code, out = _cli("plan", MLP / "training_model.onnx", "-o", tmp_path / "plan.json")
+    assert code == 0, out
+    line = next(x for x in out.splitlines() if x.startswith("checkpoint"))
+    assert "(beside the model, " in line and "1 frozen integer value known to shape inference ('val_3')" in line
+    plan = read_plan(tmp_path / "plan.json")  # checked against the plan schema
+    record = plan.extra["checkpoint"]
+    assert record["found"] == "beside the model" and record["path"].endswith("dynamo/mlp/checkpoint")
+    assert record["values"] == {"val_3": {"dtype": "int64", "shape": [2], "values": [64, 784]}}
+    assert "val_3" in {r["name"] for r in plan.extra["outside"]}  # still a frozen parameter, not arena
+    assert recorded_values(plan.extra)["val_3"].tolist() == [64, 784]
+
+
+def test_without_the_checkpoint_the_shapes_depend_on_data_and_the_flag_gives_it(tmp_path):
+    model = _copy_model(tmp_path, None)
+    code, out = _cli("plan", model)
+    assert code == 1 and "depend on data" in out
+    code, out = _cli("plan", model, "--checkpoint", MLP / "checkpoint", "-o", tmp_path / "plan.json")
+    assert code == 0 and "(--checkpoint, " in out, out
+    assert read_plan(tmp_path / "plan.json").extra["checkpoint"]["found"] == "--checkpoint"
+
+
+def test_a_missing_or_corrupt_checkpoint_is_one_line_and_writes_nothing(tmp_path):
+    model = _copy_model(tmp_path, b"ODTC but not a checkpoint")
+    out_plan = tmp_path / "plan.json"
+    code, out = _cli("plan", model, "-o", out_plan)
+    assert code == 1 and out.count("\n") == 1 and "checkpoint" in out and "--checkpoint PATH" in out
+    assert not out_plan.exists()
+    code, out = _cli("plan", MLP / "training_model.onnx", "--checkpoint", tmp_path / "nowhere", "-o", out_plan)
+    assert code == 1 and out.count("\n") == 1 and "nowhere" in out and not out_plan.exists()
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_dynamo_fixture_plans_with_no_flags(name):
+    planned = plan_model(DYNAMO / name / "training_model.onnx", PlanOptions())
+    record = planned.plan.extra["checkpoint"]
+    assert record["found"] == "beside the model" and record["values"]
+    assert planned.plan.arena_size >= planned.plan.lower_bound > 0
+    assert not {t.name for t in planned.plan.tensors} & set(record["values"])
+
+
+def test_the_catalogue_says_why_the_exporter_or_generator_refused():
+    for entry in CATALOG.values():
+        assert "refused" in entry or entry["frozen_constants"] >= 1
+    assert len(BUILT) >= 4
+
+
+# ---------------------------------------------------------------- the U-Net's message
+
+
+def test_no_cpu_kernel_is_one_line_that_points_to_the_static_proof():
+    exc = RuntimeBackendError("onnxruntime cannot load node 'g' (ConvTransposeGrad) alone: [ONNXRuntimeError] : 9 "
+                              ": NOT_IMPLEMENTED : Could not find an implementation for ConvTransposeGrad(1) node")
+    text = str(no_kernel_error(exc))
+    assert text.startswith("onnxruntime has no CPU kernel for ConvTransposeGrad") and "\n" not in text
+    assert "proven statically" in text and "onnxmem plan" in text and "docs/training.md" in text
+    other = RuntimeBackendError("something else")
+    assert no_kernel_error(other) is other
+
+
+def test_unet_verify_exits_1_and_says_it_is_proven_statically():
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    code, out = _cli("verify", MODELS / "training" / "unet.train.onnx")
+    assert code == 1 and out.count("\n") == 1
+    assert "no CPU kernel for ConvTransposeGrad" in out and "proven statically" in out
+
+
+# ---------------------------------------------------------------- the training runtime
+
+
+def test_dynamo_mlp_verifies_with_the_checkpoint_values(tmp_path):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    code, out = _cli("plan", MLP / "training_model.onnx", "-o", tmp_path / "plan.json")
+    assert code == 0 and "onnxruntime.training CheckpointState" in out, out
+    code, out = _cli("verify", MLP / "training_model.onnx", "--plan", tmp_path / "plan.json")
+    assert code == 0 and out.rstrip().endswith("verified"), out
+
+
+def test_a_generated_checkpoint_reads_as_onnxruntime_reads_it(tmp_path):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript (make training-env)")
+    torch = pytest.importorskip("torch")
+    from onnxruntime.training import artifacts
+    from onnxruntime.training.api import CheckpointState
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    module.train()
+    program = torch.onnx.export(module, (torch.randn(4, 3, 4),), input_names=["x"], output_names=["logits"],
+                                opset_version=18, dynamo=True, verbose=False)
+    model = program.model_proto
+    trainable = ["3.weight", "3.bias"]
+    frozen = [i.name for i in model.graph.initializer if i.name not in trainable]
+    artifacts.generate_artifacts(model, requires_grad=trainable, frozen_params=frozen,
+                                 loss=artifacts.LossType.CrossEntropyLoss, optimizer=artifacts.OptimType.AdamW,
+                                 artifact_directory=str(tmp_path))
+    ours = read_checkpoint(tmp_path / "checkpoint")
+    state = CheckpointState.load_checkpoint(str(tmp_path / "checkpoint"))
+    theirs = {n: p for n, p in state.parameters}
+    assert {t.name for t in ours.tensors} == set(theirs)
+    for t in ours.tensors:
+        assert t.dims == theirs[t.name].data.shape and t.trainable == theirs[t.name].requires_grad
+    values = small_integer_values(ours, [t.name for t in ours.tensors])
+    assert values and all(np.array_equal(v, theirs[n].data) for n, v in values.items())
+    planned = plan_model(tmp_path / "training_model.onnx")
+    assert set(planned.plan.extra["checkpoint"]["values"]) == set(values)
