@@ -65,7 +65,9 @@ class ArenaSteps(abc.ABC):
         self.full = load_with_weights(model, model_path)
         self.feeds = _feeds(self.full, view, options)
         # a training checkpoint's frozen values the plan's shapes read (extra.checkpoint) are fed as they are
-        self.feeds.update({n: v for n, v in recorded_values(plan.extra).items() if n in view.outside})
+        self.feeds.update({n: v for n, v in recorded_values(plan.extra).items()
+                           if n in view.outside and n in self.feeds and v.shape == self.feeds[n].shape
+                           and v.dtype == self.feeds[n].dtype})
         # the caller's state of a training graph (view.outside) is bound like a weight, from the feeds
         self.weights: Any = compute_weights(self.full, view,
                                             {n: self.feeds[n] for n in view.outside if n in self.feeds})
