@@ -247,3 +247,14 @@ def test_a_generated_checkpoint_reads_as_onnxruntime_reads_it(tmp_path):
     assert values and all(np.array_equal(v, theirs[n].data) for n, v in values.items())
     planned = plan_model(tmp_path / "training_model.onnx")
     assert set(planned.plan.extra["checkpoint"]["values"]) == set(values)
+
+
+def test_a_plan_with_a_hostile_checkpoint_record_is_refused(tmp_path):
+    code, out = _cli("plan", MLP / "training_model.onnx", "-o", tmp_path / "plan.json")
+    assert code == 0, out
+    data = json.loads((tmp_path / "plan.json").read_text())
+    data["extra"]["checkpoint"]["values"]["val_3"] = {"dtype": "float32", "shape": [2], "values": [1, 2]}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    code, out = _cli("verify", MLP / "training_model.onnx", "--plan", bad, "--static-only")
+    assert code == 1 and out.count("\n") == 1 and "checkpoint" in out
