@@ -25,7 +25,7 @@ from onnxmem.model import (
     load_model,
     read_checkpoint,
     recorded_values,
-    small_integer_values,
+    small_values,
     with_values,
 )
 from onnxmem.planning.pipeline import PlanOptions, plan_model
@@ -62,7 +62,7 @@ def test_reader_reads_the_committed_checkpoint():
     assert ckpt.version == 2 and not ckpt.nominal
     [t] = ckpt.tensors
     assert (t.name, t.elem_type, t.dims, t.trainable) == ("val_3", 7, (2,), False)
-    [(name, value)] = small_integer_values(ckpt, ["val_3", "absent"]).items()
+    [(name, value)] = small_values(ckpt, ["val_3", "absent"]).items()
     assert name == "val_3" and value.dtype == np.int64 and value.tolist() == [64, 784]
 
 
@@ -74,16 +74,19 @@ def test_values_become_initializers_for_inference_only():
     assert with_values(model, {}) is model
 
 
-def test_recorded_values_take_only_small_integer_tensors():
+def test_recorded_values_take_only_constants():
     extra = {"checkpoint": {"values": {
         "a": {"dtype": "int64", "shape": [2], "values": [3, 4]},
-        "f": {"dtype": "float32", "shape": [1], "values": [1.5]},
+        "ratio": {"dtype": "float32", "shape": [], "values": [0.25]},
+        "f": {"dtype": "float32", "shape": [2], "values": [1.5, 2.5]},
+        "i8": {"dtype": "int8", "shape": [1], "values": [1]},
         "long": {"dtype": "int64", "shape": [65], "values": list(range(65))},
         "bad": {"dtype": "int64", "shape": [3], "values": [1, 2]},
         "odd": "nonsense",
     }}}
     got = recorded_values(extra)
-    assert list(got) == ["a"] and got["a"].tolist() == [3, 4]
+    assert list(got) == ["a", "ratio"] and got["a"].tolist() == [3, 4]
+    assert got["ratio"].dtype == np.float32 and got["ratio"].shape == () and float(got["ratio"]) == 0.25
     assert recorded_values({}) == {} and recorded_values({"checkpoint": []}) == {}
 
 
@@ -145,7 +148,7 @@ def test_the_dynamo_mlp_plans_with_its_checkpoint_found_beside_it(tmp_path):
     code, out = _cli("plan", MLP / "training_model.onnx", "-o", tmp_path / "plan.json")
     assert code == 0, out
     line = next(x for x in out.splitlines() if x.startswith("checkpoint"))
-    assert "(beside the model, " in line and "1 frozen integer value known to shape inference ('val_3')" in line
+    assert "(beside the model, " in line and "1 frozen value known to shape inference and runs ('val_3')" in line
     plan = read_plan(tmp_path / "plan.json")  # checked against the plan schema
     record = plan.extra["checkpoint"]
     assert record["found"] == "beside the model" and record["path"].endswith("dynamo/mlp/checkpoint")
@@ -243,7 +246,7 @@ def test_a_generated_checkpoint_reads_as_onnxruntime_reads_it(tmp_path):
     assert {t.name for t in ours.tensors} == set(theirs)
     for t in ours.tensors:
         assert t.dims == theirs[t.name].data.shape and t.trainable == theirs[t.name].requires_grad
-    values = small_integer_values(ours, [t.name for t in ours.tensors])
+    values = small_values(ours, [t.name for t in ours.tensors])
     assert values and all(np.array_equal(v, theirs[n].data) for n, v in values.items())
     planned = plan_model(tmp_path / "training_model.onnx")
     assert set(planned.plan.extra["checkpoint"]["values"]) == set(values)
@@ -253,7 +256,7 @@ def test_a_plan_with_a_hostile_checkpoint_record_is_refused(tmp_path):
     code, out = _cli("plan", MLP / "training_model.onnx", "-o", tmp_path / "plan.json")
     assert code == 0, out
     data = json.loads((tmp_path / "plan.json").read_text())
-    data["extra"]["checkpoint"]["values"]["val_3"] = {"dtype": "float32", "shape": [2], "values": [1, 2]}
+    data["extra"]["checkpoint"]["values"]["val_3"] = {"dtype": "int8", "shape": [2], "values": [1, 2]}
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
     code, out = _cli("verify", MLP / "training_model.onnx", "--plan", bad, "--static-only")

@@ -36,8 +36,10 @@ Dropout without its mask and LayerNormalization without its saved statistics, wh
 generator's gradients read: the builder adds those outputs (:func:`add_saved_outputs`). Its fixtures keep the
 generator's names, one folder per model: ``models/training/dynamo/NAME/training_model.onnx``,
 ``eval_model.onnx`` and ``checkpoint``; the committed checkpoint holds only the frozen
-parameters that are not floating point (written by onnxruntime's own ``save_checkpoint``: a
-few hundred bytes where the generator's holds every weight), which is all planning reads.
+parameters that are constants rather than weights (:func:`onnxmem.model.value_type`: integer
+and boolean tensors, floating-point scalars such as a Dropout ratio), written by onnxruntime's
+own ``save_checkpoint``: a few hundred bytes where the generator's holds every weight, and all
+that planning and ``verify`` read.
 The generator's whole checkpoint stays under ``training/build/dynamo/NAME/`` (git-ignored).
 ``models/training/dynamo/catalog.json`` records the set, and the models the exporter refuses
 with its one-line reason.
@@ -53,6 +55,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -66,6 +69,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from onnxmem.core.fileio import write_bytes_atomic  # noqa: E402
+from onnxmem.model import value_type  # noqa: E402
 from onnxmem.zoo.export import MAX_IR_VERSION, SEED, import_torch  # noqa: E402
 from onnxmem.zoo.fixtures import strip_weights  # noqa: E402
 
@@ -447,8 +451,8 @@ def generate_dynamo(arch: Arch) -> tuple[dict[str, Any], float]:
     target.mkdir(parents=True, exist_ok=True)
     counts = {kind: write_fixture(onnx.load(str(out / f"{kind}_model.onnx")), kind, target / f"{kind}_model.onnx",
                                   f"{arch.name}.{kind}") for kind in ("training", "eval")}
-    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
-    constants = [i for i in model.graph.initializer if i.name in set(frozen) and i.data_type not in floats]
+    constants = [i for i in model.graph.initializer
+                 if i.name in set(frozen) and value_type(i.data_type, math.prod(i.dims))]
     onnxblock.save_checkpoint(([], constants), target / "checkpoint")
     return {
         **entry,

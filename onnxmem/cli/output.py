@@ -87,8 +87,8 @@ def _checkpoint_line(plan: MemoryPlan) -> list[str]:
     values: dict[str, object] = found if isinstance(found, dict) else {}
     names = ", ".join(show_name(n) for n in list(values)[:4]) + (", ..." if len(values) > 4 else "")
     return [f"checkpoint   {show_name(str(record.get('path', '?')))} ({one_line(str(record.get('found', '?')))}, "
-            f"{one_line(str(record.get('reader', '?')))}): {len(values)} frozen integer "
-            f"value{'' if len(values) == 1 else 's'} known to shape inference" + (f" ({names})" if names else "")]
+            f"{one_line(str(record.get('reader', '?')))}): {len(values)} frozen "
+            f"value{'' if len(values) == 1 else 's'} known to shape inference and runs" + (f" ({names})" if names else "")]
 
 
 def _graph_line(plan: MemoryPlan) -> list[str]:

@@ -38,7 +38,8 @@ from onnxmem.model.checkpoint import (
     find_checkpoint,
     read_checkpoint,
     recorded_values,
-    small_integer_values,
+    small_values,
+    value_type,
     with_values,
 )
 from onnxmem.model.dims import (
@@ -82,7 +83,8 @@ __all__ = [
     "find_checkpoint",
     "read_checkpoint",
     "recorded_values",
-    "small_integer_values",
+    "small_values",
+    "value_type",
     "with_values",
     "DTYPES",
     "LOSSES",

@@ -21,7 +21,9 @@ reads no file the user did not name. Anything wrong is a :class:`~onnxmem.core.e
 that names the file, the rule and the fix.
 
 :func:`find_checkpoint` finds the file beside a model (``checkpoint``, the generator's name);
-:func:`small_integer_values` picks the values that are shape-relevant constants.
+:func:`small_values` picks the values that are constants rather than weights: integer and
+boolean tensors of at most :data:`MAX_VALUE_ELEMENTS` elements (shapes, axes, flags: shape
+inference reads them) and floating-point scalars (a Dropout ratio: a run needs the real one).
 """
 
 from __future__ import annotations
@@ -40,21 +42,25 @@ from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.fileio import MAX_MODEL_BYTES, read_input
 
 __all__ = ["CHECKPOINT_NAME", "MAX_VALUE_ELEMENTS", "Checkpoint", "CheckpointTensor", "checkpoint_record",
-           "find_checkpoint", "read_checkpoint", "recorded_values", "small_integer_values", "with_values"]
+           "find_checkpoint", "read_checkpoint", "recorded_values", "small_values", "value_type", "with_values"]
 
 #: the name the artifact generator gives the checkpoint beside ``training_model.onnx``
 CHECKPOINT_NAME = "checkpoint"
-#: the most elements of an integer parameter whose value feeds shape inference (a shape, axes)
+#: the most elements of an integer or boolean parameter whose value is read (a shape, axes)
 MAX_VALUE_ELEMENTS = 64
 _IDENTIFIER = b"ODTC"
-_INTEGER_TYPES: dict[int, str] = {onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32"}
+_COUNTED_TYPES: dict[int, str] = {onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32",
+                                  onnx.TensorProto.BOOL: "bool"}
+_SCALAR_TYPES: dict[int, str] = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64"}
+#: the numpy types of the values read, as plans record them
+VALUE_DTYPES = (*_COUNTED_TYPES.values(), *_SCALAR_TYPES.values())
 _FIX = "pass the checkpoint file the artifact generator wrote beside training_model.onnx (--checkpoint PATH)"
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointTensor:
     """One parameter of a checkpoint: ``raw`` holds its bytes (little-endian, as stored) when
-    it is an integer tensor of at most :data:`MAX_VALUE_ELEMENTS` elements, else ``None``."""
+    is one whose value is read (:func:`value_type`), else ``None``."""
 
     name: str
     elem_type: int
@@ -75,6 +81,16 @@ class Checkpoint:
 
     def by_name(self) -> dict[str, CheckpointTensor]:
         return {t.name: t for t in self.tensors}
+
+
+def value_type(elem_type: int, count: int) -> str | None:
+    """The numpy type of a parameter whose value is read (the module doc: an integer or boolean
+    tensor of at most :data:`MAX_VALUE_ELEMENTS` elements, a floating-point scalar), else ``None``."""
+    if elem_type in _COUNTED_TYPES and count <= MAX_VALUE_ELEMENTS:
+        return _COUNTED_TYPES[elem_type]
+    if elem_type in _SCALAR_TYPES and count == 1:
+        return _SCALAR_TYPES[elem_type]
+    return None
 
 
 class _Reader:
@@ -169,12 +185,12 @@ def _tensor(t: _Table, trainable: bool, nominal: bool) -> CheckpointTensor:
                          "onnxmem does not follow; save the checkpoint with its data inline, or pass "
                          "the values of the shape inputs with --inputs")
     raw = None
-    dtype = _INTEGER_TYPES.get(elem_type)
     count = int(np.prod(dims, dtype=np.int64)) if dims else 1
-    if dtype is not None and count <= MAX_VALUE_ELEMENTS and not nominal:
+    dtype = value_type(elem_type, count)
+    if dtype is not None and not nominal:
         data_at, size = t.vector(4, 1)
         if size != count * np.dtype(dtype).itemsize:
-            raise r.fail(f"parameter {shown} holds {size} bytes for {count} elements of {np.dtype(dtype).name}")
+            raise r.fail(f"parameter {shown} holds {size} bytes for {count} elements of {dtype}")
         raw = r.data[data_at:data_at + size]
     return CheckpointTensor(name, elem_type, dims, trainable, raw)
 
@@ -213,18 +229,24 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     return Checkpoint(str(path), version, nominal, tuple(tensors))
 
 
-def small_integer_values(checkpoint: Checkpoint, names: Iterable[str]) -> dict[str, np.ndarray]:
-    """The values of those of ``names`` that the checkpoint holds as int32/int64 tensors of at
-    most :data:`MAX_VALUE_ELEMENTS` elements (shape-relevant constants), in ``names`` order."""
+def small_values(checkpoint: Checkpoint, names: Iterable[str]) -> dict[str, np.ndarray]:
+    """The values of those of ``names`` that the checkpoint holds and :func:`value_type` reads, in
+    ``names`` order."""
     found = checkpoint.by_name()
     out: dict[str, np.ndarray] = {}
     for name in names:
         t = found.get(name)
         if t is None or t.raw is None:
             continue
-        dtype = np.dtype(_INTEGER_TYPES[t.elem_type]).newbyteorder("<")
-        out[name] = np.frombuffer(t.raw, dtype=dtype).astype(dtype.newbyteorder("=")).reshape(t.dims)
+        dtype = np.dtype(value_type(t.elem_type, int(np.prod(t.dims, dtype=np.int64))) or "uint8")
+        out[name] = np.frombuffer(t.raw, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(t.dims)
     return out
+
+
+def value_type_of(dtype: str, count: int) -> str | None:
+    """:func:`value_type` for a numpy type name (a plan's record)."""
+    kinds = {v: k for k, v in {**_COUNTED_TYPES, **_SCALAR_TYPES}.items()}
+    return value_type(kinds[dtype], count) if dtype in kinds else None
 
 
 def find_checkpoint(model_path: str | os.PathLike[str]) -> Path | None:
@@ -253,7 +275,7 @@ def checkpoint_record(checkpoint: Checkpoint, values: Mapping[str, np.ndarray], 
 def recorded_values(extra: Mapping[str, object]) -> dict[str, np.ndarray]:
     """The values a plan's ``extra.checkpoint`` records (:func:`checkpoint_record`), for a run or
     the shapes of the plan's view; entries of the wrong form are skipped (the plan's schema
-    checks them), and only integer tensors of at most :data:`MAX_VALUE_ELEMENTS` are read."""
+    checks them), and only values :func:`value_type` reads are taken."""
     record = extra.get("checkpoint")
     raw = record.get("values") if isinstance(record, dict) else None
     out: dict[str, np.ndarray] = {}
@@ -262,7 +284,9 @@ def recorded_values(extra: Mapping[str, object]) -> dict[str, np.ndarray]:
             dtype = np.dtype(str(rec["dtype"]))
             shape = [int(d) for d in rec["shape"]]
             values = list(rec["values"])
-            if dtype not in (np.int32, np.int64) or len(values) > MAX_VALUE_ELEMENTS or len(shape) > 8:
+            if value_type_of(dtype.name, len(values)) is None or len(shape) > 8:
+                continue
+            if any(isinstance(v, (list, dict, str)) for v in values):
                 continue
             out[str(name)] = np.asarray(values, dtype=dtype).reshape(shape)
         except (KeyError, TypeError, ValueError, OverflowError):

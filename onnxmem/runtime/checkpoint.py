@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from onnxmem.core.errors import ModelError, one_line, show_name
-from onnxmem.model.checkpoint import Checkpoint, read_checkpoint, small_integer_values
+from onnxmem.model.checkpoint import Checkpoint, read_checkpoint, small_values
 
 __all__ = ["ORT_READER", "OWN_READER", "checkpoint_values", "has_training_api"]
 
@@ -51,13 +51,13 @@ def _ort_values(path: str, names: Sequence[str]) -> dict[str, np.ndarray]:
 
 def checkpoint_values(path: str | os.PathLike[str], names: Sequence[str],
                       *, use_ort: bool | None = None) -> tuple[Checkpoint, dict[str, np.ndarray], str]:
-    """The checkpoint at ``path``, the values of those of ``names`` that are small integer
-    tensors in it (:func:`onnxmem.model.checkpoint.small_integer_values`), and which reader
+    """The checkpoint at ``path``, the values of those of ``names`` that are constants
+    in it (:func:`onnxmem.model.checkpoint.small_values`), and which reader
     gave them (:data:`ORT_READER` or :data:`OWN_READER`). ``use_ort``: ``None`` uses onnxruntime
     where its training API is installed. ``ModelError`` for a missing or malformed file, or one
     whose values the two readers disagree on."""
     checkpoint = read_checkpoint(path)
-    own = small_integer_values(checkpoint, names)
+    own = small_values(checkpoint, names)
     if not own or not (has_training_api() if use_ort is None else use_ort):
         return checkpoint, own, OWN_READER
     from onnxmem.runtime.isolation import run_isolated
