@@ -190,10 +190,11 @@ def filled(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def ort_step_peak(name: str, entry: dict[str, Any], seed: int = 0) -> int | None:
+def ort_step_peak(name: str, entry: dict[str, Any], seed: int = 0, runs: int = 3) -> int | None:
     """onnxruntime-training's own peak over one training step of the dynamo set's ``name``
     (:func:`onnxmem.runtime.footprint.training_step_peak`: the resident growth of a fresh process
-    over its first step, after the checkpoint is loaded and the Module made), on the generator's
+    over its first step, after the checkpoint is loaded and the Module made; the median of ``runs``
+    fresh processes, since the resident growth of one varies by some pages), on the generator's
     whole checkpoint under ``training/build/dynamo/NAME`` (``make training-models``), plus the
     input batch and labels as :func:`torch_step_peak` counts them; ``None`` without that build or
     where onnxruntime has no CPU kernel for one of the graph's ops."""
@@ -210,13 +211,15 @@ def ort_step_peak(name: str, entry: dict[str, Any], seed: int = 0) -> int | None
     feeds = [rng.integers(0, 100, shape).astype(np.int64) if arch.input_names == ("input_ids",)
              else rng.standard_normal(shape).astype(np.float32) for shape in entry["inputs"].values()]
     feeds.append(rng.integers(0, arch.classes, entry["labels"]).astype(np.int64))
-    try:
-        peak = training_step_peak(folder / "training_model.onnx", folder / "checkpoint", feeds)
-    except RuntimeBackendError as exc:  # no CPU kernel for an op (the U-Net's ConvTransposeGrad): no figure
-        if missing_kernel(str(exc)) is None:
-            raise
-        return None
-    return peak.peak + sum(int(f.nbytes) for f in feeds)
+    peaks = []
+    for _ in range(runs):  # each in a fresh process; the median
+        try:
+            peaks.append(training_step_peak(folder / "training_model.onnx", folder / "checkpoint", feeds).peak)
+        except RuntimeBackendError as exc:  # no CPU kernel for an op (the U-Net's ConvTransposeGrad): no figure
+            if missing_kernel(str(exc)) is None:
+                raise
+            return None
+    return sorted(peaks)[len(peaks) // 2] + sum(int(f.nbytes) for f in feeds)
 
 
 def measure(name: str, entry: dict[str, Any], run: bool, repeat: int, dynamo: bool = False) -> dict[str, Any]:
