@@ -28,6 +28,7 @@ inference reads them) and floating-point scalars (a Dropout ratio: a run needs t
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Iterable, Mapping
@@ -185,7 +186,7 @@ def _tensor(t: _Table, trainable: bool, nominal: bool) -> CheckpointTensor:
                          "onnxmem does not follow; save the checkpoint with its data inline, or pass "
                          "the values of the shape inputs with --inputs")
     raw = None
-    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    count = math.prod(dims)  # Python integers: no overflow
     dtype = value_type(elem_type, count)
     if dtype is not None and not nominal:
         data_at, size = t.vector(4, 1)
@@ -238,7 +239,7 @@ def small_values(checkpoint: Checkpoint, names: Iterable[str]) -> dict[str, np.n
         t = found.get(name)
         if t is None or t.raw is None:
             continue
-        dtype = np.dtype(value_type(t.elem_type, int(np.prod(t.dims, dtype=np.int64))) or "uint8")
+        dtype = np.dtype(value_type(t.elem_type, math.prod(t.dims)) or "uint8")
         out[name] = np.frombuffer(t.raw, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(t.dims)
     return out
 
