@@ -228,6 +228,10 @@ def measure(name: str, entry: dict[str, Any], run: bool, repeat: int, dynamo: bo
     if dynamo:
         train_path, eval_path = DYNAMO / name / "training_model.onnx", DYNAMO / name / "eval_model.onnx"
         row["ort"] = ort_step_peak(name, entry)
+        script = TRAINING / f"{name}.train.onnx"  # the TorchScript export of the same module, beside it
+        if script.is_file():
+            planned, _ = plan_best(load_model(script), script, 1)
+            row.update(script_nodes=len(planned.view.ops), script_arena=planned.plan.arena_size)
     train_model, eval_model = load_model(train_path), load_model(eval_path)
     train, seconds = plan_best(train_model, train_path, repeat)
     ev, _ = plan_best(eval_model, eval_path, 1)
@@ -276,23 +280,25 @@ def _geomean(xs: list[float]) -> float:
 
 def table(rows: list[dict[str, Any]], ort: bool = False) -> str:
     """The Markdown table; ``ort``: with onnxruntime-training's own step peak (the dynamo set)."""
-    head = ("| model | nodes | arena MiB | max-live, no sharing | memonger-style | PyTorch eager step | "
+    head = ("| model | " + ("TorchScript export: nodes, arena MiB | " if ort else "")
+            + "nodes | arena MiB | max-live, no sharing | memonger-style | PyTorch eager step | "
             + ("onnxruntime-training step | " if ort else "")
             + "arena / memonger | arena / PyTorch | " + ("arena / onnxruntime | " if ort else "")
             + "plan s | verified in one arena | train + eval arena |")
-    lines = [head, "|" + "---|" * (13 if ort else 11)]
+    lines = [head, "|" + "---|" * (14 if ort else 11)]
     for r in rows:
         theirs = (f"{_mib(r['ort'])} | " if ort else "")
+        script = (f"{r.get('script_nodes', '-')}, {_mib(r.get('script_arena'))} | " if ort else "")
         ratio = (f"{r['arena'] / r['ort']:.3f} | " if r.get("ort") else "- | ") if ort else ""
         lines.append(
-            f"| {r['model']} | {r['nodes']} | {_mib(r['arena'])} | {_mib(r['no_sharing'])} | {_mib(r['memonger'])} | "
+            f"| {r['model']} | {script}{r['nodes']} | {_mib(r['arena'])} | {_mib(r['no_sharing'])} | {_mib(r['memonger'])} | "
             f"{_mib(r['torch'])} | {theirs}{r['arena'] / r['memonger']:.3f} | {r['arena'] / r['torch']:.3f} | "
             f"{ratio}{r['plan_seconds']:.2f} | {r['verified']} | "
             f"{_mib(r.get('one_arena'))} (train {_mib(r['arena'])}, eval {_mib(r['eval_arena'])}) |"
         )
     with_ort = [r['arena'] / r['ort'] for r in rows if r.get("ort")]
     lines.append(
-        f"| geomean | | | | | | {'| ' if ort else ''}{_geomean([r['arena'] / r['memonger'] for r in rows]):.3f} | "
+        f"| geomean | | | | | | {'| | ' if ort else ''}{_geomean([r['arena'] / r['memonger'] for r in rows]):.3f} | "
         f"{_geomean([r['arena'] / r['torch'] for r in rows]):.3f} | "
         + (f"{_geomean(with_ort):.3f} | " if ort else "") + "| | |"
     )
