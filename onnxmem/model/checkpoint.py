@@ -56,6 +56,8 @@ _SCALAR_TYPES: dict[int, str] = {onnx.TensorProto.FLOAT: "float32", onnx.TensorP
 #: the numpy types of the values read, as plans record them
 VALUE_DTYPES = (*_COUNTED_TYPES.values(), *_SCALAR_TYPES.values())
 _FIX = "pass the checkpoint file the artifact generator wrote beside training_model.onnx (--checkpoint PATH)"
+_INLINE_FIX = ("write the frozen parameters alone to a checkpoint of their own (onnxruntime.training.onnxblock."
+               "save_checkpoint keeps them inline) and pass it with --checkpoint PATH")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +185,7 @@ def _tensor(t: _Table, trainable: bool, nominal: bool) -> CheckpointTensor:
         raise r.fail(f"parameter {shown} has a negative dim {dims}")
     if t.number(6, "q", -1) != -1:
         raise ModelError(f"checkpoint {r.label}: parameter {shown} keeps its data in an external file, which "
-                         "onnxmem does not follow; save the checkpoint with its data inline, or pass "
-                         "the values of the shape inputs with --inputs")
+                         f"onnxmem does not follow; {_INLINE_FIX}")
     raw = None
     count = math.prod(dims)  # Python integers: no overflow
     dtype = value_type(elem_type, count)
@@ -218,8 +219,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     nominal = bool(state.number(2, "B", 0))
     if state.number(3, "B", 0):
         raise ModelError(f"checkpoint {label} keeps its parameters in an external data file, which onnxmem "
-                         "does not follow; save the checkpoint with its data inline, or pass the values of the "
-                         "shape inputs with --inputs")
+                         f"does not follow; {_INLINE_FIX}")
     tensors = [_tensor(t, True, nominal) for t in state.tables(0)]
     tensors += [_tensor(t, False, nominal) for t in state.tables(1)]
     seen: set[str] = set()
