@@ -141,9 +141,10 @@ def planning_options(fn: F) -> F:
                           "which it cannot run; verify refuses a run that takes it."),
         click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=str), default=None,
                      metavar="PATH",
-                     help="A training graph's checkpoint (onnxruntime's artifact generator): its frozen integer "
-                          "parameters (a dynamo export's Reshape targets, ReduceMean axes) feed shape inference. "
-                          "Default: the generator's 'checkpoint' file beside the model, where there is one."),
+                     help="A training graph's checkpoint (onnxruntime's artifact generator): its frozen constant "
+                          "parameters (a dynamo export's Reshape targets, ReduceMean axes, Dropout ratios) feed "
+                          "shape inference and verify's run. Default: the generator's 'checkpoint' file beside "
+                          "the model, where there is one."),
     ]
     for o in reversed(opts):
         fn = o(fn)
