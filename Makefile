@@ -179,7 +179,7 @@ training-models:
 
 # the training tests, with the gradient kernels: execution in the arena included
 training-verify:
-	$(TRAINING_PYTHON) -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_training.py
+	$(TRAINING_PYTHON) -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_training.py tests/test_checkpoint.py
 
 # arena vs max-live, memonger-style and PyTorch eager; verification; writes docs/training.md
 bench-training:

@@ -261,3 +261,26 @@ def test_a_plan_with_a_hostile_checkpoint_record_is_refused(tmp_path):
     bad.write_text(json.dumps(data))
     code, out = _cli("verify", MLP / "training_model.onnx", "--plan", bad, "--static-only")
     assert code == 1 and out.count("\n") == 1 and "checkpoint" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BUILT)
+def test_dynamo_fixture_verifies_in_one_arena_with_its_eval_graph(name):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    from onnxmem.runtime.training import execute_in_one_arena
+    from onnxmem.zoo.fixtures import fill_weights
+
+    runs = []
+    for kind in ("training", "eval"):
+        path = DYNAMO / name / f"{kind}_model.onnx"
+        planned = plan_model(path)
+        model = load_model(path)
+        fill_weights(model)
+        runs.append((planned.plan, model, planned.view))
+    if name == "unet":  # no CPU kernel for ConvTransposeGrad: proven statically only
+        with pytest.raises(RuntimeBackendError, match="ConvTransposeGrad"):
+            execute_in_one_arena(runs)
+        return
+    _, results = execute_in_one_arena(runs)
+    for result in results:
+        assert result.findings == () and all(c.identical for c in result.outputs)
