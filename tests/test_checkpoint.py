@@ -284,3 +284,127 @@ def test_dynamo_fixture_verifies_in_one_arena_with_its_eval_graph(name):
     _, results = execute_in_one_arena(runs)
     for result in results:
         assert result.findings == () and all(c.identical for c in result.outputs)
+
+
+# ---------------------------------------------------------------- hand-made checkpoints
+
+
+class _Flat:
+    """A minimal flatbuffer writer for checkpoints made by hand: each table's vtable just
+    before it, children after their parents (offsets point forward), patched once placed."""
+
+    def __init__(self) -> None:
+        self.b = bytearray(struct.pack("<I", 0) + b"ODTC")
+
+    def _align(self, n: int) -> None:
+        self.b.extend(b"\0" * (-len(self.b) % n))
+
+    def table(self, fields: list[tuple[str, object] | None]) -> tuple[int, list[int]]:
+        """``fields``: ``(struct format, value)``, ``("ref", None)`` for an offset patched later,
+        or ``None`` (absent). Returns the table's position and each field's."""
+        sizes = [0 if f is None else (4 if f[0] == "ref" else struct.calcsize("<" + f[0])) for f in fields]
+        offsets, at = [], 4
+        for size in sizes:
+            offsets.append(at if size else 0)
+            at += size
+        self._align(4)
+        vtable = len(self.b)
+        self.b += struct.pack(f"<HH{len(fields)}H", 4 + 2 * len(fields), at, *offsets)
+        self._align(4)
+        pos = len(self.b)
+        self.b += struct.pack("<i", pos - vtable)
+        for f in fields:
+            if f is not None:
+                self.b += struct.pack("<I", 0) if f[0] == "ref" else struct.pack("<" + f[0], f[1])
+        return pos, [pos + o if o else 0 for o in offsets]
+
+    def point(self, at: int, target: int) -> None:
+        struct.pack_into("<I", self.b, at, target - at)
+
+    def bytes_vector(self, data: bytes, width: int = 1, text: bool = False) -> int:
+        """A vector of ``width``-byte elements, aligned to them; ``text``: a string (NUL after it)."""
+        self._align(4)
+        while (len(self.b) + 4) % max(width, 4):
+            self.b += b"\0"
+        pos = len(self.b)
+        self.b += struct.pack("<I", len(data) // width) + data + (b"\0" if text else b"")
+        return pos
+
+    def tables_vector(self, count: int) -> tuple[int, list[int]]:
+        self._align(4)
+        pos = len(self.b)
+        self.b += struct.pack("<I", count) + b"\0" * (4 * count)
+        return pos, [pos + 4 + 4 * i for i in range(count)]
+
+
+def _checkpoint(tensors: list[dict], external: bool = False) -> bytes:
+    """A checkpoint whose frozen parameters are ``tensors`` (``name``, ``type``, ``dims``,
+    ``raw``, optional ``external``: an external_data_offset)."""
+    fb = _Flat()
+    root, (_, state_at) = fb.table([("i", 2), ("ref", None)])
+    struct.pack_into("<I", fb.b, 0, root)
+    state, (trainable_at, frozen_at, _, _) = fb.table([("ref", None), ("ref", None), ("B", 0),
+                                                        ("B", int(external))])
+    fb.point(state_at, state)
+    fb.point(trainable_at, fb.tables_vector(0)[0])  # no trainable parameters
+    vec, slots = fb.tables_vector(len(tensors))
+    fb.point(frozen_at, vec)
+    for slot, t in zip(slots, tensors):
+        offset = ("q", t["external"]) if "external" in t else None
+        pos, (name_at, _, dims_at, _, raw_at, _, _) = fb.table(
+            [("ref", None), None, ("ref", None), ("i", t["type"]), ("ref", None), None, offset])
+        fb.point(slot, pos)
+        fb.point(name_at, fb.bytes_vector(t["name"].encode(), text=True))
+        fb.point(dims_at, fb.bytes_vector(struct.pack(f"<{len(t['dims'])}q", *t["dims"]), 8))
+        fb.point(raw_at, fb.bytes_vector(t["raw"]))
+    return bytes(fb.b)
+
+
+SHAPE = {"name": "shape", "type": 7, "dims": [2], "raw": struct.pack("<2q", 4, -1)}
+RATIO = {"name": "ratio", "type": 1, "dims": [], "raw": struct.pack("<f", 0.125)}
+FLAG = {"name": "flag", "type": 9, "dims": [1], "raw": b"\x01"}
+WEIGHT = {"name": "w", "type": 1, "dims": [3], "raw": struct.pack("<3f", 1, 2, 3)}
+
+
+def test_a_hand_made_checkpoint_reads_its_constants_and_no_weights(tmp_path):
+    path = tmp_path / "checkpoint"
+    path.write_bytes(_checkpoint([SHAPE, RATIO, FLAG, WEIGHT]))
+    ckpt = read_checkpoint(path)
+    assert [(t.name, t.dims, t.trainable) for t in ckpt.tensors] == [
+        ("shape", (2,), False), ("ratio", (), False), ("flag", (1,), False), ("w", (3,), False)]
+    values = small_values(ckpt, ["shape", "ratio", "flag", "w"])
+    assert list(values) == ["shape", "ratio", "flag"]  # a float tensor of 3 is a weight: not read
+    assert values["shape"].tolist() == [4, -1] and values["flag"].dtype == np.bool_
+    assert values["ratio"].dtype == np.float32 and float(values["ratio"]) == 0.125
+
+
+@pytest.mark.parametrize("tensors, external, rule", [
+    ([{**SHAPE, "external": 0}], False, "keeps its data in an external file"),
+    ([SHAPE], True, "keeps its parameters in an external data file"),
+    ([SHAPE, SHAPE], False, "is listed twice"),
+    ([{**SHAPE, "raw": b"\0" * 12}], False, "holds 12 bytes for 2 elements"),
+    ([{**SHAPE, "dims": [-2]}], False, "negative dim"),
+    ([{**SHAPE, "name": "caf\xe9"}], False, None),
+])
+def test_a_hand_made_checkpoint_is_refused_by_its_rule(tmp_path, tensors, external, rule):
+    path = tmp_path / "checkpoint"
+    path.write_bytes(_checkpoint(tensors, external))
+    if rule is None:  # a UTF-8 name reads as it is
+        assert read_checkpoint(path).tensors[0].name == "caf\xe9"
+        return
+    with pytest.raises(ModelError) as err:
+        read_checkpoint(path)
+    assert rule in str(err.value) and "\n" not in str(err.value)
+    if "external" in rule:
+        assert "--checkpoint PATH" in str(err.value)
+
+
+def test_a_hand_made_checkpoint_reads_the_same_through_onnxruntime(tmp_path):
+    pytest.importorskip("onnxruntime.training", reason="needs onnxruntime-training (make training-env)")
+    from onnxmem.runtime.checkpoint import ORT_READER, checkpoint_values
+
+    path = tmp_path / "checkpoint"
+    path.write_bytes(_checkpoint([SHAPE, RATIO, FLAG, WEIGHT]))
+    _, values, reader = checkpoint_values(path, ["shape", "ratio", "flag", "w"], use_ort=True)
+    assert reader == ORT_READER and list(values) == ["shape", "ratio", "flag"]
+    assert values["shape"].tolist() == [4, -1] and float(values["ratio"]) == 0.125 and bool(values["flag"][0])
