@@ -178,21 +178,25 @@ training-env:
 	$(PYTHON311) -m venv $(TRAINING_VENV)
 	$(TRAINING_PYTHON) -m pip install -q --upgrade pip
 	$(TRAINING_PYTHON) -m pip install -q -c constraints-training.txt onnxruntime-training-cpu onnx numpy torch \
-		click jsonschema sympy rich matplotlib numba pytest
+		onnxscript click jsonschema sympy rich matplotlib numba pytest
 	$(TRAINING_PYTHON) -m pip install -q --no-deps -c constraints-training.txt torchvision pillow
 	$(TRAINING_PYTHON) -m pip install -q --no-deps -e .
 
-# forward+backward graphs by onnxruntime's artifact generator -> models/training/
+# forward+backward graphs by onnxruntime's artifact generator -> models/training/ (TorchScript
+# exports) and models/training/dynamo/ (torch.onnx.export(dynamo=True); whole checkpoints in training/build/dynamo)
 training-models:
 	$(TRAINING_PYTHON) tools/build_training.py
+	$(TRAINING_PYTHON) tools/build_training.py --dynamo
 
 # the training tests, with the gradient kernels: execution in the arena included
 training-verify:
-	$(TRAINING_PYTHON) -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_training.py
+	$(TRAINING_PYTHON) -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_training.py tests/test_checkpoint.py
 
 # arena vs max-live, memonger-style and PyTorch eager; verification; writes docs/training.md
 bench-training:
 	$(TRAINING_PYTHON) bench/bench_training.py
+	$(TRAINING_PYTHON) tools/build_training.py --dynamo
+	$(TRAINING_PYTHON) bench/bench_training.py --dynamo
 
 .PHONY: bench-fit
 # onnxmem fit against real onnxruntime sessions on the zoo models -> docs/fit.md

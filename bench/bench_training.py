@@ -63,6 +63,8 @@ from onnxmem.scheduling import stable_topological_order  # noqa: E402
 from onnxmem.zoo.fixtures import fill_weights  # noqa: E402
 
 TRAINING = ROOT / "models" / "training"
+DYNAMO = TRAINING / "dynamo"
+DYNAMO_BUILD = ROOT / "training" / "build" / "dynamo"
 ALIGNMENT = 64
 
 
@@ -188,9 +190,48 @@ def filled(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def measure(name: str, entry: dict[str, Any], run: bool, repeat: int) -> dict[str, Any]:
+def ort_step_peak(name: str, entry: dict[str, Any], seed: int = 0, runs: int = 3) -> int | None:
+    """onnxruntime-training's own peak over one training step of the dynamo set's ``name``
+    (:func:`onnxmem.runtime.footprint.training_step_peak`: the resident growth of a fresh process
+    over its first step, after the checkpoint is loaded and the Module made; the median of ``runs``
+    fresh processes, since the resident growth of one varies by some pages), on the generator's
+    whole checkpoint under ``training/build/dynamo/NAME`` (``make training-models``), plus the
+    input batch and labels as :func:`torch_step_peak` counts them; ``None`` without that build or
+    where onnxruntime has no CPU kernel for one of the graph's ops."""
+    import build_training as builder
+    import numpy as np
+
+    from onnxmem.runtime.footprint import training_step_peak
+
+    folder = DYNAMO_BUILD / name
+    if not (folder / "checkpoint").is_file() or not (folder / "training_model.onnx").is_file():
+        return None
+    arch = {a.name: a for a in builder.ARCHS}[name]
+    rng = np.random.default_rng(seed)
+    feeds = [rng.integers(0, 100, shape).astype(np.int64) if arch.input_names == ("input_ids",)
+             else rng.standard_normal(shape).astype(np.float32) for shape in entry["inputs"].values()]
+    feeds.append(rng.integers(0, arch.classes, entry["labels"]).astype(np.int64))
+    peaks = []
+    for _ in range(runs):  # each in a fresh process; the median
+        try:
+            peaks.append(training_step_peak(folder / "training_model.onnx", folder / "checkpoint", feeds).peak)
+        except RuntimeBackendError as exc:  # no CPU kernel for an op (the U-Net's ConvTransposeGrad): no figure
+            if missing_kernel(str(exc)) is None:
+                raise
+            return None
+    return sorted(peaks)[len(peaks) // 2] + sum(int(f.nbytes) for f in feeds)
+
+
+def measure(name: str, entry: dict[str, Any], run: bool, repeat: int, dynamo: bool = False) -> dict[str, Any]:
     row: dict[str, Any] = {"model": name, "architecture": entry["architecture"]}
     train_path, eval_path = TRAINING / f"{name}.train.onnx", TRAINING / f"{name}.eval.onnx"
+    if dynamo:
+        train_path, eval_path = DYNAMO / name / "training_model.onnx", DYNAMO / name / "eval_model.onnx"
+        row["ort"] = ort_step_peak(name, entry)
+        script = TRAINING / f"{name}.train.onnx"  # the TorchScript export of the same module, beside it
+        if script.is_file():
+            planned, _ = plan_best(load_model(script), script, 1)
+            row.update(script_nodes=len(planned.view.ops), script_arena=planned.plan.arena_size)
     train_model, eval_model = load_model(train_path), load_model(eval_path)
     train, seconds = plan_best(train_model, train_path, repeat)
     ev, _ = plan_best(eval_model, eval_path, 1)
@@ -237,20 +278,29 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| model | nodes | arena MiB | max-live, no sharing | memonger-style | PyTorch eager step | "
-            "arena / memonger | arena / PyTorch | plan s | verified in one arena | train + eval arena |")
-    lines = [head, "|" + "---|" * 11]
+def table(rows: list[dict[str, Any]], ort: bool = False) -> str:
+    """The Markdown table; ``ort``: with onnxruntime-training's own step peak (the dynamo set)."""
+    head = ("| model | " + ("TorchScript export: nodes, arena MiB | " if ort else "")
+            + "nodes | arena MiB | max-live, no sharing | memonger-style | PyTorch eager step | "
+            + ("onnxruntime-training step | " if ort else "")
+            + "arena / memonger | arena / PyTorch | " + ("arena / onnxruntime | " if ort else "")
+            + "plan s | verified in one arena | train + eval arena |")
+    lines = [head, "|" + "---|" * (14 if ort else 11)]
     for r in rows:
+        theirs = (f"{_mib(r['ort'])} | " if ort else "")
+        script = (f"{r.get('script_nodes', '-')}, {_mib(r.get('script_arena'))} | " if ort else "")
+        ratio = (f"{r['arena'] / r['ort']:.3f} | " if r.get("ort") else "- | ") if ort else ""
         lines.append(
-            f"| {r['model']} | {r['nodes']} | {_mib(r['arena'])} | {_mib(r['no_sharing'])} | {_mib(r['memonger'])} | "
-            f"{_mib(r['torch'])} | {r['arena'] / r['memonger']:.3f} | {r['arena'] / r['torch']:.3f} | "
-            f"{r['plan_seconds']:.2f} | {r['verified']} | "
+            f"| {r['model']} | {script}{r['nodes']} | {_mib(r['arena'])} | {_mib(r['no_sharing'])} | {_mib(r['memonger'])} | "
+            f"{_mib(r['torch'])} | {theirs}{r['arena'] / r['memonger']:.3f} | {r['arena'] / r['torch']:.3f} | "
+            f"{ratio}{r['plan_seconds']:.2f} | {r['verified']} | "
             f"{_mib(r.get('one_arena'))} (train {_mib(r['arena'])}, eval {_mib(r['eval_arena'])}) |"
         )
+    with_ort = [r['arena'] / r['ort'] for r in rows if r.get("ort")]
     lines.append(
-        f"| geomean | | | | | | {_geomean([r['arena'] / r['memonger'] for r in rows]):.3f} | "
-        f"{_geomean([r['arena'] / r['torch'] for r in rows]):.3f} | | | |"
+        f"| geomean | | | | | | {'| | ' if ort else ''}{_geomean([r['arena'] / r['memonger'] for r in rows]):.3f} | "
+        f"{_geomean([r['arena'] / r['torch'] for r in rows]):.3f} | "
+        + (f"{_geomean(with_ort):.3f} | " if ort else "") + "| | |"
     )
     return "\n".join(lines)
 
@@ -277,21 +327,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="plans per model; the fastest time is reported")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "training.md", help="the Markdown report")
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    p.add_argument("--dynamo", action="store_true",
+                   help="the dynamo set (models/training/dynamo, tools/build_training.py --dynamo), with "
+                        "onnxruntime-training's own step peak")
     args = p.parse_args(argv)
-    catalog = json.loads((TRAINING / "catalog.json").read_text())
-    names = [n for n in catalog if args.only is None or n in args.only]
+    catalog = json.loads(((DYNAMO if args.dynamo else TRAINING) / "catalog.json").read_text())
+    names = [n for n in catalog if (args.only is None or n in args.only) and "refused" not in catalog[n]]
     rows = []
     for name in names:
-        row = measure(name, catalog[name], not args.no_run, args.repeat)
+        row = measure(name, catalog[name], not args.no_run, args.repeat, args.dynamo)
         rows.append(row)
         print(f"{name:14} arena {_mib(row['arena'])} MiB, memonger {_mib(row['memonger'])}, torch "
-              f"{_mib(row['torch'])}, plan {row['plan_seconds']:.2f} s, verified: {row['verified']}", flush=True)
-    text = table(rows)
+              f"{_mib(row['torch'])}" + (f", onnxruntime-training {_mib(row['ort'])}" if args.dynamo else "")
+              + f", plan {row['plan_seconds']:.2f} s, verified: {row['verified']}", flush=True)
+    text = table(rows, ort=args.dynamo)
     print(text)
     if args.json is not None:
         write_bytes_atomic(args.json, (json.dumps(rows, indent=1) + "\n").encode())
     doc = args.out.read_text() if args.out.is_file() else ""
-    begin, end = "<!-- bench-training:begin -->", "<!-- bench-training:end -->"
+    marker = "bench-training-dynamo" if args.dynamo else "bench-training"
+    begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
     block = f"{begin}\nMachine: {machine()}.\n\n{text}\n{end}"
     if begin in doc and end in doc:
         doc = doc[: doc.index(begin)] + block + doc[doc.index(end) + len(end):]

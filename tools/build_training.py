@@ -27,6 +27,23 @@ Steps, per model:
    accumulation buffers and optimizer state are graph inputs of the generated graphs (their
    values live in the checkpoint), so the graphs themselves hold almost no weights.
 
+``--dynamo`` builds the second set, :data:`DYNAMO`, through ``torch.onnx.export(...,
+dynamo=True)`` (opset 18, the exporter's own graph optimizer on, as users export) and the
+same generator, with the usual ``frozen_params``: every initializer of the export that is not
+trainable, which makes the exporter's int64 constants (ReduceMean axes, Reshape targets)
+frozen parameters, graph inputs whose values live in the checkpoint. The exporter writes
+Dropout without its mask and LayerNormalization without its saved statistics, which the
+generator's gradients read: the builder adds those outputs (:func:`add_saved_outputs`). Its fixtures keep the
+generator's names, one folder per model: ``models/training/dynamo/NAME/training_model.onnx``,
+``eval_model.onnx`` and ``checkpoint``; the committed checkpoint holds only the frozen
+parameters that are constants rather than weights (:func:`onnxmem.model.value_type`: integer
+and boolean tensors, floating-point scalars such as a Dropout ratio), written by onnxruntime's
+own ``save_checkpoint``: a few hundred bytes where the generator's holds every weight, and all
+that planning and ``verify`` read.
+The generator's whole checkpoint stays under ``training/build/dynamo/NAME/`` (git-ignored).
+``models/training/dynamo/catalog.json`` records the set, and the models the exporter refuses
+with its one-line reason.
+
 The catalogue ``models/training/catalog.json`` records, per model, the architecture, batch,
 input shapes, frozen and trainable parameter counts and the node count. The whole set is
 deterministic; onnxruntime numbers its loss values with a counter that runs across the
@@ -38,6 +55,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -51,12 +69,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from onnxmem.core.fileio import write_bytes_atomic  # noqa: E402
+from onnxmem.model import value_type  # noqa: E402
 from onnxmem.zoo.export import MAX_IR_VERSION, SEED, import_torch  # noqa: E402
 from onnxmem.zoo.fixtures import strip_weights  # noqa: E402
 
 BUILD = ROOT / "training" / "build"
 FIXTURES = ROOT / "models" / "training"
 OPSET = 15
+DYNAMO_OPSET = 18
+#: the models exported with ``torch.onnx.export(..., dynamo=True)`` (``--dynamo``)
+DYNAMO = ("mlp", "squeezenet", "mobilenet_v2", "unet", "bert", "resnet50")
+DYNAMO_FIXTURES = FIXTURES / "dynamo"
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,23 +341,35 @@ ARCHS: tuple[Arch, ...] = (
 # --------------------------------------------------------------------------- generation
 
 
-def export_forward(arch: Arch) -> tuple[onnx.ModelProto, list[str], list[str]]:
-    """The forward model in training mode, and its (trainable, frozen) float parameter names."""
+def export_forward(arch: Arch, dynamo: bool = False) -> tuple[onnx.ModelProto, list[str], list[str]]:
+    """The forward model in training mode, and its (trainable, frozen) parameter names.
+
+    TorchScript (the default): the frozen ones are the float parameters ``arch.frozen`` names.
+    ``dynamo``: ``torch.onnx.export(..., dynamo=True)`` at :data:`DYNAMO_OPSET`, and the frozen
+    ones are every initializer that is not trainable (the exporter's constants included), as
+    a user writes ``frozen_params`` for the generator."""
     torch = import_torch()
     torch.manual_seed(SEED)
     module = arch.build()
     module.train()
     args = arch.inputs()
-    buf = io.BytesIO()
-    torch.onnx.export(module, args, buf, input_names=list(arch.input_names), output_names=["logits"],
-                      opset_version=OPSET, do_constant_folding=False, dynamo=False,
-                      training=torch.onnx.TrainingMode.TRAINING, export_params=True,
-                      keep_initializers_as_inputs=False)
-    model = onnx.load_from_string(buf.getvalue())
+    if dynamo:
+        program = torch.onnx.export(module, args, input_names=list(arch.input_names), output_names=["logits"],
+                                    opset_version=DYNAMO_OPSET, dynamo=True, verbose=False)
+        model = program.model_proto
+    else:
+        buf = io.BytesIO()
+        torch.onnx.export(module, args, buf, input_names=list(arch.input_names), output_names=["logits"],
+                          opset_version=OPSET, do_constant_folding=False, dynamo=False,
+                          training=torch.onnx.TrainingMode.TRAINING, export_params=True,
+                          keep_initializers_as_inputs=False)
+        model = onnx.load_from_string(buf.getvalue())
     names = {i.name for i in model.graph.initializer}
     floats = [n for n, p in module.named_parameters() if n in names and p.dtype.is_floating_point]
     frozen = [n for n in floats if n.startswith(arch.frozen)] if arch.frozen else []
     trainable = [n for n in floats if n not in frozen]
+    if dynamo:
+        frozen = [i.name for i in model.graph.initializer if i.name not in trainable]
     return model, trainable, frozen
 
 
@@ -354,6 +389,83 @@ def repair_eval(graph: onnx.ModelProto) -> int:
     return changed
 
 
+#: the outputs the generator's gradients read that the dynamo exporter leaves off: Dropout's mask
+#: (DropoutGrad), LayerNormalization's mean and inverse standard deviation (LayerNormalizationGrad)
+SAVED_OUTPUTS = {"Dropout": ("mask",), "LayerNormalization": ("mean", "inv_std_dev")}
+
+
+def add_saved_outputs(model: onnx.ModelProto) -> int:
+    """Give every node of :data:`SAVED_OUTPUTS` written with its first output alone the outputs
+    its gradient reads, in place: the generator's gradient builders index them and abort
+    otherwise (``gradient_builder_base.h``: ``i < node_->OutputDefs().size()``). Returns how many
+    nodes changed."""
+    changed = 0
+    for node in model.graph.node:
+        extra = SAVED_OUTPUTS.get(node.op_type, ()) if (node.domain or "") in ("", "ai.onnx") else ()
+        if extra and len(node.output) == 1:
+            node.output.extend(f"{node.output[0]}_{suffix}" for suffix in extra)
+            changed += 1
+    return changed
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def write_fixture(graph: onnx.ModelProto, kind: str, target: Path, stem: str) -> int:
+    """Write one generated graph as a weight-free fixture (IR version at most 10; an eval graph
+    repaired, :func:`repair_eval`); returns its node count."""
+    graph.ir_version = min(graph.ir_version, MAX_IR_VERSION)
+    if kind == "eval":
+        repair_eval(graph)
+    stripped, _ = strip_weights(graph, stem)
+    write_bytes_atomic(target, stripped.SerializeToString())
+    return len(graph.graph.node)
+
+
+def generate_dynamo(arch: Arch) -> tuple[dict[str, Any], float]:
+    """The dynamo set's fixtures of one model (module doc): its catalogue entry (with the
+    exporter's or the generator's one-line error where one refuses it) and the seconds taken."""
+    from onnxruntime.training import artifacts, onnxblock
+
+    t0 = time.perf_counter()
+    entry: dict[str, Any] = {"name": arch.name, "architecture": arch.describe,
+                             "inputs": {n: list(a.shape) for n, a in zip(arch.input_names, arch.inputs())},
+                             "labels": list(arch.labels)}
+    try:
+        model, trainable, frozen = export_forward(arch, dynamo=True)
+    except Exception as exc:  # the exporter's own refusal, recorded in the catalogue
+        return {**entry, "refused": f"torch.onnx.export(dynamo=True): {_one_line(exc)}"}, time.perf_counter() - t0
+    add_saved_outputs(model)
+    out = BUILD / "dynamo" / arch.name
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        artifacts.generate_artifacts(
+            model, requires_grad=trainable, frozen_params=frozen, loss=artifacts.LossType.CrossEntropyLoss,
+            optimizer=artifacts.OptimType.AdamW, artifact_directory=str(out),
+        )
+    except Exception as exc:
+        return {**entry, "refused": f"generate_artifacts: {_one_line(exc)}"}, time.perf_counter() - t0
+    target = DYNAMO_FIXTURES / arch.name
+    target.mkdir(parents=True, exist_ok=True)
+    counts = {kind: write_fixture(onnx.load(str(out / f"{kind}_model.onnx")), kind, target / f"{kind}_model.onnx",
+                                  f"{arch.name}.{kind}") for kind in ("training", "eval")}
+    constants = [i for i in model.graph.initializer
+                 if i.name in set(frozen) and value_type(i.data_type, math.prod(i.dims))]
+    onnxblock.save_checkpoint(([], constants), target / "checkpoint")
+    return {
+        **entry,
+        "exporter": f"torch.onnx.export(dynamo=True), opset {DYNAMO_OPSET}",
+        "trainable_tensors": len(trainable),
+        "frozen_tensors": len(frozen),
+        "frozen_constants": len(constants),
+        "checkpoint_bytes": (out / "checkpoint").stat().st_size,
+        "training_nodes": counts["training"],
+        "eval_nodes": counts["eval"],
+    }, time.perf_counter() - t0
+
+
 def generate(arch: Arch) -> tuple[dict[str, Any], float]:
     """Export, generate and write one model's fixtures; its catalogue entry and the seconds it took."""
     from onnxruntime.training import artifacts
@@ -366,16 +478,10 @@ def generate(arch: Arch) -> tuple[dict[str, Any], float]:
         model, requires_grad=trainable, frozen_params=frozen, loss=artifacts.LossType.CrossEntropyLoss,
         optimizer=artifacts.OptimType.AdamW, artifact_directory=str(out),
     )
-    counts: dict[str, int] = {}
-    for kind in ("training", "eval"):
-        graph = onnx.load(str(out / f"{kind}_model.onnx"))
-        graph.ir_version = min(graph.ir_version, MAX_IR_VERSION)
-        if kind == "eval":
-            repair_eval(graph)
-        short = "train" if kind == "training" else "eval"
-        stripped, _ = strip_weights(graph, f"{arch.name}.{short}")
-        write_bytes_atomic(FIXTURES / f"{arch.name}.{short}.onnx", stripped.SerializeToString())
-        counts[kind] = len(graph.graph.node)
+    counts = {kind: write_fixture(onnx.load(str(out / f"{kind}_model.onnx")), kind,
+                                  FIXTURES / f"{arch.name}.{'train' if kind == 'training' else 'eval'}.onnx",
+                                  f"{arch.name}.{'train' if kind == 'training' else 'eval'}")
+              for kind in ("training", "eval")}
     params = {i.name: i for i in model.graph.initializer}
 
     def numel(names: list[str]) -> int:
@@ -405,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", default=None, help="model names to build (default: all)")
     p.add_argument("--list", action="store_true", help="list the models and exit")
+    p.add_argument("--dynamo", action="store_true",
+                   help=f"build the dynamo set ({', '.join(DYNAMO)}) under models/training/dynamo/")
     args = p.parse_args(argv)
     if args.list:
         for a in ARCHS:
@@ -415,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown model(s): {', '.join(sorted(unknown))}; see --list", file=sys.stderr)
         return 2
+    if args.dynamo:
+        return build_dynamo([a for a in chosen if a.name in DYNAMO])
     FIXTURES.mkdir(parents=True, exist_ok=True)
     catalog_path = FIXTURES / "catalog.json"
     catalog = json.loads(catalog_path.read_text()) if catalog_path.is_file() else {}
@@ -425,6 +535,22 @@ def main(argv: list[str] | None = None) -> int:
               f"{entry['trainable_parameters']:,} trainable / {entry['frozen_parameters']:,} frozen parameters "
               f"({seconds:.1f} s)", flush=True)
     ordered = {a.name: catalog[a.name] for a in ARCHS if a.name in catalog}
+    write_bytes_atomic(catalog_path, (json.dumps(ordered, indent=1) + "\n").encode())
+    return 0
+
+
+def build_dynamo(chosen: list[Arch]) -> int:
+    """Build the dynamo set's fixtures and ``models/training/dynamo/catalog.json``."""
+    DYNAMO_FIXTURES.mkdir(parents=True, exist_ok=True)
+    catalog_path = DYNAMO_FIXTURES / "catalog.json"
+    catalog = json.loads(catalog_path.read_text()) if catalog_path.is_file() else {}
+    for arch in chosen:
+        entry, seconds = generate_dynamo(arch)
+        catalog[arch.name] = entry
+        said = entry.get("refused") or (f"{entry['training_nodes']:5} training nodes, {entry['eval_nodes']:5} eval "
+                                        f"nodes, {entry['frozen_constants']} frozen constants")
+        print(f"{arch.name:14} {said} ({seconds:.1f} s)", flush=True)
+    ordered = {n: catalog[n] for n in DYNAMO if n in catalog}
     write_bytes_atomic(catalog_path, (json.dumps(ordered, indent=1) + "\n").encode())
     return 0
 

@@ -82,7 +82,7 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, runtime: s
     flags = flags.copy()
     flags["dims"] = tuple(f"{k}={v}" for k, v in bound.items())
     opts = make_plan_options(**flags)
-    outs = OutputSet(inputs=[model])
+    outs = OutputSet(inputs=[model, *([opts.checkpoint] if opts.checkpoint else [])])
     if cache_path:
         outs.add(cache_path, "--cache")
     if plot_path:

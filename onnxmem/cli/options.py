@@ -45,6 +45,7 @@ class PlanningFlags(TypedDict):
     concurrency: str
     branches: tuple[str, ...]
     max_trips: int | None
+    checkpoint: str | None
 
 
 #: the planner's defaults (``PlanOptions()``'s; a test checks they agree)
@@ -143,6 +144,12 @@ def planning_options(fn: F) -> F:
                      help="Plan a Loop whose carried values grow per iteration (a decoder appending a row "
                           "each step) for runs of at most N iterations, where its trip count is not a "
                           "constant; verify refuses a run of more."),
+        click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=str), default=None,
+                     metavar="PATH",
+                     help="A training graph's checkpoint (onnxruntime's artifact generator): its frozen constant "
+                          "parameters (a dynamo export's Reshape targets, ReduceMean axes, Dropout ratios) feed "
+                          "shape inference and verify's run. Default: the generator's 'checkpoint' file beside "
+                          "the model, where there is one."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -250,7 +257,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
                       timeout: float | None, seed: int = 0, inplace: str = "on", fold: str = "on",
                       inputs: InputValues | None = None, concurrency: str = "sequential",
                       branches: tuple[str, ...] = (), optimize: str | None = "none",
-                      device: str = "cpu", max_trips: int | None = None) -> PlanOptions:
+                      device: str = "cpu", max_trips: int | None = None, checkpoint: str | None = None) -> PlanOptions:
     """The planner's options from the flags of :func:`planning_options`."""
     from onnxmem.model import parse_dim_binding, parse_input_shape
     from onnxmem.planning.pipeline import PlanOptions
@@ -272,7 +279,7 @@ def make_plan_options(solver: str, order: str, alignment: int, dims: tuple[str, 
         branches=dict(_parse_branch(b) for b in branches),
         optimize=optimize or "none",
         device=device,
-        max_trips=max_trips,
+        max_trips=max_trips, checkpoint=checkpoint,
     )
 
 

@@ -64,6 +64,7 @@ def plan_summary(plan: MemoryPlan) -> list[str]:
         *([_subgraph_line(plan)] if plan.subgraphs else []),
         f"weights      {fmt_bytes(plan.weights_size)}"
         + (f"   {len(plan.extra['folded'])} folded values" if plan.extra.get("folded") else ""),
+        *_checkpoint_line(plan),
         f"naive        {fmt_bytes(plan.naive_size)}",
         f"lower bound  {fmt_bytes(plan.lower_bound)}",
         *(["concurrency  dag: safe under every schedule the graph allows (the bound: the heaviest tensors "
@@ -74,6 +75,20 @@ def plan_summary(plan: MemoryPlan) -> list[str]:
         f"time         plan {plan.plan_seconds:.3f} s   solver {one_line(str(plan.solver['name']))} "
         f"{plan.solver['seconds']:.3f} s",
     ]
+
+
+def _checkpoint_line(plan: MemoryPlan) -> list[str]:
+    """``checkpoint   PATH (beside the model): N frozen values ...`` for a plan whose shapes read a
+    training checkpoint's values (``extra.checkpoint``)."""
+    record = plan.extra.get("checkpoint")
+    if not isinstance(record, dict):
+        return []
+    found = record.get("values")
+    values: dict[str, object] = found if isinstance(found, dict) else {}
+    names = ", ".join(show_name(n) for n in list(values)[:4]) + (", ..." if len(values) > 4 else "")
+    return [f"checkpoint   {show_name(str(record.get('path', '?')))} ({one_line(str(record.get('found', '?')))}, "
+            f"{one_line(str(record.get('reader', '?')))}): {len(values)} frozen "
+            f"value{'' if len(values) == 1 else 's'} known to shape inference and runs" + (f" ({names})" if names else "")]
 
 
 def _graph_line(plan: MemoryPlan) -> list[str]:

@@ -84,7 +84,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
          inputs_path: str | None, as_json: bool, budget: str | None = None, rewrite_out: str | None = None,
          remat_algorithm: str = "auto", cost_model: str = "flops", budget_sweep: str | None = None,
          pipeline: bool = False, optimize: str = "none", device: str = "cpu", fixed_cost: bool = False,
-         max_trips: int | None = None) -> None:
+         max_trips: int | None = None, checkpoint: str | None = None) -> None:
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
@@ -114,17 +114,17 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
                                     "--inputs": inputs_path is not None, "--dim NAME=LO:HI": ranged(dims),
                                     "--concurrency dag": concurrency != "sequential", "--branch": bool(branches)})
         opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
-                                 inplace=inplace, fold=fold, max_trips=max_trips)
+                                 inplace=inplace, fold=fold, max_trips=max_trips, checkpoint=checkpoint)
         _plan_together(models, opts, output, as_json, pipeline)
         return
     model = models[0]
-    outs = OutputSet(inputs=[model] + ([inputs_path] if inputs_path else []))
+    outs = OutputSet(inputs=[model, *([inputs_path] if inputs_path else []), *([checkpoint] if checkpoint else [])])
     if ranged(dims):
         _refuse_for_range(budget is not None or budget_sweep is not None or rewrite_out is not None,
                           concurrency, branches)
         flags = PlanningFlags(solver=solver, order=order, alignment=alignment, dims=dims, input_shapes=input_shapes,
                               measure_shapes=measure_shapes, io=io, timeout=timeout, inplace=inplace, fold=fold,
-                              concurrency=concurrency, branches=branches, max_trips=max_trips)
+                              concurrency=concurrency, branches=branches, max_trips=max_trips, checkpoint=checkpoint)
         _plan_range(model, outs, output, annotate, as_json, flags, read_input_values(inputs_path), optimize, device)
         return
     if output:
@@ -134,7 +134,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
                              inplace=inplace, fold=fold, inputs=read_input_values(inputs_path),
                              concurrency=concurrency, branches=branches, optimize=optimize, device=device,
-                             max_trips=max_trips)
+                             max_trips=max_trips, checkpoint=checkpoint)
     if budget_sweep is not None:
         outs.add(budget_sweep, "--budget-sweep")
         _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout)
@@ -189,7 +189,7 @@ def _refuse_for_range(budgeted: bool, concurrency: str, branches: tuple[str, ...
 def _plan_together(models: tuple[str, ...], opts: PlanOptions, output: str | None, as_json: bool,
                    pipeline: bool) -> None:
     """``plan A.onnx B.onnx``: each model, then all of them in one arena (a program plan)."""
-    outs = OutputSet(inputs=models)
+    outs = OutputSet(inputs=[*models, *([opts.checkpoint] if opts.checkpoint else [])])
     if output:
         outs.add(output, "-o")
     planned, program = plan_several(models, opts, pipeline, progress(sys.stderr.isatty() and not as_json))

@@ -80,7 +80,9 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
     version, or (at all, on CPU) another NCHWc block size, and when the graph
     built here is not the one planned (its sha256).
 
-    Exit codes: 0 verified, 3 the plan is wrong, 1 any other error, 2 usage.
+    Exit codes: 0 verified, 3 the plan is wrong, 1 any other error (a training
+    graph with an op onnxruntime has no CPU kernel for, ConvTransposeGrad, after
+    its static proof passed: one line says so), 2 usage.
     """
     from onnxmem.verify.run import VerifyOptions, verify_plan  # onnx
 

@@ -10,6 +10,7 @@ The public interface of the model layer; higher layers import from here
 * :mod:`~onnxmem.model.dtypes`: element types and tensor sizes;
 * :mod:`~onnxmem.model.dims`: ``--dim`` / ``--input-shape`` text, declared dims;
 * :mod:`~onnxmem.model.bodies`: subgraphs, their keys and captured values;
+* :mod:`~onnxmem.model.checkpoint`: onnxruntime training checkpoints, read with bounds checks;
 * :mod:`~onnxmem.model.functions`, :mod:`~onnxmem.model.roles`,
   :mod:`~onnxmem.model.generate` (seeded test networks: import it by its module).
 
@@ -28,6 +29,18 @@ from onnxmem.model.bodies import (
     model_graphs,
     owner_key,
     subgraph_attributes,
+)
+from onnxmem.model.checkpoint import (
+    CHECKPOINT_NAME,
+    Checkpoint,
+    CheckpointTensor,
+    checkpoint_record,
+    find_checkpoint,
+    read_checkpoint,
+    recorded_values,
+    small_values,
+    value_type,
+    with_values,
 )
 from onnxmem.model.dims import (
     Dim,
@@ -63,6 +76,16 @@ from onnxmem.model.tensors import check_tensor_data, graph_tensors, tensor_sites
 
 __all__ = [
     "ACCUMULATORS",
+    "CHECKPOINT_NAME",
+    "Checkpoint",
+    "CheckpointTensor",
+    "checkpoint_record",
+    "find_checkpoint",
+    "read_checkpoint",
+    "recorded_values",
+    "small_values",
+    "value_type",
+    "with_values",
     "DTYPES",
     "LOSSES",
     "MAX_BYTES",

@@ -34,7 +34,7 @@ from onnxmem.graph import (
     read_assumed,
     with_regions,
 )
-from onnxmem.model import file_sha256, graph_inputs, load_model
+from onnxmem.model import file_sha256, graph_inputs, load_model, with_values
 from onnxmem.planning.bodies import (
     BodyPlan,
     InsideOption,
@@ -47,6 +47,7 @@ from onnxmem.planning.bodies import (
     plan_bodies,
     region_bounds,
 )
+from onnxmem.planning.checkpoint import checkpoint_known
 from onnxmem.planning.compose import compose, solve_layout
 from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
 from onnxmem.proof.plan import prove_plan, walk_bodies
@@ -119,6 +120,12 @@ class PlanOptions:
     #: the most iterations a Loop whose carried values grow runs, where its trip count is not a
     #: constant (``--max-trips``; :mod:`onnxmem.shapes.loops`)
     max_trips: int | None = None
+    #: a training checkpoint (``--checkpoint``) whose frozen integer parameters shape inference
+    #: reads; without it, the generator's ``checkpoint`` beside the model (:mod:`onnxmem.planning.checkpoint`)
+    checkpoint: str | None = None
+    #: the values read from it and what the plan records of it (set by planning)
+    known: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)
+    known_record: Mapping[str, object] = field(default_factory=dict, compare=False)
 
     @property
     def kernels(self) -> str:
@@ -200,6 +207,9 @@ def _plan_loaded(
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     say("inferring shapes")
+    if not opts.known_record:
+        known, record = checkpoint_known(model, path, opts.checkpoint)
+        opts = replace(opts, known=known, known_record=record)
     if opts.inputs:
         from onnxmem.runtime.inputs import bind_input_shapes
 
@@ -269,10 +279,10 @@ def _infer(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptio
             infer_measured_shapes,  # onnxruntime sessions: only when measuring
         )
 
-        return infer_measured_shapes(model, model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
+        return infer_measured_shapes(with_values(model, opts.known), model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
                                      seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs,
                                      excluded=excluded, max_trips=opts.max_trips)
-    return infer_shapes(model, dims=opts.dims, input_shapes=opts.input_shapes,
+    return infer_shapes(with_values(model, opts.known), dims=opts.dims, input_shapes=opts.input_shapes,
                         strict_dims=opts.strict_dims, excluded=excluded, nchwc_block=opts.nchwc_block,
                         max_trips=opts.max_trips)
 
@@ -328,7 +338,8 @@ def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeI
         plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
     plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view),
                                 **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs),
-                                **loop_trips_record(view)})
+                                **loop_trips_record(view),
+                                **({"checkpoint": dict(opts.known_record)} if opts.known_record else {})})
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")

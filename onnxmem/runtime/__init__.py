@@ -18,7 +18,9 @@ onnxruntime; onnxruntime itself is imported inside the functions that run it.
   :mod:`~onnxmem.runtime.optimize` (the graph onnxruntime builds at a level),
   :mod:`~onnxmem.runtime.footprint` (a provider's fixed cost, a session's resident peak),
   :mod:`~onnxmem.runtime.isolation` (the child process of a run),
-  :mod:`~onnxmem.runtime.trips` (a growing Loop's iterations against its plan's bound).
+  :mod:`~onnxmem.runtime.trips` (a growing Loop's iterations against its plan's bound),
+  :mod:`~onnxmem.runtime.checkpoint` (a training checkpoint's values, through onnxruntime's
+  training API where it is installed).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
         compare_output,
         execute_plan,
     )
+    from onnxmem.runtime.checkpoint import checkpoint_values, has_training_api
     from onnxmem.runtime.concurrent import (
         ConcurrentExecution,
         ConcurrentOptions,
@@ -122,6 +125,7 @@ if TYPE_CHECKING:
         execute_training,
         is_training_view,
         missing_kernel,
+        no_kernel_error,
         require_training_runtime,
         seed_dropout,
         training_feeds,
@@ -159,6 +163,7 @@ __all__ = [
     "check_inputs",
     "check_trips",
     "canonical_names",
+    "checkpoint_values",
     "check_memory",
     "check_rebuilt",
     "check_recorded",
@@ -176,6 +181,7 @@ __all__ = [
     "feeds_for",
     "first_line",
     "fixed_cost",
+    "has_training_api",
     "fold_weights",
     "graph_digest",
     "folded_model",
@@ -188,6 +194,7 @@ __all__ = [
     "make_session",
     "measure_shapes",
     "missing_kernel",
+    "no_kernel_error",
     "model_like",
     "node_session",
     "on_host",
@@ -217,6 +224,8 @@ __all__ = [
 
 _EXPORTS = {
     "ArenaRun": "onnxmem.runtime.arena",
+    "checkpoint_values": "onnxmem.runtime.checkpoint",
+    "has_training_api": "onnxmem.runtime.checkpoint",
     "ConcurrentExecution": "onnxmem.runtime.concurrent",
     "ConcurrentOptions": "onnxmem.runtime.concurrent",
     "ConcurrentRun": "onnxmem.runtime.concurrent",
@@ -277,6 +286,7 @@ _EXPORTS = {
     "make_session": "onnxmem.runtime.ort",
     "measure_shapes": "onnxmem.runtime.ort",
     "missing_kernel": "onnxmem.runtime.training",
+    "no_kernel_error": "onnxmem.runtime.training",
     "model_like": "onnxmem.runtime.sessions",
     "node_session": "onnxmem.runtime.sessions",
     "on_host": "onnxmem.runtime.sessions",

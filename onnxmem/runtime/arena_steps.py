@@ -17,6 +17,7 @@ import onnx
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
 from onnxmem.graph import GraphView, Op
+from onnxmem.model import recorded_values
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding, true_lifetimes
 from onnxmem.runtime.arena_buffers import CudaArena, HostArena, Slot, Write
@@ -63,6 +64,10 @@ class ArenaSteps(abc.ABC):
             raise PlanError(f"the plan orders node {exc}, which the model does not have; re-plan the model") from None
         self.full = load_with_weights(model, model_path)
         self.feeds = _feeds(self.full, view, options)
+        # a training checkpoint's frozen values the plan's shapes read (extra.checkpoint) are fed as they are
+        self.feeds.update({n: v for n, v in recorded_values(plan.extra).items()
+                           if n in view.outside and n in self.feeds and v.shape == self.feeds[n].shape
+                           and v.dtype == self.feeds[n].dtype})
         # the caller's state of a training graph (view.outside) is bound like a weight, from the feeds
         self.weights: Any = compute_weights(self.full, view,
                                             {n: self.feeds[n] for n in view.outside if n in self.feeds})

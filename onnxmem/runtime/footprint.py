@@ -37,7 +37,7 @@ from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, show_name
 from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
 from onnxmem.runtime.isolation import end_child, end_run, run_isolated, run_limits, start_run
 
-__all__ = ["FixedCost", "SessionPeak", "cache_text", "fixed_cost", "session_peak"]
+__all__ = ["FixedCost", "SessionPeak", "TrainingStepPeak", "cache_text", "fixed_cost", "session_peak", "training_step_peak"]
 
 #: provider name -> onnxruntime's execution provider
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
@@ -250,3 +250,51 @@ def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, .
     with run_limits():
         return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
                             arena, prepack, arena_extend)
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingStepPeak:
+    """onnxruntime-training's own step (bytes): the resident growth of a fresh process over its
+    first training step, from after the checkpoint is loaded, the ``Module`` made and the
+    inputs made (``baseline``) to the peak (``peak``); ``made``: what loading and making took."""
+
+    peak: int
+    baseline: int
+    made: int
+
+
+def _measure_training_step(training: str, checkpoint: str, feeds: list[Any]) -> TrainingStepPeak:
+    from onnxruntime.training.api import CheckpointState, Module
+
+    from onnxmem.runtime.ort import first_line
+
+    start_run(f"a training step of {show_name(training)} to measure its peak")
+    try:
+        before = _status("VmRSS")
+        try:
+            module = Module(training, CheckpointState.load_checkpoint(checkpoint), device="cpu")
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            raise RuntimeBackendError(f"onnxruntime-training cannot make a Module of {show_name(training)}: "
+                                      f"{first_line(exc)}") from None
+        module.train()
+        _reset_peak()
+        baseline = _status("VmRSS")
+        module(*feeds)
+        peak = _status("VmHWM") - baseline
+        del module
+    finally:
+        end_run()
+    return TrainingStepPeak(peak, baseline, baseline - before)
+
+
+def training_step_peak(training: str | os.PathLike[str], checkpoint: str | os.PathLike[str],
+                       feeds: list[Any]) -> TrainingStepPeak:
+    """onnxruntime-training's peak over one training step of ``training`` (a ``training_model.onnx``
+    with the ``checkpoint`` the generator wrote for it) on ``feeds`` (the user inputs, then the
+    labels, as ``Module.__call__`` takes them), in a fresh child: the growth of its peak resident
+    size (``VmHWM``) over its resident size once the ``Module`` is made (:class:`TrainingStepPeak`).
+    The first step is measured: onnxruntime's arena keeps what it allocates, so a later step of the
+    same process grows by nothing. Needs onnxruntime-training."""
+    end_child()  # a fresh child: no heap left over from an earlier run
+    with run_limits():
+        return run_isolated(_measure_training_step, os.fspath(training), os.fspath(checkpoint), list(feeds))

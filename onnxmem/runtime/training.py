@@ -43,7 +43,7 @@ from onnxmem.runtime.arena import ArenaRun, Execution, ExecutionOptions, OutputC
 from onnxmem.runtime.ort import random_inputs
 
 __all__ = ["TrainingRun", "execute_in_one_arena", "execute_training", "is_training_view", "missing_kernel",
-           "require_training_runtime", "seed_dropout", "training_feeds"]
+           "no_kernel_error", "require_training_runtime", "seed_dropout", "training_feeds"]
 
 _MISSING = re.compile(r"Could not find an implementation for (\w+)\(")
 
@@ -163,6 +163,20 @@ def missing_kernel(message: str) -> str | None:
     """The op onnxruntime has no kernel for, from its error message; ``None`` for other errors."""
     m = _MISSING.search(message)
     return m.group(1) if m else None
+
+
+def no_kernel_error(exc: RuntimeBackendError, device: str = "cpu") -> RuntimeBackendError:
+    """The one line verify gives where a training graph's run stops at an op onnxruntime has no
+    kernel for (the U-Net's ``ConvTransposeGrad`` on CPU), ``exc`` itself for any other error.
+    The run starts only after the static proof passed, so the line says the plan is proven."""
+    op = missing_kernel(str(exc))
+    if op is None:
+        return exc
+    return RuntimeBackendError(
+        f"onnxruntime has no {device.upper()} kernel for {op}, so this training graph cannot run in the arena; "
+        f"its plan is proven statically (the static proof passed; 'onnxmem plan' proves it, 'onnxmem verify "
+        "--static-only' stops there, docs/training.md): exit 1, nothing ran wrong"
+    )
 
 
 def execute_in_one_arena(runs: Sequence[tuple[MemoryPlan, onnx.ModelProto, GraphView]], *,

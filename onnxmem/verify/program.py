@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from onnxmem.core.errors import PlanError
+from onnxmem.core.errors import PlanError, RuntimeBackendError
 from onnxmem.graph import GraphView
 from onnxmem.plans.program import Program
 from onnxmem.proof.plan import Finding
 from onnxmem.proof.program import prove_program
 from onnxmem.runtime.ort import load_with_weights
-from onnxmem.runtime.training import execute_in_one_arena
+from onnxmem.runtime.training import execute_in_one_arena, no_kernel_error
 from onnxmem.verify.run import VerifyOptions, check_plan_identity, view_for_plan
 
 if TYPE_CHECKING:
@@ -62,6 +62,9 @@ def verify_program(program: Program, models: Sequence[tuple[onnx.ModelProto, str
     if options.execute and not static:
         runs = [(plan, load_with_weights(model, path), view)
                 for (model, path), plan, view in zip(models, program.plans, built)]
-        _, done = execute_in_one_arena(runs, options=options, handovers=program.handovers)
+        try:
+            _, done = execute_in_one_arena(runs, options=options, handovers=program.handovers)
+        except RuntimeBackendError as exc:  # no kernel for a gradient op: one line that says so
+            raise no_kernel_error(exc, options.device) from None
         executions = tuple(done)
     return ProgramReport(static, executions, tuple(built), tuple(warnings))

@@ -20,8 +20,9 @@ import numpy as np
 import onnx
 
 from onnxmem.analysis.happens_before import check_concurrency
-from onnxmem.core.errors import OnnxmemError, PlanError, ShapeError, show_name
+from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, ShapeError, show_name
 from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
+from onnxmem.model import recorded_values, with_values
 from onnxmem.planning.pipeline import check_decided
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import (
@@ -38,7 +39,7 @@ from onnxmem.runtime.folding import compute_weights, fold_weights
 from onnxmem.runtime.inputs import read_inputs
 from onnxmem.runtime.isolation import run_isolated
 from onnxmem.runtime.sessions import cuda_available
-from onnxmem.runtime.training import TrainingRun, is_training_view
+from onnxmem.runtime.training import TrainingRun, is_training_view, no_kernel_error
 
 __all__ = [
     "DEVICES",
@@ -120,11 +121,12 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
                              f"for {list(ishapes[name])}: give the plan's shape, or plan with these inputs (plan --inputs)")
     excluded = excluded_branches(model, plan_branches(plan))
     trips = plan_max_trips(plan)
+    known = with_values(model, recorded_values(plan.extra))  # a training checkpoint's values the plan read
     try:
-        shapes = infer_shapes(model, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded,
+        shapes = infer_shapes(known, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded,
                               nchwc_block=plan_optimization(plan.model).nchwc_block, max_trips=trips)
     except ShapeError:
-        shapes = infer_measured_shapes(model, dims=dims, input_shapes=ishapes, model_path=model_path,
+        shapes = infer_measured_shapes(known, dims=dims, input_shapes=ishapes, model_path=model_path,
                                        strict_dims=False, inputs=inputs, excluded=excluded, max_trips=trips)
     kernels = plan_optimization(plan.model).kernels
     return with_regions(build_view(model, shapes, fold=plan_fold(plan), kernels=kernels), plan_regions(plan))
@@ -201,7 +203,10 @@ def execute(plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, opts: Ver
         return None, run_concurrent(plan, model, view, options=opts, model_path=model_path,
                                     concurrent=ConcurrentOptions(trials=opts.trials, threads=opts.threads))
     if opts.concurrency != "dag" and is_training_view(view):
-        return TrainingRun(plan, model, view, opts, model_path).run(), None  # labels, dropout, gradients
+        try:
+            return TrainingRun(plan, model, view, opts, model_path).run(), None  # labels, dropout, gradients
+        except RuntimeBackendError as exc:  # no kernel for a gradient op: one line that says so
+            raise no_kernel_error(exc, opts.device) from None
     return execute_plan(plan, model, view, options=opts, model_path=model_path), None
 
 

@@ -1,0 +1,61 @@
+"""The frozen parameters of a training graph whose values planning and runs need, from its checkpoint.
+
+A graph that ``torch.onnx.export(..., dynamo=True)`` wrote keeps its small int64 constants
+(ReduceMean axes, Reshape targets) as initializers; onnxruntime's artifact generator makes
+them frozen parameters, graph inputs of ``training_model.onnx`` whose values are in the
+``checkpoint`` it writes beside it. Without the values, the shapes after them depend on data.
+
+:func:`checkpoint_known` finds the checkpoint (``--checkpoint PATH``, or the generator's file
+beside the model, :func:`onnxmem.model.find_checkpoint`), reads the values of the graph's
+frozen (or eval-graph) parameters that are constants rather than weights
+(:func:`onnxmem.model.value_type`: integer and boolean tensors of at most
+:data:`onnxmem.model.checkpoint.MAX_VALUE_ELEMENTS` elements, floating-point scalars such as a
+Dropout ratio; :func:`onnxmem.runtime.checkpoint_values`), and returns them with the record the
+plan keeps under ``extra.checkpoint``: shape inference reads them as known values
+(:func:`onnxmem.model.with_values`), and verify feeds them to the run.
+A checkpoint is looked for beside the model only when the graph has such parameters.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnxmem.model import caller_state, checkpoint_record, find_checkpoint, value_type
+from onnxmem.runtime import checkpoint_values
+
+__all__ = ["checkpoint_known", "value_parameters"]
+
+def _count(vi: onnx.ValueInfoProto) -> int:
+    """The elements of a graph input of static shape (a dim it does not fix counts as 1)."""
+    count = 1
+    for d in vi.type.tensor_type.shape.dim:
+        count *= d.dim_value if d.HasField("dim_value") else 1
+    return count
+
+
+def value_parameters(model: onnx.ModelProto) -> list[str]:
+    """The graph inputs that are frozen (or eval-graph) parameters whose values are read
+    (:func:`onnxmem.model.value_type`): the ones a checkpoint may hold for planning and runs."""
+    read = {vi.name for vi in model.graph.input if value_type(vi.type.tensor_type.elem_type, _count(vi))}
+    return [n for n, r in caller_state(model).items() if r in ("frozen-parameter", "parameter") and n in read]
+
+
+def checkpoint_known(model: onnx.ModelProto, path: str | os.PathLike[str],
+                     given: str | None) -> tuple[dict[str, np.ndarray], dict[str, object]]:
+    """``(values, record)``: the known values of ``model``'s constant parameters from the
+    checkpoint ``given`` (``--checkpoint``) or found beside ``path``, and what the plan records
+    of it; ``({}, {})`` with neither. ``ModelError`` for a checkpoint that cannot be read."""
+    wanted = value_parameters(model)
+    if given is not None:
+        found, how = Path(given), "--checkpoint"
+    else:
+        beside = find_checkpoint(path) if wanted else None
+        if beside is None:
+            return {}, {}
+        found, how = beside, "beside the model"
+    checkpoint, values, reader = checkpoint_values(found, wanted)
+    return values, {**checkpoint_record(checkpoint, values, how), "reader": reader}
