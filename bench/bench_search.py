@@ -31,9 +31,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from onnxmem.core.problem import Solution, read_csv, validate  # noqa: E402
+from onnxmem.core.problem import Solution, lower_bound, read_csv, validate  # noqa: E402
 from onnxmem.core.solvers.baseline import place_in_order, size_order  # noqa: E402
 from onnxmem.core.solvers.exact import ExactSearch  # noqa: E402
+from onnxmem.core.workclock import now  # noqa: E402
 
 ANSWERS = {0: "found", 1: "infeasible", 3: "timeout"}
 
@@ -60,11 +61,12 @@ def main() -> int:
         ex = ExactSearch(problem)
         best_fit = np.asarray(place_in_order(problem, size_order(problem)), dtype=np.int64)
         incumbent = best_fit[ex.free].copy()
-        ex.decide(args.capacity, incumbent, time.perf_counter() + args.timeout)  # warm-up
+        bound = lower_bound(problem)
+        ex.decide(args.capacity, incumbent, now() + args.timeout, bound=bound)  # warm-up
         times: list[float] = []
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            code, plan, nodes = ex.decide(args.capacity, incumbent, time.perf_counter() + args.timeout)
+            code, plan, nodes = ex.decide(args.capacity, incumbent, now() + args.timeout, bound=bound)
             times.append(time.perf_counter() - t0)
         if code == 0:
             offsets = ex.expand(plan)
