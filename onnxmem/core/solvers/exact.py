@@ -29,7 +29,7 @@ Steps:
    until one finds a plan, one exhausts its search space (``C`` is
    infeasible) or the deadline passes (:mod:`.turns`). When ``C`` is above
    the max-live bound, three more searches at the bound take their turns
-   after those: a tighter capacity prunes more, and a plan at the bound fits
+   after those, with half their node limit: a tighter capacity prunes more, and a plan at the bound fits
    ``C``; one of them that exhausts its space only leaves the turns. Each
    pruning rule can be turned off (``options.switches``, :class:`.SearchSwitches`);
 5. minimize: the proven bound starts at the max-live bound and the incumbent

@@ -66,8 +66,8 @@ def take_turns(runs: list[tuple[Any, ...]], limit: int, deadline: float | None,
     """Run the searches of one component in turns under a node limit that doubles from
     ``2 * limit``, each going on from where its last turn stopped, and ``probes`` between
     rounds (see the module docstring). ``tighter``: searches of the same component at a
-    lower capacity, after ``runs`` in each round: a plan they find fits, and one that
-    exhausts its space leaves the turns. Returns ``(status, the offsets found or None,
+    lower capacity, after ``runs`` in each round and with half their node limit: a plan
+    they find fits, and one that exhausts its space leaves the turns. Returns ``(status, the offsets found or None,
     the deadline, the probes' nodes)``; the deadline moves by the time the first search in
     a process takes to compile or load the compiled code."""
     from onnxmem.core._compiled import warm_up
@@ -87,7 +87,7 @@ def take_turns(runs: list[tuple[Any, ...]], limit: int, deadline: float | None,
                 deadline += compiling
             if deadline is not None and now() >= deadline:
                 return TIMEOUT, None, deadline, probed
-            status, took = _turn(search, args, limit, deadline)
+            status, took = _turn(search, args, limit // 2 if tight else limit, deadline)
             round_nodes += took
             if status == NOT_FOUND and tight:
                 exhausted.append(k)  # the lower capacity is infeasible; the decision goes on
