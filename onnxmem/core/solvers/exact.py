@@ -27,14 +27,20 @@ Steps:
    own state, take turns under a node limit that doubles each round; a turn
    goes on from where the search's last turn stopped (no work is redone),
    until one finds a plan, one exhausts its search space (``C`` is
-   infeasible) or the deadline passes. Each pruning rule can be turned off
-   (``options.switches``, :class:`.SearchSwitches`);
+   infeasible) or the deadline passes (:mod:`.turns`). When ``C`` is above
+   the max-live bound, three more searches at the bound take their turns
+   after those, with half their node limit: a tighter capacity prunes more, and a plan at the bound fits
+   ``C``; one of them that exhausts its space only leaves the turns. Each
+   pruning rule can be turned off (``options.switches``, :class:`.SearchSwitches`);
 5. minimize: the proven bound starts at the max-live bound and the incumbent
-   at the greedy height. A decision at the bound comes first (on these
-   problems the bound is often the optimum); then capacities between the two
-   are bisected: a plan lowers the incumbent to its height, an exhausted
-   search raises the bound past the capacity, a timeout moves the next try
-   up. The result is ``optimal`` when the bound meets the incumbent, else
+   at the greedy height. A decision at the bound comes first, with
+   :data:`FIRST_SHARE` of the budget (on these problems the bound is often
+   the optimum); then capacities between the two are bisected: a plan lowers
+   the incumbent to its height, an exhausted search raises the bound past
+   the capacity, a timeout moves the next try up. These decisions also run
+   *probes*, short searches from randomly perturbed preorders
+   (:mod:`.turns`; drawn from ``options.seed``, so the same plan on every
+   run). The result is ``optimal`` when the bound meets the incumbent, else
    ``timeout`` (the deadline ended the bisection before a proof).
 
 The budget is the caller's (``options.deadline``, set by :func:`.solve`);
@@ -71,7 +77,8 @@ import numpy as np
 from onnxmem.core.problem import Problem, Solution, Status, lower_bound, time_sections
 from onnxmem.core.solvers.greedy import GreedyResult, Placer, best_greedy_offsets, restarts
 from onnxmem.core.solvers.registry import SearchSwitches, SolveOptions, judge, register
-from onnxmem.core.workclock import charge, is_wall_clock, now, steps_left
+from onnxmem.core.solvers.turns import PROBE_MOVE, PROBE_NODES, Probes, nodes_visited, take_turns
+from onnxmem.core.workclock import now
 
 # The compiled search (numba) is imported inside the functions that run it, so
 # that importing this module, and the quick paths of ``auto``, never load numba.
@@ -83,8 +90,6 @@ __all__ = [
 #: default seconds of search for ``exact`` and ``auto``
 EXACT_TIMEOUT = 30.0
 AUTO_TIMEOUT = 3.0
-#: work units (:mod:`onnxmem.core.workclock`) per step of the compiled search's work counter
-WORK_COST = 0.005
 #: ``auto`` tries its numpy steps on problems of at most this many buffers
 AUTO_NUMPY_MAX = 2000
 #: a decision (fixed capacity) on at most this many buffers starts the search
@@ -233,7 +238,8 @@ class ExactSearch:
 
     def decide(
         self, capacity: int, local_best: np.ndarray, deadline: float | None,
-        switches: SearchSwitches | None = None,
+        switches: SearchSwitches | None = None, rng: np.random.Generator | None = None,
+        bound: int | None = None,
     ) -> tuple[int, np.ndarray, int]:
         """Search for a plan within ``capacity``.
 
@@ -242,13 +248,18 @@ class ExactSearch:
         nodes)`` with status ``FOUND``, ``NOT_FOUND`` (proven infeasible) or
         ``TIMEOUT``; ``deadline`` is a ``workclock.now()`` value (``None``:
         none). The first search in a process moves the deadline by the time it
-        took to compile or load the compiled code.
+        took to compile or load the compiled code. With ``rng``, probes from
+        perturbed preorders share the work with the complete searches
+        (:mod:`.turns`). With a ``bound`` below ``capacity``, searches at the
+        bound take turns too, after those at the capacity: a tighter capacity
+        prunes more, so where the bound is the optimum they are often the
+        first to find a plan (which fits the capacity too).
         """
         from onnxmem.core.solvers._searchdefs import FOUND
 
         plan = local_best.copy()
         tops = plan + self.size
-        nodes = 0
+        done = 0
         comps = sorted(
             self.components, key=lambda c: -int(tops[c.bufs].max(initial=0))
         )
@@ -258,33 +269,60 @@ class ExactSearch:
                 continue
             query = np.array([comp.sec_lo, comp.sec_hi, capacity, *flags], dtype=np.int64)
             runs = self._runs(comp, query)
-            status, found, deadline = _take_turns(runs, max(64, len(comp.bufs)), deadline)
+            tighter = None
+            if bound is not None and bound < capacity:
+                tighter = self._runs(comp, np.array([*query[:2], bound, *flags], dtype=np.int64))
+            probes = None if rng is None else Probes(
+                partial(self._probe, comp, query, []), rng, PROBE_NODES * len(comp.bufs))
+            status, found, deadline, probed = take_turns(
+                runs, max(64, len(comp.bufs)), deadline, probes, tighter)
+            done += nodes_visited(runs + (tighter or [])) + probed
             if found is None:
-                return status, plan, nodes + _nodes(runs)
+                return status, plan, done
             plan[comp.bufs] = found[comp.bufs]
-            nodes += _nodes(runs)
-        return FOUND, plan, nodes
+        return FOUND, plan, done
 
     def _runs(self, comp: _Component, query: np.ndarray) -> list[tuple[Any, ...]]:
         """One search of ``comp`` per preorder, each with its own state: the arguments of
-        the compiled ``search`` (:func:`_take_turns` runs them)."""
-        from onnxmem.core._native import kernels
-        from onnxmem.core.solvers._searchdefs import FRAME_FIELDS, HEURISTICS, NCTR
+        the compiled ``search`` (:func:`.turns.take_turns` runs them)."""
+        from onnxmem.core.solvers._searchdefs import FRAME_FIELDS, HEURISTICS
 
-        preorder = kernels("onnxmem.core.solvers._search").preorder
-        arrays = self._arrays()
-        runs: list[tuple[Any, ...]] = []
-        for heur in HEURISTICS:
-            state, work = self._state(), self._work()
-            part = preorder(
-                comp.bufs.astype(np.int64), heur, self.size, self.width,
-                self.slo, self.shi, state[3],
-            )
-            ctr = np.zeros(NCTR, dtype=np.int64)
-            ctr[7] = -1
-            frames = np.zeros((self.n + 2, FRAME_FIELDS), dtype=np.int64)
-            runs.append((part, query, heur, arrays, state, work, ctr, frames))
-        return runs
+        return [
+            self._run(comp, query, heur, self._state(), self._work(),
+                      np.zeros((self.n + 2, FRAME_FIELDS), dtype=np.int64))
+            for heur in HEURISTICS
+        ]
+
+    def _run(self, comp: _Component, query: np.ndarray, heur: np.ndarray, state: tuple[np.ndarray, ...],
+             work: tuple[np.ndarray, ...], frames: np.ndarray) -> tuple[Any, ...]:
+        """The arguments of a new compiled ``search`` of ``comp`` from ``heur``'s preorder
+        with the given fresh state, scratch and frames."""
+        from onnxmem.core._native import kernels
+        from onnxmem.core.solvers._searchdefs import NCTR
+
+        part = kernels("onnxmem.core.solvers._search").preorder(
+            comp.bufs.astype(np.int64), heur, self.size, self.width, self.slo, self.shi, state[3],
+        )
+        ctr = np.zeros(NCTR, dtype=np.int64)
+        ctr[7] = -1
+        return (part, query, heur, self._arrays(), state, work, ctr, frames)
+
+    def _probe(self, comp: _Component, query: np.ndarray, scratch: list[Any],
+               rng: np.random.Generator) -> tuple[Any, ...]:
+        """A new search of ``comp`` from one of the static preorders (drawn by ``rng``)
+        with every rank moved by up to :data:`.turns.PROBE_MOVE` of its buffers. The
+        probes of one decision share one state (reset here) and scratch, kept in ``scratch``."""
+        from onnxmem.core.solvers._searchdefs import FRAME_FIELDS, HEURISTICS
+
+        if not scratch:
+            scratch += [self._state(), self._work(), np.zeros((self.n + 2, FRAME_FIELDS), dtype=np.int64)]
+        state, work, frames = scratch
+        for array, fresh in zip(state, (-1, 0, 0, self.total0, self.cuts0, -1)):
+            array[:] = fresh
+        run = self._run(comp, query, HEURISTICS[int(rng.integers(len(HEURISTICS)))], state, work, frames)
+        part = run[0]
+        key = np.arange(len(part)) + rng.random(len(part)) * (len(part) * PROBE_MOVE)
+        return (part[np.argsort(key, kind="stable")],) + run[1:]
 
     def expand(self, local: np.ndarray) -> np.ndarray:
         """Offsets of every buffer from offsets of the non-zero ones."""
@@ -294,70 +332,6 @@ class ExactSearch:
 
     def height(self, local: np.ndarray) -> int:
         return int((local + self.size).max(initial=0))
-
-
-def _take_turns(runs: list[tuple[Any, ...]], limit: int,
-                deadline: float | None) -> tuple[int, np.ndarray | None, float | None]:
-    """Run the searches of one component in turns under a node limit that doubles from
-    ``2 * limit``, each going on from where its last turn stopped. Returns ``(status,
-    the offsets found or None, the deadline)``; the deadline moves by the time the first
-    search in a process takes to compile or load the compiled code."""
-    from onnxmem.core._compiled import warm_up
-    from onnxmem.core._native import kernels
-    from onnxmem.core.solvers._searchdefs import ABORTED, FOUND, NOT_FOUND, TIMEOUT
-
-    search = kernels("onnxmem.core.solvers._search").search
-    while True:
-        limit *= 2
-        for args in runs:
-            compiling = warm_up(search, partial(_stopped_at_once, search, args))
-            if deadline is not None:
-                deadline += compiling
-            if deadline is not None and now() >= deadline:
-                return TIMEOUT, None, deadline
-            ctr = args[6]
-            before = int(ctr[9])
-            ctr[1] = limit
-            ctr[2], ctr[10] = _stop(before, deadline)
-            status = search(*args)
-            charge((int(ctr[9]) - before) * WORK_COST)
-            if status == ABORTED and ctr[9] > ctr[10]:  # the budget's work is done
-                return TIMEOUT, None, deadline
-            if status in (FOUND, NOT_FOUND, TIMEOUT):
-                return status, args[4][5] if status == FOUND else None, deadline
-            if status != ABORTED:
-                raise RuntimeError(f"search returned unknown status {status}")
-        if deadline is not None and now() >= deadline:
-            return TIMEOUT, None, deadline
-
-
-def _stop(before: int, deadline: float | None) -> tuple[int, int]:
-    """A search turn's cycle-counter deadline and work limit (counters 2 and
-    10): on the work clock, the work done so far (``before``) and what is
-    left of the budget."""
-    from onnxmem.core._compiled import NO_DEADLINE, deadline_cycles
-
-    if deadline is None:
-        return NO_DEADLINE, NO_DEADLINE
-    if is_wall_clock():
-        return deadline_cycles(deadline - now()), NO_DEADLINE
-    return NO_DEADLINE, before + max(1, steps_left(deadline, WORK_COST))
-
-
-def _stopped_at_once(search: Any, args: tuple[Any, ...]) -> None:
-    """Run ``search`` with a node limit of 0 (it returns at once, nothing
-    changed): compiles it. ``args``' own counters and frames are left alone."""
-    from onnxmem.core._compiled import NO_DEADLINE
-
-    ctr = np.zeros_like(args[6])
-    ctr[7] = -1
-    ctr[2] = ctr[10] = NO_DEADLINE
-    search(*args[:6], ctr, np.zeros_like(args[7]))
-
-
-def _nodes(runs: list[tuple[Any, ...]]) -> int:
-    """Nodes the searches of ``runs`` have visited (counter 0 of each)."""
-    return sum(int(args[6][0]) for args in runs)
 
 
 def _solution(
@@ -377,6 +351,10 @@ def _solution(
 
 #: the share of the budget the greedy incumbent may take before the search
 GREEDY_SHARE = 0.25
+#: minimize: the share of the budget left after the greedy plan that the decision at the
+#: max-live bound may take (on the challenging instances it finds its plan in well under
+#: 1%, where it has one; where it has none, the rest goes to the bisection)
+FIRST_SHARE = 0.1
 
 
 def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
@@ -424,7 +402,7 @@ def run_exact(problem: Problem, options: SolveOptions, name: str) -> Solution:
     inc_height = g_height
     nodes = 0
     if cap is not None:
-        code, plan, nodes = ex.decide(cap, incumbent, deadline, switches)
+        code, plan, nodes = ex.decide(cap, incumbent, deadline, switches, bound=lb)
         if code == FOUND:
             h = ex.height(plan)
             return _solution(name, problem, ex.expand(plan), h, judge(h, lb, cap), lb, nodes)
@@ -441,26 +419,31 @@ def _minimize(ex: ExactSearch, incumbent: np.ndarray, inc_height: int, lb: int, 
               options: SolveOptions) -> tuple[np.ndarray, int, int, int]:
     """Decisions at capacities between the bound ``lb`` and the incumbent's height until
     they meet or the deadline passes: ``(best offsets, their height, the raised bound, nodes)``.
-    The first decision tries the bound with a third of the time left; later ones bisect."""
+    The first decision tries the bound with :data:`FIRST_SHARE` of the time left; later ones
+    bisect, with probes (:mod:`.turns`) drawn from ``options.seed``."""
     from onnxmem.core.solvers._searchdefs import FOUND, NOT_FOUND
 
     nodes = 0
     lo, hi = lb, inc_height
     timed_out_at: int | None = None
     first = True
+    rng = np.random.default_rng(options.seed)
     while lo < hi:
         left = 1e9 if deadline is None else deadline - now()
         if left <= 0:
             break
+        probe = None if first else rng
         if first:
-            c, budget = lo, left / 3
+            c, budget = lo, left * FIRST_SHARE
             first = False
         else:
             base = lo if timed_out_at is None else max(lo, timed_out_at + 1)
             if base >= hi:
                 break
             c, budget = (base + hi - 1) // 2, left / 2
-        code, plan, n_ = ex.decide(c, incumbent, now() + budget, options.switches)
+        # the decision at the bound searches as a decision at a capacity does; the
+        # later ones, below a plan the searches found hard to improve, probe too
+        code, plan, n_ = ex.decide(c, incumbent, now() + budget, options.switches, probe)
         nodes += n_
         if code == FOUND:
             incumbent = plan
