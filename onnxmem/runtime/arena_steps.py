@@ -374,7 +374,7 @@ class ArenaSteps(abc.ABC):
                 s = self.slots[name]
                 got[name] = self._read(s).view(onnx.helper.tensor_dtype_to_np_dtype(s.elem_type)).reshape(s.shape)
         t1 = time.perf_counter()
-        whole = sessions.run_model(self.full, self.feeds, view.outputs)
+        whole = sessions.run_model(self.full, self.feeds, view.outputs, weights=self.weights)
         ref_seconds = time.perf_counter() - t1
         checks: list[OutputCheck] = []
         for name in view.outputs:

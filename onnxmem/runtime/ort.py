@@ -29,8 +29,10 @@ from onnxmem.runtime.isolation import RUN_SECONDS, TimeLimitExceeded, available_
 from onnxmem.shapes import ShapeInfo, infer_shapes
 
 __all__ = [
+    "IN_MEMORY",
     "NUMPY_DTYPES",
     "RUN_SECONDS",
+    "apart_from_weights",
     "available_memory",
     "check_memory",
     "first_line",
@@ -84,24 +86,78 @@ def session_options(optimize: bool = False, profile_prefix: str | None = None) -
 
 
 def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] | None = None,
-                 optimize: bool = False, profile_prefix: str | None = None) -> Any:
-    """An onnxruntime session (CPU unless ``providers`` says otherwise)."""
+                 optimize: bool = False, profile_prefix: str | None = None,
+                 initializers: Mapping[str, Any] | None = None) -> Any:
+    """An onnxruntime session (CPU unless ``providers`` says otherwise). ``initializers``: OrtValues
+    of the main graph's initializers that ``model`` marks external (:func:`apart_from_weights`),
+    which the session takes as they are (``SessionOptions.add_external_initializers``)."""
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import end_run, start_run
 
     data: Any = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    options = session_options(optimize, profile_prefix)
+    if initializers:
+        options.add_external_initializers(list(initializers), list(initializers.values()))
     start_run("onnxruntime's loading of the model")
     try:
-        return ort.InferenceSession(
-            data,
-            sess_options=session_options(optimize, profile_prefix),
-            providers=providers or ["CPUExecutionProvider"],
-        )
+        return ort.InferenceSession(data, sess_options=options, providers=providers or ["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         raise RuntimeBackendError(f"onnxruntime cannot load the model: {first_line(exc)}") from None
     finally:
         end_run()
+
+
+#: the location an initializer handed over in memory (:func:`apart_from_weights`) names; never read
+IN_MEMORY = "onnxmem-in-memory"
+#: the initializers :func:`apart_from_weights` hands over: floating-point ones of at least
+#: ``APART_BYTES`` (onnxruntime's shape inference reads the values of shapes, axes and indices,
+#: which must stay in the graph; it reads no large floating-point tensor)
+APART_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE})
+APART_BYTES = 1024
+
+
+def apart_from_weights(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """``model`` without the bytes of the main graph's large floating-point initializers
+    (:data:`APART_TYPES`, :data:`APART_BYTES`) that ``weights`` holds as numpy arrays, and those
+    arrays: ``(model, {name: array})``.
+
+    Each such initializer keeps its name, type and dims and is marked external at
+    :data:`IN_MEMORY`; give the arrays' OrtValues to :func:`make_session` (``initializers``),
+    which hands them to onnxruntime, so a large model's weights are neither copied nor
+    serialized again. Other initializers (small ones, integers, strings, bodies') stay in the graph.
+    """
+    taken = {}
+    for init in model.graph.initializer:
+        arr = weights.get(init.name)
+        if isinstance(arr, np.ndarray) and arr.nbytes >= APART_BYTES and init.data_type in APART_TYPES \
+                and NUMPY_DTYPES[init.data_type] is arr.dtype.type and tuple(init.dims) == arr.shape:
+            taken[init.name] = arr
+    m = onnx.ModelProto()
+    for field, value in model.ListFields():
+        if field.name != "graph":
+            _copy_field(m, field, value)
+    for field, value in model.graph.ListFields():
+        if field.name != "initializer":
+            _copy_field(m.graph, field, value)
+    for init in model.graph.initializer:
+        if init.name not in taken:
+            m.graph.initializer.add().CopyFrom(init)
+            continue
+        stub = m.graph.initializer.add(name=init.name, data_type=init.data_type, dims=init.dims,
+                                       data_location=onnx.TensorProto.EXTERNAL)
+        stub.external_data.add(key="location", value=IN_MEMORY)
+    return m, taken
+
+
+def _copy_field(into: Any, field: Any, value: Any) -> None:
+    """Set ``field`` (a protobuf field descriptor) of message ``into`` to ``value``."""
+    if hasattr(value, "extend"):  # repeated
+        getattr(into, field.name).extend(value)
+    elif hasattr(value, "CopyFrom"):  # a message
+        getattr(into, field.name).CopyFrom(value)
+    else:
+        setattr(into, field.name, value)
 
 
 def check_memory(size: int, device: str, what: str, *, fix: str, slack: int = 0) -> None:

@@ -15,7 +15,7 @@ import onnx
 
 from onnxmem.core.errors import RuntimeBackendError, cut_words
 from onnxmem.graph import GraphView, Op
-from onnxmem.runtime.ort import LOG_SEVERITY, first_line, make_session, run_bounded
+from onnxmem.runtime.ort import LOG_SEVERITY, apart_from_weights, first_line, make_session, run_bounded
 
 __all__ = [
     "cuda_available",
@@ -139,9 +139,18 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
         ) from None
 
 
-def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
-    """One ordinary whole-model onnxruntime run on the CPU: ``{output: array}``."""
-    values = run_bounded(make_session(model), list(outputs), feeds, "as a whole")
+def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: Sequence[str],
+              weights: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """One ordinary whole-model onnxruntime run on the CPU: ``{output: array}``. ``weights``: the
+    values of initializers already read (:func:`onnxmem.runtime.folding.compute_weights`), handed
+    to onnxruntime as they are instead of serialized with the model again."""
+    import onnxruntime as ort
+
+    taken: Mapping[str, np.ndarray] = {}
+    if weights:
+        model, taken = apart_from_weights(model, weights)
+    given = {n: ort.OrtValue.ortvalue_from_numpy(np.require(a, requirements="C"), "cpu", 0) for n, a in taken.items()}
+    values = run_bounded(make_session(model, initializers=given), list(outputs), feeds, "as a whole")
     return {n: np.asarray(v) for n, v in zip(outputs, values)}
 
 
