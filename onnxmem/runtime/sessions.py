@@ -15,7 +15,13 @@ import onnx
 
 from onnxmem.core.errors import RuntimeBackendError, cut_words
 from onnxmem.graph import GraphView, Op
-from onnxmem.runtime.ort import LOG_SEVERITY, apart_from_weights, first_line, make_session, run_bounded
+from onnxmem.runtime.ort import (
+    LOG_SEVERITY,
+    apart_from_weights,
+    first_line,
+    make_session,
+    run_bounded,
+)
 
 __all__ = [
     "cuda_available",
