@@ -226,15 +226,16 @@ def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str]
     has_external = any(
         t.data_location == onnx.TensorProto.EXTERNAL for t in graph_tensors(model)
     )
+    if has_external and model_path is None:
+        raise ShapeError("the model keeps weights in external files; give its path")
+    # the inline tensors (and every tensor's dims); read_external_data holds each external one to
+    # its reference's length, which check_external_data holds to the tensor's dtype and dims
+    check_tensor_data(model)
     if not has_external:
         m = onnx.ModelProto()
         m.CopyFrom(model)
-    elif model_path is None:
-        raise ShapeError("the model keeps weights in external files; give its path")
-    else:
-        m = read_external_data(model, Path(model_path).parent)
-    check_tensor_data(m)
-    return m
+        return m
+    return read_external_data(model, Path(str(model_path)).parent)
 
 
 def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
