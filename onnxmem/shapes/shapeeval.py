@@ -225,9 +225,12 @@ def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Sequence[str]) -> set
 
 
 def _known_shapes(
-    model: onnx.ModelProto, resolve: Callable[[Dim], int | None]
+    model: onnx.ModelProto, resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]] | None = None
 ) -> dict[str, tuple[int, ...]]:
-    out: dict[str, tuple[int, ...]] = {}
+    """The concrete shapes of ``model``'s initializers and typed values. ``known``: the shapes
+    found in an earlier inference of the same graph, added to (inference only adds shapes: a
+    value with a concrete shape is not read again)."""
+    out: dict[str, tuple[int, ...]] = {} if known is None else known
     g = model.graph
     for init in g.initializer:
         out[init.name] = tuple(int(d) for d in init.dims)
@@ -281,8 +284,12 @@ def _fold(
     values: Mapping[str, np.ndarray],
     fold: set[str],
     shapes: Mapping[str, tuple[int, tuple[int, ...]]],
+    made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] | None = None,
 ) -> onnx.ModelProto:
-    """A copy of ``work`` whose producers of ``fold`` values are initializers, other evaluated values typed."""
+    """A copy of ``work`` whose producers of ``fold`` values are initializers, other evaluated values typed.
+    ``made``: the initializers and value_info of earlier rounds by name (a value never changes
+    once computed), kept across rounds so that each is made once."""
+    made = {} if made is None else made
     m = onnx.ModelProto()
     m.CopyFrom(work)
     g = m.graph
@@ -290,12 +297,16 @@ def _fold(
     del g.node[:]
     g.node.extend(keep)
     for name in sorted(fold):
-        g.initializer.append(numpy_helper.from_array(values[name], name))
+        if not isinstance(made.get(name), onnx.TensorProto):
+            made[name] = numpy_helper.from_array(values[name], name)
+    g.initializer.extend(made[name] for name in sorted(fold))  # type: ignore[misc]
     typed = {vi.name for vi in (*g.input, *g.output, *g.value_info)}
     for name in sorted(shapes):
         if name not in fold and name not in typed:
-            et, shape = shapes[name]
-            g.value_info.append(helper.make_tensor_value_info(name, et, list(shape)))
+            if name not in made:
+                et, shape = shapes[name]
+                made[name] = helper.make_tensor_value_info(name, et, list(shape))
+            g.value_info.append(made[name])
     return m
 
 
@@ -312,7 +323,8 @@ def evaluate_shapes(
 
     ``work`` is the inference copy (small initializers only, inputs bound),
     ``inferred`` shape inference's result on it, ``infer`` the inference to
-    rerun, ``resolve`` the value of one declared dim (``None`` when unbound).
+    rerun, ``resolve`` the value of one declared dim (``None`` when unbound; a
+    function of the dim alone, asked once per dim).
     ``also`` names values to compute besides those in shape slots (an If's
     condition, which decides the shapes after it). Neither model is changed.
     See the module docstring for the steps.
@@ -335,23 +347,40 @@ def evaluate_shapes(
             consumers.setdefault(name, []).append(n)
     fold: set[str] = set()
     failed: set[int] = set()
+    #: node -> what it was last tried on, in vain (which input values were known, and the input
+    #: shapes): on the same again it gives nothing again, so it is not tried (values never change)
+    tried: dict[int, tuple[object, ...]] = {}
     current, rounds, folded = inferred, 0, 0
     made: dict[str, np.ndarray] = {}
+    initializers: dict[str, onnx.TensorProto | onnx.ValueInfoProto] = {}
     typed: dict[str, tuple[int, tuple[int, ...]]] = {}
     budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
+    resolved: dict[Dim, int | None] = {}
+
+    def resolve_once(d: Dim) -> int | None:
+        if d not in resolved:
+            resolved[d] = resolve(d)
+        return resolved[d]
+
+    known: dict[str, tuple[int, ...]] = {}
+    wanted = [i for i in order if len(nodes[i].output) == 1 and nodes[i].output[0] in needed]
     for _ in range(max_rounds):
-        shapes = _known_shapes(current, resolve)
+        shapes = _known_shapes(current, resolve_once, known)
         shapes.update({k: v[1] for k, v in typed.items()})
         before = set(shapes)
         new: list[str] = []
-        for i in order:
+        for i in wanted:
             node = nodes[i]
-            if i in failed or len(node.output) != 1 or node.output[0] not in needed or node.output[0] in values:
+            if i in failed or node.output[0] in values:
                 continue
             ins = [values.get(name) if name else None for name in node.input]
             in_shapes = [shapes.get(name) if name else None for name in node.input]
+            seen = (*(v is not None for v in ins), *in_shapes)
+            if tried.get(i) == seen:
+                continue
             out = evaluate_node(node, ins, in_shapes, opset)
             if out is None:
+                tried[i] = seen
                 # with every input known, a later round cannot do better: never try it again
                 read = in_shapes if node.op_type in _SHAPE_ONLY else ins
                 if all(v is not None for name, v in zip(node.input, read) if name):
@@ -374,7 +403,7 @@ def evaluate_shapes(
         if not useful:
             break
         fold |= {n for n in new if n in slots and n in producers}
-        again = infer(_fold(work, values, fold, typed))
+        again = infer(_fold(work, values, fold, typed, initializers))
         if again is None:
             break
         current, rounds, folded = again, rounds + 1, len(fold)
