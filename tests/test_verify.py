@@ -403,6 +403,37 @@ def test_whole_model_run_takes_the_weights_without_serializing_them(tmp_path, le
     assert ex.findings == () and ex.outputs[0].identical and ex.outputs[0].whole_model_ok
 
 
+def test_nodes_alike_share_one_session_and_random_ones_do_not(tmp_path):
+    """Nodes of the same op, attributes, input shapes and types run in one session (under the
+    session's own names of their values); a random op, or another shape, gets its own. The
+    arena run of a chain of such nodes is still the reference's, bit for bit."""
+    from onnxmem.runtime.ort import session_options
+    from onnxmem.runtime.sessions import node_session, value_names
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),
+             helper.make_node("Add", ["b", "b"], ["c"], name="twice"), helper.make_node("Relu", ["c"], ["d"], name="r3"),
+             helper.make_node("RandomNormalLike", ["d"], ["n1"], name="n1", seed=1.0),
+             helper.make_node("RandomNormalLike", ["d"], ["n2"], name="n2", seed=1.0),
+             helper.make_node("Add", ["n1", "n2"], ["s"], name="sum"),
+             helper.make_node("ReduceSum", ["s"], ["y"], name="reduce", keepdims=0)]
+    path = tmp_path / "alike.onnx"
+    onnx.save(make_model(nodes, [vi("x", [2, 8])], [vi("y", [])]), path)
+    p = plan_model(path, GREEDY)
+    ops = {op.name: op for op in p.view.ops}
+    assert value_names(ops["twice"]) == {"b": "i0", "c": "o0"}
+    cache: dict = {}
+    made = {name: node_session(p.model, p.model.graph.node[op.index], op, p.view, {}, session_options(),
+                               ["CPUExecutionProvider"], cache=cache) for name, op in ops.items()}
+    assert made["r1"] is made["r2"] is made["r3"]
+    assert made["n1"] is not made["n2"] and made["twice"] is not made["sum"] is not made["r1"]
+    assert [i.name for i in made["twice"].get_inputs()] == ["i0"]
+    chain = tmp_path / "chain.onnx"  # the same nodes but the random ones (two runs of one draw differ)
+    onnx.save(make_model(nodes[:4], [vi("x", [2, 8])], [vi("d", [2, 8])]), chain)
+    p = plan_model(chain, GREEDY)
+    ex = execute_plan(p.plan, p.model, p.view, model_path=chain)
+    assert ex.findings == () and ex.nodes_run == 4 and all(c.identical for c in ex.outputs)
+
+
 def test_reference_is_the_same_nodes_outside_the_arena(planned, monkeypatch):
     """A whole-model run that sums in another order is information, not a verdict."""
     import onnxmem.runtime.sessions as sessions_mod
