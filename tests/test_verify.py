@@ -403,6 +403,29 @@ def test_whole_model_run_takes_the_weights_without_serializing_them(tmp_path, le
     assert ex.findings == () and ex.outputs[0].identical and ex.outputs[0].whole_model_ok
 
 
+def test_weights_computed_from_a_large_weight_take_it_in_memory(tmp_path):
+    """A constant node over a 64 KiB float weight (folded: a weight op) is computed in a session
+    that gets the weight as an OrtValue, not serialized; its value is the weight's transpose."""
+    from onnxmem.runtime.folding import compute_weights
+    from onnxmem.runtime.ort import IN_MEMORY, in_memory
+
+    w = np.random.default_rng(3).standard_normal((256, 64)).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["W"], ["Wt"], name="t", perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "Wt"], ["y"], name="mm")]
+    path = tmp_path / "folded.onnx"
+    onnx.save(make_model(nodes, [vi("x", [1, 64])], [vi("y", [1, 256])], [onnx.numpy_helper.from_array(w, "W")]),
+              path)
+    p = plan_model(path, GREEDY)
+    assert p.view.weight_ops
+    got = compute_weights(p.model, p.view)
+    assert np.array_equal(got["Wt"], w.T)
+    stub = in_memory("W", w)
+    assert stub is not None and stub.external_data[0].value == IN_MEMORY and list(stub.dims) == [256, 64]
+    assert in_memory("s", np.zeros(4, np.float32)) is None and in_memory("i", np.zeros(512, np.int64)) is None
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.findings == () and ex.outputs[0].identical
+
+
 def test_nodes_alike_share_one_session_and_random_ones_do_not(tmp_path):
     """Nodes of the same op, attributes, input shapes and types run in one session (under the
     session's own names of their values); a random op, or another shape, gets its own. The

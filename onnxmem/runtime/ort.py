@@ -33,6 +33,8 @@ __all__ = [
     "NUMPY_DTYPES",
     "RUN_SECONDS",
     "apart_from_weights",
+    "in_memory",
+    "ort_values",
     "available_memory",
     "check_memory",
     "first_line",
@@ -117,22 +119,45 @@ APART_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.
 APART_BYTES = 1024
 
 
+def in_memory(name: str, arr: Any) -> onnx.TensorProto | None:
+    """The initializer ``name`` marked external at :data:`IN_MEMORY`, with ``arr``'s type and dims
+    but none of its bytes, when ``arr`` is handed to onnxruntime apart from the model (a numpy
+    array of :data:`APART_TYPES` of at least :data:`APART_BYTES`); else ``None``."""
+    if not isinstance(arr, np.ndarray) or arr.nbytes < APART_BYTES:
+        et = None
+    else:
+        et = next((t for t in APART_TYPES if NUMPY_DTYPES[t] is arr.dtype.type), None)
+    if et is None:
+        return None
+    stub = onnx.TensorProto(name=name, data_type=et, dims=arr.shape, data_location=onnx.TensorProto.EXTERNAL)
+    stub.external_data.add(key="location", value=IN_MEMORY)
+    return stub
+
+
+def ort_values(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """OrtValues over ``arrays`` (host memory, no copy of a C-ordered array) for :func:`make_session`'s
+    ``initializers``; keep them while the session lives."""
+    import onnxruntime as ort
+
+    return {n: ort.OrtValue.ortvalue_from_numpy(np.require(a, requirements="C"), "cpu", 0) for n, a in arrays.items()}
+
+
 def apart_from_weights(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """``model`` without the bytes of the main graph's large floating-point initializers
-    (:data:`APART_TYPES`, :data:`APART_BYTES`) that ``weights`` holds as numpy arrays, and those
-    arrays: ``(model, {name: array})``.
+    (:func:`in_memory`) that ``weights`` holds as numpy arrays, and those arrays:
+    ``(model, {name: array})``.
 
     Each such initializer keeps its name, type and dims and is marked external at
-    :data:`IN_MEMORY`; give the arrays' OrtValues to :func:`make_session` (``initializers``),
-    which hands them to onnxruntime, so a large model's weights are neither copied nor
-    serialized again. Other initializers (small ones, integers, strings, bodies') stay in the graph.
+    :data:`IN_MEMORY`; give the arrays' OrtValues (:func:`ort_values`) to :func:`make_session`
+    (``initializers``), which hands them to onnxruntime, so a large model's weights are neither
+    copied nor serialized again. Other initializers (small ones, integers, strings, bodies') stay
+    in the graph.
     """
-    taken = {}
+    stubs = {}
     for init in model.graph.initializer:
-        arr = weights.get(init.name)
-        if isinstance(arr, np.ndarray) and arr.nbytes >= APART_BYTES and init.data_type in APART_TYPES \
-                and NUMPY_DTYPES[init.data_type] is arr.dtype.type and tuple(init.dims) == arr.shape:
-            taken[init.name] = arr
+        stub = in_memory(init.name, weights.get(init.name))
+        if stub is not None and stub.data_type == init.data_type and stub.dims == init.dims:
+            stubs[init.name] = stub
     m = onnx.ModelProto()
     for field, value in model.ListFields():
         if field.name != "graph":
@@ -141,13 +166,8 @@ def apart_from_weights(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]
         if field.name != "initializer":
             _copy_field(m.graph, field, value)
     for init in model.graph.initializer:
-        if init.name not in taken:
-            m.graph.initializer.add().CopyFrom(init)
-            continue
-        stub = m.graph.initializer.add(name=init.name, data_type=init.data_type, dims=init.dims,
-                                       data_location=onnx.TensorProto.EXTERNAL)
-        stub.external_data.add(key="location", value=IN_MEMORY)
-    return m, taken
+        m.graph.initializer.add().CopyFrom(stubs.get(init.name, init))
+    return m, {n: weights[n] for n in stubs}
 
 
 def _copy_field(into: Any, field: Any, value: Any) -> None:

@@ -20,6 +20,7 @@ from onnxmem.runtime.ort import (
     apart_from_weights,
     first_line,
     make_session,
+    ort_values,
     run_bounded,
 )
 
@@ -186,12 +187,10 @@ def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: 
     """One ordinary whole-model onnxruntime run on the CPU: ``{output: array}``. ``weights``: the
     values of initializers already read (:func:`onnxmem.runtime.folding.compute_weights`), handed
     to onnxruntime as they are instead of serialized with the model again."""
-    import onnxruntime as ort
-
     taken: Mapping[str, np.ndarray] = {}
     if weights:
         model, taken = apart_from_weights(model, weights)
-    given = {n: ort.OrtValue.ortvalue_from_numpy(np.require(a, requirements="C"), "cpu", 0) for n, a in taken.items()}
+    given = ort_values(taken)
     values = run_bounded(make_session(model, initializers=given), list(outputs), feeds, "as a whole")
     return {n: np.asarray(v) for n, v in zip(outputs, values)}
 
