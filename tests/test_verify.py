@@ -428,17 +428,20 @@ def test_weights_computed_from_a_large_weight_take_it_in_memory(tmp_path):
 
 def test_nodes_alike_share_one_session_and_random_ones_do_not(tmp_path):
     """Nodes of the same op, attributes, input shapes and types run in one session (under the
-    session's own names of their values); a random op, or another shape, gets its own. The
+    session's own names of their values, whatever their names, documentation and metadata); a
+    random op, or another shape, gets its own. The
     arena run of a chain of such nodes is still the reference's, bit for bit."""
     from onnxmem.runtime.ort import session_options
     from onnxmem.runtime.sessions import node_session, value_names
 
-    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Relu", ["a"], ["b"], name="r2", doc_string="the second"),
              helper.make_node("Add", ["b", "b"], ["c"], name="twice"), helper.make_node("Relu", ["c"], ["d"], name="r3"),
              helper.make_node("RandomNormalLike", ["d"], ["n1"], name="n1", seed=1.0),
              helper.make_node("RandomNormalLike", ["d"], ["n2"], name="n2", seed=1.0),
              helper.make_node("Add", ["n1", "n2"], ["s"], name="sum"),
              helper.make_node("ReduceSum", ["s"], ["y"], name="reduce", keepdims=0)]
+    nodes[3].metadata_props.add(key="namespace", value="layer.3")  # what exporters write: no part of the kernel
     path = tmp_path / "alike.onnx"
     onnx.save(make_model(nodes, [vi("x", [2, 8])], [vi("y", [])]), path)
     p = plan_model(path, GREEDY)

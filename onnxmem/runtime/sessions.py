@@ -153,8 +153,9 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     g.name = "node"
     n = g.node.add()
     n.CopyFrom(node)
-    n.name = "node"
+    n.name = "node"  # the name, documentation and metadata of a node change nothing it computes
     n.ClearField("doc_string")
+    n.ClearField("metadata_props")
     n.input[:] = [names.get(i, i) if i else "" for i in node.input]
     n.output[:] = [names.get(o, o) if o else "" for o in node.output]
     for name in op.reads:
