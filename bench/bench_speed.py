@@ -11,13 +11,17 @@ resident memory are that process's and its children's (``os.wait4``):
    model and runs it once (``ratio``: plan over onnxruntime; target at most 1);
 3. ``pack --help`` and ``pack`` on a three-buffer instance: under 0.2 s;
 4. ``plan``'s default solver against ``pack``'s (``--solver exact``, 30 s of work) on the
-   buffers of the plan of a random DAG (``bench_scale.build("random", N)``): the same gap.
+   buffers of the plan of a random DAG (``bench_scale.build("random", N)``): the same gap;
+5. every zoo model: ``verify MODEL`` (plan, static proof, the run in one arena, the reference
+   outside it and the whole-model run) against the same onnxruntime process as 2 (target: at
+   most 2).
 
 Runs are medians of ``--runs`` after one run that is not counted (it writes the modules'
 bytecode, as the first run after an install does; ``PYTHONDONTWRITEBYTECODE`` is dropped);
 wall seconds include waiting for a core on a shared machine, CPU seconds do not.
 
     python bench/bench_speed.py                 # every target, and docs/speed.md
+    python bench/bench_speed.py --sections zoo,verify   # those tables only (and theirs in docs/speed.md)
     python bench/bench_speed.py --quick --no-doc
 """
 
@@ -109,12 +113,16 @@ def large_case(tmp: Path, nodes: int) -> list[str]:
     return rows
 
 
-def zoo_case(tmp: Path, runs: int, only: str | None) -> list[str]:
+def zoo_case(tmp: Path, runs: int, only: str | None, command: str = "plan", target: float = 1.0) -> list[str]:
+    """``plan MODEL -o`` (``command="verify"``: ``verify MODEL``) on every zoo model against a
+    process that creates an onnxruntime session for it and runs it once; ``target``: the
+    ratio each should stay under."""
     from onnxmem.zoo import load_zoo
     from onnxmem.zoo.fixtures import materialize
 
-    lines = ["| model | plan -o wall s | plan -o CPU s | onnxruntime wall s | onnxruntime CPU s | "
-             "plan / onnxruntime (wall) | plan / onnxruntime (CPU) |",
+    label = "plan -o" if command == "plan" else command
+    lines = [f"| model | {label} wall s | {label} CPU s | onnxruntime wall s | onnxruntime CPU s | "
+             f"{command} / onnxruntime (wall) | {command} / onnxruntime (CPU) |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     walls, cpus = [], []
     for entry in load_zoo(ROOT / "models" / "zoo"):
@@ -123,8 +131,9 @@ def zoo_case(tmp: Path, runs: int, only: str | None) -> list[str]:
         folder = tmp / entry.name
         path = materialize(entry.path, folder)
         dims = [f"{k}={v}" for k, v in entry.dims.items()]
-        plan_flags = [a for d in dims for a in ("--dim", d)]
-        p = median_of(runs, onnxmem("plan", str(path), "-o", str(tmp / "zoo.json"), *plan_flags))
+        flags = [a for d in dims for a in ("--dim", d)]
+        out = ["-o", str(tmp / "zoo.json")] if command == "plan" else []
+        p = median_of(runs, onnxmem(command, str(path), *out, *flags))
         o = median_of(runs, [sys.executable, "-c", _ORT_RUN, str(path), *dims])
         walls.append(p["wall"] / o["wall"])
         cpus.append(p["cpu"] / o["cpu"])
@@ -135,8 +144,10 @@ def zoo_case(tmp: Path, runs: int, only: str | None) -> list[str]:
                 f.unlink()
             folder.rmdir()
     if walls:
-        lines.append(f"| **at most 1 on** | **{sum(w <= 1 for w in walls)} of {len(walls)}** | | | | "
-                     f"max {max(walls):.2f} | max {max(cpus):.2f} |")
+        lines.append(f"| **at most {target:g} on** | **{sum(w <= target for w in walls)} of {len(walls)}** "
+                     f"(wall), **{sum(c <= target for c in cpus)}** (CPU) | | | | "
+                     f"median {statistics.median(walls):.2f}, max {max(walls):.2f} | "
+                     f"median {statistics.median(cpus):.2f}, max {max(cpus):.2f} |")
     return lines
 
 
@@ -190,15 +201,37 @@ def solver_case(tmp: Path, nodes: int) -> list[str]:
     return rows
 
 
+#: the sections of the run, each a table of docs/speed.md between its own markers
+SECTIONS = ("pack", "large", "zoo", "verify", "solver")
+#: each section's heading in docs/speed.md
+HEADINGS = {
+    "large": "`plan -o` on 100,000-node graphs (target: 10 s and 400 MB, whole process):",
+    "pack": "`pack` start-up (target: under 0.2 s, whole process):",
+    "solver": "`plan`'s default solver and `pack` on the same buffers (a random DAG):",
+    "zoo": "`plan -o` on every zoo model against onnxruntime creating a session for it and running it "
+           "once, each a whole process (target: plan at most onnxruntime):",
+    "verify": "`verify` on every zoo model (it plans the model, proves the plan, runs it in one arena and "
+              "outside it, and runs the whole model once) against the same onnxruntime process, each a "
+              "whole process (target: verify at most 2x onnxruntime):",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per figure of the zoo and pack (median)")
     parser.add_argument("--nodes", type=int, default=100_000, help="nodes of the chain and the transformer")
     parser.add_argument("--random", type=int, default=100_000, help="nodes of the random DAG")
     parser.add_argument("--only", default=None, help="zoo models whose name contains this")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all); "
+                             "docs/speed.md gets the tables of those")
     parser.add_argument("--quick", action="store_true", help="10k-node graphs, one run, three zoo models")
     parser.add_argument("--no-doc", action="store_true", help="print the tables, leave docs/speed.md alone")
     opts = parser.parse_args(argv)
+    wanted = [w.strip() for w in opts.sections.split(",") if w.strip()]
+    unknown = sorted(set(wanted) - set(SECTIONS))
+    if unknown:
+        parser.error(f"--sections: {', '.join(unknown)} is not one of {', '.join(SECTIONS)}")
     if opts.quick:
         opts.runs, opts.nodes, opts.random = 1, 10_000, 10_000
     from bench_scale import machine
@@ -206,14 +239,16 @@ def main(argv: list[str] | None = None) -> int:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     where = machine()
     t0 = time.perf_counter()
+    only = opts.only or ("resnet50_batch" if opts.quick else None)
+    cases = {"pack": lambda tmp: pack_case(tmp, opts.runs * 3),
+             "large": lambda tmp: large_case(tmp, opts.nodes),
+             "zoo": lambda tmp: zoo_case(tmp, opts.runs, only),
+             "verify": lambda tmp: zoo_case(tmp, opts.runs, only, "verify", 2.0),
+             "solver": lambda tmp: solver_case(tmp, opts.random)}
     sections: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="onnxmem-speed-") as tmp:
-        for name, fn in (("pack", lambda: pack_case(Path(tmp), opts.runs * 3)),
-                         ("large", lambda: large_case(Path(tmp), opts.nodes)),
-                         ("zoo", lambda: zoo_case(Path(tmp), opts.runs, opts.only or (
-                             "resnet50_batch" if opts.quick else None))),
-                         ("solver", lambda: solver_case(Path(tmp), opts.random))):
-            sections[name] = fn()
+        for name in [s for s in SECTIONS if s in wanted]:
+            sections[name] = cases[name](Path(tmp))
             print("\n".join(sections[name]) + "\n", flush=True)
     total = time.perf_counter() - t0
     command = "python bench/bench_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -223,24 +258,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_doc(sections: dict[str, list[str]], command: str, started: str, where: str, total: float) -> None:
+    """Each table run between its own markers of docs/speed.md, with the command, date and machine."""
     from _common import replace_section
 
-    text = "\n".join([
-        f"- command: `{command}` (whole run {total:.0f} s)",
-        f"- date: {started}",
-        f"- machine: {where}",
-        "",
-        "`plan -o` on 100,000-node graphs (target: 10 s and 400 MB, whole process):",
-        "", *sections["large"], "",
-        "`pack` start-up (target: under 0.2 s, whole process):",
-        "", *sections["pack"], "",
-        "`plan`'s default solver and `pack` on the same buffers (a random DAG):",
-        "", *sections["solver"], "",
-        "`plan -o` on every zoo model against onnxruntime creating a session for it and running it "
-        "once, each a whole process (target: plan at most onnxruntime):",
-        "", *sections["zoo"], "",
-    ])
-    replace_section(DOC, "<!-- bench-speed:begin -->", "<!-- bench-speed:end -->", text)
+    for name, rows in sections.items():
+        text = "\n".join([
+            f"- command: `{command}` (whole run {total:.0f} s)",
+            f"- date: {started}",
+            f"- machine: {where}",
+            "",
+            HEADINGS[name],
+            "", *rows, "",
+        ])
+        replace_section(DOC, f"<!-- bench-speed:{name}:begin -->", f"<!-- bench-speed:{name}:end -->", text)
     print(f"wrote {DOC}")
 
 

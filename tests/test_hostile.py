@@ -193,6 +193,27 @@ def test_external_weights_that_are_fine_are_read_and_run(tmp_path):
     assert "verified" in r.stdout
 
 
+def test_damaged_inline_weight_beside_external_ones_is_refused_by_the_runtime(tmp_path):
+    """The runtime's reader checks the inline tensors of a model whose other weights are in a data file
+    (the external ones are held to their references' lengths as they are read)."""
+    from onnxmem.core.errors import ModelError
+    from onnxmem.runtime.ort import load_with_weights
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "w.bin").write_bytes(WEIGHTS.tobytes())
+    m = matmul_model(external_weight("w.bin", length="64"))
+    bad = numpy_helper.from_array(np.zeros(4, dtype=np.float32), "bad")
+    bad.raw_data = b"\0" * 12
+    m.graph.initializer.append(bad)
+    with pytest.raises(ModelError, match="tensor 'bad' of dtype float32 and shape \\[4\\] holds 12 bytes of data "
+                                         "where it needs 16"):
+        load_with_weights(m, model_dir / "m.onnx")
+    del m.graph.initializer[-1]
+    full = load_with_weights(m, model_dir / "m.onnx")
+    assert np.array_equal(numpy_helper.to_array(full.graph.initializer[0]), WEIGHTS)
+
+
 # ---------------------------------------------------------------- input files
 
 

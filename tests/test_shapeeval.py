@@ -483,6 +483,30 @@ def test_same_padding_stack_needs_a_round_per_block():
     assert shapeeval.MAX_ROUNDS >= blocks + 1
 
 
+def test_the_rounds_ask_each_dim_once_and_keep_what_they_knew():
+    """Every round reads the shapes inference found: each dim is resolved once over all the
+    rounds, and the widths come out as in one round per block."""
+    from onnxmem.shapes.engines import run_onnx_inference
+
+    blocks = 6
+    m = _same_padding_stack(blocks)
+    asked: list[object] = []
+
+    def resolve(d):
+        asked.append(d)
+        return d if isinstance(d, int) and d >= 0 else None
+
+    done = shapeeval.evaluate_shapes(m, run_onnx_inference(m), infer=run_onnx_inference, resolve=resolve)
+    assert done.rounds == blocks and len(asked) == len(set(asked)) > 0
+    width, want = 7, []
+    for _ in range(blocks):
+        width += max((math.ceil(width / 2) - 1) * 2 + 3 - width, 0)
+        want.append(width)
+    got = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in done.model.graph.value_info}
+    got.update({vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in done.model.graph.output})
+    assert [got[f"y{k}"][3] for k in range(blocks)] == want
+
+
 def test_data_dependent_shape_stays_unknown():
     # NonZero's length depends on x's data: no evaluation may guess it
     nodes = [

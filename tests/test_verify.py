@@ -355,6 +355,111 @@ def test_scale_aware_check_still_catches_a_corrupted_plan(planned):
     assert not c.ok and not c.identical and c.max_abs_diff > c.tolerance > 0
 
 
+def weighted(tmp_path: Path, legacy: bool = False) -> Path:
+    """y = Reshape(MatMul(x, W) + b, shape): a 64 KiB float weight, a 4 B bias (kept in the
+    graph: under 1 KiB) and an int64 shape that onnxruntime's shape inference reads. ``legacy``:
+    IR version 3, where every initializer is a graph input too."""
+    rng = np.random.default_rng(1)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal((64, 256)).astype(np.float32), "W"),
+             onnx.numpy_helper.from_array(rng.standard_normal(1).astype(np.float32), "b"),
+             onnx.numpy_helper.from_array(np.array([4, 64], dtype=np.int64), "shape")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"], name="matmul"),
+             helper.make_node("Add", ["m", "b"], ["s"], name="add"),
+             helper.make_node("Reshape", ["s", "shape"], ["y"], name="reshape")]
+    extra = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in inits] if legacy else []
+    model = make_model(nodes, [vi("x", [1, 64]), *extra], [vi("y", [4, 64])], inits)
+    if legacy:
+        model.ir_version = 3
+        model.opset_import[0].version = 9
+    path = tmp_path / "weighted.onnx"
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_whole_model_run_takes_the_weights_without_serializing_them(tmp_path, legacy):
+    """The whole-model run gets the large float weights as OrtValues: the model it serializes
+    holds none of their bytes, the shape stays in the graph, and the outputs are those of the
+    model serialized whole."""
+    from onnxmem.runtime.folding import compute_weights
+    from onnxmem.runtime.ort import IN_MEMORY, apart_from_weights, make_session
+    from onnxmem.runtime.sessions import run_model
+
+    path = weighted(tmp_path, legacy)
+    p = plan_model(path, GREEDY)
+    weights = compute_weights(p.model, p.view)
+    stubbed, taken = apart_from_weights(p.model, weights)
+    assert set(taken) == {"W"}
+    assert stubbed.ByteSize() < 4096 < p.model.ByteSize()
+    (w,) = [t for t in stubbed.graph.initializer if t.name == "W"]
+    assert w.data_location == TensorProto.EXTERNAL and w.external_data[0].value == IN_MEMORY and not w.raw_data
+    assert [t.name for t in stubbed.graph.initializer] == [t.name for t in p.model.graph.initializer]
+    assert stubbed.graph.node == p.model.graph.node and stubbed.opset_import == p.model.opset_import
+    x = {"x": np.random.default_rng(2).standard_normal((1, 64)).astype(np.float32)}
+    whole = make_session(p.model).run(["y"], x)[0]
+    got = run_model(p.model, x, ["y"], weights=weights)["y"]
+    assert got.shape == (4, 64) and np.array_equal(got, whole)
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.findings == () and ex.outputs[0].identical and ex.outputs[0].whole_model_ok
+
+
+def test_weights_computed_from_a_large_weight_take_it_in_memory(tmp_path):
+    """A constant node over a 64 KiB float weight (folded: a weight op) is computed in a session
+    that gets the weight as an OrtValue, not serialized; its value is the weight's transpose."""
+    from onnxmem.runtime.folding import compute_weights
+    from onnxmem.runtime.ort import IN_MEMORY, in_memory
+
+    w = np.random.default_rng(3).standard_normal((256, 64)).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["W"], ["Wt"], name="t", perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "Wt"], ["y"], name="mm")]
+    path = tmp_path / "folded.onnx"
+    onnx.save(make_model(nodes, [vi("x", [1, 64])], [vi("y", [1, 256])], [onnx.numpy_helper.from_array(w, "W")]),
+              path)
+    p = plan_model(path, GREEDY)
+    assert p.view.weight_ops
+    got = compute_weights(p.model, p.view)
+    assert np.array_equal(got["Wt"], w.T)
+    stub = in_memory("W", w)
+    assert stub is not None and stub.external_data[0].value == IN_MEMORY and list(stub.dims) == [256, 64]
+    assert in_memory("s", np.zeros(4, np.float32)) is None and in_memory("i", np.zeros(512, np.int64)) is None
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.findings == () and ex.outputs[0].identical
+
+
+def test_nodes_alike_share_one_session_and_random_ones_do_not(tmp_path):
+    """Nodes of the same op, attributes, input shapes and types run in one session (under the
+    session's own names of their values, whatever their names, documentation and metadata); a
+    random op, or another shape, gets its own. The
+    arena run of a chain of such nodes is still the reference's, bit for bit."""
+    from onnxmem.runtime.ort import session_options
+    from onnxmem.runtime.sessions import node_session, value_names
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Relu", ["a"], ["b"], name="r2", doc_string="the second"),
+             helper.make_node("Add", ["b", "b"], ["c"], name="twice"), helper.make_node("Relu", ["c"], ["d"], name="r3"),
+             helper.make_node("RandomNormalLike", ["d"], ["n1"], name="n1", seed=1.0),
+             helper.make_node("RandomNormalLike", ["d"], ["n2"], name="n2", seed=1.0),
+             helper.make_node("Add", ["n1", "n2"], ["s"], name="sum"),
+             helper.make_node("ReduceSum", ["s"], ["y"], name="reduce", keepdims=0)]
+    nodes[3].metadata_props.add(key="namespace", value="layer.3")  # what exporters write: no part of the kernel
+    path = tmp_path / "alike.onnx"
+    onnx.save(make_model(nodes, [vi("x", [2, 8])], [vi("y", [])]), path)
+    p = plan_model(path, GREEDY)
+    ops = {op.name: op for op in p.view.ops}
+    assert value_names(ops["twice"]) == {"b": "i0", "c": "o0"}
+    cache: dict = {}
+    made = {name: node_session(p.model, p.model.graph.node[op.index], op, p.view, {}, session_options(),
+                               ["CPUExecutionProvider"], cache=cache) for name, op in ops.items()}
+    assert made["r1"] is made["r2"] is made["r3"]
+    assert made["n1"] is not made["n2"] and made["twice"] is not made["sum"] is not made["r1"]
+    assert [i.name for i in made["twice"].get_inputs()] == ["i0"]
+    chain = tmp_path / "chain.onnx"  # the same nodes but the random ones (two runs of one draw differ)
+    onnx.save(make_model(nodes[:4], [vi("x", [2, 8])], [vi("d", [2, 8])]), chain)
+    p = plan_model(chain, GREEDY)
+    ex = execute_plan(p.plan, p.model, p.view, model_path=chain)
+    assert ex.findings == () and ex.nodes_run == 4 and all(c.identical for c in ex.outputs)
+
+
 def test_reference_is_the_same_nodes_outside_the_arena(planned, monkeypatch):
     """A whole-model run that sums in another order is information, not a verdict."""
     import onnxmem.runtime.sessions as sessions_mod
@@ -362,8 +467,8 @@ def test_reference_is_the_same_nodes_outside_the_arena(planned, monkeypatch):
     path, p = planned
     real = sessions_mod.run_model
 
-    def other_kernels(model, feeds, outputs):
-        return {n: v * np.float32(1.001) for n, v in real(model, feeds, outputs).items()}
+    def other_kernels(model, feeds, outputs, **kw):
+        return {n: v * np.float32(1.001) for n, v in real(model, feeds, outputs, **kw).items()}
 
     monkeypatch.setattr(sessions_mod, "run_model", other_kernels)
     ex = execute_plan(p.plan, p.model, p.view, model_path=path)

@@ -29,8 +29,9 @@ def add_weight_files(outs: OutputSet, onnx_model: onnx.ModelProto, model_path: s
     """Declare the model's external data files as inputs, so no output replaces them."""
     from onnxmem.model import check_external_data
 
-    for ref in check_external_data(onnx_model, Path(model_path).parent, need_files=False):
-        outs.add_input(ref.path)
+    for path in dict.fromkeys(ref.path for ref in check_external_data(onnx_model, Path(model_path).parent,
+                                                                       need_files=False)):
+        outs.add_input(path)  # once per data file, however many tensors it holds
 
 
 def read_plan_for(plan_file: str, model_path: str | None, action: str,

@@ -55,24 +55,9 @@ def _external_field(label: str, key: str, value: str, size: int) -> int:
     return n
 
 
-def _external_reference(init: onnx.TensorProto, root: Path, need_files: bool, label: str) -> ExternalData:
-    """Check one external-data reference against the files under ``root`` (never reads data);
-    ``label`` names the tensor in messages (:func:`tensor_sites`)."""
-    name = init.name
-    info: dict[str, str] = {}
-    for e in init.external_data:
-        key, value = e.key, e.value
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise ModelError(
-                f"{label} has an external-data entry that is not text; "
-                "re-export the model"
-            )
-        info[key] = value
-    loc = info.get("location", "")
-    where = f"{label}: external data {show_name(loc)}"
-    if not loc:
-        raise ModelError(f"{label} keeps its data outside the file but names no "
-                         "location; re-export the model")
+def _data_file(loc: str, root: Path, need_files: bool, where: str) -> tuple[Path, os.stat_result | None]:
+    """The data file at ``loc``: a regular file under ``root`` (``None`` status when it is missing
+    and ``need_files`` is false); ``where`` names the reference in messages."""
     if "\0" in loc:
         raise ModelError(f"{where} contains a NUL byte; re-export the model")
     if os.path.isabs(loc) or Path(loc).drive or Path(loc).root:
@@ -96,6 +81,36 @@ def _external_reference(init: onnx.TensorProto, root: Path, need_files: bool, la
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise ModelError(f"{where} is not a regular file (a folder, device or FIFO); give the "
                          "model its data file")
+    return target, st
+
+
+def _external_reference(init: onnx.TensorProto, root: Path, need_files: bool, label: str,
+                        files: dict[str, tuple[Path, os.stat_result | None]] | None = None) -> ExternalData:
+    """Check one external-data reference against the files under ``root`` (never reads data);
+    ``label`` names the tensor in messages (:func:`tensor_sites`). ``files``: each location
+    already found a regular file under ``root`` (or missing, where allowed), with its path and
+    status, looked up once for the many tensors of one data file."""
+    name = init.name
+    info: dict[str, str] = {}
+    for e in init.external_data:
+        key, value = e.key, e.value
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ModelError(
+                f"{label} has an external-data entry that is not text; "
+                "re-export the model"
+            )
+        info[key] = value
+    loc = info.get("location", "")
+    where = f"{label}: external data {show_name(loc)}"
+    if not loc:
+        raise ModelError(f"{label} keeps its data outside the file but names no "
+                         "location; re-export the model")
+    if files is not None and loc in files:
+        target, st = files[loc]
+    else:
+        target, st = _data_file(loc, root, need_files, where)
+        if files is not None:
+            files[loc] = (target, st)
     size = st.st_size if st is not None else MAX_BYTES
     offset = _external_field(label, "offset", info.get("offset", "0"), size)
     length = _external_field(label, "length", info["length"], size) if "length" in info else size - offset
@@ -133,9 +148,10 @@ def check_external_data(
     """
     root = Path(os.path.realpath(base))
     refs = []
+    files: dict[str, tuple[Path, os.stat_result | None]] = {}
     for label, t in tensor_sites(model):
         if t.data_location == TensorProto.EXTERNAL:
-            refs.append(_external_reference(t, root, need_files, label))
+            refs.append(_external_reference(t, root, need_files, label, files))
     return refs
 
 

@@ -289,6 +289,7 @@ class _BodyRun(ArenaRun):
         self.private_seconds = 0.0
         self._weight_values = {}
         self._sessions = self.root._sessions
+        self._node_sessions = self.root._node_sessions
         self._body_static = self.root._body_static
 
     def session(self, op: Op, node: onnx.NodeProto) -> Any:

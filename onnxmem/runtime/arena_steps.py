@@ -115,6 +115,7 @@ class ArenaSteps(abc.ABC):
         self._weight_values: dict[tuple[str, bool], Any] = {}
         self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
         self._sessions: dict[tuple[str, int, tuple[tuple[int, ...], ...]], Any] = {}  # body nodes' sessions
+        self._node_sessions: dict[bytes, Any] = {}  # nodes alike share one (sessions.node_session)
 
     # -------------------------------------------------------------- memory access
 
@@ -228,7 +229,8 @@ class ArenaSteps(abc.ABC):
     def session(self, op: Op, node: onnx.NodeProto) -> Any:
         """The node's own session; on CUDA, outputs the provider keeps on the host move to the host mirror."""
         shapes = {n: self.slots[n].shape for n in op.reads if n in self.slots}
-        sess = sessions.node_session(self.full, node, op, self.view, shapes, self.session_options, self.providers)
+        sess = sessions.node_session(self.full, node, op, self.view, shapes, self.session_options, self.providers,
+                                     cache=self._node_sessions)
         if self.cuda:
             outs = [o for o in node.output if o]
             for o, meminfo in zip(outs, sess.get_output_memory_infos()):
@@ -254,26 +256,30 @@ class ArenaSteps(abc.ABC):
         """The node's IOBinding for :meth:`_bind_and_run` (in the arena, it can run again and again)."""
         host = self._inputs_on_host(op, sess)
         binding = sess.io_binding()
+        names = sessions.value_names(op)  # the session's names of the node's values
         for i, name in enumerate(op.reads):
             if name in self.weights:
-                binding.bind_ortvalue_input(name, self._weight(name, host[i]))
+                binding.bind_ortvalue_input(names[name], self._weight(name, host[i]))
             elif not in_arena:
-                binding.bind_ortvalue_input(name, self.private[name])
+                binding.bind_ortvalue_input(names[name], self.private[name])
             elif self.cuda and host[i] and self.slots[name].home == "arena" and name in self.feeds:
                 # a graph input read on the host: its copy in the host mirror
                 s = self.slots[name]
-                binding.bind_input(name, "cpu", 0, sessions.binding_type(s.elem_type), list(s.shape), self.mirror.base + s.offset)
+                binding.bind_input(names[name], "cpu", 0, sessions.binding_type(s.elem_type), list(s.shape),
+                                   self.mirror.base + s.offset)
             else:
                 s = self.slots[name]
-                binding.bind_input(name, self._device(s), 0, sessions.binding_type(s.elem_type), list(s.shape), self._address(s))
+                binding.bind_input(names[name], self._device(s), 0, sessions.binding_type(s.elem_type), list(s.shape),
+                                   self._address(s))
         for o in op.outputs:
             if not o:
                 continue
             s = self.slots[o]
             if in_arena:
-                binding.bind_output(o, self._device(s), 0, sessions.binding_type(s.elem_type), list(s.shape), self._address(s))
+                binding.bind_output(names[o], self._device(s), 0, sessions.binding_type(s.elem_type), list(s.shape),
+                                    self._address(s))
             else:
-                binding.bind_output(o, self._device(s), 0)
+                binding.bind_output(names[o], self._device(s), 0)
         return binding
 
     def run_private(self, op: Op, sess: Any) -> dict[str, tuple[tuple[int, ...], int]]:
@@ -385,7 +391,7 @@ class ArenaSteps(abc.ABC):
                 s = self.slots[name]
                 got[name] = self._array(s)
         t1 = time.perf_counter()
-        whole = sessions.run_model(self.full, self.feeds, view.outputs)
+        whole = sessions.run_model(self.full, self.feeds, view.outputs, weights=self.weights)
         ref_seconds = time.perf_counter() - t1
         checks: list[OutputCheck] = []
         for name in view.outputs:

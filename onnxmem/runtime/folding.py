@@ -20,7 +20,14 @@ from onnx import numpy_helper
 
 from onnxmem.core.errors import show_name
 from onnxmem.graph import GraphView
-from onnxmem.runtime.ort import check_memory, load_with_weights, make_session, run_bounded
+from onnxmem.runtime.ort import (
+    check_memory,
+    in_memory,
+    load_with_weights,
+    make_session,
+    ort_values,
+    run_bounded,
+)
 from onnxmem.runtime.sessions import model_like
 
 __all__ = ["compute_weights", "fold_weights", "folded_model", "weight_ops"]
@@ -59,16 +66,22 @@ def compute_weights(model: onnx.ModelProto, view: GraphView,
             if n:
                 need.setdefault(n, None)
     made = {o for i in ops for o in model.graph.node[i].output if o}
+    apart: dict[str, np.ndarray] = {}  # large float weights: handed to onnxruntime, not serialized
     for n in need:
         if n not in made:
-            g.initializer.append(numpy_helper.from_array(out[n] if n in out else (outer or {})[n], n))
+            arr = out[n] if n in out else (outer or {})[n]
+            stub = in_memory(n, arr)
+            if stub is not None:
+                apart[n] = arr
+            g.initializer.append(stub if stub is not None else numpy_helper.from_array(arr, n))
     for o in sorted(made):
         t = view.tensors.get(o)
         if t is None:
             continue
         g.output.append(onnx.helper.make_tensor_value_info(o, t.elem_type, list(t.shape)))
     check_weights_fit(view, ops)
-    sess = make_session(model_like(model, g))
+    given = ort_values(apart)
+    sess = make_session(model_like(model, g), initializers=given)
     names = [o.name for o in sess.get_outputs()]
     for n, v in zip(names, run_bounded(sess, names, {}, "to compute its weights from constant nodes")):
         out[n] = np.asarray(v)

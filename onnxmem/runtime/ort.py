@@ -29,8 +29,12 @@ from onnxmem.runtime.isolation import RUN_SECONDS, TimeLimitExceeded, available_
 from onnxmem.shapes import ShapeInfo, infer_shapes
 
 __all__ = [
+    "IN_MEMORY",
     "NUMPY_DTYPES",
     "RUN_SECONDS",
+    "apart_from_weights",
+    "in_memory",
+    "ort_values",
     "available_memory",
     "check_memory",
     "first_line",
@@ -84,24 +88,96 @@ def session_options(optimize: bool = False, profile_prefix: str | None = None) -
 
 
 def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] | None = None,
-                 optimize: bool = False, profile_prefix: str | None = None) -> Any:
-    """An onnxruntime session (CPU unless ``providers`` says otherwise)."""
+                 optimize: bool = False, profile_prefix: str | None = None,
+                 initializers: Mapping[str, Any] | None = None) -> Any:
+    """An onnxruntime session (CPU unless ``providers`` says otherwise). ``initializers``: OrtValues
+    of the main graph's initializers that ``model`` marks external (:func:`apart_from_weights`),
+    which the session takes as they are (``SessionOptions.add_external_initializers``)."""
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import end_run, start_run
 
     data: Any = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    options = session_options(optimize, profile_prefix)
+    if initializers:
+        options.add_external_initializers(list(initializers), list(initializers.values()))
     start_run("onnxruntime's loading of the model")
     try:
-        return ort.InferenceSession(
-            data,
-            sess_options=session_options(optimize, profile_prefix),
-            providers=providers or ["CPUExecutionProvider"],
-        )
+        return ort.InferenceSession(data, sess_options=options, providers=providers or ["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         raise RuntimeBackendError(f"onnxruntime cannot load the model: {first_line(exc)}") from None
     finally:
         end_run()
+
+
+#: the location an initializer handed over in memory (:func:`apart_from_weights`) names; never read
+IN_MEMORY = "onnxmem-in-memory"
+#: the initializers :func:`apart_from_weights` hands over: floating-point ones of at least
+#: ``APART_BYTES`` (onnxruntime's shape inference reads the values of shapes, axes and indices,
+#: which must stay in the graph; it reads no large floating-point tensor)
+APART_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE})
+APART_BYTES = 1024
+
+
+def in_memory(name: str, arr: Any) -> onnx.TensorProto | None:
+    """The initializer ``name`` marked external at :data:`IN_MEMORY`, with ``arr``'s type and dims
+    but none of its bytes, when ``arr`` is handed to onnxruntime apart from the model (a numpy
+    array of :data:`APART_TYPES` of at least :data:`APART_BYTES`); else ``None``."""
+    if not isinstance(arr, np.ndarray) or arr.nbytes < APART_BYTES:
+        et = None
+    else:
+        et = next((t for t in APART_TYPES if NUMPY_DTYPES[t] is arr.dtype.type), None)
+    if et is None:
+        return None
+    stub = onnx.TensorProto(name=name, data_type=et, dims=arr.shape, data_location=onnx.TensorProto.EXTERNAL)
+    stub.external_data.add(key="location", value=IN_MEMORY)
+    return stub
+
+
+def ort_values(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """OrtValues over ``arrays`` (host memory, no copy of a C-ordered array) for :func:`make_session`'s
+    ``initializers``; keep them while the session lives."""
+    import onnxruntime as ort
+
+    return {n: ort.OrtValue.ortvalue_from_numpy(np.require(a, requirements="C"), "cpu", 0) for n, a in arrays.items()}
+
+
+def apart_from_weights(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """``model`` without the bytes of the main graph's large floating-point initializers
+    (:func:`in_memory`) that ``weights`` holds as numpy arrays, and those arrays:
+    ``(model, {name: array})``.
+
+    Each such initializer keeps its name, type and dims and is marked external at
+    :data:`IN_MEMORY`; give the arrays' OrtValues (:func:`ort_values`) to :func:`make_session`
+    (``initializers``), which hands them to onnxruntime, so a large model's weights are neither
+    copied nor serialized again. Other initializers (small ones, integers, strings, bodies') stay
+    in the graph.
+    """
+    stubs = {}
+    for init in model.graph.initializer:
+        stub = in_memory(init.name, weights.get(init.name))
+        if stub is not None and stub.data_type == init.data_type and stub.dims == init.dims:
+            stubs[init.name] = stub
+    m = onnx.ModelProto()
+    for field, value in model.ListFields():
+        if field.name != "graph":
+            _copy_field(m, field, value)
+    for field, value in model.graph.ListFields():
+        if field.name != "initializer":
+            _copy_field(m.graph, field, value)
+    for init in model.graph.initializer:
+        m.graph.initializer.add().CopyFrom(stubs.get(init.name, init))
+    return m, {n: weights[n] for n in stubs}
+
+
+def _copy_field(into: Any, field: Any, value: Any) -> None:
+    """Set ``field`` (a protobuf field descriptor) of message ``into`` to ``value``."""
+    if hasattr(value, "extend"):  # repeated
+        getattr(into, field.name).extend(value)
+    elif hasattr(value, "CopyFrom"):  # a message
+        getattr(into, field.name).CopyFrom(value)
+    else:
+        setattr(into, field.name, value)
 
 
 def check_memory(size: int, device: str, what: str, *, fix: str, slack: int = 0) -> None:
@@ -170,15 +246,16 @@ def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str]
     has_external = any(
         t.data_location == onnx.TensorProto.EXTERNAL for t in graph_tensors(model)
     )
+    if has_external and model_path is None:
+        raise ShapeError("the model keeps weights in external files; give its path")
+    # the inline tensors (and every tensor's dims); read_external_data holds each external one to
+    # its reference's length, which check_external_data holds to the tensor's dtype and dims
+    check_tensor_data(model)
     if not has_external:
         m = onnx.ModelProto()
         m.CopyFrom(model)
-    elif model_path is None:
-        raise ShapeError("the model keeps weights in external files; give its path")
-    else:
-        m = read_external_data(model, Path(model_path).parent)
-    check_tensor_data(m)
-    return m
+        return m
+    return read_external_data(model, Path(str(model_path)).parent)
 
 
 def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],

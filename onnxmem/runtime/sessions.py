@@ -15,7 +15,14 @@ import onnx
 
 from onnxmem.core.errors import RuntimeBackendError, cut_words
 from onnxmem.graph import GraphView, Op
-from onnxmem.runtime.ort import LOG_SEVERITY, first_line, make_session, run_bounded
+from onnxmem.runtime.ort import (
+    LOG_SEVERITY,
+    apart_from_weights,
+    first_line,
+    make_session,
+    ort_values,
+    run_bounded,
+)
 
 __all__ = [
     "cuda_available",
@@ -26,6 +33,7 @@ __all__ = [
     "node_session",
     "on_host",
     "binding_type",
+    "value_names",
     "ortvalue_bytes",
     "require_cuda",
     "run_model",
@@ -110,38 +118,81 @@ def _declared(node: onnx.NodeProto, name: str, shape: Sequence[int]) -> list[int
     return [f"d{k}" if k in loose else int(d) for k, d in enumerate(shape)]
 
 
-def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
-                 shapes: Mapping[str, tuple[int, ...]], options: Any, providers: Sequence[Any]) -> Any:
-    """A session that runs ``node`` alone: its inputs at ``shapes`` (else the view's), its outputs typed only.
+#: ops whose kernel draws random numbers: each node keeps a session of its own, as a fresh kernel
+#: gives the same draws again (the training run makes a fresh one for Dropout's second run)
+RANDOM_OPS = frozenset({"Bernoulli", "Dropout", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform",
+                        "RandomUniformLike"})
 
-    The kernel computes the output shapes; the caller's binding checks them.
+
+def value_names(op: Op) -> dict[str, str]:
+    """The name each value ``op`` reads or writes has in its node session (:func:`node_session`):
+    ``i0, i1...`` for its reads and ``o0, o1...`` for its outputs, so that nodes alike share one
+    session; a node whose bodies read outer values (``captures``) keeps the real names."""
+    if op.captures:
+        return {n: n for n in (*op.reads, *op.outputs) if n}
+    names = {n: f"i{k}" for k, n in enumerate(op.reads)}
+    names.update({o: f"o{k}" for k, o in enumerate(op.outputs) if o})
+    return names
+
+
+def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
+                 shapes: Mapping[str, tuple[int, ...]], options: Any, providers: Sequence[Any],
+                 cache: dict[bytes, Any] | None = None) -> Any:
+    """A session that runs ``node`` alone: its inputs at ``shapes`` (else the view's), its outputs typed only,
+    every value under its name of :func:`value_names`.
+
+    The kernel computes the output shapes; the caller's binding checks them. ``cache``: the
+    sessions made so far, by the model they run: a node of the standard domain with the same
+    attributes, input shapes and types as one before it gets that one's session (a kernel
+    holds no state between runs but a random op's draws, :data:`RANDOM_OPS`, which never share).
     """
     import onnxruntime as ort
 
+    names = value_names(op)
     g = onnx.GraphProto()
     g.name = "node"
-    g.node.add().CopyFrom(node)
+    n = g.node.add()
+    n.CopyFrom(node)
+    n.name = "node"  # the name, documentation and metadata of a node change nothing it computes
+    n.ClearField("doc_string")
+    n.ClearField("metadata_props")
+    n.input[:] = [names.get(i, i) if i else "" for i in node.input]
+    n.output[:] = [names.get(o, o) if o else "" for o in node.output]
     for name in op.reads:
         t = view.tensors[name]
         dims = _declared(node, name, shapes.get(name, t.shape))
-        g.input.append(onnx.helper.make_tensor_value_info(name, t.elem_type, dims))
+        g.input.append(onnx.helper.make_tensor_value_info(names[name], t.elem_type, dims))
     shaped = node.op_type in SHAPED_OUTPUTS
     for o in node.output:
         if o:
             t = view.tensors[o]
-            g.output.append(onnx.helper.make_tensor_value_info(o, t.elem_type, list(t.shape) if shaped else None))
+            g.output.append(onnx.helper.make_tensor_value_info(names[o], t.elem_type,
+                                                               list(t.shape) if shaped else None))
     data = model_like(model, g).SerializeToString()
+    share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
+    if share and data in cache:  # type: ignore[operator]
+        return cache[data]  # type: ignore[index]
     try:
-        return ort.InferenceSession(data, sess_options=options, providers=list(providers))
+        sess = ort.InferenceSession(data, sess_options=options, providers=list(providers))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         raise RuntimeBackendError(
             f"onnxruntime cannot load node {op.name!r} ({op.op_type}) alone: {first_line(exc)}"
         ) from None
+    if share:
+        cache[data] = sess  # type: ignore[index]
+    return sess
 
 
-def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
-    """One ordinary whole-model onnxruntime run on the CPU: ``{output: array}``."""
-    values = run_bounded(make_session(model), list(outputs), feeds, "as a whole")
+def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: Sequence[str],
+              weights: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """One ordinary whole-model onnxruntime run on the CPU: ``{output: array}``. ``weights``: the
+    values of initializers already read (:func:`onnxmem.runtime.folding.compute_weights`), handed
+    to onnxruntime as they are instead of serialized with the model again."""
+    taken: Mapping[str, np.ndarray] = {}
+    if weights:
+        model, taken = apart_from_weights(model, weights)
+    given = ort_values(taken)
+    values = run_bounded(make_session(model, initializers=given), list(outputs), feeds, "as a whole")
     return {n: np.asarray(v) for n, v in zip(outputs, values)}
 
 

@@ -42,6 +42,7 @@ data (``NonZero``, ``TopK`` outputs...).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, Container, Mapping, Sequence
 
@@ -225,9 +226,12 @@ def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Sequence[str]) -> set
 
 
 def _known_shapes(
-    model: onnx.ModelProto, resolve: Callable[[Dim], int | None]
+    model: onnx.ModelProto, resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]] | None = None
 ) -> dict[str, tuple[int, ...]]:
-    out: dict[str, tuple[int, ...]] = {}
+    """The concrete shapes of ``model``'s initializers and typed values. ``known``: the shapes
+    found in an earlier inference of the same graph, added to (inference only adds shapes: a
+    value with a concrete shape is not read again)."""
+    out: dict[str, tuple[int, ...]] = {} if known is None else known
     g = model.graph
     for init in g.initializer:
         out[init.name] = tuple(int(d) for d in init.dims)
@@ -281,8 +285,12 @@ def _fold(
     values: Mapping[str, np.ndarray],
     fold: set[str],
     shapes: Mapping[str, tuple[int, tuple[int, ...]]],
+    made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] | None = None,
 ) -> onnx.ModelProto:
-    """A copy of ``work`` whose producers of ``fold`` values are initializers, other evaluated values typed."""
+    """A copy of ``work`` whose producers of ``fold`` values are initializers, other evaluated values typed.
+    ``made``: the initializers and value_info of earlier rounds by name (a value never changes
+    once computed), kept across rounds so that each is made once."""
+    made = {} if made is None else made
     m = onnx.ModelProto()
     m.CopyFrom(work)
     g = m.graph
@@ -290,13 +298,63 @@ def _fold(
     del g.node[:]
     g.node.extend(keep)
     for name in sorted(fold):
-        g.initializer.append(numpy_helper.from_array(values[name], name))
+        if not isinstance(made.get(name), onnx.TensorProto):
+            made[name] = numpy_helper.from_array(values[name], name)
+    g.initializer.extend(made[name] for name in sorted(fold))  # type: ignore[misc]
     typed = {vi.name for vi in (*g.input, *g.output, *g.value_info)}
     for name in sorted(shapes):
         if name not in fold and name not in typed:
-            et, shape = shapes[name]
-            g.value_info.append(helper.make_tensor_value_info(name, et, list(shape)))
+            if name not in made:
+                et, shape = shapes[name]
+                made[name] = helper.make_tensor_value_info(name, et, list(shape))
+            g.value_info.append(made[name])
     return m
+
+
+class _Evaluator:
+    """What the rounds of :func:`evaluate_shapes` share: the values computed so far (a value never
+    changes once known), the nodes that cannot give one, and what each node was last tried on."""
+
+    def __init__(self, nodes: Sequence[onnx.NodeProto], wanted: list[int], values: dict[str, np.ndarray],
+                 opset: int) -> None:
+        self.nodes, self.wanted, self.values, self.opset = nodes, wanted, values, opset
+        self.failed: set[int] = set()
+        #: node -> what it was last tried on, in vain (which input values were known, and the input
+        #: shapes): on the same again it gives nothing again, so it is not tried
+        self.tried: dict[int, tuple[object, ...]] = {}
+        self.made: dict[str, np.ndarray] = {}
+        self.typed: dict[str, tuple[int, tuple[int, ...]]] = {}
+        self.budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
+
+    def evaluate(self, shapes: dict[str, tuple[int, ...]]) -> list[str]:
+        """One pass over the wanted nodes in order: the values it computed (their shapes added to ``shapes``)."""
+        new: list[str] = []
+        for i in self.wanted:
+            node = self.nodes[i]
+            if i in self.failed or node.output[0] in self.values:
+                continue
+            ins = [self.values.get(name) if name else None for name in node.input]
+            in_shapes = [shapes.get(name) if name else None for name in node.input]
+            seen = (*(v is not None for v in ins), *in_shapes)
+            if self.tried.get(i) == seen:
+                continue
+            out = evaluate_node(node, ins, in_shapes, self.opset)
+            if out is None:
+                self.tried[i] = seen
+                # with every input known, a later round cannot do better: never try it again
+                read = in_shapes if node.op_type in _SHAPE_ONLY else ins
+                if all(v is not None for name, v in zip(node.input, read) if name):
+                    self.failed.add(i)
+                continue
+            if out.size > self.budget:
+                continue
+            self.budget -= out.size
+            name = node.output[0]
+            self.values[name] = self.made[name] = out
+            shapes[name] = tuple(out.shape)
+            self.typed[name] = (ELEM_TYPES[out.dtype], tuple(int(d) for d in out.shape))
+            new.append(name)
+        return new
 
 
 def evaluate_shapes(
@@ -312,7 +370,8 @@ def evaluate_shapes(
 
     ``work`` is the inference copy (small initializers only, inputs bound),
     ``inferred`` shape inference's result on it, ``infer`` the inference to
-    rerun, ``resolve`` the value of one declared dim (``None`` when unbound).
+    rerun, ``resolve`` the value of one declared dim (``None`` when unbound; a
+    function of the dim alone, asked once per dim).
     ``also`` names values to compute besides those in shape slots (an If's
     condition, which decides the shapes after it). Neither model is changed.
     See the module docstring for the steps.
@@ -321,8 +380,6 @@ def evaluate_shapes(
     needed = _needed(nodes, also)
     if not needed:
         return Evaluated(inferred)
-    opset = opset_version(work)
-    order = _topological(nodes)
     values = _constants(work)
     slots = {
         n.input[p] for n in nodes if n.domain in ("", "ai.onnx")
@@ -333,39 +390,18 @@ def evaluate_shapes(
     for n in nodes:
         for name in set(n.input):
             consumers.setdefault(name, []).append(n)
+    wanted = [i for i in _topological(nodes) if len(nodes[i].output) == 1 and nodes[i].output[0] in needed]
+    ev = _Evaluator(nodes, wanted, values, opset_version(work))
     fold: set[str] = set()
-    failed: set[int] = set()
     current, rounds, folded = inferred, 0, 0
-    made: dict[str, np.ndarray] = {}
-    typed: dict[str, tuple[int, tuple[int, ...]]] = {}
-    budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
+    made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] = {}  # what _fold made, kept for the next round
+    resolve_once = functools.lru_cache(maxsize=None)(resolve)
+    known: dict[str, tuple[int, ...]] = {}
     for _ in range(max_rounds):
-        shapes = _known_shapes(current, resolve)
-        shapes.update({k: v[1] for k, v in typed.items()})
+        shapes = _known_shapes(current, resolve_once, known)
+        shapes.update({k: v[1] for k, v in ev.typed.items()})
         before = set(shapes)
-        new: list[str] = []
-        for i in order:
-            node = nodes[i]
-            if i in failed or len(node.output) != 1 or node.output[0] not in needed or node.output[0] in values:
-                continue
-            ins = [values.get(name) if name else None for name in node.input]
-            in_shapes = [shapes.get(name) if name else None for name in node.input]
-            out = evaluate_node(node, ins, in_shapes, opset)
-            if out is None:
-                # with every input known, a later round cannot do better: never try it again
-                read = in_shapes if node.op_type in _SHAPE_ONLY else ins
-                if all(v is not None for name, v in zip(node.input, read) if name):
-                    failed.add(i)
-                continue
-            if out.size > budget:
-                continue
-            budget -= out.size
-            name = node.output[0]
-            values[name] = out
-            shapes[name] = tuple(out.shape)
-            typed[name] = (ELEM_TYPES[out.dtype], tuple(int(d) for d in out.shape))
-            made[name] = out
-            new.append(name)
+        new = ev.evaluate(shapes)
         # infer again only when a new value can teach inference something it does not know
         useful = [n for n in new if n not in before] + [
             n for n in new if n in slots and n in producers
@@ -374,8 +410,8 @@ def evaluate_shapes(
         if not useful:
             break
         fold |= {n for n in new if n in slots and n in producers}
-        again = infer(_fold(work, values, fold, typed))
+        again = infer(_fold(work, values, fold, ev.typed, made))
         if again is None:
             break
         current, rounds, folded = again, rounds + 1, len(fold)
-    return Evaluated(current, typed, made, rounds, folded)
+    return Evaluated(current, ev.typed, ev.made, rounds, folded)
