@@ -51,7 +51,7 @@ from onnxmem.remat.registry import ALGORITHMS, Choice, RematOptions, choose
 from onnxmem.remat.rewrite import left_out, rewrite_model
 from onnxmem.scheduling import stable_topological_order
 
-__all__ = ["Budgeted", "SweepPoint", "parse_budget", "plan_with_budget", "sinks_early", "sweep"]
+__all__ = ["Budgeted", "SweepPoint", "extra_cost", "parse_budget", "plan_with_budget", "sinks_early", "sweep"]
 
 #: graphs of more steps try the file order only when the planned one found nothing
 LARGE = 1000
@@ -213,9 +213,8 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
                                             min(problems, key=lambda q: q.floor()[0]), limit))
     choice, rewritten, planned = got
     at = simulate(problem, choice.dropped).at
-    # an original left out runs once, as its duplicate, later: no extra compute
     gone = set(left_out(original.view, rewritten))
-    cost = choice.cost - sum(costs.get(k, 0) for k in gone)
+    cost = extra_cost(problem, choice, original.view, rewritten, costs)
     again = [v for v in choice.dropped if at[v] < problem.steps]
     extra = {"budget": limit, "algorithm": choice.algorithm, "status": choice.status, "cost_model": cost_model,
              "extra_cost": cost, "model_cost": total, "original_arena": original.plan.arena_size,
@@ -224,6 +223,16 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
     planned = replace(planned, plan=replace(planned.plan, extra={**planned.plan.extra, "remat": extra}))
     return Budgeted(planned, original, limit, choice, cost, total, cost_model, rewritten,
                     time.perf_counter() - t0)
+
+
+def extra_cost(problem: RematProblem, choice: Choice, view: GraphView, rewritten: onnx.ModelProto,
+               costs: dict[int, int]) -> int:
+    """What the rewritten model computes beyond the original: the cost of every duplicated node
+    (one per producer and step, as the rewrite writes them) less that of the originals it left
+    out (each runs once, as its duplicate, later). ``choice.cost`` is the algorithm's own
+    measure, which may count a node with several dropped outputs once per value."""
+    duplicated = simulate(problem, choice.dropped).cost
+    return duplicated - sum(costs.get(k, 0) for k in left_out(view, rewritten))
 
 
 def _smallest(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions
@@ -294,14 +303,15 @@ def sweep(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOpt
                 points.append(SweepPoint(name, limit, f, original.plan.arena_size, 0, 0.0, "unchanged",
                                          time.perf_counter() - t, True))
                 continue
-            got, _ = _best_attempt(original, problems, path, options, limit, name, RematOptions(timeout=timeout))
+            got, problem = _best_attempt(original, problems, path, options, limit, name, RematOptions(timeout=timeout))
             secs = time.perf_counter() - t
             if got is None:
                 points.append(SweepPoint(name, limit, f, 0, 0, 0.0, "none", secs, False))
                 continue
-            choice, _, planned = got
-            points.append(SweepPoint(name, limit, f, planned.plan.arena_size, choice.cost,
-                                     100.0 * choice.cost / total if total else 0.0, choice.status, secs, True))
+            choice, rewritten, planned = got
+            cost = extra_cost(problem, choice, original.view, rewritten, costs)
+            points.append(SweepPoint(name, limit, f, planned.plan.arena_size, cost,
+                                     100.0 * cost / total if total else 0.0, choice.status, secs, True))
     return original, points
 
 
