@@ -29,8 +29,8 @@ import onnx
 from onnxmem.graph import GraphView
 from onnxmem.model import body_captures
 from onnxmem.remat.pin import pin_duplicates
-from onnxmem.scheduling.onnxruntime import onnxruntime_order
 from onnxmem.remat.problem import RematProblem, Schedule
+from onnxmem.scheduling.onnxruntime import onnxruntime_order
 from onnxmem.shapes import opset_version
 
 __all__ = ["left_out", "rewrite_model"]

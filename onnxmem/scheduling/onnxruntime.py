@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from onnxmem.graph import GraphView
+from onnxmem.graph import GraphView
+from onnxmem.scheduling.registry import OrderOptions, register
 
 __all__ = ["ORDERS", "onnxruntime_order", "view_order"]
 
@@ -105,8 +104,14 @@ def _kahn(op_types: Sequence[str], ins: Sequence[Sequence[int]]) -> list[int]:
     return order
 
 
-def view_order(view: "GraphView", mode: str = "default") -> list[int]:
+def view_order(view: GraphView, mode: str = "default") -> list[int]:
     """:func:`onnxruntime_order` of a planning view's nodes (view op indices)."""
     producers = [[t.producer for x in op.reads if (t := view.tensors.get(x)) is not None and t.producer is not None]
                  for op in view.ops]
     return onnxruntime_order([op.op_type for op in view.ops], producers, mode)
+
+
+@register("onnxruntime", "the order onnxruntime runs the file's nodes in by default (its depth-first walk back "
+          "from the outputs, Shape and Size right after what they read)")
+def _onnxruntime(view: GraphView, options: OrderOptions) -> Sequence[int]:
+    return view_order(view, "default")
