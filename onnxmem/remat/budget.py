@@ -50,7 +50,7 @@ from onnxmem.remat.problem import RematProblem, build_problem, simulate
 from onnxmem.remat.registry import ALGORITHMS, Choice, RematOptions, choose
 from onnxmem.remat.rewrite import left_out, rewrite_model
 from onnxmem.scheduling import stable_topological_order
-from onnxmem.scheduling.onnxruntime import view_order
+from onnxmem.scheduling.onnxruntime import laid_out_order
 
 __all__ = ["KEEP", "Budgeted", "SweepPoint", "extra_cost", "parse_budget", "plan_with_budget", "sinks_early", "sweep"]
 
@@ -122,9 +122,7 @@ def node_costs(planned: Planned, path: str | os.PathLike[str], cost_model: str) 
 def _rewrite(original: Planned, problem: RematProblem, drops: Sequence[int], path: str | os.PathLike[str],
              opts: PlanOptions, keep: str) -> tuple[onnx.ModelProto, Planned]:
     """The rewrite of ``drops`` and its plan, in the order ``keep`` names (:data:`KEEP`)."""
-    sched = simulate(problem, drops)
-    layout = stable_topological_order(original.view) if keep == "onnxruntime" else None
-    rewritten = rewrite_model(original.model, original.view, problem, sched, layout=layout)
+    rewritten = rewrite_model(original.model, original.view, problem, simulate(problem, drops))
     return rewritten, _plan_rewritten(rewritten, path, opts, "onnxruntime" if keep == "onnxruntime" else "file")
 
 
@@ -162,14 +160,18 @@ def sinks_early(view: GraphView, order: Sequence[int]) -> tuple[int, ...]:
 
 
 def _problems(original: Planned, costs: dict[int, int], options: PlanOptions, keep: str) -> list[RematProblem]:
-    """``keep`` ``onnxruntime``: the problem under the order onnxruntime runs the model in. Else
+    """``keep`` ``onnxruntime``: the problem under the order onnxruntime runs the model in, with
+    its nodes in the file's order, in the planned order and in that with its sinks early. Else
     the problem under the planned order, under it with its sinks early (:func:`sinks_early`),
     and under the file order when those differ (an order chosen for the peak without
     recomputation can hold values a recomputing order would not)."""
-    if keep == "onnxruntime":
-        order = tuple(view_order(original.view))
-        return [build_problem(original.view, order, costs, io=options.io, alignment=options.alignment)]
-    orders = [tuple(original.liveness.order)]
+    planned = tuple(original.liveness.order)
+    if keep == "onnxruntime":  # each layout's nodes in the order onnxruntime derives from it
+        layouts = [tuple(stable_topological_order(original.view)), planned, sinks_early(original.view, planned)]
+        return [replace(build_problem(original.view, tuple(laid_out_order(original.view, layout)), costs,
+                                      io=options.io, alignment=options.alignment), layout=layout)
+                for layout in dict.fromkeys(layouts)]
+    orders = [planned]
     for o in (sinks_early(original.view, orders[0]), stable_topological_order(original.view)):
         if o not in orders:
             orders.append(o)

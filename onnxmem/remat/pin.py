@@ -53,9 +53,9 @@ def pin_duplicates(graph: onnx.GraphProto, duplicates: Collection[str],
 
     def empty_of(anchor: str) -> str:
         if anchor not in empties:
-            empties[anchor] = fresh(anchor + "__empty")
+            empties[anchor] = fresh(anchor + "_empty")
             after.setdefault(writer[anchor], []).append(helper.make_node(
-                "Shape", [anchor], [empties[anchor]], name=fresh(anchor + "__after"), start=0, end=0))
+                "Shape", [anchor], [empties[anchor]], name=fresh(anchor + "_shape"), start=0, end=0))
             graph.value_info.append(helper.make_tensor_value_info(empties[anchor], onnx.TensorProto.INT64, [0]))
         return empties[anchor]
 
@@ -102,11 +102,11 @@ def _pin(graph: onnx.GraphProto, node: onnx.NodeProto, empties: list[str],
     if x is None:
         return 0
     elem_type, dims = shapes[x]
-    graph.initializer.append(numpy_helper.from_array(np.asarray(dims, dtype=np.int64), fresh(x + "__dims")))
-    shape, pinned = fresh(x + "__shape"), fresh(x + "__pinned")
+    graph.initializer.append(numpy_helper.from_array(np.asarray(dims, dtype=np.int64), fresh(x + "_dims")))
+    shape, pinned = fresh(x + "_newshape"), fresh(x)
     graph.value_info.extend([helper.make_tensor_value_info(shape, onnx.TensorProto.INT64, [len(dims)]),
                              helper.make_tensor_value_info(pinned, elem_type, list(dims))])
-    out.extend([helper.make_node("Concat", [graph.initializer[-1].name, *empties], [shape], name=fresh(shape), axis=0),
-                helper.make_node("Reshape", [x, shape], [pinned], name=fresh(pinned))])
+    out.extend([helper.make_node("Concat", [graph.initializer[-1].name, *empties], [shape], name=fresh(shape + "_concat"), axis=0),
+                helper.make_node("Reshape", [x, shape], [pinned], name=fresh(pinned + "_reshape"))])
     node.input[:] = [pinned if y == x else y for y in node.input]
     return 1

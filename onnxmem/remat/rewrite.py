@@ -33,9 +33,11 @@ from onnxmem.remat.problem import RematProblem, Schedule
 from onnxmem.scheduling.onnxruntime import onnxruntime_order
 from onnxmem.shapes import opset_version
 
-__all__ = ["left_out", "rewrite_model"]
+__all__ = ["PIN_SUFFIX", "SUFFIX", "left_out", "rewrite_model"]
 
 SUFFIX = "__remat"
+#: the names of what a pin adds (:mod:`onnxmem.remat.pin`) end with it
+PIN_SUFFIX = "__pin"
 
 
 def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem, schedule: Schedule, *,
@@ -43,18 +45,19 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
     """``model`` with the recomputation of ``schedule`` written in (module doc); ``pin``: each
     block of duplicates made to wait for the value written right before it
     (:func:`~onnxmem.remat.pin.pin_duplicates`), so that onnxruntime runs it there too;
-    ``layout``: the order to write the original nodes in (view op indices; the problem's order
-    by default), each block of duplicates right before the node it was scheduled before."""
+    ``layout``: the order to write the original nodes in (view op indices; the problem's
+    ``layout``, else its order), each block of duplicates right before the node it was
+    scheduled before."""
     p = problem
     taken = {n for n in view.tensors} | {op.name for op in view.ops}
     for node in model.graph.node:
         taken.update(node.output)
 
-    def fresh(base: str) -> str:
-        name, k = base + SUFFIX, 1
+    def fresh(base: str, suffix: str = SUFFIX) -> str:
+        name, k = base + suffix, 1
         while name in taken:
             k += 1
-            name = f"{base}{SUFFIX}{k}"
+            name = f"{base}{suffix}{k}"
         taken.add(name)
         return name
 
@@ -80,6 +83,7 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
     out.CopyFrom(model)
     del out.graph.node[:]
     step_of = {op: s for s, op in enumerate(p.order)}
+    layout = layout or p.layout or None
     for op_index in layout if layout is not None else p.order:
         s = step_of[op_index]
         for producer, vs in before.get(s, {}).items():
@@ -116,7 +120,7 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
     if pin:
         shapes = {n: (t.elem_type, t.shape) for n, t in view.tensors.items()}
         shapes.update({name: shapes[p.name[v]] for v, name in copy_name.items() if p.name[v] in shapes})
-        pin_duplicates(out.graph, duplicates, shapes, fresh, opset=opset_version(out))
+        pin_duplicates(out.graph, duplicates, shapes, lambda base: fresh(base, PIN_SUFFIX), opset=opset_version(out))
     return out
 
 

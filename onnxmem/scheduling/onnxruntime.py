@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from onnxmem.graph import GraphView
 from onnxmem.scheduling.registry import OrderOptions, register
 
-__all__ = ["ORDERS", "onnxruntime_order", "view_order"]
+__all__ = ["ORDERS", "laid_out_order", "onnxruntime_order", "view_order"]
 
 #: ``mode`` -> onnxruntime's ``ExecutionOrder`` member
 ORDERS = {"default": "DEFAULT", "priority": "PRIORITY_BASED"}
@@ -106,9 +106,16 @@ def _kahn(op_types: Sequence[str], ins: Sequence[Sequence[int]]) -> list[int]:
 
 def view_order(view: GraphView, mode: str = "default") -> list[int]:
     """:func:`onnxruntime_order` of a planning view's nodes (view op indices)."""
-    producers = [[t.producer for x in op.reads if (t := view.tensors.get(x)) is not None and t.producer is not None]
-                 for op in view.ops]
-    return onnxruntime_order([op.op_type for op in view.ops], producers, mode)
+    return laid_out_order(view, range(len(view.ops)), mode)
+
+
+def laid_out_order(view: GraphView, layout: Sequence[int], mode: str = "default") -> list[int]:
+    """The order onnxruntime runs ``view``'s nodes in when the file holds them in ``layout``
+    (view op indices, a topological order), as view op indices."""
+    at = {op: k for k, op in enumerate(layout)}
+    producers = [[at[t.producer] for x in view.ops[op].reads
+                  if (t := view.tensors.get(x)) is not None and t.producer is not None] for op in layout]
+    return [layout[k] for k in onnxruntime_order([view.ops[op].op_type for op in layout], producers, mode)]
 
 
 @register("onnxruntime", "the order onnxruntime runs the file's nodes in by default (its depth-first walk back "
