@@ -23,8 +23,8 @@ from onnxmem.remat.budget import parse_budget, plan_with_budget
 from onnxmem.remat.cost import flops_costs, node_flops
 from onnxmem.remat.exact import brute_force, cpsat
 from onnxmem.remat.heuristics import pullers
-from onnxmem.remat.rewrite import PIN_SUFFIX
 from onnxmem.remat.registry import Choice
+from onnxmem.remat.rewrite import PIN_SUFFIX
 from onnxmem.remat.training import train_encoder, train_mlp, train_mobilenet, train_resnet
 
 from .helpers import file_order_view, make_model, vi

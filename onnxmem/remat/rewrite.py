@@ -110,18 +110,23 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
     for value in sorted(_drop_unread(out.graph, originals) & set(by_name)):
         _rename(out.graph, copy_name[by_name[value]], value)
         copy_name[by_name[value]] = value
-    infos = {vi.name: vi for vi in list(model.graph.output) + list(model.graph.value_info)}
-    for original, name in [(p.name[v], name) for v, name in copy_name.items()] + renamed:
-        if original in infos and name != original:
-            vi = onnx.ValueInfoProto()
-            vi.CopyFrom(infos[original])
-            vi.name = name
-            out.graph.value_info.append(vi)
+    _value_infos(out, model, [(p.name[v], name) for v, name in copy_name.items()] + renamed)
     if pin:
         shapes = {n: (t.elem_type, t.shape) for n, t in view.tensors.items()}
         shapes.update({name: shapes[p.name[v]] for v, name in copy_name.items() if p.name[v] in shapes})
         pin_duplicates(out.graph, duplicates, shapes, lambda base: fresh(base, PIN_SUFFIX), opset=opset_version(out))
     return out
+
+
+def _value_infos(out: onnx.ModelProto, model: onnx.ModelProto, pairs: list[tuple[str, str]]) -> None:
+    """Every ``(original, name)`` of ``pairs`` gets the original's value info under ``name``."""
+    infos = {vi.name: vi for vi in list(model.graph.output) + list(model.graph.value_info)}
+    for original, name in pairs:
+        if original in infos and name != original:
+            vi = onnx.ValueInfoProto()
+            vi.CopyFrom(infos[original])
+            vi.name = name
+            out.graph.value_info.append(vi)
 
 
 def _sort_topologically(graph: onnx.GraphProto) -> None:
