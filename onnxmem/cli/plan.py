@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Write the JSON plan here.")
 @click.option("--annotate", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="Write the model with the plan attached and nodes in planned order.")
+              help="Write the model with the plan attached and nodes in planned order (with --order onnxruntime, "
+                   "in the file's order, from which onnxruntime derives the plan's).")
 @planning_options
 @inputs_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")

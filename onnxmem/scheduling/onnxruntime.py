@@ -118,7 +118,7 @@ def laid_out_order(view: GraphView, layout: Sequence[int], mode: str = "default"
     return [layout[k] for k in onnxruntime_order([view.ops[op].op_type for op in layout], producers, mode)]
 
 
-@register("onnxruntime", "the order onnxruntime runs the file's nodes in by default (its depth-first walk back "
-          "from the outputs, Shape and Size right after what they read)")
+@register("onnxruntime", "the order onnxruntime runs the file in by default: a walk back from the outputs, "
+          "Shape and Size early")
 def _onnxruntime(view: GraphView, options: OrderOptions) -> Sequence[int]:
     return view_order(view, "default")
