@@ -173,3 +173,32 @@ def test_mobilenet_v2_rewrite_keeps_its_order_and_lowers_onnxruntimes_peak(tmp_p
     before = session_peak(src, {}, training=True, mem_pattern=False, runs=1)
     after = session_peak(out, {}, training=True, mem_pattern=False, runs=1)
     assert after.peak < 0.85 * before.peak
+
+
+def test_below_opset_15_nothing_is_pinned(tmp_path):
+    # Shape has no start and end before opset 15: nothing to pin with. In onnxruntime's order
+    # the duplicates then run early and 0.6x is out of reach (one line says how far it got);
+    # made for the planner's order, the rewrite fits, unpinned, and computes the same
+    from onnxmem.core.errors import OnnxmemError
+
+    model = chain_with_skips()
+    model.opset_import[0].version = 13
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    with pytest.raises(OnnxmemError, match="no plan fits --budget 6,144 B: the smallest arena"):
+        plan_with_budget(model, path, PlanOptions(), factor=0.6, algorithm="greedy")
+    got = plan_with_budget(model, path, PlanOptions(), factor=0.6, algorithm="greedy", keep="planner")
+    assert got.rewritten is not None
+    names = [n.name for n in got.rewritten.graph.node]
+    assert any(n.endswith(SUFFIX) for n in names) and not any(n.endswith(PIN_SUFFIX) for n in names)
+    cmp = compare_with_original(got.rewritten, got.planned.plan, got.planned.view, model,
+                                rewritten_path=path, original_path=path, options=ExecutionOptions())
+    assert not cmp.execution.findings and cmp.identical
+
+
+def test_a_bad_execution_order_is_one_line():
+    from onnxmem.core.errors import OnnxmemError
+    from onnxmem.runtime.footprint import session_peak
+
+    with pytest.raises(OnnxmemError, match="execution order 'sideways' is not one of default, priority"):
+        session_peak("unused.onnx", {}, order="sideways")
