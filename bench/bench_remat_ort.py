@@ -5,10 +5,11 @@ Usage (the training runtime: ``make training-env``)::
 
     .venv-training/bin/python bench/bench_remat_ort.py                # mobilenet_v2 bert resnet50
     .venv-training/bin/python bench/bench_remat_ort.py mobilenet_v2
+    .venv-training/bin/python bench/bench_remat_ort.py --factor 0.3 --keep onnxruntime mobilenet_v2
 
 For each graph of ``models/training``: a runnable copy (weights filled in,
 :func:`onnxmem.zoo.fixtures.materialize`) in a temporary folder, ``plan_with_budget`` at 0.5x
-with each ``keep`` (:data:`onnxmem.remat.budget.KEEP`), and
+(``--factor``) with each ``keep`` (:data:`onnxmem.remat.budget.KEEP`; ``--keep``), and
 :func:`onnxmem.runtime.footprint.session_peak` of the original and of the rewrite: the growth
 of a fresh process's peak resident size from before the session is made to the end of its
 runs, on one training step's inputs (made before the baseline), graph optimizations off. Two
@@ -54,7 +55,7 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f}"
 
 
-def measure(name: str, tmp: Path) -> list[str]:
+def measure(name: str, tmp: Path, factor: float = 0.5, keeps: tuple[str, ...] = ("onnxruntime", "planner")) -> list[str]:
     src = materialize(ROOT / "models" / "training" / f"{name}.train.onnx", tmp)
     if Path(src).parent != tmp:  # no weights to fill in: a copy beside the rewrites
         (tmp / Path(src).name).write_bytes(Path(src).read_bytes())
@@ -64,9 +65,11 @@ def measure(name: str, tmp: Path) -> list[str]:
     peaks = {label: session_peak(src, {}, training=True, **kw) for label, kw in SETTINGS}
     made = {}
     for keep, order in RUNS_IN:
+        if keep not in keeps:
+            continue
         if keep not in made:
             t = time.perf_counter()
-            got = plan_with_budget(model, src, PlanOptions(), factor=0.5, keep=keep)
+            got = plan_with_budget(model, src, PlanOptions(), factor=factor, keep=keep)
             made[keep] = got, time.perf_counter() - t
             assert got.rewritten is not None, f"{name}: nothing rewritten"
             onnx.save_model(got.rewritten, tmp / f"{name}.{keep}.onnx")
@@ -74,7 +77,7 @@ def measure(name: str, tmp: Path) -> list[str]:
         out = tmp / f"{name}.{keep}.onnx"
         for label, kw in SETTINGS:
             base, new = peaks[label], session_peak(out, {}, training=True, order=order, **kw)
-            rows.append(f"| {name} | {keep} ({order} order) | {label} | {_mib(got.planned.plan.arena_size)} of "
+            rows.append(f"| {name} | {factor:g}x | {keep} ({order} order) | {label} | {_mib(got.planned.plan.arena_size)} of "
                         f"{_mib(got.original.plan.arena_size)} | {got.extra_percent:.2f}% | {_mib(base.peak)} "
                         f"({_mib(base.created)}) | {_mib(new.peak)} ({_mib(new.created)}) | "
                         f"{new.peak / base.peak:.3f} | {(new.peak - new.created) / (base.peak - base.created):.3f} "
@@ -86,19 +89,22 @@ def measure(name: str, tmp: Path) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("graphs", nargs="*", default=list(GRAPHS))
+    parser.add_argument("--factor", type=float, default=0.5, help="the budget, x the arena without one")
+    parser.add_argument("--keep", action="append", choices=["onnxruntime", "planner"],
+                        help="an order to make rewrites for (repeatable; default both)")
     args = parser.parse_args()
     import onnxruntime
 
     print(f"Machine: {os.cpu_count()} cores, {platform.machine()}, CPU only; Python {platform.python_version()}, "
           f"onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.2f}.\n")
-    print("| graph | rewrite made for | onnxruntime settings | onnxmem arena MiB (of the original's) | extra FLOPs "
+    print("| graph | budget | rewrite made for | onnxruntime settings | onnxmem arena MiB (of the original's) | extra FLOPs "
           "| original peak MiB (session made) | rewrite peak MiB (session made) | peak ratio | ratio less the session "
           "| plan s |")
-    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="onnxmem-remat-ort-") as tmp:
         for name in args.graphs:
-            for row in measure(name, Path(tmp)):
+            for row in measure(name, Path(tmp), args.factor, tuple(args.keep or ("onnxruntime", "planner"))):
                 print(row, flush=True)
 
 
