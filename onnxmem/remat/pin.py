@@ -1,7 +1,7 @@
-"""Duplicates that onnxruntime runs where the rewrite put them: a data edge from the node before.
+"""Duplicates that onnxruntime runs where the rewrite put them: data edges from what their reader waits for.
 
 onnxruntime does not run a model's nodes in the file's order. Its default execution order
-(``GraphViewer``'s ``ExecutionOrder::DEFAULT``, :func:`onnxmem.runtime.order.default_order`)
+(``GraphViewer``'s ``ExecutionOrder::DEFAULT``, :func:`onnxmem.scheduling.onnxruntime.onnxruntime_order`)
 is a depth-first walk back from the nodes nothing reads, the last of them first, each node's
 producers taken highest file index first, a node emitted once its producers are. A duplicate
 sits right before the node that reads it, so it has the highest index among that reader's
@@ -9,16 +9,17 @@ producers: the walk emits it *first*, then the rest of what the reader needs (in
 step, the whole backward pass down to that point). The recomputed value then lives across that
 stretch, the peak the rewrite was made to avoid.
 
-:func:`pin_duplicates` adds, for each block of duplicates, a dependency on the value written
-right before the block (its *anchor*, an output of the last node before it in the rewritten
-order): ``E = Shape(anchor, start=0, end=0)`` (an empty ``int64`` tensor, written once per
-block, placed right after the anchor's writer, where onnxruntime runs a ``Shape`` anyway), and
-for each duplicate of the block that reads no output of another duplicate of the block, one of
-its inputs ``x`` (of a static shape) is read through ``Reshape(x, Concat(shape(x), E))``:
-the same shape, so the same values, and onnxruntime's CPU ``Reshape`` hands back its input's
-buffer (no copy). The duplicate then waits for the anchor; the others of the block wait for it.
-What this does not force: the order of nodes that are no duplicates (the original's nodes run
-in onnxruntime's order, as they did in the original model).
+:func:`pin_duplicates` makes each block of duplicates wait for what its reader (the node right
+after the block) reads besides the block's outputs: for each such value ``v``,
+``E = Shape(v, start=0, end=0)`` (an empty ``int64`` tensor, one per value, placed right after
+``v``'s writer, where onnxruntime runs a ``Shape`` anyway), and each duplicate of the block that
+reads no output of another duplicate of the block reads one of its inputs ``x`` (of a static
+shape) through ``Reshape(x, Concat(shape(x), E1, ..., Ek))``: the same shape, so the same
+values, and onnxruntime's CPU ``Reshape`` hands back its input's buffer (no copy). The walk
+then reaches the reader's other producers through the duplicate and emits the duplicate right
+before its reader; the others of the block follow it. What this does not force: the order of
+the original's nodes, which onnxruntime derives from the file's order as it does for the
+original (:mod:`onnxmem.remat.budget` states the problem over that order).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ PIN_OPS = ("Shape", "Concat", "Reshape")
 
 def pin_duplicates(graph: onnx.GraphProto, duplicates: Collection[str],
                    shapes: Mapping[str, tuple[int, tuple[int, ...]]], fresh: Callable[[str], str], *, opset: int) -> int:
-    """Pin each block of ``duplicates`` (node names) in ``graph`` after the node written right
-    before it (module doc); ``shapes``: ``(elem_type, static shape)`` of the values a duplicate
+    """Pin each block of ``duplicates`` (node names) in ``graph`` to what its reader waits for
+    (module doc); ``shapes``: ``(elem_type, static shape)`` of the values a duplicate
     may read (the new values get value infos from them); ``fresh``
     makes an unused name from a base. Returns the number of duplicates pinned (0 when the
     default opset is below 15, whose ``Shape`` has no ``start`` and ``end``)."""
