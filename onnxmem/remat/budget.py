@@ -4,15 +4,17 @@
 
 1. plan the model as usual (order, aliasing, assignment); if its arena fits
    the budget, that plan is the answer and the model is unchanged;
-2. otherwise build the recomputation problem for the planned order, for
-   it with its sinks early (:func:`sinks_early`: a gradient's accumulator
-   right after the gradient) and for the file order, those that differ
-   (:func:`~onnxmem.remat.problem.build_problem`), with the chosen cost model,
+2. otherwise build the recomputation problem (:func:`~onnxmem.remat.problem.build_problem`)
+   for the orders ``keep`` (:data:`KEEP`) names: with ``onnxruntime`` (the default), the
+   order onnxruntime runs the model in when its nodes sit in the file's order, in the
+   planned order, or in that with its sinks early (:func:`sinks_early`: a gradient's
+   accumulator right after the gradient); with ``planner``, those three orders themselves;
+   those that differ, with the chosen cost model,
    and let the algorithm choose what to drop under a *target* peak, at
    first the budget plus what the model counts above the unbudgeted arena
    (the cheaper order that fits wins);
 3. rewrite the model (:func:`~onnxmem.remat.rewrite.rewrite_model`) and plan
-   it in its written order; the problem's model of the peak knows only some of
+   it in the order it runs in (onnxruntime's, or the written one); the problem's model of the peak knows only some of
    the planner's sharing, so the arena can land above or below the target: when it is above
    the budget, the target becomes the model's peak of that choice less the
    difference and step 2 runs again (at most :data:`ROUNDS` times); drops
