@@ -170,7 +170,7 @@ fuzz:
 TRAINING_VENV ?= .venv-training
 TRAINING_PYTHON ?= $(TRAINING_VENV)/bin/python
 PYTHON311 ?= python3.11
-.PHONY: training-env training-models training-verify bench-training
+.PHONY: training-env training-models training-verify bench-training bench-remat-ort
 
 # onnxruntime-training-cpu 1.19.2 (the last published) with onnx 1.17, numpy < 2 and the
 # exporter; onnxmem itself without its onnxruntime-gpu dependency
@@ -197,6 +197,10 @@ bench-training:
 	$(TRAINING_PYTHON) bench/bench_training.py
 	$(TRAINING_PYTHON) tools/build_training.py --dynamo
 	$(TRAINING_PYTHON) bench/bench_training.py --dynamo
+
+# onnxruntime-training's own peak on the original step and on its 0.5x rewrites (table printed; docs/remat.md)
+bench-remat-ort:
+	$(TRAINING_PYTHON) bench/bench_remat_ort.py
 
 .PHONY: bench-fit
 # onnxmem fit against real onnxruntime sessions on the zoo models -> docs/fit.md

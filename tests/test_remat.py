@@ -24,6 +24,7 @@ from onnxmem.remat.cost import flops_costs, node_flops
 from onnxmem.remat.exact import brute_force, cpsat
 from onnxmem.remat.heuristics import pullers
 from onnxmem.remat.registry import Choice
+from onnxmem.remat.rewrite import PIN_SUFFIX
 from onnxmem.remat.training import train_encoder, train_mlp, train_mobilenet, train_resnet
 
 from .helpers import file_order_view, make_model, vi
@@ -315,6 +316,35 @@ def test_flops_of_conv_matmul_and_elementwise_by_hand():
     assert node_flops(view, view.ops[1]) == 384
 
 
+def test_flops_of_onnxruntime_training_ops_by_hand():
+    # a training step's own compute: ConvGrad writes dX and dW (a forward convolution's products
+    # each) and dB; BatchNormInternal and its gradient are normalisations; LSTMGrad twice LSTMTraining
+    ms = "com.microsoft"
+    w = numpy_helper.from_array(np.zeros((8, 4, 3, 3), np.float32), "w")
+    nodes = [helper.make_node("ConvGrad", ["dy", "x", "w"], ["dx", "dw", "db"], name="G", domain=ms),
+             helper.make_node("ConvGrad", ["dy", "x", "w"], ["", "dw2", ""], name="G2", domain=ms),
+             helper.make_node("BatchNormInternal", ["x", "s", "b", "m", "v"], ["bn", "rm", "rv", "sm", "si"],
+                              name="BN", domain=ms),
+             helper.make_node("LSTMTraining", ["seq", "lw", "lr"], ["h"], name="L", domain=ms),
+             helper.make_node("LSTMGrad", ["seq", "lw", "lr"], ["dseq"], name="LG", domain=ms)]
+    shapes = {"dy": [1, 8, 6, 8], "x": [1, 4, 6, 8], "dx": [1, 4, 6, 8], "dw": [8, 4, 3, 3], "db": [8],
+              "dw2": [8, 4, 3, 3], "s": [4], "b": [4], "m": [4], "v": [4], "bn": [1, 4, 6, 8], "rm": [4], "rv": [4],
+              "sm": [4], "si": [4], "seq": [5, 2, 3], "lw": [1, 4 * 7, 3], "lr": [1, 4 * 7, 7], "h": [5, 1, 2, 7],
+              "dseq": [5, 2, 3]}
+    model = make_model(nodes, [vi(n, shapes[n]) for n in ("dy", "x", "s", "b", "m", "v", "seq", "lw", "lr")],
+                       [vi(n, shapes[n]) for n in ("dx", "dw", "db", "dw2", "bn", "h", "dseq")], [w],
+                       value_info=[vi(n, shapes[n]) for n in ("rm", "rv", "sm", "si")])
+    model.opset_import.append(helper.make_opsetid(ms, 1))
+    view, _ = file_order_view(model)
+    flops = flops_costs(view, model)
+    conv = 2 * (8 * 6 * 8) * 4 * 9  # the forward convolution: 2 x |dY| x C_in x k x k
+    assert flops[0] == 2 * conv + 8 * 6 * 8  # dX, dW and dB (|dY|)
+    assert flops[1] == conv  # dW alone
+    assert flops[2] == 8 * (4 * 6 * 8)
+    lstm = 2 * 5 * 2 * 1 * 28 * (3 + 7)  # 2 x seq x batch x dirs x 4H x (I + H)
+    assert (flops[3], flops[4]) == (lstm, 2 * lstm)
+
+
 # -- budgets ------------------------------------------------------------------------------------
 
 
@@ -344,7 +374,8 @@ def run(model: onnx.ModelProto, feeds):
     (lambda: train_mlp(6, 0, batch=512, width=32), 0.8),
     (lambda: train_resnet(4, 0, batch=2, channels=32, spatial=16), 0.7),
     (lambda: train_mobilenet(4, 0, batch=2, channels=8, spatial=16), 0.5),
-    (lambda: train_encoder(3, 0, seq=128, dim=16), 0.5),
+    # onnxruntime's order of this graph holds 1.8% more than the planner's: 0.5x is out of reach in it
+    (lambda: train_encoder(3, 0, seq=128, dim=16), 0.55),
 ])
 def test_training_graph_fits_and_computes_the_same_gradients(tmp_path, build, factor):
     model = build()
@@ -399,6 +430,25 @@ def test_a_dense_block_fits_below_its_arena_by_recomputing_the_layer_before_its_
     cmp = compare_with_original(got.rewritten, got.planned.plan, got.planned.view, model,
                                 rewritten_path=path, original_path=path, options=ExecutionOptions())
     assert not cmp.execution.findings and cmp.identical and cmp.outputs
+
+
+@pytest.mark.parametrize("algorithm", ["greedy", pytest.param("exact", marks=needs_ortools)])
+def test_the_extra_compute_is_the_rewritten_models_over_the_originals(tmp_path, algorithm):
+    # the figure plan prints: the FLOPs of every node of the rewrite less those of the original
+    # (the duplicates, less the originals left out), whatever the algorithm counted
+    model = train_encoder(2, 0, seq=64, dim=16)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    got = plan_with_budget(model, path, PlanOptions(), factor=0.7, algorithm=algorithm, timeout=0.2)
+    assert got.rewritten is not None
+
+    def total(m: onnx.ModelProto) -> int:  # what a pin adds computes nothing: a shape and a view
+        view, _ = file_order_view(m)
+        return sum(c for k, c in flops_costs(view, m).items() if not view.ops[k].name.endswith(PIN_SUFFIX))
+
+    assert got.model_cost == total(model)
+    assert got.extra == total(got.rewritten) - total(model) > 0
+    assert got.planned.plan.extra["remat"]["extra_cost"] == got.extra
 
 
 def test_a_plan_that_fits_changes_nothing(tmp_path):
@@ -512,6 +562,7 @@ def test_measured_costs_name_every_node_and_drive_a_budget(tmp_path):
     assert all(c >= 0 for c in costs.values()) and sum(costs.values()) > 0
     # 0.95: the backward's element-wise Muls keep their own buffers (not in the in-place table),
     # and no recomputation brings the arena to 0.9 of it
-    got = plan_with_budget(model, path, PlanOptions(), factor=0.95, algorithm="greedy", cost_model="measured")
+    got = plan_with_budget(model, path, PlanOptions(), factor=0.95, algorithm="greedy", cost_model="measured",
+                           keep="planner")
     assert got.cost_model == "measured" and got.planned.plan.arena_size <= got.budget
     assert got.planned.plan.extra["remat"]["cost_model"] == "measured"

@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Write the JSON plan here.")
 @click.option("--annotate", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="Write the model with the plan attached and nodes in planned order.")
+              help="Write the model with the plan attached and nodes in planned order (with --order onnxruntime, "
+                   "in the file's order, from which onnxruntime derives the plan's).")
 @planning_options
 @inputs_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
@@ -64,6 +65,11 @@ if TYPE_CHECKING:
               help="With --budget: write the rewritten model (recomputed nodes duplicated; annotated with its plan).")
 @click.option("--remat", "remat_algorithm", type=RegistryChoice("remat"), default="auto", show_default=True,
               help="Recomputation algorithm; 'onnxmem list remat' names each with what it does.")
+@click.option("--remat-order", "remat_order", type=click.Choice(["onnxruntime", "planner"]), default="onnxruntime",
+              show_default=True,
+              help="With --budget: the order the rewrite is made for. onnxruntime: the order onnxruntime runs it in "
+                   "by default (duplicates wait for what their reader reads); planner: the planner's order, which "
+                   "onnxruntime keeps with SessionOptions.execution_order = PRIORITY_BASED.")
 @click.option("--cost", "cost_model", type=click.Choice(["flops", "measured"]), default="flops", show_default=True,
               help="What a recomputed node costs: FLOPs from shapes, or onnxruntime's measured kernel time.")
 @click.option("--budget-sweep", default=None, type=click.Path(dir_okay=False, path_type=str), metavar="PNG",
@@ -84,7 +90,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
          inputs_path: str | None, as_json: bool, budget: str | None = None, rewrite_out: str | None = None,
          remat_algorithm: str = "auto", cost_model: str = "flops", budget_sweep: str | None = None,
          pipeline: bool = False, optimize: str = "none", device: str = "cpu", fixed_cost: bool = False,
-         max_trips: int | None = None, checkpoint: str | None = None) -> None:
+         max_trips: int | None = None, checkpoint: str | None = None, remat_order: str = "onnxruntime") -> None:
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
@@ -137,13 +143,13 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
                              max_trips=max_trips, checkpoint=checkpoint)
     if budget_sweep is not None:
         outs.add(budget_sweep, "--budget-sweep")
-        _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout)
+        _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout, remat_order)
         return
     if rewrite_out is not None and budget is None:
         raise click.UsageError("--rewrite-out writes the model --budget rewrites; give --budget too")
     if budget is not None:
         _plan_budget(model, opts, outs, output, annotate, budget, rewrite_out, remat_algorithm, cost_model,
-                     timeout, as_json)
+                     timeout, as_json, remat_order)
         return
     result = plan_model(model, opts, progress=progress(sys.stderr.isatty() and not as_json))
     add_weight_files(outs, result.model if optimize == "none" else _load(model), model)
@@ -240,7 +246,7 @@ def _write_and_print(outs: OutputSet, onnx_model: onnx.ModelProto, the_plan: Mem
 
 def _plan_budget(model: str, opts: PlanOptions, outs: OutputSet, output: str | None, annotate: str | None,
                  budget: str, rewrite_out: str | None, algorithm: str, cost_model: str, timeout: float | None,
-                 as_json: bool) -> None:
+                 as_json: bool, keep: str) -> None:
     """``plan --budget``: plan, recompute when needed, write and summarize."""
     from onnxmem.model import load_model
     from onnxmem.remat.budget import parse_budget, plan_with_budget
@@ -251,7 +257,7 @@ def _plan_budget(model: str, opts: PlanOptions, outs: OutputSet, output: str | N
     onnx_model = load_model(model)
     add_weight_files(outs, onnx_model, model)
     got = plan_with_budget(onnx_model, model, opts, budget=size, factor=factor, algorithm=algorithm,
-                           cost_model=cost_model, timeout=timeout,
+                           cost_model=cost_model, timeout=timeout, keep=keep,
                            progress=progress(sys.stderr.isatty() and not as_json))
     planned = got.planned
     if rewrite_out is not None and got.rewritten is not None:
@@ -279,13 +285,13 @@ def _replace_path(planned: Planned, path: str) -> Planned:
 
 
 def _budget_sweep(model: str, opts: PlanOptions, outs: OutputSet, png: str, cost_model: str,
-                  timeout: float | None) -> None:
+                  timeout: float | None, keep: str) -> None:
     """``plan --budget-sweep PNG``: the frontier, printed and drawn."""
     from onnxmem.model import load_model
     from onnxmem.remat.budget import plot_sweep, sweep
 
     onnx_model = load_model(model)
-    original, points = sweep(onnx_model, model, opts, cost_model=cost_model, timeout=timeout,
+    original, points = sweep(onnx_model, model, opts, cost_model=cost_model, timeout=timeout, keep=keep,
                              progress=progress(sys.stderr.isatty()))
     base = original.plan.arena_size
     outs.put(png, plot_sweep(points, base, f"{Path(model).name}: arena against extra compute"))

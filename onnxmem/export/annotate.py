@@ -7,7 +7,9 @@ Keys written (all strings, as ONNX requires):
   ``onnxmem.alignment``: the headline numbers, for tools that read one key.
 
 Nodes get the unique names the plan refers to and are written in the plan's
-order, so a runtime that executes nodes in file order follows the plan. The
+order, so a runtime that executes nodes in file order follows the plan; a plan
+made in the ``onnxruntime`` order keeps the file's order instead, from which
+onnxruntime derives the plan's order (:mod:`onnxmem.scheduling.onnxruntime`). The
 model still passes ``onnx.checker`` and runs in onnxruntime. External weights
 stay where they are: the annotated model must live in the same folder as the
 original so its data references still resolve.
@@ -40,7 +42,8 @@ def annotate_model(model: onnx.ModelProto, plan: MemoryPlan) -> onnx.ModelProto:
     if set(by_name) != set(plan.order):
         raise PlanError("the plan's node order does not name this model's nodes; re-plan the model")
     nodes = []
-    for name in plan.order:
+    # onnxruntime derives its order from the file's: written in that order, it would run another
+    for name in names if plan.order_strategy == "onnxruntime" else plan.order:
         node = onnx.NodeProto()
         node.CopyFrom(by_name[name])
         node.name = name

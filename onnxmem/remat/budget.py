@@ -4,15 +4,17 @@
 
 1. plan the model as usual (order, aliasing, assignment); if its arena fits
    the budget, that plan is the answer and the model is unchanged;
-2. otherwise build the recomputation problem for the planned order, for
-   it with its sinks early (:func:`sinks_early`: a gradient's accumulator
-   right after the gradient) and for the file order, those that differ
-   (:func:`~onnxmem.remat.problem.build_problem`), with the chosen cost model,
+2. otherwise build the recomputation problem (:func:`~onnxmem.remat.problem.build_problem`)
+   for the orders ``keep`` (:data:`KEEP`) names: with ``onnxruntime`` (the default), the
+   order onnxruntime runs the model in when its nodes sit in the file's order, in the
+   planned order, or in that with its sinks early (:func:`sinks_early`: a gradient's
+   accumulator right after the gradient); with ``planner``, those three orders themselves;
+   those that differ, with the chosen cost model,
    and let the algorithm choose what to drop under a *target* peak, at
    first the budget plus what the model counts above the unbudgeted arena
    (the cheaper order that fits wins);
 3. rewrite the model (:func:`~onnxmem.remat.rewrite.rewrite_model`) and plan
-   it in its written order; the problem's model of the peak knows only some of
+   it in the order it runs in (onnxruntime's, or the written one); the problem's model of the peak knows only some of
    the planner's sharing, so the arena can land above or below the target: when it is above
    the budget, the target becomes the model's peak of that choice less the
    difference and step 2 runs again (at most :data:`ROUNDS` times); drops
@@ -50,14 +52,30 @@ from onnxmem.remat.problem import RematProblem, build_problem, simulate
 from onnxmem.remat.registry import ALGORITHMS, Choice, RematOptions, choose
 from onnxmem.remat.rewrite import left_out, rewrite_model
 from onnxmem.scheduling import stable_topological_order
+from onnxmem.scheduling.onnxruntime import laid_out_order
 
-__all__ = ["Budgeted", "SweepPoint", "parse_budget", "plan_with_budget", "sinks_early", "sweep"]
+__all__ = ["KEEP", "Budgeted", "SweepPoint", "extra_cost", "parse_budget", "plan_with_budget", "sinks_early", "sweep"]
 
 #: graphs of more steps try the file order only when the planned one found nothing
 LARGE = 1000
 
 #: rounds of step 3 (target lowered after the arena came out above the budget)
 ROUNDS = 6
+
+#: ``keep``: the order a rewrite is made for, and planned in
+KEEP = {
+    "onnxruntime": "onnxruntime's default execution order: the problem is stated over the order onnxruntime "
+                   "runs the model in, the rewrite keeps the file's node order with each block of duplicates "
+                   "right before its reader and waiting for the reader's other inputs, and is planned in the "
+                   "order onnxruntime runs it in",
+    "planner": "the planner's order (and two others): the rewrite is written in it and planned in file order; "
+               "onnxruntime keeps it with SessionOptions.execution_order = PRIORITY_BASED",
+}
+
+
+def _check_keep(keep: str) -> None:
+    if keep not in KEEP:
+        raise OnnxmemError(f"--remat-order {show_name(keep)} is not one of {', '.join(KEEP)}")
 
 def parse_budget(text: str) -> tuple[int | None, float | None]:
     """``'64MiB'`` -> ``(67108864, None)``; ``'0.5x'`` -> ``(None, 0.5)``; bytes or a factor
@@ -103,8 +121,15 @@ def node_costs(planned: Planned, path: str | os.PathLike[str], cost_model: str) 
     return flops_costs(planned.view, planned.model)
 
 
-def _plan_rewritten(rewritten: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptions) -> Planned:
-    planned = plan_loaded(rewritten, path, replace(opts, order="file", measure_shapes=False))
+def _rewrite(original: Planned, problem: RematProblem, drops: Sequence[int], path: str | os.PathLike[str],
+             opts: PlanOptions, keep: str) -> tuple[onnx.ModelProto, Planned]:
+    """The rewrite of ``drops`` and its plan, in the order ``keep`` names (:data:`KEEP`)."""
+    rewritten = rewrite_model(original.model, original.view, problem, simulate(problem, drops))
+    return rewritten, _plan_rewritten(rewritten, path, opts, "onnxruntime" if keep == "onnxruntime" else "file")
+
+
+def _plan_rewritten(rewritten: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptions, order: str) -> Planned:
+    planned = plan_loaded(rewritten, path, replace(opts, order=order, measure_shapes=False))
     data = rewritten.SerializeToString()
     model_info = {**planned.plan.model, "sha256": hashlib.sha256(data).hexdigest()}
     return replace(planned, plan=replace(planned.plan, model=model_info))
@@ -136,11 +161,19 @@ def sinks_early(view: GraphView, order: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _problems(original: Planned, costs: dict[int, int], options: PlanOptions) -> list[RematProblem]:
-    """The problem under the planned order, under it with its sinks early (:func:`sinks_early`),
+def _problems(original: Planned, costs: dict[int, int], options: PlanOptions, keep: str) -> list[RematProblem]:
+    """``keep`` ``onnxruntime``: the problem under the order onnxruntime runs the model in, with
+    its nodes in the file's order, in the planned order and in that with its sinks early. Else
+    the problem under the planned order, under it with its sinks early (:func:`sinks_early`),
     and under the file order when those differ (an order chosen for the peak without
     recomputation can hold values a recomputing order would not)."""
-    orders = [tuple(original.liveness.order)]
+    planned = tuple(original.liveness.order)
+    if keep == "onnxruntime":  # each layout's nodes in the order onnxruntime derives from it
+        layouts = [tuple(stable_topological_order(original.view)), planned, sinks_early(original.view, planned)]
+        return [replace(build_problem(original.view, tuple(laid_out_order(original.view, layout)), costs,
+                                      io=options.io, alignment=options.alignment), layout=layout)
+                for layout in dict.fromkeys(layouts)]
+    orders = [planned]
     for o in (sinks_early(original.view, orders[0]), stable_topological_order(original.view)):
         if o not in orders:
             orders.append(o)
@@ -148,7 +181,7 @@ def _problems(original: Planned, costs: dict[int, int], options: PlanOptions) ->
 
 
 def _best_attempt(original: Planned, problems: Sequence[RematProblem], path: str | os.PathLike[str],
-                  opts: PlanOptions, budget: int, algorithm: str, ropts: RematOptions
+                  opts: PlanOptions, budget: int, algorithm: str, ropts: RematOptions, keep: str
                   ) -> tuple[tuple[Choice, onnx.ModelProto, Planned] | None, RematProblem]:
     """The cheapest fitting :func:`_attempt` over ``problems`` (each order gets the whole timeout;
     past :data:`LARGE` steps, the next order only when none fitted yet)."""
@@ -157,14 +190,14 @@ def _best_attempt(original: Planned, problems: Sequence[RematProblem], path: str
     for problem in problems:
         if best is not None and problem.steps > LARGE:
             break
-        got = _attempt(original, problem, path, opts, budget, algorithm, ropts)
+        got = _attempt(original, problem, path, opts, budget, algorithm, ropts, keep)
         if got is not None and (best is None or got[0].cost < best[0].cost):
             best, best_problem = got, problem
     return best, best_problem
 
 
 def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions,
-             budget: int, algorithm: str, ropts: RematOptions) -> tuple[Choice, onnx.ModelProto, Planned] | None:
+             budget: int, algorithm: str, ropts: RematOptions, keep: str) -> tuple[Choice, onnx.ModelProto, Planned] | None:
     """Steps 2-3 of the module doc: the first rewrite whose arena fits, else ``None``."""
     # the model knows only some of the planner's sharing: where it sees more bytes, the target starts higher
     target = budget + max(0, simulate(problem, ()).peak - original.plan.arena_size)
@@ -172,9 +205,7 @@ def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[s
         choice = choose(problem, target, algorithm, ropts)
         if not choice.fits and not choice.dropped:
             return None
-        sched = simulate(problem, choice.dropped)
-        rewritten = rewrite_model(original.model, original.view, problem, sched)
-        planned = _plan_rewritten(rewritten, path, opts)
+        rewritten, planned = _rewrite(original, problem, choice.dropped, path, opts, keep)
         if planned.plan.arena_size <= budget:  # a set over the target can fit: the planner shares more
             return replace(choice, status=choice.status if choice.fits else "feasible"), rewritten, planned
         if not choice.fits:
@@ -187,9 +218,11 @@ def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[s
 
 def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOptions, *,
                      budget: int | None = None, factor: float | None = None, algorithm: str = "auto",
-                     cost_model: str = "flops", timeout: float | None = None,
+                     cost_model: str = "flops", timeout: float | None = None, keep: str = "onnxruntime",
                      progress: Callable[[str], None] | None = None) -> Budgeted:
-    """Plan ``model`` to fit ``budget`` bytes (or ``factor`` x its unbudgeted arena); module doc."""
+    """Plan ``model`` to fit ``budget`` bytes (or ``factor`` x its unbudgeted arena); module doc.
+    ``keep``: which order the rewrite must hold in (:data:`KEEP`)."""
+    _check_keep(keep)
     say = progress or (lambda _m: None)
     t0 = time.perf_counter()
     original = plan_loaded(model, path, options, progress)
@@ -198,14 +231,14 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
         return Budgeted(original, original, limit, None, 0, 0, cost_model, None, time.perf_counter() - t0)
     say(f"costing {len(original.view.ops)} nodes ({cost_model})")
     costs = node_costs(original, path, cost_model)
-    problems = _problems(original, costs, options)
+    problems = _problems(original, costs, options, keep)
     total = model_cost(costs)
     ropts = RematOptions(timeout=timeout, seed=options.seed)
     say(f"choosing what to recompute ({algorithm})")
-    got, problem = _best_attempt(original, problems, path, options, limit, algorithm, ropts)
+    got, problem = _best_attempt(original, problems, path, options, limit, algorithm, ropts, keep)
     if got is None:  # the rewrite with the smallest arena (over the orders) may still fit
         for candidate in problems[:1] if problems[0].steps > LARGE else problems:
-            small = _smallest(original, candidate, path, options)
+            small = _smallest(original, candidate, path, options, keep)
             if small is not None and (got is None or small[2].plan.arena_size < got[2].plan.arena_size):
                 got, problem = small, candidate
         if got is None or got[2].plan.arena_size > limit:
@@ -213,9 +246,8 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
                                             min(problems, key=lambda q: q.floor()[0]), limit))
     choice, rewritten, planned = got
     at = simulate(problem, choice.dropped).at
-    # an original left out runs once, as its duplicate, later: no extra compute
     gone = set(left_out(original.view, rewritten))
-    cost = choice.cost - sum(costs.get(k, 0) for k in gone)
+    cost = extra_cost(problem, choice, original.view, rewritten, costs)
     again = [v for v in choice.dropped if at[v] < problem.steps]
     extra = {"budget": limit, "algorithm": choice.algorithm, "status": choice.status, "cost_model": cost_model,
              "extra_cost": cost, "model_cost": total, "original_arena": original.plan.arena_size,
@@ -226,16 +258,25 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
                     time.perf_counter() - t0)
 
 
-def _smallest(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions
-              ) -> tuple[Choice, onnx.ModelProto, Planned] | None:
+def extra_cost(problem: RematProblem, choice: Choice, view: GraphView, rewritten: onnx.ModelProto,
+               costs: dict[int, int]) -> int:
+    """What the rewritten model computes beyond the original: the cost of every duplicated node
+    (one per producer and step, as the rewrite writes them) less that of the originals it left
+    out (each runs once, as its duplicate, later). ``choice.cost`` is the algorithm's own
+    measure, which may count a node with several dropped outputs once per value."""
+    duplicated = simulate(problem, choice.dropped).cost
+    return duplicated - sum(costs.get(k, 0) for k in left_out(view, rewritten))
+
+
+def _smallest(original: Planned, problem: RematProblem, path: str | os.PathLike[str], opts: PlanOptions,
+              keep: str) -> tuple[Choice, onnx.ModelProto, Planned] | None:
     """The rewrite with the smallest arena of two: every droppable value dropped, and
     ``greedy`` toward an arena of 0 (``None`` when neither is below the unbudgeted arena)."""
     best: tuple[Choice, onnx.ModelProto, Planned] | None = None
     every = [v for v, ok in enumerate(problem.droppable) if ok]
     for drops in (every, list(choose(problem, 0, "greedy", RematOptions(timeout=5.0)).dropped)):
         sched = simulate(problem, drops)
-        rewritten = rewrite_model(original.model, original.view, problem, sched)
-        planned = _plan_rewritten(rewritten, path, opts)
+        rewritten, planned = _rewrite(original, problem, drops, path, opts, keep)
         top = best[2].plan.arena_size if best is not None else original.plan.arena_size
         if planned.plan.arena_size < top:
             best = (Choice(sched.dropped, sched.cost, sched.peak, "feasible", "smallest"), rewritten, planned)
@@ -275,12 +316,14 @@ class SweepPoint:
 def sweep(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOptions, *,
           factors: Sequence[float] = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3),
           algorithms: Sequence[str] = ("greedy", "mirror", "sqrt", "exact"), cost_model: str = "flops",
-          timeout: float | None = None, progress: Callable[[str], None] | None = None) -> tuple[Planned, list[SweepPoint]]:
+          timeout: float | None = None, keep: str = "onnxruntime",
+          progress: Callable[[str], None] | None = None) -> tuple[Planned, list[SweepPoint]]:
     """Every algorithm at every ``factor`` x the unbudgeted arena: the frontier (module doc)."""
+    _check_keep(keep)
     say = progress or (lambda _m: None)
     original = plan_loaded(model, path, options, progress)
     costs = node_costs(original, path, cost_model)
-    problems = _problems(original, costs, options)
+    problems = _problems(original, costs, options, keep)
     total = model_cost(costs)
     points: list[SweepPoint] = []
     for f in factors:
@@ -294,14 +337,16 @@ def sweep(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOpt
                 points.append(SweepPoint(name, limit, f, original.plan.arena_size, 0, 0.0, "unchanged",
                                          time.perf_counter() - t, True))
                 continue
-            got, _ = _best_attempt(original, problems, path, options, limit, name, RematOptions(timeout=timeout))
+            got, problem = _best_attempt(original, problems, path, options, limit, name, RematOptions(timeout=timeout),
+                                         keep)
             secs = time.perf_counter() - t
             if got is None:
                 points.append(SweepPoint(name, limit, f, 0, 0, 0.0, "none", secs, False))
                 continue
-            choice, _, planned = got
-            points.append(SweepPoint(name, limit, f, planned.plan.arena_size, choice.cost,
-                                     100.0 * choice.cost / total if total else 0.0, choice.status, secs, True))
+            choice, rewritten, planned = got
+            cost = extra_cost(problem, choice, original.view, rewritten, costs)
+            points.append(SweepPoint(name, limit, f, planned.plan.arena_size, cost,
+                                     100.0 * cost / total if total else 0.0, choice.status, secs, True))
     return original, points
 
 

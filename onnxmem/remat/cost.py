@@ -8,7 +8,17 @@ planning view carries (a multiply-add is 2):
   Gemm: ``2 * M * N * K`` (the bias adds ``|Y|``);
 * attention pieces: Softmax and LogSoftmax ``5 * |X|``; normalisations
   (BatchNormalization, LayerNormalization, InstanceNormalization,
-  GroupNormalization, LRN): ``8 * |X|``;
+  GroupNormalization, LRN, onnxruntime's BatchNormInternal): ``8 * |X|``;
+* recurrent layers (LSTM, GRU, RNN; onnxruntime's LSTMTraining): the gate
+  products, ``2 * seq * batch * directions * gates * H * (I + H)``;
+* onnxruntime's gradient ops, so that a training step's own compute is
+  counted: ConvGrad ``2 * |dY| * (C_in / group) * prod(kernel)`` for each of
+  ``dX`` and ``dW`` it writes (``|dY|`` for ``dB``), ConvTransposeGrad the
+  same over ``|X|``, LSTMGrad twice LSTMTraining, the normalisations'
+  gradients ``8 * |X|``, SoftmaxGrad ``5 * |dY|``, the transcendental
+  gradients (GeluGrad, TanhGrad, ...) ``4 * |dX|``, MaxPoolGrad and
+  AveragePoolGrad ``|dX| * prod(kernel)``; the losses (SoftmaxCrossEntropyLoss
+  and its gradient) ``5 * |scores|``;
 * element-wise: ``|Y|``, and ``4 * |Y|`` for transcendental ones (Exp, Log,
   Tanh, Sigmoid, Erf, Gelu, Pow, Sqrt, Softplus, ...);
 * pooling: ``|Y| * prod(kernel)`` (global pooling and reductions: ``|X|``);
@@ -47,10 +57,24 @@ TRANSCENDENTAL = frozenset({
     "Celu", "Mish", "HardSwish", "HardSigmoid", "ThresholdedRelu",
 })
 NORMALISATIONS = frozenset({
-    "BatchNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization", "LRN",
+    "BatchNormInternal", "BatchNormalizationGrad", "LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad",
+    "InstanceNormalizationGrad", "SkipLayerNormalizationGrad", "BatchNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization", "LRN",
     "MeanVarianceNormalization", "RMSNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
 })
-POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
+POOLS = frozenset({"MaxPool", "AveragePool", "LpPool", "MaxPoolGrad", "AveragePoolGrad"})
+#: onnxruntime's gradients of transcendental ops: ``4 * |dX|``
+TRANSCENDENTAL_GRADS = frozenset({
+    "GeluGrad", "FastGeluGrad", "BiasGeluGrad_dX", "BiasFastGeluGrad_dX", "TanhGrad", "SigmoidGrad", "QuickGeluGrad",
+    "SoftplusGrad", "LeakyReluGrad",
+})
+SOFTMAXES = frozenset({"Softmax", "LogSoftmax", "SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad", "LogSoftmaxGrad_13"})
+LOSSES = frozenset({
+    "SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyLossGrad", "SoftmaxCrossEntropyLossInternal",
+    "SoftmaxCrossEntropyLossInternalGrad", "SoftmaxCrossEntropy", "SoftmaxCrossEntropyGrad",
+    "SparseSoftmaxCrossEntropy", "SparseSoftmaxCrossEntropyGrad",
+})
+#: recurrent layers and how many gates each has
+RECURRENT = {"LSTM": 4, "LSTMTraining": 4, "LSTMGrad": 4, "GRU": 3, "GRUTraining": 3, "GRUGrad": 3, "RNN": 1}
 GLOBAL_POOLS = frozenset({"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
 REDUCTIONS = frozenset({
     "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
@@ -98,8 +122,16 @@ def node_flops(view: GraphView, op: Op, node: onnx.NodeProto | None = None) -> i
         trans = _attr(node, "transA")
         k = (a[0] if trans else a[-1]) if a else 1
         return 2 * out * k + (out if len(op.inputs) > 2 and op.inputs[2] else 0)
-    if t in ("Softmax", "LogSoftmax"):
+    if t in ("ConvGrad", "ConvTransposeGrad"):
+        return _conv_grad_flops(view, op)
+    if t in RECURRENT:
+        return _recurrent_flops(view, op, RECURRENT[t])
+    if t in SOFTMAXES:
         return 5 * _numel(view, first)
+    if t in LOSSES:
+        return 5 * max((_numel(view, n) for n in op.inputs if n), default=0)
+    if t in TRANSCENDENTAL_GRADS:
+        return 4 * out
     if t in NORMALISATIONS:
         return 8 * _numel(view, first)
     if t in POOLS:
@@ -110,6 +142,30 @@ def node_flops(view: GraphView, op: Op, node: onnx.NodeProto | None = None) -> i
     if t in TRANSCENDENTAL:
         return 4 * out
     return out
+
+
+def _conv_grad_flops(view: GraphView, op: Op) -> int:
+    """ConvGrad / ConvTransposeGrad (inputs ``dY, X, W``; outputs ``dX, dW, dB``): the forward
+    convolution's products once for each of ``dX`` and ``dW`` written, ``|dY|`` for ``dB``."""
+    w = _shape(view, op.inputs[2]) if len(op.inputs) > 2 else ()
+    dy = _numel(view, op.inputs[0]) if op.inputs else 0
+    if len(w) < 3:
+        return sum(_numel(view, o) for o in op.outputs if o)
+    kernel = int(np.prod(w[2:], dtype=np.int64))
+    per = 2 * (_numel(view, op.inputs[1]) if op.op_type == "ConvTransposeGrad" else dy) * w[1] * kernel
+    outs = list(op.outputs) + ["", "", ""]
+    return per * sum(1 for o in outs[:2] if o) + (dy if outs[2] else 0)
+
+
+def _recurrent_flops(view: GraphView, op: Op, gates: int) -> int:
+    """The gate products of a recurrent layer (inputs ``X [seq, batch, I]``, ``W [dirs, gates * H, I]``,
+    ``R [dirs, gates * H, H]``); a gradient op (``...Grad``) computes them twice."""
+    x, w = _shape(view, op.inputs[0]) if op.inputs else (), _shape(view, op.inputs[1]) if len(op.inputs) > 1 else ()
+    if len(x) != 3 or len(w) != 3:
+        return sum(_numel(view, o) for o in op.outputs if o)
+    hidden = w[1] // gates
+    once = 2 * x[0] * x[1] * w[0] * w[1] * (w[2] + hidden)
+    return 2 * once if op.op_type.endswith("Grad") else once
 
 
 def flops_costs(view: GraphView, model: onnx.ModelProto) -> dict[int, int]:

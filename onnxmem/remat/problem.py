@@ -150,6 +150,9 @@ class RematProblem:
     groups: tuple[tuple[int, tuple[int, ...]], ...] = ()
     spare: tuple[int, ...] = ()
     inplace: tuple[tuple[int, int, int], ...] = ()
+    #: the order the rewrite writes the nodes in the file (view indices; empty: ``order``), when
+    #: onnxruntime derives ``order`` from it (:mod:`onnxmem.scheduling.onnxruntime`)
+    layout: tuple[int, ...] = ()
     #: numpy copies for :func:`simulate`: sizes, first slots, end slots, grouped mask
     arrays: tuple[np.ndarray, ...] = field(default=(), compare=False, repr=False)
 

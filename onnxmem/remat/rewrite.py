@@ -22,29 +22,42 @@ unread stays.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import onnx
 
 from onnxmem.graph import GraphView
 from onnxmem.model import body_captures
+from onnxmem.remat.pin import pin_duplicates
 from onnxmem.remat.problem import RematProblem, Schedule
+from onnxmem.scheduling.onnxruntime import onnxruntime_order
+from onnxmem.shapes import opset_version
 
-__all__ = ["left_out", "rewrite_model"]
+__all__ = ["PIN_SUFFIX", "SUFFIX", "left_out", "rewrite_model"]
 
 SUFFIX = "__remat"
+#: the names of what a pin adds (:mod:`onnxmem.remat.pin`) end with it
+PIN_SUFFIX = "__pin"
 
 
-def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem, schedule: Schedule) -> onnx.ModelProto:
-    """``model`` with the recomputation of ``schedule`` written in (module doc)."""
+def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem, schedule: Schedule, *,
+                  pin: bool = True, layout: Sequence[int] | None = None) -> onnx.ModelProto:
+    """``model`` with the recomputation of ``schedule`` written in (module doc); ``pin``: each
+    block of duplicates made to wait for the value written right before it
+    (:func:`~onnxmem.remat.pin.pin_duplicates`), so that onnxruntime runs it there too;
+    ``layout``: the order to write the original nodes in (view op indices; the problem's
+    ``layout``, else its order), each block of duplicates right before the node it was
+    scheduled before."""
     p = problem
     taken = {n for n in view.tensors} | {op.name for op in view.ops}
     for node in model.graph.node:
         taken.update(node.output)
 
-    def fresh(base: str) -> str:
-        name, k = base + SUFFIX, 1
+    def fresh(base: str, suffix: str = SUFFIX) -> str:
+        name, k = base + suffix, 1
         while name in taken:
             k += 1
-            name = f"{base}{SUFFIX}{k}"
+            name = f"{base}{suffix}{k}"
         taken.add(name)
         return name
 
@@ -65,16 +78,21 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
 
     nodes = list(model.graph.node)
     renamed: list[tuple[str, str]] = []  # (original output, the name a duplicate writes it under)
+    duplicates: set[str] = set()
     out = onnx.ModelProto()
     out.CopyFrom(model)
     del out.graph.node[:]
-    for s, op_index in enumerate(p.order):
+    step_of = {op: s for s, op in enumerate(p.order)}
+    layout = layout or p.layout or None
+    for op_index in layout if layout is not None else p.order:
+        s = step_of[op_index]
         for producer, vs in before.get(s, {}).items():
             mine = {p.name[w]: copy_name[w] for w in vs}
             src = nodes[view.ops[p.order[producer]].index]
             dup = onnx.NodeProto()
             dup.CopyFrom(src)
             dup.name = fresh(view.ops[p.order[producer]].name)
+            duplicates.add(dup.name)
             written = [mine[o] if o in mine else (fresh(o) if o else "") for o in src.output]
             del dup.output[:]
             dup.output.extend(written)
@@ -86,18 +104,41 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
         node.name = view.ops[op_index].name
         node.input[:] = [reads_copy(x, s) if x else x for x in node.input]
         out.graph.node.append(node)
+    if layout is not None:
+        _sort_topologically(out.graph)
     originals = {view.ops[p.order[p.producer[v]]].name for v in at}
     for value in sorted(_drop_unread(out.graph, originals) & set(by_name)):
         _rename(out.graph, copy_name[by_name[value]], value)
         copy_name[by_name[value]] = value
+    _value_infos(out, model, [(p.name[v], name) for v, name in copy_name.items()] + renamed)
+    if pin:
+        shapes = {n: (t.elem_type, t.shape) for n, t in view.tensors.items()}
+        shapes.update({name: shapes[p.name[v]] for v, name in copy_name.items() if p.name[v] in shapes})
+        pin_duplicates(out.graph, duplicates, shapes, lambda base: fresh(base, PIN_SUFFIX), opset=opset_version(out))
+    return out
+
+
+def _value_infos(out: onnx.ModelProto, model: onnx.ModelProto, pairs: list[tuple[str, str]]) -> None:
+    """Every ``(original, name)`` of ``pairs`` gets the original's value info under ``name``."""
     infos = {vi.name: vi for vi in list(model.graph.output) + list(model.graph.value_info)}
-    for original, name in [(p.name[v], name) for v, name in copy_name.items()] + renamed:
+    for original, name in pairs:
         if original in infos and name != original:
             vi = onnx.ValueInfoProto()
             vi.CopyFrom(infos[original])
             vi.name = name
             out.graph.value_info.append(vi)
-    return out
+
+
+def _sort_topologically(graph: onnx.GraphProto) -> None:
+    """``graph``'s nodes in a topological order, each as early in the file as it can be (a
+    duplicate that another duplicate reads may sit later in a layout than in the problem's order)."""
+    nodes = list(graph.node)
+    writer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    producers = [[writer[x] for x in n.input if x in writer] for n in nodes]
+    order = onnxruntime_order(["" for _ in nodes], producers, "priority")
+    if order != list(range(len(nodes))):
+        del graph.node[:]
+        graph.node.extend(nodes[i] for i in order)
 
 
 def _drop_unread(graph: onnx.GraphProto, candidates: set[str]) -> set[str]:

@@ -192,16 +192,33 @@ def cache_text(cache: str | os.PathLike[str], cost: FixedCost) -> str:
 ARENA_EXTEND = {"next-power-of-two": 0, "same-as-requested": 1}
 
 
+def _feeds(path: str, shapes: Mapping[str, tuple[int, ...]], training: bool) -> dict[str, Any]:
+    """Seeded inputs of the model at ``path``: random ones of ``shapes``, or a training step's
+    (:func:`onnxmem.runtime.training.training_feeds`: labels in range, buffers reset)."""
+    from onnxmem.model import load_model
+    from onnxmem.runtime.ort import random_inputs
+
+    model = load_model(path)
+    if not training:
+        return random_inputs(model, shapes)
+    from onnxmem.graph import build_view
+    from onnxmem.runtime.training import training_feeds
+    from onnxmem.shapes import infer_shapes
+
+    return training_feeds(model, build_view(model, infer_shapes(model, input_shapes=shapes or None)))
+
+
 def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
                      mem_pattern: bool, arena: bool, prepack: bool = True,
-                     arena_extend: str | None = None) -> SessionPeak:
+                     arena_extend: str | None = None, training: bool = False, order: str = "default") -> SessionPeak:
     import onnxruntime as ort
 
-    from onnxmem.model import load_model
-    from onnxmem.runtime.ort import first_line, random_inputs, run_bounded
+    from onnxmem.runtime.ort import first_line, run_bounded
+    from onnxmem.scheduling.onnxruntime import ORDERS
 
-    feeds = random_inputs(load_model(path), shapes) if runs else {}
+    feeds = _feeds(path, shapes, training) if runs else {}
     options = ort.SessionOptions()
+    options.execution_order = getattr(ort.ExecutionOrder, ORDERS[order])
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.enable_mem_pattern = mem_pattern
     options.enable_cpu_mem_arena = arena
@@ -235,7 +252,8 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
 
 def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]], *,
                  level: str = "ORT_DISABLE_ALL", runs: int = 2, mem_pattern: bool = True,
-                 arena: bool = True, prepack: bool = True, arena_extend: str | None = None) -> SessionPeak:
+                 arena: bool = True, prepack: bool = True, arena_extend: str | None = None,
+                 training: bool = False, order: str = "default") -> SessionPeak:
     """The resident growth of a CPU session of the model at ``path`` with seeded random inputs of
     ``shapes``, from before it is created to its peak over ``runs`` runs, in a fresh child.
 
@@ -243,13 +261,20 @@ def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, .
     ``arena``: its CPU memory arena, ``prepack``: its kernels' prepacked weights (all on by default
     in onnxruntime; ``prepack=False`` sets ``session.disable_prepacking``); ``arena_extend``: a key of
     :data:`ARENA_EXTEND`, the session then uses a process-wide CPU arena made with that extension
-    strategy (``None``: the session's own arena, ``next-power-of-two``)."""
+    strategy (``None``: the session's own arena, ``next-power-of-two``); ``training``: feed a
+    training step's inputs (labels in range, gradient buffers reset; the training runtime runs its
+    kernels); ``order``: onnxruntime's execution order, a key of
+    :data:`onnxmem.scheduling.onnxruntime.ORDERS` (``default`` or ``priority``)."""
+    from onnxmem.scheduling.onnxruntime import ORDERS
+
     if arena_extend is not None and arena_extend not in ARENA_EXTEND:
         raise OnnxmemError(f"arena extension {show_name(arena_extend)} is not one of {', '.join(ARENA_EXTEND)}")
+    if order not in ORDERS:
+        raise OnnxmemError(f"execution order {show_name(order)} is not one of {', '.join(ORDERS)}")
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
         return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
-                            arena, prepack, arena_extend)
+                            arena, prepack, arena_extend, training, order)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,3 +26,4 @@ __all__ = [
 from onnxmem.scheduling import heuristics as _heuristics  # noqa: E402,F401
 from onnxmem.scheduling import exact as _exact  # noqa: E402,F401
 from onnxmem.scheduling import hierarchical as _hierarchical  # noqa: E402,F401
+from onnxmem.scheduling import onnxruntime as _onnxruntime  # noqa: E402,F401

@@ -46,10 +46,12 @@ def _identity(ctx: OpContext, inputs: Inputs) -> np.ndarray:
 
 def _shape(ctx: OpContext, inputs: Inputs) -> np.ndarray:
     shape = ctx.shapes[0] if ctx.shapes else None
+    since15 = ctx.opset >= 15  # start and end exist from opset 15
+    if since15 and ctx.attrs.get("start", 0) == 0 and ctx.attrs.get("end", None) == 0:
+        return np.zeros(0, dtype=np.int64)  # empty at any rank: a data edge, no shape needed
     if shape is None:
         raise Unknown
     rank = len(shape)
-    since15 = ctx.opset >= 15  # start and end exist from opset 15
     start = int(ctx.attrs.get("start", 0)) if since15 else 0  # type: ignore[call-overload]
     end = int(ctx.attrs.get("end", rank)) if since15 else rank  # type: ignore[call-overload]
     start = min(max(start + rank if start < 0 else start, 0), rank)
