@@ -13,9 +13,14 @@ Steps, per wheel and model:
    the ``--input-shape NAME=PATTERN`` lines it offers and pass them, each placeholder
    (``N2``: axis 2) replaced by the size of the data the user has (axis 0: one sample; other
    axes: the model's documented input size where it has one, else 64); when it asks for
-   ``--measure-shapes``, pass that; when it offers ``--branch IF=then|else`` for an If branch
-   that cannot be sized at these shapes (silero-vad's 8 kHz branch at 512 samples), pass
-   that; at most five rounds;
+   ``--measure-shapes``, pass that; when it offers ``--max-trips N`` (a Loop whose values grow,
+   or whose scan outputs stack, over a trip count not known before the run), pass the most
+   iterations the package runs (``DEFAULT_TRIPS`` where it documents none); when it offers
+   ``--branch IF=then|else`` for an If branch that cannot be sized at these shapes, pass that
+   (an If whose condition the values of step 4 decide needs none); where a message offers
+   several of these, the first it states that is not passed yet (:func:`next_flags`); a
+   message that offers none (ZipMap's: the model must be written again) ends the row with
+   it; at most five rounds;
 4. where the model's documented call needs real input values (silero-vad's ``sr`` is 16000),
    write an ``.npz`` with them and seeded random values for the other graph inputs (of the
    shapes the flags pinned) and pass ``--inputs`` to every command that accepts it (``plan``
@@ -60,6 +65,9 @@ PLATFORM = "manylinux_2_28_x86_64"
 PYTHON_VERSION = "3.11"
 #: placeholder size for an axis past 0 when the model documents no input size
 DEFAULT_SIZE = 64
+#: ``--max-trips`` for a Loop whose trip count is not known before the run, when the package
+#: documents no bound
+DEFAULT_TRIPS = 64
 #: rounds of "run plan, read the message, add the flags it asks for"
 ROUNDS = 5
 CONTROL_FLOW = ("If", "Loop", "Scan")
@@ -71,12 +79,14 @@ class Model:
 
     ``sizes`` maps an input name and an axis to the size of the data the package feeds
     (used to fill a placeholder of the offered ``--input-shape`` line there); ``values`` are
-    the graph inputs the package's documented call passes as values.
+    the graph inputs the package's documented call passes as values; ``trips`` the most
+    iterations its Loops run where it says (the ``N`` of an offered ``--max-trips N``).
     """
 
     member: str
     sizes: dict[str, dict[int, int]] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
+    trips: int | None = None
 
     @property
     def name(self) -> str:
@@ -216,6 +226,12 @@ OFFER = re.compile(rf"(?:(?P<labels>\[[^\]]*\]):\s*)?pass --input-shape\s+(?P<na
 LABEL = re.compile(rf"{QUOTED}|[^,\s]+")
 #: the flag an unsized-branch message offers: ``leave it out: --branch IF=then`` (IF bare or quoted)
 BRANCH_OFFER = re.compile(rf"leave it out: --branch (?P<name>{QUOTED}|[\w.:/%-]+)=(?P<side>then|else)")
+#: the other flags a message offers as its fix, where it states them: ``pass --measure-shapes``
+#: (or ``or --measure-shapes``; a body value's message says ``(--measure-shapes measures the main
+#: graph's values ...)``), ``pass --max-trips N``, and the branch offer; a flag a message names
+#: otherwise (``--measure-shapes cannot size it``) is no offer
+FIX_OFFER = re.compile(r"(?:\bpass |\bor |\()(?P<measure>--measure-shapes)(?! cannot)"
+                       r"|\bpass (?P<trips>--max-trips) N\b|" + BRANCH_OFFER.pattern)
 
 
 def unquote(text: str) -> str:
@@ -257,6 +273,38 @@ def offered_shapes(message: str, model: Model) -> dict[str, str]:
             dims.append(size)
         shapes[name] = "x".join(map(str, dims))
     return shapes
+
+
+def offered_fixes(message: str, model: Model) -> list[list[str]]:
+    """The flags ``message`` offers besides ``--input-shape``, in the order it states them, each
+    ready to pass (``--max-trips`` with the model's documented bound, else ``DEFAULT_TRIPS``)."""
+    fixes: list[list[str]] = []
+    for hit in FIX_OFFER.finditer(message):
+        if hit["measure"]:
+            fixes.append(["--measure-shapes"])
+        elif hit["trips"]:
+            fixes.append(["--max-trips", str(model.trips or DEFAULT_TRIPS)])
+        else:
+            fixes.append(["--branch", f"{unquote(hit['name'])}={hit['side']}"])
+    return fixes
+
+
+def next_flags(message: str, model: Model, flags: list[str]) -> list[str]:
+    """The flags a user adds to ``flags`` after ``plan`` failed with ``message``: the offered
+    ``--input-shape`` values of inputs ``flags`` does not pin yet, else the first other offer
+    not passed yet (a flag already passed, ``--max-trips`` with any value, is not offered again);
+    empty when the message offers nothing new."""
+    shapes = pinned(flags)
+    offered = offered_shapes(message, model) if "pass --input-shape" in message else {}
+    new = [a for name, dims in offered.items() if name not in shapes for a in ("--input-shape", f"{name}={dims}")]
+    if new:
+        return new
+    for fix in offered_fixes(message, model):
+        taken = fix[0] in flags if fix[0] != "--branch" else any(
+            flags[i + 1] == fix[1] for i, f in enumerate(flags[:-1]) if f == "--branch")
+        if not taken:
+            return fix
+    return []
 
 
 def supports(command: str, flag: str, cache: dict[str, str]) -> bool:
@@ -342,18 +390,11 @@ def plan_as_user(path: Path, model: Model, plan_file: Path, npz: Path | None, wo
         if res.returncode == 0:
             return dict(json.loads(plan_file.read_text()))
         message = error_line(res, limit=100_000)
-        offered = offered_shapes(message, model) if "pass --input-shape" in message else {}
-        new = {k: v for k, v in offered.items() if k not in shapes}
-        if new:
-            shapes.update(new)
-            flags += [a for name, dims in new.items() for a in ("--input-shape", f"{name}={dims}")]
-        elif "--measure-shapes" in message and "--measure-shapes" not in flags:
-            flags.append("--measure-shapes")
-        elif (offer := BRANCH_OFFER.search(message)) and (
-                branch := f"{unquote(offer['name'])}={offer['side']}") not in flags:
-            flags += ["--branch", branch]
-        else:
+        new = next_flags(message, model, flags)
+        if not new:
             raise StepError(shorten(message))
+        flags += new
+        shapes = pinned(flags)
     raise StepError(f"still failing after {ROUNDS} rounds: {shorten(error_line(res, 100_000))}")
 
 
