@@ -293,3 +293,25 @@ def test_a_growing_loop_is_planned_for_the_documented_bound_and_verified(tmp_pat
     assert "error" not in row, row
     assert row["flags"] == "--max-trips 8" and row["verify"] == "verified", row
     assert row["flow"] == {"Loop": 1} and row["body_tensors"] > 0
+
+
+def test_each_model_above_onnxruntime_or_failing_gets_one_line_why():
+    base = {"nodes": 3, "flow": {}, "body_nodes": 0, "foldable": 0, "flags": "", "verify": "verified"}
+    rows = [{**base, "package": "ddddocr 1.6.1", "model": "common.onnx", "arena": 120, "bound": 120,
+             "ort_disable_all": 200, "ort_enable_all": 100},
+            {**base, "package": "p 1", "model": "below.onnx", "arena": 50, "bound": 50,
+             "ort_disable_all": 200, "ort_enable_all": 100},
+            {**base, "package": "p 1", "model": "new.onnx", "arena": 300, "bound": 300,
+             "ort_disable_all": 200, "ort_enable_all": 100},
+            {"package": "q 1", "model": "bad.onnx", "error": "plan: x"}]
+    lines = br.reasons(rows)
+    assert len(lines) == 3
+    assert lines[0].startswith("- common.onnx (ddddocr 1.6.1), above onnxruntime at ORT_ENABLE_ALL 1.200x: "
+                               "the plan is of the graph as written")
+    assert lines[1] == ("- new.onnx (p 1), above onnxruntime at ORT_DISABLE_ALL 1.500x, ORT_ENABLE_ALL 3.000x: "
+                        "no reason measured.")
+    assert lines[2] == "- bad.onnx (q 1), fails: no reason measured."
+    # a file name two wheels ship is told apart by its wheel in the summary
+    twins = [{**rows[2], "package": "a 1"}, {**rows[2], "package": "a 2"}]
+    assert "above onnxruntime's peak on 2 (new.onnx (a 1), new.onnx (a 2))" in br.summary(twins)[2]
+    assert br.summary(twins)[1].startswith("- models: 2 from 2 wheels of 1 packages;")
