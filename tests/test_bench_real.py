@@ -310,7 +310,7 @@ def test_each_model_above_onnxruntime_or_failing_gets_one_line_why():
                                "the plan is of the graph as written")
     assert lines[1] == ("- new.onnx (p 1), above onnxruntime at ORT_DISABLE_ALL 1.500x, ORT_ENABLE_ALL 3.000x: "
                         "no reason measured.")
-    assert lines[2] == "- bad.onnx (q 1), fails: no reason measured."
+    assert lines[2] == "- bad.onnx (q 1), fails at plan: no reason measured."
     # a file name two wheels ship is told apart by its wheel in the summary
     twins = [{**rows[2], "package": "a 1"}, {**rows[2], "package": "a 2"}]
     assert "above onnxruntime's peak on 2 (new.onnx (a 1), new.onnx (a 2))" in br.summary(twins)[2]
