@@ -285,6 +285,7 @@ def test_zipmap_offers_no_flag_and_ends_the_row_with_its_message(tmp_path):
     assert "zipmap" in row["error"] and "\n" not in row["error"]
 
 
+@pytest.mark.slow  # verify of the decoder Loop is covered in tests/test_loop_growth.py
 def test_a_growing_loop_is_planned_for_the_documented_bound_and_verified(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(_nested("decoder_loop", "input"), path)
