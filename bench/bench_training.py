@@ -64,7 +64,8 @@ from onnxmem.zoo.fixtures import fill_weights  # noqa: E402
 
 TRAINING = ROOT / "models" / "training"
 DYNAMO = TRAINING / "dynamo"
-DYNAMO_BUILD = ROOT / "training" / "build" / "dynamo"
+BUILD = ROOT / "training" / "build"
+DYNAMO_BUILD = BUILD / "dynamo"
 ALIGNMENT = 64
 
 
@@ -190,23 +191,28 @@ def filled(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def ort_step_peak(name: str, entry: dict[str, Any], seed: int = 0, runs: int = 3) -> int | None:
-    """onnxruntime-training's own peak over one training step of the dynamo set's ``name``
+def ort_step_peak(name: str, entry: dict[str, Any], dynamo: bool, seed: int = 0, runs: int = 3) -> int | None:
+    """onnxruntime-training's own peak over one training step of ``name``
     (:func:`onnxmem.runtime.footprint.training_step_peak`: the resident growth of a fresh process
     over its first step, after the checkpoint is loaded and the Module made; the median of ``runs``
     fresh processes, since the resident growth of one varies by some pages), on the generator's
-    whole checkpoint under ``training/build/dynamo/NAME`` (``make training-models``), plus the
-    input batch and labels as :func:`torch_step_peak` counts them; ``None`` without that build or
-    where onnxruntime has no CPU kernel for one of the graph's ops."""
+    whole checkpoint: the dynamo set's under ``training/build/dynamo/NAME`` (``make
+    training-models``; ``None`` without that build), the TorchScript set's under
+    ``training/build/NAME``, generated here when it is missing (``build_training.build_artifacts``:
+    the artifacts only, no fixture is written); plus the input batch and labels as
+    :func:`torch_step_peak` counts them. ``None`` where onnxruntime has no CPU kernel for one of
+    the graph's ops."""
     import build_training as builder
     import numpy as np
 
     from onnxmem.runtime.footprint import training_step_peak
 
-    folder = DYNAMO_BUILD / name
+    arch = {a.name: a for a in builder.ARCHS}[name]
+    folder = (DYNAMO_BUILD if dynamo else BUILD) / name
+    if not dynamo and not (folder / "checkpoint").is_file():
+        builder.build_artifacts(arch)
     if not (folder / "checkpoint").is_file() or not (folder / "training_model.onnx").is_file():
         return None
-    arch = {a.name: a for a in builder.ARCHS}[name]
     rng = np.random.default_rng(seed)
     feeds = [rng.integers(0, 100, shape).astype(np.int64) if arch.input_names == ("input_ids",)
              else rng.standard_normal(shape).astype(np.float32) for shape in entry["inputs"].values()]
@@ -227,11 +233,11 @@ def measure(name: str, entry: dict[str, Any], run: bool, repeat: int, dynamo: bo
     train_path, eval_path = TRAINING / f"{name}.train.onnx", TRAINING / f"{name}.eval.onnx"
     if dynamo:
         train_path, eval_path = DYNAMO / name / "training_model.onnx", DYNAMO / name / "eval_model.onnx"
-        row["ort"] = ort_step_peak(name, entry)
         script = TRAINING / f"{name}.train.onnx"  # the TorchScript export of the same module, beside it
         if script.is_file():
             planned, _ = plan_best(load_model(script), script, 1)
             row.update(script_nodes=len(planned.view.ops), script_arena=planned.plan.arena_size)
+    row["ort"] = ort_step_peak(name, entry, dynamo)
     train_model, eval_model = load_model(train_path), load_model(eval_path)
     train, seconds = plan_best(train_model, train_path, repeat)
     ev, _ = plan_best(eval_model, eval_path, 1)
@@ -278,27 +284,29 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def table(rows: list[dict[str, Any]], ort: bool = False) -> str:
-    """The Markdown table; ``ort``: with onnxruntime-training's own step peak (the dynamo set)."""
-    head = ("| model | " + ("TorchScript export: nodes, arena MiB | " if ort else "")
+def table(rows: list[dict[str, Any]], script: bool = False) -> str:
+    """The Markdown table, with onnxruntime-training's own step peak; ``script``: with the
+    TorchScript export's nodes and arena beside each row (the dynamo set)."""
+    ort = True
+    head = ("| model | " + ("TorchScript export: nodes, arena MiB | " if script else "")
             + "nodes | arena MiB | max-live, no sharing | memonger-style | PyTorch eager step | "
             + ("onnxruntime-training step | " if ort else "")
             + "arena / memonger | arena / PyTorch | " + ("arena / onnxruntime | " if ort else "")
             + "plan s | verified in one arena | train + eval arena |")
-    lines = [head, "|" + "---|" * (14 if ort else 11)]
+    lines = [head, "|" + "---|" * (14 if script else 13)]
     for r in rows:
         theirs = (f"{_mib(r['ort'])} | " if ort else "")
-        script = (f"{r.get('script_nodes', '-')}, {_mib(r.get('script_arena'))} | " if ort else "")
+        export = (f"{r.get('script_nodes', '-')}, {_mib(r.get('script_arena'))} | " if script else "")
         ratio = (f"{r['arena'] / r['ort']:.3f} | " if r.get("ort") else "- | ") if ort else ""
         lines.append(
-            f"| {r['model']} | {script}{r['nodes']} | {_mib(r['arena'])} | {_mib(r['no_sharing'])} | {_mib(r['memonger'])} | "
+            f"| {r['model']} | {export}{r['nodes']} | {_mib(r['arena'])} | {_mib(r['no_sharing'])} | {_mib(r['memonger'])} | "
             f"{_mib(r['torch'])} | {theirs}{r['arena'] / r['memonger']:.3f} | {r['arena'] / r['torch']:.3f} | "
             f"{ratio}{r['plan_seconds']:.2f} | {r['verified']} | "
             f"{_mib(r.get('one_arena'))} (train {_mib(r['arena'])}, eval {_mib(r['eval_arena'])}) |"
         )
     with_ort = [r['arena'] / r['ort'] for r in rows if r.get("ort")]
     lines.append(
-        f"| geomean | | | | | | {'| | ' if ort else ''}{_geomean([r['arena'] / r['memonger'] for r in rows]):.3f} | "
+        f"| geomean | | | | | | {'| ' if script else ''}{'| ' if ort else ''}{_geomean([r['arena'] / r['memonger'] for r in rows]):.3f} | "
         f"{_geomean([r['arena'] / r['torch'] for r in rows]):.3f} | "
         + (f"{_geomean(with_ort):.3f} | " if ort else "") + "| | |"
     )
@@ -338,9 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         row = measure(name, catalog[name], not args.no_run, args.repeat, args.dynamo)
         rows.append(row)
         print(f"{name:14} arena {_mib(row['arena'])} MiB, memonger {_mib(row['memonger'])}, torch "
-              f"{_mib(row['torch'])}" + (f", onnxruntime-training {_mib(row['ort'])}" if args.dynamo else "")
+              f"{_mib(row['torch'])}, onnxruntime-training {_mib(row['ort'])}"
               + f", plan {row['plan_seconds']:.2f} s, verified: {row['verified']}", flush=True)
-    text = table(rows, ort=args.dynamo)
+    text = table(rows, script=args.dynamo)
     print(text)
     if args.json is not None:
         write_bytes_atomic(args.json, (json.dumps(rows, indent=1) + "\n").encode())

@@ -466,11 +466,12 @@ def generate_dynamo(arch: Arch) -> tuple[dict[str, Any], float]:
     }, time.perf_counter() - t0
 
 
-def generate(arch: Arch) -> tuple[dict[str, Any], float]:
-    """Export, generate and write one model's fixtures; its catalogue entry and the seconds it took."""
+def build_artifacts(arch: Arch) -> tuple[onnx.ModelProto, list[str], list[str], Path]:
+    """Export one model of the TorchScript set and generate its artifacts under ``training/build/NAME/``
+    (the graphs, the optimizer and the generator's whole checkpoint, weights included; git-ignored),
+    writing no fixture; the forward model, its trainable and frozen parameters and the folder."""
     from onnxruntime.training import artifacts
 
-    t0 = time.perf_counter()
     model, trainable, frozen = export_forward(arch)
     out = BUILD / arch.name
     out.mkdir(parents=True, exist_ok=True)
@@ -478,6 +479,13 @@ def generate(arch: Arch) -> tuple[dict[str, Any], float]:
         model, requires_grad=trainable, frozen_params=frozen, loss=artifacts.LossType.CrossEntropyLoss,
         optimizer=artifacts.OptimType.AdamW, artifact_directory=str(out),
     )
+    return model, trainable, frozen, out
+
+
+def generate(arch: Arch) -> tuple[dict[str, Any], float]:
+    """Export, generate and write one model's fixtures; its catalogue entry and the seconds it took."""
+    t0 = time.perf_counter()
+    model, trainable, frozen, out = build_artifacts(arch)
     counts = {kind: write_fixture(onnx.load(str(out / f"{kind}_model.onnx")), kind,
                                   FIXTURES / f"{arch.name}.{'train' if kind == 'training' else 'eval'}.onnx",
                                   f"{arch.name}.{'train' if kind == 'training' else 'eval'}")
