@@ -80,6 +80,9 @@ DYNAMO_OPSET = 18
 #: the models exported with ``torch.onnx.export(..., dynamo=True)`` (``--dynamo``)
 DYNAMO = ("mlp", "squeezenet", "mobilenet_v2", "unet", "bert", "resnet50")
 DYNAMO_FIXTURES = FIXTURES / "dynamo"
+#: what ``--dynamo`` hands the generator as ``frozen_params``: every initializer that is not trainable
+#: (the exporter's constants included), or only the module's own parameters and buffers
+FROZEN = ("initializers", "parameters")
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,13 +344,17 @@ ARCHS: tuple[Arch, ...] = (
 # --------------------------------------------------------------------------- generation
 
 
-def export_forward(arch: Arch, dynamo: bool = False) -> tuple[onnx.ModelProto, list[str], list[str]]:
+def export_forward(arch: Arch, dynamo: bool = False,
+                   frozen_kind: str = "initializers") -> tuple[onnx.ModelProto, list[str], list[str]]:
     """The forward model in training mode, and its (trainable, frozen) parameter names.
 
     TorchScript (the default): the frozen ones are the float parameters ``arch.frozen`` names.
     ``dynamo``: ``torch.onnx.export(..., dynamo=True)`` at :data:`DYNAMO_OPSET`, and the frozen
-    ones are every initializer that is not trainable (the exporter's constants included), as
-    a user writes ``frozen_params`` for the generator."""
+    ones are, by ``frozen_kind`` (:data:`FROZEN`), every initializer that is not trainable (the
+    exporter's constants included: ``frozen_params = [i.name for i in model.graph.initializer if
+    i.name not in requires_grad]``, the usual way to write it) or only the module's parameters and
+    buffers that are not trainable (the generator then keeps every other initializer in the graph
+    as a constant: ``onnxblock``'s ``_move_initializers_to_inputs`` moves only the names listed)."""
     torch = import_torch()
     torch.manual_seed(SEED)
     module = arch.build()
@@ -368,8 +375,10 @@ def export_forward(arch: Arch, dynamo: bool = False) -> tuple[onnx.ModelProto, l
     floats = [n for n, p in module.named_parameters() if n in names and p.dtype.is_floating_point]
     frozen = [n for n in floats if n.startswith(arch.frozen)] if arch.frozen else []
     trainable = [n for n in floats if n not in frozen]
-    if dynamo:
+    if dynamo and frozen_kind == "initializers":
         frozen = [i.name for i in model.graph.initializer if i.name not in trainable]
+    elif dynamo:
+        frozen = [n for n in module.state_dict() if n in names and n not in trainable]
     return model, trainable, frozen
 
 
@@ -424,9 +433,11 @@ def write_fixture(graph: onnx.ModelProto, kind: str, target: Path, stem: str) ->
     return len(graph.graph.node)
 
 
-def generate_dynamo(arch: Arch) -> tuple[dict[str, Any], float]:
+def generate_dynamo(arch: Arch, frozen_kind: str = "initializers") -> tuple[dict[str, Any], float]:
     """The dynamo set's fixtures of one model (module doc): its catalogue entry (with the
-    exporter's or the generator's one-line error where one refuses it) and the seconds taken."""
+    exporter's or the generator's one-line error where one refuses it) and the seconds taken.
+    ``frozen_kind="parameters"`` (:func:`export_forward`) generates the artifacts under
+    ``training/build/dynamo-parameters/NAME`` only: no fixture is written."""
     from onnxruntime.training import artifacts, onnxblock
 
     t0 = time.perf_counter()
@@ -434,11 +445,11 @@ def generate_dynamo(arch: Arch) -> tuple[dict[str, Any], float]:
                              "inputs": {n: list(a.shape) for n, a in zip(arch.input_names, arch.inputs())},
                              "labels": list(arch.labels)}
     try:
-        model, trainable, frozen = export_forward(arch, dynamo=True)
+        model, trainable, frozen = export_forward(arch, dynamo=True, frozen_kind=frozen_kind)
     except Exception as exc:  # the exporter's own refusal, recorded in the catalogue
         return {**entry, "refused": f"torch.onnx.export(dynamo=True): {_one_line(exc)}"}, time.perf_counter() - t0
     add_saved_outputs(model)
-    out = BUILD / "dynamo" / arch.name
+    out = BUILD / ("dynamo" if frozen_kind == "initializers" else "dynamo-parameters") / arch.name
     out.mkdir(parents=True, exist_ok=True)
     try:
         artifacts.generate_artifacts(
@@ -447,6 +458,9 @@ def generate_dynamo(arch: Arch) -> tuple[dict[str, Any], float]:
         )
     except Exception as exc:
         return {**entry, "refused": f"generate_artifacts: {_one_line(exc)}"}, time.perf_counter() - t0
+    if frozen_kind != "initializers":
+        return {**entry, "frozen_tensors": len(frozen),
+                "training_nodes": len(onnx.load(str(out / "training_model.onnx")).graph.node)}, time.perf_counter() - t0
     target = DYNAMO_FIXTURES / arch.name
     target.mkdir(parents=True, exist_ok=True)
     counts = {kind: write_fixture(onnx.load(str(out / f"{kind}_model.onnx")), kind, target / f"{kind}_model.onnx",
@@ -521,6 +535,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="list the models and exit")
     p.add_argument("--dynamo", action="store_true",
                    help=f"build the dynamo set ({', '.join(DYNAMO)}) under models/training/dynamo/")
+    p.add_argument("--frozen", choices=FROZEN, default=FROZEN[0],
+                   help="with --dynamo, what frozen_params lists: every initializer that is not trainable "
+                        "(the fixtures), or only the module's parameters and buffers (artifacts under "
+                        "training/build/dynamo-parameters/, no fixture)")
     args = p.parse_args(argv)
     if args.list:
         for a in ARCHS:
@@ -531,6 +549,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown model(s): {', '.join(sorted(unknown))}; see --list", file=sys.stderr)
         return 2
+    if args.dynamo and args.frozen != FROZEN[0]:
+        for arch in (a for a in chosen if a.name in DYNAMO):
+            entry, seconds = generate_dynamo(arch, args.frozen)
+            print(f"{arch.name:14} {entry.get('refused') or entry['training_nodes']} ({seconds:.1f} s)", flush=True)
+        return 0
     if args.dynamo:
         return build_dynamo([a for a in chosen if a.name in DYNAMO])
     FIXTURES.mkdir(parents=True, exist_ok=True)
