@@ -66,9 +66,6 @@ TRAINING = ROOT / "models" / "training"
 DYNAMO = TRAINING / "dynamo"
 BUILD = ROOT / "training" / "build"
 DYNAMO_BUILD = BUILD / "dynamo"
-#: the dynamo set generated with only the module's parameters and buffers in ``frozen_params``
-#: (``tools/build_training.py --dynamo --frozen parameters``): the exporter's constants stay in the graph
-PARAMETERS_BUILD = BUILD / "dynamo-parameters"
 ALIGNMENT = 64
 
 
@@ -228,9 +225,10 @@ def ort_step_peak(name: str, entry: dict[str, Any], folder: Path, seed: int = 0,
 
 
 def measure(name: str, entry: dict[str, Any], run: bool, repeat: int, dynamo: bool = False,
-            parameters: bool = False) -> dict[str, Any]:
-    """One row. ``dynamo``: the dynamo set's fixtures; with ``parameters``, its artifacts generated
-    with only the module's parameters and buffers in ``frozen_params`` (:data:`PARAMETERS_BUILD`).
+            variant: str | None = None) -> dict[str, Any]:
+    """One row. ``dynamo``: the dynamo set's fixtures; with ``variant``, the artifacts of
+    ``tools/build_training.py --dynamo`` with other choices, under ``training/build/VARIANT/NAME``
+    (``build_training.variant``: ``dynamo-parameters``, ``dynamo-parameters-gelu``).
     The TorchScript set's whole checkpoint is generated into ``training/build/NAME`` when missing
     (``build_training.build_artifacts``: the artifacts only, no fixture is written)."""
     import build_training as builder
@@ -241,8 +239,8 @@ def measure(name: str, entry: dict[str, Any], run: bool, repeat: int, dynamo: bo
     if not dynamo and not (folder / "checkpoint").is_file():
         builder.build_artifacts({a.name: a for a in builder.ARCHS}[name])
     if dynamo:
-        folder = (PARAMETERS_BUILD if parameters else DYNAMO_BUILD) / name
-        base = folder if parameters else DYNAMO / name
+        folder = (BUILD / variant if variant else DYNAMO_BUILD) / name
+        base = folder if variant else DYNAMO / name
         train_path, eval_path = base / "training_model.onnx", base / "eval_model.onnx"
         script = TRAINING / f"{name}.train.onnx"  # the TorchScript export of the same module, beside it
         if script.is_file():
@@ -349,17 +347,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dynamo", action="store_true",
                    help="the dynamo set (models/training/dynamo, tools/build_training.py --dynamo), with "
                         "onnxruntime-training's own step peak")
-    p.add_argument("--frozen-parameters", action="store_true",
-                   help="with --dynamo: the artifacts generated with only the module's parameters and buffers "
-                        "in frozen_params (tools/build_training.py --dynamo --frozen parameters), their own table")
+    p.add_argument("--variant", default=None,
+                   help="with --dynamo: the artifacts under training/build/VARIANT (tools/build_training.py "
+                        "--dynamo --frozen parameters [--fusable-gelu]: dynamo-parameters, "
+                        "dynamo-parameters-gelu), in a table of their own")
     args = p.parse_args(argv)
     catalog = json.loads(((DYNAMO if args.dynamo else TRAINING) / "catalog.json").read_text())
     names = [n for n in catalog if (args.only is None or n in args.only) and "refused" not in catalog[n]]
     rows = []
     for name in names:
-        if args.frozen_parameters and not (PARAMETERS_BUILD / name / "training_model.onnx").is_file():
+        if args.variant and not (BUILD / args.variant / name / "training_model.onnx").is_file():
             continue
-        row = measure(name, catalog[name], not args.no_run, args.repeat, args.dynamo, args.frozen_parameters)
+        row = measure(name, catalog[name], not args.no_run, args.repeat, args.dynamo, args.variant)
         rows.append(row)
         print(f"{name:14} arena {_mib(row['arena'])} MiB, memonger {_mib(row['memonger'])}, torch "
               f"{_mib(row['torch'])}, onnxruntime-training {_mib(row['ort'])}"
@@ -369,8 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         write_bytes_atomic(args.json, (json.dumps(rows, indent=1) + "\n").encode())
     doc = args.out.read_text() if args.out.is_file() else ""
-    marker = ("bench-training-dynamo-parameters" if args.frozen_parameters else "bench-training-dynamo") \
-        if args.dynamo else "bench-training"
+    marker = f"bench-training-{args.variant or 'dynamo'}" if args.dynamo else "bench-training"
     begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
     block = f"{begin}\nMachine: {machine()}.\n\n{text}\n{end}"
     if begin in doc and end in doc:

@@ -433,11 +433,64 @@ def write_fixture(graph: onnx.ModelProto, kind: str, target: Path, stem: str) ->
     return len(graph.graph.node)
 
 
-def generate_dynamo(arch: Arch, frozen_kind: str = "initializers") -> tuple[dict[str, Any], float]:
+def variant(frozen_kind: str, gelu: bool) -> str:
+    """The folder under ``training/build`` of the dynamo artifacts generated with ``frozen_kind``
+    (:data:`FROZEN`) and, with ``gelu``, :func:`fusable_gelu`: ``dynamo`` for the fixtures' own."""
+    return "dynamo" + ("" if frozen_kind == FROZEN[0] else f"-{frozen_kind}") + ("-gelu" if gelu else "")
+
+
+def _constant(model: onnx.ModelProto, name: str, value: float) -> bool:
+    from onnx import numpy_helper
+
+    init = next((i for i in model.graph.initializer if i.name == name), None)
+    if init is None or math.prod(init.dims) != 1:
+        return False
+    got = numpy_helper.to_array(init).ravel()[0]
+    return bool(got == got.dtype.type(value))  # sqrt(2) rounded to the constant's type
+
+
+def fusable_gelu(model: onnx.ModelProto) -> int:
+    """Write each erf GELU of the dynamo exporter, ``x * (0.5 * (1 + erf(x / sqrt 2)))``, as
+    ``(x * 0.5) * (1 + erf(x / sqrt 2))``, the form onnxruntime's ``GeluFusion`` matches (its last
+    Mul must read a ``Mul(x, 0.5)``), in place; the same value bit for bit (a product with 0.5 is
+    exact). Returns how many changed."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+
+    def only(name: str, op: str) -> onnx.NodeProto | None:
+        nodes = readers.get(name, [])
+        return nodes[0] if len(nodes) == 1 and nodes[0].op_type == op else None
+
+    changed = 0
+    for div in [n for n in model.graph.node if n.op_type == "Div"]:
+        x = div.input[0]
+        erf = only(div.output[0], "Erf")
+        add = erf and only(erf.output[0], "Add")
+        half = add and only(add.output[0], "Mul")
+        last = half and only(half.output[0], "Mul")
+        if not (last and _constant(model, div.input[1], math.sqrt(2.0)) and list(last.input) in
+                ([x, half.output[0]], [half.output[0], x]) and x in producer):
+            continue
+        c = next((i for i in half.input if i != add.output[0]), "")
+        if not _constant(model, c, 0.5):
+            continue
+        del half.input[:]
+        half.input.extend([x, c])  # x * 0.5
+        del last.input[:]
+        last.input.extend([half.output[0], add.output[0]])  # (x * 0.5) * (1 + erf)
+        changed += 1
+    return changed
+
+
+def generate_dynamo(arch: Arch, frozen_kind: str = "initializers", gelu: bool = False) -> tuple[dict[str, Any], float]:
     """The dynamo set's fixtures of one model (module doc): its catalogue entry (with the
     exporter's or the generator's one-line error where one refuses it) and the seconds taken.
-    ``frozen_kind="parameters"`` (:func:`export_forward`) generates the artifacts under
-    ``training/build/dynamo-parameters/NAME`` only: no fixture is written."""
+    ``frozen_kind="parameters"`` (:func:`export_forward`) or ``gelu`` (:func:`fusable_gelu`)
+    generate the artifacts under ``training/build/VARIANT/NAME`` (:func:`variant`) only: no
+    fixture is written."""
     from onnxruntime.training import artifacts, onnxblock
 
     t0 = time.perf_counter()
@@ -449,7 +502,9 @@ def generate_dynamo(arch: Arch, frozen_kind: str = "initializers") -> tuple[dict
     except Exception as exc:  # the exporter's own refusal, recorded in the catalogue
         return {**entry, "refused": f"torch.onnx.export(dynamo=True): {_one_line(exc)}"}, time.perf_counter() - t0
     add_saved_outputs(model)
-    out = BUILD / ("dynamo" if frozen_kind == "initializers" else "dynamo-parameters") / arch.name
+    if gelu:
+        fusable_gelu(model)
+    out = BUILD / variant(frozen_kind, gelu) / arch.name
     out.mkdir(parents=True, exist_ok=True)
     try:
         artifacts.generate_artifacts(
@@ -458,7 +513,7 @@ def generate_dynamo(arch: Arch, frozen_kind: str = "initializers") -> tuple[dict
         )
     except Exception as exc:
         return {**entry, "refused": f"generate_artifacts: {_one_line(exc)}"}, time.perf_counter() - t0
-    if frozen_kind != "initializers":
+    if variant(frozen_kind, gelu) != "dynamo":
         return {**entry, "frozen_tensors": len(frozen),
                 "training_nodes": len(onnx.load(str(out / "training_model.onnx")).graph.node)}, time.perf_counter() - t0
     target = DYNAMO_FIXTURES / arch.name
@@ -539,6 +594,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --dynamo, what frozen_params lists: every initializer that is not trainable "
                         "(the fixtures), or only the module's parameters and buffers (artifacts under "
                         "training/build/dynamo-parameters/, no fixture)")
+    p.add_argument("--fusable-gelu", action="store_true",
+                   help="with --dynamo, write the exporter's erf GELU in the order onnxruntime's Gelu fusion "
+                        "matches (artifacts under training/build/dynamo[-parameters]-gelu/, no fixture)")
     args = p.parse_args(argv)
     if args.list:
         for a in ARCHS:
@@ -549,9 +607,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown model(s): {', '.join(sorted(unknown))}; see --list", file=sys.stderr)
         return 2
-    if args.dynamo and args.frozen != FROZEN[0]:
+    if args.dynamo and variant(args.frozen, args.fusable_gelu) != "dynamo":
         for arch in (a for a in chosen if a.name in DYNAMO):
-            entry, seconds = generate_dynamo(arch, args.frozen)
+            entry, seconds = generate_dynamo(arch, args.frozen, args.fusable_gelu)
             print(f"{arch.name:14} {entry.get('refused') or entry['training_nodes']} ({seconds:.1f} s)", flush=True)
         return 0
     if args.dynamo:
