@@ -30,6 +30,10 @@ at 64-byte alignment. Writes ``docs/training.md`` (``--out``) and prints the tab
 
     .venv-training/bin/python bench/bench_training.py
     .venv-training/bin/python bench/bench_training.py --only mlp bert --no-run
+    .venv-training/bin/python bench/bench_training.py --dynamo --only bert --variant dynamo-parameters-gelu
+
+Every table has onnxruntime-training's own step (:func:`ort_step_peak`); the TorchScript set's
+whole checkpoints are generated into ``training/build/NAME`` when missing.
 """
 
 from __future__ import annotations

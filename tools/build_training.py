@@ -41,6 +41,10 @@ and boolean tensors, floating-point scalars such as a Dropout ratio), written by
 own ``save_checkpoint``: a few hundred bytes where the generator's holds every weight, and all
 that planning and ``verify`` read.
 The generator's whole checkpoint stays under ``training/build/dynamo/NAME/`` (git-ignored).
+``--frozen parameters`` lists only the module's own frozen parameters and buffers (the exporter's
+constants stay in the graph) and ``--fusable-gelu`` writes the erf GELU in the order onnxruntime's
+Gelu fusion matches (:func:`fusable_gelu`); either writes its artifacts under
+``training/build/VARIANT/NAME/`` (:func:`variant`) and no fixture.
 ``models/training/dynamo/catalog.json`` records the set, and the models the exporter refuses
 with its one-line reason.
 
