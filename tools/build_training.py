@@ -458,7 +458,6 @@ def fusable_gelu(model: onnx.ModelProto) -> int:
     ``(x * 0.5) * (1 + erf(x / sqrt 2))``, the form onnxruntime's ``GeluFusion`` matches (its last
     Mul must read a ``Mul(x, 0.5)``), in place; the same value bit for bit (a product with 0.5 is
     exact). Returns how many changed."""
-    producer = {o: n for n in model.graph.node for o in n.output}
     readers: dict[str, list[onnx.NodeProto]] = {}
     for n in model.graph.node:
         for i in n.input:
@@ -476,7 +475,7 @@ def fusable_gelu(model: onnx.ModelProto) -> int:
         half = add and only(add.output[0], "Mul")
         last = half and only(half.output[0], "Mul")
         if not (last and _constant(model, div.input[1], math.sqrt(2.0)) and list(last.input) in
-                ([x, half.output[0]], [half.output[0], x]) and x in producer):
+                ([x, half.output[0]], [half.output[0], x])):
             continue
         c = next((i for i in half.input if i != add.output[0]), "")
         if not _constant(model, c, 0.5):
