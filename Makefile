@@ -192,11 +192,16 @@ training-models:
 training-verify:
 	$(TRAINING_PYTHON) -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_training.py tests/test_checkpoint.py
 
-# arena vs max-live, memonger-style and PyTorch eager; verification; writes docs/training.md
+# arena vs max-live, memonger-style, PyTorch eager and onnxruntime-training's step; verification;
+# the dynamo encoder's GELU variants; writes docs/training.md
 bench-training:
 	$(TRAINING_PYTHON) bench/bench_training.py
 	$(TRAINING_PYTHON) tools/build_training.py --dynamo
 	$(TRAINING_PYTHON) bench/bench_training.py --dynamo
+	$(TRAINING_PYTHON) tools/build_training.py --dynamo --only bert --frozen parameters
+	$(TRAINING_PYTHON) bench/bench_training.py --dynamo --only bert --variant dynamo-parameters
+	$(TRAINING_PYTHON) tools/build_training.py --dynamo --only bert --frozen parameters --fusable-gelu
+	$(TRAINING_PYTHON) bench/bench_training.py --dynamo --only bert --variant dynamo-parameters-gelu
 
 # onnxruntime-training's own peak on the original step and on its 0.5x rewrites (table printed; docs/remat.md)
 bench-remat-ort:

@@ -408,3 +408,65 @@ def test_a_hand_made_checkpoint_reads_the_same_through_onnxruntime(tmp_path):
     _, values, reader = checkpoint_values(path, ["shape", "ratio", "flag", "w"], use_ort=True)
     assert reader == ORT_READER and list(values) == ["shape", "ratio", "flag"]
     assert values["shape"].tolist() == [4, -1] and float(values["ratio"]) == 0.125 and bool(values["flag"][0])
+
+
+# ---------------------------------------------------------------- range plans and fit
+
+#: the dynamo MLP's Reshape target for any batch (the committed checkpoint holds [64, 784])
+ANY_BATCH = {"name": "val_3", "type": 7, "dims": [2], "raw": struct.pack("<2q", -1, 784)}
+#: bytes of one sample: the 1x28x28 float image and its int64 label
+SAMPLE = 784 * 4 + 8
+
+
+def _ranged_mlp(tmp_path, checkpoint: bytes | None):
+    """The dynamo MLP's training graph with a symbolic batch ``batch`` on its image and labels
+    (no stored shapes inside), in a folder of its own with ``checkpoint`` beside it."""
+    import onnx
+
+    model = onnx.load(str(MLP / "training_model.onnx"))
+    for vi in model.graph.input:
+        if vi.name in ("input", "labels"):
+            vi.type.tensor_type.shape.dim[0].dim_param = "batch"
+    del model.graph.value_info[:]
+    path = tmp_path / "training_model.onnx"
+    onnx.save(model, str(path))
+    if checkpoint is not None:
+        (tmp_path / "checkpoint").write_bytes(checkpoint)
+    return path
+
+
+def test_a_range_plan_reads_the_checkpoint_values(tmp_path):
+    from onnxmem.planning import plan_range
+
+    model = _ranged_mlp(tmp_path, None)
+    code, out = _cli("plan", model, "--dim", "batch=1:64")
+    assert code == 1 and "not polynomials in the ranged dims" in out and out.count("\n") == 1
+    (tmp_path / "checkpoint").write_bytes(_checkpoint([ANY_BATCH]))
+    code, out = _cli("plan", model, "--dim", "batch=1:64", "-o", tmp_path / "range.json")
+    assert code == 0 and "proof        ok" in out, out
+    plan = plan_range(load_model(model), model, {"batch": (1, 64)}, PlanOptions(alignment=64))
+    point = plan_model(MLP / "training_model.onnx", PlanOptions(alignment=64)).plan
+    assert plan.arena_at({"batch": 64}) == point.arena_size  # the committed graph is batch 64
+    assert plan.arena_at({"batch": 1}) < plan.arena_at({"batch": 32}) < point.arena_size
+    assert "val_3" not in {t for p in plan.pieces for t in p.tensors}  # still outside the arena
+
+
+def test_a_range_plan_takes_the_checkpoint_flag(tmp_path):
+    (tmp_path / "m").mkdir()
+    model = _ranged_mlp(tmp_path / "m", None)  # nothing beside it
+    given = tmp_path / "elsewhere"
+    given.write_bytes(_checkpoint([ANY_BATCH]))
+    code, out = _cli("plan", model, "--dim", "batch=1:64", "--checkpoint", given)
+    assert code == 0 and "proof        ok" in out, out
+
+
+def test_fit_sizes_a_training_graph_without_counting_the_callers_state(tmp_path):
+    model = _ranged_mlp(tmp_path, _checkpoint([ANY_BATCH]))
+    code, out = _cli("fit", model, "--dim", "batch=1:4096", "--memory", "16MiB", "--optimize", "none",
+                     "--runtime", "plan", "--json")
+    assert code == 0, out
+    answer = json.loads(out)
+    batch, items = answer["fit"]["batch"], answer["items"]
+    assert 1 <= batch < 4096
+    assert items["inputs"] == batch * SAMPLE  # the image and labels; parameters and buffers are weights
+    assert items["weights"] > 2 * 2**20 and items["total"] <= 16 * 2**20

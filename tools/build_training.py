@@ -41,6 +41,10 @@ and boolean tensors, floating-point scalars such as a Dropout ratio), written by
 own ``save_checkpoint``: a few hundred bytes where the generator's holds every weight, and all
 that planning and ``verify`` read.
 The generator's whole checkpoint stays under ``training/build/dynamo/NAME/`` (git-ignored).
+``--frozen parameters`` lists only the module's own frozen parameters and buffers (the exporter's
+constants stay in the graph) and ``--fusable-gelu`` writes the erf GELU in the order onnxruntime's
+Gelu fusion matches (:func:`fusable_gelu`); either writes its artifacts under
+``training/build/VARIANT/NAME/`` (:func:`variant`) and no fixture.
 ``models/training/dynamo/catalog.json`` records the set, and the models the exporter refuses
 with its one-line reason.
 
@@ -80,6 +84,9 @@ DYNAMO_OPSET = 18
 #: the models exported with ``torch.onnx.export(..., dynamo=True)`` (``--dynamo``)
 DYNAMO = ("mlp", "squeezenet", "mobilenet_v2", "unet", "bert", "resnet50")
 DYNAMO_FIXTURES = FIXTURES / "dynamo"
+#: what ``--dynamo`` hands the generator as ``frozen_params``: every initializer that is not trainable
+#: (the exporter's constants included), or only the module's own parameters and buffers
+FROZEN = ("initializers", "parameters")
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,13 +348,17 @@ ARCHS: tuple[Arch, ...] = (
 # --------------------------------------------------------------------------- generation
 
 
-def export_forward(arch: Arch, dynamo: bool = False) -> tuple[onnx.ModelProto, list[str], list[str]]:
+def export_forward(arch: Arch, dynamo: bool = False,
+                   frozen_kind: str = "initializers") -> tuple[onnx.ModelProto, list[str], list[str]]:
     """The forward model in training mode, and its (trainable, frozen) parameter names.
 
     TorchScript (the default): the frozen ones are the float parameters ``arch.frozen`` names.
     ``dynamo``: ``torch.onnx.export(..., dynamo=True)`` at :data:`DYNAMO_OPSET`, and the frozen
-    ones are every initializer that is not trainable (the exporter's constants included), as
-    a user writes ``frozen_params`` for the generator."""
+    ones are, by ``frozen_kind`` (:data:`FROZEN`), every initializer that is not trainable (the
+    exporter's constants included: ``frozen_params = [i.name for i in model.graph.initializer if
+    i.name not in requires_grad]``, the usual way to write it) or only the module's parameters and
+    buffers that are not trainable (the generator then keeps every other initializer in the graph
+    as a constant: ``onnxblock``'s ``_move_initializers_to_inputs`` moves only the names listed)."""
     torch = import_torch()
     torch.manual_seed(SEED)
     module = arch.build()
@@ -368,8 +379,10 @@ def export_forward(arch: Arch, dynamo: bool = False) -> tuple[onnx.ModelProto, l
     floats = [n for n, p in module.named_parameters() if n in names and p.dtype.is_floating_point]
     frozen = [n for n in floats if n.startswith(arch.frozen)] if arch.frozen else []
     trainable = [n for n in floats if n not in frozen]
-    if dynamo:
+    if dynamo and frozen_kind == "initializers":
         frozen = [i.name for i in model.graph.initializer if i.name not in trainable]
+    elif dynamo:
+        frozen = [n for n in module.state_dict() if n in names and n not in trainable]
     return model, trainable, frozen
 
 
@@ -424,9 +437,63 @@ def write_fixture(graph: onnx.ModelProto, kind: str, target: Path, stem: str) ->
     return len(graph.graph.node)
 
 
-def generate_dynamo(arch: Arch) -> tuple[dict[str, Any], float]:
+def variant(frozen_kind: str, gelu: bool) -> str:
+    """The folder under ``training/build`` of the dynamo artifacts generated with ``frozen_kind``
+    (:data:`FROZEN`) and, with ``gelu``, :func:`fusable_gelu`: ``dynamo`` for the fixtures' own."""
+    return "dynamo" + ("" if frozen_kind == FROZEN[0] else f"-{frozen_kind}") + ("-gelu" if gelu else "")
+
+
+def _constant(model: onnx.ModelProto, name: str, value: float) -> bool:
+    from onnx import numpy_helper
+
+    init = next((i for i in model.graph.initializer if i.name == name), None)
+    if init is None or math.prod(init.dims) != 1:
+        return False
+    got = numpy_helper.to_array(init).ravel()[0]
+    return bool(got == got.dtype.type(value))  # sqrt(2) rounded to the constant's type
+
+
+def fusable_gelu(model: onnx.ModelProto) -> int:
+    """Write each erf GELU of the dynamo exporter, ``x * (0.5 * (1 + erf(x / sqrt 2)))``, as
+    ``(x * 0.5) * (1 + erf(x / sqrt 2))``, the form onnxruntime's ``GeluFusion`` matches (its last
+    Mul must read a ``Mul(x, 0.5)``), in place; the same value bit for bit (a product with 0.5 is
+    exact). Returns how many changed."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+
+    def only(name: str, op: str) -> onnx.NodeProto | None:
+        nodes = readers.get(name, [])
+        return nodes[0] if len(nodes) == 1 and nodes[0].op_type == op else None
+
+    changed = 0
+    for div in [n for n in model.graph.node if n.op_type == "Div"]:
+        x = div.input[0]
+        erf = only(div.output[0], "Erf")
+        add = erf and only(erf.output[0], "Add")
+        half = add and only(add.output[0], "Mul")
+        last = half and only(half.output[0], "Mul")
+        if not (last and _constant(model, div.input[1], math.sqrt(2.0)) and list(last.input) in
+                ([x, half.output[0]], [half.output[0], x])):
+            continue
+        c = next((i for i in half.input if i != add.output[0]), "")
+        if not _constant(model, c, 0.5):
+            continue
+        del half.input[:]
+        half.input.extend([x, c])  # x * 0.5
+        del last.input[:]
+        last.input.extend([half.output[0], add.output[0]])  # (x * 0.5) * (1 + erf)
+        changed += 1
+    return changed
+
+
+def generate_dynamo(arch: Arch, frozen_kind: str = "initializers", gelu: bool = False) -> tuple[dict[str, Any], float]:
     """The dynamo set's fixtures of one model (module doc): its catalogue entry (with the
-    exporter's or the generator's one-line error where one refuses it) and the seconds taken."""
+    exporter's or the generator's one-line error where one refuses it) and the seconds taken.
+    ``frozen_kind="parameters"`` (:func:`export_forward`) or ``gelu`` (:func:`fusable_gelu`)
+    generate the artifacts under ``training/build/VARIANT/NAME`` (:func:`variant`) only: no
+    fixture is written."""
     from onnxruntime.training import artifacts, onnxblock
 
     t0 = time.perf_counter()
@@ -434,11 +501,13 @@ def generate_dynamo(arch: Arch) -> tuple[dict[str, Any], float]:
                              "inputs": {n: list(a.shape) for n, a in zip(arch.input_names, arch.inputs())},
                              "labels": list(arch.labels)}
     try:
-        model, trainable, frozen = export_forward(arch, dynamo=True)
+        model, trainable, frozen = export_forward(arch, dynamo=True, frozen_kind=frozen_kind)
     except Exception as exc:  # the exporter's own refusal, recorded in the catalogue
         return {**entry, "refused": f"torch.onnx.export(dynamo=True): {_one_line(exc)}"}, time.perf_counter() - t0
     add_saved_outputs(model)
-    out = BUILD / "dynamo" / arch.name
+    if gelu:
+        fusable_gelu(model)
+    out = BUILD / variant(frozen_kind, gelu) / arch.name
     out.mkdir(parents=True, exist_ok=True)
     try:
         artifacts.generate_artifacts(
@@ -447,6 +516,9 @@ def generate_dynamo(arch: Arch) -> tuple[dict[str, Any], float]:
         )
     except Exception as exc:
         return {**entry, "refused": f"generate_artifacts: {_one_line(exc)}"}, time.perf_counter() - t0
+    if variant(frozen_kind, gelu) != "dynamo":
+        return {**entry, "frozen_tensors": len(frozen),
+                "training_nodes": len(onnx.load(str(out / "training_model.onnx")).graph.node)}, time.perf_counter() - t0
     target = DYNAMO_FIXTURES / arch.name
     target.mkdir(parents=True, exist_ok=True)
     counts = {kind: write_fixture(onnx.load(str(out / f"{kind}_model.onnx")), kind, target / f"{kind}_model.onnx",
@@ -466,11 +538,12 @@ def generate_dynamo(arch: Arch) -> tuple[dict[str, Any], float]:
     }, time.perf_counter() - t0
 
 
-def generate(arch: Arch) -> tuple[dict[str, Any], float]:
-    """Export, generate and write one model's fixtures; its catalogue entry and the seconds it took."""
+def build_artifacts(arch: Arch) -> tuple[onnx.ModelProto, list[str], list[str], Path]:
+    """Export one model of the TorchScript set and generate its artifacts under ``training/build/NAME/``
+    (the graphs, the optimizer and the generator's whole checkpoint, weights included; git-ignored),
+    writing no fixture; the forward model, its trainable and frozen parameters and the folder."""
     from onnxruntime.training import artifacts
 
-    t0 = time.perf_counter()
     model, trainable, frozen = export_forward(arch)
     out = BUILD / arch.name
     out.mkdir(parents=True, exist_ok=True)
@@ -478,6 +551,13 @@ def generate(arch: Arch) -> tuple[dict[str, Any], float]:
         model, requires_grad=trainable, frozen_params=frozen, loss=artifacts.LossType.CrossEntropyLoss,
         optimizer=artifacts.OptimType.AdamW, artifact_directory=str(out),
     )
+    return model, trainable, frozen, out
+
+
+def generate(arch: Arch) -> tuple[dict[str, Any], float]:
+    """Export, generate and write one model's fixtures; its catalogue entry and the seconds it took."""
+    t0 = time.perf_counter()
+    model, trainable, frozen, out = build_artifacts(arch)
     counts = {kind: write_fixture(onnx.load(str(out / f"{kind}_model.onnx")), kind,
                                   FIXTURES / f"{arch.name}.{'train' if kind == 'training' else 'eval'}.onnx",
                                   f"{arch.name}.{'train' if kind == 'training' else 'eval'}")
@@ -513,6 +593,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="list the models and exit")
     p.add_argument("--dynamo", action="store_true",
                    help=f"build the dynamo set ({', '.join(DYNAMO)}) under models/training/dynamo/")
+    p.add_argument("--frozen", choices=FROZEN, default=FROZEN[0],
+                   help="with --dynamo, what frozen_params lists: every initializer that is not trainable "
+                        "(the fixtures), or only the module's parameters and buffers (artifacts under "
+                        "training/build/dynamo-parameters/, no fixture)")
+    p.add_argument("--fusable-gelu", action="store_true",
+                   help="with --dynamo, write the exporter's erf GELU in the order onnxruntime's Gelu fusion "
+                        "matches (artifacts under training/build/dynamo[-parameters]-gelu/, no fixture)")
     args = p.parse_args(argv)
     if args.list:
         for a in ARCHS:
@@ -523,6 +610,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown model(s): {', '.join(sorted(unknown))}; see --list", file=sys.stderr)
         return 2
+    if args.dynamo and variant(args.frozen, args.fusable_gelu) != "dynamo":
+        for arch in (a for a in chosen if a.name in DYNAMO):
+            entry, seconds = generate_dynamo(arch, args.frozen, args.fusable_gelu)
+            print(f"{arch.name:14} {entry.get('refused') or entry['training_nodes']} ({seconds:.1f} s)", flush=True)
+        return 0
     if args.dynamo:
         return build_dynamo([a for a in chosen if a.name in DYNAMO])
     FIXTURES.mkdir(parents=True, exist_ok=True)

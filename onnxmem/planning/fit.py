@@ -57,7 +57,8 @@ from typing import TYPE_CHECKING, Any
 from onnxmem.core.choices import OPTIMIZE_LEVELS, RUNTIME_MODES
 from onnxmem.core.errors import OnnxmemError, ShapeError, one_line
 from onnxmem.core.symbolic import Poly
-from onnxmem.planning.pipeline import PlanOptions
+from onnxmem.model import caller_state, with_values
+from onnxmem.planning.pipeline import PlanOptions, with_checkpoint
 from onnxmem.planning.process import Process, activation_factor, measure_process, run_peak
 from onnxmem.planning.ranges import plan_range_optimized, size_poly, symbolic_shapes
 from onnxmem.plans.range import RangePiece, RangePlan
@@ -200,8 +201,10 @@ class FitReport:
 
 
 def _names(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
-    inits = {i.name for i in model.graph.initializer}
-    return [v.name for v in model.graph.input if v.name not in inits], [v.name for v in model.graph.output]
+    """The graph inputs and outputs the deployment holds beside the arena: not the initializers, and
+    not a training graph's caller's state (parameters, gradient buffers: counted with the weights)."""
+    skip = {i.name for i in model.graph.initializer} | set(caller_state(model))
+    return [v.name for v in model.graph.input if v.name not in skip], [v.name for v in model.graph.output]
 
 
 def _is_kv(name: str, prefixes: Sequence[str]) -> bool:
@@ -392,9 +395,9 @@ def fit_model(
                          "--dim NAME=LO:HI for one or two dims and bind the others with --dim NAME=N")
     from onnxmem.runtime.optimize import optimized_model
 
-    opts = replace(options or PlanOptions(), optimize=optimize, device=device)
+    opts = with_checkpoint(model, path, replace(options or PlanOptions(), optimize=optimize, device=device))
     say("sizing the inputs and outputs")
-    io = io_sizes(model, box, opts.dims)
+    io = io_sizes(with_values(model, opts.known), box, opts.dims)
     warnings: list[str] = []
     process = None
     if runtime != "plan":

@@ -58,6 +58,7 @@ from onnxmem.shapes import ShapeInfo, infer_shapes
 
 __all__ = [
     "PlanOptions",
+    "with_checkpoint",
     "Planned",
     "aliased_liveness",
     "default_solver",
@@ -207,9 +208,7 @@ def _plan_loaded(
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     say("inferring shapes")
-    if not opts.known_record:
-        known, record = checkpoint_known(model, path, opts.checkpoint)
-        opts = replace(opts, known=known, known_record=record)
+    opts = with_checkpoint(model, path, opts)
     if opts.inputs:
         from onnxmem.runtime.inputs import bind_input_shapes
 
@@ -244,6 +243,17 @@ def _plan_loaded(
         return planned
     solver = {**planned.plan.solver, "params": {**planned.plan.solver["params"], "timeout": opts.timeout}}
     return replace(planned, plan=replace(planned.plan, solver=solver))
+
+
+def with_checkpoint(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptions) -> PlanOptions:
+    """``opts`` with the values of ``model``'s constant frozen parameters read from its training
+    checkpoint (``opts.checkpoint``, or the generator's file beside ``path``) and the record the
+    plan keeps of it (:func:`onnxmem.planning.checkpoint.checkpoint_known`); ``opts`` as it is
+    where they were read already."""
+    if opts.known_record:
+        return opts
+    known, record = checkpoint_known(model, path, opts.checkpoint)
+    return replace(opts, known=known, known_record=record)
 
 
 def _input_shapes(model: onnx.ModelProto, pinned: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:

@@ -68,10 +68,10 @@ from onnxmem.core.errors import PlanError, ShapeError, show_name
 from onnxmem.core.problem import align_up, lower_bound
 from onnxmem.core.symbolic import Box, MaxPoly, Poly
 from onnxmem.graph import GraphView, build_view
-from onnxmem.model import dtype_bits, file_sha256
+from onnxmem.model import dtype_bits, file_sha256, with_values
 from onnxmem.planning.compose import compose, order_view
 from onnxmem.planning.lattice import Family, Symbolic, symbolic_families
-from onnxmem.planning.pipeline import PlanOptions, optimized_record
+from onnxmem.planning.pipeline import PlanOptions, optimized_record, with_checkpoint
 from onnxmem.planning.slices import polynomial_layout
 from onnxmem.plans.range import (
     RangePiece,
@@ -395,9 +395,12 @@ def plan_range(
     other dims; ``input_shapes`` and ``measure_shapes`` have no range form). ``steps``: a
     ranged dim's step (``{"H": 32}``: the plan holds ``H = lo + 32*k`` only). A dim inside
     floors (a strided convolution's output size) is planned per residue class of its lattice
-    (:mod:`onnxmem.planning.lattice`), with up to ``max_pieces`` pieces per class.
+    (:mod:`onnxmem.planning.lattice`), with up to ``max_pieces`` pieces per class. A training
+    graph's constant frozen parameters (Reshape targets, axes) take their values from its
+    checkpoint (``options.checkpoint``, or the generator's file beside ``path``), as for a point
+    plan; the graph planned keeps them as graph inputs.
     """
-    opts = options or PlanOptions()
+    opts = with_checkpoint(model, path, options or PlanOptions())
     t0 = time.perf_counter()
     if opts.input_shapes or opts.measure_shapes:
         raise ShapeError("a range plan reads shapes symbolically; leave out --input-shape and "
@@ -410,7 +413,7 @@ def plan_range(
             raise ShapeError(f"--dim {show_name(k)}: a step needs a range of the dim and at most 2^31")
     full = {k: (int(lo), int(lo) + user.get(k, 1) * ((int(hi) - int(lo)) // user.get(k, 1)))
             for k, (lo, hi) in sorted(box.items())}
-    lattice, families = symbolic_families(model, full, user, opts.dims, opts.nchwc_block)
+    lattice, families = symbolic_families(with_values(model, opts.known), full, user, opts.dims, opts.nchwc_block)
     pieces: list[RangePiece] = []
     shared_order: list[int] | None = None
     for fam in families:
@@ -454,6 +457,7 @@ def plan_range_optimized(built: Optimized, box: Mapping[str, tuple[int, int]], o
     """:func:`plan_range` of the graph :func:`onnxmem.runtime.optimize.optimized_model` built (inside
     its ``with`` block), sized with the NCHWc block of the session that built it; the plan records
     how the graph was built, as :func:`onnxmem.planning.pipeline.plan_optimized` does for a point."""
-    opts = replace(options or PlanOptions(), nchwc_block=built.record.nchwc_block)
+    opts = with_checkpoint(built.model, built.source, replace(options or PlanOptions(),
+                                                              nchwc_block=built.record.nchwc_block))
     plan = plan_range(built.model, built.path, box, opts, steps=steps)
     return replace(plan, model=optimized_record(plan.model, built))
