@@ -43,6 +43,7 @@ from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import collect_types, run_onnx_inference, run_symbolic_inference
 from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
+from onnxmem.shapes.pieces import PIECE_NODES, infer_in_pieces
 from onnxmem.shapes.subgraphs import Grower, with_shapes
 from onnxmem.shapes.training import complete_shapes
 
@@ -108,9 +109,25 @@ class Step:
 
 
 def _onnx(state: Inference) -> None:
+    if len(state.work.graph.node) >= PIECE_NODES and _pieces_complete(state):
+        return  # every value shaped without holding the whole graph's inferred copy
     state.inferred = run_onnx_inference(state.work)
     if state.inferred is not None:
         state.absorb(collect_types(state.inferred), "onnx", state.dims)
+
+
+def _pieces_complete(state: Inference) -> bool:
+    """onnx's inference in pieces (:mod:`onnxmem.shapes.pieces`), taken only where it gives
+    every wanted value a concrete shape; else nothing is taken and the whole graph is inferred."""
+    info = infer_in_pieces(state.work)
+    if info is None:
+        return False
+    for name in state.wanted:
+        et, sh = info.get(name, (None, None))
+        if et is None or sh is None or any(resolve_dim(d, state.dims) is None for d in sh):
+            return False
+    state.absorb(info, "onnx", state.dims)
+    return True
 
 
 def _evaluated(state: Inference) -> None:
