@@ -41,11 +41,13 @@ Types = dict[str, tuple[int | None, tuple[Dim, ...] | None]]
 
 def infer_in_pieces(
     work: onnx.ModelProto,
-    window: int = PIECE_WINDOW,
+    window: int | None = None,
     infer: Callable[[onnx.ModelProto], onnx.ModelProto | None] = run_onnx_inference,
 ) -> Types | None:
     """``{name: (elem type, dims)}`` of the main graph's values as onnx infers them, window
-    by window (module doc); ``None`` where the graph cannot be cut or a piece fails."""
+    by window (module doc; ``window`` defaults to :data:`PIECE_WINDOW`); ``None`` where the
+    graph cannot be cut or a piece fails."""
+    window = window or PIECE_WINDOW
     g = work.graph
     if work.functions or any(subgraph_attributes(n) for n in g.node):
         return None

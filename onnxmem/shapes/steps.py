@@ -43,7 +43,7 @@ from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import collect_types, run_onnx_inference, run_symbolic_inference
 from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
-from onnxmem.shapes.pieces import PIECE_NODES, infer_in_pieces
+import onnxmem.shapes.pieces as pieces
 from onnxmem.shapes.subgraphs import Grower, with_shapes
 from onnxmem.shapes.training import complete_shapes
 
@@ -109,7 +109,7 @@ class Step:
 
 
 def _onnx(state: Inference) -> None:
-    if len(state.work.graph.node) >= PIECE_NODES and _pieces_complete(state):
+    if len(state.work.graph.node) >= pieces.PIECE_NODES and _pieces_complete(state):
         return  # every value shaped without holding the whole graph's inferred copy
     state.inferred = run_onnx_inference(state.work)
     if state.inferred is not None:
@@ -119,7 +119,7 @@ def _onnx(state: Inference) -> None:
 def _pieces_complete(state: Inference) -> bool:
     """onnx's inference in pieces (:mod:`onnxmem.shapes.pieces`), taken only where it gives
     every wanted value a concrete shape; else nothing is taken and the whole graph is inferred."""
-    info = infer_in_pieces(state.work)
+    info = pieces.infer_in_pieces(state.work)
     if info is None:
         return False
     for name in state.wanted:
