@@ -198,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="zoo models whose name contains this")
     parser.add_argument("--quick", action="store_true", help="10k-node graphs, one run, three zoo models")
     parser.add_argument("--no-doc", action="store_true", help="print the tables, leave docs/speed.md alone")
+    parser.add_argument("--sections", default="pack,large,zoo,solver",
+                        help="comma-separated sections to run (pack, large, zoo, solver); docs/speed.md is "
+                             "rewritten only when all four run")
     opts = parser.parse_args(argv)
     if opts.quick:
         opts.runs, opts.nodes, opts.random = 1, 10_000, 10_000
@@ -213,11 +216,13 @@ def main(argv: list[str] | None = None) -> int:
                          ("zoo", lambda: zoo_case(Path(tmp), opts.runs, opts.only or (
                              "resnet50_batch" if opts.quick else None))),
                          ("solver", lambda: solver_case(Path(tmp), opts.random))):
+            if name not in opts.sections.split(","):
+                continue
             sections[name] = fn()
             print("\n".join(sections[name]) + "\n", flush=True)
     total = time.perf_counter() - t0
     command = "python bench/bench_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    if not opts.no_doc:
+    if not opts.no_doc and len(sections) == 4:
         write_doc(sections, command.strip(), started, where, total)
     return 0
 

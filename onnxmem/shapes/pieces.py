@@ -65,9 +65,9 @@ def infer_in_pieces(
             return None
         for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
             if vi.name not in types:
-                typed = onnx.TypeProto()
-                typed.CopyFrom(vi.type)  # a copy: a reference would keep the whole piece alive
-                types[vi.name] = typed
+                kept = onnx.TypeProto()
+                kept.CopyFrom(vi.type)  # a copy: a reference would keep the whole piece alive
+                types[vi.name] = kept
         for name, typed in collect_graph_types(inferred.graph).items():
             out.setdefault(name, typed)
         del inferred, piece

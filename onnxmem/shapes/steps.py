@@ -36,6 +36,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+import onnxmem.shapes.pieces as pieces
 import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import show_name
 from onnxmem.model import BodyKey, Dim, resolve_dim
@@ -43,7 +44,6 @@ from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import collect_types, run_onnx_inference, run_symbolic_inference
 from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
-import onnxmem.shapes.pieces as pieces
 from onnxmem.shapes.subgraphs import Grower, with_shapes
 from onnxmem.shapes.training import complete_shapes
 
