@@ -55,16 +55,16 @@ def infer_in_pieces(
     types: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in g.input}
     declared_out = {vi.name: vi for vi in g.output}
     out: Types = collect_graph_types(_header(work, g))
-    nodes = list(g.node)
-    for start in range(0, len(nodes), window):
-        piece = _piece(work, nodes[start:start + window], inits, types, declared_out)
+    last = _last_window(g, window)
+    for w, start in enumerate(range(0, len(g.node), window)):
+        piece = _piece(work, list(g.node[start:start + window]), inits, types, declared_out)
         if piece is None:
             return None
         inferred = infer(piece)
         if inferred is None:
             return None
         for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-            if vi.name not in types:
+            if vi.name not in types and last.get(vi.name, -1) > w:
                 kept = onnx.TypeProto()
                 kept.CopyFrom(vi.type)  # a copy: a reference would keep the whole piece alive
                 types[vi.name] = kept
@@ -72,6 +72,15 @@ def infer_in_pieces(
             out.setdefault(name, typed)
         del inferred, piece
     return out
+
+
+def _last_window(g: onnx.GraphProto, window: int) -> dict[str, int]:
+    """The last window that reads each value (the types of values read no later are dropped)."""
+    last: dict[str, int] = {}
+    for i, node in enumerate(g.node):
+        for name in node.input:
+            last[name] = i // window
+    return last
 
 
 def _header(work: onnx.ModelProto, g: onnx.GraphProto) -> onnx.GraphProto:
