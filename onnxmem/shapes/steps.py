@@ -36,6 +36,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+import onnxmem.shapes.pieces as pieces
 import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import show_name
 from onnxmem.model import BodyKey, Dim, resolve_dim
@@ -108,9 +109,25 @@ class Step:
 
 
 def _onnx(state: Inference) -> None:
+    if len(state.work.graph.node) >= pieces.PIECE_NODES and _pieces_complete(state):
+        return  # every value shaped without holding the whole graph's inferred copy
     state.inferred = run_onnx_inference(state.work)
     if state.inferred is not None:
         state.absorb(collect_types(state.inferred), "onnx", state.dims)
+
+
+def _pieces_complete(state: Inference) -> bool:
+    """onnx's inference in pieces (:mod:`onnxmem.shapes.pieces`), taken only where it gives
+    every wanted value a concrete shape; else nothing is taken and the whole graph is inferred."""
+    info = pieces.infer_in_pieces(state.work)
+    if info is None:
+        return False
+    for name in state.wanted:
+        et, sh = info.get(name, (None, None))
+        if et is None or sh is None or any(resolve_dim(d, state.dims) is None for d in sh):
+            return False
+    state.absorb(info, "onnx", state.dims)
+    return True
 
 
 def _evaluated(state: Inference) -> None:
