@@ -617,34 +617,36 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.dynamo:
         return build_dynamo([a for a in chosen if a.name in DYNAMO])
-    FIXTURES.mkdir(parents=True, exist_ok=True)
-    catalog_path = FIXTURES / "catalog.json"
+    def said(entry: dict[str, Any]) -> str:
+        return (f"{entry['training_nodes']:5} training nodes, {entry['eval_nodes']:5} eval nodes, "
+                f"{entry['trainable_parameters']:,} trainable / {entry['frozen_parameters']:,} frozen parameters")
+
+    return build_catalog(FIXTURES, chosen, generate, said, [a.name for a in ARCHS])
+
+
+def build_catalog(folder: Path, chosen: list[Arch], make: Callable[[Arch], tuple[dict[str, Any], float]],
+                  said: Callable[[dict[str, Any]], str], order: list[str]) -> int:
+    """Make each of ``chosen`` with ``make`` and merge its entry into ``folder/catalog.json`` (kept in
+    ``order``), printing what ``said`` says of each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    catalog_path = folder / "catalog.json"
     catalog = json.loads(catalog_path.read_text()) if catalog_path.is_file() else {}
     for arch in chosen:
-        entry, seconds = generate(arch)
+        entry, seconds = make(arch)
         catalog[arch.name] = entry
-        print(f"{arch.name:14} {entry['training_nodes']:5} training nodes, {entry['eval_nodes']:5} eval nodes, "
-              f"{entry['trainable_parameters']:,} trainable / {entry['frozen_parameters']:,} frozen parameters "
-              f"({seconds:.1f} s)", flush=True)
-    ordered = {a.name: catalog[a.name] for a in ARCHS if a.name in catalog}
+        print(f"{arch.name:14} {said(entry)} ({seconds:.1f} s)", flush=True)
+    ordered = {n: catalog[n] for n in order if n in catalog}
     write_bytes_atomic(catalog_path, (json.dumps(ordered, indent=1) + "\n").encode())
     return 0
 
 
 def build_dynamo(chosen: list[Arch]) -> int:
     """Build the dynamo set's fixtures and ``models/training/dynamo/catalog.json``."""
-    DYNAMO_FIXTURES.mkdir(parents=True, exist_ok=True)
-    catalog_path = DYNAMO_FIXTURES / "catalog.json"
-    catalog = json.loads(catalog_path.read_text()) if catalog_path.is_file() else {}
-    for arch in chosen:
-        entry, seconds = generate_dynamo(arch)
-        catalog[arch.name] = entry
-        said = entry.get("refused") or (f"{entry['training_nodes']:5} training nodes, {entry['eval_nodes']:5} eval "
-                                        f"nodes, {entry['frozen_constants']} frozen constants")
-        print(f"{arch.name:14} {said} ({seconds:.1f} s)", flush=True)
-    ordered = {n: catalog[n] for n in DYNAMO if n in catalog}
-    write_bytes_atomic(catalog_path, (json.dumps(ordered, indent=1) + "\n").encode())
-    return 0
+    def said(entry: dict[str, Any]) -> str:
+        return entry.get("refused") or (f"{entry['training_nodes']:5} training nodes, {entry['eval_nodes']:5} eval "
+                                         f"nodes, {entry['frozen_constants']} frozen constants")
+
+    return build_catalog(DYNAMO_FIXTURES, chosen, generate_dynamo, said, list(DYNAMO))
 
 
 if __name__ == "__main__":
