@@ -138,6 +138,7 @@ def test_one_model_is_planned_from_its_message_verified_and_compared(tmp_path):
     assert line.startswith("| pkg 1.0 | m.onnx | 2 | - | 0 | `--input-shape x=1x256` |")
 
 
+@pytest.mark.slow  # the flag-following on If messages stays in the default run (values decide an If)
 def test_an_if_branch_that_cannot_be_sized_is_left_out_as_the_message_offers(tmp_path):
     """The package's value of the If's condition (``--inputs``, given to plan too) decides the
     branch, and the other is left out with no flag; without it, the If's output needs measuring
