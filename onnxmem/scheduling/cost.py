@@ -343,8 +343,11 @@ class Piece:
         (a tensor whose other readers all ran is freed here)."""
         nodes = sorted(nodes)
         loc = {g: i for i, g in enumerate(nodes)}
-        preds = [[loc[p] for p in graph.preds[g] if p in loc] for g in nodes]
-        succs = [[loc[s] for s in graph.succs[g] if s in loc] for g in nodes]
+        if len(loc) == len(nodes) == graph.n:  # the whole graph: its lists as they are (read only)
+            preds, succs = graph.preds, graph.succs
+        else:
+            preds = [[loc[p] for p in graph.preds[g] if p in loc] for g in nodes]
+            succs = [[loc[s] for s in graph.succs[g] if s in loc] for g in nodes]
         slot: dict[int, int] = {}
         slot_prod: list[int] = []
         rem0: list[int] = []
