@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from onnxmem.cli.main import main
-from onnxmem.planning import PlanOptions, plan_model, plan_range
-from onnxmem.plans import range_to_dict, read_plan, render_plan, render_range_plan, write_plan
 from onnxmem.core.errors import OnnxmemError
 from onnxmem.core.fileio import OutputSet
+from onnxmem.planning import PlanOptions, plan_model, plan_range
+from onnxmem.plans import range_to_dict, read_plan, render_plan, render_range_plan, write_plan
 from onnxmem.plans.jsontext import dump, dumps
 from onnxmem.plans.point import check_schema
 from onnxmem.plans.schema import check_schema as check_format
