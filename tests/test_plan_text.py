@@ -4,6 +4,8 @@ themselves; the readers still do)."""
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 from dataclasses import replace
 
@@ -13,9 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.core.fileio import OutputSet
 from onnxmem.planning import PlanOptions, plan_model, plan_range
 from onnxmem.plans import range_to_dict, read_plan, render_plan, render_range_plan, write_plan
-from onnxmem.plans.jsontext import dumps
+from onnxmem.plans.jsontext import dump, dumps
 from onnxmem.plans.point import check_schema
 from onnxmem.plans.schema import check_schema as check_format
 
@@ -50,6 +54,81 @@ def test_dumps_refuses_what_json_dumps_refuses(value):
 def test_dumps_streams_a_generator_as_an_array():
     assert dumps({"a": (i for i in range(3)), "b": (i for i in ())}) == json.dumps({"a": [0, 1, 2], "b": []},
                                                                                    indent=1)
+
+
+@pytest.mark.parametrize("value", LITERALS, ids=range(len(LITERALS)))
+def test_dump_writes_the_bytes_of_dumps_and_leaves_the_file_open(value):
+    fh = io.BytesIO()
+    dump(value, fh)
+    assert not fh.closed
+    assert fh.getvalue() == dumps(value).encode("utf-8")
+
+
+def test_dump_streams_a_text_longer_than_its_buffer_into_a_file(tmp_path):
+    value = {"tensors": ({"name": f"t{i}\u00e9", "size": i * 64} for i in range(30_000)), "order": list(range(9))}
+    out = tmp_path / "big.json"
+    with open(out, "wb") as fh:
+        dump(value, fh)
+        fh.write(b"\n")
+    expected = json.dumps({"tensors": [{"name": f"t{i}\u00e9", "size": i * 64} for i in range(30_000)],
+                           "order": list(range(9))}, indent=1) + "\n"
+    assert len(expected) > 1_000_000
+    assert out.read_bytes() == expected.encode("utf-8")
+
+
+def _failing_writer(error):
+    def writer(fh):
+        fh.write(b"{" * 3_000_000)  # past any buffer: on disk when the error comes
+        raise error
+    return writer
+
+
+@pytest.mark.parametrize("error, expected", [
+    (TypeError("Object of type set is not JSON serializable"), TypeError),
+    (OSError(errno.ENOSPC, "No space left on device"), OnnxmemError),
+], ids=["encoder", "disk"])
+def test_a_writer_that_fails_mid_write_leaves_no_file(error, expected, tmp_path):
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    old.write_bytes(b"old plan")
+    outs = OutputSet()
+    outs.add(new, "-o")
+    outs.add(old, "--other")
+    outs.put(new, b"{}")
+    outs.put_writer(new, _failing_writer(error))  # the writer replaces the bytes put before
+    outs.put_writer(old, lambda fh: fh.write(b"new plan"))
+    with pytest.raises(expected) as info:
+        outs.commit()
+    if expected is OnnxmemError:
+        message = str(info.value)
+        assert message.startswith("cannot write -o ") and message.endswith(": No space left on device")
+        assert "\n" not in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json"]
+    assert old.read_bytes() == b"old plan"
+
+
+def test_put_writer_writes_every_output_at_commit(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    outs = OutputSet()
+    outs.add(a, "-o")
+    outs.add(b, "--annotate")
+    outs.put_writer(a, lambda fh: dump({"x": (i for i in range(3))}, fh))
+    outs.put(b, "text")
+    assert not a.exists()
+    outs.commit()
+    assert a.read_text() == json.dumps({"x": [0, 1, 2]}, indent=1)
+    assert b.read_text() == "text"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json"]
+
+
+def test_plan_o_writes_the_bytes_of_render_plan(tmp_path):
+    model = MODELS / "inception_block.onnx"
+    out = tmp_path / "plan.json"
+    out.write_text("an older plan")
+    r = CliRunner().invoke(main, ["plan", str(model), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    written = read_plan(out)
+    assert out.read_bytes() == render_plan(written)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
 
 
 def _written(plan, tmp_path, name="plan.json"):

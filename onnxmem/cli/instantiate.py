@@ -6,7 +6,6 @@ import click
 
 from onnxmem.core.errors import one_line
 from onnxmem.core.fileio import OutputSet
-from onnxmem.plans.point import render_plan
 
 from .output import fmt_bytes
 
@@ -30,7 +29,7 @@ def instantiate(plan_file: str, dims: tuple[str, ...], output: str) -> None:
     point = parse_point(dims, rp.box)
     prove_range_for_export(rp)
     concrete = at_point(rp, point)
-    outs.put(output, render_plan(concrete))
+    outs.put_writer(output, concrete.write_json)
     outs.commit()
     at = " ".join(f"{k}={v}" for k, v in sorted(point.items()))
     click.echo(f"point        {at}")

@@ -13,7 +13,6 @@ import click
 
 from onnxmem.core.errors import one_line
 from onnxmem.core.fileio import OutputSet
-from onnxmem.plans.point import render_plan
 
 from .options import (
     InputValues,
@@ -228,7 +227,7 @@ def _write_and_print(outs: OutputSet, onnx_model: onnx.ModelProto, the_plan: Mem
     from onnxmem.export.annotate import render_annotated  # onnx
 
     if output:
-        outs.put(output, render_plan(the_plan))
+        outs.put_writer(output, the_plan.write_json)
     for path, flag in ((annotate, "--annotate"), (rewrite_out, "--rewrite-out")):
         if path:
             outs.put(path, render_annotated(onnx_model, the_plan, model, path, flag))

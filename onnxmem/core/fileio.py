@@ -26,7 +26,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import BinaryIO, Callable, Iterable
 
 from onnxmem.core.errors import OnnxmemError, show_name
 
@@ -41,6 +41,7 @@ __all__ = [
     "open_input",
     "read_input",
     "write_bytes_atomic",
+    "write_stream_atomic",
     "write_text_atomic",
 ]
 
@@ -158,6 +159,7 @@ class _Output:
     given: str  # the path as given
     target: Path  # the path as resolved: what is replaced
     data: bytes | None = None
+    writer: Callable[[BinaryIO], object] | None = None  # writes the data itself, in pieces
 
 
 class OutputSet:
@@ -239,10 +241,19 @@ class OutputSet:
         """Set the bytes of an output added before (text is written as UTF-8)."""
         out = self._outputs[os.fspath(path)]
         out.data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        out.writer = None
+
+    def put_writer(self, path: str | os.PathLike[str], writer: Callable[[BinaryIO], object]) -> None:
+        """Set an output added before to what ``writer`` writes into the open binary file it is given,
+        when :meth:`commit` writes it (a long text need not be held whole in memory). Should ``writer``
+        raise, the temporary file is removed and no output is written."""
+        out = self._outputs[os.fspath(path)]
+        out.data = None
+        out.writer = writer
 
     def commit(self) -> None:
         """Write every output: all to temporary files first, then rename each over its target."""
-        missing = [o.label for o in self._outputs.values() if o.data is None]
+        missing = [o.label for o in self._outputs.values() if o.data is None and o.writer is None]
         if missing:  # a caller bug, not a user error
             raise RuntimeError(f"outputs without data: {', '.join(missing)}")
         for out in self._outputs.values():  # the inputs may have been named since add()
@@ -250,7 +261,7 @@ class OutputSet:
         temps: list[tuple[_Output, str]] = []
         try:
             for out in self._outputs.values():
-                temps.append((out, _write_temp(out, out.data or b"")))
+                temps.append((out, _write_temp(out)))
             _rename_all(temps)
         except BaseException:
             for _, tmp in temps:
@@ -258,7 +269,7 @@ class OutputSet:
             raise
 
 
-def _write_temp(out: _Output, data: bytes) -> str:
+def _write_temp(out: _Output) -> str:
     import tempfile  # its import loads random: only where a command writes
 
     try:
@@ -267,7 +278,10 @@ def _write_temp(out: _Output, data: bytes) -> str:
         raise OnnxmemError(f"cannot write {out.label} {show_name(out.given)}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if out.writer is not None:
+                out.writer(fh)
+            else:
+                fh.write(out.data or b"")
             fh.flush()
             os.fsync(fh.fileno())
         # mkstemp creates 0600; give the file the mode an ordinary open() would
@@ -350,6 +364,18 @@ def write_bytes_atomic(
     outs = OutputSet(inputs)
     outs.add(path, what)
     outs.put(path, data)
+    outs.commit()
+
+
+def write_stream_atomic(
+    path: str | os.PathLike[str], writer: Callable[[BinaryIO], object], what: str = "output",
+    inputs: Iterable[str | os.PathLike[str]] = (),
+) -> None:
+    """Write one output file atomically from what ``writer`` writes into it (see
+    :meth:`OutputSet.put_writer`), with the checks of :class:`OutputSet`."""
+    outs = OutputSet(inputs)
+    outs.add(path, what)
+    outs.put_writer(path, writer)
     outs.commit()
 
 

@@ -6,7 +6,8 @@ writes the same text with one append per token: strings through the C string esc
 (``ensure_ascii``, as ``json.dumps``), integers and floats by their ``repr`` (``NaN`` and
 ``Infinity`` as ``json.dumps`` writes them), tuples as arrays. It also takes a generator
 as an array, so that a writer can stream a long list of records without holding them all
-at once. What ``json.dumps`` refuses (a numpy integer or array, bytes, a set) it refuses
+at once. :func:`dump` writes the same text into a binary file as it goes, through a text
+buffer of the standard library: the whole text is never held in memory. What ``json.dumps`` refuses (a numpy integer or array, bytes, a set) it refuses
 too, with ``TypeError``.
 
     >>> dumps({"a": [1, 2], "b": {}})
@@ -19,9 +20,9 @@ import io
 import math
 from json.encoder import encode_basestring_ascii
 from types import GeneratorType
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
-__all__ = ["dumps"]
+__all__ = ["dump", "dumps"]
 
 
 def _float(value: float) -> str:
@@ -111,3 +112,13 @@ def dumps(value: Any) -> str:
     out = io.StringIO()  # grows one buffer: a list of the tokens took 3x the text's memory
     _encode(value, "\n", out.write)
     return out.getvalue()
+
+
+def dump(value: Any, fh: BinaryIO) -> None:
+    """Write ``dumps(value)`` into the binary file ``fh`` (UTF-8, as ASCII), in chunks."""
+    text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+    try:
+        _encode(value, "\n", text.write)
+        text.flush()
+    finally:
+        text.detach()  # leave ``fh`` open: its owner closes it

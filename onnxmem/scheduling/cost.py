@@ -343,8 +343,12 @@ class Piece:
         (a tensor whose other readers all ran is freed here)."""
         nodes = sorted(nodes)
         loc = {g: i for i, g in enumerate(nodes)}
-        preds = [[loc[p] for p in graph.preds[g] if p in loc] for g in nodes]
-        succs = [[loc[s] for s in graph.succs[g] if s in loc] for g in nodes]
+        whole = len(loc) == len(nodes) == graph.n
+        if whole:  # the whole graph: its lists as they are (read only)
+            preds, succs = graph.preds, graph.succs
+        else:
+            preds = [[loc[p] for p in graph.preds[g] if p in loc] for g in nodes]
+            succs = [[loc[s] for s in graph.succs[g] if s in loc] for g in nodes]
         slot: dict[int, int] = {}
         slot_prod: list[int] = []
         rem0: list[int] = []
@@ -362,6 +366,8 @@ class Piece:
         def read_later(t: int) -> bool:
             if last is not None:
                 return last[t] > ran.k  # type: ignore[union-attr]
+            if whole:  # every reader is in the piece
+                return False
             found = kept.get(t)
             if found is None:
                 found = kept[t] = any(c not in loc and not (ran is not None and ran[c]) for c in graph.consumers[t])

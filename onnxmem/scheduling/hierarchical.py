@@ -267,7 +267,8 @@ class _Parts:
     def of_file_order(graph: OrderGraph, cuts: Cuts, file_local: list[int]) -> _Parts:
         """Each part in file order, its peak and a lower bound, in absolute bytes: one
         run of the whole file order gives every part's steps (parts run one after
-        another); only parts of more than one node need a piece of their own."""
+        another); only parts of more than one node above the bound need a piece of
+        their own (kept: a 100,000-node graph has thousands of parts)."""
         pos = {v: k for k, v in enumerate(file_local)}
         trace: list[tuple[int, int]] = []
         simulate(cuts.root, file_local, trace)
@@ -287,8 +288,12 @@ class _Parts:
             if len(seg) == 1:
                 lower = max(lower, peak)
             else:
-                pieces[i] = cuts.piece(i)
-                lower = max(lower, graph.base + steps[0][1] + pieces[i].bound())
+                piece = cuts.piece(i)
+                lower = max(lower, graph.base + steps[0][1] + piece.bound())
+                if peak > lower:  # else never searched (the bound only rises): not kept
+                    pieces[i] = piece
+        for i in [i for i in pieces if peaks[i] <= lower]:
+            del pieces[i]
         return _Parts(orders, peaks, pieces, lower, max(floor, max(peaks)))
 
     def heuristics(self, graph: OrderGraph, work: list[int], seg_of: Sequence[int], clock: _Clock) -> None:
