@@ -201,6 +201,7 @@ def test_compare_output_gives_requested_and_held_bytes():
     assert br.ort_peaks(text) == {"ORT_ENABLE_ALL": 9306, "HELD_ORT_ENABLE_ALL": 11528}
 
 
+@pytest.mark.slow  # the planner's side is tested in tests/test_decided.py
 def test_the_values_decide_an_if_with_no_measure_shapes(tmp_path):
     """``sr``'s value decides the If (``Equal(sr, 16000)``): plan gets ``--inputs`` without
     ``--measure-shapes`` and holds the then branch alone; the else branch cannot be sized at

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from onnxmem.core import _native
@@ -113,7 +113,7 @@ def _search_all(search_kernels: object, ex: ExactSearch, cap: int) -> tuple[int,
     return status, plan, nodes, backtracks
 
 
-@FAST
+@settings(FAST, max_examples=15)  # numba's kernel is compiled on first use: each example searches twice
 @given(problem=problems(max_buffers=10, aligned=True), slack=st.integers(0, 3))
 def test_search_same_as_numba(aot: Any, problem: Problem, slack: int) -> None:
     # the compiled-ahead search visits the same nodes and finds the same plans
@@ -331,6 +331,7 @@ _ORDER = (
 )
 
 
+@pytest.mark.slow  # two processes plan randwire_ws, one compiling the order search with numba
 def test_order_search_uses_built_module(aot: object) -> None:
     # the default plan of a random network runs the compiled order search: from the built
     # module (numba never imported) with the same order as numba's kernel

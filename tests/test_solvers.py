@@ -270,7 +270,7 @@ def test_exact_equals_brute_force_aligned(problem: Problem) -> None:
     assert sol.status == "optimal"
 
 
-@FAST
+@settings(FAST, max_examples=15)  # every solver on each example: the slowest property of the default run
 @given(problems(max_buffers=14, aligned=True))
 def test_every_solver_validates_and_orders(problem: Problem) -> None:
     heights = {}
