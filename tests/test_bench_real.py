@@ -114,6 +114,15 @@ def test_inputs_hold_the_documented_values_and_seeded_others(tmp_path):
         "x": "1x512", "h": "2x3"}
 
 
+def _nested(name: str, *args: str) -> onnx.ModelProto:
+    sys.path.insert(0, str(ROOT))
+    try:
+        import tests.nested_models as nested
+    finally:
+        sys.path.remove(str(ROOT))
+    return getattr(nested, name)(*args)
+
+
 def test_one_model_is_planned_from_its_message_verified_and_compared(tmp_path):
     """A model with a symbolic batch: plan fails, the offered flag is taken, then it plans,
     verifies and is compared with onnxruntime, as the bench does for every wheel model."""
@@ -143,13 +152,8 @@ def test_an_if_branch_that_cannot_be_sized_is_left_out_as_the_message_offers(tmp
     """The package's value of the If's condition (``--inputs``, given to plan too) decides the
     branch, and the other is left out with no flag; without it, the If's output needs measuring
     and the message offers --branch: the bench takes each flag in turn, as a user would."""
-    sys.path.insert(0, str(ROOT))
-    try:
-        from tests.nested_models import if_unsized_branch
-    finally:
-        sys.path.remove(str(ROOT))
     path = tmp_path / "m.onnx"
-    onnx.save(if_unsized_branch(), path)
+    onnx.save(_nested("if_unsized_branch"), path)
     wheel = br.Wheel("pkg", "1.0", "pkg.whl", "0" * 64, ())
     row = br.bench_model(wheel, br.Model("m.onnx", {}, {"cond": np.array(True)}), path, 120, {})
     assert "error" not in row, row
@@ -206,28 +210,14 @@ def test_the_values_decide_an_if_with_no_measure_shapes(tmp_path):
     """``sr``'s value decides the If (``Equal(sr, 16000)``): plan gets ``--inputs`` without
     ``--measure-shapes`` and holds the then branch alone; the else branch cannot be sized at
     these shapes, so without the value the plan would need ``--branch``."""
-    sys.path.insert(0, str(ROOT))
-    try:
-        from tests.nested_models import if_sample_rate
-    finally:
-        sys.path.remove(str(ROOT))
     path = tmp_path / "m.onnx"
-    onnx.save(if_sample_rate(), path)
+    onnx.save(_nested("if_sample_rate"), path)
     wheel = br.Wheel("pkg", "1.0", "pkg.whl", "0" * 64, ())
     row = br.bench_model(wheel, br.Model("m.onnx", {"x": {0: 8}}, {"sr": np.array(16000)}), path, 120, {})
     assert "error" not in row, row
     assert row["flags"] == "--input-shape x=8x64" and row["verify"] == "verified", row
     assert row["arena"] == 6208  # docs/controlflow.md's if_sample_rate row: the then branch alone
     assert "notes" not in row, row
-
-
-def _nested(name: str, *args: str) -> onnx.ModelProto:
-    sys.path.insert(0, str(ROOT))
-    try:
-        import tests.nested_models as nested
-    finally:
-        sys.path.remove(str(ROOT))
-    return getattr(nested, name)(*args)
 
 
 def _message(model: onnx.ModelProto, tmp_path: Path, *flags: str) -> str:

@@ -34,20 +34,13 @@ def _float(value: float) -> str:
 
 
 def _key(key: Any) -> str:
-    """A dict key as ``json.dumps`` writes it (always a JSON string)."""
+    """A dict key as ``json.dumps`` writes it (always a JSON string: a scalar's JSON, quoted)."""
     if isinstance(key, str):
         return encode_basestring_ascii(key)
-    if key is True:
-        return '"true"'
-    if key is False:
-        return '"false"'
-    if key is None:
-        return '"null"'
-    if isinstance(key, int):
-        return f'"{int.__repr__(key)}"'
-    if isinstance(key, float):
-        return f'"{_float(key)}"'
-    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+    text = _scalar(key)
+    if text is None:
+        raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+    return f'"{text}"'
 
 
 def _scalar(value: Any) -> str | None:
