@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.cli.main import main
 from onnxmem.planning.pipeline import PlanOptions, plan_model
@@ -401,6 +401,29 @@ def test_whole_model_run_takes_the_weights_without_serializing_them(tmp_path, le
     assert got.shape == (4, 64) and np.array_equal(got, whole)
     ex = execute_plan(p.plan, p.model, p.view, model_path=path)
     assert ex.findings == () and ex.outputs[0].identical and ex.outputs[0].whole_model_ok
+
+
+def test_a_large_weight_only_a_branch_reads_stays_in_the_graph(tmp_path):
+    """A main-graph weight read only inside an If's branches is left in the model: onnxruntime
+    cannot take it apart from the model (its graph moves it into the branch) and would refuse
+    to load; verify runs the model (silero_vad_op18_ifless.onnx is built this way)."""
+    from onnxmem.runtime.ort import apart_from_weights
+
+    w = numpy_helper.from_array(np.linspace(-1, 1, 256, dtype=np.float32).reshape(1, 256), "W")
+    then = helper.make_graph([helper.make_node("Add", ["x", "W"], ["t"])], "then", [],
+                             [vi("t", [1, 256])])
+    other = helper.make_graph([helper.make_node("Mul", ["x", "W"], ["e"])], "else", [],
+                              [vi("e", [1, 256])])
+    model = make_model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+                       [vi("x", [1, 256]), vi("c", [], TensorProto.BOOL)],
+                       [vi("y", [1, 256])], [w])
+    path = tmp_path / "if_weight.onnx"
+    onnx.save(model, path)
+    stubbed, taken = apart_from_weights(model, {"W": numpy_helper.to_array(w)})
+    assert taken == {} and stubbed.graph.initializer[0].raw_data == w.raw_data
+    p = plan_model(path, GREEDY)
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert report.ok, report.first
 
 
 def test_weights_computed_from_a_large_weight_take_it_in_memory(tmp_path):

@@ -150,11 +150,16 @@ def apart_from_weights(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]
     Each such initializer keeps its name, type and dims and is marked external at
     :data:`IN_MEMORY`; give the arrays' OrtValues (:func:`ort_values`) to :func:`make_session`
     (``initializers``), which hands them to onnxruntime, so a large model's weights are neither
-    copied nor serialized again. Other initializers (small ones, integers, strings, bodies') stay
-    in the graph.
+    copied nor serialized again. Other initializers (small ones, integers, strings, bodies', and
+    those only a body reads) stay in the graph.
     """
+    # only what a main-graph node reads: onnxruntime cannot replace an initializer that its graph
+    # resolution has moved into a subgraph that reads it, or dropped as unread
+    read = {name for node in model.graph.node for name in node.input}
     stubs = {}
     for init in model.graph.initializer:
+        if init.name not in read:
+            continue
         stub = in_memory(init.name, weights.get(init.name))
         if stub is not None and stub.data_type == init.data_type and stub.dims == init.dims:
             stubs[init.name] = stub
