@@ -91,6 +91,7 @@ def test_onnxsim_arena_is_read(qset):
     assert max(t.size for t in plan.tensors) <= got["arena"] <= got["naive"]
 
 
+@pytest.mark.slow  # plans, verifies and compares one graph end to end (about 5 s)
 def test_one_file_is_planned_verified_and_compared(qset):
     pytest.importorskip("onnxsim")
     entry = next(e for e in og.read_set(qset) if e.variant == "qoperator")

@@ -123,6 +123,7 @@ def _nested(name: str, *args: str) -> onnx.ModelProto:
     return getattr(nested, name)(*args)
 
 
+@pytest.mark.slow  # plan, verify and compare in processes of their own (about 5 s)
 def test_one_model_is_planned_from_its_message_verified_and_compared(tmp_path):
     """A model with a symbolic batch: plan fails, the offered flag is taken, then it plans,
     verifies and is compared with onnxruntime, as the bench does for every wheel model."""
