@@ -405,8 +405,9 @@ def stalling_zoo() -> list[ZooModel]:
             light("bvlc_alexnet")]
 
 
-# each case waits out a 20 s limit: the inline one runs behind the slow marker
-@pytest.mark.parametrize("executor,jobs", [pytest.param("inline", 1, marks=pytest.mark.slow), ("local", 2)])
+# each case waits out a 20 s limit: both run behind the slow marker (make test-slow)
+@pytest.mark.slow
+@pytest.mark.parametrize("executor,jobs", [("inline", 1), ("local", 2)])
 def test_a_model_that_hangs_is_stopped_and_later_models_come_out(tmp_path, executor, jobs):
     seen: list[tuple[str, str]] = []
     t0 = time.monotonic()
