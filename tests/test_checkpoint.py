@@ -449,6 +449,10 @@ def test_a_range_plan_reads_the_checkpoint_values(tmp_path):
     assert plan.arena_at({"batch": 64}) == point.arena_size  # the committed graph is batch 64
     assert plan.arena_at({"batch": 1}) < plan.arena_at({"batch": 32}) < point.arena_size
     assert "val_3" not in {t for p in plan.pieces for t in p.tensors}  # still outside the arena
+    assert plan.checkpoint["found"] == "beside the model"
+    assert plan.checkpoint["values"]["val_3"] == {"dtype": "int64", "shape": [2], "values": [-1, 784]}
+    written = read_plan(tmp_path / "range.json", "range")  # the file records it and reads back the same
+    assert written.checkpoint == plan.checkpoint and written.checkpoint["path"] == str(tmp_path / "checkpoint")
 
 
 def test_a_range_plan_takes_the_checkpoint_flag(tmp_path):
@@ -456,8 +460,9 @@ def test_a_range_plan_takes_the_checkpoint_flag(tmp_path):
     model = _ranged_mlp(tmp_path / "m", None)  # nothing beside it
     given = tmp_path / "elsewhere"
     given.write_bytes(_checkpoint([ANY_BATCH]))
-    code, out = _cli("plan", model, "--dim", "batch=1:64", "--checkpoint", given)
+    code, out = _cli("plan", model, "--dim", "batch=1:64", "--checkpoint", given, "-o", tmp_path / "range.json")
     assert code == 0 and "proof        ok" in out, out
+    assert read_plan(tmp_path / "range.json", "range").checkpoint["found"] == "--checkpoint"
 
 
 def test_fit_sizes_a_training_graph_without_counting_the_callers_state(tmp_path):

@@ -547,7 +547,7 @@ def test_too_large_to_search_uses_the_budget_on_restarts(monkeypatch: pytest.Mon
     problem = P((0, 1, 5), (3, 6, 3), (0, 3, 5), (1, 4, 4), (3, 6, 2), (4, 7, 6), (4, 7, 2))
     assert lower_bound(problem) == 13 and solve(problem, "best-greedy").height == 14
     lines: list[str] = []
-    sol = solve(problem, "exact", SolveOptions(timeout=0.5, progress=lines.append))
+    sol = solve(problem, "exact", SolveOptions(timeout=0.05, progress=lines.append))
     assert validate(problem, sol) == [] and sol.status in (Status.OPTIMAL, Status.TIMEOUT)
     assert sol.height <= solve(problem, "best-greedy").height
     assert lines and lines[0].startswith("greedy ")

@@ -445,6 +445,7 @@ def plan_range(
         fold=opts.fold,
         steps=user,
         lattice=lattice,
+        checkpoint=dict(opts.known_record),
     )
     findings = prove_range_plan(plan, limit=1)
     if findings:

@@ -163,6 +163,8 @@ class RangePlan:
     steps: dict[str, int] = field(default_factory=dict)
     #: each lattice dim's step in the pieces (a multiple of ``steps``): every piece holds one residue of it
     lattice: dict[str, int] = field(default_factory=dict)
+    #: the training checkpoint whose frozen constants fed shape inference (a point plan's ``extra.checkpoint``)
+    checkpoint: dict[str, Any] = field(default_factory=dict)
 
     def piece_at(self, point: Mapping[str, int]) -> tuple[int, RangePiece]:
         for i, p in enumerate(self.pieces):
@@ -374,6 +376,7 @@ def range_to_dict(plan: RangePlan) -> dict[str, Any]:
             "weights_size": plan.weights_size,
             "plan_seconds": plan.plan_seconds,
             "warnings": list(plan.warnings),
+            **({"checkpoint": plan.checkpoint} if plan.checkpoint else {}),
             "pieces": pieces,
         },
     }
@@ -581,8 +584,8 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
         fold=r.get(d, "fold", bool, "range") if "fold" in d else True,  # plans before --fold: folded
         steps=dim_steps,
         lattice=lattice,
+        checkpoint=r.get(d, "checkpoint", dict, "range") if "checkpoint" in d else {},
     )
-
 
 
 def render_range_plan(plan: RangePlan) -> bytes:
