@@ -18,7 +18,12 @@ settings: the CPU arena on and memory patterns off (one run), and onnxruntime's 
 runs). Each rewrite runs in the order it was made for: ``onnxruntime`` in the default
 execution order, ``planner`` with ``execution_order = PRIORITY_BASED`` (and, as a rewrite
 made without regard to onnxruntime's order, in the default order too); the original in the
-default order. The markdown table goes to stdout.
+default order. Each setting also with ``SessionOptions.enable_mem_reuse = False`` ("reuse off"):
+onnxruntime's planner then hands no dead value's buffer to a later output of the same shape
+(what keeps a recomputed value's buffer held across its gap; docs/remat.md). "onnxruntime's
+order" is the arena onnxmem plans for the original file in the order onnxruntime runs it
+(``plan --order onnxruntime``), the one the measured original runs in. The markdown table goes
+to stdout.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 import onnx  # noqa: E402
 
 from onnxmem.model import load_model  # noqa: E402
-from onnxmem.planning.pipeline import PlanOptions  # noqa: E402
+from onnxmem.planning.pipeline import PlanOptions, plan_model  # noqa: E402
 from onnxmem.remat.budget import plan_with_budget  # noqa: E402
 from onnxmem.runtime.footprint import session_peak  # noqa: E402
 from onnxmem.zoo.fixtures import materialize  # noqa: E402
@@ -45,7 +50,9 @@ from onnxmem.zoo.fixtures import materialize  # noqa: E402
 GRAPHS = ("mobilenet_v2", "bert", "resnet50")
 #: (label, session_peak keywords)
 SETTINGS = (("arena on, patterns off, 1 run", {"mem_pattern": False, "runs": 1}),
-            ("onnxruntime defaults, 2 runs", {"mem_pattern": True, "runs": 2}))
+            ("onnxruntime defaults, 2 runs", {"mem_pattern": True, "runs": 2}),
+            ("arena on, patterns off, reuse off, 1 run", {"mem_pattern": False, "runs": 1, "mem_reuse": False}),
+            ("defaults but reuse off, 2 runs", {"mem_pattern": True, "runs": 2, "mem_reuse": False}))
 #: (keep, the execution order its rewrite runs in); the last: a rewrite for the planner's order
 #: run in onnxruntime's default order, which does not keep it
 RUNS_IN = (("onnxruntime", "default"), ("planner", "priority"), ("planner", "default"))
@@ -63,6 +70,7 @@ def measure(name: str, tmp: Path, factor: float = 0.5, keeps: tuple[str, ...] = 
     model = load_model(src)
     rows = []
     peaks = {label: session_peak(src, {}, training=True, **kw) for label, kw in SETTINGS}
+    in_order = plan_model(src, PlanOptions(order="onnxruntime")).plan.arena_size
     made = {}
     for keep, order in RUNS_IN:
         if keep not in keeps:
@@ -78,7 +86,7 @@ def measure(name: str, tmp: Path, factor: float = 0.5, keeps: tuple[str, ...] = 
         for label, kw in SETTINGS:
             base, new = peaks[label], session_peak(out, {}, training=True, order=order, **kw)
             rows.append(f"| {name} | {factor:g}x | {keep} ({order} order) | {label} | {_mib(got.planned.plan.arena_size)} of "
-                        f"{_mib(got.original.plan.arena_size)} | {got.extra_percent:.2f}% | {_mib(base.peak)} "
+                        f"{_mib(got.original.plan.arena_size)} ({_mib(in_order)}) | {got.extra_percent:.2f}% | {_mib(base.peak)} "
                         f"({_mib(base.created)}) | {_mib(new.peak)} ({_mib(new.created)}) | "
                         f"{new.peak / base.peak:.3f} | {(new.peak - new.created) / (base.peak - base.created):.3f} "
                         f"| {secs:.1f} |")

@@ -210,7 +210,8 @@ def _feeds(path: str, shapes: Mapping[str, tuple[int, ...]], training: bool) -> 
 
 def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
                      mem_pattern: bool, arena: bool, prepack: bool = True,
-                     arena_extend: str | None = None, training: bool = False, order: str = "default") -> SessionPeak:
+                     arena_extend: str | None = None, training: bool = False, order: str = "default",
+                     mem_reuse: bool = True) -> SessionPeak:
     import onnxruntime as ort
 
     from onnxmem.runtime.ort import first_line, run_bounded
@@ -222,6 +223,7 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.enable_mem_pattern = mem_pattern
     options.enable_cpu_mem_arena = arena
+    options.enable_mem_reuse = mem_reuse
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
     if arena_extend is not None:  # the process's own CPU arena, with that strategy (a fresh child: once)
@@ -253,7 +255,7 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
 def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]], *,
                  level: str = "ORT_DISABLE_ALL", runs: int = 2, mem_pattern: bool = True,
                  arena: bool = True, prepack: bool = True, arena_extend: str | None = None,
-                 training: bool = False, order: str = "default") -> SessionPeak:
+                 training: bool = False, order: str = "default", mem_reuse: bool = True) -> SessionPeak:
     """The resident growth of a CPU session of the model at ``path`` with seeded random inputs of
     ``shapes``, from before it is created to its peak over ``runs`` runs, in a fresh child.
 
@@ -264,7 +266,11 @@ def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, .
     strategy (``None``: the session's own arena, ``next-power-of-two``); ``training``: feed a
     training step's inputs (labels in range, gradient buffers reset; the training runtime runs its
     kernels); ``order``: onnxruntime's execution order, a key of
-    :data:`onnxmem.scheduling.onnxruntime.ORDERS` (``default`` or ``priority``)."""
+    :data:`onnxmem.scheduling.onnxruntime.ORDERS` (``default`` or ``priority``); ``mem_reuse``:
+    ``SessionOptions.enable_mem_reuse`` (on by default in onnxruntime): its allocation planner
+    hands a dead value's buffer to a later output of the same shape, and the buffer stays held
+    from the first value's death to that output's write (docs/remat.md, what onnxruntime
+    allocates beyond the plan)."""
     from onnxmem.scheduling.onnxruntime import ORDERS
 
     if arena_extend is not None and arena_extend not in ARENA_EXTEND:
@@ -274,7 +280,7 @@ def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, .
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
         return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
-                            arena, prepack, arena_extend, training, order)
+                            arena, prepack, arena_extend, training, order, mem_reuse)
 
 
 @dataclass(frozen=True, slots=True)
