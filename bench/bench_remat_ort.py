@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -62,11 +63,17 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f}"
 
 
+def runnable(name: str, tmp: Path) -> Path:
+    """A runnable copy of ``models/training``'s ``name`` in ``tmp`` (weights filled in)."""
+    src = Path(materialize(ROOT / "models" / "training" / f"{name}.train.onnx", tmp))
+    if src.parent != tmp:  # no weights to fill in: a copy beside the rewrites
+        (tmp / src.name).write_bytes(src.read_bytes())
+        src = tmp / src.name
+    return src
+
+
 def measure(name: str, tmp: Path, factor: float = 0.5, keeps: tuple[str, ...] = ("onnxruntime", "planner")) -> list[str]:
-    src = materialize(ROOT / "models" / "training" / f"{name}.train.onnx", tmp)
-    if Path(src).parent != tmp:  # no weights to fill in: a copy beside the rewrites
-        (tmp / Path(src).name).write_bytes(Path(src).read_bytes())
-        src = tmp / Path(src).name
+    src = runnable(name, tmp)
     model = load_model(src)
     rows = []
     peaks = {label: session_peak(src, {}, training=True, **kw) for label, kw in SETTINGS}
@@ -94,18 +101,67 @@ def measure(name: str, tmp: Path, factor: float = 0.5, keeps: tuple[str, ...] = 
     return rows
 
 
+#: the accounting's sessions (memory patterns off, one run): (label, session_peak keywords)
+ACCOUNT = (("arena off, reuse off", {"arena": False, "mem_reuse": False}), ("arena off, reuse on", {"arena": False}),
+           ("arena on, reuse on", {}), ("arena on, reuse off", {"mem_reuse": False}))
+
+
+def build_tracer(tmp: Path) -> Path:
+    """``bench/alloc_trace.c`` built in ``tmp`` (a C compiler, ``cc``, is needed)."""
+    out = tmp / "alloc_trace.so"
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out), str(ROOT / "bench" / "alloc_trace.c"), "-ldl"],
+                   check=True)
+    return out
+
+
+def account(name: str, tmp: Path, factor: float) -> list[str]:
+    """Rows of the accounting: what onnxruntime's allocator is asked for and holds, original
+    and rewrite (``keep="onnxruntime"``), against onnxmem's arena in onnxruntime's order. Needs
+    the allocation tracer preloaded (:func:`build_tracer`, ``LD_PRELOAD`` set before the first
+    child starts)."""
+    src = runnable(name, tmp)
+    got = plan_with_budget(load_model(src), src, PlanOptions(), factor=factor, keep="onnxruntime")
+    assert got.rewritten is not None, f"{name}: nothing rewritten"
+    out = tmp / f"{name}.rewrite.onnx"
+    onnx.save_model(got.rewritten, out)
+    cells: dict[str, list[float]] = {}
+    for label, path in (("original", src), (f"{factor:g}x rewrite", out)):
+        arena = plan_model(path, PlanOptions(order="onnxruntime")).plan.arena_size
+        peaks = {key: session_peak(path, {}, training=True, mem_pattern=False, runs=1, **kw) for key, kw in ACCOUNT}
+        held = [peaks[key].requested or 0 for key, _ in ACCOUNT]
+        run = [peaks[key].peak - peaks[key].created for key in ("arena on, reuse on", "arena on, reuse off")]
+        cells[label] = [arena, *held, *run, peaks["arena on, reuse on"].created]
+    rows = [f"| {name} | {label} | " + " | ".join(_mib(int(v)) for v in got_) + " |" for label, got_ in cells.items()]
+    a, b = cells.values()
+    rows.append(f"| {name} | rewrite / original | " + " | ".join(f"{y / x:.3f}" for x, y in zip(a, b, strict=True)) + " |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("graphs", nargs="*", default=list(GRAPHS))
     parser.add_argument("--factor", type=float, default=0.5, help="the budget, x the arena without one")
     parser.add_argument("--keep", action="append", choices=["onnxruntime", "planner"],
                         help="an order to make rewrites for (repeatable; default both)")
+    parser.add_argument("--requested", action="store_true",
+                        help="the accounting instead: what onnxruntime's allocator is asked for (bench/alloc_trace.c)")
     args = parser.parse_args()
     import onnxruntime
 
     print(f"Machine: {os.cpu_count()} cores, {platform.machine()}, CPU only; Python {platform.python_version()}, "
           f"onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.2f}.\n")
+    if args.requested:
+        with tempfile.TemporaryDirectory(prefix="onnxmem-remat-ort-") as tmp:
+            os.environ["LD_PRELOAD"] = str(build_tracer(Path(tmp)))  # the children inherit it
+            print("| graph | model | onnxmem arena in onnxruntime's order | requested, arena off, reuse off "
+                  "| requested, arena off, reuse on | arena's regions, reuse on | arena's regions, reuse off "
+                  "| resident growth of the run, reuse on | resident growth, reuse off | session made |")
+            print("|---|---|" + "---:|" * 8)
+            for name in args.graphs:
+                for row in account(name, Path(tmp), args.factor):
+                    print(row, flush=True)
+        return
     print("| graph | budget | rewrite made for | onnxruntime settings | onnxmem arena MiB (of the original's) | extra FLOPs "
           "| original peak MiB (session made) | rewrite peak MiB (session made) | peak ratio | ratio less the session "
           "| plan s |")
