@@ -103,7 +103,8 @@ def measure(name: str, tmp: Path, factor: float = 0.5, keeps: tuple[str, ...] = 
 
 #: the accounting's sessions (memory patterns off, one run): (label, session_peak keywords)
 ACCOUNT = (("arena off, reuse off", {"arena": False, "mem_reuse": False}), ("arena off, reuse on", {"arena": False}),
-           ("arena on, reuse on", {}), ("arena on, reuse off", {"mem_reuse": False}))
+           ("arena on, reuse on", {}), ("arena on, reuse off", {"mem_reuse": False}),
+           ("same-as-requested, reuse off", {"mem_reuse": False, "arena_extend": "same-as-requested"}))
 
 
 def build_tracer(tmp: Path) -> Path:
@@ -157,7 +158,7 @@ def main() -> None:
             print("| graph | model | onnxmem arena in onnxruntime's order | requested, arena off, reuse off "
                   "| requested, arena off, reuse on | arena's regions, reuse on | arena's regions, reuse off "
                   "| resident growth of the run, reuse on | resident growth, reuse off | session made |")
-            print("|---|---|" + "---:|" * 8)
+            print("|---|---|" + "---:|" * 9)
             for name in args.graphs:
                 for row in account(name, Path(tmp), args.factor):
                     print(row, flush=True)
