@@ -156,14 +156,14 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="onnxmem-remat-ort-") as tmp:
             os.environ["LD_PRELOAD"] = str(build_tracer(Path(tmp)))  # the children inherit it
             print("| graph | model | onnxmem arena in onnxruntime's order | requested, arena off, reuse off "
-                  "| requested, arena off, reuse on | arena's regions, reuse on | arena's regions, reuse off "
+                  "| requested, arena off, reuse on | arena's regions, reuse on | arena's regions, reuse off | regions grown as requested, reuse off "
                   "| resident growth of the run, reuse on | resident growth, reuse off | session made |")
             print("|---|---|" + "---:|" * 9)
             for name in args.graphs:
                 for row in account(name, Path(tmp), args.factor):
                     print(row, flush=True)
         return
-    print("| graph | budget | rewrite made for | onnxruntime settings | onnxmem arena MiB (of the original's) | extra FLOPs "
+    print("| graph | budget | rewrite made for | onnxruntime settings | onnxmem arena MiB (of the original's; in onnxruntime's order) | extra FLOPs "
           "| original peak MiB (session made) | rewrite peak MiB (session made) | peak ratio | ratio less the session "
           "| plan s |")
     print("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|")
