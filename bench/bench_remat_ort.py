@@ -6,6 +6,7 @@ Usage (the training runtime: ``make training-env``)::
     .venv-training/bin/python bench/bench_remat_ort.py                # mobilenet_v2 bert resnet50
     .venv-training/bin/python bench/bench_remat_ort.py mobilenet_v2
     .venv-training/bin/python bench/bench_remat_ort.py --factor 0.3 --keep onnxruntime mobilenet_v2
+    .venv-training/bin/python bench/bench_remat_ort.py --requested    # the accounting (needs cc)
 
 For each graph of ``models/training``: a runnable copy (weights filled in,
 :func:`onnxmem.zoo.fixtures.materialize`) in a temporary folder, ``plan_with_budget`` at 0.5x
@@ -24,6 +25,13 @@ onnxruntime's planner then hands no dead value's buffer to a later output of the
 order" is the arena onnxmem plans for the original file in the order onnxruntime runs it
 (``plan --order onnxruntime``), the one the measured original runs in. The markdown table goes
 to stdout.
+
+``--requested`` prints the accounting instead: for the original and the rewrite
+(``keep="onnxruntime"``), onnxmem's arena in onnxruntime's order, and what onnxruntime's
+allocator is asked for at its peak (``SessionPeak.requested``, counted by
+``bench/alloc_trace.c``, built with ``cc`` in a temporary folder and preloaded into the
+children): with the arena off (each tensor and scratch one request) and with it on (the
+arena's regions), with reuse off and on; then the run's resident growth and the made session.
 """
 
 from __future__ import annotations
