@@ -88,6 +88,7 @@ def test_an_unread_optional_output_is_left_unnamed():
          helper.make_tensor_value_info("top", TensorProto.FLOAT, [1, 1, 4, 2])],
         [helper.make_tensor("ratio", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("train", TensorProto.BOOL, [], [False]),
          helper.make_tensor("k", TensorProto.INT64, [1], [2])])
+    graph.value_info.append(helper.make_tensor_value_info("idx", TensorProto.INT64, [1, 1, 2, 2]))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 10
     changed = onnx.ModelProto()
@@ -95,6 +96,7 @@ def test_an_unread_optional_output_is_left_unnamed():
     assert omit_unread_outputs(changed.graph, 17) == 1
     # MaxPool's Indices go; Dropout's mask is read; TopK's Indices are not optional
     assert [list(n.output) for n in changed.graph.node] == [["y"], ["d", "mask"], ["m"], ["out"], ["top", "where"]]
+    assert [vi.name for vi in changed.graph.value_info] == []
     onnx.checker.check_model(changed)
     x = np.random.default_rng(0).standard_normal((1, 1, 4, 4)).astype(np.float32)
     got = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})

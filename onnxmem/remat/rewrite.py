@@ -170,11 +170,11 @@ def omit_unread_outputs(graph: onnx.GraphProto, opset: int) -> int:
     """Leave unnamed (``""``) every output of ``graph``'s nodes that nothing reads (no node, no
     subgraph, not a graph output) and that the op's ONNX schema at ``opset`` marks optional
     (ops of other domains, or without a schema there, keep theirs); trailing unnamed outputs
-    are dropped. Returns the number of outputs left unnamed."""
+    are dropped, and so are the value infos of the outputs left unnamed. Returns their number."""
     read = {o.name for o in graph.output} | body_captures(graph)
     for node in graph.node:
         read.update(node.input)
-    done = 0
+    gone: set[str] = set()
     for node in graph.node:
         if node.domain not in ("", "ai.onnx") or all(o in read for o in node.output if o):
             continue
@@ -187,11 +187,15 @@ def omit_unread_outputs(graph: onnx.GraphProto, opset: int) -> int:
         for i, name in enumerate(names):
             if name and name not in read and i < len(optional) and optional[i]:
                 names[i] = ""
-                done += 1
+                gone.add(name)
         while names and not names[-1]:
             names.pop()
         node.output[:] = names
-    return done
+    kept = [vi for vi in graph.value_info if vi.name not in gone]
+    if len(kept) != len(graph.value_info):
+        del graph.value_info[:]
+        graph.value_info.extend(kept)
+    return len(gone)
 
 
 def _rename(graph: onnx.GraphProto, old: str, new: str) -> None:
