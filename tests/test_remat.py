@@ -506,6 +506,7 @@ def _plan_rewrite(tmp_path):
 def test_cli_budget_rewrite_and_verify_against_the_original(tmp_path):
     src, out, r = _plan_rewrite(tmp_path)
     assert "extra compute" in r.output and "% of the model's" in r.output
+    assert "run the rewrite with SessionOptions.enable_mem_reuse = False:" in r.output
     r = CliRunner().invoke(main, ["verify", str(out), "--original", str(src)])
     assert r.exit_code == 0, r.output
     assert "outputs identical, bit for bit" in r.output

@@ -97,12 +97,13 @@ def test_a_layernorm_with_statistics_is_recomputed_arena_by_hand_and_outputs_ide
     # x, y, t2, t3 at T3: 4 units; the budget is 0.8 x 4 = 3.2 units
     assert got.original.plan.arena_size == 4 * unit
     assert got.rewritten is not None and got.choice is not None
-    # y is freed after T1 and written again (with its two 128-byte statistics) before O, so x
-    # lives on to the duplicate: T1 x, y, t1 = 3 units; T2 x, t1, t2 = 3; T3 x, t2, t3 = 3;
-    # the duplicate x, t3, y' and the statistics = 3 units + 256 B; O t3, y', out = 3 units
-    assert got.planned.plan.arena_size == 3 * unit + 2 * 128
+    # y is freed after T1 and written again before O, so x lives on to the duplicate: T1 x, y,
+    # t1 = 3 units; T2 x, t1, t2 = 3; T3 x, t2, t3 = 3; the duplicate x, t3, y' = 3 units (its
+    # statistics, optional and unread, are left unnamed: onnxruntime would hold them to the
+    # end of the run); O t3, y', out = 3 units
+    assert got.planned.plan.arena_size == 3 * unit
     dup = [n for n in got.rewritten.graph.node if n.name.endswith("__remat")]
-    assert [n.op_type for n in dup] == ["LayerNormalization"] and len(dup[0].output) == 3
+    assert [n.op_type for n in dup] == ["LayerNormalization"] and len(dup[0].output) == 1
     assert all(o not in {"y", "y_mean", "y_istd"} for o in dup[0].output)
     assert got.extra == 8 * 32 * 32
     onnx.checker.check_model(got.rewritten)

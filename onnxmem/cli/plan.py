@@ -272,10 +272,19 @@ def _plan_budget(model: str, opts: PlanOptions, outs: OutputSet, output: str | N
         lines.append(f"recompute    {n} values{also} ({one_line(got.choice.algorithm)}, {got.choice.status})   extra compute "
                      f"{got.extra:,} {'FLOPs' if got.cost_model == 'flops' else 'ns'} "
                      f"({got.extra_percent:.2f}% of the model's)")
+        lines.append(_session_line(keep))
     _write_and_print(outs, planned.model, the_plan, model, output, annotate, as_json, lines, rewrite_out)
     if got.rewritten is not None and rewrite_out is None and annotate is None:
         click.echo("warning: the plan is for the rewritten model, which was not written; pass --rewrite-out FILE.onnx",
                    err=True)
+
+
+def _session_line(keep: str) -> str:
+    """The line saying how to make the session that runs a rewrite made for ``keep``'s order."""
+    order = " and execution_order = PRIORITY_BASED" if keep == "planner" else ""
+    return (f"onnxruntime  run the rewrite with SessionOptions.enable_mem_reuse = False{order}: with reuse on, "
+            "onnxruntime holds a dropped value's buffer until a later output of the same shape takes it, "
+            "across the gap the recomputation made (docs/remat.md)")
 
 
 def _replace_path(planned: Planned, path: str) -> Planned:

@@ -18,6 +18,11 @@ value is computed once, by its duplicate, which then writes it under its own nam
 (no ``__remat``), so the rewritten model names every value as the original does.
 Only originals of recomputed nodes are left out; a node the model file already left
 unread stays.
+
+An optional output that nothing reads (MaxPool's ``Indices``, a duplicate's extra
+outputs, for ops whose ONNX schema says so) is left unnamed (``""``): onnxruntime holds a
+written output that nothing reads until the end of the run, where onnxmem's plan frees it
+at once (docs/remat.md, what onnxruntime allocates beyond the plan).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from onnxmem.remat.problem import RematProblem, Schedule
 from onnxmem.scheduling.onnxruntime import onnxruntime_order
 from onnxmem.shapes import opset_version
 
-__all__ = ["PIN_SUFFIX", "SUFFIX", "left_out", "rewrite_model"]
+__all__ = ["PIN_SUFFIX", "SUFFIX", "left_out", "omit_unread_outputs", "rewrite_model"]
 
 SUFFIX = "__remat"
 #: the names of what a pin adds (:mod:`onnxmem.remat.pin`) end with it
@@ -111,6 +116,7 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
         _rename(out.graph, copy_name[by_name[value]], value)
         copy_name[by_name[value]] = value
     _value_infos(out, model, [(p.name[v], name) for v, name in copy_name.items()] + renamed)
+    omit_unread_outputs(out.graph, opset_version(out))
     if pin:
         shapes = {n: (t.elem_type, t.shape) for n, t in view.tensors.items()}
         shapes.update({name: shapes[p.name[v]] for v, name in copy_name.items() if p.name[v] in shapes})
@@ -158,6 +164,38 @@ def _drop_unread(graph: onnx.GraphProto, candidates: set[str]) -> set[str]:
         del graph.node[:]
         graph.node.extend(reversed(kept))
     return gone
+
+
+def omit_unread_outputs(graph: onnx.GraphProto, opset: int) -> int:
+    """Leave unnamed (``""``) every output of ``graph``'s nodes that nothing reads (no node, no
+    subgraph, not a graph output) and that the op's ONNX schema at ``opset`` marks optional
+    (ops of other domains, or without a schema there, keep theirs); trailing unnamed outputs
+    are dropped, and so are the value infos of the outputs left unnamed. Returns their number."""
+    read = {o.name for o in graph.output} | body_captures(graph)
+    for node in graph.node:
+        read.update(node.input)
+    gone: set[str] = set()
+    for node in graph.node:
+        if node.domain not in ("", "ai.onnx") or all(o in read for o in node.output if o):
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
+        except onnx.defs.SchemaError:
+            continue
+        optional = [f.option == onnx.defs.OpSchema.FormalParameterOption.Optional for f in schema.outputs]
+        names = list(node.output)
+        for i, name in enumerate(names):
+            if name and name not in read and i < len(optional) and optional[i]:
+                names[i] = ""
+                gone.add(name)
+        while names and not names[-1]:
+            names.pop()
+        node.output[:] = names
+    kept = [vi for vi in graph.value_info if vi.name not in gone]
+    if len(kept) != len(graph.value_info):
+        del graph.value_info[:]
+        graph.value_info.extend(kept)
+    return len(gone)
 
 
 def _rename(graph: onnx.GraphProto, old: str, new: str) -> None:

@@ -37,7 +37,8 @@ from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, show_name
 from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
 from onnxmem.runtime.isolation import end_child, end_run, run_isolated, run_limits, start_run
 
-__all__ = ["FixedCost", "SessionPeak", "TrainingStepPeak", "cache_text", "fixed_cost", "session_peak", "training_step_peak"]
+__all__ = ["FixedCost", "SessionPeak", "TrainingStepPeak", "allocation_tracer", "cache_text", "fixed_cost", "session_peak",
+           "training_step_peak"]
 
 #: provider name -> onnxruntime's execution provider
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
@@ -70,6 +71,11 @@ class SessionPeak:
     held: int = 0
     #: bytes of the inputs fed to the runs (made before the baseline: the caller's)
     inputs: int = 0
+    #: the peak over the runs of the bytes onnxruntime's CPU allocator held beyond what it held
+    #: once the session was made (asked for with ``posix_memalign``, not yet freed: its tensors,
+    #: its kernels' scratch, or with the arena on, the arena's regions), where the process runs
+    #: with the allocation tracer preloaded (:func:`allocation_tracer`); ``None`` otherwise
+    requested: int | None = None
 
 
 def _status(key: str) -> int:
@@ -192,6 +198,30 @@ def cache_text(cache: str | os.PathLike[str], cost: FixedCost) -> str:
 ARENA_EXTEND = {"next-power-of-two": 0, "same-as-requested": 1}
 
 
+def allocation_tracer() -> tuple[Any, Any] | None:
+    """``(stats, reset_peak)`` of the allocation tracer preloaded in this process
+    (``bench/alloc_trace.c``: ``stats(out)`` fills ``out[0]`` with the bytes held now and
+    ``out[1]`` with their peak since ``reset_peak()``), or ``None`` where none is."""
+    import ctypes
+
+    try:
+        here = ctypes.CDLL(None)
+        return here.alloc_trace_stats, here.alloc_trace_reset_peak
+    except (OSError, AttributeError):
+        return None
+
+
+def _traced(tracer: tuple[Any, Any] | None) -> tuple[int, int]:
+    """(held, peak) bytes of the allocation tracer; (0, 0) without one."""
+    if tracer is None:
+        return 0, 0
+    import ctypes
+
+    out = (ctypes.c_longlong * 3)()
+    tracer[0](out)
+    return int(out[0]), int(out[1])
+
+
 def _feeds(path: str, shapes: Mapping[str, tuple[int, ...]], training: bool) -> dict[str, Any]:
     """Seeded inputs of the model at ``path``: random ones of ``shapes``, or a training step's
     (:func:`onnxmem.runtime.training.training_feeds`: labels in range, buffers reset)."""
@@ -210,7 +240,8 @@ def _feeds(path: str, shapes: Mapping[str, tuple[int, ...]], training: bool) -> 
 
 def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
                      mem_pattern: bool, arena: bool, prepack: bool = True,
-                     arena_extend: str | None = None, training: bool = False, order: str = "default") -> SessionPeak:
+                     arena_extend: str | None = None, training: bool = False, order: str = "default",
+                     mem_reuse: bool = True) -> SessionPeak:
     import onnxruntime as ort
 
     from onnxmem.runtime.ort import first_line, run_bounded
@@ -222,6 +253,7 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.enable_mem_pattern = mem_pattern
     options.enable_cpu_mem_arena = arena
+    options.enable_mem_reuse = mem_reuse
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
     if arena_extend is not None:  # the process's own CPU arena, with that strategy (a fresh child: once)
@@ -239,21 +271,26 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
                                       f"{first_line(exc)}") from None
         created = _status("VmHWM") - baseline
         held = _status("VmRSS") - baseline
+        tracer = allocation_tracer()
+        if tracer is not None:
+            tracer[1]()
+        made = _traced(tracer)[0]
         after = []
         for _ in range(runs):
             run_bounded(session, None, feeds, "to measure its peak")
             after.append(_status("VmHWM") - baseline)
+        requested = _traced(tracer)[1] - made if tracer is not None else None
         del session
     finally:
         end_run()
     return SessionPeak(created, after[-1] if after else created, baseline, tuple(after), held,
-                       sum(int(v.nbytes) for v in feeds.values()))
+                       sum(int(v.nbytes) for v in feeds.values()), requested)
 
 
 def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]], *,
                  level: str = "ORT_DISABLE_ALL", runs: int = 2, mem_pattern: bool = True,
                  arena: bool = True, prepack: bool = True, arena_extend: str | None = None,
-                 training: bool = False, order: str = "default") -> SessionPeak:
+                 training: bool = False, order: str = "default", mem_reuse: bool = True) -> SessionPeak:
     """The resident growth of a CPU session of the model at ``path`` with seeded random inputs of
     ``shapes``, from before it is created to its peak over ``runs`` runs, in a fresh child.
 
@@ -264,7 +301,11 @@ def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, .
     strategy (``None``: the session's own arena, ``next-power-of-two``); ``training``: feed a
     training step's inputs (labels in range, gradient buffers reset; the training runtime runs its
     kernels); ``order``: onnxruntime's execution order, a key of
-    :data:`onnxmem.scheduling.onnxruntime.ORDERS` (``default`` or ``priority``)."""
+    :data:`onnxmem.scheduling.onnxruntime.ORDERS` (``default`` or ``priority``); ``mem_reuse``:
+    ``SessionOptions.enable_mem_reuse`` (on by default in onnxruntime): its allocation planner
+    hands a dead value's buffer to a later output of the same shape, and the buffer stays held
+    from the first value's death to that output's write (docs/remat.md, what onnxruntime
+    allocates beyond the plan)."""
     from onnxmem.scheduling.onnxruntime import ORDERS
 
     if arena_extend is not None and arena_extend not in ARENA_EXTEND:
@@ -274,7 +315,7 @@ def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, .
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
         return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
-                            arena, prepack, arena_extend, training, order)
+                            arena, prepack, arena_extend, training, order, mem_reuse)
 
 
 @dataclass(frozen=True, slots=True)
