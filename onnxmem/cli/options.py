@@ -57,8 +57,10 @@ class RegistryChoice(click.ParamType[str]):  # type: ignore[type-arg,unused-igno
     """A choice among a registry's names.
 
     ``listing``: the ``onnxmem list`` kind that names and explains the entries, read from
-    the registry when first needed; the option's help shows NAME and an unknown value
-    points to the listing. ``names``: a small fixed set, which the help shows in full.
+    the registry when first needed (to check a value the user gave, not the option's
+    default, so that ``plan`` without ``--remat`` loads no recomputation module); the
+    option's help shows NAME and an unknown value points to the listing. ``names``: a small
+    fixed set, which the help shows in full.
     """
 
     name = "choice"
@@ -77,6 +79,8 @@ class RegistryChoice(click.ParamType[str]):  # type: ignore[type-arg,unused-igno
         return "NAME" if self.listing is not None else "[" + "|".join(self.choices) + "]"
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if isinstance(value, str) and param is not None and value == param.default:
+            return value  # the command's own default, one of the names (a test checks each): no registry read
         choices = self.choices
         if isinstance(value, str) and value in choices:
             return value
