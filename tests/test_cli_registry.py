@@ -207,6 +207,41 @@ def test_a_user_error_is_one_line_and_its_exit_code(tmp_path):
     assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
+#: what a plain ``plan MODEL -o PLAN`` does not use, imported only by the flags and commands that do
+NOT_FOR_A_PLAIN_PLAN = (
+    "onnxmem.remat", "onnxmem.report", "onnxmem.export", "onnxmem.verify", "onnxmem.zoo",
+    "onnxmem.proof.range", "onnxmem.proof.program", "onnxmem.proof.alone", "onnxmem.plans.range",
+    "onnxmem.plans.program", "onnxmem.planning.ranges", "onnxmem.planning.program", "onnxmem.planning.fit",
+    "onnxmem.runtime.optimize", "onnxmem.runtime.checkpoint", "onnxmem.runtime.ort",
+    "onnxruntime", "numba", "matplotlib", "rich", "onnx.reference",
+)
+
+
+def test_a_plain_plan_imports_only_what_it_uses(tmp_path):
+    out, loaded = heavy_modules_loaded(["plan", str(ROOT / "models" / "inception_block.onnx"),
+                                        "-o", str(tmp_path / "p.json")], NOT_FOR_A_PLAIN_PLAN)
+    assert f"plan         {tmp_path / 'p.json'}" in out and "arena " in out
+    assert loaded == []
+    # the flags that need them still load them
+    out, loaded = heavy_modules_loaded(["plan", str(ROOT / "models" / "inception_block.onnx"),
+                                        "--annotate", str(tmp_path / "a.onnx")], ("onnxmem.export",))
+    assert "annotated" in out and loaded == ["onnxmem.export"]
+
+
+def test_every_registry_default_is_a_registry_name():
+    """A default is taken without reading its registry (``plan`` without ``--remat`` loads no
+    recomputation module): each must be one of the names."""
+    checked = 0
+    for name in COMMANDS:
+        cmd = main.get_command(click.Context(main), name)
+        assert cmd is not None
+        for p in cmd.params:
+            if isinstance(p.type, RegistryChoice) and isinstance(p.default, str):
+                assert p.default in p.type.choices, (name, p.name, p.default)
+                checked += 1
+    assert checked >= 10
+
+
 def test_pack_does_not_import_onnx(tmp_path):
     csv = tmp_path / "p.csv"
     csv.write_text("id,lower,upper,size\nb0,0,2,4\nb1,1,3,4\nb2,2,4,4\n")
