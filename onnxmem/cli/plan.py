@@ -228,7 +228,8 @@ def _write_and_print(outs: OutputSet, onnx_model: onnx.ModelProto, the_plan: Mem
         outs.put_writer(output, the_plan.write_json)
     for path, flag in ((annotate, "--annotate"), (rewrite_out, "--rewrite-out")):
         if path:
-            from onnxmem.export.annotate import render_annotated  # the exporters: only for these flags
+            # the exporters are loaded for these flags only
+            from onnxmem.export.annotate import render_annotated
 
             outs.put(path, render_annotated(onnx_model, the_plan, model, path, flag))
     outs.commit()

@@ -56,7 +56,7 @@ from onnxmem.scheduling.cost import order_peak
 from onnxmem.shapes import ShapeInfo, infer_shapes
 
 if TYPE_CHECKING:
-    from onnxmem.runtime.optimize import Optimized  # onnxruntime's graph: imported where it is built
+    from onnxmem.runtime.optimize import Optimized
 
 __all__ = [
     "PlanOptions",
