@@ -95,7 +95,8 @@ __all__ = [
 #: the most elements all computed values hold together; past it the pass stops evaluating
 MAX_TOTAL_ELEMENTS = 2**24
 #: rounds of (evaluate, fold, infer again) at most: a chain whose shape reads the output of
-#: the previous chain's Pad or Reshape needs one round per link (Swin-T's TorchScript export: 16)
+#: the previous chain's Pad or Reshape needs one round per link where shapes are not carried
+#: (step 5; Swin-T's TorchScript export: 16), one where they are
 MAX_ROUNDS = 32
 
 Dim = int | str | None
