@@ -27,7 +27,8 @@ This module evaluates those chains without weights and without onnxruntime:
 5. Within a round, between two inferences, carry the shapes forward through the
    nodes whose output shapes a ``Shape`` or ``Size`` to evaluate reads: each node's
    own rule in onnx (``onnx.shape_inference.infer_node_outputs``), on its input
-   shapes and the values computed so far, then evaluate again, until neither grows.
+   shapes and the values computed so far, in the same sweep in topological order
+   as step 3 (a node comes after all it reads, so one sweep goes as far as it can).
    A chain in which each link reads the shape of the previous link's ``Pad`` or
    ``Reshape`` (Swin-T's TorchScript export: 16 links) so needs one inference
    instead of one per link. The shapes so carried only feed the evaluation: the
@@ -53,7 +54,6 @@ data (``NonZero``, ``TopK`` outputs...).
 from __future__ import annotations
 
 import functools
-import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Container, Mapping, Sequence
 
@@ -381,8 +381,8 @@ class _Carrier:
 
     One sweep in a stable topological order over the wanted nodes (evaluated) and the nodes a
     wanted ``Shape`` or ``Size`` reads the output of, directly or through other nodes (their
-    shapes carried; none with a subgraph, none of another domain); a node is visited again only
-    when a value or shape it reads has become known."""
+    shapes carried; none with a subgraph, none of another domain): every node comes after all
+    the nodes it reads, so one sweep takes each value and shape as far as it goes."""
 
     def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int]) -> None:
         self.nodes, self.opsets, self.ir_version = nodes, list(work.opset_import), int(work.ir_version)
@@ -398,15 +398,7 @@ class _Carrier:
             stack.extend(name for name in nodes[p].input if name)
         self.shaped = {i for i in reads if _carries(nodes[i])}
         self.wanted = set(wanted)
-        order = [i for i in _topological(nodes) if i in self.shaped or i in self.wanted]
-        self.position = {i: k for k, i in enumerate(order)}
-        self.order = order
-        #: value -> the visited nodes that read it
-        self.readers: dict[str, list[int]] = {}
-        for i in order:
-            for name in set(nodes[i].input):
-                if name:
-                    self.readers.setdefault(name, []).append(i)
+        self.order = [i for i in _topological(nodes) if i in self.shaped or i in self.wanted]
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
@@ -420,50 +412,34 @@ class _Carrier:
         elem = _elem_types(current)
         elem.update({k: v[0] for k, v in ev.typed.items()})
         seen = {**self.carried, **shapes}
-        heap = list(range(len(self.order)))
-        queued = set(heap)
         new: list[str] = []
-        while heap:
-            k = heapq.heappop(heap)
-            queued.discard(k)
-            i = self.order[k]
-            grown: list[str] = []
+        for i in self.order:
             if i in self.wanted:
                 name = ev.step(i, seen)
                 if name is not None:
                     new.append(name)
-                    grown.append(name)
                     elem[name] = ev.typed[name][0]
             if i in self.shaped:
-                grown += self._carry(i, seen, elem, ev.values)
-            for name in grown:
-                for reader in self.readers.get(name, ()):
-                    r = self.position[reader]
-                    if r not in queued:
-                        heapq.heappush(heap, r)
-                        queued.add(r)
+                self._carry(i, seen, elem, ev.values)
         shapes.update({k: seen[k] for k in new})
         return new
 
     def _carry(self, i: int, shapes: dict[str, tuple[int, ...]], elem: dict[str, int],
-               values: Mapping[str, np.ndarray]) -> list[str]:
-        """Node ``i``'s output shapes by onnx's rule, where it gives ones not known yet: their names."""
+               values: Mapping[str, np.ndarray]) -> None:
+        """Node ``i``'s output shapes by onnx's rule, where it gives ones not known yet."""
         node = self.nodes[i]
         outs = [o for o in node.output if o]
         ins = [name for name in node.input if name]
         if all(o in shapes for o in outs) or any(name not in shapes or not elem.get(name) for name in ins):
-            return []
+            return
         seen = tuple((shapes[name], name in values) for name in ins)
         if self.tried.get(i) == seen:
-            return []
+            return
         self.tried[i] = seen
-        grown = []
         for name, (et, shape) in self._outputs(node, ins, shapes, elem, values).items():
             if name in outs and name not in shapes:
                 shapes[name] = self.carried[name] = shape
                 elem[name] = et
-                grown.append(name)
-        return grown
 
     def _outputs(self, node: onnx.NodeProto, ins: Sequence[str], shapes: Mapping[str, tuple[int, ...]],
                  elem: Mapping[str, int], values: Mapping[str, np.ndarray]) -> dict[str, tuple[int, tuple[int, ...]]]:
