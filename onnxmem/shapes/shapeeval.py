@@ -76,6 +76,7 @@ from onnxmem.shapes.evalops import EVALUATORS, reshape_target, slice_indices
 
 __all__ = [
     "EVALUATORS",
+    "MAX_CARRIED_DATA",
     "MAX_ELEMENTS",
     "MAX_RANK",
     "MAX_ROUNDS",
@@ -98,6 +99,11 @@ MAX_TOTAL_ELEMENTS = 2**24
 #: the previous chain's Pad or Reshape needs one round per link where shapes are not carried
 #: (step 5; Swin-T's TorchScript export: 16), one where they are
 MAX_ROUNDS = 32
+
+#: the most elements of a computed value that step 5 hands to onnx's rule of a node that reads it
+#: (a shape slot holds a few dozen); a larger one is left out, which can only leave a shape to the
+#: next inference, and the copying stays bounded on a graph where many nodes read one large value
+MAX_CARRIED_DATA = 4096
 
 Dim = int | str | None
 #: ops that read only their input's shape, not its values
@@ -445,7 +451,8 @@ class _Carrier:
                  elem: Mapping[str, int], values: Mapping[str, np.ndarray]) -> dict[str, tuple[int, tuple[int, ...]]]:
         """onnx's rule of ``node``: its outputs' element types and concrete shapes (none it leaves open)."""
         types = {name: helper.make_tensor_type_proto(elem[name], list(shapes[name])) for name in ins}
-        data = {name: self._tensor(name, values[name]) for name in ins if name in values}
+        data = {name: self._tensor(name, values[name]) for name in ins
+                if name in values and values[name].size <= MAX_CARRIED_DATA}
         try:
             schema = onnx.defs.get_schema(node.op_type, self.opset, "")
             got = onnx.shape_inference.infer_node_outputs(schema, node, types, data, opset_imports=self.opsets,
