@@ -242,6 +242,28 @@ def test_every_registry_default_is_a_registry_name():
     assert checked >= 10
 
 
+def test_a_command_runs_with_the_collectors_thresholds_and_restores_them(monkeypatch):
+    import gc
+
+    from onnxmem.cli.main import GC_THRESHOLDS, LazyGroup
+
+    seen: list[tuple[int, ...]] = []
+    invoke = LazyGroup.invoke
+
+    def watched(self, ctx):
+        seen.append(gc.get_threshold())
+        return invoke(self, ctx)
+
+    monkeypatch.setattr(LazyGroup, "invoke", watched)
+    before = gc.get_threshold()
+    assert before != GC_THRESHOLDS
+    r = CliRunner().invoke(main, ["list", "solvers"], catch_exceptions=False)
+    assert r.exit_code == 0 and "solvers:" in r.output
+    assert seen == [GC_THRESHOLDS] and gc.get_threshold() == before
+    r = CliRunner().invoke(main, ["show", "missing.json"])  # a user error exits the same way
+    assert r.exit_code == 1 and gc.get_threshold() == before
+
+
 def test_pack_does_not_import_onnx(tmp_path):
     csv = tmp_path / "p.csv"
     csv.write_text("id,lower,upper,size\nb0,0,2,4\nb1,1,3,4\nb2,2,4,4\n")
