@@ -207,11 +207,69 @@ def test_a_user_error_is_one_line_and_its_exit_code(tmp_path):
     assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
+#: what a plain ``plan MODEL -o PLAN`` does not use, imported only by the flags and commands that do
+NOT_FOR_A_PLAIN_PLAN = (
+    "onnxmem.remat", "onnxmem.report", "onnxmem.export", "onnxmem.verify", "onnxmem.zoo",
+    "onnxmem.proof.range", "onnxmem.proof.program", "onnxmem.proof.alone", "onnxmem.plans.range",
+    "onnxmem.plans.program", "onnxmem.planning.ranges", "onnxmem.planning.program", "onnxmem.planning.fit",
+    "onnxmem.runtime.optimize", "onnxmem.runtime.checkpoint", "onnxmem.runtime.ort",
+    "onnxruntime", "numba", "matplotlib", "rich", "onnx.reference",
+)
+
+
+def test_a_plain_plan_imports_only_what_it_uses(tmp_path):
+    out, loaded = heavy_modules_loaded(["plan", str(ROOT / "models" / "inception_block.onnx"),
+                                        "-o", str(tmp_path / "p.json")], NOT_FOR_A_PLAIN_PLAN)
+    assert f"plan         {tmp_path / 'p.json'}" in out and "arena " in out
+    assert loaded == []
+    # the flags that need them still load them
+    out, loaded = heavy_modules_loaded(["plan", str(ROOT / "models" / "inception_block.onnx"),
+                                        "--annotate", str(tmp_path / "a.onnx")], ("onnxmem.export",))
+    assert "annotated" in out and loaded == ["onnxmem.export"]
+
+
+def test_every_registry_default_is_a_registry_name():
+    """A default is taken without reading its registry (``plan`` without ``--remat`` loads no
+    recomputation module): each must be one of the names."""
+    checked = 0
+    for name in COMMANDS:
+        cmd = main.get_command(click.Context(main), name)
+        assert cmd is not None
+        for p in cmd.params:
+            if isinstance(p.type, RegistryChoice) and isinstance(p.default, str):
+                assert p.default in p.type.choices, (name, p.name, p.default)
+                checked += 1
+    assert checked >= 10
+
+
+def test_a_command_runs_with_the_collectors_thresholds_and_restores_them(monkeypatch):
+    import gc
+
+    from onnxmem.cli.main import GC_THRESHOLDS, LazyGroup
+
+    seen: list[tuple[int, ...]] = []
+    invoke = LazyGroup.invoke
+
+    def watched(self, ctx):
+        seen.append(gc.get_threshold())
+        return invoke(self, ctx)
+
+    monkeypatch.setattr(LazyGroup, "invoke", watched)
+    before = gc.get_threshold()
+    assert before != GC_THRESHOLDS
+    r = CliRunner().invoke(main, ["list", "solvers"], catch_exceptions=False)
+    assert r.exit_code == 0 and "solvers:" in r.output
+    assert seen == [GC_THRESHOLDS] and gc.get_threshold() == before
+    r = CliRunner().invoke(main, ["show", "missing.json"])  # a user error exits the same way
+    assert r.exit_code == 1 and gc.get_threshold() == before
+
+
 def test_pack_does_not_import_onnx(tmp_path):
     csv = tmp_path / "p.csv"
     csv.write_text("id,lower,upper,size\nb0,0,2,4\nb1,1,3,4\nb2,2,4,4\n")
     out, loaded = heavy_modules_loaded(["pack", str(csv), "--solver", "greedy"],
-                                       ("onnx", "onnxruntime", "matplotlib", "rich"))
+                                       ("onnx", "onnxruntime", "matplotlib", "rich", "onnxmem.runtime",
+                                        "difflib", "click.shell_completion"))
     assert "height       8" in out and loaded == []
 
 

@@ -496,7 +496,8 @@ def test_the_rounds_ask_each_dim_once_and_keep_what_they_knew():
         asked.append(d)
         return d if isinstance(d, int) and d >= 0 else None
 
-    done = shapeeval.evaluate_shapes(m, run_onnx_inference(m), infer=run_onnx_inference, resolve=resolve)
+    done = shapeeval.evaluate_shapes(m, run_onnx_inference(m), infer=run_onnx_inference, resolve=resolve,
+                                     carry=False)
     assert done.rounds == blocks and len(asked) == len(set(asked)) > 0
     width, want = 7, []
     for _ in range(blocks):
@@ -505,6 +506,62 @@ def test_the_rounds_ask_each_dim_once_and_keep_what_they_knew():
     got = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in done.model.graph.value_info}
     got.update({vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in done.model.graph.output})
     assert [got[f"y{k}"][3] for k in range(blocks)] == want
+
+
+def _inferred_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
+    g = model.graph
+    return {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in (*g.value_info, *g.output)}
+
+
+def test_carried_shapes_need_one_inference_for_the_whole_chain():
+    """Each block reads the shape of the previous block's Pad: carried forward by onnx's rule of
+    each node between two inferences, the chain needs one inference, not one per block, and
+    the result is the one of an inference per block, value for value and shape for shape."""
+    from onnxmem.shapes.engines import run_onnx_inference
+
+    blocks = 12
+    m = _same_padding_stack(blocks)
+    calls: list[int] = []
+
+    def infer(model: onnx.ModelProto) -> onnx.ModelProto | None:
+        calls.append(1)
+        return run_onnx_inference(model)
+
+    resolve = lambda d: d if isinstance(d, int) and d >= 0 else None  # noqa: E731
+    carried = shapeeval.evaluate_shapes(m, run_onnx_inference(m), infer=infer, resolve=resolve)
+    assert carried.rounds == 1 and len(calls) == 1
+    linked = shapeeval.evaluate_shapes(m, run_onnx_inference(m), infer=run_onnx_inference, resolve=resolve,
+                                       carry=False)
+    assert linked.rounds == blocks
+    assert carried.shapes == linked.shapes and carried.folded == linked.folded
+    assert carried.values.keys() == linked.values.keys()
+    assert all(np.array_equal(carried.values[k], linked.values[k]) for k in linked.values)
+    assert _inferred_shapes(carried.model) == _inferred_shapes(linked.model)
+    assert carried.model.SerializeToString() == linked.model.SerializeToString()
+
+
+def test_a_carried_shape_the_inference_does_not_give_falls_back_to_a_round_per_link():
+    """Where the last inference does not give a carried shape (here an inference that loses the
+    first Pad's), the pass runs again without carrying: the same result as an inference per link."""
+    from onnxmem.shapes.engines import run_onnx_inference
+
+    blocks = 4
+    m = _same_padding_stack(blocks)
+
+    def forgetful(model: onnx.ModelProto) -> onnx.ModelProto | None:
+        out = run_onnx_inference(model)
+        if out is not None:
+            keep = [vi for vi in out.graph.value_info if vi.name != "y0"]
+            del out.graph.value_info[:]
+            out.graph.value_info.extend(keep)
+        return out
+
+    resolve = lambda d: d if isinstance(d, int) and d >= 0 else None  # noqa: E731
+    carried = shapeeval.evaluate_shapes(m, run_onnx_inference(m), infer=forgetful, resolve=resolve)
+    linked = shapeeval.evaluate_shapes(m, run_onnx_inference(m), infer=forgetful, resolve=resolve, carry=False)
+    assert carried.rounds == linked.rounds
+    assert carried.shapes == linked.shapes
+    assert carried.model.SerializeToString() == linked.model.SerializeToString()
 
 
 def test_data_dependent_shape_stays_unknown():

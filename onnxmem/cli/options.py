@@ -6,20 +6,18 @@ imported when a command runs, so that ``onnxmem CMD --help`` imports neither onn
 
 from __future__ import annotations
 
-import difflib
 import functools
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypedDict, TypeVar
 
 import click
-from click.shell_completion import CompletionItem
 
 from onnxmem.core.errors import show_name
-from onnxmem.runtime.isolation import RUN_SECONDS
 
 from .registries import CONCURRENCY_MODES, DEVICES, IO_MODES, LISTINGS, OPTIMIZE_LEVELS
 
 if TYPE_CHECKING:
     import numpy as np
+    from click.shell_completion import CompletionItem
 
     from onnxmem.planning.pipeline import PlanOptions
 
@@ -57,8 +55,10 @@ class RegistryChoice(click.ParamType[str]):  # type: ignore[type-arg,unused-igno
     """A choice among a registry's names.
 
     ``listing``: the ``onnxmem list`` kind that names and explains the entries, read from
-    the registry when first needed; the option's help shows NAME and an unknown value
-    points to the listing. ``names``: a small fixed set, which the help shows in full.
+    the registry when first needed (to check a value the user gave, not the option's
+    default, so that ``plan`` without ``--remat`` loads no recomputation module); the
+    option's help shows NAME and an unknown value points to the listing. ``names``: a small
+    fixed set, which the help shows in full.
     """
 
     name = "choice"
@@ -77,9 +77,13 @@ class RegistryChoice(click.ParamType[str]):  # type: ignore[type-arg,unused-igno
         return "NAME" if self.listing is not None else "[" + "|".join(self.choices) + "]"
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if isinstance(value, str) and param is not None and value == param.default:
+            return value  # the command's own default, one of the names (a test checks each): no registry read
         choices = self.choices
         if isinstance(value, str) and value in choices:
             return value
+        import difflib
+
         close = difflib.get_close_matches(str(value), choices, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         if self.listing is not None:
@@ -88,6 +92,8 @@ class RegistryChoice(click.ParamType[str]):  # type: ignore[type-arg,unused-igno
         self.fail(f"'{value}' is not one of {', '.join(choices)}; {hint}".rstrip("; "), param, ctx)
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+        from click.shell_completion import CompletionItem
+
         return [CompletionItem(c) for c in self.choices if c.startswith(incomplete)]
 
 
@@ -180,14 +186,18 @@ def inputs_option(fn: F) -> F:
              "values. Their shapes bind the inputs' dims as --input-shape does.")(fn)
 
 
-#: ``--time-limit SECONDS`` (verify, compare, plan, zoo)
-time_limit_flag = click.option(
-    "--time-limit", type=click.FloatRange(min=0, min_open=True), default=RUN_SECONDS, show_default=True,
-    metavar="SECONDS",
-    help="Seconds each onnxruntime run may take (measuring shapes, computing weights, the arena run, the "
-         "reference run, profiling); past it the command stops with an error naming the run. A safety bound: "
-         "no figure depends on it. The runs happen in a child process, so a crash of onnxruntime is an error "
-         "too.")
+def time_limit_flag(fn: F) -> F:
+    """``--time-limit SECONDS`` (verify, compare, plan, zoo); the isolation module is read when a
+    command takes the flag, so that ``pack`` does not load it."""
+    from onnxmem.runtime.isolation import RUN_SECONDS
+
+    return click.option(
+        "--time-limit", type=click.FloatRange(min=0, min_open=True), default=RUN_SECONDS, show_default=True,
+        metavar="SECONDS",
+        help="Seconds each onnxruntime run may take (measuring shapes, computing weights, the arena run, the "
+             "reference run, profiling); past it the command stops with an error naming the run. A safety "
+             "bound: no figure depends on it. The runs happen in a child process, so a crash of onnxruntime "
+             "is an error too.")(fn)
 
 
 def time_limit_option(prestart: Callable[[dict[str, object]], bool]) -> Callable[[F], F]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import click
 
 from onnxmem.core.errors import one_line, show_name
+from onnxmem.core.sizes import format_bytes
 
 if TYPE_CHECKING:
     from onnxmem.graph import GraphView
@@ -18,9 +19,7 @@ Say = Callable[[str], None]
 
 
 def fmt_bytes(n: int) -> str:
-    """``1536`` -> ``'1.50 KiB (1,536 B)'``: :func:`onnxmem.report.text.format_bytes` and the exact count."""
-    from onnxmem.report.text import format_bytes  # numpy
-
+    """``1536`` -> ``'1.50 KiB (1,536 B)'``: :func:`onnxmem.core.sizes.format_bytes` and the exact count."""
     return format_bytes(n) if n < 1024 else f"{format_bytes(n)} ({n:,} B)"
 
 

@@ -224,12 +224,13 @@ def _write_and_print(outs: OutputSet, onnx_model: onnx.ModelProto, the_plan: Mem
                      output: str | None, annotate: str | None, as_json: bool, lines: Iterable[str] = (),
                      rewrite_out: str | None = None) -> None:
     """``plan``'s outputs (all or none) and its summary, with ``lines`` after it."""
-    from onnxmem.export.annotate import render_annotated  # onnx
-
     if output:
         outs.put_writer(output, the_plan.write_json)
     for path, flag in ((annotate, "--annotate"), (rewrite_out, "--rewrite-out")):
         if path:
+            # the exporters are loaded for these flags only
+            from onnxmem.export.annotate import render_annotated
+
             outs.put(path, render_annotated(onnx_model, the_plan, model, path, flag))
     outs.commit()
     if as_json:

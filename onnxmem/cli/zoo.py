@@ -118,7 +118,7 @@ def _run_with_progress(models: list[ZooModel], options: ZooOptions, writer: Resu
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from onnxmem.report.text import format_bytes  # numpy
+    from onnxmem.core.sizes import format_bytes
     from onnxmem.zoo.runner import run_zoo  # onnx
 
     console = Console(stderr=True)

@@ -1,6 +1,7 @@
-"""Byte sizes written by users: ``'8GiB'``, ``'512MB'``, ``'1048576'``.
+"""Byte sizes written by users: ``'8GiB'``, ``'512MB'``, ``'1048576'``, and shown to them.
 
-:func:`parse_size` is the one reader of a size flag (``fit --memory``, ``plan --budget``).
+:func:`parse_size` is the one reader of a size flag (``fit --memory``, ``plan --budget``);
+:func:`format_bytes` writes a byte count the way every summary shows it (``'1.50 KiB'``).
 Binary units (KiB, MiB, GiB, TiB) are powers of 1024, decimal ones (kB, MB, GB, TB) of 1000;
 case and a space before the unit do not matter. Bad text is a one-line ``OnnxmemError``
 naming the flag and showing what a size looks like.
@@ -12,7 +13,7 @@ import re
 
 from onnxmem.core.errors import OnnxmemError, show_name
 
-__all__ = ["SIZE_UNITS", "parse_size"]
+__all__ = ["SIZE_UNITS", "format_bytes", "parse_size"]
 
 #: unit (lower case) -> bytes
 SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 2**20,
@@ -39,3 +40,18 @@ def parse_size(text: str, flag: str, also: str = "") -> int:
         raise OnnxmemError(f"{flag} {show_name(text)} is {'0' if size <= 0 else 'over 2^62'} bytes; "
                            "give a size above 0 and below 2^62 bytes")
     return size
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``'1.50 KiB'``; exact below 1 KiB.
+
+    >>> format_bytes(512), format_bytes(1536), format_bytes(3 * 2**30)
+    ('512 B', '1.50 KiB', '3.00 GiB')
+    """
+    if abs(n) < 1024:
+        return f"{int(n)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if abs(n) < 1024 or unit == "TiB":
+            break
+    return f"{n:.2f} {unit}"

@@ -25,7 +25,6 @@ import numpy as np
 import onnx
 
 from onnxmem.model import caller_state, checkpoint_record, find_checkpoint, value_type
-from onnxmem.runtime import checkpoint_values
 
 __all__ = ["checkpoint_known", "value_parameters"]
 
@@ -57,5 +56,7 @@ def checkpoint_known(model: onnx.ModelProto, path: str | os.PathLike[str],
         if beside is None:
             return {}, {}
         found, how = beside, "beside the model"
+    from onnxmem.runtime import checkpoint_values  # the reader: only where there is a checkpoint
+
     checkpoint, values, reader = checkpoint_values(found, wanted)
     return values, {**checkpoint_record(checkpoint, values, how), "reader": reader}

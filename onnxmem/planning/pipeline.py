@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -51,10 +51,12 @@ from onnxmem.planning.checkpoint import checkpoint_known
 from onnxmem.planning.compose import compose, solve_layout
 from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
 from onnxmem.proof.plan import prove_plan, walk_bodies
-from onnxmem.runtime.optimize import Optimized
 from onnxmem.scheduling import ORDERS, stable_topological_order
 from onnxmem.scheduling.cost import order_peak
 from onnxmem.shapes import ShapeInfo, infer_shapes
+
+if TYPE_CHECKING:
+    from onnxmem.runtime.optimize import Optimized
 
 __all__ = [
     "PlanOptions",

@@ -27,6 +27,7 @@ import numpy as np
 from onnxmem.analysis.lifetimes import group_span, live_profile
 from onnxmem.core.errors import OnnxmemError, one_line, show_name
 from onnxmem.core.fileio import check_output_path, write_text_atomic
+from onnxmem.core.sizes import format_bytes
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
 
 __all__ = [
@@ -58,19 +59,6 @@ _OTHER = "#cfcfcf"
 _INPUT = "#8c8c8c"
 
 
-def format_bytes(n: float) -> str:
-    """``1536`` -> ``'1.50 KiB'``; exact below 1 KiB.
-
-    >>> format_bytes(512), format_bytes(1536), format_bytes(3 * 2**30)
-    ('512 B', '1.50 KiB', '3.00 GiB')
-    """
-    if abs(n) < 1024:
-        return f"{int(n)} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024
-        if abs(n) < 1024 or unit == "TiB":
-            break
-    return f"{n:.2f} {unit}"
 
 
 def _op(t: PlannedTensor) -> str:

@@ -24,6 +24,17 @@ This module evaluates those chains without weights and without onnxruntime:
    caller's), give every other evaluated value its exact shape as value_info,
    and run shape inference again. Repeat while a round evaluates something new,
    at most ``MAX_ROUNDS`` rounds.
+5. Within a round, between two inferences, carry the shapes forward through the
+   nodes whose output shapes a ``Shape`` or ``Size`` to evaluate reads: each node's
+   own rule in onnx (``onnx.shape_inference.infer_node_outputs``), on its input
+   shapes and the values computed so far, in the same sweep in topological order
+   as step 3 (a node comes after all it reads, so one sweep goes as far as it can).
+   A chain in which each link reads the shape of the previous link's ``Pad`` or
+   ``Reshape`` (Swin-T's TorchScript export: 16 links) so needs one inference
+   instead of one per link. The shapes so carried only feed the evaluation: the
+   result is the last inference's, and where that inference does not give every
+   carried shape exactly, the pass runs again without carrying (one inference per
+   link), so the result is the same as without this step.
 
 Guarantees: a value is either exact or unknown, never guessed. Any value the
 evaluator would make with more than ``MAX_ELEMENTS`` elements (checked from the
@@ -65,6 +76,7 @@ from onnxmem.shapes.evalops import EVALUATORS, reshape_target, slice_indices
 
 __all__ = [
     "EVALUATORS",
+    "MAX_CARRIED_DATA",
     "MAX_ELEMENTS",
     "MAX_RANK",
     "MAX_ROUNDS",
@@ -84,8 +96,14 @@ __all__ = [
 #: the most elements all computed values hold together; past it the pass stops evaluating
 MAX_TOTAL_ELEMENTS = 2**24
 #: rounds of (evaluate, fold, infer again) at most: a chain whose shape reads the output of
-#: the previous chain's Pad or Reshape needs one round per link (Swin-T's TorchScript export: 16)
+#: the previous chain's Pad or Reshape needs one round per link where shapes are not carried
+#: (step 5; Swin-T's TorchScript export: 16), one where they are
 MAX_ROUNDS = 32
+
+#: the most elements of a computed value that step 5 hands to onnx's rule of a node that reads it
+#: (a shape slot holds a few dozen); a larger one is left out, which can only leave a shape to the
+#: next inference, and the copying stays bounded on a graph where many nodes read one large value
+MAX_CARRIED_DATA = 4096
 
 Dim = int | str | None
 #: ops that read only their input's shape, not its values
@@ -330,31 +348,149 @@ class _Evaluator:
         """One pass over the wanted nodes in order: the values it computed (their shapes added to ``shapes``)."""
         new: list[str] = []
         for i in self.wanted:
-            node = self.nodes[i]
-            if i in self.failed or node.output[0] in self.values:
-                continue
-            ins = [self.values.get(name) if name else None for name in node.input]
-            in_shapes = [shapes.get(name) if name else None for name in node.input]
-            seen = (*(v is not None for v in ins), *in_shapes)
-            if self.tried.get(i) == seen:
-                continue
-            out = evaluate_node(node, ins, in_shapes, self.opset)
-            if out is None:
-                self.tried[i] = seen
-                # with every input known, a later round cannot do better: never try it again
-                read = in_shapes if node.op_type in _SHAPE_ONLY else ins
-                if all(v is not None for name, v in zip(node.input, read) if name):
-                    self.failed.add(i)
-                continue
-            if out.size > self.budget:
-                continue
-            self.budget -= out.size
-            name = node.output[0]
-            self.values[name] = self.made[name] = out
-            shapes[name] = tuple(out.shape)
-            self.typed[name] = (ELEM_TYPES[out.dtype], tuple(int(d) for d in out.shape))
-            new.append(name)
+            name = self.step(i, shapes)
+            if name is not None:
+                new.append(name)
         return new
+
+    def step(self, i: int, shapes: dict[str, tuple[int, ...]]) -> str | None:
+        """Evaluate node ``i`` when it may give something new: the name of the value it computed
+        (its shape added to ``shapes``), or ``None``."""
+        node = self.nodes[i]
+        if i in self.failed or node.output[0] in self.values:
+            return None
+        ins = [self.values.get(name) if name else None for name in node.input]
+        in_shapes = [shapes.get(name) if name else None for name in node.input]
+        seen = (*(v is not None for v in ins), *in_shapes)
+        if self.tried.get(i) == seen:
+            return None
+        out = evaluate_node(node, ins, in_shapes, self.opset)
+        if out is None:
+            self.tried[i] = seen
+            # with every input known, a later round cannot do better: never try it again
+            read = in_shapes if node.op_type in _SHAPE_ONLY else ins
+            if all(v is not None for name, v in zip(node.input, read) if name):
+                self.failed.add(i)
+            return None
+        if out.size > self.budget:
+            return None
+        self.budget -= out.size
+        name = node.output[0]
+        self.values[name] = self.made[name] = out
+        shapes[name] = tuple(out.shape)
+        self.typed[name] = (ELEM_TYPES[out.dtype], tuple(int(d) for d in out.shape))
+        return name
+
+
+class _Carrier:
+    """Step 5: the shapes carried forward between two inferences, by each node's own rule in onnx.
+
+    One sweep in a stable topological order over the wanted nodes (evaluated) and the nodes a
+    wanted ``Shape`` or ``Size`` reads the output of, directly or through other nodes (their
+    shapes carried; none with a subgraph, none of another domain): every node comes after all
+    the nodes it reads, so one sweep takes each value and shape as far as it goes."""
+
+    def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int]) -> None:
+        self.nodes, self.opsets, self.ir_version = nodes, list(work.opset_import), int(work.ir_version)
+        self.opset = opset_version(work)
+        producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+        stack = [nodes[i].input[0] for i in wanted if nodes[i].op_type in _SHAPE_ONLY and nodes[i].input]
+        reads: set[int] = set()
+        while stack:
+            p = producer.get(stack.pop())
+            if p is None or p in reads:
+                continue
+            reads.add(p)
+            stack.extend(name for name in nodes[p].input if name)
+        self.shaped = {i for i in reads if _carries(nodes[i])}
+        self.wanted = set(wanted)
+        self.order = [i for i in _topological(nodes) if i in self.shaped or i in self.wanted]
+        #: value -> its shape carried here (never one inference had given when it was carried)
+        self.carried: dict[str, tuple[int, ...]] = {}
+        self.tried: dict[int, tuple[object, ...]] = {}
+        self.tensors: dict[str, onnx.TensorProto] = {}
+
+    def evaluate(self, ev: _Evaluator, current: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> list[str]:
+        """:meth:`_Evaluator.evaluate` with the shapes carried forward in the same sweep: the values
+        computed (their shapes added to ``shapes``, as there; the carried ones are kept apart)."""
+        if not self.shaped:
+            return ev.evaluate(shapes)
+        elem = _elem_types(current)
+        elem.update({k: v[0] for k, v in ev.typed.items()})
+        seen = {**self.carried, **shapes}
+        new: list[str] = []
+        for i in self.order:
+            if i in self.wanted:
+                name = ev.step(i, seen)
+                if name is not None:
+                    new.append(name)
+                    elem[name] = ev.typed[name][0]
+            if i in self.shaped:
+                self._carry(i, seen, elem, ev.values)
+        shapes.update({k: seen[k] for k in new})
+        return new
+
+    def _carry(self, i: int, shapes: dict[str, tuple[int, ...]], elem: dict[str, int],
+               values: Mapping[str, np.ndarray]) -> None:
+        """Node ``i``'s output shapes by onnx's rule, where it gives ones not known yet."""
+        node = self.nodes[i]
+        outs = [o for o in node.output if o]
+        ins = [name for name in node.input if name]
+        if all(o in shapes for o in outs) or any(name not in shapes or not elem.get(name) for name in ins):
+            return
+        seen = tuple((shapes[name], name in values) for name in ins)
+        if self.tried.get(i) == seen:
+            return
+        self.tried[i] = seen
+        for name, (et, shape) in self._outputs(node, ins, shapes, elem, values).items():
+            if name in outs and name not in shapes:
+                shapes[name] = self.carried[name] = shape
+                elem[name] = et
+
+    def _outputs(self, node: onnx.NodeProto, ins: Sequence[str], shapes: Mapping[str, tuple[int, ...]],
+                 elem: Mapping[str, int], values: Mapping[str, np.ndarray]) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """onnx's rule of ``node``: its outputs' element types and concrete shapes (none it leaves open)."""
+        types = {name: helper.make_tensor_type_proto(elem[name], list(shapes[name])) for name in ins}
+        data = {name: self._tensor(name, values[name]) for name in ins
+                if name in values and values[name].size <= MAX_CARRIED_DATA}
+        try:
+            schema = onnx.defs.get_schema(node.op_type, self.opset, "")
+            got = onnx.shape_inference.infer_node_outputs(schema, node, types, data, opset_imports=self.opsets,
+                                                          ir_version=self.ir_version)
+        except Exception:  # noqa: BLE001 - no rule, or a rule that refuses: the shape stays unknown
+            return {}
+        out: dict[str, tuple[int, tuple[int, ...]]] = {}
+        for name, t in got.items():
+            tt = t.tensor_type
+            if (t.HasField("tensor_type") and tt.elem_type and tt.HasField("shape")
+                    and all(d.HasField("dim_value") and d.dim_value >= 0 for d in tt.shape.dim)):
+                out[name] = (int(tt.elem_type), tuple(int(d.dim_value) for d in tt.shape.dim))
+        return out
+
+    def _tensor(self, name: str, value: np.ndarray) -> onnx.TensorProto:
+        if name not in self.tensors:
+            self.tensors[name] = numpy_helper.from_array(value, name)
+        return self.tensors[name]
+
+    def confirmed(self, final: Mapping[str, tuple[int, ...]]) -> bool:
+        """Whether the last inference gave every carried shape, each the same."""
+        return all(final.get(name) == shape for name, shape in self.carried.items())
+
+
+def _carries(node: onnx.NodeProto) -> bool:
+    """Whether step 5 may ask onnx's rule of ``node``: the standard domain, no subgraph."""
+    return node.domain in ("", "ai.onnx") and not any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+
+
+def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """The element type of each typed value and initializer of ``model``'s graph."""
+    g = model.graph
+    out = {init.name: int(init.data_type) for init in g.initializer}
+    for vi in (*g.input, *g.value_info, *g.output):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            out.setdefault(vi.name, int(vi.type.tensor_type.elem_type))
+    return out
 
 
 def evaluate_shapes(
@@ -365,6 +501,7 @@ def evaluate_shapes(
     resolve: Callable[[Dim], int | None],
     max_rounds: int = MAX_ROUNDS,
     also: Sequence[str] = (),
+    carry: bool = True,
 ) -> Evaluated:
     """Evaluate the shape arithmetic of ``work`` and infer shapes again with its results.
 
@@ -373,8 +510,9 @@ def evaluate_shapes(
     rerun, ``resolve`` the value of one declared dim (``None`` when unbound; a
     function of the dim alone, asked once per dim).
     ``also`` names values to compute besides those in shape slots (an If's
-    condition, which decides the shapes after it). Neither model is changed.
-    See the module docstring for the steps.
+    condition, which decides the shapes after it). ``carry``: carry shapes forward between
+    two inferences (step 5; the result is the same without it, in more rounds). Neither
+    model is changed. See the module docstring for the steps.
     """
     nodes = list(work.graph.node)
     needed = _needed(nodes, also)
@@ -397,11 +535,15 @@ def evaluate_shapes(
     made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] = {}  # what _fold made, kept for the next round
     resolve_once = functools.lru_cache(maxsize=None)(resolve)
     known: dict[str, tuple[int, ...]] = {}
+    carrier = _Carrier(work, nodes, wanted) if carry else None
     for _ in range(max_rounds):
         shapes = _known_shapes(current, resolve_once, known)
         shapes.update({k: v[1] for k, v in ev.typed.items()})
         before = set(shapes)
-        new = ev.evaluate(shapes)
+        if carrier is None:
+            new = ev.evaluate(shapes)
+        else:
+            new = carrier.evaluate(ev, current, shapes)
         # infer again only when a new value can teach inference something it does not know
         useful = [n for n in new if n not in before] + [
             n for n in new if n in slots and n in producers
@@ -414,4 +556,7 @@ def evaluate_shapes(
         if again is None:
             break
         current, rounds, folded = again, rounds + 1, len(fold)
+    if carrier is not None and not carrier.confirmed(_known_shapes(current, resolve_once, known)):
+        return evaluate_shapes(work, inferred, infer=infer, resolve=resolve, max_rounds=max_rounds, also=also,
+                               carry=False)
     return Evaluated(current, ev.typed, ev.made, rounds, folded)
