@@ -51,6 +51,7 @@ them with their reason.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
@@ -378,20 +379,25 @@ def _level_nodes(g: onnx.GraphProto, level: _Level) -> _Nodes:
     value; a value written twice is a ``ModelError`` (SSA)."""
     names = node_names(g)
     init_names = {i.name for i in g.initializer}
+    # one str per value name: protobuf hands out a new str on every read of a name
+    same: dict[str, str] = {n: n for n in init_names}
     defined: dict[str, int | None] = {n: None for n in init_names}
     inputs: list[str] = []
     for vi in g.input:
-        if vi.name not in init_names or level.path:
-            inputs.append(vi.name)
-            defined[vi.name] = None
+        name = same.setdefault(vi.name, vi.name)
+        if name not in init_names or level.path:
+            inputs.append(name)
+            defined[name] = None
     ops: list[Op] = []
     for i, node in enumerate(g.node):
         caps: dict[str, None] = {}
         for sub in node_subgraphs(node):
             caps.update(dict.fromkeys(outer_scope_reads(sub)))
-        ops.append(Op(i, names[i], node.op_type, node.domain or "", tuple(node.input), tuple(node.output),
-                      tuple(caps)))
-        for o in node.output:
+        op = Op(i, names[i], sys.intern(node.op_type), node.domain or "",
+                tuple([same.setdefault(n, n) for n in node.input]),
+                tuple([same.setdefault(n, n) for n in node.output]), tuple([same.setdefault(n, n) for n in caps]))
+        ops.append(op)
+        for o in op.outputs:
             if not o:
                 continue
             if o in defined:
