@@ -136,7 +136,8 @@ class Op:
     reads: tuple[str, ...] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "reads", tuple(dict.fromkeys(n for n in self.inputs + self.captures if n)))
+        reads = tuple(dict.fromkeys(n for n in self.inputs + self.captures if n))
+        object.__setattr__(self, "reads", self.inputs if reads == self.inputs else reads)  # one tuple for both
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +336,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
     (:func:`_outer_reads`), its weights (:func:`_weight_origins`), its tensors
     (:func:`_level_tensors`), then its bodies (:func:`_level_bodies`)."""
     where = f" of subgraph {show_name(level.path)}" if level.path else ""
-    nodes = _level_nodes(g, level)
+    nodes = _level_nodes(g, level, () if level.path else shapes.shapes)
     outputs = tuple(vi.name for vi in g.output)
     outer_read = _outer_reads(nodes, outputs, level, where)
     origin, done = _weight_origins(nodes, outer_read, level, _sizer(level, shapes))
@@ -374,14 +375,16 @@ class _Nodes:
     defined: Mapping[str, int | None]
 
 
-def _level_nodes(g: onnx.GraphProto, level: _Level) -> _Nodes:
+def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -> _Nodes:
     """``g``'s nodes as :class:`Op` records (captures included) and the producer of every
-    value; a value written twice is a ``ModelError`` (SSA)."""
+    value; a value written twice is a ``ModelError`` (SSA). ``known``: names whose str
+    objects the records reuse (the shapes' keys)."""
     names = node_names(g)
     init_names = {i.name for i in g.initializer}
     # one str per value name: protobuf hands out a new str on every read of a name
-    same: dict[str, str] = {n: n for n in init_names}
-    defined: dict[str, int | None] = {n: None for n in init_names}
+    same: dict[str, str] = dict(zip(known, known))
+    same.update((n, n) for n in init_names if n not in same)
+    defined: dict[str, int | None] = {same[n]: None for n in init_names}
     inputs: list[str] = []
     for vi in g.input:
         name = same.setdefault(vi.name, vi.name)
