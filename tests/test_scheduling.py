@@ -490,11 +490,10 @@ def test_order_graph_of_a_large_graph_is_compact():
 def test_part_steps_are_the_trace_of_each_part(seed):
     """auto's first pass keeps per part the most bytes of a step and the bytes resident at its
     start, the values of the whole trace."""
-    from onnxmem.scheduling.cost import Cuts, topological
-    from onnxmem.scheduling.hierarchical import _PartSteps
-
     from onnxmem.graph import build_view
     from onnxmem.model.generate import transformer
+    from onnxmem.scheduling.cost import Cuts, topological
+    from onnxmem.scheduling.hierarchical import _PartSteps
     from onnxmem.shapes import infer_shapes
 
     m = transformer(3, seed)

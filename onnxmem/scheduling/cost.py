@@ -346,7 +346,9 @@ class Piece:
         nodes = sorted(nodes)
         loc = {g: i for i, g in enumerate(nodes)}
         whole = len(loc) == len(nodes) == graph.n
-        if whole:  # the whole graph: its lists as they are (read only)
+        preds: Sequence[Sequence[int]]
+        succs: Sequence[Sequence[int]]
+        if whole:  # the whole graph: its rows as they are (read only)
             preds, succs = graph.preds, graph.succs
         else:
             preds = [[loc[p] for p in graph.preds[g] if p in loc] for g in nodes]
