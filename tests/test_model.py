@@ -242,3 +242,61 @@ def test_functions_value_info_dims_never_reach_inference_as_file_text():
     m.functions[0].value_info.append(vi("b", ["__import__('os')", 4]))
     assert rename_dims(m) == {"__import__('os')": "onnxmem_dim_0"}
     assert m.functions[0].value_info[0].type.tensor_type.shape.dim[0].dim_param == "onnxmem_dim_0"
+
+
+def test_copy_without_leaves_out_the_fields_named(tmp_path):
+    from onnxmem.model import copy_without
+    from onnxmem.model.generate import transformer
+
+    m = transformer(2, 0)
+    m.metadata_props.add(key="k", value="v")
+    m.graph.value_info.append(vi("x_declared", [1]))
+    path = tmp_path / "t.onnx"
+    onnx.save(m, path)
+    model = load_model(path)
+    got = copy_without(model, ("initializer", "value_info"))
+    want = onnx.ModelProto()
+    want.CopyFrom(model)
+    del want.graph.initializer[:]
+    del want.graph.value_info[:]
+    assert got.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
+    assert len(model.graph.initializer) > 0 and len(model.graph.value_info) == 1  # the model as it was
+
+
+def test_inference_copy_keeps_small_weights_and_types_large_ones_as_inputs(tmp_path):
+    from onnxmem.shapes.engines import strip_for_inference
+
+    big = numpy_helper.from_array(np.ones((40, 40), np.float32), "big")
+    small = numpy_helper.from_array(np.array([1, 40, 40], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "big"], ["y"]), helper.make_node("Reshape", ["y", "shape"], ["z"])],
+        "g", [vi("x", [40, 40])], [vi("z", [1, 40, 40])],
+        initializer=[big, small], value_info=[vi("y", [40, 40])])
+    m = helper.make_model(graph)
+    m.ir_version = 10
+    work = strip_for_inference(m)
+    assert [i.name for i in work.graph.initializer] == ["shape"]
+    assert [i.name for i in work.graph.input] == ["x", "big"]
+    assert list(work.graph.input[1].type.tensor_type.shape.dim) == list(
+        vi("big", [40, 40]).type.tensor_type.shape.dim)
+    assert not work.graph.value_info and [n.op_type for n in work.graph.node] == ["Add", "Reshape"]
+    assert len(m.graph.initializer) == 2 and len(m.graph.value_info) == 1  # the model as it was
+
+
+def test_view_holds_one_str_per_value_name():
+    from onnxmem.model.generate import transformer
+
+    m = transformer(3, 0)
+    shapes = infer_shapes(m)
+    view = build_view(m, shapes)
+    key = {k: k for k in view.tensors}
+    for op in view.ops:
+        for name in (*op.inputs, *op.outputs):
+            if name:
+                assert name is key[name]
+        assert op.reads is op.inputs  # no repeated or omitted input: one tuple for both
+    assert all(t.name is k for k, t in view.tensors.items())
+    shown = {k: k for k in shapes.shapes}
+    assert all(k is shown[k] for k in view.tensors if k in shown)
+    # equal shapes are one tuple
+    assert len({id(s) for s in shapes.shapes.values()}) == len(set(shapes.shapes.values()))

@@ -452,3 +452,62 @@ def test_auto_order_is_the_same_on_a_machine_a_hundred_times_slower(monkeypatch)
     assert workclock.now() >= 0.2  # stopped by its budget, not done
     with slowed_machine(monkeypatch):
         assert reorder(view, "auto", OrderOptions(timeout=0.2)) == first
+
+
+def test_order_graph_of_a_large_graph_is_compact():
+    """The order graph keeps its rows flat (onnxmem.core.rows): about 200 bytes a node on a
+    transformer, where lists of lists took over 600."""
+    import gc
+    import tracemalloc
+
+    from onnxmem.core.rows import Rows
+    from onnxmem.graph import build_view
+    from onnxmem.model.generate import transformer
+    from onnxmem.shapes import infer_shapes
+
+    m = transformer(120, 0)
+    view = build_view(m, infer_shapes(m))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        graph = build_order_graph(view, inplace=True)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert all(isinstance(r, Rows) for r in (graph.preds, graph.succs, graph.consumers, graph.outs, graph.reads, graph.ip))
+    assert graph.n == 3001
+    assert held < 350 * graph.n, held
+    # the flat rows read as the lists they replace
+    for v in range(graph.n):
+        assert all(v in graph.succs[p] for p in graph.preds[v])
+        assert all(v in graph.consumers[t] for t in graph.reads[v])
+        assert all(graph.producer[t] == v for t in graph.outs[v])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_part_steps_are_the_trace_of_each_part(seed):
+    """auto's first pass keeps per part the most bytes of a step and the bytes resident at its
+    start, the values of the whole trace."""
+    from onnxmem.graph import build_view
+    from onnxmem.model.generate import transformer
+    from onnxmem.scheduling.cost import Cuts, topological
+    from onnxmem.scheduling.hierarchical import _PartSteps
+    from onnxmem.shapes import infer_shapes
+
+    m = transformer(3, seed)
+    graph = build_order_graph(build_view(m, infer_shapes(m)), "internal", 1, inplace=True)
+    cuts = Cuts.of(graph)
+    assert len(cuts.segs) > 10 and any(len(seg) > 1 for seg in cuts.segs)
+    local = topological(cuts.root)  # any order runs the parts one after another
+    trace: list[tuple[int, int]] = []
+    simulate(cuts.root, local, trace)
+    steps = _PartSteps([len(seg) for seg in cuts.segs])
+    simulate(cuts.root, local, steps)
+    at = 0
+    for i, seg in enumerate(cuts.segs):
+        part = trace[at : at + len(seg)]
+        at += len(seg)
+        assert steps.most[i] == max(m for m, _ in part)
+        assert steps.resident[i] == part[0][1]

@@ -51,6 +51,7 @@ them with their reason.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
@@ -135,7 +136,8 @@ class Op:
     reads: tuple[str, ...] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "reads", tuple(dict.fromkeys(n for n in self.inputs + self.captures if n)))
+        reads = tuple(dict.fromkeys(n for n in self.inputs + self.captures if n))
+        object.__setattr__(self, "reads", self.inputs if reads == self.inputs else reads)  # one tuple for both
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +336,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
     (:func:`_outer_reads`), its weights (:func:`_weight_origins`), its tensors
     (:func:`_level_tensors`), then its bodies (:func:`_level_bodies`)."""
     where = f" of subgraph {show_name(level.path)}" if level.path else ""
-    nodes = _level_nodes(g, level)
+    nodes = _level_nodes(g, level, () if level.path else shapes.shapes)
     outputs = tuple(vi.name for vi in g.output)
     outer_read = _outer_reads(nodes, outputs, level, where)
     origin, done = _weight_origins(nodes, outer_read, level, _sizer(level, shapes))
@@ -373,25 +375,32 @@ class _Nodes:
     defined: Mapping[str, int | None]
 
 
-def _level_nodes(g: onnx.GraphProto, level: _Level) -> _Nodes:
+def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -> _Nodes:
     """``g``'s nodes as :class:`Op` records (captures included) and the producer of every
-    value; a value written twice is a ``ModelError`` (SSA)."""
+    value; a value written twice is a ``ModelError`` (SSA). ``known``: names whose str
+    objects the records reuse (the shapes' keys)."""
     names = node_names(g)
     init_names = {i.name for i in g.initializer}
-    defined: dict[str, int | None] = {n: None for n in init_names}
+    # one str per value name: protobuf hands out a new str on every read of a name
+    same: dict[str, str] = dict(zip(known, known))
+    same.update((n, n) for n in init_names if n not in same)
+    defined: dict[str, int | None] = {same[n]: None for n in init_names}
     inputs: list[str] = []
     for vi in g.input:
-        if vi.name not in init_names or level.path:
-            inputs.append(vi.name)
-            defined[vi.name] = None
+        name = same.setdefault(vi.name, vi.name)
+        if name not in init_names or level.path:
+            inputs.append(name)
+            defined[name] = None
     ops: list[Op] = []
     for i, node in enumerate(g.node):
         caps: dict[str, None] = {}
         for sub in node_subgraphs(node):
             caps.update(dict.fromkeys(outer_scope_reads(sub)))
-        ops.append(Op(i, names[i], node.op_type, node.domain or "", tuple(node.input), tuple(node.output),
-                      tuple(caps)))
-        for o in node.output:
+        op = Op(i, names[i], sys.intern(node.op_type), node.domain or "",
+                tuple([same.setdefault(n, n) for n in node.input]),
+                tuple([same.setdefault(n, n) for n in node.output]), tuple([same.setdefault(n, n) for n in caps]))
+        ops.append(op)
+        for o in op.outputs:
             if not o:
                 continue
             if o in defined:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any, Collection
 
 import onnx
 
@@ -21,7 +22,7 @@ from onnxmem.model.external import check_external_data
 from onnxmem.model.limits import check_graph_limits, check_sparse_initializers
 from onnxmem.model.tensors import check_tensor_data
 
-__all__ = ["file_sha256", "load_model"]
+__all__ = ["copy_without", "file_sha256", "load_model"]
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -75,3 +76,29 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     check_external_data(model, p.parent, need_files=False)
     unname_placeholder_dims(model)
     return model
+
+
+def copy_without(model: onnx.ModelProto, graph_fields: Collection[str]) -> onnx.ModelProto:
+    """A copy of ``model`` whose main graph lacks the fields ``graph_fields`` names
+    (``"initializer"``, ``"value_info"``): those are never copied, so a copy made to drop the
+    weights does not hold them even for a moment (``CopyFrom`` and a delete would)."""
+    m = onnx.ModelProto()
+    for field, value in model.ListFields():
+        if field.name != "graph":
+            _set_field(m, field.name, value)
+    for field, value in model.graph.ListFields():
+        if field.name not in graph_fields:
+            _set_field(m.graph, field.name, value)
+    if model.HasField("graph"):
+        m.graph.SetInParent()
+    return m
+
+
+def _set_field(into: Any, name: str, value: Any) -> None:
+    """Field ``name`` of message ``into`` set to a copy of ``value`` (repeated, message or scalar)."""
+    if hasattr(value, "extend"):
+        getattr(into, name).extend(value)
+    elif hasattr(value, "CopyFrom"):
+        getattr(into, name).CopyFrom(value)
+    else:
+        setattr(into, name, value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,9 +35,14 @@ class _Sharing:
         self.life = life
         self.alias: list[Finding] = []
         self.overlap: list[Finding] = []
+        # the groups of two or more tensors (a pair is judged by its group only when both
+        # are in one); a tensor alone in its group is left out, as most are
+        size = Counter(pt.group for pt in plan.tensors)
         groups: dict[str, dict[str, PlannedTensor]] = {}
         for pt in plan.tensors:
-            groups.setdefault(pt.group, {})[pt.name] = pt
+            if size[pt.group] > 1:
+                groups.setdefault(pt.group, {})[pt.name] = pt
+        del size
         self.groups = groups
         self.broken: set[str] = set()  # groups not in one buffer: their pairs are not judged
         for gid, members in groups.items():

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from onnxmem.analysis.aliasing import (
     INPLACE,
@@ -64,6 +64,7 @@ from onnxmem.analysis.aliasing import (
 from onnxmem.analysis.lifetimes import arena_tensors, live_profile, tensor_lifetimes
 from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core.problem import align_up, lower_bound
+from onnxmem.core.rows import Rows, transpose
 from onnxmem.graph import GraphView, Op
 
 __all__ = [
@@ -94,10 +95,11 @@ class OrderGraph:
 
     ``real``: view indices of the nodes that matter, in file order (local node
     ``i`` is ``real[i]``); ``free``: view indices of nodes without arena effect.
-    ``preds``/``succs``: local dependency lists. Tensor ``t`` has ``size[t]``
+    ``preds``/``succs``: local dependency rows. Tensor ``t`` has ``size[t]``
     bytes (aligned), ``producer[t]`` (local node, -1 for a graph input),
     ``consumers[t]`` (local nodes) and ``pinned[t]`` (a graph output).
-    ``outs[v]``/``reads[v]``: the tensors node ``v`` writes and reads.
+    ``outs[v]``/``reads[v]``: the tensors node ``v`` writes and reads. Every
+    row list is a :class:`~onnxmem.core.rows.Rows` (flat, read only).
     ``base``: bytes of graph inputs that someone reads or that are outputs;
     ``first_extra``: bytes of inputs nothing reads (live in step 0 only).
 
@@ -112,17 +114,17 @@ class OrderGraph:
     alignment: int
     real: list[int]
     free: list[int]
-    preds: list[list[int]]
-    succs: list[list[int]]
+    preds: Rows
+    succs: Rows
     size: list[int]
     producer: list[int]
-    consumers: list[list[int]]
+    consumers: Rows
     pinned: list[bool]
-    outs: list[list[int]]
-    reads: list[list[int]]
+    outs: Rows
+    reads: Rows
     base: int
     first_extra: int
-    ip: list[list[int]]
+    ip: Rows
     disc: list[int]
     inplace: bool = False
 
@@ -159,35 +161,35 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     source, sharing = _sharing(view, io, inplace)
     tid, size, pinned, members = _classes(view, io, alignment, source)
     writable = [group_writable(view, ms, out_set) for ms in members]
+    del members
     real, free, local = _memory_ops(view)
     n = len(real)
     producer = [-1] * len(size)
-    consumers: list[list[int]] = [[] for _ in size]
-    outs: list[list[int]] = [[] for _ in range(n)]
-    reads: list[list[int]] = [[] for _ in range(n)]
-    preds: list[list[int]] = []
-    succs: list[list[int]] = [[] for _ in range(n)]
-    ip: list[list[int]] = [[] for _ in range(n)]
+    outs, reads, preds, ip = Rows(), Rows(), Rows(), Rows()
     disc = [0] * n
     for v, gi in enumerate(real):
         op = view.ops[gi]
+        row: list[int] = []
         for o in op.outputs:
-            if o in tid and o not in source and tid[o] not in outs[v]:
+            if o in tid and o not in source and tid[o] not in row:
                 producer[tid[o]] = v
-                outs[v].append(tid[o])
+                row.append(tid[o])
+        outs.append(row)
+        row = []
         for r in op.reads:
-            if r in tid and tid[r] not in reads[v]:
-                reads[v].append(tid[r])
-                consumers[tid[r]].append(v)
+            if r in tid and tid[r] not in row:
+                row.append(tid[r])
+        reads.append(row)
         found = sharing.get(gi)
+        over: list[int] = []
         if found is not None and found[0].kind == INPLACE:
-            ip[v] = _overwritable_classes(view, op, found, tid, writable)
-            if ip[v]:
+            over = _overwritable_classes(view, op, found, tid, writable)
+            if over:
                 disc[v] = size[tid[op.outputs[0]]]
-        ps = [local[p] for p in view.predecessors(gi)]
-        preds.append(ps)
-        for p in ps:
-            succs[p].append(v)
+        ip.append(over)
+        preds.append([local[p] for p in view.predecessors(gi)])
+    del tid, local, sharing, writable
+    consumers, succs = transpose(reads, len(size)), transpose(preds, n)
     base = 0
     first_extra = 0
     for k in range(len(size)):
@@ -319,17 +321,17 @@ class Piece:
 
     graph: OrderGraph
     nodes: list[int]
-    preds: list[list[int]]
-    succs: list[list[int]]
+    preds: Sequence[Sequence[int]]  # the graph's own rows for the whole graph (read only)
+    succs: Sequence[Sequence[int]]
     alloc: list[int]
     keep: list[int]
-    frees: list[list[tuple[int, int]]]
+    frees: list[Sequence[tuple[int, int]]]
     rem0: list[int]
     ext_bytes: int
     held: list[int]  # bytes of the node's reads produced inside the piece
     ext_read: list[int]  # bytes of the node's reads that are freeable outside tensors
     slot_prod: list[int]  # producer of each tensor slot (local node; -1: from outside)
-    ip: list[list[int]]  # slots the node may overwrite in place
+    ip: list[Sequence[int]]  # slots the node may overwrite in place
     disc: list[int]  # bytes an in-place write saves at the node's step
     first_extra: int = 0  # bytes live in the piece's first step only
 
@@ -344,7 +346,9 @@ class Piece:
         nodes = sorted(nodes)
         loc = {g: i for i, g in enumerate(nodes)}
         whole = len(loc) == len(nodes) == graph.n
-        if whole:  # the whole graph: its lists as they are (read only)
+        preds: Sequence[Sequence[int]]
+        succs: Sequence[Sequence[int]]
+        if whole:  # the whole graph: its rows as they are (read only)
             preds, succs = graph.preds, graph.succs
         else:
             preds = [[loc[p] for p in graph.preds[g] if p in loc] for g in nodes]
@@ -354,11 +358,11 @@ class Piece:
         rem0: list[int] = []
         alloc: list[int] = []
         keep: list[int] = []
-        frees: list[list[tuple[int, int]]] = []
+        frees: list[Sequence[tuple[int, int]]] = []
         ext = 0
         held: list[int] = []
         ext_read: list[int] = []
-        ip: list[list[int]] = []
+        ip: list[Sequence[int]] = []
         disc: list[int] = []
         last = ran.last if isinstance(ran, RanBefore) else None
         kept: dict[int, bool] = {}  # tensor -> a reader outside the piece runs after it
@@ -384,25 +388,24 @@ class Piece:
             fr: list[tuple[int, int]] = []
             h = e = 0
             for t in graph.reads[g]:
-                cons = graph.consumers[t]
                 if graph.producer[t] in loc:
                     h += graph.size[t]
                 if graph.pinned[t] or read_later(t):
                     continue
                 if t not in slot:
                     slot[t] = len(rem0)
-                    rem0.append(sum(1 for c in cons if c in loc))
+                    rem0.append(sum(1 for c in graph.consumers[t] if c in loc))
                     slot_prod.append(loc.get(graph.producer[t], -1))
                     if graph.producer[t] not in loc:
                         ext += graph.size[t]
                 if graph.producer[t] not in loc:
                     e += graph.size[t]
                 fr.append((slot[t], graph.size[t]))
-            frees.append(fr)
+            frees.append(fr or ())  # empty rows share one tuple
             held.append(h)
             ext_read.append(e)
             over = [slot[t] for t in graph.ip[g] if t in slot]  # classes that can die here
-            ip.append(over)
+            ip.append(over or ())
             disc.append(graph.disc[g] if over else 0)
         return Piece(graph, nodes, preds, succs, alloc, keep, frees, rem0, ext, held, ext_read, slot_prod,
                      ip, disc)
@@ -442,7 +445,13 @@ class Piece:
         return max((self.node_bound(v) for v in range(self.n)), default=0)
 
 
-def simulate(piece: Piece, order: Sequence[int], trace: list[tuple[int, int]] | None = None) -> tuple[int, int]:
+class Trace(Protocol):
+    """Where :func:`simulate` puts each step: a list, or anything with its ``append``."""
+
+    def append(self, step: tuple[int, int], /) -> None: ...
+
+
+def simulate(piece: Piece, order: Sequence[int], trace: Trace | None = None) -> tuple[int, int]:
     """``(peak, residual)`` of running ``order`` (local nodes), relative to the start.
 
     ``trace``: when given, gets ``(bytes while the step runs, bytes resident

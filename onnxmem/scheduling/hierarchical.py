@@ -270,26 +270,22 @@ class _Parts:
         another); only parts of more than one node above the bound need a piece of
         their own (kept: a 100,000-node graph has thousands of parts)."""
         pos = {v: k for k, v in enumerate(file_local)}
-        trace: list[tuple[int, int]] = []
-        simulate(cuts.root, file_local, trace)
+        steps = _PartSteps([len(seg) for seg in cuts.segs])
+        simulate(cuts.root, file_local, steps)
         floor = graph.base + graph.first_extra if graph.free else 0
         orders: list[list[int]] = []
         peaks: list[int] = []
         pieces: dict[int, Piece] = {}
         lower = floor
-        at = 0
         for i, seg in enumerate(cuts.segs):
-            order = sorted(seg, key=pos.__getitem__)
-            steps = trace[at : at + len(seg)]
-            at += len(seg)
-            peak = graph.base + max(m for m, _ in steps)
-            orders.append(order)
+            orders.append(sorted(seg, key=pos.__getitem__))
+            peak = graph.base + steps.most[i]
             peaks.append(peak)
             if len(seg) == 1:
                 lower = max(lower, peak)
             else:
                 piece = cuts.piece(i)
-                lower = max(lower, graph.base + steps[0][1] + piece.bound())
+                lower = max(lower, graph.base + steps.resident[i] + piece.bound())
                 if peak > lower:  # else never searched (the bound only rises): not kept
                     pieces[i] = piece
         for i in [i for i in pieces if peaks[i] <= lower]:
@@ -337,6 +333,30 @@ class _Parts:
                 self.lower = max(self.lower, peaks[top])
             elif not improved:
                 break  # the part that sets the peak is stuck: nothing else can lower it
+
+
+class _PartSteps:
+    """:func:`~onnxmem.scheduling.cost.simulate`'s trace of a run of parts one after another,
+    kept per part: ``most[i]``, the most bytes while a step of part ``i`` runs, and
+    ``resident[i]``, the bytes resident before its first step (not a list of every step)."""
+
+    __slots__ = ("lengths", "most", "resident", "left")
+
+    def __init__(self, lengths: Sequence[int]) -> None:
+        self.lengths = lengths
+        self.most: list[int] = []
+        self.resident: list[int] = []
+        self.left = 0
+
+    def append(self, step: tuple[int, int]) -> None:
+        running, resident = step
+        if self.left == 0:
+            self.left = self.lengths[len(self.most)]
+            self.most.append(running)
+            self.resident.append(resident)
+        elif running > self.most[-1]:
+            self.most[-1] = running
+        self.left -= 1
 
 
 @register("auto", "file order when provably optimal, else greedy then exact on the part that sets the peak, in budget")

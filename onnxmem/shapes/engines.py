@@ -21,6 +21,7 @@ from onnxmem.model import (
     OTHER_BRANCH,
     BodyKey,
     Dim,
+    copy_without,
     iter_graphs,
     owner_key,
     read_type,
@@ -66,25 +67,20 @@ def strip_for_inference(model: onnx.ModelProto) -> onnx.ModelProto:
     subgraphs (whose inputs are positional) keep their dims and point to no
     data.
     """
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m = copy_without(model, ("initializer", "value_info"))
 
     def is_large(init: onnx.TensorProto) -> bool:
         return init.data_location == TensorProto.EXTERNAL or math.prod(init.dims) > 1024
 
     g = m.graph
     declared = {vi.name for vi in g.input}
-    keep = []
-    for init in g.initializer:
+    for init in model.graph.initializer:
         if not is_large(init):
-            keep.append(init)
-            continue
-        if init.name not in declared:
+            g.initializer.append(init)
+        elif init.name not in declared:
             g.input.append(
                 onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
             )
-    del g.initializer[:]
-    g.initializer.extend(keep)
     for sub in iter_graphs(g):
         if sub is g:
             continue
@@ -97,7 +93,6 @@ def strip_for_inference(model: onnx.ModelProto) -> onnx.ModelProto:
                 init.data_location = TensorProto.EXTERNAL
                 e = init.external_data.add()
                 e.key, e.value = "location", "__onnxmem_stripped__"
-    del g.value_info[:]
     return m
 
 

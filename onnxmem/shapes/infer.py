@@ -111,9 +111,10 @@ def infer_shapes(
     for init in model.graph.initializer:
         known.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     bodies = _subgraph_shapes(state, measured_values or {}, excluded)
+    same: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct shape
     return ShapeInfo(
         {k: v[0] for k, v in known.items()},
-        {k: v[1] for k, v in known.items()},
+        {k: same.setdefault(v[1], v[1]) for k, v in known.items()},
         state.sources,
         tuple(state.warnings),
         bodies,
