@@ -89,16 +89,20 @@ def session_options(optimize: bool = False, profile_prefix: str | None = None) -
 
 def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] | None = None,
                  optimize: bool = False, profile_prefix: str | None = None,
-                 initializers: Mapping[str, Any] | None = None) -> Any:
+                 initializers: Mapping[str, Any] | None = None, prepacking: bool = True) -> Any:
     """An onnxruntime session (CPU unless ``providers`` says otherwise). ``initializers``: OrtValues
     of the main graph's initializers that ``model`` marks external (:func:`apart_from_weights`),
-    which the session takes as they are (``SessionOptions.add_external_initializers``)."""
+    which the session takes as they are (``SessionOptions.add_external_initializers``).
+    ``prepacking=False``: kernels keep constant weights as they are (``session.disable_prepacking``),
+    so each node computes what it computes in a session of its own with the weights bound as inputs."""
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import end_run, start_run
 
     data: Any = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
     options = session_options(optimize, profile_prefix)
+    if not prepacking:
+        options.add_session_config_entry("session.disable_prepacking", "1")
     if initializers:
         options.add_external_initializers(list(initializers), list(initializers.values()))
     start_run("onnxruntime's loading of the model")
@@ -303,9 +307,11 @@ def _element_types(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], why: str,
-                seconds: float | None = None) -> list[Any]:
+                seconds: float | None = None, *, as_ort_values: bool = False) -> list[Any]:
     """``sess.run(names, feeds)``, stopped after ``seconds`` (default: the time limit of
     :func:`onnxmem.runtime.isolation.run_limits`); any failure is one line naming ``why``.
+    ``as_ort_values``: ``feeds`` are OrtValues and so are the results (``run_with_ort_values``:
+    no copy into numpy arrays).
 
     The run is announced to :mod:`onnxmem.runtime.isolation` (:func:`~onnxmem.runtime.isolation.start_run`),
     so a crash or a run that ignores the stop is named in the parent's message."""
@@ -323,6 +329,8 @@ def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], wh
     timer.daemon = True
     timer.start()
     try:
+        if as_ort_values:
+            return list(sess.run_with_ort_values(names, feeds, options))
         return list(sess.run(names, feeds, options))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         if options.terminate:

@@ -37,6 +37,7 @@ __all__ = [
     "ortvalue_bytes",
     "require_cuda",
     "run_model",
+    "run_values",
 ]
 
 
@@ -194,6 +195,22 @@ def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: 
     given = ort_values(taken)
     values = run_bounded(make_session(model, initializers=given), list(outputs), feeds, "as a whole")
     return {n: np.asarray(v) for n, v in zip(outputs, values)}
+
+
+def run_values(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], values: Mapping[str, int],
+               weights: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """One whole-model onnxruntime run on the CPU that gives every value of ``values`` (name ->
+    element type; the graph's outputs and any other value of its main graph) as an OrtValue,
+    on one thread, optimizations and prepacking off: each node runs the kernel, on the same
+    inputs, that its session alone (:func:`node_session`) runs, so each value has the bits that
+    node computes outside an arena. ``weights`` as for :func:`run_model`."""
+    stubbed, taken = apart_from_weights(model, weights)
+    have = {o.name for o in stubbed.graph.output}
+    stubbed.graph.output.extend(onnx.helper.make_tensor_value_info(n, et, None)
+                                for n, et in values.items() if n not in have)
+    sess = make_session(stubbed, initializers=ort_values(taken), prepacking=False)
+    got = run_bounded(sess, list(values), ort_values(feeds), "as a whole (the reference)", as_ort_values=True)
+    return dict(zip(values, got))
 
 
 def device_providers(device: str) -> list[str]:

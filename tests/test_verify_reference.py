@@ -1,0 +1,128 @@
+"""The reference of an arena run on the CPU: the whole model run once outside the arena with the
+kernels each node runs alone, where it can be; each node run again where it cannot."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import helper
+
+from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.runtime.sessions import host_array, run_values
+from onnxmem.verify.run import VerifyOptions, execute_plan, verify_plan
+
+from .conftest import MODELS
+from .helpers import make_model, vi
+
+GREEDY = PlanOptions(solver="greedy", order="file")
+
+
+def _planned(tmp_path, nodes, inputs, outputs, inits=(), name="m.onnx"):
+    path = tmp_path / name
+    onnx.save(make_model(nodes, inputs, outputs, list(inits)), path)
+    return path, plan_model(path, GREEDY)
+
+
+@pytest.fixture()
+def diamond(tmp_path):
+    """x -> sig=Sigmoid(x) -> tan=Tanh(sig) -> sum=Add(sig, tan) -> y=MatMul(sum, W)."""
+    w = onnx.numpy_helper.from_array(np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32), "W")
+    nodes = [helper.make_node("Sigmoid", ["x"], ["sig"], name="sigmoid"),
+             helper.make_node("Tanh", ["sig"], ["tan"], name="tanh"),
+             helper.make_node("Add", ["sig", "tan"], ["sum"], name="add"),
+             helper.make_node("MatMul", ["sum", "W"], ["y"], name="matmul")]
+    return _planned(tmp_path, nodes, [vi("x", [8, 64])], [vi("y", [8, 64])], [w])
+
+
+def test_the_reference_is_one_whole_model_run_with_the_same_bits(diamond):
+    """On the CPU the arena's values are held to one whole-model run: no node runs a second time,
+    and the outputs are those of each node run again outside the arena, bit for bit."""
+    path, p = diamond
+    whole = execute_plan(p.plan, p.model, p.view, model_path=path)
+    nodes = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference="nodes"))
+    assert whole.reference == "whole" and whole.private_seconds == 0.0 and whole.reference_seconds > 0
+    assert nodes.reference == "nodes" and nodes.private_seconds > 0
+    assert whole.findings == nodes.findings == () and whole.nodes_run == nodes.nodes_run == 4
+    (c,) = whole.outputs
+    assert c.ok and c.identical and c.max_abs_diff == 0.0 and c.whole_model_diff == 0.0
+
+
+def test_whole_model_values_are_every_node_alone(diamond):
+    """Every value of the whole-model reference (prepacking off, one thread, no optimization) has
+    the bits of the ordinary run's nodes run one by one: here the MatMul over a constant weight,
+    which a prepacking session computes otherwise."""
+    import onnxruntime as ort
+
+    from onnxmem.runtime.folding import compute_weights
+
+    path, p = diamond
+    x = np.random.default_rng(2).standard_normal((8, 64)).astype(np.float32)
+    weights = compute_weights(p.model, p.view)
+    got = run_values(p.model, {"x": x}, {"sum": onnx.TensorProto.FLOAT, "y": onnx.TensorProto.FLOAT}, weights)
+    assert set(got) == {"sum", "y"}
+    alone = ort.InferenceSession(make_model([helper.make_node("MatMul", ["s", "w"], ["y"])],
+                                            [vi("s", [8, 64]), vi("w", [64, 64])], [vi("y", [8, 64])])
+                                 .SerializeToString(), providers=["CPUExecutionProvider"])
+    want = alone.run(None, {"s": host_array(got["sum"]), "w": weights["W"]})[0]
+    assert np.array_equal(host_array(got["y"]), want)
+
+
+def test_a_corrupted_plan_is_caught_through_the_whole_model_reference(diamond):
+    """tan moved onto sig, which add still reads: the clobber is found, and, running on, the
+    output check against the whole-model reference sees the changed result."""
+    path, p = diamond
+    sig = p.plan.tensor("sig")
+    tensors = tuple(dataclasses.replace(t, offset=sig.offset) if t.name == "tan" else t for t in p.plan.tensors)
+    bad = dataclasses.replace(p.plan, tensors=tensors)
+    ex = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(keep_going=True))
+    assert ex.reference == "whole"
+    kinds = [f.kind for f in ex.findings]
+    assert kinds[0] == "clobber" and "output" in kinds and ex.changed_result
+    (c,) = ex.outputs
+    assert not c.ok and c.max_abs_diff > c.tolerance > 0
+    first = execute_plan(bad, p.model, p.view, model_path=path)
+    assert first.findings[0].kind == "clobber" and first.findings[0].tensor == "sig"
+
+
+def test_a_random_op_keeps_each_node_again(tmp_path):
+    """A random op draws other numbers in a second kernel: each node runs again instead. A Dropout
+    without training_mode is the identity and keeps the whole-model reference."""
+    nodes = [helper.make_node("RandomNormalLike", ["x"], ["n"], name="draw", seed=1.0),
+             helper.make_node("Add", ["x", "n"], ["y"], name="add")]
+    path, p = _planned(tmp_path, nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], name="random.onnx")
+    assert execute_plan(p.plan, p.model, p.view, model_path=path).reference == "nodes"
+    nodes = [helper.make_node("Dropout", ["x"], ["d"], name="drop"), helper.make_node("Relu", ["d"], ["y"])]
+    path, p = _planned(tmp_path, nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], name="dropout.onnx")
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.reference == "whole" and ex.findings == () and ex.outputs[0].identical
+
+
+def test_bodies_run_their_nodes_again_inside_a_whole_model_reference():
+    """control_flow.onnx (If, Loop, Scan): the main graph's values come from the whole-model run,
+    the bodies' nodes run again outside the arena; every output identical."""
+    path = MODELS / "control_flow.onnx"
+    p = plan_model(path, PlanOptions(solver="greedy"))
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert report.ok, report.first
+    ex = report.execution
+    assert ex.reference == "whole" and ex.private_seconds > 0 and all(c.identical for c in ex.outputs)
+
+
+def test_an_unknown_reference_is_one_line(diamond):
+    path, p = diamond
+    with pytest.raises(OnnxmemError, match="reference 'other' is not one of whole, nodes"):
+        execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference="other"))
+
+
+def test_cli_names_the_reference(diamond):
+    path, _ = diamond
+    got = CliRunner().invoke(main, ["verify", str(path)])
+    assert got.exit_code == 0, got.output
+    assert "reference: the whole model once outside the arena, same kernels" in got.output
+    assert "  output  y: ok, against the reference: identical" in got.output
