@@ -287,7 +287,7 @@ class _BodyRun(ArenaRun):
         self.nodes_run = 0
         self.changed = False
         self.private_seconds = 0.0
-        self.whole = False  # a body's nodes run again outside the arena: its values are not the graph's
+        self.whole = False  # a body's nodes run again outside the arena (ArenaSteps.reference_values)
         self._weight_values = {}
         self._sessions = self.root._sessions
         self._node_sessions = self.root._node_sessions

@@ -63,8 +63,8 @@ class Execution:
     changed_result: bool  # a graph output differs or a node failed
     notes: tuple[str, ...] = ()
     private_seconds: float = 0.0  # the same nodes run again on private buffers (the reference)
-    #: what the values were held to: ``"whole"`` (one whole-model run, same kernels, every value of the
-    #: main graph; nodes with bodies still run their bodies' nodes again) or ``"nodes"`` (each node again)
+    #: what the values were held to: ``"whole"`` (one whole-model run, same kernels, every value of
+    #: the graph) or ``"nodes"`` (each node again)
     reference: str = "nodes"
 
 

@@ -227,17 +227,18 @@ class ArenaSteps(abc.ABC):
 
     def reference_values(self) -> dict[str, int] | None:
         """The values the whole-model reference gives (name -> element type: every output of a node
-        of this graph that runs in the arena, but those of nodes with bodies, which run their
-        bodies' nodes again), or ``None`` where each node runs again instead:
-        ``reference="nodes"``, CUDA (its kernels are not the CPU's), a random op in this graph (a
-        second kernel draws other numbers), a value without an element type, or more bytes in all
-        than a quarter of the host memory available (the whole run holds every value at once)."""
-        if self.opts.reference != "whole" or self.cuda or not self.whole_reference:
+        of this graph that runs in the arena), or ``None`` where each node runs again instead:
+        ``reference="nodes"``, CUDA (its kernels are not the CPU's), a graph with If/Loop/Scan
+        bodies (their nodes run one by one in the arena, each checked against its own run
+        outside it), a random op (a second kernel draws other numbers), a value without an
+        element type, or more bytes in all than a quarter of the host memory available (the
+        whole run holds every value at once)."""
+        if self.opts.reference != "whole" or self.cuda or not self.whole_reference or self.view.bodies:
             return None
         ops = [self.view.ops[k] for k in self.order if k not in self.weight_ops]
         if any(_draws(self.nodes[op.index]) for op in ops):
             return None
-        names = [o for op in ops if op.index not in self.view.bodies for o in op.outputs if o]
+        names = [o for op in ops for o in op.outputs if o]
         types = {n: self.view.tensors[n].elem_type for n in names if n in self.view.tensors}
         if len(types) != len(names) or not all(types.values()):
             return None
