@@ -126,3 +126,25 @@ def test_cli_names_the_reference(diamond):
     assert got.exit_code == 0, got.output
     assert "reference: the whole model once outside the arena, same kernels" in got.output
     assert "  output  y: ok, against the reference: identical" in got.output
+
+
+def test_external_weights_are_read_once_into_arrays():
+    """external_data.onnx: its float weights go from the data file straight into numpy arrays
+    (the model keeps them as in-memory references without bytes, the small one that onnxruntime
+    gets in the graph inline), equal to onnx's own reading; the arena run over them verifies."""
+    from onnx import numpy_helper
+
+    from onnxmem.model import load_model
+    from onnxmem.runtime.ort import IN_MEMORY, load_weights
+
+    path = MODELS / "external_data.onnx"
+    model = load_model(path)
+    full, arrays = load_weights(model, path)
+    want = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    assert set(arrays) == set(want) and all(np.array_equal(arrays[n], want[n]) for n in want)
+    kept = {t.name: t for t in full.graph.initializer}
+    assert kept["w_1"].external_data[0].value == IN_MEMORY and not kept["w_1"].raw_data
+    assert kept["w_14"].data_location == onnx.TensorProto.DEFAULT and len(kept["w_14"].raw_data) == 512
+    p = plan_model(path, PlanOptions(solver="greedy"))
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.findings == () and ex.reference == "whole" and all(c.identical for c in ex.outputs)

@@ -31,7 +31,7 @@ from onnxmem.runtime.arena_records import (
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.inputs import feeds_for
 from onnxmem.runtime.isolation import at_step, available_memory, end_run, start_run
-from onnxmem.runtime.ort import load_with_weights, session_options
+from onnxmem.runtime.ort import load_weights, session_options
 
 __all__ = ["ArenaSteps"]
 
@@ -71,7 +71,7 @@ class ArenaSteps(abc.ABC):
             self.order = [by_name[n] for n in plan.order]
         except KeyError as exc:
             raise PlanError(f"the plan orders node {exc}, which the model does not have; re-plan the model") from None
-        self.full = load_with_weights(model, model_path)
+        self.full, read = load_weights(model, model_path)
         self.feeds = _feeds(self.full, view, options)
         # a training checkpoint's frozen values the plan's shapes read (extra.checkpoint) are fed as they are
         self.feeds.update({n: v for n, v in recorded_values(plan.extra).items()
@@ -79,7 +79,7 @@ class ArenaSteps(abc.ABC):
                            and v.dtype == self.feeds[n].dtype})
         # the caller's state of a training graph (view.outside) is bound like a weight, from the feeds
         self.weights: Any = compute_weights(self.full, view,
-                                            {n: self.feeds[n] for n in view.outside if n in self.feeds})
+                                            {n: self.feeds[n] for n in view.outside if n in self.feeds}, read=read)
         self.weight_ops = set(weight_ops(view))
         life = true_lifetimes(view, self.order)
         self.plan = plan

@@ -267,6 +267,26 @@ def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str]
     return read_external_data(model, Path(str(model_path)).parent)
 
 
+def load_weights(model: onnx.ModelProto,
+                 model_path: str | os.PathLike[str] | None) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """:func:`load_with_weights`, but the main graph's external floating-point initializers are read
+    straight into numpy arrays: ``(model, {name: array})``. Those a main-graph node reads (and that
+    :func:`apart_from_weights` takes) are marked external at :data:`IN_MEMORY` in ``model``; give
+    the arrays to whatever runs it (:func:`onnxmem.runtime.folding.compute_weights`'s ``read``)."""
+    if model_path is None or not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        return load_with_weights(model, model_path), {}
+    check_tensor_data(model)
+    arrays: dict[str, np.ndarray] = {}
+    read = read_external_data(model, Path(str(model_path)).parent, arrays)
+    full, taken = apart_from_weights(read, arrays)
+    for t in full.graph.initializer:
+        if t.name in arrays and t.name not in taken:  # one apart_from_weights leaves in the graph
+            t.raw_data = arrays[t.name].tobytes()
+            del t.external_data[:]
+            t.data_location = onnx.TensorProto.DEFAULT
+    return full, arrays
+
+
 def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
                   input_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
     shapes: dict[str, tuple[int, ...]] = {}
