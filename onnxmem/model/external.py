@@ -157,7 +157,7 @@ def check_external_data(
 
 
 #: the element types :func:`read_external_data` reads straight into numpy arrays where asked
-ARRAY_TYPES = {TensorProto.FLOAT: "<f4", TensorProto.FLOAT16: "<f2", TensorProto.DOUBLE: "<f8"}
+ARRAY_TYPES: dict[int, str] = {TensorProto.FLOAT: "<f4", TensorProto.FLOAT16: "<f2", TensorProto.DOUBLE: "<f8"}
 
 
 def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str],
@@ -223,7 +223,7 @@ def _read(ref: ExternalData, into: np.ndarray | None = None) -> bytes:
 
 def _read_into(fd: int, into: np.ndarray, offset: int) -> int:
     """Fill ``into`` from ``fd`` at ``offset`` (reads of at most 1 GiB each); the bytes read."""
-    view, got = memoryview(into), 0
+    view, got = into.data.cast("B"), 0
     while got < len(view):
         if not hasattr(os, "preadv"):  # no vectored read here: one copy more
             chunk = os.pread(fd, min(len(view) - got, 2**30), offset + got)
