@@ -148,3 +148,27 @@ def test_external_weights_are_read_once_into_arrays():
     p = plan_model(path, PlanOptions(solver="greedy"))
     ex = execute_plan(p.plan, p.model, p.view, model_path=path)
     assert ex.findings == () and ex.reference == "whole" and all(c.identical for c in ex.outputs)
+
+
+def test_verify_loads_neither_numpy_nor_onnx_in_its_own_process(diamond, tmp_path):
+    """``verify MODEL`` works in its onnxruntime child; the command's process prints the child's
+    lines (stdout and stderr) and loads none of numpy, onnx, onnxruntime."""
+    import os
+    import subprocess
+    import sys
+
+    path, _ = diamond
+    code = ("import sys\n"
+            "from onnxmem.cli.main import main\n"
+            "try:\n"
+            f"    main(['verify', {str(path)!r}], standalone_mode=False)\n"
+            "finally:\n"
+            "    print('loaded:', sorted(m for m in ('numpy', 'onnx', 'onnxruntime') if m in sys.modules))\n")
+    root = str(MODELS.parent)
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=120)
+    assert got.returncode == 0, got.stderr
+    lines = got.stdout.splitlines()
+    assert lines[-2:] == ["verified", "loaded: []"], got.stdout
+    assert any(ln.startswith("executed  4 nodes in one cpu arena") for ln in lines)
