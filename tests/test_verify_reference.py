@@ -172,3 +172,28 @@ def test_verify_loads_neither_numpy_nor_onnx_in_its_own_process(diamond, tmp_pat
     lines = got.stdout.splitlines()
     assert lines[-2:] == ["verified", "loaded: []"], got.stdout
     assert any(ln.startswith("executed  4 nodes in one cpu arena") for ln in lines)
+
+
+def test_nodes_alike_of_other_shapes_share_one_session(tmp_path):
+    """A node session declares its inputs with symbolic dims: the Relus over [4, 8] and over
+    [8, 4] share one session, the one over [2, 4, 4] (another rank) has its own, and the
+    arena run is the reference's, bit for bit, with either reference."""
+    from onnxmem.runtime.ort import session_options
+    from onnxmem.runtime.sessions import node_session
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Transpose", ["a"], ["t"], name="t", perm=[1, 0]),
+             helper.make_node("Relu", ["t"], ["b"], name="r2"),
+             helper.make_node("Reshape", ["b", "shape"], ["c"], name="reshape"),
+             helper.make_node("Relu", ["c"], ["y"], name="r3")]
+    shape = onnx.numpy_helper.from_array(np.array([2, 4, 4], np.int64), "shape")
+    path, p = _planned(tmp_path, nodes, [vi("x", [4, 8])], [vi("y", [2, 4, 4])], [shape], name="shapes.onnx")
+    ops = {op.name: op for op in p.view.ops}
+    cache: dict = {}
+    made = {name: node_session(p.model, p.model.graph.node[op.index], op, p.view, {}, session_options(),
+                               ["CPUExecutionProvider"], cache=cache) for name, op in ops.items()}
+    assert p.view.tensors["a"].shape != p.view.tensors["t"].shape
+    assert made["r1"] is made["r2"] and made["r3"] is not made["r1"]
+    for reference in ("whole", "nodes"):
+        ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference=reference))
+        assert ex.findings == () and ex.reference == reference and ex.outputs[0].identical

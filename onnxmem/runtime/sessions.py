@@ -112,8 +112,11 @@ SHAPED_OUTPUTS = frozenset({"MaxPoolGrad"})
 SYMBOLIC_INPUT_DIMS: dict[str, dict[int, tuple[int, ...]]] = {"GroupQueryAttention": {3: (2,), 4: (2,)}}
 
 
-def _declared(node: onnx.NodeProto, name: str, shape: Sequence[int]) -> list[int | str]:
-    """The dims ``node``'s session declares for its input ``name`` (:data:`SYMBOLIC_INPUT_DIMS`)."""
+def _declared(node: onnx.NodeProto, name: str, shape: Sequence[int], shared: bool = False) -> list[int | str]:
+    """The dims ``node``'s session declares for its input ``name`` (:data:`SYMBOLIC_INPUT_DIMS`);
+    ``shared``: every dim symbolic (the rank stays), so that nodes alike of any shapes share it."""
+    if shared:
+        return [f"d{k}" for k in range(len(shape))]
     loose = {d for p, dims in SYMBOLIC_INPUT_DIMS.get(node.op_type, {}).items()
              if p < len(node.input) and node.input[p] == name for d in dims}
     return [f"d{k}" if k in loose else int(d) for k, d in enumerate(shape)]
@@ -143,9 +146,11 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     every value under its name of :func:`value_names`.
 
     The kernel computes the output shapes; the caller's binding checks them. ``cache``: the
-    sessions made so far, by the model they run: a node of the standard domain with the same
-    attributes, input shapes and types as one before it gets that one's session (a kernel
-    holds no state between runs but a random op's draws, :data:`RANDOM_OPS`, which never share).
+    sessions made so far, by the model they run: a node of the standard domain declares its
+    inputs with symbolic dims (their ranks and types only), and one with the same attributes,
+    input ranks and types as one before it gets that one's session, whatever the shapes (a
+    kernel holds no state between runs but a random op's draws, :data:`RANDOM_OPS`, which
+    never share).
     """
     import onnxruntime as ort
 
@@ -159,9 +164,10 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     n.ClearField("metadata_props")
     n.input[:] = [names.get(i, i) if i else "" for i in node.input]
     n.output[:] = [names.get(o, o) if o else "" for o in node.output]
+    share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
     for name in op.reads:
         t = view.tensors[name]
-        dims = _declared(node, name, shapes.get(name, t.shape))
+        dims = _declared(node, name, shapes.get(name, t.shape), share)
         g.input.append(onnx.helper.make_tensor_value_info(names[name], t.elem_type, dims))
     shaped = node.op_type in SHAPED_OUTPUTS
     for o in node.output:
@@ -170,7 +176,6 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
             g.output.append(onnx.helper.make_tensor_value_info(names[o], t.elem_type,
                                                                list(t.shape) if shaped else None))
     data = model_like(model, g).SerializeToString()
-    share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
     if share and data in cache:  # type: ignore[operator]
         return cache[data]  # type: ignore[index]
     try:
