@@ -450,9 +450,9 @@ def test_weights_computed_from_a_large_weight_take_it_in_memory(tmp_path):
 
 
 def test_nodes_alike_share_one_session_and_random_ones_do_not(tmp_path):
-    """Nodes of the same op, attributes, input shapes and types run in one session (under the
+    """Nodes of the same op, attributes, input ranks and types run in one session (under the
     session's own names of their values, whatever their names, documentation and metadata); a
-    random op, or another shape, gets its own. The
+    random op, or another rank, gets its own. The
     arena run of a chain of such nodes is still the reference's, bit for bit."""
     from onnxmem.runtime.ort import session_options
     from onnxmem.runtime.sessions import node_session, value_names
