@@ -147,8 +147,9 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
 
     The kernel computes the output shapes; the caller's binding checks them. ``cache``: the
     sessions made so far, by the model they run: a node of the standard domain declares its
-    inputs with symbolic dims (their ranks and types only), and one with the same attributes,
-    input ranks and types as one before it gets that one's session, whatever the shapes (a
+    inputs with symbolic dims (their ranks and types only; on the CPU provider alone, CUDA's
+    sessions declare the shapes), and one with the same attributes, input ranks and types as
+    one before it gets that one's session, whatever the shapes (a
     kernel holds no state between runs but a random op's draws, :data:`RANDOM_OPS`, which
     never share).
     """
@@ -165,9 +166,10 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     n.input[:] = [names.get(i, i) if i else "" for i in node.input]
     n.output[:] = [names.get(o, o) if o else "" for o in node.output]
     share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
+    by_rank = share and list(providers) == ["CPUExecutionProvider"]  # CUDA's sessions keep their shapes
     for name in op.reads:
         t = view.tensors[name]
-        dims = _declared(node, name, shapes.get(name, t.shape), share)
+        dims = _declared(node, name, shapes.get(name, t.shape), by_rank)
         g.input.append(onnx.helper.make_tensor_value_info(names[name], t.elem_type, dims))
     shaped = node.op_type in SHAPED_OUTPUTS
     for o in node.output:
