@@ -12,9 +12,9 @@ resident memory are that process's and its children's (``os.wait4``):
 3. ``pack --help`` and ``pack`` on a three-buffer instance: under 0.2 s;
 4. ``plan``'s default solver against ``pack``'s (``--solver exact``, 30 s of work) on the
    buffers of the plan of a random DAG (``bench_scale.build("random", N)``): the same gap;
-5. every zoo model: ``verify MODEL`` (plan, static proof, the run in one arena, the reference
-   outside it and the whole-model run) against the same onnxruntime process as 2 (target: at
-   most 2).
+5. every zoo model: ``verify MODEL`` (plan, static proof, the reference outside the arena: one
+   whole-model run, or each node again where that cannot be; the run in one arena) against
+   the same onnxruntime process as 2 (target: at most 2).
 
 Runs are medians of ``--runs`` after one run that is not counted (it writes the modules'
 bytecode, as the first run after an install does; ``PYTHONDONTWRITEBYTECODE`` is dropped);
@@ -219,9 +219,10 @@ HEADINGS = {
     "solver": "`plan`'s default solver and `pack` on the same buffers (a random DAG):",
     "zoo": "`plan -o` on every zoo model against onnxruntime creating a session for it and running it "
            "once, each a whole process (target: plan at most onnxruntime):",
-    "verify": "`verify` on every zoo model (it plans the model, proves the plan, runs it in one arena and "
-              "outside it, and runs the whole model once) against the same onnxruntime process, each a "
-              "whole process (target: verify at most 2x onnxruntime):",
+    "verify": "`verify` on every zoo model (it plans the model, proves the plan, runs the whole model once "
+              "outside the arena as the reference, or each node again where that cannot be, and each node "
+              "in one arena) against the same onnxruntime process, each a whole process (target: verify "
+              "at most 2x onnxruntime):",
 }
 
 

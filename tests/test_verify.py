@@ -450,9 +450,9 @@ def test_weights_computed_from_a_large_weight_take_it_in_memory(tmp_path):
 
 
 def test_nodes_alike_share_one_session_and_random_ones_do_not(tmp_path):
-    """Nodes of the same op, attributes, input shapes and types run in one session (under the
+    """Nodes of the same op, attributes, input ranks and types run in one session (under the
     session's own names of their values, whatever their names, documentation and metadata); a
-    random op, or another shape, gets its own. The
+    random op, or another rank, gets its own. The
     arena run of a chain of such nodes is still the reference's, bit for bit."""
     from onnxmem.runtime.ort import session_options
     from onnxmem.runtime.sessions import node_session, value_names
@@ -484,7 +484,8 @@ def test_nodes_alike_share_one_session_and_random_ones_do_not(tmp_path):
 
 
 def test_reference_is_the_same_nodes_outside_the_arena(planned, monkeypatch):
-    """A whole-model run that sums in another order is information, not a verdict."""
+    """Where each node runs again as the reference (``reference="nodes"``: CUDA, a random op,
+    training graphs), a whole-model run that sums in another order is information, not a verdict."""
     import onnxmem.runtime.sessions as sessions_mod
 
     path, p = planned
@@ -494,7 +495,7 @@ def test_reference_is_the_same_nodes_outside_the_arena(planned, monkeypatch):
         return {n: v * np.float32(1.001) for n, v in real(model, feeds, outputs, **kw).items()}
 
     monkeypatch.setattr(sessions_mod, "run_model", other_kernels)
-    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference="nodes"))
     assert ex.findings == ()
     (c,) = ex.outputs
     assert c.ok and c.identical and c.whole_model_ok is False and c.whole_model_diff > 0

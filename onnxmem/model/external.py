@@ -12,6 +12,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import onnx
 from onnx import TensorProto
 
@@ -19,7 +20,7 @@ from onnxmem.core.errors import ModelError, show_name
 from onnxmem.model.dtypes import DTYPES, MAX_BYTES, dtype_name, tensor_bytes
 from onnxmem.model.tensors import graph_tensors, tensor_sites
 
-__all__ = ["MAX_INLINE_WEIGHTS", "ExternalData", "check_external_data", "read_external_data"]
+__all__ = ["ARRAY_TYPES", "MAX_INLINE_WEIGHTS", "ExternalData", "check_external_data", "read_external_data"]
 
 
 #: bytes of weights onnxmem inlines into one model for onnxruntime (protobuf's limit)
@@ -155,11 +156,19 @@ def check_external_data(
     return refs
 
 
-def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str]) -> onnx.ModelProto:
+#: the element types :func:`read_external_data` reads straight into numpy arrays where asked
+ARRAY_TYPES: dict[int, str] = {TensorProto.FLOAT: "<f4", TensorProto.FLOAT16: "<f2", TensorProto.DOUBLE: "<f8"}
+
+
+def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str],
+                       arrays: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:
     """A copy of ``model`` with every external tensor's bytes read in, after :func:`check_external_data`.
 
     Refuses weights of more than ``MAX_INLINE_WEIGHTS`` bytes in all (onnxruntime
-    gets the model as one protobuf message, which cannot reach 2 GiB).
+    gets the model as one protobuf message, which cannot reach 2 GiB). ``arrays``: where
+    given, each main-graph initializer of :data:`ARRAY_TYPES` is read straight into a numpy
+    array put there under its name (one copy of its bytes, not three), and stays external
+    in the copy.
     """
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -172,24 +181,57 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str]) -> 
             f"and graph fit in one {MAX_INLINE_WEIGHTS + 1:,}-byte protobuf message: plan it without "
             "running it (no --measure-shapes, verify --static-only)"
         )
+    main = {id(t) for t in m.graph.initializer if t.data_type in ARRAY_TYPES} if arrays is not None else set()
     for t, ref in zip(tensors, refs):
-        where = f"{ref.label}: external data {show_name(str(ref.path.name))}"
-        try:
-            fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-        except OSError as exc:
-            raise ModelError(f"{where} cannot be opened: {exc.strerror}; check the data file") from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ModelError(f"{where} is not a regular file; give the model its data file")
-            data = os.pread(fd, ref.length, ref.offset) if ref.length else b""
-        except OSError as exc:
-            raise ModelError(f"{where} cannot be read: {exc.strerror}; check the data file") from None
-        finally:
-            os.close(fd)
-        if len(data) != ref.length:
-            raise ModelError(f"{where} ended after {len(data):,} of {ref.length:,} bytes (it changed "
-                             "while onnxmem read it); check the data file")
-        t.raw_data = data
+        if id(t) in main and arrays is not None:
+            buf = np.empty(ref.length, np.uint8)
+            _read(ref, buf)
+            arr = buf.view(ARRAY_TYPES[t.data_type]).reshape(tuple(t.dims))
+            arrays[t.name] = arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+            continue
+        t.raw_data = _read(ref)
         del t.external_data[:]
         t.data_location = TensorProto.DEFAULT
     return m
+
+
+def _read(ref: ExternalData, into: np.ndarray | None = None) -> bytes:
+    """The bytes ``ref`` names, read from its file (into ``into``, a uint8 array of its length, where given)."""
+    where = f"{ref.label}: external data {show_name(str(ref.path.name))}"
+    try:
+        fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise ModelError(f"{where} cannot be opened: {exc.strerror}; check the data file") from None
+    data = b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ModelError(f"{where} is not a regular file; give the model its data file")
+        if into is None:
+            data = os.pread(fd, ref.length, ref.offset) if ref.length else b""
+            got = len(data)
+        else:
+            got = _read_into(fd, into, ref.offset)
+    except OSError as exc:
+        raise ModelError(f"{where} cannot be read: {exc.strerror}; check the data file") from None
+    finally:
+        os.close(fd)
+    if got != ref.length:
+        raise ModelError(f"{where} ended after {got:,} of {ref.length:,} bytes (it changed "
+                         "while onnxmem read it); check the data file")
+    return data
+
+
+def _read_into(fd: int, into: np.ndarray, offset: int) -> int:
+    """Fill ``into`` from ``fd`` at ``offset`` (reads of at most 1 GiB each); the bytes read."""
+    view, got = into.data.cast("B"), 0
+    while got < len(view):
+        if not hasattr(os, "preadv"):  # no vectored read here: one copy more
+            chunk = os.pread(fd, min(len(view) - got, 2**30), offset + got)
+            view[got:got + len(chunk)] = chunk
+            n = len(chunk)
+        else:
+            n = os.preadv(fd, [view[got:got + 2**30]], offset + got)
+        if n == 0:
+            break
+        got += n
+    return got

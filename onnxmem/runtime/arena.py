@@ -15,16 +15,24 @@ Before the first node (:meth:`ArenaRun.__init__`):
 * weights (initializers, and the outputs of constant nodes, computed once)
   stay outside the arena and are bound as inputs
   (:func:`onnxmem.runtime.folding.compute_weights`);
-* graph inputs are copied in at their offsets (:meth:`ArenaRun.load_inputs`).
+* graph inputs are copied in at their offsets (:meth:`ArenaRun.load_inputs`);
+* on the CPU, for a graph without bodies or random ops, the reference: the whole
+  model run once by onnxruntime outside the arena, every value of the graph an
+  output (:meth:`ArenaRun.run_reference`), optimizations and prepacking off, one
+  thread, so each node runs the kernel it runs alone, on the same inputs, and each
+  value has the bits the node's own session computes.
 
 Then each node, in the plan's order, runs as its own onnxruntime session
 (optimizations off, one thread, no spinning):
 
 1. :meth:`~ArenaRun.check_inputs`: every input still holds the bytes its
    producer wrote;
-2. :meth:`~ArenaRun.run_private`: the node runs once with every value in a
-   buffer of onnxruntime's own (inputs from the previous private outputs):
-   the reference, and the shapes the kernel computes;
+2. :meth:`~ArenaRun.run_private`: the node's values of the whole-model
+   reference, or, where there is none (CUDA, whose kernels are not the CPU's; a
+   graph with bodies; a random op, which draws other numbers in a second kernel;
+   training graphs; ``reference="nodes"``), the node runs once more with every
+   value in a buffer of onnxruntime's own (inputs from the previous private
+   outputs): the reference, and the shapes the kernel computes;
 3. :meth:`~ArenaRun.check_shapes`: a computed shape that differs from the
    plan's is a finding unless it has the same bytes (then it is noted and
    used);
@@ -49,11 +57,11 @@ writes are checked against every value live in it and in the graphs
 around it.
 
 After the last node, :meth:`~ArenaRun.compare_outputs`: each graph output
-must match the private run within ``atol + rtol * max|reference|`` (NaN and
-infinities exactly; integers equal): same kernels, same order, same thread
-count, so a correct plan gives the same bits. An ordinary whole-model
-onnxruntime run is compared too, for information only: its kernels may sum
-in another order, and its difference is noted, never a finding.
+must match the reference within ``atol + rtol * max|reference|`` (NaN and
+infinities exactly; integers equal): same kernels, same thread count, so a
+correct plan gives the same bits. Where each node ran again, an ordinary
+whole-model onnxruntime run is compared too, for information only: its kernels
+may sum in another order, and its difference is noted, never a finding.
 
 The first finding names the tensor, the node whose write clobbered it and the
 byte range; with ``keep_going`` the run goes on to show whether the results
@@ -287,6 +295,7 @@ class _BodyRun(ArenaRun):
         self.nodes_run = 0
         self.changed = False
         self.private_seconds = 0.0
+        self.whole = False  # a body's nodes run again outside the arena (ArenaSteps.reference_values)
         self._weight_values = {}
         self._sessions = self.root._sessions
         self._node_sessions = self.root._node_sessions

@@ -16,7 +16,10 @@ __all__ = ["DEVICES", "Execution", "ExecutionOptions", "OutputCheck", "compare_o
 
 @dataclass(frozen=True, slots=True)
 class ExecutionOptions:
-    """How to run a plan. ``inputs`` overrides the seeded random inputs."""
+    """How to run a plan. ``inputs`` overrides the seeded random inputs. ``reference``: what the
+    arena's values are held to, ``"whole"`` (the whole model run once outside the arena with the
+    same kernels, where it can be: :mod:`onnxmem.runtime.arena`) or ``"nodes"`` (every node run
+    once more outside the arena)."""
 
     device: str = "cpu"
     inputs: Mapping[str, np.ndarray] | None = None
@@ -24,11 +27,12 @@ class ExecutionOptions:
     rtol: float = 1e-4
     atol: float = 1e-5
     keep_going: bool = False  # run on after a clobber (to see whether results change)
+    reference: str = "whole"
 
 
 @dataclass(frozen=True, slots=True)
 class OutputCheck:
-    """One graph output of the arena run against the per-node reference run.
+    """One graph output of the arena run against the reference run (:class:`Execution`'s ``reference``).
 
     ``ok`` when ``max_abs_diff <= tolerance`` where ``tolerance = atol + rtol *
     max|reference|`` (integers and booleans: equal). ``identical``: bit for
@@ -55,10 +59,13 @@ class Execution:
     outputs: tuple[OutputCheck, ...]
     nodes_run: int
     seconds: float  # the per-node loop in the arena
-    reference_seconds: float  # one ordinary whole-model run
+    reference_seconds: float  # one whole-model run (the reference itself where ``reference == "whole"``)
     changed_result: bool  # a graph output differs or a node failed
     notes: tuple[str, ...] = ()
     private_seconds: float = 0.0  # the same nodes run again on private buffers (the reference)
+    #: what the values were held to: ``"whole"`` (one whole-model run, same kernels, every value of
+    #: the graph) or ``"nodes"`` (each node again)
+    reference: str = "nodes"
 
 
 

@@ -30,10 +30,14 @@ from onnxmem.runtime.arena_records import (
 )
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.inputs import feeds_for
-from onnxmem.runtime.isolation import at_step, end_run, start_run
-from onnxmem.runtime.ort import load_with_weights, session_options
+from onnxmem.runtime.isolation import at_step, available_memory, end_run, start_run
+from onnxmem.runtime.ort import load_weights, session_options
 
 __all__ = ["ArenaSteps"]
+
+
+#: what an arena run's values are held to (:class:`onnxmem.runtime.arena_records.ExecutionOptions`)
+REFERENCES = ("whole", "nodes")
 
 
 class ArenaSteps(abc.ABC):
@@ -45,12 +49,17 @@ class ArenaSteps(abc.ABC):
     or the arena does not fit in memory.
     """
 
+    #: whether this kind of run may hold its values to one whole-model run (:meth:`reference_values`)
+    whole_reference = True
+
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
                  model_path: str | os.PathLike[str] | None = None) -> None:
         import onnxruntime as ort
 
         if options.device not in DEVICES:
             raise OnnxmemError(f"--device {options.device!r} is not one of {', '.join(DEVICES)}")
+        if options.reference not in REFERENCES:
+            raise OnnxmemError(f"reference {options.reference!r} is not one of {', '.join(REFERENCES)}")
         self.ort = ort
         self.opts = options
         self.view = view
@@ -62,7 +71,7 @@ class ArenaSteps(abc.ABC):
             self.order = [by_name[n] for n in plan.order]
         except KeyError as exc:
             raise PlanError(f"the plan orders node {exc}, which the model does not have; re-plan the model") from None
-        self.full = load_with_weights(model, model_path)
+        self.full, read = load_weights(model, model_path)
         self.feeds = _feeds(self.full, view, options)
         # a training checkpoint's frozen values the plan's shapes read (extra.checkpoint) are fed as they are
         self.feeds.update({n: v for n, v in recorded_values(plan.extra).items()
@@ -70,7 +79,7 @@ class ArenaSteps(abc.ABC):
                            and v.dtype == self.feeds[n].dtype})
         # the caller's state of a training graph (view.outside) is bound like a weight, from the feeds
         self.weights: Any = compute_weights(self.full, view,
-                                            {n: self.feeds[n] for n in view.outside if n in self.feeds})
+                                            {n: self.feeds[n] for n in view.outside if n in self.feeds}, read=read)
         self.weight_ops = set(weight_ops(view))
         life = true_lifetimes(view, self.order)
         self.plan = plan
@@ -112,6 +121,10 @@ class ArenaSteps(abc.ABC):
         self.nodes_run = 0
         self.changed = False
         self.private_seconds = 0.0
+        #: the reference is one whole-model run (:meth:`run_reference`), its values not yet taken
+        self.whole = False
+        self.whole_values: dict[str, Any] = {}
+        self.whole_seconds = 0.0
         self._weight_values: dict[tuple[str, bool], Any] = {}
         self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
         self._sessions: dict[tuple[str, int, tuple[tuple[int, ...], ...]], Any] = {}  # body nodes' sessions
@@ -150,6 +163,7 @@ class ArenaSteps(abc.ABC):
     def run(self) -> Execution:
         """Every step of the procedure, node by node; the findings and output checks."""
         self.load_inputs()
+        self.run_reference()
         start_run("the arena run")
         t0 = time.perf_counter()
         try:
@@ -210,6 +224,39 @@ class ArenaSteps(abc.ABC):
         # the reference's graph inputs stay on the host (the binding copies them)
         self.private = {n: self.ort.OrtValue.ortvalue_from_numpy(np.require(a, requirements="C"), "cpu", 0)
                         for n, a in self.feeds.items()}
+
+    def reference_values(self) -> dict[str, int] | None:
+        """The values the whole-model reference gives (name -> element type: every output of a node
+        of this graph that runs in the arena), or ``None`` where each node runs again instead:
+        ``reference="nodes"``, CUDA (its kernels are not the CPU's), a graph with If/Loop/Scan
+        bodies (their nodes run one by one in the arena, each checked against its own run
+        outside it), a random op (a second kernel draws other numbers), a value without an
+        element type, or more bytes in all than a quarter of the host memory available (the
+        whole run holds every value at once)."""
+        if self.opts.reference != "whole" or self.cuda or not self.whole_reference or self.view.bodies:
+            return None
+        ops = [self.view.ops[k] for k in self.order if k not in self.weight_ops]
+        if any(_draws(self.nodes[op.index]) for op in ops):
+            return None
+        names = [o for op in ops for o in op.outputs if o]
+        types = {n: self.view.tensors[n].elem_type for n in names if n in self.view.tensors}
+        if len(types) != len(names) or not all(types.values()):
+            return None
+        have = available_memory()
+        if have is not None and sum(self.view.tensors[n].size for n in names) > have // 4:
+            return None
+        return types
+
+    def run_reference(self) -> None:
+        """The whole-model reference (:func:`onnxmem.runtime.sessions.run_values`), run once before the
+        first node where :meth:`reference_values` allows it; else each node runs again in step 2."""
+        values = self.reference_values()
+        if values is None:
+            return
+        t0 = time.perf_counter()
+        self.whole_values = sessions.run_values(self.full, self.feeds, values, self.weights)
+        self.whole_seconds = time.perf_counter() - t0
+        self.whole = True
 
     def check_inputs(self, op: Op) -> bool:
         """Step 1: every input still holds its producer's bytes. ``False`` when one does not."""
@@ -283,7 +330,13 @@ class ArenaSteps(abc.ABC):
         return binding
 
     def run_private(self, op: Op, sess: Any) -> dict[str, tuple[tuple[int, ...], int]]:
-        """Step 2: the node on private buffers (the reference); ``{output: (shape, bytes)}`` it computes."""
+        """Step 2: the node on private buffers (the reference), or its values of the whole-model
+        reference; ``{output: (shape, bytes)}`` it computes."""
+        outs = [o for o in op.outputs if o]
+        if self.whole:
+            self.private.update((o, self.whole_values.pop(o)) for o in outs)
+            return {o: (tuple(int(d) for d in self.private[o].shape()), sessions.ortvalue_bytes(self.private[o]))
+                    for o in outs}
         t0 = time.perf_counter()
         try:
             binding = self._bind_and_run(op, sess, in_arena=False)
@@ -292,7 +345,6 @@ class ArenaSteps(abc.ABC):
                 f"onnxruntime failed to run node {op.name!r} ({op.op_type}): {sessions.first_line(exc)}"
             ) from None
         values = binding.get_outputs()
-        outs = [o for o in op.outputs if o]
         self.private.update(zip(outs, values))
         self.private_seconds += time.perf_counter() - t0
         return {o: (tuple(int(d) for d in v.shape()), sessions.ortvalue_bytes(v)) for o, v in zip(outs, values)}
@@ -391,8 +443,8 @@ class ArenaSteps(abc.ABC):
                 s = self.slots[name]
                 got[name] = self._array(s)
         t1 = time.perf_counter()
-        whole = sessions.run_model(self.full, self.feeds, view.outputs, weights=self.weights)
-        ref_seconds = time.perf_counter() - t1
+        whole = mine if self.whole else sessions.run_model(self.full, self.feeds, view.outputs, weights=self.weights)
+        ref_seconds = self.whole_seconds if self.whole else time.perf_counter() - t1
         checks: list[OutputCheck] = []
         for name in view.outputs:
             if name not in got or name not in mine:
@@ -420,7 +472,7 @@ class ArenaSteps(abc.ABC):
                 )
             )
         return Execution(opts.device, tuple(self.findings), tuple(checks), self.nodes_run, seconds, ref_seconds,
-                         self.changed, tuple(self.notes), self.private_seconds)
+                         self.changed, tuple(self.notes), self.private_seconds, "whole" if self.whole else "nodes")
 
     # -------------------------------------------------------------- values of nodes with bodies
 
@@ -496,6 +548,15 @@ class ArenaSteps(abc.ABC):
             byte_range=(lo, hi),
             graph=self.view.path,
         )
+
+
+def _draws(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` draws random numbers: a random op (``sessions.RANDOM_OPS``) but a Dropout
+    that runs as the identity (no ``training_mode`` input, no ``is_test`` attribute of 0)."""
+    if node.op_type != "Dropout" or node.domain not in ("", "ai.onnx"):
+        return node.op_type in sessions.RANDOM_OPS
+    training = len(node.input) > 2 and bool(node.input[2])
+    return training or any(a.name == "is_test" and a.i == 0 for a in node.attribute)
 
 
 def _feeds(model: onnx.ModelProto, view: GraphView, opts: ExecutionOptions) -> dict[str, np.ndarray]:

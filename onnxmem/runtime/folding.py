@@ -40,10 +40,12 @@ def weight_ops(view: GraphView) -> list[int]:
 
 def compute_weights(model: onnx.ModelProto, view: GraphView,
                     given: Mapping[str, np.ndarray] | None = None,
-                    outer: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                    outer: Mapping[str, np.ndarray] | None = None,
+                    read: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Every weight the graph reads: initializers, and constant-node outputs computed once.
 
-    ``model`` must carry its weight data (see ``runtime.load_with_weights``). ``given``:
+    ``model`` must carry its weight data (see ``runtime.load_with_weights``), but the
+    initializers ``read`` holds as arrays already (``runtime.ort.load_weights``). ``given``:
     the values of weights that are graph inputs (a training graph's parameters, the
     caller's state: ``view.outside``), which constant nodes may read too. For a body,
     ``model``'s graph is the body and ``outer`` holds the enclosing graphs' weights its
@@ -52,7 +54,7 @@ def compute_weights(model: onnx.ModelProto, view: GraphView,
     out: dict[str, np.ndarray] = dict(given or {})
     for init in model.graph.initializer:
         if init.name in view.tensors or init.name in view.consumers:
-            out[init.name] = numpy_helper.to_array(init)
+            out[init.name] = read[init.name] if read and init.name in read else numpy_helper.to_array(init)
     ops = weight_ops(view)
     if not ops:
         return out

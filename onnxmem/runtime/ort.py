@@ -89,16 +89,20 @@ def session_options(optimize: bool = False, profile_prefix: str | None = None) -
 
 def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] | None = None,
                  optimize: bool = False, profile_prefix: str | None = None,
-                 initializers: Mapping[str, Any] | None = None) -> Any:
+                 initializers: Mapping[str, Any] | None = None, prepacking: bool = True) -> Any:
     """An onnxruntime session (CPU unless ``providers`` says otherwise). ``initializers``: OrtValues
     of the main graph's initializers that ``model`` marks external (:func:`apart_from_weights`),
-    which the session takes as they are (``SessionOptions.add_external_initializers``)."""
+    which the session takes as they are (``SessionOptions.add_external_initializers``).
+    ``prepacking=False``: kernels keep constant weights as they are (``session.disable_prepacking``),
+    so each node computes what it computes in a session of its own with the weights bound as inputs."""
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import end_run, start_run
 
     data: Any = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
     options = session_options(optimize, profile_prefix)
+    if not prepacking:
+        options.add_session_config_entry("session.disable_prepacking", "1")
     if initializers:
         options.add_external_initializers(list(initializers), list(initializers.values()))
     start_run("onnxruntime's loading of the model")
@@ -263,6 +267,26 @@ def load_with_weights(model: onnx.ModelProto, model_path: str | os.PathLike[str]
     return read_external_data(model, Path(str(model_path)).parent)
 
 
+def load_weights(model: onnx.ModelProto,
+                 model_path: str | os.PathLike[str] | None) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """:func:`load_with_weights`, but the main graph's external floating-point initializers are read
+    straight into numpy arrays: ``(model, {name: array})``. Those a main-graph node reads (and that
+    :func:`apart_from_weights` takes) are marked external at :data:`IN_MEMORY` in ``model``; give
+    the arrays to whatever runs it (:func:`onnxmem.runtime.folding.compute_weights`'s ``read``)."""
+    if model_path is None or not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        return load_with_weights(model, model_path), {}
+    check_tensor_data(model)
+    arrays: dict[str, np.ndarray] = {}
+    read = read_external_data(model, Path(str(model_path)).parent, arrays)
+    full, taken = apart_from_weights(read, arrays)
+    for t in full.graph.initializer:
+        if t.name in arrays and t.name not in taken:  # one apart_from_weights leaves in the graph
+            t.raw_data = arrays[t.name].tobytes()
+            del t.external_data[:]
+            t.data_location = onnx.TensorProto.DEFAULT
+    return full, arrays
+
+
 def _input_shapes(model: onnx.ModelProto, dims: Mapping[str, int],
                   input_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
     shapes: dict[str, tuple[int, ...]] = {}
@@ -303,9 +327,11 @@ def _element_types(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], why: str,
-                seconds: float | None = None) -> list[Any]:
+                seconds: float | None = None, *, as_ort_values: bool = False) -> list[Any]:
     """``sess.run(names, feeds)``, stopped after ``seconds`` (default: the time limit of
     :func:`onnxmem.runtime.isolation.run_limits`); any failure is one line naming ``why``.
+    ``as_ort_values``: ``feeds`` are OrtValues and so are the results (``run_with_ort_values``:
+    no copy into numpy arrays).
 
     The run is announced to :mod:`onnxmem.runtime.isolation` (:func:`~onnxmem.runtime.isolation.start_run`),
     so a crash or a run that ignores the stop is named in the parent's message."""
@@ -323,6 +349,8 @@ def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], wh
     timer.daemon = True
     timer.start()
     try:
+        if as_ort_values:
+            return list(sess.run_with_ort_values(names, feeds, options))
         return list(sess.run(names, feeds, options))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         if options.terminate:

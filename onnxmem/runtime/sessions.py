@@ -37,6 +37,7 @@ __all__ = [
     "ortvalue_bytes",
     "require_cuda",
     "run_model",
+    "run_values",
 ]
 
 
@@ -111,8 +112,11 @@ SHAPED_OUTPUTS = frozenset({"MaxPoolGrad"})
 SYMBOLIC_INPUT_DIMS: dict[str, dict[int, tuple[int, ...]]] = {"GroupQueryAttention": {3: (2,), 4: (2,)}}
 
 
-def _declared(node: onnx.NodeProto, name: str, shape: Sequence[int]) -> list[int | str]:
-    """The dims ``node``'s session declares for its input ``name`` (:data:`SYMBOLIC_INPUT_DIMS`)."""
+def _declared(node: onnx.NodeProto, name: str, shape: Sequence[int], shared: bool = False) -> list[int | str]:
+    """The dims ``node``'s session declares for its input ``name`` (:data:`SYMBOLIC_INPUT_DIMS`);
+    ``shared``: every dim symbolic (the rank stays), so that nodes alike of any shapes share it."""
+    if shared:
+        return [f"d{k}" for k in range(len(shape))]
     loose = {d for p, dims in SYMBOLIC_INPUT_DIMS.get(node.op_type, {}).items()
              if p < len(node.input) and node.input[p] == name for d in dims}
     return [f"d{k}" if k in loose else int(d) for k, d in enumerate(shape)]
@@ -142,9 +146,12 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     every value under its name of :func:`value_names`.
 
     The kernel computes the output shapes; the caller's binding checks them. ``cache``: the
-    sessions made so far, by the model they run: a node of the standard domain with the same
-    attributes, input shapes and types as one before it gets that one's session (a kernel
-    holds no state between runs but a random op's draws, :data:`RANDOM_OPS`, which never share).
+    sessions made so far, by the model they run: a node of the standard domain declares its
+    inputs with symbolic dims (their ranks and types only; on the CPU provider alone, CUDA's
+    sessions declare the shapes), and one with the same attributes, input ranks and types as
+    one before it gets that one's session, whatever the shapes (a
+    kernel holds no state between runs but a random op's draws, :data:`RANDOM_OPS`, which
+    never share).
     """
     import onnxruntime as ort
 
@@ -158,9 +165,11 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     n.ClearField("metadata_props")
     n.input[:] = [names.get(i, i) if i else "" for i in node.input]
     n.output[:] = [names.get(o, o) if o else "" for o in node.output]
+    share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
+    by_rank = share and list(providers) == ["CPUExecutionProvider"]  # CUDA's sessions keep their shapes
     for name in op.reads:
         t = view.tensors[name]
-        dims = _declared(node, name, shapes.get(name, t.shape))
+        dims = _declared(node, name, shapes.get(name, t.shape), by_rank)
         g.input.append(onnx.helper.make_tensor_value_info(names[name], t.elem_type, dims))
     shaped = node.op_type in SHAPED_OUTPUTS
     for o in node.output:
@@ -169,7 +178,6 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
             g.output.append(onnx.helper.make_tensor_value_info(names[o], t.elem_type,
                                                                list(t.shape) if shaped else None))
     data = model_like(model, g).SerializeToString()
-    share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
     if share and data in cache:  # type: ignore[operator]
         return cache[data]  # type: ignore[index]
     try:
@@ -194,6 +202,22 @@ def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: 
     given = ort_values(taken)
     values = run_bounded(make_session(model, initializers=given), list(outputs), feeds, "as a whole")
     return {n: np.asarray(v) for n, v in zip(outputs, values)}
+
+
+def run_values(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], values: Mapping[str, int],
+               weights: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """One whole-model onnxruntime run on the CPU that gives every value of ``values`` (name ->
+    element type; the graph's outputs and any other value of its main graph) as an OrtValue,
+    on one thread, optimizations and prepacking off: each node runs the kernel, on the same
+    inputs, that its session alone (:func:`node_session`) runs, so each value has the bits that
+    node computes outside an arena. ``weights`` as for :func:`run_model`."""
+    stubbed, taken = apart_from_weights(model, weights)
+    have = {o.name for o in stubbed.graph.output}
+    stubbed.graph.output.extend(onnx.helper.make_tensor_value_info(n, et, None)
+                                for n, et in values.items() if n not in have)
+    sess = make_session(stubbed, initializers=ort_values(taken), prepacking=False)
+    got = run_bounded(sess, list(values), ort_values(feeds), "as a whole (the reference)", as_ort_values=True)
+    return dict(zip(values, got))
 
 
 def device_providers(device: str) -> list[str]:

@@ -101,6 +101,8 @@ def seed_dropout(model: onnx.ModelProto, seed: int = 0) -> int:
 class TrainingRun(ArenaRun):
     """:class:`~onnxmem.runtime.arena.ArenaRun` for a training graph (the module doc)."""
 
+    whole_reference = False  # each node again: a gradient buffer is checked at the node that accumulates it
+
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
                  model_path: str | os.PathLike[str] | None = None) -> None:
         require_training_runtime()

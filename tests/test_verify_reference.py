@@ -1,0 +1,199 @@
+"""The reference of an arena run on the CPU: the whole model run once outside the arena with the
+kernels each node runs alone, where it can be; each node run again where it cannot."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import helper
+
+from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.runtime.sessions import host_array, run_values
+from onnxmem.verify.run import VerifyOptions, execute_plan, verify_plan
+
+from .conftest import MODELS
+from .helpers import make_model, vi
+
+GREEDY = PlanOptions(solver="greedy", order="file")
+
+
+def _planned(tmp_path, nodes, inputs, outputs, inits=(), name="m.onnx"):
+    path = tmp_path / name
+    onnx.save(make_model(nodes, inputs, outputs, list(inits)), path)
+    return path, plan_model(path, GREEDY)
+
+
+@pytest.fixture()
+def diamond(tmp_path):
+    """x -> sig=Sigmoid(x) -> tan=Tanh(sig) -> sum=Add(sig, tan) -> y=MatMul(sum, W)."""
+    w = onnx.numpy_helper.from_array(np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32), "W")
+    nodes = [helper.make_node("Sigmoid", ["x"], ["sig"], name="sigmoid"),
+             helper.make_node("Tanh", ["sig"], ["tan"], name="tanh"),
+             helper.make_node("Add", ["sig", "tan"], ["sum"], name="add"),
+             helper.make_node("MatMul", ["sum", "W"], ["y"], name="matmul")]
+    return _planned(tmp_path, nodes, [vi("x", [8, 64])], [vi("y", [8, 64])], [w])
+
+
+def test_the_reference_is_one_whole_model_run_with_the_same_bits(diamond):
+    """On the CPU the arena's values are held to one whole-model run: no node runs a second time,
+    and the outputs are those of each node run again outside the arena, bit for bit."""
+    path, p = diamond
+    whole = execute_plan(p.plan, p.model, p.view, model_path=path)
+    nodes = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference="nodes"))
+    assert whole.reference == "whole" and whole.private_seconds == 0.0 and whole.reference_seconds > 0
+    assert nodes.reference == "nodes" and nodes.private_seconds > 0
+    assert whole.findings == nodes.findings == () and whole.nodes_run == nodes.nodes_run == 4
+    (c,) = whole.outputs
+    assert c.ok and c.identical and c.max_abs_diff == 0.0 and c.whole_model_diff == 0.0
+
+
+def test_whole_model_values_are_every_node_alone(diamond):
+    """Every value of the whole-model reference (prepacking off, one thread, no optimization) has
+    the bits of the ordinary run's nodes run one by one: here the MatMul over a constant weight,
+    which a prepacking session computes otherwise."""
+    import onnxruntime as ort
+
+    from onnxmem.runtime.folding import compute_weights
+
+    path, p = diamond
+    x = np.random.default_rng(2).standard_normal((8, 64)).astype(np.float32)
+    weights = compute_weights(p.model, p.view)
+    got = run_values(p.model, {"x": x}, {"sum": onnx.TensorProto.FLOAT, "y": onnx.TensorProto.FLOAT}, weights)
+    assert set(got) == {"sum", "y"}
+    alone = ort.InferenceSession(make_model([helper.make_node("MatMul", ["s", "w"], ["y"])],
+                                            [vi("s", [8, 64]), vi("w", [64, 64])], [vi("y", [8, 64])])
+                                 .SerializeToString(), providers=["CPUExecutionProvider"])
+    want = alone.run(None, {"s": host_array(got["sum"]), "w": weights["W"]})[0]
+    assert np.array_equal(host_array(got["y"]), want)
+
+
+def test_a_corrupted_plan_is_caught_through_the_whole_model_reference(diamond):
+    """tan moved onto sig, which add still reads: the clobber is found, and, running on, the
+    output check against the whole-model reference sees the changed result."""
+    path, p = diamond
+    sig = p.plan.tensor("sig")
+    tensors = tuple(dataclasses.replace(t, offset=sig.offset) if t.name == "tan" else t for t in p.plan.tensors)
+    bad = dataclasses.replace(p.plan, tensors=tensors)
+    ex = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(keep_going=True))
+    assert ex.reference == "whole"
+    kinds = [f.kind for f in ex.findings]
+    assert kinds[0] == "clobber" and "output" in kinds and ex.changed_result
+    (c,) = ex.outputs
+    assert not c.ok and c.max_abs_diff > c.tolerance > 0
+    first = execute_plan(bad, p.model, p.view, model_path=path)
+    assert first.findings[0].kind == "clobber" and first.findings[0].tensor == "sig"
+
+
+def test_a_random_op_keeps_each_node_again(tmp_path):
+    """A random op draws other numbers in a second kernel: each node runs again instead. A Dropout
+    without training_mode is the identity and keeps the whole-model reference."""
+    nodes = [helper.make_node("RandomNormalLike", ["x"], ["n"], name="draw", seed=1.0),
+             helper.make_node("Add", ["x", "n"], ["y"], name="add")]
+    path, p = _planned(tmp_path, nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], name="random.onnx")
+    assert execute_plan(p.plan, p.model, p.view, model_path=path).reference == "nodes"
+    nodes = [helper.make_node("Dropout", ["x"], ["d"], name="drop"), helper.make_node("Relu", ["d"], ["y"])]
+    path, p = _planned(tmp_path, nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], name="dropout.onnx")
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.reference == "whole" and ex.findings == () and ex.outputs[0].identical
+
+
+def test_bodies_keep_each_node_again():
+    """control_flow.onnx (If, Loop, Scan): each node, and each body's node, runs again outside
+    the arena; every output identical."""
+    path = MODELS / "control_flow.onnx"
+    p = plan_model(path, PlanOptions(solver="greedy"))
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert report.ok, report.first
+    ex = report.execution
+    assert ex.reference == "nodes" and ex.private_seconds > 0 and all(c.identical for c in ex.outputs)
+
+
+def test_an_unknown_reference_is_one_line(diamond):
+    path, p = diamond
+    with pytest.raises(OnnxmemError, match="reference 'other' is not one of whole, nodes"):
+        execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference="other"))
+
+
+def test_cli_names_the_reference(diamond):
+    path, _ = diamond
+    got = CliRunner().invoke(main, ["verify", str(path)])
+    assert got.exit_code == 0, got.output
+    assert "reference: the whole model once outside the arena, same kernels" in got.output
+    assert "  output  y: ok, against the reference: identical" in got.output
+
+
+def test_external_weights_are_read_once_into_arrays():
+    """external_data.onnx: its float weights go from the data file straight into numpy arrays
+    (the model keeps them as in-memory references without bytes, the small one that onnxruntime
+    gets in the graph inline), equal to onnx's own reading; the arena run over them verifies."""
+    from onnx import numpy_helper
+
+    from onnxmem.model import load_model
+    from onnxmem.runtime.ort import IN_MEMORY, load_weights
+
+    path = MODELS / "external_data.onnx"
+    model = load_model(path)
+    full, arrays = load_weights(model, path)
+    want = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    assert set(arrays) == set(want) and all(np.array_equal(arrays[n], want[n]) for n in want)
+    kept = {t.name: t for t in full.graph.initializer}
+    assert kept["w_1"].external_data[0].value == IN_MEMORY and not kept["w_1"].raw_data
+    assert kept["w_14"].data_location == onnx.TensorProto.DEFAULT and len(kept["w_14"].raw_data) == 512
+    p = plan_model(path, PlanOptions(solver="greedy"))
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.findings == () and ex.reference == "whole" and all(c.identical for c in ex.outputs)
+
+
+def test_verify_loads_neither_numpy_nor_onnx_in_its_own_process(diamond, tmp_path):
+    """``verify MODEL`` works in its onnxruntime child; the command's process prints the child's
+    lines (stdout and stderr) and loads none of numpy, onnx, onnxruntime."""
+    import os
+    import subprocess
+    import sys
+
+    path, _ = diamond
+    code = ("import sys\n"
+            "from onnxmem.cli.main import main\n"
+            "try:\n"
+            f"    main(['verify', {str(path)!r}], standalone_mode=False)\n"
+            "finally:\n"
+            "    print('loaded:', sorted(m for m in ('numpy', 'onnx', 'onnxruntime') if m in sys.modules))\n")
+    root = str(MODELS.parent)
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=120)
+    assert got.returncode == 0, got.stderr
+    lines = got.stdout.splitlines()
+    assert lines[-2:] == ["verified", "loaded: []"], got.stdout
+    assert any(ln.startswith("executed  4 nodes in one cpu arena") for ln in lines)
+
+
+def test_nodes_alike_of_other_shapes_share_one_session(tmp_path):
+    """A node session declares its inputs with symbolic dims: the Relus over [4, 8] and over
+    [8, 4] share one session, the one over [2, 4, 4] (another rank) has its own, and the
+    arena run is the reference's, bit for bit, with either reference."""
+    from onnxmem.runtime.ort import session_options
+    from onnxmem.runtime.sessions import node_session
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Transpose", ["a"], ["t"], name="t", perm=[1, 0]),
+             helper.make_node("Relu", ["t"], ["b"], name="r2"),
+             helper.make_node("Reshape", ["b", "shape"], ["c"], name="reshape"),
+             helper.make_node("Relu", ["c"], ["y"], name="r3")]
+    shape = onnx.numpy_helper.from_array(np.array([2, 4, 4], np.int64), "shape")
+    path, p = _planned(tmp_path, nodes, [vi("x", [4, 8])], [vi("y", [2, 4, 4])], [shape], name="shapes.onnx")
+    ops = {op.name: op for op in p.view.ops}
+    cache: dict = {}
+    made = {name: node_session(p.model, p.model.graph.node[op.index], op, p.view, {}, session_options(),
+                               ["CPUExecutionProvider"], cache=cache) for name, op in ops.items()}
+    assert p.view.tensors["a"].shape != p.view.tensors["t"].shape
+    assert made["r1"] is made["r2"] and made["r3"] is not made["r1"]
+    for reference in ("whole", "nodes"):
+        ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference=reference))
+        assert ex.findings == () and ex.reference == reference and ex.outputs[0].identical
