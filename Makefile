@@ -23,8 +23,10 @@ kernels:
 kernels-generic:
 	$(PYTHON) -m onnxmem.core._native_build --target-cpu generic
 
+# the default suite over TEST_JOBS worker processes (pytest-xdist; 2: the cores of the CI machine)
+TEST_JOBS ?= 2
 test:
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n $(TEST_JOBS)
 
 test-slow:
 	$(PYTHON) -m pytest -q -m slow
