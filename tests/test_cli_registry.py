@@ -278,3 +278,28 @@ def test_every_entry_has_a_one_line_summary(kind):
     for name, summary in LISTINGS[kind]().items():
         assert name == name.lower() and " " not in name
         assert summary.strip() and "\n" not in summary and len(summary) <= 120, (name, summary)
+
+
+_THREADS_PROBE = """
+import os, sys
+from onnxmem.cli.main import main
+main(["list", "solvers"], standalone_mode=False)
+import numpy
+print(os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task")))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads in /proc")
+@pytest.mark.parametrize("given,threads", [(None, 1), ("2", 2)])
+def test_a_command_loads_numpy_without_blas_threads_unless_the_user_asks(given, threads):
+    # numpy's OpenBLAS starts a thread per core that spins at start (0.1 CPU s a process) and
+    # nothing onnxmem runs uses it; a user's own setting is kept
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    r = subprocess.run([sys.executable, "-c", _THREADS_PROBE], env={**env, "PYTHONPATH": str(ROOT)},
+                       capture_output=True, text=True, timeout=60, check=True)
+    setting, tasks = r.stdout.split()[-2:]
+    assert setting == (given or "1") and int(tasks) == min(threads, os.cpu_count() or 1)

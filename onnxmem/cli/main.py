@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 from typing import Any, Mapping
 
@@ -67,6 +68,8 @@ class LazyGroup(click.Group):
         return command
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        if "numpy" not in sys.modules:  # its BLAS starts a spinning thread per core, which nothing here uses
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         before = gc.get_threshold()
         gc.set_threshold(*GC_THRESHOLDS)
         try:
