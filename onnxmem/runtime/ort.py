@@ -20,6 +20,7 @@ from onnxmem.model import (
     BodyKey,
     body_captures,
     check_tensor_data,
+    copy_without,
     graph_inputs,
     graph_tensors,
     read_external_data,
@@ -167,26 +168,10 @@ def apart_from_weights(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]
         stub = in_memory(init.name, weights.get(init.name))
         if stub is not None and stub.data_type == init.data_type and stub.dims == init.dims:
             stubs[init.name] = stub
-    m = onnx.ModelProto()
-    for field, value in model.ListFields():
-        if field.name != "graph":
-            _copy_field(m, field, value)
-    for field, value in model.graph.ListFields():
-        if field.name != "initializer":
-            _copy_field(m.graph, field, value)
+    m = copy_without(model, ("initializer",))
     for init in model.graph.initializer:
         m.graph.initializer.add().CopyFrom(stubs.get(init.name, init))
     return m, {n: weights[n] for n in stubs}
-
-
-def _copy_field(into: Any, field: Any, value: Any) -> None:
-    """Set ``field`` (a protobuf field descriptor) of message ``into`` to ``value``."""
-    if hasattr(value, "extend"):  # repeated
-        getattr(into, field.name).extend(value)
-    elif hasattr(value, "CopyFrom"):  # a message
-        getattr(into, field.name).CopyFrom(value)
-    else:
-        setattr(into, field.name, value)
 
 
 def check_memory(size: int, device: str, what: str, *, fix: str, slack: int = 0) -> None:
