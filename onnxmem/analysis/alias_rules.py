@@ -10,7 +10,7 @@ from typing import Callable
 
 from onnx import TensorProto
 
-from onnxmem.graph import GraphView, Op
+from onnxmem.graph import GraphView, Op, draws_random
 
 __all__ = [
     "CONCAT", "DECLARED_INPLACE", "INPLACE", "PROVIDER_RULES", "RULES", "VIEW", "Alias", "AliasRule", "alias_rule", "concat_slices",
@@ -27,7 +27,7 @@ def _always(op: Op) -> bool:
 
 def _dropout_inference(op: Op) -> bool:
     """Dropout is an identity only without a ``training_mode`` input."""
-    return len(op.inputs) < 3 or not op.inputs[2]
+    return not draws_random(op)
 
 
 @dataclass(frozen=True, slots=True)

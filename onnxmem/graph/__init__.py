@@ -33,6 +33,7 @@ from onnxmem.graph.view import (
     Tensor,
     body_kind,
     build_view,
+    draws_random,
     foldable,
     iter_views,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "build_view",
     "child_path",
     "decide_branches",
+    "draws_random",
     "excluded_branches",
     "foldable",
     "if_nodes",

@@ -253,6 +253,14 @@ def iter_views(view: GraphView) -> Iterable[GraphView]:
             stack.extend(b.view for b in reversed(v.bodies[index]))
 
 
+def draws_random(op: Op) -> bool:
+    """Whether ``op`` draws random numbers: an ai.onnx op of :data:`RANDOM_OPS`, or a Dropout
+    with a ``training_mode`` input (without one it is the identity)."""
+    if op.domain not in ("", "ai.onnx"):
+        return False
+    return op.op_type in RANDOM_OPS or (op.op_type == "Dropout" and len(op.inputs) > 2 and bool(op.inputs[2]))
+
+
 def foldable(node: Op, *, fold: bool = True) -> bool:
     """Whether ``node`` may be computed once when every input it reads is a weight.
 
@@ -264,7 +272,7 @@ def foldable(node: Op, *, fold: bool = True) -> bool:
         return False
     if not fold:
         return node.op_type in CONSTANT_OPS
-    if node.op_type in RANDOM_OPS or (node.op_type == "Dropout" and len(node.inputs) > 2 and node.inputs[2]):
+    if draws_random(node):
         return False
     return not node.captures and node.op_type not in ("If", "Loop", "Scan", "SequenceMap")
 

@@ -16,7 +16,7 @@ import onnx
 
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
-from onnxmem.graph import GraphView, Op
+from onnxmem.graph import GraphView, Op, draws_random
 from onnxmem.model import recorded_values
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding, true_lifetimes
@@ -236,7 +236,7 @@ class ArenaSteps(abc.ABC):
         if self.opts.reference != "whole" or self.cuda or not self.whole_reference or self.view.bodies:
             return None
         ops = [self.view.ops[k] for k in self.order if k not in self.weight_ops]
-        if any(_draws(self.nodes[op.index]) for op in ops):
+        if any(_draws(self.nodes[op.index], op) for op in ops):
             return None
         names = [o for op in ops for o in op.outputs if o]
         types = {n: self.view.tensors[n].elem_type for n in names if n in self.view.tensors}
@@ -550,13 +550,14 @@ class ArenaSteps(abc.ABC):
         )
 
 
-def _draws(node: onnx.NodeProto) -> bool:
-    """Whether ``node`` draws random numbers: a random op (``sessions.RANDOM_OPS``) but a Dropout
-    that runs as the identity (no ``training_mode`` input, no ``is_test`` attribute of 0)."""
-    if node.op_type != "Dropout" or node.domain not in ("", "ai.onnx"):
+def _draws(node: onnx.NodeProto, op: Op) -> bool:
+    """Whether ``node`` draws random numbers (:func:`onnxmem.graph.draws_random`, and an old
+    opset's Dropout with ``is_test`` 0); an op of another domain by its name alone
+    (``sessions.RANDOM_OPS``)."""
+    if node.domain not in ("", "ai.onnx"):
         return node.op_type in sessions.RANDOM_OPS
-    training = len(node.input) > 2 and bool(node.input[2])
-    return training or any(a.name == "is_test" and a.i == 0 for a in node.attribute)
+    return draws_random(op) or (node.op_type == "Dropout" and any(a.name == "is_test" and a.i == 0
+                                                                   for a in node.attribute))
 
 
 def _feeds(model: onnx.ModelProto, view: GraphView, opts: ExecutionOptions) -> dict[str, np.ndarray]:
