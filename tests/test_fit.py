@@ -345,14 +345,14 @@ def test_weights_missing_counts_the_rule_and_says_why(tmp_path: Path) -> None:
     its graph) it refuses in one line."""
     path = _matmul(tmp_path, 256, 256, external=True)
     (tmp_path / "mm.data").unlink()
-    r = CliRunner().invoke(main, ["fit", str(path), "--memory", "8MiB", "--dim", "batch=1:1024", "--optimize",
+    r = CliRunner().invoke(main, ["fit", str(path), "--memory", "64MiB", "--dim", "batch=1:1024", "--optimize",
                                   "none", "--json"])
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["runtime"]["factor_source"] == "rule" and data["runtime"]["session_held"] is None
     assert data["items"]["session_held"] == data["items"]["weights"] + data["items"]["fixed"]
     assert r.stderr.count("\n") == 1 and "could not be made to measure it" in r.stderr
-    r = CliRunner().invoke(main, ["fit", str(path), "--memory", "8MiB", "--dim", "batch=1:1024"])
+    r = CliRunner().invoke(main, ["fit", str(path), "--memory", "64MiB", "--dim", "batch=1:1024"])
     assert r.exit_code == 1 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1
 
 
