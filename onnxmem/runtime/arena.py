@@ -73,6 +73,8 @@ later reader's bytes change.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections import ChainMap
 from typing import Any
 
@@ -95,6 +97,7 @@ from onnxmem.runtime.arena_records import (
 )
 from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
+from onnxmem.runtime.isolation import at_step, end_run, start_run
 from onnxmem.runtime.ort import available_memory
 from onnxmem.runtime.trips import loop_bounds, over_bound
 
@@ -118,6 +121,82 @@ class ArenaRun(ArenaSteps):
     first). Raises ``RuntimeBackendError`` when onnxruntime cannot run a node,
     or the arena does not fit in memory.
     """
+
+    def run(self) -> Execution:
+        """Every step of the procedure; the findings and output checks. Where the reference is one
+        whole-model run, it runs on a thread of its own while the nodes run in the arena ahead of it
+        (:meth:`run_ahead`)."""
+        values = None if self.opts.keep_going else self.reference_values()
+        if values is None:
+            return super().run()
+        self.load_inputs()
+        beside = _Beside(self, values)
+        start_run("the arena run, and the run of the model as a whole (the reference) beside it")
+        t0 = time.perf_counter()
+        try:
+            beside.start()
+            ran = self.run_ahead()
+            seconds = time.perf_counter() - t0
+            self.whole_values, self.whole_seconds = beside.result()
+            self.whole = True
+            if ran is not None and self._same_shapes(ran):
+                self.private.update((o, self.whole_values.pop(o)) for o in self.view.outputs
+                                    if o in self.whole_values)
+                return self.compare_outputs(seconds) if not self.findings else self._stopped(t0)
+            self._start_again()  # a planned shape the kernels do not compute: step by step
+            t0 = time.perf_counter()
+            if not self.run_steps():
+                return self._stopped(t0)
+        finally:
+            beside.join()
+            end_run()
+        return self.compare_outputs(time.perf_counter() - t0)
+
+    def run_ahead(self) -> list[Op] | None:
+        """Steps 1 and 4 to 7 of each node (no reference yet: each output bound at its planned
+        shape), until the last node or the first finding: the nodes run. ``None`` where a node
+        fails to run: the run starts again step by step (:meth:`_start_again`)."""
+        ran: list[Op] = []
+        for k, op_index in enumerate(self.order):
+            if op_index in self.weight_ops:
+                continue
+            op = self.view.ops[op_index]
+            at_step(f"node {show_name(op.name)} ({op.op_type})")
+            if not self.check_inputs(op):
+                return ran
+            ran.append(op)
+            try:
+                binding = self._bind_and_run(op, self.session(op, self.nodes[op_index]), in_arena=True)
+            except Exception:  # noqa: BLE001 - step by step, after the reference, says what failed
+                return None
+            self.nodes_run += 1
+            self.check_outputs(op, binding)
+            self.check_write(k, op)
+            if self.findings:
+                return ran
+            self.retire(k, op)
+        return ran
+
+    def _same_shapes(self, ran: list[Op]) -> bool:
+        """Whether the reference computed each output of the nodes run ahead at its planned shape
+        (step 3 for each): else the plan's shapes do not hold and the run goes step by step."""
+        for op in ran:
+            for o in op.outputs:
+                if o and tuple(int(d) for d in self.whole_values[o].shape()) != tuple(self.slots[o].shape):
+                    return False
+        return True
+
+    def _start_again(self) -> None:
+        """The arena back to the sentinel and the inputs, nothing found, nothing live."""
+        self.arena.view[:] = SENTINEL
+        self.findings.clear()
+        self.notes.clear()
+        self.saved.clear()
+        self.live.clear()
+        self.history.clear()
+        self.nodes_run = 0
+        self.changed = False
+        self.load_inputs()
 
     def run_bodies(self, op: Op) -> bool:
         """A node with bodies, run node by node in its region: the If branch its condition
@@ -317,6 +396,33 @@ class _BodyRun(ArenaRun):
             if name not in self.view.outputs:
                 private.pop(name, None)
 
+
+
+class _Beside(threading.Thread):
+    """The whole-model reference (:func:`onnxmem.runtime.sessions.run_values`) on a thread of its own:
+    onnxruntime runs it without Python's lock, on the other core."""
+
+    def __init__(self, run: ArenaRun, values: dict[str, int]) -> None:
+        super().__init__(name="onnxmem-reference", daemon=True)
+        self.args = (run.full, run.feeds, values, run.weights)
+        self.values: dict[str, Any] = {}
+        self.seconds = 0.0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.values = sessions.run_values(*self.args)
+        except BaseException as exc:  # noqa: BLE001 - raised again on the main thread
+            self.error = exc
+        self.seconds = time.perf_counter() - t0
+
+    def result(self) -> tuple[dict[str, Any], float]:
+        """The reference's values and its seconds, once it ends; its error raised here."""
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.values, self.seconds
 
 
 def execute_plan(

@@ -35,6 +35,7 @@ import dataclasses
 import importlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -141,7 +142,10 @@ def _publish(label: str, started: float | None) -> None:
 
 def start_run(what: str) -> None:
     """A bounded run begins (until its :func:`end_run`): its time counts from now; ``what``
-    names it in a crash or time-out message."""
+    names it in a crash or time-out message. A run on a thread other than the main one is not
+    announced: the main thread's run that waits for it names it and bounds it."""
+    if not _on_main_thread():
+        return
     now = time.monotonic()
     _runs.append((what, now))
     _publish(what, now)
@@ -159,11 +163,17 @@ def at_step(where: str) -> None:
 
 def end_run() -> None:
     """The innermost run in progress is over; the one around it, if any, goes on."""
+    if not _on_main_thread():
+        return
     what, _ = _runs.pop() if _runs else ("", 0.0)
     if _runs:
         _publish(*_runs[-1])
     else:
         _publish(f"onnxmem's own work after {what}" if what else "onnxmem's own work", 0.0)
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 class _Worker:
