@@ -521,8 +521,9 @@ class ArenaSteps(abc.ABC):
         return True
     def _stopped(self, t0: float) -> Execution:
         """The run ended early at a finding: no output checks."""
-        return Execution(self.opts.device, tuple(self.findings), (), self.nodes_run, time.perf_counter() - t0, 0.0,
-                         self.changed, tuple(self.notes))
+        return Execution(self.opts.device, tuple(self.findings), (), self.nodes_run, time.perf_counter() - t0,
+                         self.whole_seconds, self.changed, tuple(self.notes), self.private_seconds,
+                         "whole" if self.whole else "nodes")
 
     def _clobber(self, slot: Slot, now: np.ndarray, before: np.ndarray, at_node: str, when: str,
                  writer_out: str | None = None) -> Finding:

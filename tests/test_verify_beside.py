@@ -1,0 +1,109 @@
+"""The whole-model reference beside the arena run: it runs on a thread of its own while the
+nodes run in the arena ahead of it, and the run gives what the step-by-step run gives: the same
+findings for a corrupted plan, the same notes and findings where a planned shape does not hold."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.verify.run import VerifyOptions, execute_plan
+
+from .helpers import make_model, vi
+
+GREEDY = PlanOptions(solver="greedy", order="file")
+
+
+@pytest.fixture()
+def chain(tmp_path):
+    """x -> a=Relu(x) -> t=Transpose(a) -> s=Sigmoid(t) -> m=MatMul(s, W) -> y=Add(m, s)."""
+    w = onnx.numpy_helper.from_array(np.random.default_rng(3).standard_normal((4, 4)).astype(np.float32), "W")
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Transpose", ["a"], ["t"], name="transpose", perm=[1, 0]),
+             helper.make_node("Sigmoid", ["t"], ["s"], name="sigmoid"),
+             helper.make_node("MatMul", ["s", "W"], ["m"], name="matmul"),
+             helper.make_node("Add", ["m", "s"], ["y"], name="add")]
+    path = tmp_path / "chain.onnx"
+    onnx.save(make_model(nodes, [vi("x", [4, 8])], [vi("y", [8, 4])], [w]), path)
+    return path, plan_model(path, GREEDY)
+
+
+def _both(path, plan, view, model):
+    """The run with the reference beside it, and the run where each node runs again (no whole reference)."""
+    beside = execute_plan(plan, model, view, model_path=path)
+    nodes = execute_plan(plan, model, view, model_path=path, options=VerifyOptions(reference="nodes"))
+    assert beside.reference == "whole" and nodes.reference == "nodes"
+    return beside, nodes
+
+
+def test_the_reference_beside_gives_the_bits_of_each_node_again(chain):
+    path, p = chain
+    beside, nodes = _both(path, p.plan, p.view, p.model)
+    assert beside.findings == nodes.findings == () and beside.nodes_run == nodes.nodes_run == 5
+    assert beside.reference_seconds > 0 and beside.private_seconds == 0.0
+    for a, b in zip(beside.outputs, nodes.outputs):
+        assert a.ok and a.identical and b.identical and a.name == b.name
+
+
+@pytest.mark.parametrize("moved, onto", [("t", "a"), ("s", "a"), ("m", "s"), ("y", "s")])
+def test_a_corrupted_plan_gives_the_same_first_finding(chain, moved, onto):
+    """A tensor moved onto one another tensor's bytes: the run ahead of the reference stops at the
+    same finding, naming the same tensor, node and bytes, as the run of each node again."""
+    path, p = chain
+    at = p.plan.tensor(onto).offset
+    tensors = tuple(dataclasses.replace(t, offset=at) if t.name == moved else t for t in p.plan.tensors)
+    bad = dataclasses.replace(p.plan, tensors=tensors)
+    beside, nodes = _both(path, bad, p.view, p.model)
+    assert beside.findings, f"{moved} onto {onto} was not caught"
+    assert beside.findings[0] == nodes.findings[0]
+    assert beside.nodes_run == nodes.nodes_run
+
+
+def _shaped(view, name, shape):
+    t = dataclasses.replace(view.tensors[name], shape=tuple(shape))
+    return dataclasses.replace(view, tensors={**view.tensors, name: t})
+
+
+def test_a_planned_shape_of_the_same_bytes_is_a_note_and_the_run_goes_on(chain):
+    """The plan holds t at [4, 8] where Transpose computes [8, 4]: the run ahead cannot bind it,
+    so the run goes step by step after the reference, which notes the shape and verifies."""
+    path, p = chain
+    view = _shaped(p.view, "t", [4, 8])
+    beside, nodes = _both(path, p.plan, view, p.model)
+    assert beside.findings == nodes.findings == ()
+    assert beside.notes == nodes.notes and "'t' runs with shape [8, 4]" in beside.notes[0]
+    assert all(c.identical for c in beside.outputs)
+
+
+def test_a_planned_shape_of_other_bytes_is_a_finding(chain):
+    """The plan holds t in 64 bytes at [4, 4] where Transpose computes [8, 4] (128 bytes): the
+    shape finding of the step-by-step run, naming the node and both shapes."""
+    path, p = chain
+    view = _shaped(p.view, "t", [4, 4])
+    tensors = tuple(dataclasses.replace(t, size=64) if t.name == "t" else t for t in p.plan.tensors)
+    bad = dataclasses.replace(p.plan, tensors=tensors)
+    beside, nodes = _both(path, bad, view, p.model)
+    assert beside.findings == nodes.findings
+    (f,) = beside.findings
+    assert f.kind == "shape" and f.tensor == "t" and "[8, 4] (128 B)" in f.message and "[4, 4] (64 B)" in f.message
+    assert beside.outputs == ()
+
+
+def test_a_model_onnxruntime_cannot_run_is_the_reference_error(tmp_path):
+    """A node whose kernel fails on these values (a Reshape to a shape of other size): the one-line
+    error of the step-by-step run, after the reference, not the run ahead's."""
+    from onnxmem.core.errors import RuntimeBackendError
+
+    shape = onnx.numpy_helper.from_array(np.array([3, 3], np.int64), "shape")
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Reshape", ["a", "shape"], ["y"], name="reshape")]
+    path = tmp_path / "bad.onnx"
+    onnx.save(make_model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])], [shape]), path)
+    p = plan_model(path, GREEDY)
+    with pytest.raises(RuntimeBackendError, match="onnxruntime failed to run the model as a whole"):
+        execute_plan(p.plan, p.model, p.view, model_path=path)
