@@ -12,7 +12,7 @@ import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import RuntimeBackendError
 from onnxmem.runtime.ort import check_memory, session_options
 
-__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits"]
+__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits", "same_bytes"]
 
 SENTINEL = 0xFF
 #: base alignment of the host arena (the CUDA allocator gives 256)
@@ -48,6 +48,10 @@ class HostArena:
 
     def read(self, offset: int, size: int) -> np.ndarray:
         return np.array(self.view[offset : offset + size])
+
+    def peek(self, offset: int, size: int) -> np.ndarray:
+        """The bytes at ``offset`` without a copy: to compare now, never to keep."""
+        return self.view[offset : offset + size]
 
     def write(self, offset: int, data: np.ndarray) -> None:
         flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
@@ -94,9 +98,22 @@ class CudaArena:
         self._move(("cuda", self.base + offset), ("cpu", int(out.ctypes.data)), size)
         return out
 
+    peek = read  # the bytes come to the host either way
+
     def write(self, offset: int, data: np.ndarray) -> None:
         flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         self._move(("cpu", int(flat.ctypes.data)), ("cuda", self.base + offset), int(flat.size))
+
+
+def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two flat byte arrays hold the same bytes: compared eight at a time, without the
+    temporary of one flag a byte that ``np.array_equal`` makes."""
+    if a.size != b.size:
+        return False
+    k = a.size - a.size % 8
+    if k and not np.array_equal(a[:k].view(np.uint64), b[:k].view(np.uint64)):
+        return False
+    return bool(np.array_equal(a[k:], b[k:]))
 
 
 @dataclass(slots=True)

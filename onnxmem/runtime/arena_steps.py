@@ -20,7 +20,7 @@ from onnxmem.graph import GraphView, Op, draws_random
 from onnxmem.model import recorded_values
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding, true_lifetimes
-from onnxmem.runtime.arena_buffers import CudaArena, HostArena, Slot, Write
+from onnxmem.runtime.arena_buffers import CudaArena, HostArena, Slot, Write, same_bytes
 from onnxmem.runtime.arena_records import (
     DEVICES,
     Execution,
@@ -148,6 +148,12 @@ class ArenaSteps(abc.ABC):
             return np.array(slot.private[: slot.size])
         return cast(np.ndarray, self._memory(slot).read(slot.offset, slot.size))
 
+    def _peek(self, slot: Slot) -> np.ndarray:
+        """The slot's bytes, to compare now (a view where they are on the host)."""
+        if slot.private is not None:
+            return slot.private[: slot.size]
+        return cast(np.ndarray, self._memory(slot).peek(slot.offset, slot.size))
+
     def _weight(self, name: str, host: bool) -> Any:
         """The weight ``name`` as an OrtValue on the host or the device, made once."""
         on_host = host or not self.cuda
@@ -265,8 +271,8 @@ class ArenaSteps(abc.ABC):
             if name in self.weights or name not in self.slots or name not in self.saved:
                 continue
             slot = self.slots[name]
-            now = self._read(slot)
-            if not np.array_equal(now, self.saved[name]):
+            now = self._peek(slot)
+            if not same_bytes(now, self.saved[name]):
                 self.findings.append(self._clobber(slot, now, self.saved[name], op.name, "before it runs"))
                 ok = False
                 if not self.opts.keep_going:
@@ -411,8 +417,8 @@ class ArenaSteps(abc.ABC):
                     continue
                 if s.group == w.group and s.end <= k + 1 and name in op.reads and name not in self.view.outputs:
                     continue  # in place over an input that dies here
-                now = self._read(s)
-                if not np.array_equal(now, self.saved[name]):
+                now = self._peek(s)
+                if not same_bytes(now, self.saved[name]):
                     self.findings.append(self._clobber(s, now, self.saved[name], op.name, "", writer_out=w.name))
         self.history.append(Write(k, op.name, written))
         for s in written:
