@@ -107,3 +107,19 @@ def test_a_model_onnxruntime_cannot_run_is_the_reference_error(tmp_path):
     p = plan_model(path, GREEDY)
     with pytest.raises(RuntimeBackendError, match="onnxruntime failed to run the model as a whole"):
         execute_plan(p.plan, p.model, p.view, model_path=path)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 64, 1001])
+def test_same_bytes_sees_one_changed_byte_anywhere(n):
+    """The clobber checks' comparison (eight bytes at a time, then the rest one by one): any one
+    changed bit, at the start, in the middle, in the tail, and on a view that starts off eight."""
+    from onnxmem.runtime.arena_buffers import same_bytes
+
+    a = np.random.default_rng(n).integers(0, 256, n + 1, dtype=np.uint8)[1:]  # a view, one byte in
+    assert same_bytes(a, a.copy())
+    for i in sorted({0, n // 2, n - 1} if n else set()):
+        b = a.copy()
+        b[i] ^= 0x10
+        assert not same_bytes(a, b) and not same_bytes(b, a)
+    if n:
+        assert not same_bytes(a, a[:-1])
