@@ -105,7 +105,7 @@ class ArenaSteps(abc.ABC):
             self.arena: Any = CudaArena(plan.arena_size)
         else:
             self.arena = self.mirror = HostArena(plan.arena_size)
-        self.session_options = session_options()
+        self.session_options = session_options(memory_arena=False)  # one per node: cheap to make
         self.providers: list[Any] = ["CPUExecutionProvider"]
         if self.cuda:
             self.session_options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")

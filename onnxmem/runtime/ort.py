@@ -66,13 +66,18 @@ NUMPY_DTYPES: dict[int, Any] = {
 LOG_SEVERITY = 4
 
 
-def session_options(optimize: bool = False, profile_prefix: str | None = None) -> Any:
+def session_options(optimize: bool = False, profile_prefix: str | None = None, *, memory_arena: bool = True) -> Any:
+    """onnxmem's session options: optimizations off unless ``optimize``, one thread, none spinning,
+    onnxruntime's logging only for fatal errors. ``memory_arena=False``: the CPU provider allocates
+    a kernel's scratch memory as it asks, with no arena of its own to set up (a session made for
+    one node: most of the cost of making it)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.graph_optimization_level = (
         ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     )
+    so.enable_cpu_mem_arena = memory_arena
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
