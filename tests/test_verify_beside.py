@@ -123,3 +123,23 @@ def test_same_bytes_sees_one_changed_byte_anywhere(n):
         assert not same_bytes(a, b) and not same_bytes(b, a)
     if n:
         assert not same_bytes(a, a[:-1])
+
+
+def test_the_child_collects_garbage_as_the_command_does():
+    """A command's work in its onnxruntime child runs under the garbage collector's thresholds of
+    the command's process (``onnxmem.cli.main.GC_THRESHOLDS`` while a command runs), and the
+    child's own are back after it."""
+    import gc
+
+    from onnxmem.cli.child import run_in_child
+    from onnxmem.runtime.isolation import run_limits
+
+    before = gc.get_threshold()
+    try:
+        with run_limits():
+            gc.set_threshold(12_345, 6, 7)
+            assert run_in_child(gc.get_threshold) == (12_345, 6, 7)
+            gc.set_threshold(*before)
+            assert run_in_child(gc.get_threshold) == before
+    finally:
+        gc.set_threshold(*before)

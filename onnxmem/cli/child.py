@@ -9,11 +9,13 @@ prints comes back as text and is printed here, stdout and stderr in the order wr
 stderr goes straight to the terminal where this process has one (the progress lines).
 An ``OnnxmemError`` is raised here after the lines printed before it, so the exit code
 is the one the command gives in one process; a crash of onnxruntime is the one-line
-error of :func:`onnxmem.runtime.isolation.run_isolated`.
+error of :func:`onnxmem.runtime.isolation.run_isolated`. The work runs under the garbage
+collector's thresholds of the command's process (``onnxmem.cli.main.GC_THRESHOLDS``).
 """
 
 from __future__ import annotations
 
+import gc
 import io
 import sys
 from collections.abc import Callable
@@ -34,7 +36,7 @@ def run_in_child(fn: Callable[..., T], /, *args: Any) -> T:
     ``fn`` at module level, its arguments and result picklable), what it prints printed here."""
     from onnxmem.runtime.isolation import run_isolated
 
-    chunks, result, error = run_isolated(_captured, fn, sys.stderr.isatty(), args)
+    chunks, result, error = run_isolated(_captured, fn, sys.stderr.isatty(), args, gc.get_threshold())
     for err, text in chunks:
         click.echo(text, nl=False, err=err)
     if error is not None:
@@ -56,11 +58,15 @@ class _Sink(io.StringIO):
         return len(text)
 
 
-def _captured(fn: Callable[..., T], live_stderr: bool,
-              args: tuple[Any, ...]) -> tuple[list[tuple[bool, str]], T | None, Exception | None]:
-    """In the child: ``fn(*args)`` with its output kept; ``(chunks, result, error)``."""
+def _captured(fn: Callable[..., T], live_stderr: bool, args: tuple[Any, ...],
+              thresholds: tuple[int, ...] | None = None) -> tuple[list[tuple[bool, str]], T | None, Exception | None]:
+    """In the child: ``fn(*args)`` with its output kept; ``(chunks, result, error)``. ``thresholds``:
+    the garbage collector's, as the command's process has them (``onnxmem.cli.main.GC_THRESHOLDS``)."""
     chunks: list[tuple[bool, str]] = []
     err = nullcontext() if live_stderr else redirect_stderr(_Sink(chunks, True))
+    before = gc.get_threshold()
+    if thresholds:
+        gc.set_threshold(*thresholds)
     with redirect_stdout(_Sink(chunks, False)), err:
         try:
             return chunks, fn(*args), None
@@ -70,3 +76,5 @@ def _captured(fn: Callable[..., T], live_stderr: bool,
             return chunks, None, click.UsageError(exc.format_message())
         except click.ClickException as exc:
             return chunks, None, click.ClickException(exc.format_message())
+        finally:
+            gc.set_threshold(*before)
