@@ -109,7 +109,7 @@ def test_a_model_onnxruntime_cannot_run_is_the_reference_error(tmp_path):
         execute_plan(p.plan, p.model, p.view, model_path=path)
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 64, 1001])
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 64, 1001, 4096, 4097, 40_003])
 def test_same_bytes_sees_one_changed_byte_anywhere(n):
     """The clobber checks' comparison (eight bytes at a time, then the rest one by one): any one
     changed bit, at the start, in the middle, in the tail, and on a view that starts off eight."""
