@@ -34,8 +34,13 @@ def chain(tmp_path):
 
 
 def _both(path, plan, view, model):
-    """The run with the reference beside it, and the run where each node runs again (no whole reference)."""
-    beside = execute_plan(plan, model, view, model_path=path)
+    """The run with the reference beside it (the same as the run after it), and the run where each
+    node runs again (no whole reference)."""
+    beside = execute_plan(plan, model, view, model_path=path, options=VerifyOptions(beside=True))
+    alone = execute_plan(plan, model, view, model_path=path, options=VerifyOptions(beside=False))
+    assert beside.findings == alone.findings and beside.notes == alone.notes
+    assert [(c.name, c.max_abs_diff, c.identical) for c in beside.outputs] == \
+        [(c.name, c.max_abs_diff, c.identical) for c in alone.outputs]
     nodes = execute_plan(plan, model, view, model_path=path, options=VerifyOptions(reference="nodes"))
     assert beside.reference == "whole" and nodes.reference == "nodes"
     return beside, nodes
@@ -105,8 +110,9 @@ def test_a_model_onnxruntime_cannot_run_is_the_reference_error(tmp_path):
     path = tmp_path / "bad.onnx"
     onnx.save(make_model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])], [shape]), path)
     p = plan_model(path, GREEDY)
-    with pytest.raises(RuntimeBackendError, match="onnxruntime failed to run the model as a whole"):
-        execute_plan(p.plan, p.model, p.view, model_path=path)
+    for beside in (True, False):
+        with pytest.raises(RuntimeBackendError, match="onnxruntime failed to run the model as a whole"):
+            execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(beside=beside))
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 64, 1001, 4096, 4097, 40_003])

@@ -20,7 +20,13 @@ Before the first node (:meth:`ArenaRun.__init__`):
   model run once by onnxruntime outside the arena, every value of the graph an
   output (:meth:`ArenaRun.run_reference`), optimizations and prepacking off, one
   thread, so each node runs the kernel it runs alone, on the same inputs, and each
-  value has the bits the node's own session computes.
+  value has the bits the node's own session computes. Where a core is spare
+  (:func:`spare_core`, or ``ExecutionOptions.beside``) it runs on a thread of its
+  own while the nodes run in the arena (:meth:`ArenaRun.run_ahead`: steps 1 and 4
+  to 7, each output bound at its planned shape); step 3 follows for every node run
+  once the reference ends, and where a node failed to run or a planned shape does
+  not hold, the arena goes back to the sentinel and the run starts again step by
+  step, so the findings and notes are those of the run below.
 
 Then each node, in the plan's order, runs as its own onnxruntime session
 (optimizations off, one thread, no spinning):
@@ -111,6 +117,7 @@ __all__ = [
     "available_memory",
     "compare_output",
     "execute_plan",
+    "spare_core",
 ]
 
 
@@ -124,9 +131,11 @@ class ArenaRun(ArenaSteps):
 
     def run(self) -> Execution:
         """Every step of the procedure; the findings and output checks. Where the reference is one
-        whole-model run, it runs on a thread of its own while the nodes run in the arena ahead of it
-        (:meth:`run_ahead`)."""
-        values = None if self.opts.keep_going else self.reference_values()
+        whole-model run and a core is spare (``options.beside``), it runs on a thread of its own while
+        the nodes run in the arena ahead of it (:meth:`run_ahead`): the same checks, the same results;
+        on a machine whose cores are all busy the second thread would only wait for one."""
+        beside = spare_core() if self.opts.beside is None else self.opts.beside
+        values = self.reference_values() if beside and not self.opts.keep_going else None
         if values is None:
             return super().run()
         self.load_inputs()
@@ -396,6 +405,18 @@ class _BodyRun(ArenaRun):
             if name not in self.view.outputs:
                 private.pop(name, None)
 
+
+
+def spare_core() -> bool:
+    """Whether this process has a core that other work leaves idle, on average: it may run on more
+    than one, and the load average of the last minute (this run's own thread counted) is below
+    their number."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return False
+    return cores > 1 and load < cores
 
 
 class _Beside(threading.Thread):

@@ -19,7 +19,9 @@ class ExecutionOptions:
     """How to run a plan. ``inputs`` overrides the seeded random inputs. ``reference``: what the
     arena's values are held to, ``"whole"`` (the whole model run once outside the arena with the
     same kernels, where it can be: :mod:`onnxmem.runtime.arena`) or ``"nodes"`` (every node run
-    once more outside the arena)."""
+    once more outside the arena). ``beside``: whether a whole-model reference runs on a thread of
+    its own while the nodes run in the arena (:meth:`onnxmem.runtime.arena.ArenaRun.run`); ``None``:
+    where this process has a core to spare (:func:`onnxmem.runtime.arena.spare_core`)."""
 
     device: str = "cpu"
     inputs: Mapping[str, np.ndarray] | None = None
@@ -28,6 +30,7 @@ class ExecutionOptions:
     atol: float = 1e-5
     keep_going: bool = False  # run on after a clobber (to see whether results change)
     reference: str = "whole"
+    beside: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
