@@ -134,8 +134,8 @@ class ArenaRun(ArenaSteps):
         whole-model run and a core is spare (``options.beside``), it runs on a thread of its own while
         the nodes run in the arena ahead of it (:meth:`run_ahead`): the same checks, the same results;
         on a machine whose cores are all busy the second thread would only wait for one."""
-        beside = spare_core() if self.opts.beside is None else self.opts.beside
-        values = self.reference_values() if beside and not self.opts.keep_going else None
+        spare = spare_core() if self.opts.beside is None else self.opts.beside
+        values = self.reference_values() if spare and not self.opts.keep_going else None
         if values is None:
             return super().run()
         self.load_inputs()
