@@ -149,3 +149,17 @@ def test_the_child_collects_garbage_as_the_command_does():
             assert run_in_child(gc.get_threshold) == before
     finally:
         gc.set_threshold(*before)
+
+
+def test_the_time_limit_stops_the_run_and_the_reference_beside_it(chain):
+    """Past ``--time-limit`` the run beside the reference stops with the one-line error naming both,
+    and waits for the reference's thread, which its own limit stops."""
+    import threading
+
+    from onnxmem.runtime.isolation import TimeLimitExceeded, run_limits
+
+    path, p = chain
+    with run_limits(seconds=1e-6, isolate=False), \
+            pytest.raises(TimeLimitExceeded, match="the arena run, and the run of the model as a whole"):
+        execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(beside=True))
+    assert not [t for t in threading.enumerate() if t.name == "onnxmem-reference"]
