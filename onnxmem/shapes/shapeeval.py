@@ -388,9 +388,11 @@ class _Carrier:
     One sweep in a stable topological order over the wanted nodes (evaluated) and the nodes a
     wanted ``Shape`` or ``Size`` reads the output of, directly or through other nodes (their
     shapes carried; none with a subgraph, none of another domain): every node comes after all
-    the nodes it reads, so one sweep takes each value and shape as far as it goes."""
+    the nodes it reads, so one sweep takes each value and shape as far as it goes. ``order``:
+    every node in that order (:func:`_topological`, computed once for the pass)."""
 
-    def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int]) -> None:
+    def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int],
+                 order: Sequence[int]) -> None:
         self.nodes, self.opsets, self.ir_version = nodes, list(work.opset_import), int(work.ir_version)
         self.opset = opset_version(work)
         producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
@@ -404,7 +406,7 @@ class _Carrier:
             stack.extend(name for name in nodes[p].input if name)
         self.shaped = {i for i in reads if _carries(nodes[i])}
         self.wanted = set(wanted)
-        self.order = [i for i in _topological(nodes) if i in self.shaped or i in self.wanted]
+        self.order = [i for i in order if i in self.shaped or i in self.wanted]
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
@@ -528,14 +530,15 @@ def evaluate_shapes(
     for n in nodes:
         for name in set(n.input):
             consumers.setdefault(name, []).append(n)
-    wanted = [i for i in _topological(nodes) if len(nodes[i].output) == 1 and nodes[i].output[0] in needed]
+    order = _topological(nodes)
+    wanted = [i for i in order if len(nodes[i].output) == 1 and nodes[i].output[0] in needed]
     ev = _Evaluator(nodes, wanted, values, opset_version(work))
     fold: set[str] = set()
     current, rounds, folded = inferred, 0, 0
     made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] = {}  # what _fold made, kept for the next round
     resolve_once = functools.lru_cache(maxsize=None)(resolve)
     known: dict[str, tuple[int, ...]] = {}
-    carrier = _Carrier(work, nodes, wanted) if carry else None
+    carrier = _Carrier(work, nodes, wanted, order) if carry else None
     for _ in range(max_rounds):
         shapes = _known_shapes(current, resolve_once, known)
         shapes.update({k: v[1] for k, v in ev.typed.items()})
