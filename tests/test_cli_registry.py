@@ -214,6 +214,7 @@ NOT_FOR_A_PLAIN_PLAN = (
     "onnxmem.plans.program", "onnxmem.planning.ranges", "onnxmem.planning.program", "onnxmem.planning.fit",
     "onnxmem.runtime.optimize", "onnxmem.runtime.checkpoint", "onnxmem.runtime.ort",
     "onnxruntime", "numba", "matplotlib", "rich", "onnx.reference",
+    "onnxmem.core.dimexpr", "fractions",  # only for a dim given as an expression
 )
 
 

@@ -411,6 +411,8 @@ class _Carrier:
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
         self.tensors: dict[str, onnx.TensorProto] = {}
+        #: (element type, shape) -> its TypeProto, made once (onnx's rule only reads it)
+        self.types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
 
     def evaluate(self, ev: _Evaluator, current: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> list[str]:
         """:meth:`_Evaluator.evaluate` with the shapes carried forward in the same sweep: the values
@@ -452,7 +454,7 @@ class _Carrier:
     def _outputs(self, node: onnx.NodeProto, ins: Sequence[str], shapes: Mapping[str, tuple[int, ...]],
                  elem: Mapping[str, int], values: Mapping[str, np.ndarray]) -> dict[str, tuple[int, tuple[int, ...]]]:
         """onnx's rule of ``node``: its outputs' element types and concrete shapes (none it leaves open)."""
-        types = {name: helper.make_tensor_type_proto(elem[name], list(shapes[name])) for name in ins}
+        types = {name: self._type(elem[name], shapes[name]) for name in ins}
         data = {name: self._tensor(name, values[name]) for name in ins
                 if name in values and values[name].size <= MAX_CARRIED_DATA}
         try:
@@ -468,6 +470,12 @@ class _Carrier:
                     and all(d.HasField("dim_value") and d.dim_value >= 0 for d in tt.shape.dim)):
                 out[name] = (int(tt.elem_type), tuple(int(d.dim_value) for d in tt.shape.dim))
         return out
+
+    def _type(self, elem: int, shape: tuple[int, ...]) -> onnx.TypeProto:
+        found = self.types.get((elem, shape))
+        if found is None:
+            found = self.types[elem, shape] = helper.make_tensor_type_proto(elem, list(shape))
+        return found
 
     def _tensor(self, name: str, value: np.ndarray) -> onnx.TensorProto:
         if name not in self.tensors:
