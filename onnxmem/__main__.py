@@ -1,3 +1,3 @@
-from onnxmem.cli.main import main
+from onnxmem.cli.main import run
 
-main()
+run()

@@ -14,7 +14,14 @@ import onnx
 import pytest
 from onnx import helper
 
-from onnxmem.analysis.aliasing import AliasLayout, alias_layout, concat_slices, find_aliases
+from onnxmem.analysis.aliasing import (
+    AliasLayout,
+    alias_layout,
+    concat_slices,
+    find_aliases,
+    shared_layout,
+    shared_liveness,
+)
 from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core.errors import PlanInvalid
 from onnxmem.core.problem import lower_bound
@@ -23,8 +30,8 @@ from onnxmem.plans.point import check_schema, plan_from_dict
 from onnxmem.verify.run import VerifyOptions, prove_plan, verify_plan
 
 from .conftest import LIGHT_MODELS
+from .helpers import chain, make_model, plan_layout, vi
 from .helpers import file_order_view as _view
-from .helpers import make_model, plan_layout, vi
 from .helpers import plan_file_order as _plan
 
 S = (1, 4, 8, 8)  # 256 floats = 1 KiB
@@ -145,6 +152,24 @@ def test_two_branches_bound_with_and_without_placement(tmp_path):
     # with external io the output y stays out, the placement does not need it
     ext = alias_layout(v, order, "external")
     assert ext.groups == {"p": ("p", "q", "c")} and ext.offsets == {"q": KIB}
+
+
+def inputs_concatenated() -> onnx.ModelProto:
+    """c = Concat(x, x): a graph input is never placed, so both layouts are the same."""
+    return make_model([helper.make_node("Concat", ["x", "x"], ["c"], name="cat", axis=1),
+                       helper.make_node("Relu", ["c"], ["y"], name="out")], [vi("x", S)], [vi("y", C2)])
+
+
+@pytest.mark.parametrize("build,placed", [(two_branches, True), (dense_chain, True), (later_reader, True),
+                                          (inputs_concatenated, False), (chain, False)])
+@pytest.mark.parametrize("io", ["internal", "external"])
+def test_shared_liveness_is_the_liveness_of_the_shared_layout(build, placed, io):
+    # the liveness the choice between the layouts built is handed on: the same as building it again
+    # (and where the choice built none, with no Concat or none placed, it is built)
+    v, order = _view(build())
+    layout = shared_layout(v, order, io, 64)
+    assert bool(layout.offsets) == placed
+    assert shared_liveness(v, order, io, 64) == build_liveness(v, order, layout, io=io, alignment=64)
 
 
 def test_two_branches_plan_verifies(tmp_path):

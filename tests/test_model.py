@@ -300,3 +300,44 @@ def test_view_holds_one_str_per_value_name():
     assert all(k is shown[k] for k in view.tensors if k in shown)
     # equal shapes are one tuple
     assert len({id(s) for s in shapes.shapes.values()}) == len(set(shapes.shapes.values()))
+
+
+def test_every_stored_tensor_is_found_with_its_escaped_label(tmp_path):
+    # the checks walk the tensors with their places and make a label only for an error: the labels
+    # are the ones a message shows, escaped, for every kind of place a tensor can have
+    from onnxmem.model.tensors import graph_tensors, site_label, tensor_places, tensor_sites
+
+    sparse = helper.make_sparse_tensor(helper.make_tensor("v\x1b[31m", TensorProto.FLOAT, [1], [1.0]),
+                                       helper.make_tensor("i", TensorProto.INT64, [1], [0]), [3])
+    body = helper.make_graph([helper.make_node("Constant", [], ["b"], name="bn",
+                                               value=helper.make_tensor("bt", TensorProto.FLOAT, [1], [1.0]))],
+                             "body", [], [vi("b", [1])])
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["c\n"], value=helper.make_tensor("t", TensorProto.FLOAT, [1], [2.0])),
+         helper.make_node("If", ["cond"], ["o"], name="if", then_branch=body, else_branch=body)],
+        "g", [vi("cond", [], TensorProto.BOOL)], [vi("o", [1])],
+        initializer=[helper.make_tensor("w'", TensorProto.FLOAT, [1], [1.0])], sparse_initializer=[sparse])
+    fn = helper.make_function("dom", "fn", [], ["y"], [helper.make_node(
+        "Constant", [], ["y"], value=helper.make_tensor("ft", TensorProto.FLOAT, [1], [1.0]))],
+        [helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, functions=[fn])
+    assert [label for label, _ in tensor_sites(model)] == [
+        "tensor \"w'\"",
+        "sparse tensor 'v\\x1b[31m' (values)",
+        "sparse tensor 'v\\x1b[31m' (indices)",
+        "attribute 'value' of node 'c\\n' ('Constant')",
+        "attribute 'value' of node 'bn' ('Constant')",
+        "attribute 'value' of node 'bn' ('Constant')",
+        "attribute 'value' of node 'y' ('Constant') in local function 'dom'::'fn'",
+    ]
+    assert [t.name for t in graph_tensors(model)] == ["w'", "v\x1b[31m", "i", "t", "bt", "bt", "ft"]
+    assert [site_label(t, place) for t, place in tensor_places(model)] == [label for label, _ in tensor_sites(model)]
+    # and a damaged one is named by it (the loader refuses sparse weights first: none here)
+    graph.initializer[0].dims[0] = -1
+    del graph.sparse_initializer[:]
+    model = helper.make_model(graph, functions=[fn])
+    model.ir_version = 10
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(ModelError, match=r"tensor \"w'\" has negative dim -1 on axis 0"):
+        load_model(path)

@@ -511,3 +511,38 @@ def test_part_steps_are_the_trace_of_each_part(seed):
         at += len(seg)
         assert steps.most[i] == max(m for m, _ in part)
         assert steps.resident[i] == part[0][1]
+
+
+def test_a_greedy_pass_on_the_same_piece_is_reused_with_its_work_counted():
+    # auto's heuristics run the greedy pass on a part, then hierarchical runs it again on the
+    # same piece: the second gives the first's order and charges its work, as running it would
+    from onnxmem.scheduling.cost import segment_pieces
+    from onnxmem.scheduling.hierarchical import _GreedyRuns
+
+    g = build_order_graph(randwire_view(40, "ws", 3))
+    piece = max(segment_pieces(g)[1], key=lambda p: p.n)
+    assert piece.n > 40
+    far = 1e6
+    with workclock.session():
+        alone = greedy_piece(piece, deadline=far)
+        work = workclock.now()
+    with workclock.session():
+        runs = _GreedyRuns()
+        assert runs.order(piece, far) == alone and workclock.now() == work
+        again = Piece.of(g, piece.nodes)  # built anew, equal in every field
+        again.first_extra = piece.first_extra
+        assert runs.order(again, far) == alone and workclock.now() == 2 * work
+        assert len(runs.done) == 1
+        # a deadline the pass would cross: it runs, cut as it would be
+        cut = workclock.now() + work / 2
+        start = workclock.now()
+        got = runs.order(piece, cut)
+        used = workclock.now() - start
+    with workclock.session():
+        workclock.charge(start * workclock.UNITS_PER_SECOND)
+        assert greedy_piece(piece, deadline=cut) == got and workclock.now() - start == used
+    # a pass a deadline cut is not kept
+    with workclock.session():
+        runs = _GreedyRuns()
+        runs.order(piece, work / 2)
+        assert runs.done == {}

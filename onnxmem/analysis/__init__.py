@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         group_writable,
         overwritable,
         shared_layout,
+        shared_liveness,
     )
     from onnxmem.analysis.happens_before import (
         CONCURRENCY_MODES,
@@ -96,6 +97,7 @@ __all__ = [
     "live_profile",
     "overwritable",
     "shared_layout",
+    "shared_liveness",
     "tensor_lifetimes",
 ]
 
@@ -133,6 +135,7 @@ _EXPORTS = {
     "live_profile": "onnxmem.analysis.lifetimes",
     "overwritable": "onnxmem.analysis.aliasing",
     "shared_layout": "onnxmem.analysis.aliasing",
+    "shared_liveness": "onnxmem.analysis.aliasing",
     "tensor_lifetimes": "onnxmem.analysis.lifetimes",
 }
 

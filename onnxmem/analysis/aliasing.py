@@ -118,7 +118,7 @@ from onnxmem.analysis.alias_rules import (
     concat_slices,
 )
 from onnxmem.analysis.lifetimes import last_reads, live_profile, tensor_lifetimes
-from onnxmem.analysis.liveness import AliasLayout, build_liveness
+from onnxmem.analysis.liveness import AliasLayout, Liveness, build_liveness
 from onnxmem.core.problem import lower_bound
 from onnxmem.graph import GraphView, Op
 
@@ -149,6 +149,7 @@ __all__ = [
     "group_writable",
     "overwritable",
     "shared_layout",
+    "shared_liveness",
 ]
 
 
@@ -501,16 +502,30 @@ def shared_layout(view: GraphView, order: Sequence[int], io: str = "internal", a
     ``hb`` (``--concurrency dag``): only sharing that holds under every
     schedule of the happens-before relation (:meth:`_Groups.read_after`).
     """
+    return _shared(view, order, io, alignment, hb)[0]
+
+
+def shared_liveness(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64) -> Liveness:
+    """``build_liveness`` of the layout :func:`shared_layout` chooses, the same result: where the
+    choice built it already (the layout with Concat inputs placed, when it is kept), that one."""
+    layout, built = _shared(view, order, io, alignment, None)
+    return built if built is not None else build_liveness(view, order, layout, io=io, alignment=alignment)
+
+
+def _shared(view: GraphView, order: Sequence[int], io: str, alignment: int,
+            hb: ReadAfter | None) -> tuple[AliasLayout, Liveness | None]:
+    """:func:`shared_layout`'s layout, with its liveness where the choice built it (else ``None``;
+    the two layouts' livenesses are built one after the other, never both held)."""
     flat_groups = _find(view, order, io, alignment, False, hb=hb)[1]
     flat = _layout(view, order, flat_groups)
     if not any(view.ops[i].op_type == "Concat" for i in order):
-        return flat  # nothing to place
+        return flat, None  # nothing to place
     nested = _layout(view, order, _find(view, order, io, alignment, True, flat=flat_groups, hb=hb)[1])
     if not nested.offsets and nested.groups == flat.groups:
-        return flat
+        return flat, None
     bound = lower_bound(build_liveness(view, order, flat, io=io, alignment=alignment).problem)
-    other = lower_bound(build_liveness(view, order, nested, io=io, alignment=alignment).problem)
-    return nested if other <= bound else flat
+    built = build_liveness(view, order, nested, io=io, alignment=alignment)
+    return (nested, built) if lower_bound(built.problem) <= bound else (flat, None)
 
 
 def alias_groups(view: GraphView, order: Sequence[int], io: str = "internal") -> dict[str, tuple[str, ...]]:

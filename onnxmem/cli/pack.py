@@ -10,6 +10,7 @@ import click
 from onnxmem.core.errors import ProblemError, one_line
 from onnxmem.core.fileio import OutputSet
 
+from .main import loading
 from .options import RegistryChoice, wall_clock_timeout
 
 
@@ -34,9 +35,10 @@ def pack(problem_csv: str, capacity: int | None, minimize: bool, solver: str,
     4 when no plan fits it (status infeasible, timeout or over-capacity);
     3 when the checked plan is wrong; 1 on bad input; 2 on a usage error.
     """
-    from onnxmem.core.problem import read_csv, write_csv  # numpy
-    from onnxmem.core.solvers.pack import EXIT_NO_PLAN
-    from onnxmem.core.solvers.pack import pack as pack_problem
+    with loading():
+        from onnxmem.core.problem import read_csv, write_csv  # numpy
+        from onnxmem.core.solvers.pack import EXIT_NO_PLAN
+        from onnxmem.core.solvers.pack import pack as pack_problem
 
     if minimize and capacity is not None:
         raise ProblemError("--capacity and --minimize exclude each other; pass one")

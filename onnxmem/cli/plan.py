@@ -14,6 +14,7 @@ import click
 from onnxmem.core.errors import one_line
 from onnxmem.core.fileio import OutputSet
 
+from .main import loading
 from .options import (
     InputValues,
     PlanningFlags,
@@ -107,7 +108,8 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     default CPU session runs); the plan records the level, the provider and the
     onnxruntime version, and verify holds it to them.
     """
-    from onnxmem.planning.pipeline import plan_model  # onnx
+    with loading():
+        from onnxmem.planning.pipeline import plan_model  # onnx
 
     if optimize != "none":
         _refuse_for_optimized({"--budget": budget is not None, "--budget-sweep": budget_sweep is not None,

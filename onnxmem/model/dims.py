@@ -12,7 +12,6 @@ from typing import Any, Iterable, Mapping
 
 import onnx
 
-from onnxmem.core import dimexpr
 from onnxmem.core.errors import ShapeError, show_name
 from onnxmem.model.bodies import iter_graphs, model_graphs
 from onnxmem.model.dtypes import MAX_DIM
@@ -149,7 +148,12 @@ def resolve_dim(d: Dim, dims: Mapping[str, int]) -> int | None:
         return d if d >= 0 else None
     if d is None:
         return None
-    value = dims[d] if d in dims else dimexpr.evaluate(d, dims)
+    if d in dims:
+        value: int | None = dims[d]
+    else:  # an expression: its grammar is loaded only here (a model of fixed shapes reads none)
+        from onnxmem.core import dimexpr
+
+        value = dimexpr.evaluate(d, dims)
     return value if value is not None and value >= 0 else None
 
 

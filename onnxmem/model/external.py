@@ -18,7 +18,7 @@ from onnx import TensorProto
 
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.model.dtypes import DTYPES, MAX_BYTES, dtype_name, tensor_bytes
-from onnxmem.model.tensors import graph_tensors, tensor_sites
+from onnxmem.model.tensors import graph_tensors, site_label, tensor_places
 
 __all__ = ["ARRAY_TYPES", "MAX_INLINE_WEIGHTS", "ExternalData", "check_external_data", "read_external_data"]
 
@@ -150,9 +150,9 @@ def check_external_data(
     root = Path(os.path.realpath(base))
     refs = []
     files: dict[str, tuple[Path, os.stat_result | None]] = {}
-    for label, t in tensor_sites(model):
+    for t, place in tensor_places(model):
         if t.data_location == TensorProto.EXTERNAL:
-            refs.append(_external_reference(t, root, need_files, label, files))
+            refs.append(_external_reference(t, root, need_files, site_label(t, place), files))
     return refs
 
 

@@ -65,7 +65,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from onnxmem.analysis.aliasing import shared_layout
+from onnxmem.analysis.aliasing import shared_liveness
 from onnxmem.analysis.happens_before import check_concurrency, dag_liveness
 from onnxmem.analysis.liveness import Liveness, build_liveness
 from onnxmem.core.errors import ModelError, show_name
@@ -147,8 +147,9 @@ def aliased_liveness(view: GraphView, order: Sequence[int], opts: Any) -> Livene
     check_concurrency(opts.concurrency)
     if opts.concurrency == "dag":
         return dag_liveness(view, order, io=opts.io, alignment=opts.alignment, inplace=opts.inplace)
-    layout = shared_layout(view, order, opts.io, opts.alignment) if opts.inplace else None
-    return build_liveness(view, order, layout, io=opts.io, alignment=opts.alignment)
+    if opts.inplace:
+        return shared_liveness(view, order, opts.io, opts.alignment)
+    return build_liveness(view, order, None, io=opts.io, alignment=opts.alignment)
 
 
 def body_solver(solver: str) -> str:

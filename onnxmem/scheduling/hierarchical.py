@@ -27,7 +27,9 @@ running branches whole can, so this is a heuristic.
    at once (linear time; most feed-forward models end here);
 2. each part whose peak is above that bound, highest first, is ordered by
    ``greedy`` (and, above ``LEAF`` nodes, ``hierarchical``) within a share of
-   30% of the budget; identical parts (same sizes and wiring) are ordered once;
+   30% of the budget; identical parts (same sizes and wiring) are ordered once, and
+   the greedy pass that ``hierarchical`` runs on a part that is one piece is the one
+   ``greedy`` ran (:class:`_GreedyRuns`: the same order and the same work counted);
 3. the rest of the budget goes to ``exact`` on the part that sets the peak
    (in slices when other parts could still lower it); a part proven optimal
    raises the bound, and parts at or below the bound are left alone; it
@@ -52,7 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from onnxmem.core.workclock import charge, now
+from onnxmem.core.workclock import UNITS_PER_SECOND, charge, is_wall_clock, now
 from onnxmem.graph import GraphView
 from onnxmem.scheduling.cost import (
     Cuts,
@@ -111,6 +113,43 @@ def _chained(piece: Piece, chains: list[list[int]]) -> Piece:
     return replace(piece, preds=preds, succs=succs)
 
 
+class _GreedyRuns:
+    """The greedy passes of one part's heuristics (:func:`_heuristic_part`), each kept for an
+    identical piece (every field of it the pass reads) when no deadline touched it: it ended
+    before its deadline, so every reading of the clock in it was too, and it gave the order it
+    gives without one. On the same piece, a pass that would end before its own deadline as well
+    (the same work counted from now) gives that order again: it is returned and its work
+    charged, so the clock reads what it would have after the pass, and every later decision is
+    the same. Under the wall clock every pass runs."""
+
+    def __init__(self) -> None:
+        self.done: dict[tuple[object, ...], tuple[tuple[int, ...], int]] = {}
+
+    def order(self, piece: Piece, deadline: float) -> list[int]:
+        """:func:`greedy_piece` of ``piece`` within ``deadline``."""
+        if is_wall_clock():
+            return greedy_piece(piece, deadline=deadline)
+        key = _piece_key(piece)
+        start = now()
+        found = self.done.get(key)
+        if found is not None and start + found[1] / UNITS_PER_SECOND < deadline:
+            charge(found[1])
+            return list(found[0])
+        order = greedy_piece(piece, deadline=deadline)
+        end = now()
+        if end < deadline:  # readings are exact binary fractions of units (UNITS_PER_SECOND)
+            self.done[key] = (tuple(order), round((end - start) * UNITS_PER_SECOND))
+        return order
+
+
+def _piece_key(piece: Piece) -> tuple[object, ...]:
+    """Every field of ``piece`` a greedy pass reads (all of them: its graph by identity)."""
+    rows = (piece.preds, piece.succs, piece.frees, piece.ip)
+    return (id(piece.graph), tuple(piece.nodes), *(tuple(tuple(r) for r in f) for f in rows), tuple(piece.alloc),
+            tuple(piece.keep), tuple(piece.rem0), piece.ext_bytes, tuple(piece.held), tuple(piece.ext_read),
+            tuple(piece.slot_prod), tuple(piece.disc), piece.first_extra)
+
+
 class _Clock:
     def __init__(self, budget: float) -> None:
         self.end = now() + budget
@@ -120,12 +159,14 @@ class _Clock:
 
 
 def _order_nodes(
-    graph: OrderGraph, nodes: list[int], clock: _Clock, ran: list[bool], first_extra: int = 0
+    graph: OrderGraph, nodes: list[int], clock: _Clock, ran: list[bool], first_extra: int = 0,
+    runs: _GreedyRuns | None = None,
 ) -> list[int]:
     """Graph-local nodes ``nodes`` (convex) in the hierarchical order.
 
     ``ran[v]``: node ``v`` runs before ``nodes``; parts are marked as they are
-    placed, and the caller marks ``nodes``.
+    placed, and the caller marks ``nodes``. ``runs``: greedy passes already made on
+    these nodes (the whole of them: the parts below are other pieces).
     """
     if len(nodes) <= 1:
         return list(nodes)
@@ -162,7 +203,7 @@ def _order_nodes(
         target = piece if piece.n <= LEAF else _chained(piece, [[loc[g] for g in sub] for _, sub in parts])
         res = exact_piece(target, now() + min(clock.left(), 0.5), upper=upper)
         return [piece.nodes[v] for v in res.order]
-    local = greedy_piece(piece, deadline=clock.end)
+    local = runs.order(piece, clock.end) if runs is not None else greedy_piece(piece, deadline=clock.end)
     if piece.n <= LEAF and clock.left() > 0:
         res = exact_piece(piece, now() + min(clock.left(), 0.5), upper=local)
         local = res.order
@@ -197,12 +238,13 @@ def _heuristic_part(
     """The best of the part's current order, greedy and (for large parts) hierarchical,
     within about ``share`` seconds."""
     end = min(now() + max(share, 0.0), clock.end)
-    candidates = [current, greedy_piece(piece, deadline=end)]
+    runs = _GreedyRuns()
+    candidates = [current, runs.order(piece, end)]
     if piece.n > LEAF and now() < end:
         sub = _Clock((end - now()) * 0.5)
         loc = {g: i for i, g in enumerate(piece.nodes)}
         ran = [ran_before[v] for v in range(graph.n)]
-        hier = _order_nodes(graph, list(piece.nodes), sub, ran, piece.first_extra)
+        hier = _order_nodes(graph, list(piece.nodes), sub, ran, piece.first_extra, runs)
         candidates.append([loc[g] for g in hier])
     return min(candidates, key=lambda o: simulate(piece, o)[0])
 

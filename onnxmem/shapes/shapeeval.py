@@ -388,9 +388,11 @@ class _Carrier:
     One sweep in a stable topological order over the wanted nodes (evaluated) and the nodes a
     wanted ``Shape`` or ``Size`` reads the output of, directly or through other nodes (their
     shapes carried; none with a subgraph, none of another domain): every node comes after all
-    the nodes it reads, so one sweep takes each value and shape as far as it goes."""
+    the nodes it reads, so one sweep takes each value and shape as far as it goes. ``order``:
+    every node in that order (:func:`_topological`, computed once for the pass)."""
 
-    def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int]) -> None:
+    def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int],
+                 order: Sequence[int]) -> None:
         self.nodes, self.opsets, self.ir_version = nodes, list(work.opset_import), int(work.ir_version)
         self.opset = opset_version(work)
         producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
@@ -404,11 +406,13 @@ class _Carrier:
             stack.extend(name for name in nodes[p].input if name)
         self.shaped = {i for i in reads if _carries(nodes[i])}
         self.wanted = set(wanted)
-        self.order = [i for i in _topological(nodes) if i in self.shaped or i in self.wanted]
+        self.order = [i for i in order if i in self.shaped or i in self.wanted]
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
         self.tensors: dict[str, onnx.TensorProto] = {}
+        #: (element type, shape) -> its TypeProto, made once (onnx's rule only reads it)
+        self.types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
 
     def evaluate(self, ev: _Evaluator, current: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> list[str]:
         """:meth:`_Evaluator.evaluate` with the shapes carried forward in the same sweep: the values
@@ -450,7 +454,7 @@ class _Carrier:
     def _outputs(self, node: onnx.NodeProto, ins: Sequence[str], shapes: Mapping[str, tuple[int, ...]],
                  elem: Mapping[str, int], values: Mapping[str, np.ndarray]) -> dict[str, tuple[int, tuple[int, ...]]]:
         """onnx's rule of ``node``: its outputs' element types and concrete shapes (none it leaves open)."""
-        types = {name: helper.make_tensor_type_proto(elem[name], list(shapes[name])) for name in ins}
+        types = {name: self._type(elem[name], shapes[name]) for name in ins}
         data = {name: self._tensor(name, values[name]) for name in ins
                 if name in values and values[name].size <= MAX_CARRIED_DATA}
         try:
@@ -466,6 +470,12 @@ class _Carrier:
                     and all(d.HasField("dim_value") and d.dim_value >= 0 for d in tt.shape.dim)):
                 out[name] = (int(tt.elem_type), tuple(int(d.dim_value) for d in tt.shape.dim))
         return out
+
+    def _type(self, elem: int, shape: tuple[int, ...]) -> onnx.TypeProto:
+        found = self.types.get((elem, shape))
+        if found is None:
+            found = self.types[elem, shape] = helper.make_tensor_type_proto(elem, list(shape))
+        return found
 
     def _tensor(self, name: str, value: np.ndarray) -> onnx.TensorProto:
         if name not in self.tensors:
@@ -528,14 +538,15 @@ def evaluate_shapes(
     for n in nodes:
         for name in set(n.input):
             consumers.setdefault(name, []).append(n)
-    wanted = [i for i in _topological(nodes) if len(nodes[i].output) == 1 and nodes[i].output[0] in needed]
+    order = _topological(nodes)
+    wanted = [i for i in order if len(nodes[i].output) == 1 and nodes[i].output[0] in needed]
     ev = _Evaluator(nodes, wanted, values, opset_version(work))
     fold: set[str] = set()
     current, rounds, folded = inferred, 0, 0
     made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] = {}  # what _fold made, kept for the next round
     resolve_once = functools.lru_cache(maxsize=None)(resolve)
     known: dict[str, tuple[int, ...]] = {}
-    carrier = _Carrier(work, nodes, wanted) if carry else None
+    carrier = _Carrier(work, nodes, wanted, order) if carry else None
     for _ in range(max_rounds):
         shapes = _known_shapes(current, resolve_once, known)
         shapes.update({k: v[1] for k, v in ev.typed.items()})
