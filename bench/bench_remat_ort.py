@@ -149,7 +149,7 @@ def account(name: str, tmp: Path, factor: float) -> list[str]:
 
 
 #: the Module's session settings (label, :func:`onnxmem.runtime.footprint.session_options` keywords;
-#: ``None``: onnxruntime's defaults, no options passed); the second is the line ``plan --budget`` prints
+#: ``None``: onnxruntime's defaults, no options passed); the last is what ``plan --budget`` prints
 MODULE_SETTINGS = (("onnxruntime defaults", None), ("reuse off", {"mem_reuse": False}),
                    ("reuse off, arena off", {"mem_reuse": False, "arena": False}),
                    ("reuse off, arena grown as requested", {"mem_reuse": False, "arena_extend": "same-as-requested"}),
@@ -200,7 +200,7 @@ def module_rows(name: str, tmp: Path, factor: float, steps: int) -> list[str]:
                 f"| {b.whole / a.whole:.3f} |")
 
     rows = [row(label, peaks[label, "original"], peaks[label, "rewrite"]) for label, _ in MODULE_SETTINGS]
-    told = MODULE_SETTINGS[1][0]
+    told = MODULE_SETTINGS[-1][0]
     rows.append(row(f"{MODULE_SETTINGS[0][0]} / {told} (as run today / as plan --budget says)",
                     peaks[MODULE_SETTINGS[0][0], "original"], peaks[told, "rewrite"]))
     return rows

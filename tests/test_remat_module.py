@@ -31,7 +31,7 @@ BATCH, WIDTH, LAYERS, CLASSES = 64, 2048, 16, 10
 #: what a Module's step asks for beyond onnxmem's arena on this chain (measured 0.5 to 1.0 MiB)
 MODULE_EXTRA = 2 * MIB
 #: the setting ``plan --budget`` prints
-TOLD = {"mem_reuse": False}
+TOLD = {"mem_reuse": False, "mem_pattern": False}
 
 
 def chain() -> onnx.ModelProto:
