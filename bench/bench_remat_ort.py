@@ -7,6 +7,7 @@ Usage (the training runtime: ``make training-env``)::
     .venv-training/bin/python bench/bench_remat_ort.py mobilenet_v2
     .venv-training/bin/python bench/bench_remat_ort.py --factor 0.3 --keep onnxruntime mobilenet_v2
     .venv-training/bin/python bench/bench_remat_ort.py --requested    # the accounting (needs cc)
+    .venv-training/bin/python bench/bench_remat_ort.py --module       # onnxruntime-training's Module (needs cc)
 
 For each graph of ``models/training``: a runnable copy (weights filled in,
 :func:`onnxmem.zoo.fixtures.materialize`) in a temporary folder, ``plan_with_budget`` at 0.5x
@@ -32,6 +33,13 @@ allocator is asked for at its peak (``SessionPeak.requested``, counted by
 ``bench/alloc_trace.c``, built with ``cc`` in a temporary folder and preloaded into the
 children): with the arena off (each tensor and scratch one request) and with it on (the
 arena's regions), with reuse off and on; then the run's resident growth and the made session.
+
+``--module`` runs onnxruntime-training's own API instead: the generator's artifacts
+(``training/build/NAME``, made by ``tools/build_training.py`` when missing), the original
+``training_model.onnx`` and its rewrite each in a fresh child under each of
+:data:`MODULE_SETTINGS` (``Module`` and ``Optimizer``, ``--steps`` steps,
+:func:`onnxmem.runtime.footprint.training_step_peak`, the tracer preloaded), and the original
+under onnxruntime's defaults against the rewrite with the settings ``plan --budget`` prints.
 """
 
 from __future__ import annotations
