@@ -101,8 +101,10 @@ def test_the_rewrite_as_told_peaks_near_half_the_original_as_run_today(trained) 
     assert abs(told.made - today.made) < 4 * MIB
 
 
-def test_a_step_count_below_one_is_one_line(tmp_path) -> None:
+def test_a_bad_step_count_or_setting_is_one_line(tmp_path) -> None:
     with pytest.raises(OnnxmemError, match="give at least one training step"):
         training_step_peak(tmp_path / "training_model.onnx", tmp_path / "checkpoint", [], steps=0)
     with pytest.raises(OnnxmemError, match="arena extension 'huge' is not one of"):
         training_step_peak(tmp_path / "training_model.onnx", tmp_path / "checkpoint", [], settings={"arena_extend": "huge"})
+    with pytest.raises(OnnxmemError, match="session setting 'reuse' is not one of arena, arena_extend"):
+        training_step_peak(tmp_path / "training_model.onnx", tmp_path / "checkpoint", [], settings={"reuse": False})

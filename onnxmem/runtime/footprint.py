@@ -269,6 +269,10 @@ def session_options(*, level: str | None = None, mem_pattern: bool | None = None
     return options
 
 
+#: the keywords of :func:`session_options`
+_SETTINGS = frozenset({"level", "mem_pattern", "arena", "mem_reuse", "prepack", "arena_extend", "order"})
+
+
 def _check_settings(arena_extend: str | None, order: str | None) -> None:
     from onnxmem.scheduling.onnxruntime import ORDERS
 
@@ -419,6 +423,9 @@ def training_step_peak(training: str | os.PathLike[str], checkpoint: str | os.Pa
     by little. Needs onnxruntime-training."""
     if steps < 1:
         raise OnnxmemError(f"steps {steps}: give at least one training step to measure")
+    unknown = sorted(set(settings or {}) - _SETTINGS)
+    if unknown:
+        raise OnnxmemError(f"session setting {show_name(unknown[0])} is not one of {', '.join(sorted(_SETTINGS))}")
     _check_settings((settings or {}).get("arena_extend"), (settings or {}).get("order"))
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
