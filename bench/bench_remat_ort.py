@@ -161,6 +161,7 @@ def account(name: str, tmp: Path, factor: float) -> list[str]:
 MODULE_SETTINGS = (("onnxruntime defaults", None), ("reuse off", {"mem_reuse": False}),
                    ("reuse off, arena off", {"mem_reuse": False, "arena": False}),
                    ("reuse off, arena grown as requested", {"mem_reuse": False, "arena_extend": "same-as-requested"}),
+                   ("reuse off, patterns off, arena off", {"mem_reuse": False, "mem_pattern": False, "arena": False}),
                    ("reuse off, patterns off", {"mem_reuse": False, "mem_pattern": False}))
 MODULE_HEAD = ("| graph | Module's settings (original / rewrite) | made MiB | step peak MiB (first step) | requested MiB "
                "| whole MiB | step peak ratio (first step) | requested ratio | whole ratio |\n|---|---|" + "---:|" * 7)
