@@ -2,7 +2,7 @@
 
 A chain of sixteen ``Mul``/``Sigmoid`` layers (64 x 2048 floats each) trained with the
 artifact generator's cross-entropy loss and AdamW: every layer's output waits for the backward
-pass, and the 0.5x rewrite recomputes most of them. Each step runs in a fresh child
+pass, and the 0.5x rewrite recomputes some of them. Each step runs in a fresh child
 (:func:`onnxmem.runtime.footprint.training_step_peak`), with the allocation tracer
 (``bench/alloc_trace.c``) preloaded where it counts what onnxruntime asks for. These tests need
 onnxruntime-training (``make training-env``) and skip without it.
