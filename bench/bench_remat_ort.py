@@ -7,6 +7,7 @@ Usage (the training runtime: ``make training-env``)::
     .venv-training/bin/python bench/bench_remat_ort.py mobilenet_v2
     .venv-training/bin/python bench/bench_remat_ort.py --factor 0.3 --keep onnxruntime mobilenet_v2
     .venv-training/bin/python bench/bench_remat_ort.py --requested    # the accounting (needs cc)
+    .venv-training/bin/python bench/bench_remat_ort.py --module       # onnxruntime-training's Module (needs cc)
 
 For each graph of ``models/training``: a runnable copy (weights filled in,
 :func:`onnxmem.zoo.fixtures.materialize`) in a temporary folder, ``plan_with_budget`` at 0.5x
@@ -32,6 +33,13 @@ allocator is asked for at its peak (``SessionPeak.requested``, counted by
 ``bench/alloc_trace.c``, built with ``cc`` in a temporary folder and preloaded into the
 children): with the arena off (each tensor and scratch one request) and with it on (the
 arena's regions), with reuse off and on; then the run's resident growth and the made session.
+
+``--module`` runs onnxruntime-training's own API instead: the generator's artifacts
+(``training/build/NAME``, made by ``tools/build_training.py`` when missing), the original
+``training_model.onnx`` and its rewrite each in a fresh child under each of
+:data:`MODULE_SETTINGS` (``Module`` and ``Optimizer``, ``--steps`` steps,
+:func:`onnxmem.runtime.footprint.training_step_peak`, the tracer preloaded), and the original
+under onnxruntime's defaults against the rewrite with the settings ``plan --budget`` prints.
 """
 
 from __future__ import annotations
@@ -44,9 +52,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import onnx  # noqa: E402
 
@@ -146,6 +156,65 @@ def account(name: str, tmp: Path, factor: float) -> list[str]:
     return rows
 
 
+#: the Module's session settings (label, :func:`onnxmem.runtime.footprint.session_options` keywords;
+#: ``None``: onnxruntime's defaults, no options passed); the last is what ``plan --budget`` prints
+MODULE_SETTINGS = (("onnxruntime defaults", None), ("reuse off", {"mem_reuse": False}),
+                   ("reuse off, arena off", {"mem_reuse": False, "arena": False}),
+                   ("reuse off, arena grown as requested", {"mem_reuse": False, "arena_extend": "same-as-requested"}),
+                   ("reuse off, patterns off, arena off", {"mem_reuse": False, "mem_pattern": False, "arena": False}),
+                   ("reuse off, patterns off", {"mem_reuse": False, "mem_pattern": False}))
+MODULE_HEAD = ("| graph | Module's settings (original / rewrite) | made MiB | step peak MiB (first step) | requested MiB "
+               "| whole MiB | step peak ratio (first step) | requested ratio | whole ratio |\n|---|---|" + "---:|" * 7)
+
+
+def artifacts(name: str) -> Path:
+    """The generator's artifacts of ``name`` (``training/build/NAME``: graphs, optimizer, whole
+    checkpoint), generated when missing (``tools/build_training.py``'s ``build_artifacts``)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import build_training as builder
+
+    folder = builder.BUILD / name
+    if not (folder / "checkpoint").is_file():
+        builder.build_artifacts({a.name: a for a in builder.ARCHS}[name])
+    return folder
+
+
+def module_rows(name: str, tmp: Path, factor: float, steps: int) -> list[str]:
+    """Rows of onnxruntime-training's own step: ``Module`` (no eval graph) and ``Optimizer`` of the
+    generator's artifacts, the original ``training_model.onnx`` and its rewrite
+    (``keep="onnxruntime"``) under each of :data:`MODULE_SETTINGS`, each in a fresh child
+    (:func:`onnxmem.runtime.footprint.training_step_peak`, ``steps`` steps); then the original
+    under onnxruntime's defaults against the rewrite with the setting ``plan --budget`` prints."""
+    import json
+
+    from bench_training import step_feeds
+
+    from onnxmem.runtime.footprint import training_step_peak
+
+    folder = artifacts(name)
+    src = folder / "training_model.onnx"
+    got = plan_with_budget(load_model(src), src, PlanOptions(), factor=factor, keep="onnxruntime")
+    assert got.rewritten is not None, f"{name}: nothing rewritten"
+    out = tmp / f"{name}.module-rewrite.onnx"
+    onnx.save_model(got.rewritten, out)
+    feeds = step_feeds(name, json.loads((ROOT / "models" / "training" / "catalog.json").read_text())[name])
+    peaks = {(label, which): training_step_peak(path, folder / "checkpoint", feeds, optimizer=folder / "optimizer_model.onnx",
+                                                steps=steps, settings=settings)
+             for label, settings in MODULE_SETTINGS for which, path in (("original", src), ("rewrite", out))}
+
+    def row(label: str, a: Any, b: Any) -> str:
+        return (f"| {name} | {label} | {_mib(a.made)} / {_mib(b.made)} | {_mib(a.peak)} ({_mib(a.steps[0])}) / {_mib(b.peak)} "
+                f"({_mib(b.steps[0])}) | {_mib(a.requested or 0)} / {_mib(b.requested or 0)} | {_mib(a.whole)} / {_mib(b.whole)} "
+                f"| {b.peak / a.peak:.3f} ({b.steps[0] / a.steps[0]:.3f}) | {(b.requested or 0) / max(1, a.requested or 0):.3f} "
+                f"| {b.whole / a.whole:.3f} |")
+
+    rows = [row(label, peaks[label, "original"], peaks[label, "rewrite"]) for label, _ in MODULE_SETTINGS]
+    told = MODULE_SETTINGS[-1][0]
+    rows.append(row(f"{MODULE_SETTINGS[0][0]} / {told} (as run today / as plan --budget says)",
+                    peaks[MODULE_SETTINGS[0][0], "original"], peaks[told, "rewrite"]))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("graphs", nargs="*", default=list(GRAPHS))
@@ -154,12 +223,23 @@ def main() -> None:
                         help="an order to make rewrites for (repeatable; default both)")
     parser.add_argument("--requested", action="store_true",
                         help="the accounting instead: what onnxruntime's allocator is asked for (bench/alloc_trace.c)")
+    parser.add_argument("--module", action="store_true",
+                        help="onnxruntime-training's own Module and Optimizer instead (its generated artifacts; needs cc)")
+    parser.add_argument("--steps", type=int, default=3, help="with --module: training steps per process")
     args = parser.parse_args()
     import onnxruntime
 
     print(f"Machine: {os.cpu_count()} cores, {platform.machine()}, CPU only; Python {platform.python_version()}, "
           f"onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.2f}.\n")
+    if args.module:
+        with tempfile.TemporaryDirectory(prefix="onnxmem-remat-ort-") as tmp:
+            os.environ["LD_PRELOAD"] = str(build_tracer(Path(tmp)))  # the children inherit it
+            print(MODULE_HEAD)
+            for name in args.graphs:
+                for row in module_rows(name, Path(tmp), args.factor, args.steps):
+                    print(row, flush=True)
+        return
     if args.requested:
         with tempfile.TemporaryDirectory(prefix="onnxmem-remat-ort-") as tmp:
             os.environ["LD_PRELOAD"] = str(build_tracer(Path(tmp)))  # the children inherit it

@@ -195,6 +195,21 @@ def filled(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+def step_feeds(name: str, entry: dict[str, Any], seed: int = 0) -> list[Any]:
+    """Seeded inputs of one training step of ``name`` (its catalogue ``entry``), as
+    ``Module.__call__`` takes them: the user inputs (token ids in range, or normal floats), then
+    the labels."""
+    import build_training as builder
+    import numpy as np
+
+    arch = {a.name: a for a in builder.ARCHS}[name]
+    rng = np.random.default_rng(seed)
+    feeds = [rng.integers(0, 100, shape).astype(np.int64) if arch.input_names == ("input_ids",)
+             else rng.standard_normal(shape).astype(np.float32) for shape in entry["inputs"].values()]
+    feeds.append(rng.integers(0, arch.classes, entry["labels"]).astype(np.int64))
+    return feeds
+
+
 def ort_step_peak(name: str, entry: dict[str, Any], folder: Path, seed: int = 0, runs: int = 3) -> int | None:
     """onnxruntime-training's own peak over one training step of ``name``
     (:func:`onnxmem.runtime.footprint.training_step_peak`: the resident growth of a fresh process
@@ -205,18 +220,11 @@ def ort_step_peak(name: str, entry: dict[str, Any], folder: Path, seed: int = 0,
     :func:`measure` when missing), plus the input batch and labels as :func:`torch_step_peak`
     counts them; ``None`` without those artifacts or where onnxruntime has no CPU kernel for one
     of the graph's ops."""
-    import build_training as builder
-    import numpy as np
-
     from onnxmem.runtime.footprint import training_step_peak
 
-    arch = {a.name: a for a in builder.ARCHS}[name]
     if not (folder / "checkpoint").is_file() or not (folder / "training_model.onnx").is_file():
         return None
-    rng = np.random.default_rng(seed)
-    feeds = [rng.integers(0, 100, shape).astype(np.int64) if arch.input_names == ("input_ids",)
-             else rng.standard_normal(shape).astype(np.float32) for shape in entry["inputs"].values()]
-    feeds.append(rng.integers(0, arch.classes, entry["labels"]).astype(np.int64))
+    feeds = step_feeds(name, entry, seed)
     peaks = []
     for _ in range(runs):  # each in a fresh process; the median
         try:

@@ -9,8 +9,6 @@ shape): the plan needs 16 MiB, onnxruntime with reuse on 32 MiB, with reuse off 
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,6 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxmem.planning import PlanOptions
 from onnxmem.planning.pipeline import plan_model
 from onnxmem.runtime import session_peak
-from onnxmem.runtime.isolation import end_child
 
 ROOT = Path(__file__).resolve().parent.parent
 N = 1 << 22  # floats: 16 MiB
@@ -65,19 +62,6 @@ def test_reuse_holds_a_dead_buffer_until_a_later_output_of_its_shape(gap: tuple[
     assert on.requested is None and off.requested is None  # no allocation tracer in this process
     assert off.peak - off.created <= planned + 4 * MIB
     assert on.peak - on.created >= planned + 12 * MIB
-
-
-@pytest.fixture
-def tracer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    if shutil.which("cc") is None:
-        pytest.skip("needs a C compiler (cc) to build bench/alloc_trace.c")
-    out = tmp_path / "alloc_trace.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out), str(ROOT / "bench" / "alloc_trace.c"), "-ldl"],
-                   check=True)
-    monkeypatch.setenv("LD_PRELOAD", str(out))  # the next child inherits it
-    end_child()
-    yield out
-    end_child()  # no later test runs in a traced child
 
 
 def test_the_allocation_tracer_counts_what_onnxruntime_asks_for(gap: tuple[Path, int], tracer: Path) -> None:

@@ -506,7 +506,7 @@ def _plan_rewrite(tmp_path):
 def test_cli_budget_rewrite_and_verify_against_the_original(tmp_path):
     src, out, r = _plan_rewrite(tmp_path)
     assert "extra compute" in r.output and "% of the model's" in r.output
-    assert "run the rewrite with SessionOptions.enable_mem_reuse = False:" in r.output
+    assert "run the rewrite with SessionOptions.enable_mem_reuse = False and enable_mem_pattern = False:" in r.output
     r = CliRunner().invoke(main, ["verify", str(out), "--original", str(src)])
     assert r.exit_code == 0, r.output
     assert "outputs identical, bit for bit" in r.output
@@ -567,3 +567,13 @@ def test_measured_costs_name_every_node_and_drive_a_budget(tmp_path):
                            keep="planner")
     assert got.cost_model == "measured" and got.planned.plan.arena_size <= got.budget
     assert got.planned.plan.extra["remat"]["cost_model"] == "measured"
+
+
+def test_cli_budget_prints_the_sessions_settings_for_the_planners_order(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save(train_resnet(4, 0, batch=2, channels=32, spatial=16), src)
+    r = CliRunner().invoke(main, ["plan", str(src), "--budget", "0.7x", "--remat", "greedy", "--remat-order", "planner",
+                                  "--rewrite-out", str(tmp_path / "r.onnx")])
+    assert r.exit_code == 0, r.output
+    assert ("run the rewrite with SessionOptions.enable_mem_reuse = False, enable_mem_pattern = False and "
+            "execution_order = PRIORITY_BASED:") in r.output

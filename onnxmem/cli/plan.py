@@ -284,10 +284,12 @@ def _plan_budget(model: str, opts: PlanOptions, outs: OutputSet, output: str | N
 
 def _session_line(keep: str) -> str:
     """The line saying how to make the session that runs a rewrite made for ``keep``'s order."""
-    order = " and execution_order = PRIORITY_BASED" if keep == "planner" else ""
-    return (f"onnxruntime  run the rewrite with SessionOptions.enable_mem_reuse = False{order}: with reuse on, "
-            "onnxruntime holds a dropped value's buffer until a later output of the same shape takes it, "
-            "across the gap the recomputation made (docs/remat.md)")
+    told = ["enable_mem_reuse = False", "enable_mem_pattern = False"]
+    told += ["execution_order = PRIORITY_BASED"] if keep == "planner" else []
+    return (f"onnxruntime  run the rewrite with SessionOptions.{', '.join(told[:-1])} and {told[-1]}: with reuse on, "
+            "onnxruntime holds a dropped value's buffer until a later output of the same shape takes it, across the "
+            "gap the recomputation made; with memory patterns on, a later run allocates the pattern's block beside "
+            "what the first run left in the arena (docs/remat.md)")
 
 
 def _replace_path(planned: Planned, path: str) -> Planned:

@@ -37,8 +37,8 @@ from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, show_name
 from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
 from onnxmem.runtime.isolation import end_child, end_run, run_isolated, run_limits, start_run
 
-__all__ = ["FixedCost", "SessionPeak", "TrainingStepPeak", "allocation_tracer", "cache_text", "fixed_cost", "session_peak",
-           "training_step_peak"]
+__all__ = ["FixedCost", "SessionPeak", "TrainingStepPeak", "allocation_tracer", "cache_text", "fixed_cost", "session_options",
+           "session_peak", "training_step_peak"]
 
 #: provider name -> onnxruntime's execution provider
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
@@ -238,6 +238,50 @@ def _feeds(path: str, shapes: Mapping[str, tuple[int, ...]], training: bool) -> 
     return training_feeds(model, build_view(model, infer_shapes(model, input_shapes=shapes or None)))
 
 
+def session_options(*, level: str | None = None, mem_pattern: bool | None = None, arena: bool | None = None,
+                    mem_reuse: bool | None = None, prepack: bool = True, arena_extend: str | None = None,
+                    order: str | None = None) -> Any:
+    """onnxruntime ``SessionOptions`` with the settings given (``None``: onnxruntime's default;
+    the keywords as :func:`session_peak`'s). ``arena_extend`` registers a process-wide CPU arena
+    with that extension strategy (once per process: call it in a fresh child) and makes the
+    session use it. Call it where onnxruntime is loaded (the child)."""
+    import onnxruntime as ort
+
+    from onnxmem.scheduling.onnxruntime import ORDERS
+
+    options = ort.SessionOptions()
+    if order is not None:
+        options.execution_order = getattr(ort.ExecutionOrder, ORDERS[order])
+    if level is not None:
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    if mem_pattern is not None:
+        options.enable_mem_pattern = mem_pattern
+    if arena is not None:
+        options.enable_cpu_mem_arena = arena
+    if mem_reuse is not None:
+        options.enable_mem_reuse = mem_reuse
+    if not prepack:
+        options.add_session_config_entry("session.disable_prepacking", "1")
+    if arena_extend is not None:  # the process's own CPU arena, with that strategy (a fresh child: once)
+        info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+        ort.create_and_register_allocator(info, ort.OrtArenaCfg({"arena_extend_strategy": ARENA_EXTEND[arena_extend]}))
+        options.add_session_config_entry("session.use_env_allocators", "1")
+    return options
+
+
+#: the keywords of :func:`session_options`
+_SETTINGS = frozenset({"level", "mem_pattern", "arena", "mem_reuse", "prepack", "arena_extend", "order"})
+
+
+def _check_settings(arena_extend: str | None, order: str | None) -> None:
+    from onnxmem.scheduling.onnxruntime import ORDERS
+
+    if arena_extend is not None and arena_extend not in ARENA_EXTEND:
+        raise OnnxmemError(f"arena extension {show_name(arena_extend)} is not one of {', '.join(ARENA_EXTEND)}")
+    if order is not None and order not in ORDERS:
+        raise OnnxmemError(f"execution order {show_name(order)} is not one of {', '.join(ORDERS)}")
+
+
 def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
                      mem_pattern: bool, arena: bool, prepack: bool = True,
                      arena_extend: str | None = None, training: bool = False, order: str = "default",
@@ -245,21 +289,10 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
     import onnxruntime as ort
 
     from onnxmem.runtime.ort import first_line, run_bounded
-    from onnxmem.scheduling.onnxruntime import ORDERS
 
     feeds = _feeds(path, shapes, training) if runs else {}
-    options = ort.SessionOptions()
-    options.execution_order = getattr(ort.ExecutionOrder, ORDERS[order])
-    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-    options.enable_mem_pattern = mem_pattern
-    options.enable_cpu_mem_arena = arena
-    options.enable_mem_reuse = mem_reuse
-    if not prepack:
-        options.add_session_config_entry("session.disable_prepacking", "1")
-    if arena_extend is not None:  # the process's own CPU arena, with that strategy (a fresh child: once)
-        info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
-        ort.create_and_register_allocator(info, ort.OrtArenaCfg({"arena_extend_strategy": ARENA_EXTEND[arena_extend]}))
-        options.add_session_config_entry("session.use_env_allocators", "1")
+    options = session_options(level=level, mem_pattern=mem_pattern, arena=arena, mem_reuse=mem_reuse,
+                              prepack=prepack, arena_extend=arena_extend, order=order)
     start_run(f"a session of {show_name(path)} to measure its peak")
     try:
         _reset_peak()
@@ -306,12 +339,7 @@ def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, .
     hands a dead value's buffer to a later output of the same shape, and the buffer stays held
     from the first value's death to that output's write (docs/remat.md, what onnxruntime
     allocates beyond the plan)."""
-    from onnxmem.scheduling.onnxruntime import ORDERS
-
-    if arena_extend is not None and arena_extend not in ARENA_EXTEND:
-        raise OnnxmemError(f"arena extension {show_name(arena_extend)} is not one of {', '.join(ARENA_EXTEND)}")
-    if order not in ORDERS:
-        raise OnnxmemError(f"execution order {show_name(order)} is not one of {', '.join(ORDERS)}")
+    _check_settings(arena_extend, order)
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
         return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
@@ -321,46 +349,86 @@ def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, .
 @dataclass(frozen=True, slots=True)
 class TrainingStepPeak:
     """onnxruntime-training's own step (bytes): the resident growth of a fresh process over its
-    first training step, from after the checkpoint is loaded, the ``Module`` made and the
-    inputs made (``baseline``) to the peak (``peak``); ``made``: what loading and making took."""
+    training steps, from after the checkpoint is loaded, the ``Module`` (and the ``Optimizer``)
+    made and the inputs made (``baseline``) to the peak (``peak``); ``made``: what loading and
+    making took (the resident growth, not its peak)."""
 
     peak: int
     baseline: int
     made: int
+    #: the peak growth over the resident size before the checkpoint was loaded: loading, making
+    #: the Module and the Optimizer, and every step (``max(made's peak, made + peak)``)
+    whole: int = 0
+    #: the peak growth over ``baseline`` after each step, in order (``steps[-1] == peak``)
+    steps: tuple[int, ...] = ()
+    #: the peak over the steps of the bytes onnxruntime's CPU allocator held beyond what it held
+    #: once the Module was made, where the allocation tracer is preloaded (as
+    #: :attr:`SessionPeak.requested`); ``None`` otherwise
+    requested: int | None = None
 
 
-def _measure_training_step(training: str, checkpoint: str, feeds: list[Any]) -> TrainingStepPeak:
-    from onnxruntime.training.api import CheckpointState, Module
+def _measure_training_step(training: str, checkpoint: str, feeds: list[Any], optimizer: str | None, steps: int,
+                           settings: Mapping[str, Any] | None) -> TrainingStepPeak:
+    from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
     from onnxmem.runtime.ort import first_line
 
     start_run(f"a training step of {show_name(training)} to measure its peak")
     try:
+        _reset_peak()
         before = _status("VmRSS")
         try:
-            module = Module(training, CheckpointState.load_checkpoint(checkpoint), device="cpu")
+            options = None if settings is None else session_options(**settings)
+            module = Module(training, CheckpointState.load_checkpoint(checkpoint), device="cpu",
+                            session_options=options)
+            step = Optimizer(optimizer, module).step if optimizer is not None else None
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             raise RuntimeBackendError(f"onnxruntime-training cannot make a Module of {show_name(training)}: "
                                       f"{first_line(exc)}") from None
         module.train()
+        made_peak = _status("VmHWM") - before
         _reset_peak()
         baseline = _status("VmRSS")
-        module(*feeds)
-        peak = _status("VmHWM") - baseline
+        tracer = allocation_tracer()
+        if tracer is not None:
+            tracer[1]()
+        held = _traced(tracer)[0]
+        after = []
+        for _ in range(steps):
+            module(*feeds)
+            if step is not None:
+                step()
+            module.lazy_reset_grad()
+            after.append(_status("VmHWM") - baseline)
+        requested = _traced(tracer)[1] - held if tracer is not None else None
         del module
     finally:
         end_run()
-    return TrainingStepPeak(peak, baseline, baseline - before)
+    made = baseline - before
+    return TrainingStepPeak(after[-1], baseline, made, max(made_peak, made + after[-1]), tuple(after), requested)
 
 
 def training_step_peak(training: str | os.PathLike[str], checkpoint: str | os.PathLike[str],
-                       feeds: list[Any]) -> TrainingStepPeak:
-    """onnxruntime-training's peak over one training step of ``training`` (a ``training_model.onnx``
-    with the ``checkpoint`` the generator wrote for it) on ``feeds`` (the user inputs, then the
-    labels, as ``Module.__call__`` takes them), in a fresh child: the growth of its peak resident
-    size (``VmHWM``) over its resident size once the ``Module`` is made (:class:`TrainingStepPeak`).
-    The first step is measured: onnxruntime's arena keeps what it allocates, so a later step of the
-    same process grows by nothing. Needs onnxruntime-training."""
+                       feeds: list[Any], *, optimizer: str | os.PathLike[str] | None = None, steps: int = 1,
+                       settings: Mapping[str, Any] | None = None) -> TrainingStepPeak:
+    """onnxruntime-training's peak over ``steps`` training steps of ``training`` (a
+    ``training_model.onnx`` with the ``checkpoint`` the generator wrote for it) on ``feeds`` (the
+    user inputs, then the labels, as ``Module.__call__`` takes them), in a fresh child: the growth
+    of its peak resident size (``VmHWM``) over its resident size once the ``Module`` is made
+    (:class:`TrainingStepPeak`). A step is ``Module.__call__``, then ``Optimizer.step`` where
+    ``optimizer`` names the generator's ``optimizer_model.onnx`` (its state is made with the
+    Module), then ``lazy_reset_grad``. ``settings``: :func:`session_options`' keywords for the
+    Module's ``session_options`` (``None``: onnxruntime's defaults, none passed). The first step
+    peaks: onnxruntime's arena keeps what it allocates, so a later step of the same process grows
+    by little. Needs onnxruntime-training."""
+    if steps < 1:
+        raise OnnxmemError(f"steps {steps}: give at least one training step to measure")
+    unknown = sorted(set(settings or {}) - _SETTINGS)
+    if unknown:
+        raise OnnxmemError(f"session setting {show_name(unknown[0])} is not one of {', '.join(sorted(_SETTINGS))}")
+    _check_settings((settings or {}).get("arena_extend"), (settings or {}).get("order"))
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
-        return run_isolated(_measure_training_step, os.fspath(training), os.fspath(checkpoint), list(feeds))
+        return run_isolated(_measure_training_step, os.fspath(training), os.fspath(checkpoint), list(feeds),
+                            None if optimizer is None else os.fspath(optimizer), steps,
+                            None if settings is None else dict(settings))
