@@ -354,7 +354,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
             consumers.setdefault(n, []).append(op.index)
     tensors = _level_tensors(nodes, outputs, origin, outer_read, level, shapes, where)
     true_weights = level.outer_weights | {n for n in origin if n in tensors or n in nodes.initializers}
-    bodies = _level_bodies(g, nodes.ops, level, {**level.outer, **tensors}, frozenset(true_weights), shapes, opset)
+    bodies = _level_bodies(g, nodes, level, {**level.outer, **tensors}, frozenset(true_weights), shapes, opset)
     # Loop and Scan bodies: formal inputs are the carried slots, live for the whole body
     pinned = tuple(n for n in nodes.inputs if n not in outputs) if level.carried else ()
     return GraphView(
@@ -381,6 +381,7 @@ class _Nodes:
     inputs: tuple[str, ...]  # the level's inputs (a body's formal inputs; the main graph's non-weights)
     initializers: frozenset[str]  # initializers that are not inputs
     defined: Mapping[str, int | None]
+    nested: tuple[int, ...] = ()  # the nodes that hold subgraphs, in node order
 
 
 def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -> _Nodes:
@@ -400,9 +401,13 @@ def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -
             inputs.append(name)
             defined[name] = None
     ops: list[Op] = []
+    nested: list[int] = []
     for i, node in enumerate(g.node):
         caps: dict[str, None] = {}
-        for sub in node_subgraphs(node):
+        subs = node_subgraphs(node)
+        if subs:
+            nested.append(i)
+        for sub in subs:
             caps.update(dict.fromkeys(outer_scope_reads(sub)))
         op = Op(i, names[i], sys.intern(node.op_type), node.domain or "",
                 tuple([same.setdefault(n, n) for n in node.input]),
@@ -418,7 +423,7 @@ def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -
                     "every value must have one producer (SSA)"
                 )
             defined[o] = i
-    return _Nodes(tuple(ops), tuple(inputs), frozenset(init_names - set(inputs)), defined)
+    return _Nodes(tuple(ops), tuple(inputs), frozenset(init_names - set(inputs)), defined, tuple(nested))
 
 
 def _outer_reads(nodes: _Nodes, outputs: tuple[str, ...], level: _Level, where: str) -> dict[str, None]:
@@ -520,6 +525,7 @@ def _level_tensors(nodes: _Nodes, outputs: tuple[str, ...], origin: Mapping[str,
         dtypes, sizes = shapes.dtypes, shapes.shapes
     tensors: dict[str, Tensor] = {}
     out_set = set(outputs)
+    sized: dict[tuple[int, tuple[int, ...]], tuple[str, int]] = {}  # (dtype, shape) -> (dtype name, bytes)
     for name, prod in nodes.defined.items():
         if name not in sizes:
             if name in nodes.initializers or name in origin:
@@ -535,8 +541,15 @@ def _level_tensors(nodes: _Nodes, outputs: tuple[str, ...], origin: Mapping[str,
             raise ModelError(f"no shape was found for value '{name}'")
         et, shape = dtypes[name], sizes[name]
         kind = _tensor_kind(name, prod, name in origin, name in nodes.inputs, name in out_set, bool(level.path))
-        size = 0 if kind == "weight" and et == onnx.TensorProto.STRING else tensor_bytes(et, shape, name)
-        tensors[name] = Tensor(name, et, dtype_name(et), shape, size, kind, prod, origin.get(name, ""))
+        if kind == "weight" and et == onnx.TensorProto.STRING:
+            dtype, size = dtype_name(et), 0
+        else:  # the first value of each dtype and shape is checked and sized, the others share it
+            found = sized.get((et, shape))
+            if found is None:
+                nbytes = tensor_bytes(et, shape, name)
+                found = sized[et, shape] = (dtype_name(et), nbytes)
+            dtype, size = found
+        tensors[name] = Tensor(name, et, dtype, shape, size, kind, prod, origin.get(name, ""))
     for name in outer_read:
         t = level.outer[name]
         tensors[name] = Tensor(name, t.elem_type, t.dtype, t.shape, t.size, "weight", None)
@@ -575,12 +588,13 @@ def _iterations(key: BodyKey, shapes: ShapeInfo) -> Mapping[str, tuple[int, ...]
     return {}
 
 
-def _level_bodies(g: onnx.GraphProto, ops: tuple[Op, ...], level: _Level, visible: Mapping[str, Tensor],
+def _level_bodies(g: onnx.GraphProto, nodes: _Nodes, level: _Level, visible: Mapping[str, Tensor],
                   true_weights: frozenset[str], shapes: ShapeInfo, opset: int) -> dict[int, tuple[Body, ...]]:
     """The views of the bodies onnxmem plans (:func:`body_kind`), by owning node index; an If
     branch ``shapes`` excludes (``--branch``) is left out."""
     bodies: dict[int, tuple[Body, ...]] = {}
-    for op, node in zip(ops, g.node):
+    for index in nodes.nested:
+        op, node = nodes.ops[index], g.node[index]
         subs = subgraph_attributes(node)
         bkind = body_kind(op, opset)
         if not subs or bkind is None:
