@@ -257,10 +257,14 @@ def _memory_ops(view: GraphView) -> tuple[list[int], list[int], dict[int, int]]:
     real: list[int] = []
     free: list[int] = []
     local: dict[int, int] = {}
+    tensors = view.tensors
     for op in view.ops:
-        touches = any(n in view.tensors and view.tensors[n].kind != "weight" for n in op.reads) or any(
-            o and o in view.tensors and view.tensors[o].kind != "weight" for o in op.outputs
-        )
+        touches = False
+        for n in (*op.reads, *op.outputs):
+            t = tensors.get(n) if n else None
+            if t is not None and t.kind != "weight":
+                touches = True
+                break
         if touches:
             local[op.index] = len(real)
             real.append(op.index)
@@ -377,36 +381,44 @@ class Piece:
                 found = kept[t] = any(c not in loc and not (ran is not None and ran[c]) for c in graph.consumers[t])
             return found
 
+        # the graph's rows read as slices of their flat arrays, its lists held in locals: this
+        # loop runs once per node of every piece the search evaluates
+        size, producer, pinned, disc_of = graph.size, graph.producer, graph.pinned, graph.disc
+        c_data, c_start = graph.consumers.data, graph.consumers.start
+        o_data, o_start = graph.outs.data, graph.outs.start
+        r_data, r_start = graph.reads.data, graph.reads.start
+        i_data, i_start = graph.ip.data, graph.ip.start
         for g in nodes:
             a = k = 0
-            for t in graph.outs[g]:
-                a += graph.size[t]
-                if graph.consumers[t] or graph.pinned[t]:
-                    k += graph.size[t]
+            for t in o_data[o_start[g]:o_start[g + 1]]:
+                a += size[t]
+                if c_start[t + 1] > c_start[t] or pinned[t]:
+                    k += size[t]
             alloc.append(a)
             keep.append(k)
             fr: list[tuple[int, int]] = []
             h = e = 0
-            for t in graph.reads[g]:
-                if graph.producer[t] in loc:
-                    h += graph.size[t]
-                if graph.pinned[t] or read_later(t):
+            for t in r_data[r_start[g]:r_start[g + 1]]:
+                inside = producer[t] in loc
+                if inside:
+                    h += size[t]
+                if pinned[t] or read_later(t):
                     continue
                 if t not in slot:
                     slot[t] = len(rem0)
-                    rem0.append(sum(1 for c in graph.consumers[t] if c in loc))
-                    slot_prod.append(loc.get(graph.producer[t], -1))
-                    if graph.producer[t] not in loc:
-                        ext += graph.size[t]
-                if graph.producer[t] not in loc:
-                    e += graph.size[t]
-                fr.append((slot[t], graph.size[t]))
+                    rem0.append(sum(1 for c in c_data[c_start[t]:c_start[t + 1]] if c in loc))
+                    slot_prod.append(loc.get(producer[t], -1))
+                    if not inside:
+                        ext += size[t]
+                if not inside:
+                    e += size[t]
+                fr.append((slot[t], size[t]))
             frees.append(fr or ())  # empty rows share one tuple
             held.append(h)
             ext_read.append(e)
-            over = [slot[t] for t in graph.ip[g] if t in slot]  # classes that can die here
+            over = [slot[t] for t in i_data[i_start[g]:i_start[g + 1]] if t in slot]  # classes that can die here
             ip.append(over or ())
-            disc.append(graph.disc[g] if over else 0)
+            disc.append(disc_of[g] if over else 0)
         return Piece(graph, nodes, preds, succs, alloc, keep, frees, rem0, ext, held, ext_read, slot_prod,
                      ip, disc)
 
