@@ -447,12 +447,17 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], i
         for init in g.initializer:
             if init.name not in v.inputs and (v.path, init.name) not in planned:
                 add(v.path, init.name, reason_of(v, init.name))
+        path = v.path
         for op, node in zip(v.ops, g.node):
-            for o in node.output:
-                if o and (v.path, o) not in planned:
-                    add(v.path, o, reason_of(v, o))
+            # the node's outputs, as the view holds them (less the region with_regions adds)
+            for o in op.outputs[:-1] if op.index in v.regions else op.outputs:
+                if o and (path, o) not in planned:
+                    add(path, o, reason_of(v, o))
+            subs = subgraph_attributes(node)
+            if not subs:
+                continue
             bodies = {b.attr: b for b in v.bodies.get(op.index, ())}
-            for attr, sub in subgraph_attributes(node):
+            for attr, sub in subs:
                 if attr in bodies:
                     level(sub, bodies[attr].view)
                 elif bodies:  # an If branch --branch leaves out
