@@ -283,6 +283,22 @@ def test_inference_copy_keeps_small_weights_and_types_large_ones_as_inputs(tmp_p
     assert len(m.graph.initializer) == 2 and len(m.graph.value_info) == 1  # the model as it was
 
 
+@pytest.mark.parametrize("inputs, captures, reads", [
+    (("a", "b"), (), ("a", "b")),
+    (("a", "a", "b"), (), ("a", "b")),
+    (("a", "", "b"), (), ("a", "b")),
+    ((), ("c",), ("c",)),
+    (("a", "b"), ("b", "c", ""), ("a", "b", "c")),
+    (("",), (), ()),
+], ids=["plain", "repeated", "omitted", "captures only", "captures", "omitted only"])
+def test_op_reads_each_value_once_in_first_use_order(inputs, captures, reads):
+    from onnxmem.graph import Op
+
+    op = Op(0, "n", "Add", "", inputs, ("y",), captures)
+    assert op.reads == reads
+    assert (op.reads is op.inputs) == (inputs == reads)
+
+
 def test_view_holds_one_str_per_value_name():
     from onnxmem.model.generate import transformer
 

@@ -136,6 +136,10 @@ class Op:
     reads: tuple[str, ...] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        inputs = self.inputs
+        if not self.captures and "" not in inputs and len(set(inputs)) == len(inputs):
+            object.__setattr__(self, "reads", inputs)  # each read once already (most nodes)
+            return
         reads = tuple(dict.fromkeys(n for n in self.inputs + self.captures if n))
         object.__setattr__(self, "reads", self.inputs if reads == self.inputs else reads)  # one tuple for both
 

@@ -223,6 +223,8 @@ def _classes(view: GraphView, io: str, alignment: int,
     resolved: dict[str, str] = {}
 
     def root(name: str) -> str:
+        if name not in source:  # most tensors are no view's output: their own root
+            return resolved.get(name, name)
         path = [name]
         seen = {name}
         while name in source and name not in resolved and source[name] not in seen:
