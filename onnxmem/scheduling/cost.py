@@ -167,27 +167,36 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     producer = [-1] * len(size)
     outs, reads, preds, ip = Rows(), Rows(), Rows(), Rows()
     disc = [0] * n
+    # each row appended straight to its flat arrays (Rows.append, inlined: one row per node)
+    o_data, o_start, r_data, r_start = outs.data, outs.start, reads.data, reads.start
+    p_data, p_start, i_data, i_start = preds.data, preds.start, ip.data, ip.start
+    ops, predecessors = view.ops, view.predecessors
     for v, gi in enumerate(real):
-        op = view.ops[gi]
+        op = ops[gi]
         row: list[int] = []
         for o in op.outputs:
-            if o in tid and o not in source and tid[o] not in row:
-                producer[tid[o]] = v
-                row.append(tid[o])
-        outs.append(row)
+            k = tid.get(o)
+            if k is not None and o not in source and k not in row:
+                producer[k] = v
+                row.append(k)
+        o_data.extend(row)
+        o_start.append(len(o_data))
         row = []
         for r in op.reads:
-            if r in tid and tid[r] not in row:
-                row.append(tid[r])
-        reads.append(row)
+            k = tid.get(r)
+            if k is not None and k not in row:
+                row.append(k)
+        r_data.extend(row)
+        r_start.append(len(r_data))
         found = sharing.get(gi)
-        over: list[int] = []
         if found is not None and found[0].kind == INPLACE:
             over = _overwritable_classes(view, op, found, tid, writable)
             if over:
                 disc[v] = size[tid[op.outputs[0]]]
-        ip.append(over)
-        preds.append([local[p] for p in view.predecessors(gi)])
+                i_data.extend(over)
+        i_start.append(len(i_data))
+        p_data.extend([local[p] for p in predecessors(gi)])
+        p_start.append(len(p_data))
     del tid, local, sharing, writable
     consumers, succs = transpose(reads, len(size)), transpose(preds, n)
     base = 0
