@@ -527,8 +527,9 @@ def _reaches_every_frontier(seq: Sequence[int], adj: Sequence[Sequence[int]], si
     frontier = [False] * size
     count = 0
     for v in seq:
-        out.append(sum(1 for p in adj[v] if frontier[p]) == count)
-        for p in adj[v]:
+        hits = [p for p in adj[v] if frontier[p]]
+        out.append(len(hits) == count)
+        for p in hits:
             if frontier[p]:
                 frontier[p] = False
                 count -= 1
