@@ -169,7 +169,7 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     disc = [0] * n
     # each row appended straight to its flat arrays (Rows.append, inlined: one row per node)
     o_data, o_start, r_data, r_start = outs.data, outs.start, reads.data, reads.start
-    p_data, p_start, i_data, i_start = preds.data, preds.start, ip.data, ip.start
+    i_data, i_start = ip.data, ip.start
     ops, predecessors = view.ops, view.predecessors
     for v, gi in enumerate(real):
         op = ops[gi]
@@ -195,8 +195,7 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
                 disc[v] = size[tid[op.outputs[0]]]
                 i_data.extend(over)
         i_start.append(len(i_data))
-        p_data.extend([local[p] for p in predecessors(gi)])
-        p_start.append(len(p_data))
+        preds.append([local[p] for p in predecessors(gi)])
     del tid, local, sharing, writable
     consumers, succs = transpose(reads, len(size)), transpose(preds, n)
     base = 0
@@ -268,15 +267,9 @@ def _memory_ops(view: GraphView) -> tuple[list[int], list[int], dict[int, int]]:
     real: list[int] = []
     free: list[int] = []
     local: dict[int, int] = {}
-    tensors = view.tensors
+    tensors = view.tensors  # (no value is named "": an omitted output is no tensor)
     for op in view.ops:
-        touches = False
-        for n in (*op.reads, *op.outputs):
-            t = tensors.get(n) if n else None
-            if t is not None and t.kind != "weight":
-                touches = True
-                break
-        if touches:
+        if any(t is not None and t.kind != "weight" for t in map(tensors.get, (*op.reads, *op.outputs))):
             local[op.index] = len(real)
             real.append(op.index)
         else:
@@ -395,10 +388,8 @@ class Piece:
         # the graph's rows read as slices of their flat arrays, its lists held in locals: this
         # loop runs once per node of every piece the search evaluates
         size, producer, pinned, disc_of = graph.size, graph.producer, graph.pinned, graph.disc
-        c_data, c_start = graph.consumers.data, graph.consumers.start
-        o_data, o_start = graph.outs.data, graph.outs.start
-        r_data, r_start = graph.reads.data, graph.reads.start
-        i_data, i_start = graph.ip.data, graph.ip.start
+        c_data, c_start, o_data, o_start = graph.consumers.data, graph.consumers.start, graph.outs.data, graph.outs.start
+        r_data, r_start, i_data, i_start = graph.reads.data, graph.reads.start, graph.ip.data, graph.ip.start
         for g in nodes:
             a = k = 0
             for t in o_data[o_start[g]:o_start[g + 1]]:
