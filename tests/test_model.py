@@ -316,3 +316,52 @@ def test_view_holds_one_str_per_value_name():
     assert all(k is shown[k] for k in view.tensors if k in shown)
     # equal shapes are one tuple
     assert len({id(s) for s in shapes.shapes.values()}) == len(set(shapes.shapes.values()))
+
+
+def test_every_stored_tensor_is_labelled_by_where_it_sits():
+    """Initializers, sparse ones, tensor attributes, in bodies and local functions: each with its
+    escaped label (made for messages only), in the order the loader's checks read them."""
+    from onnx import helper, numpy_helper
+
+    from onnxmem.model import tensor_sites
+
+    def one(name: str = "") -> onnx.TensorProto:
+        return numpy_helper.from_array(np.ones(1, np.float32), name)
+
+    sparse = helper.make_sparse_tensor(one("s"), numpy_helper.from_array(np.zeros(1, np.int64), "s_idx"), [4])
+    branch = helper.make_graph([helper.make_node("Identity", ["iw"], ["o"])], "then", [],
+                               [helper.make_tensor_value_info("o", onnx.TensorProto.FLOAT, [1])], [one("iw")])
+    nodes = [helper.make_node("Constant", [], ["c"], name="k\n", value=one()),
+             helper.make_node("Constant", [], ["d"], value=one()),
+             helper.make_node("If", ["cond"], ["y"], name="if", then_branch=branch, else_branch=branch)]
+    f = helper.make_function("dom", "F", ["x"], ["z"], [helper.make_node("Constant", [], ["z"], name="fk", value=one())],
+                             [helper.make_opsetid("", 17)])
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])], [one("w")],
+                          sparse_initializer=[sparse])
+    m = helper.make_model(g, functions=[f], opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("dom", 1)])
+    assert [(label, t.name) for label, t in tensor_sites(m)] == [
+        ("tensor 'w'", "w"),
+        ("sparse tensor 's' (values)", "s"),
+        ("sparse tensor 's' (indices)", "s_idx"),
+        ("attribute 'value' of node 'k\\n' ('Constant')", ""),
+        ("attribute 'value' of node 'd' ('Constant')", ""),
+        ("tensor 'iw'", "iw"),
+        ("tensor 'iw'", "iw"),
+        ("attribute 'value' of node 'fk' ('Constant') in local function 'dom'::'F'", ""),
+    ]
+
+
+def test_loader_names_a_damaged_attribute_tensor(tmp_path):
+    from onnx import helper
+
+    bad = onnx.TensorProto(name="", data_type=onnx.TensorProto.FLOAT, dims=[4], raw_data=b"\0" * 12)
+    g = helper.make_graph([helper.make_node("Constant", [], ["c"], name="k", value=bad)], "g", [],
+                          [helper.make_tensor_value_info("c", onnx.TensorProto.FLOAT, [4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    with pytest.raises(ModelError, match=r"^attribute 'value' of node 'k' \('Constant'\) of dtype float32 and shape "
+                                         r"\[4\] holds 12 bytes of data where it needs 16"):
+        load_model(path)
