@@ -283,6 +283,22 @@ def test_inference_copy_keeps_small_weights_and_types_large_ones_as_inputs(tmp_p
     assert len(m.graph.initializer) == 2 and len(m.graph.value_info) == 1  # the model as it was
 
 
+@pytest.mark.parametrize("inputs, captures, reads", [
+    (("a", "b"), (), ("a", "b")),
+    (("a", "a", "b"), (), ("a", "b")),
+    (("a", "", "b"), (), ("a", "b")),
+    ((), ("c",), ("c",)),
+    (("a", "b"), ("b", "c", ""), ("a", "b", "c")),
+    (("",), (), ()),
+], ids=["plain", "repeated", "omitted", "captures only", "captures", "omitted only"])
+def test_op_reads_each_value_once_in_first_use_order(inputs, captures, reads):
+    from onnxmem.graph import Op
+
+    op = Op(0, "n", "Add", "", inputs, ("y",), captures)
+    assert op.reads == reads
+    assert (op.reads is op.inputs) == (inputs == reads)
+
+
 def test_view_holds_one_str_per_value_name():
     from onnxmem.model.generate import transformer
 
@@ -305,7 +321,7 @@ def test_view_holds_one_str_per_value_name():
 def test_every_stored_tensor_is_found_with_its_escaped_label(tmp_path):
     # the checks walk the tensors with their places and make a label only for an error: the labels
     # are the ones a message shows, escaped, for every kind of place a tensor can have
-    from onnxmem.model.tensors import graph_tensors, site_label, tensor_places, tensor_sites
+    from onnxmem.model.tensors import graph_tensors, site_label, stored_tensors, tensor_sites
 
     sparse = helper.make_sparse_tensor(helper.make_tensor("v\x1b[31m", TensorProto.FLOAT, [1], [1.0]),
                                        helper.make_tensor("i", TensorProto.INT64, [1], [0]), [3])
@@ -331,7 +347,7 @@ def test_every_stored_tensor_is_found_with_its_escaped_label(tmp_path):
         "attribute 'value' of node 'y' ('Constant') in local function 'dom'::'fn'",
     ]
     assert [t.name for t in graph_tensors(model)] == ["w'", "v\x1b[31m", "i", "t", "bt", "bt", "ft"]
-    assert [site_label(t, place) for t, place in tensor_places(model)] == [label for label, _ in tensor_sites(model)]
+    assert [site_label(site, t) for site, t in stored_tensors(model)] == [label for label, _ in tensor_sites(model)]
     # and a damaged one is named by it (the loader refuses sparse weights first: none here)
     graph.initializer[0].dims[0] = -1
     del graph.sparse_initializer[:]
@@ -340,4 +356,53 @@ def test_every_stored_tensor_is_found_with_its_escaped_label(tmp_path):
     path = tmp_path / "m.onnx"
     path.write_bytes(model.SerializeToString())
     with pytest.raises(ModelError, match=r"tensor \"w'\" has negative dim -1 on axis 0"):
+        load_model(path)
+
+
+def test_every_stored_tensor_is_labelled_by_where_it_sits():
+    """Initializers, sparse ones, tensor attributes, in bodies and local functions: each with its
+    escaped label (made for messages only), in the order the loader's checks read them."""
+    from onnx import helper, numpy_helper
+
+    from onnxmem.model import tensor_sites
+
+    def one(name: str = "") -> onnx.TensorProto:
+        return numpy_helper.from_array(np.ones(1, np.float32), name)
+
+    sparse = helper.make_sparse_tensor(one("s"), numpy_helper.from_array(np.zeros(1, np.int64), "s_idx"), [4])
+    branch = helper.make_graph([helper.make_node("Identity", ["iw"], ["o"])], "then", [],
+                               [helper.make_tensor_value_info("o", onnx.TensorProto.FLOAT, [1])], [one("iw")])
+    nodes = [helper.make_node("Constant", [], ["c"], name="k\n", value=one()),
+             helper.make_node("Constant", [], ["d"], value=one()),
+             helper.make_node("If", ["cond"], ["y"], name="if", then_branch=branch, else_branch=branch)]
+    f = helper.make_function("dom", "F", ["x"], ["z"], [helper.make_node("Constant", [], ["z"], name="fk", value=one())],
+                             [helper.make_opsetid("", 17)])
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])], [one("w")],
+                          sparse_initializer=[sparse])
+    m = helper.make_model(g, functions=[f], opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("dom", 1)])
+    assert [(label, t.name) for label, t in tensor_sites(m)] == [
+        ("tensor 'w'", "w"),
+        ("sparse tensor 's' (values)", "s"),
+        ("sparse tensor 's' (indices)", "s_idx"),
+        ("attribute 'value' of node 'k\\n' ('Constant')", ""),
+        ("attribute 'value' of node 'd' ('Constant')", ""),
+        ("tensor 'iw'", "iw"),
+        ("tensor 'iw'", "iw"),
+        ("attribute 'value' of node 'fk' ('Constant') in local function 'dom'::'F'", ""),
+    ]
+
+
+def test_loader_names_a_damaged_attribute_tensor(tmp_path):
+    from onnx import helper
+
+    bad = onnx.TensorProto(name="", data_type=onnx.TensorProto.FLOAT, dims=[4], raw_data=b"\0" * 12)
+    g = helper.make_graph([helper.make_node("Constant", [], ["c"], name="k", value=bad)], "g", [],
+                          [helper.make_tensor_value_info("c", onnx.TensorProto.FLOAT, [4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    with pytest.raises(ModelError, match=r"^attribute 'value' of node 'k' \('Constant'\) of dtype float32 and shape "
+                                         r"\[4\] holds 12 bytes of data where it needs 16"):
         load_model(path)

@@ -34,6 +34,8 @@ LITERALS = [
     {"é\u2028\"\\\n\t\x00": "\x7f\U0001f600 ü", "": ""},
     {3: "int key", 2.5: "float key", True: "bool key", False: "false key", None: "null key"},
     [np.float64(1.5), np.float32(2.0).item()],
+    # arrays written in one join (strings alone, integers alone) and those that look like them
+    ["a", "é\n"], (3, -4, 10**20), [1, True], [True, 1], ["a", 1], [1, "a"], [1, 2.0], [[1, 2], ["x"]], [None, 1],
 ]
 
 

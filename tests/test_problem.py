@@ -6,6 +6,7 @@ import io
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -104,6 +105,28 @@ def test_buffer_rules():
         Buffer("z", 0, 1, -1)
     with pytest.raises(ProblemError, match="appears twice"):
         Problem((Buffer("z", 0, 1, 1), Buffer("z", 1, 2, 1)))
+
+
+@pytest.mark.parametrize("args, message", [
+    (("z", 0, 1, 1, 0), "alignment 0"),
+    (("z", -1, 1, 1), "starts at step -1"),
+    (("z", 2, 1, 1), "non-empty"),
+    (("z", 0, 2**62 + 1, 1), "above 2\\^62"),
+    (("z", 0, 1, 2**62 + 1), "above 2\\^62"),
+    (("z", 0, 1, True), "not an integer"),
+    (("z", 0, 1.0, 1), "not an integer"),
+    (("z", 0, 1, 8, 64, 32), "not a multiple"),
+    (("z\n\x1b[2J", 0, 0, 1), "buffer 'z\\\\n\\\\x1b"),  # the name escaped in the message
+], ids=["alignment", "start", "empty", "end", "size", "bool", "float", "offset", "escaped"])
+def test_buffer_refuses_each_broken_field(args, message):
+    with pytest.raises(ProblemError, match=message):
+        Buffer(*args)
+
+
+def test_buffer_takes_numpy_integers_and_the_largest_values():
+    b = Buffer("z", np.int64(0), np.int64(2**62), 2**62, 2**62)
+    assert (b.end, b.size, b.alignment) == (2**62, 2**62, 2**62)
+    assert Buffer("z", 0, 1, 0).size == 0
 
 
 def test_capacity_below_bound_rejected_at_once():

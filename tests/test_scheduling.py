@@ -546,3 +546,19 @@ def test_a_greedy_pass_on_the_same_piece_is_reused_with_its_work_counted():
         runs = _GreedyRuns()
         runs.order(piece, work / 2)
         assert runs.done == {}
+
+
+@pytest.mark.parametrize("successors, order", [
+    ([[1], [2], []], [0, 1, 2]),  # numbered in order: taken as it is
+    ([[1, 2], [], []], [0, 1, 2]),
+    ([[], [0], []], [1, 0, 2]),  # one edge backwards: the lowest ready node first
+    ([[1], [], [1]], [0, 2, 1]),
+    ([[2], [0], [], [1]], [3, 1, 0, 2]),
+    ([[1], [0], []], [2]),  # a cycle: its nodes are left out
+    ([[0]], []),  # a node that waits for itself
+    ([], []),
+], ids=["chain", "fan", "backwards", "doc", "reversed", "cycle", "self", "empty"])
+def test_stable_order_takes_the_ready_node_numbered_lowest(successors, order):
+    from onnxmem.core.toposort import stable_order
+
+    assert stable_order(successors) == order

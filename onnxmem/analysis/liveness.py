@@ -134,8 +134,11 @@ def build_liveness(
     reach = {iv.tensor: iv.offset + iv.size for iv in intervals}
     buffers: list[Buffer] = []
     for gid, members in group_members.items():
-        s, e = group_span(lifetimes, members)
-        size = max(reach[m] for m in members)
+        if len(members) == 1:  # most tensors share bytes with none
+            (s, e), size = lifetimes[members[0]], reach[members[0]]
+        else:
+            s, e = group_span(lifetimes, members)
+            size = max(reach[m] for m in members)
         buffers.append(Buffer(gid, s, e, align_up(size, alignment), alignment))
     return Liveness(
         tuple(order),

@@ -105,6 +105,11 @@ class Buffer:
     offset: int | None = None
 
     def __post_init__(self) -> None:
+        if (type(self.start) is int and type(self.end) is int and type(self.size) is int
+                and type(self.alignment) is int and self.offset is None
+                and 0 <= self.start < self.end <= MAX_VALUE and 0 <= self.size <= MAX_VALUE
+                and 1 <= self.alignment <= MAX_VALUE):
+            return  # the usual buffer: every check below passes (its name is escaped only for a message)
         name = show_name(self.id)
         for what, value in (("start", self.start), ("end", self.end), ("size", self.size),
                             ("alignment", self.alignment), ("offset", self.offset)):

@@ -14,6 +14,7 @@ from onnxmem.graph.conditions import (
     decide_branches,
     read_assumed,
 )
+from onnxmem.graph.ops import CONSTANT_OPS, RANDOM_OPS, draws_random, foldable
 from onnxmem.graph.paths import (
     BRANCH_NAMES,
     child_path,
@@ -24,17 +25,13 @@ from onnxmem.graph.paths import (
 )
 from onnxmem.graph.regions import bound_outputs, inside_outputs, with_regions
 from onnxmem.graph.view import (
-    CONSTANT_OPS,
     ORIGINS,
-    RANDOM_OPS,
     Body,
     GraphView,
     Op,
     Tensor,
     body_kind,
     build_view,
-    draws_random,
-    foldable,
     iter_views,
 )
 

@@ -58,6 +58,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 import onnx
 
 from onnxmem.core.errors import ModelError, ShapeError, flag_value, show_name
+from onnxmem.graph.ops import CONSTANT_OPS, RANDOM_OPS, Op, foldable
 from onnxmem.graph.paths import child_path, node_names, outer_scope_reads
 from onnxmem.model import (
     BodyKey,
@@ -74,19 +75,6 @@ __all__ = ["CONSTANT_OPS", "ORIGINS", "RANDOM_OPS", "Body", "GraphView", "Op", "
            "foldable", "iter_views"]
 
 T = TypeVar("T")
-
-
-#: ops whose outputs are weights when every input is a weight, also with folding
-#: off: constants, and views of weights (a runtime aliases them to the weight's own bytes)
-CONSTANT_OPS = frozenset(
-    {"Constant", "ConstantOfShape", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
-)
-
-
-#: ops whose outputs differ from run to run: never folded
-RANDOM_OPS = frozenset(
-    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
-)
 
 
 #: why a value is a weight: a graph initializer, a Constant node's output, a
@@ -118,26 +106,6 @@ class Tensor:
     producer: int | None
     #: for a weight, why it is one (one of :data:`ORIGINS`); ``""`` for any other value
     origin: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One node. ``inputs`` keeps '' for an omitted optional input;
-    ``captures`` lists the outer-scope values its subgraphs read."""
-
-    index: int
-    name: str
-    op_type: str
-    domain: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    captures: tuple[str, ...] = ()
-    #: every value the node reads, each once, in first-use order (set on construction)
-    reads: tuple[str, ...] = field(init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        reads = tuple(dict.fromkeys(n for n in self.inputs + self.captures if n))
-        object.__setattr__(self, "reads", self.inputs if reads == self.inputs else reads)  # one tuple for both
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,30 +221,6 @@ def iter_views(view: GraphView) -> Iterable[GraphView]:
             stack.extend(b.view for b in reversed(v.bodies[index]))
 
 
-def draws_random(op: Op) -> bool:
-    """Whether ``op`` draws random numbers: an ai.onnx op of :data:`RANDOM_OPS`, or a Dropout
-    with a ``training_mode`` input (without one it is the identity)."""
-    if op.domain not in ("", "ai.onnx"):
-        return False
-    return op.op_type in RANDOM_OPS or (op.op_type == "Dropout" and len(op.inputs) > 2 and bool(op.inputs[2]))
-
-
-def foldable(node: Op, *, fold: bool = True) -> bool:
-    """Whether ``node`` may be computed once when every input it reads is a weight.
-
-    Folding on: an ai.onnx op that is deterministic (not in :data:`RANDOM_OPS`,
-    no Dropout with a ``training_mode`` input) and has no subgraph. Folding
-    off: ``Constant``, ``ConstantOfShape`` and the views of :data:`CONSTANT_OPS`.
-    """
-    if node.domain not in ("", "ai.onnx"):
-        return False
-    if not fold:
-        return node.op_type in CONSTANT_OPS
-    if draws_random(node):
-        return False
-    return not node.captures and node.op_type not in ("If", "Loop", "Scan", "SequenceMap")
-
-
 def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True, kernels: str = "") -> GraphView:
     """The planning view of ``model``'s top-level graph, with a view of every
     If/Loop/Scan body nested in it (:attr:`GraphView.bodies`). ``fold``: constant
@@ -354,7 +298,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
             consumers.setdefault(n, []).append(op.index)
     tensors = _level_tensors(nodes, outputs, origin, outer_read, level, shapes, where)
     true_weights = level.outer_weights | {n for n in origin if n in tensors or n in nodes.initializers}
-    bodies = _level_bodies(g, nodes.ops, level, {**level.outer, **tensors}, frozenset(true_weights), shapes, opset)
+    bodies = _level_bodies(g, nodes, level, {**level.outer, **tensors}, frozenset(true_weights), shapes, opset)
     # Loop and Scan bodies: formal inputs are the carried slots, live for the whole body
     pinned = tuple(n for n in nodes.inputs if n not in outputs) if level.carried else ()
     return GraphView(
@@ -381,6 +325,7 @@ class _Nodes:
     inputs: tuple[str, ...]  # the level's inputs (a body's formal inputs; the main graph's non-weights)
     initializers: frozenset[str]  # initializers that are not inputs
     defined: Mapping[str, int | None]
+    nested: tuple[int, ...] = ()  # the nodes that hold subgraphs, in node order
 
 
 def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -> _Nodes:
@@ -400,9 +345,13 @@ def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -
             inputs.append(name)
             defined[name] = None
     ops: list[Op] = []
+    nested: list[int] = []  # the nodes that hold subgraphs
     for i, node in enumerate(g.node):
         caps: dict[str, None] = {}
-        for sub in node_subgraphs(node):
+        subs = node_subgraphs(node)
+        if subs:
+            nested.append(i)
+        for sub in subs:
             caps.update(dict.fromkeys(outer_scope_reads(sub)))
         op = Op(i, names[i], sys.intern(node.op_type), node.domain or "",
                 tuple([same.setdefault(n, n) for n in node.input]),
@@ -418,7 +367,7 @@ def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -
                     "every value must have one producer (SSA)"
                 )
             defined[o] = i
-    return _Nodes(tuple(ops), tuple(inputs), frozenset(init_names - set(inputs)), defined)
+    return _Nodes(tuple(ops), tuple(inputs), frozenset(init_names - set(inputs)), defined, tuple(nested))
 
 
 def _outer_reads(nodes: _Nodes, outputs: tuple[str, ...], level: _Level, where: str) -> dict[str, None]:
@@ -520,6 +469,7 @@ def _level_tensors(nodes: _Nodes, outputs: tuple[str, ...], origin: Mapping[str,
         dtypes, sizes = shapes.dtypes, shapes.shapes
     tensors: dict[str, Tensor] = {}
     out_set = set(outputs)
+    sized: dict[tuple[int, tuple[int, ...]], tuple[str, int]] = {}  # (dtype, shape) -> (dtype name, bytes)
     for name, prod in nodes.defined.items():
         if name not in sizes:
             if name in nodes.initializers or name in origin:
@@ -535,12 +485,22 @@ def _level_tensors(nodes: _Nodes, outputs: tuple[str, ...], origin: Mapping[str,
             raise ModelError(f"no shape was found for value '{name}'")
         et, shape = dtypes[name], sizes[name]
         kind = _tensor_kind(name, prod, name in origin, name in nodes.inputs, name in out_set, bool(level.path))
-        size = 0 if kind == "weight" and et == onnx.TensorProto.STRING else tensor_bytes(et, shape, name)
-        tensors[name] = Tensor(name, et, dtype_name(et), shape, size, kind, prod, origin.get(name, ""))
+        # the first value of each dtype and shape is checked and sized, the others share it
+        dtype, size = ((dtype_name(et), 0) if kind == "weight" and et == onnx.TensorProto.STRING
+                       else sized.get((et, shape)) or _sized(sized, et, shape, name))
+        tensors[name] = Tensor(name, et, dtype, shape, size, kind, prod, origin.get(name, ""))
     for name in outer_read:
         t = level.outer[name]
         tensors[name] = Tensor(name, t.elem_type, t.dtype, t.shape, t.size, "weight", None)
     return tensors
+
+
+def _sized(sized: dict[tuple[int, tuple[int, ...]], tuple[str, int]], et: int, shape: tuple[int, ...],
+           name: str) -> tuple[str, int]:
+    """``(dtype name, bytes)`` of a value of dtype ``et`` and ``shape``, kept in ``sized``."""
+    nbytes = tensor_bytes(et, shape, name)  # checks the shape first, then the dtype
+    found = sized[et, shape] = (dtype_name(et), nbytes)
+    return found
 
 
 def _tensor_kind(name: str, producer: int | None, weight: bool, is_input: bool, is_output: bool,
@@ -575,12 +535,13 @@ def _iterations(key: BodyKey, shapes: ShapeInfo) -> Mapping[str, tuple[int, ...]
     return {}
 
 
-def _level_bodies(g: onnx.GraphProto, ops: tuple[Op, ...], level: _Level, visible: Mapping[str, Tensor],
+def _level_bodies(g: onnx.GraphProto, nodes: _Nodes, level: _Level, visible: Mapping[str, Tensor],
                   true_weights: frozenset[str], shapes: ShapeInfo, opset: int) -> dict[int, tuple[Body, ...]]:
     """The views of the bodies onnxmem plans (:func:`body_kind`), by owning node index; an If
     branch ``shapes`` excludes (``--branch``) is left out."""
     bodies: dict[int, tuple[Body, ...]] = {}
-    for op, node in zip(ops, g.node):
+    for index in nodes.nested:
+        op, node = nodes.ops[index], g.node[index]
         subs = subgraph_attributes(node)
         bkind = body_kind(op, opset)
         if not subs or bkind is None:

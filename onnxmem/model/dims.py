@@ -157,11 +157,15 @@ def resolve_dim(d: Dim, dims: Mapping[str, int]) -> int | None:
     return value if value is not None and value >= 0 else None
 
 
-def declared_types(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[onnx.TypeProto]:
+def declared_types(source: onnx.ModelProto | onnx.GraphProto,
+                   graphs: Iterable[tuple[str, onnx.GraphProto | onnx.FunctionProto]] | None = None,
+                   ) -> Iterable[onnx.TypeProto]:
     """Every type declared in ``source`` and its subgraphs (inputs, outputs, value_info; for a
     model, its local functions' value_info too), with the element types of sequences,
-    optionals and maps, without recursion."""
-    graphs = model_graphs(source) if isinstance(source, onnx.ModelProto) else (("", g) for g in iter_graphs(source))
+    optionals and maps, without recursion. ``graphs``: the graphs of ``source``
+    (:func:`onnxmem.model.bodies.model_graphs` of a model), where the caller has them already."""
+    if graphs is None:
+        graphs = model_graphs(source) if isinstance(source, onnx.ModelProto) else (("", g) for g in iter_graphs(source))
     stack = [vi.type for _, g in graphs
              for vi in ((*g.input, *g.output, *g.value_info) if isinstance(g, onnx.GraphProto) else g.value_info)]
     while stack:
@@ -191,9 +195,10 @@ def rename_dims(model: onnx.ModelProto) -> dict[str, str]:
     return names
 
 
-def declared_dims(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[Any]:
+def declared_dims(source: onnx.ModelProto | onnx.GraphProto,
+                  graphs: Iterable[tuple[str, onnx.GraphProto | onnx.FunctionProto]] | None = None) -> Iterable[Any]:
     """Every dim of every tensor type declared in ``source`` and its subgraphs (see :func:`declared_types`)."""
-    for t in declared_types(source):
+    for t in declared_types(source, graphs):
         shape = None
         if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
             shape = t.tensor_type.shape
@@ -211,17 +216,21 @@ def bind_dims(shape: Iterable[Dim], dims: Mapping[str, int]) -> list[Dim]:
     return out
 
 
-def unname_placeholder_dims(model: onnx.ModelProto) -> int:
+def unname_placeholder_dims(model: onnx.ModelProto,
+                            graphs: Iterable[tuple[str, onnx.GraphProto | onnx.FunctionProto]] | None = None) -> int:
     """Make every placeholder dim of ``model`` (in place) an unnamed one; returns how many.
 
     Some exporters write ``?`` (or another name without a letter or digit) for
     "unknown" on every such axis. Read as a symbolic name, it would tie all those
     axes to one value (``[?, 3, ?, ?]`` could only be bound with equal height and
     width); onnxruntime does not tie them, and neither does onnxmem: each becomes
-    an unnamed dim, bound per axis through ``--input-shape``.
+    an unnamed dim, bound per axis through ``--input-shape``. ``graphs``: the model's
+    :func:`onnxmem.model.bodies.model_graphs`, where the caller has them already (the main
+    graph's tree alone is read: not the local functions).
     """
     count = 0
-    for d in declared_dims(model.graph):
+    main = None if graphs is None else [(w, g) for w, g in graphs if not w]
+    for d in declared_dims(model.graph, main):
         if d.HasField("dim_param") and not any(c.isalnum() for c in d.dim_param):
             d.ClearField("dim_param")
             count += 1

@@ -11,6 +11,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import onnx
@@ -18,7 +19,7 @@ from onnx import TensorProto
 
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.model.dtypes import DTYPES, MAX_BYTES, dtype_name, tensor_bytes
-from onnxmem.model.tensors import graph_tensors, site_label, tensor_places
+from onnxmem.model.tensors import Site, graph_tensors, site_label, stored_tensors
 
 __all__ = ["ARRAY_TYPES", "MAX_INLINE_WEIGHTS", "ExternalData", "check_external_data", "read_external_data"]
 
@@ -134,7 +135,8 @@ def _external_reference(init: onnx.TensorProto, root: Path, need_files: bool, la
 
 
 def check_external_data(
-    model: onnx.ModelProto, base: str | os.PathLike[str], *, need_files: bool = True
+    model: onnx.ModelProto, base: str | os.PathLike[str], *, need_files: bool = True,
+    sites: Iterable[tuple[Site, onnx.TensorProto]] | None = None,
 ) -> list[ExternalData]:
     """Check every external-data reference of ``model``, whose file lies in folder ``base``.
 
@@ -145,14 +147,15 @@ def check_external_data(
     graph's are. With ``need_files=False`` (planning, which needs shapes
     only) a data file may be missing; what is there is checked all the same.
     Raises ``ModelError`` naming the tensor, the rule and the fix; reads no
-    data. :func:`read_external_data` reads what this checks.
+    data. :func:`read_external_data` reads what this checks. ``sites``: the model's
+    :func:`onnxmem.model.tensors.stored_tensors`, where the caller has them already.
     """
     root = Path(os.path.realpath(base))
     refs = []
     files: dict[str, tuple[Path, os.stat_result | None]] = {}
-    for t, place in tensor_places(model):
+    for site, t in stored_tensors(model) if sites is None else sites:
         if t.data_location == TensorProto.EXTERNAL:
-            refs.append(_external_reference(t, root, need_files, site_label(t, place), files))
+            refs.append(_external_reference(t, root, need_files, site_label(site, t), files))
     return refs
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Iterable, Sequence
+
 import onnx
 
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.model.bodies import model_graphs
-from onnxmem.model.functions import function_label, inlined_size
+from onnxmem.model.functions import Inlined, function_label, inlined_size
 
 __all__ = ["MAX_NESTING", "MAX_NODES", "check_graph_limits", "check_sparse_initializers"]
 
@@ -15,12 +17,16 @@ MAX_NESTING = 24
 MAX_NODES = 10_000_000
 
 
-def check_graph_limits(model: onnx.ModelProto, where: str) -> None:
+def check_graph_limits(model: onnx.ModelProto, where: str, graphs: Sequence[tuple[str, object]] | None = None) -> None:
     """Refuse a model nested deeper than ``MAX_NESTING`` levels (subgraphs and local function
     calls) or holding more than ``MAX_NODES`` nodes once its local functions are inlined, and
     recursive, duplicate or shadowing functions (:func:`onnxmem.model.functions.inlined_size`), before
-    anything expands them."""
-    found = inlined_size(model, MAX_NODES, MAX_NESTING)
+    anything expands them. ``graphs``: the model's :func:`onnxmem.model.bodies.model_graphs`, where
+    the caller has them already (one graph and no function: its node count, nothing nested)."""
+    if graphs is not None and len(graphs) == 1 and not model.functions:
+        found = Inlined(len(model.graph.node), 0)
+    else:
+        found = inlined_size(model, MAX_NODES, MAX_NESTING)
     through = f" (through {function_label(found.deepest)})" if found.deepest is not None else ""
     if found.depth > MAX_NESTING:
         raise ModelError(
@@ -34,10 +40,11 @@ def check_graph_limits(model: onnx.ModelProto, where: str) -> None:
         )
 
 
-def check_sparse_initializers(model: onnx.ModelProto) -> None:
+def check_sparse_initializers(model: onnx.ModelProto,
+                              graphs: Iterable[tuple[str, onnx.GraphProto | onnx.FunctionProto]] | None = None) -> None:
     """Refuse a sparse initializer: onnxmem plans dense weights only (the view, the weight count
     and the runs read ``initializer``), so it names the tensor and how to store it dense."""
-    for where, g in model_graphs(model):
+    for where, g in model_graphs(model) if graphs is None else graphs:
         for sp in getattr(g, "sparse_initializer", ()):
             raise ModelError(
                 f"sparse initializer {show_name(sp.values.name)}{where}: onnxmem plans models whose "

@@ -17,10 +17,11 @@ import onnx
 
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.fileio import MAX_MODEL_BYTES, open_input, read_input
+from onnxmem.model.bodies import model_graphs
 from onnxmem.model.dims import unname_placeholder_dims
 from onnxmem.model.external import check_external_data
 from onnxmem.model.limits import check_graph_limits, check_sparse_initializers
-from onnxmem.model.tensors import check_tensor_data
+from onnxmem.model.tensors import check_tensor_data, stored_tensors
 
 __all__ = ["copy_without", "file_sha256", "load_model"]
 
@@ -70,11 +71,13 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
         raise ModelError(
             f"model {label} has IR version {model.ir_version}; onnxmem reads IR version 3 and up"
         )
-    check_graph_limits(model, f"model {label}")
-    check_sparse_initializers(model)
-    check_tensor_data(model)
-    check_external_data(model, p.parent, need_files=False)
-    unname_placeholder_dims(model)
+    graphs = list(model_graphs(model))  # one walk of the nodes for every check
+    check_graph_limits(model, f"model {label}", graphs)
+    check_sparse_initializers(model, graphs)
+    sites = list(stored_tensors(model, graphs))
+    check_tensor_data(model, sites)
+    check_external_data(model, p.parent, need_files=False, sites=sites)
+    unname_placeholder_dims(model, graphs)
     return model
 
 

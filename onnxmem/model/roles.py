@@ -56,10 +56,15 @@ def caller_state(model: onnx.ModelProto) -> dict[str, str]:
     inputs = [vi.name for vi in g.input if vi.name not in inits]
     is_input = set(inputs)
     out: dict[str, str] = {}
+    losses: list[onnx.NodeProto] = []
+    training = False  # is_training_graph, found in the same walk
     for node in g.node:
         if node.domain != _MS:
+            if node.op_type in LOSSES and node.domain in ("", "ai.onnx") and len(node.input) >= 2:
+                losses.append(node)
             continue
         if node.op_type in ACCUMULATORS:
+            training = True
             if node.input and node.input[0] in is_input:
                 out[node.input[0]] = "gradient-accumulation-buffer"
             if len(node.input) > 2 and node.input[2] in is_input:
@@ -67,9 +72,8 @@ def caller_state(model: onnx.ModelProto) -> dict[str, str]:
             grad = node.input[1] if len(node.input) > 1 else ""
             if grad.endswith("_grad") and grad[: -len("_grad")] in is_input:
                 out.setdefault(grad[: -len("_grad")], "parameter")
-    labels = _labels(g, is_input)
+    labels = _labels(g, losses, is_input)
     starts = [max(inputs.index(lab) for lab in labels) + 1] if labels else []
-    training = is_training_graph(model)
     if training:  # nothing the user feeds comes after a trainable parameter
         starts += [k for k, n in enumerate(inputs) if out.get(n) == "parameter"][:1]
     if starts:
@@ -81,14 +85,15 @@ def caller_state(model: onnx.ModelProto) -> dict[str, str]:
     return {n: out[n] for n in inputs if n in out}
 
 
-def _labels(g: onnx.GraphProto, is_input: set[str]) -> list[str]:
-    """The graph inputs a loss of :data:`LOSSES` reads as its labels, directly or through
+def _labels(g: onnx.GraphProto, losses: list[onnx.NodeProto], is_input: set[str]) -> list[str]:
+    """The graph inputs the ``losses`` (``g``'s nodes of :data:`LOSSES` in the standard domain
+    with a labels input, in node order) read as their labels, directly or through
     :data:`LABEL_PASSES` (their input 0)."""
+    if not losses:
+        return []
     producer = {o: n for n in g.node for o in n.output if o}
     found: list[str] = []
-    for node in g.node:
-        if node.op_type not in LOSSES or (node.domain or "") not in ("", "ai.onnx") or len(node.input) < 2:
-            continue
+    for node in losses:
         name, seen = node.input[1], set()
         while name not in is_input and name in producer and name not in seen:
             seen.add(name)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Any, Iterable
 
 import onnx
 from onnx import TensorProto
@@ -12,7 +12,7 @@ from onnxmem.core.errors import ModelError, show_name
 from onnxmem.model.bodies import iter_graphs, model_graphs
 from onnxmem.model.dtypes import DTYPES, MAX_BYTES, MAX_DIM, tensor_bytes
 
-__all__ = ["Place", "check_tensor_data", "graph_tensors", "site_label", "tensor_places", "tensor_sites"]
+__all__ = ["Site", "check_tensor_data", "graph_tensors", "site_label", "stored_tensors", "tensor_sites"]
 
 
 def _attribute_tensors(attr: onnx.AttributeProto) -> Iterable[tuple[str, onnx.TensorProto]]:
@@ -25,67 +25,72 @@ def _attribute_tensors(attr: onnx.AttributeProto) -> Iterable[tuple[str, onnx.Te
         yield " (sparse indices)", sp.indices
 
 
-#: where a stored tensor sits, which :func:`site_label` turns into its label: ``(where, node,
-#: owner, part)``; ``node`` is ``None`` for an initializer (``owner`` ``None``) or a sparse
-#: initializer (``owner`` the sparse tensor), else ``owner`` is the node's attribute
-Place = tuple[str, onnx.NodeProto | None, onnx.AttributeProto | onnx.SparseTensorProto | None, str]
+#: where a stored tensor sits, named by :func:`site_label` only when a message needs it:
+#: ``(the graph's place for a message, the owner, the attribute's name, the part)``; the owner
+#: is ``None`` for an initializer, the ``SparseTensorProto`` of a sparse initializer, or the node
+#: whose attribute holds the tensor
+Site = tuple[str, Any, str, str]
 
 
-def tensor_places(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[tuple[onnx.TensorProto, Place]]:
-    """The tensors of :func:`tensor_sites`, in its order, each with its :data:`Place` instead of its
-    label: the checks that name a tensor only in an error make the label only then."""
-    graphs = model_graphs(source) if isinstance(source, onnx.ModelProto) else (("", g) for g in iter_graphs(source))
+def stored_tensors(source: onnx.ModelProto | onnx.GraphProto,
+                   graphs: Iterable[tuple[str, onnx.GraphProto | onnx.FunctionProto]] | None = None,
+                   ) -> Iterable[tuple[Site, onnx.TensorProto]]:
+    """Every tensor of ``source`` that can keep its data outside the file, with its :data:`Site`:
+    initializers, sparse initializers and tensor attributes (a ``Constant``'s ``value``, ...) of
+    every graph and subgraph, and, for a model, of its local functions. ``graphs``: the model's
+    :func:`onnxmem.model.bodies.model_graphs`, where the caller has them already."""
+    if graphs is None:
+        graphs = model_graphs(source) if isinstance(source, onnx.ModelProto) else (("", g) for g in iter_graphs(source))
     for where, g in graphs:
         if isinstance(g, onnx.GraphProto):
-            yield from ((t, (where, None, None, "")) for t in g.initializer)
+            yield from (((where, None, "", ""), t) for t in g.initializer)
             for sp in g.sparse_initializer:
-                yield sp.values, (where, None, sp, " (values)")
-                yield sp.indices, (where, None, sp, " (indices)")
+                yield (where, sp, "", " (values)"), sp.values
+                yield (where, sp, "", " (indices)"), sp.indices
         for node in g.node:
             for attr in node.attribute:
                 for part, t in _attribute_tensors(attr):
-                    yield t, (where, node, attr, part)
+                    yield (where, node, attr.name, part), t
 
 
-def site_label(t: onnx.TensorProto, place: Place) -> str:
-    """The escaped label of tensor ``t`` at ``place`` for a message (:func:`tensor_sites`)."""
-    where, node, owner, part = place
-    if node is None:
-        if isinstance(owner, onnx.SparseTensorProto):
-            return f"sparse tensor {show_name(owner.values.name)}{part}{where}"
+def site_label(site: Site, t: onnx.TensorProto) -> str:
+    """The escaped label of the tensor ``t`` at ``site`` (see :func:`stored_tensors`), for messages."""
+    where, owner, attr, part = site
+    if owner is None:
         return f"tensor {show_name(t.name)}{where}"
-    node_name = node.name or (node.output[0] if node.output else "")
-    return (f"attribute {show_name(owner.name if owner is not None else '')}{part} of node {show_name(node_name)} "
-            f"({show_name(node.op_type)}){where}")
+    if isinstance(owner, onnx.SparseTensorProto):
+        return f"sparse tensor {show_name(owner.values.name)}{part}{where}"
+    node_name = owner.name or (owner.output[0] if owner.output else "")
+    return f"attribute {show_name(attr)}{part} of node {show_name(node_name)} ({show_name(owner.op_type)}){where}"
 
 
 def tensor_sites(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[tuple[str, onnx.TensorProto]]:
-    """Every tensor of ``source`` that can keep its data outside the file, with an escaped label
-    for messages: initializers, sparse initializers and tensor attributes (a ``Constant``'s
-    ``value``, ...) of every graph and subgraph, and, for a model, of its local functions."""
-    return ((site_label(t, place), t) for t, place in tensor_places(source))
+    """Every tensor of ``source`` that can keep its data outside the file (see
+    :func:`stored_tensors`), with an escaped label for messages."""
+    return ((site_label(site, t), t) for site, t in stored_tensors(source))
 
 
 def graph_tensors(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[onnx.TensorProto]:
-    """Every tensor of ``source`` that can keep its data outside the file (see :func:`tensor_sites`)."""
-    return (t for t, _ in tensor_places(source))
+    """Every tensor of ``source`` that can keep its data outside the file (see :func:`stored_tensors`)."""
+    return (t for _, t in stored_tensors(source))
 
 
-def _check_tensor_dims(t: onnx.TensorProto, place: Place) -> None:
+def _check_tensor_dims(site: Site, t: onnx.TensorProto) -> None:
     """Refuse a stored tensor with a negative dim or a size past ``MAX_BYTES`` (a damaged file:
     no ``--dim`` or ``--input-shape`` changes a weight)."""
     for axis, d in enumerate(t.dims):
         if d < 0:
-            raise ModelError(f"{site_label(t, place)} has negative dim {d} on axis {axis}; the file is damaged: "
+            raise ModelError(f"{site_label(site, t)} has negative dim {d} on axis {axis}; the file is damaged: "
                              "re-export the model")
     bits = DTYPES.get(t.data_type, (None, 8))[1] or 8  # strings: one byte an element, at least
     if any(d > MAX_DIM for d in t.dims) or math.prod(t.dims) * bits > 8 * MAX_BYTES:
-        raise ModelError(f"{site_label(t, place)} has dims {list(t.dims)}, which make more than 2^62 bytes "
+        raise ModelError(f"{site_label(site, t)} has dims {list(t.dims)}, which make more than 2^62 bytes "
                          "(onnxmem's limit, and far more than any file holds); the file is damaged: "
                          "re-export the model")
 
 
-def check_tensor_data(model: onnx.ModelProto) -> None:
+def check_tensor_data(model: onnx.ModelProto,
+                      sites: Iterable[tuple[Site, onnx.TensorProto]] | None = None) -> None:
     """Refuse a tensor whose dims or data do not hold exactly its dtype and dims' worth of values.
 
     Every stored tensor (of the graphs and local functions): no negative dim, at
@@ -93,9 +98,10 @@ def check_tensor_data(model: onnx.ModelProto) -> None:
     be ``tensor_bytes`` long, and typed values must number the elements (twice for
     complex types, packed for sub-byte ones). ``load_model`` runs it, and the
     runtime again once the external weights are read in, before any becomes an array.
+    ``sites``: the model's :func:`stored_tensors`, where the caller has them already.
     """
-    for t, place in tensor_places(model):
-        _check_tensor_dims(t, place)
+    for site, t in stored_tensors(model) if sites is None else sites:
+        _check_tensor_dims(site, t)
         if t.data_location == TensorProto.EXTERNAL or t.data_type == TensorProto.STRING:
             continue
         bits = DTYPES.get(t.data_type, (None, None))[1]
@@ -112,6 +118,6 @@ def check_tensor_data(model: onnx.ModelProto) -> None:
             unit = "values"
         if have != want:
             raise ModelError(
-                f"{site_label(t, place)} of dtype {DTYPES[t.data_type][0]} and shape {list(t.dims)} "
+                f"{site_label(site, t)} of dtype {DTYPES[t.data_type][0]} and shape {list(t.dims)} "
                 f"holds {have:,} {unit} of data where it needs {want:,}; the file is damaged: re-export it"
             )

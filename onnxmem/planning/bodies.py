@@ -349,28 +349,18 @@ def level_tensors(view: GraphView, liveness: Liveness, solution: Solution, base:
     offset in its group, with ``graph`` set to the level's path."""
     problem: Problem = liveness.problem
     buf_index = {b.id: i for i, b in enumerate(problem.buffers)}
+    offsets = [base + int(o) for o in solution.offsets]
+    objects = None if solution.objects is None else [int(o) for o in solution.objects]
+    tensors_of, ops, path = view.tensors, view.ops, view.path
     tensors: list[PlannedTensor] = []
     for iv in liveness.intervals:
-        t = view.tensors[iv.tensor]
+        t = tensors_of[iv.tensor]
         bi = buf_index[iv.group]
-        prod = view.ops[t.producer] if t.producer is not None else None
-        tensors.append(
-            PlannedTensor(
-                name=t.name,
-                dtype=t.dtype,
-                shape=t.shape,
-                size=t.size,
-                offset=base + int(solution.offsets[bi]) + iv.offset,
-                start=iv.start,
-                end=iv.end,
-                producer=prod.name if prod else None,
-                producer_op=prod.op_type if prod else None,
-                kind=t.kind,
-                group=iv.group,
-                object=(int(solution.objects[bi]) if solution.objects is not None else None),
-                group_offset=iv.offset,
-                graph=view.path,
-            )
+        prod = ops[t.producer] if t.producer is not None else None
+        tensors.append(  # positional, in PlannedTensor's field order (one per value of the level)
+            PlannedTensor(t.name, t.dtype, t.shape, t.size, offsets[bi] + iv.offset, iv.start, iv.end,
+                          prod.name if prod else None, prod.op_type if prod else None, t.kind, iv.group,
+                          objects[bi] if objects is not None else None, iv.offset, path)
         )
     return tensors
 
@@ -448,12 +438,17 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], i
         for init in g.initializer:
             if init.name not in v.inputs and (v.path, init.name) not in planned:
                 add(v.path, init.name, reason_of(v, init.name))
+        path = v.path
         for op, node in zip(v.ops, g.node):
-            for o in node.output:
-                if o and (v.path, o) not in planned:
-                    add(v.path, o, reason_of(v, o))
+            # the node's outputs, as the view holds them (less the region with_regions adds)
+            for o in op.outputs[:-1] if op.index in v.regions else op.outputs:
+                if o and (path, o) not in planned:
+                    add(path, o, reason_of(v, o))
+            subs = subgraph_attributes(node)
+            if not subs:
+                continue
             bodies = {b.attr: b for b in v.bodies.get(op.index, ())}
-            for attr, sub in subgraph_attributes(node):
+            for attr, sub in subs:
                 if attr in bodies:
                     level(sub, bodies[attr].view)
                 elif bodies:  # an If branch --branch leaves out

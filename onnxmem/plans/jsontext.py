@@ -4,11 +4,13 @@ The standard library's C encoder runs only without ``indent``; with it, every va
 through a Python generator (about 8% of ``plan -o`` on a 100,000-node graph). :func:`dumps`
 writes the same text with one append per token: strings through the C string escaper
 (``ensure_ascii``, as ``json.dumps``), integers and floats by their ``repr`` (``NaN`` and
-``Infinity`` as ``json.dumps`` writes them), tuples as arrays. It also takes a generator
-as an array, so that a writer can stream a long list of records without holding them all
-at once. :func:`dump` writes the same text into a binary file as it goes, through a text
-buffer of the standard library: the whole text is never held in memory. What ``json.dumps`` refuses (a numpy integer or array, bytes, a set) it refuses
-too, with ``TypeError``.
+``Infinity`` as ``json.dumps`` writes them), tuples as arrays; an array of strings alone or
+of integers alone (a plan's order, a shape) is one join of its items. It also takes a
+generator as an array, so that a writer can stream a long list of records without holding
+them all at once. :func:`dump` writes the same text into a binary file as it goes, its
+tokens gathered in a list and written out joined after each streamed record once the list
+is long: the whole text is never held in memory. What ``json.dumps`` refuses (a numpy
+integer or array, bytes, a set) it refuses too, with ``TypeError``.
 
     >>> dumps({"a": [1, 2], "b": {}})
     '{\\n "a": [\\n  1,\\n  2\\n ],\\n "b": {}\\n}'
@@ -23,6 +25,9 @@ from types import GeneratorType
 from typing import Any, BinaryIO, Callable
 
 __all__ = ["dump", "dumps"]
+
+#: tokens :func:`dump` gathers before it writes them out
+_CHUNK = 1 << 16
 
 
 def _float(value: float) -> str:
@@ -60,7 +65,9 @@ def _scalar(value: Any) -> str | None:
     return None
 
 
-def _encode(value: Any, pad: str, put: Callable[[str], object]) -> None:
+def _encode(value: Any, pad: str, put: Callable[[str], object], spill: Callable[[], object] = int) -> None:
+    """Put the JSON of ``value`` token by token; ``spill`` is called after each item of a
+    generator (where :func:`dump` writes out what it has gathered)."""
     kind = type(value)
     if kind is str:
         put(encode_basestring_ascii(value))
@@ -75,29 +82,61 @@ def _encode(value: Any, pad: str, put: Callable[[str], object]) -> None:
         inner = pad + " "
         sep = "{" + inner
         for k, v in value.items():
-            put(sep)
-            put(encode_basestring_ascii(k) if type(k) is str else _key(k))
-            put(": ")
-            _encode(v, inner, put)
+            head = sep + (encode_basestring_ascii(k) if type(k) is str else _key(k)) + ": "
             sep = "," + inner
+            vt = type(v)  # the scalars of a record in the same token as their key
+            if vt is str:
+                put(head + encode_basestring_ascii(v))
+            elif vt is int:
+                put(head + int.__repr__(v))
+            elif v is None:
+                put(head + "null")
+            else:
+                put(head)
+                _encode(v, inner, put, spill)
         put(pad + "}")
         return
+    if kind is list or kind is tuple:
+        flat = _flat(value, pad + " ")
+        if flat is not None:
+            put(flat)
+            return
     text = _scalar(value)
     if text is not None:
         put(text)
         return
     if isinstance(value, dict):
-        _encode(dict(value), pad, put)
+        _encode(dict(value), pad, put, spill)
         return
     if not isinstance(value, (list, tuple, GeneratorType)):
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
     inner = pad + " "
     sep = "[" + inner
+    streamed = kind is GeneratorType
     for v in value:
         put(sep)
-        _encode(v, inner, put)
+        _encode(v, inner, put, spill)
         sep = "," + inner
+        if streamed:
+            spill()
     put("[]" if sep[0] == "[" else pad + "]")
+
+
+def _flat(items: list[Any] | tuple[Any, ...], inner: str) -> str | None:
+    """The JSON of a non-empty array of strings alone or of integers alone, in one string (its
+    items need no recursion); ``None`` for any other array."""
+    if not items:
+        return None
+    kind = type(items[0])
+    if kind is str:
+        encode: Callable[[Any], str] = encode_basestring_ascii
+    elif kind is int:
+        encode = int.__repr__
+    else:
+        return None
+    if not all(type(v) is kind for v in items):
+        return None
+    return "[" + inner + ("," + inner).join(map(encode, items)) + inner[:-1] + "]"
 
 
 def dumps(value: Any) -> str:
@@ -108,10 +147,19 @@ def dumps(value: Any) -> str:
 
 
 def dump(value: Any, fh: BinaryIO) -> None:
-    """Write ``dumps(value)`` into the binary file ``fh`` (UTF-8, as ASCII), in chunks."""
+    """Write ``dumps(value)`` into the binary file ``fh`` (UTF-8, as ASCII), in chunks: the
+    tokens are gathered in a list and written out, joined, every :data:`_CHUNK` tokens."""
     text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+    parts: list[str] = []
+
+    def spill() -> None:
+        if len(parts) >= _CHUNK:
+            text.write("".join(parts))
+            parts.clear()
+
     try:
-        _encode(value, "\n", text.write)
+        _encode(value, "\n", parts.append, spill)
+        text.write("".join(parts))
         text.flush()
     finally:
         text.detach()  # leave ``fh`` open: its owner closes it

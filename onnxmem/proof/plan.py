@@ -87,7 +87,7 @@ from dataclasses import replace
 from typing import Any
 
 from onnxmem.analysis.aliasing import RULES
-from onnxmem.graph import Body, GraphView, bound_outputs, child_path, inside_outputs
+from onnxmem.graph import Body, GraphView, Tensor, bound_outputs, child_path, inside_outputs
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
 from onnxmem.proof.concurrency import concurrency_findings
 from onnxmem.proof.finding import Finding, Lifetimes
@@ -359,15 +359,17 @@ def _tensor_findings(plan: MemoryPlan, view: GraphView, limit: int | None) -> li
         if pt.name in planned:
             found.append(Finding("mismatch", pt.name, f"tensor {pt.name!r} appears twice in the plan"))
         planned[pt.name] = pt
+    def where(t: Tensor) -> str:
+        return f"written by node {view.ops[t.producer].name!r}" if t.producer is not None else "a graph input"
+
     for name, t in expected.items():
         got = planned.get(name)
-        where = f"written by node {view.ops[t.producer].name!r}" if t.producer is not None else "a graph input"
         if got is None:
-            found.append(Finding("mismatch", name, f"tensor {name!r} ({where}) is not in the plan; re-plan the model"))
+            found.append(Finding("mismatch", name, f"tensor {name!r} ({where(t)}) is not in the plan; re-plan the model"))
         elif (got.dtype, tuple(got.shape), got.size) != (t.dtype, tuple(t.shape), t.size):
             found.append(Finding(
                 "mismatch", name,
-                f"tensor {name!r} ({where}) is {t.dtype}{list(t.shape)} ({t.size} B) in the model but "
+                f"tensor {name!r} ({where(t)}) is {t.dtype}{list(t.shape)} ({t.size} B) in the model but "
                 f"{got.dtype}{list(got.shape)} ({got.size} B) in the plan; re-plan with the same dims",
             ))
         if limit is not None and len(found) >= limit:

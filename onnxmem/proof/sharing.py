@@ -67,30 +67,32 @@ class _Sharing:
         if not tensors:
             return
         life = self.life
-        start = [life[t.name][0] for t in tensors]
+        spans = [life[t.name] for t in tensors]
+        start = [sp[0] for sp in spans]
+        low = [t.offset for t in tensors]
+        high = [t.offset + t.size for t in tensors]
         widest = max(t.size for t in tensors)
         by_start = sorted(range(len(tensors)), key=start.__getitem__)
         ending: list[tuple[int, int, int]] = []  # (end, offset, index): a min-heap
         active: list[tuple[int, int]] = []  # (offset, index), sorted
         for i in by_start:
-            t = tensors[i]
             s = start[i]
             while ending and ending[0][0] <= s:
                 _e, off, j = heapq.heappop(ending)
                 del active[bisect_left(active, (off, j))]
-            lo, hi = t.offset, t.offset + t.size
+            lo, hi = low[i], high[i]
             # every active tensor that starts below hi and ends above lo; none
             # starts below lo - widest
             k = bisect_left(active, (hi, -1)) - 1
             while k >= 0 and active[k][0] + widest > lo:
-                u = tensors[active[k][1]]
-                if u.offset + u.size > lo:
-                    self._pair(u, t)
+                j = active[k][1]
+                if high[j] > lo:
+                    self._pair(tensors[j], tensors[i])
                     if limit is not None and len(self.alias) + len(self.overlap) >= limit:
                         return
                 k -= 1
             insort(active, (lo, i))
-            heapq.heappush(ending, (life[t.name][1], lo, i))
+            heapq.heappush(ending, (spans[i][1], lo, i))
 
     def _pair(self, u: PlannedTensor, t: PlannedTensor) -> None:
         """``u`` (live already) and ``t`` (written now) share bytes while both are live."""

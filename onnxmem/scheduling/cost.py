@@ -167,27 +167,35 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     producer = [-1] * len(size)
     outs, reads, preds, ip = Rows(), Rows(), Rows(), Rows()
     disc = [0] * n
+    # each row appended straight to its flat arrays (Rows.append, inlined: one row per node)
+    o_data, o_start, r_data, r_start = outs.data, outs.start, reads.data, reads.start
+    i_data, i_start = ip.data, ip.start
+    ops, predecessors = view.ops, view.predecessors
     for v, gi in enumerate(real):
-        op = view.ops[gi]
+        op = ops[gi]
         row: list[int] = []
         for o in op.outputs:
-            if o in tid and o not in source and tid[o] not in row:
-                producer[tid[o]] = v
-                row.append(tid[o])
-        outs.append(row)
+            k = tid.get(o)
+            if k is not None and o not in source and k not in row:
+                producer[k] = v
+                row.append(k)
+        o_data.extend(row)
+        o_start.append(len(o_data))
         row = []
         for r in op.reads:
-            if r in tid and tid[r] not in row:
-                row.append(tid[r])
-        reads.append(row)
+            k = tid.get(r)
+            if k is not None and k not in row:
+                row.append(k)
+        r_data.extend(row)
+        r_start.append(len(r_data))
         found = sharing.get(gi)
-        over: list[int] = []
         if found is not None and found[0].kind == INPLACE:
             over = _overwritable_classes(view, op, found, tid, writable)
             if over:
                 disc[v] = size[tid[op.outputs[0]]]
-        ip.append(over)
-        preds.append([local[p] for p in view.predecessors(gi)])
+                i_data.extend(over)
+        i_start.append(len(i_data))
+        preds.append([local[p] for p in predecessors(gi)])
     del tid, local, sharing, writable
     consumers, succs = transpose(reads, len(size)), transpose(preds, n)
     base = 0
@@ -223,6 +231,8 @@ def _classes(view: GraphView, io: str, alignment: int,
     resolved: dict[str, str] = {}
 
     def root(name: str) -> str:
+        if name not in source:  # most tensors are no view's output: their own root
+            return resolved.get(name, name)
         path = [name]
         seen = {name}
         while name in source and name not in resolved and source[name] not in seen:
@@ -257,11 +267,9 @@ def _memory_ops(view: GraphView) -> tuple[list[int], list[int], dict[int, int]]:
     real: list[int] = []
     free: list[int] = []
     local: dict[int, int] = {}
+    tensors = view.tensors  # (no value is named "": an omitted output is no tensor)
     for op in view.ops:
-        touches = any(n in view.tensors and view.tensors[n].kind != "weight" for n in op.reads) or any(
-            o and o in view.tensors and view.tensors[o].kind != "weight" for o in op.outputs
-        )
-        if touches:
+        if any(t is not None and t.kind != "weight" for t in map(tensors.get, (*op.reads, *op.outputs))):
             local[op.index] = len(real)
             real.append(op.index)
         else:
@@ -377,36 +385,42 @@ class Piece:
                 found = kept[t] = any(c not in loc and not (ran is not None and ran[c]) for c in graph.consumers[t])
             return found
 
+        # the graph's rows read as slices of their flat arrays, its lists held in locals: this
+        # loop runs once per node of every piece the search evaluates
+        size, producer, pinned, disc_of = graph.size, graph.producer, graph.pinned, graph.disc
+        c_data, c_start, o_data, o_start = graph.consumers.data, graph.consumers.start, graph.outs.data, graph.outs.start
+        r_data, r_start, i_data, i_start = graph.reads.data, graph.reads.start, graph.ip.data, graph.ip.start
         for g in nodes:
             a = k = 0
-            for t in graph.outs[g]:
-                a += graph.size[t]
-                if graph.consumers[t] or graph.pinned[t]:
-                    k += graph.size[t]
+            for t in o_data[o_start[g]:o_start[g + 1]]:
+                a += size[t]
+                if c_start[t + 1] > c_start[t] or pinned[t]:
+                    k += size[t]
             alloc.append(a)
             keep.append(k)
             fr: list[tuple[int, int]] = []
             h = e = 0
-            for t in graph.reads[g]:
-                if graph.producer[t] in loc:
-                    h += graph.size[t]
-                if graph.pinned[t] or read_later(t):
+            for t in r_data[r_start[g]:r_start[g + 1]]:
+                inside = producer[t] in loc
+                if inside:
+                    h += size[t]
+                if pinned[t] or read_later(t):
                     continue
                 if t not in slot:
                     slot[t] = len(rem0)
-                    rem0.append(sum(1 for c in graph.consumers[t] if c in loc))
-                    slot_prod.append(loc.get(graph.producer[t], -1))
-                    if graph.producer[t] not in loc:
-                        ext += graph.size[t]
-                if graph.producer[t] not in loc:
-                    e += graph.size[t]
-                fr.append((slot[t], graph.size[t]))
+                    rem0.append(sum(1 for c in c_data[c_start[t]:c_start[t + 1]] if c in loc))
+                    slot_prod.append(loc.get(producer[t], -1))
+                    if not inside:
+                        ext += size[t]
+                if not inside:
+                    e += size[t]
+                fr.append((slot[t], size[t]))
             frees.append(fr or ())  # empty rows share one tuple
             held.append(h)
             ext_read.append(e)
-            over = [slot[t] for t in graph.ip[g] if t in slot]  # classes that can die here
+            over = [slot[t] for t in i_data[i_start[g]:i_start[g + 1]] if t in slot]  # classes that can die here
             ip.append(over or ())
-            disc.append(graph.disc[g] if over else 0)
+            disc.append(disc_of[g] if over else 0)
         return Piece(graph, nodes, preds, succs, alloc, keep, frees, rem0, ext, held, ext_read, slot_prod,
                      ip, disc)
 
@@ -504,8 +518,9 @@ def _reaches_every_frontier(seq: Sequence[int], adj: Sequence[Sequence[int]], si
     frontier = [False] * size
     count = 0
     for v in seq:
-        out.append(sum(1 for p in adj[v] if frontier[p]) == count)
-        for p in adj[v]:
+        hits = [p for p in adj[v] if frontier[p]]
+        out.append(len(hits) == count)
+        for p in hits:
             if frontier[p]:
                 frontier[p] = False
                 count -= 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Collection, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -31,6 +31,7 @@ from onnxmem.model import (
 __all__ = [
     "SYMBOLIC_PASSES",
     "collect_graph_types",
+    "collect_value_types",
     "collect_types",
     "run_engines",
     "run_onnx_inference",
@@ -263,7 +264,16 @@ def collect_graph_types(g: onnx.GraphProto) -> dict[str, tuple[int | None, tuple
     out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
     for init in g.initializer:
         out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
+    return collect_value_types((*g.input, *g.value_info, *g.output), out)
+
+
+def collect_value_types(values: Iterable[onnx.ValueInfoProto],
+                        out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] | None = None,
+                        ) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+    """``out`` (a new dict where not given) with the types of the declarations ``values``, in
+    order, by :func:`collect_graph_types`'s rule."""
+    out = {} if out is None else out
+    for vi in values:
         et, sh = read_type(vi)
         prev = out.get(vi.name)
         if prev is None or prev[1] is None or (sh is not None and None in prev[1]):

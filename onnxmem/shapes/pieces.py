@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 import onnx
 
 from onnxmem.model import Dim, subgraph_attributes
-from onnxmem.shapes.engines import collect_graph_types, run_onnx_inference
+from onnxmem.shapes.engines import collect_graph_types, collect_value_types, run_onnx_inference
 
 __all__ = ["PIECE_NODES", "PIECE_WINDOW", "infer_in_pieces"]
 
@@ -63,12 +63,15 @@ def infer_in_pieces(
         inferred = infer(piece)
         if inferred is None:
             return None
-        for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        # the piece's inputs and initializers are values of earlier windows or of the header,
+        # already in ``out``: only the values it makes are read
+        made = (*inferred.graph.value_info, *inferred.graph.output)
+        for vi in made:
             if vi.name not in types and last.get(vi.name, -1) > w:
                 kept = onnx.TypeProto()
                 kept.CopyFrom(vi.type)  # a copy: a reference would keep the whole piece alive
                 types[vi.name] = kept
-        for name, typed in collect_graph_types(inferred.graph).items():
+        for name, typed in collect_value_types(made).items():
             out.setdefault(name, typed)
         del inferred, piece
     return out

@@ -122,11 +122,18 @@ def _pieces_complete(state: Inference) -> bool:
     info = pieces.infer_in_pieces(state.work)
     if info is None:
         return False
+    found: dict[str, TypedShape] = {}
     for name in state.wanted:
         et, sh = info.get(name, (None, None))
-        if et is None or sh is None or any(resolve_dim(d, state.dims) is None for d in sh):
+        if et is None or sh is None:
             return False
-    state.absorb(info, "onnx", state.dims)
+        resolved = [resolve_dim(d, state.dims) for d in sh]
+        if None in resolved:
+            return False
+        if name not in state.known:
+            found[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
+    state.known.update(found)  # what absorb takes: every wanted value, each resolved once
+    state.sources.update(dict.fromkeys(found, "onnx"))
     return True
 
 
