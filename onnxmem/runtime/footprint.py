@@ -211,6 +211,14 @@ def allocation_tracer() -> tuple[Any, Any] | None:
         return None
 
 
+def _start_tracing() -> tuple[tuple[Any, Any] | None, int]:
+    """The allocation tracer (or ``None``) with its peak reset, and the bytes it holds now."""
+    tracer = allocation_tracer()
+    if tracer is not None:
+        tracer[1]()
+    return tracer, _traced(tracer)[0]
+
+
 def _traced(tracer: tuple[Any, Any] | None) -> tuple[int, int]:
     """(held, peak) bytes of the allocation tracer; (0, 0) without one."""
     if tracer is None:
@@ -304,10 +312,7 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
                                       f"{first_line(exc)}") from None
         created = _status("VmHWM") - baseline
         held = _status("VmRSS") - baseline
-        tracer = allocation_tracer()
-        if tracer is not None:
-            tracer[1]()
-        made = _traced(tracer)[0]
+        tracer, made = _start_tracing()
         after = []
         for _ in range(runs):
             run_bounded(session, None, feeds, "to measure its peak")
@@ -389,10 +394,7 @@ def _measure_training_step(training: str, checkpoint: str, feeds: list[Any], opt
         made_peak = _status("VmHWM") - before
         _reset_peak()
         baseline = _status("VmRSS")
-        tracer = allocation_tracer()
-        if tracer is not None:
-            tracer[1]()
-        held = _traced(tracer)[0]
+        tracer, held = _start_tracing()
         after = []
         for _ in range(steps):
             module(*feeds)
