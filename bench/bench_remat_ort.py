@@ -156,7 +156,7 @@ def account(name: str, tmp: Path, factor: float) -> list[str]:
     return rows
 
 
-#: the Module's session settings (label, :func:`onnxmem.runtime.footprint.session_options` keywords;
+#: the Module's session settings (label, :func:`onnxmem.runtime.footprint.measuring_options` keywords;
 #: ``None``: onnxruntime's defaults, no options passed); the last is what ``plan --budget`` prints
 MODULE_SETTINGS = (("onnxruntime defaults", None), ("reuse off", {"mem_reuse": False}),
                    ("reuse off, arena off", {"mem_reuse": False, "arena": False}),

@@ -26,6 +26,7 @@ compare predictions with it.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import platform
@@ -37,7 +38,7 @@ from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, show_name
 from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
 from onnxmem.runtime.isolation import end_child, end_run, run_isolated, run_limits, start_run
 
-__all__ = ["FixedCost", "SessionPeak", "TrainingStepPeak", "allocation_tracer", "cache_text", "fixed_cost", "session_options",
+__all__ = ["FixedCost", "SessionPeak", "TrainingStepPeak", "allocation_tracer", "cache_text", "fixed_cost", "measuring_options",
            "session_peak", "training_step_peak"]
 
 #: provider name -> onnxruntime's execution provider
@@ -246,11 +247,12 @@ def _feeds(path: str, shapes: Mapping[str, tuple[int, ...]], training: bool) -> 
     return training_feeds(model, build_view(model, infer_shapes(model, input_shapes=shapes or None)))
 
 
-def session_options(*, level: str | None = None, mem_pattern: bool | None = None, arena: bool | None = None,
-                    mem_reuse: bool | None = None, prepack: bool = True, arena_extend: str | None = None,
-                    order: str | None = None) -> Any:
-    """onnxruntime ``SessionOptions`` with the settings given (``None``: onnxruntime's default;
-    the keywords as :func:`session_peak`'s). ``arena_extend`` registers a process-wide CPU arena
+def measuring_options(*, level: str | None = None, mem_pattern: bool | None = None, arena: bool | None = None,
+                      mem_reuse: bool | None = None, prepack: bool = True, arena_extend: str | None = None,
+                      order: str | None = None) -> Any:
+    """onnxruntime ``SessionOptions`` of a session measured as a user runs it: onnxruntime's
+    defaults but the settings given (``None``: onnxruntime's default; the keywords as
+    :func:`session_peak`'s; onnxmem's own sessions use :func:`onnxmem.runtime.ort.session_options`). ``arena_extend`` registers a process-wide CPU arena
     with that extension strategy (once per process: call it in a fresh child) and makes the
     session use it. Call it where onnxruntime is loaded (the child)."""
     import onnxruntime as ort
@@ -277,8 +279,8 @@ def session_options(*, level: str | None = None, mem_pattern: bool | None = None
     return options
 
 
-#: the keywords of :func:`session_options`
-_SETTINGS = frozenset({"level", "mem_pattern", "arena", "mem_reuse", "prepack", "arena_extend", "order"})
+#: the keywords of :func:`measuring_options`
+_SETTINGS = frozenset(inspect.signature(measuring_options).parameters)
 
 
 def _check_settings(arena_extend: str | None, order: str | None) -> None:
@@ -299,7 +301,7 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
     from onnxmem.runtime.ort import first_line, run_bounded
 
     feeds = _feeds(path, shapes, training) if runs else {}
-    options = session_options(level=level, mem_pattern=mem_pattern, arena=arena, mem_reuse=mem_reuse,
+    options = measuring_options(level=level, mem_pattern=mem_pattern, arena=arena, mem_reuse=mem_reuse,
                               prepack=prepack, arena_extend=arena_extend, order=order)
     start_run(f"a session of {show_name(path)} to measure its peak")
     try:
@@ -383,7 +385,7 @@ def _measure_training_step(training: str, checkpoint: str, feeds: list[Any], opt
         _reset_peak()
         before = _status("VmRSS")
         try:
-            options = None if settings is None else session_options(**settings)
+            options = None if settings is None else measuring_options(**settings)
             module = Module(training, CheckpointState.load_checkpoint(checkpoint), device="cpu",
                             session_options=options)
             step = Optimizer(optimizer, module).step if optimizer is not None else None
@@ -419,7 +421,7 @@ def training_step_peak(training: str | os.PathLike[str], checkpoint: str | os.Pa
     of its peak resident size (``VmHWM``) over its resident size once the ``Module`` is made
     (:class:`TrainingStepPeak`). A step is ``Module.__call__``, then ``Optimizer.step`` where
     ``optimizer`` names the generator's ``optimizer_model.onnx`` (its state is made with the
-    Module), then ``lazy_reset_grad``. ``settings``: :func:`session_options`' keywords for the
+    Module), then ``lazy_reset_grad``. ``settings``: :func:`measuring_options`' keywords for the
     Module's ``session_options`` (``None``: onnxruntime's defaults, none passed). The first step
     peaks: onnxruntime's arena keeps what it allocates, so a later step of the same process grows
     by little. Needs onnxruntime-training."""

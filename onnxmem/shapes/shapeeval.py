@@ -62,6 +62,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxmem.core.toposort import stable_order
+from onnxmem.model import subgraph_attributes
 from onnxmem.shapes.evalbase import (
     ELEM_TYPES,
     MAX_ELEMENTS,
@@ -489,8 +490,7 @@ class _Carrier:
 
 def _carries(node: onnx.NodeProto) -> bool:
     """Whether step 5 may ask onnx's rule of ``node``: the standard domain, no subgraph."""
-    return node.domain in ("", "ai.onnx") and not any(
-        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+    return node.domain in ("", "ai.onnx") and not subgraph_attributes(node)
 
 
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
