@@ -14,14 +14,20 @@ install: $(VENV)/bin/python
 	$(PYTHON) -m pip install -q -c constraints.txt -e ".[dev]"
 
 # the search kernels compiled for this machine's processor (onnxmem/core/_aot*.so, used first when present)
-.PHONY: kernels kernels-generic
+.PHONY: kernels kernels-generic kernels-generic-all
 kernels:
 	$(PYTHON) -m onnxmem.core._native_build
 
-# the shipped module, for any processor of the architecture: rebuild and commit it whenever the
-# kernel sources change (tests/test_native.py checks that it is current)
+# the shipped module, for any processor of the architecture, for this Python: rebuild and commit
+# it whenever the kernel sources change (tests/test_native.py checks that it is current)
 kernels-generic:
 	$(PYTHON) -m onnxmem.core._native_build --target-cpu generic
+
+# the shipped modules for every supported Python (3.10 to 3.13): GENERIC_PYTHONS names one
+# interpreter of each, each with numba, numpy and setuptools installed
+GENERIC_PYTHONS ?= python3.10 python3.11 python3.12 python3.13
+kernels-generic-all:
+	for py in $(GENERIC_PYTHONS); do PYTHONPATH=$(CURDIR) $$py -m onnxmem.core._native_build --target-cpu generic || exit 1; done
 
 # the default suite over TEST_JOBS worker processes (pytest-xdist; 2: the cores of the CI machine)
 TEST_JOBS ?= 2

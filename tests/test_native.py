@@ -8,7 +8,9 @@ The module fixture builds the extension module when it is absent or stale (as
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -44,7 +46,7 @@ def aot(tmp_path_factory: pytest.TempPathFactory) -> Any:
         from onnxmem.core._native_build import build
 
         build()
-    for built in [*(PACKAGE / "core").glob("_aot.*"), *(PACKAGE / "core").glob("_aot_generic.*")]:
+    for built in [*_this_python("_aot"), *_this_python("_aot_generic")]:
         module = _load_copy(built, tmp_path_factory.mktemp("aot"))
         if int(module.source_hash()) == _native.source_hash() and _native._mismatch(module) is None:
             return module  # the one this package uses: built here, else the shipped generic one
@@ -62,16 +64,32 @@ def _load_copy(built: Path, folder: Path) -> Any:
     return module
 
 
+def _this_python(stem: str) -> list[Path]:
+    """The modules named ``stem`` that this interpreter can load (its extension suffixes)."""
+    return [PACKAGE / "core" / (stem + suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            if (PACKAGE / "core" / (stem + suffix)).exists()]
+
+
 def test_the_shipped_generic_module_is_current(tmp_path: Path) -> None:
-    """The module shipped with the sources (so that installing compiles nothing) was built from
-    the present kernel sources, for any processor: rebuild it with `make kernels-generic`."""
-    shipped = list((PACKAGE / "core").glob("_aot_generic.*"))
-    assert shipped, "onnxmem/core/_aot_generic*.so is missing: run `make kernels-generic` and commit it"
-    for built in shipped:
-        module = _load_copy(built, tmp_path)
-        assert int(module.source_hash()) == _native.source_hash(), (
-            f"{built.name} was built from other kernel sources: run `make kernels-generic` and commit it")
-        assert int(module.machine_hash()) == 0  # for any processor of the architecture
+    """The modules shipped with the sources (so that installing compiles nothing), one per
+    supported Python, were built from the present kernel sources, for any processor: rebuild
+    them with `make kernels-generic-all`. This Python's is loaded and asked; the others are
+    read from the record the build writes."""
+    from onnxmem.core._native_build import GENERIC_RECORD
+
+    record = json.loads((PACKAGE / "core" / GENERIC_RECORD).read_text())
+    shipped = sorted(p.name for p in (PACKAGE / "core").glob("_aot_generic.*") if p.suffix == ".so")
+    for minor in range(10, 14):  # setup.cfg: python_requires >= 3.10
+        assert any(f".cpython-3{minor}-" in name for name in shipped), (
+            f"no generic module for Python 3.{minor}: run `make kernels-generic-all` and commit it")
+    for name in shipped:
+        assert record.get(name) == _native.source_hash(), (
+            f"{name} was built from other kernel sources: run `make kernels-generic-all` and commit it")
+    mine = _this_python("_aot_generic")
+    assert mine, "no generic module for this Python: run `make kernels-generic` and commit it"
+    module = _load_copy(mine[0], tmp_path)
+    assert int(module.source_hash()) == _native.source_hash() == record[mine[0].name]
+    assert int(module.machine_hash()) == 0  # for any processor of the architecture
 
 
 def _run(code: str, *, env: dict[str, str] | None = None, path: Path = ROOT) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,8 @@ processor). ``--target-cpu generic`` builds
 :data:`onnxmem.core._native.GENERIC_MODULE` instead, for any processor of the
 architecture: the module shipped with the sources (``make kernels-generic``;
 rebuild and commit it with every change of the kernel sources, a test checks
-it). Built in a temporary folder, and moved into place in one step, so that a process
+it; one module per Python version, each recorded with its sources' hash in
+:data:`GENERIC_RECORD`). Built in a temporary folder, and moved into place in one step, so that a process
 starting meanwhile sees either the old module or the new one. Needs numba,
 setuptools and a C compiler; without them the kernels stay just in time.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import shutil
 import sys
@@ -82,7 +84,23 @@ def build(package: Path | None = None, *, target_cpu: str = "host") -> Path:
         staged = package / f".{built.name}.{os.getpid()}.tmp"
         shutil.copyfile(built, staged)
         os.replace(staged, target)
+    if target_cpu != "host":
+        _record_generic(package, target.name, _BUILD_HASH)
     return target
+
+
+#: the shipped generic modules, one per Python version, each with the hash of the kernel
+#: sources it was built from (a module of another Python cannot be loaded to ask it)
+GENERIC_RECORD = "_aot_generic.json"
+
+
+def _record_generic(package: Path, filename: str, source_hash: int) -> None:
+    record = package / GENERIC_RECORD
+    built = json.loads(record.read_text()) if record.exists() else {}
+    built[filename] = source_hash
+    staged = package / f".{GENERIC_RECORD}.{os.getpid()}.tmp"
+    staged.write_text(json.dumps(dict(sorted(built.items())), indent=1) + "\n")
+    os.replace(staged, record)
 
 
 def main(argv: list[str] | None = None) -> int:
