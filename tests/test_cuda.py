@@ -87,10 +87,11 @@ def test_compare_measures_onnxruntime_on_cuda(tmp_path):
     onnx.save(make_model(nodes, [vi("x", [1, 1024], TensorProto.FLOAT)], [vi("y", [1, 1024])]), path)
     r = CliRunner().invoke(main, ["compare", str(path), "--device", "cuda", "--alignment", "256"])
     assert r.exit_code == 0, r.output
-    # at the Add, a, b and y (4 KiB each) are allocated; the arena reuses a's bytes for y
+    # at the Add, a, b and y (4 KiB each) are allocated; the plan holds the same three: Add is
+    # not among the kernels onnxruntime declares in place (docs/aliasing.md)
     line = next(ln for ln in r.stdout.splitlines() if "ORT_DISABLE_ALL" in ln)
     assert re.search(r"ORT_DISABLE_ALL: [\d.]+ KiB \(12,288 B\) allocated", line), line
-    assert re.search(r"onnxmem arena +8\.00 KiB \(8,192 B\)", r.stdout), r.stdout
+    assert re.search(r"onnxmem arena +12\.00 KiB \(12,288 B\)", r.stdout), r.stdout
 
 
 def test_a_recomputed_model_matches_its_original_bit_for_bit_on_cuda(tmp_path):
@@ -107,3 +108,43 @@ def test_a_recomputed_model_matches_its_original_bit_for_bit_on_cuda(tmp_path):
     r = CliRunner().invoke(main, ["verify", str(rewritten), "--original", str(original), "--device", "cuda"])
     assert r.exit_code == 0, r.output
     assert "outputs identical, bit for bit" in r.stdout
+
+
+def test_verify_on_cuda_holds_little_device_memory_beside_its_arena(tmp_path):
+    """Each node's session once kept a device arena and handles of its own to the end of the
+    run: verifying DenseNet-121 (an 8 MB arena) took 38.9 GB of an H200. One shared arena and
+    at most ``CUDA_SESSIONS`` sessions at once keep the device memory the run takes, read
+    every 20 ms while it runs, within 4 GiB."""
+    import threading
+    from pathlib import Path
+
+    import onnx.backend.test as backend_test
+
+    from onnxmem.runtime.isolation import available_memory
+    from onnxmem.zoo import materialize
+
+    light = Path(backend_test.__file__).parent / "data" / "light" / "light_densenet121.onnx"
+    model = materialize(light, tmp_path)
+    before = available_memory("cuda")
+    assert before is not None
+    lowest = [before]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            free = available_memory("cuda")
+            if free is not None:
+                lowest[0] = min(lowest[0], free)
+            done.wait(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        r = CliRunner().invoke(main, ["verify", str(model), "--device", "cuda", "--alignment", "256"])
+    finally:
+        done.set()
+        watcher.join()
+    assert r.exit_code == 0, r.output
+    taken = before - lowest[0]
+    print(f"device memory taken by verify: {taken / 2**20:.0f} MiB")
+    assert taken < 4 * 2**30, f"verify took {taken / 2**30:.1f} GiB of the GPU"

@@ -677,3 +677,17 @@ def test_host_array_owns_its_bytes():
     assert kept.flags["OWNDATA"] and not np.shares_memory(kept, src)
     src[:] = -1.0
     assert np.array_equal(kept, np.arange(256, dtype=np.float32).reshape(2, 128))
+
+
+def test_recent_sessions_keep_the_last_used_and_drop_the_oldest():
+    from onnxmem.runtime.sessions import RecentSessions
+
+    cache = RecentSessions(2)
+    cache["a"], cache["b"] = 1, 2
+    assert cache["a"] == 1  # a is now the most recent
+    cache["c"] = 3
+    assert list(cache) == ["a", "c"] and "b" not in cache
+    cache["a"] = 4  # storing again refreshes it too
+    cache["d"] = 5
+    assert dict(cache) == {"a": 4, "d": 5}
+

@@ -112,6 +112,7 @@ class ArenaSteps(abc.ABC):
             # one convolution algorithm whatever the session: runs of the same node agree bit for bit
             self.session_options.use_deterministic_compute = True
             self.providers = [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT"})]
+            sessions.shared_cuda_arena(self.session_options)
         self.findings: list[Finding] = []
         self.saved: dict[str, np.ndarray] = {}  # the bytes each live value must still hold
         self.history: list[Write] = []
@@ -127,8 +128,12 @@ class ArenaSteps(abc.ABC):
         self.whole_seconds = 0.0
         self._weight_values: dict[tuple[str, bool], Any] = {}
         self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
-        self._sessions: dict[tuple[str, int, tuple[tuple[int, ...], ...]], Any] = {}  # body nodes' sessions
-        self._node_sessions: dict[bytes, Any] = {}  # nodes alike share one (sessions.node_session)
+        # body nodes' sessions, and those of nodes alike (sessions.node_session); on CUDA the recent ones only
+        self._sessions: dict[tuple[str, int, tuple[tuple[int, ...], ...]], Any] = self._session_cache()
+        self._node_sessions: dict[bytes, Any] = self._session_cache()
+
+    def _session_cache(self) -> Any:
+        return sessions.RecentSessions(sessions.CUDA_SESSIONS) if self.cuda else {}
 
     # -------------------------------------------------------------- memory access
 
