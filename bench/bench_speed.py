@@ -15,6 +15,8 @@ resident memory are that process's and its children's (``os.wait4``):
 5. every zoo model: ``verify MODEL`` (plan, static proof, the reference outside the arena: one
    whole-model run, or each node again where that cannot be; the run in one arena) against
    the same onnxruntime process as 2 (target: at most 2).
+6. ``verify-cuda`` (only when named in ``--sections``): ``verify MODEL --device cuda`` against a
+   process that runs the model once on onnxruntime's CUDA provider (target: at most 2).
 
 Runs are medians of ``--runs`` after one run that is not counted (it writes the modules'
 bytecode, as the first run after an install does; ``PYTHONDONTWRITEBYTECODE`` is dropped);
@@ -44,8 +46,11 @@ _ORT_RUN = r"""
 import sys
 import numpy as np
 import onnxruntime as ort
-session = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
-dims = {k: int(v) for k, v in (d.split("=") for d in sys.argv[2:])}
+providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if sys.argv[2] == "cuda" else ["CPUExecutionProvider"]
+session = ort.InferenceSession(sys.argv[1], providers=providers)
+if session.get_providers()[0] != providers[0]:
+    sys.exit(f"onnxruntime did not take {providers[0]}")
+dims = {k: int(v) for k, v in (d.split("=") for d in sys.argv[3:])}
 types = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
          "tensor(bool)": np.bool_, "tensor(float16)": np.float16}
 feeds = {i.name: np.zeros([d if isinstance(d, int) else dims.get(d, 1) for d in i.shape], types[i.type])
@@ -79,8 +84,9 @@ def met(figures: dict[str, float], seconds: float, mib: float | None = None) -> 
     return "; ".join(f"{kind} {'yes' if figures[kind] <= seconds and fits else 'no'}" for kind in ("wall", "cpu"))
 
 
-def median_of(runs: int, cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
-    timed(cmd, env)  # a first run writes the bytecode, as the first run after an install does
+def median_of(runs: int, cmd: list[str], env: dict[str, str] | None = None, warm: bool = True) -> dict[str, float]:
+    if warm:
+        timed(cmd, env)  # a first run writes the bytecode, as the first run after an install does
     got = [timed(cmd, env) for _ in range(runs)]
     return {k: statistics.median(g[k] for g in got) for k in got[0]}
 
@@ -122,10 +128,14 @@ def large_case(tmp: Path, nodes: int) -> list[str]:
     return rows
 
 
-def zoo_case(tmp: Path, runs: int, only: str | None, command: str = "plan", target: float = 1.0) -> list[str]:
+def zoo_case(tmp: Path, runs: int, only: str | None, command: str = "plan", target: float = 1.0,
+             device: str = "cpu", warm: str = "each") -> list[str]:
     """``plan MODEL -o`` (``command="verify"``: ``verify MODEL``) on every zoo model against a
     process that creates an onnxruntime session for it and runs it once; ``target``: the
-    ratio each should stay under."""
+    ratio each should stay under. ``device="cuda"``: ``verify --device cuda --alignment 256``
+    against a session on onnxruntime's CUDA provider. ``warm``: an uncounted first run of
+    each command (``each``) or of the first model's only (``first``: the bytecode is
+    written once for all)."""
     from onnxmem.zoo import load_zoo
     from onnxmem.zoo.fixtures import materialize
 
@@ -135,15 +145,18 @@ def zoo_case(tmp: Path, runs: int, only: str | None, command: str = "plan", targ
              "|---|---:|---:|---:|---:|---:|---:|"]
     walls, cpus = [], []
     for entry in load_zoo(ROOT / "models" / "zoo"):
-        if only and only not in entry.name:
+        if only and (entry.name not in only.split(",") if "," in only else only not in entry.name):
             continue
         folder = tmp / entry.name
         path = materialize(entry.path, folder)
         dims = [f"{k}={v}" for k, v in entry.dims.items()]
         flags = [a for d in dims for a in ("--dim", d)]
         out = ["-o", str(tmp / "zoo.json")] if command == "plan" else []
-        p = median_of(runs, onnxmem(command, str(path), *out, *flags))
-        o = median_of(runs, [sys.executable, "-c", _ORT_RUN, str(path), *dims])
+        if device == "cuda":
+            out = ["--device", "cuda", "--alignment", "256"]
+        warm_this = warm == "each" or not walls
+        p = median_of(runs, onnxmem(command, str(path), *out, *flags), warm=warm_this)
+        o = median_of(runs, [sys.executable, "-c", _ORT_RUN, str(path), device, *dims], warm=warm_this)
         walls.append(p["wall"] / o["wall"])
         cpus.append(p["cpu"] / o["cpu"])
         lines.append(f"| {entry.name} | {p['wall']:.2f} | {p['cpu']:.2f} | {o['wall']:.2f} | {o['cpu']:.2f} | "
@@ -211,7 +224,7 @@ def solver_case(tmp: Path, nodes: int) -> list[str]:
 
 
 #: the sections of the run, each a table of docs/speed.md between its own markers
-SECTIONS = ("pack", "large", "zoo", "verify", "solver")
+SECTIONS = ("pack", "large", "zoo", "verify", "verify-cuda", "solver")
 #: each section's heading in docs/speed.md
 HEADINGS = {
     "large": "`plan -o` on 100,000-node graphs (target: 10 s and 400 MB, whole process):",
@@ -223,6 +236,10 @@ HEADINGS = {
               "outside the arena as the reference, or each node again where that cannot be, and each node "
               "in one arena) against the same onnxruntime process, each a whole process (target: verify "
               "at most 2x onnxruntime):",
+    "verify-cuda": "`verify --device cuda --alignment 256` on zoo models (the same steps, each node run by "
+                   "onnxruntime's CUDA provider in one device arena) against onnxruntime creating a session "
+                   "on its CUDA provider and running it once, each a whole process (target: verify at most "
+                   "2x onnxruntime):",
 }
 
 
@@ -231,10 +248,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs per figure of the zoo and pack (median)")
     parser.add_argument("--nodes", type=int, default=100_000, help="nodes of the chain and the transformer")
     parser.add_argument("--random", type=int, default=100_000, help="nodes of the random DAG")
-    parser.add_argument("--only", default=None, help="zoo models whose name contains this")
-    parser.add_argument("--sections", default=",".join(SECTIONS),
-                        help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all); "
+    parser.add_argument("--only", default=None,
+                        help="zoo models whose name contains this, or (several, comma-separated) these models")
+    parser.add_argument("--sections", default=",".join(s for s in SECTIONS if s != "verify-cuda"),
+                        help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all but "
+                             "verify-cuda, which needs onnxruntime's CUDA provider); "
                              "docs/speed.md gets the tables of those")
+    parser.add_argument("--warm", choices=("each", "first"), default="each",
+                        help="an uncounted first run of every command (each), or of the first model's only")
     parser.add_argument("--quick", action="store_true", help="10k-node graphs, one run, three zoo models")
     parser.add_argument("--no-doc", action="store_true", help="print the tables, leave docs/speed.md alone")
     opts = parser.parse_args(argv)
@@ -252,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     only = opts.only or ("resnet50_batch" if opts.quick else None)
     cases = {"pack": lambda tmp: pack_case(tmp, opts.runs * 3),
              "large": lambda tmp: large_case(tmp, opts.nodes),
-             "zoo": lambda tmp: zoo_case(tmp, opts.runs, only),
-             "verify": lambda tmp: zoo_case(tmp, opts.runs, only, "verify", 2.0),
+             "zoo": lambda tmp: zoo_case(tmp, opts.runs, only, warm=opts.warm),
+             "verify": lambda tmp: zoo_case(tmp, opts.runs, only, "verify", 2.0, warm=opts.warm),
+             "verify-cuda": lambda tmp: zoo_case(tmp, opts.runs, only, "verify", 2.0, "cuda", opts.warm),
              "solver": lambda tmp: solver_case(tmp, opts.random)}
     sections: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="onnxmem-speed-") as tmp:
