@@ -73,6 +73,24 @@ def conv_model() -> onnx.ModelProto:
 # --------------------------------------------------------------------------- fixtures, weights
 
 
+def test_a_weight_near_float32s_lowest_fills_within_its_bounds_without_overflow():
+    """An attention mask's lowest float (t5_small has one) has a spread beyond float32's range:
+    its draws are clipped to the recorded bounds before the cast, so no value overflows."""
+    import warnings
+
+    mask = np.zeros((32, 32), np.float32)
+    mask[np.triu_indices(32, 1)] = np.finfo(np.float32).min
+    model = conv_model()
+    model.graph.initializer.append(numpy_helper.from_array(mask, "mask"))
+    stripped, _ = strip_weights(model, "conv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fill_weights(stripped, seed=0)
+    filled = numpy_helper.to_array(next(t for t in stripped.graph.initializer if t.name == "mask"))
+    assert np.isfinite(filled).all()
+    assert filled.min() >= np.finfo(np.float32).min and filled.max() <= 0.0
+
+
 def test_strip_then_fill_runs_like_a_model():
     model = conv_model()
     stripped, removed = strip_weights(model, "conv")

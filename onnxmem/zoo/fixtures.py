@@ -139,8 +139,10 @@ def fill_weights(model: onnx.ModelProto, seed: int = 0) -> int:
         if stats["std"] == 0.0:
             values = np.full(shape, stats["mean"], dtype=np.float32)
         else:
-            values = rng.normal(stats["mean"], stats["std"], size=shape).astype(np.float32)
-            np.clip(values, stats["min"], stats["max"], out=values)
+            # clipped before the cast: a draw beyond float32's range (an attention mask's
+            # lowest float, say) becomes the bound, with no overflow on the way
+            drawn = np.clip(rng.normal(stats["mean"], stats["std"], size=shape), stats["min"], stats["max"])
+            values = drawn.astype(np.float32)
         new = numpy_helper.from_array(values.astype(dtype), tensor.name)
         tensor.ClearField("external_data")
         tensor.data_location = onnx.TensorProto.DEFAULT
