@@ -112,7 +112,7 @@ def test_a_recomputed_model_matches_its_original_bit_for_bit_on_cuda(tmp_path):
 
 def test_verify_on_cuda_holds_little_device_memory_beside_its_arena(tmp_path):
     """Each node's session once kept a device arena and handles of its own to the end of the
-    run: verifying DenseNet-121 (an 8 MB arena) took 38.9 GB of an H200. One shared arena and
+    run: verifying DenseNet-121 (an 8 MB arena) took 38,881 MiB of an H200. One shared arena and
     at most ``CUDA_SESSIONS`` sessions at once keep the device memory the run takes, read
     every 20 ms while it runs, within 4 GiB."""
     import threading
