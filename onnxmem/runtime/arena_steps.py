@@ -130,7 +130,7 @@ class ArenaSteps(abc.ABC):
         self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
         # body nodes' sessions, and those of nodes alike (sessions.node_session); on CUDA the recent ones only
         self._sessions: dict[tuple[str, int, tuple[tuple[int, ...], ...]], Any] = self._session_cache()
-        self._node_sessions: dict[bytes, Any] = self._session_cache()
+        self._node_sessions: dict[Any, Any] = self._session_cache()
 
     def _session_cache(self) -> Any:
         return sessions.RecentSessions(sessions.CUDA_SESSIONS) if self.cuda else {}
