@@ -197,3 +197,73 @@ def test_nodes_alike_of_other_shapes_share_one_session(tmp_path):
     for reference in ("whole", "nodes"):
         ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference=reference))
         assert ex.findings == () and ex.reference == reference and ex.outputs[0].identical
+
+
+def test_nodes_that_differ_in_an_attribute_or_a_type_keep_their_own_sessions(tmp_path):
+    """Nodes alike share a session by the node and its declared values: two Transposes with
+    other perms, two LeakyRelus with other alphas and a Cast to another type each keep their own;
+    the same LeakyRelu again gets the first one's. The arena run verifies, bit for bit."""
+    from onnxmem.runtime.ort import session_options
+    from onnxmem.runtime.sessions import node_session
+
+    nodes = [helper.make_node("Transpose", ["x"], ["a"], name="t1", perm=[1, 0, 2]),
+             helper.make_node("Transpose", ["a"], ["b"], name="t2", perm=[0, 2, 1]),
+             helper.make_node("LeakyRelu", ["b"], ["c"], name="l1", alpha=0.1),
+             helper.make_node("LeakyRelu", ["c"], ["d"], name="l2", alpha=0.2),
+             helper.make_node("LeakyRelu", ["d"], ["e"], name="l3", alpha=0.1),
+             helper.make_node("Cast", ["e"], ["f"], name="c1", to=onnx.TensorProto.DOUBLE),
+             helper.make_node("Cast", ["f"], ["y"], name="c2", to=onnx.TensorProto.FLOAT)]
+    path, p = _planned(tmp_path, nodes, [vi("x", [2, 3, 4])], [vi("y", [3, 4, 2])], name="alike.onnx")
+    cache: dict = {}
+    made = {op.name: node_session(p.model, p.model.graph.node[op.index], op, p.view, {}, session_options(),
+                                  ["CPUExecutionProvider"], cache=cache) for op in p.view.ops}
+    assert made["t1"] is not made["t2"] and made["l1"] is not made["l2"] and made["c1"] is not made["c2"]
+    assert made["l3"] is made["l1"] and len(cache) == 6
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.findings == () and ex.outputs[0].identical
+
+
+def _external(tmp_path, offsets):
+    """x -> MatMul(x, W0) -> MatMul(., W1) -> y, each W a [16, 16] float weight in w.data at ``offsets``."""
+    from onnxmem.model import load_model
+
+    rng = np.random.default_rng(3)
+    ws = [rng.standard_normal((16, 16)).astype(np.float32) for _ in offsets]
+    data = bytearray(max(offsets) + ws[0].nbytes)
+    inits = []
+    for k, (w, off) in enumerate(zip(ws, offsets)):
+        data[off:off + w.nbytes] = w.tobytes()
+        t = onnx.numpy_helper.from_array(w, f"W{k}")
+        t.ClearField("raw_data")
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", "w.data"), ("offset", str(off)), ("length", str(w.nbytes))):
+            t.external_data.add(key=key, value=value)
+        inits.append(t)
+    (tmp_path / "w.data").write_bytes(bytes(data))
+    nodes = [helper.make_node("MatMul", ["x", "W0"], ["h"], name="m0"),
+             helper.make_node("MatMul", ["h", "W1"], ["y"], name="m1")]
+    path = tmp_path / "ext.onnx"
+    onnx.save(make_model(nodes, [vi("x", [4, 16])], [vi("y", [4, 16])], inits), path)
+    return path, load_model(path), ws
+
+
+def test_aligned_external_weights_are_mapped_copy_on_write(tmp_path):
+    """A weight at an offset that is a multiple of 16 in its data file is an array over a
+    copy-on-write map of the file (its bytes not read, writes never reaching the file); one at
+    another offset is read into memory of its own. Both equal the file's; verify holds."""
+    import mmap
+
+    from onnxmem.runtime.ort import load_weights
+
+    path, model, ws = _external(tmp_path, [64, 1028 + 64])
+    before = (tmp_path / "w.data").read_bytes()
+    _, arrays = load_weights(model, path)
+    assert all(np.array_equal(arrays[f"W{k}"], w) for k, w in enumerate(ws))
+    base = arrays["W0"]
+    while isinstance(base, np.ndarray):
+        base = base.base
+    assert isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap) and arrays["W1"].base.flags.owndata
+    arrays["W0"][0, 0] = 123.0
+    assert (tmp_path / "w.data").read_bytes() == before
+    got = CliRunner().invoke(main, ["verify", str(path)])
+    assert got.exit_code == 0 and "  output  y: ok, against the reference: identical" in got.output, got.output
