@@ -267,3 +267,23 @@ def test_aligned_external_weights_are_mapped_copy_on_write(tmp_path):
     assert (tmp_path / "w.data").read_bytes() == before
     got = CliRunner().invoke(main, ["verify", str(path)])
     assert got.exit_code == 0 and "  output  y: ok, against the reference: identical" in got.output, got.output
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_an_identical_output_has_no_difference_and_the_tolerance_of_its_largest_finite_value(dtype):
+    """compare_output on the same bytes (NaN and infinities among them): no difference, ok,
+    identical, the tolerance ``atol + rtol * max |finite|``; one element one step off: not
+    identical, that step the difference; a NaN against a number: an infinite difference."""
+    from onnxmem.runtime.arena_records import compare_output
+
+    ref = np.array([[1.5, -40.0, np.nan], [np.inf, -np.inf, 3.0]] * 700, dtype)
+    c = compare_output("v", ref.copy(), ref, 1e-4, 1e-5)
+    assert (c.max_abs_diff, c.ok, c.identical) == (0.0, True, True)
+    assert c.tolerance == 1e-5 + 1e-4 * 40.0
+    off = ref.copy()
+    off[4, 1] = np.nextafter(off[4, 1], dtype(0))
+    d = compare_output("v", off, ref, 0.0, 0.0)
+    assert not d.identical and not d.ok and d.max_abs_diff == float(np.float64(off[4, 1]) - np.float64(ref[4, 1]))
+    nan = ref.copy()
+    nan[0, 0] = np.nan
+    assert compare_output("v", nan, ref, 1e-4, 1e-5).max_abs_diff == float("inf")
