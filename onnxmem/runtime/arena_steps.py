@@ -416,10 +416,11 @@ class ArenaSteps(abc.ABC):
         for w in written:
             if w.private is not None or w.size == 0:
                 continue
-            for name, s in list(self.live.items()):
-                if name in outs or s.private is not None or s.home != w.home:
+            lo, hi = w.offset, w.offset + w.size
+            for name, s in self.live.items():
+                if s.offset >= hi or s.offset + s.size <= lo or not s.size:  # apart: most of them, tested first
                     continue
-                if max(s.offset, w.offset) >= min(s.offset + s.size, w.offset + w.size):
+                if name in outs or s.private is not None or s.home != w.home:
                     continue
                 if s.group == w.group and s.end <= k + 1 and name in op.reads and name not in self.view.outputs:
                     continue  # in place over an input that dies here

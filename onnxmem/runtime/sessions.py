@@ -7,6 +7,7 @@ modules that run onnxruntime (``execution``, ``weights``, ``ortpeak``).
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -60,6 +61,7 @@ _ORT_TYPES = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def binding_type(elem_type: int) -> Any:
     """The element type to give ``IOBinding.bind_input``/``bind_output``: the numpy dtype where
     there is a plain one (every onnxruntime takes it; 1.19 takes nothing else), else the ONNX
