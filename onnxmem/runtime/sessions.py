@@ -61,7 +61,7 @@ _ORT_TYPES = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def binding_type(elem_type: int) -> Any:
     """The element type to give ``IOBinding.bind_input``/``bind_output``: the numpy dtype where
     there is a plain one (every onnxruntime takes it; 1.19 takes nothing else), else the ONNX
@@ -240,8 +240,8 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
         return cache[key]  # type: ignore[index]
     for name, et, dims in declared_in:
         g.input.append(onnx.helper.make_tensor_value_info(name, et, list(dims)))
-    for name, et, dims in declared_out:
-        g.output.append(onnx.helper.make_tensor_value_info(name, et, None if dims is None else list(dims)))
+    for name, et, shape in declared_out:
+        g.output.append(onnx.helper.make_tensor_value_info(name, et, None if shape is None else list(shape)))
     data = model_like(model, g).SerializeToString()
     try:
         sess = ort.InferenceSession(data, sess_options=options, providers=list(providers))
