@@ -4,6 +4,7 @@ kernels each node runs alone, where it can be; each node run again where it cann
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import onnx
@@ -153,7 +154,6 @@ def test_external_weights_are_read_once_into_arrays():
 def test_verify_loads_neither_numpy_nor_onnx_in_its_own_process(diamond, tmp_path):
     """``verify MODEL`` works in its onnxruntime child; the command's process prints the child's
     lines (stdout and stderr) and loads none of numpy, onnx, onnxruntime."""
-    import os
     import subprocess
     import sys
 
@@ -287,3 +287,29 @@ def test_an_identical_output_has_no_difference_and_the_tolerance_of_its_largest_
     nan = ref.copy()
     nan[0, 0] = np.nan
     assert compare_output("v", nan, ref, 1e-4, 1e-5).max_abs_diff == float("inf")
+
+
+def read_after_cutting(path: str) -> float:
+    """Test entry point for the child: map the weights of ``path``, cut its data file short, read them."""
+    from onnxmem.model import load_model
+    from onnxmem.runtime.ort import load_weights
+
+    _, arrays = load_weights(load_model(path), path)
+    os.truncate(os.path.join(os.path.dirname(path), "w.data"), 0)
+    return float(arrays["W0"].sum())
+
+
+def test_a_data_file_cut_short_while_mapped_is_one_line(tmp_path):
+    """The child that reads a mapped weight whose file was cut short dies of SIGBUS: one line
+    that names it and the fix, and the next call works."""
+    from onnxmem.core.errors import RuntimeBackendError
+    from onnxmem.runtime.isolation import run_isolated, run_limits
+
+    path, _, _ = _external(tmp_path, [4096, 8192])
+    with run_limits(seconds=30):
+        with pytest.raises(RuntimeBackendError) as caught:
+            run_isolated(read_after_cutting, str(path))
+        msg = str(caught.value)
+        assert msg.startswith("onnxruntime crashed (SIGBUS) during ") and "\n" not in msg
+        assert "leave the model's files as they are" in msg and caught.value.exit_code == 1
+        assert run_isolated(os.getpid) != os.getpid()
