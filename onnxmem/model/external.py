@@ -227,7 +227,8 @@ def _mapped(ref: ExternalData, maps: dict[Path, np.ndarray | None]) -> np.ndarra
         try:
             import mmap
 
-            if stat.S_ISREG(os.fstat(fd).st_mode) and os.fstat(fd).st_size:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_size:
                 maps[ref.path] = np.frombuffer(mmap.mmap(fd, 0, flags=mmap.MAP_PRIVATE), np.uint8)
         except (OSError, ValueError, AttributeError):  # no mmap, or none of this file, here: read it
             pass

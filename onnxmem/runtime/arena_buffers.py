@@ -106,7 +106,6 @@ class CudaArena:
         self._move(("cpu", int(flat.ctypes.data)), ("cuda", self.base + offset), int(flat.size))
 
 
-
 @dataclass(slots=True)
 class Slot:
     """Where one tensor lives during execution."""
