@@ -4,6 +4,7 @@ kernels each node runs alone, where it can be; each node run again where it cann
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import onnx
@@ -153,7 +154,6 @@ def test_external_weights_are_read_once_into_arrays():
 def test_verify_loads_neither_numpy_nor_onnx_in_its_own_process(diamond, tmp_path):
     """``verify MODEL`` works in its onnxruntime child; the command's process prints the child's
     lines (stdout and stderr) and loads none of numpy, onnx, onnxruntime."""
-    import os
     import subprocess
     import sys
 
@@ -197,3 +197,119 @@ def test_nodes_alike_of_other_shapes_share_one_session(tmp_path):
     for reference in ("whole", "nodes"):
         ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference=reference))
         assert ex.findings == () and ex.reference == reference and ex.outputs[0].identical
+
+
+def test_nodes_that_differ_in_an_attribute_or_a_type_keep_their_own_sessions(tmp_path):
+    """Nodes alike share a session by the node and its declared values: two Transposes with
+    other perms, two LeakyRelus with other alphas and a Cast to another type each keep their own;
+    the same LeakyRelu again gets the first one's. The arena run verifies, bit for bit."""
+    from onnxmem.runtime.ort import session_options
+    from onnxmem.runtime.sessions import node_session
+
+    nodes = [helper.make_node("Transpose", ["x"], ["a"], name="t1", perm=[1, 0, 2]),
+             helper.make_node("Transpose", ["a"], ["b"], name="t2", perm=[0, 2, 1]),
+             helper.make_node("LeakyRelu", ["b"], ["c"], name="l1", alpha=0.1),
+             helper.make_node("LeakyRelu", ["c"], ["d"], name="l2", alpha=0.2),
+             helper.make_node("LeakyRelu", ["d"], ["e"], name="l3", alpha=0.1),
+             helper.make_node("Cast", ["e"], ["f"], name="c1", to=onnx.TensorProto.DOUBLE),
+             helper.make_node("Cast", ["f"], ["y"], name="c2", to=onnx.TensorProto.FLOAT)]
+    path, p = _planned(tmp_path, nodes, [vi("x", [2, 3, 4])], [vi("y", [3, 4, 2])], name="alike.onnx")
+    cache: dict = {}
+    made = {op.name: node_session(p.model, p.model.graph.node[op.index], op, p.view, {}, session_options(),
+                                  ["CPUExecutionProvider"], cache=cache) for op in p.view.ops}
+    assert made["t1"] is not made["t2"] and made["l1"] is not made["l2"] and made["c1"] is not made["c2"]
+    assert made["l3"] is made["l1"] and len(cache) == 6
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.findings == () and ex.outputs[0].identical
+
+
+def _external(tmp_path, offsets):
+    """x -> MatMul(x, W0) -> MatMul(., W1) -> y, each W a [16, 16] float weight in w.data at ``offsets``."""
+    from onnxmem.model import load_model
+
+    rng = np.random.default_rng(3)
+    ws = [rng.standard_normal((16, 16)).astype(np.float32) for _ in offsets]
+    data = bytearray(max(offsets) + ws[0].nbytes)
+    inits = []
+    for k, (w, off) in enumerate(zip(ws, offsets)):
+        data[off:off + w.nbytes] = w.tobytes()
+        t = onnx.numpy_helper.from_array(w, f"W{k}")
+        t.ClearField("raw_data")
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", "w.data"), ("offset", str(off)), ("length", str(w.nbytes))):
+            t.external_data.add(key=key, value=value)
+        inits.append(t)
+    (tmp_path / "w.data").write_bytes(bytes(data))
+    nodes = [helper.make_node("MatMul", ["x", "W0"], ["h"], name="m0"),
+             helper.make_node("MatMul", ["h", "W1"], ["y"], name="m1")]
+    path = tmp_path / "ext.onnx"
+    onnx.save(make_model(nodes, [vi("x", [4, 16])], [vi("y", [4, 16])], inits), path)
+    return path, load_model(path), ws
+
+
+def test_aligned_external_weights_are_mapped_copy_on_write(tmp_path):
+    """A weight at an offset that is a multiple of 16 in its data file is an array over a
+    copy-on-write map of the file (its bytes not read, writes never reaching the file); one at
+    another offset is read into memory of its own. Both equal the file's; verify holds."""
+    import mmap
+
+    from onnxmem.runtime.ort import load_weights
+
+    path, model, ws = _external(tmp_path, [64, 1028 + 64])
+    before = (tmp_path / "w.data").read_bytes()
+    _, arrays = load_weights(model, path)
+    assert all(np.array_equal(arrays[f"W{k}"], w) for k, w in enumerate(ws))
+    base = arrays["W0"]
+    while isinstance(base, np.ndarray):
+        base = base.base
+    assert isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap) and arrays["W1"].base.flags.owndata
+    arrays["W0"][0, 0] = 123.0
+    assert (tmp_path / "w.data").read_bytes() == before
+    got = CliRunner().invoke(main, ["verify", str(path)])
+    assert got.exit_code == 0 and "  output  y: ok, against the reference: identical" in got.output, got.output
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_an_identical_output_has_no_difference_and_the_tolerance_of_its_largest_finite_value(dtype):
+    """compare_output on the same bytes (NaN and infinities among them): no difference, ok,
+    identical, the tolerance ``atol + rtol * max |finite|``; one element one step off: not
+    identical, that step the difference; a NaN against a number: an infinite difference."""
+    from onnxmem.runtime.arena_records import compare_output
+
+    ref = np.array([[1.5, -40.0, np.nan], [np.inf, -np.inf, 3.0]] * 700, dtype)
+    c = compare_output("v", ref.copy(), ref, 1e-4, 1e-5)
+    assert (c.max_abs_diff, c.ok, c.identical) == (0.0, True, True)
+    assert c.tolerance == 1e-5 + 1e-4 * 40.0
+    off = ref.copy()
+    off[4, 1] = np.nextafter(off[4, 1], dtype(0))
+    d = compare_output("v", off, ref, 0.0, 0.0)
+    assert not d.identical and not d.ok and d.max_abs_diff == float(np.float64(off[4, 1]) - np.float64(ref[4, 1]))
+    nan = ref.copy()
+    nan[0, 0] = np.nan
+    assert compare_output("v", nan, ref, 1e-4, 1e-5).max_abs_diff == float("inf")
+
+
+def read_after_cutting(path: str) -> float:
+    """Test entry point for the child: map the weights of ``path``, cut its data file short, read them."""
+    from onnxmem.model import load_model
+    from onnxmem.runtime.ort import load_weights
+
+    _, arrays = load_weights(load_model(path), path)
+    os.truncate(os.path.join(os.path.dirname(path), "w.data"), 0)
+    return float(arrays["W0"].sum())
+
+
+def test_a_data_file_cut_short_while_mapped_is_one_line(tmp_path):
+    """The child that reads a mapped weight whose file was cut short dies of SIGBUS: one line
+    that names it and the fix, and the next call works."""
+    from onnxmem.core.errors import RuntimeBackendError
+    from onnxmem.runtime.isolation import run_isolated, run_limits
+
+    path, _, _ = _external(tmp_path, [4096, 8192])
+    with run_limits(seconds=30):
+        with pytest.raises(RuntimeBackendError) as caught:
+            run_isolated(read_after_cutting, str(path))
+        msg = str(caught.value)
+        assert msg.startswith("onnxruntime crashed (SIGBUS) during ") and "\n" not in msg
+        assert "leave the model's files as they are" in msg and caught.value.exit_code == 1
+        assert run_isolated(os.getpid) != os.getpid()

@@ -169,9 +169,9 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str],
 
     Refuses weights of more than ``MAX_INLINE_WEIGHTS`` bytes in all (onnxruntime
     gets the model as one protobuf message, which cannot reach 2 GiB). ``arrays``: where
-    given, each main-graph initializer of :data:`ARRAY_TYPES` is read straight into a numpy
-    array put there under its name (one copy of its bytes, not three), and stays external
-    in the copy.
+    given, each main-graph initializer of :data:`ARRAY_TYPES` becomes a numpy array put there
+    under its name (over a copy-on-write map of its data file, :func:`_mapped`, else read
+    straight into it: one copy of its bytes, not three), and stays external in the copy.
     """
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -185,10 +185,13 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str],
             "running it (no --measure-shapes, verify --static-only)"
         )
     main = {id(t) for t in m.graph.initializer if t.data_type in ARRAY_TYPES} if arrays is not None else set()
+    maps: dict[Path, np.ndarray | None] = {}
     for t, ref in zip(tensors, refs):
         if id(t) in main and arrays is not None:
-            buf = np.empty(ref.length, np.uint8)
-            _read(ref, buf)
+            buf = _mapped(ref, maps)
+            if buf is None:
+                buf = np.empty(ref.length, np.uint8)
+                _read(ref, buf)
             arr = buf.view(ARRAY_TYPES[t.data_type]).reshape(tuple(t.dims))
             arrays[t.name] = arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
             continue
@@ -196,6 +199,45 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str],
         del t.external_data[:]
         t.data_location = TensorProto.DEFAULT
     return m
+
+
+#: offsets a tensor mapped from its data file must be a multiple of: the alignment of the memory
+#: numpy allocates for a read (glibc's malloc), so no kernel gets a weight less aligned than before
+MAP_ALIGNMENT = 16
+
+
+def _mapped(ref: ExternalData, maps: dict[Path, np.ndarray | None]) -> np.ndarray | None:
+    """``ref``'s bytes as a uint8 array over a copy-on-write map of its data file (each file
+    mapped once, in ``maps``), or ``None`` where they are read instead: an offset that is not
+    a multiple of :data:`MAP_ALIGNMENT`, an empty tensor, or a file that cannot be mapped.
+
+    Nothing is read until used, and pages are shared with the operating system's file cache
+    until written (then copied: writes never reach the file), where a read copies every byte
+    into fresh memory first. The checks of :func:`check_external_data` hold; a file cut short
+    while mapped ends the process with SIGBUS (in the onnxruntime child, one line names it).
+    """
+    if ref.offset % MAP_ALIGNMENT or not ref.length:
+        return None
+    if ref.path not in maps:
+        maps[ref.path] = None
+        try:
+            fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        except OSError:
+            return None
+        try:
+            import mmap
+
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_size:
+                maps[ref.path] = np.frombuffer(mmap.mmap(fd, 0, flags=mmap.MAP_PRIVATE), np.uint8)
+        except (OSError, ValueError, AttributeError):  # no mmap, or none of this file, here: read it
+            pass
+        finally:
+            os.close(fd)
+    whole = maps[ref.path]
+    if whole is None or ref.offset + ref.length > whole.size:
+        return None
+    return whole[ref.offset:ref.offset + ref.length]
 
 
 def _read(ref: ExternalData, into: np.ndarray | None = None) -> bytes:

@@ -10,6 +10,7 @@ import onnx
 
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import RuntimeBackendError
+from onnxmem.runtime.arena_records import same_bytes
 from onnxmem.runtime.ort import check_memory, session_options
 
 __all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits", "same_bytes"]
@@ -103,17 +104,6 @@ class CudaArena:
     def write(self, offset: int, data: np.ndarray) -> None:
         flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         self._move(("cpu", int(flat.ctypes.data)), ("cuda", self.base + offset), int(flat.size))
-
-
-def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two flat byte arrays hold the same bytes: compared eight at a time (a few KiB at
-    once), without the temporary of one flag a byte that ``np.array_equal`` makes."""
-    if a.size != b.size:
-        return False
-    if a.size <= 4096:
-        return a.tobytes() == b.tobytes()
-    k = a.size - a.size % 8
-    return bool((a[:k].view(np.uint64) == b[:k].view(np.uint64)).all()) and a[k:].tobytes() == b[k:].tobytes()
 
 
 @dataclass(slots=True)

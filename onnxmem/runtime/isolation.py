@@ -230,6 +230,10 @@ class _Worker:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
+            if -code == getattr(signal, "SIGBUS", None):  # a mapped file shorter than its map
+                return RuntimeBackendError(f"onnxruntime crashed ({name}) during {what} (a file it had mapped, "
+                                           "such as the model's data file, was cut short while it ran?); leave "
+                                           "the model's files as they are while onnxmem runs, and run it again")
             hint = ("killed: out of memory?" if -code == signal.SIGKILL
                     else "the model asks onnxruntime for something it cannot do")
             return RuntimeBackendError(f"onnxruntime crashed ({name}) during {what} ({hint}); this model cannot "

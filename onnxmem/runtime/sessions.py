@@ -7,6 +7,7 @@ modules that run onnxruntime (``execution``, ``weights``, ``ortpeak``).
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -60,6 +61,7 @@ _ORT_TYPES = {
 }
 
 
+@functools.cache
 def binding_type(elem_type: int) -> Any:
     """The element type to give ``IOBinding.bind_input``/``bind_output``: the numpy dtype where
     there is a plain one (every onnxruntime takes it; 1.19 takes nothing else), else the ONNX
@@ -198,7 +200,7 @@ def shared_cuda_arena(options: Any) -> bool:
 
 def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
                  shapes: Mapping[str, tuple[int, ...]], options: Any, providers: Sequence[Any],
-                 cache: dict[bytes, Any] | None = None) -> Any:
+                 cache: dict[Any, Any] | None = None) -> Any:
     """A session that runs ``node`` alone: its inputs at ``shapes`` (else the view's), its outputs typed only,
     every value under its name of :func:`value_names`.
 
@@ -208,7 +210,8 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     sessions declare the shapes), and one with the same attributes, input ranks and types as
     one before it gets that one's session, whatever the shapes (a
     kernel holds no state between runs but a random op's draws, :data:`RANDOM_OPS`, which
-    never share).
+    never share). The cache's key is the node (renamed) with its declared inputs and outputs, so a
+    node that finds its session builds no model for it.
     """
     import onnxruntime as ort
 
@@ -224,19 +227,22 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     n.output[:] = [names.get(o, o) if o else "" for o in node.output]
     share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
     by_rank = share and list(providers) == ["CPUExecutionProvider"]  # CUDA's sessions keep their shapes
-    for name in op.reads:
-        t = view.tensors[name]
-        dims = _declared(node, name, shapes.get(name, t.shape), by_rank)
-        g.input.append(onnx.helper.make_tensor_value_info(names[name], t.elem_type, dims))
     shaped = node.op_type in SHAPED_OUTPUTS
-    for o in node.output:
-        if o:
-            t = view.tensors[o]
-            g.output.append(onnx.helper.make_tensor_value_info(names[o], t.elem_type,
-                                                               list(t.shape) if shaped else None))
+    declared_in = [(names[name], view.tensors[name].elem_type,
+                    tuple(_declared(node, name, shapes.get(name, view.tensors[name].shape), by_rank)))
+                   for name in op.reads]
+    declared_out = [(names[o], view.tensors[o].elem_type, tuple(view.tensors[o].shape) if shaped else None)
+                    for o in node.output if o]
+    # the session's model is a function of this key (the model's IR version, opsets and functions are
+    # the same for every node): nodes alike find their session without building and serializing it
+    key = (n.SerializeToString(deterministic=True), tuple(declared_in), tuple(declared_out))
+    if share and key in cache:  # type: ignore[operator]
+        return cache[key]  # type: ignore[index]
+    for name, et, dims in declared_in:
+        g.input.append(onnx.helper.make_tensor_value_info(name, et, list(dims)))
+    for name, et, shape in declared_out:
+        g.output.append(onnx.helper.make_tensor_value_info(name, et, None if shape is None else list(shape)))
     data = model_like(model, g).SerializeToString()
-    if share and data in cache:  # type: ignore[operator]
-        return cache[data]  # type: ignore[index]
     try:
         sess = ort.InferenceSession(data, sess_options=options, providers=list(providers))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
@@ -244,7 +250,7 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
             f"onnxruntime cannot load node {op.name!r} ({op.op_type}) alone: {first_line(exc)}"
         ) from None
     if share:
-        cache[data] = sess  # type: ignore[index]
+        cache[key] = sess  # type: ignore[index]
     return sess
 
 
