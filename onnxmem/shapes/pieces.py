@@ -66,10 +66,14 @@ def infer_in_pieces(
         # the piece's inputs and initializers are values of earlier windows or of the header,
         # already in ``out``: only the values it makes are read
         made = (*inferred.graph.value_info, *inferred.graph.output)
+        copies: dict[bytes, onnx.TypeProto] = {}  # one copy per distinct type, shared: only ever copied from
         for vi in made:
             if vi.name not in types and last.get(vi.name, -1) > w:
-                kept = onnx.TypeProto()
-                kept.CopyFrom(vi.type)  # a copy: a reference would keep the whole piece alive
+                text = vi.type.SerializeToString()
+                kept = copies.get(text)
+                if kept is None:
+                    kept = copies[text] = onnx.TypeProto()
+                    kept.CopyFrom(vi.type)  # a copy: a reference would keep the whole piece alive
                 types[vi.name] = kept
         for name, typed in collect_value_types(made).items():
             out.setdefault(name, typed)
