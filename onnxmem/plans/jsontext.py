@@ -26,8 +26,9 @@ from typing import Any, BinaryIO, Callable
 
 __all__ = ["dump", "dumps"]
 
-#: tokens :func:`dump` gathers before it writes them out
-_CHUNK = 1 << 16
+#: tokens :func:`dump` gathers before it writes them out (a record of scalars is one token of a few
+#: hundred bytes: a 100,000-node plan's tensors go out in chunks of about a MB)
+_CHUNK = 1 << 12
 
 
 def _float(value: float) -> str:
