@@ -80,7 +80,7 @@ def infer_in_pieces(
     feeds: dict[str, _Feed] = {}
     for w, start in enumerate(range(0, len(g.node), window)):
         nodes = list(g.node[start:start + window])
-        signed = _signature(nodes, inits, types, declared_out, feeds, lambda name: last.get(name, -1) > w)
+        signed = _signature(nodes, inits, types, declared_out, feeds, (last, w))
         base = seen.get(signed[0]) if signed is not None else None
         if signed is not None and base is not None:
             _repeat(base, signed[1], w, last, types, out)
@@ -172,12 +172,14 @@ def _signature(
     types: Mapping[str, onnx.TypeProto],
     declared_out: Mapping[str, onnx.ValueInfoProto],
     feeds: dict[str, _Feed],
-    read_later: Callable[[str], bool],
+    window: tuple[Mapping[str, int], int],
 ) -> tuple[bytes, list[str]] | None:
     """A digest of the model :func:`_piece` makes of ``nodes`` less its values' names (module
     doc, step 4), and the names of the values the window makes, in order; ``None`` where a value
     is made twice, or read before anything makes or types it. ``feeds``: the feeds of outer
-    values that later windows read too (``read_later``), kept for them."""
+    values that later windows read too, kept for them; ``window``: the last window that reads
+    each value (:func:`_last_window`) and this window's number."""
+    last, w = window
     made: dict[str, int] = {}
     outer: dict[str, int] = {}
     parts: list[object] = []
@@ -199,7 +201,7 @@ def _signature(
                 feed = _feed(name, inits, types)
                 if feed is None:
                     return None
-                if read_later(name):
+                if last.get(name, -1) > w:
                     feeds[name] = feed
             slot = outer.get(name)
             if slot is None:
