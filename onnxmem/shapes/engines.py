@@ -258,13 +258,15 @@ def collect_types(model: onnx.ModelProto) -> dict[str, tuple[int | None, tuple[D
     return collect_graph_types(model.graph)
 
 
-def collect_graph_types(g: onnx.GraphProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+def collect_graph_types(g: onnx.GraphProto, *, value_info: bool = True,
+                        ) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
     """Every declared value of ``g`` (not its subgraphs): ``{name: (elem type, dims)}``; a
-    later declaration with a shape wins over one without, or with unknown dims."""
+    later declaration with a shape wins over one without, or with unknown dims. Without
+    ``value_info``: its initializers, inputs and outputs alone."""
     out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
     for init in g.initializer:
         out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
-    return collect_value_types((*g.input, *g.value_info, *g.output), out)
+    return collect_value_types((*g.input, *(g.value_info if value_info else ()), *g.output), out)
 
 
 def collect_value_types(values: Iterable[onnx.ValueInfoProto],

@@ -74,7 +74,7 @@ def infer_in_pieces(
     inits = {t.name: t for t in g.initializer}
     types: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in g.input}
     declared_out = {vi.name: vi for vi in g.output}
-    out: Types = collect_graph_types(_header(work, g))
+    out: Types = collect_graph_types(g, value_info=False)  # the declared types
     last = _last_window(g, window)
     seen: dict[bytes, _Inferred] = {}  # each window inferred, by its signature
     feeds: dict[str, _Feed] = {}
@@ -228,15 +228,6 @@ def _last_window(g: onnx.GraphProto, window: int) -> dict[str, int]:
         for name in node.input:
             last[name] = i // window
     return last
-
-
-def _header(work: onnx.ModelProto, g: onnx.GraphProto) -> onnx.GraphProto:
-    """The graph's inputs, outputs and initializers alone (their declared types)."""
-    head = onnx.GraphProto()
-    head.input.extend(g.input)
-    head.output.extend(g.output)
-    head.initializer.extend(g.initializer)
-    return head
 
 
 def _piece(
