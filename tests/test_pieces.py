@@ -75,3 +75,84 @@ def test_bodies_and_unordered_graphs_are_not_cut(monkeypatch):
     whole = _shapes(backwards, {})
     _cut_small(monkeypatch, 1)
     assert _shapes(backwards, {}) == whole  # the whole graph is inferred instead
+
+
+def _counted(calls: list[int]):
+    """onnx's inference, counting its runs."""
+
+    def infer(piece: onnx.ModelProto) -> onnx.ModelProto | None:
+        calls.append(len(piece.graph.node))
+        return run_onnx_inference(piece)
+
+    return infer
+
+
+def _windows_of(nodes, inits, inputs, outputs):
+    model = make_model(nodes, inputs, outputs, inits)
+    work = strip_for_inference(model)
+    calls: list[int] = []
+    return work, pieces.infer_in_pieces(work, window=2, infer=_counted(calls)), calls
+
+
+def test_windows_that_repeat_are_inferred_once():
+    """The transformer's layers (25 nodes): each window of one layer repeats the second one
+    (the first reads the graph's input); the types are the whole graph's all the same."""
+    model = transformer(6)
+    work = strip_for_inference(model)
+    calls: list[int] = []
+    cut = pieces.infer_in_pieces(work, window=25, infer=_counted(calls))
+    whole = collect_types(run_onnx_inference(work))
+    assert cut is not None and len(calls) < 6
+    produced = [o for n in model.graph.node for o in n.output]
+    assert all(cut[o] == whole[o] and None not in cut[o][1] for o in produced)
+
+
+def test_weights_of_other_values_repeat_where_only_their_shape_counts():
+    """MatMul reads its weight's shape alone: windows that differ only in the weights' values
+    repeat one another; with weights of another shape they do not."""
+    import numpy as np
+
+    nodes, inits, prev = [], [], "x"
+    for i, k in enumerate((4, 4, 4, 4, 4, 4, 5, 5)):
+        w = helper.make_tensor(f"w{i}", TensorProto.FLOAT, [4, k], np.full(4 * k, i, np.float32))
+        inits.append(w)
+        nodes += [helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"]),
+                  helper.make_node("Relu", [f"m{i}"], [f"r{i}"])]
+        prev = f"r{i}" if k == 4 else f"p{i}"
+        if k == 5:
+            nodes[-1] = helper.make_node("Slice", [f"m{i}", "zero", "four", "one"], [prev])
+    inits += [helper.make_tensor(n, TensorProto.INT64, [1], [v]) for n, v in (("zero", 0), ("four", 4), ("one", 1))]
+    work, cut, calls = _windows_of(nodes, inits, [vi("x", [2, 4])], [vi(prev, [2, 4])])
+    whole = collect_types(run_onnx_inference(work))
+    # inferred: the window that reads x, the next (its repeats are not), the first 5-wide one
+    assert cut is not None and len(calls) == 3
+    assert all(cut[o] == whole[o] for n in nodes for o in n.output)
+    assert cut["m6"] == (TensorProto.FLOAT, (2, 5))
+
+
+@pytest.mark.parametrize("kind", ["integer shape", "Range's float bounds"])
+def test_windows_whose_values_set_shapes_are_each_inferred(kind):
+    """Windows alike but for the value of an initializer their shapes follow (a Reshape's
+    integer shape; a Range's floating-point limit, which its inference reads): none repeats."""
+    nodes, inits = [], []
+    if kind == "integer shape":
+        prev = "x"
+        for i, shape in enumerate(([2, 6], [3, 4], [4, 3], [6, 2])):
+            inits.append(helper.make_tensor(f"s{i}", TensorProto.INT64, [2], shape))
+            nodes += [helper.make_node("Reshape", [prev, f"s{i}"], [f"h{i}"]),
+                      helper.make_node("Relu", [f"h{i}"], [f"y{i}"])]
+            prev = f"y{i}"
+        inputs, outputs = [vi("x", [12])], [vi(prev, [6, 2])]
+    else:
+        for i in range(4):
+            inits += [helper.make_tensor(f"a{i}", TensorProto.FLOAT, [], [0.0]),
+                      helper.make_tensor(f"b{i}", TensorProto.FLOAT, [], [float(i + 2)]),
+                      helper.make_tensor(f"d{i}", TensorProto.FLOAT, [], [1.0])]
+            nodes += [helper.make_node("Range", [f"a{i}", f"b{i}", f"d{i}"], [f"h{i}"]),
+                      helper.make_node("Relu", [f"h{i}"], [f"y{i}"])]
+        inputs, outputs = [], [vi(f"y{i}", [i + 2]) for i in range(4)]
+    work, cut, calls = _windows_of(nodes, inits, inputs, outputs)
+    whole = collect_types(run_onnx_inference(work))
+    assert cut is not None and len(calls) == 4
+    assert all(cut[o] == whole[o] and None not in cut[o][1] for n in nodes for o in n.output)
+    assert len({cut[f"y{i}"][1] for i in range(4)}) == 4

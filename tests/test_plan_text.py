@@ -36,6 +36,12 @@ LITERALS = [
     [np.float64(1.5), np.float32(2.0).item()],
     # arrays written in one join (strings alone, integers alone) and those that look like them
     ["a", "é\n"], (3, -4, 10**20), [1, True], [True, 1], ["a", 1], [1, "a"], [1, 2.0], [[1, 2], ["x"]], [None, 1],
+    # records written in one string (strings, integers, null, flat arrays) and those that look like them,
+    # the same keys at several depths
+    [{"n": "é\"", "s": [1, 8], "e": [], "t": ("x",), "o": None, "i": -3}, {"n": "b", "s": [2], "e": [1], "t": (),
+                                                                            "o": 1, "i": 0}],
+    {"a": {"n": "x", "i": 1}, "b": [{"n": "x", "i": 1}], "c": [[{"n": "x", "i": 1}]]},
+    [{"n": True}, {"n": 1.5}, {"n": [1, "a"]}, {"n": [[1]]}, {"n": {}}, {"n": [None]}, {1: "x"}, {"n": "x", 2: 1}],
 ]
 
 

@@ -26,6 +26,8 @@ import os
 import re
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import chain
+from operator import attrgetter
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -188,12 +190,8 @@ class Problem:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(start, end, size, alignment)`` as int64 arrays, in buffer order."""
         n = len(self.buffers)
-        out = np.empty((4, n), dtype=np.int64)
-        for i, b in enumerate(self.buffers):
-            out[0, i] = b.start
-            out[1, i] = b.end
-            out[2, i] = b.size
-            out[3, i] = b.alignment
+        rows = chain.from_iterable(map(attrgetter("start", "end", "size", "alignment"), self.buffers))
+        out = np.fromiter(rows, dtype=np.int64, count=4 * n).reshape(n, 4).T.copy()  # one C-contiguous row each
         return out[0], out[1], out[2], out[3]
 
     def with_capacity(self, capacity: int | None) -> "Problem":

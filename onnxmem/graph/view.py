@@ -346,16 +346,18 @@ def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -
             defined[name] = None
     ops: list[Op] = []
     nested: list[int] = []  # the nodes that hold subgraphs
+    one = same.setdefault
     for i, node in enumerate(g.node):
-        caps: dict[str, None] = {}
+        captures: tuple[str, ...] = ()
         subs = node_subgraphs(node)
         if subs:
             nested.append(i)
-        for sub in subs:
-            caps.update(dict.fromkeys(outer_scope_reads(sub)))
+            caps: dict[str, None] = {}
+            for sub in subs:
+                caps.update(dict.fromkeys(outer_scope_reads(sub)))
+            captures = tuple([one(n, n) for n in caps])
         op = Op(i, names[i], sys.intern(node.op_type), node.domain or "",
-                tuple([same.setdefault(n, n) for n in node.input]),
-                tuple([same.setdefault(n, n) for n in node.output]), tuple([same.setdefault(n, n) for n in caps]))
+                tuple([one(n, n) for n in node.input]), tuple([one(n, n) for n in node.output]), captures)
         ops.append(op)
         for o in op.outputs:
             if not o:

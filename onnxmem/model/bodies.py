@@ -43,7 +43,9 @@ def iter_graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
         g = stack.pop()
         yield g
         for node in reversed(g.node):
-            stack.extend(reversed(node_subgraphs(node)))
+            subs = node_subgraphs(node)
+            if subs:
+                stack.extend(reversed(subs))
 
 
 def model_graphs(model: onnx.ModelProto) -> Iterable[tuple[str, onnx.GraphProto | onnx.FunctionProto]]:
@@ -76,11 +78,16 @@ def subgraph_attributes(node: onnx.NodeProto) -> list[tuple[str, onnx.GraphProto
     graphs as ``name[i]``)."""
     out: list[tuple[str, onnx.GraphProto]] = []
     for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
+        kind = attr.type
+        if kind == _GRAPH:
             out.append((attr.name, attr.g))
-        elif attr.type == onnx.AttributeProto.GRAPHS:
+        elif kind == _GRAPHS:
             out.extend((f"{attr.name}[{i}]", g) for i, g in enumerate(attr.graphs))
     return out
+
+
+#: the attribute types that hold subgraphs (read once: this runs for every node of every walk)
+_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
 
 
 def iter_bodies(graph: onnx.GraphProto, key: BodyKey = ()) -> Iterable[tuple[BodyKey, onnx.GraphProto]]:

@@ -38,11 +38,16 @@ def node_subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     """The subgraphs in ``node``'s attributes (If branches, Loop and Scan bodies), in order."""
     out: list[onnx.GraphProto] = []
     for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
+        kind = attr.type
+        if kind == _GRAPH:
             out.append(attr.g)
-        elif attr.type == onnx.AttributeProto.GRAPHS:
+        elif kind == _GRAPHS:
             out.extend(attr.graphs)
     return out
+
+
+#: the attribute types that hold subgraphs (read once: this runs for every node of every walk)
+_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
 
 
 def _domain(domain: str) -> str:

@@ -26,8 +26,9 @@ from typing import Any, BinaryIO, Callable
 
 __all__ = ["dump", "dumps"]
 
-#: tokens :func:`dump` gathers before it writes them out
-_CHUNK = 1 << 16
+#: tokens :func:`dump` gathers before it writes them out (a record of scalars is one token of a few
+#: hundred bytes: a 100,000-node plan's tensors go out in chunks of about a MB)
+_CHUNK = 1 << 12
 
 
 def _float(value: float) -> str:
@@ -80,6 +81,10 @@ def _encode(value: Any, pad: str, put: Callable[[str], object], spill: Callable[
             put("{}")
             return
         inner = pad + " "
+        flat = _flat_record(value, inner)
+        if flat is not None:
+            put(flat)
+            return
         sep = "{" + inner
         for k, v in value.items():
             head = sep + (encode_basestring_ascii(k) if type(k) is str else _key(k)) + ": "
@@ -120,6 +125,48 @@ def _encode(value: Any, pad: str, put: Callable[[str], object], spill: Callable[
         if streamed:
             spill()
     put("[]" if sep[0] == "[" else pad + "]")
+
+
+def _flat_record(record: dict[Any, Any], inner: str) -> str | None:
+    """The JSON of a non-empty dict of string keys whose values are strings, integers, ``None``
+    or arrays :func:`_flat` writes (a plan's tensor), in one string; ``None`` for any other.
+    The keys' text, separators and indent included, is made once per set of keys and depth."""
+    keys = tuple(record)
+    heads = _HEADS.get((keys, inner))
+    if heads is None:
+        if not all(type(k) is str for k in keys):
+            return None
+        sep = "," + inner
+        heads = [sep + encode_basestring_ascii(k) + ": " for k in keys]
+        heads[0] = "{" + heads[0][1:]
+        if len(_HEADS) >= _MAX_HEADS:
+            _HEADS.clear()
+        _HEADS[(keys, inner)] = heads
+    parts: list[str] = []
+    deeper = inner + " "
+    for head, v in zip(heads, record.values()):
+        vt = type(v)
+        if vt is str:
+            parts.append(head + encode_basestring_ascii(v))
+        elif vt is int:
+            parts.append(head + int.__repr__(v))
+        elif v is None:
+            parts.append(head + "null")
+        elif vt is list or vt is tuple:
+            text = _flat(v, deeper) if v else "[]"
+            if text is None:
+                return None
+            parts.append(head + text)
+        else:
+            return None
+    parts.append(inner[:-1] + "}")
+    return "".join(parts)
+
+
+#: the key tokens of the records :func:`_flat_record` wrote, by their keys and depth
+_HEADS: dict[tuple[tuple[str, ...], str], list[str]] = {}
+#: the most sets of keys :data:`_HEADS` holds (it starts again when full)
+_MAX_HEADS = 256
 
 
 def _flat(items: list[Any] | tuple[Any, ...], inner: str) -> str | None:

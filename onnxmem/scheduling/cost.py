@@ -48,7 +48,6 @@ output are left to the final evaluation, :func:`order_peak` with
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
@@ -65,6 +64,7 @@ from onnxmem.analysis.lifetimes import arena_tensors, live_profile, tensor_lifet
 from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core.problem import align_up, lower_bound
 from onnxmem.core.rows import Rows, transpose
+from onnxmem.core.toposort import stable_order
 from onnxmem.graph import GraphView, Op
 
 __all__ = [
@@ -496,19 +496,9 @@ def simulate(piece: Piece, order: Sequence[int], trace: Trace | None = None) -> 
 
 
 def topological(piece: "Piece") -> list[int]:
-    """The piece's local nodes in a topological order, lowest index first."""
-    indeg = [len(p) for p in piece.preds]
-    heap = [v for v in range(piece.n) if not indeg[v]]
-    heapq.heapify(heap)
-    out: list[int] = []
-    while heap:
-        v = heapq.heappop(heap)
-        out.append(v)
-        for s in piece.succs[v]:
-            indeg[s] -= 1
-            if not indeg[s]:
-                heapq.heappush(heap, s)
-    return out
+    """The piece's local nodes in a topological order, lowest index first
+    (:func:`onnxmem.core.toposort.stable_order`: the numbering itself where it is one)."""
+    return stable_order(piece.succs)
 
 
 def _reaches_every_frontier(seq: Sequence[int], adj: Sequence[Sequence[int]], size: int) -> list[bool]:

@@ -258,23 +258,30 @@ def collect_types(model: onnx.ModelProto) -> dict[str, tuple[int | None, tuple[D
     return collect_graph_types(model.graph)
 
 
-def collect_graph_types(g: onnx.GraphProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+def collect_graph_types(g: onnx.GraphProto, *, value_info: bool = True,
+                        ) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
     """Every declared value of ``g`` (not its subgraphs): ``{name: (elem type, dims)}``; a
-    later declaration with a shape wins over one without, or with unknown dims."""
+    later declaration with a shape wins over one without, or with unknown dims. Without
+    ``value_info``: its initializers, inputs and outputs alone."""
     out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
     for init in g.initializer:
         out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
-    return collect_value_types((*g.input, *g.value_info, *g.output), out)
+    return collect_value_types((*g.input, *(g.value_info if value_info else ()), *g.output), out)
 
 
 def collect_value_types(values: Iterable[onnx.ValueInfoProto],
                         out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] | None = None,
                         ) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
     """``out`` (a new dict where not given) with the types of the declarations ``values``, in
-    order, by :func:`collect_graph_types`'s rule."""
+    order, by :func:`collect_graph_types`'s rule; values of the same type share its tuple."""
     out = {} if out is None else out
+    read: dict[bytes, tuple[int | None, tuple[Dim, ...] | None]] = {}  # each distinct type read once
     for vi in values:
-        et, sh = read_type(vi)
+        t = vi.type.SerializeToString()
+        found = read.get(t)
+        if found is None:
+            found = read[t] = read_type(vi)
+        et, sh = found
         prev = out.get(vi.name)
         if prev is None or prev[1] is None or (sh is not None and None in prev[1]):
             out[vi.name] = (et or (prev[0] if prev else None), sh if sh is not None else (prev[1] if prev else None))

@@ -10,7 +10,17 @@ at once. :func:`infer_in_pieces` infers the main graph a window of ``window`` no
    earlier windows (the types inferred there) or from the graph's inputs; the graph outputs
    the window produces keep their declared types;
 3. onnx infers that model (with data propagation, as on the whole graph) and the window's
-   value types are kept for the next windows; the inferred piece is dropped at once.
+   value types are kept for the next windows; the inferred piece is dropped at once;
+4. a window that repeats an earlier one (the layers of a deep network) is not inferred again:
+   its values take the types onnx inferred for the values at the same places there. Two
+   windows repeat each other when their models are the same but for the values' names
+   (:func:`_signature`): each node's op, domain and attributes, and which value it reads by
+   its place (made by which earlier node of the window, or the window's n-th outer value);
+   each outer value's type; the value of every integer initializer (onnx's data propagation
+   reads those), and of every other initializer a node reads whose op is not one of
+   :data:`VALUE_BLIND` (whose inference reads only its inputs' types: a MatMul's weight
+   matters by its shape alone); the declared graph outputs the window makes. onnx's inference
+   reads names only to wire the nodes, so it infers the same types at the same places.
 
 What it does not do: graphs with subgraph bodies (If, Loop, Scan) or model-local functions
 are not cut (``None``: the caller infers the whole graph), and values that onnx's data
@@ -22,19 +32,29 @@ each window infers what the whole-graph inference infers for its nodes.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+import hashlib
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
 
 import onnx
 
 from onnxmem.model import Dim, subgraph_attributes
 from onnxmem.shapes.engines import collect_graph_types, collect_value_types, run_onnx_inference
 
-__all__ = ["PIECE_NODES", "PIECE_WINDOW", "infer_in_pieces"]
+__all__ = ["PIECE_NODES", "PIECE_WINDOW", "VALUE_BLIND", "infer_in_pieces"]
 
 #: graphs with at least this many nodes are inferred in pieces
 PIECE_NODES = 20_000
 #: nodes per piece
 PIECE_WINDOW = 2_000
+
+#: ai.onnx ops whose shape inference never reads an input's value (onnx's ``getInputData``), and
+#: whose data propagation reads only integer ones: a floating-point initializer they read
+#: matters to the inferred types by its type alone
+VALUE_BLIND = frozenset({"Add", "BatchNormalization", "Conv", "Div", "Erf", "Gemm", "LayerNormalization", "MatMul",
+                         "Mul", "Pow", "PRelu", "Relu", "Sigmoid", "Softmax", "Sqrt", "Sub", "Tanh"})
+#: initializer types onnx's data propagation reads the values of (:data:`VALUE_BLIND`)
+_PROPAGATED = (onnx.TensorProto.INT32, onnx.TensorProto.INT64)
 
 Types = dict[str, tuple[int | None, tuple[Dim, ...] | None]]
 
@@ -54,10 +74,18 @@ def infer_in_pieces(
     inits = {t.name: t for t in g.initializer}
     types: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in g.input}
     declared_out = {vi.name: vi for vi in g.output}
-    out: Types = collect_graph_types(_header(work, g))
+    out: Types = collect_graph_types(g, value_info=False)  # the declared types
     last = _last_window(g, window)
+    seen: dict[bytes, _Inferred] = {}  # each window inferred, by its signature
+    feeds: dict[str, _Feed] = {}
     for w, start in enumerate(range(0, len(g.node), window)):
-        piece = _piece(work, list(g.node[start:start + window]), inits, types, declared_out)
+        nodes = list(g.node[start:start + window])
+        signed = _signature(nodes, inits, types, declared_out, feeds, (last, w))
+        base = seen.get(signed[0]) if signed is not None else None
+        if signed is not None and base is not None:
+            _repeat(base, signed[1], w, last, types, out)
+            continue
+        piece = _piece(work, nodes, inits, types, declared_out)
         if piece is None:
             return None
         inferred = infer(piece)
@@ -66,15 +94,131 @@ def infer_in_pieces(
         # the piece's inputs and initializers are values of earlier windows or of the header,
         # already in ``out``: only the values it makes are read
         made = (*inferred.graph.value_info, *inferred.graph.output)
+        first: dict[str, onnx.TypeProto] = {}  # each value's first declaration, copied once per distinct type
+        copies: dict[bytes, onnx.TypeProto] = {}
         for vi in made:
-            if vi.name not in types and last.get(vi.name, -1) > w:
-                kept = onnx.TypeProto()
-                kept.CopyFrom(vi.type)  # a copy: a reference would keep the whole piece alive
-                types[vi.name] = kept
-        for name, typed in collect_value_types(made).items():
-            out.setdefault(name, typed)
+            if vi.name not in first:
+                text = vi.type.SerializeToString()
+                kept = copies.get(text)
+                if kept is None:
+                    kept = copies[text] = onnx.TypeProto()
+                    kept.CopyFrom(vi.type)  # a copy: a reference would keep the whole piece alive
+                first[vi.name] = kept  # shared: the types kept are only ever copied from
+        for name, kept in first.items():
+            if name not in types and last.get(name, -1) > w:
+                types[name] = kept
+        typed = collect_value_types(made)
+        for name, value in typed.items():
+            out.setdefault(name, value)
+        if signed is not None and first.keys() <= set(signed[1]):
+            seen[signed[0]] = _Inferred(tuple(first.get(n) for n in signed[1]), tuple(typed.get(n) for n in signed[1]))
         del inferred, piece
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Inferred:
+    """What onnx inferred for a window's values, by their places (:func:`_signature`'s order)."""
+
+    types: tuple[onnx.TypeProto | None, ...]
+    typed: tuple[tuple[int | None, tuple[Dim, ...] | None] | None, ...]
+
+
+def _repeat(base: _Inferred, names: Sequence[str], w: int, last: Mapping[str, int],
+            types: dict[str, onnx.TypeProto], out: Types) -> None:
+    """Window ``w``'s values ``names`` take the types ``base`` has at their places, as
+    :func:`infer_in_pieces` takes those of a window it infers."""
+    for name, kept, typed in zip(names, base.types, base.typed):
+        if kept is not None and name not in types and last.get(name, -1) > w:
+            types[name] = kept
+        if typed is not None:
+            out.setdefault(name, typed)
+
+
+@dataclass(slots=True)
+class _Feed:
+    """An outer value of a window without its name: ``kind``, its type; for an initializer,
+    ``tensor`` and whether its value always counts (``always``: an integer one) or only where
+    a node of an op not in :data:`VALUE_BLIND` reads it; ``value``: a digest of the tensor
+    without its name, made on first use."""
+
+    kind: tuple[object, ...]
+    tensor: onnx.TensorProto | None = None
+    always: bool = False
+    value: bytes | None = None
+
+    def digest(self) -> bytes:
+        if self.value is None:
+            t = onnx.TensorProto()
+            t.CopyFrom(self.tensor)
+            t.name = ""
+            self.value = hashlib.blake2b(t.SerializeToString(), digest_size=32).digest()
+        return self.value
+
+
+def _feed(name: str, inits: Mapping[str, onnx.TensorProto], types: Mapping[str, onnx.TypeProto]) -> _Feed | None:
+    """:class:`_Feed` of outer value ``name``: an initializer or a typed value (``None``: neither,
+    where :func:`_piece` refuses the window)."""
+    init = inits.get(name)
+    if init is not None:
+        return _Feed(("i", init.data_type, tuple(init.dims)), init, init.data_type in _PROPAGATED)
+    typed = types.get(name)
+    return None if typed is None else _Feed(("t", typed.SerializeToString()))
+
+
+def _signature(
+    nodes: Sequence[onnx.NodeProto],
+    inits: Mapping[str, onnx.TensorProto],
+    types: Mapping[str, onnx.TypeProto],
+    declared_out: Mapping[str, onnx.ValueInfoProto],
+    feeds: dict[str, _Feed],
+    window: tuple[Mapping[str, int], int],
+) -> tuple[bytes, list[str]] | None:
+    """A digest of the model :func:`_piece` makes of ``nodes`` less its values' names (module
+    doc, step 4), and the names of the values the window makes, in order; ``None`` where a value
+    is made twice, or read before anything makes or types it. ``feeds``: the feeds of outer
+    values that later windows read too, kept for them; ``window``: the last window that reads
+    each value (:func:`_last_window`) and this window's number."""
+    last, w = window
+    made: dict[str, int] = {}
+    outer: dict[str, int] = {}
+    parts: list[object] = []
+    place = made.get
+    for node in nodes:
+        op, domain = node.op_type, node.domain
+        blind = op in VALUE_BLIND and domain in ("", "ai.onnx")
+        reads: list[object] = []
+        for name in node.input:
+            at = place(name)
+            if at is not None:
+                reads.append(at)
+                continue
+            if not name:
+                reads.append(-1)
+                continue
+            feed = feeds.get(name)
+            if feed is None:
+                feed = _feed(name, inits, types)
+                if feed is None:
+                    return None
+                if last.get(name, -1) > w:
+                    feeds[name] = feed
+            slot = outer.get(name)
+            if slot is None:
+                slot = outer[name] = -2 - len(outer)
+                parts.append(feed.kind)
+            reads.append((slot, feed.digest()) if feed.tensor is not None and (feed.always or not blind) else slot)
+        outs = list(node.output)
+        for name in outs:
+            if name:
+                if name in made or name in outer:
+                    return None
+                made[name] = len(made)
+        attrs = node.attribute
+        parts.append((op, domain, [a.SerializeToString() for a in attrs] if attrs else None, reads,
+                      len(outs) if all(outs) else [bool(o) for o in outs]))
+    parts.append(sorted((made[n], vi.type.SerializeToString()) for n, vi in declared_out.items() if n in made))
+    return hashlib.blake2b(repr(parts).encode(), digest_size=32).digest(), list(made)
 
 
 def _last_window(g: onnx.GraphProto, window: int) -> dict[str, int]:
@@ -84,15 +228,6 @@ def _last_window(g: onnx.GraphProto, window: int) -> dict[str, int]:
         for name in node.input:
             last[name] = i // window
     return last
-
-
-def _header(work: onnx.ModelProto, g: onnx.GraphProto) -> onnx.GraphProto:
-    """The graph's inputs, outputs and initializers alone (their declared types)."""
-    head = onnx.GraphProto()
-    head.input.extend(g.input)
-    head.output.extend(g.output)
-    head.initializer.extend(g.initializer)
-    return head
 
 
 def _piece(

@@ -123,15 +123,20 @@ def _pieces_complete(state: Inference) -> bool:
     if info is None:
         return False
     found: dict[str, TypedShape] = {}
+    shaped: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}  # each distinct shape resolved once
     for name in state.wanted:
         et, sh = info.get(name, (None, None))
         if et is None or sh is None:
             return False
-        resolved = [resolve_dim(d, state.dims) for d in sh]
-        if None in resolved:
+        if sh in shaped:
+            concrete = shaped[sh]
+        else:
+            resolved = [resolve_dim(d, state.dims) for d in sh]
+            concrete = shaped[sh] = None if None in resolved else tuple(int(r) for r in resolved)  # type: ignore[arg-type]
+        if concrete is None:
             return False
         if name not in state.known:
-            found[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
+            found[name] = (et, concrete)
     state.known.update(found)  # what absorb takes: every wanted value, each resolved once
     state.sources.update(dict.fromkeys(found, "onnx"))
     return True
