@@ -105,6 +105,7 @@ from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.isolation import at_step, end_run, start_run
 from onnxmem.runtime.ort import available_memory
+from onnxmem.runtime.reference import PieceReference
 from onnxmem.runtime.trips import loop_bounds, over_bound
 
 __all__ = [
@@ -136,10 +137,11 @@ class ArenaRun(ArenaSteps):
         on a machine whose cores are all busy the second thread would only wait for one."""
         spare = spare_core() if self.opts.beside is None else self.opts.beside
         values = self.reference_values() if spare and not self.opts.keep_going else None
-        if values is None:
+        pieces = None if values is None else self.reference_pieces(values)
+        if pieces is None:
             return super().run()
         self.load_inputs()
-        beside = _Beside(self, values)
+        beside = _Beside(pieces, set(self.view.outputs))
         start_run("the arena run, and the run of the model as a whole (the reference) beside it")
         t0 = time.perf_counter()
         try:
@@ -153,6 +155,7 @@ class ArenaRun(ArenaSteps):
                                     if o in self.whole_values)
                 return self.compare_outputs(seconds) if not self.findings else self._stopped(t0)
             self._start_again()  # a planned shape the kernels do not compute: step by step
+            self.whole_values = self.whole_values.again()  # the values this time, as step 2 asks for them
             t0 = time.perf_counter()
             if not self.run_steps():
                 return self._stopped(t0)
@@ -191,7 +194,7 @@ class ArenaRun(ArenaSteps):
         (step 3 for each): else the plan's shapes do not hold and the run goes step by step."""
         for op in ran:
             for o in op.outputs:
-                if o and tuple(int(d) for d in self.whole_values[o].shape()) != tuple(self.slots[o].shape):
+                if o and self.whole_values.shape(o) != tuple(self.slots[o].shape):
                     return False
         return True
 
@@ -420,30 +423,30 @@ def spare_core() -> bool:
 
 
 class _Beside(threading.Thread):
-    """The whole-model reference (:func:`onnxmem.runtime.sessions.run_values`) on a thread of its own:
+    """The reference (:class:`onnxmem.runtime.reference.PieceReference`: each piece in turn, the
+    values named in ``keep`` kept, the shapes alone of the others) on a thread of its own:
     onnxruntime runs it without Python's lock, on the other core."""
 
-    def __init__(self, run: ArenaRun, values: dict[str, int]) -> None:
+    def __init__(self, reference: PieceReference, keep: set[str]) -> None:
         super().__init__(name="onnxmem-reference", daemon=True)
-        self.args = (run.full, run.feeds, values, run.weights)
-        self.values: dict[str, Any] = {}
+        self.reference, self.keep = reference, keep
         self.seconds = 0.0
         self.error: BaseException | None = None
 
     def run(self) -> None:
         t0 = time.perf_counter()
         try:
-            self.values = sessions.run_values(*self.args)
+            self.reference.run_all(self.keep)
         except BaseException as exc:  # noqa: BLE001 - raised again on the main thread
             self.error = exc
         self.seconds = time.perf_counter() - t0
 
-    def result(self) -> tuple[dict[str, Any], float]:
-        """The reference's values and its seconds, once it ends; its error raised here."""
+    def result(self) -> tuple[PieceReference, float]:
+        """The reference and its seconds, once it ends; its error raised here."""
         self.join()
         if self.error is not None:
             raise self.error
-        return self.values, self.seconds
+        return self.reference, self.seconds
 
 
 def execute_plan(

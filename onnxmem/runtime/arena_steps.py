@@ -33,6 +33,7 @@ from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.inputs import feeds_for
 from onnxmem.runtime.isolation import at_step, available_memory, end_run, start_run
 from onnxmem.runtime.ort import load_weights, session_options
+from onnxmem.runtime.reference import PieceReference
 
 __all__ = ["ArenaSteps"]
 
@@ -125,7 +126,7 @@ class ArenaSteps(abc.ABC):
         self.private_seconds = 0.0
         #: the reference is one whole-model run (:meth:`run_reference`), its values not yet taken
         self.whole = False
-        self.whole_values: dict[str, Any] = {}
+        self.whole_values: Any = {}  # name -> OrtValue, or a PieceReference
         self.whole_seconds = 0.0
         self._weight_values: dict[tuple[str, bool], Any] = {}
         self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
@@ -260,15 +261,28 @@ class ArenaSteps(abc.ABC):
         return types
 
     def run_reference(self) -> None:
-        """The whole-model reference (:func:`onnxmem.runtime.sessions.run_values`), run once before the
-        first node where :meth:`reference_values` allows it; else each node runs again in step 2."""
+        """The whole-model reference where :meth:`reference_values` allows it, in pieces that run as
+        step 2 asks for their values (:class:`onnxmem.runtime.reference.PieceReference`; in one run,
+        :func:`onnxmem.runtime.sessions.run_values`, where a node reads a value no piece can give it);
+        else each node runs again in step 2."""
         values = self.reference_values()
         if values is None:
             return
-        t0 = time.perf_counter()
-        self.whole_values = sessions.run_values(self.full, self.feeds, values, self.weights)
-        self.whole_seconds = time.perf_counter() - t0
+        self.whole_values = self.reference_pieces(values)
+        if self.whole_values is None:
+            t0 = time.perf_counter()
+            self.whole_values = sessions.run_values(self.full, self.feeds, values, self.weights)
+            self.whole_seconds = time.perf_counter() - t0
         self.whole = True
+
+    def reference_pieces(self, values: dict[str, int]) -> PieceReference | None:
+        """The reference of ``values`` (:meth:`reference_values`) in pieces, none run yet; ``None``
+        where a node reads a value no piece can give it."""
+        try:
+            return PieceReference(self.full, [self.nodes[k] for k in self.order if k not in self.weight_ops],
+                                  values, self.feeds, self.weights, sizes={n: self.view.tensors[n].size for n in values})
+        except ValueError:
+            return None
 
     def check_inputs(self, op: Op) -> bool:
         """Step 1: every input still holds its producer's bytes. ``False`` when one does not."""
@@ -346,7 +360,11 @@ class ArenaSteps(abc.ABC):
         reference; ``{output: (shape, bytes)}`` it computes."""
         outs = [o for o in op.outputs if o]
         if self.whole:
+            before = getattr(self.whole_values, "seconds", 0.0)  # the reference's pieces run as they are asked for
             self.private.update((o, self.whole_values.pop(o)) for o in outs)
+            ran = getattr(self.whole_values, "seconds", 0.0) - before
+            self.private_seconds += ran
+            self.whole_seconds += ran
             return {o: (tuple(int(d) for d in self.private[o].shape()), sessions.ortvalue_bytes(self.private[o]))
                     for o in outs}
         t0 = time.perf_counter()

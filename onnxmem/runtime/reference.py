@@ -1,0 +1,166 @@
+"""The whole-model reference of an arena run, in pieces (:class:`PieceReference`).
+
+The reference of a CPU arena run without bodies or random ops is every value of the graph as
+onnxruntime computes it outside the arena, with the kernels each node's own session runs
+(:mod:`onnxmem.runtime.arena`). One whole-model run with every value an output
+(:func:`onnxmem.runtime.sessions.run_values`) holds all of them at once, each in fresh memory:
+nasnetalarge's 806 MB, most of the run's time spent faulting those pages in. Here the plan's
+order is cut into pieces of about :data:`PIECE_BYTES` of values each; a piece is one onnxruntime
+session of its nodes (optimizations and prepacking off, one thread, like the whole run), and it
+runs when the arena run first asks for one of its values (:meth:`PieceReference.pop`). A value
+read by a later piece is kept until that piece has run; the others are handed to the arena run,
+which drops each once it has checked it. Every value read from outside a piece (a graph input,
+a weight, a value of an earlier piece) is an input of the piece's model, bound as it is, as it
+is in each node's own session (:func:`onnxmem.runtime.sessions.node_session`): each node runs the
+same kernel on the same bytes, so each value has the same bits as in the whole run (a test
+compares every value of zoo models both ways).
+
+What it does not do: run a piece ahead of the arena run (the pieces run on the thread that asks).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+
+from onnxmem.core.errors import show_name
+from onnxmem.runtime.ort import make_session, ort_values, run_bounded
+from onnxmem.runtime.sessions import model_like
+
+__all__ = ["PIECE_BYTES", "PieceReference"]
+
+#: about how many bytes of values one piece computes (a node's outputs are never split)
+PIECE_BYTES = 32 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """Consecutive nodes of the plan's order run as one session: what it reads from outside
+    (``inputs``, each with its element type) and the values it gives (``outputs``)."""
+
+    nodes: tuple[onnx.NodeProto, ...]
+    inputs: tuple[tuple[str, int], ...]
+    outputs: tuple[str, ...]
+
+
+class PieceReference:
+    """The reference's values (name -> OrtValue), each computed by the piece that holds its node
+    when first asked for (:meth:`pop`); see the module docstring.
+
+    ``model``: the model with its weights (its IR version, opsets and functions); ``nodes``: the
+    nodes whose outputs are the reference's values, in the plan's order; ``values``: those values'
+    element types; ``feeds``: the graph inputs; ``weights``: initializers and the outputs of the
+    nodes folded into weights. ``ValueError`` where a node reads a value none of them gives.
+    """
+
+    def __init__(self, model: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], values: Mapping[str, int],
+                 feeds: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
+                 piece_bytes: int = PIECE_BYTES, sizes: Mapping[str, int] | None = None,
+                 pieces: tuple[_Piece, ...] | None = None) -> None:
+        self.model = model
+        self.values = dict(values)
+        self.outside = {**weights, **feeds}
+        self.pieces = pieces if pieces is not None else _cut(nodes, sizes or {}, piece_bytes, self.values, self.outside)
+        self.piece_of = {o: k for k, p in enumerate(self.pieces) for o in p.outputs}
+        #: the last piece that reads each value of a piece (kept until it has run)
+        self.last_read = {name: k for k, p in enumerate(self.pieces) for name, _ in p.inputs}
+        self.ran = 0  # pieces run so far
+        self.kept: dict[str, Any] = {}  # values of run pieces a later piece reads
+        self.given: dict[str, Any] = {}  # values of run pieces not yet taken
+        self.bound: dict[str, Any] = {}  # OrtValues of the inputs and weights, made once
+        self.shapes: dict[str, tuple[int, ...]] = {}  # of the values dropped by run_all
+        self.seconds = 0.0
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name in self.given or self.piece_of.get(name, -1) >= self.ran)
+
+    def pop(self, name: str) -> Any:
+        """The value ``name``, running the pieces up to the one that gives it; it is not kept here
+        (unless a later piece reads it). ``KeyError`` for a value taken already or not given."""
+        k = self.piece_of[name]
+        while self.ran <= k:
+            self._run(self.pieces[self.ran])
+        return self.given.pop(name)
+
+    def run_all(self, keep: set[str]) -> PieceReference:
+        """Every piece left, in order, keeping the values named in ``keep`` and the shape alone of
+        the others (:meth:`shape`); this reference."""
+        while self.ran < len(self.pieces):
+            self._run(self.pieces[self.ran])
+            for name in [n for n in self.given if n not in keep]:
+                self.shapes[name] = tuple(int(d) for d in self.given.pop(name).shape())
+        return self
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The shape of a value of a piece that has run."""
+        if name in self.given:
+            return tuple(int(d) for d in self.given[name].shape())
+        return self.shapes[name]
+
+    def again(self) -> PieceReference:
+        """A reference with the same pieces, none of them run yet."""
+        return PieceReference(self.model, (), self.values, {}, self.outside, pieces=self.pieces)
+
+    def _run(self, piece: _Piece) -> None:
+        t0 = time.perf_counter()
+        g = onnx.GraphProto(name="reference_piece", node=piece.nodes)
+        g.input.extend(onnx.helper.make_tensor_value_info(n, et, None) for n, et in piece.inputs)
+        g.output.extend(onnx.helper.make_tensor_value_info(n, self.values[n], None) for n in piece.outputs)
+        feeds = {n: self.kept[n] if n in self.kept else self._bound(n) for n, _ in piece.inputs}
+        sess = make_session(model_like(self.model, g), prepacking=False)
+        got = run_bounded(sess, list(piece.outputs), feeds, "as a whole (the reference)", as_ort_values=True)
+        del sess, feeds
+        k = self.ran
+        self.ran += 1
+        for name, value in zip(piece.outputs, got):
+            self.given[name] = value
+            if self.last_read.get(name, -1) >= self.ran:
+                self.kept[name] = value
+        for name in [n for n in self.kept if self.last_read[n] <= k]:
+            del self.kept[name]
+        self.seconds += time.perf_counter() - t0
+
+    def _bound(self, name: str) -> Any:
+        if name not in self.bound:
+            self.bound.update(ort_values({name: self.outside[name]}))
+        return self.bound[name]
+
+
+def _cut(nodes: Sequence[onnx.NodeProto], sizes: Mapping[str, int], piece_bytes: int, values: Mapping[str, int],
+         outside: Mapping[str, np.ndarray]) -> tuple[_Piece, ...]:
+    """``nodes`` in consecutive pieces of about ``piece_bytes`` of outputs (``sizes``: each value's bytes)."""
+    groups: list[list[onnx.NodeProto]] = [[]]
+    held = 0
+    for node in nodes:
+        if held >= piece_bytes:
+            groups.append([])
+            held = 0
+        groups[-1].append(node)
+        held += sum(sizes.get(o, 0) for o in node.output if o)
+    pieces = []
+    made: set[str] = set()
+    for group in groups:
+        outputs = tuple(o for node in group for o in node.output if o)
+        inputs: dict[str, int] = {}
+        mine: set[str] = set()
+        for node in group:
+            for name in node.input:
+                if name and name not in mine and name not in inputs:
+                    inputs[name] = _elem_type(name, values, outside, made)
+            mine.update(o for o in node.output if o)
+        made.update(outputs)
+        pieces.append(_Piece(tuple(group), tuple(inputs.items()), outputs))
+    return tuple(p for p in pieces if p.nodes)
+
+
+def _elem_type(name: str, values: Mapping[str, int], outside: Mapping[str, np.ndarray], made: set[str]) -> int:
+    if name in made:
+        return values[name]
+    if name in outside:
+        return onnx.helper.np_dtype_to_tensor_dtype(np.asarray(outside[name]).dtype)
+    raise ValueError(f"the reference in pieces: value {show_name(name)} is read before any piece gives it")
