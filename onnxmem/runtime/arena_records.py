@@ -10,7 +10,11 @@ import numpy as np
 from onnxmem.core.choices import DEVICES
 from onnxmem.proof.plan import Finding
 
-__all__ = ["DEVICES", "Execution", "ExecutionOptions", "OutputCheck", "compare_output", "same_bytes"]
+#: about how many bytes of values one piece of the whole-model reference computes (a node's
+#: outputs are never split; :mod:`onnxmem.runtime.reference`)
+PIECE_BYTES = 32 << 20
+
+__all__ = ["DEVICES", "PIECE_BYTES", "Execution", "ExecutionOptions", "OutputCheck", "compare_output", "same_bytes"]
 
 
 
@@ -21,7 +25,9 @@ class ExecutionOptions:
     same kernels, where it can be: :mod:`onnxmem.runtime.arena`) or ``"nodes"`` (every node run
     once more outside the arena). ``beside``: whether a whole-model reference runs on a thread of
     its own while the nodes run in the arena (:meth:`onnxmem.runtime.arena.ArenaRun.run`); ``None``:
-    where this process has a core to spare (:func:`onnxmem.runtime.arena.spare_core`)."""
+    where this process has a core to spare (:func:`onnxmem.runtime.arena.spare_core`).
+    ``piece_bytes``: about how many bytes of values each piece of a whole-model reference
+    computes (:class:`onnxmem.runtime.reference.PieceReference`)."""
 
     device: str = "cpu"
     inputs: Mapping[str, np.ndarray] | None = None
@@ -31,6 +37,7 @@ class ExecutionOptions:
     keep_going: bool = False  # run on after a clobber (to see whether results change)
     reference: str = "whole"
     beside: bool | None = None
+    piece_bytes: int = PIECE_BYTES
 
 
 @dataclass(frozen=True, slots=True)

@@ -280,7 +280,8 @@ class ArenaSteps(abc.ABC):
         where a node reads a value no piece can give it."""
         try:
             return PieceReference(self.full, [self.nodes[k] for k in self.order if k not in self.weight_ops],
-                                  values, self.feeds, self.weights, sizes={n: self.view.tensors[n].size for n in values})
+                                  values, self.feeds, self.weights, self.opts.piece_bytes,
+                                  sizes={n: self.view.tensors[n].size for n in values})
         except ValueError:
             return None
 

@@ -29,13 +29,12 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import show_name
+from onnxmem.runtime.arena_records import PIECE_BYTES
 from onnxmem.runtime.ort import make_session, ort_values, run_bounded
 from onnxmem.runtime.sessions import model_like
 
 __all__ = ["PIECE_BYTES", "PieceReference"]
 
-#: about how many bytes of values one piece computes (a node's outputs are never split)
-PIECE_BYTES = 32 << 20
 
 
 @dataclass(frozen=True, slots=True)

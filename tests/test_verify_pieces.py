@@ -1,0 +1,154 @@
+"""The whole-model reference in pieces: each piece a session of consecutive nodes of the plan's
+order, run when the arena run first asks for one of its values; every value has the bits of the
+whole model run once, and the run finds what the run of each node again finds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from onnxmem.core.errors import RuntimeBackendError
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.runtime.arena import ArenaRun
+from onnxmem.runtime.sessions import host_array, run_values
+from onnxmem.verify.run import VerifyOptions, execute_plan
+
+from .conftest import LIGHT
+from .helpers import make_model, vi
+
+GREEDY = PlanOptions(solver="greedy", order="file")
+
+
+@pytest.fixture()
+def diamond(tmp_path):
+    """x -> sig=Sigmoid(x) -> tan=Tanh(sig) -> sum=Add(sig, tan) -> y=MatMul(sum, W)."""
+    w = onnx.numpy_helper.from_array(np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32), "W")
+    nodes = [helper.make_node("Sigmoid", ["x"], ["sig"], name="sigmoid"),
+             helper.make_node("Tanh", ["sig"], ["tan"], name="tanh"),
+             helper.make_node("Add", ["sig", "tan"], ["sum"], name="add"),
+             helper.make_node("MatMul", ["sum", "W"], ["y"], name="matmul")]
+    path = tmp_path / "diamond.onnx"
+    onnx.save(make_model(nodes, [vi("x", [4, 16])], [vi("y", [4, 16])], [w]), path)
+    return path, plan_model(path, GREEDY)
+
+
+def _reference(path, planned, piece_bytes):
+    """The arena run of ``planned`` (inputs loaded), its reference's values and their pieces."""
+    run = ArenaRun(planned.plan, planned.model, planned.view, VerifyOptions(piece_bytes=piece_bytes), path)
+    run.load_inputs()
+    values = run.reference_values()
+    assert values is not None
+    return run, values, run.reference_pieces(values)
+
+
+def test_every_value_in_pieces_has_the_bits_of_the_whole_run():
+    """squeezenet in pieces of about 256 KiB of values: each value, taken in the plan's order, is
+    the whole run's bit for bit; the pieces run one at a time as their values are asked for, and
+    once every value is taken nothing is held."""
+    path = LIGHT / "light_squeezenet.onnx"
+    planned = plan_model(path)
+    run, values, pieces = _reference(path, planned, 256 << 10)
+    whole = run_values(run.full, run.feeds, values, run.weights)
+    assert len(pieces.pieces) > 3
+    names = list(values)
+    first = pieces.pop(names[0])
+    assert pieces.ran == 1 and np.array_equal(host_array(first), host_array(whole[names[0]]))
+    for name in names[1:]:
+        got = host_array(pieces.pop(name))
+        want = host_array(whole[name])
+        assert got.shape == want.shape and got.tobytes() == want.tobytes(), name
+    assert pieces.ran == len(pieces.pieces) and not pieces.given and not pieces.kept
+
+
+def test_a_value_read_by_a_later_piece_is_kept_until_that_piece_has_run(diamond):
+    """One node a piece: sig, read by tanh and by add, is kept after it is taken until add's piece
+    has run (and sum until matmul's); a value taken twice is a KeyError."""
+    path, p = diamond
+    _, _, pieces = _reference(path, p, 1)
+    assert [pc.outputs for pc in pieces.pieces] == [("sig",), ("tan",), ("sum",), ("y",)]
+    assert [n for n, _ in pieces.pieces[2].inputs] == ["sig", "tan"]
+    assert "sig" in pieces and "y" in pieces
+    pieces.pop("sig")
+    assert "sig" in pieces.kept and "sig" not in pieces
+    pieces.pop("tan")
+    assert set(pieces.kept) == {"sig", "tan"}
+    pieces.pop("sum")
+    assert pieces.ran == 3 and set(pieces.kept) == {"sum"}  # matmul reads it
+    with pytest.raises(KeyError):
+        pieces.pop("sig")
+    assert host_array(pieces.pop("y")).shape == (4, 16) and not pieces.kept and not pieces.given
+
+
+def test_the_beside_run_keeps_the_outputs_and_the_shapes_of_the_others(diamond):
+    path, p = diamond
+    _, _, pieces = _reference(path, p, 1)
+    pieces.run_all({"y"})
+    assert set(pieces.given) == {"y"} and pieces.shape("sig") == (4, 16) and not pieces.kept
+    again = pieces.again()
+    assert again.ran == 0 and again.pieces is pieces.pieces and "sig" in again
+
+
+def _runs(path, plan, view, model):
+    """The run with the reference in one-node pieces, beside the arena run and before each node,
+    and the run where each node runs again; the first two must agree in everything they find."""
+    got = [execute_plan(plan, model, view, model_path=path, options=VerifyOptions(beside=beside, piece_bytes=1))
+           for beside in (True, False)]
+    nodes = execute_plan(plan, model, view, model_path=path, options=VerifyOptions(reference="nodes"))
+    for ex in got:
+        assert ex.reference == "whole"
+        assert ex.findings == got[1].findings and ex.notes == got[1].notes
+        assert [(c.name, c.identical) for c in ex.outputs] == [(c.name, c.identical) for c in got[1].outputs]
+    return got[1], nodes
+
+
+def test_the_pieces_verify_a_good_plan(diamond):
+    path, p = diamond
+    ex, nodes = _runs(path, p.plan, p.view, p.model)
+    assert ex.findings == nodes.findings == () and ex.nodes_run == 4 and ex.reference_seconds > 0
+    (c,) = ex.outputs
+    assert c.ok and c.identical
+
+
+@pytest.mark.parametrize("moved, onto", [("tan", "sig"), ("sum", "sig"), ("y", "sum")])
+def test_a_corrupted_plan_is_caught_the_same_way(diamond, moved, onto):
+    """A tensor moved onto another's bytes: the same first finding, tensor, node and bytes, as the
+    run of each node again."""
+    path, p = diamond
+    at = p.plan.tensor(onto).offset
+    bad = dataclasses.replace(p.plan, tensors=tuple(dataclasses.replace(t, offset=at) if t.name == moved else t
+                                                    for t in p.plan.tensors))
+    ex, nodes = _runs(path, bad, p.view, p.model)
+    assert ex.findings, f"{moved} onto {onto} was not caught"
+    assert ex.findings[0] == nodes.findings[0] and ex.nodes_run == nodes.nodes_run
+
+
+def test_a_planned_shape_of_the_same_bytes_is_a_note_in_pieces(tmp_path):
+    """The plan holds t at [4, 8] where Transpose computes [8, 4]: beside, the run goes step by
+    step again with fresh pieces, and notes the shape as the run of each node again does."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Transpose", ["a"], ["t"], name="transpose", perm=[1, 0]),
+             helper.make_node("Sigmoid", ["t"], ["y"], name="sigmoid")]
+    path = tmp_path / "chain.onnx"
+    onnx.save(make_model(nodes, [vi("x", [4, 8])], [vi("y", [8, 4])]), path)
+    p = plan_model(path, GREEDY)
+    view = dataclasses.replace(p.view, tensors={**p.view.tensors,
+                                                "t": dataclasses.replace(p.view.tensors["t"], shape=(4, 8))})
+    ex, again = _runs(path, p.plan, view, p.model)
+    assert ex.findings == again.findings == () and ex.notes == again.notes
+    assert "'t' runs with shape [8, 4]" in ex.notes[0]
+
+
+def test_a_piece_onnxruntime_cannot_run_is_the_reference_error(tmp_path):
+    shape = onnx.numpy_helper.from_array(np.array([3, 3], np.int64), "shape")
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Reshape", ["a", "shape"], ["y"], name="reshape")]
+    path = tmp_path / "bad.onnx"
+    onnx.save(make_model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])], [shape]), path)
+    p = plan_model(path, GREEDY)
+    for beside in (True, False):
+        with pytest.raises(RuntimeBackendError, match="onnxruntime failed to run the model as a whole"):
+            execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(beside=beside, piece_bytes=1))
