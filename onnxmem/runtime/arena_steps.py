@@ -16,7 +16,7 @@ import onnx
 
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
-from onnxmem.graph import GraphView, Op, draws_random
+from onnxmem.graph import GraphView, Op
 from onnxmem.model import recorded_values
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding, true_lifetimes
@@ -33,7 +33,7 @@ from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.inputs import feeds_for
 from onnxmem.runtime.isolation import at_step, available_memory, end_run, start_run
 from onnxmem.runtime.ort import load_weights, session_options
-from onnxmem.runtime.reference import PieceReference
+from onnxmem.runtime.reference import PieceReference, draws
 
 __all__ = ["ArenaSteps"]
 
@@ -74,7 +74,7 @@ class ArenaSteps(abc.ABC):
         except KeyError as exc:
             raise PlanError(f"the plan orders node {exc}, which the model does not have; re-plan the model") from None
         self.full, read = load_weights(model, model_path)
-        self.feeds = _feeds(self.full, view, options)
+        self.feeds = feeds_for(self.full, view, options.inputs, options.seed)  # seeded where not given
         # a training checkpoint's frozen values the plan's shapes read (extra.checkpoint) are fed as they are
         self.feeds.update({n: v for n, v in recorded_values(plan.extra).items()
                            if n in view.outside and n in self.feeds and v.shape == self.feeds[n].shape
@@ -249,7 +249,7 @@ class ArenaSteps(abc.ABC):
         if self.opts.reference != "whole" or self.cuda or not self.whole_reference or self.view.bodies:
             return None
         ops = [self.view.ops[k] for k in self.order if k not in self.weight_ops]
-        if any(_draws(self.nodes[op.index], op) for op in ops):
+        if any(draws(self.nodes[op.index], op) for op in ops):
             return None
         names = [o for op in ops for o in op.outputs if o]
         types = {n: self.view.tensors[n].elem_type for n in names if n in self.view.tensors}
@@ -581,19 +581,3 @@ class ArenaSteps(abc.ABC):
             byte_range=(lo, hi),
             graph=self.view.path,
         )
-
-
-def _draws(node: onnx.NodeProto, op: Op) -> bool:
-    """Whether ``node`` draws random numbers (:func:`onnxmem.graph.draws_random`, and an old
-    opset's Dropout with ``is_test`` 0); an op of another domain by its name alone
-    (``sessions.RANDOM_OPS``)."""
-    if node.domain not in ("", "ai.onnx"):
-        return node.op_type in sessions.RANDOM_OPS
-    return draws_random(op) or (node.op_type == "Dropout" and any(a.name == "is_test" and a.i == 0
-                                                                   for a in node.attribute))
-
-
-def _feeds(model: onnx.ModelProto, view: GraphView, opts: ExecutionOptions) -> dict[str, np.ndarray]:
-    """The graph inputs: ``opts.inputs`` where given, seeded random values for the rest."""
-    return feeds_for(model, view, opts.inputs, opts.seed)
-

@@ -29,11 +29,12 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import show_name
+from onnxmem.graph import Op, draws_random
 from onnxmem.runtime.arena_records import PIECE_BYTES
 from onnxmem.runtime.ort import make_session, ort_values, run_bounded
-from onnxmem.runtime.sessions import model_like
+from onnxmem.runtime.sessions import RANDOM_OPS, model_like
 
-__all__ = ["PIECE_BYTES", "PieceReference"]
+__all__ = ["PieceReference", "draws"]
 
 
 
@@ -163,3 +164,13 @@ def _elem_type(name: str, values: Mapping[str, int], outside: Mapping[str, np.nd
     if name in outside:
         return onnx.helper.np_dtype_to_tensor_dtype(np.asarray(outside[name]).dtype)
     raise ValueError(f"the reference in pieces: value {show_name(name)} is read before any piece gives it")
+
+
+def draws(node: onnx.NodeProto, op: Op) -> bool:
+    """Whether ``node`` draws random numbers (:func:`onnxmem.graph.draws_random`, and an old
+    opset's Dropout with ``is_test`` 0); an op of another domain by its name alone
+    (:data:`onnxmem.runtime.sessions.RANDOM_OPS`)."""
+    if node.domain not in ("", "ai.onnx"):
+        return node.op_type in RANDOM_OPS
+    return draws_random(op) or (node.op_type == "Dropout" and any(a.name == "is_test" and a.i == 0
+                                                                   for a in node.attribute))
