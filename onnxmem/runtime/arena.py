@@ -20,7 +20,9 @@ Before the first node (:meth:`ArenaRun.__init__`):
   model run once by onnxruntime outside the arena, every value of the graph an
   output (:meth:`ArenaRun.run_reference`), optimizations and prepacking off, one
   thread, so each node runs the kernel it runs alone, on the same inputs, and each
-  value has the bits the node's own session computes. Where a core is spare
+  value has the bits the node's own session computes; it runs in pieces of
+  consecutive nodes, each when its values are first asked for
+  (:class:`onnxmem.runtime.reference.PieceReference`). Where a core is spare
   (:func:`spare_core`, or ``ExecutionOptions.beside``) it runs on a thread of its
   own while the nodes run in the arena (:meth:`ArenaRun.run_ahead`: steps 1 and 4
   to 7, each output bound at its planned shape); step 3 follows for every node run
