@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Callable, Container, Mapping, Sequence
+from typing import Callable, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -169,30 +169,39 @@ def opset_version(model: onnx.ModelProto) -> int:
     return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def _topological(nodes: Sequence[onnx.NodeProto]) -> list[int]:
+#: each node's input names and output names, in the order of the nodes
+Names = tuple[list[tuple[str, ...]], list[tuple[str, ...]]]
+
+
+def _names(nodes: Sequence[onnx.NodeProto]) -> Names:
+    """Each node's input and output names, read from protobuf once (each read of a name there
+    makes a new ``str``; the steps of a pass read them several times)."""
+    return [tuple(n.input) for n in nodes], [tuple(n.output) for n in nodes]
+
+
+def _topological(nodes: Sequence[onnx.NodeProto], names: Names | None = None) -> list[int]:
     """Node indices in a stable topological order over explicit inputs (Kahn's; a cycle's nodes are left out)."""
+    inputs, outputs = names or _names(nodes)
     producer: dict[str, int] = {}
-    for i, n in enumerate(nodes):
-        for o in n.output:
+    for i, outs in enumerate(outputs):
+        for o in outs:
             if o:
                 producer.setdefault(o, i)
     users: list[list[int]] = [[] for _ in nodes]
-    for i, n in enumerate(nodes):
-        for name in set(n.input):
+    for i, ins in enumerate(inputs):
+        for name in set(ins):
             p = producer.get(name)
             if name and p is not None and p != i:
                 users[p].append(i)
     return stable_order(users)
 
 
-def _needed(nodes: Sequence[onnx.NodeProto], also: Sequence[str] = ()) -> set[str]:
-    """Every value in a shape slot (and each of ``also``) and, backwards through evaluable nodes,
-    every value those need."""
-    slots = [
-        n.input[p] for n in nodes if n.domain in ("", "ai.onnx")
-        for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(n.input) and n.input[p]
-    ]
-    return needed_values(nodes, [*slots, *also])
+def _slots(nodes: Sequence[onnx.NodeProto], inputs: Sequence[tuple[str, ...]]) -> set[str]:
+    """Every value in a shape slot of a node of the standard domain (``inputs``: each node's input names)."""
+    return {
+        ins[p] for n, ins in zip(nodes, inputs) if n.domain in ("", "ai.onnx")
+        for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(ins) and ins[p]
+    }
 
 
 def evaluate_values(
@@ -227,10 +236,11 @@ def evaluate_values(
     return values
 
 
-def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Sequence[str]) -> set[str]:
+def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Iterable[str], names: Names | None = None) -> set[str]:
     """``wanted`` and, backwards through evaluable nodes, every value they need (only the
-    shapes of ``Shape``'s and ``Size``'s inputs)."""
-    producer = {o: n for n in nodes for o in n.output if o}
+    shapes of ``Shape``'s and ``Size``'s inputs). ``names``: the nodes' :func:`_names`, where read already."""
+    inputs, outputs = names or _names(nodes)
+    producer = {o: i for i, outs in enumerate(outputs) for o in outs if o}
     stack = [name for name in wanted if name]
     needed: set[str] = set()
     while stack:
@@ -238,9 +248,9 @@ def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Sequence[str]) -> set
         if name in needed:
             continue
         needed.add(name)
-        node = producer.get(name)
-        if node is not None and node.op_type in EVALUATORS and node.op_type not in _SHAPE_ONLY:
-            stack.extend(i for i in node.input if i)
+        p = producer.get(name)
+        if p is not None and nodes[p].op_type in EVALUATORS and nodes[p].op_type not in _SHAPE_ONLY:
+            stack.extend(i for i in inputs[p] if i)
     return needed
 
 
@@ -335,8 +345,10 @@ class _Evaluator:
     changes once known), the nodes that cannot give one, and what each node was last tried on."""
 
     def __init__(self, nodes: Sequence[onnx.NodeProto], wanted: list[int], values: dict[str, np.ndarray],
-                 opset: int) -> None:
+                 opset: int, names: Names) -> None:
         self.nodes, self.wanted, self.values, self.opset = nodes, wanted, values, opset
+        #: each wanted node's input names and its one output (``names``: the nodes' :func:`_names`)
+        self.names = {i: (names[0][i], names[1][i][0]) for i in wanted}
         self.failed: set[int] = set()
         #: node -> what it was last tried on, in vain (which input values were known, and the input
         #: shapes): on the same again it gives nothing again, so it is not tried
@@ -357,27 +369,28 @@ class _Evaluator:
     def step(self, i: int, shapes: dict[str, tuple[int, ...]]) -> str | None:
         """Evaluate node ``i`` when it may give something new: the name of the value it computed
         (its shape added to ``shapes``), or ``None``."""
-        node = self.nodes[i]
-        if i in self.failed or node.output[0] in self.values:
+        names, name = self.names[i]
+        if name in self.values or i in self.failed:
             return None
-        ins = [self.values.get(name) if name else None for name in node.input]
-        in_shapes = [shapes.get(name) if name else None for name in node.input]
+        values = self.values
+        ins = [values.get(n) if n else None for n in names]
+        in_shapes = [shapes.get(n) if n else None for n in names]
         seen = (*(v is not None for v in ins), *in_shapes)
         if self.tried.get(i) == seen:
             return None
+        node = self.nodes[i]
         out = evaluate_node(node, ins, in_shapes, self.opset)
         if out is None:
             self.tried[i] = seen
             # with every input known, a later round cannot do better: never try it again
             read = in_shapes if node.op_type in _SHAPE_ONLY else ins
-            if all(v is not None for name, v in zip(node.input, read) if name):
+            if all(v is not None for n, v in zip(names, read) if n):
                 self.failed.add(i)
             return None
         if out.size > self.budget:
             return None
         self.budget -= out.size
-        name = node.output[0]
-        self.values[name] = self.made[name] = out
+        values[name] = self.made[name] = out
         shapes[name] = tuple(out.shape)
         self.typed[name] = (ELEM_TYPES[out.dtype], tuple(int(d) for d in out.shape))
         return name
@@ -393,21 +406,24 @@ class _Carrier:
     every node in that order (:func:`_topological`, computed once for the pass)."""
 
     def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int],
-                 order: Sequence[int]) -> None:
+                 order: Sequence[int], names: Names) -> None:
         self.nodes, self.opsets, self.ir_version = nodes, list(work.opset_import), int(work.ir_version)
         self.opset = opset_version(work)
-        producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
-        stack = [nodes[i].input[0] for i in wanted if nodes[i].op_type in _SHAPE_ONLY and nodes[i].input]
+        inputs, outputs = names
+        producer = {o: i for i, outs in enumerate(outputs) for o in outs if o}
+        stack = [inputs[i][0] for i in wanted if nodes[i].op_type in _SHAPE_ONLY and inputs[i]]
         reads: set[int] = set()
         while stack:
             p = producer.get(stack.pop())
             if p is None or p in reads:
                 continue
             reads.add(p)
-            stack.extend(name for name in nodes[p].input if name)
+            stack.extend(name for name in inputs[p] if name)
         self.shaped = {i for i in reads if _carries(nodes[i])}
         self.wanted = set(wanted)
         self.order = [i for i in order if i in self.shaped or i in self.wanted]
+        #: each shaped node's named inputs and outputs
+        self.names = {i: ([n for n in inputs[i] if n], [o for o in outputs[i] if o]) for i in self.shaped}
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
@@ -438,16 +454,14 @@ class _Carrier:
     def _carry(self, i: int, shapes: dict[str, tuple[int, ...]], elem: dict[str, int],
                values: Mapping[str, np.ndarray]) -> None:
         """Node ``i``'s output shapes by onnx's rule, where it gives ones not known yet."""
-        node = self.nodes[i]
-        outs = [o for o in node.output if o]
-        ins = [name for name in node.input if name]
+        ins, outs = self.names[i]
         if all(o in shapes for o in outs) or any(name not in shapes or not elem.get(name) for name in ins):
             return
         seen = tuple((shapes[name], name in values) for name in ins)
         if self.tried.get(i) == seen:
             return
         self.tried[i] = seen
-        for name, (et, shape) in self._outputs(node, ins, shapes, elem, values).items():
+        for name, (et, shape) in self._outputs(self.nodes[i], ins, shapes, elem, values).items():
             if name in outs and name not in shapes:
                 shapes[name] = self.carried[name] = shape
                 elem[name] = et
@@ -525,28 +539,27 @@ def evaluate_shapes(
     model is changed. See the module docstring for the steps.
     """
     nodes = list(work.graph.node)
-    needed = _needed(nodes, also)
+    names = _names(nodes)
+    inputs, outputs = names
+    slots = _slots(nodes, inputs)
+    needed = needed_values(nodes, [*slots, *also], names)
     if not needed:
         return Evaluated(inferred)
     values = _constants(work)
-    slots = {
-        n.input[p] for n in nodes if n.domain in ("", "ai.onnx")
-        for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(n.input) and n.input[p]
-    }
-    producers = {o for n in nodes for o in n.output if o}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for n in nodes:
-        for name in set(n.input):
-            consumers.setdefault(name, []).append(n)
-    order = _topological(nodes)
-    wanted = [i for i in order if len(nodes[i].output) == 1 and nodes[i].output[0] in needed]
-    ev = _Evaluator(nodes, wanted, values, opset_version(work))
+    producers = {o for outs in outputs for o in outs if o}
+    consumers: dict[str, list[int]] = {}
+    for i, ins in enumerate(inputs):
+        for name in set(ins):
+            consumers.setdefault(name, []).append(i)
+    order = _topological(nodes, names)
+    wanted = [i for i in order if len(outputs[i]) == 1 and outputs[i][0] in needed]
+    ev = _Evaluator(nodes, wanted, values, opset_version(work), names)
     fold: set[str] = set()
     current, rounds, folded = inferred, 0, 0
     made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] = {}  # what _fold made, kept for the next round
     resolve_once = functools.lru_cache(maxsize=None)(resolve)
     known: dict[str, tuple[int, ...]] = {}
-    carrier = _Carrier(work, nodes, wanted, order) if carry else None
+    carrier = _Carrier(work, nodes, wanted, order, names) if carry else None
     for _ in range(max_rounds):
         shapes = _known_shapes(current, resolve_once, known)
         shapes.update({k: v[1] for k, v in ev.typed.items()})
@@ -558,7 +571,7 @@ def evaluate_shapes(
         # infer again only when a new value can teach inference something it does not know
         useful = [n for n in new if n not in before] + [
             n for n in new if n in slots and n in producers
-            and any(o and o not in before for c in consumers.get(n, ()) for o in c.output)
+            and any(o and o not in before for c in consumers.get(n, ()) for o in outputs[c])
         ]
         if not useful:
             break
