@@ -112,6 +112,11 @@ _SHAPE_ONLY = {"Shape", "Size"}
 
 
 
+_TENSOR = onnx.AttributeProto.TENSOR
+#: what an evaluation raises for a value it cannot compute (a malformed node included)
+_UNKNOWN = (Unknown, ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError)
+
+
 def _attrs(node: onnx.NodeProto) -> dict[str, object]:
     out: dict[str, object] = {}
     for attr in node.attribute:
@@ -136,11 +141,18 @@ def evaluate_node(
     run = EVALUATORS.get(node.op_type)
     if run is None or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return None
+    if node.op_type == "Constant" and len(node.attribute) == 1:  # most often a tensor alone: read it as it is
+        attr = node.attribute[0]
+        if attr.name == "value" and attr.type == _TENSOR:
+            try:
+                return tensor_value(attr.t)
+            except _UNKNOWN:
+                return None
     try:
         ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input])
         out = np.asarray(run(ctx, list(inputs)))
         return checked_value(out)
-    except (Unknown, ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError):
+    except _UNKNOWN:
         return None
 
 
@@ -265,8 +277,11 @@ def _known_shapes(
     for init in g.initializer:
         out[init.name] = tuple(int(d) for d in init.dims)
     for vi in (*g.input, *g.value_info, *g.output):
+        name = vi.name
+        if name in out:
+            continue
         t = vi.type
-        if vi.name in out or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
             continue
         dims: list[int] = []
         for d in t.tensor_type.shape.dim:
@@ -276,7 +291,7 @@ def _known_shapes(
                 break
             dims.append(value)
         else:
-            out[vi.name] = tuple(dims)
+            out[name] = tuple(dims)
     return out
 
 
@@ -430,6 +445,8 @@ class _Carrier:
         self.tensors: dict[str, onnx.TensorProto] = {}
         #: (element type, shape) -> its TypeProto, made once (onnx's rule only reads it)
         self.types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
+        #: op type -> its schema at the model's opset, found once
+        self.schemas: dict[str, onnx.defs.OpSchema] = {}
 
     def evaluate(self, ev: _Evaluator, current: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> list[str]:
         """:meth:`_Evaluator.evaluate` with the shapes carried forward in the same sweep: the values
@@ -473,7 +490,9 @@ class _Carrier:
         data = {name: self._tensor(name, values[name]) for name in ins
                 if name in values and values[name].size <= MAX_CARRIED_DATA}
         try:
-            schema = onnx.defs.get_schema(node.op_type, self.opset, "")
+            schema = self.schemas.get(node.op_type)
+            if schema is None:
+                schema = self.schemas[node.op_type] = onnx.defs.get_schema(node.op_type, self.opset, "")
             got = onnx.shape_inference.infer_node_outputs(schema, node, types, data, opset_imports=self.opsets,
                                                           ir_version=self.ir_version)
         except Exception:  # noqa: BLE001 - no rule, or a rule that refuses: the shape stays unknown
