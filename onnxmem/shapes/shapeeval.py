@@ -406,8 +406,8 @@ class _Evaluator:
             return None
         self.budget -= out.size
         values[name] = self.made[name] = out
-        shapes[name] = tuple(out.shape)
-        self.typed[name] = (ELEM_TYPES[out.dtype], tuple(int(d) for d in out.shape))
+        shapes[name] = shape = out.shape  # a tuple of ints
+        self.typed[name] = (ELEM_TYPES[out.dtype], shape)
         return name
 
 
@@ -437,8 +437,9 @@ class _Carrier:
         self.shaped = {i for i in reads if _carries(nodes[i])}
         self.wanted = set(wanted)
         self.order = [i for i in order if i in self.shaped or i in self.wanted]
-        #: each shaped node's named inputs and outputs
-        self.names = {i: ([n for n in inputs[i] if n], [o for o in outputs[i] if o]) for i in self.shaped}
+        #: each shaped node's named inputs (in order, and as a set) and its named outputs
+        self.names = {i: ([n for n in inputs[i] if n], frozenset(n for n in inputs[i] if n),
+                          frozenset(o for o in outputs[i] if o)) for i in self.shaped}
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
@@ -471,8 +472,9 @@ class _Carrier:
     def _carry(self, i: int, shapes: dict[str, tuple[int, ...]], elem: dict[str, int],
                values: Mapping[str, np.ndarray]) -> None:
         """Node ``i``'s output shapes by onnx's rule, where it gives ones not known yet."""
-        ins, outs = self.names[i]
-        if all(o in shapes for o in outs) or any(name not in shapes or not elem.get(name) for name in ins):
+        ins, named, outs = self.names[i]
+        known = shapes.keys()
+        if known >= outs or not known >= named or not all(map(elem.get, ins)):
             return
         seen = tuple((shapes[name], name in values) for name in ins)
         if self.tried.get(i) == seen:
@@ -579,8 +581,9 @@ def evaluate_shapes(
     resolve_once = functools.lru_cache(maxsize=None)(resolve)
     known: dict[str, tuple[int, ...]] = {}
     carrier = _Carrier(work, nodes, wanted, order, names) if carry else None
+    read = None  # the model whose shapes ``known`` holds
     for _ in range(max_rounds):
-        shapes = _known_shapes(current, resolve_once, known)
+        shapes, read = _known_shapes(current, resolve_once, known), current
         shapes.update({k: v[1] for k, v in ev.typed.items()})
         before = set(shapes)
         if carrier is None:
@@ -599,7 +602,8 @@ def evaluate_shapes(
         if again is None:
             break
         current, rounds, folded = again, rounds + 1, len(fold)
-    if carrier is not None and not carrier.confirmed(_known_shapes(current, resolve_once, known)):
+    if carrier is not None and not carrier.confirmed(
+            known if read is current else _known_shapes(current, resolve_once, known)):  # read again when changed
         return evaluate_shapes(work, inferred, infer=infer, resolve=resolve, max_rounds=max_rounds, also=also,
                                carry=False)
     return Evaluated(current, ev.typed, ev.made, rounds, folded)
