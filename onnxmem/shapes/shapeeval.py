@@ -62,7 +62,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxmem.core.toposort import stable_order
-from onnxmem.model import subgraph_attributes
+from onnxmem.model import copy_without, subgraph_attributes
 from onnxmem.shapes.evalbase import (
     ELEM_TYPES,
     MAX_ELEMENTS,
@@ -330,17 +330,18 @@ def _fold(
     fold: set[str],
     shapes: Mapping[str, tuple[int, tuple[int, ...]]],
     made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] | None = None,
+    outputs: Sequence[tuple[str, ...]] | None = None,
 ) -> onnx.ModelProto:
     """A copy of ``work`` whose producers of ``fold`` values are initializers, other evaluated values typed.
     ``made``: the initializers and value_info of earlier rounds by name (a value never changes
-    once computed), kept across rounds so that each is made once."""
+    once computed), kept across rounds so that each is made once; ``outputs``: each node's output
+    names (:func:`_names`), where read already. The nodes kept are copied once."""
     made = {} if made is None else made
-    m = onnx.ModelProto()
-    m.CopyFrom(work)
+    m = copy_without(work, ("node",))
     g = m.graph
-    keep = [n for n in g.node if not (len(n.output) == 1 and n.output[0] in fold)]
-    del g.node[:]
-    g.node.extend(keep)
+    nodes = work.graph.node
+    outs = outputs if outputs is not None else [tuple(n.output) for n in nodes]
+    g.node.extend(n for n, o in zip(nodes, outs) if not (len(o) == 1 and o[0] in fold))
     for name in sorted(fold):
         if not isinstance(made.get(name), onnx.TensorProto):
             made[name] = numpy_helper.from_array(values[name], name)
@@ -598,7 +599,7 @@ def evaluate_shapes(
         if not useful:
             break
         fold |= {n for n in new if n in slots and n in producers}
-        again = infer(_fold(work, values, fold, ev.typed, made))
+        again = infer(_fold(work, values, fold, ev.typed, made, outputs))
         if again is None:
             break
         current, rounds, folded = again, rounds + 1, len(fold)
