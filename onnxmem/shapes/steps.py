@@ -73,6 +73,7 @@ class Inference:
     inferred: onnx.ModelProto | None = None  # onnx's latest result (the evaluated model once folded)
     evaluated: shapeeval.Evaluated | None = None
     symbolic: onnx.ModelProto | None = None
+    flat: bool = False  # the model holds no subgraph and no local function
     nchwc_block: int | None = None  # the NCHWc block size of the session that built the graph, if known
     max_trips: int | None = None  # the user's bound on a Loop's trip count (--max-trips)
     loops: dict[BodyKey, LoopBound] = field(default_factory=dict)  # Loops sized per iteration
@@ -131,7 +132,7 @@ def _onnx(state: Inference) -> None:
 def _pieces_complete(state: Inference) -> bool:
     """onnx's inference in pieces (:mod:`onnxmem.shapes.pieces`), taken only where it gives
     every wanted value a concrete shape; else nothing is taken and the whole graph is inferred."""
-    info = pieces.infer_in_pieces(state.work)
+    info = pieces.infer_in_pieces(state.work, flat=state.flat)
     if info is None:
         return False
     found: dict[str, TypedShape] = {}
