@@ -9,7 +9,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.core.errors import ModelError, ShapeError
 from onnxmem.graph import build_view
-from onnxmem.model import check_external_data, load_model, load_model_data, parse_input_shape, tensor_bytes
+from onnxmem.model import (
+    check_external_data,
+    load_model,
+    load_model_data,
+    parse_input_shape,
+    tensor_bytes,
+)
 from onnxmem.runtime.ort import infer_measured_shapes
 from onnxmem.shapes import infer_shapes
 
