@@ -109,9 +109,6 @@ MAX_CARRIED_DATA = 4096
 Dim = int | str | None
 #: ops that read only their input's shape, not its values
 _SHAPE_ONLY = {"Shape", "Size"}
-
-
-
 _TENSOR = onnx.AttributeProto.TENSOR
 #: what an evaluation raises for a value it cannot compute (a malformed node included)
 _UNKNOWN = (Unknown, ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError)
@@ -141,13 +138,12 @@ def evaluate_node(
     run = EVALUATORS.get(node.op_type)
     if run is None or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return None
-    if node.op_type == "Constant" and len(node.attribute) == 1:  # most often a tensor alone: read it as it is
-        attr = node.attribute[0]
-        if attr.name == "value" and attr.type == _TENSOR:
-            try:
-                return tensor_value(attr.t)
-            except _UNKNOWN:
-                return None
+    attrs = node.attribute
+    if node.op_type == "Constant" and len(attrs) == 1 and attrs[0].name == "value" and attrs[0].type == _TENSOR:
+        try:  # most often a tensor alone: read as it is
+            return tensor_value(attrs[0].t)
+        except _UNKNOWN:
+            return None
     try:
         ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input])
         out = np.asarray(run(ctx, list(inputs)))
@@ -206,14 +202,6 @@ def _topological(nodes: Sequence[onnx.NodeProto], names: Names | None = None) ->
             if name and p is not None and p != i:
                 users[p].append(i)
     return stable_order(users)
-
-
-def _slots(nodes: Sequence[onnx.NodeProto], inputs: Sequence[tuple[str, ...]]) -> set[str]:
-    """Every value in a shape slot of a node of the standard domain (``inputs``: each node's input names)."""
-    return {
-        ins[p] for n, ins in zip(nodes, inputs) if n.domain in ("", "ai.onnx")
-        for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(ins) and ins[p]
-    }
 
 
 def evaluate_values(
@@ -339,9 +327,8 @@ def _fold(
     made = {} if made is None else made
     m = copy_without(work, ("node",))
     g = m.graph
-    nodes = work.graph.node
-    outs = outputs if outputs is not None else [tuple(n.output) for n in nodes]
-    g.node.extend(n for n, o in zip(nodes, outs) if not (len(o) == 1 and o[0] in fold))
+    outs = outputs if outputs is not None else [tuple(n.output) for n in work.graph.node]
+    g.node.extend(n for n, o in zip(work.graph.node, outs) if not (len(o) == 1 and o[0] in fold))
     for name in sorted(fold):
         if not isinstance(made.get(name), onnx.TensorProto):
             made[name] = numpy_helper.from_array(values[name], name)
@@ -493,10 +480,9 @@ class _Carrier:
         data = {name: self._tensor(name, values[name]) for name in ins
                 if name in values and values[name].size <= MAX_CARRIED_DATA}
         try:
-            schema = self.schemas.get(node.op_type)
-            if schema is None:
-                schema = self.schemas[node.op_type] = onnx.defs.get_schema(node.op_type, self.opset, "")
-            got = onnx.shape_inference.infer_node_outputs(schema, node, types, data, opset_imports=self.opsets,
+            if node.op_type not in self.schemas:
+                self.schemas[node.op_type] = onnx.defs.get_schema(node.op_type, self.opset, "")
+            got = onnx.shape_inference.infer_node_outputs(self.schemas[node.op_type], node, types, data, opset_imports=self.opsets,
                                                           ir_version=self.ir_version)
         except Exception:  # noqa: BLE001 - no rule, or a rule that refuses: the shape stays unknown
             return {}
@@ -561,9 +547,9 @@ def evaluate_shapes(
     model is changed. See the module docstring for the steps.
     """
     nodes = list(work.graph.node)
-    names = _names(nodes)
-    inputs, outputs = names
-    slots = _slots(nodes, inputs)
+    inputs, outputs = names = _names(nodes)
+    slots = {ins[p] for n, ins in zip(nodes, inputs) if n.domain in ("", "ai.onnx")
+             for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(ins) and ins[p]}
     needed = needed_values(nodes, [*slots, *also], names)
     if not needed:
         return Evaluated(inferred)
