@@ -425,9 +425,8 @@ class _Carrier:
         self.shaped = {i for i in reads if _carries(nodes[i])}
         self.wanted = set(wanted)
         self.order = [i for i in order if i in self.shaped or i in self.wanted]
-        #: each shaped node's named inputs (in order, and as a set) and its named outputs
-        self.names = {i: ([n for n in inputs[i] if n], frozenset(n for n in inputs[i] if n),
-                          frozenset(o for o in outputs[i] if o)) for i in self.shaped}
+        #: each shaped node's named inputs and outputs
+        self.names = {i: (tuple(filter(None, inputs[i])), tuple(filter(None, outputs[i]))) for i in self.shaped}
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
@@ -460,9 +459,9 @@ class _Carrier:
     def _carry(self, i: int, shapes: dict[str, tuple[int, ...]], elem: dict[str, int],
                values: Mapping[str, np.ndarray]) -> None:
         """Node ``i``'s output shapes by onnx's rule, where it gives ones not known yet."""
-        ins, named, outs = self.names[i]
-        known = shapes.keys()
-        if known >= outs or not known >= named or not all(map(elem.get, ins)):
+        ins, outs = self.names[i]
+        known = shapes.__contains__
+        if all(map(known, outs)) or not all(map(known, ins)) or not all(map(elem.get, ins)):
             return
         seen = tuple((shapes[name], name in values) for name in ins)
         if self.tried.get(i) == seen:
