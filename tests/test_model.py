@@ -9,7 +9,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.core.errors import ModelError, ShapeError
 from onnxmem.graph import build_view
-from onnxmem.model import load_model, parse_input_shape, tensor_bytes
+from onnxmem.model import (
+    check_external_data,
+    load_model,
+    load_model_data,
+    parse_input_shape,
+    tensor_bytes,
+)
 from onnxmem.runtime.ort import infer_measured_shapes
 from onnxmem.shapes import infer_shapes
 
@@ -90,6 +96,24 @@ def test_external_data_is_not_read(models_dir, tmp_path):
     shapes = infer_shapes(model)
     view = build_view(model, shapes)
     assert view.weights_size == 4 * (256 * 512 + 512 + 512 * 512 + 512 + 512 * 128 + 128)
+
+
+def test_the_loader_gives_the_weight_files_it_checked(tmp_path):
+    """``load_model_data``: the model as ``load_model`` reads it, and the external weights'
+    references its checks found, the same as a walk of the loaded model finds."""
+    ws = [numpy_helper.from_array(np.full((4, 4), i, np.float32), f"w{i}") for i in range(3)]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["a"]), helper.make_node("MatMul", ["a", "w1"], ["b"]),
+             helper.make_node("Add", ["b", "w2"], ["y"])]
+    m = make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])], ws)
+    inline = tmp_path / "inline.onnx"
+    onnx.save(m, inline)
+    onnx.save(m, tmp_path / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)
+    model, refs = load_model_data(tmp_path / "m.onnx")
+    assert model == load_model(tmp_path / "m.onnx")
+    assert [(r.tensor, r.offset, r.length) for r in refs] == [(f"w{i}", 64 * i, 64) for i in range(3)]
+    assert {r.path for r in refs} == {(tmp_path / "m.data").resolve()}
+    assert refs == check_external_data(model, tmp_path, need_files=False)
+    assert load_model_data(inline)[1] == []
 
 
 def test_symbolic_dims_need_binding(models_dir):

@@ -43,6 +43,7 @@ from .sources import add_weight_files, plan_several
 if TYPE_CHECKING:
     import onnx
 
+    from onnxmem.model import ExternalData
     from onnxmem.planning.pipeline import Planned, PlanOptions
     from onnxmem.plans import Program
     from onnxmem.plans.point import MemoryPlan
@@ -109,7 +110,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     onnxruntime version, and verify holds it to them.
     """
     with loading():
-        from onnxmem.planning.pipeline import plan_model  # onnx
+        from onnxmem.planning.pipeline import plan_loaded, plan_model  # onnx
 
     if optimize != "none":
         _refuse_for_optimized({"--budget": budget is not None, "--budget-sweep": budget_sweep is not None,
@@ -152,8 +153,15 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         _plan_budget(model, opts, outs, output, annotate, budget, rewrite_out, remat_algorithm, cost_model,
                      timeout, as_json, remat_order)
         return
-    result = plan_model(model, opts, progress=progress(sys.stderr.isatty() and not as_json))
-    add_weight_files(outs, result.model if optimize == "none" else _load(model), model)
+    say = progress(sys.stderr.isatty() and not as_json)
+    if optimize == "none":  # the loader's references to the weight files: the model is walked once
+        say("reading model")
+        onnx_model, refs = _load(model)
+        result = plan_loaded(onnx_model, model, opts, say)
+    else:
+        result = plan_model(model, opts, progress=say)
+        onnx_model, refs = _load(model)
+    add_weight_files(outs, onnx_model, model, refs)
     _write_and_print(outs, result.model, result.plan, model, output, annotate, as_json,
                      lines=() if as_json else deployment_lines(result.plan, result.view, device if fixed_cost else None))
 
@@ -175,10 +183,11 @@ def _refuse_for_optimized(flags: dict[str, bool]) -> None:
                                    "--optimize none) for it")
 
 
-def _load(model: str) -> onnx.ModelProto:
-    from onnxmem.model import load_model  # onnx
+def _load(model: str) -> tuple[onnx.ModelProto, list[ExternalData]]:
+    """The model at ``model`` and its external weights' references (:func:`onnxmem.model.load_model_data`)."""
+    from onnxmem.model import load_model_data  # onnx
 
-    return load_model(model)
+    return load_model_data(model)
 
 
 def _refuse_for_range(budgeted: bool, concurrency: str, branches: tuple[str, ...]) -> None:
@@ -250,14 +259,13 @@ def _plan_budget(model: str, opts: PlanOptions, outs: OutputSet, output: str | N
                  budget: str, rewrite_out: str | None, algorithm: str, cost_model: str, timeout: float | None,
                  as_json: bool, keep: str) -> None:
     """``plan --budget``: plan, recompute when needed, write and summarize."""
-    from onnxmem.model import load_model
     from onnxmem.remat.budget import parse_budget, plan_with_budget
 
     size, factor = parse_budget(budget)
     if rewrite_out is not None:
         outs.add(rewrite_out, "--rewrite-out")
-    onnx_model = load_model(model)
-    add_weight_files(outs, onnx_model, model)
+    onnx_model, refs = _load(model)
+    add_weight_files(outs, onnx_model, model, refs)
     got = plan_with_budget(onnx_model, model, opts, budget=size, factor=factor, algorithm=algorithm,
                            cost_model=cost_model, timeout=timeout, keep=keep,
                            progress=progress(sys.stderr.isatty() and not as_json))
@@ -323,7 +331,6 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
                 planning: PlanningFlags, inputs: InputValues | None, optimize: str, device: str) -> None:
     """``onnxmem plan`` with a ranged --dim: plan the box, prove it, write the range plan
     (``planning``'s ranged dims are the box, the others bind their dims)."""
-    from onnxmem.model import load_model  # onnx
     from onnxmem.planning import parse_dim_flags, plan_range_optimized
     from onnxmem.plans import range_to_dict, render_range_plan
     from onnxmem.report.range import render_range_summary
@@ -338,8 +345,8 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
     opts = make_plan_options(**flags, inputs=inputs)
     if output:
         outs.add(output, "-o")
-    onnx_model = load_model(model)
-    add_weight_files(outs, onnx_model, model)
+    onnx_model, refs = _load(model)
+    add_weight_files(outs, onnx_model, model, refs)
     with optimized_model(model, optimize, device, model=onnx_model) as built:
         result = plan_range_optimized(built, box, opts, steps=steps)
     if output:

@@ -4,7 +4,7 @@ no output may replace."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,18 +19,24 @@ if TYPE_CHECKING:
     import onnx
 
     from onnxmem.graph import GraphView
+    from onnxmem.model import ExternalData
     from onnxmem.planning.pipeline import Planned, PlanOptions
     from onnxmem.plans import Program
     from onnxmem.plans.point import MemoryPlan
     from onnxmem.runtime.optimize import Optimized
 
 
-def add_weight_files(outs: OutputSet, onnx_model: onnx.ModelProto, model_path: str) -> None:
-    """Declare the model's external data files as inputs, so no output replaces them."""
-    from onnxmem.model import check_external_data
+def add_weight_files(outs: OutputSet, onnx_model: onnx.ModelProto, model_path: str,
+                     refs: Iterable[ExternalData] | None = None) -> None:
+    """Declare the model's external data files as inputs, so no output replaces them. ``refs``:
+    the model's external-data references as the loader found them
+    (:func:`onnxmem.model.load_model_data`), where the caller has them: the model is not walked
+    again."""
+    if refs is None:
+        from onnxmem.model import check_external_data
 
-    for path in dict.fromkeys(ref.path for ref in check_external_data(onnx_model, Path(model_path).parent,
-                                                                       need_files=False)):
+        refs = check_external_data(onnx_model, Path(model_path).parent, need_files=False)
+    for path in dict.fromkeys(ref.path for ref in refs):
         outs.add_input(path)  # once per data file, however many tensors it holds
 
 

@@ -3,7 +3,8 @@
 The public interface of the model layer; higher layers import from here
 (``from onnxmem.model import load_model``), so the modules behind it can change:
 
-* :mod:`~onnxmem.model.load`: ``load_model`` (the checked loader), ``file_sha256``, ``copy_without``;
+* :mod:`~onnxmem.model.load`: ``load_model`` (the checked loader; ``load_model_data`` also gives the
+  external weights' references it found), ``file_sha256``, ``copy_without``;
 * :mod:`~onnxmem.model.limits`: nesting and node-count limits, sparse weights refused;
 * :mod:`~onnxmem.model.tensors`: stored tensors and the check of their data;
 * :mod:`~onnxmem.model.external`: external weights, checked and read;
@@ -70,7 +71,7 @@ from onnxmem.model.limits import (
     check_graph_limits,
     check_sparse_initializers,
 )
-from onnxmem.model.load import copy_without, file_sha256, load_model
+from onnxmem.model.load import copy_without, file_sha256, load_model, load_model_data
 from onnxmem.model.roles import ACCUMULATORS, LOSSES, caller_state, is_training_graph
 from onnxmem.model.tensors import check_tensor_data, graph_tensors, tensor_sites
 
@@ -120,6 +121,7 @@ __all__ = [
     "iter_bodies",
     "iter_graphs",
     "load_model",
+    "load_model_data",
     "model_graphs",
     "owner_key",
     "parse_dim_binding",

@@ -180,15 +180,17 @@ def declared_types(source: onnx.ModelProto | onnx.GraphProto,
             stack.append(t.map_type.value_type)
 
 
-def rename_dims(model: onnx.ModelProto) -> dict[str, str]:
+def rename_dims(model: onnx.ModelProto,
+                graphs: Iterable[tuple[str, onnx.GraphProto | onnx.FunctionProto]] | None = None) -> dict[str, str]:
     """Replace every dim_param of ``model`` (in place) by a generated safe name.
 
     No text of the file then reaches an inference engine as a dim: shape
     inference sees ``onnxmem_dim_0``, ``onnxmem_dim_1``, ... and the expressions
-    it writes are over those names alone. Returns ``{original: safe}``.
+    it writes are over those names alone. Returns ``{original: safe}``. ``graphs``: the
+    model's graphs (:func:`onnxmem.model.bodies.model_graphs`), where the caller knows them.
     """
     names: dict[str, str] = {}
-    for d in declared_dims(model):
+    for d in declared_dims(model, graphs):
         if d.HasField("dim_param") and d.dim_param:
             safe = names.setdefault(d.dim_param, f"onnxmem_dim_{len(names)}")
             d.dim_param = safe

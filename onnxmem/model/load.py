@@ -19,11 +19,11 @@ from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.fileio import MAX_MODEL_BYTES, open_input, read_input
 from onnxmem.model.bodies import model_graphs
 from onnxmem.model.dims import unname_placeholder_dims
-from onnxmem.model.external import check_external_data
+from onnxmem.model.external import ExternalData, check_external_data
 from onnxmem.model.limits import check_graph_limits, check_sparse_initializers
 from onnxmem.model.tensors import check_tensor_data, stored_tensors
 
-__all__ = ["copy_without", "file_sha256", "load_model"]
+__all__ = ["copy_without", "file_sha256", "load_model", "load_model_data"]
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -36,7 +36,15 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 
 def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
-    """Read an ONNX file's graph; external weights stay on disk.
+    """Read an ONNX file's graph; external weights stay on disk (:func:`load_model_data`)."""
+    return load_model_data(path)[0]
+
+
+def load_model_data(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, list[ExternalData]]:
+    """Read an ONNX file's graph; external weights stay on disk: ``(model, references)``, the
+    references the model's external weights make (:func:`check_external_data`, in the order of
+    its stored tensors), found in the loader's one walk of the graphs, so a caller that needs the
+    weight files (which no output may replace) does not walk the model again.
 
     Raises ``ModelError`` for a missing, non-regular, too large, truncated or
     non-ONNX file, for a graph or local functions past the limits
@@ -76,9 +84,9 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     check_sparse_initializers(model, graphs)
     sites = list(stored_tensors(model, graphs))
     check_tensor_data(model, sites)
-    check_external_data(model, p.parent, need_files=False, sites=sites)
+    refs = check_external_data(model, p.parent, need_files=False, sites=sites)
     unname_placeholder_dims(model, graphs)
-    return model
+    return model, refs
 
 
 def copy_without(model: onnx.ModelProto, graph_fields: Collection[str]) -> onnx.ModelProto:

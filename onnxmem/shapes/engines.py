@@ -59,14 +59,14 @@ def take_branches(graph: onnx.GraphProto, excluded: frozenset[BodyKey], key: Bod
                 take_branches(sub, excluded, (*key, (owner_key(node, i), attr)))
 
 
-def strip_for_inference(model: onnx.ModelProto) -> onnx.ModelProto:
+def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.ModelProto:
     """A copy without large initializer data or value_info, for shape inference.
 
     Small initializers keep their values (data propagation of shapes needs
     them). Large and external ones of the top-level graph become typed graph
     inputs, so no inference engine tries to read their bytes; those of
     subgraphs (whose inputs are positional) keep their dims and point to no
-    data.
+    data. ``flat``: the caller knows the graph holds no subgraph (it is not walked for them).
     """
     m = copy_without(model, ("initializer", "value_info"))
 
@@ -82,7 +82,7 @@ def strip_for_inference(model: onnx.ModelProto) -> onnx.ModelProto:
             g.input.append(
                 onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
             )
-    for sub in iter_graphs(g):
+    for sub in () if flat else iter_graphs(g):
         if sub is g:
             continue
         for init in sub.initializer:

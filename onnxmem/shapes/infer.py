@@ -132,10 +132,12 @@ def _bound_inference(
 ) -> Inference:
     """The state the steps start from: a copy stripped for inference, excluded branches
     replaced by taken ones, dims renamed to safe names, the graph inputs and outputs bound."""
-    work = strip_for_inference(model)
+    # a graph without subgraphs or local functions (most) is not walked for them again
+    flat = not model.functions and not any(subgraph_attributes(n) for n in model.graph.node)
+    work = strip_for_inference(model, flat=flat)
     take_branches(work.graph, excluded)
     # from here on the inference engines see generated names only (see rename_dims)
-    safe = rename_dims(work)
+    safe = rename_dims(work, [("", work.graph)] if flat else None)
     original = {v: k for k, v in safe.items()}
     if strict_dims:
         _check_dim_names(user_dims, safe)
@@ -148,7 +150,7 @@ def _bound_inference(
             set_shape(vi, bind_dims(cur, dims))
     # the same bindings under the file's own names, for its value_info (read last)
     file_dims = {**user_dims, **{original[k]: v for k, v in dims.items() if k in original}}
-    return Inference(model, work, dims, file_dims, top_level_values(model))
+    return Inference(model, work, dims, file_dims, top_level_values(model), flat=flat)
 
 
 def _check_dim_names(user_dims: Mapping[str, int], safe: Mapping[str, str]) -> None:
@@ -223,7 +225,7 @@ def _subgraph_shapes(
     value_info, then both engines again with every main-graph value at its concrete shape,
     then each body inferred on its own with the values it captures where they are known."""
     model, work, inferred, dims = state.model, state.work, state.inferred, state.dims
-    if not any(True for _ in iter_bodies(model.graph)):
+    if state.flat or not any(True for _ in iter_bodies(model.graph)):
         return {}
 
     def open_bodies() -> bool:

@@ -63,13 +63,15 @@ def infer_in_pieces(
     work: onnx.ModelProto,
     window: int | None = None,
     infer: Callable[[onnx.ModelProto], onnx.ModelProto | None] = run_onnx_inference,
+    *, flat: bool = False,
 ) -> Types | None:
     """``{name: (elem type, dims)}`` of the main graph's values as onnx infers them, window
     by window (module doc; ``window`` defaults to :data:`PIECE_WINDOW`); ``None`` where the
-    graph cannot be cut or a piece fails."""
+    graph cannot be cut or a piece fails. ``flat``: the caller knows the model holds no
+    subgraph and no local function (it is not walked for them)."""
     window = window or PIECE_WINDOW
     g = work.graph
-    if work.functions or any(subgraph_attributes(n) for n in g.node):
+    if not flat and (work.functions or any(subgraph_attributes(n) for n in g.node)):
         return None
     inits = {t.name: t for t in g.initializer}
     types: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in g.input}

@@ -55,14 +55,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Callable, Container, Mapping, Sequence
+from typing import Callable, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
 from onnxmem.core.toposort import stable_order
-from onnxmem.model import subgraph_attributes
+from onnxmem.model import copy_without, subgraph_attributes
 from onnxmem.shapes.evalbase import (
     ELEM_TYPES,
     MAX_ELEMENTS,
@@ -109,7 +109,9 @@ MAX_CARRIED_DATA = 4096
 Dim = int | str | None
 #: ops that read only their input's shape, not its values
 _SHAPE_ONLY = {"Shape", "Size"}
-
+_TENSOR = onnx.AttributeProto.TENSOR
+#: what an evaluation raises for a value it cannot compute (a malformed node included)
+_UNKNOWN = (Unknown, ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError)
 
 
 def _attrs(node: onnx.NodeProto) -> dict[str, object]:
@@ -136,11 +138,17 @@ def evaluate_node(
     run = EVALUATORS.get(node.op_type)
     if run is None or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return None
+    attrs = node.attribute
+    if node.op_type == "Constant" and len(attrs) == 1 and attrs[0].name == "value" and attrs[0].type == _TENSOR:
+        try:  # most often a tensor alone: read as it is
+            return tensor_value(attrs[0].t)
+        except _UNKNOWN:
+            return None
     try:
         ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input])
         out = np.asarray(run(ctx, list(inputs)))
         return checked_value(out)
-    except (Unknown, ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError):
+    except _UNKNOWN:
         return None
 
 
@@ -169,30 +177,31 @@ def opset_version(model: onnx.ModelProto) -> int:
     return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def _topological(nodes: Sequence[onnx.NodeProto]) -> list[int]:
+#: each node's input names and output names, in the order of the nodes
+Names = tuple[list[tuple[str, ...]], list[tuple[str, ...]]]
+
+
+def _names(nodes: Sequence[onnx.NodeProto]) -> Names:
+    """Each node's input and output names, read from protobuf once (each read of a name there
+    makes a new ``str``; the steps of a pass read them several times)."""
+    return [tuple(n.input) for n in nodes], [tuple(n.output) for n in nodes]
+
+
+def _topological(nodes: Sequence[onnx.NodeProto], names: Names | None = None) -> list[int]:
     """Node indices in a stable topological order over explicit inputs (Kahn's; a cycle's nodes are left out)."""
+    inputs, outputs = names or _names(nodes)
     producer: dict[str, int] = {}
-    for i, n in enumerate(nodes):
-        for o in n.output:
+    for i, outs in enumerate(outputs):
+        for o in outs:
             if o:
                 producer.setdefault(o, i)
     users: list[list[int]] = [[] for _ in nodes]
-    for i, n in enumerate(nodes):
-        for name in set(n.input):
+    for i, ins in enumerate(inputs):
+        for name in set(ins):
             p = producer.get(name)
             if name and p is not None and p != i:
                 users[p].append(i)
     return stable_order(users)
-
-
-def _needed(nodes: Sequence[onnx.NodeProto], also: Sequence[str] = ()) -> set[str]:
-    """Every value in a shape slot (and each of ``also``) and, backwards through evaluable nodes,
-    every value those need."""
-    slots = [
-        n.input[p] for n in nodes if n.domain in ("", "ai.onnx")
-        for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(n.input) and n.input[p]
-    ]
-    return needed_values(nodes, [*slots, *also])
 
 
 def evaluate_values(
@@ -227,10 +236,11 @@ def evaluate_values(
     return values
 
 
-def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Sequence[str]) -> set[str]:
+def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Iterable[str], names: Names | None = None) -> set[str]:
     """``wanted`` and, backwards through evaluable nodes, every value they need (only the
-    shapes of ``Shape``'s and ``Size``'s inputs)."""
-    producer = {o: n for n in nodes for o in n.output if o}
+    shapes of ``Shape``'s and ``Size``'s inputs). ``names``: the nodes' :func:`_names`, where read already."""
+    inputs, outputs = names or _names(nodes)
+    producer = {o: i for i, outs in enumerate(outputs) for o in outs if o}
     stack = [name for name in wanted if name]
     needed: set[str] = set()
     while stack:
@@ -238,9 +248,9 @@ def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Sequence[str]) -> set
         if name in needed:
             continue
         needed.add(name)
-        node = producer.get(name)
-        if node is not None and node.op_type in EVALUATORS and node.op_type not in _SHAPE_ONLY:
-            stack.extend(i for i in node.input if i)
+        p = producer.get(name)
+        if p is not None and nodes[p].op_type in EVALUATORS and nodes[p].op_type not in _SHAPE_ONLY:
+            stack.extend(i for i in inputs[p] if i)
     return needed
 
 
@@ -255,8 +265,11 @@ def _known_shapes(
     for init in g.initializer:
         out[init.name] = tuple(int(d) for d in init.dims)
     for vi in (*g.input, *g.value_info, *g.output):
+        name = vi.name
+        if name in out:
+            continue
         t = vi.type
-        if vi.name in out or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
             continue
         dims: list[int] = []
         for d in t.tensor_type.shape.dim:
@@ -266,7 +279,7 @@ def _known_shapes(
                 break
             dims.append(value)
         else:
-            out[vi.name] = tuple(dims)
+            out[name] = tuple(dims)
     return out
 
 
@@ -305,17 +318,17 @@ def _fold(
     fold: set[str],
     shapes: Mapping[str, tuple[int, tuple[int, ...]]],
     made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] | None = None,
+    outputs: Sequence[tuple[str, ...]] | None = None,
 ) -> onnx.ModelProto:
     """A copy of ``work`` whose producers of ``fold`` values are initializers, other evaluated values typed.
     ``made``: the initializers and value_info of earlier rounds by name (a value never changes
-    once computed), kept across rounds so that each is made once."""
+    once computed), kept across rounds so that each is made once; ``outputs``: each node's output
+    names (:func:`_names`), where read already. The nodes kept are copied once."""
     made = {} if made is None else made
-    m = onnx.ModelProto()
-    m.CopyFrom(work)
+    m = copy_without(work, ("node",))
     g = m.graph
-    keep = [n for n in g.node if not (len(n.output) == 1 and n.output[0] in fold)]
-    del g.node[:]
-    g.node.extend(keep)
+    outs = outputs if outputs is not None else [tuple(n.output) for n in work.graph.node]
+    g.node.extend(n for n, o in zip(work.graph.node, outs) if not (len(o) == 1 and o[0] in fold))
     for name in sorted(fold):
         if not isinstance(made.get(name), onnx.TensorProto):
             made[name] = numpy_helper.from_array(values[name], name)
@@ -335,8 +348,10 @@ class _Evaluator:
     changes once known), the nodes that cannot give one, and what each node was last tried on."""
 
     def __init__(self, nodes: Sequence[onnx.NodeProto], wanted: list[int], values: dict[str, np.ndarray],
-                 opset: int) -> None:
+                 opset: int, names: Names) -> None:
         self.nodes, self.wanted, self.values, self.opset = nodes, wanted, values, opset
+        #: each wanted node's input names and its one output (``names``: the nodes' :func:`_names`)
+        self.names = {i: (names[0][i], names[1][i][0]) for i in wanted}
         self.failed: set[int] = set()
         #: node -> what it was last tried on, in vain (which input values were known, and the input
         #: shapes): on the same again it gives nothing again, so it is not tried
@@ -357,29 +372,30 @@ class _Evaluator:
     def step(self, i: int, shapes: dict[str, tuple[int, ...]]) -> str | None:
         """Evaluate node ``i`` when it may give something new: the name of the value it computed
         (its shape added to ``shapes``), or ``None``."""
-        node = self.nodes[i]
-        if i in self.failed or node.output[0] in self.values:
+        names, name = self.names[i]
+        if name in self.values or i in self.failed:
             return None
-        ins = [self.values.get(name) if name else None for name in node.input]
-        in_shapes = [shapes.get(name) if name else None for name in node.input]
+        values = self.values
+        ins = [values.get(n) if n else None for n in names]
+        in_shapes = [shapes.get(n) if n else None for n in names]
         seen = (*(v is not None for v in ins), *in_shapes)
         if self.tried.get(i) == seen:
             return None
+        node = self.nodes[i]
         out = evaluate_node(node, ins, in_shapes, self.opset)
         if out is None:
             self.tried[i] = seen
             # with every input known, a later round cannot do better: never try it again
             read = in_shapes if node.op_type in _SHAPE_ONLY else ins
-            if all(v is not None for name, v in zip(node.input, read) if name):
+            if all(v is not None for n, v in zip(names, read) if n):
                 self.failed.add(i)
             return None
         if out.size > self.budget:
             return None
         self.budget -= out.size
-        name = node.output[0]
-        self.values[name] = self.made[name] = out
-        shapes[name] = tuple(out.shape)
-        self.typed[name] = (ELEM_TYPES[out.dtype], tuple(int(d) for d in out.shape))
+        values[name] = self.made[name] = out
+        shapes[name] = shape = out.shape  # a tuple of ints
+        self.typed[name] = (ELEM_TYPES[out.dtype], shape)
         return name
 
 
@@ -393,27 +409,32 @@ class _Carrier:
     every node in that order (:func:`_topological`, computed once for the pass)."""
 
     def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int],
-                 order: Sequence[int]) -> None:
+                 order: Sequence[int], names: Names) -> None:
         self.nodes, self.opsets, self.ir_version = nodes, list(work.opset_import), int(work.ir_version)
         self.opset = opset_version(work)
-        producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
-        stack = [nodes[i].input[0] for i in wanted if nodes[i].op_type in _SHAPE_ONLY and nodes[i].input]
+        inputs, outputs = names
+        producer = {o: i for i, outs in enumerate(outputs) for o in outs if o}
+        stack = [inputs[i][0] for i in wanted if nodes[i].op_type in _SHAPE_ONLY and inputs[i]]
         reads: set[int] = set()
         while stack:
             p = producer.get(stack.pop())
             if p is None or p in reads:
                 continue
             reads.add(p)
-            stack.extend(name for name in nodes[p].input if name)
+            stack.extend(name for name in inputs[p] if name)
         self.shaped = {i for i in reads if _carries(nodes[i])}
         self.wanted = set(wanted)
         self.order = [i for i in order if i in self.shaped or i in self.wanted]
+        #: each shaped node's named inputs and outputs
+        self.names = {i: (tuple(filter(None, inputs[i])), tuple(filter(None, outputs[i]))) for i in self.shaped}
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
         self.tensors: dict[str, onnx.TensorProto] = {}
         #: (element type, shape) -> its TypeProto, made once (onnx's rule only reads it)
         self.types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
+        #: op type -> its schema at the model's opset, found once
+        self.schemas: dict[str, onnx.defs.OpSchema] = {}
 
     def evaluate(self, ev: _Evaluator, current: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> list[str]:
         """:meth:`_Evaluator.evaluate` with the shapes carried forward in the same sweep: the values
@@ -438,16 +459,15 @@ class _Carrier:
     def _carry(self, i: int, shapes: dict[str, tuple[int, ...]], elem: dict[str, int],
                values: Mapping[str, np.ndarray]) -> None:
         """Node ``i``'s output shapes by onnx's rule, where it gives ones not known yet."""
-        node = self.nodes[i]
-        outs = [o for o in node.output if o]
-        ins = [name for name in node.input if name]
-        if all(o in shapes for o in outs) or any(name not in shapes or not elem.get(name) for name in ins):
+        ins, outs = self.names[i]
+        known = shapes.__contains__
+        if all(map(known, outs)) or not all(map(known, ins)) or not all(map(elem.get, ins)):
             return
         seen = tuple((shapes[name], name in values) for name in ins)
         if self.tried.get(i) == seen:
             return
         self.tried[i] = seen
-        for name, (et, shape) in self._outputs(node, ins, shapes, elem, values).items():
+        for name, (et, shape) in self._outputs(self.nodes[i], ins, shapes, elem, values).items():
             if name in outs and name not in shapes:
                 shapes[name] = self.carried[name] = shape
                 elem[name] = et
@@ -459,8 +479,9 @@ class _Carrier:
         data = {name: self._tensor(name, values[name]) for name in ins
                 if name in values and values[name].size <= MAX_CARRIED_DATA}
         try:
-            schema = onnx.defs.get_schema(node.op_type, self.opset, "")
-            got = onnx.shape_inference.infer_node_outputs(schema, node, types, data, opset_imports=self.opsets,
+            if node.op_type not in self.schemas:
+                self.schemas[node.op_type] = onnx.defs.get_schema(node.op_type, self.opset, "")
+            got = onnx.shape_inference.infer_node_outputs(self.schemas[node.op_type], node, types, data, opset_imports=self.opsets,
                                                           ir_version=self.ir_version)
         except Exception:  # noqa: BLE001 - no rule, or a rule that refuses: the shape stays unknown
             return {}
@@ -525,30 +546,30 @@ def evaluate_shapes(
     model is changed. See the module docstring for the steps.
     """
     nodes = list(work.graph.node)
-    needed = _needed(nodes, also)
+    inputs, outputs = names = _names(nodes)
+    slots = {ins[p] for n, ins in zip(nodes, inputs) if n.domain in ("", "ai.onnx")
+             for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(ins) and ins[p]}
+    needed = needed_values(nodes, [*slots, *also], names)
     if not needed:
         return Evaluated(inferred)
     values = _constants(work)
-    slots = {
-        n.input[p] for n in nodes if n.domain in ("", "ai.onnx")
-        for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(n.input) and n.input[p]
-    }
-    producers = {o for n in nodes for o in n.output if o}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for n in nodes:
-        for name in set(n.input):
-            consumers.setdefault(name, []).append(n)
-    order = _topological(nodes)
-    wanted = [i for i in order if len(nodes[i].output) == 1 and nodes[i].output[0] in needed]
-    ev = _Evaluator(nodes, wanted, values, opset_version(work))
+    producers = {o for outs in outputs for o in outs if o}
+    consumers: dict[str, list[int]] = {}
+    for i, ins in enumerate(inputs):
+        for name in set(ins):
+            consumers.setdefault(name, []).append(i)
+    order = _topological(nodes, names)
+    wanted = [i for i in order if len(outputs[i]) == 1 and outputs[i][0] in needed]
+    ev = _Evaluator(nodes, wanted, values, opset_version(work), names)
     fold: set[str] = set()
     current, rounds, folded = inferred, 0, 0
     made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] = {}  # what _fold made, kept for the next round
     resolve_once = functools.lru_cache(maxsize=None)(resolve)
     known: dict[str, tuple[int, ...]] = {}
-    carrier = _Carrier(work, nodes, wanted, order) if carry else None
+    carrier = _Carrier(work, nodes, wanted, order, names) if carry else None
+    read = None  # the model whose shapes ``known`` holds
     for _ in range(max_rounds):
-        shapes = _known_shapes(current, resolve_once, known)
+        shapes, read = _known_shapes(current, resolve_once, known), current
         shapes.update({k: v[1] for k, v in ev.typed.items()})
         before = set(shapes)
         if carrier is None:
@@ -558,16 +579,17 @@ def evaluate_shapes(
         # infer again only when a new value can teach inference something it does not know
         useful = [n for n in new if n not in before] + [
             n for n in new if n in slots and n in producers
-            and any(o and o not in before for c in consumers.get(n, ()) for o in c.output)
+            and any(o and o not in before for c in consumers.get(n, ()) for o in outputs[c])
         ]
         if not useful:
             break
         fold |= {n for n in new if n in slots and n in producers}
-        again = infer(_fold(work, values, fold, ev.typed, made))
+        again = infer(_fold(work, values, fold, ev.typed, made, outputs))
         if again is None:
             break
         current, rounds, folded = again, rounds + 1, len(fold)
-    if carrier is not None and not carrier.confirmed(_known_shapes(current, resolve_once, known)):
+    if carrier is not None and not carrier.confirmed(
+            known if read is current else _known_shapes(current, resolve_once, known)):  # read again when changed
         return evaluate_shapes(work, inferred, infer=infer, resolve=resolve, max_rounds=max_rounds, also=also,
                                carry=False)
     return Evaluated(current, ev.typed, ev.made, rounds, folded)

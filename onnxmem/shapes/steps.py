@@ -73,6 +73,7 @@ class Inference:
     inferred: onnx.ModelProto | None = None  # onnx's latest result (the evaluated model once folded)
     evaluated: shapeeval.Evaluated | None = None
     symbolic: onnx.ModelProto | None = None
+    flat: bool = False  # the model holds no subgraph and no local function
     nchwc_block: int | None = None  # the NCHWc block size of the session that built the graph, if known
     max_trips: int | None = None  # the user's bound on a Loop's trip count (--max-trips)
     loops: dict[BodyKey, LoopBound] = field(default_factory=dict)  # Loops sized per iteration
@@ -86,17 +87,29 @@ class Inference:
                binding: Mapping[str, int]) -> None:
         """Take each wanted value's shape from ``info`` where it is new and every dim resolves
         under ``binding``."""
+        shaped: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}
         for name in self.wanted:
             if name in self.known or name not in info:
                 continue
             et, sh = info[name]
             if et is None or sh is None:
                 continue
-            resolved = [resolve_dim(d, binding) for d in sh]
-            if any(r is None for r in resolved):
+            concrete = _resolved(sh, binding, shaped)
+            if concrete is None:
                 continue
-            self.known[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
+            self.known[name] = (et, concrete)
             self.sources[name] = source
+
+
+def _resolved(shape: tuple[Dim, ...], binding: Mapping[str, int],
+              shaped: dict[tuple[Dim, ...], tuple[int, ...] | None]) -> tuple[int, ...] | None:
+    """``shape`` with each dim resolved under ``binding``, ``None`` where one is unknown; each
+    distinct shape is resolved once (``shaped``: the shapes resolved so far, added to)."""
+    if shape in shaped:
+        return shaped[shape]
+    resolved = [resolve_dim(d, binding) for d in shape]
+    concrete = shaped[shape] = None if None in resolved else tuple(int(r) for r in resolved)  # type: ignore[arg-type]
+    return concrete
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +132,7 @@ def _onnx(state: Inference) -> None:
 def _pieces_complete(state: Inference) -> bool:
     """onnx's inference in pieces (:mod:`onnxmem.shapes.pieces`), taken only where it gives
     every wanted value a concrete shape; else nothing is taken and the whole graph is inferred."""
-    info = pieces.infer_in_pieces(state.work)
+    info = pieces.infer_in_pieces(state.work, flat=state.flat)
     if info is None:
         return False
     found: dict[str, TypedShape] = {}
@@ -128,11 +141,7 @@ def _pieces_complete(state: Inference) -> bool:
         et, sh = info.get(name, (None, None))
         if et is None or sh is None:
             return False
-        if sh in shaped:
-            concrete = shaped[sh]
-        else:
-            resolved = [resolve_dim(d, state.dims) for d in sh]
-            concrete = shaped[sh] = None if None in resolved else tuple(int(r) for r in resolved)  # type: ignore[arg-type]
+        concrete = _resolved(sh, state.dims, shaped)
         if concrete is None:
             return False
         if name not in state.known:
