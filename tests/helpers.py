@@ -17,6 +17,19 @@ def make_model(nodes, inputs, outputs, inits=(), opset=17, value_info=()) -> onn
     return m
 
 
+def diamond_model(width: int, rows: int) -> onnx.ModelProto:
+    """x -> sig=Sigmoid(x) -> tan=Tanh(sig) -> sum=Add(sig, tan) -> y=MatMul(sum, W), x of
+    ``rows`` x ``width``: a value read twice, by a node before the last and by the last."""
+    import numpy as np
+
+    w = onnx.numpy_helper.from_array(np.random.default_rng(1).standard_normal((width, width)).astype(np.float32), "W")
+    nodes = [helper.make_node("Sigmoid", ["x"], ["sig"], name="sigmoid"),
+             helper.make_node("Tanh", ["sig"], ["tan"], name="tanh"),
+             helper.make_node("Add", ["sig", "tan"], ["sum"], name="add"),
+             helper.make_node("MatMul", ["sum", "W"], ["y"], name="matmul")]
+    return make_model(nodes, [vi("x", [rows, width])], [vi("y", [rows, width])], [w])
+
+
 def vi(name, shape, dtype=TensorProto.FLOAT):
     return helper.make_tensor_value_info(name, dtype, shape)
 

@@ -99,9 +99,11 @@ def test_a_planned_shape_of_other_bytes_is_a_finding(chain):
     assert beside.outputs == ()
 
 
-def test_a_model_onnxruntime_cannot_run_is_the_reference_error(tmp_path):
+@pytest.mark.parametrize("pieces", [{}, {"piece_bytes": 1}], ids=["whole", "a piece per node"])
+def test_a_model_onnxruntime_cannot_run_is_the_reference_error(tmp_path, pieces):
     """A node whose kernel fails on these values (a Reshape to a shape of other size): the one-line
-    error of the step-by-step run, after the reference, not the run ahead's."""
+    error of the step-by-step run, after the reference, not the run ahead's; the same when the
+    reference runs in pieces."""
     from onnxmem.core.errors import RuntimeBackendError
 
     shape = onnx.numpy_helper.from_array(np.array([3, 3], np.int64), "shape")
@@ -112,7 +114,7 @@ def test_a_model_onnxruntime_cannot_run_is_the_reference_error(tmp_path):
     p = plan_model(path, GREEDY)
     for beside in (True, False):
         with pytest.raises(RuntimeBackendError, match="onnxruntime failed to run the model as a whole"):
-            execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(beside=beside))
+            execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(beside=beside, **pieces))
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 64, 1001, 4096, 4097, 40_003])

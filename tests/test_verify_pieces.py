@@ -11,14 +11,13 @@ import onnx
 import pytest
 from onnx import helper
 
-from onnxmem.core.errors import RuntimeBackendError
 from onnxmem.planning.pipeline import PlanOptions, plan_model
 from onnxmem.runtime.arena import ArenaRun
 from onnxmem.runtime.sessions import host_array, run_values
 from onnxmem.verify.run import VerifyOptions, execute_plan
 
 from .conftest import LIGHT
-from .helpers import make_model, vi
+from .helpers import diamond_model, make_model, vi
 
 GREEDY = PlanOptions(solver="greedy", order="file")
 
@@ -26,13 +25,8 @@ GREEDY = PlanOptions(solver="greedy", order="file")
 @pytest.fixture()
 def diamond(tmp_path):
     """x -> sig=Sigmoid(x) -> tan=Tanh(sig) -> sum=Add(sig, tan) -> y=MatMul(sum, W)."""
-    w = onnx.numpy_helper.from_array(np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32), "W")
-    nodes = [helper.make_node("Sigmoid", ["x"], ["sig"], name="sigmoid"),
-             helper.make_node("Tanh", ["sig"], ["tan"], name="tanh"),
-             helper.make_node("Add", ["sig", "tan"], ["sum"], name="add"),
-             helper.make_node("MatMul", ["sum", "W"], ["y"], name="matmul")]
     path = tmp_path / "diamond.onnx"
-    onnx.save(make_model(nodes, [vi("x", [4, 16])], [vi("y", [4, 16])], [w]), path)
+    onnx.save(diamond_model(16, 4), path)
     return path, plan_model(path, GREEDY)
 
 
@@ -140,15 +134,3 @@ def test_a_planned_shape_of_the_same_bytes_is_a_note_in_pieces(tmp_path):
     ex, again = _runs(path, p.plan, view, p.model)
     assert ex.findings == again.findings == () and ex.notes == again.notes
     assert "'t' runs with shape [8, 4]" in ex.notes[0]
-
-
-def test_a_piece_onnxruntime_cannot_run_is_the_reference_error(tmp_path):
-    shape = onnx.numpy_helper.from_array(np.array([3, 3], np.int64), "shape")
-    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
-             helper.make_node("Reshape", ["a", "shape"], ["y"], name="reshape")]
-    path = tmp_path / "bad.onnx"
-    onnx.save(make_model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])], [shape]), path)
-    p = plan_model(path, GREEDY)
-    for beside in (True, False):
-        with pytest.raises(RuntimeBackendError, match="onnxruntime failed to run the model as a whole"):
-            execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(beside=beside, piece_bytes=1))

@@ -19,7 +19,7 @@ from onnxmem.runtime.sessions import host_array, run_values
 from onnxmem.verify.run import VerifyOptions, execute_plan, verify_plan
 
 from .conftest import MODELS
-from .helpers import make_model, vi
+from .helpers import diamond_model, make_model, vi
 
 GREEDY = PlanOptions(solver="greedy", order="file")
 
@@ -33,12 +33,9 @@ def _planned(tmp_path, nodes, inputs, outputs, inits=(), name="m.onnx"):
 @pytest.fixture()
 def diamond(tmp_path):
     """x -> sig=Sigmoid(x) -> tan=Tanh(sig) -> sum=Add(sig, tan) -> y=MatMul(sum, W)."""
-    w = onnx.numpy_helper.from_array(np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32), "W")
-    nodes = [helper.make_node("Sigmoid", ["x"], ["sig"], name="sigmoid"),
-             helper.make_node("Tanh", ["sig"], ["tan"], name="tanh"),
-             helper.make_node("Add", ["sig", "tan"], ["sum"], name="add"),
-             helper.make_node("MatMul", ["sum", "W"], ["y"], name="matmul")]
-    return _planned(tmp_path, nodes, [vi("x", [8, 64])], [vi("y", [8, 64])], [w])
+    path = tmp_path / "diamond.onnx"
+    onnx.save(diamond_model(64, 8), path)
+    return path, plan_model(path, GREEDY)
 
 
 def test_the_reference_is_one_whole_model_run_with_the_same_bits(diamond):
