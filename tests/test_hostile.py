@@ -807,3 +807,32 @@ def test_an_if_whose_condition_is_empty_is_one_line(tmp_path):
     model = save_model(tmp_path, m)
     line = assert_refused(["verify", model], tmp_path, "its condition 'c' holds 0 elements")
     assert "'choose'" in line
+
+
+def test_a_fifo_swapped_in_after_the_checks_is_refused_without_blocking(tmp_path):
+    """A data file replaced by a FIFO after the loader checked it: neither the mapped read of
+    the weights nor the plain one waits for a writer; one line says what the file is."""
+    import threading
+
+    from onnxmem.model.external import _mapped, _read, check_external_data
+
+    (tmp_path / "w.bin").write_bytes(WEIGHTS.tobytes())
+    model = matmul_model(external_weight("w.bin", length=str(WEIGHTS.nbytes)))
+    (ref,) = check_external_data(model, tmp_path)
+    (tmp_path / "w.bin").unlink()
+    os.mkfifo(tmp_path / "w.bin")
+    got: list[object] = []
+
+    def read() -> None:
+        got.append(_mapped(ref, {}))
+        try:
+            _read(ref)
+        except OnnxmemError as exc:
+            got.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "reading the weights waits on a FIFO"
+    assert got[0] is None  # not mapped: read, and refused, as any other data file
+    assert "not a regular file" in str(got[1]) and "\n" not in str(got[1])

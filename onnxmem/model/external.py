@@ -221,7 +221,8 @@ def _mapped(ref: ExternalData, maps: dict[Path, np.ndarray | None]) -> np.ndarra
     if ref.path not in maps:
         maps[ref.path] = None
         try:
-            fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            # never blocks on a FIFO put where the data file was (the read path opens it so too)
+            fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
         except OSError:
             return None
         try:
