@@ -121,7 +121,7 @@ def test_a_model_onnxruntime_cannot_run_is_the_reference_error(tmp_path, pieces)
 def test_same_bytes_sees_one_changed_byte_anywhere(n):
     """The clobber checks' comparison (eight bytes at a time, then the rest one by one): any one
     changed bit, at the start, in the middle, in the tail, and on a view that starts off eight."""
-    from onnxmem.runtime.arena_buffers import same_bytes
+    from onnxmem.runtime.arena_records import same_bytes
 
     a = np.random.default_rng(n).integers(0, 256, n + 1, dtype=np.uint8)[1:]  # a view, one byte in
     assert same_bytes(a, a.copy())

@@ -89,13 +89,9 @@ def _encode(value: Any, pad: str, put: Callable[[str], object], spill: Callable[
         for k, v in value.items():
             head = sep + (encode_basestring_ascii(k) if type(k) is str else _key(k)) + ": "
             sep = "," + inner
-            vt = type(v)  # the scalars of a record in the same token as their key
-            if vt is str:
-                put(head + encode_basestring_ascii(v))
-            elif vt is int:
-                put(head + int.__repr__(v))
-            elif v is None:
-                put(head + "null")
+            text = _plain(v)  # the plain scalars of a record in the same token as their key
+            if text is not None:
+                put(head + text)
             else:
                 put(head)
                 _encode(v, inner, put, spill)
@@ -127,6 +123,17 @@ def _encode(value: Any, pad: str, put: Callable[[str], object], spill: Callable[
     put("[]" if sep[0] == "[" else pad + "]")
 
 
+def _plain(value: Any) -> str | None:
+    """The JSON of a string, an integer (not a bool) or ``None``, the scalars of a plan's
+    records; ``None`` for anything else (:func:`_scalar` writes every scalar)."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if kind is int:
+        return int.__repr__(value)
+    return "null" if value is None else None
+
+
 def _flat_record(record: dict[Any, Any], inner: str) -> str | None:
     """The JSON of a non-empty dict of string keys whose values are strings, integers, ``None``
     or arrays :func:`_flat` writes (a plan's tensor), in one string; ``None`` for any other.
@@ -145,13 +152,10 @@ def _flat_record(record: dict[Any, Any], inner: str) -> str | None:
     parts: list[str] = []
     deeper = inner + " "
     for head, v in zip(heads, record.values()):
+        text = _plain(v)
         vt = type(v)
-        if vt is str:
-            parts.append(head + encode_basestring_ascii(v))
-        elif vt is int:
-            parts.append(head + int.__repr__(v))
-        elif v is None:
-            parts.append(head + "null")
+        if text is not None:
+            parts.append(head + text)
         elif vt is list or vt is tuple:
             text = _flat(v, deeper) if v else "[]"
             if text is None:

@@ -432,23 +432,20 @@ class _Beside(threading.Thread):
     def __init__(self, reference: PieceReference, keep: set[str]) -> None:
         super().__init__(name="onnxmem-reference", daemon=True)
         self.reference, self.keep = reference, keep
-        self.seconds = 0.0
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        t0 = time.perf_counter()
         try:
             self.reference.run_all(self.keep)
         except BaseException as exc:  # noqa: BLE001 - raised again on the main thread
             self.error = exc
-        self.seconds = time.perf_counter() - t0
 
     def result(self) -> tuple[PieceReference, float]:
-        """The reference and its seconds, once it ends; its error raised here."""
+        """The reference and the seconds its pieces took, once it ends; its error raised here."""
         self.join()
         if self.error is not None:
             raise self.error
-        return self.reference, self.seconds
+        return self.reference, self.reference.seconds
 
 
 def execute_plan(

@@ -10,10 +10,9 @@ import onnx
 
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import RuntimeBackendError
-from onnxmem.runtime.arena_records import same_bytes
 from onnxmem.runtime.ort import check_memory, session_options
 
-__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits", "same_bytes"]
+__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits"]
 
 SENTINEL = 0xFF
 #: base alignment of the host arena (the CUDA allocator gives 256)

@@ -273,8 +273,9 @@ def measuring_options(*, level: str | None = None, mem_pattern: bool | None = No
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
     if arena_extend is not None:  # the process's own CPU arena, with that strategy (a fresh child: once)
-        info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
-        ort.create_and_register_allocator(info, ort.OrtArenaCfg({"arena_extend_strategy": ARENA_EXTEND[arena_extend]}))
+        from onnxmem.runtime.ort import register_env_arena
+
+        register_env_arena("cpu", ARENA_EXTEND[arena_extend])
         options.add_session_config_entry("session.use_env_allocators", "1")
     return options
 
@@ -302,7 +303,7 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
 
     feeds = _feeds(path, shapes, training) if runs else {}
     options = measuring_options(level=level, mem_pattern=mem_pattern, arena=arena, mem_reuse=mem_reuse,
-                              prepack=prepack, arena_extend=arena_extend, order=order)
+                                prepack=prepack, arena_extend=arena_extend, order=order)
     start_run(f"a session of {show_name(path)} to measure its peak")
     try:
         _reset_peak()

@@ -93,6 +93,22 @@ def session_options(optimize: bool = False, profile_prefix: str | None = None, *
     return so
 
 
+def register_env_arena(device: str, extend_strategy: int) -> None:
+    """Register one arena for the whole process on ``device`` (``"cpu"`` or ``"cuda"``, device 0),
+    growing by ``extend_strategy`` (``arena_extend_strategy`` of ``OrtArenaCfg``: 0 doubles, 1
+    as requested); a session draws from it where its options have
+    ``session.use_env_allocators`` = 1. Once per process; raises what onnxruntime raises."""
+    import onnxruntime as ort
+
+    name = "Cuda" if device == "cuda" else "Cpu"
+    info = ort.OrtMemoryInfo(name, ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+    config = ort.OrtArenaCfg({"arena_extend_strategy": extend_strategy})
+    if device == "cuda":
+        ort.create_and_register_allocator_v2("CUDAExecutionProvider", info, {"device_id": "0"}, config)
+    else:
+        ort.create_and_register_allocator(info, config)
+
+
 def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] | None = None,
                  optimize: bool = False, profile_prefix: str | None = None,
                  initializers: Mapping[str, Any] | None = None, prepacking: bool = True) -> Any:

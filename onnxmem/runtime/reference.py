@@ -42,7 +42,6 @@ from onnxmem.runtime.sessions import RANDOM_OPS, model_like
 __all__ = ["PieceReference", "draws"]
 
 
-
 @dataclass(frozen=True, slots=True)
 class _Piece:
     """Consecutive nodes of the plan's order run as one session: what it reads from outside

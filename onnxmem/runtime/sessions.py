@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import RuntimeBackendError, cut_words
+from onnxmem.graph import RANDOM_OPS as GRAPH_RANDOM_OPS
 from onnxmem.graph import GraphView, Op
 from onnxmem.runtime.ort import (
     LOG_SEVERITY,
@@ -23,6 +24,7 @@ from onnxmem.runtime.ort import (
     first_line,
     make_session,
     ort_values,
+    register_env_arena,
     run_bounded,
 )
 
@@ -129,9 +131,9 @@ def _declared(node: onnx.NodeProto, name: str, shape: Sequence[int], shared: boo
 
 
 #: ops whose kernel draws random numbers: each node keeps a session of its own, as a fresh kernel
-#: gives the same draws again (the training run makes a fresh one for Dropout's second run)
-RANDOM_OPS = frozenset({"Bernoulli", "Dropout", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform",
-                        "RandomUniformLike"})
+#: gives the same draws again (the training run makes a fresh one for Dropout's second run): the
+#: graph's random ops, and Dropout whatever its inputs
+RANDOM_OPS = GRAPH_RANDOM_OPS | {"Dropout"}
 
 
 def value_names(op: Op) -> dict[str, str]:
@@ -183,13 +185,9 @@ def shared_cuda_arena(options: Any) -> bool:
     reused by the next node's session. ``False`` where this onnxruntime cannot register one;
     its sessions then keep arenas of their own, and :data:`CUDA_SESSIONS` bounds them."""
     global _SHARED_CUDA_ARENA
-    import onnxruntime as ort
-
     if _SHARED_CUDA_ARENA is None:
         try:
-            info = ort.OrtMemoryInfo("Cuda", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
-            config = ort.OrtArenaCfg({"arena_extend_strategy": 1})  # kSameAsRequested
-            ort.create_and_register_allocator_v2("CUDAExecutionProvider", info, {"device_id": "0"}, config)
+            register_env_arena("cuda", 1)  # growing by what is requested
             _SHARED_CUDA_ARENA = True
         except Exception:  # noqa: BLE001 - an older onnxruntime, or one built without it
             _SHARED_CUDA_ARENA = False
@@ -235,7 +233,7 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
                     for o in node.output if o]
     # the session's model is a function of this key (the model's IR version, opsets and functions are
     # the same for every node): nodes alike find their session without building and serializing it
-    key = (n.SerializeToString(deterministic=True), tuple(declared_in), tuple(declared_out))
+    key = (n.SerializeToString(deterministic=True), tuple(declared_in), tuple(declared_out)) if share else None
     if share and key in cache:  # type: ignore[operator]
         return cache[key]  # type: ignore[index]
     for name, et, dims in declared_in:
