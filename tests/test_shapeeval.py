@@ -654,3 +654,31 @@ def test_hostile_constants_are_unknown_values():
     nodes = [helper.make_node("Constant", [], ["c"], value=short), helper.make_node("Reshape", ["x", "c"], ["y"])]
     with pytest.raises(ShapeError, match="unknown"):
         infer_shapes(make_model(nodes, [vi("x", [2, 3])], [vi("y", None)]))
+
+
+def test_only_slots_whose_node_is_left_open_are_evaluated():
+    """onnx's data propagation sizes a Reshape whose target is Shape -> Gather -> Unsqueeze ->
+    Concat; a Range's bound from a Shape it does not: only the Range's slots are evaluated, and
+    both outputs get their shapes."""
+    from onnxmem.shapes.engines import run_onnx_inference
+
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["d0"], axis=0),
+        helper.make_node("Unsqueeze", ["d0", "axes"], ["d0u"]),
+        helper.make_node("Concat", ["d0u", "minus1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["flat"]),
+        helper.make_node("Shape", ["flat"], ["fs"]),
+        helper.make_node("Gather", ["fs", "one"], ["n"], axis=0),
+        helper.make_node("Range", ["zero", "n", "one"], ["r"]),
+    ]
+    m = make_model(nodes, [vi("x", [2, 3, 4])], [vi("flat", None), vi("r", None)],
+                   inits=[i64("zero", 0), i64("one", 1), i64("axes", [0]), i64("minus1", [-1])])
+    resolve = lambda d: d if isinstance(d, int) and d >= 0 else None  # noqa: E731
+    done = shapeeval.evaluate_shapes(m, run_onnx_inference(m), infer=run_onnx_inference, resolve=resolve)
+    assert "target" not in done.values and "d0" not in done.values
+    assert done.values["n"].item() == 12
+    assert _inferred_shapes(done.model)["flat"] == [2, 12]
+    final = infer_shapes(m).shapes
+    assert final["flat"] == (2, 12) and final["r"] == (12,)

@@ -13,7 +13,9 @@ This module evaluates those chains without weights and without onnxruntime:
    ``Constant`` nodes. Graph inputs carry no values: their data is unknown.
 2. Mark the values worth computing: every input in a shape slot of a
    consumer (``Reshape``'s shape, ``Expand``'s shape, ``Slice``'s starts...,
-   see ``SHAPE_SLOTS``) and, backwards, every input of an evaluable node that
+   see ``SHAPE_SLOTS``) that has an output the given inference left without a
+   concrete shape (in a graph with no subgraphs: there, a ``Loop``'s bound or a
+   body may read such a value, so every slot is marked) and, backwards, every input of an evaluable node that
    produces a marked value (``Shape`` and ``Size`` need only a shape).
 3. Evaluate the marked nodes in a stable topological order (Kahn's, never the
    file order), with numpy, for the ops of ``EVALUATORS`` only, each per the
@@ -547,7 +549,13 @@ def evaluate_shapes(
     """
     nodes = list(work.graph.node)
     inputs, outputs = names = _names(nodes)
-    slots = {ins[p] for n, ins in zip(nodes, inputs) if n.domain in ("", "ai.onnx")
+    resolve_once = functools.lru_cache(maxsize=None)(resolve)
+    known: dict[str, tuple[int, ...]] = {}
+    # a shape slot matters only where its node has an output the inference left open; with
+    # subgraphs in the graph every slot is evaluated, as a Loop's bound or a body may read its value
+    first = {} if any(map(subgraph_attributes, nodes)) else _known_shapes(inferred, resolve_once, known)
+    slots = {ins[p] for n, ins, outs in zip(nodes, inputs, outputs) if n.domain in ("", "ai.onnx")
+             and not (first and all(o in first for o in outs if o))
              for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(ins) and ins[p]}
     needed = needed_values(nodes, [*slots, *also], names)
     if not needed:
@@ -564,8 +572,6 @@ def evaluate_shapes(
     fold: set[str] = set()
     current, rounds, folded = inferred, 0, 0
     made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] = {}  # what _fold made, kept for the next round
-    resolve_once = functools.lru_cache(maxsize=None)(resolve)
-    known: dict[str, tuple[int, ...]] = {}
     carrier = _Carrier(work, nodes, wanted, order, names) if carry else None
     read = None  # the model whose shapes ``known`` holds
     for _ in range(max_rounds):
