@@ -265,7 +265,8 @@ def _known_shapes(
     out: dict[str, tuple[int, ...]] = {} if known is None else known
     g = model.graph
     for init in g.initializer:
-        out[init.name] = tuple(int(d) for d in init.dims)
+        if init.name not in out:
+            out[init.name] = tuple(int(d) for d in init.dims)
     for vi in (*g.input, *g.value_info, *g.output):
         name = vi.name
         if name in out:
@@ -535,6 +536,7 @@ def evaluate_shapes(
     max_rounds: int = MAX_ROUNDS,
     also: Sequence[str] = (),
     carry: bool = True,
+    flat: bool | None = None,
 ) -> Evaluated:
     """Evaluate the shape arithmetic of ``work`` and infer shapes again with its results.
 
@@ -544,7 +546,8 @@ def evaluate_shapes(
     function of the dim alone, asked once per dim).
     ``also`` names values to compute besides those in shape slots (an If's
     condition, which decides the shapes after it). ``carry``: carry shapes forward between
-    two inferences (step 5; the result is the same without it, in more rounds). Neither
+    two inferences (step 5; the result is the same without it, in more rounds). ``flat``:
+    whether the graph holds no subgraph, where the caller knows (``None``: looked up). Neither
     model is changed. See the module docstring for the steps.
     """
     nodes = list(work.graph.node)
@@ -553,7 +556,9 @@ def evaluate_shapes(
     known: dict[str, tuple[int, ...]] = {}
     # a shape slot matters only where its node has an output the inference left open; with
     # subgraphs in the graph every slot is evaluated, as a Loop's bound or a body may read its value
-    first = {} if any(map(subgraph_attributes, nodes)) else _known_shapes(inferred, resolve_once, known)
+    if flat is None:
+        flat = not any(map(subgraph_attributes, nodes))
+    first = _known_shapes(inferred, resolve_once, known) if flat else {}
     slots = {ins[p] for n, ins, outs in zip(nodes, inputs, outputs) if n.domain in ("", "ai.onnx")
              and not (first and all(o in first for o in outs if o))
              for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(ins) and ins[p]}
@@ -575,7 +580,8 @@ def evaluate_shapes(
     carrier = _Carrier(work, nodes, wanted, order, names) if carry else None
     read = None  # the model whose shapes ``known`` holds
     for _ in range(max_rounds):
-        shapes, read = _known_shapes(current, resolve_once, known), current
+        # the given inference's shapes were read above where the graph is flat
+        shapes, read = (known if first and current is inferred else _known_shapes(current, resolve_once, known)), current
         shapes.update({k: v[1] for k, v in ev.typed.items()})
         before = set(shapes)
         if carrier is None:
@@ -597,5 +603,5 @@ def evaluate_shapes(
     if carrier is not None and not carrier.confirmed(
             known if read is current else _known_shapes(current, resolve_once, known)):  # read again when changed
         return evaluate_shapes(work, inferred, infer=infer, resolve=resolve, max_rounds=max_rounds, also=also,
-                               carry=False)
+                               carry=False, flat=flat)
     return Evaluated(current, ev.typed, ev.made, rounds, folded)

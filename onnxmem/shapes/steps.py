@@ -157,7 +157,7 @@ def _evaluated(state: Inference) -> None:
         return
     state.evaluated = shapeeval.evaluate_shapes(
         state.work, state.inferred, infer=run_onnx_inference, resolve=lambda d: resolve_dim(d, state.dims),
-        also=value_inputs(state.work),
+        also=value_inputs(state.work), flat=state.flat,
     )
     state.absorb({**collect_types(state.evaluated.model), **state.evaluated.shapes}, "evaluated", state.dims)
     state.inferred = state.evaluated.model
