@@ -2,14 +2,15 @@
 
 Which inputs of an op are shapes (``SHAPE_SLOTS``), the numpy dtypes it computes in, the
 element and rank limits, checked integer arithmetic (every overflow detected, never
-wrapped), and what one node's evaluation reads (:class:`OpContext`). A value that cannot be
-computed exactly raises :class:`Unknown`.
+wrapped), what one node's evaluation reads (:class:`OpContext`), and the concrete shapes an
+inference result gives (:func:`known_shapes`). A value that cannot be computed exactly
+raises :class:`Unknown`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -23,9 +24,11 @@ __all__ = [
     "MAX_RANK",
     "NP_DTYPES",
     "SHAPE_SLOTS",
+    "Dim",
     "Inputs",
     "OpContext",
     "Unknown",
+    "known_shapes",
     "tensor_value",
 ]
 
@@ -235,3 +238,37 @@ def tensor_value(t: onnx.TensorProto) -> np.ndarray:
     if tuple(a.shape) != tuple(dims):
         raise Unknown
     return checked_value(np.array(a, dtype=NP_DTYPES[t.data_type]))
+
+
+#: a declared dim: its value, its symbol, or None
+Dim = int | str | None
+
+
+def known_shapes(
+    model: onnx.ModelProto, resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """The concrete shapes of ``model``'s initializers and typed values. ``known``: the shapes
+    found in an earlier inference of the same graph, added to (inference only adds shapes: a
+    value with a concrete shape is not read again)."""
+    out: dict[str, tuple[int, ...]] = {} if known is None else known
+    g = model.graph
+    for init in g.initializer:
+        if init.name not in out:
+            out[init.name] = tuple(int(d) for d in init.dims)
+    for vi in (*g.input, *g.value_info, *g.output):
+        name = vi.name
+        if name in out:
+            continue
+        t = vi.type
+        if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+            continue
+        dims: list[int] = []
+        for d in t.tensor_type.shape.dim:
+            raw: Dim = int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
+            value = resolve(raw)
+            if value is None:
+                break
+            dims.append(value)
+        else:
+            out[name] = tuple(dims)
+    return out

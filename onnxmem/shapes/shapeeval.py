@@ -70,9 +70,11 @@ from onnxmem.shapes.evalbase import (
     MAX_ELEMENTS,
     MAX_RANK,
     SHAPE_SLOTS,
+    Dim,
     OpContext,
     Unknown,
     checked_value,
+    known_shapes,
     tensor_value,
 )
 from onnxmem.shapes.evalops import EVALUATORS, reshape_target, slice_indices
@@ -108,7 +110,6 @@ MAX_ROUNDS = 32
 #: next inference, and the copying stays bounded on a graph where many nodes read one large value
 MAX_CARRIED_DATA = 4096
 
-Dim = int | str | None
 #: ops that read only their input's shape, not its values
 _SHAPE_ONLY = {"Shape", "Size"}
 _TENSOR = onnx.AttributeProto.TENSOR
@@ -254,36 +255,6 @@ def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Iterable[str], names:
         if p is not None and nodes[p].op_type in EVALUATORS and nodes[p].op_type not in _SHAPE_ONLY:
             stack.extend(i for i in inputs[p] if i)
     return needed
-
-
-def _known_shapes(
-    model: onnx.ModelProto, resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]] | None = None
-) -> dict[str, tuple[int, ...]]:
-    """The concrete shapes of ``model``'s initializers and typed values. ``known``: the shapes
-    found in an earlier inference of the same graph, added to (inference only adds shapes: a
-    value with a concrete shape is not read again)."""
-    out: dict[str, tuple[int, ...]] = {} if known is None else known
-    g = model.graph
-    for init in g.initializer:
-        if init.name not in out:
-            out[init.name] = tuple(int(d) for d in init.dims)
-    for vi in (*g.input, *g.value_info, *g.output):
-        name = vi.name
-        if name in out:
-            continue
-        t = vi.type
-        if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-            continue
-        dims: list[int] = []
-        for d in t.tensor_type.shape.dim:
-            raw: Dim = int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
-            value = resolve(raw)
-            if value is None:
-                break
-            dims.append(value)
-        else:
-            out[name] = tuple(dims)
-    return out
 
 
 def _constants(model: onnx.ModelProto, names: Container[str] | None = None) -> dict[str, np.ndarray]:
@@ -558,7 +529,7 @@ def evaluate_shapes(
     # subgraphs in the graph every slot is evaluated, as a Loop's bound or a body may read its value
     if flat is None:
         flat = not any(map(subgraph_attributes, nodes))
-    first = _known_shapes(inferred, resolve_once, known) if flat else {}
+    first = known_shapes(inferred, resolve_once, known) if flat else {}
     slots = {ins[p] for n, ins, outs in zip(nodes, inputs, outputs) if n.domain in ("", "ai.onnx")
              and not (first and all(o in first for o in outs if o))
              for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(ins) and ins[p]}
@@ -581,7 +552,7 @@ def evaluate_shapes(
     read = None  # the model whose shapes ``known`` holds
     for _ in range(max_rounds):
         # the given inference's shapes were read above where the graph is flat
-        shapes, read = (known if first and current is inferred else _known_shapes(current, resolve_once, known)), current
+        shapes, read = (known if first and current is inferred else known_shapes(current, resolve_once, known)), current
         shapes.update({k: v[1] for k, v in ev.typed.items()})
         before = set(shapes)
         if carrier is None:
@@ -601,7 +572,7 @@ def evaluate_shapes(
             break
         current, rounds, folded = again, rounds + 1, len(fold)
     if carrier is not None and not carrier.confirmed(
-            known if read is current else _known_shapes(current, resolve_once, known)):  # read again when changed
+            known if read is current else known_shapes(current, resolve_once, known)):  # read again when changed
         return evaluate_shapes(work, inferred, infer=infer, resolve=resolve, max_rounds=max_rounds, also=also,
                                carry=False, flat=flat)
     return Evaluated(current, ev.typed, ev.made, rounds, folded)
