@@ -45,7 +45,8 @@ Then each node, in the plan's order, runs as its own onnxruntime session
    plan's is a finding unless it has the same bytes (then it is noted and
    used);
 4. :meth:`~ArenaRun.run_in_arena`: the node runs with its inputs and outputs
-   bound by IOBinding at ``arena_base + offset``;
+   bound by IOBinding at ``arena_base + offset`` (a random op in a fresh session,
+   seeded where the model gives no seed, so it draws what step 2 drew);
 5. :meth:`~ArenaRun.check_outputs`: each output landed at its bound address
    with the planned shape;
 6. :meth:`~ArenaRun.check_write`: no live tensor that shares bytes with an
@@ -107,7 +108,7 @@ from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.isolation import at_step, end_run, start_run
 from onnxmem.runtime.ort import available_memory
-from onnxmem.runtime.reference import PieceReference
+from onnxmem.runtime.reference import PieceReference, draws
 from onnxmem.runtime.trips import loop_bounds, over_bound
 
 __all__ = [
@@ -395,7 +396,10 @@ class _BodyRun(ArenaRun):
         self._body_static = self.root._body_static
 
     def session(self, op: Op, node: onnx.NodeProto) -> Any:
-        """The node's session, made once for every iteration that binds the same shapes."""
+        """The node's session, made once for every iteration that binds the same shapes (a random
+        op's made afresh: a kernel run before draws other numbers)."""
+        if draws(node, op):
+            return super().session(op, node)
         key = (self.path, op.index, tuple(tuple(self.slots[n].shape) for n in op.reads if n in self.slots))
         if key not in self._sessions:
             self._sessions[key] = super().session(op, node)

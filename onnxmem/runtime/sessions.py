@@ -136,6 +136,23 @@ def _declared(node: onnx.NodeProto, name: str, shape: Sequence[int], shared: boo
 RANDOM_OPS = GRAPH_RANDOM_OPS | {"Dropout"}
 
 
+def _seeded(model: onnx.ModelProto, node: onnx.NodeProto) -> None:
+    """Give ``node``, a copy of a random op of the standard domain without a ``seed``, the seed 0:
+    each session of it then draws the same numbers, as a seeded one does (the run before the arena
+    and the arena run hold the same draws). Without one, onnxruntime's Dropout draws from one
+    generator of the whole process, which every run moves on."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in RANDOM_OPS:
+        return
+    if any(a.name == "seed" for a in node.attribute):
+        return
+    if node.op_type == "Dropout":
+        opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+        if opset >= 12:  # the first Dropout with a seed (before it, onnxruntime's is the identity)
+            node.attribute.append(onnx.helper.make_attribute("seed", 0))
+        return
+    node.attribute.append(onnx.helper.make_attribute("seed", 0.0))
+
+
 def value_names(op: Op) -> dict[str, str]:
     """The name each value ``op`` reads or writes has in its node session (:func:`node_session`):
     ``i0, i1...`` for its reads and ``o0, o1...`` for its outputs, so that nodes alike share one
@@ -208,7 +225,7 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     sessions declare the shapes), and one with the same attributes, input ranks and types as
     one before it gets that one's session, whatever the shapes (a
     kernel holds no state between runs but a random op's draws, :data:`RANDOM_OPS`, which
-    never share). The cache's key is the node (renamed) with its declared inputs and outputs, so a
+    never share; one without a seed gets the seed 0 in its session, :func:`_seeded`). The cache's key is the node (renamed) with its declared inputs and outputs, so a
     node that finds its session builds no model for it.
     """
     import onnxruntime as ort
@@ -221,6 +238,7 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     n.name = "node"  # the name, documentation and metadata of a node change nothing it computes
     n.ClearField("doc_string")
     n.ClearField("metadata_props")
+    _seeded(model, n)
     n.input[:] = [names.get(i, i) if i else "" for i in node.input]
     n.output[:] = [names.get(o, o) if o else "" for o in node.output]
     share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
