@@ -71,3 +71,89 @@ def test_a_random_op_in_a_loop_body_verifies(tmp_path):
     path, p = _planned(tmp_path, model)
     ex = execute_plan(p.plan, p.model, p.view, model_path=path)
     assert ex.findings == () and all(c.identical for c in ex.outputs), ex.findings
+
+
+def _skips() -> onnx.ModelProto:
+    """A graph input and a weight that are graph outputs too; a value read far later (a, by add);
+    a graph output read by a later node (e); a constant node's weight (c); the input read last."""
+    w = numpy_helper.from_array(np.random.default_rng(3).standard_normal((8, 8)).astype(np.float32), "W")
+    nodes = [helper.make_node("Constant", [], ["c"], name="const",
+                              value=numpy_helper.from_array(np.full((4, 8), 0.5, np.float32))),
+             helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Sigmoid", ["a"], ["b"], name="sigmoid"),
+             helper.make_node("Tanh", ["b"], ["t"], name="tanh"),
+             helper.make_node("Mul", ["t", "c"], ["d"], name="mul"),
+             helper.make_node("Add", ["d", "a"], ["e"], name="add"),
+             helper.make_node("MatMul", ["e", "W"], ["f"], name="matmul"),
+             helper.make_node("Add", ["f", "x"], ["g"], name="late"),
+             helper.make_node("Relu", ["g"], ["y"], name="last")]
+    outs = [vi("y", [4, 8]), vi("e", [4, 8]), vi("x", [4, 8]), vi("W", [8, 8])]
+    return make_model(nodes, [vi("x", [4, 8])], outs, [w])
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 200, 1 << 40], ids=["a node a piece", "some nodes", "one piece"])
+def test_pieces_of_any_size_give_the_whole_runs_bits(tmp_path, piece_bytes):
+    """Every value, each piece size: the whole run's bits; the pieces verify the plan, beside
+    and in line, every output identical (the graph input and the weight among them)."""
+    from onnxmem.runtime.arena import ArenaRun
+    from onnxmem.runtime.sessions import host_array, run_values
+
+    path, p = _planned(tmp_path, _skips())
+    run = ArenaRun(p.plan, p.model, p.view, VerifyOptions(piece_bytes=piece_bytes), path)
+    run.load_inputs()
+    values = run.reference_values()
+    pieces = run.reference_pieces(values)
+    whole = run_values(run.full, run.feeds, values, run.weights)
+    assert set(values) == {"a", "b", "t", "d", "e", "f", "g", "y"}
+    for name in values:
+        got, want = host_array(pieces.pop(name)), host_array(whole[name])
+        assert got.shape == want.shape and got.tobytes() == want.tobytes(), name
+    assert not pieces.kept and not pieces.given
+    for beside in (True, False):
+        ex = execute_plan(p.plan, p.model, p.view, model_path=path,
+                          options=VerifyOptions(beside=beside, piece_bytes=piece_bytes))
+        assert ex.reference == "whole" and ex.findings == (), ex.findings
+        assert [c.name for c in ex.outputs] == ["y", "e", "x", "W"] and all(c.identical for c in ex.outputs)
+
+
+@pytest.mark.parametrize("moved, onto", [("b", "a"), ("f", "e"), ("g", "e")])
+def test_pieces_find_what_each_node_again_finds(tmp_path, moved, onto):
+    """A value moved onto one a later piece reads (a, the long skip; e, a graph output read
+    later): in one-node pieces, beside and in line, the first finding is the run of each
+    node again's."""
+    path, p = _planned(tmp_path, _skips())
+    bad = _moved(p.plan, moved, onto)
+    nodes = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(reference="nodes"))
+    assert nodes.findings, f"{moved} onto {onto} was not caught"
+    for beside in (True, False):
+        ex = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(beside=beside, piece_bytes=1))
+        assert ex.reference == "whole" and ex.findings[0] == nodes.findings[0] and ex.nodes_run == nodes.nodes_run
+
+
+def _fails_late() -> onnx.ModelProto:
+    """a, b, c, then a Gather whose indices (an input) may fall outside c: the node fails to run."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Sigmoid", ["a"], ["b"], name="sigmoid"),
+             helper.make_node("Add", ["b", "a"], ["c"], name="add"),
+             helper.make_node("Gather", ["c", "i"], ["g"], name="gather"),
+             helper.make_node("Relu", ["g"], ["y"], name="last")]
+    return make_model(nodes, [vi("x", [4, 8]), vi("i", [2], TensorProto.INT64)], [vi("y", [2, 8])])
+
+
+@pytest.mark.parametrize("beside", [True, False], ids=["beside", "in line"])
+def test_a_node_that_fails_in_a_piece_comes_after_the_findings_before_it(tmp_path, beside):
+    """gather fails on these inputs, inside the one piece of the reference: a plan that clobbers
+    a before it gets the first finding of the run of each node again, not the piece's failure;
+    a right plan gets the failure, naming the node."""
+    from onnxmem.core.errors import RuntimeBackendError
+
+    path, p = _planned(tmp_path, _fails_late())
+    inputs = {"i": np.array([1, 9], np.int64)}
+    bad = _moved(p.plan, "b", "a")
+    nodes = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(reference="nodes", inputs=inputs))
+    assert nodes.findings[0].kind == "clobber" and nodes.findings[0].tensor == "a"
+    opts = VerifyOptions(beside=beside, inputs=inputs)
+    ex = execute_plan(bad, p.model, p.view, model_path=path, options=opts)
+    assert ex.reference == "whole" and ex.findings[0] == nodes.findings[0] and ex.nodes_run == nodes.nodes_run
+    with pytest.raises(RuntimeBackendError, match=r"the reference\), at node 'gather' \(Gather\): .*out of data bounds"):
+        execute_plan(p.plan, p.model, p.view, model_path=path, options=opts)

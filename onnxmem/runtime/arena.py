@@ -28,7 +28,9 @@ Before the first node (:meth:`ArenaRun.__init__`):
   to 7, each output bound at its planned shape); step 3 follows for every node run
   once the reference ends, and where a node failed to run or a planned shape does
   not hold, the arena goes back to the sentinel and the run starts again step by
-  step, so the findings and notes are those of the run below.
+  step, so the findings and notes are those of the run below (so too where a
+  node fails to run in the reference: its piece is cut into pieces of one node, and
+  the run step by step finds what the nodes before it hold before it fails).
 
 Then each node, in the plan's order, runs as its own onnxruntime session
 (optimizations off, one thread, no spinning):
@@ -106,7 +108,7 @@ from onnxmem.runtime.arena_records import (
 )
 from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
-from onnxmem.runtime.isolation import at_step, end_run, start_run
+from onnxmem.runtime.isolation import TimeLimitExceeded, at_step, end_run, start_run
 from onnxmem.runtime.ort import available_memory
 from onnxmem.runtime.reference import PieceReference, draws
 from onnxmem.runtime.trips import loop_bounds, over_bound
@@ -151,7 +153,13 @@ class ArenaRun(ArenaSteps):
             beside.start()
             ran = self.run_ahead()
             seconds = time.perf_counter() - t0
-            self.whole_values, self.whole_seconds = beside.result()
+            try:
+                self.whole_values, self.whole_seconds = beside.result()
+            except TimeLimitExceeded:
+                raise
+            except RuntimeBackendError:  # a node fails in the reference: step by step finds what comes before it
+                ran = None
+                self.whole_values, self.whole_seconds = beside.reference, beside.reference.seconds
             self.whole = True
             if ran is not None and self._same_shapes(ran):
                 self.private.update((o, self.whole_values.pop(o)) for o in self.view.outputs

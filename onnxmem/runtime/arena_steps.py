@@ -280,10 +280,11 @@ class ArenaSteps(abc.ABC):
     def reference_pieces(self, values: dict[str, int]) -> PieceReference | None:
         """The reference of ``values`` (:meth:`reference_values`) in pieces, none run yet; ``None``
         where a node reads a value no piece can give it."""
+        order = [k for k in self.order if k not in self.weight_ops]
         try:
-            return PieceReference(self.full, [self.nodes[k] for k in self.order if k not in self.weight_ops],
-                                  values, self.feeds, self.weights, self.opts.piece_bytes,
-                                  sizes={n: self.view.tensors[n].size for n in values})
+            return PieceReference(self.full, [self.nodes[k] for k in order], values, self.feeds, self.weights,
+                                  self.opts.piece_bytes, sizes={n: self.view.tensors[n].size for n in values},
+                                  names=[self.view.ops[k].name for k in order])
         except ValueError:
             return None
 
