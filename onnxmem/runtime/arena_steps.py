@@ -32,7 +32,7 @@ from onnxmem.runtime.arena_records import (
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.inputs import feeds_for
 from onnxmem.runtime.isolation import at_step, available_memory, end_run, start_run
-from onnxmem.runtime.ort import load_weights, session_options
+from onnxmem.runtime.ort import load_weights, ort_value, session_options
 from onnxmem.runtime.reference import PieceReference, draws
 
 __all__ = ["ArenaSteps"]
@@ -166,9 +166,7 @@ class ArenaSteps(abc.ABC):
         on_host = host or not self.cuda
         key = (name, on_host)
         if key not in self._weight_values:
-            # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d)
-            arr = np.require(self.weights[name], requirements="C")
-            self._weight_values[key] = self.ort.OrtValue.ortvalue_from_numpy(arr, "cpu" if on_host else "cuda", 0)
+            self._weight_values[key] = ort_value(self.weights[name], "cpu" if on_host else "cuda")
         return self._weight_values[key]
 
     # -------------------------------------------------------------- the procedure

@@ -35,6 +35,7 @@ __all__ = [
     "RUN_SECONDS",
     "apart_from_weights",
     "in_memory",
+    "ort_value",
     "ort_values",
     "available_memory",
     "check_memory",
@@ -161,11 +162,30 @@ def in_memory(name: str, arr: Any) -> onnx.TensorProto | None:
 
 
 def ort_values(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """OrtValues over ``arrays`` (host memory, no copy of a C-ordered array) for :func:`make_session`'s
-    ``initializers``; keep them while the session lives."""
+    """OrtValues over ``arrays`` (host memory, no copy of a C-ordered array: :func:`ort_value`) for
+    :func:`make_session`'s ``initializers``; keep them while the session lives."""
+    return {n: ort_value(a) for n, a in arrays.items()}
+
+
+def ort_value(arr: np.ndarray, device: str = "cpu") -> Any:
+    """An OrtValue of ``arr`` on ``device`` (its first one): over the array's own bytes on the host
+    where numpy has its element type (no copy of a C-ordered array), else a copy in onnxruntime's
+    own host memory, in ONNX's layout (bfloat16, float8, int4 and uint4 packed two to a byte:
+    numpy holds those as ``ml_dtypes`` arrays, which ``ortvalue_from_numpy`` refuses; a kernel
+    on the device gets it copied there by onnxruntime)."""
+    import ctypes
+
     import onnxruntime as ort
 
-    return {n: ort.OrtValue.ortvalue_from_numpy(np.require(a, requirements="C"), "cpu", 0) for n, a in arrays.items()}
+    arr = np.require(arr, requirements="C")  # a 0-d array stays 0-d
+    if arr.dtype.kind != "V":
+        return ort.OrtValue.ortvalue_from_numpy(arr, device, 0)
+    raw = onnx.numpy_helper.from_array(arr).raw_data
+    value = ort.OrtValue.ortvalue_from_shape_and_type(list(arr.shape), onnx.helper.np_dtype_to_tensor_dtype(arr.dtype),
+                                                      "cpu", 0)
+    if raw:
+        ctypes.memmove(value.data_ptr(), raw, len(raw))
+    return value
 
 
 def apart_from_weights(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
