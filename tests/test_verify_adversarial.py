@@ -235,3 +235,29 @@ def test_external_weights_of_every_kind_verify_and_the_files_stay(tmp_path):
         got = CliRunner().invoke(main, ["verify", str(path)])
         assert got.exit_code == 0 and "  output  y: ok, against the reference: identical" in got.output, got.output
         assert (tmp_path / "w.data").read_bytes() == before
+
+
+def test_a_link_out_of_the_folder_swapped_in_after_the_checks_is_not_followed(tmp_path):
+    """The data file replaced by a link to a file outside the model's folder after the loader
+    checked it: neither the mapped read nor the plain one reads through it; one line says so."""
+    from onnxmem.core.errors import ModelError
+    from onnxmem.model.external import _mapped, _read, check_external_data
+
+    folder, outside = tmp_path / "model", tmp_path / "secret.bin"
+    folder.mkdir()
+    w = np.arange(16, dtype=np.float32).reshape(4, 4)
+    (folder / "w.bin").write_bytes(w.tobytes())
+    outside.write_bytes(bytes(range(64)))
+    t = numpy_helper.from_array(w, "w")
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    t.external_data.add(key="location", value="w.bin")
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [vi("x", [1, 4])],
+                       [vi("y", [1, 4])], [t])
+    (ref,) = check_external_data(model, folder)
+    (folder / "w.bin").unlink()
+    (folder / "w.bin").symlink_to(outside)
+    assert _mapped(ref, {}) is None
+    with pytest.raises(ModelError, match="is a link") as caught:
+        _read(ref)
+    assert "\n" not in str(caught.value)
