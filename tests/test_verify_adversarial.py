@@ -261,3 +261,18 @@ def test_a_link_out_of_the_folder_swapped_in_after_the_checks_is_not_followed(tm
     with pytest.raises(ModelError, match="is a link") as caught:
         _read(ref)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("elem_type", [TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2],
+                         ids=["bfloat16", "float8e4m3fn", "float8e5m2"])
+def test_values_of_types_numpy_lacks_verify(tmp_path, elem_type):
+    """A value of a type numpy lacks, in the arena and a graph output: the reference's value is
+    read in ONNX's layout, and the plan verifies, each output identical (each reference)."""
+    nodes = [helper.make_node("Cast", ["x"], ["h"], name="to", to=elem_type),
+             helper.make_node("Cast", ["h"], ["y"], name="back", to=TensorProto.FLOAT),
+             helper.make_node("Identity", ["h"], ["z"], name="keep")]
+    model = make_model(nodes, [vi("x", [4, 8])], [vi("y", [4, 8]), vi("z", [4, 8], elem_type)], opset=21)
+    path, p = _planned(tmp_path, model)
+    for opts in (VerifyOptions(reference="nodes"), VerifyOptions(beside=False), VerifyOptions(beside=True)):
+        ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=opts)
+        assert ex.findings == () and [(c.name, c.identical) for c in ex.outputs] == [("y", True), ("z", True)]

@@ -35,6 +35,7 @@ __all__ = [
     "RUN_SECONDS",
     "apart_from_weights",
     "in_memory",
+    "foreign_dtype",
     "ort_value",
     "ort_values",
     "available_memory",
@@ -167,6 +168,12 @@ def ort_values(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
     return {n: ort_value(a) for n, a in arrays.items()}
 
 
+def foreign_dtype(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is one numpy lacks, of ``ml_dtypes`` (bfloat16, float8, int4...: the
+    arrays ONNX gives values of those types), which onnxruntime's numpy functions refuse."""
+    return dtype.type.__module__ != "numpy"
+
+
 def ort_value(arr: np.ndarray, device: str = "cpu") -> Any:
     """An OrtValue of ``arr`` on ``device`` (its first one): over the array's own bytes on the host
     where numpy has its element type (no copy of a C-ordered array), else a copy in onnxruntime's
@@ -178,7 +185,7 @@ def ort_value(arr: np.ndarray, device: str = "cpu") -> Any:
     import onnxruntime as ort
 
     arr = np.require(arr, requirements="C")  # a 0-d array stays 0-d
-    if arr.dtype.kind != "V":
+    if not foreign_dtype(arr.dtype):
         return ort.OrtValue.ortvalue_from_numpy(arr, device, 0)
     raw = onnx.numpy_helper.from_array(arr).raw_data
     value = ort.OrtValue.ortvalue_from_shape_and_type(list(arr.shape), onnx.helper.np_dtype_to_tensor_dtype(arr.dtype),

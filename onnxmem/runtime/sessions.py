@@ -22,6 +22,7 @@ from onnxmem.runtime.ort import (
     LOG_SEVERITY,
     apart_from_weights,
     first_line,
+    foreign_dtype,
     make_session,
     ort_values,
     register_env_arena,
@@ -73,8 +74,24 @@ def binding_type(elem_type: int) -> Any:
     return elem_type
 
 
+#: onnxruntime's element type names -> ONNX element types, every one (``tensor(bfloat16)``...)
+_EVERY_ORT_TYPE = {f"tensor({name.lower()})": et for name, et in onnx.TensorProto.DataType.items()}
+
+
+@functools.cache
+def _foreign(ort_type: str) -> bool:
+    """Whether values of onnxruntime's element type ``ort_type`` have a type numpy lacks (:func:`foreign_dtype`)."""
+    et = _EVERY_ORT_TYPE.get(ort_type)
+    try:
+        return et is not None and foreign_dtype(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(et)))
+    except (KeyError, TypeError, ValueError):  # a type this onnx cannot give numpy at all
+        return False
+
+
 def host_array(value: Any) -> np.ndarray:
-    """A numpy array that owns a host copy of the tensor an ``OrtValue`` holds.
+    """A numpy array that owns a host copy of the tensor an ``OrtValue`` holds; one of a type
+    numpy lacks (bfloat16, float8, int4...: ``numpy()`` refuses it, or gives float8's bytes as
+    uint8) read in ONNX's layout into the ``ml_dtypes`` array ONNX gives it (on the host only).
 
     ``numpy()`` of a value made over a numpy array (``ortvalue_from_numpy`` on the
     host) returns an array that views that buffer without keeping it alive (its base
@@ -83,7 +100,16 @@ def host_array(value: Any) -> np.ndarray:
     (onnxruntime-gpu 1.31.1, H100): the reference run of a Loop whose body holds an
     If read its carried state as other bytes. The copy here is the array's own.
     """
-    return np.array(value.numpy(), copy=True)
+    et = _EVERY_ORT_TYPE.get(value.data_type())
+    if et is None or not _foreign(value.data_type()):
+        return np.array(value.numpy(), copy=True)
+    if str(value.device_name()).lower() != "cpu":
+        raise RuntimeBackendError(f"onnxmem reads values of type {value.data_type()} from host memory only; "
+                                  "run it with --device cpu")
+    import ctypes
+
+    raw = ctypes.string_at(value.data_ptr(), ortvalue_bytes(value))
+    return onnx.numpy_helper.to_array(onnx.TensorProto(data_type=et, dims=value.shape(), raw_data=raw))
 
 
 def ortvalue_bytes(value: Any) -> int:
@@ -279,8 +305,13 @@ def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: 
     if weights:
         model, taken = apart_from_weights(model, weights)
     given = ort_values(taken)
-    values = run_bounded(make_session(model, initializers=given), list(outputs), feeds, "as a whole")
-    return {n: np.asarray(v) for n, v in zip(outputs, values)}
+    sess = make_session(model, initializers=given)
+    if not any(_foreign(o.type) for o in sess.get_outputs() if o.name in outputs):
+        values = run_bounded(sess, list(outputs), feeds, "as a whole")
+        return {n: np.asarray(v) for n, v in zip(outputs, values)}
+    # an output of a type numpy lacks: onnxruntime cannot give it as an array, only as an OrtValue
+    values = run_bounded(sess, list(outputs), ort_values(feeds), "as a whole", as_ort_values=True)
+    return {n: host_array(v) for n, v in zip(outputs, values)}
 
 
 def run_values(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], values: Mapping[str, int],
