@@ -276,3 +276,23 @@ def test_values_of_types_numpy_lacks_verify(tmp_path, elem_type):
     for opts in (VerifyOptions(reference="nodes"), VerifyOptions(beside=False), VerifyOptions(beside=True)):
         ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=opts)
         assert ex.findings == () and [(c.name, c.identical) for c in ex.outputs] == [("y", True), ("z", True)]
+
+
+@pytest.mark.parametrize("elem_type", [TensorProto.INT4, TensorProto.UINT4], ids=["int4", "uint4"])
+def test_packed_values_verify(tmp_path, elem_type):
+    """int4 / uint4 values, packed two to a byte (7 columns: a half-used last byte), as a graph
+    input, in the arena and as a graph output: the plan verifies, each output identical."""
+    zp = helper.make_tensor("zp", elem_type, [], [1])
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "sc", "zp"], ["x"], name="dq_in"),
+             helper.make_node("QuantizeLinear", ["x", "sc", "zp"], ["q"], name="q"),
+             helper.make_node("DequantizeLinear", ["q", "sc", "zp"], ["y"], name="dq")]
+    model = make_model(nodes, [vi("xq", [4, 7], elem_type)], [vi("y", [4, 7]), vi("q", [4, 7], elem_type)],
+                       [numpy_helper.from_array(np.array(0.5, np.float32), "sc"), zp], opset=21)
+    path, p = _planned(tmp_path, model)
+    assert p.plan.tensor("q").size == 14
+    xq = np.random.default_rng(7).integers(-8 if elem_type == TensorProto.INT4 else 0, 8, (4, 7))
+    given = {"xq": xq.astype(helper.tensor_dtype_to_np_dtype(elem_type))}
+    for opts in (VerifyOptions(reference="nodes", inputs=given), VerifyOptions(beside=False, inputs=given),
+                 VerifyOptions(beside=True, inputs=given)):
+        ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=opts)
+        assert ex.findings == () and [(c.name, c.identical) for c in ex.outputs] == [("y", True), ("q", True)]

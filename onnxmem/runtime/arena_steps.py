@@ -32,7 +32,14 @@ from onnxmem.runtime.arena_records import (
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.inputs import feeds_for
 from onnxmem.runtime.isolation import at_step, available_memory, end_run, start_run
-from onnxmem.runtime.ort import load_weights, ort_value, session_options
+from onnxmem.runtime.ort import (
+    foreign_dtype,
+    load_weights,
+    onnx_array,
+    onnx_bytes,
+    ort_value,
+    session_options,
+)
 from onnxmem.runtime.reference import PieceReference, draws
 
 __all__ = ["ArenaSteps"]
@@ -225,7 +232,7 @@ class ArenaSteps(abc.ABC):
             slot = self.slots.get(name)
             if slot is None:
                 continue
-            data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+            data = onnx_bytes(arr)
             if slot.private is not None:
                 slot.private[: data.size] = data
             else:
@@ -235,8 +242,7 @@ class ArenaSteps(abc.ABC):
             self.saved[name] = data.copy()
             self.live[name] = slot
         # the reference's graph inputs stay on the host (the binding copies them)
-        self.private = {n: self.ort.OrtValue.ortvalue_from_numpy(np.require(a, requirements="C"), "cpu", 0)
-                        for n, a in self.feeds.items()}
+        self.private = {n: ort_value(a) for n, a in self.feeds.items()}
 
     def reference_values(self) -> dict[str, int] | None:
         """The values the whole-model reference gives (name -> element type: every output of a node
@@ -524,6 +530,8 @@ class ArenaSteps(abc.ABC):
         """The value in ``slot`` at its shape (the first bytes of its buffer where it runs smaller)."""
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(slot.elem_type))
         data = self._read(slot)
+        if foreign_dtype(dtype):  # ml_dtypes' (bfloat16, float8, int4 packed two to a byte...)
+            return onnx_array(slot.elem_type, slot.shape, data)
         used = int(np.prod(slot.shape, dtype=np.int64)) * dtype.itemsize
         return data[:used].view(dtype).reshape(slot.shape) if used < data.size else data.view(dtype).reshape(slot.shape)
 
@@ -545,12 +553,13 @@ class ArenaSteps(abc.ABC):
             self.notes.append(f"{name!r} runs with shape {list(arena.shape)}; the plan has {list(slot.shape)} "
                               "(same bytes)")
             slot.shape = tuple(arena.shape)
+        data = onnx_bytes(arena)
         if slot.private is not None:
-            slot.private[: arena.nbytes] = arena.reshape(-1).view(np.uint8)
+            slot.private[: data.size] = data
         elif slot.size:
-            self._memory(slot).write(slot.offset, arena)
+            self._memory(slot).write(slot.offset, data)
         # an owned copy: the value must outlive whatever array ``private`` views
-        self.private[name] = self.ort.OrtValue.ortvalue_from_numpy(np.array(private, order="C", copy=True), "cpu", 0)
+        self.private[name] = ort_value(np.array(private, order="C", copy=True))
         return True
     def _stopped(self, t0: float) -> Execution:
         """The run ended early at a finding: no output checks."""

@@ -9,7 +9,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -36,6 +36,8 @@ __all__ = [
     "apart_from_weights",
     "in_memory",
     "foreign_dtype",
+    "onnx_array",
+    "onnx_bytes",
     "ort_value",
     "ort_values",
     "available_memory",
@@ -174,6 +176,22 @@ def foreign_dtype(dtype: np.dtype) -> bool:
     return dtype.type.__module__ != "numpy"
 
 
+def onnx_bytes(arr: np.ndarray) -> np.ndarray:
+    """The bytes of ``arr`` in ONNX's layout, as a flat uint8 array (a view where numpy has its type;
+    int4 and uint4 packed two to a byte)."""
+    if not foreign_dtype(arr.dtype):
+        return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    return np.frombuffer(onnx.numpy_helper.from_array(np.ascontiguousarray(arr)).raw_data, np.uint8)
+
+
+def onnx_array(elem_type: int, shape: Sequence[int], raw: bytes | np.ndarray) -> np.ndarray:
+    """The array of ONNX element type ``elem_type`` and ``shape`` whose bytes in ONNX's layout
+    are the first of ``raw`` (:func:`onnx_bytes` undone)."""
+    used = tensor_bytes(elem_type, [int(d) for d in shape])
+    t = onnx.TensorProto(data_type=elem_type, dims=[int(d) for d in shape], raw_data=bytes(raw[:used]))
+    return onnx.numpy_helper.to_array(t)
+
+
 def ort_value(arr: np.ndarray, device: str = "cpu") -> Any:
     """An OrtValue of ``arr`` on ``device`` (its first one): over the array's own bytes on the host
     where numpy has its element type (no copy of a C-ordered array), else a copy in onnxruntime's
@@ -187,7 +205,7 @@ def ort_value(arr: np.ndarray, device: str = "cpu") -> Any:
     arr = np.require(arr, requirements="C")  # a 0-d array stays 0-d
     if not foreign_dtype(arr.dtype):
         return ort.OrtValue.ortvalue_from_numpy(arr, device, 0)
-    raw = onnx.numpy_helper.from_array(arr).raw_data
+    raw = onnx_bytes(arr).tobytes()
     value = ort.OrtValue.ortvalue_from_shape_and_type(list(arr.shape), onnx.helper.np_dtype_to_tensor_dtype(arr.dtype),
                                                       "cpu", 0)
     if raw:

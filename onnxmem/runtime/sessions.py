@@ -24,6 +24,7 @@ from onnxmem.runtime.ort import (
     first_line,
     foreign_dtype,
     make_session,
+    onnx_array,
     ort_values,
     register_env_arena,
     run_bounded,
@@ -108,8 +109,7 @@ def host_array(value: Any) -> np.ndarray:
                                   "run it with --device cpu")
     import ctypes
 
-    raw = ctypes.string_at(value.data_ptr(), ortvalue_bytes(value))
-    return onnx.numpy_helper.to_array(onnx.TensorProto(data_type=et, dims=value.shape(), raw_data=raw))
+    return onnx_array(et, value.shape(), ctypes.string_at(value.data_ptr(), ortvalue_bytes(value)))
 
 
 def ortvalue_bytes(value: Any) -> int:
