@@ -296,3 +296,33 @@ def test_packed_values_verify(tmp_path, elem_type):
                  VerifyOptions(beside=True, inputs=given)):
         ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=opts)
         assert ex.findings == () and [(c.name, c.identical) for c in ex.outputs] == [("y", True), ("q", True)]
+
+
+def test_nodes_alike_but_for_an_omitted_input_a_repeated_one_or_a_value_type_keep_their_own_sessions(tmp_path):
+    """Clip with its min omitted (max given) against Clip with min alone; Add of one value twice
+    against Add of two; ConstantOfShape of a float against one of an int64: each its own session,
+    and the run verifies, its output the ordinary run's bit for bit."""
+    from onnxmem.runtime.ort import session_options
+    from onnxmem.runtime.sessions import node_session
+
+    inits = [numpy_helper.from_array(np.array(0.25, np.float32), "lo"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "hi")]
+    nodes = [helper.make_node("Clip", ["x", "", "hi"], ["a"], name="at_most"),
+             helper.make_node("Clip", ["a", "lo"], ["b"], name="at_least"),
+             helper.make_node("Add", ["b", "b"], ["c"], name="twice"),
+             helper.make_node("Add", ["c", "a"], ["d"], name="two"),
+             helper.make_node("Shape", ["d"], ["s"], name="shape"),
+             helper.make_node("ConstantOfShape", ["s"], ["f"], name="floats",
+                              value=numpy_helper.from_array(np.array([2.0], np.float32))),
+             helper.make_node("ConstantOfShape", ["s"], ["i"], name="ints",
+                              value=numpy_helper.from_array(np.array([3], np.int64))),
+             helper.make_node("Cast", ["i"], ["g"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Sum", ["d", "f", "g"], ["y"], name="sum")]
+    path, p = _planned(tmp_path, make_model(nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], inits))
+    cache: dict = {}
+    made = {op.name: node_session(p.model, p.model.graph.node[op.index], op, p.view, {}, session_options(),
+                                  ["CPUExecutionProvider"], cache=cache) for op in p.view.ops}
+    assert made["at_most"] is not made["at_least"] and made["twice"] is not made["two"]
+    assert made["floats"] is not made["ints"]
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference="nodes"))
+    assert ex.findings == () and ex.outputs[0].identical and ex.outputs[0].whole_model_diff == 0.0
