@@ -326,3 +326,24 @@ def test_nodes_alike_but_for_an_omitted_input_a_repeated_one_or_a_value_type_kee
     assert made["floats"] is not made["ints"]
     ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(reference="nodes"))
     assert ex.findings == () and ex.outputs[0].identical and ex.outputs[0].whole_model_diff == 0.0
+
+
+@pytest.mark.parametrize("draw", ["RandomNormalLike", "Dropout"])
+def test_a_local_function_that_draws_is_a_random_op(tmp_path, draw):
+    """A call of a model-local function whose body draws (an unseeded RandomNormalLike, a Dropout
+    in training mode) runs as a random op does: each node runs again, and the call draws in the
+    arena what it drew outside it; the plan verifies."""
+    const = {"r": np.array(0.5, np.float32), "t": np.array(True)}
+    body = [helper.make_node("Constant", [], [n], value=numpy_helper.from_array(v)) for n, v in const.items()]
+    body += ([helper.make_node("RandomNormalLike", ["a"], ["n"]), helper.make_node("Add", ["a", "n"], ["b"])]
+             if draw == "RandomNormalLike" else [helper.make_node("Dropout", ["a", "r", "t"], ["b"])])
+    noisy = helper.make_function("local", "Noisy", ["a"], ["b"], body, opset_imports=[helper.make_opsetid("", 17)])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Noisy", ["a"], ["b"], name="noisy", domain="local"),
+             helper.make_node("Sigmoid", ["b"], ["y"], name="sigmoid")]
+    model = make_model(nodes, [vi("x", [4, 8])], [vi("y", [4, 8])])
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    model.functions.append(noisy)
+    path, p = _planned(tmp_path, model)
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path)
+    assert ex.reference == "nodes" and ex.findings == () and ex.outputs[0].identical, ex.findings

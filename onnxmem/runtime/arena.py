@@ -356,6 +356,7 @@ class _BodyRun(ArenaRun):
 
     def __init__(self, parent: ArenaRun, body: Any, graph: onnx.GraphProto) -> None:  # noqa: D107
         self.ort, self.opts, self.cuda, self.grows = parent.ort, parent.opts, parent.cuda, parent.grows
+        self.random_calls = parent.random_calls
         self.root: ArenaRun = getattr(parent, "root", parent)
         self.view = body.view
         self.full, self.plan = parent.full, parent.plan
@@ -406,7 +407,7 @@ class _BodyRun(ArenaRun):
     def session(self, op: Op, node: onnx.NodeProto) -> Any:
         """The node's session, made once for every iteration that binds the same shapes (a random
         op's made afresh: a kernel run before draws other numbers)."""
-        if draws(node, op):
+        if draws(node, op, self.random_calls):
             return super().session(op, node)
         key = (self.path, op.index, tuple(tuple(self.slots[n].shape) for n in op.reads if n in self.slots))
         if key not in self._sessions:

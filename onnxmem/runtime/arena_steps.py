@@ -40,7 +40,7 @@ from onnxmem.runtime.ort import (
     ort_value,
     session_options,
 )
-from onnxmem.runtime.reference import PieceReference, draws
+from onnxmem.runtime.reference import PieceReference, draws, random_functions
 
 __all__ = ["ArenaSteps"]
 
@@ -81,6 +81,7 @@ class ArenaSteps(abc.ABC):
         except KeyError as exc:
             raise PlanError(f"the plan orders node {exc}, which the model does not have; re-plan the model") from None
         self.full, read = load_weights(model, model_path)
+        self.random_calls = random_functions(self.full)  # the local functions that draw
         self.feeds = feeds_for(self.full, view, options.inputs, options.seed)  # seeded where not given
         # a training checkpoint's frozen values the plan's shapes read (extra.checkpoint) are fed as they are
         self.feeds.update({n: v for n, v in recorded_values(plan.extra).items()
@@ -212,7 +213,7 @@ class ArenaSteps(abc.ABC):
                 if not self.check_shapes(op, computed):
                     self.changed = True
                     return False
-                if draws(node, op):  # a kernel run once draws other numbers: the arena run's is fresh
+                if draws(node, op, self.random_calls):  # a kernel run once draws other numbers: a fresh one
                     sess = self.session(op, node)
                 binding = self.run_in_arena(op, sess)
                 if binding is None:  # running on after a clobber: garbage in
@@ -255,7 +256,7 @@ class ArenaSteps(abc.ABC):
         if self.opts.reference != "whole" or self.cuda or not self.whole_reference or self.view.bodies:
             return None
         ops = [self.view.ops[k] for k in self.order if k not in self.weight_ops]
-        if any(draws(self.nodes[op.index], op) for op in ops):
+        if any(draws(self.nodes[op.index], op, self.random_calls) for op in ops):
             return None
         names = [o for op in ops for o in op.outputs if o]
         types = {n: self.view.tensors[n].elem_type for n in names if n in self.view.tensors}

@@ -40,7 +40,7 @@ from onnxmem.runtime.isolation import TimeLimitExceeded
 from onnxmem.runtime.ort import make_session, ort_values, run_bounded
 from onnxmem.runtime.sessions import RANDOM_OPS, model_like
 
-__all__ = ["PieceReference", "draws"]
+__all__ = ["PieceReference", "draws", "random_functions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,10 +208,29 @@ def _elem_type(name: str, values: Mapping[str, int], outside: Mapping[str, np.nd
     raise ValueError(f"the reference in pieces: value {show_name(name)} is read before any piece gives it")
 
 
-def draws(node: onnx.NodeProto, op: Op) -> bool:
+def random_functions(model: onnx.ModelProto) -> frozenset[tuple[str, str]]:
+    """``(domain, name)`` of the model's local functions whose bodies draw random numbers: a node
+    of :data:`onnxmem.runtime.sessions.RANDOM_OPS` (a Dropout whatever its inputs), or a call of
+    another such function."""
+    found: set[tuple[str, str]] = set()
+    grew = True
+    while grew:
+        grew = False
+        for f in model.functions:
+            if (f.domain, f.name) not in found and any(n.op_type in RANDOM_OPS or (n.domain, n.op_type) in found
+                                                        for n in f.node):
+                found.add((f.domain, f.name))
+                grew = True
+    return frozenset(found)
+
+
+def draws(node: onnx.NodeProto, op: Op, calls: frozenset[tuple[str, str]] = frozenset()) -> bool:
     """Whether ``node`` draws random numbers (:func:`onnxmem.graph.draws_random`, and an old
     opset's Dropout with ``is_test`` 0); an op of another domain by its name alone
-    (:data:`onnxmem.runtime.sessions.RANDOM_OPS`)."""
+    (:data:`onnxmem.runtime.sessions.RANDOM_OPS`), or as a call of one of ``calls``, the local
+    functions that draw (:func:`random_functions`)."""
+    if (node.domain, node.op_type) in calls:
+        return True
     if node.domain not in ("", "ai.onnx"):
         return node.op_type in RANDOM_OPS
     return draws_random(op) or (node.op_type == "Dropout" and any(a.name == "is_test" and a.i == 0

@@ -162,17 +162,18 @@ def _declared(node: onnx.NodeProto, name: str, shape: Sequence[int], shared: boo
 RANDOM_OPS = GRAPH_RANDOM_OPS | {"Dropout"}
 
 
-def _seeded(model: onnx.ModelProto, node: onnx.NodeProto) -> None:
-    """Give ``node``, a copy of a random op of the standard domain without a ``seed``, the seed 0:
-    each session of it then draws the same numbers, as a seeded one does (the run before the arena
-    and the arena run hold the same draws). Without one, onnxruntime's Dropout draws from one
-    generator of the whole process, which every run moves on."""
+def _seeded(opsets: Sequence[onnx.OperatorSetIdProto], node: onnx.NodeProto) -> None:
+    """Give ``node``, a copy of a random op of the standard domain without a ``seed``, the seed 0
+    (``opsets``: those of its graph or function): each session of it then draws the same numbers,
+    as a seeded one does (the run before the arena and the arena run hold the same draws). Without
+    one, onnxruntime's Dropout draws from one generator of the whole process, which every run
+    moves on."""
     if node.domain not in ("", "ai.onnx") or node.op_type not in RANDOM_OPS:
         return
     if any(a.name == "seed" for a in node.attribute):
         return
     if node.op_type == "Dropout":
-        opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+        opset = max((o.version for o in opsets if o.domain in ("", "ai.onnx")), default=0)
         if opset >= 12:  # the first Dropout with a seed (before it, onnxruntime's is the identity)
             node.attribute.append(onnx.helper.make_attribute("seed", 0))
         return
@@ -264,7 +265,7 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     n.name = "node"  # the name, documentation and metadata of a node change nothing it computes
     n.ClearField("doc_string")
     n.ClearField("metadata_props")
-    _seeded(model, n)
+    _seeded(model.opset_import, n)
     n.input[:] = [names.get(i, i) if i else "" for i in node.input]
     n.output[:] = [names.get(o, o) if o else "" for o in node.output]
     share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
@@ -284,7 +285,11 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
         g.input.append(onnx.helper.make_tensor_value_info(name, et, list(dims)))
     for name, et, shape in declared_out:
         g.output.append(onnx.helper.make_tensor_value_info(name, et, None if shape is None else list(shape)))
-    data = model_like(model, g).SerializeToString()
+    alone = model_like(model, g)
+    for f in alone.functions:  # a call of a local function that draws: its draws seeded too
+        for fn in f.node:
+            _seeded(f.opset_import or model.opset_import, fn)
+    data = alone.SerializeToString()
     try:
         sess = ort.InferenceSession(data, sess_options=options, providers=list(providers))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
