@@ -4,6 +4,7 @@ the whole-model reference in pieces, and weights mapped from their data files.""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import onnx
@@ -237,17 +238,13 @@ def test_external_weights_of_every_kind_verify_and_the_files_stay(tmp_path):
         assert (tmp_path / "w.data").read_bytes() == before
 
 
-def test_a_link_out_of_the_folder_swapped_in_after_the_checks_is_not_followed(tmp_path):
-    """The data file replaced by a link to a file outside the model's folder after the loader
-    checked it: neither the mapped read nor the plain one reads through it; one line says so."""
-    from onnxmem.core.errors import ModelError
-    from onnxmem.model.external import _mapped, _read, check_external_data
+def _checked_weight(folder):
+    """The checked external-data reference of a [4, 4] float weight in ``folder``/w.bin."""
+    from onnxmem.model.external import check_external_data
 
-    folder, outside = tmp_path / "model", tmp_path / "secret.bin"
     folder.mkdir()
     w = np.arange(16, dtype=np.float32).reshape(4, 4)
     (folder / "w.bin").write_bytes(w.tobytes())
-    outside.write_bytes(bytes(range(64)))
     t = numpy_helper.from_array(w, "w")
     t.ClearField("raw_data")
     t.data_location = TensorProto.EXTERNAL
@@ -255,6 +252,32 @@ def test_a_link_out_of_the_folder_swapped_in_after_the_checks_is_not_followed(tm
     model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [vi("x", [1, 4])],
                        [vi("y", [1, 4])], [t])
     (ref,) = check_external_data(model, folder)
+    return ref
+
+
+def test_a_data_file_cut_short_after_the_checks_is_read_and_refused(tmp_path):
+    """The data file cut short after the checks, before the map: not mapped (past its end), and
+    the plain read stops at the end in one line."""
+    from onnxmem.core.errors import ModelError
+    from onnxmem.model.external import _mapped, _read
+
+    ref = _checked_weight(tmp_path / "model")
+    os.truncate(tmp_path / "model" / "w.bin", 16)
+    assert _mapped(ref, {}) is None
+    with pytest.raises(ModelError, match="ended after 16 of 64 bytes") as caught:
+        _read(ref)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_link_out_of_the_folder_swapped_in_after_the_checks_is_not_followed(tmp_path):
+    """The data file replaced by a link to a file outside the model's folder after the loader
+    checked it: neither the mapped read nor the plain one reads through it; one line says so."""
+    from onnxmem.core.errors import ModelError
+    from onnxmem.model.external import _mapped, _read
+
+    folder, outside = tmp_path / "model", tmp_path / "secret.bin"
+    outside.write_bytes(bytes(range(64)))
+    ref = _checked_weight(folder)
     (folder / "w.bin").unlink()
     (folder / "w.bin").symlink_to(outside)
     assert _mapped(ref, {}) is None
