@@ -117,10 +117,10 @@ def test_pieces_of_any_size_give_the_whole_runs_bits(tmp_path, piece_bytes):
         assert [c.name for c in ex.outputs] == ["y", "e", "x", "W"] and all(c.identical for c in ex.outputs)
 
 
-@pytest.mark.parametrize("moved, onto", [("b", "a"), ("f", "e"), ("g", "e")])
+@pytest.mark.parametrize("moved, onto", [("b", "a"), ("f", "e"), ("g", "e"), ("b", "x")])
 def test_pieces_find_what_each_node_again_finds(tmp_path, moved, onto):
     """A value moved onto one a later piece reads (a, the long skip; e, a graph output read
-    later): in one-node pieces, beside and in line, the first finding is the run of each
+    later; x, the graph input read last): in one-node pieces, beside and in line, the first finding is the run of each
     node again's."""
     path, p = _planned(tmp_path, _skips())
     bad = _moved(p.plan, moved, onto)
