@@ -100,7 +100,9 @@ def compare_output(name: str, got: np.ndarray, ref: np.ndarray, rtol: float, ato
     """
     if got.shape != ref.shape:
         return OutputCheck(name, float("inf"), False)
-    if got.dtype == ref.dtype and ref.dtype.type.__module__ != "numpy":  # ml_dtypes' (bfloat16, float8...): numpy's
+    from onnxmem.runtime.ort import foreign_dtype
+
+    if got.dtype == ref.dtype and foreign_dtype(ref.dtype):  # ml_dtypes' (bfloat16, float8...): in numpy's types
         wide = np.float32 if ref.dtype.name.startswith(("float", "bfloat")) else np.int64
         same = same_bytes(np.ascontiguousarray(got).reshape(-1).view(np.uint8),
                           np.ascontiguousarray(ref).reshape(-1).view(np.uint8))
