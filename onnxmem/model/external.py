@@ -6,6 +6,7 @@ regular file that holds the tensor's bytes; no string of the file is followed el
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -221,8 +222,7 @@ def _mapped(ref: ExternalData, maps: dict[Path, np.ndarray | None]) -> np.ndarra
     if ref.path not in maps:
         maps[ref.path] = None
         try:
-            # never blocks on a FIFO put where the data file was (the read path opens it so too)
-            fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+            fd = _open(ref.path)
         except OSError:
             return None
         try:
@@ -241,12 +241,24 @@ def _mapped(ref: ExternalData, maps: dict[Path, np.ndarray | None]) -> np.ndarra
     return whole[ref.offset:ref.offset + ref.length]
 
 
+def _open(path: Path) -> int:
+    """A file descriptor of the data file at ``path`` (resolved by the checks, links and all),
+    read-only: opening never blocks on a FIFO put there after the checks, nor follows a link put
+    there (``OSError`` ``ELOOP``), which could lead out of the model's folder."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    return os.open(path, flags)
+
+
 def _read(ref: ExternalData, into: np.ndarray | None = None) -> bytes:
     """The bytes ``ref`` names, read from its file (into ``into``, a uint8 array of its length, where given)."""
     where = f"{ref.label}: external data {show_name(str(ref.path.name))}"
     try:
-        fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        fd = _open(ref.path)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ModelError(f"{where} is a link now (it was not when onnxmem checked it); onnxmem reads no "
+                             "data file through a link put there after its checks: leave the model's files "
+                             "as they are while onnxmem runs") from None
         raise ModelError(f"{where} cannot be opened: {exc.strerror}; check the data file") from None
     data = b""
     try:

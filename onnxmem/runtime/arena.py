@@ -28,7 +28,9 @@ Before the first node (:meth:`ArenaRun.__init__`):
   to 7, each output bound at its planned shape); step 3 follows for every node run
   once the reference ends, and where a node failed to run or a planned shape does
   not hold, the arena goes back to the sentinel and the run starts again step by
-  step, so the findings and notes are those of the run below.
+  step, so the findings and notes are those of the run below (so too where a
+  node fails to run in the reference: its piece is cut into pieces of one node, and
+  the run step by step finds what the nodes before it hold before it fails).
 
 Then each node, in the plan's order, runs as its own onnxruntime session
 (optimizations off, one thread, no spinning):
@@ -45,7 +47,8 @@ Then each node, in the plan's order, runs as its own onnxruntime session
    plan's is a finding unless it has the same bytes (then it is noted and
    used);
 4. :meth:`~ArenaRun.run_in_arena`: the node runs with its inputs and outputs
-   bound by IOBinding at ``arena_base + offset``;
+   bound by IOBinding at ``arena_base + offset`` (a random op in a fresh session,
+   seeded where the model gives no seed, so it draws what step 2 drew);
 5. :meth:`~ArenaRun.check_outputs`: each output landed at its bound address
    with the planned shape;
 6. :meth:`~ArenaRun.check_write`: no live tensor that shares bytes with an
@@ -105,9 +108,9 @@ from onnxmem.runtime.arena_records import (
 )
 from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
-from onnxmem.runtime.isolation import at_step, end_run, start_run
+from onnxmem.runtime.isolation import TimeLimitExceeded, at_step, end_run, start_run
 from onnxmem.runtime.ort import available_memory
-from onnxmem.runtime.reference import PieceReference
+from onnxmem.runtime.reference import PieceReference, draws
 from onnxmem.runtime.trips import loop_bounds, over_bound
 
 __all__ = [
@@ -150,7 +153,13 @@ class ArenaRun(ArenaSteps):
             beside.start()
             ran = self.run_ahead()
             seconds = time.perf_counter() - t0
-            self.whole_values, self.whole_seconds = beside.result()
+            try:
+                self.whole_values, self.whole_seconds = beside.result()
+            except TimeLimitExceeded:
+                raise
+            except RuntimeBackendError:  # a node fails in the reference: step by step finds what comes before it
+                ran = None
+                self.whole_values, self.whole_seconds = beside.reference, beside.reference.seconds
             self.whole = True
             if ran is not None and self._same_shapes(ran):
                 self.private.update((o, self.whole_values.pop(o)) for o in self.view.outputs
@@ -347,6 +356,7 @@ class _BodyRun(ArenaRun):
 
     def __init__(self, parent: ArenaRun, body: Any, graph: onnx.GraphProto) -> None:  # noqa: D107
         self.ort, self.opts, self.cuda, self.grows = parent.ort, parent.opts, parent.cuda, parent.grows
+        self.random_calls = parent.random_calls
         self.root: ArenaRun = getattr(parent, "root", parent)
         self.view = body.view
         self.full, self.plan = parent.full, parent.plan
@@ -395,7 +405,10 @@ class _BodyRun(ArenaRun):
         self._body_static = self.root._body_static
 
     def session(self, op: Op, node: onnx.NodeProto) -> Any:
-        """The node's session, made once for every iteration that binds the same shapes."""
+        """The node's session, made once for every iteration that binds the same shapes (a random
+        op's made afresh: a kernel run before draws other numbers)."""
+        if draws(node, op, self.random_calls):
+            return super().session(op, node)
         key = (self.path, op.index, tuple(tuple(self.slots[n].shape) for n in op.reads if n in self.slots))
         if key not in self._sessions:
             self._sessions[key] = super().session(op, node)

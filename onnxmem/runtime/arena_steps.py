@@ -32,8 +32,15 @@ from onnxmem.runtime.arena_records import (
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.inputs import feeds_for
 from onnxmem.runtime.isolation import at_step, available_memory, end_run, start_run
-from onnxmem.runtime.ort import load_weights, session_options
-from onnxmem.runtime.reference import PieceReference, draws
+from onnxmem.runtime.ort import (
+    foreign_dtype,
+    load_weights,
+    onnx_array,
+    onnx_bytes,
+    ort_value,
+    session_options,
+)
+from onnxmem.runtime.reference import PieceReference, draws, random_functions
 
 __all__ = ["ArenaSteps"]
 
@@ -74,6 +81,7 @@ class ArenaSteps(abc.ABC):
         except KeyError as exc:
             raise PlanError(f"the plan orders node {exc}, which the model does not have; re-plan the model") from None
         self.full, read = load_weights(model, model_path)
+        self.random_calls = random_functions(self.full)  # the local functions that draw
         self.feeds = feeds_for(self.full, view, options.inputs, options.seed)  # seeded where not given
         # a training checkpoint's frozen values the plan's shapes read (extra.checkpoint) are fed as they are
         self.feeds.update({n: v for n, v in recorded_values(plan.extra).items()
@@ -166,9 +174,7 @@ class ArenaSteps(abc.ABC):
         on_host = host or not self.cuda
         key = (name, on_host)
         if key not in self._weight_values:
-            # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d)
-            arr = np.require(self.weights[name], requirements="C")
-            self._weight_values[key] = self.ort.OrtValue.ortvalue_from_numpy(arr, "cpu" if on_host else "cuda", 0)
+            self._weight_values[key] = ort_value(self.weights[name], "cpu" if on_host else "cuda")
         return self._weight_values[key]
 
     # -------------------------------------------------------------- the procedure
@@ -207,6 +213,8 @@ class ArenaSteps(abc.ABC):
                 if not self.check_shapes(op, computed):
                     self.changed = True
                     return False
+                if draws(node, op, self.random_calls):  # a kernel run once draws other numbers: a fresh one
+                    sess = self.session(op, node)
                 binding = self.run_in_arena(op, sess)
                 if binding is None:  # running on after a clobber: garbage in
                     self.changed = True
@@ -225,7 +233,7 @@ class ArenaSteps(abc.ABC):
             slot = self.slots.get(name)
             if slot is None:
                 continue
-            data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+            data = onnx_bytes(arr)
             if slot.private is not None:
                 slot.private[: data.size] = data
             else:
@@ -235,8 +243,7 @@ class ArenaSteps(abc.ABC):
             self.saved[name] = data.copy()
             self.live[name] = slot
         # the reference's graph inputs stay on the host (the binding copies them)
-        self.private = {n: self.ort.OrtValue.ortvalue_from_numpy(np.require(a, requirements="C"), "cpu", 0)
-                        for n, a in self.feeds.items()}
+        self.private = {n: ort_value(a) for n, a in self.feeds.items()}
 
     def reference_values(self) -> dict[str, int] | None:
         """The values the whole-model reference gives (name -> element type: every output of a node
@@ -249,7 +256,7 @@ class ArenaSteps(abc.ABC):
         if self.opts.reference != "whole" or self.cuda or not self.whole_reference or self.view.bodies:
             return None
         ops = [self.view.ops[k] for k in self.order if k not in self.weight_ops]
-        if any(draws(self.nodes[op.index], op) for op in ops):
+        if any(draws(self.nodes[op.index], op, self.random_calls) for op in ops):
             return None
         names = [o for op in ops for o in op.outputs if o]
         types = {n: self.view.tensors[n].elem_type for n in names if n in self.view.tensors}
@@ -278,10 +285,11 @@ class ArenaSteps(abc.ABC):
     def reference_pieces(self, values: dict[str, int]) -> PieceReference | None:
         """The reference of ``values`` (:meth:`reference_values`) in pieces, none run yet; ``None``
         where a node reads a value no piece can give it."""
+        order = [k for k in self.order if k not in self.weight_ops]
         try:
-            return PieceReference(self.full, [self.nodes[k] for k in self.order if k not in self.weight_ops],
-                                  values, self.feeds, self.weights, self.opts.piece_bytes,
-                                  sizes={n: self.view.tensors[n].size for n in values})
+            return PieceReference(self.full, [self.nodes[k] for k in order], values, self.feeds, self.weights,
+                                  self.opts.piece_bytes, sizes={n: self.view.tensors[n].size for n in values},
+                                  names=[self.view.ops[k].name for k in order])
         except ValueError:
             return None
 
@@ -523,6 +531,8 @@ class ArenaSteps(abc.ABC):
         """The value in ``slot`` at its shape (the first bytes of its buffer where it runs smaller)."""
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(slot.elem_type))
         data = self._read(slot)
+        if foreign_dtype(dtype):  # ml_dtypes' (bfloat16, float8, int4 packed two to a byte...)
+            return onnx_array(slot.elem_type, slot.shape, data)
         used = int(np.prod(slot.shape, dtype=np.int64)) * dtype.itemsize
         return data[:used].view(dtype).reshape(slot.shape) if used < data.size else data.view(dtype).reshape(slot.shape)
 
@@ -544,12 +554,13 @@ class ArenaSteps(abc.ABC):
             self.notes.append(f"{name!r} runs with shape {list(arena.shape)}; the plan has {list(slot.shape)} "
                               "(same bytes)")
             slot.shape = tuple(arena.shape)
+        data = onnx_bytes(arena)
         if slot.private is not None:
-            slot.private[: arena.nbytes] = arena.reshape(-1).view(np.uint8)
+            slot.private[: data.size] = data
         elif slot.size:
-            self._memory(slot).write(slot.offset, arena)
+            self._memory(slot).write(slot.offset, data)
         # an owned copy: the value must outlive whatever array ``private`` views
-        self.private[name] = self.ort.OrtValue.ortvalue_from_numpy(np.array(private, order="C", copy=True), "cpu", 0)
+        self.private[name] = ort_value(np.array(private, order="C", copy=True))
         return True
     def _stopped(self, t0: float) -> Execution:
         """The run ended early at a finding: no output checks."""

@@ -9,7 +9,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -35,6 +35,10 @@ __all__ = [
     "RUN_SECONDS",
     "apart_from_weights",
     "in_memory",
+    "foreign_dtype",
+    "onnx_array",
+    "onnx_bytes",
+    "ort_value",
     "ort_values",
     "available_memory",
     "check_memory",
@@ -161,11 +165,52 @@ def in_memory(name: str, arr: Any) -> onnx.TensorProto | None:
 
 
 def ort_values(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """OrtValues over ``arrays`` (host memory, no copy of a C-ordered array) for :func:`make_session`'s
-    ``initializers``; keep them while the session lives."""
+    """OrtValues over ``arrays`` (host memory, no copy of a C-ordered array: :func:`ort_value`) for
+    :func:`make_session`'s ``initializers``; keep them while the session lives."""
+    return {n: ort_value(a) for n, a in arrays.items()}
+
+
+def foreign_dtype(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is one numpy lacks, of ``ml_dtypes`` (bfloat16, float8, int4...: the
+    arrays ONNX gives values of those types), which onnxruntime's numpy functions refuse."""
+    return dtype.type.__module__ != "numpy"
+
+
+def onnx_bytes(arr: np.ndarray) -> np.ndarray:
+    """The bytes of ``arr`` in ONNX's layout, as a flat uint8 array (a view where numpy has its type;
+    int4 and uint4 packed two to a byte)."""
+    if not foreign_dtype(arr.dtype):
+        return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    return np.frombuffer(onnx.numpy_helper.from_array(np.ascontiguousarray(arr)).raw_data, np.uint8)
+
+
+def onnx_array(elem_type: int, shape: Sequence[int], raw: bytes | np.ndarray) -> np.ndarray:
+    """The array of ONNX element type ``elem_type`` and ``shape`` whose bytes in ONNX's layout
+    are the first of ``raw`` (:func:`onnx_bytes` undone)."""
+    used = tensor_bytes(elem_type, [int(d) for d in shape])
+    t = onnx.TensorProto(data_type=elem_type, dims=[int(d) for d in shape], raw_data=bytes(raw[:used]))
+    return onnx.numpy_helper.to_array(t)
+
+
+def ort_value(arr: np.ndarray, device: str = "cpu") -> Any:
+    """An OrtValue of ``arr`` on ``device`` (its first one): over the array's own bytes on the host
+    where numpy has its element type (no copy of a C-ordered array), else a copy in onnxruntime's
+    own host memory, in ONNX's layout (bfloat16, float8, int4 and uint4 packed two to a byte:
+    numpy holds those as ``ml_dtypes`` arrays, which ``ortvalue_from_numpy`` refuses; a kernel
+    on the device gets it copied there by onnxruntime)."""
+    import ctypes
+
     import onnxruntime as ort
 
-    return {n: ort.OrtValue.ortvalue_from_numpy(np.require(a, requirements="C"), "cpu", 0) for n, a in arrays.items()}
+    arr = np.require(arr, requirements="C")  # a 0-d array stays 0-d
+    if not foreign_dtype(arr.dtype):
+        return ort.OrtValue.ortvalue_from_numpy(arr, device, 0)
+    raw = onnx_bytes(arr).tobytes()
+    value = ort.OrtValue.ortvalue_from_shape_and_type(list(arr.shape), onnx.helper.np_dtype_to_tensor_dtype(arr.dtype),
+                                                      "cpu", 0)
+    if raw:
+        ctypes.memmove(value.data_ptr(), raw, len(raw))
+    return value
 
 
 def apart_from_weights(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:

@@ -33,13 +33,14 @@ from typing import Any
 import numpy as np
 import onnx
 
-from onnxmem.core.errors import show_name
+from onnxmem.core.errors import RuntimeBackendError, show_name
 from onnxmem.graph import Op, draws_random
 from onnxmem.runtime.arena_records import PIECE_BYTES
+from onnxmem.runtime.isolation import TimeLimitExceeded
 from onnxmem.runtime.ort import make_session, ort_values, run_bounded
 from onnxmem.runtime.sessions import RANDOM_OPS, model_like
 
-__all__ = ["PieceReference", "draws"]
+__all__ = ["PieceReference", "draws", "random_functions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,7 @@ class _Piece:
     nodes: tuple[onnx.NodeProto, ...]
     inputs: tuple[tuple[str, int], ...]
     outputs: tuple[str, ...]
+    names: tuple[str, ...] = ()  # the nodes' names (the view's), for messages
 
 
 class PieceReference:
@@ -59,20 +61,24 @@ class PieceReference:
     ``model``: the model with its weights (its IR version, opsets and functions); ``nodes``: the
     nodes whose outputs are the reference's values, in the plan's order; ``values``: those values'
     element types; ``feeds``: the graph inputs; ``weights``: initializers and the outputs of the
-    nodes folded into weights. ``ValueError`` where a node reads a value none of them gives.
+    nodes folded into weights; ``names``: the nodes' names for messages (the view's). ``ValueError``
+    where a node reads a value none of them gives.
+
+    A piece that onnxruntime fails to run is cut into pieces of one node each, so that the values
+    of its nodes before the one that fails are given all the same (the arena run finds what they
+    hold before it reaches that node); a piece of one node that fails names it.
     """
 
     def __init__(self, model: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], values: Mapping[str, int],
                  feeds: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
                  piece_bytes: int = PIECE_BYTES, sizes: Mapping[str, int] | None = None,
-                 pieces: tuple[_Piece, ...] | None = None) -> None:
+                 pieces: tuple[_Piece, ...] | None = None, names: Sequence[str] = ()) -> None:
         self.model = model
         self.values = dict(values)
         self.outside = {**weights, **feeds}
-        self.pieces = pieces if pieces is not None else _cut(nodes, sizes or {}, piece_bytes, self.values, self.outside)
-        self.piece_of = {o: k for k, p in enumerate(self.pieces) for o in p.outputs}
-        #: the last piece that reads each value of a piece (kept until it has run)
-        self.last_read = {name: k for k, p in enumerate(self.pieces) for name, _ in p.inputs}
+        self.pieces = pieces if pieces is not None else _cut(nodes, sizes or {}, piece_bytes, self.values, self.outside,
+                                                             names)
+        self._index()
         self.ran = 0  # pieces run so far
         self.kept: dict[str, Any] = {}  # values of run pieces a later piece reads
         self.given: dict[str, Any] = {}  # values of run pieces not yet taken
@@ -80,14 +86,18 @@ class PieceReference:
         self.shapes: dict[str, tuple[int, ...]] = {}  # of the values dropped by run_all
         self.seconds = 0.0
 
+    def _index(self) -> None:
+        self.piece_of = {o: k for k, p in enumerate(self.pieces) for o in p.outputs}
+        #: the last piece that reads each value of a piece (kept until it has run)
+        self.last_read = {name: k for k, p in enumerate(self.pieces) for name, _ in p.inputs}
+
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and (name in self.given or self.piece_of.get(name, -1) >= self.ran)
 
     def pop(self, name: str) -> Any:
         """The value ``name``, running the pieces up to the one that gives it; it is not kept here
         (unless a later piece reads it). ``KeyError`` for a value taken already or not given."""
-        k = self.piece_of[name]
-        while self.ran <= k:
+        while self.ran <= self.piece_of[name]:
             self._run(self.pieces[self.ran])
         return self.given.pop(name)
 
@@ -116,8 +126,21 @@ class PieceReference:
         g.input.extend(onnx.helper.make_tensor_value_info(n, et, None) for n, et in piece.inputs)
         g.output.extend(onnx.helper.make_tensor_value_info(n, self.values[n], None) for n in piece.outputs)
         feeds = {n: self.kept[n] if n in self.kept else self._bound(n) for n, _ in piece.inputs}
-        sess = make_session(model_like(self.model, g), prepacking=False)
-        got = run_bounded(sess, list(piece.outputs), feeds, "as a whole (the reference)", as_ort_values=True)
+        why = "as a whole (the reference)"
+        if len(piece.nodes) == 1 and piece.names:
+            why += f", at node {show_name(piece.names[0])} ({piece.nodes[0].op_type})"
+        try:
+            sess = make_session(model_like(self.model, g), prepacking=False)
+            got = run_bounded(sess, list(piece.outputs), feeds, why, as_ort_values=True)
+        except TimeLimitExceeded:
+            raise
+        except RuntimeBackendError:
+            if len(piece.nodes) == 1:
+                raise
+            self._split(self.ran)  # the nodes before the one that fails give their values all the same
+            return
+        finally:
+            self.seconds += time.perf_counter() - t0
         del sess, feeds
         k = self.ran
         self.ran += 1
@@ -127,7 +150,17 @@ class PieceReference:
                 self.kept[name] = value
         for name in [n for n in self.kept if self.last_read[n] <= k]:
             del self.kept[name]
-        self.seconds += time.perf_counter() - t0
+
+    def _split(self, k: int) -> None:
+        """Piece ``k`` (not run) made pieces of one node each."""
+        piece = self.pieces[k]
+        types = dict(piece.inputs)
+        names = piece.names or ("",) * len(piece.nodes)
+        alone = tuple(_Piece((node,), tuple((i, types.get(i) or self.values[i]) for i in dict.fromkeys(node.input) if i),
+                             tuple(o for o in node.output if o), (name,) if piece.names else ())
+                      for node, name in zip(piece.nodes, names))
+        self.pieces = (*self.pieces[:k], *alone, *self.pieces[k + 1:])
+        self._index()
 
     def _bound(self, name: str) -> Any:
         if name not in self.bound:
@@ -136,19 +169,24 @@ class PieceReference:
 
 
 def _cut(nodes: Sequence[onnx.NodeProto], sizes: Mapping[str, int], piece_bytes: int, values: Mapping[str, int],
-         outside: Mapping[str, np.ndarray]) -> tuple[_Piece, ...]:
-    """``nodes`` in consecutive pieces of about ``piece_bytes`` of outputs (``sizes``: each value's bytes)."""
+         outside: Mapping[str, np.ndarray], names: Sequence[str] = ()) -> tuple[_Piece, ...]:
+    """``nodes`` (named ``names``, where given) in consecutive pieces of about ``piece_bytes`` of
+    outputs (``sizes``: each value's bytes)."""
     groups: list[list[onnx.NodeProto]] = [[]]
+    labels: list[list[str]] = [[]]
     held = 0
-    for node in nodes:
+    for k, node in enumerate(nodes):
         if held >= piece_bytes:
             groups.append([])
+            labels.append([])
             held = 0
         groups[-1].append(node)
+        if names:
+            labels[-1].append(names[k])
         held += sum(sizes.get(o, 0) for o in node.output if o)
     pieces = []
     made: set[str] = set()
-    for group in groups:
+    for group, label in zip(groups, labels):
         outputs = tuple(o for node in group for o in node.output if o)
         inputs: dict[str, int] = {}
         mine: set[str] = set()
@@ -158,7 +196,7 @@ def _cut(nodes: Sequence[onnx.NodeProto], sizes: Mapping[str, int], piece_bytes:
                     inputs[name] = _elem_type(name, values, outside, made)
             mine.update(o for o in node.output if o)
         made.update(outputs)
-        pieces.append(_Piece(tuple(group), tuple(inputs.items()), outputs))
+        pieces.append(_Piece(tuple(group), tuple(inputs.items()), outputs, tuple(label)))
     return tuple(p for p in pieces if p.nodes)
 
 
@@ -170,10 +208,29 @@ def _elem_type(name: str, values: Mapping[str, int], outside: Mapping[str, np.nd
     raise ValueError(f"the reference in pieces: value {show_name(name)} is read before any piece gives it")
 
 
-def draws(node: onnx.NodeProto, op: Op) -> bool:
+def random_functions(model: onnx.ModelProto) -> frozenset[tuple[str, str]]:
+    """``(domain, name)`` of the model's local functions whose bodies draw random numbers: a node
+    of :data:`onnxmem.runtime.sessions.RANDOM_OPS` (a Dropout whatever its inputs), or a call of
+    another such function."""
+    found: set[tuple[str, str]] = set()
+    grew = True
+    while grew:
+        grew = False
+        for f in model.functions:
+            if (f.domain, f.name) not in found and any(n.op_type in RANDOM_OPS or (n.domain, n.op_type) in found
+                                                        for n in f.node):
+                found.add((f.domain, f.name))
+                grew = True
+    return frozenset(found)
+
+
+def draws(node: onnx.NodeProto, op: Op, calls: frozenset[tuple[str, str]] = frozenset()) -> bool:
     """Whether ``node`` draws random numbers (:func:`onnxmem.graph.draws_random`, and an old
     opset's Dropout with ``is_test`` 0); an op of another domain by its name alone
-    (:data:`onnxmem.runtime.sessions.RANDOM_OPS`)."""
+    (:data:`onnxmem.runtime.sessions.RANDOM_OPS`), or as a call of one of ``calls``, the local
+    functions that draw (:func:`random_functions`)."""
+    if (node.domain, node.op_type) in calls:
+        return True
     if node.domain not in ("", "ai.onnx"):
         return node.op_type in RANDOM_OPS
     return draws_random(op) or (node.op_type == "Dropout" and any(a.name == "is_test" and a.i == 0

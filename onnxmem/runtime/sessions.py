@@ -22,7 +22,9 @@ from onnxmem.runtime.ort import (
     LOG_SEVERITY,
     apart_from_weights,
     first_line,
+    foreign_dtype,
     make_session,
+    onnx_array,
     ort_values,
     register_env_arena,
     run_bounded,
@@ -73,8 +75,24 @@ def binding_type(elem_type: int) -> Any:
     return elem_type
 
 
+#: onnxruntime's element type names -> ONNX element types, every one (``tensor(bfloat16)``...)
+_EVERY_ORT_TYPE = {f"tensor({name.lower()})": et for name, et in onnx.TensorProto.DataType.items()}
+
+
+@functools.cache
+def _foreign(ort_type: str) -> bool:
+    """Whether values of onnxruntime's element type ``ort_type`` have a type numpy lacks (:func:`foreign_dtype`)."""
+    et = _EVERY_ORT_TYPE.get(ort_type)
+    try:
+        return et is not None and foreign_dtype(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(et)))
+    except (KeyError, TypeError, ValueError):  # a type this onnx cannot give numpy at all
+        return False
+
+
 def host_array(value: Any) -> np.ndarray:
-    """A numpy array that owns a host copy of the tensor an ``OrtValue`` holds.
+    """A numpy array that owns a host copy of the tensor an ``OrtValue`` holds; one of a type
+    numpy lacks (bfloat16, float8, int4...: ``numpy()`` refuses it, or gives float8's bytes as
+    uint8) read in ONNX's layout into the ``ml_dtypes`` array ONNX gives it (on the host only).
 
     ``numpy()`` of a value made over a numpy array (``ortvalue_from_numpy`` on the
     host) returns an array that views that buffer without keeping it alive (its base
@@ -83,7 +101,15 @@ def host_array(value: Any) -> np.ndarray:
     (onnxruntime-gpu 1.31.1, H100): the reference run of a Loop whose body holds an
     If read its carried state as other bytes. The copy here is the array's own.
     """
-    return np.array(value.numpy(), copy=True)
+    et = _EVERY_ORT_TYPE.get(value.data_type())
+    if et is None or not _foreign(value.data_type()):
+        return np.array(value.numpy(), copy=True)
+    if str(value.device_name()).lower() != "cpu":
+        raise RuntimeBackendError(f"onnxmem reads values of type {value.data_type()} from host memory only; "
+                                  "run it with --device cpu")
+    import ctypes
+
+    return onnx_array(et, value.shape(), ctypes.string_at(value.data_ptr(), ortvalue_bytes(value)))
 
 
 def ortvalue_bytes(value: Any) -> int:
@@ -134,6 +160,24 @@ def _declared(node: onnx.NodeProto, name: str, shape: Sequence[int], shared: boo
 #: gives the same draws again (the training run makes a fresh one for Dropout's second run): the
 #: graph's random ops, and Dropout whatever its inputs
 RANDOM_OPS = GRAPH_RANDOM_OPS | {"Dropout"}
+
+
+def _seeded(opsets: Sequence[onnx.OperatorSetIdProto], node: onnx.NodeProto) -> None:
+    """Give ``node``, a copy of a random op of the standard domain without a ``seed``, the seed 0
+    (``opsets``: those of its graph or function): each session of it then draws the same numbers,
+    as a seeded one does (the run before the arena and the arena run hold the same draws). Without
+    one, onnxruntime's Dropout draws from one generator of the whole process, which every run
+    moves on."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in RANDOM_OPS:
+        return
+    if any(a.name == "seed" for a in node.attribute):
+        return
+    if node.op_type == "Dropout":
+        opset = max((o.version for o in opsets if o.domain in ("", "ai.onnx")), default=0)
+        if opset >= 12:  # the first Dropout with a seed (before it, onnxruntime's is the identity)
+            node.attribute.append(onnx.helper.make_attribute("seed", 0))
+        return
+    node.attribute.append(onnx.helper.make_attribute("seed", 0.0))
 
 
 def value_names(op: Op) -> dict[str, str]:
@@ -208,7 +252,7 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     sessions declare the shapes), and one with the same attributes, input ranks and types as
     one before it gets that one's session, whatever the shapes (a
     kernel holds no state between runs but a random op's draws, :data:`RANDOM_OPS`, which
-    never share). The cache's key is the node (renamed) with its declared inputs and outputs, so a
+    never share; one without a seed gets the seed 0 in its session, :func:`_seeded`). The cache's key is the node (renamed) with its declared inputs and outputs, so a
     node that finds its session builds no model for it.
     """
     import onnxruntime as ort
@@ -221,6 +265,7 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     n.name = "node"  # the name, documentation and metadata of a node change nothing it computes
     n.ClearField("doc_string")
     n.ClearField("metadata_props")
+    _seeded(model.opset_import, n)
     n.input[:] = [names.get(i, i) if i else "" for i in node.input]
     n.output[:] = [names.get(o, o) if o else "" for o in node.output]
     share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
@@ -240,7 +285,11 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
         g.input.append(onnx.helper.make_tensor_value_info(name, et, list(dims)))
     for name, et, shape in declared_out:
         g.output.append(onnx.helper.make_tensor_value_info(name, et, None if shape is None else list(shape)))
-    data = model_like(model, g).SerializeToString()
+    alone = model_like(model, g)
+    for f in alone.functions:  # a call of a local function that draws: its draws seeded too
+        for fn in f.node:
+            _seeded(f.opset_import or model.opset_import, fn)
+    data = alone.SerializeToString()
     try:
         sess = ort.InferenceSession(data, sess_options=options, providers=list(providers))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
@@ -261,8 +310,13 @@ def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: 
     if weights:
         model, taken = apart_from_weights(model, weights)
     given = ort_values(taken)
-    values = run_bounded(make_session(model, initializers=given), list(outputs), feeds, "as a whole")
-    return {n: np.asarray(v) for n, v in zip(outputs, values)}
+    sess = make_session(model, initializers=given)
+    if not any(_foreign(o.type) for o in sess.get_outputs() if o.name in outputs):
+        values = run_bounded(sess, list(outputs), feeds, "as a whole")
+        return {n: np.asarray(v) for n, v in zip(outputs, values)}
+    # an output of a type numpy lacks: onnxruntime cannot give it as an array, only as an OrtValue
+    values = run_bounded(sess, list(outputs), ort_values(feeds), "as a whole", as_ort_values=True)
+    return {n: host_array(v) for n, v in zip(outputs, values)}
 
 
 def run_values(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], values: Mapping[str, int],
