@@ -79,7 +79,7 @@ def _model(kind: str, n: int, *, chained: bool) -> onnx.ModelProto:
     return make_model(nodes, [vi("x", X)], [vi(f"y{i}", None) for i in range(n)], inits, opset=18)
 
 
-def _run(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+def _run(model: onnx.ModelProto, x: list[int] = X) -> dict[str, tuple[int, ...]]:
     """The shape onnxruntime gives every node output (each made a graph output)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -88,7 +88,7 @@ def _run(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    got = sess.run(None, {"x": np.ones(X, np.float32)})
+    got = sess.run(None, {"x": np.ones(x, np.float32)})
     return {o.name: tuple(v.shape) for o, v in zip(sess.get_outputs(), got)}
 
 
@@ -114,3 +114,28 @@ def test_windows_alike_but_for_their_shapes_are_each_inferred(kind, chained, mon
     monkeypatch.setattr(pieces, "PIECE_WINDOW", BLOCK)
     info = infer_shapes(model)
     assert {o: info.shapes[o] for o in made} == ran
+
+
+@pytest.mark.parametrize("declared", [[2, 4], ["rows", 4]], ids=["fixed", "bound"])
+def test_a_graph_outputs_declared_shape_does_not_override_the_inferred_one(declared):
+    """``out`` is declared 2 x 4 (fixed, or by a dim bound to 2) but made 3 x 4: onnxruntime runs the
+    model (its merge is lenient) and makes 3 x 4, and so does the value read after it; onnx's
+    inference keeps the declaration where the two conflict, so the plan must not take it."""
+    nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Sigmoid", ["h"], ["out"]),
+             helper.make_node("Relu", ["out"], ["z"])]
+    model = make_model(nodes, [vi("x", [3, 4])], [vi("out", declared), vi("z", None)])
+    ran = _run(model, [3, 4])
+    assert ran["out"] == ran["z"] == (3, 4)
+    info = infer_shapes(model, dims={"rows": 2} if "rows" in declared else {})
+    assert {o: info.shapes[o] for o in ran} == ran
+
+
+def test_a_graph_output_inference_leaves_open_takes_its_declared_shape():
+    """An op onnx has no rule for: its output, declared 3 x 4, takes that shape, and so does the
+    value read after it."""
+    nodes = [helper.make_node("Opaque", ["x"], ["out"], domain="custom.ops"), helper.make_node("Relu", ["out"], ["z"])]
+    model = make_model(nodes, [vi("x", [3, 4])], [vi("out", [3, 4]), vi("z", None)])
+    model.opset_import.append(helper.make_opsetid("custom.ops", 1))
+    info = infer_shapes(model)
+    assert info.shapes["out"] == info.shapes["z"] == (3, 4)
+    assert info.sources["out"] == info.sources["z"] == "onnx"

@@ -6,7 +6,9 @@ The steps, in their order of trust (:data:`STEPS`):
 
 1. ``onnx``: onnx shape inference with data propagation, on the copy whose inputs carry the
    user's ``--input-shape`` pins and ``--dim`` bindings, with the exporter's intermediate
-   ``value_info`` removed (it is not trusted blindly);
+   ``value_info`` removed and the graph outputs' declared shapes given to it only for the outputs
+   it leaves open (neither is trusted blindly: onnxruntime runs a model whose output is
+   declared at another shape than it makes, at the shape it makes);
 2. ``evaluated``: shape arithmetic evaluated statically (:mod:`onnxmem.shapes.shapeeval`:
    Shape, Gather, Concat, ... on known values), fed back to onnx's inference; with it the
    values the contrib rules read (GroupQueryAttention's ``total_sequence_length``);
@@ -63,6 +65,7 @@ class Inference:
 
     model: onnx.ModelProto  # the caller's model, never changed
     work: onnx.ModelProto  # the copy stripped for inference, inputs bound, dims under safe names
+    # (the onnx step takes the graph outputs' declared shapes off, but for outputs it leaves open)
     dims: dict[str, int]  # the dim bindings under the safe names
     file_dims: dict[str, int]  # the same bindings under the file's own names (for its value_info)
     wanted: list[str]  # the top-level values that need a shape
@@ -122,11 +125,46 @@ class Step:
 
 
 def _onnx(state: Inference) -> None:
+    declared = _undeclared_outputs(state.work)
     if len(state.work.graph.node) >= pieces.PIECE_NODES and _pieces_complete(state):
         return  # every value shaped without holding the whole graph's inferred copy
     state.inferred = run_onnx_inference(state.work)
-    if state.inferred is not None:
-        state.absorb(collect_types(state.inferred), "onnx", state.dims)
+    if state.inferred is None:
+        return
+    found = collect_types(state.inferred)
+    shaped: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}
+    left = [vi for vi in state.work.graph.output
+            if vi.name in declared and _open(found.get(vi.name, (None, None))[1], state.dims, shaped)]
+    if left:  # outputs inference leaves open take their declared shapes, and onnx infers again with them
+        for vi in left:
+            vi.type.tensor_type.shape.CopyFrom(declared[vi.name])
+        again = run_onnx_inference(state.work)
+        if again is not None:
+            state.inferred, found = again, collect_types(again)
+    state.absorb(found, "onnx", state.dims)
+
+
+def _open(shape: tuple[Dim, ...] | None, binding: Mapping[str, int],
+          shaped: dict[tuple[Dim, ...], tuple[int, ...] | None]) -> bool:
+    """Whether ``shape`` is not concrete under ``binding`` (:func:`_resolved`)."""
+    return shape is None or _resolved(shape, binding, shaped) is None
+
+
+def _undeclared_outputs(work: onnx.ModelProto) -> dict[str, onnx.TensorShapeProto]:
+    """Take the declared shapes off ``work``'s graph outputs; returns them by name.
+
+    Where a declared shape conflicts with the inferred one, onnx's inference keeps the declared
+    one (and gives it to the values read after it) while onnxruntime runs the model at the
+    inferred one: a graph output takes its declared shape only where inference leaves it open
+    (its dims were bound and checked against ``--dim`` before this)."""
+    declared: dict[str, onnx.TensorShapeProto] = {}
+    for vi in work.graph.output:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is not None and tt.HasField("shape"):
+            declared[vi.name] = onnx.TensorShapeProto()
+            declared[vi.name].CopyFrom(tt.shape)
+            tt.ClearField("shape")
+    return declared
 
 
 def _pieces_complete(state: Inference) -> bool:
