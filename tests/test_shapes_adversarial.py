@@ -139,3 +139,26 @@ def test_a_graph_output_inference_leaves_open_takes_its_declared_shape():
     info = infer_shapes(model)
     assert info.shapes["out"] == info.shapes["z"] == (3, 4)
     assert info.sources["out"] == info.sources["z"] == "onnx"
+
+
+def test_windows_reading_inputs_of_dims_bound_apart(monkeypatch):
+    """Alike windows, each reading one of two inputs declared ``[n, 6]`` and ``[m, 6]`` with ``n``
+    and ``m`` bound to 2 and 3: each takes its own input's shapes, as onnxruntime makes them."""
+    nodes = []
+    for i in range(4):
+        x = "a" if i % 2 else "b"
+        nodes += [helper.make_node("Identity", [x], [f"w{i}"]), helper.make_node("Shape", [f"w{i}"], [f"h{i}"]),
+                  helper.make_node("ConstantOfShape", [f"h{i}"], [f"r{i}"]), helper.make_node("Relu", [f"r{i}"], [f"y{i}"])]
+    model = make_model(nodes, [vi("a", ["n", 6]), vi("b", ["m", 6])], [vi(f"y{i}", None) for i in range(4)], opset=18)
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for v in m.graph.input:  # onnxruntime's run, at the bound dims
+        v.type.tensor_type.shape.dim[0].dim_value = 2 if v.name == "a" else 3
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"a": np.ones((2, 6), np.float32), "b": np.ones((3, 6), np.float32)})
+    monkeypatch.setattr(pieces, "PIECE_NODES", 1)
+    monkeypatch.setattr(pieces, "PIECE_WINDOW", BLOCK)
+    info = infer_shapes(model, dims={"n": 2, "m": 3})
+    assert [info.shapes[f"y{i}"] for i in range(4)] == [v.shape for v in got] == [(3, 6), (2, 6), (3, 6), (2, 6)]
