@@ -130,11 +130,13 @@ def test_a_graph_outputs_declared_shape_does_not_override_the_inferred_one(decla
     assert {o: info.shapes[o] for o in ran} == ran
 
 
-def test_a_graph_output_inference_leaves_open_takes_its_declared_shape():
+@pytest.mark.parametrize("read", [True, False], ids=["read by a node", "read by none"])
+def test_a_graph_output_inference_leaves_open_takes_its_declared_shape(read):
     """An op onnx has no rule for: its output, declared 3 x 4, takes that shape, and so does the
-    value read after it."""
-    nodes = [helper.make_node("Opaque", ["x"], ["out"], domain="custom.ops"), helper.make_node("Relu", ["out"], ["z"])]
-    model = make_model(nodes, [vi("x", [3, 4])], [vi("out", [3, 4]), vi("z", None)])
+    value read after it; beside it, an output onnx infers 3 x 4 does not take its declared 2 x 4."""
+    nodes = [helper.make_node("Opaque", ["x"], ["out"], domain="custom.ops"),
+             helper.make_node("Relu", ["out" if read else "x"], ["z"])]
+    model = make_model(nodes, [vi("x", [3, 4])], [vi("out", [3, 4]), vi("z", None if read else [2, 4])])
     model.opset_import.append(helper.make_opsetid("custom.ops", 1))
     info = infer_shapes(model)
     assert info.shapes["out"] == info.shapes["z"] == (3, 4)

@@ -133,14 +133,21 @@ def _onnx(state: Inference) -> None:
         return
     found = collect_types(state.inferred)
     shaped: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}
-    left = [vi for vi in state.work.graph.output
-            if vi.name in declared and _open(found.get(vi.name, (None, None))[1], state.dims, shaped)]
-    if left:  # outputs inference leaves open take their declared shapes, and onnx infers again with them
-        for vi in left:
-            vi.type.tensor_type.shape.CopyFrom(declared[vi.name])
-        again = run_onnx_inference(state.work)
-        if again is not None:
-            state.inferred, found = again, collect_types(again)
+    left = {vi.name: vi for vi in state.work.graph.output if vi.name in declared
+            and _open(found.get(vi.name, (None, None))[1], state.dims, shaped)
+            and _adds(declared[vi.name], found.get(vi.name, (None, None))[1])}
+    if left:  # outputs inference leaves open take their declared shapes
+        for name, vi in left.items():
+            vi.type.tensor_type.shape.CopyFrom(declared[name])
+        if any(n in left for node in state.work.graph.node for n in node.input):
+            again = run_onnx_inference(state.work)  # read by nodes: onnx infers again with them
+            if again is not None:
+                state.inferred, found = again, collect_types(again)
+        else:  # read by none: merged in place, dim by dim, as onnx merges them
+            for vi in state.inferred.graph.output:
+                if vi.name in left:
+                    _merge_declared(vi, declared[vi.name])
+            found = collect_types(state.inferred)
     state.absorb(found, "onnx", state.dims)
 
 
@@ -150,13 +157,38 @@ def _open(shape: tuple[Dim, ...] | None, binding: Mapping[str, int],
     return shape is None or _resolved(shape, binding, shaped) is None
 
 
+def _adds(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | None) -> bool:
+    """Whether a declared shape agrees with what inference left of an output (its rank, the dims
+    it fixed) and fixes a dim that inference left open (or is a scalar's, where it has no shape)."""
+    if inferred is None:
+        return not declared.dim or any(d.HasField("dim_value") for d in declared.dim)
+    pairs = list(zip(inferred, declared.dim))
+    return (len(inferred) == len(declared.dim)
+            and not any(isinstance(i, int) and d.HasField("dim_value") and d.dim_value != i for i, d in pairs)
+            and any(not isinstance(i, int) and d.HasField("dim_value") for i, d in pairs))
+
+
+def _merge_declared(vi: onnx.ValueInfoProto, declared: onnx.TensorShapeProto) -> None:
+    """Give inferred output ``vi`` its ``declared`` shape (which :func:`_adds` to it), keeping
+    each dim inference fixed where the declaration does not."""
+    tt = vi.type.tensor_type
+    dims = list(tt.shape.dim) if tt.HasField("shape") else []
+    merged = onnx.TensorShapeProto()
+    merged.CopyFrom(declared)
+    for d, got in zip(merged.dim, dims):
+        if not d.HasField("dim_value") and got.HasField("dim_value"):
+            d.dim_value = got.dim_value
+    tt.shape.CopyFrom(merged)
+
+
 def _undeclared_outputs(work: onnx.ModelProto) -> dict[str, onnx.TensorShapeProto]:
     """Take the declared shapes off ``work``'s graph outputs; returns them by name.
 
     Where a declared shape conflicts with the inferred one, onnx's inference keeps the declared
     one (and gives it to the values read after it) while onnxruntime runs the model at the
     inferred one: a graph output takes its declared shape only where inference leaves it open
-    (its dims were bound and checked against ``--dim`` before this)."""
+    and the declaration agrees with what it fixed and fixes more (:func:`_adds`; its dims were
+    bound and checked against ``--dim`` before this)."""
     declared: dict[str, onnx.TensorShapeProto] = {}
     for vi in work.graph.output:
         tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
