@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import onnxmem.shapes.pieces as pieces
+import onnxmem.shapes.steps as steps
 from onnxmem.model import load_model
 from onnxmem.model.generate import transformer
 from onnxmem.shapes import infer_shapes
@@ -156,3 +157,24 @@ def test_windows_whose_values_set_shapes_are_each_inferred(kind):
     assert cut is not None and len(calls) == 4
     assert all(cut[o] == whole[o] and None not in cut[o][1] for n in nodes for o in n.output)
     assert len({cut[f"y{i}"][1] for i in range(4)}) == 4
+
+
+@pytest.mark.parametrize("declared", [None, [None, 4], ["out_rows", 4]], ids=["no shape", "unnamed dim", "unbound dim"])
+def test_declared_outputs_take_the_inferred_type(declared, monkeypatch):
+    """A graph output declared less precisely than onnx infers it (no shape, an unnamed or an
+    unbound dim) gets the type the whole graph's inference gives it, in an inferred window and
+    in a repeated one, and the whole graph is not inferred again."""
+    nodes = [helper.make_node("Relu" if i % 2 else "Sigmoid", [f"t{i}"], [f"t{i + 1}"]) for i in range(8)]
+    model = make_model(nodes, [vi("t0", [3, 4])], [vi("t4", declared), vi("t8", declared)])
+    work = strip_for_inference(model)
+    whole = collect_types(run_onnx_inference(work))
+    calls: list[int] = []
+    cut = pieces.infer_in_pieces(work, window=2, infer=_counted(calls))
+    assert cut is not None and len(calls) < 4  # windows 3 and 4 repeat window 2
+    assert cut["t4"] == cut["t8"] == whole["t8"] == (TensorProto.FLOAT, (3, 4))
+    whole_runs: list[int] = []
+    monkeypatch.setattr(steps, "run_onnx_inference", _counted(whole_runs))  # the whole graph's inference
+    _cut_small(monkeypatch, 2)
+    info = infer_shapes(model)
+    assert info.shapes["t8"] == (3, 4) and info.sources["t8"] == "onnx"
+    assert not whole_runs  # taken from the windows alone

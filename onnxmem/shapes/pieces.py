@@ -8,7 +8,8 @@ at once. :func:`infer_in_pieces` infers the main graph a window of ``window`` no
 2. each window becomes a small model: the window's nodes, the small initializers they read
    (their values, for data propagation), and as typed graph inputs the values they read from
    earlier windows (the types inferred there) or from the graph's inputs; the graph outputs
-   the window produces keep their declared types;
+   the window produces keep their declared types, which onnx merges with what it infers (the
+   merged type is the one taken, as from the whole graph's inference);
 3. onnx infers that model (with data propagation, as on the whole graph) and the window's
    value types are kept for the next windows; the inferred piece is dropped at once;
 4. a window that repeats an earlier one (the layers of a deep network) is not inferred again:
@@ -85,7 +86,7 @@ def infer_in_pieces(
         signed = _signature(nodes, inits, types, declared_out, feeds, (last, w))
         base = seen.get(signed[0]) if signed is not None else None
         if signed is not None and base is not None:
-            _repeat(base, signed[1], w, last, types, out)
+            _repeat(base, signed[1], w, last, types, out, declared_out)
             continue
         piece = _piece(work, nodes, inits, types, declared_out)
         if piece is None:
@@ -111,7 +112,7 @@ def infer_in_pieces(
                 types[name] = kept
         typed = collect_value_types(made)
         for name, value in typed.items():
-            out.setdefault(name, value)
+            _take(out, name, value, declared_out)
         if signed is not None and first.keys() <= set(signed[1]):
             seen[signed[0]] = _Inferred(tuple(first.get(n) for n in signed[1]), tuple(typed.get(n) for n in signed[1]))
         del inferred, piece
@@ -126,15 +127,23 @@ class _Inferred:
     typed: tuple[tuple[int | None, tuple[Dim, ...] | None] | None, ...]
 
 
+def _take(out: Types, name: str, typed: tuple[int | None, tuple[Dim, ...] | None],
+          declared_out: Mapping[str, onnx.ValueInfoProto]) -> None:
+    """Record the type a window inferred for ``name``: a graph output's replaces its declared
+    type (onnx merged the two, as in the whole graph's inference), a value typed before keeps it."""
+    if name in declared_out or name not in out:
+        out[name] = typed
+
+
 def _repeat(base: _Inferred, names: Sequence[str], w: int, last: Mapping[str, int],
-            types: dict[str, onnx.TypeProto], out: Types) -> None:
+            types: dict[str, onnx.TypeProto], out: Types, declared_out: Mapping[str, onnx.ValueInfoProto]) -> None:
     """Window ``w``'s values ``names`` take the types ``base`` has at their places, as
     :func:`infer_in_pieces` takes those of a window it infers."""
     for name, kept, typed in zip(names, base.types, base.typed):
         if kept is not None and name not in types and last.get(name, -1) > w:
             types[name] = kept
         if typed is not None:
-            out.setdefault(name, typed)
+            _take(out, name, typed, declared_out)
 
 
 @dataclass(slots=True)

@@ -13,10 +13,9 @@ This module evaluates those chains without weights and without onnxruntime:
    ``Constant`` nodes. Graph inputs carry no values: their data is unknown.
 2. Mark the values worth computing: every input in a shape slot of a
    consumer (``Reshape``'s shape, ``Expand``'s shape, ``Slice``'s starts...,
-   see ``SHAPE_SLOTS``) that has an output the given inference left without a
-   concrete shape (in a graph with no subgraphs: there, a ``Loop``'s bound or a
-   body may read such a value, so every slot is marked) and, backwards, every input of an evaluable node that
-   produces a marked value (``Shape`` and ``Size`` need only a shape).
+   see ``SHAPE_SLOTS``) with an output the inference left open (any slot where
+   the graph has subgraphs) and, backwards, every input of an evaluable node
+   that produces a marked value (``Shape`` and ``Size`` need only a shape).
 3. Evaluate the marked nodes in a stable topological order (Kahn's, never the
    file order), with numpy, for the ops of ``EVALUATORS`` only, each per the
    ONNX spec of the model's opset. A node whose inputs are not all known stays

@@ -6,7 +6,9 @@ The steps, in their order of trust (:data:`STEPS`):
 
 1. ``onnx``: onnx shape inference with data propagation, on the copy whose inputs carry the
    user's ``--input-shape`` pins and ``--dim`` bindings, with the exporter's intermediate
-   ``value_info`` removed (it is not trusted blindly);
+   ``value_info`` removed and the graph outputs' declared shapes given to it only for the outputs
+   it leaves open (neither is trusted blindly: onnxruntime runs a model whose output is
+   declared at another shape than it makes, at the shape it makes);
 2. ``evaluated``: shape arithmetic evaluated statically (:mod:`onnxmem.shapes.shapeeval`:
    Shape, Gather, Concat, ... on known values), fed back to onnx's inference; with it the
    values the contrib rules read (GroupQueryAttention's ``total_sequence_length``);
@@ -63,6 +65,7 @@ class Inference:
 
     model: onnx.ModelProto  # the caller's model, never changed
     work: onnx.ModelProto  # the copy stripped for inference, inputs bound, dims under safe names
+    # (the onnx step takes the graph outputs' declared shapes off, but for outputs it leaves open)
     dims: dict[str, int]  # the dim bindings under the safe names
     file_dims: dict[str, int]  # the same bindings under the file's own names (for its value_info)
     wanted: list[str]  # the top-level values that need a shape
@@ -122,11 +125,78 @@ class Step:
 
 
 def _onnx(state: Inference) -> None:
+    declared = _undeclared_outputs(state.work)
     if len(state.work.graph.node) >= pieces.PIECE_NODES and _pieces_complete(state):
         return  # every value shaped without holding the whole graph's inferred copy
     state.inferred = run_onnx_inference(state.work)
-    if state.inferred is not None:
-        state.absorb(collect_types(state.inferred), "onnx", state.dims)
+    if state.inferred is None:
+        return
+    found = collect_types(state.inferred)
+    shaped: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}
+    left = {vi.name: vi for vi in state.work.graph.output if vi.name in declared
+            and _open(found.get(vi.name, (None, None))[1], state.dims, shaped)
+            and _adds(declared[vi.name], found.get(vi.name, (None, None))[1])}
+    if left:  # outputs inference leaves open take their declared shapes
+        for name, vi in left.items():
+            vi.type.tensor_type.shape.CopyFrom(declared[name])
+        if any(n in left for node in state.work.graph.node for n in node.input):
+            again = run_onnx_inference(state.work)  # read by nodes: onnx infers again with them
+            if again is not None:
+                state.inferred, found = again, collect_types(again)
+        else:  # read by none: merged in place, dim by dim, as onnx merges them
+            for vi in state.inferred.graph.output:
+                if vi.name in left:
+                    _merge_declared(vi, declared[vi.name])
+            found = collect_types(state.inferred)
+    state.absorb(found, "onnx", state.dims)
+
+
+def _open(shape: tuple[Dim, ...] | None, binding: Mapping[str, int],
+          shaped: dict[tuple[Dim, ...], tuple[int, ...] | None]) -> bool:
+    """Whether ``shape`` is not concrete under ``binding`` (:func:`_resolved`)."""
+    return shape is None or _resolved(shape, binding, shaped) is None
+
+
+def _adds(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | None) -> bool:
+    """Whether a declared shape agrees with what inference left of an output (its rank, the dims
+    it fixed) and fixes a dim that inference left open (or is a scalar's, where it has no shape)."""
+    if inferred is None:
+        return not declared.dim or any(d.HasField("dim_value") for d in declared.dim)
+    pairs = list(zip(inferred, declared.dim))
+    return (len(inferred) == len(declared.dim)
+            and not any(isinstance(i, int) and d.HasField("dim_value") and d.dim_value != i for i, d in pairs)
+            and any(not isinstance(i, int) and d.HasField("dim_value") for i, d in pairs))
+
+
+def _merge_declared(vi: onnx.ValueInfoProto, declared: onnx.TensorShapeProto) -> None:
+    """Give inferred output ``vi`` its ``declared`` shape (which :func:`_adds` to it), keeping
+    each dim inference fixed where the declaration does not."""
+    tt = vi.type.tensor_type
+    dims = list(tt.shape.dim) if tt.HasField("shape") else []
+    merged = onnx.TensorShapeProto()
+    merged.CopyFrom(declared)
+    for d, got in zip(merged.dim, dims):
+        if not d.HasField("dim_value") and got.HasField("dim_value"):
+            d.dim_value = got.dim_value
+    tt.shape.CopyFrom(merged)
+
+
+def _undeclared_outputs(work: onnx.ModelProto) -> dict[str, onnx.TensorShapeProto]:
+    """Take the declared shapes off ``work``'s graph outputs; returns them by name.
+
+    Where a declared shape conflicts with the inferred one, onnx's inference keeps the declared
+    one (and gives it to the values read after it) while onnxruntime runs the model at the
+    inferred one: a graph output takes its declared shape only where inference leaves it open
+    and the declaration agrees with what it fixed and fixes more (:func:`_adds`; its dims were
+    bound and checked against ``--dim`` before this)."""
+    declared: dict[str, onnx.TensorShapeProto] = {}
+    for vi in work.graph.output:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is not None and tt.HasField("shape"):
+            declared[vi.name] = onnx.TensorShapeProto()
+            declared[vi.name].CopyFrom(tt.shape)
+            tt.ClearField("shape")
+    return declared
 
 
 def _pieces_complete(state: Inference) -> bool:
