@@ -430,3 +430,20 @@ def test_loader_names_a_damaged_attribute_tensor(tmp_path):
     with pytest.raises(ModelError, match=r"^attribute 'value' of node 'k' \('Constant'\) of dtype float32 and shape "
                                          r"\[4\] holds 12 bytes of data where it needs 16"):
         load_model(path)
+
+
+@pytest.mark.parametrize("axis", [[0.5], "x", [1, 2]])
+def test_a_rule_reading_a_hostile_attribute_leaves_the_value_unknown(axis):
+    """A LayerNormalization whose ``axis`` is a list or a string (a hostile file): the training
+    rules leave its statistics unknown, where ``int()`` of the attribute was a traceback."""
+    from onnxmem.shapes.training import complete_shapes
+
+    node = helper.make_node("LayerNormalization", ["x", "g", "b"], ["y", "mean", "inv"], axis=axis)
+    m = helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.ones(3, np.float32), "g"), numpy_helper.from_array(np.zeros(3, np.float32), "b")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    known = {"x": (TensorProto.FLOAT, (2, 3))}
+    complete_shapes(m, known, rules=None)
+    assert "mean" not in known and "inv" not in known

@@ -464,7 +464,10 @@ def _complete_node(node: onnx.NodeProto, ins: list[TypeShape | None], vals: list
     elif node.op_type == "MaxPoolGrad" and len(node.input) > 1:
         found = [types.get(pool_input.get(node.input[1], ""))]
     else:
-        found = rule(node, ins, vals)
+        try:
+            found = rule(node, ins, vals)
+        except (TypeError, ValueError, OverflowError):  # a hostile attribute (a list where an int belongs): unknown
+            found = []
     for k, o in enumerate(node.output):
         if not o or o in types:
             continue
