@@ -109,7 +109,11 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
             return None
 
 
-def run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+def run_symbolic_inference(model: onnx.ModelProto, undefined: Collection[str] = ()) -> onnx.ModelProto | None:
+    """onnxruntime's symbolic inference of ``model``, or ``None`` where it fails. It computes
+    values without their dtype's range: no value computed from one of ``undefined`` (those
+    whose exact result leaves the range, :attr:`onnxmem.shapes.shapeeval.Evaluated.undefined`)
+    keeps the shape it gives."""
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
     except Exception:  # noqa: BLE001 - onnxruntime missing its tools
@@ -135,9 +139,15 @@ def run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
                     break
                 engine._infer_impl()
             engine._update_output_from_vi()
-            return engine.out_mp_  # type: ignore[no-any-return]
+            out: onnx.ModelProto = engine.out_mp_
     except Exception:  # noqa: BLE001 - symbolic inference gives up on some graphs
         return None
+    if undefined:
+        after = shapeeval.values_after(out.graph, undefined)
+        for vi in (*out.graph.value_info, *out.graph.output):
+            if vi.name in after and vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
+    return out
 
 
 def _concat_values_on_axis_0_only(engine: Any) -> None:
@@ -299,12 +309,14 @@ def run_engines(
 ) -> dict[str, np.ndarray]:
     """Feed ``absorb`` what each engine makes of ``work``: onnx inference with data propagation,
     shape arithmetic (``resolve`` reads one declared dim), onnxruntime's symbolic inference, in
-    that order of precedence; a later engine runs only while ``incomplete()``. Given ``also``
+    that order of precedence; a later engine runs only while ``incomplete()`` (symbolic inference
+    gives no shape computed from a value that leaves its dtype's range). Given ``also``
     (values to compute besides those in shape slots), shape arithmetic runs in any case, for
     the values it computes, which are returned. The values ``symbolic_only`` (GroupQueryAttention's
     present, :func:`_group_query_present`) take their shape from onnxruntime's symbolic
     inference alone, never from a declared one."""
     made: dict[str, np.ndarray] = {}
+    undefined: frozenset[str] = frozenset()
 
     def absorb_declared(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
         absorb({k: v for k, v in info.items() if k not in symbolic_only})
@@ -316,11 +328,11 @@ def run_engines(
             evaluated = shapeeval.evaluate_shapes(
                 work, inferred, infer=run_onnx_inference, resolve=resolve, also=also or ()
             )
-            made = evaluated.values
+            made, undefined = evaluated.values, evaluated.undefined
             absorb_declared({**collect_types(evaluated.model), **evaluated.shapes})
             inferred = evaluated.model
     if incomplete():
-        sym = run_symbolic_inference(inferred if inferred is not None else work)
+        sym = run_symbolic_inference(inferred if inferred is not None else work, undefined)
         if sym is not None:
             absorb(collect_types(sym))
     return made

@@ -63,7 +63,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxmem.core.toposort import stable_order
-from onnxmem.model import copy_without, subgraph_attributes
+from onnxmem.model import captured_names, copy_without, subgraph_attributes
 from onnxmem.shapes.evalbase import (
     ELEM_TYPES,
     MAX_ELEMENTS,
@@ -71,6 +71,7 @@ from onnxmem.shapes.evalbase import (
     SHAPE_SLOTS,
     Dim,
     OpContext,
+    OutOfRange,
     Unknown,
     checked_value,
     known_shapes,
@@ -95,6 +96,7 @@ __all__ = [
     "opset_version",
     "reshape_target",
     "slice_indices",
+    "values_after",
 ]
 
 #: the most elements all computed values hold together; past it the pass stops evaluating
@@ -130,12 +132,15 @@ def evaluate_node(
     inputs: Sequence[np.ndarray | None],
     shapes: Sequence[tuple[int, ...] | None],
     opset: int,
+    undefined: set[str] | None = None,
 ) -> np.ndarray | None:
     """The value of ``node``'s (single) output, or ``None`` when it is unknown.
 
     ``inputs`` holds the known input values (``None`` where unknown or absent),
     ``shapes`` the inputs' known shapes (``Shape`` and ``Size`` read only
-    these). Raises nothing for a malformed node: its value is unknown.
+    these). Raises nothing for a malformed node: its value is unknown. The output of
+    a node whose exact result leaves its dtype's range (:class:`OutOfRange`) is added
+    to ``undefined``, where given.
     """
     run = EVALUATORS.get(node.op_type)
     if run is None or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
@@ -150,6 +155,10 @@ def evaluate_node(
         ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input])
         out = np.asarray(run(ctx, list(inputs)))
         return checked_value(out)
+    except OutOfRange:
+        if undefined is not None:
+            undefined.add(node.output[0])
+        return None
     except _UNKNOWN:
         return None
 
@@ -164,7 +173,10 @@ class Evaluated:
     ``model`` is the last inference result (on the folded copy) or the one
     given when nothing was evaluated; ``shapes`` holds ``(elem_type, shape)``
     of every value the interpreter computed; ``values`` the values themselves;
-    ``rounds`` counts the inference reruns, ``folded`` the values made initializers.
+    ``rounds`` counts the inference reruns, ``folded`` the values made initializers;
+    ``undefined`` the values whose exact result leaves their dtype's range (onnxruntime
+    computes another value there: no engine may give a shape that follows them,
+    :func:`values_after`).
     """
 
     model: onnx.ModelProto
@@ -172,6 +184,7 @@ class Evaluated:
     values: dict[str, np.ndarray] = field(default_factory=dict)
     rounds: int = 0
     folded: int = 0
+    undefined: frozenset[str] = frozenset()
 
 
 def opset_version(model: onnx.ModelProto) -> int:
@@ -256,6 +269,29 @@ def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Iterable[str], names:
     return needed
 
 
+def values_after(graph: onnx.GraphProto, names: Iterable[str]) -> set[str]:
+    """``names`` and every value of ``graph`` computed from one of them, through any node (a
+    node with subgraphs reads what its bodies capture as well), in any node order."""
+    after = {name for name in names if name}
+    if not after:
+        return after
+    reads = [[*node.input, *(c for _, sub in subgraph_attributes(node) for c in captured_names(sub))]
+             for node in graph.node]
+    users: dict[str, list[int]] = {}
+    for i, ins in enumerate(reads):
+        for name in ins:
+            if name:
+                users.setdefault(name, []).append(i)
+    stack = list(after)
+    while stack:
+        for i in users.get(stack.pop(), ()):
+            for out in graph.node[i].output:
+                if out and out not in after:
+                    after.add(out)
+                    stack.append(out)
+    return after
+
+
 def _constants(model: onnx.ModelProto, names: Container[str] | None = None) -> dict[str, np.ndarray]:
     """Values of the initializers the graph cannot override (no graph input of the same name, from IR 4 on);
     only those of ``names`` where given."""
@@ -330,6 +366,7 @@ class _Evaluator:
         #: shapes): on the same again it gives nothing again, so it is not tried
         self.tried: dict[int, tuple[object, ...]] = {}
         self.made: dict[str, np.ndarray] = {}
+        self.undefined: set[str] = set()  # the values whose exact result leaves their dtype's range
         self.typed: dict[str, tuple[int, tuple[int, ...]]] = {}
         self.budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
 
@@ -355,7 +392,7 @@ class _Evaluator:
         if self.tried.get(i) == seen:
             return None
         node = self.nodes[i]
-        out = evaluate_node(node, ins, in_shapes, self.opset)
+        out = evaluate_node(node, ins, in_shapes, self.opset, self.undefined)
         if out is None:
             self.tried[i] = seen
             # with every input known, a later round cannot do better: never try it again
@@ -574,4 +611,4 @@ def evaluate_shapes(
             known if read is current else known_shapes(current, resolve_once, known)):  # read again when changed
         return evaluate_shapes(work, inferred, infer=infer, resolve=resolve, max_rounds=max_rounds, also=also,
                                carry=False, flat=flat)
-    return Evaluated(current, ev.typed, ev.made, rounds, folded)
+    return Evaluated(current, ev.typed, ev.made, rounds, folded, frozenset(ev.undefined))
