@@ -19,6 +19,7 @@ from onnx import TensorProto, helper
 from onnxmem.cli.main import main
 from onnxmem.core.errors import ShapeError
 from onnxmem.shapes import infer_shapes
+from onnxmem.shapes.engines import run_onnx_inference
 from onnxmem.shapes.shapeeval import evaluate_node
 
 from .helpers import make_model, vi
@@ -116,3 +117,45 @@ def test_undefined_values_leave_the_shape_to_a_measurement(case, tmp_path):
     assert r.exit_code == 0, r.output
     r = run("verify", str(path), "--plan", str(tmp_path / "p.json"))
     assert r.exit_code == 0, r.output
+
+
+#: chains onnx's data propagation carried through a Cast unconverted: Reshape, Expand and
+#: Slice shapes onnxruntime makes from the converted value
+CONVERTED = {
+    "int64 -> int32 into Expand": (
+        [helper.make_node("Add", ["d", "big"], ["b"]), helper.make_node("Cast", ["b"], ["c"], to=I32),
+         helper.make_node("Cast", ["c"], ["c64"], to=I64), helper.make_node("Concat", ["c64", "four"], ["t"], axis=0),
+         helper.make_node("Expand", ["x", "t"], ["y"])],
+        [_ints("big", [2**32 + 2]), _ints("four", [4])], (1, 4), (3, 4)),  # 1 + 2^32 + 2 is 3 in int32
+    "int64 -> float -> int64 into Reshape": (
+        [helper.make_node("Add", ["d", "big"], ["b"]), helper.make_node("Cast", ["b"], ["c"], to=F),
+         helper.make_node("Cast", ["c"], ["c64"], to=I64), helper.make_node("Sub", ["c64", "big"], ["e"]),
+         helper.make_node("Concat", ["e", "minus1"], ["t"], axis=0), helper.make_node("Reshape", ["x", "t"], ["y"])],
+        [_ints("big", [2**24 + 2]), _ints("minus1", [-1])], (3, 4), (2, 6)),  # 2^24 + 5 is 2^24 + 4 in float32
+}
+
+
+@pytest.mark.parametrize("case", list(CONVERTED))
+def test_values_converted_by_a_cast_are_not_propagated_unconverted(case, tmp_path):
+    chain, inits, x, ort_shape = CONVERTED[case]
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["d"], axis=0),
+             *chain, helper.make_node("Relu", ["y"], ["z"])]
+    model = make_model(nodes, [vi("x", list(x))], [vi("z", None)], [_ints("zero", [0]), *inits])
+    assert _ort_shape(model) == ort_shape
+    info = infer_shapes(model)
+    assert info.shapes["z"] == ort_shape and info.sources["y"] == "evaluated"
+    path, plan = tmp_path / "m.onnx", tmp_path / "p.json"
+    onnx.save(model, path)
+    assert run("plan", str(path), "-o", str(plan)).exit_code == 0
+    r = run("verify", str(path), "--plan", str(plan))
+    assert r.exit_code == 0, r.output
+
+
+def test_hidden_casts_leave_the_inferred_graph_as_given():
+    chain, inits, x, _ = CONVERTED["int64 -> int32 into Expand"]
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["d"], axis=0), *chain]
+    model = make_model(nodes, [vi("x", list(x))], [vi("y", None)], [_ints("zero", [0]), *inits])
+    inferred = run_onnx_inference(model)
+    assert inferred is not None and list(inferred.graph.node) == list(model.graph.node)
+    typed = {v.name for v in inferred.graph.value_info}
+    assert typed == {"s", "d", "b", "c", "c64", "t"}

@@ -97,16 +97,69 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.M
     return m
 
 
+#: the ops through which onnx's data propagation carries values (as int64), and the tensor
+#: types it reads initializers of
+_PROPAGATING = frozenset({"Shape", "Size", "Gather", "Concat", "Slice", "Squeeze", "Unsqueeze", "Add", "Sub", "Mul",
+                          "Cast"})
+_PROPAGATED_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32})
+#: the prefix of the values through which Casts read their inputs in :func:`_converting_casts_hidden`
+_HIDDEN = "__onnxmem_cast_input"
+
+
 def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """onnx's shape inference of ``model`` with data propagation, else without; ``None`` where
+    both fail. onnx's data propagation copies a Cast's values unconverted, where onnxruntime
+    converts them (int64 -> int32 modulo 2^32, a float's rounding); every Cast to another type
+    than int64 is hidden from it (:func:`_converting_casts_hidden`), so the shapes that follow
+    it are left to shape arithmetic (:mod:`onnxmem.shapes.shapeeval`), which converts as
+    onnxruntime does. The result's nodes are ``model``'s."""
+    hidden, names = _converting_casts_hidden(model)
     try:
-        return onnx.shape_inference.infer_shapes(
-            model, check_type=False, strict_mode=False, data_prop=True
+        out = onnx.shape_inference.infer_shapes(
+            hidden or model, check_type=False, strict_mode=False, data_prop=True
         )
     except Exception:  # noqa: BLE001 - fall through to the next method
         try:
             return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
         except Exception:  # noqa: BLE001
             return None
+    if hidden is not None:
+        g = out.graph
+        g.ClearField("node")
+        g.node.extend(model.graph.node)
+        kept = [vi for vi in g.value_info if vi.name not in names]
+        g.ClearField("value_info")
+        g.value_info.extend(kept)
+    return out
+
+
+def _converting_casts_hidden(model: onnx.ModelProto) -> tuple[onnx.ModelProto | None, set[str]]:
+    """A copy of ``model`` where each top-level Cast to another type than int64 that may read
+    propagated values (from a node of :data:`_PROPAGATING` or an int64/int32 initializer)
+    reads its input through an Identity (which onnx's data propagation does not cross), and
+    the names of the values so added; ``(None, set())`` where there is no such Cast."""
+    g = model.graph
+    producers = {o: n.op_type for n in g.node if n.domain in ("", "ai.onnx") for o in n.output if o}
+    producers.update((i.name, "") for i in g.initializer if i.data_type in _PROPAGATED_TYPES)
+    hide = [k for k, n in enumerate(g.node) if n.op_type == "Cast" and n.domain in ("", "ai.onnx") and n.input
+            and producers.get(n.input[0]) in (*_PROPAGATING, "")
+            and next((a.i for a in n.attribute if a.name == "to"), 0) != TensorProto.INT64]
+    if not hide:
+        return None, set()
+    taken = {*producers, *(vi.name for vi in (*g.input, *g.output))}
+    out = copy_without(model, ("node",))
+    nodes, names = list(g.node), set()
+    for k in reversed(hide):
+        name = f"{_HIDDEN}{k}"
+        while name in taken:
+            name += "_"
+        cast = onnx.NodeProto()
+        cast.CopyFrom(nodes[k])
+        cast.input[0] = name
+        nodes[k:k + 1] = [helper.make_node("Identity", [nodes[k].input[0]], [name]), cast]
+        names.add(name)
+    out.graph.node.extend(nodes)
+    return out, names
 
 
 def run_symbolic_inference(model: onnx.ModelProto, undefined: Collection[str] = ()) -> onnx.ModelProto | None:
