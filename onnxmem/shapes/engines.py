@@ -21,6 +21,7 @@ from onnxmem.model import (
     OTHER_BRANCH,
     BodyKey,
     Dim,
+    captured_names,
     copy_without,
     iter_graphs,
     owner_key,
@@ -196,11 +197,34 @@ def run_symbolic_inference(model: onnx.ModelProto, undefined: Collection[str] = 
     except Exception:  # noqa: BLE001 - symbolic inference gives up on some graphs
         return None
     if undefined:
-        after = shapeeval.values_after(out.graph, undefined)
+        after = _values_after(out.graph, undefined)
         for vi in (*out.graph.value_info, *out.graph.output):
             if vi.name in after and vi.type.HasField("tensor_type"):
                 vi.type.tensor_type.ClearField("shape")
     return out
+
+
+def _values_after(graph: onnx.GraphProto, names: Iterable[str]) -> set[str]:
+    """``names`` and every value of ``graph`` computed from one of them, through any node (a
+    node with subgraphs reads what its bodies capture as well), in any node order."""
+    after = {name for name in names if name}
+    if not after:
+        return after
+    reads = [[*node.input, *(c for _, sub in subgraph_attributes(node) for c in captured_names(sub))]
+             for node in graph.node]
+    users: dict[str, list[int]] = {}
+    for i, ins in enumerate(reads):
+        for name in ins:
+            if name:
+                users.setdefault(name, []).append(i)
+    stack = list(after)
+    while stack:
+        for i in users.get(stack.pop(), ()):
+            for out in graph.node[i].output:
+                if out and out not in after:
+                    after.add(out)
+                    stack.append(out)
+    return after
 
 
 def _concat_values_on_axis_0_only(engine: Any) -> None:

@@ -41,9 +41,13 @@ Guarantees: a value is either exact or unknown, never guessed. Any value the
 evaluator would make with more than ``MAX_ELEMENTS`` elements (checked from the
 shapes before anything is allocated), any integer leaving its dtype's range
 (integer arithmetic runs in int64 with every overflow detected, never
-wrapped), an integer Range past 2^53 (where onnxruntime's own count, made in
-double, can differ), any malformed attribute or input makes that value
-unknown; all values of one pass hold at most ``MAX_TOTAL_ELEMENTS``, and a
+wrapped), a float Cast past an integer's range, an integer Range past 2^53
+(where onnxruntime's own count, made in double, can differ), any malformed
+attribute or input makes that value unknown; the values leaving their range are
+named (``Evaluated.undefined``: onnxruntime computes another value there, with
+undefined behaviour, and no engine may give a shape that follows them). An
+integer Cast to an integer converts as onnxruntime does, modulo 2^bits in two's
+complement (numpy's ``astype``, the same bits); all values of one pass hold at most ``MAX_TOTAL_ELEMENTS``, and a
 node that fails with all its inputs known is not tried again. Symbolic dims are used only through the caller's
 ``resolve`` (which binds them to the user's ``--dim`` values through
 :mod:`onnxmem.core.dimexpr`); a value that depends on an unbound dim stays unknown.
@@ -63,7 +67,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxmem.core.toposort import stable_order
-from onnxmem.model import captured_names, copy_without, subgraph_attributes
+from onnxmem.model import copy_without, subgraph_attributes
 from onnxmem.shapes.evalbase import (
     ELEM_TYPES,
     MAX_ELEMENTS,
@@ -96,7 +100,6 @@ __all__ = [
     "opset_version",
     "reshape_target",
     "slice_indices",
-    "values_after",
 ]
 
 #: the most elements all computed values hold together; past it the pass stops evaluating
@@ -176,7 +179,7 @@ class Evaluated:
     ``rounds`` counts the inference reruns, ``folded`` the values made initializers;
     ``undefined`` the values whose exact result leaves their dtype's range (onnxruntime
     computes another value there: no engine may give a shape that follows them,
-    :func:`values_after`).
+    :func:`onnxmem.shapes.engines.run_symbolic_inference`).
     """
 
     model: onnx.ModelProto
@@ -267,29 +270,6 @@ def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Iterable[str], names:
         if p is not None and nodes[p].op_type in EVALUATORS and nodes[p].op_type not in _SHAPE_ONLY:
             stack.extend(i for i in inputs[p] if i)
     return needed
-
-
-def values_after(graph: onnx.GraphProto, names: Iterable[str]) -> set[str]:
-    """``names`` and every value of ``graph`` computed from one of them, through any node (a
-    node with subgraphs reads what its bodies capture as well), in any node order."""
-    after = {name for name in names if name}
-    if not after:
-        return after
-    reads = [[*node.input, *(c for _, sub in subgraph_attributes(node) for c in captured_names(sub))]
-             for node in graph.node]
-    users: dict[str, list[int]] = {}
-    for i, ins in enumerate(reads):
-        for name in ins:
-            if name:
-                users.setdefault(name, []).append(i)
-    stack = list(after)
-    while stack:
-        for i in users.get(stack.pop(), ()):
-            for out in graph.node[i].output:
-                if out and out not in after:
-                    after.add(out)
-                    stack.append(out)
-    return after
 
 
 def _constants(model: onnx.ModelProto, names: Container[str] | None = None) -> dict[str, np.ndarray]:
