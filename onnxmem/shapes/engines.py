@@ -21,6 +21,7 @@ from onnxmem.model import (
     OTHER_BRANCH,
     BodyKey,
     Dim,
+    captured_names,
     copy_without,
     iter_graphs,
     owner_key,
@@ -97,19 +98,76 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.M
     return m
 
 
+#: the ops through which onnx's data propagation carries values (as int64), and the tensor
+#: types it reads initializers of
+_PROPAGATING = frozenset({"Shape", "Size", "Gather", "Concat", "Slice", "Squeeze", "Unsqueeze", "Add", "Sub", "Mul",
+                          "Cast"})
+_PROPAGATED_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32})
+#: the prefix of the values through which Casts read their inputs in :func:`_converting_casts_hidden`
+_HIDDEN = "__onnxmem_cast_input"
+
+
 def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """onnx's shape inference of ``model`` with data propagation, else without; ``None`` where
+    both fail. onnx's data propagation copies a Cast's values unconverted, where onnxruntime
+    converts them (int64 -> int32 modulo 2^32, a float's rounding); every Cast to another type
+    than int64 is hidden from it (:func:`_converting_casts_hidden`), so the shapes that follow
+    it are left to shape arithmetic (:mod:`onnxmem.shapes.shapeeval`), which converts as
+    onnxruntime does. The result's nodes are ``model``'s."""
+    hidden, names = _converting_casts_hidden(model)
     try:
-        return onnx.shape_inference.infer_shapes(
-            model, check_type=False, strict_mode=False, data_prop=True
+        out = onnx.shape_inference.infer_shapes(
+            hidden or model, check_type=False, strict_mode=False, data_prop=True
         )
     except Exception:  # noqa: BLE001 - fall through to the next method
         try:
             return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
         except Exception:  # noqa: BLE001
             return None
+    if hidden is not None:
+        g = out.graph
+        g.ClearField("node")
+        g.node.extend(model.graph.node)
+        kept = [vi for vi in g.value_info if vi.name not in names]
+        g.ClearField("value_info")
+        g.value_info.extend(kept)
+    return out
 
 
-def run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+def _converting_casts_hidden(model: onnx.ModelProto) -> tuple[onnx.ModelProto | None, set[str]]:
+    """A copy of ``model`` where each top-level Cast to another type than int64 that may read
+    propagated values (from a node of :data:`_PROPAGATING` or an int64/int32 initializer)
+    reads its input through an Identity (which onnx's data propagation does not cross), and
+    the names of the values so added; ``(None, set())`` where there is no such Cast."""
+    g = model.graph
+    producers = {o: n.op_type for n in g.node if n.domain in ("", "ai.onnx") for o in n.output if o}
+    producers.update((i.name, "") for i in g.initializer if i.data_type in _PROPAGATED_TYPES)
+    hide = [k for k, n in enumerate(g.node) if n.op_type == "Cast" and n.domain in ("", "ai.onnx") and n.input
+            and producers.get(n.input[0]) in (*_PROPAGATING, "")
+            and next((a.i for a in n.attribute if a.name == "to"), 0) != TensorProto.INT64]
+    if not hide:
+        return None, set()
+    taken = {*producers, *(vi.name for vi in (*g.input, *g.output))}
+    out = copy_without(model, ("node",))
+    nodes, names = list(g.node), set()
+    for k in reversed(hide):
+        name = f"{_HIDDEN}{k}"
+        while name in taken:
+            name += "_"
+        cast = onnx.NodeProto()
+        cast.CopyFrom(nodes[k])
+        cast.input[0] = name
+        nodes[k:k + 1] = [helper.make_node("Identity", [nodes[k].input[0]], [name]), cast]
+        names.add(name)
+    out.graph.node.extend(nodes)
+    return out, names
+
+
+def run_symbolic_inference(model: onnx.ModelProto, undefined: Collection[str] = ()) -> onnx.ModelProto | None:
+    """onnxruntime's symbolic inference of ``model``, or ``None`` where it fails. It computes
+    values without their dtype's range: no value computed from one of ``undefined`` (those
+    whose exact result leaves the range, :attr:`onnxmem.shapes.shapeeval.Evaluated.undefined`)
+    keeps the shape it gives."""
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
     except Exception:  # noqa: BLE001 - onnxruntime missing its tools
@@ -135,9 +193,38 @@ def run_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
                     break
                 engine._infer_impl()
             engine._update_output_from_vi()
-            return engine.out_mp_  # type: ignore[no-any-return]
+            out: onnx.ModelProto = engine.out_mp_
     except Exception:  # noqa: BLE001 - symbolic inference gives up on some graphs
         return None
+    if undefined:
+        after = _values_after(out.graph, undefined)
+        for vi in (*out.graph.value_info, *out.graph.output):
+            if vi.name in after and vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
+    return out
+
+
+def _values_after(graph: onnx.GraphProto, names: Iterable[str]) -> set[str]:
+    """``names`` and every value of ``graph`` computed from one of them, through any node (a
+    node with subgraphs reads what its bodies capture as well), in any node order."""
+    after = {name for name in names if name}
+    if not after:
+        return after
+    reads = [[*node.input, *(c for _, sub in subgraph_attributes(node) for c in captured_names(sub))]
+             for node in graph.node]
+    users: dict[str, list[int]] = {}
+    for i, ins in enumerate(reads):
+        for name in ins:
+            if name:
+                users.setdefault(name, []).append(i)
+    stack = list(after)
+    while stack:
+        for i in users.get(stack.pop(), ()):
+            for out in graph.node[i].output:
+                if out and out not in after:
+                    after.add(out)
+                    stack.append(out)
+    return after
 
 
 def _concat_values_on_axis_0_only(engine: Any) -> None:
@@ -299,12 +386,14 @@ def run_engines(
 ) -> dict[str, np.ndarray]:
     """Feed ``absorb`` what each engine makes of ``work``: onnx inference with data propagation,
     shape arithmetic (``resolve`` reads one declared dim), onnxruntime's symbolic inference, in
-    that order of precedence; a later engine runs only while ``incomplete()``. Given ``also``
+    that order of precedence; a later engine runs only while ``incomplete()`` (symbolic inference
+    gives no shape computed from a value that leaves its dtype's range). Given ``also``
     (values to compute besides those in shape slots), shape arithmetic runs in any case, for
     the values it computes, which are returned. The values ``symbolic_only`` (GroupQueryAttention's
     present, :func:`_group_query_present`) take their shape from onnxruntime's symbolic
     inference alone, never from a declared one."""
     made: dict[str, np.ndarray] = {}
+    undefined: frozenset[str] = frozenset()
 
     def absorb_declared(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
         absorb({k: v for k, v in info.items() if k not in symbolic_only})
@@ -316,11 +405,11 @@ def run_engines(
             evaluated = shapeeval.evaluate_shapes(
                 work, inferred, infer=run_onnx_inference, resolve=resolve, also=also or ()
             )
-            made = evaluated.values
+            made, undefined = evaluated.values, evaluated.undefined
             absorb_declared({**collect_types(evaluated.model), **evaluated.shapes})
             inferred = evaluated.model
     if incomplete():
-        sym = run_symbolic_inference(inferred if inferred is not None else work)
+        sym = run_symbolic_inference(inferred if inferred is not None else work, undefined)
         if sym is not None:
             absorb(collect_types(sym))
     return made

@@ -4,7 +4,8 @@ Which inputs of an op are shapes (``SHAPE_SLOTS``), the numpy dtypes it computes
 element and rank limits, checked integer arithmetic (every overflow detected, never
 wrapped), what one node's evaluation reads (:class:`OpContext`), and the concrete shapes an
 inference result gives (:func:`known_shapes`). A value that cannot be computed exactly
-raises :class:`Unknown`.
+raises :class:`Unknown`; one whose exact result leaves its dtype's range raises
+:class:`OutOfRange`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "MAX_ELEMENTS",
     "MAX_RANK",
     "NP_DTYPES",
+    "OutOfRange",
     "SHAPE_SLOTS",
     "Dim",
     "Inputs",
@@ -90,6 +92,13 @@ class Unknown(Exception):
     """The value cannot be computed exactly (missing input, bound broken, malformed node)."""
 
 
+class OutOfRange(Unknown):
+    """The exact result leaves the range of its dtype (an integer overflow, an integer
+    division by zero, a float cast past an integer's range): onnxruntime's C++ computes
+    something else there (undefined behaviour), so no engine may take the exact result
+    for it either."""
+
+
 # ------------------------------------------------------------------ helpers
 
 
@@ -134,7 +143,7 @@ I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 def as_int64(a: np.ndarray) -> np.ndarray:
     """An integer or bool array as int64; unknown when a uint64 value does not fit."""
     if a.dtype == np.uint64 and a.size and int(a.max()) > I64_MAX:
-        raise Unknown
+        raise OutOfRange
     return a.astype(np.int64)
 
 
@@ -142,7 +151,7 @@ def fit_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Exact int64 values in the integer ``dtype``; unknown when one does not fit."""
     info = np.iinfo(dtype)
     if values.size and (int(values.min()) < info.min or int(values.max()) > info.max):
-        raise Unknown
+        raise OutOfRange
     return values.astype(dtype)
 
 
@@ -166,7 +175,7 @@ def int_arith(kind: str, a: np.ndarray, b: np.ndarray, fmod: bool) -> np.ndarray
             bad = (nonzero & (back != b)) | ((a == -1) & (b == I64_MIN)) | ((b == -1) & (a == I64_MIN))
         else:
             if np.any(b == 0) or np.any((a == I64_MIN) & (b == -1) & (kind == "Div")):
-                raise Unknown
+                raise OutOfRange
             safe = np.where(b == -1, 1, b)  # x / -1 and x % -1 without the machine's overflow trap
             if kind == "Div":
                 q = np.floor_divide(a, safe)
@@ -176,7 +185,7 @@ def int_arith(kind: str, a: np.ndarray, b: np.ndarray, fmod: bool) -> np.ndarray
                 r = np.where(b == -1, 0, np.fmod(a, safe) if fmod else np.remainder(a, safe))
             bad = np.zeros(r.shape, dtype=bool)
     if np.any(bad):
-        raise Unknown
+        raise OutOfRange
     return np.asarray(r, dtype=np.int64)
 
 

@@ -21,6 +21,7 @@ from onnxmem.shapes.evalbase import (
     NP_DTYPES,
     Inputs,
     OpContext,
+    OutOfRange,
     Unknown,
     as_int64,
     as_ints,
@@ -221,11 +222,11 @@ def _cast(ctx: OpContext, inputs: Inputs) -> np.ndarray:
         return x != 0
     if np.issubdtype(dtype, np.integer):
         if not np.issubdtype(x.dtype, np.floating):
-            return fit_dtype(as_int64(x), dtype)
+            return x.astype(dtype)  # modulo 2^bits, two's complement: onnxruntime's static_cast
         info = np.iinfo(dtype)
         t = np.trunc(x.astype(np.float64))  # C's cast truncates toward zero
         if not np.all(np.isfinite(t)) or np.any(t < float(info.min)) or np.any(t >= float(info.max) + 1):
-            raise Unknown
+            raise OutOfRange  # undefined in C++
         return t.astype(dtype)
     return x.astype(dtype)
 
@@ -303,7 +304,7 @@ def _unary(kind: str) -> Callable[[OpContext, Inputs], np.ndarray]:
         if np.issubdtype(x.dtype, np.integer):
             v = as_int64(x)
             if np.any(v == I64_MIN):
-                raise Unknown
+                raise OutOfRange
             return fit_dtype(-v if kind == "Neg" else np.abs(v), x.dtype)
         return np.negative(x) if kind == "Neg" else np.abs(x)
 
@@ -379,7 +380,7 @@ def _product(values: list[int]) -> int:
     for v in values:
         p *= v
         if not I64_MIN <= p <= I64_MAX:
-            raise Unknown
+            raise OutOfRange
     return p
 
 
@@ -472,13 +473,15 @@ def _range(ctx: OpContext, inputs: Inputs) -> np.ndarray:
     if np.issubdtype(dtype, np.integer):
         s, lim, d = int(start), int(limit), int(delta)
         # onnxruntime counts in double: past 2^53 its count can differ from the exact one
-        if d == 0 or any(abs(v) > 2**53 for v in (s, lim, d, lim - s)):
+        if d == 0:
             raise Unknown
+        if any(abs(v) > 2**53 for v in (s, lim, d, lim - s)):
+            raise OutOfRange
         n = max(-(-(lim - s) // d), 0)
         element_count((n,))
         info = np.iinfo(dtype)
         if n and not info.min <= s + (n - 1) * d <= info.max:
-            raise Unknown
+            raise OutOfRange
         with np.errstate(all="ignore"):  # i * d may wrap; s + i * d is in range, so exact
             return (np.arange(n, dtype=np.int64) * np.int64(d) + np.int64(s)).astype(dtype)
     s_f, lim_f, d_f = float(start), float(limit), float(delta)

@@ -41,9 +41,13 @@ Guarantees: a value is either exact or unknown, never guessed. Any value the
 evaluator would make with more than ``MAX_ELEMENTS`` elements (checked from the
 shapes before anything is allocated), any integer leaving its dtype's range
 (integer arithmetic runs in int64 with every overflow detected, never
-wrapped), an integer Range past 2^53 (where onnxruntime's own count, made in
-double, can differ), any malformed attribute or input makes that value
-unknown; all values of one pass hold at most ``MAX_TOTAL_ELEMENTS``, and a
+wrapped), a float Cast past an integer's range, an integer Range past 2^53
+(where onnxruntime's own count, made in double, can differ), any malformed
+attribute or input makes that value unknown; the values leaving their range are
+named (``Evaluated.undefined``: onnxruntime computes another value there, with
+undefined behaviour, and no engine may give a shape that follows them). An
+integer Cast to an integer converts as onnxruntime does, modulo 2^bits in two's
+complement (numpy's ``astype``, the same bits); all values of one pass hold at most ``MAX_TOTAL_ELEMENTS``, and a
 node that fails with all its inputs known is not tried again. Symbolic dims are used only through the caller's
 ``resolve`` (which binds them to the user's ``--dim`` values through
 :mod:`onnxmem.core.dimexpr`); a value that depends on an unbound dim stays unknown.
@@ -71,6 +75,7 @@ from onnxmem.shapes.evalbase import (
     SHAPE_SLOTS,
     Dim,
     OpContext,
+    OutOfRange,
     Unknown,
     checked_value,
     known_shapes,
@@ -130,12 +135,15 @@ def evaluate_node(
     inputs: Sequence[np.ndarray | None],
     shapes: Sequence[tuple[int, ...] | None],
     opset: int,
+    undefined: set[str] | None = None,
 ) -> np.ndarray | None:
     """The value of ``node``'s (single) output, or ``None`` when it is unknown.
 
     ``inputs`` holds the known input values (``None`` where unknown or absent),
     ``shapes`` the inputs' known shapes (``Shape`` and ``Size`` read only
-    these). Raises nothing for a malformed node: its value is unknown.
+    these). Raises nothing for a malformed node: its value is unknown. The output of
+    a node whose exact result leaves its dtype's range (:class:`OutOfRange`) is added
+    to ``undefined``, where given.
     """
     run = EVALUATORS.get(node.op_type)
     if run is None or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
@@ -150,6 +158,10 @@ def evaluate_node(
         ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input])
         out = np.asarray(run(ctx, list(inputs)))
         return checked_value(out)
+    except OutOfRange:
+        if undefined is not None:
+            undefined.add(node.output[0])
+        return None
     except _UNKNOWN:
         return None
 
@@ -164,7 +176,10 @@ class Evaluated:
     ``model`` is the last inference result (on the folded copy) or the one
     given when nothing was evaluated; ``shapes`` holds ``(elem_type, shape)``
     of every value the interpreter computed; ``values`` the values themselves;
-    ``rounds`` counts the inference reruns, ``folded`` the values made initializers.
+    ``rounds`` counts the inference reruns, ``folded`` the values made initializers;
+    ``undefined`` the values whose exact result leaves their dtype's range (onnxruntime
+    computes another value there: no engine may give a shape that follows them,
+    :func:`onnxmem.shapes.engines.run_symbolic_inference`).
     """
 
     model: onnx.ModelProto
@@ -172,6 +187,7 @@ class Evaluated:
     values: dict[str, np.ndarray] = field(default_factory=dict)
     rounds: int = 0
     folded: int = 0
+    undefined: frozenset[str] = frozenset()
 
 
 def opset_version(model: onnx.ModelProto) -> int:
@@ -330,6 +346,7 @@ class _Evaluator:
         #: shapes): on the same again it gives nothing again, so it is not tried
         self.tried: dict[int, tuple[object, ...]] = {}
         self.made: dict[str, np.ndarray] = {}
+        self.undefined: set[str] = set()  # the values whose exact result leaves their dtype's range
         self.typed: dict[str, tuple[int, tuple[int, ...]]] = {}
         self.budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
 
@@ -355,7 +372,7 @@ class _Evaluator:
         if self.tried.get(i) == seen:
             return None
         node = self.nodes[i]
-        out = evaluate_node(node, ins, in_shapes, self.opset)
+        out = evaluate_node(node, ins, in_shapes, self.opset, self.undefined)
         if out is None:
             self.tried[i] = seen
             # with every input known, a later round cannot do better: never try it again
@@ -574,4 +591,4 @@ def evaluate_shapes(
             known if read is current else known_shapes(current, resolve_once, known)):  # read again when changed
         return evaluate_shapes(work, inferred, infer=infer, resolve=resolve, max_rounds=max_rounds, also=also,
                                carry=False, flat=flat)
-    return Evaluated(current, ev.typed, ev.made, rounds, folded)
+    return Evaluated(current, ev.typed, ev.made, rounds, folded, frozenset(ev.undefined))

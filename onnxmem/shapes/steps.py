@@ -319,7 +319,8 @@ def _contrib_rules(state: Inference) -> None:
 
 
 def _symbolic(state: Inference) -> None:
-    state.symbolic = run_symbolic_inference(state.inferred if state.inferred is not None else state.work)
+    undefined = state.evaluated.undefined if state.evaluated is not None else ()  # no shape computed from them
+    state.symbolic = run_symbolic_inference(state.inferred if state.inferred is not None else state.work, undefined)
     if state.symbolic is not None:
         state.absorb(collect_types(state.symbolic), "symbolic", state.dims)
 
