@@ -38,6 +38,8 @@ __all__ = [
     "run_symbolic_inference",
     "strip_for_inference",
     "take_branches",
+    "undeclared_outputs",
+    "with_declared",
 ]
 
 #: passes of onnxruntime's symbolic inference onnxmem lets run
@@ -95,6 +97,44 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.M
                 e = init.external_data.add()
                 e.key, e.value = "location", "__onnxmem_stripped__"
     return m
+
+
+def undeclared_outputs(work: onnx.ModelProto) -> dict[str, onnx.TensorShapeProto]:
+    """Take the declared shapes off ``work``'s graph outputs; returns them by name.
+
+    Where a declared shape conflicts with the inferred one, onnx's inference keeps the declared
+    one (and gives it to the values read after it) while onnxruntime runs the model at the
+    inferred one: a graph output takes its declared shape only where inference leaves it open
+    and the declaration agrees with what it fixed and fixes more (its dims bound and checked
+    against ``--dim`` before this; :func:`with_declared`)."""
+    declared: dict[str, onnx.TensorShapeProto] = {}
+    for vi in work.graph.output:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is not None and tt.HasField("shape"):
+            declared[vi.name] = onnx.TensorShapeProto()
+            declared[vi.name].CopyFrom(tt.shape)
+            tt.ClearField("shape")
+    return declared
+
+
+def with_declared(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | None,
+                  known: Callable[[Dim], bool]) -> tuple[Dim, ...] | None:
+    """An output's ``inferred`` shape (``None``: no shape) with its ``declared`` one filling the dims
+    inference left open (those not ``known``); ``None`` where the declaration conflicts with it (another
+    rank, another value of a dim both fix) or fills no dim (where inference gives no shape: a
+    declaration without a known dim, but a scalar's)."""
+    held = onnx.ValueInfoProto()
+    held.type.tensor_type.shape.CopyFrom(declared)
+    dims = read_type(held)[1] or ()
+    if inferred is None:
+        return dims if not dims or any(d is not None and known(d) for d in dims) else None
+    pairs = list(zip(inferred, dims))
+    if len(inferred) != len(dims) or any(isinstance(i, int) and isinstance(d, int) and i != d for i, d in pairs):
+        return None
+    fills = [i is None or not known(i) for i in inferred]
+    if not any(f and d is not None and known(d) for f, (_, d) in zip(fills, pairs)):
+        return None
+    return tuple(d if f else i for f, (i, d) in zip(fills, pairs))
 
 
 def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
