@@ -25,6 +25,7 @@ from onnxmem.model import (
     iter_graphs,
     owner_key,
     read_type,
+    set_shape,
     subgraph_attributes,
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "run_onnx_inference",
     "run_symbolic_inference",
     "strip_for_inference",
+    "declared_back",
     "take_branches",
     "undeclared_outputs",
     "with_declared",
@@ -68,7 +70,11 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.M
     them). Large and external ones of the top-level graph become typed graph
     inputs, so no inference engine tries to read their bytes; those of
     subgraphs (whose inputs are positional) keep their dims and point to no
-    data. ``flat``: the caller knows the graph holds no subgraph (it is not walked for them).
+    data. The subgraphs' outputs lose their declared shapes: onnx's inference keeps a declared
+    shape that conflicts with the one the body makes, and gives it to the If's or Loop's outputs
+    and the values after them, while onnxruntime runs the body at the shape it makes (the file's
+    declarations are read last, for what inference leaves open: :func:`onnxmem.shapes.subgraphs.body_shapes`).
+    ``flat``: the caller knows the graph holds no subgraph (it is not walked for them).
     """
     m = copy_without(model, ("initializer", "value_info"))
 
@@ -87,6 +93,9 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.M
     for sub in () if flat else iter_graphs(g):
         if sub is g:
             continue
+        for vi in sub.output:  # inferred from the body's nodes, never taken from the file (below)
+            if vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
         for init in sub.initializer:
             if is_large(init):
                 dims, dt, name = list(init.dims), init.data_type, init.name
@@ -135,6 +144,23 @@ def with_declared(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | N
     if not any(f and d is not None and known(d) for f, (_, d) in zip(fills, pairs)):
         return None
     return tuple(d if f else i for f, (i, d) in zip(fills, pairs))
+
+
+def declared_back(work: onnx.ModelProto, declared: Mapping[str, onnx.TensorShapeProto], found: Collection[str],
+                  seen: Mapping[str, tuple[int, tuple[Dim, ...] | None]], known: Callable[[Dim], bool],
+                  ) -> tuple[dict[str, tuple[int, tuple[Dim, ...]]], bool]:
+    """The outputs of ``work`` not ``found`` that take their ``declared`` shapes (:func:`with_declared`
+    with what inference made of them, ``seen``), set on ``work``'s outputs; and whether a node reads
+    one of them (then the engines run again, on ``work``)."""
+    given: dict[str, tuple[int, tuple[Dim, ...]]] = {}
+    for vi in work.graph.output:
+        if vi.name in declared and vi.name not in found:
+            et, sh = seen.get(vi.name, (vi.type.tensor_type.elem_type, None))
+            shape = with_declared(declared[vi.name], sh, known)
+            if et and shape is not None:
+                set_shape(vi, shape)
+                given[vi.name] = (et, shape)
+    return given, any(n in given for node in work.graph.node for n in node.input)
 
 
 def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:

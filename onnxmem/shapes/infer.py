@@ -32,13 +32,13 @@ from onnxmem.model import (
 from onnxmem.shapes.contrib import complete_contrib, unshaped_reason
 from onnxmem.shapes.contrib_attention import value_sized
 from onnxmem.shapes.engines import (
+    declared_back,
     run_engines,
     run_onnx_inference,
     run_symbolic_inference,
     strip_for_inference,
     take_branches,
     undeclared_outputs,
-    with_declared,
 )
 from onnxmem.shapes.info import ShapeInfo
 from onnxmem.shapes.loops import loop_name
@@ -314,16 +314,10 @@ def infer_symbolic_shapes(
     # with onnxmem's handler for the op, reads it; no declared shape is taken for it
     by_value = value_sized(model)
     _symbolic_sweep(model, work, absorb, found, wanted, bound, by_value, nchwc_block)
-    given: dict[str, tuple[int, tuple[Dim, ...]]] = {}
-    for vi in work.graph.output:  # an output left open takes its declaration where it agrees
-        if vi.name in declared and vi.name not in found and vi.name not in by_value:
-            et, sh = seen.get(vi.name, (vi.type.tensor_type.elem_type, None))
-            shape = with_declared(declared[vi.name], sh, lambda d: take((d,), original))
-            if et and shape is not None:
-                set_shape(vi, shape)
-                given[vi.name] = (et, shape)
-    absorb(given)  # the outputs that take their declarations; nodes that read them are inferred again
-    if any(n in given for node in work.graph.node for n in node.input) and len(found) < len(wanted):
+    given, read = declared_back(work, {k: v for k, v in declared.items() if k not in by_value}, found, seen,
+                                lambda d: take((d,), original))
+    absorb(given)  # outputs left open take their declarations where they agree; those read are inferred again
+    if read and len(found) < len(wanted):
         _symbolic_sweep(model, work, absorb, found, wanted, bound, by_value, nchwc_block)
     for init in model.graph.initializer:
         found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))

@@ -44,7 +44,12 @@ from onnxmem.core.errors import show_name
 from onnxmem.model import BodyKey, Dim, resolve_dim
 from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
-from onnxmem.shapes.engines import collect_types, run_onnx_inference, run_symbolic_inference, undeclared_outputs
+from onnxmem.shapes.engines import (
+    collect_types,
+    run_onnx_inference,
+    run_symbolic_inference,
+    undeclared_outputs,
+)
 from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
 from onnxmem.shapes.subgraphs import Grower, with_shapes
 from onnxmem.shapes.training import complete_shapes
