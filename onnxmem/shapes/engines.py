@@ -26,6 +26,7 @@ from onnxmem.model import (
     iter_graphs,
     owner_key,
     read_type,
+    set_shape,
     subgraph_attributes,
 )
 
@@ -34,11 +35,14 @@ __all__ = [
     "collect_graph_types",
     "collect_value_types",
     "collect_types",
+    "declared_back",
     "run_engines",
     "run_onnx_inference",
     "run_symbolic_inference",
     "strip_for_inference",
     "take_branches",
+    "undeclared_outputs",
+    "with_declared",
 ]
 
 #: passes of onnxruntime's symbolic inference onnxmem lets run
@@ -67,7 +71,11 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.M
     them). Large and external ones of the top-level graph become typed graph
     inputs, so no inference engine tries to read their bytes; those of
     subgraphs (whose inputs are positional) keep their dims and point to no
-    data. ``flat``: the caller knows the graph holds no subgraph (it is not walked for them).
+    data. The subgraphs' outputs lose their declared shapes: onnx's inference keeps a declared
+    shape that conflicts with the one the body makes, and gives it to the If's or Loop's outputs
+    and the values after them, while onnxruntime runs the body at the shape it makes (the file's
+    declarations are read last, for what inference leaves open: :func:`onnxmem.shapes.subgraphs.body_shapes`).
+    ``flat``: the caller knows the graph holds no subgraph (it is not walked for them).
     """
     m = copy_without(model, ("initializer", "value_info"))
 
@@ -86,6 +94,9 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.M
     for sub in () if flat else iter_graphs(g):
         if sub is g:
             continue
+        for vi in sub.output:  # inferred from the body's nodes, never taken from the file (below)
+            if vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
         for init in sub.initializer:
             if is_large(init):
                 dims, dt, name = list(init.dims), init.data_type, init.name
@@ -96,6 +107,61 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.M
                 e = init.external_data.add()
                 e.key, e.value = "location", "__onnxmem_stripped__"
     return m
+
+
+def undeclared_outputs(work: onnx.ModelProto) -> dict[str, onnx.TensorShapeProto]:
+    """Take the declared shapes off ``work``'s graph outputs; returns them by name.
+
+    Where a declared shape conflicts with the inferred one, onnx's inference keeps the declared
+    one (and gives it to the values read after it) while onnxruntime runs the model at the
+    inferred one: a graph output takes its declared shape only where inference leaves it open
+    and the declaration agrees with what it fixed and fixes more (its dims bound and checked
+    against ``--dim`` before this; :func:`with_declared`)."""
+    declared: dict[str, onnx.TensorShapeProto] = {}
+    for vi in work.graph.output:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is not None and tt.HasField("shape"):
+            declared[vi.name] = onnx.TensorShapeProto()
+            declared[vi.name].CopyFrom(tt.shape)
+            tt.ClearField("shape")
+    return declared
+
+
+def with_declared(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | None,
+                  known: Callable[[Dim], bool]) -> tuple[Dim, ...] | None:
+    """An output's ``inferred`` shape (``None``: no shape) with its ``declared`` one filling the dims
+    inference left open (those not ``known``); ``None`` where the declaration conflicts with it (another
+    rank, another value of a dim both fix) or fills no dim (where inference gives no shape: a
+    declaration without a known dim, but a scalar's)."""
+    held = onnx.ValueInfoProto()
+    held.type.tensor_type.shape.CopyFrom(declared)
+    dims = read_type(held)[1] or ()
+    if inferred is None:
+        return dims if not dims or any(d is not None and known(d) for d in dims) else None
+    pairs = list(zip(inferred, dims))
+    if len(inferred) != len(dims) or any(isinstance(i, int) and isinstance(d, int) and i != d for i, d in pairs):
+        return None
+    fills = [i is None or not known(i) for i in inferred]
+    if not any(f and d is not None and known(d) for f, (_, d) in zip(fills, pairs)):
+        return None
+    return tuple(d if f else i for f, (i, d) in zip(fills, pairs))
+
+
+def declared_back(work: onnx.ModelProto, declared: Mapping[str, onnx.TensorShapeProto], found: Collection[str],
+                  seen: Mapping[str, tuple[int, tuple[Dim, ...] | None]], known: Callable[[Dim], bool],
+                  ) -> tuple[dict[str, tuple[int, tuple[Dim, ...]]], bool]:
+    """The outputs of ``work`` not ``found`` that take their ``declared`` shapes (:func:`with_declared`
+    with what inference made of them, ``seen``), set on ``work``'s outputs; and whether a node reads
+    one of them (then the engines run again, on ``work``)."""
+    given: dict[str, tuple[int, tuple[Dim, ...]]] = {}
+    for vi in work.graph.output:
+        if vi.name in declared and vi.name not in found:
+            et, sh = seen.get(vi.name, (vi.type.tensor_type.elem_type, None))
+            shape = with_declared(declared[vi.name], sh, known)
+            if et and shape is not None:
+                set_shape(vi, shape)
+                given[vi.name] = (et, shape)
+    return given, any(n in given for node in work.graph.node for n in node.input)
 
 
 #: the ops through which onnx's data propagation carries values (as int64), and the tensor

@@ -11,7 +11,7 @@ same engines with some dims left symbolic (range plans).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Collection, Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -32,11 +32,13 @@ from onnxmem.model import (
 from onnxmem.shapes.contrib import complete_contrib, unshaped_reason
 from onnxmem.shapes.contrib_attention import value_sized
 from onnxmem.shapes.engines import (
+    declared_back,
     run_engines,
     run_onnx_inference,
     run_symbolic_inference,
     strip_for_inference,
     take_branches,
+    undeclared_outputs,
 )
 from onnxmem.shapes.info import ShapeInfo
 from onnxmem.shapes.loops import loop_name
@@ -291,22 +293,43 @@ def infer_symbolic_shapes(
         _, cur = read_type(vi)
         if cur is not None:
             set_shape(vi, bind_dims(cur, bound))
+    declared = undeclared_outputs(work)  # given back below where inference leaves an output open
     take = accept or (lambda shape, _names: None not in shape)
     wanted = top_level_values(model)
     found: dict[str, tuple[int, tuple[Dim, ...]]] = {}
+    seen: dict[str, tuple[int, tuple[Dim, ...] | None]] = {}  # what inference made of the others
 
     def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
         for name in wanted:
             et, sh = info.get(name, (None, None))
-            if name in found or et is None or sh is None:
+            if name in found or et is None:
                 continue
-            shape = tuple(bind_dims(sh, bound))
-            if take(shape, original):
+            shape = None if sh is None else tuple(bind_dims(sh, bound))
+            if shape is not None and take(shape, original):
                 found[name] = (et, shape)
+            elif shape is not None or name not in seen:
+                seen[name] = (et, shape)
 
     # sized from a value (GroupQueryAttention's present): only onnxruntime's symbolic inference,
     # with onnxmem's handler for the op, reads it; no declared shape is taken for it
     by_value = value_sized(model)
+    _symbolic_sweep(model, work, absorb, found, wanted, bound, by_value, nchwc_block)
+    given, read = declared_back(work, {k: v for k, v in declared.items() if k not in by_value}, found, seen,
+                                lambda d: take((d,), original))
+    absorb(given)  # outputs left open take their declarations where they agree; those read are inferred again
+    if read and len(found) < len(wanted):
+        _symbolic_sweep(model, work, absorb, found, wanted, bound, by_value, nchwc_block)
+    for init in model.graph.initializer:
+        found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
+    return found, original
+
+
+def _symbolic_sweep(model: onnx.ModelProto, work: onnx.ModelProto,
+                    absorb: Callable[[Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]], None],
+                    found: dict[str, tuple[int, tuple[Dim, ...]]], wanted: list[str], bound: Mapping[str, int],
+                    by_value: Collection[str], nchwc_block: int | None) -> None:
+    """The engines on ``work``, then up to :data:`SYMBOLIC_ROUNDS` rounds of the contrib rules and the
+    engines again past the ops they sized (:func:`infer_symbolic_shapes`), into ``found`` by ``absorb``."""
     run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound),
                 symbolic_only=by_value)
     for _ in range(SYMBOLIC_ROUNDS):
@@ -323,9 +346,6 @@ def infer_symbolic_shapes(
         run_engines(past, lambda info, fresh=names: absorb(_restored(info, fresh)),  # type: ignore[misc]
                     lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound),
                     symbolic_only=by_value)
-    for init in model.graph.initializer:
-        found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
-    return found, original
 
 
 def _past_foreign(work: onnx.ModelProto, found: Mapping[str, tuple[int, tuple[Dim, ...]]]

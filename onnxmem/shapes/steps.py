@@ -44,7 +44,12 @@ from onnxmem.core.errors import show_name
 from onnxmem.model import BodyKey, Dim, resolve_dim
 from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
-from onnxmem.shapes.engines import collect_types, run_onnx_inference, run_symbolic_inference
+from onnxmem.shapes.engines import (
+    collect_types,
+    run_onnx_inference,
+    run_symbolic_inference,
+    undeclared_outputs,
+)
 from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
 from onnxmem.shapes.subgraphs import Grower, with_shapes
 from onnxmem.shapes.training import complete_shapes
@@ -125,7 +130,7 @@ class Step:
 
 
 def _onnx(state: Inference) -> None:
-    declared = _undeclared_outputs(state.work)
+    declared = undeclared_outputs(state.work)
     if len(state.work.graph.node) >= pieces.PIECE_NODES and _pieces_complete(state):
         return  # every value shaped without holding the whole graph's inferred copy
     state.inferred = run_onnx_inference(state.work)
@@ -179,24 +184,6 @@ def _merge_declared(vi: onnx.ValueInfoProto, declared: onnx.TensorShapeProto) ->
         if not d.HasField("dim_value") and got.HasField("dim_value"):
             d.dim_value = got.dim_value
     tt.shape.CopyFrom(merged)
-
-
-def _undeclared_outputs(work: onnx.ModelProto) -> dict[str, onnx.TensorShapeProto]:
-    """Take the declared shapes off ``work``'s graph outputs; returns them by name.
-
-    Where a declared shape conflicts with the inferred one, onnx's inference keeps the declared
-    one (and gives it to the values read after it) while onnxruntime runs the model at the
-    inferred one: a graph output takes its declared shape only where inference leaves it open
-    and the declaration agrees with what it fixed and fixes more (:func:`_adds`; its dims were
-    bound and checked against ``--dim`` before this)."""
-    declared: dict[str, onnx.TensorShapeProto] = {}
-    for vi in work.graph.output:
-        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-        if tt is not None and tt.HasField("shape"):
-            declared[vi.name] = onnx.TensorShapeProto()
-            declared[vi.name].CopyFrom(tt.shape)
-            tt.ClearField("shape")
-    return declared
 
 
 def _pieces_complete(state: Inference) -> bool:

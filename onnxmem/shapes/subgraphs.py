@@ -25,7 +25,13 @@ from onnxmem.model import (
     set_shape,
     subgraph_attributes,
 )
-from onnxmem.shapes.engines import collect_graph_types, run_engines, strip_for_inference
+from onnxmem.shapes.engines import (
+    collect_graph_types,
+    declared_back,
+    run_engines,
+    strip_for_inference,
+    undeclared_outputs,
+)
 
 __all__ = ["Grower", "body_shapes", "defined_count", "standalone_bodies", "standalone_body", "with_shapes"]
 
@@ -119,20 +125,33 @@ def _infer_standalone(work: onnx.ModelProto, names: Iterable[str], also: Sequenc
         dict[str, tuple[int, tuple[int, ...]]], dict[str, np.ndarray]]:
     """The concrete shapes of ``names`` in ``work`` by the main graph's engines (onnx inference
     with data propagation, shape arithmetic, onnxruntime's symbolic inference, in that order of
-    precedence), and the values the shape arithmetic computed (``also`` among them)."""
+    precedence), and the values the shape arithmetic computed (``also`` among them). The body's
+    outputs are inferred from its nodes: a declared shape only fills what inference leaves open
+    (:func:`onnxmem.shapes.engines.declared_back`)."""
+    declared = undeclared_outputs(work)
     wanted = list(names)
     found: dict[str, tuple[int, tuple[int, ...]]] = {}
+    seen: dict[str, tuple[int, tuple[Dim, ...] | None]] = {}  # what inference made of the others
 
     def absorb(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]]) -> None:
         for name in wanted:
             et, sh = info.get(name, (None, None))
-            if name in found or et is None or sh is None:
+            if name in found or et is None:
                 continue
-            resolved = [resolve_dim(d, {}) for d in sh]
-            if all(r is not None for r in resolved):
+            resolved = [resolve_dim(d, {}) for d in sh or ()]
+            if sh is not None and all(r is not None for r in resolved):
                 found[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
+            elif sh is not None or name not in seen:
+                seen[name] = (et, sh)
 
-    made = run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, {}), also=also)
+    def engines() -> dict[str, np.ndarray]:
+        return run_engines(work, absorb, lambda: len(found) < len(wanted), lambda d: resolve_dim(d, {}), also=also)
+
+    made = engines()
+    given, read = declared_back(work, declared, found, seen, lambda d: resolve_dim(d, {}) is not None)
+    absorb(given)
+    if read and len(found) < len(wanted):
+        made = {**made, **engines()}
     return found, made
 
 
