@@ -179,12 +179,13 @@ def artifacts(name: str) -> Path:
     return folder
 
 
-def module_rows(name: str, tmp: Path, factor: float, steps: int) -> list[str]:
+def module_rows(name: str, tmp: Path, factor: float, steps: int, overhead: int = 0) -> list[str]:
     """Rows of onnxruntime-training's own step: ``Module`` (no eval graph) and ``Optimizer`` of the
     generator's artifacts, the original ``training_model.onnx`` and its rewrite
     (``keep="onnxruntime"``) under each of :data:`MODULE_SETTINGS`, each in a fresh child
     (:func:`onnxmem.runtime.footprint.training_step_peak`, ``steps`` steps); then the original
-    under onnxruntime's defaults against the rewrite with the setting ``plan --budget`` prints."""
+    under onnxruntime's defaults against the rewrite with the setting ``plan --budget`` prints.
+    ``overhead``: ``plan --runtime-overhead``'s bytes (the budget holds for the arena and them)."""
     import json
 
     from bench_training import step_feeds
@@ -193,8 +194,10 @@ def module_rows(name: str, tmp: Path, factor: float, steps: int) -> list[str]:
 
     folder = artifacts(name)
     src = folder / "training_model.onnx"
-    got = plan_with_budget(load_model(src), src, PlanOptions(), factor=factor, keep="onnxruntime")
+    got = plan_with_budget(load_model(src), src, PlanOptions(), factor=factor, keep="onnxruntime", overhead=overhead)
     assert got.rewritten is not None, f"{name}: nothing rewritten"
+    print(f"{name}: arena {_mib(got.original.plan.arena_size)} -> {_mib(got.planned.plan.arena_size)} MiB "
+          f"(budget {_mib(got.budget)}), {got.extra_percent:.2f}% extra FLOPs", file=sys.stderr, flush=True)
     out = tmp / f"{name}.module-rewrite.onnx"
     onnx.save_model(got.rewritten, out)
     feeds = step_feeds(name, json.loads((ROOT / "models" / "training" / "catalog.json").read_text())[name])
@@ -226,6 +229,8 @@ def main() -> None:
     parser.add_argument("--module", action="store_true",
                         help="onnxruntime-training's own Module and Optimizer instead (its generated artifacts; needs cc)")
     parser.add_argument("--steps", type=int, default=3, help="with --module: training steps per process")
+    parser.add_argument("--overhead", type=float, default=0.0,
+                        help="with --module: MiB the runtime asks for beside the arena (plan --runtime-overhead)")
     args = parser.parse_args()
     import onnxruntime
 
@@ -237,7 +242,7 @@ def main() -> None:
             os.environ["LD_PRELOAD"] = str(build_tracer(Path(tmp)))  # the children inherit it
             print(MODULE_HEAD)
             for name in args.graphs:
-                for row in module_rows(name, Path(tmp), args.factor, args.steps):
+                for row in module_rows(name, Path(tmp), args.factor, args.steps, int(args.overhead * 2**20)):
                     print(row, flush=True)
         return
     if args.requested:

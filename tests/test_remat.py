@@ -577,3 +577,41 @@ def test_cli_budget_prints_the_sessions_settings_for_the_planners_order(tmp_path
     assert r.exit_code == 0, r.output
     assert ("run the rewrite with SessionOptions.enable_mem_reuse = False, enable_mem_pattern = False and "
             "execution_order = PRIORITY_BASED:") in r.output
+
+
+def test_arena_limit_counts_the_runtime_overhead_beside_the_arena():
+    from onnxmem.remat.budget import arena_limit
+
+    assert arena_limit(1000, None, 0.5) == 500
+    assert arena_limit(1000, None, 0.5, 200) == 400  # half of 1000 + 200, less the 200
+    assert arena_limit(1000, 640, None, 40) == 600
+    with pytest.raises(OnnxmemError, match="leaves no room for the arena"):
+        arena_limit(1000, 40, None, 40)
+    with pytest.raises(OnnxmemError, match="0 or more"):
+        arena_limit(1000, None, 0.5, -1)
+
+
+def test_cli_budget_with_a_runtime_overhead(tmp_path):
+    """``--runtime-overhead``: a 0.5x budget holds for the arena and the overhead together, so
+    the arena's limit is half of (arena + overhead), less the overhead; printed beside it."""
+    src = tmp_path / "m.onnx"
+    onnx.save(train_resnet(4, 0, batch=2, channels=32, spatial=16), src)
+    plain = plan_with_budget(onnx.load(src), src, PlanOptions(), factor=0.7, algorithm="greedy")
+    arena = plain.original.plan.arena_size
+    overhead = 64 * 1024
+    r = CliRunner().invoke(main, ["plan", str(src), "--budget", "0.7x", "--remat", "greedy", "--runtime-overhead",
+                                  str(overhead), "--rewrite-out", str(tmp_path / "r.onnx"), "-o", str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    limit = int(0.7 * (arena + overhead)) - overhead
+    assert limit < plain.budget
+    got = _arena_in(tmp_path / "p.json")
+    assert got <= limit
+    assert f"beside it    {overhead // 1024}.00 KiB" in r.output
+    r = CliRunner().invoke(main, ["plan", str(src), "--runtime-overhead", "3MiB"])
+    assert r.exit_code == 2 and "--budget" in r.output
+
+
+def _arena_in(path: Path) -> int:
+    import json
+
+    return int(json.loads(path.read_text())["arena_size"])

@@ -62,6 +62,10 @@ if TYPE_CHECKING:
 @click.option("--budget", default=None, metavar="SIZE",
               help="Fit the arena into SIZE (bytes, 64MiB, or 0.5x the arena without a budget), "
                    "recomputing values when order, sharing and assignment are not enough.")
+@click.option("--runtime-overhead", default=None, metavar="SIZE",
+              help="With --budget: bytes the runtime asks for beside the arena, the same with and without "
+                   "recomputation (onnxruntime-training's Module on CPU: 3MiB, docs/remat.md); the budget then "
+                   "holds for the arena and them together (0.5x: half the original's arena plus them).")
 @click.option("--rewrite-out", default=None, type=click.Path(dir_okay=False, path_type=str),
               help="With --budget: write the rewritten model (recomputed nodes duplicated; annotated with its plan).")
 @click.option("--remat", "remat_algorithm", type=RegistryChoice("remat"), default="auto", show_default=True,
@@ -91,7 +95,8 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
          inputs_path: str | None, as_json: bool, budget: str | None = None, rewrite_out: str | None = None,
          remat_algorithm: str = "auto", cost_model: str = "flops", budget_sweep: str | None = None,
          pipeline: bool = False, optimize: str = "none", device: str = "cpu", fixed_cost: bool = False,
-         max_trips: int | None = None, checkpoint: str | None = None, remat_order: str = "onnxruntime") -> None:
+         max_trips: int | None = None, checkpoint: str | None = None, remat_order: str = "onnxruntime",
+         runtime_overhead: str | None = None) -> None:
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
@@ -149,9 +154,11 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         return
     if rewrite_out is not None and budget is None:
         raise click.UsageError("--rewrite-out writes the model --budget rewrites; give --budget too")
+    if runtime_overhead is not None and budget is None:
+        raise click.UsageError("--runtime-overhead counts beside a --budget; give --budget too")
     if budget is not None:
         _plan_budget(model, opts, outs, output, annotate, budget, rewrite_out, remat_algorithm, cost_model,
-                     timeout, as_json, remat_order)
+                     timeout, as_json, remat_order, runtime_overhead)
         return
     say = progress(sys.stderr.isatty() and not as_json)
     if optimize == "none":  # the loader's references to the weight files: the model is walked once
@@ -257,23 +264,29 @@ def _write_and_print(outs: OutputSet, onnx_model: onnx.ModelProto, the_plan: Mem
 
 def _plan_budget(model: str, opts: PlanOptions, outs: OutputSet, output: str | None, annotate: str | None,
                  budget: str, rewrite_out: str | None, algorithm: str, cost_model: str, timeout: float | None,
-                 as_json: bool, keep: str) -> None:
+                 as_json: bool, keep: str, runtime_overhead: str | None = None) -> None:
     """``plan --budget``: plan, recompute when needed, write and summarize."""
+    from onnxmem.core.sizes import parse_size
     from onnxmem.remat.budget import parse_budget, plan_with_budget
 
     size, factor = parse_budget(budget)
+    overhead = 0 if runtime_overhead is None else parse_size(runtime_overhead, "--runtime-overhead")
     if rewrite_out is not None:
         outs.add(rewrite_out, "--rewrite-out")
     onnx_model, refs = _load(model)
     add_weight_files(outs, onnx_model, model, refs)
     got = plan_with_budget(onnx_model, model, opts, budget=size, factor=factor, algorithm=algorithm,
                            cost_model=cost_model, timeout=timeout, keep=keep,
-                           progress=progress(sys.stderr.isatty() and not as_json))
+                           progress=progress(sys.stderr.isatty() and not as_json), overhead=overhead)
     planned = got.planned
     if rewrite_out is not None and got.rewritten is not None:
         planned = _replace_path(planned, rewrite_out)
     the_plan = planned.plan
     lines = [f"budget       {fmt_bytes(got.budget)}   arena without a budget {fmt_bytes(got.original.plan.arena_size)}"]
+    if overhead:
+        lines.append(f"beside it    {fmt_bytes(overhead)} the runtime asks for (--runtime-overhead): "
+                     f"{fmt_bytes(got.budget + overhead)} in all, against "
+                     f"{fmt_bytes(got.original.plan.arena_size + overhead)} without a budget")
     if got.choice is None:
         lines.append("recompute    nothing: the plan fits without recomputation")
     else:

@@ -54,7 +54,7 @@ from onnxmem.remat.rewrite import left_out, rewrite_model
 from onnxmem.scheduling import stable_topological_order
 from onnxmem.scheduling.onnxruntime import laid_out_order
 
-__all__ = ["KEEP", "Budgeted", "SweepPoint", "extra_cost", "parse_budget", "plan_with_budget", "sinks_early", "sweep"]
+__all__ = ["KEEP", "Budgeted", "SweepPoint", "arena_limit", "extra_cost", "parse_budget", "plan_with_budget", "sinks_early", "sweep"]
 
 #: graphs of more steps try the file order only when the planned one found nothing
 LARGE = 1000
@@ -110,6 +110,21 @@ class Budgeted:
     @property
     def extra_percent(self) -> float:
         return 100.0 * self.extra / self.model_cost if self.model_cost else 0.0
+
+
+def arena_limit(arena: int, budget: int | None, factor: float | None, overhead: int = 0) -> int:
+    """The largest arena a budget allows: ``budget`` bytes, or ``factor`` x the unbudgeted
+    ``arena``, for the arena and the runtime's ``overhead`` beside it together (a ratio of
+    ``arena + overhead``, less ``overhead``). A budget the overhead alone fills is a one-line
+    ``OnnxmemError``."""
+    if overhead < 0:
+        raise OnnxmemError(f"--runtime-overhead {overhead:,} B: give the bytes the runtime asks for beside the "
+                           "arena, 0 or more")
+    total = budget if budget is not None else int((factor or 1.0) * (arena + overhead))
+    if total - overhead <= 0:
+        raise OnnxmemError(f"--budget of {total:,} B for the arena and the runtime's {overhead:,} B beside it leaves "
+                           "no room for the arena; give a larger budget or a smaller --runtime-overhead")
+    return total - overhead
 
 
 def node_costs(planned: Planned, path: str | os.PathLike[str], cost_model: str) -> dict[int, int]:
@@ -219,14 +234,16 @@ def _attempt(original: Planned, problem: RematProblem, path: str | os.PathLike[s
 def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOptions, *,
                      budget: int | None = None, factor: float | None = None, algorithm: str = "auto",
                      cost_model: str = "flops", timeout: float | None = None, keep: str = "onnxruntime",
-                     progress: Callable[[str], None] | None = None) -> Budgeted:
+                     progress: Callable[[str], None] | None = None, overhead: int = 0) -> Budgeted:
     """Plan ``model`` to fit ``budget`` bytes (or ``factor`` x its unbudgeted arena); module doc.
-    ``keep``: which order the rewrite must hold in (:data:`KEEP`)."""
+    ``keep``: which order the rewrite must hold in (:data:`KEEP`). ``overhead``: bytes the
+    runtime asks for beside the arena, the same with and without recomputation; the budget
+    then governs the arena and it together (:func:`arena_limit`)."""
     _check_keep(keep)
     say = progress or (lambda _m: None)
     t0 = time.perf_counter()
     original = plan_loaded(model, path, options, progress)
-    limit = budget if budget is not None else int((factor or 1.0) * original.plan.arena_size)
+    limit = arena_limit(original.plan.arena_size, budget, factor, overhead)
     if original.plan.arena_size <= limit:
         return Budgeted(original, original, limit, None, 0, 0, cost_model, None, time.perf_counter() - t0)
     say(f"costing {len(original.view.ops)} nodes ({cost_model})")
