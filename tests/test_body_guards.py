@@ -1,0 +1,105 @@
+"""Values inside If branches and Loop bodies past their dtype's range: planned as onnxruntime runs them, or refused.
+
+The guards of the main graph (tests/test_shapes_overflow.py) hold inside subgraphs: a shape
+a body computes through an integer Cast that wraps is the one onnxruntime makes, and one
+computed from an integer overflow (undefined in onnxruntime's C++) is never guessed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+
+from onnxmem.cli.main import main
+from onnxmem.core.errors import ShapeError
+from onnxmem.shapes import infer_shapes
+
+from .helpers import make_model, vi
+
+I64, I32, F, B = TensorProto.INT64, TensorProto.INT32, TensorProto.FLOAT, TensorProto.BOOL
+THEN = (("y", "then_branch"),)
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def _const(name: str, values: list[int]) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, I64, [len(values)], values))
+
+
+#: d + 2^32 - 3 is 2^32 + 1 exactly and 1 in int32 (x is [4, 3], d = Shape(x)[0] = 4)
+WRAPPED = [helper.make_node("Add", ["d", "big"], ["b"]), helper.make_node("Cast", ["b"], ["c32"], to=I32),
+           helper.make_node("Cast", ["c32"], ["t0"], to=I64)]
+#: d + 2^63 - 2 leaves int64: undefined in onnxruntime's C++ (its CPU kernel wraps to a negative start)
+OVERFLOW = [helper.make_node("Add", ["d", "big"], ["t0"])]
+#: what the body does with t0, and b_y's shape in onnxruntime's run where t0 is 1
+TAILS = {
+    "Reshape": ([helper.make_node("Concat", ["t0", "m1"], ["t"], axis=0), helper.make_node("Reshape", ["x", "t"], ["b_y"])],
+                (1, 12)),
+    "Expand": ([helper.make_node("Constant", [], ["x1"], value=helper.make_tensor("x1", F, [1, 3], [1, 2, 3])),
+                helper.make_node("Concat", ["t0", "three"], ["t"], axis=0), helper.make_node("Expand", ["x1", "t"], ["b_y"])],
+               (1, 3)),
+    "Slice": ([helper.make_node("Slice", ["x", "t0", "end", "zero"], ["b_y"])], (3, 3)),
+}
+
+
+def _branch_model(chain: list[onnx.NodeProto], big: int, tail: list[onnx.NodeProto]) -> onnx.ModelProto:
+    """An If whose then branch computes ``t0`` from ``d = Shape(x)[0]`` by ``chain``, shapes b_y from it
+    by ``tail`` and returns b_y's sum; the else branch returns x's sum."""
+    nodes = [_const("zero", [0]), _const("big", [big]), _const("m1", [-1]), _const("three", [3]), _const("end", [100]),
+             helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["d"], axis=0),
+             *chain, *tail, helper.make_node("Relu", ["b_y"], ["b_r"]),
+             helper.make_node("ReduceSum", ["b_r"], ["b_out"], keepdims=0)]
+    then_g = helper.make_graph(nodes, "then", [], [vi("b_out", None)])
+    else_g = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["e_out"], keepdims=0)], "else", [], [vi("e_out", None)])
+    return make_model([helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+                      [vi("x", [4, 3]), vi("c", [], B)], [vi("y", None)])
+
+
+def _ort_body_shape(model: onnx.ModelProto) -> tuple[int, ...]:
+    """b_y's shape in onnxruntime's run of the then branch (b_y made an output of the If)."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    node = probe.graph.node[0]
+    branches = {a.name: a.g for a in node.attribute}
+    then_g, else_g = branches["then_branch"], branches["else_branch"]
+    then_g.output.append(vi("b_y", None))
+    else_g.node.append(helper.make_node("Identity", ["x"], ["e_x"]))
+    else_g.output.append(vi("e_x", None))
+    node.output.append("probe")
+    probe.graph.output.append(vi("probe", None))
+    session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    out = session.run(["probe"], {"x": np.ones((4, 3), np.float32), "c": np.array(True)})[0]
+    return tuple(out.shape)
+
+
+@pytest.mark.parametrize("tail", list(TAILS))
+def test_wrapping_cast_in_a_branch_plans_as_onnxruntime_runs(tail, tmp_path):
+    nodes, want = TAILS[tail]
+    model = _branch_model(WRAPPED, 2**32 - 3, nodes)
+    assert _ort_body_shape(model) == want
+    assert infer_shapes(model).bodies[THEN]["b_y"][1] == want
+    path, plan, feeds = tmp_path / "m.onnx", tmp_path / "p.json", tmp_path / "c.npz"
+    onnx.save(model, path)
+    np.savez(feeds, c=np.array(True))
+    r = run("plan", str(path), "-o", str(plan))
+    assert r.exit_code == 0, r.output
+    r = run("verify", str(path), "--plan", str(plan), "--inputs", str(feeds))
+    assert r.exit_code == 0, r.output
+
+
+def test_overflow_in_a_branch_is_refused_not_guessed(tmp_path):
+    model = _branch_model(OVERFLOW, 2**63 - 2, TAILS["Slice"][0])
+    assert _ort_body_shape(model) == (4, 3)  # onnxruntime's wrapped start; exact arithmetic gives (0, 3)
+    with pytest.raises(ShapeError, match="b_y"):
+        infer_shapes(model)
+    path, plan = tmp_path / "m.onnx", tmp_path / "p.json"
+    onnx.save(model, path)
+    r = run("plan", str(path), "-o", str(plan))
+    assert r.exit_code != 0 and "b_y" in r.output and "Traceback" not in r.output
+    assert not plan.exists()
