@@ -42,6 +42,7 @@ __all__ = [
     "strip_for_inference",
     "take_branches",
     "undeclared_outputs",
+    "values_after",
     "with_declared",
 ]
 
@@ -263,14 +264,14 @@ def run_symbolic_inference(model: onnx.ModelProto, undefined: Collection[str] = 
     except Exception:  # noqa: BLE001 - symbolic inference gives up on some graphs
         return None
     if undefined:
-        after = _values_after(out.graph, undefined)
+        after = values_after(out.graph, undefined)
         for vi in (*out.graph.value_info, *out.graph.output):
             if vi.name in after and vi.type.HasField("tensor_type"):
                 vi.type.tensor_type.ClearField("shape")
     return out
 
 
-def _values_after(graph: onnx.GraphProto, names: Iterable[str]) -> set[str]:
+def values_after(graph: onnx.GraphProto, names: Iterable[str]) -> set[str]:
     """``names`` and every value of ``graph`` computed from one of them, through any node (a
     node with subgraphs reads what its bodies capture as well), in any node order."""
     after = {name for name in names if name}

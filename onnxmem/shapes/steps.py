@@ -51,7 +51,7 @@ from onnxmem.shapes.engines import (
     undeclared_outputs,
 )
 from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
-from onnxmem.shapes.subgraphs import Grower, with_shapes
+from onnxmem.shapes.subgraphs import Grower, ranged_outputs, ranged_values, with_shapes
 from onnxmem.shapes.training import complete_shapes
 
 __all__ = ["STEPS", "Inference", "Step", "TypedShape"]
@@ -306,7 +306,11 @@ def _contrib_rules(state: Inference) -> None:
 
 
 def _symbolic(state: Inference) -> None:
-    undefined = state.evaluated.undefined if state.evaluated is not None else ()  # no shape computed from them
+    # no shape computed from them: values past their dtype's range, outputs of bodies computing such values
+    undefined = state.evaluated.undefined if state.evaluated is not None else frozenset()
+    if not state.flat:
+        typed = state.inferred if state.inferred is not None else state.work
+        undefined = undefined | ranged_outputs(state.work, ranged_values(state.work, typed, undefined))
     state.symbolic = run_symbolic_inference(state.inferred if state.inferred is not None else state.work, undefined)
     if state.symbolic is not None:
         state.absorb(collect_types(state.symbolic), "symbolic", state.dims)
