@@ -252,15 +252,15 @@ def _subgraph_shapes(
     if open_bodies():
         if state.symbolic is None:
             state.symbolic = run_symbolic_inference(inferred if inferred is not None else work, undefined)
-        bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims), (model, state.file_dims)], skip)
+        bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims)], skip, state.file_dims)
     if open_bodies():
         # infer again with every main-graph value at its concrete (or measured) shape, so
         # the bodies see the exact types of the outer values they read
         again = with_shapes(inferred if inferred is not None else work, state.known)
         re_onnx = run_onnx_inference(again)
         re_sym = run_symbolic_inference(re_onnx if re_onnx is not None else again, undefined)
-        bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims), (re_onnx, {}), (re_sym, {}),
-                                     (model, state.file_dims)], skip)
+        bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims), (re_onnx, {}), (re_sym, {})], skip,
+                             state.file_dims)
     if open_bodies() or state.loops:
         values = {**outer_values(state), **measured_values}
         if any(skip.values()):  # the outer values bodies read, for those sized past the range
@@ -271,7 +271,7 @@ def _subgraph_shapes(
             bodies.update((k, dict(v)) for k, v in bound.bodies.items())
         standalone_bodies(model, model.graph, (), state.known, values, bodies, excluded, nested_grower(state))
     if any(skip.values()):  # the file's declarations, the last resort, for those no body inferred sized
-        for key, declared in body_shapes(model, [(model, state.file_dims)]).items():
+        for key, declared in body_shapes(model, [], skip, state.file_dims, rest=True).items():
             for name, typed in declared.items():
                 bodies.setdefault(key, {}).setdefault(name, typed)
     return bodies

@@ -32,6 +32,7 @@ from onnxmem.shapes.engines import (
     strip_for_inference,
     undeclared_outputs,
     values_after,
+    with_declared,
 )
 
 __all__ = ["Grower", "body_shapes", "defined_count", "ranged_outputs", "ranged_values", "standalone_bodies", "standalone_body", "taken_branches",
@@ -130,29 +131,64 @@ def ranged_outputs(model: onnx.ModelProto, bodies: Mapping[BodyKey, Collection[s
 
 def body_shapes(
     model: onnx.ModelProto, sources: Sequence[tuple[onnx.ModelProto | None, Mapping[str, int]]],
-    skip: Mapping[BodyKey, Collection[str]] | None = None,
+    skip: Mapping[BodyKey, Collection[str]] | None = None, declared: Mapping[str, int] | None = None,
+    *, rest: bool = False,
 ) -> dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]]:
     """Concrete shapes of the values each subgraph of ``model`` defines, from the first
     of ``sources`` (an inferred model and the dim binding to read it with) that resolves them;
-    none of those ``skip`` names (:func:`ranged_values`)."""
+    none of those ``skip`` names (:func:`ranged_values`). Given ``declared`` (the binding of the
+    file's dims), the file's declaration of a value no source resolves, the last resort, where
+    it agrees with the shape the first source gives it and fills what that leaves open
+    (:func:`onnxmem.shapes.engines.with_declared`). ``rest``: the ``skip`` names alone, from their
+    declarations alone (once each body was inferred on its own)."""
     read = [(_body_types(m), binding) for m, binding in sources if m is not None]
+    files = _body_declarations(model) if declared is not None else {}
     out: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = {}
     for key, g in iter_bodies(model.graph):
         left = (skip or {}).get(key, ())
-        names = [vi.name for vi in g.input] + [i.name for i in g.initializer]
-        names += [o for node in g.node for o in node.output if o and o not in left]
+        names = [] if rest else [vi.name for vi in g.input] + [i.name for i in g.initializer]
+        names += [o for node in g.node for o in node.output if o and (o in left) == rest]
         known: dict[str, tuple[int, tuple[int, ...]]] = {}
         for name in names:
-            for types, binding in read:
+            partial: tuple[int | None, tuple[int | None, ...] | None] = (None, None)
+            for types, binding in () if rest else read:
                 et, sh = types.get(key, {}).get(name, (None, None))
                 if et is None or sh is None:
                     continue
-                resolved = [resolve_dim(d, binding) for d in sh]
+                resolved = tuple(resolve_dim(d, binding) for d in sh)
                 if all(r is not None for r in resolved):
                     known[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
                     break
+                partial = partial if partial[1] is not None else (et, resolved)
+            decl = files.get(key, {}).get(name)
+            if name not in known and decl is not None and declared is not None:
+                taken = _declared_shape(decl, partial, declared)
+                if taken is not None:
+                    known[name] = taken
         out[key] = known
     return out
+
+
+def _body_declarations(model: onnx.ModelProto) -> dict[BodyKey, dict[str, onnx.ValueInfoProto]]:
+    """The declarations of every subgraph's values with a shape, by name: initializers' dims, inputs,
+    value_info, then outputs (the last wins)."""
+    return {key: {vi.name: vi for vi in (*(onnx.helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
+                                          for i in g.initializer), *g.input, *g.value_info, *g.output)
+                  if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")}
+            for key, g in iter_bodies(model.graph)}
+
+
+def _declared_shape(vi: onnx.ValueInfoProto, partial: tuple[int | None, tuple[int | None, ...] | None],
+                    binding: Mapping[str, int]) -> tuple[int, tuple[int, ...]] | None:
+    """The concrete shape declaration ``vi`` gives its value (dims under ``binding``) where it agrees with
+    what inference made of it, ``partial`` (an element type and dims, ``None`` where unknown):
+    :func:`onnxmem.shapes.engines.with_declared`'s rule; ``None`` where it conflicts or stays open."""
+    et = partial[0] or vi.type.tensor_type.elem_type
+    shape = with_declared(vi.type.tensor_type.shape, partial[1], lambda d: resolve_dim(d, binding) is not None)
+    resolved = [resolve_dim(d, binding) for d in shape or ()]
+    if not et or shape is None or any(r is None for r in resolved):
+        return None
+    return et, tuple(int(r) for r in resolved)  # type: ignore[arg-type]
 
 
 def _standalone(
