@@ -41,7 +41,7 @@ from onnx import TensorProto
 import onnxmem.shapes.pieces as pieces
 import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import show_name
-from onnxmem.model import BodyKey, Dim, resolve_dim
+from onnxmem.model import BodyKey, Dim, resolve_dim, set_shape
 from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import (
@@ -49,6 +49,7 @@ from onnxmem.shapes.engines import (
     run_onnx_inference,
     run_symbolic_inference,
     undeclared_outputs,
+    with_declared,
 )
 from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
 from onnxmem.shapes.subgraphs import Grower, ranged_outputs, ranged_values, with_shapes
@@ -138,12 +139,17 @@ def _onnx(state: Inference) -> None:
         return
     found = collect_types(state.inferred)
     shaped: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}
-    left = {vi.name: vi for vi in state.work.graph.output if vi.name in declared
-            and _open(found.get(vi.name, (None, None))[1], state.dims, shaped)
-            and _adds(declared[vi.name], found.get(vi.name, (None, None))[1])}
-    if left:  # outputs inference leaves open take their declared shapes
-        for name, vi in left.items():
-            vi.type.tensor_type.shape.CopyFrom(declared[name])
+    left: dict[str, tuple[Dim, ...]] = {}  # outputs inference leaves open that take their declared shapes
+    for vi in state.work.graph.output:
+        sh = found.get(vi.name, (None, None))[1]
+        if vi.name in declared and _open(sh, state.dims, shaped):
+            merged = with_declared(declared[vi.name], sh, lambda d: isinstance(d, int))
+            if merged is not None:
+                left[vi.name] = merged
+    if left:
+        for vi in state.work.graph.output:
+            if vi.name in left:
+                vi.type.tensor_type.shape.CopyFrom(declared[vi.name])
         if any(n in left for node in state.work.graph.node for n in node.input):
             again = run_onnx_inference(state.work)  # read by nodes: onnx infers again with them
             if again is not None:
@@ -151,7 +157,7 @@ def _onnx(state: Inference) -> None:
         else:  # read by none: merged in place, dim by dim, as onnx merges them
             for vi in state.inferred.graph.output:
                 if vi.name in left:
-                    _merge_declared(vi, declared[vi.name])
+                    set_shape(vi, left[vi.name])
             found = collect_types(state.inferred)
     state.absorb(found, "onnx", state.dims)
 
@@ -160,30 +166,6 @@ def _open(shape: tuple[Dim, ...] | None, binding: Mapping[str, int],
           shaped: dict[tuple[Dim, ...], tuple[int, ...] | None]) -> bool:
     """Whether ``shape`` is not concrete under ``binding`` (:func:`_resolved`)."""
     return shape is None or _resolved(shape, binding, shaped) is None
-
-
-def _adds(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | None) -> bool:
-    """Whether a declared shape agrees with what inference left of an output (its rank, the dims
-    it fixed) and fixes a dim that inference left open (or is a scalar's, where it has no shape)."""
-    if inferred is None:
-        return not declared.dim or any(d.HasField("dim_value") for d in declared.dim)
-    pairs = list(zip(inferred, declared.dim))
-    return (len(inferred) == len(declared.dim)
-            and not any(isinstance(i, int) and d.HasField("dim_value") and d.dim_value != i for i, d in pairs)
-            and any(not isinstance(i, int) and d.HasField("dim_value") for i, d in pairs))
-
-
-def _merge_declared(vi: onnx.ValueInfoProto, declared: onnx.TensorShapeProto) -> None:
-    """Give inferred output ``vi`` its ``declared`` shape (which :func:`_adds` to it), keeping
-    each dim inference fixed where the declaration does not."""
-    tt = vi.type.tensor_type
-    dims = list(tt.shape.dim) if tt.HasField("shape") else []
-    merged = onnx.TensorShapeProto()
-    merged.CopyFrom(declared)
-    for d, got in zip(merged.dim, dims):
-        if not d.HasField("dim_value") and got.HasField("dim_value"):
-            d.dim_value = got.dim_value
-    tt.shape.CopyFrom(merged)
 
 
 def _pieces_complete(state: Inference) -> bool:
