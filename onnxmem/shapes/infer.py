@@ -96,7 +96,10 @@ def infer_shapes(
     of the outer values it captures and the values of those known: small
     weights and constants, shape arithmetic the evaluator computed, and
     ``measured_values`` (small integer values of one run, see
-    :func:`onnxmem.runtime.ort.measure_shapes`). ``excluded``: If branches runs are
+    :func:`onnxmem.runtime.ort.measure_shapes`). A body value computed past its dtype's range
+    (:func:`onnxmem.shapes.subgraphs.ranged_values`) is sized by its body inferred on its own
+    alone; a main-graph If output left open takes the shape its branches so agree on (source
+    ``branches``). ``excluded``: If branches runs are
     assumed not to take (:func:`onnxmem.graph.view.excluded_branches`): an If's outputs
     take the other branch's shapes, and the excluded one need not be sized. ``nchwc_block``:
     the NCHWc block size of the session that built the graph (``plan --optimize all`` on CPU
