@@ -26,6 +26,7 @@ from onnxmem.model import (
     iter_graphs,
     owner_key,
     read_type,
+    resolve_dim,
     set_shape,
     subgraph_attributes,
 )
@@ -36,6 +37,8 @@ __all__ = [
     "collect_value_types",
     "collect_types",
     "declared_back",
+    "declared_shape",
+    "graph_declarations",
     "run_engines",
     "run_onnx_inference",
     "run_symbolic_inference",
@@ -146,6 +149,33 @@ def with_declared(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | N
     if not any(f and d is not None and known(d) for f, (_, d) in zip(fills, pairs)):
         return None
     return tuple(d if f else i for f, (i, d) in zip(fills, pairs))
+
+
+def graph_declarations(g: onnx.GraphProto) -> dict[str, onnx.ValueInfoProto]:
+    """The declarations of ``g``'s values (not its subgraphs') with a shape, by name: its initializers'
+    dims, inputs, value_info, then outputs, a later one taken where the earlier has an unknown dim
+    (:func:`collect_graph_types`' rule)."""
+    out: dict[str, onnx.ValueInfoProto] = {}
+    for vi in (*(helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in g.initializer),
+               *g.input, *g.value_info, *g.output):
+        prev = out.get(vi.name)
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape") and (
+                prev is None or None in (read_type(prev)[1] or ())):
+            out[vi.name] = vi
+    return out
+
+
+def declared_shape(vi: onnx.ValueInfoProto, partial: tuple[int | None, tuple[int | None, ...] | None],
+                   binding: Mapping[str, int]) -> tuple[int, tuple[int, ...]] | None:
+    """The concrete shape declaration ``vi`` gives its value (dims under ``binding``) where it agrees with
+    what inference made of it, ``partial`` (an element type and dims, ``None`` where unknown), by
+    :func:`with_declared`'s rule; ``None`` where it conflicts or leaves a dim open."""
+    et = vi.type.tensor_type.elem_type or partial[0]
+    shape = with_declared(vi.type.tensor_type.shape, partial[1], lambda d: resolve_dim(d, binding) is not None)
+    resolved = [resolve_dim(d, binding) for d in shape or ()]
+    if not et or shape is None or any(r is None for r in resolved):
+        return None
+    return et, tuple(int(r) for r in resolved)  # type: ignore[arg-type]
 
 
 def declared_back(work: onnx.ModelProto, declared: Mapping[str, onnx.TensorShapeProto], found: Collection[str],

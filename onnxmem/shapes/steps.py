@@ -46,6 +46,8 @@ from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import (
     collect_types,
+    declared_shape,
+    graph_declarations,
     run_onnx_inference,
     run_symbolic_inference,
     undeclared_outputs,
@@ -311,8 +313,21 @@ def _measured(state: Inference) -> None:
 
 
 def _value_info(state: Inference) -> None:
-    """The last resort: the exporter's own value_info, for values nothing else could type."""
-    state.absorb(collect_types(state.model), "value_info", state.file_dims)
+    """The last resort: the exporter's own declarations, for values nothing else could type, where they
+    agree with the shape the engines give them and fill what that leaves open
+    (:func:`onnxmem.shapes.engines.declared_shape`)."""
+    files = graph_declarations(state.model.graph)
+    made = [collect_types(m) for m in (state.inferred, state.symbolic) if m is not None]
+    taken: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
+    for name in state.wanted:
+        if name in state.known or name not in files:
+            continue
+        partial = next(((et, tuple(resolve_dim(d, state.dims) for d in sh)) for et, sh in
+                        (m.get(name, (None, None)) for m in made) if sh is not None), (None, None))
+        shape = declared_shape(files[name], partial, state.file_dims)
+        if shape is not None:
+            taken[name] = shape
+    state.absorb(taken, "value_info", {})
     n_vi = sum(1 for s in state.sources.values() if s == "value_info")
     if n_vi:
         state.warnings.append(f"{n_vi} tensor shapes come from the exporter's value_info alone")

@@ -28,11 +28,12 @@ from onnxmem.model import (
 from onnxmem.shapes.engines import (
     collect_graph_types,
     declared_back,
+    declared_shape,
+    graph_declarations,
     run_engines,
     strip_for_inference,
     undeclared_outputs,
     values_after,
-    with_declared,
 )
 
 __all__ = ["Grower", "body_shapes", "defined_count", "ranged_outputs", "ranged_values", "standalone_bodies", "standalone_body", "taken_branches",
@@ -142,7 +143,7 @@ def body_shapes(
     (:func:`onnxmem.shapes.engines.with_declared`). ``rest``: the ``skip`` names alone, from their
     declarations alone (once each body was inferred on its own)."""
     read = [(_body_types(m), binding) for m, binding in sources if m is not None]
-    files = _body_declarations(model) if declared is not None else {}
+    files = {key: graph_declarations(g) for key, g in iter_bodies(model.graph)} if declared is not None else {}
     out: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = {}
     for key, g in iter_bodies(model.graph):
         left = (skip or {}).get(key, ())
@@ -162,33 +163,11 @@ def body_shapes(
                 partial = partial if partial[1] is not None else (et, resolved)
             decl = files.get(key, {}).get(name)
             if name not in known and decl is not None and declared is not None:
-                taken = _declared_shape(decl, partial, declared)
+                taken = declared_shape(decl, partial, declared)
                 if taken is not None:
                     known[name] = taken
         out[key] = known
     return out
-
-
-def _body_declarations(model: onnx.ModelProto) -> dict[BodyKey, dict[str, onnx.ValueInfoProto]]:
-    """The declarations of every subgraph's values with a shape, by name: initializers' dims, inputs,
-    value_info, then outputs (the last wins)."""
-    return {key: {vi.name: vi for vi in (*(onnx.helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
-                                          for i in g.initializer), *g.input, *g.value_info, *g.output)
-                  if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")}
-            for key, g in iter_bodies(model.graph)}
-
-
-def _declared_shape(vi: onnx.ValueInfoProto, partial: tuple[int | None, tuple[int | None, ...] | None],
-                    binding: Mapping[str, int]) -> tuple[int, tuple[int, ...]] | None:
-    """The concrete shape declaration ``vi`` gives its value (dims under ``binding``) where it agrees with
-    what inference made of it, ``partial`` (an element type and dims, ``None`` where unknown):
-    :func:`onnxmem.shapes.engines.with_declared`'s rule; ``None`` where it conflicts or stays open."""
-    et = partial[0] or vi.type.tensor_type.elem_type
-    shape = with_declared(vi.type.tensor_type.shape, partial[1], lambda d: resolve_dim(d, binding) is not None)
-    resolved = [resolve_dim(d, binding) for d in shape or ()]
-    if not et or shape is None or any(r is None for r in resolved):
-        return None
-    return et, tuple(int(r) for r in resolved)  # type: ignore[arg-type]
 
 
 def _standalone(
