@@ -208,8 +208,9 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """onnx's shape inference of ``model`` with data propagation, else without; ``None`` where
     both fail. onnx's data propagation copies a Cast's values unconverted, where onnxruntime
     converts them (int64 -> int32 modulo 2^32, a float's rounding); every Cast to another type
-    than int64 is hidden from it (:func:`_converting_casts_hidden`), so the shapes that follow
-    it are left to shape arithmetic (:mod:`onnxmem.shapes.shapeeval`), which converts as
+    than int64 is hidden from it (:func:`_converting_casts_hidden`), in the main graph and in
+    every subgraph, so the shapes that follow it are left to shape arithmetic
+    (:mod:`onnxmem.shapes.shapeeval`, on each body inferred on its own), which converts as
     onnxruntime does. The result's nodes are ``model``'s."""
     hidden, names = _converting_casts_hidden(model)
     try:
@@ -222,41 +223,59 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
         except Exception:  # noqa: BLE001
             return None
     if hidden is not None:
-        g = out.graph
-        g.ClearField("node")
-        g.node.extend(model.graph.node)
-        kept = [vi for vi in g.value_info if vi.name not in names]
-        g.ClearField("value_info")
-        g.value_info.extend(kept)
+        for g in reversed(list(iter_graphs(out.graph))):  # nested graphs first: a parent copies its nodes
+            nodes = [n for n in g.node if not (n.op_type == "Identity" and n.output and n.output[0] in names)]
+            for n in nodes:
+                if n.op_type == "Cast" and n.input and n.input[0] in names:
+                    n.input[0] = names[n.input[0]]
+            kept = [vi for vi in g.value_info if vi.name not in names]
+            for field, items in (("node", nodes), ("value_info", kept)):
+                g.ClearField(field)
+                getattr(g, field).extend(items)
     return out
 
 
-def _converting_casts_hidden(model: onnx.ModelProto) -> tuple[onnx.ModelProto | None, set[str]]:
-    """A copy of ``model`` where each top-level Cast to another type than int64 that may read
-    propagated values (from a node of :data:`_PROPAGATING` or an int64/int32 initializer)
-    reads its input through an Identity (which onnx's data propagation does not cross), and
-    the names of the values so added; ``(None, set())`` where there is no such Cast."""
+def _converting_casts_hidden(model: onnx.ModelProto) -> tuple[onnx.ModelProto | None, dict[str, str]]:
+    """A copy of ``model`` where each Cast to another type than int64 that may read propagated
+    values (in the main graph, from a node of :data:`_PROPAGATING` or an int64/int32 initializer;
+    in a subgraph, any) reads its input through an Identity (which onnx's data propagation does
+    not cross), and the names of the values so added, each with the Cast's input; ``(None, {})``
+    where there is no such Cast."""
+    graphs = list(iter_graphs(model.graph))
     g = model.graph
     producers = {o: n.op_type for n in g.node if n.domain in ("", "ai.onnx") for o in n.output if o}
     producers.update((i.name, "") for i in g.initializer if i.data_type in _PROPAGATED_TYPES)
-    hide = [k for k, n in enumerate(g.node) if n.op_type == "Cast" and n.domain in ("", "ai.onnx") and n.input
-            and producers.get(n.input[0]) in (*_PROPAGATING, "")
-            and next((a.i for a in n.attribute if a.name == "to"), 0) != TensorProto.INT64]
-    if not hide:
-        return None, set()
-    taken = {*producers, *(vi.name for vi in (*g.input, *g.output))}
-    out = copy_without(model, ("node",))
-    nodes, names = list(g.node), set()
-    for k in reversed(hide):
-        name = f"{_HIDDEN}{k}"
-        while name in taken:
-            name += "_"
-        cast = onnx.NodeProto()
-        cast.CopyFrom(nodes[k])
-        cast.input[0] = name
-        nodes[k:k + 1] = [helper.make_node("Identity", [nodes[k].input[0]], [name]), cast]
-        names.add(name)
-    out.graph.node.extend(nodes)
+
+    def hides(graph: onnx.GraphProto, main: bool) -> list[int]:
+        return [k for k, n in enumerate(graph.node) if n.op_type == "Cast" and n.domain in ("", "ai.onnx")
+                and n.input and n.input[0] and (not main or producers.get(n.input[0]) in (*_PROPAGATING, ""))
+                and next((a.i for a in n.attribute if a.name == "to"), 0) != TensorProto.INT64]
+
+    if not any(hides(graph, graph is g) for graph in graphs):
+        return None, {}
+    taken = {x for graph in graphs for x in (*(o for n in graph.node for o in n.output),
+                                              *(vi.name for vi in (*graph.input, *graph.output)),
+                                              *(i.name for i in graph.initializer))}
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    names: dict[str, str] = {}
+    for graph in reversed(list(iter_graphs(out.graph))):  # nested graphs first: a parent copies its nodes
+        hide = hides(graph, graph is out.graph)
+        if not hide:
+            continue
+        nodes = list(graph.node)
+        for k in reversed(hide):
+            name, read = f"{_HIDDEN}{len(names)}", nodes[k].input[0]
+            while name in taken:
+                name += "_"
+            cast = onnx.NodeProto()
+            cast.CopyFrom(nodes[k])
+            cast.input[0] = name
+            nodes[k:k + 1] = [helper.make_node("Identity", [read], [name]), cast]
+            names[name] = read
+            taken.add(name)
+        graph.ClearField("node")
+        graph.node.extend(nodes)
     return out, names
 
 
