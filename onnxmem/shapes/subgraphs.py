@@ -36,8 +36,8 @@ from onnxmem.shapes.engines import (
     values_after,
 )
 
-__all__ = ["Grower", "body_shapes", "defined_count", "ranged_outputs", "ranged_values", "standalone_bodies", "standalone_body", "taken_branches",
-           "with_shapes"]
+__all__ = ["Grower", "body_shapes", "defined_count", "ranged_outputs", "ranged_values", "standalone_bodies",
+           "standalone_body", "taken_branches", "with_shapes"]
 
 _Shapes = dict[str, tuple[int, tuple[int, ...]]]
 #: sizes a Loop whose values grow per iteration (:func:`onnxmem.shapes.loops.grow_loop`): ``(graph,
