@@ -24,7 +24,9 @@ The steps, in their order of trust (:data:`STEPS`):
    (:func:`onnxmem.runtime.ort.infer_measured_shapes`: the only way for data-dependent shapes).
    This layer never runs onnxruntime itself; measured shapes replace inferred ones, with a
    warning where the two differ;
-8. ``value_info``: the exporter's own value_info, the last resort, with a warning.
+8. ``value_info``: the exporter's own declarations, the last resort, with a warning, each only
+   where it agrees with the shape the engines give its value (another rank or another value of a
+   dim they fixed: not taken).
 
 Every step but ``onnx`` and ``measured`` runs only while some value still lacks a shape.
 """
