@@ -10,6 +10,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
+from onnxmem.core.errors import ShapeError
 from onnxmem.planning import PlanOptions, plan_range
 from onnxmem.plans import instantiate
 from onnxmem.shapes import infer_shapes, infer_symbolic_shapes
@@ -143,3 +144,47 @@ def test_a_body_output_inference_leaves_open_takes_a_declaration_that_adds(decla
     bodies: dict = {}
     standalone_bodies(model, model.graph, (), {"x": (F, (5, 4))}, {}, bodies)
     assert bodies[(("ys", "body"),)].get("s") == ((F, (5, 4)) if taken else None)
+
+
+@pytest.mark.parametrize("declared, taken", [([2, 12], (2, 12)), ([2, "k"], None)])
+def test_a_top_level_output_read_by_none_takes_a_declaration_that_adds(declared, taken):
+    """NonZero's output (2 rows, a count inference leaves open), read by no node: a declaration that
+    agrees and fixes the count is merged in (onnxruntime makes [2, 12] of x [4, 3] without zeros);
+    one that fixes nothing more is not taken and leaves the output to a measurement."""
+    model = make_model([helper.make_node("NonZero", ["x"], ["nz"])], [vi("x", [4, 3])],
+                       [vi("nz", declared, TensorProto.INT64)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": np.ones((4, 3), np.float32)})[0].shape == (2, 12)
+    if taken is None:
+        with pytest.raises(ShapeError, match="nz"):
+            infer_shapes(model)
+    else:
+        info = infer_shapes(model)
+        assert info.shapes["nz"] == taken and info.sources["nz"] == "onnx"
+
+
+def test_a_scalar_declaration_is_taken_for_an_output_without_a_shape():
+    """An op onnx does not know gives its output no shape; the output's scalar declaration sizes it."""
+    model = make_model([helper.make_node("Opaque", ["x"], ["out"], domain="org.example")], [vi("x", [4, 3])],
+                       [vi("out", [])])
+    model.opset_import.append(helper.make_opsetid("org.example", 1))
+    info = infer_shapes(model)
+    assert info.shapes["out"] == () and info.sources["out"] == "onnx"
+
+
+@pytest.mark.parametrize("declared", [[1, 12], [2, 12, 1], [5]])
+def test_the_last_resort_takes_no_output_declaration_conflicting_with_inference(declared, tmp_path):
+    """NonZero's output has rank 2 and 2 rows: the exporter's declaration, the last resort, is not taken
+    where it conflicts with that (a plan of [1, 12] held 96 of the 192 bytes onnxruntime writes)."""
+    from click.testing import CliRunner
+
+    from onnxmem.cli.main import main
+
+    model = make_model([helper.make_node("NonZero", ["x"], ["nz"])], [vi("x", [4, 3])],
+                       [vi("nz", declared, TensorProto.INT64)])
+    with pytest.raises(ShapeError, match="nz.*--measure-shapes"):
+        infer_shapes(model)
+    path, plan = tmp_path / "m.onnx", tmp_path / "p.json"
+    onnx.save(model, path)
+    r = CliRunner().invoke(main, ["plan", str(path), "-o", str(plan)])
+    assert r.exit_code != 0 and "'nz'" in r.output and "Traceback" not in r.output and not plan.exists()

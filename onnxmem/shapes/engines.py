@@ -26,6 +26,7 @@ from onnxmem.model import (
     iter_graphs,
     owner_key,
     read_type,
+    resolve_dim,
     set_shape,
     subgraph_attributes,
 )
@@ -36,12 +37,15 @@ __all__ = [
     "collect_value_types",
     "collect_types",
     "declared_back",
+    "declared_shape",
+    "graph_declarations",
     "run_engines",
     "run_onnx_inference",
     "run_symbolic_inference",
     "strip_for_inference",
     "take_branches",
     "undeclared_outputs",
+    "values_after",
     "with_declared",
 ]
 
@@ -147,6 +151,33 @@ def with_declared(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | N
     return tuple(d if f else i for f, (i, d) in zip(fills, pairs))
 
 
+def graph_declarations(g: onnx.GraphProto) -> dict[str, onnx.ValueInfoProto]:
+    """The declarations of ``g``'s values (not its subgraphs') with a shape, by name: its initializers'
+    dims, inputs, value_info, then outputs, a later one taken where the earlier has an unknown dim
+    (:func:`collect_graph_types`' rule)."""
+    out: dict[str, onnx.ValueInfoProto] = {}
+    for vi in (*(helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in g.initializer),
+               *g.input, *g.value_info, *g.output):
+        prev = out.get(vi.name)
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape") and (
+                prev is None or None in (read_type(prev)[1] or ())):
+            out[vi.name] = vi
+    return out
+
+
+def declared_shape(vi: onnx.ValueInfoProto, partial: tuple[int | None, tuple[int | None, ...] | None],
+                   binding: Mapping[str, int]) -> tuple[int, tuple[int, ...]] | None:
+    """The concrete shape declaration ``vi`` gives its value (dims under ``binding``) where it agrees with
+    what inference made of it, ``partial`` (an element type and dims, ``None`` where unknown), by
+    :func:`with_declared`'s rule; ``None`` where it conflicts or leaves a dim open."""
+    et = vi.type.tensor_type.elem_type or partial[0]
+    shape = with_declared(vi.type.tensor_type.shape, partial[1], lambda d: resolve_dim(d, binding) is not None)
+    resolved = [resolve_dim(d, binding) for d in shape or ()]
+    if not et or shape is None or any(r is None for r in resolved):
+        return None
+    return et, tuple(int(r) for r in resolved)  # type: ignore[arg-type]
+
+
 def declared_back(work: onnx.ModelProto, declared: Mapping[str, onnx.TensorShapeProto], found: Collection[str],
                   seen: Mapping[str, tuple[int, tuple[Dim, ...] | None]], known: Callable[[Dim], bool],
                   ) -> tuple[dict[str, tuple[int, tuple[Dim, ...]]], bool]:
@@ -177,8 +208,9 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """onnx's shape inference of ``model`` with data propagation, else without; ``None`` where
     both fail. onnx's data propagation copies a Cast's values unconverted, where onnxruntime
     converts them (int64 -> int32 modulo 2^32, a float's rounding); every Cast to another type
-    than int64 is hidden from it (:func:`_converting_casts_hidden`), so the shapes that follow
-    it are left to shape arithmetic (:mod:`onnxmem.shapes.shapeeval`), which converts as
+    than int64 is hidden from it (:func:`_converting_casts_hidden`), in the main graph and in
+    every subgraph, so the shapes that follow it are left to shape arithmetic
+    (:mod:`onnxmem.shapes.shapeeval`, on each body inferred on its own), which converts as
     onnxruntime does. The result's nodes are ``model``'s."""
     hidden, names = _converting_casts_hidden(model)
     try:
@@ -191,41 +223,59 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
         except Exception:  # noqa: BLE001
             return None
     if hidden is not None:
-        g = out.graph
-        g.ClearField("node")
-        g.node.extend(model.graph.node)
-        kept = [vi for vi in g.value_info if vi.name not in names]
-        g.ClearField("value_info")
-        g.value_info.extend(kept)
+        for g in reversed(list(iter_graphs(out.graph))):  # nested graphs first: a parent copies its nodes
+            nodes = [n for n in g.node if not (n.op_type == "Identity" and n.output and n.output[0] in names)]
+            for n in nodes:
+                if n.op_type == "Cast" and n.input and n.input[0] in names:
+                    n.input[0] = names[n.input[0]]
+            kept = [vi for vi in g.value_info if vi.name not in names]
+            for field, items in (("node", nodes), ("value_info", kept)):
+                g.ClearField(field)
+                getattr(g, field).extend(items)
     return out
 
 
-def _converting_casts_hidden(model: onnx.ModelProto) -> tuple[onnx.ModelProto | None, set[str]]:
-    """A copy of ``model`` where each top-level Cast to another type than int64 that may read
-    propagated values (from a node of :data:`_PROPAGATING` or an int64/int32 initializer)
-    reads its input through an Identity (which onnx's data propagation does not cross), and
-    the names of the values so added; ``(None, set())`` where there is no such Cast."""
+def _converting_casts_hidden(model: onnx.ModelProto) -> tuple[onnx.ModelProto | None, dict[str, str]]:
+    """A copy of ``model`` where each Cast to another type than int64 that may read propagated
+    values (in the main graph, from a node of :data:`_PROPAGATING` or an int64/int32 initializer;
+    in a subgraph, any) reads its input through an Identity (which onnx's data propagation does
+    not cross), and the names of the values so added, each with the Cast's input; ``(None, {})``
+    where there is no such Cast."""
+    graphs = list(iter_graphs(model.graph))
     g = model.graph
     producers = {o: n.op_type for n in g.node if n.domain in ("", "ai.onnx") for o in n.output if o}
     producers.update((i.name, "") for i in g.initializer if i.data_type in _PROPAGATED_TYPES)
-    hide = [k for k, n in enumerate(g.node) if n.op_type == "Cast" and n.domain in ("", "ai.onnx") and n.input
-            and producers.get(n.input[0]) in (*_PROPAGATING, "")
-            and next((a.i for a in n.attribute if a.name == "to"), 0) != TensorProto.INT64]
-    if not hide:
-        return None, set()
-    taken = {*producers, *(vi.name for vi in (*g.input, *g.output))}
-    out = copy_without(model, ("node",))
-    nodes, names = list(g.node), set()
-    for k in reversed(hide):
-        name = f"{_HIDDEN}{k}"
-        while name in taken:
-            name += "_"
-        cast = onnx.NodeProto()
-        cast.CopyFrom(nodes[k])
-        cast.input[0] = name
-        nodes[k:k + 1] = [helper.make_node("Identity", [nodes[k].input[0]], [name]), cast]
-        names.add(name)
-    out.graph.node.extend(nodes)
+
+    def hides(graph: onnx.GraphProto, main: bool) -> list[int]:
+        return [k for k, n in enumerate(graph.node) if n.op_type == "Cast" and n.domain in ("", "ai.onnx")
+                and n.input and n.input[0] and (not main or producers.get(n.input[0]) in (*_PROPAGATING, ""))
+                and next((a.i for a in n.attribute if a.name == "to"), 0) != TensorProto.INT64]
+
+    if not any(hides(graph, graph is g) for graph in graphs):
+        return None, {}
+    taken = {x for graph in graphs for x in (*(o for n in graph.node for o in n.output),
+                                              *(vi.name for vi in (*graph.input, *graph.output)),
+                                              *(i.name for i in graph.initializer))}
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    names: dict[str, str] = {}
+    for graph in reversed(list(iter_graphs(out.graph))):  # nested graphs first: a parent copies its nodes
+        hide = hides(graph, graph is out.graph)
+        if not hide:
+            continue
+        nodes = list(graph.node)
+        for k in reversed(hide):
+            name, read = f"{_HIDDEN}{len(names)}", nodes[k].input[0]
+            while name in taken:
+                name += "_"
+            cast = onnx.NodeProto()
+            cast.CopyFrom(nodes[k])
+            cast.input[0] = name
+            nodes[k:k + 1] = [helper.make_node("Identity", [read], [name]), cast]
+            names[name] = read
+            taken.add(name)
+        graph.ClearField("node")
+        graph.node.extend(nodes)
     return out, names
 
 
@@ -263,14 +313,14 @@ def run_symbolic_inference(model: onnx.ModelProto, undefined: Collection[str] = 
     except Exception:  # noqa: BLE001 - symbolic inference gives up on some graphs
         return None
     if undefined:
-        after = _values_after(out.graph, undefined)
+        after = values_after(out.graph, undefined)
         for vi in (*out.graph.value_info, *out.graph.output):
             if vi.name in after and vi.type.HasField("tensor_type"):
                 vi.type.tensor_type.ClearField("shape")
     return out
 
 
-def _values_after(graph: onnx.GraphProto, names: Iterable[str]) -> set[str]:
+def values_after(graph: onnx.GraphProto, names: Iterable[str]) -> set[str]:
     """``names`` and every value of ``graph`` computed from one of them, through any node (a
     node with subgraphs reads what its bodies capture as well), in any node order."""
     after = {name for name in names if name}

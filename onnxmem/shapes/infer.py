@@ -21,6 +21,7 @@ from onnxmem.model import (
     BodyKey,
     Dim,
     bind_dims,
+    body_captures,
     graph_inputs,
     iter_bodies,
     read_type,
@@ -32,6 +33,7 @@ from onnxmem.model import (
 from onnxmem.shapes.contrib import complete_contrib, unshaped_reason
 from onnxmem.shapes.contrib_attention import value_sized
 from onnxmem.shapes.engines import (
+    collect_types,
     declared_back,
     run_engines,
     run_onnx_inference,
@@ -42,6 +44,7 @@ from onnxmem.shapes.engines import (
 )
 from onnxmem.shapes.info import ShapeInfo
 from onnxmem.shapes.loops import loop_name
+from onnxmem.shapes.shapeeval import evaluate_values
 from onnxmem.shapes.steps import (
     STEPS,
     Inference,
@@ -50,7 +53,14 @@ from onnxmem.shapes.steps import (
     nested_grower,
     outer_values,
 )
-from onnxmem.shapes.subgraphs import body_shapes, defined_count, standalone_bodies, with_shapes
+from onnxmem.shapes.subgraphs import (
+    body_shapes,
+    defined_count,
+    ranged_values,
+    standalone_bodies,
+    taken_branches,
+    with_shapes,
+)
 
 __all__ = ["SYMBOLIC_ROUNDS", "infer_shapes", "infer_symbolic_shapes", "top_level_values"]
 
@@ -86,7 +96,10 @@ def infer_shapes(
     of the outer values it captures and the values of those known: small
     weights and constants, shape arithmetic the evaluator computed, and
     ``measured_values`` (small integer values of one run, see
-    :func:`onnxmem.runtime.ort.measure_shapes`). ``excluded``: If branches runs are
+    :func:`onnxmem.runtime.ort.measure_shapes`). A body value computed past its dtype's range
+    (:func:`onnxmem.shapes.subgraphs.ranged_values`) is sized by its body inferred on its own
+    alone; a main-graph If output left open takes the shape its branches so agree on (source
+    ``branches``). ``excluded``: If branches runs are
     assumed not to take (:func:`onnxmem.graph.view.excluded_branches`): an If's outputs
     take the other branch's shapes, and the excluded one need not be sized. ``nchwc_block``:
     the NCHWc block size of the session that built the graph (``plan --optimize all`` on CPU
@@ -104,6 +117,9 @@ def infer_shapes(
         if step.always or state.incomplete():
             step.run(state)
     missing = [n for n in state.wanted if n not in state.known]
+    ifs = {o for n in model.graph.node if n.op_type == "If" and n.domain in ("", "ai.onnx") for o in n.output}
+    if ifs.intersection(missing) and _branch_outputs(state, measured_values or {}, excluded):
+        missing = [n for n in state.wanted if n not in state.known]
     if missing:
         zero = sorted(k for k, v in (dims or {}).items() if v == 0)
         if zero:
@@ -233,26 +249,54 @@ def _subgraph_shapes(
     def open_bodies() -> bool:
         return any(len(bodies[k]) < defined_count(g) for k, g in iter_bodies(model.graph))
 
-    bodies = body_shapes(model, [(inferred, dims)])
+    # values sized from a value computed past its dtype's range: left to each body inferred on its own
+    undefined = state.evaluated.undefined if state.evaluated is not None else frozenset()
+    skip = ranged_values(model, inferred if inferred is not None else work, undefined)
+    bodies = body_shapes(model, [(inferred, dims)], skip)
     if open_bodies():
         if state.symbolic is None:
-            state.symbolic = run_symbolic_inference(inferred if inferred is not None else work)
-        bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims), (model, state.file_dims)])
+            state.symbolic = run_symbolic_inference(inferred if inferred is not None else work, undefined)
+        bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims)], skip, state.file_dims)
     if open_bodies():
         # infer again with every main-graph value at its concrete (or measured) shape, so
         # the bodies see the exact types of the outer values they read
         again = with_shapes(inferred if inferred is not None else work, state.known)
         re_onnx = run_onnx_inference(again)
-        re_sym = run_symbolic_inference(re_onnx if re_onnx is not None else again)
-        bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims), (re_onnx, {}), (re_sym, {}),
-                                     (model, state.file_dims)])
+        re_sym = run_symbolic_inference(re_onnx if re_onnx is not None else again, undefined)
+        bodies = body_shapes(model, [(inferred, dims), (state.symbolic, dims), (re_onnx, {}), (re_sym, {})], skip,
+                             state.file_dims)
     if open_bodies() or state.loops:
         values = {**outer_values(state), **measured_values}
+        if any(skip.values()):  # the outer values bodies read, for those sized past the range
+            values = evaluate_values(work, values, {k: v[1] for k, v in state.known.items()},
+                                     [n for n in body_captures(model.graph) if n not in values])
         grow_loops(state, values, only_open=False)  # Loops whose carried values grow: sized per iteration
         for bound in state.loops.values():
             bodies.update((k, dict(v)) for k, v in bound.bodies.items())
         standalone_bodies(model, model.graph, (), state.known, values, bodies, excluded, nested_grower(state))
+    if any(skip.values()):  # the file's declarations, the last resort, for those no body inferred sized
+        for key, declared in body_shapes(model, [], skip, state.file_dims, rest=True).items():
+            for name, typed in declared.items():
+                bodies.setdefault(key, {}).setdefault(name, typed)
     return bodies
+
+
+def _branch_outputs(state: Inference, measured_values: Mapping[str, np.ndarray], excluded: frozenset[BodyKey]) -> bool:
+    """Give the main graph's If outputs left open the shapes their branches, each inferred on its own,
+    agree on (onnxruntime's symbolic inference gives none computed past a dtype's range in a branch),
+    then infer again with them; whether one was given."""
+    bodies = _subgraph_shapes(state, measured_values, excluded)
+    values = {**outer_values(state), **measured_values}
+    taken = {k: v for k, v in taken_branches(state.model.graph, (), values, bodies, state.known, excluded).items()
+             if k in state.wanted and k not in state.known}
+    if not taken:
+        return False
+    state.known.update(taken)
+    state.sources.update(dict.fromkeys(taken, "branches"))
+    again = run_onnx_inference(with_shapes(state.inferred if state.inferred is not None else state.work, state.known))
+    if again is not None:
+        state.absorb(collect_types(again), "branches", state.dims)
+    return True
 
 
 def infer_symbolic_shapes(

@@ -24,7 +24,9 @@ The steps, in their order of trust (:data:`STEPS`):
    (:func:`onnxmem.runtime.ort.infer_measured_shapes`: the only way for data-dependent shapes).
    This layer never runs onnxruntime itself; measured shapes replace inferred ones, with a
    warning where the two differ;
-8. ``value_info``: the exporter's own value_info, the last resort, with a warning.
+8. ``value_info``: the exporter's own declarations, the last resort, with a warning, each only
+   where it agrees with the shape the engines give its value (another rank or another value of a
+   dim they fixed: not taken).
 
 Every step but ``onnx`` and ``measured`` runs only while some value still lacks a shape.
 """
@@ -41,17 +43,20 @@ from onnx import TensorProto
 import onnxmem.shapes.pieces as pieces
 import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import show_name
-from onnxmem.model import BodyKey, Dim, resolve_dim
+from onnxmem.model import BodyKey, Dim, resolve_dim, set_shape
 from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import (
     collect_types,
+    declared_shape,
+    graph_declarations,
     run_onnx_inference,
     run_symbolic_inference,
     undeclared_outputs,
+    with_declared,
 )
 from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
-from onnxmem.shapes.subgraphs import Grower, with_shapes
+from onnxmem.shapes.subgraphs import Grower, ranged_outputs, ranged_values, with_shapes
 from onnxmem.shapes.training import complete_shapes
 
 __all__ = ["STEPS", "Inference", "Step", "TypedShape"]
@@ -138,12 +143,17 @@ def _onnx(state: Inference) -> None:
         return
     found = collect_types(state.inferred)
     shaped: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}
-    left = {vi.name: vi for vi in state.work.graph.output if vi.name in declared
-            and _open(found.get(vi.name, (None, None))[1], state.dims, shaped)
-            and _adds(declared[vi.name], found.get(vi.name, (None, None))[1])}
-    if left:  # outputs inference leaves open take their declared shapes
-        for name, vi in left.items():
-            vi.type.tensor_type.shape.CopyFrom(declared[name])
+    left: dict[str, tuple[Dim, ...]] = {}  # outputs inference leaves open that take their declared shapes
+    for vi in state.work.graph.output:
+        sh = found.get(vi.name, (None, None))[1]
+        if vi.name in declared and _open(sh, state.dims, shaped):
+            merged = with_declared(declared[vi.name], sh, lambda d: isinstance(d, int))
+            if merged is not None:
+                left[vi.name] = merged
+    if left:
+        for vi in state.work.graph.output:
+            if vi.name in left:
+                vi.type.tensor_type.shape.CopyFrom(declared[vi.name])
         if any(n in left for node in state.work.graph.node for n in node.input):
             again = run_onnx_inference(state.work)  # read by nodes: onnx infers again with them
             if again is not None:
@@ -151,7 +161,7 @@ def _onnx(state: Inference) -> None:
         else:  # read by none: merged in place, dim by dim, as onnx merges them
             for vi in state.inferred.graph.output:
                 if vi.name in left:
-                    _merge_declared(vi, declared[vi.name])
+                    set_shape(vi, left[vi.name])
             found = collect_types(state.inferred)
     state.absorb(found, "onnx", state.dims)
 
@@ -160,30 +170,6 @@ def _open(shape: tuple[Dim, ...] | None, binding: Mapping[str, int],
           shaped: dict[tuple[Dim, ...], tuple[int, ...] | None]) -> bool:
     """Whether ``shape`` is not concrete under ``binding`` (:func:`_resolved`)."""
     return shape is None or _resolved(shape, binding, shaped) is None
-
-
-def _adds(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | None) -> bool:
-    """Whether a declared shape agrees with what inference left of an output (its rank, the dims
-    it fixed) and fixes a dim that inference left open (or is a scalar's, where it has no shape)."""
-    if inferred is None:
-        return not declared.dim or any(d.HasField("dim_value") for d in declared.dim)
-    pairs = list(zip(inferred, declared.dim))
-    return (len(inferred) == len(declared.dim)
-            and not any(isinstance(i, int) and d.HasField("dim_value") and d.dim_value != i for i, d in pairs)
-            and any(not isinstance(i, int) and d.HasField("dim_value") for i, d in pairs))
-
-
-def _merge_declared(vi: onnx.ValueInfoProto, declared: onnx.TensorShapeProto) -> None:
-    """Give inferred output ``vi`` its ``declared`` shape (which :func:`_adds` to it), keeping
-    each dim inference fixed where the declaration does not."""
-    tt = vi.type.tensor_type
-    dims = list(tt.shape.dim) if tt.HasField("shape") else []
-    merged = onnx.TensorShapeProto()
-    merged.CopyFrom(declared)
-    for d, got in zip(merged.dim, dims):
-        if not d.HasField("dim_value") and got.HasField("dim_value"):
-            d.dim_value = got.dim_value
-    tt.shape.CopyFrom(merged)
 
 
 def _pieces_complete(state: Inference) -> bool:
@@ -306,7 +292,11 @@ def _contrib_rules(state: Inference) -> None:
 
 
 def _symbolic(state: Inference) -> None:
-    undefined = state.evaluated.undefined if state.evaluated is not None else ()  # no shape computed from them
+    # no shape computed from them: values past their dtype's range, outputs of bodies computing such values
+    undefined = state.evaluated.undefined if state.evaluated is not None else frozenset()
+    if not state.flat:
+        typed = state.inferred if state.inferred is not None else state.work
+        undefined = undefined | ranged_outputs(state.work, ranged_values(state.work, typed, undefined))
     state.symbolic = run_symbolic_inference(state.inferred if state.inferred is not None else state.work, undefined)
     if state.symbolic is not None:
         state.absorb(collect_types(state.symbolic), "symbolic", state.dims)
@@ -325,8 +315,21 @@ def _measured(state: Inference) -> None:
 
 
 def _value_info(state: Inference) -> None:
-    """The last resort: the exporter's own value_info, for values nothing else could type."""
-    state.absorb(collect_types(state.model), "value_info", state.file_dims)
+    """The last resort: the exporter's own declarations, for values nothing else could type, where they
+    agree with the shape the engines give them and fill what that leaves open
+    (:func:`onnxmem.shapes.engines.declared_shape`)."""
+    files = graph_declarations(state.model.graph)
+    made = [collect_types(m) for m in (state.inferred, state.symbolic) if m is not None]
+    taken: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
+    for name in state.wanted:
+        if name in state.known or name not in files:
+            continue
+        partial = next(((et, tuple(resolve_dim(d, state.dims) for d in sh)) for et, sh in
+                        (m.get(name, (None, None)) for m in made) if sh is not None), (None, None))
+        shape = declared_shape(files[name], partial, state.file_dims)
+        if shape is not None:
+            taken[name] = shape
+    state.absorb(taken, "value_info", {})
     n_vi = sum(1 for s in state.sources.values() if s == "value_info")
     if n_vi:
         state.warnings.append(f"{n_vi} tensor shapes come from the exporter's value_info alone")

@@ -7,7 +7,7 @@ it captures and the values of those known.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -28,12 +28,16 @@ from onnxmem.model import (
 from onnxmem.shapes.engines import (
     collect_graph_types,
     declared_back,
+    declared_shape,
+    graph_declarations,
     run_engines,
     strip_for_inference,
     undeclared_outputs,
+    values_after,
 )
 
-__all__ = ["Grower", "body_shapes", "defined_count", "standalone_bodies", "standalone_body", "with_shapes"]
+__all__ = ["Grower", "body_shapes", "defined_count", "ranged_outputs", "ranged_values", "standalone_bodies",
+           "standalone_body", "taken_branches", "with_shapes"]
 
 _Shapes = dict[str, tuple[int, tuple[int, ...]]]
 #: sizes a Loop whose values grow per iteration (:func:`onnxmem.shapes.loops.grow_loop`): ``(graph,
@@ -51,26 +55,117 @@ def _body_types(model: onnx.ModelProto) -> dict[BodyKey, dict[str, tuple[int | N
     return out
 
 
+#: ops whose result a whole-model engine computes without its dtype's range: integer arithmetic (onnxruntime's
+#: C++ wraps or is undefined where the exact result leaves the range) and Cast (onnxruntime converts the values)
+_RANGED = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Pow", "Sum", "CumSum", "ReduceSum",
+                     "ReduceProd", "Range", "Cast", "CastLike"})
+_FLOATS = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16})
+#: integer types -> the types a Cast to them keeps every value of
+_SMALL = frozenset({TensorProto.BOOL, TensorProto.INT8, TensorProto.INT16, TensorProto.UINT8, TensorProto.UINT16})
+_WIDER: dict[int | None, frozenset[int]] = {
+    TensorProto.INT64: _SMALL | {TensorProto.INT32, TensorProto.UINT32}, TensorProto.INT32: _SMALL}
+
+
+def _in_range(node: onnx.NodeProto, types: Mapping[str, tuple[int | None, object]]) -> bool:
+    """Whether node (of :data:`_RANGED`) computes what onnxruntime does under any engine: float arithmetic, a Cast
+    between floats or to a type that holds every value of its input (element ``types`` as inferred)."""
+    out = types.get(node.output[0], (None, None))[0] if node.output else None
+    if node.op_type not in ("Cast", "CastLike"):
+        return out in _FLOATS
+    src = types.get(node.input[0], (None, None))[0] if node.input else None
+    return src is not None and (src == out or (src in _FLOATS and out in _FLOATS)
+                                or src in _WIDER.get(out, frozenset()))
+
+
+def _ranged_nodes(graph: onnx.GraphProto, types: Mapping[str, tuple[int | None, object]]) -> Iterable[str]:
+    """The outputs of ``graph``'s nodes (of ONNX's domain) that compute without the range (:func:`_in_range`)."""
+    for node in graph.node:
+        if node.op_type in _RANGED and node.domain in ("", "ai.onnx") and not _in_range(node, types):
+            yield from (o for o in node.output if o)
+
+
+def ranged_values(model: onnx.ModelProto, typed: onnx.ModelProto, undefined: Collection[str] = ()
+                  ) -> dict[BodyKey, set[str]]:
+    """For every subgraph of ``model``: the values a whole-model engine (onnx's data propagation, onnxruntime's
+    symbolic inference) may size from a value it computes without its dtype's range (an integer overflow, a
+    Cast that converts; element types read from ``typed``, an inference of ``model``). Each is computed, in
+    the subgraph, from an output of such a node, from a formal input whose owner reads such a value, from an
+    outer value that is one (a main-graph value of an integer type computed from such a node or from one of
+    ``undefined``; the main graph's shapes are exact, its shape arithmetic folded in), or by a node whose
+    subgraphs hold such a node. Their shapes come from each body inferred on its own
+    (:func:`standalone_bodies`), whose shape arithmetic is exact."""
+    types = _body_types(typed)
+    main = collect_graph_types(typed.graph)
+    top = values_after(model.graph, {*_ranged_nodes(model.graph, main), *undefined})
+    out: dict[BodyKey, set[str]] = {}
+
+    def seeds(graph: onnx.GraphProto, key: BodyKey, above: set[str], formal: bool) -> set[str]:
+        found = {*_ranged_nodes(graph, types.get(key, {})), *(n for n in captured_names(graph) if n in above)}
+        found.update(vi.name for vi in graph.input if formal)
+        for i, node in enumerate(graph.node):
+            if any([seeds(sub, (*key, (owner_key(node, i), attr)), above, False)
+                    for attr, sub in subgraph_attributes(node)]):
+                found.update(o for o in node.output if o)
+        return found
+
+    def close(graph: onnx.GraphProto, key: BodyKey, above: set[str]) -> None:
+        for i, node in enumerate(graph.node):
+            for attr, sub in subgraph_attributes(node):
+                sk = (*key, (owner_key(node, i), attr))
+                out[sk] = values_after(sub, seeds(sub, sk, above, any(n in above for n in node.input)))
+                close(sub, sk, above | out[sk])
+
+    close(model.graph, (), {n for n in top if main.get(n, (None, None))[0] not in _FLOATS})
+    return out
+
+
+def ranged_outputs(model: onnx.ModelProto, bodies: Mapping[BodyKey, Collection[str]]) -> set[str]:
+    """The outputs of ``model``'s main-graph nodes one of whose subgraphs returns a value of ``bodies``
+    (:func:`ranged_values`): a whole-model engine may size them from a value computed past its range."""
+    out: set[str] = set()
+    for i, node in enumerate(model.graph.node):
+        for attr, sub in subgraph_attributes(node):
+            if any(vi.name in bodies.get(((owner_key(node, i), attr),), ()) for vi in sub.output):
+                out.update(o for o in node.output if o)
+    return out
+
+
 def body_shapes(
-    model: onnx.ModelProto, sources: Sequence[tuple[onnx.ModelProto | None, Mapping[str, int]]]
+    model: onnx.ModelProto, sources: Sequence[tuple[onnx.ModelProto | None, Mapping[str, int]]],
+    skip: Mapping[BodyKey, Collection[str]] | None = None, declared: Mapping[str, int] | None = None,
+    *, rest: bool = False,
 ) -> dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]]:
     """Concrete shapes of the values each subgraph of ``model`` defines, from the first
-    of ``sources`` (an inferred model and the dim binding to read it with) that resolves them."""
+    of ``sources`` (an inferred model and the dim binding to read it with) that resolves them;
+    none of those ``skip`` names (:func:`ranged_values`). Given ``declared`` (the binding of the
+    file's dims), the file's declaration of a value no source resolves, the last resort, where
+    it agrees with the shape the first source gives it and fills what that leaves open
+    (:func:`onnxmem.shapes.engines.with_declared`). ``rest``: the ``skip`` names alone, from their
+    declarations alone (once each body was inferred on its own)."""
     read = [(_body_types(m), binding) for m, binding in sources if m is not None]
+    files = {key: graph_declarations(g) for key, g in iter_bodies(model.graph)} if declared is not None else {}
     out: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = {}
     for key, g in iter_bodies(model.graph):
-        names = [vi.name for vi in g.input] + [i.name for i in g.initializer]
-        names += [o for node in g.node for o in node.output if o]
+        left = (skip or {}).get(key, ())
+        names = [] if rest else [vi.name for vi in g.input] + [i.name for i in g.initializer]
+        names += [o for node in g.node for o in node.output if o and (o in left) == rest]
         known: dict[str, tuple[int, tuple[int, ...]]] = {}
         for name in names:
-            for types, binding in read:
+            partial: tuple[int | None, tuple[int | None, ...] | None] = (None, None)
+            for types, binding in () if rest else read:
                 et, sh = types.get(key, {}).get(name, (None, None))
                 if et is None or sh is None:
                     continue
-                resolved = [resolve_dim(d, binding) for d in sh]
+                resolved = tuple(resolve_dim(d, binding) for d in sh)
                 if all(r is not None for r in resolved):
                     known[name] = (et, tuple(int(r) for r in resolved))  # type: ignore[arg-type]
                     break
+                partial = partial if partial[1] is not None else (et, resolved)
+            decl = files.get(key, {}).get(name)
+            if name not in known and decl is not None and declared is not None:
+                taken = declared_shape(decl, partial, declared)
+                if taken is not None:
+                    known[name] = taken
         out[key] = known
     return out
 
@@ -155,7 +250,7 @@ def _infer_standalone(work: onnx.ModelProto, names: Iterable[str], also: Sequenc
     return found, made
 
 
-def _taken_branches(
+def taken_branches(
     graph: onnx.GraphProto,
     key: BodyKey,
     values: Mapping[str, np.ndarray],
@@ -268,7 +363,7 @@ def standalone_body(
                 have.setdefault(name, typed)
             inner.update(made)
         standalone_bodies(model, sub, sk, {**outer, **have}, inner, bodies, excluded, grow)
-        taken = _taken_branches(sub, sk, inner, bodies, have, excluded)
+        taken = taken_branches(sub, sk, inner, bodies, have, excluded)
         if grow is not None:
             taken.update(_grown(sub, sk, {**outer, **have}, inner, bodies, have, grow))
         if not taken:
