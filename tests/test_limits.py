@@ -160,3 +160,34 @@ def test_zoo_verify_reads_models_through_the_checked_loader(tmp_path):
     assert not (tmp_path / "out").exists()
     with pytest.raises(OnnxmemError, match="is not a regular file"):
         materialize(zoo / "zero.onnx", tmp_path / "filled")
+
+
+def test_memory_running_out_in_the_command_itself_is_one_line(tmp_path):
+    """verify run in the command's own process (no child: ``isolate=False``, as in a pool's
+    worker) on a batch of a million images, under a 3 GiB address space: one line naming the
+    command, exit 1, no traceback (the child reports its own MemoryError the same way)."""
+    import subprocess
+    import sys
+
+    k1 = numpy_helper.from_array(np.full((4, 3, 3, 3), 0.1, np.float32), "k1")
+    k2 = numpy_helper.from_array(np.full((4, 4, 3, 3), 0.1, np.float32), "k2")
+    m = make_model([helper.make_node("Conv", ["img", "k1"], ["c1"], pads=[1, 1, 1, 1]),
+                    helper.make_node("Relu", ["c1"], ["r1"]),
+                    helper.make_node("MaxPool", ["r1"], ["m1"], kernel_shape=[2, 2], strides=[2, 2]),
+                    helper.make_node("Conv", ["m1", "k2"], ["c2"], pads=[1, 1, 1, 1]),
+                    helper.make_node("Add", ["c2", "m1"], ["s"]),
+                    helper.make_node("GlobalAveragePool", ["s"], ["y"])],
+                   [vi("img", [1_000_000, 3, 8, 8])], [vi("y", None)], [k1, k2])
+    path = _save(tmp_path, m)
+    script = ("import resource, sys\n"
+              "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+              "from onnxmem.runtime.isolation import run_limits\n"
+              "from onnxmem.cli.main import main\n"
+              "with run_limits(isolate=False):\n"
+              "    main(['verify', sys.argv[1]])\n")
+    r = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 1, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines[-1].startswith("error: onnxmem ran out of memory during verify"), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr

@@ -245,6 +245,10 @@ def test_json_round_trip_and_hostile_text(tmp_path):
     with pytest.raises(PlanError, match="ranges 40 dims; a range plan ranges at most"):
         range_from_dict(data)
     data = json.loads(out.read_text())
+    data["range"]["plan_seconds"] = -1  # instantiated, it was a point plan its schema refuses
+    with pytest.raises(PlanError, match="plan_seconds.*is below 0"):
+        range_from_dict(data)
+    data = json.loads(out.read_text())
     data["schema_version"] = 99
     with pytest.raises(PlanError, match="schema_version 99"):
         range_from_dict(data)

@@ -122,6 +122,10 @@ class LazyGroup(click.Group):
         except OnnxmemError as exc:
             click.echo(f"error: {one_line(str(exc))}", err=True)
             sys.exit(exc.exit_code)
+        except MemoryError:  # in this process (the child reports its own): a value too large for the memory left
+            click.echo(f"error: onnxmem ran out of memory during {ctx.invoked_subcommand or 'the command'}; give "
+                       "smaller input shapes (--input-shape, --dim) or run it where more memory is free", err=True)
+            sys.exit(1)
 
 
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

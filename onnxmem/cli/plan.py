@@ -152,10 +152,8 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         outs.add(budget_sweep, "--budget-sweep")
         _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout, remat_order)
         return
-    if rewrite_out is not None and budget is None:
-        raise click.UsageError("--rewrite-out writes the model --budget rewrites; give --budget too")
-    if runtime_overhead is not None and budget is None:
-        raise click.UsageError("--runtime-overhead counts beside a --budget; give --budget too")
+    _need_budget(budget, {"--rewrite-out": "writes the model --budget rewrites" if rewrite_out is not None else "",
+                          "--runtime-overhead": "counts beside a --budget" if runtime_overhead is not None else ""})
     if budget is not None:
         _plan_budget(model, opts, outs, output, annotate, budget, rewrite_out, remat_algorithm, cost_model,
                      timeout, as_json, remat_order, runtime_overhead)
@@ -195,6 +193,14 @@ def _load(model: str) -> tuple[onnx.ModelProto, list[ExternalData]]:
     from onnxmem.model import load_model_data  # onnx
 
     return load_model_data(model)
+
+
+def _need_budget(budget: str | None, given: dict[str, str]) -> None:
+    """A usage error for the first flag of ``given`` (flag -> what it does, empty where not
+    given) that means nothing without ``--budget``."""
+    for flag, does in given.items():
+        if does and budget is None:
+            raise click.UsageError(f"{flag} {does}; give --budget too")
 
 
 def _refuse_for_range(budgeted: bool, concurrency: str, branches: tuple[str, ...]) -> None:

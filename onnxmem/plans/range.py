@@ -565,6 +565,8 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
     seconds = d.get("plan_seconds")
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
         raise r.fail("range/plan_seconds", "is not a finite number")
+    if seconds < 0:
+        raise r.fail("range/plan_seconds", "is below 0")
     warnings = r.get(d, "warnings", list, "range")
     check_schema(data, "range", where)  # what the checks above leave: no field beyond the schema's
     return RangePlan(
