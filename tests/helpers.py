@@ -111,3 +111,37 @@ def slowed_machine(monkeypatch, factor: float = 100.0):
         hog.join()
         for name, clock in real.items():
             monkeypatch.setattr(time, name, clock)
+
+
+def plan_then_verify(tmp_path, model: onnx.ModelProto, feeds: dict | None = None, *plan_args: str) -> None:
+    """``model`` saved in ``tmp_path``, planned (``plan_args`` added) and verified with its plan
+    (``feeds``: the ``--inputs`` values): both exit 0."""
+    import numpy as np
+    from click.testing import CliRunner
+
+    from onnxmem.cli.main import main
+
+    path, plan = tmp_path / "m.onnx", tmp_path / "p.json"
+    onnx.save(model, path)
+    r = CliRunner().invoke(main, ["plan", str(path), "-o", str(plan), *plan_args])
+    assert r.exit_code == 0, r.output
+    extra = []
+    if feeds is not None:
+        np.savez(tmp_path / "feeds.npz", **feeds)
+        extra = ["--inputs", str(tmp_path / "feeds.npz")]
+    r = CliRunner().invoke(main, ["verify", str(path), "--plan", str(plan), *extra])
+    assert r.exit_code == 0, r.output
+
+
+def plan_refused(tmp_path, model: onnx.ModelProto, *says: str) -> None:
+    """``model`` saved in ``tmp_path`` and planned: refused in words holding each of ``says``,
+    with no traceback and no plan file."""
+    from click.testing import CliRunner
+
+    from onnxmem.cli.main import main
+
+    path, plan = tmp_path / "m.onnx", tmp_path / "p.json"
+    onnx.save(model, path)
+    r = CliRunner().invoke(main, ["plan", str(path), "-o", str(plan)])
+    assert r.exit_code != 0 and all(s in r.output for s in says), r.output
+    assert "Traceback" not in r.output and not plan.exists()

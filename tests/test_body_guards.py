@@ -17,7 +17,7 @@ from onnx import TensorProto, helper
 from onnxmem.cli.main import main
 from onnxmem.shapes import infer_shapes
 
-from .helpers import make_model, vi
+from .helpers import make_model, plan_refused, plan_then_verify, vi
 
 I64, I32, F, B = TensorProto.INT64, TensorProto.INT32, TensorProto.FLOAT, TensorProto.BOOL
 THEN = (("y", "then_branch"),)
@@ -83,13 +83,7 @@ def test_wrapping_cast_in_a_branch_plans_as_onnxruntime_runs(tail, tmp_path):
     model = _branch_model(WRAPPED, 2**32 - 3, nodes)
     assert _ort_body_shape(model) == want
     assert infer_shapes(model).bodies[THEN]["b_y"][1] == want
-    path, plan, feeds = tmp_path / "m.onnx", tmp_path / "p.json", tmp_path / "c.npz"
-    onnx.save(model, path)
-    np.savez(feeds, c=np.array(True))
-    r = run("plan", str(path), "-o", str(plan))
-    assert r.exit_code == 0, r.output
-    r = run("verify", str(path), "--plan", str(plan), "--inputs", str(feeds))
-    assert r.exit_code == 0, r.output
+    plan_then_verify(tmp_path, model, {"c": np.array(True)})
 
 
 def test_overflow_in_a_branch_is_refused_not_guessed(tmp_path):
@@ -97,11 +91,7 @@ def test_overflow_in_a_branch_is_refused_not_guessed(tmp_path):
     assert _ort_body_shape(model) == (4, 3)  # onnxruntime's wrapped start; exact arithmetic gives (0, 3)
     shaped = infer_shapes(model).bodies[THEN]
     assert "t0" in shaped and "b_y" not in shaped and "b_r" not in shaped
-    path, plan = tmp_path / "m.onnx", tmp_path / "p.json"
-    onnx.save(model, path)
-    r = run("plan", str(path), "-o", str(plan))
-    assert r.exit_code != 0 and "'b_y'" in r.output and "no static size" in r.output
-    assert "Traceback" not in r.output and not plan.exists()
+    plan_refused(tmp_path, model, "'b_y'", "no static size")
 
 
 
@@ -133,13 +123,7 @@ def test_nested_branch_and_captured_value_are_guarded(tmp_path):
     info = infer_shapes(model)
     assert info.bodies[THEN]["o_y"][1] == (2, 6)  # 4 + 2^32 - 2 is 2 in int32
     assert info.bodies[(*THEN, ("inner", "then_branch"))]["b_y"][1] == (1, 12)
-    path, plan, feeds = tmp_path / "m.onnx", tmp_path / "p.json", tmp_path / "c.npz"
-    onnx.save(model, path)
-    np.savez(feeds, c=np.array(True))
-    r = run("plan", str(path), "-o", str(plan))
-    assert r.exit_code == 0, r.output
-    r = run("verify", str(path), "--plan", str(plan), "--inputs", str(feeds))
-    assert r.exit_code == 0, r.output
+    plan_then_verify(tmp_path, model, {"c": np.array(True)})
 
 
 def _renamed(nodes: list[onnx.NodeProto], tag: str) -> list[onnx.NodeProto]:
@@ -171,12 +155,7 @@ def test_if_output_from_wrapping_branches_takes_their_exact_shape(tail, tmp_path
     assert session.run(None, {"x": np.ones((4, 3), np.float32), "c": np.array(True)})[0].shape == want
     info = infer_shapes(model)
     assert info.shapes["y"] == info.shapes["z"] == want and info.sources["y"] == "branches"
-    path, plan = tmp_path / "m.onnx", tmp_path / "p.json"
-    onnx.save(model, path)
-    r = run("plan", str(path), "-o", str(plan))
-    assert r.exit_code == 0, r.output
-    r = run("verify", str(path), "--plan", str(plan))
-    assert r.exit_code == 0, r.output
+    plan_then_verify(tmp_path, model)
 
 
 def _nonzero_branches(then_declared: list[int]) -> onnx.ModelProto:
@@ -195,20 +174,10 @@ def test_branch_output_declaration_conflicting_with_inference_is_not_taken(decla
     row count is not taken (onnxruntime makes [2, 12]); the body output is left unsized."""
     model = _nonzero_branches(declared)
     assert "t_nz" not in infer_shapes(model).bodies[THEN]
-    path, plan = tmp_path / "m.onnx", tmp_path / "p.json"
-    onnx.save(model, path)
-    r = run("plan", str(path), "-o", str(plan))
-    assert r.exit_code != 0 and "'t_nz'" in r.output and "no static size" in r.output
-    assert "Traceback" not in r.output and not plan.exists()
+    plan_refused(tmp_path, model, "'t_nz'", "no static size")
 
 
 def test_branch_output_declaration_agreeing_with_inference_is_taken(tmp_path):
     model = _nonzero_branches([2, 12])
     assert infer_shapes(model).bodies[THEN]["t_nz"] == (I64, (2, 12))
-    path, plan, feeds = tmp_path / "m.onnx", tmp_path / "p.json", tmp_path / "c.npz"
-    onnx.save(model, path)
-    np.savez(feeds, c=np.array(True))
-    r = run("plan", str(path), "-o", str(plan))
-    assert r.exit_code == 0, r.output
-    r = run("verify", str(path), "--plan", str(plan), "--inputs", str(feeds))
-    assert r.exit_code == 0, r.output
+    plan_then_verify(tmp_path, model, {"c": np.array(True)})

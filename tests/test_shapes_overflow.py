@@ -22,7 +22,7 @@ from onnxmem.shapes import infer_shapes
 from onnxmem.shapes.engines import run_onnx_inference
 from onnxmem.shapes.shapeeval import evaluate_node
 
-from .helpers import make_model, vi
+from .helpers import make_model, plan_then_verify, vi
 
 I64, I32, F = TensorProto.INT64, TensorProto.INT32, TensorProto.FLOAT
 INTS = {TensorProto.INT8: np.int8, TensorProto.INT16: np.int16, I32: np.int32, I64: np.int64,
@@ -83,12 +83,7 @@ def test_wrapping_cast_into_slice_plans_and_verifies(tmp_path):
     assert _ort_shape(model) == (2, 7)
     info = infer_shapes(model)
     assert info.shapes["y"] == (2, 7) and info.sources["y"] == "evaluated"
-    path, plan = tmp_path / "m.onnx", tmp_path / "p.json"
-    onnx.save(model, path)
-    r = run("plan", str(path), "-o", str(plan))
-    assert r.exit_code == 0, r.output
-    r = run("verify", str(path), "--plan", str(plan))
-    assert r.exit_code == 0, r.output
+    plan_then_verify(tmp_path, model)
 
 
 #: chains whose value onnxruntime's C++ computes with undefined behaviour: never guessed
@@ -144,11 +139,7 @@ def test_values_converted_by_a_cast_are_not_propagated_unconverted(case, tmp_pat
     assert _ort_shape(model) == ort_shape
     info = infer_shapes(model)
     assert info.shapes["z"] == ort_shape and info.sources["y"] == "evaluated"
-    path, plan = tmp_path / "m.onnx", tmp_path / "p.json"
-    onnx.save(model, path)
-    assert run("plan", str(path), "-o", str(plan)).exit_code == 0
-    r = run("verify", str(path), "--plan", str(plan))
-    assert r.exit_code == 0, r.output
+    plan_then_verify(tmp_path, model)
 
 
 def test_hidden_casts_leave_the_inferred_graph_as_given():
