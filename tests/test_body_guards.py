@@ -181,3 +181,18 @@ def test_branch_output_declaration_agreeing_with_inference_is_taken(tmp_path):
     model = _nonzero_branches([2, 12])
     assert infer_shapes(model).bodies[THEN]["t_nz"] == (I64, (2, 12))
     plan_then_verify(tmp_path, model, {"c": np.array(True)})
+
+
+def test_casts_hidden_in_bodies_are_put_back():
+    """onnx's inference of a model with converting Casts in a branch: the model given is byte
+    for byte as it was, and the result has its nodes, the branch's included."""
+    from onnxmem.shapes.engines import run_onnx_inference
+
+    model = _branch_model(WRAPPED, 2**32 + 2, TAILS["Reshape"][0])
+    given = model.SerializeToString()
+    out = run_onnx_inference(model)
+    assert model.SerializeToString() == given and out is not None
+    then = next(a.g for a in out.graph.node[-1].attribute if a.name == "then_branch")
+    want = next(a.g for a in model.graph.node[-1].attribute if a.name == "then_branch")
+    assert list(then.node) == list(want.node)
+    assert not any(v.name.startswith("__onnxmem_cast_input") for v in then.value_info)

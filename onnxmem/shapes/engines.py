@@ -208,75 +208,88 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """onnx's shape inference of ``model`` with data propagation, else without; ``None`` where
     both fail. onnx's data propagation copies a Cast's values unconverted, where onnxruntime
     converts them (int64 -> int32 modulo 2^32, a float's rounding); every Cast to another type
-    than int64 is hidden from it (:func:`_converting_casts_hidden`), in the main graph and in
+    than int64 is hidden from it (:func:`_hide_converting_casts`), in the main graph and in
     every subgraph, so the shapes that follow it are left to shape arithmetic
     (:mod:`onnxmem.shapes.shapeeval`, on each body inferred on its own), which converts as
-    onnxruntime does. The result's nodes are ``model``'s."""
-    hidden, names = _converting_casts_hidden(model)
+    onnxruntime does. The result's nodes are ``model``'s, and ``model`` is left as given."""
+    hidden = _hide_converting_casts(model)
     try:
-        out = onnx.shape_inference.infer_shapes(
-            hidden or model, check_type=False, strict_mode=False, data_prop=True
-        )
-    except Exception:  # noqa: BLE001 - fall through to the next method
+        try:
+            out: onnx.ModelProto | None = onnx.shape_inference.infer_shapes(
+                model, check_type=False, strict_mode=False, data_prop=True)
+        except Exception:  # noqa: BLE001 - fall through to the next method
+            out = None
+    finally:
+        _unhide(model, hidden)
+    if out is None:
         try:
             return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
         except Exception:  # noqa: BLE001
             return None
-    if hidden is not None:
-        for g in reversed(list(iter_graphs(out.graph))):  # nested graphs first: a parent copies its nodes
-            nodes = [n for n in g.node if not (n.op_type == "Identity" and n.output and n.output[0] in names)]
-            for n in nodes:
-                if n.op_type == "Cast" and n.input and n.input[0] in names:
+    if hidden:
+        names = hidden_reads(hidden)
+        for g in iter_graphs(out.graph):
+            for k in reversed(range(len(g.node))):
+                n = g.node[k]
+                if n.op_type == "Identity" and n.output and n.output[0] in names:
+                    del g.node[k]
+                elif n.op_type == "Cast" and n.input and n.input[0] in names:
                     n.input[0] = names[n.input[0]]
-            kept = [vi for vi in g.value_info if vi.name not in names]
-            for field, items in (("node", nodes), ("value_info", kept)):
-                g.ClearField(field)
-                getattr(g, field).extend(items)
+            for k in reversed(range(len(g.value_info))):
+                if g.value_info[k].name in names:
+                    del g.value_info[k]
     return out
 
 
-def _converting_casts_hidden(model: onnx.ModelProto) -> tuple[onnx.ModelProto | None, dict[str, str]]:
-    """A copy of ``model`` where each Cast to another type than int64 that may read propagated
-    values (in the main graph, from a node of :data:`_PROPAGATING` or an int64/int32 initializer;
-    in a subgraph, any) reads its input through an Identity (which onnx's data propagation does
-    not cross), and the names of the values so added, each with the Cast's input; ``(None, {})``
-    where there is no such Cast."""
+#: a Cast hidden by :func:`_hide_converting_casts`: its graph, its place there (after the
+#: Identity put before it), the value the Identity makes and the value the Cast read
+Hidden = tuple[onnx.GraphProto, int, str, str]
+
+
+def hidden_reads(hidden: Sequence[Hidden]) -> dict[str, str]:
+    """Each value an Identity of ``hidden`` makes -> the value its Cast read."""
+    return {name: read for _, _, name, read in hidden}
+
+
+def _hide_converting_casts(model: onnx.ModelProto) -> list[Hidden]:
+    """In ``model`` itself, each Cast to another type than int64 that may read propagated values
+    (in the main graph, from a node of :data:`_PROPAGATING` or an int64/int32 initializer; in a
+    subgraph, any) made to read its input through an Identity put right before it (onnx's data
+    propagation does not cross one); the Casts so hidden, in the order they were (``[]`` where
+    none is). :func:`_unhide` puts ``model`` back as it was."""
     graphs = list(iter_graphs(model.graph))
     g = model.graph
     producers = {o: n.op_type for n in g.node if n.domain in ("", "ai.onnx") for o in n.output if o}
     producers.update((i.name, "") for i in g.initializer if i.data_type in _PROPAGATED_TYPES)
-
-    def hides(graph: onnx.GraphProto, main: bool) -> list[int]:
-        return [k for k, n in enumerate(graph.node) if n.op_type == "Cast" and n.domain in ("", "ai.onnx")
-                and n.input and n.input[0] and (not main or producers.get(n.input[0]) in (*_PROPAGATING, ""))
-                and next((a.i for a in n.attribute if a.name == "to"), 0) != TensorProto.INT64]
-
-    if not any(hides(graph, graph is g) for graph in graphs):
-        return None, {}
+    found = [(graph, [k for k, n in enumerate(graph.node) if n.op_type == "Cast" and n.domain in ("", "ai.onnx")
+                      and n.input and n.input[0] and (graph is not g or producers.get(n.input[0]) in (*_PROPAGATING, ""))
+                      and next((a.i for a in n.attribute if a.name == "to"), 0) != TensorProto.INT64])
+             for graph in graphs]
+    if not any(places for _, places in found):
+        return []
     taken = {x for graph in graphs for x in (*(o for n in graph.node for o in n.output),
                                               *(vi.name for vi in (*graph.input, *graph.output)),
                                               *(i.name for i in graph.initializer))}
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    names: dict[str, str] = {}
-    for graph in reversed(list(iter_graphs(out.graph))):  # nested graphs first: a parent copies its nodes
-        hide = hides(graph, graph is out.graph)
-        if not hide:
-            continue
-        nodes = list(graph.node)
-        for k in reversed(hide):
-            name, read = f"{_HIDDEN}{len(names)}", nodes[k].input[0]
+    hidden: list[Hidden] = []
+    for graph, places in found:
+        for shift, k in enumerate(places):
+            at = k + shift  # the Identities put before it so far moved it on
+            cast = graph.node[at]
+            name, read = f"{_HIDDEN}{len(hidden)}", cast.input[0]
             while name in taken:
                 name += "_"
-            cast = onnx.NodeProto()
-            cast.CopyFrom(nodes[k])
-            cast.input[0] = name
-            nodes[k:k + 1] = [helper.make_node("Identity", [read], [name]), cast]
-            names[name] = read
             taken.add(name)
-        graph.ClearField("node")
-        graph.node.extend(nodes)
-    return out, names
+            graph.node.insert(at, helper.make_node("Identity", [read], [name]))
+            cast.input[0] = name
+            hidden.append((graph, at + 1, name, read))
+    return hidden
+
+
+def _unhide(model: onnx.ModelProto, hidden: Sequence[Hidden]) -> None:
+    """Undo :func:`_hide_converting_casts` on ``model`` (its ``hidden``), last first."""
+    for graph, at, _, read in reversed(hidden):
+        graph.node[at].input[0] = read
+        del graph.node[at - 1]
 
 
 def run_symbolic_inference(model: onnx.ModelProto, undefined: Collection[str] = ()) -> onnx.ModelProto | None:
