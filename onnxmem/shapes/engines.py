@@ -38,7 +38,6 @@ __all__ = [
     "collect_types",
     "declared_back",
     "declared_shape",
-    "graph_declarations",
     "run_engines",
     "run_onnx_inference",
     "run_symbolic_inference",
@@ -113,33 +112,30 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.M
     return m
 
 
-def undeclared_outputs(work: onnx.ModelProto) -> dict[str, onnx.TensorShapeProto]:
-    """Take the declared shapes off ``work``'s graph outputs; returns them by name.
+def undeclared_outputs(work: onnx.ModelProto) -> dict[str, tuple[Dim, ...]]:
+    """Take the declared shapes off ``work``'s graph outputs; returns their dims by name.
 
     Where a declared shape conflicts with the inferred one, onnx's inference keeps the declared
     one (and gives it to the values read after it) while onnxruntime runs the model at the
     inferred one: a graph output takes its declared shape only where inference leaves it open
     and the declaration agrees with what it fixed and fixes more (its dims bound and checked
     against ``--dim`` before this; :func:`with_declared`)."""
-    declared: dict[str, onnx.TensorShapeProto] = {}
+    declared: dict[str, tuple[Dim, ...]] = {}
     for vi in work.graph.output:
-        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-        if tt is not None and tt.HasField("shape"):
-            declared[vi.name] = onnx.TensorShapeProto()
-            declared[vi.name].CopyFrom(tt.shape)
-            tt.ClearField("shape")
+        dims = read_type(vi)[1]
+        if dims is not None:
+            declared[vi.name] = dims
+            vi.type.tensor_type.ClearField("shape")
     return declared
 
 
-def with_declared(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | None,
+def with_declared(declared: tuple[Dim, ...], inferred: tuple[Dim, ...] | None,
                   known: Callable[[Dim], bool]) -> tuple[Dim, ...] | None:
-    """An output's ``inferred`` shape (``None``: no shape) with its ``declared`` one filling the dims
+    """An output's ``inferred`` shape (``None``: no shape) with its ``declared`` dims filling the dims
     inference left open (those not ``known``); ``None`` where the declaration conflicts with it (another
     rank, another value of a dim both fix) or fills no dim (where inference gives no shape: a
     declaration without a known dim, but a scalar's)."""
-    held = onnx.ValueInfoProto()
-    held.type.tensor_type.shape.CopyFrom(declared)
-    dims = read_type(held)[1] or ()
+    dims = declared
     if inferred is None:
         return dims if not dims or any(d is not None and known(d) for d in dims) else None
     pairs = list(zip(inferred, dims))
@@ -151,34 +147,23 @@ def with_declared(declared: onnx.TensorShapeProto, inferred: tuple[Dim, ...] | N
     return tuple(d if f else i for f, (i, d) in zip(fills, pairs))
 
 
-def graph_declarations(g: onnx.GraphProto) -> dict[str, onnx.ValueInfoProto]:
-    """The declarations of ``g``'s values (not its subgraphs') with a shape, by name: its initializers'
-    dims, inputs, value_info, then outputs, a later one taken where the earlier has an unknown dim
-    (:func:`collect_graph_types`' rule)."""
-    out: dict[str, onnx.ValueInfoProto] = {}
-    for vi in (*(helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in g.initializer),
-               *g.input, *g.value_info, *g.output):
-        prev = out.get(vi.name)
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape") and (
-                prev is None or None in (read_type(prev)[1] or ())):
-            out[vi.name] = vi
-    return out
-
-
-def declared_shape(vi: onnx.ValueInfoProto, partial: tuple[int | None, tuple[int | None, ...] | None],
+def declared_shape(declared: tuple[int | None, tuple[Dim, ...] | None],
+                   partial: tuple[int | None, tuple[int | None, ...] | None],
                    binding: Mapping[str, int]) -> tuple[int, tuple[int, ...]] | None:
-    """The concrete shape declaration ``vi`` gives its value (dims under ``binding``) where it agrees with
-    what inference made of it, ``partial`` (an element type and dims, ``None`` where unknown), by
-    :func:`with_declared`'s rule; ``None`` where it conflicts or leaves a dim open."""
-    et = vi.type.tensor_type.elem_type or partial[0]
-    shape = with_declared(vi.type.tensor_type.shape, partial[1], lambda d: resolve_dim(d, binding) is not None)
+    """The concrete shape a file's ``declared`` type of a value (:func:`collect_graph_types`' entry:
+    its element type and dims, under ``binding``) gives it where it agrees with what inference made
+    of it, ``partial`` (an element type and dims, ``None`` where unknown), by :func:`with_declared`'s
+    rule; ``None`` where it has no shape, conflicts or leaves a dim open."""
+    et = declared[0] or partial[0]
+    shape = None if declared[1] is None else with_declared(
+        declared[1], partial[1], lambda d: resolve_dim(d, binding) is not None)
     resolved = [resolve_dim(d, binding) for d in shape or ()]
     if not et or shape is None or any(r is None for r in resolved):
         return None
     return et, tuple(int(r) for r in resolved)  # type: ignore[arg-type]
 
 
-def declared_back(work: onnx.ModelProto, declared: Mapping[str, onnx.TensorShapeProto], found: Collection[str],
+def declared_back(work: onnx.ModelProto, declared: Mapping[str, tuple[Dim, ...]], found: Collection[str],
                   seen: Mapping[str, tuple[int, tuple[Dim, ...] | None]], known: Callable[[Dim], bool],
                   ) -> tuple[dict[str, tuple[int, tuple[Dim, ...]]], bool]:
     """The outputs of ``work`` not ``found`` that take their ``declared`` shapes (:func:`with_declared`
@@ -200,7 +185,7 @@ def declared_back(work: onnx.ModelProto, declared: Mapping[str, onnx.TensorShape
 _PROPAGATING = frozenset({"Shape", "Size", "Gather", "Concat", "Slice", "Squeeze", "Unsqueeze", "Add", "Sub", "Mul",
                           "Cast"})
 _PROPAGATED_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32})
-#: the prefix of the values through which Casts read their inputs in :func:`_converting_casts_hidden`
+#: the prefix of the values through which Casts read their inputs in :func:`_hide_converting_casts`
 _HIDDEN = "__onnxmem_cast_input"
 
 
@@ -227,7 +212,7 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
         except Exception:  # noqa: BLE001
             return None
     if hidden:
-        names = hidden_reads(hidden)
+        names = {name: read for _, _, name, read in hidden}
         for g in iter_graphs(out.graph):
             for k in reversed(range(len(g.node))):
                 n = g.node[k]
@@ -244,11 +229,6 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
 #: a Cast hidden by :func:`_hide_converting_casts`: its graph, its place there (after the
 #: Identity put before it), the value the Identity makes and the value the Cast read
 Hidden = tuple[onnx.GraphProto, int, str, str]
-
-
-def hidden_reads(hidden: Sequence[Hidden]) -> dict[str, str]:
-    """Each value an Identity of ``hidden`` makes -> the value its Cast read."""
-    return {name: read for _, _, name, read in hidden}
 
 
 def _hide_converting_casts(model: onnx.ModelProto) -> list[Hidden]:

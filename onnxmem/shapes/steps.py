@@ -49,7 +49,6 @@ from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import (
     collect_types,
     declared_shape,
-    graph_declarations,
     run_onnx_inference,
     run_symbolic_inference,
     undeclared_outputs,
@@ -153,7 +152,7 @@ def _onnx(state: Inference) -> None:
     if left:
         for vi in state.work.graph.output:
             if vi.name in left:
-                vi.type.tensor_type.shape.CopyFrom(declared[vi.name])
+                set_shape(vi, declared[vi.name])
         if any(n in left for node in state.work.graph.node for n in node.input):
             again = run_onnx_inference(state.work)  # read by nodes: onnx infers again with them
             if again is not None:
@@ -318,7 +317,7 @@ def _value_info(state: Inference) -> None:
     """The last resort: the exporter's own declarations, for values nothing else could type, where they
     agree with the shape the engines give them and fill what that leaves open
     (:func:`onnxmem.shapes.engines.declared_shape`)."""
-    files = graph_declarations(state.model.graph)
+    files = collect_types(state.model)
     made = [collect_types(m) for m in (state.inferred, state.symbolic) if m is not None]
     taken: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
     for name in state.wanted:

@@ -29,7 +29,6 @@ from onnxmem.shapes.engines import (
     collect_graph_types,
     declared_back,
     declared_shape,
-    graph_declarations,
     run_engines,
     strip_for_inference,
     undeclared_outputs,
@@ -143,7 +142,7 @@ def body_shapes(
     (:func:`onnxmem.shapes.engines.with_declared`). ``rest``: the ``skip`` names alone, from their
     declarations alone (once each body was inferred on its own)."""
     read = [(_body_types(m), binding) for m, binding in sources if m is not None]
-    files = {key: graph_declarations(g) for key, g in iter_bodies(model.graph)} if declared is not None else {}
+    files = {key: collect_graph_types(g) for key, g in iter_bodies(model.graph)} if declared is not None else {}
     out: dict[BodyKey, dict[str, tuple[int, tuple[int, ...]]]] = {}
     for key, g in iter_bodies(model.graph):
         left = (skip or {}).get(key, ())
