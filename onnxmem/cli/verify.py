@@ -83,8 +83,9 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
     built here is not the one planned (its sha256).
 
     Exit codes: 0 verified, 3 the plan is wrong, 1 any other error (a training
-    graph with an op onnxruntime has no CPU kernel for, ConvTransposeGrad, after
-    its static proof passed: one line says so), 2 usage.
+    graph with an op onnxruntime has no CPU kernel for and onnxmem no stand-in
+    for, after its static proof passed: one line says so; ConvTransposeGrad runs
+    as its stand-in of standard ops, and a note says so), 2 usage.
     """
     if len(models) > 1 or pipeline:
         from onnxmem.verify.run import VerifyOptions  # onnx
@@ -191,9 +192,10 @@ def _echo_concurrent(cx: ConcurrentExecution) -> None:
 def _echo_execution(ex: Execution) -> None:
     """The lines of the run in one arena: each output against the run outside it."""
     whole = ex.reference == "whole"
+    ordinary = ("no whole-model onnxruntime run (onnxruntime lacks a kernel)" if ex.reference_seconds is None
+                else f"whole-model onnxruntime run {ex.reference_seconds:.3f} s")
     ref = (f"reference: the whole model once outside the arena, same kernels {ex.reference_seconds:.3f} s" if whole
-           else f"again outside the arena {ex.private_seconds:.3f} s; whole-model onnxruntime run "
-                f"{ex.reference_seconds:.3f} s")
+           else f"again outside the arena {ex.private_seconds:.3f} s; {ordinary}")
     click.echo(f"executed  {ex.nodes_run} nodes in one {ex.device} arena, sentinel 0xFF ({ex.seconds:.3f} s); {ref}")
     for c in ex.outputs:
         same = "identical" if c.identical else f"max |diff| {c.max_abs_diff:.3g} (tolerance {c.tolerance:.3g})"
@@ -238,6 +240,8 @@ def _verify_several(models: tuple[str, ...], plan_path: str | None, pipeline: bo
                    f"{same} of {len(ex.outputs)} outputs identical to the run outside the arena")
         for c in [c for c in ex.outputs if not c.ok][:10]:
             click.echo(f"  output  {one_line(c.name)}: MISMATCH, max |diff| {c.max_abs_diff:.3g}")
+        for n in ex.notes:
+            click.echo(f"  note    {one_line(n)}")
         for f in ex.findings[:10]:
             click.echo(f"  - {one_line(str(f))}")
     if report.findings:

@@ -214,6 +214,7 @@ class ArenaRun(ArenaSteps):
         self.arena.view[:] = SENTINEL
         self.findings.clear()
         self.notes.clear()
+        self.stood_in.clear()
         self.saved.clear()
         self.live.clear()
         self.history.clear()
@@ -390,7 +391,7 @@ class _BodyRun(ArenaRun):
         self.regions = set(self.view.regions.values())
         self.arena, self.mirror = parent.arena, parent.mirror
         self.session_options, self.providers = parent.session_options, parent.providers
-        self.findings, self.notes = parent.findings, parent.notes
+        self.findings, self.notes, self.stood_in = parent.findings, parent.notes, parent.stood_in
         self.saved: Any = ChainMap({}, parent.saved)
         self.live: Any = ChainMap({}, parent.live)
         self.private: Any = ChainMap({}, parent.private)

@@ -10,6 +10,7 @@ import onnx
 
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import RuntimeBackendError
+from onnxmem.proof.plan import Finding
 from onnxmem.runtime.ort import check_memory, session_options
 
 __all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits"]
@@ -130,3 +131,32 @@ class Write:
 
 
 # ------------------------------------------------------------------ the run
+
+
+def clobber_finding(slot: Slot, now: np.ndarray, before: np.ndarray, at_node: str, when: str,
+                    writer_out: str | None, history: list[Write], path: str) -> Finding:
+    """The finding of ``slot``'s bytes changed from ``before`` to ``now``, found at node ``at_node``
+    (``when``: before it ran, or ``""``: by its write of ``writer_out``); found before a node ran,
+    the writer is the last earlier write over those bytes in ``history``. ``path``: the graph's."""
+    diff = np.flatnonzero(now != before)
+    lo, hi = slot.offset + int(diff[0]), slot.offset + int(diff[-1]) + 1
+    writer = at_node
+    if writer_out is None:
+        writer = "(unknown)"
+        for w in reversed(history):
+            hit = [o for o in w.outputs if o.home == slot.home and o.offset < hi and lo < o.offset + o.size]
+            if hit:
+                writer, writer_out = w.node, hit[0].name
+                break
+    by = f" (output {writer_out!r})" if writer_out else ""
+    where = f"in subgraph {path!r}: " if path else ""
+    return Finding(
+        "clobber",
+        slot.name,
+        f"{where}tensor {slot.name!r} was overwritten by node {writer!r}{by} at arena bytes [{lo}, {hi}) "
+        f"while still live{(' (' + when + ' of ' + repr(at_node) + ')') if when else ''}",
+        node=writer,
+        other=writer_out,
+        byte_range=(lo, hi),
+        graph=path,
+    )

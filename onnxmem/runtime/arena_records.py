@@ -70,13 +70,17 @@ class Execution:
     outputs: tuple[OutputCheck, ...]
     nodes_run: int
     seconds: float  # the per-node loop in the arena
-    reference_seconds: float  # one whole-model run (the reference itself where ``reference == "whole"``)
+    #: one whole-model run (the reference itself where ``reference == "whole"``); ``None`` where none
+    #: could be made (an op onnxruntime has no kernel for ran as its stand-in)
+    reference_seconds: float | None
     changed_result: bool  # a graph output differs or a node failed
     notes: tuple[str, ...] = ()
     private_seconds: float = 0.0  # the same nodes run again on private buffers (the reference)
     #: what the values were held to: ``"whole"`` (one whole-model run, same kernels, every value of
     #: the graph) or ``"nodes"`` (each node again)
     reference: str = "nodes"
+    #: the ops whose nodes ran as standard-op stand-ins (:mod:`onnxmem.runtime.standins`)
+    stand_ins: tuple[str, ...] = ()
 
 
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:

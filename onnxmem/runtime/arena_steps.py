@@ -15,12 +15,13 @@ import numpy as np
 import onnx
 
 import onnxmem.runtime.sessions as sessions
+import onnxmem.runtime.standins as standins
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
 from onnxmem.graph import GraphView, Op
 from onnxmem.model import recorded_values
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding, true_lifetimes
-from onnxmem.runtime.arena_buffers import CudaArena, HostArena, Slot, Write
+from onnxmem.runtime.arena_buffers import CudaArena, HostArena, Slot, Write, clobber_finding
 from onnxmem.runtime.arena_records import (
     DEVICES,
     Execution,
@@ -129,13 +130,12 @@ class ArenaSteps(abc.ABC):
         self.live: dict[str, Slot] = {}
         self.private: dict[str, Any] = {}  # the reference's values, in onnxruntime's own buffers
         self.notes: list[str] = []
-        self.nodes_run = 0
-        self.changed = False
-        self.private_seconds = 0.0
+        self.nodes_run, self.changed, self.private_seconds = 0, False, 0.0
         #: the reference is one whole-model run (:meth:`run_reference`), its values not yet taken
         self.whole = False
         self.whole_values: Any = {}  # name -> OrtValue, or a PieceReference
         self.whole_seconds = 0.0
+        self.stood_in: set[str] = set()  # the ops whose nodes ran as their stand-ins (runtime.standins)
         self._weight_values: dict[tuple[str, bool], Any] = {}
         self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
         # body nodes' sessions, and those of nodes alike (sessions.node_session); on CUDA the recent ones only
@@ -250,13 +250,15 @@ class ArenaSteps(abc.ABC):
         of this graph that runs in the arena), or ``None`` where each node runs again instead:
         ``reference="nodes"``, CUDA (its kernels are not the CPU's), a graph with If/Loop/Scan
         bodies (their nodes run one by one in the arena, each checked against its own run
-        outside it), a random op (a second kernel draws other numbers), a value without an
+        outside it), a random op (a second kernel draws other numbers), an op with a stand-in
+        (:mod:`onnxmem.runtime.standins`: where it runs, no whole model does), a value without an
         element type, or more bytes in all than a quarter of the host memory available (the
         whole run holds every value at once)."""
         if self.opts.reference != "whole" or self.cuda or not self.whole_reference or self.view.bodies:
             return None
         ops = [self.view.ops[k] for k in self.order if k not in self.weight_ops]
-        if any(draws(self.nodes[op.index], op, self.random_calls) for op in ops):
+        if any(draws(self.nodes[op.index], op, self.random_calls) or standins.has_stand_in(self.nodes[op.index])
+               for op in ops):  # a random op, or one onnxruntime may lack a kernel for (run as a stand-in alone)
             return None
         names = [o for op in ops for o in op.outputs if o]
         types = {n: self.view.tensors[n].elem_type for n in names if n in self.view.tensors}
@@ -313,6 +315,9 @@ class ArenaSteps(abc.ABC):
         shapes = {n: self.slots[n].shape for n in op.reads if n in self.slots}
         sess = sessions.node_session(self.full, node, op, self.view, shapes, self.session_options, self.providers,
                                      cache=self._node_sessions)
+        if standins.is_stand_in(sess) and op.op_type not in self.stood_in:
+            self.stood_in.add(op.op_type)
+            self.notes.append(standins.note(op.domain, op.op_type))
         if self.cuda:
             outs = [o for o in node.output if o]
             for o, meminfo in zip(outs, sess.get_output_memory_infos()):
@@ -482,15 +487,19 @@ class ArenaSteps(abc.ABC):
             if name in self.slots and not self.changed:
                 s = self.slots[name]
                 got[name] = self._array(s)
-        t1 = time.perf_counter()
-        whole = mine if self.whole else sessions.run_model(self.full, self.feeds, view.outputs, weights=self.weights)
-        ref_seconds = self.whole_seconds if self.whole else time.perf_counter() - t1
+        t1 = time.perf_counter()  # no whole run where an op ran as its stand-in: onnxruntime lacks its kernel
+        whole = mine if self.whole else None if self.stood_in else sessions.run_model(
+            self.full, self.feeds, view.outputs, weights=self.weights)
+        ref_seconds = self.whole_seconds if self.whole else None if whole is None else time.perf_counter() - t1
         checks: list[OutputCheck] = []
         for name in view.outputs:
             if name not in got or name not in mine:
                 checks.append(OutputCheck(name, float("inf"), False))
                 continue
             c = compare_output(name, got[name], mine[name], opts.rtol, opts.atol)
+            if whole is None:
+                checks.append(c)
+                continue
             wm = c if whole is mine else compare_output(name, got[name], whole[name], opts.rtol, opts.atol)
             checks.append(dataclasses.replace(c, whole_model_diff=wm.max_abs_diff, whole_model_ok=wm.ok))
             if not wm.ok and c.ok:
@@ -512,7 +521,8 @@ class ArenaSteps(abc.ABC):
                 )
             )
         return Execution(opts.device, tuple(self.findings), tuple(checks), self.nodes_run, seconds, ref_seconds,
-                         self.changed, tuple(self.notes), self.private_seconds, "whole" if self.whole else "nodes")
+                         self.changed, tuple(self.notes), self.private_seconds, "whole" if self.whole else "nodes",
+                         tuple(sorted(self.stood_in)))
 
     # -------------------------------------------------------------- values of nodes with bodies
 
@@ -562,6 +572,7 @@ class ArenaSteps(abc.ABC):
         # an owned copy: the value must outlive whatever array ``private`` views
         self.private[name] = ort_value(np.array(private, order="C", copy=True))
         return True
+
     def _stopped(self, t0: float) -> Execution:
         """The run ended early at a finding: no output checks."""
         return Execution(self.opts.device, tuple(self.findings), (), self.nodes_run, time.perf_counter() - t0,
@@ -570,25 +581,4 @@ class ArenaSteps(abc.ABC):
 
     def _clobber(self, slot: Slot, now: np.ndarray, before: np.ndarray, at_node: str, when: str,
                  writer_out: str | None = None) -> Finding:
-        diff = np.flatnonzero(now != before)
-        lo, hi = slot.offset + int(diff[0]), slot.offset + int(diff[-1]) + 1
-        writer = at_node
-        if writer_out is None:  # found before a node ran: the last earlier write over these bytes
-            writer = "(unknown)"
-            for w in reversed(self.history):
-                hit = [o for o in w.outputs if o.home == slot.home and o.offset < hi and lo < o.offset + o.size]
-                if hit:
-                    writer, writer_out = w.node, hit[0].name
-                    break
-        by = f" (output {writer_out!r})" if writer_out else ""
-        where = f"in subgraph {self.view.path!r}: " if self.view.path else ""
-        return Finding(
-            "clobber",
-            slot.name,
-            f"{where}tensor {slot.name!r} was overwritten by node {writer!r}{by} at arena bytes [{lo}, {hi}) "
-            f"while still live{(' (' + when + ' of ' + repr(at_node) + ')') if when else ''}",
-            node=writer,
-            other=writer_out,
-            byte_range=(lo, hi),
-            graph=self.view.path,
-        )
+        return clobber_finding(slot, now, before, at_node, when, writer_out, self.history, self.view.path)

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from onnxmem.core.errors import RuntimeBackendError, cut_words
+import onnxmem.runtime.standins as standins
+from onnxmem.core.errors import RuntimeBackendError, cut_words, show_name
 from onnxmem.graph import RANDOM_OPS as GRAPH_RANDOM_OPS
 from onnxmem.graph import GraphView, Op
 from onnxmem.runtime.ort import (
@@ -293,12 +294,36 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     try:
         sess = ort.InferenceSession(data, sess_options=options, providers=list(providers))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-        raise RuntimeBackendError(
-            f"onnxruntime cannot load node {op.name!r} ({op.op_type}) alone: {first_line(exc)}"
-        ) from None
+        sess = _stand_in_session(n, op.name, g, model.ir_version, options, providers, exc)
+        if sess is None:
+            raise RuntimeBackendError(
+                f"onnxruntime cannot load node {op.name!r} ({op.op_type}) alone: {first_line(exc)}"
+            ) from None
     if share:
         cache[key] = sess  # type: ignore[index]
     return sess
+
+
+def _stand_in_session(node: onnx.NodeProto, name: str, graph: onnx.GraphProto, ir_version: int, options: Any,
+                      providers: Sequence[Any], exc: Exception) -> Any:
+    """Where ``exc`` says the CPU provider has no kernel for ``node``'s op (the node named ``name``
+    in the model) and the op has a stand-in (:mod:`onnxmem.runtime.standins`), a session of the
+    stand-in graph, with the node session's inputs and outputs; else ``None``."""
+    import onnxruntime as ort
+
+    if list(providers) != ["CPUExecutionProvider"] or not standins.has_stand_in(node):
+        return None
+    if standins.missing_kernel(str(exc)) != node.op_type:
+        return None
+    declared = [(i.name, i.type.tensor_type.elem_type, tuple(d.dim_param or d.dim_value for d in
+                                                              i.type.tensor_type.shape.dim)) for i in graph.input]
+    model = standins.stand_in_model(node, name, declared, list(node.output), ir_version)
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=list(providers))
+    except Exception as again:  # noqa: BLE001 - onnxruntime raises its own types
+        raise RuntimeBackendError(f"onnxruntime cannot load the standard-op stand-in of node "
+                                  f"{show_name(name)} ({node.op_type}): {first_line(again)}") from None
+    return standins.mark_stand_in(sess)
 
 
 def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: Sequence[str],

@@ -19,15 +19,16 @@ outside the arena as the caller's state. Three things differ:
 :func:`training_feeds` makes the inputs; :func:`execute_training` runs the plan;
 :func:`execute_in_one_arena` runs a training and an eval plan (or any plans) one after the
 other in one arena.
-Where onnxruntime has no CPU kernel for a node (ConvTransposeGrad), the run stops with
-:class:`~onnxmem.core.errors.RuntimeBackendError` naming the op; :func:`missing_kernel` reads it.
+Where onnxruntime has no CPU kernel for a node, the node runs as its standard-op stand-in
+where it has one (ConvTransposeGrad: :mod:`onnxmem.runtime.standins`, noted in the result);
+for any other op the run stops with :class:`~onnxmem.core.errors.RuntimeBackendError` naming
+the op, which :func:`missing_kernel` reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,11 +42,10 @@ from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding
 from onnxmem.runtime.arena import ArenaRun, Execution, ExecutionOptions, OutputCheck
 from onnxmem.runtime.ort import random_inputs
+from onnxmem.runtime.standins import missing_kernel
 
 __all__ = ["TrainingRun", "execute_in_one_arena", "execute_training", "is_training_view", "missing_kernel",
            "no_kernel_error", "require_training_runtime", "seed_dropout", "training_feeds"]
-
-_MISSING = re.compile(r"Could not find an implementation for (\w+)\(")
 
 
 def require_training_runtime() -> None:
@@ -159,12 +159,6 @@ def execute_training(plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, 
     if inputs is not None:
         opts = dataclasses.replace(opts, inputs=dict(inputs))
     return TrainingRun(plan, model, view, opts).run()
-
-
-def missing_kernel(message: str) -> str | None:
-    """The op onnxruntime has no kernel for, from its error message; ``None`` for other errors."""
-    m = _MISSING.search(message)
-    return m.group(1) if m else None
 
 
 def no_kernel_error(exc: RuntimeBackendError, device: str = "cpu") -> RuntimeBackendError:
