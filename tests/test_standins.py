@@ -85,11 +85,12 @@ def test_stand_in_outputs_are_the_gradients_of_onnxruntimes_conv_transpose(rank,
     ({"output_shape": [9, 9]}, "output_shape"),
     ({"strides": [2]}, "another rank"),
     ({"pads": [-1, 0, 0, 0]}, "negative pads"),
+    ({"kernel_shape": [0, 2]}, "kernel_shape below 1"),
 ])
 def test_attributes_outside_the_stand_in_are_refused_in_one_line(attrs, says):
     node = helper.make_node("ConvTransposeGrad", ["i0", "i1", "i2"], ["o0", "o1", "o2"], domain="com.microsoft",
                             **attrs)
-    declared = [("i0", F, (1, 2, 8, 8)), ("i1", F, (1, 2, 4, 4)), ("i2", F, (2, 2, 2, 2))]
+    declared = [("i0", F, (1, 2, 8, 8)), ("i1", F, (1, 2, 4, 4)), ("i2", F, ("a", "b", "c", "d"))]
     with pytest.raises(RuntimeBackendError, match=says) as err:
         stand_in_model(node, "up\n\x1b[31m", declared, ["o0", "o1", "o2"], 10)
     assert "\n" not in str(err.value) and "\x1b" not in str(err.value) and "--static-only" in str(err.value)
@@ -167,7 +168,8 @@ def test_the_whole_model_runs_with_its_stand_ins_inlined(tmp_path):
     assert all(c.identical for c in got.outputs) and got.execution.stand_ins == ("ConvTransposeGrad",)
 
 
-def test_inlining_at_opset_18_splits_groups_with_num_outputs():
+def test_inlining_with_groups_is_one_grouped_convolution_that_matches_the_stand_in_alone():
+    """Groups cost no more nodes: the weight gradient is one Conv with the node's group."""
     from onnxmem.runtime.standins import inline
 
     node = helper.make_node("ConvTransposeGrad", ["dy", "x", "w"], ["dx", "dw", "db"], domain="com.microsoft",
@@ -177,9 +179,12 @@ def test_inlining_at_opset_18_splits_groups_with_num_outputs():
     types = {"dy": (F, (1, 4, 8, 8)), "x": (F, (1, 4, 4, 4)), "w": (F, (4, 2, 2, 2))}
     whole = inline(m, types)
     assert all(n.op_type != "ConvTransposeGrad" for n in whole.graph.node)
-    splits = [n for n in whole.graph.node if n.op_type == "Split"]
-    assert len(splits) == 2 and all(a.name == "num_outputs" and a.i == 2 for n in splits for a in n.attribute
-                                    if a.name != "axis")
+    convs = [{a.name: a.i for a in n.attribute if a.name == "group"} for n in whole.graph.node if n.op_type == "Conv"]
+    assert convs == [{"group": 2}, {"group": 2}]  # dX, then dW
+    wide = helper.make_node("ConvTransposeGrad", ["dy", "x", "w"], ["dx", "dw", "db"], domain="com.microsoft",
+                            name="g", strides=[2, 2], group=4096, kernel_shape=[2, 2])
+    assert len(inline(make_model([wide], m.graph.input, m.graph.output, opset=18), types).graph.node) == \
+        len(whole.graph.node)
     rng = np.random.default_rng(0)
     feeds = {"dy": rng.standard_normal((1, 4, 8, 8)).astype(np.float32),
              "x": rng.standard_normal((1, 4, 4, 4)).astype(np.float32),

@@ -18,8 +18,9 @@ ConvTranspose ``Y = ConvTranspose(X, W)`` with strides ``s``, pads ``p``, dilati
 * ``dW[ci, co, a] = sum over n, i of X[n, ci, i] * dY[n, co, i*s + a*d - p]`` per group: the
   convolution of ``dY`` with channels and batch swapped by ``X`` with channels and batch
   swapped, strides ``d`` and dilations ``s`` (their roles exchanged), pads ``p``, cut to the
-  kernel's size (it can run past it by the output padding), then channels swapped back; the
-  groups' results are concatenated on the first axis;
+  kernel's size (it can run past it by the output padding), then channels swapped back; with
+  groups, one grouped convolution over each group's batch and channels side by side (as many
+  nodes for any group);
 * ``dB = ReduceSum(dY)`` over every axis but the channels.
 
 Pads given as ``auto_pad`` ``SAME_*`` or through ``output_shape`` depend on shapes the node
@@ -45,7 +46,7 @@ OPSET = 17
 
 #: (domain, op) -> what the stand-in runs, for the note verify prints
 STAND_INS: dict[tuple[str, str], str] = {
-    ("com.microsoft", "ConvTransposeGrad"): "Conv, Transpose, Slice, Concat and ReduceSum",
+    ("com.microsoft", "ConvTransposeGrad"): "Conv, Transpose, Slice and ReduceSum; Reshape with groups",
 }
 
 #: the prefix of the stand-in graphs' own values (a node session's values are named i0, o0...)
@@ -150,6 +151,8 @@ def _conv_transpose_grad(node: onnx.NodeProto, name: str, inputs: list[tuple[str
         kernel = _ints(node, "kernel_shape", [])
         if len(kernel) != rank:
             raise _Refused(name, "a kernel of unknown size (give W a shape, or kernel_shape)")
+    if min(kernel) < 1:
+        raise _Refused(name, "a kernel_shape below 1")
     conv: dict[str, Any] = {"strides": strides, "pads": pads, "dilations": dilations}
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
@@ -159,7 +162,7 @@ def _conv_transpose_grad(node: onnx.NodeProto, name: str, inputs: list[tuple[str
             raise _Refused(name, f"a stride below its dilation at opset {opset} (Shape's start: 15 and later)")
         _input_gradient(nodes, inits, (dy, x, w), wanted[0], rank, group, conv)
     if wanted[1]:
-        _weight_gradient(nodes, inits, (dy, x), wanted[1], rank, kernel, group, conv, opset)
+        _weight_gradient(nodes, inits, (dy, x), wanted[1], rank, kernel, group, conv)
     if wanted[2]:
         inits.append(helper.make_tensor(_P + "bias_axes", onnx.TensorProto.INT64, [rank + 1],
                                         [0, *range(2, rank + 2)]))
@@ -189,31 +192,45 @@ def _input_gradient(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], 
 
 
 def _weight_gradient(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], names: tuple[str, str],
-                     out: str, rank: int, kernel: list[int], group: int, conv: dict[str, Any],
-                     opset: int) -> None:
-    """The nodes computing ``dW`` (the module doc) into ``out``."""
+                     out: str, rank: int, kernel: list[int], group: int, conv: dict[str, Any]) -> None:
+    """The nodes computing ``dW`` (the module doc) into ``out``. With groups, one grouped
+    convolution: ``dY`` as ``(C_out / g, g * N, ...)`` and ``X`` as ``(C_in, N, ...)``, each
+    group's batch and channels together, so output channel ``gi * C_in / g + ci`` sees group
+    ``gi``'s channels of both."""
     dy, x = names
     swap = [1, 0, *range(2, rank + 2)]
-    swapped: dict[str, Any] = {"strides": conv["dilations"], "dilations": conv["strides"], "pads": conv["pads"]}
-    inits.append(helper.make_tensor(_P + "w_starts", onnx.TensorProto.INT64, [rank], [0] * rank))
-    inits.append(helper.make_tensor(_P + "w_ends", onnx.TensorProto.INT64, [rank], kernel))
-    inits.append(helper.make_tensor(_P + "w_axes", onnx.TensorProto.INT64, [rank], list(range(2, rank + 2))))
-    if group > 1:  # equal parts: num_outputs from opset 18, implied by the outputs before
-        equal: dict[str, Any] = {"num_outputs": group} if opset >= 18 else {}
-        nodes.append(helper.make_node("Split", [dy], [f"{_P}dy_g{k}" for k in range(group)], axis=1, **equal))
-        nodes.append(helper.make_node("Split", [x], [f"{_P}x_g{k}" for k in range(group)], axis=1, **equal))
-    parts = []
-    for k in range(group):
-        dyk, xk = (f"{_P}dy_g{k}", f"{_P}x_g{k}") if group > 1 else (dy, x)
-        nodes.append(helper.make_node("Transpose", [dyk], [f"{_P}dy_t{k}"], perm=swap))
-        nodes.append(helper.make_node("Transpose", [xk], [f"{_P}x_t{k}"], perm=swap))
-        nodes.append(helper.make_node("Conv", [f"{_P}dy_t{k}", f"{_P}x_t{k}"], [f"{_P}dw_full{k}"], **swapped))
-        nodes.append(helper.make_node("Slice", [f"{_P}dw_full{k}", _P + "w_starts", _P + "w_ends", _P + "w_axes"], [f"{_P}dw_cut{k}"]))
-        part = out if group == 1 else f"{_P}dw_part{k}"
-        nodes.append(helper.make_node("Transpose", [f"{_P}dw_cut{k}"], [part], perm=swap))
-        parts.append(part)
-    if group > 1:
-        nodes.append(helper.make_node("Concat", parts, [out], axis=0))
+    swapped: dict[str, Any] = {"strides": conv["dilations"], "dilations": conv["strides"], "pads": conv["pads"],
+                               "group": group}
+    ints = onnx.TensorProto.INT64
+    inits.append(helper.make_tensor(_P + "w_starts", ints, [rank], [0] * rank))
+    inits.append(helper.make_tensor(_P + "w_ends", ints, [rank], kernel))
+    inits.append(helper.make_tensor(_P + "w_axes", ints, [rank], list(range(2, rank + 2))))
+    a, k = _P + "dy_t", _P + "x_t"
+    if group == 1:
+        nodes.append(helper.make_node("Transpose", [dy], [a], perm=swap))
+        nodes.append(helper.make_node("Transpose", [x], [k], perm=swap))
+    else:
+        for name, val in (("zero", [0]), ("one", [1]), ("two", [2]), ("end", [2**62]), ("minus", [-1]),
+                          ("groups", [group])):
+            inits.append(helper.make_tensor(_P + name, ints, [1], val))
+        for v, t in ((dy, "dy"), (x, "x")):  # each value's (N, C, spatial...) as (N, g, C / g, spatial...)
+            nodes.append(helper.make_node("Shape", [v], [f"{_P}{t}.shape"]))
+            nodes.append(helper.make_node("Slice", [f"{_P}{t}.shape", _P + "zero", _P + "one"], [f"{_P}{t}.n"]))
+            nodes.append(helper.make_node("Slice", [f"{_P}{t}.shape", _P + "two", _P + "end"], [f"{_P}{t}.sp"]))
+            nodes.append(helper.make_node("Concat", [f"{_P}{t}.n", _P + "groups", _P + "minus", f"{_P}{t}.sp"],
+                                          [f"{_P}{t}.split"], axis=0))
+            nodes.append(helper.make_node("Reshape", [v, f"{_P}{t}.split"], [f"{_P}{t}.g"]))
+        moved = list(range(3, rank + 3))
+        nodes.append(helper.make_node("Transpose", [_P + "dy.g"], [_P + "dy_m"], perm=[2, 1, 0, *moved]))
+        nodes.append(helper.make_node("Concat", [_P + "zero", _P + "minus", _P + "dy.sp"], [_P + "dy_to"], axis=0))
+        nodes.append(helper.make_node("Reshape", [_P + "dy_m", _P + "dy_to"], [a]))
+        nodes.append(helper.make_node("Transpose", [_P + "x.g"], [_P + "x_m"], perm=[1, 2, 0, *moved]))
+        nodes.append(helper.make_node("Concat", [_P + "minus", _P + "x.n", _P + "x.sp"], [_P + "x_to"], axis=0))
+        nodes.append(helper.make_node("Reshape", [_P + "x_m", _P + "x_to"], [k]))
+    nodes.append(helper.make_node("Conv", [a, k], [_P + "dw_full"], **swapped))
+    nodes.append(helper.make_node("Slice", [_P + "dw_full", _P + "w_starts", _P + "w_ends", _P + "w_axes"],
+                                  [_P + "dw_cut"]))
+    nodes.append(helper.make_node("Transpose", [_P + "dw_cut"], [out], perm=swap))
 
 
 def inline(model: onnx.ModelProto, types: dict[str, tuple[int, tuple[Any, ...]]]) -> onnx.ModelProto:
