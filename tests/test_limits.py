@@ -191,3 +191,30 @@ def test_memory_running_out_in_the_command_itself_is_one_line(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert lines[-1].startswith("error: onnxmem ran out of memory during verify"), r.stderr[-2000:]
     assert "Traceback" not in r.stderr
+
+
+def test_a_command_forks_its_child_and_a_process_with_numpy_spawns_it():
+    """The child of a command's process (one thread, neither numpy nor onnxruntime loaded) is
+    forked from it, and works as a spawned one does: a call, a crash as one line, the next call
+    in a new child. A process that has loaded numpy spawns its child instead (this one)."""
+    import subprocess
+    import sys
+
+    from onnxmem.runtime.isolation import start_method
+
+    assert start_method() == "spawn"  # pytest's process has numpy
+    script = ("import os, signal, sys\n"
+              "from onnxmem.core.errors import RuntimeBackendError\n"
+              "from onnxmem.runtime import isolation\n"
+              "with isolation.run_limits(seconds=30, prestart=True):\n"
+              "    print(isolation._worker.method, 'numpy' in sys.modules)\n"
+              "    print(isolation.run_isolated(os.getppid) == os.getpid())\n"
+              "    try:\n"
+              "        isolation.run_isolated(signal.raise_signal, signal.SIGSEGV)\n"
+              "    except RuntimeBackendError as exc:\n"
+              "        print(str(exc).splitlines()[0].split(' during ')[0])\n"
+              "    print(isolation.run_isolated(os.getppid) == os.getpid(), 'numpy' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["fork False", "True", "onnxruntime crashed (SIGSEGV)", "True False"]

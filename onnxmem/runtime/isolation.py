@@ -4,7 +4,8 @@ onnxruntime runs whatever a model file asks for: a kernel may crash the process
 (SIGSEGV, SIGABRT), allocate terabytes or loop for hours. So the work of a
 command that runs onnxruntime (measuring shapes, folding weights, verifying a
 plan, profiling onnxruntime's peak) goes to one child process per command
-(:func:`run_isolated`; a ``spawn`` child, reused for every call of the command):
+(:func:`run_isolated`; reused for every call of the command, forked from a command's
+process that has loaded neither numpy nor onnxruntime, else spawned: :func:`start_method`):
 
 1. the child limits its address space (``RLIMIT_AS``) to what it holds when it
    starts plus :attr:`RunLimits.memory` (default: the host memory available
@@ -45,6 +46,7 @@ from typing import Any, TypeVar
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, one_line
 
 __all__ = [
+    "FORK_UNSAFE",
     "GRACE_SECONDS",
     "RUN_SECONDS",
     "RunLimits",
@@ -56,6 +58,7 @@ __all__ = [
     "end_run",
     "run_isolated",
     "run_limits",
+    "start_method",
     "start_run",
     "timed_out",
 ]
@@ -176,13 +179,32 @@ def _on_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+#: modules whose state a forked child must not share (their native threads and allocators):
+#: where this process has loaded one, the child is spawned
+FORK_UNSAFE = ("numpy", "onnx", "onnxruntime", "torch")
+
+
+def start_method() -> str:
+    """How the child starts: ``fork`` on Linux where this process runs one thread and has loaded
+    none of :data:`FORK_UNSAFE` (a command's process, before its work: the child starts from a
+    copy of it, without a second interpreter's start-up and imports); else ``spawn`` (a fresh
+    interpreter)."""
+    import sys
+
+    if (sys.platform.startswith("linux") and threading.active_count() == 1
+            and not any(m in sys.modules for m in FORK_UNSAFE)):
+        return "fork"
+    return "spawn"
+
+
 class _Worker:
     """The child process of one command, and the parent's end of its pipe."""
 
     def __init__(self, limits: RunLimits) -> None:
         import multiprocessing as mp
 
-        ctx = mp.get_context("spawn")
+        self.method = start_method()
+        ctx: Any = mp.get_context(self.method)  # a fork or spawn context alike
         self.limits = limits
         self.label = ctx.Array("c", _LABEL_BYTES, lock=False)
         self.started = ctx.Value("d", 0.0, lock=False)
