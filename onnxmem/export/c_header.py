@@ -23,7 +23,11 @@ Names come from the model file and are untrusted: identifiers keep only
 ``[A-Za-z0-9_]`` (every other character becomes ``_``), are cut to 48
 characters and made unique with a ``_2``, ``_3``, ... suffix; string literals
 escape every byte outside printable ASCII, and ``"``, ``\\`` and ``?``, as
-three-digit octal; no name is written into a comment.
+three-digit octal; no name is written into a comment. A name of more than
+4,095 UTF-8 bytes (the longest string literal C99 promises to compile) is an
+array of character constants instead, ``onnxmem_name_<i>[]`` for table row
+``i``, that the row points to. A name with a NUL byte is refused: a C string
+ends there, so the table could not name the tensor.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Sequence
 
+from onnxmem.core.errors import PlanError, show_name
 from onnxmem.export.registry import register
 from onnxmem.plans.point import MemoryPlan
 
@@ -41,6 +46,9 @@ __all__ = ["c_header", "c_identifiers", "c_string"]
 
 #: longest identifier part kept from a tensor name (the prefix comes on top)
 MAX_IDENT = 48
+
+#: the longest string literal, in bytes, that a C99 compiler must accept (gcc -pedantic refuses longer)
+MAX_C_STRING = 4095
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -79,6 +87,28 @@ def c_string(text: str) -> str:
         else:
             parts.append(f"\\{byte:03o}")
     return '"' + "".join(parts) + '"'
+
+
+def name_bytes(name: str, what: str = "plan tensor") -> bytes:
+    """The UTF-8 bytes of a name a C string can hold; ``PlanError`` for one it cannot."""
+    try:
+        data = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PlanError(f"{what} {show_name(name)} is not Unicode text (it holds a lone surrogate), "
+                        "so it is no name of an ONNX model: re-plan the model") from None
+    if b"\0" in data:
+        raise PlanError(f"{what} {show_name(name)} holds a NUL byte, where a C string ends: the header "
+                        "cannot name it; rename the tensor in the model, or export --format json or tflm")
+    return data
+
+
+def _c_char_array(ident: str, data: bytes) -> list[str]:
+    """``static const char ident[] = {...};``: ``data`` and a NUL as character constants (no
+    length limit, unlike a string literal), bytes outside ``[A-Za-z0-9_]`` in octal."""
+    chars = [f"'{chr(b)}'" if chr(b).isascii() and (chr(b).isalnum() or b == 0x5F) else f"'\\{b:03o}'"
+             for b in data] + ["0"]
+    rows = [", ".join(chars[i:i + 16]) for i in range(0, len(chars), 16)]
+    return [f"static const char {ident}[] ONNXMEM_UNUSED = {{"] + [f"    {r}," for r in rows] + ["};"]
 
 
 @register("c", "a C header: arena size, then each tensor's offset and size (#defines and a table)",
@@ -121,9 +151,16 @@ def c_header(plan: MemoryPlan, model: onnx.ModelProto | None) -> bytes:
         "",
     ]
     if plan.tensors:
+        names = []
+        for i, t in enumerate(plan.tensors):
+            data = name_bytes(t.name)
+            if len(data) <= MAX_C_STRING:
+                names.append(c_string(t.name))
+            else:
+                names.append(f"onnxmem_name_{i}")
+                lines += _c_char_array(names[-1], data) + [""]
         lines.append("static const onnxmem_tensor onnxmem_tensors[ONNXMEM_TENSOR_COUNT] ONNXMEM_UNUSED = {")
-        lines += [f"    {{{c_string(t.name)}, {int(t.offset)}u, {int(t.size)}u}},"
-                  for t in plan.tensors]
+        lines += [f"    {{{name}, {int(t.offset)}u, {int(t.size)}u}}," for t, name in zip(plan.tensors, names)]
         lines.append("};")
     else:
         lines.append("/* the plan places no tensors: no table (C has no empty arrays) */")
