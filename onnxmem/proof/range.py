@@ -4,7 +4,8 @@
 and proves, symbolically on the whole box, one rule after the other:
 
 1. ``cover``: the pieces cover the box, each inside it;
-2. ``size``: every size is its shape's product times the element bytes, and non-negative;
+2. ``size``: every size is its shape's product times the element bytes, and non-negative
+   (and ``name``: no tensor is listed twice in a piece);
 3. ``group``: every tensor's buffer has an offset and a slot;
 4. ``slot``: every slot holds its members at their offsets in it (non-negative multiples of the
    alignment) with the rounding slack;
@@ -229,7 +230,11 @@ def _tensor_findings(piece: RangePiece, where: str, bits_of: dict[str, int],
     """Rules 2 and 3: every tensor's size and buffer; with the tensors of each buffer."""
     found: list[RangeFinding] = []
     members: dict[str, list[RangeTensor]] = {}
+    seen: set[str] = set()
     for t in piece.tensors:
+        if t.name in seen:
+            found.append(RangeFinding("name", f"{where}: tensor {show_name(t.name)} appears twice"))
+        seen.add(t.name)
         members.setdefault(t.group, []).append(t)
         expect = _expected_size(t, bits_of)
         if expect is None or expect != t.size:
