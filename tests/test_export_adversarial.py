@@ -166,3 +166,27 @@ def test_a_range_plan_past_64_bits_on_its_box_is_refused(tmp_path):
     assert not out.exists()
     inst = tmp_path / "inst.json"  # the point a=2, b=2 is small: its concrete plan is exact
     assert run("instantiate", str(bad), "--dim", "a=2", "--dim", "b=2", "-o", str(inst)).exit_code == 0
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+def test_c_identifiers_equal_in_their_first_48_characters(tmp_path):
+    """``ONNXMEM_OFFSET_`` (15) + 48 = 63, the characters of an identifier C99 compares: a suffix
+    takes the place of the last characters, never goes past them."""
+    long = "p" * 60
+    names = [long + "a", long + "b", long + ".c", "p" * 47 + "_2", "p" * 46 + "_2"]
+    ids = c_identifiers(names)
+    assert all(len(i) <= 48 for i in ids) and len({i[:48] for i in ids}) == len(ids)
+    assert ids[:3] == ["p" * 48, "p" * 46 + "_2", "p" * 46 + "_3"]
+    _, ppath = plan_file(tmp_path, relu_chain(names))
+    out = tmp_path / "plan.h"
+    assert run("export", str(ppath), "--format", "c", "-o", str(out)).exit_code == 0
+    data = json.loads(ppath.read_text())
+    check_c_output(compile_and_run(tmp_path, out.read_bytes(), print_program(c_identifiers(
+        [t["name"] for t in data["tensors"]]))), data)
+
+
+def test_c_identifiers_of_many_names_that_sanitise_alike():
+    """20,000 names that all become ``a_`` (each a different CJK character): unique, short, in order."""
+    ids = c_identifiers(["a" + chr(0x4E00 + k) for k in range(20_000)])
+    assert ids[:3] == ["a_", "a__2", "a__3"] and ids[-1] == "a__20000"
+    assert len(set(ids)) == len(ids)

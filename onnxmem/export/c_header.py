@@ -21,7 +21,8 @@ What the header holds:
 
 Names come from the model file and are untrusted: identifiers keep only
 ``[A-Za-z0-9_]`` (every other character becomes ``_``), are cut to 48
-characters and made unique with a ``_2``, ``_3``, ... suffix; string literals
+characters and made unique with a ``_2``, ``_3``, ... suffix (in place of their last
+characters: at most 48 with it, so unique in the 63 characters C99 compares); string literals
 escape every byte outside printable ASCII, and ``"``, ``\\`` and ``?``, as
 three-digit octal; no name is written into a comment. A name of more than
 4,095 UTF-8 bytes (the longest string literal C99 promises to compile) is an
@@ -55,19 +56,27 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def c_identifiers(names: Sequence[str]) -> list[str]:
-    """One unique C identifier part per name, in order.
+    """One unique C identifier part per name, in order, of at most ``MAX_IDENT`` characters
+    (a suffix shortens the name before it), so that with a 15-character prefix every
+    identifier is unique in its first 63 characters, all C99 promises to compare.
 
     >>> c_identifiers(["conv/out", "conv.out", "", "x"])
     ['conv_out', 'conv_out_2', 'tensor', 'x']
+
+    Each base remembers the last suffix it took, so names that all become one base
+    take linear time, not quadratic.
     """
     used: set[str] = set()
+    last: dict[str, int] = {}  # base -> the last suffix number tried
     out: list[str] = []
     for name in names:
         base = _NOT_IDENT.sub("_", name)[:MAX_IDENT] or "tensor"
-        ident, k = base, 1
+        ident, k = base, last.get(base, 1)
         while ident in used:
             k += 1
-            ident = f"{base}_{k}"
+            sfx = f"_{k}"
+            ident = base[:MAX_IDENT - len(sfx)] + sfx
+        last[base] = k
         used.add(ident)
         out.append(ident)
     return out
