@@ -190,3 +190,33 @@ def test_c_identifiers_of_many_names_that_sanitise_alike():
     ids = c_identifiers(["a" + chr(0x4E00 + k) for k in range(20_000)])
     assert ids[:3] == ["a_", "a__2", "a__3"] and ids[-1] == "a__20000"
     assert len(set(ids)) == len(ids)
+
+
+def sibling_bodies() -> onnx.ModelProto:
+    """An If whose two branches each compute a tensor named ``tmp`` (legal: sibling scopes)."""
+    def body(op: str, out: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node(op, ["x"], ["tmp"], name=f"{op}_a"),
+                                  helper.make_node("Neg", ["tmp"], [out], name=f"{op}_neg")],
+                                 f"b_{op}", [], [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 16])])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], name="rs", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
+             helper.make_node("If", ["c"], ["y"], name="if", then_branch=body("Relu", "o1"),
+                              else_branch=body("Sigmoid", "o2"))]
+    zero = helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])
+    return make_model(nodes, [x], [y], inits=[zero])
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+def test_c_table_tells_apart_tensors_of_one_name_in_sibling_bodies(tmp_path):
+    _, ppath = plan_file(tmp_path, sibling_bodies())
+    data = json.loads(ppath.read_text())
+    tmp = [t["graph"] for t in data["tensors"] if t["name"] == "tmp"]
+    assert sorted(tmp) == ["if/else_branch", "if/then_branch"]
+    out = tmp_path / "plan.h"
+    assert run("export", str(ppath), "--format", "c", "-o", str(out)).exit_code == 0
+    body = ('{ size_t i; for (i = 0; i < ONNXMEM_TENSOR_COUNT; i++) printf("%s|%s|%llu\\n", '
+            "onnxmem_tensors[i].name, onnxmem_tensors[i].graph, onnxmem_tensors[i].offset); }\n")
+    rows = compile_and_run(tmp_path, out.read_bytes(), body).splitlines()
+    assert rows == [f"{t['name']}|{t['graph']}|{t['offset']}" for t in data["tensors"]]

@@ -16,8 +16,10 @@ What the header holds:
 4. per tensor, in the plan's tensor order, ``ONNXMEM_OFFSET_<id>`` and
    ``ONNXMEM_SIZE_<id>`` (bytes), where ``<id>`` is :func:`c_identifiers`' name
    for the tensor;
-5. ``onnxmem_tensors[]``, a ``static const`` table of ``{name, offset, size}``
-   in the same order, with each tensor's exact name as a C string literal.
+5. ``onnxmem_tensors[]``, a ``static const`` table of ``{name, offset, size, graph}``
+   in the same order, with each tensor's exact name as a C string literal, and
+   ``graph`` the path of the If/Loop/Scan body holding it (``""`` in the main
+   graph): two sibling bodies may each hold a tensor of one name.
 
 Names come from the model file and are untrusted: identifiers keep only
 ``[A-Za-z0-9_]`` (every other character becomes ``_``), are cut to 48
@@ -98,8 +100,9 @@ def c_string(text: str) -> str:
     return '"' + "".join(parts) + '"'
 
 
-def name_bytes(name: str, what: str = "plan tensor") -> bytes:
-    """The UTF-8 bytes of a name a C string can hold; ``PlanError`` for one it cannot."""
+def name_bytes(name: str, what: str = "plan tensor", owner: str = "tensor") -> bytes:
+    """The UTF-8 bytes of a name a C string can hold; ``PlanError`` for one it cannot (``owner``:
+    what to rename in the model)."""
     try:
         data = name.encode("utf-8")
     except UnicodeEncodeError:
@@ -107,7 +110,7 @@ def name_bytes(name: str, what: str = "plan tensor") -> bytes:
                         "so it is no name of an ONNX model: re-plan the model") from None
     if b"\0" in data:
         raise PlanError(f"{what} {show_name(name)} holds a NUL byte, where a C string ends: the header "
-                        "cannot name it; rename the tensor in the model, or export --format json or tflm")
+                        f"cannot name it; rename the {owner} in the model, or export --format json or tflm")
     return data
 
 
@@ -118,6 +121,27 @@ def _c_char_array(ident: str, data: bytes) -> list[str]:
              for b in data] + ["0"]
     rows = [", ".join(chars[i:i + 16]) for i in range(0, len(chars), 16)]
     return [f"static const char {ident}[] ONNXMEM_UNUSED = {{"] + [f"    {r}," for r in rows] + ["};"]
+
+
+def _table(plan: MemoryPlan) -> list[str]:
+    """``onnxmem_tensors[]``, after the arrays of the names and graph paths too long for a literal."""
+    lines: list[str] = []
+    graphs: dict[str, str] = {}  # graph path -> its C expression
+
+    def text(value: str, ident: str, what: str, owner: str) -> str:
+        data = name_bytes(value, what, owner)
+        if len(data) <= MAX_C_STRING:
+            return c_string(value)
+        lines.extend(_c_char_array(ident, data) + [""])
+        return ident
+
+    rows = []
+    for i, t in enumerate(plan.tensors):
+        name = text(t.name, f"onnxmem_name_{i}", "plan tensor", "tensor")
+        if t.graph not in graphs:
+            graphs[t.graph] = text(t.graph, f"onnxmem_graph_{len(graphs)}", "plan graph path", "node")
+        rows.append(f"    {{{name}, {int(t.offset)}u, {int(t.size)}u, {graphs[t.graph]}}},")
+    return [*lines, "static const onnxmem_tensor onnxmem_tensors[ONNXMEM_TENSOR_COUNT] ONNXMEM_UNUSED = {", *rows, "};"]
 
 
 @register("c", "a C header: arena size, then each tensor's offset and size (#defines and a table)",
@@ -156,22 +180,10 @@ def c_header(plan: MemoryPlan, model: onnx.ModelProto | None) -> bytes:
         "    const char *name;          /* the tensor's name in the model, exactly (UTF-8) */",
         "    unsigned long long offset; /* bytes from the start of the arena */",
         "    unsigned long long size;   /* bytes */",
+        "    const char *graph;         /* \"\" in the main graph, else the path of the body holding it */",
         "} onnxmem_tensor;",
         "",
     ]
-    if plan.tensors:
-        names = []
-        for i, t in enumerate(plan.tensors):
-            data = name_bytes(t.name)
-            if len(data) <= MAX_C_STRING:
-                names.append(c_string(t.name))
-            else:
-                names.append(f"onnxmem_name_{i}")
-                lines += _c_char_array(names[-1], data) + [""]
-        lines.append("static const onnxmem_tensor onnxmem_tensors[ONNXMEM_TENSOR_COUNT] ONNXMEM_UNUSED = {")
-        lines += [f"    {{{name}, {int(t.offset)}u, {int(t.size)}u}}," for t, name in zip(plan.tensors, names)]
-        lines.append("};")
-    else:
-        lines.append("/* the plan places no tensors: no table (C has no empty arrays) */")
+    lines += _table(plan) if plan.tensors else ["/* the plan places no tensors: no table (C has no empty arrays) */"]
     lines += ["", "#endif /* ONNXMEM_PLAN_H */", ""]
     return "\n".join(lines).encode("ascii")
