@@ -220,3 +220,25 @@ def test_c_table_tells_apart_tensors_of_one_name_in_sibling_bodies(tmp_path):
             "onnxmem_tensors[i].name, onnxmem_tensors[i].graph, onnxmem_tensors[i].offset); }\n")
     rows = compile_and_run(tmp_path, out.read_bytes(), body).splitlines()
     assert rows == [f"{t['name']}|{t['graph']}|{t['offset']}" for t in data["tensors"]]
+
+
+@pytest.mark.parametrize("where", ["tensor", "metadata"])
+def test_a_model_with_a_name_that_is_not_utf8_is_refused(tmp_path, where):
+    """ONNX's proto2 parser keeps a string that is not UTF-8 as bytes: refused when the model is
+    read, in one line, by plan and by export alike (no plan file, no output)."""
+    model = relu_chain(["ZZZQ"])
+    if where == "metadata":
+        helper.set_model_props(model, {"ZZZQ": "v"})
+    raw = model.SerializeToString()
+    assert b"ZZZQ" in raw
+    mpath = tmp_path / "bad.onnx"
+    mpath.write_bytes(raw.replace(b"ZZZQ", b"\xff\xfeZQ"))
+    ppath = tmp_path / "p.json"
+    msg = refused(run("plan", str(mpath), "-o", str(ppath)), 1)
+    assert "is not UTF-8 text (b'\\xff\\xfeZQ')" in msg
+    assert not ppath.exists()
+    _, good = plan_file(tmp_path, relu_chain(["ZZZQ"]))
+    out = tmp_path / "out.onnx"
+    assert "not UTF-8 text" in refused(run("export", str(good), "--format", "onnx", "-o", str(out),
+                                           "--model", str(mpath)), 1)
+    assert not out.exists()
