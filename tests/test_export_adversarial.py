@@ -235,10 +235,19 @@ def test_a_model_with_a_name_that_is_not_utf8_is_refused(tmp_path, where):
     mpath.write_bytes(raw.replace(b"ZZZQ", b"\xff\xfeZQ"))
     ppath = tmp_path / "p.json"
     msg = refused(run("plan", str(mpath), "-o", str(ppath)), 1)
-    assert "is not UTF-8 text (b'\\xff\\xfeZQ')" in msg
+    assert "that is not text (b'\\xff\\xfeZQ' is not UTF-8)" in msg
     assert not ppath.exists()
     _, good = plan_file(tmp_path, relu_chain(["ZZZQ"]))
     out = tmp_path / "out.onnx"
-    assert "not UTF-8 text" in refused(run("export", str(good), "--format", "onnx", "-o", str(out),
+    assert "is not UTF-8" in refused(run("export", str(good), "--format", "onnx", "-o", str(out),
                                            "--model", str(mpath)), 1)
     assert not out.exists()
+
+
+def test_a_range_plan_whose_pieces_plan_other_tensors_is_refused(tmp_path):
+    """The header's functions are per tensor of piece 0: a tensor renamed in piece 1 alone would be
+    missing from it, and piece 0's would read -1 (outside the box) at piece 1's points."""
+    data = json.loads(range_plan(tmp_path, ["a", "b"]).read_text())
+    assert len(data["range"]["pieces"]) > 1
+    data["range"]["pieces"][1]["tensors"][1]["name"] = "zz"
+    _refused_range(tmp_path, data, ["--dim", "a=1", "--dim", "b=1"], "every piece plans the same tensors")

@@ -71,7 +71,7 @@ def check_text(model: onnx.ModelProto, where: str) -> None:
                     value if type(value) is bytes else None)
                 if bad is not None:
                     raise ModelError(f"{where} holds a {fd.containing_type.name} field '{fd.name}' that is not "
-                                     f"UTF-8 text ({bad[:60]!r}{'...' if len(bad) > 60 else ''}); ONNX strings are "
-                                     "UTF-8: fix it in the model")
+                                     f"text ({bad[:60]!r}{'...' if len(bad) > 60 else ''} is not UTF-8); ONNX "
+                                     "strings are UTF-8: fix it in the model")
             elif fd.type == FieldDescriptor.TYPE_MESSAGE:
                 stack.extend(value) if fd.is_repeated else stack.append(value)
