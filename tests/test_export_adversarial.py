@@ -235,11 +235,12 @@ def test_a_model_with_a_name_that_is_not_utf8_is_refused(tmp_path, where):
     mpath.write_bytes(raw.replace(b"ZZZQ", b"\xff\xfeZQ"))
     ppath = tmp_path / "p.json"
     msg = refused(run("plan", str(mpath), "-o", str(ppath)), 1)
-    assert "that is not text (b'\\xff\\xfeZQ' is not UTF-8)" in msg
+    field = "NodeProto.input" if where == "tensor" else "StringStringEntryProto.key"
+    assert f"holds a string that is not text: {field} is b'\\xff\\xfeZQ', not UTF-8" in msg
     assert not ppath.exists()
     _, good = plan_file(tmp_path, relu_chain(["ZZZQ"]))
     out = tmp_path / "out.onnx"
-    assert "is not UTF-8" in refused(run("export", str(good), "--format", "onnx", "-o", str(out),
+    assert "not UTF-8" in refused(run("export", str(good), "--format", "onnx", "-o", str(out),
                                            "--model", str(mpath)), 1)
     assert not out.exists()
 
