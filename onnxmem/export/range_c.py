@@ -65,7 +65,7 @@ def _magnitude(p: Poly, box: Box) -> int:
     return sum(abs(c) * monomial_value(m, top) for m, c in p.terms)
 
 
-def check_64_bit(piece: RangePiece, where: str) -> None:
+def _check_64_bit(piece: RangePiece, where: str) -> None:
     """Raise ``PlanError`` when an expression of ``piece`` may reach 2^62 on its box."""
     exprs: list[tuple[str, Poly]] = [(f"the size of tensor {show_name(t.name)}", t.size) for t in piece.tensors]
     exprs += [(f"the offset of tensor {show_name(t.name)} in its buffer", t.group_offset) for t in piece.tensors]
@@ -82,7 +82,7 @@ def check_64_bit(piece: RangePiece, where: str) -> None:
 def range_c_header(plan: RangePlan) -> bytes:
     """The header's bytes (ASCII); ``PlanError`` for a plan whose values may pass 64-bit arithmetic."""
     for i, piece in enumerate(plan.pieces):
-        check_64_bit(piece, f"range plan piece {i}")
+        _check_64_bit(piece, f"range plan piece {i}")
     sha = str(plan.model.get("sha256", ""))
     sha = sha if _SHA256.fullmatch(sha) else "unknown"
     names = sorted(plan.box)

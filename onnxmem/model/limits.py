@@ -80,4 +80,4 @@ def check_text(model: onnx.ModelProto, where: str) -> None:
                                      f"{fd.name} is {bad[:60]!r}{'...' if len(bad) > 60 else ''}, not UTF-8; "
                                      "ONNX strings are UTF-8: fix it in the model")
             elif fd.type == FieldDescriptor.TYPE_MESSAGE:
-                stack.extend(value) if fd.is_repeated else stack.append(value)
+                stack.extend(value if fd.is_repeated else (value,))

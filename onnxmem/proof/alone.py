@@ -1,7 +1,8 @@
 """The proof a plan passes without its model: the rules the plan alone can be held to.
 
-:func:`prove_plan_alone`: each tensor named once per graph level, every offset aligned, every tensor inside the arena (a body's
-tensors inside their owner's region), and no two alias groups of one graph level sharing a
+:func:`prove_plan_alone`: each tensor named once in its graph level, every offset aligned,
+every tensor inside the arena (a body's tensors inside their owner's region), and no two
+alias groups of one graph level sharing a
 byte while the plan's own lifetimes say both are live (members of one group are one buffer,
 their union; shared objects the same). What needs the graph is not checked: that the
 lifetimes are the true ones and that members of a group may share bytes; the whole proof
