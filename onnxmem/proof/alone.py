@@ -3,10 +3,9 @@
 :func:`prove_plan_alone`: each tensor named once in its graph level, every offset aligned,
 every tensor inside the arena (a body's tensors inside their owner's region), and no two
 alias groups of one graph level sharing a byte while the plan's own lifetimes say both are
-live (members of one group are one buffer,
-their union; shared objects the same). What needs the graph is not checked: that the
-lifetimes are the true ones and that members of a group may share bytes; the whole proof
-with the model is :func:`onnxmem.proof.plan.prove_plan`.
+live (members of one group are one buffer, their union; shared objects the same). What
+needs the graph is not checked: that the lifetimes are the true ones and that members of a
+group may share bytes; the whole proof with the model is :func:`onnxmem.proof.plan.prove_plan`.
 """
 
 from __future__ import annotations
