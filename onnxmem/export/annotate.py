@@ -2,7 +2,7 @@
 
 Keys written (all strings, as ONNX requires):
 
-* ``onnxmem.plans.point``: the whole plan JSON;
+* ``onnxmem.plan``: the whole plan JSON;
 * ``onnxmem.schema_version``, ``onnxmem.arena_size``, ``onnxmem.lower_bound``,
   ``onnxmem.alignment``: the headline numbers, for tools that read one key.
 
@@ -133,7 +133,7 @@ def plan_from_model(model: onnx.ModelProto, where: str = "model") -> MemoryPlan 
     """The plan an annotated model carries, or ``None``."""
     for p in model.metadata_props:
         if p.key == PREFIX + "plan":
-            label = f"{where} (onnxmem.plans.point)"
+            label = f"{where} ({PREFIX}plan)"
             data = p.value.encode("utf-8") if isinstance(p.value, str) else bytes(p.value)
             if len(data) > MAX_PLAN_BYTES:
                 raise PlanError(f"{label} has {len(data):,} bytes, more than the {MAX_PLAN_BYTES:,} of a "

@@ -22,13 +22,21 @@ quotient first, ``d_H_q = d_H / 32`` (the same for every residue), and a piece
 holds a point when ``d_H % 32`` is its residue and the quotients are in its box. Tensor
 identifiers come from :func:`onnxmem.export.c_header.c_identifiers`, so no
 text of the model reaches the header except as those identifiers.
+
+The functions compute in ``long long``: a plan is refused (``PlanError``) when a
+size, offset, slot or the arena of a piece may reach 2^62 on its box, counted
+term by term (each term's largest magnitude, summed), so no step of the
+arithmetic overflows. Plans ``onnxmem plan`` writes stay below that; a plan
+edited by hand (a box widened past what was planned) may not.
 """
 
 from __future__ import annotations
 
-from onnxmem.core.symbolic import MaxPoly, Poly
+from onnxmem.core.errors import PlanError, show_name
+from onnxmem.core.symbolic import Box, MaxPoly, Poly, monomial_value
 from onnxmem.export.c_header import _SHA256, c_identifiers
-from onnxmem.plans.range import RangePlan, quotient_name
+from onnxmem.plans.point import MAX_VALUE
+from onnxmem.plans.range import RangePiece, RangePlan, quotient_name
 
 __all__ = ["range_c_header"]
 
@@ -50,8 +58,31 @@ def _c_max(e: MaxPoly) -> str:
     return out
 
 
+def _magnitude(p: Poly, box: Box) -> int:
+    """The sum over ``p``'s terms of each term's largest magnitude on ``box``: no partial sum or
+    product of its evaluation, left to right, is larger (dims are non-negative)."""
+    top = {k: max(hi, 1) for k, (_, hi) in box.items()}
+    return sum(abs(c) * monomial_value(m, top) for m, c in p.terms)
+
+
+def _check_64_bit(piece: RangePiece, where: str) -> None:
+    """Raise ``PlanError`` when an expression of ``piece`` may reach 2^62 on its box."""
+    exprs: list[tuple[str, Poly]] = [(f"the size of tensor {show_name(t.name)}", t.size) for t in piece.tensors]
+    exprs += [(f"the offset of tensor {show_name(t.name)} in its buffer", t.group_offset) for t in piece.tensors]
+    exprs += [(f"the slot of buffer {show_name(g)}", p) for g, p in piece.slots.items()]
+    exprs += [(f"the offset of buffer {show_name(g)}", p) for g, e in piece.offsets.items() for p in e.terms]
+    exprs += [("the arena", p) for p in piece.arena.terms]
+    for what, p in exprs:
+        top = _magnitude(p, piece.box)
+        if top >= MAX_VALUE:
+            raise PlanError(f"{where}: {what} may reach {top:,} bytes on the piece's box, not below 2^62, the "
+                            "most onnxmem plans (the header computes in long long); re-plan the model")
+
+
 def range_c_header(plan: RangePlan) -> bytes:
-    """The header's bytes (ASCII)."""
+    """The header's bytes (ASCII); ``PlanError`` for a plan whose values may pass 64-bit arithmetic."""
+    for i, piece in enumerate(plan.pieces):
+        _check_64_bit(piece, f"range plan piece {i}")
     sha = str(plan.model.get("sha256", ""))
     sha = sha if _SHA256.fullmatch(sha) else "unknown"
     names = sorted(plan.box)

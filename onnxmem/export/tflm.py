@@ -23,7 +23,8 @@ Which tensor is entry ``i``:
   outputs in the node's order, empty names skipped). Values the plan does not
   place get -1: weights, values of constant nodes, and the graph inputs and
   outputs of a plan made with ``--io external``. Values inside If/Loop/Scan
-  bodies are not listed.
+  bodies are not listed, nor the regions the plan reserves for them (their
+  bytes are inside ``arena_size``; the runtime places the bodies' values).
 
 What a runtime must do: give the arena at least the plan's ``arena_size``
 bytes, aligned to the plan's ``alignment``; map its own tensor indices to this
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from onnxmem.core.errors import PlanError, show_name
 from onnxmem.export.registry import register
-from onnxmem.plans.point import MemoryPlan
+from onnxmem.plans.point import MemoryPlan, PlannedTensor
 
 if TYPE_CHECKING:
     import onnx
@@ -68,13 +69,19 @@ def value_order(plan: MemoryPlan, model: onnx.ModelProto | None) -> list[str]:
         if name and name not in seen:
             seen.add(name)
             names.append(name)
-    for t in plan.tensors:
+    for t in _main_values(plan):
         if t.name not in seen:
             raise PlanError(
                 f"plan tensor {show_name(t.name)} is not a value of the model given with --model; "
                 "pass the model the plan was made for"
             )
     return names
+
+
+def _main_values(plan: MemoryPlan) -> list[PlannedTensor]:
+    """The plan's tensors that are values of the main graph: not a body's, not an If/Loop/Scan
+    owner's region (bytes the plan reserves for a body, named after its node)."""
+    return [t for t in plan.tensors if not t.graph and t.kind != "region"]
 
 
 @register("tflm", "TensorFlow Lite Micro's OfflineMemoryAllocation buffer: int32 offsets, -1 unplaced",
@@ -87,6 +94,6 @@ def tflm_offsets(plan: MemoryPlan, model: onnx.ModelProto | None) -> bytes:
             f"as int32, at most {_INT32_MAX:,}: export this plan as a C header (--format c), whose offsets "
             "are 64-bit"
         )
-    offsets = {t.name: t.offset for t in plan.tensors}
+    offsets = {t.name: t.offset for t in (plan.tensors if model is None else _main_values(plan))}
     entries = [offsets.get(name, NOT_PLACED) for name in value_order(plan, model)]
     return struct.pack(f"<{3 + len(entries)}i", FORMAT_VERSION, SUBGRAPH, len(entries), *entries)

@@ -1,8 +1,8 @@
-"""Limits on the graph a model file may hold: nesting depth, node count, sparse weights."""
+"""Limits on the graph a model file may hold: nesting depth, node count, sparse weights, UTF-8 text."""
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import onnx
 
@@ -10,7 +10,7 @@ from onnxmem.core.errors import ModelError, show_name
 from onnxmem.model.bodies import model_graphs
 from onnxmem.model.functions import Inlined, function_label, inlined_size
 
-__all__ = ["MAX_NESTING", "MAX_NODES", "check_graph_limits", "check_sparse_initializers"]
+__all__ = ["MAX_NESTING", "MAX_NODES", "check_graph_limits", "check_sparse_initializers", "check_text"]
 
 #: limits on the graph a file may hold, far above real models
 MAX_NESTING = 24
@@ -51,3 +51,33 @@ def check_sparse_initializers(model: onnx.ModelProto,
                 "weights are dense initializers only; store it dense (onnx.numpy_helper.from_array of "
                 "its dense values, in graph.initializer) and plan again"
             )
+
+
+def check_text(model: onnx.ModelProto, where: str) -> None:
+    """Refuse a string field that is not UTF-8 text (a name, an op type, a dim, a metadata key ...).
+
+    ONNX's proto is proto2, whose parser keeps such a field as ``bytes``; onnxmem would carry it
+    into a plan, whose JSON cannot hold it. Every message of the model is visited once (of a node,
+    the strings onnxmem reads and its attributes: nodes are most of a large graph); the numbers
+    and raw bytes of tensors are not read.
+    """
+    from google.protobuf.descriptor import FieldDescriptor
+
+    stack: list[Any] = [model]
+    while stack:
+        msg = stack.pop()
+        if type(msg) is onnx.NodeProto and not (
+                bytes in map(type, msg.input) or bytes in map(type, msg.output)
+                or bytes in map(type, (msg.name, msg.op_type, msg.domain))):
+            stack.extend(msg.attribute)
+            continue
+        for fd, value in msg.ListFields():
+            if fd.type == FieldDescriptor.TYPE_STRING:
+                bad = next((v for v in value if type(v) is bytes), None) if fd.is_repeated else (
+                    value if type(value) is bytes else None)
+                if bad is not None:
+                    raise ModelError(f"{where} holds a string that is not text: {fd.containing_type.name}."
+                                     f"{fd.name} is {bad[:60]!r}{'...' if len(bad) > 60 else ''}, not UTF-8; "
+                                     "ONNX strings are UTF-8: fix it in the model")
+            elif fd.type == FieldDescriptor.TYPE_MESSAGE:
+                stack.extend(value if fd.is_repeated else (value,))

@@ -20,7 +20,7 @@ from onnxmem.core.fileio import MAX_MODEL_BYTES, open_input, read_input
 from onnxmem.model.bodies import model_graphs
 from onnxmem.model.dims import unname_placeholder_dims
 from onnxmem.model.external import ExternalData, check_external_data
-from onnxmem.model.limits import check_graph_limits, check_sparse_initializers
+from onnxmem.model.limits import check_graph_limits, check_sparse_initializers, check_text
 from onnxmem.model.tensors import check_tensor_data, stored_tensors
 
 __all__ = ["copy_without", "file_sha256", "load_model", "load_model_data"]
@@ -47,9 +47,9 @@ def load_model_data(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, list
     weight files (which no output may replace) does not walk the model again.
 
     Raises ``ModelError`` for a missing, non-regular, too large, truncated or
-    non-ONNX file, for a graph or local functions past the limits
-    (:func:`check_graph_limits`), for sparse initializers, for stored tensors whose
-    dims or data are wrong (:func:`check_tensor_data`) and for external data that
+    non-ONNX file, for a string that is not UTF-8 (:func:`check_text`), for a graph or local
+    functions past the limits (:func:`check_graph_limits`), for sparse initializers, for stored
+    tensors whose dims or data are wrong (:func:`check_tensor_data`) and for external data that
     :func:`check_external_data` refuses, in the graphs and the local functions alike.
     """
     p = Path(path)
@@ -79,6 +79,7 @@ def load_model_data(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, list
         raise ModelError(
             f"model {label} has IR version {model.ir_version}; onnxmem reads IR version 3 and up"
         )
+    check_text(model, f"model {label}")
     graphs = list(model_graphs(model))  # one walk of the nodes for every check
     check_graph_limits(model, f"model {label}", graphs)
     check_sparse_initializers(model, graphs)

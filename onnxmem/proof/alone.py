@@ -1,11 +1,11 @@
 """The proof a plan passes without its model: the rules the plan alone can be held to.
 
-:func:`prove_plan_alone`: every offset aligned, every tensor inside the arena (a body's
-tensors inside their owner's region), and no two alias groups of one graph level sharing a
-byte while the plan's own lifetimes say both are live (members of one group are one buffer,
-their union; shared objects the same). What needs the graph is not checked: that the
-lifetimes are the true ones and that members of a group may share bytes; the whole proof
-with the model is :func:`onnxmem.proof.plan.prove_plan`.
+:func:`prove_plan_alone`: each tensor named once in its graph level, every offset aligned,
+every tensor inside the arena (a body's tensors inside their owner's region), and no two
+alias groups of one graph level sharing a byte while the plan's own lifetimes say both are
+live (members of one group are one buffer, their union; shared objects the same). What
+needs the graph is not checked: that the lifetimes are the true ones and that members of a
+group may share bytes; the whole proof with the model is :func:`onnxmem.proof.plan.prove_plan`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,12 @@ def prove_plan_alone(plan: MemoryPlan, *, limit: int | None = None) -> list[Find
         lo, hi = bounds.get(graph, (0, plan.arena_size))
         space = (f"the region of its owner in graph {show_name(graph)}, bytes [{lo}, {hi})" if graph
                  else f"the arena of {plan.arena_size} B")
+        seen: set[str] = set()
         for t in tensors:
+            if t.name in seen:
+                found.append(Finding("mismatch", t.name, f"tensor {show_name(t.name)} appears twice in the plan",
+                                     graph=graph))
+            seen.add(t.name)
             if t.offset % align:
                 found.append(Finding("alignment", t.name, f"tensor {show_name(t.name)} at offset {t.offset} is "
                                      f"not a multiple of the alignment {align}", graph=graph))

@@ -4,7 +4,8 @@
 and proves, symbolically on the whole box, one rule after the other:
 
 1. ``cover``: the pieces cover the box, each inside it;
-2. ``size``: every size is its shape's product times the element bytes, and non-negative;
+2. ``size``: every size is its shape's product times the element bytes, and non-negative
+   (and ``name``: no tensor is listed twice in a piece, and every piece lists the same tensors);
 3. ``group``: every tensor's buffer has an offset and a slot;
 4. ``slot``: every slot holds its members at their offsets in it (non-negative multiples of the
    alignment) with the rounding slack;
@@ -188,6 +189,10 @@ def prove_range_plan(plan: RangePlan, *, limit: int | None = None) -> list[Range
         where = f"piece {i}"
         members, tensor_findings = _tensor_findings(piece, where, bits_of)
         found.extend(tensor_findings)
+        odd = sorted({t.name for t in piece.tensors} ^ {t.name for t in plan.pieces[0].tensors})
+        if odd:
+            found.append(RangeFinding("name", f"{where}: tensor {show_name(odd[0])} is planned in one of piece "
+                                      f"{i} and piece 0 only; every piece plans the same tensors"))
         if full() or found:
             continue
         spans, buffer_findings = _buffer_findings(piece, where, members, plan.alignment)
@@ -229,7 +234,11 @@ def _tensor_findings(piece: RangePiece, where: str, bits_of: dict[str, int],
     """Rules 2 and 3: every tensor's size and buffer; with the tensors of each buffer."""
     found: list[RangeFinding] = []
     members: dict[str, list[RangeTensor]] = {}
+    seen: set[str] = set()
     for t in piece.tensors:
+        if t.name in seen:
+            found.append(RangeFinding("name", f"{where}: tensor {show_name(t.name)} appears twice"))
+        seen.add(t.name)
         members.setdefault(t.group, []).append(t)
         expect = _expected_size(t, bits_of)
         if expect is None or expect != t.size:
