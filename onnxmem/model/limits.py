@@ -53,23 +53,39 @@ def check_sparse_initializers(model: onnx.ModelProto,
             )
 
 
+def _node_text(node: onnx.NodeProto) -> bool:
+    """Whether the strings of ``node`` itself (not its attributes') are all text: joining fails on bytes."""
+    try:
+        "".join(node.input)
+        "".join(node.output)
+        node.name + node.op_type + node.domain
+    except TypeError:
+        return False
+    return True
+
+
 def check_text(model: onnx.ModelProto, where: str) -> None:
     """Refuse a string field that is not UTF-8 text (a name, an op type, a dim, a metadata key ...).
 
     ONNX's proto is proto2, whose parser keeps such a field as ``bytes``; onnxmem would carry it
     into a plan, whose JSON cannot hold it. Every message of the model is visited once (of a node,
-    the strings onnxmem reads and its attributes: nodes are most of a large graph); the numbers
-    and raw bytes of tensors are not read.
+    the strings onnxmem reads and its attributes; of a tensor, its name, documentation, external
+    data and metadata: nodes and weights are most of a large graph); the numbers and raw bytes of
+    tensors are not read.
     """
     from google.protobuf.descriptor import FieldDescriptor
 
     stack: list[Any] = [model]
     while stack:
         msg = stack.pop()
-        if type(msg) is onnx.NodeProto and not (
-                bytes in map(type, msg.input) or bytes in map(type, msg.output)
-                or bytes in map(type, (msg.name, msg.op_type, msg.domain))):
-            stack.extend(msg.attribute)
+        kind = type(msg)
+        if kind is onnx.NodeProto and _node_text(msg):
+            if msg.attribute:
+                stack.extend(msg.attribute)
+            continue
+        if kind is onnx.TensorProto and type(msg.name) is not bytes and type(msg.doc_string) is not bytes:
+            stack.extend(msg.external_data)  # its other strings are bytes fields; its data is not read
+            stack.extend(msg.metadata_props)
             continue
         for fd, value in msg.ListFields():
             if fd.type == FieldDescriptor.TYPE_STRING:
