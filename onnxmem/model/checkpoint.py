@@ -211,6 +211,10 @@ def _tensor(t: _Table, trainable: bool, nominal: bool) -> CheckpointTensor:
         if size != count * np.dtype(dtype).itemsize:
             raise r.fail(f"parameter {shown} holds {size} bytes for {count} elements of {dtype}")
         raw = r.data[data_at:data_at + size]
+        value = float(np.frombuffer(raw, np.dtype(dtype).newbyteorder("<"))[0]) if dtype in _SCALAR_TYPES.values() else 0.0
+        if not math.isfinite(value):  # a Dropout ratio of nan or inf
+            raise ModelError(f"checkpoint {r.label}: parameter {shown} holds {value}, not a finite number (a plan "
+                             f"records the values it reads as JSON numbers); {_FIX}")
     return CheckpointTensor(name, elem_type, dims, trainable, raw)
 
 
