@@ -191,3 +191,14 @@ def test_a_fifo_or_folder_is_never_read_as_a_checkpoint(tmp_path):
         make(folder / "checkpoint")
         code, out = _cli("plan", model)
         _refused(out, code, "depend on data")
+
+
+def test_the_file_found_beside_the_model_is_read_without_following_a_link(tmp_path):
+    """find_checkpoint looks before it reads: a link put in the file's place between the two is
+    refused when the file is opened, not followed out of the model's folder."""
+    link = tmp_path / "checkpoint"
+    link.symlink_to(MLP / "checkpoint")
+    with pytest.raises(ModelError) as err:
+        read_checkpoint(link, links=False)
+    assert "is a link, which onnxmem does not follow" in str(err.value) and "\n" not in str(err.value)
+    assert read_checkpoint(link).tensors[0].name == "val_3"  # a link the user names is the user's choice

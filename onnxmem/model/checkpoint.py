@@ -218,16 +218,17 @@ def _tensor(t: _Table, trainable: bool, nominal: bool) -> CheckpointTensor:
     return CheckpointTensor(name, elem_type, dims, trainable, raw)
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
+def read_checkpoint(path: str | os.PathLike[str], *, links: bool = True) -> Checkpoint:
     """Read an onnxruntime training checkpoint (the module doc); ``ModelError`` for a missing,
-    unreadable or malformed file, or one whose data is in an external file.
+    unreadable or malformed file, or one whose data is in an external file. ``links=False``:
+    not through a link (the file :func:`find_checkpoint` found, should it become one since).
 
     Checkpoint (ort_training_checkpoint.fbs): version 0, module_state 1, optimizer_groups 2,
     property_bag 3; ModuleState: requires_grad_params 0, frozen_params 1, is_nominal_state 2,
     has_external_data 3.
     """
     label = show_name(str(path))
-    data = read_input(path, "checkpoint", MAX_MODEL_BYTES, ModelError)
+    data = read_input(path, "checkpoint", MAX_MODEL_BYTES, ModelError, links=links)
     r = _Reader(data, label)
     if len(data) < 8 or data[4:8] != _IDENTIFIER:
         raise r.fail("no ODTC file identifier at byte 4")

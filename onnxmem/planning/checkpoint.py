@@ -69,7 +69,7 @@ def checkpoint_known(model: onnx.ModelProto, path: str | os.PathLike[str],
         found, how = beside, "beside the model"
     from onnxmem.runtime import checkpoint_values  # the reader: only where there is a checkpoint
 
-    checkpoint, values, reader = checkpoint_values(found, wanted)
+    checkpoint, values, reader = checkpoint_values(found, wanted, links=given is not None)
     _check_declared(model, checkpoint, wanted)
     return values, {**checkpoint_record(checkpoint, values, how), "reader": reader}
 
