@@ -21,7 +21,6 @@ from onnxmem.model import read_checkpoint, small_values
 from .helpers import make_model, vi
 from .test_checkpoint import DYNAMO, MLP, _checkpoint, _cli, _copy_model, _Flat
 
-SQUEEZENET = DYNAMO / "squeezenet"
 _TYPES = {np.dtype("int64"): 7, np.dtype("int32"): 6, np.dtype("float32"): 1, np.dtype("float64"): 11,
           np.dtype("bool"): 9}
 
@@ -128,11 +127,12 @@ def test_a_value_of_another_type_or_shape_than_the_graph_input_is_named(tmp_path
     assert not (tmp_path / "plan.json").exists()
 
 
-def _squeezenet(tmp_path, **over: np.ndarray):
-    """SqueezeNet's training graph beside a checkpoint of its constants, ``over`` replacing some."""
-    ckpt = read_checkpoint(SQUEEZENET / "checkpoint")
+def _dynamo(tmp_path, name: str, **over: np.ndarray):
+    """The dynamo export ``name``'s training graph beside a checkpoint of its constants, ``over``
+    replacing some."""
+    ckpt = read_checkpoint(DYNAMO / name / "checkpoint")
     values = {**small_values(ckpt, [t.name for t in ckpt.tensors]), **over}
-    shutil.copy(SQUEEZENET / "training_model.onnx", tmp_path / "training_model.onnx")
+    shutil.copy(DYNAMO / name / "training_model.onnx", tmp_path / "training_model.onnx")
     (tmp_path / "checkpoint").write_bytes(_checkpoint(
         [{"name": n, "type": _TYPES[v.dtype], "dims": list(v.shape), "raw": v.tobytes()} for n, v in values.items()]))
     return tmp_path / "training_model.onnx"
@@ -140,7 +140,7 @@ def _squeezenet(tmp_path, **over: np.ndarray):
 
 @pytest.mark.parametrize("ratio", [np.nan, np.inf])
 def test_a_ratio_that_is_not_a_finite_number_is_refused(tmp_path, ratio):
-    model = _squeezenet(tmp_path, val_3=np.array(ratio, np.float32))
+    model = _dynamo(tmp_path, "squeezenet", val_3=np.array(ratio, np.float32))
     code, out = _cli("plan", model, "-o", tmp_path / "plan.json")
     _refused(out, code, f"parameter 'val_3' holds {ratio}, not a finite number")
     assert not (tmp_path / "plan.json").exists()
@@ -149,16 +149,28 @@ def test_a_ratio_that_is_not_a_finite_number_is_refused(tmp_path, ratio):
 def test_a_finite_ratio_plans_and_is_recorded(tmp_path):
     from onnxmem.plans import read_plan
 
-    model = _squeezenet(tmp_path, val_3=np.array(0.25, np.float32))
+    model = _dynamo(tmp_path, "squeezenet", val_3=np.array(0.25, np.float32))
     code, out = _cli("plan", model, "-o", tmp_path / "plan.json")
     assert code == 0, out
     assert read_plan(tmp_path / "plan.json").extra["checkpoint"]["values"]["val_3"]["values"] == [0.25]
 
 
 def test_a_ratio_of_another_float_type_is_named(tmp_path):
-    model = _squeezenet(tmp_path, val_3=np.array(0.5, np.float64))
+    model = _dynamo(tmp_path, "squeezenet", val_3=np.array(0.5, np.float64))
     code, out = _cli("plan", model, "-o", tmp_path / "plan.json")
     _refused(out, code, "parameter 'val_3' is float64 [], but the model's graph input of that name is float32 []")
+
+
+def test_a_reshape_target_the_gradient_graph_contradicts_is_refused(tmp_path):
+    """BERT's attention split [4, 128, 3, 4, 64] as [4, 128, 3, 2, 128]: the same elements, so
+    the forward reshapes, but the gradient graph keeps [4, 128, 4, 64] as a constant, and its
+    FusedMatMul then reads operands that do not multiply (onnxruntime-training's run refuses
+    them); the X_grad name rule had sized its output from the forward value all the same."""
+    model = _dynamo(tmp_path, "bert", val_12=np.array([4, 128, 3, 2, 128], np.int64))
+    code, out = _cli("plan", model, "-o", tmp_path / "plan.json")
+    _refused(out, code, "FusedMatMul node 'node_matmul_23_Grad/FusedMatMul_1' reads 'getitem_66' [4, 2, 128, 128] "
+             "and 'matmul_23_grad' [4, 4, 128, 64], which do not multiply")
+    assert not (tmp_path / "plan.json").exists()
 
 
 # ---------------------------------------------------------------- the file itself
