@@ -13,7 +13,9 @@ frozen (or eval-graph) parameters that are constants rather than weights
 Dropout ratio; :func:`onnxmem.runtime.checkpoint_values`), and returns them with the record the
 plan keeps under ``extra.checkpoint``: shape inference reads them as known values
 (:func:`onnxmem.model.with_values`), and verify feeds them to the run.
-A checkpoint is looked for beside the model only when the graph has such parameters.
+A checkpoint is looked for beside the model only when the graph has such parameters, and
+read there without following a link. A parameter the checkpoint holds with another element
+type or dims than the graph declares for its input is refused in one line that names both.
 """
 
 from __future__ import annotations
