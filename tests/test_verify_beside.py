@@ -101,16 +101,16 @@ def test_a_planned_shape_of_other_bytes_is_a_finding(chain):
 
 @pytest.mark.parametrize("pieces", [{}, {"piece_bytes": 1}], ids=["whole", "a piece per node"])
 def test_a_model_onnxruntime_cannot_run_is_the_reference_error(tmp_path, pieces):
-    """A node whose kernel fails on these values (a Reshape to a shape of other size): the one-line
-    error of the step-by-step run, after the reference, not the run ahead's; the same when the
-    reference runs in pieces."""
+    """A node whose kernel fails on these values (a Gather of a row past the end: its shape is
+    right, its index is not): the one-line error of the step-by-step run, after the reference,
+    not the run ahead's; the same when the reference runs in pieces."""
     from onnxmem.core.errors import RuntimeBackendError
 
-    shape = onnx.numpy_helper.from_array(np.array([3, 3], np.int64), "shape")
+    index = onnx.numpy_helper.from_array(np.array([5], np.int64), "index")
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
-             helper.make_node("Reshape", ["a", "shape"], ["y"], name="reshape")]
+             helper.make_node("Gather", ["a", "index"], ["y"], name="gather", axis=0)]
     path = tmp_path / "bad.onnx"
-    onnx.save(make_model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])], [shape]), path)
+    onnx.save(make_model(nodes, [vi("x", [2, 4])], [vi("y", [1, 4])], [index]), path)
     p = plan_model(path, GREEDY)
     for beside in (True, False):
         with pytest.raises(RuntimeBackendError, match="onnxruntime failed to run the model as a whole"):

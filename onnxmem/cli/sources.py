@@ -1,6 +1,6 @@
 """Where a command's model and plan come from: the ``--plan`` file (a point of a range plan),
-the plan an annotated model carries, or a plan made now; and the model's weight files, which
-no output may replace."""
+the plan an annotated model carries, or a plan made now; and the model's weight files (its
+external data, a training graph's checkpoint beside it), which no output may replace."""
 
 from __future__ import annotations
 
@@ -28,16 +28,20 @@ if TYPE_CHECKING:
 
 def add_weight_files(outs: OutputSet, onnx_model: onnx.ModelProto, model_path: str,
                      refs: Iterable[ExternalData] | None = None) -> None:
-    """Declare the model's external data files as inputs, so no output replaces them. ``refs``:
-    the model's external-data references as the loader found them
+    """Declare the model's external data files and the training checkpoint beside it
+    (:func:`onnxmem.model.find_checkpoint`, read when planning needs it) as inputs, so no output
+    replaces them. ``refs``: the model's external-data references as the loader found them
     (:func:`onnxmem.model.load_model_data`), where the caller has them: the model is not walked
     again."""
-    if refs is None:
-        from onnxmem.model import check_external_data
+    from onnxmem.model import check_external_data, find_checkpoint
 
+    if refs is None:
         refs = check_external_data(onnx_model, Path(model_path).parent, need_files=False)
     for path in dict.fromkeys(ref.path for ref in refs):
         outs.add_input(path)  # once per data file, however many tensors it holds
+    beside = find_checkpoint(model_path)
+    if beside is not None:
+        outs.add_input(beside)
 
 
 def read_plan_for(plan_file: str, model_path: str | None, action: str,

@@ -22,6 +22,7 @@ temporary file; a failure during them puts back the files already replaced.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -68,11 +69,14 @@ def _not_a_file(mode: int, folder_fix: str, other_fix: str) -> str | None:
     return None
 
 
-def open_input(path: str | os.PathLike[str], what: str, limit: int, error: type[OnnxmemError]) -> int:
-    """An open descriptor of ``path`` once it is known to be a regular file of at most ``limit`` bytes."""
+def open_input(path: str | os.PathLike[str], what: str, limit: int, error: type[OnnxmemError],
+               *, links: bool = True) -> int:
+    """An open descriptor of ``path`` once it is known to be a regular file of at most ``limit`` bytes;
+    ``links=False``: not through a link (a file onnxmem found itself, not one the user named)."""
     name = _label(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        fd = os.open(path, flags if links else flags | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         raise error(f"cannot read {what} {name}: it does not exist; check the path") from None
     except IsADirectoryError:
@@ -80,6 +84,8 @@ def open_input(path: str | os.PathLike[str], what: str, limit: int, error: type[
     except ValueError:
         raise error(f"{what} path {name} contains a NUL byte; give a real path") from None
     except OSError as exc:
+        if not links and exc.errno == errno.ELOOP:
+            raise error(f"{what} {name} is a link, which onnxmem does not follow; give the file itself") from None
         raise error(f"cannot open {what} {name}: {exc.strerror}; check the path and its permissions") from None
     try:
         info = os.fstat(fd)
@@ -112,13 +118,16 @@ def read_input(
     what: str,
     limit: int,
     error: type[OnnxmemError] = OnnxmemError,
+    *,
+    links: bool = True,
 ) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes.
 
     ``what`` names the file in messages (``"model file"``, ``"plan file"``);
     every refusal is an ``error`` that names the path, the rule and the fix.
+    ``links=False``: not read through a link (:func:`open_input`).
     """
-    fd = open_input(path, what, limit, error)
+    fd = open_input(path, what, limit, error, links=links)
     try:
         chunks: list[bytes] = []
         total = 0

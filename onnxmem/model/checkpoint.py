@@ -14,10 +14,12 @@ The file is a flatbuffer with the identifier ``ODTC``, its schema onnxruntime's
 planning needs (every parameter's name, element type, dims, and the bytes of the small ones)
 without flatbuffers or onnxruntime. The file is hostile input: every offset is checked
 against the buffer before it is read, a table's fields are read only inside the table its
-vtable declares, counts and sizes are bounded by the bytes that hold them, names are UTF-8
-and only shown escaped, and a tensor whose bytes live in an external file
-(``has_external_data``, ``external_data_offset``) is refused rather than followed: onnxmem
-reads no file the user did not name. Anything wrong is a :class:`~onnxmem.core.errors.ModelError`
+vtable declares, counts and sizes are bounded by the bytes that hold them, the vectors read
+all together by the file's size (tables or vectors shared or repeated cannot make the work grow
+faster than the file), a rank by :data:`MAX_RANK`, names are UTF-8 and only shown escaped,
+and a tensor whose bytes live in an external file (``has_external_data``,
+``external_data_offset``) is refused rather than followed: onnxmem reads no file the user did
+not name. Anything wrong is a :class:`~onnxmem.core.errors.ModelError`
 that names the file, the rule and the fix.
 
 :func:`find_checkpoint` finds the file beside a model (``checkpoint``, the generator's name);
@@ -42,13 +44,15 @@ import onnx.numpy_helper
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.fileio import MAX_MODEL_BYTES, read_input
 
-__all__ = ["CHECKPOINT_NAME", "MAX_VALUE_ELEMENTS", "Checkpoint", "CheckpointTensor", "checkpoint_record",
+__all__ = ["CHECKPOINT_NAME", "MAX_RANK", "MAX_VALUE_ELEMENTS", "Checkpoint", "CheckpointTensor", "checkpoint_record",
            "find_checkpoint", "read_checkpoint", "recorded_values", "small_values", "value_type", "with_values"]
 
 #: the name the artifact generator gives the checkpoint beside ``training_model.onnx``
 CHECKPOINT_NAME = "checkpoint"
 #: the most elements of an integer or boolean parameter whose value is read (a shape, axes)
 MAX_VALUE_ELEMENTS = 64
+#: the highest rank of a parameter read (numpy's own limit)
+MAX_RANK = 64
 _IDENTIFIER = b"ODTC"
 _COUNTED_TYPES: dict[int, str] = {onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32",
                                   onnx.TensorProto.BOOL: "bool"}
@@ -102,6 +106,16 @@ class _Reader:
     def __init__(self, data: bytes, label: str) -> None:
         self.data = data
         self.label = label
+        self.unread = len(data)  # the bytes vectors may still take: each is read once in a real file
+
+    def take(self, size: int, at: int) -> None:
+        """Count ``size`` bytes of a vector at byte ``at`` as read: a file whose vectors, read in
+        full, hold more bytes than the file (tables or vectors shared or repeated, so that the
+        work grows faster than the file) is refused before they are copied."""
+        self.unread -= size
+        if self.unread < 0:
+            raise self.fail(f"the vector at byte {at} makes its parts hold more bytes than the file's "
+                            f"{len(self.data):,} (shared or repeated tables)")
 
     def fail(self, rule: str) -> ModelError:
         return ModelError(f"checkpoint {self.label} is not a readable onnxruntime training checkpoint ({rule}); "
@@ -158,6 +172,7 @@ class _Table:
         count = self.reader.scalar("I", at)
         if at + 4 + count * width > len(self.reader.data):
             raise self.reader.fail(f"a vector of {count} elements at byte {at} runs past the end of the file")
+        self.reader.take(count * width, at)
         return at + 4, count
 
     def tables(self, k: int) -> list[_Table]:
@@ -177,10 +192,12 @@ def _tensor(t: _Table, trainable: bool, nominal: bool) -> CheckpointTensor:
     external_data_offset 6."""
     r = t.reader
     name = t.string(0)
+    shown = show_name(name)
     start, rank = t.vector(2, 8)
+    if rank > MAX_RANK:
+        raise r.fail(f"parameter {shown} has rank {rank}, more than {MAX_RANK}")
     dims = tuple(r.scalar("q", start + 8 * i) for i in range(rank))
     elem_type = t.number(3, "i", 0)
-    shown = show_name(name)
     if any(d < 0 for d in dims):
         raise r.fail(f"parameter {shown} has a negative dim {dims}")
     if t.number(6, "q", -1) != -1:
@@ -194,19 +211,24 @@ def _tensor(t: _Table, trainable: bool, nominal: bool) -> CheckpointTensor:
         if size != count * np.dtype(dtype).itemsize:
             raise r.fail(f"parameter {shown} holds {size} bytes for {count} elements of {dtype}")
         raw = r.data[data_at:data_at + size]
+        value = float(np.frombuffer(raw, np.dtype(dtype).newbyteorder("<"))[0]) if dtype in _SCALAR_TYPES.values() else 0.0
+        if not math.isfinite(value):  # a Dropout ratio of nan or inf
+            raise ModelError(f"checkpoint {r.label}: parameter {shown} holds {value}, not a finite number (a plan "
+                             f"records the values it reads as JSON numbers); {_FIX}")
     return CheckpointTensor(name, elem_type, dims, trainable, raw)
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
+def read_checkpoint(path: str | os.PathLike[str], *, links: bool = True) -> Checkpoint:
     """Read an onnxruntime training checkpoint (the module doc); ``ModelError`` for a missing,
-    unreadable or malformed file, or one whose data is in an external file.
+    unreadable or malformed file, or one whose data is in an external file. ``links=False``:
+    not through a link (the file :func:`find_checkpoint` found, should it become one since).
 
     Checkpoint (ort_training_checkpoint.fbs): version 0, module_state 1, optimizer_groups 2,
     property_bag 3; ModuleState: requires_grad_params 0, frozen_params 1, is_nominal_state 2,
     has_external_data 3.
     """
     label = show_name(str(path))
-    data = read_input(path, "checkpoint", MAX_MODEL_BYTES, ModelError)
+    data = read_input(path, "checkpoint", MAX_MODEL_BYTES, ModelError, links=links)
     r = _Reader(data, label)
     if len(data) < 8 or data[4:8] != _IDENTIFIER:
         raise r.fail("no ODTC file identifier at byte 4")

@@ -13,18 +13,31 @@ frozen (or eval-graph) parameters that are constants rather than weights
 Dropout ratio; :func:`onnxmem.runtime.checkpoint_values`), and returns them with the record the
 plan keeps under ``extra.checkpoint``: shape inference reads them as known values
 (:func:`onnxmem.model.with_values`), and verify feeds them to the run.
-A checkpoint is looked for beside the model only when the graph has such parameters.
+A checkpoint is looked for beside the model only when the graph has such parameters, and
+read there without following a link. A parameter the checkpoint holds with another element
+type or dims than the graph declares for its input is refused in one line that names both.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import onnx
 
-from onnxmem.model import caller_state, checkpoint_record, find_checkpoint, value_type
+from onnxmem.core.errors import ModelError, show_name
+from onnxmem.model import (
+    DTYPES,
+    Checkpoint,
+    caller_state,
+    checkpoint_record,
+    dtype_name,
+    find_checkpoint,
+    graph_inputs,
+    value_type,
+)
 
 __all__ = ["checkpoint_known", "value_parameters"]
 
@@ -58,5 +71,32 @@ def checkpoint_known(model: onnx.ModelProto, path: str | os.PathLike[str],
         found, how = beside, "beside the model"
     from onnxmem.runtime import checkpoint_values  # the reader: only where there is a checkpoint
 
-    checkpoint, values, reader = checkpoint_values(found, wanted)
+    checkpoint, values, reader = checkpoint_values(found, wanted, links=given is not None)
+    _check_declared(model, checkpoint, wanted)
     return values, {**checkpoint_record(checkpoint, values, how), "reader": reader}
+
+
+def _check_declared(model: onnx.ModelProto, checkpoint: Checkpoint, names: Iterable[str]) -> None:
+    """``ModelError`` for a parameter of ``names`` the checkpoint holds with an element type or
+    dims other than those ``model`` declares for its graph input (a checkpoint of another graph,
+    or a hostile one): inference and runs would read it as the graph does not."""
+    declared = graph_inputs(model)
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.input}
+    held = checkpoint.by_name()
+    for name in names:
+        t, dims = held.get(name), declared.get(name)
+        if t is None:
+            continue
+        fits = dims is None or (len(dims) == len(t.dims)
+                                and all(not isinstance(d, int) or d == v for d, v in zip(dims, t.dims)))
+        if t.elem_type != types[name] or not fits:
+            want = "[" + ", ".join(str(d) if isinstance(d, int) else "?" for d in dims or ()) + "]"
+            raise ModelError(
+                f"checkpoint {show_name(checkpoint.path)}: parameter {show_name(name)} is {_type_name(t.elem_type)} "
+                f"{list(t.dims)}, but the model's graph input of that name is {dtype_name(types[name])} {want}; "
+                "pass the checkpoint the artifact generator wrote with this model (--checkpoint PATH)")
+
+
+def _type_name(elem_type: int) -> str:
+    """A checkpoint's element type by its name, its number where onnxmem knows no name for it."""
+    return dtype_name(elem_type) if elem_type in DTYPES else f"element type {elem_type}"

@@ -49,14 +49,14 @@ def _ort_values(path: str, names: Sequence[str]) -> dict[str, np.ndarray]:
     return {n: np.array(params[n].data, copy=True) for n in names if n in params}
 
 
-def checkpoint_values(path: str | os.PathLike[str], names: Sequence[str],
-                      *, use_ort: bool | None = None) -> tuple[Checkpoint, dict[str, np.ndarray], str]:
+def checkpoint_values(path: str | os.PathLike[str], names: Sequence[str], *, use_ort: bool | None = None,
+                      links: bool = True) -> tuple[Checkpoint, dict[str, np.ndarray], str]:
     """The checkpoint at ``path``, the values of those of ``names`` that are constants
     in it (:func:`onnxmem.model.checkpoint.small_values`), and which reader
     gave them (:data:`ORT_READER` or :data:`OWN_READER`). ``use_ort``: ``None`` uses onnxruntime
-    where its training API is installed. ``ModelError`` for a missing or malformed file, or one
-    whose values the two readers disagree on."""
-    checkpoint = read_checkpoint(path)
+    where its training API is installed; ``links=False``: not read through a link. ``ModelError``
+    for a missing or malformed file, or one whose values the two readers disagree on."""
+    checkpoint = read_checkpoint(path, links=links)
     own = small_values(checkpoint, names)
     if not own or not (has_training_api() if use_ort is None else use_ort):
         return checkpoint, own, OWN_READER

@@ -30,6 +30,7 @@ from onnxmem.model import (
     set_shape,
     subgraph_attributes,
 )
+from onnxmem.shapes.consistency import check_shapes
 from onnxmem.shapes.contrib import complete_contrib, unshaped_reason
 from onnxmem.shapes.contrib_attention import value_sized
 from onnxmem.shapes.engines import (
@@ -128,6 +129,7 @@ def infer_shapes(
     known = state.known
     for init in model.graph.initializer:
         known.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
+    check_shapes(model, known)
     bodies = _subgraph_shapes(state, measured_values or {}, excluded)
     same: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct shape
     return ShapeInfo(

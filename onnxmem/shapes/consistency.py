@@ -1,0 +1,82 @@
+"""The shapes inference gives, checked against rules onnxruntime enforces when it runs.
+
+onnx's shape inference computes a Reshape's output shape from its target alone: it does not
+check that the target holds as many elements as the data. A target whose value is wrong (a
+training checkpoint's frozen parameter, an initializer of a hostile file: ``[32, 784]`` for
+data of ``[64, 784]``) gives a shape onnxruntime refuses at run time (``The input tensor
+cannot be reshaped to the requested shape``), and a plan sized from it would be the plan of
+a graph that cannot run. A target of the right element count can still contradict the rest
+of the graph: a training graph's gradient nodes keep the forward shapes they were built for
+(a Reshape back to ``[4, 128, 4, 64]`` as a constant), and where a checkpoint's target makes
+the forward ``[4, 128, 2, 128]``, a MatMul of the gradient reads operands that do not
+multiply while the name rule of :mod:`onnxmem.shapes.training` (``X_grad`` has ``X``'s shape)
+sizes its output anyway.
+
+:func:`check_shapes` refuses both, on the final shapes of the main graph: a Reshape whose
+data and output hold different numbers of elements, and a MatMul or FusedMatMul
+(:func:`onnxmem.shapes.training.fused_matmul`; its batch-transposing forms are not checked)
+whose operands do not multiply or whose output is not their product's shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import onnx
+
+from onnxmem.core.errors import ShapeError, show_name
+from onnxmem.shapes.training import fused_matmul, matmul_dims
+
+__all__ = ["check_shapes"]
+
+_FIX = ("check the values its shapes come from (a Reshape target: an initializer, or a training checkpoint's "
+        "frozen parameter: --checkpoint PATH)")
+
+
+def check_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> None:
+    """``ShapeError`` for the first Reshape, MatMul or FusedMatMul of ``model``'s graph whose
+    shapes in ``known`` (dtype, shape) onnxruntime would refuse (the module doc)."""
+    for node in model.graph.node:
+        if len(node.input) < 2 or not node.output:
+            continue
+        if node.domain in ("", "ai.onnx") and node.op_type == "Reshape":
+            _check_reshape(node, known)
+        elif (node.domain, node.op_type) in (("", "MatMul"), ("ai.onnx", "MatMul"), ("com.microsoft", "FusedMatMul")):
+            _check_product(node, known)
+
+
+def _label(node: onnx.NodeProto) -> str:
+    return f"{node.op_type} node {show_name(node.name or node.output[0])}"
+
+
+def _check_reshape(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> None:
+    data, out = known.get(node.input[0]), known.get(node.output[0])
+    if data is None or out is None:
+        return
+    have, made = math.prod(data[1]), math.prod(out[1])
+    if have != made:
+        raise ShapeError(
+            f"{_label(node)} makes {show_name(node.input[0])} of shape {list(data[1])} ({have:,} elements) into "
+            f"{list(out[1])} ({made:,}), which onnxruntime refuses; check the value of its target "
+            f"{show_name(node.input[1])} (an initializer, or a training checkpoint's frozen parameter: "
+            "--checkpoint PATH)")
+
+
+def _check_product(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> None:
+    a, b, out = known.get(node.input[0]), known.get(node.input[1]), known.get(node.output[0])
+    if a is None or b is None or out is None:
+        return
+    if node.op_type == "MatMul":
+        dims = matmul_dims(a[1], b[1])
+    elif any(at.name in ("transBatchA", "transBatchB") and at.i for at in node.attribute):
+        return
+    else:
+        [typed] = fused_matmul(node, [a, b], [])
+        dims = None if typed is None else typed[1]
+    operands = f"{show_name(node.input[0])} {list(a[1])} and {show_name(node.input[1])} {list(b[1])}"
+    if dims is None:
+        raise ShapeError(f"{_label(node)} reads {operands}, which do not multiply (onnxruntime refuses them); {_FIX}")
+    if tuple(dims) != tuple(out[1]):
+        raise ShapeError(f"{_label(node)} reads {operands}, whose product is {list(dims)}, but its output "
+                         f"{show_name(node.output[0])} was sized {list(out[1])}; {_FIX}")
