@@ -350,6 +350,10 @@ class _Evaluator:
         self.typed: dict[str, tuple[int, tuple[int, ...]]] = {}
         self.budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
 
+    def done(self) -> bool:
+        """Whether every wanted node's value is known."""
+        return all(name in self.values for _, name in self.names.values())
+
     def evaluate(self, shapes: dict[str, tuple[int, ...]]) -> list[str]:
         """One pass over the wanted nodes in order: the values it computed (their shapes added to ``shapes``)."""
         new: list[str] = []
@@ -430,28 +434,31 @@ class _Carrier:
         """:meth:`_Evaluator.evaluate` with the shapes carried forward in the same sweep: the values
         computed (their shapes added to ``shapes``, as there; the carried ones are kept apart)."""
         if not self.shaped:
-            return ev.evaluate(shapes)
-        elem = _elem_types(current)
-        elem.update({k: v[0] for k, v in ev.typed.items()})
+            return [] if ev.done() else ev.evaluate(shapes)
+        step = not ev.done()  # with every wanted value known, the sweep only carries shapes
+        elem = _Types(current, ev.typed)
         seen = {**self.carried, **shapes}
         new: list[str] = []
         for i in self.order:
-            if i in self.wanted:
+            if step and i in self.wanted:
                 name = ev.step(i, seen)
                 if name is not None:
                     new.append(name)
-                    elem[name] = ev.typed[name][0]
+                    elem.add(name, ev.typed[name][0])
             if i in self.shaped:
                 self._carry(i, seen, elem, ev.values)
         shapes.update({k: seen[k] for k in new})
         return new
 
-    def _carry(self, i: int, shapes: dict[str, tuple[int, ...]], elem: dict[str, int],
+    def _carry(self, i: int, shapes: dict[str, tuple[int, ...]], types: _Types,
                values: Mapping[str, np.ndarray]) -> None:
         """Node ``i``'s output shapes by onnx's rule, where it gives ones not known yet."""
         ins, outs = self.names[i]
         known = shapes.__contains__
-        if all(map(known, outs)) or not all(map(known, ins)) or not all(map(elem.get, ins)):
+        if all(map(known, outs)) or not all(map(known, ins)):
+            return
+        elem = types.read()
+        if not all(map(elem.get, ins)):
             return
         seen = tuple((shapes[name], name in values) for name in ins)
         if self.tried.get(i) == seen:
@@ -502,6 +509,30 @@ class _Carrier:
 def _carries(node: onnx.NodeProto) -> bool:
     """Whether step 5 may ask onnx's rule of ``node``: the standard domain, no subgraph."""
     return node.domain in ("", "ai.onnx") and not subgraph_attributes(node)
+
+
+class _Types:
+    """The element type of each value one sweep of :class:`_Carrier` knows: the typed values and
+    initializers of the inference ``model``, and the values computed (``typed``, and those added
+    in the sweep). ``model`` is read when first asked: a sweep that carries nothing never reads it."""
+
+    __slots__ = ("model", "typed", "found")
+
+    def __init__(self, model: onnx.ModelProto, typed: Mapping[str, tuple[int, tuple[int, ...]]]) -> None:
+        self.model, self.typed = model, typed
+        self.found: dict[str, int] | None = None
+
+    def read(self) -> dict[str, int]:
+        """The element types, by value name (the values computed so far included)."""
+        if self.found is None:
+            self.found = _elem_types(self.model)
+            self.found.update({k: v[0] for k, v in self.typed.items()})
+        return self.found
+
+    def add(self, name: str, elem: int) -> None:
+        """A value computed in the sweep, of element type ``elem``."""
+        if self.found is not None:
+            self.found[name] = elem
 
 
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
@@ -572,7 +603,7 @@ def evaluate_shapes(
         shapes.update({k: v[1] for k, v in ev.typed.items()})
         before = set(shapes)
         if carrier is None:
-            new = ev.evaluate(shapes)
+            new = [] if ev.done() else ev.evaluate(shapes)
         else:
             new = carrier.evaluate(ev, current, shapes)
         # infer again only when a new value can teach inference something it does not know
