@@ -258,26 +258,37 @@ def known_shapes(
 ) -> dict[str, tuple[int, ...]]:
     """The concrete shapes of ``model``'s initializers and typed values. ``known``: the shapes
     found in an earlier inference of the same graph, added to (inference only adds shapes: a
-    value with a concrete shape is not read again)."""
+    value with a concrete shape is not read again). ``resolve`` is a function of the dim alone:
+    values of one type share one tuple."""
     out: dict[str, tuple[int, ...]] = {} if known is None else known
     g = model.graph
     for init in g.initializer:
         if init.name not in out:
             out[init.name] = tuple(int(d) for d in init.dims)
+    read: dict[bytes, tuple[int, ...] | None] = {}  # each distinct type resolved once
     for vi in (*g.input, *g.value_info, *g.output):
         name = vi.name
         if name in out:
             continue
         t = vi.type
-        if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-            continue
-        dims: list[int] = []
-        for d in t.tensor_type.shape.dim:
-            raw: Dim = int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
-            value = resolve(raw)
-            if value is None:
-                break
-            dims.append(value)
-        else:
-            out[name] = tuple(dims)
+        key = t.SerializeToString()
+        if key not in read:
+            read[key] = _concrete(t, resolve)
+        dims = read[key]
+        if dims is not None:
+            out[name] = dims
     return out
+
+
+def _concrete(t: onnx.TypeProto, resolve: Callable[[Dim], int | None]) -> tuple[int, ...] | None:
+    """The dims of tensor type ``t``, each resolved; ``None`` where it has no shape or a dim does not resolve."""
+    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    dims: list[int] = []
+    for d in t.tensor_type.shape.dim:
+        raw: Dim = int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
+        value = resolve(raw)
+        if value is None:
+            return None
+        dims.append(value)
+    return tuple(dims)

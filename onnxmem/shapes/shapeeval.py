@@ -136,6 +136,7 @@ def evaluate_node(
     shapes: Sequence[tuple[int, ...] | None],
     opset: int,
     undefined: set[str] | None = None,
+    tensors: dict[bytes, np.ndarray | None] | None = None,
 ) -> np.ndarray | None:
     """The value of ``node``'s (single) output, or ``None`` when it is unknown.
 
@@ -143,17 +144,26 @@ def evaluate_node(
     ``shapes`` the inputs' known shapes (``Shape`` and ``Size`` read only
     these). Raises nothing for a malformed node: its value is unknown. The output of
     a node whose exact result leaves its dtype's range (:class:`OutOfRange`) is added
-    to ``undefined``, where given.
+    to ``undefined``, where given. ``tensors``: the values of the ``Constant`` tensors read so far,
+    by their bytes (added to; an exporter repeats a few constants thousands of times), where given:
+    nodes holding the same tensor then share one array, which no evaluator changes.
     """
     run = EVALUATORS.get(node.op_type)
     if run is None or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return None
     attrs = node.attribute
     if node.op_type == "Constant" and len(attrs) == 1 and attrs[0].name == "value" and attrs[0].type == _TENSOR:
+        t = attrs[0].t
+        key = t.SerializeToString() if tensors is not None else b""
+        if tensors is not None and key in tensors:
+            return tensors[key]
         try:  # most often a tensor alone: read as it is
-            return tensor_value(attrs[0].t)
+            value: np.ndarray | None = tensor_value(t)
         except _UNKNOWN:
-            return None
+            value = None
+        if tensors is not None:
+            tensors[key] = value
+        return value
     try:
         ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input])
         out = np.asarray(run(ctx, list(inputs)))
@@ -301,34 +311,64 @@ def graph_constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     return out
 
 
+class _Protos:
+    """The initializers and value_info one pass makes, each by name once (a value never changes
+    once computed), kept across its rounds; each distinct value and type is built once and copied
+    under each name (the same bytes as built for the name alone)."""
+
+    def __init__(self) -> None:
+        self.tensors: dict[str, onnx.TensorProto] = {}
+        self.infos: dict[str, onnx.ValueInfoProto] = {}
+        self.values: dict[tuple[str, tuple[int, ...], bytes], onnx.TensorProto] = {}
+        self.types: dict[tuple[int, tuple[int, ...]], onnx.ValueInfoProto] = {}
+
+    def tensor(self, name: str, value: np.ndarray) -> onnx.TensorProto:
+        """``value`` as a tensor named ``name``."""
+        found = self.tensors.get(name)
+        if found is None:
+            key = (value.dtype.str, tuple(value.shape), value.tobytes())
+            base = self.values.get(key)
+            if base is None:
+                base = self.values[key] = numpy_helper.from_array(value)
+            found = self.tensors[name] = onnx.TensorProto()
+            found.CopyFrom(base)
+            found.name = name
+        return found
+
+    def info(self, name: str, elem: int, shape: tuple[int, ...]) -> onnx.ValueInfoProto:
+        """The value_info of tensor ``name`` of element type ``elem`` and dims ``shape``."""
+        found = self.infos.get(name)
+        if found is None:
+            base = self.types.get((elem, shape))
+            if base is None:
+                base = self.types[elem, shape] = helper.make_tensor_value_info("", elem, list(shape))
+            found = self.infos[name] = onnx.ValueInfoProto()
+            found.CopyFrom(base)
+            found.name = name
+        return found
+
+
 def _fold(
     work: onnx.ModelProto,
     values: Mapping[str, np.ndarray],
     fold: set[str],
     shapes: Mapping[str, tuple[int, tuple[int, ...]]],
-    made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] | None = None,
+    protos: _Protos | None = None,
     outputs: Sequence[tuple[str, ...]] | None = None,
 ) -> onnx.ModelProto:
     """A copy of ``work`` whose producers of ``fold`` values are initializers, other evaluated values typed.
-    ``made``: the initializers and value_info of earlier rounds by name (a value never changes
-    once computed), kept across rounds so that each is made once; ``outputs``: each node's output
-    names (:func:`_names`), where read already. The nodes kept are copied once."""
-    made = {} if made is None else made
+    ``protos``: the initializers and value_info of earlier rounds, kept across rounds so that each
+    is made once; ``outputs``: each node's output names (:func:`_names`), where read already. The
+    nodes kept are copied once."""
+    protos = _Protos() if protos is None else protos
     m = copy_without(work, ("node",))
     g = m.graph
     outs = outputs if outputs is not None else [tuple(n.output) for n in work.graph.node]
     g.node.extend(n for n, o in zip(work.graph.node, outs) if not (len(o) == 1 and o[0] in fold))
-    for name in sorted(fold):
-        if not isinstance(made.get(name), onnx.TensorProto):
-            made[name] = numpy_helper.from_array(values[name], name)
-    g.initializer.extend(made[name] for name in sorted(fold))  # type: ignore[misc]
+    g.initializer.extend(protos.tensor(name, values[name]) for name in sorted(fold))
     typed = {vi.name for vi in (*g.input, *g.output, *g.value_info)}
-    for name in sorted(shapes):
-        if name not in fold and name not in typed:
-            if name not in made:
-                et, shape = shapes[name]
-                made[name] = helper.make_tensor_value_info(name, et, list(shape))
-            g.value_info.append(made[name])
+    g.value_info.extend(protos.info(name, *shapes[name]) for name in sorted(shapes)
+                        if name not in fold and name not in typed)
     return m
 
 
@@ -347,6 +387,7 @@ class _Evaluator:
         self.tried: dict[int, tuple[object, ...]] = {}
         self.made: dict[str, np.ndarray] = {}
         self.undefined: set[str] = set()  # the values whose exact result leaves their dtype's range
+        self.tensors: dict[bytes, np.ndarray | None] = {}  # the Constant tensors read, by their bytes
         self.typed: dict[str, tuple[int, tuple[int, ...]]] = {}
         self.budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
 
@@ -376,7 +417,7 @@ class _Evaluator:
         if self.tried.get(i) == seen:
             return None
         node = self.nodes[i]
-        out = evaluate_node(node, ins, in_shapes, self.opset, self.undefined)
+        out = evaluate_node(node, ins, in_shapes, self.opset, self.undefined, self.tensors)
         if out is None:
             self.tried[i] = seen
             # with every input known, a later round cannot do better: never try it again
@@ -400,10 +441,11 @@ class _Carrier:
     wanted ``Shape`` or ``Size`` reads the output of, directly or through other nodes (their
     shapes carried; none with a subgraph, none of another domain): every node comes after all
     the nodes it reads, so one sweep takes each value and shape as far as it goes. ``order``:
-    every node in that order (:func:`_topological`, computed once for the pass)."""
+    every node in that order (:func:`_topological`, computed once for the pass); ``protos``: the
+    pass's tensors (:class:`_Protos`, shared with its folds); ``flat``: no node holds a subgraph."""
 
     def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int],
-                 order: Sequence[int], names: Names) -> None:
+                 order: Sequence[int], names: Names, protos: _Protos, *, flat: bool = False) -> None:
         self.nodes, self.opsets, self.ir_version = nodes, list(work.opset_import), int(work.ir_version)
         self.opset = opset_version(work)
         inputs, outputs = names
@@ -416,7 +458,7 @@ class _Carrier:
                 continue
             reads.add(p)
             stack.extend(name for name in inputs[p] if name)
-        self.shaped = {i for i in reads if _carries(nodes[i])}
+        self.shaped = {i for i in reads if _carries(nodes[i], flat)}
         self.wanted = set(wanted)
         self.order = [i for i in order if i in self.shaped or i in self.wanted]
         #: each shaped node's named inputs and outputs
@@ -424,7 +466,7 @@ class _Carrier:
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
-        self.tensors: dict[str, onnx.TensorProto] = {}
+        self.protos = protos  # the tensors handed to onnx's rules (the pass's, shared with its folds)
         #: (element type, shape) -> its TypeProto, made once (onnx's rule only reads it)
         self.types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
         #: op type -> its schema at the model's opset, found once
@@ -473,7 +515,7 @@ class _Carrier:
                  elem: Mapping[str, int], values: Mapping[str, np.ndarray]) -> dict[str, tuple[int, tuple[int, ...]]]:
         """onnx's rule of ``node``: its outputs' element types and concrete shapes (none it leaves open)."""
         types = {name: self._type(elem[name], shapes[name]) for name in ins}
-        data = {name: self._tensor(name, values[name]) for name in ins
+        data = {name: self.protos.tensor(name, values[name]) for name in ins
                 if name in values and values[name].size <= MAX_CARRIED_DATA}
         try:
             if node.op_type not in self.schemas:
@@ -496,19 +538,15 @@ class _Carrier:
             found = self.types[elem, shape] = helper.make_tensor_type_proto(elem, list(shape))
         return found
 
-    def _tensor(self, name: str, value: np.ndarray) -> onnx.TensorProto:
-        if name not in self.tensors:
-            self.tensors[name] = numpy_helper.from_array(value, name)
-        return self.tensors[name]
-
     def confirmed(self, final: Mapping[str, tuple[int, ...]]) -> bool:
         """Whether the last inference gave every carried shape, each the same."""
         return all(final.get(name) == shape for name, shape in self.carried.items())
 
 
-def _carries(node: onnx.NodeProto) -> bool:
-    """Whether step 5 may ask onnx's rule of ``node``: the standard domain, no subgraph."""
-    return node.domain in ("", "ai.onnx") and not subgraph_attributes(node)
+def _carries(node: onnx.NodeProto, flat: bool) -> bool:
+    """Whether step 5 may ask onnx's rule of ``node``: the standard domain, no subgraph (none in
+    a ``flat`` graph)."""
+    return node.domain in ("", "ai.onnx") and (flat or not subgraph_attributes(node))
 
 
 class _Types:
@@ -539,9 +577,14 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
     """The element type of each typed value and initializer of ``model``'s graph."""
     g = model.graph
     out = {init.name: int(init.data_type) for init in g.initializer}
+    read: dict[bytes, int] = {}  # each distinct type read once
     for vi in (*g.input, *g.value_info, *g.output):
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-            out.setdefault(vi.name, int(vi.type.tensor_type.elem_type))
+        t = vi.type
+        key = t.SerializeToString()
+        if key not in read:
+            read[key] = int(t.tensor_type.elem_type) if t.HasField("tensor_type") else 0
+        if read[key]:
+            out.setdefault(vi.name, read[key])
     return out
 
 
@@ -594,8 +637,8 @@ def evaluate_shapes(
     ev = _Evaluator(nodes, wanted, values, opset_version(work), names)
     fold: set[str] = set()
     current, rounds, folded = inferred, 0, 0
-    made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] = {}  # what _fold made, kept for the next round
-    carrier = _Carrier(work, nodes, wanted, order, names) if carry else None
+    protos = _Protos()  # what _fold made, kept for the next round
+    carrier = _Carrier(work, nodes, wanted, order, names, protos, flat=flat) if carry else None
     read = None  # the model whose shapes ``known`` holds
     for _ in range(max_rounds):
         # the given inference's shapes were read above where the graph is flat
@@ -614,7 +657,7 @@ def evaluate_shapes(
         if not useful:
             break
         fold |= {n for n in new if n in slots and n in producers}
-        again = infer(_fold(work, values, fold, ev.typed, made, outputs))
+        again = infer(_fold(work, values, fold, ev.typed, protos, outputs))
         if again is None:
             break
         current, rounds, folded = again, rounds + 1, len(fold)
