@@ -463,6 +463,7 @@ class _Carrier:
         self.order = [i for i in order if i in self.shaped or i in self.wanted]
         #: each shaped node's named inputs and outputs
         self.names = {i: (tuple(filter(None, inputs[i])), tuple(filter(None, outputs[i]))) for i in self.shaped}
+        self.slots = {i: (inputs[i], outputs[i]) for i in self.shaped}  # the same with the empty names
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
@@ -471,6 +472,8 @@ class _Carrier:
         self.types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
         #: op type -> its schema at the model's opset, found once
         self.schemas: dict[str, onnx.defs.OpSchema] = {}
+        #: what onnx's rule gave each distinct node (:meth:`_rule_key`): each output's type, by place
+        self.rules: dict[tuple[object, ...], tuple[tuple[int, tuple[int, ...]] | None, ...]] = {}
 
     def evaluate(self, ev: _Evaluator, current: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> list[str]:
         """:meth:`_Evaluator.evaluate` with the shapes carried forward in the same sweep: the values
@@ -506,14 +509,40 @@ class _Carrier:
         if self.tried.get(i) == seen:
             return
         self.tried[i] = seen
-        for name, (et, shape) in self._outputs(self.nodes[i], ins, shapes, elem, values).items():
+        for name, (et, shape) in self._outputs(i, ins, shapes, elem, values).items():
             if name in outs and name not in shapes:
                 shapes[name] = self.carried[name] = shape
                 elem[name] = et
 
-    def _outputs(self, node: onnx.NodeProto, ins: Sequence[str], shapes: Mapping[str, tuple[int, ...]],
+    def _outputs(self, i: int, ins: Sequence[str], shapes: Mapping[str, tuple[int, ...]],
                  elem: Mapping[str, int], values: Mapping[str, np.ndarray]) -> dict[str, tuple[int, tuple[int, ...]]]:
-        """onnx's rule of ``node``: its outputs' element types and concrete shapes (none it leaves open)."""
+        """onnx's rule of node ``i``: its outputs' element types and concrete shapes (none it leaves
+        open). The rule reads the node's op, attributes, and its inputs' types and data by place, never
+        their names: a node like one asked before (an exporter repeats its blocks) takes its answer."""
+        node, (inputs, outputs) = self.nodes[i], self.slots[i]
+        if len(set(outputs)) < len(outputs):  # an output named twice: no answer by place
+            return self._rule(node, ins, shapes, elem, values)
+        key = self._rule_key(node, inputs, shapes, elem, values)
+        found = self.rules.get(key)
+        if found is None:
+            got = self._rule(node, ins, shapes, elem, values)
+            found = self.rules[key] = tuple(got.get(name) if name else None for name in outputs)
+        return {name: t for name, t in zip(outputs, found) if name and t is not None}
+
+    @staticmethod
+    def _rule_key(node: onnx.NodeProto, inputs: Sequence[str], shapes: Mapping[str, tuple[int, ...]],
+                  elem: Mapping[str, int], values: Mapping[str, np.ndarray]) -> tuple[object, ...]:
+        """What onnx's rule of ``node`` reads: its op, attributes, and each input's type and the
+        data handed to the rule (:meth:`_rule`), by place."""
+        data = [values.get(name) if name else None for name in inputs]
+        return (node.op_type, tuple(a.SerializeToString() for a in node.attribute), len(node.output),
+                tuple((elem[name], shapes[name]) if name else None for name in inputs),
+                tuple((v.dtype.str, v.shape, v.tobytes()) if v is not None and v.size <= MAX_CARRIED_DATA else None
+                      for v in data))
+
+    def _rule(self, node: onnx.NodeProto, ins: Sequence[str], shapes: Mapping[str, tuple[int, ...]],
+              elem: Mapping[str, int], values: Mapping[str, np.ndarray]) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """onnx's rule of ``node`` (``ins``: its named inputs) asked."""
         types = {name: self._type(elem[name], shapes[name]) for name in ins}
         data = {name: self.protos.tensor(name, values[name]) for name in ins
                 if name in values and values[name].size <= MAX_CARRIED_DATA}
