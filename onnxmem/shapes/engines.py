@@ -189,15 +189,16 @@ _PROPAGATED_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32})
 _HIDDEN = "__onnxmem_cast_input"
 
 
-def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+def run_onnx_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.ModelProto | None:
     """onnx's shape inference of ``model`` with data propagation, else without; ``None`` where
     both fail. onnx's data propagation copies a Cast's values unconverted, where onnxruntime
     converts them (int64 -> int32 modulo 2^32, a float's rounding); every Cast to another type
     than int64 is hidden from it (:func:`_hide_converting_casts`), in the main graph and in
     every subgraph, so the shapes that follow it are left to shape arithmetic
     (:mod:`onnxmem.shapes.shapeeval`, on each body inferred on its own), which converts as
-    onnxruntime does. The result's nodes are ``model``'s, and ``model`` is left as given."""
-    hidden = _hide_converting_casts(model)
+    onnxruntime does. The result's nodes are ``model``'s, and ``model`` is left as given. ``flat``:
+    the caller knows that no node of ``model`` holds a subgraph (none is looked for)."""
+    hidden = _hide_converting_casts(model, flat=flat)
     try:
         try:
             out: onnx.ModelProto | None = onnx.shape_inference.infer_shapes(
@@ -221,13 +222,13 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
 Hidden = tuple[onnx.GraphProto, int, str, str]
 
 
-def _hide_converting_casts(model: onnx.ModelProto) -> list[Hidden]:
+def _hide_converting_casts(model: onnx.ModelProto, *, flat: bool = False) -> list[Hidden]:
     """In ``model`` itself, each Cast to another type than int64 that may read propagated values
     (in the main graph, from a node of :data:`_PROPAGATING` or an int64/int32 initializer; in a
     subgraph, any) made to read its input through an Identity put right before it (onnx's data
     propagation does not cross one); the Casts so hidden, in the order they were (``[]`` where
     none is). :func:`_unhide` puts ``model`` back as it was. The main graph's nodes are read in
-    one walk (this runs before every inference)."""
+    one walk (this runs before every inference); ``flat``: no node holds a subgraph."""
     g = model.graph
     producers: dict[str, str] = {}
     outputs: list[str] = []  # every node output of the main graph
@@ -240,7 +241,7 @@ def _hide_converting_casts(model: onnx.ModelProto) -> list[Hidden]:
             producers.update((o, op) for o in outs if o)
             if op == "Cast":
                 casts.append(k)
-        if n.attribute:
+        if not flat and n.attribute:
             subs.extend(sub for _, sub in subgraph_attributes(n))
     producers.update((i.name, "") for i in g.initializer if i.data_type in _PROPAGATED_TYPES)
     nested = [x for sub in subs for x in iter_graphs(sub)]  # in iter_graphs's order after ``g``

@@ -33,6 +33,7 @@ Every step but ``onnx`` and ``measured`` runs only while some value still lacks 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -137,7 +138,7 @@ def _onnx(state: Inference) -> None:
     declared = undeclared_outputs(state.work)
     if len(state.work.graph.node) >= pieces.PIECE_NODES and _pieces_complete(state):
         return  # every value shaped without holding the whole graph's inferred copy
-    state.inferred = run_onnx_inference(state.work)
+    state.inferred = run_onnx_inference(state.work, flat=state.flat)
     if state.inferred is None:
         return
     found = collect_types(state.inferred)
@@ -154,7 +155,7 @@ def _onnx(state: Inference) -> None:
             if vi.name in left:
                 set_shape(vi, declared[vi.name])
         if any(n in left for node in state.work.graph.node for n in node.input):
-            again = run_onnx_inference(state.work)  # read by nodes: onnx infers again with them
+            again = run_onnx_inference(state.work, flat=state.flat)  # read by nodes: onnx infers again with them
             if again is not None:
                 state.inferred, found = again, collect_types(again)
         else:  # read by none: merged in place, dim by dim, as onnx merges them
@@ -198,7 +199,8 @@ def _evaluated(state: Inference) -> None:
     if state.inferred is None:
         return
     state.evaluated = shapeeval.evaluate_shapes(
-        state.work, state.inferred, infer=run_onnx_inference, resolve=lambda d: resolve_dim(d, state.dims),
+        state.work, state.inferred, infer=functools.partial(run_onnx_inference, flat=state.flat),
+        resolve=lambda d: resolve_dim(d, state.dims),
         also=value_inputs(state.work), flat=state.flat,
     )
     state.absorb({**collect_types(state.evaluated.model), **state.evaluated.shapes}, "evaluated", state.dims)
