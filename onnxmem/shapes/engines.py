@@ -235,14 +235,17 @@ def _hide_converting_casts(model: onnx.ModelProto, *, flat: bool = False) -> lis
     casts: list[int] = []  # the main graph's Casts
     subs: list[onnx.GraphProto] = []  # the subgraphs of its nodes, in order
     for k, n in enumerate(g.node):
-        op, outs = n.op_type, n.output
-        outputs.extend(outs)
+        outs = list(n.output)
+        outputs += outs
         if n.domain in ("", "ai.onnx"):
-            producers.update((o, op) for o in outs if o)
+            op = n.op_type
+            for o in outs:
+                producers[o] = op
             if op == "Cast":
                 casts.append(k)
         if not flat and n.attribute:
             subs.extend(sub for _, sub in subgraph_attributes(n))
+    producers.pop("", None)  # an output left out names no value
     producers.update((i.name, "") for i in g.initializer if i.data_type in _PROPAGATED_TYPES)
     nested = [x for sub in subs for x in iter_graphs(sub)]  # in iter_graphs's order after ``g``
     found = [(g, [k for k in casts if _converting(g.node[k])
