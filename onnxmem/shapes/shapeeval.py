@@ -148,11 +148,25 @@ def evaluate_node(
     by their bytes (added to; an exporter repeats a few constants thousands of times), where given:
     nodes holding the same tensor then share one array, which no evaluator changes.
     """
-    run = EVALUATORS.get(node.op_type)
-    if run is None or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+    op = node.op_type
+    if op not in EVALUATORS or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return None
+    return _evaluate(node, op, inputs, shapes, opset, undefined, tensors)
+
+
+def _evaluate(
+    node: onnx.NodeProto,
+    op: str,
+    inputs: Sequence[np.ndarray | None],
+    shapes: Sequence[tuple[int, ...] | None],
+    opset: int,
+    undefined: set[str] | None,
+    tensors: dict[bytes, np.ndarray | None] | None,
+) -> np.ndarray | None:
+    """:func:`evaluate_node` of a node known to be evaluable: of the standard domain, one output,
+    its ``op`` (its op type) one of :data:`EVALUATORS`."""
     attrs = node.attribute
-    if node.op_type == "Constant" and len(attrs) == 1 and attrs[0].name == "value" and attrs[0].type == _TENSOR:
+    if op == "Constant" and len(attrs) == 1 and attrs[0].name == "value" and attrs[0].type == _TENSOR:
         t = attrs[0].t
         key = t.SerializeToString() if tensors is not None else b""
         if tensors is not None and key in tensors:
@@ -166,7 +180,7 @@ def evaluate_node(
         return value
     try:
         ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input])
-        out = np.asarray(run(ctx, list(inputs)))
+        out = np.asarray(EVALUATORS[op](ctx, list(inputs)))
         return checked_value(out)
     except OutOfRange:
         if undefined is not None:
@@ -377,10 +391,15 @@ class _Evaluator:
     changes once known), the nodes that cannot give one, and what each node was last tried on."""
 
     def __init__(self, nodes: Sequence[onnx.NodeProto], wanted: list[int], values: dict[str, np.ndarray],
-                 opset: int, names: Names) -> None:
+                 opset: int, names: Names, kinds: Sequence[tuple[str, str]]) -> None:
         self.nodes, self.wanted, self.values, self.opset = nodes, wanted, values, opset
         #: each wanted node's input names and its one output (``names``: the nodes' :func:`_names`)
         self.names = {i: (names[0][i], names[1][i][0]) for i in wanted}
+        #: each wanted node's op type where it is evaluable (of the standard domain, an op of
+        #: :data:`EVALUATORS`), else ``None`` (``kinds``: every node's op type and domain)
+        self.ops = {i: op if op in EVALUATORS and domain in ("", "ai.onnx") else None
+                    for i in wanted for op, domain in (kinds[i],)}
+        self.shape_only = {i for i in wanted if kinds[i][0] in _SHAPE_ONLY}  # those that read only shapes
         self.failed: set[int] = set()
         #: node -> what it was last tried on, in vain (which input values were known, and the input
         #: shapes): on the same again it gives nothing again, so it is not tried
@@ -416,12 +435,13 @@ class _Evaluator:
         seen = (*(v is not None for v in ins), *in_shapes)
         if self.tried.get(i) == seen:
             return None
-        node = self.nodes[i]
-        out = evaluate_node(node, ins, in_shapes, self.opset, self.undefined, self.tensors)
+        op = self.ops[i]
+        out = None if op is None else _evaluate(self.nodes[i], op, ins, in_shapes, self.opset, self.undefined,
+                                                self.tensors)
         if out is None:
             self.tried[i] = seen
             # with every input known, a later round cannot do better: never try it again
-            read = in_shapes if node.op_type in _SHAPE_ONLY else ins
+            read = in_shapes if i in self.shape_only else ins
             if all(v is not None for n, v in zip(names, read) if n):
                 self.failed.add(i)
             return None
@@ -441,16 +461,18 @@ class _Carrier:
     wanted ``Shape`` or ``Size`` reads the output of, directly or through other nodes (their
     shapes carried; none with a subgraph, none of another domain): every node comes after all
     the nodes it reads, so one sweep takes each value and shape as far as it goes. ``order``:
-    every node in that order (:func:`_topological`, computed once for the pass); ``protos``: the
+    every node in that order (:func:`_topological`, computed once for the pass); ``kinds``: every
+    node's op type and domain; ``protos``: the
     pass's tensors (:class:`_Protos`, shared with its folds); ``flat``: no node holds a subgraph."""
 
     def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int],
-                 order: Sequence[int], names: Names, protos: _Protos, *, flat: bool = False) -> None:
+                 order: Sequence[int], names: Names, kinds: Sequence[tuple[str, str]], protos: _Protos, *,
+                 flat: bool = False) -> None:
         self.nodes, self.opsets, self.ir_version = nodes, list(work.opset_import), int(work.ir_version)
         self.opset = opset_version(work)
         inputs, outputs = names
         producer = {o: i for i, outs in enumerate(outputs) for o in outs if o}
-        stack = [inputs[i][0] for i in wanted if nodes[i].op_type in _SHAPE_ONLY and inputs[i]]
+        stack = [inputs[i][0] for i in wanted if kinds[i][0] in _SHAPE_ONLY and inputs[i]]
         reads: set[int] = set()
         while stack:
             p = producer.get(stack.pop())
@@ -458,7 +480,7 @@ class _Carrier:
                 continue
             reads.add(p)
             stack.extend(name for name in inputs[p] if name)
-        self.shaped = {i for i in reads if _carries(nodes[i], flat)}
+        self.shaped = {i for i in reads if kinds[i][1] in ("", "ai.onnx") and (flat or not subgraph_attributes(nodes[i]))}
         self.wanted = set(wanted)
         self.order = [i for i in order if i in self.shaped or i in self.wanted]
         #: each shaped node's named inputs and outputs
@@ -572,12 +594,6 @@ class _Carrier:
         return all(final.get(name) == shape for name, shape in self.carried.items())
 
 
-def _carries(node: onnx.NodeProto, flat: bool) -> bool:
-    """Whether step 5 may ask onnx's rule of ``node``: the standard domain, no subgraph (none in
-    a ``flat`` graph)."""
-    return node.domain in ("", "ai.onnx") and (flat or not subgraph_attributes(node))
-
-
 class _Types:
     """The element type of each value one sweep of :class:`_Carrier` knows: the typed values and
     initializers of the inference ``model``, and the values computed (``typed``, and those added
@@ -649,9 +665,10 @@ def evaluate_shapes(
     if flat is None:
         flat = not any(map(subgraph_attributes, nodes))
     first = known_shapes(inferred, resolve_once, known) if flat else {}
-    slots = {ins[p] for n, ins, outs in zip(nodes, inputs, outputs) if n.domain in ("", "ai.onnx")
+    kinds = [(n.op_type, n.domain) for n in nodes]  # each node's op type and domain, read once
+    slots = {ins[p] for (op, domain), ins, outs in zip(kinds, inputs, outputs) if domain in ("", "ai.onnx")
              and not (first and all(o in first for o in outs if o))
-             for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(ins) and ins[p]}
+             for p in SHAPE_SLOTS.get(op, ()) if p < len(ins) and ins[p]}
     needed = needed_values(nodes, [*slots, *also], names)
     if not needed:
         return Evaluated(inferred)
@@ -663,11 +680,11 @@ def evaluate_shapes(
             consumers.setdefault(name, []).append(i)
     order = _topological(nodes, names)
     wanted = [i for i in order if len(outputs[i]) == 1 and outputs[i][0] in needed]
-    ev = _Evaluator(nodes, wanted, values, opset_version(work), names)
+    ev = _Evaluator(nodes, wanted, values, opset_version(work), names, kinds)
     fold: set[str] = set()
     current, rounds, folded = inferred, 0, 0
     protos = _Protos()  # what _fold made, kept for the next round
-    carrier = _Carrier(work, nodes, wanted, order, names, protos, flat=flat) if carry else None
+    carrier = _Carrier(work, nodes, wanted, order, names, kinds, protos, flat=flat) if carry else None
     read = None  # the model whose shapes ``known`` holds
     for _ in range(max_rounds):
         # the given inference's shapes were read above where the graph is flat
