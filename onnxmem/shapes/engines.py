@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -498,19 +498,22 @@ def _larger(a: Any, b: Any) -> Any:
     return None
 
 
-def collect_types(model: onnx.ModelProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
-    return collect_graph_types(model.graph)
+def collect_types(model: onnx.ModelProto, *, skip: Container[str] = ()) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+    return collect_graph_types(model.graph, skip=skip)
 
 
-def collect_graph_types(g: onnx.GraphProto, *, value_info: bool = True,
+def collect_graph_types(g: onnx.GraphProto, *, value_info: bool = True, skip: Container[str] = (),
                         ) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
     """Every declared value of ``g`` (not its subgraphs): ``{name: (elem type, dims)}``; a
     later declaration with a shape wins over one without, or with unknown dims. Without
-    ``value_info``: its initializers, inputs and outputs alone."""
+    ``value_info``: its initializers, inputs and outputs alone. The values ``skip`` names are
+    left out (each value's entry reads its own declarations alone: the others' are the same)."""
     out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
     for init in g.initializer:
-        out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
-    return collect_value_types((*g.input, *(g.value_info if value_info else ()), *g.output), out)
+        if init.name not in skip:
+            out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
+    declared = (*g.input, *(g.value_info if value_info else ()), *g.output)
+    return collect_value_types([vi for vi in declared if vi.name not in skip] if skip else declared, out)
 
 
 def collect_value_types(values: Iterable[onnx.ValueInfoProto],

@@ -101,17 +101,18 @@ class Inference:
         """Take each wanted value's shape from ``info`` where it is new and every dim resolves
         under ``binding``."""
         shaped: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}
+        known, sources = self.known, self.sources
         for name in self.wanted:
-            if name in self.known or name not in info:
+            if name in known:
                 continue
-            et, sh = info[name]
+            et, sh = info.get(name, (None, None))
             if et is None or sh is None:
                 continue
-            concrete = _resolved(sh, binding, shaped)
+            concrete = shaped[sh] if sh in shaped else _resolved(sh, binding, shaped)
             if concrete is None:
                 continue
-            self.known[name] = (et, concrete)
-            self.sources[name] = source
+            known[name] = (et, concrete)
+            sources[name] = source
 
 
 def _resolved(shape: tuple[Dim, ...], binding: Mapping[str, int],
@@ -203,7 +204,9 @@ def _evaluated(state: Inference) -> None:
         resolve=lambda d: resolve_dim(d, state.dims),
         also=value_inputs(state.work), flat=state.flat,
     )
-    state.absorb({**collect_types(state.evaluated.model), **state.evaluated.shapes}, "evaluated", state.dims)
+    # the values shaped already take nothing from it (absorb keeps a value's first shape)
+    found = collect_types(state.evaluated.model, skip=state.known)
+    state.absorb({**found, **state.evaluated.shapes}, "evaluated", state.dims)
     state.inferred = state.evaluated.model
 
 
