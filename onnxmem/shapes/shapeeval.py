@@ -486,6 +486,8 @@ class _Carrier:
         #: each shaped node's named inputs and outputs
         self.names = {i: (tuple(filter(None, inputs[i])), tuple(filter(None, outputs[i]))) for i in self.shaped}
         self.slots = {i: (inputs[i], outputs[i]) for i in self.shaped}  # the same with the empty names
+        #: the sweep: each node in order, whether it is wanted, and its named outputs where it is shaped
+        self.sweep = [(i, i in self.wanted, self.names[i][1] if i in self.shaped else None) for i in self.order]
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
@@ -506,13 +508,14 @@ class _Carrier:
         elem = _Types(current, ev.typed)
         seen = {**self.carried, **shapes}
         new: list[str] = []
-        for i in self.order:
-            if step and i in self.wanted:
+        known = seen.__contains__
+        for i, wanted, outs in self.sweep:
+            if step and wanted:
                 name = ev.step(i, seen)
                 if name is not None:
                     new.append(name)
                     elem.add(name, ev.typed[name][0])
-            if i in self.shaped:
+            if outs is not None and not all(map(known, outs)):  # a node whose outputs are known carries nothing
                 self._carry(i, seen, elem, ev.values)
         shapes.update({k: seen[k] for k in new})
         return new
