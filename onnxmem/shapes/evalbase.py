@@ -254,29 +254,36 @@ Dim = int | str | None
 
 
 def known_shapes(
-    model: onnx.ModelProto, resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]] | None = None
+    model: onnx.ModelProto, resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]] | None = None,
+    elems: dict[str, int] | None = None,
 ) -> dict[str, tuple[int, ...]]:
     """The concrete shapes of ``model``'s initializers and typed values. ``known``: the shapes
     found in an earlier inference of the same graph, added to (inference only adds shapes: a
     value with a concrete shape is not read again). ``resolve`` is a function of the dim alone:
-    values of one type share one tuple."""
+    values of one type share one tuple. ``elems``: where given (empty), filled in the same walk
+    with the element type of each initializer and typed value (an initializer's, else the first
+    declaration's that names one)."""
     out: dict[str, tuple[int, ...]] = {} if known is None else known
     g = model.graph
     for init in g.initializer:
         if init.name not in out:
             out[init.name] = tuple(int(d) for d in init.dims)
-    read: dict[bytes, tuple[int, ...] | None] = {}  # each distinct type resolved once
+        if elems is not None:
+            elems[init.name] = int(init.data_type)
+    read: dict[bytes, tuple[tuple[int, ...] | None, int]] = {}  # each distinct type read once
     for vi in (*g.input, *g.value_info, *g.output):
         name = vi.name
-        if name in out:
+        if name in out and elems is None:
             continue
         t = vi.type
         key = t.SerializeToString()
         if key not in read:
-            read[key] = _concrete(t, resolve)
-        dims = read[key]
-        if dims is not None:
+            read[key] = (_concrete(t, resolve), int(t.tensor_type.elem_type) if t.HasField("tensor_type") else 0)
+        dims, elem = read[key]
+        if dims is not None and name not in out:
             out[name] = dims
+        if elem and elems is not None:
+            elems.setdefault(name, elem)
     return out
 
 

@@ -229,6 +229,15 @@ def _names(nodes: Sequence[onnx.NodeProto]) -> Names:
     return [tuple(n.input) for n in nodes], [tuple(n.output) for n in nodes]
 
 
+def _consumers(inputs: Sequence[tuple[str, ...]]) -> dict[str, list[int]]:
+    """Each value's readers: the indices of the nodes whose ``inputs`` name it."""
+    consumers: dict[str, list[int]] = {}
+    for i, ins in enumerate(inputs):
+        for name in set(ins):
+            consumers.setdefault(name, []).append(i)
+    return consumers
+
+
 def _topological(nodes: Sequence[onnx.NodeProto], names: Names | None = None) -> list[int]:
     """Node indices in a stable topological order over explicit inputs (Kahn's; a cycle's nodes are left out)."""
     inputs, outputs = names or _names(nodes)
@@ -499,13 +508,15 @@ class _Carrier:
         #: what onnx's rule gave each distinct node (:meth:`_rule_key`): each output's type, by place
         self.rules: dict[tuple[object, ...], tuple[tuple[int, tuple[int, ...]] | None, ...]] = {}
 
-    def evaluate(self, ev: _Evaluator, current: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> list[str]:
+    def evaluate(self, ev: _Evaluator, current: onnx.ModelProto, shapes: dict[str, tuple[int, ...]],
+                 elems: Mapping[str, int] | None = None) -> list[str]:
         """:meth:`_Evaluator.evaluate` with the shapes carried forward in the same sweep: the values
-        computed (their shapes added to ``shapes``, as there; the carried ones are kept apart)."""
+        computed (their shapes added to ``shapes``, as there; the carried ones are kept apart).
+        ``elems``: the element types of ``current``'s values, where read already."""
         if not self.shaped:
             return [] if ev.done() else ev.evaluate(shapes)
         step = not ev.done()  # with every wanted value known, the sweep only carries shapes
-        elem = _Types(current, ev.typed)
+        elem = _Types(current, ev.typed, elems)
         seen = {**self.carried, **shapes}
         new: list[str] = []
         known = seen.__contains__
@@ -599,19 +610,21 @@ class _Carrier:
 
 class _Types:
     """The element type of each value one sweep of :class:`_Carrier` knows: the typed values and
-    initializers of the inference ``model``, and the values computed (``typed``, and those added
-    in the sweep). ``model`` is read when first asked: a sweep that carries nothing never reads it."""
+    initializers of the inference ``model`` (``read``: those, where read already), and the values
+    computed (``typed``, and those added in the sweep). ``model`` is read when first asked: a sweep
+    that carries nothing never reads it."""
 
-    __slots__ = ("model", "typed", "found")
+    __slots__ = ("model", "typed", "given", "found")
 
-    def __init__(self, model: onnx.ModelProto, typed: Mapping[str, tuple[int, tuple[int, ...]]]) -> None:
-        self.model, self.typed = model, typed
+    def __init__(self, model: onnx.ModelProto, typed: Mapping[str, tuple[int, tuple[int, ...]]],
+                 read: Mapping[str, int] | None = None) -> None:
+        self.model, self.typed, self.given = model, typed, read
         self.found: dict[str, int] | None = None
 
     def read(self) -> dict[str, int]:
         """The element types, by value name (the values computed so far included)."""
         if self.found is None:
-            self.found = _elem_types(self.model)
+            self.found = dict(self.given) if self.given is not None else _elem_types(self.model)
             self.found.update({k: v[0] for k, v in self.typed.items()})
         return self.found
 
@@ -667,7 +680,8 @@ def evaluate_shapes(
     # subgraphs in the graph every slot is evaluated, as a Loop's bound or a body may read its value
     if flat is None:
         flat = not any(map(subgraph_attributes, nodes))
-    first = known_shapes(inferred, resolve_once, known) if flat else {}
+    elems: dict[str, int] = {}  # the element types of the given inference, read with its shapes where flat
+    first = known_shapes(inferred, resolve_once, known, elems) if flat else {}
     kinds = [(n.op_type, n.domain) for n in nodes]  # each node's op type and domain, read once
     slots = {ins[p] for (op, domain), ins, outs in zip(kinds, inputs, outputs) if domain in ("", "ai.onnx")
              and not (first and all(o in first for o in outs if o))
@@ -677,10 +691,7 @@ def evaluate_shapes(
         return Evaluated(inferred)
     values = _constants(work)
     producers = {o for outs in outputs for o in outs if o}
-    consumers: dict[str, list[int]] = {}
-    for i, ins in enumerate(inputs):
-        for name in set(ins):
-            consumers.setdefault(name, []).append(i)
+    consumers: dict[str, list[int]] | None = None  # value -> the nodes that read it, read when first needed
     order = _topological(nodes, names)
     wanted = [i for i in order if len(outputs[i]) == 1 and outputs[i][0] in needed]
     ev = _Evaluator(nodes, wanted, values, opset_version(work), names, kinds)
@@ -697,14 +708,14 @@ def evaluate_shapes(
         if carrier is None:
             new = [] if ev.done() else ev.evaluate(shapes)
         else:
-            new = carrier.evaluate(ev, current, shapes)
-        # infer again only when a new value can teach inference something it does not know
-        useful = [n for n in new if n not in before] + [
-            n for n in new if n in slots and n in producers
-            and any(o and o not in before for c in consumers.get(n, ()) for o in outputs[c])
-        ]
-        if not useful:
-            break
+            new = carrier.evaluate(ev, current, shapes, elems if first and current is inferred else None)
+        # infer again only when a new value can teach inference something it does not know: a new
+        # shape, or the value of a slot whose node has an output left open
+        if not any(n not in before for n in new):
+            consumers = _consumers(inputs) if consumers is None else consumers
+            if not any(n in slots and n in producers and any(o and o not in before for c in consumers.get(n, ())
+                                                            for o in outputs[c]) for n in new):
+                break
         fold |= {n for n in new if n in slots and n in producers}
         again = infer(_fold(work, values, fold, ev.typed, protos, outputs))
         if again is None:
