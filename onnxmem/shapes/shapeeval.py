@@ -162,9 +162,11 @@ def _evaluate(
     opset: int,
     undefined: set[str] | None,
     tensors: dict[bytes, np.ndarray | None] | None,
+    present: list[bool] | None = None,
 ) -> np.ndarray | None:
     """:func:`evaluate_node` of a node known to be evaluable: of the standard domain, one output,
-    its ``op`` (its op type) one of :data:`EVALUATORS`."""
+    its ``op`` (its op type) one of :data:`EVALUATORS`; ``present``: which inputs it names, where
+    known."""
     attrs = node.attribute
     if op == "Constant" and len(attrs) == 1 and attrs[0].name == "value" and attrs[0].type == _TENSOR:
         t = attrs[0].t
@@ -179,7 +181,7 @@ def _evaluate(
             tensors[key] = value
         return value
     try:
-        ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input])
+        ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input] if present is None else present)
         out = np.asarray(EVALUATORS[op](ctx, list(inputs)))
         return checked_value(out)
     except OutOfRange:
@@ -441,14 +443,14 @@ class _Evaluator:
         values = self.values
         ins = [values.get(n) if n else None for n in names]
         in_shapes = [shapes.get(n) if n else None for n in names]
-        seen = (*(v is not None for v in ins), *in_shapes)
-        if self.tried.get(i) == seen:
+        before = self.tried.get(i)
+        if before is not None and before == (*(v is not None for v in ins), *in_shapes):
             return None
         op = self.ops[i]
         out = None if op is None else _evaluate(self.nodes[i], op, ins, in_shapes, self.opset, self.undefined,
-                                                self.tensors)
+                                                self.tensors, [bool(n) for n in names])
         if out is None:
-            self.tried[i] = seen
+            self.tried[i] = (*(v is not None for v in ins), *in_shapes)
             # with every input known, a later round cannot do better: never try it again
             read = in_shapes if i in self.shape_only else ins
             if all(v is not None for n, v in zip(names, read) if n):
