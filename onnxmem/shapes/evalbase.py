@@ -122,9 +122,20 @@ def checked_value(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def is_integer(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` (of the evaluator's dtypes) is a signed or unsigned integer
+    (``np.issubdtype(dtype, np.integer)``, without its lookups)."""
+    return dtype.kind in "iu"
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` (of the evaluator's dtypes) is a float (``np.issubdtype(dtype, np.floating)``)."""
+    return dtype.kind == "f"
+
+
 def as_ints(a: np.ndarray | None, *, rank: int | None = 1) -> list[int]:
     """The values of an integer tensor (of ``rank``, when given) as Python ints."""
-    if a is None or not np.issubdtype(a.dtype, np.integer):
+    if a is None or not is_integer(a.dtype):
         raise Unknown
     if rank is not None and a.ndim != rank:
         raise Unknown
