@@ -201,6 +201,10 @@ def int_arith(kind: str, a: np.ndarray, b: np.ndarray, fmod: bool) -> np.ndarray
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shapes) == 2 and shapes[0] == shapes[1]:  # most often: numpy's answer without its checks
+        out = tuple(int(d) for d in shapes[0])
+        element_count(out)  # (a negative dim is unknown, as numpy refuses it)
+        return out
     try:
         out = tuple(int(d) for d in np.broadcast_shapes(*shapes))
     except ValueError:

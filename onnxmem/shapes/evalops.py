@@ -243,9 +243,10 @@ def _binary(kind: str) -> Callable[[OpContext, Inputs], np.ndarray]:
             raise Unknown
         shape = broadcast_shape(a.shape, b.shape)
         if is_integer(dtype):
-            x, y = np.broadcast_to(as_int64(a), shape), np.broadcast_to(as_int64(b), shape)
+            x, y = (v if v.shape == shape else np.broadcast_to(v, shape) for v in (as_int64(a), as_int64(b)))
             fmod = bool(int(ctx.attrs.get("fmod", 0)))  # type: ignore[call-overload]
-            return fit_dtype(int_arith(kind, x, y, fmod), dtype)
+            exact = int_arith(kind, x, y, fmod)  # a new int64 array
+            return exact if dtype == np.int64 else fit_dtype(exact, dtype)
         with np.errstate(all="ignore"):
             if kind == "Add":
                 return np.add(a, b)
