@@ -494,11 +494,9 @@ class _Carrier:
         self.shaped = {i for i in reads if kinds[i][1] in ("", "ai.onnx") and (flat or not subgraph_attributes(nodes[i]))}
         self.wanted = set(wanted)
         self.order = [i for i in order if i in self.shaped or i in self.wanted]
-        #: each shaped node's named inputs and outputs
-        self.names = {i: (tuple(filter(None, inputs[i])), tuple(filter(None, outputs[i]))) for i in self.shaped}
-        self.slots = {i: (inputs[i], outputs[i]) for i in self.shaped}  # the same with the empty names
+        self.inputs, self.outputs = inputs, outputs  # every node's input and output names, the empty ones too
         #: the sweep: each node in order, whether it is wanted, and its named outputs where it is shaped
-        self.sweep = [(i, i in self.wanted, self.names[i][1] if i in self.shaped else None) for i in self.order]
+        self.sweep = [(i, i in self.wanted, _named(outputs[i]) if i in self.shaped else None) for i in self.order]
         #: value -> its shape carried here (never one inference had given when it was carried)
         self.carried: dict[str, tuple[int, ...]] = {}
         self.tried: dict[int, tuple[object, ...]] = {}
@@ -536,7 +534,7 @@ class _Carrier:
     def _carry(self, i: int, shapes: dict[str, tuple[int, ...]], types: _Types,
                values: Mapping[str, np.ndarray]) -> None:
         """Node ``i``'s output shapes by onnx's rule, where it gives ones not known yet."""
-        ins, outs = self.names[i]
+        ins, outs = _named(self.inputs[i]), _named(self.outputs[i])
         known = shapes.__contains__
         if all(map(known, outs)) or not all(map(known, ins)):
             return
@@ -557,7 +555,7 @@ class _Carrier:
         """onnx's rule of node ``i``: its outputs' element types and concrete shapes (none it leaves
         open). The rule reads the node's op, attributes, and its inputs' types and data by place, never
         their names: a node like one asked before (an exporter repeats its blocks) takes its answer."""
-        node, (inputs, outputs) = self.nodes[i], self.slots[i]
+        node, inputs, outputs = self.nodes[i], self.inputs[i], self.outputs[i]
         if len(set(outputs)) < len(outputs):  # an output named twice: no answer by place
             return self._rule(node, ins, shapes, elem, values)
         key = self._rule_key(node, inputs, shapes, elem, values)
@@ -608,6 +606,11 @@ class _Carrier:
     def confirmed(self, final: Mapping[str, tuple[int, ...]]) -> bool:
         """Whether the last inference gave every carried shape, each the same."""
         return all(final.get(name) == shape for name, shape in self.carried.items())
+
+
+def _named(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` less the empty ones (an input or output left out)."""
+    return tuple(filter(None, names)) if "" in names else names
 
 
 class _Types:
