@@ -25,6 +25,7 @@ __all__ = [
     "MAX_RANK",
     "NP_DTYPES",
     "OutOfRange",
+    "SHAPE_ONLY",
     "SHAPE_SLOTS",
     "Dim",
     "Inputs",
@@ -70,6 +71,9 @@ SHAPE_SLOTS: dict[str, tuple[int, ...]] = {
     "DFT": (1, 2),
     "STFT": (1, 3),
 }
+
+#: ops that read only their input's shape, not its values
+SHAPE_ONLY = frozenset({"Shape", "Size"})
 
 NP_DTYPES: dict[int, type] = {
     TensorProto.BOOL: np.bool_,
