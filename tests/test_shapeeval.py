@@ -749,3 +749,23 @@ def test_constants_holding_one_tensor_share_its_value():
     assert first.dtype == I64 and first.shape == (2, 2)
     assert evaluate_node(bad, [], [], 17, tensors=tensors) is None
     assert evaluate_node(bad, [], [], 17, tensors=tensors) is None and len(tensors) == 2
+
+
+def test_shapes_from_the_declarations_read_are_the_models():
+    """The known shapes and element types taken from what collect_types read of an inferred model
+    are those read from the model itself; where the model declares a name twice (the two readers
+    take different declarations of it) none are taken."""
+    from onnxmem.shapes.engines import collect_types, run_onnx_inference
+    from onnxmem.shapes.evalbase import declared_shapes, known_shapes
+
+    inferred = run_onnx_inference(_same_padding_stack(3))
+    resolve = lambda d: d if isinstance(d, int) and d >= 0 else None  # noqa: E731
+    want_elems: dict[str, int] = {}
+    want = known_shapes(inferred, resolve, {}, want_elems)
+    elems: dict[str, int] = {}
+    assert declared_shapes(inferred, collect_types(inferred), resolve, {}, elems) == want
+    assert elems == want_elems and want["head"] == (7,) and want_elems["s0"] == TensorProto.INT64
+    twice = onnx.ModelProto()
+    twice.CopyFrom(inferred)
+    twice.graph.value_info.append(vi("s0", [9], TensorProto.INT64))
+    assert declared_shapes(twice, collect_types(twice), resolve, {}, {}) is None

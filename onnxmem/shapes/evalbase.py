@@ -31,6 +31,7 @@ __all__ = [
     "Inputs",
     "OpContext",
     "Unknown",
+    "declared_shapes",
     "known_shapes",
     "tensor_value",
 ]
@@ -304,6 +305,39 @@ def known_shapes(
         if elem and elems is not None:
             elems.setdefault(name, elem)
     return out
+
+
+def declared_shapes(
+    model: onnx.ModelProto, declared: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]],
+    resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]], elems: dict[str, int],
+) -> dict[str, tuple[int, ...]] | None:
+    """:func:`known_shapes` of ``model`` (``known`` and ``elems`` empty, both filled) from
+    ``declared``, what :func:`onnxmem.shapes.engines.collect_types` read of the same model, so that
+    its declarations are not read again; ``None`` where ``model`` declares a name more than once
+    (there the two read different declarations of it)."""
+    g = model.graph
+    if len(declared) != len(g.initializer) + len(g.input) + len(g.value_info) + len(g.output):
+        return None
+    inits: set[str] = set()
+    for init in g.initializer:
+        inits.add(init.name)
+        known[init.name] = tuple(int(d) for d in init.dims)
+        elems[init.name] = int(init.data_type)
+    resolved: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}  # each distinct shape resolved once
+    for name, (et, dims) in declared.items():
+        if name in inits:
+            continue
+        if et:
+            elems[name] = et
+        if dims is None:
+            continue
+        if dims not in resolved:
+            values = [resolve(d) for d in dims]
+            resolved[dims] = None if None in values else tuple(values)  # type: ignore[arg-type]
+        concrete = resolved[dims]
+        if concrete is not None:
+            known[name] = concrete
+    return known
 
 
 def _concrete(t: onnx.TypeProto, resolve: Callable[[Dim], int | None]) -> tuple[int, ...] | None:

@@ -81,6 +81,7 @@ from onnxmem.shapes.evalbase import (
     OutOfRange,
     Unknown,
     checked_value,
+    declared_shapes,
     known_shapes,
     tensor_value,
 )
@@ -430,6 +431,7 @@ def evaluate_shapes(
     also: Sequence[str] = (),
     carry: bool = True,
     flat: bool | None = None,
+    declared: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]] | None = None,
 ) -> Evaluated:
     """Evaluate the shape arithmetic of ``work`` and infer shapes again with its results.
 
@@ -440,8 +442,9 @@ def evaluate_shapes(
     ``also`` names values to compute besides those in shape slots (an If's
     condition, which decides the shapes after it). ``carry``: carry shapes forward between
     two inferences (step 5; the result is the same without it, in more rounds). ``flat``:
-    whether the graph holds no subgraph, where the caller knows (``None``: looked up). Neither
-    model is changed. See the module docstring for the steps.
+    whether the graph holds no subgraph, where the caller knows (``None``: looked up).
+    ``declared``: what :func:`onnxmem.shapes.engines.collect_types` read of ``inferred``, where
+    the caller has it (its shapes are not read again). Neither model is changed. See the module docstring for the steps.
     """
     nodes = list(work.graph.node)
     inputs, outputs = names = _names(nodes)
@@ -452,7 +455,10 @@ def evaluate_shapes(
     if flat is None:
         flat = not any(map(subgraph_attributes, nodes))
     elems: dict[str, int] = {}  # the element types of the given inference, read with its shapes where flat
-    first = known_shapes(inferred, resolve_once, known, elems) if flat else {}
+    first: dict[str, tuple[int, ...]] = {}
+    if flat:
+        given = declared_shapes(inferred, declared, resolve_once, known, elems) if declared is not None else None
+        first = given if given is not None else known_shapes(inferred, resolve_once, known, elems)
     kinds = [(n.op_type, n.domain) for n in nodes]  # each node's op type and domain, read once
     slots = {ins[p] for (op, domain), ins, outs in zip(kinds, inputs, outputs) if domain in ("", "ai.onnx")
              and not (first and all(o in first for o in outs if o))

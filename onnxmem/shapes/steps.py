@@ -85,6 +85,8 @@ class Inference:
     warnings: list[str] = field(default_factory=list)
     inferred: onnx.ModelProto | None = None  # onnx's latest result (the evaluated model once folded)
     evaluated: shapeeval.Evaluated | None = None
+    #: what collect_types read of ``inferred`` where the onnx step read it (the evaluation reads it again)
+    types: dict[str, tuple[int | None, tuple[Dim, ...] | None]] | None = None
     symbolic: onnx.ModelProto | None = None
     flat: bool = False  # the model holds no subgraph and no local function
     nchwc_block: int | None = None  # the NCHWc block size of the session that built the graph, if known
@@ -164,6 +166,7 @@ def _onnx(state: Inference) -> None:
                 if vi.name in left:
                     set_shape(vi, left[vi.name])
             found = collect_types(state.inferred)
+    state.types = found
     state.absorb(found, "onnx", state.dims)
 
 
@@ -202,7 +205,7 @@ def _evaluated(state: Inference) -> None:
     state.evaluated = shapeeval.evaluate_shapes(
         state.work, state.inferred, infer=functools.partial(run_onnx_inference, flat=state.flat),
         resolve=lambda d: resolve_dim(d, state.dims),
-        also=value_inputs(state.work), flat=state.flat,
+        also=value_inputs(state.work), flat=state.flat, declared=state.types,
     )
     # the values shaped already take nothing from it (absorb keeps a value's first shape)
     found = collect_types(state.evaluated.model, skip=state.known)
