@@ -421,6 +421,15 @@ class _Evaluator:
         return name
 
 
+def _given_shapes(inferred: onnx.ModelProto, declared: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]] | None,
+                  resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]],
+                  elems: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    """The given inference's concrete shapes (into ``known``) and element types (into ``elems``):
+    from ``declared``, what the caller read of it, where that can be (:func:`declared_shapes`)."""
+    given = declared_shapes(inferred, declared, resolve, known, elems) if declared is not None else None
+    return given if given is not None else known_shapes(inferred, resolve, known, elems)
+
+
 def evaluate_shapes(
     work: onnx.ModelProto,
     inferred: onnx.ModelProto,
@@ -455,10 +464,7 @@ def evaluate_shapes(
     if flat is None:
         flat = not any(map(subgraph_attributes, nodes))
     elems: dict[str, int] = {}  # the element types of the given inference, read with its shapes where flat
-    first: dict[str, tuple[int, ...]] = {}
-    if flat:
-        given = declared_shapes(inferred, declared, resolve_once, known, elems) if declared is not None else None
-        first = given if given is not None else known_shapes(inferred, resolve_once, known, elems)
+    first = _given_shapes(inferred, declared, resolve_once, known, elems) if flat else {}
     kinds = [(n.op_type, n.domain) for n in nodes]  # each node's op type and domain, read once
     slots = {ins[p] for (op, domain), ins, outs in zip(kinds, inputs, outputs) if domain in ("", "ai.onnx")
              and not (first and all(o in first for o in outs if o))
