@@ -15,14 +15,16 @@ from onnxmem.model.dtypes import DTYPES, MAX_BYTES, MAX_DIM, tensor_bytes
 __all__ = ["Site", "check_tensor_data", "graph_tensors", "site_label", "stored_tensors", "tensor_sites"]
 
 
-def _attribute_tensors(attr: onnx.AttributeProto) -> Iterable[tuple[str, onnx.TensorProto]]:
-    if attr.HasField("t"):
-        yield "", attr.t
-    yield from (("", t) for t in attr.tensors)
+def _attribute_tensors(attr: onnx.AttributeProto) -> list[tuple[str, onnx.TensorProto]]:
+    """The tensors ``attr`` holds, each with the part it is (``""`` but for a sparse tensor's
+    values and indices), in the order of its fields (a list: most attributes hold none)."""
+    out = [("", attr.t)] if attr.HasField("t") else []
+    if attr.tensors:
+        out.extend(("", t) for t in attr.tensors)
     sparse = [attr.sparse_tensor] if attr.HasField("sparse_tensor") else []
     for sp in (*sparse, *attr.sparse_tensors):
-        yield " (sparse values)", sp.values
-        yield " (sparse indices)", sp.indices
+        out += [(" (sparse values)", sp.values), (" (sparse indices)", sp.indices)]
+    return out
 
 
 #: where a stored tensor sits, named by :func:`site_label` only when a message needs it:
