@@ -682,3 +682,90 @@ def test_only_slots_whose_node_is_left_open_are_evaluated():
     assert _inferred_shapes(done.model)["flat"] == [2, 12]
     final = infer_shapes(m).shapes
     assert final["flat"] == (2, 12) and final["r"] == (12,)
+
+
+def _reshape_stack(blocks: int) -> onnx.ModelProto:
+    """``blocks`` alike blocks in a row, each reshaping the previous block's output to its own
+    shape read through a float Cast (nothing onnx's data propagation follows): block k's shape is
+    known only once block k - 1's Reshape is, and every block asks onnx's rules the same."""
+    c = lambda name, v, dt=I64: numpy_helper.from_array(_a(v, dt), name)  # noqa: E731
+    nodes, x = [], "x"
+    for k in range(blocks):
+        nodes += [helper.make_node("Shape", [x], [f"s{k}"]),
+                  helper.make_node("Cast", [f"s{k}"], [f"f{k}"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", [f"f{k}", "one"], [f"m{k}"]),
+                  helper.make_node("Cast", [f"m{k}"], [f"t{k}"], to=TensorProto.INT64),
+                  helper.make_node("Reshape", [x, f"t{k}"], [f"r{k}"]),
+                  helper.make_node("Relu", [f"r{k}"], [f"y{k}"])]
+        x = f"y{k}"
+    return make_model(nodes, [vi("x", [2, 3, 4])], [vi(x, None)], [c("one", 1.0, np.float32)])
+
+
+def _rules_asked(monkeypatch, blocks: int) -> tuple[int, shapeeval.Evaluated, shapeeval.Evaluated]:
+    """How often onnx's node rule is asked in the pass over :func:`_reshape_stack`, the pass, and
+    the same pass without carried shapes."""
+    from onnxmem.shapes.engines import run_onnx_inference
+
+    m = _reshape_stack(blocks)
+    asked: list[str] = []
+    rule = onnx.shape_inference.infer_node_outputs
+
+    def counted(schema, node, *args, **kwargs):
+        asked.append(node.op_type)
+        return rule(schema, node, *args, **kwargs)
+
+    resolve = lambda d: d if isinstance(d, int) and d >= 0 else None  # noqa: E731
+    monkeypatch.setattr(onnx.shape_inference, "infer_node_outputs", counted)
+    carried = shapeeval.evaluate_shapes(m, run_onnx_inference(m), infer=run_onnx_inference, resolve=resolve)
+    monkeypatch.setattr(onnx.shape_inference, "infer_node_outputs", rule)
+    linked = shapeeval.evaluate_shapes(m, run_onnx_inference(m), infer=run_onnx_inference, resolve=resolve,
+                                       carry=False)
+    return len(asked), carried, linked
+
+
+def test_alike_nodes_ask_onnx_rule_once(monkeypatch):
+    """Nodes alike in op, attributes and input types and data take the answer onnx's rule gave
+    the first: as many questions for 8 blocks as for 3, one inference for the whole chain, and
+    the result of an inference per block, byte for byte."""
+    few, _, _ = _rules_asked(monkeypatch, 3)
+    many, carried, linked = _rules_asked(monkeypatch, 8)
+    assert 0 < many == few
+    assert carried.rounds == 1 and linked.rounds == 8
+    assert carried.shapes == linked.shapes and carried.folded == linked.folded
+    assert carried.model.SerializeToString() == linked.model.SerializeToString()
+    assert _inferred_shapes(carried.model)["y7"] == [2, 3, 4]
+
+
+def test_constants_holding_one_tensor_share_its_value():
+    """Constant nodes holding the same tensor, read with a table of the tensors read: one array,
+    equal to each read alone; a tensor that is no value stays unknown, from the table too."""
+    t = numpy_helper.from_array(_a([[1, 2], [3, 4]]))
+    a, b = (helper.make_node("Constant", [], [n], value=t) for n in ("a", "b"))
+    short = onnx.TensorProto(data_type=TensorProto.INT64, dims=[3], int64_data=[1, 2])  # 2 values for 3
+    bad = helper.make_node("Constant", [], ["c"], value=short)
+    tensors: dict[bytes, np.ndarray | None] = {}
+    first, second = (evaluate_node(n, [], [], 17, tensors=tensors) for n in (a, b))
+    assert first is second and np.array_equal(first, evaluate_node(a, [], [], 17))
+    assert first.dtype == I64 and first.shape == (2, 2)
+    assert evaluate_node(bad, [], [], 17, tensors=tensors) is None
+    assert evaluate_node(bad, [], [], 17, tensors=tensors) is None and len(tensors) == 2
+
+
+def test_shapes_from_the_declarations_read_are_the_models():
+    """The known shapes and element types taken from what collect_types read of an inferred model
+    are those read from the model itself; where the model declares a name twice (the two readers
+    take different declarations of it) none are taken."""
+    from onnxmem.shapes.engines import collect_types, run_onnx_inference
+    from onnxmem.shapes.evalbase import declared_shapes, known_shapes
+
+    inferred = run_onnx_inference(_same_padding_stack(3))
+    resolve = lambda d: d if isinstance(d, int) and d >= 0 else None  # noqa: E731
+    want_elems: dict[str, int] = {}
+    want = known_shapes(inferred, resolve, {}, want_elems)
+    elems: dict[str, int] = {}
+    assert declared_shapes(inferred, collect_types(inferred), resolve, {}, elems) == want
+    assert elems == want_elems and want["head"] == (7,) and want_elems["s0"] == TensorProto.INT64
+    twice = onnx.ModelProto()
+    twice.CopyFrom(inferred)
+    twice.graph.value_info.append(vi("s0", [9], TensorProto.INT64))
+    assert declared_shapes(twice, collect_types(twice), resolve, {}, {}) is None

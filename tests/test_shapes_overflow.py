@@ -142,13 +142,20 @@ def test_values_converted_by_a_cast_are_not_propagated_unconverted(case, tmp_pat
     plan_then_verify(tmp_path, model)
 
 
-def test_hidden_casts_leave_the_inferred_graph_as_given():
+@pytest.mark.parametrize("flat", [False, True], ids=["looked-up", "flat"])
+def test_hidden_casts_leave_the_inferred_graph_as_given(flat):
+    """Converting Casts hidden from onnx's inference (twice here, the second reading the first's
+    value): the model given is as it was, the result holds its nodes and no trace of the hiding,
+    whether the caller says the graph is flat or it is looked up."""
     chain, inits, x, _ = CONVERTED["int64 -> int32 into Expand"]
-    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["d"], axis=0), *chain]
-    model = make_model(nodes, [vi("x", list(x))], [vi("y", None)], [_ints("zero", [0]), *inits])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["d"], axis=0), *chain,
+             helper.make_node("Cast", ["d"], ["h"], to=TensorProto.FLOAT16), helper.make_node("Relu", ["h"], ["r"])]
+    model = make_model(nodes, [vi("x", list(x))], [vi("y", None), vi("r", None, TensorProto.FLOAT16)],
+                       [_ints("zero", [0]), *inits])
     given = model.SerializeToString()
-    inferred = run_onnx_inference(model)
+    inferred = run_onnx_inference(model, flat=flat)
     assert model.SerializeToString() == given  # hidden in place for the inference, put back after it
     assert inferred is not None and list(inferred.graph.node) == list(model.graph.node)
     typed = {v.name for v in inferred.graph.value_info}
-    assert typed == {"s", "d", "b", "c", "c64", "t"}
+    assert typed == {"s", "d", "b", "c", "c64", "t", "h"}
+    assert inferred.SerializeToString() == run_onnx_inference(model, flat=not flat).SerializeToString()

@@ -15,14 +15,16 @@ from onnxmem.model.dtypes import DTYPES, MAX_BYTES, MAX_DIM, tensor_bytes
 __all__ = ["Site", "check_tensor_data", "graph_tensors", "site_label", "stored_tensors", "tensor_sites"]
 
 
-def _attribute_tensors(attr: onnx.AttributeProto) -> Iterable[tuple[str, onnx.TensorProto]]:
-    if attr.HasField("t"):
-        yield "", attr.t
-    yield from (("", t) for t in attr.tensors)
+def _attribute_tensors(attr: onnx.AttributeProto) -> list[tuple[str, onnx.TensorProto]]:
+    """The tensors ``attr`` holds, each with the part it is (``""`` but for a sparse tensor's
+    values and indices), in the order of its fields (a list: most attributes hold none)."""
+    out = [("", attr.t)] if attr.HasField("t") else []
+    if attr.tensors:
+        out.extend(("", t) for t in attr.tensors)
     sparse = [attr.sparse_tensor] if attr.HasField("sparse_tensor") else []
     for sp in (*sparse, *attr.sparse_tensors):
-        yield " (sparse values)", sp.values
-        yield " (sparse indices)", sp.indices
+        out += [(" (sparse values)", sp.values), (" (sparse indices)", sp.indices)]
+    return out
 
 
 #: where a stored tensor sits, named by :func:`site_label` only when a message needs it:
@@ -75,16 +77,17 @@ def graph_tensors(source: onnx.ModelProto | onnx.GraphProto) -> Iterable[onnx.Te
     return (t for _, t in stored_tensors(source))
 
 
-def _check_tensor_dims(site: Site, t: onnx.TensorProto) -> None:
+def _check_tensor_dims(site: Site, t: onnx.TensorProto, dims: tuple[int, ...] | None = None) -> None:
     """Refuse a stored tensor with a negative dim or a size past ``MAX_BYTES`` (a damaged file:
-    no ``--dim`` or ``--input-shape`` changes a weight)."""
-    for axis, d in enumerate(t.dims):
+    no ``--dim`` or ``--input-shape`` changes a weight). ``dims``: ``t``'s, where read already."""
+    dims = tuple(t.dims) if dims is None else dims
+    for axis, d in enumerate(dims):
         if d < 0:
             raise ModelError(f"{site_label(site, t)} has negative dim {d} on axis {axis}; the file is damaged: "
                              "re-export the model")
     bits = DTYPES.get(t.data_type, (None, 8))[1] or 8  # strings: one byte an element, at least
-    if any(d > MAX_DIM for d in t.dims) or math.prod(t.dims) * bits > 8 * MAX_BYTES:
-        raise ModelError(f"{site_label(site, t)} has dims {list(t.dims)}, which make more than 2^62 bytes "
+    if any(d > MAX_DIM for d in dims) or math.prod(dims) * bits > 8 * MAX_BYTES:
+        raise ModelError(f"{site_label(site, t)} has dims {list(dims)}, which make more than 2^62 bytes "
                          "(onnxmem's limit, and far more than any file holds); the file is damaged: "
                          "re-export the model")
 
@@ -101,14 +104,15 @@ def check_tensor_data(model: onnx.ModelProto,
     ``sites``: the model's :func:`stored_tensors`, where the caller has them already.
     """
     for site, t in stored_tensors(model) if sites is None else sites:
-        _check_tensor_dims(site, t)
-        if t.data_location == TensorProto.EXTERNAL or t.data_type == TensorProto.STRING:
+        dims, dtype = tuple(t.dims), t.data_type  # each read once
+        _check_tensor_dims(site, t, dims)
+        if dtype == TensorProto.STRING or t.data_location == TensorProto.EXTERNAL:
             continue
-        bits = DTYPES.get(t.data_type, (None, None))[1]
+        bits = DTYPES.get(dtype, (None, None))[1]
         if bits is None:
             continue
-        numel = math.prod(t.dims)
-        size = tensor_bytes(t.data_type, t.dims, t.name)
+        numel = math.prod(dims)
+        size = tensor_bytes(dtype, dims, t.name)
         if t.HasField("raw_data"):
             have, want, unit = len(t.raw_data), size, "bytes"
         else:

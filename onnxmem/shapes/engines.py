@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -189,15 +189,16 @@ _PROPAGATED_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32})
 _HIDDEN = "__onnxmem_cast_input"
 
 
-def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+def run_onnx_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.ModelProto | None:
     """onnx's shape inference of ``model`` with data propagation, else without; ``None`` where
     both fail. onnx's data propagation copies a Cast's values unconverted, where onnxruntime
     converts them (int64 -> int32 modulo 2^32, a float's rounding); every Cast to another type
     than int64 is hidden from it (:func:`_hide_converting_casts`), in the main graph and in
     every subgraph, so the shapes that follow it are left to shape arithmetic
     (:mod:`onnxmem.shapes.shapeeval`, on each body inferred on its own), which converts as
-    onnxruntime does. The result's nodes are ``model``'s, and ``model`` is left as given."""
-    hidden = _hide_converting_casts(model)
+    onnxruntime does. The result's nodes are ``model``'s, and ``model`` is left as given. ``flat``:
+    the caller knows that no node of ``model`` holds a subgraph (none is looked for)."""
+    hidden = _hide_converting_casts(model, flat=flat)
     try:
         try:
             out: onnx.ModelProto | None = onnx.shape_inference.infer_shapes(
@@ -212,17 +213,7 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
         except Exception:  # noqa: BLE001
             return None
     if hidden:
-        names = {name: read for _, _, name, read in hidden}
-        for g in iter_graphs(out.graph):
-            for k in reversed(range(len(g.node))):
-                n = g.node[k]
-                if n.op_type == "Identity" and n.output and n.output[0] in names:
-                    del g.node[k]
-                elif n.op_type == "Cast" and n.input and n.input[0] in names:
-                    n.input[0] = names[n.input[0]]
-            for k in reversed(range(len(g.value_info))):
-                if g.value_info[k].name in names:
-                    del g.value_info[k]
+        _drop_hidden(out, hidden, main_only=all(graph is model.graph for graph, *_ in hidden))
     return out
 
 
@@ -231,25 +222,42 @@ def run_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
 Hidden = tuple[onnx.GraphProto, int, str, str]
 
 
-def _hide_converting_casts(model: onnx.ModelProto) -> list[Hidden]:
+def _hide_converting_casts(model: onnx.ModelProto, *, flat: bool = False) -> list[Hidden]:
     """In ``model`` itself, each Cast to another type than int64 that may read propagated values
     (in the main graph, from a node of :data:`_PROPAGATING` or an int64/int32 initializer; in a
     subgraph, any) made to read its input through an Identity put right before it (onnx's data
     propagation does not cross one); the Casts so hidden, in the order they were (``[]`` where
-    none is). :func:`_unhide` puts ``model`` back as it was."""
-    graphs = list(iter_graphs(model.graph))
+    none is). :func:`_unhide` puts ``model`` back as it was. The main graph's nodes are read in
+    one walk (this runs before every inference); ``flat``: no node holds a subgraph."""
     g = model.graph
-    producers = {o: n.op_type for n in g.node if n.domain in ("", "ai.onnx") for o in n.output if o}
+    producers: dict[str, str] = {}
+    outputs: list[str] = []  # every node output of the main graph
+    casts: list[int] = []  # the main graph's Casts
+    subs: list[onnx.GraphProto] = []  # the subgraphs of its nodes, in order
+    for k, n in enumerate(g.node):
+        outs = list(n.output)
+        outputs += outs
+        if n.domain in ("", "ai.onnx"):
+            op = n.op_type
+            for o in outs:
+                producers[o] = op
+            if op == "Cast":
+                casts.append(k)
+        if not flat and n.attribute:
+            subs.extend(sub for _, sub in subgraph_attributes(n))
+    producers.pop("", None)  # an output left out names no value
     producers.update((i.name, "") for i in g.initializer if i.data_type in _PROPAGATED_TYPES)
-    found = [(graph, [k for k, n in enumerate(graph.node) if n.op_type == "Cast" and n.domain in ("", "ai.onnx")
-                      and n.input and n.input[0] and (graph is not g or producers.get(n.input[0]) in (*_PROPAGATING, ""))
-                      and next((a.i for a in n.attribute if a.name == "to"), 0) != TensorProto.INT64])
-             for graph in graphs]
+    nested = [x for sub in subs for x in iter_graphs(sub)]  # in iter_graphs's order after ``g``
+    found = [(g, [k for k in casts if _converting(g.node[k])
+                  and producers.get(g.node[k].input[0]) in (*_PROPAGATING, "")])]
+    found += [(graph, [k for k, n in enumerate(graph.node) if n.op_type == "Cast" and n.domain in ("", "ai.onnx")
+                       and _converting(n)]) for graph in nested]
     if not any(places for _, places in found):
         return []
-    taken = {x for graph in graphs for x in (*(o for n in graph.node for o in n.output),
-                                              *(vi.name for vi in (*graph.input, *graph.output)),
-                                              *(i.name for i in graph.initializer))}
+    taken = {*outputs, *(vi.name for vi in (*g.input, *g.output)), *(i.name for i in g.initializer)}
+    taken.update(x for graph in nested for x in (*(o for n in graph.node for o in n.output),
+                                                  *(vi.name for vi in (*graph.input, *graph.output)),
+                                                  *(i.name for i in graph.initializer)))
     hidden: list[Hidden] = []
     for graph, places in found:
         for shift, k in enumerate(places):
@@ -263,6 +271,46 @@ def _hide_converting_casts(model: onnx.ModelProto) -> list[Hidden]:
             cast.input[0] = name
             hidden.append((graph, at + 1, name, read))
     return hidden
+
+
+def _converting(cast: onnx.NodeProto) -> bool:
+    """Whether ``cast`` reads a named value and converts to another type than int64."""
+    return bool(cast.input and cast.input[0]) and next(
+        (a.i for a in cast.attribute if a.name == "to"), 0) != TensorProto.INT64
+
+
+def _drop_hidden(out: onnx.ModelProto, hidden: Sequence[Hidden], *, main_only: bool) -> None:
+    """Take out of ``out`` (the inference of a model whose Casts were ``hidden``) the Identities
+    put before them and their value_info, the Casts reading their inputs again. ``main_only``:
+    every hidden Cast sits in the main graph, whose nodes onnx keeps in place: only each Cast's
+    place is read there (every graph is searched where one is not found in its place)."""
+    names = {name: read for _, _, name, read in hidden}
+    main = out.graph
+    if main_only and _in_place(main, hidden):
+        for _, at, _, read in reversed(hidden):
+            main.node[at].input[0] = read
+            del main.node[at - 1]
+        graphs: Iterable[onnx.GraphProto] = (main,)
+    else:
+        graphs = iter_graphs(main)
+        for g in graphs:
+            for k in reversed(range(len(g.node))):
+                n = g.node[k]
+                if n.op_type == "Identity" and n.output and n.output[0] in names:
+                    del g.node[k]
+                elif n.op_type == "Cast" and n.input and n.input[0] in names:
+                    n.input[0] = names[n.input[0]]
+        graphs = iter_graphs(main)
+    for g in graphs:
+        drop = [k for k, vi in enumerate(g.value_info) if vi.name in names]
+        for k in reversed(drop):
+            del g.value_info[k]
+
+
+def _in_place(g: onnx.GraphProto, hidden: Sequence[Hidden]) -> bool:
+    """Whether each of ``hidden`` sits in ``g`` where it was put: its Identity, then its Cast."""
+    return all(at < len(g.node) and g.node[at - 1].op_type == "Identity" and g.node[at - 1].output == [name]
+               and g.node[at].op_type == "Cast" and g.node[at].input[:1] == [name] for _, at, name, _ in hidden)
 
 
 def _unhide(model: onnx.ModelProto, hidden: Sequence[Hidden]) -> None:
@@ -450,19 +498,22 @@ def _larger(a: Any, b: Any) -> Any:
     return None
 
 
-def collect_types(model: onnx.ModelProto) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
-    return collect_graph_types(model.graph)
+def collect_types(model: onnx.ModelProto, *, skip: Container[str] = ()) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
+    return collect_graph_types(model.graph, skip=skip)
 
 
-def collect_graph_types(g: onnx.GraphProto, *, value_info: bool = True,
+def collect_graph_types(g: onnx.GraphProto, *, value_info: bool = True, skip: Container[str] = (),
                         ) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
     """Every declared value of ``g`` (not its subgraphs): ``{name: (elem type, dims)}``; a
     later declaration with a shape wins over one without, or with unknown dims. Without
-    ``value_info``: its initializers, inputs and outputs alone."""
+    ``value_info``: its initializers, inputs and outputs alone. The values ``skip`` names are
+    left out (each value's entry reads its own declarations alone: the others' are the same)."""
     out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
     for init in g.initializer:
-        out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
-    return collect_value_types((*g.input, *(g.value_info if value_info else ()), *g.output), out)
+        if init.name not in skip:
+            out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
+    declared = (*g.input, *(g.value_info if value_info else ()), *g.output)
+    return collect_value_types([vi for vi in declared if vi.name not in skip] if skip else declared, out)
 
 
 def collect_value_types(values: Iterable[onnx.ValueInfoProto],

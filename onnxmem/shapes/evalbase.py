@@ -25,11 +25,13 @@ __all__ = [
     "MAX_RANK",
     "NP_DTYPES",
     "OutOfRange",
+    "SHAPE_ONLY",
     "SHAPE_SLOTS",
     "Dim",
     "Inputs",
     "OpContext",
     "Unknown",
+    "declared_shapes",
     "known_shapes",
     "tensor_value",
 ]
@@ -70,6 +72,9 @@ SHAPE_SLOTS: dict[str, tuple[int, ...]] = {
     "DFT": (1, 2),
     "STFT": (1, 3),
 }
+
+#: ops that read only their input's shape, not its values
+SHAPE_ONLY = frozenset({"Shape", "Size"})
 
 NP_DTYPES: dict[int, type] = {
     TensorProto.BOOL: np.bool_,
@@ -122,9 +127,20 @@ def checked_value(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def is_integer(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` (of the evaluator's dtypes) is a signed or unsigned integer
+    (``np.issubdtype(dtype, np.integer)``, without its lookups)."""
+    return dtype.kind in "iu"
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` (of the evaluator's dtypes) is a float (``np.issubdtype(dtype, np.floating)``)."""
+    return dtype.kind == "f"
+
+
 def as_ints(a: np.ndarray | None, *, rank: int | None = 1) -> list[int]:
     """The values of an integer tensor (of ``rank``, when given) as Python ints."""
-    if a is None or not np.issubdtype(a.dtype, np.integer):
+    if a is None or not is_integer(a.dtype):
         raise Unknown
     if rank is not None and a.ndim != rank:
         raise Unknown
@@ -190,6 +206,10 @@ def int_arith(kind: str, a: np.ndarray, b: np.ndarray, fmod: bool) -> np.ndarray
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shapes) == 2 and shapes[0] == shapes[1]:  # most often: numpy's answer without its checks
+        out = tuple(int(d) for d in shapes[0])
+        element_count(out)  # (a negative dim is unknown, as numpy refuses it)
+        return out
     try:
         out = tuple(int(d) for d in np.broadcast_shapes(*shapes))
     except ValueError:
@@ -254,30 +274,81 @@ Dim = int | str | None
 
 
 def known_shapes(
-    model: onnx.ModelProto, resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]] | None = None
+    model: onnx.ModelProto, resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]] | None = None,
+    elems: dict[str, int] | None = None,
 ) -> dict[str, tuple[int, ...]]:
     """The concrete shapes of ``model``'s initializers and typed values. ``known``: the shapes
     found in an earlier inference of the same graph, added to (inference only adds shapes: a
-    value with a concrete shape is not read again)."""
+    value with a concrete shape is not read again). ``resolve`` is a function of the dim alone:
+    values of one type share one tuple. ``elems``: where given (empty), filled in the same walk
+    with the element type of each initializer and typed value (an initializer's, else the first
+    declaration's that names one)."""
     out: dict[str, tuple[int, ...]] = {} if known is None else known
     g = model.graph
     for init in g.initializer:
         if init.name not in out:
             out[init.name] = tuple(int(d) for d in init.dims)
+        if elems is not None:
+            elems[init.name] = int(init.data_type)
+    read: dict[bytes, tuple[tuple[int, ...] | None, int]] = {}  # each distinct type read once
     for vi in (*g.input, *g.value_info, *g.output):
         name = vi.name
-        if name in out:
+        if name in out and elems is None:
             continue
         t = vi.type
-        if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-            continue
-        dims: list[int] = []
-        for d in t.tensor_type.shape.dim:
-            raw: Dim = int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
-            value = resolve(raw)
-            if value is None:
-                break
-            dims.append(value)
-        else:
-            out[name] = tuple(dims)
+        key = t.SerializeToString()
+        if key not in read:
+            read[key] = (_concrete(t, resolve), int(t.tensor_type.elem_type) if t.HasField("tensor_type") else 0)
+        dims, elem = read[key]
+        if dims is not None and name not in out:
+            out[name] = dims
+        if elem and elems is not None:
+            elems.setdefault(name, elem)
     return out
+
+
+def declared_shapes(
+    model: onnx.ModelProto, declared: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]],
+    resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]], elems: dict[str, int],
+) -> dict[str, tuple[int, ...]] | None:
+    """:func:`known_shapes` of ``model`` (``known`` and ``elems`` empty, both filled) from
+    ``declared``, what :func:`onnxmem.shapes.engines.collect_types` read of the same model, so that
+    its declarations are not read again; ``None`` where ``model`` declares a name more than once
+    (there the two read different declarations of it)."""
+    g = model.graph
+    if len(declared) != len(g.initializer) + len(g.input) + len(g.value_info) + len(g.output):
+        return None
+    inits: set[str] = set()
+    for init in g.initializer:
+        inits.add(init.name)
+        known[init.name] = tuple(int(d) for d in init.dims)
+        elems[init.name] = int(init.data_type)
+    resolved: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}  # each distinct shape resolved once
+    for name, (et, dims) in declared.items():
+        if name in inits:
+            continue
+        if et:
+            elems[name] = et
+        if dims is None:
+            continue
+        if dims not in resolved:
+            values = [resolve(d) for d in dims]
+            resolved[dims] = None if None in values else tuple(values)  # type: ignore[arg-type]
+        concrete = resolved[dims]
+        if concrete is not None:
+            known[name] = concrete
+    return known
+
+
+def _concrete(t: onnx.TypeProto, resolve: Callable[[Dim], int | None]) -> tuple[int, ...] | None:
+    """The dims of tensor type ``t``, each resolved; ``None`` where it has no shape or a dim does not resolve."""
+    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    dims: list[int] = []
+    for d in t.tensor_type.shape.dim:
+        raw: Dim = int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
+        value = resolve(raw)
+        if value is None:
+            return None
+        dims.append(value)
+    return tuple(dims)

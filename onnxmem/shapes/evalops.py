@@ -29,6 +29,8 @@ from onnxmem.shapes.evalbase import (
     element_count,
     fit_dtype,
     int_arith,
+    is_floating,
+    is_integer,
     is_present,
     need_inputs,
     normalized_axis,
@@ -89,7 +91,7 @@ def _constant(ctx: OpContext, inputs: Inputs) -> np.ndarray:
 
 def _gather(ctx: OpContext, inputs: Inputs) -> np.ndarray:
     data, idx = need_inputs(inputs, 0, 1)
-    if data.ndim == 0 or not np.issubdtype(idx.dtype, np.integer):
+    if data.ndim == 0 or not is_integer(idx.dtype):
         raise Unknown
     axis = normalized_axis(int(ctx.attrs.get("axis", 0)), data.ndim)  # type: ignore[call-overload]
     n = data.shape[axis]
@@ -220,8 +222,8 @@ def _cast(ctx: OpContext, inputs: Inputs) -> np.ndarray:
     dtype: np.dtype = np.dtype(NP_DTYPES[to])
     if dtype == np.bool_:
         return x != 0
-    if np.issubdtype(dtype, np.integer):
-        if not np.issubdtype(x.dtype, np.floating):
+    if is_integer(dtype):
+        if not is_floating(x.dtype):
             return x.astype(dtype)  # modulo 2^bits, two's complement: onnxruntime's static_cast
         info = np.iinfo(dtype)
         t = np.trunc(x.astype(np.float64))  # C's cast truncates toward zero
@@ -240,10 +242,11 @@ def _binary(kind: str) -> Callable[[OpContext, Inputs], np.ndarray]:
         if dtype == np.bool_:
             raise Unknown
         shape = broadcast_shape(a.shape, b.shape)
-        if np.issubdtype(dtype, np.integer):
-            x, y = np.broadcast_to(as_int64(a), shape), np.broadcast_to(as_int64(b), shape)
+        if is_integer(dtype):
+            x, y = (v if v.shape == shape else np.broadcast_to(v, shape) for v in (as_int64(a), as_int64(b)))
             fmod = bool(int(ctx.attrs.get("fmod", 0)))  # type: ignore[call-overload]
-            return fit_dtype(int_arith(kind, x, y, fmod), dtype)
+            exact = int_arith(kind, x, y, fmod)  # a new int64 array
+            return exact if dtype == np.int64 else fit_dtype(exact, dtype)
         with np.errstate(all="ignore"):
             if kind == "Add":
                 return np.add(a, b)
@@ -298,10 +301,10 @@ def _unary(kind: str) -> Callable[[OpContext, Inputs], np.ndarray]:
         if x.dtype == np.bool_:
             raise Unknown
         if kind in ("Floor", "Ceil"):
-            if not np.issubdtype(x.dtype, np.floating):
+            if not is_floating(x.dtype):
                 raise Unknown
             return (np.floor if kind == "Floor" else np.ceil)(x)
-        if np.issubdtype(x.dtype, np.integer):
+        if is_integer(x.dtype):
             v = as_int64(x)
             if np.any(v == I64_MIN):
                 raise OutOfRange
@@ -362,7 +365,7 @@ def _clip(ctx: OpContext, inputs: Inputs) -> np.ndarray:
                     raise Unknown
                 bounds[k] = b.reshape(())
     else:
-        if not np.issubdtype(x.dtype, np.floating):
+        if not is_floating(x.dtype):
             raise Unknown
         for k, key in enumerate(("min", "max")):
             if key in ctx.attrs:
@@ -396,7 +399,7 @@ def _reduce_prod(ctx: OpContext, inputs: Inputs) -> np.ndarray:
         norm = sorted({normalized_axis(a, x.ndim) for a in axes})
         if len(norm) != len(axes):
             raise Unknown
-    if np.issubdtype(x.dtype, np.integer):
+    if is_integer(x.dtype):
         kept = [a for a in range(x.ndim) if a not in norm]
         groups = np.transpose(x, kept + norm).reshape(math.prod(x.shape[a] for a in kept), -1)
         out = np.array([_product(row) for row in as_int64(groups).tolist()], dtype=np.int64)
@@ -470,7 +473,7 @@ def _range(ctx: OpContext, inputs: Inputs) -> np.ndarray:
     dtype = same_dtype([start, limit, delta])
     if dtype not in (np.float32, np.float64, np.int16, np.int32, np.int64):  # the spec's types
         raise Unknown
-    if np.issubdtype(dtype, np.integer):
+    if is_integer(dtype):
         s, lim, d = int(start), int(limit), int(delta)
         # onnxruntime counts in double: past 2^53 its count can differ from the exact one
         if d == 0:

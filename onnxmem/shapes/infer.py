@@ -118,7 +118,7 @@ def infer_shapes(
         if step.always or state.incomplete():
             step.run(state)
     missing = [n for n in state.wanted if n not in state.known]
-    ifs = {o for n in model.graph.node if n.op_type == "If" and n.domain in ("", "ai.onnx") for o in n.output}
+    ifs = {o for n in model.graph.node if n.op_type == "If" and n.domain in ("", "ai.onnx") for o in n.output} if missing else set()
     if ifs.intersection(missing) and _branch_outputs(state, measured_values or {}, excluded):
         missing = [n for n in state.wanted if n not in state.known]
     if missing:

@@ -26,7 +26,8 @@ This module evaluates those chains without weights and without onnxruntime:
    and run shape inference again. Repeat while a round evaluates something new,
    at most ``MAX_ROUNDS`` rounds.
 5. Within a round, between two inferences, carry the shapes forward through the
-   nodes whose output shapes a ``Shape`` or ``Size`` to evaluate reads: each node's
+   nodes whose output shapes a ``Shape`` or ``Size`` to evaluate reads
+   (:mod:`onnxmem.shapes.carried`): each node's
    own rule in onnx (``onnx.shape_inference.infer_node_outputs``), on its input
    shapes and the values computed so far, in the same sweep in topological order
    as step 3 (a node comes after all it reads, so one sweep goes as far as it can).
@@ -64,20 +65,23 @@ from typing import Callable, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from onnxmem.core.toposort import stable_order
 from onnxmem.model import copy_without, subgraph_attributes
+from onnxmem.shapes.carried import MAX_CARRIED_DATA, Carrier, Names, Protos
 from onnxmem.shapes.evalbase import (
     ELEM_TYPES,
     MAX_ELEMENTS,
     MAX_RANK,
+    SHAPE_ONLY,
     SHAPE_SLOTS,
     Dim,
     OpContext,
     OutOfRange,
     Unknown,
     checked_value,
+    declared_shapes,
     known_shapes,
     tensor_value,
 )
@@ -109,13 +113,6 @@ MAX_TOTAL_ELEMENTS = 2**24
 #: (step 5; Swin-T's TorchScript export: 16), one where they are
 MAX_ROUNDS = 32
 
-#: the most elements of a computed value that step 5 hands to onnx's rule of a node that reads it
-#: (a shape slot holds a few dozen); a larger one is left out, which can only leave a shape to the
-#: next inference, and the copying stays bounded on a graph where many nodes read one large value
-MAX_CARRIED_DATA = 4096
-
-#: ops that read only their input's shape, not its values
-_SHAPE_ONLY = {"Shape", "Size"}
 _TENSOR = onnx.AttributeProto.TENSOR
 #: what an evaluation raises for a value it cannot compute (a malformed node included)
 _UNKNOWN = (Unknown, ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError)
@@ -136,6 +133,7 @@ def evaluate_node(
     shapes: Sequence[tuple[int, ...] | None],
     opset: int,
     undefined: set[str] | None = None,
+    tensors: dict[bytes, np.ndarray | None] | None = None,
 ) -> np.ndarray | None:
     """The value of ``node``'s (single) output, or ``None`` when it is unknown.
 
@@ -143,20 +141,45 @@ def evaluate_node(
     ``shapes`` the inputs' known shapes (``Shape`` and ``Size`` read only
     these). Raises nothing for a malformed node: its value is unknown. The output of
     a node whose exact result leaves its dtype's range (:class:`OutOfRange`) is added
-    to ``undefined``, where given.
+    to ``undefined``, where given. ``tensors``: the values of the ``Constant`` tensors read so far,
+    by their bytes (added to; an exporter repeats a few constants thousands of times), where given:
+    nodes holding the same tensor then share one array, which no evaluator changes.
     """
-    run = EVALUATORS.get(node.op_type)
-    if run is None or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+    op = node.op_type
+    if op not in EVALUATORS or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return None
+    return _evaluate(node, op, inputs, shapes, opset, undefined, tensors)
+
+
+def _evaluate(
+    node: onnx.NodeProto,
+    op: str,
+    inputs: Sequence[np.ndarray | None],
+    shapes: Sequence[tuple[int, ...] | None],
+    opset: int,
+    undefined: set[str] | None,
+    tensors: dict[bytes, np.ndarray | None] | None,
+    present: list[bool] | None = None,
+) -> np.ndarray | None:
+    """:func:`evaluate_node` of a node known to be evaluable: of the standard domain, one output,
+    its ``op`` (its op type) one of :data:`EVALUATORS`; ``present``: which inputs it names, where
+    known."""
     attrs = node.attribute
-    if node.op_type == "Constant" and len(attrs) == 1 and attrs[0].name == "value" and attrs[0].type == _TENSOR:
+    if op == "Constant" and len(attrs) == 1 and attrs[0].name == "value" and attrs[0].type == _TENSOR:
+        t = attrs[0].t
+        key = t.SerializeToString() if tensors is not None else b""
+        if tensors is not None and key in tensors:
+            return tensors[key]
         try:  # most often a tensor alone: read as it is
-            return tensor_value(attrs[0].t)
+            value: np.ndarray | None = tensor_value(t)
         except _UNKNOWN:
-            return None
+            value = None
+        if tensors is not None:
+            tensors[key] = value
+        return value
     try:
-        ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input])
-        out = np.asarray(run(ctx, list(inputs)))
+        ctx = OpContext(opset, _attrs(node), list(shapes), [bool(name) for name in node.input] if present is None else present)
+        out = np.asarray(EVALUATORS[op](ctx, list(inputs)))
         return checked_value(out)
     except OutOfRange:
         if undefined is not None:
@@ -195,14 +218,19 @@ def opset_version(model: onnx.ModelProto) -> int:
     return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-#: each node's input names and output names, in the order of the nodes
-Names = tuple[list[tuple[str, ...]], list[tuple[str, ...]]]
-
-
 def _names(nodes: Sequence[onnx.NodeProto]) -> Names:
     """Each node's input and output names, read from protobuf once (each read of a name there
     makes a new ``str``; the steps of a pass read them several times)."""
     return [tuple(n.input) for n in nodes], [tuple(n.output) for n in nodes]
+
+
+def _consumers(inputs: Sequence[tuple[str, ...]]) -> dict[str, list[int]]:
+    """Each value's readers: the indices of the nodes whose ``inputs`` name it."""
+    consumers: dict[str, list[int]] = {}
+    for i, ins in enumerate(inputs):
+        for name in set(ins):
+            consumers.setdefault(name, []).append(i)
+    return consumers
 
 
 def _topological(nodes: Sequence[onnx.NodeProto], names: Names | None = None) -> list[int]:
@@ -267,7 +295,7 @@ def needed_values(nodes: Sequence[onnx.NodeProto], wanted: Iterable[str], names:
             continue
         needed.add(name)
         p = producer.get(name)
-        if p is not None and nodes[p].op_type in EVALUATORS and nodes[p].op_type not in _SHAPE_ONLY:
+        if p is not None and nodes[p].op_type in EVALUATORS and nodes[p].op_type not in SHAPE_ONLY:
             stack.extend(i for i in inputs[p] if i)
     return needed
 
@@ -306,29 +334,22 @@ def _fold(
     values: Mapping[str, np.ndarray],
     fold: set[str],
     shapes: Mapping[str, tuple[int, tuple[int, ...]]],
-    made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] | None = None,
+    protos: Protos | None = None,
     outputs: Sequence[tuple[str, ...]] | None = None,
 ) -> onnx.ModelProto:
     """A copy of ``work`` whose producers of ``fold`` values are initializers, other evaluated values typed.
-    ``made``: the initializers and value_info of earlier rounds by name (a value never changes
-    once computed), kept across rounds so that each is made once; ``outputs``: each node's output
-    names (:func:`_names`), where read already. The nodes kept are copied once."""
-    made = {} if made is None else made
+    ``protos``: the initializers and value_info of earlier rounds, kept across rounds so that each
+    is made once; ``outputs``: each node's output names (:func:`_names`), where read already. The
+    nodes kept are copied once."""
+    protos = Protos() if protos is None else protos
     m = copy_without(work, ("node",))
     g = m.graph
     outs = outputs if outputs is not None else [tuple(n.output) for n in work.graph.node]
     g.node.extend(n for n, o in zip(work.graph.node, outs) if not (len(o) == 1 and o[0] in fold))
-    for name in sorted(fold):
-        if not isinstance(made.get(name), onnx.TensorProto):
-            made[name] = numpy_helper.from_array(values[name], name)
-    g.initializer.extend(made[name] for name in sorted(fold))  # type: ignore[misc]
+    g.initializer.extend(protos.tensor(name, values[name]) for name in sorted(fold))
     typed = {vi.name for vi in (*g.input, *g.output, *g.value_info)}
-    for name in sorted(shapes):
-        if name not in fold and name not in typed:
-            if name not in made:
-                et, shape = shapes[name]
-                made[name] = helper.make_tensor_value_info(name, et, list(shape))
-            g.value_info.append(made[name])
+    g.value_info.extend(protos.info(name, *shapes[name]) for name in sorted(shapes)
+                        if name not in fold and name not in typed)
     return m
 
 
@@ -337,18 +358,28 @@ class _Evaluator:
     changes once known), the nodes that cannot give one, and what each node was last tried on."""
 
     def __init__(self, nodes: Sequence[onnx.NodeProto], wanted: list[int], values: dict[str, np.ndarray],
-                 opset: int, names: Names) -> None:
+                 opset: int, names: Names, kinds: Sequence[tuple[str, str]]) -> None:
         self.nodes, self.wanted, self.values, self.opset = nodes, wanted, values, opset
         #: each wanted node's input names and its one output (``names``: the nodes' :func:`_names`)
         self.names = {i: (names[0][i], names[1][i][0]) for i in wanted}
+        #: each wanted node's op type where it is evaluable (of the standard domain, an op of
+        #: :data:`EVALUATORS`), else ``None`` (``kinds``: every node's op type and domain)
+        self.ops = {i: op if op in EVALUATORS and domain in ("", "ai.onnx") else None
+                    for i in wanted for op, domain in (kinds[i],)}
+        self.shape_only = {i for i in wanted if kinds[i][0] in SHAPE_ONLY}  # those that read only shapes
         self.failed: set[int] = set()
         #: node -> what it was last tried on, in vain (which input values were known, and the input
         #: shapes): on the same again it gives nothing again, so it is not tried
         self.tried: dict[int, tuple[object, ...]] = {}
         self.made: dict[str, np.ndarray] = {}
         self.undefined: set[str] = set()  # the values whose exact result leaves their dtype's range
+        self.tensors: dict[bytes, np.ndarray | None] = {}  # the Constant tensors read, by their bytes
         self.typed: dict[str, tuple[int, tuple[int, ...]]] = {}
         self.budget = MAX_TOTAL_ELEMENTS - sum(v.size for v in values.values())
+
+    def done(self) -> bool:
+        """Whether every wanted node's value is known."""
+        return all(name in self.values for _, name in self.names.values())
 
     def evaluate(self, shapes: dict[str, tuple[int, ...]]) -> list[str]:
         """One pass over the wanted nodes in order: the values it computed (their shapes added to ``shapes``)."""
@@ -368,15 +399,16 @@ class _Evaluator:
         values = self.values
         ins = [values.get(n) if n else None for n in names]
         in_shapes = [shapes.get(n) if n else None for n in names]
-        seen = (*(v is not None for v in ins), *in_shapes)
-        if self.tried.get(i) == seen:
+        before = self.tried.get(i)
+        if before is not None and before == (*(v is not None for v in ins), *in_shapes):
             return None
-        node = self.nodes[i]
-        out = evaluate_node(node, ins, in_shapes, self.opset, self.undefined)
+        op = self.ops[i]
+        out = None if op is None else _evaluate(self.nodes[i], op, ins, in_shapes, self.opset, self.undefined,
+                                                self.tensors, [bool(n) for n in names])
         if out is None:
-            self.tried[i] = seen
+            self.tried[i] = (*(v is not None for v in ins), *in_shapes)
             # with every input known, a later round cannot do better: never try it again
-            read = in_shapes if node.op_type in _SHAPE_ONLY else ins
+            read = in_shapes if i in self.shape_only else ins
             if all(v is not None for n, v in zip(names, read) if n):
                 self.failed.add(i)
             return None
@@ -389,129 +421,13 @@ class _Evaluator:
         return name
 
 
-class _Carrier:
-    """Step 5: the shapes carried forward between two inferences, by each node's own rule in onnx.
-
-    One sweep in a stable topological order over the wanted nodes (evaluated) and the nodes a
-    wanted ``Shape`` or ``Size`` reads the output of, directly or through other nodes (their
-    shapes carried; none with a subgraph, none of another domain): every node comes after all
-    the nodes it reads, so one sweep takes each value and shape as far as it goes. ``order``:
-    every node in that order (:func:`_topological`, computed once for the pass)."""
-
-    def __init__(self, work: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], wanted: Sequence[int],
-                 order: Sequence[int], names: Names) -> None:
-        self.nodes, self.opsets, self.ir_version = nodes, list(work.opset_import), int(work.ir_version)
-        self.opset = opset_version(work)
-        inputs, outputs = names
-        producer = {o: i for i, outs in enumerate(outputs) for o in outs if o}
-        stack = [inputs[i][0] for i in wanted if nodes[i].op_type in _SHAPE_ONLY and inputs[i]]
-        reads: set[int] = set()
-        while stack:
-            p = producer.get(stack.pop())
-            if p is None or p in reads:
-                continue
-            reads.add(p)
-            stack.extend(name for name in inputs[p] if name)
-        self.shaped = {i for i in reads if _carries(nodes[i])}
-        self.wanted = set(wanted)
-        self.order = [i for i in order if i in self.shaped or i in self.wanted]
-        #: each shaped node's named inputs and outputs
-        self.names = {i: (tuple(filter(None, inputs[i])), tuple(filter(None, outputs[i]))) for i in self.shaped}
-        #: value -> its shape carried here (never one inference had given when it was carried)
-        self.carried: dict[str, tuple[int, ...]] = {}
-        self.tried: dict[int, tuple[object, ...]] = {}
-        self.tensors: dict[str, onnx.TensorProto] = {}
-        #: (element type, shape) -> its TypeProto, made once (onnx's rule only reads it)
-        self.types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
-        #: op type -> its schema at the model's opset, found once
-        self.schemas: dict[str, onnx.defs.OpSchema] = {}
-
-    def evaluate(self, ev: _Evaluator, current: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> list[str]:
-        """:meth:`_Evaluator.evaluate` with the shapes carried forward in the same sweep: the values
-        computed (their shapes added to ``shapes``, as there; the carried ones are kept apart)."""
-        if not self.shaped:
-            return ev.evaluate(shapes)
-        elem = _elem_types(current)
-        elem.update({k: v[0] for k, v in ev.typed.items()})
-        seen = {**self.carried, **shapes}
-        new: list[str] = []
-        for i in self.order:
-            if i in self.wanted:
-                name = ev.step(i, seen)
-                if name is not None:
-                    new.append(name)
-                    elem[name] = ev.typed[name][0]
-            if i in self.shaped:
-                self._carry(i, seen, elem, ev.values)
-        shapes.update({k: seen[k] for k in new})
-        return new
-
-    def _carry(self, i: int, shapes: dict[str, tuple[int, ...]], elem: dict[str, int],
-               values: Mapping[str, np.ndarray]) -> None:
-        """Node ``i``'s output shapes by onnx's rule, where it gives ones not known yet."""
-        ins, outs = self.names[i]
-        known = shapes.__contains__
-        if all(map(known, outs)) or not all(map(known, ins)) or not all(map(elem.get, ins)):
-            return
-        seen = tuple((shapes[name], name in values) for name in ins)
-        if self.tried.get(i) == seen:
-            return
-        self.tried[i] = seen
-        for name, (et, shape) in self._outputs(self.nodes[i], ins, shapes, elem, values).items():
-            if name in outs and name not in shapes:
-                shapes[name] = self.carried[name] = shape
-                elem[name] = et
-
-    def _outputs(self, node: onnx.NodeProto, ins: Sequence[str], shapes: Mapping[str, tuple[int, ...]],
-                 elem: Mapping[str, int], values: Mapping[str, np.ndarray]) -> dict[str, tuple[int, tuple[int, ...]]]:
-        """onnx's rule of ``node``: its outputs' element types and concrete shapes (none it leaves open)."""
-        types = {name: self._type(elem[name], shapes[name]) for name in ins}
-        data = {name: self._tensor(name, values[name]) for name in ins
-                if name in values and values[name].size <= MAX_CARRIED_DATA}
-        try:
-            if node.op_type not in self.schemas:
-                self.schemas[node.op_type] = onnx.defs.get_schema(node.op_type, self.opset, "")
-            got = onnx.shape_inference.infer_node_outputs(self.schemas[node.op_type], node, types, data, opset_imports=self.opsets,
-                                                          ir_version=self.ir_version)
-        except Exception:  # noqa: BLE001 - no rule, or a rule that refuses: the shape stays unknown
-            return {}
-        out: dict[str, tuple[int, tuple[int, ...]]] = {}
-        for name, t in got.items():
-            tt = t.tensor_type
-            if (t.HasField("tensor_type") and tt.elem_type and tt.HasField("shape")
-                    and all(d.HasField("dim_value") and d.dim_value >= 0 for d in tt.shape.dim)):
-                out[name] = (int(tt.elem_type), tuple(int(d.dim_value) for d in tt.shape.dim))
-        return out
-
-    def _type(self, elem: int, shape: tuple[int, ...]) -> onnx.TypeProto:
-        found = self.types.get((elem, shape))
-        if found is None:
-            found = self.types[elem, shape] = helper.make_tensor_type_proto(elem, list(shape))
-        return found
-
-    def _tensor(self, name: str, value: np.ndarray) -> onnx.TensorProto:
-        if name not in self.tensors:
-            self.tensors[name] = numpy_helper.from_array(value, name)
-        return self.tensors[name]
-
-    def confirmed(self, final: Mapping[str, tuple[int, ...]]) -> bool:
-        """Whether the last inference gave every carried shape, each the same."""
-        return all(final.get(name) == shape for name, shape in self.carried.items())
-
-
-def _carries(node: onnx.NodeProto) -> bool:
-    """Whether step 5 may ask onnx's rule of ``node``: the standard domain, no subgraph."""
-    return node.domain in ("", "ai.onnx") and not subgraph_attributes(node)
-
-
-def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
-    """The element type of each typed value and initializer of ``model``'s graph."""
-    g = model.graph
-    out = {init.name: int(init.data_type) for init in g.initializer}
-    for vi in (*g.input, *g.value_info, *g.output):
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-            out.setdefault(vi.name, int(vi.type.tensor_type.elem_type))
-    return out
+def _given_shapes(inferred: onnx.ModelProto, declared: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]] | None,
+                  resolve: Callable[[Dim], int | None], known: dict[str, tuple[int, ...]],
+                  elems: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    """The given inference's concrete shapes (into ``known``) and element types (into ``elems``):
+    from ``declared``, what the caller read of it, where that can be (:func:`declared_shapes`)."""
+    given = declared_shapes(inferred, declared, resolve, known, elems) if declared is not None else None
+    return given if given is not None else known_shapes(inferred, resolve, known, elems)
 
 
 def evaluate_shapes(
@@ -524,6 +440,7 @@ def evaluate_shapes(
     also: Sequence[str] = (),
     carry: bool = True,
     flat: bool | None = None,
+    declared: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]] | None = None,
 ) -> Evaluated:
     """Evaluate the shape arithmetic of ``work`` and infer shapes again with its results.
 
@@ -534,8 +451,9 @@ def evaluate_shapes(
     ``also`` names values to compute besides those in shape slots (an If's
     condition, which decides the shapes after it). ``carry``: carry shapes forward between
     two inferences (step 5; the result is the same without it, in more rounds). ``flat``:
-    whether the graph holds no subgraph, where the caller knows (``None``: looked up). Neither
-    model is changed. See the module docstring for the steps.
+    whether the graph holds no subgraph, where the caller knows (``None``: looked up).
+    ``declared``: what :func:`onnxmem.shapes.engines.collect_types` read of ``inferred``, where
+    the caller has it (its shapes are not read again). Neither model is changed. See the module docstring for the steps.
     """
     nodes = list(work.graph.node)
     inputs, outputs = names = _names(nodes)
@@ -545,26 +463,25 @@ def evaluate_shapes(
     # subgraphs in the graph every slot is evaluated, as a Loop's bound or a body may read its value
     if flat is None:
         flat = not any(map(subgraph_attributes, nodes))
-    first = known_shapes(inferred, resolve_once, known) if flat else {}
-    slots = {ins[p] for n, ins, outs in zip(nodes, inputs, outputs) if n.domain in ("", "ai.onnx")
+    elems: dict[str, int] = {}  # the element types of the given inference, read with its shapes where flat
+    first = _given_shapes(inferred, declared, resolve_once, known, elems) if flat else {}
+    kinds = [(n.op_type, n.domain) for n in nodes]  # each node's op type and domain, read once
+    slots = {ins[p] for (op, domain), ins, outs in zip(kinds, inputs, outputs) if domain in ("", "ai.onnx")
              and not (first and all(o in first for o in outs if o))
-             for p in SHAPE_SLOTS.get(n.op_type, ()) if p < len(ins) and ins[p]}
+             for p in SHAPE_SLOTS.get(op, ()) if p < len(ins) and ins[p]}
     needed = needed_values(nodes, [*slots, *also], names)
     if not needed:
         return Evaluated(inferred)
     values = _constants(work)
     producers = {o for outs in outputs for o in outs if o}
-    consumers: dict[str, list[int]] = {}
-    for i, ins in enumerate(inputs):
-        for name in set(ins):
-            consumers.setdefault(name, []).append(i)
+    consumers: dict[str, list[int]] | None = None  # value -> the nodes that read it, read when first needed
     order = _topological(nodes, names)
     wanted = [i for i in order if len(outputs[i]) == 1 and outputs[i][0] in needed]
-    ev = _Evaluator(nodes, wanted, values, opset_version(work), names)
+    ev = _Evaluator(nodes, wanted, values, opset_version(work), names, kinds)
     fold: set[str] = set()
     current, rounds, folded = inferred, 0, 0
-    made: dict[str, onnx.TensorProto | onnx.ValueInfoProto] = {}  # what _fold made, kept for the next round
-    carrier = _Carrier(work, nodes, wanted, order, names) if carry else None
+    protos = Protos()  # what _fold made, kept for the next round
+    carrier = Carrier(work, nodes, wanted, order, names, kinds, protos, opset=ev.opset, flat=flat) if carry else None
     read = None  # the model whose shapes ``known`` holds
     for _ in range(max_rounds):
         # the given inference's shapes were read above where the graph is flat
@@ -572,18 +489,18 @@ def evaluate_shapes(
         shapes.update({k: v[1] for k, v in ev.typed.items()})
         before = set(shapes)
         if carrier is None:
-            new = ev.evaluate(shapes)
+            new = [] if ev.done() else ev.evaluate(shapes)
         else:
-            new = carrier.evaluate(ev, current, shapes)
-        # infer again only when a new value can teach inference something it does not know
-        useful = [n for n in new if n not in before] + [
-            n for n in new if n in slots and n in producers
-            and any(o and o not in before for c in consumers.get(n, ()) for o in outputs[c])
-        ]
-        if not useful:
-            break
+            new = carrier.evaluate(ev, current, shapes, elems if first and current is inferred else None)
+        # infer again only when a new value can teach inference something it does not know: a new
+        # shape, or the value of a slot whose node has an output left open
+        if not any(n not in before for n in new):
+            consumers = _consumers(inputs) if consumers is None else consumers
+            if not any(n in slots and n in producers and any(o and o not in before for c in consumers.get(n, ())
+                                                            for o in outputs[c]) for n in new):
+                break
         fold |= {n for n in new if n in slots and n in producers}
-        again = infer(_fold(work, values, fold, ev.typed, made, outputs))
+        again = infer(_fold(work, values, fold, ev.typed, protos, outputs))
         if again is None:
             break
         current, rounds, folded = again, rounds + 1, len(fold)

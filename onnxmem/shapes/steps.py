@@ -33,6 +33,7 @@ Every step but ``onnx`` and ``measured`` runs only while some value still lacks 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -84,6 +85,8 @@ class Inference:
     warnings: list[str] = field(default_factory=list)
     inferred: onnx.ModelProto | None = None  # onnx's latest result (the evaluated model once folded)
     evaluated: shapeeval.Evaluated | None = None
+    #: what collect_types read of ``inferred`` where the onnx step read it (the evaluation reads it again)
+    types: dict[str, tuple[int | None, tuple[Dim, ...] | None]] | None = None
     symbolic: onnx.ModelProto | None = None
     flat: bool = False  # the model holds no subgraph and no local function
     nchwc_block: int | None = None  # the NCHWc block size of the session that built the graph, if known
@@ -100,17 +103,18 @@ class Inference:
         """Take each wanted value's shape from ``info`` where it is new and every dim resolves
         under ``binding``."""
         shaped: dict[tuple[Dim, ...], tuple[int, ...] | None] = {}
+        known, sources = self.known, self.sources
         for name in self.wanted:
-            if name in self.known or name not in info:
+            if name in known:
                 continue
-            et, sh = info[name]
+            et, sh = info.get(name, (None, None))
             if et is None or sh is None:
                 continue
-            concrete = _resolved(sh, binding, shaped)
+            concrete = shaped[sh] if sh in shaped else _resolved(sh, binding, shaped)
             if concrete is None:
                 continue
-            self.known[name] = (et, concrete)
-            self.sources[name] = source
+            known[name] = (et, concrete)
+            sources[name] = source
 
 
 def _resolved(shape: tuple[Dim, ...], binding: Mapping[str, int],
@@ -137,7 +141,7 @@ def _onnx(state: Inference) -> None:
     declared = undeclared_outputs(state.work)
     if len(state.work.graph.node) >= pieces.PIECE_NODES and _pieces_complete(state):
         return  # every value shaped without holding the whole graph's inferred copy
-    state.inferred = run_onnx_inference(state.work)
+    state.inferred = run_onnx_inference(state.work, flat=state.flat)
     if state.inferred is None:
         return
     found = collect_types(state.inferred)
@@ -154,7 +158,7 @@ def _onnx(state: Inference) -> None:
             if vi.name in left:
                 set_shape(vi, declared[vi.name])
         if any(n in left for node in state.work.graph.node for n in node.input):
-            again = run_onnx_inference(state.work)  # read by nodes: onnx infers again with them
+            again = run_onnx_inference(state.work, flat=state.flat)  # read by nodes: onnx infers again with them
             if again is not None:
                 state.inferred, found = again, collect_types(again)
         else:  # read by none: merged in place, dim by dim, as onnx merges them
@@ -162,6 +166,7 @@ def _onnx(state: Inference) -> None:
                 if vi.name in left:
                     set_shape(vi, left[vi.name])
             found = collect_types(state.inferred)
+    state.types = found
     state.absorb(found, "onnx", state.dims)
 
 
@@ -198,10 +203,13 @@ def _evaluated(state: Inference) -> None:
     if state.inferred is None:
         return
     state.evaluated = shapeeval.evaluate_shapes(
-        state.work, state.inferred, infer=run_onnx_inference, resolve=lambda d: resolve_dim(d, state.dims),
-        also=value_inputs(state.work), flat=state.flat,
+        state.work, state.inferred, infer=functools.partial(run_onnx_inference, flat=state.flat),
+        resolve=lambda d: resolve_dim(d, state.dims),
+        also=value_inputs(state.work), flat=state.flat, declared=state.types,
     )
-    state.absorb({**collect_types(state.evaluated.model), **state.evaluated.shapes}, "evaluated", state.dims)
+    # the values shaped already take nothing from it (absorb keeps a value's first shape)
+    found = collect_types(state.evaluated.model, skip=state.known)
+    state.absorb({**found, **state.evaluated.shapes}, "evaluated", state.dims)
     state.inferred = state.evaluated.model
 
 
