@@ -252,3 +252,24 @@ def test_a_range_plan_whose_pieces_plan_other_tensors_is_refused(tmp_path):
     assert len(data["range"]["pieces"]) > 1
     data["range"]["pieces"][1]["tensors"][1]["name"] = "zz"
     _refused_range(tmp_path, data, ["--dim", "a=1", "--dim", "b=1"], "every piece plans the same tensors")
+
+
+def test_the_strict_parse_checks_every_string_and_the_walk_names_it():
+    """check_text parses the file again with UTF-8 checked (model.limits._strict_model_class): it
+    refuses what onnx's own parser keeps as bytes, accepts the model as written, and the walk
+    after it names the field."""
+    from onnxmem.core.errors import ModelError
+    from onnxmem.model.limits import _strict_model_class, check_text
+
+    strict = _strict_model_class()
+    assert strict is not None
+    model = relu_chain(["ZZZQ"])
+    raw = model.SerializeToString()
+    assert strict.FromString(raw).SerializeToString() == raw
+    bad = raw.replace(b"ZZZQ", b"\xff\xfeZQ")
+    parsed = onnx.ModelProto.FromString(bad)
+    with pytest.raises(Exception, match="UTF-8"):
+        strict.FromString(bad)
+    check_text(model, "m", raw)
+    with pytest.raises(ModelError, match="NodeProto.input is b'\\\\xff\\\\xfeZQ', not UTF-8"):
+        check_text(parsed, "m", bad)

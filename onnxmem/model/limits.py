@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable, Sequence
 
 import onnx
@@ -64,16 +65,68 @@ def _node_text(node: onnx.NodeProto) -> bool:
     return True
 
 
-def check_text(model: onnx.ModelProto, where: str) -> None:
+#: the largest file :func:`check_text` parses again with UTF-8 checked (the parse holds a second
+#: copy of its inline weights for its length); a larger one is walked in Python
+STRICT_PARSE_BYTES = 256 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def _strict_model_class() -> Any:
+    """ONNX's ``ModelProto`` as a message class whose parser refuses a string that is not UTF-8:
+    onnx's own descriptors, renamed into a package of their own, with the proto2 semantics
+    written as protobuf edition 2023 features and ``utf8_validation`` set to ``VERIFY``.
+    ``None`` where this protobuf cannot build it (no editions)."""
+    try:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+        fdp = descriptor_pb2.FileDescriptorProto()
+        onnx.ModelProto.DESCRIPTOR.file.CopyToProto(fdp)
+        package = fdp.package
+        fdp.name, fdp.package = f"onnxmem_strict/{fdp.name}", "onnxmem_strict"
+        fdp.syntax, fdp.edition = "editions", descriptor_pb2.EDITION_2023
+        fs = descriptor_pb2.FeatureSet
+        features = fdp.options.features
+        features.field_presence, features.enum_type = fs.EXPLICIT, fs.CLOSED
+        features.repeated_field_encoding, features.message_encoding = fs.EXPANDED, fs.LENGTH_PREFIXED
+        features.json_format, features.utf8_validation = fs.LEGACY_BEST_EFFORT, fs.VERIFY
+        messages = list(fdp.message_type)
+        while messages:
+            mt = messages.pop()
+            messages.extend(mt.nested_type)
+            for fld in mt.field:
+                if fld.label == descriptor_pb2.FieldDescriptorProto.LABEL_REQUIRED:
+                    fld.label = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+                    fld.options.features.field_presence = fs.LEGACY_REQUIRED
+                if fld.type_name.startswith(f".{package}."):
+                    fld.type_name = ".onnxmem_strict." + fld.type_name[len(package) + 2:]
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(fdp)
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName("onnxmem_strict.ModelProto"))
+    except Exception:  # noqa: BLE001 - a protobuf without editions: the walk checks instead
+        return None
+
+
+def check_text(model: onnx.ModelProto, where: str, data: bytes | None = None) -> None:
     """Refuse a string field that is not UTF-8 text (a name, an op type, a dim, a metadata key ...).
 
     ONNX's proto is proto2, whose parser keeps such a field as ``bytes``; onnxmem would carry it
-    into a plan, whose JSON cannot hold it. Every message of the model is visited once (of a node,
-    the strings onnxmem reads and its attributes; of a tensor, its name, documentation, external
-    data and metadata: nodes and weights are most of a large graph); the numbers and raw bytes of
-    tensors are not read.
+    into a plan, whose JSON cannot hold it. ``data``: the file ``model`` was parsed from; where
+    given (and at most :data:`STRICT_PARSE_BYTES`), it is parsed again by a parser that checks
+    every string (:func:`_strict_model_class`: 0.07 CPU s for a 58 MB, 100,001-node graph,
+    where the walk below takes 0.4), and only a file it refuses is walked, to name the field.
+    The walk visits every message of the model once (of a node, the strings onnxmem reads and
+    its attributes; of a tensor, its name, documentation, external data and metadata: nodes and
+    weights are most of a large graph); the numbers and raw bytes of tensors are not read.
     """
     from google.protobuf.descriptor import FieldDescriptor
+
+    strict = _strict_model_class() if data is not None and len(data) <= STRICT_PARSE_BYTES else None
+    if strict is not None:
+        try:
+            strict.FromString(data)
+            return
+        except Exception:  # noqa: BLE001 - a string that is not text (the model itself parsed): named below
+            pass
 
     stack: list[Any] = [model]
     while stack:

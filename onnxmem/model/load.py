@@ -79,7 +79,7 @@ def load_model_data(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, list
         raise ModelError(
             f"model {label} has IR version {model.ir_version}; onnxmem reads IR version 3 and up"
         )
-    check_text(model, f"model {label}")
+    check_text(model, f"model {label}", data)
     graphs = list(model_graphs(model))  # one walk of the nodes for every check
     check_graph_limits(model, f"model {label}", graphs)
     check_sparse_initializers(model, graphs)

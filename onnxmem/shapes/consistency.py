@@ -30,6 +30,9 @@ from onnxmem.shapes.training import fused_matmul, matmul_dims
 
 __all__ = ["check_shapes"]
 
+#: the op types checked (each in its domains below)
+_CHECKED = frozenset({"Reshape", "MatMul", "FusedMatMul"})
+
 _FIX = ("check the values its shapes come from (a Reshape target: an initializer, or a training checkpoint's "
         "frozen parameter: --checkpoint PATH)")
 
@@ -38,11 +41,15 @@ def check_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[in
     """``ShapeError`` for the first Reshape, MatMul or FusedMatMul of ``model``'s graph whose
     shapes in ``known`` (dtype, shape) onnxruntime would refuse (the module doc)."""
     for node in model.graph.node:
+        op = node.op_type
+        if op not in _CHECKED:  # the op type alone first: most nodes are none of these
+            continue
         if len(node.input) < 2 or not node.output:
             continue
-        if node.domain in ("", "ai.onnx") and node.op_type == "Reshape":
+        domain = node.domain
+        if op == "Reshape" and domain in ("", "ai.onnx"):
             _check_reshape(node, known)
-        elif (node.domain, node.op_type) in (("", "MatMul"), ("ai.onnx", "MatMul"), ("com.microsoft", "FusedMatMul")):
+        elif (domain, op) in (("", "MatMul"), ("ai.onnx", "MatMul"), ("com.microsoft", "FusedMatMul")):
             _check_product(node, known)
 
 
@@ -64,19 +71,25 @@ def _check_reshape(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[in
 
 
 def _check_product(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> None:
-    a, b, out = known.get(node.input[0]), known.get(node.input[1]), known.get(node.output[0])
+    ins = node.input
+    a, b, out = known.get(ins[0]), known.get(ins[1]), known.get(node.output[0])
     if a is None or b is None or out is None:
         return
+    sa, sb = a[1], b[1]
     if node.op_type == "MatMul":
-        dims = matmul_dims(a[1], b[1])
+        if len(sa) > 1 and (len(sb) == 2 or len(sa) == len(sb) and sa[:-2] == sb[:-2]) and sa[-1] == sb[-2]:
+            dims: tuple[int, ...] | None = (*sa[:-1], sb[-1])  # a matrix, or alike batches: no broadcast
+        else:
+            dims = matmul_dims(sa, sb)
     elif any(at.name in ("transBatchA", "transBatchB") and at.i for at in node.attribute):
         return
     else:
         [typed] = fused_matmul(node, [a, b], [])
         dims = None if typed is None else typed[1]
-    operands = f"{show_name(node.input[0])} {list(a[1])} and {show_name(node.input[1])} {list(b[1])}"
+    if dims is not None and tuple(dims) == tuple(out[1]):
+        return
+    operands = f"{show_name(ins[0])} {list(sa)} and {show_name(ins[1])} {list(sb)}"
     if dims is None:
         raise ShapeError(f"{_label(node)} reads {operands}, which do not multiply (onnxruntime refuses them); {_FIX}")
-    if tuple(dims) != tuple(out[1]):
-        raise ShapeError(f"{_label(node)} reads {operands}, whose product is {list(dims)}, but its output "
-                         f"{show_name(node.output[0])} was sized {list(out[1])}; {_FIX}")
+    raise ShapeError(f"{_label(node)} reads {operands}, whose product is {list(dims)}, but its output "
+                     f"{show_name(node.output[0])} was sized {list(out[1])}; {_FIX}")
