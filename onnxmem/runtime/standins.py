@@ -83,12 +83,11 @@ def is_stand_in(session: Any) -> bool:
 
 def stand_in_model(node: onnx.NodeProto, name: str, inputs: list[tuple[str, int, tuple[Any, ...]]],
                    outputs: list[str], ir_version: int, opset: int = OPSET) -> onnx.ModelProto:
-    """A model of standard ops computing ``node``'s outputs (``name``: the node's name in the
-    model, for messages): ``inputs`` are the session's
-    declared inputs ``(name, element type, dims)`` in the node's order, ``outputs`` the names
-    of its outputs in order (``""`` for one left out); ``opset``: the standard opset its nodes are
-    written for (13 or later). ``RuntimeBackendError`` where the node's attributes are outside
-    what the stand-in computes."""
+    """A model of standard ops computing ``node``'s outputs. ``name``: the node's name in the
+    model, for messages; ``inputs``: the session's declared inputs ``(name, element type, dims)``
+    in the node's order; ``outputs``: the names of its outputs in order (``""`` for one left
+    out); ``opset``: the standard opset its nodes are written for (13 or later).
+    ``RuntimeBackendError`` where the node's attributes are outside what the stand-in computes."""
     if (node.domain, node.op_type) != ("com.microsoft", "ConvTransposeGrad"):
         raise RuntimeBackendError(f"no stand-in for {node.op_type}")
     if opset < 13:
@@ -121,7 +120,7 @@ def _conv_attributes(node: onnx.NodeProto, name: str, rank: int) -> tuple[list[i
     attrs = {a.name: a for a in node.attribute}
     auto_pad = attrs["auto_pad"].s.decode("ascii", "replace") if "auto_pad" in attrs else "NOTSET"
     if auto_pad not in ("NOTSET", "VALID"):
-        raise _Refused(name, f"pads given as auto_pad {auto_pad!r} (explicit pads are)")
+        raise _Refused(name, f"pads given as auto_pad {show_name(auto_pad)} (explicit pads are)")
     if "output_shape" in attrs:
         raise _Refused(name, "pads given through output_shape (explicit pads are)")
     strides = _ints(node, "strides", [1] * rank)
