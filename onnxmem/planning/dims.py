@@ -27,6 +27,7 @@ def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tup
         name, _, value = text.partition("=")
         if ":" not in value:
             k, v = parse_dim_binding(text)
+            _once(k, fixed, ranges)
             fixed[k] = v
             continue
         parts = value.split(":")
@@ -46,15 +47,19 @@ def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tup
                              "write e.g. --dim batch=1:8")
         if not 1 <= step <= 2**31:
             raise ShapeError(f"--dim {show_name(text)}: a step is from 1 to 2^31; write e.g. --dim H=160:640:32")
+        _once(name, fixed, ranges)
         ranges[name] = (lo, hi)
         if step > 1:
             steps[name] = step
-    overlap = set(fixed) & set(ranges)
-    if overlap:
-        raise ShapeError(f"--dim {show_name(sorted(overlap)[0])} is given a value and a range; give one")
     if len(ranges) > MAX_RANGED:
         raise ShapeError(f"--dim ranges {len(ranges)} dims; a range plan ranges at most {MAX_RANGED}")
     return fixed, ranges, steps
+
+
+def _once(name: str, fixed: dict[str, int], ranges: dict[str, tuple[int, int]]) -> None:
+    """Refuse a dim given twice (a later --dim would silently replace the earlier one)."""
+    if name in fixed or name in ranges:
+        raise ShapeError(f"--dim {show_name(name)} is given twice; give one --dim per dim (a value or a range)")
 
 
 def parse_point(texts: Iterable[str], box: Box) -> dict[str, int]:

@@ -1,0 +1,76 @@
+"""`onnxmem fit` under hostile flags and models: a one-line error or an answer the point plans confirm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.core.sizes import parse_size
+
+N = 256
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def _one_line_error(r, code: int = 1) -> str:
+    """The command failed with ``code`` and one line on stderr, no traceback."""
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert r.exit_code == code, r.output
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, r.stderr
+    return r.stderr
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``y = Relu(x @ w)``, ``x: float[batch, N]``."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", N])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", N])
+    w = numpy_helper.from_array(np.full((N, N), 0.01, np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "chain", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    path = tmp_path_factory.mktemp("fit_adv") / "chain.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("text", ["9" * 400, "1" + "0" * 29 + "GiB", "9" * 5000])
+def test_memory_with_huge_digits_is_one_line(chain: Path, text: str) -> None:
+    # a number past a float's range was an OverflowError traceback
+    err = _one_line_error(_invoke("fit", str(chain), "--memory", text, "--dim", "batch=1:8", "--runtime", "plan"))
+    assert err.startswith("error: --memory")
+
+
+def test_memory_is_read_exactly() -> None:
+    # 2^53 + 1 bytes: a float rounds it to 2^53
+    assert parse_size(str(2**53 + 1), "--memory") == 2**53 + 1
+    assert parse_size("0.1KiB", "--memory") == 102  # 102.4 bytes, rounded down: never above what was given
+    assert parse_size(str(2**62 - 1), "--memory") == 2**62 - 1
+    with pytest.raises(OnnxmemError, match="over 2"):
+        parse_size(str(2**62), "--memory")
+
+
+def test_memory_in_other_scripts_digits_is_refused() -> None:
+    # Python's \\d and float() read Arabic-Indic digits: "\u0663MiB" was taken as 3 MiB
+    with pytest.raises(OnnxmemError, match="is not a size"):
+        parse_size("\u0663MiB", "--memory")
+
+
+@pytest.mark.parametrize("dims", [("batch=1:8", "batch=1:64"), ("batch=1:64", "batch=1:8"), ("batch=3", "batch=4")])
+def test_a_dim_given_twice_is_refused(chain: Path, dims: tuple[str, str]) -> None:
+    # the later --dim replaced the earlier one silently: fit answered over a range the user did not give first
+    args = ["fit", str(chain), "--memory", "1GiB", "--runtime", "plan", "--optimize", "none"]
+    for d in dims:
+        args += ["--dim", d]
+    err = _one_line_error(_invoke(*args))
+    assert "'batch' is given twice" in err
