@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxmem.cli.main import main
 from onnxmem.core.errors import OnnxmemError
 from onnxmem.core.sizes import parse_size
+from onnxmem.runtime import footprint
 
 N = 256
 
@@ -74,3 +76,39 @@ def test_a_dim_given_twice_is_refused(chain: Path, dims: tuple[str, str]) -> Non
         args += ["--dim", d]
     err = _one_line_error(_invoke(*args))
     assert "'batch' is given twice" in err
+
+
+@pytest.fixture()
+def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixed cost as a new process knows it: nothing kept from an earlier command."""
+    monkeypatch.setattr(footprint, "_memo", {})
+
+
+@pytest.mark.parametrize("value", ["Infinity", "1e300", "true", "1.5"])
+def test_a_hostile_fixed_cost_cache_entry_is_measured_again(chain: Path, tmp_path: Path, value: str,
+                                                             fresh_process: None) -> None:
+    # Infinity was an OverflowError traceback; 1e300 bytes was taken as the fixed cost (and written back)
+    cache = tmp_path / "fixed.json"
+    assert _invoke("fit", str(chain), "--memory", "64MiB", "--dim", "batch=1:8", "--runtime", "plan",
+                   "--cache", str(cache)).exit_code == 0
+    key, entry = next(iter(json.loads(cache.read_text()).items()))
+    cache.write_text(json.dumps({key: {**entry, "session": "@"}}).replace('"@"', value))
+    footprint._memo.clear()
+    r = _invoke("fit", str(chain), "--memory", "64MiB", "--dim", "batch=1:8", "--runtime", "plan", "--json",
+                "--cache", str(cache))
+    assert r.exception is None and r.exit_code == 0, r.output
+    fixed = json.loads(r.stdout)["items"]["fixed"]
+    assert 2**20 < fixed < 2**30  # measured: a one-node session costs a few MiB
+    assert json.loads(cache.read_text())[key]["session"] == fixed
+
+
+def test_a_good_fixed_cost_cache_entry_is_used(chain: Path, tmp_path: Path, fresh_process: None) -> None:
+    cache = tmp_path / "fixed.json"
+    assert _invoke("fit", str(chain), "--memory", "64MiB", "--dim", "batch=1:8", "--runtime", "plan",
+                   "--cache", str(cache)).exit_code == 0
+    key, entry = next(iter(json.loads(cache.read_text()).items()))
+    cache.write_text(json.dumps({key: {**entry, "session": 12345}}))
+    footprint._memo.clear()
+    r = _invoke("fit", str(chain), "--memory", "64MiB", "--dim", "batch=1:8", "--runtime", "plan", "--json",
+                "--cache", str(cache))
+    assert json.loads(r.stdout)["items"]["fixed"] == 12345
