@@ -112,3 +112,13 @@ def test_a_good_fixed_cost_cache_entry_is_used(chain: Path, tmp_path: Path, fres
     r = _invoke("fit", str(chain), "--memory", "64MiB", "--dim", "batch=1:8", "--runtime", "plan", "--json",
                 "--cache", str(cache))
     assert json.loads(r.stdout)["items"]["fixed"] == 12345
+
+
+def test_a_negative_margin_is_signed_in_bytes_too(chain: Path) -> None:
+    # the margin read "-7.42 MiB (7,775,232 B)": its exact count without the sign
+    r = _invoke("fit", str(chain), "--memory", "1KiB", "--dim", "batch=1:8", "--runtime", "plan")
+    assert r.exit_code == 2
+    margin = next(line for line in r.stdout.splitlines() if line.startswith("margin"))
+    total = int(next(line for line in r.stdout.splitlines() if line.startswith("total")).split("(")[1].split(" B")[0]
+                .replace(",", ""))
+    assert margin.split()[1].startswith("-") and f"(-{total - 1024:,} B)" in margin

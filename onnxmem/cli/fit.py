@@ -145,9 +145,14 @@ def _items(fit: Fit) -> list[str]:
         f"fixed        {fmt_bytes(at.fixed)}   (onnxruntime session on the device, measured)",
         f"total        {fmt_bytes(at.total)}   of memory {fmt_bytes(fit.memory)}"
         + ("   (the session's creation peak)" if at.created == at.total and at.created else ""),
-        f"margin       {fmt_bytes(fit.margin) if fit.margin >= 0 else '-' + fmt_bytes(-fit.margin)}",
+        f"margin       {fmt_bytes(fit.margin) if fit.margin >= 0 else _over(-fit.margin)}",
     ]
     return lines
+
+
+def _over(n: int) -> str:
+    """A negative margin of ``n`` bytes, its exact count signed too: ``-1.50 KiB (-1,536 B)``."""
+    return "-" + fmt_bytes(n).replace("(", "(-", 1)
 
 
 def fit_lines(report: FitReport, model: str) -> list[str]:
