@@ -167,11 +167,12 @@ def _cached(data: Mapping[str, Any], key: str) -> FixedCost | None:
     entry = data.get(key)
     if not isinstance(entry, dict):
         return None
-    sizes = (entry.get("session"), entry.get("baseline"))
+    device = entry.get("device")
     # bytes as onnxmem writes them: not a float, a bool, Infinity or an absurd size
-    if not isinstance(entry.get("device"), str) or not all(type(v) is int and 0 <= v < MAX_SIZE for v in sizes):
+    sizes = [v for v in (entry.get("session"), entry.get("baseline")) if type(v) is int and 0 <= v < MAX_SIZE]
+    if not isinstance(device, str) or len(sizes) != 2:
         return None
-    return FixedCost(entry["device"], int(sizes[0]), int(sizes[1]), key)
+    return FixedCost(device, sizes[0], sizes[1], key)
 
 
 def fixed_cost(device: str = "cpu", cache: str | os.PathLike[str] | None = None) -> FixedCost:
