@@ -14,8 +14,12 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxmem.cli.main import main
 from onnxmem.core.errors import OnnxmemError
 from onnxmem.core.sizes import parse_size
+from onnxmem.model import load_model
+from onnxmem.planning import PlanOptions, plan_model
+from onnxmem.planning.fit import fit_model
 from onnxmem.runtime import footprint
 
+ROOT = Path(__file__).resolve().parent.parent
 N = 256
 
 
@@ -122,3 +126,44 @@ def test_a_negative_margin_is_signed_in_bytes_too(chain: Path) -> None:
     total = int(next(line for line in r.stdout.splitlines() if line.startswith("total")).split("(")[1].split(" B")[0]
                 .replace(",", ""))
     assert margin.split()[1].startswith("-") and f"(-{total - 1024:,} B)" in margin
+
+
+def _strided_cnn(tmp_path: Path) -> Path:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_models", ROOT / "models" / "build_models.py")
+    assert spec is not None and spec.loader is not None
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)
+    model = models.strided_cnn()
+    model.ir_version = 10
+    path = tmp_path / "strided_cnn.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def _point_total(path: Path, point: dict[str, int]) -> int:
+    plan = plan_model(path, PlanOptions(dims=point)).plan
+    return plan.weights_size + plan.arena_size
+
+
+def test_strided_image_height_is_searched_on_every_residue_class(tmp_path: Path) -> None:
+    # a stride over H makes sizes polynomials only per residue class: fit refused the model outright
+    path = _strided_cnn(tmp_path)
+    memory = _point_total(path, {"H": 81, "W": 64})
+    report = fit_model(load_model(path), path, memory, {"H": (64, 96)}, PlanOptions(dims={"W": 64}),
+                       optimize="none", runtime="plan")
+    fit = report.answer
+    assert fit.value is not None and 81 <= fit.value < 96
+    assert fit.at.total == _point_total(path, {"H": fit.value, "W": 64}) <= memory
+    assert fit.next is not None and fit.next.total == _point_total(path, {"H": fit.value + 1, "W": 64}) > memory
+    assert fit.at.inputs == 3 * fit.value * 64 * 4  # the image, read on its residue class
+
+
+def test_strided_image_height_on_the_command_line(tmp_path: Path) -> None:
+    path = _strided_cnn(tmp_path)
+    r = _invoke("fit", str(path), "--memory", "8MiB", "--dim", "H=64:1024", "--dim", "W=64", "--optimize", "none",
+                "--runtime", "plan", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["planned"] == "range" and data["items"]["total"] <= 8 * 2**20 < data["next"]["items"]["total"]
