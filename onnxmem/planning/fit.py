@@ -32,7 +32,8 @@ How the largest value is found (:func:`fit_model`):
    in turn from the highest; a piece whose arena terms, slots and input and output sizes
    have no negative coefficient has a total that never falls as the dim grows, so the
    largest value that fits in it is found by bisection; any other piece is scanned value
-   by value (at most :data:`MAX_SCAN` values);
+   by value (at most :data:`MAX_SCAN` values), as is the whole box of a plan over a strided
+   dim (its pieces, one per residue class, interleave);
 3. the first piece (from the top) with a value that fits gives the answer: the largest value
    of the box whose total is at most the memory. The total is *monotone* when every piece
    is, and no piece starts below where the one before it ends; otherwise a smaller value
