@@ -167,3 +167,10 @@ def test_strided_image_height_on_the_command_line(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["planned"] == "range" and data["items"]["total"] <= 8 * 2**20 < data["next"]["items"]["total"]
+
+
+@pytest.mark.parametrize("dim", ["batch=1_0:2_0", "batch=\u0663:8", "batch=1:\uff18"])
+def test_a_range_in_other_than_ascii_digits_is_refused(chain: Path, dim: str) -> None:
+    # int() read "1_0" as 10 and Arabic-Indic or full-width digits as numbers
+    err = _one_line_error(_invoke("fit", str(chain), "--memory", "1GiB", "--dim", dim, "--runtime", "plan"))
+    assert "is not NAME=LO:HI" in err

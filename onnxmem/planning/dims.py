@@ -7,6 +7,7 @@ box that ``instantiate``, ``verify`` and ``compare`` are given.
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 from onnxmem.core.errors import ShapeError, show_name
@@ -15,6 +16,9 @@ from onnxmem.model import parse_dim_binding
 from onnxmem.plans.range import DIM_NAME, MAX_RANGED
 
 __all__ = ["parse_dim_flags", "parse_point"]
+
+#: a range's bound or step: ASCII digits
+_INTEGER = re.compile(r"\s*[-+]?\d+\s*", re.ASCII)
 
 
 def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tuple[int, int]], dict[str, int]]:
@@ -32,8 +36,8 @@ def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tup
             continue
         parts = value.split(":")
         try:
-            if len(parts) > 3:
-                raise ValueError
+            if len(parts) > 3 or not all(_INTEGER.fullmatch(p) for p in parts):
+                raise ValueError  # int() alone reads "1_000" and other scripts' digits
             lo, hi, step = int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 1
         except ValueError:
             raise ShapeError(f"--dim {show_name(text)} is not NAME=LO:HI or NAME=LO:HI:STEP with integers; "
