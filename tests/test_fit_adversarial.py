@@ -167,6 +167,9 @@ def test_strided_image_height_on_the_command_line(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["planned"] == "range" and data["items"]["total"] <= 8 * 2**20 < data["next"]["items"]["total"]
+    r = _invoke("fit", str(path), "--memory", "8MiB", "--dim", "H=64:1024", "--dim", "W=64", "--optimize", "none",
+                "--runtime", "plan")
+    assert "   32 pieces   " in r.stdout  # the plan's pieces, one per residue class of the stride 32
 
 
 @pytest.mark.parametrize("dim", ["batch=1_0:2_0", "batch=\u0663:8", "batch=1:\uff18"])
