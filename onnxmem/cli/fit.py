@@ -145,9 +145,14 @@ def _items(fit: Fit) -> list[str]:
         f"fixed        {fmt_bytes(at.fixed)}   (onnxruntime session on the device, measured)",
         f"total        {fmt_bytes(at.total)}   of memory {fmt_bytes(fit.memory)}"
         + ("   (the session's creation peak)" if at.created == at.total and at.created else ""),
-        f"margin       {fmt_bytes(fit.margin) if fit.margin >= 0 else '-' + fmt_bytes(-fit.margin)}",
+        f"margin       {fmt_bytes(fit.margin) if fit.margin >= 0 else _over(-fit.margin)}",
     ]
     return lines
+
+
+def _over(n: int) -> str:
+    """A negative margin of ``n`` bytes, its exact count signed too: ``-1.50 KiB (-1,536 B)``."""
+    return "-" + fmt_bytes(n).replace("(", "(-", 1)
 
 
 def fit_lines(report: FitReport, model: str) -> list[str]:
@@ -156,7 +161,7 @@ def fit_lines(report: FitReport, model: str) -> list[str]:
     sizes = report.sizes
     box = "  ".join(f"{k}={lo}:{hi}" for k, (lo, hi) in sorted(sizes.box.items()))
     bound = "   bound " + " ".join(f"{k}={v}" for k, v in sorted(sizes.dims.items())) if sizes.dims else ""
-    how = (f"{len(sizes.pieces)} pieces   plan {sizes.plan_seconds:.3f} s" if sizes.plan is not None
+    how = (f"{len(sizes.plan.pieces)} pieces   plan {sizes.plan_seconds:.3f} s" if sizes.plan is not None
            else f"planned at {len(sizes.known)} values")
     head = [f"model        {model}", f"range        {box}{bound}   {how}   device {report.device}   "
             f"graph --optimize {report.optimize}", *_runtime_line(report)]

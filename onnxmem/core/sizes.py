@@ -10,6 +10,7 @@ naming the flag and showing what a size looks like.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from onnxmem.core.errors import OnnxmemError, show_name
 
@@ -31,11 +32,11 @@ def parse_size(text: str, flag: str, also: str = "") -> int:
     >>> parse_size("1.5 KiB", "--memory")
     1536
     """
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text.strip().lower())
+    m = re.fullmatch(r"(\d{1,30}(?:\.\d{1,30})?)\s*([a-z]*)", text.strip().lower(), re.ASCII)
     if not m or m.group(2) not in SIZE_UNITS:
         raise OnnxmemError(f"{flag} {show_name(text)} is not a size; give bytes (1048576) or a size with a unit "
                            f"(64MiB, 8GiB, 2GB){also}")
-    size = int(float(m.group(1)) * SIZE_UNITS[m.group(2)])
+    size = int(Fraction(m.group(1)) * SIZE_UNITS[m.group(2)])  # exact: no float rounds a large size
     if not 0 < size < MAX_SIZE:
         raise OnnxmemError(f"{flag} {show_name(text)} is {'0' if size <= 0 else 'over 2^62'} bytes; "
                            "give a size above 0 and below 2^62 bytes")

@@ -7,6 +7,7 @@ box that ``instantiate``, ``verify`` and ``compare`` are given.
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 from onnxmem.core.errors import ShapeError, show_name
@@ -15,6 +16,9 @@ from onnxmem.model import parse_dim_binding
 from onnxmem.plans.range import DIM_NAME, MAX_RANGED
 
 __all__ = ["parse_dim_flags", "parse_point"]
+
+#: a range's bound or step: ASCII digits
+_INTEGER = re.compile(r"\s*[-+]?\d+\s*", re.ASCII)
 
 
 def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tuple[int, int]], dict[str, int]]:
@@ -27,12 +31,13 @@ def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tup
         name, _, value = text.partition("=")
         if ":" not in value:
             k, v = parse_dim_binding(text)
+            _once(k, fixed, ranges)
             fixed[k] = v
             continue
         parts = value.split(":")
         try:
-            if len(parts) > 3:
-                raise ValueError
+            if len(parts) > 3 or not all(_INTEGER.fullmatch(p) for p in parts):
+                raise ValueError  # int() alone reads "1_000" and other scripts' digits
             lo, hi, step = int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 1
         except ValueError:
             raise ShapeError(f"--dim {show_name(text)} is not NAME=LO:HI or NAME=LO:HI:STEP with integers; "
@@ -46,15 +51,19 @@ def parse_dim_flags(texts: Iterable[str]) -> tuple[dict[str, int], dict[str, tup
                              "write e.g. --dim batch=1:8")
         if not 1 <= step <= 2**31:
             raise ShapeError(f"--dim {show_name(text)}: a step is from 1 to 2^31; write e.g. --dim H=160:640:32")
+        _once(name, fixed, ranges)
         ranges[name] = (lo, hi)
         if step > 1:
             steps[name] = step
-    overlap = set(fixed) & set(ranges)
-    if overlap:
-        raise ShapeError(f"--dim {show_name(sorted(overlap)[0])} is given a value and a range; give one")
     if len(ranges) > MAX_RANGED:
         raise ShapeError(f"--dim ranges {len(ranges)} dims; a range plan ranges at most {MAX_RANGED}")
     return fixed, ranges, steps
+
+
+def _once(name: str, fixed: dict[str, int], ranges: dict[str, tuple[int, int]]) -> None:
+    """Refuse a dim given twice (a later --dim would silently replace the earlier one)."""
+    if name in fixed or name in ranges:
+        raise ShapeError(f"--dim {show_name(name)} is given twice; give one --dim per dim (a value or a range)")
 
 
 def parse_point(texts: Iterable[str], box: Box) -> dict[str, int]:

@@ -32,7 +32,8 @@ How the largest value is found (:func:`fit_model`):
    in turn from the highest; a piece whose arena terms, slots and input and output sizes
    have no negative coefficient has a total that never falls as the dim grows, so the
    largest value that fits in it is found by bisection; any other piece is scanned value
-   by value (at most :data:`MAX_SCAN` values);
+   by value (at most :data:`MAX_SCAN` values), as is the whole box of a plan over a strided
+   dim (its pieces, one per residue class, interleave);
 3. the first piece (from the top) with a value that fits gives the answer: the largest value
    of the box whose total is at most the memory. The total is *monotone* when every piece
    is, and no piece starts below where the one before it ends; otherwise a smaller value
@@ -55,13 +56,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from onnxmem.core.choices import OPTIMIZE_LEVELS, RUNTIME_MODES
-from onnxmem.core.errors import OnnxmemError, ShapeError, one_line
+from onnxmem.core.errors import OnnxmemError, ShapeError, one_line, show_name
 from onnxmem.core.symbolic import Poly
 from onnxmem.model import caller_state, with_values
+from onnxmem.planning.lattice import Symbolic, symbolic_families
 from onnxmem.planning.pipeline import PlanOptions, with_checkpoint
 from onnxmem.planning.process import Process, activation_factor, measure_process, run_peak
-from onnxmem.planning.ranges import plan_range_optimized, size_poly, symbolic_shapes
-from onnxmem.plans.range import RangePiece, RangePlan
+from onnxmem.planning.ranges import plan_range_optimized, size_poly
+from onnxmem.plans.range import RangePiece, RangePlan, quotient_name
 
 if TYPE_CHECKING:
     import onnx
@@ -176,7 +178,7 @@ class FitReport:
     device: str
     optimize: str
     fits: tuple[Fit, ...]
-    io: dict[str, Poly]
+    io: Mapping[str, IoSize]
     fixed: int
     frontier_dim: str | None = None
     warnings: tuple[str, ...] = field(default=())
@@ -212,18 +214,53 @@ def _is_kv(name: str, prefixes: Sequence[str]) -> bool:
     return any(low.startswith(p) for p in prefixes)
 
 
+@dataclass(frozen=True, slots=True)
+class Residues:
+    """A size that is a polynomial on each residue class of a strided dim (a lattice family's
+    ``(lattice, poly)``, the poly in the family's variables), evaluated at points of the dims."""
+
+    families: tuple[tuple[dict[str, tuple[int, int]], Poly], ...]
+
+    def evaluate(self, point: Mapping[str, int]) -> int:
+        for lattice, poly in self.families:
+            values = {k: v for k, v in point.items() if k not in lattice}
+            for k, (step, residue) in lattice.items():
+                values[quotient_name(k)], off = divmod(point[k] - residue, step)
+                if off:
+                    break
+            else:
+                return poly.evaluate(values)
+        raise ShapeError(f"no residue class of the strided dims holds {', '.join(f'{k}={v}' for k, v in point.items())}")
+
+    @property
+    def terms(self) -> list[tuple[Any, int]]:
+        return [t for _, poly in self.families for t in poly.terms]
+
+
+#: the bytes of the graph inputs or outputs: a polynomial in the ranged dims, or one per residue class
+IoSize = Poly | Residues
+
+
 def io_sizes(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]],
-             dims: Mapping[str, int]) -> dict[str, Poly]:
-    """Bytes of the graph inputs, outputs and KV cache as polynomials in the ranged dims:
+             dims: Mapping[str, int]) -> dict[str, Poly | Residues]:
+    """Bytes of the graph inputs, outputs and KV cache as polynomials in the ranged dims (a
+    :class:`Residues` where sizes are polynomials only on each residue class of a stride):
     ``{"inputs": ..., "outputs": ..., "kv_cache": ..., "past": ...}`` (``past``: the KV cache's
     inputs alone, also in ``kv_cache``)."""
-    sym = symbolic_shapes(model, dict(box), dims)
+    lattice, families = symbolic_families(model, dict(box), {}, dims)
     ins, outs = _names(model)
+    each = [_io_polys(f.sym, ins, outs) for f in families]
+    if not lattice and len(each) == 1:
+        return dict(each[0])
+    return {k: Residues(tuple((f.lattice, polys[k]) for f, polys in zip(families, each))) for k in each[0]}
+
+
+def _io_polys(sym: Symbolic, ins: Sequence[str], outs: Sequence[str]) -> dict[str, Poly]:
     total = {"inputs": Poly.const(0), "outputs": Poly.const(0), "kv_cache": Poly.const(0)}
     for names, kind, prefixes in ((ins, "inputs", ("past",)), (outs, "outputs", ("present",))):
         for n in names:
             if n not in sym.shapes:
-                raise ShapeError(f"graph {kind[:-1]} {n!r} has no shape; bind its dims with --dim NAME=N")
+                raise ShapeError(f"graph {kind[:-1]} {show_name(n)} has no shape; bind its dims with --dim NAME=N")
             size = size_poly(sym.dtypes[n], sym.shapes[n], n)
             key = "kv_cache" if _is_kv(n, prefixes) else kind
             total[key] = total[key] + size
@@ -232,18 +269,20 @@ def io_sizes(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]],
     return total
 
 
-def _nonnegative(p: Poly) -> bool:
+def _nonnegative(p: Poly | Residues) -> bool:
     return all(c >= 0 for _, c in p.terms)
 
 
-def _monotone_piece(piece: RangePiece, io: Mapping[str, Poly]) -> bool:
+def _monotone_piece(piece: RangePiece, io: Mapping[str, IoSize]) -> bool:
     return (all(_nonnegative(t) for t in piece.arena.terms) and all(_nonnegative(s) for s in piece.slots.values())
             and all(_nonnegative(p) for p in io.values()))
 
 
-def range_sizes(plan: RangePlan, io: Mapping[str, Poly]) -> Sizes:
+def range_sizes(plan: RangePlan, io: Mapping[str, IoSize]) -> Sizes:
     """:class:`Sizes` of a range plan."""
     pieces = tuple((dict(p.box), _monotone_piece(p, io)) for p in plan.pieces)
+    if plan.lattice:  # the residue classes' pieces interleave: the box is scanned value by value
+        pieces = ((dict(plan.box), False),)
     return Sizes(dict(plan.box), dict(plan.dims), plan.io, lambda pt: (plan.weights_size, plan.arena_at(pt)),
                  plan, pieces=pieces, plan_seconds=plan.plan_seconds)
 
@@ -270,7 +309,7 @@ def point_sizes(built: Optimized, box: Mapping[str, tuple[int, int]], opts: Plan
     return Sizes(full, dict(opts.dims), opts.io, at, None, known, pieces=((full, True),), note=note)
 
 
-def footprint_at(sizes: Sizes, io: Mapping[str, Poly], fixed: int, point: Mapping[str, int],
+def footprint_at(sizes: Sizes, io: Mapping[str, IoSize], fixed: int, point: Mapping[str, int],
                  process: Process | None = None) -> Footprint:
     """The deployment's bytes at ``point`` (every ranged dim): ``io`` from :func:`io_sizes`;
     ``process``: onnxruntime's terms (``None``: the plan's own view, weights + arena + io + fixed)."""
@@ -286,7 +325,7 @@ def footprint_at(sizes: Sizes, io: Mapping[str, Poly], fixed: int, point: Mappin
 class _Search:
     """The totals of one plan, evaluated at points (step 2 of the module docstring)."""
 
-    def __init__(self, sizes: Sizes, io: Mapping[str, Poly], fixed: int, memory: int,
+    def __init__(self, sizes: Sizes, io: Mapping[str, IoSize], fixed: int, memory: int,
                  process: Process | None) -> None:
         self.sizes, self.io, self.fixed, self.memory, self.process = sizes, io, fixed, memory, process
 
@@ -462,7 +501,7 @@ def calibrate(search: _Search, dim: str, model: onnx.ModelProto, path: str | os.
 
 
 def _sizes(built: Optimized, box: Mapping[str, tuple[int, int]], opts: PlanOptions,
-           io: Mapping[str, Poly]) -> Sizes:
+           io: Mapping[str, IoSize]) -> Sizes:
     """The range plan of ``built``'s graph over ``box``; where it cannot be made at a level other than
     ``none`` (a size no engine gives as a polynomial in the dims), point plans of the same graph."""
     try:

@@ -36,6 +36,7 @@ from typing import Any
 
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, show_name
 from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
+from onnxmem.core.sizes import MAX_SIZE
 from onnxmem.runtime.isolation import end_child, end_run, run_isolated, run_limits, start_run
 
 __all__ = ["FixedCost", "SessionPeak", "TrainingStepPeak", "allocation_tracer", "cache_text", "fixed_cost", "measuring_options",
@@ -166,11 +167,12 @@ def _cached(data: Mapping[str, Any], key: str) -> FixedCost | None:
     entry = data.get(key)
     if not isinstance(entry, dict):
         return None
-    try:
-        got = FixedCost(str(entry["device"]), int(entry["session"]), int(entry["baseline"]), key)
-    except (KeyError, TypeError, ValueError):
+    device = entry.get("device")
+    # bytes as onnxmem writes them: not a float, a bool, Infinity or an absurd size
+    sizes = [v for v in (entry.get("session"), entry.get("baseline")) if type(v) is int and 0 <= v < MAX_SIZE]
+    if not isinstance(device, str) or len(sizes) != 2:
         return None
-    return got if got.session >= 0 and got.baseline >= 0 else None
+    return FixedCost(device, sizes[0], sizes[1], key)
 
 
 def fixed_cost(device: str = "cpu", cache: str | os.PathLike[str] | None = None) -> FixedCost:
