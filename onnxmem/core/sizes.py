@@ -35,7 +35,8 @@ def parse_size(text: str, flag: str, also: str = "") -> int:
     if not m or m.group(2) not in SIZE_UNITS:
         raise OnnxmemError(f"{flag} {show_name(text)} is not a size; give bytes (1048576) or a size with a unit "
                            f"(64MiB, 8GiB, 2GB){also}")
-    size = int(float(m.group(1)) * SIZE_UNITS[m.group(2)])
+    value = float(m.group(1)) * SIZE_UNITS[m.group(2)]  # inf for hundreds of digits: no int of it
+    size = int(value) if value < MAX_SIZE else MAX_SIZE
     if not 0 < size < MAX_SIZE:
         raise OnnxmemError(f"{flag} {show_name(text)} is {'0' if size <= 0 else 'over 2^62'} bytes; "
                            "give a size above 0 and below 2^62 bytes")
