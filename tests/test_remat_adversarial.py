@@ -144,3 +144,13 @@ def test_cli_rewrite_out_over_the_model_or_its_external_data_is_refused(tmp_path
         r = CliRunner().invoke(main, ["plan", str(src), "--budget", "0.9x", "--rewrite-out", str(target)])
         assert r.exit_code == 1 and "would destroy the input" in r.output, r.output
     assert (src.read_bytes(), (tmp_path / "m.data").read_bytes()) == before
+
+
+@pytest.mark.parametrize("op_type", ["If", "Loop", "Scan", "SequenceMap", "Dropout", "RandomNormalLike", "Multinomial"])
+def test_an_op_with_a_body_or_a_random_draw_is_never_recomputed(op_type):
+    # a body without captures can still draw random numbers (SequenceMap's body: RandomUniformLike)
+    from onnxmem.graph import Op
+    from onnxmem.remat.problem import recomputable
+
+    assert not recomputable(Op(0, "n", op_type, "", ("s",), ("o",)))
+    assert recomputable(Op(0, "n", "Relu", "", ("s",), ("o",)))
