@@ -154,3 +154,19 @@ def test_an_op_with_a_body_or_a_random_draw_is_never_recomputed(op_type):
 
     assert not recomputable(Op(0, "n", op_type, "", ("s",), ("o",)))
     assert recomputable(Op(0, "n", "Relu", "", ("s",), ("o",)))
+
+
+@pytest.mark.parametrize("local", ["a__remat", "x__pin", "f_empty__pin"])
+def test_a_name_an_if_branch_writes_is_not_taken_by_the_rewrite(tmp_path, local):
+    # a graph and its bodies share one namespace: an outer a__remat beside a branch's own would
+    # break single assignment (onnx.checker refused the annotated model)
+    then = helper.make_graph([helper.make_node("Neg", ["y"], [local]), helper.make_node("Abs", [local], ["o1"])],
+                             "th", [], [vi("o1", [1, W])])
+    other = helper.make_graph([helper.make_node("Identity", ["y"], ["o2"])], "el", [], [vi("o2", [1, W])])
+    tail = [helper.make_node("ReduceSum", ["y"], ["s"], name="S", keepdims=0),
+            helper.make_node("Greater", ["s", "low"], ["cond"], name="G"),
+            helper.make_node("If", ["cond"], ["z"], name="I", then_branch=then, else_branch=other)]
+    model = gap_model(tail, [numpy_helper.from_array(np.array(-1e30, np.float32), "low")], [vi("z", [1, W])])
+    rewritten = rewrite_and_compare(tmp_path, model)
+    onnx.checker.check_model(rewritten, full_check=True)
+    assert local not in {o for n in rewritten.graph.node for o in n.output}

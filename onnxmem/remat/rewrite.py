@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import onnx
 
 from onnxmem.graph import GraphView
-from onnxmem.model import body_captures
+from onnxmem.model import body_captures, iter_graphs
 from onnxmem.remat.pin import pin_duplicates
 from onnxmem.remat.problem import RematProblem, Schedule
 from onnxmem.scheduling.onnxruntime import onnxruntime_order
@@ -62,8 +62,13 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
     scheduled before."""
     p = problem
     taken = {n for n in view.tensors} | {op.name for op in view.ops}
-    for node in model.graph.node:
-        taken.update(node.output)
+    for g in iter_graphs(model.graph):  # a body's own names too: a graph and its bodies share one namespace
+        for node in g.node:
+            taken.update(node.output)
+            taken.add(node.name)
+        taken.update(v.name for v in list(g.input) + list(g.output) + list(g.value_info))
+        taken.update(t.name for t in g.initializer)
+        taken.update(t.values.name for t in g.sparse_initializer)
 
     def fresh(base: str, suffix: str = SUFFIX) -> str:
         name, k = base + suffix, 1
