@@ -170,3 +170,17 @@ def test_a_name_an_if_branch_writes_is_not_taken_by_the_rewrite(tmp_path, local)
     rewritten = rewrite_and_compare(tmp_path, model)
     onnx.checker.check_model(rewritten, full_check=True)
     assert local not in {o for n in rewritten.graph.node for o in n.output}
+
+
+@pytest.mark.parametrize("flags", [["-o", "p.json"], ["--annotate", "a.onnx"], ["--budget", "0.9x", "--rewrite-out", "r.onnx"],
+                                   ["--runtime-overhead", "1KiB"]])
+def test_cli_budget_sweep_refuses_the_flags_of_one_budget_and_writes_nothing(tmp_path, flags):
+    # -o and --annotate ended in a traceback (outputs without data); --budget and --rewrite-out
+    # were ignored without a word
+    src = tmp_path / "m.onnx"
+    onnx.save(gap_model(), src)
+    flags = [str(tmp_path / f) if f.endswith((".json", ".onnx")) else f for f in flags]
+    r = CliRunner().invoke(main, ["plan", str(src), "--budget-sweep", str(tmp_path / "s.png"), *flags])
+    assert r.exit_code == 2, r.output
+    assert "--budget-sweep plans many and writes only its drawing" in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]

@@ -149,6 +149,8 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
                              concurrency=concurrency, branches=branches, optimize=optimize, device=device,
                              max_trips=max_trips, checkpoint=checkpoint)
     if budget_sweep is not None:
+        _refuse_for_sweep({"--budget": budget is not None, "--rewrite-out": rewrite_out is not None, "-o": bool(output),
+                           "--runtime-overhead": runtime_overhead is not None, "--annotate": bool(annotate)})
         outs.add(budget_sweep, "--budget-sweep")
         _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout, remat_order)
         return
@@ -201,6 +203,15 @@ def _need_budget(budget: str | None, given: dict[str, str]) -> None:
     for flag, does in given.items():
         if does and budget is None:
             raise click.UsageError(f"{flag} {does}; give --budget too")
+
+
+def _refuse_for_sweep(flags: dict[str, bool]) -> None:
+    """Usage errors for --budget-sweep: it plans many budgets and writes the frontier's drawing
+    alone, so the flags of one budget's plan and its files mean nothing beside it."""
+    for flag, given in flags.items():
+        if given:
+            raise click.UsageError(f"{flag} goes with one budget's plan; --budget-sweep plans many and writes "
+                                   "only its drawing: run them as two commands")
 
 
 def _refuse_for_range(budgeted: bool, concurrency: str, branches: tuple[str, ...]) -> None:
