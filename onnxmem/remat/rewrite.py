@@ -61,14 +61,7 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
     ``layout``, else its order), each block of duplicates right before the node it was
     scheduled before."""
     p = problem
-    taken = {n for n in view.tensors} | {op.name for op in view.ops}
-    for g in iter_graphs(model.graph):  # a body's own names too: a graph and its bodies share one namespace
-        for node in g.node:
-            taken.update(node.output)
-            taken.add(node.name)
-        taken.update(v.name for v in list(g.input) + list(g.output) + list(g.value_info))
-        taken.update(t.name for t in g.initializer)
-        taken.update(t.values.name for t in g.sparse_initializer)
+    taken = _names(model, view)
 
     def fresh(base: str, suffix: str = SUFFIX) -> str:
         name, k = base + suffix, 1
@@ -134,6 +127,20 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
         shapes.update({name: shapes[p.name[v]] for v, name in copy_name.items() if p.name[v] in shapes})
         pin_duplicates(out.graph, duplicates, shapes, lambda base: fresh(base, PIN_SUFFIX), opset=opset_version(out))
     return out
+
+
+def _names(model: onnx.ModelProto, view: GraphView) -> set[str]:
+    """Every value and node name of ``model``'s graph and of its bodies (a graph and its bodies
+    share one namespace: a fresh name must be new to all of them) and of ``view``."""
+    taken = {n for n in view.tensors} | {op.name for op in view.ops}
+    for g in iter_graphs(model.graph):
+        for node in g.node:
+            taken.update(node.output)
+            taken.add(node.name)
+        taken.update(v.name for v in list(g.input) + list(g.output) + list(g.value_info))
+        taken.update(t.name for t in g.initializer)
+        taken.update(t.values.name for t in g.sparse_initializer)
+    return taken
 
 
 def _value_infos(out: onnx.ModelProto, model: onnx.ModelProto, pairs: list[tuple[str, str]]) -> None:
