@@ -184,3 +184,22 @@ def test_cli_budget_sweep_refuses_the_flags_of_one_budget_and_writes_nothing(tmp
     assert r.exit_code == 2, r.output
     assert "--budget-sweep plans many and writes only its drawing" in r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_a_rewrite_planned_at_one_shape_computes_the_original_at_every_other(tmp_path):
+    # the pin reshaped x to the planned dims: fed (2, 512) instead of the planned (1, 1024), the
+    # rewrite returned y of shape (1, 4096) where the original returns (2, 2048), without an error
+    model = gap_model()
+    model.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", "M"]))
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", None]))
+    src, out = tmp_path / "m.onnx", tmp_path / "r.onnx"
+    onnx.save(model, src)
+    r = CliRunner().invoke(main, ["plan", str(src), "--dim", "N=1", "--dim", f"M={W // 4}", "--budget", "0.9x",
+                                  "--rewrite-out", str(out)])
+    assert r.exit_code == 0 and "recompute    1 values" in r.output, r.output
+    rewritten = onnx.load(out)
+    assert any(n.name.endswith("__pin_reshape__pin") for n in rewritten.graph.node)
+    for shape in [(1, W // 4), (2, W // 8), (4, 64)]:
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        want, have = run(model, {"x": x})["y"], run(rewritten, {"x": x})["y"]
+        assert want.shape == have.shape and want.tobytes() == have.tobytes(), shape
