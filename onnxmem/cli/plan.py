@@ -149,7 +149,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
                              concurrency=concurrency, branches=branches, optimize=optimize, device=device,
                              max_trips=max_trips, checkpoint=checkpoint)
     if budget_sweep is not None:
-        outs.add(budget_sweep, "--budget-sweep")
+        _refuse_for_sweep(budget, rewrite_out, runtime_overhead, output, annotate)
         _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout, remat_order)
         return
     _need_budget(budget, {"--rewrite-out": "writes the model --budget rewrites" if rewrite_out is not None else "",
@@ -201,6 +201,18 @@ def _need_budget(budget: str | None, given: dict[str, str]) -> None:
     for flag, does in given.items():
         if does and budget is None:
             raise click.UsageError(f"{flag} {does}; give --budget too")
+
+
+def _refuse_for_sweep(budget: str | None, rewrite_out: str | None, runtime_overhead: str | None,
+                      output: str | None, annotate: str | None) -> None:
+    """Usage errors for --budget-sweep: it plans many budgets and writes the frontier's drawing
+    alone, so the flags of one budget's plan and its files mean nothing beside it."""
+    given = {"--budget": budget, "--rewrite-out": rewrite_out, "--runtime-overhead": runtime_overhead,
+             "-o": output, "--annotate": annotate}
+    for flag, value in given.items():
+        if value is not None and value != "":
+            raise click.UsageError(f"{flag} goes with one budget's plan; --budget-sweep plans many and writes "
+                                   "only its drawing: run them as two commands")
 
 
 def _refuse_for_range(budgeted: bool, concurrency: str, branches: tuple[str, ...]) -> None:
@@ -330,6 +342,7 @@ def _budget_sweep(model: str, opts: PlanOptions, outs: OutputSet, png: str, cost
     from onnxmem.model import load_model
     from onnxmem.remat.budget import plot_sweep, sweep
 
+    outs.add(png, "--budget-sweep")
     onnx_model = load_model(model)
     original, points = sweep(onnx_model, model, opts, cost_model=cost_model, timeout=timeout, keep=keep,
                              progress=progress(sys.stderr.isatty()))

@@ -34,6 +34,7 @@ algorithms: the frontier of arena against extra compute.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import time
@@ -44,7 +45,7 @@ import onnx
 
 from onnxmem.core.errors import OnnxmemError, show_name
 from onnxmem.core.problem import align_up
-from onnxmem.core.sizes import parse_size
+from onnxmem.core.sizes import MAX_SIZE, parse_size
 from onnxmem.graph import GraphView
 from onnxmem.planning import Planned, PlanOptions, plan_loaded
 from onnxmem.remat.cost import flops_costs, measured_costs, model_cost
@@ -84,8 +85,8 @@ def parse_budget(text: str) -> tuple[int | None, float | None]:
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*x", t)
     if m:
         f = float(m.group(1))
-        if not 0 < f:
-            raise OnnxmemError(f"--budget {show_name(text)}: a factor must be above 0, e.g. 0.5x")
+        if not 0 < f < math.inf:
+            raise OnnxmemError(f"--budget {show_name(text)}: a factor must be above 0 and finite, e.g. 0.5x")
         return None, f
     return parse_size(text, "--budget", " or a factor of the unbudgeted arena (0.5x)"), None
 
@@ -120,7 +121,11 @@ def arena_limit(arena: int, budget: int | None, factor: float | None, overhead: 
     if overhead < 0:
         raise OnnxmemError(f"--runtime-overhead {overhead:,} B: give the bytes the runtime asks for beside the "
                            "arena, 0 or more")
-    total = budget if budget is not None else int((factor or 1.0) * (arena + overhead))
+    scaled = (factor or 1.0) * (arena + overhead)
+    if budget is None and not scaled < MAX_SIZE:
+        raise OnnxmemError(f"--budget {factor:g}x of the {arena + overhead:,} B planned without a budget is over 2^62 "
+                           "bytes; give a factor that leaves a size below 2^62 bytes (1.0x plans the arena as it is)")
+    total = budget if budget is not None else int(scaled)
     if total - overhead <= 0:
         raise OnnxmemError(f"--budget of {total:,} B for the arena and the runtime's {overhead:,} B beside it leaves "
                            "no room for the arena; give a larger budget or a smaller --runtime-overhead")

@@ -13,9 +13,11 @@ stretch, the peak the rewrite was made to avoid.
 after the block) reads besides the block's outputs: for each such value ``v``,
 ``E = Shape(v, start=0, end=0)`` (an empty ``int64`` tensor, one per value, placed right after
 ``v``'s writer, where onnxruntime runs a ``Shape`` anyway), and each duplicate of the block that
-reads no output of another duplicate of the block reads one of its inputs ``x`` (of a static
-shape) through ``Reshape(x, Concat(shape(x), E1, ..., Ek))``: the same shape, so the same
-values, and onnxruntime's CPU ``Reshape`` hands back its input's buffer (no copy). The walk
+reads no output of another duplicate of the block reads one of its inputs ``x`` (of a known
+rank ``r``) through ``Reshape(x, Concat(Z, E1, ..., Ek))``, ``Z`` ``r`` zeros: ``Reshape``
+(``allowzero`` 0) copies each of ``x``'s own dimensions, so the shape is ``x``'s at any shape
+the model is run at, not only the one planned; the same values, and onnxruntime's CPU
+``Reshape`` hands back its input's buffer (no copy). The walk
 then reaches the reader's other producers through the duplicate and emits the duplicate right
 before its reader; the others of the block follow it. What this does not force: the order of
 the original's nodes, which onnxruntime derives from the file's order as it does for the
@@ -97,16 +99,16 @@ def _anchors(nodes: list[onnx.NodeProto], i: int, j: int, made: set[str], writer
 def _pin(graph: onnx.GraphProto, node: onnx.NodeProto, empties: list[str],
          shapes: Mapping[str, tuple[int, tuple[int, ...]]], fresh: Callable[[str], str],
          out: list[onnx.NodeProto]) -> int:
-    """Make ``node`` read one of its inputs through ``Reshape(x, Concat(shape(x), *empties))``
-    (the nodes go to ``out``); 0 when no input has a static shape."""
+    """Make ``node`` read one of its inputs through ``Reshape(x, Concat(zeros, *empties))``
+    (the nodes go to ``out``; module doc); 0 when no input has a known shape."""
     x = next((x for x in node.input if x and x in shapes), None)
     if x is None:
         return 0
     elem_type, dims = shapes[x]
-    graph.initializer.append(numpy_helper.from_array(np.asarray(dims, dtype=np.int64), fresh(x + "_dims")))
+    graph.initializer.append(numpy_helper.from_array(np.zeros(len(dims), dtype=np.int64), fresh(x + "_dims")))
     shape, pinned = fresh(x + "_newshape"), fresh(x)
     graph.value_info.extend([helper.make_tensor_value_info(shape, onnx.TensorProto.INT64, [len(dims)]),
-                             helper.make_tensor_value_info(pinned, elem_type, list(dims))])
+                             helper.make_tensor_value_info(pinned, elem_type, [None] * len(dims))])
     out.extend([helper.make_node("Concat", [graph.initializer[-1].name, *empties], [shape], name=fresh(shape + "_concat"), axis=0),
                 helper.make_node("Reshape", [x, shape], [pinned], name=fresh(pinned + "_reshape"))])
     node.input[:] = [pinned if y == x else y for y in node.input]

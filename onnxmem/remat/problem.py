@@ -82,7 +82,7 @@ __all__ = ["MS_RECOMPUTE", "NO_RECOMPUTE", "RematProblem", "Schedule", "build_pr
 #: work units (:mod:`onnxmem.core.workclock`) per step and drop :func:`simulate` walks
 SIMULATE_COST = 2.0
 NO_RECOMPUTE = RANDOM_OPS | frozenset({
-    "Dropout", "If", "Loop", "Scan", "SequenceInsert", "SequenceErase", "SequenceConstruct", "Optional",
+    "Dropout", "If", "Loop", "Scan", "SequenceMap", "SequenceInsert", "SequenceErase", "SequenceConstruct", "Optional",
 })
 
 #: onnxruntime's contrib ops (com.microsoft) that are recomputed: deterministic forward ops whose

@@ -22,7 +22,9 @@ unread stays.
 An optional output that nothing reads (MaxPool's ``Indices``, a duplicate's extra
 outputs, for ops whose ONNX schema says so) is left unnamed (``""``): onnxruntime holds a
 written output that nothing reads until the end of the run, where onnxmem's plan frees it
-at once (docs/remat.md, what onnxruntime allocates beyond the plan).
+at once (docs/remat.md, what onnxruntime allocates beyond the plan). The ops of
+:data:`OUTPUT_COUNT_MATTERS` keep every output: their number of outputs selects what they
+compute, or whether onnxruntime loads them at all.
 """
 
 from __future__ import annotations
@@ -32,17 +34,22 @@ from collections.abc import Sequence
 import onnx
 
 from onnxmem.graph import GraphView
-from onnxmem.model import body_captures
+from onnxmem.model import body_captures, iter_graphs
 from onnxmem.remat.pin import pin_duplicates
 from onnxmem.remat.problem import RematProblem, Schedule
 from onnxmem.scheduling.onnxruntime import onnxruntime_order
 from onnxmem.shapes import opset_version
 
-__all__ = ["PIN_SUFFIX", "SUFFIX", "left_out", "omit_unread_outputs", "rewrite_model"]
+__all__ = ["OUTPUT_COUNT_MATTERS", "PIN_SUFFIX", "SUFFIX", "left_out", "omit_unread_outputs", "rewrite_model"]
 
 SUFFIX = "__remat"
 #: the names of what a pin adds (:mod:`onnxmem.remat.pin`) end with it
 PIN_SUFFIX = "__pin"
+#: ai.onnx ops whose unread optional outputs stay named: BatchNormalization below opset 14 runs
+#: in training mode (batch statistics) when it has more than one output (onnxruntime's
+#: ``BatchNorm`` kernel: ``is_train_ = OutputCount() > 1``), and from opset 14 with
+#: ``training_mode = 1`` it must have 3 outputs (onnxruntime refuses to load it otherwise)
+OUTPUT_COUNT_MATTERS = frozenset({"BatchNormalization"})
 
 
 def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem, schedule: Schedule, *,
@@ -54,9 +61,7 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
     ``layout``, else its order), each block of duplicates right before the node it was
     scheduled before."""
     p = problem
-    taken = {n for n in view.tensors} | {op.name for op in view.ops}
-    for node in model.graph.node:
-        taken.update(node.output)
+    taken = _names(model, view)
 
     def fresh(base: str, suffix: str = SUFFIX) -> str:
         name, k = base + suffix, 1
@@ -124,6 +129,20 @@ def rewrite_model(model: onnx.ModelProto, view: GraphView, problem: RematProblem
     return out
 
 
+def _names(model: onnx.ModelProto, view: GraphView) -> set[str]:
+    """Every value and node name of ``model``'s graph and of its bodies (a graph and its bodies
+    share one namespace: a fresh name must be new to all of them) and of ``view``."""
+    taken = {n for n in view.tensors} | {op.name for op in view.ops}
+    for g in iter_graphs(model.graph):
+        for node in g.node:
+            taken.update(node.output)
+            taken.add(node.name)
+        taken.update(v.name for v in list(g.input) + list(g.output) + list(g.value_info))
+        taken.update(t.name for t in g.initializer)
+        taken.update(t.values.name for t in g.sparse_initializer)
+    return taken
+
+
 def _value_infos(out: onnx.ModelProto, model: onnx.ModelProto, pairs: list[tuple[str, str]]) -> None:
     """Every ``(original, name)`` of ``pairs`` gets the original's value info under ``name``."""
     infos = {vi.name: vi for vi in list(model.graph.output) + list(model.graph.value_info)}
@@ -169,14 +188,16 @@ def _drop_unread(graph: onnx.GraphProto, candidates: set[str]) -> set[str]:
 def omit_unread_outputs(graph: onnx.GraphProto, opset: int) -> int:
     """Leave unnamed (``""``) every output of ``graph``'s nodes that nothing reads (no node, no
     subgraph, not a graph output) and that the op's ONNX schema at ``opset`` marks optional
-    (ops of other domains, or without a schema there, keep theirs); trailing unnamed outputs
+    (ops of other domains, those of :data:`OUTPUT_COUNT_MATTERS`, or without a schema there,
+    keep theirs); trailing unnamed outputs
     are dropped, and so are the value infos of the outputs left unnamed. Returns their number."""
     read = {o.name for o in graph.output} | body_captures(graph)
     for node in graph.node:
         read.update(node.input)
     gone: set[str] = set()
     for node in graph.node:
-        if node.domain not in ("", "ai.onnx") or all(o in read for o in node.output if o):
+        if (node.domain not in ("", "ai.onnx") or node.op_type in OUTPUT_COUNT_MATTERS
+                or all(o in read for o in node.output if o)):
             continue
         try:
             schema = onnx.defs.get_schema(node.op_type, opset, "")
