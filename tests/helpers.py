@@ -30,6 +30,27 @@ def diamond_model(width: int, rows: int) -> onnx.ModelProto:
     return make_model(nodes, [vi("x", [rows, width])], [vi("y", [rows, width])], [w])
 
 
+def batch_chain(n: int) -> onnx.ModelProto:
+    """``y = Relu(x @ w)``, ``x: float[batch, n]``, ``w: float[n, n]`` of 0.01: hand-computable totals."""
+    import numpy as np
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", n])
+    w = onnx.numpy_helper.from_array(np.full((n, n), 0.01, np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "chain", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
+
+
+def saved_model(tmp_path_factory, model: onnx.ModelProto, folder: str):
+    """``model`` saved as ``chain.onnx`` in a fresh folder of ``tmp_path_factory`` (a module fixture's)."""
+    path = tmp_path_factory.mktemp(folder) / "chain.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
 def vi(name, shape, dtype=TensorProto.FLOAT):
     return helper.make_tensor_value_info(name, dtype, shape)
 

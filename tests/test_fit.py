@@ -20,6 +20,7 @@ from onnxmem.model import load_model
 from onnxmem.planning import PlanOptions
 from onnxmem.planning.fit import fit_model, fit_to_dict
 from onnxmem.runtime import fixed_cost, session_peak
+from tests.helpers import batch_chain, saved_model
 
 ROOT = Path(__file__).resolve().parent.parent
 N = 256
@@ -38,16 +39,7 @@ def run(*args: str):
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``y = Relu(x @ w)``, ``x: float[batch, N]``, ``w: float[N, N]``: hand-computable totals."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", N])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", N])
-    w = numpy_helper.from_array(np.full((N, N), 0.01, np.float32), "w")
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
-    model = helper.make_model(helper.make_graph(nodes, "chain", [x], [y], [w]),
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 10
-    path = tmp_path_factory.mktemp("fit") / "chain.onnx"
-    onnx.save(model, str(path))
-    return path
+    return saved_model(tmp_path_factory, batch_chain(N), "fit")
 
 
 @pytest.mark.parametrize("batch", [1, 7, 100, 1000])

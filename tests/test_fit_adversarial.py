@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem.cli.main import main
 from onnxmem.core.errors import OnnxmemError
@@ -18,6 +16,7 @@ from onnxmem.model import load_model
 from onnxmem.planning import PlanOptions, plan_model
 from onnxmem.planning.fit import fit_model
 from onnxmem.runtime import footprint
+from tests.helpers import batch_chain, saved_model
 
 ROOT = Path(__file__).resolve().parent.parent
 N = 256
@@ -38,16 +37,7 @@ def _one_line_error(r, code: int = 1) -> str:
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``y = Relu(x @ w)``, ``x: float[batch, N]``."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", N])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", N])
-    w = numpy_helper.from_array(np.full((N, N), 0.01, np.float32), "w")
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
-    model = helper.make_model(helper.make_graph(nodes, "chain", [x], [y], [w]),
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 10
-    path = tmp_path_factory.mktemp("fit_adv") / "chain.onnx"
-    onnx.save(model, str(path))
-    return path
+    return saved_model(tmp_path_factory, batch_chain(N), "fit_adv")
 
 
 @pytest.mark.parametrize("text", ["9" * 400, "1" + "0" * 29 + "GiB", "9" * 5000])
