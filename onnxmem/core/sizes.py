@@ -10,7 +10,6 @@ naming the flag and showing what a size looks like.
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 
 from onnxmem.core.errors import OnnxmemError, show_name
 
@@ -36,6 +35,8 @@ def parse_size(text: str, flag: str, also: str = "") -> int:
     if not m or m.group(2) not in SIZE_UNITS:
         raise OnnxmemError(f"{flag} {show_name(text)} is not a size; give bytes (1048576) or a size with a unit "
                            f"(64MiB, 8GiB, 2GB){also}")
+    from fractions import Fraction  # a size flag's alone: a plain plan loads no fractions
+
     size = int(Fraction(m.group(1)) * SIZE_UNITS[m.group(2)])  # exact: no float rounds a large size
     if not 0 < size < MAX_SIZE:
         raise OnnxmemError(f"{flag} {show_name(text)} is {'0' if size <= 0 else 'over 2^62'} bytes; "
