@@ -152,8 +152,9 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         _refuse_for_sweep(budget, rewrite_out, runtime_overhead, output, annotate)
         _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout, remat_order)
         return
-    _need_budget(budget, {"--rewrite-out": "writes the model --budget rewrites" if rewrite_out is not None else "",
-                          "--runtime-overhead": "counts beside a --budget" if runtime_overhead is not None else ""})
+    if budget is None:
+        _need_budget({"--rewrite-out": (rewrite_out, "writes the model --budget rewrites"),
+                      "--runtime-overhead": (runtime_overhead, "counts beside a --budget")})
     if budget is not None:
         _plan_budget(model, opts, outs, output, annotate, budget, rewrite_out, remat_algorithm, cost_model,
                      timeout, as_json, remat_order, runtime_overhead)
@@ -195,11 +196,11 @@ def _load(model: str) -> tuple[onnx.ModelProto, list[ExternalData]]:
     return load_model_data(model)
 
 
-def _need_budget(budget: str | None, given: dict[str, str]) -> None:
-    """A usage error for the first flag of ``given`` (flag -> what it does, empty where not
-    given) that means nothing without ``--budget``."""
-    for flag, does in given.items():
-        if does and budget is None:
+def _need_budget(flags: dict[str, tuple[str | None, str]]) -> None:
+    """Without ``--budget``: a usage error for the first of ``flags`` (flag -> its value, what it
+    does) that is given, as each means nothing without it."""
+    for flag, (value, does) in flags.items():
+        if value is not None:
             raise click.UsageError(f"{flag} {does}; give --budget too")
 
 

@@ -294,7 +294,7 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     try:
         sess = ort.InferenceSession(data, sess_options=options, providers=list(providers))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-        sess = _stand_in_session(n, op.name, g, model.ir_version, options, providers, exc)
+        sess = _stand_in_session(n, op.name, declared_in, model.ir_version, options, providers, exc)
         if sess is None:
             raise RuntimeBackendError(
                 f"onnxruntime cannot load node {op.name!r} ({op.op_type}) alone: {first_line(exc)}"
@@ -304,19 +304,18 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     return sess
 
 
-def _stand_in_session(node: onnx.NodeProto, name: str, graph: onnx.GraphProto, ir_version: int, options: Any,
-                      providers: Sequence[Any], exc: Exception) -> Any:
+def _stand_in_session(node: onnx.NodeProto, name: str, declared: list[tuple[str, int, tuple[Any, ...]]],
+                      ir_version: int, options: Any, providers: Sequence[Any], exc: Exception) -> Any:
     """Where ``exc`` says the CPU provider has no kernel for ``node``'s op (the node named ``name``
     in the model) and the op has a stand-in (:mod:`onnxmem.runtime.standins`), a session of the
-    stand-in graph, with the node session's inputs and outputs; else ``None``."""
+    stand-in graph, with the node session's inputs (``declared``: as :func:`node_session` declares
+    them) and outputs; else ``None``."""
     import onnxruntime as ort
 
     if list(providers) != ["CPUExecutionProvider"] or not standins.has_stand_in(node):
         return None
     if standins.missing_kernel(str(exc)) != node.op_type:
         return None
-    declared = [(i.name, i.type.tensor_type.elem_type, tuple(d.dim_param or d.dim_value for d in
-                                                              i.type.tensor_type.shape.dim)) for i in graph.input]
     model = standins.stand_in_model(node, name, declared, list(node.output), ir_version)
     try:
         sess = ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=list(providers))

@@ -77,10 +77,7 @@ def _check_product(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[in
         return
     sa, sb = a[1], b[1]
     if node.op_type == "MatMul":
-        if len(sa) > 1 and (len(sb) == 2 or len(sa) == len(sb) and sa[:-2] == sb[:-2]) and sa[-1] == sb[-2]:
-            dims: tuple[int, ...] | None = (*sa[:-1], sb[-1])  # a matrix, or alike batches: no broadcast
-        else:
-            dims = matmul_dims(sa, sb)
+        dims = matmul_dims(sa, sb)
     elif any(at.name in ("transBatchA", "transBatchB") and at.i for at in node.attribute):
         return
     else:

@@ -111,6 +111,8 @@ def matmul_dims(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | Non
     b2 = (b[0], 1) if len(b) == 1 else b
     if a2[-1] != b2[-2]:
         return None
+    if len(a) > 1 and (len(b) == 2 or len(a) == len(b) and a[:-2] == b[:-2]):
+        return (*a[:-1], b[-1])  # a matrix, or alike batches: no broadcast
     try:
         batch = np.broadcast_shapes(a2[:-2], b2[:-2])
     except ValueError:
