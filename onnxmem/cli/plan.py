@@ -152,9 +152,8 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         _refuse_for_sweep(budget, rewrite_out, runtime_overhead, output, annotate)
         _budget_sweep(model, opts, outs, budget_sweep, cost_model, timeout, remat_order)
         return
-    if budget is None:
-        _need_budget({"--rewrite-out": (rewrite_out, "writes the model --budget rewrites"),
-                      "--runtime-overhead": (runtime_overhead, "counts beside a --budget")})
+    _need_budget(budget, {"--rewrite-out": (rewrite_out, "writes the model --budget rewrites"),
+                          "--runtime-overhead": (runtime_overhead, "counts beside a --budget")})
     if budget is not None:
         _plan_budget(model, opts, outs, output, annotate, budget, rewrite_out, remat_algorithm, cost_model,
                      timeout, as_json, remat_order, runtime_overhead)
@@ -196,11 +195,11 @@ def _load(model: str) -> tuple[onnx.ModelProto, list[ExternalData]]:
     return load_model_data(model)
 
 
-def _need_budget(flags: dict[str, tuple[str | None, str]]) -> None:
-    """Without ``--budget``: a usage error for the first of ``flags`` (flag -> its value, what it
-    does) that is given, as each means nothing without it."""
+def _need_budget(budget: str | None, flags: dict[str, tuple[str | None, str]]) -> None:
+    """Without ``budget``: a usage error for the first of ``flags`` (flag -> its value, what it
+    does) that is given, as each means nothing without ``--budget``."""
     for flag, (value, does) in flags.items():
-        if value is not None:
+        if budget is None and value is not None:
             raise click.UsageError(f"{flag} {does}; give --budget too")
 
 
