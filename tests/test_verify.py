@@ -351,6 +351,9 @@ def test_scale_aware_check_still_catches_a_corrupted_plan(planned):
     ex = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(keep_going=True))
     kinds = [f.kind for f in ex.findings]
     assert kinds[0] == "clobber" and "output" in kinds and ex.changed_result
+    # sig's bytes as they must stay, kept apart from tan's write: its reader finds them changed too
+    assert [(f.kind, f.tensor) for f in ex.findings[:2]] == [("clobber", "sig")] * 2
+    assert "before it runs of 'add'" in ex.findings[1].message
     (c,) = ex.outputs
     assert not c.ok and not c.identical and c.max_abs_diff > c.tolerance > 0
 

@@ -134,3 +134,82 @@ def test_a_planned_shape_of_the_same_bytes_is_a_note_in_pieces(tmp_path):
     ex, again = _runs(path, p.plan, view, p.model)
     assert ex.findings == again.findings == () and ex.notes == again.notes
     assert "'t' runs with shape [8, 4]" in ex.notes[0]
+
+
+_PIECES_FAULTS = r'''
+import resource, sys
+import numpy as np
+import onnx
+from onnx import helper
+from onnxmem.runtime import ort
+from onnxmem.runtime.reference import PieceReference
+
+if sys.argv[1] == "own":  # as where onnxruntime cannot register the process's arena
+    ort._SHARED_ARENAS["cpu"] = False
+n = 10_000_000  # 40 MB a value: above the sizes glibc's malloc serves from its heap
+ops = ["Relu", "Neg", "Abs", "Neg", "Abs", "Neg", "Abs", "Neg"]
+names = ["x"] + [f"v{k}" for k in range(len(ops))]
+nodes = [helper.make_node(op, [a], [b]) for op, a, b in zip(ops, names, names[1:])]
+f = lambda name: helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [n])
+model = helper.make_model(helper.make_graph(nodes, "chain", [f("x")], [f(names[-1])]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+model.ir_version = 10
+values = {v: onnx.TensorProto.FLOAT for v in names[1:]}
+ref = PieceReference(model, nodes, values, {"x": np.ones(n, np.float32)}, {}, piece_bytes=1,
+                     sizes={v: 4 * n for v in values})
+assert len(ref.pieces) == len(ops)
+ref.pop(names[1])  # the first piece: the arena, if any, grows here
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for v in names[2:]:
+    ref.pop(v)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+'''
+
+
+def test_reference_pieces_reuse_the_memory_of_the_pieces_before_them(tmp_path):
+    """The pieces' sessions draw from one arena for the process (``ort.shared_arena``): a piece's
+    values take the memory an earlier piece's values freed, where sessions with arenas of their own
+    take fresh pages from the system for every value (faulted in and zeroed: the reference's
+    system time on thousands of nodes). Both ways in fresh processes, the minor page faults of
+    seven pieces of one 40 MB value each."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "pieces.py"
+    script.write_text(_PIECES_FAULTS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def faults(how: str) -> int:
+        out = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, env=env,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout.split()[-1])
+
+    shared, own = faults("shared"), faults("own")
+    pages = 7 * 40_000_000 // 4096
+    assert own > pages // 2, (own, pages)  # fresh pages for each value
+    assert shared < own // 4, (shared, own)
+
+
+def test_the_process_arena_is_registered_once_and_keeps_its_strategy():
+    """The process's CPU arena (``ort.register_env_arena``) is onnxruntime's once registered: the
+    pieces' ``shared_arena`` and a measurement asking the same growth share it; a measurement
+    asking another growth is refused in one line, not measured with the wrong one."""
+    import subprocess
+    import sys
+
+    code = ("import onnxruntime as o\n"
+            "from onnxmem.runtime import ort\n"
+            "from onnxmem.core.errors import RuntimeBackendError\n"
+            "so = o.SessionOptions()\n"
+            "assert ort.shared_arena(so) and so.get_session_config_entry('session.use_env_allocators') == '1'\n"
+            "ort.register_env_arena('cpu', 1)\n"
+            "try:\n"
+            "    ort.register_env_arena('cpu', 0)\n"
+            "except RuntimeBackendError as e:\n"
+            "    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("this process's onnxruntime cpu arena grows by strategy 1, not 0; "
+                                  "measure in a fresh process")

@@ -46,9 +46,21 @@ class HostArena:
         shift = (-self._raw.ctypes.data) % HOST_BASE_ALIGNMENT
         self.view = self._raw[shift : shift + size]
         self.base = int(self.view.ctypes.data) if size else int(self._raw.ctypes.data) + shift
+        self._aside: np.ndarray | None = None  # what keep() copied, each at its own offset
 
     def read(self, offset: int, size: int) -> np.ndarray:
         return np.array(self.view[offset : offset + size])
+
+    def keep(self, offset: int, size: int) -> np.ndarray:
+        """The bytes at ``offset`` copied aside, into a buffer the arena's size at the same offset:
+        valid until bytes there are kept again, which for a live value's bytes is only when a write
+        that should not have reached them did (the caller copies them away first). No fresh memory
+        for every tensor written: the system does not fault in and zero pages for each copy."""
+        if self._aside is None:
+            self._aside = np.empty(self.view.size, dtype=np.uint8)
+        kept = self._aside[offset : offset + size]
+        kept[...] = self.view[offset : offset + size]
+        return kept
 
     def peek(self, offset: int, size: int) -> np.ndarray:
         """The bytes at ``offset`` without a copy: to compare now, never to keep."""
@@ -100,6 +112,7 @@ class CudaArena:
         return out
 
     peek = read  # the bytes come to the host either way
+    keep = read  # a fresh copy each time
 
     def write(self, offset: int, data: np.ndarray) -> None:
         flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)

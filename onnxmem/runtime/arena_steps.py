@@ -40,6 +40,7 @@ from onnxmem.runtime.ort import (
     onnx_bytes,
     ort_value,
     session_options,
+    shared_arena,
 )
 from onnxmem.runtime.reference import PieceReference, draws, random_functions
 
@@ -123,7 +124,7 @@ class ArenaSteps(abc.ABC):
             # one convolution algorithm whatever the session: runs of the same node agree bit for bit
             self.session_options.use_deterministic_compute = True
             self.providers = [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT"})]
-            sessions.shared_cuda_arena(self.session_options)
+            shared_arena(self.session_options, "cuda")
         self.findings: list[Finding] = []
         self.saved: dict[str, np.ndarray] = {}  # the bytes each live value must still hold
         self.history: list[Write] = []
@@ -162,6 +163,12 @@ class ArenaSteps(abc.ABC):
         if slot.private is not None:
             return np.array(slot.private[: slot.size])
         return cast(np.ndarray, self._memory(slot).read(slot.offset, slot.size))
+
+    def _keep(self, slot: Slot) -> np.ndarray:
+        """The slot's bytes as they must stay while it is live (``HostArena.keep``)."""
+        if slot.private is not None:
+            return np.array(slot.private[: slot.size])
+        return cast(np.ndarray, self._memory(slot).keep(slot.offset, slot.size))
 
     def _peek(self, slot: Slot) -> np.ndarray:
         """The slot's bytes, to compare now (a view where they are on the host)."""
@@ -459,9 +466,10 @@ class ArenaSteps(abc.ABC):
                 now = self._peek(s)
                 if not same_bytes(now, self.saved[name]):
                     self.findings.append(self._clobber(s, now, self.saved[name], op.name, "", writer_out=w.name))
+                    self.saved[name] = np.array(self.saved[name])  # still what it must hold, apart from the write's
         self.history.append(Write(k, op.name, written))
         for s in written:
-            self.saved[s.name] = self._read(s)
+            self.saved[s.name] = self._keep(s)
             self.live[s.name] = s
 
     def retire(self, k: int, op: Op) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "foreign_dtype",
     "onnx_array",
     "onnx_bytes",
+    "shared_arena",
     "ort_value",
     "ort_values",
     "available_memory",
@@ -97,13 +98,25 @@ def session_options(optimize: bool = False, profile_prefix: str | None = None, *
     return so
 
 
+#: by device, the growth strategy of the arena registered for the whole process (:func:`register_env_arena`)
+_ENV_ARENAS: dict[str, int] = {}
+
+
 def register_env_arena(device: str, extend_strategy: int) -> None:
     """Register one arena for the whole process on ``device`` (``"cpu"`` or ``"cuda"``, device 0),
     growing by ``extend_strategy`` (``arena_extend_strategy`` of ``OrtArenaCfg``: 0 doubles, 1
     as requested); a session draws from it where its options have
-    ``session.use_env_allocators`` = 1. Once per process; raises what onnxruntime raises."""
+    ``session.use_env_allocators`` = 1. Once per process and device: again with the same strategy
+    it does nothing, with another it raises ``RuntimeBackendError`` (onnxruntime keeps the first);
+    raises what onnxruntime raises."""
     import onnxruntime as ort
 
+    if device in _ENV_ARENAS:
+        if _ENV_ARENAS[device] != extend_strategy:
+            raise RuntimeBackendError(
+                f"this process's onnxruntime {device} arena grows by strategy {_ENV_ARENAS[device]}, not "
+                f"{extend_strategy}; measure in a fresh process")
+        return
     name = "Cuda" if device == "cuda" else "Cpu"
     info = ort.OrtMemoryInfo(name, ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
     config = ort.OrtArenaCfg({"arena_extend_strategy": extend_strategy})
@@ -111,16 +124,42 @@ def register_env_arena(device: str, extend_strategy: int) -> None:
         ort.create_and_register_allocator_v2("CUDAExecutionProvider", info, {"device_id": "0"}, config)
     else:
         ort.create_and_register_allocator(info, config)
+    _ENV_ARENAS[device] = extend_strategy
+
+
+#: by device, whether :func:`shared_arena` can draw from the process's arena (``False``: it cannot be registered)
+_SHARED_ARENAS: dict[str, bool] = {}
+
+
+def shared_arena(options: Any, device: str = "cpu") -> bool:
+    """Make the sessions built with ``options`` draw their ``device`` memory from one arena for the
+    whole process (:func:`register_env_arena`, growing by what each request needs, unless the
+    process registered it otherwise) instead of an arena per session: memory one session freed is
+    reused by the next one's tensors and scratch, not taken fresh from the system (a CUDA
+    convolution's workspace; on the CPU, pages the kernel need not fault in and zero again).
+    ``False`` where this onnxruntime cannot register one; the sessions then keep arenas of their own."""
+    if device not in _SHARED_ARENAS:
+        try:
+            if device not in _ENV_ARENAS:
+                register_env_arena(device, 1)  # growing by what is requested
+            _SHARED_ARENAS[device] = True
+        except Exception:  # noqa: BLE001 - an older onnxruntime, or one built without it
+            _SHARED_ARENAS[device] = False
+    if _SHARED_ARENAS[device]:
+        options.add_session_config_entry("session.use_env_allocators", "1")
+    return _SHARED_ARENAS[device]
 
 
 def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] | None = None,
                  optimize: bool = False, profile_prefix: str | None = None,
-                 initializers: Mapping[str, Any] | None = None, prepacking: bool = True) -> Any:
+                 initializers: Mapping[str, Any] | None = None, prepacking: bool = True,
+                 shared: bool = False) -> Any:
     """An onnxruntime session (CPU unless ``providers`` says otherwise). ``initializers``: OrtValues
     of the main graph's initializers that ``model`` marks external (:func:`apart_from_weights`),
     which the session takes as they are (``SessionOptions.add_external_initializers``).
     ``prepacking=False``: kernels keep constant weights as they are (``session.disable_prepacking``),
-    so each node computes what it computes in a session of its own with the weights bound as inputs."""
+    so each node computes what it computes in a session of its own with the weights bound as inputs.
+    ``shared``: its CPU memory comes from the process's arena (:func:`shared_arena`)."""
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import end_run, start_run
@@ -131,6 +170,8 @@ def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] |
         options.add_session_config_entry("session.disable_prepacking", "1")
     if initializers:
         options.add_external_initializers(list(initializers), list(initializers.values()))
+    if shared:
+        shared_arena(options, "cpu")
     start_run("onnxruntime's loading of the model")
     try:
         return ort.InferenceSession(data, sess_options=options, providers=providers or ["CPUExecutionProvider"])

@@ -130,7 +130,7 @@ class PieceReference:
         if len(piece.nodes) == 1 and piece.names:
             why += f", at node {show_name(piece.names[0])} ({piece.nodes[0].op_type})"
         try:
-            sess = make_session(model_like(self.model, g), prepacking=False)
+            sess = make_session(model_like(self.model, g), prepacking=False, shared=True)
             got = run_bounded(sess, list(piece.outputs), feeds, why, as_ort_values=True)
         except TimeLimitExceeded:
             raise

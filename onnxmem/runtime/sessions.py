@@ -27,7 +27,6 @@ from onnxmem.runtime.ort import (
     make_session,
     onnx_array,
     ort_values,
-    register_env_arena,
     run_bounded,
 )
 
@@ -35,7 +34,6 @@ __all__ = [
     "CUDA_SESSIONS",
     "RecentSessions",
     "cuda_available",
-    "shared_cuda_arena",
     "device_providers",
     "host_array",
     "first_line",
@@ -194,7 +192,7 @@ def value_names(op: Op) -> dict[str, str]:
 
 #: how many node sessions a run on CUDA keeps at once. Each CUDA session is a provider of its
 #: own, with its own cuBLAS and cuDNN handles and (where the shared arena of
-#: :func:`shared_cuda_arena` cannot be registered) its own device arena, which keeps the
+#: :func:`onnxmem.runtime.ort.shared_arena` cannot be registered) its own device arena, which keeps the
 #: largest convolution workspace it was ever asked for: kept for every node, they took
 #: 38,881 MiB of an H200 to verify DenseNet-121's 8 MB arena.
 CUDA_SESSIONS = 16
@@ -218,27 +216,6 @@ class RecentSessions(OrderedDict):  # type: ignore[type-arg]
         self.move_to_end(key)
         while len(self) > self.limit:
             self.popitem(last=False)
-
-
-_SHARED_CUDA_ARENA: bool | None = None
-
-
-def shared_cuda_arena(options: Any) -> bool:
-    """Make the sessions built with ``options`` draw their CUDA memory from one arena for the
-    whole process (onnxruntime's environment allocator, registered here once, growing by what
-    each request needs), instead of an arena per session: a convolution's workspace is then
-    reused by the next node's session. ``False`` where this onnxruntime cannot register one;
-    its sessions then keep arenas of their own, and :data:`CUDA_SESSIONS` bounds them."""
-    global _SHARED_CUDA_ARENA
-    if _SHARED_CUDA_ARENA is None:
-        try:
-            register_env_arena("cuda", 1)  # growing by what is requested
-            _SHARED_CUDA_ARENA = True
-        except Exception:  # noqa: BLE001 - an older onnxruntime, or one built without it
-            _SHARED_CUDA_ARENA = False
-    if _SHARED_CUDA_ARENA:
-        options.add_session_config_entry("session.use_env_allocators", "1")
-    return _SHARED_CUDA_ARENA
 
 
 def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
