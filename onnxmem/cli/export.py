@@ -33,7 +33,7 @@ def _check_prefix(ctx: click.Context, param: click.Parameter, value: str | None)
     try:
         return c_prefix(value)
     except OnnxmemError as exc:
-        raise click.BadParameter(one_line(str(exc)), ctx, param) from None
+        raise click.UsageError(one_line(str(exc)), ctx) from None
 
 
 @click.command("export")
