@@ -9,7 +9,7 @@ import click
 
 from onnxmem.core.errors import OnnxmemError, one_line, show_name
 from onnxmem.core.fileio import OutputSet
-from onnxmem.export import FORMATS, export_plan, prefixed_formats
+from onnxmem.export import FORMATS, export_plan, no_prefix, prefixed_formats
 
 from .options import RegistryChoice
 from .output import echo_warnings
@@ -55,8 +55,7 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None, prefix
     if model_path is not None and entry.model == "none":
         raise click.UsageError(f"format '{fmt}' does not read the model; leave --model out")
     if prefix is not None and entry.prefixed is None:
-        raise click.UsageError(f"format '{fmt}' defines no C names; leave --prefix out (it is for: "
-                               f"{prefixed_formats()})")
+        raise click.UsageError(no_prefix(fmt))
     outs = OutputSet(inputs=[plan_file] + ([model_path] if model_path else []))
     outs.add(output, "-o")
     from onnxmem.export.proof import prove_for_export, prove_range_for_export  # onnx

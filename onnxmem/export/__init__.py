@@ -15,13 +15,13 @@ numpy at load time; a format that needs onnx imports it when it runs.
 
 # the built-in formats register on import: import order sets the listing order
 from onnxmem.export.registry import (  # noqa: I001
-    FORMATS, ExportFn, ExportFormat, ModelUse, PrefixedExportFn, export_plan, prefixed_formats, register,
-    register_prefixed, require_model,
+    FORMATS, ExportFn, ExportFormat, ModelUse, PrefixedExportFn, export_plan, no_prefix, prefixed_formats,
+    register, register_prefixed, require_model,
 )
 from onnxmem.export import plan_json as _plan_json  # noqa: F401
 from onnxmem.export import annotated as _annotated  # noqa: F401
 from onnxmem.export import c_header as _c_header  # noqa: F401
 from onnxmem.export import tflm as _tflm  # noqa: F401
 
-__all__ = ["FORMATS", "ExportFn", "ExportFormat", "ModelUse", "PrefixedExportFn", "export_plan", "prefixed_formats",
-           "register", "register_prefixed", "require_model"]
+__all__ = ["FORMATS", "ExportFn", "ExportFormat", "ModelUse", "PrefixedExportFn", "export_plan", "no_prefix",
+           "prefixed_formats", "register", "register_prefixed", "require_model"]

@@ -11,8 +11,8 @@ from onnxmem.plans.point import MemoryPlan
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["FORMATS", "ExportFn", "ExportFormat", "ModelUse", "PrefixedExportFn", "export_plan", "register",
-           "prefixed_formats", "register_prefixed", "require_model"]
+__all__ = ["FORMATS", "ExportFn", "ExportFormat", "ModelUse", "PrefixedExportFn", "export_plan", "no_prefix",
+           "prefixed_formats", "register", "register_prefixed", "require_model"]
 
 ExportFn = Callable[[MemoryPlan, "onnx.ModelProto | None"], bytes]
 #: a format whose output defines names (C symbols): ``(plan, model, prefix)``, ``prefix`` None for its own names
@@ -96,14 +96,18 @@ def export_plan(plan: MemoryPlan, fmt: str, model: onnx.ModelProto | None = None
     if entry.prefixed is not None:
         return entry.prefixed(plan, model, prefix)
     if prefix is not None:
-        raise OnnxmemError(f"export format '{fmt}' defines no names; leave --prefix out (it is for: "
-                           f"{prefixed_formats()})")
+        raise OnnxmemError(no_prefix(fmt))
     return entry.fn(plan, model)
 
 
 def prefixed_formats() -> str:
     """The names of the formats that take a name prefix, comma-separated (``none`` if none do)."""
     return ", ".join(name for name, f in FORMATS.items() if f.prefixed is not None) or "none"
+
+
+def no_prefix(fmt: str) -> str:
+    """Why format ``fmt``, which defines no names, takes no ``--prefix``."""
+    return f"format '{fmt}' defines no C names; leave --prefix out (it is for: {prefixed_formats()})"
 
 
 def require_model(fmt: str, model: onnx.ModelProto | None) -> onnx.ModelProto:
