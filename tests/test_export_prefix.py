@@ -28,6 +28,7 @@ from onnxmem.plans import instantiate, read_plan
 from .helpers import batch_chain, chain, diamond_model, make_model, vi
 
 CC = shutil.which("cc")
+CXX = shutil.which("c++")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (cc)")
 
 
@@ -104,6 +105,12 @@ def test_two_point_headers_in_one_c_file(tmp_path):
     assert out == point_expected("enc", enc) + point_expected("dec", dec)
     # the arenas differ, so each header's values reached the program from its own plan
     assert json.loads(enc.read_text())["arena_size"] != json.loads(dec.read_text())["arena_size"]
+    if CXX is not None:  # the pair is valid C++ too
+        (tmp_path / "main.cpp").write_text('#include "enc.h"\n#include "dec.h"\n'
+                                           "int main() { return enc_tensors[0].size == dec_tensors[0].size; }\n")
+        cxx = subprocess.run([CXX, "-std=c++11", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only",
+                              "main.cpp"], capture_output=True, text=True, cwd=tmp_path)
+        assert cxx.returncode == 0, cxx.stderr
 
 
 @needs_cc
