@@ -9,7 +9,7 @@ import click
 
 from onnxmem.core.errors import OnnxmemError, one_line, show_name
 from onnxmem.core.fileio import OutputSet
-from onnxmem.export import FORMATS, export_plan
+from onnxmem.export import FORMATS, export_plan, no_prefix, prefixed_formats
 
 from .options import RegistryChoice
 from .output import echo_warnings
@@ -24,6 +24,18 @@ def _model_use(use: str) -> str:
     return ", ".join(name for name, f in FORMATS.items() if f.model == use) or "none"
 
 
+def _check_prefix(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--prefix``, checked when the command line is read: a usage error names the rule it breaks."""
+    from onnxmem.export.c_header import c_prefix
+
+    if value is None:
+        return None
+    try:
+        return c_prefix(value)
+    except OnnxmemError as exc:
+        raise click.UsageError(one_line(str(exc)), ctx) from None
+
+
 @click.command("export")
 @click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--format", "fmt", type=RegistryChoice("formats"), required=True,
@@ -33,11 +45,17 @@ def _model_use(use: str) -> str:
 @click.option("--model", "model_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help=f"The ONNX model the plan was made for; needed by: {_model_use('required')}; "
                    f"used by: {_model_use('optional')} (see docs/export.md).")
-def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> None:
+@click.option("--prefix", default=None, callback=_check_prefix, metavar="NAME",
+              help=f"Name prefix of every symbol the header defines, for two headers in one C file: "
+                   f"--prefix enc writes ENC_PLAN_H, ENC_ARENA_SIZE, enc_tensors, ... (default onnxmem); "
+                   f"for: {prefixed_formats()} (see docs/export.md).")
+def export(plan_file: str, fmt: str, output: str, model_path: str | None, prefix: str | None) -> None:
     """Write the JSON plan PLAN in another format (--format) to the file -o names."""
     entry = FORMATS[fmt]
     if model_path is not None and entry.model == "none":
         raise click.UsageError(f"format '{fmt}' does not read the model; leave --model out")
+    if prefix is not None and entry.prefixed is None:
+        raise click.UsageError(no_prefix(fmt))
     outs = OutputSet(inputs=[plan_file] + ([model_path] if model_path else []))
     outs.add(output, "-o")
     from onnxmem.export.proof import prove_for_export, prove_range_for_export  # onnx
@@ -59,11 +77,11 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None) -> Non
             raise OnnxmemError(f"a range plan exports as 'c' (without --model), not {show_name(fmt)}; "
                                "instantiate it ('onnxmem instantiate') for the other formats")
         prove_range_for_export(any_plan)
-        data = range_c_header(any_plan)
+        data = range_c_header(any_plan, prefix)
     else:
         model = None if model_path is None else _read_model(model_path, fmt, output, outs)
         echo_warnings(prove_for_export(any_plan, model, model_path, plan_file))
-        data = export_plan(any_plan, fmt, model)
+        data = export_plan(any_plan, fmt, model, prefix)
     outs.put(output, data)
     outs.commit()
     click.echo(f"{fmt:<12} {len(data):,} B -> {one_line(output)}")

@@ -21,7 +21,10 @@ buffer. A plan over a lattice (``H = 32*H_q + residue`` per piece) computes each
 quotient first, ``d_H_q = d_H / 32`` (the same for every residue), and a piece
 holds a point when ``d_H % 32`` is its residue and the quotients are in its box. Tensor
 identifiers come from :func:`onnxmem.export.c_header.c_identifiers`, so no
-text of the model reaches the header except as those identifiers.
+text of the model reaches the header except as those identifiers. A name prefix
+(:func:`onnxmem.export.c_header.c_prefix`, ``--prefix enc``) replaces ``onnxmem`` in
+every name: ``ENC_RANGE_PLAN_H``, ``ENC_ALIGNMENT``, ``enc_arena_size``,
+``enc_offset_<id>``, ..., so range headers of several plans go into one translation unit.
 
 The functions compute in ``long long``: a plan is refused (``PlanError``) when a
 size, offset, slot or the arena of a piece may reach 2^62 on its box, counted
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 from onnxmem.core.errors import PlanError, show_name
 from onnxmem.core.symbolic import Box, MaxPoly, Poly, monomial_value
-from onnxmem.export.c_header import _SHA256, c_identifiers
+from onnxmem.export.c_header import _SHA256, c_identifiers, c_prefix, ident_limit
 from onnxmem.plans.point import MAX_VALUE
 from onnxmem.plans.range import RangePiece, RangePlan, quotient_name
 
@@ -51,10 +54,10 @@ def _c_poly(p: Poly) -> str:
     return "(" + " + ".join(parts) + ")"
 
 
-def _c_max(e: MaxPoly) -> str:
+def _c_max(e: MaxPoly, low: str) -> str:
     out = _c_poly(e.terms[0])
     for t in e.terms[1:]:
-        out = f"onnxmem_max_({out}, {_c_poly(t)})"
+        out = f"{low}_max_({out}, {_c_poly(t)})"
     return out
 
 
@@ -79,8 +82,30 @@ def _check_64_bit(piece: RangePiece, where: str) -> None:
                             "most onnxmem plans (the header computes in long long); re-plan the model")
 
 
-def range_c_header(plan: RangePlan) -> bytes:
-    """The header's bytes (ASCII); ``PlanError`` for a plan whose values may pass 64-bit arithmetic."""
+def _arena_cases(plan: RangePlan, low: str) -> list[str]:
+    """The ``case`` of each piece in ``<low>_arena_size``: the end of its highest buffer, each buffer's
+    offset and fit rounded up to the alignment."""
+    lines = []
+    for i, p in enumerate(plan.pieces):
+        lines.append(f"    case {i}:")
+        size: dict[str, list[Poly]] = {}
+        for t in p.tensors:
+            size.setdefault(t.group, []).append(t.group_offset + t.size)
+        for g in sorted(size):
+            fit = _c_poly(size[g][0])
+            for other in size[g][1:]:
+                fit = f"{low}_max_({fit}, {_c_poly(other)})"
+            lines.append(f"        end = {low}_max_(end, {low}_align_({_c_max(p.offsets[g], low)}) "
+                         f"+ {low}_align_({fit}));")
+        lines.append("        return end;")
+    return lines
+
+
+def range_c_header(plan: RangePlan, prefix: str | None = None) -> bytes:
+    """The header's bytes (ASCII), its names prefixed with ``prefix`` (:func:`c_prefix`); ``PlanError`` for
+    a plan whose values may pass 64-bit arithmetic."""
+    prefix = c_prefix(prefix)
+    low, up = prefix.lower(), prefix.upper()
     for i, piece in enumerate(plan.pieces):
         _check_64_bit(piece, f"range plan piece {i}")
     sha = str(plan.model.get("sha256", ""))
@@ -89,26 +114,26 @@ def range_c_header(plan: RangePlan) -> bytes:
     params = ", ".join(f"long long d_{n}" for n in names) or "void"
     args = ", ".join(f"d_{n}" for n in names)
     tensors = plan.pieces[0].tensors
-    ids = c_identifiers([t.name for t in tensors])
+    ids = c_identifiers([t.name for t in tensors], ident_limit(prefix))
     lines = [
         "/* Range memory plan written by onnxmem export --format c. Do not edit.",
         f" * model sha256: {sha}",
         f" * plan schema version: {int(plan.schema_version)} (range)",
-        " * Offsets and sizes are bytes from the start of one arena of onnxmem_arena_size(dims) bytes;",
+        f" * Offsets and sizes are bytes from the start of one arena of {low}_arena_size(dims) bytes;",
         " * every function returns -1 for dims outside the plan's box.",
         " */",
-        "#ifndef ONNXMEM_RANGE_PLAN_H",
-        "#define ONNXMEM_RANGE_PLAN_H",
+        f"#ifndef {up}_RANGE_PLAN_H",
+        f"#define {up}_RANGE_PLAN_H",
         "",
-        f"#define ONNXMEM_ALIGNMENT {int(plan.alignment)}LL",
-        f"#define ONNXMEM_TENSOR_COUNT {len(tensors)}",
-        f"#define ONNXMEM_DIM_COUNT {len(names)}",
+        f"#define {up}_ALIGNMENT {int(plan.alignment)}LL",
+        f"#define {up}_TENSOR_COUNT {len(tensors)}",
+        f"#define {up}_DIM_COUNT {len(names)}",
         "",
-        "static inline long long onnxmem_max_(long long a, long long b) { return a > b ? a : b; }",
-        "static inline long long onnxmem_align_(long long v) "
-        "{ return (v + ONNXMEM_ALIGNMENT - 1) / ONNXMEM_ALIGNMENT * ONNXMEM_ALIGNMENT; }",
+        f"static inline long long {low}_max_(long long a, long long b) {{ return a > b ? a : b; }}",
+        f"static inline long long {low}_align_(long long v) "
+        f"{{ return (v + {up}_ALIGNMENT - 1) / {up}_ALIGNMENT * {up}_ALIGNMENT; }}",
         "",
-        f"static inline int onnxmem_piece({params}) {{",
+        f"static inline int {low}_piece({params}) {{",
     ]
     quotients = [f"    const long long d_{quotient_name(k)} = d_{k} / {int(st)}LL; (void)d_{quotient_name(k)};"
                  for k, st in sorted(plan.lattice.items())]
@@ -122,35 +147,21 @@ def range_c_header(plan: RangePlan) -> bytes:
     def dispatch(fn: str, exprs: list[str]) -> None:
         lines.append(f"static inline long long {fn}({params}) {{")
         lines.extend(quotients)
-        lines.append(f"    switch (onnxmem_piece({args})) {{")
+        lines.append(f"    switch ({low}_piece({args})) {{")
         for i, e in enumerate(exprs):
             lines.append(f"    case {i}: return {e};")
         lines.extend(["    default: return -1;", "    }", "}", ""])
 
-    lines.append(f"static inline long long onnxmem_arena_size({params}) {{")
-    lines.extend(quotients)
-    lines.append("    long long end = 0;")
-    lines.append(f"    switch (onnxmem_piece({args})) {{")
-    for i, p in enumerate(plan.pieces):
-        lines.append(f"    case {i}:")
-        size: dict[str, list[Poly]] = {}
-        for t in p.tensors:
-            size.setdefault(t.group, []).append(t.group_offset + t.size)
-        for g in sorted(size):
-            fit = _c_poly(size[g][0])
-            for other in size[g][1:]:
-                fit = f"onnxmem_max_({fit}, {_c_poly(other)})"
-            lines.append(f"        end = onnxmem_max_(end, onnxmem_align_({_c_max(p.offsets[g])}) "
-                         f"+ onnxmem_align_({fit}));")
-        lines.append("        return end;")
-    lines.extend(["    default: return -1;", "    }", "}", ""])
+    lines += [f"static inline long long {low}_arena_size({params}) {{", *quotients, "    long long end = 0;",
+              f"    switch ({low}_piece({args})) {{", *_arena_cases(plan, low),
+              "    default: return -1;", "    }", "}", ""]
     by_name = [{t.name: t for t in p.tensors} for p in plan.pieces]
     for t, ident in zip(tensors, ids):
         found = [(p, named.get(t.name)) for p, named in zip(plan.pieces, by_name)]
-        dispatch(f"onnxmem_offset_{ident}",
-                 [f"onnxmem_align_({_c_max(p.offsets[pt.group])}) + {_c_poly(pt.group_offset)}" if pt is not None
+        dispatch(f"{low}_offset_{ident}",
+                 [f"{low}_align_({_c_max(p.offsets[pt.group], low)}) + {_c_poly(pt.group_offset)}" if pt is not None
                   else "-1LL"
                   for p, pt in found])
-        dispatch(f"onnxmem_size_{ident}", [_c_poly(pt.size) if pt is not None else "-1LL" for _, pt in found])
-    lines += ["#endif /* ONNXMEM_RANGE_PLAN_H */", ""]
+        dispatch(f"{low}_size_{ident}", [_c_poly(pt.size) if pt is not None else "-1LL" for _, pt in found])
+    lines += [f"#endif /* {up}_RANGE_PLAN_H */", ""]
     return "\n".join(lines).encode("ascii")
