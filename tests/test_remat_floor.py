@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from onnx import helper, numpy_helper
-
-import numpy as np
 
 from onnxmem.cli.main import main
 from onnxmem.remat import build_problem

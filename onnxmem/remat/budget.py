@@ -329,7 +329,8 @@ def _no_fit_line(original: Planned, smallest: Planned | None, problem: RematProb
     return (f"no plan fits --budget {limit:,} B: the smallest arena recomputation reached is "
             f"{plan.arena_size:,} B (its peak at node {show_name(at_peak.name)}, {at_peak.op_type}); at node "
             f"{show_name(floor_op.name)} ({floor_op.op_type}) its inputs, outputs and the values no recomputation "
-            f"frees take {floor:,} B (with every in-place write the rules allow); raise --budget to at least {plan.arena_size:,}")
+            f"frees take {floor:,} B (in the order that holds the least there, with every in-place write the rules allow "
+            f"and no output nothing reads); raise --budget to at least {plan.arena_size:,}")
 
 
 @dataclass(frozen=True, slots=True)
