@@ -173,6 +173,44 @@ def test_a_reshape_target_the_gradient_graph_contradicts_is_refused(tmp_path):
     assert not (tmp_path / "plan.json").exists()
 
 
+# ---------------------------------------------------------------- the format version
+
+
+def _with_version(data: bytes, version: int) -> bytes:
+    """``data`` (a real checkpoint) with its root table's ``version`` field (field 0) set to ``version``."""
+    out = bytearray(data)
+    root = struct.unpack_from("<I", out, 0)[0]
+    vtable = root - struct.unpack_from("<i", out, root)[0]
+    field = struct.unpack_from("<H", out, vtable + 4)[0]
+    assert field, "the committed checkpoint writes its version"
+    struct.pack_into("<i", out, root + field, version)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("version", [0, 3, 4, -1, 2**31 - 1])
+def test_a_checkpoint_of_another_format_version_is_refused(tmp_path, version):
+    data = (MLP / "checkpoint").read_bytes()
+    assert read_checkpoint(MLP / "checkpoint").version == 2  # what onnxruntime-training 1.19.2 writes
+    model = _copy_model(tmp_path, _with_version(data, version))
+    code, out = _cli("plan", model, "-o", tmp_path / "plan.json")
+    _refused(out, code, f"checkpoint '{tmp_path / 'checkpoint'}' is of format version {version}",
+             "it reads versions 1 and 2", "onnxruntime-training 1.19", "--checkpoint PATH")
+    assert not (tmp_path / "plan.json").exists()
+    given = tmp_path / "given"  # given with --checkpoint: the same line, naming that file
+    given.write_bytes(_with_version(data, version))
+    code, out = _cli("plan", MLP / "training_model.onnx", "--checkpoint", given)
+    _refused(out, code, f"checkpoint '{given}' is of format version {version}")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_checkpoint_of_a_version_the_reader_reads_plans(tmp_path, version):
+    """Version 1 lays out the same tables without ``is_nominal_state`` (read as absent: not nominal)."""
+    model = _copy_model(tmp_path, _with_version((MLP / "checkpoint").read_bytes(), version))
+    assert read_checkpoint(tmp_path / "checkpoint").version == version
+    code, out = _cli("plan", model, "-o", tmp_path / "plan.json")
+    assert code == 0 and (tmp_path / "plan.json").exists(), out
+
+
 # ---------------------------------------------------------------- the file itself
 
 

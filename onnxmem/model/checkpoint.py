@@ -10,7 +10,9 @@ needs them.
 
 The file is a flatbuffer with the identifier ``ODTC``, its schema onnxruntime's
 ``onnxruntime/core/flatbuffers/schema/ort_training_checkpoint.fbs`` (tables ``Checkpoint``,
-``ModuleState``, and ``Tensor`` of ``ort.fbs``). :func:`read_checkpoint` reads the parts
+``ModuleState``, and ``Tensor`` of ``ort.fbs``), of a format ``version`` in
+:data:`SUPPORTED_VERSIONS` (any other is refused before its tables are read: a later version may
+lay them out otherwise). :func:`read_checkpoint` reads the parts
 planning needs (every parameter's name, element type, dims, and the bytes of the small ones)
 without flatbuffers or onnxruntime. The file is hostile input: every offset is checked
 against the buffer before it is read, a table's fields are read only inside the table its
@@ -44,7 +46,7 @@ import onnx.numpy_helper
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.fileio import MAX_MODEL_BYTES, read_input
 
-__all__ = ["CHECKPOINT_NAME", "MAX_RANK", "MAX_VALUE_ELEMENTS", "Checkpoint", "CheckpointTensor", "checkpoint_record",
+__all__ = ["CHECKPOINT_NAME", "MAX_RANK", "MAX_VALUE_ELEMENTS", "SUPPORTED_VERSIONS", "Checkpoint", "CheckpointTensor", "checkpoint_record",
            "find_checkpoint", "read_checkpoint", "recorded_values", "small_values", "value_type", "with_values"]
 
 #: the name the artifact generator gives the checkpoint beside ``training_model.onnx``
@@ -53,6 +55,10 @@ CHECKPOINT_NAME = "checkpoint"
 MAX_VALUE_ELEMENTS = 64
 #: the highest rank of a parameter read (numpy's own limit)
 MAX_RANK = 64
+#: the format versions the reader reads (onnxruntime's ``checkpoint_version.h``): 1, the first
+#: format (``ModuleState`` of two parameter lists), and 2, which adds ``is_nominal_state`` after
+#: them (absent in 1: not nominal). onnxruntime-training 1.19.2 writes 2 and loads nothing else.
+SUPPORTED_VERSIONS = (1, 2)
 _IDENTIFIER = b"ODTC"
 _COUNTED_TYPES: dict[int, str] = {onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32",
                                   onnx.TensorProto.BOOL: "bool"}
@@ -60,6 +66,8 @@ _SCALAR_TYPES: dict[int, str] = {onnx.TensorProto.FLOAT: "float32", onnx.TensorP
 #: the numpy types of the values read, as plans record them
 VALUE_DTYPES = (*_COUNTED_TYPES.values(), *_SCALAR_TYPES.values())
 _FIX = "pass the checkpoint file the artifact generator wrote beside training_model.onnx (--checkpoint PATH)"
+_VERSION_FIX = ("write it again with onnxruntime-training 1.19 (onnxruntime.training.artifacts.generate_artifacts "
+                "writes version 2) and pass it with --checkpoint PATH")
 _INLINE_FIX = ("write the frozen parameters alone to a checkpoint of their own (onnxruntime.training.onnxblock."
                "save_checkpoint keeps them inline) and pass it with --checkpoint PATH")
 
@@ -220,7 +228,8 @@ def _tensor(t: _Table, trainable: bool, nominal: bool) -> CheckpointTensor:
 
 def read_checkpoint(path: str | os.PathLike[str], *, links: bool = True) -> Checkpoint:
     """Read an onnxruntime training checkpoint (the module doc); ``ModelError`` for a missing,
-    unreadable or malformed file, or one whose data is in an external file. ``links=False``:
+    unreadable or malformed file, one of a format version not in :data:`SUPPORTED_VERSIONS`, or
+    one whose data is in an external file. ``links=False``:
     not through a link (the file :func:`find_checkpoint` found, should it become one since).
 
     Checkpoint (ort_training_checkpoint.fbs): version 0, module_state 1, optimizer_groups 2,
@@ -234,6 +243,9 @@ def read_checkpoint(path: str | os.PathLike[str], *, links: bool = True) -> Chec
         raise r.fail("no ODTC file identifier at byte 4")
     root = r.table(r.scalar("I", 0))
     version = root.number(0, "i", 0)
+    if version not in SUPPORTED_VERSIONS:  # another version may lay its tables out otherwise: not read
+        raise ModelError(f"checkpoint {label} is of format version {version}, which onnxmem does not read (it reads "
+                         f"versions {' and '.join(map(str, SUPPORTED_VERSIONS))}); {_VERSION_FIX}")
     state_at = root.target(1)
     if state_at is None:
         raise r.fail("it has no module state")

@@ -265,7 +265,7 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
                 got, problem = small, candidate
         if got is None or got[2].plan.arena_size > limit:
             raise OnnxmemError(_no_fit_line(original, got[2] if got else None,
-                                            min(problems, key=lambda q: q.floor()[0]), limit))
+                                            _floor_problem(original, problems, costs, options), limit))
     choice, rewritten, planned = got
     at = simulate(problem, choice.dropped).at
     gone = set(left_out(original.view, rewritten))
@@ -305,6 +305,19 @@ def _smallest(original: Planned, problem: RematProblem, path: str | os.PathLike[
     return best
 
 
+def _floor_problem(original: Planned, problems: Sequence[RematProblem], costs: dict[int, int],
+                   options: PlanOptions) -> RematProblem:
+    """The problem of lowest floor among ``problems`` and the one in the order ``original`` was
+    planned in: the arenas reached are ``original``'s and those of rewrites in the orders of
+    ``problems``, so only the lowest of the orders' floors bounds them all (with ``keep``
+    ``onnxruntime`` the problems' orders are onnxruntime's, which may hold more at a step than
+    the planner's order of ``original``)."""
+    planned = tuple(original.liveness.order)
+    own = [q for q in problems if q.order == planned] or [
+        build_problem(original.view, planned, costs, io=options.io, alignment=options.alignment)]
+    return min([*own, *problems], key=lambda q: q.floor()[0])
+
+
 def _no_fit_line(original: Planned, smallest: Planned | None, problem: RematProblem, limit: int) -> str:
     """One line: the smallest arena recomputation reached and the node that sets it."""
     floor, step = problem.floor()
@@ -316,7 +329,8 @@ def _no_fit_line(original: Planned, smallest: Planned | None, problem: RematProb
     return (f"no plan fits --budget {limit:,} B: the smallest arena recomputation reached is "
             f"{plan.arena_size:,} B (its peak at node {show_name(at_peak.name)}, {at_peak.op_type}); at node "
             f"{show_name(floor_op.name)} ({floor_op.op_type}) its inputs, outputs and the values no recomputation "
-            f"frees take {floor:,} B (with every in-place write the rules allow); raise --budget to at least {plan.arena_size:,}")
+            f"frees take {floor:,} B (in the order that holds the least there, with every in-place write the rules allow "
+            f"and no output nothing reads); raise --budget to at least {plan.arena_size:,}")
 
 
 @dataclass(frozen=True, slots=True)

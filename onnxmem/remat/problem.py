@@ -193,10 +193,19 @@ class RematProblem:
         """``(bytes, step)``: a lower bound on the peak of any set of drops, and the step
         where it is reached. Every value stays live where no drop can free it: a
         value that cannot be dropped over its whole lifetime, a droppable one from
-        its write to ``last_pre`` and at each later read."""
+        its write to ``last_pre`` and at each later read. A value that nothing reads
+        and that dies where it is written (an unread optional output: MaxPool's
+        ``Indices``) is not counted: every rewrite leaves it unnamed
+        (:func:`onnxmem.remat.rewrite.omit_unread_outputs`), so no planned arena of a
+        rewrite need hold it: the bound is one on :func:`simulate`'s peak and on the
+        bytes the planner's arena of a rewrite in this order holds at the step."""
         delta = np.zeros(self.steps + 1, dtype=np.int64)
         inside = {x: self.start[g] for g, parts in self.groups for x in parts}  # a Concat's output holds them
+        read = {v for rs in self.reads for v in rs}
+        unread = {v for v, p in enumerate(self.producer) if p >= 0 and v not in read and self.end[v] == self.start[v]}
         for v, sz in enumerate(self.size):
+            if v in unread:
+                continue
             last = self.last_pre[v] if self.droppable[v] else self.end[v]
             last = min(last, inside.get(v, last + 1) - 1)
             if last >= self.start[v]:
@@ -208,7 +217,7 @@ class RematProblem:
                             if self.droppable[v] and s > self.last_pre[v] and v not in inside)
         over: set[int] = set()
         for s, u, v in self.inplace:  # an output written over its input, where the input can die
-            if v not in over and (self.end[u] == s or self.droppable[u] and self.last_pre[u] == s):
+            if v not in over and v not in unread and (self.end[u] == s or self.droppable[u] and self.last_pre[u] == s):
                 over.add(v)
                 curve[s] -= self.size[v]
         if not self.steps:
