@@ -1,0 +1,85 @@
+"""The arena run of ``verify`` alone, in one process: what it costs the system.
+
+For each zoo model (``models/zoo``, weights filled in by ``onnxmem.zoo.fixtures.materialize``)
+the model is planned, then :meth:`onnxmem.runtime.arena.ArenaRun.run` (every node in the arena,
+its checks, the whole-model reference in pieces) runs once with the reference beside the arena
+run on a thread of its own and once after it on the same thread, each in a fresh process; the
+table gives that call's minor page faults, system and user CPU seconds (``getrusage`` of the
+process around the call) and wall seconds, the median of ``--runs``.
+
+    python bench/bench_arena_run.py --only swin_t_legacy,nasnetalarge --runs 3
+
+To compare two versions of onnxmem, run it with ``PYTHONPATH`` set to each checkout in turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_CHILD = r'''
+import json, resource, sys, time
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.runtime import arena
+from onnxmem.runtime.isolation import run_limits
+from onnxmem.verify.run import VerifyOptions
+
+path, beside = sys.argv[1], sys.argv[2] == "beside"
+import onnxmem
+print(onnxmem.__file__, file=sys.stderr)
+p = plan_model(path, PlanOptions())
+with run_limits(isolate=False):
+    run = arena.ArenaRun(p.plan, p.model, p.view, VerifyOptions(beside=beside), path)
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    ex = run.run()
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+assert not ex.findings, ex.findings
+print(json.dumps({"faults": r1.ru_minflt - r0.ru_minflt, "sys": r1.ru_stime - r0.ru_stime,
+                  "user": r1.ru_utime - r0.ru_utime, "wall": t1 - t0}))
+'''
+
+
+def measure(path: Path, beside: bool) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-P", "-c", _CHILD, str(path), "beside" if beside else "after"],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="swin_t_legacy,nasnetalarge,pnasnet5large_legacy,mobilenet_v2",
+                        help="zoo models, comma-separated")
+    parser.add_argument("--runs", type=int, default=3)
+    opts = parser.parse_args(argv)
+    from onnxmem.zoo import load_zoo
+    from onnxmem.zoo.fixtures import materialize
+
+    wanted = opts.only.split(",")
+    entries = {e.name: e for e in load_zoo(ROOT / "models" / "zoo")}
+    print(f"onnxmem from {Path(sys.modules['onnxmem'].__file__).parent.parent}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print("| model | reference | minor page faults | system CPU s | user CPU s | wall s |")
+    print("|---|---|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in wanted:
+            path = materialize(entries[name].path, Path(tmp) / name)
+            for beside in (True, False):
+                runs = [measure(path, beside) for _ in range(opts.runs)]
+                def med(k: str, runs: list[dict[str, float]] = runs) -> float:
+                    return statistics.median(r[k] for r in runs)
+                print(f"| {name} | {'beside' if beside else 'after'} | {med('faults'):,.0f} | {med('sys'):.2f} | "
+                      f"{med('user'):.2f} | {med('wall'):.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
