@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda test-ray check check-plans bench bench-speed bench-solvers bench-order bench-verify bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
+.PHONY: install test test-slow test-cuda test-ray check check-plans bench bench-speed bench-solvers bench-order bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -82,6 +82,10 @@ bench-cuda:
 
 bench-verify:
 	$(PYTHON) bench/bench_verify.py
+
+# verify's arena run alone: its page faults and CPU time, the reference beside and after it (docs/speed.md)
+bench-arena-run:
+	$(PYTHON) bench/bench_arena_run.py
 
 bench-alias:
 	$(PYTHON) bench/bench_alias.py
