@@ -262,7 +262,8 @@ class ArenaRun(ArenaSteps):
         for name, (a, p) in zip(frame.view.inputs, formal):
             if not frame._place(op, name, a, p):
                 return None
-            frame.saved.maps[0][name] = frame._keep(frame.slots[name])
+            # a copy of its own: the placing is no checked write (HostArena.keep's buffer holds live values' bytes)
+            frame.saved.maps[0][name] = frame._read(frame.slots[name])
             frame.live.maps[0][name] = frame.slots[name]
         done = frame.run_steps()
         self.nodes_run += frame.nodes_run
