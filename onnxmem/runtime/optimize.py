@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import heapq
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +46,7 @@ import onnx
 
 from onnxmem.core.choices import DEVICES, OPTIMIZE_LEVELS
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, flag_value, show_name
-from onnxmem.model import check_external_data, load_model
+from onnxmem.model import captured_names, check_external_data, load_model, subgraph_attributes
 from onnxmem.plans.optimization import AS_WRITTEN, Optimization
 
 __all__ = [
@@ -129,52 +130,143 @@ _GENERATED = re.compile(r"^(.*)_token_\d+$", re.DOTALL)
 
 
 def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` (changed in place) with the names onnxruntime generated in its main graph renumbered
-    in graph order (initializers, then each node's inputs and outputs, in node order).
+    """``model`` (changed in place) with its main graph's nodes in a canonical order and the names
+    onnxruntime generated there renumbered in that order (initializers, then each node's inputs
+    and outputs, in node order).
 
-    onnxruntime writes the same nodes in the same order for the same model, level, provider,
-    version and CPU, but names the nodes and values it adds ``BASE``, ``BASE_token_N``, ... in the
-    order of its passes over unordered containers, which changes from run to run; the plan
-    names nodes and values, so they must not. Every such name (``BASE_token_N``, and ``BASE``
-    itself where a ``BASE_token_N`` exists) becomes ``BASE__K``, K counting up per kind (nodes,
-    values), skipping names already used. Graph inputs and outputs, and subgraph bodies, keep
-    their names.
+    onnxruntime writes the same nodes for the same model, level, provider, version and CPU, but
+    not always in the same order (the order of its passes over unordered containers: the
+    branches of an inception block come out in any order), and it names the nodes and values
+    it adds ``BASE``, ``BASE_token_N``, ... in that order too; the plan names nodes and values
+    and the digest covers the graph, so neither may change from run to run. The nodes are put
+    in a topological order that takes, of the nodes ready, the one whose :func:`_node_keys`
+    (what it computes, from what, under which of its names are not generated) is lowest; then
+    every generated name (``BASE_token_N``, and ``BASE`` itself where a ``BASE_token_N``
+    exists) becomes ``BASE__K``, K counting up per kind (nodes, values), skipping names already
+    used. The subgraph bodies' reads of renamed values are renamed with them; graph inputs and
+    outputs, and the bodies' own values, keep their names.
     """
     g = model.graph
     io = {v.name for v in g.input} | {v.name for v in g.output}
     value_names = [t.name for t in g.initializer] + [x for n in g.node for x in (*n.input, *n.output)]
+    generated = _generated_names(value_names, io | {""}), _generated_names([n.name for n in g.node], {""})
+    _canonical_order(g, *generated)
+    value_names = [t.name for t in g.initializer] + [x for n in g.node for x in (*n.input, *n.output)]
     used = {n.name for n in g.node} | set(value_names) | io | {v.name for v in g.value_info}
     counter = [0, 0]
+    given: tuple[dict[str, str], dict[str, str]] = ({}, {})
 
-    def renamer(names: list[str], kind: int, keep: set[str]) -> Callable[[str], str]:
-        bases = {m.group(1) for m in map(_GENERATED.match, names) if m}
-        given: dict[str, str] = {}
+    def rename(name: str, kind: int) -> str:
+        if name not in generated[kind]:
+            return name
+        if name not in given[kind]:
+            base = m.group(1) if (m := _GENERATED.match(name)) else name
+            while f"{base}__{counter[kind]}" in used:
+                counter[kind] += 1
+            given[kind][name] = f"{base}__{counter[kind]}"
+            used.add(given[kind][name])
+        return given[kind][name]
 
-        def rename(name: str) -> str:
-            m = _GENERATED.match(name)
-            base = m.group(1) if m else name
-            if name in keep or (m is None and name not in bases):
-                return name
-            if name not in given:
-                while f"{base}__{counter[kind]}" in used:
-                    counter[kind] += 1
-                given[name] = f"{base}__{counter[kind]}"
-                used.add(given[name])
-            return given[name]
-
-        return rename
-
-    value = renamer(value_names, 1, io | {""})
-    node_name = renamer([n.name for n in g.node], 0, {""})
     for t in g.initializer:
-        t.name = value(t.name)
+        t.name = rename(t.name, 0)
     for node in g.node:
-        node.input[:] = [value(x) for x in node.input]
-        node.output[:] = [value(x) for x in node.output]
-        node.name = node_name(node.name)
+        node.input[:] = [rename(x, 0) for x in node.input]
+        node.output[:] = [rename(x, 0) for x in node.output]
+        node.name = rename(node.name, 1)
     for vi in g.value_info:
-        vi.name = value(vi.name)
+        vi.name = rename(vi.name, 0)
+    _rename_reads(g, given[0])
     return model
+
+
+def _generated_names(names: list[str], keep: set[str]) -> set[str]:
+    """The names of ``names`` onnxruntime generated (``BASE_token_N``, and ``BASE`` where a
+    ``BASE_token_N`` is among them), but those in ``keep``."""
+    bases = {m.group(1) for m in map(_GENERATED.match, names) if m}
+    return {x for x in names if x not in keep and (x in bases or _GENERATED.match(x))}
+
+
+def _canonical_order(g: onnx.GraphProto, values: set[str], node_names: set[str]) -> None:
+    """``g``'s nodes (changed in place) in the order of :func:`canonical_names`: Kahn's algorithm
+    that takes the ready node of lowest key, each key a digest of the node's op, attributes, the
+    names of it that onnxruntime did not generate (``values``, ``node_names``: those it did), and
+    the keys of the nodes its inputs come from (a generated initializer: its bytes). Nodes with
+    the same key compute the same thing from the same values: either order is the same graph.
+    A graph with a cycle keeps its order."""
+    nodes = list(g.node)
+    producer = {o: (i, k) for i, n in enumerate(nodes) for k, o in enumerate(n.output) if o}
+    weights = {t.name: t for t in g.initializer}
+    succ: list[set[int]] = [set() for _ in nodes]
+    waits = [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        reads = [*n.input, *(x for _, sub in subgraph_attributes(n) for x in captured_names(sub))]
+        deps = {producer[x][0] for x in reads if x in producer} - {i}
+        for d in deps:
+            succ[d].add(i)
+        waits[i] = len(deps)
+    keys: list[str] = [""] * len(nodes)
+
+    def key(i: int) -> tuple[str, int]:
+        n = nodes[i]
+        h = hashlib.sha256(repr((n.op_type, n.domain, "" if n.name in node_names else n.name)).encode())
+        for a in sorted(n.attribute, key=lambda a: a.name):
+            h.update(a.SerializeToString(deterministic=True))
+        for x in n.input:
+            if x not in values:
+                h.update(b"n" + x.encode() + b"\0")
+            elif x in producer:
+                h.update(f"p{keys[producer[x][0]]}:{producer[x][1]}".encode())
+            elif x in weights:
+                h.update(b"w" + _tensor_digest(weights[x]).encode())
+        h.update(repr([("" if o in values else o) for o in n.output]).encode())
+        keys[i] = h.hexdigest()
+        return keys[i], i
+
+    ready = [key(i) for i, w in enumerate(waits) if w == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for j in sorted(succ[i]):
+            waits[j] -= 1
+            if waits[j] == 0:
+                heapq.heappush(ready, key(j))
+    if len(order) != len(nodes) or order == list(range(len(nodes))):
+        return
+    ordered = []
+    for i in order:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(nodes[i])
+        ordered.append(copy)
+    del g.node[:]
+    g.node.extend(ordered)
+
+
+def _tensor_digest(t: onnx.TensorProto) -> str:
+    """The sha256 of an initializer as stored, but its name."""
+    name, t.name = t.name, ""
+    try:
+        return hashlib.sha256(t.SerializeToString(deterministic=True)).hexdigest()
+    finally:
+        t.name = name
+
+
+def _rename_reads(g: onnx.GraphProto, renamed: dict[str, str]) -> None:
+    """The reads of ``renamed``'s values (old name: new name) by ``g``'s subgraph bodies, at any
+    depth, renamed with them; a body value of the same name hides the outer one."""
+    if not renamed:
+        return
+    for node in g.node:
+        for _, sub in subgraph_attributes(node):
+            own = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+            own |= {o for n in sub.node for o in n.output}
+            seen = {k: v for k, v in renamed.items() if k not in own}
+            for n in sub.node:
+                n.input[:] = [seen.get(x, x) for x in n.input]
+            for v in (*sub.output, *sub.value_info):
+                v.name = seen.get(v.name, v.name)
+            _rename_reads(sub, seen)
 
 
 def declared_interface(built: onnx.ModelProto, source: onnx.ModelProto) -> onnx.ModelProto:
