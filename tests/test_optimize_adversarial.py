@@ -82,3 +82,17 @@ def _true():
     import numpy as np
 
     return np.array(True)
+
+
+def test_measured_shapes_of_the_graph_onnxruntime_built(tmp_path):
+    """control_flow's Loop output depends on data; at extended and all its graph has FusedConv,
+    which onnx cannot type, before the If and the Loop: the measuring run declares those values
+    untyped (onnxruntime types them) instead of guessing their type from the If's bool condition
+    (a session refused, nothing measured, 'pass --measure-shapes' to a run that passed it)."""
+    for level in ("extended", "all"):
+        out = tmp_path / f"{level}.json"
+        r = run("plan", MODELS / "control_flow.onnx", "--optimize", level, "--measure-shapes", "-o", out)
+        assert r.exit_code == 0, r.output
+        assert "Relu" not in json.loads(out.read_text())["op_types"]  # fused into the Conv before it
+        r = run("verify", MODELS / "control_flow.onnx", "--plan", out)
+        assert r.exit_code == 0 and "verified" in r.output, r.output
