@@ -5,6 +5,11 @@ built, and the temporary folder it is written to (onnxmem.runtime.optimize)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import onnx
 from click.testing import CliRunner
@@ -13,7 +18,7 @@ from onnx import TensorProto, helper
 from onnxmem.cli.main import main
 from onnxmem.runtime.optimize import canonical_names
 
-from .conftest import MODELS
+from .conftest import MODELS, ROOT
 from .helpers import make_model, plan_then_verify, vi
 
 
@@ -96,3 +101,39 @@ def test_measured_shapes_of_the_graph_onnxruntime_built(tmp_path):
         assert "Relu" not in json.loads(out.read_text())["op_types"]  # fused into the Conv before it
         r = run("verify", MODELS / "control_flow.onnx", "--plan", out)
         assert r.exit_code == 0 and "verified" in r.output, r.output
+
+
+def _long_chain(n: int) -> onnx.ModelProto:
+    """x -> (Conv -> Relu) x ``n`` -> y, 8 channels: a graph onnxruntime takes a while to optimize."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    nodes, weights, cur = [], [], "x"
+    for i in range(n):
+        weights.append(onnx.numpy_helper.from_array((rng.standard_normal((8, 8, 3, 3)) * 0.1).astype(np.float32), f"w{i}"))
+        out = "y" if i == n - 1 else f"r{i}"
+        nodes += [helper.make_node("Conv", [cur, f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{i}"], [out])]
+        cur = out
+    return make_model(nodes, [vi("x", [1, 8, 16, 16])], [vi("y", [1, 8, 16, 16])], weights)
+
+
+def test_sigterm_while_onnxruntime_optimizes_leaves_no_temporary_folder(tmp_path):
+    """SIGTERM (kill, a job's time limit) while the optimized graph is being written: the command
+    exits 143, its temporary folder is removed, and no plan is written."""
+    model, plan, tmp = tmp_path / "chain.onnx", tmp_path / "plan.json", tmp_path / "tmp"
+    onnx.save(_long_chain(1500), model)
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "onnxmem", "plan", str(model), "--optimize", "all", "-o", str(plan)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith("onnxmem-optimize-") for p in tmp.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out
+    assert b"Traceback" not in out
+    assert [p.name for p in tmp.iterdir() if p.is_dir() or p.name.startswith("onnxmem")] == []
+    assert not plan.exists()
