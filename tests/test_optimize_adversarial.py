@@ -137,3 +137,18 @@ def test_sigterm_while_onnxruntime_optimizes_leaves_no_temporary_folder(tmp_path
     assert b"Traceback" not in out
     assert [p.name for p in tmp.iterdir() if p.is_dir() or p.name.startswith("onnxmem")] == []
     assert not plan.exists()
+
+
+def test_the_nchwc_probe_writes_only_in_the_folder_it_is_given(tmp_path, monkeypatch):
+    """The block-size probe runs in the onnxruntime child: its graph goes to the command's own
+    temporary folder (removed by the command even when the child is killed), in no folder of
+    its own (here the default temporary folder does not exist)."""
+    import tempfile
+
+    from onnxmem.runtime.optimize import _probe_nchwc_block
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "absent"))
+    folder = tmp_path / "optimize"
+    folder.mkdir()
+    assert _probe_nchwc_block(str(folder)) in (None, 4, 8, 16)
+    assert list(folder.iterdir()) == [] and not (tmp_path / "absent").exists()

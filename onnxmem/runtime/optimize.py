@@ -20,7 +20,8 @@ graph as written. :func:`optimized_model` gives that graph to plan, prove and ve
    run to run), and the result is digested (:func:`graph_digest`, with its data file);
 4. at ``all`` on CPU, the NCHWc block size of this machine's MLAS kernels (8 with AVX2, 16
    with AVX-512) is read from the graph onnxruntime builds of a one-Conv probe model: the
-   filter of a 4-channel Conv is padded to one block.
+   filter of a 4-channel Conv is padded to one block (the probe's graph is written in the same
+   temporary folder, and removed).
 
 The folder and everything in it is removed when the ``with`` block ends. The graph's
 com.microsoft and com.microsoft.nchwc ops are planned with the shape rules of
@@ -30,7 +31,6 @@ com.microsoft and com.microsoft.nchwc ops are planned with the shape rules of
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import heapq
 import os
@@ -67,6 +67,8 @@ EXTERNAL_MIN_BYTES = 1024
 #: the optimized graph's file and its data file, in the temporary folder
 GRAPH_FILE = "optimized.onnx"
 DATA_FILE = "optimized.onnx.data"
+#: the NCHWc probe's graph (step 4), in the same folder
+PROBE_FILE = "nchwc-probe.onnx"
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,14 +325,25 @@ def _optimize(src: str, dst: str, level: str, device: str) -> Optimization:
     if not os.path.isfile(dst):
         raise RuntimeBackendError(f"onnxruntime wrote no optimized graph of model {show_name(src)} at --optimize "
                                   f"{level}; plan the graph as written (--optimize none)")
-    block = _nchwc_block() if device == "cpu" and level == "all" else None
+    block = _nchwc_block(os.path.dirname(dst)) if device == "cpu" and level == "all" else None
     return Optimization(level, device, str(ort.__version__), block)
 
 
-@functools.cache
-def _nchwc_block() -> int | None:
+#: the NCHWc block size :func:`_nchwc_block` read, once per process
+_probed: dict[str, int | None] = {}
+
+
+def _nchwc_block(folder: str) -> int | None:
     """Step 4: the NCHWc block size of this CPU (``None`` when onnxruntime lays out no NCHWc
-    graph here), read from the filter onnxruntime pads for a 4-channel Conv."""
+    graph here), read from the filter onnxruntime pads for a 4-channel Conv. The probe's graph
+    is written in ``folder`` (the caller's temporary folder, which a process killed while it
+    probes does not leave behind) and removed."""
+    if "block" not in _probed:
+        _probed["block"] = _probe_nchwc_block(folder)
+    return _probed["block"]
+
+
+def _probe_nchwc_block(folder: str) -> int | None:
     import numpy as np
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
@@ -343,12 +356,16 @@ def _nchwc_block() -> int | None:
     probe = helper.make_model(helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "probe", [x], [y], [w]),
                               opset_imports=[helper.make_opsetid("", 17)])
     probe.ir_version = 8
-    with tempfile.TemporaryDirectory(prefix="onnxmem-nchwc-") as tmp:
+    out = os.path.join(folder, PROBE_FILE)
+    try:
         so = session_options()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.optimized_model_filepath = os.path.join(tmp, "probe.onnx")
+        so.optimized_model_filepath = out
         ort.InferenceSession(probe.SerializeToString(), sess_options=so, providers=["CPUExecutionProvider"])
-        built = onnx.load(os.path.join(tmp, "probe.onnx"))
+        built = onnx.load(out)
+    finally:
+        if os.path.exists(out):
+            os.remove(out)
     dims = {t.name: list(t.dims) for t in built.graph.initializer}
     for node in built.graph.node:
         if node.domain == "com.microsoft.nchwc" and node.op_type == "Conv" and node.input[1] in dims:
