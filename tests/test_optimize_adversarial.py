@@ -118,25 +118,45 @@ def _long_chain(n: int) -> onnx.ModelProto:
     return make_model(nodes, [vi("x", [1, 8, 16, 16])], [vi("y", [1, 8, 16, 16])], weights)
 
 
-def test_sigterm_while_onnxruntime_optimizes_leaves_no_temporary_folder(tmp_path):
-    """SIGTERM (kill, a job's time limit) while the optimized graph is being written: the command
-    exits 143, its temporary folder is removed, and no plan is written."""
+def _interrupted(tmp_path, sig: int, group: bool) -> tuple[int, bytes]:
+    """``onnxmem plan --optimize all`` of a long chain, sent ``sig`` (to its process group: a
+    terminal's Ctrl-C reaches the onnxruntime child too) once onnxruntime has written the graph
+    in its temporary folder: the exit code and the output, after checking that no folder and no
+    plan were left."""
     model, plan, tmp = tmp_path / "chain.onnx", tmp_path / "plan.json", tmp_path / "tmp"
     onnx.save(_long_chain(1500), model)
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "onnxmem", "plan", str(model), "--optimize", "all", "-o", str(plan)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 120
-    while not any(p.name.startswith("onnxmem-optimize-") for p in tmp.iterdir()):
+    while not any((p / "optimized.onnx").exists() for p in tmp.glob("onnxmem-optimize-*")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
         time.sleep(0.005)
-    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.1)  # the graph written: the command reads and plans it, its child waits
+    if group:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
     out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 143, out
-    assert b"Traceback" not in out
+    assert b"Traceback" not in out, out.decode()
     assert [p.name for p in tmp.iterdir() if p.is_dir() or p.name.startswith("onnxmem")] == []
     assert not plan.exists()
+    return proc.returncode, out
+
+
+def test_sigterm_while_onnxruntime_optimizes_leaves_no_temporary_folder(tmp_path):
+    """SIGTERM (kill, a job's time limit) while the optimized graph is being written: the command
+    exits 143, its temporary folder is removed, and no plan is written."""
+    code, out = _interrupted(tmp_path, signal.SIGTERM, group=False)
+    assert code == 143, out
+
+
+def test_ctrl_c_while_onnxruntime_optimizes_is_one_line(tmp_path):
+    """Ctrl-C reaches the command and its onnxruntime child: the child prints no traceback of its
+    own (it ignores SIGINT; the command stops it), the command aborts, nothing is left."""
+    code, out = _interrupted(tmp_path, signal.SIGINT, group=True)
+    assert code in (1, 130) and out.decode().strip().splitlines()[-1] == "Aborted!", out
 
 
 def test_the_nchwc_probe_writes_only_in_the_folder_it_is_given(tmp_path, monkeypatch):
