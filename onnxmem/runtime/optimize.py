@@ -14,10 +14,11 @@ graph as written. :func:`optimized_model` gives that graph to plan, prove and ve
    :data:`EXTERNAL_MIN_BYTES` or more in one external data file beside it, so models over
    2 GiB are written too;
 3. the file is read back by :func:`onnxmem.model.load_model` (the limits and checks of any
-   model file), the names onnxruntime generated are numbered in graph order
-   (:func:`canonical_names`: onnxruntime writes the same nodes in the same order for the same
-   model, level, provider, version and CPU, but numbers its generated names differently from
-   run to run), and the result is digested (:func:`graph_digest`, with its data file);
+   model file), its nodes are put in a canonical order and the names onnxruntime generated
+   numbered in that order (:func:`canonical_names`: onnxruntime writes the same nodes for the
+   same model, level, provider, version and CPU, but may write independent branches in
+   another order, and numbers its generated names differently, from run to run), and the
+   result is digested (:func:`graph_digest`, with its data file);
 4. at ``all`` on CPU, the NCHWc block size of this machine's MLAS kernels (8 with AVX2, 16
    with AVX-512) is read from the graph onnxruntime builds of a one-Conv probe model: the
    filter of a 4-channel Conv is padded to one block (the probe's graph is written in the same
