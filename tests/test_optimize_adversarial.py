@@ -172,3 +172,10 @@ def test_the_nchwc_probe_writes_only_in_the_folder_it_is_given(tmp_path, monkeyp
     folder.mkdir()
     assert _probe_nchwc_block(str(folder)) in (None, 4, 8, 16)
     assert list(folder.iterdir()) == [] and not (tmp_path / "absent").exists()
+
+
+def test_optimize_with_pipeline_or_several_models_names_what_was_given(tmp_path):
+    r = run("plan", MODELS / "resnet_cnn.onnx", "--pipeline", "--optimize", "all")
+    assert r.exit_code == 2 and "--pipeline works on the graph as written; leave out --optimize" in r.output, r.output
+    r = run("plan", MODELS / "resnet_cnn.onnx", MODELS / "inception_block.onnx", "--optimize", "all")
+    assert r.exit_code == 2 and "planning several models works on the graph as written" in r.output, r.output
