@@ -179,3 +179,22 @@ def test_optimize_with_pipeline_or_several_models_names_what_was_given(tmp_path)
     assert r.exit_code == 2 and "--pipeline works on the graph as written; leave out --optimize" in r.output, r.output
     r = run("plan", MODELS / "resnet_cnn.onnx", MODELS / "inception_block.onnx", "--optimize", "all")
     assert r.exit_code == 2 and "planning several models works on the graph as written" in r.output, r.output
+
+
+def test_a_graph_without_nchwc_ops_records_no_block_size(tmp_path):
+    """The transformer block's graph at all has no NCHWc op: it does not depend on the CPU's
+    vector width, so its plan records no block size (a plan made with AVX2 was refused with
+    AVX-512, 'another vector width, another graph', for the same graph); a graph with NCHWc
+    ops records it and is held to it."""
+    out = tmp_path / "t.json"
+    r = run("plan", MODELS / "transformer_block.onnx", "--optimize", "all", "--dim", "batch=1", "--dim", "seq=16",
+            "-o", out)
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    assert "nchwc_block" not in data["model"]["optimization"] and "NCHWc" not in r.output
+    r = run("verify", MODELS / "transformer_block.onnx", "--plan", out)
+    assert r.exit_code == 0 and "verified" in r.output, r.output
+    cnn = tmp_path / "cnn.json"
+    assert run("plan", MODELS / "resnet_cnn.onnx", "--optimize", "all", "-o", cnn).exit_code == 0
+    block = json.loads(cnn.read_text())["model"]["optimization"]["nchwc_block"]
+    assert block in (4, 8, 16)

@@ -19,10 +19,11 @@ graph as written. :func:`optimized_model` gives that graph to plan, prove and ve
    same model, level, provider, version and CPU, but may write independent branches in
    another order, and numbers its generated names differently, from run to run), and the
    result is digested (:func:`graph_digest`, with its data file);
-4. at ``all`` on CPU, the NCHWc block size of this machine's MLAS kernels (8 with AVX2, 16
-   with AVX-512) is read from the graph onnxruntime builds of a one-Conv probe model: the
-   filter of a 4-channel Conv is padded to one block (the probe's graph is written in the same
-   temporary folder, and removed).
+4. at ``all`` on CPU, where the graph has ops of the NCHWc layout, the NCHWc block size of
+   this machine's MLAS kernels (8 with AVX2, 16 with AVX-512) is read from the graph
+   onnxruntime builds of a one-Conv probe model: the filter of a 4-channel Conv is padded to
+   one block (the probe's graph is written in the same temporary folder, and removed). A
+   graph without those ops does not depend on the block size, and records none.
 
 The folder and everything in it is removed when the ``with`` block ends. The graph's
 com.microsoft and com.microsoft.nchwc ops are planned with the shape rules of
@@ -39,7 +40,7 @@ import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ import onnx
 
 from onnxmem.core.choices import DEVICES, OPTIMIZE_LEVELS
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, flag_value, show_name
-from onnxmem.model import captured_names, check_external_data, load_model, subgraph_attributes
+from onnxmem.model import captured_names, check_external_data, iter_graphs, load_model, subgraph_attributes
 from onnxmem.plans.optimization import AS_WRITTEN, Optimization
 
 __all__ = [
@@ -70,6 +71,8 @@ GRAPH_FILE = "optimized.onnx"
 DATA_FILE = "optimized.onnx.data"
 #: the NCHWc probe's graph (step 4), in the same folder
 PROBE_FILE = "nchwc-probe.onnx"
+#: the domain of onnxruntime's NCHWc ops
+NCHWC_DOMAIN = "com.microsoft.nchwc"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,14 @@ def optimized_model(path: str | os.PathLike[str], level: str = "none", device: s
         out = Path(tmp) / GRAPH_FILE
         record = run_isolated(_optimize, os.fspath(path), os.fspath(out), level, device)
         built = declared_interface(canonical_names(load_model(out)), source)
+        if record.nchwc_block is not None and not _has_nchwc(built):
+            record = replace(record, nchwc_block=None)  # a graph the block size did not shape
         yield Optimized(built, out, os.fspath(path), record, graph_digest(built, out))
+
+
+def _has_nchwc(model: onnx.ModelProto) -> bool:
+    """Whether a graph of ``model`` (a body too) has an op of the NCHWc layout."""
+    return any(n.domain == NCHWC_DOMAIN for g in iter_graphs(model.graph) for n in g.node)
 
 
 def _require_weights(model: onnx.ModelProto, path: str | os.PathLike[str], level: str) -> None:
@@ -369,7 +379,7 @@ def _probe_nchwc_block(folder: str) -> int | None:
             os.remove(out)
     dims = {t.name: list(t.dims) for t in built.graph.initializer}
     for node in built.graph.node:
-        if node.domain == "com.microsoft.nchwc" and node.op_type == "Conv" and node.input[1] in dims:
+        if node.domain == NCHWC_DOMAIN and node.op_type == "Conv" and node.input[1] in dims:
             return int(dims[node.input[1]][0])
     return None
 
