@@ -48,7 +48,13 @@ import onnx
 
 from onnxmem.core.choices import DEVICES, OPTIMIZE_LEVELS
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, flag_value, show_name
-from onnxmem.model import captured_names, check_external_data, iter_graphs, load_model, subgraph_attributes
+from onnxmem.model import (
+    captured_names,
+    check_external_data,
+    iter_graphs,
+    load_model,
+    subgraph_attributes,
+)
 from onnxmem.plans.optimization import AS_WRITTEN, Optimization
 
 __all__ = [
