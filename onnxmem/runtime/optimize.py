@@ -158,19 +158,18 @@ def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
     branches of an inception block come out in any order), and it names the nodes and values
     it adds ``BASE``, ``BASE_token_N``, ... in that order too; the plan names nodes and values
     and the digest covers the graph, so neither may change from run to run. The nodes are put
-    in a topological order that takes, of the nodes ready, the one whose :func:`_node_keys`
-    (what it computes, from what, under which of its names are not generated) is lowest; then
-    every generated name (``BASE_token_N``, and ``BASE`` itself where a ``BASE_token_N``
-    exists) becomes ``BASE__K``, K counting up per kind (nodes, values), skipping names already
-    used. The subgraph bodies' reads of renamed values are renamed with them; graph inputs and
-    outputs, and the bodies' own values, keep their names.
+    in a topological order that takes, of the nodes ready, the one whose key (what it computes,
+    from what, under which of its names onnxruntime did not generate: :func:`_canonical_order`)
+    is lowest; then every generated name (``BASE_token_N``, and ``BASE`` itself where a
+    ``BASE_token_N`` exists) becomes ``BASE__K``, K counting up per kind (nodes, values),
+    skipping names already used. The subgraph bodies' reads of renamed values are renamed with
+    them; graph inputs and outputs, and the bodies' own values, keep their names.
     """
     g = model.graph
     io = {v.name for v in g.input} | {v.name for v in g.output}
     value_names = [t.name for t in g.initializer] + [x for n in g.node for x in (*n.input, *n.output)]
     generated = _generated_names(value_names, io | {""}), _generated_names([n.name for n in g.node], {""})
-    _canonical_order(g, *generated)
-    value_names = [t.name for t in g.initializer] + [x for n in g.node for x in (*n.input, *n.output)]
+    _canonical_order(g, *generated)  # the same nodes and names: only their order changes
     used = {n.name for n in g.node} | set(value_names) | io | {v.name for v in g.value_info}
     counter = [0, 0]
     given: tuple[dict[str, str], dict[str, str]] = ({}, {})
