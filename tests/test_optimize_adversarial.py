@@ -198,3 +198,28 @@ def test_a_graph_without_nchwc_ops_records_no_block_size(tmp_path):
     assert run("plan", MODELS / "resnet_cnn.onnx", "--optimize", "all", "-o", cnn).exit_code == 0
     block = json.loads(cnn.read_text())["model"]["optimization"]["nchwc_block"]
     assert block in (4, 8, 16)
+
+
+def test_a_training_eval_graph_keeps_its_parameters_outside_the_arena(tmp_path):
+    """onnxruntime's optimizer expands the eval graph's SoftmaxCrossEntropyLoss into its ops: the
+    loss block that tells its parameters (graph inputs the caller holds) from its data is gone
+    from the graph it builds. The plan of that graph takes the roles of the model as written:
+    the parameters stay outside the arena (they were planned in it: 2.36 MiB for 324.50 KiB),
+    and verify and compare hold the plan to the same roles (compare feeds the parameters to the
+    default session it measures)."""
+    model = MODELS / "training" / "mlp.eval.onnx"
+    plans = {}
+    for level in ("none", "all"):
+        out = tmp_path / f"{level}.json"
+        r = run("plan", model, "--optimize", level, "-o", out)
+        assert r.exit_code == 0, r.output
+        plans[level] = json.loads(out.read_text())
+    params = [{o["name"] for o in p["outside"] if o["reason"] == "parameter"} for p in plans.values()]
+    assert len(params[0]) == 6 and params[1] == params[0]
+    assert plans["all"]["weights_size"] >= plans["none"]["weights_size"]
+    assert plans["all"]["arena_size"] <= plans["none"]["arena_size"]
+    r = run("verify", model, "--plan", tmp_path / "all.json")
+    assert r.exit_code == 0 and "verified" in r.output, r.output
+    for level in ("all", "none"):  # the default session is fed the parameters too (a KeyError before)
+        r = run("compare", model, "--plan", tmp_path / f"{level}.json")
+        assert r.exit_code == 0 and "measured     default session" in r.output, r.output

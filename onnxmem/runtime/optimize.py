@@ -49,6 +49,7 @@ import onnx
 from onnxmem.core.choices import DEVICES, OPTIMIZE_LEVELS
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, flag_value, show_name
 from onnxmem.model import (
+    caller_state,
     captured_names,
     check_external_data,
     iter_graphs,
@@ -93,6 +94,9 @@ class Optimized:
     source: str
     record: Optimization
     graph_sha256: str | None = None
+    #: the graph inputs that are the caller's state (a training graph's parameters), as the model
+    #: as written has them (:func:`onnxmem.model.caller_state`); ``None`` at level ``none``
+    caller: dict[str, str] | None = None
 
     def model_record(self) -> dict[str, Any]:
         """What a plan adds to its ``model`` object: ``optimization`` and ``graph_sha256``
@@ -126,7 +130,9 @@ def optimized_model(path: str | os.PathLike[str], level: str = "none", device: s
         built = declared_interface(canonical_names(load_model(out)), source)
         if record.nchwc_block is not None and not _has_nchwc(built):
             record = replace(record, nchwc_block=None)  # a graph the block size did not shape
-        yield Optimized(built, out, os.fspath(path), record, graph_digest(built, out))
+        inputs = {v.name for v in built.graph.input} - {t.name for t in built.graph.initializer}
+        caller = {n: r for n, r in caller_state(source).items() if n in inputs}
+        yield Optimized(built, out, os.fspath(path), record, graph_digest(built, out), caller)
 
 
 def _has_nchwc(model: onnx.ModelProto) -> bool:
