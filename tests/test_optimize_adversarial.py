@@ -223,3 +223,18 @@ def test_a_training_eval_graph_keeps_its_parameters_outside_the_arena(tmp_path):
     for level in ("all", "none"):  # the default session is fed the parameters too (a KeyError before)
         r = run("compare", model, "--plan", tmp_path / f"{level}.json")
         assert r.exit_code == 0 and "measured     default session" in r.output, r.output
+
+
+def test_the_checkpoint_beside_the_model_is_read_for_the_graph_onnxruntime_built(tmp_path):
+    """The dynamo MLP's eval graph reads a frozen parameter its checkpoint holds (a Reshape's
+    shape): at --optimize all the checkpoint beside the user's file is read as at none (it was
+    looked for beside the temporary graph, and the parameters' roles in the graph onnxruntime
+    built, which has no loss block: 'sizes of 9 tensors are unknown')."""
+    model = MODELS / "training" / "dynamo" / "mlp" / "eval_model.onnx"
+    out = tmp_path / "all.json"
+    r = run("plan", model, "--optimize", "all", "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "(beside the model, " in r.output and "1 frozen value known to shape inference" in r.output
+    assert json.loads(out.read_text())["extra"]["checkpoint"]["found"] == "beside the model"
+    r = run("verify", model, "--plan", out)
+    assert r.exit_code == 0 and "verified" in r.output, r.output

@@ -180,8 +180,10 @@ def plan_model(
 def plan_optimized(built: Optimized, options: PlanOptions | None = None, progress: Progress | None = None) -> Planned:
     """Plan the graph :func:`onnxmem.runtime.optimize.optimized_model` built (inside its ``with``
     block). The plan names the user's file (its path and sha256) and records how the graph was
-    built and its digest in its ``model`` object (:func:`optimized_record`)."""
+    built and its digest in its ``model`` object (:func:`optimized_record`). A training
+    checkpoint is looked for beside the user's file (the built graph's is a temporary one)."""
     opts = replace(options or PlanOptions(), nchwc_block=built.record.nchwc_block, caller=built.caller)
+    opts = with_checkpoint(built.model, built.source, opts)
     planned = plan_loaded(built.model, built.path, opts, progress)
     return replace(planned, plan=replace(planned.plan, model=optimized_record(planned.plan.model, built)))
 
@@ -257,7 +259,7 @@ def with_checkpoint(model: onnx.ModelProto, path: str | os.PathLike[str], opts: 
     where they were read already."""
     if opts.known_record:
         return opts
-    known, record = checkpoint_known(model, path, opts.checkpoint)
+    known, record = checkpoint_known(model, path, opts.checkpoint, opts.caller)
     return replace(opts, known=known, known_record=record)
 
 
