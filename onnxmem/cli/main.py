@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import signal
 import sys
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
@@ -136,8 +137,26 @@ def main() -> None:
 
 def run() -> None:
     """The ``onnxmem`` command's entry point: :func:`main`, then the process ends with its objects
-    in the collector's permanent generation (the collection at exit has nothing to walk)."""
+    in the collector's permanent generation (the collection at exit has nothing to walk).
+
+    SIGTERM (``kill``, a job's time limit) ends the command as Ctrl-C does: the ``with`` blocks
+    unwind, so the temporary folders (the graph onnxruntime optimized, the outputs not yet
+    moved into place) are removed, and the exit code is 143. A child process forked from this
+    one keeps the default action."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
+        os.register_at_fork(after_in_child=_default_sigterm)
     try:
         main()
     finally:
         gc.freeze()
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    """SIGTERM in the command's process: unwind, as Ctrl-C does, and exit 128 + the signal."""
+    _default_sigterm()  # a second SIGTERM ends the process at once
+    raise SystemExit(128 + signum)
+
+
+def _default_sigterm() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -132,7 +132,9 @@ def measured_session_lines(model: str, view: GraphView, device: str = "cpu") -> 
 
     if device != "cpu":
         return [f"measured     the process is measured on --device cpu only ({device} given)"]
-    shapes = {n: view.tensors[n].shape for n in view.inputs if view.tensors[n].kind == "input"}
+    # every graph input is fed: the data, and a training graph's parameters (the caller's state)
+    fed = [*view.inputs, *(n for n in view.outside if n in view.tensors)]
+    shapes = {n: view.tensors[n].shape for n in fed if view.tensors[n].kind in ("input", "weight")}
     try:
         got = session_peak(model, shapes, level="ORT_ENABLE_ALL")
     except OnnxmemError as exc:

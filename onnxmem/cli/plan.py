@@ -120,7 +120,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     if optimize != "none":
         _refuse_for_optimized({"--budget": budget is not None, "--budget-sweep": budget_sweep is not None,
                                "--rewrite-out": rewrite_out is not None, "--annotate": annotate is not None,
-                               "several models": len(models) > 1 or pipeline})
+                               "--pipeline": pipeline, "planning several models": len(models) > 1})
     if len(models) > 1 or pipeline:
         refuse_for_several(models, {"--budget": budget is not None, "--budget-sweep": budget_sweep is not None,
                                     "--rewrite-out": rewrite_out is not None, "--annotate": annotate is not None,

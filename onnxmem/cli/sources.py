@@ -100,9 +100,14 @@ def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, se
         say(f"optimizing with onnxruntime (--optimize {level}, --device {device})")
     with optimized_model(model, level, device, model=onnx_model) as built:
         if found is not None:
+            view = None
             if level != "none":
+                from onnxmem.verify.run import view_for_plan
+
                 check_rebuilt(recorded, found[0].model.get("graph_sha256"), built, found[1])
-            yield opts, built, found[0], None, found[1]
+                # the caller's state of the model as written (the optimizer may hide a loss block)
+                view = view_for_plan(built.model, found[0], built.path, inputs, caller=built.caller)
+            yield opts, built, found[0], view, found[1]
             return
         planned = plan_optimized(built, opts, say)
         yield opts, built, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"

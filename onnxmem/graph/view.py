@@ -221,19 +221,24 @@ def iter_views(view: GraphView) -> Iterable[GraphView]:
             stack.extend(b.view for b in reversed(v.bodies[index]))
 
 
-def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True, kernels: str = "") -> GraphView:
+def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True, kernels: str = "",
+               caller: Mapping[str, str] | None = None) -> GraphView:
     """The planning view of ``model``'s top-level graph, with a view of every
     If/Loop/Scan body nested in it (:attr:`GraphView.bodies`). ``fold``: constant
     folding (see the module docstring), at every level: a body's node computed only
     from weights (its own, or the enclosing graphs' weights it reads) is folded too.
-    ``kernels``: :attr:`GraphView.kernels` of every level.
+    ``kernels``: :attr:`GraphView.kernels` of every level. ``caller``: the graph inputs that are
+    the caller's state, with their reasons (default: :func:`onnxmem.model.roles.caller_state` of
+    ``model``; the graph onnxruntime built from a training graph takes its source's, which its
+    optimizer may make unrecognizable: a loss function expanded into its ops).
 
     Raises ``ModelError`` for a node input nothing produces, a value produced
     twice, or a graph output nothing produces; ``ShapeError`` for a body value
     whose size static inference could not find.
     """
     opset = opset_version(model)
-    return _build_level(model.graph, _Level("", (), {}, frozenset(), False, fold, caller_state(model), kernels),
+    state = caller_state(model) if caller is None else dict(caller)
+    return _build_level(model.graph, _Level("", (), {}, frozenset(), False, fold, state, kernels),
                         shapes, opset)
 
 

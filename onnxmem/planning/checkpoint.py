@@ -21,7 +21,7 @@ type or dims than the graph declares for its input is refused in one line that n
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -49,19 +49,23 @@ def _count(vi: onnx.ValueInfoProto) -> int:
     return count
 
 
-def value_parameters(model: onnx.ModelProto) -> list[str]:
+def value_parameters(model: onnx.ModelProto, caller: Mapping[str, str] | None = None) -> list[str]:
     """The graph inputs that are frozen (or eval-graph) parameters whose values are read
-    (:func:`onnxmem.model.value_type`): the ones a checkpoint may hold for planning and runs."""
+    (:func:`onnxmem.model.value_type`): the ones a checkpoint may hold for planning and runs.
+    ``caller``: the roles of the graph inputs (default: :func:`onnxmem.model.caller_state` of
+    ``model``; the graph onnxruntime built takes those of the model as written)."""
     read = {vi.name for vi in model.graph.input if value_type(vi.type.tensor_type.elem_type, _count(vi))}
-    return [n for n, r in caller_state(model).items() if r in ("frozen-parameter", "parameter") and n in read]
+    roles = caller_state(model) if caller is None else caller
+    return [n for n, r in roles.items() if r in ("frozen-parameter", "parameter") and n in read]
 
 
-def checkpoint_known(model: onnx.ModelProto, path: str | os.PathLike[str],
-                     given: str | None) -> tuple[dict[str, np.ndarray], dict[str, object]]:
+def checkpoint_known(model: onnx.ModelProto, path: str | os.PathLike[str], given: str | None,
+                     caller: Mapping[str, str] | None = None) -> tuple[dict[str, np.ndarray], dict[str, object]]:
     """``(values, record)``: the known values of ``model``'s constant parameters from the
     checkpoint ``given`` (``--checkpoint``) or found beside ``path``, and what the plan records
-    of it; ``({}, {})`` with neither. ``ModelError`` for a checkpoint that cannot be read."""
-    wanted = value_parameters(model)
+    of it; ``({}, {})`` with neither. ``caller``: as :func:`value_parameters` takes it.
+    ``ModelError`` for a checkpoint that cannot be read."""
+    wanted = value_parameters(model, caller)
     if given is not None:
         found, how = Path(given), "--checkpoint"
     else:

@@ -120,6 +120,9 @@ class PlanOptions:
     device: str = "cpu"
     #: the NCHWc block size of the session that built the graph (set by :func:`plan_optimized`)
     nchwc_block: int | None = None
+    #: the graph inputs that are the caller's state (set by :func:`plan_optimized`: those of the
+    #: model as written; ``None``: the planned graph's own, :func:`onnxmem.model.caller_state`)
+    caller: Mapping[str, str] | None = None
     #: the most iterations a Loop whose carried values grow runs, where its trip count is not a
     #: constant (``--max-trips``; :mod:`onnxmem.shapes.loops`)
     max_trips: int | None = None
@@ -177,8 +180,10 @@ def plan_model(
 def plan_optimized(built: Optimized, options: PlanOptions | None = None, progress: Progress | None = None) -> Planned:
     """Plan the graph :func:`onnxmem.runtime.optimize.optimized_model` built (inside its ``with``
     block). The plan names the user's file (its path and sha256) and records how the graph was
-    built and its digest in its ``model`` object (:func:`optimized_record`)."""
-    opts = replace(options or PlanOptions(), nchwc_block=built.record.nchwc_block)
+    built and its digest in its ``model`` object (:func:`optimized_record`). A training
+    checkpoint is looked for beside the user's file (the built graph's is a temporary one)."""
+    opts = replace(options or PlanOptions(), nchwc_block=built.record.nchwc_block, caller=built.caller)
+    opts = with_checkpoint(built.model, built.source, opts)
     planned = plan_loaded(built.model, built.path, opts, progress)
     return replace(planned, plan=replace(planned.plan, model=optimized_record(planned.plan.model, built)))
 
@@ -221,7 +226,7 @@ def _plan_loaded(
     if again.keys() - opts.decided.keys():
         opts = replace(opts, decided=again)
         shapes = _infer(model, path, opts)
-    view = build_view(model, shapes, fold=opts.fold, kernels=opts.kernels)
+    view = build_view(model, shapes, fold=opts.fold, kernels=opts.kernels, caller=opts.caller)
     base = view
     bodies: dict[str, BodyPlan] = {}
     sizes: dict[str, int] = {}
@@ -254,7 +259,7 @@ def with_checkpoint(model: onnx.ModelProto, path: str | os.PathLike[str], opts: 
     where they were read already."""
     if opts.known_record:
         return opts
-    known, record = checkpoint_known(model, path, opts.checkpoint)
+    known, record = checkpoint_known(model, path, opts.checkpoint, opts.caller)
     return replace(opts, known=known, known_record=record)
 
 

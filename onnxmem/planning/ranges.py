@@ -224,7 +224,7 @@ def _plan_piece(model: onnx.ModelProto, sym: Symbolic, box: dict[str, tuple[int,
     """Steps 1 to 5 of the module docstring on one piece (``order``: the shared order, else its own)."""
     ref = {k: hi for k, (_, hi) in box.items()}
     shifts: dict[str, Poly] = {}
-    made = compose(build_view(model, sym.shape_info(ref), fold=opts.fold, kernels=opts.kernels), opts,
+    made = compose(build_view(model, sym.shape_info(ref), fold=opts.fold, kernels=opts.kernels, caller=opts.caller), opts,
                    _piece_liveness(sym, box, opts, sizes, shifts), order=order)
     view, liveness, problem = made.view, made.liveness, made.liveness.problem
     ref_offsets = {b.id: int(made.solution.offsets[i]) for i, b in enumerate(problem.buffers)}
@@ -339,7 +339,7 @@ class _Job:
         """The piece's arena at its low corner over that corner's own plan's, when sharing that
         holds at the low corner only (Concat inputs in their slices at batch 1) saves enough."""
         opts = self.opts
-        view = build_view(self.model, self.sym.shape_info(low), fold=opts.fold, kernels=opts.kernels)
+        view = build_view(self.model, self.sym.shape_info(low), fold=opts.fold, kernels=opts.kernels, caller=opts.caller)
         where = {op.name: i for i, op in enumerate(view.ops)}
         order = [where[n] for n in piece.order]
         nested = shared_layout(view, order, opts.io, opts.alignment)
@@ -376,7 +376,7 @@ def _order_at_top(model: onnx.ModelProto, families: list[Family], opts: PlanOpti
     """The operator order, made once at the high corner of the box (in the family that holds it)."""
     top = families[-1]
     return order_view(build_view(model, top.sym.shape_info({k: hi for k, (_, hi) in top.box.items()}),
-                                 fold=opts.fold, kernels=opts.kernels), opts, timeout=opts.timeout)
+                                 fold=opts.fold, kernels=opts.kernels, caller=opts.caller), opts, timeout=opts.timeout)
 
 
 def plan_range(
@@ -424,7 +424,7 @@ def plan_range(
                            max_pieces))
     first = families[0]
     weights = build_view(model, first.sym.shape_info({k: lo for k, (lo, _) in first.box.items()}),
-                         fold=opts.fold, kernels=opts.kernels).weights_size
+                         fold=opts.fold, kernels=opts.kernels, caller=opts.caller).weights_size
     plan = RangePlan(
         model={
             "path": str(path),
@@ -458,7 +458,7 @@ def plan_range_optimized(built: Optimized, box: Mapping[str, tuple[int, int]], o
     """:func:`plan_range` of the graph :func:`onnxmem.runtime.optimize.optimized_model` built (inside
     its ``with`` block), sized with the NCHWc block of the session that built it; the plan records
     how the graph was built, as :func:`onnxmem.planning.pipeline.plan_optimized` does for a point."""
-    opts = with_checkpoint(built.model, built.source, replace(options or PlanOptions(),
+    opts = with_checkpoint(built.model, built.source, replace(options or PlanOptions(), caller=built.caller,
                                                               nchwc_block=built.record.nchwc_block))
     plan = plan_range(built.model, built.path, box, opts, steps=steps)
     return replace(plan, model=optimized_record(plan.model, built))

@@ -6,9 +6,9 @@ plans of a program plan, and range plans alike), beside ``graph_sha256``, the di
 optimized graph's files. A plan without it was made for the graph as written (level
 ``none``), which holds on every provider and every onnxruntime version. A plan at another
 level holds for the graph that onnxruntime ``onnxruntime`` builds at ``level`` for
-``provider``; at ``all`` on CPU that graph also depends on the block size of the NCHWc
-layout (``nchwc_block``, the vector width of the machine's MLAS kernels: 8 with AVX2, 16
-with AVX-512).
+``provider``; at ``all`` on CPU a graph with ops of the NCHWc layout also depends on its
+block size (``nchwc_block``, the vector width of the machine's MLAS kernels: 8 with AVX2,
+16 with AVX-512).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ __all__ = ["AS_WRITTEN", "Optimization", "plan_optimization"]
 class Optimization:
     """The graph a plan was made for: ``level`` (one of ``OPTIMIZE_LEVELS``) for ``provider``
     (``cpu`` or ``cuda``) by onnxruntime version ``onnxruntime``; ``nchwc_block``: the NCHWc
-    block size the CPU graph at ``all`` was laid out for (``None`` elsewhere)."""
+    block size the CPU graph at ``all`` was laid out for (``None`` elsewhere, and for a graph
+    without NCHWc ops)."""
 
     level: str = "none"
     provider: str = "cpu"

@@ -22,6 +22,9 @@ process that has loaded neither numpy nor onnxruntime, else spawned: :func:`star
 3. a child that dies becomes one line naming the signal and the run it was in:
    ``onnxruntime crashed (SIGSEGV) during the run of the model to measure
    shapes; ...``, and the command exits 1. The next call starts a new child.
+4. Ctrl-C is the parent's: the child ignores SIGINT (it prints nothing), and the parent,
+   interrupted, stops the child before its own ``with`` blocks unwind (nothing writes into
+   a temporary folder being removed).
 
 ``OnnxmemError`` raised in the child is raised again in the parent as it was;
 any other exception is a bug in onnxmem and is raised as ``RuntimeError`` with
@@ -381,10 +384,13 @@ def _die_with_parent() -> None:
 
 
 def _serve(conn: Any, label: Any, started: Any, limits: RunLimits) -> None:
-    """The child's loop: limit its memory, then run each call it is sent until its pipe closes."""
+    """The child's loop: limit its memory, then run each call it is sent until its pipe closes.
+    Ctrl-C is the parent's to handle (it stops this child): the child ignores SIGINT, so it
+    prints no traceback of its own."""
     global _shared, _limits
     import traceback
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _shared, _limits = (label, started), limits
     _die_with_parent()
     if limits.address_space:

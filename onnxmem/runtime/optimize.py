@@ -14,13 +14,16 @@ graph as written. :func:`optimized_model` gives that graph to plan, prove and ve
    :data:`EXTERNAL_MIN_BYTES` or more in one external data file beside it, so models over
    2 GiB are written too;
 3. the file is read back by :func:`onnxmem.model.load_model` (the limits and checks of any
-   model file), the names onnxruntime generated are numbered in graph order
-   (:func:`canonical_names`: onnxruntime writes the same nodes in the same order for the same
-   model, level, provider, version and CPU, but numbers its generated names differently from
-   run to run), and the result is digested (:func:`graph_digest`, with its data file);
-4. at ``all`` on CPU, the NCHWc block size of this machine's MLAS kernels (8 with AVX2, 16
-   with AVX-512) is read from the graph onnxruntime builds of a one-Conv probe model: the
-   filter of a 4-channel Conv is padded to one block.
+   model file), its nodes are put in a canonical order and the names onnxruntime generated
+   numbered in that order (:func:`canonical_names`: onnxruntime writes the same nodes for the
+   same model, level, provider, version and CPU, but may write independent branches in
+   another order, and numbers its generated names differently, from run to run), and the
+   result is digested (:func:`graph_digest`, with its data file);
+4. at ``all`` on CPU, where the graph has ops of the NCHWc layout, the NCHWc block size of
+   this machine's MLAS kernels (8 with AVX2, 16 with AVX-512) is read from the graph
+   onnxruntime builds of a one-Conv probe model: the filter of a 4-channel Conv is padded to
+   one block (the probe's graph is written in the same temporary folder, and removed). A
+   graph without those ops does not depend on the block size, and records none.
 
 The folder and everything in it is removed when the ``with`` block ends. The graph's
 com.microsoft and com.microsoft.nchwc ops are planned with the shape rules of
@@ -30,14 +33,14 @@ com.microsoft and com.microsoft.nchwc ops are planned with the shape rules of
 
 from __future__ import annotations
 
-import functools
 import hashlib
+import heapq
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +48,14 @@ import onnx
 
 from onnxmem.core.choices import DEVICES, OPTIMIZE_LEVELS
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, flag_value, show_name
-from onnxmem.model import check_external_data, load_model
+from onnxmem.model import (
+    caller_state,
+    captured_names,
+    check_external_data,
+    iter_graphs,
+    load_model,
+    subgraph_attributes,
+)
 from onnxmem.plans.optimization import AS_WRITTEN, Optimization
 
 __all__ = [
@@ -66,6 +76,10 @@ EXTERNAL_MIN_BYTES = 1024
 #: the optimized graph's file and its data file, in the temporary folder
 GRAPH_FILE = "optimized.onnx"
 DATA_FILE = "optimized.onnx.data"
+#: the NCHWc probe's graph (step 4), in the same folder
+PROBE_FILE = "nchwc-probe.onnx"
+#: the domain of onnxruntime's NCHWc ops
+NCHWC_DOMAIN = "com.microsoft.nchwc"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +94,9 @@ class Optimized:
     source: str
     record: Optimization
     graph_sha256: str | None = None
+    #: the graph inputs that are the caller's state (a training graph's parameters), as the model
+    #: as written has them (:func:`onnxmem.model.caller_state`); ``None`` at level ``none``
+    caller: dict[str, str] | None = None
 
     def model_record(self) -> dict[str, Any]:
         """What a plan adds to its ``model`` object: ``optimization`` and ``graph_sha256``
@@ -111,7 +128,16 @@ def optimized_model(path: str | os.PathLike[str], level: str = "none", device: s
         out = Path(tmp) / GRAPH_FILE
         record = run_isolated(_optimize, os.fspath(path), os.fspath(out), level, device)
         built = declared_interface(canonical_names(load_model(out)), source)
-        yield Optimized(built, out, os.fspath(path), record, graph_digest(built, out))
+        if record.nchwc_block is not None and not _has_nchwc(built):
+            record = replace(record, nchwc_block=None)  # a graph the block size did not shape
+        inputs = {v.name for v in built.graph.input} - {t.name for t in built.graph.initializer}
+        caller = {n: r for n, r in caller_state(source).items() if n in inputs}
+        yield Optimized(built, out, os.fspath(path), record, graph_digest(built, out), caller)
+
+
+def _has_nchwc(model: onnx.ModelProto) -> bool:
+    """Whether a graph of ``model`` (a body too) has an op of the NCHWc layout."""
+    return any(n.domain == NCHWC_DOMAIN for g in iter_graphs(model.graph) for n in g.node)
 
 
 def _require_weights(model: onnx.ModelProto, path: str | os.PathLike[str], level: str) -> None:
@@ -129,52 +155,142 @@ _GENERATED = re.compile(r"^(.*)_token_\d+$", re.DOTALL)
 
 
 def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` (changed in place) with the names onnxruntime generated in its main graph renumbered
-    in graph order (initializers, then each node's inputs and outputs, in node order).
+    """``model`` (changed in place) with its main graph's nodes in a canonical order and the names
+    onnxruntime generated there renumbered in that order (initializers, then each node's inputs
+    and outputs, in node order).
 
-    onnxruntime writes the same nodes in the same order for the same model, level, provider,
-    version and CPU, but names the nodes and values it adds ``BASE``, ``BASE_token_N``, ... in the
-    order of its passes over unordered containers, which changes from run to run; the plan
-    names nodes and values, so they must not. Every such name (``BASE_token_N``, and ``BASE``
-    itself where a ``BASE_token_N`` exists) becomes ``BASE__K``, K counting up per kind (nodes,
-    values), skipping names already used. Graph inputs and outputs, and subgraph bodies, keep
-    their names.
+    onnxruntime writes the same nodes for the same model, level, provider, version and CPU, but
+    not always in the same order (the order of its passes over unordered containers: the
+    branches of an inception block come out in any order), and it names the nodes and values
+    it adds ``BASE``, ``BASE_token_N``, ... in that order too; the plan names nodes and values
+    and the digest covers the graph, so neither may change from run to run. The nodes are put
+    in a topological order that takes, of the nodes ready, the one whose key (what it computes,
+    from what, under which of its names onnxruntime did not generate: :func:`_canonical_order`)
+    is lowest; then every generated name (``BASE_token_N``, and ``BASE`` itself where a
+    ``BASE_token_N`` exists) becomes ``BASE__K``, K counting up per kind (nodes, values),
+    skipping names already used. The subgraph bodies' reads of renamed values are renamed with
+    them; graph inputs and outputs, and the bodies' own values, keep their names.
     """
     g = model.graph
     io = {v.name for v in g.input} | {v.name for v in g.output}
     value_names = [t.name for t in g.initializer] + [x for n in g.node for x in (*n.input, *n.output)]
+    generated = _generated_names(value_names, io | {""}), _generated_names([n.name for n in g.node], {""})
+    _canonical_order(g, *generated)  # the same nodes and names: only their order changes
     used = {n.name for n in g.node} | set(value_names) | io | {v.name for v in g.value_info}
     counter = [0, 0]
+    given: tuple[dict[str, str], dict[str, str]] = ({}, {})
 
-    def renamer(names: list[str], kind: int, keep: set[str]) -> Callable[[str], str]:
-        bases = {m.group(1) for m in map(_GENERATED.match, names) if m}
-        given: dict[str, str] = {}
+    def rename(name: str, kind: int) -> str:
+        if name not in generated[kind]:
+            return name
+        if name not in given[kind]:
+            base = m.group(1) if (m := _GENERATED.match(name)) else name
+            while f"{base}__{counter[kind]}" in used:
+                counter[kind] += 1
+            given[kind][name] = f"{base}__{counter[kind]}"
+            used.add(given[kind][name])
+        return given[kind][name]
 
-        def rename(name: str) -> str:
-            m = _GENERATED.match(name)
-            base = m.group(1) if m else name
-            if name in keep or (m is None and name not in bases):
-                return name
-            if name not in given:
-                while f"{base}__{counter[kind]}" in used:
-                    counter[kind] += 1
-                given[name] = f"{base}__{counter[kind]}"
-                used.add(given[name])
-            return given[name]
-
-        return rename
-
-    value = renamer(value_names, 1, io | {""})
-    node_name = renamer([n.name for n in g.node], 0, {""})
     for t in g.initializer:
-        t.name = value(t.name)
+        t.name = rename(t.name, 0)
     for node in g.node:
-        node.input[:] = [value(x) for x in node.input]
-        node.output[:] = [value(x) for x in node.output]
-        node.name = node_name(node.name)
+        node.input[:] = [rename(x, 0) for x in node.input]
+        node.output[:] = [rename(x, 0) for x in node.output]
+        node.name = rename(node.name, 1)
     for vi in g.value_info:
-        vi.name = value(vi.name)
+        vi.name = rename(vi.name, 0)
+    _rename_reads(g, given[0])
     return model
+
+
+def _generated_names(names: list[str], keep: set[str]) -> set[str]:
+    """The names of ``names`` onnxruntime generated (``BASE_token_N``, and ``BASE`` where a
+    ``BASE_token_N`` is among them), but those in ``keep``."""
+    bases = {m.group(1) for m in map(_GENERATED.match, names) if m}
+    return {x for x in names if x not in keep and (x in bases or _GENERATED.match(x))}
+
+
+def _canonical_order(g: onnx.GraphProto, values: set[str], node_names: set[str]) -> None:
+    """``g``'s nodes (changed in place) in the order of :func:`canonical_names`: Kahn's algorithm
+    that takes the ready node of lowest key, each key a digest of the node's op, attributes, the
+    names of it that onnxruntime did not generate (``values``, ``node_names``: those it did), and
+    the keys of the nodes its inputs come from (a generated initializer: its bytes). Nodes with
+    the same key compute the same thing from the same values: either order is the same graph.
+    A graph with a cycle keeps its order."""
+    nodes = list(g.node)
+    producer = {o: (i, k) for i, n in enumerate(nodes) for k, o in enumerate(n.output) if o}
+    weights = {t.name: t for t in g.initializer}
+    succ: list[set[int]] = [set() for _ in nodes]
+    waits = [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        reads = [*n.input, *(x for _, sub in subgraph_attributes(n) for x in captured_names(sub))]
+        deps = {producer[x][0] for x in reads if x in producer} - {i}
+        for d in deps:
+            succ[d].add(i)
+        waits[i] = len(deps)
+    keys: list[str] = [""] * len(nodes)
+
+    def key(i: int) -> tuple[str, int]:
+        n = nodes[i]
+        h = hashlib.sha256(repr((n.op_type, n.domain, "" if n.name in node_names else n.name)).encode())
+        for a in sorted(n.attribute, key=lambda a: a.name):
+            h.update(a.SerializeToString(deterministic=True))
+        for x in n.input:
+            if x not in values:
+                h.update(b"n" + x.encode() + b"\0")
+            elif x in producer:
+                h.update(f"p{keys[producer[x][0]]}:{producer[x][1]}".encode())
+            elif x in weights:
+                h.update(b"w" + _tensor_digest(weights[x]).encode())
+        h.update(repr([("" if o in values else o) for o in n.output]).encode())
+        keys[i] = h.hexdigest()
+        return keys[i], i
+
+    ready = [key(i) for i, w in enumerate(waits) if w == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for j in sorted(succ[i]):
+            waits[j] -= 1
+            if waits[j] == 0:
+                heapq.heappush(ready, key(j))
+    if len(order) != len(nodes) or order == list(range(len(nodes))):
+        return
+    ordered = []
+    for i in order:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(nodes[i])
+        ordered.append(copy)
+    del g.node[:]
+    g.node.extend(ordered)
+
+
+def _tensor_digest(t: onnx.TensorProto) -> str:
+    """The sha256 of an initializer as stored, but its name."""
+    name, t.name = t.name, ""
+    try:
+        return hashlib.sha256(t.SerializeToString(deterministic=True)).hexdigest()
+    finally:
+        t.name = name
+
+
+def _rename_reads(g: onnx.GraphProto, renamed: dict[str, str]) -> None:
+    """The reads of ``renamed``'s values (old name: new name) by ``g``'s subgraph bodies, at any
+    depth, renamed with them; a body value of the same name hides the outer one."""
+    if not renamed:
+        return
+    for node in g.node:
+        for _, sub in subgraph_attributes(node):
+            own = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+            own |= {o for n in sub.node for o in n.output}
+            seen = {k: v for k, v in renamed.items() if k not in own}
+            for n in sub.node:
+                n.input[:] = [seen.get(x, x) for x in n.input]
+            for v in (*sub.output, *sub.value_info):
+                v.name = seen.get(v.name, v.name)
+            _rename_reads(sub, seen)
 
 
 def declared_interface(built: onnx.ModelProto, source: onnx.ModelProto) -> onnx.ModelProto:
@@ -231,14 +347,25 @@ def _optimize(src: str, dst: str, level: str, device: str) -> Optimization:
     if not os.path.isfile(dst):
         raise RuntimeBackendError(f"onnxruntime wrote no optimized graph of model {show_name(src)} at --optimize "
                                   f"{level}; plan the graph as written (--optimize none)")
-    block = _nchwc_block() if device == "cpu" and level == "all" else None
+    block = _nchwc_block(os.path.dirname(dst)) if device == "cpu" and level == "all" else None
     return Optimization(level, device, str(ort.__version__), block)
 
 
-@functools.cache
-def _nchwc_block() -> int | None:
+#: the NCHWc block size :func:`_nchwc_block` read, once per process
+_probed: dict[str, int | None] = {}
+
+
+def _nchwc_block(folder: str) -> int | None:
     """Step 4: the NCHWc block size of this CPU (``None`` when onnxruntime lays out no NCHWc
-    graph here), read from the filter onnxruntime pads for a 4-channel Conv."""
+    graph here), read from the filter onnxruntime pads for a 4-channel Conv. The probe's graph
+    is written in ``folder`` (the caller's temporary folder, which a process killed while it
+    probes does not leave behind) and removed."""
+    if "block" not in _probed:
+        _probed["block"] = _probe_nchwc_block(folder)
+    return _probed["block"]
+
+
+def _probe_nchwc_block(folder: str) -> int | None:
     import numpy as np
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
@@ -251,15 +378,19 @@ def _nchwc_block() -> int | None:
     probe = helper.make_model(helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "probe", [x], [y], [w]),
                               opset_imports=[helper.make_opsetid("", 17)])
     probe.ir_version = 8
-    with tempfile.TemporaryDirectory(prefix="onnxmem-nchwc-") as tmp:
+    out = os.path.join(folder, PROBE_FILE)
+    try:
         so = session_options()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.optimized_model_filepath = os.path.join(tmp, "probe.onnx")
+        so.optimized_model_filepath = out
         ort.InferenceSession(probe.SerializeToString(), sess_options=so, providers=["CPUExecutionProvider"])
-        built = onnx.load(os.path.join(tmp, "probe.onnx"))
+        built = onnx.load(out)
+    finally:
+        if os.path.exists(out):
+            os.remove(out)
     dims = {t.name: list(t.dims) for t in built.graph.initializer}
     for node in built.graph.node:
-        if node.domain == "com.microsoft.nchwc" and node.op_type == "Conv" and node.input[1] in dims:
+        if node.domain == NCHWC_DOMAIN and node.op_type == "Conv" and node.input[1] in dims:
             return int(dims[node.input[1]][0])
     return None
 

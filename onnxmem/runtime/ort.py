@@ -521,28 +521,26 @@ def _measure(
     base = onnx.ModelProto()
     base.CopyFrom(full)
     del base.graph.value_info[:]
-    guessed = False
+    untyped = False
     for node in g.node:
         for o in node.output:
             if not o or o in have:
                 continue
-            et = elem_types.get(o)
-            if not et:
-                # an op onnx has no schema for: guess its first typed input's type;
-                # onnxruntime refuses the session if the guess is wrong
-                et = next((elem_types[i] for i in node.input if elem_types.get(i)), 0)
-                guessed = guessed or bool(et)
-            if et:
-                added = g.output.add()
-                added.name = o
-                added.type.tensor_type.elem_type = et
-                have.add(o)
-                elem_types.setdefault(o, et)
+            added = g.output.add()
+            added.name = o
+            have.add(o)
+            if elem_types.get(o):
+                added.type.tensor_type.elem_type = elem_types[o]
+            else:
+                # a value onnx's inference cannot type (after an op it has no schema for, such as
+                # the com.microsoft ops of a graph onnxruntime optimized): an output declared
+                # without a type, which onnxruntime types from its own inference
+                untyped = True
     del g.value_info[:]
     try:
         sess = make_session(full)
     except RuntimeBackendError:
-        if not guessed:
+        if not untyped:
             raise
         sess = make_session(base)
     names = [o.name for o in sess.get_outputs()]

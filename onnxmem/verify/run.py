@@ -104,9 +104,11 @@ class VerifyReport:
 
 
 def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os.PathLike[str] | None,
-                  inputs: Mapping[str, np.ndarray] | None = None) -> GraphView:
+                  inputs: Mapping[str, np.ndarray] | None = None,
+                  caller: Mapping[str, str] | None = None) -> GraphView:
     """The graph view at the plan's dims, folding and If branches (measured shapes when
-    inference cannot say, on ``inputs`` where given)."""
+    inference cannot say, on ``inputs`` where given); ``caller``: as :func:`onnxmem.graph.build_view`
+    takes it (the caller's state of the model as written, for the graph onnxruntime built)."""
     from onnxmem.graph import excluded_branches
     from onnxmem.planning.pipeline import plan_branches, plan_fold, plan_max_trips
     from onnxmem.plans.optimization import plan_optimization
@@ -129,7 +131,8 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
         shapes = infer_measured_shapes(known, dims=dims, input_shapes=ishapes, model_path=model_path,
                                        strict_dims=False, inputs=inputs, excluded=excluded, max_trips=trips)
     kernels = plan_optimization(plan.model).kernels
-    return with_regions(build_view(model, shapes, fold=plan_fold(plan), kernels=kernels), plan_regions(plan))
+    return with_regions(build_view(model, shapes, fold=plan_fold(plan), kernels=kernels, caller=caller),
+                        plan_regions(plan))
 
 
 def check_plan_identity(
