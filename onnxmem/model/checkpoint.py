@@ -55,10 +55,11 @@ CHECKPOINT_NAME = "checkpoint"
 MAX_VALUE_ELEMENTS = 64
 #: the highest rank of a parameter read (numpy's own limit)
 MAX_RANK = 64
-#: the format versions the reader reads (onnxruntime's ``checkpoint_version.h``): 1, the first
-#: format (``ModuleState`` of two parameter lists), and 2, which adds ``is_nominal_state`` after
-#: them (absent in 1: not nominal). onnxruntime-training 1.19.2 writes 2 and loads nothing else.
-SUPPORTED_VERSIONS = (1, 2)
+#: the format versions the reader reads (onnxruntime's ``checkpoint_version.h``): 2, which adds
+#: ``is_nominal_state`` to the ``ModuleState`` of version 1's two parameter lists. onnxruntime-training
+#: 1.19.2 writes 2 and loads nothing else, so a plan for a checkpoint of version 1 would be one no
+#: training session runs: version 1 is refused like any other.
+SUPPORTED_VERSIONS = (2,)
 _IDENTIFIER = b"ODTC"
 _COUNTED_TYPES: dict[int, str] = {onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32",
                                   onnx.TensorProto.BOOL: "bool"}
@@ -245,7 +246,8 @@ def read_checkpoint(path: str | os.PathLike[str], *, links: bool = True) -> Chec
     version = root.number(0, "i", 0)
     if version not in SUPPORTED_VERSIONS:  # another version may lay its tables out otherwise: not read
         raise ModelError(f"checkpoint {label} is of format version {version}, which onnxmem does not read (it reads "
-                         f"versions {' and '.join(map(str, SUPPORTED_VERSIONS))}); {_VERSION_FIX}")
+                         f"version{'s' if len(SUPPORTED_VERSIONS) > 1 else ''} {' and '.join(map(str, SUPPORTED_VERSIONS))}); "
+                         f"{_VERSION_FIX}")
     state_at = root.target(1)
     if state_at is None:
         raise r.fail("it has no module state")
