@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from itertools import islice
 from importlib import resources
+from itertools import islice
 from typing import Any
 
 from onnxmem.core.errors import PlanError, show_name
