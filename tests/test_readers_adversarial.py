@@ -98,3 +98,102 @@ def test_integers_past_the_digit_bound_are_refused_where_names_hold_long_digits(
     with pytest.raises(PlanError, match="digits"):
         parse_plan_json(b'{"a": "' + b"1" * 200 + b'", "b": ' + b"9" * 200 + b"}", "plan file 'p.json'")
     assert parse_plan_json(b'{"a": "' + b"1" * 200 + b'", "b": 12}', "x") == {"a": "1" * 200, "b": 12}
+
+
+# ---------------------------------------------------------------- plans that read but are wrong
+
+
+def _live_pair(plan: dict) -> tuple[dict, dict]:
+    """Two tensors of different groups live at one step, at different offsets."""
+    ts = plan["tensors"]
+    for i, a in enumerate(ts):
+        for b in ts[i + 1:]:
+            if (a["start"] < b["end"] and b["start"] < a["end"] and a["offset"] != b["offset"]
+                    and a["size"] and b["size"] and a["group"] != b["group"]):
+                return a, b
+    raise AssertionError("no live pair")
+
+
+def _overlapping(plan: dict) -> dict:
+    bad = json.loads(json.dumps(plan))
+    a, b = _live_pair(bad)
+    b["offset"] = a["offset"]
+    return bad
+
+
+def _past_arena(plan: dict) -> dict:
+    bad = json.loads(json.dumps(plan))
+    bad["tensors"][3]["offset"] = bad["arena_size"]
+    return bad
+
+
+def _named_twice(plan: dict) -> dict:
+    bad = json.loads(json.dumps(plan))
+    bad["tensors"][4]["name"] = bad["tensors"][3]["name"]
+    return bad
+
+
+def _unaligned(plan: dict) -> dict:
+    bad = json.loads(json.dumps(plan))
+    bad["tensors"][3]["offset"] += 1
+    return bad
+
+
+WRONG = {"overlap": (_overlapping, "share bytes"), "past the arena": (_past_arena, "outside the arena"),
+         "named twice": (_named_twice, "appears twice"), "unaligned": (_unaligned, "not a multiple of the alignment")}
+
+
+@pytest.mark.parametrize("what", sorted(WRONG))
+def test_show_and_plot_refuse_a_wrong_plan(tmp_path, good_plan, what):
+    """show printed a plan whose live tensors share bytes as 'optimal'; plot drew it."""
+    corrupt, says = WRONG[what]
+    path = write(tmp_path, corrupt(good_plan))
+    out = refused(run("show", str(path)), 3)
+    assert says in out and "p.json' is not shown" in out
+    png = tmp_path / "p.png"
+    out = refused(run("plot", str(path), "-o", str(png)), 3)
+    assert says in out and "is not drawn" in out and not png.exists()
+
+
+def test_show_with_the_model_holds_the_plan_to_the_whole_proof(tmp_path, good_plan):
+    """A tensor shrunk below its shape's bytes is no rule the plan alone can be held to: the
+    model's proof catches it."""
+    bad = json.loads(json.dumps(good_plan))
+    t = next(t for t in bad["tensors"] if t["kind"] != "input" and t["size"] > 64)
+    t["size"] = 64
+    path = write(tmp_path, bad)
+    assert run("show", str(path)).exit_code == 0
+    out = refused(run("show", str(path), "--model", str(RESNET)), 3)
+    assert "p.json' is not shown" in out
+
+
+def test_compare_refuses_a_wrong_plan_before_running_onnxruntime(tmp_path, good_plan):
+    """compare printed a wrong plan's arena beside onnxruntime's peak as a figure."""
+    path = write(tmp_path, _overlapping(good_plan))
+    out = refused(run("compare", str(RESNET), "--plan", str(path)), 3)
+    assert "p.json' is not compared" in out
+
+
+def test_show_refuses_a_wrong_program_plan(tmp_path):
+    prog = tmp_path / "prog.json"
+    r = run("plan", str(RESNET), str(MODELS / "inception_block.onnx"), "-o", str(prog))
+    assert r.exit_code == 0, r.output
+    assert run("show", str(prog)).exit_code == 0
+    data = json.loads(prog.read_text())
+    plans = data["program"]["plans"]
+    plans[1] = _overlapping(plans[1])
+    path = write(tmp_path, data)
+    out = refused(run("show", str(path)), 3)
+    assert "model 1: tensors" in out and "share bytes" in out and "is not shown" in out
+
+
+def test_show_refuses_a_wrong_range_plan(tmp_path):
+    rng = tmp_path / "range.json"
+    r = run("plan", str(MODELS / "transformer_block.onnx"), "--dim", "batch=1:2", "--dim", "seq=8:16", "-o", str(rng))
+    assert r.exit_code == 0, r.output
+    data = json.loads(rng.read_text())
+    for buf in data["range"]["pieces"][0]["buffers"]:
+        buf["offset"] = "0"
+    path = write(tmp_path, data)
+    out = refused(run("show", str(path)), 3)
+    assert "the range plan is wrong" in out and "is not shown" in out
