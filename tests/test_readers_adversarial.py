@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from onnxmem.core.errors import PlanError
+from onnxmem.core.fileio import MAX_CSV_BYTES
+from onnxmem.core.problem import MAX_CSV_ROWS, read_csv
 from onnxmem.plans.point import parse_plan_json
 from onnxmem.plans.schema import check_schema
 
@@ -197,3 +199,67 @@ def test_show_refuses_a_wrong_range_plan(tmp_path):
     path = write(tmp_path, data)
     out = refused(run("show", str(path)), 3)
     assert "the range plan is wrong" in out and "is not shown" in out
+
+
+# ---------------------------------------------------------------- MiniMalloc CSV (pack)
+
+
+def test_a_csv_with_a_byte_order_mark_reads(tmp_path):
+    """Spreadsheets save UTF-8 CSV with a byte-order mark; it was read as part of the header."""
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbfid,lower,upper,size\r\na,0,2,10\r\nb,1,3,20\r\n")
+    problem, offsets = read_csv(path)
+    assert [(b.id, b.start, b.end, b.size) for b in problem.buffers] == [("a", 0, 2, 10), ("b", 1, 3, 20)]
+    assert offsets is None
+    out = tmp_path / "sol.csv"
+    r = run("pack", str(path), "-o", str(out))
+    assert r.exit_code == 0, r.output
+    rows = [line.rsplit(",", 1)[0] for line in out.read_text().splitlines()]
+    assert rows == ["id,lower,upper,size", "a,0,2,10", "b,1,3,20"]
+
+
+def test_a_csv_error_names_the_line_it_is_on(tmp_path):
+    """Blank lines were dropped before the rows were numbered: the error named another line."""
+    path = tmp_path / "p.csv"
+    path.write_text("id,lower,upper,size\n\n\na,0,2,10\n\nb,0,2,x\n")
+    out = refused(run("pack", str(path)))
+    assert "p.csv':6: size 'x' is not an integer" in out
+
+
+def test_a_csv_error_of_the_whole_problem_names_the_file(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("id,lower,upper,size\na,0,2,10\na,1,3,20\n")
+    out = refused(run("pack", str(path)))
+    assert "CSV file '" in out and "p.csv': buffer id 'a' appears twice" in out
+
+
+def test_a_csv_of_too_many_rows_is_refused(tmp_path):
+    """A file of blank lines (or of empty fields) was read into a list of every row first (50
+    million blank lines: 3.9 GB), then solved as a problem of no buffers (exit 0)."""
+    path = tmp_path / "p.csv"
+    path.write_text("id,lower,upper,size\n" + ",,,\n" * MAX_CSV_ROWS)
+    out = refused(run("pack", str(path)))
+    assert f"has more than {MAX_CSV_ROWS:,} rows" in out
+
+
+def test_csv_rows_are_read_one_at_a_time(tmp_path):
+    """All rows were held as lists before the first was read (900,000 blank lines: 60 MB more
+    than the 17 MB a read holds: its 16 MB buffer and the text)."""
+    path = tmp_path / "p.csv"
+    path.write_text("id,lower,upper,size\n" + "\n" * 900_000 + "a,0,2,10\n")
+    tracemalloc.start()
+    try:
+        problem, _ = read_csv(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(problem) == 1
+    assert peak < 32 * 2**20, f"{peak:,} B traced"
+
+
+def test_a_csv_past_the_byte_bound_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "p.csv"
+    with path.open("wb") as fh:
+        fh.truncate(MAX_CSV_BYTES + 1)  # sparse: no disk used
+    out = refused(run("pack", str(path)))
+    assert f"more than the {MAX_CSV_BYTES:,} onnxmem reads" in out

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from itertools import chain
 from operator import attrgetter
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -461,11 +461,14 @@ def read_csv(
 
     Returns the problem and, when the file has an ``offset`` column, the
     offsets it gives (a solution to check). ``upper`` is exclusive. A file
-    must be a regular file of at most ``MAX_CSV_BYTES``, in UTF-8; every
-    number must fit the bounds of :class:`Buffer` and :class:`Problem`.
+    must be a regular file of at most ``MAX_CSV_BYTES``, in UTF-8 (a leading
+    byte-order mark is skipped), of at most :data:`MAX_CSV_ROWS` rows, blank
+    ones included (rows are read one at a time, never all held); every number
+    must fit the bounds of :class:`Buffer` and :class:`Problem`. Errors name
+    the file and the line.
     """
     if isinstance(source, io.TextIOBase):
-        name = "<stream>"
+        name = "'<stream>'"
         text = source.read()
     else:
         name = show_name(os.fspath(source))
@@ -475,27 +478,45 @@ def read_csv(
         except UnicodeDecodeError as exc:
             raise ProblemError(f"CSV file {name} is not UTF-8 text (byte {exc.start}); give a "
                                "MiniMalloc CSV 'id,lower,upper,size'") from None
+        del data
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""))
     try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
+        buffers, offsets = _csv_rows(reader, name, alignment)
     except csv.Error as exc:
-        raise ProblemError(f"CSV file {name} is not a readable CSV: {exc}") from None
-    rows = [r for r in rows if r and any(c.strip() for c in r)]
-    if not rows:
-        raise ProblemError(f"CSV file {name} is empty; expected a header 'id,lower,upper,size'")
-    header = [c.strip().lower() for c in rows[0]]
-    need = ["id", "lower", "upper", "size"]
-    if header[:4] != need or len(header) > 5 or (len(header) == 5 and header[4] != "offset"):
-        raise ProblemError(
-            f"CSV file {name} has header {show_name(','.join(header))}; expected "
-            "'id,lower,upper,size' optionally followed by ',offset'"
-        )
-    has_offset = len(header) == 5
+        raise ProblemError(f"CSV file {name} is not a readable CSV (line {reader.line_num}: {exc}); give a "
+                           "MiniMalloc CSV 'id,lower,upper,size'") from None
+    try:
+        return Problem(tuple(buffers)), offsets
+    except ProblemError as exc:
+        raise ProblemError(f"CSV file {name}: {exc}") from None
+
+
+#: most rows a CSV problem may have (blank rows included): a bound on the time and memory of a read
+MAX_CSV_ROWS = 1_000_000
+
+_CSV_HEADER = ["id", "lower", "upper", "size"]
+
+
+def _csv_rows(reader: Iterator[list[str]], name: str, alignment: int) -> tuple[list[Buffer], tuple[int, ...] | None]:
+    """The buffers of a MiniMalloc CSV's rows and its offsets (``None`` without the column)."""
+    header: list[str] | None = None
     buffers: list[Buffer] = []
     offsets: list[int] = []
-    for lineno, row in enumerate(rows[1:], start=2):
-        where = f"{name}:{lineno}"
+    for count, row in enumerate(reader, start=1):
+        if count > MAX_CSV_ROWS:
+            raise ProblemError(f"CSV file {name} has more than {MAX_CSV_ROWS:,} rows, the most onnxmem reads; "
+                               "split the problem or check that it is the right file")
+        where = f"{name}:{getattr(reader, 'line_num', count)}"  # the line the row ends on
+        if not any(c.strip() for c in row):
+            continue
+        if header is None:
+            header = [c.strip().lower() for c in row]
+            if header[:4] != _CSV_HEADER or len(header) > 5 or (len(header) == 5 and header[4] != "offset"):
+                raise ProblemError(f"CSV file {name} has header {show_name(','.join(header))}; expected "
+                                   "'id,lower,upper,size' optionally followed by ',offset'")
+            continue
         if len(row) != len(header):
-            raise ProblemError(f"{where}: expected {len(header)} fields, found {len(row)}")
+            raise ProblemError(f"{where}: expected {len(header)} fields ({','.join(header)}), found {len(row)}")
         bid = row[0].strip()
         lower = _parse_int(row[1].strip(), "lower", where)
         upper = _parse_int(row[2].strip(), "upper", where)
@@ -504,9 +525,11 @@ def read_csv(
             buffers.append(Buffer(bid, lower, upper, size, alignment))
         except ProblemError as exc:
             raise ProblemError(f"{where}: {exc}") from None
-        if has_offset:
+        if len(header) == 5:
             offsets.append(_parse_int(row[4].strip(), "offset", where))
-    return Problem(tuple(buffers)), (tuple(offsets) if has_offset else None)
+    if header is None:
+        raise ProblemError(f"CSV file {name} is empty; expected a header 'id,lower,upper,size'")
+    return buffers, (tuple(offsets) if len(header) == 5 else None)
 
 
 def write_csv(
