@@ -263,3 +263,16 @@ def test_a_csv_past_the_byte_bound_is_refused_before_it_is_read(tmp_path):
         fh.truncate(MAX_CSV_BYTES + 1)  # sparse: no disk used
     out = refused(run("pack", str(path)))
     assert f"more than the {MAX_CSV_BYTES:,} onnxmem reads" in out
+
+
+def test_compare_refuses_another_models_plan_with_this_models_record(tmp_path, good_plan):
+    """A plan of another model whose ``model`` record (path, sha256) was copied from this model's
+    passed the identity check, and its arena was compared with this model's run."""
+    other = tmp_path / "other.json"
+    r = run("plan", str(MODELS / "inception_block.onnx"), "-o", str(other))
+    assert r.exit_code == 0, r.output
+    data = json.loads(other.read_text())
+    data["model"] = good_plan["model"]
+    path = write(tmp_path, data)
+    out = refused(run("compare", str(RESNET), "--plan", str(path)), 3)
+    assert "which the model does not have" in out and "p.json' is not compared" in out
