@@ -276,3 +276,13 @@ def test_compare_refuses_another_models_plan_with_this_models_record(tmp_path, g
     path = write(tmp_path, data)
     out = refused(run("compare", str(RESNET), "--plan", str(path)), 3)
     assert "which the model does not have" in out and "p.json' is not compared" in out
+
+
+def test_a_lower_bound_above_the_arena_is_refused(tmp_path, good_plan):
+    """show printed an arena a tenth of its own lower bound ('arena/bound 0.100'); verify passed it."""
+    bad = dict(good_plan, lower_bound=good_plan["arena_size"] * 10)
+    path = write(tmp_path, bad)
+    out = refused(run("show", str(path)), 3)
+    assert "lower bound 1,966,080 B is above its arena of 196,608 B" in out
+    out = refused(run("verify", str(RESNET), "--plan", str(path), "--static-only"), 3)
+    assert "is above its arena" in out

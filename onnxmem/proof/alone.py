@@ -1,6 +1,7 @@
 """The proof a plan passes without its model: the rules the plan alone can be held to.
 
-:func:`prove_plan_alone`: each tensor named once in its graph level, every offset aligned,
+:func:`prove_plan_alone`: a lower bound no higher than the arena, each tensor named once in
+its graph level, every offset aligned,
 every tensor inside the arena (a body's tensors inside their owner's region), and no two
 alias groups of one graph level sharing a byte while the plan's own lifetimes say both are
 live (members of one group are one buffer, their union; shared objects the same). What
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from onnxmem.core.errors import show_name
 from onnxmem.core.problem import Buffer, Problem, validate
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
+from onnxmem.proof.finding import bound_findings
 from onnxmem.proof.plan import Finding
 
 __all__ = ["prove_plan_alone"]
@@ -22,7 +24,7 @@ __all__ = ["prove_plan_alone"]
 
 def prove_plan_alone(plan: MemoryPlan, *, limit: int | None = None) -> list[Finding]:
     """The rules ``plan`` breaks that need no model: alignment, bounds, live overlap of groups."""
-    found: list[Finding] = []
+    found = bound_findings(plan)
     align = max(plan.alignment, 1)
     levels: dict[str, list[PlannedTensor]] = {}
     for t in plan.tensors:
