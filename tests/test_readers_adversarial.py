@@ -286,3 +286,18 @@ def test_a_lower_bound_above_the_arena_is_refused(tmp_path, good_plan):
     assert "lower bound 1,966,080 B is above its arena of 196,608 B" in out
     r = run("verify", str(RESNET), "--plan", str(path), "--static-only")
     assert r.exit_code == 3 and "error: the plan is wrong: the plan's lower bound" in r.output, r.output
+
+
+def test_a_lone_surrogate_is_refused_where_a_pair_reads(tmp_path, good_plan):
+    """A tensor named "\\ud800" (an escape JSON allows, no character) made plot -o .html end
+    in a UnicodeEncodeError traceback; an escaped pair (ensure_ascii's astral characters) is text."""
+    bad = json.loads(json.dumps(good_plan))
+    old = bad["tensors"][5]["name"]
+    text = json.dumps(bad).replace(json.dumps(old), '"\\ud800"')
+    path = write(tmp_path, text)
+    html = tmp_path / "p.html"
+    out = refused(run("plot", str(path), "-o", str(html)))
+    assert "holds a lone UTF-16 surrogate" in out and not html.exists()
+    fine = write(tmp_path, dict(good_plan, warnings=["\U0001f600"]), "fine.json")
+    assert "\\ud83d\\ude00" in fine.read_text()
+    assert run("show", str(fine)).exit_code == 0

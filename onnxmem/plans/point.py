@@ -411,9 +411,30 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+#: a JSON escape of a UTF-16 surrogate (half of a pair, or a lone one)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+#: a surrogate left alone in a parsed string: no character, so no UTF-8 file can hold it
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(data: Any) -> None:
+    """Refuse a string (a key or a value, at any depth) that holds a lone UTF-16 surrogate."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str) and _SURROGATE.search(value):
+            raise ValueError(f"the string {show_name(value)} holds a lone UTF-16 surrogate, which is not text; give "
+                             "the JSON plan that 'onnxmem plan -o' wrote")
+
+
 def parse_plan_json(data: bytes, where: str) -> Any:
     """Parse plan JSON strictly: UTF-8, no NaN or Infinity, integers of at most 100 digits, no key
-    twice in one object."""
+    twice in one object, no lone surrogate (``"\\ud800"``) in a string."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -426,8 +447,12 @@ def parse_plan_json(data: bytes, where: str) -> Any:
     long_digits = _LONG_DIGITS.search(data) is not None
     try:
         if long_digits:
-            return json.loads(text, parse_constant=_no_constant, parse_int=_json_int, object_pairs_hook=_object)
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_object)
+            parsed = json.loads(text, parse_constant=_no_constant, parse_int=_json_int, object_pairs_hook=_object)
+        else:
+            parsed = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_object)
+        if _SURROGATE_ESCAPE.search(data) is not None:  # a pair is one character once parsed: look for a lone one
+            _check_text(parsed)
+        return parsed
     except RecursionError:
         raise PlanError(f"{where} nests arrays or objects too deep; it is not a plan") from None
     except json.JSONDecodeError as exc:
