@@ -301,3 +301,14 @@ def test_a_lone_surrogate_is_refused_where_a_pair_reads(tmp_path, good_plan):
     fine = write(tmp_path, dict(good_plan, warnings=["\U0001f600"]), "fine.json")
     assert "\\ud83d\\ude00" in fine.read_text()
     assert run("show", str(fine)).exit_code == 0
+
+
+@pytest.mark.parametrize("size", ["700x700", "-5x7", "nanx7", "infx7", "0x0", "12x1e400"])
+def test_plot_refuses_a_picture_size_past_its_bounds(tmp_path, good_plan, size):
+    """--size 700x700 drew a 70,000-pixel-square PNG (184 s, 19 GB); a side not positive and
+    finite ended in matplotlib's ValueError traceback."""
+    path = write(tmp_path, good_plan)
+    png = tmp_path / "p.png"
+    r = run("plot", str(path), "-o", str(png), f"--size={size}")
+    assert r.exit_code == 2 and "each side is 1 to 50 inches" in r.output, r.output
+    assert not png.exists()

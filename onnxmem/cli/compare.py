@@ -64,6 +64,10 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     allocator held (each allocation rounded as its arena rounds it, as the plan
     pads each offset to --alignment).
 
+    A plan read (--plan, or carried by an annotated MODEL) is held to the static
+    proof of 'verify --static-only' before onnxruntime runs: exit code 3 when it is
+    wrong.
+
     With --optimize LEVEL the plan is of the graph onnxruntime builds at LEVEL
     for --device (plan --optimize), and onnxruntime's peak is MODEL run at
     that same level.
