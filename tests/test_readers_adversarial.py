@@ -312,3 +312,13 @@ def test_plot_refuses_a_picture_size_past_its_bounds(tmp_path, good_plan, size):
     r = run("plot", str(path), "-o", str(png), f"--size={size}")
     assert r.exit_code == 2 and "each side is 1 to 50 inches" in r.output, r.output
     assert not png.exists()
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "1e400"])
+def test_pack_refuses_a_timeout_that_is_not_finite(tmp_path, timeout):
+    """--timeout nan was taken (a search stopped at once, 'status timeout', 'budget nan s'), and
+    inf was a search with no end."""
+    path = tmp_path / "p.csv"
+    path.write_text("id,lower,upper,size\na,0,2,10\nb,1,3,20\n")
+    out = refused(run("pack", str(path), "--timeout", timeout))
+    assert "must be a positive, finite number of seconds (--timeout)" in out
