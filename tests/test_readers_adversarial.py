@@ -322,3 +322,26 @@ def test_pack_refuses_a_timeout_that_is_not_finite(tmp_path, timeout):
     path.write_text("id,lower,upper,size\na,0,2,10\nb,1,3,20\n")
     out = refused(run("pack", str(path), "--timeout", timeout))
     assert "must be a positive, finite number of seconds (--timeout)" in out
+
+
+# ---------------------------------------------------------------- .npz inputs (--inputs)
+
+
+def _npy(shape: tuple[int, ...]) -> bytes:
+    """An .npy header of float32 ``shape`` and no data."""
+    head = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % (shape,)
+    head += " " * (64 - (10 + len(head) + 1) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode()
+
+
+def test_an_npz_member_declaring_more_than_it_holds_is_refused(tmp_path):
+    """A 236-byte file declaring a 4 TiB array ended as 'ran out of memory ... give smaller input
+    shapes': numpy allocates the declared array before it reads a byte."""
+    import zipfile
+
+    path = tmp_path / "in.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("image.npy", _npy((2**40,)))
+    r = run("verify", str(RESNET), "--inputs", str(path), "--static-only")
+    out = refused(r)
+    assert "member 'image.npy' declares an array of 4,398,046,511,104 B but holds 128 B" in out
