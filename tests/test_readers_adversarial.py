@@ -329,7 +329,7 @@ def test_pack_refuses_a_timeout_that_is_not_finite(tmp_path, timeout):
 
 def _npy(shape: tuple[int, ...]) -> bytes:
     """An .npy header of float32 ``shape`` and no data."""
-    head = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % (shape,)
+    head = f"{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}"
     head += " " * (64 - (10 + len(head) + 1) % 64) + "\n"
     return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode()
 
