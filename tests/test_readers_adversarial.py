@@ -345,3 +345,15 @@ def test_an_npz_member_declaring_more_than_it_holds_is_refused(tmp_path):
     r = run("verify", str(RESNET), "--inputs", str(path), "--static-only")
     out = refused(r)
     assert "member 'image.npy' declares an array of 4,398,046,511,104 B but holds 128 B" in out
+
+
+def test_show_with_the_model_takes_a_plan_of_onnxruntimes_graph(tmp_path):
+    """A plan made with --optimize is of the graph onnxruntime builds, not of MODEL as written:
+    show --model checks it is MODEL's and holds it to the rules the plan alone can be held to."""
+    plan = tmp_path / "opt.json"
+    r = run("plan", str(RESNET), "--optimize", "all", "-o", str(plan))
+    assert r.exit_code == 0, r.output
+    r = run("show", str(plan), "--model", str(RESNET))
+    assert r.exit_code == 0, r.output
+    path = write(tmp_path, _overlapping(json.loads(plan.read_text())))
+    assert "share bytes" in refused(run("show", str(path), "--model", str(RESNET)), 3)
