@@ -357,3 +357,34 @@ def test_show_with_the_model_takes_a_plan_of_onnxruntimes_graph(tmp_path):
     assert r.exit_code == 0, r.output
     path = write(tmp_path, _overlapping(json.loads(plan.read_text())))
     assert "share bytes" in refused(run("show", str(path), "--model", str(RESNET)), 3)
+
+
+# ---------------------------------------------------------------- the overlap check every reader runs
+
+
+@pytest.mark.parametrize("block", [2, 512])
+def test_the_overlap_sweep_finds_the_pairs_a_brute_force_finds(monkeypatch, block):
+    """validate finds pairs by one sweep with a sorted active set (a plan of 60,000 tensors live
+    at once took 9.3 s to prove without its model, 0.26 s now): every pair that shares a byte
+    while both are live, against all pairs checked one by one; small blocks split often."""
+    import random
+
+    import onnxmem.core.sortedblocks as blocks
+    from onnxmem.core.problem import Buffer, Problem, validate
+
+    monkeypatch.setattr(blocks, "BLOCK", block)
+    rng = random.Random(block)
+    for _ in range(400):
+        n = rng.randint(1, 30)
+        bufs = []
+        for k in range(n):
+            start = rng.randint(0, 8)
+            bufs.append(Buffer(f"b{k}", start, start + rng.randint(1, 5), rng.choice([0, 1, 2, 3, 5, 8])))
+        offs = [rng.randint(0, 24) for _ in bufs]
+        want = {frozenset((a.id, b.id)) for i, a in enumerate(bufs) for b in bufs[i + 1:]
+                if a.size and b.size and a.start < b.end and b.start < a.end
+                and offs[i] < offs[bufs.index(b)] + b.size and offs[bufs.index(b)] < offs[i] + a.size}
+        got = validate(Problem(tuple(bufs)), offs)
+        assert {frozenset(v.buffers) for v in got if v.kind == "overlap"} == want
+        first = validate(Problem(tuple(bufs)), offs, limit=1)
+        assert bool(first) == bool(got)

@@ -21,6 +21,7 @@ problems and on peer benchmark instances alone.
 from __future__ import annotations
 
 import csv
+import heapq
 import io
 import os
 import re
@@ -35,6 +36,7 @@ import numpy as np
 from onnxmem.core.conflict_graph import Conflicts, antichain_bound, clique_bound
 from onnxmem.core.errors import ProblemError, show_name
 from onnxmem.core.fileio import MAX_CSV_BYTES, read_input, write_text_atomic
+from onnxmem.core.sortedblocks import SortedBlocks
 
 __all__ = [
     "Buffer",
@@ -332,9 +334,9 @@ def validate(
 
     Checks each buffer's offset (non-negative, aligned, equal to its pinned
     offset), the arena (height covers every buffer and fits the capacity), and
-    every pair of buffers live at one step for a shared byte. Pairs are found
-    by sorting on ``start``, so the cost is the number of time-overlapping
-    pairs, not n^2. ``limit`` stops after that many violations.
+    every pair of buffers live at one step for a shared byte, in one sweep by
+    ``start`` (``O(n log n)`` for a valid plan, however many buffers are live at
+    once). ``limit`` stops after that many violations.
     """
     offsets = solution.offsets if isinstance(solution, Solution) else tuple(solution)
     bufs = problem.buffers
@@ -383,38 +385,40 @@ def _arena_violations(problem: Problem, solution: Solution | Sequence[int], offs
 def _overlap_violations(problem: Problem, offsets: Sequence[int], limit: int | None) -> list[Violation]:
     """Pairs of buffers live at one step that share a byte (at most ``limit``).
 
-    Pairs are found by sorting on ``start``: for buffer i, the buffers j that
-    start in [start_i, end_i) and come after it in the sorted order overlap it
-    in time; every time-overlapping pair is found exactly once this way.
+    One sweep over the buffers by ``start``: the buffers that ended are dropped from an
+    active set sorted by offset, and each buffer is looked up in it before it joins. While
+    no pair is found the active set is disjoint, so the walk down from the buffer's end stops
+    at the first active buffer below its offset: ``O(n log n)`` however many buffers are live
+    at once. Once a pair is found, the walk goes down to the widest buffer's reach.
     """
     found: list[Violation] = []
     bufs = problem.buffers
-    start, end, size, _ = problem.arrays()
-    offs = np.asarray(offsets, dtype=np.int64)
-    order = np.argsort(start, kind="stable")
-    s_sorted = start[order]
-    hi = np.searchsorted(s_sorted, end[order], side="left")
-    for pos in range(len(order)):
-        if hi[pos] <= pos + 1:
-            continue
-        i = order[pos]
-        if size[i] == 0:
-            continue
-        cand = order[pos + 1 : hi[pos]]
-        clash = (offs[cand] < offs[i] + size[i]) & (offs[i] < offs[cand] + size[cand]) & (size[cand] > 0)
-        for j in cand[clash]:
-            a, b = bufs[i], bufs[int(j)]
-            lo_t, hi_t = max(a.start, b.start), min(a.end, b.end)
-            lo_a = max(offsets[i], offsets[int(j)])
-            hi_a = min(offsets[i] + a.size, offsets[int(j)] + b.size)
-            found.append(Violation(
-                "overlap", (a.id, b.id),
-                f"buffers {show_name(a.id)} and {show_name(b.id)} are both live in steps "
-                f"[{lo_t}, {hi_t}) and share bytes [{lo_a}, {hi_a})",
-            ))
-            if limit is not None and len(found) >= limit:
-                return found
+    live = sorted((b.start, i) for i, b in enumerate(bufs) if b.size > 0)
+    widest = max((bufs[i].size for _, i in live), default=0)
+    ending: list[tuple[int, int, int]] = []  # (end, offset, index): a min-heap
+    active = SortedBlocks()  # (offset, index)
+    for start, i in live:
+        while ending and ending[0][0] <= start:
+            _, off, j = heapq.heappop(ending)
+            active.remove((off, j))
+        lo, hi = offsets[i], offsets[i] + bufs[i].size
+        for off, j in active.below((hi, -1)):
+            if off < lo and (offsets[j] + bufs[j].size <= lo if not found else off + widest <= lo):
+                break  # disjoint below (no pair yet), or past the widest buffer's reach
+            if offsets[j] + bufs[j].size > lo:
+                found.append(_overlap(bufs[j], bufs[i], offsets[j], offsets[i]))
+                if limit is not None and len(found) >= limit:
+                    return found
+        active.add((lo, i))
+        heapq.heappush(ending, (bufs[i].end, lo, i))
     return found
+
+
+def _overlap(a: Buffer, b: Buffer, off_a: int, off_b: int) -> Violation:
+    lo_t, hi_t = max(a.start, b.start), min(a.end, b.end)
+    lo_a, hi_a = max(off_a, off_b), min(off_a + a.size, off_b + b.size)
+    return Violation("overlap", (a.id, b.id), f"buffers {show_name(a.id)} and {show_name(b.id)} are both live in "
+                     f"steps [{lo_t}, {hi_t}) and share bytes [{lo_a}, {hi_a})")
 
 
 def _conflict_violations(problem: Problem, conflicts: Conflicts, offsets: Sequence[int],
