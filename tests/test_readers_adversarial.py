@@ -388,3 +388,18 @@ def test_the_overlap_sweep_finds_the_pairs_a_brute_force_finds(monkeypatch, bloc
         assert {frozenset(v.buffers) for v in got if v.kind == "overlap"} == want
         first = validate(Problem(tuple(bufs)), offs, limit=1)
         assert bool(first) == bool(got)
+
+
+def test_show_of_a_point_plan_loads_no_onnx(tmp_path, good_plan):
+    """The proof show runs on a plan alone needs no graph: onnx stays unloaded (it costs 0.3 s)."""
+    import subprocess
+    import sys
+
+    path = write(tmp_path, good_plan)
+    code = ("import sys\nfrom onnxmem.cli.main import main\n"
+            f"try:\n    main(['show', {str(path)!r}])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('onnx' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False"

@@ -23,11 +23,11 @@ import os
 from typing import TYPE_CHECKING
 
 from onnxmem.core.errors import PlanInvalid
-from onnxmem.plans import MemoryPlan, Program, RangePlan
-from onnxmem.proof import prove_plan, prove_plan_alone, prove_program_alone, prove_range_plan
 
 if TYPE_CHECKING:
     import onnx
+
+    from onnxmem.plans import MemoryPlan, Program, RangePlan
 
 __all__ = ["prove_for_export", "prove_program_for_show", "prove_range_for_export"]
 
@@ -44,6 +44,7 @@ def prove_for_export(plan: MemoryPlan, model: onnx.ModelProto | None = None,
     """
     said: tuple[str, ...] = ()
     if model is not None and model_path is not None:
+        from onnxmem.proof.plan import prove_plan
         from onnxmem.verify.run import (  # onnxruntime: only with the model
             check_plan_identity,
             view_for_plan,
@@ -53,6 +54,8 @@ def prove_for_export(plan: MemoryPlan, model: onnx.ModelProto | None = None,
         view = view if view is not None else view_for_plan(model, plan, model_path)
         found = [str(f) for f in prove_plan(plan, view, limit=1)]
     else:
+        from onnxmem.proof.alone import prove_plan_alone  # the plan alone: no onnx loaded
+
         found = [str(f) for f in prove_plan_alone(plan, limit=1)]
     if found:
         raise PlanInvalid(f"the plan is wrong: {found[0]}; {refusal} "
@@ -62,6 +65,8 @@ def prove_for_export(plan: MemoryPlan, model: onnx.ModelProto | None = None,
 
 def prove_range_for_export(plan: RangePlan, refusal: str = "it is not written") -> None:
     """Raise ``PlanInvalid`` when the range plan fails its proof on its box."""
+    from onnxmem.proof.range import prove_range_plan
+
     found = prove_range_plan(plan, limit=1)
     if found:
         raise PlanInvalid(f"the range plan is wrong: {found[0]}; {refusal}: re-plan the model")
@@ -70,6 +75,8 @@ def prove_range_for_export(plan: RangePlan, refusal: str = "it is not written") 
 def prove_program_for_show(program: Program, refusal: str = "it is not shown") -> None:
     """Raise ``PlanInvalid`` when a program plan breaks a rule it can be held to without its
     models (:func:`onnxmem.proof.program.prove_program_alone`)."""
+    from onnxmem.proof.program import prove_program_alone
+
     found = prove_program_alone(program, limit=1)
     if found:
         raise PlanInvalid(f"the program plan is wrong: {found[0]}; {refusal} ('onnxmem verify A.onnx B.onnx "

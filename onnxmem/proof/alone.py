@@ -5,7 +5,7 @@ its graph level, every offset aligned,
 every tensor inside the arena (a body's tensors inside their owner's region), and no two
 alias groups of one graph level sharing a byte while the plan's own lifetimes say both are
 live (members of one group are one buffer, their union; shared objects the same). What
-needs the graph is not checked: that the lifetimes are the true ones and that members of a
+needs the graph is not checked (and this module imports no graph, so no onnx): that the lifetimes are the true ones and that members of a
 group may share bytes; the whole proof with the model is :func:`onnxmem.proof.plan.prove_plan`.
 """
 
@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from onnxmem.core.errors import show_name
 from onnxmem.core.problem import Buffer, Problem, validate
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
-from onnxmem.proof.finding import bound_findings
-from onnxmem.proof.plan import Finding
+from onnxmem.proof.finding import Finding, bound_findings
 
 __all__ = ["prove_plan_alone"]
 
