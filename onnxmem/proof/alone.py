@@ -1,12 +1,12 @@
 """The proof a plan passes without its model: the rules the plan alone can be held to.
 
 :func:`prove_plan_alone`: a lower bound no higher than the arena, each tensor named once in
-its graph level, every offset aligned,
-every tensor inside the arena (a body's tensors inside their owner's region), and no two
-alias groups of one graph level sharing a byte while the plan's own lifetimes say both are
-live (members of one group are one buffer, their union; shared objects the same). What
-needs the graph is not checked (and this module imports no graph, so no onnx): that the lifetimes are the true ones and that members of a
-group may share bytes; the whole proof with the model is :func:`onnxmem.proof.plan.prove_plan`.
+its graph level, every offset aligned, every tensor inside the arena (a body's tensors inside
+their owner's region), and no two alias groups of one graph level sharing a byte while the
+plan's own lifetimes say both are live (members of one group are one buffer, their union;
+shared objects the same). What needs the graph is not checked: that the lifetimes are the
+true ones and that members of a group may share bytes; the whole proof with the model is
+:func:`onnxmem.proof.plan.prove_plan`. This module imports no graph (no onnx).
 """
 
 from __future__ import annotations
