@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from onnxmem.core.errors import one_line, show_name
+from onnxmem.core.errors import PlanInvalid, one_line, show_name
 
 from .options import (
     InputValues,
@@ -64,6 +64,10 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     allocator held (each allocation rounded as its arena rounds it, as the plan
     pads each offset to --alignment).
 
+    A plan read (--plan, or carried by an annotated MODEL) is held to the static
+    proof of 'verify --static-only' before onnxruntime runs: exit code 3 when it is
+    wrong.
+
     With --optimize LEVEL the plan is of the graph onnxruntime builds at LEVEL
     for --device (plan --optimize), and onnxruntime's peak is MODEL run at
     that same level.
@@ -79,8 +83,9 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
         # a plan whose Ifs its assumed values decided holds their branches alone: onnxruntime runs on
         # those values too (else its figure could be a run of a branch the plan does not hold)
         inputs = check_decided(built.model, the_plan, inputs)
+        view = _proven_view(model, plan_path, built, the_plan, view, inputs)
         say("profiling onnxruntime")
-        view, peaks = _profile(model, plan_path, built, the_plan, view, device, seed, inputs, execution_mode, threads)
+        peaks = _profile(model, built, the_plan, view, device, seed, inputs, execution_mode, threads)
     arena = the_plan.arena_size
     click.echo(f"model                  {one_line(model)}")
     click.echo(f"plan                   {one_line(source)}")
@@ -99,24 +104,41 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     _echo_notes(the_plan)
 
 
-def _profile(model: str, plan_path: str | None, built: Optimized, the_plan: MemoryPlan, view: GraphView | None,
-             device: str, seed: int, inputs: InputValues | None, execution_mode: str,
-             threads: int) -> tuple[GraphView, list[OrtPeak]]:
-    """The plan's view and onnxruntime's peaks: for a plan of the graph as written, at
-    ORT_DISABLE_ALL, ORT_ENABLE_BASIC and ORT_ENABLE_ALL; for a plan of onnxruntime's graph at
-    a level, MODEL as written run at that level (the graph onnxruntime builds and runs); and
-    onnxruntime's default session (memory patterns on, run 2) on the same model."""
-    from onnxmem.model import load_model
-    from onnxmem.runtime.peak import ort_default_peak, ort_peak  # onnx
-    from onnxmem.runtime.trips import check_trips
+def _proven_view(model: str, plan_path: str | None, built: Optimized, the_plan: MemoryPlan, view: GraphView | None,
+                 inputs: InputValues | None) -> GraphView:
+    """The plan's view. A plan read (``--plan``, or carried by the model: ``view`` is ``None``)
+    is first checked to be for MODEL, then held to the static proof ``verify --static-only``
+    runs: ``PlanInvalid`` when it breaks a rule (a wrong plan's arena is no figure to compare)."""
+    from onnxmem.proof import prove_plan
     from onnxmem.verify.run import check_plan_identity, view_for_plan
 
-    level = built.record.level
-    if plan_path and level == "none":
+    if view is not None:  # planned now, and proven as it was made
+        return view
+    if plan_path and built.record.level == "none":
         view, said = check_plan_identity(the_plan, built.model, model, plan_name=plan_path, view=view, inputs=inputs)
         echo_warnings(said)
     if view is None:
         view = view_for_plan(built.model, the_plan, built.path, inputs)
+    found = prove_plan(the_plan, view, limit=1)
+    if found:
+        which = f"plan file {show_name(plan_path)}" if plan_path else "the plan the model carries"
+        raise PlanInvalid(f"the plan is wrong: {found[0]}; {which} is not compared ('onnxmem verify MODEL --plan "
+                          "PLAN --static-only' lists every finding): re-plan the model")
+    return view
+
+
+def _profile(model: str, built: Optimized, the_plan: MemoryPlan, view: GraphView, device: str, seed: int,
+             inputs: InputValues | None, execution_mode: str, threads: int) -> list[OrtPeak]:
+    """onnxruntime's peaks: for a plan of the graph as written, at ORT_DISABLE_ALL,
+    ORT_ENABLE_BASIC and ORT_ENABLE_ALL; for a plan of onnxruntime's graph at a level, MODEL as
+    written run at that level (the graph onnxruntime builds and runs); and onnxruntime's default
+    session (memory patterns on, run 2) on the same model."""
+    from onnxmem.model import load_model
+    from onnxmem.runtime.peak import ort_default_peak, ort_peak  # onnx
+    from onnxmem.runtime.trips import check_trips
+    from onnxmem.verify.run import view_for_plan
+
+    level = built.record.level
     if the_plan.extra.get("loop_trips"):  # a Loop whose values grow: no run past the bound the plan holds
         check_trips(built.model, view, the_plan.extra, model_path=built.path, seed=seed, inputs=inputs)
     if level == "none":
@@ -128,7 +150,7 @@ def _profile(model: str, plan_path: str | None, built: Optimized, the_plan: Memo
                       execution_mode=execution_mode, threads=threads) for m, v, lvl in runs]
     first, first_view, _ = runs[0]
     peaks.append(ort_default_peak(first, first_view, device=device, model_path=model, seed=seed, inputs=inputs))
-    return view, peaks
+    return peaks
 
 
 def _ratio(a: int | None, b: int) -> str:

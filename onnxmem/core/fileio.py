@@ -50,8 +50,8 @@ __all__ = [
 MAX_MODEL_BYTES = 2**31 - 1
 #: largest plan file read
 MAX_PLAN_BYTES = 256 * 2**20
-#: largest CSV problem file read
-MAX_CSV_BYTES = 2**30
+#: largest CSV problem file read (a MiniMalloc row is about 30 bytes: room for millions of buffers)
+MAX_CSV_BYTES = 128 * 2**20
 #: largest other input read (an .npz of inputs, a zoo list, a baseline)
 MAX_DATA_BYTES = 2**31
 

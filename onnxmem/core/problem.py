@@ -21,6 +21,7 @@ problems and on peer benchmark instances alone.
 from __future__ import annotations
 
 import csv
+import heapq
 import io
 import os
 import re
@@ -28,13 +29,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from itertools import chain
 from operator import attrgetter
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
 from onnxmem.core.conflict_graph import Conflicts, antichain_bound, clique_bound
 from onnxmem.core.errors import ProblemError, show_name
 from onnxmem.core.fileio import MAX_CSV_BYTES, read_input, write_text_atomic
+from onnxmem.core.sortedblocks import SortedBlocks
 
 __all__ = [
     "Buffer",
@@ -332,9 +334,9 @@ def validate(
 
     Checks each buffer's offset (non-negative, aligned, equal to its pinned
     offset), the arena (height covers every buffer and fits the capacity), and
-    every pair of buffers live at one step for a shared byte. Pairs are found
-    by sorting on ``start``, so the cost is the number of time-overlapping
-    pairs, not n^2. ``limit`` stops after that many violations.
+    every pair of buffers live at one step for a shared byte, in one sweep by
+    ``start`` (``O(n log n)`` for a valid plan, however many buffers are live at
+    once). ``limit`` stops after that many violations.
     """
     offsets = solution.offsets if isinstance(solution, Solution) else tuple(solution)
     bufs = problem.buffers
@@ -383,38 +385,40 @@ def _arena_violations(problem: Problem, solution: Solution | Sequence[int], offs
 def _overlap_violations(problem: Problem, offsets: Sequence[int], limit: int | None) -> list[Violation]:
     """Pairs of buffers live at one step that share a byte (at most ``limit``).
 
-    Pairs are found by sorting on ``start``: for buffer i, the buffers j that
-    start in [start_i, end_i) and come after it in the sorted order overlap it
-    in time; every time-overlapping pair is found exactly once this way.
+    One sweep over the buffers by ``start``: the buffers that ended are dropped from an
+    active set sorted by offset, and each buffer is looked up in it before it joins. While
+    no pair is found the active set is disjoint, so the walk down from the buffer's end stops
+    at the first active buffer below its offset: ``O(n log n)`` however many buffers are live
+    at once. Once a pair is found, the walk goes down to the widest buffer's reach.
     """
     found: list[Violation] = []
     bufs = problem.buffers
-    start, end, size, _ = problem.arrays()
-    offs = np.asarray(offsets, dtype=np.int64)
-    order = np.argsort(start, kind="stable")
-    s_sorted = start[order]
-    hi = np.searchsorted(s_sorted, end[order], side="left")
-    for pos in range(len(order)):
-        if hi[pos] <= pos + 1:
-            continue
-        i = order[pos]
-        if size[i] == 0:
-            continue
-        cand = order[pos + 1 : hi[pos]]
-        clash = (offs[cand] < offs[i] + size[i]) & (offs[i] < offs[cand] + size[cand]) & (size[cand] > 0)
-        for j in cand[clash]:
-            a, b = bufs[i], bufs[int(j)]
-            lo_t, hi_t = max(a.start, b.start), min(a.end, b.end)
-            lo_a = max(offsets[i], offsets[int(j)])
-            hi_a = min(offsets[i] + a.size, offsets[int(j)] + b.size)
-            found.append(Violation(
-                "overlap", (a.id, b.id),
-                f"buffers {show_name(a.id)} and {show_name(b.id)} are both live in steps "
-                f"[{lo_t}, {hi_t}) and share bytes [{lo_a}, {hi_a})",
-            ))
-            if limit is not None and len(found) >= limit:
-                return found
+    live = sorted((b.start, i) for i, b in enumerate(bufs) if b.size > 0)
+    widest = max((bufs[i].size for _, i in live), default=0)
+    ending: list[tuple[int, int, int]] = []  # (end, offset, index): a min-heap
+    active = SortedBlocks()  # (offset, index)
+    for start, i in live:
+        while ending and ending[0][0] <= start:
+            _, off, j = heapq.heappop(ending)
+            active.remove((off, j))
+        lo, hi = offsets[i], offsets[i] + bufs[i].size
+        for off, j in active.below((hi, -1)):
+            if off < lo and (offsets[j] + bufs[j].size <= lo if not found else off + widest <= lo):
+                break  # disjoint below (no pair yet), or past the widest buffer's reach
+            if offsets[j] + bufs[j].size > lo:
+                found.append(_overlap(bufs[j], bufs[i], offsets[j], offsets[i]))
+                if limit is not None and len(found) >= limit:
+                    return found
+        active.add((lo, i))
+        heapq.heappush(ending, (bufs[i].end, lo, i))
     return found
+
+
+def _overlap(a: Buffer, b: Buffer, off_a: int, off_b: int) -> Violation:
+    lo_t, hi_t = max(a.start, b.start), min(a.end, b.end)
+    lo_a, hi_a = max(off_a, off_b), min(off_a + a.size, off_b + b.size)
+    return Violation("overlap", (a.id, b.id), f"buffers {show_name(a.id)} and {show_name(b.id)} are both live in "
+                     f"steps [{lo_t}, {hi_t}) and share bytes [{lo_a}, {hi_a})")
 
 
 def _conflict_violations(problem: Problem, conflicts: Conflicts, offsets: Sequence[int],
@@ -461,11 +465,14 @@ def read_csv(
 
     Returns the problem and, when the file has an ``offset`` column, the
     offsets it gives (a solution to check). ``upper`` is exclusive. A file
-    must be a regular file of at most ``MAX_CSV_BYTES``, in UTF-8; every
-    number must fit the bounds of :class:`Buffer` and :class:`Problem`.
+    must be a regular file of at most ``MAX_CSV_BYTES``, in UTF-8 (a leading
+    byte-order mark is skipped), of at most :data:`MAX_CSV_ROWS` rows, blank
+    ones included (rows are read one at a time, never all held); every number
+    must fit the bounds of :class:`Buffer` and :class:`Problem`. Errors name
+    the file and the line.
     """
     if isinstance(source, io.TextIOBase):
-        name = "<stream>"
+        name = "'<stream>'"
         text = source.read()
     else:
         name = show_name(os.fspath(source))
@@ -475,27 +482,45 @@ def read_csv(
         except UnicodeDecodeError as exc:
             raise ProblemError(f"CSV file {name} is not UTF-8 text (byte {exc.start}); give a "
                                "MiniMalloc CSV 'id,lower,upper,size'") from None
+        del data
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""))
     try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
+        buffers, offsets = _csv_rows(reader, name, alignment)
     except csv.Error as exc:
-        raise ProblemError(f"CSV file {name} is not a readable CSV: {exc}") from None
-    rows = [r for r in rows if r and any(c.strip() for c in r)]
-    if not rows:
-        raise ProblemError(f"CSV file {name} is empty; expected a header 'id,lower,upper,size'")
-    header = [c.strip().lower() for c in rows[0]]
-    need = ["id", "lower", "upper", "size"]
-    if header[:4] != need or len(header) > 5 or (len(header) == 5 and header[4] != "offset"):
-        raise ProblemError(
-            f"CSV file {name} has header {show_name(','.join(header))}; expected "
-            "'id,lower,upper,size' optionally followed by ',offset'"
-        )
-    has_offset = len(header) == 5
+        raise ProblemError(f"CSV file {name} is not a readable CSV (line {reader.line_num}: {exc}); give a "
+                           "MiniMalloc CSV 'id,lower,upper,size'") from None
+    try:
+        return Problem(tuple(buffers)), offsets
+    except ProblemError as exc:
+        raise ProblemError(f"CSV file {name}: {exc}") from None
+
+
+#: most rows a CSV problem may have (blank rows included): a bound on the time and memory of a read
+MAX_CSV_ROWS = 1_000_000
+
+_CSV_HEADER = ["id", "lower", "upper", "size"]
+
+
+def _csv_rows(reader: Iterator[list[str]], name: str, alignment: int) -> tuple[list[Buffer], tuple[int, ...] | None]:
+    """The buffers of a MiniMalloc CSV's rows and its offsets (``None`` without the column)."""
+    header: list[str] | None = None
     buffers: list[Buffer] = []
     offsets: list[int] = []
-    for lineno, row in enumerate(rows[1:], start=2):
-        where = f"{name}:{lineno}"
+    for count, row in enumerate(reader, start=1):
+        if count > MAX_CSV_ROWS:
+            raise ProblemError(f"CSV file {name} has more than {MAX_CSV_ROWS:,} rows, the most onnxmem reads; "
+                               "split the problem or check that it is the right file")
+        where = f"{name}:{getattr(reader, 'line_num', count)}"  # the line the row ends on
+        if not any(c.strip() for c in row):
+            continue
+        if header is None:
+            header = [c.strip().lower() for c in row]
+            if header[:4] != _CSV_HEADER or len(header) > 5 or (len(header) == 5 and header[4] != "offset"):
+                raise ProblemError(f"CSV file {name} has header {show_name(','.join(header))}; expected "
+                                   "'id,lower,upper,size' optionally followed by ',offset'")
+            continue
         if len(row) != len(header):
-            raise ProblemError(f"{where}: expected {len(header)} fields, found {len(row)}")
+            raise ProblemError(f"{where}: expected {len(header)} fields ({','.join(header)}), found {len(row)}")
         bid = row[0].strip()
         lower = _parse_int(row[1].strip(), "lower", where)
         upper = _parse_int(row[2].strip(), "upper", where)
@@ -504,9 +529,11 @@ def read_csv(
             buffers.append(Buffer(bid, lower, upper, size, alignment))
         except ProblemError as exc:
             raise ProblemError(f"{where}: {exc}") from None
-        if has_offset:
+        if len(header) == 5:
             offsets.append(_parse_int(row[4].strip(), "offset", where))
-    return Problem(tuple(buffers)), (tuple(offsets) if has_offset else None)
+    if header is None:
+        raise ProblemError(f"CSV file {name} is empty; expected a header 'id,lower,upper,size'")
+    return buffers, (tuple(offsets) if len(header) == 5 else None)
 
 
 def write_csv(

@@ -10,7 +10,9 @@ plan that breaks a rule:
   (:func:`onnxmem.proof.alone.prove_plan_alone`); what needs the graph (the true
   lifetimes, the sharing rules) is not checked then: pass ``--model`` for those.
 
-A range plan: :func:`onnxmem.proof.range.prove_range_plan` on its whole box.
+A range plan: :func:`onnxmem.proof.range.prove_range_plan` on its whole box; a program plan
+without its models: :func:`onnxmem.proof.program.prove_program_alone`. ``show``, ``plot`` and
+``compare`` hold the plans they read to the same policy: no wrong plan is shown as a plan.
 The checkers live in :mod:`onnxmem.proof`; this module is the export's policy: which
 checker runs, and the one-line refusal.
 """
@@ -21,42 +23,61 @@ import os
 from typing import TYPE_CHECKING
 
 from onnxmem.core.errors import PlanInvalid
-from onnxmem.plans import MemoryPlan, RangePlan
-from onnxmem.proof import prove_plan, prove_plan_alone, prove_range_plan
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["prove_for_export", "prove_range_for_export"]
+    from onnxmem.plans import MemoryPlan, Program, RangePlan
+
+__all__ = ["prove_for_export", "prove_program_for_show", "prove_range_for_export"]
 
 
 def prove_for_export(plan: MemoryPlan, model: onnx.ModelProto | None = None,
-                     model_path: str | os.PathLike[str] | None = None, plan_name: str = "plan") -> tuple[str, ...]:
+                     model_path: str | os.PathLike[str] | None = None, plan_name: str = "plan", *,
+                     action: str = "exporting", refusal: str = "it is not exported") -> tuple[str, ...]:
     """Raise ``PlanInvalid`` naming the first rule ``plan`` breaks (see the module docstring).
 
     With ``model``: first ``PlanError`` when the plan was made for another model
     (:func:`onnxmem.verify.run.check_plan_identity`); returns its warnings (a re-saved model).
+    ``action`` and ``refusal`` word the refusals for a command that reads a plan to do something
+    else with it (``"showing"``, ``"it is not shown"``).
     """
     said: tuple[str, ...] = ()
     if model is not None and model_path is not None:
+        from onnxmem.proof.plan import prove_plan
         from onnxmem.verify.run import (  # onnxruntime: only with the model
             check_plan_identity,
             view_for_plan,
         )
 
-        view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, action="exporting")
+        view, said = check_plan_identity(plan, model, model_path, plan_name=plan_name, action=action)
         view = view if view is not None else view_for_plan(model, plan, model_path)
         found = [str(f) for f in prove_plan(plan, view, limit=1)]
     else:
+        from onnxmem.proof.alone import prove_plan_alone  # the plan alone: no onnx loaded
+
         found = [str(f) for f in prove_plan_alone(plan, limit=1)]
     if found:
-        raise PlanInvalid(f"the plan is wrong: {found[0]}; it is not exported "
+        raise PlanInvalid(f"the plan is wrong: {found[0]}; {refusal} "
                           "('onnxmem verify MODEL --plan PLAN --static-only' lists every finding): re-plan the model")
     return said
 
 
-def prove_range_for_export(plan: RangePlan) -> None:
+def prove_range_for_export(plan: RangePlan, refusal: str = "it is not written") -> None:
     """Raise ``PlanInvalid`` when the range plan fails its proof on its box."""
+    from onnxmem.proof.range import prove_range_plan
+
     found = prove_range_plan(plan, limit=1)
     if found:
-        raise PlanInvalid(f"the range plan is wrong: {found[0]}; it is not written: re-plan the model")
+        raise PlanInvalid(f"the range plan is wrong: {found[0]}; {refusal}: re-plan the model")
+
+
+def prove_program_for_show(program: Program, refusal: str = "it is not shown") -> None:
+    """Raise ``PlanInvalid`` when a program plan breaks a rule it can be held to without its
+    models (:func:`onnxmem.proof.program.prove_program_alone`)."""
+    from onnxmem.proof.program import prove_program_alone
+
+    found = prove_program_alone(program, limit=1)
+    if found:
+        raise PlanInvalid(f"the program plan is wrong: {found[0]}; {refusal} ('onnxmem verify A.onnx B.onnx "
+                          "--plan PLAN --static-only' lists every finding): re-plan the models")

@@ -1,11 +1,12 @@
 """The proof a plan passes without its model: the rules the plan alone can be held to.
 
-:func:`prove_plan_alone`: each tensor named once in its graph level, every offset aligned,
-every tensor inside the arena (a body's tensors inside their owner's region), and no two
-alias groups of one graph level sharing a byte while the plan's own lifetimes say both are
-live (members of one group are one buffer, their union; shared objects the same). What
-needs the graph is not checked: that the lifetimes are the true ones and that members of a
-group may share bytes; the whole proof with the model is :func:`onnxmem.proof.plan.prove_plan`.
+:func:`prove_plan_alone`: a lower bound no higher than the arena, each tensor named once in
+its graph level, every offset aligned, every tensor inside the arena (a body's tensors inside
+their owner's region), and no two alias groups of one graph level sharing a byte while the
+plan's own lifetimes say both are live (members of one group are one buffer, their union;
+shared objects the same). What needs the graph is not checked: that the lifetimes are the
+true ones and that members of a group may share bytes; the whole proof with the model is
+:func:`onnxmem.proof.plan.prove_plan`. This module imports no graph (no onnx).
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from collections.abc import Sequence
 from onnxmem.core.errors import show_name
 from onnxmem.core.problem import Buffer, Problem, validate
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
-from onnxmem.proof.plan import Finding
+from onnxmem.proof.finding import Finding, bound_findings
 
 __all__ = ["prove_plan_alone"]
 
 
 def prove_plan_alone(plan: MemoryPlan, *, limit: int | None = None) -> list[Finding]:
     """The rules ``plan`` breaks that need no model: alignment, bounds, live overlap of groups."""
-    found: list[Finding] = []
+    found = bound_findings(plan)
     align = max(plan.alignment, 1)
     levels: dict[str, list[PlannedTensor]] = {}
     for t in plan.tensors:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["Finding", "Lifetimes"]
+if TYPE_CHECKING:
+    from onnxmem.plans.point import MemoryPlan
+
+__all__ = ["Finding", "Lifetimes", "bound_findings"]
 
 #: ``{value: (start, end, last reader)}``: a value's true steps ``[start, end)`` under an order
 Lifetimes = Mapping[str, tuple[int, int, "int | None"]]
@@ -34,3 +38,12 @@ class Finding:
     def __str__(self) -> str:
         return self.message
 
+
+
+def bound_findings(plan: MemoryPlan) -> list[Finding]:
+    """The plan's lower bound above its arena: a claim no plan can meet (no placement uses less
+    than the bytes live at its fullest step), so the figures it reports are not the plan's."""
+    if plan.lower_bound <= plan.arena_size:
+        return []
+    return [Finding("arena", None, f"the plan's lower bound {plan.lower_bound:,} B is above its arena of "
+                    f"{plan.arena_size:,} B; no plan uses less than the bytes live at its fullest step")]

@@ -75,7 +75,10 @@ this is the one deliberate second copy of those rules):
     iteration to the next, so rules 3 to 8 hold for every iteration once they hold for the
     largest sizes.
 
-Where each rule lives: rules 1 to 4 and 8 here; rules 5 to 7 (one sweep over the steps,
+11. the plan's lower bound is no higher than its arena (no plan uses less than the bytes
+    live at its fullest step: a plan that claims it reports figures that are not its own).
+
+Where each rule lives: rules 1 to 4 and 8 here, 11 in :mod:`onnxmem.proof.finding`; rules 5 to 7 (one sweep over the steps,
 ``O((n + p) log n)`` for ``n`` tensors and ``p`` pairs that are live together and share
 bytes) in :mod:`onnxmem.proof.sharing`; rule 9 in :mod:`onnxmem.proof.concurrency`.
 """
@@ -90,7 +93,7 @@ from onnxmem.analysis.aliasing import RULES
 from onnxmem.graph import Body, GraphView, Tensor, bound_outputs, child_path, inside_outputs
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
 from onnxmem.proof.concurrency import concurrency_findings
-from onnxmem.proof.finding import Finding, Lifetimes
+from onnxmem.proof.finding import Finding, Lifetimes, bound_findings
 from onnxmem.proof.sharing import object_findings, sharing_findings
 
 __all__ = ["VIEW_OPS", "Finding", "plan_regions", "prove_plan", "true_lifetimes", "walk_bodies"]
@@ -188,13 +191,13 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
     ``None``: what the plan records (``extra["concurrency"]``, else sequential).
     """
     mode = concurrency if concurrency is not None else str(plan.extra.get("concurrency", "sequential"))
+    found: list[Finding] = bound_findings(plan)
     by_graph: dict[str, list[PlannedTensor]] = {}
     for pt in plan.tensors:
         by_graph.setdefault(pt.graph, []).append(pt)
     subplans = {s.path: s for s in plan.subgraphs}
     pairs = list(walk_bodies(view))
     paths = {""} | {b.path for _, b in pairs}
-    found: list[Finding] = []
     for path in list(by_graph) + list(subplans):
         if path not in paths:
             found.append(Finding("mismatch", None, f"the plan has a subgraph {path!r}, which the model does not "

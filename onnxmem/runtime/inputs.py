@@ -10,7 +10,9 @@ names, hostile. :func:`read_inputs`:
    decompressed, from the sizes the zip declares (the zip reader never
    decompresses past them);
 3. reads each array from that same zip with ``allow_pickle=False`` (an object
-   array, or a member that is not in the ``.npy`` format, is refused).
+   array, or a member that is not in the ``.npy`` format, is refused), once its
+   header is known to declare no more bytes than the member holds (numpy
+   allocates the declared array before it reads it).
 
 :func:`check_inputs` then holds each array against the graph input of the
 same name: a name the model has no input for, another element type, another
@@ -31,6 +33,7 @@ import io
 import os
 import zipfile
 from collections.abc import Mapping
+from typing import IO
 
 import numpy as np
 import onnx
@@ -75,11 +78,25 @@ def read_inputs(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES,
         with archive:
             for info in members:
                 with archive.open(info) as member:
+                    _check_declared(member, info, where)
+                with archive.open(info) as member:
                     arrays[info.filename[:-len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, NotImplementedError) as exc:
         raise OnnxmemError(f"{where} has an array numpy cannot read without pickle: "
                            f"{one_line(cut_words(str(exc), 200))}; save plain arrays with numpy.savez") from None
     return arrays
+
+
+def _check_declared(member: IO[bytes], info: zipfile.ZipInfo, where: str) -> None:
+    """Refuse an ``.npy`` member whose header declares more bytes than the member holds: numpy
+    allocates the declared array before it reads a byte (a 236-byte file can declare 4 TiB)."""
+    version = np.lib.format.read_magic(member)
+    header = (np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0)
+    shape, _, dtype = header(member)
+    need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if need > info.file_size:
+        raise OnnxmemError(f"{where}: member {show_name(info.filename)} declares an array of {need:,} B but holds "
+                           f"{info.file_size:,} B; save plain arrays with numpy.savez")
 
 
 def check_inputs(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray],

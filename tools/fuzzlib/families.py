@@ -47,7 +47,7 @@ def _model_case(family: str, seed: int, command: str, folder: Path, base: Base,
     args = base.args if extra_args is None else extra_args
     argv, outs, plans = _model_args(command, f"model/{base.main}", args)
     return Case(family, seed, command, argv, outs, plans, note=note,
-                ok_codes=(3,) if command == "verify" else ())
+                ok_codes=(3,) if command in ("verify", "compare") else ())
 
 
 def _bytes_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, command: str) -> Case:

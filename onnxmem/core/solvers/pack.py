@@ -16,6 +16,7 @@ raises :class:`~onnxmem.core.errors.PlanInvalid` (exit 3); bad input raises
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -91,7 +92,7 @@ def pack(
     """Solve ``problem`` at ``capacity`` (``None``: minimize the arena).
 
     Raises :class:`ProblemError` for a capacity below the lower bound, an
-    unknown solver or a non-positive timeout, and :class:`PlanInvalid` when
+    unknown solver or a timeout not positive and finite, and :class:`PlanInvalid` when
     the independent validator rejects the plan. ``progress`` is called with a
     line whenever the search improves its plan.
     """
@@ -99,8 +100,8 @@ def pack(
         raise ProblemError(
             f"unknown solver '{solver}'; choose one of: {', '.join(sorted(SOLVERS))} (--solver)"
         )
-    if timeout is not None and timeout <= 0:
-        raise ProblemError(f"timeout {timeout} must be positive (--timeout)")
+    if timeout is not None and not 0 < timeout < math.inf:  # NaN too: a budget that never ends
+        raise ProblemError(f"timeout {timeout} must be a positive, finite number of seconds (--timeout)")
     sol = solve(problem, solver, SolveOptions(capacity=capacity, timeout=timeout, progress=progress))
     if sol.found:
         # a plan over the capacity is checked for everything but the capacity
