@@ -502,7 +502,7 @@ def test_markdown_and_csv_tables():
                    "lower bound", "arena", "arena/bound", "arena/onnxruntime", "plan s", "verify"):
         assert column in header
     assert "| a | 3 | — | — | — | 4.00 | 1.00 | 2.00 | 2.000 | 0.500 | — | pass |" in md
-    assert "b\\|c" in md and "- **b|c** (failed): boom" in md and "1 of 2 models ok" in md
+    assert "b\\|c" in md and "- **b\\|c** (failed): boom" in md and "1 of 2 models ok" in md
     table = list(csv.DictReader(io.StringIO(results_csv(rows))))
     assert table[0]["arena_over_ort"] == "0.5" and table[1]["error"] == "boom"
     assert table[1]["arena_size"] == ""

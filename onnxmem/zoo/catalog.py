@@ -45,6 +45,7 @@ __all__ = [
     "ZooModel",
     "describe_inputs",
     "describe_model",
+    "check_model_name",
     "light_model_path",
     "load_zoo",
     "parse_list_line",
@@ -212,7 +213,8 @@ def load_zoo(source: str | os.PathLike[str], only: Sequence[str] = ()) -> list[Z
         else:
             where = f"zoo folder '{src}'"
             base = _resolved(src, where)
-            models = [ZooModel(p.stem, _inside(base, p, where)) for p in sorted(src.rglob("*.onnx"))]
+            models = [ZooModel(check_model_name(p.stem, where), _inside(base, p, where))
+                      for p in sorted(src.rglob("*.onnx"))]
             if not models:
                 raise OnnxmemError(
                     f"zoo folder '{src}' has no catalog.json and no .onnx files; build one "
@@ -221,7 +223,7 @@ def load_zoo(source: str | os.PathLike[str], only: Sequence[str] = ()) -> list[Z
     elif src.is_file() and src.suffix == ".json":
         models = _read_catalog(src)
     elif src.is_file() and src.suffix == ".onnx":
-        models = [ZooModel(src.stem, src)]
+        models = [ZooModel(check_model_name(src.stem, f"zoo model {show_name(str(src))}"), src)]
     elif src.is_file():
         models = _read_list(src)
     elif str(source).startswith("onnx:"):
@@ -261,10 +263,29 @@ def _inside(base: Path, file: Path, where: str, what: str = "model file") -> Pat
 
 
 def _resolve(base: Path, file: str, where: str) -> Path:
-    """A model named by a list or catalogue line: relative to ``base``, links resolved."""
+    """A model named by a list or catalogue line: relative to ``base``, links resolved, refused
+    unless it lies inside ``base`` (a list or catalogue may come from anyone: it may not lead the
+    run to files elsewhere)."""
     if file.startswith("onnx:"):
         return light_model_path(file[5:])
-    return _resolved(base / file, where)
+    if "\0" in file:
+        raise OnnxmemError(f"{where}: model file {show_name(file)} holds a NUL byte; fix the path")
+    return _inside(_resolved(base, where, "folder"), base / file, where)
+
+
+#: a model's name: it names its plan file (``plans/NAME.json``) and its rows
+_NAME = re.compile(r"[A-Za-z0-9_][^/\\]{0,199}")
+
+
+def check_model_name(name: str, where: str) -> str:
+    """``name`` if it can name a model of a zoo: 1 to 200 printable characters, no ``/`` or
+    ``\\``, starting with a letter, a digit or ``_`` (so no ``..``, no hidden file, no spreadsheet
+    formula); else a one-line error naming ``where``."""
+    if not name.isprintable() or not _NAME.fullmatch(name):
+        raise OnnxmemError(f"{where}: model name {show_name(name)} cannot name a model: a name is 1 to 200 "
+                           "printable characters without '/' or '\\', starting with a letter, digit or '_'; "
+                           "rename it")
+    return name
 
 
 def _catalog_entries(path: Path) -> list[dict[str, Any]]:
@@ -283,11 +304,12 @@ def _read_catalog(path: Path) -> list[ZooModel]:
     for i, e in enumerate(_catalog_entries(path)):
         try:
             name = str(e["name"])
-            where = f"zoo catalogue '{path}' model {show_name(name)}"
+            where = f"zoo catalogue {show_name(str(path))} model {show_name(name)}"
+            check_model_name(name, f"zoo catalogue {show_name(str(path))} model {i}")
             options = _entry_options(path.parent, where, e)
             models.append(ZooModel(
                 name=name,
-                path=_resolve(path.parent, str(e["file"]), f"zoo catalogue '{path}'"),
+                path=_resolve(path.parent, str(e["file"]), where),
                 dims={str(k): int(v) for k, v in e.get("dims", {}).items()},
                 info={k: v for k, v in e.items() if k not in ("name", "file", *OPTION_KEYS)},
                 input_shapes={str(k): tuple(int(d) for d in v)
@@ -368,6 +390,7 @@ def _read_list(path: Path) -> list[ZooModel]:
             raise OnnxmemError(f"zoo list '{path}' line {lineno}: model file {show_name(str(file))} does not exist; "
                                "fix the path (relative paths are read from the list's folder)")
         name = f"onnx_{words[0][5:]}" if words[0].startswith("onnx:") else file.stem
+        check_model_name(name, where)
         models.append(ZooModel(name, file, dims, input_shapes=shapes, options=options))
     return models
 

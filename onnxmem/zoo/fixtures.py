@@ -152,8 +152,11 @@ def fill_weights(model: onnx.ModelProto, seed: int = 0) -> int:
 
 
 def materialize(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                seed: int = 0) -> Path:
+                seed: int = 0, name: str | None = None) -> Path:
     """A runnable copy of a weight-free model: ``out_dir/NAME.onnx`` + ``NAME.onnx.data``.
+
+    NAME is ``name`` (a zoo passes the model's unique name, so two models whose files share a
+    file name get a copy each), else the source's file name without ``.onnx``.
 
     Returns ``path`` itself when all its weights are present. The copy is reused when it is
     newer than the source. Both files are written under a temporary name and then renamed,
@@ -165,7 +168,7 @@ def materialize(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
         return src
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    dest = out / src.name
+    dest = out / (f"{name}.onnx" if name is not None else src.name)
     data = dest.with_name(dest.name + ".data")
     if dest.is_file() and data.is_file() and dest.stat().st_mtime >= src.stat().st_mtime:
         return dest

@@ -112,7 +112,7 @@ def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
         path = model.path
         if options.verify or opts.optimize != "none":
             stage = "fill weights"  # onnxruntime reads the weights to run or to optimize
-            path = materialize(path, (work or Path(".")) / "models", seed=options.seed)
+            path = materialize(path, (work or Path(".")) / "models", seed=options.seed, name=model.name)
         stage = "plan" if opts.optimize == "none" else "optimize"
         with optimized_model(path, opts.optimize, options.verify or opts.device) as built:
             stage = "plan"
