@@ -1,0 +1,281 @@
+"""`onnxmem zoo` against hostile or broken user files: a list or catalogue from a pull request,
+a hand-edited baseline, model strings made to inject into the reports, and a Ray cluster that is
+not there. Every case runs the real CLI on small real models."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxmem import __version__
+from onnxmem.cli.main import main
+from onnxmem.zoo import ZooModel, ZooOptions, ZooResult, run_model, run_zoo, strip_weights, write_baseline
+
+
+def relu_model(input_name: str = "x", width: int = 64, nodes: int = 2) -> onnx.ModelProto:
+    """input[1, width] -> Relu x nodes -> y."""
+    names = [input_name] + [f"r{i}" for i in range(nodes - 1)] + ["y"]
+    graph = helper.make_graph(
+        [helper.make_node("Relu", [a], [b], name=f"relu{i}") for i, (a, b) in enumerate(zip(names, names[1:]))],
+        "g", [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [1, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
+
+
+def zoo(tmp_path: Path, entries: list[dict] | None = None) -> Path:
+    """A folder ``z`` with a.onnx and b.onnx and a catalogue of ``entries`` (default: a and b)."""
+    folder = tmp_path / "z"
+    folder.mkdir()
+    onnx.save(relu_model(), folder / "a.onnx")
+    onnx.save(relu_model(nodes=3), folder / "b.onnx")
+    entries = entries if entries is not None else [{"name": "a", "file": "a.onnx"}, {"name": "b", "file": "b.onnx"}]
+    (folder / "catalog.json").write_text(json.dumps({"models": entries}))
+    return folder / "catalog.json"
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(main, ["zoo", *args, "--executor", "inline", "--model-timeout", "0"])
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.output
+    return res.exit_code, res.output
+
+
+def files_under(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*") if p.is_file()}
+
+
+# --------------------------------------------------------------------------- names and paths
+
+
+@pytest.mark.parametrize("name", ["../../evil", "a/b", "..", ".hidden", "", "a\nb", "red\x1b[31m", "=cmd()",
+                                  "x" * 201])
+def test_a_catalogue_name_that_cannot_name_a_file_is_refused_before_anything_is_written(tmp_path, name):
+    catalog = zoo(tmp_path, [{"name": name, "file": "a.onnx"}])
+    before = files_under(tmp_path)
+    code, output = run_cli(str(catalog), "--out", str(tmp_path / "out"))
+    assert code == 1 and "cannot name a model" in output and "rename it" in output
+    assert "\x1b" not in output and len(output.strip().splitlines()) == 1
+    assert files_under(tmp_path) == before  # no plan written at out/plans/../../evil.json, no results
+
+
+def test_a_model_file_whose_name_holds_an_escape_sequence_is_refused(tmp_path):
+    folder = tmp_path / "z"
+    folder.mkdir()
+    onnx.save(relu_model(), folder / "e\x1b[31m.onnx")
+    (tmp_path / "zoo.txt").write_text("z/e\x1b[31m.onnx\n")
+    for source in (folder, tmp_path / "zoo.txt"):
+        code, output = run_cli(str(source), "--out", str(tmp_path / "out"))
+        assert code == 1 and "cannot name a model" in output and "\x1b" not in output
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "link"])
+@pytest.mark.parametrize("form", ["list", "catalogue"])
+def test_a_model_file_outside_the_lists_folder_is_refused(tmp_path, how, form):
+    onnx.save(relu_model(), tmp_path / "outside.onnx")
+    folder = tmp_path / "z"
+    folder.mkdir()
+    file = {"dotdot": "../outside.onnx", "absolute": str(tmp_path / "outside.onnx"), "link": "link.onnx"}[how]
+    if how == "link":
+        os.symlink(tmp_path / "outside.onnx", folder / "link.onnx")
+    if form == "list":
+        (folder / "zoo.txt").write_text(f"{file}\n")
+        source = folder / "zoo.txt"
+    else:
+        (folder / "catalog.json").write_text(json.dumps({"models": [{"name": "m", "file": file}]}))
+        source = folder / "catalog.json"
+    code, output = run_cli(str(source), "--out", str(tmp_path / "out"))
+    assert code == 1 and "outside the zoo's folder; copy it into the folder" in output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_model_file_path_with_a_nul_byte_is_a_one_line_error(tmp_path):
+    catalog = zoo(tmp_path, [{"name": "m", "file": "a.onnx\x00.txt"}])
+    code, output = run_cli(str(catalog), "--out", str(tmp_path / "out"))
+    assert code == 1 and "NUL byte" in output and "Traceback" not in output
+
+
+def test_duplicate_names_are_refused_naming_them(tmp_path):
+    catalog = zoo(tmp_path, [{"name": "m", "file": "a.onnx"}, {"name": "m", "file": "b.onnx"}])
+    code, output = run_cli(str(catalog), "--out", str(tmp_path / "out"))
+    assert code == 1 and "several models named 'm'" in output and "rename all but one" in output
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- the reports
+
+
+def test_model_strings_reach_the_reports_and_the_terminal_as_text(tmp_path):
+    """A graph input named like rich markup and HTML fails to plan (its dim is unbound): the
+    progress line, the table and results.md show the error as text, and the run goes on."""
+    folder = tmp_path / "z"
+    folder.mkdir()
+    hostile = "in[/]<img src=x onerror=alert(1)>"
+    model = relu_model(hostile)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.save(model, folder / "bad.onnx")
+    onnx.save(relu_model(), folder / "good.onnx")
+    (folder / "catalog.json").write_text(json.dumps({"models": [
+        {"name": "bad", "file": "bad.onnx"}, {"name": "good", "file": "good.onnx"},
+        {"name": "x<img src=x onerror=alert(2)>", "file": "good.onnx"}]}))
+    out = tmp_path / "out"
+    code, output = run_cli(str(folder / "catalog.json"), "--out", str(out))
+    assert code == 1, output  # bad failed; the others ran
+    assert "in[/]" in output and "Traceback" not in output  # the progress line printed it, no MarkupError
+    rows = {m["name"]: m for m in json.loads((out / "results.json").read_text())["models"]}
+    assert rows["bad"]["status"] == "failed" and rows["good"]["status"] == "ok"
+    assert rows["x<img src=x onerror=alert(2)>"]["status"] == "ok"
+    md = (out / "results.md").read_text()
+    assert "<img" not in md and "x&lt;img src=x onerror=alert(2)&gt;" in md
+    assert "in\\[/\\]&lt;img" in md
+
+
+def test_two_models_whose_files_share_a_name_get_a_runnable_copy_each(tmp_path):
+    """Weight-free files d1/m.onnx and d2/m.onnx (different graphs) verified in one run: each is
+    verified from its own copy, not the one the other left in out/models."""
+    folder = tmp_path / "z"
+    for sub, nodes in (("d1", 2), ("d2", 4)):
+        (folder / sub).mkdir(parents=True)
+        model = relu_model(width=512, nodes=nodes)
+        weight = numpy_helper.from_array(np.linspace(-1, 1, 512, dtype=np.float32).reshape(1, 512), "w")
+        model.graph.initializer.append(weight)
+        model.graph.node.append(helper.make_node("Add", ["y", "w"], ["z"], name="add"))
+        model.graph.output[0].name = "z"
+        stripped, removed = strip_weights(model, "m")
+        assert removed == 2048
+        onnx.save(stripped, folder / sub / "m.onnx")
+    (folder / "catalog.json").write_text(json.dumps({"models": [
+        {"name": "x", "file": "d1/m.onnx"}, {"name": "y", "file": "d2/m.onnx"}]}))
+    out = tmp_path / "out"
+    code, output = run_cli(str(folder / "catalog.json"), "--out", str(out), "--verify", "cpu")
+    assert code == 0, output
+    rows = {m["name"]: m for m in json.loads((out / "results.json").read_text())["models"]}
+    assert (rows["x"]["nodes"], rows["y"]["nodes"]) == (3, 5)
+    assert {p.name for p in (out / "models").iterdir()} == {"x.onnx", "x.onnx.data", "y.onnx", "y.onnx.data"}
+
+
+def test_a_runnable_copy_may_not_replace_an_input_model(tmp_path):
+    """The zoo is out/models itself: the copy of its weight-free model would be written over it."""
+    folder = tmp_path / "out" / "models"
+    folder.mkdir(parents=True)
+    model = relu_model(width=512)
+    model.graph.initializer.append(numpy_helper.from_array(np.ones((1, 512), np.float32), "w"))
+    model.graph.node.append(helper.make_node("Add", ["y", "w"], ["z"], name="add"))
+    model.graph.output[0].name = "z"
+    onnx.save(strip_weights(model, "m")[0], folder / "m.onnx")
+    before = (folder / "m.onnx").read_bytes()
+    code, output = run_cli(str(folder), "--out", str(tmp_path / "out"), "--verify", "cpu")
+    assert code == 1 and "would destroy the input" in output
+    assert (folder / "m.onnx").read_bytes() == before and not (tmp_path / "out" / "results.json").exists()
+
+
+# --------------------------------------------------------------------------- the baseline
+
+
+@pytest.mark.parametrize("text,message", [
+    ('{"arena_size": {"a": Infinity}}', "Infinity is not a number"),
+    ('{"arena_size": {"a": NaN}}', "NaN is not a number"),
+    ('{"arena_size": {"a": -5, "b": 512}}', "entry 'a': arena -5 is not a byte count"),
+    ('{"arena_size": {"a": 512, "b": 1e30}}', "entry 'b': arena 1e+30 is not a byte count"),
+    ('{"arena_size": {"a": 512.5}}', "entry 'a': arena 512.5 is not a byte count"),
+    ('{"arena_size": {"a": true}}', "entry 'a': arena true is not a byte count"),
+    ('{"arena_size": {"a": "999999"}}', "entry 'a': arena \"999999\" is not a byte count"),
+    ('{"arena_size": {"a": 1, "a": 999999}}', "key 'a' is given twice"),
+    ('{"arena_size": {}}', "records no model"),
+    ('{"arena_size": {"zz": 1}}', "records none of the 2 models of this run"),
+    ('{"schema_version": 2, "arena_size": {"a": 512}}', "schema_version '2'"),
+    ('{"arena_size": [1]}', "no 'arena_size' object"),
+    ('{"arena_size": {"a": 512', "cannot be read"),
+    ('\xff\xfe', "cannot be read"),
+])
+def test_a_broken_baseline_is_an_error_before_the_run(tmp_path, text, message):
+    catalog = zoo(tmp_path)
+    (tmp_path / "base.json").write_bytes(text.encode("latin-1"))
+    code, output = run_cli(str(catalog), "--out", str(tmp_path / "out"), "--baseline", str(tmp_path / "base.json"))
+    assert code == 1 and message in output and "base.json" in output, output
+    assert "rewrite it with --write-baseline" in output or "write one with --write-baseline" in output
+    assert "Traceback" not in output and len(output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()  # refused before any model ran
+
+
+def test_what_a_baseline_leaves_unchecked_is_said(tmp_path):
+    catalog = zoo(tmp_path)
+    out, base = tmp_path / "out", tmp_path / "base.json"
+    assert run_cli(str(catalog), "--out", str(out), "--write-baseline", str(base))[0] == 0
+    doc = json.loads(base.read_text())
+    assert doc["made_with"]["onnxmem"] == __version__ and doc["made_with"]["onnxruntime"]
+    doc["made_with"]["onnxmem"] = "0.0.1"
+    doc["arena_size"]["gone"] = doc["arena_size"].pop("b")
+    base.write_text(json.dumps(doc))
+    code, output = run_cli(str(catalog), "--out", str(out), "--baseline", str(base))
+    assert code == 0, output
+    assert f"made with onnxmem '0.0.1' (now {__version__})" in output
+    assert "model 'b' is not in baseline" in output and "entry 'gone' names no model of the zoo" in output
+
+
+def test_a_plan_that_failed_verification_is_not_written_to_the_baseline(tmp_path):
+    results = [ZooResult("ok", "ok.onnx", "ok", arena_size=64), ZooResult("bad", "bad.onnx", "wrong", arena_size=8)]
+    write_baseline(results, tmp_path / "base.json")
+    assert json.loads((tmp_path / "base.json").read_text())["arena_size"] == {"ok": 64}
+
+
+# --------------------------------------------------------------------------- executors
+
+
+def crashing_run(model: ZooModel, options: ZooOptions) -> ZooResult:
+    """run_model, except that model 'a' kills its own process as a crashing kernel would."""
+    if model.name == "a":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return run_model(model, options)
+
+
+@pytest.mark.parametrize("executor", ["local", "inline"])
+def test_a_model_whose_process_crashes_is_reported_and_the_run_goes_on(tmp_path, executor):
+    onnx.save(relu_model(), tmp_path / "m.onnx")
+    models = [ZooModel("a", tmp_path / "m.onnx"), ZooModel("b", tmp_path / "m.onnx")]
+    results = run_zoo(models, ZooOptions(executor=executor, jobs=2, model_timeout=120), task=crashing_run)
+    assert [(r.name, r.status) for r in results] == [("a", "failed"), ("b", "ok")]
+    assert "signal 11" in (results[0].error or "")
+
+
+@pytest.mark.parametrize("address,message", [
+    ("127.0.0.1:9", "no Ray head answers there"),
+    ("ray://127.0.0.1:9", "no Ray head answers there"),
+    ("nowhere", "is not HOST:PORT"),
+    ("\x1b[31m:1", "no Ray head answers there"),
+])
+def test_ray_at_an_address_that_does_not_answer_is_a_one_line_error(tmp_path, monkeypatch, address, message):
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    catalog = zoo(tmp_path)
+    res = CliRunner().invoke(main, ["zoo", str(catalog), "--out", str(tmp_path / "out"), "--executor", "ray"])
+    assert res.exit_code == 1 and message in res.output and "\x1b" not in res.output, res.output
+    assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_ray_missing_is_a_one_line_error(tmp_path, monkeypatch):
+    """A Python without Ray (a 'ray' module that cannot be imported stands for it)."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "noray" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no ray here')\n")
+    catalog = zoo(tmp_path)
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(tmp_path / "noray")])}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run([sys.executable, "-m", "onnxmem", "zoo", str(catalog), "--out", str(tmp_path / "out"),
+                           "--executor", "ray"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and "--executor ray needs Ray: pip install 'onnxmem[ray]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
