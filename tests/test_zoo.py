@@ -479,7 +479,7 @@ def test_bad_options_are_user_errors(tmp_path):
         run_zoo([light("squeezenet")], ZooOptions(executor="spark"))
     with pytest.raises(OnnxmemError, match="--jobs 0"):
         run_zoo([light("squeezenet")], ZooOptions(jobs=0))
-    with pytest.raises(OnnxmemError, match="several models named onnx_squeezenet"):
+    with pytest.raises(OnnxmemError, match="several models named 'onnx_squeezenet'"):
         run_zoo([light("squeezenet"), light("squeezenet")], ZooOptions(executor="inline"))
     with pytest.raises(OnnxmemError, match=r"--model-timeout -1: use 0 \(no limit\) or more"):
         run_zoo([light("squeezenet")], ZooOptions(model_timeout=-1))

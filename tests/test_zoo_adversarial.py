@@ -17,7 +17,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxmem import __version__
 from onnxmem.cli.main import main
-from onnxmem.zoo import ZooModel, ZooOptions, ZooResult, run_model, run_zoo, strip_weights, write_baseline
+from onnxmem.zoo import (
+    ZooModel,
+    ZooOptions,
+    ZooResult,
+    run_model,
+    run_zoo,
+    strip_weights,
+    write_baseline,
+)
 
 
 def relu_model(input_name: str = "x", width: int = 64, nodes: int = 2) -> onnx.ModelProto:
@@ -279,3 +287,27 @@ def test_ray_missing_is_a_one_line_error(tmp_path, monkeypatch):
                            "--executor", "ray"], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 1 and "--executor ray needs Ray: pip install 'onnxmem[ray]'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("key,value,shown", [
+    ("dims", {"batch": -1}, "key 'dims' entry 'batch' holds -1"),
+    ("dims", {"batch": 0}, "key 'dims' entry 'batch' holds 0"),
+    ("dims", {"batch": True}, "key 'dims' entry 'batch' holds true"),
+    ("dims", {"batch": 2.7}, "key 'dims' entry 'batch' holds 2.7"),
+    ("dims", {"batch": 10**23}, "key 'dims' entry 'batch' holds 100000000000000000000000"),
+    ("input_shapes", {"x": [True, 64]}, "key 'input_shapes' entry 'x' holds true"),
+    ("input_shapes", {"x": [-1, 64]}, "key 'input_shapes' entry 'x' holds -1"),
+])
+def test_a_catalogue_dim_that_is_not_a_positive_integer_is_refused(tmp_path, key, value, shown):
+    """Not rounded (2.7 -> 2), not read as 1 (true), not passed on to fail inside the planner."""
+    catalog = zoo(tmp_path, [{"name": "a", "file": "a.onnx", key: value}])
+    code, output = run_cli(str(catalog), "--out", str(tmp_path / "out"))
+    assert code == 1 and shown in output and "not a positive integer up to 2^40" in output, output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_list_dim_past_the_limit_is_refused(tmp_path):
+    zoo(tmp_path)
+    (tmp_path / "z" / "zoo.txt").write_text("a.onnx batch=100000000000000000000000\n")
+    code, output = run_cli(str(tmp_path / "z" / "zoo.txt"), "--out", str(tmp_path / "out"))
+    assert code == 1 and "zoo.txt:1: dim 'batch' holds 100000000000000000000000" in output, output

@@ -35,9 +35,9 @@ from typing import Any
 
 import onnx
 
-from onnxmem.core.errors import OnnxmemError, show_name
+from onnxmem.core.errors import OnnxmemError, one_line, show_name
 from onnxmem.core.fileio import write_text_atomic
-from onnxmem.model import initializers, tensor_bytes
+from onnxmem.model import MAX_DIM, initializers, tensor_bytes
 
 __all__ = [
     "LIGHT_MODELS",
@@ -310,9 +310,11 @@ def _read_catalog(path: Path) -> list[ZooModel]:
             models.append(ZooModel(
                 name=name,
                 path=_resolve(path.parent, str(e["file"]), where),
-                dims={str(k): int(v) for k, v in e.get("dims", {}).items()},
+                dims={str(k): _size(v, where, f"key 'dims' entry {show_name(k)}")
+                      for k, v in e.get("dims", {}).items()},
                 info={k: v for k, v in e.items() if k not in ("name", "file", *OPTION_KEYS)},
-                input_shapes={str(k): tuple(int(d) for d in v)
+                input_shapes={str(k): tuple(_size(d, where, f"key 'input_shapes' entry {show_name(k)}")
+                                            for d in v)
                               for k, v in e.get("input_shapes", {}).items()},
                 options=options,
             ))
@@ -322,6 +324,15 @@ def _read_catalog(path: Path) -> list[ZooModel]:
                 "each needs 'name' and 'file', and 'dims'/'input_shapes' of integers"
             ) from None
     return models
+
+
+def _size(value: Any, where: str, what: str) -> int:
+    """A dim a list line or a catalogue entry gives: a positive integer up to ``MAX_DIM`` (2^40),
+    onnxmem's limit (not a boolean, not a fraction to round)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_DIM:
+        raise OnnxmemError(f"{where}: {what} holds {one_line(json.dumps(value)[:60])}, which is not "
+                           "a positive integer up to 2^40; write the size the model runs at")
+    return value
 
 
 def _entry_options(folder: Path, where: str, entry: Mapping[str, Any]) -> ModelOptions:
@@ -444,13 +455,13 @@ def parse_list_line(words: Sequence[str], where: str
             name = dim.group(1)
             if name in dims:
                 raise OnnxmemError(f"{where}: dim {name!r} is bound twice; keep one {name}=N")
-            dims[name] = int(dim.group(2))
+            dims[name] = _size(int(dim.group(2)), where, f"dim {name!r}")
         elif shape is not None:
             name = shape.group(1)
             if name in shapes:
                 raise OnnxmemError(f"{where}: input {name!r} is given two shapes; keep one")
             value = shape.group(2)
-            shapes[name] = tuple(int(d) for d in value.split("x")) if value else ()
+            shapes[name] = tuple(_size(int(d), where, f"input {name!r}") for d in value.split("x")) if value else ()
         else:
             raise OnnxmemError(
                 f"{where}: {word!r} is neither a dim binding nor an input shape; write "
