@@ -311,3 +311,52 @@ def test_a_list_dim_past_the_limit_is_refused(tmp_path):
     (tmp_path / "z" / "zoo.txt").write_text("a.onnx batch=100000000000000000000000\n")
     code, output = run_cli(str(tmp_path / "z" / "zoo.txt"), "--out", str(tmp_path / "out"))
     assert code == 1 and "zoo.txt:1: dim 'batch' holds 100000000000000000000000" in output, output
+
+
+def stalling_run(model: ZooModel, options: ZooOptions) -> ZooResult:
+    """Writes this process's id to the work folder, then never ends (a model that hangs)."""
+    import time
+
+    assert options.work_dir is not None
+    (options.work_dir / f"{model.name}.pid").write_text(str(os.getpid()))
+    time.sleep(600)
+    return ZooResult(model.name, str(model.path), "ok")
+
+
+def test_a_run_killed_outright_leaves_no_model_process_running(tmp_path):
+    """SIGKILL (a CI job cancelled, the OOM killer) gives the run no time to stop its children:
+    each model's process dies with it, instead of running on (a model that hangs, forever)."""
+    import subprocess
+    import sys
+    import time
+
+    onnx.save(relu_model(), tmp_path / "m.onnx")
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from onnxmem.zoo import ZooModel, ZooOptions, run_zoo\n"
+        "from test_zoo_adversarial import stalling_run\n"
+        "work = Path(sys.argv[1])\n"
+        "run_zoo([ZooModel('a', work / 'm.onnx')], ZooOptions(executor='local', work_dir=work,"
+        " model_timeout=600), task=stalling_run)\n"
+    )
+    root = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root.parent), str(root)])}
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=env)
+    try:
+        pid_file = tmp_path / "a.pid"
+        for _ in range(600):
+            if pid_file.is_file() and pid_file.read_text():
+                break
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+    finally:
+        proc.kill()
+        proc.wait()
+    for _ in range(100):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail(f"model process {child} ran on after its run was killed")

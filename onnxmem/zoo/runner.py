@@ -38,7 +38,7 @@ from typing import Any
 
 from onnxmem.core.errors import OnnxmemError, PlanInvalid, show_name
 from onnxmem.runtime.arena import DEVICES as VERIFY_DEVICES
-from onnxmem.runtime.isolation import RUN_SECONDS, run_limits
+from onnxmem.runtime.isolation import RUN_SECONDS, die_with_parent, run_limits
 from onnxmem.zoo.catalog import ZooModel
 from onnxmem.zoo.fixtures import materialize
 from onnxmem.zoo.results import ZooResult
@@ -239,6 +239,7 @@ def _worker_name() -> str:
 
 
 def _child(task: Task, model: ZooModel, options: ZooOptions, conn: Any) -> None:
+    die_with_parent()  # a run killed outright (SIGTERM, SIGKILL) leaves no model running on
     conn.send(replace(task(model, options), worker=_worker_name()))
     conn.close()
 
