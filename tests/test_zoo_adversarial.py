@@ -360,3 +360,28 @@ def test_a_run_killed_outright_leaves_no_model_process_running(tmp_path):
         time.sleep(0.1)
     os.kill(child, signal.SIGKILL)
     pytest.fail(f"model process {child} ran on after its run was killed")
+
+
+@pytest.mark.parametrize("stats", ["mean=nan std=1 min=-1 max=1", "mean=0 std=inf min=-inf max=inf",
+                                   "mean=0 std=-1 min=1 max=-1", "mean=0 std=1 min=1 max=-1"])
+def test_a_fixture_with_statistics_that_cannot_fill_it_fails_as_that_model(tmp_path, stats):
+    """Not a model of NaN or infinite weights that verifies, not an internal error: the model
+    fails with the initializer and the rule, and the run goes on."""
+    folder = tmp_path / "z"
+    folder.mkdir()
+    model = relu_model(width=512)
+    model.graph.initializer.append(numpy_helper.from_array(np.ones((1, 512), np.float32), "w\x1b"))
+    model.graph.node.append(helper.make_node("Add", ["y", "w\x1b"], ["z"], name="add"))
+    model.graph.output[0].name = "z"
+    stripped = strip_weights(model, "m")[0]
+    stripped.graph.initializer[0].doc_string = f"onnxmem.fill {stats}"
+    onnx.save(stripped, folder / "m.onnx")
+    onnx.save(relu_model(), folder / "ok.onnx")
+    out = tmp_path / "out"
+    code, output = run_cli(str(folder), "--out", str(out), "--verify", "cpu")
+    assert code == 1, output
+    rows = {m["name"]: m for m in json.loads((out / "results.json").read_text())["models"]}
+    assert rows["ok"]["status"] == "ok" and rows["m"]["status"] == "failed"
+    assert "initializer 'w\\x1b' has malformed statistics" in rows["m"]["error"]
+    assert "finite numbers, S >= 0, A <= B" in rows["m"]["error"] and "internal error" not in rows["m"]["error"]
+    assert not (out / "models" / "m.onnx").exists()

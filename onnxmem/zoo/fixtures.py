@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxmem.core.errors import OnnxmemError
+from onnxmem.core.errors import OnnxmemError, show_name
 from onnxmem.model import initializers, load_model
 
 __all__ = [
@@ -93,20 +93,27 @@ def strip_weights(model: onnx.ModelProto, name: str) -> tuple[onnx.ModelProto, i
 
 
 def _parse_stats(tensor: onnx.TensorProto) -> dict[str, float]:
+    """The fill statistics of a weight-free initializer: four finite numbers, ``std`` >= 0 and
+    ``min`` <= ``max`` (a fixture comes from anyone: anything else is a one-line error)."""
     text = tensor.doc_string
+    name = show_name(tensor.name)
     if not text.startswith(FILL_PREFIX):
         raise OnnxmemError(
-            f"initializer '{tensor.name}' has external data but no '{FILL_PREFIX}' statistics "
+            f"initializer {name} has external data but no '{FILL_PREFIX}' statistics "
             "to fill it from; put its data file beside the model"
         )
     words = dict(word.partition("=")[::2] for word in text[len(FILL_PREFIX):].split())
     try:
-        return {k: float(words[k]) for k in _STATS}
+        stats = {k: float(words[k]) for k in _STATS}
     except (KeyError, ValueError):
+        stats = {}
+    if (not stats or not all(math.isfinite(v) for v in stats.values()) or stats["std"] < 0
+            or stats["min"] > stats["max"]):
         raise OnnxmemError(
-            f"initializer '{tensor.name}' has malformed statistics {text!r}; expected "
-            f"'{FILL_PREFIX} mean=M std=S min=A max=B' (rebuild the fixture)"
-        ) from None
+            f"initializer {name} has malformed statistics {show_name(text)}; expected "
+            f"'{FILL_PREFIX} mean=M std=S min=A max=B' (finite numbers, S >= 0, A <= B): rebuild the fixture"
+        )
+    return stats
 
 
 def has_missing_weights(model: onnx.ModelProto, base_dir: str | os.PathLike[str]) -> bool:
