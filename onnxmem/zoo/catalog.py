@@ -138,7 +138,7 @@ def light_model_path(name: str) -> Path:
     path = root / f"light_{name}.onnx"
     if not path.is_file():
         raise OnnxmemError(
-            f"onnx wheel model '{name}' not found at '{path}'; the installed onnx package "
+            f"onnx wheel model {show_name(name)} not found at {show_name(str(path))}; the installed onnx package "
             f"ships {', '.join(sorted(p.stem[6:] for p in root.glob('light_*.onnx')))}"
         )
     return path
