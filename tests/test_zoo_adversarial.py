@@ -191,8 +191,8 @@ def test_a_runnable_copy_may_not_replace_an_input_model(tmp_path):
 
 
 @pytest.mark.parametrize("text,message", [
-    ('{"arena_size": {"a": Infinity}}', "Infinity is not a number"),
-    ('{"arena_size": {"a": NaN}}', "NaN is not a number"),
+    ('{"arena_size": {"a": Infinity}}', "Infinity is not a JSON number"),
+    ('{"arena_size": {"a": NaN}}', "NaN is not a JSON number"),
     ('{"arena_size": {"a": -5, "b": 512}}', "entry 'a': arena -5 is not a byte count"),
     ('{"arena_size": {"a": 512, "b": 1e30}}', "entry 'b': arena 1e+30 is not a byte count"),
     ('{"arena_size": {"a": 512.5}}', "entry 'a': arena 512.5 is not a byte count"),
@@ -385,3 +385,22 @@ def test_a_fixture_with_statistics_that_cannot_fill_it_fails_as_that_model(tmp_p
     assert "initializer 'w\\x1b' has malformed statistics" in rows["m"]["error"]
     assert "finite numbers, S >= 0, A <= B" in rows["m"]["error"] and "internal error" not in rows["m"]["error"]
     assert not (out / "models" / "m.onnx").exists()
+
+
+@pytest.mark.parametrize("text,message", [
+    ('{"models": ' + "[" * 100_000 + "]" * 100_000 + "}", "it nests arrays or objects too deep"),
+    ('{"models": [{"name": "a", "file": "a.onnx", "name": "b"}]}', "key 'name' is given twice"),
+])
+def test_a_catalogue_nested_too_deep_or_with_a_key_twice_is_a_one_line_error(tmp_path, text, message):
+    catalog = zoo(tmp_path)
+    catalog.write_text(text)
+    code, output = run_cli(str(catalog), "--out", str(tmp_path / "out"))
+    assert code == 1 and f"cannot be read: {message}" in output and "Traceback" not in output, output[-500:]
+
+
+def test_a_baseline_nested_too_deep_is_a_one_line_error(tmp_path):
+    catalog = zoo(tmp_path)
+    (tmp_path / "base.json").write_text('{"arena_size": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    code, output = run_cli(str(catalog), "--out", str(tmp_path / "out"), "--baseline", str(tmp_path / "base.json"))
+    assert code == 1 and "nests arrays or objects too deep" in output and "Traceback" not in output, output[-500:]
+    assert not (tmp_path / "out").exists()

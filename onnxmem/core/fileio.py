@@ -23,11 +23,12 @@ temporary file; a failure during them puts back the files already replaced.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
+from typing import Any, BinaryIO, Callable, Iterable
 
 from onnxmem.core.errors import OnnxmemError, show_name
 
@@ -39,6 +40,7 @@ __all__ = [
     "OutputSet",
     "check_input",
     "check_output_path",
+    "loads_json",
     "open_input",
     "read_input",
     "write_bytes_atomic",
@@ -54,6 +56,41 @@ MAX_PLAN_BYTES = 256 * 2**20
 MAX_CSV_BYTES = 2**30
 #: largest other input read (an .npz of inputs, a zoo list, a baseline)
 MAX_DATA_BYTES = 2**31
+
+
+#: most digits of a JSON integer parsed (a reader's range checks then speak of its own bound)
+JSON_MAX_DIGITS = 100
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > JSON_MAX_DIGITS:
+        raise ValueError(f"an integer has {len(text.lstrip('-'))} digits, more than {JSON_MAX_DIGITS}")
+    return int(text)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"key {show_name(key)} is given twice")
+        seen.add(key)
+    return dict(pairs)
+
+
+def loads_json(text: str, unique_keys: bool = False) -> Any:
+    """JSON from a file a user gave, parsed strictly: no ``NaN`` or ``Infinity``, integers of at
+    most ``JSON_MAX_DIGITS`` digits and, with ``unique_keys``, no key given twice in an object.
+    Every way it fails is a ``ValueError`` (``json.JSONDecodeError`` for broken syntax; a
+    nesting too deep for the parser says "nests arrays or objects too deep")."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_int=_json_int,
+                          object_pairs_hook=_unique_keys if unique_keys else None)
+    except RecursionError:
+        raise ValueError("it nests arrays or objects too deep") from None
 
 
 def _label(path: str | os.PathLike[str]) -> str:

@@ -26,7 +26,7 @@ from operator import attrgetter
 from typing import Any, BinaryIO
 
 from onnxmem.core.errors import PlanError, show_name
-from onnxmem.core.fileio import MAX_PLAN_BYTES, read_input, write_stream_atomic
+from onnxmem.core.fileio import MAX_PLAN_BYTES, loads_json, read_input, write_stream_atomic
 from onnxmem.plans.jsontext import dump, dumps
 from onnxmem.plans.schema import check_schema as check_format
 from onnxmem.plans.schema import load_schema
@@ -379,20 +379,6 @@ def plan_from_dict(data: Any, where: str = "plan") -> MemoryPlan:
     return MemoryPlan(**values)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-#: most digits of a JSON integer parsed (the range checks then speak of 2^62)
-_MAX_DIGITS = 100
-
-
-def _json_int(text: str) -> int:
-    if len(text.lstrip("-")) > _MAX_DIGITS:
-        raise ValueError(f"an integer has {len(text.lstrip('-'))} digits, more than {_MAX_DIGITS}")
-    return int(text)
-
-
 def parse_plan_json(data: bytes, where: str) -> Any:
     """Parse plan JSON strictly: UTF-8, no NaN or Infinity, integers of at most 100 digits."""
     try:
@@ -403,9 +389,7 @@ def parse_plan_json(data: bytes, where: str) -> Any:
             "that 'onnxmem plan -o' wrote"
         ) from None
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_int=_json_int)
-    except RecursionError:
-        raise PlanError(f"{where} nests arrays or objects too deep; it is not a plan") from None
+        return loads_json(text)
     except json.JSONDecodeError as exc:
         raise PlanError(f"{where} is not JSON (line {exc.lineno}: {exc.msg}); give the JSON plan "
                         "that 'onnxmem plan -o' wrote") from None

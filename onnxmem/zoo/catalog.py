@@ -36,7 +36,7 @@ from typing import Any
 import onnx
 
 from onnxmem.core.errors import OnnxmemError, one_line, show_name
-from onnxmem.core.fileio import write_text_atomic
+from onnxmem.core.fileio import loads_json, write_text_atomic
 from onnxmem.model import MAX_DIM, initializers, tensor_bytes
 
 __all__ = [
@@ -290,11 +290,11 @@ def check_model_name(name: str, where: str) -> str:
 
 def _catalog_entries(path: Path) -> list[dict[str, Any]]:
     try:
-        entries = json.loads(path.read_text())["models"]
+        entries = loads_json(path.read_text(), unique_keys=True)["models"]
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise TypeError("'models' is not a list of objects")
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise OnnxmemError(f"zoo catalogue '{path}' cannot be read: {exc}; rebuild it with "
+        raise OnnxmemError(f"zoo catalogue {show_name(str(path))} cannot be read: {one_line(str(exc))}; rebuild it with "
                            "'make zoo'") from None
     return entries
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from onnxmem.core.errors import OnnxmemError, one_line, show_name
-from onnxmem.core.fileio import OutputSet, write_text_atomic
+from onnxmem.core.fileio import OutputSet, loads_json, write_text_atomic
 
 __all__ = [
     "STATUSES",
@@ -324,18 +324,6 @@ class Baseline(dict[str, int]):
         self.made_with = made_with
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    twice = next((k for k in keys if keys.count(k) > 1), None)
-    if twice is not None:
-        raise ValueError(f"key {show_name(twice)} is given twice")
-    return dict(pairs)
-
-
-def _no_constant(word: str) -> Any:
-    raise ValueError(f"{word} is not a number")
-
-
 def read_baseline(path: str | os.PathLike[str]) -> Baseline:
     """A baseline file, checked: valid JSON with no key given twice, ``schema_version`` 1, and an
     ``arena_size`` object of at least one model whose values are byte counts (integers from 0 to
@@ -344,7 +332,7 @@ def read_baseline(path: str | os.PathLike[str]) -> Baseline:
     label = f"baseline {show_name(os.fspath(path))}"
     fix = "rewrite it with --write-baseline"
     try:
-        doc = json.loads(Path(path).read_text(), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        doc = loads_json(Path(path).read_text(), unique_keys=True)
     except FileNotFoundError:
         raise OnnxmemError(f"{label} does not exist; write one with --write-baseline") from None
     except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
