@@ -57,7 +57,7 @@ def test_a_key_given_twice_is_refused(tmp_path, good_plan, first):
     twice = '"arena_size": 64, "arena_size": 196608' if first else '"arena_size": 196608, "arena_size": 64'
     path = write(tmp_path, text.replace('"arena_size": 196608', twice, 1))
     out = refused(run("show", str(path)))
-    assert "p.json' is not a plan" in out and "key 'arena_size' appears twice" in out
+    assert "p.json' is not a plan" in out and "key 'arena_size' is given twice" in out
 
 
 def test_a_long_wrong_array_costs_what_one_item_costs(good_plan):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from onnxmem import zoo as zoo_lib
-from onnxmem.core.errors import OnnxmemError, show_name
+from onnxmem.core.errors import OnnxmemError, one_line, show_name
 from onnxmem.core.fileio import MAX_DATA_BYTES, OutputSet, check_input
 from onnxmem.runtime.isolation import RUN_SECONDS
 from onnxmem.zoo.settings import DEFAULT_MODEL_TIMEOUT, EXECUTORS
@@ -79,8 +79,11 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
     patterns = [p for word in only for p in word.split(",") if p]
     models = zoo_lib.load_zoo(zoo_source, patterns)
     inputs += [m.path for m in models] + [m.options.inputs for m in models if m.options.inputs is not None]
-    _check_zoo_outputs(inputs, out_dir, write_baseline, [m.name for m in models])
+    _check_zoo_outputs(inputs, out_dir, write_baseline, [m.name for m in models],
+                       copies=bool(verify) or optimize != "none")
     base = zoo_lib.read_baseline(baseline) if baseline else None
+    if base is not None:
+        zoo_lib.check_baseline_names([m.name for m in models], base)
     opts = make_plan_options(**plan_flags, optimize=optimize, device=verify or "cpu")
     options = zoo_lib.ZooOptions(plan=opts, verify=verify, jobs=jobs, executor=executor,
                                  work_dir=Path(out_dir), model_timeout=model_timeout, time_limit=time_limit)
@@ -102,6 +105,8 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
     click.echo(zoo_lib.results_markdown(results), nl=False)
     click.echo(f"\nresults      {paths['md']}  {paths['csv']}  {paths['json']}")
     regressions = zoo_lib.compare_baseline(results, base, tolerance) if base is not None else []
+    for note in zoo_lib.baseline_notes(results, base, whole_zoo=not patterns) if base is not None else []:
+        click.echo(f"note: {note}", err=True)
     for reg in regressions:
         click.echo(f"regression: {reg}", err=True)
     if write_baseline:
@@ -116,6 +121,7 @@ def _run_with_progress(models: list[ZooModel], options: ZooOptions, writer: Resu
                        started: float) -> list[ZooResult]:
     """Run the zoo with a progress bar on stderr, one line per model as it finishes."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from onnxmem.core.sizes import format_bytes
@@ -136,8 +142,9 @@ def _run_with_progress(models: list[ZooModel], options: ZooOptions, writer: Resu
                 extra += f", verify {r.verify}"
             if r.error:
                 extra += f": {r.error}"
-            bar.console.print(f"{mark} {r.name} ({r.seconds:.1f} s) {extra}", highlight=False,
-                              markup=True, soft_wrap=True)
+            # the name and the error are data (a model's strings): escaped, never markup
+            line = one_line(f"{r.name} ({r.seconds:.1f} s) {extra}")
+            bar.console.print(f"{mark} {escape(line)}", highlight=False, markup=True, soft_wrap=True)
             bar.update(task, advance=1, description=r.name)
 
         return run_zoo(models, options, done)
@@ -155,9 +162,11 @@ def _zoo_inputs(source: str, baseline: str | None) -> list[str | os.PathLike[str
     return inputs
 
 
-def _check_zoo_outputs(inputs: list[str | os.PathLike[str]], out_dir: str, write_baseline: str | None, names: list[str]) -> None:
-    """Every file the run writes (the results, each model's plan, the baseline) passes the checks of
-    ``OutputSet`` against every input (the list, the baseline, the models), before any work."""
+def _check_zoo_outputs(inputs: list[str | os.PathLike[str]], out_dir: str, write_baseline: str | None,
+                       names: list[str], copies: bool = False) -> None:
+    """Every file the run writes (the results, each model's plan, the baseline and, with ``copies``,
+    each model's runnable copy) passes the checks of ``OutputSet`` against every input (the list,
+    the baseline, the models), before any work."""
     outs = OutputSet(inputs)
     if os.path.exists(out_dir):
         if not os.path.isdir(out_dir):
@@ -167,6 +176,10 @@ def _check_zoo_outputs(inputs: list[str | os.PathLike[str]], out_dir: str, write
         if os.path.isdir(os.path.join(out_dir, "plans")):
             for name in names:
                 outs.add(os.path.join(out_dir, "plans", f"{name}.json"), "--out (a model's plan)")
+        if copies and os.path.isdir(os.path.join(out_dir, "models")):
+            for name in names:
+                for file in (f"{name}.onnx", f"{name}.onnx.data"):
+                    outs.add(os.path.join(out_dir, "models", file), "--out (a model's runnable copy)")
     if write_baseline:
         outs.add(write_baseline, "--write-baseline")
 

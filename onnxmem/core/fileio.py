@@ -23,11 +23,13 @@ temporary file; a failure during them puts back the files already replaced.
 from __future__ import annotations
 
 import errno
+import json
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
+from typing import Any, BinaryIO, Callable, Iterable
 
 from onnxmem.core.errors import OnnxmemError, show_name
 
@@ -39,6 +41,7 @@ __all__ = [
     "OutputSet",
     "check_input",
     "check_output_path",
+    "loads_json",
     "open_input",
     "read_input",
     "write_bytes_atomic",
@@ -54,6 +57,75 @@ MAX_PLAN_BYTES = 256 * 2**20
 MAX_CSV_BYTES = 128 * 2**20
 #: largest other input read (an .npz of inputs, a zoo list, a baseline)
 MAX_DATA_BYTES = 2**31
+
+
+#: most digits of a JSON integer parsed (a reader's range checks then speak of its own bound)
+JSON_MAX_DIGITS = 100
+#: a run of digits longer than any integer :func:`loads_json` parses (a string may hold one too)
+_LONG_DIGITS = re.compile(f"[0-9]{{{JSON_MAX_DIGITS + 1}}}")
+#: a JSON escape of a UTF-16 surrogate (half of a pair, or a lone one)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+#: a surrogate left alone in a parsed string: no character, so no UTF-8 file can hold it
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > JSON_MAX_DIGITS:
+        raise ValueError(f"an integer has {len(text.lstrip('-'))} digits, more than {JSON_MAX_DIGITS}")
+    return int(text)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (a key given twice is read two ways by two readers)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"key {show_name(key)} is given twice in one object, which JSON readers read "
+                                 "two ways")
+            seen.add(key)
+    return obj
+
+
+def _check_text(data: Any) -> None:
+    """Refuse a string (a key or a value, at any depth) that holds a lone UTF-16 surrogate."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str) and _SURROGATE.search(value):
+            raise ValueError(f"the string {show_name(value)} holds a lone UTF-16 surrogate, which is not text")
+
+
+def loads_json(text: str, unique_keys: bool = False) -> Any:
+    """JSON from a file a user gave, parsed strictly: no ``NaN`` or ``Infinity``, integers of at
+    most ``JSON_MAX_DIGITS`` digits, no string holding a lone UTF-16 surrogate (``"\\ud800"``)
+    and, with ``unique_keys``, no key given twice in an object. Every way it fails is a
+    ``ValueError`` (``json.JSONDecodeError`` for broken syntax; a nesting too deep for the
+    parser says "nests arrays or objects too deep"). The integers' digits are bounded by a hook
+    only where a run of more digits is in the text (otherwise each integer would cost a Python
+    call), and the strings are looked at only where the text escapes a surrogate."""
+    hooks: dict[str, Any] = {"parse_constant": _no_constant}
+    if _LONG_DIGITS.search(text) is not None:
+        hooks["parse_int"] = _json_int
+    if unique_keys:
+        hooks["object_pairs_hook"] = _unique_keys
+    try:
+        parsed = json.loads(text, **hooks)
+    except RecursionError:
+        raise ValueError("it nests arrays or objects too deep") from None
+    if _SURROGATE_ESCAPE.search(text) is not None:  # a pair is one character once parsed: look for a lone one
+        _check_text(parsed)
+    return parsed
 
 
 def _label(path: str | os.PathLike[str]) -> str:

@@ -21,13 +21,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any, BinaryIO
 
 from onnxmem.core.errors import PlanError, show_name
-from onnxmem.core.fileio import MAX_PLAN_BYTES, read_input, write_stream_atomic
+from onnxmem.core.fileio import MAX_PLAN_BYTES, loads_json, read_input, write_stream_atomic
 from onnxmem.plans.jsontext import dump, dumps
 from onnxmem.plans.schema import check_schema as check_format
 from onnxmem.plans.schema import load_schema
@@ -380,58 +379,6 @@ def plan_from_dict(data: Any, where: str = "plan") -> MemoryPlan:
     return MemoryPlan(**values)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-#: most digits of a JSON integer parsed (the range checks then speak of 2^62)
-_MAX_DIGITS = 100
-
-
-#: a run of digits longer than any integer :func:`parse_plan_json` parses
-_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (_MAX_DIGITS + 1))
-
-
-def _json_int(text: str) -> int:
-    if len(text.lstrip("-")) > _MAX_DIGITS:
-        raise ValueError(f"an integer has {len(text.lstrip('-'))} digits, more than {_MAX_DIGITS}")
-    return int(text)
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are all different (a key given twice is read two ways by two readers)."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise ValueError(f"key {show_name(key)} appears twice in one object, which JSON readers read "
-                                 "two ways; give the JSON plan that 'onnxmem plan -o' wrote")
-            seen.add(key)
-    return obj
-
-
-#: a JSON escape of a UTF-16 surrogate (half of a pair, or a lone one)
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-#: a surrogate left alone in a parsed string: no character, so no UTF-8 file can hold it
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _check_text(data: Any) -> None:
-    """Refuse a string (a key or a value, at any depth) that holds a lone UTF-16 surrogate."""
-    stack = [data]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend(value)
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-        elif isinstance(value, str) and _SURROGATE.search(value):
-            raise ValueError(f"the string {show_name(value)} holds a lone UTF-16 surrogate, which is not text; give "
-                             "the JSON plan that 'onnxmem plan -o' wrote")
-
-
 def parse_plan_json(data: bytes, where: str) -> Any:
     """Parse plan JSON strictly: UTF-8, no NaN or Infinity, integers of at most 100 digits, no key
     twice in one object, no lone surrogate (``"\\ud800"``) in a string."""
@@ -442,24 +389,13 @@ def parse_plan_json(data: bytes, where: str) -> Any:
             f"{where} is not UTF-8 text (byte {exc.start}); give the JSON plan "
             "that 'onnxmem plan -o' wrote"
         ) from None
-    # the integers are parsed by a hook that bounds their digits only where a run of more digits
-    # than that is in the text (a name may hold it too): an integer costs a Python call otherwise
-    long_digits = _LONG_DIGITS.search(data) is not None
     try:
-        if long_digits:
-            parsed = json.loads(text, parse_constant=_no_constant, parse_int=_json_int, object_pairs_hook=_object)
-        else:
-            parsed = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_object)
-        if _SURROGATE_ESCAPE.search(data) is not None:  # a pair is one character once parsed: look for a lone one
-            _check_text(parsed)
-        return parsed
-    except RecursionError:
-        raise PlanError(f"{where} nests arrays or objects too deep; it is not a plan") from None
+        return loads_json(text, unique_keys=True)
     except json.JSONDecodeError as exc:
         raise PlanError(f"{where} is not JSON (line {exc.lineno}: {exc.msg}); give the JSON plan "
                         "that 'onnxmem plan -o' wrote") from None
     except ValueError as exc:
-        raise PlanError(f"{where} is not a plan: {exc}") from None
+        raise PlanError(f"{where} is not a plan: {exc}; give the JSON plan that 'onnxmem plan -o' wrote") from None
 
 
 def read_plan_data(path: str | os.PathLike[str]) -> tuple[Any, str]:

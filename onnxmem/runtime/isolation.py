@@ -58,6 +58,7 @@ __all__ = [
     "available_memory",
     "end_child",
     "current_limits",
+    "die_with_parent",
     "end_run",
     "run_isolated",
     "run_limits",
@@ -373,7 +374,7 @@ def _limit_address_space(extra: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (held + room, held + room))
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask Linux to kill this child when its parent dies (a parent killed at its own time limit)."""
     import ctypes
 
@@ -392,7 +393,7 @@ def _serve(conn: Any, label: Any, started: Any, limits: RunLimits) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _shared, _limits = (label, started), limits
-    _die_with_parent()
+    die_with_parent()
     if limits.address_space:
         _limit_address_space(limits.memory)
     for name in WARM_MODULES:  # loaded while the parent reads and plans, not when the first call comes

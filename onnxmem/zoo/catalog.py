@@ -35,9 +35,9 @@ from typing import Any
 
 import onnx
 
-from onnxmem.core.errors import OnnxmemError, show_name
-from onnxmem.core.fileio import write_text_atomic
-from onnxmem.model import initializers, tensor_bytes
+from onnxmem.core.errors import OnnxmemError, one_line, show_name
+from onnxmem.core.fileio import loads_json, write_text_atomic
+from onnxmem.model import MAX_DIM, initializers, tensor_bytes
 
 __all__ = [
     "LIGHT_MODELS",
@@ -45,6 +45,7 @@ __all__ = [
     "ZooModel",
     "describe_inputs",
     "describe_model",
+    "check_model_name",
     "light_model_path",
     "load_zoo",
     "parse_list_line",
@@ -137,7 +138,7 @@ def light_model_path(name: str) -> Path:
     path = root / f"light_{name}.onnx"
     if not path.is_file():
         raise OnnxmemError(
-            f"onnx wheel model '{name}' not found at '{path}'; the installed onnx package "
+            f"onnx wheel model {show_name(name)} not found at {show_name(str(path))}; the installed onnx package "
             f"ships {', '.join(sorted(p.stem[6:] for p in root.glob('light_*.onnx')))}"
         )
     return path
@@ -212,7 +213,8 @@ def load_zoo(source: str | os.PathLike[str], only: Sequence[str] = ()) -> list[Z
         else:
             where = f"zoo folder '{src}'"
             base = _resolved(src, where)
-            models = [ZooModel(p.stem, _inside(base, p, where)) for p in sorted(src.rglob("*.onnx"))]
+            models = [ZooModel(check_model_name(p.stem, where), _inside(base, p, where))
+                      for p in sorted(src.rglob("*.onnx"))]
             if not models:
                 raise OnnxmemError(
                     f"zoo folder '{src}' has no catalog.json and no .onnx files; build one "
@@ -221,7 +223,7 @@ def load_zoo(source: str | os.PathLike[str], only: Sequence[str] = ()) -> list[Z
     elif src.is_file() and src.suffix == ".json":
         models = _read_catalog(src)
     elif src.is_file() and src.suffix == ".onnx":
-        models = [ZooModel(src.stem, src)]
+        models = [ZooModel(check_model_name(src.stem, f"zoo model {show_name(str(src))}"), src)]
     elif src.is_file():
         models = _read_list(src)
     elif str(source).startswith("onnx:"):
@@ -261,19 +263,38 @@ def _inside(base: Path, file: Path, where: str, what: str = "model file") -> Pat
 
 
 def _resolve(base: Path, file: str, where: str) -> Path:
-    """A model named by a list or catalogue line: relative to ``base``, links resolved."""
+    """A model named by a list or catalogue line: relative to ``base``, links resolved, refused
+    unless it lies inside ``base`` (a list or catalogue may come from anyone: it may not lead the
+    run to files elsewhere)."""
     if file.startswith("onnx:"):
         return light_model_path(file[5:])
-    return _resolved(base / file, where)
+    if "\0" in file:
+        raise OnnxmemError(f"{where}: model file {show_name(file)} holds a NUL byte; fix the path")
+    return _inside(_resolved(base, where, "folder"), base / file, where)
+
+
+#: a model's name: it names its plan file (``plans/NAME.json``) and its rows
+_NAME = re.compile(r"[A-Za-z0-9_][^/\\]{0,199}")
+
+
+def check_model_name(name: str, where: str) -> str:
+    """``name`` if it can name a model of a zoo: 1 to 200 printable characters, no ``/`` or
+    ``\\``, starting with a letter, a digit or ``_`` (so no ``..``, no hidden file, no spreadsheet
+    formula); else a one-line error naming ``where``."""
+    if not name.isprintable() or not _NAME.fullmatch(name):
+        raise OnnxmemError(f"{where}: model name {show_name(name)} cannot name a model: a name is 1 to 200 "
+                           "printable characters without '/' or '\\', starting with a letter, digit or '_'; "
+                           "rename it")
+    return name
 
 
 def _catalog_entries(path: Path) -> list[dict[str, Any]]:
     try:
-        entries = json.loads(path.read_text())["models"]
+        entries = loads_json(path.read_text(), unique_keys=True)["models"]
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise TypeError("'models' is not a list of objects")
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise OnnxmemError(f"zoo catalogue '{path}' cannot be read: {exc}; rebuild it with "
+        raise OnnxmemError(f"zoo catalogue {show_name(str(path))} cannot be read: {one_line(str(exc))}; rebuild it with "
                            "'make zoo'") from None
     return entries
 
@@ -283,14 +304,17 @@ def _read_catalog(path: Path) -> list[ZooModel]:
     for i, e in enumerate(_catalog_entries(path)):
         try:
             name = str(e["name"])
-            where = f"zoo catalogue '{path}' model {show_name(name)}"
+            where = f"zoo catalogue {show_name(str(path))} model {show_name(name)}"
+            check_model_name(name, f"zoo catalogue {show_name(str(path))} model {i}")
             options = _entry_options(path.parent, where, e)
             models.append(ZooModel(
                 name=name,
-                path=_resolve(path.parent, str(e["file"]), f"zoo catalogue '{path}'"),
-                dims={str(k): int(v) for k, v in e.get("dims", {}).items()},
+                path=_resolve(path.parent, str(e["file"]), where),
+                dims={str(k): _size(v, where, f"key 'dims' entry {show_name(k)}")
+                      for k, v in e.get("dims", {}).items()},
                 info={k: v for k, v in e.items() if k not in ("name", "file", *OPTION_KEYS)},
-                input_shapes={str(k): tuple(int(d) for d in v)
+                input_shapes={str(k): tuple(_size(d, where, f"key 'input_shapes' entry {show_name(k)}")
+                                            for d in v)
                               for k, v in e.get("input_shapes", {}).items()},
                 options=options,
             ))
@@ -300,6 +324,15 @@ def _read_catalog(path: Path) -> list[ZooModel]:
                 "each needs 'name' and 'file', and 'dims'/'input_shapes' of integers"
             ) from None
     return models
+
+
+def _size(value: Any, where: str, what: str) -> int:
+    """A dim a list line or a catalogue entry gives: a positive integer up to ``MAX_DIM`` (2^40),
+    onnxmem's limit (not a boolean, not a fraction to round)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_DIM:
+        raise OnnxmemError(f"{where}: {what} holds {one_line(json.dumps(value)[:60])}, which is not "
+                           "a positive integer up to 2^40; write the size the model runs at")
+    return value
 
 
 def _entry_options(folder: Path, where: str, entry: Mapping[str, Any]) -> ModelOptions:
@@ -368,6 +401,7 @@ def _read_list(path: Path) -> list[ZooModel]:
             raise OnnxmemError(f"zoo list '{path}' line {lineno}: model file {show_name(str(file))} does not exist; "
                                "fix the path (relative paths are read from the list's folder)")
         name = f"onnx_{words[0][5:]}" if words[0].startswith("onnx:") else file.stem
+        check_model_name(name, where)
         models.append(ZooModel(name, file, dims, input_shapes=shapes, options=options))
     return models
 
@@ -421,13 +455,13 @@ def parse_list_line(words: Sequence[str], where: str
             name = dim.group(1)
             if name in dims:
                 raise OnnxmemError(f"{where}: dim {name!r} is bound twice; keep one {name}=N")
-            dims[name] = int(dim.group(2))
+            dims[name] = _size(int(dim.group(2)), where, f"dim {name!r}")
         elif shape is not None:
             name = shape.group(1)
             if name in shapes:
                 raise OnnxmemError(f"{where}: input {name!r} is given two shapes; keep one")
             value = shape.group(2)
-            shapes[name] = tuple(int(d) for d in value.split("x")) if value else ()
+            shapes[name] = tuple(_size(int(d), where, f"input {name!r}") for d in value.split("x")) if value else ()
         else:
             raise OnnxmemError(
                 f"{where}: {word!r} is neither a dim binding nor an input shape; write "

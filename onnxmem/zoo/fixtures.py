@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxmem.core.errors import OnnxmemError
+from onnxmem.core.errors import OnnxmemError, show_name
 from onnxmem.model import initializers, load_model
 
 __all__ = [
@@ -93,20 +93,27 @@ def strip_weights(model: onnx.ModelProto, name: str) -> tuple[onnx.ModelProto, i
 
 
 def _parse_stats(tensor: onnx.TensorProto) -> dict[str, float]:
+    """The fill statistics of a weight-free initializer: four finite numbers, ``std`` >= 0 and
+    ``min`` <= ``max`` (a fixture comes from anyone: anything else is a one-line error)."""
     text = tensor.doc_string
+    name = show_name(tensor.name)
     if not text.startswith(FILL_PREFIX):
         raise OnnxmemError(
-            f"initializer '{tensor.name}' has external data but no '{FILL_PREFIX}' statistics "
+            f"initializer {name} has external data but no '{FILL_PREFIX}' statistics "
             "to fill it from; put its data file beside the model"
         )
     words = dict(word.partition("=")[::2] for word in text[len(FILL_PREFIX):].split())
     try:
-        return {k: float(words[k]) for k in _STATS}
+        stats = {k: float(words[k]) for k in _STATS}
     except (KeyError, ValueError):
+        stats = {}
+    if (not stats or not all(math.isfinite(v) for v in stats.values()) or stats["std"] < 0
+            or stats["min"] > stats["max"]):
         raise OnnxmemError(
-            f"initializer '{tensor.name}' has malformed statistics {text!r}; expected "
-            f"'{FILL_PREFIX} mean=M std=S min=A max=B' (rebuild the fixture)"
-        ) from None
+            f"initializer {name} has malformed statistics {show_name(text)}; expected "
+            f"'{FILL_PREFIX} mean=M std=S min=A max=B' (finite numbers, S >= 0, A <= B): rebuild the fixture"
+        )
+    return stats
 
 
 def has_missing_weights(model: onnx.ModelProto, base_dir: str | os.PathLike[str]) -> bool:
@@ -152,8 +159,11 @@ def fill_weights(model: onnx.ModelProto, seed: int = 0) -> int:
 
 
 def materialize(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                seed: int = 0) -> Path:
+                seed: int = 0, name: str | None = None) -> Path:
     """A runnable copy of a weight-free model: ``out_dir/NAME.onnx`` + ``NAME.onnx.data``.
+
+    NAME is ``name`` (a zoo passes the model's unique name, so two models whose files share a
+    file name get a copy each), else the source's file name without ``.onnx``.
 
     Returns ``path`` itself when all its weights are present. The copy is reused when it is
     newer than the source. Both files are written under a temporary name and then renamed,
@@ -165,7 +175,7 @@ def materialize(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
         return src
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    dest = out / src.name
+    dest = out / (f"{name}.onnx" if name is not None else src.name)
     data = dest.with_name(dest.name + ".data")
     if dest.is_file() and data.is_file() and dest.stat().st_mtime >= src.stat().st_mtime:
         return dest

@@ -4,6 +4,7 @@ of arena sizes a run is compared against."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
@@ -14,14 +15,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from onnxmem.core.errors import OnnxmemError
-from onnxmem.core.fileio import OutputSet, write_text_atomic
+from onnxmem.core.errors import OnnxmemError, one_line, show_name
+from onnxmem.core.fileio import OutputSet, loads_json, write_text_atomic
 
 __all__ = [
     "STATUSES",
+    "Baseline",
     "Regression",
     "ResultsWriter",
     "ZooResult",
+    "baseline_notes",
+    "check_baseline_names",
     "compare_baseline",
     "machine_info",
     "read_baseline",
@@ -153,6 +157,17 @@ def _row(r: ZooResult) -> list[str]:
     ]
 
 
+def _cell(text: str) -> str:
+    """``text`` as Markdown shows it literally on one line: a model's strings (its name, an error
+    quoting its nodes) add no HTML, no link, no emphasis, no table column and no line."""
+    text = html.escape(one_line(text), quote=False)
+    return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in text)
+
+
+#: the characters Markdown may read as syntax inside a table cell or a list item
+_MARKDOWN_SPECIAL = frozenset("\\`*[]|")
+
+
 def results_markdown(results: Sequence[ZooResult], header: dict[str, Any] | None = None) -> str:
     """The Markdown table of a zoo run, with the failures' errors under it."""
     lines = []
@@ -163,7 +178,7 @@ def results_markdown(results: Sequence[ZooResult], header: dict[str, Any] | None
     lines.append("| " + " | ".join(TABLE_COLUMNS) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(TABLE_COLUMNS) - 2) + [":---:"]) + "|")
     for r in results:
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _row(r)) + " |")
+        lines.append("| " + " | ".join(_cell(c) for c in _row(r)) + " |")
     bad = [r for r in results if r.status != "ok"]
     ok = len(results) - len(bad)
     lines += ["", f"{ok} of {len(results)} models ok."]
@@ -180,7 +195,7 @@ def results_markdown(results: Sequence[ZooResult], header: dict[str, Any] | None
             error = r.error or ""
             if len(error) > ERROR_CHARS:
                 error = error[:ERROR_CHARS].rstrip() + " ... (full text in results.json)"
-            lines.append(f"- **{r.name}** ({r.status}): {error}")
+            lines.append(f"- **{_cell(r.name)}** ({r.status}): {_cell(error)}")
     return "\n".join(lines) + "\n"
 
 
@@ -285,31 +300,104 @@ class Regression:
 def write_baseline(results: Sequence[ZooResult], path: str | os.PathLike[str],
                    meta: dict[str, Any] | None = None,
                    inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
-    """Record each planned model's arena size; models that failed are left out.
-    ``inputs``: the run's input files, which ``path`` may not be."""
-    arenas = {r.name: r.arena_size for r in results if r.arena_size is not None}
-    doc = {"schema_version": 1, **(meta or {}), "arena_size": arenas}
+    """Record the arena size of each model that is ``ok`` (a failed model, or a plan that failed
+    verification, is left out), and the onnxmem and onnxruntime versions that made them
+    (``made_with``). ``inputs``: the run's input files, which ``path`` may not be."""
+    arenas = {r.name: r.arena_size for r in results if r.arena_size is not None and r.status == "ok"}
+    info = machine_info()
+    made_with = {k: info[k] for k in ("onnxmem", "onnxruntime")}
+    doc = {"schema_version": 1, **(meta or {}), "made_with": made_with, "arena_size": arenas}
     write_text_atomic(path, json.dumps(doc, indent=1) + "\n", "--write-baseline", inputs)
 
 
-def read_baseline(path: str | os.PathLike[str]) -> dict[str, int]:
+#: the largest arena a baseline may record (JSON readers hold integers exactly up to 2**53)
+MAX_BASELINE_BYTES = 2**53
+
+
+class Baseline(dict[str, int]):
+    """The arena of each model a baseline file records, by name; ``path`` is the file and
+    ``made_with`` the versions that wrote it (``{}`` for a file that does not say)."""
+
+    def __init__(self, arenas: dict[str, int], path: str, made_with: dict[str, Any]) -> None:
+        super().__init__(arenas)
+        self.path = path
+        self.made_with = made_with
+
+
+def read_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """A baseline file, checked: valid JSON with no key given twice, ``schema_version`` 1, and an
+    ``arena_size`` object of at least one model whose values are byte counts (integers from 0 to
+    ``MAX_BASELINE_BYTES``). Anything else is a one-line error naming the file and the entry:
+    a broken baseline never lets a run pass."""
+    label = f"baseline {show_name(os.fspath(path))}"
+    fix = "rewrite it with --write-baseline"
     try:
-        doc = json.loads(Path(path).read_text())
-        return {str(k): int(v) for k, v in doc["arena_size"].items()}
+        doc = loads_json(Path(path).read_text(), unique_keys=True)
     except FileNotFoundError:
-        raise OnnxmemError(f"baseline '{path}' does not exist; write one with --write-baseline") from None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise OnnxmemError(f"baseline '{path}' cannot be read ({exc}); rewrite it with --write-baseline") from None
+        raise OnnxmemError(f"{label} does not exist; write one with --write-baseline") from None
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise OnnxmemError(f"{label} cannot be read ({one_line(str(exc))}); {fix}") from None
+    if not isinstance(doc, dict):
+        raise OnnxmemError(f"{label} cannot be read: it is not a JSON object; {fix}")
+    version = doc.get("schema_version", 1)
+    if version != 1 or isinstance(version, bool):
+        raise OnnxmemError(f"{label} has schema_version {show_name(version)}; this onnxmem reads 1: {fix}")
+    arenas = doc.get("arena_size")
+    if not isinstance(arenas, dict):
+        raise OnnxmemError(f"{label} has no 'arena_size' object of model arenas; {fix}")
+    if not arenas:
+        raise OnnxmemError(f"{label} records no model ('arena_size' is empty), so it would check nothing; {fix}")
+    for name, value in arenas.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BASELINE_BYTES:
+            raise OnnxmemError(f"{label} entry {show_name(name)}: arena {one_line(json.dumps(value)[:60])} is not a byte count "
+                               f"(an integer from 0 to 2**53); {fix}")
+    made_with = doc.get("made_with", {})
+    return Baseline(arenas, os.fspath(path), made_with if isinstance(made_with, dict) else {})
+
+
+def baseline_notes(results: Sequence[ZooResult], baseline: Baseline, whole_zoo: bool = True) -> list[str]:
+    """What a comparison with ``baseline`` leaves unchecked, one line each: the versions that wrote
+    it where they are not this run's, the models of the run it does not record, and (``whole_zoo``:
+    the run covers the whole zoo, no ``--only``) the models it records that the zoo no longer has."""
+    label = f"baseline {show_name(baseline.path)}"
+    notes = []
+    info = machine_info()
+    changed = [f"{k} {show_name(baseline.made_with[k])} (now {info[k]})" for k in ("onnxmem", "onnxruntime")
+               if k in baseline.made_with and baseline.made_with[k] != info[k]]
+    if changed:
+        notes.append(f"{label} was made with {', '.join(changed)}: arenas may differ for that reason; "
+                     "once checked, refresh it with --write-baseline")
+    names = {r.name for r in results}
+    for r in results:
+        if r.name not in baseline:
+            notes.append(f"model {show_name(r.name)} is not in {label}, so it is not compared; "
+                         "add it with --write-baseline")
+    if whole_zoo:
+        for name in baseline:
+            if name not in names:
+                notes.append(f"{label} entry {show_name(name)} names no model of the zoo; remove it or "
+                             "rewrite the file with --write-baseline")
+    return notes
+
+
+def check_baseline_names(names: Sequence[str], baseline: dict[str, int]) -> None:
+    """Refuse a baseline that records none of the models ``names`` of a run: comparing with it would
+    check nothing."""
+    if names and not any(n in baseline for n in names):
+        path = getattr(baseline, "path", None)
+        label = "the baseline" if path is None else f"baseline {show_name(path)}"
+        raise OnnxmemError(
+            f"{label} records none of the {len(names)} models of this run, so nothing would be "
+            "compared; give the baseline of this zoo (check --only) or write one with --write-baseline")
 
 
 def compare_baseline(results: Sequence[ZooResult], baseline: dict[str, int],
                      tolerance: float = 0.0) -> list[Regression]:
     """Models in both whose arena grew by more than ``tolerance`` (a fraction), and models of
     the baseline that now have no arena. Models not in the baseline are not compared."""
+    check_baseline_names([r.name for r in results], baseline)
     out = []
-    for r in results:
-        if r.name not in baseline:
-            continue
+    for r in (r for r in results if r.name in baseline):
         old = baseline[r.name]
         if r.arena_size is None or r.arena_size > old * (1 + tolerance):
             out.append(Regression(r.name, old, r.arena_size))

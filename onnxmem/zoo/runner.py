@@ -36,9 +36,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from onnxmem.core.errors import OnnxmemError, PlanInvalid
+from onnxmem.core.errors import OnnxmemError, PlanInvalid, show_name
 from onnxmem.runtime.arena import DEVICES as VERIFY_DEVICES
-from onnxmem.runtime.isolation import RUN_SECONDS, run_limits
+from onnxmem.runtime.isolation import RUN_SECONDS, die_with_parent, run_limits
 from onnxmem.zoo.catalog import ZooModel
 from onnxmem.zoo.fixtures import materialize
 from onnxmem.zoo.results import ZooResult
@@ -112,7 +112,7 @@ def _plan_and_verify(model: ZooModel, options: ZooOptions) -> ZooResult:
         path = model.path
         if options.verify or opts.optimize != "none":
             stage = "fill weights"  # onnxruntime reads the weights to run or to optimize
-            path = materialize(path, (work or Path(".")) / "models", seed=options.seed)
+            path = materialize(path, (work or Path(".")) / "models", seed=options.seed, name=model.name)
         stage = "plan" if opts.optimize == "none" else "optimize"
         with optimized_model(path, opts.optimize, options.verify or opts.device) as built:
             stage = "plan"
@@ -239,6 +239,7 @@ def _worker_name() -> str:
 
 
 def _child(task: Task, model: ZooModel, options: ZooOptions, conn: Any) -> None:
+    die_with_parent()  # a run killed outright (SIGTERM, SIGKILL) leaves no model running on
     conn.send(replace(task(model, options), worker=_worker_name()))
     conn.close()
 
@@ -332,6 +333,9 @@ def _ray_task(model: ZooModel, options: ZooOptions, task: Task) -> ZooResult:
     return replace(run_limited(model, options, task), worker=_worker_name())
 
 
+_NO_RAY = "--executor ray needs Ray: pip install 'onnxmem[ray]' (or use --executor local)"
+
+
 def _run_ray(models: Sequence[ZooModel], options: ZooOptions, notify: Callback,
              task: Task) -> list[ZooResult]:
     """Tasks on a Ray cluster (``RAY_ADDRESS``, or a local one: :func:`_ray_cluster`). Model
@@ -339,9 +343,7 @@ def _run_ray(models: Sequence[ZooModel], options: ZooOptions, notify: Callback,
     try:
         import ray
     except ImportError:
-        raise OnnxmemError(
-            "--executor ray needs Ray: pip install 'onnxmem[ray]' (or use --executor local)"
-        ) from None
+        raise OnnxmemError(_NO_RAY) from None
     with _ray_cluster(ray, options.jobs):
         remote = ray.remote(num_cpus=1)(_ray_task)
         refs = {remote.remote(m, options, task): i for i, m in enumerate(models)}
@@ -377,7 +379,12 @@ def _ray_cluster(ray: Any, cpus: int) -> Iterator[None]:
         return
     address = os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, log_to_driver=False)
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+            raise OnnxmemError(f"RAY_ADDRESS {show_name(address)}: Ray cannot connect "
+                               f"({show_name(str(exc), 300)}); start the cluster, or unset RAY_ADDRESS for a "
+                               "local one") from None
         try:
             yield
         finally:
@@ -391,6 +398,29 @@ def _ray_cluster(ray: Any, cpus: int) -> Iterator[None]:
             yield
         finally:
             ray.shutdown()
+
+
+#: seconds to wait for the head of the cluster at ``RAY_ADDRESS`` to accept a connection
+RAY_CONNECT_SECONDS = 10.0
+
+
+def _check_ray_address(address: str) -> None:
+    """A one-line error unless the head at ``RAY_ADDRESS`` (``HOST:PORT`` or ``ray://HOST:PORT``;
+    ``auto`` and ``local`` are left to Ray) accepts a TCP connection within ``RAY_CONNECT_SECONDS``:
+    Ray itself retries an address that does not answer for minutes."""
+    if address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise OnnxmemError(f"RAY_ADDRESS {show_name(address)} is not HOST:PORT (or ray://HOST:PORT); "
+                           "give the head's address, e.g. 10.0.0.1:6379")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_SECONDS):
+            pass
+    except (OSError, UnicodeError) as exc:
+        raise OnnxmemError(f"RAY_ADDRESS {show_name(address)}: no Ray head answers there within "
+                           f"{RAY_CONNECT_SECONDS:g} s ({show_name(str(exc))}); start the cluster (ray start "
+                           "--head), or unset RAY_ADDRESS for a local one") from None
 
 
 @contextmanager
@@ -436,7 +466,15 @@ def check_zoo_run(models: Sequence[ZooModel], options: ZooOptions) -> None:
         raise OnnxmemError(f"--jobs {options.jobs}: use 1 or more")
     if options.model_timeout is not None and options.model_timeout < 0:
         raise OnnxmemError(f"--model-timeout {options.model_timeout:g}: use 0 (no limit) or more")
+    if options.executor == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise OnnxmemError(_NO_RAY)
+        if os.environ.get("RAY_ADDRESS"):
+            _check_ray_address(os.environ["RAY_ADDRESS"])
     names = [m.name for m in models]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise OnnxmemError(f"zoo has several models named {', '.join(dupes)}; names must be unique")
+        raise OnnxmemError(f"zoo has several models named {', '.join(map(show_name, dupes))}; names must be unique: "
+                           "rename all but one")
