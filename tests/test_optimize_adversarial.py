@@ -122,23 +122,28 @@ def _interrupted(tmp_path, sig: int, group: bool) -> tuple[int, bytes]:
     """``onnxmem plan --optimize all`` of a long chain, sent ``sig`` (to its process group: a
     terminal's Ctrl-C reaches the onnxruntime child too) once onnxruntime has written the graph
     in its temporary folder: the exit code and the output, after checking that no folder and no
-    plan were left."""
+    plan were left (the command had not ended when the signal came)."""
     model, plan, tmp = tmp_path / "chain.onnx", tmp_path / "plan.json", tmp_path / "tmp"
-    onnx.save(_long_chain(1500), model)
+    onnx.save(_long_chain(4000), model)
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
+    # SIGINT at its default in the command (a job started in the background, as a CI step may be,
+    # inherits it ignored, and Python then installs no Ctrl-C handler)
     proc = subprocess.Popen([sys.executable, "-m", "onnxmem", "plan", str(model), "--optimize", "all", "-o", str(plan)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not any((p / "optimized.onnx").exists() for p in tmp.glob("onnxmem-optimize-*")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
         time.sleep(0.005)
-    time.sleep(0.1)  # the graph written: the command reads and plans it, its child waits
+    # the graph written: the command reads and plans its 4,000 fused nodes (seconds), the signal
+    # sent at once lands before it can end, on a busy machine or an idle one
     if group:
         os.killpg(proc.pid, sig)
     else:
         proc.send_signal(sig)
     out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out.decode()
     assert b"Traceback" not in out, out.decode()
     assert [p.name for p in tmp.iterdir() if p.is_dir() or p.name.startswith("onnxmem")] == []
     assert not plan.exists()
