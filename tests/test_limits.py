@@ -218,3 +218,25 @@ def test_a_command_forks_its_child_and_a_process_with_numpy_spawns_it():
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.splitlines() == ["fork False", "True", "onnxruntime crashed (SIGSEGV)", "True False"]
+
+
+def test_memory_running_out_in_pack_names_what_pack_can_be_given(tmp_path):
+    """pack of 60,000 buffers all live at once under a 3 GiB address space: the buffers' lists of
+    those live beside them do not fit; the one line says what a pack problem can change, not the
+    model's input shapes pack has no flag for."""
+    import subprocess
+    import sys
+
+    problem = tmp_path / "dense.csv"
+    problem.write_text("id,lower,upper,size\n" + "".join(f"b{i},0,1,{i % 97 + 1}\n" for i in range(60_000)))
+    script = ("import resource, sys\n"
+              "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+              "from onnxmem.cli.main import main\n"
+              "main(['pack', sys.argv[1]])\n")
+    r = subprocess.run([sys.executable, "-c", script, str(problem)], capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 1, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines == ["error: onnxmem ran out of memory during pack; give a problem with fewer buffers live at once "
+                     "(the solvers keep, for each buffer, the buffers live beside it: n x n where all n are) or run "
+                     "it where more memory is free"], r.stderr[-2000:]

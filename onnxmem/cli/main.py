@@ -124,9 +124,19 @@ class LazyGroup(click.Group):
             click.echo(f"error: {one_line(str(exc))}", err=True)
             sys.exit(exc.exit_code)
         except MemoryError:  # in this process (the child reports its own): a value too large for the memory left
-            click.echo(f"error: onnxmem ran out of memory during {ctx.invoked_subcommand or 'the command'}; give "
-                       "smaller input shapes (--input-shape, --dim) or run it where more memory is free", err=True)
+            command = ctx.invoked_subcommand or "the command"
+            click.echo(f"error: onnxmem ran out of memory during {command}; "
+                       f"{_MEMORY_FIX.get(command, _MEMORY_FIX[''])} or run it where more memory is free", err=True)
             sys.exit(1)
+
+
+#: what to give a command that ran out of memory in its own process, by command ("": one that reads a model)
+_MEMORY_FIX = {
+    "": "give smaller input shapes (--input-shape, --dim)",
+    "pack": "give a problem with fewer buffers live at once (the solvers keep, for each buffer, the buffers "
+            "live beside it: n x n where all n are)",
+    **{c: "give a smaller plan file" for c in ("show", "plot", "export", "instantiate")},
+}
 
 
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
