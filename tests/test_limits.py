@@ -166,8 +166,6 @@ def test_memory_running_out_in_the_command_itself_is_one_line(tmp_path):
     """verify run in the command's own process (no child: ``isolate=False``, as in a pool's
     worker) on a batch of a million images, under a 3 GiB address space: one line naming the
     command, exit 1, no traceback (the child reports its own MemoryError the same way)."""
-    import subprocess
-    import sys
 
     k1 = numpy_helper.from_array(np.full((4, 3, 3, 3), 0.1, np.float32), "k1")
     k2 = numpy_helper.from_array(np.full((4, 4, 3, 3), 0.1, np.float32), "k2")
@@ -179,18 +177,27 @@ def test_memory_running_out_in_the_command_itself_is_one_line(tmp_path):
                     helper.make_node("GlobalAveragePool", ["s"], ["y"])],
                    [vi("img", [1_000_000, 3, 8, 8])], [vi("y", None)], [k1, k2])
     path = _save(tmp_path, m)
+    lines = _in_three_gib("verify", path)
+    assert lines[-1].startswith("error: onnxmem ran out of memory during verify"), lines
+    assert not any("Traceback" in ln for ln in lines)
+
+
+def _in_three_gib(command: str, path: os.PathLike[str]) -> list[str]:
+    """``onnxmem COMMAND PATH`` in the command's own process (no child: ``isolate=False``) under a
+    3 GiB address space; its exit code asserted 1, the lines it printed on stderr."""
+    import subprocess
+    import sys
+
     script = ("import resource, sys\n"
               "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
               "from onnxmem.runtime.isolation import run_limits\n"
               "from onnxmem.cli.main import main\n"
               "with run_limits(isolate=False):\n"
-              "    main(['verify', sys.argv[1]])\n")
-    r = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
+              "    main([sys.argv[1], sys.argv[2]])\n")
+    r = subprocess.run([sys.executable, "-c", script, command, str(path)], capture_output=True, text=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 1, r.stderr[-2000:]
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert lines[-1].startswith("error: onnxmem ran out of memory during verify"), r.stderr[-2000:]
-    assert "Traceback" not in r.stderr
+    return [ln for ln in r.stderr.splitlines() if ln.strip()]
 
 
 def test_a_command_forks_its_child_and_a_process_with_numpy_spawns_it():
@@ -224,19 +231,8 @@ def test_memory_running_out_in_pack_names_what_pack_can_be_given(tmp_path):
     """pack of 60,000 buffers all live at once under a 3 GiB address space: the buffers' lists of
     those live beside them do not fit; the one line says what a pack problem can change, not the
     model's input shapes pack has no flag for."""
-    import subprocess
-    import sys
-
     problem = tmp_path / "dense.csv"
     problem.write_text("id,lower,upper,size\n" + "".join(f"b{i},0,1,{i % 97 + 1}\n" for i in range(60_000)))
-    script = ("import resource, sys\n"
-              "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
-              "from onnxmem.cli.main import main\n"
-              "main(['pack', sys.argv[1]])\n")
-    r = subprocess.run([sys.executable, "-c", script, str(problem)], capture_output=True, text=True,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert r.returncode == 1, r.stderr[-2000:]
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert lines == ["error: onnxmem ran out of memory during pack; give a problem with fewer buffers live at once "
-                     "(the solvers keep, for each buffer, the buffers live beside it: n x n where all n are) or run "
-                     "it where more memory is free"], r.stderr[-2000:]
+    assert _in_three_gib("pack", problem) == [
+        "error: onnxmem ran out of memory during pack; give a problem with fewer buffers live at once (the solvers "
+        "keep, for each buffer, the buffers live beside it: n x n where all n are) or run it where more memory is free"]
