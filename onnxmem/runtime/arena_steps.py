@@ -165,9 +165,10 @@ class ArenaSteps(abc.ABC):
         return cast(np.ndarray, self._memory(slot).read(slot.offset, slot.size))
 
     def _keep(self, slot: Slot) -> np.ndarray:
-        """The slot's bytes as they must stay while it is live (``HostArena.keep``)."""
+        """The slot's bytes as they must stay while it is live (``HostArena.keep``; a private
+        slot's: a copy, as :meth:`_read` makes)."""
         if slot.private is not None:
-            return np.array(slot.private[: slot.size])
+            return self._read(slot)
         return cast(np.ndarray, self._memory(slot).keep(slot.offset, slot.size))
 
     def _peek(self, slot: Slot) -> np.ndarray:
