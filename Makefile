@@ -190,7 +190,7 @@ training-env:
 	$(PYTHON311) -m venv $(TRAINING_VENV)
 	$(TRAINING_PYTHON) -m pip install -q --upgrade pip
 	$(TRAINING_PYTHON) -m pip install -q -c constraints-training.txt onnxruntime-training-cpu onnx numpy torch \
-		onnxscript click jsonschema sympy rich matplotlib numba pytest
+		onnxscript click jsonschema fastjsonschema sympy rich matplotlib numba pytest
 	$(TRAINING_PYTHON) -m pip install -q --no-deps -c constraints-training.txt torchvision pillow
 	$(TRAINING_PYTHON) -m pip install -q --no-deps -e .
 

@@ -5,7 +5,8 @@ onnxmem ...``), timed from the interpreter's start to its exit; the CPU seconds 
 resident memory are that process's and its children's (``os.wait4``):
 
 1. ``plan -o`` on a 100,000-node Relu chain and transformer (``bench_scale.build``): at most 10 s
-   and 400 MB;
+   and 400 MB; and reading that plan back (``verify --plan plan.json --static-only``: the model,
+   the plan file and the static proof), in the same limits;
 2. every zoo model (``models/zoo``, weights filled in by ``onnxmem.zoo.fixtures.materialize``):
    ``plan MODEL -o`` against a process that creates an onnxruntime session for the same
    model and runs it once (``ratio``: plan over onnxruntime; target at most 1);
@@ -112,19 +113,23 @@ def large_model(family: str, nodes: int, path: Path) -> int:
 
 
 def large_case(tmp: Path, nodes: int, runs: int = 1) -> list[str]:
-    """``plan -o`` and ``plan`` on the Relu chain and the transformer of ``nodes`` nodes (median of
-    ``runs`` after an uncounted first run, as every other figure here)."""
+    """``plan -o``, ``plan``, and ``verify --plan --static-only`` of the plan written, on the Relu
+    chain and the transformer of ``nodes`` nodes (median of ``runs`` after an uncounted first run,
+    as every other figure here)."""
     rows = ["| command | nodes | wall s | CPU s | peak RSS MiB | target | met |", "|---|---:|---:|---:|---:|---|---|"]
     for family in ("chain", "transformer"):
         path = tmp / f"{family}.onnx"
         count = large_model(family, nodes, path)
         with_o = median_of(runs, onnxmem("plan", str(path), "-o", str(tmp / f"{family}.json")))
         without = median_of(runs, onnxmem("plan", str(path)))
+        back = median_of(runs, onnxmem("verify", str(path), "--plan", str(tmp / f"{family}.json"), "--static-only"))
         rows += [
             f"| `plan {family}.onnx -o plan.json` | {count:,} | {with_o['wall']:.2f} | {with_o['cpu']:.2f} | "
             f"{with_o['rss']:.0f} | 10 s, 400 MB | {met(with_o, 10, 400 * 1e6 / 2**20)} |",
             f"| `plan {family}.onnx` | {count:,} | {without['wall']:.2f} | {without['cpu']:.2f} | "
             f"{without['rss']:.0f} | | |",
+            f"| `verify {family}.onnx --plan plan.json --static-only` | {count:,} | {back['wall']:.2f} | "
+            f"{back['cpu']:.2f} | {back['rss']:.0f} | 10 s, 400 MB | {met(back, 10, 400 * 1e6 / 2**20)} |",
         ]
     return rows
 
