@@ -121,7 +121,7 @@ def _fast_check(name: str) -> Callable[[Any], Any] | None:
         return None
 
     schema["$schema"] = "http://json-schema.org/draft-04/schema#"
-    return fastjsonschema.compile(schema, use_default=False, use_formats=False)  # type: ignore[no-any-return]
+    return fastjsonschema.compile(schema, use_default=False, use_formats=False)
 
 
 #: the types of parsed JSON that hold other values
