@@ -51,6 +51,30 @@ def loop_bomb(trips: int = 10**9) -> onnx.ModelProto:
     return make_model([loop], [vi("x", [1])], [vi("y", [1])], inits)
 
 
+def fold_bombs(count: int, each: int) -> onnx.ModelProto:
+    """``count`` ConstantOfShape weights of ``each`` float32 values, summed into the output."""
+    shape = numpy_helper.from_array(np.array([each], np.int64), "s")
+    nodes = [helper.make_node("Add", ["x", "t0"], ["y0"])]
+    for i in range(count):
+        nodes += [helper.make_node("ConstantOfShape", ["s"], [f"big{i}"], name=f"fill{i}",
+                                   value=numpy_helper.from_array(np.array([1.0], np.float32))),
+                  helper.make_node("ReduceSum", [f"big{i}"], [f"t{i}"], keepdims=0)]
+        if i:
+            nodes.append(helper.make_node("Add", [f"y{i - 1}", f"t{i}"], [f"y{i}"]))
+    return make_model(nodes, [vi("x", [1])], [vi(f"y{count - 1}", [1])], [shape])
+
+
+def test_weights_that_fit_one_by_one_but_not_together_are_refused_before_allocating(tmp_path):
+    """Three computed weights of 0.4x the memory available each: each fits, the three do not,
+    and the line names them together."""
+    from onnxmem.runtime.isolation import available_memory
+
+    each = int(available_memory() * 0.4) // 4
+    line = assert_refused(["verify", _save(tmp_path, fold_bombs(3, each))], tmp_path,
+                          "the 6 weights computed from constant nodes of")  # three fills and their three sums
+    assert f"of {3 * 4 * each + 3 * 4} B" in line and "of host memory available" in line
+
+
 def test_a_weight_only_subgraph_too_large_for_memory_is_refused_before_allocating(tmp_path):
     """verify folds weight-only subgraphs: a 4 TiB ConstantOfShape is one line naming the value,
     its size and the limit, and nothing is allocated."""

@@ -75,9 +75,20 @@ def stable_topological_order(view: GraphView) -> tuple[int, ...]:
     return view.memo("stable_topological_order", lambda: _stable_order(view))
 
 
+def _readers(view: GraphView, index: int) -> tuple[int, ...]:
+    """Nodes that read a value node ``index`` writes, weights included (:meth:`GraphView.successors`
+    leaves weights out): a node that computes a weight runs before its readers in every order
+    onnxmem writes, as a runtime that does not fold it runs it, wherever the file puts it."""
+    out: dict[int, None] = {}
+    for o in view.ops[index].outputs:
+        if o:
+            out.update(dict.fromkeys(view.consumers.get(o, ())))
+    return tuple(out)
+
+
 def _stable_order(view: GraphView) -> tuple[int, ...]:
     n = len(view.ops)
-    order = stable_order([view.successors(i) for i in range(n)])
+    order = stable_order([_readers(view, i) for i in range(n)])
     if len(order) < n:
         placed = set(order)
         stuck = [view.ops[i].name for i in range(n) if i not in placed]
@@ -103,13 +114,15 @@ def only_order(view: GraphView) -> tuple[int, ...] | None:
 
 
 def check_topological(view: GraphView, order: Sequence[int]) -> None:
-    """Raise ``ModelError`` unless ``order`` runs every node once, after its producers."""
+    """Raise ``ModelError`` unless ``order`` runs every node once, after the producers of every
+    value it reads (weights computed by nodes included)."""
     n = len(view.ops)
     if sorted(order) != list(range(n)):
         raise ModelError(f"the order does not list each of the {n} nodes exactly once")
     pos = {op: k for k, op in enumerate(order)}
+    tensors = view.tensors
     for i in range(n):
-        for p in view.predecessors(i):
+        for p in {t.producer for t in map(tensors.get, view.ops[i].reads) if t is not None and t.producer is not None}:
             if pos[p] > pos[i]:
                 raise ModelError(
                     f"node {show_name(view.ops[i].name)} is ordered before node "
