@@ -567,8 +567,8 @@ def test_stable_order_takes_the_ready_node_numbered_lowest(successors, order):
 def _weight_read_before_it_is_computed() -> onnx.ModelProto:
     """``y = x + sum(ConstantOfShape(s))``, the Add first in the file: its second input is a
     weight computed by the two nodes after it (onnxruntime sorts the graph and runs it)."""
-    from onnx import helper, numpy_helper
     import numpy as np
+    from onnx import helper, numpy_helper
 
     from tests.helpers import make_model, vi
 
