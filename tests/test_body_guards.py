@@ -196,3 +196,26 @@ def test_casts_hidden_in_bodies_are_put_back():
     want = next(a.g for a in model.graph.node[-1].attribute if a.name == "then_branch")
     assert list(then.node) == list(want.node)
     assert not any(v.name.startswith("__onnxmem_cast_input") for v in then.value_info)
+
+
+def test_a_body_value_read_before_the_body_writes_it_is_named_as_unsorted(tmp_path):
+    """A Loop body whose Add reads a Constant written after it: onnxruntime refuses the body
+    ("Nodes in a graph must be topologically sorted"); onnxmem names the value and the fix
+    (it said the value was produced by no node)."""
+    from onnx import numpy_helper
+
+    body = helper.make_graph(
+        [helper.make_node("Add", ["v_in", "c"], ["v_out"], name="badd"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="bid"),
+         helper.make_node("Constant", [], ["c"], name="bconst", value=numpy_helper.from_array(np.ones(4, np.float32)))],
+        "body", [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("v_in", [4])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("v_out", [4])])
+    inits = [numpy_helper.from_array(np.array(3, np.int64), "trip"), numpy_helper.from_array(np.array(True), "cond")]
+    model = make_model([helper.make_node("Loop", ["trip", "cond", "x"], ["y"], name="loop", body=body)],
+                       [vi("x", [4])], [vi("y", [4])], inits)
+    with pytest.raises(Exception, match="topologically sorted"):
+        path = tmp_path / "m.onnx"
+        onnx.save(model, path)
+        ort.InferenceSession(str(path))
+    plan_refused(tmp_path, model, "value 'c' is read in a subgraph of node 'loop'",
+                 "before the node there that writes it", "sort the subgraph's nodes")

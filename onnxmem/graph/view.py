@@ -295,7 +295,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
     where = f" of subgraph {show_name(level.path)}" if level.path else ""
     nodes = _level_nodes(g, level, () if level.path else shapes.shapes)
     outputs = tuple(vi.name for vi in g.output)
-    outer_read = _outer_reads(nodes, outputs, level, where)
+    outer_read = _outer_reads(g, nodes, outputs, level, where)
     origin, done = _weight_origins(nodes, outer_read, level, _sizer(level, shapes))
     consumers: dict[str, list[int]] = {}
     for op in nodes.ops:
@@ -377,7 +377,14 @@ def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -
     return _Nodes(tuple(ops), tuple(inputs), frozenset(init_names - set(inputs)), defined, tuple(nested))
 
 
-def _outer_reads(nodes: _Nodes, outputs: tuple[str, ...], level: _Level, where: str) -> dict[str, None]:
+def _written_in(graph: onnx.GraphProto, name: str) -> bool:
+    """Whether a node of ``graph`` or of a graph nested in it writes ``name``."""
+    return any(name in node.output or any(_written_in(sub, name) for sub in node_subgraphs(node))
+               for node in graph.node)
+
+
+def _outer_reads(g: onnx.GraphProto, nodes: _Nodes, outputs: tuple[str, ...], level: _Level,
+                 where: str) -> dict[str, None]:
     """The enclosing values the level reads (in first-read order); a value read or output
     that nothing defines, here or in the enclosing levels, is a ``ModelError``."""
     outer_read: dict[str, None] = {}
@@ -388,6 +395,13 @@ def _outer_reads(nodes: _Nodes, outputs: tuple[str, ...], level: _Level, where: 
                     outer_read[n] = None
                     continue
                 kind = "captured by a subgraph of" if n in op.captures and n not in op.inputs else "read by"
+                if kind != "read by" and any(_written_in(sub, n) for sub in node_subgraphs(g.node[op.index])):
+                    raise ModelError(
+                        f"value {show_name(n)} is read in a subgraph of node {show_name(op.name)} "
+                        f"({show_name(op.op_type)}){where} before the node there that writes it; ONNX keeps "
+                        "every graph's nodes in topological order (onnxruntime refuses such a subgraph): "
+                        "sort the subgraph's nodes"
+                    )
                 raise ModelError(
                     f"value '{n}' {kind} node '{op.name}' ({op.op_type}){where} is produced by no node, "
                     "input or initializer; fix the model"
