@@ -202,7 +202,7 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
             bad.append((fam, why))
     if not bad:
         return
-    good = [f for f in families if all(f is not b for b, _ in bad)]
+    good = [f for _, f in sorted(chosen.items(), key=lambda c: c[0]) if all(f is not b for b, _ in bad)]  # checked
     hint = ""
     if good:
         first = good[0].dims_at({k: lo for k, (lo, _) in good[0].box.items()})

@@ -3,7 +3,7 @@
 :func:`prove_range_plan` reads nothing but the plan (:class:`onnxmem.plans.range.RangePlan`)
 and proves, symbolically on the whole box, one rule after the other:
 
-1. ``cover``: the pieces cover the box, each inside it;
+1. ``cover``: the pieces cover the box, each inside it, and no two share a point;
 2. ``size``: every size is its shape's product times the element bytes, and non-negative
    (and ``name``: no tensor is listed twice in a piece, and every piece lists the same tensors);
 3. ``group``: every tensor's buffer has an offset and a slot;
@@ -112,15 +112,49 @@ def _hole(target: Box, pieces: list[RangePiece]) -> dict[str, int] | None:
     return None
 
 
-def _covered(plan: RangePlan) -> dict[str, int] | None:
-    """A point of the box (on its steps) no piece holds, or ``None`` when the pieces cover the box:
-    per residue class of the lattice, the pieces of that residue cover its box of quotients."""
+def _volume(box: Box, within: Box) -> int:
+    """The integer points of ``box`` inside ``within`` (both in the same variables)."""
+    out = 1
+    for k, (lo, hi) in within.items():
+        plo, phi = box.get(k, (lo, hi))
+        out *= max(0, min(hi, phi) - max(lo, plo) + 1)
+    return out
+
+
+def _shared(target: Box, pieces: list[RangePiece]) -> tuple[int, int, dict[str, int]] | None:
+    """Two of ``pieces`` (which cover ``target``) holding one point of it, and that point; ``None``
+    when each point is in one piece (their points inside ``target`` add up to its points)."""
+    if sum(_volume(p.box, target) for p in pieces) == _volume({}, target):
+        return None
+    for i, a in enumerate(pieces):
+        for j in range(i + 1, len(pieces)):
+            b = pieces[j]
+            meet = {k: (max(lo, a.box.get(k, (lo, hi))[0], b.box.get(k, (lo, hi))[0]),
+                        min(hi, a.box.get(k, (lo, hi))[1], b.box.get(k, (lo, hi))[1])) for k, (lo, hi) in target.items()}
+            if all(lo <= hi for lo, hi in meet.values()):
+                return i, j, {k: lo for k, (lo, _) in meet.items()}
+    return None
+
+
+def _covered(plan: RangePlan) -> RangeFinding | None:
+    """The ``cover`` finding, or ``None`` when every point of the box (on its steps) is in exactly one
+    piece: per residue class of the lattice, the pieces of that residue cover its box of quotients,
+    and no two of them share a point (``instantiate`` and the C header take the first piece holding a
+    point; a plan onnxmem writes has one)."""
+    def at(cell: dict[str, int], residues: dict[str, int]) -> dict[str, int]:
+        return {k: plan.lattice[k] * cell[quotient_name(k)] + residues[k] if k in residues else cell[k]
+                for k in plan.box}
+
     for residues, target in _residue_classes(plan):
-        mine = [p for p in plan.pieces if {k: r for k, (_, r) in p.lattice.items()} == residues]
+        index = [i for i, p in enumerate(plan.pieces) if {k: r for k, (_, r) in p.lattice.items()} == residues]
+        mine = [plan.pieces[i] for i in index]
         cell = _hole(target, mine)
         if cell is not None:
-            return {k: plan.lattice[k] * cell[quotient_name(k)] + residues[k] if k in residues else cell[k]
-                    for k in plan.box}
+            return RangeFinding("cover", "no piece of the range plan holds this point", at(cell, residues))
+        two = _shared(target, mine)
+        if two is not None:
+            return RangeFinding("cover", f"pieces {index[two[0]]} and {index[two[1]]} overlap: both hold this point, "
+                                "which one piece must hold", at(two[2], residues))
     return None
 
 
@@ -177,9 +211,9 @@ def prove_range_plan(plan: RangePlan, *, limit: int | None = None) -> list[Range
     def full() -> bool:
         return limit is not None and len(found) >= limit
 
-    hole = _covered(plan)
-    if hole is not None:
-        found.append(RangeFinding("cover", "no piece of the range plan holds this point", hole))
+    cover = _covered(plan)
+    if cover is not None:
+        found.append(cover)
     for i, piece in enumerate(plan.pieces):
         if full():
             break

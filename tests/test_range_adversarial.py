@@ -1,0 +1,185 @@
+"""Range plans under a demanding user and hostile files: every point of the box, points off it,
+the --dim flags of a point, pieces that overlap, a box that ends off its step, and the hint
+given when a model does not hold at every size of a range."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from onnx import helper, numpy_helper
+
+from onnxmem.cli.main import main
+from onnxmem.graph import build_view
+from onnxmem.planning import PlanOptions, plan_loaded, plan_range
+from onnxmem.plans import instantiate, range_from_dict
+from onnxmem.proof import prove_plan, prove_range_plan
+from onnxmem.shapes import infer_shapes
+
+from .helpers import make_model, vi
+from .test_rangeplan import attention_model
+
+
+def _w(name: str, shape: list[int], seed: int) -> object:
+    rng = np.random.default_rng(seed)
+    return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+
+
+def conv_model():
+    """x[1, 3, H, W] -> Conv 3x3 stride 3 pad 1 -> Relu -> Conv 5x5 stride 2 pad 2 -> MaxPool 2 stride 2
+    -> Relu: three floors of different divisors over each image side (total stride 12)."""
+    nodes = [
+        helper.make_node("Conv", ["x", "W1"], ["c1"], kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "W2"], ["c2"], kernel_shape=[5, 5], strides=[2, 2], pads=[2, 2, 2, 2]),
+        helper.make_node("MaxPool", ["c2"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Relu", ["p"], ["y"]),
+    ]
+    return make_model(nodes, [vi("x", [1, 3, "H", "W"])], [vi("y", [1, 8, None, None])],
+                      [_w("W1", [4, 3, 3, 3], 0), _w("W2", [8, 4, 5, 5], 1)])
+
+
+def _saved(tmp_path, model, name: str):
+    import onnx
+
+    path = tmp_path / name
+    onnx.save(model, path)
+    return path
+
+
+def _plan_file(tmp_path, model_name: str, model, *dims: str):
+    path = _saved(tmp_path, model, model_name)
+    out = tmp_path / "range.json"
+    res = CliRunner().invoke(main, ["plan", str(path), *[f for d in dims for f in ("--dim", d)], "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    return path, out
+
+
+def test_every_size_of_a_stride_3_padded_conv_is_proven_and_never_below_its_own_plans_bound(tmp_path):
+    """Odd sizes, stride 3 and 2, padding: every H of the box instantiates to a plan the concrete
+    proof accepts, whose arena is at least the lower bound of the plan made at that point alone
+    and at most one alignment unit per buffer above that plan's arena."""
+    model = conv_model()
+    path = _saved(tmp_path, model, "conv.onnx")
+    rp = plan_range(model, path, {"H": (12, 30)}, PlanOptions(dims={"W": 13}))
+    assert rp.lattice == {"H": 12} and prove_range_plan(rp) == []
+    for h in range(12, 31):
+        point = {"H": h}
+        concrete = instantiate(rp, point)
+        view = build_view(model, infer_shapes(model, dims={"W": 13, **point}))
+        assert prove_plan(concrete, view) == [], h
+        alone = plan_loaded(model, path, PlanOptions(dims={"W": 13, **point})).plan
+        assert alone.lower_bound <= concrete.arena_size <= alone.arena_size + 64 * len(concrete.tensors), h
+
+
+def test_a_point_dim_given_twice_or_not_in_ascii_digits_is_refused(tmp_path):
+    """instantiate and verify take one --dim per ranged dim: a second one once silently replaced the first."""
+    path, rj = _plan_file(tmp_path, "att.onnx", attention_model(), "b=1:3", "s=1:8")
+    out = tmp_path / "p.json"
+    for dims, message in ((["b=2", "b=3", "s=4"], "--dim 'b' is given twice"),
+                          (["b=\u0662", "s=4"], "is not NAME=N with an integer N"),
+                          (["b=1_0", "s=4"], "is not NAME=N with an integer N")):
+        flags = [f for d in dims for f in ("--dim", d)]
+        for args in (["instantiate", str(rj), *flags, "-o", str(out)],
+                     ["verify", str(path), "--plan", str(rj), *flags, "--static-only"]):
+            res = CliRunner().invoke(main, args)
+            assert res.exit_code == 1 and message in res.output, (args, res.output)
+            assert res.output.count("\n") == 1 and not out.exists(), res.output
+
+
+def test_a_point_off_the_step_is_named_with_the_values_on_it(tmp_path):
+    path, rj = _plan_file(tmp_path, "att.onnx", attention_model(), "b=1:9:2", "s=1:4")
+    out = tmp_path / "p.json"
+    for args in (["instantiate", str(rj), "--dim", "b=4", "--dim", "s=2", "-o", str(out)],
+                 ["verify", str(path), "--plan", str(rj), "--dim", "b=4", "--dim", "s=2"]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and res.output.count("\n") == 1 and not out.exists(), res.output
+        assert "--dim b=4 is off the plan's step: it holds b = 1 + 2*k only" in res.output, res.output
+        assert "e.g. --dim b=3 or --dim b=5" in res.output, res.output
+    res = CliRunner().invoke(main, ["verify", str(path), "--plan", str(rj), "--dim", "b=9", "--dim", "s=3"])
+    assert res.exit_code == 0 and res.output.rstrip().endswith("verified"), res.output
+
+
+def _overlapping(data: dict, how: str) -> dict:
+    """``data`` with a piece that shares points with another: a copy of piece 0 (``same``), or a
+    copy of the largest piece cut to its low corner (``inside``: one layout the plan already proves)."""
+    bad = copy.deepcopy(data)
+    pieces = bad["range"]["pieces"]
+    if how == "same":
+        pieces.append(copy.deepcopy(pieces[0]))
+    else:
+        big = max(pieces, key=lambda p: sum(hi - lo for lo, hi in p["box"].values()))
+        extra = copy.deepcopy(big)
+        extra["box"] = {k: [lo, lo] for k, (lo, _) in big["box"].items()}
+        pieces.insert(0, extra)
+    return bad
+
+
+@pytest.mark.parametrize("how", ["same", "inside"])
+def test_pieces_that_overlap_are_refused(tmp_path, how):
+    """Each point is in one piece: two pieces holding one point (each layout proven on its own box)
+    are refused by show, instantiate, verify and export, with the pieces and the point named."""
+    path, rj = _plan_file(tmp_path, "att.onnx", attention_model(), "b=1:3", "s=1:50")
+    data = json.loads(rj.read_text())
+    assert len(data["range"]["pieces"]) > 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_overlapping(data, how)))
+    findings = prove_range_plan(range_from_dict(json.loads(bad.read_text())))
+    assert [f.kind for f in findings][:1] == ["cover"] and "overlap" in str(findings[0]), findings[:1]
+    out = tmp_path / "out"
+    for args in (["show", str(bad)], ["instantiate", str(bad), "--dim", "b=2", "--dim", "s=5", "-o", str(out)],
+                 ["verify", str(path), "--plan", str(bad), "--dim", "b=2", "--dim", "s=5", "--static-only"],
+                 ["export", str(bad), "--format", "c", "-o", str(out)]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 3, (args, res.output)
+        assert re.match(r"error: the range plan is wrong: pieces \d+ and \d+ overlap: both hold this point", res.output)
+        assert res.output.count("\n") == 1 and not out.exists(), res.output
+    assert prove_range_plan(range_from_dict(data)) == []
+
+
+def test_a_box_ending_off_its_step_is_refused_on_read(tmp_path):
+    """A plan's box ends on its step (onnxmem plan cuts --dim b=1:10:2 to 1:9): a box widened to 1:10
+    by hand is refused where it is read, not shown with a corner no piece holds."""
+    _, rj = _plan_file(tmp_path, "att.onnx", attention_model(), "b=1:10:2", "s=1:4")
+    data = json.loads(rj.read_text())
+    assert data["range"]["box"]["b"] == [1, 9]
+    data["range"]["box"]["b"] = [1, 10]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    res = CliRunner().invoke(main, ["show", str(bad)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+    assert "field 'range/box/b' ends off the dim's step 2" in res.output, res.output
+
+
+def test_the_step_named_for_a_model_that_does_not_hold_plans(tmp_path):
+    """The kernel outgrows the image below H or W 7: the range is refused, and the ranges it names
+    (from a residue class whose low corner was checked against the model) make a plan."""
+    path = _saved(tmp_path, conv_model(), "conv.onnx")
+    res = CliRunner().invoke(main, ["plan", str(path), "--dim", "H=5:40", "--dim", "W=7:11", "-o",
+                                    str(tmp_path / "r.json")])
+    assert res.exit_code == 1 and "the model does not hold at every size of the range" in res.output, res.output
+    named = re.findall(r"--dim (\w+=\d+:\d+:\d+)", res.output)
+    assert [d.split("=")[0] for d in named] == ["H", "W"], res.output
+    res = CliRunner().invoke(main, ["plan", str(path), *[f for d in named for f in ("--dim", d)], "-o",
+                                    str(tmp_path / "r.json")])
+    assert res.exit_code == 0, (named, res.output)
+
+
+def test_a_dim_name_written_for_c_never_reaches_the_header(tmp_path):
+    """A ranged dim's name becomes a C parameter: one that is no identifier is refused on read."""
+    _, rj = _plan_file(tmp_path, "att.onnx", attention_model(), "b=1:3", "s=1:4")
+    data = json.loads(rj.read_text())
+    name = 'n); system("x'
+    data["range"]["box"][name] = data["range"]["box"].pop("b")
+    for p in data["range"]["pieces"]:
+        p["box"][name] = p["box"].pop("b")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    header = tmp_path / "plan.h"
+    res = CliRunner().invoke(main, ["export", str(bad), "--format", "c", "-o", str(header)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1 and not header.exists(), res.output
+    assert "is not a dim name" in res.output, res.output
