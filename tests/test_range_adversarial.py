@@ -183,3 +183,37 @@ def test_a_dim_name_written_for_c_never_reaches_the_header(tmp_path):
     res = CliRunner().invoke(main, ["export", str(bad), "--format", "c", "-o", str(header)])
     assert res.exit_code == 1 and res.output.count("\n") == 1 and not header.exists(), res.output
     assert "is not a dim name" in res.output, res.output
+
+
+def _many_maxima(data: dict, terms: int) -> dict:
+    """``data`` with every buffer's offset the maximum of itself and ``terms`` negative constants: the
+    same layout (the constants never win), but each pair of offsets costs ``terms``^2 bounds to prove."""
+    bad = copy.deepcopy(data)
+    extra = ", ".join(str(-k) for k in range(1, terms + 1))
+    for p in bad["range"]["pieces"]:
+        for b in p["buffers"]:
+            b["offset"] = f"max({b['offset']}, {extra})"
+    return bad
+
+
+def test_offsets_that_are_maxima_of_many_polynomials_are_refused_past_the_bounds_budget(tmp_path):
+    """A proof evaluates at most ``bounds`` polynomial bounds: a file of offsets with hundreds of terms
+    each (a few hundred KB) once took a minute to show; it is refused with one line instead."""
+    from onnxmem.core.errors import PlanError
+
+    _, rj = _plan_file(tmp_path, "att.onnx", attention_model(), "b=1:3", "s=1:50")
+    data = json.loads(rj.read_text())
+    assert prove_range_plan(range_from_dict(_many_maxima(data, 3))) == []  # the same layout, proven
+    hostile = range_from_dict(_many_maxima(data, 300))
+    with pytest.raises(PlanError, match=r"needs more than 20,000 bounds to prove .* re-plan the model"):
+        prove_range_plan(hostile, bounds=20_000)
+
+
+@pytest.mark.slow
+def test_show_refuses_a_plan_past_the_default_bounds_budget(tmp_path):
+    _, rj = _plan_file(tmp_path, "att.onnx", attention_model(), "b=1:3", "s=1:50")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_many_maxima(json.loads(rj.read_text()), 500)))
+    res = CliRunner().invoke(main, ["show", str(bad)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+    assert "needs more than 1,000,000 bounds to prove" in res.output, res.output
