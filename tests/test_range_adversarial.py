@@ -217,3 +217,49 @@ def test_show_refuses_a_plan_past_the_default_bounds_budget(tmp_path):
     res = CliRunner().invoke(main, ["show", str(bad)])
     assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
     assert "needs more than 1,000,000 bounds to prove" in res.output, res.output
+
+
+def slice_model(start: int, step: int = 1):
+    """x[b, s, 4] -> Slice(axis 1, from ``start`` to the end, ``step``) -> Relu: inference writes
+    ``s - start`` (``step`` 1), which is the model's size only where ``s >= start`` (below, the model's is 0)."""
+    def i64(name: str, v: list[int]) -> object:
+        return numpy_helper.from_array(np.array(v, dtype=np.int64), name)
+
+    nodes = [helper.make_node("Slice", ["x", "st", "en", "ax", "stp"], ["sl"]), helper.make_node("Relu", ["sl"], ["y"])]
+    return make_model(nodes, [vi("x", ["b", "s", 4])], [vi("y", ["b", None, 4])],
+                      [i64("st", [start]), i64("en", [2**62]), i64("ax", [1]), i64("stp", [step])])
+
+
+def test_a_size_whose_dims_are_not_negative_is_not_refused_for_its_product(tmp_path):
+    """``16*b*s - 32*b`` (a Slice from 2 over b, s with s >= 2) is never negative, as a product of dims
+    that are not; its monomial bound alone is, which refused the plan onnxmem had just made."""
+    model = slice_model(2)
+    path = _saved(tmp_path, model, "slice.onnx")
+    rp = plan_range(model, path, {"b": (1, 3), "s": (2, 9)}, PlanOptions())
+    assert prove_range_plan(rp) == []
+    for b in (1, 2, 3):
+        for s in range(2, 10):
+            point = {"b": b, "s": s}
+            view = build_view(model, infer_shapes(model, dims=point))
+            assert prove_plan(instantiate(rp, point), view) == [], point
+    rj = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["plan", str(path), "--dim", "b=1:3", "--dim", "s=2:9", "-o", str(rj)])
+    assert res.exit_code == 0 and "proof        ok" in res.output, res.output
+    res = CliRunner().invoke(main, ["verify", str(path), "--plan", str(rj), "--dim", "b=3", "--dim", "s=2"])
+    assert res.exit_code == 0 and res.output.rstrip().endswith("verified"), res.output
+
+
+def test_a_dim_whose_formula_goes_negative_in_the_box_is_named_with_the_point(tmp_path):
+    path = _saved(tmp_path, slice_model(2), "slice.onnx")
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["plan", str(path), "--dim", "b=1:3", "--dim", "s=0:9", "-o", str(out)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1 and not out.exists(), res.output
+    assert ("shape inference gives tensor 'sl' the dim s - 2 on axis 1, negative at b=1, s=0, where the formula is "
+            "not the model's size; give ranges on which it is not negative") in res.output, res.output
+    # a step of 2 reads as a lattice (ceil((s - 1)/2) per residue), right at s = 0 too
+    path = _saved(tmp_path, slice_model(1, 2), "slice2.onnx")
+    res = CliRunner().invoke(main, ["plan", str(path), "--dim", "b=1:3", "--dim", "s=0:9", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    for s in ("0", "1", "9"):
+        res = CliRunner().invoke(main, ["verify", str(path), "--plan", str(out), "--dim", "b=2", "--dim", f"s={s}"])
+        assert res.exit_code == 0 and res.output.rstrip().endswith("verified"), res.output

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from onnxmem.core import dimexpr
 from onnxmem.core.errors import ShapeError, show_name
-from onnxmem.core.symbolic import Poly, parse_poly
+from onnxmem.core.symbolic import Poly, box_corners, lower_bound, parse_poly
 from onnxmem.plans.range import quotient_name
 from onnxmem.shapes import ShapeInfo, infer_shapes, infer_symbolic_shapes, top_level_values
 
@@ -213,6 +213,24 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
                      f"step on the sizes it holds at (a multiple of its total stride){hint}")
 
 
+def _negative_dims(families: list[Family]) -> None:
+    """``ShapeError`` naming a dim that inference's formula makes negative at a corner of a family's box
+    (``s - 2`` for a Slice from 2 at ``s = 0``, where the model's own size is 0, clamped)."""
+    for fam in families:
+        corners = box_corners(fam.box)
+        for name, shape in fam.sym.shapes.items():
+            for axis, d in enumerate(shape):
+                if lower_bound(d, fam.box) >= 0:
+                    continue
+                at = next((c for c in corners if d.evaluate(c) < 0), None)
+                if at is None:
+                    continue
+                where = ", ".join(f"{k}={v}" for k, v in sorted(fam.dims_at(at).items()))
+                raise ShapeError(f"shape inference gives tensor {show_name(name)} the dim {d} on axis {axis}, "
+                                 f"negative at {where}, where the formula is not the model's size; give ranges "
+                                 "on which it is not negative, or bind the dim with --dim NAME=N")
+
+
 def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]], steps: Mapping[str, int],
                       dims: Mapping[str, int], nchwc_block: int | None = None) -> tuple[dict[str, int], list[Family]]:
     """The lattice (dim -> step above 1) and one :class:`Family` per residue class of ``box``.
@@ -246,4 +264,5 @@ def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]]
         raise _not_polynomial(sorted(found)[:1])
     families = _families(found, ranged, box, steps, lattice)
     _check(model, families, box, lattice, steps, dims, nchwc_block)
+    _negative_dims(families)
     return lattice, families
