@@ -263,3 +263,21 @@ def test_a_dim_whose_formula_goes_negative_in_the_box_is_named_with_the_point(tm
     for s in ("0", "1", "9"):
         res = CliRunner().invoke(main, ["verify", str(path), "--plan", str(out), "--dim", "b=2", "--dim", f"s={s}"])
         assert res.exit_code == 0 and res.output.rstrip().endswith("verified"), res.output
+
+
+def test_a_formula_that_is_not_the_models_size_at_the_low_corner_is_refused(tmp_path):
+    """A Slice of the last 3 along s: inference writes 3, the model's size is s below 3. A plan over
+    s = 1:12 once held 3 rows at s = 1 (a plan the concrete proof then refuses); it is refused, and
+    from s = 3 on (one formula) it plans and verifies at every point."""
+    model = slice_model(-3)
+    path = _saved(tmp_path, model, "last3.onnx")
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["plan", str(path), "--dim", "b=1:2", "--dim", "s=1:12", "-o", str(out)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1 and not out.exists(), res.output
+    assert ("the model's sizes are not one formula over the range: at b=1, s=1 tensor 'sl' is 1x1x4, not the "
+            "1x3x4 the range's formulas give") in res.output, res.output
+    rp = plan_range(model, path, {"b": (1, 2), "s": (3, 12)}, PlanOptions())
+    for b in (1, 2):
+        for s in range(3, 13):
+            point = {"b": b, "s": s}
+            assert prove_plan(instantiate(rp, point), build_view(model, infer_shapes(model, dims=point))) == [], point

@@ -20,7 +20,9 @@ equal (a U-Net's upsampled ``2*floor(H/8)`` is written ``floor(H/4)``): at sizes
 model is invalid the formulas are not the model's. Every family is checked against
 concrete inference at its low corner, and one point of every residue of each dim at the high
 corner; a residue where they differ is refused, naming the tensor and the ``--dim`` step
-that keeps the range on the sizes the model holds at.
+that keeps the range on the sizes the model holds at. Without a lattice the box's low corner
+is checked: inference may write one formula where the model clamps at small sizes (a Slice
+of the last 3 along ``s`` is written ``3``, while the model's is ``s`` below 3).
 """
 
 from __future__ import annotations
@@ -184,9 +186,7 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
            lattice: Mapping[str, int], user: Mapping[str, int], dims: Mapping[str, int],
            nchwc_block: int | None) -> None:
     """Every family's low corner, and each residue of each dim at the others' high corner, against
-    concrete inference (see the module docstring)."""
-    if not lattice:
-        return
+    concrete inference (see the module docstring); without a lattice, the box's low corner."""
     chosen: dict[int, Family] = {0: families[0], len(families) - 1: families[-1]}
     for k in lattice:
         seen: set[int] = set()
@@ -196,7 +196,7 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
                 seen.add(r)
                 chosen[i] = families[i]
     bad = []
-    for fam in chosen.values():
+    for fam in ([families[0]] if not lattice else chosen.values()):
         why = _mismatch(model, fam, {k: lo for k, (lo, _) in fam.box.items()}, dims, nchwc_block)
         if why is not None:
             bad.append((fam, why))
@@ -209,6 +209,9 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
         hint = ", e.g. " + " ".join(
             f"--dim {k}={first[k]}:{box[k][1]}:{lattice[k]}" if k in lattice else f"--dim {k}={lo}:{hi}"
             for k, (lo, hi) in sorted(box.items()))
+    if not lattice:  # one formula per value, not the model's at the low corner (a Slice of the last 3, s < 3)
+        raise ShapeError(f"the model's sizes are not one formula over the range: {bad[0][1]}; give ranges on "
+                         "which they are (from a larger low end), or bind the dim with --dim NAME=N")
     raise ShapeError(f"the model does not hold at every size of the range: {bad[0][1]}; give ranges with a "
                      f"step on the sizes it holds at (a multiple of its total stride){hint}")
 
@@ -263,6 +266,6 @@ def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]]
     if not _reads(found, _substitution(ranged, lattice, {})):
         raise _not_polynomial(sorted(found)[:1])
     families = _families(found, ranged, box, steps, lattice)
-    _check(model, families, box, lattice, steps, dims, nchwc_block)
     _negative_dims(families)
+    _check(model, families, box, lattice, steps, dims, nchwc_block)
     return lattice, families
