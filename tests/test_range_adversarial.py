@@ -265,7 +265,7 @@ def test_a_dim_whose_formula_goes_negative_in_the_box_is_named_with_the_point(tm
         assert res.exit_code == 0 and res.output.rstrip().endswith("verified"), res.output
 
 
-def test_a_formula_that_is_not_the_models_size_at_the_low_corner_is_refused(tmp_path):
+def test_a_formula_that_is_not_the_models_size_at_a_corner_is_refused(tmp_path):
     """A Slice of the last 3 along s: inference writes 3, the model's size is s below 3. A plan over
     s = 1:12 once held 3 rows at s = 1 (a plan the concrete proof then refuses); it is refused, and
     from s = 3 on (one formula) it plans and verifies at every point."""
@@ -281,3 +281,14 @@ def test_a_formula_that_is_not_the_models_size_at_the_low_corner_is_refused(tmp_
         for s in range(3, 13):
             point = {"b": b, "s": s}
             assert prove_plan(instantiate(rp, point), build_view(model, infer_shapes(model, dims=point))) == [], point
+
+
+def test_a_ranged_dim_the_model_fixes_is_refused_at_the_high_corner(tmp_path):
+    """x[b, s] + z[b, 4]: inference writes the sum as [b, 4], the model's size at s = 1 and 4 only."""
+    nodes = [helper.make_node("Add", ["x", "z"], ["y"])]
+    path = _saved(tmp_path, make_model(nodes, [vi("x", ["b", "s"]), vi("z", ["b", 4])], [vi("y", ["b", "s"])]), "add.onnx")
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["plan", str(path), "--dim", "b=1:3", "--dim", "s=1:9", "-o", str(out)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1 and not out.exists(), res.output
+    assert "the model's sizes are not one formula over the range: at b=3, s=9" in res.output, res.output
+    assert "bind the dim with --dim NAME=N" in res.output, res.output

@@ -20,9 +20,10 @@ equal (a U-Net's upsampled ``2*floor(H/8)`` is written ``floor(H/4)``): at sizes
 model is invalid the formulas are not the model's. Every family is checked against
 concrete inference at its low corner, and one point of every residue of each dim at the high
 corner; a residue where they differ is refused, naming the tensor and the ``--dim`` step
-that keeps the range on the sizes the model holds at. Without a lattice the box's low corner
-is checked: inference may write one formula where the model clamps at small sizes (a Slice
-of the last 3 along ``s`` is written ``3``, while the model's is ``s`` below 3).
+that keeps the range on the sizes the model holds at. Without a lattice the box's two corners
+are checked: inference may write one formula where the model clamps at small sizes (a Slice
+of the last 3 along ``s`` is written ``3``, while the model's is ``s`` below 3), or unify a
+ranged dim with a constant (``x[b, s] + z[b, 4]`` is written ``[b, 4]``, valid at ``s`` 1 and 4).
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
            lattice: Mapping[str, int], user: Mapping[str, int], dims: Mapping[str, int],
            nchwc_block: int | None) -> None:
     """Every family's low corner, and each residue of each dim at the others' high corner, against
-    concrete inference (see the module docstring); without a lattice, the box's low corner."""
+    concrete inference (see the module docstring); without a lattice, the box's two corners."""
     chosen: dict[int, Family] = {0: families[0], len(families) - 1: families[-1]}
     for k in lattice:
         seen: set[int] = set()
@@ -196,8 +197,10 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
                 seen.add(r)
                 chosen[i] = families[i]
     bad = []
-    for fam in ([families[0]] if not lattice else chosen.values()):
+    for fam in chosen.values():
         why = _mismatch(model, fam, {k: lo for k, (lo, _) in fam.box.items()}, dims, nchwc_block)
+        if why is None and not lattice:  # one family: its high corner too
+            why = _mismatch(model, fam, {k: hi for k, (_, hi) in fam.box.items()}, dims, nchwc_block)
         if why is not None:
             bad.append((fam, why))
     if not bad:
@@ -209,9 +212,9 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
         hint = ", e.g. " + " ".join(
             f"--dim {k}={first[k]}:{box[k][1]}:{lattice[k]}" if k in lattice else f"--dim {k}={lo}:{hi}"
             for k, (lo, hi) in sorted(box.items()))
-    if not lattice:  # one formula per value, not the model's at the low corner (a Slice of the last 3, s < 3)
+    if not lattice:  # one formula per value, not the model's at a corner (a Slice of the last 3 at s < 3)
         raise ShapeError(f"the model's sizes are not one formula over the range: {bad[0][1]}; give ranges on "
-                         "which they are (from a larger low end), or bind the dim with --dim NAME=N")
+                         "which they are, or bind the dim with --dim NAME=N")
     raise ShapeError(f"the model does not hold at every size of the range: {bad[0][1]}; give ranges with a "
                      f"step on the sizes it holds at (a multiple of its total stride){hint}")
 
