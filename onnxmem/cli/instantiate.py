@@ -26,7 +26,7 @@ def instantiate(plan_file: str, dims: tuple[str, ...], output: str) -> None:
     outs = OutputSet(inputs=[plan_file])
     outs.add(output, "-o")
     rp = read_plan(plan_file, "range")
-    point = parse_point(dims, rp.box)
+    point = parse_point(dims, rp.box, rp.steps)
     prove_range_for_export(rp)
     concrete = at_point(rp, point)
     outs.put_writer(output, concrete.write_json)

@@ -159,7 +159,7 @@ def _given_plan(plan_path: str | None, planning: PlanningFlags) -> tuple[MemoryP
     if plan_kind(data) != "range":
         return plan_from_data(data, where, "point"), plan_path
     rp = plan_from_data(data, where, "range")
-    point = parse_point(planning.get("dims", ()), rp.box)
+    point = parse_point(planning.get("dims", ()), rp.box, rp.steps)
     planning["dims"] = ()
     findings = prove_range_plan(rp, limit=1)
     if findings:

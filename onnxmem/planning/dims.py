@@ -8,7 +8,7 @@ box that ``instantiate``, ``verify`` and ``compare`` are given.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from onnxmem.core.errors import ShapeError, show_name
 from onnxmem.core.symbolic import Box
@@ -66,20 +66,21 @@ def _once(name: str, fixed: dict[str, int], ranges: dict[str, tuple[int, int]]) 
         raise ShapeError(f"--dim {show_name(name)} is given twice; give one --dim per dim (a value or a range)")
 
 
-def parse_point(texts: Iterable[str], box: Box) -> dict[str, int]:
-    """``--dim NAME=N`` texts as a point of ``box`` (0 allowed where the box has it); every ranged dim given."""
+def parse_point(texts: Iterable[str], box: Box, steps: Mapping[str, int] | None = None) -> dict[str, int]:
+    """``--dim NAME=N`` texts as a point of ``box`` (0 allowed where the box has it); every ranged dim given,
+    once, on its step where ``steps`` gives it one (``{"H": 32}``: ``H = LO + 32*k``)."""
     point: dict[str, int] = {}
     for text in texts:
         name, sep, value = text.partition("=")
         name = name.strip()
-        try:
-            v = int(value)
-        except ValueError:
-            raise ShapeError(f"--dim {show_name(text)} is not NAME=N with an integer N") from None
+        if not _INTEGER.fullmatch(value):  # int() alone reads "1_000" and other scripts' digits
+            raise ShapeError(f"--dim {show_name(text)} is not NAME=N with an integer N")
         if not sep or name not in box:
             raise ShapeError(f"--dim {show_name(text)}: the range plan ranges "
                              f"{', '.join(sorted(box))}; give one --dim NAME=N for each")
-        point[name] = v
+        if name in point:
+            raise ShapeError(f"--dim {show_name(name)} is given twice; give one --dim NAME=N per ranged dim")
+        point[name] = int(value)
     missing = sorted(set(box) - set(point))
     if missing:
         raise ShapeError(f"the range plan ranges {', '.join(missing)} too; pass --dim "
@@ -88,4 +89,9 @@ def parse_point(texts: Iterable[str], box: Box) -> dict[str, int]:
         lo, hi = box[name]
         if not lo <= v <= hi:
             raise ShapeError(f"--dim {name}={v} is outside the plan's range {lo}:{hi}; give a value inside it")
+        step = (steps or {}).get(name, 1)
+        if (v - lo) % step:
+            near = [w for w in (v - (v - lo) % step, v - (v - lo) % step + step) if w <= hi]
+            raise ShapeError(f"--dim {name}={v} is off the plan's step: it holds {name} = {lo} + {step}*k only; "
+                             "give a value on it, e.g. " + " or ".join(f"--dim {name}={w}" for w in near))
     return point

@@ -20,7 +20,10 @@ equal (a U-Net's upsampled ``2*floor(H/8)`` is written ``floor(H/4)``): at sizes
 model is invalid the formulas are not the model's. Every family is checked against
 concrete inference at its low corner, and one point of every residue of each dim at the high
 corner; a residue where they differ is refused, naming the tensor and the ``--dim`` step
-that keeps the range on the sizes the model holds at.
+that keeps the range on the sizes the model holds at. Without a lattice the box's two corners
+are checked: inference may write one formula where the model clamps at small sizes (a Slice
+of the last 3 along ``s`` is written ``3``, while the model's is ``s`` below 3), or unify a
+ranged dim with a constant (``x[b, s] + z[b, 4]`` is written ``[b, 4]``, valid at ``s`` 1 and 4).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from onnxmem.core import dimexpr
 from onnxmem.core.errors import ShapeError, show_name
-from onnxmem.core.symbolic import Poly, parse_poly
+from onnxmem.core.symbolic import Poly, box_corners, lower_bound, parse_poly
 from onnxmem.plans.range import quotient_name
 from onnxmem.shapes import ShapeInfo, infer_shapes, infer_symbolic_shapes, top_level_values
 
@@ -184,9 +187,7 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
            lattice: Mapping[str, int], user: Mapping[str, int], dims: Mapping[str, int],
            nchwc_block: int | None) -> None:
     """Every family's low corner, and each residue of each dim at the others' high corner, against
-    concrete inference (see the module docstring)."""
-    if not lattice:
-        return
+    concrete inference (see the module docstring); without a lattice, the box's two corners."""
     chosen: dict[int, Family] = {0: families[0], len(families) - 1: families[-1]}
     for k in lattice:
         seen: set[int] = set()
@@ -198,19 +199,42 @@ def _check(model: onnx.ModelProto, families: list[Family], box: Mapping[str, tup
     bad = []
     for fam in chosen.values():
         why = _mismatch(model, fam, {k: lo for k, (lo, _) in fam.box.items()}, dims, nchwc_block)
+        if why is None and not lattice:  # one family: its high corner too
+            why = _mismatch(model, fam, {k: hi for k, (_, hi) in fam.box.items()}, dims, nchwc_block)
         if why is not None:
             bad.append((fam, why))
     if not bad:
         return
-    good = [f for f in families if all(f is not b for b, _ in bad)]
+    good = [f for _, f in sorted(chosen.items(), key=lambda c: c[0]) if all(f is not b for b, _ in bad)]  # checked
     hint = ""
     if good:
         first = good[0].dims_at({k: lo for k, (lo, _) in good[0].box.items()})
         hint = ", e.g. " + " ".join(
             f"--dim {k}={first[k]}:{box[k][1]}:{lattice[k]}" if k in lattice else f"--dim {k}={lo}:{hi}"
             for k, (lo, hi) in sorted(box.items()))
+    if not lattice:  # one formula per value, not the model's at a corner (a Slice of the last 3 at s < 3)
+        raise ShapeError(f"the model's sizes are not one formula over the range: {bad[0][1]}; give ranges on "
+                         "which they are, or bind the dim with --dim NAME=N")
     raise ShapeError(f"the model does not hold at every size of the range: {bad[0][1]}; give ranges with a "
                      f"step on the sizes it holds at (a multiple of its total stride){hint}")
+
+
+def _negative_dims(families: list[Family]) -> None:
+    """``ShapeError`` naming a dim that inference's formula makes negative at a corner of a family's box
+    (``s - 2`` for a Slice from 2 at ``s = 0``, where the model's own size is 0, clamped)."""
+    for fam in families:
+        corners = box_corners(fam.box)
+        for name, shape in fam.sym.shapes.items():
+            for axis, d in enumerate(shape):
+                if lower_bound(d, fam.box) >= 0:
+                    continue
+                at = next((c for c in corners if d.evaluate(c) < 0), None)
+                if at is None:
+                    continue
+                where = ", ".join(f"{k}={v}" for k, v in sorted(fam.dims_at(at).items()))
+                raise ShapeError(f"shape inference gives tensor {show_name(name)} the dim {d} on axis {axis}, "
+                                 f"negative at {where}, where the formula is not the model's size; give ranges "
+                                 "on which it is not negative, or bind the dim with --dim NAME=N")
 
 
 def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]], steps: Mapping[str, int],
@@ -245,5 +269,6 @@ def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]]
     if not _reads(found, _substitution(ranged, lattice, {})):
         raise _not_polynomial(sorted(found)[:1])
     families = _families(found, ranged, box, steps, lattice)
+    _negative_dims(families)
     _check(model, families, box, lattice, steps, dims, nchwc_block)
     return lattice, families

@@ -185,7 +185,6 @@ class RangePlan:
         return box_corners(self.box)
 
 
-
 def slot_of(size: Poly, alignment: int) -> Poly:
     """The bytes a buffer of ``size`` reserves in a range plan: room for rounding up at every point."""
     c = size.constant()
@@ -546,6 +545,8 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
     dim_steps = r.steps(d.get("steps"), box, "range/steps")
     lattice = r.steps(d.get("lattice"), box, "range/lattice")
     for k, st in dim_steps.items():
+        if (box[k][1] - box[k][0]) % st:  # every corner of the box is a value the plan holds
+            raise r.fail(f"range/box/{k}", f"ends off the dim's step {st} (HI - LO is no multiple of it)")
         if lattice.get(k, 1) % st:
             raise r.fail(f"range/lattice/{k}", f"is not a multiple of the dim's step {st}")
     for k in lattice:
@@ -563,10 +564,9 @@ def range_from_dict(data: Any, where: str = "range plan") -> RangePlan:
     if alignment < 1:
         raise r.fail("range/alignment", "is below 1")
     seconds = d.get("plan_seconds")
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
-        raise r.fail("range/plan_seconds", "is not a finite number")
-    if seconds < 0:
-        raise r.fail("range/plan_seconds", "is below 0")
+    if (not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds)
+            or seconds < 0):
+        raise r.fail("range/plan_seconds", "is below 0 or not a finite number")
     warnings = r.get(d, "warnings", list, "range")
     check_schema(data, "range", where)  # what the checks above leave: no field beyond the schema's
     return RangePlan(

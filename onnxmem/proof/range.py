@@ -3,7 +3,7 @@
 :func:`prove_range_plan` reads nothing but the plan (:class:`onnxmem.plans.range.RangePlan`)
 and proves, symbolically on the whole box, one rule after the other:
 
-1. ``cover``: the pieces cover the box, each inside it;
+1. ``cover``: the pieces cover the box, each inside it, and no two share a point;
 2. ``size``: every size is its shape's product times the element bytes, and non-negative
    (and ``name``: no tensor is listed twice in a piece, and every piece lists the same tensors);
 3. ``group``: every tensor's buffer has an offset and a slot;
@@ -36,7 +36,7 @@ from onnxmem.core.symbolic import lower_bound as poly_lower_bound
 from onnxmem.model import DTYPES
 from onnxmem.plans.range import RangePiece, RangePlan, RangeTensor, quotient_name
 
-__all__ = ["MAX_CELLS", "RangeFinding", "find_collision", "prove_range_plan"]
+__all__ = ["MAX_BOUNDS", "MAX_CELLS", "RangeFinding", "find_collision", "prove_range_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,26 +112,87 @@ def _hole(target: Box, pieces: list[RangePiece]) -> dict[str, int] | None:
     return None
 
 
-def _covered(plan: RangePlan) -> dict[str, int] | None:
-    """A point of the box (on its steps) no piece holds, or ``None`` when the pieces cover the box:
-    per residue class of the lattice, the pieces of that residue cover its box of quotients."""
-    for residues, target in _residue_classes(plan):
-        mine = [p for p in plan.pieces if {k: r for k, (_, r) in p.lattice.items()} == residues]
-        cell = _hole(target, mine)
-        if cell is not None:
-            return {k: plan.lattice[k] * cell[quotient_name(k)] + residues[k] if k in residues else cell[k]
-                    for k in plan.box}
+def _volume(box: Box, within: Box) -> int:
+    """The integer points of ``box`` inside ``within`` (both in the same variables)."""
+    out = 1
+    for k, (lo, hi) in within.items():
+        plo, phi = box.get(k, (lo, hi))
+        out *= max(0, min(hi, phi) - max(lo, plo) + 1)
+    return out
+
+
+def _shared(target: Box, pieces: list[RangePiece]) -> tuple[int, int, dict[str, int]] | None:
+    """Two of ``pieces`` (which cover ``target``) holding one point of it, and that point; ``None``
+    when each point is in one piece (their points inside ``target`` add up to its points)."""
+    if sum(_volume(p.box, target) for p in pieces) == _volume({}, target):
+        return None
+    for i, a in enumerate(pieces):
+        for j in range(i + 1, len(pieces)):
+            b = pieces[j]
+            meet = {k: (max(lo, a.box.get(k, (lo, hi))[0], b.box.get(k, (lo, hi))[0]),
+                        min(hi, a.box.get(k, (lo, hi))[1], b.box.get(k, (lo, hi))[1])) for k, (lo, hi) in target.items()}
+            if all(lo <= hi for lo, hi in meet.values()):
+                return i, j, {k: lo for k, (lo, _) in meet.items()}
     return None
 
 
-def _above(upper: MaxPoly, lower: MaxPoly, gap: Poly, box: Box) -> bool:
+def _covered(plan: RangePlan) -> RangeFinding | None:
+    """The ``cover`` finding, or ``None`` when every point of the box (on its steps) is in exactly one
+    piece: per residue class of the lattice, the pieces of that residue cover its box of quotients,
+    and no two of them share a point (``instantiate`` and the C header take the first piece holding a
+    point; a plan onnxmem writes has one)."""
+    def at(cell: dict[str, int], residues: dict[str, int]) -> dict[str, int]:
+        return {k: plan.lattice[k] * cell[quotient_name(k)] + residues[k] if k in residues else cell[k]
+                for k in plan.box}
+
+    for residues, target in _residue_classes(plan):
+        index = [i for i, p in enumerate(plan.pieces) if {k: r for k, (_, r) in p.lattice.items()} == residues]
+        mine = [plan.pieces[i] for i in index]
+        cell = _hole(target, mine)
+        if cell is not None:
+            return RangeFinding("cover", "no piece of the range plan holds this point", at(cell, residues))
+        two = _shared(target, mine)
+        if two is not None:
+            return RangeFinding("cover", f"pieces {index[two[0]]} and {index[two[1]]} overlap: both hold this point, "
+                                "which one piece must hold", at(two[2], residues))
+    return None
+
+
+#: most polynomial bounds one proof evaluates (one a few microseconds): a pair of offsets that are
+#: maxima of many polynomials costs the product of their terms, so past it the plan is refused. Plans
+#: onnxmem writes need far fewer: BERT-base over batch 1:8 and sequence 1:512, 5,695; the Llama-style
+#: decoder over a cache of 0:1023 (8 pieces), 53,991; the strided backbone over every H, W 160:640
+#: (1,024 pieces), 20,480.
+MAX_BOUNDS = 1_000_000
+
+
+class _Budget:
+    """The bounds a proof has left to evaluate (:data:`MAX_BOUNDS`)."""
+
+    __slots__ = ("left", "most")
+
+    def __init__(self, most: int) -> None:
+        self.left = self.most = most
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise PlanError(f"the range plan needs more than {self.most:,} bounds to prove (its offsets are "
+                            "maxima of too many polynomials); re-plan the model")
+
+
+def _above(upper: MaxPoly, lower: MaxPoly, gap: Poly, box: Box, budget: _Budget) -> bool:
     """``upper >= lower + gap`` on ``box``: each term of ``lower`` has a term of ``upper`` above it by ``gap``."""
     ups = set(upper.terms)
     for q in lower.terms:
         need = q + gap
         if need in ups:
             continue
-        if not any(poly_lower_bound(p - need, box) >= 0 for p in upper.terms):
+        for p in upper.terms:
+            budget.spend()
+            if poly_lower_bound(p - need, box) >= 0:
+                break
+        else:
             return False
     return True
 
@@ -169,17 +230,22 @@ def _negative_at(expr: Poly, box: Box) -> dict[str, int] | None:
     return None
 
 
-def prove_range_plan(plan: RangePlan, *, limit: int | None = None) -> list[RangeFinding]:
-    """Every rule ``plan`` breaks on its box (see the module docstring); empty means proven."""
+def prove_range_plan(plan: RangePlan, *, limit: int | None = None, bounds: int = MAX_BOUNDS) -> list[RangeFinding]:
+    """Every rule ``plan`` breaks on its box (see the module docstring); empty means proven.
+
+    Raises ``PlanError`` for a plan too large to prove: past ``MAX_CELLS`` cells of its pieces or
+    residue classes, or past ``bounds`` bounds of its offsets (:data:`MAX_BOUNDS`).
+    """
     found: list[RangeFinding] = []
+    budget = _Budget(bounds)
     bits_of = {name: bits for name, bits in DTYPES.values()}
 
     def full() -> bool:
         return limit is not None and len(found) >= limit
 
-    hole = _covered(plan)
-    if hole is not None:
-        found.append(RangeFinding("cover", "no piece of the range plan holds this point", hole))
+    cover = _covered(plan)
+    if cover is not None:
+        found.append(cover)
     for i, piece in enumerate(plan.pieces):
         if full():
             break
@@ -195,11 +261,11 @@ def prove_range_plan(plan: RangePlan, *, limit: int | None = None) -> list[Range
                                       f"{i} and piece 0 only; every piece plans the same tensors"))
         if full() or found:
             continue
-        spans, buffer_findings = _buffer_findings(piece, where, members, plan.alignment)
+        spans, buffer_findings = _buffer_findings(piece, where, members, plan.alignment, budget)
         found.extend(buffer_findings)
         if full():
             break
-        for finding in _overlap_findings(piece, where, members, spans, plan.alignment):
+        for finding in _overlap_findings(piece, where, members, spans, plan.alignment, budget):
             found.append(finding)
             if full():
                 return found
@@ -244,7 +310,9 @@ def _tensor_findings(piece: RangePiece, where: str, bits_of: dict[str, int],
         if expect is None or expect != t.size:
             found.append(RangeFinding("size", f"{where}: tensor {show_name(t.name)} has size {t.size} "
                                       f"but its shape and dtype give {expect}"))
-        elif poly_lower_bound(t.size, piece.box) < 0:
+        elif poly_lower_bound(t.size, piece.box) < 0 and any(poly_lower_bound(d, piece.box) < 0 for d in t.shape):
+            # the size is its dims' product (checked above): non-negative dims make it non-negative, where
+            # the monomial bound of the product alone may not see it (``16*b*s - 32*b`` with s >= 2)
             found.append(RangeFinding("size", f"{where}: tensor {show_name(t.name)} has a size that "
                                       "may be negative", _negative_at(t.size, piece.box)))
         if t.group not in piece.offsets or t.group not in piece.slots:
@@ -270,7 +338,7 @@ def _slot_holds(slot: Poly, t: RangeTensor, a: int, box: Box) -> bool:
 
 
 def _buffer_findings(piece: RangePiece, where: str, members: dict[str, list[RangeTensor]], a: int,
-                     ) -> tuple[dict[str, tuple[int, int]], list[RangeFinding]]:
+                     budget: _Budget) -> tuple[dict[str, tuple[int, int]], list[RangeFinding]]:
     """Rules 4 to 6 for every buffer; with each buffer's steps ``[start, end)``."""
     found: list[RangeFinding] = []
     spans: dict[str, tuple[int, int]] = {}
@@ -286,13 +354,13 @@ def _buffer_findings(piece: RangePiece, where: str, members: dict[str, list[Rang
         if not any(poly_lower_bound(p, box) >= 0 for p in piece.offsets[g].terms):
             found.append(RangeFinding("offset", f"{where}: buffer {show_name(g)} has an offset that may be "
                                       "negative", None))
-        if not _above(piece.arena, piece.offsets[g], slot, box):
+        if not _above(piece.arena, piece.offsets[g], slot, box, budget):
             found.append(RangeFinding("arena", f"{where}: buffer {show_name(g)} may end past the arena"))
     return spans, found
 
 
 def _overlap_findings(piece: RangePiece, where: str, members: dict[str, list[RangeTensor]],
-                      spans: dict[str, tuple[int, int]], a: int) -> Iterator[RangeFinding]:
+                      spans: dict[str, tuple[int, int]], a: int, budget: _Budget) -> Iterator[RangeFinding]:
     """Rule 7: every pair of buffers live at one step that no offset keeps apart on the box."""
     box = piece.box
     ids = sorted(spans, key=lambda g: spans[g])
@@ -302,7 +370,7 @@ def _overlap_findings(piece: RangePiece, where: str, members: dict[str, list[Ran
             if spans[gb][0] >= end_a:
                 break
             oa, ob = piece.offsets[ga], piece.offsets[gb]
-            if _above(ob, oa, piece.slots[ga], box) or _above(oa, ob, piece.slots[gb], box):
+            if _above(ob, oa, piece.slots[ga], box, budget) or _above(oa, ob, piece.slots[gb], box, budget):
                 continue
             p = find_collision(piece, ga, gb, a)
             s, e = max(spans[ga][0], spans[gb][0]), min(spans[ga][1], spans[gb][1])
