@@ -34,7 +34,9 @@ does not: that every schedule is safe (the static proof,
 :func:`onnxmem.proof.plan.prove_plan` with rule 9, does that); timing decides
 which interleavings a trial meets. A given ``schedule`` (for example the one
 the proof names for a bad pair) makes the start order deterministic at one
-thread. CPU only, and graphs without If/Loop/Scan bodies (a plan for one
+thread. The reference and the trials are one bounded run
+(:mod:`onnxmem.runtime.isolation`): past ``--time-limit`` it stops before the
+next node starts, and a kernel that does not stop has its child killed. CPU only, and graphs without If/Loop/Scan bodies (a plan for one
 with them runs in its own order: :func:`onnxmem.runtime.arena.execute_plan`).
 """
 
@@ -55,6 +57,7 @@ from onnxmem.graph import GraphView, Op
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding
 from onnxmem.runtime.arena import SENTINEL, ArenaRun, ExecutionOptions
+from onnxmem.runtime.isolation import at_step, end_run, start_run
 from onnxmem.runtime.sessions import first_line, host_array
 
 __all__ = ["ConcurrentExecution", "ConcurrentOptions", "ConcurrentRun", "Trial", "run_concurrent"]
@@ -152,6 +155,7 @@ class ConcurrentRun(ArenaRun):
         self.load_inputs()
         for op_index in self.nodes:
             op = self.view.ops[op_index]
+            at_step(f"the reference, node {show_name(op.name)} ({op.op_type})")
             sess = self.session(op, self.full.graph.node[op_index])
             computed = self.run_private(op, sess)
             if not self.check_shapes(op, computed):
@@ -264,6 +268,7 @@ class ConcurrentRun(ArenaRun):
                 else:
                     k = rng.randrange(len(ready))
                 i = ready.pop(k)
+                at_step(f"trial {index + 1}, node {show_name(self.view.ops[i].name)} ({self.view.ops[i].op_type})")
                 started.append(i)
                 running[pool.submit(self._work, self.view.ops[i], started)] = i
                 most = max(most, len(running))
@@ -297,11 +302,15 @@ class ConcurrentRun(ArenaRun):
         trials = self.conc.trials if trials is None else trials
         threads = self.conc.threads if threads is None else threads
         _check_counts(trials, threads)
-        ref_seconds = self.prepare()
-        done: list[Trial] = []
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="onnxmem-node") as pool:
-            for k in range(trials):
-                done.append(self.trial(k, pool, threads))
+        start_run(f"the concurrent trials ({trials:,} of them, up to {threads:,} nodes at once)")
+        try:
+            ref_seconds = self.prepare()
+            done: list[Trial] = []
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="onnxmem-node") as pool:
+                for k in range(trials):
+                    done.append(self.trial(k, pool, threads))
+        finally:
+            end_run()
         return ConcurrentExecution(self.opts.device, threads, tuple(done), len(self.nodes), ref_seconds)
 
 
