@@ -5,13 +5,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
-from onnx import helper
+import pytest
+from click.testing import CliRunner
+from onnx import helper, numpy_helper
+
+from onnxmem.cli.main import main
+from onnxmem.core.errors import OnnxmemError
+from onnxmem.planning.pipeline import PlanOptions, plan_loaded
+from onnxmem.proof.plan import prove_plan
+from onnxmem.runtime.arena import ExecutionOptions
+from onnxmem.runtime.concurrent import ConcurrentOptions, ConcurrentRun
 
 from .helpers import make_model, vi
 from .test_hostile import assert_refused_subprocess
 
 SHAPE = [1, 256]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _save(model: onnx.ModelProto, folder: Path, name: str = "m.onnx") -> Path:
@@ -43,3 +54,50 @@ def test_concurrent_trials_stop_at_the_time_limit(tmp_path):
                                "--time-limit", "1"], tmp_path,
                               "the concurrent trials (1,000,000,000 of them, up to 2 nodes at once) did not "
                               "finish in 1 s and was stopped; raise --time-limit")
+
+
+def random_draws() -> onnx.ModelProto:
+    """Nodes that draw random numbers beside a chain: an unseeded RandomNormal (no inputs: it may run
+    at any time), a seeded RandomUniformLike and a Dropout in training mode."""
+    n = helper.make_node
+    nodes = [n("Exp", ["x"], ["a"], name="exp"), n("Neg", ["a"], ["b"], name="neg"),
+             n("RandomNormal", [], ["r"], shape=SHAPE, name="normal"),
+             n("RandomUniformLike", ["a"], ["u"], seed=3.0, name="uniform"),
+             n("Dropout", ["b", "ratio", "train"], ["d", "mask"], name="dropout"),
+             n("Sum", ["d", "r", "u"], ["y"], name="sum")]
+    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "ratio"),
+             numpy_helper.from_array(np.array(True), "train")]
+    return make_model(nodes, [vi("x", SHAPE)], [vi("y", SHAPE)], inits)
+
+
+def test_trials_of_a_graph_with_random_draws_equal_the_reference(tmp_path):
+    """A kernel run once draws other numbers: each trial runs a fresh one of every node that draws,
+    as the reference did (the trials reused the reference's kernels, and every correct plan of
+    such a graph was reported wrong)."""
+    model = _save(random_draws(), tmp_path)
+    r = CliRunner().invoke(main, ["verify", str(model), "--concurrency", "dag", "--trials", "4", "--threads", "3"])
+    assert r.exit_code == 0, r.output
+    assert "trials    4 of 4 equal the reference" in r.stdout
+    # a wrong plan of the same graph is still caught by the trials: the sequential plan, its
+    # unordered pairs sharing bytes, run in the schedule the proof names
+    seq = plan_loaded(random_draws(), model, PlanOptions(order="file"))
+    found = prove_plan(seq.plan, seq.view, concurrency="dag")
+    assert found and found[0].kind == "concurrency"
+    run = ConcurrentRun(seq.plan, random_draws(), seq.view, ExecutionOptions(),
+                        ConcurrentOptions(trials=1, threads=1, schedule=found[0].schedule), model)
+    assert run.run_trials().failures == 1
+
+
+def test_a_training_graph_runs_once_in_its_order_under_dag(tmp_path):
+    """A training step's labels, seeded dropout and stand-in kernels are the sequential run's: under
+    --concurrency dag verify runs it as without the flag (here: one line, no training kernels in
+    this onnxruntime), and the trials refuse it in one line."""
+    model = ROOT / "models" / "training" / "mlp.train.onnx"
+    seq = CliRunner().invoke(main, ["verify", str(model)])
+    dag = CliRunner().invoke(main, ["verify", str(model), "--concurrency", "dag", "--trials", "2"])
+    assert dag.exit_code == seq.exit_code
+    assert dag.stderr.splitlines()[-1] == seq.stderr.splitlines()[-1]
+    loaded = onnx.load(model)
+    res = plan_loaded(loaded, model, PlanOptions(concurrency="dag"))
+    with pytest.raises(OnnxmemError, match="concurrent trials do not run a training graph"):
+        ConcurrentRun(res.plan, loaded, res.view, ExecutionOptions(), ConcurrentOptions(), model)
