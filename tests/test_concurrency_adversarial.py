@@ -101,3 +101,42 @@ def test_a_training_graph_runs_once_in_its_order_under_dag(tmp_path):
     res = plan_loaded(loaded, model, PlanOptions(concurrency="dag"))
     with pytest.raises(OnnxmemError, match="concurrent trials do not run a training graph"):
         ConcurrentRun(res.plan, loaded, res.view, ExecutionOptions(), ConcurrentOptions(), model)
+
+
+# ---------------------------------------------------------------- the flags
+
+
+def _usage_error(args: list[str]) -> str:
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    return r.stderr.splitlines()[-1]
+
+
+def test_trial_flags_without_dag_trials_are_refused(tmp_path):
+    """--trials and --threads set the dag trials: given without --concurrency dag (or with --static-only,
+    or beside several models) they did nothing, silently; now one line names them and the fix."""
+    model = _save(multi_reader(), tmp_path)
+    line = _usage_error(["verify", model, "--trials", "50", "--threads", "8"])
+    assert line == ("Error: --trials and --threads set the concurrent trials of --concurrency dag; add "
+                    "--concurrency dag (or leave out --trials and --threads)")
+    line = _usage_error(["verify", model, "--concurrency", "dag", "--static-only", "--threads", "4"])
+    assert line == "Error: --static-only runs nothing; leave out --threads (or --static-only)"
+    line = _usage_error(["verify", model, model, "--pipeline", "--trials", "3"])
+    assert "--trials works on one model" in line
+    line = _usage_error(["compare", model, "--threads", "4"])
+    assert line.startswith("Error: --threads sets onnxruntime's inter-op threads of --execution-mode parallel; "
+                           "add --execution-mode parallel")
+    r = CliRunner().invoke(main, ["verify", str(model), "--concurrency", "dag", "--trials", "3", "--threads", "3"])
+    assert r.exit_code == 0 and "trials    3 of 3 equal the reference" in r.stdout, r.output
+
+
+def test_compare_parallel_keeps_an_explicit_sequential_plan(tmp_path):
+    """compare --execution-mode parallel plans with --concurrency dag unless --concurrency says otherwise:
+    an explicit sequential plan is made and warned about (it was made dag, the flag ignored)."""
+    model = _save(multi_reader(), tmp_path)
+    r = CliRunner().invoke(main, ["compare", str(model), "--execution-mode", "parallel", "--concurrency",
+                                  "sequential"])
+    assert r.exit_code == 0, r.output
+    assert "[--concurrency sequential]" in r.stdout
+    assert "warning: the plan holds for its own order only" in r.output
