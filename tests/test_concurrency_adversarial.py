@@ -131,6 +131,18 @@ def test_trial_flags_without_dag_trials_are_refused(tmp_path):
     assert r.exit_code == 0 and "trials    3 of 3 equal the reference" in r.stdout, r.output
 
 
+def test_a_dag_plan_verified_without_the_flag_says_rule_9_held(tmp_path):
+    """A plan that records --concurrency dag is held to rule 9 by every verify; the static line says
+    so (it listed the sequential rules only), and the run is one run in its order."""
+    model = _save(multi_reader(), tmp_path)
+    plan = tmp_path / "dag.json"
+    assert CliRunner().invoke(main, ["plan", str(model), "--concurrency", "dag", "-o", str(plan)]).exit_code == 0
+    r = CliRunner().invoke(main, ["verify", str(model), "--plan", str(plan)])
+    assert r.exit_code == 0, r.output
+    assert "no live overlap, every pair sharing bytes ordered by the graph" in r.stdout
+    assert "trials" not in r.stdout and "executed  8 nodes in one cpu arena" in r.stdout
+
+
 def test_compare_parallel_keeps_an_explicit_sequential_plan(tmp_path):
     """compare --execution-mode parallel plans with --concurrency dag unless --concurrency says otherwise:
     an explicit sequential plan is made and warned about (it was made dag, the flag ignored)."""

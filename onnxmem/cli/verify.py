@@ -152,8 +152,8 @@ def _verify_one(a: _Verify) -> None:
                                   execute=not a.static_only, concurrency=opts.concurrency, trials=a.trials,
                                   threads=a.threads),
         )
-        _echo_report(report, model, source, built.record.describe(), opts.concurrency,
-                     the_plan.extra.get("loop_trips") or {})
+        held = "dag" if the_plan.extra.get("concurrency") == "dag" else opts.concurrency  # rule 9 held too
+        _echo_report(report, model, source, built.record.describe(), held, the_plan.extra.get("loop_trips") or {})
     if a.original_path is not None and report.execution is not None:
         _against_original(model, built.model, the_plan, view, a.original_path, device, inputs, seed, rtol, atol)
     click.echo("verified" if report.execution is not None or report.concurrent is not None
