@@ -339,6 +339,27 @@ def test_concurrent_trials_stop_at_the_time_limit(tmp_path):
                               "finish in 1 s and was stopped; raise --time-limit")
 
 
+def test_trials_follow_the_seed_at_every_thread_count():
+    """The node whose end is awaited next is the seed's pick, so a trial starts its nodes in the
+    seed's order at 4 threads too (it was whichever kernel ended first); the orders are not the
+    plan's, and another seed gives others."""
+    path = ROOT / "models" / "inception_block.onnx"
+    model = onnx.load(path)
+    dag = plan_loaded(model, path, PlanOptions(concurrency="dag"))
+
+    def orders(seed: int) -> list[tuple[str, ...]]:
+        run = ConcurrentRun(dag.plan, model, dag.view, ExecutionOptions(seed=seed),
+                            ConcurrentOptions(trials=6, threads=4), path)
+        cx = run.run_trials()
+        assert cx.failures == 0 and max(t.most_at_once for t in cx.trials) == 4
+        return [t.started for t in cx.trials]
+
+    first = orders(0)
+    assert orders(0) == first and orders(0) == first
+    assert len(set(first)) == 6 and tuple(dag.plan.order) not in first
+    assert orders(1) != first
+
+
 def random_draws() -> onnx.ModelProto:
     """Nodes that draw random numbers beside a chain: an unseeded RandomNormal (no inputs: it may run
     at any time), a seeded RandomUniformLike and a Dropout in training mode."""

@@ -18,8 +18,11 @@ inputs) whose nodes run on a thread pool:
    is *ready* when every node it depends on has finished; while fewer than
    ``threads`` nodes run, one ready node is picked (at random from a
    generator seeded by ``seed`` and the trial's number, or the first in a
-   given ``schedule``) and started on the pool. onnxruntime releases the GIL
-   while a node runs, so several kernels write the arena at once;
+   given ``schedule``) and started on the pool; when ``threads`` run, the
+   generator picks the one whose end is awaited next (the others run on). So
+   the order nodes start in is the seed's at every thread count, whichever
+   kernel happens to end first. onnxruntime releases the GIL while a node
+   runs, so several kernels write the arena at once;
 3. a node's worker checks, before it runs, that each input it reads holds
    exactly the reference's bytes, runs the node with every value bound in
    the arena (IOBinding at ``arena_base + offset``), and checks that each
@@ -51,7 +54,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -298,16 +301,18 @@ class ConcurrentRun(ArenaRun):
                 most = max(most, len(running))
             if not running:
                 break
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for fut in done:
-                i = running.pop(fut)
-                result = fut.result()
-                if result is not None and finding is None:
-                    finding = result
-                for j in self.users[i]:
-                    waiting[j] -= 1
-                    if waiting[j] == 0:
-                        ready.append(j)
+            # the node whose end is taken next is the generator's pick among those running (the
+            # others run on): the start order is the seed's, whichever kernel ends first
+            futures = list(running)
+            fut = futures[rng.randrange(len(futures))] if len(futures) > 1 else futures[0]
+            i = running.pop(fut)
+            result = fut.result()
+            if result is not None and finding is None:
+                finding = result
+            for j in self.users[i]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    ready.append(j)
         if finding is None:
             for name in self.view.outputs:
                 if name in self.slots and name not in self.weights:
