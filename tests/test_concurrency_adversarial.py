@@ -326,6 +326,23 @@ def test_the_proof_rejects_every_corrupted_dag_plan_brute_force_rejects(tmp_path
     assert tried >= 50 and 0 < rejected < tried  # wrong plans and plans a move leaves right
 
 
+def test_rule_9_of_a_model_past_the_dag_limit_is_one_finding(tmp_path):
+    """A plan file that records --concurrency dag for a model of more nodes than dag plans for: rule 9
+    is one finding at once (it compared every pair sharing bytes, quadratic in a chain's nodes: a
+    40,000-node chain ran for minutes), and verify says it in one line."""
+    nodes = [helper.make_node("Neg" if i % 2 else "Sin", [f"v{i}" if i else "x"], [f"v{i + 1}"], name=f"n{i}")
+             for i in range(10_001)]
+    model = make_model(nodes, [vi("x", [1, 16])], [vi("v10001", [1, 16])])
+    path = _save(model, tmp_path)
+    seq = plan_loaded(model, path, PlanOptions(order="file"))
+    claimed = replace(seq.plan, extra={**seq.plan.extra, "concurrency": "dag"})
+    found = prove_plan(claimed, seq.view)
+    assert len(found) == 1 and found[0].message == (
+        "the plan records --concurrency dag, which holds for models of at most 10,000 nodes, and this one has "
+        "10,001: rule 9 cannot be checked; re-plan with --concurrency sequential")
+    assert prove_plan(seq.plan, seq.view) == []
+
+
 # ---------------------------------------------------------------- the trials' bounds
 
 
