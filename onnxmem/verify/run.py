@@ -212,7 +212,7 @@ def execute(plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, opts: Ver
             model_path: str | os.PathLike[str] | None) -> tuple[Execution | None, ConcurrentExecution | None]:
     """The execution step of :func:`verify_plan` (run in the command's onnxruntime child process,
     :mod:`onnxmem.runtime.isolation`): ``(execution, None)``, or ``(None, concurrent)`` for a concurrent
-    plan of a graph without bodies."""
+    plan of a graph without bodies or training steps (:func:`_trials_reason`)."""
     if opts.concurrency == "dag" and _trials_reason(view) is None:
         return None, run_concurrent(plan, model, view, options=opts, model_path=model_path,
                                     concurrent=ConcurrentOptions(trials=opts.trials, threads=opts.threads))
