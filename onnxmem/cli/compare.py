@@ -13,6 +13,7 @@ from .options import (
     InputValues,
     PlanningFlags,
     RegistryChoice,
+    given,
     inputs_option,
     model_and_plan,
     optimize_option,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 @click.option("--execution-mode", type=RegistryChoice(names=EXECUTION_MODES), default="sequential",
               show_default=True, metavar="MODE",
               help="parallel: onnxruntime runs with its parallel executor (--threads inter-op threads), and a "
-                   "plan made now is made with --concurrency dag.")
+                   "plan made now is made with --concurrency dag (unless --concurrency says otherwise).")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
               help="With --execution-mode parallel: onnxruntime's inter-op threads.")
 @planning_options
@@ -72,8 +73,11 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     for --device (plan --optimize), and onnxruntime's peak is MODEL run at
     that same level.
     """
+    if execution_mode != "parallel" and given("threads"):
+        raise click.UsageError("--threads sets onnxruntime's inter-op threads of --execution-mode parallel; add "
+                               "--execution-mode parallel (or leave out --threads)")
     inputs = read_input_values(inputs_path)
-    if execution_mode == "parallel":
+    if execution_mode == "parallel" and not given("concurrency"):
         planning["concurrency"] = "dag"
     from onnxmem.planning.pipeline import check_decided  # onnx
 

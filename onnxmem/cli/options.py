@@ -309,6 +309,15 @@ def ranged(dims: Iterable[str]) -> bool:
     return any(":" in d.partition("=")[2] for d in dims)
 
 
+def given(name: str) -> bool:
+    """Whether the running command's parameter ``name`` was given on the command line (not left at its
+    default): for a flag that only means something beside another."""
+    from click.core import ParameterSource
+
+    source = click.get_current_context().get_parameter_source(name)
+    return source is not None and source not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
 def refuse_for_several(models: tuple[str, ...], flags: dict[str, bool]) -> None:
     """Usage errors for several models: --pipeline needs two, and flags for one model are refused."""
     if len(models) < 2:

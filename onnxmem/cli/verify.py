@@ -15,6 +15,7 @@ from .child import run_in_child
 from .options import (
     InputValues,
     PlanningFlags,
+    given,
     inputs_option,
     make_plan_options,
     model_and_plan,
@@ -87,10 +88,12 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
     for, after its static proof passed: one line says so; ConvTransposeGrad runs
     as its stand-in of standard ops, and a note says so), 2 usage.
     """
+    trial_flags = " and ".join(f for f, p in (("--trials", "trials"), ("--threads", "threads")) if given(p))
     if len(models) > 1 or pipeline:
         from onnxmem.verify.run import VerifyOptions  # onnx
 
         refuse_for_several(models, {"--original": original_path is not None, "--inputs": inputs_path is not None,
+                                    trial_flags: bool(trial_flags),
                                     "--optimize": optimize not in (None, "none"),
                                     "--dim NAME=LO:HI": ranged(planning["dims"]),
                                     "--concurrency dag": planning["concurrency"] != "sequential"})
@@ -99,6 +102,11 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
         return
     if original_path is not None and optimize not in (None, "none"):
         raise click.UsageError("--original compares models as written; leave out --optimize")
+    if trial_flags and planning["concurrency"] != "dag":
+        raise click.UsageError(f"{trial_flags} set the concurrent trials of --concurrency dag; add --concurrency dag "
+                               f"(or leave out {trial_flags})")
+    if trial_flags and static_only:
+        raise click.UsageError(f"--static-only runs nothing; leave out {trial_flags} (or --static-only)")
     one = _Verify(models[0], plan_path, device, inputs_path, seed, rtol, atol, static_only, trials, threads,
                   original_path, optimize, dict(planning))
     if static_only and optimize in (None, "none"):
@@ -144,8 +152,8 @@ def _verify_one(a: _Verify) -> None:
                                   execute=not a.static_only, concurrency=opts.concurrency, trials=a.trials,
                                   threads=a.threads),
         )
-        _echo_report(report, model, source, built.record.describe(), opts.concurrency,
-                     the_plan.extra.get("loop_trips") or {})
+        held = "dag" if the_plan.extra.get("concurrency") == "dag" else opts.concurrency  # rule 9 held too
+        _echo_report(report, model, source, built.record.describe(), held, the_plan.extra.get("loop_trips") or {})
     if a.original_path is not None and report.execution is not None:
         _against_original(model, built.model, the_plan, view, a.original_path, device, inputs, seed, rtol, atol)
     click.echo("verified" if report.execution is not None or report.concurrent is not None

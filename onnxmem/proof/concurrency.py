@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 
+from onnxmem.analysis.happens_before import MAX_NODES
 from onnxmem.graph import GraphView
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
 from onnxmem.proof.finding import Finding
@@ -72,7 +73,14 @@ class _Dag:
 
 
 def concurrency_findings(plan: MemoryPlan, view: GraphView, order: Sequence[int], *, limit: int | None) -> list[Finding]:
-    """Rule 9: a sweep over offsets finds every pair of tensors that share a byte."""
+    """Rule 9: a sweep over offsets finds every pair of tensors that share a byte. A model of more
+    nodes than ``--concurrency dag`` plans for is one finding, with nothing computed: the pairs
+    sharing bytes grow with the square of the nodes, and a plan file's claim is not a reason to
+    take that long."""
+    if len(view.ops) > MAX_NODES:
+        return [Finding("mismatch", None, f"the plan records --concurrency dag, which holds for models of at most "
+                        f"{MAX_NODES:,} nodes, and this one has {len(view.ops):,}: rule 9 cannot be checked; "
+                        "re-plan with --concurrency sequential")]
     dag = _Dag(view, order)
     groups: dict[str, dict[str, PlannedTensor]] = {}
     for pt in plan.tensors:

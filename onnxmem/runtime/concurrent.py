@@ -9,14 +9,20 @@ inputs) whose nodes run on a thread pool:
    and thread counts: every node runs once, in the plan's order, on
    onnxruntime's own buffers (the reference; shapes are checked as in the
    sequential run), and the bytes of every value are kept; each node's
-   session and its binding in the arena are made here and serve every trial;
+   session and its binding in the arena are made here and serve every trial
+   (but a node that draws random numbers, RandomNormal or Dropout: a kernel run once
+   draws other numbers, so each trial makes it a fresh one, which draws the
+   reference's numbers again);
 2. each trial (:meth:`ConcurrentRun.trial`) fills the arena with the
    sentinel 0xFF, copies the graph inputs in, and follows the graph: a node
    is *ready* when every node it depends on has finished; while fewer than
    ``threads`` nodes run, one ready node is picked (at random from a
    generator seeded by ``seed`` and the trial's number, or the first in a
-   given ``schedule``) and started on the pool. onnxruntime releases the GIL
-   while a node runs, so several kernels write the arena at once;
+   given ``schedule``) and started on the pool; when ``threads`` run, the
+   generator picks the one whose end is awaited next (the others run on). So
+   the order nodes start in is the seed's at every thread count, whichever
+   kernel happens to end first. onnxruntime releases the GIL while a node
+   runs, so several kernels write the arena at once;
 3. a node's worker checks, before it runs, that each input it reads holds
    exactly the reference's bytes, runs the node with every value bound in
    the arena (IOBinding at ``arena_base + offset``), and checks that each
@@ -34,8 +40,13 @@ does not: that every schedule is safe (the static proof,
 :func:`onnxmem.proof.plan.prove_plan` with rule 9, does that); timing decides
 which interleavings a trial meets. A given ``schedule`` (for example the one
 the proof names for a bad pair) makes the start order deterministic at one
-thread. CPU only, and graphs without If/Loop/Scan bodies (a plan for one
-with them runs in its own order: :func:`onnxmem.runtime.arena.execute_plan`).
+thread. CPU only, and graphs without If/Loop/Scan bodies or training steps (a
+plan for one with bodies runs in its own order,
+:func:`onnxmem.runtime.arena.execute_plan`; a training step's labels, seeded
+dropout and stand-in kernels are :class:`onnxmem.runtime.training.TrainingRun`'s).
+The reference and the trials are one bounded run (:mod:`onnxmem.runtime.isolation`):
+past ``--time-limit`` it stops before the next node starts, and a kernel that
+does not stop has its child killed.
 """
 
 from __future__ import annotations
@@ -43,7 +54,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -55,7 +66,10 @@ from onnxmem.graph import GraphView, Op
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding
 from onnxmem.runtime.arena import SENTINEL, ArenaRun, ExecutionOptions
+from onnxmem.runtime.isolation import at_step, end_run, start_run
+from onnxmem.runtime.reference import draws
 from onnxmem.runtime.sessions import first_line, host_array
+from onnxmem.runtime.training import is_training_view
 
 __all__ = ["ConcurrentExecution", "ConcurrentOptions", "ConcurrentRun", "Trial", "run_concurrent"]
 
@@ -124,6 +138,10 @@ class ConcurrentRun(ArenaRun):
             raise OnnxmemError(f"concurrent trials run graphs without If/Loop/Scan bodies, and node "
                                f"{show_name(owner)} has them; run the plan in its own order "
                                "(onnxmem.runtime.arena.execute_plan, as verify does for such a model)")
+        if is_training_view(view):
+            raise OnnxmemError("concurrent trials do not run a training graph (its labels, seeded dropout and "
+                               "stand-in kernels are the sequential run's); run the plan in its own order "
+                               "(onnxmem.runtime.training.TrainingRun, as verify does for such a model)")
         super().__init__(plan, model, view, options, model_path)
         self.conc = concurrent
         self.sessions: dict[int, Any] = {}
@@ -138,6 +156,9 @@ class ConcurrentRun(ArenaRun):
         for i, ps in self.deps.items():
             for p in ps:
                 self.users[p].append(i)
+        #: nodes that draw random numbers: a kernel run once draws other numbers, so each trial runs
+        #: a fresh one (seeded as the reference's: :func:`onnxmem.runtime.sessions.node_session`)
+        self.draws = [i for i in self.nodes if draws(self.full.graph.node[i], view.ops[i], self.random_calls)]
         rank = {n: k for k, n in enumerate(concurrent.schedule or ())}
         self.priority = {i: rank.get(view.ops[i].name, len(rank) + k) for k, i in enumerate(self.nodes)}
 
@@ -152,6 +173,7 @@ class ConcurrentRun(ArenaRun):
         self.load_inputs()
         for op_index in self.nodes:
             op = self.view.ops[op_index]
+            at_step(f"the reference, node {show_name(op.name)} ({op.op_type})")
             sess = self.session(op, self.full.graph.node[op_index])
             computed = self.run_private(op, sess)
             if not self.check_shapes(op, computed):
@@ -244,6 +266,14 @@ class ConcurrentRun(ArenaRun):
             if slot is not None and want is not None:
                 (slot.private if slot.private is not None else self.arena.view[slot.offset:])[: want.size] = want
 
+    def _fresh_draws(self) -> None:
+        """A fresh session and binding for each node that draws random numbers (the reference's
+        draws again), made before the trial starts."""
+        for i in self.draws:
+            op = self.view.ops[i]
+            self.sessions[i] = self.session(op, self.full.graph.node[i])
+            self.bindings[i] = self._binding(op, self.sessions[i], in_arena=True)
+
     def trial(self, index: int, pool: ThreadPoolExecutor, threads: int | None = None) -> Trial:
         """Step 2 and 4: one run of every node on the pool, up to ``threads`` at once
         (default: the options'); :meth:`prepare` must have run."""
@@ -251,6 +281,7 @@ class ConcurrentRun(ArenaRun):
         t0 = time.perf_counter()
         rng = random.Random(f"{self.opts.seed}:{index}")
         self._load()
+        self._fresh_draws()
         waiting = {i: len(ps) for i, ps in self.deps.items()}
         ready = [i for i, w in waiting.items() if w == 0]
         running: dict[Future[Finding | None], int] = {}
@@ -264,21 +295,24 @@ class ConcurrentRun(ArenaRun):
                 else:
                     k = rng.randrange(len(ready))
                 i = ready.pop(k)
+                at_step(f"trial {index + 1}, node {show_name(self.view.ops[i].name)} ({self.view.ops[i].op_type})")
                 started.append(i)
                 running[pool.submit(self._work, self.view.ops[i], started)] = i
                 most = max(most, len(running))
             if not running:
                 break
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for fut in done:
-                i = running.pop(fut)
-                result = fut.result()
-                if result is not None and finding is None:
-                    finding = result
-                for j in self.users[i]:
-                    waiting[j] -= 1
-                    if waiting[j] == 0:
-                        ready.append(j)
+            # the node whose end is taken next is the generator's pick among those running (the
+            # others run on): the start order is the seed's, whichever kernel ends first
+            futures = list(running)
+            fut = futures[rng.randrange(len(futures))] if len(futures) > 1 else futures[0]
+            i = running.pop(fut)
+            result = fut.result()
+            if result is not None and finding is None:
+                finding = result
+            for j in self.users[i]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    ready.append(j)
         if finding is None:
             for name in self.view.outputs:
                 if name in self.slots and name not in self.weights:
@@ -297,11 +331,15 @@ class ConcurrentRun(ArenaRun):
         trials = self.conc.trials if trials is None else trials
         threads = self.conc.threads if threads is None else threads
         _check_counts(trials, threads)
-        ref_seconds = self.prepare()
-        done: list[Trial] = []
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="onnxmem-node") as pool:
-            for k in range(trials):
-                done.append(self.trial(k, pool, threads))
+        start_run(f"the concurrent trials ({trials:,} of them, up to {threads:,} nodes at once)")
+        try:
+            ref_seconds = self.prepare()
+            done: list[Trial] = []
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="onnxmem-node") as pool:
+                for k in range(trials):
+                    done.append(self.trial(k, pool, threads))
+        finally:
+            end_run()
         return ConcurrentExecution(self.opts.device, threads, tuple(done), len(self.nodes), ref_seconds)
 
 

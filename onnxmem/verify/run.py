@@ -197,15 +197,26 @@ def check_plan_identity(
     )
 
 
+def _trials_reason(view: GraphView) -> str | None:
+    """Why the concurrent trials cannot run ``view`` (its plan then runs once in its order), or ``None``:
+    a body's tensors need the sequential run; a training step needs its labels, seeded dropout and
+    stand-in kernels (:class:`onnxmem.runtime.training.TrainingRun`), which the trials do not give."""
+    if view.bodies:
+        return "this model has bodies"
+    if is_training_view(view):
+        return "this is a training graph"
+    return None
+
+
 def execute(plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, opts: VerifyOptions,
             model_path: str | os.PathLike[str] | None) -> tuple[Execution | None, ConcurrentExecution | None]:
     """The execution step of :func:`verify_plan` (run in the command's onnxruntime child process,
     :mod:`onnxmem.runtime.isolation`): ``(execution, None)``, or ``(None, concurrent)`` for a concurrent
-    plan of a graph without bodies."""
-    if opts.concurrency == "dag" and not view.bodies:
+    plan of a graph without bodies or training steps (:func:`_trials_reason`)."""
+    if opts.concurrency == "dag" and _trials_reason(view) is None:
         return None, run_concurrent(plan, model, view, options=opts, model_path=model_path,
                                     concurrent=ConcurrentOptions(trials=opts.trials, threads=opts.threads))
-    if opts.concurrency != "dag" and is_training_view(view):
+    if is_training_view(view):
         try:
             return TrainingRun(plan, model, view, opts, model_path).run(), None  # labels, dropout, gradients
         except RuntimeBackendError as exc:  # no kernel for a gradient op: one line that says so
@@ -247,9 +258,10 @@ def verify_plan(
         )
     execution = None
     concurrent = None
-    if opts.execute and not static and opts.concurrency == "dag" and v.bodies:
-        warnings.append("concurrent trials run graphs without If/Loop/Scan bodies; this model has them, so "
-                        "the plan ran once in its own order (one of the schedules the graph allows), and the "
+    no_trials = _trials_reason(v)
+    if opts.execute and not static and opts.concurrency == "dag" and no_trials is not None:
+        warnings.append(f"concurrent trials run graphs without If/Loop/Scan bodies or training steps; {no_trials}, "
+                        "so the plan ran once in its own order (one of the schedules the graph allows), and the "
                         "static proof checked every schedule")
     if opts.execute and not static:
         execution, concurrent = run_isolated(execute, plan, model, v, opts, model_path)
