@@ -370,3 +370,51 @@ def test_a_local_function_that_draws_is_a_random_op(tmp_path, draw):
     path, p = _planned(tmp_path, model)
     ex = execute_plan(p.plan, p.model, p.view, model_path=path)
     assert ex.reference == "nodes" and ex.findings == () and ex.outputs[0].identical, ex.findings
+
+
+def _symbolic_pair(tmp_path):
+    """``y = -relu(x)`` over ``x[n, 4]``, planned at n=2 into ``p.json``."""
+    from click.testing import CliRunner
+
+    from onnxmem.cli.main import main
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["y"])]
+    path = tmp_path / "m.onnx"
+    onnx.save(make_model(nodes, [vi("x", ["n", 4])], [vi("y", ["n", 4])]), path)
+    r = CliRunner().invoke(main, ["plan", str(path), "--dim", "n=2", "-o", str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    return str(path), str(tmp_path / "p.json")
+
+
+@pytest.mark.parametrize("command", ["verify", "compare"])
+@pytest.mark.parametrize("flags, says", [
+    (["--dim", "n=3"], "the plan (p.json) was made at n=2, not --dim n=3;"),
+    (["--dim", "q=2"], "the plan (p.json) binds n=2, not --dim q=2;"),
+    (["--input-shape", "x=3x4"], "the plan (p.json) was made with 'x' of shape 2x4, not --input-shape x=3x4;"),
+])
+def test_a_point_the_plan_was_not_made_at_is_refused(tmp_path, monkeypatch, command, flags, says):
+    """``--dim`` and ``--input-shape`` beside a plan that is not a range plan were left unused:
+    ``verify --plan p.json --dim n=3`` of a plan made at n=2 verified it at n=2, exit 0."""
+    from click.testing import CliRunner
+
+    from onnxmem.cli.main import main
+
+    model, plan = _symbolic_pair(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, [command, model, "--plan", "p.json", *flags])
+    assert r.exit_code == 1 and says in r.output and "Traceback" not in r.output, r.output
+
+
+def test_the_plans_own_point_and_plan_making_flags_verify_with_a_warning(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from onnxmem.cli.main import main
+
+    model, plan = _symbolic_pair(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["verify", model, "--plan", "p.json", "--dim", "n=2", "--input-shape", "x=2x4"])
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+    r = CliRunner().invoke(main, ["verify", model, "--plan", "p.json", "--solver", "greedy", "--alignment", "128"])
+    assert r.exit_code == 0, r.output
+    assert ("warning: --solver, --alignment say how to make a plan; the plan given (p.json) is checked as it "
+            "was made (leave them out)") in r.output

@@ -14,6 +14,7 @@ from .options import (
     PlanningFlags,
     RegistryChoice,
     given,
+    warn_plan_making_flags,
     inputs_option,
     model_and_plan,
     optimize_option,
@@ -76,6 +77,7 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     if execution_mode != "parallel" and given("threads"):
         raise click.UsageError("--threads sets onnxruntime's inter-op threads of --execution-mode parallel; add "
                                "--execution-mode parallel (or leave out --threads)")
+    warn_plan_making_flags(plan_path)
     inputs = read_input_values(inputs_path)
     if execution_mode == "parallel" and not given("concurrency"):
         planning["concurrency"] = "dag"

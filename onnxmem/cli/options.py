@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypedDict, TypeVa
 
 import click
 
-from onnxmem.core.errors import show_name
+from onnxmem.core.errors import one_line, show_name
 
 from .registries import CONCURRENCY_MODES, DEVICES, IO_MODES, LISTINGS, OPTIMIZE_LEVELS
 
@@ -316,6 +316,22 @@ def given(name: str) -> bool:
 
     source = click.get_current_context().get_parameter_source(name)
     return source is not None and source not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+#: the planning flags (their parameter names) that only say how to make a plan
+_PLAN_MAKING = (("--solver", "solver"), ("--order", "order"), ("--alignment", "alignment"), ("--timeout", "timeout"),
+                ("--inplace", "inplace"), ("--fold", "fold"), ("--branch", "branches"), ("--max-trips", "max_trips"))
+
+
+def warn_plan_making_flags(plan_path: str | None) -> None:
+    """With ``--plan``: say on stderr that the flags given that only make a plan leave it as it is."""
+    if not plan_path:
+        return
+    flags = [flag for flag, name in _PLAN_MAKING if given(name)]
+    if flags:
+        click.echo(f"warning: {', '.join(flags)} {'says' if len(flags) == 1 else 'say'} how to make a plan; "
+                   f"the plan given ({one_line(plan_path)}) is checked as it was made (leave "
+                   f"{'it' if len(flags) == 1 else 'them'} out)", err=True)
 
 
 def refuse_for_several(models: tuple[str, ...], flags: dict[str, bool]) -> None:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from onnxmem.core.errors import PlanInvalid, show_name
+from onnxmem.core.errors import PlanError, PlanInvalid, one_line, show_name
 from onnxmem.core.fileio import OutputSet
 
 from .options import InputValues, PlanningFlags, make_plan_options
@@ -106,6 +106,7 @@ def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, se
     onnx_model, found = _plan_for(model, given, opts, say)
     level = opts.optimize
     if found is not None:
+        _check_point(found[0], opts, found[1])
         recorded = plan_optimization(found[0].model, f"plan {show_name(found[1])}")
         level = check_recorded(recorded, level=optimize, device=device, plan_name=found[1])
     if level != "none":
@@ -123,6 +124,28 @@ def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, se
             return
         planned = plan_optimized(built, opts, say)
         yield opts, built, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"
+
+
+def _check_point(plan: MemoryPlan, opts: PlanOptions, where: str) -> None:
+    """Refuse ``--dim`` and ``--input-shape`` values other than the plan's own: the plan given
+    is checked at its point, never at another one the flags name."""
+    bound = " ".join(f"{k}={v}" for k, v in sorted(plan.dims.items())) or "no dim"
+    shapes = {t.name: list(t.shape) for t in plan.tensors if not t.graph}
+    for name, value in opts.dims.items():
+        if plan.dims.get(name) != value:
+            at = f"binds {one_line(bound)}" if name not in plan.dims else f"was made at {name}={plan.dims[name]}"
+            _off_point(where, at, f"--dim {name}={value}")
+    for name, shape in opts.input_shapes.items():
+        have = plan.input_shapes.get(name, shapes.get(name))
+        if have != list(shape):
+            at = (f"records no shape for input {show_name(name)}" if have is None
+                  else f"was made with {show_name(name)} of shape {'x'.join(map(str, have)) or 'scalar'}")
+            _off_point(where, at, f"--input-shape {name}={'x'.join(map(str, shape))}")
+
+
+def _off_point(where: str, at: str, flag: str) -> None:
+    raise PlanError(f"the plan ({one_line(where)}) {at}, not {one_line(flag)}; plan the model with that flag "
+                    "for a plan at that point (or leave it out)")
 
 
 def _plan_for(model: str, given: tuple[MemoryPlan, str] | None, opts: PlanOptions,

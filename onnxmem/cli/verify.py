@@ -16,6 +16,7 @@ from .options import (
     InputValues,
     PlanningFlags,
     given,
+    warn_plan_making_flags,
     inputs_option,
     make_plan_options,
     model_and_plan,
@@ -89,6 +90,7 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
     as its stand-in of standard ops, and a note says so), 2 usage.
     """
     trial_flags = " and ".join(f for f, p in (("--trials", "trials"), ("--threads", "threads")) if given(p))
+    warn_plan_making_flags(plan_path)
     if len(models) > 1 or pipeline:
         from onnxmem.verify.run import VerifyOptions  # onnx
 
