@@ -14,13 +14,13 @@ from .options import (
     PlanningFlags,
     RegistryChoice,
     given,
-    warn_plan_making_flags,
     inputs_option,
     model_and_plan,
     optimize_option,
     planning_options,
     read_input_values,
     time_limit_option,
+    warn_plan_making_flags,
 )
 from .output import deployment_lines, echo_warnings, fmt_bytes, measured_session_lines, progress
 from .registries import EXECUTION_MODES

@@ -16,7 +16,6 @@ from .options import (
     InputValues,
     PlanningFlags,
     given,
-    warn_plan_making_flags,
     inputs_option,
     make_plan_options,
     model_and_plan,
@@ -27,6 +26,7 @@ from .options import (
     read_input_values,
     refuse_for_several,
     time_limit_option,
+    warn_plan_making_flags,
 )
 from .output import echo_warnings, fmt_bytes, progress
 from .sources import plan_or_point, plan_several
