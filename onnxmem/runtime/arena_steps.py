@@ -272,8 +272,7 @@ class ArenaSteps(abc.ABC):
             return None
         names = [o for op in ops for o in op.outputs if o]
         types = {n: self.view.tensors[n].elem_type for n in names if n in self.view.tensors}
-        if len(types) != len(names) or not all(types.values()) or onnx.TensorProto.FLOAT16 in {
-                self.view.tensors[n].elem_type for op in ops for n in op.inputs if n in self.view.tensors} | {*types.values()}:
+        if len(types) != len(names) or not all(types.values()) or onnx.TensorProto.FLOAT16 in types.values():
             return None
         have = available_memory()
         if have is not None and sum(self.view.tensors[n].size for n in names) > have // 4:
