@@ -116,6 +116,21 @@ def test_bodies_keep_each_node_again():
     assert ex.reference == "nodes" and ex.private_seconds > 0 and all(c.identical for c in ex.outputs)
 
 
+def test_float16_keeps_each_node_again(tmp_path):
+    """A float16 Sigmoid has no float16 kernel on the CPU: onnxruntime runs it in float between
+    casts, and a whole model drops the casts between two such kernels, so its values are not each
+    node's alone (held to them, this right plan failed). Each node runs again instead: verified,
+    every output identical."""
+    nodes = [helper.make_node("Cast", ["x"], ["h0"], to=onnx.TensorProto.FLOAT16, name="in"),
+             *(helper.make_node("Sigmoid", [f"h{i}"], [f"h{i + 1}"], name=f"sig{i}") for i in range(3)),
+             helper.make_node("Cast", ["h3"], ["y"], to=onnx.TensorProto.FLOAT, name="out")]
+    path, p = _planned(tmp_path, nodes, [vi("x", [16, 64])], [vi("y", [16, 64])], name="half.onnx")
+    report = verify_plan(p.model, p.plan, model_path=path, view=p.view)
+    assert report.ok, report.first
+    ex = report.execution
+    assert ex.reference == "nodes" and ex.nodes_run == 5 and all(c.identical for c in ex.outputs)
+
+
 def test_an_unknown_reference_is_one_line(diamond):
     path, p = diamond
     with pytest.raises(OnnxmemError, match="reference 'other' is not one of whole, nodes"):

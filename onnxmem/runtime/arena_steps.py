@@ -260,8 +260,10 @@ class ArenaSteps(abc.ABC):
         bodies (their nodes run one by one in the arena, each checked against its own run
         outside it), a random op (a second kernel draws other numbers), an op with a stand-in
         (:mod:`onnxmem.runtime.standins`: where it runs, no whole model does), a value without an
-        element type, or more bytes in all than a quarter of the host memory available (the
-        whole run holds every value at once)."""
+        element type, a float16 value (a kernel without float16 runs in float between casts, and
+        a whole model drops the casts between two such kernels: not the bits of each node alone),
+        or more bytes in all than a quarter of the host memory available (the whole run holds
+        every value at once)."""
         if self.opts.reference != "whole" or self.cuda or not self.whole_reference or self.view.bodies:
             return None
         ops = [self.view.ops[k] for k in self.order if k not in self.weight_ops]
@@ -270,7 +272,7 @@ class ArenaSteps(abc.ABC):
             return None
         names = [o for op in ops for o in op.outputs if o]
         types = {n: self.view.tensors[n].elem_type for n in names if n in self.view.tensors}
-        if len(types) != len(names) or not all(types.values()):
+        if len(types) != len(names) or not all(types.values()) or onnx.TensorProto.FLOAT16 in types.values():
             return None
         have = available_memory()
         if have is not None and sum(self.view.tensors[n].size for n in names) > have // 4:
