@@ -325,7 +325,7 @@ def write_doc(rows: list[dict[str, Any]], entries: list[Entry], command: str, wh
         "",
         *table(rows),
         "",
-        *NOTES,
+        *weights_notes(rows),
         "",
     ]
     failed = build_failures(entries)
@@ -337,14 +337,30 @@ def write_doc(rows: list[dict[str, Any]], entries: list[Entry], command: str, wh
     write_text_atomic(DOC, "\n".join(lines))
 
 
-#: what the columns count where they differ by construction (facts of the tools, no figures)
-NOTES = [
-    "Where the two weights columns differ: with `--fold on` (the default) the plan's weights include "
-    "the values it computes once from weights before the model, such as the float outputs of a QDQ "
-    "graph's DequantizeLinear nodes over its int8 weights, which the file does not store. onnxsim's "
-    "plan keeps those outputs in its arena as activations, and leaves out every tensor it cannot "
-    "size (outputs of ops it has no shape rule for, onnxruntime's contrib and NCHWc ops among them), so its figure is then a partial one.",
-]
+#: a run whose plan counts this many bytes more than the file stores is named under the table
+WEIGHTS_NAMED = 2**20
+
+
+def weights_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """Where the two weights columns differ, the runs where the plan counts at least
+    :data:`WEIGHTS_NAMED` more than the file stores (figures from ``rows``), and what onnxsim's
+    figure leaves out."""
+    more = [f"{r['model']}.{r['variant']} at `{r['level']}` +{kib(r['weights'] - r['stored'])} KiB"
+            for r in rows if isinstance(r.get("weights"), int) and isinstance(r.get("stored"), int)
+            and r["weights"] - r["stored"] >= WEIGHTS_NAMED]
+    return [
+        "Where the two weights columns differ. The file column counts initializers; the plan's weights "
+        "also hold the values computed once from them or from constant nodes ([fold.md](fold.md): "
+        "Constant, ConstantOfShape, Range and shape arithmetic, whose bytes the file keeps in nodes or "
+        "not at all; a QDQ graph's DequantizeLinear outputs are not among them, they run at run time), "
+        "under 1 MiB on the other rows. More where onnxruntime holds more too: a folded copy beside a stored "
+        "weight that stays (a tied embedding table transposed once for the output projection while a "
+        "Gather still reads the original), and, at `all`, the initializers of the graph onnxruntime "
+        f"built (a float16 model's weights converted to float on CPU). By {WEIGHTS_NAMED // 2**20} MiB "
+        "or more in this run: " + ("; ".join(more) if more else "none") + ". "
+        "onnxsim's plan leaves out every tensor it cannot size (outputs of ops it has no shape rule for, "
+        "onnxruntime's contrib and NCHWc ops among them), so its figure is then a partial one.",
+    ]
 
 
 # --------------------------------------------------------------------------- the run

@@ -101,3 +101,14 @@ def test_one_file_is_planned_verified_and_compared(qset):
     assert row["stored"] == row["weights"] > 0
     line = bog.table([row])[2]
     assert line.startswith("| resnet_cnn | qoperator | - |") and "verified" in line
+
+
+def test_the_weights_note_names_the_runs_whose_plan_counts_a_mib_more_than_the_file():
+    rows = [dict(model="gpt2", variant="original", level="none", weights=5 * 2**20, stored=3 * 2**20),
+            dict(model="bert", variant="qdq", level="none", weights=2**20 + 4096, stored=2**20),
+            dict(model="vit", variant="fp16", level="all", weights=None, stored=2**20)]
+    note = bog.weights_notes(rows)[0]
+    assert "By 1 MiB or more in this run: gpt2.original at `none` +2,048.0 KiB." in note
+    assert "bert.qdq" not in note and "vit.fp16" not in note
+    assert "DequantizeLinear outputs are not among them" in note  # a fold never grows them: fold.md
+    assert "none." in bog.weights_notes(rows[1:])[0]
