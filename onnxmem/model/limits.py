@@ -11,7 +11,7 @@ from onnxmem.core.errors import ModelError, show_name
 from onnxmem.model.bodies import model_graphs
 from onnxmem.model.functions import Inlined, function_label, inlined_size
 
-__all__ = ["MAX_NESTING", "MAX_NODES", "check_graph_limits", "check_sparse_initializers", "check_text"]
+__all__ = ["MAX_NESTING", "MAX_NODES", "check_graph_limits", "check_sparse_initializers", "check_text", "parses_as_text"]
 
 #: limits on the graph a file may hold, far above real models
 MAX_NESTING = 24
@@ -106,6 +106,19 @@ def _strict_model_class() -> Any:
         return None
 
 
+def parses_as_text(data: bytes) -> bool:
+    """Whether ``data`` (at most :data:`STRICT_PARSE_BYTES`) parses as a model by the parser that
+    checks every string (:func:`_strict_model_class`); its parsed copy is dropped at once, so a
+    caller that asks before parsing the model itself never holds two parsed copies."""
+    if len(data) > STRICT_PARSE_BYTES:
+        return False
+    try:
+        _strict_model_class().FromString(data)
+    except Exception:  # noqa: BLE001 - not text, or not a model: the caller's parse and walk say which
+        return False
+    return True
+
+
 def check_text(model: onnx.ModelProto, where: str, data: bytes | None = None) -> None:
     """Refuse a string field that is not UTF-8 text (a name, an op type, a dim, a metadata key ...).
 
@@ -120,14 +133,8 @@ def check_text(model: onnx.ModelProto, where: str, data: bytes | None = None) ->
     """
     from google.protobuf.descriptor import FieldDescriptor
 
-    strict = _strict_model_class() if data is not None and len(data) <= STRICT_PARSE_BYTES else None
-    if strict is not None:
-        try:
-            strict.FromString(data)
-            return
-        except Exception:  # noqa: BLE001 - a string that is not text (the model itself parsed): named below
-            pass
-
+    if data is not None and parses_as_text(data):
+        return
     stack: list[Any] = [model]
     while stack:
         msg = stack.pop()

@@ -20,7 +20,12 @@ from onnxmem.core.fileio import MAX_MODEL_BYTES, open_input, read_input
 from onnxmem.model.bodies import model_graphs
 from onnxmem.model.dims import unname_placeholder_dims
 from onnxmem.model.external import ExternalData, check_external_data
-from onnxmem.model.limits import check_graph_limits, check_sparse_initializers, check_text
+from onnxmem.model.limits import (
+    check_graph_limits,
+    check_sparse_initializers,
+    check_text,
+    parses_as_text,
+)
 from onnxmem.model.tensors import check_tensor_data, stored_tensors
 
 __all__ = ["copy_without", "file_sha256", "load_model", "load_model_data"]
@@ -57,6 +62,7 @@ def load_model_data(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, list
     data = read_input(p, "model file", MAX_MODEL_BYTES, ModelError)
     if not data:
         raise ModelError(f"model file {label} is empty; it is not an ONNX model")
+    text = parses_as_text(data)  # first: its parsed copy is gone before the model's is made
     try:
         model = onnx.ModelProto()
         model.ParseFromString(data)
@@ -79,7 +85,8 @@ def load_model_data(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, list
         raise ModelError(
             f"model {label} has IR version {model.ir_version}; onnxmem reads IR version 3 and up"
         )
-    check_text(model, f"model {label}", data)
+    if not text:
+        check_text(model, f"model {label}")  # the walk names the string that is not text
     graphs = list(model_graphs(model))  # one walk of the nodes for every check
     check_graph_limits(model, f"model {label}", graphs)
     check_sparse_initializers(model, graphs)
