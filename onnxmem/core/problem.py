@@ -21,7 +21,6 @@ problems and on peer benchmark instances alone.
 from __future__ import annotations
 
 import csv
-import heapq
 import io
 import os
 import re
@@ -36,7 +35,7 @@ import numpy as np
 from onnxmem.core.conflict_graph import Conflicts, antichain_bound, clique_bound
 from onnxmem.core.errors import ProblemError, show_name
 from onnxmem.core.fileio import MAX_CSV_BYTES, read_input, write_text_atomic
-from onnxmem.core.sortedblocks import SortedBlocks
+from onnxmem.core.sortedblocks import live_overlaps
 
 __all__ = [
     "Buffer",
@@ -385,32 +384,19 @@ def _arena_violations(problem: Problem, solution: Solution | Sequence[int], offs
 def _overlap_violations(problem: Problem, offsets: Sequence[int], limit: int | None) -> list[Violation]:
     """Pairs of buffers live at one step that share a byte (at most ``limit``).
 
-    One sweep over the buffers by ``start``: the buffers that ended are dropped from an
-    active set sorted by offset, and each buffer is looked up in it before it joins. While
-    no pair is found the active set is disjoint, so the walk down from the buffer's end stops
-    at the first active buffer below its offset: ``O(n log n)`` however many buffers are live
-    at once. Once a pair is found, the walk goes down to the widest buffer's reach.
+    One sweep over the buffers by ``start`` (:func:`~onnxmem.core.sortedblocks.live_overlaps`):
+    ``O(n log n)`` however many buffers are live at once.
     """
     found: list[Violation] = []
     bufs = problem.buffers
-    live = sorted((b.start, i) for i, b in enumerate(bufs) if b.size > 0)
-    widest = max((bufs[i].size for _, i in live), default=0)
-    ending: list[tuple[int, int, int]] = []  # (end, offset, index): a min-heap
-    active = SortedBlocks()  # (offset, index)
-    for start, i in live:
-        while ending and ending[0][0] <= start:
-            _, off, j = heapq.heappop(ending)
-            active.remove((off, j))
-        lo, hi = offsets[i], offsets[i] + bufs[i].size
-        for off, j in active.below((hi, -1)):
-            if off < lo and (offsets[j] + bufs[j].size <= lo if not found else off + widest <= lo):
-                break  # disjoint below (no pair yet), or past the widest buffer's reach
-            if offsets[j] + bufs[j].size > lo:
-                found.append(_overlap(bufs[j], bufs[i], offsets[j], offsets[i]))
-                if limit is not None and len(found) >= limit:
-                    return found
-        active.add((lo, i))
-        heapq.heappush(ending, (bufs[i].end, lo, i))
+    live = [i for i, b in enumerate(bufs) if b.size > 0]
+    pairs = live_overlaps([bufs[i].start for i in live], [bufs[i].end for i in live],
+                          [offsets[i] for i in live], [offsets[i] + bufs[i].size for i in live])
+    for j, i in pairs:
+        a, b = live[j], live[i]
+        found.append(_overlap(bufs[a], bufs[b], offsets[a], offsets[b]))
+        if limit is not None and len(found) >= limit:
+            break
     return found
 
 

@@ -1,4 +1,6 @@
-"""A sorted list in blocks: insert, remove and walk down from a key, each in ``O(log n + B)``.
+"""A sorted list in blocks: insert, remove and walk down from a key, each in ``O(log n + B)``;
+and the sweep over it that finds the blocks of memory live at one time that share a byte
+(:func:`live_overlaps`: the plan validator's and the static proof's).
 
 A plain Python list kept sorted with :func:`bisect.insort` moves ``n / 2`` items on an
 insert in the middle: a sweep that keeps ``n`` items live at once does ``O(n^2)`` moves. Here
@@ -15,11 +17,12 @@ list of each block's last item; a full block is split in two, an empty one dropp
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, insort
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["BLOCK", "SortedBlocks"]
+__all__ = ["BLOCK", "SortedBlocks", "live_overlaps"]
 
 #: half the most items a block holds
 BLOCK = 512
@@ -65,3 +68,33 @@ class SortedBlocks:
             for i in range(bisect_left(block, key) - 1, -1, -1):
                 yield block[i]
             k -= 1
+
+
+def live_overlaps(starts: Sequence[int], ends: Sequence[int], lows: Sequence[int],
+                  highs: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """Every pair ``(j, i)`` of blocks live at one time (``[starts, ends)``) whose bytes
+    (``[lows, highs)``, each of positive size) meet: ``i`` in the order of ``starts`` (ties by
+    index), ``j`` live already, by descending offset.
+
+    One sweep: the blocks that ended are dropped from an active set sorted by offset, and each
+    block is looked up in it before it joins. While no pair has been found the active set is
+    disjoint, so the walk down from the block's end stops at the first active block below its
+    offset: ``O(n log n)`` however many blocks are live at once. Once a pair is found, the walk
+    goes down to the widest block's reach."""
+    widest = max((h - lo for lo, h in zip(lows, highs)), default=0)
+    ending: list[tuple[int, int, int]] = []  # (end, offset, index): a min-heap
+    active = SortedBlocks()  # (offset, index)
+    found = False
+    for i in sorted(range(len(starts)), key=starts.__getitem__):
+        while ending and ending[0][0] <= starts[i]:
+            _, off, j = heapq.heappop(ending)
+            active.remove((off, j))
+        lo = lows[i]
+        for off, j in active.below((highs[i], -1)):
+            if off < lo and (highs[j] <= lo if not found else off + widest <= lo):
+                break  # disjoint below (no pair yet), or past the widest block's reach
+            if highs[j] > lo:
+                found = True
+                yield j, i
+        active.add((lo, i))
+        heapq.heappush(ending, (ends[i], lo, i))

@@ -11,12 +11,12 @@ sweep per object.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from onnxmem.analysis.aliasing import alias_rule, concat_slices
+from onnxmem.core.sortedblocks import live_overlaps
 from onnxmem.graph import GraphView
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
 from onnxmem.proof.finding import Finding, Lifetimes
@@ -66,33 +66,13 @@ class _Sharing:
         """Judge every pair of ``tensors`` that is live at one step and shares bytes."""
         if not tensors:
             return
-        life = self.life
-        spans = [life[t.name] for t in tensors]
-        start = [sp[0] for sp in spans]
-        low = [t.offset for t in tensors]
-        high = [t.offset + t.size for t in tensors]
-        widest = max(t.size for t in tensors)
-        by_start = sorted(range(len(tensors)), key=start.__getitem__)
-        ending: list[tuple[int, int, int]] = []  # (end, offset, index): a min-heap
-        active: list[tuple[int, int]] = []  # (offset, index), sorted
-        for i in by_start:
-            s = start[i]
-            while ending and ending[0][0] <= s:
-                _e, off, j = heapq.heappop(ending)
-                del active[bisect_left(active, (off, j))]
-            lo, hi = low[i], high[i]
-            # every active tensor that starts below hi and ends above lo; none
-            # starts below lo - widest
-            k = bisect_left(active, (hi, -1)) - 1
-            while k >= 0 and active[k][0] + widest > lo:
-                j = active[k][1]
-                if high[j] > lo:
-                    self._pair(tensors[j], tensors[i])
-                    if limit is not None and len(self.alias) + len(self.overlap) >= limit:
-                        return
-                k -= 1
-            insort(active, (lo, i))
-            heapq.heappush(ending, (spans[i][1], lo, i))
+        spans = [self.life[t.name] for t in tensors]
+        pairs = live_overlaps([sp[0] for sp in spans], [sp[1] for sp in spans], [t.offset for t in tensors],
+                              [t.offset + t.size for t in tensors])
+        for j, i in pairs:
+            self._pair(tensors[j], tensors[i])
+            if limit is not None and len(self.alias) + len(self.overlap) >= limit:
+                return
 
     def _pair(self, u: PlannedTensor, t: PlannedTensor) -> None:
         """``u`` (live already) and ``t`` (written now) share bytes while both are live."""
