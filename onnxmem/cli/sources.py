@@ -129,12 +129,14 @@ def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, se
 def _check_point(plan: MemoryPlan, opts: PlanOptions, where: str) -> None:
     """Refuse ``--dim`` and ``--input-shape`` values other than the plan's own: the plan given
     is checked at its point, never at another one the flags name."""
-    bound = " ".join(f"{k}={v}" for k, v in sorted(plan.dims.items())) or "no dim"
-    shapes = {t.name: list(t.shape) for t in plan.tensors if not t.graph}
     for name, value in opts.dims.items():
         if plan.dims.get(name) != value:
+            bound = " ".join(f"{k}={v}" for k, v in sorted(plan.dims.items())) or "no dim"
             at = f"binds {one_line(bound)}" if name not in plan.dims else f"was made at {name}={plan.dims[name]}"
             _off_point(where, at, f"--dim {name}={value}")
+    if not opts.input_shapes:
+        return
+    shapes = {t.name: list(t.shape) for t in plan.tensors if not t.graph and t.name in opts.input_shapes}
     for name, shape in opts.input_shapes.items():
         have = plan.input_shapes.get(name, shapes.get(name))
         if have != list(shape):

@@ -34,7 +34,6 @@ com.microsoft and com.microsoft.nchwc ops are planned with the shape rules of
 from __future__ import annotations
 
 import hashlib
-import heapq
 import os
 import re
 import tempfile
@@ -48,6 +47,7 @@ import onnx
 
 from onnxmem.core.choices import DEVICES, OPTIMIZE_LEVELS
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, flag_value, show_name
+from onnxmem.core.toposort import stable_order
 from onnxmem.model import (
     caller_state,
     captured_names,
@@ -211,8 +211,9 @@ def _generated_names(names: list[str], keep: set[str]) -> set[str]:
 
 
 def _canonical_order(g: onnx.GraphProto, values: set[str], node_names: set[str]) -> None:
-    """``g``'s nodes (changed in place) in the order of :func:`canonical_names`: Kahn's algorithm
-    that takes the ready node of lowest key, each key a digest of the node's op, attributes, the
+    """``g``'s nodes (changed in place) in the order of :func:`canonical_names`: the topological
+    order (:func:`onnxmem.core.toposort.stable_order`) that takes the ready node of lowest key,
+    each key a digest of the node's op, attributes, the
     names of it that onnxruntime did not generate (``values``, ``node_names``: those it did), and
     the keys of the nodes its inputs come from (a generated initializer: its bytes). Nodes with
     the same key compute the same thing from the same values: either order is the same graph.
@@ -221,16 +222,13 @@ def _canonical_order(g: onnx.GraphProto, values: set[str], node_names: set[str])
     producer = {o: (i, k) for i, n in enumerate(nodes) for k, o in enumerate(n.output) if o}
     weights = {t.name: t for t in g.initializer}
     succ: list[set[int]] = [set() for _ in nodes]
-    waits = [0] * len(nodes)
     for i, n in enumerate(nodes):
         reads = [*n.input, *(x for _, sub in subgraph_attributes(n) for x in captured_names(sub))]
-        deps = {producer[x][0] for x in reads if x in producer} - {i}
-        for d in deps:
+        for d in {producer[x][0] for x in reads if x in producer} - {i}:
             succ[d].add(i)
-        waits[i] = len(deps)
     keys: list[str] = [""] * len(nodes)
 
-    def key(i: int) -> tuple[str, int]:
+    def key(i: int) -> str:
         n = nodes[i]
         h = hashlib.sha256(repr((n.op_type, n.domain, "" if n.name in node_names else n.name)).encode())
         for a in sorted(n.attribute, key=lambda a: a.name):
@@ -244,18 +242,9 @@ def _canonical_order(g: onnx.GraphProto, values: set[str], node_names: set[str])
                 h.update(b"w" + _tensor_digest(weights[x]).encode())
         h.update(repr([("" if o in values else o) for o in n.output]).encode())
         keys[i] = h.hexdigest()
-        return keys[i], i
+        return keys[i]
 
-    ready = [key(i) for i, w in enumerate(waits) if w == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        _, i = heapq.heappop(ready)
-        order.append(i)
-        for j in sorted(succ[i]):
-            waits[j] -= 1
-            if waits[j] == 0:
-                heapq.heappush(ready, key(j))
+    order = stable_order([sorted(x) for x in succ], priority=key)
     if len(order) != len(nodes) or order == list(range(len(nodes))):
         return
     ordered = []
