@@ -226,7 +226,7 @@ def _plan_loaded(
     if again.keys() - opts.decided.keys():
         opts = replace(opts, decided=again)
         shapes = _infer(model, path, opts)
-    view = build_view(model, shapes, fold=opts.fold, kernels=opts.kernels, caller=opts.caller)
+    view = view_of(model, shapes, opts)
     base = view
     bodies: dict[str, BodyPlan] = {}
     sizes: dict[str, int] = {}
@@ -250,6 +250,12 @@ def _plan_loaded(
         return planned
     solver = {**planned.plan.solver, "params": {**planned.plan.solver["params"], "timeout": opts.timeout}}
     return replace(planned, plan=replace(planned.plan, solver=solver))
+
+
+def view_of(model: onnx.ModelProto, shapes: ShapeInfo, opts: PlanOptions) -> GraphView:
+    """The planning view of ``model`` at ``shapes`` under the options that shape it (``--fold``,
+    the kernels' provider and the roles of the graph inputs)."""
+    return build_view(model, shapes, fold=opts.fold, kernels=opts.kernels, caller=opts.caller)
 
 
 def with_checkpoint(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptions) -> PlanOptions:

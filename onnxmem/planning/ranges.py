@@ -67,11 +67,11 @@ from onnxmem.analysis.liveness import AliasLayout, build_liveness
 from onnxmem.core.errors import PlanError, ShapeError, show_name
 from onnxmem.core.problem import align_up, lower_bound
 from onnxmem.core.symbolic import Box, MaxPoly, Poly
-from onnxmem.graph import GraphView, build_view
+from onnxmem.graph import GraphView
 from onnxmem.model import dtype_bits, file_sha256, with_values
 from onnxmem.planning.compose import compose, order_view
 from onnxmem.planning.lattice import Family, Symbolic, symbolic_families
-from onnxmem.planning.pipeline import PlanOptions, optimized_record, with_checkpoint
+from onnxmem.planning.pipeline import PlanOptions, optimized_record, view_of, with_checkpoint
 from onnxmem.planning.slices import polynomial_layout
 from onnxmem.plans.range import (
     RangePiece,
@@ -224,7 +224,7 @@ def _plan_piece(model: onnx.ModelProto, sym: Symbolic, box: dict[str, tuple[int,
     """Steps 1 to 5 of the module docstring on one piece (``order``: the shared order, else its own)."""
     ref = {k: hi for k, (_, hi) in box.items()}
     shifts: dict[str, Poly] = {}
-    made = compose(build_view(model, sym.shape_info(ref), fold=opts.fold, kernels=opts.kernels, caller=opts.caller), opts,
+    made = compose(view_of(model, sym.shape_info(ref), opts), opts,
                    _piece_liveness(sym, box, opts, sizes, shifts), order=order)
     view, liveness, problem = made.view, made.liveness, made.liveness.problem
     ref_offsets = {b.id: int(made.solution.offsets[i]) for i, b in enumerate(problem.buffers)}
@@ -339,7 +339,7 @@ class _Job:
         """The piece's arena at its low corner over that corner's own plan's, when sharing that
         holds at the low corner only (Concat inputs in their slices at batch 1) saves enough."""
         opts = self.opts
-        view = build_view(self.model, self.sym.shape_info(low), fold=opts.fold, kernels=opts.kernels, caller=opts.caller)
+        view = view_of(self.model, self.sym.shape_info(low), opts)
         where = {op.name: i for i, op in enumerate(view.ops)}
         order = [where[n] for n in piece.order]
         nested = shared_layout(view, order, opts.io, opts.alignment)
@@ -375,8 +375,8 @@ def _cut(job: _Job, full: dict[str, tuple[int, int]], max_pieces: int) -> list[R
 def _order_at_top(model: onnx.ModelProto, families: list[Family], opts: PlanOptions) -> list[int]:
     """The operator order, made once at the high corner of the box (in the family that holds it)."""
     top = families[-1]
-    return order_view(build_view(model, top.sym.shape_info({k: hi for k, (_, hi) in top.box.items()}),
-                                 fold=opts.fold, kernels=opts.kernels, caller=opts.caller), opts, timeout=opts.timeout)
+    return order_view(view_of(model, top.sym.shape_info({k: hi for k, (_, hi) in top.box.items()}), opts), opts,
+                      timeout=opts.timeout)
 
 
 def plan_range(
@@ -423,8 +423,7 @@ def plan_range(
         pieces.extend(_cut(_Job(model, fam.sym, opts, sizes, shared_order, tolerance, fam.lattice), fam.box,
                            max_pieces))
     first = families[0]
-    weights = build_view(model, first.sym.shape_info({k: lo for k, (lo, _) in first.box.items()}),
-                         fold=opts.fold, kernels=opts.kernels, caller=opts.caller).weights_size
+    weights = view_of(model, first.sym.shape_info({k: lo for k, (lo, _) in first.box.items()}), opts).weights_size
     plan = RangePlan(
         model={
             "path": str(path),
