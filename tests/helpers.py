@@ -9,6 +9,10 @@ import time
 import onnx
 from onnx import TensorProto, helper
 
+#: seconds after which a test's subprocess or wait counts as hung: a guard against a hang, never a
+#: speed check (each call it bounds takes seconds, at most a minute on a loaded 2-core machine)
+HANG_S = 600
+
 
 def make_model(nodes, inputs, outputs, inits=(), opset=17, value_info=()) -> onnx.ModelProto:
     g = helper.make_graph(list(nodes), "t", list(inputs), list(outputs), list(inits), value_info=list(value_info))

@@ -19,7 +19,7 @@ from onnxmem.cli.main import main
 from onnxmem.runtime.optimize import canonical_names
 
 from .conftest import MODELS, ROOT
-from .helpers import make_model, plan_then_verify, vi
+from .helpers import HANG_S, make_model, plan_then_verify, vi
 
 
 def run(*args: object):
@@ -132,7 +132,7 @@ def _interrupted(tmp_path, sig: int, group: bool) -> tuple[int, bytes]:
     proc = subprocess.Popen([sys.executable, "-m", "onnxmem", "plan", str(model), "--optimize", "all", "-o", str(plan)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + HANG_S
     while not any((p / "optimized.onnx").exists() for p in tmp.glob("onnxmem-optimize-*")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
         time.sleep(0.005)
@@ -142,7 +142,7 @@ def _interrupted(tmp_path, sig: int, group: bool) -> tuple[int, bytes]:
         os.killpg(proc.pid, sig)
     else:
         proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=HANG_S)
     assert proc.returncode != 0, out.decode()
     assert b"Traceback" not in out, out.decode()
     assert [p.name for p in tmp.iterdir() if p.is_dir() or p.name.startswith("onnxmem")] == []

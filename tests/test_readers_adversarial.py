@@ -21,6 +21,7 @@ from onnxmem.plans.point import parse_plan_json
 from onnxmem.plans.schema import check_schema
 
 from .conftest import MODELS
+from .helpers import HANG_S
 from .test_export import run
 
 RESNET = MODELS / "resnet_cnn.onnx"
@@ -400,7 +401,7 @@ def test_show_of_a_point_plan_loads_no_onnx(tmp_path, good_plan):
     code = ("import sys\nfrom onnxmem.cli.main import main\n"
             f"try:\n    main(['show', {str(path)!r}])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             "print('onnx' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S,
                        cwd=Path(__file__).resolve().parent.parent)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "False"

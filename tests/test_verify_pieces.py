@@ -17,7 +17,7 @@ from onnxmem.runtime.sessions import host_array, run_values
 from onnxmem.verify.run import VerifyOptions, execute_plan
 
 from .conftest import LIGHT
-from .helpers import diamond_model, make_model, vi
+from .helpers import HANG_S, diamond_model, make_model, vi
 
 GREEDY = PlanOptions(solver="greedy", order="file")
 
@@ -182,7 +182,7 @@ def test_reference_pieces_reuse_the_memory_of_the_pieces_before_them(tmp_path):
 
     def faults(how: str) -> int:
         out = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, env=env,
-                             timeout=300)
+                             timeout=HANG_S)
         assert out.returncode == 0, out.stderr
         return int(out.stdout.split()[-1])
 
@@ -209,7 +209,7 @@ def test_the_process_arena_is_registered_once_and_keeps_its_strategy():
             "    ort.register_env_arena('cpu', 0)\n"
             "except RuntimeBackendError as e:\n"
             "    print(e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("this process's onnxruntime cpu arena grows by strategy 1, not 0; "
                                   "measure in a fresh process")

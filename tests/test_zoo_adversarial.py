@@ -26,6 +26,7 @@ from onnxmem.zoo import (
     strip_weights,
     write_baseline,
 )
+from tests.helpers import HANG_S
 
 
 def relu_model(input_name: str = "x", width: int = 64, nodes: int = 2) -> onnx.ModelProto:
@@ -251,7 +252,7 @@ def crashing_run(model: ZooModel, options: ZooOptions) -> ZooResult:
 def test_a_model_whose_process_crashes_is_reported_and_the_run_goes_on(tmp_path, executor):
     onnx.save(relu_model(), tmp_path / "m.onnx")
     models = [ZooModel("a", tmp_path / "m.onnx"), ZooModel("b", tmp_path / "m.onnx")]
-    results = run_zoo(models, ZooOptions(executor=executor, jobs=2, model_timeout=120), task=crashing_run)
+    results = run_zoo(models, ZooOptions(executor=executor, jobs=2, model_timeout=HANG_S), task=crashing_run)
     assert [(r.name, r.status) for r in results] == [("a", "failed"), ("b", "ok")]
     assert "signal 11" in (results[0].error or "")
 
