@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from onnxmem.core.errors import PlanError, show_name
 
-__all__ = ["MAX_DEPTH", "SCHEMAS", "check_schema", "load_schema"]
+__all__ = ["MAX_DEPTH", "SCHEMAS", "check_schema", "fast_item_check", "load_schema"]
 
 #: the format name -> its schema file under ``onnxmem/plans/schema``
 SCHEMAS = {"plan": "plan.schema.json", "range": "range.schema.json", "program": "program.schema.json"}
@@ -112,7 +112,20 @@ def _fast_check(name: str) -> Callable[[Any], Any] | None:
     gives it), or ``None`` where that schema has no draft-4 form. It raises on any plan it does
     not find valid; it may refuse one jsonschema passes (a pattern's ``$`` before a final newline),
     never the other way (``tests/test_plan_schema_fast.py``)."""
-    schema = _draft4(load_schema(name))
+    return _compiled(_draft4(load_schema(name)))
+
+
+@cache
+def fast_item_check(name: str, key: str) -> Callable[[Any], Any] | None:
+    """The compiled check (as :func:`_fast_check`) of one element of the array that the top-level
+    field ``key`` of format ``name`` holds, or ``None``: for a reader that checks each element as
+    it is parsed and the rest of the file with that field empty. It raises on an element it does
+    not find valid; jsonschema's check of the whole file then names the miss."""
+    return _compiled(_draft4(load_schema(name)["properties"][key]["items"]))
+
+
+def _compiled(schema: dict[str, Any] | None) -> Callable[[Any], Any] | None:
+    """A draft-4 ``schema`` compiled by fastjsonschema; ``None`` for ``None`` or without it."""
     if schema is None:
         return None
     try:
