@@ -20,7 +20,7 @@ from onnxmem.core.fileio import OutputSet
 from onnxmem.planning import PlanOptions, plan_model, plan_range
 from onnxmem.plans import range_to_dict, read_plan, render_plan, render_range_plan, write_plan
 from onnxmem.plans.jsontext import dump, dumps
-from onnxmem.plans.point import check_schema
+from onnxmem.plans.point import PlannedTensor, check_schema
 from onnxmem.plans.schema import check_schema as check_format
 
 from .conftest import MODELS
@@ -208,3 +208,34 @@ def test_range_and_program_plans_follow_their_schemas(tmp_path):
     for k, member in enumerate(data["program"]["plans"]):
         check_schema(member, f"plan {k}")
     assert read_plan(out, "program") is not None
+
+
+def _tensor(**fields):
+    base = dict(name="t", dtype="float32", shape=(2, 3), size=24, offset=0, start=0, end=1, producer="n",
+                producer_op="Relu", kind="activation", group="t")
+    return PlannedTensor(**{**base, **fields})
+
+
+@pytest.mark.parametrize("fields", [
+    {}, {"group_offset": 64}, {"producer": None, "producer_op": None}, {"object": 3}, {"shape": ()},
+    {"graph": "/Loop_0/body"}, {"name": "é\"\n%s\u2028", "group": "%d%%", "dtype": "\\"},
+    # fields not of their declared type: written as json.dumps writes the record's dict
+    {"name": 5}, {"shape": (2, True)}, {"shape": [2, 3]}, {"size": True}, {"object": 2.5}, {"producer": ("a",)},
+    {"graph": None}, {"group_offset": 0.0},
+], ids=str)
+def test_a_tensor_written_from_its_fields_is_the_text_of_its_dict(fields, tmp_path):
+    plan = plan_model(MODELS / "resnet_cnn.onnx", PlanOptions()).plan
+    plan = replace(plan, tensors=(*plan.tensors, _tensor(**fields), _tensor(name="u")))
+    assert plan.to_json() == json.dumps(plan.to_dict(), indent=1) + "\n"
+    out = tmp_path / "p.json"
+    write_plan(plan, out)
+    assert out.read_text() == plan.to_json()
+
+
+def test_a_tensor_json_refuses_is_refused_when_written_from_its_fields():
+    plan = plan_model(MODELS / "resnet_cnn.onnx", PlanOptions()).plan
+    plan = replace(plan, tensors=(_tensor(size=np.int64(24)),))
+    with pytest.raises(TypeError):
+        json.dumps(plan.to_dict())
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        plan.to_json()

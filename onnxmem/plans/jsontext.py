@@ -24,7 +24,7 @@ from json.encoder import encode_basestring_ascii
 from types import GeneratorType
 from typing import Any, BinaryIO, Callable
 
-__all__ = ["dump", "dumps"]
+__all__ = ["dump", "dumps", "flat", "register"]
 
 #: tokens :func:`dump` gathers before it writes them out (a record of scalars is one token of a few
 #: hundred bytes: a 100,000-node plan's tensors go out in chunks of about a MB)
@@ -66,10 +66,31 @@ def _scalar(value: Any) -> str | None:
     return None
 
 
+#: the writers of records of other types (:func:`register`), by type
+_WRITERS: dict[type, Callable[[Any, str], Any]] = {}
+
+
+def register(kind: type, writer: Callable[[Any, str], Any]) -> None:
+    """Write each value of type ``kind`` by ``writer(value, pad)``: it returns the value's JSON text
+    as :func:`dumps` writes it at that indent (``pad``: a newline and the value's own indent),
+    or, for a value it does not write itself, something else for :func:`dumps` to write in its
+    place (a dict). For a plan's 100,000 tensor records, a record's text in one formatting of
+    its fields took a fifth of the time of its dict written key by key."""
+    _WRITERS[kind] = writer
+
+
 def _encode(value: Any, pad: str, put: Callable[[str], object], spill: Callable[[], object] = int) -> None:
     """Put the JSON of ``value`` token by token; ``spill`` is called after each item of a
     generator (where :func:`dump` writes out what it has gathered)."""
     kind = type(value)
+    writer = _WRITERS.get(kind)
+    if writer is not None:
+        text = writer(value, pad)
+        if type(text) is str:
+            put(text)
+        else:
+            _encode(text, pad, put, spill)
+        return
     if kind is str:
         put(encode_basestring_ascii(value))
         return
@@ -81,9 +102,9 @@ def _encode(value: Any, pad: str, put: Callable[[str], object], spill: Callable[
             put("{}")
             return
         inner = pad + " "
-        flat = _flat_record(value, inner)
-        if flat is not None:
-            put(flat)
+        one = _flat_record(value, inner)
+        if one is not None:
+            put(one)
             return
         sep = "{" + inner
         for k, v in value.items():
@@ -98,9 +119,9 @@ def _encode(value: Any, pad: str, put: Callable[[str], object], spill: Callable[
         put(pad + "}")
         return
     if kind is list or kind is tuple:
-        flat = _flat(value, pad + " ")
-        if flat is not None:
-            put(flat)
+        one = flat(value, pad + " ")
+        if one is not None:
+            put(one)
             return
     text = _scalar(value)
     if text is not None:
@@ -136,7 +157,7 @@ def _plain(value: Any) -> str | None:
 
 def _flat_record(record: dict[Any, Any], inner: str) -> str | None:
     """The JSON of a non-empty dict of string keys whose values are strings, integers, ``None``
-    or arrays :func:`_flat` writes (a plan's tensor), in one string; ``None`` for any other.
+    or arrays :func:`flat` writes (a plan's tensor), in one string; ``None`` for any other.
     The keys' text, separators and indent included, is made once per set of keys and depth."""
     keys = tuple(record)
     heads = _HEADS.get((keys, inner))
@@ -157,7 +178,7 @@ def _flat_record(record: dict[Any, Any], inner: str) -> str | None:
         if text is not None:
             parts.append(head + text)
         elif vt is list or vt is tuple:
-            text = _flat(v, deeper) if v else "[]"
+            text = flat(v, deeper) if v else "[]"
             if text is None:
                 return None
             parts.append(head + text)
@@ -173,7 +194,7 @@ _HEADS: dict[tuple[tuple[str, ...], str], list[str]] = {}
 _MAX_HEADS = 256
 
 
-def _flat(items: list[Any] | tuple[Any, ...], inner: str) -> str | None:
+def flat(items: list[Any] | tuple[Any, ...], inner: str) -> str | None:
     """The JSON of a non-empty array of strings alone or of integers alone, in one string (its
     items need no recursion); ``None`` for any other array."""
     if not items:

@@ -22,6 +22,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field, fields
+from json.encoder import encode_basestring_ascii
 from operator import attrgetter
 from typing import Any, BinaryIO, Callable
 
@@ -34,7 +35,7 @@ from onnxmem.core.fileio import (
     read_input,
     write_stream_atomic,
 )
-from onnxmem.plans.jsontext import dump, dumps
+from onnxmem.plans.jsontext import dump, dumps, flat, register
 from onnxmem.plans.schema import check_schema as check_format
 from onnxmem.plans.schema import fast_item_check, load_schema
 
@@ -205,7 +206,9 @@ class MemoryPlan:
         """The JSON object; with ``stream``, ``tensors`` is a generator of its records (for
         :func:`render_plan`, which writes them one at a time instead of holding them all)."""
         version = self.schema_version
-        tensors = (_tensor_record(t, version) for t in self.tensors)
+        # streamed: each record written from its fields (_tensor_json), never made a dict
+        tensors = ((t for t in self.tensors) if stream and version >= 2
+                   else (_tensor_record(t, version) for t in self.tensors))
         d = {
             "schema_version": version,
             "model": self.model,
@@ -269,6 +272,43 @@ def _tensor_record(t: PlannedTensor, version: int) -> dict[str, Any]:
     if version < 2:
         del d["graph"]
     return d
+
+
+#: the text of a tensor's record with ``%s`` for each value, by its indent and whether it has a
+#: ``group_offset`` (:func:`_tensor_json`)
+_TENSOR_FORMATS: dict[tuple[str, bool], str] = {}
+_TENSOR_KEYS = tuple(f.name for f in fields(PlannedTensor))
+
+
+def _tensor_json(t: PlannedTensor, pad: str) -> str | dict[str, Any]:
+    """The JSON text of a version-2 tensor record at indent ``pad``, as ``json.dumps(indent=1)``
+    writes :func:`_tensor_record`'s dict there, in one formatting of its fields; that dict where a
+    field is not of its declared type (``jsontext`` writes it, or refuses it, as ``json.dumps``)."""
+    name, dtype, shape, size, offset, start, end, producer, op, kind, group, obj, at, graph = (
+        t.name, t.dtype, t.shape, t.size, t.offset, t.start, t.end, t.producer, t.producer_op, t.kind, t.group,
+        t.object, t.group_offset, t.graph)
+    inner = pad + " "
+    shape_text = "[]" if type(shape) is tuple and not shape else flat(shape, inner + " ")
+    if (shape_text is None or type(shape) is not tuple
+            or not (type(size) is int and type(offset) is int and type(start) is int and type(end) is int
+                    and type(at) is int and (obj is None or type(obj) is int))
+            or not (type(name) is str and type(dtype) is str and type(kind) is str and type(group) is str
+                    and type(graph) is str and (producer is None or type(producer) is str)
+                    and (op is None or type(op) is str))):
+        return _tensor_record(t, 2)
+    written = at != 0
+    form = _TENSOR_FORMATS.get((pad, written))
+    if form is None:
+        keys = [k for k in _TENSOR_KEYS if written or k != "group_offset"]
+        form = "{" + ",".join(inner + encode_basestring_ascii(k).replace("%", "%%") + ": %s" for k in keys) + pad + "}"
+        _TENSOR_FORMATS[(pad, written)] = form
+    e = encode_basestring_ascii
+    values = (e(name), e(dtype), shape_text, size, offset, start, end, "null" if producer is None else e(producer),
+              "null" if op is None else e(op), e(kind), e(group), "null" if obj is None else obj)
+    return form % ((*values, at, e(graph)) if written else (*values, e(graph)))
+
+
+register(PlannedTensor, _tensor_json)
 
 
 def plan_schema() -> dict[str, Any]:
