@@ -9,9 +9,11 @@ $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 
 # compiles nothing: the search kernels come compiled ahead of time for any x86-64 processor
-# (onnxmem/core/_aot_generic*.so, shipped; see onnxmem/core/_native.py and docs/speed.md)
+# (onnxmem/core/_aot_generic*.so, shipped; see onnxmem/core/_native.py and docs/speed.md), and
+# pip compiles no bytecode (--no-compile): Python compiles a module the first time it is imported,
+# so the dependencies' modules no command loads (most of sympy, matplotlib, mypy) never are
 install: $(VENV)/bin/python
-	$(PYTHON) -m pip install -q -c constraints.txt -e ".[dev]"
+	$(PYTHON) -m pip install -q --no-compile -c constraints.txt -e ".[dev]"
 
 # the search kernels compiled for this machine's processor (onnxmem/core/_aot*.so, used first when present)
 .PHONY: kernels kernels-generic kernels-generic-all
