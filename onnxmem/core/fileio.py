@@ -107,11 +107,11 @@ def _check_text(data: Any) -> None:
             raise ValueError(f"the string {show_name(value)} holds a lone UTF-16 surrogate, which is not text")
 
 
-def _json_decoder(text: str, unique_keys: bool) -> json.JSONDecoder:
-    """The strict decoder of :func:`loads_json` for ``text`` (its hooks: no constants, bounded
-    integers where a long run of digits is in the text, and, with ``unique_keys``, no key twice)."""
+def _json_decoder(unique_keys: bool, bounded_ints: bool) -> json.JSONDecoder:
+    """The strict decoder of :func:`loads_json` (its hooks: no constants, with ``bounded_ints``
+    integers of at most ``JSON_MAX_DIGITS`` digits, with ``unique_keys`` no key twice)."""
     hooks: dict[str, Any] = {"parse_constant": _no_constant}
-    if _LONG_DIGITS.search(text) is not None:
+    if bounded_ints:
         hooks["parse_int"] = _json_int
     if unique_keys:
         hooks["object_pairs_hook"] = _unique_keys
@@ -127,7 +127,7 @@ def loads_json(text: str, unique_keys: bool = False) -> Any:
     only where a run of more digits is in the text (otherwise each integer would cost a Python
     call), and the strings are looked at only where the text escapes a surrogate."""
     try:
-        parsed = _json_decoder(text, unique_keys).decode(text)
+        parsed = _json_decoder(unique_keys, _LONG_DIGITS.search(text) is not None).decode(text)
     except RecursionError:
         raise ValueError("it nests arrays or objects too deep") from None
     if _SURROGATE_ESCAPE.search(text) is not None:  # a pair is one character once parsed: look for a lone one
@@ -161,7 +161,7 @@ def loads_json_streamed(text: str, key: str, item: Callable[[Any], Any]) -> dict
     with :func:`loads_json`, which says what is wrong, or passes it."""
     if _SURROGATE_ESCAPE.search(text) is not None:
         return None
-    scan = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique_keys).scan_once  # type: ignore[attr-defined]
+    scan = _json_decoder(unique_keys=True, bounded_ints=False).scan_once  # type: ignore[attr-defined]
     string = json.decoder.scanstring  # type: ignore[attr-defined]
     ws: Callable[[str, int], re.Match[str]] = _WS.match  # type: ignore[assignment]  # it matches anywhere
     after = _AFTER_ELEMENT.match

@@ -411,12 +411,23 @@ def _shared_names(order: list[str], tensors: tuple[PlannedTensor, ...]) -> tuple
     return tuple(made.get(n, n) for n in order)
 
 
+def _other_kind(data: Any) -> str | None:
+    """``"range"`` or ``"program"`` for parsed JSON of a plan of that kind (by its top-level
+    object), else ``None``."""
+    if isinstance(data, dict):
+        for kind in ("range", "program"):
+            if isinstance(data.get(kind), dict):
+                return kind
+    return None
+
+
 def plan_from_dict(data: Any, where: str = "plan") -> MemoryPlan:
     """The plan in ``data`` (parsed JSON), checked against the schema and its bounds first."""
-    if isinstance(data, dict) and isinstance(data.get("range"), dict):
+    other = _other_kind(data)
+    if other == "range":
         raise PlanError(f"{where} is a range plan; make the plan for one point with 'onnxmem instantiate "
                         "PLAN --dim NAME=N -o plan.json' (verify also takes it with --dim NAME=N)")
-    if isinstance(data, dict) and isinstance(data.get("program"), dict):
+    if other == "program":
         raise PlanError(f"{where} is a program plan of several models; verify it with all of them, in its "
                         "order ('onnxmem verify A.onnx B.onnx --plan PLAN'), or show it ('onnxmem show PLAN')")
     read = data.get("tensors") if isinstance(data, dict) else None
@@ -506,7 +517,7 @@ def parse_plan_json(data: bytes, where: str) -> Any:
         ) from None
     record = _tensor_reader()
     read = None if record is None else loads_json_streamed(text, "tensors", record)
-    if read is not None and not isinstance(read.get("range"), dict) and not isinstance(read.get("program"), dict):
+    if read is not None and _other_kind(read) is None:
         if isinstance(read.get("tensors"), list):
             read["tensors"] = _ReadTensors(read["tensors"])
         return read
