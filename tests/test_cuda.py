@@ -148,3 +148,29 @@ def test_verify_on_cuda_holds_little_device_memory_beside_its_arena(tmp_path):
     taken = before - lowest[0]
     print(f"device memory taken by verify: {taken / 2**20:.0f} MiB")
     assert taken < 4 * 2**30, f"verify took {taken / 2**30:.1f} GiB of the GPU"
+
+
+def test_nodes_alike_of_other_shapes_share_one_cuda_session(tmp_path):
+    """On CUDA too a node session declares its inputs by rank: the convolutions over 16x16 and
+    8x8 images (the same weights' shape, the same attributes) share one session, as do the
+    Relus over [1, 4, 16, 16] and [1, 4, 8, 8]; the plan runs in one device arena with outputs
+    identical to the reference's."""
+    from onnxmem.runtime.arena_steps import node_setup
+    from onnxmem.runtime.sessions import node_session
+
+    w = onnx.numpy_helper.from_array(np.linspace(-1, 1, 4 * 4 * 9, dtype=np.float32).reshape(4, 4, 3, 3), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["b"], name="r1"),
+             helper.make_node("MaxPool", ["b"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "w"], ["c"], name="c2", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="r2")]
+    path = tmp_path / "shapes.onnx"
+    onnx.save(make_model(nodes, [vi("x", [1, 4, 16, 16])], [vi("y", [1, 4, 8, 8])], [w]), path)
+    p = plan_model(path, CUDA)
+    options, providers = node_setup(cuda=True)
+    cache: dict = {}
+    made = {op.name: node_session(p.model, p.model.graph.node[op.index], op, p.view, {}, options, providers,
+                                  cache=cache) for op in p.view.ops}
+    assert made["c1"] is made["c2"] and made["r1"] is made["r2"] and len(cache) == 3
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(device="cuda"))
+    assert ex.findings == () and ex.outputs[0].identical

@@ -694,3 +694,22 @@ def test_recent_sessions_keep_the_last_used_and_drop_the_oldest():
     cache["d"] = 5
     assert dict(cache) == {"a": 4, "d": 5}
 
+
+def test_recent_sessions_drop_the_oldest_while_the_device_has_no_room():
+    """A cache whose ``room`` says no keeps dropping the oldest, never below FEWEST_SESSIONS;
+    with room it keeps up to its limit."""
+    from onnxmem.runtime.sessions import FEWEST_SESSIONS, RecentSessions
+
+    free = {"now": True}
+    cache = RecentSessions(10, lambda: free["now"])
+    for k in range(8):
+        cache[k] = k
+    assert list(cache) == list(range(8))
+    free["now"] = False
+    cache[8] = 8
+    assert list(cache) == list(range(9 - FEWEST_SESSIONS, 9))
+    free["now"] = True
+    for k in range(9, 20):
+        cache[k] = k
+    assert list(cache) == list(range(10, 20))
+

@@ -44,11 +44,23 @@ from onnxmem.runtime.ort import (
 )
 from onnxmem.runtime.reference import PieceReference, draws, random_functions
 
-__all__ = ["ArenaSteps"]
+__all__ = ["ArenaSteps", "node_setup"]
 
 
 #: what an arena run's values are held to (:class:`onnxmem.runtime.arena_records.ExecutionOptions`)
 REFERENCES = ("whole", "nodes")
+
+
+def node_setup(cuda: bool) -> tuple[Any, list[Any]]:
+    """The session options and providers of every node session of a run (on CUDA with ``cuda``)."""
+    options = session_options(memory_arena=False)  # one per node: cheap to make
+    if not cuda:
+        return options, ["CPUExecutionProvider"]
+    options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    # one convolution algorithm whatever the session: runs of the same node agree bit for bit
+    options.use_deterministic_compute = True
+    shared_arena(options, "cuda")
+    return options, [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT"})]
 
 
 class ArenaSteps(abc.ABC):
@@ -117,14 +129,7 @@ class ArenaSteps(abc.ABC):
             self.arena: Any = CudaArena(plan.arena_size)
         else:
             self.arena = self.mirror = HostArena(plan.arena_size)
-        self.session_options = session_options(memory_arena=False)  # one per node: cheap to make
-        self.providers: list[Any] = ["CPUExecutionProvider"]
-        if self.cuda:
-            self.session_options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-            # one convolution algorithm whatever the session: runs of the same node agree bit for bit
-            self.session_options.use_deterministic_compute = True
-            self.providers = [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT"})]
-            shared_arena(self.session_options, "cuda")
+        self.session_options, self.providers = node_setup(self.cuda)
         self.findings: list[Finding] = []
         self.saved: dict[str, np.ndarray] = {}  # the bytes each live value must still hold
         self.history: list[Write] = []
@@ -144,7 +149,7 @@ class ArenaSteps(abc.ABC):
         self._node_sessions: dict[Any, Any] = self._session_cache()
 
     def _session_cache(self) -> Any:
-        return sessions.RecentSessions(sessions.CUDA_SESSIONS) if self.cuda else {}
+        return sessions.RecentSessions(sessions.CUDA_SESSIONS, sessions.cuda_room()) if self.cuda else {}
 
     # -------------------------------------------------------------- memory access
 

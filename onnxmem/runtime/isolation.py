@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import importlib
 import os
 import signal
@@ -56,6 +57,7 @@ __all__ = [
     "TimeLimitExceeded",
     "at_step",
     "available_memory",
+    "cuda_memory",
     "end_child",
     "current_limits",
     "die_with_parent",
@@ -343,18 +345,34 @@ def available_memory(device: str = "cpu") -> int | None:
 
 
 def _cuda_free_memory() -> int | None:
+    got = cuda_memory()
+    return None if got is None else got[0]
+
+
+@functools.cache
+def _cudart() -> Any:
     import ctypes
 
     for lib in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
         try:
-            cudart = ctypes.CDLL(lib)
+            return ctypes.CDLL(lib)
         except OSError:
             continue
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        if cudart.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) == 0:
-            return int(free.value)
-        return None
     return None
+
+
+def cuda_memory() -> tuple[int, int] | None:
+    """``(free, total)`` bytes of CUDA device 0 (``cudaMemGetInfo``); ``None`` where no CUDA runtime
+    answers."""
+    import ctypes
+
+    cudart = _cudart()
+    if cudart is None:
+        return None
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    if cudart.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) != 0:
+        return None
+    return int(free.value), int(total.value)
 
 
 def _daemonic() -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,9 @@ from onnxmem.runtime.ort import (
 
 __all__ = [
     "CUDA_SESSIONS",
+    "FEWEST_SESSIONS",
     "RecentSessions",
+    "cuda_room",
     "cuda_available",
     "device_providers",
     "host_array",
@@ -190,21 +192,30 @@ def value_names(op: Op) -> dict[str, str]:
     return names
 
 
-#: how many node sessions a run on CUDA keeps at once. Each CUDA session is a provider of its
-#: own, with its own cuBLAS and cuDNN handles and (where the shared arena of
-#: :func:`onnxmem.runtime.ort.shared_arena` cannot be registered) its own device arena, which keeps the
-#: largest convolution workspace it was ever asked for: kept for every node, they took
-#: 38,881 MiB of an H200 to verify DenseNet-121's 8 MB arena.
-CUDA_SESSIONS = 16
+#: the most node sessions a run on CUDA keeps at once. Each CUDA session is a provider of its
+#: own, with its own cuBLAS and cuDNN handles (about 40 to 120 MiB of the device each, measured
+#: on an H200) and (where the shared arena of :func:`onnxmem.runtime.ort.shared_arena` cannot be
+#: registered) its own device arena, which keeps the largest convolution workspace it was ever
+#: asked for: kept for every node, they took 38,881 MiB of an H200 to verify DenseNet-121's 8 MB
+#: arena. Nodes alike share one (:func:`node_session`), so a zoo model needs 11 to 110; fewer
+#: are kept where the device runs short (:func:`cuda_room`).
+CUDA_SESSIONS = 128
+
+#: the fewest node sessions a run keeps however short the device runs: dropping more would
+#: make every node build its session again
+FEWEST_SESSIONS = 4
 
 
 class RecentSessions(OrderedDict):  # type: ignore[type-arg]
     """Sessions by key, at most ``limit`` of them: storing one more drops the one used longest ago
-    (its session, and what it holds on the device, is freed once nothing else refers to it)."""
+    (its session, and what it holds on the device, is freed once nothing else refers to it).
+    ``room``: whether another session fits (:func:`cuda_room`); while it says no, the oldest are
+    dropped too, down to :data:`FEWEST_SESSIONS`."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, room: Callable[[], bool] | None = None) -> None:
         super().__init__()
         self.limit = limit
+        self.room = room
 
     def __getitem__(self, key: Any) -> Any:
         value = super().__getitem__(key)
@@ -214,8 +225,27 @@ class RecentSessions(OrderedDict):  # type: ignore[type-arg]
     def __setitem__(self, key: Any, value: Any) -> None:
         super().__setitem__(key, value)
         self.move_to_end(key)
-        while len(self) > self.limit:
+        while len(self) > self.limit or (len(self) > FEWEST_SESSIONS and self.room is not None
+                                         and not self.room()):
             self.popitem(last=False)
+
+
+def cuda_room() -> Callable[[], bool] | None:
+    """For :class:`RecentSessions` on CUDA: whether device 0 keeps an eighth of its memory (at least
+    1 GiB) free for the kernels' workspaces and the arena's copies once one more session is made;
+    ``None`` where the CUDA runtime does not say."""
+    from onnxmem.runtime.isolation import cuda_memory
+
+    got = cuda_memory()
+    if got is None:
+        return None
+    reserve = max(got[1] // 8, 1 << 30)
+
+    def room() -> bool:
+        now = cuda_memory()
+        return now is None or now[0] >= reserve
+
+    return room
 
 
 def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
@@ -226,12 +256,14 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
 
     The kernel computes the output shapes; the caller's binding checks them. ``cache``: the
     sessions made so far, by the model they run: a node of the standard domain declares its
-    inputs with symbolic dims (their ranks and types only; on the CPU provider alone, CUDA's
-    sessions declare the shapes), and one with the same attributes, input ranks and types as
-    one before it gets that one's session, whatever the shapes (a
-    kernel holds no state between runs but a random op's draws, :data:`RANDOM_OPS`, which
-    never share; one without a seed gets the seed 0 in its session, :func:`_seeded`). The cache's key is the node (renamed) with its declared inputs and outputs, so a
-    node that finds its session builds no model for it.
+    inputs with symbolic dims (their ranks and types only), and one with the same attributes,
+    input ranks and types as one before it gets that one's session, whatever the shapes, on
+    either provider (a kernel holds no state between runs but a random op's draws,
+    :data:`RANDOM_OPS`, which never share; one without a seed gets the seed 0 in its session,
+    :func:`_seeded`; a CUDA kernel that picks its algorithm by shape picks it in each run, the
+    same for the run outside the arena and the run in it). The cache's key is the node
+    (renamed) with its declared inputs and outputs, so a node that finds its session builds
+    no model for it.
     """
     import onnxruntime as ort
 
@@ -247,10 +279,9 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     n.input[:] = [names.get(i, i) if i else "" for i in node.input]
     n.output[:] = [names.get(o, o) if o else "" for o in node.output]
     share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
-    by_rank = share and list(providers) == ["CPUExecutionProvider"]  # CUDA's sessions keep their shapes
     shaped = node.op_type in SHAPED_OUTPUTS
     declared_in = [(names[name], view.tensors[name].elem_type,
-                    tuple(_declared(node, name, shapes.get(name, view.tensors[name].shape), by_rank)))
+                    tuple(_declared(node, name, shapes.get(name, view.tensors[name].shape), share)))
                    for name in op.reads]
     declared_out = [(names[o], view.tensors[o].elem_type, tuple(view.tensors[o].shape) if shaped else None)
                     for o in node.output if o]
