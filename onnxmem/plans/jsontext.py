@@ -71,7 +71,8 @@ _WRITERS: dict[type, Callable[[Any, str], Any]] = {}
 
 
 def register(kind: type, writer: Callable[[Any, str], Any]) -> None:
-    """Write each value of type ``kind`` by ``writer(value, pad)``: it returns the value's JSON text
+    """Write each value of type ``kind`` (not one of the types JSON has, which are written as
+    they are) by ``writer(value, pad)``: it returns the value's JSON text
     as :func:`dumps` writes it at that indent (``pad``: a newline and the value's own indent),
     or, for a value it does not write itself, something else for :func:`dumps` to write in its
     place (a dict). For a plan's 100,000 tensor records, a record's text in one formatting of
@@ -83,14 +84,6 @@ def _encode(value: Any, pad: str, put: Callable[[str], object], spill: Callable[
     """Put the JSON of ``value`` token by token; ``spill`` is called after each item of a
     generator (where :func:`dump` writes out what it has gathered)."""
     kind = type(value)
-    writer = _WRITERS.get(kind)
-    if writer is not None:
-        text = writer(value, pad)
-        if type(text) is str:
-            put(text)
-        else:
-            _encode(text, pad, put, spill)
-        return
     if kind is str:
         put(encode_basestring_ascii(value))
         return
@@ -126,6 +119,14 @@ def _encode(value: Any, pad: str, put: Callable[[str], object], spill: Callable[
     text = _scalar(value)
     if text is not None:
         put(text)
+        return
+    writer = _WRITERS.get(kind)  # after the JSON types: every value passes here, few are records
+    if writer is not None:
+        written = writer(value, pad)
+        if type(written) is str:
+            put(written)
+        else:
+            _encode(written, pad, put, spill)
         return
     if isinstance(value, dict):
         _encode(dict(value), pad, put, spill)

@@ -329,7 +329,8 @@ def available_memory(device: str = "cpu") -> int | None:
     (``os.sysconf``). CUDA: the free memory of device 0 (``cudaMemGetInfo``).
     """
     if device == "cuda":
-        return _cuda_free_memory()
+        got = cuda_memory()
+        return None if got is None else got[0]
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
@@ -342,11 +343,6 @@ def available_memory(device: str = "cpu") -> int | None:
         return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
     except (AttributeError, OSError, ValueError):
         return None
-
-
-def _cuda_free_memory() -> int | None:
-    got = cuda_memory()
-    return None if got is None else got[0]
 
 
 @functools.cache
