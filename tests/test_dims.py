@@ -96,3 +96,13 @@ def test_placeholder_dim_names_are_unnamed_per_axis(tmp_path):
     assert out.exit_code == 0, out.output
     # x and r = Relu(x) share one buffer (in place), y = Transpose(r) another: 2 x 1*3*48*192*4 B
     assert "(221,184 B)   +0.00% over the bound" in out.output
+
+
+def test_a_dim_is_read_as_a_name_or_as_an_expression_of_bound_names():
+    from onnxmem.model.dims import resolve_dim
+
+    dims = {"N": 3, "seq": 5}
+    assert [resolve_dim(d, dims) for d in ("N", "seq", "unk__12", "floor", "N_2")] == [3, 5, None, None, None]
+    assert [resolve_dim(d, dims) for d in ("2*N", "N+seq", "seq - N", "floor(seq/N)", "12", "N*unk")] == \
+        [6, 8, 2, 1, 12, None]
+    assert [resolve_dim(d, dims) for d in (7, -1, None, "N-seq", "")] == [7, None, None, None, None]

@@ -452,3 +452,26 @@ def test_measured_main_graph_shapes_size_the_bodies_reading_them(tmp_path):
     assert ("pick/then_branch", "r", "owner-output") in {(o.graph, o.name, o.reason) for o in planned.plan.outside}
     report = verify_plan(planned.model, planned.plan, model_path=path, view=planned.view)
     assert report.ok, report.first
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_FLOW_MODELS))
+def test_the_view_records_the_nodes_that_hold_subgraphs(name):
+    """Shape inference says whether the model holds any subgraph (``ShapeInfo.flat``); the view
+    records the nodes that do at each level, which the plan's list of outside values reads
+    instead of every node's attributes."""
+    from onnxmem.graph import build_view, iter_views
+    from onnxmem.model.functions import node_subgraphs
+    from onnxmem.model.generate import transformer
+    from onnxmem.shapes import infer_shapes
+
+    model = CONTROL_FLOW_MODELS[name]()
+    info = infer_shapes(model)
+    assert not info.flat
+    view = build_view(model, info)
+    graphs = {(): model.graph, **dict(iter_bodies(model.graph))}
+    by_path = {v.path: v for v in iter_views(view)}
+    assert by_path[""].nested == tuple(i for i, n in enumerate(model.graph.node) if node_subgraphs(n))
+    assert len(by_path) == len(graphs)
+    flat = transformer(2, 0)
+    info = infer_shapes(flat)
+    assert info.flat and build_view(flat, info).nested == ()

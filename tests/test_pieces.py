@@ -178,3 +178,18 @@ def test_declared_outputs_take_the_inferred_type(declared, monkeypatch):
     info = infer_shapes(model)
     assert info.shapes["t8"] == (3, 4) and info.sources["t8"] == "onnx"
     assert not whole_runs  # taken from the windows alone
+
+
+def test_a_windows_digest_depends_on_its_values_alone():
+    """The parts of a window's signature are written without pickle's memo: a string held once
+    and the same text held as two objects give the same bytes, and any other value other bytes."""
+    one = "MatMul"
+    shared = [(one, "", None, [0, -2], 1), (one, "", None, [1, -3], 1)]
+    apart = [("".join(["Mat", "Mul"]), "", None, [0, -2], 1), ("".join(["Mat", "M", "ul"]), "", None, [1, -3], 1)]
+    assert shared[0][0] is shared[1][0] and apart[0][0] is not apart[1][0]
+    assert pieces._canonical_bytes(shared) == pieces._canonical_bytes(apart)
+    for other in ([("MatMul", "", None, [0, -2], 1), ("MatMul", "", None, [1, -2], 1)],
+                  [("MatMul", "", None, [0, -2], 1), ("Gemm", "", None, [1, -3], 1)],
+                  [("MatMul", "", None, [0, -2], 1), ("MatMul", "", [b""], [1, -3], 1)],
+                  [("MatMul", "", None, [0, -2], 1), ("MatMul", "", None, (1, -3), 1)]):
+        assert pieces._canonical_bytes(other) != pieces._canonical_bytes(shared)

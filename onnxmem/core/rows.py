@@ -19,7 +19,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["Rows", "transpose"]
+__all__ = ["Rows", "row_max", "transpose"]
 
 
 class Rows(Sequence["array[int]"]):
@@ -75,3 +75,15 @@ def transpose(rows: Rows, width: int) -> Rows:
     begin = array("q")
     begin.frombytes(out_start.tobytes())
     return Rows(data, begin)
+
+
+def row_max(rows: Rows, values: Sequence[int], empty: int = -1) -> list[int]:
+    """For each row, the largest of ``values[i]`` over its entries ``i``; ``empty`` for an empty row."""
+    start = np.frombuffer(rows.start, dtype=np.int64)
+    out = np.full(len(start) - 1, empty, dtype=np.int64)
+    if len(rows.data):
+        at = np.asarray(values, dtype=np.int64)[np.frombuffer(rows.data, dtype=np.int64)]
+        full = np.flatnonzero(np.diff(start) > 0)
+        out[full] = np.maximum.reduceat(at, start[full])
+    found: list[int] = out.tolist()
+    return found

@@ -118,4 +118,4 @@ def with_regions(view: GraphView, sizes: Mapping[str, int], *, recursive: bool =
         ops[index] = Op(op.index, op.name, op.op_type, op.domain, op.inputs, op.outputs + (name,), op.captures)
     return GraphView(tuple(ops), tensors, view.inputs, view.outputs, view.consumers, weight_ops=view.weight_ops,
                      outside=view.outside, path=view.path, outer=view.outer, bodies=bodies, regions=regions,
-                     region_outputs=region_outputs, kernels=view.kernels)
+                     region_outputs=region_outputs, kernels=view.kernels, nested=view.nested)

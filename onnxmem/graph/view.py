@@ -136,6 +136,9 @@ class GraphView:
     #: ``""`` every provider's (the graph as written), ``"cpu"`` or ``"cuda"`` that provider's own
     #: (the graph onnxruntime built for it, ``plan --optimize``)
     kernels: str = ""
+    #: the indices of the nodes that hold subgraphs (planned or not), in node order; ``None``
+    #: where not recorded (a view made by hand), and then the graph's nodes are read for them
+    nested: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
 
     def memo(self, key: object, compute: Callable[[], T]) -> T:
         """``compute()``, once per view and ``key``: for passes that several
@@ -293,7 +296,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
     (:func:`_outer_reads`), its weights (:func:`_weight_origins`), its tensors
     (:func:`_level_tensors`), then its bodies (:func:`_level_bodies`)."""
     where = f" of subgraph {show_name(level.path)}" if level.path else ""
-    nodes = _level_nodes(g, level, () if level.path else shapes.shapes)
+    nodes = _level_nodes(g, level, () if level.path else shapes.shapes, flat=shapes.flat and not level.path)
     outputs = tuple(vi.name for vi in g.output)
     outer_read = _outer_reads(g, nodes, outputs, level, where)
     origin, done = _weight_origins(nodes, outer_read, level, _sizer(level, shapes))
@@ -318,6 +321,7 @@ def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: in
         outer=frozenset(outer_read),
         bodies=bodies,
         kernels=level.kernels,
+        nested=nodes.nested,
     )
 
 
@@ -333,10 +337,11 @@ class _Nodes:
     nested: tuple[int, ...] = ()  # the nodes that hold subgraphs, in node order
 
 
-def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -> _Nodes:
+def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = (), *, flat: bool = False) -> _Nodes:
     """``g``'s nodes as :class:`Op` records (captures included) and the producer of every
     value; a value written twice is a ``ModelError`` (SSA). ``known``: names whose str
-    objects the records reuse (the shapes' keys)."""
+    objects the records reuse (the shapes' keys); ``flat``: no node of ``g`` holds a subgraph
+    (its attributes are not read for one)."""
     names = node_names(g)
     init_names = {i.name for i in g.initializer}
     # one str per value name: protobuf hands out a new str on every read of a name
@@ -354,7 +359,7 @@ def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = ()) -
     one = same.setdefault
     for i, node in enumerate(g.node):
         captures: tuple[str, ...] = ()
-        subs = node_subgraphs(node)
+        subs = () if flat else node_subgraphs(node)
         if subs:
             nested.append(i)
             caps: dict[str, None] = {}

@@ -150,6 +150,8 @@ def resolve_dim(d: Dim, dims: Mapping[str, int]) -> int | None:
         return None
     if d in dims:
         value: int | None = dims[d]
+    elif d.isidentifier():
+        return None  # a name left unbound (the grammar would read it as one, and find no value)
     else:  # an expression: its grammar is loaded only here (a model of fixed shapes reads none)
         from onnxmem.core import dimexpr
 

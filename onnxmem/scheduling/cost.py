@@ -48,6 +48,7 @@ output are left to the final evaluation, :func:`order_peak` with
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
@@ -63,7 +64,7 @@ from onnxmem.analysis.aliasing import (
 from onnxmem.analysis.lifetimes import arena_tensors, live_profile, tensor_lifetimes
 from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core.problem import align_up, lower_bound
-from onnxmem.core.rows import Rows, transpose
+from onnxmem.core.rows import Rows, row_max, transpose
 from onnxmem.core.toposort import stable_order
 from onnxmem.graph import GraphView, Op
 
@@ -160,8 +161,8 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     out_set = set(view.outputs)
     source, sharing = _sharing(view, io, inplace)
     tid, size, pinned, members = _classes(view, io, alignment, source)
-    writable = [group_writable(view, ms, out_set) for ms in members]
-    del members
+    # whether a class may be written over: asked only of the classes an in-place node reads
+    writable = functools.cache(lambda k: group_writable(view, members[k], out_set))
     real, free, local = _memory_ops(view)
     n = len(real)
     producer = [-1] * len(size)
@@ -249,7 +250,7 @@ def _classes(view: GraphView, io: str, alignment: int,
     pinned: list[bool] = []
     members: list[list[str]] = []
     for t in arena_tensors(view, io):
-        r = root(t.name)
+        r = root(t.name) if t.name in source else t.name  # (a name no view writes is its own root)
         if r not in tid:
             tid[r] = len(size)
             size.append(align_up(view.tensors[r].size, alignment))
@@ -267,24 +268,25 @@ def _memory_ops(view: GraphView) -> tuple[list[int], list[int], dict[int, int]]:
     real: list[int] = []
     free: list[int] = []
     local: dict[int, int] = {}
-    tensors = view.tensors  # (no value is named "": an omitted output is no tensor)
+    # the names of the values that are no weight (no value is named "": an omitted output is no tensor)
+    memory = {name for name, t in view.tensors.items() if t.kind != "weight"}.isdisjoint
     for op in view.ops:
-        if any(t is not None and t.kind != "weight" for t in map(tensors.get, (*op.reads, *op.outputs))):
+        if memory(op.reads) and memory(op.outputs):
+            free.append(op.index)
+        else:
             local[op.index] = len(real)
             real.append(op.index)
-        else:
-            free.append(op.index)
     return real, free, local
 
 
 def _overwritable_classes(view: GraphView, op: Op, found: tuple[AliasRule, tuple[str, ...]],
-                          tid: Mapping[str, int], writable: Sequence[bool]) -> list[int]:
+                          tid: Mapping[str, int], writable: Callable[[int], bool]) -> list[int]:
     """The classes an in-place node may write its output over (when one dies at its step)."""
     rule, sources = found
     over: list[int] = []
     for src in sources:
         k = tid[src]
-        if k in over or not writable[k]:
+        if k in over or not writable(k):
             continue
         ranges = {x: (0, view.tensors[x].size) for x in op.inputs if x in tid and tid[x] == k}
         if overwritable(op, rule, src, ranges):
@@ -404,11 +406,12 @@ class Piece:
                 inside = producer[t] in loc
                 if inside:
                     h += size[t]
-                if pinned[t] or read_later(t):
+                if pinned[t] or (not whole and read_later(t)):
                     continue
                 if t not in slot:
                     slot[t] = len(rem0)
-                    rem0.append(sum(1 for c in c_data[c_start[t]:c_start[t + 1]] if c in loc))
+                    lo, hi = c_start[t], c_start[t + 1]
+                    rem0.append(hi - lo if whole else sum(1 for c in c_data[lo:hi] if c in loc))
                     slot_prod.append(loc.get(producer[t], -1))
                     if not inside:
                         ext += size[t]
@@ -567,8 +570,7 @@ class Cuts:
         for i, seg in enumerate(segs):
             for v in seg:
                 seg_of[v] = i
-        last = [max((seg_of[c] for c in cons), default=-1) for cons in graph.consumers]
-        return Cuts(graph, root, segs, seg_of, last)
+        return Cuts(graph, root, segs, seg_of, row_max(graph.consumers, seg_of))
 
     def piece(self, i: int) -> Piece:
         """Part ``i`` in the context of the parts before it (the first one

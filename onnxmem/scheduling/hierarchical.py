@@ -22,9 +22,11 @@ running branches whole can, so this is a heuristic.
 
 1. cut the graph at forced nodes; simulate the file order part by part and
    take, per part, a lower bound on any order's peak (the largest single
-   step: a node's outputs and the inputs it reads). When the file order's
-   peak equals the largest bound, the file order is optimal and is returned
-   at once (linear time; most feed-forward models end here);
+   step: a node's outputs and the inputs it reads), highest file-order peak
+   first and no further once the bound reaches the next peak. When the file
+   order's peak equals the largest bound, the file order is optimal and is
+   returned at once (linear time; most feed-forward models end here, and a
+   deep network of alike layers bounds one of them);
 2. each part whose peak is above that bound, highest first, is ordered by
    ``greedy`` (and, above ``LEAF`` nodes, ``hierarchical``) within a share of
    30% of the budget; identical parts (same sizes and wiring) are ordered once, and
@@ -310,15 +312,21 @@ class _Parts:
         """Each part in file order, its peak and a lower bound, in absolute bytes: one
         run of the whole file order gives every part's steps (parts run one after
         another); only parts of more than one node above the bound need a piece of
-        their own (kept: a 100,000-node graph has thousands of parts)."""
+        their own (kept: a 100,000-node graph has thousands of parts).
+
+        The parts of more than one node are bounded highest peak first, and none once
+        the bound reaches its peak: a part's bound is at most its own file-order peak,
+        so the parts left could not raise it, and they are never searched (a deep
+        network whose file order is optimal builds the piece of one layer, not of
+        each)."""
         pos = {v: k for k, v in enumerate(file_local)}
         steps = _PartSteps([len(seg) for seg in cuts.segs])
         simulate(cuts.root, file_local, steps)
         floor = graph.base + graph.first_extra if graph.free else 0
         orders: list[list[int]] = []
         peaks: list[int] = []
-        pieces: dict[int, Piece] = {}
         lower = floor
+        multi: list[int] = []
         for i, seg in enumerate(cuts.segs):
             orders.append(sorted(seg, key=pos.__getitem__))
             peak = graph.base + steps.most[i]
@@ -326,10 +334,15 @@ class _Parts:
             if len(seg) == 1:
                 lower = max(lower, peak)
             else:
-                piece = cuts.piece(i)
-                lower = max(lower, graph.base + steps.resident[i] + piece.bound())
-                if peak > lower:  # else never searched (the bound only rises): not kept
-                    pieces[i] = piece
+                multi.append(i)
+        pieces: dict[int, Piece] = {}
+        for i in sorted(multi, key=lambda i: (-peaks[i], i)):
+            if peaks[i] <= lower:
+                break  # this part and every one after it: at most the bound
+            piece = cuts.piece(i)
+            lower = max(lower, graph.base + steps.resident[i] + piece.bound())
+            if peaks[i] > lower:
+                pieces[i] = piece
         for i in [i for i in pieces if peaks[i] <= lower]:
             del pieces[i]
         return _Parts(orders, peaks, pieces, lower, max(floor, max(peaks)))

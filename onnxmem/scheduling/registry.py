@@ -140,7 +140,10 @@ def reorder(view: GraphView, strategy: str = "file", options: OrderOptions | Non
     if forced is not None:
         return forced
     with session():
-        order = tuple(int(i) for i in ORDERS[strategy].fn(view, options or OrderOptions()))
+        found = ORDERS[strategy].fn(view, options or OrderOptions())
+    if found is stable_topological_order(view):
+        return found  # Kahn's order of the view itself: topological as made, not checked again
+    order = tuple(int(i) for i in found)
     check_topological(view, order)
     return order
 

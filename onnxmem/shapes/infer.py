@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 
 from onnxmem.core.errors import ShapeError, flag_value, show_name
+from onnxmem.core.memory import release_freed
 from onnxmem.model import (
     BodyKey,
     Dim,
@@ -132,14 +133,18 @@ def infer_shapes(
     check_shapes(model, known)
     bodies = _subgraph_shapes(state, measured_values or {}, excluded)
     same: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct shape
+    sources, warnings, loops, flat = state.sources, tuple(state.warnings), dict(state.loops), state.flat
+    del state  # with it the copies of the model the engines made: their pages handed back
+    release_freed()
     return ShapeInfo(
         {k: v[0] for k, v in known.items()},
         {k: same.setdefault(v[1], v[1]) for k, v in known.items()},
-        state.sources,
-        tuple(state.warnings),
+        sources,
+        warnings,
         bodies,
         excluded,
-        dict(state.loops),
+        loops,
+        flat,
     )
 
 

@@ -30,3 +30,6 @@ class ShapeInfo:
     #: Loops whose carried values grow per iteration, by body key: sized for their trip bound
     #: (:mod:`onnxmem.shapes.loops`)
     loops: dict[BodyKey, LoopBound] = field(default_factory=dict)
+    #: the model has no subgraph and no local function (found once by inference, so that the
+    #: view need not walk every node's attributes for bodies again); ``False`` where not known
+    flat: bool = False

@@ -34,6 +34,8 @@ each window infers what the whole-graph inference infers for its nodes.
 from __future__ import annotations
 
 import hashlib
+import io
+import pickle
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -78,12 +80,13 @@ def infer_in_pieces(
     types: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in g.input}
     declared_out = {vi.name: vi for vi in g.output}
     out: Types = collect_graph_types(g, value_info=False)  # the declared types
-    last = _last_window(g, window)
+    reads = [tuple(node.input) for node in g.node]  # read from the messages once, for both passes
+    last = _last_window(reads, window)
     seen: dict[bytes, _Inferred] = {}  # each window inferred, by its signature
     feeds: dict[str, _Feed] = {}
     for w, start in enumerate(range(0, len(g.node), window)):
         nodes = list(g.node[start:start + window])
-        signed = _signature(nodes, inits, types, declared_out, feeds, (last, w))
+        signed = _signature(nodes, reads[start:start + window], inits, types, declared_out, feeds, (last, w))
         base = seen.get(signed[0]) if signed is not None else None
         if signed is not None and base is not None:
             _repeat(base, signed[1], w, last, types, out, declared_out)
@@ -179,6 +182,7 @@ def _feed(name: str, inits: Mapping[str, onnx.TensorProto], types: Mapping[str, 
 
 def _signature(
     nodes: Sequence[onnx.NodeProto],
+    inputs: Sequence[tuple[str, ...]],
     inits: Mapping[str, onnx.TensorProto],
     types: Mapping[str, onnx.TypeProto],
     declared_out: Mapping[str, onnx.ValueInfoProto],
@@ -187,19 +191,20 @@ def _signature(
 ) -> tuple[bytes, list[str]] | None:
     """A digest of the model :func:`_piece` makes of ``nodes`` less its values' names (module
     doc, step 4), and the names of the values the window makes, in order; ``None`` where a value
-    is made twice, or read before anything makes or types it. ``feeds``: the feeds of outer
-    values that later windows read too, kept for them; ``window``: the last window that reads
-    each value (:func:`_last_window`) and this window's number."""
+    is made twice, or read before anything makes or types it. ``inputs``: each node's inputs
+    (read from the messages once); ``feeds``: the feeds of outer values that later windows read
+    too, kept for them; ``window``: the last window that reads each value (:func:`_last_window`)
+    and this window's number."""
     last, w = window
     made: dict[str, int] = {}
     outer: dict[str, int] = {}
     parts: list[object] = []
     place = made.get
-    for node in nodes:
+    for node, names in zip(nodes, inputs):
         op, domain = node.op_type, node.domain
         blind = op in VALUE_BLIND and domain in ("", "ai.onnx")
         reads: list[object] = []
-        for name in node.input:
+        for name in names:
             at = place(name)
             if at is not None:
                 reads.append(at)
@@ -229,15 +234,28 @@ def _signature(
         parts.append((op, domain, [a.SerializeToString() for a in attrs] if attrs else None, reads,
                       len(outs) if all(outs) else [bool(o) for o in outs]))
     parts.append(sorted((made[n], vi.type.SerializeToString()) for n, vi in declared_out.items() if n in made))
-    return hashlib.blake2b(repr(parts).encode(), digest_size=32).digest(), list(made)
+    return hashlib.blake2b(_canonical_bytes(parts), digest_size=32).digest(), list(made)
 
 
-def _last_window(g: onnx.GraphProto, window: int) -> dict[str, int]:
-    """The last window that reads each value (the types of values read no later are dropped)."""
+def _canonical_bytes(parts: list[object]) -> bytes:
+    """``parts`` (lists and tuples of ints, strings, bytes and ``None``) as bytes that equal
+    parts alike give: pickled without its memo (``fast``), so that two equal strings are
+    written alike whether or not they are one object."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.fast = True  # no memo: the bytes depend on the values alone (parts hold no cycle)
+    pickler.dump(parts)
+    return out.getvalue()
+
+
+def _last_window(reads: Sequence[tuple[str, ...]], window: int) -> dict[str, int]:
+    """The last window that reads each value, from each node's inputs ``reads`` (the types of
+    values read no later are dropped)."""
     last: dict[str, int] = {}
-    for i, node in enumerate(g.node):
-        for name in node.input:
-            last[name] = i // window
+    for i, names in enumerate(reads):
+        w = i // window
+        for name in names:
+            last[name] = w
     return last
 
 
