@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-cuda test-ray check check-plans bench bench-speed bench-solvers bench-order bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
+.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-solvers bench-order bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -38,6 +38,10 @@ test:
 
 test-slow:
 	$(PYTHON) -m pytest -q -m slow
+
+# checks of several seconds each (a fuzz sample, memory limits, numba's compiler): CI runs them
+test-heavy:
+	$(PYTHON) -m pytest -q -n $(TEST_JOBS) -m heavy
 
 test-cuda:
 	$(PYTHON) -m pytest -q -m cuda

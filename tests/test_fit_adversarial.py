@@ -150,6 +150,7 @@ def test_strided_image_height_is_searched_on_every_residue_class(tmp_path: Path)
     assert fit.at.inputs == 3 * fit.value * 64 * 4  # the image, read on its residue class
 
 
+@pytest.mark.heavy
 def test_strided_image_height_on_the_command_line(tmp_path: Path) -> None:
     """The memory is the measured fixed cost (kept in --cache, so both runs count the same one,
     whatever this machine measures) plus the plan's total at H=500: the answer is bracketed."""

@@ -50,6 +50,7 @@ def _report(outcomes: list[fuzzing.Outcome], cls: str) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.heavy
 def test_sample_covers_every_family_and_command(outcomes: list[fuzzing.Outcome]) -> None:
     assert len(outcomes) == sum(COUNTS.values())
     pairs = {(o.case.family, o.case.command) for o in outcomes}
@@ -65,6 +66,7 @@ def test_sample_covers_every_family_and_command(outcomes: list[fuzzing.Outcome])
         assert any(f == fam for f, _ in pairs), f"{fam} never ran"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("cls", fuzzing.CLASSES)
 def test_no_failure(outcomes: list[fuzzing.Outcome], cls: str) -> None:
     assert not any(cls in o.classes for o in outcomes), _report(outcomes, cls)
@@ -175,6 +177,7 @@ def test_valid_plan_passes_the_schema_check(tmp_path: Path) -> None:
     assert set(got) == {"invalid-plan"}
 
 
+@pytest.mark.heavy
 def test_worker_records_reads_hangs_and_recovers(tmp_path: Path) -> None:
     """Real runs through a worker: an unnamed read outside the model's folder, a run
     past its bound (killed), then a clean run on the replacement worker."""

@@ -186,6 +186,7 @@ def test_zoo_verify_reads_models_through_the_checked_loader(tmp_path):
         materialize(zoo / "zero.onnx", tmp_path / "filled")
 
 
+@pytest.mark.heavy
 def test_memory_running_out_in_the_command_itself_is_one_line(tmp_path):
     """verify run in the command's own process (no child: ``isolate=False``, as in a pool's
     worker) on a batch of a million images, under a 3 GiB address space: one line naming the
@@ -251,6 +252,7 @@ def test_a_command_forks_its_child_and_a_process_with_numpy_spawns_it():
     assert r.stdout.splitlines() == ["fork False", "True", "onnxruntime crashed (SIGSEGV)", "True False"]
 
 
+@pytest.mark.heavy
 def test_memory_running_out_in_pack_names_what_pack_can_be_given(tmp_path):
     """pack of 60,000 buffers all live at once under a 3 GiB address space: the buffers' lists of
     those live beside them do not fit; the one line says what a pack problem can change, not the

@@ -261,6 +261,7 @@ def _copy_package(dest: Path) -> Path:
 _MODE = "from onnxmem.core import _native; print(_native.mode())"
 
 
+@pytest.mark.heavy
 def test_stale_module_not_used(aot: object, tmp_path: Path) -> None:
     # a copy of the package with the built module: used; once a kernel's
     # source changes (a comment will do), it is not, and aot mode refuses

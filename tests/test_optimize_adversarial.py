@@ -12,6 +12,7 @@ import sys
 import time
 
 import onnx
+import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 
@@ -157,6 +158,7 @@ def test_sigterm_while_onnxruntime_optimizes_leaves_no_temporary_folder(tmp_path
     assert code == 143, out
 
 
+@pytest.mark.heavy
 def test_ctrl_c_while_onnxruntime_optimizes_is_one_line(tmp_path):
     """Ctrl-C reaches the command and its onnxruntime child: the child prints no traceback of its
     own (it ignores SIGINT; the command stops it), the command aborts, nothing is left."""
@@ -205,6 +207,7 @@ def test_a_graph_without_nchwc_ops_records_no_block_size(tmp_path):
     assert block in (4, 8, 16)
 
 
+@pytest.mark.heavy
 def test_a_training_eval_graph_keeps_its_parameters_outside_the_arena(tmp_path):
     """onnxruntime's optimizer expands the eval graph's SoftmaxCrossEntropyLoss into its ops: the
     loss block that tells its parameters (graph inputs the caller holds) from its data is gone

@@ -108,6 +108,7 @@ def test_a_size_past_2_62_is_refused_by_its_field(plans):
         plan_from_dict(parse_plan_json(json.dumps(data).encode(), "p"), "p")
 
 
+@pytest.mark.heavy
 def test_the_tensors_objects_are_never_all_held(plans):
     plan = copy.deepcopy(plans[2])
     base = plan["tensors"][0]

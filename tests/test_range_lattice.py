@@ -104,6 +104,7 @@ def test_image_sizes_with_a_step_plan_show_instantiate_verify_and_export(tmp_pat
     assert got == want
 
 
+@pytest.mark.heavy
 def test_a_skip_model_refuses_sizes_it_does_not_hold_at_and_names_the_step(tmp_path):
     """Skips concatenated after 2x upsampling match only at H multiple of 8: a range with other
     sizes is refused naming the step; on the step it plans, batch 1 included, and runs."""

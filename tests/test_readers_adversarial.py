@@ -244,6 +244,7 @@ def test_a_csv_of_too_many_rows_is_refused(tmp_path):
     assert f"has more than {MAX_CSV_ROWS:,} rows" in out
 
 
+@pytest.mark.heavy
 def test_csv_rows_are_read_one_at_a_time(tmp_path):
     """All rows were held as lists before the first was read (900,000 blank lines: 60 MB more
     than the 17 MB a read holds: its 16 MB buffer and the text)."""

@@ -168,6 +168,7 @@ def test_exact_budget_is_deterministic_work_and_the_wall_clock_only_when_asked()
         use_wall_clock(False)
 
 
+@pytest.mark.heavy
 @needs_ortools
 def test_two_budgeted_plans_under_a_small_work_limit_are_identical(tmp_path):
     # exact stops at its limit (feasible, not proven) on a small training step: the same
@@ -432,6 +433,7 @@ def test_a_dense_block_fits_below_its_arena_by_recomputing_the_layer_before_its_
     assert not cmp.execution.findings and cmp.identical and cmp.outputs
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("algorithm", ["greedy", pytest.param("exact", marks=needs_ortools)])
 def test_the_extra_compute_is_the_rewritten_models_over_the_originals(tmp_path, algorithm):
     # the figure plan prints: the FLOPs of every node of the rewrite less those of the original
@@ -540,6 +542,7 @@ def test_cli_rewrite_out_needs_budget(tmp_path):
     assert r.exit_code == 2 and "--budget" in r.output
 
 
+@pytest.mark.heavy
 def test_cli_budget_sweep_prints_and_draws(tmp_path):
     src, png = tmp_path / "m.onnx", tmp_path / "f.png"
     onnx.save(train_mlp(3, 0, batch=128, width=16), src)
@@ -591,6 +594,7 @@ def test_arena_limit_counts_the_runtime_overhead_beside_the_arena():
         arena_limit(1000, None, 0.5, -1)
 
 
+@pytest.mark.heavy
 def test_cli_budget_with_a_runtime_overhead(tmp_path):
     """``--runtime-overhead``: a 0.5x budget holds for the arena and the overhead together, so
     the arena's limit is half of (arena + overhead), less the overhead; printed beside it."""

@@ -196,6 +196,7 @@ def test_every_torchscript_export_plans_from_its_fixture_with_no_flags(entry):
     assert 0 < plan.lower_bound <= plan.arena_size <= baseline[entry["name"]]
 
 
+@pytest.mark.heavy
 @needs_fixtures
 def test_the_llama_kv_cache_fixture_plans_over_the_whole_cache_range():
     """``llama_4l_past_dynamic``: one decoding step of the Llama-style decoder after a KV cache
