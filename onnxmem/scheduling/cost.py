@@ -250,7 +250,7 @@ def _classes(view: GraphView, io: str, alignment: int,
     pinned: list[bool] = []
     members: list[list[str]] = []
     for t in arena_tensors(view, io):
-        r = root(t.name) if t.name in source else t.name  # (a name no view writes is its own root)
+        r = root(t.name)
         if r not in tid:
             tid[r] = len(size)
             size.append(align_up(view.tensors[r].size, alignment))

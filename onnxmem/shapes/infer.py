@@ -46,6 +46,7 @@ from onnxmem.shapes.engines import (
 )
 from onnxmem.shapes.info import ShapeInfo
 from onnxmem.shapes.loops import loop_name
+from onnxmem.shapes.pieces import PIECE_NODES
 from onnxmem.shapes.shapeeval import evaluate_values
 from onnxmem.shapes.steps import (
     STEPS,
@@ -134,8 +135,11 @@ def infer_shapes(
     bodies = _subgraph_shapes(state, measured_values or {}, excluded)
     same: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct shape
     sources, warnings, loops, flat = state.sources, tuple(state.warnings), dict(state.loops), state.flat
-    del state  # with it the copies of the model the engines made: their pages handed back
-    release_freed()
+    del state  # with it the copies of the model the engines made
+    if len(model.graph.node) >= PIECE_NODES:
+        # their pages handed back; a smaller graph's cost more to take again (range plans infer
+        # at each point) than they hold (onnxmem.core.memory)
+        release_freed()
     return ShapeInfo(
         {k: v[0] for k, v in known.items()},
         {k: same.setdefault(v[1], v[1]) for k, v in known.items()},

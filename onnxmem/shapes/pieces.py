@@ -91,7 +91,7 @@ def infer_in_pieces(
         if signed is not None and base is not None:
             _repeat(base, signed[1], w, last, types, out, declared_out)
             continue
-        piece = _piece(work, nodes, inits, types, declared_out)
+        piece = _piece(work, nodes, reads[start:start + window], inits, types, declared_out)
         if piece is None:
             return None
         inferred = infer(piece)
@@ -262,12 +262,14 @@ def _last_window(reads: Sequence[tuple[str, ...]], window: int) -> dict[str, int
 def _piece(
     work: onnx.ModelProto,
     nodes: list[onnx.NodeProto],
+    inputs: Sequence[tuple[str, ...]],
     inits: Mapping[str, onnx.TensorProto],
     types: Mapping[str, onnx.TypeProto],
     declared_out: Mapping[str, onnx.ValueInfoProto],
 ) -> onnx.ModelProto | None:
-    """The window ``nodes`` as a model of its own, its inputs typed from ``types``; ``None``
-    where a node reads a value neither typed nor made earlier in the window."""
+    """The window ``nodes`` (``inputs``: each one's inputs) as a model of its own, its inputs
+    typed from ``types``; ``None`` where a node reads a value neither typed nor made earlier in
+    the window."""
     m = onnx.ModelProto()
     m.ir_version = work.ir_version
     m.opset_import.extend(work.opset_import)
@@ -275,8 +277,8 @@ def _piece(
     pg.name = "piece"
     made: set[str] = set()
     taken: set[str] = set()
-    for node in nodes:
-        for name in node.input:
+    for node, names in zip(nodes, inputs):
+        for name in names:
             if not name or name in made or name in taken:
                 continue
             taken.add(name)
