@@ -24,6 +24,7 @@ from typing import Mapping, Sequence
 from onnxmem.analysis.lifetimes import IO_MODES, arena_tensors, group_span, tensor_lifetimes
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.core.problem import Buffer, Problem, align_up
+from onnxmem.core.records import record
 from onnxmem.graph import GraphView
 
 __all__ = ["IO_MODES", "AliasLayout", "Interval", "Liveness", "arena_tensors", "build_liveness",
@@ -43,7 +44,7 @@ class AliasLayout:
     offsets: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Interval:
     """A planned tensor: live in steps ``[start, end)``; ``size`` in bytes."""
 

@@ -35,6 +35,7 @@ import numpy as np
 from onnxmem.core.conflict_graph import Conflicts, antichain_bound, clique_bound
 from onnxmem.core.errors import ProblemError, show_name
 from onnxmem.core.fileio import MAX_CSV_BYTES, read_input, write_text_atomic
+from onnxmem.core.records import record
 from onnxmem.core.sortedblocks import live_overlaps
 
 __all__ = [
@@ -91,7 +92,7 @@ def align_up(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Buffer:
     """One block to place.
 

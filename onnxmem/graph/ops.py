@@ -4,7 +4,9 @@ weight (:mod:`onnxmem.graph.view` folds)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from onnxmem.core.records import record
 
 __all__ = ["CONSTANT_OPS", "RANDOM_OPS", "Op", "draws_random", "foldable"]
 
@@ -21,7 +23,7 @@ RANDOM_OPS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Op:
     """One node. ``inputs`` keeps '' for an omitted optional input;
     ``captures`` lists the outer-scope values its subgraphs read."""

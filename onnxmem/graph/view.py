@@ -58,6 +58,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 import onnx
 
 from onnxmem.core.errors import ModelError, ShapeError, flag_value, show_name
+from onnxmem.core.records import record
 from onnxmem.graph.ops import CONSTANT_OPS, RANDOM_OPS, Op, foldable
 from onnxmem.graph.paths import child_path, node_names, outer_scope_reads
 from onnxmem.model import (
@@ -83,7 +84,7 @@ T = TypeVar("T")
 ORIGINS = ("initializer", "constant", "folded", "caller")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Tensor:
     """One value of the top-level graph.
 

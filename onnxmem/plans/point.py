@@ -35,6 +35,7 @@ from onnxmem.core.fileio import (
     read_input,
     write_stream_atomic,
 )
+from onnxmem.core.records import record
 from onnxmem.plans.jsontext import dump, dumps, flat, register
 from onnxmem.plans.schema import check_schema as check_format
 from onnxmem.plans.schema import fast_item_check, load_schema
@@ -84,7 +85,7 @@ OUTSIDE_REASONS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PlannedTensor:
     """One tensor in the arena: bytes ``[offset, offset + size)`` during steps ``[start, end)``.
 
@@ -112,7 +113,7 @@ class PlannedTensor:
     graph: str = ""  # the (sub)graph path; "" is the main graph
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class OutsideValue:
     """A value kept out of the arena: ``name`` in graph ``graph``, for ``reason``
     (a key of :data:`OUTSIDE_REASONS`)."""
