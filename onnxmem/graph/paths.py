@@ -40,15 +40,19 @@ def outer_scope_reads(graph: onnx.GraphProto) -> list[str]:
 
 def node_names(graph: onnx.GraphProto) -> list[str]:
     """Unique names for the graph's nodes: the file's, or ``<op_type>_<i>``."""
+    given = [n.name for n in graph.node]  # each node's message read once
+    taken = set(given)
+    if len(taken) == len(given) and "" not in taken:
+        return given  # every node named, once (exported graphs): the names as they are
+    taken.discard("")
     used: set[str] = set()
     names: list[str] = []
-    taken = {n.name for n in graph.node if n.name}
-    for i, node in enumerate(graph.node):
-        name = node.name
+    for i, own in enumerate(given):
+        name = own
         if not name or name in used:
-            base = f"{node.op_type}_{i}"
+            base = f"{graph.node[i].op_type}_{i}"
             name, k = base, 1
-            while name in used or (name in taken and name != node.name):
+            while name in used or (name in taken and name != own):
                 name, k = f"{base}_{k}", k + 1
         used.add(name)
         names.append(name)

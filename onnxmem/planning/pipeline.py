@@ -222,7 +222,8 @@ def _plan_loaded(
         opts = replace(opts, input_shapes=bind_input_shapes(model, opts.inputs, opts.input_shapes))
     opts = replace(opts, decided=_decide(model, opts, _input_shapes(model, opts.input_shapes)))
     shapes = _infer(model, path, opts)
-    again = _decide(model, opts, shapes.shapes)  # conditions that read the shapes inference found
+    # conditions that read the shapes inference found (a graph without subgraphs has no If)
+    again = {} if shapes.flat else _decide(model, opts, shapes.shapes)
     if again.keys() - opts.decided.keys():
         opts = replace(opts, decided=again)
         shapes = _infer(model, path, opts)

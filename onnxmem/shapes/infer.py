@@ -11,6 +11,7 @@ same engines with some dims left symbolic (range plans).
 from __future__ import annotations
 
 import re
+from itertools import chain
 from typing import Any, Callable, Collection, Iterable, Mapping
 
 import numpy as np
@@ -458,11 +459,12 @@ def top_level_values(model: onnx.ModelProto) -> list[str]:
         if vi.name not in inits and vi.name not in seen:
             names.append(vi.name)
             seen.add(vi.name)
-    for n in g.node:
-        for o in n.output:
-            if o and o not in seen:
-                names.append(o)
-                seen.add(o)
+    outputs = dict.fromkeys(chain.from_iterable(n.output for n in g.node))  # each once, in file order
+    outputs.pop("", None)
+    if seen:
+        names.extend(o for o in outputs if o not in seen)
+    else:
+        names.extend(outputs)
     return names
 
 
