@@ -59,6 +59,20 @@ def test_dumps_refuses_what_json_dumps_refuses(value):
         dumps({"x": [value]})
 
 
+def test_tensor_records_sharing_a_shape_tuple_are_written_as_json_dumps_writes_each():
+    # a shape's text is kept by the tuple's identity: equal tuples of other item types ((True, 3),
+    # (2.0, 3) equal (1, 3), (2, 3)) and one tuple at two depths are each written as they are
+    from onnxmem.plans.point import _tensor_record
+
+    shared, flags, floats = (2, 3), (True, 3), (2.0, 3)
+    records = [PlannedTensor(f"t{i}", "float32", shape, 24, 64 * i, 0, 1, None, None, "input", f"t{i}")
+               for i, shape in enumerate((shared, (1, 3), flags, shared, floats, (), shared))]
+    want = [_tensor_record(t, 2) for t in records]
+    assert dumps(records) == json.dumps(want, indent=1)
+    assert dumps({"deeper": [records]}) == json.dumps({"deeper": [want]}, indent=1)
+    assert dumps(records) == json.dumps(want, indent=1)  # written again, from what was kept
+
+
 def test_dumps_streams_a_generator_as_an_array():
     assert dumps({"a": (i for i in range(3)), "b": (i for i in ())}) == json.dumps({"a": [0, 1, 2], "b": []},
                                                                                    indent=1)

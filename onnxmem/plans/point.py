@@ -278,6 +278,11 @@ def _tensor_record(t: PlannedTensor, version: int) -> dict[str, Any]:
 #: the text of a tensor's record with ``%s`` for each value, by its indent and whether it has a
 #: ``group_offset`` (:func:`_tensor_json`)
 _TENSOR_FORMATS: dict[tuple[str, bool], str] = {}
+#: the JSON text of a shape tuple at an indent, by the tuple's identity (a plan's tensors share
+#: one tuple per distinct shape, ``ShapeInfo``'s): ``(the tuple, indent, text)``, the tuple kept so
+#: that its identity is not reused; by identity, not equality, since ``(True,) == (1,)``
+_SHAPE_TEXTS: dict[int, tuple[tuple[int, ...], str, str]] = {}
+_MAX_SHAPE_TEXTS = 4096
 _TENSOR_KEYS = tuple(f.name for f in fields(PlannedTensor))
 
 
@@ -289,7 +294,13 @@ def _tensor_json(t: PlannedTensor, pad: str) -> str | dict[str, Any]:
         t.name, t.dtype, t.shape, t.size, t.offset, t.start, t.end, t.producer, t.producer_op, t.kind, t.group,
         t.object, t.group_offset, t.graph)
     inner = pad + " "
-    shape_text = "[]" if type(shape) is tuple and not shape else flat(shape, inner + " ")
+    known = _SHAPE_TEXTS.get(id(shape))
+    if known is not None and known[0] is shape and known[1] == inner:
+        shape_text: str | None = known[2]  # this very tuple, written before at this indent
+    else:
+        shape_text = "[]" if type(shape) is tuple and not shape else flat(shape, inner + " ")
+        if shape_text is not None and type(shape) is tuple and len(_SHAPE_TEXTS) < _MAX_SHAPE_TEXTS:
+            _SHAPE_TEXTS[id(shape)] = (shape, inner, shape_text)
     if (shape_text is None or type(shape) is not tuple
             or not (type(size) is int and type(offset) is int and type(start) is int and type(end) is int
                     and type(at) is int and (obj is None or type(obj) is int))
