@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import onnx
 
@@ -167,7 +167,11 @@ class GraphView:
 
     def predecessors(self, index: int) -> tuple[int, ...]:
         """Nodes that produce a non-weight value this node reads."""
-        return self.memo("predecessors", lambda: [self._predecessors(op) for op in self.ops])[index]
+        return self.all_predecessors()[index]
+
+    def all_predecessors(self) -> Sequence[tuple[int, ...]]:
+        """:meth:`predecessors` of every node, by node index (made once per view)."""
+        return self.memo("predecessors", lambda: [self._predecessors(op) for op in self.ops])
 
     def successors(self, index: int) -> tuple[int, ...]:
         """Nodes that read a non-weight value this node writes."""

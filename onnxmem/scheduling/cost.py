@@ -163,7 +163,7 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     tid, size, pinned, members = _classes(view, io, alignment, source)
     # whether a class may be written over: asked only of the classes an in-place node reads
     writable = functools.cache(lambda k: group_writable(view, members[k], out_set))
-    real, free, local = _memory_ops(view)
+    real, free, at = _memory_ops(view)
     n = len(real)
     producer = [-1] * len(size)
     outs, reads, preds, ip = Rows(), Rows(), Rows(), Rows()
@@ -171,7 +171,7 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
     # each row appended straight to its flat arrays (Rows.append, inlined: one row per node)
     o_data, o_start, r_data, r_start = outs.data, outs.start, reads.data, reads.start
     i_data, i_start = ip.data, ip.start
-    ops, predecessors = view.ops, view.predecessors
+    ops, predecessors = view.ops, view.all_predecessors()
     for v, gi in enumerate(real):
         op = ops[gi]
         row: list[int] = []
@@ -196,8 +196,8 @@ def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64
                 disc[v] = size[tid[op.outputs[0]]]
                 i_data.extend(over)
         i_start.append(len(i_data))
-        preds.append([local[p] for p in predecessors(gi)])
-    del tid, local, sharing, writable
+        preds.append([at[p] for p in predecessors[gi]])
+    del tid, at, sharing, writable
     consumers, succs = transpose(reads, len(size)), transpose(preds, n)
     base = 0
     first_extra = 0
@@ -263,20 +263,21 @@ def _classes(view: GraphView, io: str, alignment: int,
     return tid, size, pinned, members
 
 
-def _memory_ops(view: GraphView) -> tuple[list[int], list[int], dict[int, int]]:
-    """``(nodes that touch an activation, nodes that touch only weights, node -> its local index)``."""
+def _memory_ops(view: GraphView) -> tuple[list[int], list[int], list[int]]:
+    """``(nodes that touch an activation, nodes that touch only weights, node -> its local
+    index)``: the last a list by node index (-1 for a node that touches only weights)."""
     real: list[int] = []
     free: list[int] = []
-    local: dict[int, int] = {}
+    at = [-1] * len(view.ops)
     # the names of the values that are no weight (no value is named "": an omitted output is no tensor)
     memory = {name for name, t in view.tensors.items() if t.kind != "weight"}.isdisjoint
     for op in view.ops:
         if memory(op.reads) and memory(op.outputs):
             free.append(op.index)
         else:
-            local[op.index] = len(real)
+            at[op.index] = len(real)
             real.append(op.index)
-    return real, free, local
+    return real, free, at
 
 
 def _overwritable_classes(view: GraphView, op: Op, found: tuple[AliasRule, tuple[str, ...]],
