@@ -101,3 +101,14 @@ def test_record_makes_a_slotted_dataclass_that_compares_by_value():
 
     assert Pair(1) == Pair(1, 0) and hash(Pair(1)) == hash(Pair(1, 0)) and Pair(1) != Pair(2)
     assert Pair.__slots__ == ("left", "right")
+
+
+@pytest.mark.parametrize("inputs", [(), ("a",), ("",), ("a", "a"), ("a", ""), ("", "a"), ("a", "b"),
+                                    ("a", "b", "a"), ("a", "", "b"), ("a", "b", "c")])
+@pytest.mark.parametrize("captures", [(), ("a",), ("z",)])
+def test_a_node_reads_each_value_once_in_first_use_order(inputs, captures):
+    op = Op(0, "n", "X", "", inputs, ("o",), captures)
+    want = tuple(dict.fromkeys(n for n in inputs + captures if n))
+    assert op.reads == want
+    if want == inputs:
+        assert op.reads is op.inputs  # one tuple for both

@@ -34,7 +34,7 @@ from onnxmem.graph import (
     read_assumed,
     with_regions,
 )
-from onnxmem.model import file_sha256, graph_inputs, load_model, with_values
+from onnxmem.model import caller_state, file_sha256, graph_inputs, load_model, with_values
 from onnxmem.planning.bodies import (
     BodyPlan,
     InsideOption,
@@ -215,6 +215,8 @@ def _plan_loaded(
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     say("inferring shapes")
+    if opts.caller is None:  # the roles of the graph inputs, found once for the checkpoint and the view
+        opts = replace(opts, caller=caller_state(model))
     opts = with_checkpoint(model, path, opts)
     if opts.inputs:
         from onnxmem.runtime.inputs import bind_input_shapes
