@@ -77,10 +77,11 @@ def live_overlaps(starts: Sequence[int], ends: Sequence[int], lows: Sequence[int
     index), ``j`` live already, by descending offset.
 
     One sweep: the blocks that ended are dropped from an active set sorted by offset, and each
-    block is looked up in it before it joins. While no pair has been found the active set is
-    disjoint, so the walk down from the block's end stops at the first active block below its
-    offset: ``O(n log n)`` however many blocks are live at once. Once a pair is found, the walk
-    goes down to the widest block's reach."""
+    block is looked up in it before it joins. While every pair found was of two blocks of the
+    same bytes (a value written in place over another, a view of it), the active set's distinct
+    blocks are disjoint, so the walk down from the block's end stops at the first active block
+    below its offset: ``O(n log n)`` however many blocks are live at once. Once a pair of other
+    bytes is found, the walk goes down to the widest block's reach."""
     widest = max((h - lo for lo, h in zip(lows, highs)), default=0)
     ending: list[tuple[int, int, int]] = []  # (end, offset, index): a min-heap
     active = SortedBlocks()  # (offset, index)
@@ -94,7 +95,8 @@ def live_overlaps(starts: Sequence[int], ends: Sequence[int], lows: Sequence[int
             if off < lo and (highs[j] <= lo if not found else off + widest <= lo):
                 break  # disjoint below (no pair yet), or past the widest block's reach
             if highs[j] > lo:
-                found = True
+                # a block of the same bytes keeps the distinct blocks disjoint: the walk stays short
+                found = found or off != lo or highs[j] != highs[i]
                 yield j, i
         active.add((lo, i))
         heapq.heappush(ending, (ends[i], lo, i))
