@@ -508,24 +508,27 @@ def shared_layout(view: GraphView, order: Sequence[int], io: str = "internal", a
 def shared_liveness(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64) -> Liveness:
     """``build_liveness`` of the layout :func:`shared_layout` chooses, the same result: where the
     choice built it already (the layout with Concat inputs placed, when it is kept), that one."""
-    layout, built = _shared(view, order, io, alignment, None)
-    return built if built is not None else build_liveness(view, order, layout, io=io, alignment=alignment)
+    layout, built, last = _shared(view, order, io, alignment, None)
+    return built if built is not None else build_liveness(view, order, layout, io=io, alignment=alignment,
+                                                          last_read=last)
 
 
 def _shared(view: GraphView, order: Sequence[int], io: str, alignment: int,
-            hb: ReadAfter | None) -> tuple[AliasLayout, Liveness | None]:
+            hb: ReadAfter | None) -> tuple[AliasLayout, Liveness | None, Mapping[str, int]]:
     """:func:`shared_layout`'s layout, with its liveness where the choice built it (else ``None``;
-    the two layouts' livenesses are built one after the other, never both held)."""
+    the two layouts' livenesses are built one after the other, never both held), and the
+    order's :func:`last_reads` (for the liveness the caller builds)."""
     flat_groups = _find(view, order, io, alignment, False, hb=hb)[1]
+    last = flat_groups.last
     flat = _layout(view, order, flat_groups)
     if not any(view.ops[i].op_type == "Concat" for i in order):
-        return flat, None  # nothing to place
+        return flat, None, last  # nothing to place
     nested = _layout(view, order, _find(view, order, io, alignment, True, flat=flat_groups, hb=hb)[1])
     if not nested.offsets and nested.groups == flat.groups:
-        return flat, None
-    bound = lower_bound(build_liveness(view, order, flat, io=io, alignment=alignment).problem)
-    built = build_liveness(view, order, nested, io=io, alignment=alignment)
-    return (nested, built) if lower_bound(built.problem) <= bound else (flat, None)
+        return flat, None, last
+    bound = lower_bound(build_liveness(view, order, flat, io=io, alignment=alignment, last_read=last).problem)
+    built = build_liveness(view, order, nested, io=io, alignment=alignment, last_read=last)
+    return (nested, built, last) if lower_bound(built.problem) <= bound else (flat, None, last)
 
 
 def alias_groups(view: GraphView, order: Sequence[int], io: str = "internal") -> dict[str, tuple[str, ...]]:

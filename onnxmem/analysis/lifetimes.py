@@ -71,9 +71,10 @@ def last_reads(view: GraphView, order: Sequence[int]) -> dict[str, int]:
 
 
 def tensor_lifetimes(
-    view: GraphView, order: Sequence[int], io: str = "internal"
+    view: GraphView, order: Sequence[int], io: str = "internal", last_read: Mapping[str, int] | None = None,
 ) -> dict[str, tuple[int, int]]:
-    """``{tensor: (start, end)}`` for every tensor the arena holds (the module's rule).
+    """``{tensor: (start, end)}`` for every tensor the arena holds (the module's rule);
+    ``last_read``: :func:`last_reads` of ``order``, where the caller has it.
 
     Example: for ``a = Relu(x); y = Sigmoid(a)`` with ``x`` a graph input and
     ``y`` the graph output, the order ``(0, 1)`` gives ``x: (0, 1)``,
@@ -82,7 +83,8 @@ def tensor_lifetimes(
     check_io(io)
     horizon = max(len(order), 1)
     step = {op: k for k, op in enumerate(order)}
-    last_read = last_reads(view, order)
+    if last_read is None:
+        last_read = last_reads(view, order)
     out_set = set(view.outputs)
     lifetimes: dict[str, tuple[int, int]] = {}
     for t in arena_tensors(view, io):

@@ -103,8 +103,10 @@ def build_liveness(
     *,
     io: str = "internal",
     alignment: int = 64,
+    last_read: Mapping[str, int] | None = None,
 ) -> Liveness:
-    """Lifetimes of every planned tensor and the problem over their groups.
+    """Lifetimes of every planned tensor and the problem over their groups (``last_read``:
+    :func:`onnxmem.analysis.lifetimes.last_reads` of ``order``, where the caller has it).
 
     ``layout`` maps a group id to member tensors that share bytes, each at
     its offset inside the group's buffer (absent: 0); a tensor in no group
@@ -114,7 +116,7 @@ def build_liveness(
     """
     if alignment < 1:
         raise ModelError(f"--alignment {alignment} must be 1 or more")
-    lifetimes = tensor_lifetimes(view, order, io)
+    lifetimes = tensor_lifetimes(view, order, io, last_read)
     member_of: dict[str, str] = {}
     for gid, shared in (layout.groups if layout is not None else {}).items():
         for m in shared:
