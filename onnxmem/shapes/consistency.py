@@ -40,6 +40,7 @@ _FIX = ("check the values its shapes come from (a Reshape target: an initializer
 def check_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> None:
     """``ShapeError`` for the first Reshape, MatMul or FusedMatMul of ``model``'s graph whose
     shapes in ``known`` (dtype, shape) onnxruntime would refuse (the module doc)."""
+    passed: set[tuple[object, ...]] = set()  # the (op, shapes) that passed: a deep network repeats them
     for node in model.graph.node:
         op = node.op_type
         if op not in _CHECKED:  # the op type alone first: most nodes are none of these
@@ -48,18 +49,22 @@ def check_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[in
             continue
         domain = node.domain
         if op == "Reshape" and domain in ("", "ai.onnx"):
-            _check_reshape(node, known)
+            _check_reshape(node, known, passed)
         elif (domain, op) in (("", "MatMul"), ("ai.onnx", "MatMul"), ("com.microsoft", "FusedMatMul")):
-            _check_product(node, known)
+            _check_product(node, known, passed)
 
 
 def _label(node: onnx.NodeProto) -> str:
     return f"{node.op_type} node {show_name(node.name or node.output[0])}"
 
 
-def _check_reshape(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> None:
+def _check_reshape(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[int, ...]]],
+                   passed: set[tuple[object, ...]]) -> None:
     data, out = known.get(node.input[0]), known.get(node.output[0])
     if data is None or out is None:
+        return
+    seen = ("Reshape", data[1], out[1])
+    if seen in passed:
         return
     have, made = math.prod(data[1]), math.prod(out[1])
     if have != made:
@@ -68,15 +73,21 @@ def _check_reshape(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[in
             f"{list(out[1])} ({made:,}), which onnxruntime refuses; check the value of its target "
             f"{show_name(node.input[1])} (an initializer, or a training checkpoint's frozen parameter: "
             "--checkpoint PATH)")
+    passed.add(seen)
 
 
-def _check_product(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> None:
+def _check_product(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[int, ...]]],
+                   passed: set[tuple[object, ...]]) -> None:
     ins = node.input
     a, b, out = known.get(ins[0]), known.get(ins[1]), known.get(node.output[0])
     if a is None or b is None or out is None:
         return
     sa, sb = a[1], b[1]
-    if node.op_type == "MatMul":
+    matmul = node.op_type == "MatMul"
+    seen = ("MatMul", sa, sb, out[1])
+    if matmul and seen in passed:
+        return
+    if matmul:
         dims = matmul_dims(sa, sb)
     elif any(at.name in ("transBatchA", "transBatchB") and at.i for at in node.attribute):
         return
@@ -84,6 +95,8 @@ def _check_product(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[in
         [typed] = fused_matmul(node, [a, b], [])
         dims = None if typed is None else typed[1]
     if dims is not None and tuple(dims) == tuple(out[1]):
+        if matmul:
+            passed.add(seen)
         return
     operands = f"{show_name(ins[0])} {list(sa)} and {show_name(ins[1])} {list(sb)}"
     if dims is None:
