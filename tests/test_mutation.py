@@ -96,10 +96,10 @@ def test_corrupted_plans_are_caught(path):
 def _cut_last_use(original):
     """A wrong liveness rule: every value dies one step before its last reader runs."""
 
-    def wrong(view, order, io="internal"):
+    def wrong(view, order, io="internal", last_read=None):
         out = {}
         outputs = set(view.outputs)
-        for name, (start, end) in original(view, order, io).items():
+        for name, (start, end) in original(view, order, io, last_read).items():
             out[name] = (start, end) if name in outputs or end - 1 <= start else (start, end - 1)
         return out
 

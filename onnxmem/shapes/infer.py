@@ -461,10 +461,7 @@ def top_level_values(model: onnx.ModelProto) -> list[str]:
             seen.add(vi.name)
     outputs = dict.fromkeys(chain.from_iterable(n.output for n in g.node))  # each once, in file order
     outputs.pop("", None)
-    if seen:
-        names.extend(o for o in outputs if o not in seen)
-    else:
-        names.extend(outputs)
+    names.extend((o for o in outputs if o not in seen) if seen else outputs)
     return names
 
 
