@@ -1,35 +1,15 @@
 """The sweep that finds the blocks live at one time that share a byte
 (:func:`onnxmem.core.sortedblocks.live_overlaps`), against every pair checked one by one and
-against the sweep that walks to the widest block's reach after any pair."""
+the order its doc gives, and the length of its walk."""
 
 from __future__ import annotations
 
-import heapq
 import random
 
 import pytest
 
 import onnxmem.core.sortedblocks as blocks
 from onnxmem.core.sortedblocks import SortedBlocks, live_overlaps
-
-
-def _widest_walk(starts, ends, lows, highs):
-    """The sweep that leaves the short walk at the first pair found, whatever its bytes."""
-    widest = max((h - lo for lo, h in zip(lows, highs)), default=0)
-    ending, active, found = [], SortedBlocks(), False
-    for i in sorted(range(len(starts)), key=starts.__getitem__):
-        while ending and ending[0][0] <= starts[i]:
-            _, off, j = heapq.heappop(ending)
-            active.remove((off, j))
-        lo = lows[i]
-        for off, j in active.below((highs[i], -1)):
-            if off < lo and (highs[j] <= lo if not found else off + widest <= lo):
-                break
-            if highs[j] > lo:
-                found = True
-                yield j, i
-        active.add((lo, i))
-        heapq.heappush(ending, (ends[i], lo, i))
 
 
 def _blocks(rng, n, same):
@@ -48,13 +28,17 @@ def _blocks(rng, n, same):
 
 @pytest.mark.parametrize("block", [1, 2, 512])
 @pytest.mark.parametrize("same", [True, False])
-def test_the_sweep_finds_every_pair_and_in_the_order_of_the_widest_walk(monkeypatch, block, same):
+def test_the_sweep_finds_every_pair_in_the_order_of_its_doc(monkeypatch, block, same):
     monkeypatch.setattr(blocks, "BLOCK", block)
     rng = random.Random(block * 2 + same)
     for _ in range(300):
         starts, ends, lows, highs = _blocks(rng, rng.randint(0, 40), same)
         got = list(live_overlaps(starts, ends, lows, highs))
-        assert got == list(_widest_walk(starts, ends, lows, highs))
+        # ``i`` in the order of starts (ties by index), each ``i``'s pairs together, its ``j`` by
+        # descending offset (ties by index)
+        rank = {i: r for r, i in enumerate(sorted(range(len(starts)), key=starts.__getitem__))}
+        keys = [(rank[i], -lows[j], -j) for j, i in got]
+        assert keys == sorted(keys)
         n = len(starts)
         want = {frozenset((a, b)) for a in range(n) for b in range(a + 1, n)
                 if starts[a] < ends[b] and starts[b] < ends[a] and lows[a] < highs[b] and lows[b] < highs[a]}
@@ -64,7 +48,8 @@ def test_the_sweep_finds_every_pair_and_in_the_order_of_the_widest_walk(monkeypa
 def test_blocks_of_the_same_bytes_keep_the_walk_short(monkeypatch):
     # 500 small blocks live throughout below a chain of values each written in place over the
     # last (every pair of the same bytes), and one wide block, early and far away: the walk of
-    # each link stops at the first small block, where the widest walk went through all of them
+    # each link stops at the first small block, where a walk to the widest block's reach would
+    # go through all of them
     small, chain = 500, 300
     starts = [0] + [0] * small + list(range(1, chain + 1))
     ends = [1] + [chain + 2] * small + [k + 2 for k in range(1, chain + 1)]
@@ -82,7 +67,4 @@ def test_blocks_of_the_same_bytes_keep_the_walk_short(monkeypatch):
     pairs = list(live_overlaps(starts, ends, lows, highs))
     first = 1 + small
     assert pairs == [(first + k - 1, first + k) for k in range(1, chain)]
-    assert walked[0] <= 3 * (small + chain)
-    walked[0] = 0
-    assert list(_widest_walk(starts, ends, lows, highs)) == pairs
-    assert walked[0] > small * (chain - 2)  # the walk it no longer makes
+    assert walked[0] <= 3 * (small + chain)  # the widest walk went through 500 blocks a link

@@ -40,14 +40,7 @@ class Op:
 
     def __post_init__(self) -> None:
         inputs = self.inputs  # most nodes read each input once, and none is omitted: no pass
-        if self.captures:
-            plain = False
-        elif len(inputs) == 1:
-            plain = inputs[0] != ""
-        elif len(inputs) == 2:
-            plain = inputs[0] != inputs[1] and inputs[0] != "" and inputs[1] != ""
-        else:
-            plain = "" not in inputs and len(set(inputs)) == len(inputs)
+        plain = not self.captures and "" not in inputs and (len(inputs) == 1 or len(set(inputs)) == len(inputs))
         reads = inputs if plain else tuple(dict.fromkeys(n for n in inputs + self.captures if n))
         object.__setattr__(self, "reads", self.inputs if reads == self.inputs else reads)  # one tuple for both
 

@@ -381,8 +381,6 @@ class Piece:
         def read_later(t: int) -> bool:
             if last is not None:
                 return last[t] > ran.k  # type: ignore[union-attr]
-            if whole:  # every reader is in the piece
-                return False
             found = kept.get(t)
             if found is None:
                 found = kept[t] = any(c not in loc and not (ran is not None and ran[c]) for c in graph.consumers[t])
@@ -407,7 +405,7 @@ class Piece:
                 inside = producer[t] in loc
                 if inside:
                     h += size[t]
-                if pinned[t] or (not whole and read_later(t)):
+                if pinned[t] or (not whole and read_later(t)):  # the whole graph: every reader is in it
                     continue
                 if t not in slot:
                     slot[t] = len(rem0)
