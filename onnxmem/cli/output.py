@@ -70,10 +70,24 @@ def plan_summary(plan: MemoryPlan) -> list[str]:
            "that may be live at once)"] if plan.extra.get("concurrency") == "dag" else []),
         *([f"file order   lower bound {fmt_bytes(plan.extra['file_order_lower_bound'])}"]
           if "file_order_lower_bound" in plan.extra else []),
+        *_any_order_line(plan),
         f"arena        {fmt_bytes(plan.arena_size)}   {gap} ({status})",
         f"time         plan {plan.plan_seconds:.3f} s   solver {one_line(str(plan.solver['name']))} "
         f"{plan.solver['seconds']:.3f} s",
     ]
+
+
+def _any_order_line(plan: MemoryPlan) -> list[str]:
+    """``any order    lower bound N`` (``extra.any_order_lower_bound``): the bytes no order of the
+    graph goes below (:mod:`onnxmem.scheduling.anyorder`), and whether the plan's order is at it."""
+    every = plan.extra.get("any_order_lower_bound")
+    if not isinstance(every, int) or isinstance(every, bool):
+        return []
+    if every >= plan.lower_bound:
+        note = "the order's bound is at it: no order needs less"
+    else:
+        note = f"no order needs less; the order's bound is {(plan.lower_bound - every) / max(every, 1) * 100:+.2f}% above it"
+    return [f"any order    lower bound {fmt_bytes(every)}   ({note})"]
 
 
 def _checkpoint_line(plan: MemoryPlan) -> list[str]:

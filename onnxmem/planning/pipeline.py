@@ -52,6 +52,7 @@ from onnxmem.planning.compose import compose, solve_layout
 from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
 from onnxmem.proof.plan import prove_plan, walk_bodies
 from onnxmem.scheduling import ORDERS, stable_topological_order
+from onnxmem.scheduling.anyorder import any_order_bound
 from onnxmem.scheduling.cost import order_peak
 from onnxmem.shapes import ShapeInfo, infer_shapes
 
@@ -359,7 +360,9 @@ def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeI
             plan.lower_bound if file_order == order
             else order_peak(view, file_order, opts.io, opts.alignment, inplace=opts.inplace)
         )
-        plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound})
+        every = any_order_bound(view, opts.io, opts.alignment, inplace=opts.inplace)
+        plan = replace(plan, extra={**plan.extra, "file_order_lower_bound": file_bound,
+                                    **({"any_order_lower_bound": every} if every is not None else {})})
     else:  # every schedule: no order has a bound of its own
         plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
     plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view),

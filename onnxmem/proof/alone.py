@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from onnxmem.core.errors import show_name
 from onnxmem.core.problem import Buffer, Problem, validate
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
-from onnxmem.proof.finding import Finding, bound_findings
+from onnxmem.proof.finding import Finding, bound_findings, order_bound_findings
 
 __all__ = ["prove_plan_alone"]
 
@@ -48,6 +48,8 @@ def prove_plan_alone(plan: MemoryPlan, *, limit: int | None = None) -> list[Find
         found += _overlaps(tensors, _joined(plan, graph), graph)
         if limit is not None and len(found) >= limit:
             return found[:limit]
+    if not found:
+        found = order_bound_findings(plan)
     return found[:limit] if limit else found
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from onnxmem.plans.point import MemoryPlan
 
-__all__ = ["Finding", "Lifetimes", "bound_findings"]
+__all__ = ["Finding", "Lifetimes", "bound_findings", "order_bound_findings"]
 
 #: ``{value: (start, end, last reader)}``: a value's true steps ``[start, end)`` under an order
 Lifetimes = Mapping[str, tuple[int, int, "int | None"]]
@@ -47,3 +47,20 @@ def bound_findings(plan: MemoryPlan) -> list[Finding]:
         return []
     return [Finding("arena", None, f"the plan's lower bound {plan.lower_bound:,} B is above its arena of "
                     f"{plan.arena_size:,} B; no plan uses less than the bytes live at its fullest step")]
+
+
+def order_bound_findings(plan: MemoryPlan) -> list[Finding]:
+    """The plan's bound for every order (``extra.any_order_lower_bound``) above its own order's
+    bound or the file order's, which it bounds. The provers ask it last, of a plan that breaks no
+    other rule: a layout that breaks one often lowers its own bound below it too, and the rule
+    it breaks is the finding to read."""
+    found: list[Finding] = []
+    every = plan.extra.get("any_order_lower_bound")
+    if isinstance(every, int) and not isinstance(every, bool):
+        for key, what in (("lower_bound", "its own order's bound"), ("file_order_lower_bound", "the file order's bound")):
+            own = plan.lower_bound if key == "lower_bound" else plan.extra.get(key)
+            if isinstance(own, int) and not isinstance(own, bool) and every > own:
+                found.append(Finding("arena", None, f"the plan's bound for every order ({every:,} B, "
+                                     f"extra.any_order_lower_bound) is above {what} ({own:,} B); a bound for "
+                                     "every order holds for each of them: replan the model"))
+    return found

@@ -93,7 +93,7 @@ from onnxmem.analysis.aliasing import RULES
 from onnxmem.graph import Body, GraphView, Tensor, bound_outputs, child_path, inside_outputs
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
 from onnxmem.proof.concurrency import concurrency_findings
-from onnxmem.proof.finding import Finding, Lifetimes, bound_findings
+from onnxmem.proof.finding import Finding, Lifetimes, bound_findings, order_bound_findings
 from onnxmem.proof.sharing import object_findings, sharing_findings
 
 __all__ = ["VIEW_OPS", "Finding", "plan_regions", "prove_plan", "true_lifetimes", "walk_bodies"]
@@ -237,6 +237,8 @@ def prove_plan(plan: MemoryPlan, view: GraphView, *, limit: int | None = None,
                   for f in _prove_level(level, body.view, None if limit is None else limit - len(found), where,
                                         f"the region of node {owner.name!r}",
                                         inside=inside.get(body.path, frozenset()))]
+    if not found:
+        found = order_bound_findings(plan)
     return found[:limit] if limit else found
 
 
