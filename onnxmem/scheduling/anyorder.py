@@ -102,10 +102,10 @@ def _first_step(graph: OrderGraph, skipped: frozenset[int]) -> int:
     """The bytes live at the first step of every order: every graph input (those nothing reads
     too), and, where no weight-only node may run first, the outputs of a node without
     predecessors (the smallest such, less its in-place saving)."""
-    inputs = graph.base + graph.first_extra
+    sizes = graph.size
+    inputs = sum(sizes[k] for k, p in enumerate(graph.producer) if p < 0 and k not in skipped)
     if graph.free:
         return inputs
-    sizes = graph.size
     first = min(sum(sizes[k] for k in set(graph.outs[v]) - skipped) - graph.disc[v]
                 for v in range(graph.n) if not graph.preds[v])
     return inputs + max(first, 0)
