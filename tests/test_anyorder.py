@@ -5,6 +5,7 @@ held to by the proof."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -108,3 +109,17 @@ def test_a_graph_with_subgraphs_is_planned_without_it():
     assert planned.view.bodies
     assert "any_order_lower_bound" not in planned.plan.extra
     assert any_order_bound(planned.view) is None
+
+
+@pytest.mark.slow
+def test_never_above_the_best_order_of_600_random_graphs():
+    """``make test-slow``: 600 random graphs of up to 8 nodes, every setting, against every order."""
+    for seed in range(600):
+        view = random_view(seed + 5000, n=random.Random(seed).randint(1, 8))
+        orders = list(all_topological_orders(view))
+        for io in ("internal", "external"):
+            for alignment in (1, 64):
+                for inplace in (False, True):
+                    bound = any_order_bound(view, io, alignment, inplace)
+                    best = min(order_peak(view, o, io, alignment, inplace=inplace) for o in orders)
+                    assert bound is not None and bound <= best, (seed, io, alignment, inplace)
