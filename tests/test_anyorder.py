@@ -123,3 +123,14 @@ def test_never_above_the_best_order_of_600_random_graphs():
                     bound = any_order_bound(view, io, alignment, inplace)
                     best = min(order_peak(view, o, io, alignment, inplace=inplace) for o in orders)
                     assert bound is not None and bound <= best, (seed, io, alignment, inplace)
+
+
+def test_a_bound_that_is_not_a_count_of_bytes_is_refused_by_the_schema(tmp_path):
+    out = tmp_path / "p.json"
+    assert run("plan", str(MODELS / "inception_block.onnx"), "-o", str(out)).exit_code == 0
+    data = json.loads(out.read_text())
+    data["extra"]["any_order_lower_bound"] = "many"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    r = run("show", str(bad))
+    assert r.exit_code == 1 and "field 'extra/any_order_lower_bound': 'many' is not of type 'integer'" in r.output
