@@ -26,6 +26,8 @@ from onnxmem.graph.ops import Op
 from onnxmem.graph.view import Tensor
 from onnxmem.plans.point import OutsideValue, PlannedTensor
 
+from .helpers import HANG_S
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: one record of each class a plan makes in bulk, and a field to change
@@ -85,7 +87,7 @@ def test_mypy_refuses_an_assignment_to_a_field_of_a_record(tmp_path):
     """))
     out = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"),
-         str(src)], capture_output=True, text=True, cwd=ROOT, timeout=300,
+         str(src)], capture_output=True, text=True, cwd=ROOT, timeout=HANG_S,  # a hang guard, not a speed limit
     )
     errors = [line for line in out.stdout.splitlines() if ": error:" in line]
     # one error, the assignment's, on its line; construction and reads type-check

@@ -54,13 +54,11 @@ def order_bound_findings(plan: MemoryPlan) -> list[Finding]:
     bound or the file order's, which it bounds. The provers ask it last, of a plan that breaks no
     other rule: a layout that breaks one often lowers its own bound below it too, and the rule
     it breaks is the finding to read."""
-    found: list[Finding] = []
     every = plan.extra.get("any_order_lower_bound")
-    if isinstance(every, int) and not isinstance(every, bool):
-        for key, what in (("lower_bound", "its own order's bound"), ("file_order_lower_bound", "the file order's bound")):
-            own = plan.lower_bound if key == "lower_bound" else plan.extra.get(key)
-            if isinstance(own, int) and not isinstance(own, bool) and every > own:
-                found.append(Finding("arena", None, f"the plan's bound for every order ({every:,} B, "
-                                     f"extra.any_order_lower_bound) is above {what} ({own:,} B); a bound for "
-                                     "every order holds for each of them: replan the model"))
-    return found
+    if not isinstance(every, int) or isinstance(every, bool):
+        return []
+    bounds = ((plan.lower_bound, "its own order's bound"),
+              (plan.extra.get("file_order_lower_bound"), "the file order's bound"))
+    return [Finding("arena", None, f"the plan's bound for every order ({every:,} B, extra.any_order_lower_bound) "
+                    f"is above {what} ({own:,} B); a bound for every order holds for each of them: replan the model")
+            for own, what in bounds if isinstance(own, int) and not isinstance(own, bool) and every > own]

@@ -37,12 +37,13 @@ import numpy as np
 from onnxmem.analysis.alias_rules import concat_slices
 from onnxmem.core.toposort import stable_order
 from onnxmem.graph import GraphView
-from onnxmem.scheduling.cost import OrderGraph, build_order_graph
+from onnxmem.scheduling.cost import KEPT_NODES, OrderGraph, order_graph
 
 __all__ = ["MAX_NODES", "any_order_bound", "order_graph_bound"]
 
-#: the most nodes a graph may have for :func:`any_order_bound`
-MAX_NODES = 4096
+#: the most nodes a graph may have for :func:`any_order_bound` (those whose search graph the
+#: order search leaves on the view, :func:`onnxmem.scheduling.cost.order_graph`)
+MAX_NODES = KEPT_NODES
 
 
 def any_order_bound(view: GraphView, io: str = "internal", alignment: int = 64,
@@ -54,7 +55,7 @@ def any_order_bound(view: GraphView, io: str = "internal", alignment: int = 64,
         return None
     if view.bodies or view.regions:
         return None  # a node's subgraphs live in a region the plan lays out around the node's step
-    return order_graph_bound(build_order_graph(view, io, alignment, inplace))
+    return order_graph_bound(order_graph(view, io, alignment, inplace))
 
 
 def order_graph_bound(graph: OrderGraph) -> int | None:
@@ -117,7 +118,7 @@ def _last_step(graph: OrderGraph, skipped: frozenset[int]) -> int:
     less its in-place saving)."""
     sizes, pinned = graph.size, graph.pinned
     outputs = sum(sizes[k] for k in range(len(sizes)) if pinned[k] and k not in skipped)
-    last = min(sum(sizes[k] for k in {*graph.outs[v], *graph.reads[v]} - skipped if not pinned[k]) - graph.disc[v]
+    last = min(sum(sizes[k] for k in _touched(graph, v, skipped) if not pinned[k]) - graph.disc[v]
                for v in range(graph.n) if not graph.succs[v])
     return outputs + max(last, 0)
 
@@ -125,8 +126,12 @@ def _last_step(graph: OrderGraph, skipped: frozenset[int]) -> int:
 def _own_bytes(graph: OrderGraph, v: int, skipped: frozenset[int]) -> int:
     """The bytes of the classes node ``v`` writes and reads, each once, less what an in-place
     write may save there."""
-    classes = {*graph.outs[v], *graph.reads[v]} - skipped
-    return sum(graph.size[k] for k in classes) - graph.disc[v]
+    return sum(graph.size[k] for k in _touched(graph, v, skipped)) - graph.disc[v]
+
+
+def _touched(graph: OrderGraph, v: int, skipped: frozenset[int]) -> set[int]:
+    """The classes node ``v`` writes or reads, each once, but those left out."""
+    return {*graph.outs[v], *graph.reads[v]} - skipped
 
 
 def _concat_inputs(graph: OrderGraph) -> frozenset[int]:

@@ -68,10 +68,8 @@ from onnxmem.core.rows import Rows, row_max, transpose
 from onnxmem.core.toposort import stable_order
 from onnxmem.graph import GraphView, Op
 
-__all__ = [
-    "Cuts", "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments", "order_peak", "segment_pieces",
-    "simulate", "topological",
-]
+__all__ = ["KEPT_NODES", "Cuts", "OrderGraph", "Piece", "RanBefore", "build_order_graph", "forced_segments",
+           "order_graph", "order_peak", "segment_pieces", "simulate", "topological"]
 
 #: remaining-reader count of a tensor a piece never frees
 NEVER = 1 << 30
@@ -152,6 +150,17 @@ class OrderGraph:
         floor = self.base + self.first_extra if self.free else 0
         rel, _ = simulate(self.root(), local_order)
         return max(floor, self.base + rel)
+
+
+KEPT_NODES = 4096  # graphs of at most this many nodes keep their search graph on the view (:func:`order_graph`)
+
+
+def order_graph(view: GraphView, io: str = "internal", alignment: int = 64, inplace: bool = False) -> OrderGraph:
+    """:func:`build_order_graph`, kept on the view for graphs of at most :data:`KEPT_NODES` nodes (the
+    order search and :mod:`onnxmem.scheduling.anyorder` ask for the same one); larger ones: built anew."""
+    if len(view.ops) > KEPT_NODES:
+        return build_order_graph(view, io, alignment, inplace)
+    return view.memo(("order_graph", io, alignment, inplace), lambda: build_order_graph(view, io, alignment, inplace))
 
 
 def build_order_graph(view: GraphView, io: str = "internal", alignment: int = 64,

@@ -64,6 +64,7 @@ from onnxmem.scheduling.cost import (
     Piece,
     RanBefore,
     build_order_graph,
+    order_graph,
     order_peak,
     simulate,
 )
@@ -256,7 +257,7 @@ def auto_order(view: GraphView, options: OrderOptions) -> tuple[int, ...]:
     budget = AUTO_TIMEOUT if options.timeout is None else options.timeout
     clock = _Clock(budget)
     file_order = stable_topological_order(view)
-    graph = build_order_graph(view, options.io, options.alignment, options.inplace)
+    graph = order_graph(view, options.io, options.alignment, options.inplace)
     if graph.n <= 1:
         return file_order
     local_of = {g: i for i, g in enumerate(graph.real)}
