@@ -11,9 +11,12 @@ $(VENV)/bin/python:
 # compiles nothing: the search kernels come compiled ahead of time for any x86-64 processor
 # (onnxmem/core/_aot_generic*.so, shipped; see onnxmem/core/_native.py and docs/speed.md), and
 # pip compiles no bytecode (--no-compile): Python compiles a module the first time it is imported,
-# so the dependencies' modules no command loads (most of sympy, matplotlib, mypy) never are
+# so the dependencies' modules no command loads (most of sympy, matplotlib, mypy) never are. The
+# last step stores the code of the methods dataclasses writes for the package's classes
+# (onnxmem/core/classcode.py: about 55 ms of every command's start)
 install: $(VENV)/bin/python
 	$(PYTHON) -m pip install -q --no-compile -c constraints.txt -e ".[dev]"
+	$(PYTHON) -m onnxmem.core.classcode
 
 # the search kernels compiled for this machine's processor (onnxmem/core/_aot*.so, used first when present)
 .PHONY: kernels kernels-generic kernels-generic-all

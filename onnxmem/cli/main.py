@@ -19,6 +19,7 @@ from typing import Any, Iterator, Mapping
 import click
 
 from onnxmem import __version__
+from onnxmem.core.classcode import compiled_once
 from onnxmem.core.errors import OnnxmemError, one_line
 
 #: command name -> the module that defines it, as ``module:attribute``
@@ -110,7 +111,8 @@ class LazyGroup(click.Group):
         gc.set_threshold(*GC_THRESHOLDS)
         _FREEZE = _FREEZE or freezes
         try:
-            return super().main(*args, **kwargs)
+            with compiled_once():
+                return super().main(*args, **kwargs)
         finally:
             gc.set_threshold(*before)
             if freezes:

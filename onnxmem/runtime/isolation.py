@@ -47,6 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from onnxmem.core.classcode import compiled_once
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, one_line
 
 __all__ = [
@@ -410,30 +411,31 @@ def _serve(conn: Any, label: Any, started: Any, limits: RunLimits) -> None:
     die_with_parent()
     if limits.address_space:
         _limit_address_space(limits.memory)
-    for name in WARM_MODULES:  # loaded while the parent reads and plans, not when the first call comes
-        importlib.import_module(name)
-    while True:
-        try:
-            fn, args, kwargs, seconds = conn.recv()
-        except (EOFError, OSError):
-            return
-        _limits = dataclasses.replace(limits, seconds=seconds)
-        try:
-            reply: tuple[str, Any] = ("ok", fn(*args, **kwargs))
-        except OnnxmemError as exc:
-            reply = ("error", exc)
-        except MemoryError:
-            reply = ("error", RuntimeBackendError(
-                f"onnxmem ran out of memory during {_label_of(label)} (its onnxruntime process may use the "
-                "host memory that was available when it started); give smaller input shapes (--input-shape, --dim)"))
-        except Exception:  # noqa: BLE001 - a bug in onnxmem: its traceback goes to the parent
-            reply = ("bug", traceback.format_exc())
-        _runs.clear()
-        _publish("onnxmem's own work", 0.0)
-        try:
-            conn.send(reply)
-        except Exception:  # noqa: BLE001 - a result that cannot be pickled is a bug too
-            conn.send(("bug", traceback.format_exc()))
+    with compiled_once():  # a spawned child makes the dataclasses of what it loads from the store
+        for name in WARM_MODULES:  # loaded while the parent reads and plans, not when the first call comes
+            importlib.import_module(name)
+        while True:
+            try:
+                fn, args, kwargs, seconds = conn.recv()
+            except (EOFError, OSError):
+                return
+            _limits = dataclasses.replace(limits, seconds=seconds)
+            try:
+                reply: tuple[str, Any] = ("ok", fn(*args, **kwargs))
+            except OnnxmemError as exc:
+                reply = ("error", exc)
+            except MemoryError:
+                reply = ("error", RuntimeBackendError(
+                    f"onnxmem ran out of memory during {_label_of(label)} (its onnxruntime process may use the "
+                    "host memory that was available when it started); give smaller input shapes (--input-shape, --dim)"))
+            except Exception:  # noqa: BLE001 - a bug in onnxmem: its traceback goes to the parent
+                reply = ("bug", traceback.format_exc())
+            _runs.clear()
+            _publish("onnxmem's own work", 0.0)
+            try:
+                conn.send(reply)
+            except Exception:  # noqa: BLE001 - a result that cannot be pickled is a bug too
+                conn.send(("bug", traceback.format_exc()))
 
 
 def _label_of(label: Any) -> str:
