@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-solvers bench-order bench-anyorder bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
+.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-solvers bench-order bench-anyorder bench-classcode bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -87,6 +87,10 @@ bench-order:
 # the bound every order must reach against each plan's order (docs/order.md)
 bench-anyorder:
 	$(PYTHON) bench/bench_anyorder.py
+
+# what the stored dataclass method code saves a command's process (docs/speed.md)
+bench-classcode:
+	$(PYTHON) bench/bench_classcode.py
 
 # plans run in one arena on the GPU (docs/cuda.md); needs onnxruntime's CUDA provider
 CUDA_JOBS ?= 4

@@ -209,3 +209,14 @@ def test_build_from_a_fresh_process(tmp_path: Path) -> None:
     """)
     out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=HANG_S, check=True)
     assert out.stdout.split()[-1] == "0"
+
+
+def test_switch_off_leaves_dataclasses_alone(package: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "store.bin"
+    build(store, package)
+    monkeypatch.setenv(classcode.SWITCH, "off")
+    with compiled_once(store):
+        assert "exec" not in vars(dataclasses)
+        made = _fresh(f"{package}.shapes")
+    assert classcode._kept is None  # the store was not read
+    assert _exercise(made) == _exercise(_fresh(f"{package}.shapes"))

@@ -16,22 +16,27 @@ that store where its text's digest is there, and compiling the text as before wh
 The code taken is what compiling the same text gives (``compile`` of that text, with no future
 flag inherited, as ``exec`` of it in ``dataclasses`` has none), so the classes are the same;
 only the compiling is saved. A missing, unreadable, or other interpreter's store is an empty
-one: nothing is compiled differently, only more slowly. Nothing is written at run time.
+one: nothing is compiled differently, only more slowly; ``ONNXMEM_CLASSCODE=off`` in the
+environment leaves the store unread. Nothing is written at run time.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import sys
 import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["STORE", "build", "compiled_once", "load"]
+__all__ = ["STORE", "SWITCH", "build", "compiled_once", "load"]
 
 #: the store of this interpreter: the code objects of the texts, by the digests of the texts
 STORE = Path(__file__).with_name(f"_classcode.{sys.implementation.cache_tag}.bin")
+
+#: ``ONNXMEM_CLASSCODE=off``: every text compiled as without a store (``bench/bench_classcode.py``)
+SWITCH = "ONNXMEM_CLASSCODE"
 
 _lock = threading.Lock()
 _depth = 0
@@ -85,7 +90,7 @@ def compiled_once(path: Path = STORE) -> Iterator[None]:
     ``path`` where it is there (module doc); as before once the outermost block ends."""
     global _depth, _installed
     with _lock:
-        if _depth == 0 and "exec" not in vars(dataclasses):
+        if _depth == 0 and "exec" not in vars(dataclasses) and os.environ.get(SWITCH) != "off":
             def cached_exec(source: Any, globals: Any = None, locals: Any = None) -> None:
                 if isinstance(source, str):  # compiled here, a text would take this module's future flags
                     source = _stored(path).get(_digest(source)) or _compile(source)
@@ -111,7 +116,6 @@ def build(path: Path = STORE, package: str = "onnxmem") -> int:
     import importlib
     import importlib.util
     import marshal
-    import os
     import pkgutil
     import tempfile
 
