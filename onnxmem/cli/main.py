@@ -84,7 +84,9 @@ def loading() -> Iterator[None]:
 class LazyGroup(click.Group):
     """A group whose commands are imported when first used (click's "lazily loading
     subcommands"); an ``OnnxmemError`` from any of them is shown as one line. While it runs,
-    the garbage collector uses :data:`GC_THRESHOLDS` (restored when it returns)."""
+    the garbage collector uses :data:`GC_THRESHOLDS`, and the dataclasses its modules define
+    take their methods' code from the store compiled at install (:mod:`onnxmem.core.classcode`);
+    both are restored when it returns."""
 
     def __init__(self, *args: Any, lazy_commands: Mapping[str, str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

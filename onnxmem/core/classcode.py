@@ -17,7 +17,9 @@ The code taken is what compiling the same text gives (``compile`` of that text, 
 flag inherited, as ``exec`` of it in ``dataclasses`` has none), so the classes are the same;
 only the compiling is saved. A missing, unreadable, or other interpreter's store is an empty
 one: nothing is compiled differently, only more slowly; ``ONNXMEM_CLASSCODE=off`` in the
-environment leaves the store unread. Nothing is written at run time.
+environment leaves the store unread. Nothing is written at run time. The store is code: it is
+read from the package's own folder only, which holds the package's modules, and no command
+takes a path to one from its user or a model.
 """
 
 from __future__ import annotations
@@ -112,7 +114,8 @@ def build(path: Path = STORE, package: str = "onnxmem") -> int:
     """Import every module of ``package`` (those whose optional dependencies are missing are
     left out), compile each text ``dataclasses`` writes while they load, and write the code
     objects to ``path`` (replaced whole: a reader sees the old file or the new one). The
-    number of texts stored."""
+    number of texts stored. Run it in a process that has not imported the package's modules
+    (``python -m onnxmem.core.classcode``): a module imported before records nothing."""
     import importlib
     import importlib.util
     import marshal
