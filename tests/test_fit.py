@@ -269,7 +269,10 @@ def test_fit_measures_the_session_and_its_activations(chain: Path) -> None:
 
     model = load_model(chain)
     fixed = fixed_cost("cpu").session
-    memory, box = 16 * 2**20, {"batch": (1, 2**14)}
+    # the first run, at the rule's answer, must take its process past the creation peak of the
+    # session measured in another child: about 14.7 MB against 9.6 here (at 16 MiB of memory the
+    # margin was 0.9 MB, within what two children's creation peaks differ by on a loaded machine)
+    memory, box = 48 * 2**20, {"batch": (1, 2**16)}
     off = fit_model(model, chain, memory, box, fixed=fixed, runtime="rule", patterns=False)
     assert off.process is not None and off.process.factor == SAFETY_FACTOR[False] and not off.process.patterns
     rule = fit_model(model, chain, memory, box, fixed=fixed, runtime="rule")
