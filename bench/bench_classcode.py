@@ -40,15 +40,10 @@ VERIFIED = ("onnx_squeezenet",)
 
 
 def cpu_of(args: list[str], off: bool) -> float:
-    """CPU seconds of ``python -P -m onnxmem ARGS``, which must exit 0."""
-    env = {**ENV, SWITCH: "off"} if off else ENV
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "onnxmem", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env, cwd=ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"onnxmem {' '.join(args)} failed: {err.strip()[-300:]}")
-    return usage.ru_utime + usage.ru_stime
+    """CPU seconds of ``python -P -m onnxmem ARGS`` (``bench_speed.timed``), which must exit 0."""
+    from bench_speed import timed
+
+    return timed([sys.executable, "-P", "-m", "onnxmem", *args], {**ENV, SWITCH: "off"} if off else ENV)["cpu"]
 
 
 #: the command line run with the CPU time spent making dataclasses (``dataclasses._process_class``)

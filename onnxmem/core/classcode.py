@@ -43,6 +43,7 @@ SWITCH = "ONNXMEM_CLASSCODE"
 _lock = threading.Lock()
 _depth = 0
 _kept: dict[bytes, Any] | None = None  # the store, read once per process
+_kept_from: Path | None = None  # the path it was read from
 _installed: Any = None  # the exec that dataclasses takes while a block runs
 
 
@@ -80,9 +81,9 @@ def load(path: Path = STORE) -> dict[bytes, Any]:
 def _stored(path: Path) -> dict[bytes, Any]:
     """The store at ``path``, read on the first dataclass made in a block (a command that makes
     none does not read it), and kept for the process."""
-    global _kept
-    if _kept is None:
-        _kept = load(path)
+    global _kept, _kept_from
+    if _kept is None or _kept_from != path:
+        _kept, _kept_from = load(path), path
     return _kept
 
 
@@ -120,7 +121,6 @@ def build(path: Path = STORE, package: str = "onnxmem") -> int:
     import importlib.util
     import marshal
     import pkgutil
-    import tempfile
 
     codes: dict[bytes, Any] = {}
 
@@ -142,17 +142,10 @@ def build(path: Path = STORE, package: str = "onnxmem") -> int:
                 continue
     finally:
         del dataclasses.exec  # type: ignore[attr-defined]
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, 0o644)  # read by every user, as the package's modules are
-        with os.fdopen(fd, "wb") as out:
-            out.write(importlib.util.MAGIC_NUMBER)
-            out.write(marshal.dumps(codes))
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    # imported after the walk, so that fileio's own classes are recorded too
+    from onnxmem.core.fileio import write_bytes_atomic
+
+    write_bytes_atomic(path, importlib.util.MAGIC_NUMBER + marshal.dumps(codes), "dataclass code store")
     return len(codes)
 
 
