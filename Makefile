@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-solvers bench-order bench-anyorder bench-classcode bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
+.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-solvers bench-order bench-anyorder bench-classcode bench-steps bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -91,6 +91,11 @@ bench-anyorder:
 # what the stored dataclass method code saves a command's process (docs/speed.md)
 bench-classcode:
 	$(PYTHON) bench/bench_classcode.py
+
+# each step of `plan -o` on the 100,000-node graphs, in-process, least of several runs (docs/speed.md);
+# AGAINST=DIR runs a checkout of another tree side by side
+bench-steps:
+	$(PYTHON) bench/bench_steps.py $(if $(AGAINST),--against $(AGAINST))
 
 # plans run in one arena on the GPU (docs/cuda.md); needs onnxruntime's CUDA provider
 CUDA_JOBS ?= 4

@@ -41,3 +41,12 @@ def replace_section(path: Path, begin: str, end: str, text: str) -> None:
     else:
         doc += f"\n{begin}\n{text}{end}\n"
     write_text_atomic(path, doc)
+
+
+def publish(path: Path, name: str, text: str, doc: bool = True) -> int:
+    """Print a bench's ``text`` and, with ``doc``, put it between the ``<!-- NAME:begin -->`` and
+    ``<!-- NAME:end -->`` markers of ``path``; the bench's exit status (0)."""
+    if doc:
+        replace_section(path, f"<!-- {name}:begin -->", f"<!-- {name}:end -->", text)
+    print(text)
+    return 0

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _common import replace_section  # noqa: E402
+from _common import publish  # noqa: E402
 
 from onnxmem.core.classcode import STORE, SWITCH, load  # noqa: E402
 
@@ -137,10 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     text = "\n".join([*header, *lines]) + "\n"
-    if not opts.no_doc:
-        replace_section(DOC, "<!-- bench-classcode:begin -->", "<!-- bench-classcode:end -->", text)
-    print(text)
-    return 0
+    return publish(DOC, "bench-classcode", text, not opts.no_doc)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ them with their reason.
 
 from __future__ import annotations
 
-import sys
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -63,9 +63,11 @@ from onnxmem.graph.ops import CONSTANT_OPS, RANDOM_OPS, Op, foldable
 from onnxmem.graph.paths import child_path, node_names, outer_scope_reads
 from onnxmem.model import (
     BodyKey,
+    NodeFields,
     caller_state,
     dtype_name,
     owner_key,
+    read_nodes,
     subgraph_attributes,
     tensor_bytes,
 )
@@ -230,7 +232,7 @@ def iter_views(view: GraphView) -> Iterable[GraphView]:
 
 
 def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True, kernels: str = "",
-               caller: Mapping[str, str] | None = None) -> GraphView:
+               caller: Mapping[str, str] | None = None, nodes: NodeFields | None = None) -> GraphView:
     """The planning view of ``model``'s top-level graph, with a view of every
     If/Loop/Scan body nested in it (:attr:`GraphView.bodies`). ``fold``: constant
     folding (see the module docstring), at every level: a body's node computed only
@@ -238,7 +240,9 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True, 
     ``kernels``: :attr:`GraphView.kernels` of every level. ``caller``: the graph inputs that are
     the caller's state, with their reasons (default: :func:`onnxmem.model.roles.caller_state` of
     ``model``; the graph onnxruntime built from a training graph takes its source's, which its
-    optimizer may make unrecognizable: a loss function expanded into its ops).
+    optimizer may make unrecognizable: a loss function expanded into its ops). ``nodes``: the
+    top-level graph's :class:`~onnxmem.model.NodeFields` where the caller read them
+    (:func:`~onnxmem.model.read_nodes`, for shape inference too); read here otherwise.
 
     Raises ``ModelError`` for a node input nothing produces, a value produced
     twice, or a graph output nothing produces; ``ShapeError`` for a body value
@@ -246,8 +250,9 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True, 
     """
     opset = opset_version(model)
     state = caller_state(model) if caller is None else dict(caller)
+    fields = nodes if nodes is not None and nodes.of(model.graph) else read_nodes(model.graph, shapes.shapes)
     return _build_level(model.graph, _Level("", (), {}, frozenset(), False, fold, state, kernels),
-                        shapes, opset)
+                        shapes, opset, fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,13 +300,15 @@ def body_kind(op: Op, opset: int) -> str | None:
     return None
 
 
-def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: int) -> GraphView:
+def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: int,
+                 fields: NodeFields | None = None) -> GraphView:
     """The view of graph ``g`` at ``level``, and of its bodies, recursively: its nodes and
     their producers checked (:func:`_level_nodes`), the enclosing values it reads
     (:func:`_outer_reads`), its weights (:func:`_weight_origins`), its tensors
-    (:func:`_level_tensors`), then its bodies (:func:`_level_bodies`)."""
+    (:func:`_level_tensors`), then its bodies (:func:`_level_bodies`). ``fields``: ``g``'s
+    node fields (the top level's; a body's nodes are read from its messages)."""
     where = f" of subgraph {show_name(level.path)}" if level.path else ""
-    nodes = _level_nodes(g, level, () if level.path else shapes.shapes, flat=shapes.flat and not level.path)
+    nodes = _level_nodes(g, level, flat=shapes.flat and not level.path, fields=fields)
     outputs = tuple(vi.name for vi in g.output)
     outer_read = _outer_reads(g, nodes, outputs, level, where)
     origin, done = _weight_origins(nodes, outer_read, level, _sizer(level, shapes))
@@ -342,39 +349,37 @@ class _Nodes:
     nested: tuple[int, ...] = ()  # the nodes that hold subgraphs, in node order
 
 
-def _level_nodes(g: onnx.GraphProto, level: _Level, known: Iterable[str] = (), *, flat: bool = False) -> _Nodes:
+def _level_nodes(g: onnx.GraphProto, level: _Level, *, flat: bool = False, fields: NodeFields | None = None) -> _Nodes:
     """``g``'s nodes as :class:`Op` records (captures included) and the producer of every
-    value; a value written twice is a ``ModelError`` (SSA). ``known``: names whose str
-    objects the records reuse (the shapes' keys); ``flat``: no node of ``g`` holds a subgraph
-    (its attributes are not read for one)."""
+    value; a value written twice is a ``ModelError`` (SSA). ``flat``: no node of ``g`` holds a
+    subgraph (its attributes are not read for one); ``fields``: ``g``'s node fields, where read
+    (the records take their tuples, and so their names' str objects: one per name)."""
+    if fields is None or not fields.of(g):
+        fields = read_nodes(g)
     names = node_names(g)
-    init_names = {i.name for i in g.initializer}
-    # one str per value name: protobuf hands out a new str on every read of a name
-    same: dict[str, str] = dict(zip(known, known))
-    same.update((n, n) for n in init_names if n not in same)
-    defined: dict[str, int | None] = {same[n]: None for n in init_names}
+    init_names = set(fields.initializers)
+    defined: dict[str, int | None] = dict.fromkeys(fields.initializers)
     inputs: list[str] = []
-    for vi in g.input:
-        name = same.setdefault(vi.name, vi.name)
+    for name in fields.graph_inputs:
         if name not in init_names or level.path:
             inputs.append(name)
             defined[name] = None
     ops: list[Op] = []
     nested: list[int] = []  # the nodes that hold subgraphs
-    one = same.setdefault
-    for i, node in enumerate(g.node):
+    protos = itertools.repeat(None) if flat else g.node
+    for i, (node, op_type, domain, ins, outs) in enumerate(
+            zip(protos, fields.op_types, fields.domains, fields.inputs, fields.outputs)):
         captures: tuple[str, ...] = ()
-        subs = () if flat else node_subgraphs(node)
+        subs = node_subgraphs(node) if node is not None else ()
         if subs:
             nested.append(i)
             caps: dict[str, None] = {}
             for sub in subs:
                 caps.update(dict.fromkeys(outer_scope_reads(sub)))
-            captures = tuple([one(n, n) for n in caps])
-        op = Op(i, names[i], sys.intern(node.op_type), node.domain or "",
-                tuple([one(n, n) for n in node.input]), tuple([one(n, n) for n in node.output]), captures)
+            captures = tuple(caps)
+        op = Op(i, names[i], op_type, domain, ins, outs, captures)
         ops.append(op)
-        for o in op.outputs:
+        for o in outs:
             if not o:
                 continue
             if o in defined:

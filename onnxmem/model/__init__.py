@@ -7,6 +7,8 @@ The public interface of the model layer; higher layers import from here
   external weights' references it found), ``file_sha256``, ``copy_without``;
 * :mod:`~onnxmem.model.limits`: nesting and node-count limits, sparse weights refused;
 * :mod:`~onnxmem.model.tensors`: stored tensors and the check of their data;
+* :mod:`~onnxmem.model.nodes`: a graph's nodes' op types, domains, inputs and outputs read once
+  (``read_nodes``), for the steps that each walk every node;
 * :mod:`~onnxmem.model.external`: external weights, checked and read;
 * :mod:`~onnxmem.model.dtypes`: element types and tensor sizes;
 * :mod:`~onnxmem.model.dims`: ``--dim`` / ``--input-shape`` text, declared dims;
@@ -72,6 +74,7 @@ from onnxmem.model.limits import (
     check_sparse_initializers,
 )
 from onnxmem.model.load import copy_without, file_sha256, load_model, load_model_data
+from onnxmem.model.nodes import NodeFields, read_nodes
 from onnxmem.model.roles import ACCUMULATORS, LOSSES, caller_state, is_training_graph
 from onnxmem.model.tensors import check_tensor_data, graph_tensors, tensor_sites
 
@@ -123,6 +126,8 @@ __all__ = [
     "load_model",
     "load_model_data",
     "model_graphs",
+    "NodeFields",
+    "read_nodes",
     "owner_key",
     "parse_dim_binding",
     "parse_input_shape",

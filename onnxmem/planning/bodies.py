@@ -440,12 +440,13 @@ def outside_values(graph: Any, view: GraphView, planned: set[tuple[str, str]], i
                 add(v.path, init.name, reason_of(v, init.name))
         path = v.path
         nested = None if v.nested is None else set(v.nested)
-        for op, node in zip(v.ops, g.node):
+        nodes = g.node
+        for op in v.ops:  # op.index: its node's place in ``g`` (read only where it may hold a subgraph)
             # the node's outputs, as the view holds them (less the region with_regions adds)
             for o in op.outputs[:-1] if op.index in v.regions else op.outputs:
                 if o and (path, o) not in planned:
                     add(path, o, reason_of(v, o))
-            subs = subgraph_attributes(node) if nested is None or op.index in nested else ()
+            subs = subgraph_attributes(nodes[op.index]) if nested is None or op.index in nested else ()
             if not subs:
                 continue
             bodies = {b.attr: b for b in v.bodies.get(op.index, ())}

@@ -34,7 +34,15 @@ from onnxmem.graph import (
     read_assumed,
     with_regions,
 )
-from onnxmem.model import caller_state, file_sha256, graph_inputs, load_model, with_values
+from onnxmem.model import (
+    NodeFields,
+    caller_state,
+    file_sha256,
+    graph_inputs,
+    load_model,
+    read_nodes,
+    with_values,
+)
 from onnxmem.planning.bodies import (
     BodyPlan,
     InsideOption,
@@ -224,13 +232,17 @@ def _plan_loaded(
 
         opts = replace(opts, input_shapes=bind_input_shapes(model, opts.inputs, opts.input_shapes))
     opts = replace(opts, decided=_decide(model, opts, _input_shapes(model, opts.input_shapes)))
-    shapes = _infer(model, path, opts)
+    # the main graph's nodes read once, for the inference and the view (which then share one str per
+    # name), where the inference reads this very graph (not a copy with a checkpoint's values, not a run)
+    nodes = None if opts.known or opts.measure_shapes else read_nodes(model.graph)
+    shapes = _infer(model, path, opts, nodes)
     # conditions that read the shapes inference found (a graph without subgraphs has no If)
     again = {} if shapes.flat else _decide(model, opts, shapes.shapes)
     if again.keys() - opts.decided.keys():
         opts = replace(opts, decided=again)
-        shapes = _infer(model, path, opts)
-    view = view_of(model, shapes, opts)
+        shapes = _infer(model, path, opts, nodes)
+    view = view_of(model, shapes, opts, nodes)
+    del nodes
     base = view
     bodies: dict[str, BodyPlan] = {}
     sizes: dict[str, int] = {}
@@ -256,10 +268,11 @@ def _plan_loaded(
     return replace(planned, plan=replace(planned.plan, solver=solver))
 
 
-def view_of(model: onnx.ModelProto, shapes: ShapeInfo, opts: PlanOptions) -> GraphView:
+def view_of(model: onnx.ModelProto, shapes: ShapeInfo, opts: PlanOptions,
+            nodes: NodeFields | None = None) -> GraphView:
     """The planning view of ``model`` at ``shapes`` under the options that shape it (``--fold``,
     the kernels' provider and the roles of the graph inputs)."""
-    return build_view(model, shapes, fold=opts.fold, kernels=opts.kernels, caller=opts.caller)
+    return build_view(model, shapes, fold=opts.fold, kernels=opts.kernels, caller=opts.caller, nodes=nodes)
 
 
 def with_checkpoint(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptions) -> PlanOptions:
@@ -297,8 +310,10 @@ def _decide(model: onnx.ModelProto, opts: PlanOptions, shapes: Mapping[str, tupl
     return decided
 
 
-def _infer(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptions) -> ShapeInfo:
-    """The shapes planned, with the branches ``--branch`` and the decided conditions leave out."""
+def _infer(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptions,
+           nodes: NodeFields | None = None) -> ShapeInfo:
+    """The shapes planned, with the branches ``--branch`` and the decided conditions leave out
+    (``nodes``: the main graph's node fields, where read)."""
     taken = {**{k: d.branch for k, d in opts.decided.items()}, **opts.branches}
     excluded = excluded_branches(model, taken)
     if opts.measure_shapes:
@@ -311,7 +326,7 @@ def _infer(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptio
                                      excluded=excluded, max_trips=opts.max_trips)
     return infer_shapes(with_values(model, opts.known), dims=opts.dims, input_shapes=opts.input_shapes,
                         strict_dims=opts.strict_dims, excluded=excluded, nchwc_block=opts.nchwc_block,
-                        max_trips=opts.max_trips)
+                        max_trips=opts.max_trips, nodes=nodes)
 
 
 def plan_liveness(

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 import onnx
 
 from onnxmem.core.errors import ShapeError, show_name
+from onnxmem.model import NodeFields, read_nodes
 from onnxmem.shapes.training import fused_matmul, matmul_dims
 
 __all__ = ["check_shapes"]
@@ -37,30 +38,34 @@ _FIX = ("check the values its shapes come from (a Reshape target: an initializer
         "frozen parameter: --checkpoint PATH)")
 
 
-def check_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[int, ...]]]) -> None:
+def check_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[int, ...]]],
+                 nodes: NodeFields | None = None) -> None:
     """``ShapeError`` for the first Reshape, MatMul or FusedMatMul of ``model``'s graph whose
-    shapes in ``known`` (dtype, shape) onnxruntime would refuse (the module doc)."""
+    shapes in ``known`` (dtype, shape) onnxruntime would refuse (the module doc). ``nodes``: the
+    graph's :class:`~onnxmem.model.NodeFields`, where read (the op types are taken from them)."""
     passed: set[tuple[object, ...]] = set()  # the (op, shapes) that passed: a deep network repeats them
-    for node in model.graph.node:
-        op = node.op_type
-        if op not in _CHECKED:  # the op type alone first: most nodes are none of these
+    g = model.graph
+    if nodes is None or not nodes.of(g):
+        nodes = read_nodes(g)
+    # the op type alone first: most nodes are none of these
+    for i in [i for i, op in enumerate(nodes.op_types) if op in _CHECKED]:
+        if len(nodes.inputs[i]) < 2 or not nodes.outputs[i]:
             continue
-        if len(node.input) < 2 or not node.output:
-            continue
-        domain = node.domain
+        op, domain, ins, outs = nodes.op_types[i], nodes.domains[i], nodes.inputs[i], nodes.outputs[i]
         if op == "Reshape" and domain in ("", "ai.onnx"):
-            _check_reshape(node, known, passed)
+            _check_reshape(g, i, ins, outs, known, passed)
         elif (domain, op) in (("", "MatMul"), ("ai.onnx", "MatMul"), ("com.microsoft", "FusedMatMul")):
-            _check_product(node, known, passed)
+            _check_product(g, i, op == "MatMul", ins, outs, known, passed)
 
 
 def _label(node: onnx.NodeProto) -> str:
     return f"{node.op_type} node {show_name(node.name or node.output[0])}"
 
 
-def _check_reshape(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[int, ...]]],
-                   passed: set[tuple[object, ...]]) -> None:
-    data, out = known.get(node.input[0]), known.get(node.output[0])
+def _check_reshape(g: onnx.GraphProto, i: int, ins: tuple[str, ...], outs: tuple[str, ...],
+                   known: Mapping[str, tuple[int, tuple[int, ...]]], passed: set[tuple[object, ...]]) -> None:
+    """Node ``i`` of ``g``, a Reshape reading ``ins`` and making ``outs`` (its message read for a message)."""
+    data, out = known.get(ins[0]), known.get(outs[0])
     if data is None or out is None:
         return
     seen = ("Reshape", data[1], out[1])
@@ -69,30 +74,30 @@ def _check_reshape(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[in
     have, made = math.prod(data[1]), math.prod(out[1])
     if have != made:
         raise ShapeError(
-            f"{_label(node)} makes {show_name(node.input[0])} of shape {list(data[1])} ({have:,} elements) into "
+            f"{_label(g.node[i])} makes {show_name(ins[0])} of shape {list(data[1])} ({have:,} elements) into "
             f"{list(out[1])} ({made:,}), which onnxruntime refuses; check the value of its target "
-            f"{show_name(node.input[1])} (an initializer, or a training checkpoint's frozen parameter: "
+            f"{show_name(ins[1])} (an initializer, or a training checkpoint's frozen parameter: "
             "--checkpoint PATH)")
     passed.add(seen)
 
 
-def _check_product(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[int, ...]]],
-                   passed: set[tuple[object, ...]]) -> None:
-    ins = node.input
-    a, b, out = known.get(ins[0]), known.get(ins[1]), known.get(node.output[0])
+def _check_product(g: onnx.GraphProto, i: int, matmul: bool, ins: tuple[str, ...], outs: tuple[str, ...],
+                   known: Mapping[str, tuple[int, tuple[int, ...]]], passed: set[tuple[object, ...]]) -> None:
+    """Node ``i`` of ``g``, a MatMul (``matmul``) or FusedMatMul reading ``ins`` and making ``outs``
+    (its message read for a FusedMatMul's attributes and for a message)."""
+    a, b, out = known.get(ins[0]), known.get(ins[1]), known.get(outs[0])
     if a is None or b is None or out is None:
         return
     sa, sb = a[1], b[1]
-    matmul = node.op_type == "MatMul"
     seen = ("MatMul", sa, sb, out[1])
     if matmul and seen in passed:
         return
     if matmul:
         dims = matmul_dims(sa, sb)
-    elif any(at.name in ("transBatchA", "transBatchB") and at.i for at in node.attribute):
+    elif any(at.name in ("transBatchA", "transBatchB") and at.i for at in g.node[i].attribute):
         return
     else:
-        [typed] = fused_matmul(node, [a, b], [])
+        [typed] = fused_matmul(g.node[i], [a, b], [])
         dims = None if typed is None else typed[1]
     if dims is not None and tuple(dims) == tuple(out[1]):
         if matmul:
@@ -100,6 +105,6 @@ def _check_product(node: onnx.NodeProto, known: Mapping[str, tuple[int, tuple[in
         return
     operands = f"{show_name(ins[0])} {list(sa)} and {show_name(ins[1])} {list(sb)}"
     if dims is None:
-        raise ShapeError(f"{_label(node)} reads {operands}, which do not multiply (onnxruntime refuses them); {_FIX}")
-    raise ShapeError(f"{_label(node)} reads {operands}, whose product is {list(dims)}, but its output "
-                     f"{show_name(node.output[0])} was sized {list(out[1])}; {_FIX}")
+        raise ShapeError(f"{_label(g.node[i])} reads {operands}, which do not multiply (onnxruntime refuses them); {_FIX}")
+    raise ShapeError(f"{_label(g.node[i])} reads {operands}, whose product is {list(dims)}, but its output "
+                     f"{show_name(outs[0])} was sized {list(out[1])}; {_FIX}")

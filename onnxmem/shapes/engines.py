@@ -511,7 +511,7 @@ def collect_graph_types(g: onnx.GraphProto, *, value_info: bool = True, skip: Co
     out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
     for init in g.initializer:
         if init.name not in skip:
-            out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
+            out[init.name] = (init.data_type, tuple(init.dims))  # protobuf gives ints
     declared = (*g.input, *(g.value_info if value_info else ()), *g.output)
     return collect_value_types([vi for vi in declared if vi.name not in skip] if skip else declared, out)
 

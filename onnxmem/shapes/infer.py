@@ -22,10 +22,12 @@ from onnxmem.core.memory import release_freed
 from onnxmem.model import (
     BodyKey,
     Dim,
+    NodeFields,
     bind_dims,
     body_captures,
     graph_inputs,
     iter_bodies,
+    read_nodes,
     read_type,
     rename_dims,
     resolve_dim,
@@ -84,6 +86,7 @@ def infer_shapes(
     excluded: frozenset[BodyKey] = frozenset(),
     nchwc_block: int | None = None,
     max_trips: int | None = None,
+    nodes: NodeFields | None = None,
 ) -> ShapeInfo:
     """Dtype and concrete shape of every input, initializer and node output.
 
@@ -109,10 +112,11 @@ def infer_shapes(
     the NCHWc block size of the session that built the graph (``plan --optimize all`` on CPU
     records it), for the ReorderInput outputs the file itself does not size. ``max_trips``: the
     most iterations a Loop whose carried values grow runs where its trip count is not a constant
-    (:mod:`onnxmem.shapes.loops`).
+    (:mod:`onnxmem.shapes.loops`). ``nodes``: the main graph's node fields, where read.
     """
     input_shapes = dict(input_shapes or {})
-    state = _bound_inference(model, dict(dims or {}), input_shapes, strict_dims, excluded)
+    fields = nodes if nodes is not None and nodes.of(model.graph) else read_nodes(model.graph)
+    state = _bound_inference(model, dict(dims or {}), input_shapes, strict_dims, excluded, fields)
     state.measured = measured
     state.nchwc_block = nchwc_block
     state.max_trips = max_trips
@@ -130,9 +134,9 @@ def infer_shapes(
             raise _unknown_at_zero(missing, zero)
         raise _unknown_sizes(missing, model, state.file_dims, input_shapes, state.known)
     known = state.known
-    for init in model.graph.initializer:
-        known.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
-    check_shapes(model, known)
+    for name, init in zip(fields.initializers, model.graph.initializer):  # names the view shares
+        known.setdefault(name, (init.data_type, tuple(init.dims)))
+    check_shapes(model, known, fields)
     bodies = _subgraph_shapes(state, measured_values or {}, excluded)
     same: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct shape
     sources, warnings, loops, flat = state.sources, tuple(state.warnings), dict(state.loops), state.flat
@@ -159,6 +163,7 @@ def _bound_inference(
     input_shapes: Mapping[str, tuple[int, ...]],
     strict_dims: bool,
     excluded: frozenset[BodyKey],
+    nodes: NodeFields,
 ) -> Inference:
     """The state the steps start from: a copy stripped for inference, excluded branches
     replaced by taken ones, dims renamed to safe names, the graph inputs and outputs bound."""
@@ -180,7 +185,7 @@ def _bound_inference(
             set_shape(vi, bind_dims(cur, dims))
     # the same bindings under the file's own names, for its value_info (read last)
     file_dims = {**user_dims, **{original[k]: v for k, v in dims.items() if k in original}}
-    return Inference(model, work, dims, file_dims, top_level_values(model), flat=flat)
+    return Inference(model, work, dims, file_dims, top_level_values(model, nodes), flat=flat, nodes=nodes)
 
 
 def _check_dim_names(user_dims: Mapping[str, int], safe: Mapping[str, str]) -> None:
@@ -448,19 +453,16 @@ def _restored(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]], nam
     return {k: (et, None if sh is None else tuple(text(d) for d in sh)) for k, (et, sh) in info.items()}
 
 
-def top_level_values(model: onnx.ModelProto) -> list[str]:
+def top_level_values(model: onnx.ModelProto, nodes: NodeFields | None = None) -> list[str]:
     """The values of the top-level graph that need a shape: its inputs that are not weights,
-    then its node outputs, each once, in file order."""
-    g = model.graph
-    names: list[str] = []
-    seen: set[str] = set()
-    inits = {i.name for i in g.initializer}
-    for vi in g.input:
-        if vi.name not in inits and vi.name not in seen:
-            names.append(vi.name)
-            seen.add(vi.name)
-    outputs = dict.fromkeys(chain.from_iterable(n.output for n in g.node))  # each once, in file order
+    then its node outputs, each once, in file order (``nodes``: the graph's node fields, where read)."""
+    if nodes is None or not nodes.of(model.graph):
+        nodes = read_nodes(model.graph)
+    inits = set(nodes.initializers)
+    names = list(dict.fromkeys(n for n in nodes.graph_inputs if n not in inits))
+    outputs = dict.fromkeys(chain.from_iterable(nodes.outputs))  # each once, in file order
     outputs.pop("", None)
+    seen = set(names)
     names.extend((o for o in outputs if o not in seen) if seen else outputs)
     return names
 

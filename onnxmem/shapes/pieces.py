@@ -41,7 +41,7 @@ from typing import Callable, Mapping, Sequence
 
 import onnx
 
-from onnxmem.model import Dim, subgraph_attributes
+from onnxmem.model import Dim, NodeFields, read_nodes, subgraph_attributes
 from onnxmem.shapes.engines import collect_graph_types, collect_value_types, run_onnx_inference
 
 __all__ = ["PIECE_NODES", "PIECE_WINDOW", "VALUE_BLIND", "infer_in_pieces"]
@@ -66,12 +66,15 @@ def infer_in_pieces(
     work: onnx.ModelProto,
     window: int | None = None,
     infer: Callable[[onnx.ModelProto], onnx.ModelProto | None] = run_onnx_inference,
-    *, flat: bool = False,
+    *, flat: bool = False, nodes: NodeFields | None = None,
 ) -> Types | None:
     """``{name: (elem type, dims)}`` of the main graph's values as onnx infers them, window
     by window (module doc; ``window`` defaults to :data:`PIECE_WINDOW`); ``None`` where the
     graph cannot be cut or a piece fails. ``flat``: the caller knows the model holds no
-    subgraph and no local function (it is not walked for them)."""
+    subgraph and no local function (it is not walked for them). ``nodes``: the
+    :class:`~onnxmem.model.NodeFields` of the graph ``work`` was copied from, its nodes the
+    same as ``work``'s (the windows take each node's op type, domain, inputs and outputs from
+    them; read from ``work``'s messages where not given, or of another number of nodes)."""
     window = window or PIECE_WINDOW
     g = work.graph
     if not flat and (work.functions or any(subgraph_attributes(n) for n in g.node)):
@@ -80,18 +83,20 @@ def infer_in_pieces(
     types: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in g.input}
     declared_out = {vi.name: vi for vi in g.output}
     out: Types = collect_graph_types(g, value_info=False)  # the declared types
-    reads = [tuple(node.input) for node in g.node]  # read from the messages once, for both passes
+    if nodes is None or len(nodes) != len(g.node):
+        nodes = read_nodes(g)
+    reads = nodes.inputs  # read from the messages once, for both passes
     last = _last_window(reads, window)
     seen: dict[bytes, _Inferred] = {}  # each window inferred, by its signature
     feeds: dict[str, _Feed] = {}
     for w, start in enumerate(range(0, len(g.node), window)):
-        nodes = list(g.node[start:start + window])
-        signed = _signature(nodes, reads[start:start + window], inits, types, declared_out, feeds, (last, w))
+        window_nodes = list(g.node[start:start + window])
+        signed = _signature(window_nodes, (nodes, start), inits, types, declared_out, feeds, (last, w))
         base = seen.get(signed[0]) if signed is not None else None
         if signed is not None and base is not None:
             _repeat(base, signed[1], w, last, types, out, declared_out)
             continue
-        piece = _piece(work, nodes, reads[start:start + window], inits, types, declared_out)
+        piece = _piece(work, window_nodes, reads[start:start + window], inits, types, declared_out)
         if piece is None:
             return None
         inferred = infer(piece)
@@ -182,7 +187,7 @@ def _feed(name: str, inits: Mapping[str, onnx.TensorProto], types: Mapping[str, 
 
 def _signature(
     nodes: Sequence[onnx.NodeProto],
-    inputs: Sequence[tuple[str, ...]],
+    fields: tuple[NodeFields, int],
     inits: Mapping[str, onnx.TensorProto],
     types: Mapping[str, onnx.TypeProto],
     declared_out: Mapping[str, onnx.ValueInfoProto],
@@ -191,17 +196,21 @@ def _signature(
 ) -> tuple[bytes, list[str]] | None:
     """A digest of the model :func:`_piece` makes of ``nodes`` less its values' names (module
     doc, step 4), and the names of the values the window makes, in order; ``None`` where a value
-    is made twice, or read before anything makes or types it. ``inputs``: each node's inputs
-    (read from the messages once); ``feeds``: the feeds of outer values that later windows read
-    too, kept for them; ``window``: the last window that reads each value (:func:`_last_window`)
-    and this window's number."""
+    is made twice, or read before anything makes or types it. ``fields``: the graph's node
+    fields and the index of the window's first node there (each node's op type, domain, inputs
+    and outputs, read from the messages once; its attributes are read from ``nodes``);
+    ``feeds``: the feeds of outer values that later windows read too, kept for them;
+    ``window``: the last window that reads each value (:func:`_last_window`) and this window's
+    number."""
     last, w = window
+    table, start = fields
+    end = start + len(nodes)
     made: dict[str, int] = {}
     outer: dict[str, int] = {}
     parts: list[object] = []
     place = made.get
-    for node, names in zip(nodes, inputs):
-        op, domain = node.op_type, node.domain
+    for node, op, domain, names, outs in zip(nodes, table.op_types[start:end], table.domains[start:end],
+                                             table.inputs[start:end], table.outputs[start:end]):
         blind = op in VALUE_BLIND and domain in ("", "ai.onnx")
         reads: list[object] = []
         for name in names:
@@ -224,7 +233,6 @@ def _signature(
                 slot = outer[name] = -2 - len(outer)
                 parts.append(feed.kind)
             reads.append((slot, feed.digest()) if feed.tensor is not None and (feed.always or not blind) else slot)
-        outs = list(node.output)
         for name in outs:
             if name:
                 if name in made or name in outer:

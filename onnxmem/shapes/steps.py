@@ -44,7 +44,7 @@ from onnx import TensorProto
 import onnxmem.shapes.pieces as pieces
 import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import show_name
-from onnxmem.model import BodyKey, Dim, resolve_dim, set_shape
+from onnxmem.model import BodyKey, Dim, NodeFields, resolve_dim, set_shape
 from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import (
@@ -89,6 +89,7 @@ class Inference:
     types: dict[str, tuple[int | None, tuple[Dim, ...] | None]] | None = None
     symbolic: onnx.ModelProto | None = None
     flat: bool = False  # the model holds no subgraph and no local function
+    nodes: NodeFields | None = None  # the main graph's node fields (onnxmem.model.read_nodes), where read
     nchwc_block: int | None = None  # the NCHWc block size of the session that built the graph, if known
     max_trips: int | None = None  # the user's bound on a Loop's trip count (--max-trips)
     loops: dict[BodyKey, LoopBound] = field(default_factory=dict)  # Loops sized per iteration
@@ -179,7 +180,7 @@ def _open(shape: tuple[Dim, ...] | None, binding: Mapping[str, int],
 def _pieces_complete(state: Inference) -> bool:
     """onnx's inference in pieces (:mod:`onnxmem.shapes.pieces`), taken only where it gives
     every wanted value a concrete shape; else nothing is taken and the whole graph is inferred."""
-    info = pieces.infer_in_pieces(state.work, flat=state.flat)
+    info = pieces.infer_in_pieces(state.work, flat=state.flat, nodes=state.nodes)
     if info is None:
         return False
     found: dict[str, TypedShape] = {}

@@ -22,7 +22,7 @@ import onnx
 from onnxmem.analysis.happens_before import check_concurrency
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, ShapeError, show_name
 from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
-from onnxmem.model import recorded_values, with_values
+from onnxmem.model import read_nodes, recorded_values, with_values
 from onnxmem.planning.pipeline import check_decided
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import (
@@ -124,14 +124,17 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
     excluded = excluded_branches(model, plan_branches(plan))
     trips = plan_max_trips(plan)
     known = with_values(model, recorded_values(plan.extra))  # a training checkpoint's values the plan read
+    # the main graph's nodes read once, for the inference and the view, where the inference reads this graph
+    nodes = read_nodes(model.graph) if known is model else None
     try:
         shapes = infer_shapes(known, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded,
-                              nchwc_block=plan_optimization(plan.model).nchwc_block, max_trips=trips)
+                              nchwc_block=plan_optimization(plan.model).nchwc_block, max_trips=trips, nodes=nodes)
     except ShapeError:
+        nodes = None  # measured: the view takes the names of these shapes
         shapes = infer_measured_shapes(known, dims=dims, input_shapes=ishapes, model_path=model_path,
                                        strict_dims=False, inputs=inputs, excluded=excluded, max_trips=trips)
     kernels = plan_optimization(plan.model).kernels
-    return with_regions(build_view(model, shapes, fold=plan_fold(plan), kernels=kernels, caller=caller),
+    return with_regions(build_view(model, shapes, fold=plan_fold(plan), kernels=kernels, caller=caller, nodes=nodes),
                         plan_regions(plan))
 
 
