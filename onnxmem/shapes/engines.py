@@ -38,6 +38,8 @@ __all__ = [
     "collect_types",
     "declared_back",
     "declared_shape",
+    "fill_shell",
+    "is_large",
     "run_engines",
     "run_onnx_inference",
     "run_symbolic_inference",
@@ -67,7 +69,22 @@ def take_branches(graph: onnx.GraphProto, excluded: frozenset[BodyKey], key: Bod
                 take_branches(sub, excluded, (*key, (owner_key(node, i), attr)))
 
 
-def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.ModelProto:
+def is_large(init: onnx.TensorProto) -> bool:
+    """Whether an initializer is one :func:`strip_for_inference` keeps no data of: external, or of
+    more than 1,024 elements."""
+    return init.data_location == TensorProto.EXTERNAL or math.prod(init.dims) > 1024
+
+
+def fill_shell(shell: onnx.ModelProto, model: onnx.ModelProto) -> None:
+    """Give ``shell`` (``strip_for_inference(model, shell=True)``, changed since only in its
+    declarations) the main graph's nodes and small initializers: then it is what
+    ``strip_for_inference(model)`` makes, with the same changes."""
+    g = shell.graph
+    g.node.extend(model.graph.node)
+    g.initializer.extend(init for init in model.graph.initializer if not is_large(init))
+
+
+def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False, shell: bool = False) -> onnx.ModelProto:
     """A copy without large initializer data or value_info, for shape inference.
 
     Small initializers keep their values (data propagation of shapes needs
@@ -79,17 +96,17 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False) -> onnx.M
     and the values after them, while onnxruntime runs the body at the shape it makes (the file's
     declarations are read last, for what inference leaves open: :func:`onnxmem.shapes.subgraphs.body_shapes`).
     ``flat``: the caller knows the graph holds no subgraph (it is not walked for them).
+    ``shell`` (with ``flat``): the copy without the main graph's nodes and small initializers,
+    which the windows of :mod:`onnxmem.shapes.pieces` read from ``model`` itself (on a
+    100,000-node graph the two are half the copy's 100 MB); :func:`fill_shell` adds them.
     """
-    m = copy_without(model, ("initializer", "value_info"))
-
-    def is_large(init: onnx.TensorProto) -> bool:
-        return init.data_location == TensorProto.EXTERNAL or math.prod(init.dims) > 1024
-
+    m = copy_without(model, ("initializer", "value_info", *(("node",) if shell and flat else ())))
     g = m.graph
     declared = {vi.name for vi in g.input}
     for init in model.graph.initializer:
         if not is_large(init):
-            g.initializer.append(init)
+            if not (shell and flat):
+                g.initializer.append(init)
         elif init.name not in declared:
             g.input.append(
                 onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))

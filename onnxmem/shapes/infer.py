@@ -11,12 +11,12 @@ same engines with some dims left symbolic (range plans).
 from __future__ import annotations
 
 import re
-from itertools import chain
 from typing import Any, Callable, Collection, Iterable, Mapping
 
 import numpy as np
 import onnx
 
+import onnxmem.shapes.pieces as pieces
 from onnxmem.core.errors import ShapeError, flag_value, show_name
 from onnxmem.core.memory import release_freed
 from onnxmem.model import (
@@ -49,7 +49,6 @@ from onnxmem.shapes.engines import (
 )
 from onnxmem.shapes.info import ShapeInfo
 from onnxmem.shapes.loops import loop_name
-from onnxmem.shapes.pieces import PIECE_NODES
 from onnxmem.shapes.shapeeval import evaluate_values
 from onnxmem.shapes.steps import (
     STEPS,
@@ -58,6 +57,7 @@ from onnxmem.shapes.steps import (
     grow_loops,
     nested_grower,
     outer_values,
+    top_level_values,
 )
 from onnxmem.shapes.subgraphs import (
     body_shapes,
@@ -141,7 +141,7 @@ def infer_shapes(
     same: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct shape
     sources, warnings, loops, flat = state.sources, tuple(state.warnings), dict(state.loops), state.flat
     del state  # with it the copies of the model the engines made
-    if len(model.graph.node) >= PIECE_NODES:
+    if len(model.graph.node) >= pieces.PIECE_NODES:
         # their pages handed back; a smaller graph's cost more to take again (range plans infer
         # at each point) than they hold (onnxmem.core.memory)
         release_freed()
@@ -169,7 +169,9 @@ def _bound_inference(
     replaced by taken ones, dims renamed to safe names, the graph inputs and outputs bound."""
     # a graph without subgraphs or local functions (most) is not walked for them again
     flat = not model.functions and not any(subgraph_attributes(n) for n in model.graph.node)
-    work = strip_for_inference(model, flat=flat)
+    # a large graph without subgraphs: a shell, whose nodes the windows read from the model itself
+    shell = flat and len(nodes) >= pieces.PIECE_NODES  # read here: tests set it lower
+    work = strip_for_inference(model, flat=flat, shell=shell)
     take_branches(work.graph, excluded)
     # from here on the inference engines see generated names only (see rename_dims)
     safe = rename_dims(work, [("", work.graph)] if flat else None)
@@ -185,7 +187,8 @@ def _bound_inference(
             set_shape(vi, bind_dims(cur, dims))
     # the same bindings under the file's own names, for its value_info (read last)
     file_dims = {**user_dims, **{original[k]: v for k, v in dims.items() if k in original}}
-    return Inference(model, work, dims, file_dims, top_level_values(model, nodes), flat=flat, nodes=nodes)
+    return Inference(model, work, dims, file_dims, top_level_values(model, nodes), flat=flat, nodes=nodes,
+                     full=not shell)
 
 
 def _check_dim_names(user_dims: Mapping[str, int], safe: Mapping[str, str]) -> None:
@@ -259,9 +262,9 @@ def _subgraph_shapes(
     the whole model's inference, then onnxruntime's symbolic inference and the file's
     value_info, then both engines again with every main-graph value at its concrete shape,
     then each body inferred on its own with the values it captures where they are known."""
-    model, work, inferred, dims = state.model, state.work, state.inferred, state.dims
-    if state.flat or not any(True for _ in iter_bodies(model.graph)):
+    if state.flat or not any(True for _ in iter_bodies(state.model.graph)):
         return {}
+    model, work, inferred, dims = state.model, state.work, state.inferred, state.dims
 
     def open_bodies() -> bool:
         return any(len(bodies[k]) < defined_count(g) for k, g in iter_bodies(model.graph))
@@ -451,20 +454,6 @@ def _restored(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]], nam
         return _FRESH.sub(lambda hit: f"({names[hit.group(0)]})" if hit.group(0) in names else hit.group(0), d)
 
     return {k: (et, None if sh is None else tuple(text(d) for d in sh)) for k, (et, sh) in info.items()}
-
-
-def top_level_values(model: onnx.ModelProto, nodes: NodeFields | None = None) -> list[str]:
-    """The values of the top-level graph that need a shape: its inputs that are not weights,
-    then its node outputs, each once, in file order (``nodes``: the graph's node fields, where read)."""
-    if nodes is None or not nodes.of(model.graph):
-        nodes = read_nodes(model.graph)
-    inits = set(nodes.initializers)
-    names = list(dict.fromkeys(n for n in nodes.graph_inputs if n not in inits))
-    outputs = dict.fromkeys(chain.from_iterable(nodes.outputs))  # each once, in file order
-    outputs.pop("", None)
-    seen = set(names)
-    names.extend((o for o in outputs if o not in seen) if seen else outputs)
-    return names
 
 
 def _dim_label(name: str) -> str:

@@ -42,7 +42,7 @@ from typing import Callable, Mapping, Sequence
 import onnx
 
 from onnxmem.model import Dim, NodeFields, read_nodes, subgraph_attributes
-from onnxmem.shapes.engines import collect_graph_types, collect_value_types, run_onnx_inference
+from onnxmem.shapes.engines import collect_value_types, is_large, run_onnx_inference
 
 __all__ = ["PIECE_NODES", "PIECE_WINDOW", "VALUE_BLIND", "infer_in_pieces"]
 
@@ -66,7 +66,7 @@ def infer_in_pieces(
     work: onnx.ModelProto,
     window: int | None = None,
     infer: Callable[[onnx.ModelProto], onnx.ModelProto | None] = run_onnx_inference,
-    *, flat: bool = False, nodes: NodeFields | None = None,
+    *, flat: bool = False, nodes: NodeFields | None = None, source: onnx.GraphProto | None = None,
 ) -> Types | None:
     """``{name: (elem type, dims)}`` of the main graph's values as onnx infers them, window
     by window (module doc; ``window`` defaults to :data:`PIECE_WINDOW`); ``None`` where the
@@ -74,23 +74,29 @@ def infer_in_pieces(
     subgraph and no local function (it is not walked for them). ``nodes``: the
     :class:`~onnxmem.model.NodeFields` of the graph ``work`` was copied from, its nodes the
     same as ``work``'s (the windows take each node's op type, domain, inputs and outputs from
-    them; read from ``work``'s messages where not given, or of another number of nodes)."""
+    them; read from ``work``'s messages where not given, or of another number of nodes).
+    ``source`` (with ``flat``): the graph ``work`` is a shell of
+    (:func:`~onnxmem.shapes.engines.strip_for_inference` with ``shell``), whose nodes and small
+    initializers the windows read."""
     window = window or PIECE_WINDOW
     g = work.graph
     if not flat and (work.functions or any(subgraph_attributes(n) for n in g.node)):
         return None
-    inits = {t.name: t for t in g.initializer}
+    body = g if source is None or not flat else source  # where the nodes and small initializers are
+    small = g.initializer if body is g else [t for t in body.initializer if not is_large(t)]
+    inits = {t.name: t for t in small}
     types: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in g.input}
     declared_out = {vi.name: vi for vi in g.output}
-    out: Types = collect_graph_types(g, value_info=False)  # the declared types
-    if nodes is None or len(nodes) != len(g.node):
-        nodes = read_nodes(g)
+    # the declared types: the small initializers', then the inputs' and outputs' (collect_graph_types)
+    out: Types = collect_value_types((*g.input, *g.output), {t.name: (t.data_type, tuple(t.dims)) for t in small})
+    if nodes is None or len(nodes) != len(body.node):
+        nodes = read_nodes(body)
     reads = nodes.inputs  # read from the messages once, for both passes
     last = _last_window(reads, window)
     seen: dict[bytes, _Inferred] = {}  # each window inferred, by its signature
     feeds: dict[str, _Feed] = {}
-    for w, start in enumerate(range(0, len(g.node), window)):
-        window_nodes = list(g.node[start:start + window])
+    for w, start in enumerate(range(0, len(body.node), window)):
+        window_nodes = list(body.node[start:start + window])
         signed = _signature(window_nodes, (nodes, start), inits, types, declared_out, feeds, (last, w))
         base = seen.get(signed[0]) if signed is not None else None
         if signed is not None and base is not None:

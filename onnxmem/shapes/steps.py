@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Callable, Mapping
 
 import numpy as np
@@ -44,12 +45,13 @@ from onnx import TensorProto
 import onnxmem.shapes.pieces as pieces
 import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import show_name
-from onnxmem.model import BodyKey, Dim, NodeFields, resolve_dim, set_shape
+from onnxmem.model import BodyKey, Dim, NodeFields, read_nodes, resolve_dim, set_shape
 from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import (
     collect_types,
     declared_shape,
+    fill_shell,
     run_onnx_inference,
     run_symbolic_inference,
     undeclared_outputs,
@@ -59,7 +61,7 @@ from onnxmem.shapes.loops import LoopBound, grow_loop, main_loops
 from onnxmem.shapes.subgraphs import Grower, ranged_outputs, ranged_values, with_shapes
 from onnxmem.shapes.training import complete_shapes
 
-__all__ = ["STEPS", "Inference", "Step", "TypedShape"]
+__all__ = ["STEPS", "Inference", "Step", "TypedShape", "top_level_values"]
 
 #: a value's element type and concrete dims
 TypedShape = tuple[int, tuple[int, ...]]
@@ -74,8 +76,10 @@ class Inference:
     """
 
     model: onnx.ModelProto  # the caller's model, never changed
-    work: onnx.ModelProto  # the copy stripped for inference, inputs bound, dims under safe names
-    # (the onnx step takes the graph outputs' declared shapes off, but for outputs it leaves open)
+    #: the copy stripped for inference, inputs bound, dims under safe names (the onnx step takes the
+    #: graph outputs' declared shapes off, but for outputs it leaves open); where ``full`` is off, a
+    #: shell without the main graph's nodes and small initializers (:attr:`work` adds them)
+    shell: onnx.ModelProto
     dims: dict[str, int]  # the dim bindings under the safe names
     file_dims: dict[str, int]  # the same bindings under the file's own names (for its value_info)
     wanted: list[str]  # the top-level values that need a shape
@@ -94,6 +98,16 @@ class Inference:
     max_trips: int | None = None  # the user's bound on a Loop's trip count (--max-trips)
     loops: dict[BodyKey, LoopBound] = field(default_factory=dict)  # Loops sized per iteration
     excluded: frozenset[BodyKey] = frozenset()  # If branches runs are assumed not to take
+    full: bool = True  # ``shell`` holds the main graph's nodes and small initializers
+
+    @property
+    def work(self) -> onnx.ModelProto:
+        """The copy stripped for inference (``shell``), given the main graph's nodes and small
+        initializers on first use where it lacks them (:func:`onnxmem.shapes.engines.fill_shell`)."""
+        if not self.full:
+            fill_shell(self.shell, self.model)
+            self.full = True
+        return self.shell
 
     def incomplete(self) -> bool:
         """Whether some wanted value still lacks a shape."""
@@ -139,8 +153,8 @@ class Step:
 
 
 def _onnx(state: Inference) -> None:
-    declared = undeclared_outputs(state.work)
-    if len(state.work.graph.node) >= pieces.PIECE_NODES and _pieces_complete(state):
+    declared = undeclared_outputs(state.shell)  # the declarations alone (not the nodes a shell lacks)
+    if len(state.model.graph.node) >= pieces.PIECE_NODES and _pieces_complete(state):
         return  # every value shaped without holding the whole graph's inferred copy
     state.inferred = run_onnx_inference(state.work, flat=state.flat)
     if state.inferred is None:
@@ -180,7 +194,9 @@ def _open(shape: tuple[Dim, ...] | None, binding: Mapping[str, int],
 def _pieces_complete(state: Inference) -> bool:
     """onnx's inference in pieces (:mod:`onnxmem.shapes.pieces`), taken only where it gives
     every wanted value a concrete shape; else nothing is taken and the whole graph is inferred."""
-    info = pieces.infer_in_pieces(state.work, flat=state.flat, nodes=state.nodes)
+    # a shell: the windows read the nodes and small initializers of the model itself
+    info = pieces.infer_in_pieces(state.shell, flat=state.flat, nodes=state.nodes,
+                                  source=None if state.full else state.model.graph)
     if info is None:
         return False
     found: dict[str, TypedShape] = {}
@@ -355,3 +371,17 @@ STEPS: tuple[Step, ...] = (
     Step("measured", _measured, always=True),
     Step("value_info", _value_info),
 )
+
+
+def top_level_values(model: onnx.ModelProto, nodes: NodeFields | None = None) -> list[str]:
+    """The values of the top-level graph that need a shape: its inputs that are not weights,
+    then its node outputs, each once, in file order (``nodes``: the graph's node fields, where read)."""
+    if nodes is None or not nodes.of(model.graph):
+        nodes = read_nodes(model.graph)
+    inits = set(nodes.initializers)
+    names = list(dict.fromkeys(n for n in nodes.graph_inputs if n not in inits))
+    outputs = dict.fromkeys(chain.from_iterable(nodes.outputs))  # each once, in file order
+    outputs.pop("", None)
+    seen = set(names)
+    names.extend((o for o in outputs if o not in seen) if seen else outputs)
+    return names
