@@ -89,13 +89,14 @@ def test_the_view_reads_its_graph_where_given_another_graphs_fields():
     assert view.ops == build_view(model, shapes).ops
 
 
-def test_windows_take_the_fields_of_the_graph_they_were_copied_from(monkeypatch):
+def test_windows_take_the_fields_of_the_graph_they_read(monkeypatch):
     model = transformer(6)
     work = strip_for_inference(model)
+    shell = strip_for_inference(model, flat=True, shell=True)
     nodes = read_nodes(model.graph)
-    with_fields = pieces.infer_in_pieces(work, window=11, nodes=nodes)
+    with_fields = pieces.infer_in_pieces(shell, window=11, flat=True, nodes=nodes, source=model.graph)
     assert with_fields is not None and with_fields == pieces.infer_in_pieces(work, window=11)
-    # fields of another number of nodes are not taken: the windows read the messages
+    # fields of another graph are not taken: the windows read the messages
     assert pieces.infer_in_pieces(work, window=11, nodes=read_nodes(_omitted_input_model().graph)) == with_fields
 
 

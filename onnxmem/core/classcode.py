@@ -30,7 +30,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 __all__ = ["STORE", "SWITCH", "build", "compiled_once", "load"]
 
@@ -56,6 +56,17 @@ def _digest(text: str) -> bytes:
 def _compile(text: str) -> Any:
     """What ``exec(text)`` in ``dataclasses`` compiles: no future flag of this module inherited."""
     return compile(text, "<string>", "exec", dont_inherit=True)
+
+
+def _exec_with(code_of: Callable[[str], Any]) -> Callable[..., None]:
+    """The ``exec`` that ``dataclasses`` takes while a block runs: a method text becomes the code
+    object ``code_of`` gives for it (the texts are ``dataclasses``' own, built from the fields of
+    onnxmem's classes: no model or plan reaches them)."""
+
+    def patched(source: Any, globals: Any = None, locals: Any = None) -> None:
+        exec(code_of(source) if isinstance(source, str) else source, globals, locals)  # noqa: S102
+
+    return patched
 
 
 def load(path: Path = STORE) -> dict[bytes, Any]:
@@ -94,11 +105,9 @@ def compiled_once(path: Path = STORE) -> Iterator[None]:
     global _depth, _installed
     with _lock:
         if _depth == 0 and "exec" not in vars(dataclasses) and os.environ.get(SWITCH) != "off":
-            def cached_exec(source: Any, globals: Any = None, locals: Any = None) -> None:
-                if isinstance(source, str):  # compiled here, a text would take this module's future flags
-                    source = _stored(path).get(_digest(source)) or _compile(source)
-                exec(source, globals, locals)  # noqa: S102 - dataclasses' own texts
-            dataclasses.exec = _installed = cached_exec  # type: ignore[attr-defined]
+            # compiled here, a text would take this module's future flags: _compile inherits none
+            _installed = _exec_with(lambda text: _stored(path).get(_digest(text)) or _compile(text))
+            dataclasses.exec = _installed  # type: ignore[attr-defined]
         _depth += 1
     try:
         yield
@@ -124,13 +133,11 @@ def build(path: Path = STORE, package: str = "onnxmem") -> int:
 
     codes: dict[bytes, Any] = {}
 
-    def recording_exec(source: Any, globals: Any = None, locals: Any = None) -> None:
-        if isinstance(source, str):
-            code = codes[_digest(source)] = _compile(source)
-            source = code
-        exec(source, globals, locals)  # noqa: S102 - dataclasses' own texts
+    def record(text: str) -> Any:
+        code = codes[_digest(text)] = _compile(text)
+        return code
 
-    dataclasses.exec = recording_exec  # type: ignore[attr-defined]
+    dataclasses.exec = _exec_with(record)  # type: ignore[attr-defined]
     try:
         root = importlib.import_module(package)
         for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):

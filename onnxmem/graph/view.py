@@ -250,7 +250,7 @@ def build_view(model: onnx.ModelProto, shapes: ShapeInfo, *, fold: bool = True, 
     """
     opset = opset_version(model)
     state = caller_state(model) if caller is None else dict(caller)
-    fields = nodes if nodes is not None and nodes.of(model.graph) else read_nodes(model.graph, shapes.shapes)
+    fields = read_nodes(model.graph, shapes.shapes, given=nodes)
     return _build_level(model.graph, _Level("", (), {}, frozenset(), False, fold, state, kernels),
                         shapes, opset, fields)
 
@@ -354,8 +354,7 @@ def _level_nodes(g: onnx.GraphProto, level: _Level, *, flat: bool = False, field
     value; a value written twice is a ``ModelError`` (SSA). ``flat``: no node of ``g`` holds a
     subgraph (its attributes are not read for one); ``fields``: ``g``'s node fields, where read
     (the records take their tuples, and so their names' str objects: one per name)."""
-    if fields is None or not fields.of(g):
-        fields = read_nodes(g)
+    fields = read_nodes(g, given=fields)
     names = node_names(g)
     init_names = set(fields.initializers)
     defined: dict[str, int | None] = dict.fromkeys(fields.initializers)

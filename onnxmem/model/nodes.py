@@ -48,10 +48,13 @@ class NodeFields:
         return self.graph is graph and len(self.op_types) == len(graph.node)
 
 
-def read_nodes(graph: onnx.GraphProto, known: Iterable[str] = ()) -> NodeFields:
-    """The :class:`NodeFields` of ``graph``, each node's message read once. ``known``: names whose
-    str objects the fields take where they name the same value (the keys of shapes inferred
+def read_nodes(graph: onnx.GraphProto, known: Iterable[str] = (), given: NodeFields | None = None) -> NodeFields:
+    """The :class:`NodeFields` of ``graph``, each node's message read once; ``given`` itself where
+    those are ``graph``'s (:meth:`NodeFields.of`: what a caller read already). ``known``: names
+    whose str objects the fields take where they name the same value (the keys of shapes inferred
     without these fields), so that records built from both share one str per name."""
+    if given is not None and given.of(graph):
+        return given
     same: dict[str, str] = dict(zip(known, known))
     one = same.setdefault
     initializers = tuple([one(t.name, t.name) for t in graph.initializer])

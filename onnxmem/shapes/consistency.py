@@ -45,8 +45,7 @@ def check_shapes(model: onnx.ModelProto, known: Mapping[str, tuple[int, tuple[in
     graph's :class:`~onnxmem.model.NodeFields`, where read (the op types are taken from them)."""
     passed: set[tuple[object, ...]] = set()  # the (op, shapes) that passed: a deep network repeats them
     g = model.graph
-    if nodes is None or not nodes.of(g):
-        nodes = read_nodes(g)
+    nodes = read_nodes(g, given=nodes)
     # the op type alone first: most nodes are none of these
     for i in [i for i, op in enumerate(nodes.op_types) if op in _CHECKED]:
         if len(nodes.inputs[i]) < 2 or not nodes.outputs[i]:

@@ -40,6 +40,7 @@ __all__ = [
     "declared_shape",
     "fill_shell",
     "is_large",
+    "small_initializers",
     "run_engines",
     "run_onnx_inference",
     "run_symbolic_inference",
@@ -75,13 +76,18 @@ def is_large(init: onnx.TensorProto) -> bool:
     return init.data_location == TensorProto.EXTERNAL or math.prod(init.dims) > 1024
 
 
+def small_initializers(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
+    """The initializers of ``graph`` that :func:`strip_for_inference` keeps with their values."""
+    return [init for init in graph.initializer if not is_large(init)]
+
+
 def fill_shell(shell: onnx.ModelProto, model: onnx.ModelProto) -> None:
     """Give ``shell`` (``strip_for_inference(model, shell=True)``, changed since only in its
     declarations) the main graph's nodes and small initializers: then it is what
     ``strip_for_inference(model)`` makes, with the same changes."""
     g = shell.graph
     g.node.extend(model.graph.node)
-    g.initializer.extend(init for init in model.graph.initializer if not is_large(init))
+    g.initializer.extend(small_initializers(model.graph))
 
 
 def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False, shell: bool = False) -> onnx.ModelProto:
@@ -520,13 +526,15 @@ def collect_types(model: onnx.ModelProto, *, skip: Container[str] = ()) -> dict[
 
 
 def collect_graph_types(g: onnx.GraphProto, *, value_info: bool = True, skip: Container[str] = (),
+                        initializers: Iterable[onnx.TensorProto] | None = None,
                         ) -> dict[str, tuple[int | None, tuple[Dim, ...] | None]]:
     """Every declared value of ``g`` (not its subgraphs): ``{name: (elem type, dims)}``; a
     later declaration with a shape wins over one without, or with unknown dims. Without
     ``value_info``: its initializers, inputs and outputs alone. The values ``skip`` names are
-    left out (each value's entry reads its own declarations alone: the others' are the same)."""
+    left out (each value's entry reads its own declarations alone: the others' are the same).
+    ``initializers``: the ones to take in place of ``g``'s (a shell's, whose are elsewhere)."""
     out: dict[str, tuple[int | None, tuple[Dim, ...] | None]] = {}
-    for init in g.initializer:
+    for init in g.initializer if initializers is None else initializers:
         if init.name not in skip:
             out[init.name] = (init.data_type, tuple(init.dims))  # protobuf gives ints
     declared = (*g.input, *(g.value_info if value_info else ()), *g.output)

@@ -115,7 +115,7 @@ def infer_shapes(
     (:mod:`onnxmem.shapes.loops`). ``nodes``: the main graph's node fields, where read.
     """
     input_shapes = dict(input_shapes or {})
-    fields = nodes if nodes is not None and nodes.of(model.graph) else read_nodes(model.graph)
+    fields = read_nodes(model.graph, given=nodes)
     state = _bound_inference(model, dict(dims or {}), input_shapes, strict_dims, excluded, fields)
     state.measured = measured
     state.nchwc_block = nchwc_block

@@ -42,7 +42,12 @@ from typing import Callable, Mapping, Sequence
 import onnx
 
 from onnxmem.model import Dim, NodeFields, read_nodes, subgraph_attributes
-from onnxmem.shapes.engines import collect_value_types, is_large, run_onnx_inference
+from onnxmem.shapes.engines import (
+    collect_graph_types,
+    collect_value_types,
+    run_onnx_inference,
+    small_initializers,
+)
 
 __all__ = ["PIECE_NODES", "PIECE_WINDOW", "VALUE_BLIND", "infer_in_pieces"]
 
@@ -72,10 +77,9 @@ def infer_in_pieces(
     by window (module doc; ``window`` defaults to :data:`PIECE_WINDOW`); ``None`` where the
     graph cannot be cut or a piece fails. ``flat``: the caller knows the model holds no
     subgraph and no local function (it is not walked for them). ``nodes``: the
-    :class:`~onnxmem.model.NodeFields` of the graph ``work`` was copied from, its nodes the
-    same as ``work``'s (the windows take each node's op type, domain, inputs and outputs from
-    them; read from ``work``'s messages where not given, or of another number of nodes).
-    ``source`` (with ``flat``): the graph ``work`` is a shell of
+    :class:`~onnxmem.model.NodeFields` of the graph whose nodes the windows read (``source``,
+    else ``work``'s), where read (the windows take each node's op type, domain, inputs and
+    outputs from them). ``source`` (with ``flat``): the graph ``work`` is a shell of
     (:func:`~onnxmem.shapes.engines.strip_for_inference` with ``shell``), whose nodes and small
     initializers the windows read."""
     window = window or PIECE_WINDOW
@@ -83,14 +87,12 @@ def infer_in_pieces(
     if not flat and (work.functions or any(subgraph_attributes(n) for n in g.node)):
         return None
     body = g if source is None or not flat else source  # where the nodes and small initializers are
-    small = g.initializer if body is g else [t for t in body.initializer if not is_large(t)]
+    small = list(g.initializer) if body is g else small_initializers(body)
     inits = {t.name: t for t in small}
     types: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in g.input}
     declared_out = {vi.name: vi for vi in g.output}
-    # the declared types: the small initializers', then the inputs' and outputs' (collect_graph_types)
-    out: Types = collect_value_types((*g.input, *g.output), {t.name: (t.data_type, tuple(t.dims)) for t in small})
-    if nodes is None or len(nodes) != len(body.node):
-        nodes = read_nodes(body)
+    out: Types = collect_graph_types(g, value_info=False, initializers=small)  # the declared types
+    nodes = read_nodes(body, given=nodes)
     reads = nodes.inputs  # read from the messages once, for both passes
     last = _last_window(reads, window)
     seen: dict[bytes, _Inferred] = {}  # each window inferred, by its signature

@@ -376,8 +376,7 @@ STEPS: tuple[Step, ...] = (
 def top_level_values(model: onnx.ModelProto, nodes: NodeFields | None = None) -> list[str]:
     """The values of the top-level graph that need a shape: its inputs that are not weights,
     then its node outputs, each once, in file order (``nodes``: the graph's node fields, where read)."""
-    if nodes is None or not nodes.of(model.graph):
-        nodes = read_nodes(model.graph)
+    nodes = read_nodes(model.graph, given=nodes)
     inits = set(nodes.initializers)
     names = list(dict.fromkeys(n for n in nodes.graph_inputs if n not in inits))
     outputs = dict.fromkeys(chain.from_iterable(nodes.outputs))  # each once, in file order
