@@ -264,14 +264,15 @@ def _external(tmp_path, offsets):
 
 
 def test_aligned_external_weights_are_mapped_copy_on_write(tmp_path):
-    """A weight at an offset that is a multiple of 16 in its data file is an array over a
-    copy-on-write map of the file (its bytes not read, writes never reaching the file); one at
-    another offset is read into memory of its own. Both equal the file's; verify holds."""
+    """A weight at an offset that is a multiple of its element's size in its data file is an
+    array over a copy-on-write map of the file (its bytes not read, writes never reaching the
+    file); one at another offset (a float two bytes past a multiple of 4) is read into memory
+    of its own. Both equal the file's; verify holds."""
     import mmap
 
     from onnxmem.runtime.ort import load_weights
 
-    path, model, ws = _external(tmp_path, [64, 1028 + 64])
+    path, model, ws = _external(tmp_path, [64, 1026 + 64])
     before = (tmp_path / "w.data").read_bytes()
     _, arrays = load_weights(model, path)
     assert all(np.array_equal(arrays[f"W{k}"], w) for k, w in enumerate(ws))

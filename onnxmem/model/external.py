@@ -189,7 +189,7 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str],
     maps: dict[Path, np.ndarray | None] = {}
     for t, ref in zip(tensors, refs):
         if id(t) in main and arrays is not None:
-            buf = _mapped(ref, maps)
+            buf = _mapped(ref, maps, np.dtype(ARRAY_TYPES[t.data_type]).itemsize)
             if buf is None:
                 buf = np.empty(ref.length, np.uint8)
                 _read(ref, buf)
@@ -202,22 +202,23 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str],
     return m
 
 
-#: offsets a tensor mapped from its data file must be a multiple of: the alignment of the memory
-#: numpy allocates for a read (glibc's malloc), so no kernel gets a weight less aligned than before
-MAP_ALIGNMENT = 16
-
-
-def _mapped(ref: ExternalData, maps: dict[Path, np.ndarray | None]) -> np.ndarray | None:
+def _mapped(ref: ExternalData, maps: dict[Path, np.ndarray | None], align: int = 1) -> np.ndarray | None:
     """``ref``'s bytes as a uint8 array over a copy-on-write map of its data file (each file
-    mapped once, in ``maps``), or ``None`` where they are read instead: an offset that is not
-    a multiple of :data:`MAP_ALIGNMENT`, an empty tensor, or a file that cannot be mapped.
+    mapped once, in ``maps``), or ``None`` where they are read instead: an offset that is not a
+    multiple of ``align`` (the element's size: a numpy array of the weight's type needs it), an
+    empty tensor, or a file that cannot be mapped.
 
     Nothing is read until used, and pages are shared with the operating system's file cache
     until written (then copied: writes never reach the file), where a read copies every byte
-    into fresh memory first. The checks of :func:`check_external_data` hold; a file cut short
-    while mapped ends the process with SIGBUS (in the onnxruntime child, one line names it).
+    into fresh memory first. A weight starts where its data file puts it: an exporter that
+    packs its tensors back to back (torch's, onnx's ``save`` with external data) leaves most at
+    offsets that are multiples of 4, not of 16, so a kernel gets such a weight as it gets any
+    input a caller hands onnxruntime, aligned to its element (``tests/test_verify_mapped.py``:
+    a node's outputs the same bits whichever). The checks of :func:`check_external_data` hold;
+    a file cut short while mapped ends the process with SIGBUS (in the onnxruntime child, one
+    line names it).
     """
-    if ref.offset % MAP_ALIGNMENT or not ref.length:
+    if ref.offset % align or not ref.length:
         return None
     if ref.path not in maps:
         maps[ref.path] = None
