@@ -270,6 +270,21 @@ def test_forced_segments_match_the_definition():
         assert all(not (len(s) > 1 and set(s) & forced) for s in segs)
 
 
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 12), data=st.data())
+def test_the_frontier_test_on_flat_rows_is_the_loops(n, data):
+    """The frontier test of forced_segments read from rows stored flat (numpy, a whole graph's
+    rows) answers what the loop over lists answers, on any order of the nodes and any rows:
+    repeated entries, entries of nodes later in the order, a node's own index."""
+    from onnxmem.core.rows import Rows
+    from onnxmem.scheduling.cost import _reaches_every_frontier
+
+    rows = data.draw(st.lists(st.lists(st.integers(0, max(n - 1, 0)), max_size=4), min_size=n, max_size=n))
+    seq = data.draw(st.permutations(range(n)))
+    lists = [list(r) for r in rows]
+    assert _reaches_every_frontier(seq, Rows.of(rows), n) == _reaches_every_frontier(seq, lists, n)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10**6), n=st.integers(1, 14), io=st.sampled_from(["internal", "external"]))
 def test_every_strategy_is_topological_and_auto_never_above_file(seed, n, io):

@@ -110,19 +110,23 @@ def true_lifetimes(view: GraphView, order: Sequence[int]) -> dict[str, tuple[int
     horizon = max(len(order), 1)
     step = {op: k for k, op in enumerate(order)}
     last: dict[str, tuple[int, int]] = {}
+    ops = view.ops
     for k, op_index in enumerate(order):
-        op = view.ops[op_index]
-        for name in op.inputs + op.captures:
-            last[name] = (k, op_index)
+        op = ops[op_index]
+        at = (k, op_index)
+        for name in op.inputs:
+            last[name] = at
+        for name in op.captures:  # a body's reads of the outer scope: most nodes have none
+            last[name] = at
     outs = set(view.outputs)
     out: dict[str, tuple[int, int, int | None]] = {}
-    for t in view.tensors.values():
+    for name, t in view.tensors.items():
         if t.kind == "weight":
             continue
         start = 0 if t.producer is None else step[t.producer]
-        k, reader = last.get(t.name, (start, None))
-        end = horizon if t.name in outs else k + 1
-        out[t.name] = (start, max(end, start + 1), reader)
+        k, reader = last.get(name, (start, None))
+        end = horizon if name in outs else k + 1
+        out[name] = (start, end if end > start else start + 1, reader)
     return out
 
 
