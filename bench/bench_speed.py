@@ -21,7 +21,10 @@ resident memory are that process's and its children's (``os.wait4``):
 
 Runs are medians of ``--runs`` after one run that is not counted (it writes the modules'
 bytecode, as the first run after an install does; ``PYTHONDONTWRITEBYTECODE`` is dropped);
-wall seconds include waiting for a core on a shared machine, CPU seconds do not.
+the commands of one row (a model's and onnxruntime's, the large graphs' three) take turns,
+round by round, so that a slow minute of a shared machine falls on each, and each round's
+figure is shown beside the median. Wall seconds include waiting for a core on a shared
+machine, CPU seconds do not.
 
     python bench/bench_speed.py                 # every target, and docs/speed.md
     python bench/bench_speed.py --sections zoo,verify   # those tables only (and theirs in docs/speed.md)
@@ -85,11 +88,27 @@ def met(figures: dict[str, float], seconds: float, mib: float | None = None) -> 
     return "; ".join(f"{kind} {'yes' if figures[kind] <= seconds and fits else 'no'}" for kind in ("wall", "cpu"))
 
 
-def median_of(runs: int, cmd: list[str], env: dict[str, str] | None = None, warm: bool = True) -> dict[str, float]:
+Runs = dict[str, list[dict[str, float]]]
+
+
+def taking_turns(runs: int, cmds: dict[str, list[str]], warm: bool = True) -> tuple[dict[str, dict[str, float]], Runs]:
+    """The median figures of each of ``cmds`` over ``runs`` rounds in which the commands take
+    turns, so that a slow minute of a shared machine falls on each of them, not on one (a ratio of
+    two is taken within one round), after an uncounted first run of each (``warm``: it writes the
+    bytecode, as the first run after an install does, in the order of ``cmds``); and every run."""
     if warm:
-        timed(cmd, env)  # a first run writes the bytecode, as the first run after an install does
-    got = [timed(cmd, env) for _ in range(runs)]
-    return {k: statistics.median(g[k] for g in got) for k in got[0]}
+        for cmd in cmds.values():
+            timed(cmd)
+    got: Runs = {key: [] for key in cmds}
+    for _ in range(runs):
+        for key, cmd in cmds.items():
+            got[key].append(timed(cmd))
+    return {key: {k: statistics.median(g[k] for g in each) for k in each[0]} for key, each in got.items()}, got
+
+
+def median_of(runs: int, cmd: list[str], warm: bool = True) -> dict[str, float]:
+    """The median figures of ``cmd`` over ``runs`` runs (:func:`taking_turns` of one command)."""
+    return taking_turns(runs, {"cmd": cmd}, warm)[0]["cmd"]
 
 
 def onnxmem(*args: str) -> list[str]:
@@ -114,22 +133,27 @@ def large_model(family: str, nodes: int, path: Path) -> int:
 
 def large_case(tmp: Path, nodes: int, runs: int = 1) -> list[str]:
     """``plan -o``, ``plan``, and ``verify --plan --static-only`` of the plan written, on the Relu
-    chain and the transformer of ``nodes`` nodes (median of ``runs`` after an uncounted first run,
-    as every other figure here)."""
-    rows = ["| command | nodes | wall s | CPU s | peak RSS MiB | target | met |", "|---|---:|---:|---:|---:|---|---|"]
+    chain and the transformer of ``nodes`` nodes: medians of ``runs`` rounds in which the three
+    take turns (:func:`taking_turns`), each run's CPU seconds shown beside the median."""
+    rows = ["| command | nodes | wall s | CPU s | peak RSS MiB | target | met | CPU s of each run |",
+            "|---|---:|---:|---:|---:|---|---|---|"]
     for family in ("chain", "transformer"):
         path = tmp / f"{family}.onnx"
         count = large_model(family, nodes, path)
-        with_o = median_of(runs, onnxmem("plan", str(path), "-o", str(tmp / f"{family}.json")))
-        without = median_of(runs, onnxmem("plan", str(path)))
-        back = median_of(runs, onnxmem("verify", str(path), "--plan", str(tmp / f"{family}.json"), "--static-only"))
+        plan_file = str(tmp / f"{family}.json")
+        cmds = {"with_o": onnxmem("plan", str(path), "-o", plan_file), "without": onnxmem("plan", str(path)),
+                "back": onnxmem("verify", str(path), "--plan", plan_file, "--static-only")}
+        fig, got = taking_turns(runs, cmds)  # ``back`` reads the plan the first ``plan -o`` wrote
+        each = {key: ", ".join(f"{g['cpu']:.2f}" for g in runs_of) for key, runs_of in got.items()}
+        with_o, without, back = fig["with_o"], fig["without"], fig["back"]
         rows += [
             f"| `plan {family}.onnx -o plan.json` | {count:,} | {with_o['wall']:.2f} | {with_o['cpu']:.2f} | "
-            f"{with_o['rss']:.0f} | 10 s, 400 MB | {met(with_o, 10, 400 * 1e6 / 2**20)} |",
+            f"{with_o['rss']:.0f} | 10 s, 400 MB | {met(with_o, 10, 400 * 1e6 / 2**20)} | {each['with_o']} |",
             f"| `plan {family}.onnx` | {count:,} | {without['wall']:.2f} | {without['cpu']:.2f} | "
-            f"{without['rss']:.0f} | | |",
+            f"{without['rss']:.0f} | | | {each['without']} |",
             f"| `verify {family}.onnx --plan plan.json --static-only` | {count:,} | {back['wall']:.2f} | "
-            f"{back['cpu']:.2f} | {back['rss']:.0f} | 10 s, 400 MB | {met(back, 10, 400 * 1e6 / 2**20)} |",
+            f"{back['cpu']:.2f} | {back['rss']:.0f} | 10 s, 400 MB | {met(back, 10, 400 * 1e6 / 2**20)} | "
+            f"{each['back']} |",
         ]
     return rows
 
@@ -147,8 +171,8 @@ def zoo_case(tmp: Path, runs: int, only: str | None, command: str = "plan", targ
 
     label = "plan -o" if command == "plan" else command
     lines = [f"| model | {label} wall s | {label} CPU s | onnxruntime wall s | onnxruntime CPU s | "
-             f"{command} / onnxruntime (wall) | {command} / onnxruntime (CPU) |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             f"{command} / onnxruntime (wall) | {command} / onnxruntime (CPU) | CPU ratio of each round |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
     walls, cpus = [], []
     for entry in load_zoo(ROOT / "models" / "zoo"):
         if only and (entry.name not in only.split(",") if "," in only else only not in entry.name):
@@ -161,12 +185,14 @@ def zoo_case(tmp: Path, runs: int, only: str | None, command: str = "plan", targ
         if device == "cuda":
             out = ["--device", "cuda", "--alignment", "256"]
         warm_this = warm == "each" or not walls
-        p = median_of(runs, onnxmem(command, str(path), *out, *flags), warm=warm_this)
-        o = median_of(runs, [sys.executable, "-c", _ORT_RUN, str(path), device, *dims], warm=warm_this)
+        fig, got = taking_turns(runs, {"p": onnxmem(command, str(path), *out, *flags),
+                                       "o": [sys.executable, "-c", _ORT_RUN, str(path), device, *dims]}, warm_this)
+        p, o = fig["p"], fig["o"]
         walls.append(p["wall"] / o["wall"])
         cpus.append(p["cpu"] / o["cpu"])
+        each = ", ".join(f"{a['cpu'] / b['cpu']:.2f}" for a, b in zip(got["p"], got["o"]))
         lines.append(f"| {entry.name} | {p['wall']:.2f} | {p['cpu']:.2f} | {o['wall']:.2f} | {o['cpu']:.2f} | "
-                     f"{walls[-1]:.2f} | {cpus[-1]:.2f} |")
+                     f"{walls[-1]:.2f} | {cpus[-1]:.2f} | {each} |")
         if folder.exists():
             for f in folder.iterdir():
                 f.unlink()
@@ -175,7 +201,7 @@ def zoo_case(tmp: Path, runs: int, only: str | None, command: str = "plan", targ
         lines.append(f"| **at most {target:g} on** | **{sum(w <= target for w in walls)} of {len(walls)}** "
                      f"(wall), **{sum(c <= target for c in cpus)}** (CPU) | | | | "
                      f"median {statistics.median(walls):.2f}, max {max(walls):.2f} | "
-                     f"median {statistics.median(cpus):.2f}, max {max(cpus):.2f} |")
+                     f"median {statistics.median(cpus):.2f}, max {max(cpus):.2f} | |")
     return lines
 
 
