@@ -277,7 +277,7 @@ def test_the_frontier_test_on_flat_rows_is_the_loops(n, data):
     rows) answers what the loop over lists answers, on any order of the nodes and any rows:
     repeated entries, entries of nodes later in the order, a node's own index."""
     from onnxmem.core.rows import Rows
-    from onnxmem.scheduling.cost import _reaches_every_frontier
+    from onnxmem.scheduling.forced import _reaches_every_frontier
 
     rows = data.draw(st.lists(st.lists(st.integers(0, max(n - 1, 0)), max_size=4), min_size=n, max_size=n))
     seq = data.draw(st.permutations(range(n)))
