@@ -189,11 +189,12 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str],
     maps: dict[Path, np.ndarray | None] = {}
     for t, ref in zip(tensors, refs):
         if id(t) in main and arrays is not None:
-            buf = _mapped(ref, maps, np.dtype(ARRAY_TYPES[t.data_type]).itemsize)
+            dtype = np.dtype(ARRAY_TYPES[t.data_type])
+            buf = _mapped(ref, maps, dtype.itemsize)
             if buf is None:
                 buf = np.empty(ref.length, np.uint8)
                 _read(ref, buf)
-            arr = buf.view(ARRAY_TYPES[t.data_type]).reshape(tuple(t.dims))
+            arr = buf.view(dtype).reshape(tuple(t.dims))
             arrays[t.name] = arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
             continue
         t.raw_data = _read(ref)

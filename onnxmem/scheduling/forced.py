@@ -61,8 +61,7 @@ def _reaches_every_frontier_flat(seq: Sequence[int], adj: Rows, size: int) -> li
     ``first(u)``."""
     pos = np.empty(size, np.int64)
     pos[np.asarray(seq, np.int64)] = np.arange(size, dtype=np.int64)
-    start = np.frombuffer(adj.start, np.int64) if len(adj.data) else np.zeros(size + 1, np.int64)
-    data = np.frombuffer(adj.data, np.int64) if len(adj.data) else np.zeros(0, np.int64)
+    start, data = np.frombuffer(adj.start, np.int64), np.frombuffer(adj.data, np.int64)
     at = np.repeat(pos, np.diff(start))  # the place of each entry's row
     after = pos[data] < at  # entries of a node seen before the row's
     first = np.full(size, size, np.int64)

@@ -106,12 +106,13 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False, shell: bo
     which the windows of :mod:`onnxmem.shapes.pieces` read from ``model`` itself (on a
     100,000-node graph the two are half the copy's 100 MB); :func:`fill_shell` adds them.
     """
-    m = copy_without(model, ("initializer", "value_info", *(("node",) if shell and flat else ())))
+    bare = shell and flat  # the nodes and small initializers left to the model itself
+    m = copy_without(model, ("initializer", "value_info", *(("node",) if bare else ())))
     g = m.graph
     declared = {vi.name for vi in g.input}
     for init in model.graph.initializer:
         if not is_large(init):
-            if not (shell and flat):
+            if not bare:
                 g.initializer.append(init)
         elif init.name not in declared:
             g.input.append(
