@@ -115,9 +115,7 @@ def strip_for_inference(model: onnx.ModelProto, *, flat: bool = False, shell: bo
             if not bare:
                 g.initializer.append(init)
         elif init.name not in declared:
-            g.input.append(
-                onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
-            )
+            g.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
     for sub in () if flat else iter_graphs(g):
         if sub is g:
             continue
