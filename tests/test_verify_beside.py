@@ -85,6 +85,28 @@ def test_a_planned_shape_of_the_same_bytes_is_a_note_and_the_run_goes_on(chain):
     assert all(c.identical for c in beside.outputs)
 
 
+def test_onnxruntime_refuses_an_output_bound_at_a_shape_the_kernel_does_not_compute(chain):
+    """What the run ahead assumes of onnxruntime, where the reference beside it gives no shape
+    for a value (``ArenaRun._same_shapes``): Transpose computes t at [8, 4]; its node session, with
+    t bound in the arena at [4, 8] (the same bytes), fails rather than write [4, 8]; bound at
+    [8, 4], it runs and t holds a's transpose."""
+    from onnxmem.runtime.arena import ArenaRun
+
+    path, p = chain
+    run = ArenaRun(p.plan, p.model, p.view, VerifyOptions(), path)
+    run.load_inputs()
+    ops = {op.name: op for op in p.view.ops}
+    relu, transpose = ops["relu"], ops["transpose"]
+    run._bind_and_run(relu, run.session(relu, run.nodes[relu.index]), in_arena=True)
+    a = np.array(run._read(run.slots["a"])).view(np.float32).reshape(4, 8)
+    run.slots["t"] = dataclasses.replace(run.slots["t"], shape=(4, 8))
+    with pytest.raises(Exception, match="shape"):
+        run._bind_and_run(transpose, run.session(transpose, run.nodes[transpose.index]), in_arena=True)
+    run.slots["t"] = dataclasses.replace(run.slots["t"], shape=(8, 4))
+    run._bind_and_run(transpose, run.session(transpose, run.nodes[transpose.index]), in_arena=True)
+    assert np.array_equal(np.array(run._read(run.slots["t"])).view(np.float32).reshape(8, 4), a.T)
+
+
 def test_a_planned_shape_of_other_bytes_is_a_finding(chain):
     """The plan holds t in 64 bytes at [4, 4] where Transpose computes [8, 4] (128 bytes): the
     shape finding of the step-by-step run, naming the node and both shapes."""

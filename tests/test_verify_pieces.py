@@ -78,12 +78,31 @@ def test_a_value_read_by_a_later_piece_is_kept_until_that_piece_has_run(diamond)
 
 
 def test_the_beside_run_keeps_the_outputs_and_the_shapes_of_the_others(diamond):
+    """One node a piece: every value is read by a later piece, so each piece gives it; the outputs
+    are kept, the shapes alone of the others."""
     path, p = diamond
     _, _, pieces = _reference(path, p, 1)
+    cut = pieces.pieces
     pieces.run_all({"y"})
+    assert pieces.pieces == cut
     assert set(pieces.given) == {"y"} and pieces.shape("sig") == (4, 16) and not pieces.kept
     again = pieces.again()
-    assert again.ran == 0 and again.pieces is pieces.pieces and "sig" in again
+    assert again.ran == 0 and again.pieces is cut and "sig" in again
+
+
+def test_the_beside_run_gives_only_the_outputs_and_the_values_later_pieces_read(diamond):
+    """One piece of every node: it gives y alone (onnxruntime reuses the memory of the others), so
+    the shapes of the others are unknown; ``again`` (the run step by step) gives every value."""
+    path, p = diamond
+    _, values, pieces = _reference(path, p, 1 << 30)
+    (cut,) = pieces.pieces
+    assert cut.outputs == ("sig", "tan", "sum", "y")
+    pieces.run_all({"y"})
+    assert [pc.outputs for pc in pieces.pieces] == [("y",)] and set(pieces.given) == {"y"}
+    assert pieces.shape("y") == (4, 16) and pieces.shape("sig") is None and not pieces.shapes
+    again = pieces.again()
+    assert again.pieces == (cut,) and [n for n in values if n in again] == list(values)
+    assert host_array(again.pop("tan")).shape == (4, 16)
 
 
 def _runs(path, plan, view, model):

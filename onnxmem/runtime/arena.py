@@ -25,8 +25,10 @@ Before the first node (:meth:`ArenaRun.__init__`):
   (:class:`onnxmem.runtime.reference.PieceReference`). Where a core is spare
   (:func:`spare_core`, or ``ExecutionOptions.beside``) it runs on a thread of its
   own while the nodes run in the arena (:meth:`ArenaRun.run_ahead`: steps 1 and 4
-  to 7, each output bound at its planned shape); step 3 follows for every node run
-  once the reference ends, and where a node failed to run or a planned shape does
+  to 7, each output bound at its planned shape, which onnxruntime holds the kernel
+  to); that reference gives the graph outputs and the values passed from one piece to
+  the next alone; step 3 follows for every node run once the reference ends (for the
+  values it gave), and where a node failed to run or a planned shape does
   not hold, the arena goes back to the sentinel and the run starts again step by
   step, so the findings and notes are those of the run below (so too where a
   node fails to run in the reference: its piece is cut into pieces of one node, and
@@ -201,11 +203,16 @@ class ArenaRun(ArenaSteps):
         return ran
 
     def _same_shapes(self, ran: list[Op]) -> bool:
-        """Whether the reference computed each output of the nodes run ahead at its planned shape
-        (step 3 for each): else the plan's shapes do not hold and the run goes step by step."""
+        """Whether the reference computed each output of the nodes run ahead that it gave at its
+        planned shape (step 3 for each): else the plan's shapes do not hold and the run goes step
+        by step. The shape of a value the reference did not give (:meth:`PieceReference.run_all`)
+        was checked by onnxruntime as its node ran ahead: a kernel that computes another shape than
+        the one its output is bound at fails (``tests/test_verify_beside.py``), and so does the run
+        ahead (:meth:`run_ahead`)."""
         for op in ran:
             for o in op.outputs:
-                if o and self.whole_values.shape(o) != tuple(self.slots[o].shape):
+                got = self.whole_values.shape(o) if o else None
+                if got is not None and got != tuple(self.slots[o].shape):
                     return False
         return True
 
