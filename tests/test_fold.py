@@ -205,3 +205,76 @@ def test_qdq_weights_are_counted_as_stored_and_dequantized_next_to_their_reader(
     # (at most 3 float and 2 int8 tensors of 8 KiB and 2 KiB)
     assert p.plan.arena_size <= 4 * stored + 3 * 8192 + 2 * 2048
     assert verify_plan(q, p.plan, model_path=path, plan_name="p.json", options=VerifyOptions()).ok
+
+
+def _constants() -> list[onnx.NodeProto]:
+    """A Constant node of each form: tensors stored in raw bytes and in typed fields, of the types
+    numpy has, and the scalar and list attributes."""
+    rng = np.random.default_rng(7)
+    arrays = {"f32": rng.standard_normal((2, 3)).astype(np.float32), "f64": rng.standard_normal(4),
+              "f16": rng.standard_normal((3,)).astype(np.float16), "i8": np.array([-3, 5], np.int8),
+              "u8": np.array([[1, 255]], np.uint8), "i32": np.array([7, -9, 11], np.int32),
+              "b": np.array([True, False, True]), "scalar": np.array(2.5, np.float32), "empty": np.zeros((0, 2), np.int64)}
+    nodes = [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(a, name)) for name, a in arrays.items()]
+    typed = helper.make_tensor("i64", TensorProto.INT64, [3], [1, -2, 3])  # int64_data, not raw bytes
+    nodes.append(helper.make_node("Constant", [], ["i64"], value=typed))
+    nodes += [helper.make_node("Constant", [], ["vf"], value_float=0.1),
+              helper.make_node("Constant", [], ["vfs"], value_floats=[0.1, -2.0, 3.5]),
+              helper.make_node("Constant", [], ["vi"], value_int=-7),
+              helper.make_node("Constant", [], ["vis"], value_ints=[4, 5, 6])]
+    return nodes
+
+
+def test_constant_nodes_read_from_their_attribute_have_onnxruntimes_bits():
+    """Each form of a Constant read with numpy (``folding.constant_value``) has the dtype, shape
+    and bytes onnxruntime's Constant kernel gives; a string, a bfloat16 tensor, a tensor stored
+    outside the model and one whose data does not fill its dims are left to onnxruntime."""
+    import onnxruntime as ort
+
+    from onnxmem.runtime.folding import constant_value
+
+    nodes = _constants()
+    kinds = {"value_float": TensorProto.FLOAT, "value_floats": TensorProto.FLOAT, "value_int": TensorProto.INT64,
+             "value_ints": TensorProto.INT64}
+    outs = [helper.make_tensor_value_info(n.output[0], kinds.get(n.attribute[0].name, n.attribute[0].t.data_type), None)
+            for n in nodes]
+    model = helper.make_model(helper.make_graph(nodes, "c", [], outs), opset_imports=[helper.make_opsetid("", 17)],
+                              ir_version=9)
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {})
+    for node, want in zip(nodes, got):
+        mine = constant_value(node)
+        assert mine is not None, node.output[0]
+        assert mine.dtype == want.dtype and mine.shape == want.shape and mine.tobytes() == want.tobytes(), node.output[0]
+    left = [helper.make_node("Constant", [], ["s"], value=helper.make_tensor("s", TensorProto.STRING, [1], [b"a"])),
+            helper.make_node("Constant", [], ["bf"], value=helper.make_tensor("bf", TensorProto.BFLOAT16, [1], [1.0])),
+            helper.make_node("Constant", [], ["short"], value=TensorProto(name="short", data_type=TensorProto.INT64,
+                                                                          dims=[3], int64_data=[1, 2])),
+            helper.make_node("Constant", [], ["sp"], value_string="x"),
+            helper.make_node("Identity", ["x"], ["y"])]
+    outside = numpy_helper.from_array(np.ones(4, np.float32), "ext")
+    outside.data_location = TensorProto.EXTERNAL
+    outside.ClearField("raw_data")
+    left.append(helper.make_node("Constant", [], ["ext"], value=outside))
+    assert [constant_value(n) for n in left] == [None] * len(left)
+
+
+def test_weights_with_constants_read_directly_are_the_weights_onnxruntime_computes(monkeypatch):
+    """A graph whose weights are Constant nodes and a Cast and an Add of them: the weights
+    ``compute_weights`` gives are, bit for bit, those of one onnxruntime session of every weight node."""
+    import onnxmem.runtime.folding as folding
+
+    nodes = [*_constants()[:3],
+             helper.make_node("Cast", ["f64"], ["f64_as_f32"], to=TensorProto.FLOAT),
+             helper.make_node("Constant", [], ["vfs"], value_floats=[0.1, -2.0, 3.5, 4.0]),
+             helper.make_node("Add", ["vfs", "f64_as_f32"], ["summed"]),
+             helper.make_node("Add", ["x", "summed"], ["y"])]
+    model = make_model(nodes, [vi("x", [4])], [vi("y", [4])], [])
+    info = infer_shapes(model)
+    view = build_view(model, info)
+    assert len(view.weight_ops) == 6
+    direct = folding.compute_weights(model, view)
+    monkeypatch.setattr(folding, "constant_value", lambda node: None)
+    by_onnxruntime = folding.compute_weights(model, view)
+    assert set(direct) == set(by_onnxruntime) >= {"f32", "f64", "f16", "f64_as_f32", "vfs", "summed"}
+    for name, value in by_onnxruntime.items():
+        assert direct[name].dtype == value.dtype and direct[name].tobytes() == value.tobytes(), name
