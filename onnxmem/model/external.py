@@ -20,7 +20,7 @@ from onnx import TensorProto
 
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.model.dtypes import DTYPES, MAX_BYTES, dtype_name, tensor_bytes
-from onnxmem.model.tensors import Site, graph_tensors, site_label, stored_tensors
+from onnxmem.model.tensors import Site, site_label, stored_tensors
 
 __all__ = ["ARRAY_TYPES", "MAX_INLINE_WEIGHTS", "ExternalData", "check_external_data", "read_external_data"]
 
@@ -176,8 +176,9 @@ def read_external_data(model: onnx.ModelProto, base: str | os.PathLike[str],
     """
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    tensors = [t for t in graph_tensors(m) if t.data_location == TensorProto.EXTERNAL]
-    refs = check_external_data(m, base)
+    sites = list(stored_tensors(m))  # one walk of the copy for both
+    tensors = [t for _, t in sites if t.data_location == TensorProto.EXTERNAL]
+    refs = check_external_data(m, base, sites=sites)
     total = sum(r.length for r in refs)
     if total + model.ByteSize() > MAX_INLINE_WEIGHTS:
         raise ModelError(
