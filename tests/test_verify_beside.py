@@ -107,6 +107,32 @@ def test_onnxruntime_refuses_an_output_bound_at_a_shape_the_kernel_does_not_comp
     assert np.array_equal(np.array(run._read(run.slots["t"])).view(np.float32).reshape(8, 4), a.T)
 
 
+def test_values_only_the_next_node_reads_are_not_copied(chain, monkeypatch):
+    """a, t and m are each read by the node after their writer alone: the run ahead copies the
+    bytes of s (read two nodes on) and y (an output) only, and verifies. With t moved onto a's
+    bytes (written while a is live), the run goes step by step, copying every value, and finds
+    what the step-by-step run finds."""
+    from onnxmem.runtime.arena import ArenaRun
+
+    path, p = chain
+    kept: list[str] = []
+    real = ArenaRun._keep
+    monkeypatch.setattr(ArenaRun, "_keep", lambda self, slot: kept.append(slot.name) or real(self, slot))
+    run = ArenaRun(p.plan, p.model, p.view, VerifyOptions(beside=True), path)
+    ex = run.run()
+    assert run.unkept == {"a", "t", "m"} and sorted(kept) == ["s", "y"]
+    assert ex.findings == () and ex.nodes_run == 5 and all(c.identical for c in ex.outputs)
+    at = p.plan.tensor("a").offset
+    bad = dataclasses.replace(p.plan, tensors=tuple(dataclasses.replace(t, offset=at) if t.name == "t" else t
+                                                    for t in p.plan.tensors))
+    kept.clear()
+    run = ArenaRun(bad, p.model, p.view, VerifyOptions(beside=True), path)
+    ex = run.run()
+    alone = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(beside=False))
+    assert run.unkept == frozenset() and "a" in kept
+    assert ex.findings and ex.findings == alone.findings and ex.findings[0].tensor == "a"
+
+
 def test_a_planned_shape_of_other_bytes_is_a_finding(chain):
     """The plan holds t in 64 bytes at [4, 4] where Transpose computes [8, 4] (128 bytes): the
     shape finding of the step-by-step run, naming the node and both shapes."""

@@ -74,6 +74,9 @@ class ArenaSteps(abc.ABC):
 
     #: whether this kind of run may hold its values to one whole-model run (:meth:`reference_values`)
     whole_reference = True
+    #: the values whose bytes are not copied when written, nothing running between their write and
+    #: their reads (:meth:`onnxmem.runtime.arena.ArenaRun.uncopied`)
+    unkept: frozenset[str] = frozenset()
 
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
                  model_path: str | os.PathLike[str] | None = None) -> None:
@@ -165,9 +168,8 @@ class ArenaSteps(abc.ABC):
         return "cuda" if self.cuda and slot.home == "arena" else "cpu"
 
     def _read(self, slot: Slot) -> np.ndarray:
-        if slot.private is not None:
-            return np.array(slot.private[: slot.size])
-        return cast(np.ndarray, self._memory(slot).read(slot.offset, slot.size))
+        return np.array(slot.private[: slot.size]) if slot.private is not None else self._memory(slot).read(
+            slot.offset, slot.size)
 
     def _keep(self, slot: Slot) -> np.ndarray:
         """The slot's bytes as they must stay while it is live (``HostArena.keep``; a private
@@ -178,16 +180,13 @@ class ArenaSteps(abc.ABC):
 
     def _peek(self, slot: Slot) -> np.ndarray:
         """The slot's bytes, to compare now (a view where they are on the host)."""
-        if slot.private is not None:
-            return slot.private[: slot.size]
-        return cast(np.ndarray, self._memory(slot).peek(slot.offset, slot.size))
+        return slot.private[: slot.size] if slot.private is not None else self._memory(slot).peek(slot.offset, slot.size)
 
     def _weight(self, name: str, host: bool) -> Any:
         """The weight ``name`` as an OrtValue on the host or the device, made once."""
-        on_host = host or not self.cuda
-        key = (name, on_host)
+        key = (name, host or not self.cuda)
         if key not in self._weight_values:
-            self._weight_values[key] = ort_value(self.weights[name], "cpu" if on_host else "cuda")
+            self._weight_values[key] = ort_value(self.weights[name], "cpu" if key[1] else "cuda")
         return self._weight_values[key]
 
     # -------------------------------------------------------------- the procedure
@@ -203,8 +202,7 @@ class ArenaSteps(abc.ABC):
                 return self._stopped(t0)
         finally:
             end_run()
-        seconds = time.perf_counter() - t0 - self.private_seconds
-        return self.compare_outputs(seconds)
+        return self.compare_outputs(time.perf_counter() - t0 - self.private_seconds)
 
     def run_steps(self) -> bool:
         """Steps 1 to 7 for each node of this graph in the plan's order (a node with
@@ -477,7 +475,8 @@ class ArenaSteps(abc.ABC):
                     self.saved[name] = np.array(self.saved[name])  # still what it must hold, apart from the write's
         self.history.append(Write(k, op.name, written))
         for s in written:
-            self.saved[s.name] = self._keep(s)
+            if s.name not in self.unkept:
+                self.saved[s.name] = self._keep(s)
             self.live[s.name] = s
 
     def retire(self, k: int, op: Op) -> None:
