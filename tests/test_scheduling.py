@@ -705,3 +705,26 @@ def test_auto_first_pass_on_random_graphs_keeps_the_parts_bounding_every_part_ke
         assert (parts.lower, set(parts.pieces)) == (lower, kept), seed
         searched += bool(kept)
     assert searched >= 10  # the parts kept for the search are compared too
+
+
+@given(st.integers(0, 10_000), st.sampled_from([0, 1]))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_greedy_scores_of_all_ready_nodes_are_each_nodes_own(seed, rule):
+    """``_Sim.keys`` (the state read once for every ready node) gives, at every step of a random
+    order of a random piece, each node's score as its definition computes it from the state
+    (:meth:`_Sim.mem`, :meth:`_Sim.premature` and the bytes the node frees)."""
+    from onnxmem.scheduling.heuristics import _Sim
+
+    view = random_view(seed, n=24, fanin=3)
+    piece = build_order_graph(view, alignment=1, inplace=bool(seed % 2)).root()
+    sim = _Sim(piece)
+    rng = random.Random(seed)
+    while sim.ready:
+        want = []
+        for v in sim.ready:
+            m = max(sim.mem(v), sim.peak)
+            d = piece.keep[v] - sum(size for t, size in piece.frees[v] if sim.rem[t] == 1)
+            late = sim.premature(v)
+            want.append((late, m, d, v) if rule == 0 else (late, d, m, v))
+        assert sim.keys(sim.ready, rule) == want
+        sim.apply(rng.choice(sim.ready))

@@ -80,14 +80,6 @@ class _Sim:
         m = self.r + (p.step(v, self.rem) if p.disc[v] else p.alloc[v])
         return m + self.p.first_extra if self.first else m
 
-    def delta(self, v: int) -> int:
-        d = self.p.keep[v]
-        rem = self.rem
-        for s, size in self.p.frees[v]:
-            if rem[s] == 1:
-                d -= size
-        return d
-
     def apply(self, v: int) -> tuple[int, bool]:
         p = self.p
         undo = (self.peak, self.first)
@@ -129,12 +121,28 @@ class _Sim:
         self.ready.append(v)
         self.peak, self.first = undo
 
-    def key(self, v: int, rule: int) -> tuple[bool, int, int, int]:
-        m = self.mem(v)
-        late = self.premature(v)
-        if rule == 0:
-            return (late, max(m, self.peak), self.delta(v), v)
-        return (late, self.delta(v), max(m, self.peak), v)
+    def keys(self, nodes: Sequence[int], rule: int) -> list[tuple[bool, int, int, int]]:
+        """Each of ``nodes``' score (step 2 of the module docstring), lowest best: whether it is
+        :meth:`premature`; with ``rule`` 0 the peak so far if it ran next (:meth:`mem`), then the
+        bytes it leaves resident (its kept outputs less the inputs it reads last), with ``rule`` 1
+        those two the other way round; then the node. The state is read once for all the nodes:
+        a pick scores every ready node, and the look-ahead ``depth * width`` picks more
+        (pnasnet5large_legacy's greedy orders score 240,430 nodes)."""
+        p, rem, indeg, left, lazy = self.p, self.rem, self.indeg, self.lazy_left, self.lazy
+        disc, alloc, keep, frees, succs = p.disc, p.alloc, p.keep, p.frees, p.succs
+        r, peak, extra = self.r, self.peak, p.first_extra if self.first else 0
+        out = []
+        for v in nodes:
+            m = r + (p.step(v, rem) if disc[v] else alloc[v]) + extra
+            if m < peak:
+                m = peak
+            d = keep[v]
+            for t, size in frees[v]:
+                if rem[t] == 1:
+                    d -= size
+            late = lazy[v] and all(indeg[t] > left[t] for t in succs[v])
+            out.append((late, m, d, v) if rule == 0 else (late, d, m, v))
+        return out
 
 
 def lazy_sources(piece: Piece) -> list[bool]:
@@ -151,7 +159,7 @@ def _pick(sim: _Sim, rule: int) -> int:
     ready = sim.ready
     if len(ready) == 1:
         return ready[0]
-    return min(ready, key=lambda v: sim.key(v, rule))
+    return min(sim.keys(ready, rule))[3]
 
 
 def greedy_piece(
@@ -201,7 +209,7 @@ def _greedy_run(piece: Piece, rule: int, depth: int, width: int, deadline: float
         if len(ready) == 1 or depth <= 0:
             v = _pick(sim, rule)
         else:
-            cands = sorted(ready, key=lambda u: sim.key(u, rule))[:width]
+            cands = [k[3] for k in sorted(sim.keys(ready, rule))[:width]]
             best_score: tuple[bool, int, int, int] | None = None
             v = cands[0]
             for c in cands:
