@@ -106,6 +106,7 @@ from onnxmem.runtime.arena_records import (
     Execution,
     ExecutionOptions,
     OutputCheck,
+    Uncopied,
     compare_output,
 )
 from onnxmem.runtime.arena_steps import ArenaSteps
@@ -199,10 +200,8 @@ class ArenaRun(ArenaSteps):
             self.check_outputs(op, binding)
             try:
                 self.check_write(k, op)
-            except KeyError as exc:  # a write over a live value of no copy (uncopied): step by step
-                if exc.args and exc.args[0] in self.unkept:
-                    return None
-                raise
+            except Uncopied:  # a write over a live value whose bytes were not kept: step by step
+                return None
             if self.findings:
                 return ran
             self.retire(k, op)
@@ -226,7 +225,7 @@ class ArenaRun(ArenaSteps):
                 if made.get(r, k - 1) != k - 1:
                     later.add(r)
         return frozenset(n for n in made if n in read and n not in later and n in self.slots
-                         and self.slots[n].home == "arena" and self.slots[n].private is None)
+                         and self.slots[n].home == "arena")
 
     def _same_shapes(self, ran: list[Op]) -> bool:
         """Whether the reference computed each output of the nodes run ahead that it gave at its

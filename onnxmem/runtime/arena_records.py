@@ -15,7 +15,8 @@ from onnxmem.proof.plan import Finding
 #: outputs are never split; :mod:`onnxmem.runtime.reference`)
 PIECE_BYTES = 32 << 20
 
-__all__ = ["DEVICES", "PIECE_BYTES", "Execution", "ExecutionOptions", "OutputCheck", "compare_output", "same_bytes"]
+__all__ = ["DEVICES", "PIECE_BYTES", "Execution", "ExecutionOptions", "OutputCheck", "Uncopied", "compare_output",
+           "same_bytes"]
 
 
 
@@ -82,6 +83,11 @@ class Execution:
     #: the ops whose nodes ran as standard-op stand-ins (:mod:`onnxmem.runtime.standins`)
     stand_ins: tuple[str, ...] = ()
 
+
+
+class Uncopied(Exception):
+    """A write reached the bytes of a live value whose bytes were not kept (``ArenaSteps.unkept``):
+    there is nothing to compare them with; the run goes step by step, where every value's are."""
 
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two flat byte arrays hold the same bytes: compared eight at a time (a few KiB at

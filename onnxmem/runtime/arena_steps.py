@@ -9,7 +9,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import onnx
@@ -27,6 +27,7 @@ from onnxmem.runtime.arena_records import (
     Execution,
     ExecutionOptions,
     OutputCheck,
+    Uncopied,
     compare_output,
     same_bytes,
 )
@@ -75,7 +76,7 @@ class ArenaSteps(abc.ABC):
     #: whether this kind of run may hold its values to one whole-model run (:meth:`reference_values`)
     whole_reference = True
     #: the values whose bytes are not copied when written, nothing running between their write and
-    #: their reads (:meth:`onnxmem.runtime.arena.ArenaRun.uncopied`)
+    #: their reads (:meth:`onnxmem.runtime.arena.ArenaRun.uncopied`); a write over one raises Uncopied
     unkept: frozenset[str] = frozenset()
 
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
@@ -174,9 +175,7 @@ class ArenaSteps(abc.ABC):
     def _keep(self, slot: Slot) -> np.ndarray:
         """The slot's bytes as they must stay while it is live (``HostArena.keep``; a private
         slot's: a copy, as :meth:`_read` makes)."""
-        if slot.private is not None:
-            return self._read(slot)
-        return cast(np.ndarray, self._memory(slot).keep(slot.offset, slot.size))
+        return self._read(slot) if slot.private is not None else self._memory(slot).keep(slot.offset, slot.size)
 
     def _peek(self, slot: Slot) -> np.ndarray:
         """The slot's bytes, to compare now (a view where they are on the host)."""
@@ -469,6 +468,8 @@ class ArenaSteps(abc.ABC):
                     continue
                 if s.group == w.group and s.end <= k + 1 and name in op.reads and name not in self.view.outputs:
                     continue  # in place over an input that dies here
+                if name in self.unkept:
+                    raise Uncopied(name)
                 now = self._peek(s)
                 if not same_bytes(now, self.saved[name]):
                     self.findings.append(self._clobber(s, now, self.saved[name], op.name, "", writer_out=w.name))

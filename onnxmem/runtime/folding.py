@@ -21,6 +21,7 @@ from onnx import TensorProto, numpy_helper
 from onnxmem.core.errors import RuntimeBackendError, show_name
 from onnxmem.graph import GraphView
 from onnxmem.runtime.ort import (
+    NUMPY_DTYPES,
     check_memory,
     in_memory,
     load_with_weights,
@@ -61,11 +62,12 @@ def compute_weights(model: onnx.ModelProto, view: GraphView,
     check_weights_fit(view, ops)
     read_here: set[int] = set()  # Constant nodes read from their attribute; onnxruntime computes the rest
     for i in ops:
-        value = constant_value(model.graph.node[i])
+        node = model.graph.node[i]
+        value = constant_value(node)
         if value is not None:
             read_here.add(i)
-            if model.graph.node[i].output[0] in view.tensors:
-                out[model.graph.node[i].output[0]] = value
+            if node.output[0] in view.tensors:
+                out[node.output[0]] = value
     ops = [i for i in ops if i not in read_here]
     if not ops:
         return out
@@ -100,12 +102,6 @@ def compute_weights(model: onnx.ModelProto, view: GraphView,
     return out
 
 
-#: the element types of a Constant's tensor that :func:`constant_value` reads as numpy reads them
-NUMPY_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BOOL,
-                         TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64,
-                         TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64})
-
-
 def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     """The value of a standard ``Constant`` node, read from its one attribute as onnxruntime's
     kernel gives it; ``None`` where onnxruntime computes it (a sparse or string value, a tensor
@@ -121,7 +117,7 @@ def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     a = node.attribute[0]
     A = onnx.AttributeProto
     if a.name == "value" and a.type == A.TENSOR:
-        if a.t.data_location == TensorProto.EXTERNAL or a.t.data_type not in NUMPY_TYPES:
+        if a.t.data_location == TensorProto.EXTERNAL or a.t.data_type not in NUMPY_DTYPES:
             return None
         try:
             return numpy_helper.to_array(a.t)
