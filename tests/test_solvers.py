@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from onnxmem.core.errors import PlanInvalid, ProblemError
@@ -333,6 +333,29 @@ def test_lowest_first_and_dives_validate(problem: Problem) -> None:
         found = dive(problem, lb, order)
         if found is not None:  # a dive only returns plans within its capacity
             assert validate(problem.with_capacity(lb), found.tolist()) == []
+
+
+@FAST
+@given(problems(max_buffers=30, aligned=True))
+@example(Problem(tuple(Buffer(f"t{i}", *span) for i, span in  # empty buffers rank too: after t2 comes t4
+                       enumerate([(0, 1, 0), (0, 1, 0), (0, 1, 1), (0, 1, 1), (1, 2, 1)]))))
+def test_a_dive_without_a_capacity_places_the_lowest_then_first_ranked_buffer(problem: Problem) -> None:
+    # with room for everything every candidate passes, so each step places the unplaced buffer of
+    # the lowest offset, ties to the better rank: the dive of a step by step reference in Python
+    order = preorder(problem, PREORDERS[0])
+    rank = {int(b): r for r, b in enumerate(order)}
+    bufs = problem.buffers
+    minoff = {i: 0 for i, b in enumerate(bufs) if b.size > 0}
+    want = [0] * len(bufs)
+    while minoff:
+        b = min(minoff, key=lambda i: (minoff[i], rank[i]))
+        want[b] = minoff.pop(b)
+        top = want[b] + bufs[b].size
+        for i in minoff:
+            if bufs[i].start < bufs[b].end and bufs[b].start < bufs[i].end:
+                minoff[i] = max(minoff[i], -(-top // bufs[i].alignment) * bufs[i].alignment)
+    found = dive(problem, sum(b.size + b.alignment for b in bufs), order)
+    assert found is not None and found.tolist() == want
 
 
 @FAST

@@ -65,13 +65,18 @@ def dive(problem: Problem, capacity: int, order: np.ndarray, tries: int = 8) -> 
     minoff = np.zeros(m, dtype=np.int64)
     loc = np.full(m, -1, dtype=np.int64)
     unplaced = np.ones(m, dtype=bool)
-    scale = np.int64(m)
+    scale = np.int64(n)  # ranks run over all n buffers, the empty ones too
     for _ in range(m):
         idx = np.flatnonzero(unplaced)
-        cand = idx[np.argsort(minoff[idx] * scale + rank[idx], kind="stable")]
+        key = minoff[idx] * scale + rank[idx]  # distinct: the ranks are
+        if len(idx) > tries:  # only the first ``tries`` are tried: those alone are sorted
+            first = np.argpartition(key, tries - 1)[:tries]
+            cand = idx[first[np.argsort(key[first])]]
+        else:
+            cand = idx[np.argsort(key)]
         lowest_top = int((minoff[idx] + sz[idx]).min())
         chosen = -1
-        for b in cand[:tries].tolist():
+        for b in cand.tolist():
             o = int(minoff[b])
             if o >= lowest_top:
                 break
