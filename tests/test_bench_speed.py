@@ -1,0 +1,36 @@
+"""bench/bench_speed.py: the verify table, with what the design runs at the least beside it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench" / "bench_speed.py"
+
+
+def test_the_verify_table_times_each_node_twice_beside_verify_and_onnxruntime():
+    out = subprocess.run([sys.executable, str(BENCH), "--sections", "verify", "--only", "onnx_squeezenet",
+                          "--runs", "1", "--no-doc"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)  # a guard against a hang, not a speed limit
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("| model"))
+    assert header.rstrip().endswith("| each node twice / onnxruntime (CPU) |")
+    row = [c.strip() for c in next(line for line in lines if line.startswith("| onnx_squeezenet")).split("|")[1:-1]]
+    assert len(row) == header.count("|") - 1
+    verify_cpu, ort_cpu, ratio, twice = float(row[2]), float(row[4]), float(row[6]), float(row[8])
+    assert verify_cpu > 0 and ort_cpu > 0 and twice > 0
+    assert abs(ratio - verify_cpu / ort_cpu) < 0.01
+    total = next(line for line in lines if line.startswith("| **at most 2 on**"))
+    assert total.rstrip().endswith(f"| over 2 on {int(twice > 2)} |")
+
+
+def test_the_plan_table_has_no_column_of_the_kernels_run_twice():
+    out = subprocess.run([sys.executable, str(BENCH), "--sections", "zoo", "--only", "onnx_squeezenet",
+                          "--runs", "1", "--no-doc"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)  # a guard against a hang, not a speed limit
+    assert out.returncode == 0, out.stderr
+    header = next(line for line in out.stdout.splitlines() if line.startswith("| model"))
+    assert "twice" not in header and header.rstrip().endswith("| CPU ratio of each round |")
