@@ -49,6 +49,16 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "speed.md"
 sys.path.insert(0, str(ROOT / "bench"))
 
+#: the inputs of the model a script below has in ``session``: zeros, symbolic dims bound by ``DIM=N``
+#: arguments after the model and the device (1 where not bound)
+_FEEDS = r"""
+dims = {k: int(v) for k, v in (d.split("=") for d in sys.argv[3:])}
+types = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
+         "tensor(bool)": np.bool_, "tensor(float16)": np.float16}
+feeds = {i.name: np.zeros([d if isinstance(d, int) else dims.get(d, 1) for d in i.shape], types[i.type])
+         for i in session.get_inputs()}
+"""
+
 _ORT_RUN = r"""
 import sys
 import numpy as np
@@ -57,35 +67,21 @@ providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if sys.argv[2] == 
 session = ort.InferenceSession(sys.argv[1], providers=providers)
 if session.get_providers()[0] != providers[0]:
     sys.exit(f"onnxruntime did not take {providers[0]}")
-dims = {k: int(v) for k, v in (d.split("=") for d in sys.argv[3:])}
-types = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
-         "tensor(bool)": np.bool_, "tensor(float16)": np.float16}
-feeds = {i.name: np.zeros([d if isinstance(d, int) else dims.get(d, 1) for d in i.shape], types[i.type])
-         for i in session.get_inputs()}
-session.run(None, feeds)
-"""
+""" + _FEEDS + "session.run(None, feeds)\n"
 
 #: the least ``verify`` runs of a model on the CPU: every node twice (in the arena, and in the
 #: reference beside it), with the kernels onnxmem's sessions pick (optimizations and prepacking
-#: off, one thread): here one session of the whole model run twice, after ``verify``'s imports
+#: off, one thread): here the reference's session of the whole model
+#: (``onnxmem.runtime.ort.make_session``, as ``onnxmem.runtime.reference`` makes it) run twice,
+#: after ``verify``'s imports
 _TWICE = r"""
 import sys
 import click
 import numpy as np
 import onnx
-import onnxruntime as ort
-from onnxmem.runtime.ort import session_options
-options = session_options()
-options.add_session_config_entry("session.disable_prepacking", "1")
-session = ort.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
-dims = {k: int(v) for k, v in (d.split("=") for d in sys.argv[3:])}
-types = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
-         "tensor(bool)": np.bool_, "tensor(float16)": np.float16}
-feeds = {i.name: np.zeros([d if isinstance(d, int) else dims.get(d, 1) for d in i.shape], types[i.type])
-         for i in session.get_inputs()}
-session.run(None, feeds)
-session.run(None, feeds)
-"""
+from onnxmem.runtime.ort import make_session
+session = make_session(sys.argv[1], prepacking=False, shared=True)
+""" + _FEEDS + "session.run(None, feeds)\nsession.run(None, feeds)\n"
 
 
 #: every command runs as after an install: modules compiled to bytecode once and kept

@@ -84,10 +84,10 @@ class Execution:
     stand_ins: tuple[str, ...] = ()
 
 
-
 class Uncopied(Exception):
     """A write reached the bytes of a live value whose bytes were not kept (``ArenaSteps.unkept``):
     there is nothing to compare them with; the run goes step by step, where every value's are."""
+
 
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two flat byte arrays hold the same bytes: compared eight at a time (a few KiB at

@@ -115,18 +115,24 @@ def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
             or len(node.output) != 1 or not node.output[0]:
         return None
     a = node.attribute[0]
-    A = onnx.AttributeProto
-    if a.name == "value" and a.type == A.TENSOR:
+    if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
         if a.t.data_location == TensorProto.EXTERNAL or a.t.data_type not in NUMPY_DTYPES:
             return None
         try:
             return numpy_helper.to_array(a.t)
         except (ValueError, TypeError):  # data that does not match its dims: onnxruntime's error
             return None
-    scalars = {("value_float", A.FLOAT): (a.f, np.float32), ("value_floats", A.FLOATS): (a.floats, np.float32),
-               ("value_int", A.INT): (a.i, np.int64), ("value_ints", A.INTS): (a.ints, np.int64)}
-    found = scalars.get((a.name, a.type))
-    return None if found is None else np.array(found[0], dtype=found[1])
+    found = _CONSTANT_SCALARS.get((a.name, a.type))
+    return None if found is None else np.array(getattr(a, found[0]), dtype=found[1])
+
+
+#: a ``Constant``'s attributes of numbers (name and type): the field holding them and their dtype
+_CONSTANT_SCALARS = {
+    ("value_float", onnx.AttributeProto.FLOAT): ("f", np.float32),
+    ("value_floats", onnx.AttributeProto.FLOATS): ("floats", np.float32),
+    ("value_int", onnx.AttributeProto.INT): ("i", np.int64),
+    ("value_ints", onnx.AttributeProto.INTS): ("ints", np.int64),
+}
 
 
 def check_weights_fit(view: GraphView, ops: list[int]) -> None:
