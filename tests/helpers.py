@@ -21,6 +21,21 @@ def make_model(nodes, inputs, outputs, inits=(), opset=17, value_info=()) -> onn
     return m
 
 
+def two_convs_model() -> onnx.ModelProto:
+    """Two convolutions of the same weights over 16x16 and 8x8 images, a Relu after each and a
+    MaxPool between: x -> c1 -> r1 -> pool -> c2 -> r2 -> y; three kinds of node, the two
+    convolutions alike but for their shapes, and the two Relus."""
+    import numpy as np
+
+    w = onnx.numpy_helper.from_array(np.linspace(-1, 1, 4 * 4 * 9, dtype=np.float32).reshape(4, 4, 3, 3), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["b"], name="r1"),
+             helper.make_node("MaxPool", ["b"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "w"], ["c"], name="c2", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="r2")]
+    return make_model(nodes, [vi("x", [1, 4, 16, 16])], [vi("y", [1, 4, 8, 8])], [w])
+
+
 def diamond_model(width: int, rows: int) -> onnx.ModelProto:
     """x -> sig=Sigmoid(x) -> tan=Tanh(sig) -> sum=Add(sig, tan) -> y=MatMul(sum, W), x of
     ``rows`` x ``width``: a value read twice, by a node before the last and by the last."""

@@ -35,3 +35,23 @@ def test_the_plan_table_has_no_column_of_the_kernels_run_twice():
     assert out.returncode == 0, out.stderr
     header = next(line for line in out.stdout.splitlines() if line.startswith("| model"))
     assert "twice" not in header and header.rstrip().endswith("| CPU ratio of each round |")
+
+
+def test_the_steps_of_one_verify_are_timed_in_one_process(tmp_path):
+    """bench/bench_verify_steps.py on a chain of three Relus, each node run again (no work beside):
+    every step of the arena run timed once a node, the nodes' sessions built counted."""
+    import onnx
+
+    from .helpers import chain
+
+    path = tmp_path / "chain.onnx"
+    onnx.save(chain(3), path)
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_verify_steps.py"), str(path), "--alone"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)  # a guard against a hang
+    assert out.returncode == 0, out.stderr
+    rows = {c[0]: (float(c[1]), int(c[2])) for line in out.stdout.splitlines() if line.startswith("| ")
+            for c in [[x.strip() for x in line.split("|")[1:-1]]] if c[0] != "step"}
+    for step in ("check_inputs", "_binding", "check_write", "check_outputs", "retire", "session"):
+        assert rows[step][1] == 3, (step, rows)
+    assert rows["run_beside"][1] == 1 and rows["verify (all of it)"][0] > rows["plan_loaded"][0] > 0
+    assert rows["session built"][1] >= 1 and "node runs by op type (both runs): Relu" in out.stdout

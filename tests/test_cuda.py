@@ -24,7 +24,7 @@ from onnxmem.planning.pipeline import PlanOptions, plan_model
 from onnxmem.verify.run import VerifyOptions, cuda_available, execute_plan, verify_plan
 
 from .conftest import ROOT
-from .helpers import make_model, vi
+from .helpers import make_model, two_convs_model, vi
 from .nested_models import CONTROL_FLOW_MODELS
 
 pytestmark = [
@@ -155,17 +155,10 @@ def test_nodes_alike_of_other_shapes_share_one_cuda_session(tmp_path):
     8x8 images (the same weights' shape, the same attributes) share one session, as do the
     Relus over [1, 4, 16, 16] and [1, 4, 8, 8]; the plan runs in one device arena with outputs
     identical to the reference's."""
-    from onnxmem.runtime.arena_steps import node_setup
-    from onnxmem.runtime.sessions import node_session
+    from onnxmem.runtime.sessions import node_session, node_setup
 
-    w = onnx.numpy_helper.from_array(np.linspace(-1, 1, 4 * 4 * 9, dtype=np.float32).reshape(4, 4, 3, 3), "w")
-    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="c1", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["a"], ["b"], name="r1"),
-             helper.make_node("MaxPool", ["b"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("Conv", ["p", "w"], ["c"], name="c2", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["y"], name="r2")]
     path = tmp_path / "shapes.onnx"
-    onnx.save(make_model(nodes, [vi("x", [1, 4, 16, 16])], [vi("y", [1, 4, 8, 8])], [w]), path)
+    onnx.save(two_convs_model(), path)
     p = plan_model(path, CUDA)
     options, providers = node_setup(cuda=True)
     cache: dict = {}

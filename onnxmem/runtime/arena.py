@@ -23,8 +23,8 @@ Before the first node (:meth:`ArenaRun.__init__`):
   value has the bits the node's own session computes; it runs in pieces of
   consecutive nodes, each when its values are first asked for
   (:class:`onnxmem.runtime.reference.PieceReference`). Where a core is spare
-  (:func:`spare_core`, or ``ExecutionOptions.beside``) it runs on a thread of its
-  own while the nodes run in the arena (:meth:`ArenaRun.run_ahead`: steps 1 and 4
+  (:func:`onnxmem.runtime.ahead.spare_core`, or ``ExecutionOptions.beside``) it runs
+  on a thread of its own while the nodes run in the arena (:meth:`ArenaRun.run_ahead`: steps 1 and 4
   to 7, each output bound at its planned shape, which onnxruntime holds the kernel
   to); that reference gives the graph outputs and the values passed from one piece to
   the next alone; step 3 follows for every node run once the reference ends (for the
@@ -86,7 +86,6 @@ later reader's bytes change.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections import ChainMap
 from typing import Any
@@ -94,6 +93,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+import onnxmem.runtime.ahead as ahead
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import PlanError, RuntimeBackendError, show_name
 from onnxmem.graph import GraphView, Op, bound_outputs, child_path
@@ -113,7 +113,7 @@ from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.isolation import TimeLimitExceeded, at_step, end_run, start_run
 from onnxmem.runtime.ort import available_memory
-from onnxmem.runtime.reference import PieceReference, draws
+from onnxmem.runtime.reference import draws
 from onnxmem.runtime.trips import loop_bounds, over_bound
 
 __all__ = [
@@ -126,7 +126,6 @@ __all__ = [
     "available_memory",
     "compare_output",
     "execute_plan",
-    "spare_core",
 ]
 
 
@@ -143,14 +142,15 @@ class ArenaRun(ArenaSteps):
         whole-model run and a core is spare (``options.beside``), it runs on a thread of its own while
         the nodes run in the arena ahead of it (:meth:`run_ahead`): the same checks, the same results;
         on a machine whose cores are all busy the second thread would only wait for one."""
-        spare = spare_core() if self.opts.beside is None else self.opts.beside
+        spare = ahead.spare_core() if self.opts.beside is None else self.opts.beside
         values = self.reference_values() if spare and not self.opts.keep_going else None
         pieces = None if values is None else self.reference_pieces(values)
         if pieces is None:
             return super().run()
         self.load_inputs()
         self.unkept = self.uncopied()
-        beside = _Beside(pieces, set(self.view.outputs))
+        keep = set(self.view.outputs)
+        beside = ahead.Beside(lambda: pieces.run_all(keep), "onnxmem-reference")
         start_run("the arena run, and the run of the model as a whole (the reference) beside it")
         t0 = time.perf_counter()
         try:
@@ -158,12 +158,13 @@ class ArenaRun(ArenaSteps):
             ran = self.run_ahead()
             seconds = time.perf_counter() - t0
             try:
-                self.whole_values, self.whole_seconds = beside.result()
+                beside.result()
+                self.whole_values, self.whole_seconds = pieces, pieces.seconds
             except TimeLimitExceeded:
                 raise
             except RuntimeBackendError:  # a node fails in the reference: step by step finds what comes before it
                 ran = None
-                self.whole_values, self.whole_seconds = beside.reference, beside.reference.seconds
+                self.whole_values, self.whole_seconds = pieces, pieces.seconds
             self.whole = True
             if ran is not None and self._same_shapes(ran):
                 self.private.update((o, self.whole_values.pop(o)) for o in self.view.outputs
@@ -457,43 +458,6 @@ class _BodyRun(ArenaRun):
             saved.pop(name, None)
             if name not in self.view.outputs:
                 private.pop(name, None)
-
-
-
-def spare_core() -> bool:
-    """Whether this process has a core that other work leaves idle, on average: it may run on more
-    than one, and the load average of the last minute (this run's own thread counted) is below
-    their number."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return False
-    return cores > 1 and load < cores
-
-
-class _Beside(threading.Thread):
-    """The reference (:class:`onnxmem.runtime.reference.PieceReference`: each piece in turn, the
-    values named in ``keep`` kept, the shapes alone of the others) on a thread of its own:
-    onnxruntime runs it without Python's lock, on the other core."""
-
-    def __init__(self, reference: PieceReference, keep: set[str]) -> None:
-        super().__init__(name="onnxmem-reference", daemon=True)
-        self.reference, self.keep = reference, keep
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.reference.run_all(self.keep)
-        except BaseException as exc:  # noqa: BLE001 - raised again on the main thread
-            self.error = exc
-
-    def result(self) -> tuple[PieceReference, float]:
-        """The reference and the seconds its pieces took, once it ends; its error raised here."""
-        self.join()
-        if self.error is not None:
-            raise self.error
-        return self.reference, self.reference.seconds
 
 
 def execute_plan(

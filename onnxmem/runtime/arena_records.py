@@ -25,9 +25,11 @@ class ExecutionOptions:
     """How to run a plan. ``inputs`` overrides the seeded random inputs. ``reference``: what the
     arena's values are held to, ``"whole"`` (the whole model run once outside the arena with the
     same kernels, where it can be: :mod:`onnxmem.runtime.arena`) or ``"nodes"`` (every node run
-    once more outside the arena). ``beside``: whether a whole-model reference runs on a thread of
-    its own while the nodes run in the arena (:meth:`onnxmem.runtime.arena.ArenaRun.run`); ``None``:
-    where this process has a core to spare (:func:`onnxmem.runtime.arena.spare_core`).
+    once more outside the arena). ``beside``: whether other threads work while the nodes run in
+    the arena: a whole-model reference (:meth:`onnxmem.runtime.arena.ArenaRun.run`), or, where
+    each node runs again instead, the node sessions and the ordinary whole-model run
+    (:meth:`onnxmem.runtime.arena_steps.ArenaSteps.run_beside`); ``None``: where this process has
+    a core to spare (:func:`onnxmem.runtime.ahead.spare_core`).
     ``piece_bytes``: about how many bytes of values each piece of a whole-model reference
     computes (:class:`onnxmem.runtime.reference.PieceReference`)."""
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+import onnxmem.runtime.ahead as ahead
 import onnxmem.runtime.sessions as sessions
 import onnxmem.runtime.standins as standins
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
@@ -34,34 +35,14 @@ from onnxmem.runtime.arena_records import (
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.inputs import feeds_for
 from onnxmem.runtime.isolation import at_step, available_memory, end_run, start_run
-from onnxmem.runtime.ort import (
-    foreign_dtype,
-    load_weights,
-    onnx_array,
-    onnx_bytes,
-    ort_value,
-    session_options,
-    shared_arena,
-)
+from onnxmem.runtime.ort import foreign_dtype, load_weights, onnx_array, onnx_bytes, ort_value
 from onnxmem.runtime.reference import PieceReference, draws, random_functions
 
-__all__ = ["ArenaSteps", "node_setup"]
+__all__ = ["ArenaSteps"]
 
 
 #: what an arena run's values are held to (:class:`onnxmem.runtime.arena_records.ExecutionOptions`)
 REFERENCES = ("whole", "nodes")
-
-
-def node_setup(cuda: bool) -> tuple[Any, list[Any]]:
-    """The session options and providers of every node session of a run (on CUDA with ``cuda``)."""
-    options = session_options(memory_arena=False)  # one per node: cheap to make
-    if not cuda:
-        return options, ["CPUExecutionProvider"]
-    options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    # one convolution algorithm whatever the session: runs of the same node agree bit for bit
-    options.use_deterministic_compute = True
-    shared_arena(options, "cuda")
-    return options, [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "DEFAULT"})]
 
 
 class ArenaSteps(abc.ABC):
@@ -133,7 +114,7 @@ class ArenaSteps(abc.ABC):
             self.arena: Any = CudaArena(plan.arena_size)
         else:
             self.arena = self.mirror = HostArena(plan.arena_size)
-        self.session_options, self.providers = node_setup(self.cuda)
+        self.session_options, self.providers = sessions.node_setup(self.cuda)
         self.findings: list[Finding] = []
         self.saved: dict[str, np.ndarray] = {}  # the bytes each live value must still hold
         self.history: list[Write] = []
@@ -147,6 +128,7 @@ class ArenaSteps(abc.ABC):
         self.whole_seconds = 0.0
         self.stood_in: set[str] = set()  # the ops whose nodes ran as their stand-ins (runtime.standins)
         self._weight_values: dict[tuple[str, bool], Any] = {}
+        self.ordinary: ahead.Beside[dict[str, Any]] | None = None  # the ordinary run beside (run_beside)
         self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
         # body nodes' sessions, and those of nodes alike (sessions.node_session); on CUDA the recent ones only
         self._sessions: dict[tuple[str, int, tuple[tuple[int, ...], ...]], Any] = self._session_cache()
@@ -194,6 +176,7 @@ class ArenaSteps(abc.ABC):
         """Every step of the procedure, node by node; the findings and output checks."""
         self.load_inputs()
         self.run_reference()
+        self.run_beside()
         start_run("the arena run")
         t0 = time.perf_counter()
         try:
@@ -201,6 +184,8 @@ class ArenaSteps(abc.ABC):
                 return self._stopped(t0)
         finally:
             end_run()
+            if self.ordinary is not None:
+                self.ordinary.join()  # its values are taken below, or not at all: none left running on its own
         return self.compare_outputs(time.perf_counter() - t0 - self.private_seconds)
 
     def run_steps(self) -> bool:
@@ -254,6 +239,18 @@ class ArenaSteps(abc.ABC):
             self.live[name] = slot
         # the reference's graph inputs stay on the host (the binding copies them)
         self.private = {n: ort_value(a) for n, a in self.feeds.items()}
+
+    def run_beside(self) -> None:
+        """Where a core is spare (``options.beside``) and the reference is each node run again: the
+        ordinary whole-model run started beside the arena run, and the node sessions built on
+        threads (:mod:`onnxmem.runtime.ahead`)."""
+        if self.whole or not (ahead.spare_core() if self.opts.beside is None else self.opts.beside):
+            return
+        self.ordinary = ahead.ordinary_beside(self.full, self.feeds, self.view.outputs, self.weights)
+        items = [(self.nodes[k], self.view.ops[k], {n: self.slots[n].shape for n in self.view.ops[k].reads
+                                                    if n in self.slots})
+                 for k in self.order if k not in self.weight_ops and k not in self.view.bodies]
+        ahead.build_sessions(self.full, items, self.view, self.session_options, self.providers, self._node_sessions)
 
     def reference_values(self) -> dict[str, int] | None:
         """The values the whole-model reference gives (name -> element type: every output of a node
@@ -503,10 +500,10 @@ class ArenaSteps(abc.ABC):
             if name in self.slots and not self.changed:
                 s = self.slots[name]
                 got[name] = self._array(s)
-        t1 = time.perf_counter()  # no whole run where an op ran as its stand-in: onnxruntime lacks its kernel
-        whole = mine if self.whole else None if self.stood_in else sessions.run_model(
-            self.full, self.feeds, view.outputs, weights=self.weights)
-        ref_seconds = self.whole_seconds if self.whole else None if whole is None else time.perf_counter() - t1
+        # no whole run where an op ran as its stand-in: onnxruntime lacks its kernel
+        whole, ref_seconds = (mine, self.whole_seconds) if self.whole else ahead.ordinary_values(
+            self.ordinary, not self.stood_in, lambda: sessions.run_model(self.full, self.feeds, view.outputs,
+                                                                          weights=self.weights))
         checks: list[OutputCheck] = []
         for name in view.outputs:
             if name not in got or name not in mine:

@@ -7,6 +7,7 @@ modules that run onnxruntime (``execution``, ``weights``, ``ortpeak``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -28,9 +29,12 @@ from onnxmem.runtime.ort import (
     onnx_array,
     ort_values,
     run_bounded,
+    session_options,
+    shared_arena,
 )
 
 __all__ = [
+    "Alone",
     "CUDA_SESSIONS",
     "FEWEST_SESSIONS",
     "RecentSessions",
@@ -40,7 +44,9 @@ __all__ = [
     "host_array",
     "first_line",
     "model_like",
+    "node_alone",
     "node_session",
+    "node_setup",
     "on_host",
     "binding_type",
     "value_names",
@@ -248,6 +254,73 @@ def cuda_room() -> Callable[[], bool] | None:
     return room
 
 
+def node_setup(cuda: bool) -> tuple[Any, list[Any]]:
+    """The session options and providers of every node session of a run (on CUDA with ``cuda``)."""
+    options = session_options(memory_arena=False)  # one per node: cheap to make
+    if not cuda:
+        return options, ["CPUExecutionProvider"]
+    options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    # deterministic algorithms only, each convolution's picked by cuDNN's heuristic for its shape (no
+    # timed search): the runs of a node agree bit for bit. The default algorithm, the one convolution
+    # without a search, ran NASNet-A Large's convolutions 11 times slower on an H200 (docs/cuda.md)
+    options.use_deterministic_compute = True
+    shared_arena(options, "cuda")
+    return options, [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "HEURISTIC"})]
+
+
+@dataclasses.dataclass(frozen=True)
+class Alone:
+    """A node as its session alone runs it (:func:`node_alone`)."""
+
+    #: the node, renamed as its session runs it (its values by :func:`value_names`), seeded
+    node: onnx.NodeProto
+    declared_in: tuple[tuple[str, int, tuple[Any, ...]], ...]
+    declared_out: tuple[tuple[str, int, tuple[Any, ...] | None], ...]
+    #: the session's model is a function of this key (the model's IR version, opsets and functions are
+    #: the same for every node): nodes alike find their session without building and serializing it;
+    #: ``None`` for a node that shares no session
+    key: Any
+
+    def serialized(self, model: onnx.ModelProto) -> bytes:
+        """The model of the node alone: a graph of it, with ``model``'s IR version, opsets and functions."""
+        g = onnx.GraphProto()
+        g.name = "node"
+        g.node.add().CopyFrom(self.node)
+        for name, et, dims in self.declared_in:
+            g.input.append(onnx.helper.make_tensor_value_info(name, et, list(dims)))
+        for name, et, shape in self.declared_out:
+            g.output.append(onnx.helper.make_tensor_value_info(name, et, None if shape is None else list(shape)))
+        alone = model_like(model, g)
+        for f in alone.functions:  # a call of a local function that draws: its draws seeded too
+            for fn in f.node:
+                _seeded(f.opset_import or model.opset_import, fn)
+        return bytes(alone.SerializeToString())
+
+
+def node_alone(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
+               shapes: Mapping[str, tuple[int, ...]], share: bool) -> Alone:
+    """``node`` as :func:`node_session` runs it alone, its key set where ``share`` and nodes alike
+    may share a session (a node of the standard domain, not a random op)."""
+    names = value_names(op)
+    n = onnx.NodeProto()
+    n.CopyFrom(node)
+    n.name = "node"  # the name, documentation and metadata of a node change nothing it computes
+    n.ClearField("doc_string")
+    n.ClearField("metadata_props")
+    _seeded(model.opset_import, n)
+    n.input[:] = [names.get(i, i) if i else "" for i in node.input]
+    n.output[:] = [names.get(o, o) if o else "" for o in node.output]
+    share = share and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
+    shaped = node.op_type in SHAPED_OUTPUTS
+    declared_in = tuple((names[name], view.tensors[name].elem_type,
+                         tuple(_declared(node, name, shapes.get(name, view.tensors[name].shape), share)))
+                        for name in op.reads)
+    declared_out = tuple((names[o], view.tensors[o].elem_type, tuple(view.tensors[o].shape) if shaped else None)
+                         for o in node.output if o)
+    key = (n.SerializeToString(deterministic=True), declared_in, declared_out) if share else None
+    return Alone(n, declared_in, declared_out, key)
+
+
 def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
                  shapes: Mapping[str, tuple[int, ...]], options: Any, providers: Sequence[Any],
                  cache: dict[Any, Any] | None = None) -> Any:
@@ -262,53 +335,25 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     :data:`RANDOM_OPS`, which never share; one without a seed gets the seed 0 in its session,
     :func:`_seeded`; a CUDA kernel that picks its algorithm by shape picks it in each run, the
     same for the run outside the arena and the run in it). The cache's key is the node
-    (renamed) with its declared inputs and outputs, so a node that finds its session builds
-    no model for it.
+    (renamed) with its declared inputs and outputs (:class:`Alone`), so a node that finds its
+    session builds no model for it.
     """
     import onnxruntime as ort
 
-    names = value_names(op)
-    g = onnx.GraphProto()
-    g.name = "node"
-    n = g.node.add()
-    n.CopyFrom(node)
-    n.name = "node"  # the name, documentation and metadata of a node change nothing it computes
-    n.ClearField("doc_string")
-    n.ClearField("metadata_props")
-    _seeded(model.opset_import, n)
-    n.input[:] = [names.get(i, i) if i else "" for i in node.input]
-    n.output[:] = [names.get(o, o) if o else "" for o in node.output]
-    share = cache is not None and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM_OPS
-    shaped = node.op_type in SHAPED_OUTPUTS
-    declared_in = [(names[name], view.tensors[name].elem_type,
-                    tuple(_declared(node, name, shapes.get(name, view.tensors[name].shape), share)))
-                   for name in op.reads]
-    declared_out = [(names[o], view.tensors[o].elem_type, tuple(view.tensors[o].shape) if shaped else None)
-                    for o in node.output if o]
-    # the session's model is a function of this key (the model's IR version, opsets and functions are
-    # the same for every node): nodes alike find their session without building and serializing it
-    key = (n.SerializeToString(deterministic=True), tuple(declared_in), tuple(declared_out)) if share else None
-    if share and key in cache:  # type: ignore[operator]
-        return cache[key]  # type: ignore[index]
-    for name, et, dims in declared_in:
-        g.input.append(onnx.helper.make_tensor_value_info(name, et, list(dims)))
-    for name, et, shape in declared_out:
-        g.output.append(onnx.helper.make_tensor_value_info(name, et, None if shape is None else list(shape)))
-    alone = model_like(model, g)
-    for f in alone.functions:  # a call of a local function that draws: its draws seeded too
-        for fn in f.node:
-            _seeded(f.opset_import or model.opset_import, fn)
-    data = alone.SerializeToString()
+    alone = node_alone(model, node, op, view, shapes, share=cache is not None)
+    if alone.key is not None and alone.key in cache:  # type: ignore[operator]
+        return cache[alone.key]  # type: ignore[index]
     try:
-        sess = ort.InferenceSession(data, sess_options=options, providers=list(providers))
+        sess = ort.InferenceSession(alone.serialized(model), sess_options=options, providers=list(providers))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-        sess = _stand_in_session(n, op.name, declared_in, model.ir_version, options, providers, exc)
+        sess = _stand_in_session(alone.node, op.name, list(alone.declared_in), model.ir_version, options,
+                                 providers, exc)
         if sess is None:
             raise RuntimeBackendError(
                 f"onnxruntime cannot load node {op.name!r} ({op.op_type}) alone: {first_line(exc)}"
             ) from None
-    if share:
-        cache[key] = sess  # type: ignore[index]
+    if alone.key is not None:
+        cache[alone.key] = sess  # type: ignore[index]
     return sess
 
 

@@ -1,0 +1,135 @@
+"""Where one ``verify`` spends its wall time: its steps timed in one process.
+
+Runs ``onnxmem verify MODEL [ARGS...]`` in this process (no child process: ``isolate=False``)
+with a timer around each step of the arena run (:class:`onnxmem.runtime.arena.ArenaRun`'s
+checks, its binding, its node runs outside the arena and in it, a node session's first run
+apart), every onnxruntime session built (on any thread: their seconds add up across threads),
+the planning and the imports; then prints each step's seconds summed over the nodes, how many
+times it ran, and the node runs' seconds by op type. The timers themselves cost a few
+microseconds a call.
+
+    python bench/bench_verify_steps.py MODEL --device cuda --alignment 256
+    python bench/bench_verify_steps.py MODEL --alone            # no work on other threads
+    python bench/bench_verify_steps.py MODEL --conv-algo DEFAULT --device cuda
+
+``--alone``: no work beside the arena run (:mod:`onnxmem.runtime.ahead`: as on a machine
+without a spare core); ``--conv-algo``: the node sessions' ``cudnn_conv_algo_search`` on
+CUDA. docs/speed.md ("`verify` on a GPU") quotes its figures.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+_T0 = time.perf_counter()
+
+import onnxruntime as ort  # noqa: E402 - timed with the imports
+
+SPENT: dict[str, float] = {}
+COUNT: dict[str, int] = {}
+BY_OP: dict[str, float] = {}
+
+
+def _add(key: str, seconds: float) -> None:
+    SPENT[key] = SPENT.get(key, 0.0) + seconds
+    COUNT[key] = COUNT.get(key, 0) + 1
+
+
+def _timed(owner: object, name: str) -> None:
+    real = getattr(owner, name)
+
+    def step(*args: object, **kwargs: object) -> object:
+        t = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            _add(name, time.perf_counter() - t)
+
+    setattr(owner, name, step)
+
+
+def _instrument(conv_algo: str | None, alone: bool) -> None:
+    from onnxmem.planning import pipeline
+    from onnxmem.runtime import ahead, sessions
+    from onnxmem.runtime.arena import ArenaRun
+
+    real_init = ort.InferenceSession.__init__
+
+    def init(self: object, *args: object, **kwargs: object) -> None:
+        t = time.perf_counter()
+        try:
+            real_init(self, *args, **kwargs)
+        finally:
+            _add("session built", time.perf_counter() - t)
+
+    ort.InferenceSession.__init__ = init
+    for name in ("__init__", "load_inputs", "run_beside", "run_steps", "check_inputs", "session", "_binding",
+                 "check_write", "check_outputs", "retire", "compare_outputs"):
+        _timed(ArenaRun, name)
+    _timed(pipeline, "plan_loaded")
+    seen: set[int] = set()
+    real_run = ArenaRun._bind_and_run
+
+    def bind_and_run(self: ArenaRun, op: Any, sess: Any, in_arena: bool) -> Any:
+        first = id(sess) not in seen
+        seen.add(id(sess))
+        t = time.perf_counter()
+        try:
+            return real_run(self, op, sess, in_arena)
+        finally:
+            dt = time.perf_counter() - t
+            _add(f"run {'in the arena' if in_arena else 'outside'}{', first of its session' if first else ''}", dt)
+            BY_OP[op.op_type] = BY_OP.get(op.op_type, 0.0) + dt
+
+    ArenaRun._bind_and_run = bind_and_run  # type: ignore[method-assign,assignment]
+    if alone:
+        ahead.spare_core = lambda: False
+    if conv_algo:
+        real_setup = sessions.node_setup
+
+        def setup(cuda: bool) -> tuple[object, list[object]]:
+            options, providers = real_setup(cuda)
+            return options, ([("CUDAExecutionProvider", {"cudnn_conv_algo_search": conv_algo})] if cuda else providers)
+
+        sessions.node_setup = setup
+
+
+def main(argv: list[str]) -> int:
+    alone = "--alone" in argv
+    argv = [a for a in argv if a != "--alone"]
+    conv_algo = None
+    if "--conv-algo" in argv:
+        i = argv.index("--conv-algo")
+        conv_algo = argv[i + 1]
+        del argv[i:i + 2]
+    if not argv or argv[0].startswith("-"):
+        print(__doc__.strip().splitlines()[0] + "\nusage: bench_verify_steps.py MODEL [--alone] [--conv-algo NAME] "
+              "[verify options]", file=sys.stderr)
+        return 2
+    _instrument(conv_algo, alone)
+    from onnxmem.cli.main import main as cli
+    from onnxmem.runtime.isolation import run_limits
+
+    SPENT["imports"] = time.perf_counter() - _T0
+    COUNT["imports"] = 1
+    t0 = time.perf_counter()
+    code = 0
+    try:
+        with run_limits(isolate=False):
+            cli(["verify", *argv], standalone_mode=False)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    SPENT["verify (all of it)"] = time.perf_counter() - t0
+    COUNT["verify (all of it)"] = 1
+    print("\n| step | wall s | times |\n|---|---:|---:|")
+    for key, seconds in sorted(SPENT.items(), key=lambda kv: -kv[1]):
+        print(f"| {key} | {seconds:.3f} | {COUNT[key]} |")
+    print("\nnode runs by op type (both runs):", ", ".join(
+        f"{op} {s:.3f} s" for op, s in sorted(BY_OP.items(), key=lambda kv: -kv[1])[:8]))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,142 @@
+"""Work an arena run can do on other cores while its nodes run one by one on this thread.
+
+onnxruntime gives up Python's lock while it builds a session or runs one, so a thread of
+its own runs either on another core. Where a core is spare (:func:`spare_core`):
+
+- the reference of a run on the CPU, the model as a whole in pieces
+  (:class:`onnxmem.runtime.arena.ArenaRun`, :class:`Beside`);
+- on CUDA, the node sessions of the run, built on a pool of threads before its first node
+  (:func:`build_sessions`): each builds its own CUDA provider, one of the run's largest
+  costs, and builds the same whatever the thread;
+- on CUDA, the ordinary whole-model run on the CPU that the graph outputs are compared with
+  for information (:meth:`onnxmem.runtime.arena_steps.ArenaSteps.compare_outputs`), started
+  with the run (:func:`ordinary_beside`): the node runs on the device leave this thread
+  mostly waiting for it.
+
+Each gives what the same work done on this thread gives; only the wall time changes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, TypeVar
+
+import onnx
+
+import onnxmem.runtime.sessions as sessions
+from onnxmem.graph import GraphView, Op
+
+__all__ = ["Beside", "BUILD_THREADS", "build_sessions", "ordinary_beside", "ordinary_values", "spare_core"]
+
+T = TypeVar("T")
+
+#: the most threads that build node sessions at once (:func:`build_sessions`)
+BUILD_THREADS = 8
+
+
+def spare_core() -> bool:
+    """Whether this process has a core that other work leaves idle, on average: it may run on more
+    than one, and the load average of the last minute (this run's own thread counted) is below
+    their number."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return False
+    return cores > 1 and load < cores
+
+
+class Beside(threading.Thread, Generic[T]):
+    """``work()`` on a thread of its own; :meth:`result` waits for its value (or raises its error)."""
+
+    def __init__(self, work: Callable[[], T], name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.work = work
+        self.value: T | None = None
+        self.error: BaseException | None = None
+        self.seconds = 0.0
+
+    def run(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.value = self.work()
+        except BaseException as exc:  # noqa: BLE001 - raised again on the main thread
+            self.error = exc
+        self.seconds = time.perf_counter() - t0
+
+    def result(self) -> T:
+        """The value of ``work()`` once it ends; its error raised here."""
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+
+def build_sessions(model: onnx.ModelProto, items: Sequence[tuple[onnx.NodeProto, Op, Mapping[str, tuple[int, ...]]]],
+                   view: GraphView, options: Any, providers: Sequence[Any], cache: Any,
+                   threads: int = BUILD_THREADS) -> int:
+    """Build on ``threads`` threads the sessions :func:`onnxmem.runtime.sessions.node_session`
+    would build for ``items`` (``(node, op, input shapes)`` in the order they run), each under the
+    key it would look up in ``cache``; the number built. Only sessions nodes alike share are built
+    (:func:`~onnxmem.runtime.sessions.node_alone`), at most ``cache.limit`` of them where the cache
+    has a limit, in waves of ``threads`` while ``cache.room()`` says another fits. A node whose
+    session fails to build is left to ``node_session``, which gives its stand-in or its error."""
+    import onnxruntime as ort
+
+    jobs: dict[Any, bytes] = {}
+    most = getattr(cache, "limit", len(items))
+    for node, op, shapes in items:
+        if len(jobs) >= most:
+            break
+        alone = sessions.node_alone(model, node, op, view, shapes, share=True)
+        if alone.key is not None and alone.key not in cache and alone.key not in jobs:
+            jobs[alone.key] = alone.serialized(model)
+
+    def build(data: bytes) -> Any:
+        try:
+            return ort.InferenceSession(data, sess_options=options, providers=list(providers))
+        except Exception:  # noqa: BLE001 - node_session builds it again and reports what fails
+            return None
+
+    room = getattr(cache, "room", None)
+    todo = list(jobs.items())
+    built = 0
+    with ThreadPoolExecutor(max(1, threads), thread_name_prefix="onnxmem-session") as pool:
+        for start in range(0, len(todo), threads):
+            if room is not None and not room():
+                break
+            wave = todo[start:start + threads]
+            for (key, _), sess in zip(wave, pool.map(build, [data for _, data in wave])):
+                if sess is not None:
+                    cache[key] = sess
+                    built += 1
+    return built
+
+
+def ordinary_beside(model: onnx.ModelProto, feeds: Mapping[str, Any], outputs: Sequence[str],
+                    weights: Mapping[str, Any]) -> Beside[dict[str, Any]]:
+    """The ordinary whole-model run of :func:`onnxmem.runtime.sessions.run_model`, started now on a
+    thread of its own."""
+    beside: Beside[dict[str, Any]] = Beside(
+        lambda: sessions.run_model(model, feeds, outputs, weights=weights), "onnxmem-ordinary")
+    beside.start()
+    return beside
+
+
+def ordinary_values(beside: Beside[dict[str, Any]] | None, wanted: bool,
+                    run: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any] | None, float | None]:
+    """``(the ordinary run's values, its seconds)``: those of ``beside`` where it was started (once it
+    ends), else of ``run()`` now; ``(None, None)`` where they are not ``wanted`` (an op ran as its
+    stand-in: onnxruntime has no kernel to run the model as a whole with)."""
+    if beside is not None:
+        beside.join()
+        return (beside.result(), beside.seconds) if wanted else (None, None)
+    if not wanted:
+        return None, None
+    t0 = time.perf_counter()
+    values = run()
+    return values, time.perf_counter() - t0

@@ -1,0 +1,122 @@
+"""Work an arena run does on other threads (onnxmem.runtime.ahead): node sessions built on a pool
+before the first node, under the keys node_session looks them up by, and the ordinary
+whole-model run beside the arena run; each gives what the same work on one thread gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from onnxmem.core.errors import RuntimeBackendError
+from onnxmem.planning.pipeline import PlanOptions, plan_model
+from onnxmem.runtime import ahead, sessions
+from onnxmem.runtime.ort import load_weights
+from onnxmem.verify.run import VerifyOptions, execute_plan
+
+from .helpers import two_convs_model
+
+GREEDY = PlanOptions(solver="greedy", order="file")
+
+
+@pytest.fixture()
+def convs(tmp_path):
+    """Three kinds of node (helpers.two_convs_model): the convolutions share one session, as do the Relus."""
+    path = tmp_path / "convs.onnx"
+    onnx.save(two_convs_model(), path)
+    return path, plan_model(path, GREEDY)
+
+
+def _items(planned):
+    view = planned.view
+    return [(planned.model.graph.node[op.index], op, {n: view.tensors[n].shape for n in op.reads})
+            for op in view.ops]
+
+
+def _setup():
+    return sessions.node_setup(cuda=False)
+
+
+def test_the_sessions_built_are_those_node_session_finds(convs):
+    """Three kinds of node, three sessions built; each node then finds its kind's session and
+    none is built again."""
+    _, planned = convs
+    options, providers = _setup()
+    cache: dict = {}
+    assert ahead.build_sessions(planned.model, _items(planned), planned.view, options, providers, cache) == 3
+    built = {id(s) for s in cache.values()}
+    found = [sessions.node_session(planned.model, node, op, planned.view, shapes, options, providers, cache=cache)
+             for node, op, shapes in _items(planned)]
+    assert len(cache) == 3 and {id(s) for s in found} == built
+    assert found[0] is found[3] and found[1] is found[4] and found[2] is not found[0]
+
+
+def test_a_limited_cache_gets_the_first_kinds_only(convs):
+    """``RecentSessions(2)``: the sessions of the first two kinds in the order the nodes run."""
+    _, planned = convs
+    options, providers = _setup()
+    cache = sessions.RecentSessions(2)
+    assert ahead.build_sessions(planned.model, _items(planned), planned.view, options, providers, cache,
+                                threads=2) == 2
+    items = _items(planned)
+    for k in (0, 1):
+        node, op, shapes = items[k]
+        assert sessions.node_alone(planned.model, node, op, planned.view, shapes, share=True).key in cache
+    node, op, shapes = items[2]
+    assert sessions.node_alone(planned.model, node, op, planned.view, shapes, share=True).key not in cache
+
+
+def test_a_session_that_fails_to_build_is_left_to_node_session(convs):
+    """A standard-domain op onnxruntime has no kernel for (the first Relu renamed): nothing built,
+    no error on the pool; node_session then gives its one-line error."""
+    _, planned = convs
+    node, op, shapes = _items(planned)[1]
+    odd = onnx.NodeProto()
+    odd.CopyFrom(node)
+    odd.op_type = "NoSuchOp"
+    options, providers = _setup()
+    cache: dict = {}
+    assert ahead.build_sessions(planned.model, [(odd, op, shapes)], planned.view, options, providers, cache) == 0
+    assert cache == {}
+    with pytest.raises(RuntimeBackendError, match="cannot load node 'r1' \\(Relu\\) alone"):
+        sessions.node_session(planned.model, odd, op, planned.view, shapes, options, providers, cache=cache)
+
+
+def test_the_ordinary_run_beside_gives_the_ordinary_run(convs):
+    path, planned = convs
+    full, _ = load_weights(planned.model, path)
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 4, 16, 16)).astype(np.float32)}
+    beside = ahead.ordinary_beside(full, feeds, ["y"], {})
+    values, seconds = ahead.ordinary_values(beside, True, lambda: pytest.fail("runs again"))
+    now = sessions.run_model(full, feeds, ["y"])
+    assert np.array_equal(values["y"], now["y"]) and seconds > 0
+    assert ahead.ordinary_values(ahead.ordinary_beside(full, feeds, ["y"], {}), False, dict) == (None, None)
+    got, seconds = ahead.ordinary_values(None, True, lambda: now)
+    assert got is now and seconds >= 0
+
+
+def test_an_error_beside_is_raised_where_its_result_is_taken():
+    def fails():
+        raise RuntimeBackendError("onnxruntime failed to run the model as a whole: no")
+
+    beside = ahead.Beside(fails, "t")
+    beside.start()
+    with pytest.raises(RuntimeBackendError, match="as a whole: no"):
+        beside.result()
+    unwanted = ahead.Beside(fails, "t")
+    unwanted.start()
+    assert ahead.ordinary_values(unwanted, False, dict) == (None, None)  # an op ran as its stand-in
+
+
+def test_each_node_run_again_gives_the_same_with_work_beside(convs):
+    """``reference="nodes"``: the sessions built on threads and the ordinary run beside change
+    nothing the run finds or compares; the ordinary run's seconds are those of its own thread."""
+    path, planned = convs
+    runs = [execute_plan(planned.plan, planned.model, planned.view, model_path=path,
+                         options=VerifyOptions(reference="nodes", beside=beside)) for beside in (True, False)]
+    for run in runs:
+        assert run.findings == () and run.nodes_run == 5 and run.reference == "nodes"
+        assert run.reference_seconds is not None and run.reference_seconds > 0
+    assert [(c.name, c.identical, c.whole_model_ok, c.whole_model_diff) for c in runs[0].outputs] == \
+        [(c.name, c.identical, c.whole_model_ok, c.whole_model_diff) for c in runs[1].outputs]
+    assert all(c.ok and c.identical and c.whole_model_ok for c in runs[0].outputs)
