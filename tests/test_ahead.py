@@ -37,13 +37,15 @@ def _setup():
     return sessions.node_setup(cuda=False)
 
 
-def test_the_sessions_built_are_those_node_session_finds(convs):
-    """Three kinds of node, three sessions built; each node then finds its kind's session and
-    none is built again."""
+@pytest.mark.parametrize("threads", [1, 8])
+def test_the_sessions_built_are_those_node_session_finds(convs, threads):
+    """Three kinds of node, three sessions built (on one thread or several); each node then finds
+    its kind's session and none is built again."""
     _, planned = convs
     options, providers = _setup()
     cache: dict = {}
-    assert ahead.build_sessions(planned.model, _items(planned), planned.view, options, providers, cache) == 3
+    assert ahead.build_sessions(planned.model, _items(planned), planned.view, options, providers, cache,
+                                threads=threads) == 3
     built = {id(s) for s in cache.values()}
     found = [sessions.node_session(planned.model, node, op, planned.view, shapes, options, providers, cache=cache)
              for node, op, shapes in _items(planned)]

@@ -104,8 +104,9 @@ def build_sessions(model: onnx.ModelProto, items: Sequence[tuple[onnx.NodeProto,
 
     room = getattr(cache, "room", None)
     todo = list(jobs.items())
+    threads = max(1, threads)
     built = 0
-    with ThreadPoolExecutor(max(1, threads), thread_name_prefix="onnxmem-session") as pool:
+    with ThreadPoolExecutor(threads, thread_name_prefix="onnxmem-session") as pool:
         for start in range(0, len(todo), threads):
             if room is not None and not room():
                 break
