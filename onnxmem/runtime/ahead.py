@@ -5,13 +5,14 @@ its own runs either on another core. Where a core is spare (:func:`spare_core`):
 
 - the reference of a run on the CPU, the model as a whole in pieces
   (:class:`onnxmem.runtime.arena.ArenaRun`, :class:`Beside`);
-- on CUDA, the node sessions of the run, built on a pool of threads before its first node
-  (:func:`build_sessions`): each builds its own CUDA provider, one of the run's largest
-  costs, and builds the same whatever the thread;
-- on CUDA, the ordinary whole-model run on the CPU that the graph outputs are compared with
+- where each node runs again as the reference (always on CUDA), the node sessions of the run,
+  built on a pool of threads before its first node (:func:`build_sessions`): on CUDA each
+  builds its own CUDA provider, one of the run's largest costs; a session builds the same
+  whatever the thread;
+- there too, the ordinary whole-model run on the CPU that the graph outputs are compared with
   for information (:meth:`onnxmem.runtime.arena_steps.ArenaSteps.compare_outputs`), started
-  with the run (:func:`ordinary_beside`): the node runs on the device leave this thread
-  mostly waiting for it.
+  with the run (:func:`ordinary_beside`): on CUDA the node runs on the device leave this
+  thread mostly waiting for them.
 
 Each gives what the same work done on this thread gives; only the wall time changes.
 """
@@ -133,11 +134,12 @@ def ordinary_values(beside: Beside[dict[str, Any]] | None, wanted: bool,
     """``(the ordinary run's values, its seconds)``: those of ``beside`` where it was started (once it
     ends), else of ``run()`` now; ``(None, None)`` where they are not ``wanted`` (an op ran as its
     stand-in: onnxruntime has no kernel to run the model as a whole with)."""
-    if beside is not None:
-        beside.join()
-        return (beside.result(), beside.seconds) if wanted else (None, None)
     if not wanted:
+        if beside is not None:
+            beside.join()  # its values are not taken, nor its error: none left running on its own
         return None, None
+    if beside is not None:
+        return beside.result(), beside.seconds
     t0 = time.perf_counter()
     values = run()
     return values, time.perf_counter() - t0

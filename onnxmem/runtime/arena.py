@@ -159,12 +159,11 @@ class ArenaRun(ArenaSteps):
             seconds = time.perf_counter() - t0
             try:
                 beside.result()
-                self.whole_values, self.whole_seconds = pieces, pieces.seconds
             except TimeLimitExceeded:
                 raise
             except RuntimeBackendError:  # a node fails in the reference: step by step finds what comes before it
                 ran = None
-                self.whole_values, self.whole_seconds = pieces, pieces.seconds
+            self.whole_values, self.whole_seconds = pieces, pieces.seconds
             self.whole = True
             if ran is not None and self._same_shapes(ran):
                 self.private.update((o, self.whole_values.pop(o)) for o in self.view.outputs

@@ -247,8 +247,7 @@ class ArenaSteps(abc.ABC):
         if self.whole or not (ahead.spare_core() if self.opts.beside is None else self.opts.beside):
             return
         self.ordinary = ahead.ordinary_beside(self.full, self.feeds, self.view.outputs, self.weights)
-        items = [(self.nodes[k], self.view.ops[k], {n: self.slots[n].shape for n in self.view.ops[k].reads
-                                                    if n in self.slots})
+        items = [(self.nodes[k], self.view.ops[k], self._input_shapes(self.view.ops[k]))
                  for k in self.order if k not in self.weight_ops and k not in self.view.bodies]
         ahead.build_sessions(self.full, items, self.view, self.session_options, self.providers, self._node_sessions)
 
@@ -321,9 +320,8 @@ class ArenaSteps(abc.ABC):
 
     def session(self, op: Op, node: onnx.NodeProto) -> Any:
         """The node's own session; on CUDA, outputs the provider keeps on the host move to the host mirror."""
-        shapes = {n: self.slots[n].shape for n in op.reads if n in self.slots}
-        sess = sessions.node_session(self.full, node, op, self.view, shapes, self.session_options, self.providers,
-                                     cache=self._node_sessions)
+        sess = sessions.node_session(self.full, node, op, self.view, self._input_shapes(op), self.session_options,
+                                     self.providers, cache=self._node_sessions)
         if standins.is_stand_in(sess) and op.op_type not in self.stood_in:
             self.stood_in.add(op.op_type)
             self.notes.append(standins.note(op.domain, op.op_type))
@@ -333,6 +331,9 @@ class ArenaSteps(abc.ABC):
                 if sessions.on_host(meminfo) and self.slots[o].home == "arena":
                     self.slots[o].home = "host"
         return sess
+
+    def _input_shapes(self, op: Op) -> dict[str, tuple[int, ...]]:
+        return {n: self.slots[n].shape for n in op.reads if n in self.slots}
 
     def _inputs_on_host(self, op: Op, sess: Any) -> list[bool]:
         if not self.cuda:
