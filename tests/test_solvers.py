@@ -20,6 +20,7 @@ from onnxmem.core.problem import (
     Status,
     align_up,
     lower_bound,
+    time_sections,
     validate,
     write_csv,
 )
@@ -356,6 +357,59 @@ def test_a_dive_without_a_capacity_places_the_lowest_then_first_ranked_buffer(pr
                 minoff[i] = max(minoff[i], -(-top // bufs[i].alignment) * bufs[i].alignment)
     found = dive(problem, sum(b.size + b.alignment for b in bufs), order)
     assert found is not None and found.tolist() == want
+
+
+@FAST
+@given(problems(max_buffers=40, aligned=True), st.integers(0, 3), st.integers(1, 9), st.floats(0.9, 1.3))
+def test_the_compiled_dive_makes_the_numpy_dives_choices(problem: Problem, keys: int, tries: int,
+                                                         room: float) -> None:
+    """Both forms of a dive (:mod:`onnxmem.core.solvers._dive` where the kernels are compiled ahead
+    of time, the numpy loop elsewhere) place every buffer alike, or both fail, at capacities
+    around the bound where some dives fail and some do not."""
+    import onnxmem.core._native as native
+
+    order = preorder(problem, PREORDERS[keys % len(PREORDERS)])
+    capacity = int(lower_bound(problem) * room)
+    real = native.mode
+    native.mode = lambda: "jit (test)"
+    try:
+        want = dive(problem, capacity, order, tries)
+    finally:
+        native.mode = real
+    kernel = native.kernels("onnxmem.core.solvers._dive").dive
+    start, end, size, align = problem.arrays()
+    live = np.nonzero(size > 0)[0]
+    if len(live) == 0 or size.max() > capacity:
+        return
+    rank_all = np.empty(len(size), dtype=np.int64)
+    rank_all[order] = np.arange(len(size))
+    points, slo, shi = time_sections(start[live], end[live])
+    loc, placed = kernel(start[live], end[live], size[live], align[live], rank_all[live], slo, shi,
+                         len(points) - 1, capacity, tries, len(size))
+    assert placed == (want is not None)
+    if want is not None:
+        assert loc.tolist() == want[live].tolist()
+        assert validate(problem.with_capacity(capacity), want.tolist()) == []
+
+
+def test_the_dives_compared_above_do_fail_and_succeed() -> None:
+    """The comparison is not idle: on one problem a dive at the bound fails and one with room
+    places, in both forms."""
+    bufs = tuple(Buffer(f"t{i}", *span) for i, span in enumerate(
+        [(4, 5, 6), (1, 5, 3), (0, 2, 4), (1, 3, 4), (2, 5, 4), (0, 4, 5)]))
+    problem = Problem(bufs)
+    order = preorder(problem, PREORDERS[0])
+    import onnxmem.core._native as native
+
+    results = []
+    for mode in ("jit (test)", native.mode()):
+        real = native.mode
+        native.mode = lambda mode=mode: mode
+        try:
+            results.append([dive(problem, c, order) is None for c in (lower_bound(problem), 2 * lower_bound(problem))])
+        finally:
+            native.mode = real
+    assert results[0] == results[1] == [True, False]
 
 
 @FAST

@@ -82,11 +82,19 @@ KERNELS: dict[str, tuple[str, dict[str, tuple[Any, tuple[Any, ...]]]]] = {
         "place": ((VEC, B1), (VEC, B1, VEC, _BUFS, _COVERS, I8)),
         "lowest_first": ((VEC, B1), (VEC, I8, _BUFS, (VEC, VEC), VEC, I8)),
     }),
+    # the lowest-first dive (onnxmem.core.solvers.skyline.dive): buffers, ranks, sections, scalars
+    "onnxmem.core.solvers._dive": ("dive", {
+        "dive": ((VEC, B1), (VEC,) * 7 + (I8,) * 4),
+    }),
     "onnxmem.core.solvers._search": ("search", {
         "preorder": (VEC, (VEC, VEC, VEC, VEC, VEC, VEC, VEC)),
         "search": (I8, (VEC, VEC, VEC, (VEC,) * 9, (VEC,) * 6, (VEC,) * 7, VEC, MAT)),
     }),
     # the order search (onnxmem.scheduling.exact.piece_arrays): CSR graph, bitsets, sizes, bounds, stops
+    # the greedy list scheduler (onnxmem.scheduling.heuristics.piece_rows, then its scalars)
+    "onnxmem.scheduling._greedy": ("listsched", {
+        "greedy": ((VEC, I8), (VEC,) * 12 + (I8,) * 9),
+    }),
     "onnxmem.scheduling._search": ("order", {
         "search": ((I8, I8, I8), (
             VEC, VEC, VEC, BITS, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, BITS, VEC, BVEC, BITS,
@@ -100,6 +108,7 @@ KERNELS: dict[str, tuple[str, dict[str, tuple[Any, tuple[Any, ...]]]]] = {
 SOURCES = (
     "_cyclecounter.py", "_native.py", "solvers/_kernels.py", "solvers/_search.py",
     "solvers/_searchdefs.py", "../scheduling/_search.py", "../scheduling/_searchdefs.py",
+    "../scheduling/_greedy.py", "solvers/_dive.py",
 )
 
 _PACKAGE = Path(__file__).resolve().parent

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 __all__ = [
-    "UNITS_PER_SECOND", "charge", "charge_to", "is_wall_clock", "now", "session", "steps_left",
+    "UNITS_PER_SECOND", "charge", "charge_to", "is_wall_clock", "now", "session", "steps_left", "units_now",
     "use_wall_clock",
 ]
 
@@ -61,6 +61,12 @@ def now() -> float:
     if _WALL:
         return time.perf_counter()
     return _units() / UNITS_PER_SECOND
+
+
+def units_now() -> int:
+    """The work clock's reading in units (a compiled search counts on from it, then
+    :func:`charge` adds what it counted)."""
+    return _units()
 
 
 def charge(units: float) -> None:

@@ -33,9 +33,13 @@ It shortens live ranges of long chains; it does not look at sizes.
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Sequence, cast
 
-from onnxmem.core.workclock import charge, now
+import numpy as np
+
+from onnxmem.core.workclock import UNITS_PER_SECOND, charge, now
 from onnxmem.graph import GraphView
 from onnxmem.scheduling.cost import Piece, build_order_graph, segment_pieces, simulate
 from onnxmem.scheduling.registry import OrderOptions, register
@@ -178,10 +182,13 @@ def greedy_piece(
     """
     best: list[int] | None = None
     best_peak = 0
+    rows = None
     for rule in rules:
         if best is not None and deadline is not None and now() > deadline:
             break
-        order = _greedy_run(piece, rule, depth, width, deadline)
+        if rows is None and piece.n > 1:
+            rows = piece_rows(piece)
+        order = _greedy_run(piece, rule, depth, width, deadline, rows)
         peak, _ = simulate(piece, order)
         if best is None or peak < best_peak:
             best, best_peak = order, peak
@@ -193,7 +200,69 @@ def greedy_piece(
     return best or []
 
 
-def _greedy_run(piece: Piece, rule: int, depth: int, width: int, deadline: float | None = None) -> list[int]:
+def _greedy_run(piece: Piece, rule: int, depth: int, width: int, deadline: float | None = None,
+                rows: PieceRows | None = None) -> list[int]:
+    """One greedy pass (steps 1 to 4 of the module docstring) of ``piece`` under ``rule``.
+
+    Where the kernels are compiled ahead of time (:func:`onnxmem.core._native.mode`), the
+    compiled pass (:mod:`onnxmem.scheduling._greedy`) on ``rows`` (:func:`piece_rows`, made
+    here when not given); else :func:`_greedy_python`. Both give the same order and count the
+    same work. Under the wall clock without a cycle counter, the Python pass.
+    """
+    from onnxmem.core import _native
+
+    if _native.mode() != "aot":
+        return _greedy_python(piece, rule, depth, width, deadline)
+    from onnxmem.core._compiled import cycles_per_second, deadline_cycles
+    from onnxmem.core.workclock import charge, is_wall_clock, units_now
+
+    units = units_now()
+    if deadline is None:
+        stop, limit = _NO_STOP, 0
+    elif is_wall_clock():
+        if cycles_per_second() <= 0:
+            return _greedy_python(piece, rule, depth, width, deadline)
+        stop, limit = _CYCLE_STOP, deadline_cycles(deadline - now())
+    else:  # the clock past the deadline: units / UNITS_PER_SECOND > deadline, units an integer
+        stop, limit = _WORK_STOP, math.floor(deadline * UNITS_PER_SECOND) + 1
+    if rows is None:
+        rows = piece_rows(piece)
+    order, after = _native.kernels("onnxmem.scheduling._greedy").greedy(
+        *rows, piece.first_extra, rule, depth, width, int(STEP_COST), int(KEY_COST), stop, limit, units)
+    charge(after - units)
+    return cast(list[int], order.tolist())
+
+
+#: the compiled pass's stops (:mod:`onnxmem.scheduling._greedy`, which this module does not import)
+_NO_STOP, _WORK_STOP, _CYCLE_STOP = 0, 1, 2
+
+#: a piece's rows as the compiled pass takes them: successors (CSR), in-degrees, bytes allocated,
+#: kept and discounted, frees (CSR: slot, bytes), in-place slots (CSR), remaining readers
+PieceRows = tuple[np.ndarray, ...]
+
+
+def piece_rows(piece: Piece) -> PieceRows:
+    """``piece``'s rows as int64 arrays, for :mod:`onnxmem.scheduling._greedy`."""
+    def csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        start = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in rows], out=start[1:])
+        return start, np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(start[-1]))
+
+    succ_start, succ = csr(piece.succs)
+    fr_start, fr_slot = csr([[s for s, _ in f] for f in piece.frees])
+    fr_size = np.fromiter((size for f in piece.frees for _, size in f), dtype=np.int64, count=len(fr_slot))
+    ip_start, ip_slot = csr(piece.ip)
+
+    def vec(xs: Sequence[int]) -> np.ndarray:
+        return np.asarray(xs, dtype=np.int64).reshape(-1)
+
+    return (succ_start, succ, vec([len(p) for p in piece.preds]), vec(piece.alloc), vec(piece.keep),
+            vec(piece.disc), fr_start, fr_slot, fr_size, ip_start, ip_slot, vec(piece.rem0))
+
+
+def _greedy_python(piece: Piece, rule: int, depth: int, width: int, deadline: float | None = None) -> list[int]:
+    """One greedy pass in Python: the reference :mod:`onnxmem.scheduling._greedy` is held to, and
+    what runs where its kernel is not compiled ahead of time."""
     sim = _Sim(piece)
     order: list[int] = []
     work = 0.0

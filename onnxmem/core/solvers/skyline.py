@@ -1,4 +1,4 @@
-"""Lowest-first dives: one greedy descent of the ``exact`` search, in numpy.
+"""Lowest-first dives: one greedy descent of the ``exact`` search.
 
 Where the greedy family takes buffers in a fixed order and drops each into a
 gap, a dive builds the arena from the bottom up, as the exact search's first
@@ -17,10 +17,12 @@ descent does (see :mod:`._search`), but never backs up:
    fit the capacity;
 4. when no candidate passes, or a top passes the capacity, the dive fails.
 
-A dive costs O(n) numpy operations per buffer (O(n^2) in all, with an n x n
-overlap matrix), so it is meant for problems of up to a few thousand buffers.
-It needs no compiled code: :func:`.exact.auto` runs it before it loads the
-compiled search. Guarantee: a returned plan is valid and fits the capacity; a
+A dive costs O(n) operations per buffer (O(n^2) in all), so it is meant for
+problems of up to a few thousand buffers. Where the kernels are compiled ahead
+of time (:func:`onnxmem.core._native.mode`), the compiled loop
+(:mod:`._dive`) runs it; else the numpy loop here (with an n x n overlap
+matrix), so that :func:`.exact.auto` runs it before it loads any compiled
+code. Both make the same choices (``tests/test_solvers.py``). Guarantee: a returned plan is valid and fits the capacity; a
 dive that fails proves nothing.
 """
 
@@ -50,12 +52,34 @@ def dive(problem: Problem, capacity: int, order: np.ndarray, tries: int = 8) -> 
         return None
     # work on the non-empty buffers only
     st, en, sz, al = start[live], end[live], size[live], align[live]
-    m = len(live)
     rank_all = np.empty(n, dtype=np.int64)
     rank_all[np.asarray(order, dtype=np.int64)] = np.arange(n)
     rank = rank_all[live]
     points, slo, shi = time_sections(st, en)
     nsec = len(points) - 1
+    if tries < 1:
+        raise ValueError(f"a dive tries at least one candidate a step, not {tries}")
+    from onnxmem.core._native import kernels, mode
+
+    if mode() == "aot":  # compiled ahead of time: it loads at no cost
+        loc, placed = kernels("onnxmem.core.solvers._dive").dive(
+            st, en, sz, al, rank, slo, shi, nsec, int(capacity), int(tries), n)
+        if not placed:
+            return None
+    else:
+        found = _numpy_dive(st, en, sz, al, rank, slo, shi, nsec, capacity, tries, n)
+        if found is None:
+            return None
+        loc = found
+    off[live] = loc
+    return off
+
+
+def _numpy_dive(st: np.ndarray, en: np.ndarray, sz: np.ndarray, al: np.ndarray, rank: np.ndarray,
+                slo: np.ndarray, shi: np.ndarray, nsec: int, capacity: int, tries: int,
+                n: int) -> np.ndarray | None:
+    """The dive's loop in numpy (steps 1 to 4): the non-empty buffers' offsets, or ``None``."""
+    m = len(sz)
     overlap = (st[:, None] < en[None, :]) & (st[None, :] < en[:, None])
     delta = np.zeros(nsec + 1, dtype=np.int64)
     np.add.at(delta, slo, sz)
@@ -103,5 +127,4 @@ def dive(problem: Problem, capacity: int, order: np.ndarray, tries: int = 8) -> 
         if len(nb):
             a = al[nb]
             minoff[nb] = np.maximum(minoff[nb], -(-top // a) * a)
-    off[live] = loc
-    return off
+    return loc
