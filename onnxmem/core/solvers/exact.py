@@ -53,12 +53,14 @@ budget on lowest-first restarts and rebuilds (:func:`.greedy.restarts`), which k
 improving the plan until the deadline.
 
 ``auto`` (the default of ``plan``) tries the cheap answers before the search,
-so that small model problems never load compiled code:
+so that small model problems never load numba (they run compiled only where the
+kernels are compiled ahead of time and load at no cost, :func:`onnxmem.core._native.mode`;
+else in numpy, with the same answers):
 
 1. on problems of up to :data:`AUTO_NUMPY_MAX` buffers, none pinned: the plain
-   size-sorted best fit (numpy, :func:`.baseline.place_in_order`); if it
+   size-sorted best fit (:func:`_size_best_fit`); if it
    meets the lower bound (or fits the capacity) it is returned at once;
-2. then the lowest-first dives of :mod:`.skyline` (numpy), one per preorder,
+2. then the lowest-first dives of :mod:`.skyline`, one per preorder,
    at the lower bound (or the capacity); the first that succeeds is returned;
 3. otherwise ``exact`` under the caller's budget (by default a short one,
    :data:`AUTO_TIMEOUT` seconds): the proof when it comes in time, else the
@@ -90,7 +92,7 @@ __all__ = [
 #: default seconds of search for ``exact`` and ``auto``
 EXACT_TIMEOUT = 30.0
 AUTO_TIMEOUT = 3.0
-#: ``auto`` tries its numpy steps on problems of at most this many buffers
+#: ``auto`` tries its cheap steps (the best fit and the dives) on problems of at most this many buffers
 AUTO_NUMPY_MAX = 2000
 #: a decision (fixed capacity) on at most this many buffers starts the search
 #: from the numpy best fit instead of the compiled greedy family
@@ -494,14 +496,14 @@ def exact(problem: Problem, options: SolveOptions) -> Solution:
 
 
 def quick_plan(problem: Problem, capacity: int | None, bound: int) -> Solution | None:
-    """``auto``'s numpy steps (1 and 2 of the module docstring), or ``None``."""
+    """``auto``'s cheap steps (1 and 2 of the module docstring), or ``None``."""
     if len(problem) > AUTO_NUMPY_MAX or any(b.offset is not None for b in problem.buffers):
         return None
     from onnxmem.core.solvers.skyline import PREORDERS, dive, preorder
 
     target = bound if capacity is None else capacity
     _, _, size, _ = problem.arrays()
-    g = _numpy_greedy(problem)
+    g = _size_best_fit(problem)
     if g.height <= target:
         return _solution("auto", problem, g.offsets, g.height, judge(g.height, bound, capacity), bound, 0)
     for keys in PREORDERS:
