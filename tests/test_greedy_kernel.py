@@ -103,3 +103,28 @@ def test_greedy_run_takes_the_compiled_pass_where_it_is_compiled_ahead_of_time(m
             results.append((order, workclock.units_now()))
     assert len(calls) == 1  # the Python pass ran once: in the jit mode
     assert results[0] == results[1]
+
+
+def test_under_the_wall_clock_the_compiled_pass_stops_on_the_cycle_counter():
+    """``--timeout`` (the wall clock): the compiled pass reads the cycle counter at the checks the
+    Python pass reads ``time.perf_counter()`` at. A deadline long past cuts the look-ahead at
+    the first check in both; one far ahead never does."""
+    import time
+
+    from onnxmem.core._compiled import cycles_per_second
+
+    if not _native.is_ahead_of_time(_kernel()) or cycles_per_second() <= 0:
+        pytest.skip("the kernels are not compiled ahead of time here, or there is no cycle counter")
+    piece = build_order_graph(randwire_view(64, "ws", 2), alignment=1).root()
+    workclock.use_wall_clock(True)
+    try:
+        past = time.perf_counter() - 10.0
+        ahead = time.perf_counter() + 3600.0
+        cut = heuristics._greedy_run(piece, 0, 2, 4, past)
+        free = heuristics._greedy_run(piece, 0, 2, 4, ahead)
+        assert cut == heuristics._greedy_python(piece, 0, 2, 4, past)
+        assert free == heuristics._greedy_python(piece, 0, 2, 4, ahead)
+    finally:
+        workclock.use_wall_clock(False)
+    assert cut != free
+    assert free == heuristics._greedy_python(piece, 0, 2, 4)
