@@ -90,11 +90,11 @@ KERNELS: dict[str, tuple[str, dict[str, tuple[Any, tuple[Any, ...]]]]] = {
         "preorder": (VEC, (VEC, VEC, VEC, VEC, VEC, VEC, VEC)),
         "search": (I8, (VEC, VEC, VEC, (VEC,) * 9, (VEC,) * 6, (VEC,) * 7, VEC, MAT)),
     }),
-    # the order search (onnxmem.scheduling.exact.piece_arrays): CSR graph, bitsets, sizes, bounds, stops
     # the greedy list scheduler (onnxmem.scheduling.heuristics.piece_rows, then its scalars)
     "onnxmem.scheduling._greedy": ("listsched", {
         "greedy": ((VEC, I8), (VEC,) * 12 + (I8,) * 9),
     }),
+    # the order search (onnxmem.scheduling.exact.piece_arrays): CSR graph, bitsets, sizes, bounds, stops
     "onnxmem.scheduling._search": ("order", {
         "search": ((I8, I8, I8), (
             VEC, VEC, VEC, BITS, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, VEC, BITS, VEC, BVEC, BITS,

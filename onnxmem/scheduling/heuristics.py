@@ -39,7 +39,7 @@ from typing import Sequence, cast
 
 import numpy as np
 
-from onnxmem.core.workclock import UNITS_PER_SECOND, charge, now
+from onnxmem.core.workclock import UNITS_PER_SECOND, charge, is_wall_clock, now, units_now
 from onnxmem.graph import GraphView
 from onnxmem.scheduling.cost import Piece, build_order_graph, segment_pieces, simulate
 from onnxmem.scheduling.registry import OrderOptions, register
@@ -214,7 +214,6 @@ def _greedy_run(piece: Piece, rule: int, depth: int, width: int, deadline: float
     if _native.mode() != "aot":
         return _greedy_python(piece, rule, depth, width, deadline)
     from onnxmem.core._compiled import cycles_per_second, deadline_cycles
-    from onnxmem.core.workclock import charge, is_wall_clock, units_now
 
     units = units_now()
     if deadline is None:

@@ -22,8 +22,8 @@ problems of up to a few thousand buffers. Where the kernels are compiled ahead
 of time (:func:`onnxmem.core._native.mode`), the compiled loop
 (:mod:`._dive`) runs it; else the numpy loop here (with an n x n overlap
 matrix), so that :func:`.exact.auto` runs it before it loads any compiled
-code. Both make the same choices (``tests/test_solvers.py``). Guarantee: a returned plan is valid and fits the capacity; a
-dive that fails proves nothing.
+code. Both make the same choices (``tests/test_solvers.py``). Guarantee: a
+returned plan is valid and fits the capacity; a dive that fails proves nothing.
 """
 
 from __future__ import annotations
