@@ -84,6 +84,28 @@ def test_a_session_that_fails_to_build_is_left_to_node_session(convs):
         sessions.node_session(planned.model, odd, op, planned.view, shapes, options, providers, cache=cache)
 
 
+def test_each_node_made_ahead_is_not_made_again_when_it_runs(convs, monkeypatch):
+    """``build_sessions`` hands each node as its session runs it (``Alone``) to ``node_session``,
+    which then finds the node's session without making the node again."""
+    _, planned = convs
+    options, providers = _setup()
+    cache: dict = {}
+    alones: dict = {}
+    items = _items(planned)
+    assert ahead.build_sessions(planned.model, items, planned.view, options, providers, cache, alones=alones) == 3
+    assert sorted(alones) == [op.index for _, op, _ in items]
+    for node, op, shapes in items:
+        assert alones[op.index] == sessions.node_alone(planned.model, node, op, planned.view, shapes, share=True)
+
+    def made_again(*args, **kwargs):
+        raise AssertionError("node_alone ran again")
+
+    monkeypatch.setattr(sessions, "node_alone", made_again)
+    found = [sessions.node_session(planned.model, node, op, planned.view, shapes, options, providers, cache,
+                                   alones[op.index]) for node, op, shapes in items]
+    assert {id(s) for s in found} == {id(s) for s in cache.values()}
+
+
 def test_the_ordinary_run_beside_gives_the_ordinary_run(convs):
     path, planned = convs
     full, _ = load_weights(planned.model, path)

@@ -10,11 +10,15 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench" / "bench_speed.py"
 
 
-def test_the_verify_table_times_the_imports_and_each_node_twice_beside_verify_and_onnxruntime():
-    out = subprocess.run([sys.executable, str(BENCH), "--sections", "verify", "--only", "onnx_squeezenet",
-                          "--runs", "1", "--no-doc"],
+def _bench(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run([sys.executable, str(script), *args],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # a guard against a hang, not a speed limit
     assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_the_verify_table_times_the_imports_and_each_node_twice_beside_verify_and_onnxruntime():
+    out = _bench(BENCH, "--sections", "verify", "--only", "onnx_squeezenet", "--runs", "1", "--no-doc")
     lines = out.stdout.splitlines()
     header = next(line for line in lines if line.startswith("| model"))
     assert header.rstrip().endswith("| imports and each node's kernel twice / onnxruntime (CPU) |")
@@ -29,10 +33,7 @@ def test_the_verify_table_times_the_imports_and_each_node_twice_beside_verify_an
 
 
 def test_the_plan_table_has_no_column_of_the_kernels_run_twice():
-    out = subprocess.run([sys.executable, str(BENCH), "--sections", "zoo", "--only", "onnx_squeezenet",
-                          "--runs", "1", "--no-doc"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)  # a guard against a hang, not a speed limit
-    assert out.returncode == 0, out.stderr
+    out = _bench(BENCH, "--sections", "zoo", "--only", "onnx_squeezenet", "--runs", "1", "--no-doc")
     header = next(line for line in out.stdout.splitlines() if line.startswith("| model"))
     assert "twice" not in header and header.rstrip().endswith("| CPU ratio of each round |")
 
@@ -46,9 +47,7 @@ def test_the_steps_of_one_verify_are_timed_in_one_process(tmp_path):
 
     path = tmp_path / "chain.onnx"
     onnx.save(chain(3), path)
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_verify_steps.py"), str(path), "--alone"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)  # a guard against a hang
-    assert out.returncode == 0, out.stderr
+    out = _bench(ROOT / "bench" / "bench_verify_steps.py", str(path), "--alone")
     rows = {c[0]: (float(c[1]), int(c[2])) for line in out.stdout.splitlines() if line.startswith("| ")
             for c in [[x.strip() for x in line.split("|")[1:-1]]] if c[0] != "step"}
     for step in ("check_inputs", "_binding", "check_write", "check_outputs", "retire", "session"):

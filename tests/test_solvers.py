@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -359,6 +361,20 @@ def test_a_dive_without_a_capacity_places_the_lowest_then_first_ranked_buffer(pr
     assert found is not None and found.tolist() == want
 
 
+@contextlib.contextmanager
+def _kernels_mode(mode: str) -> Iterator[None]:
+    """:func:`onnxmem.core._native.mode` answering ``mode`` inside (a ``jit`` mode: the numpy forms
+    run); a hypothesis test cannot take pytest's function-scoped monkeypatch."""
+    import onnxmem.core._native as native
+
+    real = native.mode
+    native.mode = lambda: mode
+    try:
+        yield
+    finally:
+        native.mode = real
+
+
 @FAST
 @given(problems(max_buffers=40, aligned=True), st.integers(0, 3), st.integers(1, 9), st.floats(0.9, 1.3))
 def test_the_compiled_dive_makes_the_numpy_dives_choices(problem: Problem, keys: int, tries: int,
@@ -370,12 +386,8 @@ def test_the_compiled_dive_makes_the_numpy_dives_choices(problem: Problem, keys:
 
     order = preorder(problem, PREORDERS[keys % len(PREORDERS)])
     capacity = int(lower_bound(problem) * room)
-    real = native.mode
-    native.mode = lambda: "jit (test)"
-    try:
+    with _kernels_mode("jit (test)"):
         want = dive(problem, capacity, order, tries)
-    finally:
-        native.mode = real
     kernel = native.kernels("onnxmem.core.solvers._dive").dive
     start, end, size, align = problem.arrays()
     live = np.nonzero(size > 0)[0]
@@ -403,12 +415,8 @@ def test_the_dives_compared_above_do_fail_and_succeed() -> None:
 
     results = []
     for mode in ("jit (test)", native.mode()):
-        real = native.mode
-        native.mode = lambda mode=mode: mode
-        try:
+        with _kernels_mode(mode):
             results.append([dive(problem, c, order) is None for c in (lower_bound(problem), 2 * lower_bound(problem))])
-        finally:
-            native.mode = real
     assert results[0] == results[1] == [True, False]
 
 

@@ -31,7 +31,7 @@ import onnx
 import onnxmem.runtime.sessions as sessions
 from onnxmem.graph import GraphView, Op
 
-__all__ = ["Beside", "BUILD_THREADS", "build_sessions", "ordinary_beside", "ordinary_values", "spare_core"]
+__all__ = ["Beside", "BUILD_THREADS", "build_sessions", "ordinary_beside", "ordinary_values", "spare_core", "wanted"]
 
 T = TypeVar("T")
 
@@ -49,6 +49,12 @@ def spare_core() -> bool:
     except (AttributeError, OSError):
         return False
     return cores > 1 and load < cores
+
+
+def wanted(beside: bool | None) -> bool:
+    """Whether a run works beside its nodes: as ``ExecutionOptions.beside`` says, else where a core
+    is spare (:func:`spare_core`)."""
+    return spare_core() if beside is None else beside
 
 
 class Beside(threading.Thread, Generic[T]):
@@ -79,13 +85,15 @@ class Beside(threading.Thread, Generic[T]):
 
 def build_sessions(model: onnx.ModelProto, items: Sequence[tuple[onnx.NodeProto, Op, Mapping[str, tuple[int, ...]]]],
                    view: GraphView, options: Any, providers: Sequence[Any], cache: Any,
-                   threads: int = BUILD_THREADS) -> int:
+                   threads: int = BUILD_THREADS, alones: dict[int, sessions.Alone] | None = None) -> int:
     """Build on ``threads`` threads the sessions :func:`onnxmem.runtime.sessions.node_session`
     would build for ``items`` (``(node, op, input shapes)`` in the order they run), each under the
     key it would look up in ``cache``; the number built. Only sessions nodes alike share are built
     (:func:`~onnxmem.runtime.sessions.node_alone`), at most ``cache.limit`` of them where the cache
     has a limit, in waves of ``threads`` while ``cache.room()`` says another fits. A node whose
-    session fails to build is left to ``node_session``, which gives its stand-in or its error."""
+    session fails to build is left to ``node_session``, which gives its stand-in or its error.
+    ``alones``: each item's :class:`~onnxmem.runtime.sessions.Alone` put there by its op's index,
+    for ``node_session`` to take (it is not made again when the node runs)."""
     import onnxruntime as ort
 
     jobs: dict[Any, bytes] = {}
@@ -94,6 +102,8 @@ def build_sessions(model: onnx.ModelProto, items: Sequence[tuple[onnx.NodeProto,
         if len(jobs) >= most:
             break
         alone = sessions.node_alone(model, node, op, view, shapes, share=True)
+        if alones is not None:
+            alones[op.index] = alone
         if alone.key is not None and alone.key not in cache and alone.key not in jobs:
             jobs[alone.key] = alone.serialized(model)
 

@@ -142,7 +142,7 @@ class ArenaRun(ArenaSteps):
         whole-model run and a core is spare (``options.beside``), it runs on a thread of its own while
         the nodes run in the arena ahead of it (:meth:`run_ahead`): the same checks, the same results;
         on a machine whose cores are all busy the second thread would only wait for one."""
-        spare = ahead.spare_core() if self.opts.beside is None else self.opts.beside
+        spare = ahead.wanted(self.opts.beside)
         values = self.reference_values() if spare and not self.opts.keep_going else None
         pieces = None if values is None else self.reference_pieces(values)
         if pieces is None:
@@ -434,6 +434,7 @@ class _BodyRun(ArenaRun):
         self.changed = False
         self.private_seconds = 0.0
         self.whole = False  # a body's nodes run again outside the arena (ArenaSteps.reference_values)
+        self._alones = {}  # none made ahead for a body's nodes (ArenaSteps.run_beside)
         self._weight_values = {}
         self._sessions = self.root._sessions
         self._node_sessions = self.root._node_sessions

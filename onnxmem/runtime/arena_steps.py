@@ -129,6 +129,7 @@ class ArenaSteps(abc.ABC):
         self.stood_in: set[str] = set()  # the ops whose nodes ran as their stand-ins (runtime.standins)
         self._weight_values: dict[tuple[str, bool], Any] = {}
         self.ordinary: ahead.Beside[dict[str, Any]] | None = None  # the ordinary run beside (run_beside)
+        self._alones: dict[int, sessions.Alone] = {}  # by op: the nodes as their sessions run them (run_beside)
         self._body_static: dict[str, Any] = {}  # by body path: what every run of the body shares
         # body nodes' sessions, and those of nodes alike (sessions.node_session); on CUDA the recent ones only
         self._sessions: dict[tuple[str, int, tuple[tuple[int, ...], ...]], Any] = self._session_cache()
@@ -244,12 +245,13 @@ class ArenaSteps(abc.ABC):
         """Where a core is spare (``options.beside``) and the reference is each node run again: the
         ordinary whole-model run started beside the arena run, and the node sessions built on
         threads (:mod:`onnxmem.runtime.ahead`)."""
-        if self.whole or not (ahead.spare_core() if self.opts.beside is None else self.opts.beside):
+        if self.whole or not ahead.wanted(self.opts.beside):
             return
         self.ordinary = ahead.ordinary_beside(self.full, self.feeds, self.view.outputs, self.weights)
         items = [(self.nodes[k], self.view.ops[k], self._input_shapes(self.view.ops[k]))
                  for k in self.order if k not in self.weight_ops and k not in self.view.bodies]
-        ahead.build_sessions(self.full, items, self.view, self.session_options, self.providers, self._node_sessions)
+        ahead.build_sessions(self.full, items, self.view, self.session_options, self.providers, self._node_sessions,
+                             alones=self._alones)
 
     def reference_values(self) -> dict[str, int] | None:
         """The values the whole-model reference gives (name -> element type: every output of a node
@@ -321,7 +323,7 @@ class ArenaSteps(abc.ABC):
     def session(self, op: Op, node: onnx.NodeProto) -> Any:
         """The node's own session; on CUDA, outputs the provider keeps on the host move to the host mirror."""
         sess = sessions.node_session(self.full, node, op, self.view, self._input_shapes(op), self.session_options,
-                                     self.providers, cache=self._node_sessions)
+                                     self.providers, self._node_sessions, self._alones.pop(op.index, None))
         if standins.is_stand_in(sess) and op.op_type not in self.stood_in:
             self.stood_in.add(op.op_type)
             self.notes.append(standins.note(op.domain, op.op_type))

@@ -323,7 +323,7 @@ def node_alone(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Graph
 
 def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: GraphView,
                  shapes: Mapping[str, tuple[int, ...]], options: Any, providers: Sequence[Any],
-                 cache: dict[Any, Any] | None = None) -> Any:
+                 cache: dict[Any, Any] | None = None, alone: Alone | None = None) -> Any:
     """A session that runs ``node`` alone: its inputs at ``shapes`` (else the view's), its outputs typed only,
     every value under its name of :func:`value_names`.
 
@@ -336,11 +336,13 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
     :func:`_seeded`; a CUDA kernel that picks its algorithm by shape picks it in each run, the
     same for the run outside the arena and the run in it). The cache's key is the node
     (renamed) with its declared inputs and outputs (:class:`Alone`), so a node that finds its
-    session builds no model for it.
+    session builds no model for it. ``alone``: :func:`node_alone`'s answer for this node with
+    ``share``, where the caller has it (the sessions built ahead made it); taken with a cache only.
     """
     import onnxruntime as ort
 
-    alone = node_alone(model, node, op, view, shapes, share=cache is not None)
+    if alone is None or cache is None:
+        alone = node_alone(model, node, op, view, shapes, share=cache is not None)
     if alone.key is not None and alone.key in cache:  # type: ignore[operator]
         return cache[alone.key]  # type: ignore[index]
     try:

@@ -42,6 +42,8 @@ def dive(problem: Problem, capacity: int, order: np.ndarray, tries: int = 8) -> 
     Returns ``None`` when the dive fails (see the module docstring). Pinned
     buffers are not supported: the caller must not pass them.
     """
+    if tries < 1:
+        raise ValueError(f"a dive tries at least one candidate a step, not {tries}")
     start, end, size, align = problem.arrays()
     n = len(size)
     off = np.zeros(n, dtype=np.int64)
@@ -57,8 +59,6 @@ def dive(problem: Problem, capacity: int, order: np.ndarray, tries: int = 8) -> 
     rank = rank_all[live]
     points, slo, shi = time_sections(st, en)
     nsec = len(points) - 1
-    if tries < 1:
-        raise ValueError(f"a dive tries at least one candidate a step, not {tries}")
     from onnxmem.core._native import kernels, mode
 
     if mode() == "aot":  # compiled ahead of time: it loads at no cost
