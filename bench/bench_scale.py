@@ -141,15 +141,26 @@ def run_case(family: str, nodes: int, proof_limit: float, workdir: str, timeout:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def machine() -> str:
+def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The machine a table ran on: the processor (its family and model, and its widest vector
+    extension, where Linux says in ``cpuinfo``: one model name covers processors of several
+    generations, whose ratios to onnxruntime differ), its logical CPUs, the system, Python and
+    the load."""
     model = platform.processor() or platform.machine()
+    fields: dict[str, str] = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if not key.strip():
+                break  # the first processor's fields only
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
+    model = fields.get("model name", model)
+    if "cpu family" in fields and "model" in fields:
+        flags = set(fields.get("flags", "").split())
+        vector = next((v for v, f in (("AVX-512", "avx512f"), ("AVX2", "avx2"), ("AVX", "avx")) if f in flags), None)
+        model += f" (family {fields['cpu family']}, model {fields['model']}" + (f", {vector})" if vector else ")")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return (f"{model}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, "
             f"Python {platform.python_version()}; load average at start {load}")

@@ -54,3 +54,23 @@ def test_the_steps_of_one_verify_are_timed_in_one_process(tmp_path):
         assert rows[step][1] == 3, (step, rows)
     assert rows["run_beside"][1] == 1 and rows["verify (all of it)"][0] > rows["plan_loaded"][0] > 0
     assert rows["session built"][1] >= 1 and "node runs by op type (both runs): Relu" in out.stdout
+
+
+def test_the_machine_line_names_the_processor_generation_and_its_vector_width(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from bench_scale import machine
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    zen4 = tmp_path / "zen4"
+    zen4.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                    "model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 avx512f\n\n"
+                    "processor\t: 1\ncpu family\t: 6\nmodel\t\t: 85\nmodel name\t: other\nflags\t\t: avx\n")
+    assert machine(zen4).startswith("AMD EPYC (family 25, model 17, AVX-512), ")
+    older = tmp_path / "older"
+    older.write_text("cpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Intel Xeon\nflags\t\t: sse2 avx avx2\n")
+    assert machine(older).startswith("Intel Xeon (family 6, model 85, AVX2), ")
+    bare = tmp_path / "bare"
+    bare.write_text("model name\t: Some CPU\n")
+    assert machine(bare).startswith("Some CPU, ")
+    assert "logical CPUs" in machine(tmp_path / "missing")
