@@ -24,11 +24,7 @@ from numba import njit
 
 from onnxmem.core._cyclecounter import cycles
 from onnxmem.scheduling._search import _step  # bytes a node allocates at its step (Piece.step)
-
-#: stops: none, a limit on work units (the work clock), a deadline on the cycle counter
-NO_STOP = 0
-WORK_STOP = 1
-CYCLE_STOP = 2
+from onnxmem.scheduling._searchdefs import NO_STOP, WORK_STOP
 
 
 @njit(cache=True)
@@ -235,7 +231,7 @@ def greedy(
 ) -> tuple[np.ndarray, int]:
     """One greedy pass: ``(order, units)``, the work clock's units after it.
 
-    ``stop``: :data:`NO_STOP`; :data:`WORK_STOP`, the look-ahead ends once the
+    ``stop`` (:mod:`._searchdefs`): :data:`NO_STOP`; :data:`WORK_STOP`, the look-ahead ends once the
     clock's ``units`` (charged every 64 nodes placed, as the Python pass does)
     reach ``limit``; :data:`CYCLE_STOP`, once the cycle counter passes ``limit``.
     """

@@ -41,6 +41,7 @@ import numpy as np
 
 from onnxmem.core.workclock import UNITS_PER_SECOND, charge, is_wall_clock, now, units_now
 from onnxmem.graph import GraphView
+from onnxmem.scheduling._searchdefs import CYCLE_STOP, NO_STOP, WORK_STOP
 from onnxmem.scheduling.cost import Piece, build_order_graph, segment_pieces, simulate
 from onnxmem.scheduling.registry import OrderOptions, register
 
@@ -217,23 +218,19 @@ def _greedy_run(piece: Piece, rule: int, depth: int, width: int, deadline: float
 
     units = units_now()
     if deadline is None:
-        stop, limit = _NO_STOP, 0
+        stop, limit = NO_STOP, 0
     elif is_wall_clock():
         if cycles_per_second() <= 0:
             return _greedy_python(piece, rule, depth, width, deadline)
-        stop, limit = _CYCLE_STOP, deadline_cycles(deadline - now())
+        stop, limit = CYCLE_STOP, deadline_cycles(deadline - now())
     else:  # the clock past the deadline: units / UNITS_PER_SECOND > deadline, units an integer
-        stop, limit = _WORK_STOP, math.floor(deadline * UNITS_PER_SECOND) + 1
+        stop, limit = WORK_STOP, math.floor(deadline * UNITS_PER_SECOND) + 1
     if rows is None:
         rows = piece_rows(piece)
     order, after = _native.kernels("onnxmem.scheduling._greedy").greedy(
         *rows, piece.first_extra, rule, depth, width, int(STEP_COST), int(KEY_COST), stop, limit, units)
     charge(after - units)
     return cast(list[int], order.tolist())
-
-
-#: the compiled pass's stops (:mod:`onnxmem.scheduling._greedy`, which this module does not import)
-_NO_STOP, _WORK_STOP, _CYCLE_STOP = 0, 1, 2
 
 #: a piece's rows as the compiled pass takes them: successors (CSR), in-degrees, bytes allocated,
 #: kept and discounted, frees (CSR: slot, bytes), in-place slots (CSR), remaining readers
