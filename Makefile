@@ -105,9 +105,10 @@ bench-cuda:
 bench-verify:
 	$(PYTHON) bench/bench_verify.py
 
-# verify's arena run alone: its page faults and CPU time, the reference beside and after it (docs/speed.md)
+# verify's arena run alone: its copies, page faults and CPU time, the reference beside and after it
+# (docs/speed.md); ARGS='--reference nodes' for the run where each node runs again, as on CUDA
 bench-arena-run:
-	$(PYTHON) bench/bench_arena_run.py
+	$(PYTHON) bench/bench_arena_run.py $(ARGS)
 
 bench-alias:
 	$(PYTHON) bench/bench_alias.py

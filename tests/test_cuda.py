@@ -167,3 +167,40 @@ def test_nodes_alike_of_other_shapes_share_one_cuda_session(tmp_path):
     assert made["c1"] is made["c2"] and made["r1"] is made["r2"] and len(cache) == 3
     ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(device="cuda"))
     assert ex.findings == () and ex.outputs[0].identical
+
+
+def test_an_uncopied_value_written_over_starts_the_cuda_run_again(tmp_path, monkeypatch):
+    """On the device the values the next node alone reads keep no copy on the host: a plan that
+    writes over one (t moved onto a's bytes) starts the run again with the device arena back to the
+    sentinel and every value copied, and finds what a run that copies every value finds."""
+    from onnxmem.runtime.arena import ArenaRun
+    from onnxmem.runtime.arena_buffers import SENTINEL, CudaArena
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Transpose", ["a"], ["t"], name="transpose", perm=[1, 0]),
+             helper.make_node("Sigmoid", ["t"], ["s"], name="sigmoid"),
+             helper.make_node("Add", ["s", "s"], ["y"], name="add")]
+    path = tmp_path / "chain.onnx"
+    onnx.save(make_model(nodes, [vi("x", [64, 128])], [vi("y", [128, 64])]), path)
+    p = plan_model(path, PlanOptions(solver="greedy", order="file", alignment=256))
+    opts = VerifyOptions(device="cuda")
+    run = ArenaRun(p.plan, p.model, p.view, opts, path)
+    ex = run.run()
+    assert ex.findings == () and run.unkept == {"a", "t", "s"} and all(c.identical for c in ex.outputs)
+    at = p.plan.tensor("a").offset
+    bad = dataclasses.replace(p.plan, tensors=tuple(dataclasses.replace(t, offset=at) if t.name == "t" else t
+                                                    for t in p.plan.tensors))
+    held: list[set[int]] = []  # what the device arena holds after each reset
+    real = CudaArena.reset
+
+    def reset(self):
+        real(self)
+        held.append(set(self.read(0, self._n).tolist()))
+
+    monkeypatch.setattr(CudaArena, "reset", reset)
+    run = ArenaRun(bad, p.model, p.view, opts, path)
+    ex = run.run()
+    monkeypatch.setattr(ArenaRun, "spare_copies", False)
+    ref = ArenaRun(bad, p.model, p.view, opts, path).run()
+    assert held == [{SENTINEL}] and run.unkept == frozenset()  # started again once, the arena reset
+    assert ex.findings and ex.findings == ref.findings and ex.findings[0].tensor == "a"

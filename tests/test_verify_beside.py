@@ -133,6 +133,51 @@ def test_values_only_the_next_node_reads_are_not_copied(chain, monkeypatch):
     assert ex.findings and ex.findings == alone.findings and ex.findings[0].tensor == "a"
 
 
+@pytest.mark.parametrize("beside", [True, False], ids=["sessions built beside", "nothing beside"])
+def test_the_step_by_step_run_copies_only_what_a_later_node_reads(chain, monkeypatch, beside):
+    """Where each node runs again as the reference (CUDA's run, ``reference="nodes"``), the values
+    read by the next node alone (a, t, m) keep no copy either: s and y are copied, and the run
+    verifies with the same bits. With t moved onto a's bytes, the write over a (not copied) starts
+    the run again with every value copied, and it finds what a run that copies every value from
+    the start finds, at the same node."""
+    from onnxmem.runtime.arena import ArenaRun
+
+    path, p = chain
+    kept: list[str] = []
+    again: list[bool] = []
+    real_keep, real_again = ArenaRun._keep, ArenaRun._start_again
+    monkeypatch.setattr(ArenaRun, "_keep", lambda self, slot: kept.append(slot.name) or real_keep(self, slot))
+    monkeypatch.setattr(ArenaRun, "_start_again", lambda self: again.append(True) or real_again(self))
+    opts = VerifyOptions(beside=beside, reference="nodes")
+    run = ArenaRun(p.plan, p.model, p.view, opts, path)
+    ex = run.run()
+    assert ex.reference == "nodes" and run.unkept == {"a", "t", "m"} and sorted(kept) == ["s", "y"] and not again
+    assert ex.findings == () and ex.nodes_run == 5 and all(c.identical for c in ex.outputs)
+    at = p.plan.tensor("a").offset
+    bad = dataclasses.replace(p.plan, tensors=tuple(dataclasses.replace(t, offset=at) if t.name == "t" else t
+                                                    for t in p.plan.tensors))
+    kept.clear()
+    run = ArenaRun(bad, p.model, p.view, opts, path)
+    ex = run.run()
+    assert again == [True] and run.unkept == frozenset() and "a" in kept
+    monkeypatch.setattr(ArenaRun, "spare_copies", False)
+    every = ArenaRun(bad, p.model, p.view, opts, path)
+    ref = every.run()
+    assert every.unkept == frozenset() and again == [True]  # copied from the start: no second start
+    assert ex.findings and ex.findings == ref.findings and ex.findings[0].tensor == "a"
+    assert ex.nodes_run == ref.nodes_run
+
+
+def test_a_run_that_keeps_going_copies_every_value(chain):
+    """``keep_going`` reports every finding in one run: no value goes uncopied, so none starts it again."""
+    from onnxmem.runtime.arena import ArenaRun
+
+    path, p = chain
+    run = ArenaRun(p.plan, p.model, p.view, VerifyOptions(reference="nodes", keep_going=True), path)
+    ex = run.run()
+    assert run.unkept == frozenset() and ex.findings == ()
+
+
 def test_a_planned_shape_of_other_bytes_is_a_finding(chain):
     """The plan holds t in 64 bytes at [4, 4] where Transpose computes [8, 4] (128 bytes): the
     shape finding of the step-by-step run, naming the node and both shapes."""
@@ -213,3 +258,13 @@ def test_the_time_limit_stops_the_run_and_the_reference_beside_it(chain):
             pytest.raises(TimeLimitExceeded, match="the arena run, and the run of the model as a whole"):
         execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(beside=True))
     assert not [t for t in threading.enumerate() if t.name == "onnxmem-reference"]
+
+
+def test_a_host_arena_resets_to_the_sentinel():
+    from onnxmem.runtime.arena_buffers import SENTINEL, HostArena
+
+    arena = HostArena(64)
+    arena.write(8, np.arange(16, dtype=np.uint8))
+    assert arena.read(8, 16).tolist() == list(range(16))
+    arena.reset()
+    assert set(arena.read(0, 64).tolist()) == {SENTINEL}

@@ -99,7 +99,7 @@ from onnxmem.core.errors import PlanError, RuntimeBackendError, show_name
 from onnxmem.graph import GraphView, Op, bound_outputs, child_path
 from onnxmem.model import subgraph_attributes
 from onnxmem.plans.point import MemoryPlan
-from onnxmem.proof.plan import true_lifetimes
+from onnxmem.proof.plan import Finding, true_lifetimes
 from onnxmem.runtime.arena_buffers import SENTINEL, Slot
 from onnxmem.runtime.arena_records import (
     DEVICES,
@@ -112,7 +112,7 @@ from onnxmem.runtime.arena_records import (
 from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.isolation import TimeLimitExceeded, at_step, end_run, start_run
-from onnxmem.runtime.ort import available_memory
+from onnxmem.runtime.ort import available_memory, onnx_bytes, ort_value
 from onnxmem.runtime.reference import draws
 from onnxmem.runtime.trips import loop_bounds, over_bound
 
@@ -207,26 +207,6 @@ class ArenaRun(ArenaSteps):
             self.retire(k, op)
         return ran
 
-    def uncopied(self) -> frozenset[str]:
-        """The values in the arena the run ahead keeps no copy of (:attr:`ArenaSteps.unkept`): each
-        written by one node and read by the next node run alone, no graph output. Nothing runs
-        between its write and its reads, so its bytes are as written when they are read; the
-        checks of each input (step 1) and the copy of each value written (step 7) cost bytes read
-        and written in proportion (nasnetalarge: 53% of the 846 MB its nodes write, 40% of the
-        bytes they read). A write over one of them while it is live, which the proof refuses,
-        sends the run step by step, where every value's bytes are kept."""
-        run = [i for i in self.order if i not in self.weight_ops]
-        made: dict[str, int] = {o: k for k, i in enumerate(run) for o in self.view.ops[i].outputs if o}
-        later = set(self.view.outputs)  # a value read after the node next to its writer, or an output
-        read: set[str] = set()
-        for k, i in enumerate(run):
-            for r in self.view.ops[i].reads:
-                read.add(r)
-                if made.get(r, k - 1) != k - 1:
-                    later.add(r)
-        return frozenset(n for n in made if n in read and n not in later and n in self.slots
-                         and self.slots[n].home == "arena")
-
     def _same_shapes(self, ran: list[Op]) -> bool:
         """Whether the reference computed each output of the nodes run ahead that it gave at its
         planned shape (step 3 for each): else the plan's shapes do not hold and the run goes step
@@ -240,20 +220,6 @@ class ArenaRun(ArenaSteps):
                 if got is not None and got != tuple(self.slots[o].shape):
                     return False
         return True
-
-    def _start_again(self) -> None:
-        """The arena back to the sentinel and the inputs, nothing found, nothing live."""
-        self.arena.view[:] = SENTINEL
-        self.findings.clear()
-        self.notes.clear()
-        self.stood_in.clear()
-        self.saved.clear()
-        self.unkept = frozenset()  # step by step: every value's bytes kept
-        self.live.clear()
-        self.history.clear()
-        self.nodes_run = 0
-        self.changed = False
-        self.load_inputs()
 
     def run_bodies(self, op: Op) -> bool:
         """A node with bodies, run node by node in its region: the If branch its condition
@@ -377,6 +343,40 @@ class ArenaRun(ArenaSteps):
         rank = slices[0][0].ndim + 1
         ax = axis % rank
         return np.stack([a for a, _ in slices], axis=ax), np.stack([p for _, p in slices], axis=ax)
+
+    def _value(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(the value in the arena, the reference's value)`` of ``name`` as arrays."""
+        if name in self.weights:
+            w = np.asarray(self.weights[name])
+            return w, w
+        return self._array(self.slots[name]), sessions.host_array(self.private[name])
+
+    def _place(self, op: Op, name: str, arena: np.ndarray, private: np.ndarray) -> bool:
+        """Write a value a node with bodies computed into its slot (and the reference's
+        value beside it); ``False`` (a finding) when its bytes differ from the plan's."""
+        slot = self.slots[name]
+        arena = np.require(arena, requirements="C")  # (a 0-d array stays 0-d)
+        if tuple(arena.shape) != tuple(slot.shape) and self.grows and arena.nbytes < slot.size:
+            slot.shape = tuple(arena.shape)  # an iteration before the Loop's bound: the real shape, in its buffer
+        if tuple(arena.shape) != tuple(slot.shape):
+            if arena.nbytes != slot.size:
+                self.findings.append(Finding("shape", name, f"node {op.name!r} computes {name!r} with shape "
+                                             f"{list(arena.shape)} ({arena.nbytes} B); the plan has "
+                                             f"{list(slot.shape)} ({slot.size} B)", node=op.name,
+                                             graph=self.view.path))
+                self.changed = True
+                return False
+            self.notes.append(f"{name!r} runs with shape {list(arena.shape)}; the plan has {list(slot.shape)} "
+                              "(same bytes)")
+            slot.shape = tuple(arena.shape)
+        data = onnx_bytes(arena)
+        if slot.private is not None:
+            slot.private[: data.size] = data
+        elif slot.size:
+            self._memory(slot).write(slot.offset, data)
+        # an owned copy: the value must outlive whatever array ``private`` views
+        self.private[name] = ort_value(np.array(private, order="C", copy=True))
+        return True
 
 
 class _BodyRun(ArenaRun):

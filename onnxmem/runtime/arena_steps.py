@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 
 import onnxmem.runtime.ahead as ahead
+import onnxmem.runtime.arena_buffers as buffers
 import onnxmem.runtime.sessions as sessions
 import onnxmem.runtime.standins as standins
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
@@ -57,8 +58,10 @@ class ArenaSteps(abc.ABC):
     #: whether this kind of run may hold its values to one whole-model run (:meth:`reference_values`)
     whole_reference = True
     #: the values whose bytes are not copied when written, nothing running between their write and
-    #: their reads (:meth:`onnxmem.runtime.arena.ArenaRun.uncopied`); a write over one raises Uncopied
+    #: their reads (:meth:`uncopied`); a write over one raises Uncopied
     unkept: frozenset[str] = frozenset()
+    #: whether the step-by-step run (:meth:`run`) may keep no copy of the values :meth:`uncopied` finds
+    spare_copies = True
 
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
                  model_path: str | os.PathLike[str] | None = None) -> None:
@@ -174,14 +177,23 @@ class ArenaSteps(abc.ABC):
     # -------------------------------------------------------------- the procedure
 
     def run(self) -> Execution:
-        """Every step of the procedure, node by node; the findings and output checks."""
+        """Every step of the procedure, node by node; the findings and output checks. Where each node
+        runs again as the reference, without bodies, stopping at the first finding: no copy of the
+        values :meth:`uncopied` finds; a write over one starts the run again (:meth:`_start_again`)."""
         self.load_inputs()
         self.run_reference()
         self.run_beside()
+        if self.spare_copies and not self.whole and not self.view.bodies and not self.opts.keep_going:
+            self.unkept = self.uncopied()
         start_run("the arena run")
         t0 = time.perf_counter()
         try:
-            if not self.run_steps():
+            try:
+                done = self.run_steps()
+            except Uncopied:
+                self._start_again()
+                done = self.run_steps()
+            if not done:
                 return self._stopped(t0)
         finally:
             end_run()
@@ -222,6 +234,27 @@ class ArenaSteps(abc.ABC):
                 return False
             self.retire(k, op)
         return True
+
+    def uncopied(self) -> frozenset[str]:
+        """The values of this run :func:`onnxmem.runtime.arena_buffers.uncopied` finds (:attr:`unkept`)."""
+        return buffers.uncopied(self.view, self.order, self.weight_ops, self.slots)
+
+    def _start_again(self) -> None:
+        """The arena (and on CUDA its host mirror) back to the sentinel and the inputs, nothing
+        found, nothing live, every value's bytes kept from here on."""
+        self.arena.reset()
+        if self.mirror is not self.arena:
+            self.mirror.reset()
+        self.findings.clear()
+        self.notes.clear()
+        self.stood_in.clear()
+        self.saved.clear()
+        self.unkept = frozenset()  # step by step: every value's bytes kept
+        self.live.clear()
+        self.history.clear()
+        self.nodes_run = 0
+        self.changed = False
+        self.load_inputs()
 
     def load_inputs(self) -> None:
         """Copy the graph inputs in at their offsets (CUDA: into the host mirror too)."""
@@ -546,13 +579,6 @@ class ArenaSteps(abc.ABC):
     def run_bodies(self, op: Op) -> bool:
         """A node with bodies: :class:`onnxmem.runtime.arena.ArenaRun` runs each body in its region."""
 
-    def _value(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """``(the value in the arena, the reference's value)`` of ``name`` as arrays."""
-        if name in self.weights:
-            w = np.asarray(self.weights[name])
-            return w, w
-        return self._array(self.slots[name]), sessions.host_array(self.private[name])
-
     def _array(self, slot: Slot) -> np.ndarray:
         """The value in ``slot`` at its shape (the first bytes of its buffer where it runs smaller)."""
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(slot.elem_type))
@@ -561,33 +587,6 @@ class ArenaSteps(abc.ABC):
             return onnx_array(slot.elem_type, slot.shape, data)
         used = int(np.prod(slot.shape, dtype=np.int64)) * dtype.itemsize
         return data[:used].view(dtype).reshape(slot.shape) if used < data.size else data.view(dtype).reshape(slot.shape)
-
-    def _place(self, op: Op, name: str, arena: np.ndarray, private: np.ndarray) -> bool:
-        """Write a value a node with bodies computed into its slot (and the reference's
-        value beside it); ``False`` (a finding) when its bytes differ from the plan's."""
-        slot = self.slots[name]
-        arena = np.require(arena, requirements="C")  # (a 0-d array stays 0-d)
-        if tuple(arena.shape) != tuple(slot.shape) and self.grows and arena.nbytes < slot.size:
-            slot.shape = tuple(arena.shape)  # an iteration before the Loop's bound: the real shape, in its buffer
-        if tuple(arena.shape) != tuple(slot.shape):
-            if arena.nbytes != slot.size:
-                self.findings.append(Finding("shape", name, f"node {op.name!r} computes {name!r} with shape "
-                                             f"{list(arena.shape)} ({arena.nbytes} B); the plan has "
-                                             f"{list(slot.shape)} ({slot.size} B)", node=op.name,
-                                             graph=self.view.path))
-                self.changed = True
-                return False
-            self.notes.append(f"{name!r} runs with shape {list(arena.shape)}; the plan has {list(slot.shape)} "
-                              "(same bytes)")
-            slot.shape = tuple(arena.shape)
-        data = onnx_bytes(arena)
-        if slot.private is not None:
-            slot.private[: data.size] = data
-        elif slot.size:
-            self._memory(slot).write(slot.offset, data)
-        # an owned copy: the value must outlive whatever array ``private`` views
-        self.private[name] = ort_value(np.array(private, order="C", copy=True))
-        return True
 
     def _stopped(self, t0: float) -> Execution:
         """The run ended early at a finding: no output checks."""

@@ -102,6 +102,7 @@ class TrainingRun(ArenaRun):
     """:class:`~onnxmem.runtime.arena.ArenaRun` for a training graph (the module doc)."""
 
     whole_reference = False  # each node again: a gradient buffer is checked at the node that accumulates it
+    spare_copies = False  # every value's bytes kept: an accumulated gradient is read and written in place
 
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
                  model_path: str | os.PathLike[str] | None = None) -> None:
