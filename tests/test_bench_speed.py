@@ -74,3 +74,20 @@ def test_the_machine_line_names_the_processor_generation_and_its_vector_width(tm
     bare.write_text("model name\t: Some CPU\n")
     assert machine(bare).startswith("Some CPU, ")
     assert "logical CPUs" in machine(tmp_path / "missing")
+
+
+def test_every_kind_of_arena_run_copies_the_same_values():
+    """bench/bench_arena_run.py on squeezenet: the run ahead of the reference, the run step by step
+    beside the reference's pieces, and the runs where each node runs again (as on CUDA) each copy
+    and check the same values, none of those the next node alone reads."""
+    rows = []
+    for reference in ("whole", "nodes"):
+        out = _bench(ROOT / "bench" / "bench_arena_run.py", "--only", "onnx_squeezenet", "--runs", "1",
+                     "--reference", reference)
+        rows += [[c.strip() for c in line.split("|")[1:-1]] for line in out.stdout.splitlines()
+                 if line.startswith("| onnx_squeezenet")]
+    assert [r[1] for r in rows] == ["whole, beside", "whole, after", "nodes, beside", "nodes, after"]
+    counts = {tuple(r[2:5]) for r in rows}
+    assert len(counts) == 1, rows
+    uncopied, copied, checked = counts.pop()
+    assert int(uncopied) > 0 and int(copied.split()[0]) > 0 and int(checked.split()[0]) > 0

@@ -133,13 +133,15 @@ def test_values_only_the_next_node_reads_are_not_copied(chain, monkeypatch):
     assert ex.findings and ex.findings == alone.findings and ex.findings[0].tensor == "a"
 
 
-@pytest.mark.parametrize("beside", [True, False], ids=["sessions built beside", "nothing beside"])
-def test_the_step_by_step_run_copies_only_what_a_later_node_reads(chain, monkeypatch, beside):
-    """Where each node runs again as the reference (CUDA's run, ``reference="nodes"``), the values
-    read by the next node alone (a, t, m) keep no copy either: s and y are copied, and the run
-    verifies with the same bits. With t moved onto a's bytes, the write over a (not copied) starts
-    the run again with every value copied, and it finds what a run that copies every value from
-    the start finds, at the same node."""
+@pytest.mark.parametrize("reference, beside", [("nodes", True), ("nodes", False), ("whole", False)],
+                         ids=["each node again, sessions built beside", "each node again", "pieces as asked for"])
+def test_the_step_by_step_run_copies_only_what_a_later_node_reads(chain, monkeypatch, reference, beside):
+    """Where the run goes step by step (each node run again as the reference, as on CUDA; or the
+    reference's pieces run as step 2 asks for them, where no core is spare), the values read by the
+    next node alone (a, t, m) keep no copy either: s and y are copied, and the run verifies with
+    the same bits. With t moved onto a's bytes, the write over a (not copied) starts the run again
+    with every value copied (the pieces run again), and it finds what a run that copies every value
+    from the start finds, at the same node."""
     from onnxmem.runtime.arena import ArenaRun
 
     path, p = chain
@@ -148,10 +150,10 @@ def test_the_step_by_step_run_copies_only_what_a_later_node_reads(chain, monkeyp
     real_keep, real_again = ArenaRun._keep, ArenaRun._start_again
     monkeypatch.setattr(ArenaRun, "_keep", lambda self, slot: kept.append(slot.name) or real_keep(self, slot))
     monkeypatch.setattr(ArenaRun, "_start_again", lambda self: again.append(True) or real_again(self))
-    opts = VerifyOptions(beside=beside, reference="nodes")
+    opts = VerifyOptions(beside=beside, reference=reference)
     run = ArenaRun(p.plan, p.model, p.view, opts, path)
     ex = run.run()
-    assert ex.reference == "nodes" and run.unkept == {"a", "t", "m"} and sorted(kept) == ["s", "y"] and not again
+    assert ex.reference == reference and run.unkept == {"a", "t", "m"} and sorted(kept) == ["s", "y"] and not again
     assert ex.findings == () and ex.nodes_run == 5 and all(c.identical for c in ex.outputs)
     at = p.plan.tensor("a").offset
     bad = dataclasses.replace(p.plan, tensors=tuple(dataclasses.replace(t, offset=at) if t.name == "t" else t

@@ -169,8 +169,7 @@ class ArenaRun(ArenaSteps):
                 self.private.update((o, self.whole_values.pop(o)) for o in self.view.outputs
                                     if o in self.whole_values)
                 return self.compare_outputs(seconds) if not self.findings else self._stopped(t0)
-            self._start_again()  # a planned shape the kernels do not compute: step by step
-            self.whole_values = self.whole_values.again()  # the values this time, as step 2 asks for them
+            self._start_again()  # a planned shape the kernels do not compute: step by step, the pieces again
             t0 = time.perf_counter()
             if not self.run_steps():
                 return self._stopped(t0)

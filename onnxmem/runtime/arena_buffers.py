@@ -13,9 +13,9 @@ import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import RuntimeBackendError
 from onnxmem.graph import GraphView
 from onnxmem.proof.plan import Finding
-from onnxmem.runtime.ort import check_memory, session_options
+from onnxmem.runtime.ort import check_memory, foreign_dtype, onnx_array, session_options
 
-__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits", "uncopied"]
+__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits", "slot_value", "uncopied"]
 
 SENTINEL = 0xFF
 #: base alignment of the host arena (the CUDA allocator gives 256)
@@ -207,3 +207,13 @@ def uncopied(view: GraphView, order: Sequence[int], weight_ops: Container[int],
             if made.get(r, k - 1) != k - 1:
                 later.add(r)
     return frozenset(n for n in made if n in read and n not in later and n in slots and slots[n].home == "arena")
+
+
+def slot_value(slot: Slot, data: np.ndarray) -> np.ndarray:
+    """The value of ``slot`` at its shape, from ``data``, its buffer's bytes (the first bytes where
+    it runs smaller than its buffer)."""
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(slot.elem_type))
+    if foreign_dtype(dtype):  # ml_dtypes' (bfloat16, float8, int4 packed two to a byte...)
+        return onnx_array(slot.elem_type, slot.shape, data)
+    used = int(np.prod(slot.shape, dtype=np.int64)) * dtype.itemsize
+    return data[:used].view(dtype).reshape(slot.shape) if used < data.size else data.view(dtype).reshape(slot.shape)

@@ -36,7 +36,7 @@ from onnxmem.runtime.arena_records import (
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.inputs import feeds_for
 from onnxmem.runtime.isolation import at_step, available_memory, end_run, start_run
-from onnxmem.runtime.ort import foreign_dtype, load_weights, onnx_array, onnx_bytes, ort_value
+from onnxmem.runtime.ort import load_weights, onnx_bytes, ort_value
 from onnxmem.runtime.reference import PieceReference, draws, random_functions
 
 __all__ = ["ArenaSteps"]
@@ -177,13 +177,14 @@ class ArenaSteps(abc.ABC):
     # -------------------------------------------------------------- the procedure
 
     def run(self) -> Execution:
-        """Every step of the procedure, node by node; the findings and output checks. Where each node
-        runs again as the reference, without bodies, stopping at the first finding: no copy of the
-        values :meth:`uncopied` finds; a write over one starts the run again (:meth:`_start_again`)."""
+        """Every step of the procedure, node by node; the findings and output checks. Without bodies,
+        stopping at the first finding: no copy of the values :meth:`uncopied` finds; a write over one
+        starts the run again (:meth:`_start_again`)."""
         self.load_inputs()
         self.run_reference()
         self.run_beside()
-        if self.spare_copies and not self.whole and not self.view.bodies and not self.opts.keep_going:
+        if self.spare_copies and not self.view.bodies and not self.opts.keep_going and (
+                not self.whole or isinstance(self.whole_values, PieceReference)):  # (pieces run again)
             self.unkept = self.uncopied()
         start_run("the arena run")
         t0 = time.perf_counter()
@@ -241,7 +242,10 @@ class ArenaSteps(abc.ABC):
 
     def _start_again(self) -> None:
         """The arena (and on CUDA its host mirror) back to the sentinel and the inputs, nothing
-        found, nothing live, every value's bytes kept from here on."""
+        found, nothing live, every value's bytes kept from here on; the reference's pieces, where
+        it is one whole-model run, to run again as step 2 asks for their values."""
+        if self.whole and isinstance(self.whole_values, PieceReference):
+            self.whole_values = self.whole_values.again()
         self.arena.reset()
         if self.mirror is not self.arena:
             self.mirror.reset()
@@ -580,13 +584,8 @@ class ArenaSteps(abc.ABC):
         """A node with bodies: :class:`onnxmem.runtime.arena.ArenaRun` runs each body in its region."""
 
     def _array(self, slot: Slot) -> np.ndarray:
-        """The value in ``slot`` at its shape (the first bytes of its buffer where it runs smaller)."""
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(slot.elem_type))
-        data = self._read(slot)
-        if foreign_dtype(dtype):  # ml_dtypes' (bfloat16, float8, int4 packed two to a byte...)
-            return onnx_array(slot.elem_type, slot.shape, data)
-        used = int(np.prod(slot.shape, dtype=np.int64)) * dtype.itemsize
-        return data[:used].view(dtype).reshape(slot.shape) if used < data.size else data.view(dtype).reshape(slot.shape)
+        """The value in ``slot`` at its shape (:func:`onnxmem.runtime.arena_buffers.slot_value`)."""
+        return buffers.slot_value(slot, self._read(slot))
 
     def _stopped(self, t0: float) -> Execution:
         """The run ended early at a finding: no output checks."""
