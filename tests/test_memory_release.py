@@ -44,3 +44,25 @@ def test_pages_freed_inside_the_heap_go_back_to_the_system():
 def test_without_malloc_trim_nothing_is_asked(monkeypatch):
     monkeypatch.setattr(memory, "_trim", lambda: None)
     assert memory.release_freed() is False
+
+
+@pytest.mark.parametrize("nodes, handed_back", [(3, True), (2, False)], ids=["large", "small"])
+def test_a_large_graph_hands_its_freed_pages_back_before_the_proof(tmp_path, monkeypatch, nodes, handed_back):
+    """A graph of ``PIECE_NODES`` nodes or more hands the pages the order search and the solver
+    freed back to the system before its plan is proven (the proof's tables are the peak of a
+    100,000-node plan); a smaller one does not (the few milliseconds are not worth it)."""
+    import onnx
+
+    import onnxmem.planning.pipeline as pipeline
+
+    from .helpers import chain
+
+    calls: list[str] = []
+    real = pipeline.prove_plan
+    monkeypatch.setattr(pipeline, "PIECE_NODES", 3)
+    monkeypatch.setattr(pipeline, "release_freed", lambda: calls.append("release") or True)
+    monkeypatch.setattr(pipeline, "prove_plan", lambda *a, **k: calls.append("prove") or real(*a, **k))
+    path = tmp_path / "chain.onnx"
+    onnx.save(chain(nodes), path)
+    pipeline.plan_model(path, pipeline.PlanOptions())
+    assert calls == (["release", "prove"] if handed_back else ["prove"])

@@ -19,6 +19,7 @@ import onnx
 
 from onnxmem.analysis.liveness import Liveness
 from onnxmem.core.errors import ModelError, PlanError, PlanInvalid, show_name
+from onnxmem.core.memory import release_freed
 from onnxmem.core.problem import Problem, Solution, live_bytes
 from onnxmem.core.solvers import SOLVERS
 from onnxmem.core.workclock import now, session
@@ -63,6 +64,7 @@ from onnxmem.scheduling import ORDERS, stable_topological_order
 from onnxmem.scheduling.anyorder import any_order_bound
 from onnxmem.scheduling.cost import order_peak
 from onnxmem.shapes import ShapeInfo, infer_shapes
+from onnxmem.shapes.pieces import PIECE_NODES
 
 if TYPE_CHECKING:
     from onnxmem.runtime.optimize import Optimized
@@ -384,6 +386,8 @@ def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeI
                                 **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs),
                                 **loop_trips_record(view),
                                 **({"checkpoint": dict(opts.known_record)} if opts.known_record else {})})
+    if len(view.ops) >= PIECE_NODES:  # the search's freed pages handed back before the proof takes its own
+        release_freed()
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
