@@ -58,7 +58,7 @@ with run_limits(isolate=False):
 assert not ex.findings and ex.reference == reference, (ex.findings, ex.reference)
 print(json.dumps({"faults": r1.ru_minflt - r0.ru_minflt, "sys": r1.ru_stime - r0.ru_stime,
                   "user": r1.ru_utime - r0.ru_utime, "wall": t1 - t0,
-                  "uncopied": len(getattr(run, "unkept", ())), **moved}))
+                  "uncopied": len(run.unkept), **moved}))
 '''
 
 

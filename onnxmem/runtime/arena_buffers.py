@@ -94,7 +94,7 @@ class CudaArena:
                 f"cannot allocate the plan's arena of {size} B on the GPU: {sessions.first_line(exc, 160)}"
             ) from None
         self._n = n
-        self._ov.update_inplace(np.full(n, SENTINEL, dtype=np.uint8))
+        self._fill()
         self.base = int(self._ov.data_ptr())
         x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, ["n"])
         y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, ["n"])
@@ -123,6 +123,9 @@ class CudaArena:
 
     def reset(self) -> None:
         """Every byte back to the sentinel."""
+        self._fill()
+
+    def _fill(self) -> None:
         self._ov.update_inplace(np.full(self._n, SENTINEL, dtype=np.uint8))
 
     def write(self, offset: int, data: np.ndarray) -> None:

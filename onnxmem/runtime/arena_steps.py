@@ -244,7 +244,7 @@ class ArenaSteps(abc.ABC):
         """The arena (and on CUDA its host mirror) back to the sentinel and the inputs, nothing
         found, nothing live, every value's bytes kept from here on; the reference's pieces, where
         it is one whole-model run, to run again as step 2 asks for their values."""
-        if self.whole and isinstance(self.whole_values, PieceReference):
+        if isinstance(self.whole_values, PieceReference):
             self.whole_values = self.whole_values.again()
         self.arena.reset()
         if self.mirror is not self.arena:
