@@ -168,3 +168,25 @@ def test_held_from_literal_events():
     ]
     assert held_from_profile(events) == 4096 - 1024
     assert held_from_profile([{"cat": "Node", "name": "x_kernel_time", "args": {}}]) is None
+
+
+def test_compare_proves_a_plan_of_onnxruntimes_graph_read_from_a_file(tmp_path):
+    """A plan of the graph onnxruntime builds (``--optimize``), read back, comes with that graph's
+    view; compare still holds it to the static proof before it prints a figure."""
+    import json
+
+    plan_file, bad = tmp_path / "plan.json", tmp_path / "bad.json"
+    model = str(MODELS / "resnet_cnn.onnx")
+    r = CliRunner().invoke(main, ["plan", model, "--optimize", "basic", "-o", str(plan_file)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["compare", model, "--plan", str(plan_file)])
+    assert r.exit_code == 0, r.output
+    assert "onnxmem arena" in r.output
+    doc = json.loads(plan_file.read_text())
+    for t in doc["tensors"]:  # every tensor at offset 0: live tensors share bytes
+        t["offset"] = 0
+    bad.write_text(json.dumps(doc))
+    r = CliRunner().invoke(main, ["compare", model, "--plan", str(bad)])
+    assert r.exit_code == 3, r.output  # PlanInvalid's, as verify's
+    assert "the plan is wrong" in r.stderr and "share bytes" in r.stderr and "is not compared" in r.stderr
+    assert r.stderr.count("\n") == 1 and "onnxmem arena" not in r.output

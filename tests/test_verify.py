@@ -713,3 +713,31 @@ def test_recent_sessions_drop_the_oldest_while_the_device_has_no_room():
         cache[k] = k
     assert list(cache) == list(range(10, 20))
 
+
+
+def test_a_plan_made_now_is_proven_once(monkeypatch):
+    """``verify_plan(proven=...)``: the planner's proof of the plan it just made is the report's;
+    a plan given without it, or held to rule 9 it was not made with, is proven again."""
+    import onnxmem.verify.run as run
+
+    from .conftest import MODELS
+
+    planned = plan_model(MODELS / "resnet_cnn.onnx", GREEDY)
+    assert planned.proof_seconds > 0
+    calls = []
+    real = run.prove_plan
+    monkeypatch.setattr(run, "prove_plan", lambda *a, **k: calls.append(k.get("concurrency")) or real(*a, **k))
+    opts = run.VerifyOptions(execute=False)
+    report = run.verify_plan(planned.model, planned.plan, view=planned.view, options=opts,
+                             proven=planned.proof_seconds)
+    assert calls == [] and report.ok and report.static_seconds == planned.proof_seconds
+    report = run.verify_plan(planned.model, planned.plan, view=planned.view, options=opts)
+    assert calls == ["sequential"] and report.ok
+    dag = run.VerifyOptions(execute=False, concurrency="dag")
+    run.verify_plan(planned.model, planned.plan, view=planned.view, options=dag, proven=planned.proof_seconds)
+    assert calls == ["sequential", "dag"]
+    # a wrong plan given without proven is caught
+    wrong = dataclasses.replace(planned.plan, tensors=tuple(dataclasses.replace(t, offset=0)
+                                                            for t in planned.plan.tensors))
+    report = run.verify_plan(planned.model, wrong, view=planned.view, options=opts)
+    assert not report.ok and "share bytes" in str(report.first)

@@ -85,11 +85,12 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
 
     say = progress(sys.stderr.isatty())
     with plan_or_point(model, plan_path, planning, seed, inputs, say, optimize=optimize, device=device) as got:
-        _, built, the_plan, view, source = got
+        _, built, the_plan, view, source, proven = got
         # a plan whose Ifs its assumed values decided holds their branches alone: onnxruntime runs on
         # those values too (else its figure could be a run of a branch the plan does not hold)
         inputs = check_decided(built.model, the_plan, inputs)
-        view = _proven_view(model, plan_path, built, the_plan, view, inputs)
+        view = view if proven is not None and view is not None else _proven_view(
+            model, plan_path, built, the_plan, view, inputs)
         say("profiling onnxruntime")
         peaks = _profile(model, built, the_plan, view, device, seed, inputs, execution_mode, threads)
     arena = the_plan.arena_size
@@ -112,14 +113,13 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
 
 def _proven_view(model: str, plan_path: str | None, built: Optimized, the_plan: MemoryPlan, view: GraphView | None,
                  inputs: InputValues | None) -> GraphView:
-    """The plan's view. A plan read (``--plan``, or carried by the model: ``view`` is ``None``)
-    is first checked to be for MODEL, then held to the static proof ``verify --static-only``
-    runs: ``PlanInvalid`` when it breaks a rule (a wrong plan's arena is no figure to compare)."""
+    """The view of a plan read (``--plan``, or carried by the model), held to the static proof
+    ``verify --static-only`` runs: ``PlanInvalid`` when it breaks a rule (a wrong plan's arena is
+    no figure to compare). A plan of the graph as written is first checked to be for MODEL; one of
+    onnxruntime's graph comes with that graph's ``view``, rebuilt and held to the plan's digest."""
     from onnxmem.proof import prove_plan
     from onnxmem.verify.run import check_plan_identity, view_for_plan
 
-    if view is not None:  # planned now, and proven as it was made
-        return view
     if plan_path and built.record.level == "none":
         view, said = check_plan_identity(the_plan, built.model, model, plan_name=plan_path, view=view, inputs=inputs)
         echo_warnings(said)

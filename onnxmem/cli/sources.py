@@ -89,14 +89,18 @@ def plan_several(models: tuple[str, ...], opts: PlanOptions, pipeline: bool,
 @contextmanager
 def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, seed: int,
                   inputs: InputValues | None, say: Say, *, optimize: str | None = None,
-                  device: str = "cpu") -> Iterator[tuple[PlanOptions, Optimized, MemoryPlan, GraphView | None, str]]:
-    """``(options, graph, plan, view, source)`` for verify and compare, for the ``with`` block:
+                  device: str = "cpu") -> Iterator[tuple[PlanOptions, Optimized, MemoryPlan, GraphView | None, str,
+                                                         float | None]]:
+    """``(options, graph, plan, view, source, proven)`` for verify and compare, for the ``with`` block:
     the ``--plan`` (the concrete plan at a point of a range plan, :func:`_given_plan`), else the
     plan the model carries, else one made now; ``graph``: the graph the plan is for
     (:func:`onnxmem.runtime.optimize.optimized_model`: the model as written, or the graph
     onnxruntime builds again as the plan records it, held to the plan's record and digest).
     ``planning``: the flags of :func:`~onnxmem.cli.options.planning_options`; ``optimize``:
-    ``--optimize`` (``None``: not given)."""
+    ``--optimize`` (``None``: not given). ``proven``: for a plan made now, how long its static
+    proof against ``view`` took as it was made (:attr:`~onnxmem.planning.pipeline.Planned.proof_seconds`);
+    ``None`` for a plan read, which no one has proven yet (``view`` may be given all the same: that
+    of onnxruntime's graph, for a plan of it)."""
     from onnxmem.planning.pipeline import plan_optimized
     from onnxmem.plans.optimization import plan_optimization
     from onnxmem.runtime.optimize import check_rebuilt, check_recorded, optimized_model
@@ -120,10 +124,11 @@ def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, se
                 check_rebuilt(recorded, found[0].model.get("graph_sha256"), built, found[1])
                 # the caller's state of the model as written (the optimizer may hide a loss block)
                 view = view_for_plan(built.model, found[0], built.path, inputs, caller=built.caller)
-            yield opts, built, found[0], view, found[1]
+            yield opts, built, found[0], view, found[1], None
             return
         planned = plan_optimized(built, opts, say)
-        yield opts, built, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})"
+        yield (opts, built, planned.plan, planned.view, f"planned now (solver {planned.plan.solver['name']})",
+               planned.proof_seconds)
 
 
 def _check_point(plan: MemoryPlan, opts: PlanOptions, where: str) -> None:

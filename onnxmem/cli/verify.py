@@ -145,11 +145,12 @@ def _verify_one(a: _Verify) -> None:
     inputs = read_input_values(a.inputs_path)
     say = progress(sys.stderr.isatty())
     with plan_or_point(model, plan_path, planning, seed, inputs, say, optimize=a.optimize, device=device) as got:
-        opts, built, the_plan, view, source = got
+        opts, built, the_plan, view, source, proven = got
         as_written = built.record.level == "none"
         say("verifying")
         report = verify_plan(
             built.model, the_plan, model_path=built.path, view=view, plan_name=plan_path if as_written else None,
+            proven=proven,
             options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
                                   execute=not a.static_only, concurrency=opts.concurrency, trials=a.trials,
                                   threads=a.threads),

@@ -154,7 +154,9 @@ class PlanOptions:
 @dataclass(frozen=True, slots=True)
 class Planned:
     """A plan and the objects it was made from (for annotation and verification).
-    ``view`` carries the regions of its bodies; ``bodies``: each body's plan, by path."""
+    ``view`` carries the regions of its bodies; ``bodies``: each body's plan, by path;
+    ``proof_seconds``: how long the static proof of ``plan`` against ``view`` took as it was made
+    (every plan made is proven: ``PlanInvalid`` otherwise)."""
 
     plan: MemoryPlan
     model: onnx.ModelProto
@@ -163,6 +165,7 @@ class Planned:
     solution: Solution
     shapes: ShapeInfo
     bodies: Mapping[str, BodyPlan] = field(default_factory=dict)
+    proof_seconds: float = 0.0
 
 
 def plan_model(
@@ -388,10 +391,11 @@ def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeI
                                 **({"checkpoint": dict(opts.known_record)} if opts.known_record else {})})
     if len(view.ops) >= PIECE_NODES:  # the search's freed pages handed back before the proof takes its own
         release_freed()
+    t1 = time.perf_counter()
     findings = prove_plan(plan, view, limit=5)
     if findings:
         raise PlanInvalid(f"solver '{opts.solver}' produced an invalid plan: {findings[0]}")
-    return Planned(plan, model, view, liveness, solution, shapes, bodies)
+    return Planned(plan, model, view, liveness, solution, shapes, bodies, time.perf_counter() - t1)
 
 
 def loop_trips_record(view: GraphView) -> dict[str, object]:

@@ -235,11 +235,17 @@ def verify_plan(
     view: GraphView | None = None,
     options: VerifyOptions | None = None,
     plan_name: str | None = None,
+    proven: float | None = None,
 ) -> VerifyReport:
     """Prove ``plan`` for ``model`` statically, then (unless it failed) by execution.
 
     ``plan_name`` (the plan file, as the user named it): check first that the
     plan was made for the model at ``model_path`` (:func:`check_plan_identity`).
+    ``proven``: the seconds of the static proof of ``plan`` against ``view`` that the planner
+    ran as it made it in this process, with no finding
+    (:attr:`onnxmem.planning.pipeline.Planned.proof_seconds`): that proof is the report's, not
+    run again; unless ``options`` asks for rule 9 (``concurrency="dag"``) and the plan was made
+    without it. Never give it for a plan read from a file.
     """
     opts = options or VerifyOptions()
     check_concurrency(opts.concurrency)
@@ -251,10 +257,15 @@ def verify_plan(
                                          inputs=opts.inputs)
         warnings.extend(said)
     v = view if view is not None else view_for_plan(model, plan, model_path, opts.inputs)
-    t0 = time.perf_counter()  # the proof alone (the view may have needed a measuring run)
     # a plan made for concurrent execution is always held to rule 9
-    static = tuple(prove_plan(plan, v, concurrency="dag" if opts.concurrency == "dag" else None))
-    static_s = time.perf_counter() - t0
+    mode = "dag" if opts.concurrency == "dag" else str(plan.extra.get("concurrency", "sequential"))
+    if proven is not None and view is not None and mode == plan.extra.get("concurrency", "sequential"):
+        static: tuple[Finding, ...] = ()  # the planner's proof, of this plan and view, in this mode
+        static_s = proven
+    else:
+        t0 = time.perf_counter()  # the proof alone (the view may have needed a measuring run)
+        static = tuple(prove_plan(plan, v, concurrency=mode))
+        static_s = time.perf_counter() - t0
     if opts.device == "cuda" and plan.alignment % 256:
         warnings.append(
             f"the plan aligns offsets to {plan.alignment} B; CUDA kernels expect 256: re-plan with --alignment 256"
