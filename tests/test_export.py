@@ -325,6 +325,66 @@ def test_the_plan_alone_check_accepts_every_real_plan(tmp_path):
             assert prove_plan_alone(read_plan(out, "point")) == [], path.name
 
 
+def test_the_plan_alone_check_holds_each_size_to_its_dtype_and_shape(tmp_path):
+    """A plan whose sizes, offsets and arena were all divided by four still has aligned, disjoint
+    buffers inside its arena; each tensor's dtype and shape give four times its size, so
+    ``export`` and ``show`` refuse it without the model, and write nothing."""
+    _, ppath, plan = planned(tmp_path, chain(3, (1, 64)))
+    doc = json.loads(ppath.read_text())
+    for t in doc["tensors"]:
+        t["size"] //= 4
+        t["offset"] //= 4
+    for key in ("arena_size", "lower_bound", "naive_size"):
+        doc[key] //= 4
+    doc["alignment"] = 4
+    quarter = tmp_path / "quarter.json"
+    quarter.write_text(json.dumps(doc))
+    out = tmp_path / "q.h"
+    for args in (("export", str(quarter), "--format", "c", "-o", str(out)), ("show", str(quarter))):
+        r = CliRunner().invoke(main, list(args))
+        assert r.exit_code == 3, r.output
+        assert "has size 64 B but its dtype and shape give 256 B (float32[1, 64])" in r.stderr
+        assert r.stderr.count("\n") == 1
+    assert not out.exists()
+
+
+def test_the_plan_alone_check_takes_a_value_written_in_place_over_an_ifs_output(tmp_path):
+    """An If whose branches write its output inside its region (outputs: inside), read by a Relu
+    that writes over it in place: the output, its reader's output and the region are one alias
+    group, one buffer. The plan alone's check judged the reader's output apart from the region's
+    buffer and refused the plan that verify proves."""
+    def branch(name: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node("Relu", ["x"], [f"{name}_t"], name=f"b{name}"),
+                                  helper.make_node("Relu", [f"{name}_t"], [name], name=f"c{name}")],
+                                 name, [], [vi(name, (1, 64))])
+
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["x1"], name="pre"),
+         helper.make_node("If", ["c"], ["o"], name="If0", then_branch=branch("t"), else_branch=branch("e")),
+         helper.make_node("Relu", ["o"], ["y"], name="post")],
+        [vi("x", (1, 64)), vi("c", [], onnx.TensorProto.BOOL)], [vi("y", (1, 64))])
+    mpath, ppath, plan = planned(tmp_path, model)
+    by = {t.name: t for t in plan.tensors if not t.graph}
+    assert by["y"].group == by["o"].group == next(t.group for t in plan.tensors if t.kind == "region")
+    from onnxmem.proof import prove_plan_alone
+
+    assert prove_plan_alone(plan) == []
+    assert run("show", str(ppath)).exit_code == 0
+    export(tmp_path, ppath, "c")
+    r = run("verify", str(mpath), "--plan", str(ppath), "--static-only")
+    assert r.exit_code == 0, r.output
+
+
+def test_the_plan_alone_check_knows_every_dtype_the_planner_sizes():
+    """The dtype table of the plan alone's proof (no onnx) is the planner's, by name."""
+    from onnxmem.core.sizes import DTYPE_BITS, dense_bytes
+    from onnxmem.model import DTYPES
+
+    assert DTYPE_BITS == dict(DTYPES.values())
+    assert dense_bytes("int4", (3, 3)) == 5 and dense_bytes("string", (2,)) is None
+    assert dense_bytes("float16", ()) == 2 and dense_bytes("opaque", (4,)) is None
+
+
 def test_tflm_refuses_offsets_past_int32_and_names_the_c_export(tmp_path):
     """Four 2 GiB tensors (no bytes are allocated to plan them): offsets reach 2^31 and more."""
     _, ppath, plan = planned(tmp_path, chain(4, (1, 2**29)), "--inplace", "off")

@@ -159,16 +159,25 @@ def test_show_and_plot_refuse_a_wrong_plan(tmp_path, good_plan, what):
     assert says in out and "is not drawn" in out and not png.exists()
 
 
-def test_show_with_the_model_holds_the_plan_to_the_whole_proof(tmp_path, good_plan):
-    """A tensor shrunk below its shape's bytes is no rule the plan alone can be held to: the
-    model's proof catches it."""
+def test_show_holds_each_size_to_its_dtype_and_shape(tmp_path, good_plan):
+    """A tensor shrunk below its shape's bytes: the plan alone's proof catches it (its dtype and
+    shape are in the plan), and so does the model's."""
     bad = json.loads(json.dumps(good_plan))
     t = next(t for t in bad["tensors"] if t["kind"] != "input" and t["size"] > 64)
     t["size"] = 64
     path = write(tmp_path, bad)
-    assert run("show", str(path)).exit_code == 0
+    out = refused(run("show", str(path)), 3)
+    assert t["dtype"] == "float32" and f"has size 64 B but its dtype and shape give {_dense(t)} B" in out
     out = refused(run("show", str(path), "--model", str(RESNET)), 3)
     assert "p.json' is not shown" in out
+
+
+def _dense(t: dict) -> int:
+    """A float32 tensor's bytes from its shape."""
+    n = 1
+    for d in t["shape"]:
+        n *= d
+    return 4 * n
 
 
 def test_compare_refuses_a_wrong_plan_before_running_onnxruntime(tmp_path, good_plan):
@@ -350,16 +359,43 @@ def test_an_npz_member_declaring_more_than_it_holds_is_refused(tmp_path):
     assert "member 'image.npy' declares an array of 4,398,046,511,104 B but holds 128 B" in out
 
 
-def test_show_with_the_model_takes_a_plan_of_onnxruntimes_graph(tmp_path):
+def _false_lives(plan: dict) -> dict:
+    """Every tensor a group of its own, live one step, at offset 0 (or just above the largest,
+    past the order's length): the rules the plan alone can be held to pass; the graph's do not."""
+    bad = json.loads(json.dumps(plan))
+    n, align = len(bad["order"]), bad["alignment"]
+    top = -(-max(t["size"] for t in bad["tensors"]) // align) * align
+    for i, t in enumerate(bad["tensors"]):
+        t.update(start=i % n, end=i % n + 1, group=t["name"], offset=0 if i < n else top)
+        t["object"] = None
+    return bad
+
+
+def test_show_with_the_model_proves_a_plan_of_onnxruntimes_graph(tmp_path):
     """A plan made with --optimize is of the graph onnxruntime builds, not of MODEL as written:
-    show --model checks it is MODEL's and holds it to the rules the plan alone can be held to."""
+    show and plot --model check it is MODEL's and hold it to the whole proof against that graph,
+    built again as verify builds it; export --model, which reads MODEL as written, refuses it."""
+    from onnxmem.plans import read_plan
+    from onnxmem.proof import prove_plan_alone
+
     plan = tmp_path / "opt.json"
     r = run("plan", str(RESNET), "--optimize", "all", "-o", str(plan))
     assert r.exit_code == 0, r.output
     r = run("show", str(plan), "--model", str(RESNET))
     assert r.exit_code == 0, r.output
     path = write(tmp_path, _overlapping(json.loads(plan.read_text())))
-    assert "share bytes" in refused(run("show", str(path), "--model", str(RESNET)), 3)
+    assert "the plan is wrong: tensors of alias group" in refused(run("show", str(path), "--model", str(RESNET)), 3)
+    lies = write(tmp_path, _false_lives(json.loads(plan.read_text())), "lies.json")
+    assert prove_plan_alone(read_plan(lies, "point")) == []  # the plan alone passes
+    assert run("show", str(lies)).exit_code == 0
+    for cmd in (("show", str(lies)), ("plot", str(lies), "-o", str(tmp_path / "lies.png"))):
+        out = refused(run(*cmd, "--model", str(RESNET)), 3)
+        assert "the plan is wrong" in out and "re-plan the model" in out
+    assert not (tmp_path / "lies.png").exists()
+    for fmt, out in (("tflm", "x.bin"), ("onnx", "x.onnx")):
+        said = refused(run("export", str(plan), "--format", fmt, "--model", str(RESNET), "-o", str(tmp_path / out)))
+        assert "is a plan of the graph onnxruntime builds (level all for cpu" in said
+        assert "plan MODEL with --optimize none for this format" in said and not (tmp_path / out).exists()
 
 
 # ---------------------------------------------------------------- the overlap check every reader runs

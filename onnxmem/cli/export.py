@@ -18,6 +18,8 @@ from .sources import add_weight_files
 if TYPE_CHECKING:
     import onnx
 
+    from onnxmem.plans import MemoryPlan
+
 
 def _model_use(use: str) -> str:
     """The formats whose use of ``--model`` is ``use`` (required, optional), for the help."""
@@ -60,7 +62,6 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None, prefix
     outs.add(output, "-o")
     from onnxmem.export.proof import prove_for_export, prove_range_for_export  # onnx
     from onnxmem.plans import (  # numpy
-        MemoryPlan,
         RangePlan,
         plan_from_data,
         plan_kind,
@@ -79,12 +80,29 @@ def export(plan_file: str, fmt: str, output: str, model_path: str | None, prefix
         prove_range_for_export(any_plan)
         data = range_c_header(any_plan, prefix)
     else:
+        if model_path is not None:
+            _as_written(any_plan, plan_file, fmt)
         model = None if model_path is None else _read_model(model_path, fmt, output, outs)
         echo_warnings(prove_for_export(any_plan, model, model_path, plan_file))
         data = export_plan(any_plan, fmt, model, prefix)
     outs.put(output, data)
     outs.commit()
     click.echo(f"{fmt:<12} {len(data):,} B -> {one_line(output)}")
+
+
+def _as_written(plan: MemoryPlan, plan_file: str, fmt: str) -> None:
+    """Refuse ``--model`` for a plan of the graph onnxruntime builds (``plan --optimize``): the
+    formats that read the model read it as written, whose values that plan does not name."""
+    from onnxmem.plans.optimization import plan_optimization
+
+    recorded = plan_optimization(plan.model, f"plan file {show_name(plan_file)}")
+    if recorded.level != "none":
+        without = ("export it without --model (its entries then in the plan's order), or " if fmt == "tflm"
+                   else "")
+        raise OnnxmemError(f"plan file {show_name(plan_file)} is a plan of the graph onnxruntime builds "
+                           f"({recorded.describe()}), and --format "
+                           f"{fmt} reads MODEL as written, whose values that graph renames, fuses or drops: "
+                           f"{without}plan MODEL with --optimize none for this format")
 
 
 def _read_model(model_path: str, fmt: str, output: str, outs: OutputSet) -> onnx.ModelProto:

@@ -21,9 +21,10 @@ def show(plan_file: str, top: int, model_path: str | None) -> None:
     A program plan (several models): each model's line and the shared arena.
 
     A plan that breaks a rule it can be held to without its model (tensors of two buffers
-    live together sharing a byte, one past the arena or off its alignment, a name twice; a
-    range plan: its proof on the box) is refused with exit code 3; with --model, the whole
-    static proof of 'verify --static-only'."""
+    live together sharing a byte, one past the arena or off its alignment, a name twice, a
+    size other than its dtype and shape give; a range plan: its proof on the box) is refused
+    with exit code 3; with --model, the whole static proof of 'verify --static-only' (a plan
+    made with --optimize: against the graph onnxruntime builds, built again)."""
     from onnxmem.export.proof import prove_program_for_show, prove_range_for_export
     from onnxmem.plans import Program, RangePlan, read_plan  # numpy
     from onnxmem.report.range import render_range_summary

@@ -51,7 +51,7 @@ def read_plan_for(plan_file: str, model_path: str | None, action: str,
     the rules the plan alone can be held to); with ``model_path``, only when it was made for
     that model (:func:`onnxmem.verify.run.check_plan_identity`, as verify and compare check it),
     and held to the whole static proof (a plan of the graph onnxruntime builds at an
-    optimization level: to the rules the plan alone can be held to)."""
+    optimization level: against that graph, built again as ``verify`` builds it)."""
     from onnxmem.export.proof import prove_for_export
 
     if the_plan is None:
@@ -61,15 +61,8 @@ def read_plan_for(plan_file: str, model_path: str | None, action: str,
     model = None
     if model_path is not None:
         from onnxmem.model import load_model
-        from onnxmem.plans.optimization import plan_optimization
-        from onnxmem.verify.run import check_plan_identity
 
         model = load_model(model_path)
-        if plan_optimization(the_plan.model, f"plan file {show_name(plan_file)}").level != "none":
-            # a plan of the graph onnxruntime builds from MODEL: MODEL's identity here, then the rules the plan
-            # alone can be held to ('verify MODEL --plan PLAN' builds that graph again and proves it whole)
-            echo_warnings(check_plan_identity(the_plan, model, model_path, plan_name=plan_file, action=action)[1])
-            model = None
     refusal = f"plan file {show_name(plan_file)} is not " + {"showing": "shown", "drawing": "drawn"}.get(action, "used")
     echo_warnings(prove_for_export(the_plan, model, model_path, plan_file, action=action, refusal=refusal))
     return the_plan

@@ -13,13 +13,33 @@ import re
 
 from onnxmem.core.errors import OnnxmemError, show_name
 
-__all__ = ["SIZE_UNITS", "format_bytes", "parse_size"]
+__all__ = ["DTYPE_BITS", "SIZE_UNITS", "dense_bytes", "format_bytes", "parse_size"]
 
 #: unit (lower case) -> bytes
 SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 2**20,
               "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
 #: the largest size accepted (2^62 bytes, the planner's own limit)
 MAX_SIZE = 2**62
+#: bits per element of each element type a plan names, without onnx (the plan alone's proof:
+#: :mod:`onnxmem.proof.alone`); ``onnxmem.model.dtypes.DTYPES`` holds the same by onnx's numbers
+#: (``tests/test_proof_alone.py`` holds the two equal); a string's size is not fixed (0)
+DTYPE_BITS = {"float32": 32, "uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int32": 32, "int64": 64,
+              "string": 0, "bool": 8, "float16": 16, "float64": 64, "uint32": 32, "uint64": 64,
+              "complex64": 64, "complex128": 128, "bfloat16": 16, "float8e4m3fn": 8, "float8e4m3fnuz": 8,
+              "float8e5m2": 8, "float8e5m2fnuz": 8, "uint4": 4, "int4": 4, "float4e2m1": 4,
+              "float8e8m0": 8, "uint2": 2, "int2": 2}
+
+
+def dense_bytes(dtype: str, shape: tuple[int, ...] | list[int]) -> int | None:
+    """The bytes a dense tensor of element type ``dtype`` and ``shape`` takes, ``ceil(bits *
+    numel / 8)`` as the planner sizes it; ``None`` for a type of no fixed size or none known."""
+    bits = DTYPE_BITS.get(dtype)
+    if not bits:
+        return None
+    numel = 1
+    for d in shape:
+        numel *= d
+    return (bits * numel + 7) // 8
 
 
 def parse_size(text: str, flag: str, also: str = "") -> int:

@@ -1,7 +1,8 @@
 """The proof a plan passes without its model: the rules the plan alone can be held to.
 
 :func:`prove_plan_alone`: a lower bound no higher than the arena, each tensor named once in
-its graph level, every offset aligned, every tensor inside the arena (a body's tensors inside
+its graph level, each tensor's size the one its dtype and shape give (a body's region aside),
+every offset aligned, every tensor inside the arena (a body's tensors inside
 their owner's region), and no two alias groups of one graph level sharing a byte while the
 plan's own lifetimes say both are live (members of one group are one buffer, their union;
 shared objects the same). What needs the graph is not checked: that the lifetimes are the
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 
 from onnxmem.core.errors import show_name
 from onnxmem.core.problem import Buffer, Problem, validate
+from onnxmem.core.sizes import dense_bytes
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
 from onnxmem.proof.finding import Finding, bound_findings, order_bound_findings
 
@@ -39,6 +41,11 @@ def prove_plan_alone(plan: MemoryPlan, *, limit: int | None = None) -> list[Find
                 found.append(Finding("mismatch", t.name, f"tensor {show_name(t.name)} appears twice in the plan",
                                      graph=graph))
             seen.add(t.name)
+            dense = None if t.kind == "region" else dense_bytes(t.dtype, t.shape)
+            if dense is not None and dense != t.size:
+                found.append(Finding("mismatch", t.name, f"tensor {show_name(t.name)} has size {t.size} B but "
+                                     f"its dtype and shape give {dense} B ({t.dtype}{list(t.shape)})",
+                                     graph=graph))
             if t.offset % align:
                 found.append(Finding("alignment", t.name, f"tensor {show_name(t.name)} at offset {t.offset} is "
                                      f"not a multiple of the alignment {align}", graph=graph))
@@ -69,9 +76,10 @@ def _overlaps(tensors: Sequence[PlannedTensor], joined: set[str | None], graph: 
     """Pairs of buffers (a group's members joined into one) live at one step and sharing a byte."""
     spans: dict[str, tuple[int, int, int, int]] = {}  # buffer -> (lo, hi, start, end)
     named: dict[str, str] = {}  # buffer -> the name of its first tensor, for the message
-    region_group = {t.producer: t.group for t in tensors if t.kind == "region"}
+    # the alias group of each such owner's region: its outputs, and a value written over one in place
+    inside = {t.group: t.producer for t in tensors if t.kind == "region" and t.producer in joined}
     for t in tensors:
-        key = (f"owner {t.producer}" if t.producer in joined and t.group == region_group.get(t.producer) else
+        key = (f"owner {inside[t.group]}" if t.group in inside else
                f"object {t.object}" if t.object is not None else f"group {t.group}")
         lo, hi, start, end = spans.get(key, (t.offset, t.offset + t.size, t.start, t.end))
         spans[key] = (min(lo, t.offset), max(hi, t.offset + t.size), min(start, t.start), max(end, t.end))
