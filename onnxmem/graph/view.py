@@ -382,9 +382,9 @@ def _level_nodes(g: onnx.GraphProto, level: _Level, *, flat: bool = False, field
             if not o:
                 continue
             if o in defined:
-                what = "a graph input or initializer" if defined[o] is None else f"node '{names[defined[o]]}'"  # type: ignore[index]
+                what = "a graph input or initializer" if defined[o] is None else f"node {show_name(names[defined[o]])}"  # type: ignore[index]
                 raise ModelError(
-                    f"value '{o}' is written by node '{names[i]}' and also by {what}; "
+                    f"value {show_name(o)} is written by node {show_name(names[i])} and also by {what}; "
                     "every value must have one producer (SSA)"
                 )
             defined[o] = i
@@ -417,7 +417,7 @@ def _outer_reads(g: onnx.GraphProto, nodes: _Nodes, outputs: tuple[str, ...], le
                         "sort the subgraph's nodes"
                     )
                 raise ModelError(
-                    f"value '{n}' {kind} node '{op.name}' ({op.op_type}){where} is produced by no node, "
+                    f"value {show_name(n)} {kind} node {show_name(op.name)} ({flag_value(op.op_type)}){where} is produced by no node, "
                     "input or initializer; fix the model"
                 )
     for o in outputs:
@@ -425,7 +425,7 @@ def _outer_reads(g: onnx.GraphProto, nodes: _Nodes, outputs: tuple[str, ...], le
             if o in level.outer:
                 outer_read[o] = None
                 continue
-            raise ModelError(f"graph output '{o}'{where} is produced by no node or input; fix the model")
+            raise ModelError(f"graph output {show_name(o)}{where} is produced by no node or input; fix the model")
     return outer_read
 
 
@@ -517,7 +517,7 @@ def _level_tensors(nodes: _Nodes, outputs: tuple[str, ...], origin: Mapping[str,
                     "(--measure-shapes measures the main graph's values; a body is sized from those it reads)"
                     + _branch_hint(level)
                 )
-            raise ModelError(f"no shape was found for value '{name}'")
+            raise ModelError(f"no shape was found for value {show_name(name)}")
         et, shape = dtypes[name], sizes[name]
         kind = _tensor_kind(name, prod, name in origin, name in nodes.inputs, name in out_set, bool(level.path))
         # the first value of each dtype and shape is checked and sized, the others share it

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from onnxmem.analysis.aliasing import alias_rule, concat_slices
+from onnxmem.core.errors import flag_value, show_name
 from onnxmem.core.sortedblocks import live_overlaps
 from onnxmem.graph import GraphView
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
@@ -117,8 +118,9 @@ class _Sharing:
         gid = y.group
         if xs == s and view.tensors[x.name].producer == t.producer:
             self.alias.append(
-                Finding("alias", y.name, f"outputs {x.name!r} and {y.name!r} of node {op.name!r} share bytes "
-                        f"(group {gid!r})", node=op.name, other=x.name)
+                Finding("alias", y.name, f"outputs {show_name(x.name)} and {show_name(y.name)} of "
+                        f"node {show_name(op.name)} share bytes (group {show_name(gid)})",
+                        node=op.name, other=x.name)
             )
             return
         rule = alias_rule(op, view.kernels)
@@ -141,14 +143,15 @@ class _Sharing:
         why = (
             f"which is still live until step {xe - 1}"
             if not dies
-            else f"but {op.op_type} may not write its output over that input in place "
-            "(it reads neighbours, reads it at another input, or the bytes differ)"
+            else f"but {flag_value(op.op_type)} may not write its output over that input in "
+            "place (it reads neighbours, reads it at another input, or the bytes differ)"
         )
         self.alias.append(
             Finding(
                 "alias",
                 x.name,
-                f"node {op.name!r} ({op.op_type}) writes {y.name!r} over {x.name!r} (alias group {gid!r}), {why}",
+                f"node {show_name(op.name)} ({flag_value(op.op_type)}) writes {show_name(y.name)} "
+                f"over {show_name(x.name)} (alias group {show_name(gid)}), {why}",
                 node=op.name,
                 other=y.name,
             )

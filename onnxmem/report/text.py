@@ -264,7 +264,8 @@ def plot_plan(
             f"plot file '{out}' has suffix '{out.suffix}'; use one of {', '.join(PLOT_FORMATS)}"
         )
     say = progress or (lambda _msg: None)
-    name = title or Path(str(plan.model.get("path", "plan"))).stem
+    # a title from the plan file or the flag is shown, never interpreted: one line, escaped
+    name = one_line(title or Path(str(plan.model.get("path", "plan"))).stem)
     plan = main_level(plan)  # bodies are drawn as their owners' regions
     say(f"computing live bytes over {len(plan.order)} steps")
     curve = live_curve(plan)
@@ -286,6 +287,17 @@ def byte_scale(n: float) -> tuple[float, str]:
 
 
 def _matplotlib(
+    plan: MemoryPlan, curve: np.ndarray, name: str, out: Path, width: float, height: float,
+    dpi: int, say: Progress,
+) -> None:
+    """Draw with matplotlib; no text is parsed as math (``$...$``), so an op type is drawn as written."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        _draw_matplotlib(plan, curve, name, out, width, height, dpi, say)
+
+
+def _draw_matplotlib(
     plan: MemoryPlan, curve: np.ndarray, name: str, out: Path, width: float, height: float,
     dpi: int, say: Progress,
 ) -> None:
@@ -325,7 +337,7 @@ def _matplotlib(
         f"{len(plan.order)} steps", fontsize=10,
     )
     shown = [op for op, c in colors.items() if c != _OTHER][:14]
-    handles = [Patch(color=colors[op], label=op) for op in shown]
+    handles = [Patch(color=colors[op], label=one_line(op)) for op in shown]
     if any(c == _OTHER for c in colors.values()):
         handles.append(Patch(color=_OTHER, label="other ops"))
     layout.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
@@ -392,23 +404,29 @@ def _html(plan: MemoryPlan, curve: np.ndarray, name: str) -> str:
     return _html_page(plan, colors, "".join(parts), name)
 
 
+def _esc(text: str) -> str:
+    """``text`` (a name from the plan file) as one line, escaped for HTML."""
+    return html.escape(one_line(text))
+
+
 def _layout_panel(plan: MemoryPlan, colors: dict[str, str], c: _Canvas) -> list[str]:
     """The top panel: each tensor's bytes over its steps, the arena line, the peak step."""
-    esc = html.escape
+    esc = _esc
     x, y1, left, w, h1, sx = c.x, c.y1, c.left, c.w, c.h1, c.sx
     parts = [f'<rect x="{left}" y="10" width="{w}" height="{h1}" fill="#fafafa" stroke="#ccc"/>']
     for t in plan.tensors:
-        tip = (
-            f"{t.name}\nop: {_op(t)}" + (f" ({t.producer})" if t.producer else "")
-            + f"\nsize: {format_bytes(t.size)} ({t.size} B)\nshape: {list(t.shape)} {t.dtype}"
+        shape = esc(f"{list(t.shape)} {t.dtype}")
+        tip = (  # fields joined by newlines, each field one line
+            f"{esc(t.name)}\nop: {esc(_op(t))}" + (f" ({esc(t.producer)})" if t.producer else "")
+            + f"\nsize: {format_bytes(t.size)} ({t.size} B)\nshape: {shape}"
             + f"\noffset: {t.offset}\nsteps: [{t.start}, {t.end})"
-            + ("" if t.group == t.name else f"\nshares bytes with: {t.group}")
+            + ("" if t.group == t.name else f"\nshares bytes with: {esc(t.group)}")
         )
         ya, yb = y1(t.offset + t.size), y1(t.offset)
         parts.append(
             f'<rect class="t" x="{x(t.start):.2f}" y="{ya:.2f}" '
             f'width="{max((t.end - t.start) * sx, 0.5):.2f}" height="{max(yb - ya, 0.5):.2f}" '
-            f'fill="{colors.get(_op(t), _OTHER)}"><title>{esc(tip)}</title></rect>'
+            f'fill="{colors.get(_op(t), _OTHER)}"><title>{tip}</title></rect>'
         )
     ya = y1(plan.arena_size)
     parts.append(f'<line x1="{left}" x2="{left + w}" y1="{ya:.2f}" y2="{ya:.2f}" stroke="black"/>')
@@ -456,7 +474,7 @@ def _live_panel(plan: MemoryPlan, curve: np.ndarray, c: _Canvas) -> list[str]:
 
 def _html_page(plan: MemoryPlan, colors: dict[str, str], svg: str, name: str) -> str:
     """The page around the picture: title, summary line, legend."""
-    esc = html.escape
+    esc = _esc
     legend = "".join(
         f'<span class="k"><i style="background:{c}"></i>{esc(op)}</span>'
         for op, c in colors.items() if c != _OTHER

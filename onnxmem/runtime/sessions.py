@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 import onnxmem.runtime.standins as standins
-from onnxmem.core.errors import RuntimeBackendError, cut_words, show_name
+from onnxmem.core.errors import RuntimeBackendError, cut_words, flag_value, one_line, show_name
 from onnxmem.graph import RANDOM_OPS as GRAPH_RANDOM_OPS
 from onnxmem.graph import GraphView, Op
 from onnxmem.runtime.ort import (
@@ -351,8 +351,9 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
         sess = _stand_in_session(alone.node, op.name, list(alone.declared_in), model.ir_version, options,
                                  providers, exc)
         if sess is None:
+            what = f"node {show_name(op.name)} ({flag_value(op.op_type)})"
             raise RuntimeBackendError(
-                f"onnxruntime cannot load node {op.name!r} ({op.op_type}) alone: {first_line(exc)}"
+                f"onnxruntime cannot load {what} alone: {one_line(first_line(exc))}"
             ) from None
     if alone.key is not None:
         cache[alone.key] = sess  # type: ignore[index]
@@ -376,7 +377,8 @@ def _stand_in_session(node: onnx.NodeProto, name: str, declared: list[tuple[str,
         sess = ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=list(providers))
     except Exception as again:  # noqa: BLE001 - onnxruntime raises its own types
         raise RuntimeBackendError(f"onnxruntime cannot load the standard-op stand-in of node "
-                                  f"{show_name(name)} ({node.op_type}): {first_line(again)}") from None
+                                  f"{show_name(name)} ({flag_value(node.op_type)}): "
+                                  f"{one_line(first_line(again))}") from None
     return standins.mark_stand_in(sess)
 
 

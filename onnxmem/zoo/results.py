@@ -10,6 +10,7 @@ import json
 import math
 import os
 import platform
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -159,13 +160,32 @@ def _row(r: ZooResult) -> list[str]:
 
 def _cell(text: str) -> str:
     """``text`` as Markdown shows it literally on one line: a model's strings (its name, an error
-    quoting its nodes) add no HTML, no link, no emphasis, no table column and no line."""
+    quoting its nodes) add no HTML, no link, no emphasis, no table column and no line.
+
+    Non-printable characters are escaped (:func:`one_line`), ``& < >`` made entities, the
+    Markdown specials backslash-escaped (but ``_`` inside a word, as in ``snake_case``, which
+    emphasises nothing there), and the text that starts an autolink (``www.``, ``://``, ``@``)
+    broken by a backslash, which the rendered text does not show.
+
+    >>> _cell("_a_ ~~b~~ www.c.example x_y")
+    '\\\\_a\\\\_ \\\\~\\\\~b\\\\~\\\\~ www\\\\.c.example x_y'
+    """
     text = html.escape(one_line(text), quote=False)
-    return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in text)
+    text = "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in text)
+    return _UNDERSCORE.sub(r"\\_", _AUTOLINK.sub(lambda m: "\\" + m.group(), text))
 
 
-#: the characters Markdown may read as syntax inside a table cell or a list item
-_MARKDOWN_SPECIAL = frozenset("\\`*[]|")
+#: the characters Markdown may read as syntax inside a table cell or a list item (``<`` and
+#: ``>`` are entities by then; they are here for a caller that skips that step); ``_`` is
+#: :data:`_UNDERSCORE`'s
+_MARKDOWN_SPECIAL = frozenset("\\`*~[]<>|")
+
+#: a ``_`` that may open or close emphasis: one not between two letters or digits
+_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+
+#: the characters that start an autolink in GitHub's Markdown: the "." of "www.", the ":" of
+#: "://" and the "@" of an e-mail address
+_AUTOLINK = re.compile(r"(?<=www)\.|:(?=//)|@", re.IGNORECASE)
 
 
 def results_markdown(results: Sequence[ZooResult], header: dict[str, Any] | None = None) -> str:
@@ -207,6 +227,9 @@ CSV_FIELDS = (
 
 
 def results_csv(results: Sequence[ZooResult]) -> str:
+    """The CSV table of a zoo run, one line a model: every text field (a model's name, dims,
+    inputs, error) has its non-printable characters escaped (:func:`one_line`), so a model's
+    strings add no line and no terminal control code."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
@@ -215,7 +238,8 @@ def results_csv(results: Sequence[ZooResult]) -> str:
         d["dims"] = " ".join(f"{k}={v}" for k, v in r.dims.items())
         d["input_shapes"] = " ".join(f"{k}={'x'.join(map(str, v))}"
                                      for k, v in r.input_shapes.items())
-        writer.writerow(["" if d[f] is None else d[f] for f in CSV_FIELDS])
+        writer.writerow(["" if d[f] is None else one_line(d[f]) if isinstance(d[f], str) else d[f]
+                         for f in CSV_FIELDS])
     return buffer.getvalue()
 
 

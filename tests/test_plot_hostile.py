@@ -1,0 +1,102 @@
+"""``onnxmem plot`` of a plan whose names are hostile: drawn as written, never interpreted.
+
+Each case builds a real model with ``onnx.helper`` (custom-domain ops whose types hold
+matplotlib math (``$...$``), terminal escapes and newlines), plans it with ``onnxmem plan``
+and draws it with ``onnxmem plot``, all through the real CLI, under ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.dom.minidom
+from pathlib import Path
+
+import matplotlib
+import onnx
+from click.testing import CliRunner
+from onnx import helper
+
+from onnxmem.cli.main import main
+
+from .helpers import make_model, vi
+
+FRAC = "$\\frac{a}{b}$"
+HOSTILE_OPS = (FRAC, "$\\undefinedmacro$", "\x1b[31mRED", "a\nforged", "bell\x07")
+#: the fields of a tensor's hover tooltip in the HTML picture, after its name
+TIP_FIELDS = ("op: ", "size: ", "shape: ", "offset: ", "steps: ")
+
+
+def hostile_plan(folder: Path, ops: tuple[str, ...] = HOSTILE_OPS) -> Path:
+    """x -> Relu -> one node of domain ``dom`` per op type -> y; every tensor and node
+    name holds the op's hostile text too. Returns the plan file ``onnxmem plan`` wrote."""
+    nodes = [helper.make_node("Relu", ["x"], ["r\nforged\x1b[31m"], name="relu\x07")]
+    prev = nodes[0].output[0]
+    for i, op in enumerate(ops):
+        out = "y" if i == len(ops) - 1 else f"t{i} {op}\n\x1b"
+        nodes.append(helper.make_node(op, [prev], [out], name=f"n{i}\nforged {op}", domain="dom"))
+        prev = out
+    model = make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])],
+                       value_info=[vi(n.output[0], [1, 4]) for n in nodes[:-1]])
+    model.opset_import.append(helper.make_opsetid("dom", 1))
+    path = folder / "m.onnx"
+    onnx.save(model, path)
+    plan = folder / "p.json"
+    r = CliRunner().invoke(main, ["plan", str(path), "-o", str(plan)])
+    assert r.exit_code == 0, (r.output, r.exception)
+    return plan
+
+
+def plot(plan: Path, out: Path, *extra: str) -> None:
+    r = CliRunner().invoke(main, ["plot", str(plan), "-o", str(out), "--size", "6x4", *extra])
+    assert r.exit_code == 0, (r.output, r.exception)
+    assert "Traceback" not in r.output and "\x1b" not in r.output
+    assert out.is_file()
+
+
+def test_png_of_hostile_op_types_and_title(tmp_path):
+    plan = hostile_plan(tmp_path)
+    plot(plan, tmp_path / "p.png")
+    plot(plan, tmp_path / "t.png", "--title", "$\\undefinedmacro{\x1b[31mRED}$\nx")
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_svg_of_hostile_op_types_is_well_formed_xml(tmp_path):
+    plan = hostile_plan(tmp_path)
+    out = tmp_path / "p.svg"
+    plot(plan, out, "--title", "title \x1b[31m\x07")
+    data = out.read_bytes()
+    assert b"\x1b" not in data and b"\x07" not in data
+    xml.dom.minidom.parseString(data)
+    text = data.decode()
+    assert "\\x1b[31mRED" in text and "a\\nforged" in text  # escaped, as one line
+
+
+def test_svg_draws_math_markup_as_text(tmp_path):
+    """An op type ``$\\frac{a}{b}$`` is drawn as its characters, not as a fraction: with the
+    SVG's text kept as text, the legend holds the dollar signs and ``\\frac`` as written."""
+    plan = hostile_plan(tmp_path, (FRAC,))
+    out = tmp_path / "p.svg"
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        plot(plan, out)
+    doc = xml.dom.minidom.parse(str(out))
+    texts = ["".join(c.data for c in el.childNodes if c.nodeType == c.TEXT_NODE)
+             for el in doc.getElementsByTagName("text")]
+    assert FRAC in texts, texts
+
+
+def test_html_names_are_one_line_each(tmp_path):
+    plan = hostile_plan(tmp_path)
+    out = tmp_path / "p.html"
+    plot(plan, out, "--title", "page \x1b[31m\x07\nforged")
+    text = out.read_text()
+    assert "\x1b" not in text and "\x07" not in text
+    tips = re.findall(r'<rect class="t"[^>]*><title>(.*?)</title></rect>', text, re.S)
+    assert len(tips) == len(HOSTILE_OPS) + 2  # x, the Relu's output, one per hostile node
+    for tip in tips:
+        lines = tip.split("\n")
+        assert tuple(line[: len(f)] for line, f in zip(lines[1:], TIP_FIELDS)) == TIP_FIELDS, tip
+        assert len(lines) in (len(TIP_FIELDS) + 1, len(TIP_FIELDS) + 2), tip
+    assert any("\\x1b[31mRED" in tip for tip in tips) and "a\\nforged" in text
+    head = re.search(r"<title>(.*?)</title>", text, re.S)
+    assert head is not None and "\n" not in head.group(1)
+
