@@ -90,6 +90,16 @@ def test_results_csv_escapes_every_text_field():
     assert row["dims"] == "b\\x1b=1" and row["input_shapes"] == "x\\n=1x2"
 
 
+def test_results_csv_holds_no_formula():
+    """A model named (or an error starting) like a spreadsheet formula is text in the CSV."""
+    text = results_csv([ZooResult(name="=HYPERLINK(\"http://x\")", path="p", status="failed",
+                                  error="@SUM(1)"), ZooResult(name="-1", path="q", status="ok")])
+    header, *rows = csv.reader(io.StringIO(text))
+    first, second = (dict(zip(header, row)) for row in rows)
+    assert first["name"] == "'=HYPERLINK(\"http://x\")" and first["error"] == "'@SUM(1)"
+    assert second["name"] == "'-1" and second["status"] == "ok"
+
+
 # --------------------------------------------------------------------------- results.md
 
 

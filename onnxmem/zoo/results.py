@@ -229,7 +229,8 @@ CSV_FIELDS = (
 def results_csv(results: Sequence[ZooResult]) -> str:
     """The CSV table of a zoo run, one line a model: every text field (a model's name, dims,
     inputs, error) has its non-printable characters escaped (:func:`one_line`), so a model's
-    strings add no line and no terminal control code."""
+    strings add no line and no terminal control code, and one that a spreadsheet would read as
+    a formula (starting ``= + - @``) starts with ``'`` (:func:`_no_formula`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
@@ -238,9 +239,18 @@ def results_csv(results: Sequence[ZooResult]) -> str:
         d["dims"] = " ".join(f"{k}={v}" for k, v in r.dims.items())
         d["input_shapes"] = " ".join(f"{k}={'x'.join(map(str, v))}"
                                      for k, v in r.input_shapes.items())
-        writer.writerow(["" if d[f] is None else one_line(d[f]) if isinstance(d[f], str) else d[f]
+        writer.writerow(["" if d[f] is None else _no_formula(one_line(d[f])) if isinstance(d[f], str) else d[f]
                          for f in CSV_FIELDS])
     return buffer.getvalue()
+
+
+def _no_formula(text: str) -> str:
+    """``text`` with a ``'`` before it where a spreadsheet would run it as a formula.
+
+    >>> _no_formula("=HYPERLINK(1)"), _no_formula("resnet50")
+    ("'=HYPERLINK(1)", 'resnet50')
+    """
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
 def write_results(results: Sequence[ZooResult], out_dir: str | os.PathLike[str],
