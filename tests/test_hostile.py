@@ -560,6 +560,52 @@ def test_a_failed_rename_puts_back_the_outputs_already_replaced(tmp_path, monkey
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
 
 
+@pytest.mark.parametrize("step", ["open", "link", "replace"])
+@pytest.mark.parametrize("which", [0, 1])
+def test_an_interruption_after_any_step_of_the_writes_leaves_the_old_files(tmp_path, monkeypatch, step, which):
+    """A signal's exception (KeyboardInterrupt, as SIGINT raises it) right after a step of the
+    writes returns, for either of two outputs: a temporary file just made, a backup link just
+    made, a rename just done. The outputs hold their old bytes and nothing else is left."""
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text("old a")
+    second.write_text("old b")
+    outs = OutputSet()
+    outs.add(first, "-o")
+    outs.add(second, "--annotate")
+    outs.put(first, "new a")
+    outs.put(second, "new b")
+    real = getattr(os, step)
+    seen = []
+
+    def interrupted(*args, **kwargs):
+        got = real(*args, **kwargs)
+        seen.append(args)
+        if len(seen) == which + 1:
+            raise KeyboardInterrupt
+        return got
+
+    monkeypatch.setattr(os, step, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        outs.commit()
+    monkeypatch.undo()
+    assert first.read_text() == "old a" and second.read_text() == "old b"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json"]
+
+
+def test_the_temporaries_of_a_stopped_writer_are_removed_and_no_others(tmp_path):
+    """``remove_temporaries(folder, pid)``: the zoo removes what a model's process it stopped left
+    in ``--out``; another process's files, and files of the same shape not named by a writer, stay."""
+    from onnxmem.core.fileio import remove_temporaries
+
+    names = [".m.json.4242.0a1b.tmp", ".m.json.4242.0a1b.tmp.old", ".m.json.4243.0a1b.tmp", "m.json",
+             ".m.json.4242.txt", "x.4242.y.tmp"]
+    for name in names:
+        (tmp_path / name).write_text("x")
+    remove_temporaries(tmp_path, 4242)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])
+    remove_temporaries(tmp_path / "missing", 4242)  # no folder: nothing to do
+
+
 def test_outputs_are_written_together(tmp_path):
     model = save_model(tmp_path, relu_model())
     r = CliRunner().invoke(main, ["plan", str(model), "-o", str(tmp_path / "p.json"),

@@ -141,6 +141,31 @@ def test_a_crash_in_the_child_is_one_line_and_the_next_call_works(crash, args, s
         assert run_isolated(os.getpid) != os.getpid()  # a new child took over
 
 
+def made_and_crashed() -> None:
+    """A temporary folder with a file, as onnxruntime's profile makes one, then a crash: the
+    child unwinds nothing (no ``with`` block's exit runs)."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="onnxmem-ortpeak-")
+    with open(os.path.join(folder, "profile.json"), "w") as fh:
+        fh.write("[]")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_child_stopped_mid_call_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """The child's temporary files go in a folder of the parent's, removed when the child is
+    stopped: a crash (as here), a time limit or Ctrl-C (each stops it the same way)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with run_limits(seconds=30):
+        assert run_isolated(tempfile.gettempdir) != str(tmp_path)  # the child's own folder, in ours
+        assert [p.name.startswith("onnxmem-child-") for p in tmp_path.iterdir()] == [True]
+        with pytest.raises(RuntimeBackendError, match="SIGKILL"):
+            run_isolated(made_and_crashed)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_child_runs_every_call_of_a_command():
     """One child per command: calls inside one run_limits share it; it ends with the block."""
     with run_limits(seconds=30):

@@ -449,6 +449,35 @@ def test_a_model_that_hangs_is_stopped_and_later_models_come_out(tmp_path, execu
     assert multiprocessing.active_children() == []
 
 
+def half_writing_run(model: ZooModel, options: ZooOptions) -> ZooResult:
+    """``stalling_run``, but the model named 'stall' first leaves a plan half written in ``--out``,
+    named as an output being written is (``.NAME.PID.HEX.tmp``)."""
+    if model.name == "stall" and options.work_dir is not None:
+        plans = Path(options.work_dir) / "plans"
+        plans.mkdir(parents=True, exist_ok=True)
+        (plans / f".stall.json.{os.getpid()}.00ff.tmp").write_text("{")
+    return stalling_run(model, options)
+
+
+def test_an_interrupted_run_leaves_no_half_written_plan(tmp_path):
+    """A model's process stopped while it wrote its plan leaves no temporary file in --out."""
+    out = tmp_path / "out"
+
+    def interrupt(r: ZooResult) -> None:
+        if r.name == "onnx_squeezenet":
+            deadline = time.monotonic() + 60
+            while not list(out.glob("plans/.stall.json.*.tmp")) and time.monotonic() < deadline:
+                time.sleep(0.05)  # 'stall' has its plan half written
+            assert list(out.glob("plans/.stall.json.*.tmp"))
+            raise KeyboardInterrupt  # as ctrl-C while 'stall' runs
+
+    with pytest.raises(KeyboardInterrupt):
+        run_zoo(stalling_zoo(), ZooOptions(executor="local", jobs=2, work_dir=out), interrupt,
+                task=half_writing_run)
+    assert multiprocessing.active_children() == []
+    assert sorted(p.name for p in (out / "plans").iterdir()) == ["onnx_squeezenet.json"]
+
+
 def test_an_interrupted_run_leaves_the_finished_rows(tmp_path):
     models = stalling_zoo()
     writer = ResultsWriter(tmp_path, [m.name for m in models], {"command": "test"})

@@ -83,9 +83,9 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, runtime: s
     flags["dims"] = tuple(f"{k}={v}" for k, v in bound.items())
     opts = make_plan_options(**flags)
     outs = OutputSet(inputs=[model, *([opts.checkpoint] if opts.checkpoint else [])])
-    if cache_path:
+    if cache_path is not None:  # an empty path is refused by name, not taken as no file
         outs.add(cache_path, "--cache")
-    if plot_path:
+    if plot_path is not None:
         outs.add(plot_path, "--plot")
     say = progress(sys.stderr.isatty())
     onnx_model = load_model(model)

@@ -140,9 +140,9 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
                               concurrency=concurrency, branches=branches, max_trips=max_trips, checkpoint=checkpoint)
         _plan_range(model, outs, output, annotate, as_json, flags, read_input_values(inputs_path), optimize, device)
         return
-    if output:
+    if output is not None:  # an empty path is refused by name, not taken as no file
         outs.add(output, "-o")
-    if annotate:
+    if annotate is not None:
         outs.add(annotate, "--annotate")
     opts = make_plan_options(solver, order, alignment, dims, input_shapes, measure_shapes, io, timeout,
                              inplace=inplace, fold=fold, inputs=read_input_values(inputs_path),
@@ -231,7 +231,7 @@ def _plan_together(models: tuple[str, ...], opts: PlanOptions, output: str | Non
                    pipeline: bool) -> None:
     """``plan A.onnx B.onnx``: each model, then all of them in one arena (a program plan)."""
     outs = OutputSet(inputs=[*models, *([opts.checkpoint] if opts.checkpoint else [])])
-    if output:
+    if output is not None:
         outs.add(output, "-o")
     planned, program = plan_several(models, opts, pipeline, progress(sys.stderr.isatty() and not as_json))
     for p, path in zip(planned, models):
@@ -339,11 +339,11 @@ def _replace_path(planned: Planned, path: str) -> Planned:
 def _budget_sweep(model: str, opts: PlanOptions, outs: OutputSet, png: str, cost_model: str,
                   timeout: float | None, keep: str) -> None:
     """``plan --budget-sweep PNG``: the frontier, printed and drawn."""
-    from onnxmem.model import load_model
     from onnxmem.remat.budget import plot_sweep, sweep
 
     outs.add(png, "--budget-sweep")
-    onnx_model = load_model(model)
+    onnx_model, refs = _load(model)
+    add_weight_files(outs, onnx_model, model, refs)  # no picture replaces the model's weights
     original, points = sweep(onnx_model, model, opts, cost_model=cost_model, timeout=timeout, keep=keep,
                              progress=progress(sys.stderr.isatty()))
     base = original.plan.arena_size
@@ -368,14 +368,14 @@ def _plan_range(model: str, outs: OutputSet, output: str | None, annotate: str |
     from onnxmem.report.range import render_range_summary
     from onnxmem.runtime.optimize import optimized_model
 
-    if annotate:
+    if annotate is not None:
         raise click.UsageError("--annotate writes a plan for one shape; instantiate the range plan "
                                "('onnxmem instantiate') and annotate that")
     fixed, box, steps = parse_dim_flags(planning["dims"])
     flags = planning.copy()
     flags["dims"] = tuple(f"{k}={v}" for k, v in fixed.items())
     opts = make_plan_options(**flags, inputs=inputs)
-    if output:
+    if output is not None:
         outs.add(output, "-o")
     onnx_model, refs = _load(model)
     add_weight_files(outs, onnx_model, model, refs)

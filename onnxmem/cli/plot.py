@@ -8,7 +8,7 @@ from onnxmem.core.errors import one_line, show_name
 from onnxmem.core.fileio import OutputSet
 
 from .options import plan_model_option
-from .sources import read_plan_for
+from .sources import add_weight_files, read_plan_for
 
 #: the sides a picture may have, in inches (at 100 dpi: 100 to 5,000 pixels; 700x700 took 19 GB)
 MIN_INCHES, MAX_INCHES = 1.0, 50.0
@@ -38,7 +38,12 @@ def plot(plan_file: str, output: str, title: str | None, size: str, model_path: 
         raise click.BadParameter(f"{show_name(size)}: each side is {MIN_INCHES:g} to {MAX_INCHES:g} inches (a PNG of "
                                  f"{MAX_INCHES:g}x{MAX_INCHES:g} is {MAX_INCHES * 100:,.0f} pixels square), e.g. 12x7",
                                  param_hint="--size")
-    OutputSet(inputs=[plan_file] + ([model_path] if model_path else [])).add(output, "-o")
+    outs = OutputSet(inputs=[plan_file] + ([model_path] if model_path else []))
+    outs.add(output, "-o")
+    if model_path is not None:  # no picture replaces the model's weight files either
+        from onnxmem.model import load_model  # onnx
+
+        add_weight_files(outs, load_model(model_path), model_path)
     console = Console(stderr=True)
     with console.status("reading plan") as status:
         plan_ = read_plan_for(plan_file, model_path, "drawing")

@@ -180,6 +180,6 @@ def _check_zoo_outputs(inputs: list[str | os.PathLike[str]], out_dir: str, write
             for name in names:
                 for file in (f"{name}.onnx", f"{name}.onnx.data"):
                     outs.add(os.path.join(out_dir, "models", file), "--out (a model's runnable copy)")
-    if write_baseline:
+    if write_baseline is not None:
         outs.add(write_baseline, "--write-baseline")
 

@@ -45,6 +45,7 @@ __all__ = [
     "loads_json_streamed",
     "open_input",
     "read_input",
+    "remove_temporaries",
     "write_bytes_atomic",
     "write_stream_atomic",
     "write_text_atomic",
@@ -432,7 +433,7 @@ class OutputSet:
         temps: list[tuple[_Output, str]] = []
         try:
             for out in self._outputs.values():
-                temps.append((out, _write_temp(out)))
+                _write_temp(out, temps)
             _rename_all(temps)
         except BaseException:
             for _, tmp in temps:
@@ -440,13 +441,25 @@ class OutputSet:
             raise
 
 
-def _write_temp(out: _Output) -> str:
-    import tempfile  # its import loads random: only where a command writes
-
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.target.name}.", suffix=".tmp", dir=out.target.parent)
-    except OSError as exc:
-        raise OnnxmemError(f"cannot write {out.label} {show_name(out.given)}: {exc.strerror}") from None
+def _write_temp(out: _Output, temps: list[tuple[_Output, str]]) -> None:
+    """``out``'s bytes in a new file beside its target, named in ``temps`` before it is made: an
+    interruption at any point (a signal's exception between two steps) leaves no file the caller
+    does not remove. The name holds this process's id and random bytes, and the file is made only
+    where none is (``O_EXCL``), so the name removed is never another's."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(out.target.parent, f".{out.target.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+        temps.append((out, tmp))
+        try:
+            fd = os.open(tmp, flags, 0o600)
+            break
+        except FileExistsError:
+            temps.pop()  # another file's name: not ours to remove
+        except OSError as exc:
+            temps.pop()
+            raise OnnxmemError(f"cannot write {out.label} {show_name(out.given)}: {exc.strerror}") from None
+    else:
+        raise OnnxmemError(f"cannot write {out.label} {show_name(out.given)}: no free temporary name beside it")
     try:
         with os.fdopen(fd, "wb") as fh:
             if out.writer is not None:
@@ -455,26 +468,22 @@ def _write_temp(out: _Output) -> str:
                 fh.write(out.data or b"")
             fh.flush()
             os.fsync(fh.fileno())
-        # mkstemp creates 0600; give the file the mode an ordinary open() would
+        # made 0600 (none may read it half written); give it the mode an ordinary open() would
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
     except OSError as exc:
-        _unlink(tmp)
         raise OnnxmemError(f"cannot write {out.label} {show_name(out.given)}: {exc.strerror}") from None
-    except BaseException:
-        _unlink(tmp)
-        raise
-    return tmp
 
 
 def _rename_all(temps: list[tuple[_Output, str]]) -> None:
-    """Rename each temporary file over its target; on a failure, put the old files back."""
-    renamed: list[tuple[Path, str | None]] = []  # (target, hard link to its old content or None)
-    backup: str | None = None
+    """Rename each temporary file over its target; on a failure, put the old files back. Each
+    rename is recorded before it is made (its temporary file still there says it was not), so an
+    interruption between the two is undone too."""
+    # (target, its temporary file, the name of a hard link to its old content or None)
+    renamed: list[tuple[Path, str, str | None]] = []
     try:
         for out, tmp in temps:
-            backup = None
             try:
                 info = os.stat(out.target)
             except FileNotFoundError:
@@ -484,25 +493,25 @@ def _rename_all(temps: list[tuple[_Output, str]]) -> None:
                     f"{out.label} {show_name(out.given)} became a non-regular file while onnxmem "
                     "ran; onnxmem never replaces one: choose a file path"
                 )
-            if info is not None:
-                backup = tmp + ".old"
+            backup = None if info is None else tmp + ".old"
+            renamed.append((out.target, tmp, backup))
+            if backup is not None:
                 try:
                     os.link(out.target, backup)
                 except OSError:
-                    backup = None
+                    renamed[-1] = (out.target, tmp, None)
             try:
                 os.replace(tmp, out.target)
             except OSError as exc:
                 raise OnnxmemError(
                     f"cannot write {out.label} {show_name(out.given)}: {exc.strerror}"
                 ) from None
-            renamed.append((out.target, backup))
-            backup = None
     except BaseException:
-        if backup:
-            _unlink(backup)
-        for target, old in reversed(renamed):
-            if old:
+        for target, tmp, old in reversed(renamed):
+            if os.path.lexists(tmp):  # not renamed: the target is as it was
+                if old:
+                    _unlink(old)
+            elif old:
                 try:
                     os.replace(old, target)
                 except OSError:
@@ -510,9 +519,23 @@ def _rename_all(temps: list[tuple[_Output, str]]) -> None:
             else:
                 _unlink(str(target))
         raise
-    for _, old in renamed:
+    for _, _, old in renamed:
         if old:
             _unlink(old)
+
+
+def remove_temporaries(folder: str | os.PathLike[str], pid: int) -> None:
+    """Remove the temporary files that process ``pid``, stopped while it wrote outputs into
+    ``folder``, left there (:class:`OutputSet` names them ``.NAME.PID.HEX.tmp``, and a backup
+    link ``.NAME.PID.HEX.tmp.old``): the files of no other process match."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    mark = f".{pid}."
+    for name in names:
+        if name.startswith(".") and mark in name and name.endswith((".tmp", ".tmp.old")):
+            _unlink(os.path.join(folder, name))
 
 
 def _unlink(path: str) -> None:

@@ -216,7 +216,12 @@ class _Worker:
         self.label = ctx.Array("c", _LABEL_BYTES, lock=False)
         self.started = ctx.Value("d", 0.0, lock=False)
         self.conn, child_end = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child_end, self.label, self.started, limits),
+        # the child's temporary files (onnxruntime's profiles, its own) go in a folder of the parent's,
+        # removed when the child is stopped: a child killed (Ctrl-C, its time out) unwinds nothing itself
+        import tempfile
+
+        self.tmp = tempfile.mkdtemp(prefix="onnxmem-child-")
+        self.proc = ctx.Process(target=_serve, args=(child_end, self.label, self.started, limits, self.tmp),
                                 name="onnxmem-onnxruntime", daemon=True)
         self.proc.start()
         child_end.close()
@@ -270,10 +275,13 @@ class _Worker:
         return RuntimeBackendError(f"the onnxruntime child process ended with exit code {code} during {what}")
 
     def stop(self) -> None:
+        import shutil
+
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(5)
         self.conn.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 _worker: _Worker | None = None
@@ -399,14 +407,16 @@ def die_with_parent() -> None:
         pass
 
 
-def _serve(conn: Any, label: Any, started: Any, limits: RunLimits) -> None:
+def _serve(conn: Any, label: Any, started: Any, limits: RunLimits, tmp: str) -> None:
     """The child's loop: limit its memory, then run each call it is sent until its pipe closes.
     Ctrl-C is the parent's to handle (it stops this child): the child ignores SIGINT, so it
-    prints no traceback of its own."""
+    prints no traceback of its own. Its temporary files go in ``tmp``, the parent's to remove."""
     global _shared, _limits
+    import tempfile
     import traceback
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tempfile.tempdir = os.environ["TMPDIR"] = tmp
     _shared, _limits = (label, started), limits
     die_with_parent()
     if limits.address_space:

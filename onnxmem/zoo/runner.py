@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from onnxmem.core.errors import OnnxmemError, PlanInvalid, show_name
+from onnxmem.core.fileio import remove_temporaries
 from onnxmem.runtime.arena import DEVICES as VERIFY_DEVICES
 from onnxmem.runtime.isolation import RUN_SECONDS, die_with_parent, run_limits
 from onnxmem.zoo.catalog import ZooModel
@@ -281,6 +282,8 @@ def _run_in_processes(models: Sequence[ZooModel], options: ZooOptions, notify: C
                     proc.join(5)
                     recv.close()
                     del running[i]
+                    if result.status in ("timeout", "failed"):
+                        _sweep(options, proc.pid)
                     results[i] = result
                     notify(result)
     finally:
@@ -288,7 +291,16 @@ def _run_in_processes(models: Sequence[ZooModel], options: ZooOptions, notify: C
             proc.kill()
             proc.join(5)
             recv.close()
+            _sweep(options, proc.pid)
     return [r for r in results if r is not None]
+
+
+def _sweep(options: ZooOptions, pid: int | None) -> None:
+    """The temporary files a model's process left in ``--out`` when it was stopped (its time
+    ran out, it died, the run was interrupted) while it wrote its plan or its runnable copy."""
+    if options.work_dir and pid is not None:
+        for folder in ("plans", "models"):
+            remove_temporaries(Path(options.work_dir) / folder, pid)
 
 
 def _collect(m: ZooModel, proc: Any, recv: Any, seconds: float,
