@@ -537,14 +537,20 @@ def test_output_folder_missing(tmp_path):
                    tmp_path, "does not exist")
 
 
-def test_a_failed_rename_puts_back_the_outputs_already_replaced(tmp_path, monkeypatch):
+def _two_outputs(tmp_path, *old: str) -> tuple[OutputSet, Path, Path]:
+    """Outputs a.json and b.json with new text to write; those of ``old`` hold old text first."""
     first, second = tmp_path / "a.json", tmp_path / "b.json"
-    first.write_text("old a")
     outs = OutputSet()
-    outs.add(first, "-o")
-    outs.add(second, "--annotate")
-    outs.put(first, "new a")
-    outs.put(second, "new b")
+    for path, label in ((first, "-o"), (second, "--annotate")):
+        if path.name in old:
+            path.write_text(f"old {path.stem}")
+        outs.add(path, label)
+        outs.put(path, f"new {path.stem}")
+    return outs, first, second
+
+
+def test_a_failed_rename_puts_back_the_outputs_already_replaced(tmp_path, monkeypatch):
+    outs, first, second = _two_outputs(tmp_path, "a.json")
     real_replace = os.replace
 
     def failing_replace(src, dst):
@@ -566,14 +572,7 @@ def test_an_interruption_after_any_step_of_the_writes_leaves_the_old_files(tmp_p
     """A signal's exception (KeyboardInterrupt, as SIGINT raises it) right after a step of the
     writes returns, for either of two outputs: a temporary file just made, a backup link just
     made, a rename just done. The outputs hold their old bytes and nothing else is left."""
-    first, second = tmp_path / "a.json", tmp_path / "b.json"
-    first.write_text("old a")
-    second.write_text("old b")
-    outs = OutputSet()
-    outs.add(first, "-o")
-    outs.add(second, "--annotate")
-    outs.put(first, "new a")
-    outs.put(second, "new b")
+    outs, first, second = _two_outputs(tmp_path, "a.json", "b.json")
     real = getattr(os, step)
     seen = []
 
