@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 @click.command()
 @model_and_plan("A JSON plan to compare", "Where onnxruntime runs.")
 @inputs_option
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--execution-mode", type=RegistryChoice(names=EXECUTION_MODES), default="sequential",
               show_default=True, metavar="MODE",
               help="parallel: onnxruntime runs with its parallel executor (--threads inter-op threads), and a "

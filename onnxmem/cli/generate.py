@@ -18,7 +18,7 @@ from .registries import RANDWIRE_KINDS, all_generators
               help="How big: what it counts depends on KIND ('onnxmem list generators' says).")
 @click.option("--graph", "graph_kind", type=RegistryChoice(names=RANDWIRE_KINDS), default="ws",
               show_default=True, help="randwire: Watts-Strogatz, Erdos-Renyi or Barabasi-Albert.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Random seed.")
 def generate(kind: str, output: str, size: int, graph_kind: str, seed: int) -> None:
     """Write a seeded irregular network (KIND) as a runnable ONNX model to OUTPUT.
 

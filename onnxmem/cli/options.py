@@ -7,7 +7,7 @@ imported when a command runs, so that ``onnxmem CMD --help`` imports neither onn
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypedDict, TypeVar
 
 import click
 
@@ -49,6 +49,21 @@ class PlanningFlags(TypedDict):
 #: the planner's defaults (``PlanOptions()``'s; a test checks they agree)
 DEFAULT_SOLVER = "auto"
 DEFAULT_ORDER = "auto"
+
+
+class Finite(click.FloatRange):
+    """click's ``FloatRange`` that also refuses ``nan`` and ``inf`` (``FloatRange`` lets ``nan``
+    through every bound, and an infinite one past ``max``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        got = super().convert(value, param, ctx)
+        if got != got or got in (float("inf"), float("-inf")):
+            self.fail(f"{show_name(str(value))} is not a finite number", param, ctx)
+        return float(got)
+
+
+#: the longest ``--time-limit`` (about 3 years): the timer that keeps it takes no longer one
+MAX_TIME_LIMIT = 1e8
 
 
 class RegistryChoice(click.ParamType[str]):  # type: ignore[type-arg,unused-ignore]
@@ -126,7 +141,7 @@ def planning_options(fn: F) -> F:
                      help="Run the model once in onnxruntime and use the measured shapes."),
         click.option("--io", type=RegistryChoice(names=IO_MODES), default="internal",
                      show_default=True, help="external: graph inputs and outputs stay out of the arena."),
-        click.option("--timeout", type=click.FloatRange(min=0), default=None, callback=wall_clock_timeout,
+        click.option("--timeout", type=Finite(min=0), default=None, callback=wall_clock_timeout,
                      help="Seconds of wall-clock time the solver and the order search may take, instead "
                           "of their default budgets of counted work (which give the same plan at any load); "
                           "with --timeout results may depend on the machine's load."),
@@ -192,7 +207,7 @@ def time_limit_flag(fn: F) -> F:
     from onnxmem.runtime.isolation import RUN_SECONDS
 
     return click.option(
-        "--time-limit", type=click.FloatRange(min=0, min_open=True), default=RUN_SECONDS, show_default=True,
+        "--time-limit", type=Finite(min=0, min_open=True, max=MAX_TIME_LIMIT), default=RUN_SECONDS, show_default=True,
         metavar="SECONDS",
         help="Seconds each onnxruntime run may take (measuring shapes, computing weights, the arena run, the "
              "reference run, profiling); past it the command stops with an error naming the run. A safety "

@@ -148,7 +148,7 @@ def measured_session_lines(model: str, view: GraphView, device: str = "cpu") -> 
         return [f"measured     the process is measured on --device cpu only ({device} given)"]
     # every graph input is fed: the data, and a training graph's parameters (the caller's state)
     fed = [*view.inputs, *(n for n in view.outside if n in view.tensors)]
-    shapes = {n: view.tensors[n].shape for n in fed if view.tensors[n].kind in ("input", "weight")}
+    shapes = {n: view.tensors[n].shape for n in fed}  # an input passed through as an output too
     try:
         got = session_peak(model, shapes, level="ORT_ENABLE_ALL")
     except OnnxmemError as exc:

@@ -13,6 +13,7 @@ from onnxmem.core.errors import PlanInvalid, one_line, show_name
 
 from .child import run_in_child
 from .options import (
+    Finite,
     InputValues,
     PlanningFlags,
     given,
@@ -46,10 +47,10 @@ if TYPE_CHECKING:
 @click.command()
 @model_and_plan("The JSON plan to verify", "Where the arena lives and the nodes run.", several=True)
 @inputs_option
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
-@click.option("--rtol", type=click.FloatRange(min=0), default=1e-4, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--rtol", type=Finite(min=0), default=1e-4, show_default=True,
               help="Relative tolerance of the output comparison.")
-@click.option("--atol", type=click.FloatRange(min=0), default=1e-5, show_default=True,
+@click.option("--atol", type=Finite(min=0), default=1e-5, show_default=True,
               help="Absolute tolerance of the output comparison.")
 @click.option("--static-only", is_flag=True, help="Only the static proof; run nothing.")
 @click.option("--original", "original_path", type=click.Path(dir_okay=False, path_type=str), default=None,

@@ -17,6 +17,7 @@ from onnxmem.runtime.isolation import RUN_SECONDS
 from onnxmem.zoo.settings import DEFAULT_MODEL_TIMEOUT, EXECUTORS
 
 from .options import (
+    Finite,
     PlanningFlags,
     RegistryChoice,
     make_plan_options,
@@ -50,13 +51,13 @@ if TYPE_CHECKING:
 @click.option("--executor", type=click.Choice(list(EXECUTORS)), default="local",
               show_default=True,
               help="; ".join(f"{name}: {summary}" for name, summary in EXECUTORS.items()) + ".")
-@click.option("--model-timeout", type=click.FloatRange(min=0), default=DEFAULT_MODEL_TIMEOUT,
+@click.option("--model-timeout", type=Finite(min=0), default=DEFAULT_MODEL_TIMEOUT,
               show_default=True,
               help="Seconds one model may take; past it the model is stopped and reported as "
               "timeout, and the run goes on. 0: no limit.")
 @click.option("--baseline", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Fail when a model's arena grows against this baseline file.")
-@click.option("--tolerance", type=click.FloatRange(min=0), default=0.0, show_default=True,
+@click.option("--tolerance", type=Finite(min=0), default=0.0, show_default=True,
               help="Growth allowed against --baseline, as a fraction (0.01 = 1%).")
 @click.option("--write-baseline", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Write the arenas of this run as a baseline file.")
@@ -168,9 +169,19 @@ def _check_zoo_outputs(inputs: list[str | os.PathLike[str]], out_dir: str, write
     each model's runnable copy) passes the checks of ``OutputSet`` against every input (the list,
     the baseline, the models), before any work."""
     outs = OutputSet(inputs)
+    above = os.path.dirname(os.path.abspath(out_dir))
+    while not os.path.lexists(above):  # the folders the run makes: under a file, none can be
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise OnnxmemError(f"--out {show_name(out_dir)} is under {show_name(above)}, which is not a folder; "
+                           "give a folder path")
     if os.path.exists(out_dir):
         if not os.path.isdir(out_dir):
             raise OnnxmemError(f"--out {show_name(out_dir)} exists and is not a folder; give a folder path")
+        for sub in ("plans", "models"):
+            if os.path.lexists(os.path.join(out_dir, sub)) and not os.path.isdir(os.path.join(out_dir, sub)):
+                raise OnnxmemError(f"--out {show_name(out_dir)} holds {show_name(sub)}, which is not a folder; "
+                                   "remove it or give another --out")
         for name in ("results.json", "results.csv", "results.md"):
             outs.add(os.path.join(out_dir, name), "--out")
         if os.path.isdir(os.path.join(out_dir, "plans")):

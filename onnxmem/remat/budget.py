@@ -247,7 +247,7 @@ def plan_with_budget(model: onnx.ModelProto, path: str | os.PathLike[str], optio
     _check_keep(keep)
     say = progress or (lambda _m: None)
     t0 = time.perf_counter()
-    original = plan_loaded(model, path, options, progress)
+    original = _with_nodes(plan_loaded(model, path, options, progress), path)
     limit = arena_limit(original.plan.arena_size, budget, factor, overhead)
     if original.plan.arena_size <= limit:
         return Budgeted(original, original, limit, None, 0, 0, cost_model, None, time.perf_counter() - t0)
@@ -349,6 +349,14 @@ class SweepPoint:
     fits: bool
 
 
+def _with_nodes(planned: Planned, path: str | os.PathLike[str]) -> Planned:
+    """``planned``, refused in one line where its graph has no node: nothing to recompute."""
+    if not planned.view.ops:
+        raise OnnxmemError(f"model {show_name(str(path))} has no node: there is nothing to recompute; plan it "
+                           "without --budget or --budget-sweep")
+    return planned
+
+
 def sweep(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOptions, *,
           factors: Sequence[float] = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3),
           algorithms: Sequence[str] = ("greedy", "mirror", "sqrt", "exact"), cost_model: str = "flops",
@@ -357,7 +365,7 @@ def sweep(model: onnx.ModelProto, path: str | os.PathLike[str], options: PlanOpt
     """Every algorithm at every ``factor`` x the unbudgeted arena: the frontier (module doc)."""
     _check_keep(keep)
     say = progress or (lambda _m: None)
-    original = plan_loaded(model, path, options, progress)
+    original = _with_nodes(plan_loaded(model, path, options, progress), path)
     costs = node_costs(original, path, cost_model)
     problems = _problems(original, costs, options, keep)
     total = model_cost(costs)

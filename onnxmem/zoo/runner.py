@@ -219,7 +219,11 @@ def run_zoo(models: Sequence[ZooModel], options: ZooOptions,
     """
     check_zoo_run(models, options)
     if options.work_dir is not None:
-        Path(options.work_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(options.work_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OnnxmemError(f"--out {show_name(str(options.work_dir))}: {exc.strerror}; give a folder "
+                               "path") from None
     notify = on_result or (lambda _r: None)
     if options.executor == "ray":
         return _run_ray(models, options, notify, task)

@@ -80,6 +80,8 @@ class Placer:
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
         self.start, self.end, self.size, self.align = problem.arrays()
+        #: offsets may pass what the compiled placement's keys hold: placed in numpy (:data:`PLACE_REACH`)
+        self.far = reach(self.size, self.align) >= PLACE_REACH
         self.fixed = np.array(
             [-1 if b.offset is None else b.offset for b in problem.buffers], dtype=np.int64
         )
@@ -106,6 +108,9 @@ class Placer:
 
     def place_by(self, order: np.ndarray, best_fit: bool, deadline: float | None) -> np.ndarray | None:
         """:meth:`place`, or ``None`` when ``deadline`` (``workclock.now()``) passes first."""
+        if self.far:  # the same rule, in numpy: no key to overflow
+            offs = np.asarray(place_in_order(self.problem, np.asarray(order, dtype=np.int64), best_fit), dtype=np.int64)
+            return _charged(offs, True, len(order) * self.place_cost, deadline)
         place_kernel = _greedy_kernels().place
         stop = kernel_stop(deadline, self.place_cost)
         offs, complete = place_kernel(
@@ -187,6 +192,17 @@ def _warm_kernels() -> float:
     spent += warm_up(place_kernel, lambda: place_kernel(zero, True, free, bufs, covers, NO_DEADLINE))
     spent += warm_up(lowest_first, lambda: lowest_first(zero, 2, bufs, (zero, one), free, NO_DEADLINE))
     return spent
+
+
+#: the bytes the compiled placement reaches at most: it sorts a buffer's neighbours by keys of
+#: their offset and their slot (2^22 of them) packed into one 64-bit integer
+PLACE_REACH = 1 << 41
+
+
+def reach(size: np.ndarray, align: np.ndarray) -> int:
+    """The highest offset any placement of buffers of ``size`` at ``align`` can give: their sizes
+    and one alignment's padding each, added up."""
+    return int(size.sum()) + int(align.max()) * len(size) if len(size) else 0
 
 
 def place(problem: Problem, order: np.ndarray, best_fit: bool = True) -> np.ndarray:

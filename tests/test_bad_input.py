@@ -1,0 +1,93 @@
+"""Bad input a user can give: one line and a non-zero exit, or the right answer; no traceback."""
+
+from __future__ import annotations
+
+import csv
+
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import helper
+
+from onnxmem.cli.main import main
+
+from .conftest import MODELS
+from .helpers import make_model, vi
+
+RESNET = str(MODELS / "resnet_cnn.onnx")
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def one_line(r, code: int = 1) -> str:
+    assert r.exit_code == code, r.output
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, r.stderr
+    return r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("verify", RESNET, "--seed", "-1"),
+    ("compare", RESNET, "--seed", "-1"),
+    ("generate", "randwire", "g.onnx", "--seed", "-1"),
+    ("verify", RESNET, "--time-limit", "inf"),
+    ("verify", RESNET, "--time-limit", "1e10"),
+    ("plan", RESNET, "--timeout", "nan"),
+    ("verify", RESNET, "--rtol", "nan"),
+    ("verify", RESNET, "--atol", "inf"),
+])
+def test_a_value_out_of_range_is_a_usage_error(tmp_path, monkeypatch, args):
+    """A negative seed (numpy's generators refuse one), an infinite or past-any-timer time limit, a
+    NaN tolerance or budget: each names its option; none reaches the code that would fail on it."""
+    monkeypatch.chdir(tmp_path)
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert f"Invalid value for '{args[-2]}'" in r.output and "Traceback" not in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_feeds_an_input_the_graph_also_outputs(tmp_path):
+    """An input passed through as an output (an attention mask returned as it came) is fed to the
+    measured session like any other input."""
+    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                       [vi("x", ["batch", 4]), vi("mask", ["batch", 4])], [vi("y", ["batch", 4]), vi("mask", ["batch", 4])])
+    path = tmp_path / "passthrough.onnx"
+    onnx.save(model, path)
+    r = run("compare", path, "--dim", "batch=2")
+    assert r.exit_code == 0, r.output
+    assert "measured     default session" in r.output
+
+
+def test_a_budget_for_a_model_without_nodes_is_one_line(tmp_path):
+    path = tmp_path / "empty.onnx"
+    onnx.save(make_model([], [vi("x", [1, 4])], [vi("x", [1, 4])]), path)
+    for flag, value in (("--budget", "1"), ("--budget-sweep", str(tmp_path / "s.png"))):
+        assert "has no node: there is nothing to recompute" in one_line(run("plan", path, flag, value))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.onnx"]
+
+
+def test_zoo_out_under_a_file_or_holding_a_file_named_plans_is_one_line(tmp_path):
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "m.onnx").write_bytes((MODELS / "resnet_cnn.onnx").read_bytes())
+    under = tmp_path / "file"
+    under.write_text("x")
+    assert "which is not a folder" in one_line(run("zoo", zoo, "--out", under / "out"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "plans").write_text("x")
+    assert "holds 'plans', which is not a folder" in one_line(run("zoo", zoo, "--out", out))
+
+
+def test_buffers_past_two_tib_are_placed_right_by_every_solver(tmp_path):
+    """Six 1 TiB buffers, four live at once: offsets of 2 TiB and more pass what the compiled
+    placement's packed keys hold, so those placements run in numpy: the arena is 4 TiB, optimal."""
+    problem = tmp_path / "big.csv"
+    rows = [["id", "lower", "upper", "size"], *([str(i), str(i), str(i + 4), str(1 << 40)] for i in range(6))]
+    with open(problem, "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    for solver in ("greedy", "best-greedy", "exact", "auto"):
+        r = run("pack", problem, "--solver", solver)
+        assert r.exit_code == 0, r.output
+        assert f"height       {4 << 40:,}" in r.output and "status       optimal" in r.output
