@@ -181,6 +181,11 @@ def test_bad_cache_and_output_paths_are_one_line(chain: Path, tmp_path: Path) ->
     r = CliRunner().invoke(main, ["fit", str(chain), "--memory", "1GiB", "--dim", "batch=1:8", "--cache", str(bad)])
     assert r.exit_code == 1 and "is not a fixed-cost cache" in r.stderr and r.stderr.count("\n") == 1
     assert bad.read_text() == "[1, 2"
+    plan = tmp_path / "plan.json"  # a JSON object of another kind (a plan given by mistake) is not rewritten
+    plan.write_text('{"schema_version": 1, "arena_size": 64, "tensors": []}')
+    r = CliRunner().invoke(main, ["fit", str(chain), "--memory", "1GiB", "--dim", "batch=1:8", "--cache", str(plan)])
+    assert r.exit_code == 1 and "is not a fixed-cost cache" in r.stderr and r.stderr.count("\n") == 1
+    assert plan.read_text() == '{"schema_version": 1, "arena_size": 64, "tensors": []}'
     r = CliRunner().invoke(main, ["fit", str(chain), "--memory", "1GiB", "--dim", "batch=1:8", "--plot", str(chain)])
     assert r.exit_code == 1 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1
     assert chain.read_bytes()[:1] != b"\x89"

@@ -157,7 +157,8 @@ def _read_cache(path: str) -> dict[str, Any]:
         data = json.loads(read_input(path, "the fixed-cost cache", MAX_DATA_BYTES, OnnxmemError))
     except ValueError:
         data = None
-    if not isinstance(data, dict):
+    # every entry an object with a device, as fit writes them: another JSON file (a plan) is not rewritten
+    if not isinstance(data, dict) or not all(isinstance(v, dict) and "device" in v for v in data.values()):
         raise OnnxmemError(f"--cache {show_name(path)} is not a fixed-cost cache written by onnxmem fit; "
                            "give another path or remove the file")
     return data
