@@ -91,3 +91,20 @@ def test_buffers_past_two_tib_are_placed_right_by_every_solver(tmp_path):
         r = run("pack", problem, "--solver", solver)
         assert r.exit_code == 0, r.output
         assert f"height       {4 << 40:,}" in r.output and "status       optimal" in r.output
+
+
+@pytest.mark.parametrize(("nodes", "said"), [
+    ([helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"], name="relu_b"),
+      helper.make_node("Relu", ["b"], ["y"], name="relu_y")],
+     "nodes #0 (Add), 'relu_b' (Relu), 'relu_y' (Relu) cannot be ordered: nodes that read each other's outputs "
+     "in a cycle hold them up; fix the model"),
+    ([helper.make_node("Add", ["x", "gone"], ["z"], name="add"), helper.make_node("Relu", ["z"], ["y"], name="r")],
+     "value 'gone' read by node 'add' (Add) is produced by no node, input or initializer; fix the model"),
+])
+def test_a_graph_no_run_could_order_is_named_not_sent_to_measure(tmp_path, nodes, said):
+    """Inference leaves these values unknown, as it would data-dependent ones; the error names the
+    defect, not --measure-shapes (a run of the model fails on the same defect)."""
+    path = tmp_path / "broken.onnx"
+    onnx.save(make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])]), path)
+    out = one_line(run("plan", path))
+    assert said in out and "--measure-shapes" not in out

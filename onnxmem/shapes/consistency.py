@@ -25,11 +25,11 @@ from collections.abc import Mapping
 
 import onnx
 
-from onnxmem.core.errors import ShapeError, show_name
+from onnxmem.core.errors import ShapeError, flag_value, show_name
 from onnxmem.model import NodeFields, read_nodes
 from onnxmem.shapes.training import fused_matmul, matmul_dims
 
-__all__ = ["check_shapes"]
+__all__ = ["broken_graph", "check_shapes"]
 
 #: the op types checked (each in its domains below)
 _CHECKED = frozenset({"Reshape", "MatMul", "FusedMatMul"})
@@ -107,3 +107,41 @@ def _check_product(g: onnx.GraphProto, i: int, matmul: bool, ins: tuple[str, ...
         raise ShapeError(f"{_label(g.node[i])} reads {operands}, which do not multiply (onnxruntime refuses them); {_FIX}")
     raise ShapeError(f"{_label(g.node[i])} reads {operands}, whose product is {list(dims)}, but its output "
                      f"{show_name(outs[0])} was sized {list(out[1])}; {_FIX}")
+
+
+def broken_graph(g: onnx.GraphProto) -> str | None:
+    """What makes the main graph no graph, where something does: a value a node reads that nothing
+    gives, or nodes that cannot be ordered (they read each other's outputs in a cycle, or read the
+    output of such a node); else ``None``. For the error of sizes inference leaves unknown: no shape
+    follows from such a graph, nor would a run measure one."""
+    given = {v.name for v in g.input} | {t.name for t in g.initializer}
+    given |= {t.values.name for t in g.sparse_initializer}
+    writer = {o for node in g.node for o in node.output if o}
+    readers: dict[str, list[int]] = {}
+    for k, node in enumerate(g.node):
+        for name in node.input:
+            if name and name not in given and name not in writer:
+                return (f"value {show_name(name)} read by node {_node_label(g, k)} is produced by no node, input or "
+                        "initializer")
+            if name in writer:
+                readers.setdefault(name, []).append(k)
+    waiting = [sum(1 for name in node.input if name in writer) for node in g.node]
+    ready = [k for k, w in enumerate(waiting) if w == 0]
+    while ready:
+        for o in g.node[ready.pop()].output:
+            for k in readers.get(o, ()):
+                waiting[k] -= 1
+                if waiting[k] == 0:
+                    ready.append(k)
+    stuck = [_node_label(g, k) for k, w in enumerate(waiting) if w > 0]
+    if not stuck:
+        return None
+    more = f" and {len(stuck) - 4} more" if len(stuck) > 4 else ""
+    return (f"nodes {', '.join(stuck[:4])}{more} cannot be ordered: nodes that read each other's outputs in a "
+            "cycle hold them up")
+
+
+def _node_label(g: onnx.GraphProto, k: int) -> str:
+    """Node ``k`` as a message names it: its name, else its place, with its op type."""
+    node = g.node[k]
+    return f"{show_name(node.name) if node.name else f'#{k}'} ({flag_value(node.op_type)})"

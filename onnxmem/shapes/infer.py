@@ -34,7 +34,7 @@ from onnxmem.model import (
     set_shape,
     subgraph_attributes,
 )
-from onnxmem.shapes.consistency import check_shapes
+from onnxmem.shapes.consistency import broken_graph, check_shapes
 from onnxmem.shapes.contrib import complete_contrib, unshaped_reason
 from onnxmem.shapes.contrib_attention import value_sized
 from onnxmem.shapes.engines import (
@@ -512,6 +512,9 @@ def _unknown_sizes(
             f"sizes of {len(missing)} tensors are unknown ({shown}): graph inputs have unbound "
             f"dims: {'; '.join(hints)}{more}"
         )
+    broken = broken_graph(model.graph)
+    if broken is not None:  # no shape follows from it, nor would a run: the model, not the data
+        return ShapeError(f"sizes of {len(missing)} tensors are unknown ({shown}): {broken}; fix the model")
     mapped = _non_tensor(model, missing)
     if mapped is not None:
         return ShapeError(
