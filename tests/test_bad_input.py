@@ -108,3 +108,26 @@ def test_a_graph_no_run_could_order_is_named_not_sent_to_measure(tmp_path, nodes
     onnx.save(make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])]), path)
     out = one_line(run("plan", path))
     assert said in out and "--measure-shapes" not in out
+
+
+def test_an_input_of_more_dims_than_an_array_holds_is_one_line(tmp_path):
+    """numpy arrays hold at most 64 dims, and onnxruntime takes its inputs as arrays."""
+    shape = [1] * 65
+    path = tmp_path / "deep.onnx"
+    onnx.save(make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", shape)], [vi("y", shape)]),
+              path)
+    for command in ("verify", "compare"):
+        out = one_line(run(command, path))
+        assert "input 'x' has rank 65, past the 64 dims of a numpy array" in out
+    assert run("verify", path, "--static-only").exit_code == 0
+
+
+@pytest.mark.parametrize("args", [
+    ("plan", RESNET, "--budget-sweep", "sweep.jpg"),
+    ("fit", RESNET, "--memory", "1GiB", "--dim", "batch=1:8", "--plot", "fit.svg"),
+])
+def test_a_png_written_under_another_suffix_is_a_usage_error(tmp_path, monkeypatch, args):
+    """The sweep and fit pictures are PNG bytes: a .jpg or .svg path would hold them misnamed."""
+    monkeypatch.chdir(tmp_path)
+    assert "the picture is written as PNG; give a path ending in .png" in one_line(run(*args))
+    assert list(tmp_path.iterdir()) == []

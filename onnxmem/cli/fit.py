@@ -19,7 +19,7 @@ from .options import (
     planning_options,
     time_limit_option,
 )
-from .output import fmt_bytes, progress
+from .output import fmt_bytes, png_path, progress
 from .registries import DEVICES
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, runtime: s
         outs.add(cache_path, "--cache")
     if plot_path is not None:
         outs.add(plot_path, "--plot")
+        png_path(plot_path, "--plot")
     say = progress(sys.stderr.isatty())
     onnx_model = load_model(model)
     add_weight_files(outs, onnx_model, model)

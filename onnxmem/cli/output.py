@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import click
 
-from onnxmem.core.errors import one_line, show_name
+from onnxmem.core.errors import OnnxmemError, one_line, show_name
 from onnxmem.core.sizes import format_bytes
 
 if TYPE_CHECKING:
@@ -30,6 +30,13 @@ def progress(enabled: bool) -> Say:
             click.echo(f"  {msg} ...", err=True)
 
     return say
+
+
+def png_path(path: str, flag: str) -> None:
+    """Refuse ``path``, a picture written as PNG, where its suffix names another format (a viewer
+    would read its bytes as that format)."""
+    if not path.lower().endswith(".png"):
+        raise OnnxmemError(f"{flag} {show_name(path)}: the picture is written as PNG; give a path ending in .png")
 
 
 def echo_warnings(warnings: Iterable[str]) -> None:
@@ -120,7 +127,6 @@ def deployment_lines(plan: MemoryPlan, view: GraphView, device: str | None = "cp
     if device is None:
         return [f"deployment   weights + arena + io = {fmt_bytes(plan.weights_size + plan.arena_size + io)}   "
                 "(--fixed-cost adds onnxruntime's measured fixed cost and the process's predicted peak)"]
-    from onnxmem.core.errors import OnnxmemError
     from onnxmem.runtime import fixed_cost
 
     try:

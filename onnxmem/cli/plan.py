@@ -35,6 +35,7 @@ from .output import (
     echo_warnings,
     fmt_bytes,
     plan_summary,
+    png_path,
     program_summary,
     progress,
 )
@@ -342,6 +343,7 @@ def _budget_sweep(model: str, opts: PlanOptions, outs: OutputSet, png: str, cost
     from onnxmem.remat.budget import plot_sweep, sweep
 
     outs.add(png, "--budget-sweep")
+    png_path(png, "--budget-sweep")
     onnx_model, refs = _load(model)
     add_weight_files(outs, onnx_model, model, refs)  # no picture replaces the model's weights
     original, points = sweep(onnx_model, model, opts, cost_model=cost_model, timeout=timeout, keep=keep,

@@ -313,6 +313,10 @@ def random_inputs(
         if vi.name not in inits and vi.name in shapes and vi.name not in given:
             # the value and the float64 draw it is made from; dims past 2^40 are refused here
             et = vi.type.tensor_type.elem_type
+            if len(shapes[vi.name]) > 64:  # numpy's most dims: no array of it can be made
+                raise ShapeError(f"input {show_name(vi.name)} has rank {len(shapes[vi.name])}, past the 64 dims "
+                                 "of a numpy array, which onnxruntime takes inputs as: the model cannot run "
+                                 "here (plan and verify --static-only run none)")
             need += tensor_bytes(et, shapes[vi.name], vi.name) + 8 * math.prod(shapes[vi.name])
     check_memory(need, "cpu", "the random graph inputs", fix="give smaller input shapes (--dim, --input-shape)")
     out: dict[str, np.ndarray] = {}
