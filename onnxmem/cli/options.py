@@ -7,6 +7,7 @@ imported when a command runs, so that ``onnxmem CMD --help`` imports neither onn
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypedDict, TypeVar
 
 import click
@@ -57,7 +58,7 @@ class Finite(click.FloatRange):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         got = super().convert(value, param, ctx)
-        if got != got or got in (float("inf"), float("-inf")):
+        if not math.isfinite(got):
             self.fail(f"{show_name(str(value))} is not a finite number", param, ctx)
         return float(got)
 

@@ -8,7 +8,7 @@ from onnxmem.core.errors import one_line, show_name
 from onnxmem.core.fileio import OutputSet
 
 from .options import plan_model_option
-from .sources import add_weight_files, read_plan_for
+from .sources import read_plan_for
 
 #: the sides a picture may have, in inches (at 100 dpi: 100 to 5,000 pixels; 700x700 took 19 GB)
 MIN_INCHES, MAX_INCHES = 1.0, 50.0
@@ -40,13 +40,9 @@ def plot(plan_file: str, output: str, title: str | None, size: str, model_path: 
                                  param_hint="--size")
     outs = OutputSet(inputs=[plan_file] + ([model_path] if model_path else []))
     outs.add(output, "-o")
-    if model_path is not None:  # no picture replaces the model's weight files either
-        from onnxmem.model import load_model  # onnx
-
-        add_weight_files(outs, load_model(model_path), model_path)
     console = Console(stderr=True)
     with console.status("reading plan") as status:
-        plan_ = read_plan_for(plan_file, model_path, "drawing")
+        plan_ = read_plan_for(plan_file, model_path, "drawing", outs=outs)  # no picture replaces a weight file
         out = plot_plan(plan_, output, title=title, width=width, height=height,
                         progress=lambda msg: status.update(msg))
     click.echo(f"wrote {one_line(str(out))}")

@@ -45,13 +45,14 @@ def add_weight_files(outs: OutputSet, onnx_model: onnx.ModelProto, model_path: s
 
 
 def read_plan_for(plan_file: str, model_path: str | None, action: str,
-                  the_plan: MemoryPlan | None = None) -> MemoryPlan:
+                  the_plan: MemoryPlan | None = None, outs: OutputSet | None = None) -> MemoryPlan:
     """The plan at ``plan_file`` (``the_plan`` when already read), proven: ``PlanInvalid`` when
     it breaks a rule (:func:`onnxmem.export.proof.prove_for_export`: without ``model_path``,
     the rules the plan alone can be held to); with ``model_path``, only when it was made for
     that model (:func:`onnxmem.verify.run.check_plan_identity`, as verify and compare check it),
     and held to the whole static proof (a plan of the graph onnxruntime builds at an
-    optimization level: against that graph, built again as ``verify`` builds it)."""
+    optimization level: against that graph, built again as ``verify`` builds it). ``outs``: the
+    command's outputs, which the model's weight files join as inputs (none may replace them)."""
     from onnxmem.export.proof import prove_for_export
 
     if the_plan is None:
@@ -63,6 +64,8 @@ def read_plan_for(plan_file: str, model_path: str | None, action: str,
         from onnxmem.model import load_model
 
         model = load_model(model_path)
+        if outs is not None:
+            add_weight_files(outs, model, model_path)
     refusal = f"plan file {show_name(plan_file)} is not " + {"showing": "shown", "drawing": "drawn"}.get(action, "used")
     echo_warnings(prove_for_export(the_plan, model, model_path, plan_file, action=action, refusal=refusal))
     return the_plan

@@ -21,8 +21,8 @@ SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb
 #: the largest size accepted (2^62 bytes, the planner's own limit)
 MAX_SIZE = 2**62
 #: bits per element of each element type a plan names, without onnx (the plan alone's proof:
-#: :mod:`onnxmem.proof.alone`); ``onnxmem.model.dtypes.DTYPES`` holds the same by onnx's numbers
-#: (``tests/test_proof_alone.py`` holds the two equal); a string's size is not fixed (0)
+#: :mod:`onnxmem.proof.alone`); ``onnxmem.model.dtypes.DTYPES`` takes its bits from here, by
+#: onnx's numbers; a string's size is not fixed (0)
 DTYPE_BITS = {"float32": 32, "uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int32": 32, "int64": 64,
               "string": 0, "bool": 8, "float16": 16, "float64": 64, "uint32": 32, "uint64": 64,
               "complex64": 64, "complex128": 128, "bfloat16": 16, "float8e4m3fn": 8, "float8e4m3fnuz": 8,

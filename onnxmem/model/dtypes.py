@@ -8,45 +8,29 @@ from typing import Iterable
 from onnx import TensorProto
 
 from onnxmem.core.errors import ShapeError, show_name
+from onnxmem.core.sizes import DTYPE_BITS
 
 __all__ = ["DTYPES", "MAX_BYTES", "MAX_DIM", "dtype_bits", "dtype_name", "tensor_bytes"]
 
 
-#: elem_type -> (name, bits per element)
+#: elem_type -> (name, bits per element); the bits are those of the name in
+#: :data:`onnxmem.core.sizes.DTYPE_BITS`, the table the plan alone's proof reads without onnx
 DTYPES: dict[int, tuple[str, int]] = {
-    TensorProto.FLOAT: ("float32", 32),
-    TensorProto.UINT8: ("uint8", 8),
-    TensorProto.INT8: ("int8", 8),
-    TensorProto.UINT16: ("uint16", 16),
-    TensorProto.INT16: ("int16", 16),
-    TensorProto.INT32: ("int32", 32),
-    TensorProto.INT64: ("int64", 64),
-    TensorProto.STRING: ("string", 0),
-    TensorProto.BOOL: ("bool", 8),
-    TensorProto.FLOAT16: ("float16", 16),
-    TensorProto.DOUBLE: ("float64", 64),
-    TensorProto.UINT32: ("uint32", 32),
-    TensorProto.UINT64: ("uint64", 64),
-    TensorProto.COMPLEX64: ("complex64", 64),
-    TensorProto.COMPLEX128: ("complex128", 128),
-    TensorProto.BFLOAT16: ("bfloat16", 16),
+    int(t): (name, DTYPE_BITS[name]) for t, name in (
+        (TensorProto.FLOAT, "float32"), (TensorProto.UINT8, "uint8"), (TensorProto.INT8, "int8"),
+        (TensorProto.UINT16, "uint16"), (TensorProto.INT16, "int16"), (TensorProto.INT32, "int32"),
+        (TensorProto.INT64, "int64"), (TensorProto.STRING, "string"), (TensorProto.BOOL, "bool"),
+        (TensorProto.FLOAT16, "float16"), (TensorProto.DOUBLE, "float64"), (TensorProto.UINT32, "uint32"),
+        (TensorProto.UINT64, "uint64"), (TensorProto.COMPLEX64, "complex64"),
+        (TensorProto.COMPLEX128, "complex128"), (TensorProto.BFLOAT16, "bfloat16"),
+    )
 }
 
 
-for _name, _bits in (
-    ("FLOAT8E4M3FN", 8),
-    ("FLOAT8E4M3FNUZ", 8),
-    ("FLOAT8E5M2", 8),
-    ("FLOAT8E5M2FNUZ", 8),
-    ("UINT4", 4),
-    ("INT4", 4),
-    ("FLOAT4E2M1", 4),
-    ("FLOAT8E8M0", 8),
-    ("UINT2", 2),
-    ("INT2", 2),
-):
+for _name in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1",
+              "FLOAT8E8M0", "UINT2", "INT2"):  # those of newer onnx releases, where this one has them
     if hasattr(TensorProto, _name):
-        DTYPES[int(getattr(TensorProto, _name))] = (_name.lower(), _bits)
+        DTYPES[int(getattr(TensorProto, _name))] = (_name.lower(), DTYPE_BITS[_name.lower()])
 
 
 #: the largest dim and the largest tensor onnxmem plans; past them a dim is an error

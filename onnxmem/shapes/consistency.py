@@ -26,6 +26,7 @@ from collections.abc import Mapping
 import onnx
 
 from onnxmem.core.errors import ShapeError, flag_value, show_name
+from onnxmem.core.toposort import stable_order
 from onnxmem.model import NodeFields, read_nodes
 from onnxmem.shapes.training import fused_matmul, matmul_dims
 
@@ -116,24 +117,17 @@ def broken_graph(g: onnx.GraphProto) -> str | None:
     follows from such a graph, nor would a run measure one."""
     given = {v.name for v in g.input} | {t.name for t in g.initializer}
     given |= {t.values.name for t in g.sparse_initializer}
-    writer = {o for node in g.node for o in node.output if o}
-    readers: dict[str, list[int]] = {}
+    writer = {o: k for k, node in enumerate(g.node) for o in node.output if o}
+    successors: list[list[int]] = [[] for _ in g.node]
     for k, node in enumerate(g.node):
         for name in node.input:
             if name and name not in given and name not in writer:
                 return (f"value {show_name(name)} read by node {_node_label(g, k)} is produced by no node, input or "
                         "initializer")
             if name in writer:
-                readers.setdefault(name, []).append(k)
-    waiting = [sum(1 for name in node.input if name in writer) for node in g.node]
-    ready = [k for k, w in enumerate(waiting) if w == 0]
-    while ready:
-        for o in g.node[ready.pop()].output:
-            for k in readers.get(o, ()):
-                waiting[k] -= 1
-                if waiting[k] == 0:
-                    ready.append(k)
-    stuck = [_node_label(g, k) for k, w in enumerate(waiting) if w > 0]
+                successors[writer[name]].append(k)
+    placed = set(stable_order(successors))  # a node on a cycle, or after one, is never ready
+    stuck = [_node_label(g, k) for k in range(len(g.node)) if k not in placed]
     if not stuck:
         return None
     more = f" and {len(stuck) - 4} more" if len(stuck) > 4 else ""

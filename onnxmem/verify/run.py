@@ -258,8 +258,9 @@ def verify_plan(
         warnings.extend(said)
     v = view if view is not None else view_for_plan(model, plan, model_path, opts.inputs)
     # a plan made for concurrent execution is always held to rule 9
-    mode = "dag" if opts.concurrency == "dag" else str(plan.extra.get("concurrency", "sequential"))
-    if proven is not None and view is not None and mode == plan.extra.get("concurrency", "sequential"):
+    made = str(plan.extra.get("concurrency", "sequential"))  # the mode the planner proved it in
+    mode = "dag" if opts.concurrency == "dag" else made
+    if proven is not None and view is not None and mode == made:
         static: tuple[Finding, ...] = ()  # the planner's proof, of this plan and view, in this mode
         static_s = proven
     else:

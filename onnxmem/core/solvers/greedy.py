@@ -80,8 +80,10 @@ class Placer:
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
         self.start, self.end, self.size, self.align = problem.arrays()
-        #: offsets may pass what the compiled placement's keys hold: placed in numpy (:data:`PLACE_REACH`)
-        self.far = reach(self.size, self.align) >= PLACE_REACH
+        #: the highest offset any placement gives (:func:`reach`); past :data:`PLACE_REACH`, what the
+        #: compiled placement's keys hold, placements run in numpy
+        self.reach = reach(self.size, self.align)
+        self.far = self.reach >= PLACE_REACH
         self.fixed = np.array(
             [-1 if b.offset is None else b.offset for b in problem.buffers], dtype=np.int64
         )
@@ -138,8 +140,7 @@ class Placer:
                 return None
             keep = np.full(n, -1, dtype=np.int64)
         shift = max(1, int(n).bit_length())
-        reach = int(self.size.sum()) + int(self.align.max()) * n
-        if reach >= 1 << (62 - shift):
+        if self.reach >= 1 << (62 - shift):
             return None
         lowest_first = _greedy_kernels().lowest_first
         ranked = np.asarray(ranked, dtype=np.int64)
