@@ -187,8 +187,12 @@ def _prepare(scratch: str, mem_limit: int) -> tuple[str, ...]:
     if mem_limit:
         resource.setrlimit(resource.RLIMIT_AS, (mem_limit, mem_limit))
     os.chdir(scratch)
-    # third-party imports that write at import time (onnxruntime's native module creates
-    # $TMPDIR/.ses) happen here, once, not inside a case
+    # third-party imports that do work at import time happen here, once, not inside a case;
+    # onnxmem first: it turns off onnxruntime's telemetry, whose files onnxruntime would
+    # write as it is imported (onnxmem/__init__.py)
+    import onnxmem  # noqa: F401
+
+    # isort: split
     import matplotlib.font_manager  # noqa: F401  builds the font cache (runs fc-list) once
     import onnxruntime  # noqa: F401
     import sympy  # noqa: F401
