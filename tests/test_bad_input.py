@@ -131,3 +131,38 @@ def test_a_png_written_under_another_suffix_is_a_usage_error(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     assert "the picture is written as PNG; give a path ending in .png" in one_line(run(*args))
     assert list(tmp_path.iterdir()) == []
+
+
+def _non_tensor_input(kind: str) -> onnx.ModelProto:
+    """A model whose second graph input, named ``se\\nq``, is a sequence or a map of float tensors;
+    its first, ``x``, is a tensor of ``[batch, 3]``."""
+    name = "se\nq"
+    if kind == "sequence":
+        value = helper.make_tensor_sequence_value_info(name, onnx.TensorProto.FLOAT, ["batch", 3])
+        nodes = [helper.make_node("SequenceAt", [name, "i"], ["s"], name="at"),
+                 helper.make_node("Add", ["s", "x"], ["y"], name="add")]
+    else:
+        value = helper.make_value_info(name, helper.make_map_type_proto(
+            onnx.TensorProto.INT64, helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, ["batch", 3])))
+        nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    index = helper.make_tensor("i", onnx.TensorProto.INT64, [], [0])
+    return make_model(nodes, [vi("x", ["batch", 3]), value], [vi("y", ["batch", 3])], [index])
+
+
+@pytest.mark.parametrize("kind", ["sequence", "map"])
+@pytest.mark.parametrize("args", [
+    ("plan", "--dim", "batch=2"), ("plan", "--dim", "batch=2", "--input-shape", "se\nq=2x3"),
+    ("plan", "--dim", "batch=2", "--measure-shapes"), ("verify", "--dim", "batch=2"),
+    ("verify", "--dim", "batch=2", "--static-only"), ("plan", "--dim", "batch=1:4"),
+])
+def test_an_input_that_is_no_tensor_is_named_with_a_fix_a_model_change_makes(tmp_path, kind, args):
+    """A sequence or map graph input: --input-shape sent the user to --measure-shapes, which failed
+    on its element type, or sent them back to --input-shape. No flag sizes it: the line says that
+    onnxmem plans tensor inputs only, names the input escaped, and asks for a tensor in its place."""
+    path = tmp_path / "m.onnx"
+    onnx.save(_non_tensor_input(kind), path)
+    out = one_line(run(args[0], path, *args[1:]))
+    assert (f"graph input 'se\\nq' is a {kind}, not a tensor: onnxmem plans tensor inputs only" in out
+            and "export the model with a tensor input in its place" in out), out
+    assert "pass --" not in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
