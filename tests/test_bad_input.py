@@ -166,3 +166,34 @@ def test_an_input_that_is_no_tensor_is_named_with_a_fix_a_model_change_makes(tmp
             and "export the model with a tensor input in its place" in out), out
     assert "pass --" not in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("transformer", "--size", "10001"), "10,001: transformer takes at most 10,000 layers"),
+    (("randwire", "--graph", "er", "--size", "3001"),
+     "3,001: randwire with --graph er takes at most 3,000 graph nodes"),
+    (("train-mlp", "--size", "1001"), "1,001: train-mlp takes at most 1,000 layers"),
+    (("attention", "--size", "100001"), "100001 is not in the range 1<=x<=100000"),
+])
+def test_generate_refuses_a_size_past_its_kinds_bound(tmp_path, monkeypatch, args, said):
+    """--size had no upper bound: a huge one built for hours or ran out of memory (train-mlp's
+    weights are 263 KB a layer). Each KIND takes at most its own bound (randwire's Erdos-Renyi graph
+    less, its edges growing as n^2); the option's range is the largest of them."""
+    monkeypatch.chdir(tmp_path)
+    r = run("generate", args[0], "g.onnx", *args[1:])
+    assert r.exit_code == 2, r.output
+    assert "Invalid value for '--size'" in r.output and said in r.output and "Traceback" not in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_takes_a_size_at_its_kinds_bound_and_lists_the_bounds(tmp_path):
+    from onnxmem.cli.generate import MAX_SIZE
+    from onnxmem.cli.registries import all_generators
+
+    assert MAX_SIZE == max(g.most for g in all_generators().values())
+    r = run("generate", "attention", tmp_path / "a.onnx", "--size", "100000")
+    assert r.exit_code == 0, r.output
+    assert onnx.load(tmp_path / "a.onnx").graph.input[0].type.tensor_type.shape.dim[1].dim_value == 100_000
+    listing = run("list", "generators").output
+    assert "--size counts graph nodes, at most 20,000" in listing
+    assert "--size counts tokens, at most 100,000" in listing and "--size counts layers, at most 1,000" in listing
