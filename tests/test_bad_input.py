@@ -197,3 +197,36 @@ def test_generate_takes_a_size_at_its_kinds_bound_and_lists_the_bounds(tmp_path)
     listing = run("list", "generators").output
     assert "--size counts graph nodes, at most 20,000" in listing
     assert "--size counts tokens, at most 100,000" in listing and "--size counts layers, at most 1,000" in listing
+
+
+def _loop_model(trip_count: bool) -> onnx.ModelProto:
+    """x -> Relu -> Loop 'forever\\nloop' (a Relu carried through its body) -> Relu -> y; the Loop's
+    trip count M is 3 or left out, its condition cond always left out."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"], name="keep"),
+         helper.make_node("Relu", ["v_in"], ["v_out"], name="body_relu")],
+        "body", [vi("i", [], onnx.TensorProto.INT64), vi("c_in", [], onnx.TensorProto.BOOL), vi("v_in", [1, 4])],
+        [vi("c_out", [], onnx.TensorProto.BOOL), vi("v_out", [1, 4])])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
+             helper.make_node("Loop", ["M" if trip_count else "", "", "a"], ["v"], name="forever\nloop", body=body),
+             helper.make_node("Relu", ["v"], ["y"], name="post")]
+    inits = [helper.make_tensor("M", onnx.TensorProto.INT64, [], [3])] if trip_count else []
+    return make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])], inits, value_info=[vi("v", [1, 4])])
+
+
+@pytest.mark.parametrize("command", ["verify", "compare"])
+def test_a_loop_with_neither_trip_count_nor_condition_is_refused_before_it_runs(tmp_path, command):
+    """By the ONNX spec such a Loop runs forever: the run went on until --time-limit stopped it
+    ('the arena run did not finish in 3 s'). It is named in one line before any run starts; the
+    static proof, which runs nothing, still proves the plan, and the Loop with a trip count runs."""
+    path = tmp_path / "forever.onnx"
+    onnx.save(_loop_model(trip_count=False), path)
+    out = one_line(run(command, path, "--time-limit", "3"))
+    assert ("Loop 'forever\\nloop' has neither a trip count (input M) nor a condition (input cond), so it never "
+            "ends" in out and "give it a trip count" in out), out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["forever.onnx"]
+    r = run("verify", path, "--static-only")
+    assert r.exit_code == 0 and "verified (static proof only)" in r.output, r.output
+    onnx.save(_loop_model(trip_count=True), path)
+    r = run(command, path, "--time-limit", "30")
+    assert r.exit_code == 0, r.output
