@@ -131,3 +131,102 @@ def test_a_png_written_under_another_suffix_is_a_usage_error(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     assert "the picture is written as PNG; give a path ending in .png" in one_line(run(*args))
     assert list(tmp_path.iterdir()) == []
+
+
+def _non_tensor_input(kind: str) -> onnx.ModelProto:
+    """A model whose second graph input, named ``se\\nq``, is a sequence or a map of float tensors;
+    its first, ``x``, is a tensor of ``[batch, 3]``."""
+    name = "se\nq"
+    if kind == "sequence":
+        value = helper.make_tensor_sequence_value_info(name, onnx.TensorProto.FLOAT, ["batch", 3])
+        nodes = [helper.make_node("SequenceAt", [name, "i"], ["s"], name="at"),
+                 helper.make_node("Add", ["s", "x"], ["y"], name="add")]
+    else:
+        value = helper.make_value_info(name, helper.make_map_type_proto(
+            onnx.TensorProto.INT64, helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, ["batch", 3])))
+        nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    index = helper.make_tensor("i", onnx.TensorProto.INT64, [], [0])
+    return make_model(nodes, [vi("x", ["batch", 3]), value], [vi("y", ["batch", 3])], [index])
+
+
+@pytest.mark.parametrize("kind", ["sequence", "map"])
+@pytest.mark.parametrize("args", [
+    ("plan", "--dim", "batch=2"), ("plan", "--dim", "batch=2", "--input-shape", "se\nq=2x3"),
+    ("plan", "--dim", "batch=2", "--measure-shapes"), ("verify", "--dim", "batch=2"),
+    ("verify", "--dim", "batch=2", "--static-only"), ("plan", "--dim", "batch=1:4"),
+])
+def test_an_input_that_is_no_tensor_is_named_with_a_fix_a_model_change_makes(tmp_path, kind, args):
+    """A sequence or map graph input: --input-shape sent the user to --measure-shapes, which failed
+    on its element type, or sent them back to --input-shape. No flag sizes it: the line says that
+    onnxmem plans tensor inputs only, names the input escaped, and asks for a tensor in its place."""
+    path = tmp_path / "m.onnx"
+    onnx.save(_non_tensor_input(kind), path)
+    out = one_line(run(args[0], path, *args[1:]))
+    assert (f"graph input 'se\\nq' is a {kind}, not a tensor: onnxmem plans tensor inputs only" in out
+            and "export the model with a tensor input in its place" in out), out
+    assert "pass --" not in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("transformer", "--size", "10001"), "10,001: transformer takes at most 10,000 layers"),
+    (("randwire", "--graph", "er", "--size", "3001"),
+     "3,001: randwire with --graph er takes at most 3,000 graph nodes"),
+    (("train-mlp", "--size", "1001"), "1,001: train-mlp takes at most 1,000 layers"),
+    (("attention", "--size", "100001"), "100001 is not in the range 1<=x<=100000"),
+])
+def test_generate_refuses_a_size_past_its_kinds_bound(tmp_path, monkeypatch, args, said):
+    """--size had no upper bound: a huge one built for hours or ran out of memory (train-mlp's
+    weights are 263 KB a layer). Each KIND takes at most its own bound (randwire's Erdos-Renyi graph
+    less, its edges growing as n^2); the option's range is the largest of them."""
+    monkeypatch.chdir(tmp_path)
+    r = run("generate", args[0], "g.onnx", *args[1:])
+    assert r.exit_code == 2, r.output
+    assert "Invalid value for '--size'" in r.output and said in r.output and "Traceback" not in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_takes_a_size_at_its_kinds_bound_and_lists_the_bounds(tmp_path):
+    from onnxmem.cli.generate import MAX_SIZE
+    from onnxmem.cli.registries import all_generators
+
+    assert MAX_SIZE == max(g.most for g in all_generators().values())
+    r = run("generate", "attention", tmp_path / "a.onnx", "--size", "100000")
+    assert r.exit_code == 0, r.output
+    assert onnx.load(tmp_path / "a.onnx").graph.input[0].type.tensor_type.shape.dim[1].dim_value == 100_000
+    listing = run("list", "generators").output
+    assert "--size counts graph nodes, at most 20,000" in listing
+    assert "--size counts tokens, at most 100,000" in listing and "--size counts layers, at most 1,000" in listing
+
+
+def _loop_model(trip_count: bool) -> onnx.ModelProto:
+    """x -> Relu -> Loop 'forever\\nloop' (a Relu carried through its body) -> Relu -> y; the Loop's
+    trip count M is 3 or left out, its condition cond always left out."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"], name="keep"),
+         helper.make_node("Relu", ["v_in"], ["v_out"], name="body_relu")],
+        "body", [vi("i", [], onnx.TensorProto.INT64), vi("c_in", [], onnx.TensorProto.BOOL), vi("v_in", [1, 4])],
+        [vi("c_out", [], onnx.TensorProto.BOOL), vi("v_out", [1, 4])])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
+             helper.make_node("Loop", ["M" if trip_count else "", "", "a"], ["v"], name="forever\nloop", body=body),
+             helper.make_node("Relu", ["v"], ["y"], name="post")]
+    inits = [helper.make_tensor("M", onnx.TensorProto.INT64, [], [3])] if trip_count else []
+    return make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])], inits, value_info=[vi("v", [1, 4])])
+
+
+@pytest.mark.parametrize("command", ["verify", "compare"])
+def test_a_loop_with_neither_trip_count_nor_condition_is_refused_before_it_runs(tmp_path, command):
+    """By the ONNX spec such a Loop runs forever: the run went on until --time-limit stopped it
+    ('the arena run did not finish in 3 s'). It is named in one line before any run starts; the
+    static proof, which runs nothing, still proves the plan, and the Loop with a trip count runs."""
+    path = tmp_path / "forever.onnx"
+    onnx.save(_loop_model(trip_count=False), path)
+    out = one_line(run(command, path, "--time-limit", "3"))
+    assert ("Loop 'forever\\nloop' has neither a trip count (input M) nor a condition (input cond), so it never "
+            "ends" in out and "give it a trip count" in out), out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["forever.onnx"]
+    r = run("verify", path, "--static-only")
+    assert r.exit_code == 0 and "verified (static proof only)" in r.output, r.output
+    onnx.save(_loop_model(trip_count=True), path)
+    r = run(command, path, "--time-limit", "30")
+    assert r.exit_code == 0, r.output

@@ -8,6 +8,7 @@ line with no output file left behind.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import struct
 
@@ -187,10 +188,40 @@ def test_c_identifiers_equal_in_their_first_48_characters(tmp_path):
 
 
 def test_c_identifiers_of_many_names_that_sanitise_alike():
-    """20,000 names that all become ``a_`` (each a different CJK character): unique, short, in order."""
+    """20,000 names that all become ``a`` (each a different CJK character, made ``_`` and dropped at
+    the end): unique, short, in order."""
     ids = c_identifiers(["a" + chr(0x4E00 + k) for k in range(20_000)])
-    assert ids[:3] == ["a_", "a__2", "a__3"] and ids[-1] == "a__20000"
+    assert ids[:3] == ["a", "a_2", "a_3"] and ids[-1] == "a_20000"
     assert len(set(ids)) == len(ids)
+
+
+#: tensor names whose identifiers held ``__`` (C++ reserves such names) or began with ``_``
+RESERVED_MAKERS = ["_Foo", "a__b", "x/", "x.", "__init__", "_", "\u00e9_x", "a.-b", "_2", "ok_", "ok", "Z" * 47 + "_.q",
+                   "Z" * 47 + "_.r"]
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+@pytest.mark.parametrize("prefix", [None, "enc"])
+def test_c_identifiers_from_hostile_names_are_never_reserved(tmp_path, prefix):
+    """``_Foo`` gave ``ONNXMEM_OFFSET__Foo``, ``a.-b`` gave ``a__b``, ``x/`` then ``x.`` gave ``x_`` and
+    ``x__2`` (the suffix after a trailing ``_``), and a cut could end in ``_`` before one: names
+    holding ``__``, which C++ reserves (the header is C++ too). Every run of ``_`` is one now and
+    none is at either end: no defined name holds ``__`` or starts with ``_``; all stay unique."""
+    _, ppath = plan_file(tmp_path, relu_chain(RESERVED_MAKERS))
+    out = tmp_path / "plan.h"
+    assert run("export", str(ppath), "--format", "c", "-o", str(out),
+               *(["--prefix", prefix] if prefix else [])).exit_code == 0
+    data = json.loads(ppath.read_text())
+    up = (prefix or "onnxmem").upper()
+    defined = re.findall(r"^#define (\w+)", out.read_text(), flags=re.M)
+    tensors = [d for d in defined if d.startswith((f"{up}_OFFSET_", f"{up}_SIZE_"))]
+    assert len(tensors) == len(set(tensors)) == 2 * len(data["tensors"])
+    assert [d for d in defined if "__" in d or d.startswith("_")] == []
+    assert "ONNXMEM_OFFSET_Foo" in defined if prefix is None else "ENC_OFFSET_Foo" in defined
+    ids = c_identifiers([t["name"] for t in data["tensors"]])
+    assert all(re.fullmatch(r"[A-Za-z0-9]+(_[A-Za-z0-9]+)*", i) for i in ids), ids
+    if prefix is None:
+        check_c_output(compile_and_run(tmp_path, out.read_bytes(), print_program(ids)), data)
 
 
 def sibling_bodies() -> onnx.ModelProto:

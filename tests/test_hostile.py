@@ -881,3 +881,40 @@ def test_a_fifo_swapped_in_after_the_checks_is_refused_without_blocking(tmp_path
     assert not reader.is_alive(), "reading the weights waits on a FIFO"
     assert got[0] is None  # not mapped: read, and refused, as any other data file
     assert "not a regular file" in str(got[1]) and "\n" not in str(got[1])
+
+
+def _run_into(args: list[str], stdout: int, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process with ``stdout`` (a file descriptor) as its standard output."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "onnxmem", *map(str, args)], cwd=cwd, env=env, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+STDOUT_COMMANDS = [["plan", ROOT / "models" / "resnet_cnn.onnx"], ["verify", ROOT / "models" / "resnet_cnn.onnx"],
+                   ["list"], ["--help"], ["--version"]]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("args", STDOUT_COMMANDS, ids=lambda a: str(a[0]))
+def test_standard_output_on_a_full_device_is_one_line(tmp_path, args):
+    """``> /dev/full``: every write fails with ENOSPC. It was click's OSError traceback (verify's
+    lines, printed in the parent, the same); now one line names standard output and the fix."""
+    with open("/dev/full", "w") as full:
+        r = _run_into(args, full.fileno(), tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr == ("error: cannot write to standard output: No space left on device; send it to a file or "
+                        "device with room\n"), r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", STDOUT_COMMANDS, ids=lambda a: str(a[0]))
+def test_standard_output_into_a_closed_pipe_ends_quietly(tmp_path, args):
+    """A reader that went away (``| head -c1``): no traceback and no message, exit 1."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = _run_into(args, write, tmp_path)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (1, "")
+    assert list(tmp_path.iterdir()) == []

@@ -8,11 +8,13 @@ and draws it with ``onnxmem plot``, all through the real CLI, under ``tmp_path``
 from __future__ import annotations
 
 import re
+import warnings
 import xml.dom.minidom
 from pathlib import Path
 
 import matplotlib
 import onnx
+import pytest
 from click.testing import CliRunner
 from onnx import helper
 
@@ -100,3 +102,19 @@ def test_html_names_are_one_line_each(tmp_path):
     head = re.search(r"<title>(.*?)</title>", text, re.S)
     assert head is not None and "\n" not in head.group(1)
 
+
+
+@pytest.mark.parametrize("size", ["5x3", "5x50", "50x3", "12x7"])
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_no_layout_warning_at_any_size_plot_takes(tmp_path, size, suffix):
+    """At the corners of --size (5 to 50 inches wide, 3 to 50 high) the panels, the legend of 14 op
+    types of 300 characters each and a long title fit: matplotlib warns of no collapsed layout
+    (1x1 printed its UserWarning on stderr)."""
+    plan = hostile_plan(tmp_path, tuple(f"Op{i:02d}" + "x" * 300 for i in range(16)))
+    out = tmp_path / f"p{suffix}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = CliRunner().invoke(main, ["plot", str(plan), "-o", str(out), "--size", size, "--title", "T" * 500])
+    assert r.exit_code == 0 and r.stderr == "", (r.output, r.exception)
+    assert [str(w.message) for w in caught] == []
+    assert out.is_file()

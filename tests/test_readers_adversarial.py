@@ -315,14 +315,17 @@ def test_a_lone_surrogate_is_refused_where_a_pair_reads(tmp_path, good_plan):
     assert run("show", str(fine)).exit_code == 0
 
 
-@pytest.mark.parametrize("size", ["700x700", "-5x7", "nanx7", "infx7", "0x0", "12x1e400"])
+@pytest.mark.parametrize("size", ["700x700", "-5x7", "nanx7", "infx7", "0x0", "12x1e400", "1x1", "2x2", "4.9x7",
+                                  "12x2.9", "12x1", "1x50", "50x51"])
 def test_plot_refuses_a_picture_size_past_its_bounds(tmp_path, good_plan, size):
     """--size 700x700 drew a 70,000-pixel-square PNG (184 s, 19 GB); a side not positive and
-    finite ended in matplotlib's ValueError traceback."""
+    finite ended in matplotlib's ValueError traceback; 1x1, 2x2 or 12x1 printed matplotlib's
+    warning that its layout collapsed and drew the panels over each other."""
     path = write(tmp_path, good_plan)
     png = tmp_path / "p.png"
     r = run("plot", str(path), "-o", str(png), f"--size={size}")
-    assert r.exit_code == 2 and "each side is 1 to 50 inches" in r.output, r.output
+    assert r.exit_code == 2 and "Invalid value for --size" in r.output, r.output
+    assert "the width is 5 to 50 inches and the height 3 to 50" in r.output, r.output
     assert not png.exists()
 
 

@@ -3,11 +3,14 @@
 Each command lives in a module of its own (:data:`COMMANDS`), imported only when the command
 runs or its help is shown, so that ``onnxmem --help`` imports neither onnx, onnxruntime,
 numpy nor numba. User errors (``OnnxmemError``) become one line on stderr and the error's exit
-code; anything else is a bug and keeps its traceback.
+code; anything else is a bug and keeps its traceback. Standard output that cannot be written (a
+full device: ``> /dev/full``) is one line on stderr and exit 1; a reader that closed the pipe
+(``| head -c1``) ends the command quietly with exit 1, as click does.
 """
 
 from __future__ import annotations
 
+import errno
 import gc
 import importlib
 import os
@@ -115,6 +118,13 @@ class LazyGroup(click.Group):
         try:
             with compiled_once():
                 return super().main(*args, **kwargs)
+        except OSError as exc:  # click ends the command quietly for a closed pipe (EPIPE) itself
+            if not _writing_stdout(exc):
+                raise
+            click.echo(f"error: cannot write to standard output: {one_line(exc.strerror or str(exc))}; "
+                       "send it to a file or device with room", err=True)
+            _stdout_to_null()
+            sys.exit(1)
         finally:
             gc.set_threshold(*before)
             if freezes:
@@ -132,6 +142,28 @@ class LazyGroup(click.Group):
             click.echo(f"error: onnxmem ran out of memory during {command}; "
                        f"{_MEMORY_FIX.get(command, _MEMORY_FIX[''])} or run it where more memory is free", err=True)
             sys.exit(1)
+
+
+def _writing_stdout(exc: OSError) -> bool:
+    """Whether ``exc`` came from writing standard output: raised in :func:`click.echo` (where every
+    line of the commands, their help and the version are written) called without ``err``. A closed
+    pipe is click's to handle (it exits quietly)."""
+    if exc.errno == errno.EPIPE:
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code is click.utils.echo.__code__ and not tb.tb_frame.f_locals.get("err")
+
+
+def _stdout_to_null() -> None:
+    """Point standard output at the null device, so that the flush at exit finds nothing to fail on."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):  # no file descriptor (a test's captured stream): nothing is flushed to one
+        pass
 
 
 #: what to give a command that ran out of memory in its own process, by command ("": one that reads a model)

@@ -28,9 +28,7 @@ __all__ = [
 if TYPE_CHECKING:
     import onnx
 
-
-#: ``generate KIND``: build(size, seed, graph) -> the model
-Build = Callable[[int, int, str], "onnx.ModelProto"]
+    from onnxmem.model.generate import GeneratorInfo
 
 
 def solvers() -> dict[str, str]:
@@ -45,14 +43,15 @@ def orders() -> dict[str, str]:
     return {name: o.summary for name, o in ORDERS.items()}
 
 
-def all_generators() -> dict[str, tuple[Build, str, str]]:
-    """``onnxmem generate`` KINDs: name -> (build(size, seed, graph), summary, what --size counts)."""
-    from onnxmem.model.generate import GENERATORS  # onnx
+def all_generators() -> dict[str, GeneratorInfo]:
+    """``onnxmem generate`` KINDs: name -> its :class:`~onnxmem.model.generate.GeneratorInfo`
+    (``build(size, seed, graph)``, summary, what ``--size`` counts and the largest it takes)."""
+    from onnxmem.model.generate import GENERATORS, GeneratorInfo  # onnx
     from onnxmem.remat.training import TRAINING
 
-    out: dict[str, tuple[Build, str, str]] = {name: (g.build, g.summary, g.size) for name, g in GENERATORS.items()}
-    for name, (build, summary, size) in TRAINING.items():
-        out[name] = (functools.partial(_train_build, build), summary, size)
+    out = dict(GENERATORS)
+    for name, (build, summary, size, most) in TRAINING.items():
+        out[name] = GeneratorInfo(name, functools.partial(_train_build, build), summary, size, most)
     return out
 
 
@@ -62,7 +61,7 @@ def _train_build(build: Callable[[int, int], onnx.ModelProto], size: int, seed: 
 
 
 def generators() -> dict[str, str]:
-    return {name: f"{summary}; --size counts {size}" for name, (_, summary, size) in all_generators().items()}
+    return {name: f"{g.summary}; --size counts {g.size}, at most {g.most:,}" for name, g in all_generators().items()}
 
 
 def remat() -> dict[str, str]:

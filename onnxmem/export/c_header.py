@@ -22,7 +22,9 @@ What the header holds:
    graph): two sibling bodies may each hold a tensor of one name.
 
 Names come from the model file and are untrusted: identifiers keep only
-``[A-Za-z0-9_]`` (every other character becomes ``_``), are cut to 48
+``[A-Za-z0-9_]`` (every other character becomes ``_``), with each run of ``_`` made one and
+none at either end (so no name the header defines holds ``__``, which C++ reserves, and none
+would start with ``_`` and a capital, which C reserves), are cut to 48
 characters and made unique with a ``_2``, ``_3``, ... suffix (in place of their last
 characters: at most 48 with it, so unique in the 63 characters C99 compares); string literals
 escape every byte outside printable ASCII, and ``"``, ``\\`` and ``?``, as
@@ -75,6 +77,7 @@ MIN_IDENT = 24
 MAX_PREFIX = C99_SIGNIFICANT - len(_OFFSET) - MIN_IDENT
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
+_UNDERSCORES = re.compile(r"__+")
 _PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -88,6 +91,12 @@ def c_identifiers(names: Sequence[str], limit: int = MAX_IDENT) -> list[str]:
     >>> c_identifiers(["conv/out", "conv.out", "", "x"])
     ['conv_out', 'conv_out_2', 'tensor', 'x']
 
+    An identifier starts with a letter or digit, holds no ``__`` and does not end in ``_``: after
+    the prefix's ``_`` (``ONNXMEM_OFFSET_``) none makes a name C or C++ reserves.
+
+    >>> c_identifiers(["_Foo", "a__b", "x/", "x."])
+    ['Foo', 'a_b', 'x', 'x_2']
+
     Each base remembers the last suffix it took, so names that all become one base
     take linear time, not quadratic.
     """
@@ -95,12 +104,12 @@ def c_identifiers(names: Sequence[str], limit: int = MAX_IDENT) -> list[str]:
     last: dict[str, int] = {}  # base -> the last suffix number tried
     out: list[str] = []
     for name in names:
-        base = _NOT_IDENT.sub("_", name)[:limit] or "tensor"
+        base = _UNDERSCORES.sub("_", _NOT_IDENT.sub("_", name)).strip("_")[:limit].rstrip("_") or "tensor"
         ident, k = base, last.get(base, 1)
         while ident in used:
             k += 1
             sfx = f"_{k}"
-            ident = base[:limit - len(sfx)] + sfx
+            ident = base[:limit - len(sfx)].rstrip("_") + sfx
         last[base] = k
         used.add(ident)
         out.append(ident)

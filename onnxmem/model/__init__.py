@@ -48,6 +48,7 @@ from onnxmem.model.checkpoint import (
 from onnxmem.model.dims import (
     Dim,
     bind_dims,
+    check_tensor_inputs,
     declared_dims,
     declared_types,
     dim_names,
@@ -111,6 +112,7 @@ __all__ = [
     "check_graph_limits",
     "check_sparse_initializers",
     "check_tensor_data",
+    "check_tensor_inputs",
     "declared_dims",
     "declared_types",
     "dim_names",

@@ -19,6 +19,7 @@ from onnxmem.model.dtypes import MAX_DIM
 __all__ = [
     "Dim",
     "bind_dims",
+    "check_tensor_inputs",
     "declared_dims",
     "declared_types",
     "dim_names",
@@ -116,6 +117,34 @@ def graph_inputs(model: onnx.ModelProto) -> dict[str, tuple[Dim, ...] | None]:
             None if isinstance(d, int) and d < 0 else d for d in dims
         )
     return out
+
+
+#: a graph input's type that is not a tensor, by the field of its ``TypeProto``: what it is, and the
+#: tensors an export can give in its place
+_NOT_TENSOR = {
+    "sequence_type": ("a sequence", "its items stacked into one tensor"),
+    "map_type": ("a map", "its keys and its values as two tensors"),
+    "optional_type": ("an optional", "a tensor always given"),
+    "sparse_tensor_type": ("a sparse tensor", "its dense tensor"),
+    "opaque_type": ("an opaque value", "the tensors it holds"),
+}
+
+
+def check_tensor_inputs(model: onnx.ModelProto) -> None:
+    """Refuse a graph input (not a weight) whose type is not a tensor: a sequence, map, optional,
+    sparse tensor or opaque value. onnxmem plans tensor inputs only: no ``--input-shape`` gives such
+    an input a size and no measuring run can draw one, so no flag fixes it; the model must change.
+    """
+    inits = {i.name for i in model.graph.initializer}
+    for vi in model.graph.input:
+        kind = vi.type.WhichOneof("value")
+        if kind in _NOT_TENSOR and vi.name not in inits:
+            what, instead = _NOT_TENSOR[kind]
+            raise ShapeError(
+                f"graph input {show_name(vi.name)} is {what}, not a tensor: onnxmem plans tensor inputs only, "
+                f"and neither --input-shape nor --measure-shapes sizes it; export the model with a tensor "
+                f"input in its place ({instead})"
+            )
 
 
 def dim_names(model: onnx.ModelProto) -> set[str]:

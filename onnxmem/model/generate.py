@@ -31,8 +31,8 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 import numpy as np
 import onnx
@@ -364,13 +364,22 @@ class GeneratorInfo:
     """A generator of ``onnxmem generate``: ``build(size, seed, graph)``.
 
     ``size`` says what ``--size`` counts; ``graph`` is one of :data:`RANDWIRE_KINDS`
-    and only randwire reads it.
+    and only randwire reads it. ``most``: the largest ``--size`` the command takes, and
+    ``most_by_graph`` a smaller one for a ``--graph`` whose work grows faster (randwire's
+    Erdos-Renyi graph has ``n^2 / 10`` edges): each bound keeps the model at most a few hundred
+    MB and 250,000 nodes, built in seconds; past it a size ran out of memory, or for hours.
     """
 
     name: str
     build: Callable[[int, int, str], onnx.ModelProto]
     summary: str
     size: str
+    most: int
+    most_by_graph: Mapping[str, int] = field(default_factory=dict)
+
+    def largest(self, graph: str) -> int:
+        """The largest ``--size`` taken with ``--graph graph``."""
+        return self.most_by_graph.get(graph, self.most)
 
 
 GENERATORS: dict[str, GeneratorInfo] = {
@@ -378,13 +387,13 @@ GENERATORS: dict[str, GeneratorInfo] = {
     for g in (
         GeneratorInfo("randwire", lambda size, seed, graph: randwire(size, graph, seed),
                       "a RandWire stage: a random graph (--graph ws|er|ba) of Sum, Relu, Conv nodes",
-                      "random-graph nodes"),
+                      "graph nodes", 20_000, {"er": 3_000}),
         GeneratorInfo("nasnet", lambda size, seed, graph: nasnet(size, seed),
-                      "stacked NASNet/DARTS-like cells with a random genotype per cell", "cells"),
+                      "stacked NASNet/DARTS-like cells with a random genotype per cell", "cells", 10_000),
         GeneratorInfo("transformer", lambda size, seed, graph: transformer(size, seed),
-                      "a deep stack of pre-norm transformer blocks (attention and MLP)", "layers"),
+                      "a deep stack of pre-norm transformer blocks (attention and MLP)", "layers", 10_000),
         GeneratorInfo("attention", lambda size, seed, graph: attention_encoder(size, seed),
-                      "an audio-encoder layer (384 channels, 6 heads; 1500 tokens: 51.5 MiB of "
-                      "attention scores)", "tokens"),
+                      "an audio-encoder layer (384 channels, 6 heads; 1500 tokens: 51.5 MiB of scores)",
+                      "tokens", 100_000),
     )
 }

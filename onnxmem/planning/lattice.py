@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from onnxmem.core import dimexpr
 from onnxmem.core.errors import ShapeError, show_name
 from onnxmem.core.symbolic import Poly, box_corners, lower_bound, parse_poly
+from onnxmem.model import check_tensor_inputs
 from onnxmem.plans.range import quotient_name
 from onnxmem.shapes import ShapeInfo, infer_shapes, infer_symbolic_shapes, top_level_values
 
@@ -246,6 +247,7 @@ def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]]
     the tensors whose sizes are no polynomials on any lattice, and the sizes where the model
     does not hold.
     """
+    check_tensor_inputs(model)  # a sequence or map input has no symbolic size either
     ranged: dict[str, str] = {}
     coarse = {k: MAX_STEP for k in box}
 

@@ -38,6 +38,7 @@ from onnxmem.graph import (
 from onnxmem.model import (
     NodeFields,
     caller_state,
+    check_tensor_inputs,
     file_sha256,
     graph_inputs,
     load_model,
@@ -228,6 +229,7 @@ def _plan_loaded(
     opts = options or PlanOptions()
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
+    check_tensor_inputs(model)  # no flag sizes a sequence or map input, nor does a measuring run
     say("inferring shapes")
     if opts.caller is None:  # the roles of the graph inputs, found once for the checkpoint and the view
         opts = replace(opts, caller=caller_state(model))

@@ -240,14 +240,16 @@ def train_encoder(layers: int = 2, seed: int = 0, *, seq: int = 128, dim: int = 
     return t.model("x", (seq, dim), h)
 
 
-#: name -> (builder of ``size`` and ``seed``, summary, what ``--size`` counts)
-TRAINING: dict[str, tuple[Callable[[int, int], onnx.ModelProto], str, str]] = {
+#: name -> (builder of ``size`` and ``seed``, summary, what ``--size`` counts, the largest ``--size``
+#: ``onnxmem generate`` takes: 1,000 gives up to 263 MB of weights (train-mlp) or 1,000 blocks)
+TRAINING: dict[str, tuple[Callable[[int, int], onnx.ModelProto], str, str, int]] = {
     "train-mlp": (lambda size, seed: train_mlp(size, seed),
-                  "a training step (forward + backward, plain ops) of a ReLU MLP", "layers"),
+                  "a training step (forward + backward, plain ops) of a ReLU MLP", "layers", 1_000),
     "train-resnet": (lambda size, seed: train_resnet(size, seed),
-                     "a training step of ResNet-50-style bottleneck blocks", "blocks"),
+                     "a training step of ResNet-50-style bottleneck blocks", "blocks", 1_000),
     "train-mobilenet": (lambda size, seed: train_mobilenet(size, seed),
-                        "a training step of MobileNetV2-style inverted residuals", "blocks"),
+                        "a training step of MobileNetV2-style inverted residuals", "blocks", 1_000),
     "train-encoder": (lambda size, seed: train_encoder(size, seed),
-                      "a training step of BERT-style encoder blocks (single-head attention, ReLU MLP)", "layers"),
+                      "a training step of BERT-style encoder blocks (single-head attention, ReLU MLP)", "layers",
+                      1_000),
 }

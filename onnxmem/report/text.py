@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from onnxmem.analysis.lifetimes import group_span, live_profile
-from onnxmem.core.errors import OnnxmemError, one_line, show_name
+from onnxmem.core.errors import OnnxmemError, cut_words, one_line, show_name
 from onnxmem.core.fileio import check_output_path, write_text_atomic
 from onnxmem.core.sizes import format_bytes
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
@@ -49,6 +49,10 @@ PLOT_FORMATS = (".png", ".svg", ".html")
 
 #: inputs and tensors without a producing op
 NO_OP = "(input)"
+
+#: the most characters of an op type in a PNG/SVG legend (SkipSimplifiedLayerNormalization is 32): a
+#: longer one is cut, so the legend leaves the panels room at every size ``plot --size`` takes
+LEGEND_LABEL = 32
 
 _PALETTE = (
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -337,7 +341,7 @@ def _draw_matplotlib(
         f"{len(plan.order)} steps", fontsize=10,
     )
     shown = [op for op, c in colors.items() if c != _OTHER][:14]
-    handles = [Patch(color=colors[op], label=one_line(op)) for op in shown]
+    handles = [Patch(color=colors[op], label=cut_words(one_line(op), LEGEND_LABEL)) for op in shown]
     if any(c == _OTHER for c in colors.values()):
         handles.append(Patch(color=_OTHER, label="other ops"))
     layout.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
