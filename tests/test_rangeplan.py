@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 from dataclasses import replace
@@ -553,3 +554,40 @@ def test_a_range_plan_naming_an_unknown_dim_or_buffer_is_refused_on_read(tmp_pat
         assert ("a dim the plan does not range" in res.output if edit != "group"
                 else "names no buffer" in res.output), res.output
         assert not out.exists()
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+def test_c_header_dim_parameters_never_hold_a_double_underscore(tmp_path):
+    """Dims named ``_b`` and ``s__t`` (names a model may declare): their C parameters hold no ``__``,
+    which C++ reserves, stay distinct from a dim named ``b``, and the header computes what the
+    plan instantiates, compiled as C99 and as C++."""
+    model = attention_model()
+    for v in (*model.graph.input, *model.graph.output):
+        dims = v.type.tensor_type.shape.dim
+        dims[0].dim_param, dims[1].dim_param = "_b", "s__t"
+    path = _save(model, tmp_path)
+    rp = plan_range(model, path, {"_b": (1, 3), "s__t": (1, 40)}, PlanOptions())
+    rj = tmp_path / "r.json"
+    write_range_plan(rp, rj)
+    header = tmp_path / "plan.h"
+    res = CliRunner().invoke(main, ["export", str(rj), "--format", "c", "-o", str(header)])
+    assert res.exit_code == 0, res.output
+    text = header.read_text()
+    assert "long long d_b, long long d_s_t" in text, text[:600]
+    idents = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    assert not [i for i in idents if "__" in i or re.match(r"_[A-Z]", i)]
+    points = [(1, 1), (3, 40), (2, 17)]
+    calls = [f'printf("%lld\\n", onnxmem_arena_size({b}, {s}));' for b, s in points]
+    src = tmp_path / "main.c"
+    src.write_text('#include <stdio.h>\n#include "plan.h"\nint main(void) {\n' + "\n".join(calls) + "\nreturn 0;\n}\n")
+    want = [str(instantiate(rp, {"_b": b, "s__t": s}).arena_size) for b, s in points]
+    for compiler, std in ((CC, "-std=c99"), (shutil.which("c++") or shutil.which("g++"), "-std=c++11")):
+        if compiler is None:
+            continue
+        exe = tmp_path / f"main-{std}"
+        lang = ["-x", "c++"] if "c++" in std else []
+        cc = subprocess.run([compiler, *lang, std, "-Wall", "-Wextra", "-pedantic", "-Werror", "-o", str(exe), str(src)],
+                            capture_output=True, text=True)
+        assert cc.returncode == 0, cc.stderr
+        got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+        assert got == want

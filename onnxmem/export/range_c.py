@@ -15,7 +15,9 @@ version; ``ONNXMEM_RANGE_PLAN_H`` as its guard; ``ONNXMEM_ALIGNMENT``,
 (the piece holding a point, -1 outside the box); ``onnxmem_arena_size(dims)``;
 and per tensor ``onnxmem_offset_<id>(dims)`` and ``onnxmem_size_<id>(dims)``,
 all ``static inline`` C99 functions of ``long long`` dims (each named ``d_`` +
-the dim name) returning the values :func:`onnxmem.plans.range.instantiate`
+the dim name; a name that would hold ``__`` there, which C++ reserves, such as ``_x`` or
+``a__b``, has its runs of ``_`` made one, ends stripped, and a ``_2``, ``_3``, ... suffix where
+another dim took that name: :func:`dim_variables`) returning the values :func:`onnxmem.plans.range.instantiate`
 gives: offsets rounded up to the alignment, the arena the end of the highest
 buffer. A plan over a lattice (``H = 32*H_q + residue`` per piece) computes each
 quotient first, ``d_H_q = d_H / 32`` (the same for every residue), and a piece
@@ -35,29 +37,53 @@ edited by hand (a box widened past what was planned) may not.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from onnxmem.core.errors import PlanError, show_name
 from onnxmem.core.symbolic import Box, MaxPoly, Poly, monomial_value
-from onnxmem.export.c_header import _SHA256, c_identifiers, c_prefix, ident_limit
+from onnxmem.export.c_header import _SHA256, _UNDERSCORES, c_identifiers, c_prefix, ident_limit
 from onnxmem.plans.point import MAX_VALUE
 from onnxmem.plans.range import RangePiece, RangePlan, quotient_name
 
-__all__ = ["range_c_header"]
+__all__ = ["dim_variables", "range_c_header"]
 
 
-def _c_poly(p: Poly) -> str:
+def dim_variables(names: Sequence[str]) -> dict[str, str]:
+    """The C variable of each dim (and lattice quotient) name: ``d_`` + the name, unique, never
+    holding ``__`` (a dim name is ``[A-Za-z_][A-Za-z0-9_]*``, the schema's rule).
+
+    >>> dim_variables(["batch", "_batch", "a__b", "s_q"])
+    {'batch': 'd_batch', '_batch': 'd_batch_2', 'a__b': 'd_a_b', 's_q': 'd_s_q'}
+    """
+    out: dict[str, str] = {}
+    taken = {f"d_{n}" for n in names if "__" not in f"d_{n}"}  # the names kept as they are come first
+    for n in names:
+        var = f"d_{n}"
+        if "__" in var:
+            base = "d_" + (_UNDERSCORES.sub("_", n).strip("_") or "dim")
+            var, k = base, 1
+            while var in taken:
+                k += 1
+                var = f"{base}_{k}"
+            taken.add(var)
+        out[n] = var
+    return out
+
+
+def _c_poly(p: Poly, var: Mapping[str, str]) -> str:
     if not p.terms:
         return "0LL"
     parts = []
     for mono, c in p.terms:
-        factors = [f"{c}LL"] + [f"d_{name}" for name, e in mono for _ in range(e)]
+        factors = [f"{c}LL"] + [var[name] for name, e in mono for _ in range(e)]
         parts.append("(" + " * ".join(factors) + ")")
     return "(" + " + ".join(parts) + ")"
 
 
-def _c_max(e: MaxPoly, low: str) -> str:
-    out = _c_poly(e.terms[0])
+def _c_max(e: MaxPoly, low: str, var: Mapping[str, str]) -> str:
+    out = _c_poly(e.terms[0], var)
     for t in e.terms[1:]:
-        out = f"{low}_max_({out}, {_c_poly(t)})"
+        out = f"{low}_max_({out}, {_c_poly(t, var)})"
     return out
 
 
@@ -82,7 +108,7 @@ def _check_64_bit(piece: RangePiece, where: str) -> None:
                             "most onnxmem plans (the header computes in long long); re-plan the model")
 
 
-def _arena_cases(plan: RangePlan, low: str) -> list[str]:
+def _arena_cases(plan: RangePlan, low: str, var: Mapping[str, str]) -> list[str]:
     """The ``case`` of each piece in ``<low>_arena_size``: the end of its highest buffer, each buffer's
     offset and fit rounded up to the alignment."""
     lines = []
@@ -92,10 +118,10 @@ def _arena_cases(plan: RangePlan, low: str) -> list[str]:
         for t in p.tensors:
             size.setdefault(t.group, []).append(t.group_offset + t.size)
         for g in sorted(size):
-            fit = _c_poly(size[g][0])
+            fit = _c_poly(size[g][0], var)
             for other in size[g][1:]:
-                fit = f"{low}_max_({fit}, {_c_poly(other)})"
-            lines.append(f"        end = {low}_max_(end, {low}_align_({_c_max(p.offsets[g], low)}) "
+                fit = f"{low}_max_({fit}, {_c_poly(other, var)})"
+            lines.append(f"        end = {low}_max_(end, {low}_align_({_c_max(p.offsets[g], low, var)}) "
                          f"+ {low}_align_({fit}));")
         lines.append("        return end;")
     return lines
@@ -111,8 +137,9 @@ def range_c_header(plan: RangePlan, prefix: str | None = None) -> bytes:
     sha = str(plan.model.get("sha256", ""))
     sha = sha if _SHA256.fullmatch(sha) else "unknown"
     names = sorted(plan.box)
-    params = ", ".join(f"long long d_{n}" for n in names) or "void"
-    args = ", ".join(f"d_{n}" for n in names)
+    var = dim_variables([*names, *(quotient_name(k) for k in sorted(plan.lattice))])
+    params = ", ".join(f"long long {var[n]}" for n in names) or "void"
+    args = ", ".join(var[n] for n in names)
     tensors = plan.pieces[0].tensors
     ids = c_identifiers([t.name for t in tensors], ident_limit(prefix))
     lines = [
@@ -135,12 +162,12 @@ def range_c_header(plan: RangePlan, prefix: str | None = None) -> bytes:
         "",
         f"static inline int {low}_piece({params}) {{",
     ]
-    quotients = [f"    const long long d_{quotient_name(k)} = d_{k} / {int(st)}LL; (void)d_{quotient_name(k)};"
+    quotients = [f"    const long long {var[quotient_name(k)]} = {var[k]} / {int(st)}LL; (void){var[quotient_name(k)]};"
                  for k, st in sorted(plan.lattice.items())]
     lines += quotients
     for i, piece in enumerate(plan.pieces):
-        conds = [f"d_{k} % {int(st)}LL == {int(r)}LL" for k, (st, r) in sorted(piece.lattice.items())]
-        conds += [f"d_{k} >= {lo}LL && d_{k} <= {hi}LL" for k, (lo, hi) in sorted(piece.box.items())]
+        conds = [f"{var[k]} % {int(st)}LL == {int(r)}LL" for k, (st, r) in sorted(piece.lattice.items())]
+        conds += [f"{var[k]} >= {lo}LL && {var[k]} <= {hi}LL" for k, (lo, hi) in sorted(piece.box.items())]
         lines.append(f"    if ({' && '.join(conds) or '1'}) return {i};")
     lines += ["    return -1;", "}", ""]
 
@@ -153,15 +180,15 @@ def range_c_header(plan: RangePlan, prefix: str | None = None) -> bytes:
         lines.extend(["    default: return -1;", "    }", "}", ""])
 
     lines += [f"static inline long long {low}_arena_size({params}) {{", *quotients, "    long long end = 0;",
-              f"    switch ({low}_piece({args})) {{", *_arena_cases(plan, low),
+              f"    switch ({low}_piece({args})) {{", *_arena_cases(plan, low, var),
               "    default: return -1;", "    }", "}", ""]
     by_name = [{t.name: t for t in p.tensors} for p in plan.pieces]
     for t, ident in zip(tensors, ids):
         found = [(p, named.get(t.name)) for p, named in zip(plan.pieces, by_name)]
         dispatch(f"{low}_offset_{ident}",
-                 [f"{low}_align_({_c_max(p.offsets[pt.group], low)}) + {_c_poly(pt.group_offset)}" if pt is not None
-                  else "-1LL"
+                 [f"{low}_align_({_c_max(p.offsets[pt.group], low, var)}) + {_c_poly(pt.group_offset, var)}"
+                  if pt is not None else "-1LL"
                   for p, pt in found])
-        dispatch(f"{low}_size_{ident}", [_c_poly(pt.size) if pt is not None else "-1LL" for _, pt in found])
+        dispatch(f"{low}_size_{ident}", [_c_poly(pt.size, var) if pt is not None else "-1LL" for _, pt in found])
     lines += [f"#endif /* {up}_RANGE_PLAN_H */", ""]
     return "\n".join(lines).encode("ascii")
