@@ -230,3 +230,17 @@ def test_a_loop_with_neither_trip_count_nor_condition_is_refused_before_it_runs(
     onnx.save(_loop_model(trip_count=True), path)
     r = run(command, path, "--time-limit", "30")
     assert r.exit_code == 0, r.output
+
+
+def test_a_loop_that_never_ends_is_refused_before_the_run_that_measures_shapes(tmp_path):
+    """``--measure-shapes`` runs the model once: a Loop with neither M nor cond is named before that
+    run starts, where the run went on until --time-limit stopped it."""
+    path = tmp_path / "forever.onnx"
+    onnx.save(_loop_model(trip_count=False), path)
+    r = run("plan", path, "--measure-shapes", "--time-limit", "3", "-o", tmp_path / "p.json")
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    assert "Loop 'forever\\nloop' has neither a trip count (input M) nor a condition (input cond)" in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["forever.onnx"]
+    onnx.save(_loop_model(trip_count=True), path)
+    r = run("plan", path, "--measure-shapes", "-o", tmp_path / "p.json")
+    assert r.exit_code == 0, r.output

@@ -139,12 +139,12 @@ def _profile(model: str, built: Optimized, the_plan: MemoryPlan, view: GraphView
     ORT_ENABLE_BASIC and ORT_ENABLE_ALL; for a plan of onnxruntime's graph at a level, MODEL as
     written run at that level (the graph onnxruntime builds and runs); and onnxruntime's default
     session (memory patterns on, run 2) on the same model."""
-    from onnxmem.model import load_model
+    from onnxmem.model import check_loops_end, load_model
     from onnxmem.runtime.peak import ort_default_peak, ort_peak  # onnx
-    from onnxmem.runtime.trips import check_loops_end, check_trips
+    from onnxmem.runtime.trips import check_trips
     from onnxmem.verify.run import view_for_plan
 
-    check_loops_end(view)  # a Loop that never ends: no run, rather than one stopped at --time-limit
+    check_loops_end(view.ops)  # a Loop that never ends: no run, rather than one stopped at --time-limit
     level = built.record.level
     if the_plan.extra.get("loop_trips"):  # a Loop whose values grow: no run past the bound the plan holds
         check_trips(built.model, view, the_plan.extra, model_path=built.path, seed=seed, inputs=inputs)

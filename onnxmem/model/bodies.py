@@ -7,10 +7,11 @@ lists them, and :func:`body_captures` names the outer values they read.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import onnx
 
+from onnxmem.core.errors import ModelError, show_name
 from onnxmem.model.functions import function_label, node_subgraphs
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "BodyKey",
     "body_captures",
     "captured_names",
+    "check_loops_end",
     "initializers",
     "iter_bodies",
     "iter_graphs",
@@ -60,6 +62,21 @@ def model_graphs(model: onnx.ModelProto) -> Iterable[tuple[str, onnx.GraphProto 
         for node in f.node:
             for sub in node_subgraphs(node):
                 yield from ((where, g) for g in iter_graphs(sub))
+
+
+def check_loops_end(nodes: Iterable[Any]) -> None:
+    """Raise ``ModelError`` for the first Loop of ``nodes`` (a main graph's nodes, or a
+    graph view's ops) with neither a trip count (input ``M``) nor a condition (input ``cond``): by
+    the ONNX spec it runs forever, so no run of the model ends. ``verify``, ``compare`` and the run
+    of ``--measure-shapes`` refuse such a model before they run it, where the run went on until
+    ``--time-limit``. A Loop in a body is left to the time limit: its If branch may never be taken,
+    its owner may run no iteration."""
+    for node in nodes:
+        given = node.inputs if hasattr(node, "inputs") else node.input
+        if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and not any(list(given)[:2]):
+            raise ModelError(f"Loop {show_name(node.name)} has neither a trip count (input M) nor a condition "
+                             "(input cond), so it never ends and no run of the model can finish; give it a trip "
+                             "count (verify --static-only proves the plan without a run)")
 
 
 def initializers(graph: onnx.GraphProto) -> list[onnx.TensorProto]:

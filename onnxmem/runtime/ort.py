@@ -19,6 +19,7 @@ from onnxmem.model import (
     MAX_CAPTURED_ELEMENTS,
     BodyKey,
     body_captures,
+    check_loops_end,
     check_tensor_data,
     copy_without,
     graph_inputs,
@@ -496,6 +497,7 @@ def measure_shapes(
     read from the main graph, for sizing the bodies (both branches of an If)."""
     from onnxmem.runtime.isolation import run_isolated
 
+    check_loops_end(model.graph.node)  # a Loop that never ends: no run, rather than one stopped at --time-limit
     out, captured = run_isolated(_measure, model, model_path=model_path, dims=dims, input_shapes=input_shapes,
                                  seed=seed, inputs=inputs, capture=values is not None)
     if values is not None:
@@ -587,14 +589,12 @@ def infer_measured_shapes(
 ) -> ShapeInfo:
     """:func:`onnxmem.shapes.infer_shapes` with the shapes of one run of the model.
 
-    The model runs once in onnxruntime on seeded random inputs, or the values
-    ``inputs`` gives (its weights are read then); every intermediate's real
-    shape is used, which is the only way to size values whose shapes depend
-    on data.
+    The model runs once in onnxruntime on seeded random inputs, or the values ``inputs`` gives
+    (its weights are read then); every intermediate's real shape is used, which is the only way
+    to size values whose shapes depend on data.
     """
     values: dict[str, np.ndarray] = {}
     measured = measure_shapes(model, model_path=model_path, dims=dims, input_shapes=input_shapes, seed=seed,
                               inputs=inputs, values=values)
-    return infer_shapes(model, dims=dims, input_shapes=input_shapes, measured=measured,
-                        strict_dims=strict_dims, measured_values=values, excluded=excluded,
-                        max_trips=max_trips)
+    return infer_shapes(model, dims=dims, input_shapes=input_shapes, measured=measured, strict_dims=strict_dims,
+                        measured_values=values, excluded=excluded, max_trips=max_trips)

@@ -8,9 +8,8 @@ process, with each bounded Loop of the main graph given one more scan output (it
 iteration number), whose length is the count. Loops nested in bodies are not counted here.
 
 A Loop with neither a trip count nor a condition runs forever (the ONNX spec's ``for (i = 0; ;
-++i)``): :func:`check_loops_end` refuses a run of a main graph that holds one before it starts
-(``verify``, ``compare``). A Loop in a body is left to the run's time limit: its If branch may
-never be taken, its owner may run no iteration.
+++i)``): :func:`onnxmem.model.check_loops_end` refuses a run of a main graph that holds one
+before it starts.
 """
 
 from __future__ import annotations
@@ -21,10 +20,10 @@ from typing import Any
 
 import onnx
 
-from onnxmem.core.errors import ModelError, PlanError, show_name
+from onnxmem.core.errors import PlanError, show_name
 from onnxmem.graph import GraphView, node_names
 
-__all__ = ["check_loops_end", "check_trips", "loop_bounds", "over_bound"]
+__all__ = ["check_trips", "loop_bounds", "over_bound"]
 
 
 def loop_bounds(extra: Mapping[str, Any]) -> dict[str, int]:
@@ -42,16 +41,6 @@ def over_bound(loop: str, bound: int, trips: int | None) -> PlanError:
                      f"inputs: its values grow per iteration and are planned for at most {bound} "
                      "(extra.loop_trips); plan again with --max-trips N for the most iterations runs take, or "
                      "give inputs that stop sooner")
-
-
-def check_loops_end(view: GraphView) -> None:
-    """Raise ``ModelError`` for the first Loop of the main graph with neither a trip count (input
-    ``M``) nor a condition (input ``cond``): it never ends, so no run of the model does."""
-    for op in view.ops:
-        if op.op_type == "Loop" and op.domain in ("", "ai.onnx") and not any(op.inputs[:2]):
-            raise ModelError(f"Loop {show_name(op.name)} has neither a trip count (input M) nor a condition (input "
-                             "cond), so it never ends and no run of the model can finish; give it a trip count "
-                             "(verify --static-only proves the plan without a run)")
 
 
 def check_trips(model: onnx.ModelProto, view: GraphView, extra: Mapping[str, Any], *,

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 from onnxmem.core.errors import PlanError, RuntimeBackendError
 from onnxmem.graph import GraphView
+from onnxmem.model import check_loops_end
 from onnxmem.plans.program import Program
 from onnxmem.proof.plan import Finding
 from onnxmem.proof.program import prove_program
 from onnxmem.runtime.ort import load_with_weights
 from onnxmem.runtime.training import execute_in_one_arena, no_kernel_error
-from onnxmem.runtime.trips import check_loops_end
 from onnxmem.verify.run import VerifyOptions, check_plan_identity, view_for_plan
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def verify_program(program: Program, models: Sequence[tuple[onnx.ModelProto, str
     executions = None
     if options.execute and not static:
         for view in built:
-            check_loops_end(view)
+            check_loops_end(view.ops)
         runs = [(plan, load_with_weights(model, path), view)
                 for (model, path), plan, view in zip(models, program.plans, built)]
         try:

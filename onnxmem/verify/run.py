@@ -22,7 +22,7 @@ import onnx
 from onnxmem.analysis.happens_before import check_concurrency
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, ShapeError, show_name
 from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
-from onnxmem.model import read_nodes, recorded_values, with_values
+from onnxmem.model import check_loops_end, read_nodes, recorded_values, with_values
 from onnxmem.planning.pipeline import check_decided
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import (
@@ -40,7 +40,6 @@ from onnxmem.runtime.inputs import read_inputs
 from onnxmem.runtime.isolation import run_isolated
 from onnxmem.runtime.sessions import cuda_available
 from onnxmem.runtime.training import TrainingRun, is_training_view, no_kernel_error
-from onnxmem.runtime.trips import check_loops_end
 
 __all__ = [
     "DEVICES",
@@ -280,7 +279,7 @@ def verify_plan(
                         "so the plan ran once in its own order (one of the schedules the graph allows), and the "
                         "static proof checked every schedule")
     if opts.execute and not static:
-        check_loops_end(v)  # a Loop that never ends: no run, rather than one stopped at --time-limit
+        check_loops_end(v.ops)  # a Loop that never ends: no run, rather than one stopped at --time-limit
         execution, concurrent = run_isolated(execute, plan, model, v, opts, model_path)
     return VerifyReport(
         model=str(model_path) if model_path is not None else "",
