@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -378,3 +379,17 @@ def test_nothing_fits_by_the_rule_then_the_smallest_is_run(chain: Path) -> None:
     measured = fit_model(model, chain, memory, box)
     assert 1000 in measured.measured and measured.answer.value is not None and measured.answer.value >= 1000
     assert measured.answer.at.total <= memory
+
+
+def test_the_plot_of_a_range_from_zero_draws_without_a_warning(chain: Path, tmp_path: Path) -> None:
+    """A range from 0 (a KV cache's past length) on a long range: its axis is logarithmic but for
+    the stretch about 0 (symlog), where a log axis had matplotlib warn of a non-positive limit."""
+    import warnings
+
+    png = tmp_path / "fit.png"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = run("fit", str(chain), "--memory", "64MiB", "--dim", "batch=0:1024", "--plot", str(png))
+    assert r.exit_code == 0, r.output
+    assert re.search(r"range        batch=0:1024   1 piece   plan", r.output), r.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
