@@ -178,9 +178,10 @@ def planning_options(fn: F) -> F:
     return fn
 
 
-def optimize_option(default: str | None) -> Callable[[F], F]:
+def optimize_option(default: str | None, provider: str = "--device's provider") -> Callable[[F], F]:
     """``--optimize LEVEL``: plan the graph onnxruntime builds at LEVEL (plan, verify, compare, zoo);
-    ``default``: ``none`` (plan, zoo), or ``None`` (verify, compare: the level the plan records)."""
+    ``default``: ``none`` (plan, zoo), or ``None`` (verify, compare: the level the plan records);
+    ``provider``: the command's words for the provider that builds the graph."""
     given = ("Default: the level the plan records (none when planning now); a plan made at another "
              "level is refused." if default is None else "")
     return click.option(
@@ -188,7 +189,7 @@ def optimize_option(default: str | None) -> Callable[[F], F]:
         show_default=default is not None, metavar="LEVEL",
         help="The graph to plan: none, the model as written (holds on every CPU, provider and onnxruntime "
              "version); basic, extended or all, the graph onnxruntime builds at that graph optimization level "
-             "for --device's provider (all is its default: fused kernels, QLinear kernels from QDQ, NCHWc "
+             f"for {provider} (all is its default: fused kernels, QLinear kernels from QDQ, NCHWc "
              "layout on CPU; that plan is tied to this onnxruntime version, the provider and, at all on CPU, "
              "the machine's vector width). " + given)
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 @click.option("--verify", type=RegistryChoice(names=DEVICES), default=None,
               help="Also run each plan in one arena with onnxruntime and measure its own peak.")
 @planning_options
-@optimize_option("none")
+@optimize_option("none", "the provider of --verify (the CPU's without it)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=str), default="results",
               show_default=True, help="Folder for results.json/.csv/.md (rewritten after every "
               "model), plans/ and filled models/.")
