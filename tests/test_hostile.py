@@ -918,3 +918,18 @@ def test_standard_output_into_a_closed_pipe_ends_quietly(tmp_path, args):
         os.close(write)
     assert (r.returncode, r.stderr) == (1, "")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_onnxruntimes_log_never_reaches_the_terminal_with_a_models_strings(tmp_path: Path) -> None:
+    """An initializer no node reads: onnxruntime's default session (``compare``'s measured one) logs
+    a warning naming it as the file spells it, with colour codes. Every session onnxmem makes logs
+    fatal messages only, so stderr carries neither the name's bytes nor onnxruntime's log."""
+    unused = numpy_helper.from_array(np.ones(4, np.float32), "evil\x1b[31m\nname")
+    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [1, 4])], [vi("y", [1, 4])],
+                       inits=[unused])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    got = run_subprocess(["compare", path], tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert "measured     default session" in got.stdout
+    assert "\x1b" not in got.stderr + got.stdout and "onnxruntime:" not in got.stderr, got.stderr
