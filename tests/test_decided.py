@@ -184,3 +184,23 @@ def test_a_branch_decided_by_a_measured_shape_verifies(tmp_path):
     assert planned.plan.extra["branches_decided"] == {"all_set": {"branch": "then_branch", "inputs": []}}
     report = verify_plan(planned.model, planned.plan, model_path=path, options=VerifyOptions())
     assert report.ok and report.execution is not None, report.first
+
+
+def test_a_decision_inside_a_branch_the_plan_leaves_out_is_not_held_to_the_inputs():
+    """A plan made with --branch If_0=then records, as silero-vad's did, that a nested If of the
+    else_branch is decided by its shapes; no run reaches that If, so verify must not refuse inputs
+    for it ('has a condition not known before the run'). A decision inside a branch another
+    decision leaves out is dropped the same way; one inside the branch runs take is kept."""
+    from onnxmem.graph.conditions import read_assumed
+
+    extra = {
+        "branches": {"If_0": "then_branch"},
+        "branches_decided": {
+            "If_0/else_branch/If_1": {"branch": "then_branch", "inputs": []},
+            "If_0/then_branch/If_2": {"branch": "else_branch", "inputs": []},
+            "If_0/then_branch/If_2/then_branch/If_3": {"branch": "then_branch", "inputs": []},
+            "If_0/then_branch/If_2/else_branch/If_4": {"branch": "then_branch", "inputs": []},
+        },
+    }
+    decided, _ = read_assumed(extra)
+    assert sorted(decided) == ["If_0/then_branch/If_2", "If_0/then_branch/If_2/else_branch/If_4"]

@@ -37,7 +37,7 @@ from typing import Mapping
 import numpy as np
 import onnx
 
-from onnxmem.graph.paths import child_path, node_names, outer_scope_reads
+from onnxmem.graph.paths import BRANCH_NAMES, child_path, node_names, outer_scope_reads
 from onnxmem.model import subgraph_attributes
 from onnxmem.shapes import evaluate_values
 
@@ -59,6 +59,13 @@ class Decision:
 
     branch: str
     inputs: tuple[str, ...] = ()
+
+
+def _in_other_branch(path: str, taken: Mapping[str, str]) -> bool:
+    """Whether the If at ``path`` lies inside a branch other than the one ``taken`` says its owner
+    takes (a path alternates node and branch: ``If_0/else_branch/If_1``)."""
+    parts = path.split("/")
+    return any(taken.get("/".join(parts[:i]), parts[i]) != parts[i] for i in range(1, len(parts) - 1, 2))
 
 
 def _usable(value: np.ndarray) -> bool:
@@ -169,7 +176,9 @@ def assumed_record(decisions: Mapping[str, Decision], given: Mapping[str, np.nda
 
 def read_assumed(extra: Mapping[str, object]) -> tuple[dict[str, Decision], dict[str, np.ndarray]]:
     """The decisions and assumed input values a plan's ``extra`` records (:func:`assumed_record`);
-    entries of the wrong form are skipped (the plan's schema checks them)."""
+    entries of the wrong form are skipped (the plan's schema checks them), and so is a decision of
+    an If inside a branch the plan leaves out (``--branch``, or a decision of an If around it):
+    no run reaches that If."""
     decided: dict[str, Decision] = {}
     raw = extra.get("branches_decided")
     for path, d in (raw.items() if isinstance(raw, dict) else ()):
@@ -177,6 +186,11 @@ def read_assumed(extra: Mapping[str, object]) -> tuple[dict[str, Decision], dict
             inputs = d.get("inputs")
             names = tuple(str(x) for x in inputs) if isinstance(inputs, list) else ()
             decided[str(path)] = Decision(str(d["branch"]), names)
+    given = extra.get("branches")
+    taken = {**{k: d.branch for k, d in decided.items()},
+             **({str(k): BRANCH_NAMES[str(v)] for k, v in given.items() if str(v) in BRANCH_NAMES}
+                if isinstance(given, dict) else {})}
+    decided = {k: d for k, d in decided.items() if not _in_other_branch(k, taken)}
     values: dict[str, np.ndarray] = {}
     raw = extra.get("assumed_inputs")
     for name, rec in (raw.items() if isinstance(raw, dict) else ()):
