@@ -190,3 +190,21 @@ def test_compare_proves_a_plan_of_onnxruntimes_graph_read_from_a_file(tmp_path):
     assert r.exit_code == 3, r.output  # PlanInvalid's, as verify's
     assert "the plan is wrong" in r.stderr and "share bytes" in r.stderr and "is not compared" in r.stderr
     assert r.stderr.count("\n") == 1 and "onnxmem arena" not in r.output
+
+
+def test_the_measured_default_session_runs_on_the_given_inputs(tmp_path):
+    """A Reshape to a shape a graph input holds: drawn at random, the target is no shape of the
+    data and onnxruntime fails. The measured default session (a fresh process) runs on --inputs as
+    the other onnxruntime runs of compare do, where it drew every input ('could not run')."""
+    from onnx import TensorProto
+
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    model = make_model(nodes, [vi("x", [2, 3]), vi("s", [2], TensorProto.INT64)], [vi("y", [3, 2])])
+    path, given = tmp_path / "m.onnx", tmp_path / "in.npz"
+    onnx.save(model, path)
+    np.savez(given, s=np.array([3, 2], np.int64))
+    r = CliRunner().invoke(main, ["compare", str(path), "--inputs", str(given), "--measure-shapes"])
+    assert r.exit_code == 0, r.output
+    measured = next(line for line in r.output.splitlines() if line.startswith("measured"))
+    assert measured.startswith("measured     default session (ORT_ENABLE_ALL, memory patterns on, 2 runs): "), measured

@@ -103,7 +103,7 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     conc = str(the_plan.extra.get("concurrency", "sequential"))
     click.echo(f"onnxmem arena          {fmt_bytes(arena)}   {_ratio(arena, the_plan.lower_bound)} the bound"
                f"   [--concurrency {conc}]")
-    for line in (*deployment_lines(the_plan, view, device), *measured_session_lines(model, view, device)):
+    for line in (*deployment_lines(the_plan, view, device), *measured_session_lines(model, view, device, inputs, seed)):
         click.echo(one_line(line))
     if execution_mode == "parallel" and conc != "dag":
         click.echo("warning: the plan holds for its own order only (--concurrency sequential); onnxruntime's parallel "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 import click
 
@@ -10,6 +10,8 @@ from onnxmem.core.errors import OnnxmemError, one_line, show_name
 from onnxmem.core.sizes import format_bytes
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from onnxmem.graph import GraphView
     from onnxmem.plans import Program
     from onnxmem.plans.point import MemoryPlan
@@ -143,10 +145,12 @@ def deployment_lines(plan: MemoryPlan, view: GraphView, device: str | None = "cp
     ]
 
 
-def measured_session_lines(model: str, view: GraphView, device: str = "cpu") -> list[str]:
+def measured_session_lines(model: str, view: GraphView, device: str = "cpu",
+                           inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> list[str]:
     """A real default onnxruntime session of ``model`` (``SessionOptions()`` as it is) at the plan's
     input shapes, in a fresh process: its resident growth over 2 runs plus its inputs, and the
-    process's peak; one line saying why where it cannot run."""
+    process's peak; one line saying why where it cannot run. ``inputs``: the values of some graph
+    inputs (``--inputs``, and those the plan assumed), fed as they are; the others drawn with ``seed``."""
     from onnxmem.core.errors import OnnxmemError
     from onnxmem.runtime import session_peak
 
@@ -156,7 +160,7 @@ def measured_session_lines(model: str, view: GraphView, device: str = "cpu") -> 
     fed = [*view.inputs, *(n for n in view.outside if n in view.tensors)]
     shapes = {n: view.tensors[n].shape for n in fed}  # an input passed through as an output too
     try:
-        got = session_peak(model, shapes, level="ORT_ENABLE_ALL")
+        got = session_peak(model, shapes, level="ORT_ENABLE_ALL", inputs=inputs, seed=seed)
     except OnnxmemError as exc:
         return [f"measured     the default session could not run: {one_line(str(exc))}"]
     return [f"measured     default session (ORT_ENABLE_ALL, memory patterns on, 2 runs): "

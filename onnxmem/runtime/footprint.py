@@ -32,12 +32,15 @@ import os
 import platform
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, show_name
 from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
 from onnxmem.core.sizes import MAX_SIZE
 from onnxmem.runtime.isolation import end_child, end_run, run_isolated, run_limits, start_run
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["FixedCost", "SessionPeak", "TrainingStepPeak", "allocation_tracer", "cache_text", "fixed_cost", "measuring_options",
            "session_peak", "training_step_peak"]
@@ -234,15 +237,17 @@ def _traced(tracer: tuple[Any, Any] | None) -> tuple[int, int]:
     return int(out[0]), int(out[1])
 
 
-def _feeds(path: str, shapes: Mapping[str, tuple[int, ...]], training: bool) -> dict[str, Any]:
-    """Seeded inputs of the model at ``path``: random ones of ``shapes``, or a training step's
-    (:func:`onnxmem.runtime.training.training_feeds`: labels in range, buffers reset)."""
+def _feeds(path: str, shapes: Mapping[str, tuple[int, ...]], training: bool,
+           given: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> dict[str, Any]:
+    """Seeded inputs of the model at ``path``: random ones of ``shapes`` (``given``: the values of
+    some, as they are), or a training step's (:func:`onnxmem.runtime.training.training_feeds`:
+    labels in range, buffers reset)."""
     from onnxmem.model import load_model
     from onnxmem.runtime.ort import random_inputs
 
     model = load_model(path)
     if not training:
-        return random_inputs(model, shapes)
+        return random_inputs(model, shapes, seed, given)
     from onnxmem.graph import build_view
     from onnxmem.runtime.training import training_feeds
     from onnxmem.shapes import infer_shapes
@@ -304,12 +309,13 @@ def _check_settings(arena_extend: str | None, order: str | None) -> None:
 def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: str, runs: int,
                      mem_pattern: bool, arena: bool, prepack: bool = True,
                      arena_extend: str | None = None, training: bool = False, order: str = "default",
-                     mem_reuse: bool = True) -> SessionPeak:
+                     mem_reuse: bool = True, given: Mapping[str, np.ndarray] | None = None,
+                     seed: int = 0) -> SessionPeak:
     import onnxruntime as ort
 
     from onnxmem.runtime.ort import first_line, run_bounded
 
-    feeds = _feeds(path, shapes, training) if runs else {}
+    feeds = _feeds(path, shapes, training, given, seed) if runs else {}
     options = measuring_options(level=level, mem_pattern=mem_pattern, arena=arena, mem_reuse=mem_reuse,
                                 prepack=prepack, arena_extend=arena_extend, order=order)
     start_run(f"a session of {show_name(path)} to measure its peak")
@@ -339,7 +345,8 @@ def _measure_session(path: str, shapes: Mapping[str, tuple[int, ...]], level: st
 def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]], *,
                  level: str = "ORT_DISABLE_ALL", runs: int = 2, mem_pattern: bool = True,
                  arena: bool = True, prepack: bool = True, arena_extend: str | None = None,
-                 training: bool = False, order: str = "default", mem_reuse: bool = True) -> SessionPeak:
+                 training: bool = False, order: str = "default", mem_reuse: bool = True,
+                 inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> SessionPeak:
     """The resident growth of a CPU session of the model at ``path`` with seeded random inputs of
     ``shapes``, from before it is created to its peak over ``runs`` runs, in a fresh child.
 
@@ -354,12 +361,13 @@ def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, .
     ``SessionOptions.enable_mem_reuse`` (on by default in onnxruntime): its allocation planner
     hands a dead value's buffer to a later output of the same shape, and the buffer stays held
     from the first value's death to that output's write (docs/remat.md, what onnxruntime
-    allocates beyond the plan)."""
+    allocates beyond the plan). ``inputs``: the values of some graph inputs, fed as they are (the
+    others drawn with ``seed``)."""
     _check_settings(arena_extend, order)
     end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
         return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
-                            arena, prepack, arena_extend, training, order, mem_reuse)
+                            arena, prepack, arena_extend, training, order, mem_reuse, dict(inputs or {}), seed)
 
 
 @dataclass(frozen=True, slots=True)
