@@ -144,7 +144,7 @@ def _profile(model: str, built: Optimized, the_plan: MemoryPlan, view: GraphView
     from onnxmem.runtime.trips import check_trips
     from onnxmem.verify.run import view_for_plan
 
-    check_loops_end(view.ops)  # a Loop that never ends: no run, rather than one stopped at --time-limit
+    check_loops_end(built.model.graph)  # a Loop that never ends: no run, rather than one stopped at --time-limit
     level = built.record.level
     if the_plan.extra.get("loop_trips"):  # a Loop whose values grow: no run past the bound the plan holds
         check_trips(built.model, view, the_plan.extra, model_path=built.path, seed=seed, inputs=inputs)

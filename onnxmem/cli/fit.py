@@ -162,9 +162,11 @@ def fit_lines(report: FitReport, model: str) -> list[str]:
     sizes = report.sizes
     box = "  ".join(f"{k}={lo}:{hi}" for k, (lo, hi) in sorted(sizes.box.items()))
     bound = "   bound " + " ".join(f"{k}={v}" for k, v in sorted(sizes.dims.items())) if sizes.dims else ""
-    n = len(sizes.plan.pieces) if sizes.plan is not None else 0
-    how = (f"{n} piece{'' if n == 1 else 's'}   plan {sizes.plan_seconds:.3f} s" if sizes.plan is not None
-           else f"planned at {len(sizes.known)} values")
+    if sizes.plan is not None:
+        n = len(sizes.plan.pieces)
+        how = f"{n} piece{'s' if n != 1 else ''}   plan {sizes.plan_seconds:.3f} s"
+    else:
+        how = f"planned at {len(sizes.known)} values"
     head = [f"model        {model}", f"range        {box}{bound}   {how}   device {report.device}   "
             f"graph --optimize {report.optimize}", *_runtime_line(report)]
     if report.frontier_dim is None:

@@ -7,7 +7,7 @@ lists them, and :func:`body_captures` names the outer values they read.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
 import onnx
 
@@ -64,16 +64,15 @@ def model_graphs(model: onnx.ModelProto) -> Iterable[tuple[str, onnx.GraphProto 
                 yield from ((where, g) for g in iter_graphs(sub))
 
 
-def check_loops_end(nodes: Iterable[Any]) -> None:
-    """Raise ``ModelError`` for the first Loop of ``nodes`` (a main graph's nodes, or a
-    graph view's ops) with neither a trip count (input ``M``) nor a condition (input ``cond``): by
-    the ONNX spec it runs forever, so no run of the model ends. ``verify``, ``compare`` and the run
+def check_loops_end(graph: onnx.GraphProto) -> None:
+    """Raise ``ModelError`` for the first Loop of ``graph`` (a model's main graph) with neither a
+    trip count (input ``M``) nor a condition (input ``cond``): by the ONNX spec it runs forever, so
+    no run of the model ends. ``verify``, ``compare`` and the run
     of ``--measure-shapes`` refuse such a model before they run it, where the run went on until
     ``--time-limit``. A Loop in a body is left to the time limit: its If branch may never be taken,
     its owner may run no iteration."""
-    for node in nodes:
-        given = node.inputs if hasattr(node, "inputs") else node.input
-        if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and not any(list(given)[:2]):
+    for node in graph.node:
+        if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and not any(node.input[:2]):
             raise ModelError(f"Loop {show_name(node.name)} has neither a trip count (input M) nor a condition "
                              "(input cond), so it never ends and no run of the model can finish; give it a trip "
                              "count (verify --static-only proves the plan without a run)")

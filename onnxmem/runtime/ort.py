@@ -497,7 +497,7 @@ def measure_shapes(
     read from the main graph, for sizing the bodies (both branches of an If)."""
     from onnxmem.runtime.isolation import run_isolated
 
-    check_loops_end(model.graph.node)  # a Loop that never ends: no run, rather than one stopped at --time-limit
+    check_loops_end(model.graph)  # a Loop that never ends: no run, rather than one stopped at --time-limit
     out, captured = run_isolated(_measure, model, model_path=model_path, dims=dims, input_shapes=input_shapes,
                                  seed=seed, inputs=inputs, capture=values is not None)
     if values is not None:

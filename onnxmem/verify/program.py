@@ -61,8 +61,8 @@ def verify_program(program: Program, models: Sequence[tuple[onnx.ModelProto, str
     static = tuple(prove_program(program, built))
     executions = None
     if options.execute and not static:
-        for view in built:
-            check_loops_end(view.ops)
+        for model, _ in models:
+            check_loops_end(model.graph)
         runs = [(plan, load_with_weights(model, path), view)
                 for (model, path), plan, view in zip(models, program.plans, built)]
         try:

@@ -279,7 +279,7 @@ def verify_plan(
                         "so the plan ran once in its own order (one of the schedules the graph allows), and the "
                         "static proof checked every schedule")
     if opts.execute and not static:
-        check_loops_end(v.ops)  # a Loop that never ends: no run, rather than one stopped at --time-limit
+        check_loops_end(model.graph)  # a Loop that never ends: no run, rather than one stopped at --time-limit
         execution, concurrent = run_isolated(execute, plan, model, v, opts, model_path)
     return VerifyReport(
         model=str(model_path) if model_path is not None else "",
