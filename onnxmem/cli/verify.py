@@ -53,6 +53,11 @@ if TYPE_CHECKING:
 @click.option("--atol", type=Finite(min=0), default=1e-5, show_default=True,
               help="Absolute tolerance of the output comparison.")
 @click.option("--static-only", is_flag=True, help="Only the static proof; run nothing.")
+@click.option("--every-node", is_flag=True,
+              help="Run every node in the arena, shape arithmetic too. By default, on the CPU, the values of "
+                   "shape arithmetic (small values computed from shapes and weights alone) are written "
+                   "at their offsets from the reference's run of their nodes, as onnxruntime's own session "
+                   "folds those nodes away; their writes are checked as every node's.")
 @click.option("--original", "original_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="MODEL was rewritten from this model (plan --budget --rewrite-out): also compare MODEL's "
                    "outputs in the arena with this model's own run, bit for bit.")
@@ -65,7 +70,7 @@ if TYPE_CHECKING:
 @optimize_option(None)
 @time_limit_option(lambda kw: not kw.get("static_only") or kw.get("optimize") not in (None, "none"))
 def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_path: str | None, seed: int,
-           rtol: float, atol: float, static_only: bool, trials: int = 10, threads: int = 2,
+           rtol: float, atol: float, static_only: bool, every_node: bool = False, trials: int = 10, threads: int = 2,
            original_path: str | None = None, pipeline: bool = False, optimize: str | None = None,
            **planning: Unpack[PlanningFlags]) -> None:
     """Prove a plan for MODEL: statically, then by running MODEL inside one arena.
@@ -96,6 +101,7 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
         from onnxmem.verify.run import VerifyOptions  # onnx
 
         refuse_for_several(models, {"--original": original_path is not None, "--inputs": inputs_path is not None,
+                                    "--every-node": every_node,
                                     trial_flags: bool(trial_flags),
                                     "--optimize": optimize not in (None, "none"),
                                     "--dim NAME=LO:HI": ranged(planning["dims"]),
@@ -108,10 +114,12 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
     if trial_flags and planning["concurrency"] != "dag":
         raise click.UsageError(f"{trial_flags} set the concurrent trials of --concurrency dag; add --concurrency dag "
                                f"(or leave out {trial_flags})")
+    if every_node and static_only:
+        raise click.UsageError("--static-only runs nothing; leave out --every-node (or --static-only)")
     if trial_flags and static_only:
         raise click.UsageError(f"--static-only runs nothing; leave out {trial_flags} (or --static-only)")
     one = _Verify(models[0], plan_path, device, inputs_path, seed, rtol, atol, static_only, trials, threads,
-                  original_path, optimize, dict(planning))
+                  original_path, optimize, dict(planning), every_node)
     if static_only and optimize in (None, "none"):
         _verify_one(one)  # nothing to run (unless shapes must be measured: that run goes to the child)
     else:  # the whole command in its onnxruntime child, which loads numpy, onnx and onnxruntime anyway
@@ -135,6 +143,7 @@ class _Verify:
     original_path: str | None
     optimize: str | None
     planning: dict[str, Any]
+    every_node: bool = False
 
 
 def _verify_one(a: _Verify) -> None:
@@ -154,7 +163,7 @@ def _verify_one(a: _Verify) -> None:
             proven=proven,
             options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
                                   execute=not a.static_only, concurrency=opts.concurrency, trials=a.trials,
-                                  threads=a.threads),
+                                  threads=a.threads, handed=not a.every_node),
         )
         held = "dag" if the_plan.extra.get("concurrency") == "dag" else opts.concurrency  # rule 9 held too
         _echo_report(report, model, source, built.record.describe(), held, the_plan.extra.get("loop_trips") or {})
@@ -208,7 +217,10 @@ def _echo_execution(ex: Execution) -> None:
                 else f"whole-model onnxruntime run {ex.reference_seconds:.3f} s")
     ref = (f"reference: the whole model once outside the arena, same kernels {ex.reference_seconds:.3f} s" if whole
            else f"again outside the arena {ex.private_seconds:.3f} s; {ordinary}")
-    click.echo(f"executed  {ex.nodes_run} nodes in one {ex.device} arena, sentinel 0xFF ({ex.seconds:.3f} s); {ref}")
+    handed = (f", {ex.nodes_handed} of shape arithmetic written there from the reference's run of them"
+              if ex.nodes_handed else "")
+    click.echo(f"executed  {ex.nodes_run} nodes in one {ex.device} arena{handed}, sentinel 0xFF ({ex.seconds:.3f} s); "
+               f"{ref}")
     for c in ex.outputs:
         same = "identical" if c.identical else f"max |diff| {c.max_abs_diff:.3g} (tolerance {c.tolerance:.3g})"
         info = ("" if whole or c.whole_model_diff is None

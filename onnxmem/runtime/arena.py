@@ -33,6 +33,14 @@ Before the first node (:meth:`ArenaRun.__init__`):
   step, so the findings and notes are those of the run below (so too where a
   node fails to run in the reference: its piece is cut into pieces of one node, and
   the run step by step finds what the nodes before it hold before it fails).
+  That run ahead writes the values of shape arithmetic (small values computed from shapes
+  and weights alone: Shape, Gather, Unsqueeze, Cast, ...,
+  :func:`onnxmem.runtime.arena_buffers.handed`) at their offsets from the reference, which
+  hands each over as its piece ends, instead of running their nodes in the arena: the same
+  bytes at the same offsets at the same step, each input checked as it is read (step 1) and
+  each write against every live value (step 6). onnxruntime's own session folds those nodes
+  away; verify's reference still runs each of them with its kernel. A value whose shape or
+  type is not the plan's, or that the reference cannot give, sends the run step by step.
 
 Then each node, in the plan's order, runs as its own onnxruntime session
 (optimizations off, one thread, no spinning):
@@ -94,6 +102,7 @@ import numpy as np
 import onnx
 
 import onnxmem.runtime.ahead as ahead
+import onnxmem.runtime.arena_buffers as buffers
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import PlanError, RuntimeBackendError, show_name
 from onnxmem.graph import GraphView, Op, bound_outputs, child_path
@@ -113,7 +122,7 @@ from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.isolation import TimeLimitExceeded, at_step, end_run, start_run
 from onnxmem.runtime.ort import available_memory, onnx_bytes, ort_value
-from onnxmem.runtime.reference import draws
+from onnxmem.runtime.reference import PieceReference, draws
 from onnxmem.runtime.trips import loop_bounds, over_bound
 
 __all__ = [
@@ -150,12 +159,16 @@ class ArenaRun(ArenaSteps):
         self.load_inputs()
         self.unkept = self.uncopied()
         keep = set(self.view.outputs)
-        beside = ahead.Beside(lambda: pieces.run_all(keep), "onnxmem-reference")
+        if self.opts.handed:
+            self.handed = buffers.handed(self.view, self.order, self.weight_ops, self.slots,
+                                         self.weights, [n.domain for n in self.nodes])
+        hand = frozenset(o for i in self.handed for o in self.view.ops[i].outputs if o)
+        beside = ahead.Beside(lambda: pieces.run_all(keep, hand), "onnxmem-reference")
         start_run("the arena run, and the run of the model as a whole (the reference) beside it")
         t0 = time.perf_counter()
         try:
             beside.start()
-            ran = self.run_ahead()
+            ran = self.run_ahead(pieces)
             seconds = time.perf_counter() - t0
             try:
                 beside.result()
@@ -178,10 +191,11 @@ class ArenaRun(ArenaSteps):
             end_run()
         return self.compare_outputs(time.perf_counter() - t0)
 
-    def run_ahead(self) -> list[Op] | None:
+    def run_ahead(self, pieces: PieceReference) -> list[Op] | None:
         """Steps 1 and 4 to 7 of each node (no reference yet: each output bound at its planned
-        shape), until the last node or the first finding: the nodes run. ``None`` where a node
-        fails to run: the run starts again step by step (:meth:`_start_again`)."""
+        shape; the values of :attr:`handed` nodes written from ``pieces``, run beside), until the
+        last node or the first finding: the nodes run. ``None`` where a node fails to run or a
+        handed value is not the plan's: the run starts again step by step (:meth:`_start_again`)."""
         ran: list[Op] = []
         for k, op_index in enumerate(self.order):
             if op_index in self.weight_ops:
@@ -191,12 +205,16 @@ class ArenaRun(ArenaSteps):
             if not self.check_inputs(op):
                 return ran
             ran.append(op)
-            try:
-                binding = self._bind_and_run(op, self.session(op, self.nodes[op_index]), in_arena=True)
-            except Exception:  # noqa: BLE001 - step by step, after the reference, says what failed
-                return None
-            self.nodes_run += 1
-            self.check_outputs(op, binding)
+            if op_index in self.handed:
+                if not self._write_handed(op, pieces):
+                    return None
+            else:
+                try:
+                    binding = self._bind_and_run(op, self.session(op, self.nodes[op_index]), in_arena=True)
+                except Exception:  # noqa: BLE001 - step by step, after the reference, says what failed
+                    return None
+                self.nodes_run += 1
+                self.check_outputs(op, binding)
             try:
                 self.check_write(k, op)
             except Uncopied:  # a write over a live value whose bytes were not kept: step by step
@@ -205,6 +223,24 @@ class ArenaRun(ArenaSteps):
                 return ran
             self.retire(k, op)
         return ran
+
+    def _write_handed(self, op: Op, pieces: PieceReference) -> bool:
+        """Step 4 of a handed node (:func:`onnxmem.runtime.arena_buffers.handed`): each value the
+        reference gives it written at its offset; ``False`` (nothing written) where one is not
+        given, or has not the planned shape and element type."""
+        got = []
+        for o in op.outputs:
+            if not o:
+                continue
+            s, value = self.slots[o], pieces.handed_value(o)
+            if (value is None or tuple(value.shape) != tuple(s.shape) or value.dtype.kind not in "biuf"
+                    or onnx.helper.np_dtype_to_tensor_dtype(value.dtype) != s.elem_type):
+                return False
+            got.append((s, value))
+        for s, value in got:
+            self.arena.write(s.offset, value)
+        self.nodes_handed += 1
+        return True
 
     def _same_shapes(self, ran: list[Op]) -> bool:
         """Whether the reference computed each output of the nodes run ahead that it gave at its

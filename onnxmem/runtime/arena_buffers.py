@@ -15,7 +15,8 @@ from onnxmem.graph import GraphView
 from onnxmem.proof.plan import Finding
 from onnxmem.runtime.ort import check_memory, foreign_dtype, onnx_array, session_options
 
-__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits", "slot_value", "uncopied"]
+__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits", "handed", "slot_value",
+           "uncopied"]
 
 SENTINEL = 0xFF
 #: base alignment of the host arena (the CUDA allocator gives 256)
@@ -210,6 +211,67 @@ def uncopied(view: GraphView, order: Sequence[int], weight_ops: Container[int],
             if made.get(r, k - 1) != k - 1:
                 later.add(r)
     return frozenset(n for n in made if n in read and n not in later and n in slots and slots[n].home == "arena")
+
+
+#: the most bytes of a value :func:`handed` takes from the reference (shape arithmetic's values)
+HANDED_BYTES = 256
+#: the element types :func:`handed` takes (numpy's own: the reference hands each over as an array)
+_PLAIN = frozenset({onnx.TensorProto.BOOL, onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
+                    onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
+                    onnx.TensorProto.UINT32, onnx.TensorProto.UINT64, onnx.TensorProto.FLOAT,
+                    onnx.TensorProto.DOUBLE})
+#: ops whose output is their input's bytes: one planned on exactly its input's bytes is no overlap
+_SAME_BYTES = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+
+
+def handed(view: GraphView, order: Sequence[int], weight_ops: Container[int], slots: Mapping[str, Slot],
+           given: Container[str], domains: Sequence[str]) -> frozenset[int]:
+    """The nodes of ``order`` (less ``weight_ops``) whose values the run ahead of the reference
+    writes in the arena from the reference's run of them (``ArenaRun.run_ahead``) instead of
+    running them there: shape arithmetic, which onnxruntime's own session folds away. Each is a node of the standard domain
+    (``domains``: each op's, by index) that
+
+    - writes values in the arena of at most :data:`HANDED_BYTES` each, of numpy's own element
+      types (:data:`_PLAIN`), none a graph output;
+    - reads only values of ``given`` (the weights: initializers and folded constants), values of
+      nodes handed before it, and, for Shape and Size, the shape of any value (its first input's
+      bytes are never read): the nodes onnxruntime folds into constants when the shapes are
+      static;
+    - writes no byte of a value it reads, but a value of :data:`_SAME_BYTES` planned on exactly its
+      input's bytes (its kernel writes them unchanged).
+
+    Its inputs are then the bytes the reference's run of it read (each input is checked as it is
+    read, step 1), no kernel's work in place is taken on trust, and onnxruntime's kernel gives the
+    same bits in the arena and out of it; what the write does to the other live values is checked
+    as any node's (step 6)."""
+    nodes: set[int] = set()
+    made: set[str] = set()
+    for i in order:
+        op = view.ops[i]
+        outs = [o for o in op.outputs if o]
+        if i in weight_ops or not outs or domains[i] not in ("", "ai.onnx") or i in view.bodies:
+            continue
+        if any(o not in slots or slots[o].home != "arena" or slots[o].private is not None
+               or slots[o].size > HANDED_BYTES or slots[o].elem_type not in _PLAIN or o in view.outputs
+               for o in outs):
+            continue
+        if not all(r in given or r in made or (k == 0 and op.op_type in ("Shape", "Size"))
+                   for k, r in enumerate(op.reads)):
+            continue
+        if any(_overlap(slots[o], slots.get(r), op.op_type) for o in outs for r in op.reads):
+            continue
+        nodes.add(i)
+        made.update(outs)
+    return frozenset(nodes)
+
+
+def _overlap(out: Slot, read: Slot | None, op_type: str) -> bool:
+    """Whether ``out`` is planned on bytes of ``read`` (see :func:`handed`)."""
+    if read is None or read.private is not None or read.home != out.home or not read.size:
+        return False
+    if op_type in _SAME_BYTES and read.offset == out.offset and read.size == out.size:
+        return False
+    return read.offset < out.offset + out.size and out.offset < read.offset + read.size
 
 
 def slot_value(slot: Slot, data: np.ndarray) -> np.ndarray:

@@ -31,7 +31,10 @@ class ExecutionOptions:
     (:meth:`onnxmem.runtime.arena_steps.ArenaSteps.run_beside`); ``None``: where this process has
     a core to spare (:func:`onnxmem.runtime.ahead.spare_core`).
     ``piece_bytes``: about how many bytes of values each piece of a whole-model reference
-    computes (:class:`onnxmem.runtime.reference.PieceReference`)."""
+    computes (:class:`onnxmem.runtime.reference.PieceReference`). ``handed``: whether a run ahead
+    of a whole-model reference writes the values of shape arithmetic from it rather than running
+    their nodes in the arena (:func:`onnxmem.runtime.arena_buffers.handed`); ``False``: every
+    node runs in the arena."""
 
     device: str = "cpu"
     inputs: Mapping[str, np.ndarray] | None = None
@@ -42,6 +45,7 @@ class ExecutionOptions:
     reference: str = "whole"
     beside: bool | None = None
     piece_bytes: int = PIECE_BYTES
+    handed: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,9 @@ class Execution:
     reference: str = "nodes"
     #: the ops whose nodes ran as standard-op stand-ins (:mod:`onnxmem.runtime.standins`)
     stand_ins: tuple[str, ...] = ()
+    #: nodes of shape arithmetic whose values were written in the arena from the reference's run of
+    #: them, not run there (:func:`onnxmem.runtime.arena_buffers.handed`); ``nodes_run`` leaves them out
+    nodes_handed: int = 0
 
 
 class Uncopied(Exception):

@@ -62,6 +62,8 @@ class ArenaSteps(abc.ABC):
     unkept: frozenset[str] = frozenset()
     #: whether the step-by-step run (:meth:`run`) may keep no copy of the values :meth:`uncopied` finds
     spare_copies = True
+    handed: frozenset[int] = frozenset()  #: nodes whose values the run ahead writes from the reference (ArenaRun.run_ahead)
+    nodes_handed = 0  #: how many it wrote
 
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
                  model_path: str | os.PathLike[str] | None = None) -> None:
@@ -256,7 +258,7 @@ class ArenaSteps(abc.ABC):
         self.unkept = frozenset()  # step by step: every value's bytes kept
         self.live.clear()
         self.history.clear()
-        self.nodes_run = 0
+        self.nodes_run = self.nodes_handed = 0
         self.changed = False
         self.load_inputs()
 
@@ -575,7 +577,7 @@ class ArenaSteps(abc.ABC):
             )
         return Execution(opts.device, tuple(self.findings), tuple(checks), self.nodes_run, seconds, ref_seconds,
                          self.changed, tuple(self.notes), self.private_seconds, "whole" if self.whole else "nodes",
-                         tuple(sorted(self.stood_in)))
+                         tuple(sorted(self.stood_in)), self.nodes_handed)
 
     # -------------------------------------------------------------- values of nodes with bodies
 
@@ -591,7 +593,7 @@ class ArenaSteps(abc.ABC):
         """The run ended early at a finding: no output checks."""
         return Execution(self.opts.device, tuple(self.findings), (), self.nodes_run, time.perf_counter() - t0,
                          self.whole_seconds, self.changed, tuple(self.notes), self.private_seconds,
-                         "whole" if self.whole else "nodes")
+                         "whole" if self.whole else "nodes", nodes_handed=self.nodes_handed)
 
     def _clobber(self, slot: Slot, now: np.ndarray, before: np.ndarray, at_node: str, when: str,
                  writer_out: str | None = None) -> Finding:

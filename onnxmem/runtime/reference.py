@@ -19,12 +19,15 @@ same kernel on the same bytes, so each value has the same bits as in the whole r
 
 Beside the arena run (:meth:`onnxmem.runtime.arena.ArenaRun.run`) a thread of its own runs every
 piece in turn (:meth:`PieceReference.run_all`), keeping the graph outputs' values and the shapes
-alone of the others. What it does not do: run a piece ahead of a step-by-step arena run (there
-the pieces run on the thread that asks for their values).
+alone of the others, and handing the arena run, as each piece ends, the values of the shape
+arithmetic it writes from the reference (:meth:`PieceReference.handed_value`,
+:func:`onnxmem.runtime.arena_buffers.handed`). What it does not do: run a piece ahead of a
+step-by-step arena run (there the pieces run on the thread that asks for their values).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +87,9 @@ class PieceReference:
         self.given: dict[str, Any] = {}  # values of run pieces not yet taken
         self.bound: dict[str, Any] = {}  # OrtValues of the inputs and weights, made once
         self.shapes: dict[str, tuple[int, ...]] = {}  # of the values dropped by run_all
+        self.handed: dict[str, np.ndarray] = {}  # values run_all hands over, not yet taken
+        self.finished = False  # run_all has ended, its pieces run or one failed
+        self.progress = threading.Condition()  # a piece of run_all ended
         self._every: tuple[_Piece, ...] | None = None  # the pieces as cut, before run_all gave fewer values
         self.seconds = 0.0
 
@@ -102,25 +108,47 @@ class PieceReference:
             self._run(self.pieces[self.ran])
         return self.given.pop(name)
 
-    def run_all(self, keep: set[str]) -> PieceReference:
+    def run_all(self, keep: set[str], hand: frozenset[str] = frozenset()) -> PieceReference:
         """Every piece left, in order, keeping the values named in ``keep`` and the shape alone of
         the others that a piece gives (:meth:`shape`); this reference. A piece gives only the
-        values of ``keep`` and those a later piece reads: onnxruntime reuses the memory of the
-        others within the piece, where each value a piece gives takes memory of its own
+        values of ``keep``, of ``hand`` and those a later piece reads: onnxruntime reuses the memory
+        of the others within the piece, where each value a piece gives takes memory of its own
         (nasnetalarge: 120 of its 879 values given; ``verify``'s peak resident memory 557 MiB
-        where it was 675). :meth:`again` has every value again."""
+        where it was 675). Each value of ``hand`` is handed over (:meth:`handed_value`) as its
+        piece ends. :meth:`again` has every value again."""
         if self._every is None:
             self._every = self.pieces
             read = {name for p in self.pieces for name, _ in p.inputs}
             self.pieces = (*self.pieces[:self.ran],
-                           *(_Piece(p.nodes, p.inputs, tuple(o for o in p.outputs if o in keep or o in read), p.names)
+                           *(_Piece(p.nodes, p.inputs, tuple(o for o in p.outputs if o in keep or o in read or o in hand),
+                                    p.names)
                              for p in self.pieces[self.ran:]))
             self._index()
-        while self.ran < len(self.pieces):
-            self._run(self.pieces[self.ran])
-            for name in [n for n in self.given if n not in keep]:
-                self.shapes[name] = tuple(int(d) for d in self.given.pop(name).shape())
+        try:
+            while self.ran < len(self.pieces):
+                self._run(self.pieces[self.ran])
+                handed: dict[str, np.ndarray] = {}
+                for name in [n for n in self.given if n not in keep]:
+                    value = self.given.pop(name)
+                    self.shapes[name] = tuple(int(d) for d in value.shape())
+                    if name in hand:
+                        handed[name] = value.numpy()
+                with self.progress:
+                    self.handed.update(handed)
+                    self.progress.notify_all()
+        finally:
+            with self.progress:
+                self.finished = True
+                self.progress.notify_all()
         return self
+
+    def handed_value(self, name: str) -> np.ndarray | None:
+        """The value ``name`` of :meth:`run_all`'s ``hand`` (taken: asked once), waiting for its
+        piece to run on run_all's thread; ``None`` where run_all ended without it (a piece failed)."""
+        with self.progress:
+            while name not in self.handed and not self.finished:
+                self.progress.wait()
+            return self.handed.pop(name, None)
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         """The shape of a value a piece that has run gave; ``None`` for one it did not give

@@ -192,7 +192,8 @@ def verify_and_measure(planned: Any, path: Path, device: str, seed: int,
     if report.ok:
         run = report.execution
         verdict = "pass"
-        detail = (f"{run.nodes_run} nodes run in the arena on {run.device}, outputs match"
+        handed = f" ({run.nodes_handed} more written from the reference)" if run is not None and run.nodes_handed else ""
+        detail = (f"{run.nodes_run} nodes run in the arena on {run.device}{handed}, outputs match"
                   if run is not None else "static proof holds")
     else:
         first = report.first
