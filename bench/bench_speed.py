@@ -14,10 +14,11 @@ resident memory are that process's and its children's (``os.wait4``):
 4. ``plan``'s default solver against ``pack``'s (``--solver exact``, 30 s of work) on the
    buffers of the plan of a random DAG (``bench_scale.build("random", N)``): the same gap;
 5. every zoo model: ``verify MODEL`` (plan, static proof, the reference outside the arena: one
-   whole-model run, or each node again where that cannot be; the run in one arena) against
-   the same onnxruntime process as 2 (target: at most 2); beside it, what ``verify`` cannot do
-   without against that process: its imports and every node's kernel run twice (in the arena and
-   in the reference), with the kernels ``verify`` uses (``_TWICE``, which times both itself: the
+   whole-model run, or each node again where that cannot be; the run in one arena, where the
+   values of shape arithmetic are written from the reference beside it) against
+   the same onnxruntime process as 2 (target: at most 2); beside it, against that process: its
+   imports and every node's kernel run twice (in the arena and in the reference; ``verify`` runs
+   shape arithmetic's once since it writes those values from the reference), with the kernels ``verify`` uses (``_TWICE``, which times both itself: the
    session it runs them in is not counted, as ``verify``'s reference sessions, made of the
    model with its weights folded, cost another amount); where that is over 2, so is any
    ``verify`` that holds each value to the bits of the same kernels run outside the arena.
@@ -71,9 +72,9 @@ if session.get_providers()[0] != providers[0]:
     sys.exit(f"onnxruntime did not take {providers[0]}")
 """ + _FEEDS + "session.run(None, feeds)\n"
 
-#: what ``verify`` cannot do without on the CPU, timed by itself: the interpreter's start, its
-#: imports (numpy, onnx, click and onnxruntime) and every node's kernel run twice (in the arena
-#: and in the reference beside it), here the whole model run twice in a session of the
+#: what ``verify`` did on the CPU before it wrote shape arithmetic from the reference, timed by
+#: itself: the interpreter's start, its imports (numpy, onnx, click and onnxruntime) and every
+#: node's kernel run twice (in the arena and in the reference beside it), here the whole model run twice in a session of the
 #: reference's kind (optimizations and prepacking off, one thread: ``make_session`` as
 #: ``onnxmem.runtime.reference`` calls it), the session's making not counted; it appends those
 #: CPU seconds to the file it is given in place of the device
@@ -203,7 +204,7 @@ def zoo_case(tmp: Path, runs: int, only: str | None, command: str = "plan", targ
     from onnxmem.zoo.fixtures import materialize
 
     label = "plan -o" if command == "plan" else command
-    twice = command == "verify" and device == "cpu"  # with what verify cannot do without (_TWICE)
+    twice = command == "verify" and device == "cpu"  # with every node's kernel run twice (_TWICE)
     lines = [f"| model | {label} wall s | {label} CPU s | onnxruntime wall s | onnxruntime CPU s | "
              f"{command} / onnxruntime (wall) | {command} / onnxruntime (CPU) | CPU ratio of each round |"
              + (" imports and each node's kernel twice / onnxruntime (CPU) |" if twice else ""),
@@ -312,9 +313,11 @@ HEADINGS = {
            "once, each a whole process (target: plan at most onnxruntime):",
     "verify": "`verify` on every zoo model (it plans the model, proves the plan, runs the whole model once "
               "outside the arena as the reference, or each node again where that cannot be, and each node "
-              "in one arena) against the same onnxruntime process, each a whole process (target: verify "
-              "at most 2x onnxruntime); the last column: what verify cannot do without, its imports and "
-              "every node's kernel run twice (the whole model run twice in a session of its reference's kind: "
+              "in one arena, where beside that reference the values of shape arithmetic are written from "
+              "it) against the same onnxruntime process, each a whole process (target: verify "
+              "at most 2x onnxruntime); the last column: its imports and every node's kernel run twice, "
+              "in the arena and in the reference, as verify did before it wrote shape arithmetic's values "
+              "from the reference (the whole model run twice in a session of its reference's kind: "
               "optimizations and prepacking off, one thread; the session not counted), in CPU seconds "
               "timed by that process in the same rounds, over onnxruntime's:",
     "verify-cuda": "`verify --device cuda --alignment 256` on zoo models (the same steps, each node run by "
