@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-verify-steps bench-solvers bench-order bench-anyorder bench-classcode bench-steps bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
+.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-verify-steps bench-handed bench-solvers bench-order bench-anyorder bench-classcode bench-steps bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -130,6 +130,10 @@ bench-concurrency:
 # the zoo, pack's start, plan's solver against pack's); writes docs/speed.md
 bench-speed:
 	$(PYTHON) bench/bench_speed.py
+
+# verify against verify --every-node on every zoo model: nodes handed over, CPU s (docs/verify.md)
+bench-handed:
+	$(PYTHON) bench/bench_handed.py
 
 # where one verify spends its wall time, step by step, in one process: make bench-verify-steps
 # MODEL=model.onnx ARGS='--device cuda --alignment 256' (docs/speed.md, `verify` on a GPU)

@@ -178,3 +178,18 @@ def test_the_cli_says_what_it_handed_and_every_node_runs_them_all(tmp_path):
     assert any(ln.startswith("executed  8 nodes in one cpu arena, sentinel") for ln in every.stdout.splitlines())
     both = subprocess.run([*cmd, "--every-node", "--static-only"], capture_output=True, text=True, timeout=120)
     assert both.returncode == 2 and "--static-only runs nothing; leave out --every-node" in both.stderr
+
+
+def test_bench_handed_reads_what_verify_prints(tmp_path):
+    """bench/bench_handed.py reads the nodes run and handed over from verify's line: 8 run with
+    --every-node, the same 8 split between run and handed over by default."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from bench_handed import _executed
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_shapes_model(), path)
+    cmd = [sys.executable, "-m", "onnxmem", "verify", str(path)]
+    run, handed = _executed(cmd)
+    assert run + handed == 8 and _executed([*cmd, "--every-node"]) == (8, 0)
