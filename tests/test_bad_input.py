@@ -232,6 +232,64 @@ def test_a_loop_with_neither_trip_count_nor_condition_is_refused_before_it_runs(
     assert r.exit_code == 0, r.output
 
 
+def _true_loop_model(cond: str, body_cond: str) -> onnx.ModelProto:
+    """x -> Loop 'spin' (no trip count) over a Relu; its condition ``cond``: ``init`` (an
+    initializer true), ``input`` (a graph input, given true), ``const`` (a Constant true) or
+    ``false`` (an initializer false); its body's condition output ``body_cond``: ``same`` (the
+    condition input through an Identity), ``direct`` (the condition input itself), ``const`` (a
+    Constant true in the body) or ``less`` (the iteration number below 3: it ends)."""
+    body_nodes = [helper.make_node("Relu", ["v_in"], ["v_out"], name="body_relu")]
+    out = {"direct": "c_in", "same": "c_out", "const": "c_out", "less": "c_out"}[body_cond]
+    if body_cond == "same":
+        body_nodes.append(helper.make_node("Identity", ["c_in"], ["c_out"], name="keep"))
+    elif body_cond == "const":
+        body_nodes.append(helper.make_node("Constant", [], ["c_out"], name="yes",
+                                           value=helper.make_tensor("t", onnx.TensorProto.BOOL, [], [True])))
+    elif body_cond == "less":
+        body_nodes += [helper.make_node("Constant", [], ["three"], name="three",
+                                        value=helper.make_tensor("t", onnx.TensorProto.INT64, [], [3])),
+                       helper.make_node("Less", ["i", "three"], ["c_out"], name="less")]
+    body = helper.make_graph(
+        body_nodes, "body", [vi("i", [], onnx.TensorProto.INT64), vi("c_in", [], onnx.TensorProto.BOOL),
+                             vi("v_in", [1, 4])],
+        [vi(out, [], onnx.TensorProto.BOOL), vi("v_out", [1, 4])])
+    nodes = [helper.make_node("Loop", ["", "go", "x"], ["v"], name="spin", body=body),
+             helper.make_node("Relu", ["v"], ["y"], name="post")]
+    inputs = [vi("x", [1, 4])]
+    inits = []
+    if cond == "const":
+        nodes.insert(0, helper.make_node("Constant", [], ["go"], name="go",
+                                         value=helper.make_tensor("t", onnx.TensorProto.BOOL, [], [True])))
+    elif cond == "input":
+        inputs.append(vi("go", [], onnx.TensorProto.BOOL))
+    else:
+        inits.append(helper.make_tensor("go", onnx.TensorProto.BOOL, [], [cond != "false"]))
+    return make_model(nodes, inputs, [vi("y", [1, 4])], inits, value_info=[vi("v", [1, 4])])
+
+
+@pytest.mark.parametrize("cond, body_cond", [("init", "same"), ("const", "direct"), ("init", "const")])
+def test_a_loop_whose_condition_stays_true_is_refused_before_it_runs(tmp_path, cond, body_cond):
+    """No trip count, a constant true condition that the body passes on (or makes true again):
+    by the ONNX spec the Loop never ends; verify names it in one line before any run, where the run
+    went on until --time-limit, and writes nothing."""
+    path = tmp_path / "spin.onnx"
+    onnx.save(_true_loop_model(cond, body_cond), path)
+    r = run("verify", path, "--time-limit", "5")
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    assert ("Loop 'spin' has no trip count (input M), and its condition (input cond) is a constant true that its "
+            "body passes on unchanged, so it never ends" in r.output), r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spin.onnx"]
+
+
+@pytest.mark.parametrize("cond, body_cond", [("false", "same"), ("input", "same"), ("init", "less")])
+def test_a_loop_whose_condition_may_end_it_is_not_refused(tmp_path, cond, body_cond):
+    """A condition false at the start, one the caller gives (a graph input), or one the body
+    computes (the iteration number below 3): each may end, and the check lets each run."""
+    from onnxmem.model import check_loops_end
+
+    check_loops_end(_true_loop_model(cond, body_cond).graph)
+
+
 def test_a_loop_that_never_ends_is_refused_before_the_run_that_measures_shapes(tmp_path):
     """``--measure-shapes`` runs the model once: a Loop with neither M nor cond is named before that
     run starts, where the run went on until --time-limit stopped it."""

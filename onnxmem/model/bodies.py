@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import onnx
+from onnx import numpy_helper
 
 from onnxmem.core.errors import ModelError, show_name
 from onnxmem.model.functions import function_label, node_subgraphs
@@ -65,17 +66,70 @@ def model_graphs(model: onnx.ModelProto) -> Iterable[tuple[str, onnx.GraphProto 
 
 
 def check_loops_end(graph: onnx.GraphProto) -> None:
-    """Raise ``ModelError`` for the first Loop of ``graph`` (a model's main graph) with neither a
-    trip count (input ``M``) nor a condition (input ``cond``): by the ONNX spec it runs forever, so
-    no run of the model ends. ``verify``, ``compare`` and the run
-    of ``--measure-shapes`` refuse such a model before they run it, where the run went on until
-    ``--time-limit``. A Loop in a body is left to the time limit: its If branch may never be taken,
-    its owner may run no iteration."""
+    """Raise ``ModelError`` for the first Loop of ``graph`` (a model's main graph) that never ends
+    by the ONNX spec, so that no run of the model ends: one with neither a trip count (input ``M``)
+    nor a condition (input ``cond``), or one without a trip count whose condition is a constant
+    true (an initializer that is no graph input, or a Constant) that its body passes on unchanged
+    (its condition output is its condition input, through Identities, or a constant true).
+    ``verify``, ``compare`` and the run of ``--measure-shapes`` refuse such a model before they
+    run it, where the run went on until ``--time-limit``. A Loop in a body is left to the time
+    limit: its If branch may never be taken, its owner may run no iteration."""
+    fix = "give it a trip count (verify --static-only proves the plan without a run)"
     for node in graph.node:
-        if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and not any(node.input[:2]):
+        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx") or (node.input[:1] and node.input[0]):
+            continue
+        if not node.input[1:2] or not node.input[1]:
             raise ModelError(f"Loop {show_name(node.name)} has neither a trip count (input M) nor a condition "
-                             "(input cond), so it never ends and no run of the model can finish; give it a trip "
-                             "count (verify --static-only proves the plan without a run)")
+                             f"(input cond), so it never ends and no run of the model can finish; {fix}")
+        body = next((a.g for a in node.attribute if a.name == "body" and a.type == _GRAPH), None)
+        if body is not None and _always_true(graph, node.input[1], set()) and _passes_true(body):
+            raise ModelError(f"Loop {show_name(node.name)} has no trip count (input M), and its condition (input "
+                             f"cond) is a constant true that its body passes on unchanged, so it never ends and no "
+                             f"run of the model can finish; {fix}")
+
+
+def _constant_true(tensor: onnx.TensorProto) -> bool:
+    """Whether ``tensor`` holds one element, a true bool, in the model file itself."""
+    if tensor.data_type != onnx.TensorProto.BOOL or tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return False
+    try:
+        value = numpy_helper.to_array(tensor)
+    except (ValueError, TypeError):
+        return False
+    return value.size == 1 and bool(value.reshape(-1)[0])
+
+
+def _always_true(graph: onnx.GraphProto, name: str, inputs: set[str]) -> bool:
+    """Whether the value ``name`` of ``graph`` is a constant true: an initializer no graph input
+    overrides, or a Constant node's ``value``."""
+    if name in {i.name for i in graph.input} or name in inputs:
+        return False
+    for init in graph.initializer:
+        if init.name == name:
+            return _constant_true(init)
+    for node in graph.node:
+        if name in node.output:
+            return (node.op_type == "Constant" and node.domain in ("", "ai.onnx") and any(
+                a.name == "value" and a.type == onnx.AttributeProto.TENSOR and _constant_true(a.t)
+                for a in node.attribute))
+    return False
+
+
+def _passes_true(body: onnx.GraphProto) -> bool:
+    """Whether a Loop body whose condition input is true gives a true condition output: the
+    output is that input (through Identities) or a constant true of the body."""
+    if len(body.input) < 2 or not body.output:
+        return False
+    cond_in, name = body.input[1].name, body.output[0].name
+    producers = {o: n for n in body.node for o in n.output if o}
+    for _ in range(len(body.node) + 1):
+        if name == cond_in:
+            return True
+        node = producers.get(name)
+        if node is None or node.op_type != "Identity" or node.domain not in ("", "ai.onnx") or not node.input:
+            return _always_true(body, name, {i.name for i in body.input})
+        name = node.input[0]
+    return False
 
 
 def initializers(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
