@@ -18,7 +18,7 @@ from onnxmem.runtime.arena import ArenaRun
 from onnxmem.runtime.arena_buffers import HANDED_BYTES, handed
 from onnxmem.verify.run import VerifyOptions, execute_plan
 
-from .helpers import make_model, vi
+from .helpers import HANG_S, make_model, vi
 
 GREEDY = PlanOptions(solver="greedy", order="file")
 
@@ -49,7 +49,7 @@ def _planned(tmp_path, model):
 
 def _handed_names(path, p) -> set[str]:
     run = ArenaRun(p.plan, p.model, p.view, VerifyOptions(), path)
-    nodes = handed(run.view, run.order, run.weight_ops, run.slots, run.weights, [n.domain for n in run.nodes])
+    nodes = handed(run.view, run.order, run.weight_ops, run.slots, run.weights)
     return {run.view.ops[i].name for i in nodes}
 
 
@@ -96,7 +96,12 @@ def test_handed_values_verify_as_every_node_run_does(tmp_path, beside):
 
 
 def _moved(plan, moved, onto):
-    at = plan.tensor(onto).offset
+    """``plan`` with ``moved`` over the first byte of ``onto``, and inside the arena: a value larger
+    than the room after ``onto`` ends at the arena's end (the run writes no byte outside it, as the
+    static proof that verify makes first would hold it to)."""
+    size, o = plan.tensor(moved).size, plan.tensor(onto)
+    at = min(o.offset, (plan.arena_size - size) // plan.alignment * plan.alignment)
+    assert at <= o.offset < at + size <= plan.arena_size
     return dataclasses.replace(plan, tensors=tuple(dataclasses.replace(t, offset=at) if t.name == moved else t
                                                    for t in plan.tensors))
 
@@ -165,8 +170,8 @@ def test_the_cli_says_what_it_handed_and_every_node_runs_them_all(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(_shapes_model(), path)
     cmd = [sys.executable, "-m", "onnxmem", "verify", str(path)]
-    default = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    every = subprocess.run([*cmd, "--every-node"], capture_output=True, text=True, timeout=120)
+    default = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S)
+    every = subprocess.run([*cmd, "--every-node"], capture_output=True, text=True, timeout=HANG_S)
     assert default.returncode == every.returncode == 0, default.stderr + every.stderr
     line = next(ln for ln in default.stdout.splitlines() if ln.startswith("executed"))
     if "of shape arithmetic" in line:  # a core to spare for the reference beside (else every node runs)
@@ -176,7 +181,7 @@ def test_the_cli_says_what_it_handed_and_every_node_runs_them_all(tmp_path):
     else:
         assert line.startswith("executed  8 nodes in one cpu arena, sentinel")
     assert any(ln.startswith("executed  8 nodes in one cpu arena, sentinel") for ln in every.stdout.splitlines())
-    both = subprocess.run([*cmd, "--every-node", "--static-only"], capture_output=True, text=True, timeout=120)
+    both = subprocess.run([*cmd, "--every-node", "--static-only"], capture_output=True, text=True, timeout=HANG_S)
     assert both.returncode == 2 and "--static-only runs nothing; leave out --every-node" in both.stderr
 
 

@@ -82,7 +82,7 @@ def check_loops_end(graph: onnx.GraphProto) -> None:
             raise ModelError(f"Loop {show_name(node.name)} has neither a trip count (input M) nor a condition "
                              f"(input cond), so it never ends and no run of the model can finish; {fix}")
         body = next((a.g for a in node.attribute if a.name == "body" and a.type == _GRAPH), None)
-        if body is not None and _always_true(graph, node.input[1], set()) and _passes_true(body):
+        if body is not None and _always_true(graph, node.input[1]) and _passes_true(body):
             raise ModelError(f"Loop {show_name(node.name)} has no trip count (input M), and its condition (input "
                              f"cond) is a constant true that its body passes on unchanged, so it never ends and no "
                              f"run of the model can finish; {fix}")
@@ -99,10 +99,10 @@ def _constant_true(tensor: onnx.TensorProto) -> bool:
     return value.size == 1 and bool(value.reshape(-1)[0])
 
 
-def _always_true(graph: onnx.GraphProto, name: str, inputs: set[str]) -> bool:
+def _always_true(graph: onnx.GraphProto, name: str) -> bool:
     """Whether the value ``name`` of ``graph`` is a constant true: an initializer no graph input
     overrides, or a Constant node's ``value``."""
-    if name in {i.name for i in graph.input} or name in inputs:
+    if any(i.name == name for i in graph.input):
         return False
     for init in graph.initializer:
         if init.name == name:
@@ -127,7 +127,7 @@ def _passes_true(body: onnx.GraphProto) -> bool:
             return True
         node = producers.get(name)
         if node is None or node.op_type != "Identity" or node.domain not in ("", "ai.onnx") or not node.input:
-            return _always_true(body, name, {i.name for i in body.input})
+            return _always_true(body, name)
         name = node.input[0]
     return False
 

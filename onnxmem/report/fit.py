@@ -64,10 +64,11 @@ def _curve(ax: object, report: FitReport) -> None:
     if fit.value is not None:
         ax.axvline(fit.value, color="black", lw=1, ls="--",  # type: ignore[attr-defined]
                    label=f"largest that fits: {fit.dim}={fit.value}")
-    if hi / max(lo, 1) >= 16 and lo > 0:
-        ax.set_xscale("log")  # type: ignore[attr-defined]
-    elif hi / max(lo, 1) >= 16:  # a range from 0: a log axis has no 0, so linear about it
-        ax.set_xscale("symlog", linthresh=1)  # type: ignore[attr-defined]
+    if hi / max(lo, 1) >= 16:
+        if lo > 0:
+            ax.set_xscale("log")  # type: ignore[attr-defined]
+        else:  # a range from 0: a log axis has no 0, so linear about it
+            ax.set_xscale("symlog", linthresh=1)  # type: ignore[attr-defined]
     ax.set_xlim(lo, hi)  # type: ignore[attr-defined]
     ax.set_ylim(0, top / factor * 1.05)  # type: ignore[attr-defined]
     ax.set_xlabel(fit.dim)  # type: ignore[attr-defined]

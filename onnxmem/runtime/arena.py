@@ -160,8 +160,7 @@ class ArenaRun(ArenaSteps):
         self.unkept = self.uncopied()
         keep = set(self.view.outputs)
         if self.opts.handed:
-            self.handed = buffers.handed(self.view, self.order, self.weight_ops, self.slots,
-                                         self.weights, [n.domain for n in self.nodes])
+            self.handed = buffers.handed(self.view, self.order, self.weight_ops, self.slots, self.weights)
         hand = frozenset(o for i in self.handed for o in self.view.ops[i].outputs if o)
         beside = ahead.Beside(lambda: pieces.run_all(keep, hand), "onnxmem-reference")
         start_run("the arena run, and the run of the model as a whole (the reference) beside it")

@@ -10,10 +10,17 @@ import numpy as np
 import onnx
 
 import onnxmem.runtime.sessions as sessions
+from onnxmem.analysis.alias_rules import VIEW_OPS
 from onnxmem.core.errors import RuntimeBackendError
 from onnxmem.graph import GraphView
 from onnxmem.proof.plan import Finding
-from onnxmem.runtime.ort import check_memory, foreign_dtype, onnx_array, session_options
+from onnxmem.runtime.ort import (
+    NUMPY_DTYPES,
+    check_memory,
+    foreign_dtype,
+    onnx_array,
+    session_options,
+)
 
 __all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits", "handed", "slot_value",
            "uncopied"]
@@ -215,21 +222,16 @@ def uncopied(view: GraphView, order: Sequence[int], weight_ops: Container[int],
 
 #: the most bytes of a value :func:`handed` takes from the reference (shape arithmetic's values)
 HANDED_BYTES = 256
-#: the element types :func:`handed` takes (numpy's own: the reference hands each over as an array)
-_PLAIN = frozenset({onnx.TensorProto.BOOL, onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
-                    onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
-                    onnx.TensorProto.UINT32, onnx.TensorProto.UINT64, onnx.TensorProto.FLOAT,
-                    onnx.TensorProto.DOUBLE})
-#: ops whose output is their input's bytes: one planned on exactly its input's bytes is no overlap
-_SAME_BYTES = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
-
+#: the element types :func:`handed` takes: numpy's own (the reference hands each over as an
+#: array), less float16, in which no shape arithmetic computes
+_PLAIN = frozenset(NUMPY_DTYPES) - {onnx.TensorProto.FLOAT16}
 
 def handed(view: GraphView, order: Sequence[int], weight_ops: Container[int], slots: Mapping[str, Slot],
-           given: Container[str], domains: Sequence[str]) -> frozenset[int]:
+           given: Container[str]) -> frozenset[int]:
     """The nodes of ``order`` (less ``weight_ops``) whose values the run ahead of the reference
     writes in the arena from the reference's run of them (``ArenaRun.run_ahead``) instead of
-    running them there: shape arithmetic, which onnxruntime's own session folds away. Each is a node of the standard domain
-    (``domains``: each op's, by index) that
+    running them there: shape arithmetic, which onnxruntime's own session folds away. Each is a
+    node of the standard domain that
 
     - writes values in the arena of at most :data:`HANDED_BYTES` each, of numpy's own element
       types (:data:`_PLAIN`), none a graph output;
@@ -237,8 +239,8 @@ def handed(view: GraphView, order: Sequence[int], weight_ops: Container[int], sl
       nodes handed before it, and, for Shape and Size, the shape of any value (its first input's
       bytes are never read): the nodes onnxruntime folds into constants when the shapes are
       static;
-    - writes no byte of a value it reads, but a value of :data:`_SAME_BYTES` planned on exactly its
-      input's bytes (its kernel writes them unchanged).
+    - writes no byte of a value it reads, but a view's output (:data:`onnxmem.analysis.alias_rules.VIEW_OPS`)
+      planned on exactly its input's bytes (its kernel writes them unchanged).
 
     Its inputs are then the bytes the reference's run of it read (each input is checked as it is
     read, step 1), no kernel's work in place is taken on trust, and onnxruntime's kernel gives the
@@ -249,7 +251,7 @@ def handed(view: GraphView, order: Sequence[int], weight_ops: Container[int], sl
     for i in order:
         op = view.ops[i]
         outs = [o for o in op.outputs if o]
-        if i in weight_ops or not outs or domains[i] not in ("", "ai.onnx") or i in view.bodies:
+        if i in weight_ops or not outs or op.domain not in ("", "ai.onnx") or i in view.bodies:
             continue
         if any(o not in slots or slots[o].home != "arena" or slots[o].private is not None
                or slots[o].size > HANDED_BYTES or slots[o].elem_type not in _PLAIN or o in view.outputs
@@ -269,7 +271,7 @@ def _overlap(out: Slot, read: Slot | None, op_type: str) -> bool:
     """Whether ``out`` is planned on bytes of ``read`` (see :func:`handed`)."""
     if read is None or read.private is not None or read.home != out.home or not read.size:
         return False
-    if op_type in _SAME_BYTES and read.offset == out.offset and read.size == out.size:
+    if op_type in VIEW_OPS and read.offset == out.offset and read.size == out.size:
         return False
     return read.offset < out.offset + out.size and out.offset < read.offset + read.size
 

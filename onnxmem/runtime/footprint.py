@@ -265,14 +265,11 @@ def measuring_options(*, level: str | None = None, mem_pattern: bool | None = No
     session use it. Call it where onnxruntime is loaded (the child)."""
     import onnxruntime as ort
 
-    from onnxmem.runtime.ort import LOG_SEVERITY
+    from onnxmem.runtime.ort import quiet
     from onnxmem.scheduling.onnxruntime import ORDERS
 
     options = ort.SessionOptions()
-    # onnxruntime's log (a warning names each initializer it drops, as the file spells it, in colour
-    # codes) is not the user's to read: fatal messages only, as in every session of onnxmem's own
-    ort.set_default_logger_severity(LOG_SEVERITY)
-    options.log_severity_level = LOG_SEVERITY
+    quiet(options)  # fatal messages only, as in every session of onnxmem's own
     if order is not None:
         options.execution_order = getattr(ort.ExecutionOrder, ORDERS[order])
     if level is not None:

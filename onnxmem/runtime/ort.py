@@ -31,25 +31,9 @@ from onnxmem.runtime.isolation import RUN_SECONDS, TimeLimitExceeded, available_
 from onnxmem.shapes import ShapeInfo, infer_shapes
 
 __all__ = [
-    "IN_MEMORY",
-    "NUMPY_DTYPES",
-    "RUN_SECONDS",
-    "apart_from_weights",
-    "in_memory",
-    "foreign_dtype",
-    "onnx_array",
-    "onnx_bytes",
-    "shared_arena",
-    "ort_value",
-    "ort_values",
-    "available_memory",
-    "check_memory",
-    "first_line",
-    "infer_measured_shapes",
-    "make_session",
-    "measure_shapes",
-    "random_inputs",
-    "run_bounded",
+    "IN_MEMORY", "NUMPY_DTYPES", "RUN_SECONDS", "apart_from_weights", "available_memory", "check_memory",
+    "first_line", "foreign_dtype", "in_memory", "infer_measured_shapes", "make_session", "measure_shapes",
+    "onnx_array", "onnx_bytes", "ort_value", "ort_values", "quiet", "random_inputs", "run_bounded", "shared_arena",
 ]
 
 NUMPY_DTYPES: dict[int, Any] = {
@@ -72,6 +56,18 @@ NUMPY_DTYPES: dict[int, Any] = {
 LOG_SEVERITY = 4
 
 
+def quiet(so: Any) -> None:
+    """onnxruntime's log, for the whole process and for the session ``so`` configures: fatal
+    messages only (:data:`LOG_SEVERITY`). onnxmem turns every onnxruntime failure into an
+    exception that carries its message, so the library prints nothing: 3 (errors) would still
+    print a failing kernel's status to stderr, and a warning names each initializer onnxruntime
+    drops as the file spells it, colour codes included."""
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(LOG_SEVERITY)
+    so.log_severity_level = LOG_SEVERITY
+
+
 def session_options(optimize: bool = False, profile_prefix: str | None = None, *, memory_arena: bool = True) -> Any:
     """onnxmem's session options: optimizations off unless ``optimize``, one thread, none spinning,
     onnxruntime's logging only for fatal errors. ``memory_arena=False``: the CPU provider allocates
@@ -88,11 +84,7 @@ def session_options(optimize: bool = False, profile_prefix: str | None = None, *
     so.inter_op_num_threads = 1
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    # onnxmem turns every onnxruntime failure into an exception that carries
-    # its message, so the library prints nothing: 3 (errors) would still print
-    # a failing kernel's status to stderr, 4 keeps only fatal messages
-    ort.set_default_logger_severity(LOG_SEVERITY)
-    so.log_severity_level = LOG_SEVERITY
+    quiet(so)
     if profile_prefix is not None:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix

@@ -7,9 +7,10 @@ onnxruntime's own runs (``compare``): the model runs once, in the command's onnx
 process, with each bounded Loop of the main graph given one more scan output (its
 iteration number), whose length is the count. Loops nested in bodies are not counted here.
 
-A Loop with neither a trip count nor a condition runs forever (the ONNX spec's ``for (i = 0; ;
-++i)``): :func:`onnxmem.model.check_loops_end` refuses a run of a main graph that holds one
-before it starts.
+A Loop with neither a trip count nor a condition, or with no trip count and a constant true
+condition its body passes on, runs forever (the ONNX spec's ``for (i = 0; ; ++i)``):
+:func:`onnxmem.model.check_loops_end` refuses a run of a main graph that holds one before it
+starts.
 """
 
 from __future__ import annotations
