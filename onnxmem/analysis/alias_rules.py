@@ -13,7 +13,7 @@ from onnx import TensorProto
 from onnxmem.graph import GraphView, Op, draws_random
 
 __all__ = [
-    "CONCAT", "DECLARED_INPLACE", "INPLACE", "PROVIDER_RULES", "RULES", "VIEW", "VIEW_OPS", "Alias", "AliasRule", "alias_rule", "concat_slices",
+    "CONCAT", "DECLARED_INPLACE", "INPLACE", "PROVIDER_RULES", "RULES", "VIEW", "Alias", "AliasRule", "alias_rule", "concat_slices",
 ]
 
 VIEW = "view"
@@ -59,7 +59,7 @@ _FD = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE})
 #: input only when the buffers differ (``X != Y``), so bytes bound over
 #: themselves stay as they are; a view computes nothing, so no vector width
 #: can change it.
-VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+_VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
 
 #: in-place ops: element types for which onnxruntime's kernel registrations
 #: declare ``MayInplace(0, 0)`` on **both** CPU
@@ -82,7 +82,7 @@ DECLARED_INPLACE: dict[str, frozenset[int]] = {
 
 #: (domain, op_type) -> rule. Domain "" is ai.onnx. Ops absent here never alias.
 RULES: dict[tuple[str, str], AliasRule] = {
-    **{("", op): AliasRule(VIEW, (0,)) for op in VIEW_OPS},
+    **{("", op): AliasRule(VIEW, (0,)) for op in _VIEWS},
     ("", "Dropout"): AliasRule(VIEW, (0,), _dropout_inference),
     **{("", op): AliasRule(INPLACE, (0,), dtypes=types) for op, types in DECLARED_INPLACE.items()},
 }

@@ -10,10 +10,9 @@ import numpy as np
 import onnx
 
 import onnxmem.runtime.sessions as sessions
-from onnxmem.analysis.alias_rules import VIEW_OPS
 from onnxmem.core.errors import RuntimeBackendError
 from onnxmem.graph import GraphView
-from onnxmem.proof.plan import Finding
+from onnxmem.proof.plan import VIEW_OPS, Finding
 from onnxmem.runtime.ort import (
     NUMPY_DTYPES,
     check_memory,
@@ -239,7 +238,7 @@ def handed(view: GraphView, order: Sequence[int], weight_ops: Container[int], sl
       nodes handed before it, and, for Shape and Size, the shape of any value (its first input's
       bytes are never read): the nodes onnxruntime folds into constants when the shapes are
       static;
-    - writes no byte of a value it reads, but a view's output (:data:`onnxmem.analysis.alias_rules.VIEW_OPS`)
+    - writes no byte of a value it reads, but a view's output (:data:`onnxmem.proof.plan.VIEW_OPS`)
       planned on exactly its input's bytes (its kernel writes them unchanged).
 
     Its inputs are then the bytes the reference's run of it read (each input is checked as it is
