@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 import numpy as np
 import onnx
@@ -129,6 +130,26 @@ def test_pieces_find_what_each_node_again_finds(tmp_path, moved, onto):
     for beside in (True, False):
         ex = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(beside=beside, piece_bytes=1))
         assert ex.reference == "whole" and ex.findings[0] == nodes.findings[0] and ex.nodes_run == nodes.nodes_run
+
+
+@pytest.mark.parametrize("reference", ["nodes", "whole"])
+def test_a_tensor_past_the_arena_is_refused_before_any_node_runs(tmp_path, reference):
+    """The largest value moved to the arena's last aligned offset: its kernel, bound there, would
+    write past the arena's memory (a heap overflow, a crash or worse). The run refuses the plan
+    before it binds anything, naming the tensor and its bytes, as the static proof finds it."""
+    from onnxmem.core.errors import PlanInvalid
+    from onnxmem.proof.plan import prove_plan
+
+    path, p = _planned(tmp_path, _skips())
+    big = max(p.plan.tensors, key=lambda t: t.size)
+    at = p.plan.arena_size - p.plan.alignment
+    bad = dataclasses.replace(p.plan, tensors=tuple(dataclasses.replace(t, offset=at) if t.name == big.name else t
+                                                    for t in p.plan.tensors))
+    assert big.size > p.plan.alignment and any(f.kind == "arena" for f in prove_plan(bad, p.view))
+    want = (f"tensor '{big.name}' would take bytes [{at}, {at + big.size}) of an arena of {p.plan.arena_size} B, "
+            "outside it")
+    with pytest.raises(PlanInvalid, match=re.escape(want)):
+        execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(reference=reference))
 
 
 def _fails_late() -> onnx.ModelProto:

@@ -8,6 +8,10 @@ bodies; the arena's memory and the tensors' slots are in
 
 Before the first node (:meth:`ArenaRun.__init__`):
 
+* every tensor's buffer, and its value at the view's shape, must lie inside the
+  arena (:func:`onnxmem.runtime.arena_buffers.arena_slots`: ``PlanInvalid`` before
+  anything is bound; a kernel bound past the arena's end would write memory that is
+  not the arena's);
 * the arena is checked against the memory there is (host: ``MemAvailable``
   of ``/proc/meminfo``; CUDA: the device's free memory, and the host mirror
   of the same size), then allocated as one buffer filled with the sentinel

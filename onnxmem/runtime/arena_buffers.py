@@ -10,8 +10,9 @@ import numpy as np
 import onnx
 
 import onnxmem.runtime.sessions as sessions
-from onnxmem.core.errors import RuntimeBackendError
+from onnxmem.core.errors import PlanInvalid, RuntimeBackendError, show_name
 from onnxmem.graph import GraphView
+from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import VIEW_OPS, Finding
 from onnxmem.runtime.ort import (
     NUMPY_DTYPES,
@@ -21,7 +22,7 @@ from onnxmem.runtime.ort import (
     session_options,
 )
 
-__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "fits", "handed", "slot_value",
+__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "arena_slots", "fits", "handed", "slot_value",
            "uncopied"]
 
 SENTINEL = 0xFF
@@ -162,6 +163,33 @@ class Write:
     step: int
     node: str
     outputs: list[Slot] = field(default_factory=list)
+
+
+def arena_slots(plan: MemoryPlan, view: GraphView,
+                life: Mapping[str, tuple[int, int, int | None]]) -> dict[str, Slot]:
+    """Where each main-graph tensor of ``life`` (:func:`onnxmem.proof.plan.true_lifetimes`) lives:
+    at its planned offset in the arena, or, where the plan places it nowhere (io external), in a
+    private buffer of its own. ``PlanInvalid`` for a tensor whose buffer, or its value at the
+    view's shape, would reach outside the arena: its kernel, bound there, would write memory that
+    is not the arena's (the static proof, which ``verify`` makes before it runs a plan, finds it
+    as the rule ``arena``)."""
+    slots: dict[str, Slot] = {}
+    for pt in plan.tensors:
+        if pt.graph:
+            continue  # a body's tensor: its frame binds it (arena._BodyRun)
+        t = view.tensors[pt.name]
+        end = pt.offset + max(pt.size, t.size)
+        if pt.offset < 0 or end > plan.arena_size:
+            raise PlanInvalid(f"tensor {show_name(pt.name)} would take bytes [{pt.offset}, {end}) of an arena of "
+                              f"{plan.arena_size} B, outside it; the plan does not hold (its static proof says "
+                              "why: verify --static-only); re-plan the model")
+        slots[pt.name] = Slot(pt.name, "arena", pt.offset, pt.size, t.elem_type, t.shape, pt.group, life[pt.name][1])
+    for name, (_s, e, _r) in life.items():
+        if name not in slots:  # io external: the caller's buffers
+            t = view.tensors[name]
+            buf = np.zeros(max(t.size, 1), dtype=np.uint8)
+            slots[name] = Slot(name, "private", 0, t.size, t.elem_type, t.shape, name, e, buf)
+    return slots
 
 
 # ------------------------------------------------------------------ the run

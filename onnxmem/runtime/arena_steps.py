@@ -102,18 +102,7 @@ class ArenaSteps(abc.ABC):
         self.grows = bool(plan.extra.get("loop_trips"))
         self.nodes: Any = self.full.graph.node
         self.regions = set(view.regions.values())
-        self.slots: Any = {}
-        for pt in plan.tensors:
-            if pt.graph:
-                continue  # a body's tensor: its frame binds it (arena._BodyRun)
-            t = view.tensors[pt.name]
-            self.slots[pt.name] = Slot(pt.name, "arena", pt.offset, pt.size, t.elem_type, t.shape, pt.group,
-                                        life[pt.name][1])
-        for name, (_s, e, _r) in life.items():
-            if name not in self.slots:  # io external: the caller's buffers
-                t = view.tensors[name]
-                buf = np.zeros(max(t.size, 1), dtype=np.uint8)
-                self.slots[name] = Slot(name, "private", 0, t.size, t.elem_type, t.shape, name, e, buf)
+        self.slots: Any = buffers.arena_slots(plan, view, life)  # PlanInvalid for a tensor outside the arena
         if self.cuda:  # the host mirror first: the smaller failure
             self.mirror: Any = HostArena(plan.arena_size)
             self.arena: Any = CudaArena(plan.arena_size)
