@@ -14,6 +14,7 @@ import onnx
 import pytest
 from onnx import helper
 
+from onnxmem.analysis import aliasing
 from onnxmem.analysis.aliasing import (
     AliasLayout,
     alias_layout,
@@ -27,6 +28,7 @@ from onnxmem.core.errors import PlanInvalid
 from onnxmem.core.problem import lower_bound
 from onnxmem.planning.pipeline import PlanOptions, plan_liveness, plan_loaded
 from onnxmem.plans.point import check_schema, plan_from_dict
+from onnxmem.scheduling.cost import order_peak
 from onnxmem.verify.run import VerifyOptions, prove_plan, verify_plan
 
 from .conftest import LIGHT_MODELS
@@ -170,6 +172,47 @@ def test_shared_liveness_is_the_liveness_of_the_shared_layout(build, placed, io)
     layout = shared_layout(v, order, io, 64)
     assert bool(layout.offsets) == placed
     assert shared_liveness(v, order, io, 64) == build_liveness(v, order, layout, io=io, alignment=64)
+
+
+@pytest.mark.parametrize("build", [two_branches, dense_chain, chain])
+def test_the_liveness_an_order_bound_keeps_is_taken_once_by_that_order_alone(build, monkeypatch):
+    # order_peak keeps the liveness it bounded for the planner's next call with the same order;
+    # what that call gets is the liveness built afresh, and no other order, io or alignment gets it
+    v, order = _view(build())
+    fresh = build_liveness(v, order, shared_layout(v, order, "internal", 64), io="internal", alignment=64)
+    assert order_peak(v, order, "internal", 64, inplace=True) == lower_bound(fresh.problem)
+    assert shared_liveness(v, order, "external", 64) == build_liveness(
+        v, order, shared_layout(v, order, "external", 64), io="external", alignment=64)
+    assert shared_liveness(v, order, "internal", 1) == build_liveness(
+        v, order, shared_layout(v, order, "internal", 1), io="internal", alignment=1)
+    kept = shared_liveness(v, order, "internal", 64)
+    assert kept == fresh
+    again = shared_liveness(v, order, "internal", 64)
+    assert again == fresh and again is not kept  # taken: built again
+    if build is two_branches:  # Relu and Sigmoid either way round
+        other = (1, 0, 2, 3)
+        v, order = _view(build())
+        order_peak(v, order, "internal", 64, inplace=True)
+        got = shared_liveness(v, other, "internal", 64)
+        assert got.order == other
+        assert got == build_liveness(v, other, shared_layout(v, other, "internal", 64), io="internal", alignment=64)
+    v, order = _view(build())
+    monkeypatch.setattr(aliasing, "KEEP_NODES", len(v.ops))  # a view this large keeps none
+    order_peak(v, order, "internal", 64, inplace=True)
+    assert v.memo(("shared liveness", "internal", 64), dict) == {}
+
+
+def test_an_order_bound_is_kept_per_order_and_rules():
+    # the bounds a view keeps are those of the order, io, alignment and sharing asked for
+    v, order = _view(two_branches())
+    for io in ("internal", "external"):
+        for alignment in (1, 64):
+            for inplace in (False, True):
+                want = (lower_bound(build_liveness(v, order, shared_layout(v, order, io, alignment), io=io,
+                                                  alignment=alignment).problem) if inplace
+                        else lower_bound(build_liveness(v, order, None, io=io, alignment=alignment).problem))
+                assert order_peak(v, order, io, alignment, inplace) == want
+                assert order_peak(v, order, io, alignment, inplace) == want
 
 
 def test_two_branches_plan_verifies(tmp_path):

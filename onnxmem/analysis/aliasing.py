@@ -505,12 +505,31 @@ def shared_layout(view: GraphView, order: Sequence[int], io: str = "internal", a
     return _shared(view, order, io, alignment, hb)[0]
 
 
-def shared_liveness(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64) -> Liveness:
+#: views of fewer nodes keep the liveness of the last order :func:`shared_liveness` built with
+#: ``keep`` for its next call (a 100,000-node graph's planning keeps no second liveness)
+KEEP_NODES = 20_000
+
+
+def shared_liveness(view: GraphView, order: Sequence[int], io: str = "internal", alignment: int = 64,
+                    keep: bool = False) -> Liveness:
     """``build_liveness`` of the layout :func:`shared_layout` chooses, the same result: where the
-    choice built it already (the layout with Concat inputs placed, when it is kept), that one."""
+    choice built it already (the layout with Concat inputs placed, when it is kept), that one.
+
+    ``keep``: the view keeps the result for the next call with the same order, which takes it
+    (one kept at a time, on views under :data:`KEEP_NODES` nodes): the order search bounds its
+    chosen order with it (:func:`onnxmem.scheduling.cost.order_peak`), and the planner then
+    plans that order with the same liveness rather than building it again."""
+    held: dict[tuple[int, ...], Liveness] = view.memo(("shared liveness", io, alignment), dict)
+    key = tuple(order)
+    if key in held:
+        return held.pop(key)
+    held.clear()
     layout, built, last = _shared(view, order, io, alignment, None)
-    return built if built is not None else build_liveness(view, order, layout, io=io, alignment=alignment,
-                                                          last_read=last)
+    got = built if built is not None else build_liveness(view, order, layout, io=io, alignment=alignment,
+                                                         last_read=last)
+    if keep and len(view.ops) < KEEP_NODES:
+        held[key] = got
+    return got
 
 
 def _shared(view: GraphView, order: Sequence[int], io: str, alignment: int,

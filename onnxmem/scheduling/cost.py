@@ -59,10 +59,9 @@ from onnxmem.analysis.aliasing import (
     every_alias_source,
     group_writable,
     overwritable,
-    shared_layout,
+    shared_liveness,
 )
 from onnxmem.analysis.lifetimes import arena_tensors, live_profile, tensor_lifetimes
-from onnxmem.analysis.liveness import build_liveness
 from onnxmem.core.problem import align_up, lower_bound
 from onnxmem.core.rows import Rows, row_max, transpose
 from onnxmem.core.toposort import stable_order
@@ -80,10 +79,25 @@ def order_peak(view: GraphView, order: Sequence[int], io: str = "internal", alig
                inplace: bool = False) -> int:
     """The max-live bound of ``build_liveness(view, order, ...)`` (bytes); with
     ``inplace``, over the layout :func:`onnxmem.analysis.aliasing.shared_layout` chooses
-    (``plan.lower_bound`` with ``--inplace on``)."""
-    if inplace:
-        layout = shared_layout(view, order, io, alignment)
-        return lower_bound(build_liveness(view, order, layout, io=io, alignment=alignment).problem)
+    (``plan.lower_bound`` with ``--inplace on``). The view keeps the bounds of its last few
+    orders: the planner asks again for the file order's and the chosen one's."""
+    bounds: dict[tuple[int, ...], int] = view.memo(("order peaks", io, alignment, inplace), dict)
+    key = tuple(order)
+    if key not in bounds:
+        if len(bounds) >= _PEAKS_KEPT:
+            bounds.clear()
+        bounds[key] = _order_peak(view, order, io, alignment, inplace)
+    return bounds[key]
+
+
+#: the bounds of the last orders :func:`order_peak` computed that a view keeps: the search's
+#: file order and its chosen one, each asked for again when the plan records them
+_PEAKS_KEPT = 4
+
+
+def _order_peak(view: GraphView, order: Sequence[int], io: str, alignment: int, inplace: bool) -> int:
+    if inplace:  # the liveness kept for the planner, which plans the order the search chose
+        return lower_bound(shared_liveness(view, order, io, alignment, keep=True).problem)
     lifetimes = tensor_lifetimes(view, order, io)
     spans = ((s, e, align_up(view.tensors[name].size, alignment)) for name, (s, e) in lifetimes.items())
     return int(live_profile(spans, max(len(order), 1)).max(initial=0))
