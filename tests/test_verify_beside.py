@@ -213,11 +213,18 @@ def test_a_model_onnxruntime_cannot_run_is_the_reference_error(tmp_path, pieces)
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 64, 1001, 4096, 4097, 40_003])
-def test_same_bytes_sees_one_changed_byte_anywhere(n):
-    """The clobber checks' comparison (eight bytes at a time, then the rest one by one): any one
-    changed bit, at the start, in the middle, in the tail, and on a view that starts off eight."""
+@pytest.mark.parametrize("memcmp", [True, False])
+def test_same_bytes_sees_one_changed_byte_anywhere(n, memcmp, monkeypatch):
+    """The clobber checks' comparison (the C library's memcmp, or without it eight bytes at a time,
+    then the rest one by one): any one changed bit, at the start, in the middle, in the tail, and
+    on a view that starts off eight; and a strided view."""
+    from onnxmem.runtime import arena_records
     from onnxmem.runtime.arena_records import same_bytes
 
+    if memcmp:
+        assert arena_records._MEMCMP is not None  # loaded on every platform the tests run on
+    else:
+        monkeypatch.setattr(arena_records, "_MEMCMP", None)
     a = np.random.default_rng(n).integers(0, 256, n + 1, dtype=np.uint8)[1:]  # a view, one byte in
     assert same_bytes(a, a.copy())
     for i in sorted({0, n // 2, n - 1} if n else set()):
@@ -226,6 +233,13 @@ def test_same_bytes_sees_one_changed_byte_anywhere(n):
         assert not same_bytes(a, b) and not same_bytes(b, a)
     if n:
         assert not same_bytes(a, a[:-1])
+    wide = np.random.default_rng(n).integers(0, 256, 2 * n, dtype=np.uint8)
+    strided = wide[::2]  # not one run of memory
+    assert same_bytes(strided, strided.copy()) and same_bytes(strided.copy(), strided)
+    if n:
+        changed = strided.copy()
+        changed[n - 1] ^= 1
+        assert not same_bytes(strided, changed)
 
 
 def test_the_child_collects_garbage_as_the_command_does():

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,13 +100,32 @@ class Uncopied(Exception):
     there is nothing to compare them with; the run goes step by step, where every value's are."""
 
 
+def _libc_memcmp() -> Callable[[int, int, int], int] | None:
+    """The C library's ``memcmp``, as loaded in this process; ``None`` where there is none to load."""
+    try:
+        libc = ctypes.CDLL(None) if sys.platform != "win32" else ctypes.cdll.msvcrt
+        memcmp = libc.memcmp
+    except (OSError, AttributeError):
+        return None
+    memcmp.restype = ctypes.c_int
+    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return memcmp  # type: ignore[no-any-return]
+
+
+_MEMCMP = _libc_memcmp()
+
+
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two flat byte arrays hold the same bytes: compared eight at a time (a few KiB at
-    once), without the temporary of one flag a byte that ``np.array_equal`` makes."""
+    """Whether two flat byte arrays hold the same bytes: where both lie in one run of memory, by
+    the C library's ``memcmp`` (a third of the time of numpy's comparison of a few MiB: no array of
+    flags), or without one eight at a time, never with the temporary of one flag a byte that
+    ``np.array_equal`` makes; else (a strided view) by a copy of each."""
     if a.size != b.size:
         return False
-    if a.size <= 4096:
+    if a.size <= 4096 or not (a.flags.c_contiguous and b.flags.c_contiguous):
         return a.tobytes() == b.tobytes()
+    if _MEMCMP is not None:
+        return _MEMCMP(a.ctypes.data, b.ctypes.data, a.size) == 0
     k = a.size - a.size % 8
     return bool((a[:k].view(np.uint64) == b[:k].view(np.uint64)).all()) and a[k:].tobytes() == b[k:].tobytes()
 
