@@ -109,7 +109,7 @@ def _libc_memcmp() -> Callable[[int, int, int], int] | None:
         return None
     memcmp.restype = ctypes.c_int
     memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-    return memcmp  # type: ignore[no-any-return]
+    return memcmp
 
 
 _MEMCMP = _libc_memcmp()
