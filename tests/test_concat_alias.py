@@ -12,7 +12,7 @@ import json
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from onnxmem.analysis import aliasing
 from onnxmem.analysis.aliasing import (
@@ -200,6 +200,37 @@ def test_the_liveness_an_order_bound_keeps_is_taken_once_by_that_order_alone(bui
     monkeypatch.setattr(aliasing, "KEEP_NODES", len(v.ops))  # a view this large keeps none
     order_peak(v, order, "internal", 64, inplace=True)
     assert v.memo(("shared liveness", "internal", 64), dict) == {}
+
+
+def interleaved_branches() -> onnx.ModelProto:
+    """Two branches, each a large value reduced to a small one, written interleaved: the file
+    order holds both large values at once, the order that ends one branch first holds one."""
+    shape = numpy_helper.from_array(np.array([64, 64], dtype=np.int64), "shape")
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["a1"], name="a1"),
+             helper.make_node("Expand", ["x", "shape"], ["b1"], name="b1"),
+             helper.make_node("ReduceMax", ["a1"], ["a2"], name="a2", axes=[0], keepdims=1),
+             helper.make_node("ReduceMax", ["b1"], ["b2"], name="b2", axes=[0], keepdims=1),
+             helper.make_node("Concat", ["a2", "b2"], ["y"], name="cat", axis=0)]
+    return make_model(nodes, [vi("x", [1, 64])], [vi("y", [2, 64])], [shape])
+
+
+def test_the_planner_builds_the_sharing_of_the_file_order_and_the_chosen_one_once_each(tmp_path, monkeypatch):
+    # the search bounds the file order and its chosen order; the plan records the file order's bound
+    # and plans the chosen order: two layouts chosen, where four were
+    calls: list[tuple[int, ...]] = []
+    real = aliasing._shared
+
+    def counted(view, order, *args):
+        calls.append(tuple(order))
+        return real(view, order, *args)
+
+    monkeypatch.setattr(aliasing, "_shared", counted)
+    path = tmp_path / "branches.onnx"
+    onnx.save(interleaved_branches(), path)
+    plan = plan_loaded(onnx.load(path), path).plan
+    assert plan.order != ("a1", "b1", "a2", "b2", "cat")  # the search moved a node
+    assert plan.extra["file_order_lower_bound"] > plan.lower_bound
+    assert len(calls) == 2 and calls[0] == (0, 1, 2, 3, 4) and calls[1] != calls[0]  # the file order, the chosen
 
 
 def test_an_order_bound_is_kept_per_order_and_rules():
