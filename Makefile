@@ -34,10 +34,13 @@ GENERIC_PYTHONS ?= python3.10 python3.11 python3.12 python3.13
 kernels-generic-all:
 	for py in $(GENERIC_PYTHONS); do PYTHONPATH=$(CURDIR) $$py -m onnxmem.core._native_build --target-cpu generic || exit 1; done
 
-# the default suite over TEST_JOBS worker processes (pytest-xdist; 2: the cores of the CI machine)
+# the default suite over TEST_JOBS worker processes (pytest-xdist; 2: the cores of the CI machine),
+# each module's bytecode kept in the checkout and .venv even where the environment sets
+# PYTHONDONTWRITEBYTECODE (container images often do): else each of the hundreds of processes the
+# tests start compiles every module it imports, nearly twice the suite's time (docs/speed.md)
 TEST_JOBS ?= 2
 test:
-	$(PYTHON) -m pytest -q -n $(TEST_JOBS)
+	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n $(TEST_JOBS)
 
 test-slow:
 	$(PYTHON) -m pytest -q -m slow
