@@ -13,6 +13,7 @@ goes to docs/verify.md between its markers (not with ``--no-doc``).
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,10 +63,7 @@ def rows(tmp: Path, runs: int, only: str | None) -> list[str]:
         fig, _ = taking_turns(runs, cmds, warm=False)  # _executed ran each once
         a, b = fig["handed"]["cpu"], fig["every"]["cpu"]
         lines.append(f"| {entry.name} | {run:,} | {handed:,} | {every:,} | {a:.2f} | {b:.2f} | {a / b:.2f} |")
-        if folder.exists():  # (the onnx wheel's models are read where they are)
-            for f in folder.iterdir():
-                f.unlink()
-            folder.rmdir()
+        shutil.rmtree(folder, ignore_errors=True)  # (the onnx wheel's models are read where they are)
     return lines
 
 

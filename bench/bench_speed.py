@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -239,10 +240,7 @@ def zoo_case(tmp: Path, runs: int, only: str | None, command: str = "plan", targ
             floors.append(statistics.median(t / b["cpu"] for t, b in zip(counted, got["o"])))
             row += f" {floors[-1]:.2f} |"
         lines.append(row)
-        if folder.exists():
-            for f in folder.iterdir():
-                f.unlink()
-            folder.rmdir()
+        shutil.rmtree(folder, ignore_errors=True)
     if walls:
         lines.append(f"| **at most {target:g} on** | **{sum(w <= target for w in walls)} of {len(walls)}** "
                      f"(wall), **{sum(c <= target for c in cpus)}** (CPU) | | | | "

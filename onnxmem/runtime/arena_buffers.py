@@ -22,8 +22,8 @@ from onnxmem.runtime.ort import (
     session_options,
 )
 
-__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "arena_slots", "fits", "handed", "slot_value",
-           "uncopied"]
+__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "arena_slots", "fits",
+           "handed", "slot_value", "uncopied"]
 
 SENTINEL = 0xFF
 #: base alignment of the host arena (the CUDA allocator gives 256)

@@ -192,9 +192,10 @@ def verify_and_measure(planned: Any, path: Path, device: str, seed: int,
     if report.ok:
         run = report.execution
         verdict = "pass"
-        handed = f" ({run.nodes_handed} more written from the reference)" if run is not None and run.nodes_handed else ""
-        detail = (f"{run.nodes_run} nodes run in the arena on {run.device}{handed}, outputs match"
-                  if run is not None else "static proof holds")
+        detail = "static proof holds"
+        if run is not None:
+            handed = f" ({run.nodes_handed} more written from the reference)" if run.nodes_handed else ""
+            detail = f"{run.nodes_run} nodes run in the arena on {run.device}{handed}, outputs match"
     else:
         first = report.first
         verdict = "FAIL"
