@@ -5,11 +5,12 @@ the model is planned, then :meth:`onnxmem.runtime.arena.ArenaRun.run` (every nod
 its checks, the whole-model reference in pieces) runs once with the reference beside the arena
 run on a thread of its own and once after it on the same thread, each in a fresh process
 (``--reference nodes``: each node run again outside the arena as its reference, as on CUDA, with
-its node sessions built beside or not). The table gives the values whose bytes the run copies
-aside as they are written and the inputs whose bytes it checks before a node reads them (on
-CUDA each is a copy from the device to the host), then the call's minor page faults, system and
-user CPU seconds (``getrusage`` of the process around the call) and wall seconds, the median of
-``--runs``.
+its node sessions built beside or not). The table gives the nodes run in the arena and those of
+shape arithmetic whose values are written there instead (:mod:`onnxmem.runtime.handover`), the
+values whose bytes the run copies aside as they are written and the inputs whose bytes it
+checks before a node reads them (on CUDA each is a copy from the device to the host), then the
+call's minor page faults, system and user CPU seconds (``getrusage`` of the process around the
+call) and wall seconds, the median of ``--runs``.
 
     python bench/bench_arena_run.py --only swin_t_legacy,nasnetalarge --runs 3
     python bench/bench_arena_run.py --only nasnetalarge,mobilenet_v2 --reference nodes
@@ -58,7 +59,7 @@ with run_limits(isolate=False):
 assert not ex.findings and ex.reference == reference, (ex.findings, ex.reference)
 print(json.dumps({"faults": r1.ru_minflt - r0.ru_minflt, "sys": r1.ru_stime - r0.ru_stime,
                   "user": r1.ru_utime - r0.ru_utime, "wall": t1 - t0,
-                  "uncopied": len(run.unkept), **moved}))
+                  "uncopied": len(run.unkept), "run": ex.nodes_run, "handed": ex.nodes_handed, **moved}))
 '''
 
 
@@ -85,9 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     entries = {e.name: e for e in load_zoo(ROOT / "models" / "zoo")}
     print(f"onnxmem from {Path(sys.modules['onnxmem'].__file__).parent.parent}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
           f"load average {os.getloadavg()[0]:.2f}")
-    print("| model | reference | values not copied | values copied (MB) | inputs checked (MB) | minor page faults | "
-          "system CPU s | user CPU s | wall s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model | reference | nodes run in the arena | nodes written there | values not copied | values copied (MB) | "
+          "inputs checked (MB) | minor page faults | system CPU s | user CPU s | wall s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in wanted:
             path = materialize(entries[name].path, Path(tmp) / name)
@@ -95,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs = [measure(path, beside, opts.reference, entries[name].dims) for _ in range(opts.runs)]
                 def med(k: str, runs: list[dict[str, float]] = runs) -> float:
                     return statistics.median(r[k] for r in runs)
-                print(f"| {name} | {opts.reference}, {'beside' if beside else 'after'} | {med('uncopied'):,.0f} | "
+                print(f"| {name} | {opts.reference}, {'beside' if beside else 'after'} | {med('run'):,.0f} | "
+                      f"{med('handed'):,.0f} | {med('uncopied'):,.0f} | "
                       f"{med('kept'):,.0f} ({med('kept_bytes') / 1e6:,.1f}) | "
                       f"{med('checked'):,.0f} ({med('checked_bytes') / 1e6:,.1f}) | "
                       f"{med('faults'):,.0f} | {med('sys'):.2f} | "

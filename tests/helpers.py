@@ -70,6 +70,18 @@ def saved_model(tmp_path_factory, model: onnx.ModelProto, folder: str):
     return path
 
 
+def reshape_target(src: str, index: str, rest: str, axes: str, suffix: str = "", rest_first: bool = False):
+    """Shape arithmetic as exporters write it: Shape(src) -> Gather(index) -> Unsqueeze(axes) ->
+    Concat with ``rest`` (after it, or before it with ``rest_first``): the nodes, named shape,
+    gather, unsqueeze and concat (with ``suffix``), and the name of the target they make."""
+    s, g, u, t = (f"{k}{suffix}" for k in "sgut")
+    parts = [rest, u] if rest_first else [u, rest]
+    return [helper.make_node("Shape", [src], [s], name=f"shape{suffix}"),
+            helper.make_node("Gather", [s, index], [g], name=f"gather{suffix}", axis=0),
+            helper.make_node("Unsqueeze", [g, axes], [u], name=f"unsqueeze{suffix}"),
+            helper.make_node("Concat", parts, [t], name=f"concat{suffix}", axis=0)], t
+
+
 def vi(name, shape, dtype=TensorProto.FLOAT):
     return helper.make_tensor_value_info(name, dtype, shape)
 

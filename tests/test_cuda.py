@@ -204,3 +204,27 @@ def test_an_uncopied_value_written_over_starts_the_cuda_run_again(tmp_path, monk
     ref = ArenaRun(bad, p.model, p.view, opts, path).run()
     assert held == [{SENTINEL}] and run.unkept == frozenset()  # started again once, the arena reset
     assert ex.findings and ex.findings == ref.findings and ex.findings[0].tensor == "a"
+
+
+def test_shape_arithmetic_is_written_on_cuda_as_every_node_run_gives(tmp_path):
+    """The nodes of shape arithmetic are written in the device arena from their run together on the
+    CPU (onnxmem.runtime.handover): the graph outputs are bit for bit those of the run where every
+    node runs on CUDA, the handed nodes written, none of them run; a handed value moved onto a live one
+    gives the first finding of the run where every node runs."""
+    from .test_verify_handover import _handed, _model
+
+    path = tmp_path / "shapes.onnx"
+    onnx.save(_model(), path)
+    p = plan_model(path, dataclasses.replace(CUDA, solver="greedy", order="file"))
+    opts = VerifyOptions(device="cuda")
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=opts)
+    every = execute_plan(p.plan, p.model, p.view, model_path=path, options=dataclasses.replace(opts, handed=False))
+    assert ex.findings == every.findings == () and all(c.ok and c.identical for c in ex.outputs + every.outputs)
+    handed = _handed(path, p)
+    assert {"shape", "gather", "unsqueeze", "shape2", "gather2", "unsqueeze2"} <= handed
+    assert (ex.nodes_handed, ex.nodes_run, every.nodes_run) == (len(handed), 13 - len(handed), 13)
+    moved = [dataclasses.replace(t, offset=p.plan.tensor("a").offset) if t.name == "g" else t for t in p.plan.tensors]
+    bad = dataclasses.replace(p.plan, tensors=tuple(moved))
+    caught = execute_plan(bad, p.model, p.view, model_path=path, options=opts)
+    first = execute_plan(bad, p.model, p.view, model_path=path, options=dataclasses.replace(opts, handed=False))
+    assert caught.findings and caught.findings[0] == first.findings[0]

@@ -18,7 +18,7 @@ from onnxmem.runtime.arena import ArenaRun
 from onnxmem.runtime.arena_buffers import HANDED_BYTES, handed
 from onnxmem.verify.run import VerifyOptions, execute_plan
 
-from .helpers import HANG_S, make_model, vi
+from .helpers import HANG_S, make_model, reshape_target, vi
 
 GREEDY = PlanOptions(solver="greedy", order="file")
 
@@ -30,11 +30,9 @@ def _shapes_model(big: int = 4) -> onnx.ModelProto:
     inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
              numpy_helper.from_array(np.array([0], np.int64), "axes"),
              numpy_helper.from_array(np.array([-1], np.int64), "rest")]
+    arithmetic, _ = reshape_target("a", "zero", "rest", "axes")
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
-             helper.make_node("Shape", ["a"], ["s"], name="shape"),
-             helper.make_node("Gather", ["s", "zero"], ["g"], name="gather", axis=0),
-             helper.make_node("Unsqueeze", ["g", "axes"], ["u"], name="unsqueeze"),
-             helper.make_node("Concat", ["u", "rest"], ["t"], name="concat", axis=0),
+             *arithmetic,
              helper.make_node("Reshape", ["a", "t"], ["r"], name="reshape"),
              helper.make_node("Relu", ["r"], ["y"], name="last"),
              helper.make_node("ReduceSum", ["x", "axes"], ["z"], name="sum", keepdims=0)]
@@ -78,21 +76,22 @@ def test_a_value_past_the_bound_or_a_graph_output_is_not_handed(tmp_path):
     assert _handed_names(path, p) == set()
 
 
-@pytest.mark.parametrize("beside", [True, False], ids=["beside", "in line"])
-def test_handed_values_verify_as_every_node_run_does(tmp_path, beside):
-    """Beside the reference the handed nodes are written, not run, and the Reshape that reads their
-    value runs on it: outputs identical; in line (no spare core), and with handed=False, every node
-    runs in the arena."""
+@pytest.mark.parametrize("beside, reference", [(True, "whole"), (False, "whole"), (True, "nodes"), (False, "nodes")],
+                         ids=["beside", "in line", "each node again, beside", "each node again, in line"])
+def test_handed_values_verify_as_every_node_run_does(tmp_path, beside, reference):
+    """The handed nodes are written, not run, and the Reshape that reads their value runs on it:
+    outputs identical, whether the reference runs beside the arena run or in line with it (no
+    spare core), and where each node runs again as its reference (as on CUDA: the handed values
+    computed together on the CPU, runtime.handover); with handed=False every node runs in the arena."""
     path, p = _planned(tmp_path, _shapes_model())
     handed_count = len(_handed_names(path, p))
-    ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(beside=beside))
-    every = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(beside=beside, handed=False))
+    opts = VerifyOptions(beside=beside, reference=reference)
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=opts)
+    every = execute_plan(p.plan, p.model, p.view, model_path=path, options=dataclasses.replace(opts, handed=False))
     assert ex.findings == every.findings == () and all(c.identical for c in ex.outputs + every.outputs)
+    assert ex.reference == every.reference == reference
     assert every.nodes_handed == 0 and every.nodes_run == 8
-    if beside:
-        assert ex.nodes_handed == handed_count >= 3 and ex.nodes_run == 8 - handed_count
-    else:
-        assert ex.nodes_handed == 0 and ex.nodes_run == 8
+    assert ex.nodes_handed == handed_count >= 3 and ex.nodes_run == 8 - handed_count
 
 
 def _moved(plan, moved, onto):
@@ -111,13 +110,18 @@ def test_a_write_of_or_over_a_handed_value_gives_the_first_finding_of_every_node
     """A handed value written over a live one (g, u or t onto a, which the reshape reads later),
     or a value a node runs to make written over a handed one still live (r onto t, which the
     reshape reads; a onto t's bytes, written by the handed gather while a is live): the first
-    finding of the run where every node runs in the arena, each value checked again outside it."""
+    finding of the run where every node runs in the arena, each value checked again outside it,
+    whether the handed values come from the reference beside, or from their run together on the
+    CPU where each node runs again (as on CUDA), in line or not."""
     path, p = _planned(tmp_path, _shapes_model())
     bad = _moved(p.plan, moved, onto)
-    nodes = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(reference="nodes"))
-    ex = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(beside=True))
+    every = VerifyOptions(reference="nodes", handed=False)
+    nodes = execute_plan(bad, p.model, p.view, model_path=path, options=every)
     assert nodes.findings and nodes.findings[0].kind == "clobber", f"{moved} onto {onto} was not caught"
-    assert ex.findings and ex.findings[0] == nodes.findings[0]
+    for opts in (VerifyOptions(beside=True), VerifyOptions(beside=False), VerifyOptions(reference="nodes"),
+                 VerifyOptions(reference="nodes", beside=False)):
+        ex = execute_plan(bad, p.model, p.view, model_path=path, options=opts)
+        assert ex.findings and ex.findings[0] == nodes.findings[0], opts
 
 
 def test_a_handed_value_the_reference_does_not_give_sends_the_run_step_by_step(tmp_path, monkeypatch):
@@ -137,9 +141,15 @@ def test_a_handed_value_the_reference_does_not_give_sends_the_run_step_by_step(t
 
     monkeypatch.setattr(PieceReference, "_run", run)
     path, p = _planned(tmp_path, _shapes_model())
-    ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=VerifyOptions(beside=True, piece_bytes=1))
+    opts = VerifyOptions(beside=True, piece_bytes=1)
+    ex = execute_plan(p.plan, p.model, p.view, model_path=path, options=opts)
     assert failed and ex.findings == () and all(c.identical for c in ex.outputs)
-    assert ex.nodes_handed == 0 and ex.nodes_run == 8
+    # step by step, the reference's pieces run again: the handed values taken from them as they come
+    handed_count = len(_handed_names(path, p))
+    assert ex.nodes_handed == handed_count and ex.nodes_run == 8 - handed_count
+    failed.clear()
+    every = execute_plan(p.plan, p.model, p.view, model_path=path, options=dataclasses.replace(opts, handed=False))
+    assert failed and every.findings == () and every.nodes_handed == 0 and every.nodes_run == 8
 
 
 def test_a_node_that_fails_after_handed_ones_is_named(tmp_path):
@@ -174,12 +184,9 @@ def test_the_cli_says_what_it_handed_and_every_node_runs_them_all(tmp_path):
     every = subprocess.run([*cmd, "--every-node"], capture_output=True, text=True, timeout=HANG_S)
     assert default.returncode == every.returncode == 0, default.stderr + every.stderr
     line = next(ln for ln in default.stdout.splitlines() if ln.startswith("executed"))
-    if "of shape arithmetic" in line:  # a core to spare for the reference beside (else every node runs)
-        count = int(line.split(", ")[1].split()[0])
-        assert count >= 3 and ", sentinel" in line.split("written there from the reference's run of them")[1]
-        assert line.startswith(f"executed  {8 - count} nodes in one cpu arena, {count} of shape arithmetic")
-    else:
-        assert line.startswith("executed  8 nodes in one cpu arena, sentinel")
+    count = int(line.split(", ")[1].split()[0])  # beside the reference or in line with it (no spare core)
+    assert count >= 3 and ", sentinel" in line.split("written there from the reference's run of them")[1]
+    assert line.startswith(f"executed  {8 - count} nodes in one cpu arena, {count} of shape arithmetic")
     assert any(ln.startswith("executed  8 nodes in one cpu arena, sentinel") for ln in every.stdout.splitlines())
     both = subprocess.run([*cmd, "--every-node", "--static-only"], capture_output=True, text=True, timeout=HANG_S)
     assert both.returncode == 2 and "--static-only runs nothing; leave out --every-node" in both.stderr

@@ -54,10 +54,11 @@ if TYPE_CHECKING:
               help="Absolute tolerance of the output comparison.")
 @click.option("--static-only", is_flag=True, help="Only the static proof; run nothing.")
 @click.option("--every-node", is_flag=True,
-              help="Run every node in the arena, shape arithmetic too. By default, on the CPU, the values of "
-                   "shape arithmetic (small values computed from shapes and weights alone) are written "
-                   "at their offsets from the reference's run of their nodes, as onnxruntime's own session "
-                   "folds those nodes away; their writes are checked as every node's.")
+              help="Run every node in the arena, shape arithmetic too. By default the values of shape "
+                   "arithmetic (small values computed from shapes and weights alone) are written at their "
+                   "offsets from the reference's run of their nodes (where each node runs again, as on "
+                   "CUDA: from one run of them all on the CPU), as onnxruntime's own session folds those "
+                   "nodes away; their writes are checked as every node's.")
 @click.option("--original", "original_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="MODEL was rewritten from this model (plan --budget --rewrite-out): also compare MODEL's "
                    "outputs in the arena with this model's own run, bit for bit.")
@@ -217,8 +218,8 @@ def _echo_execution(ex: Execution) -> None:
                 else f"whole-model onnxruntime run {ex.reference_seconds:.3f} s")
     ref = (f"reference: the whole model once outside the arena, same kernels {ex.reference_seconds:.3f} s" if whole
            else f"again outside the arena {ex.private_seconds:.3f} s; {ordinary}")
-    handed = (f", {ex.nodes_handed} of shape arithmetic written there from the reference's run of them"
-              if ex.nodes_handed else "")
+    source = "the reference's run of them" if whole else "one run of them all on the CPU"
+    handed = f", {ex.nodes_handed} of shape arithmetic written there from {source}" if ex.nodes_handed else ""
     click.echo(f"executed  {ex.nodes_run} nodes in one {ex.device} arena{handed}, sentinel 0xFF ({ex.seconds:.3f} s); "
                f"{ref}")
     for c in ex.outputs:

@@ -56,7 +56,10 @@ Then each node, in the plan's order, runs as its own onnxruntime session
    graph with bodies; a random op, which draws other numbers in a second kernel;
    training graphs; ``reference="nodes"``), the node runs once more with every
    value in a buffer of onnxruntime's own (inputs from the previous private
-   outputs): the reference, and the shapes the kernel computes;
+   outputs): the reference, and the shapes the kernel computes; a node of shape
+   arithmetic of the main graph takes its values from one CPU run of those
+   nodes alone instead, and they are written at its step 4
+   (:mod:`onnxmem.runtime.handover`);
 3. :meth:`~ArenaRun.check_shapes`: a computed shape that differs from the
    plan's is a finding unless it has the same bytes (then it is noted and
    used);

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
 
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import PlanInvalid, RuntimeBackendError, show_name
-from onnxmem.graph import GraphView
+from onnxmem.graph import GraphView, draws_random
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import VIEW_OPS, Finding
 from onnxmem.runtime.ort import (
@@ -19,10 +20,11 @@ from onnxmem.runtime.ort import (
     check_memory,
     foreign_dtype,
     onnx_array,
+    ort_value,
     session_options,
 )
 
-__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "CudaArena", "HostArena", "Slot", "Write", "arena_slots", "fits",
+__all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "ArenaMemory", "CudaArena", "HostArena", "Slot", "Write", "arena_slots", "fits",
            "handed", "slot_value", "uncopied"]
 
 SENTINEL = 0xFF
@@ -141,6 +143,48 @@ class CudaArena:
         self._move(("cpu", int(flat.ctypes.data)), ("cuda", self.base + offset), int(flat.size))
 
 
+class ArenaMemory:
+    """Where an arena run (:class:`onnxmem.runtime.arena_steps.ArenaSteps`) reads and writes each
+    value: the arena, its host mirror on CUDA, or a buffer of the value's own."""
+
+    cuda: bool
+    arena: Any  # a HostArena or a CudaArena
+    mirror: Any  # the host mirror on CUDA (the arena itself on the host)
+    weights: Any
+    _weight_values: dict[tuple[str, bool], Any]
+
+    def _memory(self, slot: Slot) -> Any:
+        return self.mirror if slot.home == "host" else self.arena
+
+    def _address(self, slot: Slot) -> int:
+        if slot.private is not None:
+            return int(slot.private.ctypes.data)
+        return int(self._memory(slot).base) + slot.offset
+
+    def _device(self, slot: Slot) -> str:
+        return "cuda" if self.cuda and slot.home == "arena" else "cpu"
+
+    def _read(self, slot: Slot) -> np.ndarray:
+        return np.array(slot.private[: slot.size]) if slot.private is not None else self._memory(slot).read(
+            slot.offset, slot.size)
+
+    def _keep(self, slot: Slot) -> np.ndarray:
+        """The slot's bytes as they must stay while it is live (``HostArena.keep``; a private
+        slot's: a copy, as :meth:`_read` makes)."""
+        return self._read(slot) if slot.private is not None else self._memory(slot).keep(slot.offset, slot.size)
+
+    def _peek(self, slot: Slot) -> np.ndarray:
+        """The slot's bytes, to compare now (a view where they are on the host)."""
+        return slot.private[: slot.size] if slot.private is not None else self._memory(slot).peek(slot.offset, slot.size)
+
+    def _weight(self, name: str, host: bool) -> Any:
+        """The weight ``name`` as an OrtValue on the host or the device, made once."""
+        key = (name, host or not self.cuda)
+        if key not in self._weight_values:
+            self._weight_values[key] = ort_value(self.weights[name], "cpu" if key[1] else "cuda")
+        return self._weight_values[key]
+
+
 @dataclass(slots=True)
 class Slot:
     """Where one tensor lives during execution."""
@@ -255,10 +299,11 @@ _PLAIN = frozenset(NUMPY_DTYPES) - {onnx.TensorProto.FLOAT16}
 
 def handed(view: GraphView, order: Sequence[int], weight_ops: Container[int], slots: Mapping[str, Slot],
            given: Container[str]) -> frozenset[int]:
-    """The nodes of ``order`` (less ``weight_ops``) whose values the run ahead of the reference
-    writes in the arena from the reference's run of them (``ArenaRun.run_ahead``) instead of
-    running them there: shape arithmetic, which onnxruntime's own session folds away. Each is a
-    node of the standard domain that
+    """The nodes of ``order`` (less ``weight_ops``) whose values an arena run writes in the arena
+    from their run outside it instead of running them there (the whole-model reference's run:
+    ``ArenaRun.run_ahead``, and the run step by step beside it; where each node runs again as its
+    reference, one run of them all on the CPU: :mod:`onnxmem.runtime.handover`): shape arithmetic,
+    which onnxruntime's own session folds away. Each is a node of the standard domain that
 
     - writes values in the arena of at most :data:`HANDED_BYTES` each, of numpy's own element
       types (:data:`_PLAIN`), none a graph output;
@@ -269,6 +314,8 @@ def handed(view: GraphView, order: Sequence[int], weight_ops: Container[int], sl
     - writes no byte of a value it reads, but a view's output (:data:`onnxmem.proof.plan.VIEW_OPS`)
       planned on exactly its input's bytes (its kernel writes them unchanged).
 
+    A node that draws random numbers, or a Dropout, is not taken.
+
     Its inputs are then the bytes the reference's run of it read (each input is checked as it is
     read, step 1), no kernel's work in place is taken on trust, and onnxruntime's kernel gives the
     same bits in the arena and out of it; what the write does to the other live values is checked
@@ -278,7 +325,8 @@ def handed(view: GraphView, order: Sequence[int], weight_ops: Container[int], sl
     for i in order:
         op = view.ops[i]
         outs = [o for o in op.outputs if o]
-        if i in weight_ops or not outs or op.domain not in ("", "ai.onnx") or i in view.bodies:
+        if (i in weight_ops or not outs or op.domain not in ("", "ai.onnx") or i in view.bodies
+                or draws_random(op) or op.op_type == "Dropout"):  # a draw is no shape arithmetic
             continue
         if any(o not in slots or slots[o].home != "arena" or slots[o].private is not None
                or slots[o].size > HANDED_BYTES or slots[o].elem_type not in _PLAIN or o in view.outputs

@@ -16,6 +16,7 @@ import onnx
 
 import onnxmem.runtime.ahead as ahead
 import onnxmem.runtime.arena_buffers as buffers
+import onnxmem.runtime.handover as handover
 import onnxmem.runtime.sessions as sessions
 import onnxmem.runtime.standins as standins
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, show_name
@@ -46,7 +47,7 @@ __all__ = ["ArenaSteps"]
 REFERENCES = ("whole", "nodes")
 
 
-class ArenaSteps(abc.ABC):
+class ArenaSteps(buffers.ArenaMemory, abc.ABC):
     """The procedure of :class:`onnxmem.runtime.arena.ArenaRun` but nodes with bodies: one execution
     of ``plan`` for ``view`` in one arena; see :mod:`onnxmem.runtime.arena`.
 
@@ -64,6 +65,7 @@ class ArenaSteps(abc.ABC):
     spare_copies = True
     handed: frozenset[int] = frozenset()  #: nodes whose values the run ahead writes from the reference (ArenaRun.run_ahead)
     nodes_handed = 0  #: how many it wrote
+    hand_values: handover.HandedValues | None = None  #: their values, where each node runs again as its reference
 
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
                  model_path: str | os.PathLike[str] | None = None) -> None:
@@ -132,39 +134,6 @@ class ArenaSteps(abc.ABC):
     def _session_cache(self) -> Any:
         return sessions.RecentSessions(sessions.CUDA_SESSIONS, sessions.cuda_room()) if self.cuda else {}
 
-    # -------------------------------------------------------------- memory access
-
-    def _memory(self, slot: Slot) -> Any:
-        return self.mirror if slot.home == "host" else self.arena
-
-    def _address(self, slot: Slot) -> int:
-        if slot.private is not None:
-            return int(slot.private.ctypes.data)
-        return int(self._memory(slot).base) + slot.offset
-
-    def _device(self, slot: Slot) -> str:
-        return "cuda" if self.cuda and slot.home == "arena" else "cpu"
-
-    def _read(self, slot: Slot) -> np.ndarray:
-        return np.array(slot.private[: slot.size]) if slot.private is not None else self._memory(slot).read(
-            slot.offset, slot.size)
-
-    def _keep(self, slot: Slot) -> np.ndarray:
-        """The slot's bytes as they must stay while it is live (``HostArena.keep``; a private
-        slot's: a copy, as :meth:`_read` makes)."""
-        return self._read(slot) if slot.private is not None else self._memory(slot).keep(slot.offset, slot.size)
-
-    def _peek(self, slot: Slot) -> np.ndarray:
-        """The slot's bytes, to compare now (a view where they are on the host)."""
-        return slot.private[: slot.size] if slot.private is not None else self._memory(slot).peek(slot.offset, slot.size)
-
-    def _weight(self, name: str, host: bool) -> Any:
-        """The weight ``name`` as an OrtValue on the host or the device, made once."""
-        key = (name, host or not self.cuda)
-        if key not in self._weight_values:
-            self._weight_values[key] = ort_value(self.weights[name], "cpu" if key[1] else "cuda")
-        return self._weight_values[key]
-
     # -------------------------------------------------------------- the procedure
 
     def run(self) -> Execution:
@@ -173,6 +142,7 @@ class ArenaSteps(abc.ABC):
         starts the run again (:meth:`_start_again`)."""
         self.load_inputs()
         self.run_reference()
+        self.hand_over()
         self.run_beside()
         if self.spare_copies and not self.view.bodies and not self.opts.keep_going and (
                 not self.whole or isinstance(self.whole_values, PieceReference)):  # (pieces run again)
@@ -207,25 +177,52 @@ class ArenaSteps(abc.ABC):
                 if not self.run_bodies(op):
                     return False
             else:
-                node = self.nodes[op_index]
-                sess = self.session(op, node)
-                computed = self.run_private(op, sess)
-                if not self.check_shapes(op, computed):
-                    self.changed = True
-                    return False
-                if draws(node, op, self.random_calls):  # a kernel run once draws other numbers: a fresh one
-                    sess = self.session(op, node)
-                binding = self.run_in_arena(op, sess)
-                if binding is None:  # running on after a clobber: garbage in
-                    self.changed = True
-                    break
-                self.nodes_run += 1
-                self.check_outputs(op, binding)
+                node, outs = self.nodes[op_index], [o for o in op.outputs if o]
+                handing = op_index in self.handed  # shape arithmetic: its values written (runtime.handover)
+                given = self.hand_values.take(outs) if handing and self.hand_values is not None else None
+                sess = None
+                if given is None:
+                    sess = None if handing and self.whole else self.session(op, node)
+                    if not self.check_shapes(op, self.run_private(op, sess)):
+                        self.changed = True
+                        return False
+                    given = handover.private_given(self.private, self.slots, outs) if handing and self.whole else None
+                if given is not None:
+                    self.write_given(given)
+                else:
+                    if sess is None or draws(node, op, self.random_calls):  # a random kernel run once: a fresh one
+                        sess = self.session(op, node)
+                    binding = self.run_in_arena(op, sess)
+                    if binding is None:  # running on after a clobber: garbage in
+                        self.changed = True
+                        break
+                    self.nodes_run += 1
+                    self.check_outputs(op, binding)
             self.check_write(k, op)
             if self.findings and not self.opts.keep_going:
                 return False
             self.retire(k, op)
         return True
+
+    def hand_over(self) -> None:
+        """The nodes of shape arithmetic whose values the run writes rather than runs in the arena
+        (:func:`onnxmem.runtime.arena_buffers.handed`), and, where each node runs again as its
+        reference, the values of all of them computed together on the CPU (:mod:`onnxmem.runtime.handover`)."""
+        if not self.opts.handed:
+            return
+        self.handed = buffers.handed(self.view, self.order, self.weight_ops, self.slots, self.weights)
+        if self.handed and not self.whole:
+            self.hand_values = handover.HandedValues(self.full, self.view, self.nodes,
+                                                     [k for k in self.order if k in self.handed], self.slots,
+                                                     self.weights)
+
+    def write_given(self, given: Mapping[str, tuple[np.ndarray, Any]]) -> None:
+        """Step 4 of a handed node: each value written at its offset, and taken as its reference."""
+        for o, (arr, value) in given.items():
+            s = self.slots[o]
+            self._memory(s).write(s.offset, arr)
+            self.private[o] = value
+        self.nodes_handed += 1
 
     def uncopied(self) -> frozenset[str]:
         """The values of this run :func:`onnxmem.runtime.arena_buffers.uncopied` finds (:attr:`unkept`)."""
@@ -249,6 +246,8 @@ class ArenaSteps(abc.ABC):
         self.history.clear()
         self.nodes_run = self.nodes_handed = 0
         self.changed = False
+        if self.hand_values is not None:
+            self.hand_values = self.hand_values.again()
         self.load_inputs()
 
     def load_inputs(self) -> None:
@@ -277,7 +276,7 @@ class ArenaSteps(abc.ABC):
             return
         self.ordinary = ahead.ordinary_beside(self.full, self.feeds, self.view.outputs, self.weights)
         items = [(self.nodes[k], self.view.ops[k], self._input_shapes(self.view.ops[k]))
-                 for k in self.order if k not in self.weight_ops and k not in self.view.bodies]
+                 for k in self.order if k not in self.weight_ops and k not in self.view.bodies and k not in self.handed]
         ahead.build_sessions(self.full, items, self.view, self.session_options, self.providers, self._node_sessions,
                              alones=self._alones)
 
