@@ -16,10 +16,13 @@ CPU too where they feed a shape, and folds them where the shapes are static); th
 of every other node reads the same values as its run in the arena does.
 
 A Shape or Size node reads its input's shape alone: the session is given an untouched buffer
-of the planned shape (no page of it is written), and each value a node computes from it is
-held to its planned shape and element type before it is written; one that is not, or a
-session onnxruntime cannot run, sends that node, and every handed node after it, the way of
-any other node.
+of the planned shape (no page of it is written). Each value is held to its planned shape and
+element type before it is written: one that is not sends its node the way of any other node;
+a session onnxruntime cannot run sends every handed node from there on that way.
+
+Where the reference is one whole-model run and the run goes step by step (no spare core, or
+the run ahead of it stopped), a handed node's values are that run's (:func:`private_given`),
+held to the plan the same way.
 """
 
 from __future__ import annotations
