@@ -128,7 +128,7 @@ from onnxmem.runtime.arena_records import (
 from onnxmem.runtime.arena_steps import ArenaSteps
 from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.isolation import TimeLimitExceeded, at_step, end_run, start_run
-from onnxmem.runtime.ort import NUMPY_DTYPES, available_memory, onnx_bytes, ort_value
+from onnxmem.runtime.ort import available_memory, onnx_bytes, ort_value
 from onnxmem.runtime.reference import PieceReference, draws
 from onnxmem.runtime.trips import loop_bounds, over_bound
 
@@ -239,7 +239,7 @@ class ArenaRun(ArenaSteps):
             if not o:
                 continue
             s, value = self.slots[o], pieces.handed_value(o)
-            if value is None or tuple(value.shape) != tuple(s.shape) or value.dtype != NUMPY_DTYPES.get(s.elem_type):
+            if value is None or not buffers.planned_value(s, value):
                 return False
             got.append((s, value))
         for s, value in got:

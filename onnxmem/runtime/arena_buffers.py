@@ -25,7 +25,7 @@ from onnxmem.runtime.ort import (
 )
 
 __all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "ArenaMemory", "CudaArena", "HostArena", "Slot", "Write", "arena_slots", "fits",
-           "handed", "slot_value", "uncopied"]
+           "handed", "planned_value", "slot_value", "uncopied"]
 
 SENTINEL = 0xFF
 #: base alignment of the host arena (the CUDA allocator gives 256)
@@ -349,6 +349,12 @@ def _overlap(out: Slot, read: Slot | None, op_type: str) -> bool:
     if op_type in VIEW_OPS and read.offset == out.offset and read.size == out.size:
         return False
     return read.offset < out.offset + out.size and out.offset < read.offset + read.size
+
+
+def planned_value(slot: Slot, value: np.ndarray) -> bool:
+    """Whether ``value``, given for ``slot`` from a run outside the arena (:func:`handed`), has
+    the slot's planned shape and element type, so that its bytes may be written there."""
+    return tuple(value.shape) == tuple(slot.shape) and value.dtype == NUMPY_DTYPES.get(slot.elem_type)
 
 
 def slot_value(slot: Slot, data: np.ndarray) -> np.ndarray:

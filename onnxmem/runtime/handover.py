@@ -35,9 +35,8 @@ import onnx
 
 from onnxmem.core.errors import RuntimeBackendError
 from onnxmem.graph import GraphView
-from onnxmem.runtime.arena_buffers import Slot
+from onnxmem.runtime.arena_buffers import Slot, planned_value
 from onnxmem.runtime.isolation import TimeLimitExceeded
-from onnxmem.runtime.ort import NUMPY_DTYPES
 from onnxmem.runtime.reference import PieceReference
 
 __all__ = ["HandedValues", "private_given"]
@@ -114,8 +113,6 @@ def private_given(private: Mapping[str, Any], slots: Mapping[str, Slot],
 
 def _as_planned(value: Any, slot: Slot) -> np.ndarray | None:
     """The host OrtValue ``value`` as an array, where it has ``slot``'s planned shape and element
-    type; else ``None``."""
-    arr = value.numpy()
-    if tuple(arr.shape) != tuple(slot.shape) or arr.dtype != NUMPY_DTYPES.get(slot.elem_type):
-        return None
-    return np.asarray(arr)
+    type (:func:`onnxmem.runtime.arena_buffers.planned_value`); else ``None``."""
+    arr = np.asarray(value.numpy())
+    return arr if planned_value(slot, arr) else None
