@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,12 +49,17 @@ def test_the_steps_of_one_verify_are_timed_in_one_process(tmp_path):
     path = tmp_path / "chain.onnx"
     onnx.save(chain(3), path)
     out = _bench(ROOT / "bench" / "bench_verify_steps.py", str(path), "--alone")
-    rows = {c[0]: (float(c[1]), int(c[2])) for line in out.stdout.splitlines() if line.startswith("| ")
+    rows = {c[0]: (float(c[1]), float(c[2]), int(c[3])) for line in out.stdout.splitlines() if line.startswith("| ")
             for c in [[x.strip() for x in line.split("|")[1:-1]]] if c[0] != "step"}
     for step in ("check_inputs", "_binding", "check_write", "check_outputs", "retire", "session"):
-        assert rows[step][1] == 3, (step, rows)
-    assert rows["run_beside"][1] == 1 and rows["verify (all of it)"][0] > rows["plan_loaded"][0] > 0
-    assert rows["session built"][1] >= 1 and "node runs by op type (both runs): Relu" in out.stdout
+        assert rows[step][2] == 3, (step, rows)
+    assert rows["run_beside"][2] == 1 and rows["verify (all of it)"][0] > rows["plan_loaded"][0] > 0
+    assert rows["session built"][2] >= 1 and "node runs by op type (both runs): Relu" in out.stdout
+    # CPU seconds: the thread's own, so a step's never exceed the whole verify's on the main thread
+    assert 0 < rows["plan_loaded"][1] <= rows["verify (all of it)"][1]
+    assert "reference beside (its thread)" not in rows  # --alone: nothing beside the arena run
+    total = re.search(r"process CPU ([0-9.]+) s .*main thread ([0-9.]+)", out.stdout)
+    assert total and float(total[1]) >= float(total[2]) >= rows["verify (all of it)"][1], out.stdout
 
 
 def test_the_machine_line_names_the_processor_generation_and_its_vector_width(tmp_path):
