@@ -82,37 +82,32 @@ class HandedValues:
         written from here on) or one is not the plan's (that node runs as any other)."""
         if self.reference is None:
             return None
-        got: dict[str, tuple[np.ndarray, Any]] = {}
-        for o in outputs:
-            try:
-                value = self.reference.pop(o)
-            except TimeLimitExceeded:
-                raise
-            except (RuntimeBackendError, KeyError):
-                self.reference = None
-                return None
-            arr = _as_planned(value, self.slots[o])
-            if arr is None:
-                return None
-            got[o] = (arr, value)
-        return got
+        try:
+            values = [self.reference.pop(o) for o in outputs]
+        except TimeLimitExceeded:
+            raise
+        except (RuntimeBackendError, KeyError):
+            self.reference = None
+            return None
+        return _as_planned(outputs, values, self.slots)
 
 
 def private_given(private: Mapping[str, Any], slots: Mapping[str, Slot],
                   outputs: Sequence[str]) -> dict[str, tuple[np.ndarray, Any]] | None:
     """:meth:`HandedValues.take` where the reference is one whole-model run: ``private``, the
     node's values of that run (OrtValues on the host)."""
+    return _as_planned(outputs, [private[o] for o in outputs], slots)
+
+
+def _as_planned(outputs: Sequence[str], values: Sequence[Any],
+                slots: Mapping[str, Slot]) -> dict[str, tuple[np.ndarray, Any]] | None:
+    """``{output: (array, OrtValue)}`` of the host OrtValues ``values`` of ``outputs``, where each
+    has its slot's planned shape and element type (:func:`onnxmem.runtime.arena_buffers.planned_value`);
+    else ``None``."""
     got: dict[str, tuple[np.ndarray, Any]] = {}
-    for o in outputs:
-        arr = _as_planned(private[o], slots[o])
-        if arr is None:
+    for o, value in zip(outputs, values):
+        arr = value.numpy()
+        if not planned_value(slots[o], arr):
             return None
-        got[o] = (arr, private[o])
+        got[o] = (arr, value)
     return got
-
-
-def _as_planned(value: Any, slot: Slot) -> np.ndarray | None:
-    """The host OrtValue ``value`` as an array, where it has ``slot``'s planned shape and element
-    type (:func:`onnxmem.runtime.arena_buffers.planned_value`); else ``None``."""
-    arr = np.asarray(value.numpy())
-    return arr if planned_value(slot, arr) else None
