@@ -146,7 +146,7 @@ def test_parse_size_units() -> None:
 
 def test_needs_a_ranged_dim(chain: Path) -> None:
     r = CliRunner().invoke(main, ["fit", str(chain), "--memory", "1GiB", "--dim", "batch=4"])
-    assert r.exit_code == 1 and "give --dim NAME=LO:HI" in r.stderr
+    assert r.exit_code == 1 and "batch is bound to 4; range it instead (--dim batch=1:1024)" in r.stderr
 
 
 def test_bad_optimize_level_and_runtime_are_refused(chain: Path) -> None:

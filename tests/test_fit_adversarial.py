@@ -173,3 +173,30 @@ def test_a_range_in_other_than_ascii_digits_is_refused(chain: Path, dim: str) ->
     # int() read "1_0" as 10 and Arabic-Indic or full-width digits as numbers
     err = _one_line_error(_invoke("fit", str(chain), "--memory", "1GiB", "--dim", dim, "--runtime", "plan"))
     assert "is not NAME=LO:HI" in err
+
+
+def test_fit_without_a_range_names_the_dims_it_can_range(tmp_path: Path) -> None:
+    """The error names the graph inputs' dims left unbound (what --dim NAME=LO:HI can range), the
+    others to bind, and says so where none is left; a weight's dims are never offered."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "z"], ["s"]), helper.make_node("Add", ["s", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", "seq", 4]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, ["wdim"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 4])],
+        [numpy_helper.from_array(np.ones(4, np.float32), "w")])
+    path = tmp_path / "two.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), str(path))
+    err = _one_line_error(_invoke("fit", str(path), "--memory", "1GiB"))
+    assert "declare batch, seq, all unbound; range one (--dim batch=1:1024) and bind the others (--dim seq=N)" in err
+    assert "wdim" not in err
+    err = _one_line_error(_invoke("fit", str(path), "--memory", "1GiB", "--dim", "seq=8"))
+    assert "declare batch, unbound; range it (--dim batch=1:1024)" in err
+    err = _one_line_error(_invoke("fit", str(path), "--memory", "1GiB", "--dim", "seq=8", "--dim", "batch=2"))
+    assert "batch is bound to 2; range it instead (--dim batch=1:1024)" in err
+    err = _one_line_error(_invoke("fit", str(ROOT / "models" / "resnet_cnn.onnx"), "--memory", "1GiB"))
+    assert "resnet_cnn.onnx' declare no named dim; plan it at its one shape (onnxmem plan MODEL)" in err
+    assert not list(tmp_path.glob("*.json"))

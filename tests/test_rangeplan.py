@@ -425,7 +425,8 @@ def test_user_mistakes_are_one_line_errors(tmp_path):
     runner = CliRunner()
     cases = [
         (["--dim", "b=1:4", "--dim", "q=1:4"], "--dim 'q' names no dim of the model"),
-        (["--dim", "b=1:4"], "not polynomials in the ranged dims"),  # s left open: its sizes are unknown
+        (["--dim", "b=1:4"], "dims of the graph inputs that are neither bound nor ranged: s ('x'); bind each to "
+                             "one value (--dim s=N) or range it (--dim s=LO:HI)"),  # s left open
         (["--dim", "b=1:4", "--dim", "s=2", "--input-shape", "x=1x2x8"], "leave out --input-shape"),
         (["--dim", "b=4:1", "--dim", "s=2"], "0 <= LO <= HI"),
     ]
@@ -437,6 +438,20 @@ def test_user_mistakes_are_one_line_errors(tmp_path):
     res = runner.invoke(main, ["plan", str(path), "--dim", "b=1:4", "--dim", "s=2", "--annotate",
                                str(tmp_path / "a.onnx")])
     assert res.exit_code == 2 and "instantiate the range plan" in res.output
+
+
+def test_a_size_no_polynomial_is_told_apart_from_a_dim_left_open(tmp_path):
+    """The error names the graph inputs' dims that are neither bound nor ranged where there are
+    such dims (each with the inputs that declare it), and else the sizes that are no polynomials."""
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Cast", ["nz"], ["y"], to=1)]
+    model = make_model(nodes, [vi("x", ["b", 4])], [vi("y", [2, None])])
+    with pytest.raises(ShapeError, match=r"sizes of 2 tensors are not polynomials in the ranged dims.*'nz', 'y'"):
+        plan_range(model, _save(model, tmp_path), {"b": (1, 8)}, PlanOptions())
+    two = make_model([helper.make_node("Add", ["x", "z"], ["y"])], [vi("x", ["b", "s", 4]), vi("z", ["b", "s", 4])],
+                     [vi("y", ["b", "s", 4])])
+    with pytest.raises(ShapeError, match=r"neither bound nor ranged: s \('x', 'z'\); bind each .*--dim s=N"):
+        plan_range(two, _save(two, tmp_path, "two.onnx"), {"b": (1, 8)}, PlanOptions())
+    assert plan_range(two, _save(two, tmp_path, "two.onnx"), {"b": (1, 8), "s": (1, 4)}, PlanOptions()).pieces
 
 
 def test_a_strided_size_is_planned_per_residue_and_each_point_matches_the_model(tmp_path):

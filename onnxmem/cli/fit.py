@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from onnxmem.core.choices import RUNTIME_MODES
-from onnxmem.core.errors import OnnxmemError, one_line
+from onnxmem.core.errors import OnnxmemError, one_line, show_name
 from onnxmem.core.fileio import OutputSet
 
 from .options import (
@@ -23,6 +23,10 @@ from .output import fmt_bytes, png_path, progress
 from .registries import DEVICES
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import onnx
+
     from onnxmem.planning.fit import Fit, FitReport
 
 #: the exit code of an answer of "not even the smallest value fits"
@@ -78,7 +82,7 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, runtime: s
     if steps:
         raise OnnxmemError("fit searches every value of a ranged dim: give --dim NAME=LO:HI without a step")
     if not box:
-        raise OnnxmemError("fit needs a ranged dim to search: give --dim NAME=LO:HI, e.g. --dim batch=1:1024")
+        raise OnnxmemError(_no_range(load_model(model), model, bound))
     flags = flags.copy()
     flags["dims"] = tuple(f"{k}={v}" for k, v in bound.items())
     opts = make_plan_options(**flags)
@@ -179,3 +183,27 @@ def fit_lines(report: FitReport, model: str) -> list[str]:
     answer = (f"{report.frontier_dim}={best.at.point[report.frontier_dim]} {best.dim}={best.value}"
               if best.value is not None else "nothing fits")
     return [*head, f"fit          {answer}   ({best.reason})", "frontier", *rows, *_items(best)]
+
+
+def _no_range(onnx_model: onnx.ModelProto, path: str, bound: Mapping[str, int]) -> str:
+    """The error for ``fit`` without a ranged dim, naming the dims of ``path``'s graph inputs
+    that ``bound`` leaves open (what can be ranged)."""
+    from onnxmem.model import dim_label, open_input_dims
+
+    open_dims = [dim_label(d) for d in open_input_dims(onnx_model, bound)]
+    if not open_dims:
+        given = [d for d in open_input_dims(onnx_model, ()) if d in bound]
+        if given:
+            return (f"fit needs a ranged dim to search: {dim_label(given[0])} is bound to {bound[given[0]]}; "
+                    f"range it instead (--dim {dim_label(given[0])}=1:1024)")
+        return (f"fit needs a ranged dim to search, and the graph inputs of {show_name(path)} declare no named dim; "
+                "plan it at its one shape (onnxmem plan MODEL)")
+    first = f"--dim {open_dims[0]}=1:1024"
+    if len(open_dims) == 1:
+        return (f"fit needs a ranged dim to search: the graph inputs of {show_name(path)} declare {open_dims[0]}, "
+                f"unbound; range it ({first})")
+    shown = ", ".join(open_dims[:6]) + (f" and {len(open_dims) - 6} more" if len(open_dims) > 6 else "")
+    others = " ".join(f"--dim {d}=N" for d in open_dims[1:3])
+    return (f"fit needs a ranged dim to search: the graph inputs of {show_name(path)} declare {shown}, all unbound; "
+            f"range one ({first}) and bind the others ({others})")
+

@@ -22,8 +22,10 @@ __all__ = [
     "check_tensor_inputs",
     "declared_dims",
     "declared_types",
+    "dim_label",
     "dim_names",
     "graph_inputs",
+    "open_input_dims",
     "parse_dim_binding",
     "parse_input_shape",
     "read_type",
@@ -154,6 +156,26 @@ def dim_names(model: onnx.ModelProto) -> set[str]:
         shape = t.tensor_type.shape if t.HasField("tensor_type") else None
         names.update(d.dim_param for d in (shape.dim if shape is not None else ()) if d.dim_param)
     return names
+
+
+def dim_label(name: str) -> str:
+    """A dim name in a message: bare when it is a short identifier, else quoted and escaped."""
+    return name if name.isidentifier() and len(name) <= 60 else show_name(name)
+
+
+def open_input_dims(model: onnx.ModelProto, bound: Iterable[str]) -> dict[str, list[str]]:
+    """Each dim name the graph inputs (not weights) declare that is not in ``bound``, with the
+    inputs that declare it, both in the model's order. A dim written as an expression
+    (``2*n``) is left out: its names may be bound where it is not."""
+    known = set(bound)
+    out: dict[str, list[str]] = {}
+    for name, declared in graph_inputs(model).items():
+        for d in declared or ():
+            if isinstance(d, str) and d.isidentifier() and d not in known:
+                carriers = out.setdefault(d, [])
+                if name not in carriers:
+                    carriers.append(name)
+    return out
 
 
 def set_shape(vi: onnx.ValueInfoProto, dims: Iterable[Dim]) -> None:

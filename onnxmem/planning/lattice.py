@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from onnxmem.core import dimexpr
 from onnxmem.core.errors import ShapeError, show_name
 from onnxmem.core.symbolic import Poly, box_corners, lower_bound, parse_poly
-from onnxmem.model import check_tensor_inputs
+from onnxmem.model import check_tensor_inputs, dim_label, open_input_dims
 from onnxmem.plans.range import quotient_name
 from onnxmem.shapes import ShapeInfo, infer_shapes, infer_symbolic_shapes, top_level_values
 
@@ -123,6 +123,19 @@ def _not_polynomial(missing: list[str]) -> ShapeError:
         f"sizes of {len(missing)} tensors are not polynomials in the ranged dims, nor on any lattice of them "
         f"with a step dividing {MAX_STEP} ({shown}); bind those dims to one value (--dim NAME=N) or plan each "
         "shape on its own")
+
+
+def _open_dims(missing: list[str], open_dims: Mapping[str, list[str]]) -> ShapeError:
+    """The error for sizes that are no polynomials because graph inputs declare dims that are
+    neither bound nor ranged (``open_dims``: each with the inputs that declare it)."""
+    shown = ", ".join(f"{dim_label(d)} ({', '.join(map(show_name, names[:3]))}"
+                      f"{f' and {len(names) - 3} more' if len(names) > 3 else ''})"
+                      for d, names in list(open_dims.items())[:4])
+    more = f" and {len(open_dims) - 4} more" if len(open_dims) > 4 else ""
+    first = dim_label(next(iter(open_dims)))
+    return ShapeError(
+        f"sizes of {len(missing)} tensors depend on dims of the graph inputs that are neither bound nor ranged: "
+        f"{shown}{more}; bind each to one value (--dim {first}=N) or range it (--dim {first}=LO:HI)")
 
 
 def _residues(lo: int, hi: int, step: int, user: int) -> list[tuple[int, tuple[int, int]]]:
@@ -260,7 +273,8 @@ def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]]
     ranged = {safe: name for safe, name in original.items() if name in box}
     missing = [n for n in top_level_values(model) if n not in found]
     if missing:
-        raise _not_polynomial(missing)
+        open_dims = open_input_dims(model, [*dims, *box])
+        raise _open_dims(missing, open_dims) if open_dims else _not_polynomial(missing)
     least = _least_steps(found, ranged, sorted(box))
     lattice = {k: math.lcm(least.get(k, MAX_STEP), steps.get(k, 1)) for k in box}
     lattice = {k: s for k, s in lattice.items() if s > 1}

@@ -25,6 +25,7 @@ from onnxmem.model import (
     NodeFields,
     bind_dims,
     body_captures,
+    dim_label,
     graph_inputs,
     iter_bodies,
     read_nodes,
@@ -456,11 +457,6 @@ def _restored(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]], nam
     return {k: (et, None if sh is None else tuple(text(d) for d in sh)) for k, (et, sh) in info.items()}
 
 
-def _dim_label(name: str) -> str:
-    """A dim name in a message: bare when it is a short identifier, else quoted and escaped."""
-    return name if name.isidentifier() and len(name) <= 60 else show_name(name)
-
-
 def _unknown_sizes(
     missing: list[str],
     model: onnx.ModelProto,
@@ -498,10 +494,10 @@ def _unknown_sizes(
                 pattern.append(str(value))
                 ready.append(str(value))
                 continue
-            pattern.append("?" if d is None else _dim_label(str(d)))
+            pattern.append("?" if d is None else dim_label(str(d)))
             ready.append(f"N{axis}")
             if isinstance(d, str):
-                named.append(_dim_label(d))
+                named.append(dim_label(d))
         line = f"{show_name(name)} [{', '.join(pattern)}]: pass --input-shape {flag}={'x'.join(ready)}"
         if named:
             line += " (or --dim " + " --dim ".join(f"{n}=N" for n in dict.fromkeys(named)) + ")"
