@@ -106,3 +106,24 @@ def test_a_dim_is_read_as_a_name_or_as_an_expression_of_bound_names():
     assert [resolve_dim(d, dims) for d in ("2*N", "N+seq", "seq - N", "floor(seq/N)", "12", "N*unk")] == \
         [6, 8, 2, 1, 12, None]
     assert [resolve_dim(d, dims) for d in (7, -1, None, "N-seq", "")] == [7, None, None, None, None]
+
+
+def test_open_input_dims_names_each_dim_left_without_a_value():
+    """Named dims of the graph inputs (not weights) that the bound names leave open, each with its
+    inputs; a dim that is no identifier is bound by its text, or by every name it reads."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    from onnxmem.model import open_input_dims
+
+    graph = helper.make_graph(
+        [], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch-size", "2*n", "n", 3]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", None]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, ["wdim"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.ones(2, np.float32), "w")])
+    model = helper.make_model(graph)
+    assert open_input_dims(model, []) == {"batch-size": ["x"], "2*n": ["x"], "n": ["x", "y"]}
+    assert open_input_dims(model, ["n"]) == {"batch-size": ["x"]}
+    assert open_input_dims(model, ["n", "batch-size"]) == {}

@@ -164,14 +164,27 @@ def dim_label(name: str) -> str:
 
 
 def open_input_dims(model: onnx.ModelProto, bound: Iterable[str]) -> dict[str, list[str]]:
-    """Each dim name the graph inputs (not weights) declare that is not in ``bound``, with the
-    inputs that declare it, both in the model's order. A dim written as an expression
-    (``2*n``) is left out: its names may be bound where it is not."""
+    """Each named dim the graph inputs (not weights) declare that ``bound`` leaves without a
+    value, with the inputs that declare it, both in the model's order. A dim is bound by its
+    name as written; one that is no identifier (``2*n``, ``batch-size``) also where every name
+    its text reads as an expression of :mod:`onnxmem.core.dimexpr` is bound."""
     known = set(bound)
+
+    def is_open(d: str) -> bool:
+        if d in known:
+            return False
+        if d.isidentifier():
+            return True
+        # the grammar is loaded only for a dim that is no identifier, as resolve_dim does
+        from onnxmem.core import dimexpr
+
+        read = dimexpr.names(d)
+        return not read or not set(read) <= known
+
     out: dict[str, list[str]] = {}
     for name, declared in graph_inputs(model).items():
         for d in declared or ():
-            if isinstance(d, str) and d.isidentifier() and d not in known:
+            if isinstance(d, str) and is_open(d):
                 carriers = out.setdefault(d, [])
                 if name not in carriers:
                     carriers.append(name)
