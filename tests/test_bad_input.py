@@ -127,11 +127,16 @@ def _if_without_condition() -> onnx.ModelProto:
     (make_model([helper.make_node("Add", ["x"], ["y"], name="a")], [vi("x", [1, 4])], [vi("y", [1, 4])]),
      "node 'a' (Add) has 1 input where Add of opset 17 takes at least 2; fix the model"),
     (_if_without_condition(), "node 'if_0' (If) leaves out its required input 0 ('cond')"),
+    (make_model([helper.make_node("Relu", ["x", "x"], ["y"], name="r")], [vi("x", [1, 4])], [vi("y", [1, 4])]),
+     "node 'r' (Relu) has 2 inputs where Relu of opset 17 takes at most 1; fix the model"),
+    (make_model([helper.make_node("Relu", ["x"], ["y", "z"], name="r")], [vi("x", [1, 4])], [vi("y", [1, 4])]),
+     "node 'r' (Relu) has 2 outputs where Relu of opset 17 gives at most 1; fix the model"),
 ])
-def test_a_node_without_a_required_input_is_refused_by_every_command(tmp_path, model, said):
-    """onnx's schema marks the input required and onnxruntime refuses the node; shape inference
-    passes over it. verify of the If ended in a TypeError in the arena run (the fuzz case
-    struct:880538): each command now names the node and the input before anything runs."""
+def test_a_node_its_schema_does_not_allow_is_refused_by_every_command(tmp_path, model, said):
+    """onnx's schema marks the input required, or bounds the counts, and onnxruntime refuses the
+    node; shape inference passes over it (or calls the size of an output no kernel gives
+    data-dependent). verify of the If ended in a TypeError in the arena run (the fuzz case
+    struct:880538): each command now names the node and what is wrong before anything runs."""
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     for command in ("plan", "verify", "compare"):

@@ -59,13 +59,13 @@ import onnx
 
 from onnxmem.core.errors import ModelError, ShapeError, flag_value, show_name
 from onnxmem.core.records import record
-from onnxmem.graph.arity import check_required_inputs
 from onnxmem.graph.ops import CONSTANT_OPS, RANDOM_OPS, Op, foldable
 from onnxmem.graph.paths import child_path, node_names, outer_scope_reads
 from onnxmem.model import (
     BodyKey,
     NodeFields,
     caller_state,
+    check_node_arity,
     dtype_name,
     owner_key,
     read_nodes,
@@ -304,14 +304,14 @@ def body_kind(op: Op, opset: int) -> str | None:
 def _build_level(g: onnx.GraphProto, level: _Level, shapes: ShapeInfo, opset: int,
                  fields: NodeFields | None = None) -> GraphView:
     """The view of graph ``g`` at ``level``, and of its bodies, recursively: its nodes, their
-    required inputs (:func:`onnxmem.graph.arity.check_required_inputs`) and their producers
+    inputs' and outputs' counts (:func:`onnxmem.model.arity.check_node_arity`) and their producers
     checked (:func:`_level_nodes`), the enclosing values it reads
     (:func:`_outer_reads`), its weights (:func:`_weight_origins`), its tensors
     (:func:`_level_tensors`), then its bodies (:func:`_level_bodies`). ``fields``: ``g``'s
     node fields (the top level's; a body's nodes are read from its messages)."""
     where = f" of subgraph {show_name(level.path)}" if level.path else ""
     nodes = _level_nodes(g, level, flat=shapes.flat and not level.path, fields=fields)
-    check_required_inputs(nodes.ops, opset, where)
+    check_node_arity(((op.name, op.op_type, op.domain, op.inputs, len(op.outputs)) for op in nodes.ops), opset, where)
     outputs = tuple(vi.name for vi in g.output)
     outer_read = _outer_reads(g, nodes, outputs, level, where)
     origin, done = _weight_origins(nodes, outer_read, level, _sizer(level, shapes))

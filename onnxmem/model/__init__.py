@@ -20,6 +20,7 @@ The public interface of the model layer; higher layers import from here
 This layer imports onnx, never onnxruntime, and nothing of the layers above it.
 """
 
+from onnxmem.model.arity import arity_error, check_node_arity
 from onnxmem.model.bodies import (
     MAX_CAPTURED_ELEMENTS,
     OTHER_BRANCH,
@@ -116,6 +117,8 @@ __all__ = [
     "check_graph_limits",
     "check_sparse_initializers",
     "check_tensor_data",
+    "arity_error",
+    "check_node_arity",
     "check_tensor_inputs",
     "declared_dims",
     "declared_types",

@@ -27,7 +27,7 @@ import onnx
 
 from onnxmem.core.errors import ShapeError, flag_value, show_name
 from onnxmem.core.toposort import stable_order
-from onnxmem.model import NodeFields, read_nodes
+from onnxmem.model import NodeFields, arity_error, read_nodes
 from onnxmem.shapes.training import fused_matmul, matmul_dims
 
 __all__ = ["broken_graph", "check_shapes"]
@@ -110,11 +110,17 @@ def _check_product(g: onnx.GraphProto, i: int, matmul: bool, ins: tuple[str, ...
                      f"{show_name(outs[0])} was sized {list(out[1])}; {_FIX}")
 
 
-def broken_graph(g: onnx.GraphProto) -> str | None:
-    """What makes the main graph no graph, where something does: a value a node reads that nothing
-    gives, or nodes that cannot be ordered (they read each other's outputs in a cycle, or read the
-    output of such a node); else ``None``. For the error of sizes inference leaves unknown: no shape
-    follows from such a graph, nor would a run measure one."""
+def broken_graph(g: onnx.GraphProto, opset: int = 0) -> str | None:
+    """What makes the main graph no graph, where something does: a node whose inputs or outputs
+    its op's schema at ``opset`` does not allow (:func:`onnxmem.model.arity_error`; not looked
+    for at opset 0), a value a node reads that nothing gives, or nodes that cannot be ordered
+    (they read each other's outputs in a cycle, or read the output of such a node); else
+    ``None``. For the error of sizes inference leaves unknown: no shape follows from such a
+    graph, nor would a run measure one."""
+    for k, node in enumerate(g.node if opset else ()):
+        said = arity_error(node.op_type, node.domain, node.input, len(node.output), opset)
+        if said is not None:
+            return f"node {_node_label(g, k)} {said}"
     given = {v.name for v in g.input} | {t.name for t in g.initializer}
     given |= {t.values.name for t in g.sparse_initializer}
     writer = {o: k for k, node in enumerate(g.node) for o in node.output if o}

@@ -50,7 +50,7 @@ from onnxmem.shapes.engines import (
 )
 from onnxmem.shapes.info import ShapeInfo
 from onnxmem.shapes.loops import loop_name
-from onnxmem.shapes.shapeeval import evaluate_values
+from onnxmem.shapes.shapeeval import evaluate_values, opset_version
 from onnxmem.shapes.steps import (
     STEPS,
     Inference,
@@ -508,7 +508,7 @@ def _unknown_sizes(
             f"sizes of {len(missing)} tensors are unknown ({shown}): graph inputs have unbound "
             f"dims: {'; '.join(hints)}{more}"
         )
-    broken = broken_graph(model.graph)
+    broken = broken_graph(model.graph, opset_version(model))
     if broken is not None:  # no shape follows from it, nor would a run: the model, not the data
         return ShapeError(f"sizes of {len(missing)} tensors are unknown ({shown}): {broken}; fix the model")
     mapped = _non_tensor(model, missing)
