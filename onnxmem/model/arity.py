@@ -39,6 +39,8 @@ class _Arity(NamedTuple):
 def _arity(op_type: str, opset: int) -> _Arity | None:
     """The schema's counts and required inputs of the standard op ``op_type`` at ``opset``;
     ``None`` where onnx has no schema for it."""
+    if not 0 < opset < 2**31:  # onnx reads the version as a C int: a model's huge opset is no version it knows
+        return None
     try:
         schema = onnx.defs.get_schema(op_type, opset, "")
     except onnx.defs.SchemaError:
