@@ -155,6 +155,31 @@ def test_a_box_ending_off_its_step_is_refused_on_read(tmp_path):
     assert "field 'range/box/b' ends off the dim's step 2" in res.output, res.output
 
 
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("ir_version", "12", "field 'range/model/ir_version': '12' is not of type 'integer'"),
+    ("sha256", 7, "field 'range/model/sha256': 7 is not of type 'string'"),
+    ("opset", {"ai.onnx": "17"}, "field 'range/model/opset/ai.onnx': '17' is not of type 'integer'"),
+    ("path", None, "field 'range/model': 'path' is a required property"),
+])
+def test_a_range_plans_model_record_is_checked_as_a_point_plans_is(tmp_path, field, value, said):
+    """The range schema's model record gave types to graph_sha256 and optimization only:
+    instantiate wrote a point plan with an ir_version of text, which the point schema refuses
+    (fuzz seed 990000, exports:990984). Now each field is refused where the range plan is read."""
+    _, rj = _plan_file(tmp_path, "att.onnx", attention_model(), "b=1:4", "s=1:4")
+    data = json.loads(rj.read_text())
+    if value is None:
+        del data["range"]["model"][field]
+    else:
+        data["range"]["model"][field] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    out = tmp_path / "point.json"
+    res = CliRunner().invoke(main, ["instantiate", str(bad), "--dim", "b=2", "--dim", "s=3", "-o", str(out)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+    assert said in res.output, res.output
+    assert not out.exists()
+
+
 def test_the_step_named_for_a_model_that_does_not_hold_plans(tmp_path):
     """The kernel outgrows the image below H or W 7: the range is refused, and the ranges it names
     (from a residue class whose low corner was checked against the model) make a plan."""
