@@ -118,3 +118,49 @@ def test_no_layout_warning_at_any_size_plot_takes(tmp_path, size, suffix):
     assert r.exit_code == 0 and r.stderr == "", (r.output, r.exception)
     assert [str(w.message) for w in caught] == []
     assert out.is_file()
+
+
+def _many_copies(folder: Path, copies: int, vary: bool) -> Path:
+    """The plan of x -> Relu -> Relu -> y over 256 KiB tensors, with ``copies`` more tensors, each a
+    copy of its second tensor under a name of its own over every step; at 64-byte aligned offsets
+    of their own where ``vary``."""
+    import json
+
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="r1"), helper.make_node("Relu", ["h"], ["y"], name="r2")]
+    model = make_model(nodes, [vi("x", [1, 65536])], [vi("y", [1, 65536])])
+    path = folder / "big.onnx"
+    onnx.save(model, path)
+    plan = folder / "big.json"
+    assert CliRunner().invoke(main, ["plan", str(path), "-o", str(plan), "--io", "external"]).exit_code == 0
+    data = json.loads(plan.read_text())
+    base = next(t for t in data["tensors"] if t["name"] == "h")
+    room = (max(data["arena_size"], 2 * base["size"]) - base["size"]) // 64
+    data["arena_size"] = max(data["arena_size"], 2 * base["size"])
+    for i in range(copies):
+        data["tensors"].append({**base, "name": f"copy{i}", "start": 0,
+                                "end": len(data["order"]), "offset": 64 * (i % (room + 1)) if vary else 0})
+    out = folder / "copies.json"
+    out.write_text(json.dumps(data))
+    return out
+
+
+def test_copies_of_one_rectangle_are_drawn_once_and_a_layout_covered_many_times_is_refused(tmp_path):
+    """A plan may say anything: 50,001 copies of one rectangle over half the picture took the painter
+    31 s (fuzz seed 1200000, plans:1200035). A rectangle is drawn once however many tensors have it,
+    and distinct rectangles that cover the layout more than MAX_COVER times over are refused as a
+    plan no valid plan can be, with exit 3, one line and no file."""
+    from onnxmem.plans import read_plan
+    from onnxmem.report.text import MAX_COVER, _drawn_rects, live_curve, main_level, op_colors
+
+    same = _many_copies(tmp_path, 20_000, vary=False)
+    p = main_level(read_plan(same))
+    curve = live_curve(p)
+    rects = _drawn_rects(p, op_colors(p), "m", len(curve), max(p.arena_size, int(curve.max(initial=0)), 1))
+    assert len(p.tensors) == 20_001 and len(rects) == 1  # h and its copies: one rectangle
+    plot(same, tmp_path / "same.png")
+    varied = _many_copies(tmp_path, 4 * MAX_COVER, vary=True)
+    out = tmp_path / "varied.png"
+    r = CliRunner().invoke(main, ["plot", str(varied), "-o", str(out)])
+    assert r.exit_code == 3 and r.stderr.count("\n") == 1, r.output
+    assert "times over, where tensors live together never share bytes" in r.stderr
+    assert not out.exists()

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from onnxmem.analysis.lifetimes import group_span, live_profile
-from onnxmem.core.errors import OnnxmemError, cut_words, one_line, show_name
+from onnxmem.core.errors import OnnxmemError, PlanInvalid, cut_words, one_line, show_name
 from onnxmem.core.fileio import check_output_path, write_text_atomic
 from onnxmem.core.sizes import format_bytes
 from onnxmem.plans.point import MemoryPlan, PlannedTensor
@@ -301,6 +301,29 @@ def _matplotlib(
         _draw_matplotlib(plan, curve, name, out, width, height, dpi, say)
 
 
+#: the most times over a plan's rectangles may cover the layout (steps by bytes) to be drawn as
+#: pixels: tensors live together never share bytes, so a valid plan covers it about once (more
+#: only where views and in-place outputs share their input's bytes); the painter's work grows with
+#: the area painted (50,001 copies of one rectangle over half the picture: 31 s)
+MAX_COVER = 256
+
+
+def _drawn_rects(plan: MemoryPlan, colors: dict[str, str], name: str, steps: int,
+                 top: int) -> list[tuple[int, int, int, int, str]]:
+    """Each tensor's rectangle (start, end, offset, size, colour), a rectangle drawn once however
+    many tensors have it; ``PlanInvalid`` where the distinct rectangles cover the visible layout
+    more than :data:`MAX_COVER` times over."""
+    rects = dict.fromkeys((t.start, t.end, t.offset, t.size, colors.get(_op(t), _OTHER)) for t in plan.tensors)
+    area = sum(max(min(end, steps) - max(start, 0), 0) * max(min(offset + size, top) - max(offset, 0), 0)
+               for start, end, offset, size, _ in rects)
+    cover = area / (steps * top)
+    if cover > MAX_COVER:
+        raise PlanInvalid(f"plan {show_name(name)}: its tensors cover the layout of steps by bytes {cover:,.0f} "
+                          f"times over, where tensors live together never share bytes; no picture of it is "
+                          f"drawn (past {MAX_COVER} times): onnxmem verify --static-only names the overlaps")
+    return list(rects)
+
+
 def _draw_matplotlib(
     plan: MemoryPlan, curve: np.ndarray, name: str, out: Path, width: float, height: float,
     dpi: int, say: Progress,
@@ -316,14 +339,15 @@ def _draw_matplotlib(
     factor, unit = byte_scale(top)
     steps = max(len(curve), 1)
 
+    rects = _drawn_rects(plan, colors, name, steps, top)
     fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
     layout, lives = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1))
     verts = []
     faces = []
-    for t in plan.tensors:
-        y0, y1 = t.offset / factor, (t.offset + t.size) / factor
-        verts.append([(t.start, y0), (t.end, y0), (t.end, y1), (t.start, y1)])
-        faces.append(colors.get(_op(t), _OTHER))
+    for start, end, offset, size, face in rects:
+        y0, y1 = offset / factor, (offset + size) / factor
+        verts.append([(start, y0), (end, y0), (end, y1), (start, y1)])
+        faces.append(face)
     thin = len(plan.tensors) > 3000
     layout.add_collection(PolyCollection(
         verts, facecolors=faces, edgecolors="white" if not thin else "none",
