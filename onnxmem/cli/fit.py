@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from onnxmem.core.choices import RUNTIME_MODES
-from onnxmem.core.errors import OnnxmemError, one_line, show_name
+from onnxmem.core.errors import OnnxmemError, listed, one_line, show_name
 from onnxmem.core.fileio import OutputSet
 
 from .options import (
@@ -202,7 +202,7 @@ def _no_range(onnx_model: onnx.ModelProto, path: str, bound: Mapping[str, int]) 
     if len(open_dims) == 1:
         return (f"fit needs a ranged dim to search: the graph inputs of {show_name(path)} declare {open_dims[0]}, "
                 f"unbound; range it ({first})")
-    shown = ", ".join(open_dims[:6]) + (f" and {len(open_dims) - 6} more" if len(open_dims) > 6 else "")
+    shown = listed(open_dims, 6, str)
     others = " ".join(f"--dim {d}=N" for d in open_dims[1:3])
     return (f"fit needs a ranged dim to search: the graph inputs of {show_name(path)} declare {shown}, all unbound; "
             f"range one ({first}) and bind the others ({others})")

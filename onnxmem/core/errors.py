@@ -7,6 +7,11 @@ else that escapes is a bug in onnxmem and keeps its traceback.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 class OnnxmemError(Exception):
     """A user-facing problem: names the object, the rule it broke and the fix."""
@@ -59,6 +64,13 @@ def show_name(name: object, limit: int = NAME_LIMIT) -> str:
     if len(text) > limit:
         return repr(text[:limit]) + f"... ({len(text)} characters)"
     return repr(text)
+
+
+def listed(items: Sequence[T], limit: int, show: Callable[[T], str] = show_name) -> str:
+    """The first ``limit`` of ``items``, each as ``show`` writes it, joined by commas, then how many
+    more there are: ``'a', 'b' and 3 more``."""
+    shown = ", ".join(show(item) for item in items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def flag_value(text: str, also: str = "") -> str:

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import onnx
 
-from onnxmem.core.errors import ModelError, show_name
+from onnxmem.core.errors import ModelError, listed, show_name
 from onnxmem.model import OTHER_BRANCH, BodyKey, owner_key, subgraph_attributes
 from onnxmem.model.functions import node_subgraphs
 
@@ -111,7 +111,7 @@ def excluded_branches(model: onnx.ModelProto, branches: Mapping[str, str]) -> fr
             raise ModelError(f"--branch {show_name(path)}={show_name(branch)}: the branch runs take must be "
                              "then or else")
         if path not in ifs:
-            listing = ", ".join(map(show_name, list(ifs)[:12])) + (f" and {len(ifs) - 12} more" if len(ifs) > 12 else "")
+            listing = listed(list(ifs), 12)
             raise ModelError(f"--branch names {show_name(path)}, which is not an If node of the model; "
                              + (f"its If nodes are {listing}" if ifs else "it has no If node"))
         key, owner = ifs[path]

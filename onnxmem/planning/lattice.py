@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from onnxmem.core import dimexpr
-from onnxmem.core.errors import ShapeError, show_name
+from onnxmem.core.errors import ShapeError, listed, show_name
 from onnxmem.core.symbolic import Poly, box_corners, lower_bound, parse_poly
 from onnxmem.model import check_tensor_inputs, dim_label, open_input_dims
 from onnxmem.plans.range import quotient_name
@@ -118,24 +118,20 @@ def _least_steps(found: Mapping[str, tuple[int, tuple[Any, ...]]], ranged: Mappi
 
 
 def _not_polynomial(missing: list[str]) -> ShapeError:
-    shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     return ShapeError(
         f"sizes of {len(missing)} tensors are not polynomials in the ranged dims, nor on any lattice of them "
-        f"with a step dividing {MAX_STEP} ({shown}); bind those dims to one value (--dim NAME=N) or plan each "
+        f"with a step dividing {MAX_STEP} ({listed(missing, 5)}); bind those dims to one value (--dim NAME=N) or plan each "
         "shape on its own")
 
 
 def _open_dims(missing: list[str], open_dims: Mapping[str, list[str]]) -> ShapeError:
     """The error for sizes that are no polynomials because graph inputs declare dims that are
     neither bound nor ranged (``open_dims``: each with the inputs that declare it)."""
-    shown = ", ".join(f"{dim_label(d)} ({', '.join(map(show_name, names[:3]))}"
-                      f"{f' and {len(names) - 3} more' if len(names) > 3 else ''})"
-                      for d, names in list(open_dims.items())[:4])
-    more = f" and {len(open_dims) - 4} more" if len(open_dims) > 4 else ""
+    shown = listed(list(open_dims.items()), 4, lambda item: f"{dim_label(item[0])} ({listed(item[1], 3)})")
     first = dim_label(next(iter(open_dims)))
     return ShapeError(
         f"sizes of {len(missing)} tensors depend on dims of the graph inputs that are neither bound nor ranged: "
-        f"{shown}{more}; bind each to one value (--dim {first}=N) or range it (--dim {first}=LO:HI)")
+        f"{shown}; bind each to one value (--dim {first}=N) or range it (--dim {first}=LO:HI)")
 
 
 def _residues(lo: int, hi: int, step: int, user: int) -> list[tuple[int, tuple[int, int]]]:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 import onnx
 
-from onnxmem.core.errors import ShapeError, flag_value, show_name
+from onnxmem.core.errors import ShapeError, flag_value, listed, show_name
 from onnxmem.core.toposort import stable_order
 from onnxmem.model import NodeFields, arity_error, read_nodes
 from onnxmem.shapes.training import fused_matmul, matmul_dims
@@ -136,8 +136,7 @@ def broken_graph(g: onnx.GraphProto, opset: int = 0) -> str | None:
     stuck = [_node_label(g, k) for k in range(len(g.node)) if k not in placed]
     if not stuck:
         return None
-    more = f" and {len(stuck) - 4} more" if len(stuck) > 4 else ""
-    return (f"nodes {', '.join(stuck[:4])}{more} cannot be ordered: nodes that read each other's outputs in a "
+    return (f"nodes {listed(stuck, 4, str)} cannot be ordered: nodes that read each other's outputs in a "
             "cycle hold them up")
 
 

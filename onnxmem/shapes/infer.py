@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 import onnxmem.shapes.pieces as pieces
-from onnxmem.core.errors import ShapeError, flag_value, show_name
+from onnxmem.core.errors import ShapeError, flag_value, listed, show_name
 from onnxmem.core.memory import release_freed
 from onnxmem.model import (
     BodyKey,
@@ -198,8 +198,7 @@ def _check_dim_names(user_dims: Mapping[str, int], safe: Mapping[str, str]) -> N
         if name not in safe:
             declared = sorted(safe)
             listing = (
-                "its named dims are " + ", ".join(map(show_name, declared[:12]))
-                + (f" and {len(declared) - 12} more" if len(declared) > 12 else "")
+                "its named dims are " + listed(declared, 12)
                 if declared else "it has no named dims (pin whole inputs with --input-shape)"
             )
             raise ShapeError(f"--dim {show_name(name)}={value} names no dim of the model; {listing}")
@@ -473,7 +472,7 @@ def _unknown_sizes(
     (its inputs known, an output not) and onnxmem has no rule for it, the message names it;
     else the sizes depend on data.
     """
-    shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    shown = listed(missing, 5)
     hints: list[str] = []
     open_inputs = [
         (name, declared) for name, declared in graph_inputs(model).items()
@@ -567,7 +566,7 @@ def _unknown_at_zero(missing: list[str], zero: list[str]) -> ShapeError:
     """The error for values left unsized with a dim bound to 0: a dim may be 0 (an empty KV
     cache) only where every use of it is valid at 0, and a use that is not (a convolution's
     window over it, ``dim - 1`` in shape arithmetic) leaves a negative or no size."""
-    shown = ", ".join(map(show_name, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    shown = listed(missing, 5)
     flags = " ".join(f"--dim {flag_value(z)}=0" for z in zero)
     return ShapeError(
         f"{flags} leaves the sizes of {len(missing)} tensors unknown ({shown}): a dim may be 0 only "
