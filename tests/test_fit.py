@@ -6,6 +6,7 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -357,6 +358,43 @@ def test_weights_missing_counts_the_rule_and_says_why(tmp_path: Path) -> None:
     assert r.exit_code == 1 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1
 
 
+def _fit_in_a_pool_worker(path: str, fixed: int, out: Any) -> None:
+    """fit at its defaults in a daemonic process (a pool's worker): what it measured, and why not."""
+    report = fit_model(load_model(path), path, 48 * 2**20, {"batch": (1, 2**16)}, fixed=fixed)
+    assert report.process is not None
+    out.put((report.process.held, report.process.source, list(report.warnings)))
+
+
+def test_a_session_is_measured_in_a_fresh_process_or_not_at_all(chain: Path) -> None:
+    """The first session a process makes also sets up onnxruntime's environment (8.7 MB resident on
+    CPU, none of it again for a second session). A session measured in a process that made one
+    before would hold too little, and fit would find a batch the deployment cannot hold. So each
+    measurement runs in a child started for it, two alike in one process; where none can be
+    started (runs kept in this process, a pool's worker) it is refused in one line, and fit counts
+    weights + the fixed cost and says why."""
+    import multiprocessing as mp
+
+    from onnxmem.core.errors import RuntimeBackendError
+    from onnxmem.runtime import run_limits
+
+    fixed = fixed_cost("cpu").session
+    first = session_peak(chain, {}, level="ORT_ENABLE_ALL", runs=0)
+    second = session_peak(chain, {}, level="ORT_ENABLE_ALL", runs=0)
+    assert first.held >= WEIGHTS + 2**20 and abs(first.held - second.held) < 2**20, (first, second)
+    with run_limits(isolate=False), pytest.raises(RuntimeBackendError, match=r"^measuring a session of .* needs "
+                                                  r"a fresh process, and runs kept in this process \(isolate=False\)"):
+        session_peak(chain, {}, runs=0)
+    ctx = mp.get_context("fork")  # a fork of this test's process, whose onnxruntime made sessions
+    out = ctx.Queue()
+    worker = ctx.Process(target=_fit_in_a_pool_worker, args=(str(chain), fixed, out), daemon=True)
+    worker.start()
+    held, source, warnings = out.get(timeout=120)
+    worker.join(30)
+    assert held is None and source == "rule", (held, warnings)
+    assert any("needs a fresh process, and a daemonic process (a pool's worker) cannot start one" in w
+               for w in warnings), warnings
+
+
 def test_arena_extension_strategies(chain: Path) -> None:
     from onnxmem.runtime.footprint import ARENA_EXTEND
 
@@ -393,3 +431,43 @@ def test_the_plot_of_a_range_from_zero_draws_without_a_warning(chain: Path, tmp_
     assert r.exit_code == 0, r.output
     assert re.search(r"range        batch=0:1024   1 piece   plan", r.output), r.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_cache_nested_past_the_parser_is_refused_in_one_line(chain: Path, tmp_path: Path) -> None:
+    """A fixed-cost cache of 100,000 nested brackets took the JSON parser past Python's recursion
+    limit: a traceback (fuzz seed 1300000, ranges:1300165). It is refused as any file that is no cache."""
+    cache = tmp_path / "cost.json"
+    cache.write_text("[" * 100_000 + "]" * 100_000)
+    r = CliRunner().invoke(main, ["fit", str(chain), "--memory", "64MiB", "--dim", "batch=1:64", "--cache", str(cache),
+                                  *("--optimize", "none", "--runtime", "plan")])
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    assert r.output.startswith("error: --cache ") and "is not a fixed-cost cache written by onnxmem fit" in r.output
+    assert cache.read_text() == "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("dims", [("batch=5:5",), ("batch=1:1", "seq=1:16")])
+def test_the_plot_of_a_range_of_one_value_draws_it_without_a_warning(tmp_path: Path, dims: tuple[str, ...]) -> None:
+    """A range of one value gave matplotlib identical x limits: its warning on stderr beside the
+    answer (fuzz seed 1400000, ranges:1401575), and a curve or frontier of one point drew nothing.
+    The axis now spans one unit either side, the value's stack is a bar and a frontier's point a dot."""
+    import warnings
+
+    from onnxmem.report.fit import fit_figure, render_fit_plot
+
+    path = ROOT / "models" / "transformer_block.onnx"
+    box = {k: (int(v.split(":")[0]), int(v.split(":")[1])) for k, v in (d.split("=") for d in dims)}
+    bound = {} if "seq" in box else {"seq": 4}
+    report = fit_model(load_model(path), path, 20 * 2**20, box, PlanOptions(dims=bound), fixed=2**20,
+                       runtime="plan")
+    assert all(f.value is not None for f in report.fits)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        png = render_fit_plot(report, "block")
+        ax = fit_figure(report, "block").axes[0]
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    lo, hi = box["batch"]
+    assert ax.get_xlim() == (lo - 1, hi + 1)
+    if "seq" in box:
+        assert ax.lines[0].get_marker() == "o"
+    else:
+        assert len(ax.patches) == 5  # weights, fixed cost, io, arena, runtime: one bar each

@@ -317,3 +317,35 @@ def test_a_ranged_dim_the_model_fixes_is_refused_at_the_high_corner(tmp_path):
     assert res.exit_code == 1 and res.output.count("\n") == 1 and not out.exists(), res.output
     assert "the model's sizes are not one formula over the range: at b=3, s=9" in res.output, res.output
     assert "bind the dim with --dim NAME=N" in res.output, res.output
+
+
+@pytest.mark.parametrize("shape, said", [
+    ([2**63 - 1, "b", 4], "tensor 'x' has dim 9223372036854775807 on axis 0, above onnxmem's limit of 2^40"),
+    ([2**40, "b", 2**30], "tensor 'x' of shape [1099511627776, b, 1073741824] would take more than 2^62 bytes"),
+])
+def test_a_size_past_the_limits_is_refused_in_one_line_as_at_one_point(tmp_path, shape, said):
+    """A fixed dim past 2^62 made the range plan's reading of shapes raise its internal ``Reject``
+    (a traceback; fuzz seed 1300000, ranges:1300006), and so did a size whose coefficient passes
+    2^62: the range plan and fit now refuse both as a plan at one point does."""
+    path = _saved(tmp_path, make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", shape)], [vi("y", shape)]),
+                  "big.onnx")
+    for args in (["plan", str(path), "--dim", "b=1:8"],
+                 ["fit", str(path), "--dim", "b=1:8", "--memory", "1GiB", "--runtime", "plan"]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+        assert res.output.startswith(f"error: {said}"), res.output
+
+
+def test_a_range_plans_shape_whose_product_passes_the_limit_is_a_finding(tmp_path):
+    """A range plan read from a file whose tensor's dims multiply past 2^62 (each dim within it) is
+    refused by the proof, not with the traceback of the polynomial's overflow."""
+    _, rj = _plan_file(tmp_path, "att.onnx", attention_model(), "b=1:4", "s=1:4")
+    data = json.loads(rj.read_text())
+    data["range"]["pieces"][0]["tensors"][0]["shape"] = ["1099511627776*b", "1099511627776*s"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    out = tmp_path / "point.json"
+    res = CliRunner().invoke(main, ["instantiate", str(bad), "--dim", "b=2", "--dim", "s=3", "-o", str(out)])
+    assert res.exit_code == 3 and res.output.count("\n") == 1, res.output
+    assert "has size" in res.output and "but its shape and dtype give no size onnxmem can hold" in res.output, res.output
+    assert not out.exists()

@@ -65,7 +65,15 @@ from onnxmem.model.dims import (
     set_shape,
     unname_placeholder_dims,
 )
-from onnxmem.model.dtypes import DTYPES, MAX_BYTES, MAX_DIM, dtype_bits, dtype_name, tensor_bytes
+from onnxmem.model.dtypes import (
+    DTYPES,
+    MAX_BYTES,
+    MAX_DIM,
+    check_dims,
+    dtype_bits,
+    dtype_name,
+    tensor_bytes,
+)
 from onnxmem.model.external import (
     MAX_INLINE_WEIGHTS,
     ExternalData,
@@ -113,6 +121,7 @@ __all__ = [
     "caller_state",
     "captured_names",
     "check_loops_end",
+    "check_dims",
     "check_external_data",
     "check_graph_limits",
     "check_sparse_initializers",

@@ -10,7 +10,7 @@ from onnx import TensorProto
 from onnxmem.core.errors import ShapeError, show_name
 from onnxmem.core.sizes import DTYPE_BITS
 
-__all__ = ["DTYPES", "MAX_BYTES", "MAX_DIM", "dtype_bits", "dtype_name", "tensor_bytes"]
+__all__ = ["DTYPES", "MAX_BYTES", "MAX_DIM", "check_dims", "dtype_bits", "dtype_name", "tensor_bytes"]
 
 
 #: elem_type -> (name, bits per element); the bits are those of the name in
@@ -61,17 +61,8 @@ def tensor_bytes(elem_type: int, shape: Iterable[int], name: str = "?") -> int:
     5
     """
     dims = tuple(shape)
-    for axis, d in enumerate(dims):
-        if d < 0:
-            raise ShapeError(
-                f"tensor {show_name(name)} has negative dim {d} on axis {axis}; fix the "
-                "model or pin the shape with --input-shape"
-            )
-        if d > MAX_DIM:
-            raise ShapeError(
-                f"tensor {show_name(name)} has dim {d} on axis {axis}, above onnxmem's limit of "
-                "2^40; check the model or the dims bound with --dim"
-            )
+    if dims and (min(dims) < 0 or max(dims) > MAX_DIM):
+        check_dims(name, dims)
     if elem_type == TensorProto.STRING:
         raise ShapeError(
             f"tensor {show_name(name)} has dtype string, whose size is not fixed; "
@@ -86,3 +77,21 @@ def tensor_bytes(elem_type: int, shape: Iterable[int], name: str = "?") -> int:
             "onnxmem's limit of 2^62; check the model or the dims bound with --dim"
         )
     return size
+
+
+def check_dims(name: str, dims: Iterable[object]) -> None:
+    """Refuse a negative dim, or one above onnxmem's limit of 2^40, among the integers of
+    ``dims`` (a range plan's shapes hold texts too), naming tensor ``name``."""
+    for axis, d in enumerate(dims):
+        if not isinstance(d, int):
+            continue
+        if d < 0:
+            raise ShapeError(
+                f"tensor {show_name(name)} has negative dim {d} on axis {axis}; fix the "
+                "model or pin the shape with --input-shape"
+            )
+        if d > MAX_DIM:
+            raise ShapeError(
+                f"tensor {show_name(name)} has dim {d} on axis {axis}, above onnxmem's limit of "
+                "2^40; check the model or the dims bound with --dim"
+            )

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from onnxmem.core import dimexpr
 from onnxmem.core.errors import ShapeError, listed, show_name
 from onnxmem.core.symbolic import Poly, box_corners, lower_bound, parse_poly
-from onnxmem.model import check_tensor_inputs, dim_label, open_input_dims
+from onnxmem.model import check_dims, check_tensor_inputs, dim_label, open_input_dims
 from onnxmem.plans.range import quotient_name
 from onnxmem.shapes import ShapeInfo, infer_shapes, infer_symbolic_shapes, top_level_values
 
@@ -263,9 +263,12 @@ def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]]
     def accept(shape: tuple[Any, ...], original: Mapping[str, str]) -> bool:
         ranged.update({safe: name for safe, name in original.items() if name in box})
         values = _substitution(ranged, coarse, {})
-        return all(_read(d, values) is not None for d in shape)
+        # a dim of a fixed value is taken whatever its size: one past the limits is refused below
+        return all(d >= 0 if isinstance(d, int) else _read(d, values) is not None for d in shape)
 
     found, original = infer_symbolic_shapes(model, list(box), dims=dims, accept=accept, nchwc_block=nchwc_block)
+    for name, (_et, shape) in found.items():  # as a plan at one point refuses them, before any polynomial
+        check_dims(name, shape)
     ranged = {safe: name for safe, name in original.items() if name in box}
     missing = [n for n in top_level_values(model) if n not in found]
     if missing:

@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from onnxmem.analysis.aliasing import alias_layout, shared_layout
 from onnxmem.analysis.liveness import AliasLayout, build_liveness
+from onnxmem.core.dimexpr import Reject
 from onnxmem.core.errors import PlanError, ShapeError, show_name
 from onnxmem.core.problem import align_up, lower_bound
 from onnxmem.core.symbolic import Box, MaxPoly, Poly
@@ -112,8 +113,12 @@ def symbolic_shapes(model: onnx.ModelProto, box: Box, dims: Mapping[str, int]) -
 def size_poly(elem_type: int, shape: Sequence[Poly], name: str) -> Poly:
     bits = dtype_bits(elem_type)
     numel = Poly.const(1)
-    for d in shape:
-        numel = numel * d
+    try:
+        for d in shape:
+            numel = numel * d
+    except Reject:  # a coefficient past 2^62
+        raise ShapeError(f"tensor {show_name(name)} of shape [{', '.join(map(str, shape))}] would take more than "
+                         "2^62 bytes, above onnxmem's limit; check the model or the dims bound with --dim") from None
     c = numel.constant()
     if c is not None:
         return Poly.const((bits * c + 7) // 8)

@@ -29,6 +29,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from onnxmem.core.dimexpr import Reject
 from onnxmem.core.errors import PlanError, show_name
 from onnxmem.core.problem import align_up
 from onnxmem.core.symbolic import Box, MaxPoly, Poly
@@ -286,8 +287,11 @@ def _expected_size(t: RangeTensor, bits_of: dict[str, int]) -> Poly | None:
     """The bytes ``t``'s shape and dtype give (``None`` when no polynomial gives them)."""
     bits = bits_of.get(t.dtype)
     numel = Poly.const(1)
-    for d in t.shape:
-        numel = numel * d
+    try:
+        for d in t.shape:
+            numel = numel * d
+    except Reject:  # a coefficient past 2^62: the size the plan gives cannot be it
+        return None
     if bits is not None and numel.constant() is not None:
         return Poly.const((bits * int(numel.constant() or 0) + 7) // 8)
     if bits is not None and bits % 8 == 0:
@@ -308,8 +312,10 @@ def _tensor_findings(piece: RangePiece, where: str, bits_of: dict[str, int],
         members.setdefault(t.group, []).append(t)
         expect = _expected_size(t, bits_of)
         if expect is None or expect != t.size:
+            given = expect if expect is not None else ("no size onnxmem can hold (a product past 2^62, or "
+                                                       "sub-byte elements over a ranged dim)")
             found.append(RangeFinding("size", f"{where}: tensor {show_name(t.name)} has size {t.size} "
-                                      f"but its shape and dtype give {expect}"))
+                                      f"but its shape and dtype give {given}"))
         elif poly_lower_bound(t.size, piece.box) < 0 and any(poly_lower_bound(d, piece.box) < 0 for d in t.shape):
             # the size is its dims' product (checked above): non-negative dims make it non-negative, where
             # the monomial bound of the product alone may not see it (``16*b*s - 32*b`` with s >= 2)

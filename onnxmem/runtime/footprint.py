@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError, show_name
 from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
 from onnxmem.core.sizes import MAX_SIZE
-from onnxmem.runtime.isolation import end_child, end_run, run_isolated, run_limits, start_run
+from onnxmem.runtime.isolation import end_run, run_fresh, run_limits, start_run
 
 if TYPE_CHECKING:
     import numpy as np
@@ -157,8 +157,9 @@ def _read_cache(path: str) -> dict[str, Any]:
     if not os.path.exists(path):
         return {}
     try:
+        # Python's parser: an entry of NaN or Infinity is an entry to measure again, not a file to refuse
         data = json.loads(read_input(path, "the fixed-cost cache", MAX_DATA_BYTES, OnnxmemError))
-    except ValueError:
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past the parser
         data = None
     # every entry an object with a device, as fit writes them: another JSON file (a plan) is not rewritten
     if not isinstance(data, dict) or not all(isinstance(v, dict) and "device" in v for v in data.values()):
@@ -188,8 +189,7 @@ def fixed_cost(device: str = "cpu", cache: str | os.PathLike[str] | None = None)
     key = _machine_key(device)
     got = _memo.get(key) or (_cached(_read_cache(os.fspath(cache)), key) if cache is not None else None)
     if got is None:
-        end_child()  # a fresh child: an earlier session's heap would hide the cost and swell the baseline
-        got = run_isolated(_measure_fixed, device)
+        got = run_fresh(f"measuring the fixed cost of onnxruntime's {device} session", _measure_fixed, device)
     _memo[key] = got
     return got
 
@@ -361,10 +361,10 @@ def session_peak(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, .
     allocates beyond the plan). ``inputs``: the values of some graph inputs, fed as they are (the
     others drawn with ``seed``)."""
     _check_settings(arena_extend, order)
-    end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
-        return run_isolated(_measure_session, os.fspath(path), dict(shapes), level, runs, mem_pattern,
-                            arena, prepack, arena_extend, training, order, mem_reuse, dict(inputs or {}), seed)
+        return run_fresh(f"measuring a session of {show_name(os.fspath(path))}", _measure_session, os.fspath(path),
+                         dict(shapes), level, runs, mem_pattern, arena, prepack, arena_extend, training, order,
+                         mem_reuse, dict(inputs or {}), seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,8 +445,8 @@ def training_step_peak(training: str | os.PathLike[str], checkpoint: str | os.Pa
     if unknown:
         raise OnnxmemError(f"session setting {show_name(unknown[0])} is not one of {', '.join(sorted(_SETTINGS))}")
     _check_settings((settings or {}).get("arena_extend"), (settings or {}).get("order"))
-    end_child()  # a fresh child: no heap left over from an earlier run
     with run_limits():
-        return run_isolated(_measure_training_step, os.fspath(training), os.fspath(checkpoint), list(feeds),
-                            None if optimizer is None else os.fspath(optimizer), steps,
-                            None if settings is None else dict(settings))
+        return run_fresh(f"measuring a training step of {show_name(os.fspath(training))}", _measure_training_step,
+                         os.fspath(training), os.fspath(checkpoint), list(feeds),
+                         None if optimizer is None else os.fspath(optimizer), steps,
+                         None if settings is None else dict(settings))

@@ -331,6 +331,23 @@ def run_isolated(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         raise
 
 
+def run_fresh(what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` in a child process started for it, for a measurement of the
+    resident memory onnxruntime takes (``what`` names it). The first session a process makes also
+    sets up onnxruntime's environment (8.7 MB resident on CPU, none of it again for a second
+    session), and a heap left by earlier work is reused without new pages; in any process but a
+    fresh one the figure would come out too small, silently. So where no child can be started
+    for it (this is the child, ``isolate=False``, or a daemonic process such as a pool's worker,
+    which may not start one), this raises ``RuntimeBackendError`` instead of measuring here."""
+    if _shared is not None or not _limits.isolate or _daemonic():
+        where = ("an onnxmem onnxruntime child" if _shared is not None else "runs kept in this process "
+                 "(isolate=False)" if not _limits.isolate else "a daemonic process (a pool's worker)")
+        raise RuntimeBackendError(f"{what} needs a fresh process, and {where} cannot start one; measure it "
+                                  "from a command or a process of its own")
+    _stop_worker()  # a fresh child: no environment or heap left over from an earlier run
+    return run_isolated(fn, *args, **kwargs)
+
+
 def available_memory(device: str = "cpu") -> int | None:
     """Bytes that can be allocated now on ``device``; ``None`` when this machine does not say.
 
