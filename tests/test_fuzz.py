@@ -177,6 +177,66 @@ def test_valid_plan_passes_the_schema_check(tmp_path: Path) -> None:
     assert set(got) == {"invalid-plan"}
 
 
+def _fit_answer(found: int | None, total: int, memory: int = 1000, **extra: object) -> str:
+    data = {"fit": {"batch": found}, "memory": memory, "box": {"batch": [1, 64]},
+            "items": {"total": total}, "margin": memory - total, "next": None, **extra}
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    "code, stdout, wrong",
+    [
+        (0, _fit_answer(8, 900, next={"point": {"batch": 9}, "items": {"total": 1100}}), None),
+        (2, _fit_answer(None, 1200), None),
+        (0, _fit_answer(80, 900), "batch=80 outside its range"),
+        (0, _fit_answer(8, 1100), "exit 0 with"),
+        (0, _fit_answer(8, 900, margin=5), "margin 5 is not memory - total"),
+        (0, _fit_answer(8, 900, next={"point": {"batch": 9}, "items": {"total": 950}}), "fits too"),
+        (0, _fit_answer(8, 900, frontier=[{"point": {"batch": 2}, "value": 3, "items": {"total": 2000}}]),
+         "over the memory"),
+        (2, _fit_answer(4, 1200), "exit 2 (nothing fits)"),
+        (2, _fit_answer(None, 800), "exit 2 (nothing fits)"),
+        (0, "fit: batch=8", "without a JSON answer"),
+    ],
+)
+def test_fit_answers_are_checked_on_their_own_figures(tmp_path: Path, code: int, stdout: str,
+                                                      wrong: str | None) -> None:
+    case = fuzzing.Case("ranges", 0, "fit --runtime plan", ["fit", "model/m.onnx"], ok_codes=(2,), fit_json=True)
+    stderr = "" if code == 0 else "warning: a figure\nerror: does not fit: even batch=1 needs 1200 B\n"
+    got = fuzzing.check_result(case, tmp_path, {}, {}, _result(code, stderr, stdout), False, 10.0)
+    assert (got.get("wrong-answer") is None) if wrong is None else wrong in got.get("wrong-answer", ""), got
+    assert set(got) <= {"wrong-answer"}, got
+
+
+def test_fits_exit_2_is_an_answer_whose_plot_is_written(tmp_path: Path) -> None:
+    """fit's exit 2 (nothing fits) writes its --plot as exit 0 does: no ``partial``; without the
+    plot it is ``missing-output``; any other failing exit that leaves the plot is ``partial``."""
+    case = fuzzing.Case("ranges", 0, "fit --runtime plan", ["fit", "model/m.onnx", "--plot", "out/fit.png"],
+                        ["out/fit.png"], ok_codes=(2,), fit_json=True)
+    before = {"out": ("dir",)}
+    drawn = {**before, "out/fit.png": ("file", 9, "p")}
+    no_fit = _result(2, "error: does not fit: even batch=1 needs 1200 B\n", _fit_answer(None, 1200))
+    assert fuzzing.check_result(case, tmp_path, before, drawn, no_fit, False, 10.0) == {}
+    assert set(fuzzing.check_result(case, tmp_path, before, dict(before), no_fit, False, 10.0)) == {"missing-output"}
+    failed = _result(1, "error: bad model\n")
+    assert set(fuzzing.check_result(case, tmp_path, before, drawn, failed, False, 10.0)) == {"partial"}
+
+
+def test_a_range_plan_is_checked_against_its_own_schema(tmp_path: Path) -> None:
+    corpus = fuzzing.Corpus(tmp_path / "corpus", shipped=False)
+    text = corpus.ensure_range_plan()
+    case = fuzzing.Case("ranges", 0, "plan (range)", ["plan"], ["out/plan.json"], ["out/plan.json"])
+    (tmp_path / "out").mkdir()
+    after = {"out": ("dir",), "out/plan.json": ("file", 1, "h")}
+    (tmp_path / "out/plan.json").write_text(text)
+    assert fuzzing.check_result(case, tmp_path, {"out": ("dir",)}, after, _result(0), False, 10.0) == {}
+    data = json.loads(text)
+    data["range"]["pieces"][0]["box"] = "batch"
+    (tmp_path / "out/plan.json").write_text(json.dumps(data))
+    got = fuzzing.check_result(case, tmp_path, {"out": ("dir",)}, after, _result(0), False, 10.0)
+    assert set(got) == {"invalid-plan"}
+
+
 @pytest.mark.heavy
 def test_worker_records_reads_hangs_and_recovers(tmp_path: Path) -> None:
     """Real runs through a worker: an unnamed read outside the model's folder, a run

@@ -13,7 +13,7 @@ from typing import Any
 
 from onnxmem.core.solvers.pack import EXIT_NO_PLAN
 
-from .common import CANARY, MARK, SCHEMA_PATH, Case
+from .common import CANARY, MARK, RANGE_SCHEMA_PATH, SCHEMA_PATH, Case
 
 # ------------------------------------------------------------------- snapshots
 
@@ -92,7 +92,8 @@ def _schema_errors(path: Path) -> str | None:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         return f"not JSON: {exc}"
-    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+    schema = RANGE_SCHEMA_PATH if isinstance(data, dict) and "range" in data else SCHEMA_PATH
+    validator = jsonschema.Draft202012Validator(json.loads(schema.read_text()))
     err = next(iter(validator.iter_errors(data)), None)
     return None if err is None else f"{list(err.absolute_path)}: {err.message[:200]}"
 
@@ -139,6 +140,53 @@ def _check_pack(folder: Path, case: Case, stdout: str) -> str | None:
     return None
 
 
+def _one_answer(lines: list[str]) -> bool:
+    """Warnings, then one line of ``fit``'s answer that nothing fits."""
+    return bool(lines) and lines[-1].startswith("error: ") and all(ln.startswith("warning: ") for ln in lines[:-1])
+
+
+def _fits(items: Any, memory: int) -> bool | None:
+    """Whether the ``items`` of a fit answer total at most ``memory`` (None: no total)."""
+    total = items.get("total") if isinstance(items, dict) else None
+    return None if not isinstance(total, int) else total <= memory
+
+
+def _check_fit(code: int | None, stdout: str) -> str | None:
+    """An independent check of a ``fit --json`` answer on its own figures: each value found lies
+    in its range; at exit 0 the total is within the memory and the margin is their difference,
+    the next value's total (where given) and each frontier point's are on the right side of it;
+    at exit 2 no value is found and the total is over the memory."""
+    if code not in (0, 2):
+        return None
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return f"exit {code} without a JSON answer on stdout: {stdout[:120]!r}"
+    memory, found, box = data.get("memory"), data.get("fit"), data.get("box")
+    if not isinstance(memory, int) or not isinstance(found, dict) or not isinstance(box, dict):
+        return f"answer lacks memory, fit or box: {sorted(data)[:12]}"
+    for dim, value in found.items():
+        lo_hi = box.get(dim)
+        if value is not None and not (isinstance(lo_hi, list) and lo_hi[0] <= value <= lo_hi[1]):
+            return f"{dim}={value} outside its range {lo_hi}"
+    fits = _fits(data.get("items"), memory)
+    if code == 2:
+        if any(v is not None for v in found.values()) or fits:
+            return f"exit 2 (nothing fits) with {found} at a total within the memory"
+        return None
+    if any(v is None for v in found.values()) or fits is not True:
+        return f"exit 0 with {found} at total {data.get('items', {}).get('total')} of memory {memory}"
+    if data.get("margin") != memory - data["items"]["total"]:
+        return f"margin {data.get('margin')} is not memory - total"
+    nxt = data.get("next")
+    if isinstance(nxt, dict) and _fits(nxt.get("items"), memory) is not False:
+        return f"the next point {nxt.get('point')} fits too, yet {found} is the answer"
+    for point in data.get("frontier") or []:
+        if isinstance(point, dict) and point.get("value") is not None and _fits(point.get("items"), memory) is False:
+            return f"frontier point {point.get('point')} over the memory"
+    return None
+
+
 def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
                  after: dict[str, tuple[Any, ...]], res: dict[str, Any], canary_read: bool,
                  bound: float) -> dict[str, str]:
@@ -178,6 +226,8 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
                 # a batch job: one progress line per model, then exit 1 when any failed
                 if not all(ln.startswith(("ok ", "failed ", "stopped ")) for ln in lines if ln.strip()):
                     bad["noisy-error"] = f"zoo exit {code} with a line that is no model's row: {err[:200]!r}"
+            elif case.fit_json and code == 2 and _one_answer(lines):
+                pass  # fit's "does not fit" is an answer: the warnings on the figures come before it
             elif len(lines) != 1 or not lines[0].strip():
                 bad["noisy-error"] = f"exit {code} with {len(lines)} stderr lines: {err[:200]!r}"
     if any(c in _CONTROL for c in out + err):
@@ -214,10 +264,11 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
     if reads:
         bad["stray-read"] = "; ".join(reads)[:300]
     created = [o for o in case.outputs if o in after and o not in before]
-    if code not in (0, None) or res.get("hang") or res.get("crash"):
+    answered = code == 0 or (case.fit_json and code == 2)  # fit's exit 2 is an answer: nothing fits
+    if not answered or res.get("hang") or res.get("crash"):
         if created:
             bad["partial"] = f"exit {code} left {', '.join(created)}"
-    elif code == 0:
+    elif answered:
         if case.command == "pack" and "written" not in out:
             pass
         else:
@@ -232,6 +283,10 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
                     bad["invalid-plan"] = why
     if case.csv_input and code == 0:
         why = _check_pack(folder, case, out)
+        if why:
+            bad["wrong-answer"] = why
+    if case.fit_json and res["stdout"]["size"] < 1 << 20:
+        why = _check_fit(code, out)
         if why:
             bad["wrong-answer"] = why
     return bad

@@ -9,6 +9,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent.parent
 SHIPPED_MODELS = ROOT / "models"
 SCHEMA_PATH = ROOT / "onnxmem" / "plans" / "schema" / "plan.schema.json"
+RANGE_SCHEMA_PATH = SCHEMA_PATH.with_name("range.schema.json")
 #: every code-execution payload names this file; its presence anywhere is a failure
 MARK = "PWNED"
 CANARY = "outside/canary.bin"
@@ -18,7 +19,7 @@ PLAN_COMMANDS = ("verify", "show", "plot")
 MODEL_FAMILIES = ("bytes", "struct", "dims", "payload", "extdata", "nesting", "huge", "names",
                   "outputs")
 #: families with a count of their own in the long run (``tools/fuzz.py --functions`` ...)
-EXTRA_FAMILIES = ("functions", "zoo", "exports", "trips")
+EXTRA_FAMILIES = ("functions", "zoo", "exports", "trips", "ranges")
 FAMILIES = (*MODEL_FAMILIES, "plans", "csv", *EXTRA_FAMILIES)
 
 #: failure classes, in report order
@@ -55,6 +56,8 @@ class Case:
     #: folders (relative) the command writes a set of files into, such as ``zoo --out``: new
     #: files under them are allowed, and exit 0 requires each folder
     output_dirs: list[str] = field(default_factory=list)
+    #: ``fit --json``: the answer on stdout is checked on its own figures
+    fit_json: bool = False
 
     @property
     def key(self) -> str:
