@@ -1,11 +1,13 @@
 """The ``ranges`` family: ranged dims into ``plan --dim NAME=LO:HI`` (a range plan) and ``fit``.
 
-The models are small ones with named dims (a batch, a sequence, an image's height and width),
-as built or mutated (a node's structure, a dim made hostile, absurd or an expression of
-another, a dim declared on a tensor whose size cannot follow it); the flags are ranges and
-memory sizes, sensible and hostile. A range plan written is checked against its schema; an
-answer of ``fit --json`` is checked on its own figures (``checks._check_fit``): the value found
-lies in the range, its total is within the memory and the next value's is over it.
+The models are small ones with named dims (a batch, a sequence, an image's height and width)
+and a one-layer decoder with its KV cache, as built or mutated (a node's structure, a dim made
+hostile, absurd or an expression of another, a dim declared on a tensor whose size cannot
+follow it); the flags are ranges and memory sizes, sensible and hostile. A range plan written
+is checked against its schema; an answer of ``fit --json`` is checked on its own figures
+(``checks._check_fit``): the value found lies in the range, its total is within the memory and
+the next value's is over it. The valid fixed-cost cache ``fit`` reads is this machine's, measured
+once per run (:func:`cost_cache`): of a case's files it alone may differ between two runs.
 """
 
 from __future__ import annotations
