@@ -12,6 +12,7 @@ import json
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from onnxmem.core.errors import PlanError
@@ -360,6 +361,31 @@ def test_an_npz_member_declaring_more_than_it_holds_is_refused(tmp_path):
     r = run("verify", str(RESNET), "--inputs", str(path), "--static-only")
     out = refused(r)
     assert "member 'image.npy' declares an array of 4,398,046,511,104 B but holds 128 B" in out
+
+
+def _zip_edited(path, central: dict[int, bytes], local: dict[int, bytes]) -> None:
+    """Overwrite bytes of the first central directory entry and the first local header of the zip
+    at ``path`` (offsets from each record's signature)."""
+    data = bytearray(path.read_bytes())
+    for sig, edits in ((b"PK\x01\x02", central), (b"PK\x03\x04", local)):
+        at = data.index(sig)
+        for off, value in edits.items():
+            data[at + off:at + off + len(value)] = value
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("central, local, said", [
+    ({6: (173).to_bytes(2, "little")}, {}, "is not an .npz file (a zip of .npy arrays)"),  # version 17.3
+    ({8: b"\x01\x00"}, {6: b"\x01\x00"}, "has an array numpy cannot read without pickle"),  # encrypted
+])
+def test_an_npz_zipfile_cannot_read_is_refused_in_one_line(tmp_path, central, local, said):
+    """A zip whose entry needs a later zip version made Python's reader raise NotImplementedError
+    (a traceback; fuzz seed 1400000, feeds:1400522), and an encrypted member a RuntimeError."""
+    path = tmp_path / "in.npz"
+    np.savez(path, image=np.zeros((1, 3, 224, 224), np.float32))
+    _zip_edited(path, central, local)
+    r = run("verify", str(RESNET), "--inputs", str(path), "--static-only")
+    assert said in refused(r)
 
 
 def _false_lives(plan: dict) -> dict:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 import zipfile
 from collections.abc import Mapping
 from typing import IO
@@ -60,7 +61,8 @@ def read_inputs(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES,
     where = f"{what} {_label(path)}"
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, ValueError, OSError):
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError, struct.error):
+        # NotImplementedError: a zip version past what Python reads
         raise OnnxmemError(f"{where} is not an .npz file (a zip of .npy arrays); write it with numpy.savez") from None
     members = archive.infolist()
     total = 0
@@ -81,7 +83,8 @@ def read_inputs(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES,
                     _check_declared(member, info, where)
                 with archive.open(info) as member:
                     arrays[info.filename[:-len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, NotImplementedError) as exc:
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, NotImplementedError, struct.error,
+            RuntimeError) as exc:  # RuntimeError: zipfile's refusal of an encrypted member
         raise OnnxmemError(f"{where} has an array numpy cannot read without pickle: "
                            f"{one_line(cut_words(str(exc), 200))}; save plain arrays with numpy.savez") from None
     return arrays
