@@ -10,8 +10,9 @@ failing case (its files and ``result.json`` with the seed) under ``--out``.
 ``--cases`` is the number of mutated models (spread over the model families and
 the commands plan, plan --measure-shapes, verify and compare); ``--plans`` and
 ``--csvs`` the corrupted plans (verify, show, plot) and hostile CSVs (pack);
-``--functions``, ``--zoos``, ``--exports``, ``--trips`` and ``--ranges`` the cases of
-those families (1000, 600, 1000, 400, 600: with the defaults above, 9,600 cases in all).
+``--functions``, ``--zoos``, ``--exports``, ``--trips``, ``--ranges`` and ``--feeds`` the
+cases of those families (1000, 600, 1000, 400, 600, 600: with the defaults above, 10,200 cases
+in all).
 Exit status: 0 when every case is clean, 1 otherwise.
 """
 
@@ -30,7 +31,8 @@ if str(TOOLS) not in sys.path:
 import fuzzlib as fuzzing  # noqa: E402
 
 #: the long run's count of each family with an option of its own
-EXTRA_DEFAULTS = {"functions": 1000, "zoo": 600, "exports": 1000, "trips": 400, "ranges": 600}
+EXTRA_DEFAULTS = {"functions": 1000, "zoo": 600, "exports": 1000, "trips": 400, "ranges": 600,
+                  "feeds": 600}
 
 
 def _counts(cases: int | None, plans: int, csvs: int, extra: dict[str, int | None],
@@ -71,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"Loops with huge or endless trip counts (default {EXTRA_DEFAULTS['trips']})")
     ap.add_argument("--ranges", type=int, default=None,
                     help=f"ranged dims into range plans and fit (default {EXTRA_DEFAULTS['ranges']})")
+    ap.add_argument("--feeds", type=int, default=None,
+                    help=f"hostile --inputs files and training checkpoints (default {EXTRA_DEFAULTS['feeds']})")
     ap.add_argument("--sample", action="store_true",
                     help="run the default suite's sample (its counts, sizes and 10 s bound)")
     ap.add_argument("--only", action="append", default=[], metavar="FAMILY",
@@ -105,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         args.max_depth, args.max_nodes = fuzzing.SAMPLE_SCALE.max_depth, fuzzing.SAMPLE_SCALE.max_nodes
     else:
         extra = {"functions": args.functions, "zoo": args.zoos, "exports": args.exports, "trips": args.trips,
-                 "ranges": args.ranges}
+                 "ranges": args.ranges, "feeds": args.feeds}
         pairs = list(fuzzing.iter_cases(_counts(args.cases, args.plans, args.csvs, extra, args.only), args.seed))
 
     out: Path = args.out.resolve()  # workers change folder: every path they get is absolute
