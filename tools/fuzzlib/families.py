@@ -52,8 +52,16 @@ def _model_case(family: str, seed: int, command: str, folder: Path, base: Base,
 
 def _bytes_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, command: str) -> Case:
     base = rng.choice(corpus.small() if command in ("verify", "compare", "measure") else corpus.bases)
-    data = bytearray(base.files[base.main])
     how = rng.choice(("flip", "flip", "truncate", "zero", "insert", "splice"))
+    data, note = damage(bytearray(base.files[base.main]), how, rng)
+    files = dict(base.files)
+    files[base.main] = bytes(data)
+    return _model_case("bytes", seed, command, folder, base, files, f"{base.name}: {note}")
+
+
+def damage(data: bytearray, how: str, rng: random.Random) -> tuple[bytearray, str]:
+    """``data`` damaged ``how`` (``flip``, ``truncate``, ``zero``, ``insert`` or ``splice``), and
+    what was done."""
     if how == "flip":
         n = rng.randint(1, 16)
         for _ in range(n):
@@ -79,9 +87,7 @@ def _bytes_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, com
         k = rng.randrange(len(data))
         data[k:k] = data[i:j][:4096]
         note = f"bytes {i}:{j} copied to {k}"
-    files = dict(base.files)
-    files[base.main] = bytes(data)
-    return _model_case("bytes", seed, command, folder, base, files, f"{base.name}: {note}")
+    return data, note
 
 
 def _struct_mutate(model: Any, rng: random.Random) -> str:

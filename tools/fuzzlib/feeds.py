@@ -26,7 +26,7 @@ from typing import Any
 
 from .common import MARK, SHIPPED_MODELS, Case
 from .corpus import HOSTILE_NAMES, Corpus, _finish
-from .families import _write
+from .families import _write, damage
 
 #: the commands of this family; the seed picks one
 COMMANDS = ("plan", "measure", "verify", "compare")
@@ -131,12 +131,9 @@ def _inputs_file(base: str, rng: random.Random) -> tuple[bytes, str]:
         else:
             data[central + 8] |= 1
             data[local + 6] |= 1
-    elif what == "flip":
-        for _ in range(rng.randint(1, 8)):
-            i = rng.randrange(len(data))
-            data[i] ^= 1 << rng.randrange(8)
-    elif what == "truncate":
-        data = data[:rng.randrange(len(data))]
+    elif what in ("flip", "truncate"):
+        data, done = damage(data, what, rng)
+        what = done
     return bytes(data), what
 
 
@@ -186,26 +183,13 @@ def _checkpoint_case(seed: int, folder: Path, rng: random.Random, command: str) 
     how = rng.choice(("flip", "flip", "truncate", "zero", "splice", "insert", "special", "flag"))
     extra: list[str] = []
     named = False
-    if how == "flip":
-        for _ in range(rng.randint(1, 6)):
-            i = rng.randrange(len(data))
-            data[i] ^= 1 << rng.randrange(8)
-    elif how == "truncate":
-        data = data[:rng.randrange(len(data))]
-    elif how == "zero":
-        i = rng.randrange(len(data))
-        data[i:i + 8] = b"\0" * len(data[i:i + 8])
-    elif how == "splice":
-        i, j = sorted(rng.randrange(len(data)) for _ in range(2))
-        k = rng.randrange(len(data))
-        data[k:k] = data[i:j]
-    elif how == "insert":
-        i = rng.randrange(len(data))
-        data[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+    note = f"{name}: checkpoint {how}"
+    if how in ("flip", "truncate", "zero", "splice", "insert"):
+        data, done = damage(data, how, rng)
+        note = f"{name}: checkpoint {done}"
     if how != "special":
         files["checkpoint"] = bytes(data)
     _write(folder / "model", files)
-    note = f"{name}: checkpoint {how}"
     if how == "special":
         kind = rng.choice(("fifo", "folder", "link_out", "dev_zero"))
         _special(folder / "model", "checkpoint", kind)
