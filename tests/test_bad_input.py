@@ -366,3 +366,21 @@ def test_a_version_onnx_cannot_read_leaves_the_counts_unchecked(tmp_path, opset)
     r = run("plan", path)
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
     assert "Traceback" not in r.output
+
+
+def test_an_alignment_past_a_gibibyte_is_refused():
+    """An alignment of 10^23 bytes reached a numpy sum with it (an OverflowError traceback, fuzz
+    family flags, seed 1400000, flags:1400510): the command line refuses past 2^30, and so do the
+    library's plan options."""
+    from click.testing import CliRunner
+
+    from onnxmem.cli.main import main
+    from onnxmem.core.errors import ProblemError
+    from onnxmem.planning.pipeline import PlanOptions
+
+    r = CliRunner().invoke(main, ["plan", "m.onnx", "--alignment", "99999999999999999999999"])
+    assert r.exit_code == 2 and "is not in the range 1<=x<=1073741824" in r.output, r.output
+    for bad in (0, 2**30 + 1, 10**23):
+        with pytest.raises(ProblemError, match=r"^--alignment .*: give 1 to 2\^30"):
+            PlanOptions(alignment=bad)
+    assert PlanOptions(alignment=2**30).alignment == 2**30

@@ -114,6 +114,19 @@ def test_unknown_name_is_a_usage_error_naming_the_listing(args, kind, bad):
     assert f"'onnxmem list {kind}'" in r.output
 
 
+@pytest.mark.parametrize("args", [
+    ["export", "p.json", "--format", "car\rriage", "-o", "x"],
+    ["plan", "m.onnx", "--solver", "\x1b]0;title\x07"],
+    ["verify", "m.onnx", "--device", "\x1b[31mtpu"],
+])
+def test_an_unknown_name_is_shown_escaped(args):
+    """The name a user gave was echoed as it was: a carriage return or a terminal's escape reached
+    the terminal (fuzz family flags, seed 0, flags:231 and flags:273)."""
+    r = run(*args)
+    assert r.exit_code == 2 and not any(c in r.output for c in "\r\x1b\x07"), repr(r.output)
+    assert repr(args[args.index(next(a for a in args if a.startswith("--"))) + 1])[1:-1] in r.output
+
+
 def test_a_close_name_is_suggested():
     r = run("plan", "m.onnx", "--solver", "greedyy")
     assert "did you mean 'greedy'?" in r.output

@@ -287,3 +287,36 @@ def test_memory_running_out_in_pack_names_what_pack_can_be_given(tmp_path):
     assert _in_three_gib("pack", problem) == [
         "error: onnxmem ran out of memory during pack; give a problem with fewer buffers live at once (the solvers "
         "keep, for each buffer, the buffers live beside it: n x n where all n are) or run it where more memory is free"]
+
+
+def test_the_child_keeps_within_an_address_space_limit_the_user_set(tmp_path):
+    """Under ``ulimit -v`` (a hard limit on the address space, as batch systems set) the child
+    asked for its own limit above it: ``ValueError: not allowed to raise maximum limit``, a
+    traceback, and every command that runs onnxruntime ended with 'the onnxruntime child process
+    ended with exit code 1'. The child now takes the smaller of the two."""
+    import resource
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+    r = subprocess.run([sys.executable, "-m", "onnxmem", "verify", os.path.join(root, "models", "resnet_cnn.onnx")],
+                       capture_output=True, text=True, cwd=tmp_path, preexec_fn=limited)
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("verified"), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+
+
+def test_threads_past_the_bound_are_a_usage_error():
+    """1,000 onnxruntime threads' stacks within a 6 GB address-space limit left onnxruntime
+    waiting for threads it could not start (fuzz family flags, seed 1300000, flags:1300169)."""
+    from click.testing import CliRunner
+
+    from onnxmem.cli.main import main
+    from onnxmem.cli.options import MAX_THREADS
+
+    for command in ("compare", "verify"):
+        r = CliRunner().invoke(main, [command, "m.onnx", "--threads", str(MAX_THREADS + 1)])
+        assert r.exit_code == 2 and f"is not in the range 1<=x<={MAX_THREADS}" in r.output, r.output

@@ -439,3 +439,19 @@ def test_the_plans_own_point_and_plan_making_flags_verify_with_a_warning(tmp_pat
     assert r.exit_code == 0, r.output
     assert ("warning: --solver, --alignment say how to make a plan; the plan given (p.json) is checked as it "
             "was made (leave them out)") in r.output
+
+
+@pytest.mark.parametrize("command", ["verify", "compare"])
+def test_plan_making_flags_with_a_plan_that_cannot_be_read_leave_one_line(tmp_path, monkeypatch, command):
+    """The warning that --max-trips (a flag that makes plans) leaves the plan given as it was came
+    before the plan was read: with a plan file that cannot be read the command failed with two
+    lines on stderr (fuzz family flags, seed 0, flags:479). It now comes once the plan is read."""
+    from click.testing import CliRunner
+
+    from onnxmem.cli.main import main
+
+    model, _ = _symbolic_pair(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    for plan in ("missing.json", model):
+        r = CliRunner().invoke(main, [command, model, "--plan", plan, "--dim", "n=2", "--max-trips", "4"])
+        assert r.exit_code == 1 and r.output.count("\n") == 1 and r.output.startswith("error: "), r.output

@@ -10,6 +10,7 @@ import click
 from onnxmem.core.errors import PlanInvalid, one_line, show_name
 
 from .options import (
+    MAX_THREADS,
     InputValues,
     PlanningFlags,
     RegistryChoice,
@@ -17,10 +18,10 @@ from .options import (
     inputs_option,
     model_and_plan,
     optimize_option,
+    plan_making_flags,
     planning_options,
     read_input_values,
     time_limit_option,
-    warn_plan_making_flags,
 )
 from .output import deployment_lines, echo_warnings, fmt_bytes, measured_session_lines, progress
 from .registries import EXECUTION_MODES
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
               show_default=True, metavar="MODE",
               help="parallel: onnxruntime runs with its parallel executor (--threads inter-op threads), and a "
                    "plan made now is made with --concurrency dag (unless --concurrency says otherwise).")
-@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--threads", type=click.IntRange(min=1, max=MAX_THREADS), default=2, show_default=True,
               help="With --execution-mode parallel: onnxruntime's inter-op threads.")
 @planning_options
 @optimize_option(None)
@@ -77,14 +78,15 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     if execution_mode != "parallel" and given("threads"):
         raise click.UsageError("--threads sets onnxruntime's inter-op threads of --execution-mode parallel; add "
                                "--execution-mode parallel (or leave out --threads)")
-    warn_plan_making_flags(plan_path)
+    idle = plan_making_flags(plan_path)
     inputs = read_input_values(inputs_path)
     if execution_mode == "parallel" and not given("concurrency"):
         planning["concurrency"] = "dag"
     from onnxmem.planning.pipeline import check_decided  # onnx
 
     say = progress(sys.stderr.isatty())
-    with plan_or_point(model, plan_path, planning, seed, inputs, say, optimize=optimize, device=device) as got:
+    with plan_or_point(model, plan_path, planning, seed, inputs, say, optimize=optimize, device=device,
+                       idle_flags=idle) as got:
         _, built, the_plan, view, source, proven = got
         # a plan whose Ifs its assumed values decided holds their branches alone: onnxruntime runs on
         # those values too (else its figure could be a run of a branch the plan does not hold)

@@ -102,10 +102,11 @@ class RegistryChoice(click.ParamType[str]):  # type: ignore[type-arg,unused-igno
 
         close = difflib.get_close_matches(str(value), choices, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
+        shown = show_name(str(value))  # the user's text, escaped: it may hold control characters
         if self.listing is not None:
-            self.fail(f"'{value}' is not one of the {len(choices)} {self.listing}; {hint}"
+            self.fail(f"{shown} is not one of the {len(choices)} {self.listing}; {hint}"
                       f"'onnxmem list {self.listing}' names each with what it does", param, ctx)
-        self.fail(f"'{value}' is not one of {', '.join(choices)}; {hint}".rstrip("; "), param, ctx)
+        self.fail(f"{shown} is not one of {', '.join(choices)}; {hint}".rstrip("; "), param, ctx)
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
         from click.shell_completion import CompletionItem
@@ -130,7 +131,7 @@ def planning_options(fn: F) -> F:
                      help="Buffer-assignment algorithm; 'onnxmem list solvers' names each with what it does."),
         click.option("--order", "order", type=RegistryChoice("orders"), default=DEFAULT_ORDER, show_default=True,
                      help="Operator-order strategy; 'onnxmem list orders' names each with what it does."),
-        click.option("--alignment", type=click.IntRange(min=1), default=64, show_default=True,
+        click.option("--alignment", type=click.IntRange(min=1, max=2**30), default=64, show_default=True,
                      help="Byte alignment of every offset (and size)."),
         click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
                      help="Bind a symbolic dim, e.g. --dim batch=1 (repeatable); 'plan' also takes "
@@ -335,17 +336,27 @@ def given(name: str) -> bool:
     return source is not None and source not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
+#: the most threads ``--threads`` gives onnxruntime (inter-op threads, or nodes run at once): past
+#: the cores there is nothing to gain, and 1,000 threads' stacks within an address-space limit of
+#: 6 GB (``ulimit -v``) left onnxruntime waiting for threads it could not start
+MAX_THREADS = 256
+
+
 #: the planning flags (their parameter names) that only say how to make a plan
 _PLAN_MAKING = (("--solver", "solver"), ("--order", "order"), ("--alignment", "alignment"), ("--timeout", "timeout"),
                 ("--inplace", "inplace"), ("--fold", "fold"), ("--branch", "branches"), ("--max-trips", "max_trips"))
 
 
-def warn_plan_making_flags(plan_path: str | None) -> None:
-    """With ``--plan``: say on stderr that the flags given that only make a plan leave it as it is."""
-    if not plan_path:
-        return
-    flags = [flag for flag, name in _PLAN_MAKING if given(name)]
-    if flags:
+def plan_making_flags(plan_path: str | None) -> tuple[str, ...]:
+    """With ``--plan``: the flags given that only make a plan, and so leave the plan given as it is
+    (read here, where the command line's context is; :func:`warn_plan_making_flags` says so once
+    the plan has been read, so that a plan that cannot be read is one line of error alone)."""
+    return tuple(flag for flag, name in _PLAN_MAKING if given(name)) if plan_path else ()
+
+
+def warn_plan_making_flags(flags: tuple[str, ...], plan_path: str | None) -> None:
+    """Say on stderr that ``flags`` (:func:`plan_making_flags`) leave the plan given as it is."""
+    if flags and plan_path:
         click.echo(f"warning: {', '.join(flags)} {'says' if len(flags) == 1 else 'say'} how to make a plan; "
                    f"the plan given ({one_line(plan_path)}) is checked as it was made (leave "
                    f"{'it' if len(flags) == 1 else 'them'} out)", err=True)

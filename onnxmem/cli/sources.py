@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from onnxmem.core.errors import PlanError, PlanInvalid, one_line, show_name
 from onnxmem.core.fileio import OutputSet
 
-from .options import InputValues, PlanningFlags, make_plan_options
+from .options import InputValues, PlanningFlags, make_plan_options, warn_plan_making_flags
 from .output import Say, echo_warnings
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def plan_several(models: tuple[str, ...], opts: PlanOptions, pipeline: bool,
 @contextmanager
 def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, seed: int,
                   inputs: InputValues | None, say: Say, *, optimize: str | None = None,
-                  device: str = "cpu") -> Iterator[tuple[PlanOptions, Optimized, MemoryPlan, GraphView | None, str,
+                  device: str = "cpu", idle_flags: tuple[str, ...] = ()) -> Iterator[tuple[PlanOptions, Optimized, MemoryPlan, GraphView | None, str,
                                                          float | None]]:
     """``(options, graph, plan, view, source, proven)`` for verify and compare, for the ``with`` block:
     the ``--plan`` (the concrete plan at a point of a range plan, :func:`_given_plan`), else the
@@ -96,7 +96,8 @@ def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, se
     ``--optimize`` (``None``: not given). ``proven``: for a plan made now, how long its static
     proof against ``view`` took as it was made (:attr:`~onnxmem.planning.pipeline.Planned.proof_seconds`);
     ``None`` for a plan read, which no one has proven yet (``view`` may be given all the same: that
-    of onnxruntime's graph, for a plan of it)."""
+    of onnxruntime's graph, for a plan of it). ``idle_flags``: the plan-making flags given with
+    ``--plan`` (:func:`~onnxmem.cli.options.plan_making_flags`), warned of once the plan is read."""
     from onnxmem.planning.pipeline import plan_optimized
     from onnxmem.plans.optimization import plan_optimization
     from onnxmem.runtime.optimize import check_rebuilt, check_recorded, optimized_model
@@ -120,6 +121,7 @@ def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, se
                 check_rebuilt(recorded, found[0].model.get("graph_sha256"), built, found[1])
                 # the caller's state of the model as written (the optimizer may hide a loss block)
                 view = view_for_plan(built.model, found[0], built.path, inputs, caller=built.caller)
+            warn_plan_making_flags(idle_flags, plan_path)
             yield opts, built, found[0], view, found[1], None
             return
         planned = plan_optimized(built, opts, say)

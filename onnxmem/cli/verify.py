@@ -13,6 +13,7 @@ from onnxmem.core.errors import PlanInvalid, one_line, show_name
 
 from .child import run_in_child
 from .options import (
+    MAX_THREADS,
     Finite,
     InputValues,
     PlanningFlags,
@@ -22,6 +23,7 @@ from .options import (
     model_and_plan,
     optimize_option,
     pipeline_option,
+    plan_making_flags,
     planning_options,
     ranged,
     read_input_values,
@@ -64,7 +66,7 @@ if TYPE_CHECKING:
                    "outputs in the arena with this model's own run, bit for bit.")
 @click.option("--trials", type=click.IntRange(min=1), default=10, show_default=True,
               help="With --concurrency dag: how many concurrent runs, each with its own seeded schedule.")
-@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--threads", type=click.IntRange(min=1, max=MAX_THREADS), default=2, show_default=True,
               help="With --concurrency dag: how many nodes may run at once.")
 @planning_options
 @pipeline_option
@@ -97,7 +99,7 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
     as its stand-in of standard ops, and a note says so), 2 usage.
     """
     trial_flags = " and ".join(f for f, p in (("--trials", "trials"), ("--threads", "threads")) if given(p))
-    warn_plan_making_flags(plan_path)
+    idle = plan_making_flags(plan_path)
     if len(models) > 1 or pipeline:
         from onnxmem.verify.run import VerifyOptions  # onnx
 
@@ -108,7 +110,7 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
                                     "--dim NAME=LO:HI": ranged(planning["dims"]),
                                     "--concurrency dag": planning["concurrency"] != "sequential"})
         _verify_several(models, plan_path, pipeline, planning,
-                        VerifyOptions(device=device, seed=seed, rtol=rtol, atol=atol, execute=not static_only))
+                        VerifyOptions(device=device, seed=seed, rtol=rtol, atol=atol, execute=not static_only), idle)
         return
     if original_path is not None and optimize not in (None, "none"):
         raise click.UsageError("--original compares models as written; leave out --optimize")
@@ -120,7 +122,7 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
     if trial_flags and static_only:
         raise click.UsageError(f"--static-only runs nothing; leave out {trial_flags} (or --static-only)")
     one = _Verify(models[0], plan_path, device, inputs_path, seed, rtol, atol, static_only, trials, threads,
-                  original_path, optimize, dict(planning), every_node)
+                  original_path, optimize, dict(planning), every_node, idle)
     if static_only and optimize in (None, "none"):
         _verify_one(one)  # nothing to run (unless shapes must be measured: that run goes to the child)
     else:  # the whole command in its onnxruntime child, which loads numpy, onnx and onnxruntime anyway
@@ -145,6 +147,8 @@ class _Verify:
     optimize: str | None
     planning: dict[str, Any]
     every_node: bool = False
+    #: the plan-making flags given with --plan, warned of once the plan is read
+    idle_flags: tuple[str, ...] = ()
 
 
 def _verify_one(a: _Verify) -> None:
@@ -155,7 +159,8 @@ def _verify_one(a: _Verify) -> None:
     planning = cast("PlanningFlags", a.planning)
     inputs = read_input_values(a.inputs_path)
     say = progress(sys.stderr.isatty())
-    with plan_or_point(model, plan_path, planning, seed, inputs, say, optimize=a.optimize, device=device) as got:
+    with plan_or_point(model, plan_path, planning, seed, inputs, say, optimize=a.optimize, device=device,
+                       idle_flags=a.idle_flags) as got:
         opts, built, the_plan, view, source, proven = got
         as_written = built.record.level == "none"
         say("verifying")
@@ -235,7 +240,7 @@ def _echo_execution(ex: Execution) -> None:
 
 
 def _verify_several(models: tuple[str, ...], plan_path: str | None, pipeline: bool, planning: PlanningFlags,
-                    options: VerifyOptions) -> None:
+                    options: VerifyOptions, idle_flags: tuple[str, ...] = ()) -> None:
     """``verify A.onnx B.onnx [--plan PROGRAM]``: the joint proof, then one run after the other in one arena."""
     from onnxmem.model import load_model  # onnx
     from onnxmem.plans import read_plan
@@ -245,6 +250,7 @@ def _verify_several(models: tuple[str, ...], plan_path: str | None, pipeline: bo
     if plan_path:
         program = read_plan(plan_path, "program")
         loaded, views, source = [(load_model(m), m) for m in models], None, plan_path
+        warn_plan_making_flags(idle_flags, plan_path)
     else:
         planned, program = plan_several(models, make_plan_options(**planning, seed=options.seed), pipeline, say)
         loaded, views = [(p.model, m) for p, m in zip(planned, models)], [p.view for p in planned]

@@ -39,6 +39,7 @@ from onnxmem.core.records import record
 from onnxmem.core.sortedblocks import live_overlaps
 
 __all__ = [
+    "MAX_ALIGNMENT",
     "Buffer",
     "Conflicts",
     "Problem",
@@ -46,6 +47,7 @@ __all__ = [
     "Status",
     "Violation",
     "align_up",
+    "check_alignment",
     "height_of",
     "live_bytes",
     "lower_bound",
@@ -59,6 +61,15 @@ __all__ = [
 #: the largest size, offset, step and sum of sizes a problem may hold, so that
 #: every sum a solver makes fits in int64
 MAX_VALUE = 2**62
+#: the largest alignment a plan may take (1 GiB): each buffer is rounded up to it, and past it the
+#: rounded sizes of a few buffers leave int64 behind
+MAX_ALIGNMENT = 2**30
+
+
+def check_alignment(alignment: int) -> None:
+    """Refuse an alignment below 1 or past :data:`MAX_ALIGNMENT` (``ProblemError``, one line)."""
+    if not 1 <= alignment <= MAX_ALIGNMENT:
+        raise ProblemError(f"--alignment {alignment}: give 1 to 2^30 ({MAX_ALIGNMENT:,}) bytes, such as 64")
 
 class Status(str, Enum):
     """What a solver's answer says; each status has one meaning.

@@ -20,7 +20,7 @@ import onnx
 from onnxmem.analysis.liveness import Liveness
 from onnxmem.core.errors import ModelError, PlanError, PlanInvalid, show_name
 from onnxmem.core.memory import release_freed
-from onnxmem.core.problem import Problem, Solution, live_bytes
+from onnxmem.core.problem import Problem, Solution, check_alignment, live_bytes
 from onnxmem.core.solvers import SOLVERS
 from onnxmem.core.workclock import now, session
 from onnxmem.graph import (
@@ -144,6 +144,9 @@ class PlanOptions:
     #: the values read from it and what the plan records of it (set by planning)
     known: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)
     known_record: Mapping[str, object] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:  # an alignment past 2^30 overflowed the sums of the planning passes
+        check_alignment(self.alignment)
 
     @property
     def kernels(self) -> str:
@@ -323,10 +326,8 @@ def _infer(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptio
     (``nodes``: the main graph's node fields, where read)."""
     taken = {**{k: d.branch for k, d in opts.decided.items()}, **opts.branches}
     excluded = excluded_branches(model, taken)
-    if opts.measure_shapes:
-        from onnxmem.runtime.ort import (
-            infer_measured_shapes,  # onnxruntime sessions: only when measuring
-        )
+    if opts.measure_shapes:  # onnxruntime sessions: imported only when measuring
+        from onnxmem.runtime.ort import infer_measured_shapes
 
         return infer_measured_shapes(with_values(model, opts.known), model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
                                      seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs,
@@ -355,8 +356,7 @@ def plan_liveness(
     refuses a layout that breaks the sharing rules with ``PlanInvalid``.
     ``started``: the ``time.perf_counter()`` the plan's time counts from.
     ``bodies``: the plans of the view's bodies (:func:`onnxmem.planning.bodies.plan_bodies`),
-    whose regions ``view`` carries; planned here when not given.
-    """
+    whose regions ``view`` carries; planned here when not given."""
     opts = options or PlanOptions()
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter() if started is None else started

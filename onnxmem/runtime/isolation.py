@@ -411,7 +411,10 @@ def _limit_address_space(extra: int | None) -> None:
         held = int(fh.read().split()[0]) * page
     room = extra if extra is not None else available_memory("cpu")
     if room is not None:
-        resource.setrlimit(resource.RLIMIT_AS, (held + room, held + room))
+        # within a limit the parent's own environment set (ulimit -v): a hard limit cannot be raised
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        soft = held + room if hard == resource.RLIM_INFINITY else min(held + room, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def die_with_parent() -> None:
