@@ -10,9 +10,9 @@ failing case (its files and ``result.json`` with the seed) under ``--out``.
 ``--cases`` is the number of mutated models (spread over the model families and
 the commands plan, plan --measure-shapes, verify and compare); ``--plans`` and
 ``--csvs`` the corrupted plans (verify, show, plot) and hostile CSVs (pack);
-``--functions``, ``--zoos``, ``--exports``, ``--trips``, ``--ranges`` and ``--feeds`` the
-cases of those families (1000, 600, 1000, 400, 600, 600: with the defaults above, 10,200 cases
-in all).
+``--functions``, ``--zoos``, ``--exports``, ``--trips``, ``--ranges``, ``--feeds`` and
+``--flags`` the cases of those families (1000, 600, 1000, 400, 600, 600, 900: with the
+defaults above, 11,100 cases in all).
 Exit status: 0 when every case is clean, 1 otherwise.
 """
 
@@ -32,7 +32,7 @@ import fuzzlib as fuzzing  # noqa: E402
 
 #: the long run's count of each family with an option of its own
 EXTRA_DEFAULTS = {"functions": 1000, "zoo": 600, "exports": 1000, "trips": 400, "ranges": 600,
-                  "feeds": 600}
+                  "feeds": 600, "flags": 900}
 
 
 def _counts(cases: int | None, plans: int, csvs: int, extra: dict[str, int | None],
@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"ranged dims into range plans and fit (default {EXTRA_DEFAULTS['ranges']})")
     ap.add_argument("--feeds", type=int, default=None,
                     help=f"hostile --inputs files and training checkpoints (default {EXTRA_DEFAULTS['feeds']})")
+    ap.add_argument("--flags", type=int, default=None,
+                    help=f"hostile values of every command's options (default {EXTRA_DEFAULTS['flags']})")
     ap.add_argument("--sample", action="store_true",
                     help="run the default suite's sample (its counts, sizes and 10 s bound)")
     ap.add_argument("--only", action="append", default=[], metavar="FAMILY",
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         args.max_depth, args.max_nodes = fuzzing.SAMPLE_SCALE.max_depth, fuzzing.SAMPLE_SCALE.max_nodes
     else:
         extra = {"functions": args.functions, "zoo": args.zoos, "exports": args.exports, "trips": args.trips,
-                 "ranges": args.ranges, "feeds": args.feeds}
+                 "ranges": args.ranges, "feeds": args.feeds, "flags": args.flags}
         pairs = list(fuzzing.iter_cases(_counts(args.cases, args.plans, args.csvs, extra, args.only), args.seed))
 
     out: Path = args.out.resolve()  # workers change folder: every path they get is absolute

@@ -30,18 +30,19 @@ from .families import (
     _struct_case,
 )
 from .feeds import feeds_case
+from .flags import flags_case
 from .functions import functions_case
 from .plans import _csv_case, _plan_case
 from .ranges import ranges_case
 from .trips import trips_case
 from .zoo import zoo_case
 
-#: the default suite's sample (tests/test_fuzz.py, ``tools/fuzz.py --sample``): 280 cases;
+#: the default suite's sample (tests/test_fuzz.py, ``tools/fuzz.py --sample``): 289 cases;
 #: every model family cycles through plan, plan --measure-shapes, verify and compare
 SAMPLE_COUNTS = {"bytes": 24, "struct": 24, "dims": 24, "payload": 32, "extdata": 28, "nesting": 12,
                  "huge": 8, "names": 20, "outputs": 12, "plans": 26, "csv": 22,
                  "functions": 12, "zoo": 6, "exports": 12, "trips": 2, "ranges": 8,
-                 "feeds": 8}
+                 "feeds": 8, "flags": 9}
 SAMPLE_SCALE = Scale(max_depth=12, max_nodes=300)
 #: seconds one run may take in the sample (the long run allows 30)
 SAMPLE_BOUND = 10.0
@@ -73,6 +74,7 @@ def build_case(corpus: Corpus, family: str, seed: int, folder: Path, scale: Scal
     if family in EXTRA_FAMILIES:
         extra: Callable[..., Case] = {"functions": functions_case, "zoo": zoo_case,
                                       "exports": exports_case, "trips": trips_case,
-                                      "ranges": ranges_case, "feeds": feeds_case}[family]
+                                      "ranges": ranges_case, "feeds": feeds_case,
+                                      "flags": flags_case}[family]
         return extra(corpus, seed, folder, rng, MODEL_COMMANDS[seed % len(MODEL_COMMANDS)])
     raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")

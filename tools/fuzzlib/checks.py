@@ -285,7 +285,7 @@ def check_result(case: Case, folder: Path, before: dict[str, tuple[Any, ...]],
         why = _check_pack(folder, case, out)
         if why:
             bad["wrong-answer"] = why
-    if case.fit_json and res["stdout"]["size"] < 1 << 20:
+    if case.fit_json and not usage and res["stdout"]["size"] < 1 << 20:
         why = _check_fit(code, out)
         if why:
             bad["wrong-answer"] = why

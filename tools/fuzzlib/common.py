@@ -19,7 +19,7 @@ PLAN_COMMANDS = ("verify", "show", "plot")
 MODEL_FAMILIES = ("bytes", "struct", "dims", "payload", "extdata", "nesting", "huge", "names",
                   "outputs")
 #: families with a count of their own in the long run (``tools/fuzz.py --functions`` ...)
-EXTRA_FAMILIES = ("functions", "zoo", "exports", "trips", "ranges", "feeds")
+EXTRA_FAMILIES = ("functions", "zoo", "exports", "trips", "ranges", "feeds", "flags")
 FAMILIES = (*MODEL_FAMILIES, "plans", "csv", *EXTRA_FAMILIES)
 
 #: failure classes, in report order

@@ -34,8 +34,9 @@ _DEV_OK = ("/dev/null", "/dev/urandom", "/dev/random", "/dev/shm", "/etc/os-rele
            "/usr/lib/os-release")
 #: files under /proc that hold the process's secrets; /proc is otherwise readable
 _PROC_SECRETS = frozenset({"environ", "mem", "cmdline", "auxv", "maps", "pagemap"})
-#: system folders a plot may read: the fonts matplotlib draws with
-_FONT_ROOTS = ("/usr/share/fonts", "/usr/local/share/fonts", "/etc/fonts", "/usr/share/fontconfig")
+#: system folders a plot may read: the fonts matplotlib draws with, the time zones
+_FONT_ROOTS = ("/usr/share/fonts", "/usr/local/share/fonts", "/etc/fonts", "/usr/share/fontconfig",
+               "/usr/share/zoneinfo")  # and the time zone matplotlib's dates read (a PNG's metadata)
 
 
 class _Audit:
