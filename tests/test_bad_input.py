@@ -384,3 +384,25 @@ def test_an_alignment_past_a_gibibyte_is_refused():
         with pytest.raises(ProblemError, match=r"^--alignment .*: give 1 to 2\^30"):
             PlanOptions(alignment=bad)
     assert PlanOptions(alignment=2**30).alignment == 2**30
+
+
+@pytest.mark.parametrize("timeout", [1e308, 1e300, 1e9])
+def test_a_timeout_past_the_clocks_range_is_refused(timeout):
+    """--timeout 1e308 made the order search's deadline infinite, an OverflowError traceback
+    (fuzz family flags, seed 1600000, flags:1600065). The command line and the library's plan
+    options refuse past 10^8 s, as --time-limit does, and the compiled kernels' deadline of a
+    budget past the counter's range is no deadline."""
+    from onnxmem.cli.options import MAX_TIME_LIMIT
+    from onnxmem.core._compiled import NO_DEADLINE, deadline_cycles
+    from onnxmem.core.errors import ProblemError
+    from onnxmem.core.problem import MAX_TIMEOUT
+    from onnxmem.planning.pipeline import PlanOptions
+
+    assert MAX_TIMEOUT == MAX_TIME_LIMIT
+    r = CliRunner().invoke(main, ["plan", str(MODELS / "inception_block.onnx"), "--timeout", repr(timeout)])
+    assert r.exit_code == 2 and "is not in the range 0<=x<=100000000.0" in r.output, r.output
+    with pytest.raises(ProblemError, match=r"^--timeout .*: give 0 to 1e\+08 seconds"):
+        PlanOptions(timeout=timeout)
+    assert deadline_cycles(timeout) == NO_DEADLINE or timeout < 1e300
+    r = CliRunner().invoke(main, ["plan", str(MODELS / "inception_block.onnx"), "--timeout", "1e8"])
+    assert r.exit_code == 0, r.output

@@ -63,7 +63,8 @@ class Finite(click.FloatRange):
         return float(got)
 
 
-#: the longest ``--time-limit`` (about 3 years): the timer that keeps it takes no longer one
+#: the longest ``--time-limit`` (about 3 years): the timer that keeps it takes no longer one;
+#: the longest ``--timeout`` too (``onnxmem.core.problem.MAX_TIMEOUT``, not imported here: numpy)
 MAX_TIME_LIMIT = 1e8
 
 
@@ -143,7 +144,7 @@ def planning_options(fn: F) -> F:
                      help="Run the model once in onnxruntime and use the measured shapes."),
         click.option("--io", type=RegistryChoice(names=IO_MODES), default="internal",
                      show_default=True, help="external: graph inputs and outputs stay out of the arena."),
-        click.option("--timeout", type=Finite(min=0), default=None, callback=wall_clock_timeout,
+        click.option("--timeout", type=Finite(min=0, max=MAX_TIME_LIMIT), default=None, callback=wall_clock_timeout,
                      help="Seconds of wall-clock time the solver and the order search may take, instead "
                           "of their default budgets of counted work (which give the same plan at any load); "
                           "with --timeout results may depend on the machine's load."),

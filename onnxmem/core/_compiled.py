@@ -61,7 +61,8 @@ def deadline_cycles(seconds: float | None) -> int:
     rate = cycles_per_second()
     if seconds is None or rate <= 0:
         return NO_DEADLINE
-    return int(cycles() + max(0.0, seconds) * rate)
+    at = cycles() + max(0.0, seconds) * rate
+    return int(at) if at < NO_DEADLINE else NO_DEADLINE  # seconds past the counter's range: none
 
 
 def kernel_stop(deadline: float | None, cost: float) -> int:

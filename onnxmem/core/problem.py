@@ -40,6 +40,7 @@ from onnxmem.core.sortedblocks import live_overlaps
 
 __all__ = [
     "MAX_ALIGNMENT",
+    "MAX_TIMEOUT",
     "Buffer",
     "Conflicts",
     "Problem",
@@ -47,7 +48,7 @@ __all__ = [
     "Status",
     "Violation",
     "align_up",
-    "check_alignment",
+    "check_limits",
     "height_of",
     "live_bytes",
     "lower_bound",
@@ -66,10 +67,17 @@ MAX_VALUE = 2**62
 MAX_ALIGNMENT = 2**30
 
 
-def check_alignment(alignment: int) -> None:
-    """Refuse an alignment below 1 or past :data:`MAX_ALIGNMENT` (``ProblemError``, one line)."""
+#: the longest wall-clock budget (``--timeout``, about 3 years): past it a deadline leaves the clocks' range
+MAX_TIMEOUT = 1e8
+
+
+def check_limits(alignment: int, timeout: float | None = None) -> None:
+    """Refuse an alignment below 1 or past :data:`MAX_ALIGNMENT`, and a timeout that is not a
+    number of seconds from 0 to :data:`MAX_TIMEOUT` (``ProblemError``, one line)."""
     if not 1 <= alignment <= MAX_ALIGNMENT:
         raise ProblemError(f"--alignment {alignment}: give 1 to 2^30 ({MAX_ALIGNMENT:,}) bytes, such as 64")
+    if timeout is not None and not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails both
+        raise ProblemError(f"--timeout {timeout}: give 0 to {MAX_TIMEOUT:g} seconds, or none for the default budgets")
 
 class Status(str, Enum):
     """What a solver's answer says; each status has one meaning.

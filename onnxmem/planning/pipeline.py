@@ -20,7 +20,7 @@ import onnx
 from onnxmem.analysis.liveness import Liveness
 from onnxmem.core.errors import ModelError, PlanError, PlanInvalid, show_name
 from onnxmem.core.memory import release_freed
-from onnxmem.core.problem import Problem, Solution, check_alignment, live_bytes
+from onnxmem.core.problem import Problem, Solution, check_limits, live_bytes
 from onnxmem.core.solvers import SOLVERS
 from onnxmem.core.workclock import now, session
 from onnxmem.graph import (
@@ -145,8 +145,8 @@ class PlanOptions:
     known: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)
     known_record: Mapping[str, object] = field(default_factory=dict, compare=False)
 
-    def __post_init__(self) -> None:  # an alignment past 2^30 overflowed the sums of the planning passes
-        check_alignment(self.alignment)
+    def __post_init__(self) -> None:  # past these the planning passes' sums and deadlines overflowed
+        check_limits(self.alignment, self.timeout)
 
     @property
     def kernels(self) -> str:
