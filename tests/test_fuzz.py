@@ -262,3 +262,22 @@ def test_worker_records_reads_hangs_and_recovers(tmp_path: Path) -> None:
     finally:
         worker.stop()
     assert not os.path.exists(folder / fuzzing.MARK)
+
+
+@pytest.mark.heavy
+def test_a_fresh_interpreter_per_case_runs_the_command_and_its_child(tmp_path: Path) -> None:
+    """``tools/fuzz.py --subprocess``: each case in a fresh interpreter. It put the repository root,
+    not ``tools/``, on the path, so every case died importing the harness ('interpreter died'); a
+    command that starts its onnxruntime child (verify) makes and removes multiprocessing's heap
+    file in /dev/shm, which is not a stray write."""
+    folder = tmp_path / "case"
+    for sub in ("model", "out", "outside"):
+        (folder / sub).mkdir(parents=True)
+    (folder / "model" / "m.onnx").write_bytes((Path(__file__).resolve().parent.parent / "models" / "resnet_cnn.onnx").read_bytes())
+    worker = fuzzing.SubprocessWorker(tmp_path / "worker", 6 << 30)
+    case = fuzzing.Case("bytes", 0, "verify", ["verify", "model/m.onnx"])
+    before = fuzzing.snapshot(folder)
+    res = worker.run({"folder": str(folder), "argv": case.argv, "named_reads": []}, 120)
+    assert "crash" not in res and res["code"] == 0, res
+    got = fuzzing.check_result(case, folder, before, fuzzing.snapshot(folder), res, False, 120.0)
+    assert got == {}, got

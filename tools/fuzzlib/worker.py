@@ -59,10 +59,14 @@ class _Audit:
         return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
     def _cache(self, path: str) -> bool:
-        """Bytecode and numba caches in ``__pycache__`` folders of the code roots, and the
+        """Bytecode and numba caches in ``__pycache__`` folders of the code roots, the
         process's own ``clear_refs`` (a kernel control, not a file: resetting the peak
-        resident size before measuring a session)."""
+        resident size before measuring a session), and the heap file of multiprocessing's shared
+        values (``/dev/shm/pym-*``: a command that starts its onnxruntime child, under
+        ``--subprocess``)."""
         if path in (f"/proc/{os.getpid()}/clear_refs", "/proc/self/clear_refs"):
+            return True
+        if path.startswith("/dev/shm/pym-"):  # multiprocessing's own heap of shared values (made, then removed)
             return True
         return "/__pycache__" in path and self._under(path, self.code_roots)
 
@@ -426,7 +430,7 @@ class SubprocessWorker:
             (self.scratch / name).write_bytes(b"")
         code = ("import sys; sys.path.insert(0, sys.argv[1]); from fuzzlib.worker import _run_once; "
                 "_run_once(sys.argv[2], sys.argv[3], int(sys.argv[4]))")
-        proc = subprocess.Popen([sys.executable, "-c", code, str(ROOT), str(request), str(self.scratch),
+        proc = subprocess.Popen([sys.executable, "-c", code, str(ROOT / "tools"), str(request), str(self.scratch),
                                  str(self.mem_limit)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
