@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypedDict, T
 import click
 
 from onnxmem.core.errors import one_line, show_name
+from onnxmem.core.sizes import MAX_ALIGNMENT, MAX_TIMEOUT
 
 from .registries import CONCURRENCY_MODES, DEVICES, IO_MODES, LISTINGS, OPTIMIZE_LEVELS
 
@@ -63,8 +64,7 @@ class Finite(click.FloatRange):
         return float(got)
 
 
-#: the longest ``--time-limit`` (about 3 years): the timer that keeps it takes no longer one;
-#: the longest ``--timeout`` too (``onnxmem.core.problem.MAX_TIMEOUT``, not imported here: numpy)
+#: the longest ``--time-limit`` (about 3 years): the timer that keeps it takes no longer one
 MAX_TIME_LIMIT = 1e8
 
 
@@ -132,7 +132,7 @@ def planning_options(fn: F) -> F:
                      help="Buffer-assignment algorithm; 'onnxmem list solvers' names each with what it does."),
         click.option("--order", "order", type=RegistryChoice("orders"), default=DEFAULT_ORDER, show_default=True,
                      help="Operator-order strategy; 'onnxmem list orders' names each with what it does."),
-        click.option("--alignment", type=click.IntRange(min=1, max=2**30), default=64, show_default=True,
+        click.option("--alignment", type=click.IntRange(min=1, max=MAX_ALIGNMENT), default=64, show_default=True,
                      help="Byte alignment of every offset (and size)."),
         click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
                      help="Bind a symbolic dim, e.g. --dim batch=1 (repeatable); 'plan' also takes "
@@ -144,7 +144,7 @@ def planning_options(fn: F) -> F:
                      help="Run the model once in onnxruntime and use the measured shapes."),
         click.option("--io", type=RegistryChoice(names=IO_MODES), default="internal",
                      show_default=True, help="external: graph inputs and outputs stay out of the arena."),
-        click.option("--timeout", type=Finite(min=0, max=MAX_TIME_LIMIT), default=None, callback=wall_clock_timeout,
+        click.option("--timeout", type=Finite(min=0, max=MAX_TIMEOUT), default=None, callback=wall_clock_timeout,
                      help="Seconds of wall-clock time the solver and the order search may take, instead "
                           "of their default budgets of counted work (which give the same plan at any load); "
                           "with --timeout results may depend on the machine's load."),

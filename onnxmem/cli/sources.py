@@ -85,8 +85,8 @@ def plan_several(models: tuple[str, ...], opts: PlanOptions, pipeline: bool,
 @contextmanager
 def plan_or_point(model: str, plan_path: str | None, planning: PlanningFlags, seed: int,
                   inputs: InputValues | None, say: Say, *, optimize: str | None = None,
-                  device: str = "cpu", idle_flags: tuple[str, ...] = ()) -> Iterator[tuple[PlanOptions, Optimized, MemoryPlan, GraphView | None, str,
-                                                         float | None]]:
+                  device: str = "cpu", idle_flags: tuple[str, ...] = (),
+                  ) -> Iterator[tuple[PlanOptions, Optimized, MemoryPlan, GraphView | None, str, float | None]]:
     """``(options, graph, plan, view, source, proven)`` for verify and compare, for the ``with`` block:
     the ``--plan`` (the concrete plan at a point of a range plan, :func:`_given_plan`), else the
     plan the model carries, else one made now; ``graph``: the graph the plan is for

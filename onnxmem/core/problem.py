@@ -36,6 +36,7 @@ from onnxmem.core.conflict_graph import Conflicts, antichain_bound, clique_bound
 from onnxmem.core.errors import ProblemError, show_name
 from onnxmem.core.fileio import MAX_CSV_BYTES, read_input, write_text_atomic
 from onnxmem.core.records import record
+from onnxmem.core.sizes import MAX_ALIGNMENT, MAX_TIMEOUT
 from onnxmem.core.sortedblocks import live_overlaps
 
 __all__ = [
@@ -62,13 +63,6 @@ __all__ = [
 #: the largest size, offset, step and sum of sizes a problem may hold, so that
 #: every sum a solver makes fits in int64
 MAX_VALUE = 2**62
-#: the largest alignment a plan may take (1 GiB): each buffer is rounded up to it, and past it the
-#: rounded sizes of a few buffers leave int64 behind
-MAX_ALIGNMENT = 2**30
-
-
-#: the longest wall-clock budget (``--timeout``, about 3 years): past it a deadline leaves the clocks' range
-MAX_TIMEOUT = 1e8
 
 
 def check_limits(alignment: int, timeout: float | None = None) -> None:
@@ -78,6 +72,7 @@ def check_limits(alignment: int, timeout: float | None = None) -> None:
         raise ProblemError(f"--alignment {alignment}: give 1 to 2^30 ({MAX_ALIGNMENT:,}) bytes, such as 64")
     if timeout is not None and not 0 <= timeout <= MAX_TIMEOUT:  # NaN fails both
         raise ProblemError(f"--timeout {timeout}: give 0 to {MAX_TIMEOUT:g} seconds, or none for the default budgets")
+
 
 class Status(str, Enum):
     """What a solver's answer says; each status has one meaning.

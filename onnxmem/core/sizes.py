@@ -20,6 +20,11 @@ SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb
               "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
 #: the largest size accepted (2^62 bytes, the planner's own limit)
 MAX_SIZE = 2**62
+#: the largest alignment a plan may take (1 GiB): each buffer is rounded up to it, and past it the
+#: rounded sizes of a few buffers leave int64 behind (:func:`onnxmem.core.problem.check_limits`)
+MAX_ALIGNMENT = 2**30
+#: the longest wall-clock budget (``--timeout``, about 3 years): past it a deadline leaves the clocks' range
+MAX_TIMEOUT = 1e8
 #: bits per element of each element type a plan names, without onnx (the plan alone's proof:
 #: :mod:`onnxmem.proof.alone`); ``onnxmem.model.dtypes.DTYPES`` takes its bits from here, by
 #: onnx's numbers; a string's size is not fixed (0)

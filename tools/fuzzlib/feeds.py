@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import MARK, SHIPPED_MODELS, Case
-from .corpus import HOSTILE_NAMES, Corpus, _finish
+from .corpus import HOSTILE_NAMES, Corpus, _finish, build_dynamic
 from .families import _write, damage
 
 #: the commands of this family; the seed picks one
@@ -160,11 +160,7 @@ def _special(folder: Path, rel: str, kind: str) -> None:
 
 def _inputs_case(seed: int, folder: Path, rng: random.Random, command: str) -> Case:
     base = rng.choice(("reshape", "dynamic"))
-    model = build_reshape_input() if base == "reshape" else None
-    if model is None:
-        from .corpus import build_dynamic
-
-        model = build_dynamic()
+    model = build_reshape_input() if base == "reshape" else build_dynamic()
     _write(folder / "model", {"model.onnx": model.SerializeToString()})
     if rng.random() < 0.12:  # a link the user names is theirs to follow: no link out here
         what = rng.choice(("fifo", "folder", "dev_zero"))

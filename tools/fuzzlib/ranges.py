@@ -73,17 +73,21 @@ def _dynamic(model: Any, dims: dict[str, list[int]]) -> Any:
 def _bases(corpus: Corpus) -> list[tuple[Base, list[str]]]:
     """Each base model with its named dims (the first is the one ranged)."""
     out: list[tuple[Base, list[str]]] = [(corpus.by_name("dynamic"), ["batch"])]
-    made = (("mlp", build_mlp(), {"batch": [0]}),
-            ("conv", build_conv(), {"batch": [0], "H": [2], "W": [3]}),
-            ("conv_hw", build_conv(), {"H": [2], "W": [3]}),
-            ("views", build_views(), {"batch": [0]}))
-    for name, model, dims in made:
-        out.append((Base(f"{name}_dynamic", "model.onnx", {"model.onnx": _dynamic(model, dims)
-                                                             .SerializeToString()}), list(dims)))
+    out += [(Base(f"{name}_dynamic", "model.onnx", {"model.onnx": data}), list(dims)) for name, data, dims in _made()]
     shipped = [b for b in corpus.bases if b.name == "transformer_block"]
     out += [(b, ["batch", "seq"]) for b in shipped]
     out.append((Base("decoder", "model.onnx", {"model.onnx": _decoder()}), ["past_seq", "batch", "seq"]))
     return out
+
+
+@functools.cache
+def _made() -> tuple[tuple[str, bytes, tuple[str, ...]], ...]:
+    """The corpus's MLP, CNN (two ways) and graph of views with named dims, serialized once."""
+    made = (("mlp", build_mlp(), {"batch": [0]}),
+            ("conv", build_conv(), {"batch": [0], "H": [2], "W": [3]}),
+            ("conv_hw", build_conv(), {"H": [2], "W": [3]}),
+            ("views", build_views(), {"batch": [0]}))
+    return tuple((name, bytes(_dynamic(model, dims).SerializeToString()), tuple(dims)) for name, model, dims in made)
 
 
 @functools.cache
