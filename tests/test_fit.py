@@ -406,16 +406,19 @@ def test_arena_extension_strategies(chain: Path) -> None:
 
 
 def test_nothing_fits_by_the_rule_then_the_smallest_is_run(chain: Path) -> None:
-    """At batch 1000 the rule's factor (6.0) puts the chain over 16 MiB (held about 7.4 MiB + 6 x
-    2 MB of arena); the smallest value is then run, its factor measured, and the search goes on."""
+    """At batch 8000 the rule's factor (6.0) puts the chain over 64 MiB (held 8 to 10 MiB + 6 x
+    16 MB of arena); the smallest value is then run, its factor measured, and the search goes on.
+    The run must take the process past the session's creation peak, which hides the first few
+    MB of activations (at batch 1000 it stayed under it in one run of six): at 8000 it is past
+    it by about 6.5 MB."""
     from onnxmem.planning.process import SAFETY_FACTOR
 
-    memory, box = 16 * 2**20, {"batch": (1000, 4000)}
+    memory, box = 64 * 2**20, {"batch": (8000, 32000)}
     model = load_model(chain)
     rule = fit_model(model, chain, memory, box, runtime="rule")
     assert rule.answer.value is None and rule.process is not None and rule.process.factor == SAFETY_FACTOR[True]
     measured = fit_model(model, chain, memory, box)
-    assert 1000 in measured.measured and measured.answer.value is not None and measured.answer.value >= 1000
+    assert 8000 in measured.measured and measured.answer.value is not None and measured.answer.value >= 8000
     assert measured.answer.at.total <= memory
 
 
