@@ -202,7 +202,10 @@ def inputs_option(fn: F) -> F:
         "--inputs", "inputs_path", type=click.Path(dir_okay=False, path_type=str), default=None,
         metavar="FILE.npz",
         help="Values for some or all graph inputs, by name (numpy.savez); the others get seeded random "
-             "values. Their shapes bind the inputs' dims as --input-shape does.")(fn)
+             "values. Their shapes bind the inputs' dims as --input-shape does. Small ones (numbers "
+             "of at most 64 elements) that decide an If or size tensors inference cannot size without them "
+             "(a Reshape's target) are read as known and recorded in the plan, which holds at those "
+             "values alone.")(fn)
 
 
 def time_limit_flag(fn: F) -> F:

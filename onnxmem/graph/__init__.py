@@ -10,6 +10,7 @@ known before the run; :mod:`~onnxmem.graph.regions` adds the regions bodies run 
 from onnxmem.graph.conditions import (
     MAX_ASSUMED,
     Decision,
+    assumable,
     assumed_record,
     decide_branches,
     read_assumed,
@@ -46,6 +47,7 @@ __all__ = [
     "GraphView",
     "Op",
     "Tensor",
+    "assumable",
     "assumed_record",
     "body_kind",
     "bound_outputs",

@@ -41,7 +41,7 @@ from onnxmem.graph.paths import BRANCH_NAMES, child_path, node_names, outer_scop
 from onnxmem.model import subgraph_attributes
 from onnxmem.shapes import evaluate_values
 
-__all__ = ["MAX_ASSUMED", "Decision", "assumed_record", "decide_branches", "read_assumed"]
+__all__ = ["MAX_ASSUMED", "Decision", "assumable", "assumed_record", "decide_branches", "read_assumed"]
 
 #: the most elements of a given input value a condition may read (the plan records each value)
 MAX_ASSUMED = 64
@@ -68,8 +68,8 @@ def _in_other_branch(path: str, taken: Mapping[str, str]) -> bool:
     return any(taken.get("/".join(parts[:i]), parts[i]) != parts[i] for i in range(1, len(parts) - 1, 2))
 
 
-def _usable(value: np.ndarray) -> bool:
-    """Whether a given value may decide a branch: small, numeric or bool, finite."""
+def assumable(value: np.ndarray) -> bool:
+    """Whether a given value may decide a branch or size a tensor: small, numeric or bool, finite."""
     a = np.asarray(value)
     if a.size > MAX_ASSUMED or a.dtype.kind not in "biuf":
         return False
@@ -86,7 +86,7 @@ def decide_branches(
     ``given`` graph input values (see the module docstring). An If whose condition is not one
     known element is not in the result; nor is an If inside the branch a decided If leaves out."""
     names = {vi.name for vi in model.graph.input}
-    usable = {k: np.asarray(v) for k, v in (given or {}).items() if k in names and _usable(v)}
+    usable = {k: np.asarray(v) for k, v in (given or {}).items() if k in names and assumable(v)}
     out: dict[str, Decision] = {}
     _decide_level(model, model.graph, "", usable, {k: (k,) for k in usable}, shapes, out)
     return out
@@ -198,6 +198,6 @@ def read_assumed(extra: Mapping[str, object]) -> tuple[dict[str, Decision], dict
             a = np.asarray(rec["values"], dtype=np.dtype(str(rec["dtype"]))).reshape(rec["shape"])
         except (KeyError, TypeError, ValueError):
             continue
-        if _usable(a):
+        if assumable(a):
             values[str(name)] = a
     return decided, values

@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from onnxmem.analysis.liveness import Liveness
-from onnxmem.core.errors import ModelError, PlanError, PlanInvalid, show_name
+from onnxmem.core.errors import ModelError, PlanInvalid, ShapeError, show_name
 from onnxmem.core.memory import release_freed
 from onnxmem.core.problem import Problem, Solution, check_limits, live_bytes
 from onnxmem.core.solvers import SOLVERS
@@ -40,7 +40,6 @@ from onnxmem.model import (
     caller_state,
     check_tensor_inputs,
     file_sha256,
-    graph_inputs,
     load_model,
     read_nodes,
     with_values,
@@ -59,6 +58,14 @@ from onnxmem.planning.bodies import (
 )
 from onnxmem.planning.checkpoint import checkpoint_known
 from onnxmem.planning.compose import compose, solve_layout
+from onnxmem.planning.given import (
+    check_decided,
+    infer_given,
+    sizing_candidates,
+    sizing_record,
+    sizing_warnings,
+    static_input_shapes,
+)
 from onnxmem.plans.point import MemoryPlan, SharedObject, SubgraphPlan
 from onnxmem.proof.plan import prove_plan, walk_bodies
 from onnxmem.scheduling import ORDERS, stable_topological_order
@@ -144,6 +151,9 @@ class PlanOptions:
     #: the values read from it and what the plan records of it (set by planning)
     known: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)
     known_record: Mapping[str, object] = field(default_factory=dict, compare=False)
+    #: the given values (--inputs) that sized tensors inference could not size without them (set by
+    #: planning, :mod:`onnxmem.planning.given`): read as known values, and recorded
+    sizing: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:  # past these the planning passes' sums and deadlines overflowed
         check_limits(self.alignment, self.timeout)
@@ -241,11 +251,18 @@ def _plan_loaded(
         from onnxmem.runtime.inputs import bind_input_shapes
 
         opts = replace(opts, input_shapes=bind_input_shapes(model, opts.inputs, opts.input_shapes))
-    opts = replace(opts, decided=_decide(model, opts, _input_shapes(model, opts.input_shapes)))
+    opts = replace(opts, decided=_decide(model, opts, static_input_shapes(model, opts.input_shapes)))
     # the main graph's nodes read once, for the inference and the view (which then share one str per
     # name), where the inference reads this very graph (not a copy with a checkpoint's values, not a run)
     nodes = None if opts.known or opts.measure_shapes else read_nodes(model.graph)
-    shapes = _infer(model, path, opts, nodes)
+    try:
+        shapes = _infer(model, path, opts, nodes)
+    except ShapeError:  # sizes inference cannot find: small given values, read as known, may give them
+        given = {} if opts.measure_shapes else sizing_candidates(model, opts.inputs, opts.known)
+        if not given:
+            raise
+        shapes, kept = infer_given(lambda v: _infer(model, path, replace(opts, known={**opts.known, **v})), given)
+        opts, nodes = replace(opts, known={**opts.known, **kept}, sizing=kept), None
     # conditions that read the shapes inference found (a graph without subgraphs has no If)
     again = {} if shapes.flat else _decide(model, opts, shapes.shapes)
     if again.keys() - opts.decided.keys():
@@ -296,15 +313,6 @@ def with_checkpoint(model: onnx.ModelProto, path: str | os.PathLike[str], opts: 
     return replace(opts, known=known, known_record=record)
 
 
-def _input_shapes(model: onnx.ModelProto, pinned: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    """The graph inputs' shapes known before inference: ``pinned`` and the file's static ones."""
-    out: dict[str, tuple[int, ...]] = {}
-    for name, dims in graph_inputs(model).items():
-        if dims is not None and all(isinstance(d, int) for d in dims):
-            out[name] = tuple(int(d) for d in dims)  # type: ignore[arg-type]
-    return {**out, **pinned}
-
-
 def _decide(model: onnx.ModelProto, opts: PlanOptions, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Decision]:
     """The If nodes the given values, constants and ``shapes`` decide
     (:func:`onnxmem.graph.decide_branches`); a ``--branch`` that names the other branch of one
@@ -332,7 +340,8 @@ def _infer(model: onnx.ModelProto, path: str | os.PathLike[str], opts: PlanOptio
         return infer_measured_shapes(with_values(model, opts.known), model_path=path, dims=opts.dims, input_shapes=opts.input_shapes,
                                      seed=opts.seed, strict_dims=opts.strict_dims, inputs=opts.inputs,
                                      excluded=excluded, max_trips=opts.max_trips)
-    return infer_shapes(with_values(model, opts.known), dims=opts.dims, input_shapes=opts.input_shapes,
+    given = {k: v for k, v in opts.input_shapes.items() if k not in opts.known}  # known: an initializer now
+    return infer_shapes(with_values(model, opts.known), dims=opts.dims, input_shapes=given,
                         strict_dims=opts.strict_dims, excluded=excluded, nchwc_block=opts.nchwc_block,
                         max_trips=opts.max_trips, nodes=nodes)
 
@@ -388,7 +397,7 @@ def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeI
     else:  # every schedule: no order has a bound of its own
         plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
     plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view),
-                                **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs),
+                                **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs), **sizing_record(opts.sizing),
                                 **loop_trips_record(view),
                                 **({"checkpoint": dict(opts.known_record)} if opts.known_record else {})})
     if len(view.ops) >= PIECE_NODES:  # the search's freed pages handed back before the proof takes its own
@@ -438,42 +447,6 @@ def plan_branches(plan: MemoryPlan) -> dict[str, str]:
              if isinstance(found, dict) else {})
     decided, _ = read_assumed(plan.extra)
     return {**{k: d.branch for k, d in decided.items()}, **given}
-
-
-def check_decided(model: onnx.ModelProto, plan: MemoryPlan,
-                  inputs: Mapping[str, np.ndarray] | None) -> Mapping[str, np.ndarray] | None:
-    """The inputs to run ``plan`` on: ``inputs`` with the values the plan assumed
-    (``assumed_inputs``) for those it lacks. ``PlanError`` when these take another branch of an
-    If the plan holds one branch of because its values decided it (``branches_decided``)."""
-    decided, assumed = read_assumed(plan.extra)
-    if not decided:
-        return inputs
-    feeds = {**assumed, **(inputs or {})}
-    # the shapes the plan holds (measured or inferred when planned: a decision may read them;
-    # a run at other shapes is refused by the arena run itself)
-    shapes = {**{t.name: tuple(t.shape) for t in plan.tensors}, **_input_shapes(model, {}),
-              **{k: tuple(v) for k, v in plan.input_shapes.items()}}
-    now_taken = decide_branches(model, feeds, shapes)
-    for k, d in sorted(decided.items()):
-        got = now_taken.get(k)
-        if got is not None and got.branch == d.branch:
-            continue
-        names = [n for n in d.inputs if n in (inputs or {})] or list(d.inputs)
-        said = ", ".join(f"{show_name(n)} = {_shown(feeds.get(n))}" for n in names)
-        was = ", ".join(f"{show_name(n)} = {_shown(assumed.get(n))}" for n in d.inputs)
-        takes = f"takes its {got.branch}" if got is not None else "has a condition not known before the run"
-        raise PlanError(f"If {show_name(k)} {takes} with {said or 'these inputs'}; the plan holds only its "
-                        f"{d.branch}, decided by {was or 'its shapes'}: give inputs that take the {d.branch}, "
-                        "or plan again with these (plan --inputs)")
-    return {**assumed, **(inputs or {})} if assumed else inputs
-
-
-def _shown(value: np.ndarray | None) -> str:
-    """A short text of a small input value, for a message."""
-    if value is None:
-        return "?"
-    a = np.asarray(value).reshape(-1)
-    return str(a[0].item()) if a.size == 1 else "[" + ", ".join(str(x.item()) for x in a[:4]) + (", ...]" if a.size > 4 else "]")
 
 
 def fold_record(view: GraphView, fold: bool) -> dict[str, object]:
@@ -594,7 +567,8 @@ def _make_plan(
             + (f"at the --inputs value of {', '.join(map(show_name, d.inputs))}" if d.inputs else "at these shapes")
             + "; the plan holds that branch alone (the other: outside, reason excluded-branch) and verify "
             "refuses inputs that take the other"
-            for k, d in sorted(opts.decided.items()) if k not in opts.branches) + _trip_warnings(view),
+            for k, d in sorted(opts.decided.items()) if k not in opts.branches) + _trip_warnings(view)
+        + sizing_warnings(opts.sizing),
         subgraphs=subgraphs,
         outside=tuple(outside),
     )

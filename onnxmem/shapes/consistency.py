@@ -76,8 +76,8 @@ def _check_reshape(g: onnx.GraphProto, i: int, ins: tuple[str, ...], outs: tuple
         raise ShapeError(
             f"{_label(g.node[i])} makes {show_name(ins[0])} of shape {list(data[1])} ({have:,} elements) into "
             f"{list(out[1])} ({made:,}), which onnxruntime refuses; check the value of its target "
-            f"{show_name(ins[1])} (an initializer, or a training checkpoint's frozen parameter: "
-            "--checkpoint PATH)")
+            f"{show_name(ins[1])} (an initializer, a value given with --inputs, or a training checkpoint's "
+            "frozen parameter: --checkpoint PATH)")
     passed.add(seen)
 
 

@@ -533,7 +533,8 @@ def _unknown_sizes(
         )
     return ShapeError(
         f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
-        "data; pass --measure-shapes to run the model once and measure them"
+        "data; pass --measure-shapes to run the model once and measure them, or give the values of the graph "
+        "inputs they depend on (--inputs FILE.npz: small numeric ones, a Reshape's target say, are read as known)"
     )
 
 

@@ -23,6 +23,7 @@ from onnxmem.analysis.happens_before import check_concurrency
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, ShapeError, show_name
 from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
 from onnxmem.model import check_loops_end, read_nodes, recorded_values, with_values
+from onnxmem.planning.given import read_sizing
 from onnxmem.planning.pipeline import check_decided
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import (
@@ -123,7 +124,10 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
                              f"for {list(ishapes[name])}: give the plan's shape, or plan with these inputs (plan --inputs)")
     excluded = excluded_branches(model, plan_branches(plan))
     trips = plan_max_trips(plan)
-    known = with_values(model, recorded_values(plan.extra))  # a training checkpoint's values the plan read
+    # a training checkpoint's values the plan read, and the given values that sized it
+    values = {**recorded_values(plan.extra), **read_sizing(plan.extra)}
+    known = with_values(model, values)
+    ishapes = {k: v for k, v in ishapes.items() if k not in values}  # an initializer of ``known`` now
     # the main graph's nodes read once, for the inference and the view, where the inference reads this graph
     nodes = read_nodes(model.graph) if known is model else None
     try:
