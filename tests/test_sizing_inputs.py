@@ -134,3 +134,24 @@ def test_a_value_that_cannot_size_the_reshape_is_refused_in_one_line(tmp_path: P
     r = run("plan", str(path), "--inputs", _npz(tmp_path / "bad.npz", **_given(np.array([5, 5]))), "-o", str(out))
     assert r.exit_code == 1 and r.output.count("\n") == 1 and not out.exists(), r.output
     assert "into [5, 5] (25), which onnxruntime refuses; check the value of its target 'shape'" in r.output
+
+
+@pytest.mark.parametrize(("name", "record", "said"), [
+    ("shape", {"dtype": "int64", "shape": [3], "values": [1, 2]}, "holds 'shape' as no value onnxmem records"),
+    ("shape", {"dtype": "int64", "shape": [2], "values": [1e300, 2]}, "holds 'shape' as no value onnxmem records"),
+    ("x", {"dtype": "float32", "shape": [1], "values": [1.5]}, "holds 'x' as float32 [1], which the model's graph"),
+    ("shape", {"dtype": "int32", "shape": [2], "values": [3, 8]}, "holds 'shape' as int32 [2], which the model's"),
+    ("zz\x1b[31m", {"dtype": "int64", "shape": [1], "values": [3]}, "names 'zz\\x1b[31m', which is no graph input"),
+])
+def test_a_damaged_or_foreign_sizing_record_is_refused_in_one_line(tmp_path: Path, name: str,
+                                                                   record: dict[str, object], said: str) -> None:
+    """The schema checks each field of a record alone; whether they agree, and whether the model has
+    such an input, is checked before anything runs (and the name is shown escaped)."""
+    path, out = _reshape(tmp_path), tmp_path / "plan.json"
+    assert run("plan", str(path), "--inputs", _npz(tmp_path / "v.npz", **_given()), "-o", str(out)).exit_code == 0
+    data = json.loads(out.read_text())
+    data["extra"]["sizing_inputs"][name] = record
+    out.write_text(json.dumps(data))
+    for command in ("verify", "compare"):
+        r = run(command, str(path), "--plan", str(out))
+        assert r.exit_code == 1 and r.output.count("\n") == 1 and said in r.output, (command, r.output)

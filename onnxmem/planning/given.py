@@ -20,6 +20,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from onnxmem.core.errors import PlanError, ShapeError, show_name
 from onnxmem.graph import assumable, decide_branches, read_assumed
@@ -94,18 +95,50 @@ def sizing_warnings(values: Mapping[str, np.ndarray]) -> tuple[str, ...]:
 
 
 def read_sizing(extra: Mapping[str, object]) -> dict[str, np.ndarray]:
-    """The values a plan's ``extra.sizing_inputs`` records (:func:`sizing_record`); entries of the
-    wrong form are skipped (the plan's schema checks them)."""
+    """The values a plan's ``extra.sizing_inputs`` records (:func:`sizing_record`). ``PlanError`` for
+    an entry whose dtype, shape and values make no value :func:`sizing_candidates` would take
+    (the schema checks each field alone, not whether they agree)."""
     raw = extra.get("sizing_inputs")
     out: dict[str, np.ndarray] = {}
     for name, rec in (raw.items() if isinstance(raw, dict) else ()):
         try:
             a = np.asarray(rec["values"], dtype=np.dtype(str(rec["dtype"]))).reshape(rec["shape"])
         except (KeyError, TypeError, ValueError, OverflowError):
-            continue
-        if assumable(a):
-            out[str(name)] = a
+            a = None
+        if a is None or not assumable(a):
+            raise PlanError(f"the plan's extra.sizing_inputs holds {show_name(str(name))} as no value onnxmem records "
+                            "(its dtype, shape and values disagree): the plan is damaged; plan the model again")
+        out[str(name)] = a
     return out
+
+
+def _check_sizing(model: onnx.ModelProto, plan: MemoryPlan, sizing: Mapping[str, np.ndarray]) -> None:
+    """``PlanError`` where a value the plan records under ``sizing_inputs`` is of no graph input of
+    ``model`` without a default, or not of its element type and dims (a plan of another model)."""
+    declared = graph_inputs(model)
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.input}
+    defaults = {t.name for t in model.graph.initializer}
+    for name, a in sorted(sizing.items()):
+        if name not in types or name in defaults:
+            raise PlanError(f"the plan's extra.sizing_inputs names {show_name(name)}, which is no graph input of "
+                            "this model without a default: the plan was made for another model; plan this one")
+        dims = declared.get(name)
+        pinned = plan.input_shapes.get(name)
+        fits = (a.dtype == _np_dtype(types[name])
+                and (dims is None or (len(dims) == a.ndim
+                                      and all(not isinstance(d, int) or d == n for d, n in zip(dims, a.shape))))
+                and (pinned is None or tuple(pinned) == a.shape))
+        if not fits:
+            raise PlanError(f"the plan's extra.sizing_inputs holds {show_name(name)} as {a.dtype} {list(a.shape)}, "
+                            "which the model's graph input of that name cannot take: the plan was made for another "
+                            "model; plan this one")
+
+
+def _np_dtype(elem_type: int) -> np.dtype | None:
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def check_decided(model: onnx.ModelProto, plan: MemoryPlan,
@@ -116,6 +149,7 @@ def check_decided(model: onnx.ModelProto, plan: MemoryPlan,
     (``branches_decided``), or when an input that sized the plan is given another value."""
     decided, assumed = read_assumed(plan.extra)
     sizing = read_sizing(plan.extra)
+    _check_sizing(model, plan, sizing)
     for name, want in sorted(sizing.items()):
         value = (inputs or {}).get(name)
         if value is not None and (np.shape(value) != want.shape or not np.array_equal(value, want)):
