@@ -142,6 +142,8 @@ def test_a_value_that_cannot_size_the_reshape_is_refused_in_one_line(tmp_path: P
     ("x", {"dtype": "float32", "shape": [1], "values": [1.5]}, "holds 'x' as float32 [1], which the model's graph"),
     ("shape", {"dtype": "int32", "shape": [2], "values": [3, 8]}, "holds 'shape' as int32 [2], which the model's"),
     ("zz\x1b[31m", {"dtype": "int64", "shape": [1], "values": [3]}, "names 'zz\\x1b[31m', which is no graph input"),
+    ("shape", {"dtype": "int64", "shape": [2], "values": [-1, -1]},
+     "extra.sizing_inputs ('shape') size no tensors here (sizes of 3 tensors are unknown ('h', 's', 'y')"),
 ])
 def test_a_damaged_or_foreign_sizing_record_is_refused_in_one_line(tmp_path: Path, name: str,
                                                                    record: dict[str, object], said: str) -> None:

@@ -20,7 +20,14 @@ import numpy as np
 import onnx
 
 from onnxmem.analysis.happens_before import check_concurrency
-from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, ShapeError, show_name
+from onnxmem.core.errors import (
+    OnnxmemError,
+    PlanError,
+    RuntimeBackendError,
+    ShapeError,
+    one_line,
+    show_name,
+)
 from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
 from onnxmem.model import check_loops_end, read_nodes, recorded_values, with_values
 from onnxmem.planning.given import read_sizing
@@ -125,7 +132,8 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
     excluded = excluded_branches(model, plan_branches(plan))
     trips = plan_max_trips(plan)
     # a training checkpoint's values the plan read, and the given values that sized it
-    values = {**recorded_values(plan.extra), **read_sizing(plan.extra)}
+    sizing = read_sizing(plan.extra)
+    values = {**recorded_values(plan.extra), **sizing}
     known = with_values(model, values)
     ishapes = {k: v for k, v in ishapes.items() if k not in values}  # an initializer of ``known`` now
     # the main graph's nodes read once, for the inference and the view, where the inference reads this graph
@@ -133,7 +141,12 @@ def view_for_plan(model: onnx.ModelProto, plan: MemoryPlan, model_path: str | os
     try:
         shapes = infer_shapes(known, dims=dims, input_shapes=ishapes, strict_dims=False, excluded=excluded,
                               nchwc_block=plan_optimization(plan.model).nchwc_block, max_trips=trips, nodes=nodes)
-    except ShapeError:
+    except ShapeError as exc:
+        if sizing:  # planned by inference at these values: a run would not say more
+            names = ", ".join(map(show_name, sorted(sizing)))
+            raise PlanError(f"the values the plan records under extra.sizing_inputs ({names}) size no tensors here "
+                            f"({one_line(str(exc)).split('; ')[0]}): the plan is damaged or of another model; plan "
+                            "the model again") from None
         nodes = None  # measured: the view takes the names of these shapes
         shapes = infer_measured_shapes(known, dims=dims, input_shapes=ishapes, model_path=model_path,
                                        strict_dims=False, inputs=inputs, excluded=excluded, max_trips=trips)

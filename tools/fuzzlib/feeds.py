@@ -12,6 +12,10 @@
   found beside the model a FIFO, a folder, a link out of the folder or to ``/dev/zero`` (found,
   not named: never to be read); the flag naming a folder, a missing file, ``/dev/zero``, the
   model itself.
+* the record a plan keeps of the given values that sized it (``extra.sizing_inputs``, a plan
+  ``plan --inputs`` made of the reshape model) into ``verify --plan`` and ``compare --plan``:
+  another value, dtype, shape or element count, values of no number type, a hostile name, an
+  entry added for another input, the record dropped.
 """
 
 from __future__ import annotations
@@ -172,6 +176,65 @@ def _inputs_case(seed: int, folder: Path, rng: random.Random, command: str) -> C
     return _case(seed, command, folder, "model/model.onnx", extra, f"{base}: --inputs {what}", what == "dev_zero")
 
 
+#: the reshape model's plan at ``shape = [2, 4, 8]`` (``plan --inputs``), made once per process
+_SIZED: list[str] = []
+
+
+def _sized_plan() -> dict[str, Any]:
+    """The plan ``plan --inputs`` makes of :func:`build_reshape_input` at ``shape = [2, 4, 8]``:
+    its ``extra.sizing_inputs`` records that value (timings fixed: a case is a function of its seed)."""
+    import json
+
+    if not _SIZED:
+        import tempfile
+
+        import numpy as np
+
+        from onnxmem.planning.pipeline import PlanOptions, plan_model
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "model.onnx"
+            path.write_bytes(build_reshape_input().SerializeToString())
+            given = {"x": np.ones((2, 32), np.float32), "shape": np.array([2, 4, 8], np.int64)}
+            data = json.loads(plan_model(str(path), PlanOptions(inputs=given)).plan.to_json())
+        data["plan_seconds"] = 0.0
+        data["solver"]["seconds"] = 0.0
+        data["model"]["path"] = "model/model.onnx"
+        _SIZED.append(json.dumps(data))
+    return json.loads(_SIZED[0])
+
+
+def _record_case(seed: int, folder: Path, rng: random.Random, command: str) -> Case:
+    """``verify``/``compare --plan`` of a plan whose record of the values that sized it is hostile:
+    another value, dtype, shape, element count or name, values of no type, an entry added."""
+    import json
+
+    data = _sized_plan()
+    rec = data["extra"]["sizing_inputs"]
+    how = rng.choice(("value", "dtype", "shape", "count", "name", "type", "added", "dropped", "kept"))
+    entry = rec["shape"]
+    if how == "value":
+        entry["values"] = rng.choice(([2, 4, 9], [-1, -1, 8], [0, 4, 8], [2**62, 1, 1], [-5, 4, 8], [64, 1, 1]))
+    elif how == "dtype":
+        entry["dtype"] = rng.choice(("int32", "float32", "bool", "uint64", "object", "<U3", "V8", "int64\n", "x"))
+    elif how == "shape":
+        entry["shape"] = rng.choice(([], [3, 1], [1, 3], [2**40], [0], [3, 0]))
+    elif how == "count":
+        entry["values"] = rng.choice(([], [2, 4], list(range(64)), [1e300, 2, 3], [True, False, True]))
+    elif how == "name":
+        rec[rng.choice(HOSTILE_NAMES)] = rec.pop("shape")
+    elif how == "type":
+        entry["values"] = rng.choice(([[2], [4], [8]], ["2", "4", "8"], [None, 4, 8], {"a": 1}, "248"))
+    elif how == "added":
+        rec[rng.choice(("x", "y", "r", rng.choice(HOSTILE_NAMES)))] = dict(entry)
+    elif how == "dropped":
+        del data["extra"]["sizing_inputs"]
+    _write(folder / "model", {"model.onnx": build_reshape_input().SerializeToString(),
+                              "plan.json": json.dumps(data).encode()})
+    return Case("feeds", seed, command, [command, "model/model.onnx", "--plan", "model/plan.json"], [], [],
+                note=f"reshape: plan's sizing_inputs {how}", ok_codes=(3,))
+
+
 def _checkpoint_case(seed: int, folder: Path, rng: random.Random, command: str) -> Case:
     name = rng.choice(("eval_model.onnx", "training_model.onnx"))
     files = {name: (TRAINING / name).read_bytes()}
@@ -209,6 +272,8 @@ def _case(seed: int, command: str, folder: Path, model: str, extra: list[str], n
 def feeds_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, _command: str) -> Case:
     del corpus  # the models are built here or shipped
     command = COMMANDS[seed % len(COMMANDS)]
+    if command in ("verify", "compare") and rng.random() < 0.25:
+        return _record_case(seed, folder, rng, command)
     if rng.random() < 0.6:
         return _inputs_case(seed, folder, rng, command)
     return _checkpoint_case(seed, folder, rng, command)
