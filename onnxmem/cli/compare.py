@@ -82,7 +82,7 @@ def compare(model: str, plan_path: str | None, device: str, inputs_path: str | N
     inputs = read_input_values(inputs_path)
     if execution_mode == "parallel" and not given("concurrency"):
         planning["concurrency"] = "dag"
-    from onnxmem.planning.pipeline import check_decided  # onnx
+    from onnxmem.planning.given import check_decided  # onnx
 
     say = progress(sys.stderr.isatty())
     with plan_or_point(model, plan_path, planning, seed, inputs, say, optimize=optimize, device=device,

@@ -18,7 +18,7 @@ An If, at any level, whose condition onnxmem's shape evaluator computes
 The plan records the decisions (``extra.branches_decided``) and the values they assumed
 (``extra.assumed_inputs``, :func:`assumed_record`); ``verify`` feeds those values where it is
 given none and refuses ``--inputs`` whose values take another branch
-(:func:`onnxmem.planning.pipeline.check_decided`).
+(:func:`onnxmem.planning.given.check_decided`).
 
 Inside a body (an If branch, a Loop or Scan body, nested to any depth) the same is done
 with what every run of that body shares: the body's own constants, the known shapes, and the

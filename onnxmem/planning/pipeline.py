@@ -397,8 +397,8 @@ def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeI
     else:  # every schedule: no order has a bound of its own
         plan = replace(plan, extra={**plan.extra, "concurrency": opts.concurrency})
     plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view),
-                                **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs), **sizing_record(opts.sizing),
-                                **loop_trips_record(view),
+                                **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs),
+                                **sizing_record(opts.sizing), **loop_trips_record(view),
                                 **({"checkpoint": dict(opts.known_record)} if opts.known_record else {})})
     if len(view.ops) >= PIECE_NODES:  # the search's freed pages handed back before the proof takes its own
         release_freed()

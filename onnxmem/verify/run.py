@@ -30,8 +30,7 @@ from onnxmem.core.errors import (
 )
 from onnxmem.graph import GraphView, bound_outputs, build_view, iter_views, with_regions
 from onnxmem.model import check_loops_end, read_nodes, recorded_values, with_values
-from onnxmem.planning.given import read_sizing
-from onnxmem.planning.pipeline import check_decided
+from onnxmem.planning.given import check_decided, read_sizing
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import (
     VIEW_OPS,
