@@ -14,6 +14,8 @@ from onnxmem.graph.conditions import (
     assumed_record,
     decide_branches,
     read_assumed,
+    read_value,
+    value_record,
 )
 from onnxmem.graph.ops import CONSTANT_OPS, RANDOM_OPS, draws_random, foldable
 from onnxmem.graph.paths import (
@@ -63,5 +65,7 @@ __all__ = [
     "node_names",
     "outer_scope_reads",
     "read_assumed",
+    "read_value",
+    "value_record",
     "with_regions",
 ]

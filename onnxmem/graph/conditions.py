@@ -41,7 +41,8 @@ from onnxmem.graph.paths import BRANCH_NAMES, child_path, node_names, outer_scop
 from onnxmem.model import subgraph_attributes
 from onnxmem.shapes import evaluate_values
 
-__all__ = ["MAX_ASSUMED", "Decision", "assumable", "assumed_record", "decide_branches", "read_assumed"]
+__all__ = ["MAX_ASSUMED", "Decision", "assumable", "assumed_record", "decide_branches", "read_assumed", "read_value",
+           "value_record"]
 
 #: the most elements of a given input value a condition may read (the plan records each value)
 MAX_ASSUMED = 64
@@ -164,10 +165,7 @@ def assumed_record(decisions: Mapping[str, Decision], given: Mapping[str, np.nda
     if not decisions:
         return {}
     read = sorted({n for d in decisions.values() for n in d.inputs})
-    assumed = {}
-    for n in read:
-        a = np.asarray((given or {})[n])
-        assumed[n] = {"dtype": str(a.dtype), "shape": list(a.shape), "values": a.reshape(-1).tolist()}
+    assumed = {n: value_record((given or {})[n]) for n in read}
     return {
         "branches_decided": {k: {"branch": d.branch, "inputs": list(d.inputs)} for k, d in sorted(decisions.items())},
         "assumed_inputs": assumed,
@@ -194,10 +192,24 @@ def read_assumed(extra: Mapping[str, object]) -> tuple[dict[str, Decision], dict
     values: dict[str, np.ndarray] = {}
     raw = extra.get("assumed_inputs")
     for name, rec in (raw.items() if isinstance(raw, dict) else ()):
-        try:
-            a = np.asarray(rec["values"], dtype=np.dtype(str(rec["dtype"]))).reshape(rec["shape"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        if assumable(a):
+        a = read_value(rec)
+        if a is not None:
             values[str(name)] = a
     return decided, values
+
+
+def value_record(value: np.ndarray) -> dict[str, object]:
+    """A given value as a plan records it (``assumed_inputs``, ``sizing_inputs``): ``{"dtype",
+    "shape", "values"}``, the values flattened."""
+    a = np.asarray(value)
+    return {"dtype": str(a.dtype), "shape": list(a.shape), "values": a.reshape(-1).tolist()}
+
+
+def read_value(rec: object) -> np.ndarray | None:
+    """The value a record of :func:`value_record` holds, where its dtype, shape and values agree
+    and make one :func:`assumable` takes; ``None`` otherwise."""
+    try:
+        a = np.asarray(rec["values"], dtype=np.dtype(str(rec["dtype"]))).reshape(rec["shape"])  # type: ignore[index]
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+    return a if assumable(a) else None

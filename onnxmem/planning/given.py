@@ -20,10 +20,9 @@ from typing import Callable, Mapping
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from onnxmem.core.errors import PlanError, ShapeError, show_name
-from onnxmem.graph import assumable, decide_branches, read_assumed
+from onnxmem.graph import assumable, decide_branches, read_assumed, read_value, value_record
 from onnxmem.model import graph_inputs
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.shapes import ShapeInfo
@@ -49,8 +48,7 @@ def sizing_candidates(model: onnx.ModelProto, given: Mapping[str, np.ndarray] | 
                       known: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The given values inference may read as known: of graph inputs without an initializer
     (a default value) and not known already, small and finite, by name."""
-    defaults = {t.name for t in model.graph.initializer}
-    inputs = {vi.name for vi in model.graph.input} - defaults
+    inputs = graph_inputs(model)  # those without an initializer
     return {name: np.asarray(value) for name, value in sorted((given or {}).items())
             if name in inputs and name not in known and assumable(value)}
 
@@ -76,15 +74,10 @@ def infer_given(infer: Callable[[Mapping[str, np.ndarray]], ShapeInfo],
     return shapes, kept
 
 
-def _record(values: Mapping[str, np.ndarray]) -> dict[str, dict[str, object]]:
-    return {name: {"dtype": str(a.dtype), "shape": list(a.shape), "values": a.reshape(-1).tolist()}
-            for name, a in ((n, np.asarray(v)) for n, v in sorted(values.items()))}
-
-
 def sizing_record(values: Mapping[str, np.ndarray]) -> dict[str, object]:
     """What a plan records of the given values that sized it, under ``extra``: ``sizing_inputs``
     (``{input: {"dtype", "shape", "values"}}``, the values flattened); nothing without any."""
-    return {"sizing_inputs": _record(values)} if values else {}
+    return {"sizing_inputs": {n: value_record(v) for n, v in sorted(values.items())}} if values else {}
 
 
 def sizing_warnings(values: Mapping[str, np.ndarray]) -> tuple[str, ...]:
@@ -101,11 +94,8 @@ def read_sizing(extra: Mapping[str, object]) -> dict[str, np.ndarray]:
     raw = extra.get("sizing_inputs")
     out: dict[str, np.ndarray] = {}
     for name, rec in (raw.items() if isinstance(raw, dict) else ()):
-        try:
-            a = np.asarray(rec["values"], dtype=np.dtype(str(rec["dtype"]))).reshape(rec["shape"])
-        except (KeyError, TypeError, ValueError, OverflowError):
-            a = None
-        if a is None or not assumable(a):
+        a = read_value(rec)
+        if a is None:
             raise PlanError(f"the plan's extra.sizing_inputs holds {show_name(str(name))} as no value onnxmem records "
                             "(its dtype, shape and values disagree): the plan is damaged; plan the model again")
         out[str(name)] = a
@@ -114,31 +104,26 @@ def read_sizing(extra: Mapping[str, object]) -> dict[str, np.ndarray]:
 
 def _check_sizing(model: onnx.ModelProto, plan: MemoryPlan, sizing: Mapping[str, np.ndarray]) -> None:
     """``PlanError`` where a value the plan records under ``sizing_inputs`` is of no graph input of
-    ``model`` without a default, or not of its element type and dims (a plan of another model)."""
+    ``model`` without a default, or not of its element type and dims (a plan of another model):
+    the check ``--inputs`` arrays get (:func:`onnxmem.runtime.inputs.check_inputs`), and the
+    plan's own input shapes."""
+    from onnxmem.runtime.inputs import check_inputs
+
     declared = graph_inputs(model)
-    types = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.input}
-    defaults = {t.name for t in model.graph.initializer}
     for name, a in sorted(sizing.items()):
-        if name not in types or name in defaults:
+        if name not in declared:
             raise PlanError(f"the plan's extra.sizing_inputs names {show_name(name)}, which is no graph input of "
                             "this model without a default: the plan was made for another model; plan this one")
-        dims = declared.get(name)
         pinned = plan.input_shapes.get(name)
-        fits = (a.dtype == _np_dtype(types[name])
-                and (dims is None or (len(dims) == a.ndim
-                                      and all(not isinstance(d, int) or d == n for d, n in zip(dims, a.shape))))
-                and (pinned is None or tuple(pinned) == a.shape))
+        try:
+            check_inputs(model, {name: a})
+            fits = pinned is None or tuple(pinned) == a.shape
+        except ShapeError:
+            fits = False
         if not fits:
             raise PlanError(f"the plan's extra.sizing_inputs holds {show_name(name)} as {a.dtype} {list(a.shape)}, "
                             "which the model's graph input of that name cannot take: the plan was made for another "
                             "model; plan this one")
-
-
-def _np_dtype(elem_type: int) -> np.dtype | None:
-    try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def check_decided(model: onnx.ModelProto, plan: MemoryPlan,

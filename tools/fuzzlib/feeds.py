@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import MARK, SHIPPED_MODELS, Case
-from .corpus import HOSTILE_NAMES, Corpus, _finish, build_dynamic
+from .corpus import HOSTILE_NAMES, Corpus, _finish, _fix_seconds, build_dynamic
 from .families import _write, damage
 
 #: the commands of this family; the seed picks one
@@ -197,8 +197,7 @@ def _sized_plan() -> dict[str, Any]:
             path.write_bytes(build_reshape_input().SerializeToString())
             given = {"x": np.ones((2, 32), np.float32), "shape": np.array([2, 4, 8], np.int64)}
             data = json.loads(plan_model(str(path), PlanOptions(inputs=given)).plan.to_json())
-        data["plan_seconds"] = 0.0
-        data["solver"]["seconds"] = 0.0
+        _fix_seconds(data)
         data["model"]["path"] = "model/model.onnx"
         _SIZED.append(json.dumps(data))
     return json.loads(_SIZED[0])

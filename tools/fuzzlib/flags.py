@@ -121,8 +121,7 @@ def flags_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, _com
         shown.append(f"{name} {value[:40]!r}")
         if zero:
             named.append("/dev/zero")
-    if command in ("show", "plot", "export", "instantiate") and not any(a in ("--output", "-o") for a in argv) \
-            and command != "show":
+    if command in ("plot", "export", "instantiate") and not any(a in ("--output", "-o") for a in argv):
         argv += ["--output", f"out/{command}.out"]
     return Case("flags", seed, command, argv, [], [], named_reads=named, output_dirs=["out"],
                 ok_codes=(2, 3, 4), note=f"{what}: {', '.join(shown)}", fit_json=command == "fit")
