@@ -171,8 +171,9 @@ def test_nodes_alike_of_other_shapes_share_one_cuda_session(tmp_path):
 
 def test_an_uncopied_value_written_over_starts_the_cuda_run_again(tmp_path, monkeypatch):
     """On the device the values the next node alone reads keep no copy on the host: a plan that
-    writes over one (t moved onto a's bytes) starts the run again with the device arena back to the
-    sentinel and every value copied, and finds what a run that copies every value finds."""
+    writes over one (y moved onto s's bytes: Add, which onnxruntime does not declare in place,
+    over its input) starts the run again with the device arena back to the sentinel and every value copied, and finds what
+    a run that copies every value finds."""
     from onnxmem.runtime.arena import ArenaRun
     from onnxmem.runtime.arena_buffers import SENTINEL, CudaArena
 
@@ -187,8 +188,8 @@ def test_an_uncopied_value_written_over_starts_the_cuda_run_again(tmp_path, monk
     run = ArenaRun(p.plan, p.model, p.view, opts, path)
     ex = run.run()
     assert ex.findings == () and run.unkept == {"a", "t", "s"} and all(c.identical for c in ex.outputs)
-    at = p.plan.tensor("a").offset
-    bad = dataclasses.replace(p.plan, tensors=tuple(dataclasses.replace(t, offset=at) if t.name == "t" else t
+    at = p.plan.tensor("s").offset
+    bad = dataclasses.replace(p.plan, tensors=tuple(dataclasses.replace(t, offset=at) if t.name == "y" else t
                                                     for t in p.plan.tensors))
     held: list[set[int]] = []  # what the device arena holds after each reset
     real = CudaArena.reset
@@ -203,7 +204,28 @@ def test_an_uncopied_value_written_over_starts_the_cuda_run_again(tmp_path, monk
     monkeypatch.setattr(ArenaRun, "spare_copies", False)
     ref = ArenaRun(bad, p.model, p.view, opts, path).run()
     assert held == [{SENTINEL}] and run.unkept == frozenset()  # started again once, the arena reset
-    assert ex.findings and ex.findings == ref.findings and ex.findings[0].tensor == "a"
+    assert ex.findings and ex.findings == ref.findings and (ex.findings[0].tensor, ex.findings[0].other) == ("s", "y")
+
+
+def test_a_kernel_refusing_its_output_over_a_live_value_is_a_finding(tmp_path):
+    """onnxruntime's CUDA Transpose refuses an output bound over its own input (cuBLAS: an
+    unsupported value), where its CPU kernel writes over it: either way the plan that puts t on a's
+    bytes gets the finding that t's write clobbers a at the Transpose, not an error of the run."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Transpose", ["a"], ["t"], name="transpose", perm=[1, 0]),
+             helper.make_node("Sigmoid", ["t"], ["y"], name="sigmoid")]
+    path = tmp_path / "transpose.onnx"
+    onnx.save(make_model(nodes, [vi("x", [64, 128])], [vi("y", [128, 64])]), path)
+    p = plan_model(path, PlanOptions(solver="greedy", order="file", alignment=256))
+    at = p.plan.tensor("a").offset
+    bad = dataclasses.replace(p.plan, tensors=tuple(dataclasses.replace(t, offset=at) if t.name == "t" else t
+                                                    for t in p.plan.tensors))
+    found = {}
+    for device in ("cuda", "cpu"):
+        ex = execute_plan(bad, p.model, p.view, model_path=path, options=VerifyOptions(device=device))
+        f = ex.findings[0]
+        found[device] = (f.kind, f.tensor, f.node, f.other)
+    assert found["cuda"] == found["cpu"] == ("clobber", "a", "transpose", "t")
 
 
 def test_shape_arithmetic_is_written_on_cuda_as_every_node_run_gives(tmp_path):

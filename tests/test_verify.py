@@ -741,3 +741,28 @@ def test_a_plan_made_now_is_proven_once(monkeypatch):
                                                             for t in planned.plan.tensors))
     report = run.verify_plan(planned.model, wrong, view=planned.view, options=opts)
     assert not report.ok and "share bytes" in str(report.first)
+
+
+def test_an_output_over_a_live_input_is_found_and_a_refusal_there_is_a_clobber():
+    """``arena_buffers.overlaps`` pairs a node's output with each live value whose bytes it shares
+    and must leave alone (not an input of the output's group dying there, unless a graph output);
+    ``refused_finding`` makes the failure of a kernel bound so (CUDA's Transpose over its input)
+    the clobber the CPU run reports: the value, the node, its output, the shared bytes."""
+    from onnxmem.graph import Op
+    from onnxmem.runtime.arena_buffers import Slot, overlaps, refused_finding
+
+    op = Op(index=1, name="transpose", op_type="Transpose", domain="", inputs=("a",), outputs=("t",))
+
+    def slot(name, offset, group, end):
+        return Slot(name, "arena", offset, 32768, TensorProto.FLOAT, (64, 128), group, end)
+
+    a, t = slot("a", 0, "a", 2), slot("t", 16384, "t", 3)
+    slots, live = {"a": a, "t": t}, {"a": a, "x": slot("x", 65536, "x", 1)}
+    assert [(w.name, s.name) for w, s in overlaps(op, 1, ["t"], slots, live, ())] == [("t", "a")]
+    same = dataclasses.replace(t, group="a")  # in place over its input, which dies here: allowed
+    assert list(overlaps(op, 1, ["t"], {"a": a, "t": same}, live, ())) == []
+    assert len(list(overlaps(op, 1, ["t"], {"a": a, "t": same}, live, ("a",)))) == 1  # unless a graph output
+    f = refused_finding(t, a, op, "CUBLAS failure 7: an unsupported value", "")
+    assert (f.kind, f.tensor, f.node, f.other, f.byte_range) == ("clobber", "a", "transpose", "t", (16384, 32768))
+    assert f.message == ("node 'transpose' failed to run with its output 't' over arena bytes [16384, 32768) of 'a', "
+                         "still live: CUBLAS failure 7: an unsupported value")

@@ -3,7 +3,7 @@ with the sentinel, and where each tensor lives during the run."""
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +12,7 @@ import onnx
 
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import PlanInvalid, RuntimeBackendError, show_name
-from onnxmem.graph import GraphView, draws_random
+from onnxmem.graph import GraphView, Op, draws_random
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import VIEW_OPS, Finding
 from onnxmem.runtime.ort import (
@@ -25,7 +25,7 @@ from onnxmem.runtime.ort import (
 )
 
 __all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "ArenaMemory", "CudaArena", "HostArena", "Slot", "Write", "arena_slots", "fits",
-           "handed", "planned_value", "slot_value", "uncopied"]
+           "handed", "overlaps", "refused_finding", "planned_value", "slot_value", "uncopied"]
 
 SENTINEL = 0xFF
 #: base alignment of the host arena (the CUDA allocator gives 256)
@@ -237,6 +237,43 @@ def arena_slots(plan: MemoryPlan, view: GraphView,
 
 
 # ------------------------------------------------------------------ the run
+
+
+def overlaps(op: Op, k: int, outs: Sequence[str], slots: Mapping[str, Slot], live: Mapping[str, Slot],
+             graph_outputs: Container[str]) -> Iterator[tuple[Slot, Slot]]:
+    """Each ``(write, value)``: an output of ``op`` (run at step ``k``; ``outs``, its outputs in the
+    arena) and a ``live`` value whose bytes it shares and must leave as they are. A value in
+    place under an output of its group that dies at ``op``, which reads it, is no such value."""
+    for w in (slots[o] for o in outs):
+        if w.private is not None or w.size == 0:
+            continue
+        lo, hi = w.offset, w.offset + w.size
+        for name, s in live.items():
+            if s.offset >= hi or s.offset + s.size <= lo or not s.size:  # apart: most of them, tested first
+                continue
+            if name in outs or s.private is not None or s.home != w.home:
+                continue
+            if s.group == w.group and s.end <= k + 1 and name in op.reads and name not in graph_outputs:
+                continue  # in place over an input that dies here
+            yield w, s
+
+
+def refused_finding(write: Slot, value: Slot, op: Op, error: str, path: str) -> Finding:
+    """The finding of ``op`` failing to run in the arena, where its output ``write`` shares bytes
+    with the live ``value``: a kernel may refuse such a binding where another writes over the
+    value (onnxruntime's CUDA Transpose refuses an output over its input; its CPU one writes)."""
+    lo, hi = max(write.offset, value.offset), min(write.offset + write.size, value.offset + value.size)
+    where = f"in subgraph {path!r}: " if path else ""
+    return Finding(
+        "clobber",
+        value.name,
+        f"{where}node {op.name!r} failed to run with its output {write.name!r} over arena bytes [{lo}, {hi}) "
+        f"of {value.name!r}, still live: {error}",
+        node=op.name,
+        other=write.name,
+        byte_range=(lo, hi),
+        graph=path,
+    )
 
 
 def clobber_finding(slot: Slot, now: np.ndarray, before: np.ndarray, at_node: str, when: str,

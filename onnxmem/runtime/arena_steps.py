@@ -192,7 +192,7 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
                 else:
                     if sess is None or draws(node, op, self.random_calls):  # a random kernel run once: a fresh one
                         sess = self.session(op, node)
-                    binding = self.run_in_arena(op, sess)
+                    binding = self.run_in_arena(op, sess, k)
                     if binding is None:  # running on after a clobber: garbage in
                         self.changed = True
                         break
@@ -278,7 +278,7 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
         items = [(self.nodes[k], self.view.ops[k], self._input_shapes(self.view.ops[k]))
                  for k in self.order if k not in self.weight_ops and k not in self.view.bodies and k not in self.handed]
         ahead.build_sessions(self.full, items, self.view, self.session_options, self.providers, self._node_sessions,
-                             alones=self._alones)
+                             alones=self._alones, known=self.weights.get if self.cuda else None)
 
     def reference_values(self) -> dict[str, int] | None:
         """The values the whole-model reference gives (name -> element type: every output of a node
@@ -453,12 +453,17 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
                 s.shape = real
         return ok
 
-    def run_in_arena(self, op: Op, sess: Any) -> Any:
-        """Step 4: the node with every value bound in the arena; ``None`` when it fails after a clobber."""
+    def run_in_arena(self, op: Op, sess: Any, k: int) -> Any:
+        """Step 4 (at step ``k``): the node with every value bound in the arena; ``None`` when it
+        fails after a clobber, or with an output over a live value (:func:`buffers.refused_finding`)."""
         try:
             return self._bind_and_run(op, sess, in_arena=True)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             if self.findings:
+                return None
+            outs = [o for o in op.outputs if o and o not in self.regions]
+            for w, s in buffers.overlaps(op, k, outs, self.slots, self.live, self.view.outputs):
+                self.findings.append(buffers.refused_finding(w, s, op, sessions.first_line(exc), self.view.path))
                 return None
             raise RuntimeBackendError(
                 f"onnxruntime failed to run node {op.name!r} ({op.op_type}): {sessions.first_line(exc)}"
@@ -484,23 +489,14 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
         """Step 6: the write changed no live tensor it must not change."""
         outs = [o for o in op.outputs if o and o not in self.regions]
         written = [self.slots[o] for o in outs]
-        for w in written:
-            if w.private is not None or w.size == 0:
-                continue
-            lo, hi = w.offset, w.offset + w.size
-            for name, s in self.live.items():
-                if s.offset >= hi or s.offset + s.size <= lo or not s.size:  # apart: most of them, tested first
-                    continue
-                if name in outs or s.private is not None or s.home != w.home:
-                    continue
-                if s.group == w.group and s.end <= k + 1 and name in op.reads and name not in self.view.outputs:
-                    continue  # in place over an input that dies here
-                if name in self.unkept:
-                    raise Uncopied(name)
-                now = self._peek(s)
-                if not same_bytes(now, self.saved[name]):
-                    self.findings.append(self._clobber(s, now, self.saved[name], op.name, "", writer_out=w.name))
-                    self.saved[name] = np.array(self.saved[name])  # still what it must hold, apart from the write's
+        for w, s in buffers.overlaps(op, k, outs, self.slots, self.live, self.view.outputs):
+            name = s.name
+            if name in self.unkept:
+                raise Uncopied(name)
+            now = self._peek(s)
+            if not same_bytes(now, self.saved[name]):
+                self.findings.append(self._clobber(s, now, self.saved[name], op.name, "", writer_out=w.name))
+                self.saved[name] = np.array(self.saved[name])  # still what it must hold, apart from the write's
         self.history.append(Write(k, op.name, written))
         for s in written:
             if s.name not in self.unkept:

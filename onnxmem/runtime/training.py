@@ -127,10 +127,10 @@ class TrainingRun(ArenaRun):
             self.reference_buffers[buf] = np.array(self.weights[buf], copy=True)
         return computed
 
-    def run_in_arena(self, op: Op, sess: Any) -> Any:
+    def run_in_arena(self, op: Op, sess: Any, k: int) -> Any:
         if op.op_type == "Dropout":
             sess = self.session(op, self.full.graph.node[op.index])  # a fresh kernel: the same mask
-        binding = super().run_in_arena(op, sess)
+        binding = super().run_in_arena(op, sess, k)
         buf = self._buffer(op)
         if binding is not None and buf is not None and buf in self.reference_buffers:
             got, ref = np.asarray(self.weights[buf]), self.reference_buffers[buf]
