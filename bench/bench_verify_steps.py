@@ -14,10 +14,12 @@ few microseconds a call.
     python bench/bench_verify_steps.py MODEL --device cuda --alignment 256
     python bench/bench_verify_steps.py MODEL --alone            # no work on other threads
     python bench/bench_verify_steps.py MODEL --conv-algo DEFAULT --device cuda
+    python bench/bench_verify_steps.py MODEL --cold --device cuda    # sessions built ahead not run once
 
 ``--alone``: no work beside the arena run (:mod:`onnxmem.runtime.ahead`: as on a machine
 without a spare core); ``--conv-algo``: the node sessions' ``cudnn_conv_algo_search`` on
-CUDA. docs/speed.md ("`verify` on a GPU") quotes its figures.
+CUDA; ``--cold``: the sessions built ahead are not run once there (``ahead.WARM_UP``).
+docs/speed.md ("`verify` on a GPU") quotes its figures.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def _process_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _instrument(conv_algo: str | None, alone: bool) -> None:
+def _instrument(conv_algo: str | None, alone: bool, cold: bool) -> None:
     from onnxmem.planning import pipeline
     from onnxmem.runtime import ahead, sessions
     from onnxmem.runtime.arena import ArenaRun
@@ -85,6 +87,7 @@ def _instrument(conv_algo: str | None, alone: bool) -> None:
         _timed(ArenaRun, name)
     _timed(PieceReference, "run_all", "reference beside (its thread)")
     _timed(pipeline, "plan_loaded")
+    _timed(ahead, "build_sessions", "sessions built ahead (before the first node)")
     seen: set[int] = set()
     real_run = ArenaRun._bind_and_run
 
@@ -103,6 +106,8 @@ def _instrument(conv_algo: str | None, alone: bool) -> None:
     ArenaRun._bind_and_run = bind_and_run  # type: ignore[method-assign,assignment]
     if alone:
         ahead.spare_core = lambda: False
+    if cold:
+        ahead.WARM_UP = False
     if conv_algo:
         real_setup = sessions.node_setup
 
@@ -114,18 +119,18 @@ def _instrument(conv_algo: str | None, alone: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
-    alone = "--alone" in argv
-    argv = [a for a in argv if a != "--alone"]
+    alone, cold = "--alone" in argv, "--cold" in argv
+    argv = [a for a in argv if a not in ("--alone", "--cold")]
     conv_algo = None
     if "--conv-algo" in argv:
         i = argv.index("--conv-algo")
         conv_algo = argv[i + 1]
         del argv[i:i + 2]
     if not argv or argv[0].startswith("-"):
-        print(__doc__.strip().splitlines()[0] + "\nusage: bench_verify_steps.py MODEL [--alone] [--conv-algo NAME] "
+        print(__doc__.strip().splitlines()[0] + "\nusage: bench_verify_steps.py MODEL [--alone] [--cold] [--conv-algo NAME] "
               "[verify options]", file=sys.stderr)
         return 2
-    _instrument(conv_algo, alone)
+    _instrument(conv_algo, alone, cold)
     from onnxmem.cli.main import main as cli
     from onnxmem.runtime.isolation import run_limits
 

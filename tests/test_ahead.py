@@ -144,3 +144,79 @@ def test_each_node_run_again_gives_the_same_with_work_beside(convs):
     assert [(c.name, c.identical, c.whole_model_ok, c.whole_model_diff) for c in runs[0].outputs] == \
         [(c.name, c.identical, c.whole_model_ok, c.whole_model_diff) for c in runs[1].outputs]
     assert all(c.ok and c.identical and c.whole_model_ok for c in runs[0].outputs)
+
+
+def test_a_first_run_ahead_gets_the_known_weights_and_zeros_else(convs, monkeypatch):
+    """``warm_feeds``: a weight ``known`` gives as it is, every other input zeros of its shape;
+    nothing where the made-up inputs come to more than WARM_BYTES."""
+    _, planned = convs
+    node, op, shapes = _items(planned)[0]  # c1: Conv(x, w)
+    alone = sessions.node_alone(planned.model, node, op, planned.view, shapes, share=True)
+    w = np.ones((4, 4, 3, 3), np.float32)
+    feeds = ahead.warm_feeds(alone, op, planned.view, shapes, {"w": w}.get)
+    names = sessions.value_names(op)
+    assert feeds[names["w"]] is w
+    x = feeds[names["x"]]
+    assert x.shape == (1, 4, 16, 16) and x.dtype == np.float32 and not x.any()
+    monkeypatch.setattr(ahead, "WARM_BYTES", 4 * 16 * 16 * 4 - 1)  # one byte short of x's
+    assert ahead.warm_feeds(alone, op, planned.view, shapes, {}.get) is None
+
+
+def test_sessions_built_ahead_run_once_and_then_give_what_a_fresh_session_gives(convs, monkeypatch):
+    """With ``known``, each session built runs once on the pool (three kinds of node, three runs);
+    a node then run in a session so used computes bit for bit what a session built for it alone
+    computes. Without it, or with WARM_UP off, no session runs."""
+    import onnxruntime as ort
+
+    _, planned = convs
+    options, providers = _setup()
+    ran: list[int] = []
+    real = ort.InferenceSession.run
+
+    def counted(self, *args, **kwargs):
+        ran.append(id(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ort.InferenceSession, "run", counted)
+    items = _items(planned)
+    for known, warm, runs in ((None, True, 0), ({}.get, False, 0), ({}.get, True, 3)):
+        monkeypatch.setattr(ahead, "WARM_UP", warm)
+        ran.clear()
+        cache: dict = {}
+        assert ahead.build_sessions(planned.model, items, planned.view, options, providers, cache, known=known) == 3
+        assert len(ran) == runs and set(ran) <= {id(s) for s in cache.values()}
+    node, op, shapes = items[0]
+    names = sessions.value_names(op)
+    x = np.random.default_rng(3).standard_normal((1, 4, 16, 16)).astype(np.float32)
+    w = onnx.numpy_helper.to_array(planned.model.graph.initializer[0])
+    feeds = {names["x"]: x, names["w"]: w}
+    used = sessions.node_session(planned.model, node, op, planned.view, shapes, options, providers, cache=cache)
+    fresh = sessions.node_session(planned.model, node, op, planned.view, shapes, options, providers)
+    assert used is not fresh
+    assert np.array_equal(real(used, None, feeds)[0], real(fresh, None, feeds)[0])
+
+
+def test_a_first_run_ahead_that_fails_still_gives_the_session(tmp_path):
+    """A first run ahead on made-up values may fail (here ``known`` gives a Reshape a target of
+    25 elements for 12): the session is kept all the same, and runs the node's own values."""
+    from onnx import helper
+
+    from .helpers import make_model, vi
+
+    target = onnx.numpy_helper.from_array(np.array([3, 4], np.int64), "target")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "target"], ["y"], name="reshape")]
+    path = tmp_path / "reshape.onnx"
+    onnx.save(make_model(nodes, [vi("x", [2, 6])], [vi("y", [3, 4])], [target]), path)
+    planned = plan_model(path, GREEDY)
+    options, providers = _setup()
+    items = [it for it in _items(planned) if it[1].op_type == "Reshape"]
+    cache: dict = {}
+    bad = {"target": np.array([5, 5], np.int64)}.get
+    assert ahead.build_sessions(planned.model, items, planned.view, options, providers, cache, known=bad) == 1
+    node, op, shapes = items[0]
+    names = sessions.value_names(op)
+    (sess,) = cache.values()
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    (y,) = sess.run(None, {names["r"]: x, names["target"]: np.array([3, 4], np.int64)})
+    assert np.array_equal(y, x.reshape(3, 4))
