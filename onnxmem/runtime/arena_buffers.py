@@ -25,7 +25,7 @@ from onnxmem.runtime.ort import (
 )
 
 __all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "ArenaMemory", "CudaArena", "HostArena", "Slot", "Write", "arena_slots", "fits",
-           "handed", "overlaps", "refused_finding", "planned_value", "slot_value", "uncopied"]
+           "handed", "overlaps", "planned_value", "refused_finding", "slot_value", "uncopied"]
 
 SENTINEL = 0xFF
 #: base alignment of the host arena (the CUDA allocator gives 256)

@@ -462,8 +462,9 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
             if self.findings:
                 return None
             outs = [o for o in op.outputs if o and o not in self.regions]
-            for w, s in buffers.overlaps(op, k, outs, self.slots, self.live, self.view.outputs):
-                self.findings.append(buffers.refused_finding(w, s, op, sessions.first_line(exc), self.view.path))
+            over = next(buffers.overlaps(op, k, outs, self.slots, self.live, self.view.outputs), None)
+            if over is not None:
+                self.findings.append(buffers.refused_finding(*over, op, sessions.first_line(exc), self.view.path))
                 return None
             raise RuntimeBackendError(
                 f"onnxruntime failed to run node {op.name!r} ({op.op_type}): {sessions.first_line(exc)}"
