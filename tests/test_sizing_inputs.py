@@ -149,11 +149,61 @@ def test_a_damaged_or_foreign_sizing_record_is_refused_in_one_line(tmp_path: Pat
                                                                    record: dict[str, object], said: str) -> None:
     """The schema checks each field of a record alone; whether they agree, and whether the model has
     such an input, is checked before anything runs (and the name is shown escaped)."""
+    _refused(tmp_path, [], "sizing_inputs", name, record, said)
+
+
+def _refused(tmp_path: Path, flags: list[str], key: str, name: str, record: dict[str, object], said: str) -> None:
+    """A plan made with ``flags --inputs``, its ``extra[key][name]`` set to ``record``: ``verify``
+    and ``compare`` refuse it in one line that says ``said``."""
     path, out = _reshape(tmp_path), tmp_path / "plan.json"
-    assert run("plan", str(path), "--inputs", _npz(tmp_path / "v.npz", **_given()), "-o", str(out)).exit_code == 0
+    given = _npz(tmp_path / "v.npz", **_given())
+    assert run("plan", str(path), *flags, "--inputs", given, "-o", str(out)).exit_code == 0
     data = json.loads(out.read_text())
-    data["extra"]["sizing_inputs"][name] = record
+    data["extra"][key][name] = record
     out.write_text(json.dumps(data))
     for command in ("verify", "compare"):
         r = run(command, str(path), "--plan", str(out))
         assert r.exit_code == 1 and r.output.count("\n") == 1 and said in r.output, (command, r.output)
+
+
+def test_a_measured_plan_records_the_small_values_its_run_read_and_verify_feeds_them(tmp_path: Path) -> None:
+    """``plan --measure-shapes --inputs``: the run measured at the given target; the plan records
+    the small values it read (``measured_inputs``: the three, each of at most 64 elements), and
+    ``verify`` and ``compare`` measure at them where given none (random ones would make the
+    Reshape refuse). Another value may be given: the run measures at it, and the proof holds the
+    plan to the sizes found."""
+    path, out = _reshape(tmp_path), tmp_path / "plan.json"
+    given = {**_given(), "x": np.ones((4, 6), np.float32)}
+    r = run("plan", str(path), "--measure-shapes", "--inputs", _npz(tmp_path / "v.npz", **given), "-o", str(out))
+    assert r.exit_code == 0, r.output
+    extra = json.loads(out.read_text())["extra"]
+    assert sorted(extra["measured_inputs"]) == ["k", "shape", "x"]
+    assert extra["measured_inputs"]["shape"] == {"dtype": "int64", "shape": [2], "values": [3, 8]}
+    assert extra["measured_inputs"]["x"]["values"] == [1.0] * 24
+    assert "sizing_inputs" not in extra
+    check_schema(json.loads(out.read_text()))
+    for command in ("verify", "compare"):
+        r = run(command, str(path), "--plan", str(out))
+        assert r.exit_code == 0, (command, r.output)
+    r = run("verify", str(path), "--plan", str(out))
+    assert r.output.rstrip().endswith("verified"), r.output
+    r = run("verify", str(path), "--plan", str(out), "--inputs", _npz(tmp_path / "w.npz", **_given(np.array([3, -1]))))
+    assert r.exit_code == 0 and r.output.rstrip().endswith("verified"), r.output  # another value, the same shapes
+    r = run("verify", str(path), "--plan", str(out), "--inputs", _npz(tmp_path / "t.npz", **_given(np.array([8, 3]))))
+    assert r.exit_code == 3, r.output  # measured at it: sizes the plan does not have
+    assert "tensor 'h' (written by node 'reshape') is float32[8, 3] (96 B) in the model but float32[3, 8]" in r.output
+    data = json.loads(out.read_text())
+    del data["extra"]["measured_inputs"]
+    out.write_text(json.dumps(data))
+    r = run("verify", str(path), "--plan", str(out))  # no record: random values, which the Reshape refuses
+    assert r.exit_code == 1 and "give them with --inputs FILE.npz" in r.output, r.output
+
+
+@pytest.mark.parametrize(("name", "record", "said"), [
+    ("shape", {"dtype": "int64", "shape": [3], "values": [1, 2]},
+     "extra.measured_inputs holds 'shape' as no value onnxmem records"),
+    ("zz", {"dtype": "int64", "shape": [1], "values": [3]}, "extra.measured_inputs names 'zz', which is no graph"),
+])
+def test_a_damaged_measured_record_is_refused_in_one_line(tmp_path: Path, name: str, record: dict[str, object],
+                                                          said: str) -> None:
+    _refused(tmp_path, ["--measure-shapes"], "measured_inputs", name, record, said)

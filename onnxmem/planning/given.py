@@ -27,8 +27,8 @@ from onnxmem.model import graph_inputs
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.shapes import ShapeInfo
 
-__all__ = ["MAX_TRIED", "check_decided", "infer_given", "read_sizing", "sizing_candidates", "sizing_record",
-           "sizing_warnings", "static_input_shapes"]
+__all__ = ["MAX_TRIED", "check_decided", "infer_given", "measured_record", "read_sizing", "sizing_candidates",
+           "sizing_record", "sizing_warnings", "static_input_shapes"]
 
 #: with more candidate values than this, all of them are kept rather than each left out in turn
 #: (one inference each)
@@ -87,23 +87,32 @@ def sizing_warnings(values: Mapping[str, np.ndarray]) -> tuple[str, ...]:
                  "refuses another" for name, value in sorted(values.items()))
 
 
-def read_sizing(extra: Mapping[str, object]) -> dict[str, np.ndarray]:
-    """The values a plan's ``extra.sizing_inputs`` records (:func:`sizing_record`). ``PlanError`` for
-    an entry whose dtype, shape and values make no value :func:`sizing_candidates` would take
-    (the schema checks each field alone, not whether they agree)."""
-    raw = extra.get("sizing_inputs")
+def measured_record(values: Mapping[str, np.ndarray]) -> dict[str, object]:
+    """What a plan made by a measuring run records of the small given values that run read (the
+    values :func:`sizing_candidates` takes), under ``extra``: ``measured_inputs``, as
+    :func:`sizing_record` writes them; nothing without any."""
+    return {"measured_inputs": {n: value_record(v) for n, v in sorted(values.items())}} if values else {}
+
+
+def read_sizing(extra: Mapping[str, object], key: str = "sizing_inputs") -> dict[str, np.ndarray]:
+    """The values a plan's ``extra.sizing_inputs`` records (:func:`sizing_record`), or those of
+    another ``key`` so written (``measured_inputs``). ``PlanError`` for an entry whose dtype,
+    shape and values make no value :func:`sizing_candidates` would take (the schema checks each
+    field alone, not whether they agree)."""
+    raw = extra.get(key)
     out: dict[str, np.ndarray] = {}
     for name, rec in (raw.items() if isinstance(raw, dict) else ()):
         a = read_value(rec)
         if a is None:
-            raise PlanError(f"the plan's extra.sizing_inputs holds {show_name(str(name))} as no value onnxmem records "
+            raise PlanError(f"the plan's extra.{key} holds {show_name(str(name))} as no value onnxmem records "
                             "(its dtype, shape and values disagree): the plan is damaged; plan the model again")
         out[str(name)] = a
     return out
 
 
-def _check_sizing(model: onnx.ModelProto, plan: MemoryPlan, sizing: Mapping[str, np.ndarray]) -> None:
-    """``PlanError`` where a value the plan records under ``sizing_inputs`` is of no graph input of
+def _check_sizing(model: onnx.ModelProto, plan: MemoryPlan, sizing: Mapping[str, np.ndarray],
+                  key: str = "sizing_inputs") -> None:
+    """``PlanError`` where a value the plan records under ``key`` is of no graph input of
     ``model`` without a default, or not of its element type and dims (a plan of another model):
     the check ``--inputs`` arrays get (:func:`onnxmem.runtime.inputs.check_inputs`), and the
     plan's own input shapes."""
@@ -112,7 +121,7 @@ def _check_sizing(model: onnx.ModelProto, plan: MemoryPlan, sizing: Mapping[str,
     declared = graph_inputs(model)
     for name, a in sorted(sizing.items()):
         if name not in declared:
-            raise PlanError(f"the plan's extra.sizing_inputs names {show_name(name)}, which is no graph input of "
+            raise PlanError(f"the plan's extra.{key} names {show_name(name)}, which is no graph input of "
                             "this model without a default: the plan was made for another model; plan this one")
         pinned = plan.input_shapes.get(name)
         try:
@@ -121,7 +130,7 @@ def _check_sizing(model: onnx.ModelProto, plan: MemoryPlan, sizing: Mapping[str,
         except ShapeError:
             fits = False
         if not fits:
-            raise PlanError(f"the plan's extra.sizing_inputs holds {show_name(name)} as {a.dtype} {list(a.shape)}, "
+            raise PlanError(f"the plan's extra.{key} holds {show_name(name)} as {a.dtype} {list(a.shape)}, "
                             "which the model's graph input of that name cannot take: the plan was made for another "
                             "model; plan this one")
 
@@ -129,18 +138,23 @@ def _check_sizing(model: onnx.ModelProto, plan: MemoryPlan, sizing: Mapping[str,
 def check_decided(model: onnx.ModelProto, plan: MemoryPlan,
                   inputs: Mapping[str, np.ndarray] | None) -> Mapping[str, np.ndarray] | None:
     """The inputs to run ``plan`` on: ``inputs`` with the values the plan holds to
-    (``assumed_inputs``, ``sizing_inputs``) for those it lacks. ``PlanError`` when these take
-    another branch of an If the plan holds one branch of because its values decided it
-    (``branches_decided``), or when an input that sized the plan is given another value."""
+    (``assumed_inputs``, ``sizing_inputs``) and those its measuring run read
+    (``measured_inputs``) for those it lacks. ``PlanError`` when these take another branch of an
+    If the plan holds one branch of because its values decided it (``branches_decided``), or
+    when an input that sized the plan is given another value (a measured one may differ: the
+    run then measures at it, and the arena run finds any size the plan does not have)."""
     decided, assumed = read_assumed(plan.extra)
     sizing = read_sizing(plan.extra)
     _check_sizing(model, plan, sizing)
+    measured = read_sizing(plan.extra, "measured_inputs")
+    _check_sizing(model, plan, measured, "measured_inputs")
     for name, want in sorted(sizing.items()):
         value = (inputs or {}).get(name)
         if value is not None and (np.shape(value) != want.shape or not np.array_equal(value, want)):
             raise PlanError(f"--inputs gives {show_name(name)} = {_shown(value)}; the plan's sizes hold at "
                             f"{show_name(name)} = {_shown(want)}, the value it was planned with: give that value, "
                             "or plan again with this one (plan --inputs)")
+    sizing = {**measured, **sizing}  # fed where not given, as the values that sized the plan are
     if not decided:
         return {**sizing, **(inputs or {})} if sizing else inputs
     feeds = {**assumed, **sizing, **(inputs or {})}

@@ -15,7 +15,8 @@
 * the record a plan keeps of the given values that sized it (``extra.sizing_inputs``, a plan
   ``plan --inputs`` made of the reshape model) into ``verify --plan`` and ``compare --plan``:
   another value, dtype, shape or element count, values of no number type, a hostile name, an
-  entry added for another input, the record dropped.
+  entry added for another input, the record dropped; kept as ``sizing_inputs`` or moved to
+  ``extra.measured_inputs``, as a plan ``plan --measure-shapes --inputs`` made records them.
 """
 
 from __future__ import annotations
@@ -205,11 +206,15 @@ def _sized_plan() -> dict[str, Any]:
 
 def _record_case(seed: int, folder: Path, rng: random.Random, command: str) -> Case:
     """``verify``/``compare --plan`` of a plan whose record of the values that sized it is hostile:
-    another value, dtype, shape, element count or name, values of no type, an entry added."""
+    another value, dtype, shape, element count or name, values of no type, an entry added; the
+    record kept as ``sizing_inputs`` or moved to ``measured_inputs`` (as a measuring run writes it:
+    the plan's view is then measured at its values)."""
     import json
 
     data = _sized_plan()
-    rec = data["extra"]["sizing_inputs"]
+    key = rng.choice(("sizing_inputs", "measured_inputs"))
+    data["extra"][key] = data["extra"].pop("sizing_inputs")
+    rec = data["extra"][key]
     how = rng.choice(("value", "dtype", "shape", "count", "name", "type", "added", "dropped", "kept"))
     entry = rec["shape"]
     if how == "value":
@@ -227,11 +232,11 @@ def _record_case(seed: int, folder: Path, rng: random.Random, command: str) -> C
     elif how == "added":
         rec[rng.choice(("x", "y", "r", rng.choice(HOSTILE_NAMES)))] = dict(entry)
     elif how == "dropped":
-        del data["extra"]["sizing_inputs"]
+        del data["extra"][key]
     _write(folder / "model", {"model.onnx": build_reshape_input().SerializeToString(),
                               "plan.json": json.dumps(data).encode()})
     return Case("feeds", seed, command, [command, "model/model.onnx", "--plan", "model/plan.json"], [], [],
-                note=f"reshape: plan's sizing_inputs {how}", ok_codes=(3,))
+                note=f"reshape: plan's {key} {how}", ok_codes=(3,))
 
 
 def _checkpoint_case(seed: int, folder: Path, rng: random.Random, command: str) -> Case:
