@@ -101,7 +101,8 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
     """Plan the activation memory of MODEL and print the summary.
 
     With --measure-shapes the model runs once on --inputs (where given) and
-    seeded random values for the other inputs. A --dim NAME=LO:HI (inclusive,
+    seeded random values for the other inputs; the plan records the small
+    values it ran on, which verify and compare then feed where given none. A --dim NAME=LO:HI (inclusive,
     or NAME=LO:HI:STEP) makes a range plan: one plan for every shape in the
     box, offsets as formulas in the dims (docs/range.md).
 
