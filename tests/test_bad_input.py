@@ -368,6 +368,26 @@ def test_a_version_onnx_cannot_read_leaves_the_counts_unchecked(tmp_path, opset)
     assert "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("opset", [0, 2**31, 2**40])
+def test_an_if_without_its_condition_is_refused_at_a_version_onnx_cannot_read(tmp_path, opset):
+    """onnxmem runs an If's branches itself and reads its condition: at an opset onnx cannot read
+    (no schema), an If whose condition is named '' reached verify's run of its branches, which read
+    no value (a TypeError traceback, fuzz seed 3200000, struct:3200490). Its arity is onnxmem's own
+    at every opset: plan and verify refuse it in one line."""
+    from onnxmem.model import arity_error
+
+    assert arity_error("If", "", ("",), 1, opset) == (
+        "leaves out its required input 0 ('cond'): its name is empty, and onnxruntime refuses such a node")
+    assert arity_error("If", "", ("c",), 2, opset) is None
+    model = _if_without_condition()
+    del model.opset_import[:]
+    model.opset_import.add(domain="", version=opset)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    for command in ("plan", "verify"):
+        assert "node 'if_0' (If) leaves out its required input 0 ('cond')" in one_line(run(command, path))
+
+
 def test_an_alignment_past_a_gibibyte_is_refused():
     """An alignment of 10^23 bytes reached a numpy sum with it (an OverflowError traceback, fuzz
     family flags, seed 1400000, flags:1400510): the command line refuses past 2^30, and so do the

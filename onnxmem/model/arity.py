@@ -49,6 +49,11 @@ def _arity(op_type: str, opset: int) -> _Arity | None:
                   tuple((k, f.name) for k, f in enumerate(schema.inputs) if f.option == _SINGLE))
 
 
+#: the arity of the ops whose bodies onnxmem runs itself, the same at every opset onnx defines them
+#: at: held to where the model's opset is no version onnx reads (an If needs its condition to run)
+_OWN = {"If": _Arity((1, 1), (1, 2**31 - 1), ((0, "cond"),))}
+
+
 def _count(op_type: str, opset: int, kind: str, have: int, allowed: tuple[int, int]) -> str | None:
     """The error for ``have`` inputs or outputs (``kind``) outside ``allowed``, else ``None``."""
     least, most = allowed
@@ -66,7 +71,7 @@ def arity_error(op_type: str, domain: str, inputs: Sequence[str], n_outputs: int
     ("has 2 inputs where ..."); ``None`` where its schema allows them, or onnx has no schema for it."""
     if domain and domain != "ai.onnx":
         return None
-    found = _arity(op_type, opset)
+    found = _arity(op_type, opset) or (_OWN.get(op_type) if not 0 < opset < 2**31 else None)
     if found is None:
         return None
     if (found.inputs[0] <= len(inputs) <= found.inputs[1] and found.outputs[0] <= n_outputs <= found.outputs[1]
