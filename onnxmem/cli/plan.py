@@ -100,11 +100,10 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
          runtime_overhead: str | None = None) -> None:
     """Plan the activation memory of MODEL and print the summary.
 
-    With --measure-shapes the model runs once on --inputs (where given) and
-    seeded random values for the other inputs; the plan records the small
-    values it ran on, which verify and compare then feed where given none. A --dim NAME=LO:HI (inclusive,
-    or NAME=LO:HI:STEP) makes a range plan: one plan for every shape in the
-    box, offsets as formulas in the dims (docs/range.md).
+    With --measure-shapes the model runs once on --inputs (where given) and seeded random values
+    for the others; the plan records the small values it ran on, which verify and compare feed
+    where given none. A --dim NAME=LO:HI (inclusive, or NAME=LO:HI:STEP) makes a range plan: one
+    plan for every shape in the box, offsets as formulas in the dims (docs/range.md).
 
     Several models (a training step and its eval step) run one at a time in
     one arena: each is planned with the same flags, then all of them together,
