@@ -10,7 +10,8 @@ data-dependent where the node is wrong. :func:`check_node_arity` refuses such a 
 name where the graph's view is built (:func:`onnxmem.graph.view.build_view`), and names it
 where inference leaves sizes unknown (:func:`onnxmem.shapes.consistency.broken_graph`). Ops of other
 domains, and standard ops onnx has no schema for at the model's opset, are left to the checks
-that know them.
+that know them; but an If, whose branches onnxmem runs itself, is held to its arity at an opset
+onnx cannot read too.
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def check_decided(model: onnx.ModelProto, plan: MemoryPlan,
     (``measured_inputs``) for those it lacks. ``PlanError`` when these take another branch of an
     If the plan holds one branch of because its values decided it (``branches_decided``), or
     when an input that sized the plan is given another value (a measured one may differ: the
-    run then measures at it, and the arena run finds any size the plan does not have)."""
+    run then measures at it, and the proof finds any size the plan does not have)."""
     decided, assumed = read_assumed(plan.extra)
     sizing = read_sizing(plan.extra)
     _check_sizing(model, plan, sizing)
