@@ -429,7 +429,11 @@ def test_user_mistakes_are_one_line_errors(tmp_path):
                              "one value (--dim s=N) or range it (--dim s=LO:HI)"),  # s left open
         (["--dim", "b=1:4", "--dim", "s=2", "--input-shape", "x=1x2x8"], "leave out --input-shape"),
         (["--dim", "b=4:1", "--dim", "s=2"], "0 <= LO <= HI"),
+        # values hold at one shape: they were read by no range plan, which planned as if none were given
+        (["--dim", "b=1:4", "--dim", "s=2", "--inputs", str(tmp_path / "v.npz")],
+         "--inputs gives values for one shape: leave it out, or plan that shape on its own"),
     ]
+    np.savez(tmp_path / "v.npz", x=np.ones((1, 2, 8), np.float32))
     for flags, message in cases:
         res = runner.invoke(main, ["plan", str(path), *flags, "-o", str(tmp_path / "r.json")])
         assert res.exit_code == 1, res.output

@@ -397,7 +397,7 @@ def plan_range(
     """A range plan of ``model`` over ``box`` (``{dim: (lo, hi)}``), proven before it is returned.
 
     ``options``: a :class:`onnxmem.planning.pipeline.PlanOptions` (its ``dims`` bind the
-    other dims; ``input_shapes`` and ``measure_shapes`` have no range form). ``steps``: a
+    other dims; ``input_shapes``, ``measure_shapes`` and ``inputs`` have no range form). ``steps``: a
     ranged dim's step (``{"H": 32}``: the plan holds ``H = lo + 32*k`` only). A dim inside
     floors (a strided convolution's output size) is planned per residue class of its lattice
     (:mod:`onnxmem.planning.lattice`), with up to ``max_pieces`` pieces per class. A training
@@ -410,6 +410,9 @@ def plan_range(
     if opts.input_shapes or opts.measure_shapes:
         raise ShapeError("a range plan reads shapes symbolically; leave out --input-shape and "
                          "--measure-shapes (bind dims with --dim NAME=N)")
+    if opts.inputs:  # values hold at one shape: none of them would size or decide the whole box
+        raise ShapeError("a range plan holds for every value of its dims; --inputs gives values for one shape: "
+                         "leave it out, or plan that shape on its own (--dim NAME=N --inputs FILE.npz)")
     if not box:
         raise ShapeError("a range plan needs at least one --dim NAME=LO:HI")
     user = {k: int(v) for k, v in (steps or {}).items() if int(v) > 1}
