@@ -36,23 +36,23 @@ class _Arity(NamedTuple):
     required: tuple[tuple[int, str], ...]  # place and name of each required input
 
 
+#: the arity of the ops whose bodies onnxmem runs itself, the same at every opset onnx defines them
+#: at: held to where the model's opset is no version onnx reads (an If needs its condition to run)
+_OWN = {"If": _Arity((1, 1), (1, 2**31 - 1), ((0, "cond"),))}
+
+
 @lru_cache(maxsize=4096)  # op types come from the model: bounded
 def _arity(op_type: str, opset: int) -> _Arity | None:
     """The schema's counts and required inputs of the standard op ``op_type`` at ``opset``;
-    ``None`` where onnx has no schema for it."""
+    ``None`` where onnx has no schema for it (at a version onnx cannot read, :data:`_OWN`'s)."""
     if not 0 < opset < 2**31:  # onnx reads the version as a C int: a model's huge opset is no version it knows
-        return None
+        return _OWN.get(op_type)
     try:
         schema = onnx.defs.get_schema(op_type, opset, "")
     except onnx.defs.SchemaError:
         return None
     return _Arity((schema.min_input, schema.max_input), (schema.min_output, schema.max_output),
                   tuple((k, f.name) for k, f in enumerate(schema.inputs) if f.option == _SINGLE))
-
-
-#: the arity of the ops whose bodies onnxmem runs itself, the same at every opset onnx defines them
-#: at: held to where the model's opset is no version onnx reads (an If needs its condition to run)
-_OWN = {"If": _Arity((1, 1), (1, 2**31 - 1), ((0, "cond"),))}
 
 
 def _count(op_type: str, opset: int, kind: str, have: int, allowed: tuple[int, int]) -> str | None:
@@ -72,7 +72,7 @@ def arity_error(op_type: str, domain: str, inputs: Sequence[str], n_outputs: int
     ("has 2 inputs where ..."); ``None`` where its schema allows them, or onnx has no schema for it."""
     if domain and domain != "ai.onnx":
         return None
-    found = _arity(op_type, opset) or (_OWN.get(op_type) if not 0 < opset < 2**31 else None)
+    found = _arity(op_type, opset)
     if found is None:
         return None
     if (found.inputs[0] <= len(inputs) <= found.inputs[1] and found.outputs[0] <= n_outputs <= found.outputs[1]

@@ -27,8 +27,8 @@ from onnxmem.model import graph_inputs
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.shapes import ShapeInfo
 
-__all__ = ["MAX_TRIED", "check_decided", "infer_given", "measured_record", "read_sizing", "sizing_candidates",
-           "sizing_record", "sizing_warnings", "static_input_shapes"]
+__all__ = ["MAX_TRIED", "check_decided", "infer_given", "read_sizing", "sizing_candidates", "sizing_record",
+           "sizing_warnings", "static_input_shapes"]
 
 #: with more candidate values than this, all of them are kept rather than each left out in turn
 #: (one inference each)
@@ -74,10 +74,11 @@ def infer_given(infer: Callable[[Mapping[str, np.ndarray]], ShapeInfo],
     return shapes, kept
 
 
-def sizing_record(values: Mapping[str, np.ndarray]) -> dict[str, object]:
+def sizing_record(values: Mapping[str, np.ndarray], key: str = "sizing_inputs") -> dict[str, object]:
     """What a plan records of the given values that sized it, under ``extra``: ``sizing_inputs``
-    (``{input: {"dtype", "shape", "values"}}``, the values flattened); nothing without any."""
-    return {"sizing_inputs": {n: value_record(v) for n, v in sorted(values.items())}} if values else {}
+    (``{input: {"dtype", "shape", "values"}}``, the values flattened), or those a measuring run
+    read under ``measured_inputs``; nothing without any."""
+    return {key: {n: value_record(v) for n, v in sorted(values.items())}} if values else {}
 
 
 def sizing_warnings(values: Mapping[str, np.ndarray]) -> tuple[str, ...]:
@@ -85,13 +86,6 @@ def sizing_warnings(values: Mapping[str, np.ndarray]) -> tuple[str, ...]:
     return tuple(f"graph input {show_name(name)}: its --inputs value {_shown(value)} sizes tensors inference cannot "
                  "size without it; the plan holds at that value alone (extra.sizing_inputs), verify feeds it and "
                  "refuses another" for name, value in sorted(values.items()))
-
-
-def measured_record(values: Mapping[str, np.ndarray]) -> dict[str, object]:
-    """What a plan made by a measuring run records of the small given values that run read (the
-    values :func:`sizing_candidates` takes), under ``extra``: ``measured_inputs``, as
-    :func:`sizing_record` writes them; nothing without any."""
-    return {"measured_inputs": {n: value_record(v) for n, v in sorted(values.items())}} if values else {}
 
 
 def read_sizing(extra: Mapping[str, object], key: str = "sizing_inputs") -> dict[str, np.ndarray]:

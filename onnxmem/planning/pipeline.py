@@ -61,7 +61,6 @@ from onnxmem.planning.compose import compose, solve_layout
 from onnxmem.planning.given import (
     check_decided,
     infer_given,
-    measured_record,
     sizing_candidates,
     sizing_record,
     sizing_warnings,
@@ -400,8 +399,8 @@ def _record(model: onnx.ModelProto, path: str | os.PathLike[str], shapes: ShapeI
     plan = replace(plan, extra={**plan.extra, **fold_record(view, opts.fold), **outside_extra(view),
                                 **branch_record(opts.branches), **assumed_record(opts.decided, opts.inputs),
                                 **sizing_record(opts.sizing), **loop_trips_record(view),
-                                **measured_record(sizing_candidates(model, opts.inputs, opts.known)
-                                                  if opts.measure_shapes else {}),
+                                **sizing_record(sizing_candidates(model, opts.inputs, opts.known)
+                                                if opts.measure_shapes else {}, "measured_inputs"),
                                 **({"checkpoint": dict(opts.known_record)} if opts.known_record else {})})
     if len(view.ops) >= PIECE_NODES:  # the search's freed pages handed back before the proof takes its own
         release_freed()

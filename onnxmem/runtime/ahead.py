@@ -128,7 +128,8 @@ def build_sessions(model: onnx.ModelProto, items: Sequence[tuple[onnx.NodeProto,
     0.3 ms over swin_t_legacy's nodes), and that cost is paid here, beside the others."""
     import onnxruntime as ort
 
-    jobs: dict[Any, tuple[bytes, dict[str, np.ndarray] | None]] = {}
+    warm = known if WARM_UP else None
+    jobs: dict[Any, tuple[bytes, sessions.Alone, Op, Mapping[str, tuple[int, ...]]]] = {}
     most = getattr(cache, "limit", len(items))
     for node, op, shapes in items:
         if len(jobs) >= most:
@@ -137,15 +138,16 @@ def build_sessions(model: onnx.ModelProto, items: Sequence[tuple[onnx.NodeProto,
         if alones is not None:
             alones[op.index] = alone
         if alone.key is not None and alone.key not in cache and alone.key not in jobs:
-            feeds = warm_feeds(alone, op, view, shapes, known) if known is not None and WARM_UP else None
-            jobs[alone.key] = (alone.serialized(model), feeds)
+            jobs[alone.key] = (alone.serialized(model), alone, op, shapes)
 
-    def build(job: tuple[bytes, dict[str, np.ndarray] | None]) -> Any:
-        data, feeds = job
+    def build(job: tuple[bytes, sessions.Alone, Op, Mapping[str, tuple[int, ...]]]) -> Any:
+        data, alone, op, shapes = job
         try:
             sess = ort.InferenceSession(data, sess_options=options, providers=list(providers))
         except Exception:  # noqa: BLE001 - node_session builds it again and reports what fails
             return None
+        # the made-up inputs made here, on the pool: none held for the sessions not yet built
+        feeds = warm_feeds(alone, op, view, shapes, warm) if warm is not None else None
         if feeds is not None:
             try:
                 sess.run(None, feeds)

@@ -461,8 +461,8 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             if self.findings:
                 return None
-            outs = [o for o in op.outputs if o and o not in self.regions]
-            over = next(buffers.overlaps(op, k, outs, self.slots, self.live, self.view.outputs), None)
+            over = next(buffers.overlaps(op, k, self._arena_outputs(op), self.slots, self.live, self.view.outputs),
+                        None)
             if over is not None:
                 self.findings.append(buffers.refused_finding(*over, op, sessions.first_line(exc), self.view.path))
                 return None
@@ -488,7 +488,7 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
 
     def check_write(self, k: int, op: Op) -> None:
         """Step 6: the write changed no live tensor it must not change."""
-        outs = [o for o in op.outputs if o and o not in self.regions]
+        outs = self._arena_outputs(op)
         written = [self.slots[o] for o in outs]
         for w, s in buffers.overlaps(op, k, outs, self.slots, self.live, self.view.outputs):
             name = s.name
@@ -503,6 +503,10 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
             if s.name not in self.unkept:
                 self.saved[s.name] = self._keep(s)
             self.live[s.name] = s
+
+    def _arena_outputs(self, op: Op) -> list[str]:
+        """The outputs ``op`` writes where the plan places them (not a body's region)."""
+        return [o for o in op.outputs if o and o not in self.regions]
 
     def retire(self, k: int, op: Op) -> None:
         """Step 7: drop the values whose life ends at step ``k``."""
