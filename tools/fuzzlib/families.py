@@ -157,7 +157,10 @@ def _struct_mutate(model: Any, rng: random.Random) -> str:
             return "an initializer dropped"
         return "no initializer"
     if what == "elem_type":
-        vi = rng.choice([*g.input, *g.output, *g.value_info])
+        infos = [*g.input, *g.output, *g.value_info]
+        if not infos:  # an earlier mutation dropped the only output of a graph without inputs
+            return "no value info"
+        vi = rng.choice(infos)
         vi.type.tensor_type.elem_type = rng.choice((0, 99, TensorProto.STRING, TensorProto.BOOL,
                                                     TensorProto.FLOAT8E4M3FN, TensorProto.INT4,
                                                     TensorProto.COMPLEX128, -5))
