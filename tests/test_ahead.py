@@ -220,3 +220,41 @@ def test_a_first_run_ahead_that_fails_still_gives_the_session(tmp_path):
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     (y,) = sess.run(None, {names["r"]: x, names["target"]: np.array([3, 4], np.int64)})
     assert np.array_equal(y, x.reshape(3, 4))
+
+
+def _long_loop() -> onnx.ModelProto:
+    """x -> Loop of 10^12 iterations (an Identity carried) -> y: a run that never ends in time."""
+    from onnx import helper
+
+    from .helpers import make_model, vi
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Identity", ["v_in"], ["v_out"])],
+        "body", [vi("i", [], onnx.TensorProto.INT64), vi("c_in", [], onnx.TensorProto.BOOL), vi("v_in", [1, 4])],
+        [vi("c_out", [], onnx.TensorProto.BOOL), vi("v_out", [1, 4])])
+    loop = helper.make_node("Loop", ["M", "", "x"], ["y"], body=body)
+    return make_model([loop], [vi("x", [1, 4])], [vi("y", [1, 4])],
+                      [helper.make_tensor("M", onnx.TensorProto.INT64, [], [10**12])])
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_a_run_beside_whose_values_are_not_wanted_is_stopped(first):
+    """``Beside.cancel`` ends the onnxruntime run in progress on that thread (a Loop of 10^12
+    iterations, which the time limit alone would stop only after 600 s), or, cancelled before it
+    starts, the run it starts; its error says it was stopped and ``join`` raises nothing."""
+    import time
+
+    from onnxmem.runtime.isolation import thread_token
+
+    feeds = {"x": np.ones((1, 4), np.float32)}
+    beside = ahead.Beside(lambda: sessions.run_model(_long_loop(), feeds, ["y"]), "long")
+    if first:
+        beside.cancel()
+    beside.start()
+    time.sleep(0.5)
+    beside.cancel()
+    beside.join(60)
+    assert not beside.is_alive()
+    assert isinstance(beside.error, RuntimeBackendError), beside.error
+    assert str(beside.error) == "the run of the model as a whole was stopped: its values were no longer wanted"
+    assert thread_token() is None  # this thread's runs are stopped by nothing

@@ -245,9 +245,9 @@ def test_generate_takes_a_size_at_its_kinds_bound_and_lists_the_bounds(tmp_path)
     assert "--size counts tokens, at most 100,000" in listing and "--size counts layers, at most 1,000" in listing
 
 
-def _loop_model(trip_count: bool) -> onnx.ModelProto:
+def _loop_model(trip_count: bool, trips: int = 3) -> onnx.ModelProto:
     """x -> Relu -> Loop 'forever\\nloop' (a Relu carried through its body) -> Relu -> y; the Loop's
-    trip count M is 3 or left out, its condition cond always left out."""
+    trip count M is ``trips`` or left out, its condition cond always left out."""
     body = helper.make_graph(
         [helper.make_node("Identity", ["c_in"], ["c_out"], name="keep"),
          helper.make_node("Relu", ["v_in"], ["v_out"], name="body_relu")],
@@ -256,7 +256,7 @@ def _loop_model(trip_count: bool) -> onnx.ModelProto:
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
              helper.make_node("Loop", ["M" if trip_count else "", "", "a"], ["v"], name="forever\nloop", body=body),
              helper.make_node("Relu", ["v"], ["y"], name="post")]
-    inits = [helper.make_tensor("M", onnx.TensorProto.INT64, [], [3])] if trip_count else []
+    inits = [helper.make_tensor("M", onnx.TensorProto.INT64, [], [trips])] if trip_count else []
     return make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])], inits, value_info=[vi("v", [1, 4])])
 
 
@@ -276,6 +276,25 @@ def test_a_loop_with_neither_trip_count_nor_condition_is_refused_before_it_runs(
     onnx.save(_loop_model(trip_count=True), path)
     r = run(command, path, "--time-limit", "30")
     assert r.exit_code == 0, r.output
+
+
+def test_a_loop_whose_trip_count_cannot_end_in_time_is_stopped_at_its_pace_not_at_the_limit(tmp_path):
+    """A trip count of 10^12 (a damaged file had 8,589,934,595: fuzz seed 3600000, bytes:3600066):
+    the arena run went on to --time-limit, then waited as long again for the ordinary run beside it.
+    After a second of iterations the Loop's pace shows the rest cannot end in time: one line says
+    so, and the run beside, whose values are no longer wanted, is stopped rather than waited for."""
+    import time
+
+    path = tmp_path / "long.onnx"
+    onnx.save(_loop_model(trip_count=True, trips=10**12), path)
+    t0 = time.monotonic()
+    r = run("verify", path, "--time-limit", "120")
+    spent = time.monotonic() - t0
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    assert ("Loop 'forever\\nloop' runs 1,000,000,000,000 iterations (its trip count M); " in r.output
+            and "past --time-limit 120 s: give it a smaller trip count or raise --time-limit" in r.output), r.output
+    assert spent < 60, spent  # not the 120 s limit, nor the run beside waited for
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.onnx"]
 
 
 def _true_loop_model(cond: str, body_cond: str) -> onnx.ModelProto:

@@ -31,6 +31,7 @@ import onnx
 
 import onnxmem.runtime.sessions as sessions
 from onnxmem.graph import GraphView, Op
+from onnxmem.runtime.isolation import StopToken, use_token
 
 __all__ = ["Beside", "BUILD_THREADS", "WARM_BYTES", "WARM_UP", "build_sessions", "ordinary_beside", "ordinary_values",
            "spare_core", "wanted", "warm_feeds"]
@@ -64,7 +65,8 @@ def wanted(beside: bool | None) -> bool:
 
 
 class Beside(threading.Thread, Generic[T]):
-    """``work()`` on a thread of its own; :meth:`result` waits for its value (or raises its error)."""
+    """``work()`` on a thread of its own; :meth:`result` waits for its value (or raises its error);
+    :meth:`cancel` stops its onnxruntime runs where its value is no longer wanted."""
 
     def __init__(self, work: Callable[[], T], name: str) -> None:
         super().__init__(name=name, daemon=True)
@@ -72,9 +74,16 @@ class Beside(threading.Thread, Generic[T]):
         self.value: T | None = None
         self.error: BaseException | None = None
         self.seconds = 0.0
+        self.token = StopToken()
+
+    def cancel(self) -> None:
+        """Stop the work's onnxruntime run in progress and every later one (its error, if it then
+        fails, is not raised by :meth:`join`); take no :meth:`result` after this."""
+        self.token.stop()
 
     def run(self) -> None:
         t0 = time.perf_counter()
+        use_token(self.token)
         try:
             self.value = self.work()
         except BaseException as exc:  # noqa: BLE001 - raised again on the main thread

@@ -130,7 +130,7 @@ from onnxmem.runtime.folding import compute_weights, weight_ops
 from onnxmem.runtime.isolation import TimeLimitExceeded, at_step, end_run, start_run
 from onnxmem.runtime.ort import available_memory, onnx_bytes, ort_value
 from onnxmem.runtime.reference import PieceReference, draws
-from onnxmem.runtime.trips import loop_bounds, over_bound
+from onnxmem.runtime.trips import LoopClock, loop_bounds, over_bound
 
 __all__ = [
     "DEVICES",
@@ -192,6 +192,9 @@ class ArenaRun(ArenaSteps):
             t0 = time.perf_counter()
             if not self.run_steps():
                 return self._stopped(t0)
+        except BaseException:
+            beside.cancel()  # its values are not wanted: stopped, not waited for
+            raise
         finally:
             beside.join()
             end_run()
@@ -320,10 +323,12 @@ class ArenaRun(ArenaSteps):
         n_scan = len(graph.output) - 1 - len(carried)
         scans: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_scan)]
         bound = self._trip_bound(op)
+        clock = LoopClock(child_path(self.view.path, op.name), trips)
         i = 0
         while (trips is None or i < trips) and cond:
             if bound is not None and i >= bound:
                 raise over_bound(child_path(self.view.path, op.name), bound, trips)
+            clock.check(i)
             it = np.array(i, dtype=np.int64)
             c = np.array(cond, dtype=np.bool_)
             out = self._run_body(op, body, graph, [(it, it), (c, c), *carried])

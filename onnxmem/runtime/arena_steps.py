@@ -149,6 +149,7 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
             self.unkept = self.uncopied()
         start_run("the arena run")
         t0 = time.perf_counter()
+        compare = False
         try:
             try:
                 done = self.run_steps()
@@ -157,10 +158,13 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
                 done = self.run_steps()
             if not done:
                 return self._stopped(t0)
+            compare = True
         finally:
             end_run()
             if self.ordinary is not None:
-                self.ordinary.join()  # its values are taken below, or not at all: none left running on its own
+                if not compare:  # its values are not taken: stopped, not waited for (it may not end)
+                    self.ordinary.cancel()
+                self.ordinary.join()  # none left running on its own
         return self.compare_outputs(time.perf_counter() - t0 - self.private_seconds)
 
     def run_steps(self) -> bool:

@@ -55,6 +55,7 @@ __all__ = [
     "GRACE_SECONDS",
     "RUN_SECONDS",
     "RunLimits",
+    "StopToken",
     "TimeLimitExceeded",
     "at_step",
     "available_memory",
@@ -65,9 +66,12 @@ __all__ = [
     "end_run",
     "run_isolated",
     "run_limits",
+    "seconds_left",
     "start_method",
     "start_run",
+    "thread_token",
     "timed_out",
+    "use_token",
 ]
 
 T = TypeVar("T")
@@ -169,6 +173,59 @@ def at_step(where: str) -> None:
     _publish(f"{what}, at {where}", None)
     if time.monotonic() - started > _limits.seconds:
         raise timed_out(what, _limits.seconds)
+
+
+class StopToken:
+    """Stops the onnxruntime runs of one thread from another (:func:`use_token` on that thread):
+    :meth:`stop` ends the run in progress (``RunOptions.terminate``) and any that thread starts
+    later, whose error then says it was stopped. A run beside the arena run whose values are no
+    longer wanted is stopped so, rather than waited for: it may never end (a Loop of billions of
+    iterations) before the time limit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._options: Any = None
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Stop the thread's run in progress and every later one."""
+        with self._lock:
+            self.stopped = True
+            if self._options is not None:
+                self._options.terminate = True
+
+    def attach(self, options: Any) -> None:
+        """A run with these ``RunOptions`` starts on the thread (stopped at once where :meth:`stop` came first)."""
+        with self._lock:
+            self._options = options
+            if self.stopped:
+                options.terminate = True
+
+    def detach(self) -> None:
+        """The thread's run has ended."""
+        with self._lock:
+            self._options = None
+
+
+_tokens = threading.local()
+
+
+def use_token(token: StopToken | None) -> None:
+    """The onnxruntime runs of this thread stop when ``token`` says (``None``: none stops them)."""
+    _tokens.token = token
+
+
+def thread_token() -> StopToken | None:
+    """The :class:`StopToken` of this thread's runs, if one was given (:func:`use_token`)."""
+    return getattr(_tokens, "token", None)
+
+
+def seconds_left() -> tuple[float, float] | None:
+    """``(seconds left, the limit)`` of the innermost run in progress on this thread's process
+    (:func:`start_run`), ``None`` where none is."""
+    if not _runs:
+        return None
+    return _limits.seconds - (time.monotonic() - _runs[-1][1]), _limits.seconds
 
 
 def end_run() -> None:

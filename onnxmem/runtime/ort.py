@@ -428,26 +428,33 @@ def run_bounded(sess: Any, names: list[str] | None, feeds: Mapping[str, Any], wh
 
     import onnxruntime as ort
 
-    from onnxmem.runtime.isolation import current_limits, end_run, start_run, timed_out
+    import onnxmem.runtime.isolation as isolation
 
-    seconds = current_limits().seconds if seconds is None else seconds
+    seconds = isolation.current_limits().seconds if seconds is None else seconds
     what = f"the run of the model {why}"
-    start_run(what)
+    isolation.start_run(what)
     options = ort.RunOptions()
     timer = threading.Timer(seconds, lambda: setattr(options, "terminate", True))
     timer.daemon = True
+    token = isolation.thread_token()  # another thread may stop this run (a run beside whose values are not wanted)
+    if token is not None:
+        token.attach(options)
     timer.start()
     try:
         if as_ort_values:
             return list(sess.run_with_ort_values(names, feeds, options))
         return list(sess.run(names, feeds, options))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        if options.terminate and token is not None and token.stopped:
+            raise RuntimeBackendError(f"{what} was stopped: its values were no longer wanted") from None
         if options.terminate:
-            raise timed_out(what, seconds) from None
+            raise isolation.timed_out(what, seconds) from None
         raise RuntimeBackendError(f"onnxruntime failed to run the model {why}: {one_line(first_line(exc))}") from None
     finally:
         timer.cancel()
-        end_run()
+        if token is not None:
+            token.detach()
+        isolation.end_run()
 
 
 #: a C++ source location in an onnxruntime message: ``path/file.h:91 namespace::function(arguments)``

@@ -10,12 +10,15 @@ iteration number), whose length is the count. Loops nested in bodies are not cou
 A Loop with neither a trip count nor a condition, or with no trip count and a constant true
 condition its body passes on, runs forever (the ONNX spec's ``for (i = 0; ; ++i)``):
 :func:`onnxmem.model.check_loops_end` refuses a run of a main graph that holds one before it
-starts.
+starts. One whose trip count is known but far too large to finish (a damaged file's
+8,589,934,595) is stopped by :class:`LoopClock` once its iterations so far show that the rest
+cannot end within the time limit, not when the limit is reached.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,8 +26,12 @@ import onnx
 
 from onnxmem.core.errors import PlanError, show_name
 from onnxmem.graph import GraphView, node_names
+from onnxmem.runtime.isolation import TimeLimitExceeded, seconds_left
 
-__all__ = ["check_trips", "loop_bounds", "over_bound"]
+__all__ = ["PROJECT_AFTER", "LoopClock", "check_trips", "loop_bounds", "over_bound"]
+
+#: seconds a Loop runs before :class:`LoopClock` projects the time of its remaining iterations
+PROJECT_AFTER = 1.0
 
 
 def loop_bounds(extra: Mapping[str, Any]) -> dict[str, int]:
@@ -93,3 +100,39 @@ def _fresh(base: str, taken: set[str]) -> str:
         name = f"{base}_{k}"
     taken.add(name)
     return name
+
+
+class LoopClock:
+    """The time of one run of a Loop (``loop``: its node's path) with ``trips`` iterations (its
+    trip count ``M``; ``None``: none, it ends on its condition). Once it has run
+    :data:`PROJECT_AFTER` seconds, :meth:`check` projects the remaining iterations at the pace of
+    those done and raises ``TimeLimitExceeded`` where they cannot end within what is left of the
+    run's time limit (:func:`onnxmem.runtime.isolation.seconds_left`): the command says so in a
+    second or so, not at the limit."""
+
+    def __init__(self, loop: str, trips: int | None) -> None:
+        self.loop, self.trips, self.start = loop, trips, time.monotonic()
+
+    def check(self, done: int) -> None:
+        """After ``done`` iterations: raise where the rest cannot end in time."""
+        if self.trips is None or done <= 0:
+            return
+        spent = time.monotonic() - self.start
+        left = seconds_left() if spent >= PROJECT_AFTER else None
+        if left is None:
+            return
+        need = spent / done * (self.trips - done)
+        if need > left[0]:
+            raise TimeLimitExceeded(
+                f"Loop {show_name(self.loop)} runs {self.trips:,} iterations (its trip count M); {done:,} took "
+                f"{spent:.1f} s, so the rest would take about {_duration(need)}, past --time-limit {left[1]:g} s: "
+                "give it a smaller trip count or raise --time-limit (verify --static-only proves the plan "
+                "without a run)")
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` in the largest unit that leaves a number of at least one."""
+    for unit, size in (("years", 365 * 86400.0), ("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:.0f} s"
