@@ -297,6 +297,46 @@ def test_a_loop_whose_trip_count_cannot_end_in_time_is_stopped_at_its_pace_not_a
     assert sorted(p.name for p in tmp_path.iterdir()) == ["long.onnx"]
 
 
+def _counting_loop(trips: int, stop: int | None) -> onnx.ModelProto:
+    """x -> Loop 'count' of trip count ``trips`` (a Relu carried) -> y; its body's condition is its
+    condition input passed on (``stop=None``: it runs every iteration), or ``i < stop``."""
+    cond = ([helper.make_node("Constant", [], ["stop"], value=helper.make_tensor("s", onnx.TensorProto.INT64, [], [stop])),
+             helper.make_node("Less", ["i", "stop"], ["c_out"])] if stop is not None
+            else [helper.make_node("Identity", ["c_in"], ["c_out"])])
+    body = helper.make_graph(
+        [*cond, helper.make_node("Relu", ["v_in"], ["v_out"])],
+        "body", [vi("i", [], onnx.TensorProto.INT64), vi("c_in", [], onnx.TensorProto.BOOL), vi("v_in", [1, 4])],
+        [vi("c_out", [], onnx.TensorProto.BOOL), vi("v_out", [1, 4])])
+    loop = helper.make_node("Loop", ["M", "go", "x"], ["y"], name="count", body=body)
+    return make_model([loop], [vi("x", [1, 4])], [vi("y", [1, 4])],
+                      [helper.make_tensor("M", onnx.TensorProto.INT64, [], [trips]),
+                       helper.make_tensor("go", onnx.TensorProto.BOOL, [], [True])])
+
+
+def test_only_a_loop_that_runs_every_iteration_of_its_trip_count_is_projected(tmp_path, monkeypatch):
+    """A trip count bounds a Loop whose body computes its condition (exporters write 2^63 - 1 for a
+    while loop): the arena run projects the remaining time only where the body passes its condition
+    on unchanged, so every iteration runs. With the projection made after the first iteration,
+    the Loop of 10^12 iterations is stopped, and the one of 2^63 - 1 that its body ends at 40 runs."""
+    from onnxmem.core.errors import RuntimeBackendError
+    from onnxmem.model import passes_true
+    from onnxmem.planning.pipeline import plan_model
+    from onnxmem.runtime import trips
+    from onnxmem.verify.run import execute_plan
+
+    monkeypatch.setattr(trips, "PROJECT_AFTER", 0.0)
+    for model, runs_all in ((_counting_loop(10**12, None), True), (_counting_loop(2**63 - 1, 40), False)):
+        assert passes_true(model.graph.node[0].attribute[0].g) is runs_all
+        path = tmp_path / "count.onnx"
+        onnx.save(model, path)
+        p = plan_model(path)
+        if runs_all:
+            with pytest.raises(RuntimeBackendError, match=r"Loop 'count' runs 1,000,000,000,000 iterations"):
+                execute_plan(p.plan, p.model, p.view, model_path=path)
+        else:
+            assert execute_plan(p.plan, p.model, p.view, model_path=path).findings == ()
+
+
 def _true_loop_model(cond: str, body_cond: str) -> onnx.ModelProto:
     """x -> Loop 'spin' (no trip count) over a Relu; its condition ``cond``: ``init`` (an
     initializer true), ``input`` (a graph input, given true), ``const`` (a Constant true) or

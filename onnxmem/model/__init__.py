@@ -33,6 +33,7 @@ from onnxmem.model.bodies import (
     iter_graphs,
     model_graphs,
     owner_key,
+    passes_true,
     subgraph_attributes,
 )
 from onnxmem.model.checkpoint import (
@@ -149,6 +150,7 @@ __all__ = [
     "NodeFields",
     "read_nodes",
     "owner_key",
+    "passes_true",
     "parse_dim_binding",
     "parse_input_shape",
     "read_external_data",

@@ -27,6 +27,7 @@ __all__ = [
     "iter_graphs",
     "model_graphs",
     "owner_key",
+    "passes_true",
     "subgraph_attributes",
 ]
 
@@ -82,7 +83,7 @@ def check_loops_end(graph: onnx.GraphProto) -> None:
             raise ModelError(f"Loop {show_name(node.name)} has neither a trip count (input M) nor a condition "
                              f"(input cond), so it never ends and no run of the model can finish; {fix}")
         body = next((a.g for a in node.attribute if a.name == "body" and a.type == _GRAPH), None)
-        if body is not None and _always_true(graph, node.input[1]) and _passes_true(body):
+        if body is not None and _always_true(graph, node.input[1]) and passes_true(body):
             raise ModelError(f"Loop {show_name(node.name)} has no trip count (input M), and its condition (input "
                              f"cond) is a constant true that its body passes on unchanged, so it never ends and no "
                              f"run of the model can finish; {fix}")
@@ -115,9 +116,10 @@ def _always_true(graph: onnx.GraphProto, name: str) -> bool:
     return False
 
 
-def _passes_true(body: onnx.GraphProto) -> bool:
+def passes_true(body: onnx.GraphProto) -> bool:
     """Whether a Loop body whose condition input is true gives a true condition output: the
-    output is that input (through Identities) or a constant true of the body."""
+    output is that input (through Identities) or a constant true of the body. Such a Loop with a
+    trip count runs all of its iterations; another one may end sooner on its condition."""
     if len(body.input) < 2 or not body.output:
         return False
     cond_in, name = body.input[1].name, body.output[0].name

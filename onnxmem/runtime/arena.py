@@ -113,7 +113,7 @@ import onnxmem.runtime.arena_buffers as buffers
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import PlanError, RuntimeBackendError, show_name
 from onnxmem.graph import GraphView, Op, bound_outputs, child_path
-from onnxmem.model import subgraph_attributes
+from onnxmem.model import passes_true, subgraph_attributes
 from onnxmem.plans.point import MemoryPlan
 from onnxmem.proof.plan import Finding, true_lifetimes
 from onnxmem.runtime.arena_buffers import SENTINEL, Slot
@@ -323,7 +323,8 @@ class ArenaRun(ArenaSteps):
         n_scan = len(graph.output) - 1 - len(carried)
         scans: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_scan)]
         bound = self._trip_bound(op)
-        clock = LoopClock(child_path(self.view.path, op.name), trips)
+        # a trip count bounds a Loop whose body may end it sooner: only one that runs all of them is timed
+        clock = LoopClock(child_path(self.view.path, op.name), trips if passes_true(graph) else None)
         i = 0
         while (trips is None or i < trips) and cond:
             if bound is not None and i >= bound:

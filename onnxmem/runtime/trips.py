@@ -103,8 +103,9 @@ def _fresh(base: str, taken: set[str]) -> str:
 
 
 class LoopClock:
-    """The time of one run of a Loop (``loop``: its node's path) with ``trips`` iterations (its
-    trip count ``M``; ``None``: none, it ends on its condition). Once it has run
+    """The time of one run of a Loop (``loop``: its node's path) that runs ``trips`` iterations (its
+    trip count ``M``, where its body cannot end it sooner: :func:`onnxmem.model.passes_true`;
+    ``None``: its condition may end it, and nothing is projected). Once it has run
     :data:`PROJECT_AFTER` seconds, :meth:`check` projects the remaining iterations at the pace of
     those done and raises ``TimeLimitExceeded`` where they cannot end within what is left of the
     run's time limit (:func:`onnxmem.runtime.isolation.seconds_left`): the command says so in a
