@@ -322,13 +322,14 @@ class ArenaRun(ArenaSteps):
         carried = [v for v in ins[2:] if v is not None]
         n_scan = len(graph.output) - 1 - len(carried)
         scans: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_scan)]
-        bound = self._trip_bound(op)
+        path = child_path(self.view.path, op.name)
+        bound = loop_bounds(self.plan.extra).get(path)  # the most iterations the plan holds, if it grows
         # a trip count bounds a Loop whose body may end it sooner: only one that runs all of them is timed
-        clock = LoopClock(child_path(self.view.path, op.name), trips if passes_true(graph) else None)
+        clock = LoopClock(path, trips if passes_true(graph) else None)
         i = 0
         while (trips is None or i < trips) and cond:
             if bound is not None and i >= bound:
-                raise over_bound(child_path(self.view.path, op.name), bound, trips)
+                raise over_bound(path, bound, trips)
             clock.check(i)
             it = np.array(i, dtype=np.int64)
             c = np.array(cond, dtype=np.bool_)
@@ -342,10 +343,6 @@ class ArenaRun(ArenaSteps):
             i += 1
         stacked = [self._stack(op, graph.output[1 + len(carried) + k].name, sl, 0, False) for k, sl in enumerate(scans)]
         return carried + stacked
-
-    def _trip_bound(self, op: Op) -> int | None:
-        """The most iterations the plan holds for this Loop (``extra.loop_trips``), if it grows."""
-        return loop_bounds(self.plan.extra).get(child_path(self.view.path, op.name))
 
     def _run_scan(self, op: Op, node: onnx.NodeProto, body: Any, graph: onnx.GraphProto,
                   ins: list[Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
