@@ -87,7 +87,8 @@ def _instrument(conv_algo: str | None, alone: bool, cold: bool) -> None:
         _timed(ArenaRun, name)
     _timed(PieceReference, "run_all", "reference beside (its thread)")
     _timed(pipeline, "plan_loaded")
-    _timed(ahead, "build_sessions", "sessions built ahead (before the first node)")
+    _timed(ahead.SessionsAhead, "__init__", "sessions ahead: the nodes' models made, the builds started")
+    _timed(ahead.SessionsAhead, "take", "waiting for a session built ahead (in the node's session step)")
     seen: set[int] = set()
     real_run = ArenaRun._bind_and_run
 

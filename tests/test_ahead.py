@@ -162,14 +162,11 @@ def test_a_first_run_ahead_gets_the_known_weights_and_zeros_else(convs, monkeypa
     assert ahead.warm_feeds(alone, op, planned.view, shapes, {}.get) is None
 
 
-def test_sessions_built_ahead_run_once_and_then_give_what_a_fresh_session_gives(convs, monkeypatch):
-    """With ``known``, each session built runs once on the pool (three kinds of node, three runs);
-    a node then run in a session so used computes bit for bit what a session built for it alone
-    computes. Without it, or with WARM_UP off, no session runs."""
+def _counted_runs(monkeypatch):
+    """``(ran, run)``: each ``InferenceSession.run`` from now on adds its session's id to ``ran``;
+    ``run`` is onnxruntime's own."""
     import onnxruntime as ort
 
-    _, planned = convs
-    options, providers = _setup()
     ran: list[int] = []
     real = ort.InferenceSession.run
 
@@ -178,6 +175,17 @@ def test_sessions_built_ahead_run_once_and_then_give_what_a_fresh_session_gives(
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(ort.InferenceSession, "run", counted)
+    return ran, real
+
+
+def test_sessions_built_ahead_run_once_and_then_give_what_a_fresh_session_gives(convs, monkeypatch):
+    """With ``known``, each session built runs once on the pool (three kinds of node, three runs);
+    a node then run in a session so used computes bit for bit what a session built for it alone
+    computes. Without it, or with WARM_UP off, no session runs."""
+
+    _, planned = convs
+    options, providers = _setup()
+    ran, real = _counted_runs(monkeypatch)
     items = _items(planned)
     for known, warm, runs in ((None, True, 0), ({}.get, False, 0), ({}.get, True, 3)):
         monkeypatch.setattr(ahead, "WARM_UP", warm)
@@ -258,3 +266,106 @@ def test_a_run_beside_whose_values_are_not_wanted_is_stopped(first):
     assert isinstance(beside.error, RuntimeBackendError), beside.error
     assert str(beside.error) == "the run of the model as a whole was stopped: its values were no longer wanted"
     assert thread_token() is None  # this thread's runs are stopped by nothing
+
+
+def _held(monkeypatch, op_type: str, release) -> None:
+    """onnxruntime's sessions, the one of a model with ``op_type`` built only once ``release`` is set."""
+    import onnxruntime as ort
+
+    real = ort.InferenceSession
+
+    def held(data, sess_options=None, providers=None):
+        if op_type.encode() in data:
+            assert release.wait(30)
+        return real(data, sess_options=sess_options, providers=providers)
+
+    monkeypatch.setattr(ort, "InferenceSession", held)
+
+
+def test_a_node_waits_for_its_own_session_not_for_those_built_after_it(convs, monkeypatch):
+    """The sessions of the Conv and the Relu are taken while the MaxPool's is still being built:
+    a node waits for its own session only, and the later one comes when it is built."""
+    import threading
+
+    release = threading.Event()
+    _held(monkeypatch, "MaxPool", release)
+    _, planned = convs
+    options, providers = _setup()
+    cache: dict = {}
+    building = ahead.SessionsAhead(planned.model, _items(planned), planned.view, options, providers, cache)
+    keys = list(building.futures)
+    try:
+        assert len(keys) == 3 and building.take(keys[0], cache) and building.take(keys[1], cache)
+        assert len(cache) == 2 and not building.futures[keys[2]].done()
+    finally:
+        release.set()
+    assert building.take(keys[2], cache) and len(cache) == 3
+    assert not building.take(keys[0], cache)  # taken once: the cache has it from then on
+    building.close()
+
+
+def test_closing_starts_no_more_builds_and_leaves_the_rest_to_node_session(convs, monkeypatch):
+    """One thread, its first build held: ``close`` waits for that one and starts no other; the
+    nodes whose sessions were not built get theirs from ``node_session``, the same kind of session."""
+    import threading
+
+    release = threading.Event()
+    _held(monkeypatch, "Conv", release)
+    _, planned = convs
+    options, providers = _setup()
+    cache: dict = {}
+    building = ahead.SessionsAhead(planned.model, _items(planned), planned.view, options, providers, cache, threads=1)
+    threading.Timer(0.3, release.set).start()
+    building.close()
+    assert [building.take(key, cache) for key in list(building.futures)] == [True, False, False]
+    found = [sessions.node_session(planned.model, node, op, planned.view, shapes, options, providers, cache)
+             for node, op, shapes in _items(planned)]
+    assert len(cache) == 3 and found[0] is found[3] and found[1] is found[4]
+
+
+def test_a_first_run_ahead_takes_its_turn_with_the_node_runs(convs, monkeypatch):
+    """While the caller holds ``runs`` (a node of its run running), the sessions are built but none
+    runs its first run, so none is handed over; once it lets go, each runs once and comes."""
+    import threading
+    import time
+
+    ran, _ = _counted_runs(monkeypatch)
+    release = threading.Event()
+    _held(monkeypatch, "", release)  # every build waits until the test holds the lock
+    _, planned = convs
+    options, providers = _setup()
+    cache: dict = {}
+    building = ahead.SessionsAhead(planned.model, _items(planned), planned.view, options, providers, cache,
+                                   known={}.get)
+    with building.runs:
+        release.set()
+        time.sleep(0.5)
+        assert ran == [] and not any(f.done() for f in building.futures.values())
+    building.finish()
+    assert sum(building.take(key, cache) for key in list(building.futures)) == 3 and len(ran) == 3
+
+
+def test_the_node_runs_of_a_run_take_turns_with_the_first_runs_ahead(convs, monkeypatch):
+    """``reference="nodes"`` with work beside: each node run, in the arena and outside it, holds the
+    lock of the sessions built ahead (``SessionsAhead.runs``), and the run finds what it finds alone."""
+    import onnxruntime as ort
+
+    path, planned = convs
+    made: list = []
+    real_init, real_run = ahead.SessionsAhead.__init__, ort.InferenceSession.run_with_iobinding
+    held: list[bool] = []
+
+    def init(self, *args, **kwargs):
+        made.append(self)
+        real_init(self, *args, **kwargs)
+
+    def run(self, binding, *args, **kwargs):
+        held.append(bool(made) and made[0].runs.locked())
+        return real_run(self, binding, *args, **kwargs)
+
+    monkeypatch.setattr(ahead.SessionsAhead, "__init__", init)
+    monkeypatch.setattr(ort.InferenceSession, "run_with_iobinding", run)
+    got = execute_plan(planned.plan, planned.model, planned.view, model_path=path,
+                       options=VerifyOptions(reference="nodes", beside=True))
+    assert got.findings == () and got.nodes_run == 5 and len(made) == 1
+    assert len(held) == 10 and all(held)  # five nodes, each run twice

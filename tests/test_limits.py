@@ -277,6 +277,58 @@ def test_a_command_forks_its_child_and_a_process_with_numpy_spawns_it():
     assert r.stdout.splitlines() == ["fork False", "True", "onnxruntime crashed (SIGSEGV)", "True False"]
 
 
+def test_a_prestarted_child_sets_up_the_device_it_is_told_while_the_parent_plans():
+    """``run_limits(prestart=True, warm=device)``: the forked child, once it has loaded onnxruntime,
+    builds and runs a node session of that device's kind before the first call comes
+    (``sessions.warm_device``); a device it cannot set up (CUDA without a GPU or without the
+    provider) leaves it as it was, and the calls run as before. Without ``warm`` it sets up none."""
+    import subprocess
+    import sys
+
+    from onnxmem.runtime import sessions
+
+    script = ("import os, sys\n"
+              "from onnxmem.runtime import isolation\n"
+              "for warm in (sys.argv[1], None):\n"
+              "    with isolation.run_limits(seconds=30, prestart=True, warm=warm):\n"
+              "        from onnxmem.runtime.sessions import warmed\n"
+              "        print(isolation._worker.method, isolation.run_isolated(warmed),\n"
+              "              isolation.run_isolated(os.getppid) == os.getpid())\n")
+    for device, warmed in (("cpu", "cpu"), ("cuda", "cuda" if sessions.cuda_available() else None)):
+        r = subprocess.run([sys.executable, "-c", script, device], capture_output=True, text=True,
+                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        assert r.returncode == 0, r.stderr[-2000:]
+        # (the second child is spawned: asking the first what it set up loaded numpy here)
+        assert r.stdout.splitlines() == [f"fork {warmed} True", "spawn None True"]
+
+
+def test_warming_a_device_runs_a_node_session_of_its_kind_or_says_it_cannot(monkeypatch):
+    """``warm_device``: on the CPU a session of the node sessions' options runs (the first use of
+    each kernel); where the session cannot be built it says ``False`` and raises nothing."""
+    import onnxruntime as ort
+
+    from onnxmem.runtime import sessions
+
+    built: list[list] = []
+    real = ort.InferenceSession
+
+    def counted(data, sess_options=None, providers=None):
+        built.append(list(providers))
+        return real(data, sess_options=sess_options, providers=providers)
+
+    monkeypatch.setattr(ort, "InferenceSession", counted)
+    monkeypatch.setattr(sessions, "_WARMED", None)
+    assert sessions.warm_device("cpu") is True and sessions.warmed() == "cpu"
+    assert built == [sessions.node_setup(False)[1]]
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("no provider")
+
+    monkeypatch.setattr(ort, "InferenceSession", refused)
+    monkeypatch.setattr(sessions, "_WARMED", None)
+    assert sessions.warm_device("cpu") is False and sessions.warmed() is None
+
+
 @pytest.mark.heavy
 def test_memory_running_out_in_pack_names_what_pack_can_be_given(tmp_path):
     """pack of 60,000 buffers all live at once under a 3 GiB address space: the buffers' lists of

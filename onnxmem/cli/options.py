@@ -230,8 +230,9 @@ def time_limit_option(prestart: Callable[[dict[str, object]], bool]) -> Callable
         def wrapper(*args: object, time_limit: float, **kwargs: object) -> object:
             from onnxmem.runtime.isolation import run_limits
 
-            with run_limits(seconds=time_limit, address_space=kwargs.get("device") != "cuda",
-                            prestart=prestart(kwargs)):
+            cuda = kwargs.get("device") == "cuda"
+            with run_limits(seconds=time_limit, address_space=not cuda, prestart=prestart(kwargs),
+                            warm="cuda" if cuda else None):
                 return fn(*args, **kwargs)
 
         return time_limit_flag(wrapper)  # type: ignore[return-value]

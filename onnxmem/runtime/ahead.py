@@ -6,9 +6,9 @@ its own runs either on another core. Where a core is spare (:func:`spare_core`):
 - the reference of a run on the CPU, the model as a whole in pieces
   (:class:`onnxmem.runtime.arena.ArenaRun`, :class:`Beside`);
 - where each node runs again as the reference (always on CUDA), the node sessions of the run,
-  built on a pool of threads before its first node (:func:`build_sessions`): on CUDA each
-  builds its own CUDA provider, one of the run's largest costs; a session builds the same
-  whatever the thread;
+  built on a pool of threads as its nodes run, a node waiting for its own session only
+  (:class:`SessionsAhead`): on CUDA each builds its own CUDA provider, one of the run's largest
+  costs; a session builds the same whatever the thread;
 - there too, the ordinary whole-model run on the CPU that the graph outputs are compared with
   for information (:meth:`onnxmem.runtime.arena_steps.ArenaSteps.compare_outputs`), started
   with the run (:func:`ordinary_beside`): on CUDA the node runs on the device leave this
@@ -33,12 +33,12 @@ import onnxmem.runtime.sessions as sessions
 from onnxmem.graph import GraphView, Op
 from onnxmem.runtime.isolation import StopToken, use_token
 
-__all__ = ["Beside", "BUILD_THREADS", "WARM_BYTES", "WARM_UP", "build_sessions", "ordinary_beside", "ordinary_values",
-           "spare_core", "wanted", "warm_feeds"]
+__all__ = ["Beside", "BUILD_THREADS", "SessionsAhead", "WARM_BYTES", "WARM_UP", "build_sessions", "ordinary_beside",
+           "ordinary_values", "spare_core", "wanted", "warm_feeds"]
 
 T = TypeVar("T")
 
-#: the most threads that build node sessions at once (:func:`build_sessions`)
+#: the most threads that build node sessions at once (:class:`SessionsAhead`)
 BUILD_THREADS = 8
 #: whether the sessions built ahead run once where their caller gives the values it knows
 WARM_UP = True
@@ -120,69 +120,125 @@ def warm_feeds(alone: sessions.Alone, op: Op, view: GraphView, shapes: Mapping[s
     return feeds
 
 
-def build_sessions(model: onnx.ModelProto, items: Sequence[tuple[onnx.NodeProto, Op, Mapping[str, tuple[int, ...]]]],
-                   view: GraphView, options: Any, providers: Sequence[Any], cache: Any,
-                   threads: int = BUILD_THREADS, alones: dict[int, sessions.Alone] | None = None,
-                   known: Callable[[str], Any] | None = None) -> int:
-    """Build on ``threads`` threads the sessions :func:`onnxmem.runtime.sessions.node_session`
-    would build for ``items`` (``(node, op, input shapes)`` in the order they run), each under the
-    key it would look up in ``cache``; the number built. Only sessions nodes alike share are built
-    (:func:`~onnxmem.runtime.sessions.node_alone`), at most ``cache.limit`` of them where the cache
-    has a limit, ``threads`` at a time while ``cache.room()`` says another fits. A node whose
-    session fails to build is left to ``node_session``, which gives its stand-in or its error.
-    ``alones``: each item's :class:`~onnxmem.runtime.sessions.Alone` put there by its op's index,
-    for ``node_session`` to take (it is not made again when the node runs). ``known``: where
-    given and :data:`WARM_UP`, each session built also runs once on :func:`warm_feeds`, its
-    outputs dropped: a session's first run costs more than the next (on CUDA, 12 ms against
-    0.3 ms over swin_t_legacy's nodes), and that cost is paid here, beside the others."""
-    import onnxruntime as ort
+Job = tuple[bytes, sessions.Alone, Op, Mapping[str, tuple[int, ...]]]
 
-    warm = known if WARM_UP else None
-    jobs: dict[Any, tuple[bytes, sessions.Alone, Op, Mapping[str, tuple[int, ...]]]] = {}
-    most = getattr(cache, "limit", len(items))
-    for node, op, shapes in items:
-        if len(jobs) >= most:
-            break
-        alone = sessions.node_alone(model, node, op, view, shapes, share=True)
-        if alones is not None:
-            alones[op.index] = alone
-        if alone.key is not None and alone.key not in cache and alone.key not in jobs:
-            jobs[alone.key] = (alone.serialized(model), alone, op, shapes)
 
-    def build(job: tuple[bytes, sessions.Alone, Op, Mapping[str, tuple[int, ...]]]) -> Any:
+class SessionsAhead:
+    """The node sessions :func:`onnxmem.runtime.sessions.node_session` would build for ``items``
+    (``(node, op, input shapes)`` in the order they run), built on ``threads`` threads while the
+    nodes run: a node waits for its own session only (:meth:`take`), not for every one.
+
+    Only sessions nodes alike share are built (:func:`~onnxmem.runtime.sessions.node_alone`), at
+    most ``cache.limit`` of them where the cache has a limit, in the order the nodes run, while
+    ``cache.room()`` says another fits. A session that fails to build is left to ``node_session``,
+    which gives its stand-in or its error. ``alones``: each item's
+    :class:`~onnxmem.runtime.sessions.Alone` put there by its op's index, for ``node_session`` to
+    take (it is not made again when the node runs). ``known``: where given and :data:`WARM_UP`,
+    each session built also runs once on :func:`warm_feeds`, its outputs dropped: a session's
+    first run costs more than the next (on CUDA, 12 ms against 0.3 ms over swin_t_legacy's
+    nodes), and that cost is paid here, beside the node runs.
+
+    Only the caller's thread touches ``cache``. A run of a session here holds :attr:`runs`, and so
+    must every node run of the caller's while these threads work: sessions on
+    CUDA draw their scratch from one arena for the process, and a kernel's workspace freed before
+    its stream has finished with it must not go to another stream's kernel meanwhile; a run holds
+    the lock until it has synchronized. :meth:`close` ends the work (a build under way finishes)."""
+
+    def __init__(self, model: onnx.ModelProto, items: Sequence[tuple[onnx.NodeProto, Op, Mapping[str, tuple[int, ...]]]],
+                 view: GraphView, options: Any, providers: Sequence[Any], cache: Any, threads: int = BUILD_THREADS,
+                 alones: dict[int, sessions.Alone] | None = None, known: Callable[[str], Any] | None = None) -> None:
+        self.view, self.options, self.providers = view, options, list(providers)
+        self.warm = known if WARM_UP else None
+        self.runs = threading.Lock()
+        self._stop = threading.Event()
+        jobs: dict[Any, Job] = {}
+        most = getattr(cache, "limit", len(items))
+        for node, op, shapes in items:
+            if len(jobs) >= most:
+                break
+            alone = sessions.node_alone(model, node, op, view, shapes, share=True)
+            if alones is not None:
+                alones[op.index] = alone
+            if alone.key is not None and alone.key not in cache and alone.key not in jobs:
+                jobs[alone.key] = (alone.serialized(model), alone, op, shapes)
+        #: each key's session once built (``None``: not built here), in the order the nodes run, until taken
+        self.futures: dict[Any, Future[Any]] = {key: Future() for key in jobs}
+        self._feeder = threading.Thread(target=self._feed, args=(jobs, max(1, threads), getattr(cache, "room", None)),
+                                        name="onnxmem-sessions", daemon=True)
+        self._feeder.start()
+
+    def _build(self, job: Job) -> Any:
+        import onnxruntime as ort
+
         data, alone, op, shapes = job
         try:
-            sess = ort.InferenceSession(data, sess_options=options, providers=list(providers))
+            sess = ort.InferenceSession(data, sess_options=self.options, providers=self.providers)
         except Exception:  # noqa: BLE001 - node_session builds it again and reports what fails
             return None
         # the made-up inputs made here, on the pool: none held for the sessions not yet built
-        feeds = warm_feeds(alone, op, view, shapes, warm) if warm is not None else None
-        if feeds is not None:
+        feeds = warm_feeds(alone, op, self.view, shapes, self.warm) if self.warm is not None else None
+        if feeds is not None and not self._stop.is_set():
             try:
-                sess.run(None, feeds)
+                with self.runs:
+                    sess.run(None, feeds)
             except Exception:  # noqa: BLE001 - a first run on made-up values may fail; the node's own is checked
                 pass
         return sess
 
-    room = getattr(cache, "room", None)
-    threads = max(1, threads)
-    made: dict[Any, Any] = {}
-    with ThreadPoolExecutor(threads, thread_name_prefix="onnxmem-session") as pool:
-        running: dict[Future[Any], Any] = {}
-        for key, job in jobs.items():
-            while len(running) >= threads:  # one starts as soon as one ends: no wave waits for its slowest
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                made.update((running.pop(f), f.result()) for f in done)
-            if room is not None and not room():
-                break
-            running[pool.submit(build, job)] = key
-        made.update((key, f.result()) for f, key in running.items())
-    built = 0
-    for key in jobs:  # into the cache in the order the nodes run: the first to be dropped are the last needed
-        if made.get(key) is not None:
-            cache[key] = made[key]
-            built += 1
-    return built
+    def _feed(self, jobs: dict[Any, Job], threads: int, room: Callable[[], bool] | None) -> None:
+        def build(key: Any, job: Job) -> None:
+            sess = None
+            try:
+                sess = self._build(job)
+            finally:  # whatever happens, the node waiting for it goes on
+                self.futures[key].set_result(sess)
+
+        try:
+            with ThreadPoolExecutor(threads, thread_name_prefix="onnxmem-session") as pool:
+                running: set[Future[Any]] = set()
+                for key, job in jobs.items():
+                    while len(running) >= threads:  # one starts as soon as one ends: no wave waits for its slowest
+                        _, running = wait(running, return_when=FIRST_COMPLETED)
+                    if self._stop.is_set() or (room is not None and not room()):
+                        break
+                    running.add(pool.submit(build, key, job))
+        finally:  # the pool has ended: those not started are built by node_session, if needed
+            for future in list(self.futures.values()):  # (the caller's thread takes them out meanwhile)
+                if not future.done():
+                    future.set_result(None)
+
+    def take(self, key: Any, cache: Any) -> bool:
+        """Put the session built here for ``key`` into ``cache``, once it is built, the first time
+        it is asked for (after that ``cache`` has it, or has dropped it); whether it put one."""
+        future = self.futures.get(key)
+        if future is None:
+            return False
+        sess = future.result()
+        del self.futures[key]  # held by the cache alone from now on: dropped from it, it is freed
+        if sess is not None:
+            cache[key] = sess
+        return sess is not None
+
+    def finish(self) -> None:
+        """Wait for every build."""
+        self._feeder.join()
+
+    def close(self) -> None:
+        """Start no more builds nor first runs; wait for those under way."""
+        self._stop.set()
+        self._feeder.join()
+
+
+def build_sessions(model: onnx.ModelProto, items: Sequence[tuple[onnx.NodeProto, Op, Mapping[str, tuple[int, ...]]]],
+                   view: GraphView, options: Any, providers: Sequence[Any], cache: Any,
+                   threads: int = BUILD_THREADS, alones: dict[int, sessions.Alone] | None = None,
+                   known: Callable[[str], Any] | None = None) -> int:
+    """Every session :class:`SessionsAhead` builds for ``items``, into ``cache`` under the keys
+    ``node_session`` looks them up by, in the order the nodes run (the first to be dropped from a
+    limited cache are the last needed), before this returns; the number built."""
+    ahead = SessionsAhead(model, items, view, options, providers, cache, threads, alones, known)
+    ahead.finish()
+    return sum(ahead.take(key, cache) for key in list(ahead.futures))
 
 
 def ordinary_beside(model: onnx.ModelProto, feeds: Mapping[str, Any], outputs: Sequence[str],

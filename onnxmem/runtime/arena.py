@@ -478,6 +478,7 @@ class _BodyRun(ArenaRun):
         self.private_seconds = 0.0
         self.whole = False  # a body's nodes run again outside the arena (ArenaSteps.reference_values)
         self._alones = {}  # none made ahead for a body's nodes (ArenaSteps.run_beside)
+        self.building = self.root.building  # (its node runs take turns with those of the sessions built ahead)
         self._weight_values = {}
         self._sessions = self.root._sessions
         self._node_sessions = self.root._node_sessions

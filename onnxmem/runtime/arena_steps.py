@@ -9,6 +9,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,7 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
     handed: frozenset[int] = frozenset()  #: nodes whose values the run ahead writes from the reference (ArenaRun.run_ahead)
     nodes_handed = 0  #: how many it wrote
     hand_values: handover.HandedValues | None = None  #: their values, where each node runs again as its reference
+    building: ahead.SessionsAhead | None = None  #: the node sessions built on threads as the nodes run (run_beside)
 
     def __init__(self, plan: MemoryPlan, model: onnx.ModelProto, view: GraphView, options: ExecutionOptions,
                  model_path: str | os.PathLike[str] | None = None) -> None:
@@ -143,14 +145,14 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
         self.load_inputs()
         self.run_reference()
         self.hand_over()
-        self.run_beside()
-        if self.spare_copies and not self.view.bodies and not self.opts.keep_going and (
-                not self.whole or isinstance(self.whole_values, PieceReference)):  # (pieces run again)
-            self.unkept = self.uncopied()
         start_run("the arena run")
-        t0 = time.perf_counter()
         compare = False
         try:
+            self.run_beside()
+            if self.spare_copies and not self.view.bodies and not self.opts.keep_going and (
+                    not self.whole or isinstance(self.whole_values, PieceReference)):  # (pieces run again)
+                self.unkept = self.uncopied()
+            t0 = time.perf_counter()
             try:
                 done = self.run_steps()
             except Uncopied:
@@ -161,6 +163,8 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
             compare = True
         finally:
             end_run()
+            if self.building is not None:
+                self.building.close()
             if self.ordinary is not None:
                 if not compare:  # its values are not taken: stopped, not waited for (it may not end)
                     self.ordinary.cancel()
@@ -281,8 +285,8 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
         self.ordinary = ahead.ordinary_beside(self.full, self.feeds, self.view.outputs, self.weights)
         items = [(self.nodes[k], self.view.ops[k], self._input_shapes(self.view.ops[k]))
                  for k in self.order if k not in self.weight_ops and k not in self.view.bodies and k not in self.handed]
-        ahead.build_sessions(self.full, items, self.view, self.session_options, self.providers, self._node_sessions,
-                             alones=self._alones, known=self.weights.get if self.cuda else None)
+        self.building = ahead.SessionsAhead(self.full, items, self.view, self.session_options, self.providers,
+                                            self._node_sessions, alones=self._alones, known=self.weights.get if self.cuda else None)
 
     def reference_values(self) -> dict[str, int] | None:
         """The values the whole-model reference gives (name -> element type: every output of a node
@@ -353,8 +357,10 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
 
     def session(self, op: Op, node: onnx.NodeProto) -> Any:
         """The node's own session; on CUDA, outputs the provider keeps on the host move to the host mirror."""
+        if (alone := self._alones.pop(op.index, None)) is not None and self.building is not None:
+            self.building.take(alone.key, self._node_sessions)  # its session, once built on its thread
         sess = sessions.node_session(self.full, node, op, self.view, self._input_shapes(op), self.session_options,
-                                     self.providers, self._node_sessions, self._alones.pop(op.index, None))
+                                     self.providers, self._node_sessions, alone)
         if standins.is_stand_in(sess) and op.op_type not in self.stood_in:
             self.stood_in.add(op.op_type)
             self.notes.append(standins.note(op.domain, op.op_type))
@@ -377,9 +383,10 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
         """Bind the node's values and run it: in the arena at the planned addresses and shapes,
         or (``in_arena=False``) on the private values, with outputs onnxruntime allocates."""
         binding = self._binding(op, sess, in_arena)
-        sess.run_with_iobinding(binding)
-        if self.cuda:
-            binding.synchronize_outputs()
+        with nullcontext() if self.building is None else self.building.runs:  # (SessionsAhead: one run at a time)
+            sess.run_with_iobinding(binding)
+            if self.cuda:
+                binding.synchronize_outputs()
         return binding
 
     def _binding(self, op: Op, sess: Any, in_arena: bool) -> Any:

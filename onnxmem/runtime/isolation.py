@@ -114,11 +114,13 @@ def current_limits() -> RunLimits:
 
 
 @contextmanager
-def run_limits(*, prestart: bool = False, **changes: Any) -> Iterator[RunLimits]:
+def run_limits(*, prestart: bool = False, warm: str | None = None, **changes: Any) -> Iterator[RunLimits]:
     """The limits of the runs made inside (``seconds=``, ``memory=``, ``address_space=``,
     ``isolate=``), as :class:`RunLimits` fields; the child, if one was started, ends on exit.
     ``prestart``: start the child now, so that it loads onnxruntime while this process
-    reads and plans the model."""
+    reads and plans the model; ``warm``: the device the child then sets up for the runs' node
+    sessions (:func:`onnxmem.runtime.sessions.warm_device`; on CUDA its context and libraries),
+    also while this process plans."""
     global _limits, _worker
     before = _limits
     _limits = dataclasses.replace(before, **changes)
@@ -126,7 +128,7 @@ def run_limits(*, prestart: bool = False, **changes: Any) -> Iterator[RunLimits]
         _limits = before
         raise OnnxmemError(f"--time-limit {changes.get('seconds')!r}: give a number of seconds above 0")
     if prestart and _limits.isolate and _shared is None and _worker is None and not _daemonic():
-        _worker = _Worker(_limits)
+        _worker = _Worker(_limits, warm)
     try:
         yield _limits
     finally:
@@ -264,7 +266,7 @@ def start_method() -> str:
 class _Worker:
     """The child process of one command, and the parent's end of its pipe."""
 
-    def __init__(self, limits: RunLimits) -> None:
+    def __init__(self, limits: RunLimits, warm: str | None = None) -> None:
         import multiprocessing as mp
 
         self.method = start_method()
@@ -278,7 +280,7 @@ class _Worker:
         import tempfile
 
         self.tmp = tempfile.mkdtemp(prefix="onnxmem-child-")
-        self.proc = ctx.Process(target=_serve, args=(child_end, self.label, self.started, limits, self.tmp),
+        self.proc = ctx.Process(target=_serve, args=(child_end, self.label, self.started, limits, self.tmp, warm),
                                 name="onnxmem-onnxruntime", daemon=True)
         self.proc.start()
         child_end.close()
@@ -484,10 +486,11 @@ def die_with_parent() -> None:
         pass
 
 
-def _serve(conn: Any, label: Any, started: Any, limits: RunLimits, tmp: str) -> None:
-    """The child's loop: limit its memory, then run each call it is sent until its pipe closes.
-    Ctrl-C is the parent's to handle (it stops this child): the child ignores SIGINT, so it
-    prints no traceback of its own. Its temporary files go in ``tmp``, the parent's to remove."""
+def _serve(conn: Any, label: Any, started: Any, limits: RunLimits, tmp: str, warm: str | None = None) -> None:
+    """The child's loop: limit its memory, load onnxruntime (and set up the device ``warm`` names),
+    then run each call it is sent until its pipe closes. Ctrl-C is the parent's to handle (it stops
+    this child): the child ignores SIGINT, so it prints no traceback of its own. Its temporary files
+    go in ``tmp``, the parent's to remove."""
     global _shared, _limits
     import tempfile
     import traceback
@@ -501,11 +504,19 @@ def _serve(conn: Any, label: Any, started: Any, limits: RunLimits, tmp: str) -> 
     with compiled_once():  # a spawned child makes the dataclasses of what it loads from the store
         for name in WARM_MODULES:  # loaded while the parent reads and plans, not when the first call comes
             importlib.import_module(name)
+        warming = None
+        if warm is not None:  # on a thread: a device that hangs as it starts holds up no call past its time limit
+            warming = threading.Thread(target=importlib.import_module("onnxmem.runtime.sessions").warm_device,
+                                       args=(warm,), name="onnxmem-warm", daemon=True)
+            warming.start()
         while True:
             try:
                 fn, args, kwargs, seconds = conn.recv()
             except (EOFError, OSError):
                 return
+            if warming is not None:  # the call runs once the device is set up (or its time limit has passed)
+                warming.join(seconds)
+                warming = None
             _limits = dataclasses.replace(limits, seconds=seconds)
             try:
                 reply: tuple[str, Any] = ("ok", fn(*args, **kwargs))

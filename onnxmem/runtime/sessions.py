@@ -51,6 +51,8 @@ __all__ = [
     "binding_type",
     "value_names",
     "ortvalue_bytes",
+    "warm_device",
+    "warmed",
     "require_cuda",
     "run_model",
     "run_values",
@@ -452,6 +454,57 @@ def cuda_available() -> bool:
     except RuntimeBackendError:
         return False
     return True
+
+
+#: the device :func:`warm_device` set up in this process, once it has
+_WARMED: str | None = None
+
+
+def _warm_model() -> bytes:
+    """A convolution, a product of matrices and a sum over a 4x4 image: the first use of cuDNN, of
+    cuBLAS and of the provider's own kernels, each of which loads its library and makes its handles
+    then."""
+    from onnx import TensorProto, helper
+
+    def value(name: str, shape: list[int]) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("MatMul", ["c", "m"], ["p"]),
+             helper.make_node("Add", ["p", "c"], ["y"])]
+    graph = helper.make_graph(nodes, "warm", [value("x", [1, 1, 4, 4]), value("w", [1, 1, 1, 1]),
+                                               value("m", [4, 4])], [value("y", [1, 1, 4, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # within what every supported onnxruntime reads
+    return bytes(model.SerializeToString())
+
+
+def warm_device(device: str) -> bool:
+    """Set up ``device`` for the node sessions of a run before its first one: onnxruntime's provider
+    loaded and, on CUDA, the device's context, the shared arena of the node sessions and the
+    libraries of cuDNN and cuBLAS, by building a session of :func:`node_setup`'s kind for a small
+    model and running it once. An onnxruntime child does this while its parent reads and plans
+    the model (:func:`onnxmem.runtime.isolation.run_limits`, ``warm``); the run's first node
+    session then finds it done. Whether it ran: ``False``, with nothing raised, where the device
+    cannot run it (the run's own first session then says why)."""
+    global _WARMED
+    import onnxruntime as ort
+
+    try:
+        if device == "cuda":
+            require_cuda()
+        options, providers = node_setup(device == "cuda")
+        sess = ort.InferenceSession(_warm_model(), sess_options=options, providers=providers)
+        x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+        sess.run(None, {"x": x, "w": np.ones((1, 1, 1, 1), np.float32), "m": np.eye(4, dtype=np.float32)})
+    except Exception:  # noqa: BLE001 - the run that needs the device reports its error itself
+        return False
+    _WARMED = device
+    return True
+
+
+def warmed() -> str | None:
+    """The device :func:`warm_device` set up in this process (``None``: none)."""
+    return _WARMED
 
 
 def on_host(meminfo: Any) -> bool:
