@@ -250,3 +250,34 @@ def test_shape_arithmetic_is_written_on_cuda_as_every_node_run_gives(tmp_path):
     caught = execute_plan(bad, p.model, p.view, model_path=path, options=opts)
     first = execute_plan(bad, p.model, p.view, model_path=path, options=dataclasses.replace(opts, handed=False))
     assert caught.findings and caught.findings[0] == first.findings[0]
+
+
+def test_the_device_arena_moves_bytes_by_the_runtime_as_its_session_does():
+    """The device arena copies by the CUDA runtime (``cudaMemcpy``) once it has checked them
+    against its Identity session: bytes written by the runtime at odd offsets and sizes read back
+    through the session, and bytes written through the session read back by the runtime; a
+    kernel run on onnxruntime's own stream right after a write by the runtime sees its bytes."""
+    from onnxmem.runtime.arena_buffers import CudaArena
+
+    arena = CudaArena(1 << 20)
+    assert arena._direct is not None  # the runtime onnxruntime's provider loaded answers
+    rng = np.random.default_rng(5)
+    for offset, size in ((0, 1), (3, 4093), (4096, 65_537), ((1 << 20) - 7, 7)):
+        data = rng.integers(0, 256, size, dtype=np.uint8)
+        arena.write(offset, data)
+        assert np.array_equal(arena._through_session(offset, size), data)
+        other = data[::-1].copy()
+        arena._move(("cpu", int(other.ctypes.data)), ("cuda", arena.base + offset), size)
+        assert np.array_equal(arena.read(offset, size), other)
+    assert CudaArena(1 << 20, direct=False)._direct is None
+
+
+def test_copies_that_do_not_move_the_bytes_are_not_used():
+    """A runtime whose copies say they succeeded but move nothing (or fail) is refused by the
+    check, and the arena keeps to its session; without a runtime there is nothing to check."""
+    from onnxmem.runtime.arena_buffers import CudaArena
+
+    arena = CudaArena(1 << 12, direct=False)
+    assert arena.direct_copies((lambda *args: 0, lambda: 0)) is None  # nothing moved
+    assert arena.direct_copies((lambda *args: 1, lambda: 0)) is None  # an error code
+    assert arena.direct_copies(None) is None

@@ -274,6 +274,23 @@ def test_cli_cuda_without_a_gpu_is_one_line(tmp_path):
     assert r.stderr.count("\n") == 1 and "--device cpu" in r.stderr
 
 
+def test_the_cuda_runtimes_copies_answer_with_an_error_where_no_gpu_runs():
+    """``cuda_copies``: typed for ctypes, a copy and a synchronization where no GPU can run answer
+    with the runtime's error code (the device arena then keeps to its session; on a GPU
+    tests/test_cuda.py checks the copies themselves); without a runtime library there are none."""
+    from onnxmem.runtime.arena_buffers import cuda_copies
+
+    if cuda_available():
+        pytest.skip("a CUDA device is present")
+    copies = cuda_copies()
+    if copies is None:
+        pytest.skip("no CUDA runtime library loads here")
+    copy, sync = copies
+    src, dst = np.arange(16, dtype=np.uint8), np.zeros(16, dtype=np.uint8)
+    assert copy(int(dst.ctypes.data), int(src.ctypes.data), 16, 2) != 0 and sync() != 0
+    assert not dst.any()
+
+
 @pytest.mark.cuda
 def test_cuda_arena(tmp_path):
     if not cuda_available():

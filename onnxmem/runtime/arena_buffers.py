@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+import onnxmem.runtime.isolation as isolation
 import onnxmem.runtime.sessions as sessions
 from onnxmem.core.errors import PlanInvalid, RuntimeBackendError, show_name
 from onnxmem.graph import GraphView, Op, draws_random
@@ -87,12 +88,39 @@ class HostArena:
         self.view[offset : offset + flat.size] = flat
 
 
+#: ``cudaMemcpyKind``: host to device, device to host
+_TO_DEVICE, _TO_HOST = 1, 2
+#: bytes of the arena :meth:`CudaArena.direct_copies` moves both ways to check the runtime's copies
+_CHECKED_BYTES = 4096
+
+
+def cuda_copies() -> tuple[Any, Any] | None:
+    """``(cudaMemcpy, cudaDeviceSynchronize)`` of the CUDA runtime onnxruntime's provider loaded,
+    typed for ctypes; ``None`` where no runtime library loads."""
+    import ctypes
+
+    cudart = isolation.cuda_runtime()
+    if cudart is None:
+        return None
+    try:
+        copy, sync = cudart.cudaMemcpy, cudart.cudaDeviceSynchronize
+    except AttributeError:
+        return None
+    copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    copy.restype = sync.restype = ctypes.c_int
+    sync.argtypes = []
+    return copy, sync
+
+
 class CudaArena:
-    """The arena as one CUDA allocation; bytes move through an Identity session."""
+    """The arena as one CUDA allocation. Bytes move by the CUDA runtime's ``cudaMemcpy`` where it
+    moves them as an Identity session of onnxruntime's does (:meth:`direct_copies`), else through
+    that session: one session run per copy costs several times one call of the runtime, and a
+    run on CUDA reads each input of a node and each value a write may reach."""
 
     device_type = "cuda"
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, direct: bool = True) -> None:
         import onnxruntime as ort
 
         n = max(size, 1)
@@ -104,7 +132,6 @@ class CudaArena:
                 f"cannot allocate the plan's arena of {size} B on the GPU: {sessions.first_line(exc, 160)}"
             ) from None
         self._n = n
-        self._fill()
         self.base = int(self._ov.data_ptr())
         x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, ["n"])
         y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, ["n"])
@@ -113,6 +140,38 @@ class CudaArena:
         self._copy = ort.InferenceSession(
             m.SerializeToString(), sess_options=session_options(), providers=["CUDAExecutionProvider"]
         )
+        self._direct: tuple[Any, Any] | None = None
+        if direct:
+            self._direct = self.direct_copies(cuda_copies())
+        self._fill()
+
+    def direct_copies(self, copies: tuple[Any, Any] | None) -> tuple[Any, Any] | None:
+        """``copies`` (:func:`cuda_copies`) where they move bytes as the Identity session does: a
+        pattern written to the arena's first bytes by the runtime reads back through the session,
+        and another written by the session reads back by the runtime; else ``None`` (no runtime
+        library, another runtime's pointers, an error). The arena's bytes are left to the caller."""
+        if copies is None:
+            return None
+        copy, sync = copies
+        n = min(self._n, _CHECKED_BYTES)
+        ours = (np.arange(n, dtype=np.int64) * 7 + 3).astype(np.uint8)
+        theirs, back = ours[::-1].copy(), np.empty(n, dtype=np.uint8)
+        try:
+            if copy(self.base, int(ours.ctypes.data), n, _TO_DEVICE) or sync():
+                return None
+            if not np.array_equal(self._through_session(0, n), ours):
+                return None
+            self._move(("cpu", int(theirs.ctypes.data)), ("cuda", self.base), n)
+            if copy(int(back.ctypes.data), self.base, n, _TO_HOST) or not np.array_equal(back, theirs):
+                return None
+        except Exception:  # noqa: BLE001 - ctypes or onnxruntime: the session's copies stay
+            return None
+        return copies
+
+    def _through_session(self, offset: int, size: int) -> np.ndarray:
+        out = np.empty(size, dtype=np.uint8)
+        self._move(("cuda", self.base + offset), ("cpu", int(out.ctypes.data)), size)
+        return out
 
     def _move(self, src: tuple[str, int], dst: tuple[str, int], size: int) -> None:
         if size == 0:
@@ -124,8 +183,12 @@ class CudaArena:
         b.synchronize_outputs()
 
     def read(self, offset: int, size: int) -> np.ndarray:
+        if self._direct is None or size == 0:
+            return self._through_session(offset, size)
         out = np.empty(size, dtype=np.uint8)
-        self._move(("cuda", self.base + offset), ("cpu", int(out.ctypes.data)), size)
+        # every kernel that wrote there has finished: each node run synchronizes its outputs
+        if self._direct[0](int(out.ctypes.data), self.base + offset, size, _TO_HOST):
+            raise RuntimeBackendError(f"the CUDA runtime failed to copy {size} B of the arena to the host")
         return out
 
     peek = read  # the bytes come to the host either way
@@ -140,7 +203,14 @@ class CudaArena:
 
     def write(self, offset: int, data: np.ndarray) -> None:
         flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        self._move(("cpu", int(flat.ctypes.data)), ("cuda", self.base + offset), int(flat.size))
+        if self._direct is None or flat.size == 0:
+            self._move(("cpu", int(flat.ctypes.data)), ("cuda", self.base + offset), int(flat.size))
+            return
+        copy, sync = self._direct
+        # from pageable memory the copy may return before its bytes land: the next kernel, on
+        # onnxruntime's own stream, waits for nothing of the runtime's, so the device finishes first
+        if copy(self.base + offset, int(flat.ctypes.data), int(flat.size), _TO_DEVICE) or sync():
+            raise RuntimeBackendError(f"the CUDA runtime failed to copy {flat.size} B to the arena")
 
 
 class ArenaMemory:

@@ -60,6 +60,7 @@ __all__ = [
     "at_step",
     "available_memory",
     "cuda_memory",
+    "cuda_runtime",
     "end_child",
     "current_limits",
     "die_with_parent",
@@ -431,7 +432,9 @@ def available_memory(device: str = "cpu") -> int | None:
 
 
 @functools.cache
-def _cudart() -> Any:
+def cuda_runtime() -> Any:
+    """The CUDA runtime library (``ctypes.CDLL``: the one onnxruntime's CUDA provider loaded, where
+    it has); ``None`` where none loads."""
     import ctypes
 
     for lib in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
@@ -447,7 +450,7 @@ def cuda_memory() -> tuple[int, int] | None:
     answers."""
     import ctypes
 
-    cudart = _cudart()
+    cudart = cuda_runtime()
     if cudart is None:
         return None
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
