@@ -302,6 +302,52 @@ def test_a_prestarted_child_sets_up_the_device_it_is_told_while_the_parent_plans
         assert r.stdout.splitlines() == [f"fork {warmed} True", "spawn None True"]
 
 
+def test_the_cuda_runtime_taken_is_the_one_the_process_loaded(tmp_path):
+    """``loaded_libraries`` lists the libraries this process mapped, by file name (onnxruntime's
+    extension here); ``cuda_runtime`` takes a CUDA runtime the process loaded already (as
+    onnxruntime's provider loads its own) over one the loader would find: a copy of the runtime
+    loaded from another folder is the one it gives."""
+    import shutil
+    import subprocess
+    import sys
+
+    import onnxruntime.capi.onnxruntime_pybind11_state as ort_module
+
+    from onnxmem.runtime.isolation import loaded_libraries
+
+    paths = loaded_libraries("onnxruntime_pybind11_state")
+    assert len(paths) == 1 and os.path.samefile(paths[0], ort_module.__file__)
+    assert loaded_libraries("no-such-library-") == []
+    real = _a_cuda_runtime()
+    if real is None:
+        pytest.skip("no CUDA runtime library loads here")
+    copy = tmp_path / os.path.basename(real)
+    shutil.copy(real, copy)
+    script = ("import ctypes, sys\n"
+              "ctypes.CDLL(sys.argv[1])\n"
+              "from onnxmem.runtime.isolation import cuda_runtime\n"
+              "print(cuda_runtime()._name)\n")
+    r = subprocess.run([sys.executable, "-c", script, str(copy)], capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == str(copy)
+
+
+def _a_cuda_runtime() -> str | None:
+    """The path of a CUDA runtime library the loader finds here (loaded into this process to find it)."""
+    import ctypes
+
+    from onnxmem.runtime.isolation import loaded_libraries
+
+    for lib in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+        try:
+            ctypes.CDLL(lib)
+        except OSError:
+            continue
+        return loaded_libraries("libcudart.so")[0]
+    return None
+
+
 def test_warming_a_device_runs_a_node_session_of_its_kind_or_says_it_cannot(monkeypatch):
     """``warm_device``: on the CPU a session of the node sessions' options runs (the first use of
     each kernel); where the session cannot be built it says ``False`` and raises nothing."""

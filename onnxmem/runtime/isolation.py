@@ -62,6 +62,7 @@ __all__ = [
     "cuda_memory",
     "cuda_runtime",
     "end_child",
+    "loaded_libraries",
     "current_limits",
     "die_with_parent",
     "end_run",
@@ -433,16 +434,34 @@ def available_memory(device: str = "cpu") -> int | None:
 
 @functools.cache
 def cuda_runtime() -> Any:
-    """The CUDA runtime library (``ctypes.CDLL``: the one onnxruntime's CUDA provider loaded, where
-    it has); ``None`` where none loads."""
+    """The CUDA runtime library (``ctypes.CDLL``): the one this process has loaded already (onnxruntime's
+    CUDA provider, from wherever it found it), else the first the loader finds; ``None`` where none
+    loads."""
     import ctypes
 
-    for lib in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
+    for lib in (*loaded_libraries("libcudart.so"), "libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                "libcudart.so.11.0"):
         try:
             return ctypes.CDLL(lib)
         except OSError:
             continue
     return None
+
+
+def loaded_libraries(prefix: str) -> list[str]:
+    """The paths of the shared libraries this process has mapped whose file names start with
+    ``prefix``, in the order the system lists them; none where it does not say (``/proc``)."""
+    found: list[str] = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                parts = line.rstrip("\n").split(maxsplit=5)
+                path = parts[5] if len(parts) == 6 else ""
+                if path.startswith("/") and os.path.basename(path).startswith(prefix) and path not in found:
+                    found.append(path)
+    except OSError:
+        pass
+    return found
 
 
 def cuda_memory() -> tuple[int, int] | None:
