@@ -1,5 +1,5 @@
 """Work an arena run does on other threads (onnxmem.runtime.ahead): node sessions built on a pool
-before the first node, under the keys node_session looks them up by, and the ordinary
+while the nodes run, under the keys node_session looks them up by, and the ordinary
 whole-model run beside the arena run; each gives what the same work on one thread gives."""
 
 from __future__ import annotations
@@ -37,6 +37,14 @@ def _setup():
     return sessions.node_setup(cuda=False)
 
 
+def _build_all(model, items, view, options, providers, cache, threads=ahead.BUILD_THREADS, alones=None, known=None):
+    """Every session ``SessionsAhead`` builds for ``items``, taken into ``cache`` in the order the
+    nodes run once all are built; the number taken."""
+    building = ahead.SessionsAhead(model, items, view, options, providers, cache, threads, alones, known)
+    building.finish()
+    return sum(building.take(key, cache) for key in list(building.futures))
+
+
 @pytest.mark.parametrize("threads", [1, 8])
 def test_the_sessions_built_are_those_node_session_finds(convs, threads):
     """Three kinds of node, three sessions built (on one thread or several); each node then finds
@@ -44,7 +52,7 @@ def test_the_sessions_built_are_those_node_session_finds(convs, threads):
     _, planned = convs
     options, providers = _setup()
     cache: dict = {}
-    assert ahead.build_sessions(planned.model, _items(planned), planned.view, options, providers, cache,
+    assert _build_all(planned.model, _items(planned), planned.view, options, providers, cache,
                                 threads=threads) == 3
     built = {id(s) for s in cache.values()}
     found = [sessions.node_session(planned.model, node, op, planned.view, shapes, options, providers, cache=cache)
@@ -58,7 +66,7 @@ def test_a_limited_cache_gets_the_first_kinds_only(convs):
     _, planned = convs
     options, providers = _setup()
     cache = sessions.RecentSessions(2)
-    assert ahead.build_sessions(planned.model, _items(planned), planned.view, options, providers, cache,
+    assert _build_all(planned.model, _items(planned), planned.view, options, providers, cache,
                                 threads=2) == 2
     items = _items(planned)
     for k in (0, 1):
@@ -78,21 +86,21 @@ def test_a_session_that_fails_to_build_is_left_to_node_session(convs):
     odd.op_type = "NoSuchOp"
     options, providers = _setup()
     cache: dict = {}
-    assert ahead.build_sessions(planned.model, [(odd, op, shapes)], planned.view, options, providers, cache) == 0
+    assert _build_all(planned.model, [(odd, op, shapes)], planned.view, options, providers, cache) == 0
     assert cache == {}
     with pytest.raises(RuntimeBackendError, match="cannot load node 'r1' \\(Relu\\) alone"):
         sessions.node_session(planned.model, odd, op, planned.view, shapes, options, providers, cache=cache)
 
 
 def test_each_node_made_ahead_is_not_made_again_when_it_runs(convs, monkeypatch):
-    """``build_sessions`` hands each node as its session runs it (``Alone``) to ``node_session``,
+    """``SessionsAhead`` hands each node as its session runs it (``Alone``) to ``node_session``,
     which then finds the node's session without making the node again."""
     _, planned = convs
     options, providers = _setup()
     cache: dict = {}
     alones: dict = {}
     items = _items(planned)
-    assert ahead.build_sessions(planned.model, items, planned.view, options, providers, cache, alones=alones) == 3
+    assert _build_all(planned.model, items, planned.view, options, providers, cache, alones=alones) == 3
     assert sorted(alones) == [op.index for _, op, _ in items]
     for node, op, shapes in items:
         assert alones[op.index] == sessions.node_alone(planned.model, node, op, planned.view, shapes, share=True)
@@ -191,7 +199,7 @@ def test_sessions_built_ahead_run_once_and_then_give_what_a_fresh_session_gives(
         monkeypatch.setattr(ahead, "WARM_UP", warm)
         ran.clear()
         cache: dict = {}
-        assert ahead.build_sessions(planned.model, items, planned.view, options, providers, cache, known=known) == 3
+        assert _build_all(planned.model, items, planned.view, options, providers, cache, known=known) == 3
         assert len(ran) == runs and set(ran) <= {id(s) for s in cache.values()}
     node, op, shapes = items[0]
     names = sessions.value_names(op)
@@ -221,7 +229,7 @@ def test_a_first_run_ahead_that_fails_still_gives_the_session(tmp_path):
     items = [it for it in _items(planned) if it[1].op_type == "Reshape"]
     cache: dict = {}
     bad = {"target": np.array([5, 5], np.int64)}.get
-    assert ahead.build_sessions(planned.model, items, planned.view, options, providers, cache, known=bad) == 1
+    assert _build_all(planned.model, items, planned.view, options, providers, cache, known=bad) == 1
     node, op, shapes = items[0]
     names = sessions.value_names(op)
     (sess,) = cache.values()

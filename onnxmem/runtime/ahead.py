@@ -33,8 +33,8 @@ import onnxmem.runtime.sessions as sessions
 from onnxmem.graph import GraphView, Op
 from onnxmem.runtime.isolation import StopToken, use_token
 
-__all__ = ["Beside", "BUILD_THREADS", "SessionsAhead", "WARM_BYTES", "WARM_UP", "build_sessions", "ordinary_beside",
-           "ordinary_values", "spare_core", "wanted", "warm_feeds"]
+__all__ = ["Beside", "BUILD_THREADS", "SessionsAhead", "WARM_BYTES", "WARM_UP", "ordinary_beside", "ordinary_values",
+           "spare_core", "wanted", "warm_feeds"]
 
 T = TypeVar("T")
 
@@ -226,19 +226,7 @@ class SessionsAhead:
     def close(self) -> None:
         """Start no more builds nor first runs; wait for those under way."""
         self._stop.set()
-        self._feeder.join()
-
-
-def build_sessions(model: onnx.ModelProto, items: Sequence[tuple[onnx.NodeProto, Op, Mapping[str, tuple[int, ...]]]],
-                   view: GraphView, options: Any, providers: Sequence[Any], cache: Any,
-                   threads: int = BUILD_THREADS, alones: dict[int, sessions.Alone] | None = None,
-                   known: Callable[[str], Any] | None = None) -> int:
-    """Every session :class:`SessionsAhead` builds for ``items``, into ``cache`` under the keys
-    ``node_session`` looks them up by, in the order the nodes run (the first to be dropped from a
-    limited cache are the last needed), before this returns; the number built."""
-    ahead = SessionsAhead(model, items, view, options, providers, cache, threads, alones, known)
-    ahead.finish()
-    return sum(ahead.take(key, cache) for key in list(ahead.futures))
+        self.finish()
 
 
 def ordinary_beside(model: onnx.ModelProto, feeds: Mapping[str, Any], outputs: Sequence[str],
