@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-verify-steps bench-handed bench-solvers bench-order bench-anyorder bench-classcode bench-steps bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
+.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-verify-steps bench-handed bench-solvers bench-order bench-anyorder bench-backend bench-classcode bench-steps bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -90,6 +90,10 @@ bench-order:
 # the bound every order must reach against each plan's order (docs/order.md)
 bench-anyorder:
 	$(PYTHON) bench/bench_anyorder.py
+
+# verify on every model of the onnx wheel's backend test data, and what it refuses (docs/backend-models.md)
+bench-backend:
+	$(PYTHON) bench/bench_backend.py
 
 # what the stored dataclass method code saves a command's process (docs/speed.md)
 bench-classcode:

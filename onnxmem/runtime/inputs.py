@@ -119,6 +119,9 @@ def check_inputs(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray],
             raise ShapeError(f"{where}: array {show_name(name)} is not a graph input of the model; "
                              f"its inputs are {known}")
         elem = types.get(name, 0)
+        if elem == onnx.TensorProto.STRING:  # no array of strings could be read anyway: npz keeps them as objects
+            raise ShapeError(f"{where}: graph input {show_name(name)} is a string tensor, whose size is not fixed; "
+                             "onnxmem plans numeric tensors only")
         if elem:
             try:
                 want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))

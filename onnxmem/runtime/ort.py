@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import onnx
 
+import onnxmem.runtime.standins as standins
 from onnxmem.core.errors import RuntimeBackendError, ShapeError, cut_words, one_line, show_name
 from onnxmem.model import (
     MAX_CAPTURED_ELEMENTS,
@@ -169,7 +170,8 @@ def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] |
     try:
         return ort.InferenceSession(data, sess_options=options, providers=providers or ["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-        raise RuntimeBackendError(f"onnxruntime cannot load the model: {first_line(exc)}") from None
+        fix = standins.no_kernel_fix(str(exc), model) if isinstance(model, onnx.ModelProto) else ""
+        raise RuntimeBackendError(f"onnxruntime cannot load the model: {first_line(exc)}{fix}") from None
     finally:
         end_run()
 
@@ -285,12 +287,8 @@ def check_memory(size: int, device: str, what: str, *, fix: str, slack: int = 0)
         )
 
 
-def random_inputs(
-    model: onnx.ModelProto,
-    shapes: Mapping[str, tuple[int, ...]],
-    seed: int = 0,
-    given: Mapping[str, np.ndarray] | None = None,
-) -> dict[str, np.ndarray]:
+def random_inputs(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]], seed: int = 0,
+                  given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Seeded random data for every real graph input, at the given shapes.
 
     Floats are uniform in [-1, 1); integers in [0, 4) so that they are valid

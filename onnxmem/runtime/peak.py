@@ -90,6 +90,7 @@ from typing import Any
 
 import onnx
 
+import onnxmem.runtime.standins as standins
 from onnxmem.core.choices import EXECUTION_MODES
 from onnxmem.core.errors import OnnxmemError, RuntimeBackendError
 from onnxmem.graph import GraphView
@@ -250,7 +251,8 @@ def _profiled_runs(folded: onnx.ModelProto, so: Any, providers: list[Any], feeds
     try:
         sess = ort.InferenceSession(folded.SerializeToString(), sess_options=so, providers=providers)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-        raise RuntimeBackendError(f"onnxruntime cannot load the model to profile it: {first_line(exc)}") from None
+        raise RuntimeBackendError(f"onnxruntime cannot load the model to profile it: {first_line(exc)}"
+                                  f"{standins.no_kernel_fix(str(exc), folded)}") from None
     for _ in range(runs):
         run_bounded(sess, None, feeds, "to profile it")
     path = sess.end_profiling()

@@ -39,7 +39,8 @@ from onnx import helper
 
 from onnxmem.core.errors import RuntimeBackendError, show_name
 
-__all__ = ["STAND_INS", "has_stand_in", "inline", "is_stand_in", "mark_stand_in", "missing_kernel", "note", "stand_in_model"]
+__all__ = ["STAND_INS", "has_stand_in", "inline", "is_stand_in", "mark_stand_in", "missing_kernel", "no_kernel_fix", "note",
+           "stand_in_model"]
 
 #: the opset of the stand-in graphs (ReduceSum's axes an input, Slice's bounds inputs)
 OPSET = 17
@@ -99,6 +100,16 @@ def missing_kernel(message: str) -> str | None:
     """The op onnxruntime has no kernel for, from its error message; ``None`` for other errors."""
     m = _MISSING.search(message)
     return (m.group(1) or m.group(2)) if m else None
+
+
+def no_kernel_fix(message: str, model: onnx.ModelProto) -> str:
+    """What to do where onnxruntime has no kernel for an op (``message``: its error) of a model that
+    declares an ai.onnx opset before 7, onnxruntime's oldest (``"; convert ..."``); else ``""``."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None or opset >= 7 or missing_kernel(message) is None:
+        return ""
+    return (f"; the model declares ai.onnx opset {opset} and onnxruntime has kernels for 7 and later: convert it "
+            "(onnx.version_converter.convert_version(model, 17)) and plan the converted model")
 
 
 class _Refused(RuntimeBackendError):

@@ -468,11 +468,25 @@ def _unknown_sizes(
     When graph inputs have dims nothing binds, the message names those inputs,
     their patterns and a ready ``--input-shape`` line (and ``--dim`` for named
     dims); dims that inference made up (``unk__N``) or that only outputs carry
-    are never offered. Otherwise, when a node of a domain onnx does not know stops inference
+    are never offered (a value that is a sequence or map comes first: no flag sizes it). Otherwise,
+    when a node of a domain onnx does not know stops inference
     (its inputs known, an output not) and onnxmem has no rule for it, the message names it;
     else the sizes depend on data.
     """
     shown = listed(missing, 5)
+    mapped = _non_tensor(model, missing)  # first: no flag gives a sequence a size
+    if mapped is not None:
+        name, maker = mapped
+        if maker is not None:  # a sequence op's: no flag or run gives it a size
+            return ShapeError(
+                f"value {show_name(name)} is a sequence (the output of {maker}), not a tensor: onnxmem plans "
+                "tensors only; write the model with tensors instead (Concat or Split of the items, say)"
+            )
+        return ShapeError(
+            f"value {show_name(name)} is a sequence or map (ZipMap's probabilities, say), not a tensor: onnxmem "
+            "plans tensors only; write the model without it (skl2onnx: options={id(model): {'zipmap': False}} "
+            "gives the probabilities as one tensor)"
+        )
     hints: list[str] = []
     open_inputs = [
         (name, declared) for name, declared in graph_inputs(model).items()
@@ -510,13 +524,6 @@ def _unknown_sizes(
     broken = broken_graph(model.graph, opset_version(model))
     if broken is not None:  # no shape follows from it, nor would a run: the model, not the data
         return ShapeError(f"sizes of {len(missing)} tensors are unknown ({shown}): {broken}; fix the model")
-    mapped = _non_tensor(model, missing)
-    if mapped is not None:
-        return ShapeError(
-            f"value {show_name(mapped)} is a sequence or map (ZipMap's probabilities, say), not a tensor: onnxmem "
-            "plans tensors only; write the model without it (skl2onnx: options={id(model): {'zipmap': False}} "
-            "gives the probabilities as one tensor)"
-        )
     stacked = _stacked_output(model, missing)
     if stacked is not None:
         return ShapeError(
@@ -553,14 +560,24 @@ def _stacked_output(model: onnx.ModelProto, missing: list[str]) -> str | None:
     return None
 
 
-def _non_tensor(model: onnx.ModelProto, missing: list[str]) -> str | None:
-    """The first of ``missing`` that is no tensor: declared a sequence, map or optional, or written
-    by ai.onnx.ml's ZipMap (a sequence of maps)."""
+#: the ONNX ops whose outputs are sequences
+SEQUENCE_OPS = frozenset({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SplitToSequence",
+                          "SequenceMap"})
+
+
+def _non_tensor(model: onnx.ModelProto, missing: list[str]) -> tuple[str, str | None] | None:
+    """The first of ``missing`` that is no tensor, and where it is the output of a main-graph
+    node of :data:`SEQUENCE_OPS`, that node (``"SequenceConstruct node 'n'"``); else ``None``
+    for one declared a sequence, map or optional, or written by ai.onnx.ml's ZipMap (a sequence
+    of maps)."""
     g = model.graph
+    makers = {o: f"{n.op_type} node {show_name(n.name or o)}" for n in g.node
+              if n.domain in ("", "ai.onnx") and n.op_type in SEQUENCE_OPS for o in n.output if o}
     declared = {vi.name for vi in (*g.output, *g.value_info)
                 if vi.type.WhichOneof("value") in ("sequence_type", "map_type", "optional_type")}
     declared |= {o for n in g.node if n.domain == "ai.onnx.ml" and n.op_type == "ZipMap" for o in n.output}
-    return next((m for m in missing if m in declared), None)
+    first = next((m for m in missing if m in makers or m in declared), None)
+    return None if first is None else (first, makers.get(first))
 
 
 def _unknown_at_zero(missing: list[str], zero: list[str]) -> ShapeError:

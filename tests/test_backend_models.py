@@ -1,0 +1,122 @@
+"""The onnx wheel's backend test models (``onnx/backend/test/data/{simple,pytorch-*}``) that
+onnxmem cannot plan or onnxruntime cannot run: each gets one line that names what and the fix,
+and no flag the line offers loops back to it. ``make bench-backend`` runs ``verify`` over all of
+them (docs/backend-models.md)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.version_converter
+import pytest
+from click.testing import CliRunner
+
+from onnxmem.cli.main import main
+
+DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
+
+
+def run(*args: object):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def one_line(r) -> str:
+    assert r.exit_code == 1, r.output
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "Traceback" not in r.output, r.output
+    return r.stderr
+
+
+def model(name: str) -> Path:
+    path = DATA / name / "model.onnx"
+    assert path.is_file(), f"the onnx wheel's {name} is missing"
+    return path
+
+
+@pytest.mark.parametrize(("name", "maker"), [
+    ("simple/test_sequence_model1", "SequenceEmpty node 'Seq_empty'"),
+    ("simple/test_sequence_model5", "SequenceConstruct node 'seq_1'"),
+    ("simple/test_sequence_model7", "SplitToSequence node 'seq_1'"),
+])
+@pytest.mark.parametrize("flags", [(), ("--measure-shapes",)])
+def test_a_sequence_value_is_named_with_the_op_that_makes_it(name, maker, flags):
+    """A value written by a sequence op has no size any flag or run gives: the line said its shape
+    depended on data and sent the user to --measure-shapes, which ended in the same line."""
+    out = one_line(run("plan", model(name), *flags))
+    assert f"is a sequence (the output of {maker}), not a tensor: onnxmem plans tensors only" in out, out
+    assert "--measure-shapes" not in out, out
+
+
+def test_a_sequence_comes_before_the_flags_for_unbound_dims():
+    """test_sequence_model8's input has a named dim nothing binds, and a SplitToSequence: binding
+    the dim first would only lead to the sequence, so the line names the sequence."""
+    out = one_line(run("plan", model("simple/test_sequence_model8")))
+    assert "'seq_1' is a sequence (the output of SplitToSequence node 'seq_1')" in out and "--dim" not in out, out
+    out = one_line(run("plan", model("simple/test_sequence_model8"), "--dim", "n=3"))
+    assert "'seq_1' is a sequence" in out, out
+
+
+def test_a_string_input_given_by_inputs_is_refused_as_a_string_tensor(tmp_path):
+    """An array of strings for a string graph input: the line said to save it with dtype object,
+    which --inputs then refused (numpy reads object arrays only through pickle)."""
+    path = tmp_path / "x.npz"
+    np.savez(path, x=np.array(["monday", "tuesday"]))
+    out = one_line(run("verify", model("simple/test_strnorm_model_nostopwords_nochangecase"), "--inputs", path))
+    assert "graph input 'x' is a string tensor, whose size is not fixed; onnxmem plans numeric tensors only" in out
+    assert "save it as" not in out, out
+
+
+@pytest.mark.parametrize("command", ["verify", "compare"])
+def test_an_opset_onnxruntime_has_no_kernel_for_says_to_convert(tmp_path, command):
+    """An ai.onnx opset 6 model (PyTorch's old exports): onnxruntime has no Add(6) kernel. The line
+    keeps onnxruntime's words and adds the fix; the model that fix makes verifies."""
+    path = model("pytorch-operator/test_operator_add_broadcast")
+    out = one_line(run(command, path))
+    assert "Could not find an implementation for Add(6)" in out, out
+    assert "declares ai.onnx opset 6 and onnxruntime has kernels for 7 and later: convert it" in out, out
+    if command == "verify":
+        converted = tmp_path / "converted.onnx"
+        onnx.save(onnx.version_converter.convert_version(onnx.load(path), 17), converted)
+        r = run("verify", converted)
+        assert r.exit_code == 0 and r.output.rstrip().endswith("verified"), r.output
+
+
+def test_a_missing_kernel_at_a_current_opset_gets_no_conversion_advice():
+    """The advice is for opsets before 7 alone: a contrib op without a kernel in a current model
+    does not get it."""
+    from onnxmem.runtime.standins import no_kernel_fix
+
+    message = "Could not find an implementation for Add(6) node with name 'node'"
+    old = onnx.load(model("pytorch-operator/test_operator_add_broadcast"))
+    assert no_kernel_fix(message, old).startswith("; the model declares ai.onnx opset 6")
+    new = onnx.version_converter.convert_version(old, 17)
+    assert no_kernel_fix(message, new) == ""
+    assert no_kernel_fix("some other failure", old) == ""
+
+
+def test_the_bench_reads_verify_lines_and_sorts_refusals(tmp_path):
+    """bench/bench_backend.py: the test inputs of a model as --inputs, the arena and outputs read
+    from verify's own lines (an arena under 1 KiB prints no bytes in parentheses), and each kind of
+    refusal sorted by what its line says."""
+    import sys
+
+    bench = str(Path(__file__).resolve().parent.parent / "bench")
+    sys.path.insert(0, bench)
+    try:
+        import bench_backend as bb
+    finally:
+        sys.path.remove(bench)
+    path = model("pytorch-converted/test_Conv2d")
+    inputs = bb.test_inputs(path, tmp_path / "in.npz")
+    assert inputs is not None and set(np.load(inputs)) == {"0"}
+    code, out, err = bb.verify(path, inputs)
+    cell = bb.verified_cell(out)
+    assert code == 0, err
+    assert re.fullmatch(r"arena [\d,]+ B; 1 outputs identical", cell), cell
+    assert bb.verified_cell("arena     320 B   4 tensors\n  output  y: ok, against the reference: identical\n") \
+        == "arena 320 B; 1 outputs identical"
+    assert bb.test_inputs(model("simple/test_strnorm_model_nostopwords_nochangecase"), tmp_path / "s.npz") is None
+    code, _, err = bb.verify(model("simple/test_sequence_model5"), None)
+    assert code == 1 and bb.kind_of(err) == "a sequence value: onnxmem plans tensors only", err
