@@ -9,6 +9,7 @@ The public interface of the shapes layer; higher layers import from here
   shapes the caller passes in, the exporter's value_info), then the subgraphs
   (:mod:`~onnxmem.shapes.subgraphs`; Loops whose carried values grow per iteration, sized for a
   trip bound, in :mod:`~onnxmem.shapes.loops`); :func:`infer_symbolic_shapes` for range plans;
+  where sizes stay unknown, the one line that leads to the fix (:mod:`~onnxmem.shapes.unknown`);
 * :class:`ShapeInfo`, the frozen result;
 * :mod:`~onnxmem.shapes.shapeeval`: the interpreter of shape arithmetic (op rules in
   :mod:`~onnxmem.shapes.evalops`); :mod:`~onnxmem.shapes.training`: gradient op rules.

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 import onnxmem.shapes.pieces as pieces
-from onnxmem.core.errors import ShapeError, flag_value, listed, show_name
+from onnxmem.core.errors import ShapeError, listed, show_name
 from onnxmem.core.memory import release_freed
 from onnxmem.model import (
     BodyKey,
@@ -25,8 +25,6 @@ from onnxmem.model import (
     NodeFields,
     bind_dims,
     body_captures,
-    dim_label,
-    graph_inputs,
     iter_bodies,
     read_nodes,
     read_type,
@@ -35,8 +33,8 @@ from onnxmem.model import (
     set_shape,
     subgraph_attributes,
 )
-from onnxmem.shapes.consistency import broken_graph, check_shapes
-from onnxmem.shapes.contrib import complete_contrib, unshaped_reason
+from onnxmem.shapes.consistency import check_shapes
+from onnxmem.shapes.contrib import complete_contrib
 from onnxmem.shapes.contrib_attention import value_sized
 from onnxmem.shapes.engines import (
     collect_types,
@@ -49,8 +47,7 @@ from onnxmem.shapes.engines import (
     undeclared_outputs,
 )
 from onnxmem.shapes.info import ShapeInfo
-from onnxmem.shapes.loops import loop_name
-from onnxmem.shapes.shapeeval import evaluate_values, opset_version
+from onnxmem.shapes.shapeeval import evaluate_values
 from onnxmem.shapes.steps import (
     STEPS,
     Inference,
@@ -68,6 +65,7 @@ from onnxmem.shapes.subgraphs import (
     taken_branches,
     with_shapes,
 )
+from onnxmem.shapes.unknown import unknown_at_zero, unknown_sizes
 
 __all__ = ["SYMBOLIC_ROUNDS", "infer_shapes", "infer_symbolic_shapes", "top_level_values"]
 
@@ -132,8 +130,8 @@ def infer_shapes(
     if missing:
         zero = sorted(k for k, v in (dims or {}).items() if v == 0)
         if zero:
-            raise _unknown_at_zero(missing, zero)
-        raise _unknown_sizes(missing, model, state.file_dims, input_shapes, state.known)
+            raise unknown_at_zero(missing, zero)
+        raise unknown_sizes(missing, model, state.file_dims, input_shapes, state.known)
     known = state.known
     for name, init in zip(fields.initializers, model.graph.initializer):  # names the view shares
         known.setdefault(name, (init.data_type, tuple(init.dims)))
@@ -454,152 +452,3 @@ def _restored(info: Mapping[str, tuple[int | None, tuple[Dim, ...] | None]], nam
         return _FRESH.sub(lambda hit: f"({names[hit.group(0)]})" if hit.group(0) in names else hit.group(0), d)
 
     return {k: (et, None if sh is None else tuple(text(d) for d in sh)) for k, (et, sh) in info.items()}
-
-
-def _unknown_sizes(
-    missing: list[str],
-    model: onnx.ModelProto,
-    file_dims: Mapping[str, int],
-    input_shapes: Mapping[str, tuple[int, ...]],
-    known: Mapping[str, TypedShape],
-) -> ShapeError:
-    """The error for values whose size is still unknown, leading to the flags that fix it.
-
-    When graph inputs have dims nothing binds, the message names those inputs,
-    their patterns and a ready ``--input-shape`` line (and ``--dim`` for named
-    dims); dims that inference made up (``unk__N``) or that only outputs carry
-    are never offered (a value that is a sequence or map comes first: no flag sizes it). Otherwise,
-    when a node of a domain onnx does not know stops inference
-    (its inputs known, an output not) and onnxmem has no rule for it, the message names it;
-    else the sizes depend on data.
-    """
-    shown = listed(missing, 5)
-    mapped = _non_tensor(model, missing)  # first: no flag gives a sequence a size
-    if mapped is not None:
-        name, maker = mapped
-        if maker is not None:  # a sequence op's: no flag or run gives it a size
-            return ShapeError(
-                f"value {show_name(name)} is a sequence (the output of {maker}), not a tensor: onnxmem plans "
-                "tensors only; write the model with tensors instead (Concat or Split of the items, say)"
-            )
-        return ShapeError(
-            f"value {show_name(name)} is a sequence or map (ZipMap's probabilities, say), not a tensor: onnxmem "
-            "plans tensors only; write the model without it (skl2onnx: options={id(model): {'zipmap': False}} "
-            "gives the probabilities as one tensor)"
-        )
-    hints: list[str] = []
-    open_inputs = [
-        (name, declared) for name, declared in graph_inputs(model).items()
-        if name not in input_shapes
-        and (declared is None or any(resolve_dim(d, file_dims) is None for d in declared))
-    ]
-    for name, declared in open_inputs[:4]:
-        flag = flag_value(name)
-        if declared is None:
-            hints.append(f"{show_name(name)} (rank not declared): pass --input-shape {flag}=D1xD2...")
-            continue
-        pattern: list[str] = []
-        ready: list[str] = []
-        named: list[str] = []
-        for axis, d in enumerate(declared):
-            value = resolve_dim(d, file_dims)
-            if value is not None:
-                pattern.append(str(value))
-                ready.append(str(value))
-                continue
-            pattern.append("?" if d is None else dim_label(str(d)))
-            ready.append(f"N{axis}")
-            if isinstance(d, str):
-                named.append(dim_label(d))
-        line = f"{show_name(name)} [{', '.join(pattern)}]: pass --input-shape {flag}={'x'.join(ready)}"
-        if named:
-            line += " (or --dim " + " --dim ".join(f"{n}=N" for n in dict.fromkeys(named)) + ")"
-        hints.append(line)
-    if hints:
-        more = f"; and {len(open_inputs) - 4} more inputs" if len(open_inputs) > 4 else ""
-        return ShapeError(
-            f"sizes of {len(missing)} tensors are unknown ({shown}): graph inputs have unbound "
-            f"dims: {'; '.join(hints)}{more}"
-        )
-    broken = broken_graph(model.graph, opset_version(model))
-    if broken is not None:  # no shape follows from it, nor would a run: the model, not the data
-        return ShapeError(f"sizes of {len(missing)} tensors are unknown ({shown}): {broken}; fix the model")
-    stacked = _stacked_output(model, missing)
-    if stacked is not None:
-        return ShapeError(
-            f"sizes of {len(missing)} tensors are unknown ({shown}): {stacked}; pass --max-trips N to plan for "
-            "runs of at most N iterations (verify refuses a run of more), or --measure-shapes to plan for the "
-            "count of one run"
-        )
-    stuck = _stuck_node(model, known)
-    if stuck is not None:
-        return ShapeError(
-            f"sizes of {len(missing)} tensors are unknown ({shown}): {stuck}; "
-            "pass --measure-shapes (with --inputs where random values do not fit) to run the model once and "
-            "measure them"
-        )
-    return ShapeError(
-        f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
-        "data; pass --measure-shapes to run the model once and measure them, or give the values of the graph "
-        "inputs they depend on (--inputs FILE.npz: small numeric ones, a Reshape's target say, are read as known)"
-    )
-
-
-def _stacked_output(model: onnx.ModelProto, missing: list[str]) -> str | None:
-    """Why a scan output of a main-graph Loop among ``missing`` has no size (it stacks one slice per
-    iteration and the trip count is not known before the run), or ``None``."""
-    for i, node in enumerate(model.graph.node):
-        body = dict(subgraph_attributes(node)).get("body") if node.op_type == "Loop" else None
-        if body is None or node.domain not in ("", "ai.onnx"):
-            continue
-        carried = max(len(node.input) - 2, 0)
-        for o in node.output[carried:]:
-            if o and o in missing:
-                return (f"{show_name(o)} stacks one slice per iteration of Loop {show_name(loop_name(model.graph, i))},"
-                        " whose trip count is not known before the run")
-    return None
-
-
-#: the ONNX ops whose outputs are sequences
-SEQUENCE_OPS = frozenset({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SplitToSequence",
-                          "SequenceMap"})
-
-
-def _non_tensor(model: onnx.ModelProto, missing: list[str]) -> tuple[str, str | None] | None:
-    """The first of ``missing`` that is no tensor, and where it is the output of a main-graph
-    node of :data:`SEQUENCE_OPS`, that node (``"SequenceConstruct node 'n'"``); else ``None``
-    for one declared a sequence, map or optional, or written by ai.onnx.ml's ZipMap (a sequence
-    of maps)."""
-    g = model.graph
-    makers = {o: f"{n.op_type} node {show_name(n.name or o)}" for n in g.node
-              if n.domain in ("", "ai.onnx") and n.op_type in SEQUENCE_OPS for o in n.output if o}
-    declared = {vi.name for vi in (*g.output, *g.value_info)
-                if vi.type.WhichOneof("value") in ("sequence_type", "map_type", "optional_type")}
-    declared |= {o for n in g.node if n.domain == "ai.onnx.ml" and n.op_type == "ZipMap" for o in n.output}
-    first = next((m for m in missing if m in makers or m in declared), None)
-    return None if first is None else (first, makers.get(first))
-
-
-def _unknown_at_zero(missing: list[str], zero: list[str]) -> ShapeError:
-    """The error for values left unsized with a dim bound to 0: a dim may be 0 (an empty KV
-    cache) only where every use of it is valid at 0, and a use that is not (a convolution's
-    window over it, ``dim - 1`` in shape arithmetic) leaves a negative or no size."""
-    shown = listed(missing, 5)
-    flags = " ".join(f"--dim {flag_value(z)}=0" for z in zero)
-    return ShapeError(
-        f"{flags} leaves the sizes of {len(missing)} tensors unknown ({shown}): a dim may be 0 only "
-        "where every use of it is valid at 0; give the smallest size the model runs at"
-    )
-
-
-def _stuck_node(model: onnx.ModelProto, known: Mapping[str, TypedShape]) -> str | None:
-    """The first node of a domain other than ONNX's with every input shaped and an output
-    unshaped, as ``node 'X' (domain:Op)`` and why; None when there is none."""
-    have = set(known) | {i.name for i in model.graph.initializer} | {i.name for i in model.graph.input}
-    for node in model.graph.node:
-        if node.domain in ("", "ai.onnx"):
-            continue
-        if all(not n or n in have for n in node.input) and any(o and o not in have for o in node.output):
-            label = flag_value(f"{node.domain}:{node.op_type}")
-            return f"node {show_name(node.name)} ({label}) {unshaped_reason(node.domain, node.op_type)}"
-    return None
