@@ -68,15 +68,18 @@ def test_a_string_input_given_by_inputs_is_refused_as_a_string_tensor(tmp_path):
     assert "save it as" not in out, out
 
 
-@pytest.mark.parametrize("command", ["verify", "compare"])
+@pytest.mark.parametrize("command", [("verify",), ("compare",), ("plan", "--optimize", "all")])
 def test_an_opset_onnxruntime_has_no_kernel_for_says_to_convert(tmp_path, command):
-    """An ai.onnx opset 6 model (PyTorch's old exports): onnxruntime has no Add(6) kernel. The line
-    keeps onnxruntime's words and adds the fix; the model that fix makes verifies."""
+    """An ai.onnx opset 6 model (PyTorch's old exports): onnxruntime has no Add(6) kernel, to run
+    the node alone, to profile the model or to optimize it. The line keeps onnxruntime's words and
+    adds the fix (not "--optimize none", which plans a graph no onnxruntime runs); the model that
+    fix makes verifies."""
     path = model("pytorch-operator/test_operator_add_broadcast")
-    out = one_line(run(command, path))
+    out = one_line(run(command[0], path, *command[1:]))
+    assert "--optimize none" not in out, out
     assert "Could not find an implementation for Add(6)" in out, out
     assert "declares ai.onnx opset 6 and onnxruntime has kernels for 7 and later: convert it" in out, out
-    if command == "verify":
+    if command == ("verify",):
         converted = tmp_path / "converted.onnx"
         onnx.save(onnx.version_converter.convert_version(onnx.load(path), 17), converted)
         r = run("verify", converted)

@@ -45,6 +45,7 @@ from typing import Any
 
 import onnx
 
+import onnxmem.runtime.standins as standins
 from onnxmem.core.choices import DEVICES, OPTIMIZE_LEVELS
 from onnxmem.core.errors import OnnxmemError, PlanError, RuntimeBackendError, flag_value, show_name
 from onnxmem.core.toposort import stable_order
@@ -126,7 +127,8 @@ def optimized_model(path: str | os.PathLike[str], level: str = "none", device: s
 
     with tempfile.TemporaryDirectory(prefix="onnxmem-optimize-") as tmp:
         out = Path(tmp) / GRAPH_FILE
-        record = run_isolated(_optimize, os.fspath(path), os.fspath(out), level, device)
+        opsets = onnx.ModelProto(opset_import=source.opset_import)  # for the advice where a kernel is missing
+        record = run_isolated(_optimize, os.fspath(path), os.fspath(out), level, device, opsets)
         built = declared_interface(canonical_names(load_model(out)), source)
         if record.nchwc_block is not None and not _has_nchwc(built):
             record = replace(record, nchwc_block=None)  # a graph the block size did not shape
@@ -309,8 +311,9 @@ def graph_digest(model: onnx.ModelProto, path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def _optimize(src: str, dst: str, level: str, device: str) -> Optimization:
-    """Step 2, in the process that runs onnxruntime: write the optimized graph to ``dst``."""
+def _optimize(src: str, dst: str, level: str, device: str, opsets: onnx.ModelProto | None = None) -> Optimization:
+    """Step 2, in the process that runs onnxruntime: write the optimized graph to ``dst``. ``opsets``:
+    a model holding the source's opset imports alone (:func:`~onnxmem.runtime.standins.no_kernel_fix`)."""
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import end_run, start_run
@@ -328,9 +331,10 @@ def _optimize(src: str, dst: str, level: str, device: str) -> Optimization:
     try:
         ort.InferenceSession(src, sess_options=so, providers=providers)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        fix = standins.no_kernel_fix(str(exc), opsets) if opsets is not None else ""
         raise RuntimeBackendError(f"onnxruntime cannot optimize model {show_name(src)} at --optimize {level} for "
-                                  f"--device {device}: {first_line(exc)}; plan the graph as written "
-                                  "(--optimize none)") from None
+                                  f"--device {device}: {first_line(exc)}"
+                                  f"{fix or '; plan the graph as written (--optimize none)'}") from None
     finally:
         end_run()
     if not os.path.isfile(dst):
