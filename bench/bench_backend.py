@@ -7,8 +7,9 @@ The onnx wheel ships small real models with their test inputs under
 ``light`` holds the nine architectures the zoo already runs. For each model this runs
 ``onnxmem verify MODEL`` as a user does, one process each, with the inputs of the model's first
 test data set where every one is numeric (``--inputs``), and sorts what it printed: verified
-(with the arena and whether every graph output equals the reference bit for bit), or the first
-words of its one-line error; then the same with ``--optimize all``, the graph onnxruntime runs by
+(with the arena and whether every graph output equals the reference bit for bit, and, on the test
+inputs, the outputs the arena run left (``--save-outputs``) against those the test data expects,
+within the onnx backend tests' tolerance), or the first words of its one-line error; then the same with ``--optimize all``, the graph onnxruntime runs by
 default. Where the line says to convert an old opset, the model converted as
 it says (``onnx.version_converter.convert_version(model, 17)``) is verified too: the advice is
 held to what it promises. No figure is timed; the table is the same on any machine with the same
@@ -99,6 +100,30 @@ def verified_cell(out: str) -> str:
     return f"arena {(arena.group(1) or arena.group(2)) if arena else '?'} B; {len(outputs)} outputs {same}"
 
 
+def _array(pb: Path) -> np.ndarray:
+    tensor = onnx.TensorProto()
+    tensor.ParseFromString(pb.read_bytes())
+    return numpy_helper.to_array(tensor)
+
+
+def against_expected(model_path: Path, saved: Path) -> tuple[bool, str]:
+    """The outputs ``verify --save-outputs`` wrote against those the model's first test data set
+    expects, within the onnx backend tests' tolerance (rtol 1e-3, atol 1e-7; NaN where NaN is expected):
+    ``(all within, cell)``."""
+    model = onnx.load(model_path, load_external_data=False)
+    got = dict(np.load(saved))
+    worst, ok = 0.0, True
+    for k, out in enumerate(model.graph.output):
+        expected = _array(sorted(model_path.parent.glob("test_data_set_*"))[0] / f"output_{k}.pb")
+        value = got[out.name]
+        same = value.shape == expected.shape and np.allclose(value, expected, rtol=1e-3, atol=1e-7, equal_nan=True)
+        ok = ok and same
+        if value.shape == expected.shape and value.size:
+            worst = max(worst, float(np.nanmax(np.abs(value.astype(np.float64) - expected.astype(np.float64)),
+                                               initial=0.0)))  # NaN where both are NaN (sqrt of -1)
+    return ok, f"{'within' if ok else 'NOT within'} the test data's tolerance (max abs diff {worst:.3g})"
+
+
 def kind_of(err: str) -> str:
     return next((kind for said, kind in KINDS if said in err), "other: " + err.strip().splitlines()[-1][:160])
 
@@ -108,10 +133,17 @@ def bench(tmp: Path) -> tuple[list[str], Counter[str]]:
     for path in sorted(p for s in SETS for p in (DATA / s).glob("*/model.onnx")):
         name = f"{path.parent.parent.name}/{path.parent.name}"
         inputs = test_inputs(path, tmp / "inputs.npz")
-        code, out, err = verify(path, inputs)
+        saved = tmp / "outputs.npz"
+        saved.unlink(missing_ok=True)
+        code, out, err = verify(path, inputs, *(("--save-outputs", str(saved)) if inputs else ()))
         nodes = len(onnx.load(path, load_external_data=False).graph.node)
         if code == 0:
             kind, cell = "verified", verified_cell(out)
+            if inputs:
+                within, said = against_expected(path, saved)
+                cell += "; " + said
+                kinds[f"verified on the test inputs, outputs {'within' if within else 'NOT within'} the "
+                      "test data's tolerance"] += 1
         else:
             kind, cell = kind_of(err), f"exit {code}"
             if "convert it (onnx.version_converter" in err:
@@ -145,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "| outcome | models |",
         "|---|---:|",
-        *(f"| {k} | {n} |" for k, n in kinds.most_common() if not k.startswith(("(an opset", "with --"))),
-        *(f"| {k} | {n} |" for k, n in sorted(kinds.items()) if k.startswith(("(an opset", "with --"))),
+        *(f"| {k} | {n} |" for k, n in kinds.most_common() if not k.startswith(("(an opset", "with --", "verified on"))),
+        *(f"| {k} | {n} |" for k, n in sorted(kinds.items()) if k.startswith(("(an opset", "with --", "verified on"))),
         "",
         "| model | nodes | test inputs | outcome | what verify printed | `verify --optimize all` |",
         "|---|---:|---|---|---|---|",

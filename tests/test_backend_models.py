@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnx.version_converter
 import pytest
 from click.testing import CliRunner
@@ -123,3 +124,91 @@ def test_the_bench_reads_verify_lines_and_sorts_refusals(tmp_path):
     assert bb.test_inputs(model("simple/test_strnorm_model_nostopwords_nochangecase"), tmp_path / "s.npz") is None
     code, _, err = bb.verify(model("simple/test_sequence_model5"), None)
     assert code == 1 and bb.kind_of(err) == "a sequence value: onnxmem plans tensors only", err
+
+
+def _pb(path: Path) -> np.ndarray:
+    tensor = onnx.TensorProto()
+    tensor.ParseFromString(path.read_bytes())
+    return onnx.numpy_helper.to_array(tensor)
+
+
+@pytest.mark.parametrize("name", ["pytorch-converted/test_Conv2d_groups", "pytorch-converted/test_Embedding",
+                                  "pytorch-converted/test_LogSoftmax",
+                                  "simple/test_expand_shape_model1"])
+def test_saved_outputs_are_the_arena_runs_and_match_the_test_datas_expected_ones(tmp_path, name):
+    """verify --save-outputs: the graph outputs as the arena run left them, each equal bit for bit to
+    onnxruntime's own run of the model on the same inputs, and to the outputs the onnx test data
+    expects, within the backend tests' tolerance."""
+    import onnxruntime as ort
+
+    path = model(name)
+    data = path.parent / "test_data_set_0"
+    m = onnx.load(path)
+    weights = {t.name for t in m.graph.initializer}
+    names = [i.name for i in m.graph.input if i.name not in weights]
+    feeds = {n: _pb(data / f"input_{k}.pb") for k, n in enumerate(names)}
+    np.savez(tmp_path / "in.npz", **feeds)
+    out = tmp_path / "out.npz"
+    r = run("verify", path, "--inputs", tmp_path / "in.npz", "--save-outputs", out)
+    assert r.exit_code == 0 and f"outputs   {out}: {len(m.graph.output)} graph outputs" in r.output, r.output
+    saved = dict(np.load(out))
+    assert sorted(saved) == sorted(o.name for o in m.graph.output)
+    ours = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for k, o in enumerate(m.graph.output):
+        expected = _pb(data / f"output_{k}.pb")
+        assert saved[o.name].dtype == expected.dtype and saved[o.name].shape == expected.shape
+        np.testing.assert_allclose(saved[o.name], expected, rtol=1e-3, atol=1e-6)
+        np.testing.assert_allclose(saved[o.name], ours[k], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (("--static-only",), "--static-only runs nothing; leave out --save-outputs"),
+    (("--concurrency", "dag"), "--concurrency dag makes several runs; leave out --save-outputs"),
+])
+def test_save_outputs_where_no_single_run_leaves_them_is_a_usage_error(tmp_path, flags, said):
+    r = run("verify", model("pytorch-converted/test_Conv2d"), "--save-outputs", tmp_path / "o.npz", *flags)
+    assert r.exit_code == 2 and said in r.output, r.output
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_save_outputs_is_checked_before_the_work_and_written_only_for_a_plan_that_holds(tmp_path):
+    """A path in a missing folder, or the model itself, is one line before anything runs; a wrong
+    plan (every tensor at offset 0) exits 3 and writes no file."""
+    import json
+
+    path = model("pytorch-converted/test_Conv2d_groups")
+    r = run("verify", path, "--save-outputs", tmp_path / "missing" / "o.npz")
+    assert "folder" in one_line(r) and "does not exist" in r.stderr
+    copy = tmp_path / "m.onnx"
+    copy.write_bytes(path.read_bytes())
+    assert "is the input file" in one_line(run("verify", copy, "--save-outputs", copy))
+    assert copy.read_bytes() == path.read_bytes()
+    plan = tmp_path / "plan.json"
+    assert run("plan", copy, "-o", plan).exit_code == 0
+    doc = json.loads(plan.read_text())
+    for t in doc["tensors"]:
+        t["offset"] = 0
+    plan.write_text(json.dumps(doc))
+    r = run("verify", copy, "--plan", plan, "--save-outputs", tmp_path / "o.npz")
+    assert r.exit_code == 3 and "the plan is wrong" in r.stderr, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "plan.json"]
+
+
+def test_saved_outputs_keep_names_numpy_savez_would_take_as_its_own_arguments(tmp_path):
+    """Outputs named ``file`` and ``allow_pickle`` (numpy.savez's own arguments) are members like any other."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["file"], name="r"), helper.make_node("Neg", ["x"], ["allow_pickle"], name="n")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("file", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("allow_pickle", TensorProto.FLOAT, [2, 3])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    x = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
+    np.savez(tmp_path / "in.npz", x=x)
+    r = run("verify", path, "--inputs", tmp_path / "in.npz", "--save-outputs", tmp_path / "o.npz")
+    assert r.exit_code == 0, r.output
+    saved = dict(np.load(tmp_path / "o.npz"))
+    np.testing.assert_array_equal(saved["file"], np.maximum(x, 0))
+    np.testing.assert_array_equal(saved["allow_pickle"], -x)

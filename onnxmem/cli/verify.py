@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from onnxmem.core.errors import PlanInvalid, one_line, show_name
+from onnxmem.core.errors import OnnxmemError, PlanInvalid, one_line, show_name
 
 from .child import run_in_child
 from .options import (
@@ -61,6 +61,10 @@ if TYPE_CHECKING:
                    "offsets from the reference's run of their nodes (where each node runs again, as on "
                    "CUDA: from one run of them all on the CPU), as onnxruntime's own session folds those "
                    "nodes away; their writes are checked as every node's.")
+@click.option("--save-outputs", "outputs_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              metavar="FILE.npz",
+              help="Write the graph outputs as the arena run left them to FILE.npz (numpy.savez, by output "
+                   "name), to compare with values of your own; written only when the plan holds.")
 @click.option("--original", "original_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="MODEL was rewritten from this model (plan --budget --rewrite-out): also compare MODEL's "
                    "outputs in the arena with this model's own run, bit for bit.")
@@ -75,7 +79,7 @@ if TYPE_CHECKING:
 def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_path: str | None, seed: int,
            rtol: float, atol: float, static_only: bool, every_node: bool = False, trials: int = 10, threads: int = 2,
            original_path: str | None = None, pipeline: bool = False, optimize: str | None = None,
-           **planning: Unpack[PlanningFlags]) -> None:
+           outputs_path: str | None = None, **planning: Unpack[PlanningFlags]) -> None:
     """Prove a plan for MODEL: statically, then by running MODEL inside one arena.
 
     With --concurrency dag the proof also checks that the graph orders every
@@ -104,7 +108,7 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
         from onnxmem.verify.run import VerifyOptions  # onnx
 
         refuse_for_several(models, {"--original": original_path is not None, "--inputs": inputs_path is not None,
-                                    "--every-node": every_node,
+                                    "--every-node": every_node, "--save-outputs": outputs_path is not None,
                                     trial_flags: bool(trial_flags),
                                     "--optimize": optimize not in (None, "none"),
                                     "--dim NAME=LO:HI": ranged(planning["dims"]),
@@ -119,10 +123,12 @@ def verify(models: tuple[str, ...], plan_path: str | None, device: str, inputs_p
                                f"(or leave out {trial_flags})")
     if every_node and static_only:
         raise click.UsageError("--static-only runs nothing; leave out --every-node (or --static-only)")
+    if outputs_path is not None:
+        _check_save_outputs(outputs_path, static_only, planning["concurrency"], (models[0], plan_path, inputs_path))
     if trial_flags and static_only:
         raise click.UsageError(f"--static-only runs nothing; leave out {trial_flags} (or --static-only)")
     one = _Verify(models[0], plan_path, device, inputs_path, seed, rtol, atol, static_only, trials, threads,
-                  original_path, optimize, dict(planning), every_node, idle)
+                  original_path, optimize, dict(planning), every_node, idle, outputs_path)
     if static_only and optimize in (None, "none"):
         _verify_one(one)  # nothing to run (unless shapes must be measured: that run goes to the child)
     else:  # the whole command in its onnxruntime child, which loads numpy, onnx and onnxruntime anyway
@@ -149,6 +155,20 @@ class _Verify:
     every_node: bool = False
     #: the plan-making flags given with --plan, warned of once the plan is read
     idle_flags: tuple[str, ...] = ()
+    #: --save-outputs
+    outputs_path: str | None = None
+
+
+def _check_save_outputs(path: str, static_only: bool, concurrency: str, read: tuple[str | None, ...]) -> None:
+    """--save-outputs: refused where no single run leaves the outputs, and its path checked before any
+    work (``read``: the files the command reads, which it must not be)."""
+    from onnxmem.core.fileio import OutputSet
+
+    if static_only:
+        raise click.UsageError("--static-only runs nothing; leave out --save-outputs (or --static-only)")
+    if concurrency == "dag":
+        raise click.UsageError("--concurrency dag makes several runs; leave out --save-outputs (or the concurrency)")
+    OutputSet([r for r in read if r]).add(path, "--save-outputs")
 
 
 def _verify_one(a: _Verify) -> None:
@@ -169,14 +189,43 @@ def _verify_one(a: _Verify) -> None:
             proven=proven,
             options=VerifyOptions(device=device, inputs=inputs, seed=seed, rtol=rtol, atol=atol,
                                   execute=not a.static_only, concurrency=opts.concurrency, trials=a.trials,
-                                  threads=a.threads, handed=not a.every_node),
+                                  threads=a.threads, handed=not a.every_node,
+                                  keep_outputs=a.outputs_path is not None),
         )
         held = "dag" if the_plan.extra.get("concurrency") == "dag" else opts.concurrency  # rule 9 held too
         _echo_report(report, model, source, built.record.describe(), held, the_plan.extra.get("loop_trips") or {})
     if a.original_path is not None and report.execution is not None:
         _against_original(model, built.model, the_plan, view, a.original_path, device, inputs, seed, rtol, atol)
+    if a.outputs_path is not None and report.execution is not None and report.execution.values is not None:
+        _save_outputs(a.outputs_path, report.execution.values, model)
     click.echo("verified" if report.execution is not None or report.concurrent is not None
                else "verified (static proof only)")
+
+
+def _save_outputs(path: str, values: Mapping[str, Any], model: str) -> None:
+    """--save-outputs: the arena run's graph outputs in one npz file (a member ``NAME.npy`` each, as
+    ``numpy.savez`` writes and ``numpy.load`` and ``--inputs`` read), written whole or not at all.
+    The members are written here rather than by ``numpy.savez``, whose keyword arguments an output
+    named ``file`` or ``allow_pickle`` would collide with."""
+    import zipfile
+
+    import numpy as np
+
+    from onnxmem.core.fileio import write_stream_atomic
+
+    cut = next((n for n in values if "\0" in n), None)
+    if cut is not None:
+        raise OnnxmemError(f"--save-outputs: graph output {show_name(cut)} holds a NUL byte, which no npz member "
+                           "name can; leave out --save-outputs")
+
+    def write(fh: Any) -> None:
+        with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as npz:
+            for name, value in values.items():
+                with npz.open(f"{name}.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
+
+    write_stream_atomic(path, write, "--save-outputs", inputs=[model])  # (checked before the work too)
+    click.echo(f"outputs   {one_line(path)}: {len(values)} graph outputs as the arena run left them")
 
 
 def _echo_report(report: VerifyReport, model: str, source: str, graph: str, concurrency: str,

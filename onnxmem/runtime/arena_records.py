@@ -36,7 +36,8 @@ class ExecutionOptions:
     computes (:class:`onnxmem.runtime.reference.PieceReference`). ``handed``: whether a run ahead
     of a whole-model reference writes the values of shape arithmetic from it rather than running
     their nodes in the arena (:func:`onnxmem.runtime.arena_buffers.handed`); ``False``: every
-    node runs in the arena."""
+    node runs in the arena. ``keep_outputs``: the :class:`Execution` carries the graph outputs as the
+    arena run left them (``values``), for the caller to keep (``verify --save-outputs``)."""
 
     device: str = "cpu"
     inputs: Mapping[str, np.ndarray] | None = None
@@ -48,6 +49,7 @@ class ExecutionOptions:
     beside: bool | None = None
     piece_bytes: int = PIECE_BYTES
     handed: bool = True
+    keep_outputs: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,9 @@ class Execution:
     #: nodes of shape arithmetic whose values were written in the arena from the reference's run of
     #: them, not run there (:func:`onnxmem.runtime.arena_buffers.handed`); ``nodes_run`` leaves them out
     nodes_handed: int = 0
+    #: the graph outputs as the arena run left them (copies), where ``ExecutionOptions.keep_outputs``
+    #: asked for them and the run went to its end; else ``None``
+    values: Mapping[str, np.ndarray] | None = None
 
 
 class Uncopied(Exception):

@@ -245,10 +245,8 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
         self.arena.reset()
         if self.mirror is not self.arena:
             self.mirror.reset()
-        self.findings.clear()
-        self.notes.clear()
-        self.stood_in.clear()
-        self.saved.clear()
+        for done in (self.findings, self.notes, self.stood_in, self.saved):
+            done.clear()
         self.unkept = frozenset()  # step by step: every value's bytes kept
         self.live.clear()
         self.history.clear()
@@ -577,7 +575,8 @@ class ArenaSteps(buffers.ArenaMemory, abc.ABC):
             )
         return Execution(opts.device, tuple(self.findings), tuple(checks), self.nodes_run, seconds, ref_seconds,
                          self.changed, tuple(self.notes), self.private_seconds, "whole" if self.whole else "nodes",
-                         tuple(sorted(self.stood_in)), self.nodes_handed)
+                         tuple(sorted(self.stood_in)), self.nodes_handed,
+                         {n: np.array(v) for n, v in got.items()} if opts.keep_outputs and not self.changed else None)
 
     # -------------------------------------------------------------- values of nodes with bodies
 
