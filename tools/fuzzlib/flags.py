@@ -25,7 +25,7 @@ from .families import _write
 COMMANDS = ("plan", "verify", "compare", "fit", "show", "plot", "export", "instantiate", "pack")
 #: options whose value is a file the command writes
 OUTPUT_OPTIONS = frozenset({"--output", "--annotate", "--rewrite-out", "--budget-sweep", "--plot", "--cache",
-                            "--out", "--write-baseline"})
+                            "--out", "--write-baseline", "--save-outputs"})
 INTS = ("0", "-1", "1", "3", "7", "64", "2147483648", "4294967296", "9223372036854775808",
         "99999999999999999999999", "1e3", "1.5", "", "nan", "0x10", "١٢", "+5", "1_000", " 4")
 FLOATS = ("nan", "inf", "-inf", "0", "-0", "1e308", "1e-320", "-1", "1e999", "", "0.001", "3", "0x1p3", "1,5")
