@@ -57,6 +57,12 @@ KINDS = (
 )
 
 
+def _array(pb: Path) -> np.ndarray:
+    tensor = onnx.TensorProto()
+    tensor.ParseFromString(pb.read_bytes())
+    return numpy_helper.to_array(tensor)
+
+
 def test_inputs(model_path: Path, out: Path) -> Path | None:
     """The inputs of the model's first test data set as an npz file, where each is numeric; else ``None``."""
     sets = sorted(model_path.parent.glob("test_data_set_*"))
@@ -70,12 +76,10 @@ def test_inputs(model_path: Path, out: Path) -> Path | None:
         pb = sets[0] / f"input_{k}.pb"
         if not pb.is_file():
             return None
-        tensor = onnx.TensorProto()
         try:
-            tensor.ParseFromString(pb.read_bytes())
+            array = _array(pb)
         except Exception:  # noqa: BLE001 - a sequence or map input is another proto
             return None
-        array = numpy_helper.to_array(tensor)
         if array.dtype.kind not in "biuf":
             return None
         arrays[name] = array
@@ -98,12 +102,6 @@ def verified_cell(out: str) -> str:
     outputs = re.findall(r"^  output  .*?: ok, against the reference: (\w+)", out, re.M)
     same = "identical" if outputs and all(o == "identical" for o in outputs) else "within tolerance"
     return f"arena {(arena.group(1) or arena.group(2)) if arena else '?'} B; {len(outputs)} outputs {same}"
-
-
-def _array(pb: Path) -> np.ndarray:
-    tensor = onnx.TensorProto()
-    tensor.ParseFromString(pb.read_bytes())
-    return numpy_helper.to_array(tensor)
 
 
 def against_expected(model_path: Path, saved: Path) -> tuple[bool, str]:

@@ -94,10 +94,10 @@ def test_a_missing_kernel_at_a_current_opset_gets_no_conversion_advice():
 
     message = "Could not find an implementation for Add(6) node with name 'node'"
     old = onnx.load(model("pytorch-operator/test_operator_add_broadcast"))
-    assert no_kernel_fix(message, old).startswith("; the model declares ai.onnx opset 6")
+    assert no_kernel_fix(message, old.opset_import).startswith("; the model declares ai.onnx opset 6")
     new = onnx.version_converter.convert_version(old, 17)
-    assert no_kernel_fix(message, new) == ""
-    assert no_kernel_fix("some other failure", old) == ""
+    assert no_kernel_fix(message, new.opset_import) == ""
+    assert no_kernel_fix("some other failure", old.opset_import) == ""
 
 
 def test_the_bench_reads_verify_lines_and_sorts_refusals(tmp_path):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from onnxmem.core.errors import OnnxmemError, PlanInvalid, one_line, show_name
+from onnxmem.core.errors import PlanInvalid, one_line, show_name
 
 from .child import run_in_child
 from .options import (
@@ -203,28 +203,13 @@ def _verify_one(a: _Verify) -> None:
 
 
 def _save_outputs(path: str, values: Mapping[str, Any], model: str) -> None:
-    """--save-outputs: the arena run's graph outputs in one npz file (a member ``NAME.npy`` each, as
-    ``numpy.savez`` writes and ``numpy.load`` and ``--inputs`` read), written whole or not at all.
-    The members are written here rather than by ``numpy.savez``, whose keyword arguments an output
-    named ``file`` or ``allow_pickle`` would collide with."""
-    import zipfile
-
-    import numpy as np
-
+    """--save-outputs: the arena run's graph outputs in one npz file, as ``--inputs`` and ``numpy.load``
+    read it (:func:`onnxmem.runtime.inputs.write_arrays`), written whole or not at all."""
     from onnxmem.core.fileio import write_stream_atomic
+    from onnxmem.runtime.inputs import write_arrays
 
-    cut = next((n for n in values if "\0" in n), None)
-    if cut is not None:
-        raise OnnxmemError(f"--save-outputs: graph output {show_name(cut)} holds a NUL byte, which no npz member "
-                           "name can; leave out --save-outputs")
-
-    def write(fh: Any) -> None:
-        with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as npz:
-            for name, value in values.items():
-                with npz.open(f"{name}.npy", "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
-
-    write_stream_atomic(path, write, "--save-outputs", inputs=[model])  # (checked before the work too)
+    write_stream_atomic(path, write_arrays(values, "--save-outputs"), "--save-outputs",
+                        inputs=[model])  # (checked before the work too)
     click.echo(f"outputs   {one_line(path)}: {len(values)} graph outputs as the arena run left them")
 
 

@@ -33,7 +33,7 @@ import io
 import os
 import struct
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO
 
 import numpy as np
@@ -44,7 +44,7 @@ from onnxmem.core.fileio import MAX_DATA_BYTES, read_input
 from onnxmem.graph import GraphView
 from onnxmem.model import graph_inputs
 
-__all__ = ["bind_input_shapes", "check_inputs", "feeds_for", "read_inputs"]
+__all__ = ["bind_input_shapes", "check_inputs", "feeds_for", "read_inputs", "write_arrays"]
 
 
 def _label(path: str | os.PathLike[str]) -> str:
@@ -88,6 +88,26 @@ def read_inputs(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES,
         raise OnnxmemError(f"{where} has an array numpy cannot read without pickle: "
                            f"{one_line(cut_words(str(exc), 200))}; save plain arrays with numpy.savez") from None
     return arrays
+
+
+def write_arrays(values: Mapping[str, np.ndarray], where: str) -> Callable[[IO[bytes]], None]:
+    """What writes ``values`` as the npz file :func:`read_inputs` reads (a member ``NAME.npy`` each,
+    as ``numpy.savez`` writes them), into an open file (``onnxmem.core.fileio.write_stream_atomic``).
+    The members are written here rather than by ``numpy.savez``, whose keyword arguments a value named
+    ``file`` or ``allow_pickle`` would collide with. ``OnnxmemError`` (naming ``where``) for a name
+    holding a NUL byte, which no member name can."""
+    cut = next((n for n in values if "\0" in n), None)
+    if cut is not None:
+        raise OnnxmemError(f"{where}: graph output {show_name(cut)} holds a NUL byte, which no npz member "
+                           f"name can; leave out {where}")
+
+    def write(fh: IO[bytes]) -> None:
+        with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as npz:
+            for name, value in values.items():
+                with npz.open(f"{name}.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
+
+    return write
 
 
 def _check_declared(member: IO[bytes], info: zipfile.ZipInfo, where: str) -> None:

@@ -127,7 +127,7 @@ def optimized_model(path: str | os.PathLike[str], level: str = "none", device: s
 
     with tempfile.TemporaryDirectory(prefix="onnxmem-optimize-") as tmp:
         out = Path(tmp) / GRAPH_FILE
-        opsets = onnx.ModelProto(opset_import=source.opset_import)  # for the advice where a kernel is missing
+        opsets = list(source.opset_import)  # for the advice where a kernel is missing
         record = run_isolated(_optimize, os.fspath(path), os.fspath(out), level, device, opsets)
         built = declared_interface(canonical_names(load_model(out)), source)
         if record.nchwc_block is not None and not _has_nchwc(built):
@@ -311,9 +311,10 @@ def graph_digest(model: onnx.ModelProto, path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def _optimize(src: str, dst: str, level: str, device: str, opsets: onnx.ModelProto | None = None) -> Optimization:
+def _optimize(src: str, dst: str, level: str, device: str,
+              opsets: list[onnx.OperatorSetIdProto] | None = None) -> Optimization:
     """Step 2, in the process that runs onnxruntime: write the optimized graph to ``dst``. ``opsets``:
-    a model holding the source's opset imports alone (:func:`~onnxmem.runtime.standins.no_kernel_fix`)."""
+    the source's opset imports (:func:`~onnxmem.runtime.standins.no_kernel_fix`)."""
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import end_run, start_run

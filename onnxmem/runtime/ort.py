@@ -170,7 +170,7 @@ def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] |
     try:
         return ort.InferenceSession(data, sess_options=options, providers=providers or ["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-        fix = standins.no_kernel_fix(str(exc), model) if isinstance(model, onnx.ModelProto) else ""
+        fix = standins.no_kernel_fix(str(exc), model.opset_import) if isinstance(model, onnx.ModelProto) else ""
         raise RuntimeBackendError(f"onnxruntime cannot load the model: {first_line(exc)}{fix}") from None
     finally:
         end_run()

@@ -252,7 +252,7 @@ def _profiled_runs(folded: onnx.ModelProto, so: Any, providers: list[Any], feeds
         sess = ort.InferenceSession(folded.SerializeToString(), sess_options=so, providers=providers)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         raise RuntimeBackendError(f"onnxruntime cannot load the model to profile it: {first_line(exc)}"
-                                  f"{standins.no_kernel_fix(str(exc), folded)}") from None
+                                  f"{standins.no_kernel_fix(str(exc), folded.opset_import)}") from None
     for _ in range(runs):
         run_bounded(sess, None, feeds, "to profile it")
     path = sess.end_profiling()

@@ -356,7 +356,7 @@ def node_session(model: onnx.ModelProto, node: onnx.NodeProto, op: Op, view: Gra
             what = f"node {show_name(op.name)} ({flag_value(op.op_type)})"
             raise RuntimeBackendError(
                 f"onnxruntime cannot load {what} alone: {one_line(first_line(exc))}"
-                f"{standins.no_kernel_fix(str(exc), model)}"
+                f"{standins.no_kernel_fix(str(exc), model.opset_import)}"
             ) from None
     if alone.key is not None:
         cache[alone.key] = sess  # type: ignore[index]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 import onnx
@@ -102,10 +103,11 @@ def missing_kernel(message: str) -> str | None:
     return (m.group(1) or m.group(2)) if m else None
 
 
-def no_kernel_fix(message: str, model: onnx.ModelProto) -> str:
-    """What to do where onnxruntime has no kernel for an op (``message``: its error) of a model that
-    declares an ai.onnx opset before 7, onnxruntime's oldest (``"; convert ..."``); else ``""``."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+def no_kernel_fix(message: str, opsets: Iterable[onnx.OperatorSetIdProto]) -> str:
+    """What to do where onnxruntime has no kernel for an op (``message``: its error) of a model whose
+    opset imports (``opsets``) declare an ai.onnx opset before 7, onnxruntime's oldest
+    (``"; convert ..."``); else ``""``."""
+    opset = next((o.version for o in opsets if o.domain in ("", "ai.onnx")), None)
     if opset is None or opset >= 7 or missing_kernel(message) is None:
         return ""
     return (f"; the model declares ai.onnx opset {opset} and onnxruntime has kernels for 7 and later: convert it "
