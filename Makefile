@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SHARED ?= ../shared
 
-.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-verify-steps bench-handed bench-solvers bench-order bench-anyorder bench-backend bench-classcode bench-steps bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
+.PHONY: install test test-slow test-heavy test-cuda test-ray check check-plans bench bench-speed bench-verify-steps bench-handed bench-solvers bench-order bench-anyorder bench-backend bench-custom-ops bench-classcode bench-steps bench-verify bench-arena-run bench-alias bench-scale bench-real bench-real-silero bench-remat bench-controlflow bench-concurrency bench-cuda models
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -94,6 +94,10 @@ bench-anyorder:
 # verify on every model of the onnx wheel's backend test data, and what it refuses (docs/backend-models.md)
 bench-backend:
 	$(PYTHON) bench/bench_backend.py
+
+# models with custom ops (onnxruntime-extensions) planned, verified and fitted with --custom-op-library; writes docs/custom-ops.md
+bench-custom-ops:
+	$(PYTHON) bench/bench_custom_ops.py
 
 # what the stored dataclass method code saves a command's process (docs/speed.md)
 bench-classcode:

@@ -474,8 +474,8 @@ def test_nodes_alike_share_one_session_and_random_ones_do_not(tmp_path):
     session's own names of their values, whatever their names, documentation and metadata); a
     random op, or another rank, gets its own. The
     arena run of a chain of such nodes is still the reference's, bit for bit."""
-    from onnxmem.runtime.ort import session_options
     from onnxmem.runtime.sessions import node_session, value_names
+    from onnxmem.runtime.settings import session_options
 
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
              helper.make_node("Relu", ["a"], ["b"], name="r2", doc_string="the second"),

@@ -346,8 +346,8 @@ def test_nodes_alike_but_for_an_omitted_input_a_repeated_one_or_a_value_type_kee
     """Clip with its min omitted (max given) against Clip with min alone; Add of one value twice
     against Add of two; ConstantOfShape of a float against one of an int64: each its own session,
     and the run verifies, its output the ordinary run's bit for bit."""
-    from onnxmem.runtime.ort import session_options
     from onnxmem.runtime.sessions import node_session
+    from onnxmem.runtime.settings import session_options
 
     inits = [numpy_helper.from_array(np.array(0.25, np.float32), "lo"),
              numpy_helper.from_array(np.array(0.5, np.float32), "hi")]

@@ -160,11 +160,11 @@ import resource, sys
 import numpy as np
 import onnx
 from onnx import helper
-from onnxmem.runtime import ort
+from onnxmem.runtime import settings
 from onnxmem.runtime.reference import PieceReference
 
 if sys.argv[1] == "own":  # as where onnxruntime cannot register the process's arena
-    ort._SHARED_ARENAS["cpu"] = False
+    settings._SHARED_ARENAS["cpu"] = False
 n = 10_000_000  # 40 MB a value: above the sizes glibc's malloc serves from its heap
 ops = ["Relu", "Neg", "Abs", "Neg", "Abs", "Neg", "Abs", "Neg"]
 names = ["x"] + [f"v{k}" for k in range(len(ops))]
@@ -186,7 +186,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
 def test_reference_pieces_reuse_the_memory_of_the_pieces_before_them(tmp_path):
-    """The pieces' sessions draw from one arena for the process (``ort.shared_arena``): a piece's
+    """The pieces' sessions draw from one arena for the process (``settings.shared_arena``): a piece's
     values take the memory an earlier piece's values freed, where sessions with arenas of their own
     take fresh pages from the system for every value (faulted in and zeroed: the reference's
     system time on thousands of nodes). Both ways in fresh processes, the minor page faults of
@@ -212,14 +212,14 @@ def test_reference_pieces_reuse_the_memory_of_the_pieces_before_them(tmp_path):
 
 
 def test_the_process_arena_is_registered_once_and_keeps_its_strategy():
-    """The process's CPU arena (``ort.register_env_arena``) is onnxruntime's once registered: the
+    """The process's CPU arena (``settings.register_env_arena``) is onnxruntime's once registered: the
     pieces' ``shared_arena`` and a measurement asking the same growth share it; a measurement
     asking another growth is refused in one line, not measured with the wrong one."""
     import subprocess
     import sys
 
     code = ("import onnxruntime as o\n"
-            "from onnxmem.runtime import ort\n"
+            "from onnxmem.runtime import settings as ort\n"
             "from onnxmem.core.errors import RuntimeBackendError\n"
             "so = o.SessionOptions()\n"
             "assert ort.shared_arena(so) and so.get_session_config_entry('session.use_env_allocators') == '1'\n"

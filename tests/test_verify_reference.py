@@ -194,8 +194,8 @@ def test_nodes_alike_of_other_shapes_share_one_session(tmp_path):
     """A node session declares its inputs with symbolic dims: the Relus over [4, 8] and over
     [8, 4] share one session, the one over [2, 4, 4] (another rank) has its own, and the
     arena run is the reference's, bit for bit, with either reference."""
-    from onnxmem.runtime.ort import session_options
     from onnxmem.runtime.sessions import node_session
+    from onnxmem.runtime.settings import session_options
 
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
              helper.make_node("Transpose", ["a"], ["t"], name="t", perm=[1, 0]),
@@ -219,8 +219,8 @@ def test_nodes_that_differ_in_an_attribute_or_a_type_keep_their_own_sessions(tmp
     """Nodes alike share a session by the node and its declared values: two Transposes with
     other perms, two LeakyRelus with other alphas and a Cast to another type each keep their own;
     the same LeakyRelu again gets the first one's. The arena run verifies, bit for bit."""
-    from onnxmem.runtime.ort import session_options
     from onnxmem.runtime.sessions import node_session
+    from onnxmem.runtime.settings import session_options
 
     nodes = [helper.make_node("Transpose", ["x"], ["a"], name="t1", perm=[1, 0, 2]),
              helper.make_node("Transpose", ["a"], ["b"], name="t2", perm=[0, 2, 1]),

@@ -14,6 +14,7 @@ from onnxmem.core.fileio import OutputSet
 
 from .options import (
     PlanningFlags,
+    libraries_read,
     make_plan_options,
     optimize_option,
     planning_options,
@@ -86,7 +87,7 @@ def fit(model: str, memory: str, device: str, cache_path: str | None, runtime: s
     flags = flags.copy()
     flags["dims"] = tuple(f"{k}={v}" for k, v in bound.items())
     opts = make_plan_options(**flags)
-    outs = OutputSet(inputs=[model, *([opts.checkpoint] if opts.checkpoint else [])])
+    outs = OutputSet(inputs=[model, *([opts.checkpoint] if opts.checkpoint else []), *libraries_read()])
     if cache_path is not None:  # an empty path is refused by name, not taken as no file
         outs.add(cache_path, "--cache")
     if plot_path is not None:

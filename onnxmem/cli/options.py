@@ -222,20 +222,42 @@ def time_limit_flag(fn: F) -> F:
              "is an error too.")(fn)
 
 
+def custom_op_library_flag(fn: F) -> F:
+    """``--custom-op-library PATH``, repeatable (plan, verify, compare, fit, zoo)."""
+    return click.option(
+        "--custom-op-library", "custom_op_library", type=click.Path(dir_okay=True, path_type=str), multiple=True,
+        metavar="PATH",
+        help="A shared library of onnxruntime custom ops (built with its custom op API; "
+             "onnxruntime_extensions.get_library_path() names one) that every onnxruntime session of the "
+             "command registers, for a model with ops of a domain of its own. Repeat for several. It is "
+             "native code run in onnxmem's processes: give only a library you trust.")(fn)
+
+
+def libraries_read() -> list[str]:
+    """The custom op libraries of the command in progress (``--custom-op-library``): files it reads,
+    which no output may overwrite."""
+    from onnxmem.runtime.isolation import current_limits
+
+    return list(current_limits().custom_ops)
+
+
 def time_limit_option(prestart: Callable[[dict[str, object]], bool]) -> Callable[[F], F]:
-    """``--time-limit``: the command runs inside ``isolation.run_limits`` (every onnxruntime run in
-    one child process, each bounded); ``prestart(kwargs)``: whether it surely runs onnxruntime."""
+    """``--time-limit`` and ``--custom-op-library``: the command runs inside
+    ``isolation.run_limits`` (every onnxruntime run in one child process, each bounded, each session
+    registering the libraries); ``prestart(kwargs)``: whether it surely runs onnxruntime."""
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
-        def wrapper(*args: object, time_limit: float, **kwargs: object) -> object:
+        def wrapper(*args: object, time_limit: float, custom_op_library: tuple[str, ...] = (),
+                    **kwargs: object) -> object:
             from onnxmem.runtime.isolation import run_limits
+            from onnxmem.runtime.settings import check_libraries
 
             cuda = kwargs.get("device") == "cuda"
             with run_limits(seconds=time_limit, address_space=not cuda, prestart=prestart(kwargs),
-                            warm="cuda" if cuda else None):
+                            warm="cuda" if cuda else None, custom_ops=check_libraries(custom_op_library)):
                 return fn(*args, **kwargs)
 
-        return time_limit_flag(wrapper)  # type: ignore[return-value]
+        return time_limit_flag(custom_op_library_flag(wrapper))  # type: ignore[return-value]
     return wrap
 
 

@@ -21,6 +21,7 @@ from .options import (
     RegistryChoice,
     device_option,
     inputs_option,
+    libraries_read,
     make_plan_options,
     optimize_option,
     pipeline_option,
@@ -132,7 +133,7 @@ def plan(models: tuple[str, ...], output: str | None, annotate: str | None, solv
         _plan_together(models, opts, output, as_json, pipeline)
         return
     model = models[0]
-    outs = OutputSet(inputs=[model, *([inputs_path] if inputs_path else []), *([checkpoint] if checkpoint else [])])
+    outs = OutputSet(inputs=[model, *(p for p in (inputs_path, checkpoint) if p), *libraries_read()])
     if ranged(dims):
         _refuse_for_range(budget is not None or budget_sweep is not None or rewrite_out is not None,
                           concurrency, branches)
@@ -231,7 +232,7 @@ def _refuse_for_range(budgeted: bool, concurrency: str, branches: tuple[str, ...
 def _plan_together(models: tuple[str, ...], opts: PlanOptions, output: str | None, as_json: bool,
                    pipeline: bool) -> None:
     """``plan A.onnx B.onnx``: each model, then all of them in one arena (a program plan)."""
-    outs = OutputSet(inputs=[*models, *([opts.checkpoint] if opts.checkpoint else [])])
+    outs = OutputSet(inputs=[*models, *([opts.checkpoint] if opts.checkpoint else []), *libraries_read()])
     if output is not None:
         outs.add(output, "-o")
     planned, program = plan_several(models, opts, pipeline, progress(sys.stderr.isatty() and not as_json))

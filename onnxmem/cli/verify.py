@@ -19,6 +19,7 @@ from .options import (
     PlanningFlags,
     given,
     inputs_option,
+    libraries_read,
     make_plan_options,
     model_and_plan,
     optimize_option,
@@ -168,7 +169,7 @@ def _check_save_outputs(path: str, static_only: bool, concurrency: str, read: tu
         raise click.UsageError("--static-only runs nothing; leave out --save-outputs (or --static-only)")
     if concurrency == "dag":
         raise click.UsageError("--concurrency dag makes several runs; leave out --save-outputs (or the concurrency)")
-    OutputSet([r for r in read if r]).add(path, "--save-outputs")
+    OutputSet([*(r for r in read if r), *libraries_read()]).add(path, "--save-outputs")
 
 
 def _verify_one(a: _Verify) -> None:
@@ -209,7 +210,7 @@ def _save_outputs(path: str, values: Mapping[str, Any], model: str) -> None:
     from onnxmem.runtime.inputs import write_arrays
 
     write_stream_atomic(path, write_arrays(values, "--save-outputs"), "--save-outputs",
-                        inputs=[model])  # (checked before the work too)
+                        inputs=[model, *libraries_read()])  # (checked before the work too)
     click.echo(f"outputs   {one_line(path)}: {len(values)} graph outputs as the arena run left them")
 
 

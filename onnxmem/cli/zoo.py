@@ -20,6 +20,7 @@ from .options import (
     Finite,
     PlanningFlags,
     RegistryChoice,
+    custom_op_library_flag,
     make_plan_options,
     optimize_option,
     planning_options,
@@ -62,10 +63,11 @@ if TYPE_CHECKING:
 @click.option("--write-baseline", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Write the arenas of this run as a baseline file.")
 @time_limit_flag
+@custom_op_library_flag
 def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tuple[str, ...],
         executor: str, model_timeout: float, baseline: str | None, tolerance: float,
         write_baseline: str | None, time_limit: float = RUN_SECONDS, optimize: str = "none",
-        **plan_flags: Unpack[PlanningFlags]) -> None:
+        custom_op_library: tuple[str, ...] = (), **plan_flags: Unpack[PlanningFlags]) -> None:
     """Plan (and with --verify, run) every model of a zoo; write results.json/.csv/.md.
 
     DIR_OR_LIST: a folder with catalog.json (from 'make zoo'), a folder of .onnx files, a
@@ -76,7 +78,10 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
     --model-timeout is reported and the run goes on. Exit code 0: all ok; 1: a model failed
     or timed out, or an arena grew against --baseline; 3: a plan failed verification.
     """
-    inputs = _zoo_inputs(zoo_source, baseline)
+    from onnxmem.runtime.settings import check_libraries
+
+    libraries = check_libraries(custom_op_library)
+    inputs = _zoo_inputs(zoo_source, baseline) + list(libraries)
     patterns = [p for word in only for p in word.split(",") if p]
     models = zoo_lib.load_zoo(zoo_source, patterns)
     inputs += [m.path for m in models] + [m.options.inputs for m in models if m.options.inputs is not None]
@@ -87,14 +92,15 @@ def zoo(zoo_source: str, jobs: int, verify: str | None, out_dir: str, only: tupl
         zoo_lib.check_baseline_names([m.name for m in models], base)
     opts = make_plan_options(**plan_flags, optimize=optimize, device=verify or "cpu")
     options = zoo_lib.ZooOptions(plan=opts, verify=verify, jobs=jobs, executor=executor,
-                                 work_dir=Path(out_dir), model_timeout=model_timeout, time_limit=time_limit)
+                                 work_dir=Path(out_dir), model_timeout=model_timeout, time_limit=time_limit,
+                                 custom_ops=libraries)
     started = time.time()
     meta = {
         "command": "onnxmem zoo " + " ".join(sys.argv[2:]),
         "machine": zoo_lib.machine_info(),
         "options": {**{k: v for k, v in plan_flags.items() if v not in ((), None, False)},
                     "verify": verify, "optimize": optimize, "jobs": jobs, "executor": executor,
-                    "model_timeout": model_timeout},
+                    "model_timeout": model_timeout, **({"custom_op_library": list(libraries)} if libraries else {})},
         "seconds": 0.0,
     }
     zoo_lib.check_zoo_run(models, options)  # before the progress bar: an error is one line

@@ -37,7 +37,13 @@ from onnxmem.core.errors import ShapeError, listed, show_name
 from onnxmem.core.symbolic import Poly, box_corners, lower_bound, parse_poly
 from onnxmem.model import check_dims, check_tensor_inputs, dim_label, open_input_dims
 from onnxmem.plans.range import quotient_name
-from onnxmem.shapes import ShapeInfo, infer_shapes, infer_symbolic_shapes, top_level_values
+from onnxmem.shapes import (
+    ShapeInfo,
+    infer_shapes,
+    infer_symbolic_shapes,
+    stuck_node,
+    top_level_values,
+)
 
 if TYPE_CHECKING:
     import onnx
@@ -273,6 +279,12 @@ def symbolic_families(model: onnx.ModelProto, box: Mapping[str, tuple[int, int]]
     missing = [n for n in top_level_values(model) if n not in found]
     if missing:
         open_dims = open_input_dims(model, [*dims, *box])
+        stuck = None if open_dims else stuck_node(model, found)
+        if stuck is not None:  # no shape at all, let alone a formula: an op onnxmem has no rule for
+            raise ShapeError(
+                f"sizes of {len(missing)} tensors are unknown over the range ({listed(missing, 5)}): {stuck[0]}; "
+                "declare the node's output shapes in the model's value_info, in the model's dims, or bind the "
+                "ranged dims to one value (--dim NAME=N) and pass --measure-shapes")
         raise _open_dims(missing, open_dims) if open_dims else _not_polynomial(missing)
     least = _least_steps(found, ranged, sorted(box))
     lattice = {k: math.lcm(least.get(k, MAX_STEP), steps.get(k, 1)) for k in box}

@@ -7,6 +7,8 @@ use, so importing one module of the layer (the CLI imports
 onnxruntime; onnxruntime itself is imported inside the functions that run it.
 
 * :mod:`~onnxmem.runtime.ort`: sessions, measured shapes, bounded runs;
+* :mod:`~onnxmem.runtime.settings`: every session's options, the custom op libraries it
+  registers (``--custom-op-library``), a model's own ``ort_config`` ignored;
 * :mod:`~onnxmem.runtime.sessions`: one session per node, bindings, CUDA checks;
 * :mod:`~onnxmem.runtime.arena` (with :mod:`~onnxmem.runtime.arena_steps`,
   :mod:`~onnxmem.runtime.arena_buffers`, :mod:`~onnxmem.runtime.arena_records`):

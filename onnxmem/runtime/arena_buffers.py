@@ -22,8 +22,8 @@ from onnxmem.runtime.ort import (
     foreign_dtype,
     onnx_array,
     ort_value,
-    session_options,
 )
+from onnxmem.runtime.settings import session_options
 
 __all__ = ["HOST_BASE_ALIGNMENT", "SENTINEL", "ArenaMemory", "CudaArena", "HostArena", "Slot", "Write", "arena_slots", "fits",
            "handed", "overlaps", "planned_value", "refused_finding", "slot_value", "uncopied"]

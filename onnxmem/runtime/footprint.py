@@ -8,7 +8,8 @@ the model, measured once per provider and machine in a fresh onnxruntime child
    and reads its resident size (``VmRSS``): the process with Python, numpy and
    onnxruntime loaded, :attr:`FixedCost.baseline`;
 2. it creates a session of a one-node model (``Add`` of two ``float[1]``) on the
-   provider and runs it twice;
+   provider, registering the custom op libraries given (:mod:`onnxmem.runtime.settings`),
+   and runs it twice;
 3. the growth of its peak resident size (``VmHWM``) over the baseline is
    :attr:`FixedCost.session`: the session, its thread pools and allocators, the
    provider's library state. On CUDA, the device memory the session takes
@@ -16,7 +17,8 @@ the model, measured once per provider and machine in a fresh onnxruntime child
 
 The figure is kept in this process's memory (one measurement per provider per command) and,
 only where the caller names a file (``--cache PATH``), in that file (:func:`cache_text` gives
-its text, which the caller writes), keyed by provider, onnxruntime version and machine.
+its text, which the caller writes), keyed by provider, onnxruntime version and machine (and
+the libraries, by name and size).
 
 **A session's peak** (:func:`session_peak`): the same growth for a real model at given input
 shapes, in a fresh child (so that no earlier run's heap is reused): from before the session
@@ -101,8 +103,12 @@ def _reset_peak() -> None:
 
 
 def _machine_key(device: str) -> str:
-    """Provider, onnxruntime version and machine (read without importing onnxruntime)."""
+    """Provider, onnxruntime version and machine (read without importing onnxruntime); and the
+    custom op libraries the sessions register, each by name and size (their code and state are part
+    of the fixed cost)."""
     from importlib.metadata import PackageNotFoundError, version
+
+    from onnxmem.runtime.isolation import current_limits
 
     found = "unknown"
     for dist in ("onnxruntime", "onnxruntime-gpu"):
@@ -111,7 +117,8 @@ def _machine_key(device: str) -> str:
             break
         except PackageNotFoundError:
             continue
-    return f"{device} onnxruntime {found} {platform.machine()} {os.cpu_count()} cpus {platform.node()}"
+    libraries = "".join(f" + {os.path.basename(p)} {os.path.getsize(p)} B" for p in current_limits().custom_ops)
+    return f"{device} onnxruntime {found} {platform.machine()} {os.cpu_count()} cpus {platform.node()}{libraries}"
 
 
 def _tiny_model() -> bytes:
@@ -131,6 +138,7 @@ def _measure_fixed(device: str) -> FixedCost:
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import available_memory
+    from onnxmem.runtime.settings import own_settings
 
     if PROVIDERS[device] not in ort.get_available_providers():
         raise RuntimeBackendError(f"onnxruntime here has no {PROVIDERS[device]}; use --device cpu or install "
@@ -140,7 +148,9 @@ def _measure_fixed(device: str) -> FixedCost:
         _reset_peak()
         baseline = _status("VmRSS")
         free_before = available_memory("cuda") if device == "cuda" else None
-        session = ort.InferenceSession(_tiny_model(), providers=[PROVIDERS[device]])
+        options = ort.SessionOptions()
+        own_settings(options)  # the custom op libraries given: loaded with the session, as the user's process does
+        session = ort.InferenceSession(_tiny_model(), options, providers=[PROVIDERS[device]])
         for _ in range(2):
             session.run(None, {"x": np.ones(1, np.float32)})
         grown = _status("VmHWM") - baseline
@@ -260,16 +270,17 @@ def measuring_options(*, level: str | None = None, mem_pattern: bool | None = No
                       order: str | None = None) -> Any:
     """onnxruntime ``SessionOptions`` of a session measured as a user runs it: onnxruntime's
     defaults but the settings given (``None``: onnxruntime's default; the keywords as
-    :func:`session_peak`'s; onnxmem's own sessions use :func:`onnxmem.runtime.ort.session_options`). ``arena_extend`` registers a process-wide CPU arena
+    :func:`session_peak`'s; onnxmem's own sessions use :func:`onnxmem.runtime.settings.session_options`). ``arena_extend`` registers a process-wide CPU arena
     with that extension strategy (once per process: call it in a fresh child) and makes the
     session use it. Call it where onnxruntime is loaded (the child)."""
     import onnxruntime as ort
 
-    from onnxmem.runtime.ort import quiet
+    from onnxmem.runtime.settings import own_settings, quiet
     from onnxmem.scheduling.onnxruntime import ORDERS
 
     options = ort.SessionOptions()
     quiet(options)  # fatal messages only, as in every session of onnxmem's own
+    own_settings(options)  # the custom op libraries given, as the user's session registers them; no ort_config
     if order is not None:
         options.execution_order = getattr(ort.ExecutionOrder, ORDERS[order])
     if level is not None:
@@ -283,7 +294,7 @@ def measuring_options(*, level: str | None = None, mem_pattern: bool | None = No
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
     if arena_extend is not None:  # the process's own CPU arena, with that strategy (a fresh child: once)
-        from onnxmem.runtime.ort import register_env_arena
+        from onnxmem.runtime.settings import register_env_arena
 
         register_env_arena("cpu", ARENA_EXTEND[arena_extend])
         options.add_session_config_entry("session.use_env_allocators", "1")

@@ -91,15 +91,18 @@ _LABEL_BYTES = 1024
 
 @dataclass(frozen=True, slots=True)
 class RunLimits:
-    """The bounds of onnxruntime runs. ``seconds``: each run (``--time-limit``); ``memory``:
-    bytes of address space a child may add to what it holds at its start (``None``: the
-    host memory available then); ``address_space``: whether to limit it at all (not for
-    CUDA); ``isolate``: run in a child process (else in this one, with the time limit only)."""
+    """The bounds of onnxruntime runs, and what their sessions load. ``seconds``: each run
+    (``--time-limit``); ``memory``: bytes of address space a child may add to what it holds at its
+    start (``None``: the host memory available then); ``address_space``: whether to limit it at all
+    (not for CUDA); ``isolate``: run in a child process (else in this one, with the time limit
+    only); ``custom_ops``: the custom op libraries every session registers, absolute paths
+    (``--custom-op-library``, :mod:`onnxmem.runtime.settings`)."""
 
     seconds: float = RUN_SECONDS
     memory: int | None = None
     address_space: bool = True
     isolate: bool = True
+    custom_ops: tuple[str, ...] = ()
 
 
 _limits = RunLimits()
@@ -118,7 +121,7 @@ def current_limits() -> RunLimits:
 @contextmanager
 def run_limits(*, prestart: bool = False, warm: str | None = None, **changes: Any) -> Iterator[RunLimits]:
     """The limits of the runs made inside (``seconds=``, ``memory=``, ``address_space=``,
-    ``isolate=``), as :class:`RunLimits` fields; the child, if one was started, ends on exit.
+    ``isolate=``, ``custom_ops=``), as :class:`RunLimits` fields; the child, if one was started, ends on exit.
     ``prestart``: start the child now, so that it loads onnxruntime while this process
     reads and plans the model; ``warm``: the device the child then sets up for the runs' node
     sessions (:func:`onnxmem.runtime.sessions.warm_device`; on CUDA its context and libraries),

@@ -318,8 +318,9 @@ def _optimize(src: str, dst: str, level: str, device: str,
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import end_run, start_run
-    from onnxmem.runtime.ort import first_line, session_options
+    from onnxmem.runtime.ort import first_line
     from onnxmem.runtime.sessions import device_providers
+    from onnxmem.runtime.settings import session_options
 
     providers = device_providers(device)
     so = session_options()
@@ -364,7 +365,7 @@ def _probe_nchwc_block(folder: str) -> int | None:
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from onnxmem.runtime.ort import session_options
+    from onnxmem.runtime.settings import session_options
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])

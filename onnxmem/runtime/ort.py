@@ -29,12 +29,13 @@ from onnxmem.model import (
     tensor_bytes,
 )
 from onnxmem.runtime.isolation import RUN_SECONDS, TimeLimitExceeded, available_memory
+from onnxmem.runtime.settings import session_options, shared_arena
 from onnxmem.shapes import ShapeInfo, infer_shapes
 
 __all__ = [
     "IN_MEMORY", "NUMPY_DTYPES", "RUN_SECONDS", "apart_from_weights", "available_memory", "check_memory",
     "first_line", "foreign_dtype", "in_memory", "infer_measured_shapes", "make_session", "measure_shapes",
-    "onnx_array", "onnx_bytes", "ort_value", "ort_values", "quiet", "random_inputs", "run_bounded", "shared_arena",
+    "onnx_array", "onnx_bytes", "ort_value", "ort_values", "random_inputs", "run_bounded",
 ]
 
 NUMPY_DTYPES: dict[int, Any] = {
@@ -51,97 +52,6 @@ NUMPY_DTYPES: dict[int, Any] = {
     onnx.TensorProto.UINT64: np.uint64,
     onnx.TensorProto.BOOL: np.bool_,
 }
-
-
-#: onnxruntime log severity of every session onnxmem makes (4: fatal only)
-LOG_SEVERITY = 4
-
-
-def quiet(so: Any) -> None:
-    """onnxruntime's log, for the whole process and for the session ``so`` configures: fatal
-    messages only (:data:`LOG_SEVERITY`). onnxmem turns every onnxruntime failure into an
-    exception that carries its message, so the library prints nothing: 3 (errors) would still
-    print a failing kernel's status to stderr, and a warning names each initializer onnxruntime
-    drops as the file spells it, colour codes included."""
-    import onnxruntime as ort
-
-    ort.set_default_logger_severity(LOG_SEVERITY)
-    so.log_severity_level = LOG_SEVERITY
-
-
-def session_options(optimize: bool = False, profile_prefix: str | None = None, *, memory_arena: bool = True) -> Any:
-    """onnxmem's session options: optimizations off unless ``optimize``, one thread, none spinning,
-    onnxruntime's logging only for fatal errors. ``memory_arena=False``: the CPU provider allocates
-    a kernel's scratch memory as it asks, with no arena of its own to set up (a session made for
-    one node: most of the cost of making it)."""
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    )
-    so.enable_cpu_mem_arena = memory_arena
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    quiet(so)
-    if profile_prefix is not None:
-        so.enable_profiling = True
-        so.profile_file_prefix = profile_prefix
-    return so
-
-
-#: by device, the growth strategy of the arena registered for the whole process (:func:`register_env_arena`)
-_ENV_ARENAS: dict[str, int] = {}
-
-
-def register_env_arena(device: str, extend_strategy: int) -> None:
-    """Register one arena for the whole process on ``device`` (``"cpu"`` or ``"cuda"``, device 0),
-    growing by ``extend_strategy`` (``arena_extend_strategy`` of ``OrtArenaCfg``: 0 doubles, 1
-    as requested); a session draws from it where its options have
-    ``session.use_env_allocators`` = 1. Once per process and device: again with the same strategy
-    it does nothing, with another it raises ``RuntimeBackendError`` (onnxruntime keeps the first);
-    raises what onnxruntime raises."""
-    import onnxruntime as ort
-
-    if device in _ENV_ARENAS:
-        if _ENV_ARENAS[device] != extend_strategy:
-            raise RuntimeBackendError(
-                f"this process's onnxruntime {device} arena grows by strategy {_ENV_ARENAS[device]}, not "
-                f"{extend_strategy}; measure in a fresh process")
-        return
-    name = "Cuda" if device == "cuda" else "Cpu"
-    info = ort.OrtMemoryInfo(name, ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
-    config = ort.OrtArenaCfg({"arena_extend_strategy": extend_strategy})
-    if device == "cuda":
-        ort.create_and_register_allocator_v2("CUDAExecutionProvider", info, {"device_id": "0"}, config)
-    else:
-        ort.create_and_register_allocator(info, config)
-    _ENV_ARENAS[device] = extend_strategy
-
-
-#: by device, whether :func:`shared_arena` can draw from the process's arena (``False``: it cannot be registered)
-_SHARED_ARENAS: dict[str, bool] = {}
-
-
-def shared_arena(options: Any, device: str = "cpu") -> bool:
-    """Make the sessions built with ``options`` draw their ``device`` memory from one arena for the
-    whole process (:func:`register_env_arena`, growing by what each request needs, unless the
-    process registered it otherwise) instead of an arena per session: memory one session freed is
-    reused by the next one's tensors and scratch, not taken fresh from the system (a CUDA
-    convolution's workspace; on the CPU, pages the kernel need not fault in and zero again).
-    ``False`` where this onnxruntime cannot register one; the sessions then keep arenas of their own."""
-    if device not in _SHARED_ARENAS:
-        try:
-            if device not in _ENV_ARENAS:
-                register_env_arena(device, 1)  # growing by what is requested
-            _SHARED_ARENAS[device] = True
-        except Exception:  # noqa: BLE001 - an older onnxruntime, or one built without it
-            _SHARED_ARENAS[device] = False
-    if _SHARED_ARENAS[device]:
-        options.add_session_config_entry("session.use_env_allocators", "1")
-    return _SHARED_ARENAS[device]
 
 
 def make_session(model: onnx.ModelProto | bytes | str, *, providers: list[str] | None = None,

@@ -205,7 +205,7 @@ def _profile(model: onnx.ModelProto, view: GraphView, *, level: str, device: str
 
     from onnxmem.runtime.folding import folded_model
     from onnxmem.runtime.inputs import feeds_for
-    from onnxmem.runtime.ort import session_options
+    from onnxmem.runtime.settings import session_options
 
     if level not in LEVELS:
         raise OnnxmemError(f"optimization level '{level}' is not one of {', '.join(LEVELS)}")
@@ -302,7 +302,7 @@ def _profile_default(model: onnx.ModelProto, view: GraphView, *, device: str,
 
     from onnxmem.runtime.folding import folded_model
     from onnxmem.runtime.inputs import feeds_for
-    from onnxmem.runtime.ort import session_options
+    from onnxmem.runtime.settings import session_options
 
     providers, provider = _providers(device)
     folded = folded_model(model, view, model_path)

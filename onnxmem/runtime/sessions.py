@@ -21,7 +21,6 @@ from onnxmem.core.errors import RuntimeBackendError, cut_words, flag_value, one_
 from onnxmem.graph import RANDOM_OPS as GRAPH_RANDOM_OPS
 from onnxmem.graph import GraphView, Op
 from onnxmem.runtime.ort import (
-    LOG_SEVERITY,
     apart_from_weights,
     first_line,
     foreign_dtype,
@@ -29,9 +28,8 @@ from onnxmem.runtime.ort import (
     onnx_array,
     ort_values,
     run_bounded,
-    session_options,
-    shared_arena,
 )
+from onnxmem.runtime.settings import LOG_SEVERITY, session_options, shared_arena
 
 __all__ = [
     "Alone",
@@ -202,7 +200,7 @@ def value_names(op: Op) -> dict[str, str]:
 
 #: the most node sessions a run on CUDA keeps at once. Each CUDA session is a provider of its
 #: own, with its own cuBLAS and cuDNN handles (about 40 to 120 MiB of the device each, measured
-#: on an H200) and (where the shared arena of :func:`onnxmem.runtime.ort.shared_arena` cannot be
+#: on an H200) and (where the shared arena of :func:`onnxmem.runtime.settings.shared_arena` cannot be
 #: registered) its own device arena, which keeps the largest convolution workspace it was ever
 #: asked for: kept for every node, they took 38,881 MiB of an H200 to verify DenseNet-121's 8 MB
 #: arena. Nodes alike share one (:func:`node_session`), so a zoo model needs 11 to 110; fewer

@@ -38,6 +38,7 @@ from typing import Any
 import onnx
 from onnx import helper
 
+import onnxmem.runtime.settings as settings
 from onnxmem.core.errors import RuntimeBackendError, show_name
 
 __all__ = ["STAND_INS", "has_stand_in", "inline", "is_stand_in", "mark_stand_in", "missing_kernel", "no_kernel_fix", "note",
@@ -104,12 +105,13 @@ def missing_kernel(message: str) -> str | None:
 
 
 def no_kernel_fix(message: str, opsets: Iterable[onnx.OperatorSetIdProto]) -> str:
-    """What to do where onnxruntime has no kernel for an op (``message``: its error) of a model whose
-    opset imports (``opsets``) declare an ai.onnx opset before 7, onnxruntime's oldest
-    (``"; convert ..."``); else ``""``."""
+    """What to do where onnxruntime has no kernel for an op (``message``: its error): of a model whose
+    opset imports (``opsets``) declare an ai.onnx opset before 7, onnxruntime's oldest, convert it
+    (``"; convert ..."``); an op of a custom domain, give its library
+    (:func:`onnxmem.runtime.settings.custom_op_fix`); else ``""``."""
     opset = next((o.version for o in opsets if o.domain in ("", "ai.onnx")), None)
     if opset is None or opset >= 7 or missing_kernel(message) is None:
-        return ""
+        return settings.custom_op_fix(message)
     return (f"; the model declares ai.onnx opset {opset} and onnxruntime has kernels for 7 and later: convert it "
             "(onnx.version_converter.convert_version(model, 17)) and plan the converted model")
 

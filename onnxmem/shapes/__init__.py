@@ -24,6 +24,7 @@ from onnxmem.shapes.info import ShapeInfo
 from onnxmem.shapes.loops import LoopBound
 from onnxmem.shapes.shapeeval import evaluate_values, needed_values, opset_version
 from onnxmem.shapes.steps import STEPS, Inference, Step, TypedShape
+from onnxmem.shapes.unknown import stuck_node
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -38,6 +39,7 @@ __all__ = [
     "infer_symbolic_shapes",
     "needed_values",
     "opset_version",
+    "stuck_node",
     "tensor_value",
     "top_level_values",
 ]

@@ -48,9 +48,15 @@ from onnxmem.shapes.training import (
     same_as,
 )
 
-__all__ = ["CONTRIB_RULES", "complete_contrib", "unshaped_reason"]
+__all__ = ["CONTRIB_RULES", "ORT_DOMAINS", "complete_contrib", "is_custom_domain", "unshaped_reason"]
 
 _MS = "com.microsoft"
+#: the domains of the ops onnxruntime implements itself; an op of any other domain runs only
+#: through a custom op library (:mod:`onnxmem.runtime.settings`)
+ORT_DOMAINS = frozenset({
+    "", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training", _MS, "com.microsoft.nchwc",
+    "com.microsoft.experimental", "com.ms.internal.nhwc", "com.microsoft.dml",
+})
 _NCHWC = "com.microsoft.nchwc"
 #: the ONNX opset the stand-ins are inferred at (AveragePool's dilations need 19)
 _STANDIN_OPSET = [helper.make_opsetid("", 19)]
@@ -352,6 +358,11 @@ def _reorder_input(padded: dict[str, int], block: int | None = None) -> Rule:
     return rule
 
 
+def is_custom_domain(domain: str) -> bool:
+    """Whether ops of ``domain`` run in onnxruntime only through a custom op library."""
+    return domain not in ORT_DOMAINS
+
+
 def unshaped_reason(domain: str, op_type: str) -> str:
     """Why a node of ``op_type`` in ``domain`` (not ONNX's) whose inputs are shaped was left
     unshaped, as the rest of a sentence that names it."""
@@ -366,15 +377,16 @@ def unshaped_reason(domain: str, op_type: str) -> str:
 
 def complete_contrib(model: onnx.ModelProto, known: Known, sources: MutableMapping[str, str],
                      wanted: Sequence[str], values: Mapping[str, np.ndarray] | None = None, *,
-                     nchwc_block: int | None = None, symbolic: bool = False) -> int:
+                     nchwc_block: int | None = None, symbolic: bool = False, source: str = "contrib-rule") -> int:
     """Give the values still missing from ``known`` a dtype and shape by :data:`CONTRIB_RULES`
-    and :data:`onnxmem.shapes.mlops.ML_RULES` (and the training rules, for graphs with both);
-    ``values`` are values already computed (GroupQueryAttention's ``total_sequence_length``);
-    ``symbolic``: ``known`` holds dims as texts too (range plans), each rule run through
-    :func:`onnxmem.shapes.sentinel.symbolic_rule`; returns how many were added."""
+    and :data:`onnxmem.shapes.mlops.ML_RULES` (and the training rules, for graphs with both),
+    and by onnx's inference of each ONNX node past them; ``values`` are values already computed
+    (GroupQueryAttention's ``total_sequence_length``); ``symbolic``: ``known`` holds dims as texts
+    too (range plans), each rule run through :func:`onnxmem.shapes.sentinel.symbolic_rule`;
+    ``source``: what ``sources`` records for each; returns how many were added."""
     rules = {**TRAINING_RULES, **CONTRIB_RULES, **ML_RULES,
              (_NCHWC, "ReorderInput"): _reorder_input(_reorder_input_channels(model), nchwc_block)}
     if symbolic:
         rules = {k: symbolic_rule(r) for k, r in rules.items()}
-    return complete_shapes(model, known, sources, wanted, rules=rules, source="contrib-rule", values=values,
+    return complete_shapes(model, known, sources, wanted, rules=rules, source=source, values=values,
                            symbolic=symbolic)

@@ -34,7 +34,7 @@ from onnxmem.model import (
     subgraph_attributes,
 )
 from onnxmem.shapes.consistency import check_shapes
-from onnxmem.shapes.contrib import complete_contrib
+from onnxmem.shapes.contrib import complete_contrib, is_custom_domain
 from onnxmem.shapes.contrib_attention import value_sized
 from onnxmem.shapes.engines import (
     collect_types,
@@ -381,6 +381,12 @@ def infer_symbolic_shapes(
     absorb(given)  # outputs left open take their declarations where they agree; those read are inferred again
     if read and len(found) < len(wanted):
         _symbolic_sweep(model, work, absorb, found, wanted, bound, by_value, nchwc_block)
+    foreign = _declared_foreign(model, found, safe, bound) if len(found) < len(wanted) else {}
+    if foreign:  # as a plan at one point takes them last: then the engines past those nodes
+        absorb(foreign)
+        past, names = _past_foreign(work, found)
+        run_engines(past, lambda info: absorb(_restored(info, names)), lambda: len(found) < len(wanted),
+                    lambda d: resolve_dim(d, bound), symbolic_only=by_value)
     for init in model.graph.initializer:
         found.setdefault(init.name, (init.data_type, tuple(int(d) for d in init.dims)))
     return found, original
@@ -408,6 +414,28 @@ def _symbolic_sweep(model: onnx.ModelProto, work: onnx.ModelProto,
         run_engines(past, lambda info, fresh=names: absorb(_restored(info, fresh)),  # type: ignore[misc]
                     lambda: len(found) < len(wanted), lambda d: resolve_dim(d, bound),
                     symbolic_only=by_value)
+
+
+def _declared_foreign(model: onnx.ModelProto, found: Mapping[str, tuple[int, tuple[Dim, ...]]],
+                      safe: Mapping[str, str], bound: Mapping[str, int]) -> dict[str, tuple[int, tuple[Dim, ...]]]:
+    """The outputs of nodes of custom domains (:func:`onnxmem.shapes.contrib.is_custom_domain`: no
+    engine or rule sizes them) whose inputs are all sized, as the file's value_info declares them where each dim is a
+    number or a dim of the model (``safe``: its generated name; ``bound`` ones bound): what a plan
+    at one point takes last (:func:`onnxmem.shapes.steps._value_info`), here over the ranged dims."""
+    have = set(found) | {i.name for i in model.graph.initializer} | {i.name for i in model.graph.input}
+    declared = {vi.name: vi for vi in model.graph.value_info}
+    taken: dict[str, tuple[int, tuple[Dim, ...]]] = {}
+    for node in model.graph.node:
+        if not is_custom_domain(node.domain) or not all(not n or n in have for n in node.input):
+            continue
+        for name in node.output:
+            et, dims = read_type(declared[name]) if name in declared and name not in have else (None, None)
+            shape = [d if isinstance(d, int) and d >= 0 else safe.get(d) if isinstance(d, str) else None
+                     for d in dims or ()]
+            if et and dims is not None and None not in shape:
+                taken[name] = (et, tuple(bind_dims(tuple(shape), bound)))
+                have.add(name)
+    return taken
 
 
 def _past_foreign(work: onnx.ModelProto, found: Mapping[str, tuple[int, tuple[Dim, ...]]]

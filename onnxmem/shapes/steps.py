@@ -46,7 +46,7 @@ import onnxmem.shapes.pieces as pieces
 import onnxmem.shapes.shapeeval as shapeeval
 from onnxmem.core.errors import show_name
 from onnxmem.model import BodyKey, Dim, NodeFields, read_nodes, resolve_dim, set_shape
-from onnxmem.shapes.contrib import complete_contrib
+from onnxmem.shapes.contrib import complete_contrib, is_custom_domain
 from onnxmem.shapes.contrib_attention import value_inputs
 from onnxmem.shapes.engines import (
     collect_types,
@@ -354,6 +354,11 @@ def _value_info(state: Inference) -> None:
         if shape is not None:
             taken[name] = shape
     state.absorb(taken, "value_info", {})
+    custom = {o for node in state.model.graph.node if is_custom_domain(node.domain) for o in node.output}
+    if custom.intersection(taken) and state.incomplete():  # past a custom op's declared outputs: the ops they feed
+        values = state.evaluated.values if state.evaluated is not None else None
+        complete_contrib(state.model, state.known, state.sources, state.wanted, values,
+                         nchwc_block=state.nchwc_block, source="onnx")
     n_vi = sum(1 for s in state.sources.values() if s == "value_info")
     if n_vi:
         state.warnings.append(f"{n_vi} tensor shapes come from the exporter's value_info alone")

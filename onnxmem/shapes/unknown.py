@@ -9,19 +9,19 @@ a node of another domain that stops inference; else sizes that depend on data
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Collection, Mapping
 
 import onnx
 
 from onnxmem.core.errors import ShapeError, flag_value, listed, show_name
 from onnxmem.model import dim_label, graph_inputs, resolve_dim, subgraph_attributes
 from onnxmem.shapes.consistency import broken_graph
-from onnxmem.shapes.contrib import unshaped_reason
+from onnxmem.shapes.contrib import is_custom_domain, unshaped_reason
 from onnxmem.shapes.loops import loop_name
 from onnxmem.shapes.shapeeval import opset_version
 from onnxmem.shapes.steps import TypedShape
 
-__all__ = ["SEQUENCE_OPS", "unknown_at_zero", "unknown_sizes"]
+__all__ = ["SEQUENCE_OPS", "stuck_node", "unknown_at_zero", "unknown_sizes"]
 
 
 def unknown_sizes(
@@ -89,13 +89,14 @@ def unknown_sizes(
             "runs of at most N iterations (verify refuses a run of more), or --measure-shapes to plan for the "
             "count of one run"
         )
-    stuck = _stuck_node(model, known)
+    stuck = stuck_node(model, known)
     if stuck is not None:
-        return ShapeError(
-            f"sizes of {len(missing)} tensors are unknown ({shown}): {stuck}; "
-            "pass --measure-shapes (with --inputs where random values do not fit) to run the model once and "
-            "measure them"
-        )
+        fix = ("pass --measure-shapes with --custom-op-library PATH, the library that implements its op for "
+               "onnxruntime, to run the model once and measure them, or declare the node's output shapes in the "
+               "model's value_info" if is_custom_domain(stuck[1]) else
+               "pass --measure-shapes (with --inputs where random values do not fit) to run the model once and "
+               "measure them")
+        return ShapeError(f"sizes of {len(missing)} tensors are unknown ({shown}): {stuck[0]}; {fix}")
     return ShapeError(
         f"sizes of {len(missing)} tensors are unknown ({shown}): their shapes depend on "
         "data; pass --measure-shapes to run the model once and measure them, or give the values of the graph "
@@ -168,14 +169,14 @@ def unknown_at_zero(missing: list[str], zero: list[str]) -> ShapeError:
     )
 
 
-def _stuck_node(model: onnx.ModelProto, known: Mapping[str, TypedShape]) -> str | None:
+def stuck_node(model: onnx.ModelProto, known: Collection[str]) -> tuple[str, str] | None:
     """The first node of a domain other than ONNX's with every input shaped and an output
-    unshaped, as ``node 'X' (domain:Op)`` and why; None when there is none."""
+    unshaped, as ``node 'X' (domain:Op)`` and why, and its domain; None when there is none."""
     have = set(known) | {i.name for i in model.graph.initializer} | {i.name for i in model.graph.input}
     for node in model.graph.node:
         if node.domain in ("", "ai.onnx"):
             continue
         if all(not n or n in have for n in node.input) and any(o and o not in have for o in node.output):
             label = flag_value(f"{node.domain}:{node.op_type}")
-            return f"node {show_name(node.name)} ({label}) {unshaped_reason(node.domain, node.op_type)}"
+            return f"node {show_name(node.name)} ({label}) {unshaped_reason(node.domain, node.op_type)}", node.domain
     return None

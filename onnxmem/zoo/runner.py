@@ -76,6 +76,7 @@ class ZooOptions:
     model_timeout: float | None = DEFAULT_MODEL_TIMEOUT  # seconds per model; 0/None: no limit
     seed: int = 0
     time_limit: float = RUN_SECONDS  # seconds each onnxruntime run may take (onnxmem.runtime.isolation)
+    custom_ops: tuple[str, ...] = ()  # custom op libraries every session registers (onnxmem.runtime.settings)
 
 
 #: what runs one model: a top-level function (child processes import it by name)
@@ -86,7 +87,7 @@ def run_model(model: ZooModel, options: ZooOptions) -> ZooResult:
     """Plan (and verify) one model; every error becomes a result, none escapes. Its
     onnxruntime runs (measuring shapes, verifying) are bounded by ``options.time_limit``
     and happen in one child process (:mod:`onnxmem.runtime.isolation`)."""
-    with run_limits(seconds=options.time_limit, address_space=options.verify != "cuda"):
+    with run_limits(seconds=options.time_limit, address_space=options.verify != "cuda", custom_ops=options.custom_ops):
         return _plan_and_verify(model, options)
 
 

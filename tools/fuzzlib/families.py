@@ -2,6 +2,7 @@
 and outputs."""
 from __future__ import annotations
 
+import json
 import os
 import random
 import stat
@@ -254,7 +255,7 @@ def _payload_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, c
     model = base.model()
     g = model.graph
     where = rng.choice(("input dim", "output dim", "value_info dim", "input name", "node name",
-                        "metadata", "attribute", "doc_string", "initializer name", "all dims"))
+                        "metadata", "attribute", "doc_string", "initializer name", "all dims", "ort_config"))
     if where == "input dim":
         _set_dim(g.input[0], rng, payload)
     elif where == "output dim":
@@ -269,6 +270,10 @@ def _payload_case(corpus: Corpus, seed: int, folder: Path, rng: random.Random, c
         g.node[0].name = payload
     elif where == "metadata":
         helper.set_model_props(model, {payload: payload})
+    elif where == "ort_config":  # session options onnxruntime takes from the model (the worker sets the variable)
+        helper.set_model_props(model, {"ort_config": json.dumps({"session_options": {
+            "enable_profiling": 1, "graph_optimization_level": 0, "inter_op_num_threads": 64, "execution_mode": 1},
+            "payload": payload})})
     elif where == "attribute":
         g.node[-1].attribute.append(helper.make_attribute("note", payload))
     elif where == "doc_string":

@@ -261,6 +261,9 @@ def _run_request(req: dict[str, Any], scratch: str, system_roots: tuple[str, ...
         a.named = frozenset(os.path.realpath(p) for p in req["named_reads"])
         old_argv = sys.argv
         sys.argv = ["onnxmem", *req["argv"]]
+        # onnxruntime would apply a model's ort_config (the payload family writes one that turns profiling on,
+        # a file in the working folder): set in every case, as a user's environment may set it
+        os.environ["ORT_LOAD_CONFIG_FROM_MODEL"] = "1"
         os.chdir(folder)
         started = time.perf_counter()
         a.active = True
