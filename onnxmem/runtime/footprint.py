@@ -138,7 +138,6 @@ def _measure_fixed(device: str) -> FixedCost:
     import onnxruntime as ort
 
     from onnxmem.runtime.isolation import available_memory
-    from onnxmem.runtime.settings import own_settings
 
     if PROVIDERS[device] not in ort.get_available_providers():
         raise RuntimeBackendError(f"onnxruntime here has no {PROVIDERS[device]}; use --device cpu or install "
@@ -148,9 +147,8 @@ def _measure_fixed(device: str) -> FixedCost:
         _reset_peak()
         baseline = _status("VmRSS")
         free_before = available_memory("cuda") if device == "cuda" else None
-        options = ort.SessionOptions()
-        own_settings(options)  # the custom op libraries given: loaded with the session, as the user's process does
-        session = ort.InferenceSession(_tiny_model(), options, providers=[PROVIDERS[device]])
+        # a default session, with the custom op libraries given loaded as the user's process loads them
+        session = ort.InferenceSession(_tiny_model(), measuring_options(), providers=[PROVIDERS[device]])
         for _ in range(2):
             session.run(None, {"x": np.ones(1, np.float32)})
         grown = _status("VmHWM") - baseline

@@ -422,14 +422,14 @@ def _declared_foreign(model: onnx.ModelProto, found: Mapping[str, tuple[int, tup
     engine or rule sizes them) whose inputs are all sized, as the file's value_info declares them where each dim is a
     number or a dim of the model (``safe``: its generated name; ``bound`` ones bound): what a plan
     at one point takes last (:func:`onnxmem.shapes.steps._value_info`), here over the ranged dims."""
-    have = set(found) | {i.name for i in model.graph.initializer} | {i.name for i in model.graph.input}
-    declared = {vi.name: vi for vi in model.graph.value_info}
+    declared = collect_types(model)  # with the initializers and graph inputs, which are sized
+    have = set(found) | set(declared) - {o for node in model.graph.node for o in node.output}
     taken: dict[str, tuple[int, tuple[Dim, ...]]] = {}
     for node in model.graph.node:
         if not is_custom_domain(node.domain) or not all(not n or n in have for n in node.input):
             continue
         for name in node.output:
-            et, dims = read_type(declared[name]) if name in declared and name not in have else (None, None)
+            et, dims = declared.get(name, (None, None)) if name not in have else (None, None)
             shape = [d if isinstance(d, int) and d >= 0 else safe.get(d) if isinstance(d, str) else None
                      for d in dims or ()]
             if et and dims is not None and None not in shape:

@@ -354,8 +354,8 @@ def _value_info(state: Inference) -> None:
         if shape is not None:
             taken[name] = shape
     state.absorb(taken, "value_info", {})
-    custom = {o for node in state.model.graph.node if is_custom_domain(node.domain) for o in node.output}
-    if custom.intersection(taken) and state.incomplete():  # past a custom op's declared outputs: the ops they feed
+    if taken and state.incomplete() and any(is_custom_domain(node.domain) and not taken.keys().isdisjoint(node.output)
+                                            for node in state.model.graph.node):  # past a custom op's declared outputs
         values = state.evaluated.values if state.evaluated is not None else None
         complete_contrib(state.model, state.known, state.sources, state.wanted, values,
                          nchwc_block=state.nchwc_block, source="onnx")
